@@ -1,0 +1,77 @@
+/* error.c - the two kinds of errors: programmer misuse stops with a message
+ * that names the op and the caller's line; bad user input returns a status
+ * and leaves the message in ag_errmsg(). */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static _Thread_local const char *callsite_file;
+static _Thread_local int callsite_line;
+static _Thread_local char errmsg[1024];
+
+void ag_set_callsite(const char *file, int line) {
+    callsite_file = file;
+    callsite_line = line;
+}
+
+const char *ag_errmsg(void) { return errmsg; }
+
+static void default_fatal(const char *msg) {
+    fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+    abort();
+}
+
+static ag_fatal_handler fatal_handler = default_fatal;
+
+ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h) {
+    ag_fatal_handler old = fatal_handler;
+    fatal_handler = h ? h : default_fatal;
+    return old;
+}
+
+void ag__fatal(const char *op, const char *fmt, ...) {
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "attngrad: %s: ", op);
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (callsite_file && n < (int)sizeof msg)
+        snprintf(msg + n, sizeof msg - (size_t)n, " (at %s:%d)", callsite_file, callsite_line);
+    fatal_handler(msg);
+    abort(); /* a handler that returns would continue with a broken state */
+}
+
+ag_status ag__fail(ag_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
+    if (a->device != AG_CPU || (b && b->device != a->device))
+        ag__fatal(op, "tensors on different or unsupported devices (%s and %s)",
+                  a->device == AG_CPU ? "cpu" : "cuda",
+                  !b ? "-" : b->device == AG_CPU ? "cpu" : "cuda");
+}
+
+void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b) {
+    if (!ag_same_shape(a, b)) {
+        char sa[64], sb[64];
+        ag__fatal(op, "shapes %s and %s differ", ag_shape_str(a, sa, sizeof sa),
+                  ag_shape_str(b, sb, sizeof sb));
+    }
+}
+
+int ag__axis(const char *op, const ag_tensor *t, int axis) {
+    int a = axis < 0 ? axis + t->ndim : axis;
+    if (a < 0 || a >= t->ndim) {
+        char s[64];
+        ag__fatal(op, "axis %d out of range for shape %s", axis, ag_shape_str(t, s, sizeof s));
+    }
+    return a;
+}

@@ -1,0 +1,78 @@
+/* internal.h - what ops and the engine share, and users never see.
+ *
+ * An op is written as a forward function that computes its output and, when
+ * gradients are wanted, records a node on the tape with ag__record(); its
+ * backward function sits right next to it in the same file and reads the
+ * node: n->out->grad is dL/d(out), and it accumulates into ag__grad(input). */
+#ifndef AG_INTERNAL_H
+#define AG_INTERNAL_H
+
+#define AG_INTERNAL
+#include "attngrad.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <tgmath.h> /* exp/log/... follow ag_real: float or double */
+
+#define AG_MAX_INPUTS 8
+
+typedef void (*ag_backward_fn)(ag_node *n);
+
+struct ag_node {
+    const char *op;             /* name, for messages */
+    ag_backward_fn backward;
+    ag_tensor *out;
+    ag_tensor *in[AG_MAX_INPUTS];
+    int n_in;
+    int index;                  /* position on the tape */
+    void *saved;                /* op-specific state, from the arena */
+    int iarg[8];
+    double farg[4];
+};
+
+/* ---- memory ---- */
+void *ag_malloc(size_t bytes);          /* counted; aborts on failure */
+void *ag_calloc(size_t n, size_t size);
+void *ag_realloc(void *p, size_t bytes);
+void ag_free(void *p);
+char *ag_strdup(const char *s);
+void *ag_arena_alloc(size_t bytes);     /* 64-byte aligned, uninitialised */
+void *ag_arena_zalloc(size_t bytes);
+
+/* An uninitialised step tensor (the usual op output). */
+ag_tensor *ag__empty(int ndim, const int *shape);
+
+/* Records `out` as produced by op from inputs, if any input needs a
+ * gradient and grad mode is on; returns the node (NULL when nothing was
+ * recorded, in which case the op must not save anything). */
+ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
+                    ag_tensor *const *in);
+/* Gradient buffer of t, allocated zero-filled on first use. */
+ag_real *ag__grad(ag_tensor *t);
+/* Should backward compute input i's gradient? */
+static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->requires_grad; }
+
+/* ---- errors ---- */
+/* Programmer error inside op: prints "attngrad: <op>: <msg> (at file:line)". */
+void ag__fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* User-input error: sets ag_errmsg() and returns status. */
+ag_status ag__fail(ag_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b);
+void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b);
+int ag__axis(const char *op, const ag_tensor *t, int axis); /* normalise a negative axis */
+
+/* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ---- */
+void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
+              const ag_real *B, ag_real beta, ag_real *C);
+
+/* Numerically stable scalar helpers shared by several ops. */
+static inline ag_real ag__sigmoid(ag_real x) {
+    if (x >= 0) return 1 / (1 + exp(-x));
+    ag_real e = exp(x);
+    return e / (1 + e);
+}
+static inline ag_real ag__softplus(ag_real x) {
+    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+#endif

@@ -1,0 +1,139 @@
+/* memory.c - the counting allocator and the per-step arena.
+ *
+ * Every heap allocation of the library goes through ag_malloc so a test can
+ * prove that a training step in the steady state allocates nothing.  Step
+ * memory is a bump arena made of chunks; when a step needed more than one
+ * chunk, ag_step_end() replaces them by a single chunk big enough for the
+ * whole step, so from then on the same step fits without allocating. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static ag_mem_stats stats;
+
+void *ag_malloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) ag__fatal("alloc", "out of memory allocating %zu bytes", bytes);
+    stats.allocs++;
+    return p;
+}
+
+void *ag_calloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) ag__fatal("alloc", "out of memory allocating %zu x %zu bytes", n, size);
+    stats.allocs++;
+    return p;
+}
+
+void *ag_realloc(void *old, size_t bytes) {
+    void *p = realloc(old, bytes ? bytes : 1);
+    if (!p) ag__fatal("alloc", "out of memory reallocating %zu bytes", bytes);
+    stats.allocs++;
+    if (old) stats.frees++;
+    return p;
+}
+
+void ag_free(void *p) {
+    if (!p) return;
+    stats.frees++;
+    free(p);
+}
+
+char *ag_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = ag_malloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+/* ---- the arena ---- */
+
+#define ARENA_ALIGN 64
+#define ARENA_MIN_CHUNK ((size_t)1 << 20)
+#define ARENA_MAX_CHUNKS 64
+
+typedef struct {
+    char *base;
+    size_t cap, used;
+} chunk;
+
+static chunk chunks[ARENA_MAX_CHUNKS];
+static int n_chunks, cur_chunk;
+static size_t step_used; /* bytes handed out this step, all chunks */
+
+static void chunk_new(size_t cap) {
+    if (n_chunks == ARENA_MAX_CHUNKS) ag__fatal("arena", "more than %d chunks in one step", ARENA_MAX_CHUNKS);
+    chunk *c = &chunks[n_chunks++];
+    c->base = aligned_alloc(ARENA_ALIGN, cap);
+    if (!c->base) ag__fatal("arena", "out of memory allocating a %zu-byte chunk", cap);
+    stats.allocs++;
+    c->cap = cap;
+    c->used = 0;
+    stats.arena_bytes += cap;
+}
+
+void *ag_arena_alloc(size_t bytes) {
+    bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    while (n_chunks == 0 || chunks[cur_chunk].used + bytes > chunks[cur_chunk].cap) {
+        if (n_chunks > 0 && cur_chunk + 1 < n_chunks) {
+            chunks[++cur_chunk].used = 0; /* reuse a chunk left over from a rewind */
+            continue;
+        }
+        size_t cap = stats.arena_bytes > ARENA_MIN_CHUNK ? stats.arena_bytes : ARENA_MIN_CHUNK;
+        if (cap < bytes) cap = bytes;
+        chunk_new(cap);
+        cur_chunk = n_chunks - 1;
+    }
+    chunk *c = &chunks[cur_chunk];
+    void *p = c->base + c->used;
+    c->used += bytes;
+    step_used += bytes;
+    if (step_used > stats.arena_high) stats.arena_high = step_used;
+    return p;
+}
+
+void *ag_arena_zalloc(size_t bytes) {
+    void *p = ag_arena_alloc(bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void arena_free_all(void) {
+    for (int i = 0; i < n_chunks; i++) {
+        free(chunks[i].base);
+        stats.frees++;
+    }
+    n_chunks = cur_chunk = 0;
+    stats.arena_bytes = 0;
+}
+
+void ag__arena_reset(void) {
+    if (n_chunks > 1) { /* coalesce: next time the whole step fits in one chunk */
+        size_t total = stats.arena_bytes;
+        arena_free_all();
+        chunk_new(total);
+    }
+    cur_chunk = 0;
+    if (n_chunks) chunks[0].used = 0;
+    step_used = 0;
+}
+
+void ag__arena_mark(size_t *pos, int *chunk_index) {
+    *chunk_index = cur_chunk;
+    *pos = n_chunks ? chunks[cur_chunk].used : 0;
+}
+
+void ag__arena_rewind(size_t pos, int chunk_index) {
+    if (n_chunks == 0) return;
+    size_t dropped = 0;
+    for (int i = chunk_index + 1; i <= cur_chunk; i++) dropped += chunks[i].used;
+    dropped += chunks[chunk_index].used - pos;
+    cur_chunk = chunk_index;
+    chunks[cur_chunk].used = pos;
+    step_used -= dropped;
+}
+
+void ag__arena_shutdown(void) { arena_free_all(); }
+
+ag_mem_stats ag_memstats(void) { return stats; }

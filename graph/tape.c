@@ -1,0 +1,112 @@
+/* tape.c - define-by-run recording and the reverse sweep.
+ *
+ * The tape is the list of nodes in the order the forward pass created them,
+ * which is a topological order, so backward simply walks it from the loss
+ * down.  The list itself is a persistent array that only grows (to the
+ * longest step seen); the nodes live in the step arena. */
+#include "internal.h"
+
+void ag__arena_reset(void);
+void ag__arena_mark(size_t *pos, int *chunk_index);
+void ag__arena_rewind(size_t pos, int chunk_index);
+void ag__arena_shutdown(void);
+
+static ag_node **tape;
+static int tape_len, tape_cap;
+static bool grad_enabled = true;
+
+bool ag_set_grad_enabled(bool enabled) {
+    bool old = grad_enabled;
+    grad_enabled = enabled;
+    return old;
+}
+
+bool ag_is_grad_enabled(void) { return grad_enabled; }
+
+ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
+                    ag_tensor *const *in) {
+    if (!grad_enabled) return NULL;
+    bool any = false;
+    for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;
+    if (!any) return NULL;
+    if (n_in > AG_MAX_INPUTS) ag__fatal(op, "%d inputs (at most %d)", n_in, AG_MAX_INPUTS);
+    ag_node *n = ag_arena_zalloc(sizeof *n);
+    n->op = op;
+    n->backward = bw;
+    n->out = out;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    if (tape_len == tape_cap) {
+        tape_cap = tape_cap ? 2 * tape_cap : 256;
+        tape = ag_realloc(tape, (size_t)tape_cap * sizeof *tape);
+    }
+    n->index = tape_len;
+    tape[tape_len++] = n;
+    out->requires_grad = true;
+    out->node = n;
+    return n;
+}
+
+ag_real *ag__grad(ag_tensor *t) {
+    if (!t->grad) t->grad = ag_arena_zalloc((size_t)t->size * sizeof(ag_real));
+    return t->grad;
+}
+
+/* Gradients of intermediate results are rebuilt on every sweep, so calling
+ * backward twice in a step gives the same answer for them (leaves and
+ * parameters accumulate, as in PyTorch). */
+static void clear_intermediate_grads(int upto) {
+    for (int i = 0; i <= upto; i++)
+        if (!tape[i]->out->persistent) tape[i]->out->grad = NULL;
+}
+
+static void sweep(ag_tensor *out) {
+    if (!out->node) return; /* a leaf: nothing to propagate */
+    for (int i = out->node->index; i >= 0; i--) {
+        ag_node *n = tape[i];
+        if (n->out->grad) n->backward(n);
+    }
+}
+
+void ag_backward_seeded(ag_tensor *out, const ag_real *seed) {
+    if (!out->requires_grad)
+        ag__fatal("backward", "the output does not require grad (no parameter or input with requires_grad reached it)");
+    if (out->node) clear_intermediate_grads(out->node->index);
+    ag_real *g = ag__grad(out);
+    for (int64_t i = 0; i < out->size; i++) g[i] += seed[i];
+    sweep(out);
+}
+
+void ag_backward(ag_tensor *loss) {
+    if (loss->size != 1) {
+        char s[64];
+        ag__fatal("backward", "loss must have one element, got shape %s (use ag_backward_seeded)",
+                  ag_shape_str(loss, s, sizeof s));
+    }
+    ag_real one = 1;
+    ag_backward_seeded(loss, &one);
+}
+
+void ag_step_end(void) {
+    tape_len = 0;
+    ag__arena_reset();
+}
+
+ag_mark_t ag_mark(void) {
+    ag_mark_t m;
+    ag__arena_mark(&m.arena_pos, &m.arena_chunk);
+    m.tape_len = tape_len;
+    return m;
+}
+
+void ag_rewind(ag_mark_t m) {
+    tape_len = m.tape_len;
+    ag__arena_rewind(m.arena_pos, m.arena_chunk);
+}
+
+void ag_shutdown(void) {
+    ag_free(tape);
+    tape = NULL;
+    tape_len = tape_cap = 0;
+    ag__arena_shutdown();
+}

@@ -1,0 +1,111 @@
+/* tensor.c - creating tensors and parameters, and shape helpers. */
+#include "internal.h"
+
+#include <stdio.h>
+
+static void set_shape(ag_tensor *t, int ndim, const int *shape) {
+    if (ndim < 0 || ndim > AG_MAX_DIMS) ag__fatal("tensor", "%d dims (at most %d)", ndim, AG_MAX_DIMS);
+    t->ndim = ndim;
+    t->size = 1;
+    for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) ag__fatal("tensor", "negative dim %d at axis %d", shape[i], i);
+        t->shape[i] = shape[i];
+        t->size *= shape[i];
+    }
+}
+
+ag_tensor *ag__empty(int ndim, const int *shape) {
+    ag_tensor *t = ag_arena_zalloc(sizeof *t);
+    set_shape(t, ndim, shape);
+    t->data = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    return t;
+}
+
+ag_tensor *ag_tensor_new(int ndim, const int *shape) {
+    ag_tensor *t = ag__empty(ndim, shape);
+    memset(t->data, 0, (size_t)t->size * sizeof(ag_real));
+    return t;
+}
+
+ag_tensor *ag_tensor_from(const ag_real *data, int ndim, const int *shape) {
+    ag_tensor *t = ag__empty(ndim, shape);
+    memcpy(t->data, data, (size_t)t->size * sizeof(ag_real));
+    return t;
+}
+
+ag_tensor *ag_tensor_fill(ag_real value, int ndim, const int *shape) {
+    ag_tensor *t = ag__empty(ndim, shape);
+    for (int64_t i = 0; i < t->size; i++) t->data[i] = value;
+    return t;
+}
+
+ag_tensor *ag_scalar(ag_real value) { return ag_tensor_fill(value, 0, NULL); }
+
+ag_tensor *ag_tensor_like(const ag_tensor *t) { return ag_tensor_new(t->ndim, t->shape); }
+
+bool ag_same_shape(const ag_tensor *a, const ag_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+int ag_dim(const ag_tensor *t, int axis) { return t->shape[ag__axis("dim", t, axis)]; }
+
+const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ",%d" : "%d", t->shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+/* ---- parameters: persistent storage, gradient allocated up front ---- */
+
+ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape) {
+    if (!name || !*name) ag__fatal("param", "a parameter needs a name");
+    if (ag_params_find(ps, name)) ag__fatal("param", "duplicate parameter name '%s'", name);
+    ag_tensor *t = ag_calloc(1, sizeof *t);
+    set_shape(t, ndim, shape);
+    t->data = ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->grad = ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->requires_grad = true;
+    t->persistent = true;
+    t->name = ag_strdup(name);
+    if (ps->count == ps->cap) {
+        ps->cap = ps->cap ? 2 * ps->cap : 16;
+        ps->items = ag_realloc(ps->items, (size_t)ps->cap * sizeof *ps->items);
+    }
+    ps->items[ps->count++] = t;
+    return t;
+}
+
+ag_tensor *ag_params_find(const ag_params *ps, const char *name) {
+    for (int i = 0; i < ps->count; i++)
+        if (strcmp(ps->items[i]->name, name) == 0) return ps->items[i];
+    return NULL;
+}
+
+int64_t ag_params_numel(const ag_params *ps) {
+    int64_t n = 0;
+    for (int i = 0; i < ps->count; i++) n += ps->items[i]->size;
+    return n;
+}
+
+void ag_params_zero_grad(ag_params *ps) {
+    for (int i = 0; i < ps->count; i++)
+        memset(ps->items[i]->grad, 0, (size_t)ps->items[i]->size * sizeof(ag_real));
+}
+
+void ag_params_free(ag_params *ps) {
+    for (int i = 0; i < ps->count; i++) {
+        ag_tensor *t = ps->items[i];
+        ag_free(t->data);
+        ag_free(t->grad);
+        ag_free((char *)t->name);
+        ag_free(t);
+    }
+    ag_free(ps->items);
+    *ps = (ag_params){0};
+}

@@ -1,0 +1,2 @@
+/* dropout.c - (being written) */
+#include "../graph/internal.h"

@@ -1,0 +1,2 @@
+/* gaussian.c - (being written) */
+#include "../graph/internal.h"

@@ -1,0 +1,2 @@
+/* layernorm.c - (being written) */
+#include "../graph/internal.h"

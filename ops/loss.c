@@ -1,0 +1,2 @@
+/* loss.c - (being written) */
+#include "../graph/internal.h"

@@ -1,0 +1,2 @@
+/* lstm.c - (being written) */
+#include "../graph/internal.h"

@@ -1,0 +1,2 @@
+/* masks.c - (being written) */
+#include "../graph/internal.h"

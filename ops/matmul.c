@@ -1,0 +1,171 @@
+/* matmul.c - matrix products on OpenBLAS: batched matmul with optional
+ * transposes, and the fused linear layer x W + b. */
+#include "../graph/internal.h"
+
+#include <cblas.h>
+
+void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
+              const ag_real *B, ag_real beta, ag_real *C) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) { /* BLAS may leave C alone when K = 0; the math says C = beta C */
+        for (int64_t i = 0; i < (int64_t)M * N; i++) C[i] = beta == 0 ? 0 : beta * C[i];
+        return;
+    }
+#ifdef AG_REAL_DOUBLE
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+#else
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+#endif
+}
+
+/* The geometry of one batched product, saved for backward. */
+typedef struct {
+    bool ta, tb;
+    int M, N, K;
+    int batch;          /* number of products */
+    bool a_shared, b_shared; /* a 2-D operand used by every product */
+} mm_plan;
+
+static ag_tensor *mm_forward(const char *op, ag_tensor *a, bool ta, ag_tensor *b, bool tb, mm_plan *p) {
+    ag__check_device(op, a, b);
+    char sa[64], sb[64];
+    if (a->ndim < 2 || b->ndim < 2)
+        ag__fatal(op, "operands need at least 2 dims, got %s and %s", ag_shape_str(a, sa, sizeof sa),
+                  ag_shape_str(b, sb, sizeof sb));
+    int ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1];
+    int br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
+    p->ta = ta;
+    p->tb = tb;
+    p->M = ta ? ac : ar;
+    p->K = ta ? ar : ac;
+    p->N = tb ? br : bc;
+    int kb = tb ? bc : br;
+    if (kb != p->K)
+        ag__fatal(op, "inner dims differ: %s%s @ %s%s", ag_shape_str(a, sa, sizeof sa), ta ? "^T" : "",
+                  ag_shape_str(b, sb, sizeof sb), tb ? "^T" : "");
+    p->a_shared = a->ndim == 2 && b->ndim > 2;
+    p->b_shared = b->ndim == 2 && a->ndim > 2;
+    const ag_tensor *batched = p->a_shared ? b : a;
+    if (!p->a_shared && !p->b_shared) {
+        bool same = a->ndim == b->ndim;
+        for (int i = 0; same && i < a->ndim - 2; i++) same = a->shape[i] == b->shape[i];
+        if (!same)
+            ag__fatal(op, "batch dims differ: %s and %s", ag_shape_str(a, sa, sizeof sa),
+                      ag_shape_str(b, sb, sizeof sb));
+    }
+    int shape[AG_MAX_DIMS];
+    p->batch = 1;
+    for (int i = 0; i < batched->ndim - 2; i++) {
+        shape[i] = batched->shape[i];
+        p->batch *= shape[i];
+    }
+    shape[batched->ndim - 2] = p->M;
+    shape[batched->ndim - 1] = p->N;
+    return ag__empty(batched->ndim, shape);
+}
+
+/* C_i = op(A_i) op(B_i) for every batch element, beta-accumulated. */
+static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, int a_rows, int a_cols,
+                   const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols, ag_real *C,
+                   bool c_shared, int M, int N, int K, ag_real beta) {
+    int64_t sa = a_shared ? 0 : (int64_t)a_rows * a_cols;
+    int64_t sb = b_shared ? 0 : (int64_t)b_rows * b_cols;
+    int64_t sc = c_shared ? 0 : (int64_t)M * N;
+    /* A shared right operand and an untransposed left one: the whole batch
+     * is one tall GEMM, which BLAS runs far better than many small ones. */
+    if (b_shared && !a_shared && !c_shared && !ta) {
+        ag__gemm(false, tb, p->batch * M, N, K, 1, A, B, beta, C);
+        return;
+    }
+    for (int i = 0; i < p->batch; i++)
+        ag__gemm(ta, tb, M, N, K, 1, A + i * sa, B + i * sb, (c_shared && i > 0) ? 1 : beta, C + i * sc);
+}
+
+static void matmul_backward(ag_node *n) {
+    const mm_plan *p = n->saved;
+    ag_tensor *a = n->in[0], *b = n->in[1];
+    const ag_real *G = n->out->grad;
+    int M = p->M, N = p->N, K = p->K;
+    int arows = p->ta ? K : M, acols = p->ta ? M : K;
+    int brows = p->tb ? N : K, bcols = p->tb ? K : N;
+    if (ag__wants(n, 0)) { /* dA = G op(B)^T, or its transpose when A was transposed */
+        ag_real *GA = ag__grad(a);
+        if (!p->ta)
+            mm_run(p, G, false, false, M, N, b->data, !p->tb, p->b_shared, brows, bcols, GA, p->a_shared, M, K, N, 1);
+        else
+            mm_run(p, b->data, p->tb, p->b_shared, brows, bcols, G, true, false, M, N, GA, p->a_shared, K, M, N, 1);
+    }
+    if (ag__wants(n, 1)) { /* dB = op(A)^T G, or its transpose when B was transposed */
+        ag_real *GB = ag__grad(b);
+        if (!p->tb) {
+            if (p->b_shared && !p->ta) /* sum over the batch in one GEMM: A_flat^T G_flat */
+                ag__gemm(true, false, K, N, p->batch * M, 1, a->data, G, 1, GB);
+            else
+                mm_run(p, a->data, !p->ta, p->a_shared, arows, acols, G, false, false, M, N, GB, p->b_shared, K, N, M, 1);
+        } else {
+            if (p->b_shared && !p->ta) /* G_flat^T A_flat */
+                ag__gemm(true, false, N, K, p->batch * M, 1, G, a->data, 1, GB);
+            else
+                mm_run(p, G, true, false, M, N, a->data, p->ta, p->a_shared, arows, acols, GB, p->b_shared, N, K, M, 1);
+        }
+    }
+}
+
+ag_tensor *ag_matmul_t(ag_tensor *a, bool trans_a, ag_tensor *b, bool trans_b) {
+    mm_plan p;
+    ag_tensor *out = mm_forward("ag_matmul", a, trans_a, b, trans_b, &p);
+    int arows = p.ta ? p.K : p.M, acols = p.ta ? p.M : p.K;
+    int brows = p.tb ? p.N : p.K, bcols = p.tb ? p.K : p.N;
+    mm_run(&p, a->data, p.ta, p.a_shared, arows, acols, b->data, p.tb, p.b_shared, brows, bcols, out->data,
+           false, p.M, p.N, p.K, 0);
+    ag_node *n = ag__record("ag_matmul", matmul_backward, out, 2, (ag_tensor *[]){a, b});
+    if (n) {
+        mm_plan *s = ag_arena_alloc(sizeof *s);
+        *s = p;
+        n->saved = s;
+    }
+    return out;
+}
+
+ag_tensor *ag_matmul(ag_tensor *a, ag_tensor *b) { return ag_matmul_t(a, false, b, false); }
+
+/* ---- linear: y = x W + bias, with x of any rank ---- */
+
+static void linear_backward(ag_node *n) {
+    ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
+    int in = w->shape[0], out = w->shape[1];
+    int rows = (int)(x->size / (in ? in : 1));
+    const ag_real *G = n->out->grad;
+    if (ag__wants(n, 0)) ag__gemm(false, true, rows, in, out, 1, G, w->data, 1, ag__grad(x));
+    if (ag__wants(n, 1)) ag__gemm(true, false, in, out, rows, 1, x->data, G, 1, ag__grad(w));
+    if (bias && ag__wants(n, 2)) {
+        ag_real *gb = ag__grad(bias);
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < out; j++) gb[j] += G[(int64_t)r * out + j];
+    }
+}
+
+ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
+    char sx[64], sw[64], sb[64];
+    ag__check_device("ag_linear", x, w);
+    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[0])
+        ag__fatal("ag_linear", "x %s does not fit weight %s (want x[..., in], W[in, out])",
+                  ag_shape_str(x, sx, sizeof sx), ag_shape_str(w, sw, sizeof sw));
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[1]))
+        ag__fatal("ag_linear", "bias %s does not fit weight %s (want [out])", ag_shape_str(bias, sb, sizeof sb),
+                  ag_shape_str(w, sw, sizeof sw));
+    if (bias) ag__check_device("ag_linear", x, bias);
+    int in = w->shape[0], out_dim = w->shape[1];
+    int rows = (int)(x->size / (in ? in : 1));
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out_dim;
+    ag_tensor *out = ag__empty(x->ndim, shape);
+    if (bias)
+        for (int r = 0; r < rows; r++) memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
+    ag__gemm(false, false, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
+    ag__record("ag_linear", linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
+    return out;
+}

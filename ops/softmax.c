@@ -1,0 +1,2 @@
+/* softmax.c - (being written) */
+#include "../graph/internal.h"

@@ -1,0 +1,212 @@
+/* cases_core.c - op cases for elementwise ops, reductions, matmul, linear
+ * and reshape: several shapes each, broadcasting and size-1 dims included. */
+#include "opcase.h"
+
+/* ---- binary ops with broadcasting ---- */
+
+#define BINARY_SETUP(NAME, SA, SB, LO, HI)                                       \
+    static int NAME(ag_tensor **in, ag_rng *r) {                                 \
+        in[0] = tc_away(r, LO, HI, true, SA);                                    \
+        in[1] = tc_away(r, LO, HI, true, SB);                                    \
+        return 2;                                                                \
+    }
+
+BINARY_SETUP(same_34, SHAPE(3, 4), SHAPE(3, 4), 0.2, 2.0)
+BINARY_SETUP(row_vec, SHAPE(2, 3, 4), SHAPE(4), 0.2, 2.0)
+BINARY_SETUP(col_vec, SHAPE(2, 3, 4), SHAPE(2, 3, 1), 0.2, 2.0)
+BINARY_SETUP(mask_like, SHAPE(2, 2, 3, 3), SHAPE(3, 3), 0.2, 2.0)
+BINARY_SETUP(both_ways, SHAPE(3, 1), SHAPE(1, 4), 0.2, 2.0)
+BINARY_SETUP(scalar_rhs, SHAPE(2, 5), SHAPE(1), 0.2, 2.0)
+
+static int with_0d(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(2, 3));
+    in[1] = tc_away(r, 0.2, 2.0, true, 0, NULL);
+    return 2;
+}
+
+static int same_tensor_twice(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(3, 4));
+    return 1;
+}
+
+static ag_tensor *f_add(ag_tensor **in) { return ag_add(in[0], in[1]); }
+static ag_tensor *f_sub(ag_tensor **in) { return ag_sub(in[0], in[1]); }
+static ag_tensor *f_mul(ag_tensor **in) { return ag_mul(in[0], in[1]); }
+static ag_tensor *f_div(ag_tensor **in) { return ag_div(in[0], in[1]); }
+static ag_tensor *f_maximum(ag_tensor **in) { return ag_maximum(in[0], in[1]); }
+static ag_tensor *f_square_by_mul(ag_tensor **in) { return ag_mul(in[0], in[0]); }
+static ag_tensor *f_add_scalar(ag_tensor **in) { return ag_add_scalar(in[0], 0.7); }
+static ag_tensor *f_mul_scalar(ag_tensor **in) { return ag_mul_scalar(in[0], -1.3); }
+static ag_tensor *f_neg(ag_tensor **in) { return ag_neg(in[0]); }
+
+/* ---- unary ops ---- */
+
+static int vec_any(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.05, 3.0, true, SHAPE(2, 3, 4)); return 1; }
+static int vec_pos(ag_tensor **in, ag_rng *r) { in[0] = tc_uniform(r, 0.2, 3.0, true, SHAPE(3, 5)); return 1; }
+static int vec_1(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.05, 2.0, true, SHAPE(1)); return 1; }
+/* Large magnitudes: the stable forms must stay finite with exact gradients. */
+static int vec_large(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 20.0, 60.0, true, SHAPE(2, 4));
+    return 1;
+}
+
+static ag_tensor *f_exp(ag_tensor **in) { return ag_exp(in[0]); }
+static ag_tensor *f_log(ag_tensor **in) { return ag_log(in[0]); }
+static ag_tensor *f_sqrt(ag_tensor **in) { return ag_sqrt(in[0]); }
+static ag_tensor *f_square(ag_tensor **in) { return ag_square(in[0]); }
+static ag_tensor *f_abs(ag_tensor **in) { return ag_abs(in[0]); }
+static ag_tensor *f_tanh(ag_tensor **in) { return ag_tanh(in[0]); }
+static ag_tensor *f_sigmoid(ag_tensor **in) { return ag_sigmoid(in[0]); }
+static ag_tensor *f_relu(ag_tensor **in) { return ag_relu(in[0]); }
+static ag_tensor *f_elu(ag_tensor **in) { return ag_elu(in[0]); }
+static ag_tensor *f_softplus(ag_tensor **in) { return ag_softplus(in[0]); }
+static ag_tensor *f_log_sigmoid(ag_tensor **in) { return ag_log_sigmoid(in[0]); }
+static ag_tensor *f_clamp(ag_tensor **in) { return ag_clamp(in[0], -1.0, 1.5); }
+
+/* ---- reductions ---- */
+
+static int red_234(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 4)); return 1; }
+static int red_1(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(1, 1)); return 1; }
+/* Distinct values so max has no ties to make finite differences ambiguous. */
+static int red_distinct(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, 0, 1, true, SHAPE(2, 3, 4));
+    for (int64_t i = 0; i < in[0]->size; i++) in[0]->data[i] += (ag_real)(0.1 * (double)((i * 7) % 24));
+    return 1;
+}
+
+static ag_tensor *f_sum(ag_tensor **in) { return ag_sum(in[0]); }
+static ag_tensor *f_mean(ag_tensor **in) { return ag_mean(in[0]); }
+static ag_tensor *f_sum0(ag_tensor **in) { return ag_sum_axis(in[0], 0, false); }
+static ag_tensor *f_sum1k(ag_tensor **in) { return ag_sum_axis(in[0], 1, true); }
+static ag_tensor *f_sum_last(ag_tensor **in) { return ag_sum_axis(in[0], -1, false); }
+static ag_tensor *f_mean1(ag_tensor **in) { return ag_mean_axis(in[0], 1, false); }
+static ag_tensor *f_mean_last_k(ag_tensor **in) { return ag_mean_axis(in[0], -1, true); }
+static ag_tensor *f_max0(ag_tensor **in) { return ag_max_axis(in[0], 0, false); }
+static ag_tensor *f_max1(ag_tensor **in) { return ag_max_axis(in[0], 1, true); }
+static ag_tensor *f_max_last(ag_tensor **in) { return ag_max_axis(in[0], -1, false); }
+
+/* ---- matmul and linear ---- */
+
+#define MM_SETUP(NAME, SA, SB)                                                   \
+    static int NAME(ag_tensor **in, ag_rng *r) {                                 \
+        in[0] = tc_uniform(r, -1, 1, true, SA);                                  \
+        in[1] = tc_uniform(r, -1, 1, true, SB);                                  \
+        return 2;                                                                \
+    }
+
+MM_SETUP(mm_2d, SHAPE(3, 4), SHAPE(4, 5))
+MM_SETUP(mm_2d_ta, SHAPE(4, 3), SHAPE(4, 5))
+MM_SETUP(mm_2d_tb, SHAPE(3, 4), SHAPE(5, 4))
+MM_SETUP(mm_2d_tt, SHAPE(4, 3), SHAPE(5, 4))
+MM_SETUP(mm_3d, SHAPE(2, 3, 4), SHAPE(2, 4, 5))
+MM_SETUP(mm_4d_tb, SHAPE(2, 2, 3, 4), SHAPE(2, 2, 5, 4))
+MM_SETUP(mm_4d_ta, SHAPE(2, 2, 4, 3), SHAPE(2, 2, 4, 5))
+MM_SETUP(mm_shared_b, SHAPE(2, 3, 4), SHAPE(4, 5))
+MM_SETUP(mm_shared_b_t, SHAPE(2, 3, 4), SHAPE(5, 4))
+MM_SETUP(mm_shared_b_ta, SHAPE(2, 4, 3), SHAPE(4, 5))
+MM_SETUP(mm_shared_b_tt, SHAPE(2, 4, 3), SHAPE(5, 4))
+MM_SETUP(mm_shared_a, SHAPE(3, 4), SHAPE(2, 2, 4, 5))
+MM_SETUP(mm_shared_a_t, SHAPE(4, 3), SHAPE(2, 5, 4))
+MM_SETUP(mm_ones, SHAPE(1, 1), SHAPE(1, 1))
+
+static ag_tensor *f_mm(ag_tensor **in) { return ag_matmul(in[0], in[1]); }
+static ag_tensor *f_mm_ta(ag_tensor **in) { return ag_matmul_t(in[0], true, in[1], false); }
+static ag_tensor *f_mm_tb(ag_tensor **in) { return ag_matmul_t(in[0], false, in[1], true); }
+static ag_tensor *f_mm_tt(ag_tensor **in) { return ag_matmul_t(in[0], true, in[1], true); }
+
+static int lin_3d(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 5));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
+    return 3;
+}
+static int lin_1row(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 2));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(2));
+    return 3;
+}
+static ag_tensor *f_linear(ag_tensor **in) { return ag_linear(in[0], in[1], in[2]); }
+static ag_tensor *f_linear_nobias(ag_tensor **in) { return ag_linear(in[0], in[1], NULL); }
+
+/* ---- reshape, and a tensor feeding two consumers ---- */
+
+static ag_tensor *f_reshape(ag_tensor **in) { return ag_reshape(in[0], 2, (int[]){4, -1}); }
+static ag_tensor *f_reshape_chain(ag_tensor **in) {
+    ag_tensor *v = ag_reshape(in[0], 3, (int[]){3, 2, 4});
+    return ag_mul(ag_tanh(v), ag_reshape(in[0], 3, (int[]){3, 2, 4}));
+}
+static ag_tensor *f_two_uses(ag_tensor **in) { /* x used twice: both contributions must add */
+    return ag_add(ag_exp(in[0]), ag_mul(in[0], in[0]));
+}
+
+const op_case core_cases[] = {
+    {"add/same", same_34, f_add, 0, 0},
+    {"add/row_vector", row_vec, f_add, 0, 0},
+    {"add/col_vector", col_vec, f_add, 0, 0},
+    {"add/mask_over_batch_heads", mask_like, f_add, 0, 0},
+    {"add/both_broadcast", both_ways, f_add, 0, 0},
+    {"add/0d", with_0d, f_add, 0, 0},
+    {"sub/row_vector", row_vec, f_sub, 0, 0},
+    {"sub/both_broadcast", both_ways, f_sub, 0, 0},
+    {"mul/col_vector", col_vec, f_mul, 0, 0},
+    {"mul/scalar", scalar_rhs, f_mul, 0, 0},
+    {"mul/same_tensor_twice", same_tensor_twice, f_square_by_mul, 0, 0},
+    {"div/same", same_34, f_div, 0, 0},
+    {"div/mask_over_batch_heads", mask_like, f_div, 0, 0},
+    {"maximum/same", same_34, f_maximum, 0, 0},
+    {"maximum/row_vector", row_vec, f_maximum, 0, 0},
+    {"add_scalar", same_tensor_twice, f_add_scalar, 0, 0},
+    {"mul_scalar", same_tensor_twice, f_mul_scalar, 0, 0},
+    {"neg", same_tensor_twice, f_neg, 0, 0},
+    {"exp", vec_any, f_exp, 0, 0},
+    {"exp/len1", vec_1, f_exp, 0, 0},
+    {"log", vec_pos, f_log, 0, 0},
+    {"sqrt", vec_pos, f_sqrt, 0, 0},
+    {"square", vec_any, f_square, 0, 0},
+    {"abs", vec_any, f_abs, 0, 0},
+    {"tanh", vec_any, f_tanh, 0, 0},
+    {"sigmoid", vec_any, f_sigmoid, 0, 0},
+    {"sigmoid/large", vec_large, f_sigmoid, 0, 0},
+    {"relu", vec_any, f_relu, 0, 0},
+    {"elu", vec_any, f_elu, 0, 0},
+    {"softplus", vec_any, f_softplus, 0, 0},
+    {"softplus/large", vec_large, f_softplus, 0, 0},
+    {"log_sigmoid", vec_any, f_log_sigmoid, 0, 0},
+    {"log_sigmoid/large", vec_large, f_log_sigmoid, 0, 0},
+    {"clamp", vec_any, f_clamp, 0, 0},
+    {"sum", red_234, f_sum, 0, 0},
+    {"sum/1x1", red_1, f_sum, 0, 0},
+    {"mean", red_234, f_mean, 0, 0},
+    {"sum_axis/0", red_234, f_sum0, 0, 0},
+    {"sum_axis/1_keepdim", red_234, f_sum1k, 0, 0},
+    {"sum_axis/last", red_234, f_sum_last, 0, 0},
+    {"sum_axis/size1", red_1, f_sum0, 0, 0},
+    {"mean_axis/1", red_234, f_mean1, 0, 0},
+    {"mean_axis/last_keepdim", red_234, f_mean_last_k, 0, 0},
+    {"max_axis/0", red_distinct, f_max0, 0, 0},
+    {"max_axis/1_keepdim", red_distinct, f_max1, 0, 0},
+    {"max_axis/last", red_distinct, f_max_last, 0, 0},
+    {"max_axis/size1", red_1, f_max0, 0, 0},
+    {"matmul/2d", mm_2d, f_mm, 0, 0},
+    {"matmul/2d_ta", mm_2d_ta, f_mm_ta, 0, 0},
+    {"matmul/2d_tb", mm_2d_tb, f_mm_tb, 0, 0},
+    {"matmul/2d_tt", mm_2d_tt, f_mm_tt, 0, 0},
+    {"matmul/3d", mm_3d, f_mm, 0, 0},
+    {"matmul/4d_tb", mm_4d_tb, f_mm_tb, 0, 0},
+    {"matmul/4d_ta", mm_4d_ta, f_mm_ta, 0, 0},
+    {"matmul/shared_b", mm_shared_b, f_mm, 0, 0},
+    {"matmul/shared_b_tb", mm_shared_b_t, f_mm_tb, 0, 0},
+    {"matmul/shared_b_ta", mm_shared_b_ta, f_mm_ta, 0, 0},
+    {"matmul/shared_b_tt", mm_shared_b_tt, f_mm_tt, 0, 0},
+    {"matmul/shared_a", mm_shared_a, f_mm, 0, 0},
+    {"matmul/shared_a_ta_tb", mm_shared_a_t, f_mm_tt, 0, 0},
+    {"matmul/1x1", mm_ones, f_mm, 0, 0},
+    {"linear/3d", lin_3d, f_linear, 0, 0},
+    {"linear/no_bias", lin_3d, f_linear_nobias, 0, 0},
+    {"linear/1d_input", lin_1row, f_linear, 0, 0},
+    {"reshape", red_234, f_reshape, 0, 0},
+    {"reshape/two_views", red_234, f_reshape_chain, 0, 0},
+    {"graph/tensor_used_twice", vec_any, f_two_uses, 0, 0},
+    {NULL, NULL, NULL, 0, 0},
+};

@@ -1,0 +1,16 @@
+/* opcase.c - input makers shared by the op case tables. */
+#include "opcase.h"
+
+ag_tensor *tc_uniform(ag_rng *rng, double lo, double hi, bool grad, int ndim, const int *shape) {
+    ag_tensor *t = ag_tensor_new(ndim, shape);
+    for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(lo + (hi - lo) * ag_rng_uniform(rng));
+    t->requires_grad = grad;
+    return t;
+}
+
+ag_tensor *tc_away(ag_rng *rng, double lo, double hi, bool grad, int ndim, const int *shape) {
+    ag_tensor *t = tc_uniform(rng, lo, hi, grad, ndim, shape);
+    for (int64_t i = 0; i < t->size; i++)
+        if (ag_rng_next(rng) & 1) t->data[i] = -t->data[i];
+    return t;
+}
