@@ -19,7 +19,7 @@ static int check_passed_, check_failed_;
             check_failed_++;                                                   \
             fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__,   \
                     #cond);                                                    \
-            fprintf(stderr, "" __VA_ARGS__);                                   \
+            fprintf(stderr, " " __VA_ARGS__);                                   \
             fprintf(stderr, "\n");                                             \
         }                                                                      \
     } while (0)
