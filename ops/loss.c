@@ -25,9 +25,9 @@ typedef struct {
 
 static void cross_entropy_backward(ag_node *n) {
     const ce_saved *sv = n->saved;
-    if (sv->counted == 0) return; /* the loss is the constant 0 */
+    ag_real *GZ = ag__grad(n->in[0]); /* allocated even when it stays zero */
+    if (sv->counted == 0) return;     /* every row ignored: the loss is the constant 0 */
     const ag_real *Z = n->in[0]->data;
-    ag_real *GZ = ag__grad(n->in[0]);
     ag_real scale = n->out->grad[0] / (ag_real)sv->counted;
     int C = sv->classes;
     for (int64_t r = 0; r < sv->rows; r++) {

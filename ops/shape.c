@@ -45,34 +45,52 @@ ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
 
 /* ---- permute and transpose: a strided copy ----
  *
- * Both shapes are padded at the front to 4 dims.  The output is walked in
- * row-major order while `ix` follows the matching input element through the
- * input strides of the permuted dims; backward walks the same path and adds
- * the output gradient back where each element came from. */
+ * Both shapes are padded at the front to 4 dims.  The output is walked row
+ * by row (a row is its last dim) while `ix` follows the matching input
+ * element through the input strides of the permuted dims; backward walks
+ * the same path and adds the output gradient back where each element came
+ * from.  When the last dim stays last (head split and merge) rows are
+ * contiguous on both sides. */
 
 typedef struct {
     int shape[4];       /* output shape, padded */
     int64_t stride[4];  /* input stride of each output dim, padded */
 } permute_plan;
 
-#define PERMUTE_FOR(p, BODY)                                                          \
+/* Runs BODY for each output row: io is its first output element, ix the
+ * input offset of that element. */
+#define PERMUTE_ROWS(p, BODY)                                                          \
     do {                                                                               \
         int64_t io = 0;                                                                \
         for (int i0 = 0; i0 < (p).shape[0]; i0++)                                      \
             for (int i1 = 0; i1 < (p).shape[1]; i1++)                                  \
-                for (int i2 = 0; i2 < (p).shape[2]; i2++) {                            \
+                for (int i2 = 0; i2 < (p).shape[2]; i2++, io += (p).shape[3]) {        \
                     int64_t ix = i0 * (p).stride[0] + i1 * (p).stride[1] + i2 * (p).stride[2]; \
-                    for (int i3 = 0; i3 < (p).shape[3]; i3++, io++, ix += (p).stride[3]) { \
-                        BODY;                                                          \
-                    }                                                                  \
+                    BODY;                                                              \
                 }                                                                      \
     } while (0)
+
+static inline void gather_row(ag_real *dst, const ag_real *src, int n, int64_t stride) {
+    if (stride == 1) {
+        memcpy(dst, src, (size_t)n * sizeof *dst);
+        return;
+    }
+    for (int i = 0; i < n; i++) dst[i] = src[i * stride];
+}
+
+static inline void scatter_add_row(ag_real *dst, int64_t stride, const ag_real *src, int n) {
+    if (stride == 1) {
+        for (int i = 0; i < n; i++) dst[i] += src[i];
+        return;
+    }
+    for (int i = 0; i < n; i++) dst[i * stride] += src[i];
+}
 
 static void permute_backward(ag_node *n) {
     const permute_plan p = *(const permute_plan *)n->saved;
     const ag_real *G = n->out->grad;
     ag_real *GX = ag__grad(n->in[0]);
-    PERMUTE_FOR(p, GX[ix] += G[io]);
+    PERMUTE_ROWS(p, scatter_add_row(GX + ix, p.stride[3], G + io, p.shape[3]));
 }
 
 static const char *perm_str(const int *perm, int n, char *buf, size_t size) {
@@ -109,7 +127,7 @@ static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
     ag_tensor *out = ag__empty(nd, out_shape);
     const ag_real *X = x->data;
     ag_real *O = out->data;
-    PERMUTE_FOR(p, O[io] = X[ix]);
+    PERMUTE_ROWS(p, gather_row(O + io, X + ix, p.shape[3], p.stride[3]));
     ag_node *n = ag__record(op, permute_backward, out, 1, &x);
     if (n) {
         permute_plan *saved = ag_arena_alloc(sizeof *saved);
