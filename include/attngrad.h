@@ -231,15 +231,20 @@ ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 
 /* Zero-copy view with a new shape of the same size; one dim may be -1. */
 ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape);
-/* Output dim i is input dim perm[i]. */
+/* Output dim i is input dim perm[i] (a copy; perm lists every dim once). */
 ag_tensor *ag_permute(ag_tensor *x, const int *perm);
+/* Swaps two dims (negative axes count from the end). */
 ag_tensor *ag_transpose(ag_tensor *x, int axis0, int axis1);
+/* Joins n >= 1 tensors along axis; their shapes may differ only there. */
 ag_tensor *ag_concat(ag_tensor **xs, int n, int axis);
-/* Elements start..end-1 (end exclusive) along axis. */
+/* Elements start..end-1 (end exclusive) along axis; 0 <= start <= end <= dim.
+ * A zero-copy view when every dim before axis is 1. */
 ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end);
-/* out[..., i, ...] = x[..., index[i], ...] along axis; backward scatter-adds. */
+/* out[..., i, ...] = x[..., index[i], ...] along axis, i < n; indices may
+ * repeat (their gradients add up).  The index array is copied. */
 ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n);
-/* table[V, d] looked up with ids of any shape -> [ids shape..., d]. */
+/* table[V, d] looked up with ids of shape [shape...] (ndim <= 3, each id in
+ * [0, V)) -> [shape..., d].  The ids are copied. */
 ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const int *shape);
 
 /* ------------------------------------------------------------------------ */
@@ -247,12 +252,16 @@ ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const in
 /* ------------------------------------------------------------------------ */
 
 /* Mean over the rows of logits[..., C] whose label is not ignore_index of
- * -log softmax(logits)[label] (fused, stable).  Labels: one per row. */
+ * -log softmax(logits)[label] (fused, stable) -> scalar.  Labels: one per
+ * row, each in [0, C) or ignore_index; if every row is ignored the loss is 0
+ * with a zero gradient. */
 ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index);
-ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target);   /* mean squared error */
+/* mean((pred - target)^2) over all elements -> scalar; same shapes. */
+ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target);
 
-/* Inverted dropout keeping each unit with probability keep (scaled by
- * 1/keep).  Identity when !training or keep == 1. */
+/* Inverted dropout keeping each unit with probability keep in (0, 1] and
+ * scaling it by 1/keep; the mask comes from rng.  When !training or
+ * keep == 1 it returns x itself and records nothing. */
 ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng);
 
 /* ------------------------------------------------------------------------ */
@@ -332,6 +341,7 @@ void ag_set_callsite(const char *file, int line);
 #define ag_max_axis(...) AG_AT(ag_max_axis, __VA_ARGS__)
 #define ag_cross_entropy(...) AG_AT(ag_cross_entropy, __VA_ARGS__)
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
+#define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
 /* attention ops */
 
 /* sequence ops */
