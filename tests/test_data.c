@@ -913,6 +913,49 @@ static void test_conllu_roundtrip(void) {
     ag_dataset_free(&b);
 }
 
+/* ---- garbage in: never a crash, never silent acceptance of junk ------------------- */
+
+static void test_garbage(void) {
+    /* random files built from a small alphabet that hits every parser path */
+    static const char alphabet[] = "0123 \t\n\r#-._abAB\x80\xff\x01";
+    ag_data_rng r;
+    ag_data_rng_seed(&r, 2024);
+    char buf[400];
+    int sane = 1;
+    const char *names[2] = {tmp_path("junk_a.txt"), tmp_path("junk_b.txt")};
+    for (int iter = 0; iter < 400; iter++) {
+        size_t n = (size_t)ag_data_rng_below(&r, sizeof buf);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = alphabet[ag_data_rng_below(&r, sizeof alphabet)]; /* includes the NUL */
+        const char *p = names[iter % 2];
+        FILE *fp = fopen(p, "wb");
+        fwrite(buf, 1, n, fp);
+        fclose(fp);
+        for (int f = AG_FORMAT_LABELED; f <= AG_FORMAT_LM; f++) {
+            ag_dataset ds;
+            err[0] = 0;
+            int rc = ag_dataset_load(p, (ag_format)f, NULL, NULL, &ds, err, sizeof err);
+            if (rc == 0) { /* accepted: then it really is well formed */
+                for (int64_t i = 0; i < ds.n; i++) {
+                    sane &= ds.ex[i].len >= 1;
+                    for (int32_t t = 0; t < ds.ex[i].full_len; t++) {
+                        const char *w = ag_dataset_word(&ds, i, 0, t);
+                        for (; *w; w++) sane &= (unsigned char)*w > 0x20 && *w != 0x7f;
+                    }
+                }
+            } else {
+                sane &= rc < 0 && err[0] != 0 && contains(err, p);
+            }
+            ag_dataset_free(&ds);
+        }
+        ag_vocab *v = NULL;
+        int rc = ag_vocab_load(p, &v, err, sizeof err);
+        sane &= (rc == 0) == (v != NULL);
+        ag_vocab_free(v);
+    }
+    CHECK(sane, "random bytes: clean errors naming the file, or well-formed data");
+}
+
 /* ---- the real benchmark files (only with AG_DATA_DIR) ------------------------------ */
 
 static int load_real(const char *dir, const char *rel, ag_format fmt, int skip, ag_dataset *ds) {
@@ -1035,6 +1078,7 @@ int main(void) {
     test_synth_order();
     test_synth_lookup();
     test_synth_pair();
+    test_garbage();
     test_real_data();
     for (int i = 0; i < npaths; i++) remove(paths[i]);
     rmdir(tmpdir);
