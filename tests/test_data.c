@@ -1048,6 +1048,15 @@ static void test_real_data(void) {
         ag_dataset_free(&tr);
         ag_dataset_free(&te);
     }
+    if (load_real(dir, "wikitext2/train.txt", AG_FORMAT_LM, 0, &tr)) {
+        CHECK(tr.stats.lines == 36718 && tr.stats.blank == 12951 && tr.n == 36718 - 12951);
+        CHECK(tr.stats.tokens == 2051910);
+        ag_vocab *v = NULL;
+        CHECK(ag_vocab_build(&tr, NULL, 0, NULL, &v, err, sizeof err) == 0);
+        CHECK(v && ag_vocab_size(v) == 33279, "WikiText-2: 33278 + <pad>");
+        ag_vocab_free(v);
+        ag_dataset_free(&tr);
+    }
     if (load_real(dir, "ptb/ptb.test.txt", AG_FORMAT_LM, 0, &te)) {
         CHECK(te.n == 3761 && te.stats.tokens == 78669);
         ag_dataset_free(&te);
