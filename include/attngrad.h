@@ -268,6 +268,80 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng);
 /* Attention ops: softmax family, masks, heads, fused attention              */
 /* ------------------------------------------------------------------------ */
 
+/* Softmax along the last axis (max-subtracted). */
+ag_tensor *ag_softmax(ag_tensor *x);
+/* softmax(scale * x + mask) along the last axis.  mask (may be NULL) is a
+ * constant of additive entries - 0, -INFINITY or finite penalties - whose
+ * last dim equals x's and whose other dims broadcast to x's (NumPy rules,
+ * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [h,Nq,Nk],
+ * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A row with no allowed entry
+ * (e.g. the first query under AG_MASK_PAST) gives zeros and no gradient. */
+ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale);
+/* log softmax along the last axis (finite logits). */
+ag_tensor *ag_log_softmax(ag_tensor *x);
+/* Softmax along `axis` over the positions t < lengths[b], where b indexes
+ * dim 0 (so axis >= 1), separately for every other index; positions
+ * t >= lengths[b] get weight 0 (all of them when lengths[b] = 0).  lengths
+ * NULL: over the whole axis.  Source2token pooling: x[B,N,d], axis 1. */
+ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths);
+
+/* Heads: [N, h*d] -> [h, N, d] and [B, N, h*d] -> [B, h, N, d].  This permute
+ * has no zero-copy view in contiguous storage: it is one tight copy (and
+ * backward the inverse copy). */
+ag_tensor *ag_split_heads(ag_tensor *x, int h);
+/* The inverse: [h, N, d] -> [N, h*d], [B, h, N, d] -> [B, N, h*d]. */
+ag_tensor *ag_merge_heads(ag_tensor *x);
+
+/* Fused attention softmax(Q K^T * scale + mask) V over every leading slice:
+ * Q [B,h,Nq,d], K [B,h,Nk,d], V [B,h,Nk,dv] -> [B,h,Nq,dv] (or with fewer
+ * leading dims, equal in all three).  mask as in ag_masked_softmax against
+ * the scores [B,h,Nq,Nk]; fully masked rows give 0.  Backward stores only
+ * the probabilities; if probs is not NULL it receives them ([B,h,Nq,Nk],
+ * read-only, no gradient, valid until ag_step_end) for heatmaps. */
+ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale,
+                        ag_tensor **probs);
+
+/* Positional masks M[q,k], q = query (row), k = key (column).  Direction:
+ * PAST allows k < q, FUTURE k > q, PAST_INCL k <= q, FUTURE_INCL k >= q. */
+typedef enum {
+    AG_MASK_NONE = 0, AG_MASK_PAST, AG_MASK_FUTURE, AG_MASK_PAST_INCL, AG_MASK_FUTURE_INCL
+} ag_mask_dir;
+/* Distance penalty added where allowed: WORD -|q-k|; LOG -ln|q-k|, taken as
+ * 0 on the diagonal (as at distance 1); TREE -dependency distance. */
+typedef enum { AG_DIST_NONE = 0, AG_DIST_WORD, AG_DIST_LOG, AG_DIST_TREE } ag_mask_dist;
+typedef struct {
+    ag_mask_dir dir;
+    int faraway;        /* m > 0: allowed only where 1 <= |k-q| <= m */
+    ag_mask_dist dist;
+    double weight;      /* multiplies the penalty (MS-SAN: 1.5); 0 reads as 1 */
+} ag_mask_spec;
+
+/* The constant mask [N,N] of spec: -inf where disallowed, else the penalty.
+ * Built on first use and cached (freed by ag_shutdown): do not modify it.
+ * Not for AG_DIST_TREE, which differs per sentence (see ag_mask_batch). */
+ag_tensor *ag_mask(const ag_mask_spec *spec, int N);
+/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise. */
+ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N);
+/* Dual-axial attenuation factor [N,N] = 1 / ln(w|q-k| + c), to multiply
+ * (MODELS.md §2: w = c = e); needs w >= 0, c > 1; cached likewise. */
+ag_tensor *ag_mask_attenuation(double w, double c, int N);
+/* Padding mask from lengths (step arena): -inf for keys k >= lengths[b]
+ * and, with queries, for whole rows q >= lengths[b].  ndim 3 gives [B,1,N]
+ * ([B,N,N] with queries) for scores [B,N,N]; ndim 4 gives [B,1,1,N]
+ * ([B,1,N,N]) for scores [B,h,N,N]. */
+ag_tensor *ag_mask_padding(const int32_t *lengths, int B, int N, int ndim, bool queries);
+/* Undirected dependency-tree distances of one sentence, dist[q*n + k], from
+ * heads[i] in {-1 (root), 0..n-1}; two trees of a forest are n apart.  A
+ * head out of range, pointing to itself or on a cycle is AG_ERR_FORMAT
+ * with a message naming the position. */
+ag_status ag_tree_distance(const int32_t *heads, int n, int32_t *dist);
+/* The masks of one batch, [B,h,N,N] in the step arena: head i from
+ * specs[i] (AG_DIST_TREE from heads[b*N + t], t < lengths[b]; heads may be
+ * NULL if no spec uses it), -inf for padded keys and padded query rows.
+ * Bad heads: AG_ERR_FORMAT naming the sentence and position, *out = NULL. */
+ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const int32_t *lengths,
+                        const int32_t *heads, ag_tensor **out);
+
 /* ------------------------------------------------------------------------ */
 /* Sequence ops: Gaussian positional scoring, layer norm, LSTM               */
 /* ------------------------------------------------------------------------ */
@@ -343,6 +417,18 @@ void ag_set_callsite(const char *file, int line);
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
 #define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
 /* attention ops */
+#define ag_softmax(...) AG_AT(ag_softmax, __VA_ARGS__)
+#define ag_masked_softmax(...) AG_AT(ag_masked_softmax, __VA_ARGS__)
+#define ag_log_softmax(...) AG_AT(ag_log_softmax, __VA_ARGS__)
+#define ag_softmax_axis_len(...) AG_AT(ag_softmax_axis_len, __VA_ARGS__)
+#define ag_split_heads(...) AG_AT(ag_split_heads, __VA_ARGS__)
+#define ag_merge_heads(...) AG_AT(ag_merge_heads, __VA_ARGS__)
+#define ag_attention(...) AG_AT(ag_attention, __VA_ARGS__)
+#define ag_mask(...) AG_AT(ag_mask, __VA_ARGS__)
+#define ag_mask_heads(...) AG_AT(ag_mask_heads, __VA_ARGS__)
+#define ag_mask_attenuation(...) AG_AT(ag_mask_attenuation, __VA_ARGS__)
+#define ag_mask_padding(...) AG_AT(ag_mask_padding, __VA_ARGS__)
+#define ag_mask_batch(...) AG_AT(ag_mask_batch, __VA_ARGS__)
 
 /* sequence ops */
 
