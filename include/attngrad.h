@@ -350,9 +350,217 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
 /* Optimizers, schedules, initializers                                      */
 /* ------------------------------------------------------------------------ */
 
+/* Update rules, option names and defaults are PyTorch's (torch.optim.SGD,
+ * Adam, AdamW, Adadelta).  An optimizer updates every parameter of its list
+ * from ->grad at every step; t counts steps from 1; wd is weight_decay.
+ *   sgd       g += wd θ;  b = (t == 1) ? g : momentum b + (1 - dampening) g;
+ *             g = nesterov ? g + momentum b : b  (when momentum != 0);  θ -= lr g
+ *   adam      g += wd θ  (adamw instead decays θ -= lr wd θ, decoupled);
+ *             m = β1 m + (1-β1) g;  v = β2 v + (1-β2) g²;  vmax = max(vmax, v);
+ *             θ -= lr/(1-β1^t) · m / (sqrt(amsgrad ? vmax : v)/sqrt(1-β2^t) + eps)
+ *   adadelta  g += wd θ;  v = ρ v + (1-ρ) g²;  Δ = sqrt(u + eps)/sqrt(v + eps) g;
+ *             u = ρ u + (1-ρ) Δ²;  θ -= lr Δ
+ * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+ * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6.  (The
+ * MPSAN/MTSA papers use adadelta lr 0.5, rho 0.95: say so explicitly.) */
+typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA } ag_optim_kind;
+
+typedef struct {
+    ag_optim_kind kind;
+    double lr;
+    double weight_decay;                 /* all: L2 added to g; adamw: decoupled */
+    double momentum, dampening;          /* sgd */
+    bool nesterov;                       /* sgd */
+    double beta1, beta2;                 /* adam, adamw */
+    bool amsgrad;                        /* adam, adamw */
+    double rho;                          /* adadelta */
+    double eps;                          /* adam, adamw, adadelta */
+} ag_optim_config;
+
+ag_optim_config ag_optim_defaults(ag_optim_kind kind);
+/* Parses "sgd:lr=0.1,momentum=0.9", "adam:lr=1e-3,beta2=0.98,amsgrad=1",
+ * "adamw:weight_decay=0.01", "adadelta:lr=0.5,rho=0.95"; keys left out keep
+ * their defaults.  AG_ERR_ARG names the bad key or value in ag_errmsg(). */
+ag_status ag_optim_parse(const char *spec, ag_optim_config *out);
+/* Every hyperparameter as a spec that parses back to the same config. */
+const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n);
+ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch */
+
+/* An optimizer and its state.  State buffers ("slots") are allocated once,
+ * one per parameter and slot, same size as the parameter, and named
+ * sgd: "momentum" (when momentum != 0); adam/adamw: "m", "v", "vmax" (when
+ * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta). */
+typedef struct {
+    ag_optim_config cfg;
+    double lr;           /* current rate: cfg.lr at first, schedules change it */
+    int64_t step;        /* updates made so far */
+    ag_params *params;   /* updated in place; not owned; must not grow */
+    int n_params;        /* params->count at init */
+    int n_slots;
+    ag_real *state;      /* every slot, one allocation, zero at first */
+    ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
+} ag_optimizer;
+
+ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg);
+/* One update of every parameter from its gradient; allocates nothing. */
+void ag_optim_step(ag_optimizer *opt);
+void ag_optim_free(ag_optimizer *opt);
+const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ... */
+const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
+/* The state buffer of a parameter by names, or NULL. */
+ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
+
+/* Global-norm clipping, as torch.nn.utils.clip_grad_norm_: when the L2 norm
+ * of all gradients together exceeds max_norm, scales them all by
+ * max_norm / (norm + 1e-6).  Returns the norm before clipping. */
+double ag_clip_grad_norm(ag_params *ps, double max_norm);
+/* The weight matrices of MODELS.md's L2 term: parameters with 2 or more
+ * dims, except embedding tables (names starting with "embed" or "bigram").
+ * Biases, gains, vectors and embeddings are not weight matrices. */
+bool ag_is_weight_matrix(const ag_tensor *p);
+/* Adds the gradient of gamma * sum ½‖W‖² over the weight matrices (gamma W)
+ * to their ->grad and returns the penalty's value (to log it with the loss). */
+double ag_l2_penalty(ag_params *ps, double gamma);
+
+/* Learning-rate schedules, as torch.optim.lr_scheduler (StepLR,
+ * ExponentialLR, ReduceLROnPlateau), stepped once per epoch. */
+typedef enum { AG_SCHED_CONSTANT, AG_SCHED_STEP, AG_SCHED_EXPONENTIAL, AG_SCHED_PLATEAU } ag_sched_kind;
+
+typedef struct {
+    ag_sched_kind kind;
+    int step_size;          /* step: lr *= gamma every step_size epochs (required) */
+    double gamma;           /* step (default 0.1), exponential: every epoch (required) */
+    bool mode_max;          /* plateau: "min" (default) or "max" */
+    double factor;          /* plateau: new lr = max(lr * factor, min_lr); 0.1 */
+    int patience;           /* plateau: bad epochs tolerated; 10 */
+    double threshold;       /* plateau: significant improvement; 1e-4 */
+    bool threshold_abs;     /* plateau: "rel" (default) or "abs" */
+    int cooldown;           /* plateau: epochs to wait after a cut; 0 */
+    double min_lr;          /* plateau: 0 */
+    double eps;             /* plateau: cuts smaller than eps are skipped; 1e-8 */
+} ag_sched_config;
+
+ag_sched_config ag_sched_defaults(ag_sched_kind kind);
+/* "constant", "step:step_size=30,gamma=0.1", "exponential:gamma=0.95",
+ * "plateau:mode=min,factor=0.5,patience=5,threshold_mode=abs,cooldown=2". */
+ag_status ag_sched_parse(const char *spec, ag_sched_config *out);
+const char *ag_sched_format(const ag_sched_config *c, char *buf, size_t n);
+ag_status ag_sched_check(const ag_sched_config *c);
+
+typedef struct {
+    ag_sched_config cfg;
+    int64_t last_epoch;     /* ag_sched_step calls so far */
+    double best;            /* plateau: best metric (+-inf at first) */
+    int num_bad_epochs, cooldown_counter;
+} ag_scheduler;
+
+ag_status ag_sched_init(ag_scheduler *s, const ag_sched_config *cfg);
+/* End of an epoch: updates opt->lr (plateau reads metric, the others ignore
+ * it) and returns the new rate. */
+double ag_sched_step(ag_scheduler *s, ag_optimizer *opt, double metric);
+
+/* Initializers, drawing from a seeded generator in a fixed order (same seed,
+ * same values, f32 and f64 alike up to rounding). */
+void ag_init_zeros(ag_tensor *t);
+void ag_init_constant(ag_tensor *t, double value);
+void ag_init_uniform(ag_tensor *t, double a, double b, ag_rng *rng);       /* U(a, b) */
+void ag_init_normal(ag_tensor *t, double mean, double std, ag_rng *rng);
+/* Glorot/Xavier for weights stored [in, out] (the last two dims; leading
+ * dims stack independent matrices): bound gain * sqrt(6 / (in + out)) for
+ * uniform, std gain * sqrt(2 / (in + out)) for normal. */
+void ag_init_glorot_uniform(ag_tensor *t, double gain, ag_rng *rng);
+void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng);
+
 /* ------------------------------------------------------------------------ */
 /* Checkpoints (safetensors)                                                 */
 /* ------------------------------------------------------------------------ */
+
+/* The safetensors format: an 8-byte little-endian header length N, N bytes
+ * of JSON {"name": {"data_offsets": [begin, end], "dtype": "F32", "shape":
+ * [2, 3]}, ..., "__metadata__": {"key": "value"}}, then the tensors' bytes.
+ * We write keys sorted at every level, no spaces, the header padded with
+ * spaces to a multiple of 8, and the data of 8-byte dtypes before 4-byte
+ * ones (every tensor aligned).  We read any file that follows the spec and
+ * uses our dtypes, and refuse anything else with a message naming the file
+ * and the problem. */
+typedef enum { AG_F32, AG_F64, AG_I32, AG_I64 } ag_dtype;
+#define AG_ST_MAX_DIMS 8
+
+typedef struct {
+    const char *name;
+    ag_dtype dtype;
+    int ndim;
+    int64_t shape[AG_ST_MAX_DIMS];
+    int64_t numel;
+    const void *data;   /* little-endian elements; may be unaligned when read */
+} ag_st_tensor;
+
+/* Tensors and metadata to write.  Names are copied; data is borrowed until
+ * ag_st_write returns. */
+typedef struct {
+    ag_st_tensor *tensors;
+    int count, cap;
+    char **meta;        /* key, value, key, value, ... */
+    int n_meta, meta_cap;
+} ag_st_writer;
+
+void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, const int64_t *shape,
+               const void *data);
+/* A tensor as the build's real type (F32, or F64 in the f64 build). */
+void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t);
+void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value);
+/* Writes atomically: a temporary file in the same folder, fsync, rename,
+ * fsync of the folder.  A failed or interrupted write leaves `path` as it
+ * was.  AG_ERR_IO with the reason on failure. */
+ag_status ag_st_write(const ag_st_writer *w, const char *path);
+void ag_st_writer_free(ag_st_writer *w);
+
+/* A file read and validated in full: header length, strict JSON, known
+ * dtypes, shapes matching byte sizes, offsets inside the data, contiguous
+ * (no gap, no overlap), no duplicate names. */
+typedef struct {
+    char *path;
+    unsigned char *bytes;
+    size_t size;
+    ag_st_tensor *tensors;   /* sorted by name */
+    int count;
+    char **meta;             /* key, value, ... sorted by key */
+    int n_meta;
+} ag_st_file;
+
+ag_status ag_st_read(const char *path, ag_st_file *f);
+/* The same from bytes in memory (copied); `what` names them in messages. */
+ag_status ag_st_parse(const char *what, const void *bytes, size_t size, ag_st_file *f);
+const ag_st_tensor *ag_st_get(const ag_st_file *f, const char *name);
+const char *ag_st_meta(const ag_st_file *f, const char *key);  /* NULL if absent */
+void ag_st_close(ag_st_file *f);
+/* Element copies with conversion: F32/F64 to ag_real, I32/I64 to int64. */
+void ag_st_to_real(const ag_st_tensor *t, ag_real *dst);
+void ag_st_to_i64(const ag_st_tensor *t, int64_t *dst);
+const char *ag_dtype_name(ag_dtype dt);                       /* "F32", ... */
+
+/* What a training loop needs, besides tensors, to resume exactly. */
+#define AG_CONFIG_MAX 2048
+typedef struct {
+    int64_t step, epoch;
+    ag_rng rng;                  /* the loop's generator: data order, dropout */
+    char config[AG_CONFIG_MAX];  /* free-form, e.g. the model's options */
+} ag_train_state;
+
+/* A checkpoint: every parameter under its name (the build's real type);
+ * with an optimizer, its slots as "optim.<kind>.<slot>.<param>", its step
+ * as "optim.step" (I64) and its config and current lr in the metadata;
+ * with a scheduler, its config and state; with a train state, "step",
+ * "epoch", "rng" and "config".  opt, sched and st may be NULL. */
+ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_optimizer *opt,
+                             const ag_scheduler *sched, const ag_train_state *st);
+/* Loads what save wrote into existing parameters (and opt/sched/st when not
+ * NULL; the file must then hold them, for the same optimizer and schedule
+ * kinds).  F32 and F64 are both accepted.  Every parameter must be present
+ * with its shape; other tensors in the file are ignored.  Everything is
+ * checked before anything is copied: on failure nothing has changed. */
+ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
+                             ag_train_state *st);
 
 /* ------------------------------------------------------------------------ */
 /* Gradient checking                                                         */
@@ -431,6 +639,14 @@ void ag_set_callsite(const char *file, int line);
 #define ag_mask_batch(...) AG_AT(ag_mask_batch, __VA_ARGS__)
 
 /* sequence ops */
+
+/* optimizers, initializers, checkpoints */
+#define ag_optim_step(...) AG_AT(ag_optim_step, __VA_ARGS__)
+#define ag_init_uniform(...) AG_AT(ag_init_uniform, __VA_ARGS__)
+#define ag_init_normal(...) AG_AT(ag_init_normal, __VA_ARGS__)
+#define ag_init_glorot_uniform(...) AG_AT(ag_init_glorot_uniform, __VA_ARGS__)
+#define ag_init_glorot_normal(...) AG_AT(ag_init_glorot_normal, __VA_ARGS__)
+#define ag_st_add(...) AG_AT(ag_st_add, __VA_ARGS__)
 
 #endif
 

@@ -1,0 +1,255 @@
+/* checkpoint.c - a training run saved to one safetensors file and resumed
+ * from it bit for bit: parameters, optimizer state, schedule state and the
+ * training loop's counters and random generator.
+ *
+ * What goes where (the file stays readable by any safetensors reader):
+ *   <param name>                  the parameter, F32 (F64 in the f64 build)
+ *   optim.<kind>.<slot>.<param>   optimizer state, e.g. optim.adam.m.cls.out.weight
+ *   optim.step                    I64 scalar: updates made (Adam's t)
+ *   sched.state                   F64 [4]: last_epoch, best, num_bad_epochs,
+ *                                 cooldown_counter
+ *   __metadata__                  attngrad.real, optim (the full spec),
+ *                                 optim.lr (current rate), sched (spec),
+ *                                 step, epoch, rng (4 hex words), config
+ * Numbers in the metadata are written so that they read back exactly. */
+#include "../optim/options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define REAL_DTYPE (sizeof(ag_real) == 8 ? AG_F64 : AG_F32)
+
+static void slot_name(char *buf, size_t n, const ag_optimizer *o, int s, int i) {
+    snprintf(buf, n, "optim.%s.%s.%s", ag_optim_name(o->cfg.kind), ag_optim_slot_name(o, s),
+             o->params->items[i]->name);
+}
+
+static void check_optimizer(const char *op, const ag_optimizer *opt) {
+    if (!opt->params || opt->params->count != opt->n_params)
+        ag__fatal(op, "the optimizer's parameter list changed after ag_optim_init (%d parameters, now %d)",
+                  opt->n_params, opt->params ? opt->params->count : 0);
+}
+
+ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_optimizer *opt,
+                             const ag_scheduler *sched, const ag_train_state *st) {
+    ag_st_writer w = {0};
+    char name[1024], v[AG_CONFIG_MAX];
+    for (int i = 0; i < ps->count; i++) ag_st_add_tensor(&w, ps->items[i]->name, ps->items[i]);
+    ag_st_set_meta(&w, "attngrad.real", sizeof(ag_real) == 8 ? "f64" : "f32");
+    if (opt) {
+        check_optimizer("ag_checkpoint_save", opt);
+        for (int s = 0; s < opt->n_slots; s++)
+            for (int i = 0; i < opt->n_params; i++) {
+                const ag_tensor *p = opt->params->items[i];
+                int64_t shape[AG_MAX_DIMS];
+                for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
+                slot_name(name, sizeof name, opt, s, i);
+                ag_st_add(&w, name, REAL_DTYPE, p->ndim, shape, opt->slot[s * opt->n_params + i]);
+            }
+        ag_st_add(&w, "optim.step", AG_I64, 0, NULL, &opt->step);
+        ag_st_set_meta(&w, "optim", ag_optim_format(&opt->cfg, v, sizeof v));
+        ag_st_set_meta(&w, "optim.lr", ag__fmt_real(opt->lr, v, sizeof v));
+    }
+    double sched_state[4];
+    if (sched) {
+        sched_state[0] = (double)sched->last_epoch;
+        sched_state[1] = sched->best;
+        sched_state[2] = sched->num_bad_epochs;
+        sched_state[3] = sched->cooldown_counter;
+        ag_st_add(&w, "sched.state", AG_F64, 1, (int64_t[]){4}, sched_state);
+        ag_st_set_meta(&w, "sched", ag_sched_format(&sched->cfg, v, sizeof v));
+    }
+    if (st) {
+        snprintf(v, sizeof v, "%" PRId64, st->step);
+        ag_st_set_meta(&w, "step", v);
+        snprintf(v, sizeof v, "%" PRId64, st->epoch);
+        ag_st_set_meta(&w, "epoch", v);
+        snprintf(v, sizeof v, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64, st->rng.s[0], st->rng.s[1],
+                 st->rng.s[2], st->rng.s[3]);
+        ag_st_set_meta(&w, "rng", v);
+        ag_st_set_meta(&w, "config", st->config);
+    }
+    ag_status status = ag_st_write(&w, path);
+    ag_st_writer_free(&w);
+    return status;
+}
+
+/* ---- loading: everything is checked first, then copied ---- */
+
+static const char *file_shape_str(const ag_st_tensor *t, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)t->shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+/* The tensor `name` of the file, a float type of like's shape. */
+static ag_status find_real(const ag_st_file *f, const char *name, const ag_tensor *like, const char *role,
+                           const ag_st_tensor **out) {
+    const ag_st_tensor *t = ag_st_get(f, name);
+    if (!t) return ag__fail(AG_ERR_SHAPE, "%s: no tensor '%s' (%s)", f->path, name, role);
+    if (t->dtype != AG_F32 && t->dtype != AG_F64)
+        return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' is %s, expected F32 or F64", f->path, name, ag_dtype_name(t->dtype));
+    bool same = t->ndim == like->ndim;
+    for (int i = 0; same && i < t->ndim; i++) same = t->shape[i] == like->shape[i];
+    if (!same) {
+        char a[128], b[64];
+        return ag__fail(AG_ERR_SHAPE, "%s: tensor '%s' has shape %s in the file, but the %s has shape %s", f->path, name,
+                        file_shape_str(t, a, sizeof a), role, ag_shape_str(like, b, sizeof b));
+    }
+    *out = t;
+    return AG_OK;
+}
+
+static ag_status meta_required(const ag_st_file *f, const char *key, const char *why, const char **out) {
+    *out = ag_st_meta(f, key);
+    if (!*out) return ag__fail(AG_ERR_FORMAT, "%s: no metadata '%s' (%s)", f->path, key, why);
+    return AG_OK;
+}
+
+static ag_status meta_int64(const ag_st_file *f, const char *key, int64_t *out) {
+    const char *s;
+    ag_status st = meta_required(f, key, "the training state", &s);
+    if (st) return st;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < 0)
+        return ag__fail(AG_ERR_FORMAT, "%s: metadata '%s' = '%.40s' is not a non-negative integer", f->path, key, s);
+    *out = v;
+    return AG_OK;
+}
+
+static ag_status parse_rng(const ag_st_file *f, ag_rng *out) {
+    const char *s;
+    ag_status st = meta_required(f, "rng", "the training state", &s);
+    if (st) return st;
+    const char *p = s;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        errno = 0;
+        if (!isxdigit((unsigned char)*p)) break;
+        out->s[i] = strtoull(p, &end, 16);
+        if (errno || end - p != 16 || *end != (i < 3 ? ',' : 0)) break;
+        p = end + (i < 3);
+        if (i == 3) return AG_OK;
+    }
+    return ag__fail(AG_ERR_FORMAT, "%s: metadata 'rng' = '%.80s' is not 4 comma-separated 16-digit hex words", f->path, s);
+}
+
+typedef struct {
+    const ag_st_tensor **param, **slot;   /* validated sources, in copy order */
+    int64_t opt_step;
+    double opt_lr;
+    double sched_state[4];
+    ag_train_state st;
+} load_plan;
+
+static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, load_plan *plan) {
+    const char *spec, *lr;
+    ag_status st = meta_required(f, "optim", "no optimizer state was saved", &spec);
+    if (st) return st;
+    ag_optim_config saved;
+    if (ag_optim_parse(spec, &saved))
+        return ag__fail(AG_ERR_FORMAT, "%s: metadata 'optim': %.400s", f->path, ag_errmsg());
+    if (saved.kind != opt->cfg.kind)
+        return ag__fail(AG_ERR_ARG, "%s: the file holds '%s' optimizer state, this run uses '%s'", f->path,
+                        ag_optim_name(saved.kind), ag_optim_name(opt->cfg.kind));
+    if ((st = meta_required(f, "optim.lr", "the current learning rate", &lr))) return st;
+    char *end;
+    plan->opt_lr = strtod(lr, &end);
+    if (!*lr || *end || !isfinite(plan->opt_lr) || plan->opt_lr < 0)
+        return ag__fail(AG_ERR_FORMAT, "%s: metadata 'optim.lr' = '%.40s' is not a learning rate", f->path, lr);
+    const ag_st_tensor *step = ag_st_get(f, "optim.step");
+    if (!step || (step->dtype != AG_I64 && step->dtype != AG_I32) || step->numel != 1 || step->ndim != 0)
+        return ag__fail(AG_ERR_FORMAT, "%s: no integer scalar 'optim.step'", f->path);
+    ag_st_to_i64(step, &plan->opt_step);
+    if (plan->opt_step < 0) return ag__fail(AG_ERR_FORMAT, "%s: optim.step is negative", f->path);
+    char name[1024], role[64];
+    snprintf(role, sizeof role, "%s state", ag_optim_name(opt->cfg.kind));
+    for (int s = 0; s < opt->n_slots; s++)
+        for (int i = 0; i < opt->n_params; i++) {
+            slot_name(name, sizeof name, opt, s, i);
+            if ((st = find_real(f, name, opt->params->items[i], role, &plan->slot[s * opt->n_params + i]))) return st;
+        }
+    return AG_OK;
+}
+
+static ag_status plan_scheduler(const ag_st_file *f, const ag_scheduler *sched, load_plan *plan) {
+    const char *spec;
+    ag_status st = meta_required(f, "sched", "no schedule state was saved", &spec);
+    if (st) return st;
+    ag_sched_config saved;
+    if (ag_sched_parse(spec, &saved))
+        return ag__fail(AG_ERR_FORMAT, "%s: metadata 'sched': %.400s", f->path, ag_errmsg());
+    if (saved.kind != sched->cfg.kind) {
+        char a[256], b[256];
+        return ag__fail(AG_ERR_ARG, "%s: the file holds schedule '%s', this run uses '%s'", f->path,
+                        ag_sched_format(&saved, a, sizeof a), ag_sched_format(&sched->cfg, b, sizeof b));
+    }
+    const ag_st_tensor *t = ag_st_get(f, "sched.state");
+    if (!t || t->dtype != AG_F64 || t->ndim != 1 || t->numel != 4)
+        return ag__fail(AG_ERR_FORMAT, "%s: no F64 [4] tensor 'sched.state'", f->path);
+    memcpy(plan->sched_state, t->data, sizeof plan->sched_state);
+    const double *v = plan->sched_state;
+    for (int k = 0; k < 4; k++)
+        if (k != 1 && !(v[k] >= 0 && v[k] <= (k ? 2147483647.0 : 1e15) && v[k] == floor(v[k])))
+            return ag__fail(AG_ERR_FORMAT, "%s: sched.state[%d] = %g is not a count", f->path, k, v[k]);
+    if (isnan(v[1])) return ag__fail(AG_ERR_FORMAT, "%s: sched.state best is NaN", f->path);
+    return AG_OK;
+}
+
+static ag_status plan_train_state(const ag_st_file *f, load_plan *plan) {
+    ag_status st;
+    if ((st = meta_int64(f, "step", &plan->st.step)) || (st = meta_int64(f, "epoch", &plan->st.epoch)) ||
+        (st = parse_rng(f, &plan->st.rng)))
+        return st;
+    const char *config = ag_st_meta(f, "config");
+    if (!config) config = "";
+    if (strlen(config) >= AG_CONFIG_MAX)
+        return ag__fail(AG_ERR_FORMAT, "%s: metadata 'config' is longer than %d bytes", f->path, AG_CONFIG_MAX - 1);
+    strcpy(plan->st.config, config);
+    return AG_OK;
+}
+
+ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
+                             ag_train_state *st) {
+    if (opt) check_optimizer("ag_checkpoint_load", opt);
+    ag_st_file f;
+    ag_status status = ag_st_read(path, &f);
+    if (status) return status;
+    load_plan *plan = ag_calloc(1, sizeof *plan);
+    plan->param = ag_calloc((size_t)ps->count + 1, sizeof *plan->param);
+    int n_slots = opt ? opt->n_slots * opt->n_params : 0;
+    plan->slot = ag_calloc((size_t)n_slots + 1, sizeof *plan->slot);
+
+    for (int i = 0; i < ps->count && !status; i++)
+        status = find_real(&f, ps->items[i]->name, ps->items[i], "model's parameter", &plan->param[i]);
+    if (!status && opt) status = plan_optimizer(&f, opt, plan);
+    if (!status && sched) status = plan_scheduler(&f, sched, plan);
+    if (!status && st) status = plan_train_state(&f, plan);
+
+    if (!status) { /* all checked: from here on nothing can fail */
+        for (int i = 0; i < ps->count; i++) ag_st_to_real(plan->param[i], ps->items[i]->data);
+        if (opt) {
+            for (int k = 0; k < n_slots; k++) ag_st_to_real(plan->slot[k], opt->slot[k]);
+            opt->step = plan->opt_step;
+            opt->lr = plan->opt_lr;
+        }
+        if (sched) {
+            sched->last_epoch = (int64_t)plan->sched_state[0];
+            sched->best = plan->sched_state[1];
+            sched->num_bad_epochs = (int)plan->sched_state[2];
+            sched->cooldown_counter = (int)plan->sched_state[3];
+        }
+        if (st) *st = plan->st;
+    }
+    ag_free(plan->param);
+    ag_free(plan->slot);
+    ag_free(plan);
+    ag_st_close(&f);
+    return status;
+}

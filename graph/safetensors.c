@@ -1,0 +1,853 @@
+/* safetensors.c - the safetensors file format: writing it atomically, and
+ * reading it with a validation strict enough that a corrupt, truncated or
+ * hostile file is refused with a message instead of being half-loaded.
+ *
+ * Layout: an 8-byte little-endian length N, N bytes of JSON, the data.
+ *   {"__metadata__":{"key":"value"},
+ *    "name":{"data_offsets":[begin,end],"dtype":"F32","shape":[2,3]}, ...}
+ * Offsets are relative to the start of the data and must tile it exactly:
+ * sorted by offset, each tensor starts where the previous one ended, and the
+ * last one ends at the end of the file.
+ *
+ * The JSON reader below accepts exactly that shape of document (RFC 8259
+ * syntax, no duplicate keys, integers without sign, fraction or exponent
+ * where integers are expected) and nothing else. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian and this file copies it as is: port the byte order first"
+#endif
+
+/* The reference implementation's limit: a larger header is an attack or a
+ * corrupt length, not a real file. */
+#define MAX_HEADER_BYTES ((uint64_t)100000000)
+
+static const char *const dtype_names[] = {"F32", "F64", "I32", "I64"};
+static const int dtype_sizes[] = {4, 8, 4, 8};
+
+const char *ag_dtype_name(ag_dtype dt) { return (unsigned)dt < 4 ? dtype_names[dt] : "?"; }
+
+static int dtype_size(ag_dtype dt) { return dtype_sizes[dt]; }
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* numel of a shape, or -1 when it overflows int64. */
+static int64_t shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return -1;
+        if (shape[i] != 0 && n > INT64_MAX / shape[i]) return -1;
+        n *= shape[i];
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, const int64_t *shape,
+               const void *data) {
+    if (!name || !strcmp(name, "__metadata__"))
+        ag__fatal("ag_st_add", "invalid tensor name '%s'", name ? name : "(null)");
+    if ((unsigned)dtype > AG_I64) ag__fatal("ag_st_add", "unknown dtype %d for '%s'", (int)dtype, name);
+    if (ndim < 0 || ndim > AG_ST_MAX_DIMS)
+        ag__fatal("ag_st_add", "%d dims for '%s' (at most %d)", ndim, name, AG_ST_MAX_DIMS);
+    for (int i = 0; i < w->count; i++)
+        if (!strcmp(w->tensors[i].name, name)) ag__fatal("ag_st_add", "tensor '%s' added twice", name);
+    int64_t numel = shape_numel(ndim, shape);
+    if (numel < 0) ag__fatal("ag_st_add", "negative or overflowing shape for '%s'", name);
+    if (numel > 0 && !data) ag__fatal("ag_st_add", "no data for '%s'", name);
+    if (w->count == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 16;
+        w->tensors = ag_realloc(w->tensors, (size_t)w->cap * sizeof *w->tensors);
+    }
+    ag_st_tensor *t = &w->tensors[w->count++];
+    *t = (ag_st_tensor){.name = ag_strdup(name), .dtype = dtype, .ndim = ndim, .numel = numel, .data = data};
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+}
+
+void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t) {
+    int64_t shape[AG_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
+    ag_st_add(w, name, sizeof(ag_real) == 8 ? AG_F64 : AG_F32, t->ndim, shape, t->data);
+}
+
+void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value) {
+    for (int i = 0; i < w->n_meta; i++)
+        if (!strcmp(w->meta[2 * i], key)) {
+            ag_free(w->meta[2 * i + 1]);
+            w->meta[2 * i + 1] = ag_strdup(value);
+            return;
+        }
+    if (w->n_meta == w->meta_cap) {
+        w->meta_cap = w->meta_cap ? 2 * w->meta_cap : 8;
+        w->meta = ag_realloc(w->meta, (size_t)w->meta_cap * 2 * sizeof *w->meta);
+    }
+    w->meta[2 * w->n_meta] = ag_strdup(key);
+    w->meta[2 * w->n_meta + 1] = ag_strdup(value);
+    w->n_meta++;
+}
+
+void ag_st_writer_free(ag_st_writer *w) {
+    for (int i = 0; i < w->count; i++) ag_free((char *)w->tensors[i].name);
+    for (int i = 0; i < 2 * w->n_meta; i++) ag_free(w->meta[i]);
+    ag_free(w->tensors);
+    ag_free(w->meta);
+    *w = (ag_st_writer){0};
+}
+
+/* A growing string for the header. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} strbuf;
+
+static void sb_put(strbuf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        while (b->len + n + 1 > b->cap) b->cap = b->cap ? 2 * b->cap : 1024;
+        b->s = ag_realloc(b->s, b->cap);
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(strbuf *b, const char *fmt, ...) {
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    sb_put(b, tmp, (size_t)n);
+}
+
+static bool valid_utf8(const unsigned char *s, size_t n);
+
+/* A JSON string: quotes, backslashes and control characters escaped; other
+ * bytes (valid UTF-8, checked by the caller) as they are. */
+static void sb_json_string(strbuf *b, const char *s) {
+    sb_put(b, "\"", 1);
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            sb_put(b, esc, 2);
+        } else if (c < 0x20) {
+            sb_printf(b, "\\u%04x", c);
+        } else {
+            sb_put(b, p, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+/* Order of the data: 8-byte dtypes first, so that every tensor starts at a
+ * multiple of its element size (the data itself starts at a multiple of 8),
+ * then by name, so that the layout depends only on the contents. */
+static int cmp_data_order(const void *a, const void *b) {
+    const ag_st_tensor *x = *(const ag_st_tensor *const *)a, *y = *(const ag_st_tensor *const *)b;
+    int sx = dtype_size(x->dtype), sy = dtype_size(y->dtype);
+    if (sx != sy) return sy - sx;
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_tensor_name(const void *a, const void *b) {
+    return strcmp((*(const ag_st_tensor *const *)a)->name, (*(const ag_st_tensor *const *)b)->name);
+}
+
+/* The header: keys sorted at every level ("__metadata__" where strcmp puts
+ * it), no whitespace, then spaces up to a multiple of 8 bytes. */
+static ag_status build_header(const ag_st_writer *w, const ag_st_tensor **by_name, const int64_t *begin,
+                              strbuf *h) {
+    for (int i = 0; i < w->count; i++)
+        if (!valid_utf8((const unsigned char *)w->tensors[i].name, strlen(w->tensors[i].name)))
+            return ag__fail(AG_ERR_ARG, "tensor name '%s' is not valid UTF-8", w->tensors[i].name);
+    for (int i = 0; i < 2 * w->n_meta; i++)
+        if (!valid_utf8((const unsigned char *)w->meta[i], strlen(w->meta[i])))
+            return ag__fail(AG_ERR_ARG, "metadata '%s' is not valid UTF-8", w->meta[i & ~1]);
+    /* metadata pairs sorted by key */
+    char **meta = w->n_meta ? ag_malloc((size_t)w->n_meta * 2 * sizeof *meta) : NULL;
+    if (w->n_meta) memcpy(meta, w->meta, (size_t)w->n_meta * 2 * sizeof *meta);
+    qsort(meta, (size_t)w->n_meta, 2 * sizeof *meta, cmp_str);
+
+    sb_put(h, "{", 1);
+    bool meta_done = w->n_meta == 0, first = true;
+    for (int i = 0; i <= w->count; i++) {
+        const ag_st_tensor *t = i < w->count ? by_name[i] : NULL;
+        if (!meta_done && (!t || strcmp("__metadata__", t->name) < 0)) {
+            sb_put(h, first ? "\"__metadata__\":{" : ",\"__metadata__\":{", first ? 16 : 17);
+            for (int k = 0; k < w->n_meta; k++) {
+                if (k) sb_put(h, ",", 1);
+                sb_json_string(h, meta[2 * k]);
+                sb_put(h, ":", 1);
+                sb_json_string(h, meta[2 * k + 1]);
+            }
+            sb_put(h, "}", 1);
+            meta_done = true;
+            first = false;
+        }
+        if (!t) break;
+        if (!first) sb_put(h, ",", 1);
+        first = false;
+        sb_json_string(h, t->name);
+        int64_t b = begin[t - w->tensors], e = b + t->numel * dtype_size(t->dtype);
+        sb_printf(h, ":{\"data_offsets\":[%lld,%lld],\"dtype\":\"%s\",\"shape\":[", (long long)b, (long long)e,
+                  dtype_names[t->dtype]);
+        for (int d = 0; d < t->ndim; d++) sb_printf(h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        sb_put(h, "]}", 2);
+    }
+    sb_put(h, "}", 1);
+    while ((8 + h->len) % 8) sb_put(h, " ", 1);
+    ag_free(meta);
+    return AG_OK;
+}
+
+static ag_status write_all(int fd, const void *data, size_t n, const char *path) {
+    const char *p = data;
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return ag__fail(AG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        p += k;
+        n -= (size_t)k;
+    }
+    return AG_OK;
+}
+
+/* A fresh temporary file next to `path` (same folder, so rename is atomic). */
+static int open_temp(const char *path, char *tmp, size_t n) {
+    static unsigned counter;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        snprintf(tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;
+}
+
+/* Makes the rename itself durable.  Some filesystems cannot sync a folder
+ * (EINVAL); there the rename is as durable as the system makes it. */
+static ag_status sync_folder(const char *path) {
+    size_t n = strlen(path);
+    char *dir = ag_malloc(n + 2);
+    memcpy(dir, path, n + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    ag_status st = AG_OK;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
+        st = ag__fail(AG_ERR_IO, "%s: written, but syncing the folder '%s' failed: %s", path, dir, strerror(errno));
+    if (fd >= 0) close(fd);
+    ag_free(dir);
+    return st;
+}
+
+ag_status ag_st_write(const ag_st_writer *w, const char *path) {
+    const int n = w->count;
+    const ag_st_tensor **by_name = ag_malloc((size_t)(n ? n : 1) * sizeof *by_name);
+    const ag_st_tensor **by_data = ag_malloc((size_t)(n ? n : 1) * sizeof *by_data);
+    int64_t *begin = ag_malloc((size_t)(n ? n : 1) * sizeof *begin);
+    for (int i = 0; i < n; i++) by_name[i] = by_data[i] = &w->tensors[i];
+    qsort(by_name, (size_t)n, sizeof *by_name, cmp_tensor_name);
+    qsort(by_data, (size_t)n, sizeof *by_data, cmp_data_order);
+    int64_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        begin[by_data[i] - w->tensors] = offset;
+        offset += by_data[i]->numel * dtype_size(by_data[i]->dtype);
+    }
+
+    strbuf h = {0};
+    char tmp[4096];
+    int fd = -1;
+    ag_status st = build_header(w, by_name, begin, &h);
+    if (st) goto done;
+    if (strlen(path) + 40 > sizeof tmp) {
+        st = ag__fail(AG_ERR_IO, "%s: path too long", path);
+        goto done;
+    }
+    fd = open_temp(path, tmp, sizeof tmp);
+    if (fd < 0) {
+        st = ag__fail(AG_ERR_IO, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
+        goto done;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+    st = write_all(fd, len8, 8, path);
+    if (!st) st = write_all(fd, h.s, h.len, path);
+    for (int i = 0; i < n && !st; i++)
+        st = write_all(fd, by_data[i]->data, (size_t)(by_data[i]->numel * dtype_size(by_data[i]->dtype)), path);
+    if (!st && fsync(fd) != 0) st = ag__fail(AG_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && !st) st = ag__fail(AG_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+    if (!st && rename(tmp, path) != 0)
+        st = ag__fail(AG_ERR_IO, "%s: cannot rename the temporary file over it: %s", path, strerror(errno));
+    if (st) unlink(tmp); /* the previous file, if any, is untouched */
+    else st = sync_folder(path);
+done:
+    ag_free(h.s);
+    ag_free(by_name);
+    ag_free(by_data);
+    ag_free(begin);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The strict JSON reader for the header                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *what;          /* the file, for messages */
+    const unsigned char *start, *p, *end;
+} json;
+
+static ag_status json_fail(json *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ag_status json_fail(json *j, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ag__fail(AG_ERR_FORMAT, "%s: bad header at byte %ld of the JSON: %s", j->what, (long)(j->p - j->start),
+                    msg);
+}
+
+static void skip_ws(json *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+static int peek(json *j) {
+    skip_ws(j);
+    return j->p < j->end ? *j->p : -1;
+}
+
+static ag_status expect(json *j, char c) {
+    if (peek(j) != c) {
+        if (j->p >= j->end) return json_fail(j, "expected '%c' but the header ended", c);
+        return json_fail(j, "expected '%c', found '%c'", c, *j->p);
+    }
+    j->p++;
+    return AG_OK;
+}
+
+/* Length of the UTF-8 sequence starting at s (at most n bytes), 0 if invalid:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+static int utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    int len;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
+    else return 0;
+    if ((size_t)len > n) return 0;
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+    return len;
+}
+
+static bool valid_utf8(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        int k = utf8_len(s + i, n - i);
+        if (!k) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+static int hex4(const unsigned char *p) {
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+static size_t put_utf8(char *o, unsigned cp) {
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A JSON string into a new NUL-terminated buffer (*out, ag_malloc'd).
+ * Decoding never makes a string longer than its encoding, so the raw length
+ * bounds the buffer.  "\u0000" is refused: names are C strings. */
+static ag_status parse_string(json *j, char **out) {
+    *out = NULL;
+    if (peek(j) != '"') return json_fail(j, j->p < j->end ? "expected a string" : "expected a string but the header ended");
+    const unsigned char *q = ++j->p;
+    while (q < j->end && *q != '"') q += *q == '\\' && q + 1 < j->end ? 2 : 1;
+    if (q >= j->end) return json_fail(j, "unterminated string");
+    char *s = ag_malloc((size_t)(q - j->p) + 1), *o = s;
+    while (j->p < q) {
+        unsigned c = *j->p;
+        if (c < 0x20) {
+            ag_free(s);
+            return json_fail(j, "control character 0x%02x in a string", c);
+        }
+        if (c != '\\') {
+            int k = utf8_len(j->p, (size_t)(q - j->p));
+            if (!k) {
+                ag_free(s);
+                return json_fail(j, "invalid UTF-8 in a string");
+            }
+            memcpy(o, j->p, (size_t)k);
+            o += k;
+            j->p += k;
+            continue;
+        }
+        c = j->p[1];
+        const char *simple = strchr("\"\\/bfnrt", (int)c);
+        if (c && simple) {
+            *o++ = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            j->p += 2;
+            continue;
+        }
+        if (c != 'u' || q - j->p < 6 || hex4(j->p + 2) < 0) {
+            ag_free(s);
+            return json_fail(j, "invalid escape in a string");
+        }
+        unsigned cp = (unsigned)hex4(j->p + 2);
+        j->p += 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) { /* a high surrogate needs its low half */
+            int lo = q - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u' ? hex4(j->p + 2) : -1;
+            if (lo < 0xDC00 || lo > 0xDFFF) {
+                ag_free(s);
+                return json_fail(j, "unpaired surrogate \\u%04x in a string", cp);
+            }
+            cp = 0x10000 + ((cp - 0xD800) << 10) + ((unsigned)lo - 0xDC00);
+            j->p += 6;
+        } else if ((cp >= 0xDC00 && cp <= 0xDFFF) || cp == 0) {
+            ag_free(s);
+            return json_fail(j, cp ? "unpaired surrogate \\u%04x in a string" : "\\u%04x (NUL) in a string", cp);
+        }
+        o += put_utf8(o, cp);
+    }
+    *o = 0;
+    j->p = q + 1;
+    *out = s;
+    return AG_OK;
+}
+
+/* A non-negative integer as JSON writes it: 0 or [1-9][0-9]*, no sign,
+ * fraction or exponent, and no more than fits int64. */
+static ag_status parse_uint(json *j, const char *what, int64_t *out) {
+    if (peek(j) < '0' || peek(j) > '9') return json_fail(j, "%s: expected a non-negative integer", what);
+    if (*j->p == '0' && j->p + 1 < j->end && j->p[1] >= '0' && j->p[1] <= '9')
+        return json_fail(j, "%s: leading zero in a number", what);
+    int64_t v = 0;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        int d = *j->p - '0';
+        if (v > (INT64_MAX - d) / 10) return json_fail(j, "%s: number too large", what);
+        v = v * 10 + d;
+        j->p++;
+    }
+    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
+        return json_fail(j, "%s: expected an integer, found a fraction or exponent", what);
+    *out = v;
+    return AG_OK;
+}
+
+/* [n, n, ...] with at most max entries; returns the count in *count. */
+static ag_status parse_uint_array(json *j, const char *what, int64_t *v, int max, int *count) {
+    ag_status st = expect(j, '[');
+    if (st) return st;
+    *count = 0;
+    if (peek(j) == ']') {
+        j->p++;
+        return AG_OK;
+    }
+    for (;;) {
+        if (*count == max) return json_fail(j, "%s: more than %d entries", what, max);
+        if ((st = parse_uint(j, what, &v[(*count)++]))) return st;
+        if (peek(j) == ',') {
+            j->p++;
+            continue;
+        }
+        return expect(j, ']');
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    ag_st_tensor t;
+    int64_t begin, end;
+} entry;
+
+typedef struct {
+    json j;
+    entry *e;
+    int count, cap;
+    char **meta;
+    int n_meta;
+    bool has_meta;
+} header;
+
+static ag_status parse_metadata(header *h) {
+    json *j = &h->j;
+    if (h->has_meta) return json_fail(j, "\"__metadata__\" appears twice");
+    h->has_meta = true;
+    ag_status st = expect(j, '{');
+    if (st) return st;
+    if (peek(j) == '}') {
+        j->p++;
+        return AG_OK;
+    }
+    int cap = 0;
+    for (;;) {
+        if (h->n_meta == cap) {
+            cap = cap ? 2 * cap : 8;
+            h->meta = ag_realloc(h->meta, (size_t)cap * 2 * sizeof *h->meta);
+        }
+        char **kv = &h->meta[2 * h->n_meta];
+        kv[0] = kv[1] = NULL;
+        h->n_meta++; /* counted now so that a failure below frees what was read */
+        if ((st = parse_string(j, &kv[0])) || (st = expect(j, ':'))) return st;
+        if (peek(j) != '"') return json_fail(j, "__metadata__ value of '%s' is not a string", kv[0]);
+        if ((st = parse_string(j, &kv[1]))) return st;
+        if (peek(j) == ',') {
+            j->p++;
+            continue;
+        }
+        return expect(j, '}');
+    }
+}
+
+static ag_status parse_dtype(json *j, const char *name, ag_dtype *dt) {
+    char *s;
+    ag_status st = parse_string(j, &s);
+    if (st) return st;
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(s, dtype_names[k])) {
+            *dt = (ag_dtype)k;
+            ag_free(s);
+            return AG_OK;
+        }
+    static const char *const others[] = {"BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "U32", "U64", "F8_E5M2", "F8_E4M3"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof others / sizeof *others; k++) known |= !strcmp(s, others[k]);
+    st = json_fail(j, "tensor '%s': %s dtype '%.40s' (supported: F32, F64, I32, I64)", name,
+                   known ? "unsupported" : "unknown", s);
+    ag_free(s);
+    return st;
+}
+
+/* {"data_offsets":[b,e],"dtype":"F32","shape":[...]} in any order, each key
+ * exactly once, no other key. */
+static ag_status parse_tensor(header *h, char *name) {
+    json *j = &h->j;
+    if (h->count == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 16;
+        h->e = ag_realloc(h->e, (size_t)h->cap * sizeof *h->e);
+    }
+    entry *e = &h->e[h->count++];
+    *e = (entry){.t.name = name};
+    ag_status st = expect(j, '{');
+    if (st) return st;
+    bool has_dtype = false, has_shape = false, has_offsets = false;
+    if (peek(j) == '}') return json_fail(j, "tensor '%s' has no dtype, shape or data_offsets", name);
+    for (;;) {
+        char *key;
+        if ((st = parse_string(j, &key))) return st;
+        if ((st = expect(j, ':'))) {
+            ag_free(key);
+            return st;
+        }
+        bool *seen = !strcmp(key, "dtype") ? &has_dtype : !strcmp(key, "shape") ? &has_shape
+                   : !strcmp(key, "data_offsets") ? &has_offsets : NULL;
+        if (!seen || *seen) {
+            st = json_fail(j, "tensor '%s': %s key '%.40s'", name, seen ? "repeated" : "unexpected", key);
+            ag_free(key);
+            return st;
+        }
+        *seen = true;
+        if (seen == &has_dtype) st = parse_dtype(j, name, &e->t.dtype);
+        else if (seen == &has_shape) st = parse_uint_array(j, "shape", e->t.shape, AG_ST_MAX_DIMS, &e->t.ndim);
+        else {
+            int64_t off[2] = {0, 0};
+            int n;
+            st = parse_uint_array(j, "data_offsets", off, 2, &n);
+            if (!st && n != 2) st = json_fail(j, "tensor '%s': data_offsets needs 2 entries, got %d", name, n);
+            e->begin = off[0];
+            e->end = off[1];
+        }
+        ag_free(key);
+        if (st) return st;
+        if (peek(j) == ',') {
+            j->p++;
+            continue;
+        }
+        if ((st = expect(j, '}'))) return st;
+        break;
+    }
+    if (!has_dtype || !has_shape || !has_offsets)
+        return json_fail(j, "tensor '%s' has no %s", name, !has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets");
+    return AG_OK;
+}
+
+static ag_status parse_header(header *h) {
+    json *j = &h->j;
+    ag_status st = expect(j, '{');
+    if (st) return st;
+    if (peek(j) == '}') j->p++;
+    else
+        for (;;) {
+            char *key;
+            if ((st = parse_string(j, &key))) return st;
+            if ((st = expect(j, ':'))) {
+                ag_free(key);
+                return st;
+            }
+            if (!strcmp(key, "__metadata__")) {
+                ag_free(key);
+                st = parse_metadata(h);
+            } else {
+                st = parse_tensor(h, key); /* owns key from here */
+            }
+            if (st) return st;
+            if (peek(j) == ',') {
+                j->p++;
+                continue;
+            }
+            if ((st = expect(j, '}'))) return st;
+            break;
+        }
+    skip_ws(j); /* writers pad the header with spaces */
+    if (j->p != j->end) return json_fail(j, "unexpected '%c' after the end of the header", *j->p);
+    return AG_OK;
+}
+
+static int cmp_entry_name(const void *a, const void *b) {
+    return strcmp(((const entry *)a)->t.name, ((const entry *)b)->t.name);
+}
+
+static int cmp_entry_offset(const void *a, const void *b) {
+    const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Every tensor's bytes match its shape and lie inside the data, and the
+ * tensors tile the data exactly: no gap, no overlap, nothing after. */
+static ag_status check_layout(const char *what, entry *e, int n, int64_t data_len) {
+    for (int i = 0; i < n; i++) {
+        ag_st_tensor *t = &e[i].t;
+        char s[160];
+        size_t k = 0;
+        s[0] = 0;
+        for (int d = 0; d < t->ndim && k < sizeof s; d++) k += (size_t)snprintf(s + k, sizeof s - k, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        t->numel = shape_numel(t->ndim, t->shape);
+        int64_t size = dtype_size(t->dtype);
+        if (t->numel < 0 || t->numel > INT64_MAX / size)
+            return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s': shape [%s] is too large", what, t->name, s);
+        if (e[i].begin > e[i].end)
+            return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s': data_offsets [%lld, %lld] are reversed", what, t->name,
+                            (long long)e[i].begin, (long long)e[i].end);
+        if (e[i].end - e[i].begin != t->numel * size)
+            return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s': %s [%s] needs %lld bytes but data_offsets [%lld, %lld] hold %lld",
+                            what, t->name, dtype_names[t->dtype], s, (long long)(t->numel * size),
+                            (long long)e[i].begin, (long long)e[i].end, (long long)(e[i].end - e[i].begin));
+        if (e[i].end > data_len)
+            return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s': data_offsets end at %lld, past the %lld bytes of data (truncated file?)",
+                            what, t->name, (long long)e[i].end, (long long)data_len);
+    }
+    entry **order = ag_malloc((size_t)(n ? n : 1) * sizeof *order);
+    for (int i = 0; i < n; i++) order[i] = &e[i];
+    qsort(order, (size_t)n, sizeof *order, cmp_entry_offset);
+    int64_t at = 0;
+    ag_status st = AG_OK;
+    for (int i = 0; i < n && !st; i++) {
+        if (order[i]->begin < at)
+            st = ag__fail(AG_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap (bytes %lld..%lld and %lld..%lld)", what,
+                          order[i - 1]->t.name, order[i]->t.name, (long long)order[i - 1]->begin, (long long)at,
+                          (long long)order[i]->begin, (long long)order[i]->end);
+        else if (order[i]->begin > at)
+            st = ag__fail(AG_ERR_FORMAT, "%s: bytes %lld..%lld of the data belong to no tensor (gap before '%s')", what,
+                          (long long)at, (long long)order[i]->begin, order[i]->t.name);
+        at = order[i]->end;
+    }
+    if (!st && at != data_len)
+        st = ag__fail(AG_ERR_FORMAT, "%s: %lld bytes after the last tensor belong to no tensor", what,
+                      (long long)(data_len - at));
+    ag_free(order);
+    return st;
+}
+
+static ag_status check_unique(const char *what, header *h) {
+    qsort(h->e, (size_t)h->count, sizeof *h->e, cmp_entry_name);
+    for (int i = 1; i < h->count; i++)
+        if (!strcmp(h->e[i].t.name, h->e[i - 1].t.name))
+            return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' appears twice", what, h->e[i].t.name);
+    qsort(h->meta, (size_t)h->n_meta, 2 * sizeof *h->meta, cmp_str);
+    for (int i = 1; i < h->n_meta; i++)
+        if (!strcmp(h->meta[2 * i], h->meta[2 * i - 2]))
+            return ag__fail(AG_ERR_FORMAT, "%s: metadata key '%s' appears twice", what, h->meta[2 * i]);
+    return AG_OK;
+}
+
+static void free_header(header *h) {
+    for (int i = 0; i < h->count; i++) ag_free((char *)h->e[i].t.name);
+    for (int i = 0; i < 2 * h->n_meta; i++) ag_free(h->meta[i]);
+    ag_free(h->e);
+    ag_free(h->meta);
+}
+
+/* Validates f->bytes[0..size) and fills in the tables; f owns the bytes. */
+static ag_status parse_owned(ag_st_file *f) {
+    const char *what = f->path;
+    if (f->size < 8)
+        return ag__fail(AG_ERR_FORMAT, "%s: %zu bytes is too short for a safetensors file (the length alone takes 8)",
+                        what, f->size);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | f->bytes[i];
+    if (n > f->size - 8)
+        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu runs past the end of the %zu-byte file (truncated or not safetensors)",
+                        what, (unsigned long long)n, f->size);
+    if (n > MAX_HEADER_BYTES)
+        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu is over the 100 MB limit", what, (unsigned long long)n);
+    if (n == 0 || f->bytes[8] != '{')
+        return ag__fail(AG_ERR_FORMAT, "%s: the header does not start with '{' (not a safetensors file?)", what);
+    header h = {.j = {what, f->bytes + 8, f->bytes + 8, f->bytes + 8 + n}};
+    ag_status st = parse_header(&h);
+    if (!st) st = check_unique(what, &h);
+    if (!st) st = check_layout(what, h.e, h.count, (int64_t)(f->size - 8 - n));
+    if (st) {
+        free_header(&h);
+        return st;
+    }
+    const unsigned char *data = f->bytes + 8 + n;
+    f->tensors = ag_malloc((size_t)(h.count ? h.count : 1) * sizeof *f->tensors);
+    for (int i = 0; i < h.count; i++) {
+        f->tensors[i] = h.e[i].t;
+        f->tensors[i].data = data + h.e[i].begin;
+    }
+    f->count = h.count;
+    f->meta = h.meta;
+    f->n_meta = h.n_meta;
+    ag_free(h.e);
+    return AG_OK;
+}
+
+ag_status ag_st_parse(const char *what, const void *bytes, size_t size, ag_st_file *f) {
+    *f = (ag_st_file){.path = ag_strdup(what), .bytes = ag_malloc(size ? size : 1), .size = size};
+    if (size) memcpy(f->bytes, bytes, size);
+    ag_status st = parse_owned(f);
+    if (st) ag_st_close(f);
+    return st;
+}
+
+ag_status ag_st_read(const char *path, ag_st_file *f) {
+    *f = (ag_st_file){0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ag__fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return ag__fail(AG_ERR_IO, "%s: not a regular file", path);
+    }
+    size_t size = (size_t)sb.st_size, got = 0;
+    unsigned char *buf = ag_malloc(size ? size : 1);
+    while (got < size) {
+        ssize_t k = read(fd, buf + got, size - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    int err = errno;
+    close(fd);
+    if (got != size) {
+        ag_free(buf);
+        return ag__fail(AG_ERR_IO, "%s: read %zu of %zu bytes: %s", path, got, size, got < size ? strerror(err) : "?");
+    }
+    *f = (ag_st_file){.path = ag_strdup(path), .bytes = buf, .size = size};
+    ag_status st = parse_owned(f);
+    if (st) ag_st_close(f);
+    return st;
+}
+
+void ag_st_close(ag_st_file *f) {
+    for (int i = 0; i < f->count; i++) ag_free((char *)f->tensors[i].name);
+    for (int i = 0; i < 2 * f->n_meta; i++) ag_free(f->meta[i]);
+    ag_free(f->tensors);
+    ag_free(f->meta);
+    ag_free(f->bytes);
+    ag_free(f->path);
+    *f = (ag_st_file){0};
+}
+
+const ag_st_tensor *ag_st_get(const ag_st_file *f, const char *name) {
+    int lo = 0, hi = f->count - 1; /* sorted by name */
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2, c = strcmp(f->tensors[mid].name, name);
+        if (!c) return &f->tensors[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+const char *ag_st_meta(const ag_st_file *f, const char *key) {
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta[2 * i], key)) return f->meta[2 * i + 1];
+    return NULL;
+}
+
+/* Elements are copied one by one through memcpy: data read from a file
+ * need not be aligned for its type. */
+void ag_st_to_real(const ag_st_tensor *t, ag_real *dst) {
+    const unsigned char *src = t->data;
+    if (t->dtype == AG_F32)
+        for (int64_t i = 0; i < t->numel; i++) {
+            float x;
+            memcpy(&x, src + 4 * i, 4);
+            dst[i] = (ag_real)x;
+        }
+    else if (t->dtype == AG_F64)
+        for (int64_t i = 0; i < t->numel; i++) {
+            double x;
+            memcpy(&x, src + 8 * i, 8);
+            dst[i] = (ag_real)x;
+        }
+    else
+        ag__fatal("ag_st_to_real", "tensor '%s' is %s, not a float type", t->name, dtype_names[t->dtype]);
+}
+
+void ag_st_to_i64(const ag_st_tensor *t, int64_t *dst) {
+    const unsigned char *src = t->data;
+    if (t->dtype == AG_I64)
+        memcpy(dst, src, (size_t)t->numel * 8);
+    else if (t->dtype == AG_I32)
+        for (int64_t i = 0; i < t->numel; i++) {
+            int32_t x;
+            memcpy(&x, src + 4 * i, 4);
+            dst[i] = x;
+        }
+    else
+        ag__fatal("ag_st_to_i64", "tensor '%s' is %s, not an integer type", t->name, dtype_names[t->dtype]);
+}

@@ -1,0 +1,33 @@
+/* options.h - "name:key=value,key=value" specs, the one syntax for choosing
+ * an optimizer or a schedule on a command line, and their canonical form. */
+#ifndef AG_OPTIONS_H
+#define AG_OPTIONS_H
+
+#include "../graph/internal.h"
+
+typedef enum { OPT_REAL, OPT_INT, OPT_BOOL, OPT_CHOICE } opt_type;
+
+/* One key a spec may set.  OPT_CHOICE stores into a bool: false for
+ * choices[0] ("min"), true for choices[1] ("max"). */
+typedef struct {
+    const char *key;
+    opt_type type;
+    void *dst; /* double*, int*, bool* */
+    const char *choices[2];
+} opt_field;
+
+/* Splits spec at ':' into the name (copied into name[n]) and the key=value
+ * list after it (*rest; "" when there is no ':'). `what` ("optimizer")
+ * prefixes messages. */
+ag_status ag__spec_split(const char *what, const char *spec, char *name, size_t n, const char **rest);
+/* Applies "key=value,..." to the fields; unknown keys, repeated keys, bad
+ * numbers and bad choices fail with AG_ERR_ARG and a message naming the key. */
+ag_status ag__spec_apply(const char *what, const char *name, const char *list, const opt_field *fields,
+                         int n_fields);
+/* Writes "name:key=value,..." for every field, numbers in their shortest
+ * form that reads back exactly. */
+const char *ag__spec_format(const char *name, const opt_field *fields, int n_fields, char *buf, size_t n);
+/* Shortest "%g" form of x that strtod reads back to the same double. */
+const char *ag__fmt_real(double x, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,490 @@
+/* test_optim.c - the optimizers against independent f64 references.
+ *
+ * Each test runs a few steps on a fixed problem (a separable quadratic
+ * f = sum_k ½ a_k (x_k - c_k)², or a linear f = sum_k g_k x_k) spread over
+ * two parameters, and compares every parameter value with
+ *   - a closed form where one exists (SGD and SGD + weight decay on the
+ *     quadratic, Adam and AdamW on the linear function), and
+ *   - a trajectory computed here, element by element in double, straight
+ *     from the formulas of PyTorch's documentation (ref_step below).
+ * One test per optimizer and option.  Then: option strings, clipping, the
+ * L2 penalty, and zero allocations per step. */
+#include "optim_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* f64: only rounding separates the two computations; f32: the optimizer
+ * runs in float and drifts from the double reference by a few ulps/step. */
+#define ATOL (IS_F64 ? 1e-13 : 2e-6)
+#define RTOL (IS_F64 ? 1e-12 : 2e-5)
+
+enum { K = 9 }; /* elements: w [2,3] then b [3] */
+
+typedef struct {
+    ag_params ps;
+    double a[K], c[K], x0[K];
+    bool linear; /* f = sum_k c_k x_k instead of the quadratic */
+} problem;
+
+static void problem_init(problem *p, bool linear) {
+    memset(p, 0, sizeof *p);
+    ag_param(&p->ps, "w", 2, (int[]){2, 3});
+    ag_param(&p->ps, "b", 1, (int[]){3});
+    for (int k = 0; k < K; k++) {
+        p->a[k] = 0.4 + 0.3 * k;            /* curvatures 0.4 .. 2.8 */
+        p->c[k] = 0.7 * sin(1.0 + k);       /* minimum, or slope when linear */
+        p->x0[k] = 1.1 - 0.29 * k;          /* both signs */
+    }
+    p->linear = linear;
+    for (int k = 0; k < K; k++) *(k < 6 ? &p->ps.items[0]->data[k] : &p->ps.items[1]->data[k - 6]) = (ag_real)p->x0[k];
+}
+
+static ag_real *elem(problem *p, int k, bool grad) {
+    ag_tensor *t = p->ps.items[k < 6 ? 0 : 1];
+    return (grad ? t->grad : t->data) + (k < 6 ? k : k - 6);
+}
+
+static double problem_grad(const problem *p, int k, double x) { return p->linear ? p->c[k] : p->a[k] * (x - p->c[k]); }
+
+static void set_grads(problem *p) {
+    for (int k = 0; k < K; k++) *elem(p, k, true) = (ag_real)problem_grad(p, k, (double)*elem(p, k, false));
+}
+
+/* ---- the reference: PyTorch's documented algorithms, in double ---- */
+
+typedef struct {
+    double x[K], s0[K], s1[K], s2[K]; /* momentum | m, v, vmax | v, u */
+    int t;
+} reference;
+
+static void ref_step(const ag_optim_config *c, reference *r, const problem *p) {
+    r->t++;
+    const int t = r->t;
+    for (int k = 0; k < K; k++) {
+        double x = r->x[k], g = problem_grad(p, k, x), wd = c->weight_decay;
+        switch (c->kind) {
+        case AG_SGD: {
+            g = g + wd * x;
+            if (c->momentum != 0) {
+                double *b = &r->s0[k];
+                *b = t > 1 ? c->momentum * *b + (1 - c->dampening) * g : g;
+                g = c->nesterov ? g + c->momentum * *b : *b;
+            }
+            x = x - c->lr * g;
+            break;
+        }
+        case AG_ADAM:
+        case AG_ADAMW: {
+            if (c->kind == AG_ADAMW) x = x - c->lr * wd * x;
+            else g = g + wd * x;
+            double *m = &r->s0[k], *v = &r->s1[k], *vmax = &r->s2[k];
+            *m = c->beta1 * *m + (1 - c->beta1) * g;
+            *v = c->beta2 * *v + (1 - c->beta2) * g * g;
+            double mhat = *m / (1 - pow(c->beta1, t));
+            if (c->amsgrad) *vmax = fmax(*vmax, *v);
+            double vhat = (c->amsgrad ? *vmax : *v) / (1 - pow(c->beta2, t));
+            x = x - c->lr * mhat / (sqrt(vhat) + c->eps);
+            break;
+        }
+        case AG_ADADELTA: {
+            g = g + wd * x;
+            double *v = &r->s0[k], *u = &r->s1[k];
+            *v = *v * c->rho + g * g * (1 - c->rho);
+            double dx = sqrt(*u + c->eps) / sqrt(*v + c->eps) * g;
+            *u = *u * c->rho + dx * dx * (1 - c->rho);
+            x = x - c->lr * dx;
+            break;
+        }
+        }
+        r->x[k] = x;
+    }
+}
+
+/* Runs `steps` updates of the library's optimizer and of the reference
+ * side by side, checking every element after every step. */
+static void compare(const char *what, const char *spec, bool linear, int steps) {
+    ag_optim_config cfg;
+    ag_status st = ag_optim_parse(spec, &cfg);
+    CHECK(st == AG_OK, "%s: %s", spec, ag_errmsg());
+    problem p;
+    problem_init(&p, linear);
+    ag_optimizer opt;
+    CHECK(ag_optim_init(&opt, &p.ps, &cfg) == AG_OK);
+    reference r = {0};
+    memcpy(r.x, p.x0, sizeof r.x);
+    double worst = 0;
+    for (int s = 0; s < steps; s++) {
+        set_grads(&p);
+        ag_optim_step(&opt);
+        ref_step(&cfg, &r, &p);
+        for (int k = 0; k < K; k++) {
+            double got = *elem(&p, k, false), err = fabs(got - r.x[k]);
+            CHECK(err <= ATOL + RTOL * fabs(r.x[k]), "%s (%s) step %d element %d: %.17g, reference %.17g", what,
+                  spec, s + 1, k, got, r.x[k]);
+            if (err > worst) worst = err;
+        }
+    }
+    CHECK(opt.step == steps);
+    printf("  %-34s %-44s %d steps, max |error| %.1e\n", what, spec, steps, worst);
+    ag_optim_free(&opt);
+    ag_params_free(&p.ps);
+}
+
+/* ---- closed forms ---- */
+
+/* SGD with weight decay wd on the quadratic: the gradient is
+ * (a + wd) x - a c, so x_t = x* + (1 - lr (a + wd))^t (x0 - x*) with
+ * x* = a c / (a + wd).  wd = 0 is plain gradient descent. */
+static void sgd_closed_form(double lr, double wd, int steps) {
+    char spec[96];
+    snprintf(spec, sizeof spec, "sgd:lr=%g,weight_decay=%g", lr, wd);
+    ag_optim_config cfg;
+    CHECK(ag_optim_parse(spec, &cfg) == AG_OK);
+    problem p;
+    problem_init(&p, false);
+    ag_optimizer opt;
+    ag_optim_init(&opt, &p.ps, &cfg);
+    for (int s = 0; s < steps; s++) {
+        set_grads(&p);
+        ag_optim_step(&opt);
+    }
+    for (int k = 0; k < K; k++) {
+        double xs = p.a[k] * p.c[k] / (p.a[k] + wd);
+        double want = xs + pow(1 - lr * (p.a[k] + wd), steps) * (p.x0[k] - xs);
+        CHECK_NEAR(*elem(&p, k, false), want, ATOL, RTOL);
+    }
+    printf("  closed form %-22s %d steps\n", spec, steps);
+    ag_optim_free(&opt);
+    ag_params_free(&p.ps);
+}
+
+/* Adam on a linear function: the gradient g is constant, so m_t/(1-β1^t) = g
+ * and v_t/(1-β2^t) = g² exactly: every step moves lr g / (|g| + eps).
+ * AdamW also shrinks x by (1 - lr wd) first: x_t = r^t x0 - s (1-r^t)/(1-r). */
+static void adam_closed_form(const char *spec, int steps) {
+    ag_optim_config cfg;
+    CHECK(ag_optim_parse(spec, &cfg) == AG_OK, "%s", ag_errmsg());
+    problem p;
+    problem_init(&p, true);
+    ag_optimizer opt;
+    ag_optim_init(&opt, &p.ps, &cfg);
+    for (int s = 0; s < steps; s++) {
+        set_grads(&p);
+        ag_optim_step(&opt);
+    }
+    for (int k = 0; k < K; k++) {
+        double g = p.c[k], move = cfg.lr * g / (fabs(g) + cfg.eps), want;
+        if (cfg.kind == AG_ADAMW && cfg.weight_decay != 0) {
+            double r = 1 - cfg.lr * cfg.weight_decay;
+            want = pow(r, steps) * p.x0[k] - move * (1 - pow(r, steps)) / (1 - r);
+        } else {
+            want = p.x0[k] - steps * move;
+        }
+        /* the bias corrections cancel only up to rounding: a little slack */
+        CHECK_NEAR(*elem(&p, k, false), want, IS_F64 ? 1e-12 : 1e-5, IS_F64 ? 1e-12 : 1e-5);
+    }
+    printf("  closed form %-34s %d steps\n", spec, steps);
+    ag_optim_free(&opt);
+    ag_params_free(&p.ps);
+}
+
+static void test_sgd(void) {
+    sgd_closed_form(0.1, 0, 20);
+    sgd_closed_form(0.05, 0.3, 20);
+    compare("sgd", "sgd:lr=0.1", false, 20);
+    compare("sgd weight_decay", "sgd:lr=0.1,weight_decay=0.05", false, 20);
+    compare("sgd momentum", "sgd:lr=0.05,momentum=0.9", false, 30);
+    compare("sgd momentum dampening", "sgd:lr=0.05,momentum=0.9,dampening=0.3", false, 30);
+    compare("sgd nesterov", "sgd:lr=0.05,momentum=0.8,nesterov=1", false, 30);
+    compare("sgd nesterov weight_decay", "sgd:lr=0.05,momentum=0.8,nesterov=true,weight_decay=0.1", false, 30);
+    /* momentum's first step takes the gradient as the buffer, dampening or
+     * not: after one step dampening must make no difference */
+    problem p1, p2;
+    problem_init(&p1, false);
+    problem_init(&p2, false);
+    ag_optimizer o1, o2;
+    ag_optim_config c1, c2;
+    ag_optim_parse("sgd:lr=0.1,momentum=0.9", &c1);
+    ag_optim_parse("sgd:lr=0.1,momentum=0.9,dampening=0.5", &c2);
+    ag_optim_init(&o1, &p1.ps, &c1);
+    ag_optim_init(&o2, &p2.ps, &c2);
+    set_grads(&p1), set_grads(&p2);
+    ag_optim_step(&o1), ag_optim_step(&o2);
+    for (int k = 0; k < K; k++) CHECK(*elem(&p1, k, false) == *elem(&p2, k, false));
+    set_grads(&p1), set_grads(&p2);
+    ag_optim_step(&o1), ag_optim_step(&o2);
+    CHECK(*elem(&p1, 0, false) != *elem(&p2, 0, false), "dampening had no effect on step 2");
+    CHECK(o1.n_slots == 1 && !strcmp(ag_optim_slot_name(&o1, 0), "momentum"));
+    CHECK(ag_optim_state(&o1, "b", "momentum") == o1.slot[1]);
+    ag_optim_free(&o1), ag_optim_free(&o2);
+    ag_params_free(&p1.ps), ag_params_free(&p2.ps);
+    /* without momentum SGD keeps no state */
+    ag_optimizer o;
+    problem p;
+    problem_init(&p, false);
+    ag_optim_config c = ag_optim_defaults(AG_SGD);
+    ag_optim_init(&o, &p.ps, &c);
+    CHECK(o.n_slots == 0 && o.state == NULL && ag_optim_state(&o, "w", "momentum") == NULL);
+    ag_optim_free(&o);
+    ag_params_free(&p.ps);
+}
+
+static void test_adam(void) {
+    adam_closed_form("adam:lr=0.01", 25);
+    adam_closed_form("adam:lr=0.01,eps=0.1", 25);
+    adam_closed_form("adamw:lr=0.01,weight_decay=0.5", 25);
+    compare("adam", "adam:lr=0.05", false, 30);
+    compare("adam betas", "adam:lr=0.05,beta1=0.5,beta2=0.9", false, 30);
+    compare("adam eps", "adam:lr=0.05,eps=0.01", false, 30);
+    compare("adam weight_decay (L2)", "adam:lr=0.05,weight_decay=0.2", false, 30);
+    compare("adam amsgrad", "adam:lr=0.2,beta2=0.9,amsgrad=1", false, 40);
+    compare("adamw", "adamw:lr=0.05", false, 30);
+    compare("adamw weight_decay", "adamw:lr=0.05,weight_decay=0.3", false, 30);
+    compare("adamw amsgrad", "adamw:lr=0.2,beta2=0.9,weight_decay=0.1,amsgrad=1", false, 40);
+    /* amsgrad must matter on this problem (v shrinks near the minimum), and
+     * decoupled decay must differ from L2 decay, or the tests above prove
+     * nothing about those options */
+    const char *pairs[][2] = {{"adam:lr=0.2,beta2=0.9", "adam:lr=0.2,beta2=0.9,amsgrad=1"},
+                              {"adam:lr=0.05,weight_decay=0.3", "adamw:lr=0.05,weight_decay=0.3"}};
+    for (int i = 0; i < 2; i++) {
+        problem p1, p2;
+        problem_init(&p1, false);
+        problem_init(&p2, false);
+        ag_optim_config c1, c2;
+        ag_optim_parse(pairs[i][0], &c1);
+        ag_optim_parse(pairs[i][1], &c2);
+        ag_optimizer o1, o2;
+        ag_optim_init(&o1, &p1.ps, &c1);
+        ag_optim_init(&o2, &p2.ps, &c2);
+        for (int s = 0; s < 40; s++) {
+            set_grads(&p1), set_grads(&p2);
+            ag_optim_step(&o1), ag_optim_step(&o2);
+        }
+        double diff = 0;
+        for (int k = 0; k < K; k++) diff = fmax(diff, fabs((double)*elem(&p1, k, false) - *elem(&p2, k, false)));
+        CHECK(diff > 1e-3, "'%s' and '%s' end %g apart", pairs[i][0], pairs[i][1], diff);
+        ag_optim_free(&o1), ag_optim_free(&o2);
+        ag_params_free(&p1.ps), ag_params_free(&p2.ps);
+    }
+}
+
+static void test_adadelta(void) {
+    compare("adadelta defaults", "adadelta", false, 30);
+    compare("adadelta lr rho (papers)", "adadelta:lr=0.5,rho=0.95", false, 30);
+    compare("adadelta eps", "adadelta:eps=0.01", false, 30);
+    compare("adadelta weight_decay", "adadelta:lr=0.5,weight_decay=0.2", false, 30);
+    /* first step by hand: v = (1-ρ) g², Δ = sqrt(eps)/sqrt(v + eps) g */
+    problem p;
+    problem_init(&p, false);
+    ag_optim_config c;
+    ag_optim_parse("adadelta:lr=0.5,rho=0.95", &c);
+    ag_optimizer o;
+    ag_optim_init(&o, &p.ps, &c);
+    set_grads(&p);
+    ag_optim_step(&o);
+    for (int k = 0; k < K; k++) {
+        double g = problem_grad(&p, k, p.x0[k]), v = 0.05 * g * g;
+        CHECK_NEAR(*elem(&p, k, false), p.x0[k] - 0.5 * sqrt(1e-6) / sqrt(v + 1e-6) * g, ATOL, RTOL);
+    }
+    CHECK(!strcmp(ag_optim_slot_name(&o, 0), "v") && !strcmp(ag_optim_slot_name(&o, 1), "u"));
+    ag_optim_free(&o);
+    ag_params_free(&p.ps);
+}
+
+/* Schedules change opt->lr between steps; the next step must use it. */
+static void test_lr_change(void) {
+    problem p;
+    problem_init(&p, false);
+    ag_optim_config c;
+    ag_optim_parse("sgd:lr=0.1", &c);
+    ag_optimizer o;
+    ag_optim_init(&o, &p.ps, &c);
+    set_grads(&p);
+    ag_optim_step(&o);
+    double x1 = *elem(&p, 3, false);
+    o.lr = 0.01;
+    set_grads(&p);
+    ag_optim_step(&o);
+    double want = x1 - 0.01 * problem_grad(&p, 3, x1);
+    CHECK_NEAR(*elem(&p, 3, false), want, ATOL, RTOL);
+    CHECK(o.cfg.lr == 0.1, "the configured rate stays as given");
+    ag_optim_free(&o);
+    ag_params_free(&p.ps);
+}
+
+static void test_parse(void) {
+    ag_optim_config c;
+    CHECK(ag_optim_parse("sgd:lr=0.1,momentum=0.9", &c) == AG_OK);
+    CHECK(c.kind == AG_SGD && c.lr == 0.1 && c.momentum == 0.9 && c.dampening == 0 && !c.nesterov && c.weight_decay == 0);
+    CHECK(ag_optim_parse("adam:lr=1e-3", &c) == AG_OK);
+    CHECK(c.kind == AG_ADAM && c.lr == 1e-3 && c.beta1 == 0.9 && c.beta2 == 0.999 && c.eps == 1e-8 &&
+          c.weight_decay == 0 && !c.amsgrad);
+    CHECK(ag_optim_parse("adamw", &c) == AG_OK && c.kind == AG_ADAMW && c.weight_decay == 1e-2 && c.lr == 1e-3);
+    CHECK(ag_optim_parse("adadelta", &c) == AG_OK && c.lr == 1.0 && c.rho == 0.9 && c.eps == 1e-6 && c.weight_decay == 0);
+    CHECK(ag_optim_parse("adadelta:lr=0.5,rho=0.95", &c) == AG_OK && c.lr == 0.5 && c.rho == 0.95 && c.eps == 1e-6);
+    CHECK(ag_optim_parse("sgd", &c) == AG_OK && c.lr == 1e-3);
+
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=abc", &c), AG_ERR_ARG, "'lr'", "abc");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=0.1x", &c), AG_ERR_ARG, "'lr'", "0.1x");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=1e999", &c), AG_ERR_ARG, "'lr'");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=nan", &c), AG_ERR_ARG, "'lr'");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=", &c), AG_ERR_ARG, "'lr'", "empty");
+    EXPECT_ERROR(ag_optim_parse("sgd:momentun=0.9", &c), AG_ERR_ARG, "'momentun'", "momentum");
+    EXPECT_ERROR(ag_optim_parse("adam:momentum=0.9", &c), AG_ERR_ARG, "'momentum'", "adam");
+    EXPECT_ERROR(ag_optim_parse("adadelta:beta1=0.9", &c), AG_ERR_ARG, "'beta1'");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr", &c), AG_ERR_ARG, "'lr'", "no value");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=0.1,lr=0.2", &c), AG_ERR_ARG, "'lr'", "twice");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=0.1,", &c), AG_ERR_ARG, "trailing");
+    EXPECT_ERROR(ag_optim_parse("sgd:,lr=0.1", &c), AG_ERR_ARG, "empty key");
+    EXPECT_ERROR(ag_optim_parse("sgd:nesterov=yes", &c), AG_ERR_ARG, "'nesterov'", "yes");
+    EXPECT_ERROR(ag_optim_parse("rmsprop:lr=0.1", &c), AG_ERR_ARG, "'rmsprop'");
+    EXPECT_ERROR(ag_optim_parse("", &c), AG_ERR_ARG, "empty");
+    EXPECT_ERROR(ag_optim_parse(":lr=1", &c), AG_ERR_ARG, "no name");
+    /* values PyTorch refuses */
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=-0.1", &c), AG_ERR_ARG, "lr");
+    EXPECT_ERROR(ag_optim_parse("sgd:nesterov=1", &c), AG_ERR_ARG, "nesterov");
+    EXPECT_ERROR(ag_optim_parse("sgd:momentum=0.9,dampening=0.1,nesterov=1", &c), AG_ERR_ARG, "nesterov");
+    EXPECT_ERROR(ag_optim_parse("adam:beta1=1", &c), AG_ERR_ARG, "beta1");
+    EXPECT_ERROR(ag_optim_parse("adam:beta2=-0.1", &c), AG_ERR_ARG, "beta2");
+    EXPECT_ERROR(ag_optim_parse("adamw:weight_decay=-1", &c), AG_ERR_ARG, "weight_decay");
+    EXPECT_ERROR(ag_optim_parse("adadelta:rho=1.5", &c), AG_ERR_ARG, "rho");
+    EXPECT_ERROR(ag_optim_parse("adadelta:eps=-1e-6", &c), AG_ERR_ARG, "eps");
+    /* a failed parse leaves the output alone */
+    c = ag_optim_defaults(AG_ADADELTA);
+    ag_optim_parse("adam:lr=x", &c);
+    CHECK(c.kind == AG_ADADELTA && c.lr == 1.0);
+
+    /* format then parse gives the same config, numbers included */
+    const char *specs[] = {"sgd:lr=0.1,momentum=0.9,nesterov=1,weight_decay=1.2e-6",
+                           "adam:lr=0.00033333333333333332,beta2=0.98,amsgrad=1",
+                           "adamw:lr=3e-4", "adadelta:lr=0.5,rho=0.95,eps=1e-7"};
+    for (int i = 0; i < 4; i++) {
+        ag_optim_config a, b;
+        char buf[512];
+        CHECK(ag_optim_parse(specs[i], &a) == AG_OK, "%s: %s", specs[i], ag_errmsg());
+        ag_optim_format(&a, buf, sizeof buf);
+        CHECK(ag_optim_parse(buf, &b) == AG_OK, "%s: %s", buf, ag_errmsg());
+        CHECK(memcmp(&a, &b, sizeof a) == 0, "'%s' -> '%s' changed the config", specs[i], buf);
+    }
+    char buf[512];
+    ag_optim_parse("sgd:lr=0.1,momentum=0.9", &c);
+    CHECK(!strcmp(ag_optim_format(&c, buf, sizeof buf), "sgd:lr=0.1,momentum=0.9,dampening=0,nesterov=0,weight_decay=0"),
+          "%s", buf);
+}
+
+static void test_clip(void) {
+    ag_params ps = {0};
+    ag_tensor *a = ag_param(&ps, "a", 2, (int[]){2, 2});
+    ag_tensor *b = ag_param(&ps, "b", 1, (int[]){3});
+    const double ga[4] = {3, -4, 1, 2}, gb[3] = {-2, 0, 5}; /* norm sqrt(59) */
+    for (int i = 0; i < 4; i++) a->grad[i] = (ag_real)ga[i];
+    for (int i = 0; i < 3; i++) b->grad[i] = (ag_real)gb[i];
+    double norm = ag_clip_grad_norm(&ps, 100);
+    CHECK_NEAR(norm, sqrt(59.0), 1e-12, 1e-12);
+    CHECK(a->grad[1] == (ag_real)-4 && b->grad[2] == (ag_real)5, "below max_norm nothing changes");
+    norm = ag_clip_grad_norm(&ps, 2.0);
+    CHECK_NEAR(norm, sqrt(59.0), 1e-12, 1e-12);
+    double coef = 2.0 / (sqrt(59.0) + 1e-6), sq = 0;
+    for (int i = 0; i < 4; i++) CHECK_NEAR(a->grad[i], ga[i] * coef, IS_F64 ? 1e-15 : 1e-6, IS_F64 ? 1e-14 : 1e-6);
+    for (int i = 0; i < 3; i++) CHECK_NEAR(b->grad[i], gb[i] * coef, IS_F64 ? 1e-15 : 1e-6, IS_F64 ? 1e-14 : 1e-6);
+    for (int i = 0; i < 4; i++) sq += (double)a->grad[i] * a->grad[i];
+    for (int i = 0; i < 3; i++) sq += (double)b->grad[i] * b->grad[i];
+    CHECK(sqrt(sq) <= 2.0 + 1e-5 && sqrt(sq) > 2.0 - 1e-5, "clipped norm %.9g", sqrt(sq));
+    ag_params_zero_grad(&ps);
+    CHECK(ag_clip_grad_norm(&ps, 1.0) == 0 && a->grad[0] == 0, "zero gradients stay zero");
+    ag_params_free(&ps);
+}
+
+static void test_l2_penalty(void) {
+    ag_params ps = {0};
+    struct { const char *name; int ndim; int shape[2]; bool weight; } ps_spec[] = {
+        {"embed.weight", 2, {4, 2}, false}, {"bigram.weight", 2, {3, 2}, false}, {"l1.weight", 2, {2, 3}, true},
+        {"l1.bias", 1, {3}, false},          {"unit0.u", 1, {3}, false},          {"pos.w_sigma", 2, {3, 1}, true},
+        {"ln.gamma", 1, {2}, false},         {"text.wq", 2, {2, 2}, true},
+    };
+    const int n = (int)(sizeof ps_spec / sizeof *ps_spec);
+    ag_rng rng;
+    ag_rng_seed(&rng, 3);
+    for (int i = 0; i < n; i++) {
+        ag_tensor *t = ag_param(&ps, ps_spec[i].name, ps_spec[i].ndim, ps_spec[i].shape);
+        ag_init_uniform(t, -1, 1, &rng);
+        CHECK(ag_is_weight_matrix(t) == ps_spec[i].weight, "%s", ps_spec[i].name);
+    }
+    const double gamma = 0.3;
+    double value = ag_l2_penalty(&ps, gamma);
+    /* the same penalty through autodiff: gamma * sum ½ W² over the weights */
+    ag_params ref = {0};
+    ag_tensor *total = NULL;
+    for (int i = 0; i < n; i++) {
+        ag_tensor *t = ag_param(&ref, ps_spec[i].name, ps_spec[i].ndim, ps_spec[i].shape);
+        memcpy(t->data, ps.items[i]->data, (size_t)t->size * sizeof(ag_real));
+        if (!ps_spec[i].weight) continue;
+        ag_tensor *term = ag_mul_scalar(ag_sum(ag_square(t)), 0.5 * gamma);
+        total = total ? ag_add(total, term) : term;
+    }
+    ag_backward(total);
+    CHECK_NEAR(value, ag_item(total), IS_F64 ? 1e-14 : 1e-6, IS_F64 ? 1e-14 : 1e-6);
+    for (int i = 0; i < n; i++)
+        for (int64_t j = 0; j < ps.items[i]->size; j++)
+            CHECK_NEAR(ps.items[i]->grad[j], ref.items[i]->grad[j], 1e-15, IS_F64 ? 1e-15 : 1e-6);
+    ag_step_end();
+    ag_params_free(&ps);
+    ag_params_free(&ref);
+}
+
+/* Steps make no heap allocation (and leave the step arena alone). */
+static void test_no_allocation(void) {
+    const char *specs[] = {"sgd:lr=0.1", "sgd:lr=0.1,momentum=0.9,nesterov=1", "adam:amsgrad=1,weight_decay=0.1",
+                           "adamw", "adadelta:lr=0.5,rho=0.95,weight_decay=0.1"};
+    for (int i = 0; i < 5; i++) {
+        problem p;
+        problem_init(&p, false);
+        ag_optim_config c;
+        ag_optim_parse(specs[i], &c);
+        ag_optimizer o;
+        ag_optim_init(&o, &p.ps, &c);
+        ag_mem_stats before = ag_memstats();
+        for (int s = 0; s < 100; s++) {
+            set_grads(&p);
+            ag_clip_grad_norm(&p.ps, 0.5);
+            ag_l2_penalty(&p.ps, 1e-4);
+            ag_optim_step(&o);
+        }
+        ag_mem_stats after = ag_memstats();
+        CHECK(after.allocs == before.allocs && after.arena_high == before.arena_high, "%s: %lld allocations in 100 steps",
+              specs[i], (long long)(after.allocs - before.allocs));
+        ag_optim_free(&o);
+        ag_params_free(&p.ps);
+    }
+}
+
+static void test_misuse(void) {
+    problem p;
+    problem_init(&p, false);
+    ag_optim_config c = ag_optim_defaults(AG_ADAM);
+    ag_optimizer o;
+    ag_optim_init(&o, &p.ps, &c);
+    ag_param(&p.ps, "late", 1, (int[]){2});
+    EXPECT_FATAL(ag_optim_step(&o), "ag_optim_step", "changed from 2 to 3", "test_optim.c");
+    ag_optim_free(&o);
+    ag_params_free(&p.ps);
+    c.lr = -1;
+    EXPECT_ERROR(ag_optim_init(&o, &p.ps, &c), AG_ERR_ARG, "lr");
+}
+
+int main(void) {
+    printf("%s build\n", IS_F64 ? "f64" : "f32");
+    test_sgd();
+    test_adam();
+    test_adadelta();
+    test_lr_change();
+    test_parse();
+    test_clip();
+    test_l2_penalty();
+    test_no_allocation();
+    test_misuse();
+    ag_shutdown();
+    return check_summary(IS_F64 ? "test_optim_f64" : "test_optim_f32");
+}
