@@ -579,7 +579,7 @@ typedef struct {
 
 typedef struct {
     bool ok;
-    double max_rel_err;     /* max |a - n| / max(|a|, |n|, atol) */
+    double max_rel_err;     /* max |a - n| / max(|a|, |n|, atol / rtol) */
     double max_abs_err;
     int worst_input;        /* index into wrt */
     int64_t worst_index;    /* flat element index */
@@ -592,6 +592,35 @@ ag_gradcheck_opts ag_gradcheck_defaults(void);
  * differences.  f is called many times; wrt must outlive the check. */
 ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, int n,
                                  const ag_gradcheck_opts *opts);
+
+/* ------------------------------------------------------------------------ */
+/* Layers: parameter makers and blocks the models share (models/layers.c)   */
+/* ------------------------------------------------------------------------ */
+
+/* Glorot-uniform weight [in, out] (y = x W convention). */
+ag_tensor *ag_param_glorot(ag_params *ps, const char *name, int in, int out, ag_rng *rng);
+/* Zero-filled bias [n]. */
+ag_tensor *ag_param_bias(ag_params *ps, const char *name, int n);
+/* Embedding table [V, d] drawn from U(-bound, bound); row pad_id (>= 0) zero. */
+ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
+                              ag_rng *rng);
+
+typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID } ag_act;
+ag_tensor *ag_activate(ag_tensor *x, ag_act act);
+/* act(x W + b), with W [in,out] and b [out] (b may be NULL). */
+ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act);
+
+/* Constant [B, N, 1]: 1 at positions t < lengths[b], 0 at padding. */
+ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N);
+/* x [B, N, ...] with the rows at padded positions set to 0. */
+ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths);
+/* Max over the valid positions of x [B, N, d] -> [B, d] (lengths >= 1). */
+ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths);
+/* Source2token multi-dim pooling (MODELS.md §0): A = act(x W1 + b1) W2 + b2,
+ * alpha = softmax over valid t per feature, s = sum_t alpha_t * x_t.
+ * x [B, N, d] -> [B, d]. */
+ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
+                           ag_tensor *w2, ag_tensor *b2, ag_act act);
 
 /* ------------------------------------------------------------------------ */
 /* Call sites                                                                */
