@@ -346,6 +346,60 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
 /* Sequence ops: Gaussian positional scoring, layer norm, LSTM               */
 /* ------------------------------------------------------------------------ */
 
+/* Layer norm over the last axis with the biased variance:
+ * (x - mean) / sqrt(var + eps) * gamma + beta.  x[..., D]; gamma, beta [D]
+ * (either may be NULL: no scale, no shift). */
+ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps);
+
+/* The positional LM's mean recurrence (MODELS.md §3 step 3): m[B,N,3] ->
+ * mu[B,N], mu_t = max(m_t . [mu_{t-1}, 1/len, (t+1)/len], t/len), mu_{-1} = 0.
+ * The gradient flows through the recurrence; on a tie it goes to the floor
+ * t/len, i.e. nowhere.  0 at padded t.  len[B], or NULL: all N. */
+ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len);
+
+/* Gaussian positional context (MODELS.md §3 steps 4-5), per example of length len:
+ *   gamma[t,i] = exp(-(i/len - mu_t)^2 / (2 sigma_t^2 + eps)) over the window
+ *   i <= t (strict: i < t, so c_0 = 0), divided by max(sum over the window, 1e-12);
+ *   c_t = sum_i gamma[t,i] h_i.
+ * h[B,N,H], mu and sigma [B,N] or [B,N,1], len[B] or NULL -> c[B,N,H], 0 at
+ * padded t.  Gradients to h, mu and sigma.  If weights is not NULL it
+ * receives gamma as [B,N(t),N(i)] (a plain tensor, for heatmaps). */
+ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *len, bool strict,
+                               double eps, ag_tensor **weights);
+
+/* One LSTM layer's parameters, gates i,f,g,o along the 4H columns:
+ * w_ih [in,4H], w_hh [H,4H], b_ih and b_hh [4H] (a bias may be NULL). */
+typedef struct {
+    ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
+} ag_lstm_layer;
+
+/* Options of ag_lstm; a zeroed struct (or NULL) means: full lengths, zero
+ * initial state, no dropout. */
+typedef struct {
+    const int32_t *len;  /* [B] true lengths, or NULL: all N */
+    ag_tensor *h0, *c0;  /* [layers,B,H] initial states (may require grad), or NULL: zeros */
+    double keep;         /* inverted-dropout keep prob between layers; 0 means 1 (none) */
+    bool training;       /* dropout only when training */
+    ag_rng *rng;         /* needed when training with keep < 1 */
+} ag_lstm_opts;
+
+/* Multi-layer LSTM over whole sequences: x[B,N,in] -> the top layer's
+ * h[B,N,H]; layer l > 0 reads layer l-1's output.  At t >= len[b] the state
+ * is frozen and the output is 0. */
+ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, const ag_lstm_opts *opts);
+
+/* MTSA's sigma_t: log-sigmoid (the paper: ER = M ⊙ sigmoid(R)) or identity (FLAG: ER = M ⊙ exp(R)). */
+typedef enum { AG_MTSA_LOG_SIGMOID = 0, AG_MTSA_IDENTITY = 1 } ag_mtsa_score;
+
+/* MTSA multi-dim token2token attention (MODELS.md §5 steps 2-4), without
+ * forming [N,N,dh]:  H[q,l] = sum_k softmax_k(sigma_t(R[q,k]) + S[k,l] + log M[q,k]) v[k,l],
+ * 0 on rows with no allowed key.  R[B,N,N] or [B,h,N,N] (query rows, key
+ * columns), S and v [B,(h,)N,dh] -> H like v.  M = mask ∧ valid(q) ∧ valid(k),
+ * with mask {0,1} shaped like a suffix of R ([N,N], [h,N,N], ...) or NULL
+ * (all allowed), and len[B] or NULL.  Gradients to R, S and v. */
+ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
+                             ag_mtsa_score score);
+
 /* ------------------------------------------------------------------------ */
 /* Optimizers, schedules, initializers                                      */
 /* ------------------------------------------------------------------------ */
@@ -668,6 +722,11 @@ void ag_set_callsite(const char *file, int line);
 #define ag_mask_batch(...) AG_AT(ag_mask_batch, __VA_ARGS__)
 
 /* sequence ops */
+#define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
+#define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
+#define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
+#define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
+#define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
 
 /* optimizers, initializers, checkpoints */
 #define ag_optim_step(...) AG_AT(ag_optim_step, __VA_ARGS__)
