@@ -107,13 +107,14 @@ static void lstm_layer_backward(ag_node *n) {
     /* Time loop.  dh of a frozen row stays 0: outputs past len are the
      * constant 0 and no final state leaves the op, so no gradient reaches
      * a frozen state, and writing the GEMM's 0 there is exact. */
+    bool want_h0 = h0 && ag__wants(n, 5);
     for (int t = T - 1; t >= 0; t--) {
         int64_t o = (int64_t)t * B;
         lstm_cell_backward(dG + o * 4 * H, s->gates + o * 4 * H, s->c + o * H, s->tc + o * H, dh, dc,
                            dY + (int64_t)t * H, (int64_t)N * H, s->len, t, B, H);
-        ag__gemm(false, true, B, H, 4 * H, 1, dG + o * 4 * H, w_hh->data, 0, dh);
+        if (t > 0 || want_h0) ag__gemm(false, true, B, H, 4 * H, 1, dG + o * 4 * H, w_hh->data, 0, dh);
     }
-    if (h0 && ag__wants(n, 5)) {
+    if (want_h0) {
         ag_real *g = ag__grad(h0) + (int64_t)s->layer * B * H;
         for (int64_t k = 0; k < (int64_t)B * H; k++) g[k] += dh[k];
     }
