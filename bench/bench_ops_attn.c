@@ -1,9 +1,10 @@
 /* bench_ops_attn.c - forward and forward+backward time of the attention ops
  * at the MS-SAN size: B = 64, N = 64, d = 300, h = 6 heads of 50 (f32).
  *
- * Each row is the median of `reps` timed runs after warm-up; a run is one
+ * Each column is the median of `reps` timed runs after warm-up; a run is one
  * step (forward, backward from a fixed seed, ag_step_end), so the arena is
  * warm and nothing is allocated.  Inputs are parameters (persistent).
+ * Wall time (fwd, fwd+bwd) and process CPU time (fwd+bwd cpu) are given.
  *
  *     ./build/bench/bench_ops_attn [reps]
  *
@@ -19,11 +20,16 @@
 
 enum { B = 64, N = 64, D = 300, H = 6, DH = D / H };
 
-static double now_ms(void) {
+static double clock_ms(clockid_t clock) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+/* CPU time of the process (all threads): unlike wall time it does not count
+ * time spent preempted, so it stays meaningful on a loaded machine when
+ * OpenBLAS runs one thread. */
+static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -70,14 +76,19 @@ static ag_tensor *run_mha_core(void) { /* split, fused attention, merge: the MS-
 /* ---- timing ---- */
 
 typedef struct {
-    double fwd, fwd_bwd;
+    double fwd, fwd_bwd, fwd_bwd_cpu;
 } timing;
 
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
 static timing measure(ag_tensor *(*f)(void), int reps) {
-    double *tf = malloc((size_t)reps * sizeof *tf), *tb = malloc((size_t)reps * sizeof *tb);
+    double *tf = malloc((size_t)reps * 3 * sizeof *tf), *tb = tf + reps, *tc = tb + reps;
     ag_real *seed = NULL;
     for (int i = -3; i < reps; i++) { /* 3 warm-up runs grow the arena to size */
-        double t0 = now_ms();
+        double c0 = cpu_ms(), t0 = now_ms();
         ag_tensor *out = f();
         double t1 = now_ms();
         if (!seed) {
@@ -85,18 +96,16 @@ static timing measure(ag_tensor *(*f)(void), int reps) {
             for (int64_t j = 0; j < out->size; j++) seed[j] = (ag_real)((j % 13) - 6) / 6;
         }
         ag_backward_seeded(out, seed);
-        double t2 = now_ms();
+        double t2 = now_ms(), c2 = cpu_ms();
         ag_step_end();
         if (i >= 0) {
             tf[i] = t1 - t0;
             tb[i] = t2 - t0;
+            tc[i] = c2 - c0;
         }
     }
-    qsort(tf, (size_t)reps, sizeof *tf, cmp_double);
-    qsort(tb, (size_t)reps, sizeof *tb, cmp_double);
-    timing t = {tf[reps / 2], tb[reps / 2]};
+    timing t = {median(tf, reps), median(tb, reps), median(tc, reps)};
     free(tf);
-    free(tb);
     free(seed);
     return t;
 }
@@ -125,7 +134,7 @@ int main(int argc, char **argv) {
     const char *threads = getenv("OPENBLAS_NUM_THREADS");
     printf("attention ops, f32: B=%d N=%d d=%d h=%d (d_head %d), median of %d runs, OPENBLAS_NUM_THREADS=%s\n", B, N,
            D, H, DH, reps, threads ? threads : "(unset)");
-    printf("%-48s %10s %12s\n", "op", "fwd ms", "fwd+bwd ms");
+    printf("%-52s %8s %11s %15s\n", "op", "fwd ms", "fwd+bwd ms", "fwd+bwd cpu ms");
     struct {
         const char *name;
         ag_tensor *(*f)(void);
@@ -139,7 +148,7 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         timing t = measure(rows[i].f, reps);
-        printf("%-48s %10.3f %12.3f\n", rows[i].name, t.fwd, t.fwd_bwd);
+        printf("%-52s %8.3f %11.3f %15.3f\n", rows[i].name, t.fwd, t.fwd_bwd, t.fwd_bwd_cpu);
     }
     free(len);
     ag_params_free(&params);

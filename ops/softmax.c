@@ -67,8 +67,7 @@ static void masked_softmax_backward(ag_node *n) {
     ag__softmax_rows_grad(n->out->data, n->out->grad, (ag_real)n->farg[0], ag__grad(n->in[0]), rows, cols, true);
 }
 
-ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale) {
-    const char *op = "ag_masked_softmax";
+static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
     ag__check_device(op, x, NULL);
     if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
     ag__mask_plan p = ag__mask_plan_make(op, x->ndim, x->shape, mask);
@@ -82,7 +81,11 @@ ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale) {
     return out;
 }
 
-ag_tensor *ag_softmax(ag_tensor *x) { return ag_masked_softmax(x, NULL, 1.0); }
+ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale) {
+    return masked_softmax("ag_masked_softmax", x, mask, scale);
+}
+
+ag_tensor *ag_softmax(ag_tensor *x) { return masked_softmax("ag_softmax", x, NULL, 1.0); }
 
 /* ---- log-softmax: y = x - max - log sum e^(x - max) ---- */
 
