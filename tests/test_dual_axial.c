@@ -57,9 +57,9 @@ static void reference_logits(const ag_model *m, const ag_batch *b, int i, double
     bool softmax = c->flags & AG_FLAG_SOFTMAX;
     double x[MAXD][MAXD] = {{0}}, y[MAXD][MAXD] = {{0}}, ht[MAXD][MAXD], hfT[MAXD][MAXD];
     for (int t = 0; t < len; t++) {
-        int w = b->tokens[i * L + t], bi = b->bigrams ? b->bigrams[i * L + t] : 0;
+        int w = b->tokens[i * L + t], bi = (c->flags & AG_FLAG_NO_BIGRAM) ? 0 : b->bigrams[i * L + t];
         for (int j = 0; j < d; j++)
-            x[t][j] = P(m, "embed.weight")[w * d + j] + (bi && !(c->flags & AG_FLAG_NO_BIGRAM) ? P(m, "bigram.weight")[bi * d + j] : 0);
+            x[t][j] = P(m, "embed.weight")[w * d + j] + (bi ? P(m, "bigram.weight")[bi * d + j] : 0);
     }
     axial(L, d, x, P(m, "text.wq"), P(m, "text.wk"), P(m, "text.wv"), softmax, len,
           (c->flags & AG_FLAG_NO_ZETA) ? valid_only : zeta_valid, ht);

@@ -52,7 +52,8 @@ static void encode(ref *r, const int32_t *tokens, const int32_t *heads, int len,
             double s[MAXN], mx = -INFINITY, z = 0;
             for (int b = 0; b < len; b++) {
                 bool allowed = h < 3 ? b <= a : b >= a;
-                double dist = (c->flags & AG_FLAG_NO_DIST) ? 0 : h % 3 == 0 ? abs(a - b) : h % 3 == 1 ? tree[a * len + b] : 0;
+                int prior = (c->flags & AG_FLAG_NO_DIST) ? 2 : h % 3; /* word, tree, none */
+                double dist = prior == 0 ? abs(a - b) : prior == 1 ? tree[a * len + b] : 0;
                 s[b] = -INFINITY;
                 if (!allowed) continue;
                 s[b] = -1.5 * dist;
