@@ -5,9 +5,13 @@
 #include <string.h>
 
 extern const ag_model_kind ag_mpsan_kind;
+extern const ag_model_kind ag_dual_axial_kind;
+extern const ag_model_kind ag_ms_san_kind;
 
 static const ag_model_kind *const kinds[] = {
     &ag_mpsan_kind,
+    &ag_dual_axial_kind,
+    &ag_ms_san_kind,
     NULL,
 };
 
@@ -104,6 +108,7 @@ void ag_tiny_batch_free(ag_batch *b) {
 
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *logits = ag_model_forward(m, b, training);
+    if (!logits) return NULL; /* bad input (e.g. a parse); ag_errmsg() says why */
     if (m->cfg.task == AG_TASK_LM) return ag_cross_entropy(logits, b->targets, 0);
     return ag_cross_entropy(logits, b->labels, -1);
 }

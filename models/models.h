@@ -62,7 +62,8 @@ typedef struct {
     /* Creates every parameter in m->params under MODELS.md's names and
      * initialises it from m->rng; may allocate m->impl. */
     void (*build)(ag_model *m);
-    /* Logits [B, K] (LM: [B, N, V]).  Dropout only when training. */
+    /* Logits [B, K] (LM: [B, N, V]).  Dropout only when training.  NULL
+     * when the batch holds bad input (e.g. a parse), ag_errmsg() says why. */
     ag_tensor *(*forward)(ag_model *m, const ag_batch *b, bool training);
     /* What the model needs in a batch (fixed length, bigrams, heads). */
     void (*batch_opts)(const ag_model_config *cfg, ag_batch_opts *o);
@@ -92,7 +93,7 @@ ag_model_config ag_model_tiny(const ag_model_kind *kind);
 void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed);
 void ag_tiny_batch_free(ag_batch *b);
 /* Loss of one batch: mean cross-entropy over examples (LM: over non-pad
- * targets), no L2 term. */
+ * targets), no L2 term; NULL where forward is. */
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training);
 
 #endif

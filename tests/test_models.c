@@ -17,9 +17,10 @@ static ag_tensor *tiny_loss(void *p) {
     return ag_model_loss(c->m, c->b, false);
 }
 
-static void gradcheck_model(const ag_model_kind *kind, unsigned flags, const char *label) {
+static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task task, const char *label) {
     ag_model_config cfg = ag_model_tiny(kind);
     cfg.flags |= flags;
+    if (task) cfg.task = task;
     ag_model m;
     ag_model_init(&m, kind, &cfg);
     ag_batch b;
@@ -43,8 +44,9 @@ static void gradcheck_model(const ag_model_kind *kind, unsigned flags, const cha
 }
 
 /* The same examples padded to a wider batch give the same loss. */
-static void padding_invariance(const ag_model_kind *kind) {
+static void padding_invariance(const ag_model_kind *kind, ag_task task) {
     ag_model_config cfg = ag_model_tiny(kind);
+    if (task) cfg.task = task;
     ag_model m;
     ag_model_init(&m, kind, &cfg);
     if (m.kind->batch_opts) {
@@ -120,16 +122,31 @@ static const variant variants[] = {
     {"poslm", AG_FLAG_STRICT, "poslm/strict"},
 };
 
+/* Variants that change the task (and with it the head) rather than a flag. */
+static const struct {
+    const char *model;
+    ag_task task;
+    const char *label;
+} task_variants[] = {
+    {"ms_san", AG_TASK_PAIR, "ms_san/pair"},
+};
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         const ag_model_kind *kind = ag_model_find(variants[i].model);
         if (!kind || (only && strcmp(only, variants[i].model))) continue;
-        gradcheck_model(kind, variants[i].flags, variants[i].label);
+        gradcheck_model(kind, variants[i].flags, 0, variants[i].label);
         if (variants[i].flags == 0) {
-            padding_invariance(kind);
+            padding_invariance(kind, 0);
             names(kind);
         }
+    }
+    for (size_t i = 0; i < sizeof task_variants / sizeof *task_variants; i++) {
+        const ag_model_kind *kind = ag_model_find(task_variants[i].model);
+        if (!kind || (only && strcmp(only, task_variants[i].model))) continue;
+        gradcheck_model(kind, 0, task_variants[i].task, task_variants[i].label);
+        padding_invariance(kind, task_variants[i].task);
     }
     ag_shutdown();
     return check_summary("test_models");
