@@ -5,9 +5,11 @@
 #include <string.h>
 
 extern const ag_model_kind ag_mpsan_kind;
+extern const ag_model_kind ag_mtsa_kind;
 
 static const ag_model_kind *const kinds[] = {
     &ag_mpsan_kind,
+    &ag_mtsa_kind,
     NULL,
 };
 

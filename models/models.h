@@ -44,6 +44,7 @@ typedef struct {
     int attention;      /* LM: 0 positional, 1 standard, 2 none */
     double keep;        /* dropout keep probability (1 = off) */
     double l2;          /* gamma of the L2 term over weight matrices */
+    double bias_init;   /* MTSA: biases from U(-b, b), not 0 (tiny: ReLU inputs off their kinks) */
     unsigned flags;     /* AG_FLAG_* */
     ag_task task;
     uint64_t seed;      /* initialisation and dropout */
