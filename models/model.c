@@ -7,11 +7,15 @@
 extern const ag_model_kind ag_mpsan_kind;
 extern const ag_model_kind ag_dual_axial_kind;
 extern const ag_model_kind ag_ms_san_kind;
+extern const ag_model_kind ag_mtsa_kind;
+extern const ag_model_kind ag_poslm_kind;
 
 static const ag_model_kind *const kinds[] = {
     &ag_mpsan_kind,
     &ag_dual_axial_kind,
     &ag_ms_san_kind,
+    &ag_mtsa_kind,
+    &ag_poslm_kind,
     NULL,
 };
 

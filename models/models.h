@@ -38,18 +38,27 @@ typedef struct {
     int dim;            /* d (embedding = hidden size unless a model says otherwise) */
     int hidden;         /* second size where a model has one (MTSA dh, LM H) */
     int heads;
-    int layers;         /* LSTM layers */
+    int layers;         /* LSTM layers (LM: 0 = the paper's count for `attention`) */
     int fixed_len;      /* dual-axial L */
     int n_bigram;       /* dual-axial bigram buckets */
-    int attention;      /* LM: 0 positional, 1 standard, 2 none */
+    int attention;      /* LM: AG_LM_POSITIONAL, AG_LM_STANDARD or AG_LM_NONE */
+    int pos_hidden;     /* LM: units P of the position generator LSTM */
+    double pos_mu_bias; /* LM: added to pos.b_mu at init (the tiny check lifts mu_t off its floor) */
     double keep;        /* dropout keep probability (1 = off) */
+    double keep_layers; /* LM: dropout keep between LSTM layers (1 = off) */
     double l2;          /* gamma of the L2 term over weight matrices */
+    double bias_init;   /* MTSA: biases from U(-b, b), not 0 (tiny: ReLU inputs off their kinks) */
     unsigned flags;     /* AG_FLAG_* */
     ag_task task;
     uint64_t seed;      /* initialisation and dropout */
     const char *optim;  /* the paper's optimizer, "adadelta:lr=0.5,rho=0.95" */
     int batch;          /* the paper's batch size */
+    double clip;        /* the paper's global gradient-norm clip (0 = none) */
+    const char *sched;  /* the paper's schedule, "plateau:mode=min,factor=0.5,patience=5" (NULL = constant) */
 } ag_model_config;
+
+/* The positional LM's context (cfg.attention). */
+enum { AG_LM_POSITIONAL = 0, AG_LM_STANDARD = 1, AG_LM_NONE = 2 };
 
 typedef struct ag_model ag_model;
 
@@ -95,5 +104,11 @@ void ag_tiny_batch_free(ag_batch *b);
 /* Loss of one batch: mean cross-entropy over examples (LM: over non-pad
  * targets), no L2 term; NULL where forward is. */
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training);
+
+/* The positional LM's attention in its last forward, for heatmaps and
+ * tests (step-arena tensors: valid until ag_step_end).  *mu [B,N] is the
+ * Gaussian mean (NULL unless AG_LM_POSITIONAL); *weights [B,N(t),N(i)] the
+ * weight of h_i in c_t (NULL for AG_LM_NONE).  Either pointer may be NULL. */
+void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights);
 
 #endif
