@@ -65,6 +65,9 @@ typedef enum {
 
 /* Message of the last failed call on this thread ("" if none). */
 const char *ag_errmsg(void);
+/* Sets that message (printf-style) and returns status: for code built on
+ * attngrad that reports input errors the same way. */
+ag_status ag_fail(ag_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* What happens on a programmer error.  The default prints the message and
  * aborts; tests install a handler that longjmps out to assert the message. */

@@ -1,6 +1,7 @@
 /* model.c - the registry of model kinds and the calls every model shares. */
 #include "models.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,7 +43,15 @@ void ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config
     kind->build(m);
 }
 
+void ag_model_capture(ag_model *m, const char *name, ag_tensor *w) {
+    if (!m->capture_maps || m->n_maps == AG_MAX_MAPS) return;
+    ag_attn_map *map = &m->maps[m->n_maps++];
+    snprintf(map->name, sizeof map->name, "%s", name);
+    map->w = w;
+}
+
 ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training) {
+    m->n_maps = 0;
     return m->kind->forward(m, b, training);
 }
 

@@ -79,13 +79,37 @@ typedef struct {
     void (*destroy)(ag_model *m); /* frees m->impl; may be NULL */
 } ag_model_kind;
 
+enum { AG_MAX_MAPS = 8 };
+
+/* An attention distribution of the last forward, [B, Nq, Nk] or [B, h, Nq, Nk]
+ * (rows: queries or targets, columns: attended positions), in step memory. */
+typedef struct {
+    char name[40];
+    ag_tensor *w;
+} ag_attn_map;
+
 struct ag_model {
     const ag_model_kind *kind;
     ag_model_config cfg;
     ag_params params;
     ag_rng rng;
     void *impl;
+    /* Heatmaps: with capture_maps set, forward records its attention
+     * distributions here (ag_model_capture); valid until ag_step_end. */
+    bool capture_maps;
+    int n_maps;
+    ag_attn_map maps[AG_MAX_MAPS];
 };
+
+/* Called by a model's forward for each attention distribution it computes;
+ * a no-op unless m->capture_maps. */
+void ag_model_capture(ag_model *m, const char *name, ag_tensor *w);
+
+/* Writes a heatmap of w [rows, cols] (row-major, row stride cols) as an SVG
+ * file a browser opens: one cell per entry, darker = larger, with the
+ * labels (may be NULL) along the axes.  AG_ERR_IO naming the path. */
+ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, int rows, int cols,
+                         const char *const *row_labels, const char *const *col_labels);
 
 const ag_model_kind *ag_model_find(const char *name); /* NULL if unknown */
 const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated */

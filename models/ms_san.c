@@ -97,7 +97,10 @@ static ag_tensor *encode(ag_model *m, const int32_t *tokens, const int32_t *leng
     ag_tensor *k = ag_split_heads(ag_linear(e, p->wk, NULL), HEADS);
     ag_tensor *v = ag_split_heads(ag_linear(e, p->wv, NULL), HEADS);
     double scale = 1 / sqrt((double)q->shape[3]);
-    ag_tensor *o = ag_linear(ag_merge_heads(ag_attention(q, k, v, masks, scale, NULL)), p->wo, NULL);
+    ag_tensor *probs = NULL;
+    ag_tensor *o = ag_linear(ag_merge_heads(ag_attention(q, k, v, masks, scale, m->capture_maps ? &probs : NULL)),
+                             p->wo, NULL);
+    if (probs) ag_model_capture(m, "heads", probs);
 
     /* Fusion gate: G = f ⊙ Î + (1 - f) ⊙ Ô, written Ô + f ⊙ (Î - Ô). */
     ag_tensor *ei = ag_linear(e, p->gate_wi, NULL), *oo = ag_linear(o, p->gate_wo, NULL);

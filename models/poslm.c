@@ -161,6 +161,8 @@ static ag_tensor *poslm_forward(ag_model *m, const ag_batch *b, bool training) {
     if (c->attention != AG_LM_NONE) {
         ag_tensor *ctx = c->attention == AG_LM_POSITIONAL ? positional_context(m, h, b->lengths)
                                                           : standard_context(m, h, b->lengths);
+        ag_model_capture(m, c->attention == AG_LM_POSITIONAL ? "positional" : "standard",
+                         ((poslm *)m->impl)->last_weights);
         o = ag_dense(ag_concat((ag_tensor *[]){ctx, h}, 2, 2), p->cat_w, p->cat_b, AG_ACT_TANH); /* [B,N,E] */
     }
     o = ag_dropout(o, c->keep, training, &m->rng);
