@@ -726,11 +726,12 @@ static ag_status parse_owned(ag_st_file *f) {
                         what, f->size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | f->bytes[i];
-    if (n > f->size - 8)
-        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu runs past the end of the %zu-byte file (truncated or not safetensors)",
-                        what, (unsigned long long)n, f->size);
     if (n > MAX_HEADER_BYTES)
-        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu is over the 100 MB limit", what, (unsigned long long)n);
+        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu is over the 100 MB limit (corrupt or not safetensors)",
+                        what, (unsigned long long)n);
+    if (n > f->size - 8)
+        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu runs past the end of the %zu-byte file (truncated?)",
+                        what, (unsigned long long)n, f->size);
     if (n == 0 || f->bytes[8] != '{')
         return ag__fail(AG_ERR_FORMAT, "%s: the header does not start with '{' (not a safetensors file?)", what);
     header h = {.j = {what, f->bytes + 8, f->bytes + 8, f->bytes + 8 + n}};
