@@ -6,7 +6,8 @@
  *
  *   test_safetensors                    run the tests
  *   test_safetensors --write-example F  write the interop example file F
- *                                       (read by tests/read_safetensors.py) */
+ *   test_safetensors --dump F           print F's tensors and metadata, one
+ *                                       per line (both for read_safetensors.py) */
 #include "optim_util.h"
 
 #include <dirent.h>
@@ -469,7 +470,43 @@ static void test_write_errors(void) {
     EXPECT_ERROR(ag_st_read(dir, &f), AG_ERR_IO, "not a regular file");
 }
 
+/* "name DTYPE d0,d1 v0 v1 ..." per tensor (by name), then "meta key value". */
+static int dump(const char *path) {
+    ag_st_file f;
+    if (ag_st_read(path, &f)) {
+        fprintf(stderr, "%s\n", ag_errmsg());
+        return 1;
+    }
+    for (int i = 0; i < f.count; i++) {
+        const ag_st_tensor *t = &f.tensors[i];
+        printf("%s %s ", t->name, ag_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim; d++) printf(d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        const unsigned char *p = t->data;
+        for (int64_t k = 0; k < t->numel; k++) {
+            float x4;
+            double x8;
+            int32_t i4;
+            int64_t i8;
+            switch (t->dtype) {
+            case AG_F32: memcpy(&x4, p + 4 * k, 4); printf(" %.9g", (double)x4); break;
+            case AG_F64: memcpy(&x8, p + 8 * k, 8); printf(" %.17g", x8); break;
+            case AG_I32: memcpy(&i4, p + 4 * k, 4); printf(" %d", i4); break;
+            case AG_I64: memcpy(&i8, p + 8 * k, 8); printf(" %lld", (long long)i8); break;
+            }
+        }
+        printf("\n");
+    }
+    for (int i = 0; i < f.n_meta; i++) printf("meta %s %s\n", f.meta[2 * i], f.meta[2 * i + 1]);
+    ag_st_close(&f);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--dump")) {
+        int rc = dump(argv[2]);
+        ag_shutdown();
+        return rc;
+    }
     if (argc == 3 && !strcmp(argv[1], "--write-example")) {
         ag_status st = write_example(argv[2]);
         if (st) fprintf(stderr, "%s\n", ag_errmsg());
