@@ -371,8 +371,11 @@ static void test_refusals(void) {
     expect_refused(intp, &b.ps, NULL, NULL, NULL, AG_ERR_FORMAT, "'l1.bias' is I64");
     ag_st_writer_free(&w);
 
-    const char *metas[][2] = {{"rng", "12,34"}, {"rng", "zz"}, {"step", "-4"}, {"step", "12x"}, {"epoch", ""}};
-    for (int k = 0; k < 5; k++) {
+    const char *metas[][2] = {{"rng", "12,34"}, {"rng", "zz"}, {"step", "-4"}, {"step", "12x"}, {"epoch", ""},
+                              {"step", " 5"}, {"step", "+5"},
+                              {"rng", "0x00000000000001,0000000000000002,0000000000000003,0000000000000004"},
+                              {"rng", "0000000000000001,0000000000000002,0000000000000003,00000000000000045"}};
+    for (int k = 0; k < 9; k++) {
         for (int i = 0; i < a.ps.count; i++) ag_st_add_tensor(&w, a.ps.items[i]->name, a.ps.items[i]);
         ag_st_set_meta(&w, "step", "1");
         ag_st_set_meta(&w, "epoch", "0");
