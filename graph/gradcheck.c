@@ -86,7 +86,10 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
             double num = (plus - minus) / (2 * o.eps);
             double ana = analytic[off + j];
             double err = fabs(ana - num);
-            double scale = fmax(fmax(fabs(ana), fabs(num)), o.atol);
+            /* Below atol/rtol a gradient is too small for finite differences
+             * to resolve relatively (their noise is ~1e-10 absolute), so the
+             * reported relative error measures it against that floor. */
+            double scale = fmax(fmax(fabs(ana), fabs(num)), o.rtol > 0 ? o.atol / o.rtol : o.atol);
             double rel = err / scale;
             res.checked++;
             if (err > o.atol + o.rtol * fabs(num)) res.ok = false;

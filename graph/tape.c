@@ -10,6 +10,7 @@ void ag__arena_reset(void);
 void ag__arena_mark(size_t *pos, int *chunk_index);
 void ag__arena_rewind(size_t pos, int chunk_index);
 void ag__arena_shutdown(void);
+void ag__masks_shutdown(void); /* ops/masks.c: the cache of constant masks */
 
 static ag_node **tape;
 static int tape_len, tape_cap;
@@ -108,5 +109,6 @@ void ag_shutdown(void) {
     ag_free(tape);
     tape = NULL;
     tape_len = tape_cap = 0;
+    ag__masks_shutdown();
     ag__arena_shutdown();
 }

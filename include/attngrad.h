@@ -231,15 +231,20 @@ ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 
 /* Zero-copy view with a new shape of the same size; one dim may be -1. */
 ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape);
-/* Output dim i is input dim perm[i]. */
+/* Output dim i is input dim perm[i] (a copy; perm lists every dim once). */
 ag_tensor *ag_permute(ag_tensor *x, const int *perm);
+/* Swaps two dims (negative axes count from the end). */
 ag_tensor *ag_transpose(ag_tensor *x, int axis0, int axis1);
+/* Joins n >= 1 tensors along axis; their shapes may differ only there. */
 ag_tensor *ag_concat(ag_tensor **xs, int n, int axis);
-/* Elements start..end-1 (end exclusive) along axis. */
+/* Elements start..end-1 (end exclusive) along axis; 0 <= start <= end <= dim.
+ * A zero-copy view when every dim before axis is 1. */
 ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end);
-/* out[..., i, ...] = x[..., index[i], ...] along axis; backward scatter-adds. */
+/* out[..., i, ...] = x[..., index[i], ...] along axis, i < n; indices may
+ * repeat (their gradients add up).  The index array is copied. */
 ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n);
-/* table[V, d] looked up with ids of any shape -> [ids shape..., d]. */
+/* table[V, d] looked up with ids of shape [shape...] (ndim <= 3, each id in
+ * [0, V)) -> [shape..., d].  The ids are copied. */
 ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const int *shape);
 
 /* ------------------------------------------------------------------------ */
@@ -247,21 +252,153 @@ ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const in
 /* ------------------------------------------------------------------------ */
 
 /* Mean over the rows of logits[..., C] whose label is not ignore_index of
- * -log softmax(logits)[label] (fused, stable).  Labels: one per row. */
+ * -log softmax(logits)[label] (fused, stable) -> scalar.  Labels: one per
+ * row, each in [0, C) or ignore_index; if every row is ignored the loss is 0
+ * with a zero gradient. */
 ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index);
-ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target);   /* mean squared error */
+/* mean((pred - target)^2) over all elements -> scalar; same shapes. */
+ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target);
 
-/* Inverted dropout keeping each unit with probability keep (scaled by
- * 1/keep).  Identity when !training or keep == 1. */
+/* Inverted dropout keeping each unit with probability keep in (0, 1] and
+ * scaling it by 1/keep; the mask comes from rng.  When !training or
+ * keep == 1 it returns x itself and records nothing. */
 ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng);
 
 /* ------------------------------------------------------------------------ */
 /* Attention ops: softmax family, masks, heads, fused attention              */
 /* ------------------------------------------------------------------------ */
 
+/* Softmax along the last axis (max-subtracted). */
+ag_tensor *ag_softmax(ag_tensor *x);
+/* softmax(scale * x + mask) along the last axis.  mask (may be NULL) is a
+ * constant of additive entries - 0, -INFINITY or finite penalties - whose
+ * last dim equals x's and whose other dims broadcast to x's (NumPy rules,
+ * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [h,Nq,Nk],
+ * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A row with no allowed entry
+ * (e.g. the first query under AG_MASK_PAST) gives zeros and no gradient. */
+ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale);
+/* log softmax along the last axis (finite logits). */
+ag_tensor *ag_log_softmax(ag_tensor *x);
+/* Softmax along `axis` over the positions t < lengths[b], where b indexes
+ * dim 0 (so axis >= 1), separately for every other index; positions
+ * t >= lengths[b] get weight 0 (all of them when lengths[b] = 0).  lengths
+ * NULL: over the whole axis.  Source2token pooling: x[B,N,d], axis 1. */
+ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths);
+
+/* Heads: [N, h*d] -> [h, N, d] and [B, N, h*d] -> [B, h, N, d].  This permute
+ * has no zero-copy view in contiguous storage: it is one tight copy (and
+ * backward the inverse copy). */
+ag_tensor *ag_split_heads(ag_tensor *x, int h);
+/* The inverse: [h, N, d] -> [N, h*d], [B, h, N, d] -> [B, N, h*d]. */
+ag_tensor *ag_merge_heads(ag_tensor *x);
+
+/* Fused attention softmax(Q K^T * scale + mask) V over every leading slice:
+ * Q [B,h,Nq,d], K [B,h,Nk,d], V [B,h,Nk,dv] -> [B,h,Nq,dv] (or with fewer
+ * leading dims, equal in all three).  mask as in ag_masked_softmax against
+ * the scores [B,h,Nq,Nk]; fully masked rows give 0.  Backward stores only
+ * the probabilities; if probs is not NULL it receives them ([B,h,Nq,Nk],
+ * read-only, no gradient, valid until ag_step_end) for heatmaps. */
+ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale,
+                        ag_tensor **probs);
+
+/* Positional masks M[q,k], q = query (row), k = key (column).  Direction:
+ * PAST allows k < q, FUTURE k > q, PAST_INCL k <= q, FUTURE_INCL k >= q. */
+typedef enum {
+    AG_MASK_NONE = 0, AG_MASK_PAST, AG_MASK_FUTURE, AG_MASK_PAST_INCL, AG_MASK_FUTURE_INCL
+} ag_mask_dir;
+/* Distance penalty added where allowed: WORD -|q-k|; LOG -ln|q-k|, taken as
+ * 0 on the diagonal (as at distance 1); TREE -dependency distance. */
+typedef enum { AG_DIST_NONE = 0, AG_DIST_WORD, AG_DIST_LOG, AG_DIST_TREE } ag_mask_dist;
+typedef struct {
+    ag_mask_dir dir;
+    int faraway;        /* m > 0: allowed only where 1 <= |k-q| <= m */
+    ag_mask_dist dist;
+    double weight;      /* multiplies the penalty (MS-SAN: 1.5); 0 reads as 1 */
+} ag_mask_spec;
+
+/* The constant mask [N,N] of spec: -inf where disallowed, else the penalty.
+ * Built on first use and cached (freed by ag_shutdown): do not modify it.
+ * Not for AG_DIST_TREE, which differs per sentence (see ag_mask_batch). */
+ag_tensor *ag_mask(const ag_mask_spec *spec, int N);
+/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise. */
+ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N);
+/* Dual-axial attenuation factor [N,N] = 1 / ln(w|q-k| + c), to multiply
+ * (MODELS.md §2: w = c = e); needs w >= 0, c > 1; cached likewise. */
+ag_tensor *ag_mask_attenuation(double w, double c, int N);
+/* Padding mask from lengths (step arena): -inf for keys k >= lengths[b]
+ * and, with queries, for whole rows q >= lengths[b].  ndim 3 gives [B,1,N]
+ * ([B,N,N] with queries) for scores [B,N,N]; ndim 4 gives [B,1,1,N]
+ * ([B,1,N,N]) for scores [B,h,N,N]. */
+ag_tensor *ag_mask_padding(const int32_t *lengths, int B, int N, int ndim, bool queries);
+/* Undirected dependency-tree distances of one sentence, dist[q*n + k], from
+ * heads[i] in {-1 (root), 0..n-1}; two trees of a forest are n apart.  A
+ * head out of range, pointing to itself or on a cycle is AG_ERR_FORMAT
+ * with a message naming the position. */
+ag_status ag_tree_distance(const int32_t *heads, int n, int32_t *dist);
+/* The masks of one batch, [B,h,N,N] in the step arena: head i from
+ * specs[i] (AG_DIST_TREE from heads[b*N + t], t < lengths[b]; heads may be
+ * NULL if no spec uses it), -inf for padded keys and padded query rows.
+ * Bad heads: AG_ERR_FORMAT naming the sentence and position, *out = NULL. */
+ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const int32_t *lengths,
+                        const int32_t *heads, ag_tensor **out);
+
 /* ------------------------------------------------------------------------ */
 /* Sequence ops: Gaussian positional scoring, layer norm, LSTM               */
 /* ------------------------------------------------------------------------ */
+
+/* Layer norm over the last axis with the biased variance:
+ * (x - mean) / sqrt(var + eps) * gamma + beta.  x[..., D]; gamma, beta [D]
+ * (either may be NULL: no scale, no shift). */
+ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps);
+
+/* The positional LM's mean recurrence (MODELS.md §3 step 3): m[B,N,3] ->
+ * mu[B,N], mu_t = max(m_t . [mu_{t-1}, 1/len, (t+1)/len], t/len), mu_{-1} = 0.
+ * The gradient flows through the recurrence; on a tie it goes to the floor
+ * t/len, i.e. nowhere.  0 at padded t.  len[B], or NULL: all N. */
+ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len);
+
+/* Gaussian positional context (MODELS.md §3 steps 4-5), per example of length len:
+ *   gamma[t,i] = exp(-(i/len - mu_t)^2 / (2 sigma_t^2 + eps)) over the window
+ *   i <= t (strict: i < t, so c_0 = 0), divided by max(sum over the window, 1e-12);
+ *   c_t = sum_i gamma[t,i] h_i.
+ * h[B,N,H], mu and sigma [B,N] or [B,N,1], len[B] or NULL -> c[B,N,H], 0 at
+ * padded t.  Gradients to h, mu and sigma.  If weights is not NULL it
+ * receives gamma as [B,N(t),N(i)] (a plain tensor, for heatmaps). */
+ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *len, bool strict,
+                               double eps, ag_tensor **weights);
+
+/* One LSTM layer's parameters, gates i,f,g,o along the 4H columns:
+ * w_ih [in,4H], w_hh [H,4H], b_ih and b_hh [4H] (a bias may be NULL). */
+typedef struct {
+    ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
+} ag_lstm_layer;
+
+/* Options of ag_lstm; a zeroed struct (or NULL) means: full lengths, zero
+ * initial state, no dropout. */
+typedef struct {
+    const int32_t *len;  /* [B] true lengths, or NULL: all N */
+    ag_tensor *h0, *c0;  /* [layers,B,H] initial states (may require grad), or NULL: zeros */
+    double keep;         /* inverted-dropout keep prob between layers; 0 means 1 (none) */
+    bool training;       /* dropout only when training */
+    ag_rng *rng;         /* needed when training with keep < 1 */
+} ag_lstm_opts;
+
+/* Multi-layer LSTM over whole sequences: x[B,N,in] -> the top layer's
+ * h[B,N,H]; layer l > 0 reads layer l-1's output.  At t >= len[b] the state
+ * is frozen and the output is 0. */
+ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, const ag_lstm_opts *opts);
+
+/* MTSA's sigma_t: log-sigmoid (the paper: ER = M ⊙ sigmoid(R)) or identity (FLAG: ER = M ⊙ exp(R)). */
+typedef enum { AG_MTSA_LOG_SIGMOID = 0, AG_MTSA_IDENTITY = 1 } ag_mtsa_score;
+
+/* MTSA multi-dim token2token attention (MODELS.md §5 steps 2-4), without
+ * forming [N,N,dh]:  H[q,l] = sum_k softmax_k(sigma_t(R[q,k]) + S[k,l] + log M[q,k]) v[k,l],
+ * 0 on rows with no allowed key.  R[B,N,N] or [B,h,N,N] (query rows, key
+ * columns), S and v [B,(h,)N,dh] -> H like v.  M = mask ∧ valid(q) ∧ valid(k),
+ * with mask {0,1} shaped like a suffix of R ([N,N], [h,N,N], ...) or NULL
+ * (all allowed), and len[B] or NULL.  Gradients to R, S and v. */
+ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
+                             ag_mtsa_score score);
 
 /* ------------------------------------------------------------------------ */
 /* Optimizers, schedules, initializers                                      */
@@ -498,7 +635,7 @@ typedef struct {
 
 typedef struct {
     bool ok;
-    double max_rel_err;     /* max |a - n| / max(|a|, |n|, atol) */
+    double max_rel_err;     /* max |a - n| / max(|a|, |n|, atol / rtol) */
     double max_abs_err;
     int worst_input;        /* index into wrt */
     int64_t worst_index;    /* flat element index */
@@ -511,6 +648,35 @@ ag_gradcheck_opts ag_gradcheck_defaults(void);
  * differences.  f is called many times; wrt must outlive the check. */
 ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, int n,
                                  const ag_gradcheck_opts *opts);
+
+/* ------------------------------------------------------------------------ */
+/* Layers: parameter makers and blocks the models share (models/layers.c)   */
+/* ------------------------------------------------------------------------ */
+
+/* Glorot-uniform weight [in, out] (y = x W convention). */
+ag_tensor *ag_param_glorot(ag_params *ps, const char *name, int in, int out, ag_rng *rng);
+/* Zero-filled bias [n]. */
+ag_tensor *ag_param_bias(ag_params *ps, const char *name, int n);
+/* Embedding table [V, d] drawn from U(-bound, bound); row pad_id (>= 0) zero. */
+ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
+                              ag_rng *rng);
+
+typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID } ag_act;
+ag_tensor *ag_activate(ag_tensor *x, ag_act act);
+/* act(x W + b), with W [in,out] and b [out] (b may be NULL). */
+ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act);
+
+/* Constant [B, N, 1]: 1 at positions t < lengths[b], 0 at padding. */
+ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N);
+/* x [B, N, ...] with the rows at padded positions set to 0. */
+ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths);
+/* Max over the valid positions of x [B, N, d] -> [B, d] (lengths >= 1). */
+ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths);
+/* Source2token multi-dim pooling (MODELS.md §0): A = act(x W1 + b1) W2 + b2,
+ * alpha = softmax over valid t per feature, s = sum_t alpha_t * x_t.
+ * x [B, N, d] -> [B, d]. */
+ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
+                           ag_tensor *w2, ag_tensor *b2, ag_act act);
 
 /* ------------------------------------------------------------------------ */
 /* Call sites                                                                */
@@ -542,9 +708,27 @@ void ag_set_callsite(const char *file, int line);
 #define ag_max_axis(...) AG_AT(ag_max_axis, __VA_ARGS__)
 #define ag_cross_entropy(...) AG_AT(ag_cross_entropy, __VA_ARGS__)
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
+#define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
 /* attention ops */
+#define ag_softmax(...) AG_AT(ag_softmax, __VA_ARGS__)
+#define ag_masked_softmax(...) AG_AT(ag_masked_softmax, __VA_ARGS__)
+#define ag_log_softmax(...) AG_AT(ag_log_softmax, __VA_ARGS__)
+#define ag_softmax_axis_len(...) AG_AT(ag_softmax_axis_len, __VA_ARGS__)
+#define ag_split_heads(...) AG_AT(ag_split_heads, __VA_ARGS__)
+#define ag_merge_heads(...) AG_AT(ag_merge_heads, __VA_ARGS__)
+#define ag_attention(...) AG_AT(ag_attention, __VA_ARGS__)
+#define ag_mask(...) AG_AT(ag_mask, __VA_ARGS__)
+#define ag_mask_heads(...) AG_AT(ag_mask_heads, __VA_ARGS__)
+#define ag_mask_attenuation(...) AG_AT(ag_mask_attenuation, __VA_ARGS__)
+#define ag_mask_padding(...) AG_AT(ag_mask_padding, __VA_ARGS__)
+#define ag_mask_batch(...) AG_AT(ag_mask_batch, __VA_ARGS__)
 
 /* sequence ops */
+#define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
+#define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
+#define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
+#define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
+#define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
 
 /* optimizers, initializers, checkpoints */
 #define ag_optim_step(...) AG_AT(ag_optim_step, __VA_ARGS__)

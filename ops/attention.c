@@ -1,2 +1,178 @@
-/* attention.c - (being written) */
-#include "../graph/internal.h"
+/* attention.c - fused masked scaled-dot-product attention, and the head
+ * split/merge permutes around it.
+ *
+ * Fused attention computes, for every leading (batch, head) slice,
+ *     P = softmax(Q K^T * scale + M),   out = P V
+ * with two GEMMs and one pass of the softmax row kernel over P in place.
+ * Backward keeps nothing but P:
+ *     dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)) * scale,
+ *     dQ = dS K,    dK = dS^T Q
+ * where dP/dS live in one [Nq, Nk] scratch reused by every slice.  Compared
+ * with matmul + masked softmax + matmul this saves the score tensor and
+ * its gradient ([B,h,Nq,Nk] twice) and two passes over them. */
+#include "softmax_rows.h"
+
+/* C = alpha op(A) op(B), overwriting C.  OpenBLAS implements beta = 0 as a
+ * separate zeroing pass that profiled at 9% of attention's time on these
+ * small products; memset + beta = 1 (which it skips) costs half of that. */
+static void gemm_overwrite(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+                           ag_real *C) {
+    memset(C, 0, (size_t)M * N * sizeof *C);
+    ag__gemm(ta, tb, M, N, K, alpha, A, B, 1, C);
+}
+
+/* The geometry of one attention call, saved for backward. */
+typedef struct {
+    int slices;             /* product of the leading dims */
+    int nq, nk, d, dv;
+    ag_real scale;
+    ag_real *probs;         /* [slices, nq, nk] */
+} attn_plan;
+
+static void attention_backward(ag_node *n) {
+    const attn_plan *p = n->saved;
+    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    const ag_real *G = n->out->grad;
+    bool want_q = ag__wants(n, 0), want_k = ag__wants(n, 1), want_v = ag__wants(n, 2);
+    ag_real *GQ = want_q ? ag__grad(q) : NULL, *GK = want_k ? ag__grad(k) : NULL, *GV = want_v ? ag__grad(v) : NULL;
+    int64_t pq = (int64_t)p->nq * p->nk;
+    ag_real *dS = (want_q || want_k) ? ag_arena_alloc((size_t)(pq ? pq : 1) * sizeof *dS) : NULL;
+    for (int s = 0; s < p->slices; s++) {
+        const ag_real *P = p->probs + s * pq, *Gs = G + (int64_t)s * p->nq * p->dv;
+        const ag_real *Qs = q->data + (int64_t)s * p->nq * p->d, *Ks = k->data + (int64_t)s * p->nk * p->d;
+        const ag_real *Vs = v->data + (int64_t)s * p->nk * p->dv;
+        if (want_v) ag__gemm(true, false, p->nk, p->dv, p->nq, 1, P, Gs, 1, GV + (int64_t)s * p->nk * p->dv);
+        if (!dS) continue;
+        gemm_overwrite(false, true, p->nq, p->nk, p->dv, 1, Gs, Vs, dS);
+        ag__softmax_rows_grad(P, dS, p->scale, dS, p->nq, p->nk, false); /* masked: P = 0, so dS = 0 */
+        if (want_q) ag__gemm(false, false, p->nq, p->d, p->nk, 1, dS, Ks, 1, GQ + (int64_t)s * p->nq * p->d);
+        if (want_k) ag__gemm(true, false, p->nk, p->d, p->nq, 1, dS, Qs, 1, GK + (int64_t)s * p->nk * p->d);
+    }
+}
+
+/* Q [..., Nq, d], K [..., Nk, d], V [..., Nk, dv] with equal leading dims. */
+static void attention_shapes(const char *op, const ag_tensor *q, const ag_tensor *k, const ag_tensor *v) {
+    char sq[64], sk[64], sv[64];
+    ag__check_device(op, q, k);
+    ag__check_device(op, q, v);
+    bool ok = q->ndim >= 2 && q->ndim == k->ndim && q->ndim == v->ndim;
+    for (int i = 0; ok && i < q->ndim - 2; i++) ok = q->shape[i] == k->shape[i] && q->shape[i] == v->shape[i];
+    ok = ok && q->shape[q->ndim - 1] == k->shape[k->ndim - 1] && k->shape[k->ndim - 2] == v->shape[v->ndim - 2];
+    if (!ok)
+        ag__fatal(op,
+                  "Q %s, K %s, V %s do not fit (want Q[..., Nq, d], K[..., Nk, d], V[..., Nk, dv], same leading dims)",
+                  ag_shape_str(q, sq, sizeof sq), ag_shape_str(k, sk, sizeof sk), ag_shape_str(v, sv, sizeof sv));
+}
+
+ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale, ag_tensor **probs) {
+    const char *op = "ag_attention";
+    attention_shapes(op, q, k, v);
+    int nd = q->ndim;
+    attn_plan p = {.nq = q->shape[nd - 2], .nk = k->shape[nd - 2], .d = q->shape[nd - 1], .dv = v->shape[nd - 1],
+                   .scale = (ag_real)scale, .slices = 1};
+    int scores[AG_MAX_DIMS], out_shape[AG_MAX_DIMS];
+    for (int i = 0; i < nd - 2; i++) {
+        scores[i] = out_shape[i] = q->shape[i];
+        p.slices *= q->shape[i];
+    }
+    scores[nd - 2] = out_shape[nd - 2] = p.nq;
+    scores[nd - 1] = p.nk;
+    out_shape[nd - 1] = p.dv;
+    ag__mask_plan mp = ag__mask_plan_make(op, nd, scores, mask);
+
+    ag_tensor *out = ag__empty(nd, out_shape);
+    int64_t pq = (int64_t)p.nq * p.nk;
+    int64_t n_probs = p.slices * pq;
+    p.probs = ag_arena_alloc((size_t)(n_probs ? n_probs : 1) * sizeof(ag_real));
+    int s = 0;
+    for (int i0 = 0; i0 < mp.rows3[0]; i0++)
+        for (int i1 = 0; i1 < mp.rows3[1]; i1++, s++) {
+            ag_real *P = p.probs + s * pq;
+            const ag_real *Qs = q->data + (int64_t)s * p.nq * p.d, *Ks = k->data + (int64_t)s * p.nk * p.d;
+            gemm_overwrite(false, true, p.nq, p.nk, p.d, p.scale, Qs, Ks, P);
+            ag__softmax_slice(&mp, mask, i0, i1, P, 1, P); /* the scale is already in the GEMM */
+            gemm_overwrite(false, false, p.nq, p.dv, p.nk, 1, P, v->data + (int64_t)s * p.nk * p.dv,
+                           out->data + (int64_t)s * p.nq * p.dv);
+        }
+
+    ag_node *n = ag__record(op, attention_backward, out, 3, (ag_tensor *[]){q, k, v});
+    if (n) {
+        attn_plan *saved = ag_arena_alloc(sizeof *saved);
+        *saved = p;
+        n->saved = saved;
+    }
+    if (probs) { /* a constant view of the stored probabilities, for heatmaps */
+        ag_tensor *t = ag_arena_zalloc(sizeof *t);
+        t->ndim = nd;
+        for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = i < nd ? scores[i] : 1;
+        t->size = n_probs;
+        t->data = p.probs;
+        *probs = t;
+    }
+    return out;
+}
+
+/* ---- head split and merge ----
+ *
+ * [..., N, h*d] <-> [..., h, N, d] is a permute of the middle dims, which no
+ * strided view of contiguous row-major storage can express: it is one copy,
+ * d contiguous elements at a time.  Backward is the inverse copy, added. */
+
+/* Copies (or adds) blocks of d between [outer, N, h, d] and [outer, h, N, d]. */
+static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N, int h, int d, bool to_heads,
+                          bool accumulate) {
+    for (int64_t o = 0; o < outer; o++)
+        for (int t = 0; t < N; t++)
+            for (int j = 0; j < h; j++) {
+                int64_t merged = ((o * N + t) * h + j) * d, split = ((o * h + j) * N + t) * d;
+                const ag_real *from = src + (to_heads ? merged : split);
+                ag_real *to = dst + (to_heads ? split : merged);
+                if (accumulate)
+                    for (int i = 0; i < d; i++) to[i] += from[i];
+                else
+                    memcpy(to, from, (size_t)d * sizeof *to);
+            }
+}
+
+static void split_heads_backward(ag_node *n) {
+    const ag_tensor *y = n->out; /* [..., h, N, d] */
+    int nd = y->ndim, h = y->shape[nd - 3], N = y->shape[nd - 2], d = y->shape[nd - 1];
+    heads_permute(y->grad, ag__grad(n->in[0]), nd == 4 ? y->shape[0] : 1, N, h, d, false, true);
+}
+
+ag_tensor *ag_split_heads(ag_tensor *x, int h) {
+    const char *op = "ag_split_heads";
+    char sx[64];
+    ag__check_device(op, x, NULL);
+    int nd = x->ndim;
+    if (nd < 2 || nd > 3 || h < 1 || x->shape[nd - 1] % h != 0)
+        ag__fatal(op, "cannot split %s into %d heads (want [N, h*d] or [B, N, h*d] with h >= 1 dividing the last dim)",
+                  ag_shape_str(x, sx, sizeof sx), h);
+    int N = x->shape[nd - 2], d = x->shape[nd - 1] / h, B = nd == 3 ? x->shape[0] : 1;
+    int shape[AG_MAX_DIMS] = {B, h, N, d};
+    ag_tensor *out = nd == 3 ? ag__empty(4, shape) : ag__empty(3, shape + 1);
+    heads_permute(x->data, out->data, B, N, h, d, true, false);
+    ag__record(op, split_heads_backward, out, 1, &x);
+    return out;
+}
+
+static void merge_heads_backward(ag_node *n) {
+    const ag_tensor *x = n->in[0]; /* [..., h, N, d] */
+    int nd = x->ndim, h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1];
+    heads_permute(n->out->grad, ag__grad(n->in[0]), nd == 4 ? x->shape[0] : 1, N, h, d, true, true);
+}
+
+ag_tensor *ag_merge_heads(ag_tensor *x) {
+    const char *op = "ag_merge_heads";
+    char sx[64];
+    ag__check_device(op, x, NULL);
+    int nd = x->ndim;
+    if (nd < 3)
+        ag__fatal(op, "cannot merge heads of %s (want [h, N, d] or [B, h, N, d])", ag_shape_str(x, sx, sizeof sx));
+    int h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1], B = nd == 4 ? x->shape[0] : 1;
+    int shape[AG_MAX_DIMS] = {B, N, h * d};
+    ag_tensor *out = nd == 4 ? ag__empty(3, shape) : ag__empty(2, shape + 1);
+    heads_permute(x->data, out->data, B, N, h, d, false, false);
+    ag__record(op, merge_heads_backward, out, 1, &x);
+    return out;
+}

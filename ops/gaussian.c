@@ -1,2 +1,235 @@
-/* gaussian.c - (being written) */
-#include "../graph/internal.h"
+/* gaussian.c - the positional attention of the positional attentive LM
+ * (MODELS.md §3 steps 3-5):
+ *
+ *   ag_gaussian_mu       mu_t = max(m_t . [mu_{t-1}, 1/len, (t+1)/len], t/len)
+ *   ag_gaussian_context  gamma[t,i] = exp(-(i/len - mu_t)^2 / (2 sigma_t^2 + eps))
+ *                        over the causal window, L1-normalised, c_t = sum_i gamma h_i
+ *
+ * The context is a product of a [N,N] weight matrix with h, so it runs as one
+ * GEMM per example; the weights themselves cost N^2 exps, a small fraction.
+ * Positions t >= len[b] are padding: they lie in no window, and their
+ * outputs are 0. */
+#include "vecmath.h"
+
+#define GAUSS_SUM_FLOOR ((ag_real)1e-12) /* gamma / max(sum, floor): never 0/0 */
+
+/* len[b] checked against N, or N for every example when len is NULL; the
+ * copy lives in the arena because the caller's array need not outlive the step. */
+static int32_t *lengths(const char *op, const int32_t *len, int B, int N) {
+    int32_t *L = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *L);
+    for (int b = 0; b < B; b++) {
+        L[b] = len ? len[b] : N;
+        if (L[b] < 0 || L[b] > N) ag__fatal(op, "len[%d] = %d is outside [0, %d]", b, (int)L[b], N);
+    }
+    return L;
+}
+
+/* ---- the mean recurrence ---- */
+
+typedef struct {
+    int32_t *len;
+    uint8_t *above; /* 1 where mu_t took m_t . b_t, 0 where it sat on the floor t/len */
+} mu_saved;
+
+/* Backward runs the recurrence in reverse: d(mu_{t-1}) picks up
+ * d(mu_t) * m_t[0] only at steps where the max took the first argument. */
+static void gaussian_mu_backward(ag_node *n) {
+    const mu_saved *s = n->saved;
+    ag_tensor *m = n->in[0];
+    int B = m->shape[0], N = m->shape[1];
+    const ag_real *M = m->data, *MU = n->out->data, *G = n->out->grad;
+    ag_real *GM = ag__grad(m);
+    for (int b = 0; b < B; b++) {
+        ag_real L = (ag_real)s->len[b], carry = 0;
+        for (int t = s->len[b] - 1; t >= 0; t--) {
+            int64_t bt = (int64_t)b * N + t;
+            ag_real d = G[bt] + carry;
+            carry = 0;
+            if (!s->above[bt]) continue; /* on the floor (or a tie): no gradient */
+            const ag_real *mt = M + bt * 3;
+            ag_real *gm = GM + bt * 3;
+            ag_real prev = t > 0 ? MU[bt - 1] : 0;
+            gm[0] += d * prev;
+            gm[1] += d / L;
+            gm[2] += d * (ag_real)(t + 1) / L;
+            carry = d * mt[0];
+        }
+    }
+}
+
+ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len) {
+    char sm[64];
+    ag__check_device("ag_gaussian_mu", m, NULL);
+    if (m->ndim != 3 || m->shape[2] != 3)
+        ag__fatal("ag_gaussian_mu", "m %s must be [B,N,3]", ag_shape_str(m, sm, sizeof sm));
+    int B = m->shape[0], N = m->shape[1];
+    mu_saved s = {lengths("ag_gaussian_mu", len, B, N), ag_arena_alloc((size_t)B * N + 1)};
+    ag_tensor *out = ag__empty(2, (int[]){B, N});
+    for (int b = 0; b < B; b++) {
+        ag_real L = (ag_real)s.len[b], prev = 0;
+        for (int t = 0; t < N; t++) {
+            int64_t bt = (int64_t)b * N + t;
+            if (t >= s.len[b]) {
+                out->data[bt] = 0;
+                s.above[bt] = 0;
+                continue;
+            }
+            const ag_real *mt = m->data + bt * 3;
+            ag_real a = mt[0] * prev + mt[1] / L + mt[2] * (ag_real)(t + 1) / L;
+            ag_real floor_t = (ag_real)t / L;
+            s.above[bt] = a > floor_t; /* a tie goes to the floor, like ag_maximum(a, floor) */
+            prev = out->data[bt] = a > floor_t ? a : floor_t;
+        }
+    }
+    ag_node *n = ag__record("ag_gaussian_mu", gaussian_mu_backward, out, 1, &m);
+    if (n) {
+        mu_saved *p = ag_arena_alloc(sizeof *p);
+        *p = s;
+        n->saved = p;
+    }
+    return out;
+}
+
+/* ---- the Gaussian context ---- */
+
+typedef struct {
+    int32_t *len;
+    ag_real *w;   /* example b's [len,len] weights start at b*N*N */
+    ag_real *sum; /* [B,N] unnormalised sum of each window (before the floor) */
+    int H;
+    bool strict;
+    ag_real eps;
+} gauss_saved;
+
+/* Window of query t: i in [0, end). */
+static inline int window_end(int t, bool strict) { return strict ? t : t + 1; }
+
+/* Fills the [L,L] weights of one example (row t, column i; 0 outside the
+ * window) and the window sums.  Padded rows and columns are not stored:
+ * the GEMMs then skip them too. */
+static void gauss_weights(ag_real *w, ag_real *sum, const ag_real *mu, const ag_real *sigma, int L, bool strict,
+                          ag_real eps) {
+    memset(w, 0, (size_t)L * L * sizeof *w);
+    ag_real inv_len = 1 / (ag_real)L;
+    for (int t = 0; t < L; t++) {
+        ag_real *row = w + (int64_t)t * L;
+        ag_real m = mu[t], inv_d = 1 / (2 * sigma[t] * sigma[t] + eps), s = 0;
+        int end = window_end(t, strict);
+        for (int i = 0; i < end; i++) {
+            ag_real z = (ag_real)i * inv_len - m;
+            row[i] = ag__vexp(-z * z * inv_d);
+            s += row[i];
+        }
+        sum[t] = s;
+        ag_real inv = 1 / (s > GAUSS_SUM_FLOOR ? s : GAUSS_SUM_FLOOR);
+        for (int i = 0; i < end; i++) row[i] *= inv;
+    }
+}
+
+/* Through c = W h: dW = dC h^T and dh = W^T dC (one GEMM each per example).
+ * Through the normalisation w = g / S: dg_i = (dw_i - sum_j dw_j w_j) / S, or
+ * dw_i / floor where the floor was taken.  Through g = exp(-z^2 / D),
+ * z = p_i - mu, D = 2 sigma^2 + eps: dg/dmu = g 2z/D, dg/dD = g z^2/D^2. */
+static void gaussian_context_backward(ag_node *n) {
+    const gauss_saved *s = n->saved;
+    ag_tensor *h = n->in[0], *mu = n->in[1], *sigma = n->in[2];
+    int B = h->shape[0], N = h->shape[1], H = s->H;
+    const ag_real *G = n->out->grad;
+    bool want_h = ag__wants(n, 0), want_mu = ag__wants(n, 1), want_sigma = ag__wants(n, 2);
+    ag_real *gh = want_h ? ag__grad(h) : NULL;
+    ag_real *gmu = want_mu ? ag__grad(mu) : NULL, *gsigma = want_sigma ? ag__grad(sigma) : NULL;
+    ag_real *dw = (want_mu || want_sigma) ? ag_arena_alloc((size_t)N * N * sizeof *dw + 1) : NULL;
+    for (int b = 0; b < B; b++) {
+        int L = s->len[b];
+        if (L == 0) continue;
+        int64_t ho = (int64_t)b * N * H;
+        const ag_real *w = s->w + (int64_t)b * N * N, *gc = G + ho;
+        if (want_h) ag__gemm(true, false, L, H, L, 1, w, gc, 1, gh + ho);
+        if (!dw) continue;
+        ag__gemm(false, true, L, L, H, 1, gc, h->data + ho, 0, dw);
+        ag_real inv_len = 1 / (ag_real)L;
+        for (int t = 0; t < L; t++) {
+            int64_t bt = (int64_t)b * N + t;
+            int end = window_end(t, s->strict);
+            const ag_real *wr = w + (int64_t)t * L, *dwr = dw + (int64_t)t * L;
+            /* where the floor was taken, S is a constant: no dot term */
+            bool floored = !(s->sum[bt] > GAUSS_SUM_FLOOR);
+            ag_real dot = 0;
+            if (!floored)
+                for (int i = 0; i < end; i++) dot += dwr[i] * wr[i];
+            ag_real m = mu->data[bt], sg = sigma->data[bt];
+            ag_real inv_d = 1 / (2 * sg * sg + s->eps);
+            ag_real dmu = 0, dD = 0;
+            for (int i = 0; i < end; i++) {
+                ag_real dg_g = (dwr[i] - dot) * wr[i]; /* dg * g, with g = w * denom */
+                ag_real z = (ag_real)i * inv_len - m;
+                dmu += dg_g * 2 * z * inv_d;
+                dD += dg_g * z * z * inv_d * inv_d;
+            }
+            if (gmu) gmu[bt] += dmu;
+            if (gsigma) gsigma[bt] += dD * 4 * sg;
+        }
+    }
+}
+
+static void check_per_query(const char *what, const ag_tensor *h, const ag_tensor *p) {
+    ag__check_device("ag_gaussian_context", h, p);
+    int B = h->shape[0], N = h->shape[1];
+    bool ok = (p->ndim == 2 || (p->ndim == 3 && p->shape[2] == 1)) && p->shape[0] == B && p->shape[1] == N;
+    if (!ok) {
+        char sh[64], sp[64];
+        ag__fatal("ag_gaussian_context", "%s %s does not fit h %s (want [%d,%d] or [%d,%d,1])", what,
+                  ag_shape_str(p, sp, sizeof sp), ag_shape_str(h, sh, sizeof sh), B, N, B, N);
+    }
+}
+
+/* The weights as a [B,N,N] tensor (row t, column i) for heatmaps. */
+static ag_tensor *expand_weights(const gauss_saved *s, int B, int N) {
+    ag_tensor *out = ag_tensor_new(3, (int[]){B, N, N});
+    for (int b = 0; b < B; b++) {
+        int L = s->len[b];
+        for (int t = 0; t < L; t++)
+            memcpy(out->data + ((int64_t)b * N + t) * N, s->w + (int64_t)b * N * N + (int64_t)t * L,
+                   (size_t)L * sizeof(ag_real));
+    }
+    return out;
+}
+
+ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *len, bool strict,
+                               double eps, ag_tensor **weights) {
+    char sh[64];
+    ag__check_device("ag_gaussian_context", h, NULL);
+    if (h->ndim != 3) ag__fatal("ag_gaussian_context", "h %s must be [B,N,H]", ag_shape_str(h, sh, sizeof sh));
+    check_per_query("mu", h, mu);
+    check_per_query("sigma", h, sigma);
+    if (!(eps >= 0)) ag__fatal("ag_gaussian_context", "eps %g must be >= 0", eps);
+    int B = h->shape[0], N = h->shape[1], H = h->shape[2];
+    gauss_saved s = {
+        .len = lengths("ag_gaussian_context", len, B, N),
+        .w = ag_arena_alloc((size_t)B * N * N * sizeof(ag_real) + 1),
+        .sum = ag_arena_alloc((size_t)B * N * sizeof(ag_real) + 1),
+        .H = H,
+        .strict = strict,
+        .eps = (ag_real)eps,
+    };
+    ag_tensor *out = ag__empty(3, h->shape);
+    for (int b = 0; b < B; b++) {
+        int L = s.len[b];
+        int64_t ho = (int64_t)b * N * H;
+        if (L > 0) {
+            ag_real *w = s.w + (int64_t)b * N * N;
+            gauss_weights(w, s.sum + (int64_t)b * N, mu->data + (int64_t)b * N, sigma->data + (int64_t)b * N, L,
+                          strict, s.eps);
+            ag__gemm(false, false, L, H, L, 1, w, h->data + ho, 0, out->data + ho);
+        }
+        memset(out->data + ho + (int64_t)L * H, 0, (size_t)(N - L) * H * sizeof(ag_real));
+    }
+    if (weights) *weights = expand_weights(&s, B, N);
+    ag_node *n = ag__record("ag_gaussian_context", gaussian_context_backward, out, 3, (ag_tensor *[]){h, mu, sigma});
+    if (n) {
+        gauss_saved *p = ag_arena_alloc(sizeof *p);
+        *p = s;
+        n->saved = p;
+    }
+    return out;
+}

@@ -1,2 +1,300 @@
-/* masks.c - (being written) */
+/* masks.c - additive attention masks (and the dual-axial attenuation factor)
+ * built from a small spec.
+ *
+ * Conventions (MODELS.md §0): M[q, k] with q the query (row) and k the key
+ * (column); 0 where attention is allowed, -inf where not, a finite penalty
+ * for distances.  Masks that depend only on (spec, N) are built on first use
+ * and kept in a small persistent cache, so a training loop never rebuilds or
+ * allocates them; ag_shutdown frees the cache.  It holds one entry per
+ * distinct (spec, N) ever asked for: a loop over length buckets keeps one
+ * mask per bucket.  Masks of one batch (tree distances, padding) are built
+ * into the step arena.
+ *
+ * The log distance -ln|q-k| is -ln(max(|q-k|, 1)): 0 on the diagonal, like
+ * at distance 1, rather than +inf.  (MODELS.md only uses it with strict
+ * PAST/FUTURE, where the diagonal is masked anyway.) */
 #include "../graph/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- the value of one entry ---- */
+
+static bool direction_allows(ag_mask_dir dir, int q, int k) {
+    switch (dir) {
+    case AG_MASK_PAST: return k < q;
+    case AG_MASK_FUTURE: return k > q;
+    case AG_MASK_PAST_INCL: return k <= q;
+    case AG_MASK_FUTURE_INCL: return k >= q;
+    default: return true;
+    }
+}
+
+static double spec_weight(const ag_mask_spec *s) { return s->weight != 0 ? s->weight : 1.0; }
+
+/* M[q, k] of one spec; tree_dist is used by AG_DIST_TREE only. */
+static double spec_entry(const ag_mask_spec *s, int q, int k, int tree_dist) {
+    int dist = abs(k - q);
+    if (!direction_allows(s->dir, q, k)) return -INFINITY;
+    if (s->faraway > 0 && (dist < 1 || dist > s->faraway)) return -INFINITY;
+    switch (s->dist) {
+    case AG_DIST_WORD: return -spec_weight(s) * dist;
+    case AG_DIST_LOG: return -spec_weight(s) * log(dist > 1 ? (double)dist : 1.0);
+    case AG_DIST_TREE: return -spec_weight(s) * tree_dist;
+    default: return 0;
+    }
+}
+
+static void check_spec(const char *op, const ag_mask_spec *s, int head) {
+    if ((int)s->dir < AG_MASK_NONE || (int)s->dir > AG_MASK_FUTURE_INCL)
+        ag__fatal(op, "spec %d: unknown direction %d", head, (int)s->dir);
+    if ((int)s->dist < AG_DIST_NONE || (int)s->dist > AG_DIST_TREE)
+        ag__fatal(op, "spec %d: unknown distance kind %d", head, (int)s->dist);
+    if (s->faraway < 0) ag__fatal(op, "spec %d: faraway %d < 0", head, s->faraway);
+    if (!isfinite(s->weight)) ag__fatal(op, "spec %d: weight %g is not finite", head, s->weight);
+}
+
+/* ---- the persistent cache of (spec, N) masks ---- */
+
+typedef enum { KIND_MASK, KIND_ATTENUATION } mask_kind;
+
+typedef struct cache_entry {
+    struct cache_entry *next;
+    mask_kind kind;
+    int ndim, heads, N;     /* ndim 2: [N,N], ndim 3: [heads,N,N] */
+    ag_mask_spec *specs;    /* heads copies (KIND_MASK) */
+    double w, c;            /* KIND_ATTENUATION */
+    ag_tensor t;
+} cache_entry;
+
+static cache_entry *cache;
+
+static bool same_spec(const ag_mask_spec *a, const ag_mask_spec *b) {
+    return a->dir == b->dir && a->faraway == b->faraway && a->dist == b->dist && spec_weight(a) == spec_weight(b);
+}
+
+static cache_entry *cache_find(mask_kind kind, int ndim, int heads, int N, const ag_mask_spec *specs, double w,
+                               double c) {
+    for (cache_entry *e = cache; e; e = e->next) {
+        if (e->kind != kind || e->ndim != ndim || e->heads != heads || e->N != N) continue;
+        if (kind == KIND_ATTENUATION) {
+            if (e->w == w && e->c == c) return e;
+            continue;
+        }
+        bool same = true;
+        for (int i = 0; same && i < heads; i++) same = same_spec(&e->specs[i], &specs[i]);
+        if (same) return e;
+    }
+    return NULL;
+}
+
+static cache_entry *cache_add(mask_kind kind, int ndim, int heads, int N) {
+    cache_entry *e = ag_calloc(1, sizeof *e);
+    e->kind = kind;
+    e->ndim = ndim;
+    e->heads = heads;
+    e->N = N;
+    int shape[3] = {heads, N, N};
+    e->t.ndim = ndim;
+    for (int i = 0; i < AG_MAX_DIMS; i++) e->t.shape[i] = i < ndim ? shape[i + 3 - ndim] : 1;
+    e->t.size = (int64_t)heads * N * N;
+    e->t.data = ag_malloc((size_t)(e->t.size ? e->t.size : 1) * sizeof(ag_real));
+    e->t.persistent = true; /* not step memory; requires_grad stays false */
+    e->next = cache;
+    cache = e;
+    return e;
+}
+
+/* Called by ag_shutdown. */
+void ag__masks_shutdown(void) {
+    while (cache) {
+        cache_entry *e = cache;
+        cache = e->next;
+        ag_free(e->specs);
+        ag_free(e->t.data);
+        ag_free(e);
+    }
+}
+
+/* One [N,N] plane of spec (no tree term). */
+static void fill_plane(ag_real *M, const ag_mask_spec *s, int N) {
+    for (int q = 0; q < N; q++)
+        for (int k = 0; k < N; k++) M[(int64_t)q * N + k] = (ag_real)spec_entry(s, q, k, 0);
+}
+
+static ag_tensor *cached_mask(const char *op, const ag_mask_spec *specs, int heads, int ndim, int N) {
+    if (N < 0) ag__fatal(op, "negative length N = %d", N);
+    if (heads < 1) ag__fatal(op, "%d heads (at least 1)", heads);
+    for (int i = 0; i < heads; i++) {
+        check_spec(op, &specs[i], i);
+        if (specs[i].dist == AG_DIST_TREE)
+            ag__fatal(op, "spec %d: tree distances differ per sentence and are not cached (use ag_mask_batch)", i);
+    }
+    cache_entry *e = cache_find(KIND_MASK, ndim, heads, N, specs, 0, 0);
+    if (e) return &e->t;
+    e = cache_add(KIND_MASK, ndim, heads, N);
+    e->specs = ag_malloc((size_t)heads * sizeof *e->specs);
+    memcpy(e->specs, specs, (size_t)heads * sizeof *specs);
+    for (int i = 0; i < heads; i++) fill_plane(e->t.data + (int64_t)i * N * N, &specs[i], N);
+    return &e->t;
+}
+
+ag_tensor *ag_mask(const ag_mask_spec *spec, int N) { return cached_mask("ag_mask", spec, 1, 2, N); }
+
+ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N) {
+    return cached_mask("ag_mask_heads", specs, h, 3, N);
+}
+
+ag_tensor *ag_mask_attenuation(double w, double c, int N) {
+    const char *op = "ag_mask_attenuation";
+    if (N < 0) ag__fatal(op, "negative length N = %d", N);
+    /* ln(w|q-k| + c) must be > 0 for every distance: c > 1 and w >= 0. */
+    if (!(c > 1) || !(w >= 0) || !isfinite(w) || !isfinite(c))
+        ag__fatal(op, "1/ln(w|q-k| + c) needs c > 1 and w >= 0, got w = %g, c = %g", w, c);
+    cache_entry *e = cache_find(KIND_ATTENUATION, 2, 1, N, NULL, w, c);
+    if (e) return &e->t;
+    e = cache_add(KIND_ATTENUATION, 2, 1, N);
+    e->w = w;
+    e->c = c;
+    for (int q = 0; q < N; q++)
+        for (int k = 0; k < N; k++) e->t.data[(int64_t)q * N + k] = (ag_real)(1.0 / log(w * abs(q - k) + c));
+    return &e->t;
+}
+
+/* ---- padding ---- */
+
+static void check_lengths(const char *op, const int32_t *lengths, int B, int N) {
+    if (B < 0 || N < 0) ag__fatal(op, "negative batch %d or length %d", B, N);
+    for (int b = 0; b < B; b++)
+        if (lengths[b] < 0 || lengths[b] > N)
+            ag__fatal(op, "lengths[%d] = %d is outside [0, %d]", b, (int)lengths[b], N);
+}
+
+ag_tensor *ag_mask_padding(const int32_t *lengths, int B, int N, int ndim, bool queries) {
+    const char *op = "ag_mask_padding";
+    if (ndim != 3 && ndim != 4) ag__fatal(op, "ndim %d (3 for scores [B,N,N], 4 for [B,h,N,N])", ndim);
+    check_lengths(op, lengths, B, N);
+    int rows = queries ? N : 1;
+    int shape[4] = {B, 1, rows, N};
+    ag_tensor *m = ndim == 4 ? ag__empty(4, shape) : ag__empty(3, (int[]){B, rows, N});
+    for (int b = 0; b < B; b++)
+        for (int q = 0; q < rows; q++) {
+            ag_real *row = m->data + ((int64_t)b * rows + q) * N;
+            bool row_padded = queries && q >= lengths[b];
+            for (int k = 0; k < N; k++) row[k] = (row_padded || k >= lengths[b]) ? -INFINITY : 0;
+        }
+    return m;
+}
+
+/* ---- dependency-tree distances ---- */
+
+/* Checks heads and fills dist[n*n] by one BFS per source over the undirected
+ * tree (edges child-parent).  scratch holds 3n + 1 ints. */
+static ag_status tree_distance(const int32_t *heads, int n, int32_t *dist, int32_t *scratch) {
+    for (int i = 0; i < n; i++) {
+        if (heads[i] < -1 || heads[i] >= n)
+            return ag__fail(AG_ERR_FORMAT, "position %d: head %d is outside [-1, %d]", i, (int)heads[i], n - 1);
+        if (heads[i] == i) return ag__fail(AG_ERR_FORMAT, "position %d: head points to itself", i);
+    }
+    /* Every chain of heads must reach a root within n steps, or it cycles. */
+    for (int i = 0; i < n; i++) {
+        int at = i, steps = 0;
+        while (at >= 0 && steps <= n) at = heads[at], steps++;
+        if (at >= 0) return ag__fail(AG_ERR_FORMAT, "position %d: its heads form a cycle and reach no root", i);
+    }
+    /* Children lists in CSR form: the children of u are child[first[u]..first[u+1]). */
+    int32_t *first = scratch, *child = scratch + n + 1, *queue = scratch + 2 * n + 1;
+    memset(first, 0, (size_t)(n + 1) * sizeof *first);
+    for (int i = 0; i < n; i++)
+        if (heads[i] >= 0) first[heads[i] + 1]++;
+    for (int u = 0; u < n; u++) first[u + 1] += first[u];
+    int32_t *next = queue; /* the queue, not yet in use, holds the fill pointers */
+    memcpy(next, first, (size_t)n * sizeof *next);
+    for (int i = 0; i < n; i++)
+        if (heads[i] >= 0) child[next[heads[i]]++] = i;
+    for (int src = 0; src < n; src++) {
+        int32_t *d = dist + (int64_t)src * n;
+        for (int k = 0; k < n; k++) d[k] = -1;
+        int qh = 0, qt = 0;
+        d[src] = 0;
+        queue[qt++] = src;
+        while (qh < qt) {
+            int u = queue[qh++];
+            if (heads[u] >= 0 && d[heads[u]] < 0) {
+                d[heads[u]] = d[u] + 1;
+                queue[qt++] = heads[u];
+            }
+            for (int c = first[u]; c < first[u + 1]; c++)
+                if (d[child[c]] < 0) {
+                    d[child[c]] = d[u] + 1;
+                    queue[qt++] = child[c];
+                }
+        }
+        for (int k = 0; k < n; k++)
+            if (d[k] < 0) d[k] = n; /* another tree of the forest */
+    }
+    return AG_OK;
+}
+
+ag_status ag_tree_distance(const int32_t *heads, int n, int32_t *dist) {
+    if (n < 0) return ag__fail(AG_ERR_ARG, "negative sentence length %d", n);
+    ag_mark_t m = ag_mark(); /* the scratch is released before returning */
+    int32_t *scratch = ag_arena_alloc((size_t)(3 * n + 1) * sizeof *scratch);
+    ag_status st = tree_distance(heads, n, dist, scratch);
+    ag_rewind(m);
+    return st;
+}
+
+/* ---- the masks of one batch ---- */
+
+ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const int32_t *lengths, const int32_t *heads,
+                        ag_tensor **out) {
+    const char *op = "ag_mask_batch";
+    *out = NULL;
+    check_lengths(op, lengths, B, N);
+    if (h < 1) ag__fatal(op, "%d heads (at least 1)", h);
+    bool tree = false;
+    for (int i = 0; i < h; i++) {
+        check_spec(op, &specs[i], i);
+        tree |= specs[i].dist == AG_DIST_TREE;
+    }
+    if (tree && !heads) ag__fatal(op, "a spec uses AG_DIST_TREE but heads is NULL");
+
+    /* The positional part of every head, from the cache (tree terms later). */
+    ag_mask_spec *positional = ag_arena_alloc((size_t)h * sizeof *positional);
+    for (int i = 0; i < h; i++) {
+        positional[i] = specs[i];
+        if (specs[i].dist == AG_DIST_TREE)
+            positional[i] = (ag_mask_spec){.dir = specs[i].dir, .faraway = specs[i].faraway};
+    }
+    const ag_real *pos = cached_mask(op, positional, h, 3, N)->data;
+
+    ag_tensor *m = ag__empty(4, (int[]){B, h, N, N});
+    int32_t *dist = tree ? ag_arena_alloc(((size_t)N * N + 1) * sizeof *dist) : NULL;
+    int32_t *scratch = tree ? ag_arena_alloc((size_t)(3 * N + 1) * sizeof *scratch) : NULL;
+    for (int b = 0; b < B; b++) {
+        int len = lengths[b];
+        if (tree && tree_distance(heads + (int64_t)b * N, len, dist, scratch) != AG_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", ag_errmsg());
+            return ag__fail(AG_ERR_FORMAT, "sentence %d: %s", b, why);
+        }
+        for (int i = 0; i < h; i++) {
+            ag_real *plane = m->data + ((int64_t)b * h + i) * N * N;
+            memcpy(plane, pos + (int64_t)i * N * N, (size_t)N * N * sizeof *plane);
+            ag_real w = (ag_real)spec_weight(&specs[i]);
+            for (int q = 0; q < N; q++) {
+                ag_real *row = plane + (int64_t)q * N;
+                if (q >= len) { /* a padded query attends to nothing: its output is 0 */
+                    for (int k = 0; k < N; k++) row[k] = -INFINITY;
+                    continue;
+                }
+                if (specs[i].dist == AG_DIST_TREE)
+                    for (int k = 0; k < len; k++) row[k] -= w * (ag_real)dist[q * len + k];
+                for (int k = len; k < N; k++) row[k] = -INFINITY;
+            }
+        }
+    }
+    *out = m;
+    return AG_OK;
+}

@@ -11,6 +11,7 @@ static void reshape_backward(ag_node *n) {
 }
 
 ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
+    ag__check_device("ag_reshape", x, NULL);
     char sx[64];
     if (ndim < 0 || ndim > AG_MAX_DIMS) ag__fatal("ag_reshape", "%d dims (at most %d)", ndim, AG_MAX_DIMS);
     int s[AG_MAX_DIMS], infer = -1;
@@ -40,4 +41,345 @@ ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
     for (int i = 0; i < AG_MAX_DIMS; i++) out->shape[i] = i < ndim ? s[i] : 1;
     ag__record("ag_reshape", reshape_backward, out, 1, &x);
     return out;
+}
+
+/* ---- permute and transpose: a strided copy ----
+ *
+ * Both shapes are padded at the front to 4 dims.  The output is walked row
+ * by row (a row is its last dim) while `ix` follows the matching input
+ * element through the input strides of the permuted dims; backward walks
+ * the same path and adds the output gradient back where each element came
+ * from.  When the last dim stays last (head split and merge) rows are
+ * contiguous on both sides. */
+
+typedef struct {
+    int shape[4];       /* output shape, padded */
+    int64_t stride[4];  /* input stride of each output dim, padded */
+} permute_plan;
+
+/* Runs BODY for each output row: io is its first output element, ix the
+ * input offset of that element. */
+#define PERMUTE_ROWS(p, BODY)                                                          \
+    do {                                                                               \
+        int64_t io = 0;                                                                \
+        for (int i0 = 0; i0 < (p).shape[0]; i0++)                                      \
+            for (int i1 = 0; i1 < (p).shape[1]; i1++)                                  \
+                for (int i2 = 0; i2 < (p).shape[2]; i2++, io += (p).shape[3]) {        \
+                    int64_t ix = i0 * (p).stride[0] + i1 * (p).stride[1] + i2 * (p).stride[2]; \
+                    BODY;                                                              \
+                }                                                                      \
+    } while (0)
+
+static inline void gather_row(ag_real *dst, const ag_real *src, int n, int64_t stride) {
+    if (stride == 1) {
+        memcpy(dst, src, (size_t)n * sizeof *dst);
+        return;
+    }
+    for (int i = 0; i < n; i++) dst[i] = src[i * stride];
+}
+
+static inline void scatter_add_row(ag_real *dst, int64_t stride, const ag_real *src, int n) {
+    if (stride == 1) {
+        for (int i = 0; i < n; i++) dst[i] += src[i];
+        return;
+    }
+    for (int i = 0; i < n; i++) dst[i * stride] += src[i];
+}
+
+static void permute_backward(ag_node *n) {
+    const permute_plan p = *(const permute_plan *)n->saved;
+    const ag_real *G = n->out->grad;
+    ag_real *GX = ag__grad(n->in[0]);
+    PERMUTE_ROWS(p, scatter_add_row(GX + ix, p.stride[3], G + io, p.shape[3]));
+}
+
+static const char *perm_str(const int *perm, int n, char *buf, size_t size) {
+    ag_tensor t = {.ndim = n};
+    for (int i = 0; i < n; i++) t.shape[i] = perm[i];
+    return ag_shape_str(&t, buf, size);
+}
+
+static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
+    ag__check_device(op, x, NULL);
+    int nd = x->ndim;
+    bool seen[AG_MAX_DIMS] = {0};
+    for (int i = 0; i < nd; i++) {
+        if (perm[i] < 0 || perm[i] >= nd || seen[perm[i]]) {
+            char sx[64], sp[64];
+            ag__fatal(op, "%s is not a permutation of the %d dims of %s", perm_str(perm, nd, sp, sizeof sp), nd,
+                      ag_shape_str(x, sx, sizeof sx));
+        }
+        seen[perm[i]] = true;
+    }
+    int64_t in_stride[AG_MAX_DIMS], s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        in_stride[d] = s;
+        s *= x->shape[d];
+    }
+    permute_plan p;
+    int out_shape[AG_MAX_DIMS];
+    for (int i = 0; i < 4; i++) {
+        int k = i - (4 - nd); /* output dim, or < 0 for padding */
+        p.shape[i] = k < 0 ? 1 : x->shape[perm[k]];
+        p.stride[i] = k < 0 ? 0 : in_stride[perm[k]];
+        if (k >= 0) out_shape[k] = p.shape[i];
+    }
+    ag_tensor *out = ag__empty(nd, out_shape);
+    const ag_real *X = x->data;
+    ag_real *O = out->data;
+    PERMUTE_ROWS(p, gather_row(O + io, X + ix, p.shape[3], p.stride[3]));
+    ag_node *n = ag__record(op, permute_backward, out, 1, &x);
+    if (n) {
+        permute_plan *saved = ag_arena_alloc(sizeof *saved);
+        *saved = p;
+        n->saved = saved;
+    }
+    return out;
+}
+
+ag_tensor *ag_permute(ag_tensor *x, const int *perm) { return permute("ag_permute", x, perm); }
+
+ag_tensor *ag_transpose(ag_tensor *x, int axis0, int axis1) {
+    int a = ag__axis("ag_transpose", x, axis0), b = ag__axis("ag_transpose", x, axis1);
+    int perm[AG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) perm[i] = i;
+    perm[a] = b;
+    perm[b] = a;
+    return permute("ag_transpose", x, perm);
+}
+
+/* ---- concat: every input is a block of columns of [outer, total * inner] ---- */
+
+/* Each input seen as [outer, cols]; its columns start at col0 in each output row. */
+typedef struct {
+    int64_t outer, out_cols;
+    int64_t cols[AG_MAX_INPUTS], col0[AG_MAX_INPUTS];
+} concat_plan;
+
+static void concat_backward(ag_node *n) {
+    const concat_plan *p = n->saved;
+    const ag_real *G = n->out->grad;
+    for (int i = 0; i < n->n_in; i++) {
+        if (!ag__wants(n, i)) continue;
+        ag_real *GX = ag__grad(n->in[i]);
+        for (int64_t o = 0; o < p->outer; o++) {
+            const ag_real *g = G + o * p->out_cols + p->col0[i];
+            ag_real *gx = GX + o * p->cols[i];
+            for (int64_t c = 0; c < p->cols[i]; c++) gx[c] += g[c];
+        }
+    }
+}
+
+static void check_concat_shapes(ag_tensor **xs, int n, int axis) {
+    for (int i = 0; i < n; i++) {
+        if (!xs[i]) ag__fatal("ag_concat", "input %d is NULL", i);
+        ag__check_device("ag_concat", xs[0], xs[i]);
+        bool ok = xs[i]->ndim == xs[0]->ndim;
+        for (int d = 0; ok && d < xs[0]->ndim; d++) ok = d == axis || xs[i]->shape[d] == xs[0]->shape[d];
+        if (!ok) {
+            char s0[64], si[64];
+            ag__fatal("ag_concat", "input %d has shape %s and input 0 has %s: they may differ only along axis %d",
+                      i, ag_shape_str(xs[i], si, sizeof si), ag_shape_str(xs[0], s0, sizeof s0), axis);
+        }
+    }
+}
+
+/* At most AG_MAX_INPUTS inputs, shapes already checked. */
+static ag_tensor *concat_few(ag_tensor **xs, int n, int axis) {
+    const ag_tensor *x0 = xs[0];
+    concat_plan p = {.outer = 1};
+    int64_t inner = 1;
+    for (int d = 0; d < axis; d++) p.outer *= x0->shape[d];
+    for (int d = axis + 1; d < x0->ndim; d++) inner *= x0->shape[d];
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        p.cols[i] = xs[i]->shape[axis] * inner;
+        p.col0[i] = p.out_cols;
+        p.out_cols += p.cols[i];
+        total += xs[i]->shape[axis];
+    }
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x0->shape, sizeof shape);
+    shape[axis] = total;
+    ag_tensor *out = ag__empty(x0->ndim, shape);
+    for (int i = 0; i < n; i++)
+        for (int64_t o = 0; o < p.outer; o++)
+            memcpy(out->data + o * p.out_cols + p.col0[i], xs[i]->data + o * p.cols[i],
+                   (size_t)p.cols[i] * sizeof(ag_real));
+    ag_node *node = ag__record("ag_concat", concat_backward, out, n, xs);
+    if (node) {
+        concat_plan *saved = ag_arena_alloc(sizeof *saved);
+        *saved = p;
+        node->saved = saved;
+    }
+    return out;
+}
+
+ag_tensor *ag_concat(ag_tensor **xs, int n, int axis) {
+    if (n < 1) ag__fatal("ag_concat", "needs at least one input, got %d", n);
+    if (!xs[0]) ag__fatal("ag_concat", "input 0 is NULL");
+    axis = ag__axis("ag_concat", xs[0], axis);
+    check_concat_shapes(xs, n, axis);
+    if (n <= AG_MAX_INPUTS) return concat_few(xs, n, axis);
+    /* A tape node holds at most AG_MAX_INPUTS inputs: concatenate groups of
+     * them, then the groups (concat is associative along one axis). */
+    int groups = (n + AG_MAX_INPUTS - 1) / AG_MAX_INPUTS;
+    ag_tensor **parts = ag_arena_alloc((size_t)groups * sizeof *parts);
+    for (int g = 0; g < groups; g++) {
+        int first = g * AG_MAX_INPUTS, count = n - first < AG_MAX_INPUTS ? n - first : AG_MAX_INPUTS;
+        parts[g] = concat_few(xs + first, count, axis);
+    }
+    return ag_concat(parts, groups, axis);
+}
+
+/* ---- slice: rows [start, end) of x seen as [outer, dim, inner] ----
+ *
+ * When every dim before the axis is 1 the slice is one contiguous block, and
+ * the output is a zero-copy view of it (like reshape). */
+
+typedef struct {
+    int64_t outer, in_rows, out_rows, inner, start;
+} rows_plan;
+
+static rows_plan rows_along(const ag_tensor *x, int axis, int start, int out_rows) {
+    rows_plan p = {1, x->shape[axis], out_rows, 1, start};
+    for (int d = 0; d < axis; d++) p.outer *= x->shape[d];
+    for (int d = axis + 1; d < x->ndim; d++) p.inner *= x->shape[d];
+    return p;
+}
+
+static void slice_backward(ag_node *n) {
+    const rows_plan *p = n->saved;
+    const ag_real *G = n->out->grad;
+    ag_real *GX = ag__grad(n->in[0]);
+    int64_t block = p->out_rows * p->inner;
+    for (int64_t o = 0; o < p->outer; o++) {
+        ag_real *gx = GX + (o * p->in_rows + p->start) * p->inner;
+        const ag_real *g = G + o * block;
+        for (int64_t k = 0; k < block; k++) gx[k] += g[k];
+    }
+}
+
+ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end) {
+    ag__check_device("ag_slice", x, NULL);
+    axis = ag__axis("ag_slice", x, axis);
+    if (start < 0 || start > end || end > x->shape[axis]) {
+        char sx[64];
+        ag__fatal("ag_slice", "range [%d, %d) out of bounds for axis %d of shape %s", start, end, axis,
+                  ag_shape_str(x, sx, sizeof sx));
+    }
+    rows_plan p = rows_along(x, axis, start, end - start);
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[axis] = end - start;
+    ag_tensor *out;
+    if (p.outer == 1) {
+        out = ag_arena_zalloc(sizeof *out);
+        *out = (ag_tensor){.ndim = x->ndim, .size = p.out_rows * p.inner,
+                           .data = x->data + p.start * p.inner, .device = x->device};
+        memcpy(out->shape, shape, sizeof shape);
+    } else {
+        out = ag__empty(x->ndim, shape);
+        int64_t block = p.out_rows * p.inner;
+        for (int64_t o = 0; o < p.outer; o++)
+            memcpy(out->data + o * block, x->data + (o * p.in_rows + p.start) * p.inner,
+                   (size_t)block * sizeof(ag_real));
+    }
+    ag_node *n = ag__record("ag_slice", slice_backward, out, 1, &x);
+    if (n) {
+        rows_plan *saved = ag_arena_alloc(sizeof *saved);
+        *saved = p;
+        n->saved = saved;
+    }
+    return out;
+}
+
+/* ---- gather: out[o, i, :] = x[o, index[i], :]; backward scatter-adds ----
+ *
+ * index_select and embedding are the same gather; they differ in how the
+ * output is shaped and in how a bad index is reported. */
+
+typedef struct {
+    rows_plan rows;     /* x as [outer, in_rows, inner], out as [outer, n, inner] */
+    const int32_t *index;
+} gather_plan;
+
+static void gather_backward(ag_node *n) {
+    const gather_plan *p = n->saved;
+    const rows_plan *r = &p->rows;
+    const ag_real *G = n->out->grad;
+    ag_real *GX = ag__grad(n->in[0]);
+    for (int64_t o = 0; o < r->outer; o++)
+        for (int64_t i = 0; i < r->out_rows; i++) { /* a repeated index adds up, as it should */
+            ag_real *gx = GX + (o * r->in_rows + p->index[i]) * r->inner;
+            const ag_real *g = G + (o * r->out_rows + i) * r->inner;
+            for (int64_t k = 0; k < r->inner; k++) gx[k] += g[k];
+        }
+}
+
+/* Indices already checked; out has the gathered size. */
+static ag_tensor *gather(const char *op, ag_tensor *x, int axis, const int32_t *index, int n, ag_tensor *out) {
+    rows_plan r = rows_along(x, axis, 0, n);
+    for (int64_t o = 0; o < r.outer; o++)
+        for (int64_t i = 0; i < n; i++)
+            memcpy(out->data + (o * n + i) * r.inner, x->data + (o * r.in_rows + index[i]) * r.inner,
+                   (size_t)r.inner * sizeof(ag_real));
+    ag_node *node = ag__record(op, gather_backward, out, 1, &x);
+    if (node) { /* the caller's index array may change before backward runs */
+        gather_plan *p = ag_arena_alloc(sizeof *p);
+        int32_t *copy = ag_arena_alloc((size_t)n * sizeof *copy);
+        if (n) memcpy(copy, index, (size_t)n * sizeof *copy);
+        *p = (gather_plan){r, copy};
+        node->saved = p;
+    }
+    return out;
+}
+
+ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n) {
+    ag__check_device("ag_index_select", x, NULL);
+    axis = ag__axis("ag_index_select", x, axis);
+    char sx[64];
+    if (n < 0) ag__fatal("ag_index_select", "negative index count %d", n);
+    for (int i = 0; i < n; i++)
+        if (index[i] < 0 || index[i] >= x->shape[axis])
+            ag__fatal("ag_index_select", "index %d at position %d out of range [0, %d) for axis %d of shape %s",
+                      index[i], i, x->shape[axis], axis, ag_shape_str(x, sx, sizeof sx));
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[axis] = n;
+    return gather("ag_index_select", x, axis, index, n, ag__empty(x->ndim, shape));
+}
+
+/* "[1,2]": the position of flat element i in a tensor of the given shape. */
+static const char *position_str(int64_t i, int ndim, const int *shape, char *buf, size_t size) {
+    ag_tensor pos = {.ndim = ndim};
+    for (int d = ndim - 1; d >= 0; d--) {
+        pos.shape[d] = shape[d] ? (int)(i % shape[d]) : 0;
+        i = shape[d] ? i / shape[d] : 0;
+    }
+    return ag_shape_str(&pos, buf, size);
+}
+
+ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const int *shape) {
+    ag__check_device("ag_embedding", table, NULL);
+    char st[64], sp[64];
+    if (table->ndim != 2)
+        ag__fatal("ag_embedding", "the table must be [V, d], got %s", ag_shape_str(table, st, sizeof st));
+    if (ndim < 0 || ndim + 1 > AG_MAX_DIMS)
+        ag__fatal("ag_embedding", "ids with %d dims: the output would have more than %d", ndim, AG_MAX_DIMS);
+    int out_shape[AG_MAX_DIMS];
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) ag__fatal("ag_embedding", "negative ids dim %d", shape[d]);
+        out_shape[d] = shape[d];
+        count *= shape[d];
+    }
+    out_shape[ndim] = table->shape[1];
+    if (count > INT32_MAX) ag__fatal("ag_embedding", "%lld ids (at most %d)", (long long)count, INT32_MAX);
+    int vocab = table->shape[0];
+    for (int64_t i = 0; i < count; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            ag__fatal("ag_embedding", "id %d at position %s out of range [0, %d) for table %s", ids[i],
+                      position_str(i, ndim, shape, sp, sizeof sp), vocab, ag_shape_str(table, st, sizeof st));
+    return gather("ag_embedding", table, 0, ids, (int)count, ag__empty(ndim + 1, out_shape));
 }

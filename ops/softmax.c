@@ -1,2 +1,233 @@
-/* softmax.c - (being written) */
-#include "../graph/internal.h"
+/* softmax.c - the softmax family: masked and scaled softmax along the last
+ * axis, log-softmax, and softmax along any axis over the valid positions
+ * of each example (source2token pooling).
+ *
+ * All of them are max-subtracted.  A row with no allowed entry (every logit
+ * -inf, e.g. the first query under a strict PAST mask) gives zeros and no
+ * gradient instead of 0/0. */
+#include "softmax_rows.h"
+
+/* ---- the mask broadcast, shared with attention.c ---- */
+
+static void pad4(int ndim, const int *shape, int *out4) {
+    for (int d = 0; d < 4; d++) out4[d] = d < 4 - ndim ? 1 : shape[d - (4 - ndim)];
+}
+
+ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_shape, const ag_tensor *mask) {
+    int s4[4];
+    pad4(ndim, scores_shape, s4);
+    ag__mask_plan p = {{s4[0], s4[1], s4[2]}, {0, 0, 0}, s4[3]};
+    if (!mask) return p;
+    ag__check_device(op, mask, NULL);
+    char sm[64], ss[64];
+    ag_tensor scores = {.ndim = ndim};
+    memcpy(scores.shape, scores_shape, (size_t)ndim * sizeof(int));
+    int m4[4];
+    pad4(mask->ndim, mask->shape, m4);
+    bool ok = mask->ndim >= 1 && mask->ndim <= ndim && m4[3] == s4[3];
+    for (int d = 0; d < 3; d++) ok = ok && (m4[d] == s4[d] || m4[d] == 1);
+    if (!ok)
+        ag__fatal(op, "mask %s does not broadcast to the scores %s (its last dim must be %d, the others equal or 1)",
+                  ag_shape_str(mask, sm, sizeof sm), ag_shape_str(&scores, ss, sizeof ss), s4[3]);
+    if (mask->requires_grad)
+        ag__fatal(op, "the mask %s requires grad, but masks are constants and receive no gradient",
+                  ag_shape_str(mask, sm, sizeof sm));
+    int64_t stride = p.cols;
+    for (int d = 2; d >= 0; d--) {
+        p.stride3[d] = m4[d] == 1 ? 0 : stride;
+        stride *= m4[d];
+    }
+    return p;
+}
+
+/* ---- the row loops, compiled for baseline x86-64 and AVX2 ---- */
+
+AG_SIMD_CLONES
+void ag__softmax_slice(const ag__mask_plan *p, const ag_tensor *mask, int i0, int i1, const ag_real *x,
+                       ag_real scale, ag_real *y) {
+    const ag_real *m = mask ? mask->data + i0 * p->stride3[0] + i1 * p->stride3[1] : NULL;
+    for (int r = 0; r < p->rows3[2]; r++)
+        ag__softmax_row(x + (int64_t)r * p->cols, m ? m + r * p->stride3[2] : NULL, scale, y + (int64_t)r * p->cols,
+                        p->cols);
+}
+
+AG_SIMD_CLONES
+void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows, int n,
+                           bool accumulate) {
+    for (int64_t r = 0; r < rows; r++)
+        ag__softmax_row_grad(y + r * n, g + r * n, scale, gx + r * n, n, accumulate);
+}
+
+/* ---- masked softmax: y = softmax(scale * x + mask) along the last axis ---- */
+
+static void masked_softmax_backward(ag_node *n) {
+    int cols = n->out->shape[n->out->ndim - 1];
+    int64_t rows = cols ? n->out->size / cols : 0;
+    /* Masked entries have y = 0, so they get no gradient. */
+    ag__softmax_rows_grad(n->out->data, n->out->grad, (ag_real)n->farg[0], ag__grad(n->in[0]), rows, cols, true);
+}
+
+static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
+    ag__check_device(op, x, NULL);
+    if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
+    ag__mask_plan p = ag__mask_plan_make(op, x->ndim, x->shape, mask);
+    ag_tensor *out = ag__empty(x->ndim, x->shape);
+    int64_t slice = (int64_t)p.rows3[2] * p.cols, s = 0;
+    for (int i0 = 0; i0 < p.rows3[0]; i0++)
+        for (int i1 = 0; i1 < p.rows3[1]; i1++, s++)
+            ag__softmax_slice(&p, mask, i0, i1, x->data + s * slice, (ag_real)scale, out->data + s * slice);
+    ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
+    if (n) n->farg[0] = scale;
+    return out;
+}
+
+ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale) {
+    return masked_softmax("ag_masked_softmax", x, mask, scale);
+}
+
+ag_tensor *ag_softmax(ag_tensor *x) { return masked_softmax("ag_softmax", x, NULL, 1.0); }
+
+/* ---- log-softmax: y = x - max - log sum e^(x - max) ---- */
+
+AG_SIMD_CLONES
+static void log_softmax_rows(const ag_real *X, ag_real *Y, int64_t rows, int cols) {
+    for (int64_t r = 0; r < rows; r++) {
+        const ag_real *x = X + r * cols;
+        ag_real *y = Y + r * cols, max = ag__max_row(x, cols);
+        for (int j = 0; j < cols; j++) y[j] = x[j] - max;
+        ag_real lse = log(ag__sum_exp_row(y, cols));
+        for (int j = 0; j < cols; j++) y[j] -= lse;
+    }
+}
+
+AG_SIMD_CLONES
+static void log_softmax_rows_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t rows, int cols) {
+    for (int64_t r = 0; r < rows; r++) { /* dx = g - softmax * sum(g) */
+        const ag_real *y = Y + r * cols, *g = G + r * cols;
+        ag_real *gx = GX + r * cols, gsum = ag__sum_row(g, cols);
+        for (int j = 0; j < cols; j++) gx[j] += g[j] - ag__exp_nonpos(y[j]) * gsum;
+    }
+}
+
+static void log_softmax_backward(ag_node *n) {
+    int cols = n->out->shape[n->out->ndim - 1];
+    int64_t rows = cols ? n->out->size / cols : 0;
+    log_softmax_rows_grad(n->out->data, n->out->grad, ag__grad(n->in[0]), rows, cols);
+}
+
+ag_tensor *ag_log_softmax(ag_tensor *x) {
+    const char *op = "ag_log_softmax";
+    ag__check_device(op, x, NULL);
+    if (x->ndim < 1) ag__fatal(op, "log-softmax of a 0-dim tensor (it needs an axis)");
+    ag_tensor *out = ag__empty(x->ndim, x->shape);
+    int cols = x->shape[x->ndim - 1];
+    log_softmax_rows(x->data, out->data, cols ? x->size / cols : 0, cols);
+    ag__record(op, log_softmax_backward, out, 1, &x);
+    return out;
+}
+
+/* ---- softmax along an axis over the valid positions of each example ----
+ *
+ * x is seen as [outer, n, inner] around the axis; every (outer, inner) pair
+ * is one softmax over t < len.  The loops run over inner (contiguous) in the
+ * innermost position, so a [B, N, d] pooling normalises all d features of a
+ * position at once with per-feature max and sum kept in a small scratch. */
+
+typedef struct {
+    int64_t outer, n, inner;
+    int64_t per_example; /* outer slices per example (lengths index dim 0) */
+} axis_view;
+
+static axis_view view_along(const ag_tensor *x, int axis) {
+    axis_view v = {1, x->shape[axis], 1, 1};
+    for (int i = 0; i < axis; i++) v.outer *= x->shape[i];
+    for (int i = axis + 1; i < x->ndim; i++) v.inner *= x->shape[i];
+    v.per_example = x->shape[0] ? v.outer / x->shape[0] : 1;
+    return v;
+}
+
+static int64_t valid_len(const axis_view *v, const int32_t *lengths, int64_t o) {
+    return lengths ? lengths[o / v->per_example] : v->n;
+}
+
+/* One example's [n, inner] block: softmax over t < len for every k. */
+AG_SIMD_CLONES
+static void softmax_len_block(const ag_real *X, ag_real *Y, int64_t len, int64_t n, int64_t inner, ag__key *kmax,
+                              ag_real *sum) {
+    memset(Y + len * inner, 0, (size_t)((n - len) * inner) * sizeof *Y); /* padding: weight 0 */
+    if (len == 0) return;
+    for (int64_t k = 0; k < inner; k++) {
+        kmax[k] = ag__key_of(X[k]);
+        sum[k] = 0;
+    }
+    for (int64_t t = 1; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) {
+            ag__key key = ag__key_of(X[t * inner + k]);
+            kmax[k] = key > kmax[k] ? key : kmax[k];
+        }
+    for (int64_t t = 0; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) {
+            ag_real e = ag__exp_nonpos(X[t * inner + k] - ag__key_value(kmax[k]));
+            Y[t * inner + k] = e;
+            sum[k] += e;
+        }
+    for (int64_t k = 0; k < inner; k++) sum[k] = 1 / sum[k];
+    for (int64_t t = 0; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) Y[t * inner + k] *= sum[k];
+}
+
+/* Its backward: gx[t,k] += y[t,k] (g[t,k] - sum_t' g[t',k] y[t',k]). */
+AG_SIMD_CLONES
+static void softmax_len_block_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t len, int64_t inner,
+                                   ag_real *dot) {
+    for (int64_t k = 0; k < inner; k++) dot[k] = 0;
+    for (int64_t t = 0; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) dot[k] += G[t * inner + k] * Y[t * inner + k];
+    for (int64_t t = 0; t < len; t++) /* padded positions had weight 0: no gradient */
+        for (int64_t k = 0; k < inner; k++) GX[t * inner + k] += Y[t * inner + k] * (G[t * inner + k] - dot[k]);
+}
+
+static void softmax_axis_len_backward(ag_node *n) {
+    axis_view v = view_along(n->in[0], n->iarg[0]);
+    const int32_t *lengths = n->saved;
+    ag_real *dot = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *dot);
+    ag_real *GX = ag__grad(n->in[0]);
+    for (int64_t o = 0; o < v.outer; o++) {
+        int64_t base = o * v.n * v.inner;
+        softmax_len_block_grad(n->out->data + base, n->out->grad + base, GX + base, valid_len(&v, lengths, o), v.inner,
+                               dot);
+    }
+}
+
+ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
+    const char *op = "ag_softmax_axis_len";
+    char sx[64];
+    ag__check_device(op, x, NULL);
+    axis = ag__axis(op, x, axis);
+    if (lengths && axis == 0)
+        ag__fatal(op, "lengths index dim 0 of %s, so the softmax axis cannot be 0", ag_shape_str(x, sx, sizeof sx));
+    axis_view v = view_along(x, axis);
+    int32_t *saved_len = NULL;
+    if (lengths) {
+        for (int b = 0; b < x->shape[0]; b++)
+            if (lengths[b] < 0 || lengths[b] > v.n)
+                ag__fatal(op, "lengths[%d] = %d is outside [0, %lld] (axis %d of %s)", b, (int)lengths[b],
+                          (long long)v.n, axis, ag_shape_str(x, sx, sizeof sx));
+        /* The caller's array may change before backward runs: keep a copy. */
+        saved_len = ag_arena_alloc((size_t)x->shape[0] * sizeof *saved_len);
+        memcpy(saved_len, lengths, (size_t)x->shape[0] * sizeof *saved_len);
+    }
+    ag_tensor *out = ag__empty(x->ndim, x->shape);
+    ag__key *kmax = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *kmax);
+    ag_real *sum = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *sum);
+    for (int64_t o = 0; o < v.outer; o++) {
+        int64_t base = o * v.n * v.inner;
+        softmax_len_block(x->data + base, out->data + base, valid_len(&v, saved_len, o), v.n, v.inner, kmax, sum);
+    }
+    ag_node *n = ag__record(op, softmax_axis_len_backward, out, 1, &x);
+    if (n) {
+        n->iarg[0] = axis;
+        n->saved = saved_len;
+    }
+    return out;
+}

@@ -1,6 +1,192 @@
-/* cases_attention.c - (being written) */
+/* cases_attention.c - op cases for the softmax family, head split/merge and
+ * fused attention: several shapes each, N = 1, fully masked rows (the first
+ * query under PAST, an example of length 0), padded batches, per-head and
+ * per-sentence masks with finite penalties, and logits of magnitude ~1e3. */
 #include "opcase.h"
 
+#include <math.h>
+
+/* Rounds every value to a multiple of step: with a power-of-two step and
+ * small products, f32 and f64 builds then compute identical large logits,
+ * so f32_vs_f64 compares the ops rather than the rounding of the inputs. */
+static ag_tensor *quantized(ag_tensor *t, double step) {
+    for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(step * round((double)t->data[i] / step));
+    return t;
+}
+
+static const ag_mask_spec past = {.dir = AG_MASK_PAST};
+static const ag_mask_spec past_incl = {.dir = AG_MASK_PAST_INCL};
+
+/* ---- softmax along the last axis ---- */
+
+static int sm_35(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 5)); return 1; }
+static int sm_n1(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(4, 1)); return 1; }
+static int sm_17(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 3.0, true, SHAPE(2, 17)); return 1; }
+/* Near ties at magnitude 1e3: only a max-subtracted softmax stays finite. */
+static int sm_large(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, 0, 3.0, true, SHAPE(3, 6));
+    for (int64_t i = 0; i < in[0]->size; i++) in[0]->data[i] += (i % 3 == 2) ? -1000 : 1000;
+    quantized(in[0], 1.0 / 64);
+    return 1;
+}
+static ag_tensor *f_softmax(ag_tensor **in) { return ag_softmax(in[0]); }
+static ag_tensor *f_log_softmax(ag_tensor **in) { return ag_log_softmax(in[0]); }
+
+/* ---- masked softmax ---- */
+
+static int sm_b_h_44(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 4, 4)); return 1; }
+static int sm_b_h_55(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 5, 5)); return 1; }
+static int sm_b_55(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 5, 5)); return 1; }
+static int sm_b_h_11(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 2, 1, 1)); return 1; }
+static int sm_large_44(ag_tensor **in, ag_rng *r) {
+    in[0] = quantized(tc_away(r, 900, 1100, true, SHAPE(2, 4, 4)), 1.0 / 64);
+    return 1;
+}
+
+/* PAST on [N,N]: the first query of every slice is fully masked. */
+static ag_tensor *f_msm_past(ag_tensor **in) { return ag_masked_softmax(in[0], ag_mask(&past, 4), 0.7); }
+
+/* Per-head masks with finite penalties: past + log distance, future + word
+ * distance, faraway(2). */
+static ag_tensor *f_msm_heads(ag_tensor **in) {
+    const ag_mask_spec specs[3] = {
+        {.dir = AG_MASK_PAST, .dist = AG_DIST_LOG},
+        {.dir = AG_MASK_FUTURE_INCL, .dist = AG_DIST_WORD, .weight = 1.5},
+        {.faraway = 2},
+    };
+    return ag_masked_softmax(in[0], ag_mask_heads(specs, 3, 5), 0.5);
+}
+
+/* Padded batch, keys and query rows: [B,1,N,N] against [B,h,N,N]. */
+static const int32_t len_42[] = {4, 2};
+static ag_tensor *f_msm_pad4(ag_tensor **in) {
+    return ag_masked_softmax(in[0], ag_mask_padding(len_42, 2, 4, 4, true), 1.0);
+}
+
+/* Key padding [B,1,N] against [B,N,N]; example 1 has length 0. */
+static const int32_t len_503[] = {5, 0, 3};
+static ag_tensor *f_msm_keypad3(ag_tensor **in) {
+    return ag_masked_softmax(in[0], ag_mask_padding(len_503, 3, 5, 3, false), 1.3);
+}
+
+/* N = 1: PAST masks the only key (zeros), PAST_INCL keeps it (ones). */
+static ag_tensor *f_msm_n1_past(ag_tensor **in) { return ag_masked_softmax(in[0], ag_mask(&past, 1), 1.0); }
+static ag_tensor *f_msm_n1_incl(ag_tensor **in) { return ag_masked_softmax(in[0], ag_mask(&past_incl, 1), 1.0); }
+
+static ag_tensor *f_msm_large(ag_tensor **in) { return ag_masked_softmax(in[0], ag_mask(&past_incl, 4), 1.0); }
+
+/* ---- softmax over an axis, valid positions only ---- */
+
+static int pool_354(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 5, 4)); return 1; }
+static int pool_2342(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 4, 2)); return 1; }
+static const int32_t len_41[] = {4, 1};
+static ag_tensor *f_pool_len(ag_tensor **in) { return ag_softmax_axis_len(in[0], 1, len_503); }
+static ag_tensor *f_pool_axis2(ag_tensor **in) { return ag_softmax_axis_len(in[0], 2, len_41); }
+static ag_tensor *f_pool_neg_axis(ag_tensor **in) { return ag_softmax_axis_len(in[0], -2, len_41); }
+static ag_tensor *f_pool_nolen(ag_tensor **in) { return ag_softmax_axis_len(in[0], 0, NULL); }
+
+/* ---- heads ---- */
+
+static int heads_2_3_12(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 12)); return 1; }
+static int heads_3_6(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 6)); return 1; }
+static int heads_2345(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 4, 5)); return 1; }
+static int heads_324(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 2, 4)); return 1; }
+static ag_tensor *f_split3(ag_tensor **in) { return ag_split_heads(in[0], 3); }
+static ag_tensor *f_split2(ag_tensor **in) { return ag_split_heads(in[0], 2); }
+static ag_tensor *f_split1(ag_tensor **in) { return ag_split_heads(in[0], 1); }
+static ag_tensor *f_merge(ag_tensor **in) { return ag_merge_heads(in[0]); }
+/* The round trip is the identity: gradients pass through both copies. */
+static ag_tensor *f_split_merge(ag_tensor **in) { return ag_merge_heads(ag_split_heads(in[0], 4)); }
+
+/* ---- fused attention ---- */
+
+#define ATTN_SETUP(NAME, SQ, SK, SV)                                               \
+    static int NAME(ag_tensor **in, ag_rng *r) {                                   \
+        in[0] = tc_away(r, 0.1, 1.5, true, SQ);                                     \
+        in[1] = tc_away(r, 0.1, 1.5, true, SK);                                     \
+        in[2] = tc_away(r, 0.1, 1.5, true, SV);                                     \
+        return 3;                                                                   \
+    }
+
+ATTN_SETUP(attn_cross, SHAPE(2, 3, 4, 5), SHAPE(2, 3, 6, 5), SHAPE(2, 3, 6, 5))
+ATTN_SETUP(attn_dv3, SHAPE(2, 4, 5), SHAPE(2, 6, 5), SHAPE(2, 6, 3))
+ATTN_SETUP(attn_self4, SHAPE(2, 2, 4, 3), SHAPE(2, 2, 4, 3), SHAPE(2, 2, 4, 3))
+ATTN_SETUP(attn_self5, SHAPE(2, 2, 5, 3), SHAPE(2, 2, 5, 3), SHAPE(2, 2, 5, 3))
+ATTN_SETUP(attn_n1, SHAPE(2, 2, 1, 3), SHAPE(2, 2, 1, 3), SHAPE(2, 2, 1, 3))
+ATTN_SETUP(attn_2d, SHAPE(3, 4), SHAPE(5, 4), SHAPE(5, 2))
+
+/* Logits ~1e3 (quantized, so exact in f32): saturated but finite. */
+static int attn_large(ag_tensor **in, ag_rng *r) {
+    in[0] = quantized(tc_away(r, 10, 30, true, SHAPE(2, 4, 2)), 0.25);
+    in[1] = quantized(tc_away(r, 10, 30, true, SHAPE(2, 4, 2)), 0.25);
+    in[2] = tc_away(r, 0.1, 1.5, true, SHAPE(2, 4, 3));
+    return 3;
+}
+
+static ag_tensor *f_attn_plain(ag_tensor **in) { return ag_attention(in[0], in[1], in[2], NULL, 0.45, NULL); }
+static ag_tensor *f_attn_past(ag_tensor **in) {
+    return ag_attention(in[0], in[1], in[2], ag_mask(&past, 4), 0.6, NULL);
+}
+static ag_tensor *f_attn_n1_past(ag_tensor **in) {
+    return ag_attention(in[0], in[1], in[2], ag_mask(&past, 1), 1.0, NULL);
+}
+static ag_tensor *f_attn_n1_incl(ag_tensor **in) {
+    return ag_attention(in[0], in[1], in[2], ag_mask(&past_incl, 1), 1.0, NULL);
+}
+static ag_tensor *f_attn_large(ag_tensor **in) {
+    return ag_attention(in[0], in[1], in[2], ag_mask(&past_incl, 4), 1.0, NULL);
+}
+/* MS-SAN style: per-sentence, per-head masks (direction + 1.5 * word or tree
+ * distance) with a padded sentence, all in one [B,h,N,N] mask. */
+static const int32_t len_53[] = {5, 3};
+static const int32_t heads_53[] = {1, 2, -1, 2, 3, /* */ 2, 2, -1, 0, 0};
+static ag_tensor *f_attn_batch_mask(ag_tensor **in) {
+    const ag_mask_spec specs[2] = {
+        {.dir = AG_MASK_PAST_INCL, .dist = AG_DIST_TREE, .weight = 1.5},
+        {.dir = AG_MASK_FUTURE_INCL, .dist = AG_DIST_WORD, .weight = 1.5},
+    };
+    ag_tensor *m = NULL;
+    ag_mask_batch(specs, 2, 2, 5, len_53, heads_53, &m);
+    return ag_attention(in[0], in[1], in[2], m, 0.5, NULL);
+}
+/* Key padding [B,1,1,N] against [B,h,Nq,Nk]. */
+static ag_tensor *f_attn_keypad(ag_tensor **in) {
+    return ag_attention(in[0], in[1], in[2], ag_mask_padding(len_53, 2, 5, 4, false), 0.8, NULL);
+}
+
 const op_case attention_cases[] = {
+    {"softmax [3,5]", sm_35, f_softmax, 0, 0},
+    {"softmax N=1", sm_n1, f_softmax, 0, 0},
+    {"softmax [2,17] (lane tail)", sm_17, f_softmax, 0, 0},
+    {"softmax logits ~1e3", sm_large, f_softmax, 0, 0},
+    {"masked_softmax PAST, scale", sm_b_h_44, f_msm_past, 0, 0},
+    {"masked_softmax per-head penalties", sm_b_h_55, f_msm_heads, 0, 0},
+    {"masked_softmax padding [B,1,N,N]", sm_b_h_44, f_msm_pad4, 0, 0},
+    {"masked_softmax key padding, len 0", sm_b_55, f_msm_keypad3, 0, 0},
+    {"masked_softmax N=1 PAST (all masked)", sm_b_h_11, f_msm_n1_past, 0, 0},
+    {"masked_softmax N=1 PAST_INCL", sm_b_h_11, f_msm_n1_incl, 0, 0},
+    {"masked_softmax logits ~1e3", sm_large_44, f_msm_large, 0, 0},
+    {"log_softmax [3,5]", sm_35, f_log_softmax, 0, 0},
+    {"log_softmax N=1", sm_n1, f_log_softmax, 0, 0},
+    {"log_softmax logits ~1e3", sm_large, f_log_softmax, 0, 0},
+    {"softmax_axis_len [B,N,d] axis 1, len 0", pool_354, f_pool_len, 0, 0},
+    {"softmax_axis_len 4-D axis 2", pool_2342, f_pool_axis2, 0, 0},
+    {"softmax_axis_len axis -2", pool_2342, f_pool_neg_axis, 0, 0},
+    {"softmax_axis_len no lengths, axis 0", pool_354, f_pool_nolen, 0, 0},
+    {"split_heads [B,N,h*d]", heads_2_3_12, f_split3, 0, 0},
+    {"split_heads [N,h*d]", heads_3_6, f_split2, 0, 0},
+    {"split_heads h=1", heads_3_6, f_split1, 0, 0},
+    {"merge_heads [B,h,N,d]", heads_2345, f_merge, 0, 0},
+    {"merge_heads [h,N,d]", heads_324, f_merge, 0, 0},
+    {"split then merge heads", heads_2_3_12, f_split_merge, 0, 0},
+    {"attention cross Nq!=Nk", attn_cross, f_attn_plain, 0, 0},
+    {"attention 3-D, dv!=d", attn_dv3, f_attn_plain, 0, 0},
+    {"attention 2-D", attn_2d, f_attn_plain, 0, 0},
+    {"attention PAST (first row masked)", attn_self4, f_attn_past, 0, 0},
+    {"attention N=1 PAST (all masked)", attn_n1, f_attn_n1_past, 0, 0},
+    {"attention N=1 PAST_INCL", attn_n1, f_attn_n1_incl, 0, 0},
+    {"attention batch mask tree+pad", attn_self5, f_attn_batch_mask, 0, 0},
+    {"attention key padding", attn_self5, f_attn_keypad, 0, 0},
+    {"attention logits ~1e3", attn_large, f_attn_large, 0, 0},
     {NULL, NULL, NULL, 0, 0},
 };

@@ -1,6 +1,276 @@
-/* cases_seq.c - (being written) */
+/* cases_seq.c - op cases for the sequence ops: layer norm, the positional
+ * LM's Gaussian scoring (mu recurrence and context), the LSTM and MTSA's
+ * multi-dim attention.  Lengths {5,3} (MODELS.md's tiny gradcheck size),
+ * N = 1, empty and fully masked windows are covered for each. */
 #include "opcase.h"
 
+static const int32_t len_53[] = {5, 3};
+static const int32_t len_42[] = {4, 2};
+static const int32_t len_02[] = {0, 2};
+
+/* A {0,1} mask [N,N]: past (k < q) or future (k > q). */
+static ag_tensor *dir_mask(int N, bool past) {
+    ag_tensor *m = ag_tensor_new(2, (int[]){N, N});
+    for (int q = 0; q < N; q++)
+        for (int k = 0; k < N; k++) m->data[q * N + k] = past ? k < q : k > q;
+    return m;
+}
+
+/* ---- layer norm ---- */
+
+static int ln_3d(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 3, 5));
+    in[1] = tc_away(r, 0.5, 1.5, true, SHAPE(5));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
+    return 3;
+}
+static int ln_row(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(6));
+    in[1] = tc_away(r, 0.5, 1.5, true, SHAPE(6));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(6));
+    return 3;
+}
+static int ln_d1(ag_tensor **in, ag_rng *r) { /* one feature: xhat is 0, only beta matters */
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(3, 1));
+    in[1] = tc_away(r, 0.5, 1.5, true, SHAPE(1));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(1));
+    return 3;
+}
+static int ln_offset(ag_tensor **in, ag_rng *r) { /* a large common offset: the variance must not cancel */
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(4, 8));
+    for (int64_t i = 0; i < in[0]->size; i++) in[0]->data[i] += 10;
+    in[1] = tc_away(r, 0.5, 1.5, true, SHAPE(8));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(8));
+    return 3;
+}
+static int ln_plain(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(3, 4));
+    return 1;
+}
+static int ln_gamma_only(ag_tensor **in, ag_rng *r) {
+    ln_3d(in, r);
+    return 2;
+}
+static ag_tensor *f_ln(ag_tensor **in) { return ag_layernorm(in[0], in[1], in[2], 1e-6); }
+static ag_tensor *f_ln_eps(ag_tensor **in) { return ag_layernorm(in[0], in[1], in[2], 0.1); }
+static ag_tensor *f_ln_plain(ag_tensor **in) { return ag_layernorm(in[0], NULL, NULL, 1e-5); }
+static ag_tensor *f_ln_gamma(ag_tensor **in) { return ag_layernorm(in[0], in[1], NULL, 1e-6); }
+
+/* ---- Gaussian mean recurrence ---- */
+
+/* m chosen so that every step is clear of its floor t/len: above it for
+ * example 0, and for example 1 above at t = 0, 2 and below at t = 1. */
+static int mu_setup(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, 0.2, 0.5, true, SHAPE(2, 5, 3));
+    ag_real *m = in[0]->data;
+    for (int bt = 0; bt < 10; bt++) {
+        m[bt * 3 + 1] += 1;                       /* m1/len >= 1.2/len */
+        m[bt * 3 + 2] = (ag_real)(m[bt * 3 + 2] + 0.7); /* m2 in [0.9, 1.2] */
+    }
+    ag_real *m11 = m + (5 + 1) * 3; /* example 1, t = 1: a = 0.3 mu_0 - 2/3 + ... < 1/3 */
+    m11[1] = -2;
+    m11[2] = (ag_real)0.1;
+    return 1;
+}
+static ag_tensor *f_mu(ag_tensor **in) { return ag_gaussian_mu(in[0], len_53); }
+static ag_tensor *f_mu_full(ag_tensor **in) { return ag_gaussian_mu(in[0], NULL); }
+
+/* mu_t = max(a, t/len) written with ag_maximum and a constant floor tensor
+ * (what ag_gaussian_mu fuses): a is above the floor in some places, below
+ * in others, never within 0.05 of it. */
+static int max_floor(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, 0.05, 0.4, true, SHAPE(2, 5));
+    in[1] = ag_tensor_new(SHAPE(2, 5));
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < 5; t++) {
+            ag_real fl = (ag_real)t / (ag_real)len_53[b];
+            in[1]->data[b * 5 + t] = fl;
+            if ((t + b) % 2) in[0]->data[b * 5 + t] += fl; /* above */
+            else in[0]->data[b * 5 + t] = fl - in[0]->data[b * 5 + t]; /* below */
+        }
+    return 2;
+}
+static ag_tensor *f_max_floor(ag_tensor **in) { return ag_maximum(in[0], in[1]); }
+
+/* ---- Gaussian context ---- */
+
+static int gauss_setup(ag_tensor **in, ag_rng *r, int B, int N, int H) {
+    in[0] = tc_uniform(r, -1, 1, true, 3, (int[]){B, N, H});
+    in[1] = tc_uniform(r, 0, 1, true, 2, (int[]){B, N});
+    in[2] = tc_uniform(r, 0.2, 0.8, true, 2, (int[]){B, N});
+    return 3;
+}
+static int gauss_253(ag_tensor **in, ag_rng *r) { return gauss_setup(in, r, 2, 5, 3); }
+static int gauss_n1(ag_tensor **in, ag_rng *r) { return gauss_setup(in, r, 2, 1, 3); }
+static int gauss_col(ag_tensor **in, ag_rng *r) { /* mu, sigma as [B,N,1], as a linear layer makes them */
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 4, 2));
+    in[1] = tc_uniform(r, 0, 1, true, SHAPE(2, 4, 1));
+    in[2] = tc_uniform(r, 0.2, 0.8, true, SHAPE(2, 4, 1));
+    return 3;
+}
+/* Every window's sum below 1e-12 (mu_t 0.8 past position t, sigma 0.1):
+ * the floor is what normalises, and its gradient path is checked. */
+static int gauss_floor(ag_tensor **in, ag_rng *r) {
+    gauss_setup(in, r, 1, 4, 2);
+    for (int t = 0; t < 4; t++) {
+        in[1]->data[t] = (ag_real)(t / 4.0 + 0.8 + 0.01 * t);
+        in[2]->data[t] = (ag_real)0.1;
+    }
+    return 3;
+}
+static ag_tensor *f_gauss(ag_tensor **in) { return ag_gaussian_context(in[0], in[1], in[2], NULL, false, 1e-3, NULL); }
+static ag_tensor *f_gauss_len(ag_tensor **in) {
+    return ag_gaussian_context(in[0], in[1], in[2], len_53, false, 1e-3, NULL);
+}
+static ag_tensor *f_gauss_strict(ag_tensor **in) {
+    return ag_gaussian_context(in[0], in[1], in[2], len_53, true, 1e-3, NULL);
+}
+static ag_tensor *f_gauss_strict_full(ag_tensor **in) {
+    return ag_gaussian_context(in[0], in[1], in[2], NULL, true, 1e-3, NULL);
+}
+static ag_tensor *f_gauss_len0(ag_tensor **in) {
+    return ag_gaussian_context(in[0], in[1], in[2], len_02, false, 1e-3, NULL);
+}
+static ag_tensor *f_gauss_col(ag_tensor **in) {
+    return ag_gaussian_context(in[0], in[1], in[2], len_42, false, 1e-3, NULL);
+}
+/* The model's whole positional step: mu from the recurrence, then the context. */
+static int gauss_mu_chain(ag_tensor **in, ag_rng *r) {
+    mu_setup(in, r);
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 5, 3));
+    in[2] = tc_uniform(r, 0.2, 0.8, true, SHAPE(2, 5));
+    return 3;
+}
+static ag_tensor *f_gauss_mu_chain(ag_tensor **in) {
+    ag_tensor *mu = ag_gaussian_mu(in[0], len_53);
+    return ag_gaussian_context(in[1], mu, in[2], len_53, false, 1e-3, NULL);
+}
+
+/* ---- LSTM (one layer per case: 7 inputs; the 2-layer checks are in test_seq) ---- */
+
+static int lstm_setup(ag_tensor **in, ag_rng *r, int B, int N, int I, int H, bool bias, bool state) {
+    int n = 0;
+    in[n++] = tc_uniform(r, -1, 1, true, 3, (int[]){B, N, I});
+    in[n++] = tc_uniform(r, -0.6, 0.6, true, 2, (int[]){I, 4 * H});
+    in[n++] = tc_uniform(r, -0.6, 0.6, true, 2, (int[]){H, 4 * H});
+    if (bias) {
+        in[n++] = tc_uniform(r, -0.5, 0.5, true, 1, (int[]){4 * H});
+        in[n++] = tc_uniform(r, -0.5, 0.5, true, 1, (int[]){4 * H});
+    }
+    if (state) {
+        in[n++] = tc_uniform(r, -1, 1, true, 3, (int[]){1, B, H});
+        in[n++] = tc_uniform(r, -1, 1, true, 3, (int[]){1, B, H});
+    }
+    return n;
+}
+static int lstm_full(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 4, 3, 2, true, false); }
+static int lstm_53(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 5, 3, 2, true, true); }
+static int lstm_n1(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 3, 1, 2, 3, true, true); }
+static int lstm_nobias(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 3, 2, 2, false, false); }
+
+static ag_tensor *run_lstm(ag_tensor **in, bool bias, bool state, const int32_t *len) {
+    ag_lstm_layer l = {in[1], in[2], bias ? in[3] : NULL, bias ? in[4] : NULL};
+    int s = bias ? 5 : 3;
+    ag_lstm_opts o = {.len = len, .h0 = state ? in[s] : NULL, .c0 = state ? in[s + 1] : NULL};
+    return ag_lstm(in[0], &l, 1, &o);
+}
+static ag_tensor *f_lstm(ag_tensor **in) { return run_lstm(in, true, false, NULL); }
+static ag_tensor *f_lstm_53(ag_tensor **in) { return run_lstm(in, true, true, len_53); }
+static ag_tensor *f_lstm_02(ag_tensor **in) { return run_lstm(in, true, true, len_02); }
+static ag_tensor *f_lstm_n1(ag_tensor **in) { return run_lstm(in, true, true, NULL); }
+static ag_tensor *f_lstm_nobias(ag_tensor **in) { return run_lstm(in, false, false, NULL); }
+/* Two layers sharing nothing but the input: the second reads the first's output. */
+static int lstm_2l(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 5, 3));
+    for (int l = 0; l < 2; l++) {
+        in[1 + 3 * l] = tc_uniform(r, -0.6, 0.6, true, 2, (int[]){l ? 2 : 3, 8});
+        in[2 + 3 * l] = tc_uniform(r, -0.6, 0.6, true, SHAPE(2, 8));
+        in[3 + 3 * l] = tc_uniform(r, -0.5, 0.5, true, SHAPE(8));
+    }
+    return 7;
+}
+static ag_tensor *f_lstm_2l(ag_tensor **in) {
+    ag_lstm_layer ls[2] = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    ag_lstm_opts o = {.len = len_53, .keep = 0.5, .training = false}; /* eval: no dropout */
+    return ag_lstm(in[0], ls, 2, &o);
+}
+
+/* ---- MTSA attention ---- */
+
+static int mtsa_setup(ag_tensor **in, ag_rng *r, int B, int N, int dh, double rs, double ss) {
+    in[0] = tc_uniform(r, -rs, rs, true, 3, (int[]){B, N, N});
+    in[1] = tc_uniform(r, -ss, ss, true, 3, (int[]){B, N, dh});
+    in[2] = tc_uniform(r, -1, 1, true, 3, (int[]){B, N, dh});
+    return 3;
+}
+static int mtsa_253(ag_tensor **in, ag_rng *r) { return mtsa_setup(in, r, 2, 5, 3, 2, 1); }
+static int mtsa_n1(ag_tensor **in, ag_rng *r) { return mtsa_setup(in, r, 2, 1, 3, 2, 1); }
+static int mtsa_large(ag_tensor **in, ag_rng *r) { return mtsa_setup(in, r, 2, 4, 3, 40, 30); }
+static int mtsa_heads(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 2, 4, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 2, 4, 3));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(2, 2, 4, 3));
+    return 3;
+}
+static ag_tensor *f_mtsa_past(ag_tensor **in) {
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(5, true), len_53, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_mtsa_future_id(ag_tensor **in) {
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(5, false), len_53, AG_MTSA_IDENTITY);
+}
+static ag_tensor *f_mtsa_nomask(ag_tensor **in) {
+    return ag_mtsa_attention(in[0], in[1], in[2], NULL, NULL, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_mtsa_n1_past(ag_tensor **in) { /* the only row is fully masked: output 0 */
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(1, true), NULL, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_mtsa_large(ag_tensor **in) {
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(4, true), len_42, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_mtsa_large_id(ag_tensor **in) {
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(4, false), len_42, AG_MTSA_IDENTITY);
+}
+static ag_tensor *f_mtsa_heads(ag_tensor **in) { /* head 0 past, head 1 future: mask [h,N,N] */
+    ag_tensor *m = ag_tensor_new(3, (int[]){2, 4, 4});
+    for (int q = 0; q < 4; q++)
+        for (int k = 0; k < 4; k++) {
+            m->data[q * 4 + k] = k < q;
+            m->data[16 + q * 4 + k] = k > q;
+        }
+    return ag_mtsa_attention(in[0], in[1], in[2], m, len_42, AG_MTSA_LOG_SIGMOID);
+}
+
 const op_case seq_cases[] = {
+    {"layernorm/3d", ln_3d, f_ln, 0, 0},
+    {"layernorm/1d_row", ln_row, f_ln, 0, 0},
+    {"layernorm/one_feature", ln_d1, f_ln_eps, 0, 0},
+    {"layernorm/large_offset", ln_offset, f_ln, 0, 0},
+    {"layernorm/no_affine", ln_plain, f_ln_plain, 0, 0},
+    {"layernorm/gamma_only", ln_gamma_only, f_ln_gamma, 0, 0},
+    {"maximum/constant_floor", max_floor, f_max_floor, 0, 0},
+    {"gaussian_mu/lengths_5_3", mu_setup, f_mu, 0, 0},
+    {"gaussian_mu/full", mu_setup, f_mu_full, 0, 0},
+    {"gaussian/full", gauss_253, f_gauss, 0, 0},
+    {"gaussian/lengths_5_3", gauss_253, f_gauss_len, 0, 0},
+    {"gaussian/strict_lengths_5_3", gauss_253, f_gauss_strict, 0, 0},
+    {"gaussian/lengths_0_2", gauss_253, f_gauss_len0, 0, 0},
+    {"gaussian/N1", gauss_n1, f_gauss, 0, 0},
+    {"gaussian/N1_strict", gauss_n1, f_gauss_strict_full, 0, 0},
+    {"gaussian/mu_sigma_col", gauss_col, f_gauss_col, 0, 0},
+    {"gaussian/sum_floor", gauss_floor, f_gauss, 0, 0},
+    {"gaussian/mu_then_context", gauss_mu_chain, f_gauss_mu_chain, 0, 0},
+    {"lstm/full_length", lstm_full, f_lstm, 0, 0},
+    {"lstm/lengths_5_3_state", lstm_53, f_lstm_53, 0, 0},
+    {"lstm/lengths_0_2_state", lstm_53, f_lstm_02, 0, 0},
+    {"lstm/N1_state", lstm_n1, f_lstm_n1, 0, 0},
+    {"lstm/no_bias", lstm_nobias, f_lstm_nobias, 0, 0},
+    {"lstm/2_layers_lengths_5_3", lstm_2l, f_lstm_2l, 0, 0},
+    {"mtsa/past_lengths_5_3", mtsa_253, f_mtsa_past, 0, 0},
+    {"mtsa/future_identity", mtsa_253, f_mtsa_future_id, 0, 0},
+    {"mtsa/no_mask", mtsa_253, f_mtsa_nomask, 0, 0},
+    {"mtsa/N1_fully_masked", mtsa_n1, f_mtsa_n1_past, 0, 0},
+    {"mtsa/large_logits", mtsa_large, f_mtsa_large, 0, 0},
+    {"mtsa/large_logits_identity", mtsa_large, f_mtsa_large_id, 0, 0},
+    {"mtsa/heads_past_future", mtsa_heads, f_mtsa_heads, 0, 0},
     {NULL, NULL, NULL, 0, 0},
 };

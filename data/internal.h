@@ -1,0 +1,93 @@
+/* internal.h - helpers shared by the data/ sources; not part of the API.
+ * Names keep the ag_ prefix because they are visible library symbols. */
+#ifndef AG_DATA_INTERNAL_H
+#define AG_DATA_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "data.h"
+
+/* Formats the error message (if err) and returns code, so call sites read
+ * `return ag_data_fail(err, errlen, AG_DATA_EFORMAT, "%s:%lld: ...", ...)`. */
+int ag_data_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Makes *p hold at least `need` elements of `elem` bytes, growing
+ * geometrically; 0 or AG_DATA_ENOMEM (also on size overflow). */
+int ag_data_grow(void **p, size_t *cap, size_t need, size_t elem);
+
+/* ---- interned strings: open addressing, FNV-1a, power-of-two slots ---- */
+
+typedef struct {
+    char *bytes;       /* NUL-terminated strings back to back */
+    size_t nbytes, capbytes;
+    size_t *off;       /* off[id] into bytes (offsets survive realloc) */
+    uint32_t *len;
+    uint64_t *hash;
+    int32_t n, cap;
+    int32_t *slots;    /* id or -1 */
+    size_t nslots;
+} ag_strtab;
+
+void ag_strtab_free(ag_strtab *t);
+/* Existing id, or a new one; 0 or AG_DATA_ENOMEM / AG_DATA_ELIMIT. */
+int ag_strtab_intern(ag_strtab *t, const char *s, size_t len, int32_t *id);
+int32_t ag_strtab_find(const ag_strtab *t, const char *s, size_t len);
+static inline const char *ag_strtab_str(const ag_strtab *t, int32_t id) {
+    return t->bytes + t->off[id];
+}
+
+/* ---- dataset store: what ag_dataset.store points at ---------------------- */
+
+struct ag_dataset_store {
+    ag_strtab types;     /* every distinct token string of the dataset */
+    int32_t *raw;        /* type ids of all sentences back to back */
+    int32_t *ids;        /* same layout: vocab ids after encode */
+    int32_t *heads;      /* same layout: CoNLL-U heads */
+    int64_t nraw;
+    size_t capraw, capheads;
+    int64_t *off_a, *off_b; /* per example, into raw */
+    size_t capex, capoff;
+    int64_t open_off;    /* where the example being built starts */
+    int64_t open_off_b;  /* -1 until ag_ds_begin_second */
+    int32_t eos;         /* type id of <eos>, -1 if absent */
+};
+
+/* Building a dataset (used by the loaders and by synth). Example-at-a-time:
+ * begin, add tokens, optionally begin_second and add more, then end (keeps
+ * it) or abort (drops its tokens). finish fixes the public pointers. */
+int ag_ds_init(ag_dataset *ds, ag_format fmt);
+void ag_ds_begin(ag_dataset *ds);
+int ag_ds_add(ag_dataset *ds, const char *tok, size_t len, int32_t head);
+void ag_ds_begin_second(ag_dataset *ds);
+int64_t ag_ds_open_len(const ag_dataset *ds);      /* tokens in the open sentence */
+int32_t *ag_ds_open_heads(ag_dataset *ds);          /* heads of the open sentence */
+int ag_ds_end(ag_dataset *ds, int32_t label, float score, int64_t line, int32_t clip_to);
+void ag_ds_abort(ag_dataset *ds);
+void ag_ds_finish(ag_dataset *ds);
+
+/* ---- lines of a file, any length, with a cap ------------------------------ */
+
+typedef struct {
+    FILE *f;
+    const char *path;
+    char *buf;          /* the current line, NUL-terminated, without \n or \r\n */
+    size_t len, cap, max;
+    int64_t lineno;
+    char *chunk;        /* read buffer */
+    size_t chunk_pos, chunk_len;
+    int eof;
+} ag_data_line_reader;
+
+int ag_data_lines_open(ag_data_line_reader *lr, const char *path, size_t max_line_bytes,
+                  char *err, size_t errlen);
+/* 1 = got a line, 0 = end of file, negative = error (message written). */
+int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen);
+void ag_data_lines_close(ag_data_line_reader *lr);
+
+/* First byte of line that is binary junk (NUL or ASCII control other than
+ * whitespace), or -1. Latin-1 / UTF-8 bytes >= 0x80 are fine. */
+long ag_data_find_junk(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,68 @@
+/* layers.c - parameter makers and the blocks the five models share.  They
+ * are compositions of ops (their gradients follow from the ops' own), kept
+ * here so that a model reads like its equations. */
+#include "attngrad.h"
+
+#include <math.h>
+#include <string.h>
+
+ag_tensor *ag_param_glorot(ag_params *ps, const char *name, int in, int out, ag_rng *rng) {
+    ag_tensor *w = ag_param(ps, name, 2, (int[]){in, out});
+    ag_init_glorot_uniform(w, 1.0, rng);
+    return w;
+}
+
+ag_tensor *ag_param_bias(ag_params *ps, const char *name, int n) {
+    return ag_param(ps, name, 1, (int[]){n});
+}
+
+ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
+                              ag_rng *rng) {
+    ag_tensor *e = ag_param(ps, name, 2, (int[]){V, d});
+    ag_init_uniform(e, -bound, bound, rng);
+    if (pad_id >= 0 && pad_id < V) memset(e->data + (int64_t)pad_id * d, 0, (size_t)d * sizeof(ag_real));
+    return e;
+}
+
+ag_tensor *ag_activate(ag_tensor *x, ag_act act) {
+    switch (act) {
+    case AG_ACT_RELU: return ag_relu(x);
+    case AG_ACT_ELU: return ag_elu(x);
+    case AG_ACT_TANH: return ag_tanh(x);
+    case AG_ACT_SIGMOID: return ag_sigmoid(x);
+    case AG_ACT_NONE: break;
+    }
+    return x;
+}
+
+ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act) {
+    return ag_activate(ag_linear(x, w, b), act);
+}
+
+ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N) {
+    ag_tensor *m = ag_tensor_new(3, (int[]){B, N, 1});
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < N && t < lengths[b]; t++) m->data[b * N + t] = 1;
+    return m;
+}
+
+ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
+    ag_tensor *m = ag_valid_mask(lengths, x->shape[0], x->shape[1]);
+    if (x->ndim != 3) m = ag_reshape(m, 2, (int[]){x->shape[0], x->shape[1]});
+    return ag_mul(x, m);
+}
+
+ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
+    int B = x->shape[0], N = x->shape[1];
+    ag_tensor *pad = ag_tensor_new(3, (int[]){B, N, 1});
+    for (int b = 0; b < B; b++)
+        for (int t = lengths[b]; t < N; t++) pad->data[b * N + t] = -INFINITY;
+    return ag_max_axis(ag_add(x, pad), 1, false);
+}
+
+ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
+                           ag_tensor *w2, ag_tensor *b2, ag_act act) {
+    ag_tensor *scores = ag_linear(ag_dense(x, w1, b1, act), w2, b2);  /* [B,N,d] */
+    ag_tensor *alpha = ag_softmax_axis_len(scores, 1, lengths);       /* over valid t */
+    return ag_sum_axis(ag_mul(alpha, x), 1, false);                   /* [B,d] */
+}

@@ -1,0 +1,98 @@
+/* models.h - the application layer: models declared from attngrad's ops,
+ * trained and evaluated on ag_batch'es from the data pipeline.
+ *
+ * A model is a kind (a small table of functions, one per file in models/)
+ * plus an instance: its config, its named parameters and a dropout RNG.
+ *
+ *   ag_model m;
+ *   ag_model_config cfg = ag_model_defaults(ag_model_find("mtsa"));
+ *   cfg.vocab = V; cfg.classes = K;
+ *   ag_model_init(&m, kind, &cfg);                // params created, initialised
+ *   ag_tensor *logits = ag_model_forward(&m, &batch, true);
+ *   ag_tensor *loss = ag_cross_entropy(logits, batch.labels, -1);
+ */
+#ifndef AG_MODELS_H
+#define AG_MODELS_H
+
+#include "attngrad.h"
+#include "../data/data.h"
+
+/* Variant switches (MODELS.md's FLAGs); each model reads the ones it has. */
+enum {
+    AG_FLAG_ELU_SCORE = 1 << 0,   /* MPSAN: ELU((..)/c) instead of c*tanh((..)/c) */
+    AG_FLAG_LINEAR_DIST = 1 << 1, /* MPSAN: -|k-q| instead of -ln|k-q| */
+    AG_FLAG_NO_BIGRAM = 1 << 2,   /* dual-axial: unigrams only */
+    AG_FLAG_SOFTMAX = 1 << 3,     /* dual-axial: softmax instead of softplus */
+    AG_FLAG_NO_ZETA = 1 << 4,     /* dual-axial: no attenuation factor */
+    AG_FLAG_TEXT_ONLY = 1 << 5,   /* dual-axial: text-axial branch only */
+    AG_FLAG_NO_DIST = 1 << 6,     /* MS-SAN: no distance term */
+    AG_FLAG_EXP_SCORE = 1 << 7,   /* MTSA: sigma_t = identity (exp(R)) */
+    AG_FLAG_STRICT = 1 << 8,      /* positional LM: window i <= t-1 */
+};
+
+typedef enum { AG_TASK_CLASSIFY = 0, AG_TASK_PAIR, AG_TASK_LM } ag_task;
+
+typedef struct {
+    int vocab;          /* V, including <pad> and <unk> */
+    int classes;        /* K */
+    int dim;            /* d (embedding = hidden size unless a model says otherwise) */
+    int hidden;         /* second size where a model has one (MTSA dh, LM H) */
+    int heads;
+    int layers;         /* LSTM layers */
+    int fixed_len;      /* dual-axial L */
+    int n_bigram;       /* dual-axial bigram buckets */
+    int attention;      /* LM: 0 positional, 1 standard, 2 none */
+    double keep;        /* dropout keep probability (1 = off) */
+    double l2;          /* gamma of the L2 term over weight matrices */
+    unsigned flags;     /* AG_FLAG_* */
+    ag_task task;
+    uint64_t seed;      /* initialisation and dropout */
+    const char *optim;  /* the paper's optimizer, "adadelta:lr=0.5,rho=0.95" */
+    int batch;          /* the paper's batch size */
+} ag_model_config;
+
+typedef struct ag_model ag_model;
+
+typedef struct {
+    const char *name;
+    /* Fills the paper's sizes and training settings. */
+    void (*defaults)(ag_model_config *cfg);
+    /* Shrinks cfg to MODELS.md's tiny gradient-check sizes. */
+    void (*tiny)(ag_model_config *cfg);
+    /* Creates every parameter in m->params under MODELS.md's names and
+     * initialises it from m->rng; may allocate m->impl. */
+    void (*build)(ag_model *m);
+    /* Logits [B, K] (LM: [B, N, V]).  Dropout only when training. */
+    ag_tensor *(*forward)(ag_model *m, const ag_batch *b, bool training);
+    /* What the model needs in a batch (fixed length, bigrams, heads). */
+    void (*batch_opts)(const ag_model_config *cfg, ag_batch_opts *o);
+    void (*destroy)(ag_model *m); /* frees m->impl; may be NULL */
+} ag_model_kind;
+
+struct ag_model {
+    const ag_model_kind *kind;
+    ag_model_config cfg;
+    ag_params params;
+    ag_rng rng;
+    void *impl;
+};
+
+const ag_model_kind *ag_model_find(const char *name); /* NULL if unknown */
+const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated */
+ag_model_config ag_model_defaults(const ag_model_kind *kind);
+void ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg);
+ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training);
+void ag_model_free(ag_model *m);
+
+/* The tiny gradient-check setup of MODELS.md: config of the kind at its
+ * tiny sizes, and a batch B=2, lengths {5,3}, N=5 with fixed random tokens,
+ * labels (and pairs, heads, bigrams, targets as the model needs).
+ * ag_tiny_batch_free releases the batch. */
+ag_model_config ag_model_tiny(const ag_model_kind *kind);
+void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed);
+void ag_tiny_batch_free(ag_batch *b);
+/* Loss of one batch: mean cross-entropy over examples (LM: over non-pad
+ * targets), no L2 term. */
+ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training);
+
+#endif

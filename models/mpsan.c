@@ -1,0 +1,133 @@
+/* mpsan.c - MPSAN (MODELS.md §1): four masked self-attention units with
+ * DiSAN-style scores, a position-wise fusion gate over the four outputs and
+ * the input, source2token pooling and an ELU classifier. */
+#include "models.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { UNITS = 4, SOURCES = UNITS + 1 };
+
+typedef struct {
+    ag_tensor *embed;
+    struct { ag_tensor *w, *b, *u, *v, *bias; } unit[UNITS];
+    ag_tensor *fusion_w, *fusion_b;
+    ag_tensor *pool_w1, *pool_b1, *pool_w2, *pool_b2;
+    ag_tensor *cls_w, *cls_b, *out_w, *out_b;
+} mpsan;
+
+static void mpsan_defaults(ag_model_config *c) {
+    c->dim = 300;
+    c->keep = 0.7;
+    c->l2 = 1e-7;
+    c->batch = 64;
+    c->optim = "adadelta:lr=0.5,rho=0.95,eps=1e-6";
+}
+
+/* fa2, fa3, past_sd, future_sd (the paper's bw is our PAST, fw our FUTURE) */
+static void unit_masks(unsigned flags, ag_mask_spec spec[UNITS]) {
+    ag_mask_dist dist = (flags & AG_FLAG_LINEAR_DIST) ? AG_DIST_WORD : AG_DIST_LOG;
+    spec[0] = (ag_mask_spec){.dir = AG_MASK_NONE, .faraway = 2};
+    spec[1] = (ag_mask_spec){.dir = AG_MASK_NONE, .faraway = 3};
+    spec[2] = (ag_mask_spec){.dir = AG_MASK_PAST, .dist = dist};
+    spec[3] = (ag_mask_spec){.dir = AG_MASK_FUTURE, .dist = dist};
+}
+
+static void mpsan_tiny(ag_model_config *c) { c->dim = 4; }
+
+static void mpsan_build(ag_model *m) {
+    mpsan *p = calloc(1, sizeof *p);
+    int d = m->cfg.dim, K = m->cfg.classes;
+    ag_params *ps = &m->params;
+    ag_rng *r = &m->rng;
+    char name[64];
+    p->embed = ag_param_embedding(ps, "embed.weight", m->cfg.vocab, d, 0.05, 0, r);
+    double uv_bound = sqrt(6.0 / (d + 1)); /* Glorot for a [d, 1] map */
+    for (int i = 0; i < UNITS; i++) {
+        snprintf(name, sizeof name, "unit%d.dense.weight", i);
+        p->unit[i].w = ag_param_glorot(ps, name, d, d, r);
+        snprintf(name, sizeof name, "unit%d.dense.bias", i);
+        p->unit[i].b = ag_param_bias(ps, name, d);
+        snprintf(name, sizeof name, "unit%d.u", i);
+        p->unit[i].u = ag_param(ps, name, 1, (int[]){d});
+        ag_init_uniform(p->unit[i].u, -uv_bound, uv_bound, r);
+        snprintf(name, sizeof name, "unit%d.v", i);
+        p->unit[i].v = ag_param(ps, name, 1, (int[]){d});
+        ag_init_uniform(p->unit[i].v, -uv_bound, uv_bound, r);
+        snprintf(name, sizeof name, "unit%d.b", i);
+        p->unit[i].bias = ag_param(ps, name, 1, (int[]){1});
+    }
+    p->fusion_w = ag_param_glorot(ps, "fusion.weight", d, SOURCES * d, r);
+    p->fusion_b = ag_param_bias(ps, "fusion.bias", SOURCES * d);
+    p->pool_w1 = ag_param_glorot(ps, "pool.w1", d, d, r);
+    p->pool_b1 = ag_param_bias(ps, "pool.b1", d);
+    p->pool_w2 = ag_param_glorot(ps, "pool.w2", d, d, r);
+    p->pool_b2 = ag_param_bias(ps, "pool.b2", d);
+    p->cls_w = ag_param_glorot(ps, "cls.hidden.weight", d, d, r);
+    p->cls_b = ag_param_bias(ps, "cls.hidden.bias", d);
+    p->out_w = ag_param_glorot(ps, "cls.out.weight", d, K, r);
+    p->out_b = ag_param_bias(ps, "cls.out.bias", K);
+    m->impl = p;
+}
+
+/* e[q,k] = c tanh((h_k.U + h_q.V + b) / c), then masked softmax over k and
+ * s_q = sum_k p[q,k] h_k: the values are h itself. */
+static ag_tensor *masked_unit(ag_model *m, int i, ag_tensor *w, ag_tensor *mask, bool training) {
+    mpsan *p = m->impl;
+    int B = w->shape[0], N = w->shape[1], d = w->shape[2];
+    const double c = 5.0;
+    ag_tensor *x = ag_dropout(w, m->cfg.keep, training, &m->rng);
+    ag_tensor *h = ag_dense(x, p->unit[i].w, p->unit[i].b, AG_ACT_ELU);          /* [B,N,d] */
+    ag_tensor *hu = ag_matmul(h, ag_reshape(p->unit[i].u, 2, (int[]){d, 1}));    /* [B,N,1] */
+    ag_tensor *hv = ag_matmul(h, ag_reshape(p->unit[i].v, 2, (int[]){d, 1}));    /* [B,N,1] */
+    ag_tensor *z = ag_add(ag_add(ag_reshape(hu, 3, (int[]){B, 1, N}), hv), p->unit[i].bias); /* [q,k] */
+    ag_tensor *e = (m->cfg.flags & AG_FLAG_ELU_SCORE) ? ag_elu(ag_mul_scalar(z, 1 / c))
+                                                      : ag_mul_scalar(ag_tanh(ag_mul_scalar(z, 1 / c)), c);
+    ag_tensor *prob = ag_masked_softmax(e, mask, 1.0);                           /* [B,N,N] */
+    return ag_matmul(prob, h);
+}
+
+static ag_tensor *mpsan_forward(ag_model *m, const ag_batch *b, bool training) {
+    mpsan *p = m->impl;
+    int B = b->rows, N = b->width, d = m->cfg.dim;
+    ag_tensor *w = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N});         /* [B,N,d] */
+
+    ag_mask_spec spec[UNITS];
+    unit_masks(m->cfg.flags, spec);
+    ag_tensor *masks;
+    if (ag_mask_batch(spec, UNITS, B, N, b->lengths, NULL, &masks) != AG_OK)
+        return NULL; /* cannot happen without tree distances */
+
+    ag_tensor *sources[SOURCES];
+    for (int i = 0; i < UNITS; i++) {
+        ag_tensor *mask_i = ag_reshape(ag_slice(masks, 1, i, i + 1), 3, (int[]){B, N, N});
+        sources[i] = ag_reshape(masked_unit(m, i, w, mask_i, training), 4, (int[]){B, N, 1, d});
+    }
+    sources[UNITS] = ag_reshape(w, 4, (int[]){B, N, 1, d});
+    ag_tensor *S = ag_concat(sources, SOURCES, 2);                                /* [B,N,5,d] */
+
+    /* Position-fusion gate: softmax over the five sources, per feature. */
+    ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), p->fusion_w, p->fusion_b);
+    ag_tensor *gate = ag_softmax_axis_len(ag_reshape(z, 4, (int[]){B, N, SOURCES, d}), 2, NULL);
+    ag_tensor *o = ag_zero_padding(ag_sum_axis(ag_mul(gate, S), 2, false), b->lengths); /* [B,N,d] */
+
+    ag_tensor *u = ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), b->lengths, p->pool_w1,
+                                   p->pool_b1, p->pool_w2, p->pool_b2, AG_ACT_ELU);
+    ag_tensor *hidden = ag_dense(ag_dropout(u, m->cfg.keep, training, &m->rng), p->cls_w, p->cls_b, AG_ACT_ELU);
+    return ag_linear(ag_dropout(hidden, m->cfg.keep, training, &m->rng), p->out_w, p->out_b);
+}
+
+static void mpsan_batch_opts(const ag_model_config *c, ag_batch_opts *o) { (void)c; (void)o; }
+
+static void mpsan_destroy(ag_model *m) { free(m->impl); }
+
+const ag_model_kind ag_mpsan_kind = {
+    .name = "mpsan",
+    .defaults = mpsan_defaults,
+    .tiny = mpsan_tiny,
+    .build = mpsan_build,
+    .forward = mpsan_forward,
+    .batch_opts = mpsan_batch_opts,
+    .destroy = mpsan_destroy,
+};

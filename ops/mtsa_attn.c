@@ -1,0 +1,193 @@
+/* mtsa_attn.c - MTSA's multi-dim token2token attention (MODELS.md §5 steps
+ * 2-4) without the [N,N,dh] tensor.  The score of query q, key k, feature l
+ * is sigma_t(R[q,k]) + S[k,l]: a token2token part plus a source2token part,
+ * so its softmax over k factorises,
+ *
+ *     H[q,l] = sum_k softmax_k(sigma_t(R[q,k]) + S[k,l] + log M[q,k]) v[k,l]
+ *            = (ER (v ⊙ ES))[q,l] / (ER ES)[q,l],
+ *     ER = M ⊙ exp(sigma_t(R) - rowmax),   ES = valid(k) ⊙ exp(S - colmax),
+ *
+ * and the whole op is one GEMM forward (ER times [ES | v ⊙ ES]) and two
+ * backward.  sigma_t is log-sigmoid (the paper's ER = M ⊙ sigmoid(R)) or,
+ * as a FLAG, the identity (ER = M ⊙ exp(R)).  The row and column maxima
+ * cancel between numerator and denominator, so subtracting them changes
+ * nothing but overflow and underflow; their derivative is exactly 0.
+ * Where the denominator is 0 (a fully masked or padded query row) it is set
+ * to 1, making H = 0 there with no gradient. */
+#include "../graph/internal.h"
+
+typedef struct {
+    int32_t *len;       /* [B] */
+    int slices, per_b;  /* slices = product of the leading dims; per_b of them per example */
+    ag_mtsa_score score;
+    ag_real *er; /* slice i: [L,L] at i*N*N */
+    ag_real *ep; /* slice i: [L,2dh] = [ES | v ⊙ ES] at i*N*2dh */
+    ag_real *zn; /* slice i: [L,2dh] = [Z | Num] = ER ep */
+} mtsa_saved;
+
+static inline ag_real log_sigmoid(ag_real x) { return x < 0 ? x - log1p(exp(x)) : -log1p(exp(-x)); }
+static inline ag_real score_of(ag_real r, ag_mtsa_score s) { return s == AG_MTSA_IDENTITY ? r : log_sigmoid(r); }
+
+static inline bool allowed(const ag_real *mask, int N, int q, int k) { return !mask || mask[(int64_t)q * N + k] != 0; }
+
+/* ER of one slice: [L,L], row q = exp(score - max over allowed k), 0 where masked. */
+static void slice_er(ag_real *er, const ag_real *r, const ag_real *mask, int N, int L, ag_mtsa_score score) {
+    for (int q = 0; q < L; q++) {
+        const ag_real *rq = r + (int64_t)q * N;
+        ag_real *e = er + (int64_t)q * L, mx = -INFINITY;
+        for (int k = 0; k < L; k++) {
+            e[k] = score_of(rq[k], score);
+            if (allowed(mask, N, q, k) && e[k] > mx) mx = e[k];
+        }
+        for (int k = 0; k < L; k++) e[k] = allowed(mask, N, q, k) ? exp(e[k] - mx) : 0;
+    }
+}
+
+/* [ES | v ⊙ ES] of one slice: [L,2dh], ES over the valid keys k < L. */
+static void slice_ep(ag_real *ep, const ag_real *s, const ag_real *v, int L, int dh, ag_real *colmax) {
+    for (int l = 0; l < dh; l++) colmax[l] = -INFINITY;
+    for (int k = 0; k < L; k++)
+        for (int l = 0; l < dh; l++)
+            if (s[(int64_t)k * dh + l] > colmax[l]) colmax[l] = s[(int64_t)k * dh + l];
+    for (int k = 0; k < L; k++) {
+        const ag_real *sk = s + (int64_t)k * dh, *vk = v + (int64_t)k * dh;
+        ag_real *row = ep + (int64_t)k * 2 * dh;
+        for (int l = 0; l < dh; l++) {
+            row[l] = exp(sk[l] - colmax[l]);
+            row[dh + l] = row[l] * vk[l];
+        }
+    }
+}
+
+/* With Z = ER ES, Num = ER (v ⊙ ES), H = Num / Z:
+ *   dNum = dH / Z, dZ = -dH H / Z   (dNum = dH, dZ = 0 where Z was set to 1)
+ *   [dER] = [dZ | dNum] [ES | v ⊙ ES]^T,   [dES | d(v ⊙ ES)] = ER^T [dZ | dNum]
+ *   dS = (dES + d(v ⊙ ES) ⊙ v) ⊙ ES,   dv = d(v ⊙ ES) ⊙ ES
+ *   dR = dER ⊙ ER ⊙ sigma_t'(R),   sigma_t' = sigmoid(-R) or 1. */
+static void mtsa_backward(ag_node *n) {
+    const mtsa_saved *sv = n->saved;
+    ag_tensor *r = n->in[0], *s = n->in[1], *v = n->in[2];
+    int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
+    const ag_real *G = n->out->grad, *OUT = n->out->data;
+    bool want_r = ag__wants(n, 0), want_s = ag__wants(n, 1), want_v = ag__wants(n, 2);
+    ag_real *gr = want_r ? ag__grad(r) : NULL, *gs = want_s ? ag__grad(s) : NULL, *gv = want_v ? ag__grad(v) : NULL;
+    ag_real *d = ag_arena_alloc((size_t)N * 2 * dh * sizeof *d + 1);
+    ag_real *der = want_r ? ag_arena_alloc((size_t)N * N * sizeof *der + 1) : NULL;
+    ag_real *dep = (want_s || want_v) ? ag_arena_alloc((size_t)N * 2 * dh * sizeof *dep + 1) : NULL;
+    for (int i = 0; i < sv->slices; i++) {
+        int L = sv->len[i / sv->per_b];
+        if (L == 0) continue;
+        int64_t so = (int64_t)i * N * dh, ro = (int64_t)i * N * N, eo = (int64_t)i * N * 2 * dh;
+        const ag_real *er = sv->er + ro, *ep = sv->ep + eo, *zn = sv->zn + eo;
+        for (int q = 0; q < L; q++) {
+            const ag_real *g = G + so + (int64_t)q * dh, *h = OUT + so + (int64_t)q * dh, *z = zn + (int64_t)q * 2 * dh;
+            ag_real *dq = d + (int64_t)q * 2 * dh;
+            for (int l = 0; l < dh; l++) {
+                bool set_to_one = !(z[l] > 0);
+                ag_real dnum = set_to_one ? g[l] : g[l] / z[l];
+                dq[l] = set_to_one ? 0 : -dnum * h[l];
+                dq[dh + l] = dnum;
+            }
+        }
+        if (der) {
+            ag__gemm(false, true, L, L, 2 * dh, 1, d, ep, 0, der);
+            const ag_real *rr = r->data + ro;
+            ag_real *g = gr + ro;
+            for (int q = 0; q < L; q++)
+                for (int k = 0; k < L; k++) {
+                    ag_real e = er[(int64_t)q * L + k];
+                    if (e == 0) continue; /* masked, or a weight that underflowed: no gradient */
+                    ag_real slope = sv->score == AG_MTSA_IDENTITY ? 1 : ag__sigmoid(-rr[(int64_t)q * N + k]);
+                    g[(int64_t)q * N + k] += der[(int64_t)q * L + k] * e * slope;
+                }
+        }
+        if (dep) {
+            ag__gemm(true, false, L, 2 * dh, L, 1, er, d, 0, dep);
+            for (int k = 0; k < L; k++) {
+                const ag_real *row = ep + (int64_t)k * 2 * dh, *drow = dep + (int64_t)k * 2 * dh;
+                const ag_real *vk = v->data + so + (int64_t)k * dh;
+                for (int l = 0; l < dh; l++) {
+                    ag_real es = row[l];
+                    if (gs) gs[so + (int64_t)k * dh + l] += (drow[l] + drow[dh + l] * vk[l]) * es;
+                    if (gv) gv[so + (int64_t)k * dh + l] += drow[dh + l] * es;
+                }
+            }
+        }
+    }
+}
+
+/* The mask's shape must be a suffix of R's ([N,N], [h,N,N], ...), with
+ * values 0 or 1 (an additive -inf mask passed by mistake is caught here). */
+static int check_mask(const ag_tensor *r, const ag_tensor *mask) {
+    char sr[64], sm[64];
+    ag__check_device("ag_mtsa_attention", r, mask);
+    bool ok = mask->ndim >= 2 && mask->ndim <= r->ndim;
+    for (int j = 0; ok && j < mask->ndim; j++) ok = mask->shape[j] == r->shape[r->ndim - mask->ndim + j];
+    if (!ok)
+        ag__fatal("ag_mtsa_attention", "mask %s does not fit R %s (want a suffix of R's shape, e.g. [N,N])",
+                  ag_shape_str(mask, sm, sizeof sm), ag_shape_str(r, sr, sizeof sr));
+    for (int64_t k = 0; k < mask->size; k++)
+        if (mask->data[k] != 0 && mask->data[k] != 1)
+            ag__fatal("ag_mtsa_attention", "mask %s holds %g at %lld: want 0 or 1 (a multiplicative mask)",
+                      ag_shape_str(mask, sm, sizeof sm), (double)mask->data[k], (long long)k);
+    int64_t n = mask->size / ((int64_t)r->shape[r->ndim - 1] * r->shape[r->ndim - 1]);
+    return (int)n;
+}
+
+static void check_shapes(const ag_tensor *r, const ag_tensor *s, const ag_tensor *v) {
+    char sr[64], ss[64], svv[64];
+    ag__check_device("ag_mtsa_attention", r, s);
+    ag__check_device("ag_mtsa_attention", r, v);
+    bool ok = (r->ndim == 3 || r->ndim == 4) && r->shape[r->ndim - 1] == r->shape[r->ndim - 2] &&
+              s->ndim == r->ndim && ag_same_shape(s, v);
+    for (int j = 0; ok && j < r->ndim - 1; j++) ok = s->shape[j] == r->shape[j];
+    if (!ok)
+        ag__fatal("ag_mtsa_attention", "R %s, S %s, v %s: want R [B,N,N] or [B,h,N,N] and S, v [...,N,dh]",
+                  ag_shape_str(r, sr, sizeof sr), ag_shape_str(s, ss, sizeof ss), ag_shape_str(v, svv, sizeof svv));
+}
+
+ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
+                             ag_mtsa_score score) {
+    check_shapes(r, s, v);
+    if (score != AG_MTSA_LOG_SIGMOID && score != AG_MTSA_IDENTITY)
+        ag__fatal("ag_mtsa_attention", "unknown score function %d", (int)score);
+    int B = r->shape[0], N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
+    int per_b = r->ndim == 4 ? r->shape[1] : 1;
+    mtsa_saved sv = {.slices = B * per_b, .per_b = per_b, .score = score};
+    int mask_slices = mask ? check_mask(r, mask) : 1; /* the mask repeats every mask_slices slices */
+    sv.len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *sv.len);
+    for (int b = 0; b < B; b++) {
+        sv.len[b] = len ? len[b] : N;
+        if (sv.len[b] < 0 || sv.len[b] > N)
+            ag__fatal("ag_mtsa_attention", "len[%d] = %d is outside [0, %d]", b, (int)sv.len[b], N);
+    }
+    sv.er = ag_arena_alloc((size_t)sv.slices * N * N * sizeof(ag_real) + 1);
+    sv.ep = ag_arena_alloc((size_t)sv.slices * N * 2 * dh * sizeof(ag_real) + 1);
+    sv.zn = ag_arena_alloc((size_t)sv.slices * N * 2 * dh * sizeof(ag_real) + 1);
+    ag_real *colmax = ag_arena_alloc((size_t)dh * sizeof *colmax + 1);
+
+    ag_tensor *out = ag__empty(s->ndim, s->shape);
+    for (int i = 0; i < sv.slices; i++) {
+        int L = sv.len[i / sv.per_b];
+        int64_t so = (int64_t)i * N * dh, ro = (int64_t)i * N * N, eo = (int64_t)i * N * 2 * dh;
+        ag_real *o = out->data + so;
+        memset(o + (int64_t)L * dh, 0, (size_t)(N - L) * dh * sizeof *o); /* padded queries */
+        if (L == 0) continue;
+        const ag_real *m = mask ? mask->data + (int64_t)(i % mask_slices) * N * N : NULL;
+        ag_real *er = sv.er + ro, *ep = sv.ep + eo, *zn = sv.zn + eo;
+        slice_er(er, r->data + ro, m, N, L, score);
+        slice_ep(ep, s->data + so, v->data + so, L, dh, colmax);
+        ag__gemm(false, false, L, 2 * dh, L, 1, er, ep, 0, zn);
+        for (int q = 0; q < L; q++) {
+            const ag_real *z = zn + (int64_t)q * 2 * dh;
+            for (int l = 0; l < dh; l++) o[(int64_t)q * dh + l] = z[l] > 0 ? z[dh + l] / z[l] : z[dh + l];
+        }
+    }
+    ag_node *n = ag__record("ag_mtsa_attention", mtsa_backward, out, 3, (ag_tensor *[]){r, s, v});
+    if (n) {
+        mtsa_saved *p = ag_arena_alloc(sizeof *p);
+        *p = sv;
+        n->saved = p;
+    }
+    return out;
+}

@@ -1,0 +1,136 @@
+/* test_models.c - every registered model at MODELS.md's tiny sizes, in f64:
+ * a gradient check of every parameter, padding invariance (extra pad
+ * columns change nothing) and finiteness.  Optional argument: a model name. */
+#include "check.h"
+#include "../models/models.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ag_model *m;
+    ag_batch *b;
+} loss_ctx;
+
+static ag_tensor *tiny_loss(void *p) {
+    loss_ctx *c = p;
+    return ag_model_loss(c->m, c->b, false);
+}
+
+static void gradcheck_model(const ag_model_kind *kind, unsigned flags, const char *label) {
+    ag_model_config cfg = ag_model_tiny(kind);
+    cfg.flags |= flags;
+    ag_model m;
+    ag_model_init(&m, kind, &cfg);
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 3);
+    loss_ctx ctx = {&m, &b};
+    double worst = 0;
+    for (int i = 0; i < m.params.count; i++) {
+        ag_tensor *p = m.params.items[i];
+        ag_gradcheck_opts o = ag_gradcheck_defaults();
+        o.max_checks = 64;
+        ag_gradcheck_result r = ag_gradcheck(tiny_loss, &ctx, &p, 1, &o);
+        if (r.max_rel_err > worst) worst = r.max_rel_err;
+        if (getenv("VERBOSE")) printf("    %-24s rel %.2e abs %.2e (a %.3e n %.3e)\n", p->name, r.max_rel_err, r.max_abs_err, r.analytic, r.numeric);
+        CHECK(r.ok, "%s %s: element %lld analytic %.12g numeric %.12g", label, p->name,
+              (long long)r.worst_index, r.analytic, r.numeric);
+        ag_step_end();
+    }
+    printf("  %-28s %3d params  worst rel err %.2e\n", label, m.params.count, worst);
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+}
+
+/* The same examples padded to a wider batch give the same loss. */
+static void padding_invariance(const ag_model_kind *kind) {
+    ag_model_config cfg = ag_model_tiny(kind);
+    ag_model m;
+    ag_model_init(&m, kind, &cfg);
+    if (m.kind->batch_opts) {
+        ag_batch_opts o = {0};
+        m.kind->batch_opts(&m.cfg, &o);
+        if (o.fixed_len) { /* a fixed-length model has no wider batch to compare with */
+            ag_model_free(&m);
+            return;
+        }
+    }
+    ag_batch b, wide;
+    ag_tiny_batch(&m, &b, 5);
+    ag_tiny_batch(&m, &wide, 5);
+    /* widen by 3 pad columns, copying every row */
+    enum { W = 8 };
+    int N = b.width;
+    int32_t *arrays[][2] = {{b.tokens, NULL}, {b.tokens_b, NULL}, {b.targets, NULL}, {b.heads, NULL},
+                            {b.heads_b, NULL}, {b.bigrams, NULL}, {b.bigrams_b, NULL}};
+    int32_t **wide_arrays[] = {&wide.tokens, &wide.tokens_b, &wide.targets, &wide.heads,
+                               &wide.heads_b, &wide.bigrams, &wide.bigrams_b};
+    for (size_t a = 0; a < sizeof arrays / sizeof *arrays; a++) {
+        int32_t *w = calloc((size_t)b.rows * W, sizeof *w);
+        bool heads = a == 3 || a == 4;
+        for (int r = 0; r < b.rows; r++)
+            for (int t = 0; t < W; t++) w[r * W + t] = t < N ? arrays[a][0][r * N + t] : heads ? AG_HEAD_PAD : 0;
+        free(*wide_arrays[a]);
+        *wide_arrays[a] = w;
+    }
+    wide.width = wide.width_b = wide.max_width = W;
+    double l1 = ag_item(ag_model_loss(&m, &b, false));
+    ag_step_end();
+    double l2 = ag_item(ag_model_loss(&m, &wide, false));
+    ag_step_end();
+    CHECK(isfinite(l1), "%s: loss %g", kind->name, l1);
+    CHECK_NEAR(l2, l1, 1e-12, 1e-10);
+    ag_tiny_batch_free(&b);
+    ag_tiny_batch_free(&wide);
+    ag_model_free(&m);
+}
+
+/* Parameter names are unique and every one of them gets a gradient path. */
+static void names(const ag_model_kind *kind) {
+    ag_model_config cfg = ag_model_tiny(kind);
+    ag_model m;
+    ag_model_init(&m, kind, &cfg);
+    CHECK(m.params.count > 0);
+    for (int i = 0; i < m.params.count; i++)
+        for (int j = i + 1; j < m.params.count; j++)
+            CHECK(strcmp(m.params.items[i]->name, m.params.items[j]->name) != 0);
+    ag_model_free(&m);
+}
+
+typedef struct {
+    const char *model;
+    unsigned flags;
+    const char *label;
+} variant;
+
+static const variant variants[] = {
+    {"mpsan", 0, "mpsan"},
+    {"mpsan", AG_FLAG_ELU_SCORE, "mpsan/elu_score"},
+    {"mpsan", AG_FLAG_LINEAR_DIST, "mpsan/linear_dist"},
+    {"dual_axial", 0, "dual_axial"},
+    {"dual_axial", AG_FLAG_NO_BIGRAM, "dual_axial/no_bigram"},
+    {"dual_axial", AG_FLAG_SOFTMAX, "dual_axial/softmax"},
+    {"dual_axial", AG_FLAG_NO_ZETA, "dual_axial/no_zeta"},
+    {"dual_axial", AG_FLAG_TEXT_ONLY, "dual_axial/text_only"},
+    {"ms_san", 0, "ms_san"},
+    {"ms_san", AG_FLAG_NO_DIST, "ms_san/no_dist"},
+    {"mtsa", 0, "mtsa"},
+    {"mtsa", AG_FLAG_EXP_SCORE, "mtsa/exp_score"},
+    {"poslm", 0, "poslm"},
+    {"poslm", AG_FLAG_STRICT, "poslm/strict"},
+};
+
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : NULL;
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+        const ag_model_kind *kind = ag_model_find(variants[i].model);
+        if (!kind || (only && strcmp(only, variants[i].model))) continue;
+        gradcheck_model(kind, variants[i].flags, variants[i].label);
+        if (variants[i].flags == 0) {
+            padding_invariance(kind);
+            names(kind);
+        }
+    }
+    ag_shutdown();
+    return check_summary("test_models");
+}
