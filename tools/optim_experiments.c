@@ -121,22 +121,10 @@ static ag_tensor *mlp_logits(mlp *m, const int *rows, int first, int n) {
     return ag_linear(m->o.relu ? ag_relu(pre) : ag_tanh(pre), m->w2, m->b2);
 }
 
-/* Mean softmax cross-entropy from core ops: log-sum-exp with the row max
- * taken out, minus the logit of the label (picked with a one-hot mask).
- * The fused ag_cross_entropy computes the same thing once it is merged. */
-static ag_tensor *softmax_xent(ag_tensor *logits, const int32_t *labels) {
-    int B = logits->shape[0], C = logits->shape[1];
-    ag_tensor *onehot = ag_tensor_new(2, (int[]){B, C});
-    for (int i = 0; i < B; i++) onehot->data[(size_t)i * C + labels[i]] = 1;
-    ag_tensor *mx = ag_max_axis(logits, 1, true);
-    ag_tensor *lse = ag_add(mx, ag_log(ag_sum_axis(ag_exp(ag_sub(logits, mx)), 1, true)));
-    return ag_mean(ag_sub(lse, ag_sum_axis(ag_mul(logits, onehot), 1, true)));
-}
-
 static ag_tensor *mlp_loss(void *self, const int *rows, int n) {
     mlp *m = self;
     for (int i = 0; i < n; i++) m->labels[i] = m->y[rows[i]];
-    return softmax_xent(mlp_logits(m, rows, 0, n), m->labels);
+    return ag_cross_entropy(mlp_logits(m, rows, 0, n), m->labels, -1);
 }
 
 /* Held-out loss and accuracy, in chunks so memory stays small. */
@@ -150,7 +138,7 @@ static void mlp_evaluate(void *self, double *loss, double *accuracy) {
         int n = m->o.n_train + m->o.n_val - first < chunk ? m->o.n_train + m->o.n_val - first : chunk;
         ag_mark_t mark = ag_mark();
         ag_tensor *logits = mlp_logits(m, NULL, first, n);
-        sum += n * (double)ag_item(softmax_xent(logits, m->y + first));
+        sum += n * (double)ag_item(ag_cross_entropy(logits, m->y + first, -1));
         for (int i = 0; i < n; i++) {
             const ag_real *row = logits->data + (size_t)i * m->o.classes;
             int best = 0;
