@@ -613,9 +613,11 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
                              const ag_scheduler *sched, const ag_train_state *st);
 /* Loads what save wrote into existing parameters (and opt/sched/st when not
  * NULL; the file must then hold them, for the same optimizer and schedule
- * kinds).  F32 and F64 are both accepted.  Every parameter must be present
- * with its shape; other tensors in the file are ignored.  Everything is
- * checked before anything is copied: on failure nothing has changed. */
+ * kinds; of the optimizer's config only the current lr and the step are
+ * restored, the rest stays the caller's).  F32 and F64 are both accepted.
+ * Every parameter must be present with its shape; other tensors in the file
+ * are ignored.  Everything is checked before anything is copied: on failure
+ * nothing has changed. */
 ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
                              ag_train_state *st);
 
