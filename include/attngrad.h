@@ -65,6 +65,9 @@ typedef enum {
 
 /* Message of the last failed call on this thread ("" if none). */
 const char *ag_errmsg(void);
+/* Sets that message (printf-style) and returns status: for code built on
+ * attngrad that reports input errors the same way. */
+ag_status ag_fail(ag_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* What happens on a programmer error.  The default prints the message and
  * aborts; tests install a handler that longjmps out to assert the message. */
@@ -610,9 +613,11 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
                              const ag_scheduler *sched, const ag_train_state *st);
 /* Loads what save wrote into existing parameters (and opt/sched/st when not
  * NULL; the file must then hold them, for the same optimizer and schedule
- * kinds).  F32 and F64 are both accepted.  Every parameter must be present
- * with its shape; other tensors in the file are ignored.  Everything is
- * checked before anything is copied: on failure nothing has changed. */
+ * kinds; of the optimizer's config only the current lr and the step are
+ * restored, the rest stays the caller's).  F32 and F64 are both accepted.
+ * Every parameter must be present with its shape; other tensors in the file
+ * are ignored.  Everything is checked before anything is copied: on failure
+ * nothing has changed. */
 ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
                              ag_train_state *st);
 

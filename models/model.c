@@ -1,13 +1,22 @@
 /* model.c - the registry of model kinds and the calls every model shares. */
 #include "models.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern const ag_model_kind ag_mpsan_kind;
+extern const ag_model_kind ag_dual_axial_kind;
+extern const ag_model_kind ag_ms_san_kind;
+extern const ag_model_kind ag_mtsa_kind;
+extern const ag_model_kind ag_poslm_kind;
 
 static const ag_model_kind *const kinds[] = {
     &ag_mpsan_kind,
+    &ag_dual_axial_kind,
+    &ag_ms_san_kind,
+    &ag_mtsa_kind,
+    &ag_poslm_kind,
     NULL,
 };
 
@@ -34,7 +43,15 @@ void ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config
     kind->build(m);
 }
 
+void ag_model_capture(ag_model *m, const char *name, ag_tensor *w) {
+    if (!m->capture_maps || m->n_maps == AG_MAX_MAPS) return;
+    ag_attn_map *map = &m->maps[m->n_maps++];
+    snprintf(map->name, sizeof map->name, "%s", name);
+    map->w = w;
+}
+
 ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training) {
+    m->n_maps = 0;
     return m->kind->forward(m, b, training);
 }
 
@@ -104,6 +121,7 @@ void ag_tiny_batch_free(ag_batch *b) {
 
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *logits = ag_model_forward(m, b, training);
+    if (!logits) return NULL; /* bad input (e.g. a parse); ag_errmsg() says why */
     if (m->cfg.task == AG_TASK_LM) return ag_cross_entropy(logits, b->targets, 0);
     return ag_cross_entropy(logits, b->labels, -1);
 }

@@ -38,18 +38,27 @@ typedef struct {
     int dim;            /* d (embedding = hidden size unless a model says otherwise) */
     int hidden;         /* second size where a model has one (MTSA dh, LM H) */
     int heads;
-    int layers;         /* LSTM layers */
+    int layers;         /* LSTM layers (LM: 0 = the paper's count for `attention`) */
     int fixed_len;      /* dual-axial L */
     int n_bigram;       /* dual-axial bigram buckets */
-    int attention;      /* LM: 0 positional, 1 standard, 2 none */
+    int attention;      /* LM: AG_LM_POSITIONAL, AG_LM_STANDARD or AG_LM_NONE */
+    int pos_hidden;     /* LM: units P of the position generator LSTM */
+    double pos_mu_bias; /* LM: added to pos.b_mu at init (the tiny check lifts mu_t off its floor) */
     double keep;        /* dropout keep probability (1 = off) */
+    double keep_layers; /* LM: dropout keep between LSTM layers (1 = off) */
     double l2;          /* gamma of the L2 term over weight matrices */
+    double bias_init;   /* MTSA: biases from U(-b, b), not 0 (tiny: ReLU inputs off their kinks) */
     unsigned flags;     /* AG_FLAG_* */
     ag_task task;
     uint64_t seed;      /* initialisation and dropout */
     const char *optim;  /* the paper's optimizer, "adadelta:lr=0.5,rho=0.95" */
     int batch;          /* the paper's batch size */
+    double clip;        /* the paper's global gradient-norm clip (0 = none) */
+    const char *sched;  /* the paper's schedule, "plateau:mode=min,factor=0.5,patience=5" (NULL = constant) */
 } ag_model_config;
+
+/* The positional LM's context (cfg.attention). */
+enum { AG_LM_POSITIONAL = 0, AG_LM_STANDARD = 1, AG_LM_NONE = 2 };
 
 typedef struct ag_model ag_model;
 
@@ -62,12 +71,22 @@ typedef struct {
     /* Creates every parameter in m->params under MODELS.md's names and
      * initialises it from m->rng; may allocate m->impl. */
     void (*build)(ag_model *m);
-    /* Logits [B, K] (LM: [B, N, V]).  Dropout only when training. */
+    /* Logits [B, K] (LM: [B, N, V]).  Dropout only when training.  NULL
+     * when the batch holds bad input (e.g. a parse), ag_errmsg() says why. */
     ag_tensor *(*forward)(ag_model *m, const ag_batch *b, bool training);
     /* What the model needs in a batch (fixed length, bigrams, heads). */
     void (*batch_opts)(const ag_model_config *cfg, ag_batch_opts *o);
     void (*destroy)(ag_model *m); /* frees m->impl; may be NULL */
 } ag_model_kind;
+
+enum { AG_MAX_MAPS = 8 };
+
+/* An attention distribution of the last forward, [B, Nq, Nk] or [B, h, Nq, Nk]
+ * (rows: queries or targets, columns: attended positions), in step memory. */
+typedef struct {
+    char name[40];
+    ag_tensor *w;
+} ag_attn_map;
 
 struct ag_model {
     const ag_model_kind *kind;
@@ -75,7 +94,22 @@ struct ag_model {
     ag_params params;
     ag_rng rng;
     void *impl;
+    /* Heatmaps: with capture_maps set, forward records its attention
+     * distributions here (ag_model_capture); valid until ag_step_end. */
+    bool capture_maps;
+    int n_maps;
+    ag_attn_map maps[AG_MAX_MAPS];
 };
+
+/* Called by a model's forward for each attention distribution it computes;
+ * a no-op unless m->capture_maps. */
+void ag_model_capture(ag_model *m, const char *name, ag_tensor *w);
+
+/* Writes a heatmap of w [rows, cols] (row-major, row stride cols) as an SVG
+ * file a browser opens: one cell per entry, darker = larger, with the
+ * labels (may be NULL) along the axes.  AG_ERR_IO naming the path. */
+ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, int rows, int cols,
+                         const char *const *row_labels, const char *const *col_labels);
 
 const ag_model_kind *ag_model_find(const char *name); /* NULL if unknown */
 const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated */
@@ -92,7 +126,13 @@ ag_model_config ag_model_tiny(const ag_model_kind *kind);
 void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed);
 void ag_tiny_batch_free(ag_batch *b);
 /* Loss of one batch: mean cross-entropy over examples (LM: over non-pad
- * targets), no L2 term. */
+ * targets), no L2 term; NULL where forward is. */
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training);
+
+/* The positional LM's attention in its last forward, for heatmaps and
+ * tests (step-arena tensors: valid until ag_step_end).  *mu [B,N] is the
+ * Gaussian mean (NULL unless AG_LM_POSITIONAL); *weights [B,N(t),N(i)] the
+ * weight of h_i in c_t (NULL for AG_LM_NONE).  Either pointer may be NULL. */
+void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights);
 
 #endif

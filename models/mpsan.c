@@ -85,6 +85,8 @@ static ag_tensor *masked_unit(ag_model *m, int i, ag_tensor *w, ag_tensor *mask,
     ag_tensor *e = (m->cfg.flags & AG_FLAG_ELU_SCORE) ? ag_elu(ag_mul_scalar(z, 1 / c))
                                                       : ag_mul_scalar(ag_tanh(ag_mul_scalar(z, 1 / c)), c);
     ag_tensor *prob = ag_masked_softmax(e, mask, 1.0);                           /* [B,N,N] */
+    static const char *const names[UNITS] = {"fa2", "fa3", "past_sd", "future_sd"};
+    ag_model_capture(m, names[i], prob);
     return ag_matmul(prob, h);
 }
 

@@ -12,6 +12,15 @@
  * its gradient ([B,h,Nq,Nk] twice) and two passes over them. */
 #include "softmax_rows.h"
 
+/* C = alpha op(A) op(B), overwriting C.  OpenBLAS implements beta = 0 as a
+ * separate zeroing pass that profiled at 9% of attention's time on these
+ * small products; memset + beta = 1 (which it skips) costs half of that. */
+static void gemm_overwrite(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+                           ag_real *C) {
+    memset(C, 0, (size_t)M * N * sizeof *C);
+    ag__gemm(ta, tb, M, N, K, alpha, A, B, 1, C);
+}
+
 /* The geometry of one attention call, saved for backward. */
 typedef struct {
     int slices;             /* product of the leading dims */
@@ -34,10 +43,8 @@ static void attention_backward(ag_node *n) {
         const ag_real *Vs = v->data + (int64_t)s * p->nk * p->dv;
         if (want_v) ag__gemm(true, false, p->nk, p->dv, p->nq, 1, P, Gs, 1, GV + (int64_t)s * p->nk * p->dv);
         if (!dS) continue;
-        ag__gemm(false, true, p->nq, p->nk, p->dv, 1, Gs, Vs, 0, dS);
-        for (int r = 0; r < p->nq; r++) /* fully masked rows have P = 0, so dS = 0 */
-            ag__softmax_row_grad(P + (int64_t)r * p->nk, dS + (int64_t)r * p->nk, p->scale, dS + (int64_t)r * p->nk,
-                                 p->nk, false);
+        gemm_overwrite(false, true, p->nq, p->nk, p->dv, 1, Gs, Vs, dS);
+        ag__softmax_rows_grad(P, dS, p->scale, dS, p->nq, p->nk, false); /* masked: P = 0, so dS = 0 */
         if (want_q) ag__gemm(false, false, p->nq, p->d, p->nk, 1, dS, Ks, 1, GQ + (int64_t)s * p->nq * p->d);
         if (want_k) ag__gemm(true, false, p->nk, p->d, p->nq, 1, dS, Qs, 1, GK + (int64_t)s * p->nk * p->d);
     }
@@ -52,7 +59,8 @@ static void attention_shapes(const char *op, const ag_tensor *q, const ag_tensor
     for (int i = 0; ok && i < q->ndim - 2; i++) ok = q->shape[i] == k->shape[i] && q->shape[i] == v->shape[i];
     ok = ok && q->shape[q->ndim - 1] == k->shape[k->ndim - 1] && k->shape[k->ndim - 2] == v->shape[v->ndim - 2];
     if (!ok)
-        ag__fatal(op, "Q %s, K %s, V %s do not fit (want Q[..., Nq, d], K[..., Nk, d], V[..., Nk, dv], same leading dims)",
+        ag__fatal(op,
+                  "Q %s, K %s, V %s do not fit (want Q[..., Nq, d], K[..., Nk, d], V[..., Nk, dv], same leading dims)",
                   ag_shape_str(q, sq, sizeof sq), ag_shape_str(k, sk, sizeof sk), ag_shape_str(v, sv, sizeof sv));
 }
 
@@ -81,12 +89,10 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
         for (int i1 = 0; i1 < mp.rows3[1]; i1++, s++) {
             ag_real *P = p.probs + s * pq;
             const ag_real *Qs = q->data + (int64_t)s * p.nq * p.d, *Ks = k->data + (int64_t)s * p.nk * p.d;
-            ag__gemm(false, true, p.nq, p.nk, p.d, p.scale, Qs, Ks, 0, P);
-            for (int r = 0; r < p.nq; r++) /* the scale is already in the GEMM */
-                ag__softmax_row(P + (int64_t)r * p.nk, ag__mask_row(&mp, mask, i0, i1, r), 1, P + (int64_t)r * p.nk,
-                                p.nk);
-            ag__gemm(false, false, p.nq, p.dv, p.nk, 1, P, v->data + (int64_t)s * p.nk * p.dv, 0,
-                     out->data + (int64_t)s * p.nq * p.dv);
+            gemm_overwrite(false, true, p.nq, p.nk, p.d, p.scale, Qs, Ks, P);
+            ag__softmax_slice(&mp, mask, i0, i1, P, 1, P); /* the scale is already in the GEMM */
+            gemm_overwrite(false, false, p.nq, p.dv, p.nk, 1, P, v->data + (int64_t)s * p.nk * p.dv,
+                           out->data + (int64_t)s * p.nq * p.dv);
         }
 
     ag_node *n = ag__record(op, attention_backward, out, 3, (ag_tensor *[]){q, k, v});

@@ -9,7 +9,7 @@
  * GEMM per example; the weights themselves cost N^2 exps, a small fraction.
  * Positions t >= len[b] are padding: they lie in no window, and their
  * outputs are 0. */
-#include "../graph/internal.h"
+#include "vecmath.h"
 
 #define GAUSS_SUM_FLOOR ((ag_real)1e-12) /* gamma / max(sum, floor): never 0/0 */
 
@@ -117,7 +117,7 @@ static void gauss_weights(ag_real *w, ag_real *sum, const ag_real *mu, const ag_
         int end = window_end(t, strict);
         for (int i = 0; i < end; i++) {
             ag_real z = (ag_real)i * inv_len - m;
-            row[i] = exp(-z * z * inv_d);
+            row[i] = ag__vexp(-z * z * inv_d);
             s += row[i];
         }
         sum[t] = s;

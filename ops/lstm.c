@@ -18,7 +18,7 @@
  * Each layer records its own tape node (inputs: x, w_ih, w_hh, b_ih, b_hh,
  * h0, c0), so dropout between layers is just a per-element scale that the
  * next layer applies to its input. */
-#include "../graph/internal.h"
+#include "vecmath.h"
 
 typedef struct {
     int32_t *len; /* [B] */
@@ -31,58 +31,65 @@ typedef struct {
     ag_real *tc;    /* [T,B,H] tanh(c_t) */
 } lstm_saved;
 
-static inline ag_real sigm(ag_real x) { return ag__sigmoid(x); }
+/* Gate nonlinearities and state update of one row (vectorisable: the
+ * activations are branch-free, see vecmath.h). */
+static void cell_row_forward(ag_real *restrict a, const ag_real *restrict c_prev, ag_real *restrict c,
+                             ag_real *restrict h, ag_real *restrict tc, int H) {
+    ag_real *ai = a, *af = a + H, *ag = a + 2 * H, *ao = a + 3 * H;
+    for (int j = 0; j < H; j++) {
+        ag_real i = ag__vsigmoid(ai[j]), f = ag__vsigmoid(af[j]), g = ag__vtanh(ag[j]), o = ag__vsigmoid(ao[j]);
+        ai[j] = i, af[j] = f, ag[j] = g, ao[j] = o;
+        ag_real cj = f * c_prev[j] + i * g, t = ag__vtanh(cj);
+        c[j] = cj;
+        tc[j] = t;
+        h[j] = o * t;
+    }
+}
 
-/* One timestep's gate nonlinearities and state update for the rows of the
- * batch still inside their sequence; frozen rows carry their state. */
+/* One timestep for the whole batch: rows still inside their sequence step,
+ * frozen rows carry their state. */
 static void lstm_cell_forward(ag_real *gates, const ag_real *c_prev, const ag_real *h_prev, ag_real *c, ag_real *h,
                               ag_real *tc, const int32_t *len, int t, int B, int H) {
     for (int b = 0; b < B; b++) {
         ag_real *a = gates + (int64_t)b * 4 * H;
-        const ag_real *cp = c_prev + (int64_t)b * H;
-        ag_real *cb = c + (int64_t)b * H, *hb = h + (int64_t)b * H, *tb = tc + (int64_t)b * H;
-        if (t >= len[b]) {
-            memcpy(cb, cp, (size_t)H * sizeof *cb);
-            memcpy(hb, h_prev + (int64_t)b * H, (size_t)H * sizeof *hb);
-            memset(a, 0, (size_t)4 * H * sizeof *a);
-            memset(tb, 0, (size_t)H * sizeof *tb);
+        int64_t o = (int64_t)b * H;
+        if (t < len[b]) {
+            cell_row_forward(a, c_prev + o, c + o, h + o, tc + o, H);
             continue;
         }
-        ag_real *ai = a, *af = a + H, *ag = a + 2 * H, *ao = a + 3 * H;
-        for (int j = 0; j < H; j++) {
-            ag_real i = sigm(ai[j]), f = sigm(af[j]), g = tanh(ag[j]), o = sigm(ao[j]);
-            ai[j] = i, af[j] = f, ag[j] = g, ao[j] = o;
-            cb[j] = f * cp[j] + i * g;
-            tb[j] = tanh(cb[j]);
-            hb[j] = o * tb[j];
-        }
+        memcpy(c + o, c_prev + o, (size_t)H * sizeof *c);
+        memcpy(h + o, h_prev + o, (size_t)H * sizeof *h);
+        memset(a, 0, (size_t)4 * H * sizeof *a);
+        memset(tc + o, 0, (size_t)H * sizeof *tc);
     }
 }
 
-/* The same step backwards: from dh (incoming from above and from t+1) and dc
- * (from t+1) to the gate pre-activation gradients dG, and dc for t-1 in place. */
+/* One row of the step backwards: from dh (from above and from t+1) and dc
+ * (from t+1) to the gate pre-activation gradients d, and dc for t-1 in place. */
+static void cell_row_backward(ag_real *restrict d, const ag_real *restrict a, const ag_real *restrict c_prev,
+                              const ag_real *restrict tc, const ag_real *restrict dh, const ag_real *restrict dy,
+                              ag_real *restrict dc, int H) {
+    for (int j = 0; j < H; j++) {
+        ag_real i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
+        ag_real dht = dh[j] + dy[j];
+        ag_real dct = dc[j] + dht * o * (1 - tc[j] * tc[j]);
+        d[j] = dct * g * i * (1 - i);
+        d[H + j] = dct * c_prev[j] * f * (1 - f);
+        d[2 * H + j] = dct * i * (1 - g * g);
+        d[3 * H + j] = dht * tc[j] * o * (1 - o);
+        dc[j] = dct * f;
+    }
+}
+
+/* The step backwards for the whole batch.  A frozen row ran no gate: its dG
+ * is 0 (and its dh, dc are 0 too, see lstm_layer_backward). */
 static void lstm_cell_backward(ag_real *dG, const ag_real *gates, const ag_real *c_prev, const ag_real *tc,
                                const ag_real *dh, ag_real *dc, const ag_real *dy, int64_t dy_stride,
                                const int32_t *len, int t, int B, int H) {
     for (int b = 0; b < B; b++) {
-        ag_real *d = dG + (int64_t)b * 4 * H;
-        if (t >= len[b]) { /* frozen: no gate ran (dh, dc of such rows are 0, see the caller) */
-            memset(d, 0, (size_t)4 * H * sizeof *d);
-            continue;
-        }
-        const ag_real *a = gates + (int64_t)b * 4 * H, *cp = c_prev + (int64_t)b * H, *tb = tc + (int64_t)b * H;
-        const ag_real *dhb = dh + (int64_t)b * H, *dyb = dy + b * dy_stride;
-        ag_real *dcb = dc + (int64_t)b * H;
-        for (int j = 0; j < H; j++) {
-            ag_real i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
-            ag_real dht = dhb[j] + dyb[j];
-            ag_real dct = dcb[j] + dht * o * (1 - tb[j] * tb[j]);
-            d[j] = dct * g * i * (1 - i);
-            d[H + j] = dct * cp[j] * f * (1 - f);
-            d[2 * H + j] = dct * i * (1 - g * g);
-            d[3 * H + j] = dht * tb[j] * o * (1 - o);
-            dcb[j] = dct * f;
-        }
+        int64_t o = (int64_t)b * H, o4 = 4 * o;
+        if (t < len[b]) cell_row_backward(dG + o4, gates + o4, c_prev + o, tc + o, dh + o, dy + b * dy_stride, dc + o, H);
+        else memset(dG + o4, 0, (size_t)4 * H * sizeof *dG);
     }
 }
 
@@ -100,13 +107,14 @@ static void lstm_layer_backward(ag_node *n) {
     /* Time loop.  dh of a frozen row stays 0: outputs past len are the
      * constant 0 and no final state leaves the op, so no gradient reaches
      * a frozen state, and writing the GEMM's 0 there is exact. */
+    bool want_h0 = h0 && ag__wants(n, 5);
     for (int t = T - 1; t >= 0; t--) {
         int64_t o = (int64_t)t * B;
         lstm_cell_backward(dG + o * 4 * H, s->gates + o * 4 * H, s->c + o * H, s->tc + o * H, dh, dc,
                            dY + (int64_t)t * H, (int64_t)N * H, s->len, t, B, H);
-        ag__gemm(false, true, B, H, 4 * H, 1, dG + o * 4 * H, w_hh->data, 0, dh);
+        if (t > 0 || want_h0) ag__gemm(false, true, B, H, 4 * H, 1, dG + o * 4 * H, w_hh->data, 0, dh);
     }
-    if (h0 && ag__wants(n, 5)) {
+    if (want_h0) {
         ag_real *g = ag__grad(h0) + (int64_t)s->layer * B * H;
         for (int64_t k = 0; k < (int64_t)B * H; k++) g[k] += dh[k];
     }

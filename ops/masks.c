@@ -5,8 +5,10 @@
  * (column); 0 where attention is allowed, -inf where not, a finite penalty
  * for distances.  Masks that depend only on (spec, N) are built on first use
  * and kept in a small persistent cache, so a training loop never rebuilds or
- * allocates them; ag_shutdown frees the cache.  Masks of one batch (tree
- * distances, padding) are built into the step arena.
+ * allocates them; ag_shutdown frees the cache.  It holds one entry per
+ * distinct (spec, N) ever asked for: a loop over length buckets keeps one
+ * mask per bucket.  Masks of one batch (tree distances, padding) are built
+ * into the step arena.
  *
  * The log distance -ln|q-k| is -ln(max(|q-k|, 1)): 0 on the diagonal, like
  * at distance 1, rather than +inf.  (MODELS.md only uses it with strict
@@ -262,7 +264,8 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
     ag_mask_spec *positional = ag_arena_alloc((size_t)h * sizeof *positional);
     for (int i = 0; i < h; i++) {
         positional[i] = specs[i];
-        if (specs[i].dist == AG_DIST_TREE) positional[i] = (ag_mask_spec){.dir = specs[i].dir, .faraway = specs[i].faraway};
+        if (specs[i].dist == AG_DIST_TREE)
+            positional[i] = (ag_mask_spec){.dir = specs[i].dir, .faraway = specs[i].faraway};
     }
     const ag_real *pos = cached_mask(op, positional, h, 3, N)->data;
 

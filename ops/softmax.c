@@ -40,52 +40,79 @@ ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_sha
     return p;
 }
 
+/* ---- the row loops, compiled for baseline x86-64 and AVX2 ---- */
+
+AG_SIMD_CLONES
+void ag__softmax_slice(const ag__mask_plan *p, const ag_tensor *mask, int i0, int i1, const ag_real *x,
+                       ag_real scale, ag_real *y) {
+    const ag_real *m = mask ? mask->data + i0 * p->stride3[0] + i1 * p->stride3[1] : NULL;
+    for (int r = 0; r < p->rows3[2]; r++)
+        ag__softmax_row(x + (int64_t)r * p->cols, m ? m + r * p->stride3[2] : NULL, scale, y + (int64_t)r * p->cols,
+                        p->cols);
+}
+
+AG_SIMD_CLONES
+void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows, int n,
+                           bool accumulate) {
+    for (int64_t r = 0; r < rows; r++)
+        ag__softmax_row_grad(y + r * n, g + r * n, scale, gx + r * n, n, accumulate);
+}
+
 /* ---- masked softmax: y = softmax(scale * x + mask) along the last axis ---- */
 
 static void masked_softmax_backward(ag_node *n) {
-    ag_real scale = (ag_real)n->farg[0];
     int cols = n->out->shape[n->out->ndim - 1];
     int64_t rows = cols ? n->out->size / cols : 0;
-    const ag_real *Y = n->out->data, *G = n->out->grad;
-    ag_real *GX = ag__grad(n->in[0]);
-    for (int64_t r = 0; r < rows; r++) /* masked entries have y = 0: no gradient */
-        ag__softmax_row_grad(Y + r * cols, G + r * cols, scale, GX + r * cols, cols, true);
+    /* Masked entries have y = 0, so they get no gradient. */
+    ag__softmax_rows_grad(n->out->data, n->out->grad, (ag_real)n->farg[0], ag__grad(n->in[0]), rows, cols, true);
 }
 
-ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale) {
-    const char *op = "ag_masked_softmax";
+static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
     ag__check_device(op, x, NULL);
     if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
     ag__mask_plan p = ag__mask_plan_make(op, x->ndim, x->shape, mask);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
-    ag_real s = (ag_real)scale;
-    int64_t r = 0;
+    int64_t slice = (int64_t)p.rows3[2] * p.cols, s = 0;
     for (int i0 = 0; i0 < p.rows3[0]; i0++)
-        for (int i1 = 0; i1 < p.rows3[1]; i1++)
-            for (int i2 = 0; i2 < p.rows3[2]; i2++, r++)
-                ag__softmax_row(x->data + r * p.cols, ag__mask_row(&p, mask, i0, i1, i2), s, out->data + r * p.cols,
-                                p.cols);
+        for (int i1 = 0; i1 < p.rows3[1]; i1++, s++)
+            ag__softmax_slice(&p, mask, i0, i1, x->data + s * slice, (ag_real)scale, out->data + s * slice);
     ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
     return out;
 }
 
-ag_tensor *ag_softmax(ag_tensor *x) { return ag_masked_softmax(x, NULL, 1.0); }
+ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale) {
+    return masked_softmax("ag_masked_softmax", x, mask, scale);
+}
+
+ag_tensor *ag_softmax(ag_tensor *x) { return masked_softmax("ag_softmax", x, NULL, 1.0); }
 
 /* ---- log-softmax: y = x - max - log sum e^(x - max) ---- */
+
+AG_SIMD_CLONES
+static void log_softmax_rows(const ag_real *X, ag_real *Y, int64_t rows, int cols) {
+    for (int64_t r = 0; r < rows; r++) {
+        const ag_real *x = X + r * cols;
+        ag_real *y = Y + r * cols, max = ag__max_row(x, cols);
+        for (int j = 0; j < cols; j++) y[j] = x[j] - max;
+        ag_real lse = log(ag__sum_exp_row(y, cols));
+        for (int j = 0; j < cols; j++) y[j] -= lse;
+    }
+}
+
+AG_SIMD_CLONES
+static void log_softmax_rows_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t rows, int cols) {
+    for (int64_t r = 0; r < rows; r++) { /* dx = g - softmax * sum(g) */
+        const ag_real *y = Y + r * cols, *g = G + r * cols;
+        ag_real *gx = GX + r * cols, gsum = ag__sum_row(g, cols);
+        for (int j = 0; j < cols; j++) gx[j] += g[j] - ag__exp_nonpos(y[j]) * gsum;
+    }
+}
 
 static void log_softmax_backward(ag_node *n) {
     int cols = n->out->shape[n->out->ndim - 1];
     int64_t rows = cols ? n->out->size / cols : 0;
-    const ag_real *Y = n->out->data, *G = n->out->grad;
-    ag_real *GX = ag__grad(n->in[0]);
-    for (int64_t r = 0; r < rows; r++) { /* dx = g - softmax * sum(g) */
-        const ag_real *y = Y + r * cols, *g = G + r * cols;
-        ag_real *gx = GX + r * cols;
-        ag_real gsum = 0;
-        for (int j = 0; j < cols; j++) gsum += g[j];
-        for (int j = 0; j < cols; j++) gx[j] += g[j] - ag__exp_nonpos(y[j]) * gsum;
-    }
+    log_softmax_rows_grad(n->out->data, n->out->grad, ag__grad(n->in[0]), rows, cols);
 }
 
 ag_tensor *ag_log_softmax(ag_tensor *x) {
@@ -94,20 +121,7 @@ ag_tensor *ag_log_softmax(ag_tensor *x) {
     if (x->ndim < 1) ag__fatal(op, "log-softmax of a 0-dim tensor (it needs an axis)");
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     int cols = x->shape[x->ndim - 1];
-    int64_t rows = cols ? x->size / cols : 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const ag_real *xr = x->data + r * cols;
-        ag_real *y = out->data + r * cols;
-        ag_real max = xr[0];
-        for (int j = 1; j < cols; j++) max = xr[j] > max ? xr[j] : max;
-        ag_real sum = 0;
-        for (int j = 0; j < cols; j++) {
-            y[j] = xr[j] - max;
-            sum += ag__exp_nonpos(y[j]);
-        }
-        ag_real lse = log(sum);
-        for (int j = 0; j < cols; j++) y[j] -= lse;
-    }
+    log_softmax_rows(x->data, out->data, cols ? x->size / cols : 0, cols);
     ag__record(op, log_softmax_backward, out, 1, &x);
     return out;
 }
@@ -136,21 +150,52 @@ static int64_t valid_len(const axis_view *v, const int32_t *lengths, int64_t o) 
     return lengths ? lengths[o / v->per_example] : v->n;
 }
 
+/* One example's [n, inner] block: softmax over t < len for every k. */
+AG_SIMD_CLONES
+static void softmax_len_block(const ag_real *X, ag_real *Y, int64_t len, int64_t n, int64_t inner, ag__key *kmax,
+                              ag_real *sum) {
+    memset(Y + len * inner, 0, (size_t)((n - len) * inner) * sizeof *Y); /* padding: weight 0 */
+    if (len == 0) return;
+    for (int64_t k = 0; k < inner; k++) {
+        kmax[k] = ag__key_of(X[k]);
+        sum[k] = 0;
+    }
+    for (int64_t t = 1; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) {
+            ag__key key = ag__key_of(X[t * inner + k]);
+            kmax[k] = key > kmax[k] ? key : kmax[k];
+        }
+    for (int64_t t = 0; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) {
+            ag_real e = ag__exp_nonpos(X[t * inner + k] - ag__key_value(kmax[k]));
+            Y[t * inner + k] = e;
+            sum[k] += e;
+        }
+    for (int64_t k = 0; k < inner; k++) sum[k] = 1 / sum[k];
+    for (int64_t t = 0; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) Y[t * inner + k] *= sum[k];
+}
+
+/* Its backward: gx[t,k] += y[t,k] (g[t,k] - sum_t' g[t',k] y[t',k]). */
+AG_SIMD_CLONES
+static void softmax_len_block_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t len, int64_t inner,
+                                   ag_real *dot) {
+    for (int64_t k = 0; k < inner; k++) dot[k] = 0;
+    for (int64_t t = 0; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) dot[k] += G[t * inner + k] * Y[t * inner + k];
+    for (int64_t t = 0; t < len; t++) /* padded positions had weight 0: no gradient */
+        for (int64_t k = 0; k < inner; k++) GX[t * inner + k] += Y[t * inner + k] * (G[t * inner + k] - dot[k]);
+}
+
 static void softmax_axis_len_backward(ag_node *n) {
     axis_view v = view_along(n->in[0], n->iarg[0]);
     const int32_t *lengths = n->saved;
     ag_real *dot = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *dot);
     ag_real *GX = ag__grad(n->in[0]);
     for (int64_t o = 0; o < v.outer; o++) {
-        int64_t len = valid_len(&v, lengths, o), base = o * v.n * v.inner;
-        const ag_real *Y = n->out->data + base, *G = n->out->grad + base;
-        ag_real *gx = GX + base;
-        for (int64_t k = 0; k < v.inner; k++) dot[k] = 0;
-        for (int64_t t = 0; t < len; t++)
-            for (int64_t k = 0; k < v.inner; k++) dot[k] += G[t * v.inner + k] * Y[t * v.inner + k];
-        for (int64_t t = 0; t < len; t++) /* padded positions had weight 0: no gradient */
-            for (int64_t k = 0; k < v.inner; k++)
-                gx[t * v.inner + k] += Y[t * v.inner + k] * (G[t * v.inner + k] - dot[k]);
+        int64_t base = o * v.n * v.inner;
+        softmax_len_block_grad(n->out->data + base, n->out->grad + base, GX + base, valid_len(&v, lengths, o), v.inner,
+                               dot);
     }
 }
 
@@ -173,29 +218,11 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
         memcpy(saved_len, lengths, (size_t)x->shape[0] * sizeof *saved_len);
     }
     ag_tensor *out = ag__empty(x->ndim, x->shape);
-    ag_real *max = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * 2 * sizeof *max);
-    ag_real *sum = max + v.inner;
+    ag__key *kmax = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *kmax);
+    ag_real *sum = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *sum);
     for (int64_t o = 0; o < v.outer; o++) {
-        int64_t len = valid_len(&v, saved_len, o), base = o * v.n * v.inner;
-        const ag_real *X = x->data + base;
-        ag_real *Y = out->data + base;
-        memset(Y + len * v.inner, 0, (size_t)((v.n - len) * v.inner) * sizeof *Y); /* padding: weight 0 */
-        if (len == 0) continue;
-        for (int64_t k = 0; k < v.inner; k++) {
-            max[k] = X[k];
-            sum[k] = 0;
-        }
-        for (int64_t t = 1; t < len; t++)
-            for (int64_t k = 0; k < v.inner; k++) max[k] = X[t * v.inner + k] > max[k] ? X[t * v.inner + k] : max[k];
-        for (int64_t t = 0; t < len; t++)
-            for (int64_t k = 0; k < v.inner; k++) {
-                ag_real e = ag__exp_nonpos(X[t * v.inner + k] - max[k]);
-                Y[t * v.inner + k] = e;
-                sum[k] += e;
-            }
-        for (int64_t k = 0; k < v.inner; k++) sum[k] = 1 / sum[k];
-        for (int64_t t = 0; t < len; t++)
-            for (int64_t k = 0; k < v.inner; k++) Y[t * v.inner + k] *= sum[k];
+        int64_t base = o * v.n * v.inner;
+        softmax_len_block(x->data + base, out->data + base, valid_len(&v, saved_len, o), v.n, v.inner, kmax, sum);
     }
     ag_node *n = ag__record(op, softmax_axis_len_backward, out, 1, &x);
     if (n) {

@@ -2,15 +2,29 @@
  * broadcast, shared by softmax.c (masked softmax) and attention.c (fused
  * attention), so both normalise rows with exactly the same code.
  *
- * Rows are short (N <= a few hundred) and hot: every kernel works on one
- * contiguous row, keeps its running max/sum in registers, and splits its
- * reductions into 8 independent lanes so the compiler can vectorise them
- * without -ffast-math (a plain `sum += e` is a serial dependency chain that
- * no compiler may reorder). */
+ * Rows are short (N <= a few hundred) and hot: a kernel works on one
+ * contiguous row, keeps its running max and sum in registers, and is written
+ * so that GCC vectorises it under the project's plain -O3 (no -ffast-math):
+ *  - sums run in AG_LANES independent lanes (a single `sum += e` is a serial
+ *    chain no compiler may reorder), in a fixed order, so results do not
+ *    depend on the vector width;
+ *  - the row max is taken on order-preserving integer keys of the floats,
+ *    because a float max reduction only vectorises with -ffinite-math-only;
+ *  - e^x is a polynomial with its special cases selected by bit masks.
+ * The loops over rows that call these kernels are compiled twice, for
+ * baseline x86-64 (SSE2) and for x86-64-v3 (AVX2), and the CPU picks one at
+ * load time (AG_SIMD_CLONES); -std=c11 implies -ffp-contract=off, so both
+ * clones compute bit-identical results. */
 #ifndef AG_SOFTMAX_ROWS_H
 #define AG_SOFTMAX_ROWS_H
 
 #include "../graph/internal.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
+#define AG_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define AG_SIMD_CLONES
+#endif
 
 #define AG_LANES 8
 
@@ -24,10 +38,19 @@
 static inline ag_real ag__exp_nonpos(ag_real x) { return exp(x); }
 #else
 static inline float ag__exp_nonpos(float x) {
-    const float lo = -87.33654f; /* below: e^x underflows f32 normals, return 0 */
-    float xc = x < lo ? lo : x;
-    /* Round xc / ln2 to an integer with the 1.5 * 2^23 trick: the integer
-     * lands in the low mantissa bits of t, no float->int conversion needed. */
+    /* Below lo = -87.3365 (bits 0xC2AEAC4F) e^x is no longer a normal float:
+     * the result is +0.  `under` is computed on the bits, as a mask, because
+     * with a float compare and ?: GCC splits the loop body into two paths
+     * and will not vectorise it without -fno-trapping-math.  NaNs are not
+     * `under` (negative ones have bits above -inf's), so NaN propagates. */
+    int32_t xb; /* negative floats: more negative <=> larger signed bits */
+    memcpy(&xb, &x, sizeof xb);
+    uint32_t under = -(uint32_t)((xb > (int32_t)0xC2AEAC4F) & (xb <= (int32_t)0xFF800000));
+    uint32_t cb = ((uint32_t)xb & ~under) | (0xC2AEAC4Fu & under);
+    float xc;
+    memcpy(&xc, &cb, sizeof xc);
+    /* Round xc / ln2 to an integer n with the 1.5 * 2^23 trick: n lands in
+     * the low mantissa bits of t, no float->int conversion needed. */
     const float shifter = 12582912.0f;
     float t = xc * 1.44269504088896341f + shifter;
     float n = t - shifter;
@@ -43,50 +66,105 @@ static inline float ag__exp_nonpos(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
-    uint32_t sbits = (uint32_t)(ni + 127) << 23; /* 2^n, n in [-126, 0] here */
+    uint32_t sbits = ((uint32_t)(ni + 127) << 23) & ~under; /* 2^n, n in [-126, 0]; +0 when under */
     float s;
     memcpy(&s, &sbits, sizeof s);
-    return x < lo ? 0.0f : p * s;
+    return p * s;
 }
 #endif
 
-/* y = softmax(scale * x + m) over one row of n; m may be NULL.  A row with no
- * finite entry (fully masked) becomes zeros.  y may alias x. */
-static inline void ag__softmax_row(const ag_real *x, const ag_real *m, ag_real scale, ag_real *y, int n) {
-    ag_real mx[AG_LANES];
-    for (int l = 0; l < AG_LANES; l++) mx[l] = -INFINITY;
-    int j = 0;
-    if (m) {
-        for (; j + AG_LANES <= n; j += AG_LANES)
-            for (int l = 0; l < AG_LANES; l++) {
-                ag_real z = scale * x[j + l] + m[j + l];
-                y[j + l] = z;
-                mx[l] = z > mx[l] ? z : mx[l];
-            }
-        for (; j < n; j++) {
-            y[j] = scale * x[j] + m[j];
-            mx[0] = y[j] > mx[0] ? y[j] : mx[0];
-        }
-    } else {
-        for (; j + AG_LANES <= n; j += AG_LANES)
-            for (int l = 0; l < AG_LANES; l++) {
-                ag_real z = scale * x[j + l];
-                y[j + l] = z;
-                mx[l] = z > mx[l] ? z : mx[l];
-            }
-        for (; j < n; j++) {
-            y[j] = scale * x[j];
-            mx[0] = y[j] > mx[0] ? y[j] : mx[0];
-        }
+/* Floats as integers that order like the floats: the sign-magnitude bits
+ * with the magnitude flipped for negatives.  -inf, -0/+0, +inf and NaNs
+ * (beyond +-inf) all land in place. */
+#ifdef AG_REAL_DOUBLE
+typedef int64_t ag__key;
+#define AG__KEY_MIN INT64_MIN
+static inline ag__key ag__key_of(double f) {
+    int64_t b;
+    memcpy(&b, &f, sizeof b);
+    return b ^ ((b >> 63) & INT64_MAX);
+}
+static inline double ag__key_value(ag__key k) {
+    int64_t b = k ^ ((k >> 63) & INT64_MAX);
+    double f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+#else
+typedef int32_t ag__key;
+#define AG__KEY_MIN INT32_MIN
+static inline ag__key ag__key_of(float f) {
+    int32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b ^ ((b >> 31) & INT32_MAX);
+}
+static inline float ag__key_value(ag__key k) {
+    int32_t b = k ^ ((k >> 31) & INT32_MAX);
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+#endif
+
+/* max_j x[j] (-inf for n = 0), on keys. */
+static inline ag_real ag__max_row(const ag_real *x, int n) {
+    ag__key kmax = ag__key_of(-INFINITY);
+    for (int j = 0; j < n; j++) {
+        ag__key k = ag__key_of(x[j]);
+        kmax = k > kmax ? k : kmax;
     }
-    ag_real max = mx[0];
-    for (int l = 1; l < AG_LANES; l++) max = mx[l] > max ? mx[l] : max;
-    if (max == -INFINITY) { /* fully masked: no key to attend to */
+    return ag__key_value(kmax);
+}
+
+/* sum_j x[j], in AG_LANES lanes. */
+static inline ag_real ag__sum_row(const ag_real *x, int n) {
+    ag_real acc[AG_LANES] = {0};
+    int j = 0;
+    for (; j + AG_LANES <= n; j += AG_LANES)
+        for (int l = 0; l < AG_LANES; l++) acc[l] += x[j + l];
+    for (; j < n; j++) acc[j % AG_LANES] += x[j];
+    ag_real s = 0;
+    for (int l = 0; l < AG_LANES; l++) s += acc[l];
+    return s;
+}
+
+/* sum_j e^(x[j]), x[j] <= 0, in AG_LANES lanes. */
+static inline ag_real ag__sum_exp_row(const ag_real *x, int n) {
+    ag_real acc[AG_LANES] = {0};
+    int j = 0;
+    for (; j + AG_LANES <= n; j += AG_LANES)
+        for (int l = 0; l < AG_LANES; l++) acc[l] += ag__exp_nonpos(x[j + l]);
+    for (; j < n; j++) acc[j % AG_LANES] += ag__exp_nonpos(x[j]);
+    ag_real s = 0;
+    for (int l = 0; l < AG_LANES; l++) s += acc[l];
+    return s;
+}
+
+/* y = softmax(scale * x + m) over one row of n; m may be NULL.  A row with no
+ * entry above -inf (fully masked) becomes zeros.  y may alias x. */
+static inline void ag__softmax_row(const ag_real *x, const ag_real *m, ag_real scale, ag_real *y, int n) {
+    ag__key kmax = AG__KEY_MIN;
+    if (m)
+        for (int j = 0; j < n; j++) {
+            ag_real z = scale * x[j] + m[j];
+            ag__key k = ag__key_of(z);
+            y[j] = z;
+            kmax = k > kmax ? k : kmax;
+        }
+    else
+        for (int j = 0; j < n; j++) {
+            ag_real z = scale * x[j];
+            ag__key k = ag__key_of(z);
+            y[j] = z;
+            kmax = k > kmax ? k : kmax;
+        }
+    ag_real max = ag__key_value(kmax);
+    if (n == 0 || max == -INFINITY) { /* fully masked: no key to attend to */
         memset(y, 0, (size_t)n * sizeof *y);
         return;
     }
     ag_real acc[AG_LANES] = {0};
-    j = 0;
+    int j = 0;
     for (; j + AG_LANES <= n; j += AG_LANES)
         for (int l = 0; l < AG_LANES; l++) {
             ag_real e = ag__exp_nonpos(y[j + l] - max);
@@ -95,7 +173,7 @@ static inline void ag__softmax_row(const ag_real *x, const ag_real *m, ag_real s
         }
     for (; j < n; j++) {
         y[j] = ag__exp_nonpos(y[j] - max);
-        acc[0] += y[j];
+        acc[j % AG_LANES] += y[j];
     }
     ag_real sum = 0;
     for (int l = 0; l < AG_LANES; l++) sum += acc[l];
@@ -103,13 +181,13 @@ static inline void ag__softmax_row(const ag_real *x, const ag_real *m, ag_real s
     for (j = 0; j < n; j++) y[j] *= inv;
 }
 
-/* sum_j a[j] b[j], in 8 lanes. */
+/* sum_j a[j] b[j], in AG_LANES lanes. */
 static inline ag_real ag__dot_row(const ag_real *a, const ag_real *b, int n) {
     ag_real acc[AG_LANES] = {0};
     int j = 0;
     for (; j + AG_LANES <= n; j += AG_LANES)
         for (int l = 0; l < AG_LANES; l++) acc[l] += a[j + l] * b[j + l];
-    for (; j < n; j++) acc[0] += a[j] * b[j];
+    for (; j < n; j++) acc[j % AG_LANES] += a[j] * b[j];
     ag_real s = 0;
     for (int l = 0; l < AG_LANES; l++) s += acc[l];
     return s;
@@ -139,10 +217,14 @@ typedef struct {
  * shapes) and returns the plan; mask may be NULL (strides 0). */
 ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_shape, const ag_tensor *mask);
 
-/* The mask row for the scores' leading index (i0, i1, i2). */
-static inline const ag_real *ag__mask_row(const ag__mask_plan *p, const ag_tensor *mask, int i0, int i1, int i2) {
-    if (!mask) return NULL;
-    return mask->data + i0 * p->stride3[0] + i1 * p->stride3[1] + i2 * p->stride3[2];
-}
+/* ---- row loops (softmax.c), vector-cloned ---- */
+
+/* Softmax of the rows3[2] rows of the scores slice (i0, i1): x and y point at
+ * the slice, the mask rows come from the plan (mask may be NULL). */
+void ag__softmax_slice(const ag__mask_plan *p, const ag_tensor *mask, int i0, int i1, const ag_real *x,
+                       ag_real scale, ag_real *y);
+/* ag__softmax_row_grad over `rows` consecutive rows of n. */
+void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows, int n,
+                           bool accumulate);
 
 #endif

@@ -172,23 +172,64 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
     return NULL;
 }
 
-/* ---- the updates, one parameter at a time ---- */
+/* ---- the updates, one parameter at a time ----
+ * Each kernel is written once with its options as bool arguments, and
+ * called with constants so that every combination compiles to a loop
+ * without branches (which the compiler can vectorize).  Pointers are
+ * restrict: parameter, gradient and state are separate allocations. */
+
+#define KERNEL static inline __attribute__((always_inline)) void
+
+KERNEL sgd_loop(int64_t n, ag_real *restrict P, const ag_real *restrict G, ag_real *restrict buf, ag_real lr,
+                ag_real wd, ag_real mu, ag_real keep, bool decay, bool momentum, bool first, bool nesterov) {
+    for (int64_t j = 0; j < n; j++) {
+        ag_real g = G[j];
+        if (decay) g += wd * P[j];
+        if (momentum) {
+            buf[j] = first ? g : mu * buf[j] + keep * g; /* the buffer starts as the gradient itself */
+            g = nesterov ? g + mu * buf[j] : buf[j];
+        }
+        P[j] -= lr * g;
+    }
+}
 
 static void sgd_update(const ag_optimizer *o, ag_tensor *p, ag_real *buf) {
     const ag_optim_config *c = &o->cfg;
     const ag_real lr = (ag_real)o->lr, wd = (ag_real)c->weight_decay, mu = (ag_real)c->momentum,
                   keep = (ag_real)(1 - c->dampening);
-    const bool first = o->step == 1; /* the buffer starts as the gradient itself */
+    const int64_t n = p->size;
     ag_real *P = p->data;
     const ag_real *G = p->grad;
-    for (int64_t j = 0; j < p->size; j++) {
+    const bool decay = wd != 0, first = o->step == 1;
+    if (mu == 0) {
+        if (decay) sgd_loop(n, P, G, buf, lr, wd, mu, keep, true, false, false, false);
+        else sgd_loop(n, P, G, buf, lr, wd, mu, keep, false, false, false, false);
+    } else if (first) {
+        sgd_loop(n, P, G, buf, lr, wd, mu, keep, decay, true, true, c->nesterov);
+    } else if (c->nesterov) {
+        if (decay) sgd_loop(n, P, G, buf, lr, wd, mu, keep, true, true, false, true);
+        else sgd_loop(n, P, G, buf, lr, wd, mu, keep, false, true, false, true);
+    } else {
+        if (decay) sgd_loop(n, P, G, buf, lr, wd, mu, keep, true, true, false, false);
+        else sgd_loop(n, P, G, buf, lr, wd, mu, keep, false, true, false, false);
+    }
+}
+
+typedef struct {
+    ag_real b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay;
+} adam_consts;
+
+KERNEL adam_loop(int64_t n, ag_real *restrict P, const ag_real *restrict G, ag_real *restrict m,
+                 ag_real *restrict v, ag_real *restrict vmax, adam_consts k, bool l2, bool decoupled, bool ams) {
+    for (int64_t j = 0; j < n; j++) {
         ag_real g = G[j];
-        if (wd != 0) g += wd * P[j];
-        if (mu != 0) {
-            buf[j] = first ? g : mu * buf[j] + keep * g;
-            g = c->nesterov ? g + mu * buf[j] : buf[j];
-        }
-        P[j] -= lr * g;
+        if (l2) g += k.l2 * P[j];
+        if (decoupled) P[j] *= k.decay;
+        m[j] = k.b1 * m[j] + k.one_b1 * g;
+        v[j] = k.b2 * v[j] + k.one_b2 * g * g;
+        ag_real second = v[j];
+        if (ams) second = vmax[j] = v[j] > vmax[j] ? v[j] : vmax[j];
+        P[j] -= k.step_size * m[j] / (sqrt(second) / k.bc2_sqrt + k.eps);
     }
 }
 
@@ -199,24 +240,40 @@ static void sgd_update(const ag_optimizer *o, ag_tensor *p, ag_real *buf) {
 static void adam_update(const ag_optimizer *o, ag_tensor *p, ag_real *m, ag_real *v, ag_real *vmax) {
     const ag_optim_config *c = &o->cfg;
     const double t = (double)o->step;
-    const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2, eps = (ag_real)c->eps;
-    const ag_real one_b1 = (ag_real)(1 - c->beta1), one_b2 = (ag_real)(1 - c->beta2);
-    const ag_real step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t)));
-    const ag_real bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t));
-    const bool decoupled = c->kind == AG_ADAMW;
-    const ag_real l2 = decoupled ? 0 : (ag_real)c->weight_decay;
-    const ag_real decay = (ag_real)(1 - o->lr * c->weight_decay); /* AdamW's shrink of θ */
+    const adam_consts k = {
+        .b1 = (ag_real)c->beta1, .b2 = (ag_real)c->beta2,
+        .one_b1 = (ag_real)(1 - c->beta1), .one_b2 = (ag_real)(1 - c->beta2),
+        .step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t))),
+        .bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t)),
+        .eps = (ag_real)c->eps,
+        .l2 = (ag_real)c->weight_decay,
+        .decay = (ag_real)(1 - o->lr * c->weight_decay), /* AdamW's shrink of θ */
+    };
+    const bool decoupled = c->kind == AG_ADAMW && c->weight_decay != 0;
+    const bool l2 = c->kind == AG_ADAM && c->weight_decay != 0;
+    const int64_t n = p->size;
     ag_real *P = p->data;
     const ag_real *G = p->grad;
-    for (int64_t j = 0; j < p->size; j++) {
+    if (vmax) {
+        if (l2) adam_loop(n, P, G, m, v, vmax, k, true, false, true);
+        else if (decoupled) adam_loop(n, P, G, m, v, vmax, k, false, true, true);
+        else adam_loop(n, P, G, m, v, vmax, k, false, false, true);
+    } else {
+        if (l2) adam_loop(n, P, G, m, v, vmax, k, true, false, false);
+        else if (decoupled) adam_loop(n, P, G, m, v, vmax, k, false, true, false);
+        else adam_loop(n, P, G, m, v, vmax, k, false, false, false);
+    }
+}
+
+KERNEL adadelta_loop(int64_t n, ag_real *restrict P, const ag_real *restrict G, ag_real *restrict v,
+                     ag_real *restrict u, ag_real lr, ag_real wd, ag_real rho, ag_real one_rho, ag_real eps, bool decay) {
+    for (int64_t j = 0; j < n; j++) {
         ag_real g = G[j];
-        if (l2 != 0) g += l2 * P[j];
-        if (decoupled && c->weight_decay != 0) P[j] *= decay;
-        m[j] = b1 * m[j] + one_b1 * g;
-        v[j] = b2 * v[j] + one_b2 * g * g;
-        ag_real second = v[j];
-        if (vmax) second = vmax[j] = v[j] > vmax[j] ? v[j] : vmax[j];
-        P[j] -= step_size * m[j] / (sqrt(second) / bc2_sqrt + eps);
+        if (decay) g += wd * P[j];
+        v[j] = rho * v[j] + one_rho * g * g;
+        ag_real delta = sqrt(u[j] + eps) / sqrt(v[j] + eps) * g;
+        u[j] = rho * u[j] + one_rho * delta * delta;
+        P[j] -= lr * delta;
     }
 }
 
@@ -224,16 +281,8 @@ static void adadelta_update(const ag_optimizer *o, ag_tensor *p, ag_real *v, ag_
     const ag_optim_config *c = &o->cfg;
     const ag_real lr = (ag_real)o->lr, wd = (ag_real)c->weight_decay, rho = (ag_real)c->rho,
                   one_rho = (ag_real)(1 - c->rho), eps = (ag_real)c->eps;
-    ag_real *P = p->data;
-    const ag_real *G = p->grad;
-    for (int64_t j = 0; j < p->size; j++) {
-        ag_real g = G[j];
-        if (wd != 0) g += wd * P[j];
-        v[j] = rho * v[j] + one_rho * g * g;
-        ag_real delta = sqrt(u[j] + eps) / sqrt(v[j] + eps) * g;
-        u[j] = rho * u[j] + one_rho * delta * delta;
-        P[j] -= lr * delta;
-    }
+    if (wd != 0) adadelta_loop(p->size, p->data, p->grad, v, u, lr, wd, rho, one_rho, eps, true);
+    else adadelta_loop(p->size, p->data, p->grad, v, u, lr, wd, rho, one_rho, eps, false);
 }
 
 void ag_optim_step(ag_optimizer *opt) {

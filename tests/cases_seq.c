@@ -47,9 +47,14 @@ static int ln_plain(ag_tensor **in, ag_rng *r) {
     in[0] = tc_uniform(r, -2, 2, true, SHAPE(3, 4));
     return 1;
 }
+static int ln_gamma_only(ag_tensor **in, ag_rng *r) {
+    ln_3d(in, r);
+    return 2;
+}
 static ag_tensor *f_ln(ag_tensor **in) { return ag_layernorm(in[0], in[1], in[2], 1e-6); }
 static ag_tensor *f_ln_eps(ag_tensor **in) { return ag_layernorm(in[0], in[1], in[2], 0.1); }
 static ag_tensor *f_ln_plain(ag_tensor **in) { return ag_layernorm(in[0], NULL, NULL, 1e-5); }
+static ag_tensor *f_ln_gamma(ag_tensor **in) { return ag_layernorm(in[0], in[1], NULL, 1e-6); }
 
 /* ---- Gaussian mean recurrence ---- */
 
@@ -69,6 +74,23 @@ static int mu_setup(ag_tensor **in, ag_rng *r) {
 }
 static ag_tensor *f_mu(ag_tensor **in) { return ag_gaussian_mu(in[0], len_53); }
 static ag_tensor *f_mu_full(ag_tensor **in) { return ag_gaussian_mu(in[0], NULL); }
+
+/* mu_t = max(a, t/len) written with ag_maximum and a constant floor tensor
+ * (what ag_gaussian_mu fuses): a is above the floor in some places, below
+ * in others, never within 0.05 of it. */
+static int max_floor(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, 0.05, 0.4, true, SHAPE(2, 5));
+    in[1] = ag_tensor_new(SHAPE(2, 5));
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < 5; t++) {
+            ag_real fl = (ag_real)t / (ag_real)len_53[b];
+            in[1]->data[b * 5 + t] = fl;
+            if ((t + b) % 2) in[0]->data[b * 5 + t] += fl; /* above */
+            else in[0]->data[b * 5 + t] = fl - in[0]->data[b * 5 + t]; /* below */
+        }
+    return 2;
+}
+static ag_tensor *f_max_floor(ag_tensor **in) { return ag_maximum(in[0], in[1]); }
 
 /* ---- Gaussian context ---- */
 
@@ -224,6 +246,8 @@ const op_case seq_cases[] = {
     {"layernorm/one_feature", ln_d1, f_ln_eps, 0, 0},
     {"layernorm/large_offset", ln_offset, f_ln, 0, 0},
     {"layernorm/no_affine", ln_plain, f_ln_plain, 0, 0},
+    {"layernorm/gamma_only", ln_gamma_only, f_ln_gamma, 0, 0},
+    {"maximum/constant_floor", max_floor, f_max_floor, 0, 0},
     {"gaussian_mu/lengths_5_3", mu_setup, f_mu, 0, 0},
     {"gaussian_mu/full", mu_setup, f_mu_full, 0, 0},
     {"gaussian/full", gauss_253, f_gauss, 0, 0},

@@ -267,7 +267,7 @@ static void test_misuse(void) {
     ag_tensor *grad_mask = ag_tensor_new(2, (int[]){4, 4});
     grad_mask->requires_grad = true;
     EXPECT_FATAL(ag_masked_softmax(x, grad_mask, 1.0), "ag_masked_softmax", "requires grad", "[4,4]");
-    EXPECT_FATAL(ag_softmax(ag_scalar(1)), "ag_masked_softmax", "0-dim", "softmax");
+    EXPECT_FATAL(ag_softmax(ag_scalar(1)), "ag_softmax", "0-dim", "softmax");
     EXPECT_FATAL(ag_log_softmax(ag_scalar(1)), "ag_log_softmax", "0-dim", "log-softmax");
 
     EXPECT_FATAL(ag_softmax_axis_len(x, 0, (int32_t[]){1, 1}), "ag_softmax_axis_len", "[2,4,4]", "axis cannot be 0");

@@ -1,0 +1,157 @@
+/* bench_ops_attn.c - forward and forward+backward time of the attention ops
+ * at the MS-SAN size: B = 64, N = 64, d = 300, h = 6 heads of 50 (f32).
+ *
+ * Each column is the median of `reps` timed runs after warm-up; a run is one
+ * step (forward, backward from a fixed seed, ag_step_end), so the arena is
+ * warm and nothing is allocated.  Inputs are parameters (persistent).
+ * Wall time (fwd, fwd+bwd) and process CPU time (fwd+bwd cpu) are given.
+ *
+ *     ./build/bench/bench_ops_attn [reps]
+ *
+ * Thread count: OpenBLAS's (OPENBLAS_NUM_THREADS); the non-GEMM loops are
+ * single-threaded. */
+#include "attngrad.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { B = 64, N = 64, D = 300, H = 6, DH = D / H };
+
+static double clock_ms(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+/* CPU time of the process (all threads): unlike wall time it does not count
+ * time spent preempted, so it stays meaningful on a loaded machine when
+ * OpenBLAS runs one thread. */
+static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static ag_params params;
+static ag_tensor *scores, *q, *k, *v, *x;
+static ag_tensor *head_mask;
+static ag_mask_spec specs[H];
+static const int32_t *lengths;
+
+static ag_tensor *param(const char *name, int ndim, const int *shape, ag_rng *r, double scale) {
+    ag_tensor *t = ag_param(&params, name, ndim, shape);
+    for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(scale * ag_rng_normal(r));
+    return t;
+}
+
+/* ---- the benchmarked functions ---- */
+
+static ag_tensor *run_masked_softmax(void) { return ag_masked_softmax(scores, head_mask, 1 / sqrt(DH)); }
+
+/* With padding, per step: the batch mask [B,h,N,N] is built inside the run. */
+static ag_tensor *run_masked_softmax_padded(void) {
+    ag_tensor *m = NULL;
+    ag_mask_batch(specs, H, B, N, lengths, NULL, &m);
+    return ag_masked_softmax(scores, m, 1 / sqrt(DH));
+}
+
+static ag_tensor *run_fused(void) { return ag_attention(q, k, v, head_mask, 1 / sqrt(DH), NULL); }
+
+static ag_tensor *run_composed(void) {
+    ag_tensor *p = ag_masked_softmax(ag_matmul_t(q, false, k, true), head_mask, 1 / sqrt(DH));
+    return ag_matmul(p, v);
+}
+
+static ag_tensor *run_heads(void) { return ag_merge_heads(ag_split_heads(x, H)); }
+
+static ag_tensor *run_mha_core(void) { /* split, fused attention, merge: the MS-SAN inner block */
+    ag_tensor *s = ag_split_heads(x, H);
+    return ag_merge_heads(ag_attention(s, s, s, head_mask, 1 / sqrt(DH), NULL));
+}
+
+/* ---- timing ---- */
+
+typedef struct {
+    double fwd, fwd_bwd, fwd_bwd_cpu;
+} timing;
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static timing measure(ag_tensor *(*f)(void), int reps) {
+    double *tf = malloc((size_t)reps * 3 * sizeof *tf), *tb = tf + reps, *tc = tb + reps;
+    ag_real *seed = NULL;
+    for (int i = -3; i < reps; i++) { /* 3 warm-up runs grow the arena to size */
+        double c0 = cpu_ms(), t0 = now_ms();
+        ag_tensor *out = f();
+        double t1 = now_ms();
+        if (!seed) {
+            seed = malloc((size_t)out->size * sizeof *seed);
+            for (int64_t j = 0; j < out->size; j++) seed[j] = (ag_real)((j % 13) - 6) / 6;
+        }
+        ag_backward_seeded(out, seed);
+        double t2 = now_ms(), c2 = cpu_ms();
+        ag_step_end();
+        if (i >= 0) {
+            tf[i] = t1 - t0;
+            tb[i] = t2 - t0;
+            tc[i] = c2 - c0;
+        }
+    }
+    timing t = {median(tf, reps), median(tb, reps), median(tc, reps)};
+    free(tf);
+    free(seed);
+    return t;
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 21;
+    if (reps < 1) reps = 1;
+    ag_rng r;
+    ag_rng_seed(&r, 1);
+    scores = param("scores", 4, (int[]){B, H, N, N}, &r, 3.0);
+    q = param("q", 4, (int[]){B, H, N, DH}, &r, 1.0);
+    k = param("k", 4, (int[]){B, H, N, DH}, &r, 1.0);
+    v = param("v", 4, (int[]){B, H, N, DH}, &r, 1.0);
+    x = param("x", 3, (int[]){B, N, D}, &r, 1.0);
+
+    /* MS-SAN's heads: PAST_INCL / FUTURE_INCL with word distance on heads 0
+     * and 3 (the tree-distance heads use word distance here). */
+    for (int i = 0; i < H; i++)
+        specs[i] = (ag_mask_spec){.dir = i < 3 ? AG_MASK_PAST_INCL : AG_MASK_FUTURE_INCL,
+                                  .dist = i % 3 == 2 ? AG_DIST_NONE : AG_DIST_WORD, .weight = 1.5};
+    head_mask = ag_mask_heads(specs, H, N);
+    int32_t *len = malloc(B * sizeof *len);
+    for (int b = 0; b < B; b++) len[b] = N - (b * 7) % (N / 2);
+    lengths = len;
+
+    const char *threads = getenv("OPENBLAS_NUM_THREADS");
+    printf("attention ops, f32: B=%d N=%d d=%d h=%d (d_head %d), median of %d runs, OPENBLAS_NUM_THREADS=%s\n", B, N,
+           D, H, DH, reps, threads ? threads : "(unset)");
+    printf("%-52s %8s %11s %15s\n", "op", "fwd ms", "fwd+bwd ms", "fwd+bwd cpu ms");
+    struct {
+        const char *name;
+        ag_tensor *(*f)(void);
+    } rows[] = {
+        {"masked_softmax [B,h,N,N] + mask [h,N,N]", run_masked_softmax},
+        {"masked_softmax + ag_mask_batch [B,h,N,N] (padded)", run_masked_softmax_padded},
+        {"attention fused  Q,K,V [B,h,N,dh], mask [h,N,N]", run_fused},
+        {"attention composed: matmul, masked_softmax, matmul", run_composed},
+        {"split_heads + merge_heads [B,N,d]", run_heads},
+        {"split + fused attention + merge", run_mha_core},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        timing t = measure(rows[i].f, reps);
+        printf("%-52s %8.3f %11.3f %15.3f\n", rows[i].name, t.fwd, t.fwd_bwd, t.fwd_bwd_cpu);
+    }
+    free(len);
+    ag_params_free(&params);
+    ag_shutdown();
+    return 0;
+}

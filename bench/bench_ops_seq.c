@@ -1,0 +1,154 @@
+/* bench_ops_seq.c - forward and forward+backward time of the sequence ops
+ * at training sizes (f32): the LSTM (B=64, N=64, in=H=300, 1 layer) and
+ * Gaussian positional scoring (B=64, N=64, H=300).  Prints the median of
+ * repeated runs (after warm-up, so the arena has grown and no step mallocs)
+ * and the GEMM work per second.
+ *
+ *     ./build/bench/bench_ops_seq [repeats]
+ *
+ * OpenBLAS picks its own thread count; set OPENBLAS_NUM_THREADS to pin it. */
+#include "attngrad.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void fill(ag_tensor *t, ag_rng *r, double lo, double hi) {
+    for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(lo + (hi - lo) * ag_rng_uniform(r));
+}
+
+/* One benchmarked workload: build its inputs, run forward (and backward). */
+typedef struct {
+    const char *name;
+    double gflop_fwd, gflop_bwd; /* GEMM work of forward and of backward */
+    void (*setup)(void *ctx, ag_rng *r); /* makes this step's inputs (not timed) */
+    ag_tensor *(*forward)(void *ctx);
+    void *ctx;
+} workload;
+
+/* Backward is seeded with d(out) = 1 directly: a loss reduction would time
+ * the reduction, not the op. */
+static ag_real *ones(int64_t n) {
+    ag_real *s = malloc((size_t)n * sizeof *s);
+    for (int64_t i = 0; i < n; i++) s[i] = 1;
+    return s;
+}
+
+static void bench(const workload *w, int repeats) {
+    ag_rng r;
+    ag_rng_seed(&r, 1);
+    double *fwd = malloc((size_t)repeats * sizeof *fwd), *both = malloc((size_t)repeats * sizeof *both);
+    ag_real *seed = NULL;
+    for (int pass = 0; pass < 2; pass++) /* pass 0: forward only; pass 1: forward + backward */
+        for (int i = -3; i < repeats; i++) {  /* 3 warm-up runs */
+            w->setup(w->ctx, &r);
+            double t0 = now();
+            ag_tensor *out = w->forward(w->ctx);
+            if (pass) {
+                if (!seed) seed = ones(out->size);
+                ag_backward_seeded(out, seed);
+            }
+            double dt = now() - t0;
+            ag_step_end();
+            if (i >= 0) (pass ? both : fwd)[i] = dt;
+        }
+    double f = median(fwd, repeats), fb = median(both, repeats);
+    double fmin = fwd[0], fbmin = both[0]; /* sorted by median() */
+    printf("| %-34s | %7.2f | %7.2f | %7.2f | %7.2f | %7.2f | %7.1f |\n", w->name, 1e3 * f, 1e3 * fb,
+           1e3 * (fb - f), 1e3 * fmin, 1e3 * fbmin, (w->gflop_fwd + w->gflop_bwd) / fb);
+    free(fwd);
+    free(both);
+    free(seed);
+}
+
+/* ---- LSTM ---- */
+
+typedef struct {
+    int B, N, I, H;
+    ag_lstm_layer layer;
+    ag_tensor *x;
+} lstm_ctx;
+
+static void lstm_setup(void *p, ag_rng *r) {
+    lstm_ctx *c = p;
+    c->x = ag_tensor_new(3, (int[]){c->B, c->N, c->I});
+    fill(c->x, r, -1, 1);
+    c->x->requires_grad = true; /* as when x comes from an embedding: dx is part of the work */
+}
+
+static ag_tensor *lstm_forward(void *p) {
+    lstm_ctx *c = p;
+    return ag_lstm(c->x, &c->layer, 1, NULL);
+}
+
+/* ---- Gaussian positional scoring ---- */
+
+typedef struct {
+    int B, N, H;
+    ag_tensor *h, *mu, *sigma;
+} gauss_ctx;
+
+static void gauss_setup(void *p, ag_rng *r) {
+    gauss_ctx *c = p;
+    c->h = ag_tensor_new(3, (int[]){c->B, c->N, c->H});
+    c->mu = ag_tensor_new(2, (int[]){c->B, c->N});
+    c->sigma = ag_tensor_new(2, (int[]){c->B, c->N});
+    fill(c->h, r, -1, 1);
+    fill(c->mu, r, 0, 1);
+    fill(c->sigma, r, 0.05, 0.5);
+    c->h->requires_grad = c->mu->requires_grad = c->sigma->requires_grad = true;
+}
+
+static ag_tensor *gauss_forward(void *p) {
+    gauss_ctx *c = p;
+    return ag_gaussian_context(c->h, c->mu, c->sigma, NULL, false, 1e-3, NULL);
+}
+
+int main(int argc, char **argv) {
+    int repeats = argc > 1 ? atoi(argv[1]) : 20;
+    if (repeats < 1) repeats = 1;
+    ag_params ps = {0};
+    lstm_ctx lc = {64, 64, 300, 300, {0}, NULL};
+    lc.layer.w_ih = ag_param(&ps, "w_ih", 2, (int[]){lc.I, 4 * lc.H});
+    lc.layer.w_hh = ag_param(&ps, "w_hh", 2, (int[]){lc.H, 4 * lc.H});
+    lc.layer.b_ih = ag_param(&ps, "b_ih", 1, (int[]){4 * lc.H});
+    lc.layer.b_hh = ag_param(&ps, "b_hh", 1, (int[]){4 * lc.H});
+    ag_rng r;
+    ag_rng_seed(&r, 2);
+    for (int i = 0; i < ps.count; i++) fill(ps.items[i], &r, -0.06, 0.06);
+    gauss_ctx gc = {64, 64, 300, NULL, NULL, NULL};
+
+    /* 2*M*N*K per GEMM: forward = input projection + recurrence; backward =
+     * dh (recurrent), dW_hh, dW_ih, dx. */
+    double lstm_gemm = 2.0 * lc.B * lc.N * 4 * lc.H * (lc.I + lc.H) / 1e9;
+    double gauss_gemm = 2.0 * gc.B * gc.N * gc.N * gc.H / 1e9;
+    workload ws[] = {
+        {"lstm B64 N64 in300 H300 (1 layer)", lstm_gemm, 2 * lstm_gemm, lstm_setup, lstm_forward, &lc},
+        {"gaussian B64 N64 H300", gauss_gemm, 2 * gauss_gemm, gauss_setup, gauss_forward, &gc},
+    };
+    const char *threads = getenv("OPENBLAS_NUM_THREADS");
+    printf("attngrad f32, median of %d runs, OPENBLAS_NUM_THREADS=%s\n\n", repeats, threads ? threads : "(unset)");
+    printf("| %-34s | %7s | %7s | %7s | %7s | %7s | %7s |\n", "op (median ms; min ms)", "fwd", "fwd+bwd", "bwd",
+           "min fwd", "min f+b", "GFLOP/s");
+    printf("|------------------------------------|---------|---------|---------|---------|---------|---------|\n");
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) bench(&ws[i], repeats);
+    ag_params_free(&ps);
+    ag_shutdown();
+    return 0;
+}

@@ -1,0 +1,108 @@
+/* model_util.h - helpers of the per-model tests (test_<model>.c): batch
+ * views and copies, and catching fatal errors. */
+#ifndef AG_MODEL_UTIL_H
+#define AG_MODEL_UTIL_H
+
+#include "check.h"
+#include "../models/models.h"
+
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static jmp_buf model_on_error;
+static char model_last_msg[1024];
+
+static inline void model_catch_fatal(const char *msg) {
+    snprintf(model_last_msg, sizeof model_last_msg, "%s", msg);
+    longjmp(model_on_error, 1);
+}
+
+/* Runs STMT, which must stop with a fatal error whose message contains
+ * every string given. */
+#define EXPECT_FATAL(STMT, ...)                                                                     \
+    do {                                                                                            \
+        ag_fatal_handler old_ = ag_set_fatal_handler(model_catch_fatal);                            \
+        model_last_msg[0] = 0;                                                                      \
+        if (setjmp(model_on_error) == 0) {                                                          \
+            STMT;                                                                                   \
+            CHECK(0, "no error from %s", #STMT);                                                    \
+        } else {                                                                                    \
+            const char *want_[] = {__VA_ARGS__};                                                    \
+            for (size_t k_ = 0; k_ < sizeof want_ / sizeof *want_; k_++)                            \
+                CHECK(strstr(model_last_msg, want_[k_]), "%s: message \"%s\" lacks \"%s\"", #STMT, \
+                      model_last_msg, want_[k_]);                                                   \
+        }                                                                                           \
+        ag_set_fatal_handler(old_);                                                                 \
+        ag_step_end();                                                                              \
+    } while (0)
+
+/* Row i of b as a batch of one row (a view: no copies). */
+static inline ag_batch batch_row(const ag_batch *b, int i) {
+    ag_batch r = *b;
+    int N = b->width, Nb = b->width_b;
+    r.rows = 1;
+    r.tokens += i * N;
+    r.lengths += i;
+    r.labels += i;
+    if (r.heads) r.heads += i * N;
+    if (r.bigrams) r.bigrams += i * N;
+    if (r.targets) r.targets += i * N;
+    if (r.tokens_b) r.tokens_b += i * Nb, r.lengths_b += i;
+    if (r.heads_b) r.heads_b += i * Nb;
+    if (r.bigrams_b) r.bigrams_b += i * Nb;
+    return r;
+}
+
+/* Fills every padded position of the token and bigram rows with arbitrary
+ * in-range ids, and padded heads with arbitrary valid-looking parents: a
+ * model must ignore all of them. */
+static inline void fill_padding_with_junk(ag_batch *b, int vocab, int n_bigram, uint64_t seed) {
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    for (int second = 0; second < 2; second++) {
+        int N = second ? b->width_b : b->width;
+        const int32_t *len = second ? b->lengths_b : b->lengths;
+        int32_t *tok = second ? b->tokens_b : b->tokens, *bi = second ? b->bigrams_b : b->bigrams;
+        int32_t *heads = second ? b->heads_b : b->heads;
+        if (!tok) continue;
+        for (int i = 0; i < b->rows; i++)
+            for (int t = len[i]; t < N; t++) {
+                tok[i * N + t] = 1 + (int32_t)(ag_rng_next(&r) % (uint64_t)(vocab - 1));
+                if (bi && n_bigram > 1) bi[i * N + t] = 1 + (int32_t)(ag_rng_next(&r) % (uint64_t)(n_bigram - 1));
+                if (heads) heads[i * N + t] = 0;
+            }
+    }
+}
+
+/* The logits of b, copied out of the step (out must hold rows * classes). */
+static inline void model_logits(ag_model *m, const ag_batch *b, double *out) {
+    bool was = ag_set_grad_enabled(false);
+    ag_tensor *logits = ag_model_forward(m, b, false);
+    for (int64_t i = 0; i < logits->size; i++) out[i] = logits->data[i];
+    ag_set_grad_enabled(was);
+    ag_step_end();
+}
+
+/* Training steps on b (forward, backward, optimizer) after a short warm-up
+ * make no heap allocation at all: everything comes from the step arena and
+ * the cached masks. */
+static inline void check_steady_state(ag_model *m, const ag_batch *b) {
+    ag_optim_config oc;
+    ag_optimizer opt;
+    CHECK(ag_optim_parse(m->cfg.optim, &oc) == AG_OK && ag_optim_init(&opt, &m->params, &oc) == AG_OK, "%s",
+          ag_errmsg());
+    int64_t allocs = 0;
+    for (int step = 0; step < 8; step++) {
+        if (step == 3) allocs = ag_memstats().allocs;
+        ag_params_zero_grad(&m->params);
+        ag_backward(ag_model_loss(m, b, true));
+        ag_optim_step(&opt);
+        ag_step_end();
+    }
+    CHECK(ag_memstats().allocs == allocs, "%s: %lld allocations in 5 steady steps", m->kind->name,
+          (long long)(ag_memstats().allocs - allocs));
+    ag_optim_free(&opt);
+}
+
+#endif

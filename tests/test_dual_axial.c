@@ -1,0 +1,222 @@
+/* test_dual_axial.c - the dual-axial model (MODELS.md §2) beyond its
+ * gradient check: its logits against a naive loop transcription of the
+ * equations (every FLAG), independence of an example's logits from the
+ * rest of the batch and from anything beyond its length, the bigram row 0
+ * that must stay zero through training, a batch of the wrong width, and
+ * training steps that allocate nothing. */
+#include "model_util.h"
+
+#include <math.h>
+
+enum { MAXL = 8, MAXD = 8 };
+
+static double softplus(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+static double sigmoid(double x) { return 1 / (1 + exp(-x)); }
+static const double *P(const ag_model *m, const char *name) { return ag_params_find(&m->params, name)->data; }
+
+/* rows[n][m] -> out[n][m] of the light multi-dimensional self-attention:
+ * a[q,k] = softplus(Q_q.K_k) (or softmax over k < n_keys) * weight(q,k),
+ * out = softplus(sum_k a[q,k] V_k) * rows.  W* are [m,m]. */
+static void axial(int n, int m, const double rows[MAXD][MAXD], const double *wq, const double *wk,
+                  const double *wv, bool softmax, int n_keys, double (*weight)(int q, int k, int n_keys),
+                  double out[MAXD][MAXD]) {
+    double Q[MAXD][MAXD] = {{0}}, K[MAXD][MAXD] = {{0}}, V[MAXD][MAXD] = {{0}};
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++)
+            for (int l = 0; l < m; l++) {
+                Q[i][j] += rows[i][l] * wq[l * m + j];
+                K[i][j] += rows[i][l] * wk[l * m + j];
+                V[i][j] += rows[i][l] * wv[l * m + j];
+            }
+    for (int q = 0; q < n; q++) {
+        double s[MAXD], a[MAXD], mx = -INFINITY, z = 0;
+        for (int k = 0; k < n; k++) {
+            s[k] = 0;
+            for (int j = 0; j < m; j++) s[k] += Q[q][j] * K[k][j];
+            if (k < n_keys && s[k] > mx) mx = s[k];
+        }
+        for (int k = 0; k < n; k++) z += k < n_keys ? exp(s[k] - mx) : 0;
+        for (int k = 0; k < n; k++) a[k] = (softmax ? (k < n_keys ? exp(s[k] - mx) / z : 0) : softplus(s[k])) *
+                                           weight(q, k, n_keys);
+        for (int j = 0; j < m; j++) {
+            double w = 0;
+            for (int k = 0; k < n; k++) w += a[k] * V[k][j];
+            out[q][j] = softplus(w) * rows[q][j];
+        }
+    }
+}
+
+static double zeta_valid(int q, int k, int len) { return k < len ? 1 / log(M_E * abs(q - k) + M_E) : 0; }
+static double valid_only(int q, int k, int len) { return (void)q, k < len ? 1 : 0; }
+static double every_key(int q, int k, int len) { return (void)q, (void)k, (void)len, 1; }
+
+/* The logits of row i, straight from MODELS.md §2. */
+static void reference_logits(const ag_model *m, const ag_batch *b, int i, double *logits) {
+    const ag_model_config *c = &m->cfg;
+    int d = c->dim, L = c->fixed_len, K = c->classes, len = b->lengths[i];
+    bool softmax = c->flags & AG_FLAG_SOFTMAX;
+    double x[MAXD][MAXD] = {{0}}, y[MAXD][MAXD] = {{0}}, ht[MAXD][MAXD], hfT[MAXD][MAXD];
+    for (int t = 0; t < len; t++) {
+        int w = b->tokens[i * L + t], bi = (c->flags & AG_FLAG_NO_BIGRAM) ? 0 : b->bigrams[i * L + t];
+        for (int j = 0; j < d; j++)
+            x[t][j] = P(m, "embed.weight")[w * d + j] + (bi ? P(m, "bigram.weight")[bi * d + j] : 0);
+    }
+    axial(L, d, x, P(m, "text.wq"), P(m, "text.wk"), P(m, "text.wv"), softmax, len,
+          (c->flags & AG_FLAG_NO_ZETA) ? valid_only : zeta_valid, ht);
+    double sum[MAXD] = {0};
+    if (c->flags & AG_FLAG_TEXT_ONLY) {
+        for (int q = 0; q < len; q++)
+            for (int j = 0; j < d; j++) sum[j] += ht[q][j] / len;
+    } else {
+        for (int t = 0; t < L; t++)
+            for (int j = 0; j < d; j++) y[j][t] = x[t][j];
+        axial(d, L, y, P(m, "feat.wq"), P(m, "feat.wk"), P(m, "feat.wv"), softmax, d, every_key, hfT);
+        for (int q = 0; q < len; q++)
+            for (int j = 0; j < d; j++) {
+                double z = P(m, "gate.b")[j], htq = ht[q][j] / len;
+                for (int l = 0; l < d; l++)
+                    z += hfT[l][q] * P(m, "gate.wf")[l * d + j] + ht[q][l] / len * P(m, "gate.wt")[l * d + j];
+                double f = sigmoid(z);
+                sum[j] += f * htq + (1 - f) * hfT[j][q];
+            }
+    }
+    double hidden[MAXD];
+    for (int j = 0; j < d; j++) {
+        double z = P(m, "cls.hidden.bias")[j];
+        for (int l = 0; l < d; l++) z += tanh(sum[l]) * P(m, "cls.hidden.weight")[l * d + j];
+        hidden[j] = sigmoid(z);
+    }
+    for (int k = 0; k < K; k++) {
+        logits[k] = P(m, "cls.out.bias")[k];
+        for (int l = 0; l < d; l++) logits[k] += hidden[l] * P(m, "cls.out.weight")[l * K + k];
+    }
+}
+
+static ag_model tiny_model(unsigned flags) {
+    const ag_model_kind *kind = ag_model_find("dual_axial");
+    ag_model_config cfg = ag_model_tiny(kind);
+    cfg.flags |= flags; /* d 4 != L 5: a transposed feature axis cannot pass by luck */
+    ag_model m;
+    ag_model_init(&m, kind, &cfg);
+    return m;
+}
+
+static void against_reference(unsigned flags, const char *label) {
+    ag_model m = tiny_model(flags);
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 11);
+    double got[2 * 3], want[3];
+    model_logits(&m, &b, got);
+    double worst = 0;
+    for (int i = 0; i < b.rows; i++) {
+        reference_logits(&m, &b, i, want);
+        for (int k = 0; k < m.cfg.classes; k++) {
+            CHECK_NEAR(got[i * m.cfg.classes + k], want[k], 1e-12, 1e-10);
+            worst = fmax(worst, fabs(got[i * m.cfg.classes + k] - want[k]));
+        }
+    }
+    printf("  reference %-12s max |logit diff| %.1e\n", label, worst);
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+}
+
+/* An example's logits depend on nothing but its own tokens up to its length. */
+static void independence(unsigned flags) {
+    ag_model m = tiny_model(flags);
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 13);
+    double both[6], alone[3], junk[6];
+    model_logits(&m, &b, both);
+    for (int i = 0; i < b.rows; i++) {
+        ag_batch row = batch_row(&b, i);
+        model_logits(&m, &row, alone);
+        for (int k = 0; k < 3; k++) CHECK_NEAR(alone[k], both[i * 3 + k], 1e-13, 1e-12);
+    }
+    fill_padding_with_junk(&b, m.cfg.vocab, m.cfg.n_bigram, 99);
+    model_logits(&m, &b, junk);
+    for (int k = 0; k < 6; k++) CHECK_NEAR(junk[k], both[k], 1e-13, 1e-12);
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+}
+
+/* Bigram id 0 ("no bigram") gets no gradient, so its row stays exactly zero
+ * through Adam steps while the other rows learn. */
+static void bigram_row_zero(void) {
+    ag_model m = tiny_model(0);
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 17);
+    ag_tensor *table = ag_params_find(&m.params, "bigram.weight");
+    ag_optim_config oc;
+    CHECK(ag_optim_parse(m.cfg.optim, &oc) == AG_OK, "%s", ag_errmsg());
+    ag_optimizer opt;
+    CHECK(ag_optim_init(&opt, &m.params, &oc) == AG_OK);
+    int used = b.bigrams[0], d = table->shape[1]; /* a bigram of a valid position */
+    CHECK(used != 0);
+    double before = table->data[used * d];
+    for (int step = 0; step < 3; step++) {
+        ag_params_zero_grad(&m.params);
+        ag_backward(ag_model_loss(&m, &b, true));
+        for (int j = 0; j < d; j++) CHECK(table->grad[j] == 0, "grad of row 0 [%d] = %g", j, table->grad[j]);
+        ag_optim_step(&opt);
+        ag_step_end();
+    }
+    for (int j = 0; j < d; j++) CHECK(table->data[j] == 0, "row 0 [%d] = %g", j, table->data[j]);
+    CHECK(table->data[used * d] != before, "a used row learns, so the test is not vacuous");
+    CHECK(m.cfg.optim && strstr(m.cfg.optim, "adam") && oc.lr == 1e-3 && oc.beta1 == 0.9 && oc.beta2 == 0.999);
+    ag_optim_free(&opt);
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+}
+
+/* A batch wider than fixed_len cannot fit the feature axis' [L,L] maps. */
+static void wrong_width(void) {
+    ag_model m = tiny_model(0);
+    ag_batch_opts o = {0};
+    m.kind->batch_opts(&m.cfg, &o);
+    CHECK(o.fixed_len == 5 && o.n_bigram == 10);
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 19);
+    enum { W = 4 }; /* narrower: the first W columns of every row */
+    for (int i = 0; i < b.rows; i++) {
+        memmove(b.tokens + i * W, b.tokens + i * b.width, W * sizeof *b.tokens);
+        memmove(b.bigrams + i * W, b.bigrams + i * b.width, W * sizeof *b.bigrams);
+        if (b.lengths[i] > W) b.lengths[i] = W;
+    }
+    b.width = W;
+    EXPECT_FATAL(ag_model_forward(&m, &b, false), "ag_linear", "[2,4,4]", "[5,5]");
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+
+    m = tiny_model(AG_FLAG_NO_BIGRAM);
+    m.kind->batch_opts(&m.cfg, &o);
+    CHECK(o.n_bigram == 0 && !ag_params_find(&m.params, "bigram.weight"));
+    ag_model_free(&m);
+}
+
+int main(void) {
+    static const struct { unsigned flags; const char *label; } variants[] = {
+        {0, "default"},
+        {AG_FLAG_NO_BIGRAM, "no_bigram"},
+        {AG_FLAG_SOFTMAX, "softmax"},
+        {AG_FLAG_NO_ZETA, "no_zeta"},
+        {AG_FLAG_TEXT_ONLY, "text_only"},
+        {AG_FLAG_SOFTMAX | AG_FLAG_NO_ZETA | AG_FLAG_TEXT_ONLY, "all"},
+    };
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+        against_reference(variants[i].flags, variants[i].label);
+        independence(variants[i].flags);
+    }
+    bigram_row_zero();
+    wrong_width();
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+        ag_model m = tiny_model(variants[i].flags);
+        m.cfg.keep = 0.8; /* exercise the optional classifier dropout too */
+        ag_batch b;
+        ag_tiny_batch(&m, &b, 23);
+        check_steady_state(&m, &b);
+        ag_tiny_batch_free(&b);
+        ag_model_free(&m);
+    }
+    ag_shutdown();
+    return check_summary("test_dual_axial");
+}
