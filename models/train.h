@@ -51,7 +51,7 @@ typedef struct {
     /* loop */
     int epochs, batch;
     int64_t seed;
-    double clip;            /* global gradient norm; 0 = off */
+    double clip;            /* global gradient norm; 0 = off, -1 = the model's */
     int patience;           /* early stopping; 0 = off */
     int64_t max_steps;      /* 0 = no limit */
     double max_minutes;     /* 0 = no limit */

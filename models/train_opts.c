@@ -48,7 +48,7 @@ static const opt_def opts[] = {
     {"dim", O_INT, F(dim), 1, 65536, SIZE_CMDS, true, "D", "model width d (embedding size)", NULL},
     {"hidden", O_INT, F(hidden), 1, 65536, SIZE_CMDS, true, "H", "second size (MTSA dh, LM hidden)", NULL},
     {"heads", O_INT, F(heads), 1, 1024, SIZE_CMDS, true, "N", "attention heads", NULL},
-    {"layers", O_INT, F(layers), 1, 64, SIZE_CMDS, true, "N", "LSTM layers", NULL},
+    {"layers", O_INT, F(layers), 0, 64, SIZE_CMDS, true, "N", "LSTM layers (poslm 0: the paper's count)", NULL},
     {"fixed-len", O_INT, F(fixed_len), 1, 1 << 20, SIZE_CMDS, true, "L", "dual-axial fixed length", NULL},
     {"bigrams", O_INT, F(bigrams), 0, BIG, SIZE_CMDS, true, "N", "dual-axial bigram buckets", NULL},
     {"keep", O_REAL, F(keep), 1e-9, 1, TR, true, "P", "dropout keep probability (1 = off)", NULL},
@@ -59,7 +59,8 @@ static const opt_def opts[] = {
     {"attention", O_STR, F(attention), 0, 0, SIZE_CMDS, true, "A", "poslm attention: positional, standard, none",
      check_attention},
     {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer, e.g. adadelta:lr=0.5,rho=0.95", check_optim},
-    {"sched", O_STR, F(sched), 0, 0, TR, true, "SPEC", "LR schedule, e.g. plateau:factor=0.5,patience=5", check_sched},
+    {"sched", O_STR, F(sched), 0, 0, TR, true, "SPEC",
+     "LR schedule per epoch, e.g. plateau:factor=0.5,patience=5 (default: the model's)", check_sched},
     {"data", O_STR, F(data), 0, 0, DATA_CMDS, true, "PATH", "benchmark folder or labeled file (none: generated task)",
      NULL},
     {"dataset", O_STR, F(dataset), 0, 0, DATA_CMDS, true, "NAME",
@@ -77,7 +78,8 @@ static const opt_def opts[] = {
     {"epochs", O_INT, F(epochs), 1, 1 << 20, TR, true, "N", "training epochs", NULL},
     {"batch", O_INT, F(batch), 1, 1 << 20, TR | EV | DU, true, "B", "batch size (default: the model's)", NULL},
     {"seed", O_I64, F(seed), 0, 9e15, TR | DU | GC, true, "S", "seed of initialisation, data order and dropout", NULL},
-    {"clip", O_REAL, F(clip), 0, 1e30, TR, true, "NORM", "clip the global gradient norm (0: off)", NULL},
+    {"clip", O_REAL, F(clip), 0, 1e30, TR, true, "NORM", "clip the global gradient norm (0: off; default: the model's)",
+     NULL},
     {"patience", O_INT, F(patience), 0, 1 << 20, TR, true, "N", "stop after N epochs without a better dev score", NULL},
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop after N training steps in all", NULL},
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes of training", NULL},
@@ -94,7 +96,7 @@ ag_train_opts ag_train_opts_default(void) {
     return (ag_train_opts){
         .model = "mpsan", .vocab = -1, .classes = -1, .dim = -1, .hidden = -1, .heads = -1, .layers = -1,
         .fixed_len = -1, .bigrams = -1, .keep = -1, .l2 = -1, .min_count = 1, .folds = 10, .fold = -1,
-        .dev_frac = 0.1, .synth_n = 4000, .epochs = 10, .batch = -1, .seed = 1, .progress = "auto",
+        .dev_frac = 0.1, .synth_n = 4000, .epochs = 10, .batch = -1, .seed = 1, .clip = -1, .progress = "auto",
     };
 }
 
@@ -339,7 +341,7 @@ void ag_train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (o->dim > 0) c->dim = o->dim;
     if (o->hidden > 0) c->hidden = o->hidden;
     if (o->heads > 0) c->heads = o->heads;
-    if (o->layers > 0) c->layers = o->layers;
+    if (o->layers >= 0) c->layers = o->layers;
     if (o->fixed_len > 0) c->fixed_len = o->fixed_len;
     if (o->bigrams >= 0) c->n_bigram = o->bigrams;
     if (o->keep > 0) c->keep = o->keep;
@@ -376,9 +378,20 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
         if (c->heads > 1 && o->heads < 0 && o->dim < 0) c->dim -= c->dim % c->heads;
     }
     ag_train_apply(o, c);
+    if (!o->data[0]) {
+        if (c->n_bigram > 1024 && o->bigrams < 0) c->n_bigram = 1024; /* a vocab of a few dozen words */
+        if (c->task == AG_TASK_LM) { /* the LM's SGD at lr 30 is tuned to PTB: it diverges on the lookup task */
+            c->optim = "adam:lr=3e-3";
+            c->sched = NULL;
+            c->clip = 0;
+        }
+    }
     if (!o->optim[0]) snprintf(o->optim, sizeof o->optim, "%s", c->optim);
     c->optim = o->optim;
-    if (!o->sched[0]) strcpy(o->sched, "constant");
+    if (!o->sched[0]) snprintf(o->sched, sizeof o->sched, "%s", c->sched ? c->sched : "constant");
+    c->sched = o->sched;
+    if (o->clip < 0) o->clip = c->clip;
+    c->clip = o->clip;
     ag_train_record(o, c);
     return 0;
 }

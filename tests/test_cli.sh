@@ -31,7 +31,7 @@ SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none)
 
 # ---- models, train, eval, predict ----
 expect 0 '^mpsan ' "$AG" models
-models=$("$AG" models | awk 'NR > 1 && $1 !~ /^\(/ { print $1 }')
+models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm)$/ { print $1 }')
 
 expect 0 'done in .* 2 epochs, 16 steps' "$AG" train "${SMALL[@]}" --epochs 2 --out "$T/run"
 for f in best.safetensors last.safetensors vocab.txt metrics.csv metrics.jsonl; do
@@ -62,6 +62,19 @@ for m in $models; do
   expect 0 'wrote' "$AG" dump-step --model "$m" --out "$T/dump-$m.safetensors"
   "$TT" verify-dump "$T/dump-$m.safetensors" "$m" >/dev/null && ok || bad "dump-step of $m does not reload bit-exactly"
 done
+# every model trains a few steps on its generated task (LM: lookup, pairs with
+# --task pair), and its checkpoint evaluates and predicts
+TINY=(--synth-n 64 --dim 12 --hidden 8 --fixed-len 24 --batch 16 --epochs 1 --max-steps 3 --progress none)
+for m in $models; do
+  expect 0 'stopped in|done in' "$AG" train --model "$m" "${TINY[@]}" --out "$T/m-$m"
+  expect 0 '^test +(accuracy|perplexity) ' "$AG" eval --ckpt "$T/m-$m/best.safetensors"
+  expect 0 '^([0-9]+'$'\t''|ppl )' sh -c "echo 'w1 A w2 B' | '$AG' predict --ckpt '$T/m-$m/best.safetensors'"
+done
+if grep -qx ms_san <<<"$models"; then
+  expect 0 'synth-pair' "$AG" train --model ms_san --task pair "${TINY[@]}" --out "$T/pair"
+  expect 0 '^(NEUTRAL|ENTAILMENT|CONTRADICTION)'$'\t' sh -c "printf 'w1 w2 w3\tw2 w3\n' | '$AG' predict --ckpt '$T/pair/best.safetensors'"
+  expect 1 'two sentences separated by a tab' sh -c "echo 'w1 w2' | '$AG' predict --ckpt '$T/pair/best.safetensors'"
+fi
 expect 0 'PASS' "$AG64" gradcheck --model mpsan --flags elu_score
 expect 0 'wrote' "$AG" dump-step --model mpsan --flags linear_dist --out "$T/dump-flag.safetensors"
 "$TT" verify-dump "$T/dump-flag.safetensors" mpsan linear_dist >/dev/null && ok || bad "dump-step with flags"
