@@ -127,6 +127,8 @@ typedef struct {
     ag_batch batch;
     ag_sampler sampler;
     double clip;
+    ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
+    bool have_best;
 } trainer;
 
 /* Returns the batch loss (without the L2 term), NaN with err set if the
@@ -485,6 +487,7 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, run_state *s, double trai
     e.lr = t->opt.lr;
     e.best = sc > s->best;
     if (e.best) {
+        t->best_dev = e.dev, t->best_test = e.test, t->have_best = true;
         s->best = sc;
         s->best_epoch = e.epoch;
         s->bad_epochs = 0;
@@ -553,8 +556,14 @@ static int train_loop(const fold_ctx *c, trainer *t, run_state *s, fold_result *
     return 0;
 }
 
-/* The final metrics of a fold: those of its best checkpoint. */
+/* The final metrics of a fold: those of its best checkpoint (evaluated
+ * again only when it was saved by an earlier process). */
 static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *err, size_t errlen) {
+    r->has_test = t->data.ds[AG_SPLIT_TEST] != NULL;
+    if (t->have_best) {
+        r->dev = t->best_dev, r->test = t->best_test, r->valid = true;
+        return 0;
+    }
     char path[AG_PATH_MAX + 32];
     join(path, sizeof path, c->out, "best.safetensors");
     if (!exists(path)) /* only a limit reached before the first step gets here */
@@ -563,7 +572,6 @@ static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *er
     if (ag_checkpoint_load(path, &t->model.params, NULL, NULL, NULL))
         return fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     ag_run_data *d = &t->data;
-    r->has_test = d->ds[AG_SPLIT_TEST] != NULL;
     int rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_DEV], d->idx[AG_SPLIT_DEV], d->n[AG_SPLIT_DEV], &t->batch, &r->dev,
                          err, errlen);
     if (!rc && r->has_test)

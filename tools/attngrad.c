@@ -157,7 +157,8 @@ static int cmd_train(const command *c, int argc, char **argv) {
         if ((rc = parse_args(c, argc, argv, &base, &x))) return rc;
         o = base;
     }
-    set_threads(o.threads);
+    /* the generated task's matrices are small: one BLAS thread is faster than two that wait on each other */
+    set_threads(o.threads > 0 ? o.threads : o.data[0] ? 0 : 1);
     ag_train_result r;
     if (ag_train(&o, &r, err, sizeof err)) {
         fprintf(stderr, "attngrad train: %s\n", err);
