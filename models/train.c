@@ -337,33 +337,44 @@ typedef struct {
     bool has_test, partial, best;
 } epoch_row;
 
-static void append_metrics(const char *out, ag_task task, const epoch_row *e) {
-    char path[AG_PATH_MAX + 32];
+/* A number for JSON: null when not finite (a diverged perplexity). */
+static void json_num(FILE *f, const char *key, double x) {
+    if (isfinite(x)) fprintf(f, "\"%s\":%.6g", key, x);
+    else fprintf(f, "\"%s\":null", key);
+}
+
+static int append_metrics(const char *out, ag_task task, const epoch_row *e, char *err, size_t errlen) {
+    char csv[AG_PATH_MAX + 32], jsonl[AG_PATH_MAX + 32];
     bool lm = task == AG_TASK_LM;
-    const char *metric = lm ? "ppl" : "acc";
+    const char *metric = lm ? "ppl" : "acc", *name = lm ? "perplexity" : "accuracy";
     double dev = lm ? e->dev.perplexity : e->dev.accuracy, test = lm ? e->test.perplexity : e->test.accuracy;
-    join(path, sizeof path, out, "metrics.csv");
-    bool fresh = !exists(path);
-    FILE *f = fopen(path, "a");
+    join(csv, sizeof csv, out, "metrics.csv");
+    join(jsonl, sizeof jsonl, out, "metrics.jsonl");
+    bool fresh = !exists(csv);
+    FILE *f = fopen(csv, "a"), *j = fopen(jsonl, "a");
+    if (f && fresh)
+        fprintf(f, "epoch,step,lr,train_loss,dev_loss,dev_%s,test_loss,test_%s,seconds,partial,best\n", metric, metric);
     if (f) {
-        if (fresh)
-            fprintf(f, "epoch,step,lr,train_loss,dev_loss,dev_%s,test_loss,test_%s,seconds,partial,best\n", metric, metric);
         fprintf(f, "%d,%lld,%.6g,%.6f,%.6f,%.6f,", e->epoch, (long long)e->step, e->lr, e->train_loss, e->dev.loss, dev);
         if (e->has_test) fprintf(f, "%.6f,%.6f,", e->test.loss, test);
         else fprintf(f, ",,");
         fprintf(f, "%.3f,%d,%d\n", e->seconds, e->partial, e->best);
-        fclose(f);
     }
-    join(path, sizeof path, out, "metrics.jsonl");
-    if ((f = fopen(path, "a"))) {
-        const char *name = lm ? "perplexity" : "accuracy";
-        fprintf(f, "{\"epoch\":%d,\"step\":%lld,\"lr\":%.6g,\"train_loss\":%.6f,\"dev\":{\"loss\":%.6f,\"%s\":%.6f}",
-                e->epoch, (long long)e->step, e->lr, e->train_loss, e->dev.loss, name, dev);
-        if (e->has_test) fprintf(f, ",\"test\":{\"loss\":%.6f,\"%s\":%.6f}", e->test.loss, name, test);
-        fprintf(f, ",\"seconds\":%.3f,\"partial\":%s,\"best\":%s}\n", e->seconds, e->partial ? "true" : "false",
+    if (j) {
+        fprintf(j, "{\"epoch\":%d,\"step\":%lld,", e->epoch, (long long)e->step);
+        json_num(j, "lr", e->lr), fputc(',', j), json_num(j, "train_loss", e->train_loss);
+        fputs(",\"dev\":{", j), json_num(j, "loss", e->dev.loss), fputc(',', j), json_num(j, name, dev), fputc('}', j);
+        if (e->has_test) {
+            fputs(",\"test\":{", j), json_num(j, "loss", e->test.loss), fputc(',', j), json_num(j, name, test);
+            fputc('}', j);
+        }
+        fprintf(j, ",\"seconds\":%.3f,\"partial\":%s,\"best\":%s}\n", e->seconds, e->partial ? "true" : "false",
                 e->best ? "true" : "false");
-        fclose(f);
     }
+    bool ok = f && j && !ferror(f) && !ferror(j);
+    if (f && fclose(f)) ok = false;
+    if (j && fclose(j)) ok = false;
+    return ok ? 0 : fail(err, errlen, AG_ERR_IO, "%s: cannot append the metrics: %s", out, strerror(errno));
 }
 
 static void print_metrics(FILE *f, const char *name, ag_task task, const ag_metrics *x) {
@@ -503,7 +514,7 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, run_state *s, double trai
     }
     join(path, sizeof path, c->out, "last.safetensors");
     if ((rc = save_checkpoint(path, c->o, s, t, err, errlen))) return rc;
-    append_metrics(c->out, t->data.task, &e);
+    if ((rc = append_metrics(c->out, t->data.task, &e, err, errlen))) return rc;
     if (!c->quiet) print_epoch(&e, c->o->epochs, t->data.task);
     return 0;
 }

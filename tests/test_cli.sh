@@ -39,6 +39,10 @@ for f in best.safetensors last.safetensors vocab.txt metrics.csv metrics.jsonl; 
 done
 [ "$(wc -l < "$T/run/metrics.csv")" -eq 3 ] && ok || bad "metrics.csv: want a header and 2 rows"
 grep -q '"dev":{"loss":' "$T/run/metrics.jsonl" && ok || bad "metrics.jsonl has no dev metrics"
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$T/run/metrics.jsonl" && ok ||
+    bad "metrics.jsonl is not JSON lines"
+fi
 expect 0 'epoch 1/1  step 8/8  [0-9]+ tok/s  loss' "$AG" train "${SMALL[@]}" --epochs 1 --progress lines --out "$T/lines"
 
 expect 0 '^test +accuracy [0-9.]+%  loss [0-9.]+  \(50 examples\)' "$AG" eval --ckpt "$T/run/best.safetensors"
@@ -78,6 +82,18 @@ fi
 expect 0 'PASS' "$AG64" gradcheck --model mpsan --flags elu_score
 expect 0 'wrote' "$AG" dump-step --model mpsan --flags linear_dist --out "$T/dump-flag.safetensors"
 "$TT" verify-dump "$T/dump-flag.safetensors" mpsan linear_dist >/dev/null && ok || bad "dump-step with flags"
+
+# ---- the benchmarks, when ../shared/data is there (AG_DATA_DIR) ----
+D=${AG_DATA_DIR:-}
+if [ -n "$D" ] && [ -d "$D/trec" ]; then
+  B=(--dim 12 --hidden 8 --max-steps 2 --progress none)
+  expect 0 'mpsan on trec: 4907 train / 545 dev / 500 test' "$AG" train --data "$D/trec" "${B[@]}" --out "$T/trec"
+  expect 0 '^test +accuracy .*\(500 examples\)' "$AG" eval --ckpt "$T/trec/best.safetensors"
+  expect 0 'mpsan on cr: .* 378 test' "$AG" train --data "$D" --dataset cr --fold 0 "${B[@]}" --out "$T/cr"
+  expect 0 'ms_san on sick: 4500 train / 500 dev / 4927 test' "$AG" train --model ms_san --data "$D/sick" "${B[@]}" --out "$T/sick"
+  expect 1 'ptb is language-model text' "$AG" train --data "$D/ptb" --out "$T/ptb"
+  expect 1 'add --dataset sst5 or --dataset sst2' "$AG" train --data "$D/sst" --out "$T/sst"
+fi
 
 # ---- bad data files ----
 printf '0 a good line\nno label here\n' > "$T/nolabel.txt"
