@@ -423,8 +423,6 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     if (d->lowercase) o->lowercase = 1;
     o->vocab = ag_vocab_size(d->vocab);
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
-    if (d->task != AG_TASK_LM && o->classes < d->classes)
-        return fail(err, errlen, AG_ERR_ARG, "%s has %d classes, the model %d", d->name, d->classes, o->classes);
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
     ag_model_init(&t->model, ag_model_find(o->model), &cfg);
@@ -439,7 +437,10 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     ag_batch_opts bo = {0};
     if (t->model.kind->batch_opts) t->model.kind->batch_opts(&cfg, &bo);
     bo.max_width = d->max_width;
-    ag_sampler_opts so = {.batch_size = cfg.batch, .shuffle = d->task != AG_TASK_LM, .bucket_chunks = 0};
+    /* Shuffled batches of similar lengths (less padding), sorted within
+     * chunks of 16 batches; the LM keeps the file's order, as its paper. */
+    bool lm = d->task == AG_TASK_LM;
+    ag_sampler_opts so = {.batch_size = cfg.batch, .shuffle = !lm, .bucket_chunks = lm ? 0 : 16};
     if ((rc = ag_batch_alloc(&t->batch, d->ds[AG_SPLIT_TRAIN], cfg.batch, &bo, err, errlen)) ||
         (rc = ag_sampler_init(&t->sampler, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], &so,
                               err, errlen)))
