@@ -131,24 +131,30 @@ typedef struct {
     bool have_best;
 } trainer;
 
-/* Returns the batch loss (without the L2 term), NaN with err set if the
- * model refused the batch. */
-static double train_step(trainer *t, char *err, size_t errlen) {
+/* One step on t->batch; *loss gets the batch loss (without the L2 term).
+ * Fails if the model refuses the batch or the loss is not finite. */
+static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t errlen) {
     ag_model *m = &t->model;
     ag_params_zero_grad(&m->params);
     ag_tensor *logits = forward(m, &t->batch, true, err, errlen);
     if (!logits) {
         ag_step_end();
-        return NAN;
+        return AG_ERR_FORMAT;
     }
-    ag_tensor *loss = loss_of(m, &t->batch, logits);
-    double value = ag_item(loss);
-    ag_backward(loss);
+    ag_tensor *out = loss_of(m, &t->batch, logits);
+    *loss = ag_item(out);
+    if (!isfinite(*loss)) {
+        ag_step_end();
+        return fail(err, errlen, AG_ERR_ARG,
+                    "the training loss became %g at step %lld: lower the learning rate or clip (--clip)", *loss,
+                    (long long)step);
+    }
+    ag_backward(out);
     if (m->cfg.l2 > 0) ag_l2_penalty(&m->params, m->cfg.l2);
     if (t->clip > 0) ag_clip_grad_norm(&m->params, t->clip);
     ag_optim_step(&t->opt);
     ag_step_end();
-    return value;
+    return 0;
 }
 
 /* A batch of `rows` copies of a sentence of w <unk> tokens, written straight
@@ -539,14 +545,9 @@ static int train_loop(const fold_ctx *c, trainer *t, run_state *s, fold_result *
             int rc = ag_batch_fill(&t->batch, t->data.ds[AG_SPLIT_TRAIN], idx, rows, err, errlen);
             if (rc) return rc;
             int64_t allocs = ag_memstats().allocs;
-            double loss = train_step(t, err, errlen);
+            double loss;
+            if ((rc = train_step(t, s->step + 1, &loss, err, errlen))) return rc;
             r->allocs += ag_memstats().allocs - allocs;
-            if (!isfinite(loss)) {
-                if (isnan(loss) && err[0]) return AG_ERR_FORMAT;
-                return fail(err, errlen, AG_ERR_ARG,
-                            "the training loss became %g at step %lld: lower the learning rate or clip (--clip)",
-                            loss, (long long)s->step + 1);
-            }
             s->step++;
             s->batch++;
             if (first_n < 10) first_sum += loss, first_n++;
@@ -696,6 +697,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     snprintf(r->out, sizeof r->out, "%s", o->out);
     int folds = ag_run_data_folds(o);
     if (folds && o->fold >= folds) return fail(err, errlen, AG_ERR_ARG, "--fold %d: there are %d folds", o->fold, folds);
+    if (!folds && o->fold >= 0)
+        return fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
+                    o->data[0] ? o->data : "the generated task");
     if (!folds || o->fold >= 0) { /* one run, straight into the folder */
         fold_result f;
         int rc = train_fold(o, folds ? o->fold : -1, o->out, deadline, &f, err, errlen);

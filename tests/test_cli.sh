@@ -118,6 +118,8 @@ expect 2 "option --epochs: 'many' is not an integer" "$AG" train --epochs many
 expect 2 "option --epochs needs a value" "$AG" train --epochs
 expect 2 "unknown flag 'shiny'" "$AG" gradcheck --model mpsan --flags shiny
 expect 2 "unknown option --bogus" "$AG" train --bogus 1
+expect 1 "training loss became .* at step [0-9]+: lower the learning rate" "$AG" train "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/nan"
+expect 1 "not a cross-validation data set" "$AG" train "${SMALL[@]}" --fold 3 --out "$T/fold"
 expect 2 "takes no option --epochs" "$AG" eval --ckpt "$T/run/best.safetensors" --epochs 2
 expect 2 "unknown command 'fly'" "$AG" fly
 expect 2 "--ckpt FILE is required" "$AG" eval
