@@ -546,7 +546,7 @@ class MSSAN(NamedModel):
         self.param("cls.out.weight", H, K, init="glorot")
         self.param("cls.out.bias", K)
 
-    def masks(self, lengths, heads, N):
+    def masks(self, lengths, tree_dist, N):
         """[B, 6, N, N]: heads 0-2 PAST_INCL, 3-5 FUTURE_INCL; 1.5 x word
         distance on heads 0/3, tree distance on 1/4, none on 2/5."""
         no_dist = "no_dist" in self.cfg.flags
@@ -555,17 +555,11 @@ class MSSAN(NamedModel):
         for h in range(self.HEADS):
             direction = "past_incl" if h < 3 else "future_incl"
             kind = "none" if no_dist else ("word", "tree", "none")[h % 3]
-            base = position_mask(N, direction, dist="word" if kind == "word" else "none", weight=1.5, dtype=self.dtype)
-            m = base[None].expand(B, N, N).clone()
-            if kind == "tree":
-                for b in range(B):
-                    n = int(lengths[b])
-                    dist = torch.tensor(tree_distance(heads[b, :n].tolist(), n), dtype=self.dtype).view(n, n)
-                    m[b, :n, :n] = m[b, :n, :n] - 1.5 * dist
-            out.append(m)
+            m = position_mask(N, direction, dist="word" if kind == "word" else "none", weight=1.5, dtype=self.dtype)
+            out.append(m - 1.5 * tree_dist.to(self.dtype) if kind == "tree" else m.expand(B, N, N))
         return torch.stack(out, 1) + padding_mask(lengths, N, self.dtype)[:, None]
 
-    def encode(self, tokens, lengths, heads):
+    def encode(self, tokens, lengths, tree_dist):
         p = self.p
         B, N = tokens.shape
         d, h = self.cfg.dim, self.HEADS
@@ -573,7 +567,7 @@ class MSSAN(NamedModel):
         split = lambda t: t.view(B, N, h, d // h).transpose(1, 2)                      # [B,h,N,dk]
         q, k, v = split(e @ p["attn.wq"]), split(e @ p["attn.wk"]), split(e @ p["attn.wv"])
         scores = q @ k.transpose(-1, -2) / math.sqrt(d // h)
-        att = masked_softmax(scores, self.masks(lengths, heads, N)) @ v
+        att = masked_softmax(scores, self.masks(lengths, tree_dist, N)) @ v
         o = att.transpose(1, 2).reshape(B, N, d) @ p["attn.wo"]
         ei, oo = e @ p["gate.wi"], o @ p["gate.wo"]
         f = torch.sigmoid(ei @ p["gate.w1"] + oo @ p["gate.w2"] + p["gate.b"])
@@ -586,27 +580,36 @@ class MSSAN(NamedModel):
         return torch.cat([r_att, r_max], -1)
 
     def forward(self, batch):
+        """batch may carry "tree_dist" (and "tree_dist_b"), [B,N,N] from
+        batch_tree_distances, as a data pipeline would precompute them;
+        else they are computed here from "heads" (no parse: the chain)."""
         p = self.p
-        heads = batch.get("heads")
-        if heads is None:  # no parse: the chain head[i] = i + 1, tree distance = word distance
-            heads = chain_heads(batch["lengths"], batch["tokens"].shape[1])
-        r = self.encode(batch["tokens"], batch["lengths"], heads)
+        r = self.encode(batch["tokens"], batch["lengths"], tree_dists(batch, ""))
         if self.cfg.task == "pair":
-            heads_b = batch.get("heads_b")
-            if heads_b is None:
-                heads_b = chain_heads(batch["lengths_b"], batch["tokens_b"].shape[1])
-            rh = self.encode(batch["tokens_b"], batch["lengths_b"], heads_b)
+            rh = self.encode(batch["tokens_b"], batch["lengths_b"], tree_dists(batch, "_b"))
             r = torch.cat([r, rh, r * rh, (r - rh).abs()], -1)
         hidden = F.relu(self.drop(r) @ p["cls.hidden.weight"] + p["cls.hidden.bias"])
         return self.drop(hidden) @ p["cls.out.weight"] + p["cls.out.bias"]
 
 
-def chain_heads(lengths, N):
-    heads = torch.full((lengths.shape[0], N), -2, dtype=torch.int64)
+def batch_tree_distances(heads, lengths, N):
+    """[B, N, N] dependency distances of each sentence (0 outside it); a
+    missing parse (heads None) is the chain head[i] = i + 1, whose tree
+    distance is the word distance."""
+    B = lengths.shape[0]
+    out = torch.zeros(B, N, N, dtype=torch.int64)
     for b, n in enumerate(lengths.tolist()):
-        heads[b, :n] = torch.arange(1, n + 1)
-        heads[b, n - 1] = -1
-    return heads
+        h = list(range(1, n)) + [-1] if heads is None else heads[b, :n].tolist()
+        out[b, :n, :n] = torch.tensor(tree_distance(h, n)).view(n, n)
+    return out
+
+
+def tree_dists(batch, suffix):
+    if "tree_dist" + suffix not in batch:
+        tokens = batch["tokens" + suffix]
+        batch["tree_dist" + suffix] = batch_tree_distances(batch.get("heads" + suffix), batch["lengths" + suffix],
+                                                           tokens.shape[1])
+    return batch["tree_dist" + suffix]
 
 
 # --------------------------------------------------------------------------
