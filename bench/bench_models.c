@@ -151,7 +151,8 @@ static int64_t *add_ints(ag_st_writer *w, const char *name, const int32_t *src, 
     return dst;
 }
 
-/* The batch and the model's config, for the PyTorch side. */
+/* The batch, the model's config and its initial parameters, for the
+ * PyTorch side. */
 static void write_batch(const char *dir, const ag_model *m, const ag_batch *b) {
     static const char *const tasks[] = {"classify", "pair", "lm"}, *const att[] = {"positional", "standard", "none"};
     const ag_model_config *c = &m->cfg;
@@ -174,6 +175,8 @@ static void write_batch(const char *dir, const ag_model *m, const ag_batch *b) {
     bufs[nb++] = add_ints(&w, "batch.bigrams", b->bigrams, B, N);
     bufs[nb++] = add_ints(&w, "batch.tokens_b", b->tokens_b, B, N);
     bufs[nb++] = add_ints(&w, "batch.lengths_b", b->lengths_b, B, 0);
+    for (int i = 0; i < m->params.count; i++) /* the initial values: both sides start alike */
+        ag_st_add_tensor(&w, m->params.items[i]->name, m->params.items[i]);
     ag_st_set_meta(&w, "config", config);
     ag_st_set_meta(&w, "model", m->kind->name);
     if (ag_st_write(&w, path) != AG_OK) fprintf(stderr, "bench_models: %s\n", ag_errmsg());

@@ -8,7 +8,8 @@
 For every model attngrad registers, run build/bench/bench_models on it (one
 process per model), which writes its synthetic batch and config to a file;
 then, in a fresh Python process, the same model (bench/torch_models.py) at
-the same sizes in float32 on the same batch, with the same optimizer, L2
+the same sizes in float32 from the same initial parameters on the same
+batch, with the same optimizer, L2
 term and (LM) gradient clipping, timed the same way: median of --steps
 steps after --warmup, each step = zero_grad, forward, backward, clip, step.
 Both sides get the same thread count: OMP/MKL/OPENBLAS_NUM_THREADS in the
@@ -54,9 +55,10 @@ def parse_result(text):
 
 
 def read_batch(path):
-    """bench_models' batch file: name -> int64 list-of-lists via numpy, and
-    the config lines as a dict."""
+    """bench_models' batch file: name -> numpy array (batch.* int64, the
+    initial parameters float32), and the config lines as a dict."""
     import numpy as np
+    dtypes = {"I64": np.int64, "F32": np.float32, "F64": np.float64}
     with open(path, "rb") as f:
         raw = f.read()
     (n,) = struct.unpack("<Q", raw[:8])
@@ -65,7 +67,7 @@ def read_batch(path):
     arrays = {}
     for name, info in header.items():
         b, e = info["data_offsets"]
-        arrays[name] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=np.int64).reshape(info["shape"]).copy()
+        arrays[name] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=dtypes[info["dtype"]]).reshape(info["shape"]).copy()
     conf = dict(line.split("=", 1) for line in meta["config"].splitlines() if "=" in line)
     return arrays, conf
 
@@ -83,7 +85,7 @@ def torch_worker(args):
     torch.set_num_threads(args.threads)
     arrays, conf = read_batch(args.batch_file)
     name = conf["model"]
-    batch = {k[len("batch."):]: torch.from_numpy(v) for k, v in arrays.items()}
+    batch = {k[len("batch."):]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("batch.")}
     if name == "ms_san":  # parse distances come precomputed from the data pipeline, as in a real loader
         batch["tree_dist"] = tm.batch_tree_distances(batch["heads"], batch["lengths"], batch["tokens"].shape[1])
     cfg = tm.Config(vocab=int(conf["vocab"]), classes=int(conf["classes"]), dim=int(conf["dim"]),
@@ -96,6 +98,7 @@ def torch_worker(args):
     clip = float(conf.get("clip", "0"))
     rss0 = maxrss_mb()
     model = tm.build(name, cfg, dtype=torch.float32)
+    model.load_named({k: torch.from_numpy(v) for k, v in arrays.items() if not k.startswith("batch.")})
     model.train()
     opt = tm.make_optimizer(model.cfg.optim, model.parameters())
     times, losses = [], []
