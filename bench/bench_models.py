@@ -209,7 +209,7 @@ def main():
             ratio, tt, tloss = None, "-", "-"
             csv.append(f"{name},{a['ms_med']:.3f},,,{a['rss_mb']:.1f},")
         print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {ag} | {tt} | {'%.2f' % ratio if ratio else '-'} "
-              f"| {a['rss_mb']:.0f} | {t['rss_mb'] if t else 0:.0f} | {acct:.0f} | {share:.0f}% "
+              f"| {a['rss_mb']:.0f} | {'%.0f' % t['rss_mb'] if t else '-'} | {acct:.0f} | {share:.0f}% "
               f"| {rate:.1f} ({100 * rate / pk if pk else 0:.0f}%) "
               f"| {a['loss_first']:.3f}->{a['loss_last']:.3f} / {tloss} |")
     if args.csv:
