@@ -3,34 +3,12 @@
  * dropout statistics, views, and a steady state with no heap allocation. */
 #include "attngrad.h"
 #include "check.h"
+#include "fatal.h"
 
 #include <setjmp.h>
 #include <string.h>
 
 /* ---- catching fatal errors ---- */
-
-static jmp_buf on_error;
-static char last_msg[1024];
-
-static void catch_fatal(const char *msg) {
-    snprintf(last_msg, sizeof last_msg, "%s", msg);
-    longjmp(on_error, 1);
-}
-
-/* Runs STMT, which must fail with a message containing every string given. */
-#define EXPECT_FATAL(STMT, ...)                                                          \
-    do {                                                                                 \
-        last_msg[0] = 0;                                                                 \
-        if (setjmp(on_error) == 0) {                                                     \
-            STMT;                                                                        \
-            CHECK(0, "no error from %s", #STMT);                                         \
-        } else {                                                                         \
-            const char *want_[] = {__VA_ARGS__};                                         \
-            for (size_t k_ = 0; k_ < sizeof want_ / sizeof *want_; k_++)                 \
-                CHECK(strstr(last_msg, want_[k_]), "%s: message \"%s\" lacks \"%s\"", #STMT, \
-                      last_msg, want_[k_]);                                              \
-        }                                                                                \
-    } while (0)
 
 #define SHAPE(...) (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__}
 
