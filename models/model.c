@@ -43,12 +43,15 @@ void ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config
     kind->build(m);
 }
 
-void ag_model_capture(ag_model *m, const char *name, ag_tensor *w) {
+void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes) {
     if (!m->capture_maps || m->n_maps == AG_MAX_MAPS) return;
     ag_attn_map *map = &m->maps[m->n_maps++];
     snprintf(map->name, sizeof map->name, "%s", name);
     map->w = w;
+    map->axes = axes;
 }
+
+void ag_model_capture(ag_model *m, const char *name, ag_tensor *w) { ag_model_capture_axes(m, name, w, AG_MAP_SENTENCE); }
 
 ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training) {
     m->n_maps = 0;

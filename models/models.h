@@ -81,11 +81,17 @@ typedef struct {
 
 enum { AG_MAX_MAPS = 8 };
 
+/* What the rows and columns of an attention map index: the positions of the
+ * batch's sentence (tokens), of the second sentence of a pair (tokens_b), or
+ * features (dual-axial's feature axis). */
+enum { AG_MAP_SENTENCE = 0, AG_MAP_SENTENCE_B = 1, AG_MAP_FEATURES = 2 };
+
 /* An attention distribution of the last forward, [B, Nq, Nk] or [B, h, Nq, Nk]
  * (rows: queries or targets, columns: attended positions), in step memory. */
 typedef struct {
     char name[40];
     ag_tensor *w;
+    int axes; /* AG_MAP_* */
 } ag_attn_map;
 
 struct ag_model {
@@ -102,12 +108,18 @@ struct ag_model {
 };
 
 /* Called by a model's forward for each attention distribution it computes;
- * a no-op unless m->capture_maps. */
+ * a no-op unless m->capture_maps.  ag_model_capture is for maps over the
+ * positions of the (first) sentence; ag_model_capture_axes says what the
+ * axes are (AG_MAP_*), for the second sentence of a pair or for features. */
 void ag_model_capture(ag_model *m, const char *name, ag_tensor *w);
+void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes);
 
 /* Writes a heatmap of w [rows, cols] (row-major, row stride cols) as an SVG
- * file a browser opens: one cell per entry, darker = larger, with the
- * labels (may be NULL) along the axes.  AG_ERR_IO naming the path. */
+ * file a browser opens: one cell per entry, darker = larger (0 to the
+ * largest entry, shown in a legend), with the labels (NULL: indices; cut
+ * at 24 characters) along the axes; the title may have several lines
+ * ('\n').  The picture grows with the labels; cells shrink above 50 rows or
+ * columns.  AG_ERR_IO naming the path. */
 ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, int rows, int cols,
                          const char *const *row_labels, const char *const *col_labels);
 

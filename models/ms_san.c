@@ -82,9 +82,10 @@ static void ms_san_build(ag_model *m) {
 }
 
 /* One sentence batch tokens[B,N] -> r = [r_att ; r_max] [B,2d], or NULL
- * when heads hold a bad parse (ag_errmsg() names the sentence and position). */
-static ag_tensor *encode(ag_model *m, const int32_t *tokens, const int32_t *lengths, const int32_t *heads, int B,
-                         int N, bool training) {
+ * when heads hold a bad parse (ag_errmsg() names the sentence and position).
+ * `sentence` (AG_MAP_SENTENCE or _B) tags its attention map for heatmaps. */
+static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const int32_t *lengths,
+                         const int32_t *heads, int B, int N, bool training) {
     ms_san *p = m->impl;
     double keep = m->cfg.keep;
     ag_mask_spec spec[HEADS];
@@ -100,7 +101,7 @@ static ag_tensor *encode(ag_model *m, const int32_t *tokens, const int32_t *leng
     ag_tensor *probs = NULL;
     ag_tensor *o = ag_linear(ag_merge_heads(ag_attention(q, k, v, masks, scale, m->capture_maps ? &probs : NULL)),
                              p->wo, NULL);
-    if (probs) ag_model_capture(m, "heads", probs);
+    if (probs) ag_model_capture_axes(m, "heads", probs, sentence);
 
     /* Fusion gate: G = f ⊙ Î + (1 - f) ⊙ Ô, written Ô + f ⊙ (Î - Ô). */
     ag_tensor *ei = ag_linear(e, p->gate_wi, NULL), *oo = ag_linear(o, p->gate_wo, NULL);
@@ -121,10 +122,11 @@ static ag_tensor *encode(ag_model *m, const int32_t *tokens, const int32_t *leng
 static ag_tensor *ms_san_forward(ag_model *m, const ag_batch *b, bool training) {
     ms_san *p = m->impl;
     int B = b->rows;
-    ag_tensor *features = encode(m, b->tokens, b->lengths, b->heads, B, b->width, training);
+    ag_tensor *features = encode(m, AG_MAP_SENTENCE, b->tokens, b->lengths, b->heads, B, b->width, training);
     if (!features) return NULL;
     if (m->cfg.task == AG_TASK_PAIR) {
-        ag_tensor *rp = features, *rh = encode(m, b->tokens_b, b->lengths_b, b->heads_b, B, b->width_b, training);
+        ag_tensor *rp = features, *rh = encode(m, AG_MAP_SENTENCE_B, b->tokens_b, b->lengths_b, b->heads_b, B,
+                                                b->width_b, training);
         if (!rh) return NULL;
         ag_tensor *parts[4] = {rp, rh, ag_mul(rp, rh), ag_abs(ag_sub(rp, rh))};
         features = ag_concat(parts, 4, 1);                                        /* [B,8d] */

@@ -124,8 +124,11 @@ static ag_tensor *mtsa_head_forward(ag_model *m, int c, ag_tensor *x, const int3
     ag_mtsa_score score = (m->cfg.flags & AG_FLAG_EXP_SCORE) ? AG_MTSA_IDENTITY : AG_MTSA_LOG_SIGMOID;
     ag_tensor *M = direction_mask(c, m->cfg.heads, N);
     ag_tensor *H = ag_mtsa_attention(R, S, v, M, len, score);
-    if (m->capture_maps) /* the token2token gate M ⊙ sigmoid(R); S adds the per-feature part */
-        ag_model_capture(m, c < m->cfg.heads / 2 ? "past gate" : "future gate", ag_mul(ag_sigmoid(R), M));
+    if (m->capture_maps) { /* the token2token gate M ⊙ sigmoid(R); S adds the per-feature part */
+        char name[40];
+        snprintf(name, sizeof name, "%s gate, head %d", c < m->cfg.heads / 2 ? "past" : "future", c + 1);
+        ag_model_capture(m, name, ag_mul(ag_sigmoid(R), M));
+    }
     /* Fusion gate: H <- g v + (1 - g) H = H + g (v - H). */
     ag_tensor *g = ag_dense(drop(m, ag_concat((ag_tensor *[]){v, H}, 2, 2), training), p->wg, p->bg, AG_ACT_SIGMOID);
     return ag_add(H, ag_mul(g, ag_sub(v, H)));

@@ -136,6 +136,18 @@ static void print_lm(FILE *out, const ag_model *m, const ag_vocab *vocab, const 
     fprintf(out, "ppl %.3f\tnext %s", exp(nll / n), ag_vocab_token(vocab, best));
 }
 
+int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
+                  ag_batch *b, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    int rc = line_dataset(o, m->cfg.task, line, ds, err, errlen);
+    if (!rc) rc = ag_dataset_encode(ds, vocab, err, errlen);
+    ag_batch_opts bo = {0};
+    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &bo);
+    if (!rc) rc = ag_batch_alloc(b, ds, 1, &bo, err, errlen);
+    if (!rc) rc = ag_batch_fill(b, ds, (int64_t[]){0}, 1, err, errlen);
+    return rc;
+}
+
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen) {
     line[strcspn(line, "\r\n")] = 0;
@@ -145,13 +157,8 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
     }
     ag_task task = m->cfg.task;
     ag_dataset ds;
-    ag_batch b = {0};
-    int rc = line_dataset(o, task, line, &ds, err, errlen);
-    if (!rc) rc = ag_dataset_encode(&ds, vocab, err, errlen);
-    ag_batch_opts bo = {0};
-    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &bo);
-    if (!rc) rc = ag_batch_alloc(&b, &ds, 1, &bo, err, errlen);
-    if (!rc) rc = ag_batch_fill(&b, &ds, (int64_t[]){0}, 1, err, errlen);
+    ag_batch b;
+    int rc = ag_line_batch(m, vocab, o, line, &ds, &b, err, errlen);
     if (!rc) {
         bool was = ag_set_grad_enabled(false);
         ag_tensor *logits = ag_model_forward(m, &b, false);

@@ -65,7 +65,7 @@ typedef struct {
 ag_train_opts ag_train_opts_default(void);
 
 /* Commands, for options that apply to some of them only. */
-enum { AG_CMD_TRAIN = 1, AG_CMD_EVAL = 2, AG_CMD_PREDICT = 4, AG_CMD_DUMP = 8, AG_CMD_GRADCHECK = 16 };
+enum { AG_CMD_TRAIN = 1, AG_CMD_EVAL = 2, AG_CMD_PREDICT = 4, AG_CMD_DUMP = 8, AG_CMD_GRADCHECK = 16, AG_CMD_HEATMAP = 32 };
 
 /* Sets option `key` (the CLI name without "--", '-' or '_' alike) from its
  * text; value NULL for a switch.  Checks the value (ranges, known names,
@@ -154,6 +154,15 @@ int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen);
 int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_model *m, ag_vocab **vocab,
                 char *err, size_t errlen);
 
+/* One input line ("a sentence", pairs "sentence_a<TAB>sentence_b") as a
+ * one-row batch for m: tokenized as its training data was (o->lowercase),
+ * encoded with vocab (unknown words -> <unk>; LM: <eos> appended, so the
+ * targets are the following words), with what the model's batches hold.
+ * ds keeps the words (ag_dataset_word); free both with ag_dataset_free and
+ * ag_batch_free, also after an error. */
+int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
+                  ag_batch *b, char *err, size_t errlen);
+
 /* Predicts one input line ("a sentence", pairs "sentence_a<TAB>sentence_b")
  * and prints "label<TAB>probabilities" (LM: perplexity and next word). */
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
@@ -173,5 +182,20 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
  * worst relative error per parameter and returns 1 if all pass, 0 if not,
  * negative on bad options. */
 int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errlen);
+
+/* ---- attention heatmaps of a trained model ------------------------------ */
+
+/* One forward of m (eval mode, no gradients, capture_maps on) on one
+ * sentence (pairs: and sentence_b), tokenized as ag_line_batch does, and an
+ * SVG heatmap (ag_heatmap_svg) of every attention map it records, one per
+ * head of a [B,h,Nq,Nk] map, cut to the sentence's length, with the words
+ * as axis labels (unknown ones as "<unk>(word)"); LM rows are the targets
+ * (the next word at each position), columns the inputs.  Files go to
+ * out/<model>-<map>[-h<k>].svg when out is a folder (existing, or ending in
+ * '/': then created), else to out-<map>[-h<k>].svg; each path written is
+ * printed on a line of `paths` (may be NULL).  Errors: an empty sentence, a
+ * sentence longer than a fixed-length model's L, a model without maps. */
+int ag_sentence_heatmaps(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *sentence,
+                         const char *sentence_b, const char *out, FILE *paths, char *err, size_t errlen);
 
 #endif

@@ -3,6 +3,7 @@
  *   attngrad train [--model mtsa] [--data ../shared/data/trec] [options]
  *   attngrad eval --ckpt runs/x/best.safetensors [--data ...]
  *   attngrad predict --ckpt runs/x/best.safetensors < sentences.txt
+ *   attngrad heatmap --ckpt runs/x/best.safetensors --sentence "the cat sat" --out maps/
  *   attngrad gradcheck --model mpsan [--flags elu_score]
  *   attngrad dump-step --model mpsan --out step.safetensors
  *   attngrad models
@@ -37,6 +38,8 @@ static const command commands[] = {
     {"eval", AG_CMD_EVAL, "eval --ckpt FILE [options]", "dev and test metrics of a checkpoint"},
     {"predict", AG_CMD_PREDICT, "predict --ckpt FILE < lines",
      "label and probabilities per input line (pairs: two sentences separated by a tab)"},
+    {"heatmap", AG_CMD_HEATMAP, "heatmap --ckpt FILE --sentence TEXT [--sentence-b TEXT] --out DIR_OR_PREFIX",
+     "SVG heatmaps of the model's attention on a sentence, one per map and head"},
     {"gradcheck", AG_CMD_GRADCHECK, "gradcheck --model NAME [options]",
      "f64 gradient check of every parameter at the tiny sizes"},
     {"dump-step", AG_CMD_DUMP, "dump-step --model NAME --out FILE [options]",
@@ -52,7 +55,14 @@ static void usage(FILE *f) {
 
 static void command_help(const command *c) {
     printf("usage: attngrad %s\n%s\n", c->usage, c->what);
-    if (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT)) printf("  %-20s %s\n", "--ckpt FILE", "checkpoint of attngrad train");
+    if (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT | AG_CMD_HEATMAP))
+        printf("  %-20s %s\n", "--ckpt FILE", "checkpoint of attngrad train");
+    if (c->cmd & AG_CMD_HEATMAP) {
+        printf("  %-20s %s\n", "--sentence TEXT", "the sentence, tokenized as the training data was");
+        printf("  %-20s %s\n", "--sentence-b TEXT", "pair models: the second sentence");
+        printf("  %-20s %s\n", "--out DIR_OR_PREFIX",
+               "a folder (existing, or ending in /): DIR/<model>-<map>[-h<k>].svg; else PREFIX-<map>[-h<k>].svg");
+    }
     ag_train_print_options(stdout, c->cmd);
 }
 
@@ -65,9 +75,20 @@ static void fatal_exit(const char *msg) {
 
 /* ---- the command line: "--key value", "--key=value", "--switch" ---- */
 
+/* The options that are the command's own rather than the trainer's. */
 typedef struct {
     const char *ckpt;
+    const char *sentence, *sentence_b, *out; /* heatmap */
 } cli_extra;
+
+static const char **extra_option(const command *c, cli_extra *x, const char *key) {
+    if (!strcmp(key, "ckpt") && (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT | AG_CMD_HEATMAP))) return &x->ckpt;
+    if (!(c->cmd & AG_CMD_HEATMAP)) return NULL;
+    if (!strcmp(key, "sentence")) return &x->sentence;
+    if (!strcmp(key, "sentence-b") || !strcmp(key, "sentence_b")) return &x->sentence_b;
+    if (!strcmp(key, "out")) return &x->out;
+    return NULL;
+}
 
 static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o, cli_extra *x) {
     for (int i = 2; i < argc; i++) {
@@ -84,8 +105,8 @@ static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o,
             exit(0);
         }
         int takes_value = 1;
-        bool is_ckpt = !strcmp(key, "ckpt") && (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT));
-        if (!is_ckpt && !ag_train_option_info(key, c->cmd, &takes_value)) {
+        const char **extra = extra_option(c, x, key);
+        if (!extra && !ag_train_option_info(key, c->cmd, &takes_value)) {
             bool elsewhere = ag_train_option_info(key, ~0u, NULL);
             fprintf(stderr, "attngrad %s: %s option --%s (see attngrad %s --help)\n", c->name,
                     elsewhere ? "this command takes no" : "unknown", key, c->name);
@@ -99,7 +120,7 @@ static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o,
             value = argv[++i];
         }
         char err[512];
-        if (is_ckpt) x->ckpt = value;
+        if (extra) *extra = value;
         else if (ag_train_set(o, key, value, err, sizeof err)) {
             fprintf(stderr, "attngrad %s: %s\n", c->name, err);
             return EXIT_USAGE;
@@ -256,6 +277,29 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     return errors ? 1 : 0;
 }
 
+/* ---- heatmap ---- */
+
+static int cmd_heatmap(const command *c, int argc, char **argv) {
+    cli_extra x = {0};
+    ag_train_opts o = ag_train_opts_default();
+    int rc = parse_args(c, argc, argv, &o, &x); /* the required options before loading anything */
+    if (rc) return rc;
+    const char *missing = !x.sentence ? "--sentence TEXT" : !x.out ? "--out DIR_OR_PREFIX" : NULL;
+    if (missing || !x.ckpt) {
+        fprintf(stderr, "attngrad heatmap: %s is required\n", missing ? missing : "--ckpt FILE");
+        return EXIT_USAGE;
+    }
+    ag_model m;
+    ag_vocab *vocab;
+    if ((rc = load_checkpoint(c, argc, argv, &o, &m, &vocab))) return rc;
+    char err[1024];
+    rc = ag_sentence_heatmaps(&m, vocab, &o, x.sentence, x.sentence_b, x.out, stdout, err, sizeof err);
+    if (rc) fprintf(stderr, "attngrad heatmap: %s\n", err);
+    ag_vocab_free(vocab);
+    ag_model_free(&m);
+    return rc ? 1 : 0;
+}
+
 /* ---- gradcheck, dump-step, models ---- */
 
 /* gradcheck needs doubles: the float program hands over to attngrad-f64,
@@ -339,6 +383,8 @@ int main(int argc, char **argv) {
         rc = cmd_eval(c, argc, argv);
     } else if (!strcmp(c->name, "predict")) {
         rc = cmd_predict(c, argc, argv);
+    } else if (!strcmp(c->name, "heatmap")) {
+        rc = cmd_heatmap(c, argc, argv);
     } else if (!strcmp(c->name, "gradcheck")) {
         rc = cmd_gradcheck(c, argc, argv);
     } else if (!strcmp(c->name, "dump-step")) {
