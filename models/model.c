@@ -189,11 +189,11 @@ double ag_relatedness_score(const ag_real *logits) {
 ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits) {
     if (m->cfg.task == AG_TASK_LM) return ag_cross_entropy(logits, b->targets, 0);
     if (m->cfg.task != AG_TASK_RELATEDNESS) return ag_cross_entropy(logits, b->labels, -1);
-    ag_tensor *target = ag_tensor_new(2, (int[]){b->rows, AG_RELATEDNESS_BINS}); /* step memory */
     if (!b->scores) {
         ag_fail(AG_ERR_ARG, "a relatedness batch needs scores (a batch of sentence pairs)");
         return NULL;
     }
+    ag_tensor *target = ag_tensor_new(2, (int[]){b->rows, AG_RELATEDNESS_BINS}); /* step memory */
     if (ag_relatedness_target(b->scores, b->rows, target->data) != AG_OK) return NULL;
     return ag_kl_div_soft(logits, target->data);
 }
