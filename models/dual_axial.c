@@ -172,4 +172,5 @@ const ag_model_kind ag_dual_axial_kind = {
     .forward = dual_axial_forward,
     .batch_opts = dual_axial_batch_opts,
     .destroy = dual_axial_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
 };

@@ -19,8 +19,8 @@ static int fail(char *err, size_t n, int code, const char *fmt, ...) {
 static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
 
 /* rows x width of random sentences: the first row full, the others of random
- * length; tokens, labels, targets, heads (a chain) and bigrams as the tiny
- * batch has them, so ag_tiny_batch_free frees it. */
+ * length; tokens, labels, scores, targets, heads (a chain) and bigrams as the
+ * tiny batch has them, so ag_tiny_batch_free frees it. */
 static void random_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b) {
     ag_rng r;
     ag_rng_seed(&r, seed);
@@ -32,6 +32,10 @@ static void random_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batc
     b->tokens = ints(cells), b->tokens_b = ints(cells), b->targets = ints(cells);
     b->heads = ints(cells), b->heads_b = ints(cells), b->bigrams = ints(cells), b->bigrams_b = ints(cells);
     b->lengths = ints(B), b->lengths_b = ints(B), b->labels = ints(B);
+    b->scores = malloc((size_t)B * sizeof *b->scores);
+    ag_rng rs; /* a generator of their own: the other arrays stay as they were before scores */
+    ag_rng_seed(&rs, seed ^ 0x5c0e5);
+    for (int i = 0; i < B; i++) b->scores[i] = (float)(1 + 4 * ag_rng_uniform(&rs));
     int V = m->cfg.vocab;
     for (int i = 0; i < B; i++) {
         int n = i == 0 ? N : 1 + (int)(ag_rng_next(&r) % (uint64_t)N);
@@ -60,6 +64,11 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
     ag_model_config cfg = ag_model_tiny(kind);
     ag_train_apply(o, &cfg);
     cfg.keep = 1.0;
+    if (!ag_model_supports(kind, cfg.task)) {
+        char tasks[64];
+        return fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
+                    ag_task_name(cfg.task), ag_model_tasks_str(kind, tasks, sizeof tasks));
+    }
     if (cfg.vocab < 3) return fail(err, errlen, AG_ERR_ARG, "--vocab %d: at least 3 (<pad>, <unk>, a word)", cfg.vocab);
     ag_model_init(m, kind, &cfg);
     if (o->batch > 0 || o->len > 0) {
@@ -85,12 +94,10 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
     int rc = ag_dump_setup(o, &m, &b, err, errlen);
     if (rc) return rc;
     ag_params_zero_grad(&m.params);
-    ag_tensor *loss = ag_model_forward(&m, &b, false);
+    ag_tensor *loss = ag_model_loss(&m, &b, false);
     if (!loss) {
         rc = fail(err, errlen, AG_ERR_FORMAT, "model %s refused the batch: %s", o->model, ag_errmsg());
     } else {
-        loss = m.cfg.task == AG_TASK_LM ? ag_cross_entropy(loss, b.targets, AG_PAD_ID)
-                                        : ag_cross_entropy(loss, b.labels, -1);
         ag_backward(loss);
         ag_st_writer w = {0};
         char name[256];
@@ -106,10 +113,12 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
         int B = b.rows, N = b.width;
         int64_t *bufs[10] = {0};
         int nb = 0;
-        bool pair = m.cfg.task == AG_TASK_PAIR, lm = m.cfg.task == AG_TASK_LM;
+        bool rel = m.cfg.task == AG_TASK_RELATEDNESS, pair = m.cfg.task == AG_TASK_PAIR || rel,
+             lm = m.cfg.task == AG_TASK_LM;
         bufs[nb++] = add_ints(&w, "batch.tokens", b.tokens, B, N);
         bufs[nb++] = add_ints(&w, "batch.lengths", b.lengths, B, 0);
-        bufs[nb++] = lm ? add_ints(&w, "batch.targets", b.targets, B, N) : add_ints(&w, "batch.labels", b.labels, B, 0);
+        if (rel) ag_st_add(&w, "batch.scores", AG_F32, 1, (int64_t[]){B}, b.scores); /* the target is their function */
+        else bufs[nb++] = lm ? add_ints(&w, "batch.targets", b.targets, B, N) : add_ints(&w, "batch.labels", b.labels, B, 0);
         if (b.opts.n_bigram > 1) bufs[nb++] = add_ints(&w, "batch.bigrams", b.bigrams, B, N);
         if (b.opts.heads) bufs[nb++] = add_ints(&w, "batch.heads", b.heads, B, N);
         if (pair) {

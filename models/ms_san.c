@@ -150,4 +150,5 @@ const ag_model_kind ag_ms_san_kind = {
     .forward = ms_san_forward,
     .batch_opts = ms_san_batch_opts,
     .destroy = ms_san_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY) | AG_TASK_BIT(AG_TASK_PAIR),
 };

@@ -168,4 +168,5 @@ const ag_model_kind ag_mtsa_kind = {
     .forward = mtsa_forward,
     .batch_opts = NULL,
     .destroy = mtsa_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
 };

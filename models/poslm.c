@@ -191,4 +191,5 @@ const ag_model_kind ag_poslm_kind = {
     .forward = poslm_forward,
     .batch_opts = NULL,
     .destroy = poslm_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_LM),
 };

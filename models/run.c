@@ -88,15 +88,15 @@ static int add_tokens(ag_dataset *ds, char *s, size_t n, int lowercase) {
 
 /* A one-example dataset holding the line, in the model's format. */
 static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dataset *ds, char *err, size_t errlen) {
-    ag_format fmt = task == AG_TASK_LM ? AG_FORMAT_LM : task == AG_TASK_PAIR ? AG_FORMAT_SICK : AG_FORMAT_LABELED;
+    bool pair = task == AG_TASK_PAIR || task == AG_TASK_RELATEDNESS;
+    ag_format fmt = task == AG_TASK_LM ? AG_FORMAT_LM : pair ? AG_FORMAT_SICK : AG_FORMAT_LABELED;
     if (ag_ds_init(ds, fmt)) return fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     char *tab = strchr(line, '\t');
-    if (task == AG_TASK_PAIR && !tab)
-        return fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
-    if (tab && task == AG_TASK_PAIR) *tab = 0;
+    if (pair && !tab) return fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
+    if (tab && pair) *tab = 0;
     ag_ds_begin(ds);
     int ka = add_tokens(ds, line, strlen(line), o->lowercase), kb = 1;
-    if (ka > 0 && task == AG_TASK_PAIR) {
+    if (ka > 0 && pair) {
         ag_ds_begin_second(ds);
         kb = add_tokens(ds, tab + 1, strlen(tab + 1), o->lowercase);
     }
@@ -104,7 +104,7 @@ static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dat
     if (ka == 0 || kb == 0) return fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
     if (task == AG_TASK_LM && ag_ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0))
         return fail(err, errlen, AG_ERR_NOMEM, "out of memory");
-    if (ag_ds_end(ds, task == AG_TASK_PAIR ? 0 : -1, 0, 1, 0)) return fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (ag_ds_end(ds, pair ? 0 : -1, 0, 1, 0)) return fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     ag_ds_finish(ds);
     return 0;
 }
@@ -166,6 +166,9 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
             rc = fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
         } else if (task == AG_TASK_LM) {
             print_lm(out, m, vocab, &b, logits);
+        } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */
+            fprintf(out, "%.4f", ag_relatedness_score(logits->data));
+            print_probs(out, logits->data, AG_RELATEDNESS_BINS);
         } else {
             int K = logits->shape[1], best = 0;
             for (int c = 1; c < K; c++)

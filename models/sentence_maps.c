@@ -99,7 +99,7 @@ static int write_map(const ag_model *m, const char *model, int i, const ag_batch
                      const char *base, FILE *paths, char *err, size_t errlen) {
     const ag_attn_map *map = &m->maps[i];
     const ag_tensor *w = map->w;
-    bool lm = m->cfg.task == AG_TASK_LM, pair = m->cfg.task == AG_TASK_PAIR;
+    bool lm = m->cfg.task == AG_TASK_LM, pair = m->cfg.task == AG_TASK_PAIR || m->cfg.task == AG_TASK_RELATEDNESS;
     bool second = map->axes == AG_MAP_SENTENCE_B, features = map->axes == AG_MAP_FEATURES;
     int heads = w->ndim == 4 ? w->shape[1] : 1, Nq = w->shape[w->ndim - 2], Nk = w->shape[w->ndim - 1];
     int width = second ? b->width_b : b->width, n = second ? b->lengths_b[0] : b->lengths[0];
@@ -145,7 +145,7 @@ static int write_map(const ag_model *m, const char *model, int i, const ag_batch
 
 int ag_sentence_heatmaps(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *sentence,
                          const char *sentence_b, const char *out, FILE *paths, char *err, size_t errlen) {
-    bool pair = m->cfg.task == AG_TASK_PAIR;
+    bool pair = m->cfg.task == AG_TASK_PAIR || m->cfg.task == AG_TASK_RELATEDNESS;
     if (pair && !sentence_b)
         return fail(err, errlen, AG_ERR_ARG, "model %s compares two sentences: give the second with --sentence-b",
                     m->kind->name);

@@ -55,10 +55,12 @@ static ag_tensor *forward(ag_model *m, const ag_batch *b, bool training, char *e
     return logits;
 }
 
-/* As ag_model_loss: mean cross-entropy over examples, LM over non-pad targets. */
-static ag_tensor *loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits) {
-    if (m->cfg.task == AG_TASK_LM) return ag_cross_entropy(logits, b->targets, AG_PAD_ID);
-    return ag_cross_entropy(logits, b->labels, -1);
+/* As ag_model_loss: mean cross-entropy over examples, LM over non-pad
+ * targets, relatedness KL; NULL with err set for a batch it cannot score. */
+static ag_tensor *loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits, char *err, size_t errlen) {
+    ag_tensor *loss = ag_model_loss_of(m, b, logits);
+    if (!loss) fail(err, errlen, AG_ERR_FORMAT, "model %s cannot score this batch: %s", m->kind->name, ag_errmsg());
+    return loss;
 }
 
 static int argmax(const ag_real *row, int n) {
@@ -77,6 +79,14 @@ static int64_t count_targets(const ag_batch *b) {
 int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n, ag_batch *b, ag_metrics *out,
                 char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
+    bool rel = m->cfg.task == AG_TASK_RELATEDNESS;
+    /* relatedness: every predicted and gold score, for the correlations */
+    double *pred = rel ? malloc(((size_t)n + 1) * sizeof *pred) : NULL, *gold = rel ? malloc(((size_t)n + 1) * sizeof *gold) : NULL;
+    if (rel && (!pred || !gold)) {
+        free(pred);
+        free(gold);
+        return fail(err, errlen, AG_ERR_NOMEM, "out of memory for %lld scores", (long long)n);
+    }
     bool was = ag_set_grad_enabled(false);
     double loss_sum = 0;
     int64_t correct = 0, count = 0;
@@ -84,16 +94,23 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     for (int64_t start = 0; start < n && !rc; start += b->max_rows) {
         int32_t rows = (int32_t)(n - start < b->max_rows ? n - start : b->max_rows);
         if ((rc = ag_batch_fill(b, ds, idx + start, rows, err, errlen))) break;
-        ag_tensor *logits = forward(m, b, false, err, errlen);
-        if (!logits) {
+        ag_tensor *logits = forward(m, b, false, err, errlen), *loss_t = logits ? loss_of(m, b, logits, err, errlen) : NULL;
+        if (!loss_t) {
             rc = AG_ERR_FORMAT;
             break;
         }
-        double loss = ag_item(loss_of(m, b, logits));
+        double loss = ag_item(loss_t);
         if (m->cfg.task == AG_TASK_LM) {
             int64_t tokens = count_targets(b);
             loss_sum += loss * (double)tokens;
             count += tokens;
+        } else if (rel) {
+            for (int r = 0; r < rows; r++) {
+                pred[count + r] = ag_relatedness_score(logits->data + (int64_t)r * AG_RELATEDNESS_BINS);
+                gold[count + r] = b->scores[r];
+            }
+            loss_sum += loss * rows;
+            count += rows;
         } else {
             int K = logits->shape[1];
             for (int r = 0; r < rows; r++) correct += argmax(logits->data + (int64_t)r * K, K) == b->labels[r];
@@ -107,14 +124,25 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     out->examples = n;
     out->tokens = m->cfg.task == AG_TASK_LM ? count : 0;
     out->loss = count ? loss_sum / (double)count : 0;
-    out->accuracy = m->cfg.task == AG_TASK_LM || !count ? 0 : (double)correct / (double)count;
+    out->accuracy = m->cfg.task == AG_TASK_LM || rel || !count ? 0 : (double)correct / (double)count;
     out->perplexity = m->cfg.task == AG_TASK_LM ? exp(out->loss) : 0;
+    if (rel) {
+        out->pearson = ag_pearson(pred, gold, count);
+        out->spearman = ag_spearman(pred, gold, count);
+        out->mse = ag_mean_sq_error(pred, gold, count);
+    }
+    free(pred);
+    free(gold);
     return rc;
 }
 
-/* Higher is better: accuracy, or minus the perplexity of an LM. */
+/* Higher is better: accuracy, minus the perplexity of an LM, or the Pearson
+ * r of relatedness (as Tai et al. select), where a constant prediction's
+ * undefined r counts as the worst, -1. */
 static double score(const ag_model *m, const ag_metrics *x) {
-    return m->cfg.task == AG_TASK_LM ? -x->perplexity : x->accuracy;
+    if (m->cfg.task == AG_TASK_LM) return -x->perplexity;
+    if (m->cfg.task == AG_TASK_RELATEDNESS) return isnan(x->pearson) ? -1 : x->pearson;
+    return x->accuracy;
 }
 
 /* ---- one training step ------------------------------------------------------ */
@@ -141,7 +169,11 @@ static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t 
         ag_step_end();
         return AG_ERR_FORMAT;
     }
-    ag_tensor *out = loss_of(m, &t->batch, logits);
+    ag_tensor *out = loss_of(m, &t->batch, logits, err, errlen);
+    if (!out) {
+        ag_step_end();
+        return AG_ERR_FORMAT;
+    }
     *loss = ag_item(out);
     if (!isfinite(*loss)) {
         ag_step_end();
@@ -167,6 +199,7 @@ static void dummy_batch(ag_batch *b, int32_t rows, int32_t w) {
     for (int32_t r = 0; r < rows; r++) {
         b->lengths[r] = w;
         b->labels[r] = 0;
+        if (b->scores) b->scores[r] = 3; /* relatedness: any score in [1, 5] */
         if (b->lengths_b) b->lengths_b[r] = w;
         for (int32_t t = 0; t < width; t++) {
             int64_t k = (int64_t)r * width + t;
@@ -196,9 +229,9 @@ static int warm_up(trainer *t, char *err, size_t errlen) {
     for (int32_t w = lo; w <= hi + 1; w++) {
         bool full = w == hi + 1;
         dummy_batch(b, full ? b->max_rows : 1, full ? hi : w);
-        ag_tensor *logits = forward(m, b, true, err, errlen);
-        if (!logits) return AG_ERR_FORMAT;
-        ag_backward(loss_of(m, b, logits));
+        ag_tensor *logits = forward(m, b, true, err, errlen), *loss = logits ? loss_of(m, b, logits, err, errlen) : NULL;
+        if (!loss) return AG_ERR_FORMAT;
+        ag_backward(loss);
         ag_step_end();
     }
     ag_params_zero_grad(&m->params);
@@ -349,31 +382,54 @@ static void json_num(FILE *f, const char *key, double x) {
     else fprintf(f, "\"%s\":null", key);
 }
 
+/* The metrics of one split: CSV header, CSV cells (empty when the split is
+ * absent), JSON object. */
+static void csv_header(FILE *f, const char *split, ag_task task) {
+    if (task == AG_TASK_RELATEDNESS) fprintf(f, "%s_loss,%s_pearson,%s_spearman,%s_mse,", split, split, split, split);
+    else fprintf(f, "%s_loss,%s_%s,", split, split, task == AG_TASK_LM ? "ppl" : "acc");
+}
+
+static void csv_cells(FILE *f, ag_task task, const ag_metrics *x, bool present) {
+    if (!present) fputs(task == AG_TASK_RELATEDNESS ? ",,,," : ",,", f);
+    else if (task == AG_TASK_RELATEDNESS) fprintf(f, "%.6f,%.6f,%.6f,%.6f,", x->loss, x->pearson, x->spearman, x->mse);
+    else fprintf(f, "%.6f,%.6f,", x->loss, task == AG_TASK_LM ? x->perplexity : x->accuracy);
+}
+
+static void json_split(FILE *j, const char *split, ag_task task, const ag_metrics *x) {
+    fprintf(j, ",\"%s\":{", split);
+    json_num(j, "loss", x->loss), fputc(',', j);
+    if (task == AG_TASK_RELATEDNESS) {
+        json_num(j, "pearson", x->pearson), fputc(',', j), json_num(j, "spearman", x->spearman), fputc(',', j);
+        json_num(j, "mse", x->mse);
+    } else {
+        json_num(j, task == AG_TASK_LM ? "perplexity" : "accuracy", task == AG_TASK_LM ? x->perplexity : x->accuracy);
+    }
+    fputc('}', j);
+}
+
 static int append_metrics(const char *out, ag_task task, const epoch_row *e, char *err, size_t errlen) {
     char csv[AG_PATH_MAX + 32], jsonl[AG_PATH_MAX + 32];
-    bool lm = task == AG_TASK_LM;
-    const char *metric = lm ? "ppl" : "acc", *name = lm ? "perplexity" : "accuracy";
-    double dev = lm ? e->dev.perplexity : e->dev.accuracy, test = lm ? e->test.perplexity : e->test.accuracy;
     join(csv, sizeof csv, out, "metrics.csv");
     join(jsonl, sizeof jsonl, out, "metrics.jsonl");
     bool fresh = !exists(csv);
     FILE *f = fopen(csv, "a"), *j = fopen(jsonl, "a");
-    if (f && fresh)
-        fprintf(f, "epoch,step,lr,train_loss,dev_loss,dev_%s,test_loss,test_%s,seconds,partial,best\n", metric, metric);
+    if (f && fresh) {
+        fputs("epoch,step,lr,train_loss,", f);
+        csv_header(f, "dev", task);
+        csv_header(f, "test", task);
+        fputs("seconds,partial,best\n", f);
+    }
     if (f) {
-        fprintf(f, "%d,%lld,%.6g,%.6f,%.6f,%.6f,", e->epoch, (long long)e->step, e->lr, e->train_loss, e->dev.loss, dev);
-        if (e->has_test) fprintf(f, "%.6f,%.6f,", e->test.loss, test);
-        else fprintf(f, ",,");
+        fprintf(f, "%d,%lld,%.6g,%.6f,", e->epoch, (long long)e->step, e->lr, e->train_loss);
+        csv_cells(f, task, &e->dev, true);
+        csv_cells(f, task, &e->test, e->has_test);
         fprintf(f, "%.3f,%d,%d\n", e->seconds, e->partial, e->best);
     }
     if (j) {
         fprintf(j, "{\"epoch\":%d,\"step\":%lld,", e->epoch, (long long)e->step);
         json_num(j, "lr", e->lr), fputc(',', j), json_num(j, "train_loss", e->train_loss);
-        fputs(",\"dev\":{", j), json_num(j, "loss", e->dev.loss), fputc(',', j), json_num(j, name, dev), fputc('}', j);
-        if (e->has_test) {
-            fputs(",\"test\":{", j), json_num(j, "loss", e->test.loss), fputc(',', j), json_num(j, name, test);
-            fputc('}', j);
-        }
+        json_split(j, "dev", task, &e->dev);
+        if (e->has_test) json_split(j, "test", task, &e->test);
         fprintf(j, ",\"seconds\":%.3f,\"partial\":%s,\"best\":%s}\n", e->seconds, e->partial ? "true" : "false",
                 e->best ? "true" : "false");
     }
@@ -385,6 +441,8 @@ static int append_metrics(const char *out, ag_task task, const epoch_row *e, cha
 
 static void print_metrics(FILE *f, const char *name, ag_task task, const ag_metrics *x) {
     if (task == AG_TASK_LM) fprintf(f, "%s ppl %.2f", name, x->perplexity);
+    else if (task == AG_TASK_RELATEDNESS)
+        fprintf(f, "%s r %.4f rho %.4f mse %.4f (loss %.4f)", name, x->pearson, x->spearman, x->mse, x->loss);
     else fprintf(f, "%s acc %.2f%% (loss %.4f)", name, 100 * x->accuracy, x->loss);
 }
 
@@ -424,9 +482,8 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     int rc = ag_run_data_open(o, fold, vocab, &t->data, err, errlen);
     if (rc) return rc;
     ag_run_data *d = &t->data;
-    static const char *const tasks[] = {"classify", "pair", "lm"};
-    strcpy(o->task, tasks[d->task]);
-    if (d->lowercase) o->lowercase = 1;
+    snprintf(o->task, sizeof o->task, "%s", ag_task_name(d->task));
+    o->lowercase = d->lowercase; /* what the data did: predict and heatmap tokenize the same way */
     o->vocab = ag_vocab_size(d->vocab);
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
     ag_model_config cfg;
@@ -460,7 +517,8 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     printf("%s on %s: %lld train / %lld dev / %lld test examples, vocab %d", o->model, d->name,
            (long long)d->n[AG_SPLIT_TRAIN], (long long)d->n[AG_SPLIT_DEV], (long long)d->n[AG_SPLIT_TEST],
            ag_vocab_size(d->vocab));
-    if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
+    if (d->task == AG_TASK_RELATEDNESS) printf(", relatedness scores 1-%d", AG_RELATEDNESS_BINS);
+    else if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
     printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s\n  run folder %s\n",
            (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched, out);
     if (d->sets[0].stats.skipped)
@@ -672,6 +730,12 @@ static void add_fold(ag_train_result *r, const fold_result *f, int k) {
     r->test.accuracy += (f->test.accuracy - r->test.accuracy) * w;
     r->test.loss += (f->test.loss - r->test.loss) * w;
     r->test.perplexity += (f->test.perplexity - r->test.perplexity) * w;
+    r->dev.pearson += (f->dev.pearson - r->dev.pearson) * w;
+    r->dev.spearman += (f->dev.spearman - r->dev.spearman) * w;
+    r->dev.mse += (f->dev.mse - r->dev.mse) * w;
+    r->test.pearson += (f->test.pearson - r->test.pearson) * w;
+    r->test.spearman += (f->test.spearman - r->test.spearman) * w;
+    r->test.mse += (f->test.mse - r->test.mse) * w;
     r->dev.examples += f->dev.examples;
     r->test.examples += f->test.examples;
     r->has_test = f->has_test;

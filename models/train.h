@@ -31,7 +31,7 @@ enum { AG_PATH_MAX = 1024 };
 typedef struct {
     /* model */
     char model[32];
-    char task[16];          /* "", classify, pair, lm: "" follows the data */
+    char task[16];          /* "", classify, pair, lm, relatedness: "" follows the model and the data */
     int vocab, classes;     /* filled from the data (set them for dump-step) */
     int dim, hidden, heads, layers, fixed_len, bigrams;
     double keep, l2;
@@ -117,8 +117,18 @@ typedef struct {
     double loss;        /* mean per example (LM: per target token) */
     double accuracy;    /* classification and pairs */
     double perplexity;  /* LM: exp(loss) */
+    /* relatedness: the predicted score sum_i i p_i against the gold score */
+    double pearson, spearman, mse;
     int64_t examples, tokens;
 } ag_metrics;
+
+/* Agreement of n predictions x with gold values y: Pearson's r, Spearman's
+ * rho (Pearson's r of the ranks, tied values sharing their average rank)
+ * and the mean squared error.  r and rho are NaN when n < 2, when either
+ * side is constant (undefined) or holds a NaN, or (rho) when out of memory. */
+double ag_pearson(const double *x, const double *y, int64_t n);
+double ag_spearman(const double *x, const double *y, int64_t n);
+double ag_mean_sq_error(const double *x, const double *y, int64_t n);
 
 /* Metrics of `m` on examples idx[0..n) of ds, in batches of b (allocated for
  * ds), with gradients off and dropout off. */
@@ -164,7 +174,8 @@ int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts 
                   ag_batch *b, char *err, size_t errlen);
 
 /* Predicts one input line ("a sentence", pairs "sentence_a<TAB>sentence_b")
- * and prints "label<TAB>probabilities" (LM: perplexity and next word). */
+ * and prints "label<TAB>probabilities" (LM: perplexity and next word;
+ * relatedness: "score<TAB>probabilities of 1..5"). */
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen);
 

@@ -69,7 +69,8 @@ static int hold_out(ag_run_data *d, const int64_t *idx, int64_t n, double dev_fr
 /* ---- the generated tasks ---- */
 
 static int open_synth(const ag_train_opts *o, ag_task task, ag_run_data *d, char *err, size_t errlen) {
-    ag_synth_task t = task == AG_TASK_LM ? AG_SYNTH_LOOKUP : task == AG_TASK_PAIR ? AG_SYNTH_PAIR : AG_SYNTH_ORDER;
+    bool pairs = task == AG_TASK_PAIR || task == AG_TASK_RELATEDNESS; /* the pair task has labels and scores */
+    ag_synth_task t = task == AG_TASK_LM ? AG_SYNTH_LOOKUP : pairs ? AG_SYNTH_PAIR : AG_SYNTH_ORDER;
     snprintf(d->name, sizeof d->name, "synth-%s", t == AG_SYNTH_LOOKUP ? "lookup" : t == AG_SYNTH_PAIR ? "pair" : "order");
     for (int s = 0; s < AG_SPLITS; s++) {
         ag_synth_opts so = ag_synth_opts_default(t);
@@ -192,29 +193,59 @@ int ag_run_data_folds(const ag_train_opts *o) {
 
 /* ---- the task, the vocabulary, the encoding ---- */
 
+/* The task asked for: --task, else the model's own. */
 static ag_task wanted_task(const ag_train_opts *o) {
-    if (!strcmp(o->task, "pair")) return AG_TASK_PAIR;
-    if (!strcmp(o->task, "lm")) return AG_TASK_LM;
-    if (!strcmp(o->task, "classify")) return AG_TASK_CLASSIFY;
+    ag_task t = AG_TASK_CLASSIFY;
+    if (o->task[0] && ag_task_parse(o->task, &t) == 0) return t;
     const ag_model_kind *kind = ag_model_find(o->model);
     return kind ? ag_model_defaults(kind).task : AG_TASK_CLASSIFY;
 }
 
+/* Every score of a relatedness split in [1, 5]: the target is defined there. */
+static int check_scores(const ag_run_data *d, char *err, size_t errlen) {
+    for (int s = 0; s < AG_SPLITS; s++) {
+        const ag_dataset *ds = &d->sets[s];
+        for (int64_t i = 0; i < ds->n; i++) {
+            float y = ds->ex[i].score;
+            if (!(y >= 1 && y <= AG_RELATEDNESS_BINS))
+                return fail(err, errlen, AG_DATA_EFORMAT, "%s: line %lld: relatedness score %g is outside [1, %d]",
+                            d->name, (long long)ds->ex[i].line, (double)y, AG_RELATEDNESS_BINS);
+        }
+    }
+    return 0;
+}
+
+/* The task of the run: --task if the data has it; else the model's own
+ * task, or on sentence pairs the first pair task the model has (ms_san:
+ * entailment classes, mpsan: relatedness scores).  Then the model must have
+ * a head for it. */
 static int check_task(const ag_train_opts *o, ag_run_data *d, char *err, size_t errlen) {
     ag_format fmt = d->sets[0].format;
     ag_task data_task = fmt == AG_FORMAT_LM ? AG_TASK_LM : fmt == AG_FORMAT_SICK ? AG_TASK_PAIR : AG_TASK_CLASSIFY;
+    unsigned fits = AG_TASK_BIT(data_task) | (fmt == AG_FORMAT_SICK ? AG_TASK_BIT(AG_TASK_RELATEDNESS) : 0);
+    const ag_model_kind *kind = ag_model_find(o->model);
+    unsigned can = kind ? kind->tasks : 0;
     ag_task want = wanted_task(o);
-    static const char *const names[] = {"classification", "sentence pairs", "language modelling"};
+    for (int t = 0; !o->task[0] && !(fits & AG_TASK_BIT(want)) && t < AG_TASK_COUNT; t++)
+        if (fits & can & AG_TASK_BIT(t)) want = (ag_task)t; /* the first task both the data and the model have */
+    static const char *const names[] = {"classification", "sentence pairs", "language modelling", "relatedness scores"};
+    char tasks[64];
     if (data_task == AG_TASK_LM && want != AG_TASK_LM)
         return fail(err, errlen, AG_DATA_EINVAL, "%s is language-model text, but model %s does %s", d->name, o->model,
                     names[want]);
     if (want == AG_TASK_LM && data_task != AG_TASK_LM)
         return fail(err, errlen, AG_DATA_EINVAL, "model %s is a language model, but %s is labeled data for %s", o->model,
                     d->name, names[data_task]);
-    if (o->task[0] && want != data_task)
+    if (o->task[0] && !(fits & AG_TASK_BIT(want)))
         return fail(err, errlen, AG_DATA_EINVAL, "--task %s does not fit %s (%s)", o->task, d->name, names[data_task]);
-    d->task = data_task;
-    return 0;
+    if (!(fits & AG_TASK_BIT(want)))
+        return fail(err, errlen, AG_DATA_EINVAL, "%s holds %s, but model %s does %s only (its tasks: %s)", d->name,
+                    names[data_task], o->model, names[want], kind ? ag_model_tasks_str(kind, tasks, sizeof tasks) : "?");
+    if (kind && !ag_model_supports(kind, want))
+        return fail(err, errlen, AG_DATA_EINVAL, "model %s has no head for the %s task (it does: %s)", o->model,
+                    ag_task_name(want), ag_model_tasks_str(kind, tasks, sizeof tasks));
+    d->task = want;
+    return want == AG_TASK_RELATEDNESS ? check_scores(d, err, errlen) : 0;
 }
 
 static int encode(ag_run_data *d, int min_count, char *err, size_t errlen) {
@@ -251,6 +282,7 @@ int ag_run_data_open(const ag_train_opts *o, int fold, ag_vocab *vocab, ag_run_d
     if (!rc) rc = check_task(o, d, err, errlen);
     if (!rc) rc = encode(d, o->min_count, err, errlen);
     if (!rc && d->task == AG_TASK_LM) d->classes = 0;
+    if (!rc && d->task == AG_TASK_RELATEDNESS) d->classes = AG_RELATEDNESS_BINS; /* the scores' bins, not the labels */
     if (rc) ag_run_data_free(d);
     return rc;
 }

@@ -42,7 +42,7 @@ enum {
 
 static const opt_def opts[] = {
     {"model", O_STR, F(model), 0, 0, SIZE_CMDS, true, "NAME", "model kind (see `attngrad models`)", check_model},
-    {"task", O_STR, F(task), 0, 0, SIZE_CMDS, true, "T", "classify, pair or lm (default: from the model and the data)", check_task},
+    {"task", O_STR, F(task), 0, 0, SIZE_CMDS, true, "T", "classify, pair, relatedness or lm (default: from the model and the data)", check_task},
     {"vocab", O_INT, F(vocab), 3, BIG, DU | GC, true, "V", "vocabulary size (train: from the data)", NULL},
     {"classes", O_INT, F(classes), 2, 65536, DU | GC, true, "K", "classes (train: from the data)", NULL},
     {"dim", O_INT, F(dim), 1, 65536, SIZE_CMDS, true, "D", "model width d (embedding size)", NULL},
@@ -147,7 +147,8 @@ static const char *check_model(const char *v) {
 }
 
 static const char *check_task(const char *v) {
-    return one_of(v, (const char *[]){"", "classify", "pair", "lm", NULL}, "expected classify, pair or lm");
+    ag_task t;
+    return !*v || ag_task_parse(v, &t) == 0 ? NULL : "expected classify, pair, relatedness or lm";
 }
 
 static const char *check_flags(const char *v) {
@@ -352,27 +353,31 @@ void ag_train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (!strcmp(o->attention, "positional")) c->attention = 0;
     if (!strcmp(o->attention, "standard")) c->attention = 1;
     if (!strcmp(o->attention, "none")) c->attention = 2;
-    if (!strcmp(o->task, "classify")) c->task = AG_TASK_CLASSIFY;
-    if (!strcmp(o->task, "pair")) c->task = AG_TASK_PAIR;
-    if (!strcmp(o->task, "lm")) c->task = AG_TASK_LM;
+    if (o->task[0]) ag_task_parse(o->task, &c->task);
     c->seed = (uint64_t)o->seed;
 }
 
 void ag_train_record(ag_train_opts *o, const ag_model_config *c) {
-    static const char *const tasks[] = {"classify", "pair", "lm"};
     static const char *const attentions[] = {"positional", "standard", "none"};
     o->vocab = c->vocab, o->classes = c->classes, o->dim = c->dim, o->heads = c->heads, o->layers = c->layers;
     o->hidden = c->hidden > 0 ? c->hidden : -1; /* -1: "none", not written */
     o->fixed_len = c->fixed_len > 0 ? c->fixed_len : -1;
     o->bigrams = c->n_bigram, o->keep = c->keep, o->l2 = c->l2, o->batch = c->batch;
-    if ((unsigned)c->task < 3) strcpy(o->task, tasks[c->task]);
+    snprintf(o->task, sizeof o->task, "%s", ag_task_name(c->task));
     if ((unsigned)c->attention < 3) strcpy(o->attention, attentions[c->attention]);
 }
 
 int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t errlen) {
     const ag_model_kind *kind = ag_model_find(o->model);
     if (!kind) return fail(err, errlen, "option --model: '%s': %s", o->model, check_model(o->model));
-    *c = ag_model_defaults(kind);
+    ag_task task = ag_model_defaults(kind).task; /* the kind's own, unless --task says otherwise */
+    if (o->task[0]) ag_task_parse(o->task, &task);
+    if (!ag_model_supports(kind, task)) {
+        char tasks[64];
+        return fail(err, errlen, "model %s has no head for the %s task (it does: %s)", kind->name,
+                    ag_task_name(task), ag_model_tasks_str(kind, tasks, sizeof tasks));
+    }
+    *c = ag_model_task_defaults(kind, task);
     if (!o->data[0]) { /* the generated tasks are small: so is the model, unless told otherwise */
         if (c->dim > 64) c->dim = 64;
         if (c->hidden > 64) c->hidden = 64;

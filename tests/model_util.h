@@ -19,6 +19,7 @@ static inline ag_batch batch_row(const ag_batch *b, int i) {
     r.tokens += i * N;
     r.lengths += i;
     r.labels += i;
+    if (r.scores) r.scores += i;
     if (r.heads) r.heads += i * N;
     if (r.bigrams) r.bigrams += i * N;
     if (r.targets) r.targets += i * N;

@@ -31,7 +31,7 @@ SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none)
 
 # ---- models, train, eval, predict ----
 expect 0 '^mpsan ' "$AG" models
-models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm)$/ { print $1 }')
+models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm|relatedness)$/ && !seen[$1]++ { print $1 }')
 
 expect 0 'done in .* 2 epochs, 16 steps' "$AG" train "${SMALL[@]}" --epochs 2 --out "$T/run"
 for f in best.safetensors last.safetensors vocab.txt metrics.csv metrics.jsonl; do
@@ -79,6 +79,23 @@ if grep -qx ms_san <<<"$models"; then
   expect 0 '^(NEUTRAL|ENTAILMENT|CONTRADICTION)'$'\t' sh -c "printf 'w1 w2 w3\tw2 w3\n' | '$AG' predict --ckpt '$T/pair/best.safetensors'"
   expect 1 'two sentences separated by a tab' sh -c "echo 'w1 w2' | '$AG' predict --ckpt '$T/pair/best.safetensors'"
 fi
+# relatedness (MPSAN's SICK head) on the generated pairs' scores: train, eval, predict a score
+expect 0 'mpsan on synth-pair: .*relatedness scores 1-5' "$AG" train --task relatedness "${TINY[@]}" --out "$T/rel"
+expect 0 '^dev pearson r -?[0-9.]+, spearman rho -?[0-9.]+, mse [0-9.]+; test pearson r' "$AG" train --task relatedness "${TINY[@]}" --out "$T/rel" --force
+head -1 "$T/rel/metrics.csv" | grep -q '^epoch,step,lr,train_loss,dev_loss,dev_pearson,dev_spearman,dev_mse,test_loss,test_pearson,test_spearman,test_mse,' &&
+  ok || bad "relatedness metrics.csv header: $(head -1 "$T/rel/metrics.csv")"
+grep -q '"dev":{"loss":[0-9.e-]*,"pearson":' "$T/rel/metrics.jsonl" && ok || bad "relatedness metrics.jsonl"
+expect 0 '^test +pearson -?[0-9.]+  spearman -?[0-9.]+  mse [0-9.]+  loss [0-9.]+  \(16 examples\)' "$AG" eval --ckpt "$T/rel/best.safetensors"
+expect 0 '^[1-5]\.[0-9]{4}'$'\t''[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+$' sh -c "printf 'w1 w2 w3\tw2 w3\n' | '$AG' predict --ckpt '$T/rel/best.safetensors'"
+expect 1 'two sentences separated by a tab' sh -c "echo 'w1 w2' | '$AG' predict --ckpt '$T/rel/best.safetensors'"
+expect 0 'PASS' "$AG" gradcheck --model mpsan --task relatedness
+expect 0 'wrote' "$AG" dump-step --model mpsan --task relatedness --out "$T/dump-rel.safetensors"
+"$TT" verify-dump "$T/dump-rel.safetensors" mpsan "" relatedness >/dev/null && ok || bad "dump-step of mpsan/relatedness"
+# a task without a head is refused, not run on sentence A alone
+expect 1 'model mpsan has no head for the pair task \(it does: classify, relatedness\)' "$AG" train --task pair "${TINY[@]}" --out "$T/refused"
+expect 1 'model mtsa has no head for the relatedness task' "$AG" train --model mtsa --task relatedness "${TINY[@]}" --out "$T/refused"
+expect 1 'no head for the relatedness task' "$AG" gradcheck --model poslm --task relatedness
+expect 2 "option --task: 'regression': expected classify, pair, relatedness or lm" "$AG" train --task regression
 expect 0 'PASS' "$AG64" gradcheck --model mpsan --flags elu_score
 expect 0 'wrote' "$AG" dump-step --model mpsan --flags linear_dist --out "$T/dump-flag.safetensors"
 "$TT" verify-dump "$T/dump-flag.safetensors" mpsan linear_dist >/dev/null && ok || bad "dump-step with flags"
@@ -91,6 +108,9 @@ if [ -n "$D" ] && [ -d "$D/trec" ]; then
   expect 0 '^test +accuracy .*\(500 examples\)' "$AG" eval --ckpt "$T/trec/best.safetensors"
   expect 0 'mpsan on cr: .* 378 test' "$AG" train --data "$D" --dataset cr --fold 0 "${B[@]}" --out "$T/cr"
   expect 0 'ms_san on sick: 4500 train / 500 dev / 4927 test' "$AG" train --model ms_san --data "$D/sick" "${B[@]}" --out "$T/sick"
+  expect 0 'mpsan on sick: 4500 train / 500 dev / 4927 test examples, vocab [0-9]+, relatedness scores 1-5' "$AG" train --data "$D/sick" "${B[@]}" --out "$T/sick-rel"
+  expect 0 '^test +pearson .*\(4927 examples\)' "$AG" eval --ckpt "$T/sick-rel/best.safetensors"
+  expect 1 'sick holds sentence pairs, but model mtsa does classification only' "$AG" train --model mtsa --data "$D/sick" "${B[@]}" --out "$T/sick-mtsa"
   expect 1 'ptb is language-model text' "$AG" train --data "$D/ptb" --out "$T/ptb"
   expect 1 'add --dataset sst5 or --dataset sst2' "$AG" train --data "$D/sst" --out "$T/sst"
 fi

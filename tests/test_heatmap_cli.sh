@@ -42,7 +42,7 @@ check_svg() {
 
 DIM=12
 TINY=(--synth-n 64 --dim $DIM --hidden $DIM --fixed-len 24 --batch 16 --epochs 1 --max-steps 3 --progress none)
-models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm)$/ { print $1 }')
+models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm|relatedness)$/ && !seen[$1]++ { print $1 }')
 SENT="w1 A w2 zebra B w3"   # 6 words, "zebra" unknown to every generated task
 LM_SENT="010 t1 t5 : 100"   # 5 words of the lookup task: 5 inputs, 5 targets (<eos> last)
 
@@ -85,6 +85,13 @@ if grep -qx ms_san <<<"$models"; then
   check_svg "$T/hm-pair-heads-b-h1.svg" 4 '>w2</text>'
   expect 1 'give the second with --sentence-b' "$AG" heatmap --ckpt "$T/pair/best.safetensors" --sentence "w1" --out "$T/x"
 fi
+
+# MPSAN's relatedness head reads a pair: both sentences' maps, tagged a and b
+"$AG" train --model mpsan --task relatedness "${TINY[@]}" --out "$T/rel" >/dev/null 2>&1 || bad "train mpsan --task relatedness"
+expect 0 'hm-rel-fa2-b\.svg' "$AG" heatmap --ckpt "$T/rel/best.safetensors" --sentence "w1 w2 w3" \
+  --sentence-b "w2 w3" --out "$T/hm-rel"
+check_svg "$T/hm-rel-fa2-a.svg" 9 'sentence a'
+check_svg "$T/hm-rel-fa2-b.svg" 4 '>w2</text>'
 
 # the LM with standard attention, and without attention (nothing to draw)
 if grep -qx poslm <<<"$models"; then

@@ -91,8 +91,9 @@ static void padding_invariance(const ag_model_kind *kind, ag_task task, int atte
 }
 
 /* Parameter names are unique and every one of them gets a gradient path. */
-static void names(const ag_model_kind *kind, int attention) {
+static void names(const ag_model_kind *kind, ag_task task, int attention) {
     ag_model_config cfg = ag_model_tiny(kind);
+    if (task) cfg.task = task;
     cfg.attention = attention;
     ag_model m;
     ag_model_init(&m, kind, &cfg);
@@ -136,6 +137,7 @@ static const struct {
     const char *label;
 } task_variants[] = {
     {"ms_san", AG_TASK_PAIR, "ms_san/pair"},
+    {"mpsan", AG_TASK_RELATEDNESS, "mpsan/relatedness"},
 };
 
 int main(int argc, char **argv) {
@@ -146,7 +148,7 @@ int main(int argc, char **argv) {
         gradcheck_model(kind, variants[i].flags, 0, variants[i].attention, variants[i].label);
         if (variants[i].flags == 0) {
             padding_invariance(kind, 0, variants[i].attention);
-            names(kind, variants[i].attention);
+            names(kind, 0, variants[i].attention);
         }
     }
     for (size_t i = 0; i < sizeof task_variants / sizeof *task_variants; i++) {
@@ -154,6 +156,7 @@ int main(int argc, char **argv) {
         if (!kind || (only && strcmp(only, task_variants[i].model))) continue;
         gradcheck_model(kind, 0, task_variants[i].task, 0, task_variants[i].label);
         padding_invariance(kind, task_variants[i].task, 0);
+        names(kind, task_variants[i].task, 0);
     }
     ag_shutdown();
     return check_summary("test_models");

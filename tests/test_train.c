@@ -2,11 +2,13 @@
  * saved config, a short run on the generated task that must learn without
  * allocating per step, resuming bit for bit (at an epoch boundary and in
  * the middle of an epoch), eval of a checkpoint, reference dumps of every
- * registered model reloaded bit-exactly, and clean errors for bad input.
+ * registered model reloaded bit-exactly, clean errors for bad input, and the
+ * relatedness task: its metrics, a run, its choice on pair data, and the
+ * refusal of a task a model has no head for.
  *
  * Helper modes for tests/test_cli.sh:
  *   test_train compare A.safetensors B.safetensors   same tensors, bit for bit
- *   test_train verify-dump FILE MODEL [FLAGS]          FILE == a fresh dump-step */
+ *   test_train verify-dump FILE MODEL [FLAGS [TASK]]   FILE == a fresh dump-step */
 #include "check.h"
 #include "../models/train.h"
 
@@ -253,10 +255,11 @@ static void test_bad_data(void) {
 
 /* The dump in `path` holds what a fresh forward/backward of the same setup
  * computes here, bit for bit: parameters, gradients, loss and the batch. */
-static int verify_dump(const char *path, const char *model, const char *flags) {
+static int verify_dump(const char *path, const char *model, const char *flags, const char *task) {
     ag_train_opts o = ag_train_opts_default();
     set(&o, "model", model);
     if (flags) set(&o, "flags", flags);
+    if (task) set(&o, "task", task);
     ag_model m;
     ag_batch b;
     ag_st_file f;
@@ -289,8 +292,13 @@ static int verify_dump(const char *path, const char *model, const char *flags) {
     bool batch_ok = tt && tn && tt->dtype == AG_I64 && tt->numel == (int64_t)b.rows * b.width && tn->numel == b.rows;
     for (int64_t i = 0; batch_ok && i < tt->numel; i++) batch_ok = ((const int64_t *)tt->data)[i] == b.tokens[i];
     CHECK(batch_ok, "%s: batch.tokens", path);
-    const char *y = m.cfg.task == AG_TASK_LM ? "batch.targets" : "batch.labels";
-    CHECK(ag_st_get(&f, y) != NULL, "%s: no %s", path, y);
+    const char *y = m.cfg.task == AG_TASK_LM ? "batch.targets" : m.cfg.task == AG_TASK_RELATEDNESS ? "batch.scores" : "batch.labels";
+    const ag_st_tensor *ty = ag_st_get(&f, y);
+    CHECK(ty != NULL, "%s: no %s", path, y);
+    if (ty && m.cfg.task == AG_TASK_RELATEDNESS) /* the scores the target was made of, as F32 [B] */
+        CHECK(ty->dtype == AG_F32 && ty->ndim == 1 && ty->numel == b.rows && !memcmp(ty->data, b.scores, 4 * (size_t)b.rows),
+              "%s: batch.scores", path);
+    if (m.cfg.task == AG_TASK_RELATEDNESS) CHECK(ag_st_get(&f, "batch.tokens_b") && !ag_st_get(&f, "batch.labels"));
     failed += !tl || !batch_ok;
     ag_step_end();
     ag_st_close(&f);
@@ -306,7 +314,7 @@ static void test_dumps(void) {
         ag_train_opts o = ag_train_opts_default();
         set(&o, "model", (*k)->name);
         CHECK(ag_dump_step(&o, path, err, sizeof err) == 0, "%s", err);
-        verify_dump(path, (*k)->name, NULL);
+        verify_dump(path, (*k)->name, NULL, NULL);
         /* size options: a wider random batch */
         set(&o, "batch", "3");
         set(&o, "len", "7");
@@ -317,12 +325,189 @@ static void test_dumps(void) {
         CHECK(t && t->shape[0] == 3 && (t->shape[1] == 7 || ag_model_tiny(*k).fixed_len > 0));
         ag_st_close(&f);
     }
+    /* relatedness: the KL loss of Tai et al.'s targets, batch.scores in place of batch.labels */
+    char path[512];
+    snprintf(path, sizeof path, "%s/dump-mpsan-relatedness.safetensors", tmp);
+    ag_train_opts o = ag_train_opts_default();
+    set(&o, "task", "relatedness");
+    CHECK(ag_dump_step(&o, path, err, sizeof err) == 0, "%s", err);
+    verify_dump(path, "mpsan", NULL, "relatedness");
+    set(&o, "batch", "3");
+    set(&o, "len", "6");
+    CHECK(ag_dump_step(&o, path, err, sizeof err) == 0, "%s", err);
+    ag_st_file f;
+    CHECK(ag_st_read(path, &f) == 0);
+    const ag_st_tensor *sc = ag_st_get(&f, "batch.scores");
+    bool in_range = sc && sc->numel == 3;
+    for (int i = 0; in_range && i < 3; i++) in_range = ((const float *)sc->data)[i] >= 1 && ((const float *)sc->data)[i] <= 5;
+    CHECK(in_range, "random batch: scores in [1, 5]");
+    ag_st_close(&f);
+    set(&o, "task", "pair"); /* mpsan has no pair head */
+    CHECK(ag_dump_step(&o, path, err, sizeof err) != 0 && strstr(err, "no head for the pair task"), "%s", err);
+}
+
+/* ---- relatedness ---- */
+
+/* Against values worked out by hand: x = 1..5, y = (2,4,5,4,5) have means 3
+ * and 4, centred cross sum 6, squares 10 and 6: r = 6/sqrt(60).  Ranks of
+ * y, ties averaged: (1, 2.5, 4.5, 2.5, 4.5): rho = 7/sqrt(90).  MSE: (1 +
+ * 4 + 4) / 5.  Ties on both sides: x = (3.5,1,2,2,7,2) ranks (5,1,3,3,6,3),
+ * y = (10,0,1,3,3,2) ranks (6,1,2,4.5,4.5,3): centred sums 13, 15.5, 17. */
+static void test_metrics(void) {
+    const double x[] = {1, 2, 3, 4, 5}, y[] = {2, 4, 5, 4, 5};
+    CHECK_NEAR(ag_pearson(x, y, 5), 0.7745966692414834, 1e-15, 1e-15);
+    CHECK_NEAR(ag_spearman(x, y, 5), 0.7378647873726218, 1e-15, 1e-15);
+    CHECK_NEAR(ag_mean_sq_error(x, y, 5), 1.8, 1e-15, 1e-15);
+    const double a[] = {3.5, 1, 2, 2, 7, 2}, b[] = {10, 0, 1, 3, 3, 2};
+    CHECK_NEAR(ag_spearman(a, b, 6), 13 / sqrt(15.5 * 17), 1e-15, 1e-15);
+    CHECK_NEAR(ag_pearson(a, b, 6), 0.32951764459339133, 1e-15, 1e-14);
+    CHECK_NEAR(ag_mean_sq_error(a, b, 6), 10.208333333333334, 1e-15, 1e-15);
+    CHECK_NEAR(ag_spearman(b, a, 6), ag_spearman(a, b, 6), 0, 1e-15);
+
+    const double cube[] = {1, 8, 27, 64}, lin[] = {1, 2, 3, 4}, down[] = {9, 7, 5, 1};
+    CHECK(ag_spearman(lin, cube, 4) == 1 && ag_pearson(lin, cube, 4) < 0.99, "monotone: rho 1, r < 1");
+    CHECK(ag_spearman(lin, down, 4) == -1, "reversed: rho -1");
+    CHECK_NEAR(ag_pearson(lin, lin, 4), 1, 0, 1e-15);
+    /* r = 1 on large close values: two passes, no cancellation */
+    const double big[] = {1e9 + 1, 1e9 + 2, 1e9 + 3};
+    CHECK_NEAR(ag_pearson(big, lin, 3), 1, 0, 1e-12);
+
+    const double flat[] = {3, 3, 3, 3}, with_nan[] = {1, NAN, 3, 4};
+    CHECK(isnan(ag_pearson(lin, flat, 4)) && isnan(ag_spearman(flat, lin, 4)), "constant: undefined");
+    CHECK(isnan(ag_pearson(lin, lin, 1)) && isnan(ag_spearman(lin, lin, 1)), "one pair: undefined");
+    CHECK(isnan(ag_spearman(lin, with_nan, 4)) && isnan(ag_pearson(with_nan, lin, 4)));
+    CHECK(ag_mean_sq_error(lin, lin, 4) == 0 && isnan(ag_mean_sq_error(lin, lin, 0)));
+}
+
+/* MPSAN on the generated pairs' scores: runs with the paper's SICK settings,
+ * allocates nothing per step, writes the three metrics, and eval and
+ * predict of its checkpoint agree with it. */
+static void test_relatedness_run(void) {
+    ag_train_opts o = small_run("relatedness");
+    set(&o, "task", "relatedness");
+    ag_train_result r;
+    int rc = ag_train(&o, &r, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    if (rc) return;
+    printf("  relatedness: loss %.4f -> %.4f, dev r %.3f rho %.3f mse %.3f\n", r.first_loss, r.last_loss,
+           r.dev.pearson, r.dev.spearman, r.dev.mse);
+    CHECK(r.step_allocs == 0, "%lld heap allocations in training steps", (long long)r.step_allocs);
+    CHECK(isfinite(r.dev.pearson) && isfinite(r.dev.spearman) && r.dev.mse > 0 && r.has_test);
+    CHECK(!strcmp(o.optim, "adadelta:lr=0.7,rho=0.95,eps=1e-6") && o.keep == 0.55 && o.l2 == 5e-4, "%s %g %g",
+          o.optim, o.keep, o.l2);
+
+    char path[AG_PATH_MAX + 32], line[512] = "";
+    snprintf(path, sizeof path, "%s/metrics.csv", o.out);
+    FILE *f = fopen(path, "r");
+    CHECK(f && fgets(line, sizeof line, f), "%s", path);
+    CHECK(strstr(line, "dev_loss,dev_pearson,dev_spearman,dev_mse,test_loss,test_pearson,test_spearman,test_mse,"),
+          "%s", line);
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", o.out);
+    f = fopen(path, "r");
+    CHECK(f && fgets(line, sizeof line, f) && strstr(line, "\"dev\":{\"loss\":") && strstr(line, "\"spearman\":"),
+          "%s", line);
+    if (f) fclose(f);
+
+    snprintf(path, sizeof path, "%s/best.safetensors", o.out);
+    ag_train_opts lo;
+    ag_model m;
+    ag_vocab *vocab;
+    rc = ag_load_run(path, NULL, &lo, &m, &vocab, err, sizeof err);
+    CHECK(rc == 0 && m.cfg.task == AG_TASK_RELATEDNESS && !strcmp(lo.task, "relatedness"), "%s", err);
+    if (rc) return;
+    ag_run_data d;
+    CHECK(ag_run_data_open(&lo, 0, vocab, &d, err, sizeof err) == 0, "%s", err);
+    ag_batch b;
+    ag_batch_opts bo = {.max_width = d.max_width};
+    CHECK(ag_batch_alloc(&b, d.ds[AG_SPLIT_DEV], 32, &bo, err, sizeof err) == 0, "%s", err);
+    ag_metrics x;
+    CHECK(ag_evaluate(&m, d.ds[AG_SPLIT_DEV], d.idx[AG_SPLIT_DEV], d.n[AG_SPLIT_DEV], &b, &x, err, sizeof err) == 0);
+    CHECK(x.pearson == r.dev.pearson && x.spearman == r.dev.spearman && x.mse == r.dev.mse && x.loss == r.dev.loss,
+          "eval r %.6f, run r %.6f", x.pearson, r.dev.pearson);
+
+    FILE *out = tmpfile();
+    char pair[] = "w1 w2 w3 w4\tw2 w3";
+    CHECK(ag_predict_line(&m, vocab, &lo, pair, out, err, sizeof err) == 0, "%s", err);
+    rewind(out);
+    double score, p[5];
+    CHECK(fscanf(out, "%lf %lf %lf %lf %lf %lf", &score, &p[0], &p[1], &p[2], &p[3], &p[4]) == 6);
+    CHECK(score >= 1 && score <= 5 && fabs(p[0] + p[1] + p[2] + p[3] + p[4] - 1) < 1e-3, "score %g", score);
+    CHECK_NEAR(score, p[0] + 2 * p[1] + 3 * p[2] + 4 * p[3] + 5 * p[4], 1e-3, 0); /* p printed to 4 digits: 15 x 5e-5 */
+    fclose(out);
+    char single[] = "w1 w2 w3";
+    CHECK(ag_predict_line(&m, vocab, &lo, single, stdout, err, sizeof err) != 0 && strstr(err, "tab"), "%s", err);
+    ag_batch_free(&b);
+    ag_run_data_free(&d);
+    ag_model_free(&m);
+}
+
+/* Which task a run gets from the model and the data, and the refusals. */
+static void test_task_choice(void) {
+    char sick[512], labeled[512], bad[512];
+    snprintf(sick, sizeof sick, "%s/pairs.tsv", tmp);
+    snprintf(labeled, sizeof labeled, "%s/labeled.txt", tmp);
+    snprintf(bad, sizeof bad, "%s/bad_score.tsv", tmp);
+    const char *head = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n";
+    char text[1024];
+    int k = snprintf(text, sizeof text, "%s", head);
+    for (int i = 0; i < 20; i++)
+        k += snprintf(text + k, sizeof text - (size_t)k, "%d\ta b c\tb c d\t%.1f\t%s\n", i, 1 + 0.2 * i,
+                      i % 3 ? "NEUTRAL" : "ENTAILMENT");
+    write_file(sick, text, (size_t)k);
+    write_file(labeled, "0 a b\n1 c d\n0 a c\n1 b d\n0 a d\n1 c b\n0 a b c\n1 d c b\n0 a a\n1 d d\n", 58);
+    k = snprintf(text, sizeof text, "%s", head);
+    for (int i = 0; i < 20; i++) /* line 3 has a score beyond 5 */
+        k += snprintf(text + k, sizeof text - (size_t)k, "%d\ta b\tb c\t%g\tNEUTRAL\n", i, i == 1 ? 6 : 3.5);
+    write_file(bad, text, (size_t)k);
+
+    struct {
+        const char *model, *task, *data;
+        ag_task want;     /* when it works */
+        const char *error; /* else */
+    } cases[] = {
+        {"mpsan", "", sick, AG_TASK_RELATEDNESS, NULL},    /* mpsan on pairs: relatedness */
+        {"ms_san", "", sick, AG_TASK_PAIR, NULL},          /* ms_san on pairs: entailment */
+        {"mpsan", "relatedness", "", AG_TASK_RELATEDNESS, NULL}, /* generated pairs */
+        {"mpsan", "", "", AG_TASK_CLASSIFY, NULL},
+        {"mpsan", "pair", sick, 0, "model mpsan has no head for the pair task (it does: classify, relatedness)"},
+        {"mpsan", "pair", "", 0, "model mpsan has no head for the pair task"},
+        {"ms_san", "relatedness", sick, 0, "model ms_san has no head for the relatedness task (it does: classify, pair)"},
+        {"mtsa", "", sick, 0, "pairs.tsv holds sentence pairs, but model mtsa does classification only"},
+        {"dual_axial", "relatedness", "", 0, "model dual_axial has no head for the relatedness task"},
+        {"mpsan", "relatedness", labeled, 0, "--task relatedness does not fit labeled.txt"},
+        {"mpsan", "relatedness", bad, 0, "bad_score.tsv: line 3: relatedness score 6 is outside [1, 5]"},
+        {"poslm", "", sick, 0, "model poslm is a language model"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ag_train_opts o = ag_train_opts_default();
+        set(&o, "model", cases[i].model);
+        set(&o, "task", cases[i].task);
+        set(&o, "data", cases[i].data);
+        if (strstr(cases[i].data, ".tsv")) set(&o, "format", "sick");
+        set(&o, "synth-n", "40");
+        ag_run_data d;
+        int rc = ag_run_data_open(&o, -1, NULL, &d, err, sizeof err);
+        if (cases[i].error) {
+            CHECK(rc != 0 && strstr(err, cases[i].error), "case %zu: '%s'", i, rc ? err : "no error");
+        } else {
+            CHECK(rc == 0 && d.task == cases[i].want, "case %zu: %s (task %d)", i, err, rc ? -1 : (int)d.task);
+            if (rc == 0 && d.task == AG_TASK_RELATEDNESS) CHECK(d.classes == AG_RELATEDNESS_BINS);
+        }
+        if (rc == 0) ag_run_data_free(&d);
+    }
+
+    /* the whole command refuses too, before it creates anything */
+    ag_train_opts o = small_run("refused");
+    set(&o, "task", "pair");
+    ag_train_result r;
+    CHECK(ag_train(&o, &r, err, sizeof err) != 0 && strstr(err, "no head for the pair task"), "%s", err);
 }
 
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "compare")) return same_tensors(argv[2], argv[3], true) ? 0 : 1;
-    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "verify-dump")) {
-        int failed = verify_dump(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+    if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "verify-dump")) {
+        int failed = verify_dump(argv[2], argv[3], argc >= 5 && argv[4][0] ? argv[4] : NULL, argc == 6 ? argv[5] : NULL);
         ag_shutdown();
         return failed || check_summary("verify-dump");
     }
@@ -333,6 +518,9 @@ int main(int argc, char **argv) {
     test_dumps();
     test_resume();
     test_learns();
+    test_metrics();
+    test_relatedness_run();
+    test_task_choice();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
