@@ -220,7 +220,10 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         cfg.classes = 5;
     }
     ag_model m;
-    ag_model_init(&m, kind, &cfg);
+    if (ag_model_init(&m, kind, &cfg)) {
+        fprintf(stderr, "bench_models: %s\n", ag_errmsg());
+        exit(1);
+    }
     int B = cfg.batch, N = bench_width(kind, &cfg);
     ag_batch b;
     make_batch(&m, B, N, 1, &b);

@@ -59,7 +59,7 @@ static axial_params axial_build(ag_params *ps, const char *prefix, int n, ag_rng
     return a;
 }
 
-static void dual_axial_build(ag_model *m) {
+static ag_status dual_axial_build(ag_model *m) {
     dual_axial *p = calloc(1, sizeof *p);
     const ag_model_config *c = &m->cfg;
     int d = c->dim, L = c->fixed_len;
@@ -80,6 +80,7 @@ static void dual_axial_build(ag_model *m) {
     p->out_w = ag_param_glorot(ps, "cls.out.weight", d, c->classes, r);
     p->out_b = ag_param_bias(ps, "cls.out.bias", c->classes);
     m->impl = p;
+    return AG_OK;
 }
 
 /* x_t = E_uni[w_t] + E_bi[bigram_t], zero at padded t.  The looked-up bigram

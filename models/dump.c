@@ -7,15 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t n, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t n, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
 
 /* rows x width of random sentences: the first row full, the others of random
@@ -59,18 +50,18 @@ static void random_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batc
 
 int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, size_t errlen) {
     const ag_model_kind *kind = ag_model_find(o->model);
-    if (!kind) return fail(err, errlen, AG_ERR_ARG, "unknown model '%s'", o->model);
+    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "unknown model '%s'", o->model);
     /* the tiny config, with whatever the options set on top */
     ag_model_config cfg = ag_model_tiny(kind);
     ag_train_apply(o, &cfg);
     cfg.keep = 1.0;
     if (!ag_model_supports(kind, cfg.task)) {
         char tasks[64];
-        return fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
                     ag_task_name(cfg.task), ag_model_tasks_str(kind, tasks, sizeof tasks));
     }
-    if (cfg.vocab < 3) return fail(err, errlen, AG_ERR_ARG, "--vocab %d: at least 3 (<pad>, <unk>, a word)", cfg.vocab);
-    ag_model_init(m, kind, &cfg);
+    if (cfg.vocab < 3) return ag_train_fail(err, errlen, AG_ERR_ARG, "--vocab %d: at least 3 (<pad>, <unk>, a word)", cfg.vocab);
+    if (ag_model_init(m, kind, &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
     if (o->batch > 0 || o->len > 0) {
         int N = cfg.fixed_len > 0 ? cfg.fixed_len : o->len > 0 ? o->len : 5;
         random_batch(m, o->batch > 0 ? o->batch : 2, N, 3, b);
@@ -96,7 +87,7 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
     ag_params_zero_grad(&m.params);
     ag_tensor *loss = ag_model_loss(&m, &b, false);
     if (!loss) {
-        rc = fail(err, errlen, AG_ERR_FORMAT, "model %s refused the batch: %s", o->model, ag_errmsg());
+        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s refused the batch: %s", o->model, ag_errmsg());
     } else {
         ag_backward(loss);
         ag_st_writer w = {0};
@@ -132,7 +123,7 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
         ag_train_record(&saved, &m.cfg);
         if (ag_train_opts_format(&saved, config, sizeof config) == 0) ag_st_set_meta(&w, "config", config);
         ag_st_set_meta(&w, "model", o->model);
-        if (ag_st_write(&w, path)) rc = fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
+        if (ag_st_write(&w, path)) rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
         ag_st_writer_free(&w);
         for (int i = 0; i < nb; i++) free(bufs[i]);
     }
@@ -156,7 +147,7 @@ static ag_tensor *tiny_loss(void *p) {
 
 int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errlen) {
     if (sizeof(ag_real) != sizeof(double))
-        return fail(err, errlen, AG_ERR_ARG, "gradcheck needs double precision: run attngrad-f64 gradcheck");
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "gradcheck needs double precision: run attngrad-f64 gradcheck");
     ag_model m;
     ag_batch b;
     int rc = ag_dump_setup(o, &m, &b, err, errlen);

@@ -65,12 +65,14 @@ ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task) 
 
 ag_model_config ag_model_defaults(const ag_model_kind *kind) { return ag_model_task_defaults(kind, AG_TASK_CLASSIFY); }
 
-void ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
+ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
     memset(m, 0, sizeof *m);
     m->kind = kind;
     m->cfg = *cfg;
     ag_rng_seed(&m->rng, cfg->seed);
-    kind->build(m);
+    ag_status st = kind->build(m);
+    if (st != AG_OK) ag_model_free(m);
+    return st;
 }
 
 void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes) {

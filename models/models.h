@@ -95,7 +95,7 @@ typedef struct {
     void (*tiny)(ag_model_config *cfg);
     /* Creates every parameter in m->params under MODELS.md's names and
      * initialises it from m->rng; may allocate m->impl. */
-    void (*build)(ag_model *m);
+    ag_status (*build)(ag_model *m); /* AG_ERR_ARG (ag_fail) for sizes it cannot take */
     /* Logits [B, K] (LM: [B, N, V]; relatedness: [B, 5]).  Dropout only
      * when training.  NULL when the batch holds bad input (e.g. a parse),
      * ag_errmsg() says why. */
@@ -159,7 +159,9 @@ ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task);
 bool ag_model_supports(const ag_model_kind *kind, ag_task task);
 /* The kind's tasks as "classify, relatedness" into buf. */
 const char *ag_model_tasks_str(const ag_model_kind *kind, char *buf, size_t n);
-void ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg);
+/* AG_ERR_ARG with ag_errmsg() when the config does not fit the kind; then m
+ * holds nothing to free. */
+ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg);
 ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training);
 void ag_model_free(ag_model *m);
 

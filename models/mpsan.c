@@ -43,7 +43,7 @@ static void unit_masks(unsigned flags, ag_mask_spec spec[UNITS]) {
 
 static void mpsan_tiny(ag_model_config *c) { c->dim = 4; }
 
-static void mpsan_build(ag_model *m) {
+static ag_status mpsan_build(ag_model *m) {
     mpsan *p = calloc(1, sizeof *p);
     int d = m->cfg.dim, K = m->cfg.classes;
     ag_params *ps = &m->params;
@@ -83,6 +83,7 @@ static void mpsan_build(ag_model *m) {
         p->out_b = ag_param_bias(ps, "cls.out.bias", K);
     }
     m->impl = p;
+    return AG_OK;
 }
 
 /* e[q,k] = c tanh((h_k.U + h_q.V + b) / c), then masked softmax over k and

@@ -46,7 +46,7 @@ static void head_masks(unsigned flags, ag_mask_spec spec[HEADS]) {
         };
 }
 
-static void ms_san_build(ag_model *m) {
+static ag_status ms_san_build(ag_model *m) {
     ms_san *p = calloc(1, sizeof *p);
     const ag_model_config *c = &m->cfg;
     int d = c->dim, H = c->hidden;
@@ -79,6 +79,7 @@ static void ms_san_build(ag_model *m) {
     p->out_w = ag_param_glorot(ps, "cls.out.weight", H, c->classes, r);
     p->out_b = ag_param_bias(ps, "cls.out.bias", c->classes);
     m->impl = p;
+    return AG_OK;
 }
 
 /* One sentence batch tokens[B,N] -> r = [r_att ; r_max] [B,2d], or NULL

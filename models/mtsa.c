@@ -57,12 +57,11 @@ static ag_tensor *head_param(ag_model *m, int c, const char *what, int in, int o
     return in > 0 ? ag_param_glorot(&m->params, name, in, out, &m->rng) : bias(m, name, out);
 }
 
-static void mtsa_build(ag_model *m) {
+static ag_status mtsa_build(ag_model *m) {
     int de = m->cfg.dim, dh = m->cfg.hidden, heads = m->cfg.heads, hn = heads * dh, K = m->cfg.classes;
     if (heads < 2 || heads % 2 || heads > MAX_HEADS) {
-        fprintf(stderr, "mtsa: heads = %d, want an even number in [2, %d] (half PAST, half FUTURE)\n", heads,
-                MAX_HEADS);
-        abort();
+        return ag_fail(AG_ERR_ARG, "mtsa: heads = %d, want an even number in [2, %d] (half PAST, half FUTURE)",
+                       heads, MAX_HEADS);
     }
     mtsa *p = calloc(1, sizeof *p);
     p->head = calloc((size_t)heads, sizeof *p->head);
@@ -92,6 +91,7 @@ static void mtsa_build(ag_model *m) {
     p->cls_b = bias(m, "cls.hidden.bias", dh);
     p->out_w = ag_param_glorot(ps, "cls.out.weight", dh, K, r);
     m->impl = p;
+    return AG_OK;
 }
 
 /* The {0,1} direction mask [N,N] of head c: the first half of the heads

@@ -80,18 +80,17 @@ static ag_lstm_layer lstm_layer(ag_params *ps, const char *prefix, int in, int H
     return l;
 }
 
-static void config_error(const char *what, int value) {
-    fprintf(stderr, "poslm: %s = %d\n", what, value);
-    abort();
-}
 
-static void poslm_build(ag_model *m) {
+static ag_status poslm_build(ag_model *m) {
     ag_model_config *c = &m->cfg;
     int V = c->vocab, E = c->dim, H = c->hidden, P = c->pos_hidden;
     c->layers = layer_count(c);
-    if (c->attention < AG_LM_POSITIONAL || c->attention > AG_LM_NONE) config_error("attention (want 0, 1 or 2)", c->attention);
-    if (c->layers > MAX_LAYERS) config_error("layers (want at most 8)", c->layers);
-    if (c->attention == AG_LM_NONE && H != E) config_error("hidden (the tied decoder reads h_t: want dim)", H);
+    if (c->attention < AG_LM_POSITIONAL || c->attention > AG_LM_NONE)
+        return ag_fail(AG_ERR_ARG, "poslm: attention = %d (want 0, 1 or 2)", c->attention);
+    if (c->layers > MAX_LAYERS) return ag_fail(AG_ERR_ARG, "poslm: %d layers (at most %d)", c->layers, MAX_LAYERS);
+    if (c->attention == AG_LM_NONE && H != E)
+        return ag_fail(AG_ERR_ARG, "poslm: without attention the tied decoder reads h_t, so hidden (%d) must equal dim (%d)",
+                       H, E);
     poslm *p = calloc(1, sizeof *p);
     ag_params *ps = &m->params;
     ag_rng *r = &m->rng;
@@ -120,6 +119,7 @@ static void poslm_build(ag_model *m) {
     }
     p->dec_bias = uniform(ps, "dec.bias", 1, (int[]){V}, r);
     m->impl = p;
+    return AG_OK;
 }
 
 /* c_t = sum_{i<=t} gamma[t,i] h_i around mu_t (MODELS.md §3 steps 1-5). */

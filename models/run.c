@@ -10,21 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t n, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t n, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 /* The "config" metadata of a checkpoint parsed into o (on top of defaults). */
 static int read_config(const char *ckpt, ag_train_opts *o, char *err, size_t errlen) {
     ag_st_file f;
-    if (ag_st_read(ckpt, &f)) return fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    if (ag_st_read(ckpt, &f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     const char *config = ag_st_meta(&f, "config");
-    int rc = config ? 0 : fail(err, errlen, AG_ERR_FORMAT, "%s: no 'config' metadata: not a checkpoint of attngrad train", ckpt);
+    int rc = config ? 0 : ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: no 'config' metadata: not a checkpoint of attngrad train", ckpt);
     *o = ag_train_opts_default();
     if (!rc) rc = ag_train_opts_parse(o, config, ckpt, err, errlen);
     ag_st_close(&f);
@@ -37,7 +28,7 @@ int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen) {
     if (access(path, F_OK) == 0) return read_config(path, o, err, errlen);
     snprintf(path, sizeof path, "%s/fold0/last.safetensors", out);
     if (access(path, F_OK) != 0)
-        return fail(err, errlen, AG_ERR_IO, "%s: no run to resume here (no last.safetensors)", out);
+        return ag_train_fail(err, errlen, AG_ERR_IO, "%s: no run to resume here (no last.safetensors)", out);
     int rc = read_config(path, o, err, errlen);
     o->fold = -1; /* a cross-validation run over all folds */
     return rc;
@@ -55,14 +46,15 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
     else snprintf(path, sizeof path, "%s", vocab_path);
     if ((rc = ag_vocab_load(path, vocab, err, errlen))) return rc;
     if (ag_vocab_size(*vocab) != o->vocab) {
-        rc = fail(err, errlen, AG_ERR_FORMAT, "%s: %d words, but %s was trained with a vocabulary of %d", path,
+        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: %d words, but %s was trained with a vocabulary of %d", path,
                   ag_vocab_size(*vocab), ckpt, o->vocab);
     } else {
         ag_model_config cfg;
         rc = ag_train_resolve(o, &cfg, err, errlen);
-        if (!rc) ag_model_init(m, ag_model_find(o->model), &cfg);
+        if (!rc && ag_model_init(m, ag_model_find(o->model), &cfg))
+            rc = ag_train_fail(err, errlen, AG_ERR_ARG, "%s: %s", ckpt, ag_errmsg());
         if (!rc && ag_checkpoint_load(ckpt, &m->params, NULL, NULL, NULL))
-            rc = fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+            rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     }
     if (rc) {
         ag_model_free(m);
@@ -90,9 +82,9 @@ static int add_tokens(ag_dataset *ds, char *s, size_t n, int lowercase) {
 static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dataset *ds, char *err, size_t errlen) {
     bool pair = task == AG_TASK_PAIR || task == AG_TASK_RELATEDNESS;
     ag_format fmt = task == AG_TASK_LM ? AG_FORMAT_LM : pair ? AG_FORMAT_SICK : AG_FORMAT_LABELED;
-    if (ag_ds_init(ds, fmt)) return fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (ag_ds_init(ds, fmt)) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     char *tab = strchr(line, '\t');
-    if (pair && !tab) return fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
+    if (pair && !tab) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
     if (tab && pair) *tab = 0;
     ag_ds_begin(ds);
     int ka = add_tokens(ds, line, strlen(line), o->lowercase), kb = 1;
@@ -100,11 +92,11 @@ static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dat
         ag_ds_begin_second(ds);
         kb = add_tokens(ds, tab + 1, strlen(tab + 1), o->lowercase);
     }
-    if (ka < 0 || kb < 0) return fail(err, errlen, AG_ERR_FORMAT, "line too long (at most 512 words)");
-    if (ka == 0 || kb == 0) return fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
+    if (ka < 0 || kb < 0) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "line too long (at most 512 words)");
+    if (ka == 0 || kb == 0) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
     if (task == AG_TASK_LM && ag_ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0))
-        return fail(err, errlen, AG_ERR_NOMEM, "out of memory");
-    if (ag_ds_end(ds, pair ? 0 : -1, 0, 1, 0)) return fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+        return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (ag_ds_end(ds, pair ? 0 : -1, 0, 1, 0)) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     ag_ds_finish(ds);
     return 0;
 }
@@ -163,7 +155,7 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
         bool was = ag_set_grad_enabled(false);
         ag_tensor *logits = ag_model_forward(m, &b, false);
         if (!logits) {
-            rc = fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
+            rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
         } else if (task == AG_TASK_LM) {
             print_lm(out, m, vocab, &b, logits);
         } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */

@@ -26,15 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t n, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t n, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -51,7 +42,7 @@ static bool exists(const char *path) { return access(path, F_OK) == 0; }
  * (e.g. a parse with a cycle). */
 static ag_tensor *forward(ag_model *m, const ag_batch *b, bool training, char *err, size_t errlen) {
     ag_tensor *logits = ag_model_forward(m, b, training);
-    if (!logits) fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this batch: %s", m->kind->name, ag_errmsg());
+    if (!logits) ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this batch: %s", m->kind->name, ag_errmsg());
     return logits;
 }
 
@@ -59,7 +50,7 @@ static ag_tensor *forward(ag_model *m, const ag_batch *b, bool training, char *e
  * targets, relatedness KL; NULL with err set for a batch it cannot score. */
 static ag_tensor *loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits, char *err, size_t errlen) {
     ag_tensor *loss = ag_model_loss_of(m, b, logits);
-    if (!loss) fail(err, errlen, AG_ERR_FORMAT, "model %s cannot score this batch: %s", m->kind->name, ag_errmsg());
+    if (!loss) ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot score this batch: %s", m->kind->name, ag_errmsg());
     return loss;
 }
 
@@ -85,7 +76,7 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     if (rel && (!pred || !gold)) {
         free(pred);
         free(gold);
-        return fail(err, errlen, AG_ERR_NOMEM, "out of memory for %lld scores", (long long)n);
+        return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for %lld scores", (long long)n);
     }
     bool was = ag_set_grad_enabled(false);
     double loss_sum = 0;
@@ -177,7 +168,7 @@ static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t 
     *loss = ag_item(out);
     if (!isfinite(*loss)) {
         ag_step_end();
-        return fail(err, errlen, AG_ERR_ARG,
+        return ag_train_fail(err, errlen, AG_ERR_ARG,
                     "the training loss became %g at step %lld: lower the learning rate or clip (--clip)", *loss,
                     (long long)step);
     }
@@ -333,7 +324,7 @@ static int state_parse(const char *text, run_state *s, const char *what, char *e
         char *end;
         v[i] = p ? strtod(p, &end) : NAN;
         if (!p || (*end && *end != '\n') || isnan(v[i]) || (i != 3 && (v[i] < 0 || v[i] > 9e15)))
-            return fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or bad", what, keys[i]);
+            return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or bad", what, keys[i]);
     }
     *s = (run_state){(int64_t)v[0], (int)v[1], (int64_t)v[2], v[3], (int)v[4], (int)v[5], (int)v[6], v[7]};
     return 0;
@@ -347,10 +338,10 @@ static int save_checkpoint(const char *path, const ag_train_opts *o, const run_s
     bool fits = ag_train_opts_format(o, st.config, sizeof st.config) == 0;
     size_t k = strlen(st.config);
     if (!fits || state_format(s, st.config + k, sizeof st.config - k))
-        return fail(err, errlen, AG_ERR_ARG, "%s: the run's config does not fit in %d bytes (shorter --data path?)",
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s: the run's config does not fit in %d bytes (shorter --data path?)",
                     path, AG_CONFIG_MAX);
     if (ag_checkpoint_save(path, &t->model.params, &t->opt, &t->sched, &st))
-        return fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
+        return ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
     return 0;
 }
 
@@ -361,7 +352,7 @@ static int make_dirs(const char *path, char *err, size_t errlen) {
         bool end = !*p;
         if (*p == '/' || end) {
             *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST) return fail(err, errlen, AG_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+            if (mkdir(buf, 0777) && errno != EEXIST) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
             if (end) return 0;
             *p = '/';
         }
@@ -436,7 +427,7 @@ static int append_metrics(const char *out, ag_task task, const epoch_row *e, cha
     bool ok = f && j && !ferror(f) && !ferror(j);
     if (f && fclose(f)) ok = false;
     if (j && fclose(j)) ok = false;
-    return ok ? 0 : fail(err, errlen, AG_ERR_IO, "%s: cannot append the metrics: %s", out, strerror(errno));
+    return ok ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot append the metrics: %s", out, strerror(errno));
 }
 
 static void print_metrics(FILE *f, const char *name, ag_task task, const ag_metrics *x) {
@@ -488,13 +479,13 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
-    ag_model_init(&t->model, ag_model_find(o->model), &cfg);
+    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
 
     ag_optim_config oc;
     ag_sched_config sc;
     if (ag_optim_parse(o->optim, &oc) || ag_optim_init(&t->opt, &t->model.params, &oc) ||
         ag_sched_parse(o->sched, &sc) || ag_sched_init(&t->sched, &sc))
-        return fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
     t->clip = o->clip;
 
     ag_batch_opts bo = {0};
@@ -508,7 +499,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
         (rc = ag_sampler_init(&t->sampler, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], &so,
                               err, errlen)))
         return rc;
-    if (t->sampler.n_batches < 1) return fail(err, errlen, AG_ERR_ARG, "%s: no training examples", d->name);
+    if (t->sampler.n_batches < 1) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s: no training examples", d->name);
     return 0;
 }
 
@@ -638,10 +629,10 @@ static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *er
     char path[AG_PATH_MAX + 32];
     join(path, sizeof path, c->out, "best.safetensors");
     if (!exists(path)) /* only a limit reached before the first step gets here */
-        return r->time_up ? 0 : fail(err, errlen, AG_ERR_IO, "%s: no best checkpoint", path);
+        return r->time_up ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: no best checkpoint", path);
     r->valid = true;
     if (ag_checkpoint_load(path, &t->model.params, NULL, NULL, NULL))
-        return fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     ag_run_data *d = &t->data;
     int rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_DEV], d->idx[AG_SPLIT_DEV], d->n[AG_SPLIT_DEV], &t->batch, &r->dev,
                          err, errlen);
@@ -656,15 +647,15 @@ static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *er
 static int prepare_folder(const char *out, bool resume, bool force, char *err, size_t errlen) {
     char path[AG_PATH_MAX + 32];
     join(path, sizeof path, out, "last.safetensors");
-    if (resume) return exists(path) ? 0 : fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
+    if (resume) return exists(path) ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
     if (exists(path) && !force)
-        return fail(err, errlen, AG_ERR_ARG, "%s already holds a run: add --resume to continue it or --force to start over",
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s already holds a run: add --resume to continue it or --force to start over",
                     out);
     int rc = make_dirs(out, err, errlen);
     const char *stale[] = {"metrics.csv", "metrics.jsonl", "best.safetensors", "last.safetensors"};
     for (int i = 0; !rc && i < 4; i++) {
         join(path, sizeof path, out, stale[i]);
-        if (exists(path) && unlink(path)) rc = fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+        if (exists(path) && unlink(path)) rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     }
     return rc;
 }
@@ -674,7 +665,7 @@ static int resume_from(const char *out, trainer *t, run_state *s, char *err, siz
     join(path, sizeof path, out, "last.safetensors");
     ag_train_state st;
     if (ag_checkpoint_load(path, &t->model.params, &t->opt, &t->sched, &st))
-        return fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     t->model.rng = st.rng;
     return state_parse(st.config, s, path, err, errlen);
 }
@@ -755,14 +746,14 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     char real[PATH_MAX];
     if (o->data[0] && realpath(o->data, real) && strlen(real) < sizeof o->data) strcpy(o->data, real); /* eval from anywhere */
     if (!o->out[0]) {
-        if (o->resume) return fail(err, errlen, AG_ERR_ARG, "--resume needs --out (the run folder to continue)");
+        if (o->resume) return ag_train_fail(err, errlen, AG_ERR_ARG, "--resume needs --out (the run folder to continue)");
         default_out(o);
     }
     snprintf(r->out, sizeof r->out, "%s", o->out);
     int folds = ag_run_data_folds(o);
-    if (folds && o->fold >= folds) return fail(err, errlen, AG_ERR_ARG, "--fold %d: there are %d folds", o->fold, folds);
+    if (folds && o->fold >= folds) return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold %d: there are %d folds", o->fold, folds);
     if (!folds && o->fold >= 0)
-        return fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
                     o->data[0] ? o->data : "the generated task");
     if (!folds || o->fold >= 0) { /* one run, straight into the folder */
         fold_result f;

@@ -62,6 +62,10 @@ typedef struct {
     int quiet;              /* no epoch lines either */
 } ag_train_opts;
 
+/* The error convention of the trainer: writes the message into err (errlen
+ * bytes) and returns code. */
+int ag_train_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 ag_train_opts ag_train_opts_default(void);
 
 /* Commands, for options that apply to some of them only. */

@@ -15,15 +15,6 @@
 
 enum { SPLIT_SEED = 20240601, CV_SEED = 20240602, SYNTH_SEED = 1 };
 
-static int fail(char *err, size_t n, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t n, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 void ag_run_data_free(ag_run_data *d) {
     for (int s = 0; s < AG_SPLITS; s++) {
         ag_dataset_free(&d->sets[s]);
@@ -54,14 +45,14 @@ static int hold_out(ag_run_data *d, const int64_t *idx, int64_t n, double dev_fr
                                            &d->n[AG_SPLIT_DEV])) {
         free(train);
         free(dev);
-        return fail(err, errlen, AG_DATA_ENOMEM, "out of memory splitting off a dev set");
+        return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory splitting off a dev set");
     }
     free(d->idx[AG_SPLIT_TRAIN]);
     d->idx[AG_SPLIT_TRAIN] = train;
     d->idx[AG_SPLIT_DEV] = dev;
     d->ds[AG_SPLIT_DEV] = d->ds[AG_SPLIT_TRAIN];
     if (d->n[AG_SPLIT_TRAIN] < 1 || d->n[AG_SPLIT_DEV] < 1)
-        return fail(err, errlen, AG_DATA_EFORMAT, "%s: %lld examples are too few to split off a dev set", d->name,
+        return ag_train_fail(err, errlen, AG_DATA_EFORMAT, "%s: %lld examples are too few to split off a dev set", d->name,
                     (long long)n);
     return 0;
 }
@@ -79,8 +70,8 @@ static int open_synth(const ag_train_opts *o, ag_task task, ag_run_data *d, char
         if (t == AG_SYNTH_LOOKUP) /* the test split holds the unseen table compositions */
             so.split = s == AG_SPLIT_TEST ? AG_SYNTH_SPLIT_TEST : AG_SYNTH_SPLIT_TRAIN;
         char why[AG_ERR_LEN];
-        if (ag_synth(t, &so, &d->sets[s], why, sizeof why)) return fail(err, errlen, AG_DATA_EINVAL, "%s", why);
-        if (use_whole(d, s, &d->sets[s])) return fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+        if (ag_synth(t, &so, &d->sets[s], why, sizeof why)) return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s", why);
+        if (use_whole(d, s, &d->sets[s])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
     return 0;
 }
@@ -114,9 +105,9 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
     const char *name = o->dataset[0] ? o->dataset : basename(copy);
     *bench = ag_benchmark_find(name);
     if (!*bench && !strcmp(name, "sst"))
-        return fail(err, errlen, AG_DATA_EINVAL, "%s holds SST-5 and SST-2: add --dataset sst5 or --dataset sst2", o->data);
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s holds SST-5 and SST-2: add --dataset sst5 or --dataset sst2", o->data);
     if (!*bench)
-        return fail(err, errlen, AG_DATA_EINVAL,
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL,
                     "%s: not a known benchmark folder; name the data set with --dataset (trec, sst5, sst2, mr, "
                     "subj, cr, mpqa, sick, ptb, wikitext2) or pass a file",
                     o->data);
@@ -128,7 +119,7 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
     snprintf(root, AG_PATH_MAX, "%s", dirname(copy));
     snprintf(probe, sizeof probe, "%s/%s", root, (*bench)->train);
     if (is_file(probe)) return 0;
-    return fail(err, errlen, AG_DATA_EIO, "%s: no %s data here (looked for %s)", o->data, (*bench)->name, probe);
+    return ag_train_fail(err, errlen, AG_DATA_EIO, "%s: no %s data here (looked for %s)", o->data, (*bench)->name, probe);
 }
 
 static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char *err, size_t errlen) {
@@ -144,7 +135,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
         d->lowercase = b->lowercase || o->lowercase;
         if ((rc = load(path, b->format, d->lowercase, b->label_only_lines > 0, &d->sets[s], err, errlen)))
             return rc;
-        if (use_whole(d, s, &d->sets[s])) return fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+        if (use_whole(d, s, &d->sets[s])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
     if (b->n_classes > d->classes) d->classes = b->n_classes;
     if (!b->cv) return b->dev ? 0 : hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
@@ -152,7 +143,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
     /* CV: fold `fold` is the test set, a share of the rest the dev set */
     int64_t n = d->sets[0].n;
     if (fold < 0 || fold >= o->folds)
-        return fail(err, errlen, AG_DATA_EINVAL, "--fold %d: %s has folds 0..%d", fold, b->name, o->folds - 1);
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--fold %d: %s has folds 0..%d", fold, b->name, o->folds - 1);
     int32_t *which = malloc(((size_t)n + 1) * sizeof *which);
     int64_t *rest = malloc(((size_t)n + 1) * sizeof *rest), *test = malloc(((size_t)n + 1) * sizeof *test), n_rest;
     rc = !which || !rest || !test ? AG_DATA_ENOMEM : ag_cv_assign(n, o->folds, CV_SEED, which);
@@ -165,7 +156,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
         rc = hold_out(d, rest, n_rest, o->dev_frac, err, errlen);
     } else {
         free(test);
-        fail(err, errlen, rc, "%s: cannot make %d folds of %lld examples", b->name, o->folds, (long long)n);
+        ag_train_fail(err, errlen, rc, "%s: cannot make %d folds of %lld examples", b->name, o->folds, (long long)n);
     }
     free(rest);
     return rc;
@@ -180,7 +171,7 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
     d->lowercase = o->lowercase;
     int rc = load(o->data, fmt, o->lowercase, 0, &d->sets[0], err, errlen);
     if (rc) return rc;
-    if (use_whole(d, AG_SPLIT_TRAIN, &d->sets[0])) return fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+    if (use_whole(d, AG_SPLIT_TRAIN, &d->sets[0])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     return hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
 }
 
@@ -208,7 +199,7 @@ static int check_scores(const ag_run_data *d, char *err, size_t errlen) {
         for (int64_t i = 0; i < ds->n; i++) {
             float y = ds->ex[i].score;
             if (!(y >= 1 && y <= AG_RELATEDNESS_BINS))
-                return fail(err, errlen, AG_DATA_EFORMAT, "%s: line %lld: relatedness score %g is outside [1, %d]",
+                return ag_train_fail(err, errlen, AG_DATA_EFORMAT, "%s: line %lld: relatedness score %g is outside [1, %d]",
                             d->name, (long long)ds->ex[i].line, (double)y, AG_RELATEDNESS_BINS);
         }
     }
@@ -231,18 +222,18 @@ static int check_task(const ag_train_opts *o, ag_run_data *d, char *err, size_t 
     static const char *const names[] = {"classification", "sentence pairs", "language modelling", "relatedness scores"};
     char tasks[64];
     if (data_task == AG_TASK_LM && want != AG_TASK_LM)
-        return fail(err, errlen, AG_DATA_EINVAL, "%s is language-model text, but model %s does %s", d->name, o->model,
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s is language-model text, but model %s does %s", d->name, o->model,
                     names[want]);
     if (want == AG_TASK_LM && data_task != AG_TASK_LM)
-        return fail(err, errlen, AG_DATA_EINVAL, "model %s is a language model, but %s is labeled data for %s", o->model,
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "model %s is a language model, but %s is labeled data for %s", o->model,
                     d->name, names[data_task]);
     if (o->task[0] && !(fits & AG_TASK_BIT(want)))
-        return fail(err, errlen, AG_DATA_EINVAL, "--task %s does not fit %s (%s)", o->task, d->name, names[data_task]);
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--task %s does not fit %s (%s)", o->task, d->name, names[data_task]);
     if (!(fits & AG_TASK_BIT(want)))
-        return fail(err, errlen, AG_DATA_EINVAL, "%s holds %s, but model %s does %s only (its tasks: %s)", d->name,
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s holds %s, but model %s does %s only (its tasks: %s)", d->name,
                     names[data_task], o->model, names[want], kind ? ag_model_tasks_str(kind, tasks, sizeof tasks) : "?");
     if (kind && !ag_model_supports(kind, want))
-        return fail(err, errlen, AG_DATA_EINVAL, "model %s has no head for the %s task (it does: %s)", o->model,
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "model %s has no head for the %s task (it does: %s)", o->model,
                     ag_task_name(want), ag_model_tasks_str(kind, tasks, sizeof tasks));
     d->task = want;
     return want == AG_TASK_RELATEDNESS ? check_scores(d, err, errlen) : 0;
@@ -278,7 +269,7 @@ int ag_run_data_open(const ag_train_opts *o, int fold, ag_vocab *vocab, ag_run_d
     if (!o->data[0]) rc = open_synth(o, wanted_task(o), d, err, errlen);
     else if (is_dir(o->data)) rc = open_benchmark(o, fold, d, err, errlen);
     else if (is_file(o->data)) rc = open_file(o, d, err, errlen);
-    else rc = fail(err, errlen, AG_DATA_EIO, "%s: no such file or folder", o->data);
+    else rc = ag_train_fail(err, errlen, AG_DATA_EIO, "%s: no such file or folder", o->data);
     if (!rc) rc = check_task(o, d, err, errlen);
     if (!rc) rc = encode(d, o->min_count, err, errlen);
     if (!rc && d->task == AG_TASK_LM) d->classes = 0;

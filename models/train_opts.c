@@ -218,13 +218,12 @@ int ag_train_option_info(const char *key, unsigned cmd, int *takes_value) {
     return 1;
 }
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...) {
+int ag_train_fail(char *err, size_t n, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, n, fmt, ap);
     va_end(ap);
-    return AG_ERR_ARG;
+    return code;
 }
 
 static int set_number(const opt_def *d, void *field, const char *v, char *err, size_t n) {
@@ -232,9 +231,9 @@ static int set_number(const opt_def *d, void *field, const char *v, char *err, s
     errno = 0;
     double x = d->type == O_REAL ? strtod(v, &end) : (double)strtoll(v, &end, 10);
     if (!*v || *end || errno || !isfinite(x))
-        return fail(err, n, "option --%s: '%s' is not %s", d->name, v, d->type == O_REAL ? "a number" : "an integer");
+        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%s' is not %s", d->name, v, d->type == O_REAL ? "a number" : "an integer");
     if (x < d->lo || x > d->hi) {
-        return fail(err, n, "option --%s: %s is out of range [%g, %g]", d->name, v, d->lo, d->hi);
+        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: %s is out of range [%g, %g]", d->name, v, d->lo, d->hi);
     }
     if (d->type == O_INT) *(int *)field = (int)x;
     else if (d->type == O_I64) *(int64_t *)field = strtoll(v, NULL, 10);
@@ -244,20 +243,20 @@ static int set_number(const opt_def *d, void *field, const char *v, char *err, s
 
 int ag_train_set(ag_train_opts *o, const char *key, const char *value, char *err, size_t n) {
     const opt_def *d = find_opt(key);
-    if (!d) return fail(err, n, "unknown option --%s", key);
+    if (!d) return ag_train_fail(err, n, AG_ERR_ARG, "unknown option --%s", key);
     void *field = (char *)o + d->off;
     if (d->type == O_SWITCH) {
         if (value && strcmp(value, "1") && strcmp(value, "0"))
-            return fail(err, n, "option --%s takes no value (got '%s')", d->name, value);
+            return ag_train_fail(err, n, AG_ERR_ARG, "option --%s takes no value (got '%s')", d->name, value);
         *(int *)field = !value || !strcmp(value, "1");
         return 0;
     }
-    if (!value) return fail(err, n, "option --%s needs a value (%s)", d->name, d->arg);
+    if (!value) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s needs a value (%s)", d->name, d->arg);
     if (d->type != O_STR) return set_number(d, field, value, err, n);
-    if (strlen(value) >= d->size) return fail(err, n, "option --%s: '%.60s' is too long", d->name, value);
-    if (strchr(value, '\n')) return fail(err, n, "option --%s: the value holds a line break", d->name);
+    if (strlen(value) >= d->size) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.60s' is too long", d->name, value);
+    if (strchr(value, '\n')) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: the value holds a line break", d->name);
     const char *why = d->check ? d->check(value) : NULL;
-    if (why) return fail(err, n, "option --%s: '%.80s': %s", d->name, value, why);
+    if (why) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.80s': %s", d->name, value, why);
     strcpy(field, value);
     return 0;
 }
@@ -369,12 +368,12 @@ void ag_train_record(ag_train_opts *o, const ag_model_config *c) {
 
 int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t errlen) {
     const ag_model_kind *kind = ag_model_find(o->model);
-    if (!kind) return fail(err, errlen, "option --model: '%s': %s", o->model, check_model(o->model));
+    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "option --model: '%s': %s", o->model, check_model(o->model));
     ag_task task = ag_model_defaults(kind).task; /* the kind's own, unless --task says otherwise */
     if (o->task[0]) ag_task_parse(o->task, &task);
     if (!ag_model_supports(kind, task)) {
         char tasks[64];
-        return fail(err, errlen, "model %s has no head for the %s task (it does: %s)", kind->name,
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
                     ag_task_name(task), ag_model_tasks_str(kind, tasks, sizeof tasks));
     }
     *c = ag_model_task_defaults(kind, task);

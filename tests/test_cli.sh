@@ -93,6 +93,8 @@ expect 0 'wrote' "$AG" dump-step --model mpsan --task relatedness --out "$T/dump
 "$TT" verify-dump "$T/dump-rel.safetensors" mpsan "" relatedness >/dev/null && ok || bad "dump-step of mpsan/relatedness"
 # a task without a head is refused, not run on sentence A alone
 expect 1 'model mpsan has no head for the pair task \(it does: classify, relatedness\)' "$AG" train --task pair "${TINY[@]}" --out "$T/refused"
+expect 1 "poslm: without attention the tied decoder reads h_t, so hidden \(8\) must equal dim \(16\)" "$AG" train --model poslm --attention none --dim 16 --hidden 8 --max-steps 1 --progress none --out "$T/bad-lm"
+expect 1 "mtsa: heads = 3, want an even number" "$AG" train --model mtsa --heads 3 --dim 16 --hidden 8 --max-steps 1 --progress none --out "$T/bad-mtsa"
 expect 1 'model mtsa has no head for the relatedness task' "$AG" train --model mtsa --task relatedness "${TINY[@]}" --out "$T/refused"
 expect 1 'no head for the relatedness task' "$AG" gradcheck --model poslm --task relatedness
 expect 2 "option --task: 'regression': expected classify, pair, relatedness or lm" "$AG" train --task regression

@@ -236,7 +236,7 @@ static void *registered_create(const settings *s, ag_rng *rng, ag_params **param
     registered *r = calloc(1, sizeof *r);
     r->setup = s->setup;
     const ag_run_data *d = &s->setup->data;
-    ag_model_init(&r->m, ag_model_find(s->setup->o.model), &s->setup->cfg);
+    (void)ag_model_init(&r->m, ag_model_find(s->setup->o.model), &s->setup->cfg); /* checked by the probe in main */
     ag_batch_opts bo = {0};
     if (r->m.kind->batch_opts) r->m.kind->batch_opts(&r->m.cfg, &bo);
     bo.max_width = d->max_width;
@@ -653,7 +653,10 @@ int main(int argc, char **argv) {
     if (model_name) {
         const ag_run_data *d = &setup.data;
         ag_model probe; /* only to count the parameters */
-        ag_model_init(&probe, ag_model_find(setup.o.model), &setup.cfg);
+        if (ag_model_init(&probe, ag_model_find(setup.o.model), &setup.cfg)) {
+            fprintf(stderr, "optim_experiments: %s\n", ag_errmsg());
+            return 1;
+        }
         printf("model %s: %lld parameters (d=%d), %lld train / %lld dev examples, vocab %d, batch %d, clip %g, l2 %g, "
                "keep %g, %d epochs, seed %llu\n",
                model->name, (long long)ag_params_numel(&probe.params), setup.cfg.dim, (long long)d->n[AG_SPLIT_TRAIN],
