@@ -19,13 +19,9 @@ static inline ag_real ag__vtanh(ag_real x) { return tanh(x); }
 
 #else
 
-/* GCC keeps floating-point exceptions exact by default (-ftrapping-math),
- * which forbids evaluating both arms of the clamps below as SIMD selects;
- * nothing in attngrad reads FP exception flags, so drop that for the files
- * that include this header (clang's default already is this). */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
+/* The clamps below compile to SIMD selects because the project builds with
+ * -fno-trapping-math (meson.build): with GCC's default -ftrapping-math both
+ * arms of a float ?: may not be evaluated, and the loop stays scalar. */
 
 /* e^x = 2^k e^r with k = round(x / ln 2), |r| <= ln2 / 2 (ln 2 split in a
  * hi and lo part so r is exact); e^r by Cephes' degree-6 polynomial. */
