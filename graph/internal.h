@@ -16,6 +16,15 @@
 
 #define AG_MAX_INPUTS 8
 
+/* Hot loops are compiled twice, for baseline x86-64 (SSE2) and x86-64-v3
+ * (AVX2), and the CPU picks one at load time.  -std=c11 implies
+ * -ffp-contract=off (no FMA contraction), so both give bit-identical results. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
+#define AG_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define AG_SIMD_CLONES
+#endif
+
 typedef void (*ag_backward_fn)(ag_node *n);
 
 struct ag_node {

@@ -1,6 +1,6 @@
 /* elementwise.c - binary ops with broadcasting, scalar ops and the unary
  * activations.  Each op's forward and backward sit together. */
-#include "../graph/internal.h"
+#include "vecmath.h"
 
 #include <stdio.h>
 
@@ -129,48 +129,55 @@ ag_tensor *ag_add_scalar(ag_tensor *x, double s) { return affine("ag_add_scalar"
 ag_tensor *ag_mul_scalar(ag_tensor *x, double s) { return affine("ag_mul_scalar", x, s, 0.0); }
 ag_tensor *ag_neg(ag_tensor *x) { return affine("ag_neg", x, -1.0, 0.0); }
 
-/* ---- unary ops: the derivative is written in terms of x and y = f(x) ---- */
-
-static inline ag_real elu(ag_real x) { return x > 0 ? x : expm1(x); }
-static inline ag_real log_sigmoid(ag_real x) {
-    return x < 0 ? x - log1p(exp(x)) : -log1p(exp(-x));
-}
+/* ---- unary ops: the derivative is written in terms of x and y = f(x) ----
+ *
+ * The loops run on branch-free f32 kernels (vecmath.h: a few ulp, SIMD) and
+ * are compiled for SSE2 and AVX2; the f64 build calls libm. */
 
 #define UNARY_OP(NAME, FWD, DERIV)                                                     \
-    static void NAME##_backward(ag_node *n) {                                          \
-        const ag_real *X = n->in[0]->data, *Y = n->out->data, *G = n->out->grad;       \
-        ag_real *GX = ag__grad(n->in[0]);                                              \
-        for (int64_t i = 0; i < n->out->size; i++) {                                   \
+    AG_SIMD_CLONES static void NAME##_forward_loop(const ag_real *restrict X,          \
+                                                   ag_real *restrict Y, int64_t n) {   \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            ag_real x = X[i];                                                          \
+            Y[i] = FWD;                                                                \
+        }                                                                              \
+    }                                                                                  \
+    AG_SIMD_CLONES static void NAME##_backward_loop(const ag_real *restrict X,         \
+                                                    const ag_real *restrict Y,         \
+                                                    const ag_real *restrict G,         \
+                                                    ag_real *restrict GX, int64_t n) { \
+        for (int64_t i = 0; i < n; i++) {                                              \
             ag_real x = X[i], y = Y[i];                                                \
             (void)x; (void)y;                                                          \
             GX[i] += G[i] * (DERIV);                                                   \
         }                                                                              \
     }                                                                                  \
+    static void NAME##_backward(ag_node *n) {                                          \
+        NAME##_backward_loop(n->in[0]->data, n->out->data, n->out->grad,               \
+                             ag__grad(n->in[0]), n->out->size);                        \
+    }                                                                                  \
     ag_tensor *ag_##NAME(ag_tensor *in) {                                              \
         ag__check_device("ag_" #NAME, in, NULL);                                       \
         ag_tensor *out = ag__empty(in->ndim, in->shape);                               \
-        const ag_real *X = in->data;                                                   \
-        ag_real *Y = out->data;                                                        \
-        for (int64_t i = 0; i < in->size; i++) {                                       \
-            ag_real x = X[i];                                                          \
-            Y[i] = FWD;                                                                \
-        }                                                                              \
+        NAME##_forward_loop(in->data, out->data, in->size);                            \
         ag__record("ag_" #NAME, NAME##_backward, out, 1, &in);                         \
         return out;                                                                    \
     }
 
+static inline ag_real elu(ag_real x) { return x > 0 ? x : ag__vexpm1(x); }
+
 /*       name          forward              derivative                      */
-UNARY_OP(exp,          exp(x),              y)
-UNARY_OP(log,          log(x),              1 / x)
+UNARY_OP(exp,          ag__vexp_full(x),    y)
+UNARY_OP(log,          ag__vlog(x),         1 / x)
 UNARY_OP(sqrt,         sqrt(x),             (ag_real)0.5 / y)
 UNARY_OP(square,       x * x,               2 * x)
 UNARY_OP(abs,          fabs(x),             (x > 0) - (x < 0))
-UNARY_OP(tanh,         tanh(x),             1 - y * y)
-UNARY_OP(sigmoid,      ag__sigmoid(x),      y * (1 - y))
+UNARY_OP(tanh,         ag__vtanh(x),        1 - y * y)
+UNARY_OP(sigmoid,      ag__vsigmoid(x),     y * (1 - y))
 UNARY_OP(relu,         x > 0 ? x : 0,       x > 0)
 UNARY_OP(elu,          elu(x),              x > 0 ? 1 : y + 1)
-UNARY_OP(softplus,     ag__softplus(x),     ag__sigmoid(x))
-UNARY_OP(log_sigmoid,  log_sigmoid(x),      ag__sigmoid(-x))
+UNARY_OP(softplus,     ag__vsoftplus(x),    ag__vsigmoid(x))
+UNARY_OP(log_sigmoid,  ag__vlog_sigmoid(x), ag__vsigmoid(-x))
 
 /* ---- clamp: the gradient passes only strictly inside [lo, hi] ---- */
 
