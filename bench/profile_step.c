@@ -4,6 +4,7 @@
  *
  *     ./build/bench/profile_step [model|all] [steps] [threads]
  *
+ * threads: ag_set_num_threads (default: the engine's, one per core).
  * A step is what a training loop does: zero the gradients, forward with
  * dropout (training), cross-entropy, backward, the L2 term when the model
  * has one, the model's optimizer, ag_step_end.  The batch is synthetic and
@@ -15,7 +16,9 @@
  *
  * Per model it prints the fastest and the median step (wall ms), the median
  * CPU ms of the process (all threads), and the median split into forward,
- * backward and optimizer.  The machine may be shared: read the minimum. */
+ * backward and optimizer.  The machine may be shared: read the minimum.
+ * The last column is a hash of every parameter after the run: it must not
+ * depend on the thread count. */
 #include "attngrad.h"
 #include "../models/models.h"
 
@@ -133,9 +136,16 @@ static void profile(const ag_model_kind *kind, int steps) {
     }
     double best = wall[0];
     for (int i = 1; i < steps; i++) best = wall[i] < best ? wall[i] : best;
-    printf("%-12s B=%-3d N=%-3d d=%-4d min %8.2f  median %8.2f  cpu %8.2f  | fwd %7.2f bwd %7.2f optim %6.2f  (loss %.4f)\n",
+    uint64_t hash = 1469598103934665603ULL; /* FNV-1a over the parameters' bytes */
+    for (int i = 0; i < m.params.count; i++) {
+        const unsigned char *bytes = (const unsigned char *)m.params.items[i]->data;
+        for (size_t j = 0; j < (size_t)m.params.items[i]->size * sizeof(ag_real); j++)
+            hash = (hash ^ bytes[j]) * 1099511628211ULL;
+    }
+    printf("%-12s B=%-3d N=%-3d d=%-4d min %8.2f  median %8.2f  cpu %8.2f  | fwd %7.2f bwd %7.2f optim %6.2f"
+           "  loss %.6f  params %016llx\n",
            kind->name, B, N, cfg.dim, best, median(wall, steps), median(cpu, steps), median(fwd, steps),
-           median(bwd, steps), median(upd, steps), loss);
+           median(bwd, steps), median(upd, steps), loss, (unsigned long long)hash);
     fflush(stdout);
     free(t);
     ag_optim_free(&opt);
@@ -148,7 +158,9 @@ int main(int argc, char **argv) {
     const char *which = argc > 1 ? argv[1] : "all";
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     if (steps < 1) steps = 1;
-    printf("training steps, f32, %d timed after %d warm-up; ms per step\n", steps, WARMUP);
+    if (argc > 3) ag_set_num_threads(atoi(argv[3]));
+    printf("training steps, f32, %d timed after %d warm-up, %d threads; ms per step\n", steps, WARMUP,
+           ag_get_num_threads());
     bool found = false;
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) {
         if (strcmp(which, "all") != 0 && strcmp(which, (*k)->name) != 0) continue;

@@ -70,9 +70,24 @@ void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b);
 void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b);
 int ag__axis(const char *op, const ag_tensor *t, int axis); /* normalise a negative axis */
 
+/* ---- threads (graph/parallel.c) ----
+ * ag__parallel runs fn(ctx, p) for every part p in [0, parts) on the pool
+ * and returns when all are done; any thread may run any part, so parts must
+ * be independent and fixed by the data's shape (then results do not depend
+ * on the thread count).  Parts should be worth ~10 us or more.  Inside a
+ * part, or with one thread, it runs the parts in order on the caller. */
+typedef void (*ag__part_fn)(void *ctx, int64_t part);
+void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx);
+
 /* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ---- */
 void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
               const ag_real *B, ag_real beta, ag_real *C);
+/* The same as one BLAS call on this thread, for products inside a parallel
+ * part.  ag__gemm itself cuts a large product into parts fixed by its shape
+ * and runs them on the pool, taking scratch from the step arena: call it
+ * from the main thread only. */
+void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
+                     const ag_real *B, ag_real beta, ag_real *C);
 
 /* Numerically stable scalar helpers shared by several ops. */
 static inline ag_real ag__sigmoid(ag_real x) {

@@ -11,6 +11,7 @@ void ag__arena_mark(size_t *pos, int *chunk_index);
 void ag__arena_rewind(size_t pos, int chunk_index);
 void ag__arena_shutdown(void);
 void ag__masks_shutdown(void); /* ops/masks.c: the cache of constant masks */
+void ag__parallel_shutdown(void); /* graph/parallel.c: joins the pool's threads */
 
 static ag_node **tape;
 static int tape_len, tape_cap;
@@ -110,5 +111,6 @@ void ag_shutdown(void) {
     tape = NULL;
     tape_len = tape_cap = 0;
     ag__masks_shutdown();
+    ag__parallel_shutdown();
     ag__arena_shutdown();
 }

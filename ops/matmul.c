@@ -4,20 +4,120 @@
 
 #include <cblas.h>
 
-void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
-              const ag_real *B, ag_real beta, ag_real *C) {
+/* One BLAS call with explicit leading dimensions (row-major). */
+static void blas_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+                      const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc) {
     if (M == 0 || N == 0) return;
     if (K == 0) { /* BLAS may leave C alone when K = 0; the math says C = beta C */
-        for (int64_t i = 0; i < (int64_t)M * N; i++) C[i] = beta == 0 ? 0 : beta * C[i];
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(int64_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(int64_t)i * ldc + j];
         return;
     }
 #ifdef AG_REAL_DOUBLE
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
 #else
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
 #endif
+}
+
+void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+                     ag_real beta, ag_real *C) {
+    blas_gemm(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
+/* ---- large products in parts ----
+ *
+ * A product of more than GEMM_PART_FLOPS per part is cut into 2, 4 or 8
+ * parts, chosen from M, N, K alone: rows of C (M), columns of C (N), or -
+ * when K dwarfs both, as in a weight gradient X^T G summed over all rows of
+ * a batch - the inner dimension K, each part's product going to scratch
+ * and the parts added to C in a fixed order.  The pool runs the parts; one
+ * thread runs the same parts in turn.  (OpenBLAS's result for an element
+ * depends on how the product around it is cut, so cutting by the thread
+ * count would make results depend on it.)  Splitting rows or columns costs
+ * nothing measurable; K parts cost one pass over C per part. */
+#define GEMM_PART_FLOPS 4e6
+#define GEMM_MIN_SIDE 32 /* rows or columns per part */
+
+typedef struct {
+    int parts;
+    char dim; /* 'm', 'n' or 'k' */
+} gemm_split;
+
+static gemm_split split_of(int M, int N, int K) {
+    double flops = 2.0 * M * N * K;
+    int parts = 1;
+    while (parts < 8 && flops / (2 * parts) >= GEMM_PART_FLOPS) parts *= 2;
+    int side = M > N ? M : N;
+    for (; parts > 1; parts /= 2) {
+        if (K >= 4 * side && parts <= 4 && K >= 128 * parts) return (gemm_split){parts, 'k'};
+        if (M >= N && M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
+        if (N >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'n'};
+        if (M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
+    }
+    return (gemm_split){1, 0};
+}
+
+/* Part p of `parts` over [0, n): [n p / parts, n (p + 1) / parts). */
+static inline int part_start(int n, int p, int parts) { return (int)((int64_t)n * p / parts); }
+
+typedef struct {
+    bool ta, tb;
+    int M, N, K, lda, ldb;
+    ag_real alpha, beta;
+    const ag_real *A, *B;
+    ag_real *C, *scratch;
+    gemm_split sp;
+} gemm_job;
+
+static void gemm_part(void *ctx, int64_t part) {
+    const gemm_job *j = ctx;
+    int p = (int)part, parts = j->sp.parts;
+    if (j->sp.dim == 'm') {
+        int m0 = part_start(j->M, p, parts), m1 = part_start(j->M, p + 1, parts);
+        const ag_real *A = j->ta ? j->A + m0 : j->A + (int64_t)m0 * j->lda;
+        blas_gemm(j->ta, j->tb, m1 - m0, j->N, j->K, j->alpha, A, j->lda, j->B, j->ldb, j->beta,
+                  j->C + (int64_t)m0 * j->N, j->N);
+    } else if (j->sp.dim == 'n') {
+        int n0 = part_start(j->N, p, parts), n1 = part_start(j->N, p + 1, parts);
+        const ag_real *B = j->tb ? j->B + (int64_t)n0 * j->ldb : j->B + n0;
+        blas_gemm(j->ta, j->tb, j->M, n1 - n0, j->K, j->alpha, j->A, j->lda, B, j->ldb, j->beta, j->C + n0, j->N);
+    } else { /* part 0 into C with beta, the others into scratch */
+        int k0 = part_start(j->K, p, parts), k1 = part_start(j->K, p + 1, parts);
+        const ag_real *A = j->ta ? j->A + (int64_t)k0 * j->lda : j->A + k0;
+        const ag_real *B = j->tb ? j->B + k0 : j->B + (int64_t)k0 * j->ldb;
+        ag_real *C = p == 0 ? j->C : j->scratch + (int64_t)(p - 1) * j->M * j->N;
+        blas_gemm(j->ta, j->tb, j->M, j->N, k1 - k0, j->alpha, A, j->lda, B, j->ldb, p == 0 ? j->beta : 0, C, j->N);
+    }
+}
+
+enum { SUM_CHUNK = 16384 };
+
+/* C += the K parts 1.. in order, over one chunk of C. */
+static void gemm_sum_part(void *ctx, int64_t chunk) {
+    const gemm_job *j = ctx;
+    int64_t mn = (int64_t)j->M * j->N, begin = chunk * SUM_CHUNK;
+    int64_t end = begin + SUM_CHUNK < mn ? begin + SUM_CHUNK : mn;
+    for (int p = 1; p < j->sp.parts; p++) {
+        const ag_real *S = j->scratch + (int64_t)(p - 1) * mn;
+        for (int64_t i = begin; i < end; i++) j->C[i] += S[i];
+    }
+}
+
+void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+              ag_real beta, ag_real *C) {
+    gemm_job j = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = ta ? M : K, .ldb = tb ? K : N,
+                  .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .sp = split_of(M, N, K)};
+    if (j.sp.parts == 1) {
+        blas_gemm(ta, tb, M, N, K, alpha, A, j.lda, B, j.ldb, beta, C, N);
+        return;
+    }
+    int64_t mn = (int64_t)M * N;
+    if (j.sp.dim == 'k') j.scratch = ag_arena_alloc((size_t)(j.sp.parts - 1) * mn * sizeof(ag_real));
+    ag__parallel(j.sp.parts, gemm_part, &j);
+    if (j.sp.dim == 'k') ag__parallel((mn + SUM_CHUNK - 1) / SUM_CHUNK, gemm_sum_part, &j);
 }
 
 /* The geometry of one batched product, saved for backward. */
