@@ -78,6 +78,13 @@ int ag__axis(const char *op, const ag_tensor *t, int axis); /* normalise a negat
  * part, or with one thread, it runs the parts in order on the caller. */
 typedef void (*ag__part_fn)(void *ctx, int64_t part);
 void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx);
+/* fn(ctx, begin, end) over [0, n) cut into ranges of `grain` (the last one
+ * shorter), on the pool: for loops whose iterations are independent. */
+typedef void (*ag__range_fn)(void *ctx, int64_t begin, int64_t end);
+void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
+/* A grain for elementwise loops: 16K elements (64 KB of floats), about
+ * 5-20 us of work, well above the cost of handing a range to a thread. */
+#define AG_GRAIN_ELEMENTWISE ((int64_t)1 << 14)
 
 /* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ---- */
 void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,

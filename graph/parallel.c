@@ -209,6 +209,29 @@ void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx) {
      * generation with no part left and claims nothing. */
 }
 
+typedef struct {
+    int64_t n, grain;
+    ag__range_fn fn;
+    void *ctx;
+} range_job;
+
+static void range_part(void *ctx, int64_t part) {
+    const range_job *j = ctx;
+    int64_t begin = part * j->grain, end = begin + j->grain < j->n ? begin + j->grain : j->n;
+    j->fn(j->ctx, begin, end);
+}
+
+void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (n <= grain) {
+        fn(ctx, 0, n);
+        return;
+    }
+    range_job j = {n, grain, fn, ctx};
+    ag__parallel((n + grain - 1) / grain, range_part, &j);
+}
+
 void ag__parallel_shutdown(void) {
     pool_stop();
 }

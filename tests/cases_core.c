@@ -17,6 +17,11 @@ BINARY_SETUP(col_vec, SHAPE(2, 3, 4), SHAPE(2, 3, 1), 0.2, 2.0)
 BINARY_SETUP(mask_like, SHAPE(2, 2, 3, 3), SHAPE(3, 3), 0.2, 2.0)
 BINARY_SETUP(both_ways, SHAPE(3, 1), SHAPE(1, 4), 0.2, 2.0)
 BINARY_SETUP(scalar_rhs, SHAPE(2, 5), SHAPE(1), 0.2, 2.0)
+/* The broadcast operand on the left, and broadcasting in middle dims. */
+BINARY_SETUP(col_vec_lhs, SHAPE(2, 3, 1), SHAPE(2, 3, 4), 0.2, 2.0)
+BINARY_SETUP(row_vec_lhs, SHAPE(5), SHAPE(3, 2, 5), 0.2, 2.0)
+BINARY_SETUP(middle_dims, SHAPE(2, 1, 3, 1), SHAPE(1, 4, 1, 5), 0.2, 2.0)
+BINARY_SETUP(heads_mask, SHAPE(2, 3, 4, 4), SHAPE(2, 1, 1, 4), 0.2, 2.0)
 
 static int with_0d(ag_tensor **in, ag_rng *r) {
     in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(2, 3));
@@ -156,6 +161,12 @@ const op_case core_cases[] = {
     {"div/mask_over_batch_heads", mask_like, f_div, 0, 0},
     {"maximum/same", same_34, f_maximum, 0, 0},
     {"maximum/row_vector", row_vec, f_maximum, 0, 0},
+    {"mul/col_vector_lhs", col_vec_lhs, f_mul, 0, 0},
+    {"div/row_vector_lhs", row_vec_lhs, f_div, 0, 0},
+    {"sub/middle_dims", middle_dims, f_sub, 0, 0},
+    {"mul/middle_dims", middle_dims, f_mul, 0, 0},
+    {"maximum/middle_dims", middle_dims, f_maximum, 0, 0},
+    {"div/padding_mask_over_heads", heads_mask, f_div, 0, 0},
     {"add_scalar", same_tensor_twice, f_add_scalar, 0, 0},
     {"mul_scalar", same_tensor_twice, f_mul_scalar, 0, 0},
     {"neg", same_tensor_twice, f_neg, 0, 0},
