@@ -169,6 +169,23 @@ static ag_tensor *mm_forward(const char *op, ag_tensor *a, bool ta, ag_tensor *b
 }
 
 /* C_i = op(A_i) op(B_i) for every batch element, beta-accumulated. */
+typedef struct {
+    const ag_real *A, *B;
+    ag_real *C;
+    bool ta, tb;
+    int64_t sa, sb, sc;
+    int M, N, K;
+    ag_real beta;
+    int64_t batch, per_part;
+} batch_job;
+
+static void batch_part(void *ctx, int64_t part) {
+    const batch_job *j = ctx;
+    int64_t end = (part + 1) * j->per_part < j->batch ? (part + 1) * j->per_part : j->batch;
+    for (int64_t i = part * j->per_part; i < end; i++)
+        ag__gemm_serial(j->ta, j->tb, j->M, j->N, j->K, 1, j->A + i * j->sa, j->B + i * j->sb, j->beta, j->C + i * j->sc);
+}
+
 static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, int a_rows, int a_cols,
                    const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols, ag_real *C,
                    bool c_shared, int M, int N, int K, ag_real beta) {
@@ -181,8 +198,16 @@ static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, i
         ag__gemm(false, tb, p->batch * M, N, K, 1, A, B, beta, C);
         return;
     }
-    for (int i = 0; i < p->batch; i++)
-        ag__gemm(ta, tb, M, N, K, 1, A + i * sa, B + i * sb, (c_shared && i > 0) ? 1 : beta, C + i * sc);
+    if (c_shared || p->batch == 1) { /* one product, or all adding into one C (in batch order) */
+        for (int i = 0; i < p->batch; i++)
+            ag__gemm(ta, tb, M, N, K, 1, A + i * sa, B + i * sb, i > 0 ? 1 : beta, C);
+        return;
+    }
+    /* Independent products: groups of ~1 MFLOP on the pool, one BLAS call each. */
+    double flops = 2.0 * M * N * K;
+    int64_t per_part = flops >= 1e6 ? 1 : (int64_t)(1e6 / (flops > 1 ? flops : 1));
+    batch_job j = {A, B, C, ta, tb, sa, sb, sc, M, N, K, beta, p->batch, per_part};
+    ag__parallel((p->batch + per_part - 1) / per_part, batch_part, &j);
 }
 
 static void matmul_backward(ag_node *n) {
