@@ -47,6 +47,7 @@ void ag_free(void *p);
 char *ag_strdup(const char *s);
 void *ag_arena_alloc(size_t bytes);     /* 64-byte aligned, uninitialised */
 void *ag_arena_zalloc(size_t bytes);
+void ag__zero(void *p, size_t bytes);   /* memset 0, on the pool when large */
 
 /* An uninitialised step tensor (the usual op output). */
 ag_tensor *ag__empty(int ndim, const int *shape);
@@ -78,6 +79,7 @@ int ag__axis(const char *op, const ag_tensor *t, int axis); /* normalise a negat
  * part, or with one thread, it runs the parts in order on the caller. */
 typedef void (*ag__part_fn)(void *ctx, int64_t part);
 void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx);
+bool ag__in_parallel(void); /* inside a part: the arena and the tape are off limits */
 /* fn(ctx, begin, end) over [0, n) cut into ranges of `grain` (the last one
  * shorter), on the pool: for loops whose iterations are independent. */
 typedef void (*ag__range_fn)(void *ctx, int64_t begin, int64_t end);

@@ -159,6 +159,8 @@ static int default_team(void) {
     return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
 }
 
+bool ag__in_parallel(void) { return inside_job; }
+
 void ag_set_num_threads(int n) {
     if (n < 1) ag__fatal("ag_set_num_threads", "thread count %d must be >= 1", n);
     if (inside_job) ag__fatal("ag_set_num_threads", "called from inside a parallel loop");
@@ -180,7 +182,10 @@ int ag_get_num_threads(void) {
 void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx) {
     if (parts <= 0) return;
     if (parts == 1 || inside_job || ag_get_num_threads() == 1) {
+        bool was = inside_job;
+        inside_job = true; /* the same rules as on the pool, whatever the thread count */
         for (int64_t p = 0; p < parts; p++) fn(ctx, p);
+        inside_job = was;
         return;
     }
     if (parts >= ((int64_t)1 << PART_BITS)) ag__fatal("parallel", "%lld parts (at most 2^%d)", (long long)parts, PART_BITS);
