@@ -40,6 +40,10 @@ static inline float ag__bitsf(int32_t b) {
     memcpy(&f, &b, sizeof f);
     return f;
 }
+/* 2^k for k in [-127, 128): the exponent field k + 127 (0 gives +0).  In
+ * unsigned arithmetic, as for a NaN argument k is garbage that must not be
+ * undefined behaviour (the NaN itself propagates through the result). */
+static inline float ag__pow2i(int32_t k) { return ag__bitsf((int32_t)(((uint32_t)k + 127u) << 23)); }
 
 /* e^x = 2^k e^r with k = round(x / ln 2), |r| <= ln2 / 2 (ln 2 split in a
  * hi and lo part so r is exact); e^r by Cephes' degree-6 polynomial. */
@@ -59,7 +63,7 @@ static inline float ag__vexp(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f;
-    float out = y * ag__bitsf((k + 127) << 23); /* computed before the select: a conditional multiply would block SIMD */
+    float out = y * ag__pow2i(k); /* computed before the select: a conditional multiply would block SIMD */
     return x < lo ? 0.0f : out; /* e^-87.3 is just above FLT_MIN: flush below it */
 }
 
@@ -101,7 +105,7 @@ static inline float ag__vexp_full(float x) {
     p = p * r + 5.0000001201e-1f;
     float y = p * (r * r) + r + 1.0f;
     int32_t k1 = k >> 1, k2 = k - k1;
-    float out = y * ag__bitsf((k1 + 127) << 23) * ag__bitsf((k2 + 127) << 23);
+    float out = y * ag__pow2i(k1) * ag__pow2i(k2);
     out = x < lo ? 0.0f : out;
     return x > hi ? INFINITY : out;
 }
@@ -126,7 +130,7 @@ static inline float ag__vexpm1(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float em1 = p * (r * r) + r;
-    float s = ag__bitsf((k + 127) << 23); /* 2^k; k >= -127, where the bits give 0 */
+    float s = ag__pow2i(k); /* k >= -127, where the bits give 0 */
     return s * em1 + (s - 1.0f);
 }
 
