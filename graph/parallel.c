@@ -135,7 +135,19 @@ static void pool_stop(void) {
     atomic_store(&pool.stop, false);
 }
 
+/* A forked child has only the thread that forked: it starts its own
+ * workers at its first parallel loop. */
+static void forget_workers_in_child(void) {
+    pool.workers = 0;
+    pool.sleepers = 0;
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+}
+
 static void pool_start(void) {
+    static bool atfork_set;
+    if (!atfork_set) pthread_atfork(NULL, NULL, forget_workers_in_child);
+    atfork_set = true;
     int want = pool.team - 1;
     for (int i = 0; i < want; i++) {
         if (pthread_create(&pool.thread[i], NULL, worker_main, NULL) != 0) break; /* fewer threads: still correct */
