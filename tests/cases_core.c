@@ -134,6 +134,19 @@ static int lin_1row(ag_tensor **in, ag_rng *r) {
 static ag_tensor *f_linear(ag_tensor **in) { return ag_linear(in[0], in[1], in[2]); }
 static ag_tensor *f_linear_nobias(ag_tensor **in) { return ag_linear(in[0], in[1], NULL); }
 
+/* 80 rows, rows 5..24 and every 7th masked to 0 after the layer: their
+ * gradient rows are exactly 0, and backward packs the other rows. */
+static int lin_padded(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(4, 20, 3));
+    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(3, 5));
+    in[2] = tc_away(r, 0.2, 2.0, true, SHAPE(5));
+    in[3] = tc_uniform(r, 0, 1, false, SHAPE(4, 20, 1));
+    for (int i = 0; i < 80; i++) in[3]->data[i] = (i >= 5 && i < 25) || i % 7 == 0 ? 0 : 1;
+    return 4;
+}
+static ag_tensor *f_linear_padded(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], in[2]), in[3]); }
+static ag_tensor *f_linear_padded_nobias(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], NULL), in[3]); }
+
 /* ---- reshape, and a tensor feeding two consumers ---- */
 
 static ag_tensor *f_reshape(ag_tensor **in) { return ag_reshape(in[0], 2, (int[]){4, -1}); }
@@ -216,6 +229,8 @@ const op_case core_cases[] = {
     {"linear/3d", lin_3d, f_linear, 0, 0},
     {"linear/no_bias", lin_3d, f_linear_nobias, 0, 0},
     {"linear/1d_input", lin_1row, f_linear, 0, 0},
+    {"linear/zero_gradient_rows", lin_padded, f_linear_padded, 0, 0},
+    {"linear/zero_gradient_rows_no_bias", lin_padded, f_linear_padded_nobias, 0, 0},
     {"reshape", red_234, f_reshape, 0, 0},
     {"reshape/two_views", red_234, f_reshape_chain, 0, 0},
     {"graph/tensor_used_twice", vec_any, f_two_uses, 0, 0},

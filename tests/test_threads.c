@@ -139,6 +139,11 @@ static ag_tensor *f_matmul(ag_tensor **in) { return ag_matmul(in[0], in[1]); }
 static ag_tensor *f_matmul_tn(ag_tensor **in) { return ag_matmul_t(in[0], true, in[1], false); }
 static ag_tensor *f_matmul_nt(ag_tensor **in) { return ag_matmul_t(in[0], false, in[1], true); }
 static ag_tensor *f_linear(ag_tensor **in) { return ag_linear(in[0], in[1], in[2]); }
+static ag_tensor *f_linear_padded(ag_tensor **in) { /* every third row's gradient is 0: packed backward */
+    ag_tensor *m = ag_tensor_fill(1, 3, (int[]){64, 30, 1});
+    for (int i = 0; i < 64 * 30; i++) m->data[i] = i % 3 == 1 ? 0 : 1;
+    return ag_mul(ag_linear(in[0], in[1], in[2]), m);
+}
 static ag_tensor *f_layernorm(ag_tensor **in) { return ag_layernorm(in[0], in[1], in[2], 1e-5); }
 static ag_tensor *f_shape(ag_tensor **in) {
     ag_tensor *x = in[0];
@@ -176,6 +181,7 @@ static const op_run runs[] = {
     {"matmul batched", 2, {{3, 40, 33, 64}, {3, 40, 50, 64}}, f_matmul_nt},
     {"matmul shared rhs", 2, {{3, 40, 33, 64}, {2, 64, 300}}, f_matmul},
     {"linear", 3, {{3, 64, 30, 300}, {2, 300, 500}, {1, 500}}, f_linear},
+    {"linear, zero gradient rows", 3, {{3, 64, 30, 300}, {2, 300, 500}, {1, 500}}, f_linear_padded},
     {"layernorm", 3, {{3, 40, 33, 300}, {1, 300}, {1, 300}}, f_layernorm},
     {"shape ops", 2, {{3, 40, 50, 50}, {2, 500, 64}}, f_shape},
     {"gaussian context", 3, {{3, 40, 33, 64}, {2, 40, 33}, {2, 40, 33}}, f_gaussian},
