@@ -266,22 +266,47 @@ ag_tensor *ag_matmul(ag_tensor *a, ag_tensor *b) { return ag_matmul_t(a, false, 
  * eighth of the rows are zero, backward packs the others (rows of dY and
  * of X), runs both GEMMs on them and adds the dX rows back: exactly the
  * same sums without the zero terms (only the blocking of the GEMMs, hence
- * the last bits, depends on how many rows are left; never on threads). */
+ * the last bits, depends on how many rows are left; never on threads).
+ *
+ * One pass over dY finds the zero rows and sums the bias gradient: blocks
+ * of BIAS_BLOCK rows, each summed in row order into its own partial row,
+ * the partials then added in block order (fixed by the shape). */
+enum { BIAS_BLOCK = 64 };
+
 typedef struct {
     const ag_real *G, *X;
     ag_real *Gc, *Xc, *dXc, *dX, *gb;
+    ag_real *partial;     /* [blocks, out]: the column sums of each block of rows */
+    int64_t rows, blocks;
     int in, out;
     const int32_t *idx;   /* the nonzero rows */
-    uint8_t *nonzero;
+    uint8_t *nonzero;     /* per row, or NULL: not looked for */
 } linear_job;
 
-static void scan_zero_rows(void *ctx, int64_t r0, int64_t r1) {
+AG_SIMD_CLONES static void scan_block(void *ctx, int64_t block) {
     const linear_job *j = ctx;
+    int64_t r0 = block * BIAS_BLOCK, r1 = r0 + BIAS_BLOCK < j->rows ? r0 + BIAS_BLOCK : j->rows;
+    ag_real *sum = j->partial ? j->partial + block * j->out : NULL;
+    if (sum)
+        for (int k = 0; k < j->out; k++) sum[k] = 0;
     for (int64_t r = r0; r < r1; r++) {
         const ag_real *g = j->G + r * j->out;
-        bool any = false;
-        for (int k = 0; k < j->out; k++) any |= g[k] != 0; /* NaN counts as nonzero */
-        j->nonzero[r] = any;
+        if (j->nonzero) {
+            bool any = false;
+            for (int k = 0; k < j->out; k++) any |= g[k] != 0; /* NaN counts as nonzero */
+            j->nonzero[r] = any;
+        }
+        if (sum)
+            for (int k = 0; k < j->out; k++) sum[k] += g[k];
+    }
+}
+
+/* gb += the partial sums, in block order, over a range of columns. */
+AG_SIMD_CLONES static void add_partials(void *ctx, int64_t k0, int64_t k1) {
+    const linear_job *j = ctx;
+    for (int64_t b = 0; b < j->blocks; b++) {
+        const ag_real *p = j->partial + b * j->out;
+        for (int64_t k = k0; k < k1; k++) j->gb[k] += p[k];
     }
 }
 
@@ -302,22 +327,6 @@ AG_SIMD_CLONES static void unpack_add_rows(void *ctx, int64_t i0, int64_t i1) {
     }
 }
 
-/* db[k] += sum over rows of dY[r, k], rows in order, columns split. */
-typedef struct {
-    const ag_real *G;
-    ag_real *gb;
-    int64_t rows;
-    int out;
-} bias_job;
-
-AG_SIMD_CLONES static void bias_grad_columns(void *ctx, int64_t k0, int64_t k1) {
-    const bias_job *j = ctx;
-    for (int64_t r = 0; r < j->rows; r++) {
-        const ag_real *g = j->G + r * j->out;
-        for (int64_t k = k0; k < k1; k++) j->gb[k] += g[k];
-    }
-}
-
 static int64_t rows_per_part(int width) {
     int64_t k = AG_GRAIN_ELEMENTWISE / (width > 0 ? width : 1);
     return k < 1 ? 1 : k;
@@ -328,19 +337,26 @@ static void linear_backward(ag_node *n) {
     int in = w->shape[0], out = w->shape[1];
     int rows = (int)(x->size / (in ? in : 1));
     const ag_real *G = n->out->grad;
-    bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1);
-    linear_job j = {.G = G, .X = x->data, .in = in, .out = out};
+    bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1), want_b = bias && ag__wants(n, 2);
+    linear_job j = {.G = G, .X = x->data, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK, .in = in,
+                    .out = out};
+    bool look = rows >= 64 && out > 0 && (want_x || want_w);
+    if (look) j.nonzero = ag_arena_alloc((size_t)rows);
+    if (want_b) j.partial = ag_arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
+    if (look || want_b) ag__parallel(j.blocks, scan_block, &j);
+    if (want_b) {
+        j.gb = ag__grad(bias);
+        ag__parallel_range(out, 256, add_partials, &j);
+    }
     int kept = rows;
     int32_t *idx = NULL;
-    if (rows >= 64 && out > 0 && (want_x || want_w)) {
-        j.nonzero = ag_arena_alloc((size_t)rows);
-        ag__parallel_range(rows, rows_per_part(out), scan_zero_rows, &j);
+    if (look) {
         idx = ag_arena_alloc((size_t)rows * sizeof *idx);
         kept = 0;
         for (int r = 0; r < rows; r++)
             if (j.nonzero[r]) idx[kept++] = r;
     }
-    if (kept == rows || kept > rows - rows / 8) { /* (almost) no zero rows: the plain products */
+    if (!look || kept > rows - rows / 8) { /* (almost) no zero rows: the plain products */
         if (want_x) ag__gemm(false, true, rows, in, out, 1, G, w->data, 1, ag__grad(x));
         if (want_w) ag__gemm(true, false, in, out, rows, 1, x->data, G, 1, ag__grad(w));
     } else if (kept > 0) {
@@ -355,11 +371,6 @@ static void linear_backward(ag_node *n) {
             ag__parallel_range(kept, rows_per_part(in), unpack_add_rows, &j);
         }
         if (want_w) ag__gemm(true, false, in, out, kept, 1, j.Xc, j.Gc, 1, ag__grad(w));
-    }
-    if (bias && ag__wants(n, 2)) {
-        bias_job b = {G, ag__grad(bias), rows, out};
-        int64_t grain = (AG_GRAIN_ELEMENTWISE / (rows > 0 ? rows : 1) + 15) / 16 * 16; /* whole cache lines */
-        ag__parallel_range(out, grain, bias_grad_columns, &b);
     }
 }
 
