@@ -59,6 +59,11 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
                     ag_tensor *const *in);
 /* Gradient buffer of t, allocated zero-filled on first use. */
 ag_real *ag__grad(ag_tensor *t);
+/* For a backward that writes every element of t's gradient: the buffer,
+ * and *fresh = true when t had none yet - then it is uninitialised and the
+ * backward stores (=) instead of adding (+=), which saves zeroing it and
+ * reading the zeros back.  Padded positions must then be written too. */
+ag_real *ag__grad_write(ag_tensor *t, bool *fresh);
 /* Should backward compute input i's gradient? */
 static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->requires_grad; }
 

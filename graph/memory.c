@@ -74,7 +74,11 @@ static void chunk_new(size_t cap) {
 }
 
 void *ag_arena_alloc(size_t bytes) {
-    if (ag__in_parallel()) ag__fatal("arena", "allocation inside a parallel part (the arena is not thread-safe)");
+    if (ag__in_parallel()) { /* an engine bug, maybe on a worker thread: no handler can recover from it */
+        fputs("attngrad: internal error: arena allocation inside a parallel part (the arena is not thread-safe)\n",
+              stderr);
+        abort();
+    }
     bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     while (n_chunks == 0 || chunks[cur_chunk].used + bytes > chunks[cur_chunk].cap) {
         if (n_chunks > 0 && cur_chunk + 1 < n_chunks) {

@@ -54,6 +54,12 @@ ag_real *ag__grad(ag_tensor *t) {
     return t->grad;
 }
 
+ag_real *ag__grad_write(ag_tensor *t, bool *fresh) {
+    *fresh = !t->grad;
+    if (!t->grad) t->grad = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    return t->grad;
+}
+
 /* Gradients of intermediate results are rebuilt on every sweep, so calling
  * backward twice in a step gives the same answer for them (leaves and
  * parameters accumulate, as in PyTorch). */

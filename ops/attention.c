@@ -174,7 +174,9 @@ static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N
 static void split_heads_backward(ag_node *n) {
     const ag_tensor *y = n->out; /* [..., h, N, d] */
     int nd = y->ndim, h = y->shape[nd - 3], N = y->shape[nd - 2], d = y->shape[nd - 1];
-    heads_permute(y->grad, ag__grad(n->in[0]), nd == 4 ? y->shape[0] : 1, N, h, d, false, true);
+    bool fresh; /* a new gradient buffer: every element is written, copy instead of add */
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    heads_permute(y->grad, gx, nd == 4 ? y->shape[0] : 1, N, h, d, false, !fresh);
 }
 
 ag_tensor *ag_split_heads(ag_tensor *x, int h) {
@@ -196,7 +198,9 @@ ag_tensor *ag_split_heads(ag_tensor *x, int h) {
 static void merge_heads_backward(ag_node *n) {
     const ag_tensor *x = n->in[0]; /* [..., h, N, d] */
     int nd = x->ndim, h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1];
-    heads_permute(n->out->grad, ag__grad(n->in[0]), nd == 4 ? x->shape[0] : 1, N, h, d, true, true);
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    heads_permute(n->out->grad, gx, nd == 4 ? x->shape[0] : 1, N, h, d, true, !fresh);
 }
 
 ag_tensor *ag_merge_heads(ag_tensor *x) {

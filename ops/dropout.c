@@ -6,18 +6,43 @@
 
 AG_SIMD_CLONES
 static void dropout_backward_loop(const uint8_t *restrict kept, const ag_real *restrict G, ag_real scale,
-                                  ag_real *restrict GX, int64_t n) {
-    for (int64_t i = 0; i < n; i++) GX[i] = kept[i] ? GX[i] + scale * G[i] : GX[i];
-}
-
-static void dropout_backward(ag_node *n) {
-    dropout_backward_loop(n->saved, n->out->grad, (ag_real)n->farg[0], ag__grad(n->in[0]), n->out->size);
+                                  ag_real *restrict GX, int64_t n, bool fresh) {
+    if (fresh) /* a new gradient buffer: store, dropped units get 0 */
+        for (int64_t i = 0; i < n; i++) GX[i] = kept[i] ? scale * G[i] : 0;
+    else
+        for (int64_t i = 0; i < n; i++) GX[i] = kept[i] ? GX[i] + scale * G[i] : GX[i];
 }
 
 AG_SIMD_CLONES
 static void dropout_apply(const uint8_t *restrict kept, const ag_real *restrict x, ag_real scale,
                           ag_real *restrict y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = kept[i] ? scale * x[i] : 0;
+}
+
+/* The mask's application and its backward run in ranges on the pool (the
+ * draws themselves are one generator's sequence: serial). */
+typedef struct {
+    const uint8_t *kept;
+    const ag_real *x;
+    ag_real *y;
+    ag_real scale;
+    bool fresh;
+} dropout_job;
+
+static void apply_range(void *ctx, int64_t i0, int64_t i1) {
+    const dropout_job *j = ctx;
+    dropout_apply(j->kept + i0, j->x + i0, j->scale, j->y + i0, i1 - i0);
+}
+
+static void backward_range(void *ctx, int64_t i0, int64_t i1) {
+    const dropout_job *j = ctx;
+    dropout_backward_loop(j->kept + i0, j->x + i0, j->scale, j->y + i0, i1 - i0, j->fresh);
+}
+
+static void dropout_backward(ag_node *n) {
+    dropout_job j = {n->saved, n->out->grad, NULL, (ag_real)n->farg[0], false};
+    j.y = ag__grad_write(n->in[0], &j.fresh);
+    ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, backward_range, &j);
 }
 
 /* kept[i] = (ag_rng_uniform(rng) < keep), drawn in order: the uniform is
@@ -40,7 +65,8 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     uint8_t *kept = ag_arena_alloc((size_t)x->size);
     draw_mask(kept, x->size, keep, rng);
-    dropout_apply(kept, x->data, (ag_real)(1 / keep), out->data, x->size);
+    dropout_job j = {kept, x->data, out->data, (ag_real)(1 / keep), false};
+    ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, apply_range, &j);
     ag_node *n = ag__record("ag_dropout", dropout_backward, out, 1, &x);
     if (n) {
         n->saved = kept;

@@ -69,6 +69,7 @@ typedef struct {
     ag_real *out;          /* forward: the output; backward: the gradient written */
     int64_t rows, cols;    /* of the output */
     int64_t col_grain;     /* backward of a broadcast operand: columns per part */
+    bool fresh;            /* backward: the gradient buffer is new, store instead of add */
 } bin_job;
 
 static inline void row_offsets(const bcast *bc, int64_t r, int64_t *ia, int64_t *ib) {
@@ -157,7 +158,8 @@ static int64_t row_grain(int64_t cols) {
             });                                                                                      \
         }                                                                                            \
     }                                                                                                \
-    /* d/da (side 0) or d/db (side 1) of an operand with the output's shape. */                     \
+    /* d/da (side 0) or d/db (side 1) of an operand with the output's shape,                       \
+     * stored into a fresh gradient buffer or added to an existing one. */                          \
     AG_SIMD_CLONES static void NAME##_grad_rows(void *ctx, int64_t r0, int64_t r1, int side) {      \
         const bin_job *j = ctx;                                                                      \
         for (int64_t r = r0; r < r1; r++) {                                                          \
@@ -165,11 +167,23 @@ static int64_t row_grain(int64_t cols) {
             row_offsets(&j->bc, r, &ia, &ib);                                                        \
             const ag_real *G = j->g + r * j->cols;                                                   \
             ag_real *GX = j->out + r * j->cols;                                                      \
-            if (side == 0)                                                                           \
+            if (side == 0 && j->fresh)                                                               \
+                STRIDED_LOOP(j->cols, j->a + ia, 1, j->b + ib, j->bc.sb[3], {                        \
+                    ag_real a = x, b = y, g = G[k];                                                  \
+                    (void)a; (void)b;                                                                \
+                    GX[k] = GRAD_A;                                                                  \
+                });                                                                                  \
+            else if (side == 0)                                                                      \
                 STRIDED_LOOP(j->cols, j->a + ia, 1, j->b + ib, j->bc.sb[3], {                        \
                     ag_real a = x, b = y, g = G[k];                                                  \
                     (void)a; (void)b;                                                                \
                     GX[k] += GRAD_A;                                                                 \
+                });                                                                                  \
+            else if (j->fresh)                                                                       \
+                STRIDED_LOOP(j->cols, j->a + ia, j->bc.sa[3], j->b + ib, 1, {                        \
+                    ag_real a = x, b = y, g = G[k];                                                  \
+                    (void)a; (void)b;                                                                \
+                    GX[k] = GRAD_B;                                                                  \
                 });                                                                                  \
             else                                                                                     \
                 STRIDED_LOOP(j->cols, j->a + ia, j->bc.sa[3], j->b + ib, 1, {                        \
@@ -238,10 +252,12 @@ static int64_t row_grain(int64_t cols) {
         for (int side = 0; side < 2; side++) {                                                       \
             if (!ag__wants(n, side)) continue;                                                       \
             const int64_t *s = side == 0 ? j.bc.sa : j.bc.sb;                                        \
-            j.out = ag__grad(n->in[side]);                                                           \
+            j.fresh = false;                                                                         \
             if (!is_broadcast(s, &j.bc)) {                                                           \
+                j.out = ag__grad_write(n->in[side], &j.fresh);                                       \
                 ag__parallel_range(j.rows, row_grain(j.cols), side == 0 ? NAME##_grad_a_rows : NAME##_grad_b_rows, &j); \
             } else {                                                                                 \
+                j.out = ag__grad(n->in[side]);                                                       \
                 int64_t xrows = n->in[side]->size / (s[3] ? (j.cols ? j.cols : 1) : 1);              \
                 int64_t xcols = s[3] ? j.cols : 1;                                                   \
                 int64_t chunks = (xcols + j.col_grain - 1) / j.col_grain;                            \
@@ -274,6 +290,7 @@ typedef struct {
     const ag_real *x;
     ag_real *y;
     ag_real scale, shift;
+    bool fresh;
 } affine_job;
 
 AG_SIMD_CLONES static void affine_range(void *ctx, int64_t i0, int64_t i1) {
@@ -286,18 +303,22 @@ AG_SIMD_CLONES static void affine_range(void *ctx, int64_t i0, int64_t i1) {
  * kept as its own loop. */
 AG_SIMD_CLONES static void affine_grad_range(void *ctx, int64_t i0, int64_t i1) {
     const affine_job *j = ctx;
-    for (int64_t i = i0; i < i1; i++) j->y[i] += j->scale * j->x[i];
+    if (j->fresh)
+        for (int64_t i = i0; i < i1; i++) j->y[i] = j->scale * j->x[i];
+    else
+        for (int64_t i = i0; i < i1; i++) j->y[i] += j->scale * j->x[i];
 }
 
 static void affine_backward(ag_node *n) {
-    affine_job j = {n->out->grad, ag__grad(n->in[0]), (ag_real)n->farg[0], 0};
+    affine_job j = {n->out->grad, NULL, (ag_real)n->farg[0], 0, false};
+    j.y = ag__grad_write(n->in[0], &j.fresh);
     ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, affine_grad_range, &j);
 }
 
 static ag_tensor *affine(const char *op, ag_tensor *x, double scale, double shift) {
     ag__check_device(op, x, NULL);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
-    affine_job j = {x->data, out->data, (ag_real)scale, (ag_real)shift};
+    affine_job j = {x->data, out->data, (ag_real)scale, (ag_real)shift, false};
     ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, affine_range, &j);
     ag_node *n = ag__record(op, affine_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
@@ -318,6 +339,7 @@ typedef struct {
     ag_real *y;           /* forward: written; backward: read */
     const ag_real *g;
     ag_real *gx;
+    bool fresh;           /* backward: gx is new, store instead of add */
 } unary_job;
 
 #define UNARY_OP(NAME, FWD, DERIV)                                                     \
@@ -331,12 +353,20 @@ typedef struct {
     AG_SIMD_CLONES static void NAME##_backward_loop(const ag_real *restrict X,         \
                                                     const ag_real *restrict Y,         \
                                                     const ag_real *restrict G,         \
-                                                    ag_real *restrict GX, int64_t n) { \
-        for (int64_t i = 0; i < n; i++) {                                              \
-            ag_real x = X[i], y = Y[i];                                                \
-            (void)x; (void)y;                                                          \
-            GX[i] += G[i] * (DERIV);                                                   \
-        }                                                                              \
+                                                    ag_real *restrict GX, int64_t n,   \
+                                                    bool fresh) {                      \
+        if (fresh)                                                                     \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                ag_real x = X[i], y = Y[i];                                            \
+                (void)x; (void)y;                                                      \
+                GX[i] = G[i] * (DERIV);                                                \
+            }                                                                          \
+        else                                                                           \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                ag_real x = X[i], y = Y[i];                                            \
+                (void)x; (void)y;                                                      \
+                GX[i] += G[i] * (DERIV);                                               \
+            }                                                                          \
     }                                                                                  \
     static void NAME##_forward_range(void *ctx, int64_t i0, int64_t i1) {              \
         const unary_job *j = ctx;                                                      \
@@ -344,16 +374,18 @@ typedef struct {
     }                                                                                  \
     static void NAME##_backward_range(void *ctx, int64_t i0, int64_t i1) {             \
         const unary_job *j = ctx;                                                      \
-        NAME##_backward_loop(j->x + i0, j->y + i0, j->g + i0, j->gx + i0, i1 - i0);    \
+        NAME##_backward_loop(j->x + i0, j->y + i0, j->g + i0, j->gx + i0, i1 - i0,     \
+                             j->fresh);                                                \
     }                                                                                  \
     static void NAME##_backward(ag_node *n) {                                          \
-        unary_job j = {n->in[0]->data, n->out->data, n->out->grad, ag__grad(n->in[0])}; \
+        unary_job j = {n->in[0]->data, n->out->data, n->out->grad, NULL, false};       \
+        j.gx = ag__grad_write(n->in[0], &j.fresh);                                     \
         ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, NAME##_backward_range, &j); \
     }                                                                                  \
     ag_tensor *ag_##NAME(ag_tensor *in) {                                              \
         ag__check_device("ag_" #NAME, in, NULL);                                       \
         ag_tensor *out = ag__empty(in->ndim, in->shape);                               \
-        unary_job j = {in->data, out->data, NULL, NULL};                               \
+        unary_job j = {in->data, out->data, NULL, NULL, false};                        \
         ag__parallel_range(in->size, AG_GRAIN_ELEMENTWISE, NAME##_forward_range, &j);  \
         ag__record("ag_" #NAME, NAME##_backward, out, 1, &in);                         \
         return out;                                                                    \

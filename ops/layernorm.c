@@ -17,6 +17,7 @@ typedef struct {
     ag_real eps;
     int D;
     int64_t rows;
+    bool fresh;               /* backward: gx is new, store instead of add */
 } ln_job;
 
 static int64_t rows_per_part(int D) {
@@ -45,11 +46,18 @@ AG_SIMD_CLONES static void layernorm_grad_rows(void *ctx, int64_t r0, int64_t r1
         }
         ag_real m1 = sum_dxhat / (ag_real)D, m2 = sum_dxhat_xhat / (ag_real)D;
         ag_real *dx = j->gx + r * D;
-        for (int k = 0; k < D; k++) {
-            ag_real xhat = (xr[k] - mean) * rstd;
-            ag_real dxhat = g ? dy[k] * g[k] : dy[k];
-            dx[k] += rstd * (dxhat - m1 - xhat * m2);
-        }
+        if (j->fresh)
+            for (int k = 0; k < D; k++) {
+                ag_real xhat = (xr[k] - mean) * rstd;
+                ag_real dxhat = g ? dy[k] * g[k] : dy[k];
+                dx[k] = rstd * (dxhat - m1 - xhat * m2);
+            }
+        else
+            for (int k = 0; k < D; k++) {
+                ag_real xhat = (xr[k] - mean) * rstd;
+                ag_real dxhat = g ? dy[k] * g[k] : dy[k];
+                dx[k] += rstd * (dxhat - m1 - xhat * m2);
+            }
     }
 }
 
@@ -74,7 +82,7 @@ static void layernorm_backward(ag_node *n) {
     j.ggamma = gamma && ag__wants(n, 1) ? ag__grad(gamma) : NULL;
     j.gbeta = beta && ag__wants(n, 2) ? ag__grad(beta) : NULL;
     if (ag__wants(n, 0)) {
-        j.gx = ag__grad(x);
+        j.gx = ag__grad_write(x, &j.fresh);
         ag__parallel_range(j.rows, rows_per_part(D), layernorm_grad_rows, &j);
     }
     if (j.ggamma || j.gbeta) ag__parallel_range(D, 64, layernorm_grad_affine, &j);

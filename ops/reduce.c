@@ -55,6 +55,7 @@ typedef struct {
     ag_real *y, *gx;
     ag_real scale;
     bool by_inner;      /* ranges of inner columns (outer == 1) instead of outer rows */
+    bool fresh;         /* backward: gx is new, store instead of add */
 } reduce_job;
 
 static void reduce_ranges(reduce_job *j, ag__range_fn fn) {
@@ -89,14 +90,17 @@ AG_SIMD_CLONES static void sum_axis_grad_range(void *ctx, int64_t u0, int64_t u1
         const ag_real *g = j->g + o * j->v.inner;
         for (int64_t i = 0; i < j->v.n; i++) {
             ag_real *gx = j->gx + (o * j->v.n + i) * j->v.inner;
-            for (int64_t k = k0; k < k1; k++) gx[k] += j->scale * g[k];
+            if (j->fresh)
+                for (int64_t k = k0; k < k1; k++) gx[k] = j->scale * g[k];
+            else
+                for (int64_t k = k0; k < k1; k++) gx[k] += j->scale * g[k];
         }
     }
 }
 
 static void sum_axis_backward(ag_node *n) {
-    reduce_job j = {.v = view_along(n->in[0], n->iarg[0]), .g = n->out->grad, .gx = ag__grad(n->in[0]),
-                    .scale = (ag_real)n->farg[0]};
+    reduce_job j = {.v = view_along(n->in[0], n->iarg[0]), .g = n->out->grad, .scale = (ag_real)n->farg[0]};
+    j.gx = ag__grad_write(n->in[0], &j.fresh);
     reduce_ranges(&j, sum_axis_grad_range);
 }
 

@@ -10,11 +10,14 @@
 typedef struct {
     const ag_real *src;
     ag_real *dst;
+    bool fresh;            /* dst is a new gradient buffer: copy instead of add */
 } add_job;
 
 AG_SIMD_CLONES static void add_range(void *ctx, int64_t i0, int64_t i1) {
     const add_job *j = ctx;
-    for (int64_t i = i0; i < i1; i++) j->dst[i] += j->src[i];
+    if (j->fresh) memcpy(j->dst + i0, j->src + i0, (size_t)(i1 - i0) * sizeof(ag_real));
+    else
+        for (int64_t i = i0; i < i1; i++) j->dst[i] += j->src[i];
 }
 
 /* Rows of `row` elements per part, for ~AG_GRAIN_ELEMENTWISE elements. */
@@ -24,7 +27,8 @@ static int64_t row_grain(int64_t row) {
 }
 
 static void reshape_backward(ag_node *n) {
-    add_job j = {n->out->grad, ag__grad(n->in[0])};
+    add_job j = {n->out->grad, NULL, false};
+    j.dst = ag__grad_write(n->in[0], &j.fresh);
     ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, add_range, &j);
 }
 
@@ -87,6 +91,7 @@ typedef struct {
     permute_plan p;
     const ag_real *x;
     ag_real *y;
+    bool fresh;           /* backward: y is a new gradient buffer */
 } permute_job;
 
 static inline void gather_row(ag_real *dst, const ag_real *src, int n, int64_t stride) {
@@ -113,8 +118,14 @@ static void permute_rows(void *ctx, int64_t r0, int64_t r1) {
 
 static void permute_grad_rows(void *ctx, int64_t r0, int64_t r1) {
     const permute_job *j = ctx; /* x: the output's gradient, y: the input's */
-    for (int64_t r = r0; r < r1; r++)
-        scatter_add_row(j->y + permute_row_input(&j->p, r), j->p.stride[3], j->x + r * j->p.shape[3], j->p.shape[3]);
+    for (int64_t r = r0; r < r1; r++) {
+        ag_real *dst = j->y + permute_row_input(&j->p, r);
+        const ag_real *src = j->x + r * j->p.shape[3];
+        if (j->fresh) /* a permutation writes every input element once */
+            for (int i = 0; i < j->p.shape[3]; i++) dst[i * j->p.stride[3]] = src[i];
+        else
+            scatter_add_row(dst, j->p.stride[3], src, j->p.shape[3]);
+    }
 }
 
 static void run_permute(permute_job *j, ag__range_fn fn) {
@@ -123,7 +134,8 @@ static void run_permute(permute_job *j, ag__range_fn fn) {
 }
 
 static void permute_backward(ag_node *n) {
-    permute_job j = {*(const permute_plan *)n->saved, n->out->grad, ag__grad(n->in[0])};
+    permute_job j = {*(const permute_plan *)n->saved, n->out->grad, NULL, false};
+    j.y = ag__grad_write(n->in[0], &j.fresh);
     run_permute(&j, permute_grad_rows);
 }
 
@@ -159,7 +171,7 @@ static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
         if (k >= 0) out_shape[k] = p.shape[i];
     }
     ag_tensor *out = ag__empty(nd, out_shape);
-    permute_job j = {p, x->data, out->data};
+    permute_job j = {p, x->data, out->data, false};
     run_permute(&j, permute_rows);
     ag_node *n = ag__record(op, permute_backward, out, 1, &x);
     if (n) {
@@ -192,6 +204,7 @@ typedef struct {
 typedef struct {
     const concat_plan *p;
     ag_real *in[AG_MAX_INPUTS];  /* the inputs' data, or their gradients (NULL: skip) */
+    bool fresh[AG_MAX_INPUTS];   /* backward: that gradient is new, copy instead of add */
     ag_real *out;                /* the output's data, or its gradient */
     int n;
 } concat_job;
@@ -211,14 +224,16 @@ AG_SIMD_CLONES static void concat_grad_rows(void *ctx, int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; o++) {
             const ag_real *g = j->out + o * j->p->out_cols + j->p->col0[i];
             ag_real *gx = j->in[i] + o * j->p->cols[i];
-            for (int64_t c = 0; c < j->p->cols[i]; c++) gx[c] += g[c];
+            if (j->fresh[i]) memcpy(gx, g, (size_t)j->p->cols[i] * sizeof(ag_real));
+            else
+                for (int64_t c = 0; c < j->p->cols[i]; c++) gx[c] += g[c];
         }
     }
 }
 
 static void concat_backward(ag_node *n) {
     concat_job j = {.p = n->saved, .out = n->out->grad, .n = n->n_in};
-    for (int i = 0; i < n->n_in; i++) j.in[i] = ag__wants(n, i) ? ag__grad(n->in[i]) : NULL;
+    for (int i = 0; i < n->n_in; i++) j.in[i] = ag__wants(n, i) ? ag__grad_write(n->in[i], &j.fresh[i]) : NULL;
     ag__parallel_range(j.p->outer, row_grain(j.p->out_cols), concat_grad_rows, &j);
 }
 

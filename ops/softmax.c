@@ -74,20 +74,21 @@ typedef struct {
     ag_real *y, *gx;
     ag_real scale;
     int cols;
+    bool fresh;              /* backward: gx is new, store instead of add */
 } softmax_job;
 
 static void masked_softmax_grad_range(void *ctx, int64_t r0, int64_t r1) {
     const softmax_job *j = ctx;
     int64_t at = r0 * j->cols;
-    /* Masked entries have y = 0, so they get no gradient. */
-    ag__softmax_rows_grad(j->y + at, j->g + at, j->scale, j->gx + at, r1 - r0, j->cols, true);
+    /* Masked entries have y = 0, so they get no gradient (0 in a fresh buffer). */
+    ag__softmax_rows_grad(j->y + at, j->g + at, j->scale, j->gx + at, r1 - r0, j->cols, !j->fresh);
 }
 
 static void masked_softmax_backward(ag_node *n) {
     int cols = n->out->shape[n->out->ndim - 1];
     int64_t rows = cols ? n->out->size / cols : 0;
-    softmax_job j = {.y = n->out->data, .g = n->out->grad, .gx = ag__grad(n->in[0]), .scale = (ag_real)n->farg[0],
-                     .cols = cols};
+    softmax_job j = {.y = n->out->data, .g = n->out->grad, .scale = (ag_real)n->farg[0], .cols = cols};
+    j.gx = ag__grad_write(n->in[0], &j.fresh);
     ag__parallel_range(rows, units_per_part(cols), masked_softmax_grad_range, &j);
 }
 
@@ -221,13 +222,20 @@ static void softmax_len_block(const ag_real *X, ag_real *Y, int64_t len, int64_t
         for (int64_t k = 0; k < inner; k++) Y[t * inner + k] *= sum[k];
 }
 
-/* Its backward: gx[t,k] += y[t,k] (g[t,k] - sum_t' g[t',k] y[t',k]). */
+/* Its backward: gx[t,k] += y[t,k] (g[t,k] - sum_t' g[t',k] y[t',k]); into
+ * a fresh gradient buffer (n rows) it stores, with 0 at padded rows. */
 AG_SIMD_CLONES
-static void softmax_len_block_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t len, int64_t inner,
-                                   ag_real *dot) {
+static void softmax_len_block_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t len, int64_t n,
+                                   int64_t inner, ag_real *dot, bool fresh) {
     for (int64_t k = 0; k < inner; k++) dot[k] = 0;
     for (int64_t t = 0; t < len; t++)
         for (int64_t k = 0; k < inner; k++) dot[k] += G[t * inner + k] * Y[t * inner + k];
+    if (fresh) {
+        for (int64_t t = 0; t < len; t++)
+            for (int64_t k = 0; k < inner; k++) GX[t * inner + k] = Y[t * inner + k] * (G[t * inner + k] - dot[k]);
+        memset(GX + len * inner, 0, (size_t)((n - len) * inner) * sizeof *GX);
+        return;
+    }
     for (int64_t t = 0; t < len; t++) /* padded positions had weight 0: no gradient */
         for (int64_t k = 0; k < inner; k++) GX[t * inner + k] += Y[t * inner + k] * (G[t * inner + k] - dot[k]);
 }
@@ -241,6 +249,7 @@ typedef struct {
     ag_real *y, *gx;
     ag_real *scratch;
     int64_t per_part;
+    bool fresh;              /* backward: gx is new, store instead of add */
 } len_job;
 
 static void softmax_len_range(void *ctx, int64_t o0, int64_t o1) {
@@ -258,8 +267,8 @@ static void softmax_len_grad_range(void *ctx, int64_t o0, int64_t o1) {
     ag_real *dot = j->scratch + o0 / j->per_part * 2 * j->v.inner;
     for (int64_t o = o0; o < o1; o++) {
         int64_t base = o * j->v.n * j->v.inner;
-        softmax_len_block_grad(j->y + base, j->g + base, j->gx + base, valid_len(&j->v, j->lengths, o), j->v.inner,
-                               dot);
+        softmax_len_block_grad(j->y + base, j->g + base, j->gx + base, valid_len(&j->v, j->lengths, o), j->v.n,
+                               j->v.inner, dot, j->fresh);
     }
 }
 
@@ -271,8 +280,8 @@ static void run_len_blocks(len_job *j, ag__range_fn fn) {
 }
 
 static void softmax_axis_len_backward(ag_node *n) {
-    len_job j = {.v = view_along(n->in[0], n->iarg[0]), .lengths = n->saved, .y = n->out->data, .g = n->out->grad,
-                 .gx = ag__grad(n->in[0])};
+    len_job j = {.v = view_along(n->in[0], n->iarg[0]), .lengths = n->saved, .y = n->out->data, .g = n->out->grad};
+    j.gx = ag__grad_write(n->in[0], &j.fresh);
     run_len_blocks(&j, softmax_len_grad_range);
 }
 
