@@ -46,7 +46,7 @@
 
 enum {
     PART_BITS = 24,               /* at most 2^24 parts per job */
-    WORKER_SPIN = 1 << 14,        /* pause loops (~100 us) before a worker sleeps */
+    WORKER_SPIN = 1 << 10,        /* pause loops (~10 us) before a worker sleeps */
     CALLER_SPIN = 1 << 10,        /* pause loops between yields while waiting for parts */
     MAX_THREADS = 256,
 };
