@@ -374,6 +374,74 @@ static void linear_backward(ag_node *n) {
     }
 }
 
+/* Forward: rows of x that are all zero - the padded positions of an
+ * embedded batch, dropout or not - give y = bias whatever W is.  When at
+ * least an eighth of the rows are zero, the others are packed and only
+ * they go through the GEMM (the rows left set the blocking, hence the last
+ * bits; never the threads). */
+typedef struct {
+    const ag_real *X, *bias;
+    ag_real *Y, *Xc, *Yc;
+    int in, out;
+    uint8_t *nonzero;
+    const int32_t *idx, *pos; /* packed row -> row, row -> packed row or -1 */
+} linear_fwd_job;
+
+static void scan_x_rows(void *ctx, int64_t r0, int64_t r1) {
+    const linear_fwd_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const ag_real *x = j->X + r * j->in;
+        bool any = false;
+        for (int k = 0; k < j->in; k++) any |= x[k] != 0; /* NaN counts as nonzero */
+        j->nonzero[r] = any;
+    }
+}
+
+/* Packed rows: x rows in, bias rows (or zeros) as the GEMM's C. */
+static void pack_x_rows(void *ctx, int64_t i0, int64_t i1) {
+    const linear_fwd_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        memcpy(j->Xc + i * j->in, j->X + (int64_t)j->idx[i] * j->in, (size_t)j->in * sizeof(ag_real));
+        if (j->bias) memcpy(j->Yc + i * j->out, j->bias, (size_t)j->out * sizeof(ag_real));
+        else memset(j->Yc + i * j->out, 0, (size_t)j->out * sizeof(ag_real));
+    }
+}
+
+static void unpack_y_rows(void *ctx, int64_t r0, int64_t r1) {
+    const linear_fwd_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        ag_real *y = j->Y + r * j->out;
+        if (j->pos[r] >= 0) memcpy(y, j->Yc + (int64_t)j->pos[r] * j->out, (size_t)j->out * sizeof(ag_real));
+        else if (j->bias) memcpy(y, j->bias, (size_t)j->out * sizeof(ag_real));
+        else memset(y, 0, (size_t)j->out * sizeof(ag_real));
+    }
+}
+
+/* y = x W + bias on the rows of x that are not all zero; false (nothing
+ * done) when fewer than an eighth of them are zero. */
+static bool linear_packed(const ag_tensor *x, const ag_tensor *w, const ag_tensor *bias, ag_tensor *out, int rows) {
+    int in = w->shape[0], out_dim = w->shape[1];
+    if (rows < 64 || in == 0 || out_dim == 0) return false;
+    linear_fwd_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim};
+    j.nonzero = ag_arena_alloc((size_t)rows);
+    ag__parallel_range(rows, rows_per_part(in), scan_x_rows, &j);
+    int32_t *idx = ag_arena_alloc((size_t)rows * sizeof *idx), *pos = ag_arena_alloc((size_t)rows * sizeof *pos);
+    int kept = 0;
+    for (int r = 0; r < rows; r++) {
+        pos[r] = j.nonzero[r] ? kept : -1;
+        if (j.nonzero[r]) idx[kept++] = r;
+    }
+    if (kept > rows - rows / 8) return false;
+    j.idx = idx;
+    j.pos = pos;
+    j.Xc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
+    j.Yc = ag_arena_alloc((size_t)(kept ? kept : 1) * out_dim * sizeof(ag_real));
+    ag__parallel_range(kept, rows_per_part(in + out_dim), pack_x_rows, &j);
+    ag__gemm(false, false, kept, out_dim, in, 1, j.Xc, w->data, 1, j.Yc);
+    ag__parallel_range(rows, rows_per_part(out_dim), unpack_y_rows, &j);
+    return true;
+}
+
 ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
     char sx[64], sw[64], sb[64];
     ag__check_device("ag_linear", x, w);
@@ -390,9 +458,12 @@ ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
     ag_tensor *out = ag__empty(x->ndim, shape);
-    if (bias)
-        for (int r = 0; r < rows; r++) memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
-    ag__gemm(false, false, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
+    if (!linear_packed(x, w, bias, out, rows)) {
+        if (bias)
+            for (int r = 0; r < rows; r++)
+                memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
+        ag__gemm(false, false, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
+    }
     ag__record("ag_linear", linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
     return out;
 }

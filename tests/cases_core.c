@@ -2,6 +2,8 @@
  * and reshape: several shapes each, broadcasting and size-1 dims included. */
 #include "opcase.h"
 
+#include <string.h>
+
 /* ---- binary ops with broadcasting ---- */
 
 #define BINARY_SETUP(NAME, SA, SB, LO, HI)                                       \
@@ -144,6 +146,16 @@ static int lin_padded(ag_tensor **in, ag_rng *r) {
     for (int i = 0; i < 80; i++) in[3]->data[i] = (i >= 5 && i < 25) || i % 7 == 0 ? 0 : 1;
     return 4;
 }
+/* 80 rows of x, 30 of them all zero (padding after an embedding): forward
+ * packs the other rows; the gradient reaches every row, the zero ones too. */
+static int lin_zero_rows(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(4, 20, 3));
+    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(3, 5));
+    in[2] = tc_away(r, 0.2, 2.0, true, SHAPE(5));
+    for (int i = 0; i < 80; i++)
+        if (i % 20 >= 13 || i == 3) memset(in[0]->data + i * 3, 0, 3 * sizeof(ag_real));
+    return 3;
+}
 static ag_tensor *f_linear_padded(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], in[2]), in[3]); }
 static ag_tensor *f_linear_padded_nobias(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], NULL), in[3]); }
 
@@ -230,6 +242,8 @@ const op_case core_cases[] = {
     {"linear/no_bias", lin_3d, f_linear_nobias, 0, 0},
     {"linear/1d_input", lin_1row, f_linear, 0, 0},
     {"linear/zero_gradient_rows", lin_padded, f_linear_padded, 0, 0},
+    {"linear/zero_input_rows", lin_zero_rows, f_linear, 0, 0},
+    {"linear/zero_input_rows_no_bias", lin_zero_rows, f_linear_nobias, 0, 0},
     {"linear/zero_gradient_rows_no_bias", lin_padded, f_linear_padded_nobias, 0, 0},
     {"reshape", red_234, f_reshape, 0, 0},
     {"reshape/two_views", red_234, f_reshape_chain, 0, 0},
