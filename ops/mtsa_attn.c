@@ -14,7 +14,7 @@
  * nothing but overflow and underflow; their derivative is exactly 0.
  * Where the denominator is 0 (a fully masked or padded query row) it is set
  * to 1, making H = 0 there with no gradient. */
-#include "../graph/internal.h"
+#include "vecmath.h"
 
 typedef struct {
     int32_t *len;       /* [B] */
@@ -25,35 +25,41 @@ typedef struct {
     ag_real *zn; /* slice i: [L,2dh] = [Z | Num] = ER ep */
 } mtsa_saved;
 
-static inline ag_real log_sigmoid(ag_real x) { return x < 0 ? x - log1p(exp(x)) : -log1p(exp(-x)); }
-static inline ag_real score_of(ag_real r, ag_mtsa_score s) { return s == AG_MTSA_IDENTITY ? r : log_sigmoid(r); }
-
-static inline bool allowed(const ag_real *mask, int N, int q, int k) { return !mask || mask[(int64_t)q * N + k] != 0; }
+/* The exps and log-sigmoids run on vecmath's branch-free f32 kernels (a few
+ * ulp; libm in the f64 build), the maxima as selects: SIMD loops. */
+static inline ag_real score_of(ag_real r, ag_mtsa_score s) { return s == AG_MTSA_IDENTITY ? r : ag__vlog_sigmoid(r); }
 
 /* ER of one slice: [L,L], row q = exp(score - max over allowed k), 0 where masked. */
+AG_SIMD_CLONES
 static void slice_er(ag_real *er, const ag_real *r, const ag_real *mask, int N, int L, ag_mtsa_score score) {
     for (int q = 0; q < L; q++) {
-        const ag_real *rq = r + (int64_t)q * N;
+        const ag_real *rq = r + (int64_t)q * N, *mq = mask ? mask + (int64_t)q * N : NULL;
         ag_real *e = er + (int64_t)q * L, mx = -INFINITY;
-        for (int k = 0; k < L; k++) {
-            e[k] = score_of(rq[k], score);
-            if (allowed(mask, N, q, k) && e[k] > mx) mx = e[k];
+        for (int k = 0; k < L; k++) e[k] = score_of(rq[k], score);
+        if (mq) {
+            for (int k = 0; k < L; k++) mx = mq[k] != 0 && e[k] > mx ? e[k] : mx;
+            for (int k = 0; k < L; k++) e[k] = mq[k] != 0 ? ag__vexp(e[k] - mx) : 0;
+        } else {
+            for (int k = 0; k < L; k++) mx = e[k] > mx ? e[k] : mx;
+            for (int k = 0; k < L; k++) e[k] = ag__vexp(e[k] - mx);
         }
-        for (int k = 0; k < L; k++) e[k] = allowed(mask, N, q, k) ? exp(e[k] - mx) : 0;
     }
 }
 
 /* [ES | v ⊙ ES] of one slice: [L,2dh], ES over the valid keys k < L. */
+AG_SIMD_CLONES
 static void slice_ep(ag_real *ep, const ag_real *s, const ag_real *v, int L, int dh, ag_real *colmax) {
     for (int l = 0; l < dh; l++) colmax[l] = -INFINITY;
     for (int k = 0; k < L; k++)
-        for (int l = 0; l < dh; l++)
-            if (s[(int64_t)k * dh + l] > colmax[l]) colmax[l] = s[(int64_t)k * dh + l];
+        for (int l = 0; l < dh; l++) {
+            ag_real x = s[(int64_t)k * dh + l];
+            colmax[l] = x > colmax[l] ? x : colmax[l];
+        }
     for (int k = 0; k < L; k++) {
         const ag_real *sk = s + (int64_t)k * dh, *vk = v + (int64_t)k * dh;
         ag_real *row = ep + (int64_t)k * 2 * dh;
         for (int l = 0; l < dh; l++) {
-            row[l] = exp(sk[l] - colmax[l]);
+            row[l] = ag__vexp(sk[l] - colmax[l]);
             row[dh + l] = row[l] * vk[l];
         }
     }
@@ -89,6 +95,21 @@ static void mtsa_job_parts(mtsa_job *j, int64_t scratch_per_part) {
 
 static int64_t mtsa_parts(const mtsa_job *j) { return (j->sv->slices + j->per_part - 1) / j->per_part; }
 
+/* dR = dER ⊙ ER ⊙ sigma_t'(R) over one slice; where ER is 0 (masked, or a
+ * weight that underflowed) nothing is added. */
+AG_SIMD_CLONES
+static void mtsa_score_grad(ag_real *g, const ag_real *der, const ag_real *er, const ag_real *rr, int N, int L,
+                            ag_mtsa_score score) {
+    for (int q = 0; q < L; q++) {
+        const ag_real *e = er + (int64_t)q * L, *d = der + (int64_t)q * L, *rq = rr + (int64_t)q * N;
+        ag_real *gq = g + (int64_t)q * N;
+        if (score == AG_MTSA_IDENTITY)
+            for (int k = 0; k < L; k++) gq[k] = e[k] != 0 ? gq[k] + d[k] * e[k] : gq[k];
+        else
+            for (int k = 0; k < L; k++) gq[k] = e[k] != 0 ? gq[k] + d[k] * e[k] * ag__vsigmoid(-rq[k]) : gq[k];
+    }
+}
+
 static void mtsa_backward_part(void *ctx, int64_t part) {
     const mtsa_job *j = ctx;
     const mtsa_saved *sv = j->sv;
@@ -116,13 +137,7 @@ static void mtsa_backward_part(void *ctx, int64_t part) {
             ag__gemm_serial(false, true, L, L, 2 * dh, 1, d, ep, 0, der);
             const ag_real *rr = j->r->data + ro;
             ag_real *g = j->gr + ro;
-            for (int q = 0; q < L; q++)
-                for (int k = 0; k < L; k++) {
-                    ag_real e = er[(int64_t)q * L + k];
-                    if (e == 0) continue; /* masked, or a weight that underflowed: no gradient */
-                    ag_real slope = sv->score == AG_MTSA_IDENTITY ? 1 : ag__sigmoid(-rr[(int64_t)q * N + k]);
-                    g[(int64_t)q * N + k] += der[(int64_t)q * L + k] * e * slope;
-                }
+            mtsa_score_grad(g, der, er, rr, N, L, sv->score);
         }
         if (j->gs || j->gv) {
             ag__gemm_serial(true, false, L, 2 * dh, L, 1, er, d, 0, dep);
