@@ -16,6 +16,15 @@
 
 #define AG_MAX_INPUTS 8
 
+/* Hot loops are compiled twice, for baseline x86-64 (SSE2) and x86-64-v3
+ * (AVX2), and the CPU picks one at load time.  -std=c11 implies
+ * -ffp-contract=off (no FMA contraction), so both give bit-identical results. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
+#define AG_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define AG_SIMD_CLONES
+#endif
+
 typedef void (*ag_backward_fn)(ag_node *n);
 
 struct ag_node {
@@ -38,6 +47,7 @@ void ag_free(void *p);
 char *ag_strdup(const char *s);
 void *ag_arena_alloc(size_t bytes);     /* 64-byte aligned, uninitialised */
 void *ag_arena_zalloc(size_t bytes);
+void ag__zero(void *p, size_t bytes);   /* memset 0, on the pool when large */
 
 /* An uninitialised step tensor (the usual op output). */
 ag_tensor *ag__empty(int ndim, const int *shape);
@@ -49,6 +59,11 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
                     ag_tensor *const *in);
 /* Gradient buffer of t, allocated zero-filled on first use. */
 ag_real *ag__grad(ag_tensor *t);
+/* For a backward that writes every element of t's gradient: the buffer,
+ * and *fresh = true when t had none yet - then it is uninitialised and the
+ * backward stores (=) instead of adding (+=), which saves zeroing it and
+ * reading the zeros back.  Padded positions must then be written too. */
+ag_real *ag__grad_write(ag_tensor *t, bool *fresh);
 /* Should backward compute input i's gradient? */
 static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->requires_grad; }
 
@@ -61,9 +76,36 @@ void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b);
 void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b);
 int ag__axis(const char *op, const ag_tensor *t, int axis); /* normalise a negative axis */
 
+/* ---- threads (graph/parallel.c) ----
+ * ag__parallel runs fn(ctx, p) for every part p in [0, parts) on the pool
+ * and returns when all are done; any thread may run any part, so parts must
+ * be independent and fixed by the data's shape (then results do not depend
+ * on the thread count).  Parts should be worth ~10 us or more.  Inside a
+ * part, or with one thread, it runs the parts in order on the caller. */
+typedef void (*ag__part_fn)(void *ctx, int64_t part);
+void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx);
+bool ag__in_parallel(void); /* inside a part: the arena and the tape are off limits */
+/* fn(ctx, begin, end) over [0, n) cut into ranges of `grain` (the last one
+ * shorter), on the pool: for loops whose iterations are independent. */
+typedef void (*ag__range_fn)(void *ctx, int64_t begin, int64_t end);
+void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
+/* A grain for elementwise loops: 16K elements (64 KB of floats), about
+ * 5-20 us of work, well above the cost of handing a range to a thread. */
+#define AG_GRAIN_ELEMENTWISE ((int64_t)1 << 14)
+
 /* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ---- */
 void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
               const ag_real *B, ag_real beta, ag_real *C);
+/* The same as one BLAS call on this thread, for products inside a parallel
+ * part.  ag__gemm itself cuts a large product into parts fixed by its shape
+ * and runs them on the pool, taking scratch from the step arena: call it
+ * from the main thread only. */
+void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
+                     const ag_real *B, ag_real beta, ag_real *C);
+
+/* xoshiro256**'s step, inlined where a loop draws one number per element
+ * (ag_rng_next is this on the generator's state). */
+#include "xoshiro.h"
 
 /* Numerically stable scalar helpers shared by several ops. */
 static inline ag_real ag__sigmoid(ag_real x) {

@@ -74,6 +74,11 @@ static void chunk_new(size_t cap) {
 }
 
 void *ag_arena_alloc(size_t bytes) {
+    if (ag__in_parallel()) { /* an engine bug, maybe on a worker thread: no handler can recover from it */
+        fputs("attngrad: internal error: arena allocation inside a parallel part (the arena is not thread-safe)\n",
+              stderr);
+        abort();
+    }
     bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     while (n_chunks == 0 || chunks[cur_chunk].used + bytes > chunks[cur_chunk].cap) {
         if (n_chunks > 0 && cur_chunk + 1 < n_chunks) {
@@ -95,8 +100,20 @@ void *ag_arena_alloc(size_t bytes) {
 
 void *ag_arena_zalloc(size_t bytes) {
     void *p = ag_arena_alloc(bytes);
-    memset(p, 0, bytes);
+    ag__zero(p, bytes);
     return p;
+}
+
+/* memset(p, 0, bytes), in 256 KB pieces on the pool when large: zeroing a
+ * gradient buffer is bound by memory bandwidth, which two cores share
+ * better than one uses. */
+enum { ZERO_GRAIN = 1 << 18 };
+
+static void zero_range(void *ctx, int64_t begin, int64_t end) { memset((char *)ctx + begin, 0, (size_t)(end - begin)); }
+
+void ag__zero(void *p, size_t bytes) {
+    if (bytes < 2 * ZERO_GRAIN) memset(p, 0, bytes);
+    else ag__parallel_range((int64_t)bytes, ZERO_GRAIN, zero_range, p);
 }
 
 static void arena_free_all(void) {

@@ -11,6 +11,7 @@ void ag__arena_mark(size_t *pos, int *chunk_index);
 void ag__arena_rewind(size_t pos, int chunk_index);
 void ag__arena_shutdown(void);
 void ag__masks_shutdown(void); /* ops/masks.c: the cache of constant masks */
+void ag__parallel_shutdown(void); /* graph/parallel.c: joins the pool's threads */
 
 static ag_node **tape;
 static int tape_len, tape_cap;
@@ -50,6 +51,12 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
 
 ag_real *ag__grad(ag_tensor *t) {
     if (!t->grad) t->grad = ag_arena_zalloc((size_t)t->size * sizeof(ag_real));
+    return t->grad;
+}
+
+ag_real *ag__grad_write(ag_tensor *t, bool *fresh) {
+    *fresh = !t->grad;
+    if (!t->grad) t->grad = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
     return t->grad;
 }
 
@@ -110,5 +117,6 @@ void ag_shutdown(void) {
     tape = NULL;
     tape_len = tape_cap = 0;
     ag__masks_shutdown();
+    ag__parallel_shutdown();
     ag__arena_shutdown();
 }

@@ -24,7 +24,7 @@ ag_tensor *ag__empty(int ndim, const int *shape) {
 
 ag_tensor *ag_tensor_new(int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
-    memset(t->data, 0, (size_t)t->size * sizeof(ag_real));
+    ag__zero(t->data, (size_t)t->size * sizeof(ag_real));
     return t;
 }
 
@@ -95,7 +95,7 @@ int64_t ag_params_numel(const ag_params *ps) {
 
 void ag_params_zero_grad(ag_params *ps) {
     for (int i = 0; i < ps->count; i++)
-        memset(ps->items[i]->grad, 0, (size_t)ps->items[i]->size * sizeof(ag_real));
+        ag__zero(ps->items[i]->grad, (size_t)ps->items[i]->size * sizeof(ag_real));
 }
 
 void ag_params_free(ag_params *ps) {

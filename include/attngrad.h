@@ -168,6 +168,14 @@ ag_mem_stats ag_memstats(void);
 /* Frees the arena and all library state (for leak checkers). */
 void ag_shutdown(void);
 
+/* Threads of the engine's parallel loops, the caller included.  Default:
+ * AG_NUM_THREADS or OMP_NUM_THREADS from the environment, else one per
+ * core.  OpenBLAS runs single-threaded under it (the engine splits large
+ * GEMMs itself), so this one number sets both levels.  Results are bitwise
+ * the same for every count.  Not from inside a running op. */
+void ag_set_num_threads(int n);   /* n >= 1 */
+int ag_get_num_threads(void);
+
 /* ------------------------------------------------------------------------ */
 /* Random numbers (seeded, reproducible, saveable)                           */
 /* ------------------------------------------------------------------------ */

@@ -18,7 +18,7 @@
 static void gemm_overwrite(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
                            ag_real *C) {
     memset(C, 0, (size_t)M * N * sizeof *C);
-    ag__gemm(ta, tb, M, N, K, alpha, A, B, 1, C);
+    ag__gemm_serial(ta, tb, M, N, K, alpha, A, B, 1, C);
 }
 
 /* The geometry of one attention call, saved for backward. */
@@ -29,24 +29,68 @@ typedef struct {
     ag_real *probs;         /* [slices, nq, nk] */
 } attn_plan;
 
-static void attention_backward(ag_node *n) {
-    const attn_plan *p = n->saved;
-    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    const ag_real *G = n->out->grad;
-    bool want_q = ag__wants(n, 0), want_k = ag__wants(n, 1), want_v = ag__wants(n, 2);
-    ag_real *GQ = want_q ? ag__grad(q) : NULL, *GK = want_k ? ag__grad(k) : NULL, *GV = want_v ? ag__grad(v) : NULL;
+/* Slices run on the pool in groups of ~AG_GRAIN_ELEMENTWISE probabilities;
+ * every slice is computed whole by one thread with single-threaded GEMMs,
+ * so the result does not depend on which thread ran it. */
+static int64_t slices_per_part(int64_t pq) {
+    int64_t k = AG_GRAIN_ELEMENTWISE / (pq ? pq : 1);
+    return k < 1 ? 1 : k;
+}
+
+typedef struct {
+    const attn_plan *p;
+    const ag__mask_plan *mp;
+    const ag_tensor *mask;
+    const ag_real *Q, *K, *V, *G;
+    ag_real *out, *GQ, *GK, *GV;
+    ag_real *dS;              /* backward: [nq, nk] scratch per part */
+    int64_t per_part;
+} attn_job;
+
+static void attention_backward_part(void *ctx, int64_t part) {
+    const attn_job *j = ctx;
+    const attn_plan *p = j->p;
     int64_t pq = (int64_t)p->nq * p->nk;
-    ag_real *dS = (want_q || want_k) ? ag_arena_alloc((size_t)(pq ? pq : 1) * sizeof *dS) : NULL;
-    for (int s = 0; s < p->slices; s++) {
-        const ag_real *P = p->probs + s * pq, *Gs = G + (int64_t)s * p->nq * p->dv;
-        const ag_real *Qs = q->data + (int64_t)s * p->nq * p->d, *Ks = k->data + (int64_t)s * p->nk * p->d;
-        const ag_real *Vs = v->data + (int64_t)s * p->nk * p->dv;
-        if (want_v) ag__gemm(true, false, p->nk, p->dv, p->nq, 1, P, Gs, 1, GV + (int64_t)s * p->nk * p->dv);
+    ag_real *dS = j->dS ? j->dS + part * pq : NULL;
+    int64_t s1 = (part + 1) * j->per_part < p->slices ? (part + 1) * j->per_part : p->slices;
+    for (int64_t s = part * j->per_part; s < s1; s++) {
+        const ag_real *P = p->probs + s * pq, *Gs = j->G + s * p->nq * p->dv;
+        const ag_real *Qs = j->Q + s * p->nq * p->d, *Ks = j->K + s * p->nk * p->d;
+        const ag_real *Vs = j->V + s * p->nk * p->dv;
+        if (j->GV) ag__gemm_serial(true, false, p->nk, p->dv, p->nq, 1, P, Gs, 1, j->GV + s * p->nk * p->dv);
         if (!dS) continue;
         gemm_overwrite(false, true, p->nq, p->nk, p->dv, 1, Gs, Vs, dS);
         ag__softmax_rows_grad(P, dS, p->scale, dS, p->nq, p->nk, false); /* masked: P = 0, so dS = 0 */
-        if (want_q) ag__gemm(false, false, p->nq, p->d, p->nk, 1, dS, Ks, 1, GQ + (int64_t)s * p->nq * p->d);
-        if (want_k) ag__gemm(true, false, p->nk, p->d, p->nq, 1, dS, Qs, 1, GK + (int64_t)s * p->nk * p->d);
+        if (j->GQ) ag__gemm_serial(false, false, p->nq, p->d, p->nk, 1, dS, Ks, 1, j->GQ + s * p->nq * p->d);
+        if (j->GK) ag__gemm_serial(true, false, p->nk, p->d, p->nq, 1, dS, Qs, 1, j->GK + s * p->nk * p->d);
+    }
+}
+
+static void attention_backward(ag_node *n) {
+    const attn_plan *p = n->saved;
+    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    bool want_q = ag__wants(n, 0), want_k = ag__wants(n, 1), want_v = ag__wants(n, 2);
+    int64_t pq = (int64_t)p->nq * p->nk;
+    attn_job j = {.p = p, .Q = q->data, .K = k->data, .V = v->data, .G = n->out->grad,
+                  .GQ = want_q ? ag__grad(q) : NULL, .GK = want_k ? ag__grad(k) : NULL,
+                  .GV = want_v ? ag__grad(v) : NULL, .per_part = slices_per_part(pq)};
+    int64_t parts = (p->slices + j.per_part - 1) / j.per_part;
+    if (want_q || want_k) j.dS = ag_arena_alloc((size_t)(parts * pq > 0 ? parts * pq : 1) * sizeof(ag_real));
+    ag__parallel(parts, attention_backward_part, &j);
+}
+
+static void attention_forward_part(void *ctx, int64_t part) {
+    const attn_job *j = ctx;
+    const attn_plan *p = j->p;
+    int64_t pq = (int64_t)p->nq * p->nk;
+    int64_t s1 = (part + 1) * j->per_part < p->slices ? (part + 1) * j->per_part : p->slices;
+    for (int64_t s = part * j->per_part; s < s1; s++) {
+        ag_real *P = p->probs + s * pq;
+        const ag_real *Qs = j->Q + s * p->nq * p->d, *Ks = j->K + s * p->nk * p->d;
+        gemm_overwrite(false, true, p->nq, p->nk, p->d, p->scale, Qs, Ks, P);
+        ag__softmax_slice(j->mp, j->mask, (int)(s / j->mp->rows3[1]), (int)(s % j->mp->rows3[1]), P, 1,
+                          P); /* the scale is already in the GEMM */
+        gemm_overwrite(false, false, p->nq, p->dv, p->nk, 1, P, j->V + s * p->nk * p->dv, j->out + s * p->nq * p->dv);
     }
 }
 
@@ -84,16 +128,9 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
     int64_t pq = (int64_t)p.nq * p.nk;
     int64_t n_probs = p.slices * pq;
     p.probs = ag_arena_alloc((size_t)(n_probs ? n_probs : 1) * sizeof(ag_real));
-    int s = 0;
-    for (int i0 = 0; i0 < mp.rows3[0]; i0++)
-        for (int i1 = 0; i1 < mp.rows3[1]; i1++, s++) {
-            ag_real *P = p.probs + s * pq;
-            const ag_real *Qs = q->data + (int64_t)s * p.nq * p.d, *Ks = k->data + (int64_t)s * p.nk * p.d;
-            gemm_overwrite(false, true, p.nq, p.nk, p.d, p.scale, Qs, Ks, P);
-            ag__softmax_slice(&mp, mask, i0, i1, P, 1, P); /* the scale is already in the GEMM */
-            gemm_overwrite(false, false, p.nq, p.dv, p.nk, 1, P, v->data + (int64_t)s * p.nk * p.dv,
-                           out->data + (int64_t)s * p.nq * p.dv);
-        }
+    attn_job j = {.p = &p, .mp = &mp, .mask = mask, .Q = q->data, .K = k->data, .V = v->data, .out = out->data,
+                  .per_part = slices_per_part(pq)};
+    ag__parallel((p.slices + j.per_part - 1) / j.per_part, attention_forward_part, &j);
 
     ag_node *n = ag__record(op, attention_backward, out, 3, (ag_tensor *[]){q, k, v});
     if (n) {
@@ -137,7 +174,9 @@ static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N
 static void split_heads_backward(ag_node *n) {
     const ag_tensor *y = n->out; /* [..., h, N, d] */
     int nd = y->ndim, h = y->shape[nd - 3], N = y->shape[nd - 2], d = y->shape[nd - 1];
-    heads_permute(y->grad, ag__grad(n->in[0]), nd == 4 ? y->shape[0] : 1, N, h, d, false, true);
+    bool fresh; /* a new gradient buffer: every element is written, copy instead of add */
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    heads_permute(y->grad, gx, nd == 4 ? y->shape[0] : 1, N, h, d, false, !fresh);
 }
 
 ag_tensor *ag_split_heads(ag_tensor *x, int h) {
@@ -159,7 +198,9 @@ ag_tensor *ag_split_heads(ag_tensor *x, int h) {
 static void merge_heads_backward(ag_node *n) {
     const ag_tensor *x = n->in[0]; /* [..., h, N, d] */
     int nd = x->ndim, h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1];
-    heads_permute(n->out->grad, ag__grad(n->in[0]), nd == 4 ? x->shape[0] : 1, N, h, d, true, true);
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    heads_permute(n->out->grad, gx, nd == 4 ? x->shape[0] : 1, N, h, d, true, !fresh);
 }
 
 ag_tensor *ag_merge_heads(ag_tensor *x) {

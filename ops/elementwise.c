@@ -1,6 +1,6 @@
 /* elementwise.c - binary ops with broadcasting, scalar ops and the unary
  * activations.  Each op's forward and backward sit together. */
-#include "../graph/internal.h"
+#include "vecmath.h"
 
 #include <stdio.h>
 
@@ -44,25 +44,67 @@ static bcast broadcast(const char *op, const ag_tensor *a, const ag_tensor *b) {
     return bc;
 }
 
-/* Runs BODY for every output element with ia, ib, io set. */
-#define BCAST_FOR(bc, ...)                                                            \
-    do {                                                                               \
-        int64_t io = 0;                                                                \
-        for (int i0 = 0; i0 < (bc).shape[0]; i0++)                                     \
-            for (int i1 = 0; i1 < (bc).shape[1]; i1++)                                 \
-                for (int i2 = 0; i2 < (bc).shape[2]; i2++) {                           \
-                    int64_t ia = i0 * (bc).sa[0] + i1 * (bc).sa[1] + i2 * (bc).sa[2];  \
-                    int64_t ib = i0 * (bc).sb[0] + i1 * (bc).sb[1] + i2 * (bc).sb[2];  \
-                    for (int i3 = 0; i3 < (bc).shape[3];                               \
-                         i3++, io++, ia += (bc).sa[3], ib += (bc).sb[3]) {             \
-                        __VA_ARGS__;                                                   \
-                    }                                                                  \
-                }                                                                      \
-    } while (0)
-
 static ag_tensor *bcast_out(const bcast *bc) {
     return ag__empty(bc->ndim, bc->shape + (4 - bc->ndim));
 }
+
+/* ---- the loops ----
+ *
+ * The output is seen as rows of shape[3] elements; a row's operands start
+ * at ia and ib and step by sa[3], sb[3] (1, or 0 for a broadcast last dim).
+ * The inner loop is written once per stride pattern - same shape, a row
+ * vector like a bias [.., d] + [d], a column like [B,N,d] * [B,N,1] - so
+ * each compiles to a plain SIMD loop; rows are split over the pool.
+ *
+ * Gradients: an operand with the output's shape gets its gradient row by
+ * row like the forward.  A broadcast operand X gathers, for each of its
+ * elements, the terms of every output position that read it; those
+ * positions are visited in increasing order (as a serial loop over the
+ * output would add them), so the sums are the same for any thread count.
+ * The work is split over X's rows and, within a row, over column ranges. */
+
+typedef struct {
+    bcast bc;
+    const ag_real *a, *b, *g;
+    ag_real *out;          /* forward: the output; backward: the gradient written */
+    int64_t rows, cols;    /* of the output */
+    int64_t col_grain;     /* backward of a broadcast operand: columns per part */
+    bool fresh;            /* backward: the gradient buffer is new, store instead of add */
+} bin_job;
+
+static inline void row_offsets(const bcast *bc, int64_t r, int64_t *ia, int64_t *ib) {
+    int64_t i2 = r % bc->shape[2], i01 = r / bc->shape[2];
+    int64_t i1 = i01 % bc->shape[1], i0 = i01 / bc->shape[1];
+    *ia = i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+    *ib = i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+}
+
+/* Runs the body for k < n, with x = X[k * sx] and y = Y[k * sy] for
+ * strides sx, sy in {0, 1}, one loop per pattern. */
+#define STRIDED_LOOP(n, X, sx, Y, sy, ...)                                            \
+    do {                                                                               \
+        if ((sx) && (sy))                                                              \
+            for (int64_t k = 0; k < (n); k++) {                                        \
+                ag_real x = (X)[k], y = (Y)[k];                                        \
+                __VA_ARGS__;                                                                  \
+            }                                                                          \
+        else if (sx) {                                                                 \
+            const ag_real y = (Y)[0];                                                  \
+            for (int64_t k = 0; k < (n); k++) {                                        \
+                ag_real x = (X)[k];                                                    \
+                __VA_ARGS__;                                                                  \
+            }                                                                          \
+        } else if (sy) {                                                               \
+            const ag_real x = (X)[0];                                                  \
+            for (int64_t k = 0; k < (n); k++) {                                        \
+                ag_real y = (Y)[k];                                                    \
+                __VA_ARGS__;                                                                  \
+            }                                                                          \
+        } else {                                                                       \
+            const ag_real x = (X)[0], y = (Y)[0];                                      \
+            for (int64_t k = 0; k < (n); k++) __VA_ARGS__;                                    \
+        }                                                                              \
+    } while (0)
 
 /* Saves the broadcast plan so backward does not redo the shape logic. */
 static void save_plan(ag_node *n, const bcast *bc) {
@@ -72,31 +114,167 @@ static void save_plan(ag_node *n, const bcast *bc) {
     n->saved = p;
 }
 
-#define BINARY_OP(NAME, FWD, GRAD_A, GRAD_B)                                           \
-    static void NAME##_backward(ag_node *n) {                                          \
-        const bcast bc = *(const bcast *)n->saved;                                     \
-        const ag_real *A = n->in[0]->data, *B = n->in[1]->data, *G = n->out->grad;     \
-        (void)A; (void)B;                                                              \
-        if (ag__wants(n, 0)) {                                                         \
-            ag_real *GA = ag__grad(n->in[0]);                                          \
-            BCAST_FOR(bc, { ag_real a = A[ia], b = B[ib], g = G[io]; (void)a; (void)b; \
-                            GA[ia] += GRAD_A; });                                      \
+static bool is_broadcast(const int64_t *s, const bcast *bc) {
+    for (int d = 0; d < 4; d++)
+        if (s[d] == 0 && bc->shape[d] != 1) return true;
+    return false;
+}
+
+/* Rows of the output per part, so a part has ~AG_GRAIN_ELEMENTWISE elements. */
+static int64_t row_grain(int64_t cols) {
+    int64_t g = AG_GRAIN_ELEMENTWISE / (cols ? cols : 1);
+    return g < 1 ? 1 : g;
+}
+
+/* The output rows that read row xr of a broadcast operand with strides s,
+ * in increasing order: for each dim the operand repeats along (stride 0),
+ * every index; for the others, the operand's own index. */
+#define FOR_ROWS_READING(bc, s, xr, r, ...)                                           \
+    do {                                                                               \
+        int64_t x_dim[3], rem = (xr);                                                  \
+        for (int d = 2; d >= 0; d--) {                                                 \
+            int64_t size = (s)[d] ? (bc).shape[d] : 1;                                 \
+            x_dim[d] = rem % size;                                                     \
+            rem /= size;                                                               \
         }                                                                              \
-        if (ag__wants(n, 1)) {                                                         \
-            ag_real *GB = ag__grad(n->in[1]);                                          \
-            BCAST_FOR(bc, { ag_real a = A[ia], b = B[ib], g = G[io]; (void)a; (void)b; \
-                            GB[ib] += GRAD_B; });                                      \
-        }                                                                              \
-    }                                                                                  \
-    ag_tensor *ag_##NAME(ag_tensor *x, ag_tensor *y) {                                 \
-        bcast bc = broadcast("ag_" #NAME, x, y);                                       \
-        ag_tensor *out = bcast_out(&bc);                                               \
-        const ag_real *A = x->data, *B = y->data;                                      \
-        ag_real *O = out->data;                                                        \
-        BCAST_FOR(bc, { ag_real a = A[ia], b = B[ib]; O[io] = FWD; });                 \
-        save_plan(ag__record("ag_" #NAME, NAME##_backward, out, 2,                     \
-                             (ag_tensor *[]){x, y}), &bc);                             \
-        return out;                                                                    \
+        for (int64_t i0 = (s)[0] ? x_dim[0] : 0; i0 < ((s)[0] ? x_dim[0] + 1 : (bc).shape[0]); i0++)          \
+            for (int64_t i1 = (s)[1] ? x_dim[1] : 0; i1 < ((s)[1] ? x_dim[1] + 1 : (bc).shape[1]); i1++)      \
+                for (int64_t i2 = (s)[2] ? x_dim[2] : 0; i2 < ((s)[2] ? x_dim[2] + 1 : (bc).shape[2]); i2++) { \
+                    int64_t r = (i0 * (bc).shape[1] + i1) * (bc).shape[2] + i2;                               \
+                    __VA_ARGS__;                                                              \
+                }                                                                      \
+    } while (0)
+
+#define BINARY_OP(NAME, FWD, GRAD_A, GRAD_B)                                                         \
+    AG_SIMD_CLONES static void NAME##_rows(void *ctx, int64_t r0, int64_t r1) {                     \
+        const bin_job *j = ctx;                                                                      \
+        for (int64_t r = r0; r < r1; r++) {                                                          \
+            int64_t ia, ib;                                                                          \
+            row_offsets(&j->bc, r, &ia, &ib);                                                        \
+            ag_real *O = j->out + r * j->cols;                                                       \
+            STRIDED_LOOP(j->cols, j->a + ia, j->bc.sa[3], j->b + ib, j->bc.sb[3], {                  \
+                ag_real a = x, b = y;                                                                \
+                O[k] = FWD;                                                                          \
+            });                                                                                      \
+        }                                                                                            \
+    }                                                                                                \
+    /* d/da (side 0) or d/db (side 1) of an operand with the output's shape,                       \
+     * stored into a fresh gradient buffer or added to an existing one. */                          \
+    AG_SIMD_CLONES static void NAME##_grad_rows(void *ctx, int64_t r0, int64_t r1, int side) {      \
+        const bin_job *j = ctx;                                                                      \
+        for (int64_t r = r0; r < r1; r++) {                                                          \
+            int64_t ia, ib;                                                                          \
+            row_offsets(&j->bc, r, &ia, &ib);                                                        \
+            const ag_real *G = j->g + r * j->cols;                                                   \
+            ag_real *GX = j->out + r * j->cols;                                                      \
+            if (side == 0 && j->fresh)                                                               \
+                STRIDED_LOOP(j->cols, j->a + ia, 1, j->b + ib, j->bc.sb[3], {                        \
+                    ag_real a = x, b = y, g = G[k];                                                  \
+                    (void)a; (void)b;                                                                \
+                    GX[k] = GRAD_A;                                                                  \
+                });                                                                                  \
+            else if (side == 0)                                                                      \
+                STRIDED_LOOP(j->cols, j->a + ia, 1, j->b + ib, j->bc.sb[3], {                        \
+                    ag_real a = x, b = y, g = G[k];                                                  \
+                    (void)a; (void)b;                                                                \
+                    GX[k] += GRAD_A;                                                                 \
+                });                                                                                  \
+            else if (j->fresh)                                                                       \
+                STRIDED_LOOP(j->cols, j->a + ia, j->bc.sa[3], j->b + ib, 1, {                        \
+                    ag_real a = x, b = y, g = G[k];                                                  \
+                    (void)a; (void)b;                                                                \
+                    GX[k] = GRAD_B;                                                                  \
+                });                                                                                  \
+            else                                                                                     \
+                STRIDED_LOOP(j->cols, j->a + ia, j->bc.sa[3], j->b + ib, 1, {                        \
+                    ag_real a = x, b = y, g = G[k];                                                  \
+                    (void)a; (void)b;                                                                \
+                    GX[k] += GRAD_B;                                                                 \
+                });                                                                                  \
+        }                                                                                            \
+    }                                                                                                \
+    static void NAME##_grad_a_rows(void *ctx, int64_t r0, int64_t r1) { NAME##_grad_rows(ctx, r0, r1, 0); } \
+    static void NAME##_grad_b_rows(void *ctx, int64_t r0, int64_t r1) { NAME##_grad_rows(ctx, r0, r1, 1); } \
+    /* d/da or d/db of a broadcast operand: part = (its row, a column range). */                    \
+    AG_SIMD_CLONES static void NAME##_grad_reduce(void *ctx, int64_t part, int side) {              \
+        const bin_job *j = ctx;                                                                      \
+        const int64_t *s = side == 0 ? j->bc.sa : j->bc.sb;                                          \
+        int64_t xcols = s[3] ? j->cols : 1;                                                          \
+        int64_t chunks = (xcols + j->col_grain - 1) / j->col_grain;                                  \
+        int64_t xr = part / chunks, c0 = part % chunks * j->col_grain;                               \
+        int64_t c1 = c0 + j->col_grain < xcols ? c0 + j->col_grain : xcols;                          \
+        ag_real *GX = j->out + xr * xcols;                                                           \
+        FOR_ROWS_READING(j->bc, s, xr, r, {                                                          \
+            int64_t ia, ib;                                                                          \
+            row_offsets(&j->bc, r, &ia, &ib);                                                        \
+            const ag_real *G = j->g + r * j->cols;                                                   \
+            if (s[3]) { /* a row: column k of the output reads element k */                          \
+                if (side == 0)                                                                       \
+                    STRIDED_LOOP(c1 - c0, j->a + ia + c0, 1, j->b + ib + c0 * j->bc.sb[3],           \
+                                 j->bc.sb[3], {                                                      \
+                        ag_real a = x, b = y, g = G[c0 + k];                                         \
+                        (void)a; (void)b;                                                            \
+                        GX[c0 + k] += GRAD_A;                                                        \
+                    });                                                                              \
+                else                                                                                 \
+                    STRIDED_LOOP(c1 - c0, j->a + ia + c0 * j->bc.sa[3], j->bc.sa[3],                 \
+                                 j->b + ib + c0, 1, {                                                \
+                        ag_real a = x, b = y, g = G[c0 + k];                                         \
+                        (void)a; (void)b;                                                            \
+                        GX[c0 + k] += GRAD_B;                                                        \
+                    });                                                                              \
+            } else { /* one element, read by the whole output row: a sum in order */                 \
+                ag_real acc = GX[0];                                                                 \
+                if (side == 0)                                                                       \
+                    STRIDED_LOOP(j->cols, j->a + ia, 0, j->b + ib, j->bc.sb[3], {                    \
+                        ag_real a = x, b = y, g = G[k];                                              \
+                        (void)a; (void)b;                                                            \
+                        acc += GRAD_A;                                                               \
+                    });                                                                              \
+                else                                                                                 \
+                    STRIDED_LOOP(j->cols, j->a + ia, j->bc.sa[3], j->b + ib, 0, {                    \
+                        ag_real a = x, b = y, g = G[k];                                              \
+                        (void)a; (void)b;                                                            \
+                        acc += GRAD_B;                                                               \
+                    });                                                                              \
+                GX[0] = acc;                                                                         \
+            }                                                                                        \
+        });                                                                                          \
+    }                                                                                                \
+    static void NAME##_grad_a_reduce(void *ctx, int64_t part) { NAME##_grad_reduce(ctx, part, 0); } \
+    static void NAME##_grad_b_reduce(void *ctx, int64_t part) { NAME##_grad_reduce(ctx, part, 1); } \
+    static void NAME##_backward(ag_node *n) {                                                        \
+        bin_job j = {.bc = *(const bcast *)n->saved, .a = n->in[0]->data, .b = n->in[1]->data,       \
+                     .g = n->out->grad};                                                             \
+        j.cols = j.bc.shape[3];                                                                      \
+        j.rows = (int64_t)j.bc.shape[0] * j.bc.shape[1] * j.bc.shape[2];                             \
+        j.col_grain = AG_GRAIN_ELEMENTWISE;                                                          \
+        for (int side = 0; side < 2; side++) {                                                       \
+            if (!ag__wants(n, side)) continue;                                                       \
+            const int64_t *s = side == 0 ? j.bc.sa : j.bc.sb;                                        \
+            j.fresh = false;                                                                         \
+            if (!is_broadcast(s, &j.bc)) {                                                           \
+                j.out = ag__grad_write(n->in[side], &j.fresh);                                       \
+                ag__parallel_range(j.rows, row_grain(j.cols), side == 0 ? NAME##_grad_a_rows : NAME##_grad_b_rows, &j); \
+            } else {                                                                                 \
+                j.out = ag__grad(n->in[side]);                                                       \
+                int64_t xrows = n->in[side]->size / (s[3] ? (j.cols ? j.cols : 1) : 1);              \
+                int64_t xcols = s[3] ? j.cols : 1;                                                   \
+                int64_t chunks = (xcols + j.col_grain - 1) / j.col_grain;                            \
+                if (n->in[side]->size > 0)                                                           \
+                    ag__parallel(xrows * chunks, side == 0 ? NAME##_grad_a_reduce : NAME##_grad_b_reduce, &j); \
+            }                                                                                        \
+        }                                                                                            \
+    }                                                                                                \
+    ag_tensor *ag_##NAME(ag_tensor *x, ag_tensor *y) {                                               \
+        bin_job j = {.bc = broadcast("ag_" #NAME, x, y), .a = x->data, .b = y->data};                \
+        ag_tensor *out = bcast_out(&j.bc);                                                           \
+        j.out = out->data;                                                                           \
+        j.cols = j.bc.shape[3];                                                                      \
+        j.rows = (int64_t)j.bc.shape[0] * j.bc.shape[1] * j.bc.shape[2];                             \
+        if (out->size > 0) ag__parallel_range(j.rows, row_grain(j.cols), NAME##_rows, &j);           \
+        save_plan(ag__record("ag_" #NAME, NAME##_backward, out, 2, (ag_tensor *[]){x, y}), &j.bc);   \
+        return out;                                                                                  \
     }
 
 /*        name     forward        d/da             d/db                   */
@@ -108,18 +286,40 @@ BINARY_OP(maximum, a > b ? a : b, a > b ? g : 0,   a > b ? 0 : g)
 
 /* ---- scalar ops: y = a*x + b folds both into one backward ---- */
 
+typedef struct {
+    const ag_real *x;
+    ag_real *y;
+    ag_real scale, shift;
+    bool fresh;
+} affine_job;
+
+AG_SIMD_CLONES static void affine_range(void *ctx, int64_t i0, int64_t i1) {
+    const affine_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] = j->scale * j->x[i] + j->shift;
+}
+
+/* Backward accumulates scale * g: the same loop with y = gx, x = g, shift 0
+ * would round differently (gx + s g is one rounding, s g + gx another);
+ * kept as its own loop. */
+AG_SIMD_CLONES static void affine_grad_range(void *ctx, int64_t i0, int64_t i1) {
+    const affine_job *j = ctx;
+    if (j->fresh)
+        for (int64_t i = i0; i < i1; i++) j->y[i] = j->scale * j->x[i];
+    else
+        for (int64_t i = i0; i < i1; i++) j->y[i] += j->scale * j->x[i];
+}
+
 static void affine_backward(ag_node *n) {
-    ag_real scale = (ag_real)n->farg[0];
-    ag_real *gx = ag__grad(n->in[0]);
-    const ag_real *g = n->out->grad;
-    for (int64_t i = 0; i < n->out->size; i++) gx[i] += scale * g[i];
+    affine_job j = {n->out->grad, NULL, (ag_real)n->farg[0], 0, false};
+    j.y = ag__grad_write(n->in[0], &j.fresh);
+    ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, affine_grad_range, &j);
 }
 
 static ag_tensor *affine(const char *op, ag_tensor *x, double scale, double shift) {
     ag__check_device(op, x, NULL);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
-    ag_real s = (ag_real)scale, b = (ag_real)shift;
-    for (int64_t i = 0; i < x->size; i++) out->data[i] = s * x->data[i] + b;
+    affine_job j = {x->data, out->data, (ag_real)scale, (ag_real)shift, false};
+    ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, affine_range, &j);
     ag_node *n = ag__record(op, affine_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
     return out;
@@ -129,48 +329,82 @@ ag_tensor *ag_add_scalar(ag_tensor *x, double s) { return affine("ag_add_scalar"
 ag_tensor *ag_mul_scalar(ag_tensor *x, double s) { return affine("ag_mul_scalar", x, s, 0.0); }
 ag_tensor *ag_neg(ag_tensor *x) { return affine("ag_neg", x, -1.0, 0.0); }
 
-/* ---- unary ops: the derivative is written in terms of x and y = f(x) ---- */
+/* ---- unary ops: the derivative is written in terms of x and y = f(x) ----
+ *
+ * The loops run on branch-free f32 kernels (vecmath.h: a few ulp, SIMD) and
+ * are compiled for SSE2 and AVX2; the f64 build calls libm. */
 
-static inline ag_real elu(ag_real x) { return x > 0 ? x : expm1(x); }
-static inline ag_real log_sigmoid(ag_real x) {
-    return x < 0 ? x - log1p(exp(x)) : -log1p(exp(-x));
-}
+typedef struct {
+    const ag_real *x;
+    ag_real *y;           /* forward: written; backward: read */
+    const ag_real *g;
+    ag_real *gx;
+    bool fresh;           /* backward: gx is new, store instead of add */
+} unary_job;
 
 #define UNARY_OP(NAME, FWD, DERIV)                                                     \
-    static void NAME##_backward(ag_node *n) {                                          \
-        const ag_real *X = n->in[0]->data, *Y = n->out->data, *G = n->out->grad;       \
-        ag_real *GX = ag__grad(n->in[0]);                                              \
-        for (int64_t i = 0; i < n->out->size; i++) {                                   \
-            ag_real x = X[i], y = Y[i];                                                \
-            (void)x; (void)y;                                                          \
-            GX[i] += G[i] * (DERIV);                                                   \
+    AG_SIMD_CLONES static void NAME##_forward_loop(const ag_real *restrict X,          \
+                                                   ag_real *restrict Y, int64_t n) {   \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            ag_real x = X[i];                                                          \
+            Y[i] = FWD;                                                                \
         }                                                                              \
+    }                                                                                  \
+    AG_SIMD_CLONES static void NAME##_backward_loop(const ag_real *restrict X,         \
+                                                    const ag_real *restrict Y,         \
+                                                    const ag_real *restrict G,         \
+                                                    ag_real *restrict GX, int64_t n,   \
+                                                    bool fresh) {                      \
+        if (fresh)                                                                     \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                ag_real x = X[i], y = Y[i];                                            \
+                (void)x; (void)y;                                                      \
+                GX[i] = G[i] * (DERIV);                                                \
+            }                                                                          \
+        else                                                                           \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                ag_real x = X[i], y = Y[i];                                            \
+                (void)x; (void)y;                                                      \
+                GX[i] += G[i] * (DERIV);                                               \
+            }                                                                          \
+    }                                                                                  \
+    static void NAME##_forward_range(void *ctx, int64_t i0, int64_t i1) {              \
+        const unary_job *j = ctx;                                                      \
+        NAME##_forward_loop(j->x + i0, j->y + i0, i1 - i0);                            \
+    }                                                                                  \
+    static void NAME##_backward_range(void *ctx, int64_t i0, int64_t i1) {             \
+        const unary_job *j = ctx;                                                      \
+        NAME##_backward_loop(j->x + i0, j->y + i0, j->g + i0, j->gx + i0, i1 - i0,     \
+                             j->fresh);                                                \
+    }                                                                                  \
+    static void NAME##_backward(ag_node *n) {                                          \
+        unary_job j = {n->in[0]->data, n->out->data, n->out->grad, NULL, false};       \
+        j.gx = ag__grad_write(n->in[0], &j.fresh);                                     \
+        ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, NAME##_backward_range, &j); \
     }                                                                                  \
     ag_tensor *ag_##NAME(ag_tensor *in) {                                              \
         ag__check_device("ag_" #NAME, in, NULL);                                       \
         ag_tensor *out = ag__empty(in->ndim, in->shape);                               \
-        const ag_real *X = in->data;                                                   \
-        ag_real *Y = out->data;                                                        \
-        for (int64_t i = 0; i < in->size; i++) {                                       \
-            ag_real x = X[i];                                                          \
-            Y[i] = FWD;                                                                \
-        }                                                                              \
+        unary_job j = {in->data, out->data, NULL, NULL, false};                        \
+        ag__parallel_range(in->size, AG_GRAIN_ELEMENTWISE, NAME##_forward_range, &j);  \
         ag__record("ag_" #NAME, NAME##_backward, out, 1, &in);                         \
         return out;                                                                    \
     }
 
+static inline ag_real elu(ag_real x) { return x > 0 ? x : ag__vexpm1(x); }
+
 /*       name          forward              derivative                      */
-UNARY_OP(exp,          exp(x),              y)
-UNARY_OP(log,          log(x),              1 / x)
+UNARY_OP(exp,          ag__vexp_full(x),    y)
+UNARY_OP(log,          ag__vlog(x),         1 / x)
 UNARY_OP(sqrt,         sqrt(x),             (ag_real)0.5 / y)
 UNARY_OP(square,       x * x,               2 * x)
 UNARY_OP(abs,          fabs(x),             (x > 0) - (x < 0))
-UNARY_OP(tanh,         tanh(x),             1 - y * y)
-UNARY_OP(sigmoid,      ag__sigmoid(x),      y * (1 - y))
+UNARY_OP(tanh,         ag__vtanh(x),        1 - y * y)
+UNARY_OP(sigmoid,      ag__vsigmoid(x),     y * (1 - y))
 UNARY_OP(relu,         x > 0 ? x : 0,       x > 0)
 UNARY_OP(elu,          elu(x),              x > 0 ? 1 : y + 1)
-UNARY_OP(softplus,     ag__softplus(x),     ag__sigmoid(x))
-UNARY_OP(log_sigmoid,  log_sigmoid(x),      ag__sigmoid(-x))
+UNARY_OP(softplus,     ag__vsoftplus(x),    ag__vsigmoid(x))
+UNARY_OP(log_sigmoid,  ag__vlog_sigmoid(x), ag__vsigmoid(-x))
 
 /* ---- clamp: the gradient passes only strictly inside [lo, hi] ---- */
 

@@ -130,46 +130,74 @@ static void gauss_weights(ag_real *w, ag_real *sum, const ag_real *mu, const ag_
  * Through the normalisation w = g / S: dg_i = (dw_i - sum_j dw_j w_j) / S, or
  * dw_i / floor where the floor was taken.  Through g = exp(-z^2 / D),
  * z = p_i - mu, D = 2 sigma^2 + eps: dg/dmu = g 2z/D, dg/dD = g z^2/D^2. */
+typedef struct {
+    const gauss_saved *s;
+    const ag_tensor *h, *mu, *sigma;
+    const ag_real *G;
+    ag_real *out, *gh, *gmu, *gsigma;
+    ag_real *dw;             /* backward: [N,N] scratch per example */
+    int N;
+} gauss_job;
+
+/* One example per part, on the pool; its GEMMs single-threaded. */
+static void gaussian_context_backward_part(void *ctx, int64_t b) {
+    const gauss_job *j = ctx;
+    const gauss_saved *s = j->s;
+    int N = j->N, H = s->H, L = s->len[b];
+    if (L == 0) return;
+    int64_t ho = b * N * H;
+    const ag_real *w = s->w + b * N * N, *gc = j->G + ho;
+    if (j->gh) ag__gemm_serial(true, false, L, H, L, 1, w, gc, 1, j->gh + ho);
+    if (!j->dw) return;
+    ag_real *dw = j->dw + b * N * N;
+    ag__gemm_serial(false, true, L, L, H, 1, gc, j->h->data + ho, 0, dw);
+    ag_real inv_len = 1 / (ag_real)L;
+    for (int t = 0; t < L; t++) {
+        int64_t bt = b * N + t;
+        int end = window_end(t, s->strict);
+        const ag_real *wr = w + (int64_t)t * L, *dwr = dw + (int64_t)t * L;
+        /* where the floor was taken, S is a constant: no dot term */
+        bool floored = !(s->sum[bt] > GAUSS_SUM_FLOOR);
+        ag_real dot = 0;
+        if (!floored)
+            for (int i = 0; i < end; i++) dot += dwr[i] * wr[i];
+        ag_real m = j->mu->data[bt], sg = j->sigma->data[bt];
+        ag_real inv_d = 1 / (2 * sg * sg + s->eps);
+        ag_real dmu = 0, dD = 0;
+        for (int i = 0; i < end; i++) {
+            ag_real dg_g = (dwr[i] - dot) * wr[i]; /* dg * g, with g = w * denom */
+            ag_real z = (ag_real)i * inv_len - m;
+            dmu += dg_g * 2 * z * inv_d;
+            dD += dg_g * z * z * inv_d * inv_d;
+        }
+        if (j->gmu) j->gmu[bt] += dmu;
+        if (j->gsigma) j->gsigma[bt] += dD * 4 * sg;
+    }
+}
+
 static void gaussian_context_backward(ag_node *n) {
     const gauss_saved *s = n->saved;
     ag_tensor *h = n->in[0], *mu = n->in[1], *sigma = n->in[2];
-    int B = h->shape[0], N = h->shape[1], H = s->H;
-    const ag_real *G = n->out->grad;
-    bool want_h = ag__wants(n, 0), want_mu = ag__wants(n, 1), want_sigma = ag__wants(n, 2);
-    ag_real *gh = want_h ? ag__grad(h) : NULL;
-    ag_real *gmu = want_mu ? ag__grad(mu) : NULL, *gsigma = want_sigma ? ag__grad(sigma) : NULL;
-    ag_real *dw = (want_mu || want_sigma) ? ag_arena_alloc((size_t)N * N * sizeof *dw + 1) : NULL;
-    for (int b = 0; b < B; b++) {
-        int L = s->len[b];
-        if (L == 0) continue;
-        int64_t ho = (int64_t)b * N * H;
-        const ag_real *w = s->w + (int64_t)b * N * N, *gc = G + ho;
-        if (want_h) ag__gemm(true, false, L, H, L, 1, w, gc, 1, gh + ho);
-        if (!dw) continue;
-        ag__gemm(false, true, L, L, H, 1, gc, h->data + ho, 0, dw);
-        ag_real inv_len = 1 / (ag_real)L;
-        for (int t = 0; t < L; t++) {
-            int64_t bt = (int64_t)b * N + t;
-            int end = window_end(t, s->strict);
-            const ag_real *wr = w + (int64_t)t * L, *dwr = dw + (int64_t)t * L;
-            /* where the floor was taken, S is a constant: no dot term */
-            bool floored = !(s->sum[bt] > GAUSS_SUM_FLOOR);
-            ag_real dot = 0;
-            if (!floored)
-                for (int i = 0; i < end; i++) dot += dwr[i] * wr[i];
-            ag_real m = mu->data[bt], sg = sigma->data[bt];
-            ag_real inv_d = 1 / (2 * sg * sg + s->eps);
-            ag_real dmu = 0, dD = 0;
-            for (int i = 0; i < end; i++) {
-                ag_real dg_g = (dwr[i] - dot) * wr[i]; /* dg * g, with g = w * denom */
-                ag_real z = (ag_real)i * inv_len - m;
-                dmu += dg_g * 2 * z * inv_d;
-                dD += dg_g * z * z * inv_d * inv_d;
-            }
-            if (gmu) gmu[bt] += dmu;
-            if (gsigma) gsigma[bt] += dD * 4 * sg;
-        }
+    int B = h->shape[0], N = h->shape[1];
+    bool want_mu = ag__wants(n, 1), want_sigma = ag__wants(n, 2);
+    gauss_job j = {.s = s, .h = h, .mu = mu, .sigma = sigma, .G = n->out->grad, .N = N,
+                   .gh = ag__wants(n, 0) ? ag__grad(h) : NULL, .gmu = want_mu ? ag__grad(mu) : NULL,
+                   .gsigma = want_sigma ? ag__grad(sigma) : NULL};
+    if (want_mu || want_sigma) j.dw = ag_arena_alloc((size_t)B * N * N * sizeof(ag_real) + 1);
+    ag__parallel(B, gaussian_context_backward_part, &j);
+}
+
+static void gaussian_context_part(void *ctx, int64_t b) {
+    const gauss_job *j = ctx;
+    const gauss_saved *s = j->s;
+    int N = j->N, H = s->H, L = s->len[b];
+    int64_t ho = b * N * H;
+    if (L > 0) {
+        ag_real *w = s->w + b * N * N;
+        gauss_weights(w, s->sum + b * N, j->mu->data + b * N, j->sigma->data + b * N, L, s->strict, s->eps);
+        ag__gemm_serial(false, false, L, H, L, 1, w, j->h->data + ho, 0, j->out + ho);
     }
+    memset(j->out + ho + (int64_t)L * H, 0, (size_t)(N - L) * H * sizeof(ag_real));
 }
 
 static void check_per_query(const char *what, const ag_tensor *h, const ag_tensor *p) {
@@ -213,17 +241,8 @@ ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, co
         .eps = (ag_real)eps,
     };
     ag_tensor *out = ag__empty(3, h->shape);
-    for (int b = 0; b < B; b++) {
-        int L = s.len[b];
-        int64_t ho = (int64_t)b * N * H;
-        if (L > 0) {
-            ag_real *w = s.w + (int64_t)b * N * N;
-            gauss_weights(w, s.sum + (int64_t)b * N, mu->data + (int64_t)b * N, sigma->data + (int64_t)b * N, L,
-                          strict, s.eps);
-            ag__gemm(false, false, L, H, L, 1, w, h->data + ho, 0, out->data + ho);
-        }
-        memset(out->data + ho + (int64_t)L * H, 0, (size_t)(N - L) * H * sizeof(ag_real));
-    }
+    gauss_job j = {.s = &s, .h = h, .mu = mu, .sigma = sigma, .out = out->data, .N = N};
+    ag__parallel(B, gaussian_context_part, &j);
     if (weights) *weights = expand_weights(&s, B, N);
     ag_node *n = ag__record("ag_gaussian_context", gaussian_context_backward, out, 3, (ag_tensor *[]){h, mu, sigma});
     if (n) {

@@ -10,38 +10,103 @@ typedef struct {
     ag_real *mean, *rstd; /* one per row */
 } ln_saved;
 
+typedef struct {
+    const ln_saved *s;
+    const ag_real *x, *G, *gamma, *beta;
+    ag_real *y, *gx, *ggamma, *gbeta;
+    ag_real eps;
+    int D;
+    int64_t rows;
+    bool fresh;               /* backward: gx is new, store instead of add */
+} ln_job;
+
+static int64_t rows_per_part(int D) {
+    int64_t k = AG_GRAIN_ELEMENTWISE / (D ? D : 1);
+    return k < 1 ? 1 : k;
+}
+
 /* With xhat = (x - mean) * rstd and dxhat = dy * gamma, the gradient of a
  * row is rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)):
- * the two means are what the row's own mean and variance take back. */
-static void layernorm_backward(ag_node *n) {
-    const ln_saved *s = n->saved;
-    ag_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
-    int D = x->shape[x->ndim - 1];
-    int64_t rows = D ? x->size / D : 0;
-    const ag_real *G = n->out->grad, *g = gamma ? gamma->data : NULL;
-    ag_real *gx = ag__wants(n, 0) ? ag__grad(x) : NULL;
-    ag_real *ggamma = gamma && ag__wants(n, 1) ? ag__grad(gamma) : NULL;
-    ag_real *gbeta = beta && ag__wants(n, 2) ? ag__grad(beta) : NULL;
-    for (int64_t r = 0; r < rows; r++) {
-        const ag_real *xr = x->data + r * D, *dy = G + r * D;
-        ag_real mean = s->mean[r], rstd = s->rstd[r];
+ * the two means are what the row's own mean and variance take back.
+ * Rows are split over the pool for dx; gamma's and beta's gradients sum
+ * over rows, so they are split by columns, each summing its rows in order. */
+AG_SIMD_CLONES static void layernorm_grad_rows(void *ctx, int64_t r0, int64_t r1) {
+    const ln_job *j = ctx;
+    int D = j->D;
+    const ag_real *g = j->gamma;
+    for (int64_t r = r0; r < r1; r++) {
+        const ag_real *xr = j->x + r * D, *dy = j->G + r * D;
+        ag_real mean = j->s->mean[r], rstd = j->s->rstd[r];
         ag_real sum_dxhat = 0, sum_dxhat_xhat = 0;
-        for (int j = 0; j < D; j++) {
-            ag_real xhat = (xr[j] - mean) * rstd;
-            ag_real dxhat = g ? dy[j] * g[j] : dy[j];
+        for (int k = 0; k < D; k++) {
+            ag_real xhat = (xr[k] - mean) * rstd;
+            ag_real dxhat = g ? dy[k] * g[k] : dy[k];
             sum_dxhat += dxhat;
             sum_dxhat_xhat += dxhat * xhat;
-            if (ggamma) ggamma[j] += dy[j] * xhat;
-            if (gbeta) gbeta[j] += dy[j];
         }
-        if (!gx) continue;
         ag_real m1 = sum_dxhat / (ag_real)D, m2 = sum_dxhat_xhat / (ag_real)D;
-        ag_real *dx = gx + r * D;
-        for (int j = 0; j < D; j++) {
-            ag_real xhat = (xr[j] - mean) * rstd;
-            ag_real dxhat = g ? dy[j] * g[j] : dy[j];
-            dx[j] += rstd * (dxhat - m1 - xhat * m2);
+        ag_real *dx = j->gx + r * D;
+        if (j->fresh)
+            for (int k = 0; k < D; k++) {
+                ag_real xhat = (xr[k] - mean) * rstd;
+                ag_real dxhat = g ? dy[k] * g[k] : dy[k];
+                dx[k] = rstd * (dxhat - m1 - xhat * m2);
+            }
+        else
+            for (int k = 0; k < D; k++) {
+                ag_real xhat = (xr[k] - mean) * rstd;
+                ag_real dxhat = g ? dy[k] * g[k] : dy[k];
+                dx[k] += rstd * (dxhat - m1 - xhat * m2);
+            }
+    }
+}
+
+AG_SIMD_CLONES static void layernorm_grad_affine(void *ctx, int64_t c0, int64_t c1) {
+    const ln_job *j = ctx;
+    int D = j->D;
+    for (int64_t r = 0; r < j->rows; r++) {
+        const ag_real *xr = j->x + r * D, *dy = j->G + r * D;
+        ag_real mean = j->s->mean[r], rstd = j->s->rstd[r];
+        if (j->ggamma)
+            for (int64_t k = c0; k < c1; k++) j->ggamma[k] += dy[k] * ((xr[k] - mean) * rstd);
+        if (j->gbeta)
+            for (int64_t k = c0; k < c1; k++) j->gbeta[k] += dy[k];
+    }
+}
+
+static void layernorm_backward(ag_node *n) {
+    ag_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
+    int D = x->shape[x->ndim - 1];
+    ln_job j = {.s = n->saved, .x = x->data, .G = n->out->grad, .gamma = gamma ? gamma->data : NULL, .D = D,
+                .rows = D ? x->size / D : 0};
+    j.ggamma = gamma && ag__wants(n, 1) ? ag__grad(gamma) : NULL;
+    j.gbeta = beta && ag__wants(n, 2) ? ag__grad(beta) : NULL;
+    if (ag__wants(n, 0)) {
+        j.gx = ag__grad_write(x, &j.fresh);
+        ag__parallel_range(j.rows, rows_per_part(D), layernorm_grad_rows, &j);
+    }
+    if (j.ggamma || j.gbeta) ag__parallel_range(D, 64, layernorm_grad_affine, &j);
+}
+
+AG_SIMD_CLONES static void layernorm_rows(void *ctx, int64_t r0, int64_t r1) {
+    const ln_job *j = ctx;
+    int D = j->D;
+    const ag_real *g = j->gamma, *b = j->beta;
+    for (int64_t r = r0; r < r1; r++) {
+        const ag_real *xr = j->x + r * D;
+        ag_real *y = j->y + r * D;
+        ag_real mean = 0, var = 0;
+        for (int k = 0; k < D; k++) mean += xr[k];
+        mean /= (ag_real)D;
+        for (int k = 0; k < D; k++) var += (xr[k] - mean) * (xr[k] - mean); /* two passes: no cancellation */
+        var /= (ag_real)D;
+        ag_real rstd = 1 / sqrt(var + j->eps);
+        for (int k = 0; k < D; k++) {
+            ag_real xhat = (xr[k] - mean) * rstd;
+            y[k] = (g ? xhat * g[k] : xhat) + (b ? b[k] : 0);
         }
+        j->s->mean[r] = mean;
+        j->s->rstd[r] = rstd;
     }
 }
 
@@ -69,23 +134,9 @@ ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double 
     int64_t rows = x->size / D;
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     ln_saved s = {ag_arena_alloc((size_t)rows * sizeof(ag_real)), ag_arena_alloc((size_t)rows * sizeof(ag_real))};
-    const ag_real *g = gamma ? gamma->data : NULL, *b = beta ? beta->data : NULL;
-    for (int64_t r = 0; r < rows; r++) {
-        const ag_real *xr = x->data + r * D;
-        ag_real *y = out->data + r * D;
-        ag_real mean = 0, var = 0;
-        for (int j = 0; j < D; j++) mean += xr[j];
-        mean /= (ag_real)D;
-        for (int j = 0; j < D; j++) var += (xr[j] - mean) * (xr[j] - mean); /* two passes: no cancellation */
-        var /= (ag_real)D;
-        ag_real rstd = 1 / sqrt(var + (ag_real)eps);
-        for (int j = 0; j < D; j++) {
-            ag_real xhat = (xr[j] - mean) * rstd;
-            y[j] = (g ? xhat * g[j] : xhat) + (b ? b[j] : 0);
-        }
-        s.mean[r] = mean;
-        s.rstd[r] = rstd;
-    }
+    ln_job j = {.s = &s, .x = x->data, .y = out->data, .gamma = gamma ? gamma->data : NULL,
+                .beta = beta ? beta->data : NULL, .eps = (ag_real)eps, .D = D, .rows = rows};
+    ag__parallel_range(rows, rows_per_part(D), layernorm_rows, &j);
     ag_node *n = ag__record("ag_layernorm", layernorm_backward, out, 3, (ag_tensor *[]){x, gamma, beta});
     if (n) {
         ln_saved *p = ag_arena_alloc(sizeof *p);

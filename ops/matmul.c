@@ -4,20 +4,122 @@
 
 #include <cblas.h>
 
-void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
-              const ag_real *B, ag_real beta, ag_real *C) {
+/* One BLAS call with explicit leading dimensions (row-major). */
+static void blas_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+                      const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc) {
     if (M == 0 || N == 0) return;
     if (K == 0) { /* BLAS may leave C alone when K = 0; the math says C = beta C */
-        for (int64_t i = 0; i < (int64_t)M * N; i++) C[i] = beta == 0 ? 0 : beta * C[i];
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(int64_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(int64_t)i * ldc + j];
         return;
     }
 #ifdef AG_REAL_DOUBLE
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
 #else
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
 #endif
+}
+
+void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+                     ag_real beta, ag_real *C) {
+    blas_gemm(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
+/* ---- large products in parts ----
+ *
+ * A product of more than GEMM_PART_FLOPS per part is cut into 2, 4 or 8
+ * parts, chosen from M, N, K alone: rows of C (M), columns of C (N), or -
+ * when K is the long side, as in a weight gradient X^T G summed over all
+ * rows of a batch - the inner dimension K, each part's product going to
+ * scratch and the parts added to C in a fixed order.  The pool runs the
+ * parts; one thread runs the same parts in turn.  (OpenBLAS's result for an
+ * element depends on how the product around it is cut, so cutting by the
+ * thread count would make results depend on it.)  Every part repacks the
+ * operand it shares with the others, so parts keep at least GEMM_MIN_SIDE
+ * rows or columns: at 32 the packing share of an MPSAN step doubled (+6% of
+ * its cycles on one thread), at 256 it is back to that of one call. */
+#define GEMM_PART_FLOPS 4e6
+#define GEMM_MIN_SIDE 256 /* rows or columns per part: each part repacks the other operand */
+
+typedef struct {
+    int parts;
+    char dim; /* 'm', 'n' or 'k' */
+} gemm_split;
+
+static gemm_split split_of(int M, int N, int K) {
+    double flops = 2.0 * M * N * K;
+    int parts = 1;
+    while (parts < 8 && flops / (2 * parts) >= GEMM_PART_FLOPS) parts *= 2;
+    int side = M > N ? M : N;
+    for (; parts > 1; parts /= 2) {
+        if (K >= 2 * side && parts <= 4 && K >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'k'};
+        if (M >= N && M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
+        if (N >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'n'};
+        if (M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
+    }
+    return (gemm_split){1, 0};
+}
+
+/* Part p of `parts` over [0, n): [n p / parts, n (p + 1) / parts). */
+static inline int part_start(int n, int p, int parts) { return (int)((int64_t)n * p / parts); }
+
+typedef struct {
+    bool ta, tb;
+    int M, N, K, lda, ldb;
+    ag_real alpha, beta;
+    const ag_real *A, *B;
+    ag_real *C, *scratch;
+    gemm_split sp;
+} gemm_job;
+
+static void gemm_part(void *ctx, int64_t part) {
+    const gemm_job *j = ctx;
+    int p = (int)part, parts = j->sp.parts;
+    if (j->sp.dim == 'm') {
+        int m0 = part_start(j->M, p, parts), m1 = part_start(j->M, p + 1, parts);
+        const ag_real *A = j->ta ? j->A + m0 : j->A + (int64_t)m0 * j->lda;
+        blas_gemm(j->ta, j->tb, m1 - m0, j->N, j->K, j->alpha, A, j->lda, j->B, j->ldb, j->beta,
+                  j->C + (int64_t)m0 * j->N, j->N);
+    } else if (j->sp.dim == 'n') {
+        int n0 = part_start(j->N, p, parts), n1 = part_start(j->N, p + 1, parts);
+        const ag_real *B = j->tb ? j->B + (int64_t)n0 * j->ldb : j->B + n0;
+        blas_gemm(j->ta, j->tb, j->M, n1 - n0, j->K, j->alpha, j->A, j->lda, B, j->ldb, j->beta, j->C + n0, j->N);
+    } else { /* part 0 into C with beta, the others into scratch */
+        int k0 = part_start(j->K, p, parts), k1 = part_start(j->K, p + 1, parts);
+        const ag_real *A = j->ta ? j->A + (int64_t)k0 * j->lda : j->A + k0;
+        const ag_real *B = j->tb ? j->B + k0 : j->B + (int64_t)k0 * j->ldb;
+        ag_real *C = p == 0 ? j->C : j->scratch + (int64_t)(p - 1) * j->M * j->N;
+        blas_gemm(j->ta, j->tb, j->M, j->N, k1 - k0, j->alpha, A, j->lda, B, j->ldb, p == 0 ? j->beta : 0, C, j->N);
+    }
+}
+
+enum { SUM_CHUNK = 16384 };
+
+/* C += the K parts 1.. in order, over one chunk of C. */
+static void gemm_sum_part(void *ctx, int64_t chunk) {
+    const gemm_job *j = ctx;
+    int64_t mn = (int64_t)j->M * j->N, begin = chunk * SUM_CHUNK;
+    int64_t end = begin + SUM_CHUNK < mn ? begin + SUM_CHUNK : mn;
+    for (int p = 1; p < j->sp.parts; p++) {
+        const ag_real *S = j->scratch + (int64_t)(p - 1) * mn;
+        for (int64_t i = begin; i < end; i++) j->C[i] += S[i];
+    }
+}
+
+void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+              ag_real beta, ag_real *C) {
+    gemm_job j = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = ta ? M : K, .ldb = tb ? K : N,
+                  .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .sp = split_of(M, N, K)};
+    if (j.sp.parts == 1) {
+        blas_gemm(ta, tb, M, N, K, alpha, A, j.lda, B, j.ldb, beta, C, N);
+        return;
+    }
+    int64_t mn = (int64_t)M * N;
+    if (j.sp.dim == 'k') j.scratch = ag_arena_alloc((size_t)(j.sp.parts - 1) * mn * sizeof(ag_real));
+    ag__parallel(j.sp.parts, gemm_part, &j);
+    if (j.sp.dim == 'k') ag__parallel((mn + SUM_CHUNK - 1) / SUM_CHUNK, gemm_sum_part, &j);
 }
 
 /* The geometry of one batched product, saved for backward. */
@@ -67,6 +169,23 @@ static ag_tensor *mm_forward(const char *op, ag_tensor *a, bool ta, ag_tensor *b
 }
 
 /* C_i = op(A_i) op(B_i) for every batch element, beta-accumulated. */
+typedef struct {
+    const ag_real *A, *B;
+    ag_real *C;
+    bool ta, tb;
+    int64_t sa, sb, sc;
+    int M, N, K;
+    ag_real beta;
+    int64_t batch, per_part;
+} batch_job;
+
+static void batch_part(void *ctx, int64_t part) {
+    const batch_job *j = ctx;
+    int64_t end = (part + 1) * j->per_part < j->batch ? (part + 1) * j->per_part : j->batch;
+    for (int64_t i = part * j->per_part; i < end; i++)
+        ag__gemm_serial(j->ta, j->tb, j->M, j->N, j->K, 1, j->A + i * j->sa, j->B + i * j->sb, j->beta, j->C + i * j->sc);
+}
+
 static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, int a_rows, int a_cols,
                    const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols, ag_real *C,
                    bool c_shared, int M, int N, int K, ag_real beta) {
@@ -79,8 +198,16 @@ static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, i
         ag__gemm(false, tb, p->batch * M, N, K, 1, A, B, beta, C);
         return;
     }
-    for (int i = 0; i < p->batch; i++)
-        ag__gemm(ta, tb, M, N, K, 1, A + i * sa, B + i * sb, (c_shared && i > 0) ? 1 : beta, C + i * sc);
+    if (c_shared || p->batch == 1) { /* one product, or all adding into one C (in batch order) */
+        for (int i = 0; i < p->batch; i++)
+            ag__gemm(ta, tb, M, N, K, 1, A + i * sa, B + i * sb, i > 0 ? 1 : beta, C);
+        return;
+    }
+    /* Independent products: groups of ~1 MFLOP on the pool, one BLAS call each. */
+    double flops = 2.0 * M * N * K;
+    int64_t per_part = flops >= 1e6 ? 1 : (int64_t)(1e6 / (flops > 1 ? flops : 1));
+    batch_job j = {A, B, C, ta, tb, sa, sb, sc, M, N, K, beta, p->batch, per_part};
+    ag__parallel((p->batch + per_part - 1) / per_part, batch_part, &j);
 }
 
 static void matmul_backward(ag_node *n) {
@@ -133,18 +260,186 @@ ag_tensor *ag_matmul(ag_tensor *a, ag_tensor *b) { return ag_matmul_t(a, false, 
 
 /* ---- linear: y = x W + bias, with x of any rank ---- */
 
+/* Rows of dY that are all zero - the padded positions of a batch, whose
+ * gradient the models mask to 0 (a third of the rows of a batch with
+ * lengths 10..30 at width 30) - add nothing to dX or dW.  When at least an
+ * eighth of the rows are zero, backward packs the others (rows of dY and
+ * of X), runs both GEMMs on them and adds the dX rows back: exactly the
+ * same sums without the zero terms (only the blocking of the GEMMs, hence
+ * the last bits, depends on how many rows are left; never on threads).
+ *
+ * One pass over dY finds the zero rows and sums the bias gradient: blocks
+ * of BIAS_BLOCK rows, each summed in row order into its own partial row,
+ * the partials then added in block order (fixed by the shape). */
+enum { BIAS_BLOCK = 64 };
+
+typedef struct {
+    const ag_real *G, *X;
+    ag_real *Gc, *Xc, *dXc, *dX, *gb;
+    ag_real *partial;     /* [blocks, out]: the column sums of each block of rows */
+    int64_t rows, blocks;
+    int in, out;
+    const int32_t *idx;   /* the nonzero rows */
+    uint8_t *nonzero;     /* per row, or NULL: not looked for */
+} linear_job;
+
+AG_SIMD_CLONES static void scan_block(void *ctx, int64_t block) {
+    const linear_job *j = ctx;
+    int64_t r0 = block * BIAS_BLOCK, r1 = r0 + BIAS_BLOCK < j->rows ? r0 + BIAS_BLOCK : j->rows;
+    ag_real *sum = j->partial ? j->partial + block * j->out : NULL;
+    if (sum)
+        for (int k = 0; k < j->out; k++) sum[k] = 0;
+    for (int64_t r = r0; r < r1; r++) {
+        const ag_real *g = j->G + r * j->out;
+        if (j->nonzero) {
+            bool any = false;
+            for (int k = 0; k < j->out; k++) any |= g[k] != 0; /* NaN counts as nonzero */
+            j->nonzero[r] = any;
+        }
+        if (sum)
+            for (int k = 0; k < j->out; k++) sum[k] += g[k];
+    }
+}
+
+/* gb += the partial sums, in block order, over a range of columns. */
+AG_SIMD_CLONES static void add_partials(void *ctx, int64_t k0, int64_t k1) {
+    const linear_job *j = ctx;
+    for (int64_t b = 0; b < j->blocks; b++) {
+        const ag_real *p = j->partial + b * j->out;
+        for (int64_t k = k0; k < k1; k++) j->gb[k] += p[k];
+    }
+}
+
+static void pack_rows(void *ctx, int64_t i0, int64_t i1) {
+    const linear_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        memcpy(j->Gc + i * j->out, j->G + (int64_t)j->idx[i] * j->out, (size_t)j->out * sizeof(ag_real));
+        if (j->Xc) memcpy(j->Xc + i * j->in, j->X + (int64_t)j->idx[i] * j->in, (size_t)j->in * sizeof(ag_real));
+    }
+}
+
+AG_SIMD_CLONES static void unpack_add_rows(void *ctx, int64_t i0, int64_t i1) {
+    const linear_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        ag_real *dst = j->dX + (int64_t)j->idx[i] * j->in;
+        const ag_real *src = j->dXc + i * j->in;
+        for (int k = 0; k < j->in; k++) dst[k] += src[k];
+    }
+}
+
+static int64_t rows_per_part(int width) {
+    int64_t k = AG_GRAIN_ELEMENTWISE / (width > 0 ? width : 1);
+    return k < 1 ? 1 : k;
+}
+
 static void linear_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
     int in = w->shape[0], out = w->shape[1];
     int rows = (int)(x->size / (in ? in : 1));
     const ag_real *G = n->out->grad;
-    if (ag__wants(n, 0)) ag__gemm(false, true, rows, in, out, 1, G, w->data, 1, ag__grad(x));
-    if (ag__wants(n, 1)) ag__gemm(true, false, in, out, rows, 1, x->data, G, 1, ag__grad(w));
-    if (bias && ag__wants(n, 2)) {
-        ag_real *gb = ag__grad(bias);
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < out; j++) gb[j] += G[(int64_t)r * out + j];
+    bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1), want_b = bias && ag__wants(n, 2);
+    linear_job j = {.G = G, .X = x->data, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK, .in = in,
+                    .out = out};
+    bool look = rows >= 64 && out > 0 && (want_x || want_w);
+    if (look) j.nonzero = ag_arena_alloc((size_t)rows);
+    if (want_b) j.partial = ag_arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
+    if (look || want_b) ag__parallel(j.blocks, scan_block, &j);
+    if (want_b) {
+        j.gb = ag__grad(bias);
+        ag__parallel_range(out, 256, add_partials, &j);
     }
+    int kept = rows;
+    int32_t *idx = NULL;
+    if (look) {
+        idx = ag_arena_alloc((size_t)rows * sizeof *idx);
+        kept = 0;
+        for (int r = 0; r < rows; r++)
+            if (j.nonzero[r]) idx[kept++] = r;
+    }
+    if (!look || kept > rows - rows / 8) { /* (almost) no zero rows: the plain products */
+        if (want_x) ag__gemm(false, true, rows, in, out, 1, G, w->data, 1, ag__grad(x));
+        if (want_w) ag__gemm(true, false, in, out, rows, 1, x->data, G, 1, ag__grad(w));
+    } else if (kept > 0) {
+        j.idx = idx;
+        j.Gc = ag_arena_alloc((size_t)kept * out * sizeof(ag_real));
+        j.Xc = want_w ? ag_arena_alloc((size_t)kept * in * sizeof(ag_real)) : NULL;
+        ag__parallel_range(kept, rows_per_part(in + out), pack_rows, &j);
+        if (want_x) {
+            j.dX = ag__grad(x);
+            j.dXc = ag_arena_zalloc((size_t)kept * in * sizeof(ag_real));
+            ag__gemm(false, true, kept, in, out, 1, j.Gc, w->data, 1, j.dXc);
+            ag__parallel_range(kept, rows_per_part(in), unpack_add_rows, &j);
+        }
+        if (want_w) ag__gemm(true, false, in, out, kept, 1, j.Xc, j.Gc, 1, ag__grad(w));
+    }
+}
+
+/* Forward: rows of x that are all zero - the padded positions of an
+ * embedded batch, dropout or not - give y = bias whatever W is.  When at
+ * least an eighth of the rows are zero, the others are packed and only
+ * they go through the GEMM (the rows left set the blocking, hence the last
+ * bits; never the threads). */
+typedef struct {
+    const ag_real *X, *bias;
+    ag_real *Y, *Xc, *Yc;
+    int in, out;
+    uint8_t *nonzero;
+    const int32_t *idx, *pos; /* packed row -> row, row -> packed row or -1 */
+} linear_fwd_job;
+
+static void scan_x_rows(void *ctx, int64_t r0, int64_t r1) {
+    const linear_fwd_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const ag_real *x = j->X + r * j->in;
+        bool any = false;
+        for (int k = 0; k < j->in; k++) any |= x[k] != 0; /* NaN counts as nonzero */
+        j->nonzero[r] = any;
+    }
+}
+
+/* Packed rows: x rows in, bias rows (or zeros) as the GEMM's C. */
+static void pack_x_rows(void *ctx, int64_t i0, int64_t i1) {
+    const linear_fwd_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        memcpy(j->Xc + i * j->in, j->X + (int64_t)j->idx[i] * j->in, (size_t)j->in * sizeof(ag_real));
+        if (j->bias) memcpy(j->Yc + i * j->out, j->bias, (size_t)j->out * sizeof(ag_real));
+        else memset(j->Yc + i * j->out, 0, (size_t)j->out * sizeof(ag_real));
+    }
+}
+
+static void unpack_y_rows(void *ctx, int64_t r0, int64_t r1) {
+    const linear_fwd_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        ag_real *y = j->Y + r * j->out;
+        if (j->pos[r] >= 0) memcpy(y, j->Yc + (int64_t)j->pos[r] * j->out, (size_t)j->out * sizeof(ag_real));
+        else if (j->bias) memcpy(y, j->bias, (size_t)j->out * sizeof(ag_real));
+        else memset(y, 0, (size_t)j->out * sizeof(ag_real));
+    }
+}
+
+/* y = x W + bias on the rows of x that are not all zero; false (nothing
+ * done) when fewer than an eighth of them are zero. */
+static bool linear_packed(const ag_tensor *x, const ag_tensor *w, const ag_tensor *bias, ag_tensor *out, int rows) {
+    int in = w->shape[0], out_dim = w->shape[1];
+    if (rows < 64 || in == 0 || out_dim == 0) return false;
+    linear_fwd_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim};
+    j.nonzero = ag_arena_alloc((size_t)rows);
+    ag__parallel_range(rows, rows_per_part(in), scan_x_rows, &j);
+    int32_t *idx = ag_arena_alloc((size_t)rows * sizeof *idx), *pos = ag_arena_alloc((size_t)rows * sizeof *pos);
+    int kept = 0;
+    for (int r = 0; r < rows; r++) {
+        pos[r] = j.nonzero[r] ? kept : -1;
+        if (j.nonzero[r]) idx[kept++] = r;
+    }
+    if (kept > rows - rows / 8) return false;
+    j.idx = idx;
+    j.pos = pos;
+    j.Xc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
+    j.Yc = ag_arena_alloc((size_t)(kept ? kept : 1) * out_dim * sizeof(ag_real));
+    ag__parallel_range(kept, rows_per_part(in + out_dim), pack_x_rows, &j);
+    ag__gemm(false, false, kept, out_dim, in, 1, j.Xc, w->data, 1, j.Yc);
+    ag__parallel_range(rows, rows_per_part(out_dim), unpack_y_rows, &j);
+    return true;
 }
 
 ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
@@ -163,9 +458,12 @@ ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
     ag_tensor *out = ag__empty(x->ndim, shape);
-    if (bias)
-        for (int r = 0; r < rows; r++) memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
-    ag__gemm(false, false, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
+    if (!linear_packed(x, w, bias, out, rows)) {
+        if (bias)
+            for (int r = 0; r < rows; r++)
+                memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
+        ag__gemm(false, false, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
+    }
     ag__record("ag_linear", linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
     return out;
 }

@@ -14,7 +14,7 @@
  * nothing but overflow and underflow; their derivative is exactly 0.
  * Where the denominator is 0 (a fully masked or padded query row) it is set
  * to 1, making H = 0 there with no gradient. */
-#include "../graph/internal.h"
+#include "vecmath.h"
 
 typedef struct {
     int32_t *len;       /* [B] */
@@ -25,35 +25,41 @@ typedef struct {
     ag_real *zn; /* slice i: [L,2dh] = [Z | Num] = ER ep */
 } mtsa_saved;
 
-static inline ag_real log_sigmoid(ag_real x) { return x < 0 ? x - log1p(exp(x)) : -log1p(exp(-x)); }
-static inline ag_real score_of(ag_real r, ag_mtsa_score s) { return s == AG_MTSA_IDENTITY ? r : log_sigmoid(r); }
-
-static inline bool allowed(const ag_real *mask, int N, int q, int k) { return !mask || mask[(int64_t)q * N + k] != 0; }
+/* The exps and log-sigmoids run on vecmath's branch-free f32 kernels (a few
+ * ulp; libm in the f64 build), the maxima as selects: SIMD loops. */
+static inline ag_real score_of(ag_real r, ag_mtsa_score s) { return s == AG_MTSA_IDENTITY ? r : ag__vlog_sigmoid(r); }
 
 /* ER of one slice: [L,L], row q = exp(score - max over allowed k), 0 where masked. */
+AG_SIMD_CLONES
 static void slice_er(ag_real *er, const ag_real *r, const ag_real *mask, int N, int L, ag_mtsa_score score) {
     for (int q = 0; q < L; q++) {
-        const ag_real *rq = r + (int64_t)q * N;
+        const ag_real *rq = r + (int64_t)q * N, *mq = mask ? mask + (int64_t)q * N : NULL;
         ag_real *e = er + (int64_t)q * L, mx = -INFINITY;
-        for (int k = 0; k < L; k++) {
-            e[k] = score_of(rq[k], score);
-            if (allowed(mask, N, q, k) && e[k] > mx) mx = e[k];
+        for (int k = 0; k < L; k++) e[k] = score_of(rq[k], score);
+        if (mq) {
+            for (int k = 0; k < L; k++) mx = mq[k] != 0 && e[k] > mx ? e[k] : mx;
+            for (int k = 0; k < L; k++) e[k] = mq[k] != 0 ? ag__vexp(e[k] - mx) : 0;
+        } else {
+            for (int k = 0; k < L; k++) mx = e[k] > mx ? e[k] : mx;
+            for (int k = 0; k < L; k++) e[k] = ag__vexp(e[k] - mx);
         }
-        for (int k = 0; k < L; k++) e[k] = allowed(mask, N, q, k) ? exp(e[k] - mx) : 0;
     }
 }
 
 /* [ES | v ⊙ ES] of one slice: [L,2dh], ES over the valid keys k < L. */
+AG_SIMD_CLONES
 static void slice_ep(ag_real *ep, const ag_real *s, const ag_real *v, int L, int dh, ag_real *colmax) {
     for (int l = 0; l < dh; l++) colmax[l] = -INFINITY;
     for (int k = 0; k < L; k++)
-        for (int l = 0; l < dh; l++)
-            if (s[(int64_t)k * dh + l] > colmax[l]) colmax[l] = s[(int64_t)k * dh + l];
+        for (int l = 0; l < dh; l++) {
+            ag_real x = s[(int64_t)k * dh + l];
+            colmax[l] = x > colmax[l] ? x : colmax[l];
+        }
     for (int k = 0; k < L; k++) {
         const ag_real *sk = s + (int64_t)k * dh, *vk = v + (int64_t)k * dh;
         ag_real *row = ep + (int64_t)k * 2 * dh;
         for (int l = 0; l < dh; l++) {
-            row[l] = exp(sk[l] - colmax[l]);
+            row[l] = ag__vexp(sk[l] - colmax[l]);
             row[dh + l] = row[l] * vk[l];
         }
     }
@@ -64,23 +70,61 @@ static void slice_ep(ag_real *ep, const ag_real *s, const ag_real *v, int L, int
  *   [dER] = [dZ | dNum] [ES | v ⊙ ES]^T,   [dES | d(v ⊙ ES)] = ER^T [dZ | dNum]
  *   dS = (dES + d(v ⊙ ES) ⊙ v) ⊙ ES,   dv = d(v ⊙ ES) ⊙ ES
  *   dR = dER ⊙ ER ⊙ sigma_t'(R),   sigma_t' = sigmoid(-R) or 1. */
-static void mtsa_backward(ag_node *n) {
-    const mtsa_saved *sv = n->saved;
-    ag_tensor *r = n->in[0], *s = n->in[1], *v = n->in[2];
-    int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
-    const ag_real *G = n->out->grad, *OUT = n->out->data;
-    bool want_r = ag__wants(n, 0), want_s = ag__wants(n, 1), want_v = ag__wants(n, 2);
-    ag_real *gr = want_r ? ag__grad(r) : NULL, *gs = want_s ? ag__grad(s) : NULL, *gv = want_v ? ag__grad(v) : NULL;
-    ag_real *d = ag_arena_alloc((size_t)N * 2 * dh * sizeof *d + 1);
-    ag_real *der = want_r ? ag_arena_alloc((size_t)N * N * sizeof *der + 1) : NULL;
-    ag_real *dep = (want_s || want_v) ? ag_arena_alloc((size_t)N * 2 * dh * sizeof *dep + 1) : NULL;
-    for (int i = 0; i < sv->slices; i++) {
+/* Slices run on the pool, in at most MAX_PARTS groups (fixed by the
+ * shape), each group with its own scratch; a slice is computed whole by
+ * one thread with single-threaded GEMMs. */
+enum { MAX_PARTS = 32 };
+
+typedef struct {
+    const mtsa_saved *sv;
+    const ag_tensor *r, *s, *v;
+    const ag_real *mask;
+    int mask_slices, N, dh;
+    const ag_real *G, *OUT;
+    ag_real *out, *gr, *gs, *gv;
+    ag_real *scratch;        /* per part: forward colmax [dh]; backward d, dep [N,2dh] and der [N,N] */
+    int64_t scratch_per_part, per_part;
+} mtsa_job;
+
+static void mtsa_job_parts(mtsa_job *j, int64_t scratch_per_part) {
+    int64_t parts = j->sv->slices < MAX_PARTS ? j->sv->slices : MAX_PARTS;
+    j->per_part = parts ? (j->sv->slices + parts - 1) / parts : 1;
+    j->scratch_per_part = scratch_per_part;
+    j->scratch = ag_arena_alloc((size_t)(parts ? parts : 1) * scratch_per_part * sizeof(ag_real) + 1);
+}
+
+static int64_t mtsa_parts(const mtsa_job *j) { return (j->sv->slices + j->per_part - 1) / j->per_part; }
+
+/* dR = dER ⊙ ER ⊙ sigma_t'(R) over one slice; where ER is 0 (masked, or a
+ * weight that underflowed) nothing is added. */
+AG_SIMD_CLONES
+static void mtsa_score_grad(ag_real *g, const ag_real *der, const ag_real *er, const ag_real *rr, int N, int L,
+                            ag_mtsa_score score) {
+    for (int q = 0; q < L; q++) {
+        const ag_real *e = er + (int64_t)q * L, *d = der + (int64_t)q * L, *rq = rr + (int64_t)q * N;
+        ag_real *gq = g + (int64_t)q * N;
+        if (score == AG_MTSA_IDENTITY)
+            for (int k = 0; k < L; k++) gq[k] = e[k] != 0 ? gq[k] + d[k] * e[k] : gq[k];
+        else
+            for (int k = 0; k < L; k++) gq[k] = e[k] != 0 ? gq[k] + d[k] * e[k] * ag__vsigmoid(-rq[k]) : gq[k];
+    }
+}
+
+static void mtsa_backward_part(void *ctx, int64_t part) {
+    const mtsa_job *j = ctx;
+    const mtsa_saved *sv = j->sv;
+    int N = j->N, dh = j->dh;
+    ag_real *d = j->scratch + part * j->scratch_per_part;
+    ag_real *dep = d + (int64_t)N * 2 * dh, *der = dep + (int64_t)N * 2 * dh;
+    int64_t end = (part + 1) * j->per_part < sv->slices ? (part + 1) * j->per_part : sv->slices;
+    for (int64_t i = part * j->per_part; i < end; i++) {
         int L = sv->len[i / sv->per_b];
         if (L == 0) continue;
-        int64_t so = (int64_t)i * N * dh, ro = (int64_t)i * N * N, eo = (int64_t)i * N * 2 * dh;
+        int64_t so = i * N * dh, ro = i * N * N, eo = i * N * 2 * dh;
         const ag_real *er = sv->er + ro, *ep = sv->ep + eo, *zn = sv->zn + eo;
         for (int q = 0; q < L; q++) {
-            const ag_real *g = G + so + (int64_t)q * dh, *h = OUT + so + (int64_t)q * dh, *z = zn + (int64_t)q * 2 * dh;
+            const ag_real *g = j->G + so + (int64_t)q * dh, *h = j->OUT + so + (int64_t)q * dh;
+            const ag_real *z = zn + (int64_t)q * 2 * dh;
             ag_real *dq = d + (int64_t)q * 2 * dh;
             for (int l = 0; l < dh; l++) {
                 bool set_to_one = !(z[l] > 0);
@@ -89,31 +133,36 @@ static void mtsa_backward(ag_node *n) {
                 dq[dh + l] = dnum;
             }
         }
-        if (der) {
-            ag__gemm(false, true, L, L, 2 * dh, 1, d, ep, 0, der);
-            const ag_real *rr = r->data + ro;
-            ag_real *g = gr + ro;
-            for (int q = 0; q < L; q++)
-                for (int k = 0; k < L; k++) {
-                    ag_real e = er[(int64_t)q * L + k];
-                    if (e == 0) continue; /* masked, or a weight that underflowed: no gradient */
-                    ag_real slope = sv->score == AG_MTSA_IDENTITY ? 1 : ag__sigmoid(-rr[(int64_t)q * N + k]);
-                    g[(int64_t)q * N + k] += der[(int64_t)q * L + k] * e * slope;
-                }
+        if (j->gr) {
+            ag__gemm_serial(false, true, L, L, 2 * dh, 1, d, ep, 0, der);
+            const ag_real *rr = j->r->data + ro;
+            ag_real *g = j->gr + ro;
+            mtsa_score_grad(g, der, er, rr, N, L, sv->score);
         }
-        if (dep) {
-            ag__gemm(true, false, L, 2 * dh, L, 1, er, d, 0, dep);
+        if (j->gs || j->gv) {
+            ag__gemm_serial(true, false, L, 2 * dh, L, 1, er, d, 0, dep);
             for (int k = 0; k < L; k++) {
                 const ag_real *row = ep + (int64_t)k * 2 * dh, *drow = dep + (int64_t)k * 2 * dh;
-                const ag_real *vk = v->data + so + (int64_t)k * dh;
+                const ag_real *vk = j->v->data + so + (int64_t)k * dh;
                 for (int l = 0; l < dh; l++) {
                     ag_real es = row[l];
-                    if (gs) gs[so + (int64_t)k * dh + l] += (drow[l] + drow[dh + l] * vk[l]) * es;
-                    if (gv) gv[so + (int64_t)k * dh + l] += drow[dh + l] * es;
+                    if (j->gs) j->gs[so + (int64_t)k * dh + l] += (drow[l] + drow[dh + l] * vk[l]) * es;
+                    if (j->gv) j->gv[so + (int64_t)k * dh + l] += drow[dh + l] * es;
                 }
             }
         }
     }
+}
+
+static void mtsa_backward(ag_node *n) {
+    const mtsa_saved *sv = n->saved;
+    ag_tensor *r = n->in[0], *s = n->in[1], *v = n->in[2];
+    int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
+    mtsa_job j = {.sv = sv, .r = r, .s = s, .v = v, .N = N, .dh = dh, .G = n->out->grad, .OUT = n->out->data,
+                  .gr = ag__wants(n, 0) ? ag__grad(r) : NULL, .gs = ag__wants(n, 1) ? ag__grad(s) : NULL,
+                  .gv = ag__wants(n, 2) ? ag__grad(v) : NULL};
+    mtsa_job_parts(&j, (int64_t)N * 4 * dh + (int64_t)N * N);
+    ag__parallel(mtsa_parts(&j), mtsa_backward_part, &j);
 }
 
 /* The mask's shape must be a suffix of R's ([N,N], [h,N,N], ...), with
@@ -146,6 +195,30 @@ static void check_shapes(const ag_tensor *r, const ag_tensor *s, const ag_tensor
                   ag_shape_str(r, sr, sizeof sr), ag_shape_str(s, ss, sizeof ss), ag_shape_str(v, svv, sizeof svv));
 }
 
+static void mtsa_forward_part(void *ctx, int64_t part) {
+    const mtsa_job *j = ctx;
+    const mtsa_saved *sv = j->sv;
+    int N = j->N, dh = j->dh;
+    ag_real *colmax = j->scratch + part * j->scratch_per_part;
+    int64_t end = (part + 1) * j->per_part < sv->slices ? (part + 1) * j->per_part : sv->slices;
+    for (int64_t i = part * j->per_part; i < end; i++) {
+        int L = sv->len[i / sv->per_b];
+        int64_t so = i * N * dh, ro = i * N * N, eo = i * N * 2 * dh;
+        ag_real *o = j->out + so;
+        memset(o + (int64_t)L * dh, 0, (size_t)(N - L) * dh * sizeof *o); /* padded queries */
+        if (L == 0) continue;
+        const ag_real *m = j->mask ? j->mask + (int64_t)(i % j->mask_slices) * N * N : NULL;
+        ag_real *er = sv->er + ro, *ep = sv->ep + eo, *zn = sv->zn + eo;
+        slice_er(er, j->r->data + ro, m, N, L, sv->score);
+        slice_ep(ep, j->s->data + so, j->v->data + so, L, dh, colmax);
+        ag__gemm_serial(false, false, L, 2 * dh, L, 1, er, ep, 0, zn);
+        for (int q = 0; q < L; q++) {
+            const ag_real *z = zn + (int64_t)q * 2 * dh;
+            for (int l = 0; l < dh; l++) o[(int64_t)q * dh + l] = z[l] > 0 ? z[dh + l] / z[l] : z[dh + l];
+        }
+    }
+}
+
 ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
                              ag_mtsa_score score) {
     check_shapes(r, s, v);
@@ -164,25 +237,11 @@ ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_
     sv.er = ag_arena_alloc((size_t)sv.slices * N * N * sizeof(ag_real) + 1);
     sv.ep = ag_arena_alloc((size_t)sv.slices * N * 2 * dh * sizeof(ag_real) + 1);
     sv.zn = ag_arena_alloc((size_t)sv.slices * N * 2 * dh * sizeof(ag_real) + 1);
-    ag_real *colmax = ag_arena_alloc((size_t)dh * sizeof *colmax + 1);
-
     ag_tensor *out = ag__empty(s->ndim, s->shape);
-    for (int i = 0; i < sv.slices; i++) {
-        int L = sv.len[i / sv.per_b];
-        int64_t so = (int64_t)i * N * dh, ro = (int64_t)i * N * N, eo = (int64_t)i * N * 2 * dh;
-        ag_real *o = out->data + so;
-        memset(o + (int64_t)L * dh, 0, (size_t)(N - L) * dh * sizeof *o); /* padded queries */
-        if (L == 0) continue;
-        const ag_real *m = mask ? mask->data + (int64_t)(i % mask_slices) * N * N : NULL;
-        ag_real *er = sv.er + ro, *ep = sv.ep + eo, *zn = sv.zn + eo;
-        slice_er(er, r->data + ro, m, N, L, score);
-        slice_ep(ep, s->data + so, v->data + so, L, dh, colmax);
-        ag__gemm(false, false, L, 2 * dh, L, 1, er, ep, 0, zn);
-        for (int q = 0; q < L; q++) {
-            const ag_real *z = zn + (int64_t)q * 2 * dh;
-            for (int l = 0; l < dh; l++) o[(int64_t)q * dh + l] = z[l] > 0 ? z[dh + l] / z[l] : z[dh + l];
-        }
-    }
+    mtsa_job j = {.sv = &sv, .r = r, .s = s, .v = v, .mask = mask ? mask->data : NULL, .mask_slices = mask_slices,
+                  .N = N, .dh = dh, .out = out->data};
+    mtsa_job_parts(&j, dh);
+    ag__parallel(mtsa_parts(&j), mtsa_forward_part, &j);
     ag_node *n = ag__record("ag_mtsa_attention", mtsa_backward, out, 3, (ag_tensor *[]){r, s, v});
     if (n) {
         mtsa_saved *p = ag_arena_alloc(sizeof *p);

@@ -15,6 +15,22 @@ static axis_view view_along(const ag_tensor *x, int axis) {
     return v;
 }
 
+typedef struct {
+    ag_real *gx;
+    ag_real c;
+} fill_job;
+
+AG_SIMD_CLONES static void add_constant_range(void *ctx, int64_t i0, int64_t i1) {
+    const fill_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->gx[i] += j->c;
+}
+
+/* gx[i] += c for i < n, on the pool. */
+static void affine_fill(ag_real *gx, int64_t n, ag_real c) {
+    fill_job j = {gx, c};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, add_constant_range, &j);
+}
+
 static ag_tensor *reduced_out(const ag_tensor *x, int axis, bool keepdim) {
     int shape[AG_MAX_DIMS], nd = 0;
     for (int i = 0; i < x->ndim; i++) {
@@ -24,16 +40,68 @@ static ag_tensor *reduced_out(const ag_tensor *x, int axis, bool keepdim) {
     return ag__empty(nd, shape);
 }
 
-/* ---- sum and mean: y = scale * sum_i x_i ---- */
+/* ---- sum and mean: y = scale * sum_i x_i ----
+ *
+ * Along an axis every output element sums its n inputs in order, and the
+ * pool splits the outputs: [outer, inner] in ranges of whole outer rows, or
+ * of inner columns when there is one outer row.  A total (every element to
+ * one number) is blocked instead: 4096-element blocks summed in 8 lanes,
+ * the block sums added pairwise - deterministic, and with an error that
+ * grows like log n rather than n. */
+
+typedef struct {
+    axis_view v;
+    const ag_real *x, *g;
+    ag_real *y, *gx;
+    ag_real scale;
+    bool by_inner;      /* ranges of inner columns (outer == 1) instead of outer rows */
+    bool fresh;         /* backward: gx is new, store instead of add */
+} reduce_job;
+
+static void reduce_ranges(reduce_job *j, ag__range_fn fn) {
+    j->by_inner = j->v.outer == 1;
+    int64_t units = j->by_inner ? j->v.inner : j->v.outer;
+    int64_t per_unit = j->by_inner ? j->v.n : j->v.n * j->v.inner;
+    int64_t grain = AG_GRAIN_ELEMENTWISE / (per_unit ? per_unit : 1);
+    ag__parallel_range(units, grain < 1 ? 1 : grain, fn, j);
+}
+
+AG_SIMD_CLONES static void sum_axis_range(void *ctx, int64_t u0, int64_t u1) {
+    const reduce_job *j = ctx;
+    int64_t o0 = j->by_inner ? 0 : u0, o1 = j->by_inner ? 1 : u1;
+    int64_t k0 = j->by_inner ? u0 : 0, k1 = j->by_inner ? u1 : j->v.inner;
+    for (int64_t o = o0; o < o1; o++) {
+        ag_real *out = j->y + o * j->v.inner;
+        for (int64_t k = k0; k < k1; k++) out[k] = 0;
+        for (int64_t i = 0; i < j->v.n; i++) {
+            const ag_real *x = j->x + (o * j->v.n + i) * j->v.inner;
+            for (int64_t k = k0; k < k1; k++) out[k] += x[k];
+        }
+        if (j->scale != 1)
+            for (int64_t k = k0; k < k1; k++) out[k] *= j->scale;
+    }
+}
+
+AG_SIMD_CLONES static void sum_axis_grad_range(void *ctx, int64_t u0, int64_t u1) {
+    const reduce_job *j = ctx;
+    int64_t o0 = j->by_inner ? 0 : u0, o1 = j->by_inner ? 1 : u1;
+    int64_t k0 = j->by_inner ? u0 : 0, k1 = j->by_inner ? u1 : j->v.inner;
+    for (int64_t o = o0; o < o1; o++) {
+        const ag_real *g = j->g + o * j->v.inner;
+        for (int64_t i = 0; i < j->v.n; i++) {
+            ag_real *gx = j->gx + (o * j->v.n + i) * j->v.inner;
+            if (j->fresh)
+                for (int64_t k = k0; k < k1; k++) gx[k] = j->scale * g[k];
+            else
+                for (int64_t k = k0; k < k1; k++) gx[k] += j->scale * g[k];
+        }
+    }
+}
 
 static void sum_axis_backward(ag_node *n) {
-    axis_view v = view_along(n->in[0], n->iarg[0]);
-    ag_real scale = (ag_real)n->farg[0];
-    const ag_real *G = n->out->grad;
-    ag_real *GX = ag__grad(n->in[0]);
-    for (int64_t o = 0; o < v.outer; o++)
-        for (int64_t i = 0; i < v.n; i++)
-            for (int64_t k = 0; k < v.inner; k++) GX[(o * v.n + i) * v.inner + k] += scale * G[o * v.inner + k];
+    reduce_job j = {.v = view_along(n->in[0], n->iarg[0]), .g = n->out->grad, .scale = (ag_real)n->farg[0]};
+    j.gx = ag__grad_write(n->in[0], &j.fresh);
+    reduce_ranges(&j, sum_axis_grad_range);
 }
 
 static ag_tensor *sum_scaled(const char *op, ag_tensor *x, int axis, bool keepdim, bool mean) {
@@ -42,12 +110,8 @@ static ag_tensor *sum_scaled(const char *op, ag_tensor *x, int axis, bool keepdi
     if (mean && v.n == 0) ag__fatal(op, "mean over an empty axis %d", axis);
     ag_real scale = mean ? (ag_real)1 / (ag_real)v.n : 1;
     ag_tensor *out = reduced_out(x, axis, keepdim);
-    memset(out->data, 0, (size_t)out->size * sizeof(ag_real));
-    for (int64_t o = 0; o < v.outer; o++)
-        for (int64_t i = 0; i < v.n; i++)
-            for (int64_t k = 0; k < v.inner; k++) out->data[o * v.inner + k] += x->data[(o * v.n + i) * v.inner + k];
-    if (mean)
-        for (int64_t i = 0; i < out->size; i++) out->data[i] *= scale;
+    reduce_job j = {.v = v, .x = x->data, .y = out->data, .scale = scale};
+    reduce_ranges(&j, sum_axis_range);
     ag_node *n = ag__record(op, sum_axis_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;
@@ -64,14 +128,58 @@ ag_tensor *ag_mean_axis(ag_tensor *x, int axis, bool keepdim) {
     return sum_scaled("ag_mean_axis", x, ag__axis("ag_mean_axis", x, axis), keepdim, true);
 }
 
-/* Totals reduce the tensor seen as one flat axis; a 0-dim result. */
-static ag_tensor *total(const char *op, ag_tensor *x, bool mean) {
-    ag_tensor *flat = x;
-    if (x->ndim != 1) {
-        int64_t size = x->size;
-        flat = ag_reshape(x, 1, (int[]){(int)size});
+/* ---- totals: every element to one number (0-dim) ---- */
+
+enum { SUM_BLOCK = 4096, SUM_LANES = 8 };
+
+typedef struct {
+    const ag_real *x;
+    int64_t n;
+    ag_real *block_sums;
+} total_job;
+
+AG_SIMD_CLONES static void block_sums(void *ctx, int64_t b0, int64_t b1) {
+    const total_job *j = ctx;
+    for (int64_t b = b0; b < b1; b++) {
+        const ag_real *x = j->x + b * SUM_BLOCK;
+        int64_t n = j->n - b * SUM_BLOCK < SUM_BLOCK ? j->n - b * SUM_BLOCK : SUM_BLOCK, i = 0;
+        ag_real acc[SUM_LANES] = {0};
+        for (; i + SUM_LANES <= n; i += SUM_LANES)
+            for (int l = 0; l < SUM_LANES; l++) acc[l] += x[i + l];
+        for (; i < n; i++) acc[i % SUM_LANES] += x[i];
+        ag_real s = 0;
+        for (int l = 0; l < SUM_LANES; l++) s += acc[l];
+        j->block_sums[b] = s;
     }
-    return sum_scaled(op, flat, 0, false, mean);
+}
+
+/* sum of v[0..n) by halves (n >= 1). */
+static ag_real pairwise(const ag_real *v, int64_t n) {
+    if (n == 1) return v[0];
+    int64_t h = n / 2;
+    return pairwise(v, h) + pairwise(v + h, n - h);
+}
+
+static void total_backward(ag_node *n) {
+    affine_fill(ag__grad(n->in[0]), n->in[0]->size, (ag_real)n->farg[0] * n->out->grad[0]);
+}
+
+static ag_tensor *total(const char *op, ag_tensor *x, bool mean) {
+    ag__check_device(op, x, NULL);
+    if (mean && x->size == 0) ag__fatal(op, "mean of an empty tensor");
+    ag_real scale = mean ? (ag_real)1 / (ag_real)x->size : 1;
+    ag_tensor *out = ag__empty(0, NULL);
+    int64_t blocks = (x->size + SUM_BLOCK - 1) / SUM_BLOCK;
+    ag_real sum = 0;
+    if (blocks > 0) {
+        total_job j = {x->data, x->size, ag_arena_alloc((size_t)blocks * sizeof(ag_real))};
+        ag__parallel_range(blocks, 4, block_sums, &j);
+        sum = pairwise(j.block_sums, blocks);
+    }
+    out->data[0] = mean ? sum * scale : sum;
+    ag_node *n = ag__record(op, total_backward, out, 1, &x);
+    if (n) n->farg[0] = scale;
+    return out;
 }
 
 ag_tensor *ag_sum(ag_tensor *x) { return total("ag_sum", x, false); }
@@ -79,13 +187,50 @@ ag_tensor *ag_mean(ag_tensor *x) { return total("ag_mean", x, true); }
 
 /* ---- max: the gradient goes to the first maximal element ---- */
 
+typedef struct {
+    reduce_job r;
+    int32_t *arg;
+} max_job;
+
+/* Per output element, the first maximal input; the k loop innermost so the
+ * compares of a row of outputs run as SIMD selects. */
+AG_SIMD_CLONES static void max_axis_range(void *ctx, int64_t u0, int64_t u1) {
+    const max_job *j = ctx;
+    const axis_view *v = &j->r.v;
+    int64_t o0 = j->r.by_inner ? 0 : u0, o1 = j->r.by_inner ? 1 : u1;
+    int64_t k0 = j->r.by_inner ? u0 : 0, k1 = j->r.by_inner ? u1 : v->inner;
+    for (int64_t o = o0; o < o1; o++) {
+        const ag_real *x = j->r.x + o * v->n * v->inner;
+        ag_real *best = j->r.y + o * v->inner;
+        int32_t *arg = j->arg + o * v->inner;
+        for (int64_t k = k0; k < k1; k++) {
+            best[k] = x[k];
+            arg[k] = 0;
+        }
+        for (int64_t i = 1; i < v->n; i++)
+            for (int64_t k = k0; k < k1; k++) {
+                ag_real xi = x[i * v->inner + k];
+                bool more = xi > best[k];
+                best[k] = more ? xi : best[k];
+                arg[k] = more ? (int32_t)i : arg[k];
+            }
+    }
+}
+
+static void max_axis_grad_range(void *ctx, int64_t u0, int64_t u1) {
+    const max_job *j = ctx;
+    const axis_view *v = &j->r.v;
+    int64_t o0 = j->r.by_inner ? 0 : u0, o1 = j->r.by_inner ? 1 : u1;
+    int64_t k0 = j->r.by_inner ? u0 : 0, k1 = j->r.by_inner ? u1 : v->inner;
+    for (int64_t o = o0; o < o1; o++)
+        for (int64_t k = k0; k < k1; k++)
+            j->r.gx[(o * v->n + j->arg[o * v->inner + k]) * v->inner + k] += j->r.g[o * v->inner + k];
+}
+
 static void max_axis_backward(ag_node *n) {
-    const int32_t *arg = n->saved;
-    axis_view v = view_along(n->in[0], n->iarg[0]);
-    const ag_real *G = n->out->grad;
-    ag_real *GX = ag__grad(n->in[0]);
-    for (int64_t o = 0; o < v.outer; o++)
-        for (int64_t k = 0; k < v.inner; k++) GX[(o * v.n + arg[o * v.inner + k]) * v.inner + k] += G[o * v.inner + k];
+    max_job j = {.r = {.v = view_along(n->in[0], n->iarg[0]), .g = n->out->grad, .gx = ag__grad(n->in[0])},
+                 .arg = n->saved};
+    reduce_ranges(&j.r, max_axis_grad_range);
 }
 
 ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim) {
@@ -95,15 +240,8 @@ ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim) {
     if (v.n == 0) ag__fatal("ag_max_axis", "max over an empty axis %d", axis);
     ag_tensor *out = reduced_out(x, axis, keepdim);
     int32_t *arg = ag_arena_alloc((size_t)out->size * sizeof *arg);
-    for (int64_t o = 0; o < v.outer; o++)
-        for (int64_t k = 0; k < v.inner; k++) {
-            const ag_real *col = x->data + o * v.n * v.inner + k;
-            int32_t best = 0;
-            for (int64_t i = 1; i < v.n; i++)
-                if (col[i * v.inner] > col[best * v.inner]) best = (int32_t)i;
-            arg[o * v.inner + k] = best;
-            out->data[o * v.inner + k] = col[best * v.inner];
-        }
+    max_job j = {.r = {.v = v, .x = x->data, .y = out->data}, .arg = arg};
+    reduce_ranges(&j.r, max_axis_range);
     ag_node *n = ag__record("ag_max_axis", max_axis_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;

@@ -4,10 +4,32 @@
 
 /* ---- reshape: a zero-copy view; backward adds the gradient back ---- */
 
+/* The copies and gradient adds of this file run on the pool, in ranges of
+ * rows (or of columns where rows would collide); every element is added in
+ * the same order as by one thread, so results do not depend on the count. */
+typedef struct {
+    const ag_real *src;
+    ag_real *dst;
+    bool fresh;            /* dst is a new gradient buffer: copy instead of add */
+} add_job;
+
+AG_SIMD_CLONES static void add_range(void *ctx, int64_t i0, int64_t i1) {
+    const add_job *j = ctx;
+    if (j->fresh) memcpy(j->dst + i0, j->src + i0, (size_t)(i1 - i0) * sizeof(ag_real));
+    else
+        for (int64_t i = i0; i < i1; i++) j->dst[i] += j->src[i];
+}
+
+/* Rows of `row` elements per part, for ~AG_GRAIN_ELEMENTWISE elements. */
+static int64_t row_grain(int64_t row) {
+    int64_t k = AG_GRAIN_ELEMENTWISE / (row > 0 ? row : 1);
+    return k < 1 ? 1 : k;
+}
+
 static void reshape_backward(ag_node *n) {
-    ag_real *gx = ag__grad(n->in[0]);
-    const ag_real *g = n->out->grad;
-    for (int64_t i = 0; i < n->out->size; i++) gx[i] += g[i];
+    add_job j = {n->out->grad, NULL, false};
+    j.dst = ag__grad_write(n->in[0], &j.fresh);
+    ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, add_range, &j);
 }
 
 ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
@@ -57,18 +79,20 @@ typedef struct {
     int64_t stride[4];  /* input stride of each output dim, padded */
 } permute_plan;
 
-/* Runs BODY for each output row: io is its first output element, ix the
- * input offset of that element. */
-#define PERMUTE_ROWS(p, BODY)                                                          \
-    do {                                                                               \
-        int64_t io = 0;                                                                \
-        for (int i0 = 0; i0 < (p).shape[0]; i0++)                                      \
-            for (int i1 = 0; i1 < (p).shape[1]; i1++)                                  \
-                for (int i2 = 0; i2 < (p).shape[2]; i2++, io += (p).shape[3]) {        \
-                    int64_t ix = i0 * (p).stride[0] + i1 * (p).stride[1] + i2 * (p).stride[2]; \
-                    BODY;                                                              \
-                }                                                                      \
-    } while (0)
+/* Output row r (its first element io = r * shape[3]) starts at input
+ * offset ix; a permutation maps rows to disjoint input elements, so the
+ * rows split over the pool both ways. */
+static inline int64_t permute_row_input(const permute_plan *p, int64_t r) {
+    int64_t i2 = r % p->shape[2], i01 = r / p->shape[2];
+    return (i01 / p->shape[1]) * p->stride[0] + (i01 % p->shape[1]) * p->stride[1] + i2 * p->stride[2];
+}
+
+typedef struct {
+    permute_plan p;
+    const ag_real *x;
+    ag_real *y;
+    bool fresh;           /* backward: y is a new gradient buffer */
+} permute_job;
 
 static inline void gather_row(ag_real *dst, const ag_real *src, int n, int64_t stride) {
     if (stride == 1) {
@@ -86,11 +110,33 @@ static inline void scatter_add_row(ag_real *dst, int64_t stride, const ag_real *
     for (int i = 0; i < n; i++) dst[i * stride] += src[i];
 }
 
+static void permute_rows(void *ctx, int64_t r0, int64_t r1) {
+    const permute_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++)
+        gather_row(j->y + r * j->p.shape[3], j->x + permute_row_input(&j->p, r), j->p.shape[3], j->p.stride[3]);
+}
+
+static void permute_grad_rows(void *ctx, int64_t r0, int64_t r1) {
+    const permute_job *j = ctx; /* x: the output's gradient, y: the input's */
+    for (int64_t r = r0; r < r1; r++) {
+        ag_real *dst = j->y + permute_row_input(&j->p, r);
+        const ag_real *src = j->x + r * j->p.shape[3];
+        if (j->fresh) /* a permutation writes every input element once */
+            for (int i = 0; i < j->p.shape[3]; i++) dst[i * j->p.stride[3]] = src[i];
+        else
+            scatter_add_row(dst, j->p.stride[3], src, j->p.shape[3]);
+    }
+}
+
+static void run_permute(permute_job *j, ag__range_fn fn) {
+    int64_t rows = (int64_t)j->p.shape[0] * j->p.shape[1] * j->p.shape[2];
+    if (j->p.shape[3] > 0) ag__parallel_range(rows, row_grain(j->p.shape[3]), fn, j);
+}
+
 static void permute_backward(ag_node *n) {
-    const permute_plan p = *(const permute_plan *)n->saved;
-    const ag_real *G = n->out->grad;
-    ag_real *GX = ag__grad(n->in[0]);
-    PERMUTE_ROWS(p, scatter_add_row(GX + ix, p.stride[3], G + io, p.shape[3]));
+    permute_job j = {*(const permute_plan *)n->saved, n->out->grad, NULL, false};
+    j.y = ag__grad_write(n->in[0], &j.fresh);
+    run_permute(&j, permute_grad_rows);
 }
 
 static const char *perm_str(const int *perm, int n, char *buf, size_t size) {
@@ -125,9 +171,8 @@ static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
         if (k >= 0) out_shape[k] = p.shape[i];
     }
     ag_tensor *out = ag__empty(nd, out_shape);
-    const ag_real *X = x->data;
-    ag_real *O = out->data;
-    PERMUTE_ROWS(p, gather_row(O + io, X + ix, p.shape[3], p.stride[3]));
+    permute_job j = {p, x->data, out->data, false};
+    run_permute(&j, permute_rows);
     ag_node *n = ag__record(op, permute_backward, out, 1, &x);
     if (n) {
         permute_plan *saved = ag_arena_alloc(sizeof *saved);
@@ -156,18 +201,40 @@ typedef struct {
     int64_t cols[AG_MAX_INPUTS], col0[AG_MAX_INPUTS];
 } concat_plan;
 
-static void concat_backward(ag_node *n) {
-    const concat_plan *p = n->saved;
-    const ag_real *G = n->out->grad;
-    for (int i = 0; i < n->n_in; i++) {
-        if (!ag__wants(n, i)) continue;
-        ag_real *GX = ag__grad(n->in[i]);
-        for (int64_t o = 0; o < p->outer; o++) {
-            const ag_real *g = G + o * p->out_cols + p->col0[i];
-            ag_real *gx = GX + o * p->cols[i];
-            for (int64_t c = 0; c < p->cols[i]; c++) gx[c] += g[c];
+typedef struct {
+    const concat_plan *p;
+    ag_real *in[AG_MAX_INPUTS];  /* the inputs' data, or their gradients (NULL: skip) */
+    bool fresh[AG_MAX_INPUTS];   /* backward: that gradient is new, copy instead of add */
+    ag_real *out;                /* the output's data, or its gradient */
+    int n;
+} concat_job;
+
+static void concat_rows(void *ctx, int64_t o0, int64_t o1) {
+    const concat_job *j = ctx;
+    for (int i = 0; i < j->n; i++)
+        for (int64_t o = o0; o < o1; o++)
+            memcpy(j->out + o * j->p->out_cols + j->p->col0[i], j->in[i] + o * j->p->cols[i],
+                   (size_t)j->p->cols[i] * sizeof(ag_real));
+}
+
+AG_SIMD_CLONES static void concat_grad_rows(void *ctx, int64_t o0, int64_t o1) {
+    const concat_job *j = ctx;
+    for (int i = 0; i < j->n; i++) {
+        if (!j->in[i]) continue;
+        for (int64_t o = o0; o < o1; o++) {
+            const ag_real *g = j->out + o * j->p->out_cols + j->p->col0[i];
+            ag_real *gx = j->in[i] + o * j->p->cols[i];
+            if (j->fresh[i]) memcpy(gx, g, (size_t)j->p->cols[i] * sizeof(ag_real));
+            else
+                for (int64_t c = 0; c < j->p->cols[i]; c++) gx[c] += g[c];
         }
     }
+}
+
+static void concat_backward(ag_node *n) {
+    concat_job j = {.p = n->saved, .out = n->out->grad, .n = n->n_in};
+    for (int i = 0; i < n->n_in; i++) j.in[i] = ag__wants(n, i) ? ag__grad_write(n->in[i], &j.fresh[i]) : NULL;
+    ag__parallel_range(j.p->outer, row_grain(j.p->out_cols), concat_grad_rows, &j);
 }
 
 static void check_concat_shapes(ag_tensor **xs, int n, int axis) {
@@ -202,10 +269,9 @@ static ag_tensor *concat_few(ag_tensor **xs, int n, int axis) {
     memcpy(shape, x0->shape, sizeof shape);
     shape[axis] = total;
     ag_tensor *out = ag__empty(x0->ndim, shape);
-    for (int i = 0; i < n; i++)
-        for (int64_t o = 0; o < p.outer; o++)
-            memcpy(out->data + o * p.out_cols + p.col0[i], xs[i]->data + o * p.cols[i],
-                   (size_t)p.cols[i] * sizeof(ag_real));
+    concat_job j = {.p = &p, .out = out->data, .n = n};
+    for (int i = 0; i < n; i++) j.in[i] = xs[i]->data;
+    ag__parallel_range(p.outer, row_grain(p.out_cols), concat_rows, &j);
     ag_node *node = ag__record("ag_concat", concat_backward, out, n, xs);
     if (node) {
         concat_plan *saved = ag_arena_alloc(sizeof *saved);
@@ -304,17 +370,31 @@ typedef struct {
     const int32_t *index;
 } gather_plan;
 
-static void gather_backward(ag_node *n) {
-    const gather_plan *p = n->saved;
-    const rows_plan *r = &p->rows;
-    const ag_real *G = n->out->grad;
-    ag_real *GX = ag__grad(n->in[0]);
+typedef struct {
+    const gather_plan *p;
+    const ag_real *G;
+    ag_real *GX;
+} gather_job;
+
+/* Columns [k0, k1) of every row: a repeated index adds up, as it should,
+ * in the order of the index array. */
+AG_SIMD_CLONES static void gather_grad_columns(void *ctx, int64_t k0, int64_t k1) {
+    const gather_job *j = ctx;
+    const rows_plan *r = &j->p->rows;
     for (int64_t o = 0; o < r->outer; o++)
-        for (int64_t i = 0; i < r->out_rows; i++) { /* a repeated index adds up, as it should */
-            ag_real *gx = GX + (o * r->in_rows + p->index[i]) * r->inner;
-            const ag_real *g = G + (o * r->out_rows + i) * r->inner;
-            for (int64_t k = 0; k < r->inner; k++) gx[k] += g[k];
+        for (int64_t i = 0; i < r->out_rows; i++) {
+            ag_real *gx = j->GX + (o * r->in_rows + j->p->index[i]) * r->inner;
+            const ag_real *g = j->G + (o * r->out_rows + i) * r->inner;
+            for (int64_t k = k0; k < k1; k++) gx[k] += g[k];
         }
+}
+
+static void gather_backward(ag_node *n) {
+    gather_job j = {n->saved, n->out->grad, ag__grad(n->in[0])};
+    const rows_plan *r = &j.p->rows;
+    /* columns per part: ~AG_GRAIN_ELEMENTWISE elements, whole cache lines */
+    int64_t rows = r->outer * r->out_rows, grain = (AG_GRAIN_ELEMENTWISE / (rows ? rows : 1) + 15) / 16 * 16;
+    ag__parallel_range(r->inner, grain, gather_grad_columns, &j);
 }
 
 /* Indices already checked; out has the gathered size. */

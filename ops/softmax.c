@@ -60,11 +60,45 @@ void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag
 
 /* ---- masked softmax: y = softmax(scale * x + mask) along the last axis ---- */
 
+/* Rows, or (batch, head) slices, run in ranges of ~AG_GRAIN_ELEMENTWISE
+ * elements on the pool; every row is normalised by the same kernel. */
+static int64_t units_per_part(int64_t unit_size) {
+    int64_t k = AG_GRAIN_ELEMENTWISE / (unit_size ? unit_size : 1);
+    return k < 1 ? 1 : k;
+}
+
+typedef struct {
+    const ag__mask_plan *plan;
+    const ag_tensor *mask;
+    const ag_real *x, *g;
+    ag_real *y, *gx;
+    ag_real scale;
+    int cols;
+    bool fresh;              /* backward: gx is new, store instead of add */
+} softmax_job;
+
+static void masked_softmax_grad_range(void *ctx, int64_t r0, int64_t r1) {
+    const softmax_job *j = ctx;
+    int64_t at = r0 * j->cols;
+    /* Masked entries have y = 0, so they get no gradient (0 in a fresh buffer). */
+    ag__softmax_rows_grad(j->y + at, j->g + at, j->scale, j->gx + at, r1 - r0, j->cols, !j->fresh);
+}
+
 static void masked_softmax_backward(ag_node *n) {
     int cols = n->out->shape[n->out->ndim - 1];
     int64_t rows = cols ? n->out->size / cols : 0;
-    /* Masked entries have y = 0, so they get no gradient. */
-    ag__softmax_rows_grad(n->out->data, n->out->grad, (ag_real)n->farg[0], ag__grad(n->in[0]), rows, cols, true);
+    softmax_job j = {.y = n->out->data, .g = n->out->grad, .scale = (ag_real)n->farg[0], .cols = cols};
+    j.gx = ag__grad_write(n->in[0], &j.fresh);
+    ag__parallel_range(rows, units_per_part(cols), masked_softmax_grad_range, &j);
+}
+
+/* Slices s0..s1-1 of the scores, s = i0 * rows3[1] + i1. */
+static void masked_softmax_slices(void *ctx, int64_t s0, int64_t s1) {
+    const softmax_job *j = ctx;
+    int64_t slice = (int64_t)j->plan->rows3[2] * j->plan->cols;
+    for (int64_t s = s0; s < s1; s++)
+        ag__softmax_slice(j->plan, j->mask, (int)(s / j->plan->rows3[1]), (int)(s % j->plan->rows3[1]),
+                          j->x + s * slice, j->scale, j->y + s * slice);
 }
 
 static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
@@ -72,10 +106,9 @@ static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, 
     if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
     ag__mask_plan p = ag__mask_plan_make(op, x->ndim, x->shape, mask);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
-    int64_t slice = (int64_t)p.rows3[2] * p.cols, s = 0;
-    for (int i0 = 0; i0 < p.rows3[0]; i0++)
-        for (int i1 = 0; i1 < p.rows3[1]; i1++, s++)
-            ag__softmax_slice(&p, mask, i0, i1, x->data + s * slice, (ag_real)scale, out->data + s * slice);
+    softmax_job j = {.plan = &p, .mask = mask, .x = x->data, .y = out->data, .scale = (ag_real)scale};
+    ag__parallel_range((int64_t)p.rows3[0] * p.rows3[1], units_per_part((int64_t)p.rows3[2] * p.cols),
+                       masked_softmax_slices, &j);
     ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
     return out;
@@ -109,10 +142,22 @@ static void log_softmax_rows_grad(const ag_real *Y, const ag_real *G, ag_real *G
     }
 }
 
+static void log_softmax_range(void *ctx, int64_t r0, int64_t r1) {
+    const softmax_job *j = ctx;
+    log_softmax_rows(j->x + r0 * j->cols, j->y + r0 * j->cols, r1 - r0, j->cols);
+}
+
+static void log_softmax_grad_range(void *ctx, int64_t r0, int64_t r1) {
+    const softmax_job *j = ctx;
+    int64_t at = r0 * j->cols;
+    log_softmax_rows_grad(j->y + at, j->g + at, j->gx + at, r1 - r0, j->cols);
+}
+
 static void log_softmax_backward(ag_node *n) {
     int cols = n->out->shape[n->out->ndim - 1];
     int64_t rows = cols ? n->out->size / cols : 0;
-    log_softmax_rows_grad(n->out->data, n->out->grad, ag__grad(n->in[0]), rows, cols);
+    softmax_job j = {.y = n->out->data, .g = n->out->grad, .gx = ag__grad(n->in[0]), .cols = cols};
+    ag__parallel_range(rows, units_per_part(cols), log_softmax_grad_range, &j);
 }
 
 ag_tensor *ag_log_softmax(ag_tensor *x) {
@@ -121,7 +166,8 @@ ag_tensor *ag_log_softmax(ag_tensor *x) {
     if (x->ndim < 1) ag__fatal(op, "log-softmax of a 0-dim tensor (it needs an axis)");
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     int cols = x->shape[x->ndim - 1];
-    log_softmax_rows(x->data, out->data, cols ? x->size / cols : 0, cols);
+    softmax_job j = {.x = x->data, .y = out->data, .cols = cols};
+    ag__parallel_range(cols ? x->size / cols : 0, units_per_part(cols), log_softmax_range, &j);
     ag__record(op, log_softmax_backward, out, 1, &x);
     return out;
 }
@@ -176,27 +222,67 @@ static void softmax_len_block(const ag_real *X, ag_real *Y, int64_t len, int64_t
         for (int64_t k = 0; k < inner; k++) Y[t * inner + k] *= sum[k];
 }
 
-/* Its backward: gx[t,k] += y[t,k] (g[t,k] - sum_t' g[t',k] y[t',k]). */
+/* Its backward: gx[t,k] += y[t,k] (g[t,k] - sum_t' g[t',k] y[t',k]); into
+ * a fresh gradient buffer (n rows) it stores, with 0 at padded rows. */
 AG_SIMD_CLONES
-static void softmax_len_block_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t len, int64_t inner,
-                                   ag_real *dot) {
+static void softmax_len_block_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t len, int64_t n,
+                                   int64_t inner, ag_real *dot, bool fresh) {
     for (int64_t k = 0; k < inner; k++) dot[k] = 0;
     for (int64_t t = 0; t < len; t++)
         for (int64_t k = 0; k < inner; k++) dot[k] += G[t * inner + k] * Y[t * inner + k];
+    if (fresh) {
+        for (int64_t t = 0; t < len; t++)
+            for (int64_t k = 0; k < inner; k++) GX[t * inner + k] = Y[t * inner + k] * (G[t * inner + k] - dot[k]);
+        memset(GX + len * inner, 0, (size_t)((n - len) * inner) * sizeof *GX);
+        return;
+    }
     for (int64_t t = 0; t < len; t++) /* padded positions had weight 0: no gradient */
         for (int64_t k = 0; k < inner; k++) GX[t * inner + k] += Y[t * inner + k] * (G[t * inner + k] - dot[k]);
 }
 
-static void softmax_axis_len_backward(ag_node *n) {
-    axis_view v = view_along(n->in[0], n->iarg[0]);
-    const int32_t *lengths = n->saved;
-    ag_real *dot = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *dot);
-    ag_real *GX = ag__grad(n->in[0]);
-    for (int64_t o = 0; o < v.outer; o++) {
-        int64_t base = o * v.n * v.inner;
-        softmax_len_block_grad(n->out->data + base, n->out->grad + base, GX + base, valid_len(&v, lengths, o), v.inner,
-                               dot);
+/* Blocks o0..o1-1 in a part of `per_part` blocks; the part's scratch is
+ * 2 * inner values at part * 2 * inner. */
+typedef struct {
+    axis_view v;
+    const int32_t *lengths;
+    const ag_real *x, *g;
+    ag_real *y, *gx;
+    ag_real *scratch;
+    int64_t per_part;
+    bool fresh;              /* backward: gx is new, store instead of add */
+} len_job;
+
+static void softmax_len_range(void *ctx, int64_t o0, int64_t o1) {
+    const len_job *j = ctx;
+    ag_real *sum = j->scratch + o0 / j->per_part * 2 * j->v.inner;
+    ag__key *kmax = (ag__key *)(sum + j->v.inner); /* ag__key is as wide as ag_real */
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t base = o * j->v.n * j->v.inner;
+        softmax_len_block(j->x + base, j->y + base, valid_len(&j->v, j->lengths, o), j->v.n, j->v.inner, kmax, sum);
     }
+}
+
+static void softmax_len_grad_range(void *ctx, int64_t o0, int64_t o1) {
+    const len_job *j = ctx;
+    ag_real *dot = j->scratch + o0 / j->per_part * 2 * j->v.inner;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t base = o * j->v.n * j->v.inner;
+        softmax_len_block_grad(j->y + base, j->g + base, j->gx + base, valid_len(&j->v, j->lengths, o), j->v.n,
+                               j->v.inner, dot, j->fresh);
+    }
+}
+
+static void run_len_blocks(len_job *j, ag__range_fn fn) {
+    j->per_part = units_per_part(j->v.n * j->v.inner);
+    int64_t parts = (j->v.outer + j->per_part - 1) / j->per_part;
+    j->scratch = ag_arena_alloc((size_t)(parts ? parts : 1) * 2 * (j->v.inner ? j->v.inner : 1) * sizeof(ag_real));
+    ag__parallel_range(j->v.outer, j->per_part, fn, j);
+}
+
+static void softmax_axis_len_backward(ag_node *n) {
+    len_job j = {.v = view_along(n->in[0], n->iarg[0]), .lengths = n->saved, .y = n->out->data, .g = n->out->grad};
+    j.gx = ag__grad_write(n->in[0], &j.fresh);
+    run_len_blocks(&j, softmax_len_grad_range);
 }
 
 ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
@@ -218,12 +304,8 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
         memcpy(saved_len, lengths, (size_t)x->shape[0] * sizeof *saved_len);
     }
     ag_tensor *out = ag__empty(x->ndim, x->shape);
-    ag__key *kmax = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *kmax);
-    ag_real *sum = ag_arena_alloc((size_t)(v.inner ? v.inner : 1) * sizeof *sum);
-    for (int64_t o = 0; o < v.outer; o++) {
-        int64_t base = o * v.n * v.inner;
-        softmax_len_block(x->data + base, out->data + base, valid_len(&v, saved_len, o), v.n, v.inner, kmax, sum);
-    }
+    len_job j = {.v = v, .lengths = saved_len, .x = x->data, .y = out->data};
+    run_len_blocks(&j, softmax_len_range);
     ag_node *n = ag__record(op, softmax_axis_len_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;

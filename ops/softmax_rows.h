@@ -20,12 +20,6 @@
 
 #include "../graph/internal.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
-#define AG_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define AG_SIMD_CLONES
-#endif
-
 #define AG_LANES 8
 
 /* e^x for the arguments a softmax needs (x <= 0, -inf allowed, result in [0,1]).

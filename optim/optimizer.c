@@ -172,64 +172,46 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
     return NULL;
 }
 
-/* ---- the updates, one parameter at a time ----
- * Each kernel is written once with its options as bool arguments, and
- * called with constants so that every combination compiles to a loop
- * without branches (which the compiler can vectorize).  Pointers are
- * restrict: parameter, gradient and state are separate allocations. */
+/* ---- the updates ----
+ *
+ * Each parameter is updated in chunks of UPDATE_CHUNK elements, run on the
+ * thread pool (elements are independent, so any split gives the same bits).
+ * The per-element arithmetic is written once; the branches on the settings
+ * (weight decay, momentum, amsgrad, ...) are taken once per chunk: each
+ * setting is a constant argument of an always-inlined kernel, so every
+ * combination compiles to its own branch-free loop that GCC vectorises
+ * (a loop with an `if` on a setting inside stays scalar). */
 
-#define KERNEL static inline __attribute__((always_inline)) void
+enum { UPDATE_CHUNK = 1 << 15 };
 
-KERNEL sgd_loop(int64_t n, ag_real *restrict P, const ag_real *restrict G, ag_real *restrict buf, ag_real lr,
-                ag_real wd, ag_real mu, ag_real keep, bool decay, bool momentum, bool first, bool nesterov) {
+#define KERNEL static inline __attribute__((always_inline))
+
+KERNEL void sgd_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict buf, int64_t n,
+                       ag_real lr, ag_real wd, ag_real mu, ag_real keep, bool first, bool nesterov,
+                       const bool decay, const bool momentum) {
     for (int64_t j = 0; j < n; j++) {
         ag_real g = G[j];
         if (decay) g += wd * P[j];
         if (momentum) {
-            buf[j] = first ? g : mu * buf[j] + keep * g; /* the buffer starts as the gradient itself */
+            buf[j] = first ? g : mu * buf[j] + keep * g;
             g = nesterov ? g + mu * buf[j] : buf[j];
         }
         P[j] -= lr * g;
     }
 }
 
-static void sgd_update(const ag_optimizer *o, ag_tensor *p, ag_real *buf) {
+AG_SIMD_CLONES
+static void sgd_range(const ag_optimizer *o, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
     const ag_optim_config *c = &o->cfg;
     const ag_real lr = (ag_real)o->lr, wd = (ag_real)c->weight_decay, mu = (ag_real)c->momentum,
                   keep = (ag_real)(1 - c->dampening);
-    const int64_t n = p->size;
-    ag_real *P = p->data;
-    const ag_real *G = p->grad;
-    const bool decay = wd != 0, first = o->step == 1;
-    if (mu == 0) {
-        if (decay) sgd_loop(n, P, G, buf, lr, wd, mu, keep, true, false, false, false);
-        else sgd_loop(n, P, G, buf, lr, wd, mu, keep, false, false, false, false);
-    } else if (first) {
-        sgd_loop(n, P, G, buf, lr, wd, mu, keep, decay, true, true, c->nesterov);
-    } else if (c->nesterov) {
-        if (decay) sgd_loop(n, P, G, buf, lr, wd, mu, keep, true, true, false, true);
-        else sgd_loop(n, P, G, buf, lr, wd, mu, keep, false, true, false, true);
+    const bool first = o->step == 1; /* the buffer starts as the gradient itself */
+    if (mu != 0) {
+        if (wd != 0) sgd_kernel(P, G, buf, n, lr, wd, mu, keep, first, c->nesterov, true, true);
+        else sgd_kernel(P, G, buf, n, lr, wd, mu, keep, first, c->nesterov, false, true);
     } else {
-        if (decay) sgd_loop(n, P, G, buf, lr, wd, mu, keep, true, true, false, false);
-        else sgd_loop(n, P, G, buf, lr, wd, mu, keep, false, true, false, false);
-    }
-}
-
-typedef struct {
-    ag_real b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay;
-} adam_consts;
-
-KERNEL adam_loop(int64_t n, ag_real *restrict P, const ag_real *restrict G, ag_real *restrict m,
-                 ag_real *restrict v, ag_real *restrict vmax, adam_consts k, bool l2, bool decoupled, bool ams) {
-    for (int64_t j = 0; j < n; j++) {
-        ag_real g = G[j];
-        if (l2) g += k.l2 * P[j];
-        if (decoupled) P[j] *= k.decay;
-        m[j] = k.b1 * m[j] + k.one_b1 * g;
-        v[j] = k.b2 * v[j] + k.one_b2 * g * g;
-        ag_real second = v[j];
-        if (ams) second = vmax[j] = v[j] > vmax[j] ? v[j] : vmax[j];
-        P[j] -= k.step_size * m[j] / (sqrt(second) / k.bc2_sqrt + k.eps);
+        if (wd != 0) sgd_kernel(P, G, buf, n, lr, wd, mu, keep, first, c->nesterov, true, false);
+        else sgd_kernel(P, G, buf, n, lr, wd, mu, keep, first, c->nesterov, false, false);
     }
 }
 
@@ -237,36 +219,52 @@ KERNEL adam_loop(int64_t n, ag_real *restrict P, const ag_real *restrict G, ag_r
  * moment and bias-corrects it with the current step (older versions of its
  * documentation wrote the max of the corrected values instead); we follow
  * the implementation, which is what users compare against. */
-static void adam_update(const ag_optimizer *o, ag_tensor *p, ag_real *m, ag_real *v, ag_real *vmax) {
-    const ag_optim_config *c = &o->cfg;
-    const double t = (double)o->step;
-    const adam_consts k = {
-        .b1 = (ag_real)c->beta1, .b2 = (ag_real)c->beta2,
-        .one_b1 = (ag_real)(1 - c->beta1), .one_b2 = (ag_real)(1 - c->beta2),
-        .step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t))),
-        .bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t)),
-        .eps = (ag_real)c->eps,
-        .l2 = (ag_real)c->weight_decay,
-        .decay = (ag_real)(1 - o->lr * c->weight_decay), /* AdamW's shrink of θ */
-    };
-    const bool decoupled = c->kind == AG_ADAMW && c->weight_decay != 0;
-    const bool l2 = c->kind == AG_ADAM && c->weight_decay != 0;
-    const int64_t n = p->size;
-    ag_real *P = p->data;
-    const ag_real *G = p->grad;
-    if (vmax) {
-        if (l2) adam_loop(n, P, G, m, v, vmax, k, true, false, true);
-        else if (decoupled) adam_loop(n, P, G, m, v, vmax, k, false, true, true);
-        else adam_loop(n, P, G, m, v, vmax, k, false, false, true);
-    } else {
-        if (l2) adam_loop(n, P, G, m, v, vmax, k, true, false, false);
-        else if (decoupled) adam_loop(n, P, G, m, v, vmax, k, false, true, false);
-        else adam_loop(n, P, G, m, v, vmax, k, false, false, false);
+KERNEL void adam_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict m, ag_real *restrict v,
+                        ag_real *restrict vmax, int64_t n, ag_real b1, ag_real b2, ag_real one_b1, ag_real one_b2,
+                        ag_real step_size, ag_real bc2_sqrt, ag_real eps, ag_real l2, ag_real decay,
+                        const bool coupled_decay, const bool decoupled_decay, const bool ams) {
+    for (int64_t j = 0; j < n; j++) {
+        ag_real g = G[j];
+        if (coupled_decay) g += l2 * P[j];
+        if (decoupled_decay) P[j] *= decay;
+        m[j] = b1 * m[j] + one_b1 * g;
+        v[j] = b2 * v[j] + one_b2 * g * g;
+        ag_real second = v[j];
+        if (ams) second = vmax[j] = v[j] > vmax[j] ? v[j] : vmax[j];
+        P[j] -= step_size * m[j] / (sqrt(second) / bc2_sqrt + eps);
     }
 }
 
-KERNEL adadelta_loop(int64_t n, ag_real *restrict P, const ag_real *restrict G, ag_real *restrict v,
-                     ag_real *restrict u, ag_real lr, ag_real wd, ag_real rho, ag_real one_rho, ag_real eps, bool decay) {
+AG_SIMD_CLONES
+static void adam_range(const ag_optimizer *o, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
+                       int64_t n) {
+    const ag_optim_config *c = &o->cfg;
+    const double t = (double)o->step;
+    const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2, eps = (ag_real)c->eps;
+    const ag_real one_b1 = (ag_real)(1 - c->beta1), one_b2 = (ag_real)(1 - c->beta2);
+    const ag_real step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t)));
+    const ag_real bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t));
+    const bool decoupled = c->kind == AG_ADAMW;
+    const ag_real l2 = decoupled ? 0 : (ag_real)c->weight_decay;
+    const ag_real decay = (ag_real)(1 - o->lr * c->weight_decay); /* AdamW's shrink of θ */
+    const bool coupled_decay = l2 != 0, decoupled_decay = decoupled && c->weight_decay != 0;
+#define ADAM(cd, dd, ams) \
+    adam_kernel(P, G, m, v, vmax, n, b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay, cd, dd, ams)
+    if (vmax) {
+        if (coupled_decay) ADAM(true, false, true);
+        else if (decoupled_decay) ADAM(false, true, true);
+        else ADAM(false, false, true);
+    } else {
+        if (coupled_decay) ADAM(true, false, false);
+        else if (decoupled_decay) ADAM(false, true, false);
+        else ADAM(false, false, false);
+    }
+#undef ADAM
+}
+
+KERNEL void adadelta_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict v, ag_real *restrict u,
+                            int64_t n, ag_real lr, ag_real wd, ag_real rho, ag_real one_rho, ag_real eps,
+                            const bool decay) {
     for (int64_t j = 0; j < n; j++) {
         ag_real g = G[j];
         if (decay) g += wd * P[j];
@@ -277,12 +275,36 @@ KERNEL adadelta_loop(int64_t n, ag_real *restrict P, const ag_real *restrict G, 
     }
 }
 
-static void adadelta_update(const ag_optimizer *o, ag_tensor *p, ag_real *v, ag_real *u) {
+AG_SIMD_CLONES
+static void adadelta_range(const ag_optimizer *o, ag_real *P, const ag_real *G, ag_real *v, ag_real *u, int64_t n) {
     const ag_optim_config *c = &o->cfg;
     const ag_real lr = (ag_real)o->lr, wd = (ag_real)c->weight_decay, rho = (ag_real)c->rho,
                   one_rho = (ag_real)(1 - c->rho), eps = (ag_real)c->eps;
-    if (wd != 0) adadelta_loop(p->size, p->data, p->grad, v, u, lr, wd, rho, one_rho, eps, true);
-    else adadelta_loop(p->size, p->data, p->grad, v, u, lr, wd, rho, one_rho, eps, false);
+    if (wd != 0) adadelta_kernel(P, G, v, u, n, lr, wd, rho, one_rho, eps, true);
+    else adadelta_kernel(P, G, v, u, n, lr, wd, rho, one_rho, eps, false);
+}
+
+/* One parameter: its slots s[k * n_params] (slot k). */
+typedef struct {
+    const ag_optimizer *opt;
+    ag_tensor *p;
+    ag_real *const *s;
+} update_job;
+
+static void update_part(void *ctx, int64_t part) {
+    const update_job *j = ctx;
+    const ag_optimizer *o = j->opt;
+    int64_t begin = part * UPDATE_CHUNK, n = j->p->size - begin < UPDATE_CHUNK ? j->p->size - begin : UPDATE_CHUNK;
+    ag_real *P = j->p->data + begin;
+    const ag_real *G = j->p->grad + begin;
+    ag_real *const *s = j->s;
+    const int np = o->n_params;
+    switch (o->cfg.kind) {
+    case AG_SGD: sgd_range(o, P, G, s ? s[0] + begin : NULL, n); break;
+    case AG_ADAM:
+    case AG_ADAMW: adam_range(o, P, G, s[0] + begin, s[np] + begin, o->n_slots > 2 ? s[2 * np] + begin : NULL, n); break;
+    case AG_ADADELTA: adadelta_range(o, P, G, s[0] + begin, s[np] + begin, n); break;
+    }
 }
 
 void ag_optim_step(ag_optimizer *opt) {
@@ -296,12 +318,7 @@ void ag_optim_step(ag_optimizer *opt) {
         ag_tensor *p = ps->items[i];
         ag__check_device("ag_optim_step", p, NULL);
         if (!p->grad) ag__fatal("ag_optim_step", "parameter '%s' has no gradient buffer", p->name);
-        ag_real *const *s = opt->slot ? opt->slot + i : NULL; /* s[k * n]: slot k of this parameter */
-        switch (opt->cfg.kind) {
-        case AG_SGD: sgd_update(opt, p, s ? s[0] : NULL); break;
-        case AG_ADAM:
-        case AG_ADAMW: adam_update(opt, p, s[0], s[n], opt->n_slots > 2 ? s[2 * n] : NULL); break;
-        case AG_ADADELTA: adadelta_update(opt, p, s[0], s[n]); break;
-        }
+        update_job job = {opt, p, opt->slot ? opt->slot + i : NULL}; /* s[k * n]: slot k of this parameter */
+        ag__parallel((p->size + UPDATE_CHUNK - 1) / UPDATE_CHUNK, update_part, &job);
     }
 }

@@ -2,6 +2,8 @@
  * and reshape: several shapes each, broadcasting and size-1 dims included. */
 #include "opcase.h"
 
+#include <string.h>
+
 /* ---- binary ops with broadcasting ---- */
 
 #define BINARY_SETUP(NAME, SA, SB, LO, HI)                                       \
@@ -17,6 +19,11 @@ BINARY_SETUP(col_vec, SHAPE(2, 3, 4), SHAPE(2, 3, 1), 0.2, 2.0)
 BINARY_SETUP(mask_like, SHAPE(2, 2, 3, 3), SHAPE(3, 3), 0.2, 2.0)
 BINARY_SETUP(both_ways, SHAPE(3, 1), SHAPE(1, 4), 0.2, 2.0)
 BINARY_SETUP(scalar_rhs, SHAPE(2, 5), SHAPE(1), 0.2, 2.0)
+/* The broadcast operand on the left, and broadcasting in middle dims. */
+BINARY_SETUP(col_vec_lhs, SHAPE(2, 3, 1), SHAPE(2, 3, 4), 0.2, 2.0)
+BINARY_SETUP(row_vec_lhs, SHAPE(5), SHAPE(3, 2, 5), 0.2, 2.0)
+BINARY_SETUP(middle_dims, SHAPE(2, 1, 3, 1), SHAPE(1, 4, 1, 5), 0.2, 2.0)
+BINARY_SETUP(heads_mask, SHAPE(2, 3, 4, 4), SHAPE(2, 1, 1, 4), 0.2, 2.0)
 
 static int with_0d(ag_tensor **in, ag_rng *r) {
     in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(2, 3));
@@ -129,6 +136,29 @@ static int lin_1row(ag_tensor **in, ag_rng *r) {
 static ag_tensor *f_linear(ag_tensor **in) { return ag_linear(in[0], in[1], in[2]); }
 static ag_tensor *f_linear_nobias(ag_tensor **in) { return ag_linear(in[0], in[1], NULL); }
 
+/* 80 rows, rows 5..24 and every 7th masked to 0 after the layer: their
+ * gradient rows are exactly 0, and backward packs the other rows. */
+static int lin_padded(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(4, 20, 3));
+    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(3, 5));
+    in[2] = tc_away(r, 0.2, 2.0, true, SHAPE(5));
+    in[3] = tc_uniform(r, 0, 1, false, SHAPE(4, 20, 1));
+    for (int i = 0; i < 80; i++) in[3]->data[i] = (i >= 5 && i < 25) || i % 7 == 0 ? 0 : 1;
+    return 4;
+}
+/* 80 rows of x, 30 of them all zero (padding after an embedding): forward
+ * packs the other rows; the gradient reaches every row, the zero ones too. */
+static int lin_zero_rows(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(4, 20, 3));
+    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(3, 5));
+    in[2] = tc_away(r, 0.2, 2.0, true, SHAPE(5));
+    for (int i = 0; i < 80; i++)
+        if (i % 20 >= 13 || i == 3) memset(in[0]->data + i * 3, 0, 3 * sizeof(ag_real));
+    return 3;
+}
+static ag_tensor *f_linear_padded(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], in[2]), in[3]); }
+static ag_tensor *f_linear_padded_nobias(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], NULL), in[3]); }
+
 /* ---- reshape, and a tensor feeding two consumers ---- */
 
 static ag_tensor *f_reshape(ag_tensor **in) { return ag_reshape(in[0], 2, (int[]){4, -1}); }
@@ -156,6 +186,12 @@ const op_case core_cases[] = {
     {"div/mask_over_batch_heads", mask_like, f_div, 0, 0},
     {"maximum/same", same_34, f_maximum, 0, 0},
     {"maximum/row_vector", row_vec, f_maximum, 0, 0},
+    {"mul/col_vector_lhs", col_vec_lhs, f_mul, 0, 0},
+    {"div/row_vector_lhs", row_vec_lhs, f_div, 0, 0},
+    {"sub/middle_dims", middle_dims, f_sub, 0, 0},
+    {"mul/middle_dims", middle_dims, f_mul, 0, 0},
+    {"maximum/middle_dims", middle_dims, f_maximum, 0, 0},
+    {"div/padding_mask_over_heads", heads_mask, f_div, 0, 0},
     {"add_scalar", same_tensor_twice, f_add_scalar, 0, 0},
     {"mul_scalar", same_tensor_twice, f_mul_scalar, 0, 0},
     {"neg", same_tensor_twice, f_neg, 0, 0},
@@ -205,6 +241,10 @@ const op_case core_cases[] = {
     {"linear/3d", lin_3d, f_linear, 0, 0},
     {"linear/no_bias", lin_3d, f_linear_nobias, 0, 0},
     {"linear/1d_input", lin_1row, f_linear, 0, 0},
+    {"linear/zero_gradient_rows", lin_padded, f_linear_padded, 0, 0},
+    {"linear/zero_input_rows", lin_zero_rows, f_linear, 0, 0},
+    {"linear/zero_input_rows_no_bias", lin_zero_rows, f_linear_nobias, 0, 0},
+    {"linear/zero_gradient_rows_no_bias", lin_padded, f_linear_padded_nobias, 0, 0},
     {"reshape", red_234, f_reshape, 0, 0},
     {"reshape/two_views", red_234, f_reshape_chain, 0, 0},
     {"graph/tensor_used_twice", vec_any, f_two_uses, 0, 0},

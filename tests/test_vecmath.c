@@ -1,10 +1,65 @@
 /* test_vecmath.c - accuracy of the vectorisable f32 exp, sigmoid and tanh
  * (ops/vecmath.h) against double-precision libm, over the whole range the
- * LSTM and the Gaussian weights can feed them, plus the saturated ends. */
+ * LSTM and the Gaussian weights can feed them, plus the saturated ends; and
+ * of the elementwise ops' kernels (full-range exp, expm1, log, softplus,
+ * log-sigmoid) over a sweep of float bit patterns, with their special values. */
 #include "../ops/vecmath.h"
 #include "check.h"
 
 #define ULP 5.9604645e-8 /* 2^-24: half an ulp of 1 in float, the unit of relative error */
+
+#ifndef AG_REAL_DOUBLE
+static double rel(double got, double want) { return want == 0 ? fabs(got) : fabs(got - want) / fabs(want); }
+
+/* Every 1021st float bit pattern (both signs, ~4 million values). */
+static void elementwise_kernels(void) {
+    double w_exp = 0, w_sub = 0, w_expm1 = 0, w_log = 0, w_sp = 0, w_ls = 0;
+    for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += 1021) {
+        uint32_t bits = (uint32_t)b;
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        if (isnan(x) || isinf(x)) continue;
+        double xd = x;
+        double e = exp(xd);
+        if (e >= 0x1p-126 && e <= 3.4028234663852886e38) w_exp = fmax(w_exp, rel(ag__vexp_full(x), e));
+        else if (e < 0x1p-126) w_sub = fmax(w_sub, fabs(ag__vexp_full(x) - e) / 0x1p-149); /* in subnormal steps */
+        if (xd <= 88) w_expm1 = fmax(w_expm1, rel(ag__vexpm1(x), expm1(xd)));
+        if (xd > 0) w_log = fmax(w_log, fabs(ag__vlog(x) - log(xd)) / fmax(fabs(log(xd)), 1)); /* abs near x = 1 */
+        /* softplus and log-sigmoid build on vexp, whose e^-|x| flushes to 0
+         * below -87.3: their tails end there, at 1e-38 */
+        double sp = xd > 0 ? xd + log1p(exp(-xd)) : log1p(exp(xd));
+        if (x > -87.3f) w_sp = fmax(w_sp, rel(ag__vsoftplus(x), sp));
+        double ls = xd < 0 ? xd - log1p(exp(xd)) : -log1p(exp(-xd));
+        if (x < 87.3f) w_ls = fmax(w_ls, rel(ag__vlog_sigmoid(x), ls));
+    }
+    for (float x = 1.0f; x < 1.001f; x = nextafterf(x, 2)) /* ln near 1: relative accuracy */
+        w_log = fmax(w_log, rel(ag__vlog(x), log((double)x)));
+    printf("  elementwise kernels: exp %.2f ulp (subnormal results within %.2f steps), expm1 %.2f, log %.2f, "
+           "softplus %.2f, log_sigmoid %.2f ulp\n", w_exp / ULP, w_sub, w_expm1 / ULP, w_log / ULP, w_sp / ULP,
+           w_ls / ULP);
+    CHECK(w_exp < 4 * ULP && w_sub <= 1, "exp: %.3g, subnormal %.3g steps", w_exp, w_sub);
+    CHECK(w_expm1 < 4 * ULP, "expm1: %.3g", w_expm1);
+    CHECK(w_log < 4 * ULP, "log: %.3g", w_log);
+    CHECK(w_sp < 6 * ULP, "softplus: %.3g", w_sp);
+    CHECK(w_ls < 6 * ULP, "log_sigmoid: %.3g", w_ls);
+    /* the ends and special values are libm's */
+    CHECK(ag__vexp_full(89.0f) == INFINITY && ag__vexp_full(INFINITY) == INFINITY, "exp overflows to inf");
+    CHECK(ag__vexp_full(88.7f) < INFINITY && ag__vexp_full(88.7f) > 3.3e38f, "exp(88.7) is finite");
+    CHECK(ag__vexp_full(-104.0f) == 0 && ag__vexp_full(-INFINITY) == 0, "exp underflows to 0");
+    CHECK(ag__vexp_full(0.0f) == 1.0f && isnan(ag__vexp_full(NAN)), "exp(0) = 1, NaN propagates");
+    CHECK(ag__vexpm1(0.0f) == 0.0f && ag__vexpm1(-INFINITY) == -1.0f && ag__vexpm1(-1e30f) == -1.0f, "expm1 ends");
+    CHECK(ag__vexpm1(1e-20f) == 1e-20f, "expm1 keeps tiny arguments");
+    CHECK(ag__vlog(1.0f) == 0.0f && ag__vlog(0.0f) == -INFINITY && ag__vlog(INFINITY) == INFINITY, "log ends");
+    CHECK(isnan(ag__vlog(-1.0f)) && isnan(ag__vlog(NAN)) && isnan(ag__vlog(-INFINITY)), "log of negatives is NaN");
+    CHECK(fabs(ag__vlog(1e-45f) - log((double)1e-45f)) < 1e-5 && fabs(ag__vlog(1e-40f) - log((double)1e-40f)) < 1e-5,
+          "log of subnormals");
+    CHECK(ag__vsoftplus(INFINITY) == INFINITY && ag__vsoftplus(-INFINITY) == 0 && ag__vsoftplus(100.0f) == 100.0f,
+          "softplus ends");
+    CHECK(ag__vsoftplus(-50.0f) > 0 && rel(ag__vsoftplus(-50.0f), exp(-50.0)) < 4 * ULP, "softplus tail");
+    CHECK(ag__vlog_sigmoid(-INFINITY) == -INFINITY && ag__vlog_sigmoid(INFINITY) == 0, "log_sigmoid ends");
+    CHECK(isnan(ag__vsoftplus(NAN)) && isnan(ag__vlog_sigmoid(NAN)), "NaN propagates");
+}
+#endif
 
 int main(void) {
 #ifdef AG_REAL_DOUBLE
@@ -34,6 +89,7 @@ int main(void) {
     CHECK(ag__vexp(0.0f) == 1.0f, "exp(0) = 1");
     CHECK(ag__vsigmoid(1e30f) == 1.0f && ag__vsigmoid(-1e30f) < 1e-37f && ag__vsigmoid(-1e30f) >= 0, "sigmoid ends");
     CHECK(ag__vtanh(1e30f) == 1.0f && ag__vtanh(-1e30f) == -1.0f && ag__vtanh(0.0f) == 0.0f, "tanh ends");
+    elementwise_kernels();
     return check_summary("test_vecmath");
 #endif
 }
