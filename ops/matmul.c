@@ -54,10 +54,12 @@ static gemm_split split_of(int M, int N, int K) {
     while (parts < 8 && flops / (2 * parts) >= GEMM_PART_FLOPS) parts *= 2;
     int side = M > N ? M : N;
     for (; parts > 1; parts /= 2) {
-        if (K >= 2 * side && parts <= 4 && K >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'k'};
+        bool k_fits = parts <= 4 && K >= GEMM_MIN_SIDE * parts;
+        if (K >= 2 * side && k_fits) return (gemm_split){parts, 'k'}; /* K the long side: cut it */
         if (M >= N && M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
         if (N >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'n'};
         if (M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
+        if (k_fits) return (gemm_split){parts, 'k'}; /* e.g. 300x300 weights, K = 537 rows */
     }
     return (gemm_split){1, 0};
 }
