@@ -7,32 +7,13 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../graph/xoshiro.h"
 
 /* ---- RNG: xoshiro256** (Blackman & Vigna), seeded by splitmix64 ---------- */
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+void ag_data_rng_seed(ag_data_rng *r, uint64_t seed) { ag__xoshiro_seed(r->s, seed); }
 
-void ag_data_rng_seed(ag_data_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed); /* never all zero */
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t ag_data_rng_next(ag_data_rng *r) {
-    uint64_t *s = r->s, out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
+uint64_t ag_data_rng_next(ag_data_rng *r) { return ag__xoshiro_next(r->s); }
 
 uint64_t ag_data_rng_below(ag_data_rng *r, uint64_t n) {
     if (n <= 1) return 0;

@@ -117,7 +117,7 @@ static ag_status meta_int64(const ag_st_file *f, const char *key, int64_t *out) 
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < 0)
+    if (!isdigit((unsigned char)*s) || *end || errno || v < 0)
         return ag__fail(AG_ERR_FORMAT, "%s: metadata '%s' = '%.40s' is not a non-negative integer", f->path, key, s);
     *out = v;
     return AG_OK;
@@ -127,16 +127,11 @@ static ag_status parse_rng(const ag_st_file *f, ag_rng *out) {
     const char *s;
     ag_status st = meta_required(f, "rng", "the training state", &s);
     if (st) return st;
-    const char *p = s;
-    for (int i = 0; i < 4; i++) {
-        char *end;
-        errno = 0;
-        if (!isxdigit((unsigned char)*p)) break;
-        out->s[i] = strtoull(p, &end, 16);
-        if (errno || end - p != 16 || *end != (i < 3 ? ',' : 0)) break;
-        p = end + (i < 3);
-        if (i == 3) return AG_OK;
-    }
+    /* exactly "hhhhhhhhhhhhhhhh,hhhhhhhhhhhhhhhh,hhhhhhhhhhhhhhhh,hhhhhhhhhhhhhhhh" */
+    bool ok = strlen(s) == 4 * 17 - 1;
+    for (int i = 0; ok && s[i]; i++) ok = i % 17 == 16 ? s[i] == ',' : isxdigit((unsigned char)s[i]) != 0;
+    for (int i = 0; ok && i < 4; i++) out->s[i] = strtoull(s + 17 * i, NULL, 16);
+    if (ok) return AG_OK;
     return ag__fail(AG_ERR_FORMAT, "%s: metadata 'rng' = '%.80s' is not 4 comma-separated 16-digit hex words", f->path, s);
 }
 

@@ -52,6 +52,14 @@ ag_status ag__fail(ag_status status, const char *fmt, ...) {
     return status;
 }
 
+ag_status ag_fail(ag_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
     if (a->device != AG_CPU || (b && b->device != a->device))
         ag__fatal(op, "tensors on different or unsupported devices (%s and %s)",

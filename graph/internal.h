@@ -105,18 +105,7 @@ void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const
 
 /* xoshiro256**'s step, inlined where a loop draws one number per element
  * (ag_rng_next is this on the generator's state). */
-static inline uint64_t ag__rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-static inline uint64_t ag__xoshiro_next(uint64_t *s) {
-    uint64_t result = ag__rotl64(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = ag__rotl64(s[3], 45);
-    return result;
-}
+#include "xoshiro.h"
 
 /* Numerically stable scalar helpers shared by several ops. */
 static inline ag_real ag__sigmoid(ag_real x) {

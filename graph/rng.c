@@ -1,17 +1,8 @@
-/* rng.c - xoshiro256** seeded through splitmix64: fast, reproducible on every
- * platform, and its whole state is four integers a checkpoint can store. */
+/* rng.c - the engine's generator (xoshiro.h) and the distributions drawn from it. */
 #include "internal.h"
+#include "xoshiro.h"
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-void ag_rng_seed(ag_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
-}
+void ag_rng_seed(ag_rng *r, uint64_t seed) { ag__xoshiro_seed(r->s, seed); }
 
 uint64_t ag_rng_next(ag_rng *r) { return ag__xoshiro_next(r->s); }
 

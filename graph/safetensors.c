@@ -176,8 +176,10 @@ static ag_status build_header(const ag_st_writer *w, const ag_st_tensor **by_nam
             return ag__fail(AG_ERR_ARG, "metadata '%s' is not valid UTF-8", w->meta[i & ~1]);
     /* metadata pairs sorted by key */
     char **meta = w->n_meta ? ag_malloc((size_t)w->n_meta * 2 * sizeof *meta) : NULL;
-    if (w->n_meta) memcpy(meta, w->meta, (size_t)w->n_meta * 2 * sizeof *meta);
-    qsort(meta, (size_t)w->n_meta, 2 * sizeof *meta, cmp_str);
+    if (w->n_meta) {
+        memcpy(meta, w->meta, (size_t)w->n_meta * 2 * sizeof *meta);
+        qsort(meta, (size_t)w->n_meta, 2 * sizeof *meta, cmp_str);
+    }
 
     sb_put(h, "{", 1);
     bool meta_done = w->n_meta == 0, first = true;
@@ -700,11 +702,11 @@ static ag_status check_layout(const char *what, entry *e, int n, int64_t data_le
 }
 
 static ag_status check_unique(const char *what, header *h) {
-    qsort(h->e, (size_t)h->count, sizeof *h->e, cmp_entry_name);
+    if (h->count) qsort(h->e, (size_t)h->count, sizeof *h->e, cmp_entry_name); /* qsort needs a non-NULL base */
     for (int i = 1; i < h->count; i++)
         if (!strcmp(h->e[i].t.name, h->e[i - 1].t.name))
             return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' appears twice", what, h->e[i].t.name);
-    qsort(h->meta, (size_t)h->n_meta, 2 * sizeof *h->meta, cmp_str);
+    if (h->n_meta) qsort(h->meta, (size_t)h->n_meta, 2 * sizeof *h->meta, cmp_str);
     for (int i = 1; i < h->n_meta; i++)
         if (!strcmp(h->meta[2 * i], h->meta[2 * i - 2]))
             return ag__fail(AG_ERR_FORMAT, "%s: metadata key '%s' appears twice", what, h->meta[2 * i]);
@@ -726,11 +728,12 @@ static ag_status parse_owned(ag_st_file *f) {
                         what, f->size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | f->bytes[i];
-    if (n > f->size - 8)
-        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu runs past the end of the %zu-byte file (truncated or not safetensors)",
-                        what, (unsigned long long)n, f->size);
     if (n > MAX_HEADER_BYTES)
-        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu is over the 100 MB limit", what, (unsigned long long)n);
+        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu is over the 100 MB limit (corrupt or not safetensors)",
+                        what, (unsigned long long)n);
+    if (n > f->size - 8)
+        return ag__fail(AG_ERR_FORMAT, "%s: header length %llu runs past the end of the %zu-byte file (truncated?)",
+                        what, (unsigned long long)n, f->size);
     if (n == 0 || f->bytes[8] != '{')
         return ag__fail(AG_ERR_FORMAT, "%s: the header does not start with '{' (not a safetensors file?)", what);
     header h = {.j = {what, f->bytes + 8, f->bytes + 8, f->bytes + 8 + n}};

@@ -65,6 +65,9 @@ typedef enum {
 
 /* Message of the last failed call on this thread ("" if none). */
 const char *ag_errmsg(void);
+/* Sets that message (printf-style) and returns status: for code built on
+ * attngrad that reports input errors the same way. */
+ag_status ag_fail(ag_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* What happens on a programmer error.  The default prints the message and
  * aborts; tests install a handler that longjmps out to assert the message. */
@@ -266,6 +269,12 @@ ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const in
 ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index);
 /* mean((pred - target)^2) over all elements -> scalar; same shapes. */
 ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target);
+/* Mean over the rows of logits[..., C] of KL(t || softmax(logits)) =
+ * sum_c t_c (log t_c - log p_c), entries t_c = 0 adding 0 (fused, stable)
+ * -> scalar.  target_probs holds rows*C probabilities, each row summing to
+ * 1; it is copied (no gradient flows to it).  Gradient: p - t, as for the
+ * soft cross-entropy, which differs from KL by the constant H(t). */
+ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs);
 
 /* Inverted dropout keeping each unit with probability keep in (0, 1] and
  * scaling it by 1/keep; the mask comes from rng.  When !training or
@@ -618,9 +627,11 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
                              const ag_scheduler *sched, const ag_train_state *st);
 /* Loads what save wrote into existing parameters (and opt/sched/st when not
  * NULL; the file must then hold them, for the same optimizer and schedule
- * kinds).  F32 and F64 are both accepted.  Every parameter must be present
- * with its shape; other tensors in the file are ignored.  Everything is
- * checked before anything is copied: on failure nothing has changed. */
+ * kinds; of the optimizer's config only the current lr and the step are
+ * restored, the rest stays the caller's).  F32 and F64 are both accepted.
+ * Every parameter must be present with its shape; other tensors in the file
+ * are ignored.  Everything is checked before anything is copied: on failure
+ * nothing has changed. */
 ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
                              ag_train_state *st);
 
@@ -714,6 +725,7 @@ void ag_set_callsite(const char *file, int line);
 #define ag_max_axis(...) AG_AT(ag_max_axis, __VA_ARGS__)
 #define ag_cross_entropy(...) AG_AT(ag_cross_entropy, __VA_ARGS__)
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
+#define ag_kl_div_soft(...) AG_AT(ag_kl_div_soft, __VA_ARGS__)
 #define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
 /* attention ops */
 #define ag_softmax(...) AG_AT(ag_softmax, __VA_ARGS__)

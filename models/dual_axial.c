@@ -59,7 +59,7 @@ static axial_params axial_build(ag_params *ps, const char *prefix, int n, ag_rng
     return a;
 }
 
-static void dual_axial_build(ag_model *m) {
+static ag_status dual_axial_build(ag_model *m) {
     dual_axial *p = calloc(1, sizeof *p);
     const ag_model_config *c = &m->cfg;
     int d = c->dim, L = c->fixed_len;
@@ -80,6 +80,7 @@ static void dual_axial_build(ag_model *m) {
     p->out_w = ag_param_glorot(ps, "cls.out.weight", d, c->classes, r);
     p->out_b = ag_param_bias(ps, "cls.out.bias", c->classes);
     m->impl = p;
+    return AG_OK;
 }
 
 /* x_t = E_uni[w_t] + E_bi[bigram_t], zero at padded t.  The looked-up bigram
@@ -112,12 +113,13 @@ static ag_tensor *text_key_weights(const int32_t *lengths, int B, int L, bool ze
  * features): s = Q K^T, alpha = softplus(s) (AG_FLAG_SOFTMAX: softmax over
  * the keys key_mask allows) times key_weights (may be NULL), w = alpha V,
  * out = softplus(w) ⊙ x. */
-static ag_tensor *axial_attention(const ag_model *m, ag_tensor *x, const axial_params *a, ag_tensor *key_mask,
-                                  ag_tensor *key_weights) {
+static ag_tensor *axial_attention(ag_model *m, const char *axis, int map_axes, ag_tensor *x, const axial_params *a,
+                                  ag_tensor *key_mask, ag_tensor *key_weights) {
     ag_tensor *q = ag_linear(x, a->wq, NULL), *k = ag_linear(x, a->wk, NULL), *v = ag_linear(x, a->wv, NULL);
     ag_tensor *s = ag_matmul_t(q, false, k, true);                                /* [B,n,n] */
     ag_tensor *alpha = (m->cfg.flags & AG_FLAG_SOFTMAX) ? ag_masked_softmax(s, key_mask, 1.0) : ag_softplus(s);
     if (key_weights) alpha = ag_mul(alpha, key_weights);
+    ag_model_capture_axes(m, axis, alpha, map_axes);
     return ag_mul(ag_softplus(ag_matmul(alpha, v)), x);
 }
 
@@ -134,7 +136,7 @@ static ag_tensor *dual_axial_forward(ag_model *m, const ag_batch *b, bool traini
     for (int i = 0; i < B; i++) inv_len->data[i] = (ag_real)1 / (ag_real)(b->lengths[i] > 0 ? b->lengths[i] : 1);
     ag_tensor *pad = (c->flags & AG_FLAG_SOFTMAX) ? ag_mask_padding(b->lengths, B, L, 3, false) : NULL;
     ag_tensor *zeta_valid = text_key_weights(b->lengths, B, L, !(c->flags & AG_FLAG_NO_ZETA));
-    ag_tensor *ht = ag_mul(axial_attention(m, x, &p->text, pad, zeta_valid), inv_len);
+    ag_tensor *ht = ag_mul(axial_attention(m, "text", AG_MAP_SENTENCE, x, &p->text, pad, zeta_valid), inv_len);
 
     /* Sum over q: every term is 0 at padded q (Ht and Hf both are), so the
      * sum over all L rows is the sum over the valid ones. */
@@ -142,7 +144,8 @@ static ag_tensor *dual_axial_forward(ag_model *m, const ag_batch *b, bool traini
     if (has_feature_axis(c)) {
         /* Feature axis: the same module on Y = x^T [B,d,L]; padded columns
          * of Y are 0, so Hf is 0 at padded q.  Every feature is a valid key. */
-        ag_tensor *hf = ag_transpose(axial_attention(m, ag_transpose(x, 1, 2), &p->feat, NULL, NULL), 1, 2);
+        ag_tensor *y = ag_transpose(x, 1, 2);
+        ag_tensor *hf = ag_transpose(axial_attention(m, "feature", AG_MAP_FEATURES, y, &p->feat, NULL, NULL), 1, 2);
         ag_tensor *f = ag_sigmoid(ag_add(ag_linear(hf, p->gate_wf, NULL), ag_linear(ht, p->gate_wt, p->gate_b)));
         ag_tensor *fused = ag_add(hf, ag_mul(f, ag_sub(ht, hf)));                 /* f Ht + (1-f) Hf */
         summed = ag_sum_axis(fused, 1, false);
@@ -170,4 +173,5 @@ const ag_model_kind ag_dual_axial_kind = {
     .forward = dual_axial_forward,
     .batch_opts = dual_axial_batch_opts,
     .destroy = dual_axial_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
 };

@@ -1,17 +1,23 @@
 /* model.c - the registry of model kinds and the calls every model shares. */
 #include "models.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern const ag_model_kind ag_mpsan_kind;
 extern const ag_model_kind ag_dual_axial_kind;
 extern const ag_model_kind ag_ms_san_kind;
+extern const ag_model_kind ag_mtsa_kind;
+extern const ag_model_kind ag_poslm_kind;
 
 static const ag_model_kind *const kinds[] = {
     &ag_mpsan_kind,
     &ag_dual_axial_kind,
     &ag_ms_san_kind,
+    &ag_mtsa_kind,
+    &ag_poslm_kind,
     NULL,
 };
 
@@ -23,22 +29,70 @@ const ag_model_kind *ag_model_find(const char *name) {
     return NULL;
 }
 
-ag_model_config ag_model_defaults(const ag_model_kind *kind) {
+/* ---- tasks ---- */
+
+static const char *const task_names[AG_TASK_COUNT] = {"classify", "pair", "lm", "relatedness"};
+
+const char *ag_task_name(ag_task t) { return (unsigned)t < AG_TASK_COUNT ? task_names[t] : "?"; }
+
+int ag_task_parse(const char *name, ag_task *t) {
+    for (int i = 0; i < AG_TASK_COUNT; i++)
+        if (!strcmp(name, task_names[i])) {
+            *t = (ag_task)i;
+            return 0;
+        }
+    return -1;
+}
+
+bool ag_model_supports(const ag_model_kind *kind, ag_task task) {
+    return (unsigned)task < AG_TASK_COUNT && (kind->tasks & AG_TASK_BIT(task));
+}
+
+const char *ag_model_tasks_str(const ag_model_kind *kind, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < AG_TASK_COUNT && k < n; i++)
+        if (kind->tasks & AG_TASK_BIT(i)) k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", task_names[i]);
+    return buf;
+}
+
+ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task) {
     ag_model_config c = {.vocab = 100, .classes = 2, .keep = 1.0, .seed = 1, .batch = 32,
-                         .optim = "adam:lr=1e-3", .layers = 1, .heads = 1};
+                         .optim = "adam:lr=1e-3", .layers = 1, .heads = 1, .task = task};
     kind->defaults(&c);
     return c;
 }
 
-void ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
+ag_model_config ag_model_defaults(const ag_model_kind *kind) { return ag_model_task_defaults(kind, AG_TASK_CLASSIFY); }
+
+ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
     memset(m, 0, sizeof *m);
     m->kind = kind;
     m->cfg = *cfg;
     ag_rng_seed(&m->rng, cfg->seed);
-    kind->build(m);
+    ag_status st = kind->build(m);
+    if (st != AG_OK) ag_model_free(m);
+    return st;
 }
 
+void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes) {
+    if (!m->capture_maps || m->n_maps == AG_MAX_MAPS) return;
+    ag_attn_map *map = &m->maps[m->n_maps++];
+    snprintf(map->name, sizeof map->name, "%s", name);
+    map->w = w;
+    map->axes = axes;
+}
+
+void ag_model_capture(ag_model *m, const char *name, ag_tensor *w) { ag_model_capture_axes(m, name, w, AG_MAP_SENTENCE); }
+
 ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training) {
+    m->n_maps = 0;
+    if (!ag_model_supports(m->kind, m->cfg.task)) { /* e.g. a one-sentence model given pairs */
+        char tasks[64];
+        ag_fail(AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", m->kind->name,
+                ag_task_name(m->cfg.task), ag_model_tasks_str(m->kind, tasks, sizeof tasks));
+        return NULL;
+    }
     return m->kind->forward(m, b, training);
 }
 
@@ -79,6 +133,9 @@ void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed) {
     b->heads_b = ints(B * N);
     b->bigrams = ints(B * N);
     b->bigrams_b = ints(B * N);
+    static const float scores[B] = {3.6f, 1.7f}; /* relatedness: two targets, each over two bins */
+    b->scores = malloc(sizeof scores);
+    memcpy(b->scores, scores, sizeof scores);
     int V = m->cfg.vocab, nbi = m->cfg.n_bigram;
     for (int i = 0; i < B; i++) {
         b->lengths[i] = b->lengths_b[i] = lengths[i];
@@ -102,13 +159,52 @@ void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed) {
 
 void ag_tiny_batch_free(ag_batch *b) {
     free(b->tokens); free(b->lengths); free(b->labels); free(b->tokens_b); free(b->lengths_b);
-    free(b->targets); free(b->heads); free(b->heads_b); free(b->bigrams); free(b->bigrams_b);
+    free(b->targets); free(b->heads); free(b->heads_b); free(b->bigrams); free(b->bigrams_b); free(b->scores);
     memset(b, 0, sizeof *b);
+}
+
+/* ---- relatedness: Tai et al.'s target and predicted score ---- */
+
+ag_status ag_relatedness_target(const float *scores, int rows, ag_real *target) {
+    enum { K = AG_RELATEDNESS_BINS };
+    for (int r = 0; r < rows; r++) {
+        double y = scores[r];
+        if (!(y >= 1 && y <= K))
+            return ag_fail(AG_ERR_ARG, "relatedness score %g of row %d is outside [1, %d]", y, r, K);
+        int lo = (int)floor(y); /* bins are 1-based: bin i is target[i - 1] */
+        ag_real *t = target + (int64_t)r * K;
+        for (int i = 0; i < K; i++) t[i] = 0;
+        t[lo - 1] = (ag_real)(lo - y + 1);
+        if (lo < K) t[lo] = (ag_real)(y - lo); /* y = 5 is the one-hot on bin 5 */
+    }
+    return AG_OK;
+}
+
+double ag_relatedness_score(const ag_real *logits) {
+    double mx = logits[0], sum = 0, weighted = 0;
+    for (int i = 1; i < AG_RELATEDNESS_BINS; i++) mx = fmax(mx, (double)logits[i]);
+    for (int i = 0; i < AG_RELATEDNESS_BINS; i++) {
+        double e = exp((double)logits[i] - mx);
+        sum += e;
+        weighted += (i + 1) * e;
+    }
+    return weighted / sum;
+}
+
+ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits) {
+    if (m->cfg.task == AG_TASK_LM) return ag_cross_entropy(logits, b->targets, 0);
+    if (m->cfg.task != AG_TASK_RELATEDNESS) return ag_cross_entropy(logits, b->labels, -1);
+    if (!b->scores) {
+        ag_fail(AG_ERR_ARG, "a relatedness batch needs scores (a batch of sentence pairs)");
+        return NULL;
+    }
+    ag_tensor *target = ag_tensor_new(2, (int[]){b->rows, AG_RELATEDNESS_BINS}); /* step memory */
+    if (ag_relatedness_target(b->scores, b->rows, target->data) != AG_OK) return NULL;
+    return ag_kl_div_soft(logits, target->data);
 }
 
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *logits = ag_model_forward(m, b, training);
     if (!logits) return NULL; /* bad input (e.g. a parse); ag_errmsg() says why */
-    if (m->cfg.task == AG_TASK_LM) return ag_cross_entropy(logits, b->targets, 0);
-    return ag_cross_entropy(logits, b->labels, -1);
+    return ag_model_loss_of(m, b, logits);
 }

@@ -10,6 +10,9 @@
  *   ag_model_init(&m, kind, &cfg);                // params created, initialised
  *   ag_tensor *logits = ag_model_forward(&m, &batch, true);
  *   ag_tensor *loss = ag_cross_entropy(logits, batch.labels, -1);
+ *
+ * A kind lists the tasks it has a head for (ag_model_kind.tasks); forward
+ * refuses (NULL, ag_errmsg) a cfg.task the kind does not support.
  */
 #ifndef AG_MODELS_H
 #define AG_MODELS_H
@@ -30,7 +33,29 @@ enum {
     AG_FLAG_STRICT = 1 << 8,      /* positional LM: window i <= t-1 */
 };
 
-typedef enum { AG_TASK_CLASSIFY = 0, AG_TASK_PAIR, AG_TASK_LM } ag_task;
+/* What a model is trained to do, i.e. which head and loss it uses. */
+typedef enum {
+    AG_TASK_CLASSIFY = 0, /* one sentence -> class (cross-entropy on labels) */
+    AG_TASK_PAIR,         /* two sentences -> class, e.g. SICK entailment */
+    AG_TASK_LM,           /* next word at every position */
+    AG_TASK_RELATEDNESS,  /* two sentences -> score in [1, 5] (batch scores, SICK relatedness) */
+    AG_TASK_COUNT
+} ag_task;
+#define AG_TASK_BIT(t) (1u << (t)) /* for ag_model_kind.tasks */
+
+const char *ag_task_name(ag_task t);                /* "classify", "pair", "lm", "relatedness" */
+int ag_task_parse(const char *name, ag_task *t);    /* 0, or -1 for an unknown name */
+
+/* Relatedness (Tai et al. 2015, MODELS.md §1): the model's logits are over
+ * the AG_RELATEDNESS_BINS scores 1..5; the predicted score is sum_i i p_i
+ * and the target of a score y puts y - floor y on floor y + 1 and the rest
+ * on floor y. */
+enum { AG_RELATEDNESS_BINS = 5 };
+/* target [rows, 5] from scores y in [1, 5]; AG_ERR_ARG (ag_errmsg names the
+ * row) for a score outside that range. */
+ag_status ag_relatedness_target(const float *scores, int rows, ag_real *target);
+/* sum_i i softmax(logits)_i over i = 1..5, for one row of 5 logits. */
+double ag_relatedness_score(const ag_real *logits);
 
 typedef struct {
     int vocab;          /* V, including <pad> and <unk> */
@@ -38,18 +63,27 @@ typedef struct {
     int dim;            /* d (embedding = hidden size unless a model says otherwise) */
     int hidden;         /* second size where a model has one (MTSA dh, LM H) */
     int heads;
-    int layers;         /* LSTM layers */
+    int layers;         /* LSTM layers (LM: 0 = the paper's count for `attention`) */
     int fixed_len;      /* dual-axial L */
     int n_bigram;       /* dual-axial bigram buckets */
-    int attention;      /* LM: 0 positional, 1 standard, 2 none */
+    int attention;      /* LM: AG_LM_POSITIONAL, AG_LM_STANDARD or AG_LM_NONE */
+    int pos_hidden;     /* LM: units P of the position generator LSTM */
+    double pos_mu_bias; /* LM: added to pos.b_mu at init (the tiny check lifts mu_t off its floor) */
     double keep;        /* dropout keep probability (1 = off) */
+    double keep_layers; /* LM: dropout keep between LSTM layers (1 = off) */
     double l2;          /* gamma of the L2 term over weight matrices */
+    double bias_init;   /* MTSA: biases from U(-b, b), not 0 (tiny: ReLU inputs off their kinks) */
     unsigned flags;     /* AG_FLAG_* */
     ag_task task;
     uint64_t seed;      /* initialisation and dropout */
     const char *optim;  /* the paper's optimizer, "adadelta:lr=0.5,rho=0.95" */
     int batch;          /* the paper's batch size */
+    double clip;        /* the paper's global gradient-norm clip (0 = none) */
+    const char *sched;  /* the paper's schedule, "plateau:mode=min,factor=0.5,patience=5" (NULL = constant) */
 } ag_model_config;
+
+/* The positional LM's context (cfg.attention). */
+enum { AG_LM_POSITIONAL = 0, AG_LM_STANDARD = 1, AG_LM_NONE = 2 };
 
 typedef struct ag_model ag_model;
 
@@ -61,14 +95,31 @@ typedef struct {
     void (*tiny)(ag_model_config *cfg);
     /* Creates every parameter in m->params under MODELS.md's names and
      * initialises it from m->rng; may allocate m->impl. */
-    void (*build)(ag_model *m);
-    /* Logits [B, K] (LM: [B, N, V]).  Dropout only when training.  NULL
-     * when the batch holds bad input (e.g. a parse), ag_errmsg() says why. */
+    ag_status (*build)(ag_model *m); /* AG_ERR_ARG (ag_fail) for sizes it cannot take */
+    /* Logits [B, K] (LM: [B, N, V]; relatedness: [B, 5]).  Dropout only
+     * when training.  NULL when the batch holds bad input (e.g. a parse),
+     * ag_errmsg() says why. */
     ag_tensor *(*forward)(ag_model *m, const ag_batch *b, bool training);
     /* What the model needs in a batch (fixed length, bigrams, heads). */
     void (*batch_opts)(const ag_model_config *cfg, ag_batch_opts *o);
     void (*destroy)(ag_model *m); /* frees m->impl; may be NULL */
+    unsigned tasks;               /* AG_TASK_BIT of every task it has a head for */
 } ag_model_kind;
+
+enum { AG_MAX_MAPS = 8 };
+
+/* What the rows and columns of an attention map index: the positions of the
+ * batch's sentence (tokens), of the second sentence of a pair (tokens_b), or
+ * features (dual-axial's feature axis). */
+enum { AG_MAP_SENTENCE = 0, AG_MAP_SENTENCE_B = 1, AG_MAP_FEATURES = 2 };
+
+/* An attention distribution of the last forward, [B, Nq, Nk] or [B, h, Nq, Nk]
+ * (rows: queries or targets, columns: attended positions), in step memory. */
+typedef struct {
+    char name[40];
+    ag_tensor *w;
+    int axes; /* AG_MAP_* */
+} ag_attn_map;
 
 struct ag_model {
     const ag_model_kind *kind;
@@ -76,12 +127,41 @@ struct ag_model {
     ag_params params;
     ag_rng rng;
     void *impl;
+    /* Heatmaps: with capture_maps set, forward records its attention
+     * distributions here (ag_model_capture); valid until ag_step_end. */
+    bool capture_maps;
+    int n_maps;
+    ag_attn_map maps[AG_MAX_MAPS];
 };
+
+/* Called by a model's forward for each attention distribution it computes;
+ * a no-op unless m->capture_maps.  ag_model_capture is for maps over the
+ * positions of the (first) sentence; ag_model_capture_axes says what the
+ * axes are (AG_MAP_*), for the second sentence of a pair or for features. */
+void ag_model_capture(ag_model *m, const char *name, ag_tensor *w);
+void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes);
+
+/* Writes a heatmap of w [rows, cols] (row-major, row stride cols) as an SVG
+ * file a browser opens: one cell per entry, darker = larger (0 to the
+ * largest entry, shown in a legend), with the labels (NULL: indices; cut
+ * at 24 characters) along the axes; the title may have several lines
+ * ('\n').  The picture grows with the labels; cells shrink above 50 rows or
+ * columns.  AG_ERR_IO naming the path. */
+ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, int rows, int cols,
+                         const char *const *row_labels, const char *const *col_labels);
 
 const ag_model_kind *ag_model_find(const char *name); /* NULL if unknown */
 const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated */
 ag_model_config ag_model_defaults(const ag_model_kind *kind);
-void ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg);
+/* The defaults for a task (cfg.task preset, so a kind may set its paper's
+ * settings for that task, as MPSAN does for SICK relatedness). */
+ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task);
+bool ag_model_supports(const ag_model_kind *kind, ag_task task);
+/* The kind's tasks as "classify, relatedness" into buf. */
+const char *ag_model_tasks_str(const ag_model_kind *kind, char *buf, size_t n);
+/* AG_ERR_ARG with ag_errmsg() when the config does not fit the kind; then m
+ * holds nothing to free. */
+ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg);
 ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training);
 void ag_model_free(ag_model *m);
 
@@ -93,7 +173,17 @@ ag_model_config ag_model_tiny(const ag_model_kind *kind);
 void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed);
 void ag_tiny_batch_free(ag_batch *b);
 /* Loss of one batch: mean cross-entropy over examples (LM: over non-pad
- * targets), no L2 term; NULL where forward is. */
+ * targets; relatedness: mean KL from the target of each score), no L2
+ * term; NULL where forward is. */
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training);
+/* The same loss of logits already computed by ag_model_forward(m, b);
+ * NULL (ag_errmsg says why) for a relatedness score outside [1, 5]. */
+ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits);
+
+/* The positional LM's attention in its last forward, for heatmaps and
+ * tests (step-arena tensors: valid until ag_step_end).  *mu [B,N] is the
+ * Gaussian mean (NULL unless AG_LM_POSITIONAL); *weights [B,N(t),N(i)] the
+ * weight of h_i in c_t (NULL for AG_LM_NONE).  Either pointer may be NULL. */
+void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights);
 
 #endif

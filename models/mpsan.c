@@ -1,6 +1,8 @@
 /* mpsan.c - MPSAN (MODELS.md §1): four masked self-attention units with
  * DiSAN-style scores, a position-wise fusion gate over the four outputs and
- * the input, source2token pooling and an ELU classifier. */
+ * the input, source2token pooling and an ELU classifier.  For SICK
+ * relatedness (AG_TASK_RELATEDNESS) both sentences go through the same
+ * encoder and a sigmoid head scores the pair over the bins 1..5. */
 #include "models.h"
 
 #include <math.h>
@@ -14,7 +16,7 @@ typedef struct {
     struct { ag_tensor *w, *b, *u, *v, *bias; } unit[UNITS];
     ag_tensor *fusion_w, *fusion_b;
     ag_tensor *pool_w1, *pool_b1, *pool_w2, *pool_b2;
-    ag_tensor *cls_w, *cls_b, *out_w, *out_b;
+    ag_tensor *cls_w, *cls_b, *out_w, *out_b; /* the classifier, or the relatedness head */
 } mpsan;
 
 static void mpsan_defaults(ag_model_config *c) {
@@ -23,6 +25,11 @@ static void mpsan_defaults(ag_model_config *c) {
     c->l2 = 1e-7;
     c->batch = 64;
     c->optim = "adadelta:lr=0.5,rho=0.95,eps=1e-6";
+    if (c->task == AG_TASK_RELATEDNESS) { /* the paper's SICK setting */
+        c->keep = 0.55;
+        c->l2 = 5e-4;
+        c->optim = "adadelta:lr=0.7,rho=0.95,eps=1e-6";
+    }
 }
 
 /* fa2, fa3, past_sd, future_sd (the paper's bw is our PAST, fw our FUTURE) */
@@ -36,7 +43,7 @@ static void unit_masks(unsigned flags, ag_mask_spec spec[UNITS]) {
 
 static void mpsan_tiny(ag_model_config *c) { c->dim = 4; }
 
-static void mpsan_build(ag_model *m) {
+static ag_status mpsan_build(ag_model *m) {
     mpsan *p = calloc(1, sizeof *p);
     int d = m->cfg.dim, K = m->cfg.classes;
     ag_params *ps = &m->params;
@@ -64,16 +71,24 @@ static void mpsan_build(ag_model *m) {
     p->pool_b1 = ag_param_bias(ps, "pool.b1", d);
     p->pool_w2 = ag_param_glorot(ps, "pool.w2", d, d, r);
     p->pool_b2 = ag_param_bias(ps, "pool.b2", d);
-    p->cls_w = ag_param_glorot(ps, "cls.hidden.weight", d, d, r);
-    p->cls_b = ag_param_bias(ps, "cls.hidden.bias", d);
-    p->out_w = ag_param_glorot(ps, "cls.out.weight", d, K, r);
-    p->out_b = ag_param_bias(ps, "cls.out.bias", K);
+    if (m->cfg.task == AG_TASK_RELATEDNESS) { /* on [u_a * u_b ; |u_a - u_b|] */
+        p->cls_w = ag_param_glorot(ps, "rel.hidden.weight", 2 * d, d, r);
+        p->cls_b = ag_param_bias(ps, "rel.hidden.bias", d);
+        p->out_w = ag_param_glorot(ps, "rel.out.weight", d, AG_RELATEDNESS_BINS, r);
+        p->out_b = ag_param_bias(ps, "rel.out.bias", AG_RELATEDNESS_BINS);
+    } else {
+        p->cls_w = ag_param_glorot(ps, "cls.hidden.weight", d, d, r);
+        p->cls_b = ag_param_bias(ps, "cls.hidden.bias", d);
+        p->out_w = ag_param_glorot(ps, "cls.out.weight", d, K, r);
+        p->out_b = ag_param_bias(ps, "cls.out.bias", K);
+    }
     m->impl = p;
+    return AG_OK;
 }
 
 /* e[q,k] = c tanh((h_k.U + h_q.V + b) / c), then masked softmax over k and
  * s_q = sum_k p[q,k] h_k: the values are h itself. */
-static ag_tensor *masked_unit(ag_model *m, int i, ag_tensor *w, ag_tensor *mask, bool training) {
+static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag_tensor *mask, bool training) {
     mpsan *p = m->impl;
     int B = w->shape[0], N = w->shape[1], d = w->shape[2];
     const double c = 5.0;
@@ -85,24 +100,28 @@ static ag_tensor *masked_unit(ag_model *m, int i, ag_tensor *w, ag_tensor *mask,
     ag_tensor *e = (m->cfg.flags & AG_FLAG_ELU_SCORE) ? ag_elu(ag_mul_scalar(z, 1 / c))
                                                       : ag_mul_scalar(ag_tanh(ag_mul_scalar(z, 1 / c)), c);
     ag_tensor *prob = ag_masked_softmax(e, mask, 1.0);                           /* [B,N,N] */
+    static const char *const names[UNITS] = {"fa2", "fa3", "past_sd", "future_sd"};
+    ag_model_capture_axes(m, names[i], prob, sentence);
     return ag_matmul(prob, h);
 }
 
-static ag_tensor *mpsan_forward(ag_model *m, const ag_batch *b, bool training) {
+/* The sentence vector u [B, d] of tokens [B, N]; sentence tags its attention maps. */
+static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const int32_t *lengths, int B, int N,
+                         bool training) {
     mpsan *p = m->impl;
-    int B = b->rows, N = b->width, d = m->cfg.dim;
-    ag_tensor *w = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N});         /* [B,N,d] */
+    int d = m->cfg.dim;
+    ag_tensor *w = ag_embedding(p->embed, tokens, 2, (int[]){B, N});             /* [B,N,d] */
 
     ag_mask_spec spec[UNITS];
     unit_masks(m->cfg.flags, spec);
     ag_tensor *masks;
-    if (ag_mask_batch(spec, UNITS, B, N, b->lengths, NULL, &masks) != AG_OK)
+    if (ag_mask_batch(spec, UNITS, B, N, lengths, NULL, &masks) != AG_OK)
         return NULL; /* cannot happen without tree distances */
 
     ag_tensor *sources[SOURCES];
     for (int i = 0; i < UNITS; i++) {
         ag_tensor *mask_i = ag_reshape(ag_slice(masks, 1, i, i + 1), 3, (int[]){B, N, N});
-        sources[i] = ag_reshape(masked_unit(m, i, w, mask_i, training), 4, (int[]){B, N, 1, d});
+        sources[i] = ag_reshape(masked_unit(m, sentence, i, w, mask_i, training), 4, (int[]){B, N, 1, d});
     }
     sources[UNITS] = ag_reshape(w, 4, (int[]){B, N, 1, d});
     ag_tensor *S = ag_concat(sources, SOURCES, 2);                                /* [B,N,5,d] */
@@ -110,11 +129,26 @@ static ag_tensor *mpsan_forward(ag_model *m, const ag_batch *b, bool training) {
     /* Position-fusion gate: softmax over the five sources, per feature. */
     ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), p->fusion_w, p->fusion_b);
     ag_tensor *gate = ag_softmax_axis_len(ag_reshape(z, 4, (int[]){B, N, SOURCES, d}), 2, NULL);
-    ag_tensor *o = ag_zero_padding(ag_sum_axis(ag_mul(gate, S), 2, false), b->lengths); /* [B,N,d] */
+    ag_tensor *o = ag_zero_padding(ag_sum_axis(ag_mul(gate, S), 2, false), lengths); /* [B,N,d] */
 
-    ag_tensor *u = ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), b->lengths, p->pool_w1,
-                                   p->pool_b1, p->pool_w2, p->pool_b2, AG_ACT_ELU);
-    ag_tensor *hidden = ag_dense(ag_dropout(u, m->cfg.keep, training, &m->rng), p->cls_w, p->cls_b, AG_ACT_ELU);
+    return ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), lengths, p->pool_w1, p->pool_b1,
+                           p->pool_w2, p->pool_b2, AG_ACT_ELU);
+}
+
+static ag_tensor *mpsan_forward(ag_model *m, const ag_batch *b, bool training) {
+    mpsan *p = m->impl;
+    ag_tensor *u = encode(m, AG_MAP_SENTENCE, b->tokens, b->lengths, b->rows, b->width, training);
+    if (!u) return NULL;
+    ag_tensor *hidden;
+    if (m->cfg.task == AG_TASK_RELATEDNESS) { /* Tai et al.'s similarity features, then a sigmoid layer */
+        ag_tensor *ub = encode(m, AG_MAP_SENTENCE_B, b->tokens_b, b->lengths_b, b->rows, b->width_b, training);
+        if (!ub) return NULL;
+        ag_tensor *parts[2] = {ag_mul(u, ub), ag_abs(ag_sub(u, ub))};
+        ag_tensor *features = ag_concat(parts, 2, 1);                             /* [B,2d] */
+        hidden = ag_dense(ag_dropout(features, m->cfg.keep, training, &m->rng), p->cls_w, p->cls_b, AG_ACT_SIGMOID);
+    } else {
+        hidden = ag_dense(ag_dropout(u, m->cfg.keep, training, &m->rng), p->cls_w, p->cls_b, AG_ACT_ELU);
+    }
     return ag_linear(ag_dropout(hidden, m->cfg.keep, training, &m->rng), p->out_w, p->out_b);
 }
 
@@ -130,4 +164,5 @@ const ag_model_kind ag_mpsan_kind = {
     .forward = mpsan_forward,
     .batch_opts = mpsan_batch_opts,
     .destroy = mpsan_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY) | AG_TASK_BIT(AG_TASK_RELATEDNESS),
 };

@@ -46,7 +46,7 @@ static void head_masks(unsigned flags, ag_mask_spec spec[HEADS]) {
         };
 }
 
-static void ms_san_build(ag_model *m) {
+static ag_status ms_san_build(ag_model *m) {
     ms_san *p = calloc(1, sizeof *p);
     const ag_model_config *c = &m->cfg;
     int d = c->dim, H = c->hidden;
@@ -79,12 +79,14 @@ static void ms_san_build(ag_model *m) {
     p->out_w = ag_param_glorot(ps, "cls.out.weight", H, c->classes, r);
     p->out_b = ag_param_bias(ps, "cls.out.bias", c->classes);
     m->impl = p;
+    return AG_OK;
 }
 
 /* One sentence batch tokens[B,N] -> r = [r_att ; r_max] [B,2d], or NULL
- * when heads hold a bad parse (ag_errmsg() names the sentence and position). */
-static ag_tensor *encode(ag_model *m, const int32_t *tokens, const int32_t *lengths, const int32_t *heads, int B,
-                         int N, bool training) {
+ * when heads hold a bad parse (ag_errmsg() names the sentence and position).
+ * `sentence` (AG_MAP_SENTENCE or _B) tags its attention map for heatmaps. */
+static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const int32_t *lengths,
+                         const int32_t *heads, int B, int N, bool training) {
     ms_san *p = m->impl;
     double keep = m->cfg.keep;
     ag_mask_spec spec[HEADS];
@@ -97,7 +99,10 @@ static ag_tensor *encode(ag_model *m, const int32_t *tokens, const int32_t *leng
     ag_tensor *k = ag_split_heads(ag_linear(e, p->wk, NULL), HEADS);
     ag_tensor *v = ag_split_heads(ag_linear(e, p->wv, NULL), HEADS);
     double scale = 1 / sqrt((double)q->shape[3]);
-    ag_tensor *o = ag_linear(ag_merge_heads(ag_attention(q, k, v, masks, scale, NULL)), p->wo, NULL);
+    ag_tensor *probs = NULL;
+    ag_tensor *o = ag_linear(ag_merge_heads(ag_attention(q, k, v, masks, scale, m->capture_maps ? &probs : NULL)),
+                             p->wo, NULL);
+    if (probs) ag_model_capture_axes(m, "heads", probs, sentence);
 
     /* Fusion gate: G = f ⊙ Î + (1 - f) ⊙ Ô, written Ô + f ⊙ (Î - Ô). */
     ag_tensor *ei = ag_linear(e, p->gate_wi, NULL), *oo = ag_linear(o, p->gate_wo, NULL);
@@ -118,10 +123,11 @@ static ag_tensor *encode(ag_model *m, const int32_t *tokens, const int32_t *leng
 static ag_tensor *ms_san_forward(ag_model *m, const ag_batch *b, bool training) {
     ms_san *p = m->impl;
     int B = b->rows;
-    ag_tensor *features = encode(m, b->tokens, b->lengths, b->heads, B, b->width, training);
+    ag_tensor *features = encode(m, AG_MAP_SENTENCE, b->tokens, b->lengths, b->heads, B, b->width, training);
     if (!features) return NULL;
     if (m->cfg.task == AG_TASK_PAIR) {
-        ag_tensor *rp = features, *rh = encode(m, b->tokens_b, b->lengths_b, b->heads_b, B, b->width_b, training);
+        ag_tensor *rp = features, *rh = encode(m, AG_MAP_SENTENCE_B, b->tokens_b, b->lengths_b, b->heads_b, B,
+                                                b->width_b, training);
         if (!rh) return NULL;
         ag_tensor *parts[4] = {rp, rh, ag_mul(rp, rh), ag_abs(ag_sub(rp, rh))};
         features = ag_concat(parts, 4, 1);                                        /* [B,8d] */
@@ -145,4 +151,5 @@ const ag_model_kind ag_ms_san_kind = {
     .forward = ms_san_forward,
     .batch_opts = ms_san_batch_opts,
     .destroy = ms_san_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY) | AG_TASK_BIT(AG_TASK_PAIR),
 };

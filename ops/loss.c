@@ -1,5 +1,6 @@
-/* loss.c - cross-entropy (fused, stable log-softmax + NLL) and mean squared
- * error.  Both return a 0-dim scalar. */
+/* loss.c - cross-entropy (fused, stable log-softmax + NLL), KL divergence
+ * to a soft target distribution, and mean squared error.  All return a 0-dim
+ * scalar. */
 #include "../graph/internal.h"
 
 /* ---- cross-entropy ----
@@ -86,6 +87,108 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
         total += (double)(s - (z[y] - m));
     }
     out->data[0] = counted ? (ag_real)(total / (double)counted) : 0;
+    return out;
+}
+
+/* ---- KL divergence from a soft target ----
+ *
+ * For a row z of C logits and a target distribution t (t_c >= 0, sum 1),
+ * with m = max z, s = log sum_c exp(z_c - m), log p_c = (z_c - m) - s:
+ *     loss = sum_{c: t_c > 0} t_c (log t_c - log p_c)      (0 log 0 = 0)
+ *     d loss / d z_c = (sum_k t_k) p_c - t_c = p_c - t_c.
+ * KL = CE(t, p) - H(t): the entropy term is a constant of the target, so the
+ * gradient is the soft cross-entropy's.  The exact row sum of t (1 up to
+ * rounding) is kept in the gradient so that it is the derivative of the
+ * loss as computed.  Same stable form as cross-entropy above: m and s kept
+ * apart, softmax recomputed in backward from the logits. */
+
+typedef struct {
+    ag_real *target;    /* copy of the caller's [rows, C] target */
+    ag_real *row_max;   /* m per row */
+    ag_real *row_lse;   /* s per row */
+    ag_real *row_mass;  /* sum_c t_c per row */
+    int64_t rows;
+    int classes;
+} kl_saved;
+
+static void kl_div_soft_backward(ag_node *n) {
+    const kl_saved *sv = n->saved;
+    const ag_real *Z = n->in[0]->data;
+    ag_real *GZ = ag__grad(n->in[0]);
+    ag_real scale = n->out->grad[0] / (ag_real)sv->rows;
+    int C = sv->classes;
+    for (int64_t r = 0; r < sv->rows; r++) {
+        const ag_real *z = Z + r * C, *t = sv->target + r * C;
+        ag_real *gz = GZ + r * C, m = sv->row_max[r], s = sv->row_lse[r], mass = sv->row_mass[r];
+        for (int c = 0; c < C; c++) gz[c] += scale * (mass * exp((z[c] - m) - s) - t[c]);
+    }
+}
+
+/* Every target entry finite and >= 0, every row summing to 1 (to 1e-4: a
+ * target computed in float rounds); a row that does not is a caller's bug. */
+static void kl_check_target(const ag_tensor *logits, const ag_real *t, int64_t rows, int C) {
+    char sl[64];
+    for (int64_t r = 0; r < rows; r++) {
+        double mass = 0;
+        for (int c = 0; c < C; c++) {
+            ag_real v = t[r * C + c];
+            if (!(v >= 0) || !isfinite(v))
+                ag__fatal("ag_kl_div_soft", "target[%lld, %d] = %g is not a probability (logits %s)", (long long)r, c,
+                          (double)v, ag_shape_str(logits, sl, sizeof sl));
+            mass += (double)v;
+        }
+        if (fabs(mass - 1) > 1e-4)
+            ag__fatal("ag_kl_div_soft", "target row %lld sums to %.9g, not 1 (logits %s)", (long long)r, mass,
+                      ag_shape_str(logits, sl, sizeof sl));
+    }
+}
+
+ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
+    ag__check_device("ag_kl_div_soft", logits, NULL);
+    char sl[64];
+    if (logits->ndim < 1 || logits->shape[logits->ndim - 1] < 1 || logits->size == 0)
+        ag__fatal("ag_kl_div_soft", "logits must be [..., C] with C >= 1 and at least one row, got %s",
+                  ag_shape_str(logits, sl, sizeof sl));
+    if (!target_probs) ag__fatal("ag_kl_div_soft", "no target for logits %s", ag_shape_str(logits, sl, sizeof sl));
+    int C = logits->shape[logits->ndim - 1];
+    int64_t rows = logits->size / C;
+    kl_check_target(logits, target_probs, rows, C);
+
+    ag_tensor *out = ag__empty(0, NULL);
+    ag_node *n = ag__record("ag_kl_div_soft", kl_div_soft_backward, out, 1, &logits);
+    kl_saved *sv = NULL;
+    if (n) {
+        sv = ag_arena_alloc(sizeof *sv);
+        *sv = (kl_saved){.rows = rows, .classes = C};
+        size_t cells = (size_t)rows * (size_t)C * sizeof(ag_real);
+        sv->target = ag_arena_alloc(cells); /* the caller's may change before backward */
+        memcpy(sv->target, target_probs, cells);
+        sv->row_max = ag_arena_alloc((size_t)rows * sizeof(ag_real));
+        sv->row_lse = ag_arena_alloc((size_t)rows * sizeof(ag_real));
+        sv->row_mass = ag_arena_alloc((size_t)rows * sizeof(ag_real));
+        n->saved = sv;
+    }
+
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const ag_real *z = logits->data + r * C, *t = target_probs + r * C;
+        ag_real m = z[0], sum = 0, mass = 0;
+        for (int c = 1; c < C; c++) m = z[c] > m ? z[c] : m;
+        for (int c = 0; c < C; c++) sum += exp(z[c] - m);
+        ag_real s = log(sum);
+        double row = 0;
+        for (int c = 0; c < C; c++) {
+            mass += t[c];
+            if (t[c] > 0) row += (double)(t[c] * (log(t[c]) - ((z[c] - m) - s)));
+        }
+        if (sv) {
+            sv->row_max[r] = m;
+            sv->row_lse[r] = s;
+            sv->row_mass[r] = mass;
+        }
+        total += row;
+    }
+    out->data[0] = (ag_real)(total / (double)rows);
     return out;
 }
 

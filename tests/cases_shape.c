@@ -1,5 +1,5 @@
 /* cases_shape.c - op cases for permute/transpose, concat, slice,
- * index_select, embedding, cross-entropy, mse and dropout: several shapes
+ * index_select, embedding, cross-entropy, soft-target KL, mse and dropout: several shapes
  * each, size-1 dims, repeated indices and the edge cases of the losses. */
 #include "opcase.h"
 
@@ -207,6 +207,48 @@ static ag_tensor *f_ce_linear(ag_tensor **in) {
     return ag_cross_entropy(ag_linear(in[0], in[1], NULL), y, -1);
 }
 
+/* ---- KL divergence from a soft target ---- */
+
+/* Tai et al.'s relatedness targets over 5 classes: y = 3.6 puts 0.4 on
+ * class 3 and 0.6 on class 4 (1-based), the rest exactly 0. */
+static const ag_real kl_tai[4 * 5] = {
+    0, 0, 0.4, 0.6, 0,       /* y = 3.6 */
+    1, 0, 0, 0, 0,           /* y = 1: one-hot */
+    0, 0, 0, 0.25, 0.75,     /* y = 4.75 */
+    0.2, 0.1, 0.3, 0.15, 0.25, /* dense: every entry counts */
+};
+static ag_tensor *f_kl_tai(ag_tensor **in) { return ag_kl_div_soft(in[0], kl_tai); }
+static ag_tensor *f_kl_3d(ag_tensor **in) { /* [2,3,4]: six rows */
+    static const ag_real t[6 * 4] = {0.5, 0.5, 0, 0, 0, 0, 0, 1, 0.1, 0.2, 0.3, 0.4,
+                                     0.25, 0.25, 0.25, 0.25, 0, 0.9, 0.1, 0, 1, 0, 0, 0};
+    return ag_kl_div_soft(in[0], t);
+}
+static ag_tensor *f_kl_1d(ag_tensor **in) { /* one row of 6 */
+    static const ag_real t[6] = {0, 0.3, 0, 0.3, 0.4, 0};
+    return ag_kl_div_soft(in[0], t);
+}
+static ag_tensor *f_kl_c1(ag_tensor **in) { /* C = 1: the loss is the constant 0 */
+    static const ag_real t[3] = {1, 1, 1};
+    return ag_add(ag_kl_div_soft(in[0], t), ag_sum_axis(ag_mul(in[0], in[0]), 0, false));
+}
+/* |z| ~ 1e4 (rows as in logits_large; row 2 alternates -1e4, +1e4): the
+ * targets sit on the large logits, so the loss stays O(1). */
+static ag_tensor *f_kl_large(ag_tensor **in) {
+    static const ag_real t[3 * 4] = {0, 0.5, 0.5, 0, 0.25, 0, 0, 0.75, 0, 0.5, 0, 0.5};
+    return ag_kl_div_soft(in[0], t);
+}
+/* Row 2 with a tenth of the mass on a -1e4 logit: p saturates at exactly 0
+ * and 1, the loss is ~2e3 and the gradient at the -1e4 logit is exactly
+ * -0.1.  (The ~3e-7 relative error is the numeric step's, as explained for
+ * cross-entropy above.) */
+static ag_tensor *f_kl_large_saturated(ag_tensor **in) {
+    static const ag_real t[4] = {0.1, 0.5, 0, 0.4};
+    return ag_kl_div_soft(ag_slice(in[0], 0, 2, 3), t);
+}
+static ag_tensor *f_kl_linear(ag_tensor **in) { /* the relatedness head: linear -> 5 logits */
+    return ag_kl_div_soft(ag_linear(in[0], in[1], NULL), kl_tai + 5);
+}
+
 /* ---- mse ---- */
 
 static int mse_pair(ag_tensor **in, ag_rng *r) {
@@ -296,6 +338,13 @@ const op_case shape_cases[] = {
     {"cross_entropy/large_logits", logits_large, f_ce_large, 0, 0},
     {"cross_entropy/large_logits_saturated", logits_large, f_ce_large_wrong, 0, 0},
     {"cross_entropy/after_linear", ce_linear, f_ce_linear, 0, 0},
+    {"kl_div_soft/tai_targets", logits_45, f_kl_tai, 0, 0},
+    {"kl_div_soft/3d_logits", logits_234, f_kl_3d, 0, 0},
+    {"kl_div_soft/1d_logits", logits_1d, f_kl_1d, 0, 0},
+    {"kl_div_soft/one_class", logits_c1, f_kl_c1, 0, 0},
+    {"kl_div_soft/large_logits", logits_large, f_kl_large, 0, 0},
+    {"kl_div_soft/large_logits_saturated", logits_large, f_kl_large_saturated, 0, 0},
+    {"kl_div_soft/after_linear", ce_linear, f_kl_linear, 0, 0},
     {"mse/both_grads", mse_pair, f_mse, 0, 0},
     {"mse/fixed_target", mse_fixed_target, f_mse, 0, 0},
     {"mse/one_element", mse_one, f_mse, 0, 0},

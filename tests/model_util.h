@@ -4,38 +4,12 @@
 #define AG_MODEL_UTIL_H
 
 #include "check.h"
+#include "fatal.h"
 #include "../models/models.h"
 
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
-
-static jmp_buf model_on_error;
-static char model_last_msg[1024];
-
-static inline void model_catch_fatal(const char *msg) {
-    snprintf(model_last_msg, sizeof model_last_msg, "%s", msg);
-    longjmp(model_on_error, 1);
-}
-
-/* Runs STMT, which must stop with a fatal error whose message contains
- * every string given. */
-#define EXPECT_FATAL(STMT, ...)                                                                     \
-    do {                                                                                            \
-        ag_fatal_handler old_ = ag_set_fatal_handler(model_catch_fatal);                            \
-        model_last_msg[0] = 0;                                                                      \
-        if (setjmp(model_on_error) == 0) {                                                          \
-            STMT;                                                                                   \
-            CHECK(0, "no error from %s", #STMT);                                                    \
-        } else {                                                                                    \
-            const char *want_[] = {__VA_ARGS__};                                                    \
-            for (size_t k_ = 0; k_ < sizeof want_ / sizeof *want_; k_++)                            \
-                CHECK(strstr(model_last_msg, want_[k_]), "%s: message \"%s\" lacks \"%s\"", #STMT, \
-                      model_last_msg, want_[k_]);                                                   \
-        }                                                                                           \
-        ag_set_fatal_handler(old_);                                                                 \
-        ag_step_end();                                                                              \
-    } while (0)
 
 /* Row i of b as a batch of one row (a view: no copies). */
 static inline ag_batch batch_row(const ag_batch *b, int i) {
@@ -45,6 +19,7 @@ static inline ag_batch batch_row(const ag_batch *b, int i) {
     r.tokens += i * N;
     r.lengths += i;
     r.labels += i;
+    if (r.scores) r.scores += i;
     if (r.heads) r.heads += i * N;
     if (r.bigrams) r.bigrams += i * N;
     if (r.targets) r.targets += i * N;

@@ -6,6 +6,7 @@
 
 #include "attngrad.h"
 #include "check.h"
+#include "fatal.h"
 
 #include <setjmp.h>
 #include <string.h>
@@ -13,26 +14,6 @@
 #define IS_F64 (sizeof(ag_real) == sizeof(double))
 
 /* ---- fatal errors caught for inspection ---- */
-static jmp_buf fatal_jump;
-static char fatal_msg[1024];
-static inline void catch_fatal(const char *msg) {
-    strncpy(fatal_msg, msg, sizeof fatal_msg - 1);
-    longjmp(fatal_jump, 1);
-}
-#define EXPECT_FATAL(stmt, ...)                                                                    \
-    do {                                                                                           \
-        fatal_msg[0] = 0;                                                                          \
-        ag_fatal_handler old_ = ag_set_fatal_handler(catch_fatal);                                 \
-        if (!setjmp(fatal_jump)) {                                                                 \
-            stmt;                                                                                  \
-            CHECK(0, "expected a fatal error from %s", #stmt);                                     \
-        }                                                                                          \
-        ag_set_fatal_handler(old_);                                                                \
-        const char *want_[] = {__VA_ARGS__};                                                       \
-        for (size_t i_ = 0; i_ < sizeof want_ / sizeof *want_; i_++)                               \
-            CHECK(strstr(fatal_msg, want_[i_]), "message '%s' lacks '%s'", fatal_msg, want_[i_]); \
-    } while (0)
-
 /* A call that must fail with `status` and a message containing each string. */
 #define EXPECT_ERROR(call, status, ...)                                                            \
     do {                                                                                           \

@@ -7,6 +7,7 @@
  * Built against the f32 and the f64 library; tolerances follow ag_real. */
 #include "attngrad.h"
 #include "check.h"
+#include "fatal.h"
 
 #include <setjmp.h>
 #include <string.h>
@@ -229,64 +230,42 @@ static void test_large_logits(void) {
 
 /* ---- misuse ---- */
 
-static jmp_buf on_error;
-static char last_error[1024];
-
-static void catch_fatal(const char *msg) {
-    snprintf(last_error, sizeof last_error, "%s", msg);
-    longjmp(on_error, 1);
-}
-
-#define EXPECT_FATAL(stmt, part1, part2, part3)                                                           \
-    do {                                                                                                  \
-        last_error[0] = 0;                                                                                \
-        if (setjmp(on_error) == 0) {                                                                      \
-            stmt;                                                                                         \
-            CHECK(0, "no error from %s", #stmt);                                                          \
-        } else {                                                                                          \
-            CHECK(strstr(last_error, part1) && strstr(last_error, part2) && strstr(last_error, part3) &&  \
-                      strstr(last_error, "test_attention.c:"),                                            \
-                  "message '%s' should name '%s', '%s', '%s' and the call site", last_error, part1, part2, \
-                  part3);                                                                                 \
-        }                                                                                                 \
-    } while (0)
-
 static void test_misuse(void) {
     ag_fatal_handler old = ag_set_fatal_handler(catch_fatal);
     ag_tensor *x = ag_tensor_new(3, (int[]){2, 4, 4});
     ag_tensor *bad_mask = ag_tensor_new(2, (int[]){3, 4});
-    EXPECT_FATAL(ag_masked_softmax(x, bad_mask, 1.0), "ag_masked_softmax", "[3,4]", "[2,4,4]");
+    EXPECT_FATAL_AT(ag_masked_softmax(x, bad_mask, 1.0), "ag_masked_softmax", "[3,4]", "[2,4,4]");
     ag_tensor *wide = ag_tensor_new(2, (int[]){4, 5});
-    EXPECT_FATAL(ag_masked_softmax(x, wide, 1.0), "ag_masked_softmax", "[4,5]", "[2,4,4]");
+    EXPECT_FATAL_AT(ag_masked_softmax(x, wide, 1.0), "ag_masked_softmax", "[4,5]", "[2,4,4]");
     ag_tensor *bigger = ag_tensor_new(4, (int[]){3, 2, 4, 4});
-    EXPECT_FATAL(ag_masked_softmax(x, bigger, 1.0), "ag_masked_softmax", "[3,2,4,4]", "[2,4,4]");
+    EXPECT_FATAL_AT(ag_masked_softmax(x, bigger, 1.0), "ag_masked_softmax", "[3,2,4,4]", "[2,4,4]");
     /* [B,1,N] padding meant for [B,N,N] scores, given [B,h,N,N] scores. */
     ag_tensor *x4 = ag_tensor_new(4, (int[]){2, 3, 4, 4});
-    EXPECT_FATAL(ag_masked_softmax(x4, ag_mask_padding((int32_t[]){4, 2}, 2, 4, 3, false), 1.0),
+    EXPECT_FATAL_AT(ag_masked_softmax(x4, ag_mask_padding((int32_t[]){4, 2}, 2, 4, 3, false), 1.0),
                  "ag_masked_softmax", "[2,1,4]", "[2,3,4,4]");
     ag_tensor *grad_mask = ag_tensor_new(2, (int[]){4, 4});
     grad_mask->requires_grad = true;
-    EXPECT_FATAL(ag_masked_softmax(x, grad_mask, 1.0), "ag_masked_softmax", "requires grad", "[4,4]");
-    EXPECT_FATAL(ag_softmax(ag_scalar(1)), "ag_softmax", "0-dim", "softmax");
-    EXPECT_FATAL(ag_log_softmax(ag_scalar(1)), "ag_log_softmax", "0-dim", "log-softmax");
+    EXPECT_FATAL_AT(ag_masked_softmax(x, grad_mask, 1.0), "ag_masked_softmax", "requires grad", "[4,4]");
+    EXPECT_FATAL_AT(ag_softmax(ag_scalar(1)), "ag_softmax", "0-dim", "softmax");
+    EXPECT_FATAL_AT(ag_log_softmax(ag_scalar(1)), "ag_log_softmax", "0-dim", "log-softmax");
 
-    EXPECT_FATAL(ag_softmax_axis_len(x, 0, (int32_t[]){1, 1}), "ag_softmax_axis_len", "[2,4,4]", "axis cannot be 0");
-    EXPECT_FATAL(ag_softmax_axis_len(x, 1, (int32_t[]){1, 5}), "ag_softmax_axis_len", "lengths[1] = 5", "[2,4,4]");
-    EXPECT_FATAL(ag_softmax_axis_len(x, 3, NULL), "ag_softmax_axis_len", "axis 3", "[2,4,4]");
+    EXPECT_FATAL_AT(ag_softmax_axis_len(x, 0, (int32_t[]){1, 1}), "ag_softmax_axis_len", "[2,4,4]", "axis cannot be 0");
+    EXPECT_FATAL_AT(ag_softmax_axis_len(x, 1, (int32_t[]){1, 5}), "ag_softmax_axis_len", "lengths[1] = 5", "[2,4,4]");
+    EXPECT_FATAL_AT(ag_softmax_axis_len(x, 3, NULL), "ag_softmax_axis_len", "axis 3", "[2,4,4]");
 
     ag_tensor *q = ag_tensor_new(4, (int[]){2, 3, 4, 5}), *k = ag_tensor_new(4, (int[]){2, 3, 6, 5});
     ag_tensor *k_bad_d = ag_tensor_new(4, (int[]){2, 3, 6, 4}), *v = ag_tensor_new(4, (int[]){2, 3, 6, 7});
     ag_tensor *v_bad_n = ag_tensor_new(4, (int[]){2, 3, 5, 7}), *k_bad_b = ag_tensor_new(4, (int[]){2, 2, 6, 5});
-    EXPECT_FATAL(ag_attention(q, k_bad_d, v, NULL, 1, NULL), "ag_attention", "[2,3,4,5]", "[2,3,6,4]");
-    EXPECT_FATAL(ag_attention(q, k, v_bad_n, NULL, 1, NULL), "ag_attention", "[2,3,6,5]", "[2,3,5,7]");
-    EXPECT_FATAL(ag_attention(q, k_bad_b, v, NULL, 1, NULL), "ag_attention", "[2,3,4,5]", "[2,2,6,5]");
-    EXPECT_FATAL(ag_attention(q, k, v, ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST}, 4), 1, NULL), "ag_attention",
+    EXPECT_FATAL_AT(ag_attention(q, k_bad_d, v, NULL, 1, NULL), "ag_attention", "[2,3,4,5]", "[2,3,6,4]");
+    EXPECT_FATAL_AT(ag_attention(q, k, v_bad_n, NULL, 1, NULL), "ag_attention", "[2,3,6,5]", "[2,3,5,7]");
+    EXPECT_FATAL_AT(ag_attention(q, k_bad_b, v, NULL, 1, NULL), "ag_attention", "[2,3,4,5]", "[2,2,6,5]");
+    EXPECT_FATAL_AT(ag_attention(q, k, v, ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST}, 4), 1, NULL), "ag_attention",
                  "[4,4]", "[2,3,4,6]");
-    EXPECT_FATAL(ag_attention(ag_tensor_new(1, (int[]){5}), k, v, NULL, 1, NULL), "ag_attention", "[5]", "[2,3,6,5]");
+    EXPECT_FATAL_AT(ag_attention(ag_tensor_new(1, (int[]){5}), k, v, NULL, 1, NULL), "ag_attention", "[5]", "[2,3,6,5]");
 
-    EXPECT_FATAL(ag_split_heads(ag_tensor_new(3, (int[]){2, 3, 10}), 3), "ag_split_heads", "[2,3,10]", "3 heads");
-    EXPECT_FATAL(ag_split_heads(ag_tensor_new(4, (int[]){2, 3, 4, 6}), 2), "ag_split_heads", "[2,3,4,6]", "2 heads");
-    EXPECT_FATAL(ag_merge_heads(ag_tensor_new(2, (int[]){3, 6})), "ag_merge_heads", "[3,6]", "[h, N, d]");
+    EXPECT_FATAL_AT(ag_split_heads(ag_tensor_new(3, (int[]){2, 3, 10}), 3), "ag_split_heads", "[2,3,10]", "3 heads");
+    EXPECT_FATAL_AT(ag_split_heads(ag_tensor_new(4, (int[]){2, 3, 4, 6}), 2), "ag_split_heads", "[2,3,4,6]", "2 heads");
+    EXPECT_FATAL_AT(ag_merge_heads(ag_tensor_new(2, (int[]){3, 6})), "ag_merge_heads", "[3,6]", "[h, N, d]");
     ag_set_fatal_handler(old);
     ag_step_end();
 }

@@ -2,6 +2,7 @@
  * accumulate, no-grad records nothing, marks rewind, a fixed-shape training
  * step allocates nothing after warm-up, and misuse names the caller's line. */
 #include "check.h"
+#include "fatal.h"
 #include "attngrad.h"
 
 #include <setjmp.h>
@@ -27,26 +28,6 @@ static long libc_allocs;
 #endif
 
 /* ---- fatal errors caught for inspection ---- */
-static jmp_buf fatal_jump;
-static char fatal_msg[1024];
-static void catch_fatal(const char *msg) {
-    strncpy(fatal_msg, msg, sizeof fatal_msg - 1);
-    longjmp(fatal_jump, 1);
-}
-#define EXPECT_FATAL(stmt, ...)                                                         \
-    do {                                                                                \
-        fatal_msg[0] = 0;                                                               \
-        ag_fatal_handler old_ = ag_set_fatal_handler(catch_fatal);                      \
-        if (!setjmp(fatal_jump)) {                                                      \
-            stmt;                                                                       \
-            CHECK(0, "expected a fatal error from %s", #stmt);                          \
-        }                                                                               \
-        ag_set_fatal_handler(old_);                                                     \
-        const char *want_[] = {__VA_ARGS__};                                            \
-        for (size_t i_ = 0; i_ < sizeof want_ / sizeof *want_; i_++)                    \
-            CHECK(strstr(fatal_msg, want_[i_]), "message '%s' lacks '%s'", fatal_msg, want_[i_]); \
-    } while (0)
-
 static void test_accumulation(void) {
     ag_params ps = {0};
     ag_tensor *w = ag_param(&ps, "w", 1, (int[]){3});

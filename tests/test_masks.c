@@ -3,6 +3,7 @@
  * ag_shutdown), tree distances and their input errors, and misuse. */
 #include "attngrad.h"
 #include "check.h"
+#include "fatal.h"
 
 #include <setjmp.h>
 #include <stdlib.h>
@@ -283,39 +284,19 @@ static void test_mask_batch(void) {
 
 /* ---- misuse stops with a message naming the function ---- */
 
-static jmp_buf on_error;
-static char last_error[1024];
-
-static void catch_fatal(const char *msg) {
-    snprintf(last_error, sizeof last_error, "%s", msg);
-    longjmp(on_error, 1);
-}
-
-#define EXPECT_FATAL(stmt, part1, part2)                                                                 \
-    do {                                                                                                 \
-        last_error[0] = 0;                                                                               \
-        if (setjmp(on_error) == 0) {                                                                     \
-            stmt;                                                                                        \
-            CHECK(0, "no error from %s", #stmt);                                                         \
-        } else {                                                                                         \
-            CHECK(strstr(last_error, part1) && strstr(last_error, part2) && strstr(last_error, "test_masks.c:"), \
-                  "message '%s' should name '%s' and '%s'", last_error, part1, part2);                   \
-        }                                                                                                \
-    } while (0)
-
 static void test_misuse(void) {
     ag_fatal_handler old = ag_set_fatal_handler(catch_fatal);
     const int32_t too_long[2] = {3, 5};
-    EXPECT_FATAL(ag_mask(&(ag_mask_spec){.dist = AG_DIST_TREE}, 4), "ag_mask", "ag_mask_batch");
-    EXPECT_FATAL(ag_mask(&(ag_mask_spec){.dir = (ag_mask_dir)9}, 4), "ag_mask", "direction 9");
-    EXPECT_FATAL(ag_mask(&(ag_mask_spec){.faraway = -1}, 4), "ag_mask", "faraway -1");
-    EXPECT_FATAL(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST}, -2), "ag_mask", "N = -2");
-    EXPECT_FATAL(ag_mask_heads((ag_mask_spec[]){{0}}, 0, 4), "ag_mask_heads", "0 heads");
-    EXPECT_FATAL(ag_mask_attenuation(1, 1, 4), "ag_mask_attenuation", "c = 1");
-    EXPECT_FATAL(ag_mask_padding(too_long, 2, 4, 3, false), "ag_mask_padding", "lengths[1] = 5");
-    EXPECT_FATAL(ag_mask_padding(too_long, 2, 5, 2, false), "ag_mask_padding", "ndim 2");
+    EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.dist = AG_DIST_TREE}, 4), "ag_mask", "ag_mask_batch");
+    EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.dir = (ag_mask_dir)9}, 4), "ag_mask", "direction 9");
+    EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.faraway = -1}, 4), "ag_mask", "faraway -1");
+    EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST}, -2), "ag_mask", "N = -2");
+    EXPECT_FATAL_AT(ag_mask_heads((ag_mask_spec[]){{0}}, 0, 4), "ag_mask_heads", "0 heads");
+    EXPECT_FATAL_AT(ag_mask_attenuation(1, 1, 4), "ag_mask_attenuation", "c = 1");
+    EXPECT_FATAL_AT(ag_mask_padding(too_long, 2, 4, 3, false), "ag_mask_padding", "lengths[1] = 5");
+    EXPECT_FATAL_AT(ag_mask_padding(too_long, 2, 5, 2, false), "ag_mask_padding", "ndim 2");
     ag_tensor *m;
-    EXPECT_FATAL(ag_mask_batch((ag_mask_spec[]){{.dist = AG_DIST_TREE}}, 1, 2, 5, too_long, NULL, &m),
+    EXPECT_FATAL_AT(ag_mask_batch((ag_mask_spec[]){{.dist = AG_DIST_TREE}}, 1, 2, 5, too_long, NULL, &m),
                  "ag_mask_batch", "heads is NULL");
     ag_set_fatal_handler(old);
     ag_step_end();

@@ -17,10 +17,12 @@ static ag_tensor *tiny_loss(void *p) {
     return ag_model_loss(c->m, c->b, false);
 }
 
-static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task task, const char *label) {
+static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task task, int attention,
+                            const char *label) {
     ag_model_config cfg = ag_model_tiny(kind);
     cfg.flags |= flags;
     if (task) cfg.task = task;
+    cfg.attention = attention;
     ag_model m;
     ag_model_init(&m, kind, &cfg);
     ag_batch b;
@@ -44,9 +46,10 @@ static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task t
 }
 
 /* The same examples padded to a wider batch give the same loss. */
-static void padding_invariance(const ag_model_kind *kind, ag_task task) {
+static void padding_invariance(const ag_model_kind *kind, ag_task task, int attention) {
     ag_model_config cfg = ag_model_tiny(kind);
     if (task) cfg.task = task;
+    cfg.attention = attention;
     ag_model m;
     ag_model_init(&m, kind, &cfg);
     if (m.kind->batch_opts) {
@@ -88,8 +91,10 @@ static void padding_invariance(const ag_model_kind *kind, ag_task task) {
 }
 
 /* Parameter names are unique and every one of them gets a gradient path. */
-static void names(const ag_model_kind *kind) {
+static void names(const ag_model_kind *kind, ag_task task, int attention) {
     ag_model_config cfg = ag_model_tiny(kind);
+    if (task) cfg.task = task;
+    cfg.attention = attention;
     ag_model m;
     ag_model_init(&m, kind, &cfg);
     CHECK(m.params.count > 0);
@@ -103,23 +108,26 @@ typedef struct {
     const char *model;
     unsigned flags;
     const char *label;
+    int attention; /* LM: cfg.attention */
 } variant;
 
 static const variant variants[] = {
-    {"mpsan", 0, "mpsan"},
-    {"mpsan", AG_FLAG_ELU_SCORE, "mpsan/elu_score"},
-    {"mpsan", AG_FLAG_LINEAR_DIST, "mpsan/linear_dist"},
-    {"dual_axial", 0, "dual_axial"},
-    {"dual_axial", AG_FLAG_NO_BIGRAM, "dual_axial/no_bigram"},
-    {"dual_axial", AG_FLAG_SOFTMAX, "dual_axial/softmax"},
-    {"dual_axial", AG_FLAG_NO_ZETA, "dual_axial/no_zeta"},
-    {"dual_axial", AG_FLAG_TEXT_ONLY, "dual_axial/text_only"},
-    {"ms_san", 0, "ms_san"},
-    {"ms_san", AG_FLAG_NO_DIST, "ms_san/no_dist"},
-    {"mtsa", 0, "mtsa"},
-    {"mtsa", AG_FLAG_EXP_SCORE, "mtsa/exp_score"},
-    {"poslm", 0, "poslm"},
-    {"poslm", AG_FLAG_STRICT, "poslm/strict"},
+    {"mpsan", 0, "mpsan", 0},
+    {"mpsan", AG_FLAG_ELU_SCORE, "mpsan/elu_score", 0},
+    {"mpsan", AG_FLAG_LINEAR_DIST, "mpsan/linear_dist", 0},
+    {"dual_axial", 0, "dual_axial", 0},
+    {"dual_axial", AG_FLAG_NO_BIGRAM, "dual_axial/no_bigram", 0},
+    {"dual_axial", AG_FLAG_SOFTMAX, "dual_axial/softmax", 0},
+    {"dual_axial", AG_FLAG_NO_ZETA, "dual_axial/no_zeta", 0},
+    {"dual_axial", AG_FLAG_TEXT_ONLY, "dual_axial/text_only", 0},
+    {"ms_san", 0, "ms_san", 0},
+    {"ms_san", AG_FLAG_NO_DIST, "ms_san/no_dist", 0},
+    {"mtsa", 0, "mtsa", 0},
+    {"mtsa", AG_FLAG_EXP_SCORE, "mtsa/exp_score", 0},
+    {"poslm", 0, "poslm", 0},
+    {"poslm", AG_FLAG_STRICT, "poslm/strict", 0},
+    {"poslm", 0, "poslm/standard", AG_LM_STANDARD},
+    {"poslm", 0, "poslm/none", AG_LM_NONE},
 };
 
 /* Variants that change the task (and with it the head) rather than a flag. */
@@ -129,6 +137,7 @@ static const struct {
     const char *label;
 } task_variants[] = {
     {"ms_san", AG_TASK_PAIR, "ms_san/pair"},
+    {"mpsan", AG_TASK_RELATEDNESS, "mpsan/relatedness"},
 };
 
 int main(int argc, char **argv) {
@@ -136,17 +145,18 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         const ag_model_kind *kind = ag_model_find(variants[i].model);
         if (!kind || (only && strcmp(only, variants[i].model))) continue;
-        gradcheck_model(kind, variants[i].flags, 0, variants[i].label);
+        gradcheck_model(kind, variants[i].flags, 0, variants[i].attention, variants[i].label);
         if (variants[i].flags == 0) {
-            padding_invariance(kind, 0);
-            names(kind);
+            padding_invariance(kind, 0, variants[i].attention);
+            names(kind, 0, variants[i].attention);
         }
     }
     for (size_t i = 0; i < sizeof task_variants / sizeof *task_variants; i++) {
         const ag_model_kind *kind = ag_model_find(task_variants[i].model);
         if (!kind || (only && strcmp(only, task_variants[i].model))) continue;
-        gradcheck_model(kind, 0, task_variants[i].task, task_variants[i].label);
-        padding_invariance(kind, task_variants[i].task);
+        gradcheck_model(kind, 0, task_variants[i].task, 0, task_variants[i].label);
+        padding_invariance(kind, task_variants[i].task, 0);
+        names(kind, task_variants[i].task, 0);
     }
     ag_shutdown();
     return check_summary("test_models");

@@ -14,6 +14,7 @@
  *   - error messages of every op */
 #include "attngrad.h"
 #include "check.h"
+#include "fatal.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -696,69 +697,46 @@ static void test_dual_axial(void) {
 /* Error messages                                                            */
 /* ======================================================================== */
 
-static jmp_buf on_fatal;
-static char fatal_msg[1024];
-
-static void catch_fatal(const char *msg) {
-    snprintf(fatal_msg, sizeof fatal_msg, "%s", msg);
-    longjmp(on_fatal, 1);
-}
-
-/* Runs CALL expecting a fatal error whose message holds every string given. */
-#define EXPECT_FATAL(CALL, ...)                                                               \
-    do {                                                                                      \
-        fatal_msg[0] = 0;                                                                     \
-        if (setjmp(on_fatal) == 0) {                                                          \
-            (void)(CALL);                                                                     \
-            CHECK(0, "no error from %s", #CALL);                                              \
-        } else {                                                                              \
-            const char *want_[] = {__VA_ARGS__};                                              \
-            for (size_t i_ = 0; i_ < sizeof want_ / sizeof *want_; i_++)                      \
-                CHECK(strstr(fatal_msg, want_[i_]), "'%s' not in \"%s\"", want_[i_], fatal_msg); \
-            CHECK(strstr(fatal_msg, "test_seq.c:"), "no call site in \"%s\"", fatal_msg);    \
-        }                                                                                     \
-    } while (0)
-
 static void test_errors(void) {
     ag_fatal_handler old = ag_set_fatal_handler(catch_fatal);
     ag_tensor *x = zeros(3, (int[]){2, 5, 3}), *v4 = zeros(1, (int[]){4});
-    EXPECT_FATAL(ag_layernorm(x, v4, NULL, 1e-5), "ag_layernorm", "gamma", "[4]", "[2,5,3]");
-    EXPECT_FATAL(ag_layernorm(x, NULL, v4, 1e-5), "ag_layernorm", "beta", "[4]");
+    EXPECT_FATAL_AT(ag_layernorm(x, v4, NULL, 1e-5), "ag_layernorm", "gamma", "[4]", "[2,5,3]");
+    EXPECT_FATAL_AT(ag_layernorm(x, NULL, v4, 1e-5), "ag_layernorm", "beta", "[4]");
 
     ag_tensor *mu = zeros(2, (int[]){2, 5}), *bad = zeros(2, (int[]){2, 4});
-    EXPECT_FATAL(ag_gaussian_context(x, bad, mu, NULL, false, 1e-3, NULL), "ag_gaussian_context", "mu", "[2,4]", "[2,5,3]");
-    EXPECT_FATAL(ag_gaussian_context(x, mu, bad, NULL, false, 1e-3, NULL), "ag_gaussian_context", "sigma", "[2,4]");
-    EXPECT_FATAL(ag_gaussian_context(mu, mu, mu, NULL, false, 1e-3, NULL), "ag_gaussian_context", "[2,5]", "[B,N,H]");
-    EXPECT_FATAL(ag_gaussian_context(x, mu, mu, (const int32_t[]){5, 6}, false, 1e-3, NULL), "ag_gaussian_context",
+    EXPECT_FATAL_AT(ag_gaussian_context(x, bad, mu, NULL, false, 1e-3, NULL), "ag_gaussian_context", "mu", "[2,4]", "[2,5,3]");
+    EXPECT_FATAL_AT(ag_gaussian_context(x, mu, bad, NULL, false, 1e-3, NULL), "ag_gaussian_context", "sigma", "[2,4]");
+    EXPECT_FATAL_AT(ag_gaussian_context(mu, mu, mu, NULL, false, 1e-3, NULL), "ag_gaussian_context", "[2,5]", "[B,N,H]");
+    EXPECT_FATAL_AT(ag_gaussian_context(x, mu, mu, (const int32_t[]){5, 6}, false, 1e-3, NULL), "ag_gaussian_context",
                  "len[1] = 6");
-    EXPECT_FATAL(ag_gaussian_mu(mu, NULL), "ag_gaussian_mu", "[2,5]", "[B,N,3]");
-    EXPECT_FATAL(ag_gaussian_mu(x, (const int32_t[]){5, 9}), "ag_gaussian_mu", "len[1] = 9");
+    EXPECT_FATAL_AT(ag_gaussian_mu(mu, NULL), "ag_gaussian_mu", "[2,5]", "[B,N,3]");
+    EXPECT_FATAL_AT(ag_gaussian_mu(x, (const int32_t[]){5, 9}), "ag_gaussian_mu", "len[1] = 9");
 
     ag_tensor *w_ih = zeros(2, (int[]){3, 8}), *w_hh = zeros(2, (int[]){2, 8}), *wrong = zeros(2, (int[]){4, 8});
     ag_lstm_layer ok = {w_ih, w_hh, NULL, NULL};
-    EXPECT_FATAL(ag_lstm(x, &(ag_lstm_layer){wrong, w_hh, NULL, NULL}, 1, NULL), "ag_lstm", "w_ih", "[4,8]", "[2,5,3]");
-    EXPECT_FATAL(ag_lstm(x, &(ag_lstm_layer){w_ih, wrong, NULL, NULL}, 1, NULL), "ag_lstm", "w_hh", "[4,8]");
-    EXPECT_FATAL(ag_lstm(x, &(ag_lstm_layer){w_ih, w_hh, v4, NULL}, 1, NULL), "ag_lstm", "b_ih", "[4]", "[8]");
-    EXPECT_FATAL(ag_lstm(x, (ag_lstm_layer[]){ok, ok}, 2, NULL), "ag_lstm", "layer 1", "w_ih", "[3,8]", "[2,8]");
-    EXPECT_FATAL(ag_lstm(x, &ok, 1, &(ag_lstm_opts){.h0 = zeros(3, (int[]){1, 2, 3})}), "ag_lstm", "h0", "[1,2,3]",
+    EXPECT_FATAL_AT(ag_lstm(x, &(ag_lstm_layer){wrong, w_hh, NULL, NULL}, 1, NULL), "ag_lstm", "w_ih", "[4,8]", "[2,5,3]");
+    EXPECT_FATAL_AT(ag_lstm(x, &(ag_lstm_layer){w_ih, wrong, NULL, NULL}, 1, NULL), "ag_lstm", "w_hh", "[4,8]");
+    EXPECT_FATAL_AT(ag_lstm(x, &(ag_lstm_layer){w_ih, w_hh, v4, NULL}, 1, NULL), "ag_lstm", "b_ih", "[4]", "[8]");
+    EXPECT_FATAL_AT(ag_lstm(x, (ag_lstm_layer[]){ok, ok}, 2, NULL), "ag_lstm", "layer 1", "w_ih", "[3,8]", "[2,8]");
+    EXPECT_FATAL_AT(ag_lstm(x, &ok, 1, &(ag_lstm_opts){.h0 = zeros(3, (int[]){1, 2, 3})}), "ag_lstm", "h0", "[1,2,3]",
                  "[layers=1,B=2,H=2]");
-    EXPECT_FATAL(ag_lstm(x, (ag_lstm_layer[]){ok, {zeros(2, (int[]){2, 8}), w_hh, NULL, NULL}}, 2,
+    EXPECT_FATAL_AT(ag_lstm(x, (ag_lstm_layer[]){ok, {zeros(2, (int[]){2, 8}), w_hh, NULL, NULL}}, 2,
                          &(ag_lstm_opts){.keep = 0.5, .training = true}),
                  "ag_lstm", "needs an rng");
-    EXPECT_FATAL(ag_lstm(x, &ok, 1, &(ag_lstm_opts){.keep = 1.5}), "ag_lstm", "keep 1.5");
-    EXPECT_FATAL(ag_lstm(x, &ok, 1, &(ag_lstm_opts){.len = (const int32_t[]){-1, 2}}), "ag_lstm", "len[0] = -1");
-    EXPECT_FATAL(ag_lstm(mu, &ok, 1, NULL), "ag_lstm", "[2,5]", "[B,N,in]");
+    EXPECT_FATAL_AT(ag_lstm(x, &ok, 1, &(ag_lstm_opts){.keep = 1.5}), "ag_lstm", "keep 1.5");
+    EXPECT_FATAL_AT(ag_lstm(x, &ok, 1, &(ag_lstm_opts){.len = (const int32_t[]){-1, 2}}), "ag_lstm", "len[0] = -1");
+    EXPECT_FATAL_AT(ag_lstm(mu, &ok, 1, NULL), "ag_lstm", "[2,5]", "[B,N,in]");
 
     ag_tensor *R = zeros(3, (int[]){2, 5, 5}), *S = zeros(3, (int[]){2, 5, 4}), *S3 = zeros(3, (int[]){2, 4, 4});
-    EXPECT_FATAL(ag_mtsa_attention(R, S3, S3, NULL, NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention", "[2,5,5]", "[2,4,4]");
-    EXPECT_FATAL(ag_mtsa_attention(R, S, S, zeros(2, (int[]){4, 4}), NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention",
+    EXPECT_FATAL_AT(ag_mtsa_attention(R, S3, S3, NULL, NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention", "[2,5,5]", "[2,4,4]");
+    EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, zeros(2, (int[]){4, 4}), NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention",
                  "mask", "[4,4]", "[2,5,5]");
     ag_tensor *additive = zeros(2, (int[]){5, 5});
     additive->data[3] = -INFINITY;
-    EXPECT_FATAL(ag_mtsa_attention(R, S, S, additive, NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention", "mask", "0 or 1");
-    EXPECT_FATAL(ag_mtsa_attention(R, S, S, NULL, (const int32_t[]){5, 7}, AG_MTSA_IDENTITY), "ag_mtsa_attention",
+    EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, additive, NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention", "mask", "0 or 1");
+    EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, NULL, (const int32_t[]){5, 7}, AG_MTSA_IDENTITY), "ag_mtsa_attention",
                  "len[1] = 7");
-    EXPECT_FATAL(ag_mtsa_attention(R, S, S, NULL, NULL, (ag_mtsa_score)7), "ag_mtsa_attention", "score");
+    EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, NULL, NULL, (ag_mtsa_score)7), "ag_mtsa_attention", "score");
     ag_set_fatal_handler(old);
     ag_step_end();
 }

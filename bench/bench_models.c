@@ -1,0 +1,395 @@
+/* bench_models.c - one full training step of every registered model at the
+ * paper's size (f32): forward, backward, L2 term, the paper's optimizer.
+ *
+ *     bench_models [--model NAME] [--threads N] [--steps K] [--warmup W]
+ *                  [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only]
+ *
+ * Per model it reports the median step time with its spread (quartiles,
+ * min and max) over K steps after W warm-up steps, the memory, and how much
+ * of the step is matrix multiplication:
+ *
+ *  - memory, two ways: "accounted" = the step arena's high-water mark
+ *    (ag_memstats().arena_high: activations, gradients, tape) + parameters
+ *    and their gradients + optimizer state; and "rss" = the growth of the
+ *    process's peak resident set (getrusage maxrss) from just before the
+ *    model is built to the end of its steps.  Each model runs in a forked
+ *    child, so every rss figure starts from the same clean process.
+ *  - GEMM: every cblas_sgemm call is counted and timed (the executable is
+ *    linked with -Wl,--wrap=cblas_sgemm; the library is untouched): FLOPs
+ *    (2MNK), calls and time per step, against the peak of a large square
+ *    sgemm measured in the same run.
+ *
+ * The batch is synthetic and fixed: width N (the model's fixed length for
+ * dual-axial), the first row full and the other lengths uniform in
+ * [ceil(N/2), N], tokens uniform over the vocabulary, random dependency
+ * trees, all from seed 1.  --batch-dir DIR writes each model's batch and
+ * config to DIR/<model>.safetensors, which bench/bench_models.py replays
+ * in PyTorch.  --csv writes model,attngrad_ms,torch_ms,ratio,
+ * attngrad_peak_mb,torch_peak_mb (the torch columns empty here; peak = rss).
+ */
+#include "../models/models.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#ifdef AG_HAVE_OPENBLAS_THREADS
+void openblas_set_num_threads(int num_threads);
+#endif
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- GEMM accounting: a link-time wrapper around cblas_sgemm ---- */
+
+typedef struct {
+    double flops, seconds;
+    long calls;
+} gemm_stats;
+
+static gemm_stats gemm;
+
+#if defined(AG_GEMM_WRAP) && defined(OPENBLAS_CONST)
+#define GEMM_COUNTED 1
+__typeof__(cblas_sgemm) __real_cblas_sgemm, __wrap_cblas_sgemm;
+
+void __wrap_cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_TRANSPOSE ta,
+                        OPENBLAS_CONST enum CBLAS_TRANSPOSE tb, OPENBLAS_CONST blasint M, OPENBLAS_CONST blasint N,
+                        OPENBLAS_CONST blasint K, OPENBLAS_CONST float alpha, OPENBLAS_CONST float *A,
+                        OPENBLAS_CONST blasint lda, OPENBLAS_CONST float *B, OPENBLAS_CONST blasint ldb,
+                        OPENBLAS_CONST float beta, float *C, OPENBLAS_CONST blasint ldc) {
+    double t0 = now();
+    __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm.seconds += now() - t0;
+    gemm.flops += 2.0 * M * N * K;
+    gemm.calls++;
+}
+#else
+#define GEMM_COUNTED 0
+#endif
+
+/* Best GFLOP/s of an n x n x n sgemm (a few runs after one warm-up). */
+static double sgemm_peak(int n) {
+    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
+    for (int i = 0; i < n * n; i++) a[i] = b[i] = (float)((i % 17) - 8) / 16;
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+        double dt = now() - t0;
+        if (r > 0 && 2.0 * n * n * n / dt > best) best = 2.0 * n * n * n / dt;
+    }
+    free(a), free(b), free(c);
+    return best / 1e9;
+}
+
+/* ---- the synthetic batch ---- */
+
+/* The width each model is benchmarked at (MODELS.md / the papers). */
+static int bench_width(const ag_model_kind *k, const ag_model_config *c) {
+    if (c->fixed_len > 0) return c->fixed_len;
+    if (c->task == AG_TASK_LM) return 35;
+    (void)k;
+    return 30;
+}
+
+static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
+
+static void make_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b) {
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    memset(b, 0, sizeof *b);
+    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
+    size_t cells = (size_t)B * N;
+    b->rows = b->max_rows = B;
+    b->width = b->width_b = b->max_width = N;
+    b->tokens = ints(cells), b->tokens_b = ints(cells), b->targets = ints(cells);
+    b->heads = ints(cells), b->heads_b = ints(cells), b->bigrams = ints(cells), b->bigrams_b = ints(cells);
+    b->lengths = ints(B), b->lengths_b = ints(B), b->labels = ints(B);
+    uint64_t V = (uint64_t)m->cfg.vocab, K = (uint64_t)(m->cfg.classes > 0 ? m->cfg.classes : 1);
+    int lo = (N + 1) / 2;
+    for (int i = 0; i < B; i++) {
+        int n = i == 0 ? N : lo + (int)(ag_rng_next(&r) % (uint64_t)(N - lo + 1));
+        b->lengths[i] = b->lengths_b[i] = n;
+        b->labels[i] = (int32_t)(ag_rng_next(&r) % K);
+        for (int t = 0; t < N; t++) {
+            size_t k = (size_t)i * N + t;
+            bool valid = t < n;
+            b->tokens[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
+            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
+            b->targets[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
+            /* a random tree: every word but the first hangs off an earlier one */
+            b->heads[k] = b->heads_b[k] = !valid ? AG_HEAD_PAD : t == 0 ? AG_HEAD_ROOT : (int32_t)(ag_rng_next(&r) % (uint64_t)t);
+        }
+        for (int t = 0; t + 1 < n && m->cfg.n_bigram > 1; t++) {
+            size_t k = (size_t)i * N + t;
+            b->bigrams[k] = ag_bigram_id(b->tokens[k], b->tokens[k + 1], m->cfg.n_bigram);
+            b->bigrams_b[k] = ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], m->cfg.n_bigram);
+        }
+    }
+}
+
+static void free_batch(ag_batch *b) {
+    free(b->tokens), free(b->tokens_b), free(b->targets), free(b->heads), free(b->heads_b);
+    free(b->bigrams), free(b->bigrams_b), free(b->lengths), free(b->lengths_b), free(b->labels);
+}
+
+static int64_t *add_ints(ag_st_writer *w, const char *name, const int32_t *src, int rows, int width) {
+    int64_t n = (int64_t)rows * (width ? width : 1), *dst = malloc((size_t)n * sizeof *dst);
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+    ag_st_add(w, name, AG_I64, width ? 2 : 1, (int64_t[]){rows, width}, dst);
+    return dst;
+}
+
+/* The batch, the model's config and its initial parameters, for the
+ * PyTorch side. */
+static void write_batch(const char *dir, const ag_model *m, const ag_batch *b) {
+    static const char *const tasks[] = {"classify", "pair", "lm"}, *const att[] = {"positional", "standard", "none"};
+    const ag_model_config *c = &m->cfg;
+    char path[1024], config[1024];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, m->kind->name);
+    snprintf(config, sizeof config,
+             "model=%s\nvocab=%d\nclasses=%d\ndim=%d\nhidden=%d\nheads=%d\nlayers=%d\nfixed_len=%d\nn_bigram=%d\n"
+             "keep=%.17g\nl2=%.17g\noptim=%s\ntask=%s\nattention=%s\nbatch=%d\nclip=%g\n",
+             m->kind->name, c->vocab, c->classes, c->dim, c->hidden, c->heads, c->layers, c->fixed_len, c->n_bigram,
+             c->keep, c->l2, c->optim, tasks[c->task], att[c->attention >= 0 && c->attention < 3 ? c->attention : 0],
+             b->rows, c->task == AG_TASK_LM ? 0.25 : 0.0);
+    ag_st_writer w = {0};
+    int64_t *bufs[8];
+    int nb = 0, B = b->rows, N = b->width;
+    bufs[nb++] = add_ints(&w, "batch.tokens", b->tokens, B, N);
+    bufs[nb++] = add_ints(&w, "batch.lengths", b->lengths, B, 0);
+    bufs[nb++] = add_ints(&w, "batch.labels", b->labels, B, 0);
+    bufs[nb++] = add_ints(&w, "batch.targets", b->targets, B, N);
+    bufs[nb++] = add_ints(&w, "batch.heads", b->heads, B, N);
+    bufs[nb++] = add_ints(&w, "batch.bigrams", b->bigrams, B, N);
+    bufs[nb++] = add_ints(&w, "batch.tokens_b", b->tokens_b, B, N);
+    bufs[nb++] = add_ints(&w, "batch.lengths_b", b->lengths_b, B, 0);
+    for (int i = 0; i < m->params.count; i++) /* the initial values: both sides start alike */
+        ag_st_add_tensor(&w, m->params.items[i]->name, m->params.items[i]);
+    ag_st_set_meta(&w, "config", config);
+    ag_st_set_meta(&w, "model", m->kind->name);
+    if (ag_st_write(&w, path) != AG_OK) fprintf(stderr, "bench_models: %s\n", ag_errmsg());
+    ag_st_writer_free(&w);
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+}
+
+/* ---- one model ---- */
+
+typedef struct {
+    int B, N;
+    int64_t params;
+    double ms_med, ms_q1, ms_q3, ms_min, ms_max;
+    double gemm_gflop, gemm_ms, gemm_calls;  /* per step */
+    double arena_mb, param_mb, optim_mb, rss_mb;
+    double loss_first, loss_last;
+} result;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile(const double *sorted, int n, double q) {
+    double pos = q * (n - 1);
+    int i = (int)pos;
+    return i + 1 < n ? sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]) : sorted[n - 1];
+}
+
+static double maxrss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0; /* Linux: kilobytes */
+}
+
+static int bench_one(const ag_model_kind *kind, int steps, int warmup, const char *batch_dir, result *res) {
+    double rss0 = maxrss_mb();
+    ag_model_config cfg = ag_model_defaults(kind);
+    if (cfg.task != AG_TASK_LM) {
+        cfg.vocab = 20000; /* the classifiers' corpora: ~20k words */
+        cfg.classes = 5;
+    }
+    ag_model m;
+    if (ag_model_init(&m, kind, &cfg)) {
+        fprintf(stderr, "bench_models: %s\n", ag_errmsg());
+        exit(1);
+    }
+    int B = cfg.batch, N = bench_width(kind, &cfg);
+    ag_batch b;
+    make_batch(&m, B, N, 1, &b);
+    if (batch_dir) write_batch(batch_dir, &m, &b);
+
+    ag_optim_config oc;
+    ag_optimizer opt;
+    if (ag_optim_parse(cfg.optim, &oc) != AG_OK || ag_optim_init(&opt, &m.params, &oc) != AG_OK) {
+        fprintf(stderr, "bench_models: %s: optimizer '%s': %s\n", kind->name, cfg.optim, ag_errmsg());
+        return 1;
+    }
+    double *ms = malloc(sizeof(double) * (size_t)steps);
+    gemm_stats before = gemm;
+    for (int s = -warmup; s < steps; s++) {
+        if (s == 0) before = gemm;
+        double t0 = now();
+        ag_params_zero_grad(&m.params);
+        ag_tensor *loss = ag_model_loss(&m, &b, true);
+        double value = ag_item(loss);
+        ag_backward(loss);
+        if (cfg.l2 > 0) ag_l2_penalty(&m.params, cfg.l2);
+        if (cfg.task == AG_TASK_LM) ag_clip_grad_norm(&m.params, 0.25); /* MODELS.md §3 */
+        ag_optim_step(&opt);
+        ag_step_end();
+        double dt = now() - t0;
+        if (s == -warmup) res->loss_first = value;
+        res->loss_last = value;
+        if (s >= 0) ms[s] = 1e3 * dt;
+    }
+    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    int64_t numel = ag_params_numel(&m.params);
+    *res = (result){
+        .B = B, .N = N, .params = numel,
+        .ms_med = quantile(ms, steps, 0.5), .ms_q1 = quantile(ms, steps, 0.25), .ms_q3 = quantile(ms, steps, 0.75),
+        .ms_min = ms[0], .ms_max = ms[steps - 1],
+        .gemm_gflop = (gemm.flops - before.flops) / steps / 1e9,
+        .gemm_ms = 1e3 * (gemm.seconds - before.seconds) / steps,
+        .gemm_calls = (double)(gemm.calls - before.calls) / steps,
+        .arena_mb = (double)ag_memstats().arena_high / (1 << 20),
+        .param_mb = 2.0 * (double)numel * sizeof(ag_real) / (1 << 20),
+        .optim_mb = (double)opt.n_slots * (double)numel * sizeof(ag_real) / (1 << 20),
+        .rss_mb = maxrss_mb() - rss0,
+        .loss_first = res->loss_first, .loss_last = res->loss_last,
+    };
+    free(ms);
+    ag_optim_free(&opt);
+    free_batch(&b);
+    ag_model_free(&m);
+    ag_shutdown();
+    return 0;
+}
+
+/* Runs bench_one in a child process so that each model's rss is its own. */
+static int bench_forked(const ag_model_kind *kind, int steps, int warmup, const char *batch_dir, result *res) {
+    int fd[2];
+    if (pipe(fd) != 0) return 1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+        close(fd[0]);
+        result r = {0};
+        int rc = bench_one(kind, steps, warmup, batch_dir, &r);
+        if (rc == 0 && write(fd[1], &r, sizeof r) != (ssize_t)sizeof r) rc = 1;
+        _exit(rc);
+    }
+    close(fd[1]);
+    ssize_t got = read(fd[0], res, sizeof *res);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return got == (ssize_t)sizeof *res && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--csv FILE]\n"
+                    "                    [--batch-dir DIR] [--no-peak | --peak-only]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    const char *only = NULL, *csv = NULL, *batch_dir = NULL;
+    int threads = 0, steps = 20, warmup = 3, peak = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-peak")) { peak = 0; continue; }
+        if (!strcmp(a, "--peak-only")) { peak = 2; continue; }
+        if (!v) usage();
+        if (!strcmp(a, "--model")) only = v;
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--steps")) steps = atoi(v);
+        else if (!strcmp(a, "--warmup")) warmup = atoi(v);
+        else if (!strcmp(a, "--csv")) csv = v;
+        else if (!strcmp(a, "--batch-dir")) batch_dir = v;
+        else usage();
+        i++;
+    }
+    if (steps < 1 || warmup < 0) usage();
+    if (only && !ag_model_find(only)) {
+        fprintf(stderr, "bench_models: unknown model '%s'\n", only);
+        return 2;
+    }
+#ifdef AG_HAVE_OPENBLAS_THREADS
+    if (threads > 0) openblas_set_num_threads(threads);
+#else
+    if (threads > 0) fprintf(stderr, "bench_models: no openblas_set_num_threads: set OPENBLAS_NUM_THREADS\n");
+#endif
+    if (peak == 2) { /* for bench_models.py: the sgemm peak alone */
+        printf("result: peak_gflops=%.2f\n", sgemm_peak(2048));
+        return 0;
+    }
+    const char *env = getenv("OPENBLAS_NUM_THREADS");
+    printf("attngrad f32 training step (fwd + bwd + L2 + optimizer), median of %d steps after %d warm-up; "
+           "threads %d (OPENBLAS_NUM_THREADS=%s)%s\n\n",
+           steps, warmup, threads, env ? env : "unset", GEMM_COUNTED ? "" : "; GEMM not counted (no --wrap)");
+    printf("| %-10s | %-6s | %9s | %8s | %-28s | %6s | %7s | %6s | %7s | %8s | %6s |\n", "model", "BxN", "params",
+           "step ms", "[q1-q3] (min-max)", "GEMM", "GEMM ms", "% step", "calls", "acct MB", "rss MB");
+    printf("|------------|--------|-----------|----------|------------------------------|--------|---------|--------|"
+           "---------|----------|--------|\n");
+    FILE *out = csv ? fopen(csv, "w") : NULL;
+    if (csv && !out) {
+        perror(csv);
+        return 1;
+    }
+    if (out) fprintf(out, "model,attngrad_ms,torch_ms,ratio,attngrad_peak_mb,torch_peak_mb\n");
+    result rs[16];
+    const char *names[16];
+    int n = 0, failed = 0;
+    for (const ag_model_kind *const *k = ag_model_kinds(); *k && n < 16; k++) {
+        if (only && strcmp((*k)->name, only)) continue;
+        result r = {0};
+        if (bench_forked(*k, steps, warmup, batch_dir, &r)) {
+            fprintf(stderr, "bench_models: %s failed\n", (*k)->name);
+            failed = 1;
+            continue;
+        }
+        char bn[16], spread[64];
+        snprintf(bn, sizeof bn, "%dx%d", r.B, r.N);
+        snprintf(spread, sizeof spread, "%.1f-%.1f (%.1f-%.1f)", r.ms_q1, r.ms_q3, r.ms_min, r.ms_max);
+        printf("| %-10s | %-6s | %8.2fM | %8.1f | %-28s | %6.2f | %7.1f | %5.0f%% | %7.0f | %8.1f | %6.1f |\n",
+               (*k)->name, bn, r.params / 1e6, r.ms_med, spread, r.gemm_gflop, r.gemm_ms,
+               100 * r.gemm_ms / r.ms_med, r.gemm_calls, r.arena_mb + r.param_mb + r.optim_mb, r.rss_mb);
+        if (out) fprintf(out, "%s,%.3f,,,%.1f,\n", (*k)->name, r.ms_med, r.rss_mb);
+        rs[n] = r;
+        names[n++] = (*k)->name;
+    }
+    if (out) fclose(out);
+    printf("\nGEMM = GFLOP of sgemm per step; acct MB = arena high-water + params + grads + optimizer state; "
+           "rss MB = growth of peak RSS during the model's run.\n");
+    double pk = peak ? sgemm_peak(2048) : 0;
+    if (pk > 0) printf("OpenBLAS sgemm peak (2048^3, same threads): %.1f GFLOP/s\n", pk);
+    for (int i = 0; i < n; i++) {
+        const result *r = &rs[i];
+        double rate = r->gemm_ms > 0 ? r->gemm_gflop / (r->gemm_ms / 1e3) : 0;
+        printf("  %-10s arena %.1f MB + params/grads %.1f MB + optimizer %.1f MB; GEMM %.1f GFLOP/s inside sgemm",
+               names[i], r->arena_mb, r->param_mb, r->optim_mb, rate);
+        if (pk > 0) printf(" (%.0f%% of peak); whole step %.1f GFLOP/s of GEMM work (%.0f%% of peak)", 100 * rate / pk,
+                           r->gemm_gflop / (r->ms_med / 1e3), 100 * r->gemm_gflop / (r->ms_med / 1e3) / pk);
+        printf("; loss %.4f -> %.4f\n", r->loss_first, r->loss_last);
+        /* one line per model for bench_models.py */
+        printf("result: model=%s B=%d N=%d params=%lld ms_med=%.4f ms_q1=%.4f ms_q3=%.4f ms_min=%.4f ms_max=%.4f "
+               "gemm_gflop=%.6f gemm_ms=%.4f gemm_calls=%.0f arena_mb=%.3f param_mb=%.3f optim_mb=%.3f rss_mb=%.2f "
+               "loss_first=%.6f loss_last=%.6f peak_gflops=%.2f\n",
+               names[i], r->B, r->N, (long long)r->params, r->ms_med, r->ms_q1, r->ms_q3, r->ms_min, r->ms_max,
+               r->gemm_gflop, r->gemm_ms, r->gemm_calls, r->arena_mb, r->param_mb, r->optim_mb, r->rss_mb,
+               r->loss_first, r->loss_last, pk);
+    }
+    return failed;
+}

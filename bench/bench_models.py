@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""bench_models.py - a training step of each model, attngrad against PyTorch.
+
+    python3 bench/bench_models.py [--exe build/bench/bench_models] [--threads 1]
+        [--steps 20] [--warmup 3] [--models mpsan,ms_san] [--csv bench/models.csv]
+        [--taskset 0]
+
+For every model attngrad registers, run build/bench/bench_models on it (one
+process per model), which writes its synthetic batch and config to a file;
+then, in a fresh Python process, the same model (bench/torch_models.py) at
+the same sizes in float32 from the same initial parameters on the same
+batch, with the same optimizer, L2
+term and (LM) gradient clipping, timed the same way: median of --steps
+steps after --warmup, each step = zero_grad, forward, backward, clip, step.
+Both sides get the same thread count: OMP/MKL/OPENBLAS_NUM_THREADS in the
+environment, torch.set_num_threads and bench_models --threads; --taskset
+pins both to the same CPUs.
+
+Peak memory, both sides alike: growth of the process's peak RSS (getrusage
+ru_maxrss) from just before the model is built to the end of its steps,
+in a fresh process per model (PyTorch's is measured after `import torch`).
+
+Prints a table with the ratio attngrad / PyTorch (below 1: attngrad is
+faster) and writes the CSV model,attngrad_ms,torch_ms,ratio,
+attngrad_peak_mb,torch_peak_mb.  Without PyTorch it prints attngrad's
+figures alone and says so.
+"""
+import argparse
+import json
+import os
+import resource
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parse_result(text):
+    """The `result: k=v ...` lines -> list of dicts (numbers as floats)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("result: "):
+            d = {}
+            for kv in line[len("result: "):].split():
+                k, _, v = kv.partition("=")
+                try:
+                    d[k] = float(v)
+                except ValueError:
+                    d[k] = v
+            out.append(d)
+    return out
+
+
+def read_batch(path):
+    """bench_models' batch file: name -> numpy array (batch.* int64, the
+    initial parameters float32), and the config lines as a dict."""
+    import numpy as np
+    dtypes = {"I64": np.int64, "F32": np.float32, "F64": np.float64}
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    arrays = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        arrays[name] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=dtypes[info["dtype"]]).reshape(info["shape"]).copy()
+    conf = dict(line.split("=", 1) for line in meta["config"].splitlines() if "=" in line)
+    return arrays, conf
+
+
+def maxrss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def torch_worker(args):
+    """Runs in its own process: one model's steps in PyTorch; prints result:."""
+    import torch
+    sys.path.insert(0, HERE)
+    import torch_models as tm
+
+    torch.set_num_threads(args.threads)
+    arrays, conf = read_batch(args.batch_file)
+    name = conf["model"]
+    batch = {k[len("batch."):]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("batch.")}
+    if name == "ms_san":  # parse distances come precomputed from the data pipeline, as in a real loader
+        batch["tree_dist"] = tm.batch_tree_distances(batch["heads"], batch["lengths"], batch["tokens"].shape[1])
+    cfg = tm.Config(vocab=int(conf["vocab"]), classes=int(conf["classes"]), dim=int(conf["dim"]),
+                    hidden=int(conf["hidden"]), heads=int(conf["heads"]), layers=int(conf["layers"]),
+                    fixed_len=int(conf["fixed_len"]), n_bigram=int(conf["n_bigram"]), keep=float(conf["keep"]),
+                    l2=float(conf["l2"]), optim=conf["optim"], task=conf["task"], attention=conf["attention"],
+                    batch=int(conf["batch"]))
+    if cfg.task == "lm":
+        cfg.layers = 0  # poslm: 0 means the paper's count
+    clip = float(conf.get("clip", "0"))
+    rss0 = maxrss_mb()
+    model = tm.build(name, cfg, dtype=torch.float32)
+    model.load_named({k: torch.from_numpy(v) for k, v in arrays.items() if not k.startswith("batch.")})
+    model.train()
+    opt = tm.make_optimizer(model.cfg.optim, model.parameters())
+    times, losses = [], []
+    for s in range(-args.warmup, args.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        loss = model.loss(batch)
+        total = loss
+        l2 = model.l2_term()
+        if l2 is not None:
+            total = loss + l2
+        total.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        dt = time.perf_counter() - t0
+        losses.append(float(loss.detach()))
+        if s >= 0:
+            times.append(1e3 * dt)
+    times.sort()
+    q = lambda f: times[min(len(times) - 1, int(round(f * (len(times) - 1))))]
+    print(f"result: model={name} ms_med={q(0.5):.4f} ms_q1={q(0.25):.4f} ms_q3={q(0.75):.4f} "
+          f"ms_min={times[0]:.4f} ms_max={times[-1]:.4f} rss_mb={maxrss_mb() - rss0:.2f} "
+          f"loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f} "
+          f"params={sum(p.numel() for p in model.parameters())}")
+
+
+def have_torch():
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--exe", default=os.path.join(HERE, "..", "build", "bench", "bench_models"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--models", default="mpsan,dual_axial,poslm,ms_san,mtsa",
+                    help="comma-separated; those attngrad has not registered are reported and skipped")
+    ap.add_argument("--csv", default="")
+    ap.add_argument("--taskset", default="", help="CPU list for taskset -c (both sides)")
+    ap.add_argument("--torch-worker", dest="batch_file", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.batch_file:
+        torch_worker(args)
+        return 0
+
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = str(args.threads)
+    pin = ["taskset", "-c", args.taskset] if args.taskset else []
+    torch_ok = have_torch()
+    if not torch_ok:
+        print("PyTorch (or numpy) is missing: attngrad's figures only.\n")
+
+    peak = parse_result(subprocess.run(pin + [args.exe, "--peak-only", "--threads", str(args.threads)], env=env,
+                                       capture_output=True, text=True).stdout)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            run = subprocess.run(pin + [args.exe, "--model", name, "--threads", str(args.threads), "--steps",
+                                        str(args.steps), "--warmup", str(args.warmup), "--batch-dir", tmp,
+                                        "--no-peak"], env=env, capture_output=True, text=True)
+            if run.returncode != 0 and "unknown model" in run.stderr:
+                print(f"{name}: not registered in attngrad yet, skipped")
+                continue
+            res = parse_result(run.stdout)
+            if run.returncode != 0 or not res:
+                print(f"{name}: bench_models failed: {run.stderr.strip()[:400]}")
+                continue
+            a, t = res[0], None
+            if torch_ok:
+                tw = subprocess.run(pin + [sys.executable, os.path.abspath(__file__), "--torch-worker",
+                                           os.path.join(tmp, name + ".safetensors"), "--threads", str(args.threads),
+                                           "--steps", str(args.steps), "--warmup", str(args.warmup)],
+                                    env=env, capture_output=True, text=True)
+                tres = parse_result(tw.stdout)
+                if tw.returncode != 0 or not tres:
+                    print(f"{name}: PyTorch run failed: {tw.stderr.strip()[-600:]}")
+                else:
+                    t = tres[0]
+            rows.append((name, a, t))
+
+    pk = peak[0]["peak_gflops"] if peak else 0
+    print(f"Training step, float32, threads={args.threads}{' taskset ' + args.taskset if args.taskset else ''}, "
+          f"median of {args.steps} steps after {args.warmup} warm-up (q1-q3 in brackets); "
+          f"OpenBLAS sgemm peak {pk:.1f} GFLOP/s\n")
+    print("| model | BxN | attngrad ms | PyTorch ms | ratio | attngrad MB (rss) | PyTorch MB (rss) "
+          "| attngrad MB (accounted) | GEMM share | GEMM GFLOP/s (% peak) | loss first->last (ag / torch) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    csv = ["model,attngrad_ms,torch_ms,ratio,attngrad_peak_mb,torch_peak_mb"]
+    for name, a, t in rows:
+        acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
+        rate = a["gemm_gflop"] / (a["gemm_ms"] / 1e3) if a["gemm_ms"] > 0 else 0
+        share = 100 * a["gemm_ms"] / a["ms_med"]
+        ag = f"{a['ms_med']:.1f} [{a['ms_q1']:.1f}-{a['ms_q3']:.1f}]"
+        if t:
+            ratio = a["ms_med"] / t["ms_med"]
+            tt = f"{t['ms_med']:.1f} [{t['ms_q1']:.1f}-{t['ms_q3']:.1f}]"
+            tloss = f"{t['loss_first']:.3f}->{t['loss_last']:.3f}"
+            csv.append(f"{name},{a['ms_med']:.3f},{t['ms_med']:.3f},{ratio:.3f},{a['rss_mb']:.1f},{t['rss_mb']:.1f}")
+        else:
+            ratio, tt, tloss = None, "-", "-"
+            csv.append(f"{name},{a['ms_med']:.3f},,,{a['rss_mb']:.1f},")
+        print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {ag} | {tt} | {'%.2f' % ratio if ratio else '-'} "
+              f"| {a['rss_mb']:.0f} | {'%.0f' % t['rss_mb'] if t else '-'} | {acct:.0f} | {share:.0f}% "
+              f"| {rate:.1f} ({100 * rate / pk if pk else 0:.0f}%) "
+              f"| {a['loss_first']:.3f}->{a['loss_last']:.3f} / {tloss} |")
+    if args.csv:
+        with open(args.csv, "w") as f:
+            f.write("\n".join(csv) + "\n")
+        print(f"\nwrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

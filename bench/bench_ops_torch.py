@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""bench_ops_torch.py - attngrad's attention and sequence ops next to
+PyTorch's equivalents, forward and forward+backward, median ms.
+
+    python3 bench/bench_ops_torch.py [--build build] [--threads 1] [--reps 21]
+        [--attn-exe PATH] [--seq-exe PATH] [--taskset 0]
+
+attngrad's figures come from its own benchmarks, run here and parsed:
+build/bench/bench_ops_attn (masked softmax, fused attention, heads at
+B=64 N=64 d=300 h=6) and build/bench/bench_ops_seq (LSTM and Gaussian
+scoring at B=64 N=64 H=300); a missing binary leaves its rows empty.  The
+PyTorch side runs the same shapes and masks in float32:
+  masked softmax     softmax(scale * S + M) with M the MS-SAN head masks
+                     [h,N,N] (PAST_INCL / FUTURE_INCL, 1.5 x word distance)
+  fused attention    F.scaled_dot_product_attention with that additive mask
+  composed           matmul, softmax, matmul
+  heads              view/transpose/contiguous and back
+  LSTM               nn.LSTM(300, 300, batch_first=True), 1 layer
+  Gaussian scoring   composed from tensor ops: window i <= t, exp, normalise, bmm
+Backward is seeded with a fixed d(out) (the same pattern as attngrad's
+benches), each column the median of --reps runs after 3 warm-up runs.
+"""
+import argparse
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+B, N, D, H = 64, 64, 300, 6
+DH = D // H
+
+# (row label, attngrad binary, prefix of its row name)
+ROWS = [
+    ("masked softmax [B,h,N,N] + mask [h,N,N]", "attn", "masked_softmax [B,h,N,N] + mask"),
+    ("masked softmax + padding mask built per step", "attn", "masked_softmax + ag_mask_batch"),
+    ("attention fused, Q,K,V [B,h,N,50]", "attn", "attention fused"),
+    ("attention composed: matmul, softmax, matmul", "attn", "attention composed"),
+    ("split + merge heads [B,N,300]", "attn", "split_heads + merge_heads"),
+    ("split + fused attention + merge", "attn", "split + fused attention"),
+    ("LSTM 1 layer, in 300, H 300", "seq", "lstm"),
+    ("Gaussian scoring, H 300", "seq", "gaussian"),
+]
+
+
+def parse_attn(text):
+    """bench_ops_attn: 'name  fwd  fwd+bwd  cpu' lines."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^(.*?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", line)
+        if m:
+            out[m.group(1).strip()] = (float(m.group(2)), float(m.group(3)))
+    return out
+
+
+def parse_seq(text):
+    """bench_ops_seq: '| name | fwd | fwd+bwd | ...' rows."""
+    out = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3:
+            try:
+                out[cells[0]] = (float(cells[1]), float(cells[2]))
+            except ValueError:
+                pass
+    return out
+
+
+def attngrad_numbers(exe, parse, reps, env, pin):
+    if not exe or not os.path.exists(exe):
+        return {}
+    run = subprocess.run(pin + [exe, str(reps)], capture_output=True, text=True, env=env)
+    return parse(run.stdout) if run.returncode == 0 else {}
+
+
+def lookup(table, prefix):
+    for name, v in table.items():
+        if name.startswith(prefix):
+            return v
+    return None
+
+
+def torch_numbers(reps, threads):
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(1)
+    leaf = lambda *shape, scale=1.0: (scale * torch.randn(*shape, generator=g)).requires_grad_()
+    scores = leaf(B, H, N, N, scale=3.0)
+    q, k, v = leaf(B, H, N, DH), leaf(B, H, N, DH), leaf(B, H, N, DH)
+    x = leaf(B, N, D)
+    scale = 1 / math.sqrt(DH)
+    # MS-SAN head masks: PAST_INCL (0-2) / FUTURE_INCL (3-5), 1.5 x word distance except heads 2 and 5
+    qi, ki = torch.arange(N)[:, None], torch.arange(N)[None, :]
+    masks = []
+    for h in range(H):
+        allowed = ki <= qi if h < 3 else ki >= qi
+        pen = -1.5 * (qi - ki).abs().float() if h % 3 != 2 else torch.zeros(N, N)
+        masks.append(torch.where(allowed, pen, torch.tensor(float("-inf"))))
+    mask = torch.stack(masks)
+    lengths = torch.tensor([N - (b * 7) % (N // 2) for b in range(B)])
+
+    def padded_softmax():
+        valid = torch.arange(N)[None, :] < lengths[:, None]
+        pad = torch.zeros(B, 1, N, N).masked_fill(~(valid[:, None, :, None] & valid[:, None, None, :]), float("-inf"))
+        p = torch.softmax(scores * scale + mask + pad, -1)
+        return torch.nan_to_num(p)  # padded query rows: all -inf
+
+    def split(t):
+        return t.view(B, N, H, DH).transpose(1, 2).contiguous()
+
+    def merge(t):
+        return t.transpose(1, 2).contiguous().view(B, N, D)
+
+    def self_attention(s):  # Q = K = V = s, as bench_ops_attn's MS-SAN inner block
+        return F.scaled_dot_product_attention(s, s, s, attn_mask=mask, scale=scale)
+
+    lstm = torch.nn.LSTM(D, D, batch_first=True)
+    for p in lstm.parameters():
+        torch.nn.init.uniform_(p, -0.06, 0.06)
+    hx = leaf(B, N, D)
+    gh = leaf(B, N, D)
+    mu = torch.rand(B, N, generator=g).requires_grad_()
+    sigma = (0.05 + 0.45 * torch.rand(B, N, generator=g)).requires_grad_()
+    window = (torch.arange(N)[None, :] <= torch.arange(N)[:, None]).float()  # [t, i]
+
+    def gaussian():
+        pos = torch.arange(N, dtype=torch.float32) / N
+        gamma = torch.exp(-(pos[None, None, :] - mu[:, :, None]) ** 2 / (2 * sigma[:, :, None] ** 2 + 1e-3)) * window
+        gamma = gamma / gamma.sum(-1, keepdim=True).clamp(min=1e-12)
+        return gamma @ gh
+
+    fns = {
+        "masked softmax [B,h,N,N] + mask [h,N,N]": lambda: torch.softmax(scores * scale + mask, -1),
+        "masked softmax + padding mask built per step": padded_softmax,
+        "attention fused, Q,K,V [B,h,N,50]": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale),
+        "attention composed: matmul, softmax, matmul": lambda: torch.softmax(q @ k.transpose(-1, -2) * scale + mask, -1) @ v,
+        "split + merge heads [B,N,300]": lambda: merge(split(x)),
+        "split + fused attention + merge": lambda: merge(self_attention(split(x))),
+        "LSTM 1 layer, in 300, H 300": lambda: lstm(hx)[0],
+        "Gaussian scoring, H 300": gaussian,
+    }
+    out = {}
+    for label, fn in fns.items():
+        seed = None
+        fwd, both = [], []
+        for i in range(-3, reps):
+            t0 = time.perf_counter()
+            y = fn()
+            t1 = time.perf_counter()
+            if seed is None:
+                n = y.numel()
+                seed = ((torch.arange(n) % 13 - 6).float() / 6).view(y.shape)
+            y.backward(seed)
+            t2 = time.perf_counter()
+            if i >= 0:
+                fwd.append(1e3 * (t1 - t0))
+                both.append(1e3 * (t2 - t0))
+        fwd.sort()
+        both.sort()
+        out[label] = (fwd[len(fwd) // 2], both[len(both) // 2])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--attn-exe", default="")
+    ap.add_argument("--seq-exe", default="")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--taskset", default="")
+    ap.add_argument("--torch-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = str(args.threads)
+    pin = ["taskset", "-c", args.taskset] if args.taskset else []
+    if args.torch_only:  # the PyTorch half, in its own (pinned) process
+        for label, (f, fb) in torch_numbers(args.reps, args.threads).items():
+            print(f"torch: {f:.4f} {fb:.4f} {label}")
+        return 0
+
+    attn_exe = args.attn_exe or os.path.join(args.build, "bench", "bench_ops_attn")
+    seq_exe = args.seq_exe or os.path.join(args.build, "bench", "bench_ops_seq")
+    ag = {"attn": attngrad_numbers(attn_exe, parse_attn, args.reps, env, pin),
+          "seq": attngrad_numbers(seq_exe, parse_seq, args.reps, env, pin)}
+    try:
+        import torch  # noqa: F401
+        run = subprocess.run(pin + [sys.executable, os.path.abspath(__file__), "--torch-only", "--threads",
+                                    str(args.threads), "--reps", str(args.reps)], capture_output=True, text=True,
+                             env=env)
+        tt = {}
+        for line in run.stdout.splitlines():
+            if line.startswith("torch: "):
+                f, fb, label = line[len("torch: "):].split(" ", 2)
+                tt[label] = (float(f), float(fb))
+    except ImportError:
+        tt = None
+        print("PyTorch is missing: attngrad's figures only.\n")
+    print(f"Ops at B={B} N={N} d={D} h={H}, float32, threads={args.threads}"
+          f"{' taskset ' + args.taskset if args.taskset else ''}, median of {args.reps} runs (ms)\n")
+    print("| op | attngrad fwd | attngrad fwd+bwd | PyTorch fwd | PyTorch fwd+bwd | ratio fwd+bwd |")
+    print("|---|---|---|---|---|---|")
+    fmt = lambda v: f"{v:.2f}" if v is not None else "-"
+    for label, which, prefix in ROWS:
+        a = lookup(ag[which], prefix)
+        t = tt.get(label) if tt else None
+        ratio = a[1] / t[1] if a and t else None
+        print(f"| {label} | {fmt(a[0] if a else None)} | {fmt(a[1] if a else None)} | {fmt(t[0] if t else None)} "
+              f"| {fmt(t[1] if t else None)} | {fmt(ratio)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+/* dump.c - a model at small sizes, for checking it: one forward/backward
+ * written to safetensors (to compare with another framework tensor by
+ * tensor), and the f64 gradient check of every parameter. */
+#include "train.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
+
+/* rows x width of random sentences: the first row full, the others of random
+ * length; tokens, labels, scores, targets, heads (a chain) and bigrams as the
+ * tiny batch has them, so ag_tiny_batch_free frees it. */
+static void random_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b) {
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    memset(b, 0, sizeof *b);
+    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
+    size_t cells = (size_t)B * N;
+    b->rows = b->max_rows = B;
+    b->width = b->width_b = b->max_width = N;
+    b->tokens = ints(cells), b->tokens_b = ints(cells), b->targets = ints(cells);
+    b->heads = ints(cells), b->heads_b = ints(cells), b->bigrams = ints(cells), b->bigrams_b = ints(cells);
+    b->lengths = ints(B), b->lengths_b = ints(B), b->labels = ints(B);
+    b->scores = malloc((size_t)B * sizeof *b->scores);
+    ag_rng rs; /* a generator of their own: the other arrays stay as they were before scores */
+    ag_rng_seed(&rs, seed ^ 0x5c0e5);
+    for (int i = 0; i < B; i++) b->scores[i] = (float)(1 + 4 * ag_rng_uniform(&rs));
+    int V = m->cfg.vocab;
+    for (int i = 0; i < B; i++) {
+        int n = i == 0 ? N : 1 + (int)(ag_rng_next(&r) % (uint64_t)N);
+        b->lengths[i] = b->lengths_b[i] = n;
+        b->labels[i] = (int32_t)(ag_rng_next(&r) % (uint64_t)m->cfg.classes);
+        for (int t = 0; t < N; t++) {
+            size_t k = (size_t)i * N + t;
+            bool valid = t < n;
+            b->tokens[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
+            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
+            b->targets[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
+            b->heads[k] = b->heads_b[k] = !valid ? AG_HEAD_PAD : t + 1 < n ? t + 1 : AG_HEAD_ROOT;
+        }
+        for (int t = 0; t + 1 < n; t++) {
+            size_t k = (size_t)i * N + t;
+            b->bigrams[k] = ag_bigram_id(b->tokens[k], b->tokens[k + 1], m->cfg.n_bigram);
+            b->bigrams_b[k] = ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], m->cfg.n_bigram);
+        }
+    }
+}
+
+int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, size_t errlen) {
+    const ag_model_kind *kind = ag_model_find(o->model);
+    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "unknown model '%s'", o->model);
+    /* the tiny config, with whatever the options set on top */
+    ag_model_config cfg = ag_model_tiny(kind);
+    ag_train_apply(o, &cfg);
+    cfg.keep = 1.0;
+    if (!ag_model_supports(kind, cfg.task)) {
+        char tasks[64];
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
+                    ag_task_name(cfg.task), ag_model_tasks_str(kind, tasks, sizeof tasks));
+    }
+    if (cfg.vocab < 3) return ag_train_fail(err, errlen, AG_ERR_ARG, "--vocab %d: at least 3 (<pad>, <unk>, a word)", cfg.vocab);
+    if (ag_model_init(m, kind, &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    if (o->batch > 0 || o->len > 0) {
+        int N = cfg.fixed_len > 0 ? cfg.fixed_len : o->len > 0 ? o->len : 5;
+        random_batch(m, o->batch > 0 ? o->batch : 2, N, 3, b);
+    } else {
+        ag_tiny_batch(m, b, 3);
+    }
+    return 0;
+}
+
+/* A batch array [rows] or [rows, width] as I64. */
+static int64_t *add_ints(ag_st_writer *w, const char *name, const int32_t *src, int rows, int width) {
+    int64_t n = (int64_t)rows * (width ? width : 1), *dst = malloc((size_t)n * sizeof *dst);
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+    ag_st_add(w, name, AG_I64, width ? 2 : 1, (int64_t[]){rows, width}, dst);
+    return dst;
+}
+
+int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t errlen) {
+    ag_model m;
+    ag_batch b;
+    int rc = ag_dump_setup(o, &m, &b, err, errlen);
+    if (rc) return rc;
+    ag_params_zero_grad(&m.params);
+    ag_tensor *loss = ag_model_loss(&m, &b, false);
+    if (!loss) {
+        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s refused the batch: %s", o->model, ag_errmsg());
+    } else {
+        ag_backward(loss);
+        ag_st_writer w = {0};
+        char name[256];
+        for (int i = 0; i < m.params.count; i++) {
+            ag_tensor *p = m.params.items[i];
+            ag_st_add_tensor(&w, p->name, p);
+            snprintf(name, sizeof name, "grad.%s", p->name);
+            ag_tensor g = *p;
+            g.data = p->grad;
+            ag_st_add_tensor(&w, name, &g);
+        }
+        ag_st_add_tensor(&w, "loss", &(ag_tensor){.ndim = 0, .size = 1, .data = loss->data});
+        int B = b.rows, N = b.width;
+        int64_t *bufs[10] = {0};
+        int nb = 0;
+        bool rel = m.cfg.task == AG_TASK_RELATEDNESS, pair = m.cfg.task == AG_TASK_PAIR || rel,
+             lm = m.cfg.task == AG_TASK_LM;
+        bufs[nb++] = add_ints(&w, "batch.tokens", b.tokens, B, N);
+        bufs[nb++] = add_ints(&w, "batch.lengths", b.lengths, B, 0);
+        if (rel) ag_st_add(&w, "batch.scores", AG_F32, 1, (int64_t[]){B}, b.scores); /* the target is their function */
+        else bufs[nb++] = lm ? add_ints(&w, "batch.targets", b.targets, B, N) : add_ints(&w, "batch.labels", b.labels, B, 0);
+        if (b.opts.n_bigram > 1) bufs[nb++] = add_ints(&w, "batch.bigrams", b.bigrams, B, N);
+        if (b.opts.heads) bufs[nb++] = add_ints(&w, "batch.heads", b.heads, B, N);
+        if (pair) {
+            bufs[nb++] = add_ints(&w, "batch.tokens_b", b.tokens_b, B, b.width_b);
+            bufs[nb++] = add_ints(&w, "batch.lengths_b", b.lengths_b, B, 0);
+            if (b.opts.heads) bufs[nb++] = add_ints(&w, "batch.heads_b", b.heads_b, B, b.width_b);
+            if (b.opts.n_bigram > 1) bufs[nb++] = add_ints(&w, "batch.bigrams_b", b.bigrams_b, B, b.width_b);
+        }
+        ag_train_opts saved = *o;
+        char config[AG_CONFIG_MAX];
+        ag_train_record(&saved, &m.cfg);
+        if (ag_train_opts_format(&saved, config, sizeof config) == 0) ag_st_set_meta(&w, "config", config);
+        ag_st_set_meta(&w, "model", o->model);
+        if (ag_st_write(&w, path)) rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
+        ag_st_writer_free(&w);
+        for (int i = 0; i < nb; i++) free(bufs[i]);
+    }
+    ag_step_end();
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+    return rc;
+}
+
+/* ---- gradient check ---- */
+
+typedef struct {
+    ag_model *m;
+    ag_batch *b;
+} loss_ctx;
+
+static ag_tensor *tiny_loss(void *p) {
+    loss_ctx *c = p;
+    return ag_model_loss(c->m, c->b, false);
+}
+
+int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errlen) {
+    if (sizeof(ag_real) != sizeof(double))
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "gradcheck needs double precision: run attngrad-f64 gradcheck");
+    ag_model m;
+    ag_batch b;
+    int rc = ag_dump_setup(o, &m, &b, err, errlen);
+    if (rc) return rc;
+    loss_ctx ctx = {&m, &b};
+    double worst = 0;
+    bool ok = true;
+    fprintf(out, "%s%s%s: f64 gradient check of %d parameters (|a - n| <= 1e-8 + 1e-6 |n|)\n", o->model,
+            o->flags[0] ? "/" : "", o->flags, m.params.count);
+    for (int i = 0; i < m.params.count; i++) {
+        ag_tensor *p = m.params.items[i];
+        ag_gradcheck_opts go = ag_gradcheck_defaults();
+        go.max_checks = 64;
+        ag_gradcheck_result r = ag_gradcheck(tiny_loss, &ctx, &p, 1, &go);
+        char shape[64];
+        fprintf(out, "  %-26s %-12s rel %.2e  abs %.2e  %s\n", p->name, ag_shape_str(p, shape, sizeof shape),
+                r.max_rel_err, r.max_abs_err, r.ok ? "ok" : "FAIL");
+        if (!r.ok)
+            fprintf(out, "    worst at element %lld: analytic %.12g, numeric %.12g\n", (long long)r.worst_index,
+                    r.analytic, r.numeric);
+        if (r.max_rel_err > worst) worst = r.max_rel_err;
+        ok = ok && r.ok;
+        ag_step_end();
+    }
+    fprintf(out, "worst relative error %.2e: %s\n", worst, ok ? "PASS" : "FAIL");
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+    return ok ? 1 : 0;
+}

@@ -1,0 +1,195 @@
+/* poslm.c - the positional attentive language model (MODELS.md §3): a
+ * multi-layer LSTM whose top states h_0..h_t are summarised into a context
+ * c_t, combined with h_t and decoded through the tied embedding.  The
+ * context is, by cfg.attention,
+ *   positional  Gaussian weights over the window i <= t around a learnt
+ *               mean position mu_t (ag_gaussian_mu / ag_gaussian_context);
+ *   standard    softmax over i <= t of a query-independent score of h_i;
+ *   none        no context: the LSTM baseline, o_t = h_t.
+ * Every context at t reads only h_0..h_t, so the model stays causal. */
+#include "models.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { MAX_LAYERS = 8 };
+
+typedef struct {
+    ag_tensor *embed, *dec_bias;
+    ag_lstm_layer lstm[MAX_LAYERS];
+    ag_lstm_layer pos_lstm;
+    ag_tensor *w_mu, *b_mu, *w_sigma, *b_sigma;   /* positional */
+    ag_tensor *att_w1, *att_b1, *att_w2, *att_b2; /* standard */
+    ag_tensor *cat_w, *cat_b;                     /* positional and standard */
+    ag_tensor *last_mu, *last_weights;            /* of the last forward, step arena */
+} poslm;
+
+#define INIT_RANGE 0.1              /* U(-0.1, 0.1) for every parameter, as the authors' code */
+#define GAUSS_EPS 1e-3              /* gamma = exp(-(p - mu)^2 / (2 sigma^2 + 1e-3)) */
+
+static void poslm_defaults(ag_model_config *c) {
+    c->task = AG_TASK_LM;
+    c->vocab = 10001; /* PTB 10000 + <pad>; the trainer sets it from the data */
+    c->dim = 400;     /* E */
+    c->hidden = 400;  /* H */
+    c->layers = 0;    /* 2, or 3 for the LSTM baseline */
+    c->pos_hidden = 20;
+    c->attention = AG_LM_POSITIONAL;
+    c->keep = 0.5;        /* embedding output and decoder input */
+    c->keep_layers = 0.8; /* between LSTM layers */
+    c->l2 = 0;            /* the weight decay below is SGD's, over every parameter */
+    c->batch = 32;
+    c->optim = "sgd:lr=30,weight_decay=1.2e-6";
+    c->clip = 0.25;
+    c->sched = "plateau:mode=min,factor=0.5,patience=5";
+}
+
+static void poslm_tiny(ag_model_config *c) {
+    c->vocab = 8;
+    c->dim = c->hidden = 4;
+    c->pos_hidden = 3;
+    c->keep_layers = 1;
+    /* m_t near 0.7 keeps m_t . b_t above the floor t/len at every t (and
+     * mu_t within a few window widths of the positions i/len), so the
+     * positional parameters get a gradient to check. */
+    c->pos_mu_bias = 0.7;
+}
+
+static int layer_count(const ag_model_config *c) {
+    return c->layers > 0 ? c->layers : c->attention == AG_LM_NONE ? 3 : 2;
+}
+
+static ag_tensor *uniform(ag_params *ps, const char *name, int ndim, const int *shape, ag_rng *r) {
+    ag_tensor *t = ag_param(ps, name, ndim, shape);
+    ag_init_uniform(t, -INIT_RANGE, INIT_RANGE, r);
+    return t;
+}
+
+static ag_lstm_layer lstm_layer(ag_params *ps, const char *prefix, int in, int H, ag_rng *r) {
+    char name[64];
+    ag_lstm_layer l;
+    snprintf(name, sizeof name, "%s.w_ih", prefix);
+    l.w_ih = uniform(ps, name, 2, (int[]){in, 4 * H}, r);
+    snprintf(name, sizeof name, "%s.w_hh", prefix);
+    l.w_hh = uniform(ps, name, 2, (int[]){H, 4 * H}, r);
+    snprintf(name, sizeof name, "%s.b_ih", prefix);
+    l.b_ih = uniform(ps, name, 1, (int[]){4 * H}, r);
+    snprintf(name, sizeof name, "%s.b_hh", prefix);
+    l.b_hh = uniform(ps, name, 1, (int[]){4 * H}, r);
+    return l;
+}
+
+
+static ag_status poslm_build(ag_model *m) {
+    ag_model_config *c = &m->cfg;
+    int V = c->vocab, E = c->dim, H = c->hidden, P = c->pos_hidden;
+    c->layers = layer_count(c);
+    if (c->attention < AG_LM_POSITIONAL || c->attention > AG_LM_NONE)
+        return ag_fail(AG_ERR_ARG, "poslm: attention = %d (want 0, 1 or 2)", c->attention);
+    if (c->layers > MAX_LAYERS) return ag_fail(AG_ERR_ARG, "poslm: %d layers (at most %d)", c->layers, MAX_LAYERS);
+    if (c->attention == AG_LM_NONE && H != E)
+        return ag_fail(AG_ERR_ARG, "poslm: without attention the tied decoder reads h_t, so hidden (%d) must equal dim (%d)",
+                       H, E);
+    poslm *p = calloc(1, sizeof *p);
+    ag_params *ps = &m->params;
+    ag_rng *r = &m->rng;
+    char name[64];
+    p->embed = uniform(ps, "embed.weight", 2, (int[]){V, E}, r); /* the pad row too: it is a decoder row */
+    for (int l = 0; l < c->layers; l++) {
+        snprintf(name, sizeof name, "lstm.l%d", l);
+        p->lstm[l] = lstm_layer(ps, name, l == 0 ? E : H, H, r);
+    }
+    if (c->attention == AG_LM_POSITIONAL) {
+        p->pos_lstm = lstm_layer(ps, "pos.lstm", H, P, r);
+        p->w_mu = uniform(ps, "pos.w_mu", 2, (int[]){P, 3}, r);
+        p->b_mu = uniform(ps, "pos.b_mu", 1, (int[]){3}, r);
+        for (int j = 0; j < 3; j++) p->b_mu->data[j] += (ag_real)c->pos_mu_bias;
+        p->w_sigma = uniform(ps, "pos.w_sigma", 2, (int[]){P, 1}, r);
+        p->b_sigma = uniform(ps, "pos.b_sigma", 1, (int[]){1}, r);
+    } else if (c->attention == AG_LM_STANDARD) {
+        p->att_w1 = uniform(ps, "att.w1", 2, (int[]){H, H}, r);
+        p->att_b1 = uniform(ps, "att.b1", 1, (int[]){H}, r);
+        p->att_w2 = uniform(ps, "att.w2", 2, (int[]){H, 1}, r);
+        p->att_b2 = uniform(ps, "att.b2", 1, (int[]){1}, r);
+    }
+    if (c->attention != AG_LM_NONE) {
+        p->cat_w = uniform(ps, "cat.weight", 2, (int[]){2 * H, E}, r);
+        p->cat_b = uniform(ps, "cat.bias", 1, (int[]){E}, r);
+    }
+    p->dec_bias = uniform(ps, "dec.bias", 1, (int[]){V}, r);
+    m->impl = p;
+    return AG_OK;
+}
+
+/* c_t = sum_{i<=t} gamma[t,i] h_i around mu_t (MODELS.md §3 steps 1-5). */
+static ag_tensor *positional_context(ag_model *m, ag_tensor *h, const int32_t *len) {
+    poslm *p = m->impl;
+    ag_tensor *g = ag_lstm(h, &p->pos_lstm, 1, &(ag_lstm_opts){.len = len});          /* [B,N,P] */
+    ag_tensor *mix = ag_dense(g, p->w_mu, p->b_mu, AG_ACT_RELU);                      /* m_t [B,N,3] */
+    ag_tensor *sigma = ag_dense(g, p->w_sigma, p->b_sigma, AG_ACT_SIGMOID);           /* [B,N,1] */
+    p->last_mu = ag_gaussian_mu(mix, len);                                            /* [B,N] */
+    bool strict = m->cfg.flags & AG_FLAG_STRICT;
+    return ag_gaussian_context(h, p->last_mu, sigma, len, strict, GAUSS_EPS, &p->last_weights);
+}
+
+/* The attentive-LM baseline: a_i = w2 . tanh(h_i W1 + b1) + b2 depends on i
+ * alone, so every query t sees the same score row, masked to i <= t and to
+ * the example's length. */
+static ag_tensor *standard_context(ag_model *m, ag_tensor *h, const int32_t *len) {
+    poslm *p = m->impl;
+    int B = h->shape[0], N = h->shape[1];
+    ag_tensor *a = ag_linear(ag_dense(h, p->att_w1, p->att_b1, AG_ACT_TANH), p->att_w2, p->att_b2); /* [B,N,1] */
+    /* [B,1,N(i)] + [1,N(t),1] zeros: the score row broadcast to every query t */
+    ag_tensor *scores = ag_add(ag_reshape(a, 3, (int[]){B, 1, N}), ag_tensor_new(3, (int[]){1, N, 1}));
+    ag_tensor *mask;
+    ag_mask_batch(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, 1, B, N, len, NULL, &mask); /* no tree: cannot fail */
+    p->last_weights = ag_masked_softmax(scores, ag_reshape(mask, 3, (int[]){B, N, N}), 1.0);
+    return ag_matmul(p->last_weights, h);                                             /* [B,N,H] */
+}
+
+static ag_tensor *poslm_forward(ag_model *m, const ag_batch *b, bool training) {
+    poslm *p = m->impl;
+    const ag_model_config *c = &m->cfg;
+    int B = b->rows, N = b->width;
+    p->last_mu = p->last_weights = NULL;
+    ag_tensor *x = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N});               /* [B,N,E] */
+    ag_lstm_opts lo = {.len = b->lengths, .keep = c->keep_layers, .training = training, .rng = &m->rng};
+    ag_tensor *h = ag_lstm(ag_dropout(x, c->keep, training, &m->rng), p->lstm, c->layers, &lo); /* [B,N,H] */
+
+    ag_tensor *o = h;
+    if (c->attention != AG_LM_NONE) {
+        ag_tensor *ctx = c->attention == AG_LM_POSITIONAL ? positional_context(m, h, b->lengths)
+                                                          : standard_context(m, h, b->lengths);
+        ag_model_capture(m, c->attention == AG_LM_POSITIONAL ? "positional" : "standard",
+                         ((poslm *)m->impl)->last_weights);
+        o = ag_dense(ag_concat((ag_tensor *[]){ctx, h}, 2, 2), p->cat_w, p->cat_b, AG_ACT_TANH); /* [B,N,E] */
+    }
+    o = ag_dropout(o, c->keep, training, &m->rng);
+    /* The decoder is the embedding itself: logits = o E^T + b_dec. */
+    return ag_add(ag_matmul_t(o, false, p->embed, true), p->dec_bias);               /* [B,N,V] */
+}
+
+void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) {
+    extern const ag_model_kind ag_poslm_kind;
+    if (m->kind != &ag_poslm_kind) {
+        fprintf(stderr, "ag_poslm_attention: model '%s' is not poslm\n", m->kind ? m->kind->name : "(none)");
+        abort();
+    }
+    const poslm *p = m->impl;
+    if (mu) *mu = p->last_mu;
+    if (weights) *weights = p->last_weights;
+}
+
+static void poslm_destroy(ag_model *m) { free(m->impl); }
+
+const ag_model_kind ag_poslm_kind = {
+    .name = "poslm",
+    .defaults = poslm_defaults,
+    .tiny = poslm_tiny,
+    .build = poslm_build,
+    .forward = poslm_forward,
+    .batch_opts = NULL,
+    .destroy = poslm_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_LM),
+};

@@ -1,0 +1,179 @@
+/* run.c - using a finished (or interrupted) run: its options for --resume,
+ * its model for eval, and predictions for lines of text. */
+#include "train.h"
+#include "../data/internal.h" /* ag_ds_*: a dataset made from typed lines */
+
+#include <libgen.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The "config" metadata of a checkpoint parsed into o (on top of defaults). */
+static int read_config(const char *ckpt, ag_train_opts *o, char *err, size_t errlen) {
+    ag_st_file f;
+    if (ag_st_read(ckpt, &f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    const char *config = ag_st_meta(&f, "config");
+    int rc = config ? 0 : ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: no 'config' metadata: not a checkpoint of attngrad train", ckpt);
+    *o = ag_train_opts_default();
+    if (!rc) rc = ag_train_opts_parse(o, config, ckpt, err, errlen);
+    ag_st_close(&f);
+    return rc;
+}
+
+int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 48];
+    snprintf(path, sizeof path, "%s/last.safetensors", out);
+    if (access(path, F_OK) == 0) return read_config(path, o, err, errlen);
+    snprintf(path, sizeof path, "%s/fold0/last.safetensors", out);
+    if (access(path, F_OK) != 0)
+        return ag_train_fail(err, errlen, AG_ERR_IO, "%s: no run to resume here (no last.safetensors)", out);
+    int rc = read_config(path, o, err, errlen);
+    o->fold = -1; /* a cross-validation run over all folds */
+    return rc;
+}
+
+int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_model *m, ag_vocab **vocab, char *err,
+                size_t errlen) {
+    memset(m, 0, sizeof *m);
+    *vocab = NULL;
+    int rc = read_config(ckpt, o, err, errlen);
+    if (rc) return rc;
+    char path[AG_PATH_MAX + 16], copy[AG_PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", ckpt);
+    if (!vocab_path) snprintf(path, sizeof path, "%s/vocab.txt", dirname(copy));
+    else snprintf(path, sizeof path, "%s", vocab_path);
+    if ((rc = ag_vocab_load(path, vocab, err, errlen))) return rc;
+    if (ag_vocab_size(*vocab) != o->vocab) {
+        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: %d words, but %s was trained with a vocabulary of %d", path,
+                  ag_vocab_size(*vocab), ckpt, o->vocab);
+    } else {
+        ag_model_config cfg;
+        rc = ag_train_resolve(o, &cfg, err, errlen);
+        if (!rc && ag_model_init(m, ag_model_find(o->model), &cfg))
+            rc = ag_train_fail(err, errlen, AG_ERR_ARG, "%s: %s", ckpt, ag_errmsg());
+        if (!rc && ag_checkpoint_load(ckpt, &m->params, NULL, NULL, NULL))
+            rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    }
+    if (rc) {
+        ag_model_free(m);
+        ag_vocab_free(*vocab);
+        *vocab = NULL;
+    }
+    return rc;
+}
+
+/* ---- predict ---- */
+
+static const char *const sick_labels[] = {"NEUTRAL", "ENTAILMENT", "CONTRADICTION"};
+
+/* Tokens of s[0..n) added to the open sentence of ds. */
+static int add_tokens(ag_dataset *ds, char *s, size_t n, int lowercase) {
+    ag_span spans[512];
+    size_t k = ag_tokenize(s, n, lowercase, spans, 512);
+    if (k > 512) return AG_DATA_ELIMIT;
+    for (size_t t = 0; t < k; t++)
+        if (ag_ds_add(ds, s + spans[t].start, spans[t].len, 0)) return AG_DATA_ENOMEM;
+    return (int)k;
+}
+
+/* A one-example dataset holding the line, in the model's format. */
+static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dataset *ds, char *err, size_t errlen) {
+    bool pair = task == AG_TASK_PAIR || task == AG_TASK_RELATEDNESS;
+    ag_format fmt = task == AG_TASK_LM ? AG_FORMAT_LM : pair ? AG_FORMAT_SICK : AG_FORMAT_LABELED;
+    if (ag_ds_init(ds, fmt)) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    char *tab = strchr(line, '\t');
+    if (pair && !tab) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
+    if (tab && pair) *tab = 0;
+    ag_ds_begin(ds);
+    int ka = add_tokens(ds, line, strlen(line), o->lowercase), kb = 1;
+    if (ka > 0 && pair) {
+        ag_ds_begin_second(ds);
+        kb = add_tokens(ds, tab + 1, strlen(tab + 1), o->lowercase);
+    }
+    if (ka < 0 || kb < 0) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "line too long (at most 512 words)");
+    if (ka == 0 || kb == 0) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
+    if (task == AG_TASK_LM && ag_ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0))
+        return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (ag_ds_end(ds, pair ? 0 : -1, 0, 1, 0)) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    ag_ds_finish(ds);
+    return 0;
+}
+
+static void print_probs(FILE *out, const ag_real *logits, int K) {
+    double mx = logits[0], sum = 0;
+    for (int c = 1; c < K; c++) mx = fmax(mx, logits[c]);
+    for (int c = 0; c < K; c++) sum += exp(logits[c] - mx);
+    for (int c = 0; c < K; c++) fprintf(out, "%s%.4f", c ? " " : "\t", exp(logits[c] - mx) / sum);
+}
+
+/* LM: perplexity of the line (its words and <eos>) and the likeliest word
+ * after its last word. */
+static void print_lm(FILE *out, const ag_model *m, const ag_vocab *vocab, const ag_batch *b, ag_tensor *logits) {
+    int V = logits->shape[2], n = b->lengths[0];
+    double nll = 0;
+    for (int t = 0; t < n; t++) {
+        const ag_real *row = logits->data + (int64_t)t * V;
+        double mx = row[0], sum = 0;
+        for (int v = 1; v < V; v++) mx = fmax(mx, row[v]);
+        for (int v = 0; v < V; v++) sum += exp(row[v] - mx);
+        nll += mx + log(sum) - row[b->targets[t]];
+    }
+    const ag_real *last = logits->data + (int64_t)(n - 1) * V;
+    int best = 2; /* never predict <pad> or <unk> */
+    for (int v = 3; v < V; v++)
+        if (last[v] > last[best]) best = v;
+    (void)m;
+    fprintf(out, "ppl %.3f\tnext %s", exp(nll / n), ag_vocab_token(vocab, best));
+}
+
+int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
+                  ag_batch *b, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    int rc = line_dataset(o, m->cfg.task, line, ds, err, errlen);
+    if (!rc) rc = ag_dataset_encode(ds, vocab, err, errlen);
+    ag_batch_opts bo = {0};
+    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &bo);
+    if (!rc) rc = ag_batch_alloc(b, ds, 1, &bo, err, errlen);
+    if (!rc) rc = ag_batch_fill(b, ds, (int64_t[]){0}, 1, err, errlen);
+    return rc;
+}
+
+int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
+                    size_t errlen) {
+    line[strcspn(line, "\r\n")] = 0;
+    if (ag_tokenize(line, strlen(line), 0, NULL, 0) == 0) { /* keep output lines aligned with input lines */
+        fputc('\n', out);
+        return 0;
+    }
+    ag_task task = m->cfg.task;
+    ag_dataset ds;
+    ag_batch b;
+    int rc = ag_line_batch(m, vocab, o, line, &ds, &b, err, errlen);
+    if (!rc) {
+        bool was = ag_set_grad_enabled(false);
+        ag_tensor *logits = ag_model_forward(m, &b, false);
+        if (!logits) {
+            rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
+        } else if (task == AG_TASK_LM) {
+            print_lm(out, m, vocab, &b, logits);
+        } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */
+            fprintf(out, "%.4f", ag_relatedness_score(logits->data));
+            print_probs(out, logits->data, AG_RELATEDNESS_BINS);
+        } else {
+            int K = logits->shape[1], best = 0;
+            for (int c = 1; c < K; c++)
+                if (logits->data[c] > logits->data[best]) best = c;
+            if (task == AG_TASK_PAIR && K == 3) fprintf(out, "%s", sick_labels[best]);
+            else fprintf(out, "%d", best);
+            print_probs(out, logits->data, K);
+        }
+        if (logits) fputc('\n', out);
+        ag_step_end();
+        ag_set_grad_enabled(was);
+    }
+    ag_batch_free(&b);
+    ag_dataset_free(&ds);
+    return rc;
+}

@@ -1,0 +1,788 @@
+/* train.c - the training loop and what surrounds it: evaluation, run
+ * folders, checkpoints, metrics files, progress output, resuming.
+ *
+ * One training step is zero_grad, forward, loss, backward, L2, clipping,
+ * optimizer step, ag_step_end: everything per step comes from the step
+ * arena and the batch buffers allocated once, so after a warm-up step on
+ * the widest batch a step performs no heap allocation (the result reports
+ * the count, and test_train checks it is 0).
+ *
+ * Reproducibility: the model's generator (initialisation, then dropout) is
+ * the only state that evolves; each epoch's example order comes from a
+ * generator seeded by (seed, epoch).  A checkpoint therefore holds all a
+ * run needs to continue exactly - parameters, optimizer and schedule state,
+ * the dropout generator, and the loop's counters - and resuming gives the
+ * same parameters, bit for bit, as a run that never stopped. */
+#include "train.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void join(char *dst, size_t n, const char *dir, const char *file) { snprintf(dst, n, "%s/%s", dir, file); }
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* ---- forward, loss, metrics ---------------------------------------------- */
+
+/* Logits of a batch, or NULL with err set when the model refuses the batch
+ * (e.g. a parse with a cycle). */
+static ag_tensor *forward(ag_model *m, const ag_batch *b, bool training, char *err, size_t errlen) {
+    ag_tensor *logits = ag_model_forward(m, b, training);
+    if (!logits) ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this batch: %s", m->kind->name, ag_errmsg());
+    return logits;
+}
+
+/* As ag_model_loss: mean cross-entropy over examples, LM over non-pad
+ * targets, relatedness KL; NULL with err set for a batch it cannot score. */
+static ag_tensor *loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits, char *err, size_t errlen) {
+    ag_tensor *loss = ag_model_loss_of(m, b, logits);
+    if (!loss) ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot score this batch: %s", m->kind->name, ag_errmsg());
+    return loss;
+}
+
+static int argmax(const ag_real *row, int n) {
+    int best = 0;
+    for (int c = 1; c < n; c++)
+        if (row[c] > row[best]) best = c;
+    return best;
+}
+
+static int64_t count_targets(const ag_batch *b) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < (int64_t)b->rows * b->width; i++) n += b->targets[i] != AG_PAD_ID;
+    return n;
+}
+
+int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n, ag_batch *b, ag_metrics *out,
+                char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    bool rel = m->cfg.task == AG_TASK_RELATEDNESS;
+    /* relatedness: every predicted and gold score, for the correlations */
+    double *pred = rel ? malloc(((size_t)n + 1) * sizeof *pred) : NULL, *gold = rel ? malloc(((size_t)n + 1) * sizeof *gold) : NULL;
+    if (rel && (!pred || !gold)) {
+        free(pred);
+        free(gold);
+        return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for %lld scores", (long long)n);
+    }
+    bool was = ag_set_grad_enabled(false);
+    double loss_sum = 0;
+    int64_t correct = 0, count = 0;
+    int rc = 0;
+    for (int64_t start = 0; start < n && !rc; start += b->max_rows) {
+        int32_t rows = (int32_t)(n - start < b->max_rows ? n - start : b->max_rows);
+        if ((rc = ag_batch_fill(b, ds, idx + start, rows, err, errlen))) break;
+        ag_tensor *logits = forward(m, b, false, err, errlen), *loss_t = logits ? loss_of(m, b, logits, err, errlen) : NULL;
+        if (!loss_t) {
+            rc = AG_ERR_FORMAT;
+            break;
+        }
+        double loss = ag_item(loss_t);
+        if (m->cfg.task == AG_TASK_LM) {
+            int64_t tokens = count_targets(b);
+            loss_sum += loss * (double)tokens;
+            count += tokens;
+        } else if (rel) {
+            for (int r = 0; r < rows; r++) {
+                pred[count + r] = ag_relatedness_score(logits->data + (int64_t)r * AG_RELATEDNESS_BINS);
+                gold[count + r] = b->scores[r];
+            }
+            loss_sum += loss * rows;
+            count += rows;
+        } else {
+            int K = logits->shape[1];
+            for (int r = 0; r < rows; r++) correct += argmax(logits->data + (int64_t)r * K, K) == b->labels[r];
+            loss_sum += loss * rows;
+            count += rows;
+        }
+        ag_step_end();
+    }
+    ag_step_end();
+    ag_set_grad_enabled(was);
+    out->examples = n;
+    out->tokens = m->cfg.task == AG_TASK_LM ? count : 0;
+    out->loss = count ? loss_sum / (double)count : 0;
+    out->accuracy = m->cfg.task == AG_TASK_LM || rel || !count ? 0 : (double)correct / (double)count;
+    out->perplexity = m->cfg.task == AG_TASK_LM ? exp(out->loss) : 0;
+    if (rel) {
+        out->pearson = ag_pearson(pred, gold, count);
+        out->spearman = ag_spearman(pred, gold, count);
+        out->mse = ag_mean_sq_error(pred, gold, count);
+    }
+    free(pred);
+    free(gold);
+    return rc;
+}
+
+/* Higher is better: accuracy, minus the perplexity of an LM, or the Pearson
+ * r of relatedness (as Tai et al. select), where a constant prediction's
+ * undefined r counts as the worst, -1. */
+static double score(const ag_model *m, const ag_metrics *x) {
+    if (m->cfg.task == AG_TASK_LM) return -x->perplexity;
+    if (m->cfg.task == AG_TASK_RELATEDNESS) return isnan(x->pearson) ? -1 : x->pearson;
+    return x->accuracy;
+}
+
+/* ---- one training step ------------------------------------------------------ */
+
+typedef struct {
+    ag_model model;
+    ag_optimizer opt;
+    ag_scheduler sched;
+    ag_run_data data;
+    ag_batch batch;
+    ag_sampler sampler;
+    double clip;
+    ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
+    bool have_best;
+} trainer;
+
+/* One step on t->batch; *loss gets the batch loss (without the L2 term).
+ * Fails if the model refuses the batch or the loss is not finite. */
+static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t errlen) {
+    ag_model *m = &t->model;
+    ag_params_zero_grad(&m->params);
+    ag_tensor *logits = forward(m, &t->batch, true, err, errlen);
+    if (!logits) {
+        ag_step_end();
+        return AG_ERR_FORMAT;
+    }
+    ag_tensor *out = loss_of(m, &t->batch, logits, err, errlen);
+    if (!out) {
+        ag_step_end();
+        return AG_ERR_FORMAT;
+    }
+    *loss = ag_item(out);
+    if (!isfinite(*loss)) {
+        ag_step_end();
+        return ag_train_fail(err, errlen, AG_ERR_ARG,
+                    "the training loss became %g at step %lld: lower the learning rate or clip (--clip)", *loss,
+                    (long long)step);
+    }
+    ag_backward(out);
+    if (m->cfg.l2 > 0) ag_l2_penalty(&m->params, m->cfg.l2);
+    if (t->clip > 0) ag_clip_grad_norm(&m->params, t->clip);
+    ag_optim_step(&t->opt);
+    ag_step_end();
+    return 0;
+}
+
+/* A batch of `rows` copies of a sentence of w <unk> tokens, written straight
+ * into the batch buffers (for warm-up: contents do not matter, shapes do). */
+static void dummy_batch(ag_batch *b, int32_t rows, int32_t w) {
+    int32_t width = b->opts.fixed_len ? b->opts.fixed_len : w;
+    b->rows = rows;
+    b->width = width;
+    b->width_b = b->tokens_b ? width : 0;
+    for (int32_t r = 0; r < rows; r++) {
+        b->lengths[r] = w;
+        b->labels[r] = 0;
+        if (b->scores) b->scores[r] = 3; /* relatedness: any score in [1, 5] */
+        if (b->lengths_b) b->lengths_b[r] = w;
+        for (int32_t t = 0; t < width; t++) {
+            int64_t k = (int64_t)r * width + t;
+            int32_t tok = t < w ? AG_UNK_ID : AG_PAD_ID, head = t >= w ? AG_HEAD_PAD : t + 1 < w ? t + 1 : AG_HEAD_ROOT;
+            int32_t bigram = t + 1 < w ? ag_bigram_id(tok, tok, b->opts.n_bigram) : 0;
+            b->tokens[k] = tok;
+            if (b->targets) b->targets[k] = tok;
+            if (b->heads) b->heads[k] = head;
+            if (b->bigrams) b->bigrams[k] = bigram;
+            if (b->tokens_b) b->tokens_b[k] = tok;
+            if (b->heads_b) b->heads_b[k] = head;
+            if (b->bigrams_b) b->bigrams_b[k] = bigram;
+        }
+    }
+}
+
+/* Runs forward and backward once on every width a batch can have (cached
+ * masks are per width) and once on the largest batch (the step arena and
+ * the tape reach their high-water mark), so that the training steps after
+ * it allocate nothing.  Parameters, gradients and the dropout generator
+ * are left as they were. */
+static int warm_up(trainer *t, char *err, size_t errlen) {
+    ag_model *m = &t->model;
+    ag_batch *b = &t->batch;
+    ag_rng saved = m->rng;
+    int32_t lo = b->opts.fixed_len ? b->opts.fixed_len : 1, hi = b->opts.fixed_len ? lo : t->data.max_width;
+    for (int32_t w = lo; w <= hi + 1; w++) {
+        bool full = w == hi + 1;
+        dummy_batch(b, full ? b->max_rows : 1, full ? hi : w);
+        ag_tensor *logits = forward(m, b, true, err, errlen), *loss = logits ? loss_of(m, b, logits, err, errlen) : NULL;
+        if (!loss) return AG_ERR_FORMAT;
+        ag_backward(loss);
+        ag_step_end();
+    }
+    ag_params_zero_grad(&m->params);
+    m->rng = saved;
+    return 0;
+}
+
+/* ---- progress output --------------------------------------------------------- */
+
+typedef struct {
+    int mode;            /* 0 none, 1 plain lines, 2 a live bar */
+    FILE *f;
+    double t_start, t_last;
+    int64_t tokens, steps, n_batches, every;
+    double loss_sum;
+    int epoch, epochs;
+} progress;
+
+static void progress_start(progress *p, const char *mode, int epoch, int epochs, int64_t n_batches) {
+    p->f = stderr;
+    p->mode = !strcmp(mode, "none") ? 0 : !strcmp(mode, "lines") ? 1 : !strcmp(mode, "bar") ? 2 : isatty(2) ? 2 : 1;
+    p->t_start = p->t_last = now();
+    p->tokens = p->steps = 0;
+    p->loss_sum = 0;
+    p->epoch = epoch;
+    p->epochs = epochs;
+    p->n_batches = n_batches;
+    p->every = n_batches / 10 > 1 ? n_batches / 10 : 1;
+}
+
+static int64_t batch_tokens(const ag_batch *b) {
+    int64_t n = 0;
+    for (int32_t r = 0; r < b->rows; r++) n += b->lengths[r] + (b->lengths_b ? b->lengths_b[r] : 0);
+    return n;
+}
+
+static void progress_step(progress *p, int64_t done, int64_t tokens, double loss) {
+    p->tokens += tokens;
+    p->steps++;
+    p->loss_sum += loss;
+    if (!p->mode) return;
+    double t = now(), rate = p->tokens / (t - p->t_start + 1e-9);
+    if (p->mode == 2 && (t - p->t_last >= 0.1 || done == p->n_batches)) {
+        enum { W = 24 };
+        char bar[W + 1];
+        int fill = (int)(W * done / p->n_batches);
+        for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '.';
+        bar[W] = 0;
+        fprintf(p->f, "\r\033[Kepoch %d/%d [%s] %lld/%lld  %.0f tok/s  loss %.4f", p->epoch, p->epochs, bar,
+                (long long)done, (long long)p->n_batches, rate, p->loss_sum / p->steps);
+        fflush(p->f);
+        p->t_last = t;
+    } else if (p->mode == 1 && (done % p->every == 0 || done == p->n_batches)) {
+        fprintf(p->f, "epoch %d/%d  step %lld/%lld  %.0f tok/s  loss %.4f\n", p->epoch, p->epochs, (long long)done,
+                (long long)p->n_batches, rate, p->loss_sum / p->steps);
+        fflush(p->f);
+    }
+}
+
+static void progress_end(progress *p) {
+    if (p->mode == 2) fprintf(p->f, "\r\033[K");
+    fflush(p->f);
+}
+
+/* ---- the run's own counters, saved as "state.*" config lines ---------------- */
+
+typedef struct {
+    int64_t step;        /* optimizer steps so far */
+    int epoch;           /* epochs completed */
+    int64_t batch;       /* batches done in the epoch under way */
+    double best;         /* best dev score (see score()) */
+    int best_epoch, bad_epochs;
+    int stopped;         /* early stopping ended the run */
+    double seconds;      /* training time so far */
+} run_state;
+
+static int state_format(const run_state *s, char *buf, size_t n) {
+    int w = snprintf(buf, n,
+                     "state.step=%lld\nstate.epoch=%d\nstate.batch=%lld\nstate.best=%.17g\nstate.best_epoch=%d\n"
+                     "state.bad_epochs=%d\nstate.stopped=%d\nstate.seconds=%.17g\n",
+                     (long long)s->step, s->epoch, (long long)s->batch, s->best, s->best_epoch, s->bad_epochs,
+                     s->stopped, s->seconds);
+    return w < 0 || (size_t)w >= n ? AG_ERR_ARG : 0;
+}
+
+static const char *state_value(const char *text, const char *key) {
+    size_t k = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, key, k) && p[k] == '=') return p + k + 1;
+    return NULL;
+}
+
+static int state_parse(const char *text, run_state *s, const char *what, char *err, size_t errlen) {
+    const char *keys[] = {"state.step", "state.epoch", "state.batch", "state.best", "state.best_epoch",
+                          "state.bad_epochs", "state.stopped", "state.seconds"};
+    double v[8];
+    for (int i = 0; i < 8; i++) {
+        const char *p = state_value(text, keys[i]);
+        char *end;
+        v[i] = p ? strtod(p, &end) : NAN;
+        if (!p || (*end && *end != '\n') || isnan(v[i]) || (i != 3 && (v[i] < 0 || v[i] > 9e15)))
+            return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or bad", what, keys[i]);
+    }
+    *s = (run_state){(int64_t)v[0], (int)v[1], (int64_t)v[2], v[3], (int)v[4], (int)v[5], (int)v[6], v[7]};
+    return 0;
+}
+
+/* ---- run folder: checkpoints, vocabulary, metrics ----------------------------- */
+
+static int save_checkpoint(const char *path, const ag_train_opts *o, const run_state *s, trainer *t, char *err,
+                           size_t errlen) {
+    ag_train_state st = {.step = s->step, .epoch = s->epoch, .rng = t->model.rng};
+    bool fits = ag_train_opts_format(o, st.config, sizeof st.config) == 0;
+    size_t k = strlen(st.config);
+    if (!fits || state_format(s, st.config + k, sizeof st.config - k))
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s: the run's config does not fit in %d bytes (shorter --data path?)",
+                    path, AG_CONFIG_MAX);
+    if (ag_checkpoint_save(path, &t->model.params, &t->opt, &t->sched, &st))
+        return ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
+    return 0;
+}
+
+static int make_dirs(const char *path, char *err, size_t errlen) {
+    char buf[AG_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        bool end = !*p;
+        if (*p == '/' || end) {
+            *p = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+            if (end) return 0;
+            *p = '/';
+        }
+    }
+}
+
+typedef struct {
+    int epoch;
+    int64_t step;
+    double lr, train_loss, seconds;
+    ag_metrics dev, test;
+    bool has_test, partial, best;
+} epoch_row;
+
+/* A number for JSON: null when not finite (a diverged perplexity). */
+static void json_num(FILE *f, const char *key, double x) {
+    if (isfinite(x)) fprintf(f, "\"%s\":%.6g", key, x);
+    else fprintf(f, "\"%s\":null", key);
+}
+
+/* The metrics of one split: CSV header, CSV cells (empty when the split is
+ * absent), JSON object. */
+static void csv_header(FILE *f, const char *split, ag_task task) {
+    if (task == AG_TASK_RELATEDNESS) fprintf(f, "%s_loss,%s_pearson,%s_spearman,%s_mse,", split, split, split, split);
+    else fprintf(f, "%s_loss,%s_%s,", split, split, task == AG_TASK_LM ? "ppl" : "acc");
+}
+
+static void csv_cells(FILE *f, ag_task task, const ag_metrics *x, bool present) {
+    if (!present) fputs(task == AG_TASK_RELATEDNESS ? ",,,," : ",,", f);
+    else if (task == AG_TASK_RELATEDNESS) fprintf(f, "%.6f,%.6f,%.6f,%.6f,", x->loss, x->pearson, x->spearman, x->mse);
+    else fprintf(f, "%.6f,%.6f,", x->loss, task == AG_TASK_LM ? x->perplexity : x->accuracy);
+}
+
+static void json_split(FILE *j, const char *split, ag_task task, const ag_metrics *x) {
+    fprintf(j, ",\"%s\":{", split);
+    json_num(j, "loss", x->loss), fputc(',', j);
+    if (task == AG_TASK_RELATEDNESS) {
+        json_num(j, "pearson", x->pearson), fputc(',', j), json_num(j, "spearman", x->spearman), fputc(',', j);
+        json_num(j, "mse", x->mse);
+    } else {
+        json_num(j, task == AG_TASK_LM ? "perplexity" : "accuracy", task == AG_TASK_LM ? x->perplexity : x->accuracy);
+    }
+    fputc('}', j);
+}
+
+static int append_metrics(const char *out, ag_task task, const epoch_row *e, char *err, size_t errlen) {
+    char csv[AG_PATH_MAX + 32], jsonl[AG_PATH_MAX + 32];
+    join(csv, sizeof csv, out, "metrics.csv");
+    join(jsonl, sizeof jsonl, out, "metrics.jsonl");
+    bool fresh = !exists(csv);
+    FILE *f = fopen(csv, "a"), *j = fopen(jsonl, "a");
+    if (f && fresh) {
+        fputs("epoch,step,lr,train_loss,", f);
+        csv_header(f, "dev", task);
+        csv_header(f, "test", task);
+        fputs("seconds,partial,best\n", f);
+    }
+    if (f) {
+        fprintf(f, "%d,%lld,%.6g,%.6f,", e->epoch, (long long)e->step, e->lr, e->train_loss);
+        csv_cells(f, task, &e->dev, true);
+        csv_cells(f, task, &e->test, e->has_test);
+        fprintf(f, "%.3f,%d,%d\n", e->seconds, e->partial, e->best);
+    }
+    if (j) {
+        fprintf(j, "{\"epoch\":%d,\"step\":%lld,", e->epoch, (long long)e->step);
+        json_num(j, "lr", e->lr), fputc(',', j), json_num(j, "train_loss", e->train_loss);
+        json_split(j, "dev", task, &e->dev);
+        if (e->has_test) json_split(j, "test", task, &e->test);
+        fprintf(j, ",\"seconds\":%.3f,\"partial\":%s,\"best\":%s}\n", e->seconds, e->partial ? "true" : "false",
+                e->best ? "true" : "false");
+    }
+    bool ok = f && j && !ferror(f) && !ferror(j);
+    if (f && fclose(f)) ok = false;
+    if (j && fclose(j)) ok = false;
+    return ok ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot append the metrics: %s", out, strerror(errno));
+}
+
+static void print_metrics(FILE *f, const char *name, ag_task task, const ag_metrics *x) {
+    if (task == AG_TASK_LM) fprintf(f, "%s ppl %.2f", name, x->perplexity);
+    else if (task == AG_TASK_RELATEDNESS)
+        fprintf(f, "%s r %.4f rho %.4f mse %.4f (loss %.4f)", name, x->pearson, x->spearman, x->mse, x->loss);
+    else fprintf(f, "%s acc %.2f%% (loss %.4f)", name, 100 * x->accuracy, x->loss);
+}
+
+static void print_epoch(const epoch_row *e, int epochs, ag_task task) {
+    printf("epoch %d/%d%s  loss %.4f  ", e->epoch, epochs, e->partial ? " (stopped mid-epoch)" : "", e->train_loss);
+    print_metrics(stdout, "dev", task, &e->dev);
+    if (e->has_test) {
+        printf("  ");
+        print_metrics(stdout, "test", task, &e->test);
+    }
+    printf("  lr %.3g  %.1fs%s\n", e->lr, e->seconds, e->best ? "  *" : "");
+    fflush(stdout);
+}
+
+/* ---- setting a run up ----------------------------------------------------------- */
+
+typedef struct {
+    ag_metrics dev, test;
+    bool valid;          /* has metrics: a limit may stop a run before any evaluation */
+    bool has_test, stopped, time_up;
+    double first_loss, last_loss, seconds;
+    int64_t steps, allocs;
+    int epochs;
+} fold_result;
+
+static void trainer_free(trainer *t) {
+    ag_sampler_free(&t->sampler);
+    ag_batch_free(&t->batch);
+    ag_optim_free(&t->opt);
+    ag_model_free(&t->model);
+    ag_run_data_free(&t->data);
+}
+
+/* Data, model, optimizer, schedule, batch and sampler of one fold. */
+static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    int rc = ag_run_data_open(o, fold, vocab, &t->data, err, errlen);
+    if (rc) return rc;
+    ag_run_data *d = &t->data;
+    snprintf(o->task, sizeof o->task, "%s", ag_task_name(d->task));
+    o->lowercase = d->lowercase; /* what the data did: predict and heatmap tokenize the same way */
+    o->vocab = ag_vocab_size(d->vocab);
+    if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
+    ag_model_config cfg;
+    if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
+    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+
+    ag_optim_config oc;
+    ag_sched_config sc;
+    if (ag_optim_parse(o->optim, &oc) || ag_optim_init(&t->opt, &t->model.params, &oc) ||
+        ag_sched_parse(o->sched, &sc) || ag_sched_init(&t->sched, &sc))
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    t->clip = o->clip;
+
+    ag_batch_opts bo = {0};
+    if (t->model.kind->batch_opts) t->model.kind->batch_opts(&cfg, &bo);
+    bo.max_width = d->max_width;
+    /* Shuffled batches of similar lengths (less padding), sorted within
+     * chunks of 16 batches; the LM keeps the file's order, as its paper. */
+    bool lm = d->task == AG_TASK_LM;
+    ag_sampler_opts so = {.batch_size = cfg.batch, .shuffle = !lm, .bucket_chunks = lm ? 0 : 16};
+    if ((rc = ag_batch_alloc(&t->batch, d->ds[AG_SPLIT_TRAIN], cfg.batch, &bo, err, errlen)) ||
+        (rc = ag_sampler_init(&t->sampler, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], &so,
+                              err, errlen)))
+        return rc;
+    if (t->sampler.n_batches < 1) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s: no training examples", d->name);
+    return 0;
+}
+
+static void print_header(const trainer *t, const ag_train_opts *o, const char *out) {
+    const ag_run_data *d = &t->data;
+    printf("%s on %s: %lld train / %lld dev / %lld test examples, vocab %d", o->model, d->name,
+           (long long)d->n[AG_SPLIT_TRAIN], (long long)d->n[AG_SPLIT_DEV], (long long)d->n[AG_SPLIT_TEST],
+           ag_vocab_size(d->vocab));
+    if (d->task == AG_TASK_RELATEDNESS) printf(", relatedness scores 1-%d", AG_RELATEDNESS_BINS);
+    else if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
+    printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s\n  run folder %s\n",
+           (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched, out);
+    if (d->sets[0].stats.skipped)
+        printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
+               d->sets[0].stats.first_warning);
+    fflush(stdout);
+}
+
+/* ---- the loop of one fold ---------------------------------------------------------- */
+
+typedef struct {
+    ag_train_opts *o;
+    const char *out;
+    double deadline;     /* monotonic seconds; 0 = none */
+    bool quiet;
+} fold_ctx;
+
+static bool limit_reached(const fold_ctx *c, const run_state *s) {
+    return (c->o->max_steps > 0 && s->step >= c->o->max_steps) || (c->deadline > 0 && now() >= c->deadline);
+}
+
+static void epoch_rng(ag_data_rng *r, uint64_t seed, int epoch) {
+    ag_data_rng_seed(r, seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(epoch + 1)));
+}
+
+/* Evaluates after an epoch (or a stop mid-epoch), steps the schedule, keeps
+ * the best checkpoint, saves the last one and logs the metrics. */
+static int end_of_epoch(const fold_ctx *c, trainer *t, run_state *s, double train_loss, bool partial, char *err,
+                        size_t errlen) {
+    ag_run_data *d = &t->data;
+    epoch_row e = {.epoch = s->epoch + partial, .step = s->step, .train_loss = train_loss, .partial = partial,
+                   .has_test = d->ds[AG_SPLIT_TEST] != NULL};
+    int rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_DEV], d->idx[AG_SPLIT_DEV], d->n[AG_SPLIT_DEV], &t->batch, &e.dev,
+                         err, errlen);
+    if (!rc && e.has_test)
+        rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_TEST], d->idx[AG_SPLIT_TEST], d->n[AG_SPLIT_TEST], &t->batch,
+                         &e.test, err, errlen);
+    if (rc) return rc;
+    double sc = score(&t->model, &e.dev);
+    /* plateau in "max" mode follows the dev score, in "min" mode the dev loss */
+    if (!partial) ag_sched_step(&t->sched, &t->opt, t->sched.cfg.mode_max ? sc : e.dev.loss);
+    e.lr = t->opt.lr;
+    e.best = sc > s->best;
+    if (e.best) {
+        t->best_dev = e.dev, t->best_test = e.test, t->have_best = true;
+        s->best = sc;
+        s->best_epoch = e.epoch;
+        s->bad_epochs = 0;
+    } else if (!partial) {
+        s->bad_epochs++;
+    }
+    if (!partial && c->o->patience > 0 && s->bad_epochs >= c->o->patience) s->stopped = 1;
+    e.seconds = s->seconds;
+    char path[AG_PATH_MAX + 32];
+    if (e.best) {
+        join(path, sizeof path, c->out, "best.safetensors");
+        if ((rc = save_checkpoint(path, c->o, s, t, err, errlen))) return rc;
+    }
+    join(path, sizeof path, c->out, "last.safetensors");
+    if ((rc = save_checkpoint(path, c->o, s, t, err, errlen))) return rc;
+    if ((rc = append_metrics(c->out, t->data.task, &e, err, errlen))) return rc;
+    if (!c->quiet) print_epoch(&e, c->o->epochs, t->data.task);
+    return 0;
+}
+
+/* Trains until the epochs are done, early stopping or a limit; r gets the
+ * loss and step counts. */
+static int train_loop(const fold_ctx *c, trainer *t, run_state *s, fold_result *r, char *err, size_t errlen) {
+    int64_t n_batches = t->sampler.n_batches, first_n = 0;
+    double first_sum = 0;
+    while (s->epoch < c->o->epochs && !s->stopped && !limit_reached(c, s)) {
+        ag_data_rng r_epoch;
+        epoch_rng(&r_epoch, (uint64_t)c->o->seed, s->epoch);
+        ag_sampler_epoch(&t->sampler, &r_epoch);
+        progress p;
+        progress_start(&p, c->quiet ? "none" : c->o->progress, s->epoch + 1, c->o->epochs, n_batches);
+        double t0 = now();
+        bool stop = false;
+        while (s->batch < n_batches && !stop) {
+            int32_t rows;
+            const int64_t *idx = ag_sampler_batch(&t->sampler, s->batch, &rows);
+            int rc = ag_batch_fill(&t->batch, t->data.ds[AG_SPLIT_TRAIN], idx, rows, err, errlen);
+            if (rc) return rc;
+            int64_t allocs = ag_memstats().allocs;
+            double loss;
+            if ((rc = train_step(t, s->step + 1, &loss, err, errlen))) return rc;
+            r->allocs += ag_memstats().allocs - allocs;
+            s->step++;
+            s->batch++;
+            if (first_n < 10) first_sum += loss, first_n++;
+            progress_step(&p, s->batch, batch_tokens(&t->batch), loss);
+            stop = limit_reached(c, s);
+        }
+        progress_end(&p);
+        s->seconds += now() - t0;
+        bool partial = s->batch < n_batches;
+        if (!partial) s->epoch++, s->batch = 0;
+        r->last_loss = p.steps ? p.loss_sum / p.steps : NAN;
+        int rc = end_of_epoch(c, t, s, r->last_loss, partial, err, errlen);
+        if (rc) return rc;
+        if (partial) break;
+    }
+    r->first_loss = first_n ? first_sum / first_n : NAN;
+    r->time_up = s->epoch < c->o->epochs && !s->stopped;
+    r->stopped = s->stopped;
+    return 0;
+}
+
+/* The final metrics of a fold: those of its best checkpoint (evaluated
+ * again only when it was saved by an earlier process). */
+static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *err, size_t errlen) {
+    r->has_test = t->data.ds[AG_SPLIT_TEST] != NULL;
+    if (t->have_best) {
+        r->dev = t->best_dev, r->test = t->best_test, r->valid = true;
+        return 0;
+    }
+    char path[AG_PATH_MAX + 32];
+    join(path, sizeof path, c->out, "best.safetensors");
+    if (!exists(path)) /* only a limit reached before the first step gets here */
+        return r->time_up ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: no best checkpoint", path);
+    r->valid = true;
+    if (ag_checkpoint_load(path, &t->model.params, NULL, NULL, NULL))
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    ag_run_data *d = &t->data;
+    int rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_DEV], d->idx[AG_SPLIT_DEV], d->n[AG_SPLIT_DEV], &t->batch, &r->dev,
+                         err, errlen);
+    if (!rc && r->has_test)
+        rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_TEST], d->idx[AG_SPLIT_TEST], d->n[AG_SPLIT_TEST], &t->batch,
+                         &r->test, err, errlen);
+    return rc;
+}
+
+/* Prepares the run folder: a fresh run refuses to overwrite another one
+ * without --force; a resumed one needs its last checkpoint. */
+static int prepare_folder(const char *out, bool resume, bool force, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    join(path, sizeof path, out, "last.safetensors");
+    if (resume) return exists(path) ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
+    if (exists(path) && !force)
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s already holds a run: add --resume to continue it or --force to start over",
+                    out);
+    int rc = make_dirs(out, err, errlen);
+    const char *stale[] = {"metrics.csv", "metrics.jsonl", "best.safetensors", "last.safetensors"};
+    for (int i = 0; !rc && i < 4; i++) {
+        join(path, sizeof path, out, stale[i]);
+        if (exists(path) && unlink(path)) rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    }
+    return rc;
+}
+
+static int resume_from(const char *out, trainer *t, run_state *s, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    join(path, sizeof path, out, "last.safetensors");
+    ag_train_state st;
+    if (ag_checkpoint_load(path, &t->model.params, &t->opt, &t->sched, &st))
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    t->model.rng = st.rng;
+    return state_parse(st.config, s, path, err, errlen);
+}
+
+static int train_fold(ag_train_opts *o, int fold, const char *out, double deadline, fold_result *r, char *err,
+                      size_t errlen) {
+    memset(r, 0, sizeof *r);
+    bool resume = o->resume;
+    char path[AG_PATH_MAX + 32];
+    int rc = prepare_folder(out, resume, o->force, err, errlen);
+    if (rc) return rc;
+    ag_vocab *vocab = NULL;
+    join(path, sizeof path, out, "vocab.txt");
+    if (resume && (rc = ag_vocab_load(path, &vocab, err, errlen))) return rc;
+
+    trainer t;
+    run_state s = {.best = -INFINITY};
+    fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet};
+    rc = trainer_init(&t, o, fold, vocab, err, errlen);
+    if (!rc && !resume) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
+    if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
+    if (!rc && !o->quiet) print_header(&t, o, out);
+    if (!rc) rc = warm_up(&t, err, errlen);
+    if (!rc) rc = train_loop(&c, &t, &s, r, err, errlen);
+    if (!rc) rc = evaluate_best(&c, &t, r, err, errlen);
+    r->steps = s.step;
+    r->epochs = s.epoch;
+    r->seconds = s.seconds;
+    trainer_free(&t);
+    return rc;
+}
+
+/* ---- the whole command -------------------------------------------------------------- */
+
+static void default_out(ag_train_opts *o) {
+    char stamp[32];
+    time_t tt = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&tt));
+    char data[64] = "synth", copy[AG_PATH_MAX];
+    if (o->data[0]) {
+        snprintf(copy, sizeof copy, "%s", o->data);
+        snprintf(data, sizeof data, "%s", o->dataset[0] ? o->dataset : basename(copy));
+    }
+    snprintf(o->out, sizeof o->out, "runs/%s-%s-%s", o->model, data, stamp);
+    for (int i = 2; exists(o->out); i++) snprintf(o->out, sizeof o->out, "runs/%s-%s-%s-%d", o->model, data, stamp, i);
+}
+
+static void add_fold(ag_train_result *r, const fold_result *f, int k) {
+    double w = 1.0 / (k + 1); /* running means over folds */
+    r->dev.accuracy += (f->dev.accuracy - r->dev.accuracy) * w;
+    r->dev.loss += (f->dev.loss - r->dev.loss) * w;
+    r->dev.perplexity += (f->dev.perplexity - r->dev.perplexity) * w;
+    r->test.accuracy += (f->test.accuracy - r->test.accuracy) * w;
+    r->test.loss += (f->test.loss - r->test.loss) * w;
+    r->test.perplexity += (f->test.perplexity - r->test.perplexity) * w;
+    r->dev.pearson += (f->dev.pearson - r->dev.pearson) * w;
+    r->dev.spearman += (f->dev.spearman - r->dev.spearman) * w;
+    r->dev.mse += (f->dev.mse - r->dev.mse) * w;
+    r->test.pearson += (f->test.pearson - r->test.pearson) * w;
+    r->test.spearman += (f->test.spearman - r->test.spearman) * w;
+    r->test.mse += (f->test.mse - r->test.mse) * w;
+    r->dev.examples += f->dev.examples;
+    r->test.examples += f->test.examples;
+    r->has_test = f->has_test;
+    if (k == 0) r->first_loss = f->first_loss;
+    r->last_loss = f->last_loss;
+    r->steps += f->steps;
+    r->epochs = f->epochs;
+    r->step_allocs += f->allocs;
+    r->stopped_early |= f->stopped;
+    r->time_up |= f->time_up;
+    r->folds = k + 1;
+}
+
+int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    double t0 = now(), deadline = o->max_minutes > 0 ? t0 + 60 * o->max_minutes : 0;
+    char real[PATH_MAX];
+    if (o->data[0] && realpath(o->data, real) && strlen(real) < sizeof o->data) strcpy(o->data, real); /* eval from anywhere */
+    if (!o->out[0]) {
+        if (o->resume) return ag_train_fail(err, errlen, AG_ERR_ARG, "--resume needs --out (the run folder to continue)");
+        default_out(o);
+    }
+    snprintf(r->out, sizeof r->out, "%s", o->out);
+    int folds = ag_run_data_folds(o);
+    if (folds && o->fold >= folds) return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold %d: there are %d folds", o->fold, folds);
+    if (!folds && o->fold >= 0)
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
+                    o->data[0] ? o->data : "the generated task");
+    if (!folds || o->fold >= 0) { /* one run, straight into the folder */
+        fold_result f;
+        int rc = train_fold(o, folds ? o->fold : -1, o->out, deadline, &f, err, errlen);
+        if (!rc) add_fold(r, &f, 0);
+        r->folds = f.valid;
+        r->seconds = now() - t0;
+        return rc;
+    }
+    double sum_sq = 0;
+    for (int k = 0; k < folds && !(deadline > 0 && now() >= deadline); k++) {
+        char dir[AG_PATH_MAX + 16];
+        snprintf(dir, sizeof dir, "%s/fold%d", o->out, k);
+        char last[AG_PATH_MAX + 48];
+        join(last, sizeof last, dir, "last.safetensors");
+        ag_train_opts ok = *o;
+        ok.fold = k;
+        ok.resume = o->resume && exists(last); /* folds not begun yet begin now */
+        fold_result f;
+        int rc = train_fold(&ok, k, dir, deadline, &f, err, errlen);
+        if (rc) return rc;
+        if (!f.valid) break; /* the time ran out before this fold could start */
+        add_fold(r, &f, k);
+        sum_sq += f.test.accuracy * f.test.accuracy;
+        if (!o->quiet) printf("fold %d/%d: test acc %.2f%%\n\n", k + 1, folds, 100 * f.test.accuracy);
+    }
+    if (r->folds < folds) r->time_up = true;
+    double var = r->folds ? sum_sq / r->folds - r->test.accuracy * r->test.accuracy : 0;
+    r->test_std = var > 0 ? sqrt(var) : 0;
+    r->seconds = now() - t0;
+    return 0;
+}

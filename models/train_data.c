@@ -1,0 +1,279 @@
+/* train_data.c - the data of a run: the generated tasks, a benchmark folder
+ * (with its dev/test files, a held-out dev split, or 10-fold CV) or a single
+ * file; then one vocabulary from the training split, and every split encoded.
+ *
+ * Splits that are random use fixed seeds, not --seed: every run of a data
+ * set sees the same train/dev/test examples, whatever its own seed. */
+#include "train.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { SPLIT_SEED = 20240601, CV_SEED = 20240602, SYNTH_SEED = 1 };
+
+void ag_run_data_free(ag_run_data *d) {
+    for (int s = 0; s < AG_SPLITS; s++) {
+        ag_dataset_free(&d->sets[s]);
+        free(d->idx[s]);
+    }
+    ag_vocab_free(d->vocab);
+    memset(d, 0, sizeof *d);
+}
+
+static int64_t *all_indices(int64_t n) {
+    int64_t *idx = malloc(((size_t)n + 1) * sizeof *idx);
+    for (int64_t i = 0; idx && i < n; i++) idx[i] = i;
+    return idx;
+}
+
+/* Split s is the whole of dataset ds. */
+static int use_whole(ag_run_data *d, int s, const ag_dataset *ds) {
+    d->ds[s] = ds;
+    d->n[s] = ds->n;
+    d->idx[s] = all_indices(ds->n);
+    return d->idx[s] ? 0 : AG_DATA_ENOMEM;
+}
+
+/* Moves a dev_frac share of split `from` (indices idx[0..n)) into the dev split. */
+static int hold_out(ag_run_data *d, const int64_t *idx, int64_t n, double dev_frac, char *err, size_t errlen) {
+    int64_t *train = malloc(((size_t)n + 1) * sizeof *train), *dev = malloc(((size_t)n + 1) * sizeof *dev);
+    if (!train || !dev || ag_split_holdout(idx, n, dev_frac, SPLIT_SEED, train, &d->n[AG_SPLIT_TRAIN], dev,
+                                           &d->n[AG_SPLIT_DEV])) {
+        free(train);
+        free(dev);
+        return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory splitting off a dev set");
+    }
+    free(d->idx[AG_SPLIT_TRAIN]);
+    d->idx[AG_SPLIT_TRAIN] = train;
+    d->idx[AG_SPLIT_DEV] = dev;
+    d->ds[AG_SPLIT_DEV] = d->ds[AG_SPLIT_TRAIN];
+    if (d->n[AG_SPLIT_TRAIN] < 1 || d->n[AG_SPLIT_DEV] < 1)
+        return ag_train_fail(err, errlen, AG_DATA_EFORMAT, "%s: %lld examples are too few to split off a dev set", d->name,
+                    (long long)n);
+    return 0;
+}
+
+/* ---- the generated tasks ---- */
+
+static int open_synth(const ag_train_opts *o, ag_task task, ag_run_data *d, char *err, size_t errlen) {
+    bool pairs = task == AG_TASK_PAIR || task == AG_TASK_RELATEDNESS; /* the pair task has labels and scores */
+    ag_synth_task t = task == AG_TASK_LM ? AG_SYNTH_LOOKUP : pairs ? AG_SYNTH_PAIR : AG_SYNTH_ORDER;
+    snprintf(d->name, sizeof d->name, "synth-%s", t == AG_SYNTH_LOOKUP ? "lookup" : t == AG_SYNTH_PAIR ? "pair" : "order");
+    for (int s = 0; s < AG_SPLITS; s++) {
+        ag_synth_opts so = ag_synth_opts_default(t);
+        so.seed = SYNTH_SEED + (uint64_t)s; /* three disjoint draws */
+        so.n = s == AG_SPLIT_TRAIN ? o->synth_n : (o->synth_n / 4 > 8 ? o->synth_n / 4 : 8);
+        if (t == AG_SYNTH_LOOKUP) /* the test split holds the unseen table compositions */
+            so.split = s == AG_SPLIT_TEST ? AG_SYNTH_SPLIT_TEST : AG_SYNTH_SPLIT_TRAIN;
+        char why[AG_ERR_LEN];
+        if (ag_synth(t, &so, &d->sets[s], why, sizeof why)) return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s", why);
+        if (use_whole(d, s, &d->sets[s])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* ---- files ---- */
+
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int load(const char *path, ag_format fmt, int lowercase, int skip_bad, ag_dataset *ds, char *err,
+                size_t errlen) {
+    ag_load_opts lo = ag_load_opts_default();
+    lo.lowercase = lowercase;
+    lo.skip_bad_lines = skip_bad;
+    return ag_dataset_load(path, fmt, &lo, NULL, ds, err, errlen);
+}
+
+/* Which benchmark a folder holds, and the data root its paths start from:
+ * "<root>/trec" with --dataset trec or by the folder's name, or the root
+ * itself with --dataset. */
+static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, char *root, char *err, size_t errlen) {
+    char copy[AG_PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", o->data);
+    const char *name = o->dataset[0] ? o->dataset : basename(copy);
+    *bench = ag_benchmark_find(name);
+    if (!*bench && !strcmp(name, "sst"))
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s holds SST-5 and SST-2: add --dataset sst5 or --dataset sst2", o->data);
+    if (!*bench)
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL,
+                    "%s: not a known benchmark folder; name the data set with --dataset (trec, sst5, sst2, mr, "
+                    "subj, cr, mpqa, sick, ptb, wikitext2) or pass a file",
+                    o->data);
+    char probe[2 * AG_PATH_MAX];
+    snprintf(root, AG_PATH_MAX, "%s", o->data);
+    snprintf(probe, sizeof probe, "%s/%s", root, (*bench)->train);
+    if (is_file(probe)) return 0;
+    snprintf(copy, sizeof copy, "%s", o->data);
+    snprintf(root, AG_PATH_MAX, "%s", dirname(copy));
+    snprintf(probe, sizeof probe, "%s/%s", root, (*bench)->train);
+    if (is_file(probe)) return 0;
+    return ag_train_fail(err, errlen, AG_DATA_EIO, "%s: no %s data here (looked for %s)", o->data, (*bench)->name, probe);
+}
+
+static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char *err, size_t errlen) {
+    const ag_benchmark *b;
+    char root[AG_PATH_MAX], path[2 * AG_PATH_MAX];
+    int rc = find_benchmark(o, &b, root, err, errlen);
+    if (rc) return rc;
+    snprintf(d->name, sizeof d->name, "%s", b->name);
+    const char *files[AG_SPLITS] = {b->train, b->dev, b->test};
+    for (int s = 0; s < AG_SPLITS; s++) {
+        if (!files[s]) continue;
+        snprintf(path, sizeof path, "%s/%s", root, files[s]);
+        d->lowercase = b->lowercase || o->lowercase;
+        if ((rc = load(path, b->format, d->lowercase, b->label_only_lines > 0, &d->sets[s], err, errlen)))
+            return rc;
+        if (use_whole(d, s, &d->sets[s])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+    }
+    if (b->n_classes > d->classes) d->classes = b->n_classes;
+    if (!b->cv) return b->dev ? 0 : hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
+
+    /* CV: fold `fold` is the test set, a share of the rest the dev set */
+    int64_t n = d->sets[0].n;
+    if (fold < 0 || fold >= o->folds)
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--fold %d: %s has folds 0..%d", fold, b->name, o->folds - 1);
+    int32_t *which = malloc(((size_t)n + 1) * sizeof *which);
+    int64_t *rest = malloc(((size_t)n + 1) * sizeof *rest), *test = malloc(((size_t)n + 1) * sizeof *test), n_rest;
+    rc = !which || !rest || !test ? AG_DATA_ENOMEM : ag_cv_assign(n, o->folds, CV_SEED, which);
+    if (!rc) rc = ag_cv_split(which, n, o->folds, fold, -1, rest, &n_rest, NULL, NULL, test, &d->n[AG_SPLIT_TEST]);
+    free(which);
+    if (!rc) {
+        d->ds[AG_SPLIT_TEST] = &d->sets[0];
+        free(d->idx[AG_SPLIT_TEST]);
+        d->idx[AG_SPLIT_TEST] = test;
+        rc = hold_out(d, rest, n_rest, o->dev_frac, err, errlen);
+    } else {
+        free(test);
+        ag_train_fail(err, errlen, rc, "%s: cannot make %d folds of %lld examples", b->name, o->folds, (long long)n);
+    }
+    free(rest);
+    return rc;
+}
+
+static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t errlen) {
+    ag_format fmt = AG_FORMAT_LABELED;
+    if (o->format[0]) ag_format_parse(o->format, &fmt);
+    char copy[AG_PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", o->data);
+    snprintf(d->name, sizeof d->name, "%s", basename(copy));
+    d->lowercase = o->lowercase;
+    int rc = load(o->data, fmt, o->lowercase, 0, &d->sets[0], err, errlen);
+    if (rc) return rc;
+    if (use_whole(d, AG_SPLIT_TRAIN, &d->sets[0])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+    return hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
+}
+
+int ag_run_data_folds(const ag_train_opts *o) {
+    const ag_benchmark *b;
+    char root[AG_PATH_MAX], err[AG_ERR_LEN];
+    if (!o->data[0] || !is_dir(o->data) || find_benchmark(o, &b, root, err, sizeof err)) return 0;
+    return b->cv ? o->folds : 0;
+}
+
+/* ---- the task, the vocabulary, the encoding ---- */
+
+/* The task asked for: --task, else the model's own. */
+static ag_task wanted_task(const ag_train_opts *o) {
+    ag_task t = AG_TASK_CLASSIFY;
+    if (o->task[0] && ag_task_parse(o->task, &t) == 0) return t;
+    const ag_model_kind *kind = ag_model_find(o->model);
+    return kind ? ag_model_defaults(kind).task : AG_TASK_CLASSIFY;
+}
+
+/* Every score of a relatedness split in [1, 5]: the target is defined there. */
+static int check_scores(const ag_run_data *d, char *err, size_t errlen) {
+    for (int s = 0; s < AG_SPLITS; s++) {
+        const ag_dataset *ds = &d->sets[s];
+        for (int64_t i = 0; i < ds->n; i++) {
+            float y = ds->ex[i].score;
+            if (!(y >= 1 && y <= AG_RELATEDNESS_BINS))
+                return ag_train_fail(err, errlen, AG_DATA_EFORMAT, "%s: line %lld: relatedness score %g is outside [1, %d]",
+                            d->name, (long long)ds->ex[i].line, (double)y, AG_RELATEDNESS_BINS);
+        }
+    }
+    return 0;
+}
+
+/* The task of the run: --task if the data has it; else the model's own
+ * task, or on sentence pairs the first pair task the model has (ms_san:
+ * entailment classes, mpsan: relatedness scores).  Then the model must have
+ * a head for it. */
+static int check_task(const ag_train_opts *o, ag_run_data *d, char *err, size_t errlen) {
+    ag_format fmt = d->sets[0].format;
+    ag_task data_task = fmt == AG_FORMAT_LM ? AG_TASK_LM : fmt == AG_FORMAT_SICK ? AG_TASK_PAIR : AG_TASK_CLASSIFY;
+    unsigned fits = AG_TASK_BIT(data_task) | (fmt == AG_FORMAT_SICK ? AG_TASK_BIT(AG_TASK_RELATEDNESS) : 0);
+    const ag_model_kind *kind = ag_model_find(o->model);
+    unsigned can = kind ? kind->tasks : 0;
+    ag_task want = wanted_task(o);
+    for (int t = 0; !o->task[0] && !(fits & AG_TASK_BIT(want)) && t < AG_TASK_COUNT; t++)
+        if (fits & can & AG_TASK_BIT(t)) want = (ag_task)t; /* the first task both the data and the model have */
+    static const char *const names[] = {"classification", "sentence pairs", "language modelling", "relatedness scores"};
+    char tasks[64];
+    if (data_task == AG_TASK_LM && want != AG_TASK_LM)
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s is language-model text, but model %s does %s", d->name, o->model,
+                    names[want]);
+    if (want == AG_TASK_LM && data_task != AG_TASK_LM)
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "model %s is a language model, but %s is labeled data for %s", o->model,
+                    d->name, names[data_task]);
+    if (o->task[0] && !(fits & AG_TASK_BIT(want)))
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--task %s does not fit %s (%s)", o->task, d->name, names[data_task]);
+    if (!(fits & AG_TASK_BIT(want)))
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s holds %s, but model %s does %s only (its tasks: %s)", d->name,
+                    names[data_task], o->model, names[want], kind ? ag_model_tasks_str(kind, tasks, sizeof tasks) : "?");
+    if (kind && !ag_model_supports(kind, want))
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "model %s has no head for the %s task (it does: %s)", o->model,
+                    ag_task_name(want), ag_model_tasks_str(kind, tasks, sizeof tasks));
+    d->task = want;
+    return want == AG_TASK_RELATEDNESS ? check_scores(d, err, errlen) : 0;
+}
+
+static int encode(ag_run_data *d, int min_count, char *err, size_t errlen) {
+    if (!d->vocab) {
+        ag_vocab_opts vo = {.min_count = min_count, .max_size = 0};
+        int rc = ag_vocab_build(d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], &vo, &d->vocab,
+                                err, errlen);
+        if (rc) return rc;
+    }
+    d->max_width = 1;
+    for (int s = 0; s < AG_SPLITS; s++) {
+        ag_dataset *ds = &d->sets[s];
+        if (!ds->store) continue;
+        int rc = ag_dataset_encode(ds, d->vocab, err, errlen);
+        if (rc) return rc;
+        int32_t a, b;
+        ag_dataset_max_len(ds, &a, &b);
+        if (ds->format == AG_FORMAT_LM) a--;
+        if (a > d->max_width) d->max_width = a;
+        if (b > d->max_width) d->max_width = b;
+        if (ds->format != AG_FORMAT_LM && ds->n_classes > d->classes) d->classes = ds->n_classes;
+    }
+    return 0;
+}
+
+int ag_run_data_open(const ag_train_opts *o, int fold, ag_vocab *vocab, ag_run_data *d, char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    d->vocab = vocab;
+    int rc;
+    if (!o->data[0]) rc = open_synth(o, wanted_task(o), d, err, errlen);
+    else if (is_dir(o->data)) rc = open_benchmark(o, fold, d, err, errlen);
+    else if (is_file(o->data)) rc = open_file(o, d, err, errlen);
+    else rc = ag_train_fail(err, errlen, AG_DATA_EIO, "%s: no such file or folder", o->data);
+    if (!rc) rc = check_task(o, d, err, errlen);
+    if (!rc) rc = encode(d, o->min_count, err, errlen);
+    if (!rc && d->task == AG_TASK_LM) d->classes = 0;
+    if (!rc && d->task == AG_TASK_RELATEDNESS) d->classes = AG_RELATEDNESS_BINS; /* the scores' bins, not the labels */
+    if (rc) ag_run_data_free(d);
+    return rc;
+}

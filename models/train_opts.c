@@ -1,0 +1,402 @@
+/* train_opts.c - the trainer's options: one table gives the CLI syntax,
+ * the checks, the help text and the "key=value" config saved in checkpoints. */
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { O_INT, O_I64, O_REAL, O_STR, O_SWITCH } opt_type;
+
+typedef struct {
+    const char *name;
+    opt_type type;
+    size_t off, size;       /* field in ag_train_opts; size of a string field */
+    double lo, hi;          /* numeric range */
+    unsigned cmds;          /* AG_CMD_* the option applies to */
+    bool saved;             /* part of the run's config (resume, eval) */
+    const char *arg, *help;
+    /* extra check of a string value; returns an error text or NULL */
+    const char *(*check)(const char *value);
+} opt_def;
+
+static const char *check_model(const char *v);
+static const char *check_task(const char *v);
+static const char *check_flags(const char *v);
+static const char *check_attention(const char *v);
+static const char *check_optim(const char *v);
+static const char *check_sched(const char *v);
+static const char *check_dataset(const char *v);
+static const char *check_format(const char *v);
+static const char *check_progress(const char *v);
+
+#define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
+enum {
+    TR = AG_CMD_TRAIN, EV = AG_CMD_EVAL, PR = AG_CMD_PREDICT, DU = AG_CMD_DUMP, GC = AG_CMD_GRADCHECK,
+    SIZE_CMDS = TR | DU | GC, DATA_CMDS = TR | EV,
+};
+#define BIG 2147483647.0
+
+static const opt_def opts[] = {
+    {"model", O_STR, F(model), 0, 0, SIZE_CMDS, true, "NAME", "model kind (see `attngrad models`)", check_model},
+    {"task", O_STR, F(task), 0, 0, SIZE_CMDS, true, "T", "classify, pair, relatedness or lm (default: from the model and the data)", check_task},
+    {"vocab", O_INT, F(vocab), 3, BIG, DU | GC, true, "V", "vocabulary size (train: from the data)", NULL},
+    {"classes", O_INT, F(classes), 2, 65536, DU | GC, true, "K", "classes (train: from the data)", NULL},
+    {"dim", O_INT, F(dim), 1, 65536, SIZE_CMDS, true, "D", "model width d (embedding size)", NULL},
+    {"hidden", O_INT, F(hidden), 1, 65536, SIZE_CMDS, true, "H", "second size (MTSA dh, LM hidden)", NULL},
+    {"heads", O_INT, F(heads), 1, 1024, SIZE_CMDS, true, "N", "attention heads", NULL},
+    {"layers", O_INT, F(layers), 0, 64, SIZE_CMDS, true, "N", "LSTM layers (poslm 0: the paper's count)", NULL},
+    {"fixed-len", O_INT, F(fixed_len), 1, 1 << 20, SIZE_CMDS, true, "L", "dual-axial fixed length", NULL},
+    {"bigrams", O_INT, F(bigrams), 0, BIG, SIZE_CMDS, true, "N", "dual-axial bigram buckets", NULL},
+    {"keep", O_REAL, F(keep), 1e-9, 1, TR, true, "P", "dropout keep probability (1 = off)", NULL},
+    {"l2", O_REAL, F(l2), 0, 1e9, TR, true, "G", "L2 weight of 1/2 |W|^2 over weight matrices", NULL},
+    {"flags", O_STR, F(flags), 0, 0, SIZE_CMDS, true, "LIST",
+     "variants: elu_score, linear_dist, no_bigram, softmax, no_zeta, text_only, no_dist, exp_score, strict",
+     check_flags},
+    {"attention", O_STR, F(attention), 0, 0, SIZE_CMDS, true, "A", "poslm attention: positional, standard, none",
+     check_attention},
+    {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer, e.g. adadelta:lr=0.5,rho=0.95 (default: the model's)",
+     check_optim},
+    {"sched", O_STR, F(sched), 0, 0, TR, true, "SPEC",
+     "LR schedule per epoch, e.g. plateau:factor=0.5,patience=5 (default: the model's)", check_sched},
+    {"data", O_STR, F(data), 0, 0, DATA_CMDS, true, "PATH", "benchmark folder or labeled file (none: generated task)",
+     NULL},
+    {"dataset", O_STR, F(dataset), 0, 0, DATA_CMDS, true, "NAME",
+     "trec, sst5, sst2, mr, subj, cr, mpqa, sick, ptb, wikitext2 (default: the folder's name)", check_dataset},
+    {"format", O_STR, F(format), 0, 0, DATA_CMDS, true, "F", "format of a single file: labeled, sick, conllu, lm",
+     check_format},
+    {"lowercase", O_SWITCH, F(lowercase), 0, 1, DATA_CMDS, true, NULL, "lower-case ASCII letters of every token", NULL},
+    {"min-count", O_INT, F(min_count), 1, BIG, TR, true, "N", "keep words seen at least N times", NULL},
+    {"folds", O_INT, F(folds), 2, 100, DATA_CMDS, true, "K", "cross-validation folds (MR, SUBJ, CR, MPQA)", NULL},
+    {"fold", O_INT, F(fold), -1, 99, DATA_CMDS, true, "I", "run one CV fold only (-1: all)", NULL},
+    {"dev-frac", O_REAL, F(dev_frac), 0.001, 0.9, DATA_CMDS, true, "F", "dev share split off when there is no dev file",
+     NULL},
+    {"synth-n", O_INT, F(synth_n), 8, 1 << 24, DATA_CMDS, true, "N", "generated training examples", NULL},
+    {"len", O_INT, F(len), 1, 4096, DU, false, "N", "batch width of the dump (default: the tiny batch)", NULL},
+    {"epochs", O_INT, F(epochs), 1, 1 << 20, TR, true, "N", "training epochs", NULL},
+    {"batch", O_INT, F(batch), 1, 1 << 20, TR | EV | DU, true, "B", "batch size (default: the model's)", NULL},
+    {"seed", O_I64, F(seed), 0, 9e15, TR | DU | GC, true, "S", "seed of initialisation, data order and dropout", NULL},
+    {"clip", O_REAL, F(clip), 0, 1e30, TR, true, "NORM", "clip the global gradient norm (0: off; default: the model's)",
+     NULL},
+    {"patience", O_INT, F(patience), 0, 1 << 20, TR, true, "N", "stop after N epochs without a better dev score", NULL},
+    {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop after N optimizer steps (CV: per fold)", NULL},
+    {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command)", NULL},
+    {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
+    {"out", O_STR, F(out), 0, 0, TR | DU, false, "DIR", "run folder (dump-step: the file)", NULL},
+    {"resume", O_SWITCH, F(resume), 0, 1, TR, false, NULL, "continue the run in --out from last.safetensors", NULL},
+    {"force", O_SWITCH, F(force), 0, 1, TR, false, NULL, "overwrite a run already in --out", NULL},
+    {"progress", O_STR, F(progress), 0, 0, TR, false, "MODE", "auto, bar, lines or none", check_progress},
+    {"quiet", O_SWITCH, F(quiet), 0, 1, TR, false, NULL, "print the summary only", NULL},
+};
+enum { N_OPTS = sizeof opts / sizeof *opts };
+
+ag_train_opts ag_train_opts_default(void) {
+    return (ag_train_opts){
+        .model = "mpsan", .vocab = -1, .classes = -1, .dim = -1, .hidden = -1, .heads = -1, .layers = -1,
+        .fixed_len = -1, .bigrams = -1, .keep = -1, .l2 = -1, .min_count = 1, .folds = 10, .fold = -1,
+        .dev_frac = 0.1, .synth_n = 4000, .epochs = 10, .batch = -1, .seed = 1, .clip = -1, .progress = "auto",
+    };
+}
+
+/* ---- checks of string values ---- */
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} flag_names[] = {
+    {"elu_score", AG_FLAG_ELU_SCORE}, {"linear_dist", AG_FLAG_LINEAR_DIST}, {"no_bigram", AG_FLAG_NO_BIGRAM},
+    {"softmax", AG_FLAG_SOFTMAX},     {"no_zeta", AG_FLAG_NO_ZETA},         {"text_only", AG_FLAG_TEXT_ONLY},
+    {"no_dist", AG_FLAG_NO_DIST},     {"exp_score", AG_FLAG_EXP_SCORE},     {"strict", AG_FLAG_STRICT},
+};
+
+/* "elu_score,strict" -> bits; -1 with the bad name in bad[] */
+static long flag_bits(const char *list, char *bad, size_t n) {
+    unsigned bits = 0;
+    const char *p = list;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        size_t i = 0, count = sizeof flag_names / sizeof *flag_names;
+        while (i < count && !(strlen(flag_names[i].name) == len && !strncmp(flag_names[i].name, p, len))) i++;
+        if (i == count) {
+            if (bad) snprintf(bad, n, "%.*s", (int)(len > 40 ? 40 : len), p);
+            return -1;
+        }
+        bits |= flag_names[i].bit;
+        p += len + (p[len] == ',');
+    }
+    return bits;
+}
+
+static const char *one_of(const char *v, const char *const *names, const char *msg) {
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(v, names[i])) return NULL;
+    return msg;
+}
+
+static const char *check_model(const char *v) {
+    static char msg[256];
+    if (ag_model_find(v)) return NULL;
+    size_t k = (size_t)snprintf(msg, sizeof msg, "unknown model (registered:");
+    for (const ag_model_kind *const *kind = ag_model_kinds(); *kind && k < sizeof msg; kind++)
+        k += (size_t)snprintf(msg + k, sizeof msg - k, " %s", (*kind)->name);
+    if (k < sizeof msg) snprintf(msg + k, sizeof msg - k, ")");
+    return msg;
+}
+
+static const char *check_task(const char *v) {
+    ag_task t;
+    return !*v || ag_task_parse(v, &t) == 0 ? NULL : "expected classify, pair, relatedness or lm";
+}
+
+static const char *check_flags(const char *v) {
+    static char msg[128];
+    char bad[48];
+    if (flag_bits(v, bad, sizeof bad) >= 0) return NULL;
+    snprintf(msg, sizeof msg, "unknown flag '%s'", bad);
+    return msg;
+}
+
+static const char *check_attention(const char *v) {
+    return one_of(v, (const char *[]){"", "positional", "standard", "none", NULL},
+                  "expected positional, standard or none");
+}
+
+static const char *check_optim(const char *v) {
+    static char msg[400];
+    ag_optim_config c;
+    if (!*v) return NULL; /* the model's default */
+    if (ag_optim_parse(v, &c) == AG_OK && ag_optim_check(&c) == AG_OK) return NULL;
+    snprintf(msg, sizeof msg, "%s", ag_errmsg());
+    return msg;
+}
+
+static const char *check_sched(const char *v) {
+    static char msg[400];
+    ag_sched_config c;
+    if (!*v) return NULL;
+    if (ag_sched_parse(v, &c) == AG_OK && ag_sched_check(&c) == AG_OK) return NULL;
+    snprintf(msg, sizeof msg, "%s", ag_errmsg());
+    return msg;
+}
+
+static const char *check_dataset(const char *v) {
+    if (!*v || !strcmp(v, "synth") || ag_benchmark_find(v)) return NULL;
+    return "unknown data set (trec, sst5, sst2, mr, subj, cr, mpqa, sick, ptb, wikitext2)";
+}
+
+static const char *check_format(const char *v) {
+    ag_format f;
+    if (!*v || ag_format_parse(v, &f) == 0) return NULL;
+    return "expected labeled, sick, conllu or lm";
+}
+
+static const char *check_progress(const char *v) {
+    return one_of(v, (const char *[]){"auto", "bar", "lines", "none", NULL}, "expected auto, bar, lines or none");
+}
+
+/* ---- set, look up, print ---- */
+
+static bool same_key(const char *key, const char *name) { /* '-' and '_' alike */
+    for (; *key && *name; key++, name++)
+        if (*key != *name && !((*key == '-' || *key == '_') && (*name == '-' || *name == '_'))) return false;
+    return !*key && !*name;
+}
+
+static const opt_def *find_opt(const char *key) {
+    for (int i = 0; i < N_OPTS; i++)
+        if (same_key(key, opts[i].name)) return &opts[i];
+    return NULL;
+}
+
+int ag_train_option_info(const char *key, unsigned cmd, int *takes_value) {
+    const opt_def *d = find_opt(key);
+    if (!d || !(d->cmds & cmd)) return 0;
+    if (takes_value) *takes_value = d->type != O_SWITCH;
+    return 1;
+}
+
+int ag_train_fail(char *err, size_t n, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int set_number(const opt_def *d, void *field, const char *v, char *err, size_t n) {
+    char *end;
+    errno = 0;
+    double x = d->type == O_REAL ? strtod(v, &end) : (double)strtoll(v, &end, 10);
+    if (!*v || *end || errno || !isfinite(x))
+        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%s' is not %s", d->name, v, d->type == O_REAL ? "a number" : "an integer");
+    if (x < d->lo || x > d->hi) {
+        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: %s is out of range [%g, %g]", d->name, v, d->lo, d->hi);
+    }
+    if (d->type == O_INT) *(int *)field = (int)x;
+    else if (d->type == O_I64) *(int64_t *)field = strtoll(v, NULL, 10);
+    else *(double *)field = x;
+    return 0;
+}
+
+int ag_train_set(ag_train_opts *o, const char *key, const char *value, char *err, size_t n) {
+    const opt_def *d = find_opt(key);
+    if (!d) return ag_train_fail(err, n, AG_ERR_ARG, "unknown option --%s", key);
+    void *field = (char *)o + d->off;
+    if (d->type == O_SWITCH) {
+        if (value && strcmp(value, "1") && strcmp(value, "0"))
+            return ag_train_fail(err, n, AG_ERR_ARG, "option --%s takes no value (got '%s')", d->name, value);
+        *(int *)field = !value || !strcmp(value, "1");
+        return 0;
+    }
+    if (!value) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s needs a value (%s)", d->name, d->arg);
+    if (d->type != O_STR) return set_number(d, field, value, err, n);
+    if (strlen(value) >= d->size) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.60s' is too long", d->name, value);
+    if (strchr(value, '\n')) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: the value holds a line break", d->name);
+    const char *why = d->check ? d->check(value) : NULL;
+    if (why) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.80s': %s", d->name, value, why);
+    strcpy(field, value);
+    return 0;
+}
+
+void ag_train_print_options(FILE *f, unsigned cmd) {
+    for (int i = 0; i < N_OPTS; i++) {
+        if (!(opts[i].cmds & cmd)) continue;
+        char head[40];
+        snprintf(head, sizeof head, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
+        fprintf(f, "  %-20s %s\n", head, opts[i].help);
+    }
+}
+
+/* ---- the config text saved in checkpoints ---- */
+
+/* The shortest "%g" form that reads back to the same double. */
+static const char *real_str(double x, char *buf, size_t n) {
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
+int ag_train_opts_format(const ag_train_opts *o, char *buf, size_t n) {
+    size_t k = 0;
+    for (int i = 0; i < N_OPTS; i++) {
+        const opt_def *d = &opts[i];
+        const void *field = (const char *)o + d->off;
+        if (!d->saved) continue;
+        if ((d->type == O_INT && *(const int *)field == -1) || (d->type == O_REAL && *(const double *)field == -1))
+            continue; /* -1: the kind's default, nothing to save */
+        int w;
+        char real[32];
+        switch (d->type) {
+        case O_INT:
+        case O_SWITCH: w = snprintf(buf + k, n - k, "%s=%d\n", d->name, *(const int *)field); break;
+        case O_I64: w = snprintf(buf + k, n - k, "%s=%lld\n", d->name, (long long)*(const int64_t *)field); break;
+        case O_REAL: w = snprintf(buf + k, n - k, "%s=%s\n", d->name, real_str(*(const double *)field, real, sizeof real)); break;
+        default: w = snprintf(buf + k, n - k, "%s=%s\n", d->name, (const char *)field); break;
+        }
+        if (w < 0 || (size_t)w >= n - k) return AG_ERR_ARG;
+        k += (size_t)w;
+    }
+    return 0;
+}
+
+/* Parses "key=value" lines; lines whose key starts with "state." are left
+ * for the caller (the training loop's own counters). */
+int ag_train_opts_parse(ag_train_opts *o, const char *text, const char *what, char *err, size_t errlen) {
+    char line[AG_PATH_MAX + 64];
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, "\n");
+        if (len >= sizeof line) {
+            snprintf(err, errlen, "%s: config line too long", what);
+            return AG_ERR_FORMAT;
+        }
+        memcpy(line, p, len);
+        line[len] = 0;
+        p += len + (p[len] == '\n');
+        if (!len || !strncmp(line, "state.", 6)) continue;
+        char *eq = strchr(line, '=');
+        if (!eq) {
+            snprintf(err, errlen, "%s: config line '%.80s' is not key=value", what, line);
+            return AG_ERR_FORMAT;
+        }
+        *eq = 0;
+        char why[400];
+        const opt_def *d = find_opt(line);
+        if (!d || (d->type == O_SWITCH && !eq[1]) || ag_train_set(o, line, eq + 1, why, sizeof why)) {
+            snprintf(err, errlen, "%s: bad config entry '%.40s': %s", what, line, d ? why : "unknown key");
+            return AG_ERR_FORMAT;
+        }
+    }
+    return 0;
+}
+
+/* ---- resolution: kind defaults + options -> model config ---- */
+
+void ag_train_apply(const ag_train_opts *o, ag_model_config *c) {
+    if (o->vocab > 0) c->vocab = o->vocab;
+    if (o->classes > 0) c->classes = o->classes;
+    if (o->dim > 0) c->dim = o->dim;
+    if (o->hidden > 0) c->hidden = o->hidden;
+    if (o->heads > 0) c->heads = o->heads;
+    if (o->layers >= 0) c->layers = o->layers;
+    if (o->fixed_len > 0) c->fixed_len = o->fixed_len;
+    if (o->bigrams >= 0) c->n_bigram = o->bigrams;
+    if (o->keep > 0) c->keep = o->keep;
+    if (o->l2 >= 0) c->l2 = o->l2;
+    if (o->batch > 0) c->batch = o->batch;
+    c->flags = (unsigned)flag_bits(o->flags, NULL, 0);
+    if (!strcmp(o->attention, "positional")) c->attention = 0;
+    if (!strcmp(o->attention, "standard")) c->attention = 1;
+    if (!strcmp(o->attention, "none")) c->attention = 2;
+    if (o->task[0]) ag_task_parse(o->task, &c->task);
+    c->seed = (uint64_t)o->seed;
+}
+
+void ag_train_record(ag_train_opts *o, const ag_model_config *c) {
+    static const char *const attentions[] = {"positional", "standard", "none"};
+    o->vocab = c->vocab, o->classes = c->classes, o->dim = c->dim, o->heads = c->heads, o->layers = c->layers;
+    o->hidden = c->hidden > 0 ? c->hidden : -1; /* -1: "none", not written */
+    o->fixed_len = c->fixed_len > 0 ? c->fixed_len : -1;
+    o->bigrams = c->n_bigram, o->keep = c->keep, o->l2 = c->l2, o->batch = c->batch;
+    snprintf(o->task, sizeof o->task, "%s", ag_task_name(c->task));
+    if ((unsigned)c->attention < 3) strcpy(o->attention, attentions[c->attention]);
+}
+
+int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t errlen) {
+    const ag_model_kind *kind = ag_model_find(o->model);
+    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "option --model: '%s': %s", o->model, check_model(o->model));
+    ag_task task = ag_model_defaults(kind).task; /* the kind's own, unless --task says otherwise */
+    if (o->task[0]) ag_task_parse(o->task, &task);
+    if (!ag_model_supports(kind, task)) {
+        char tasks[64];
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
+                    ag_task_name(task), ag_model_tasks_str(kind, tasks, sizeof tasks));
+    }
+    *c = ag_model_task_defaults(kind, task);
+    if (!o->data[0]) { /* the generated tasks are small: so is the model, unless told otherwise */
+        if (c->dim > 64) c->dim = 64;
+        if (c->hidden > 64) c->hidden = 64;
+        if (c->heads > 1 && o->heads < 0 && o->dim < 0) c->dim -= c->dim % c->heads;
+    }
+    ag_train_apply(o, c);
+    if (!o->data[0]) {
+        if (c->n_bigram > 1024 && o->bigrams < 0) c->n_bigram = 1024; /* a vocab of a few dozen words */
+        if (c->task == AG_TASK_LM) { /* the LM's SGD at lr 30 is tuned to PTB: it diverges on the lookup task */
+            c->optim = "adam:lr=3e-3";
+            c->sched = NULL;
+            c->clip = 0;
+        }
+    }
+    if (!o->optim[0]) snprintf(o->optim, sizeof o->optim, "%s", c->optim);
+    c->optim = o->optim;
+    if (!o->sched[0]) snprintf(o->sched, sizeof o->sched, "%s", c->sched ? c->sched : "constant");
+    c->sched = o->sched;
+    if (o->clip < 0) o->clip = c->clip;
+    c->clip = o->clip;
+    ag_train_record(o, c);
+    return 0;
+}

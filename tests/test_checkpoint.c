@@ -1,0 +1,419 @@
+/* test_checkpoint.c - checkpoints of a training run: what is saved comes
+ * back bit for bit; N steps, save, resume, M steps equals N + M steps
+ * uninterrupted, bit for bit, for every optimizer; the same seed trains to
+ * the same losses; and every bad file is refused with the model untouched. */
+#include "optim_util.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static const char *path_of(const char *name) {
+    static char buf[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* One training step per minibatch; an "epoch" is 3 steps, after which the
+ * schedule sees the last loss. */
+static void train(tiny_mlp *m, ag_optimizer *o, ag_scheduler *s, ag_train_state *ts, int steps, double *losses) {
+    int idx[MLP_BATCH];
+    for (int k = 0; k < steps; k++) {
+        tiny_mlp_batch(&ts->rng, idx);
+        ag_tensor *loss = tiny_mlp_loss(m, idx);
+        ag_params_zero_grad(&m->ps);
+        ag_backward(loss);
+        ag_l2_penalty(&m->ps, 1e-3);
+        ag_clip_grad_norm(&m->ps, 1.0);
+        ag_optim_step(o);
+        losses[k] = ag_item(loss);
+        ag_step_end();
+        if (++ts->step % 3 == 0) {
+            ts->epoch++;
+            if (s) ag_sched_step(s, o, losses[k]);
+        }
+    }
+}
+
+static bool same_params(const ag_params *a, const ag_params *b) {
+    if (a->count != b->count) return false;
+    for (int i = 0; i < a->count; i++)
+        if (memcmp(a->items[i]->data, b->items[i]->data, (size_t)a->items[i]->size * sizeof(ag_real))) return false;
+    return true;
+}
+
+/* A copy of the parameter values, to prove a failed load changed nothing. */
+typedef struct {
+    ag_real v[1024];
+    int64_t n;
+} snapshot;
+
+static void snap(const ag_params *ps, snapshot *s) {
+    s->n = 0;
+    for (int i = 0; i < ps->count; i++) {
+        memcpy(s->v + s->n, ps->items[i]->data, (size_t)ps->items[i]->size * sizeof(ag_real));
+        s->n += ps->items[i]->size;
+    }
+}
+
+static bool unchanged(const ag_params *ps, const snapshot *s) {
+    int64_t at = 0;
+    for (int i = 0; i < ps->count; i++) {
+        if (memcmp(s->v + at, ps->items[i]->data, (size_t)ps->items[i]->size * sizeof(ag_real))) return false;
+        at += ps->items[i]->size;
+    }
+    return at == s->n;
+}
+
+/* ---- resume equals uninterrupted, bit for bit ---- */
+
+static void resume_case(const char *optim_spec, const char *sched_spec) {
+    enum { N = 9, M = 12 };
+    ag_optim_config oc;
+    ag_sched_config sc;
+    CHECK(ag_optim_parse(optim_spec, &oc) == AG_OK && ag_sched_parse(sched_spec, &sc) == AG_OK);
+    const char *path = path_of("resume.safetensors");
+    double la[N + M], lb[M];
+
+    /* run A: N steps, save, M more */
+    tiny_mlp a;
+    tiny_mlp_init(&a, 1);
+    ag_optimizer oa;
+    ag_scheduler sa;
+    ag_optim_init(&oa, &a.ps, &oc);
+    ag_sched_init(&sa, &sc);
+    ag_train_state ta = {0};
+    ag_rng_seed(&ta.rng, 77);
+    snprintf(ta.config, sizeof ta.config, "optim=%s sched=%s", optim_spec, sched_spec);
+    train(&a, &oa, &sa, &ta, N, la);
+    CHECK(ag_checkpoint_save(path, &a.ps, &oa, &sa, &ta) == AG_OK, "%s", ag_errmsg());
+    train(&a, &oa, &sa, &ta, M, la + N);
+
+    /* run B: a fresh process's view: other initial values, fresh state */
+    tiny_mlp b;
+    tiny_mlp_init(&b, 1);
+    ag_rng other;
+    ag_rng_seed(&other, 999);
+    for (int i = 0; i < b.ps.count; i++) ag_init_uniform(b.ps.items[i], -3, 3, &other);
+    ag_optimizer ob;
+    ag_scheduler sb;
+    ag_optim_init(&ob, &b.ps, &oc);
+    ag_sched_init(&sb, &sc);
+    ag_train_state tb = {0};
+    CHECK(ag_checkpoint_load(path, &b.ps, &ob, &sb, &tb) == AG_OK, "%s", ag_errmsg());
+    CHECK(tb.step == N && tb.epoch == N / 3 && ob.step == N && !strcmp(tb.config, ta.config));
+    train(&b, &ob, &sb, &tb, M, lb);
+
+    CHECK(memcmp(la + N, lb, sizeof lb) == 0, "%s: resumed losses differ", optim_spec);
+    CHECK(same_params(&a.ps, &b.ps), "%s: resumed parameters differ", optim_spec);
+    CHECK(oa.lr == ob.lr && oa.step == ob.step && sa.best == sb.best && sa.num_bad_epochs == sb.num_bad_epochs);
+    CHECK(memcmp(&ta.rng, &tb.rng, sizeof ta.rng) == 0);
+    for (int s = 0; s < oa.n_slots; s++)
+        for (int i = 0; i < oa.n_params; i++)
+            CHECK(!memcmp(oa.slot[s * oa.n_params + i], ob.slot[s * ob.n_params + i],
+                          (size_t)a.ps.items[i]->size * sizeof(ag_real)));
+    printf("  resume %-40s %-36s %d + %d steps: identical (lr %g, loss %.6f)\n", optim_spec, sched_spec, N, M, ob.lr,
+           lb[M - 1]);
+    ag_optim_free(&oa), ag_optim_free(&ob);
+    ag_params_free(&a.ps), ag_params_free(&b.ps);
+}
+
+static void test_resume(void) {
+    resume_case("sgd:lr=0.3,momentum=0.9,nesterov=1,weight_decay=1e-4", "step:step_size=2,gamma=0.5");
+    resume_case("adam:lr=0.01,amsgrad=1", "plateau:factor=0.5,patience=0,threshold=0.5");
+    resume_case("adamw:lr=0.01,weight_decay=0.1", "exponential:gamma=0.9");
+    resume_case("adadelta:lr=0.5,rho=0.95", "constant");
+}
+
+/* ---- determinism ---- */
+
+static void test_determinism(void) {
+    double l1[40], l2[40], l3[40];
+    ag_optim_config oc;
+    ag_optim_parse("adam:lr=0.01", &oc);
+    tiny_mlp m[3];
+    for (int r = 0; r < 3; r++) {
+        tiny_mlp_init(&m[r], r < 2 ? 5 : 6);
+        ag_optimizer o;
+        ag_optim_init(&o, &m[r].ps, &oc);
+        ag_train_state ts = {0};
+        ag_rng_seed(&ts.rng, r < 2 ? 5 : 6);
+        train(&m[r], &o, NULL, &ts, 40, r == 0 ? l1 : r == 1 ? l2 : l3);
+        ag_optim_free(&o);
+    }
+    CHECK(memcmp(l1, l2, sizeof l1) == 0, "same seed, different losses");
+    CHECK(same_params(&m[0].ps, &m[1].ps));
+    CHECK(memcmp(l1, l3, sizeof l1) != 0, "another seed gives another run");
+    CHECK(l1[39] < l1[0], "it trains: loss %g -> %g", l1[0], l1[39]);
+    printf("  two runs with seed 5: 40 losses bitwise equal (%.6f -> %.6f)\n", l1[0], l1[39]);
+    for (int r = 0; r < 3; r++) ag_params_free(&m[r].ps);
+}
+
+/* ---- everything saved comes back ---- */
+
+static void test_round_trip(void) {
+    tiny_mlp a, b;
+    tiny_mlp_init(&a, 3);
+    tiny_mlp_init(&b, 4);
+    const char *path = path_of("params.safetensors");
+    CHECK(ag_checkpoint_save(path, &a.ps, NULL, NULL, NULL) == AG_OK);
+    CHECK(ag_checkpoint_load(path, &b.ps, NULL, NULL, NULL) == AG_OK, "%s", ag_errmsg());
+    CHECK(same_params(&a.ps, &b.ps));
+    /* the file is plain safetensors with the parameters under their names */
+    ag_st_file f;
+    CHECK(ag_st_read(path, &f) == AG_OK);
+    CHECK(f.count == 4 && ag_st_get(&f, "l1.weight") && ag_st_get(&f, "l1.weight")->shape[1] == MLP_HIDDEN);
+    CHECK(!strcmp(ag_st_meta(&f, "attngrad.real"), IS_F64 ? "f64" : "f32") && !ag_st_meta(&f, "optim"));
+    ag_st_close(&f);
+
+    /* optimizer state by name, as documented */
+    ag_optim_config oc;
+    ag_optim_parse("adam:lr=0.02,amsgrad=1", &oc);
+    ag_optimizer o;
+    ag_optim_init(&o, &a.ps, &oc);
+    ag_scheduler s;
+    ag_sched_config sc;
+    ag_sched_parse("plateau:mode=max", &sc);
+    ag_sched_init(&s, &sc);
+    ag_train_state ts = {.step = 6, .epoch = 2};
+    ag_rng_seed(&ts.rng, 8);
+    strcpy(ts.config, "model=mlp \"quoted\"\nsecond line");
+    train(&a, &o, &s, &ts, 6, (double[6]){0});
+    o.lr = 1.0 / 3; /* a rate that needs all 17 digits */
+    CHECK(ag_checkpoint_save(path, &a.ps, &o, &s, &ts) == AG_OK);
+    CHECK(ag_st_read(path, &f) == AG_OK);
+    const ag_st_tensor *m = ag_st_get(&f, "optim.adam.m.l2.bias"), *vmax = ag_st_get(&f, "optim.adam.vmax.l1.weight");
+    const ag_st_tensor *step = ag_st_get(&f, "optim.step");
+    CHECK(m && m->ndim == 1 && m->shape[0] == MLP_CLASSES && vmax && vmax->shape[0] == MLP_IN);
+    int64_t sv;
+    CHECK(step && step->dtype == AG_I64);
+    ag_st_to_i64(step, &sv);
+    CHECK(sv == 6);
+    CHECK(!strcmp(ag_st_meta(&f, "optim"), "adam:lr=0.02,beta1=0.9,beta2=0.999,eps=1e-08,amsgrad=1,weight_decay=0"),
+          "%s", ag_st_meta(&f, "optim"));
+    CHECK(!strcmp(ag_st_meta(&f, "step"), "12") && !strcmp(ag_st_meta(&f, "epoch"), "4"));
+    CHECK(strlen(ag_st_meta(&f, "rng")) == 67, "%s", ag_st_meta(&f, "rng"));
+    ag_st_close(&f);
+
+    ag_optimizer o2;
+    ag_optim_init(&o2, &b.ps, &oc);
+    ag_scheduler s2;
+    ag_sched_init(&s2, &sc);
+    ag_train_state t2;
+    CHECK(ag_checkpoint_load(path, &b.ps, &o2, &s2, &t2) == AG_OK, "%s", ag_errmsg());
+    CHECK(same_params(&a.ps, &b.ps) && o2.step == o.step && o2.lr == 1.0 / 3);
+    CHECK(memcmp(o.state, o2.state, (size_t)ag_params_numel(&a.ps) * 3 * sizeof(ag_real)) == 0);
+    CHECK(s2.last_epoch == s.last_epoch && s2.best == s.best && s2.num_bad_epochs == s.num_bad_epochs &&
+          s2.cooldown_counter == s.cooldown_counter);
+    CHECK(t2.step == ts.step && t2.epoch == ts.epoch && !memcmp(&t2.rng, &ts.rng, sizeof ts.rng) &&
+          !strcmp(t2.config, ts.config));
+    /* a fresh plateau's best is infinite: it survives the trip */
+    ag_sched_init(&s, &sc);
+    CHECK(ag_checkpoint_save(path, &a.ps, NULL, &s, NULL) == AG_OK);
+    s2.best = 0;
+    CHECK(ag_checkpoint_load(path, &b.ps, NULL, &s2, NULL) == AG_OK && s2.best == -INFINITY);
+    ag_optim_free(&o), ag_optim_free(&o2);
+    ag_params_free(&a.ps), ag_params_free(&b.ps);
+}
+
+/* A file written by hand: a params-only checkpoint of the tiny MLP in the
+ * other real type (F64 in the f32 build and F32 in the f64 build), plus the
+ * extra tensors a reference dump carries, which loading ignores. */
+static void test_other_real_type(void) {
+    tiny_mlp a;
+    tiny_mlp_init(&a, 2);
+    ag_st_writer w = {0};
+    static double d[4][256];
+    static float fl[4][256];
+    for (int i = 0; i < a.ps.count; i++) {
+        ag_tensor *t = a.ps.items[i];
+        int64_t shape[2] = {t->shape[0], t->ndim > 1 ? t->shape[1] : 0};
+        for (int64_t j = 0; j < t->size; j++) d[i][j] = 0.1 * (double)(j + 1) + i, fl[i][j] = (float)d[i][j];
+        ag_st_add(&w, t->name, IS_F64 ? AG_F32 : AG_F64, t->ndim, shape, IS_F64 ? (void *)fl[i] : (void *)d[i]);
+    }
+    ag_st_add(&w, "batch.tokens", AG_I64, 2, (int64_t[]){1, 2}, (int64_t[]){4, 5});
+    ag_st_add(&w, "grad.l1.weight", AG_F32, 1, (int64_t[]){1}, (float[]){0});
+    const char *path = path_of("other.safetensors");
+    CHECK(ag_st_write(&w, path) == AG_OK);
+    ag_st_writer_free(&w);
+    CHECK(ag_checkpoint_load(path, &a.ps, NULL, NULL, NULL) == AG_OK, "%s", ag_errmsg());
+    for (int i = 0; i < a.ps.count; i++)
+        for (int64_t j = 0; j < a.ps.items[i]->size; j++)
+            CHECK(a.ps.items[i]->data[j] == (IS_F64 ? (ag_real)fl[i][j] : (ag_real)d[i][j]));
+    ag_params_free(&a.ps);
+}
+
+/* ---- refusals: a message naming the file and the problem, nothing changed ---- */
+
+static void expect_refused(const char *path, ag_params *ps, ag_optimizer *o, ag_scheduler *s, ag_train_state *t,
+                           ag_status status, const char *what) {
+    snapshot before;
+    snap(ps, &before);
+    ag_optimizer o_before = o ? *o : (ag_optimizer){0};
+    ag_real *state_copy = NULL;
+    int64_t n_state = o ? ag_params_numel(o->params) * o->n_slots : 0;
+    if (o && n_state) {
+        state_copy = malloc((size_t)n_state * sizeof(ag_real));
+        memcpy(state_copy, o->state, (size_t)n_state * sizeof(ag_real));
+    }
+    ag_status st = ag_checkpoint_load(path, ps, o, s, t);
+    CHECK(st == status, "load returned %d, want %d: %s", st, status, ag_errmsg());
+    CHECK(strstr(ag_errmsg(), path) && strstr(ag_errmsg(), what), "message '%s' lacks '%s'", ag_errmsg(), what);
+    CHECK(unchanged(ps, &before), "a failed load changed the parameters (%s)", what);
+    if (o) CHECK(o->step == o_before.step && o->lr == o_before.lr &&
+                 (!n_state || !memcmp(state_copy, o->state, (size_t)n_state * sizeof(ag_real))));
+    free(state_copy);
+}
+
+static void test_refusals(void) {
+    tiny_mlp a;
+    tiny_mlp_init(&a, 10);
+    ag_optim_config adam, sgd;
+    ag_optim_parse("adam", &adam);
+    ag_optim_parse("sgd:momentum=0.9", &sgd);
+    ag_optimizer o;
+    ag_optim_init(&o, &a.ps, &adam);
+    ag_sched_config sc;
+    ag_sched_parse("step:step_size=2", &sc);
+    ag_scheduler s;
+    ag_sched_init(&s, &sc);
+    ag_train_state ts = {.step = 3};
+    ag_rng_seed(&ts.rng, 1);
+    train(&a, &o, &s, &ts, 3, (double[3]){0});
+    char full[256], bare[256]; /* kept: path_of's buffers get reused */
+    strcpy(full, path_of("full.safetensors"));
+    strcpy(bare, path_of("bare.safetensors"));
+    CHECK(ag_checkpoint_save(full, &a.ps, &o, &s, &ts) == AG_OK);
+    CHECK(ag_checkpoint_save(bare, &a.ps, NULL, NULL, NULL) == AG_OK);
+
+    /* the model the files are loaded into: other values, so a partial load shows */
+    tiny_mlp b;
+    tiny_mlp_init(&b, 11);
+    ag_optimizer ob;
+    ag_optim_init(&ob, &b.ps, &adam);
+    ob.step = 42;
+    ob.lr = 0.5;
+    ag_scheduler sb;
+    ag_sched_init(&sb, &sc);
+    ag_train_state tb = {0};
+
+    /* what the file lacks */
+    expect_refused(bare, &b.ps, &ob, NULL, NULL, AG_ERR_FORMAT, "'optim'");
+    expect_refused(bare, &b.ps, NULL, &sb, NULL, AG_ERR_FORMAT, "'sched'");
+    expect_refused(bare, &b.ps, NULL, NULL, &tb, AG_ERR_FORMAT, "'step'");
+    ag_param(&b.ps, "l3.weight", 2, (int[]){2, 2}); /* a parameter the file does not have */
+    expect_refused(full, &b.ps, NULL, NULL, NULL, AG_ERR_SHAPE, "'l3.weight'");
+    ag_params_free(&b.ps);
+    ag_optim_free(&ob);
+
+    /* parameters of another shape */
+    ag_params c = {0};
+    ag_param(&c, "l1.weight", 2, (int[]){MLP_HIDDEN, MLP_IN}); /* transposed */
+    ag_param(&c, "l1.bias", 1, (int[]){MLP_HIDDEN});
+    expect_refused(full, &c, NULL, NULL, NULL, AG_ERR_SHAPE, "[5,8] in the file");
+    ag_params_free(&c);
+    ag_param(&c, "l1.bias", 1, (int[]){MLP_HIDDEN});
+    ag_param(&c, "l2.bias", 2, (int[]){1, MLP_CLASSES}); /* same size, other rank */
+    expect_refused(full, &c, NULL, NULL, NULL, AG_ERR_SHAPE, "'l2.bias'");
+    ag_params_free(&c);
+
+    /* the right parameters but another optimizer or schedule: nothing is
+     * copied, not even the parameters that matched */
+    tiny_mlp_init(&b, 11);
+    ag_optimizer os;
+    ag_optim_init(&os, &b.ps, &sgd);
+    expect_refused(full, &b.ps, &os, NULL, NULL, AG_ERR_ARG, "'adam' optimizer state, this run uses 'sgd'");
+    ag_optim_free(&os);
+    ag_optim_config ams;
+    ag_optim_parse("adam:amsgrad=1", &ams);
+    ag_optim_init(&os, &b.ps, &ams);
+    expect_refused(full, &b.ps, &os, NULL, NULL, AG_ERR_SHAPE, "optim.adam.vmax.");
+    ag_optim_free(&os);
+    ag_sched_config pc;
+    ag_sched_parse("plateau", &pc);
+    ag_scheduler sp;
+    ag_sched_init(&sp, &pc);
+    expect_refused(full, &b.ps, NULL, &sp, NULL, AG_ERR_ARG, "schedule 'step:step_size=2,gamma=0.1'");
+
+    /* damaged files: truncated, a parameter stored as integers, bad metadata */
+    size_t n;
+    FILE *fp = fopen(full, "rb");
+    fseek(fp, 0, SEEK_END);
+    n = (size_t)ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *bytes = malloc(n);
+    CHECK(fread(bytes, 1, n, fp) == n);
+    fclose(fp);
+    const char *cut = path_of("cut.safetensors");
+    fp = fopen(cut, "wb");
+    fwrite(bytes, 1, n - 1, fp);
+    fclose(fp);
+    ag_optim_init(&ob, &b.ps, &adam);
+    expect_refused(cut, &b.ps, &ob, &sb, &tb, AG_ERR_FORMAT, "truncated");
+    free(bytes);
+
+    ag_st_writer w = {0};
+    int64_t ints[MLP_HIDDEN] = {0};
+    for (int i = 0; i < b.ps.count; i++) {
+        ag_tensor *t = b.ps.items[i];
+        int64_t shape[2] = {t->shape[0], t->ndim > 1 ? t->shape[1] : 0};
+        if (!strcmp(t->name, "l1.bias")) ag_st_add(&w, t->name, AG_I64, 1, shape, ints);
+        else ag_st_add_tensor(&w, t->name, a.ps.items[i]);
+    }
+    const char *intp = path_of("int.safetensors");
+    CHECK(ag_st_write(&w, intp) == AG_OK);
+    expect_refused(intp, &b.ps, NULL, NULL, NULL, AG_ERR_FORMAT, "'l1.bias' is I64");
+    ag_st_writer_free(&w);
+
+    const char *metas[][2] = {{"rng", "12,34"}, {"rng", "zz"}, {"step", "-4"}, {"step", "12x"}, {"epoch", ""},
+                              {"step", " 5"}, {"step", "+5"},
+                              {"rng", "0x00000000000001,0000000000000002,0000000000000003,0000000000000004"},
+                              {"rng", "0000000000000001,0000000000000002,0000000000000003,00000000000000045"}};
+    for (int k = 0; k < 9; k++) {
+        for (int i = 0; i < a.ps.count; i++) ag_st_add_tensor(&w, a.ps.items[i]->name, a.ps.items[i]);
+        ag_st_set_meta(&w, "step", "1");
+        ag_st_set_meta(&w, "epoch", "0");
+        ag_st_set_meta(&w, "rng", "0000000000000001,0000000000000002,0000000000000003,0000000000000004");
+        ag_st_set_meta(&w, metas[k][0], metas[k][1]);
+        const char *mp = path_of("meta.safetensors");
+        CHECK(ag_st_write(&w, mp) == AG_OK);
+        char what[64];
+        snprintf(what, sizeof what, "'%s'", metas[k][0]);
+        expect_refused(mp, &b.ps, NULL, NULL, &tb, AG_ERR_FORMAT, what);
+        ag_st_writer_free(&w);
+    }
+    /* the good file still loads into the same objects afterwards */
+    CHECK(ag_checkpoint_load(full, &b.ps, &ob, &sb, &tb) == AG_OK, "%s", ag_errmsg());
+    CHECK(same_params(&a.ps, &b.ps) && ob.step == 3 && tb.step == 6);
+    expect_refused(path_of("absent.safetensors"), &b.ps, NULL, NULL, NULL, AG_ERR_IO, "cannot open");
+
+    ag_optim_free(&o), ag_optim_free(&ob);
+    ag_params_free(&a.ps), ag_params_free(&b.ps);
+}
+
+int main(void) {
+    strcpy(dir, "/tmp/ag_checkpoint.XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_round_trip();
+    test_other_real_type();
+    test_determinism();
+    test_resume();
+    test_refusals();
+    DIR *d = opendir(dir);
+    char p[512];
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') snprintf(p, sizeof p, "%s/%s", dir, e->d_name), unlink(p);
+    if (d) closedir(d);
+    rmdir(dir);
+    ag_shutdown();
+    return check_summary(IS_F64 ? "test_checkpoint_f64" : "test_checkpoint_f32");
+}

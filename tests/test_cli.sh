@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# test_cli.sh - smoke tests of the attngrad program, as a user runs it:
+# train on generated data, eval and predict from the checkpoint, resume ==
+# uninterrupted (parameters compared bit for bit), gradcheck and dump-step of
+# every registered model (the dump reloaded and checked against a fresh
+# in-process computation), and clean errors with a non-zero exit for bad
+# data files, bad options and a corrupt checkpoint.
+#
+#   tests/test_cli.sh build/tools/attngrad build/tools/attngrad-f64 build/tests/test_train
+set -u
+AG=$1 AG64=$2 TT=$3
+[ -x "$AG" ] && [ -x "$AG64" ] && [ -x "$TT" ] || { echo "usage: $0 attngrad attngrad-f64 test_train"; exit 2; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+passed=0 failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# expect RC PATTERN CMD...: CMD exits with RC and its output matches PATTERN
+expect() {
+  local want=$1 pattern=$2; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -eq "$want" ] && grep -Eq -- "$pattern" <<<"$out"; then ok; else
+    bad "$* -> exit $rc (want $want), output (want /$pattern/):"; printf '%s\n' "$out" | tail -n 8 >&2
+  fi
+}
+
+SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none)
+
+# ---- models, train, eval, predict ----
+expect 0 '^mpsan ' "$AG" models
+models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm|relatedness)$/ && !seen[$1]++ { print $1 }')
+
+expect 0 'done in .* 2 epochs, 16 steps' "$AG" train "${SMALL[@]}" --epochs 2 --out "$T/run"
+for f in best.safetensors last.safetensors vocab.txt metrics.csv metrics.jsonl; do
+  [ -s "$T/run/$f" ] && ok || bad "train wrote no $T/run/$f"
+done
+[ "$(wc -l < "$T/run/metrics.csv")" -eq 3 ] && ok || bad "metrics.csv: want a header and 2 rows"
+grep -q '"dev":{"loss":' "$T/run/metrics.jsonl" && ok || bad "metrics.jsonl has no dev metrics"
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$T/run/metrics.jsonl" && ok ||
+    bad "metrics.jsonl is not JSON lines"
+fi
+expect 0 'epoch 1/1  step 8/8  [0-9]+ tok/s  loss' "$AG" train "${SMALL[@]}" --epochs 1 --progress lines --out "$T/lines"
+
+expect 0 '^test +accuracy [0-9.]+%  loss [0-9.]+  \(50 examples\)' "$AG" eval --ckpt "$T/run/best.safetensors"
+out=$(printf 'w1 A w2 B\n\nB w3 w4 w5 A w6\n' | "$AG" predict --ckpt "$T/run/best.safetensors")
+lines=$(printf '%s\n' "$out" | wc -l)
+[ "$lines" -eq 3 ] && ok || bad "predict: want 3 output lines, got $lines"
+printf '%s\n' "$out" | sed -n 1p | grep -Eq '^[0-3]'$'\t''[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+$' && ok ||
+  bad "predict: want 'label<TAB>4 probabilities', got '$(printf '%s\n' "$out" | sed -n 1p)'"
+
+# ---- resume == uninterrupted ----
+"$AG" train "${SMALL[@]}" --epochs 3 --out "$T/full" >/dev/null 2>&1
+expect 0 'limit reached' "$AG" train "${SMALL[@]}" --epochs 3 --max-steps 11 --out "$T/cut"
+expect 1 'already holds a run.*--resume' "$AG" train "${SMALL[@]}" --out "$T/cut"
+expect 0 'done in .* 3 epochs, 24 steps' "$AG" train --resume --out "$T/cut" --progress none
+"$TT" compare "$T/full/last.safetensors" "$T/cut/last.safetensors" && ok || bad "resumed run differs from the uninterrupted one"
+expect 2 'needs --out' "$AG" train --resume
+
+# ---- gradcheck and dump-step of every registered model ----
+for m in $models; do
+  expect 0 'PASS' "$AG" gradcheck --model "$m"
+  expect 0 'wrote' "$AG" dump-step --model "$m" --out "$T/dump-$m.safetensors"
+  "$TT" verify-dump "$T/dump-$m.safetensors" "$m" >/dev/null && ok || bad "dump-step of $m does not reload bit-exactly"
+done
+# every model trains a few steps on its generated task (LM: lookup, pairs with
+# --task pair), and its checkpoint evaluates and predicts
+TINY=(--synth-n 64 --dim 12 --hidden 8 --fixed-len 24 --batch 16 --epochs 1 --max-steps 3 --progress none)
+for m in $models; do
+  expect 0 'stopped in|done in' "$AG" train --model "$m" "${TINY[@]}" --out "$T/m-$m"
+  expect 0 '^test +(accuracy|perplexity) ' "$AG" eval --ckpt "$T/m-$m/best.safetensors"
+  expect 0 '^([0-9]+'$'\t''|ppl )' sh -c "echo 'w1 A w2 B' | '$AG' predict --ckpt '$T/m-$m/best.safetensors'"
+done
+if grep -qx ms_san <<<"$models"; then
+  expect 0 'synth-pair' "$AG" train --model ms_san --task pair "${TINY[@]}" --out "$T/pair"
+  expect 0 '^(NEUTRAL|ENTAILMENT|CONTRADICTION)'$'\t' sh -c "printf 'w1 w2 w3\tw2 w3\n' | '$AG' predict --ckpt '$T/pair/best.safetensors'"
+  expect 1 'two sentences separated by a tab' sh -c "echo 'w1 w2' | '$AG' predict --ckpt '$T/pair/best.safetensors'"
+fi
+# relatedness (MPSAN's SICK head) on the generated pairs' scores: train, eval, predict a score
+expect 0 'mpsan on synth-pair: .*relatedness scores 1-5' "$AG" train --task relatedness "${TINY[@]}" --out "$T/rel"
+expect 0 '^dev pearson r -?[0-9.]+, spearman rho -?[0-9.]+, mse [0-9.]+; test pearson r' "$AG" train --task relatedness "${TINY[@]}" --out "$T/rel" --force
+head -1 "$T/rel/metrics.csv" | grep -q '^epoch,step,lr,train_loss,dev_loss,dev_pearson,dev_spearman,dev_mse,test_loss,test_pearson,test_spearman,test_mse,' &&
+  ok || bad "relatedness metrics.csv header: $(head -1 "$T/rel/metrics.csv")"
+grep -q '"dev":{"loss":[0-9.e-]*,"pearson":' "$T/rel/metrics.jsonl" && ok || bad "relatedness metrics.jsonl"
+expect 0 '^test +pearson -?[0-9.]+  spearman -?[0-9.]+  mse [0-9.]+  loss [0-9.]+  \(16 examples\)' "$AG" eval --ckpt "$T/rel/best.safetensors"
+expect 0 '^[1-5]\.[0-9]{4}'$'\t''[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+$' sh -c "printf 'w1 w2 w3\tw2 w3\n' | '$AG' predict --ckpt '$T/rel/best.safetensors'"
+expect 1 'two sentences separated by a tab' sh -c "echo 'w1 w2' | '$AG' predict --ckpt '$T/rel/best.safetensors'"
+expect 0 'PASS' "$AG" gradcheck --model mpsan --task relatedness
+expect 0 'wrote' "$AG" dump-step --model mpsan --task relatedness --out "$T/dump-rel.safetensors"
+"$TT" verify-dump "$T/dump-rel.safetensors" mpsan "" relatedness >/dev/null && ok || bad "dump-step of mpsan/relatedness"
+# a task without a head is refused, not run on sentence A alone
+expect 1 'model mpsan has no head for the pair task \(it does: classify, relatedness\)' "$AG" train --task pair "${TINY[@]}" --out "$T/refused"
+expect 1 "poslm: without attention the tied decoder reads h_t, so hidden \(8\) must equal dim \(16\)" "$AG" train --model poslm --attention none --dim 16 --hidden 8 --max-steps 1 --progress none --out "$T/bad-lm"
+expect 1 "mtsa: heads = 3, want an even number" "$AG" train --model mtsa --heads 3 --dim 16 --hidden 8 --max-steps 1 --progress none --out "$T/bad-mtsa"
+expect 1 'model mtsa has no head for the relatedness task' "$AG" train --model mtsa --task relatedness "${TINY[@]}" --out "$T/refused"
+expect 1 'no head for the relatedness task' "$AG" gradcheck --model poslm --task relatedness
+expect 2 "option --task: 'regression': expected classify, pair, relatedness or lm" "$AG" train --task regression
+expect 0 'PASS' "$AG64" gradcheck --model mpsan --flags elu_score
+expect 0 'wrote' "$AG" dump-step --model mpsan --flags linear_dist --out "$T/dump-flag.safetensors"
+"$TT" verify-dump "$T/dump-flag.safetensors" mpsan linear_dist >/dev/null && ok || bad "dump-step with flags"
+
+# ---- the benchmarks, when ../shared/data is there (AG_DATA_DIR) ----
+D=${AG_DATA_DIR:-}
+if [ -n "$D" ] && [ -d "$D/trec" ]; then
+  B=(--dim 12 --hidden 8 --max-steps 2 --progress none)
+  expect 0 'mpsan on trec: 4907 train / 545 dev / 500 test' "$AG" train --data "$D/trec" "${B[@]}" --out "$T/trec"
+  expect 0 '^test +accuracy .*\(500 examples\)' "$AG" eval --ckpt "$T/trec/best.safetensors"
+  expect 0 'mpsan on cr: .* 378 test' "$AG" train --data "$D" --dataset cr --fold 0 "${B[@]}" --out "$T/cr"
+  expect 0 'ms_san on sick: 4500 train / 500 dev / 4927 test' "$AG" train --model ms_san --data "$D/sick" "${B[@]}" --out "$T/sick"
+  expect 0 'mpsan on sick: 4500 train / 500 dev / 4927 test examples, vocab [0-9]+, relatedness scores 1-5' "$AG" train --data "$D/sick" "${B[@]}" --out "$T/sick-rel"
+  expect 0 '^test +pearson .*\(4927 examples\)' "$AG" eval --ckpt "$T/sick-rel/best.safetensors"
+  expect 1 'sick holds sentence pairs, but model mtsa does classification only' "$AG" train --model mtsa --data "$D/sick" "${B[@]}" --out "$T/sick-mtsa"
+  expect 1 'ptb is language-model text' "$AG" train --data "$D/ptb" --out "$T/ptb"
+  expect 1 'add --dataset sst5 or --dataset sst2' "$AG" train --data "$D/sst" --out "$T/sst"
+fi
+
+# ---- bad data files ----
+printf '0 a good line\nno label here\n' > "$T/nolabel.txt"
+printf '0 a good line\n1\n' > "$T/empty.txt"
+printf '0 a good line\n1 bin\001\002ary\n' > "$T/junk.txt"
+head -c 3000 /dev/urandom > "$T/random.bin"
+printf '\n\n' > "$T/blank.txt"
+expect 1 'nolabel.txt:2: label' "$AG" train "${SMALL[@]}" --data "$T/nolabel.txt" --out "$T/e1"
+expect 1 'empty.txt:2: empty sentence' "$AG" train "${SMALL[@]}" --data "$T/empty.txt" --out "$T/e2"
+expect 1 'junk.txt:2: binary data' "$AG" train "${SMALL[@]}" --data "$T/junk.txt" --out "$T/e3"
+expect 1 'random.bin:[0-9]+: ' "$AG" train "${SMALL[@]}" --data "$T/random.bin" --out "$T/e4"
+expect 1 'blank.txt: no examples' "$AG" train "${SMALL[@]}" --data "$T/blank.txt" --out "$T/e5"
+expect 1 'nothere.txt: no such file' "$AG" train --data "$T/nothere.txt" --out "$T/e6"
+expect 1 'not a known benchmark folder' "$AG" train --data "$T" --out "$T/e7"
+
+# ---- bad options and checkpoints ----
+expect 2 "option --model: 'nope': unknown model" "$AG" train --model nope
+expect 2 "option --optim: .*lr" "$AG" train --optim adam:lr=fast
+expect 2 "option --sched: .*factor" "$AG" train --sched plateau:factor=7
+expect 2 "option --dim: -3 is out of range" "$AG" train --dim -3
+expect 2 "option --epochs: 'many' is not an integer" "$AG" train --epochs many
+expect 2 "option --epochs needs a value" "$AG" train --epochs
+expect 2 "unknown flag 'shiny'" "$AG" gradcheck --model mpsan --flags shiny
+expect 2 "unknown option --bogus" "$AG" train --bogus 1
+expect 1 "training loss became .* at step [0-9]+: lower the learning rate" "$AG" train "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/nan"
+expect 1 "not a cross-validation data set" "$AG" train "${SMALL[@]}" --fold 3 --out "$T/fold"
+expect 2 "takes no option --epochs" "$AG" eval --ckpt "$T/run/best.safetensors" --epochs 2
+expect 2 "unknown command 'fly'" "$AG" fly
+expect 2 "--ckpt FILE is required" "$AG" eval
+expect 2 "--out FILE is required" "$AG" dump-step --model mpsan
+head -c 200 /dev/urandom > "$T/corrupt.safetensors"
+expect 1 "corrupt.safetensors: " "$AG" eval --ckpt "$T/corrupt.safetensors"
+head -c 1000 "$T/run/best.safetensors" > "$T/cut.safetensors"
+expect 1 "cut.safetensors: " "$AG" predict --ckpt "$T/cut.safetensors"
+expect 1 "nothing.safetensors: cannot open" "$AG" eval --ckpt "$T/nothing.safetensors"
+
+echo "test_cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

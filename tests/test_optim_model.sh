@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# test_optim_model.sh - optim_experiments on a registered model (--model):
+# two optimizers on MPSAN at a tiny size for a few steps write the per-step
+# and per-epoch CSV files and the three SVG plots; both runs start from the
+# same parameters on the same batches (equal first loss and epoch-0 dev loss)
+# and then differ; the LM reports perplexity; bad option mixes are refused.
+#
+#   tests/test_optim_model.sh build/tools/optim_experiments
+set -u
+OX=$1
+[ -x "$OX" ] || { echo "usage: $0 optim_experiments"; exit 2; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/test_optim_model.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+passed=0 failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+expect() {
+  local want=$1 pattern=$2; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -eq "$want" ] && grep -Eq -- "$pattern" <<<"$out"; then ok; else
+    bad "$* -> exit $rc (want $want), output (want /$pattern/):"; printf '%s\n' "$out" | tail -n 8 >&2
+  fi
+}
+
+# 200 examples in batches of 25: 8 steps per epoch, 2 epochs
+expect 0 'model mpsan on synth-order: .* 200 train / 50 dev' "$OX" --model mpsan --dim 8 --synth-n 200 --batch 25 \
+  --epochs 2 --optim sgd:lr=0.1 --optim adam:lr=1e-3 --out "$T/o"
+for f in o_steps.csv o_epochs.csv o_loss.svg o_val_loss.svg o_accuracy.svg; do
+  [ -s "$T/$f" ] && ok || bad "no $T/$f"
+done
+for f in "$T"/o_*.svg; do
+  [ "$(head -c 4 "$f")" = "<svg" ] && [ "$(tail -n 1 "$f")" = "</svg>" ] && ok || bad "$f: not a complete SVG"
+done
+grep -q 'Training loss (mpsan on synth-order' "$T/o_loss.svg" && ok || bad "the loss plot does not name the model"
+[ "$(head -n 1 "$T/o_steps.csv")" = "optimizer,step,epoch,lr,loss" ] && ok || bad "steps.csv header"
+[ "$(wc -l < "$T/o_steps.csv")" -eq 33 ] && ok || bad "steps.csv: want a header and 2 x 16 steps"
+[ "$(head -n 1 "$T/o_epochs.csv")" = "optimizer,epoch,step,lr,train_loss,val_loss,val_accuracy,seconds" ] && ok ||
+  bad "epochs.csv header"
+[ "$(wc -l < "$T/o_epochs.csv")" -eq 7 ] && ok || bad "epochs.csv: want a header and 2 x 3 epochs (0 = untrained)"
+# same start: step 1's loss and the untrained dev loss agree across optimizers; then they differ
+first=$(awk -F, '$(NF-3) == 1 && $(NF-2) == 1 { print $NF }' "$T/o_steps.csv" | sort -u | wc -l)
+[ "$first" -eq 1 ] && ok || bad "the first step's loss differs between optimizers: not the same start"
+dev0=$(awk -F, 'NR > 1 && $(NF-6) == 0 { print $(NF-2) }' "$T/o_epochs.csv" | sort -u | wc -l)
+[ "$dev0" -eq 1 ] && ok || bad "the untrained dev loss differs between optimizers"
+last=$(awk -F, '$(NF-3) == 16 { print $NF }' "$T/o_steps.csv" | sort -u | wc -l)
+[ "$last" -eq 2 ] && ok || bad "after 16 steps sgd and adam should differ"
+# the same command again gives the same numbers, bit for bit (seconds aside)
+"$OX" --model mpsan --dim 8 --synth-n 200 --batch 25 --epochs 2 --optim sgd:lr=0.1 --optim adam:lr=1e-3 \
+  --out "$T/again" >/dev/null 2>&1
+cmp -s "$T/o_steps.csv" "$T/again_steps.csv" && ok || bad "a second run gives other step losses"
+
+# the LM: perplexity per epoch
+expect 0 'wrote .*lm_perplexity\.svg' "$OX" --model poslm --dim 8 --hidden 8 --synth-n 64 --batch 16 --epochs 1 \
+  --optim adam:lr=3e-3 --out "$T/lm"
+head -n 1 "$T/lm_epochs.csv" | grep -q 'val_perplexity' && ok || bad "LM epochs.csv has no val_perplexity column"
+
+# refused mixes
+expect 2 'is an option of the MLP, not of --model mpsan' "$OX" --model mpsan --act relu
+expect 2 "the MLP takes no option '--data'" "$OX" --data "$T/x.txt"
+expect 2 "unknown or incomplete option '--max-steps'" "$OX" --model mpsan --max-steps 3
+expect 2 "unknown model" "$OX" --model nope
+expect 1 'nothere.txt' "$OX" --model mpsan --data "$T/nothere.txt" --out "$T/e"
+
+echo "test_optim_model: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

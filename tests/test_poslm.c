@@ -1,0 +1,319 @@
+/* test_poslm.c - the positional attentive LM (MODELS.md §3) beyond its
+ * gradient check (test_models): the parameter names and shapes of the three
+ * variants, the init, the mean floor mu_t >= t/len, the attention window
+ * (no weight on i > t, or i >= t when strict), causality of the whole LM
+ * (logits at t do not move when the tokens after t change, which moves
+ * h_i for every i > t), the loss over non-pad targets, and no heap
+ * allocation in steady training steps. */
+#include "check.h"
+#include "../models/models.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *label;
+    int attention;
+    unsigned flags;
+} lm_variant;
+
+static const lm_variant variants[] = {
+    {"positional", AG_LM_POSITIONAL, 0},
+    {"positional/strict", AG_LM_POSITIONAL, AG_FLAG_STRICT},
+    {"standard", AG_LM_STANDARD, 0},
+    {"none", AG_LM_NONE, 0},
+};
+enum { N_VARIANTS = sizeof variants / sizeof *variants };
+
+/* A small model bigger than the tiny one, so that windows are long enough
+ * to mean something. */
+static void init_model(ag_model *m, const lm_variant *v, uint64_t seed) {
+    ag_model_config c = ag_model_defaults(ag_model_find("poslm"));
+    c.vocab = 40;
+    c.dim = c.hidden = 12;
+    c.pos_hidden = 5;
+    c.attention = v->attention;
+    c.flags = v->flags;
+    c.seed = seed;
+    ag_model_init(m, ag_model_find("poslm"), &c);
+}
+
+/* B rows of width N, random tokens in [2, V) and targets, lengths given. */
+static void make_batch(ag_batch *b, int B, int N, const int32_t *lengths, int V, uint64_t seed) {
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    memset(b, 0, sizeof *b);
+    b->rows = b->max_rows = B;
+    b->width = b->max_width = N;
+    b->tokens = calloc((size_t)B * N, sizeof *b->tokens);
+    b->targets = calloc((size_t)B * N, sizeof *b->targets);
+    b->lengths = calloc((size_t)B, sizeof *b->lengths);
+    for (int i = 0; i < B; i++) {
+        b->lengths[i] = lengths[i];
+        for (int t = 0; t < lengths[i]; t++) {
+            b->tokens[i * N + t] = 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2));
+            b->targets[i * N + t] = 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2));
+        }
+    }
+}
+
+static const char *const lstm_suffix[] = {"w_ih", "w_hh", "b_ih", "b_hh"};
+
+static void check_param(const ag_model *m, const char *name, int d0, int d1) {
+    ag_tensor *p = ag_params_find(&m->params, name);
+    CHECK(p != NULL, "%s: no parameter %s", m->kind->name, name);
+    if (!p) return;
+    CHECK(p->ndim == (d1 ? 2 : 1) && p->shape[0] == d0 && (!d1 || p->shape[1] == d1), "%s has the wrong shape",
+          name);
+}
+
+/* MODELS.md's names and shapes, and nothing else, in each variant. */
+static void test_names(void) {
+    for (int vi = 0; vi < N_VARIANTS; vi++) {
+        const lm_variant *v = &variants[vi];
+        ag_model m;
+        init_model(&m, v, 1);
+        int V = 40, E = 12, H = 12, P = 5, layers = v->attention == AG_LM_NONE ? 3 : 2, expected = 2 + 4 * layers;
+        CHECK(m.cfg.layers == layers, "%s: %d layers", v->label, m.cfg.layers);
+        check_param(&m, "embed.weight", V, E);
+        check_param(&m, "dec.bias", V, 0);
+        char name[64];
+        for (int l = 0; l < layers; l++)
+            for (int s = 0; s < 4; s++) {
+                snprintf(name, sizeof name, "lstm.l%d.%s", l, lstm_suffix[s]);
+                check_param(&m, name, s == 0 ? (l ? H : E) : s == 1 ? H : 4 * H, s < 2 ? 4 * H : 0);
+            }
+        if (v->attention == AG_LM_POSITIONAL) {
+            for (int s = 0; s < 4; s++) {
+                snprintf(name, sizeof name, "pos.lstm.%s", lstm_suffix[s]);
+                check_param(&m, name, s == 0 ? H : s == 1 ? P : 4 * P, s < 2 ? 4 * P : 0);
+            }
+            check_param(&m, "pos.w_mu", P, 3);
+            check_param(&m, "pos.b_mu", 3, 0);
+            check_param(&m, "pos.w_sigma", P, 1);
+            check_param(&m, "pos.b_sigma", 1, 0);
+            expected += 8;
+        }
+        if (v->attention == AG_LM_STANDARD) {
+            check_param(&m, "att.w1", H, H);
+            check_param(&m, "att.b1", H, 0);
+            check_param(&m, "att.w2", H, 1);
+            check_param(&m, "att.b2", 1, 0);
+            expected += 4;
+        }
+        if (v->attention != AG_LM_NONE) {
+            check_param(&m, "cat.weight", 2 * H, E);
+            check_param(&m, "cat.bias", E, 0);
+            expected += 2;
+        }
+        CHECK(m.params.count == expected, "%s: %d parameters, want %d", v->label, m.params.count, expected);
+        ag_model_free(&m);
+    }
+}
+
+/* U(-0.1, 0.1) everywhere, the pad row included (it is a decoder row). */
+static void test_init(void) {
+    ag_model m;
+    init_model(&m, &variants[0], 3);
+    for (int i = 0; i < m.params.count; i++) {
+        ag_tensor *p = m.params.items[i];
+        double lo = 1, hi = -1;
+        for (int64_t k = 0; k < p->size; k++) {
+            lo = fmin(lo, p->data[k]);
+            hi = fmax(hi, p->data[k]);
+        }
+        CHECK(lo >= -0.1 && hi <= 0.1 && (p->size == 1 || hi > lo), "%s in [%g, %g]", p->name, lo, hi);
+    }
+    ag_tensor *e = ag_params_find(&m.params, "embed.weight");
+    double pad = 0;
+    for (int k = 0; k < e->shape[1]; k++) pad += fabs(e->data[k]);
+    CHECK(pad > 0, "the pad row is zero");
+    ag_model_free(&m);
+}
+
+/* mu_t >= t/len at every valid t, 0 at padding; at the init (where the
+ * floor binds almost everywhere: m_t is near 0), with b_mu raised (mu_t
+ * leaves the floor) and with b_mu pushed far down (m_t = 0, so mu_t sits
+ * exactly on the floor). */
+enum { MU_INIT, MU_RAISED, MU_LOW };
+static void test_mu_floor(void) {
+    static const int32_t lengths[] = {10, 7, 1, 4};
+    for (int mode = MU_INIT; mode <= MU_LOW; mode++)
+        for (uint64_t seed = 1; seed <= 4; seed++) {
+            ag_model m;
+            init_model(&m, &variants[seed % 2], seed);
+            ag_tensor *b_mu = ag_params_find(&m.params, "pos.b_mu");
+            for (int j = 0; j < 3; j++) b_mu->data[j] += mode == MU_RAISED ? 0.7 : mode == MU_LOW ? -10 : 0;
+            ag_batch b;
+            make_batch(&b, 4, 10, lengths, m.cfg.vocab, seed);
+            ag_model_forward(&m, &b, seed == 3); /* one run with dropout */
+            ag_tensor *mu;
+            ag_poslm_attention(&m, &mu, NULL);
+            CHECK(mu && mu->ndim == 2 && mu->shape[0] == 4 && mu->shape[1] == 10);
+            int above = 0;
+            for (int i = 0; i < 4; i++)
+                for (int t = 0; t < 10; t++) {
+                    double x = mu->data[i * 10 + t], floor_t = (double)t / lengths[i];
+                    if (t >= lengths[i]) {
+                        CHECK(x == 0, "mu at padding %d,%d = %g", i, t, x);
+                    } else if (mode == MU_LOW) {
+                        CHECK(x == floor_t, "mu[%d,%d] = %.17g, want the floor %.17g", i, t, x, floor_t);
+                    } else {
+                        CHECK(x >= floor_t, "mu[%d,%d] = %.17g below the floor %.17g", i, t, x, floor_t);
+                        above += x > floor_t;
+                    }
+                }
+            if (mode == MU_RAISED) CHECK(above > 20, "seed %d: mu left its floor %d times", (int)seed, above);
+            ag_step_end();
+            ag_tiny_batch_free(&b);
+            ag_model_free(&m);
+        }
+}
+
+/* Weights [B,N,N]: row t sums to 1 over i <= t (strict: i < t, row 0 all
+ * zero), nothing on a future or padded position, padded rows zero. */
+static void test_window(void) {
+    static const int32_t lengths[] = {9, 5, 1};
+    for (int vi = 0; vi < N_VARIANTS; vi++) {
+        const lm_variant *v = &variants[vi];
+        bool strict = v->flags & AG_FLAG_STRICT;
+        ag_model m;
+        init_model(&m, v, 11);
+        ag_batch b;
+        make_batch(&b, 3, 9, lengths, m.cfg.vocab, 5);
+        ag_model_forward(&m, &b, false);
+        ag_tensor *w;
+        ag_poslm_attention(&m, NULL, &w);
+        if (v->attention == AG_LM_NONE) {
+            CHECK(w == NULL, "none: attention weights");
+        } else {
+            int N = 9, future = 0;
+            CHECK(w && w->ndim == 3 && w->shape[0] == 3 && w->shape[1] == N && w->shape[2] == N);
+            for (int i = 0; i < 3; i++)
+                for (int t = 0; t < N; t++) {
+                    double sum = 0;
+                    for (int k = 0; k < N; k++) {
+                        double x = w->data[(i * N + t) * N + k];
+                        bool allowed = t < lengths[i] && (strict ? k < t : k <= t);
+                        if (!allowed) future += x != 0;
+                        else CHECK(x > 0 && x <= 1, "%s: weight[%d,%d,%d] = %g", v->label, i, t, k, x);
+                        sum += x;
+                    }
+                    bool empty = t >= lengths[i] || (strict && t == 0);
+                    CHECK_NEAR(sum, empty ? 0 : 1, 1e-12, 0);
+                }
+            CHECK(future == 0, "%s: %d weights outside the window", v->label, future);
+        }
+        ag_step_end();
+        ag_tiny_batch_free(&b);
+        ag_model_free(&m);
+    }
+}
+
+/* Changing the tokens after t changes h_i for every i > t (and the logits
+ * there) but leaves every logit at positions <= t exactly as it was: no
+ * context, mean or window looks ahead.  Run with dropout too, from the same
+ * generator state, so the masks are the same in both runs. */
+static void test_causality(void) {
+    enum { B = 2, N = 8 };
+    static const int32_t lengths[] = {8, 6};
+    for (int vi = 0; vi < N_VARIANTS; vi++)
+        for (int training = 0; training < 2; training++) {
+            const lm_variant *v = &variants[vi];
+            ag_model m;
+            init_model(&m, v, 21);
+            int V = m.cfg.vocab;
+            ag_batch b, c;
+            make_batch(&b, B, N, lengths, V, 9);
+            make_batch(&c, B, N, lengths, V, 9);
+            int bad = 0, moved = 0, later = 0;
+            for (int t = 0; t < N - 1; t++) {
+                memcpy(c.tokens, b.tokens, sizeof(int32_t) * B * N);
+                for (int i = 0; i < B; i++)
+                    for (int k = t + 1; k < lengths[i]; k++)
+                        c.tokens[i * N + k] = 2 + (b.tokens[i * N + k] - 2 + 1 + k % 3) % (V - 2);
+                ag_rng saved = m.rng;
+                ag_tensor *l1 = ag_model_forward(&m, &b, training);
+                m.rng = saved;
+                ag_tensor *l2 = ag_model_forward(&m, &c, training);
+                for (int i = 0; i < B; i++)
+                    for (int k = 0; k < lengths[i]; k++) {
+                        const ag_real *x = l1->data + ((int64_t)i * N + k) * V, *y = l2->data + ((int64_t)i * N + k) * V;
+                        double d = 0;
+                        for (int j = 0; j < V; j++) d = fmax(d, fabs(x[j] - y[j]));
+                        if (k <= t) bad += d != 0;
+                        else moved += d > 1e-9, later++;
+                    }
+                ag_step_end();
+            }
+            CHECK(bad == 0, "%s (training %d): %d logit rows at or before t moved", v->label, training, bad);
+            CHECK(moved == later, "%s (training %d): %d of %d later rows moved", v->label, training, moved, later);
+            ag_tiny_batch_free(&b);
+            ag_tiny_batch_free(&c);
+            ag_model_free(&m);
+        }
+}
+
+/* The loss is the mean cross-entropy of the logits over non-pad targets. */
+static void test_loss(void) {
+    enum { B = 3, N = 7 };
+    static const int32_t lengths[] = {7, 2, 4};
+    ag_model m;
+    init_model(&m, &variants[0], 4);
+    int V = m.cfg.vocab;
+    ag_batch b;
+    make_batch(&b, B, N, lengths, V, 2);
+    ag_tensor *logits = ag_model_forward(&m, &b, false);
+    CHECK(logits->ndim == 3 && logits->shape[0] == B && logits->shape[1] == N && logits->shape[2] == V);
+    double total = 0;
+    int count = 0;
+    for (int i = 0; i < B; i++)
+        for (int t = 0; t < lengths[i]; t++) {
+            const ag_real *z = logits->data + ((int64_t)i * N + t) * V;
+            double mx = -INFINITY, s = 0;
+            for (int j = 0; j < V; j++) mx = fmax(mx, z[j]);
+            for (int j = 0; j < V; j++) s += exp(z[j] - mx);
+            total += mx + log(s) - z[b.targets[i * N + t]];
+            count++;
+        }
+    ag_step_end();
+    double loss = ag_item(ag_model_loss(&m, &b, false));
+    CHECK_NEAR(loss, total / count, 1e-12, 1e-12);
+    ag_step_end();
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+}
+
+/* After warm-up a training step of every variant (forward with dropout,
+ * backward) makes no heap allocation. */
+static void test_steady_state(void) {
+    static const int32_t lengths[] = {6, 3, 5};
+    for (int vi = 0; vi < N_VARIANTS; vi++) {
+        ag_model m;
+        init_model(&m, &variants[vi], 8);
+        ag_batch b;
+        make_batch(&b, 3, 6, lengths, m.cfg.vocab, 4);
+        int64_t allocs = 0;
+        for (int step = 0; step < 8; step++) {
+            if (step == 3) allocs = ag_memstats().allocs;
+            ag_backward(ag_model_loss(&m, &b, true));
+            ag_step_end();
+        }
+        CHECK(ag_memstats().allocs == allocs, "%s: %lld heap allocations in 5 steady steps", variants[vi].label,
+              (long long)(ag_memstats().allocs - allocs));
+        ag_tiny_batch_free(&b);
+        ag_model_free(&m);
+    }
+}
+
+int main(void) {
+    test_names();
+    test_init();
+    test_mu_floor();
+    test_window();
+    test_causality();
+    test_loss();
+    test_steady_state();
+    ag_shutdown();
+    return check_summary("test_poslm");
+}

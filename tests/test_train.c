@@ -1,0 +1,529 @@
+/* test_train.c - the trainer library (models/train.h): options and their
+ * saved config, a short run on the generated task that must learn without
+ * allocating per step, resuming bit for bit (at an epoch boundary and in
+ * the middle of an epoch), eval of a checkpoint, reference dumps of every
+ * registered model reloaded bit-exactly, clean errors for bad input, and the
+ * relatedness task: its metrics, a run, its choice on pair data, and the
+ * refusal of a task a model has no head for.
+ *
+ * Helper modes for tests/test_cli.sh:
+ *   test_train compare A.safetensors B.safetensors   same tensors, bit for bit
+ *   test_train verify-dump FILE MODEL [FLAGS [TASK]]   FILE == a fresh dump-step */
+#include "check.h"
+#include "../models/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char tmp[256];
+static char err[1024];
+
+static void set(ag_train_opts *o, const char *key, const char *value) {
+    int rc = ag_train_set(o, key, value, err, sizeof err);
+    CHECK(rc == 0, "--%s %s: %s", key, value ? value : "", err);
+}
+
+/* A small, fast run on the generated order task. */
+static ag_train_opts small_run(const char *name) {
+    ag_train_opts o = ag_train_opts_default();
+    char out[512];
+    snprintf(out, sizeof out, "%s/%s", tmp, name);
+    set(&o, "out", out);
+    set(&o, "synth-n", "240");
+    set(&o, "dim", "8");
+    set(&o, "batch", "32");
+    set(&o, "epochs", "2");
+    set(&o, "progress", "none");
+    set(&o, "quiet", NULL);
+    return o;
+}
+
+/* Every tensor of a is in b with the same dtype, shape and bytes. */
+static int same_tensors(const char *a, const char *b, bool verbose) {
+    ag_st_file fa, fb;
+    if (ag_st_read(a, &fa)) {
+        fprintf(stderr, "%s\n", ag_errmsg());
+        return 0;
+    }
+    if (ag_st_read(b, &fb)) {
+        fprintf(stderr, "%s\n", ag_errmsg());
+        ag_st_close(&fa);
+        return 0;
+    }
+    int same = fa.count == fb.count;
+    for (int i = 0; i < fa.count && same; i++) {
+        const ag_st_tensor *x = &fa.tensors[i], *y = ag_st_get(&fb, x->name);
+        size_t bytes = (size_t)x->numel * (x->dtype == AG_F64 || x->dtype == AG_I64 ? 8 : 4);
+        same = y && y->dtype == x->dtype && y->numel == x->numel && y->ndim == x->ndim &&
+               !memcmp(x->shape, y->shape, sizeof x->shape[0] * (size_t)x->ndim) && !memcmp(x->data, y->data, bytes);
+        if (!same && verbose) fprintf(stderr, "tensor '%s' differs between %s and %s\n", x->name, a, b);
+    }
+    if (fa.count != fb.count && verbose) fprintf(stderr, "%d tensors in %s, %d in %s\n", fa.count, a, fb.count, b);
+    ag_st_close(&fa);
+    ag_st_close(&fb);
+    return same;
+}
+
+/* ---- options ---- */
+
+static void test_options(void) {
+    ag_train_opts o = ag_train_opts_default(), back = ag_train_opts_default();
+    set(&o, "model", "mpsan");
+    set(&o, "optim", "adam:lr=3e-4");
+    set(&o, "sched", "plateau:factor=0.5,patience=5");
+    set(&o, "keep", "0.7");
+    set(&o, "flags", "elu_score,linear_dist");
+    set(&o, "max_steps", "12"); /* '_' and '-' alike */
+    CHECK(o.max_steps == 12);
+    char text[AG_CONFIG_MAX];
+    CHECK(ag_train_opts_format(&o, text, sizeof text) == 0);
+    CHECK(strstr(text, "keep=0.7\n") != NULL, "%s", text); /* shortest exact form */
+    CHECK(ag_train_opts_parse(&back, text, "test", err, sizeof err) == 0, "%s", err);
+    CHECK(!strcmp(back.optim, o.optim) && !strcmp(back.sched, o.sched) && back.keep == o.keep);
+    CHECK(!strcmp(back.flags, o.flags) && back.dim == -1 && back.max_steps == 0); /* limits are not saved */
+
+    struct {
+        const char *key, *value, *want;
+    } bad[] = {
+        {"model", "nope", "unknown model"},      {"optim", "adam:lr=x", "lr"},
+        {"optim", "sgdd", "unknown optimizer"},  {"sched", "plateau:factor=3", "factor"},
+        {"dim", "0", "out of range"},            {"epochs", "2x", "not an integer"},
+        {"keep", "1.5", "out of range"},         {"flags", "elu_score,bogus", "bogus"},
+        {"attention", "sideways", "positional"}, {"bogus", "1", "unknown option --bogus"},
+        {"resume", "yes", "takes no value"},     {"dataset", "imagenet", "unknown data set"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ag_train_opts t = ag_train_opts_default();
+        int rc = ag_train_set(&t, bad[i].key, bad[i].value, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, bad[i].want), "--%s %s: '%s'", bad[i].key, bad[i].value, err);
+    }
+    CHECK(ag_train_opts_parse(&back, "dim=8\nnot a line\n", "ckpt", err, sizeof err) != 0 && strstr(err, "ckpt"));
+    int takes;
+    CHECK(ag_train_option_info("epochs", AG_CMD_TRAIN, &takes) && takes);
+    CHECK(ag_train_option_info("resume", AG_CMD_TRAIN, &takes) && !takes);
+    CHECK(!ag_train_option_info("epochs", AG_CMD_EVAL, NULL));
+}
+
+/* ---- training ---- */
+
+/* The generated task is learnable: the loss falls well below its start
+ * (ln 4 for four balanced classes), and steps after warm-up allocate nothing. */
+static void test_learns(void) {
+    ag_train_opts o = small_run("learn");
+    set(&o, "synth-n", "800");
+    set(&o, "dim", "24");
+    set(&o, "epochs", "5");
+    set(&o, "optim", "adam:lr=3e-3");
+    ag_train_result r;
+    int rc = ag_train(&o, &r, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    printf("  generated task: loss %.4f -> %.4f, dev acc %.1f%%, test acc %.1f%%, %lld steps, %.1f s\n", r.first_loss,
+           r.last_loss, 100 * r.dev.accuracy, 100 * r.test.accuracy, (long long)r.steps, r.seconds);
+    CHECK(r.last_loss < 0.6 * r.first_loss, "loss %.4f -> %.4f", r.first_loss, r.last_loss);
+    CHECK(r.dev.accuracy > 0.5 && r.has_test, "dev accuracy %.3f (chance 0.25)", r.dev.accuracy);
+    CHECK(r.step_allocs == 0, "%lld heap allocations in training steps", (long long)r.step_allocs);
+    CHECK(r.steps == 5 * 25 && r.epochs == 5);
+
+    /* eval of the best checkpoint gives the dev metrics the run reported */
+    char ckpt[AG_PATH_MAX + 32];
+    snprintf(ckpt, sizeof ckpt, "%s/best.safetensors", o.out);
+    ag_train_opts lo;
+    ag_model m;
+    ag_vocab *vocab;
+    rc = ag_load_run(ckpt, NULL, &lo, &m, &vocab, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    if (rc) return;
+    CHECK(lo.dim == 24 && !strcmp(lo.optim, "adam:lr=3e-3") && lo.synth_n == 800);
+    ag_run_data d;
+    rc = ag_run_data_open(&lo, 0, vocab, &d, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    ag_batch b;
+    ag_batch_opts bo = {0};
+    if (m.kind->batch_opts) m.kind->batch_opts(&m.cfg, &bo);
+    bo.max_width = d.max_width;
+    CHECK(ag_batch_alloc(&b, d.ds[AG_SPLIT_DEV], 32, &bo, err, sizeof err) == 0);
+    ag_metrics x;
+    int64_t allocs = ag_memstats().allocs;
+    CHECK(ag_evaluate(&m, d.ds[AG_SPLIT_DEV], d.idx[AG_SPLIT_DEV], d.n[AG_SPLIT_DEV], &b, &x, err, sizeof err) == 0);
+    CHECK(x.accuracy == r.dev.accuracy && x.loss == r.dev.loss, "eval %.6f %.6f, run %.6f %.6f", x.accuracy, x.loss,
+          r.dev.accuracy, r.dev.loss);
+    CHECK(ag_memstats().allocs - allocs <= 1, "evaluation allocated %lld times", (long long)(ag_memstats().allocs - allocs));
+    CHECK(ag_is_grad_enabled());
+    FILE *f = tmpfile();
+    char line[] = "w1 A w2 w3 w4 w5 B";
+    CHECK(ag_predict_line(&m, vocab, &lo, line, f, err, sizeof err) == 0, "%s", err);
+    rewind(f);
+    int label = -1;
+    double p[4];
+    CHECK(fscanf(f, "%d %lf %lf %lf %lf", &label, &p[0], &p[1], &p[2], &p[3]) == 5 && label >= 0 && label < 4);
+    CHECK(fabs(p[0] + p[1] + p[2] + p[3] - 1) < 1e-3);
+    fclose(f);
+    ag_batch_free(&b);
+    ag_run_data_free(&d);
+    ag_model_free(&m);
+}
+
+/* A run stopped (at an epoch boundary, or mid-epoch by --max-steps) and
+ * resumed ends with exactly the parameters and state of an uninterrupted one. */
+static void test_resume(void) {
+    ag_train_opts full = small_run("full"), cut = small_run("cut"), cut2 = small_run("cut2");
+    set(&full, "epochs", "3");
+    ag_train_result r;
+    CHECK(ag_train(&full, &r, err, sizeof err) == 0, "%s", err);
+
+    set(&cut, "epochs", "1");
+    CHECK(ag_train(&cut, &r, err, sizeof err) == 0, "%s", err);
+    ag_train_opts again;
+    CHECK(ag_run_config(cut.out, &again, err, sizeof err) == 0, "%s", err);
+    set(&again, "out", cut.out);
+    set(&again, "resume", NULL);
+    set(&again, "epochs", "3");
+    set(&again, "quiet", NULL);
+    CHECK(ag_train(&again, &r, err, sizeof err) == 0, "%s", err);
+
+    set(&cut2, "epochs", "3");
+    set(&cut2, "max-steps", "11"); /* 8 batches an epoch: stops in epoch 2 */
+    CHECK(ag_train(&cut2, &r, err, sizeof err) == 0 && r.time_up && r.steps == 11, "%s", err);
+    CHECK(ag_run_config(cut2.out, &again, err, sizeof err) == 0, "%s", err);
+    set(&again, "out", cut2.out);
+    set(&again, "resume", NULL);
+    set(&again, "quiet", NULL);
+    CHECK(ag_train(&again, &r, err, sizeof err) == 0 && !r.time_up && r.steps == 24, "%s", err);
+
+    char a[AG_PATH_MAX + 32], b[AG_PATH_MAX + 32], c[AG_PATH_MAX + 32];
+    snprintf(a, sizeof a, "%s/last.safetensors", full.out);
+    snprintf(b, sizeof b, "%s/last.safetensors", cut.out);
+    snprintf(c, sizeof c, "%s/last.safetensors", cut2.out);
+    CHECK(same_tensors(a, b, true), "resumed at an epoch boundary");
+    CHECK(same_tensors(a, c, true), "resumed mid-epoch");
+    snprintf(a, sizeof a, "%s/best.safetensors", full.out);
+    snprintf(b, sizeof b, "%s/best.safetensors", cut.out);
+    CHECK(same_tensors(a, b, true), "best checkpoint after resuming");
+
+    /* a fresh run does not overwrite a run folder without --force */
+    CHECK(ag_train(&full, &r, err, sizeof err) != 0 && strstr(err, "--force"), "%s", err);
+}
+
+/* ---- bad input ---- */
+
+static void write_file(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "wb");
+    fwrite(text, 1, n, f);
+    fclose(f);
+}
+
+static void test_bad_data(void) {
+    struct {
+        const char *text;
+        size_t n;
+        const char *want;
+    } cases[] = {
+        {"0 a fine line\nno label here\n", 0, ":2: label 'no' is not an integer"},
+        {"0 a fine line\n1\n", 0, ":2: empty sentence"},
+        {"0 fine\n1 bin\x01\x02ary\n", 0, ":2: binary data"},
+        {"\n\n\n", 0, "no examples"},
+        {"0 one\n\0\0\0\xff", 10, "binary data"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/bad%zu.txt", tmp, i);
+        write_file(path, cases[i].text, cases[i].n ? cases[i].n : strlen(cases[i].text));
+        ag_train_opts o = small_run("bad");
+        set(&o, "data", path);
+        set(&o, "force", NULL);
+        ag_train_result r;
+        int rc = ag_train(&o, &r, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, cases[i].want) && strstr(err, "bad"), "case %zu: '%s'", i, err);
+    }
+    ag_train_opts o = small_run("bad");
+    set(&o, "data", "/nonexistent/file.txt");
+    ag_train_result r;
+    CHECK(ag_train(&o, &r, err, sizeof err) != 0 && strstr(err, "/nonexistent/file.txt"), "%s", err);
+
+    /* a corrupt checkpoint is refused with its name */
+    char path[512];
+    snprintf(path, sizeof path, "%s/junk.safetensors", tmp);
+    write_file(path, "\x10\0\0\0\0\0\0\0{\"a\":1}", 15);
+    ag_train_opts lo;
+    ag_model m;
+    ag_vocab *v;
+    CHECK(ag_load_run(path, NULL, &lo, &m, &v, err, sizeof err) != 0 && strstr(err, "junk.safetensors"), "%s", err);
+}
+
+/* ---- reference dumps ---- */
+
+/* The dump in `path` holds what a fresh forward/backward of the same setup
+ * computes here, bit for bit: parameters, gradients, loss and the batch. */
+static int verify_dump(const char *path, const char *model, const char *flags, const char *task) {
+    ag_train_opts o = ag_train_opts_default();
+    set(&o, "model", model);
+    if (flags) set(&o, "flags", flags);
+    if (task) set(&o, "task", task);
+    ag_model m;
+    ag_batch b;
+    ag_st_file f;
+    if (ag_dump_setup(&o, &m, &b, err, sizeof err) || ag_st_read(path, &f)) {
+        CHECK(0, "%s: %s %s", path, err, ag_errmsg());
+        return 1;
+    }
+    int failed = 0;
+    ag_params_zero_grad(&m.params);
+    ag_tensor *loss = ag_model_loss(&m, &b, false);
+    ag_backward(loss);
+    for (int i = 0; i < m.params.count; i++) {
+        ag_tensor *p = m.params.items[i];
+        char name[256];
+        snprintf(name, sizeof name, "grad.%s", p->name);
+        const ag_st_tensor *tp = ag_st_get(&f, p->name), *tg = ag_st_get(&f, name);
+        ag_real *buf = malloc((size_t)p->size * sizeof *buf);
+        bool ok = tp && tg && tp->numel == p->size && tg->numel == p->size;
+        if (ok) ag_st_to_real(tp, buf), ok = !memcmp(buf, p->data, (size_t)p->size * sizeof *buf);
+        if (ok) ag_st_to_real(tg, buf), ok = !memcmp(buf, p->grad, (size_t)p->size * sizeof *buf);
+        CHECK(ok, "%s: parameter or gradient '%s' differs", path, p->name);
+        failed += !ok;
+        free(buf);
+    }
+    const ag_st_tensor *tl = ag_st_get(&f, "loss");
+    ag_real l = 0;
+    if (tl && tl->numel == 1) ag_st_to_real(tl, &l);
+    CHECK(tl && tl->ndim == 0 && l == ag_item(loss), "%s: loss", path);
+    const ag_st_tensor *tt = ag_st_get(&f, "batch.tokens"), *tn = ag_st_get(&f, "batch.lengths");
+    bool batch_ok = tt && tn && tt->dtype == AG_I64 && tt->numel == (int64_t)b.rows * b.width && tn->numel == b.rows;
+    for (int64_t i = 0; batch_ok && i < tt->numel; i++) batch_ok = ((const int64_t *)tt->data)[i] == b.tokens[i];
+    CHECK(batch_ok, "%s: batch.tokens", path);
+    const char *y = m.cfg.task == AG_TASK_LM ? "batch.targets" : m.cfg.task == AG_TASK_RELATEDNESS ? "batch.scores" : "batch.labels";
+    const ag_st_tensor *ty = ag_st_get(&f, y);
+    CHECK(ty != NULL, "%s: no %s", path, y);
+    if (ty && m.cfg.task == AG_TASK_RELATEDNESS) /* the scores the target was made of, as F32 [B] */
+        CHECK(ty->dtype == AG_F32 && ty->ndim == 1 && ty->numel == b.rows && !memcmp(ty->data, b.scores, 4 * (size_t)b.rows),
+              "%s: batch.scores", path);
+    if (m.cfg.task == AG_TASK_RELATEDNESS) CHECK(ag_st_get(&f, "batch.tokens_b") && !ag_st_get(&f, "batch.labels"));
+    failed += !tl || !batch_ok;
+    ag_step_end();
+    ag_st_close(&f);
+    ag_tiny_batch_free(&b);
+    ag_model_free(&m);
+    return failed;
+}
+
+static void test_dumps(void) {
+    for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/dump-%s.safetensors", tmp, (*k)->name);
+        ag_train_opts o = ag_train_opts_default();
+        set(&o, "model", (*k)->name);
+        CHECK(ag_dump_step(&o, path, err, sizeof err) == 0, "%s", err);
+        verify_dump(path, (*k)->name, NULL, NULL);
+        /* size options: a wider random batch */
+        set(&o, "batch", "3");
+        set(&o, "len", "7");
+        CHECK(ag_dump_step(&o, path, err, sizeof err) == 0, "%s", err);
+        ag_st_file f;
+        CHECK(ag_st_read(path, &f) == 0);
+        const ag_st_tensor *t = ag_st_get(&f, "batch.tokens");
+        CHECK(t && t->shape[0] == 3 && (t->shape[1] == 7 || ag_model_tiny(*k).fixed_len > 0));
+        ag_st_close(&f);
+    }
+    /* relatedness: the KL loss of Tai et al.'s targets, batch.scores in place of batch.labels */
+    char path[512];
+    snprintf(path, sizeof path, "%s/dump-mpsan-relatedness.safetensors", tmp);
+    ag_train_opts o = ag_train_opts_default();
+    set(&o, "task", "relatedness");
+    CHECK(ag_dump_step(&o, path, err, sizeof err) == 0, "%s", err);
+    verify_dump(path, "mpsan", NULL, "relatedness");
+    set(&o, "batch", "3");
+    set(&o, "len", "6");
+    CHECK(ag_dump_step(&o, path, err, sizeof err) == 0, "%s", err);
+    ag_st_file f;
+    CHECK(ag_st_read(path, &f) == 0);
+    const ag_st_tensor *sc = ag_st_get(&f, "batch.scores");
+    bool in_range = sc && sc->numel == 3;
+    for (int i = 0; in_range && i < 3; i++) in_range = ((const float *)sc->data)[i] >= 1 && ((const float *)sc->data)[i] <= 5;
+    CHECK(in_range, "random batch: scores in [1, 5]");
+    ag_st_close(&f);
+    set(&o, "task", "pair"); /* mpsan has no pair head */
+    CHECK(ag_dump_step(&o, path, err, sizeof err) != 0 && strstr(err, "no head for the pair task"), "%s", err);
+}
+
+/* ---- relatedness ---- */
+
+/* Against values worked out by hand: x = 1..5, y = (2,4,5,4,5) have means 3
+ * and 4, centred cross sum 6, squares 10 and 6: r = 6/sqrt(60).  Ranks of
+ * y, ties averaged: (1, 2.5, 4.5, 2.5, 4.5): rho = 7/sqrt(90).  MSE: (1 +
+ * 4 + 4) / 5.  Ties on both sides: x = (3.5,1,2,2,7,2) ranks (5,1,3,3,6,3),
+ * y = (10,0,1,3,3,2) ranks (6,1,2,4.5,4.5,3): centred sums 13, 15.5, 17. */
+static void test_metrics(void) {
+    const double x[] = {1, 2, 3, 4, 5}, y[] = {2, 4, 5, 4, 5};
+    CHECK_NEAR(ag_pearson(x, y, 5), 0.7745966692414834, 1e-15, 1e-15);
+    CHECK_NEAR(ag_spearman(x, y, 5), 0.7378647873726218, 1e-15, 1e-15);
+    CHECK_NEAR(ag_mean_sq_error(x, y, 5), 1.8, 1e-15, 1e-15);
+    const double a[] = {3.5, 1, 2, 2, 7, 2}, b[] = {10, 0, 1, 3, 3, 2};
+    CHECK_NEAR(ag_spearman(a, b, 6), 13 / sqrt(15.5 * 17), 1e-15, 1e-15);
+    CHECK_NEAR(ag_pearson(a, b, 6), 0.32951764459339133, 1e-15, 1e-14);
+    CHECK_NEAR(ag_mean_sq_error(a, b, 6), 10.208333333333334, 1e-15, 1e-15);
+    CHECK_NEAR(ag_spearman(b, a, 6), ag_spearman(a, b, 6), 0, 1e-15);
+
+    const double cube[] = {1, 8, 27, 64}, lin[] = {1, 2, 3, 4}, down[] = {9, 7, 5, 1};
+    CHECK(ag_spearman(lin, cube, 4) == 1 && ag_pearson(lin, cube, 4) < 0.99, "monotone: rho 1, r < 1");
+    CHECK(ag_spearman(lin, down, 4) == -1, "reversed: rho -1");
+    CHECK_NEAR(ag_pearson(lin, lin, 4), 1, 0, 1e-15);
+    /* r = 1 on large close values: two passes, no cancellation */
+    const double big[] = {1e9 + 1, 1e9 + 2, 1e9 + 3};
+    CHECK_NEAR(ag_pearson(big, lin, 3), 1, 0, 1e-12);
+
+    const double flat[] = {3, 3, 3, 3}, with_nan[] = {1, NAN, 3, 4};
+    CHECK(isnan(ag_pearson(lin, flat, 4)) && isnan(ag_spearman(flat, lin, 4)), "constant: undefined");
+    CHECK(isnan(ag_pearson(lin, lin, 1)) && isnan(ag_spearman(lin, lin, 1)), "one pair: undefined");
+    CHECK(isnan(ag_spearman(lin, with_nan, 4)) && isnan(ag_pearson(with_nan, lin, 4)));
+    CHECK(ag_mean_sq_error(lin, lin, 4) == 0 && isnan(ag_mean_sq_error(lin, lin, 0)));
+}
+
+/* MPSAN on the generated pairs' scores: runs with the paper's SICK settings,
+ * allocates nothing per step, writes the three metrics, and eval and
+ * predict of its checkpoint agree with it. */
+static void test_relatedness_run(void) {
+    ag_train_opts o = small_run("relatedness");
+    set(&o, "task", "relatedness");
+    ag_train_result r;
+    int rc = ag_train(&o, &r, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    if (rc) return;
+    printf("  relatedness: loss %.4f -> %.4f, dev r %.3f rho %.3f mse %.3f\n", r.first_loss, r.last_loss,
+           r.dev.pearson, r.dev.spearman, r.dev.mse);
+    CHECK(r.step_allocs == 0, "%lld heap allocations in training steps", (long long)r.step_allocs);
+    CHECK(isfinite(r.dev.pearson) && isfinite(r.dev.spearman) && r.dev.mse > 0 && r.has_test);
+    CHECK(!strcmp(o.optim, "adadelta:lr=0.7,rho=0.95,eps=1e-6") && o.keep == 0.55 && o.l2 == 5e-4, "%s %g %g",
+          o.optim, o.keep, o.l2);
+
+    char path[AG_PATH_MAX + 32], line[512] = "";
+    snprintf(path, sizeof path, "%s/metrics.csv", o.out);
+    FILE *f = fopen(path, "r");
+    CHECK(f && fgets(line, sizeof line, f), "%s", path);
+    CHECK(strstr(line, "dev_loss,dev_pearson,dev_spearman,dev_mse,test_loss,test_pearson,test_spearman,test_mse,"),
+          "%s", line);
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", o.out);
+    f = fopen(path, "r");
+    CHECK(f && fgets(line, sizeof line, f) && strstr(line, "\"dev\":{\"loss\":") && strstr(line, "\"spearman\":"),
+          "%s", line);
+    if (f) fclose(f);
+
+    snprintf(path, sizeof path, "%s/best.safetensors", o.out);
+    ag_train_opts lo;
+    ag_model m;
+    ag_vocab *vocab;
+    rc = ag_load_run(path, NULL, &lo, &m, &vocab, err, sizeof err);
+    CHECK(rc == 0 && m.cfg.task == AG_TASK_RELATEDNESS && !strcmp(lo.task, "relatedness"), "%s", err);
+    if (rc) return;
+    ag_run_data d;
+    CHECK(ag_run_data_open(&lo, 0, vocab, &d, err, sizeof err) == 0, "%s", err);
+    ag_batch b;
+    ag_batch_opts bo = {.max_width = d.max_width};
+    CHECK(ag_batch_alloc(&b, d.ds[AG_SPLIT_DEV], 32, &bo, err, sizeof err) == 0, "%s", err);
+    ag_metrics x;
+    CHECK(ag_evaluate(&m, d.ds[AG_SPLIT_DEV], d.idx[AG_SPLIT_DEV], d.n[AG_SPLIT_DEV], &b, &x, err, sizeof err) == 0);
+    CHECK(x.pearson == r.dev.pearson && x.spearman == r.dev.spearman && x.mse == r.dev.mse && x.loss == r.dev.loss,
+          "eval r %.6f, run r %.6f", x.pearson, r.dev.pearson);
+
+    FILE *out = tmpfile();
+    char pair[] = "w1 w2 w3 w4\tw2 w3";
+    CHECK(ag_predict_line(&m, vocab, &lo, pair, out, err, sizeof err) == 0, "%s", err);
+    rewind(out);
+    double score, p[5];
+    CHECK(fscanf(out, "%lf %lf %lf %lf %lf %lf", &score, &p[0], &p[1], &p[2], &p[3], &p[4]) == 6);
+    CHECK(score >= 1 && score <= 5 && fabs(p[0] + p[1] + p[2] + p[3] + p[4] - 1) < 1e-3, "score %g", score);
+    CHECK_NEAR(score, p[0] + 2 * p[1] + 3 * p[2] + 4 * p[3] + 5 * p[4], 1e-3, 0); /* p printed to 4 digits: 15 x 5e-5 */
+    fclose(out);
+    char single[] = "w1 w2 w3";
+    CHECK(ag_predict_line(&m, vocab, &lo, single, stdout, err, sizeof err) != 0 && strstr(err, "tab"), "%s", err);
+    ag_batch_free(&b);
+    ag_run_data_free(&d);
+    ag_model_free(&m);
+}
+
+/* Which task a run gets from the model and the data, and the refusals. */
+static void test_task_choice(void) {
+    char sick[512], labeled[512], bad[512];
+    snprintf(sick, sizeof sick, "%s/pairs.tsv", tmp);
+    snprintf(labeled, sizeof labeled, "%s/labeled.txt", tmp);
+    snprintf(bad, sizeof bad, "%s/bad_score.tsv", tmp);
+    const char *head = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n";
+    char text[1024];
+    int k = snprintf(text, sizeof text, "%s", head);
+    for (int i = 0; i < 20; i++)
+        k += snprintf(text + k, sizeof text - (size_t)k, "%d\ta b c\tb c d\t%.1f\t%s\n", i, 1 + 0.2 * i,
+                      i % 3 ? "NEUTRAL" : "ENTAILMENT");
+    write_file(sick, text, (size_t)k);
+    write_file(labeled, "0 a b\n1 c d\n0 a c\n1 b d\n0 a d\n1 c b\n0 a b c\n1 d c b\n0 a a\n1 d d\n", 58);
+    k = snprintf(text, sizeof text, "%s", head);
+    for (int i = 0; i < 20; i++) /* line 3 has a score beyond 5 */
+        k += snprintf(text + k, sizeof text - (size_t)k, "%d\ta b\tb c\t%g\tNEUTRAL\n", i, i == 1 ? 6 : 3.5);
+    write_file(bad, text, (size_t)k);
+
+    struct {
+        const char *model, *task, *data;
+        ag_task want;     /* when it works */
+        const char *error; /* else */
+    } cases[] = {
+        {"mpsan", "", sick, AG_TASK_RELATEDNESS, NULL},    /* mpsan on pairs: relatedness */
+        {"ms_san", "", sick, AG_TASK_PAIR, NULL},          /* ms_san on pairs: entailment */
+        {"mpsan", "relatedness", "", AG_TASK_RELATEDNESS, NULL}, /* generated pairs */
+        {"mpsan", "", "", AG_TASK_CLASSIFY, NULL},
+        {"mpsan", "pair", sick, 0, "model mpsan has no head for the pair task (it does: classify, relatedness)"},
+        {"mpsan", "pair", "", 0, "model mpsan has no head for the pair task"},
+        {"ms_san", "relatedness", sick, 0, "model ms_san has no head for the relatedness task (it does: classify, pair)"},
+        {"mtsa", "", sick, 0, "pairs.tsv holds sentence pairs, but model mtsa does classification only"},
+        {"dual_axial", "relatedness", "", 0, "model dual_axial has no head for the relatedness task"},
+        {"mpsan", "relatedness", labeled, 0, "--task relatedness does not fit labeled.txt"},
+        {"mpsan", "relatedness", bad, 0, "bad_score.tsv: line 3: relatedness score 6 is outside [1, 5]"},
+        {"poslm", "", sick, 0, "model poslm is a language model"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ag_train_opts o = ag_train_opts_default();
+        set(&o, "model", cases[i].model);
+        set(&o, "task", cases[i].task);
+        set(&o, "data", cases[i].data);
+        if (strstr(cases[i].data, ".tsv")) set(&o, "format", "sick");
+        set(&o, "synth-n", "40");
+        ag_run_data d;
+        int rc = ag_run_data_open(&o, -1, NULL, &d, err, sizeof err);
+        if (cases[i].error) {
+            CHECK(rc != 0 && strstr(err, cases[i].error), "case %zu: '%s'", i, rc ? err : "no error");
+        } else {
+            CHECK(rc == 0 && d.task == cases[i].want, "case %zu: %s (task %d)", i, err, rc ? -1 : (int)d.task);
+            if (rc == 0 && d.task == AG_TASK_RELATEDNESS) CHECK(d.classes == AG_RELATEDNESS_BINS);
+        }
+        if (rc == 0) ag_run_data_free(&d);
+    }
+
+    /* the whole command refuses too, before it creates anything */
+    ag_train_opts o = small_run("refused");
+    set(&o, "task", "pair");
+    ag_train_result r;
+    CHECK(ag_train(&o, &r, err, sizeof err) != 0 && strstr(err, "no head for the pair task"), "%s", err);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "compare")) return same_tensors(argv[2], argv[3], true) ? 0 : 1;
+    if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "verify-dump")) {
+        int failed = verify_dump(argv[2], argv[3], argc >= 5 && argv[4][0] ? argv[4] : NULL, argc == 6 ? argv[5] : NULL);
+        ag_shutdown();
+        return failed || check_summary("verify-dump");
+    }
+    snprintf(tmp, sizeof tmp, "%s/test_train.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) return 1;
+    test_options();
+    test_bad_data();
+    test_dumps();
+    test_resume();
+    test_learns();
+    test_metrics();
+    test_relatedness_run();
+    test_task_choice();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    ag_shutdown();
+    return check_summary("test_train");
+}
