@@ -144,6 +144,12 @@ static ag_tensor *f_linear_padded(ag_tensor **in) { /* every third row 0 in x an
     for (int i = 0; i < 64 * 30; i++) m->data[i] = i % 3 == 1 ? 0 : 1;
     return ag_mul(ag_linear(ag_mul(in[0], m), in[1], in[2]), m);
 }
+static int32_t targets[64 * 30];
+static ag_tensor *f_decoder_loss(ag_tensor **in) { /* the LM's tied decoder and its loss, a quarter ignored */
+    ag_tensor *logits = ag_matmul_t(in[0], false, in[1], true);
+    for (int i = 0; i < 64 * 30; i++) targets[i] = i % 4 == 3 ? 0 : 1 + (i * 37) % 999;
+    return ag_mul(ag_cross_entropy(logits, targets, 0), in[2]);
+}
 static ag_tensor *f_layernorm(ag_tensor **in) { return ag_layernorm(in[0], in[1], in[2], 1e-5); }
 static ag_tensor *f_shape(ag_tensor **in) {
     ag_tensor *x = in[0];
@@ -183,6 +189,7 @@ static const op_run runs[] = {
     {"linear", 3, {{3, 64, 30, 300}, {2, 300, 500}, {1, 500}}, f_linear},
     {"linear, zero gradient rows", 3, {{3, 64, 30, 300}, {2, 300, 500}, {1, 500}}, f_linear_padded},
     {"layernorm", 3, {{3, 40, 33, 300}, {1, 300}, {1, 300}}, f_layernorm},
+    {"decoder + cross-entropy", 3, {{3, 64, 30, 96}, {2, 1000, 96}, {0}}, f_decoder_loss},
     {"shape ops", 2, {{3, 40, 50, 50}, {2, 500, 64}}, f_shape},
     {"gaussian context", 3, {{3, 40, 33, 64}, {2, 40, 33}, {2, 40, 33}}, f_gaussian},
     {"mtsa attention", 3, {{3, 40, 33, 33}, {3, 40, 33, 64}, {3, 40, 33, 64}}, f_mtsa},
