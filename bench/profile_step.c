@@ -6,13 +6,14 @@
  *
  * threads: ag_set_num_threads (default: the engine's, one per core).
  * A step is what a training loop does: zero the gradients, forward with
- * dropout (training), cross-entropy, backward, the L2 term when the model
- * has one, the model's optimizer, ag_step_end.  The batch is synthetic and
- * fixed: vocab 20000, 5 classes, lengths spread over [10, 30] (dual-axial:
- * [16, 64] at its fixed L = 64), so padding is exercised as in real data.
- * Sizes: MPSAN d=300 B=64 N=30; dual-axial d=128 L=64 B=64; MS-SAN d=300
- * h=6 B=32 N=30; MTSA d=300 dh=300 B=32 N=30 (when registered); other
- * models their defaults at N=30.
+ * dropout (training), the model's loss, backward, the L2 term when the
+ * model has one, the LM's gradient clipping (0.25), the model's optimizer,
+ * ag_step_end.  The batch is bench_models.c's: synthetic and fixed from
+ * seed 1, vocab 20000 and 5 classes (the LM its own vocab), the first row
+ * full and the other lengths uniform in [ceil(N/2), N], N = 30 (LM 35,
+ * dual-axial its fixed L = 64).  Sizes are the models' defaults: MPSAN
+ * d=300 B=64; dual-axial d=128 B=64; MS-SAN d=300 h=6 B=32; MTSA d=300
+ * dh=300 B=32; LM E=H=400 B=32.
  *
  * Per model it prints the fastest and the median step (wall ms), the median
  * CPU ms of the process (all threads), and the median split into forward,
@@ -47,8 +48,10 @@ static double median(double *v, int n) {
 
 static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
 
-/* A fixed batch of B rows at width N in the layout the model asks for. */
-static void make_batch(const ag_model *m, ag_batch *b, int B, int N, bool long_rows) {
+/* bench_models.c's batch: B rows at width N, the first full, the others'
+ * lengths uniform in [ceil(N/2), N]; tokens uniform over the vocabulary;
+ * each word's head a random earlier word. */
+static void make_batch(const ag_model *m, ag_batch *b, int B, int N) {
     memset(b, 0, sizeof *b);
     if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
     b->rows = b->max_rows = B;
@@ -65,19 +68,20 @@ static void make_batch(const ag_model *m, ag_batch *b, int B, int N, bool long_r
     b->labels = ints((size_t)B);
     ag_rng r;
     ag_rng_seed(&r, 1);
-    int nbi = b->opts.n_bigram;
+    uint64_t V = (uint64_t)m->cfg.vocab, K = (uint64_t)(m->cfg.classes > 0 ? m->cfg.classes : 1);
+    int lo = (N + 1) / 2, nbi = b->opts.n_bigram;
     for (int i = 0; i < B; i++) {
-        int len = long_rows ? 16 + (i * 13) % 49 : 10 + (i * 7) % 21;
-        if (len > N) len = N;
+        int len = i == 0 ? N : lo + (int)(ag_rng_next(&r) % (uint64_t)(N - lo + 1));
         b->lengths[i] = b->lengths_b[i] = len;
-        b->labels[i] = (int32_t)(ag_rng_next(&r) % CLASSES);
+        b->labels[i] = (int32_t)(ag_rng_next(&r) % K);
         for (int t = 0; t < N; t++) {
             int k = i * N + t;
             bool valid = t < len;
-            b->tokens[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (VOCAB - 2)) : 0;
-            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (VOCAB - 2)) : 0;
-            b->targets[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (VOCAB - 2)) : 0;
-            b->heads[k] = b->heads_b[k] = !valid ? AG_HEAD_PAD : t == len - 1 ? -1 : t + 1; /* a chain */
+            b->tokens[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
+            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
+            b->targets[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
+            b->heads[k] = b->heads_b[k] = !valid ? AG_HEAD_PAD : t == 0 ? AG_HEAD_ROOT
+                                                                      : (int32_t)(ag_rng_next(&r) % (uint64_t)t);
         }
         for (int t = 0; t + 1 < len && nbi > 1; t++) {
             int k = i * N + t;
@@ -94,15 +98,17 @@ static void free_batch(ag_batch *b) {
 
 static void profile(const ag_model_kind *kind, int steps) {
     ag_model_config cfg = ag_model_defaults(kind);
-    cfg.vocab = VOCAB;
-    cfg.classes = CLASSES;
+    if (cfg.task != AG_TASK_LM) { /* the LM keeps its own vocabulary */
+        cfg.vocab = VOCAB;
+        cfg.classes = CLASSES;
+    }
     ag_model m;
     ag_model_init(&m, kind, &cfg);
     ag_batch_opts bo = {0};
     if (kind->batch_opts) kind->batch_opts(&cfg, &bo);
-    int B = cfg.batch, N = bo.fixed_len > 0 ? bo.fixed_len : 30;
+    int B = cfg.batch, N = bo.fixed_len > 0 ? bo.fixed_len : cfg.task == AG_TASK_LM ? 35 : 30;
     ag_batch b;
-    make_batch(&m, &b, B, N, bo.fixed_len > 0);
+    make_batch(&m, &b, B, N);
     ag_optim_config oc;
     if (ag_optim_parse(cfg.optim, &oc) != AG_OK) {
         fprintf(stderr, "%s: %s\n", kind->name, ag_errmsg());
@@ -121,6 +127,7 @@ static void profile(const ag_model_kind *kind, int steps) {
         double t1 = clock_ms(CLOCK_MONOTONIC);
         ag_backward(l);
         if (cfg.l2 > 0) ag_l2_penalty(&m.params, cfg.l2);
+        if (cfg.task == AG_TASK_LM) ag_clip_grad_norm(&m.params, 0.25); /* MODELS.md §3 */
         double t2 = clock_ms(CLOCK_MONOTONIC);
         ag_optim_step(&opt);
         loss = ag_item(l);

@@ -249,6 +249,8 @@ static int64_t row_grain(int64_t cols) {
         j.cols = j.bc.shape[3];                                                                      \
         j.rows = (int64_t)j.bc.shape[0] * j.bc.shape[1] * j.bc.shape[2];                             \
         j.col_grain = AG_GRAIN_ELEMENTWISE;                                                          \
+        int64_t readers = j.rows > 0 ? j.rows : 1; /* a bias row is read by every output row */      \
+        if (readers > 64) j.col_grain = (AG_GRAIN_ELEMENTWISE / readers + 255) / 256 * 256;          \
         for (int side = 0; side < 2; side++) {                                                       \
             if (!ag__wants(n, side)) continue;                                                       \
             const int64_t *s = side == 0 ? j.bc.sa : j.bc.sb;                                        \

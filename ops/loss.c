@@ -1,7 +1,7 @@
 /* loss.c - cross-entropy (fused, stable log-softmax + NLL), KL divergence
  * to a soft target distribution, and mean squared error.  All return a 0-dim
  * scalar. */
-#include "../graph/internal.h"
+#include "softmax_rows.h"
 
 /* ---- cross-entropy ----
  *
@@ -24,20 +24,76 @@ typedef struct {
     int64_t counted;    /* rows whose label is not ignore_index */
 } ce_saved;
 
+/* Rows run on the pool in ranges; a row's max and sum of exps use the
+ * softmax kernels (SIMD: keyed max, exps in 8 lanes). */
+typedef struct {
+    const ce_saved *sv;
+    const int32_t *labels;
+    const ag_real *Z;
+    ag_real *GZ, *row_max, *row_lse, *row_loss;
+    ag_real scale;
+    int C, ignore_index;
+    bool fresh;          /* backward: GZ is new, store (0 on ignored rows) instead of add */
+} ce_job;
+
+static int64_t ce_rows_per_part(int C) {
+    int64_t k = AG_GRAIN_ELEMENTWISE / (C > 0 ? C : 1);
+    return k < 1 ? 1 : k;
+}
+
+AG_SIMD_CLONES static void ce_grad_rows(void *ctx, int64_t r0, int64_t r1) {
+    const ce_job *j = ctx;
+    const ce_saved *sv = j->sv;
+    int C = j->C;
+    for (int64_t r = r0; r < r1; r++) {
+        int y = sv->labels[r];
+        ag_real *gz = j->GZ + r * C;
+        if (y == sv->ignore_index) {
+            if (j->fresh) memset(gz, 0, (size_t)C * sizeof *gz);
+            continue;
+        }
+        const ag_real *z = j->Z + r * C;
+        ag_real m = sv->row_max[r], s = sv->row_lse[r];
+        if (j->fresh)
+            for (int c = 0; c < C; c++) gz[c] = j->scale * ag__exp_nonpos((z[c] - m) - s);
+        else
+            for (int c = 0; c < C; c++) gz[c] += j->scale * ag__exp_nonpos((z[c] - m) - s);
+        gz[y] -= j->scale;
+    }
+}
+
 static void cross_entropy_backward(ag_node *n) {
     const ce_saved *sv = n->saved;
-    ag_real *GZ = ag__grad(n->in[0]); /* allocated even when it stays zero */
-    if (sv->counted == 0) return;     /* every row ignored: the loss is the constant 0 */
-    const ag_real *Z = n->in[0]->data;
-    ag_real scale = n->out->grad[0] / (ag_real)sv->counted;
-    int C = sv->classes;
-    for (int64_t r = 0; r < sv->rows; r++) {
-        int y = sv->labels[r];
-        if (y == sv->ignore_index) continue;
-        const ag_real *z = Z + r * C;
-        ag_real *gz = GZ + r * C, m = sv->row_max[r], s = sv->row_lse[r];
-        for (int c = 0; c < C; c++) gz[c] += scale * exp((z[c] - m) - s);
-        gz[y] -= scale;
+    if (sv->counted == 0) { /* every row ignored: the loss is the constant 0 */
+        ag__grad(n->in[0]);  /* allocated even when it stays zero */
+        return;
+    }
+    ce_job j = {.sv = sv, .Z = n->in[0]->data, .C = sv->classes,
+                .scale = n->out->grad[0] / (ag_real)sv->counted};
+    j.GZ = ag__grad_write(n->in[0], &j.fresh);
+    ag__parallel_range(sv->rows, ce_rows_per_part(sv->classes), ce_grad_rows, &j);
+}
+
+/* Per row: m = max z, s = log sum exp(z - m), and the row's loss. */
+AG_SIMD_CLONES static void ce_rows(void *ctx, int64_t r0, int64_t r1) {
+    const ce_job *j = ctx;
+    int C = j->C;
+    for (int64_t r = r0; r < r1; r++) {
+        int y = j->labels[r];
+        if (y == j->ignore_index) continue;
+        const ag_real *z = j->Z + r * C;
+        ag_real m = ag__max_row(z, C);
+        ag_real acc[AG_LANES] = {0};
+        int c = 0;
+        for (; c + AG_LANES <= C; c += AG_LANES)
+            for (int l = 0; l < AG_LANES; l++) acc[l] += ag__exp_nonpos(z[c + l] - m);
+        for (; c < C; c++) acc[c % AG_LANES] += ag__exp_nonpos(z[c] - m);
+        ag_real sum = 0;
+        for (int l = 0; l < AG_LANES; l++) sum += acc[l];
+        ag_real s = log(sum);
+        j->row_max[r] = m;
+        j->row_lse[r] = s;
+        j->row_loss[r] = s - (z[y] - m);
     }
 }
 
@@ -71,21 +127,14 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
         n->saved = sv;
     }
 
-    double total = 0; /* in double: a mean over many rows in f32 drifts */
-    for (int64_t r = 0; r < rows; r++) {
-        int y = labels[r];
-        if (y == ignore_index) continue;
-        const ag_real *z = logits->data + r * C;
-        ag_real m = z[0], sum = 0;
-        for (int c = 1; c < C; c++) m = z[c] > m ? z[c] : m;
-        for (int c = 0; c < C; c++) sum += exp(z[c] - m);
-        ag_real s = log(sum);
-        if (sv) {
-            sv->row_max[r] = m;
-            sv->row_lse[r] = s;
-        }
-        total += (double)(s - (z[y] - m));
-    }
+    ce_job j = {.labels = labels, .Z = logits->data, .C = C, .ignore_index = ignore_index,
+                .row_max = sv ? sv->row_max : ag_arena_alloc((size_t)rows * sizeof(ag_real)),
+                .row_lse = sv ? sv->row_lse : ag_arena_alloc((size_t)rows * sizeof(ag_real)),
+                .row_loss = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof(ag_real))};
+    ag__parallel_range(rows, ce_rows_per_part(C), ce_rows, &j);
+    double total = 0; /* in double, in row order: a mean over many rows in f32 drifts */
+    for (int64_t r = 0; r < rows; r++)
+        if (labels[r] != ignore_index) total += (double)j.row_loss[r];
     out->data[0] = counted ? (ag_real)(total / (double)counted) : 0;
     return out;
 }

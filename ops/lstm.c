@@ -23,6 +23,11 @@
 typedef struct {
     int32_t *len; /* [B] */
     int T, layer;
+    /* The active rows (t < len[b]) in time-major order: step t's are
+     * act_b[act_off[t] .. act_off[t+1]) (their b), act_tb the same as rows
+     * t*B + b of the [T,B,...] buffers.  Frozen rows run no gate: their
+     * products are skipped (fewer rows, same sums; see matmul.c). */
+    int32_t *act_b, *act_tb, *act_off;
     ag_real *drop;  /* [T,B,in] dropout scale of the input (0 or 1/keep), or NULL */
     ag_real *xin;   /* [T,B,in] the input as the GEMM saw it (dropout applied) */
     ag_real *gates; /* [T,B,4H] activated i, f, g, o */
@@ -108,11 +113,24 @@ static void lstm_layer_backward(ag_node *n) {
      * constant 0 and no final state leaves the op, so no gradient reaches
      * a frozen state, and writing the GEMM's 0 there is exact. */
     bool want_h0 = h0 && ag__wants(n, 5);
+    ag_real *dgc = ag_arena_alloc((size_t)B * 4 * H * sizeof *dgc + 1), *dhc = ag_arena_alloc((size_t)B * H * sizeof *dhc + 1);
     for (int t = T - 1; t >= 0; t--) {
         int64_t o = (int64_t)t * B;
         lstm_cell_backward(dG + o * 4 * H, s->gates + o * 4 * H, s->c + o * H, s->tc + o * H, dh, dc,
                            dY + (int64_t)t * H, (int64_t)N * H, s->len, t, B, H);
-        if (t > 0 || want_h0) ag__gemm(false, true, B, H, 4 * H, 1, dG + o * 4 * H, w_hh->data, 0, dh);
+        if (!(t > 0 || want_h0)) continue;
+        int ba = s->act_off[t + 1] - s->act_off[t];
+        if (ba == B) {
+            ag__gemm(false, true, B, H, 4 * H, 1, dG + o * 4 * H, w_hh->data, 0, dh);
+        } else { /* a frozen row's dG is 0, so is its dh: the product on the active rows only */
+            const int32_t *rows = s->act_b + s->act_off[t];
+            for (int i = 0; i < ba; i++)
+                memcpy(dgc + (int64_t)i * 4 * H, dG + (o + rows[i]) * 4 * H, (size_t)4 * H * sizeof *dgc);
+            memset(dhc, 0, (size_t)ba * H * sizeof *dhc);
+            ag__gemm(false, true, ba, H, 4 * H, 1, dgc, w_hh->data, 1, dhc);
+            memset(dh, 0, (size_t)B * H * sizeof *dh);
+            ag__scatter_add_rows(dh, dhc, H, rows, ba);
+        }
     }
     if (want_h0) {
         ag_real *g = ag__grad(h0) + (int64_t)s->layer * B * H;
@@ -123,9 +141,21 @@ static void lstm_layer_backward(ag_node *n) {
         for (int64_t k = 0; k < (int64_t)B * H; k++) g[k] += dc[k];
     }
 
-    /* The weights see all timesteps at once: one GEMM each. */
-    if (ag__wants(n, 2)) ag__gemm(true, false, H, 4 * H, (int)TB, 1, s->h, dG, 1, ag__grad(w_hh));
-    if (ag__wants(n, 1)) ag__gemm(true, false, in, 4 * H, (int)TB, 1, s->xin, dG, 1, ag__grad(w_ih));
+    /* The weights see all timesteps at once: one GEMM each, over the active
+     * rows (a frozen row's dG is 0). */
+    int na = s->act_off[T];
+    bool packed = na < TB;
+    const ag_real *dGa = packed && (ag__wants(n, 0) || ag__wants(n, 1) || ag__wants(n, 2))
+                             ? ag__gather_rows(dG, 4 * H, s->act_tb, na)
+                             : dG;
+    if (ag__wants(n, 2)) {
+        const ag_real *ha = packed ? ag__gather_rows(s->h, H, s->act_tb, na) : s->h; /* h_{t-1} of row t*B+b */
+        ag__gemm(true, false, H, 4 * H, na, 1, ha, dGa, 1, ag__grad(w_hh));
+    }
+    if (ag__wants(n, 1)) {
+        const ag_real *xa = packed ? ag__gather_rows(s->xin, in, s->act_tb, na) : s->xin;
+        ag__gemm(true, false, in, 4 * H, na, 1, xa, dGa, 1, ag__grad(w_ih));
+    }
     bool want_bih = b_ih && ag__wants(n, 3), want_bhh = b_hh && ag__wants(n, 4);
     if (want_bih || want_bhh) {
         ag_real *db = ag_arena_zalloc((size_t)4 * H * sizeof *db);
@@ -137,21 +167,38 @@ static void lstm_layer_backward(ag_node *n) {
             if (g2) g2[j] += db[j];
         }
     }
-    if (ag__wants(n, 0)) {
-        ag_real *dxin = ag_arena_alloc((size_t)(TB * in + 1) * sizeof *dxin);
-        ag__gemm(false, true, (int)TB, in, 4 * H, 1, dG, w_ih->data, 0, dxin);
+    if (ag__wants(n, 0)) { /* dx of the active rows; a frozen row's is 0 */
+        ag_real *dxin = ag_arena_zalloc((size_t)((int64_t)na * in + 1) * sizeof *dxin);
+        ag__gemm(false, true, na, in, 4 * H, 1, dGa, w_ih->data, 1, dxin);
         ag_real *gx = ag__grad(x);
-        for (int t = 0; t < T; t++)
-            for (int b = 0; b < B; b++) {
-                const ag_real *src = dxin + ((int64_t)t * B + b) * in;
-                const ag_real *m = s->drop ? s->drop + ((int64_t)t * B + b) * in : NULL;
-                ag_real *dst = gx + ((int64_t)b * N + t) * in;
-                if (m)
-                    for (int k = 0; k < in; k++) dst[k] += src[k] * m[k];
-                else
-                    for (int k = 0; k < in; k++) dst[k] += src[k];
+        for (int i = 0; i < na; i++) {
+            int t = s->act_tb[i] / B, b = s->act_tb[i] % B;
+            const ag_real *src = dxin + (int64_t)i * in;
+            const ag_real *m = s->drop ? s->drop + ((int64_t)t * B + b) * in : NULL;
+            ag_real *dst = gx + ((int64_t)b * N + t) * in;
+            if (m)
+                for (int k = 0; k < in; k++) dst[k] += src[k] * m[k];
+            else
+                for (int k = 0; k < in; k++) dst[k] += src[k];
+        }
+    }
+}
+
+static void active_rows(lstm_saved *s, int B) {
+    int T = s->T;
+    s->act_off = ag_arena_alloc((size_t)(T + 1) * sizeof *s->act_off);
+    s->act_b = ag_arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->act_b);
+    s->act_tb = ag_arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->act_tb);
+    int k = 0;
+    for (int t = 0; t < T; t++) {
+        s->act_off[t] = k;
+        for (int b = 0; b < B; b++)
+            if (t < s->len[b]) {
+                s->act_b[k] = b;
+                s->act_tb[k++] = t * B + b;
             }
     }
+    s->act_off[T] = k;
 }
 
 /* Initial state of one layer at t = -1: the layer's slice of s0, or zeros. */
@@ -196,10 +243,21 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
 
     initial_state(s.h, h0, layer, B, H);
     initial_state(s.c, c0, layer, B, H);
+    active_rows(&s, B);
+    ag_real *hc = ag_arena_alloc((size_t)B * H * sizeof *hc + 1), *pc = ag_arena_alloc((size_t)B * 4 * H * sizeof *pc + 1);
     for (int t = 0; t < T; t++) {
         int64_t o = (int64_t)t * B;
         ag_real *gates = s.gates + o * 4 * H;
-        ag__gemm(false, false, B, 4 * H, H, 1, s.h + o * H, p->w_hh->data, 1, gates);
+        int ba = s.act_off[t + 1] - s.act_off[t];
+        if (ba == B) {
+            ag__gemm(false, false, B, 4 * H, H, 1, s.h + o * H, p->w_hh->data, 1, gates);
+        } else { /* frozen rows' gates are discarded: h W_hh on the active rows only */
+            const int32_t *rows = s.act_b + s.act_off[t];
+            for (int i = 0; i < ba; i++) memcpy(hc + (int64_t)i * H, s.h + (o + rows[i]) * H, (size_t)H * sizeof *hc);
+            memset(pc, 0, (size_t)ba * 4 * H * sizeof *pc);
+            ag__gemm(false, false, ba, 4 * H, H, 1, hc, p->w_hh->data, 1, pc);
+            ag__scatter_add_rows(gates, pc, 4 * H, rows, ba);
+        }
         lstm_cell_forward(gates, s.c + o * H, s.h + o * H, s.c + (o + B) * H, s.h + (o + B) * H, s.tc + o * H, len, t,
                           B, H);
     }

@@ -54,10 +54,12 @@ static gemm_split split_of(int M, int N, int K) {
     while (parts < 8 && flops / (2 * parts) >= GEMM_PART_FLOPS) parts *= 2;
     int side = M > N ? M : N;
     for (; parts > 1; parts /= 2) {
-        if (K >= 2 * side && parts <= 4 && K >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'k'};
+        bool k_fits = parts <= 4 && K >= GEMM_MIN_SIDE * parts;
+        if (K >= 2 * side && k_fits) return (gemm_split){parts, 'k'}; /* K the long side: cut it */
         if (M >= N && M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
         if (N >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'n'};
         if (M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
+        if (k_fits) return (gemm_split){parts, 'k'}; /* e.g. 300x300 weights, K = 537 rows */
     }
     return (gemm_split){1, 0};
 }
@@ -210,8 +212,112 @@ static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, i
     ag__parallel((p->batch + per_part - 1) / per_part, batch_part, &j);
 }
 
+/* ---- rows of a gradient that are all zero ----
+ *
+ * Padded positions get an all-zero gradient row in every model (they are
+ * masked, or ignored by the loss, before anything reads them).  A product
+ * whose gradient has such rows - x W in a linear layer, x E^T in the LM's
+ * tied decoder - can skip them in both backward GEMMs: pack the other rows
+ * of dY and of the input, multiply, add the input-gradient rows back.  The
+ * same sums without zero terms (only the GEMMs' blocking, hence the last
+ * bits, depends on how many rows are left; never on threads).  NaN counts
+ * as nonzero.  Worth it from an eighth of the rows on. */
+
+typedef struct {
+    const ag_real *src;
+    ag_real *dst;
+    const int32_t *idx;
+    int width;
+    uint8_t *nonzero;
+} rows_job;
+
+static void scan_nonzero_rows(void *ctx, int64_t r0, int64_t r1) {
+    const rows_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const ag_real *g = j->src + r * j->width;
+        bool any = false;
+        for (int k = 0; k < j->width; k++) any |= g[k] != 0;
+        j->nonzero[r] = any;
+    }
+}
+
+static int64_t rows_per_part(int width) {
+    int64_t k = AG_GRAIN_ELEMENTWISE / (width > 0 ? width : 1);
+    return k < 1 ? 1 : k;
+}
+
+/* The indices of the rows of G [rows, width] that are not all zero (their
+ * count in *kept), or NULL when fewer than an eighth of the rows are zero. */
+static int32_t *nonzero_rows(const ag_real *G, int rows, int width, int *kept) {
+    if (rows < 64 || width <= 0) return NULL;
+    rows_job j = {.src = G, .width = width, .nonzero = ag_arena_alloc((size_t)rows)};
+    ag__parallel_range(rows, rows_per_part(width), scan_nonzero_rows, &j);
+    int32_t *idx = ag_arena_alloc((size_t)rows * sizeof *idx);
+    int k = 0;
+    for (int r = 0; r < rows; r++)
+        if (j.nonzero[r]) idx[k++] = r;
+    *kept = k;
+    return k > rows - rows / 8 ? NULL : idx;
+}
+
+static void gather_rows_range(void *ctx, int64_t i0, int64_t i1) {
+    const rows_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++)
+        memcpy(j->dst + i * j->width, j->src + (int64_t)j->idx[i] * j->width, (size_t)j->width * sizeof(ag_real));
+}
+
+AG_SIMD_CLONES static void scatter_add_rows_range(void *ctx, int64_t i0, int64_t i1) {
+    const rows_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        ag_real *d = j->dst + (int64_t)j->idx[i] * j->width;
+        const ag_real *s = j->src + i * j->width;
+        for (int k = 0; k < j->width; k++) d[k] += s[k];
+    }
+}
+
+ag_real *ag__gather_rows(const ag_real *src, int width, const int32_t *idx, int kept) {
+    rows_job j = {.src = src, .dst = ag_arena_alloc((size_t)(kept ? kept : 1) * width * sizeof(ag_real)),
+                  .idx = idx, .width = width};
+    ag__parallel_range(kept, rows_per_part(width), gather_rows_range, &j);
+    return j.dst;
+}
+
+void ag__scatter_add_rows(ag_real *dst, const ag_real *src, int width, const int32_t *idx, int kept) {
+    rows_job j = {.src = src, .dst = dst, .idx = idx, .width = width};
+    ag__parallel_range(kept, rows_per_part(width), scatter_add_rows_range, &j);
+}
+
+/* A shared right operand with an untransposed left one (x [.., K] op(B)):
+ * the batch is one tall product of rows = batch * M rows; both gradients
+ * on the nonzero rows of dY only. */
+static bool matmul_backward_packed(ag_node *n, const mm_plan *p) {
+    if (!p->b_shared || p->ta) return false;
+    ag_tensor *a = n->in[0], *b = n->in[1];
+    int rows = p->batch * p->M, N = p->N, K = p->K, kept;
+    int32_t *idx = nonzero_rows(n->out->grad, rows, N, &kept);
+    if (!idx) return false;
+    if (kept == 0) { /* nothing reaches either operand: still give both a gradient buffer */
+        if (ag__wants(n, 0)) ag__grad(a);
+        if (ag__wants(n, 1)) ag__grad(b);
+        return true;
+    }
+    ag_real *Gc = ag__gather_rows(n->out->grad, N, idx, kept);
+    if (ag__wants(n, 0)) { /* dA rows = dY rows op(B)^T */
+        ag_real *dAc = ag_arena_zalloc((size_t)kept * K * sizeof(ag_real));
+        ag__gemm(false, !p->tb, kept, K, N, 1, Gc, b->data, 1, dAc);
+        ag__scatter_add_rows(ag__grad(a), dAc, K, idx, kept);
+    }
+    if (ag__wants(n, 1)) {
+        ag_real *Ac = ag__gather_rows(a->data, K, idx, kept);
+        if (!p->tb) ag__gemm(true, false, K, N, kept, 1, Ac, Gc, 1, ag__grad(b)); /* dB = A^T dY */
+        else ag__gemm(true, false, N, K, kept, 1, Gc, Ac, 1, ag__grad(b));     /* dB = dY^T A */
+    }
+    return true;
+}
+
 static void matmul_backward(ag_node *n) {
     const mm_plan *p = n->saved;
+    if (matmul_backward_packed(n, p)) return;
     ag_tensor *a = n->in[0], *b = n->in[1];
     const ag_real *G = n->out->grad;
     int M = p->M, N = p->N, K = p->K;
@@ -325,11 +431,6 @@ AG_SIMD_CLONES static void unpack_add_rows(void *ctx, int64_t i0, int64_t i1) {
         const ag_real *src = j->dXc + i * j->in;
         for (int k = 0; k < j->in; k++) dst[k] += src[k];
     }
-}
-
-static int64_t rows_per_part(int width) {
-    int64_t k = AG_GRAIN_ELEMENTWISE / (width > 0 ? width : 1);
-    return k < 1 ? 1 : k;
 }
 
 static void linear_backward(ag_node *n) {

@@ -156,6 +156,19 @@ static int lin_zero_rows(ag_tensor **in, ag_rng *r) {
         if (i % 20 >= 13 || i == 3) memset(in[0]->data + i * 3, 0, 3 * sizeof(ag_real));
     return 3;
 }
+/* A shared right operand (the LM's tied decoder x E^T): 80 rows, a third
+ * of their gradients 0, so backward packs the other rows. */
+static int mm_shared_padded(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(4, 20, 3));
+    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(5, 3));
+    in[2] = tc_uniform(r, 0, 1, false, SHAPE(4, 20, 1));
+    for (int i = 0; i < 80; i++) in[2]->data[i] = (i >= 5 && i < 25) || i % 7 == 0 ? 0 : 1;
+    return 3;
+}
+static ag_tensor *f_mm_shared_padded_tb(ag_tensor **in) { return ag_mul(ag_matmul_t(in[0], false, in[1], true), in[2]); }
+static ag_tensor *f_mm_shared_padded(ag_tensor **in) {
+    return ag_mul(ag_matmul(in[0], ag_transpose(in[1], 0, 1)), in[2]);
+}
 static ag_tensor *f_linear_padded(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], in[2]), in[3]); }
 static ag_tensor *f_linear_padded_nobias(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], NULL), in[3]); }
 
@@ -243,6 +256,8 @@ const op_case core_cases[] = {
     {"linear/1d_input", lin_1row, f_linear, 0, 0},
     {"linear/zero_gradient_rows", lin_padded, f_linear_padded, 0, 0},
     {"linear/zero_input_rows", lin_zero_rows, f_linear, 0, 0},
+    {"matmul/shared_b_zero_gradient_rows", mm_shared_padded, f_mm_shared_padded, 0, 0},
+    {"matmul/shared_b_tb_zero_gradient_rows", mm_shared_padded, f_mm_shared_padded_tb, 0, 0},
     {"linear/zero_input_rows_no_bias", lin_zero_rows, f_linear_nobias, 0, 0},
     {"linear/zero_gradient_rows_no_bias", lin_padded, f_linear_padded_nobias, 0, 0},
     {"reshape", red_234, f_reshape, 0, 0},

@@ -21,10 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef AG_HAVE_OPENBLAS_THREADS
-void openblas_set_num_threads(int num_threads);
-#endif
-
 enum { EXIT_USAGE = 2 };
 
 typedef struct {
@@ -129,12 +125,10 @@ static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o,
     return 0;
 }
 
+/* --threads sets the engine's pool, which also keeps OpenBLAS at one
+ * thread (docs/performance.md); 0 keeps the default (one per core). */
 static void set_threads(int n) {
-#ifdef AG_HAVE_OPENBLAS_THREADS
-    if (n > 0) openblas_set_num_threads(n);
-#else
-    if (n > 0) fprintf(stderr, "attngrad: --threads ignored: the BLAS library is not OpenBLAS\n");
-#endif
+    if (n > 0) ag_set_num_threads(n);
 }
 
 /* ---- train ---- */
