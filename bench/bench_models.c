@@ -2,7 +2,7 @@
  * paper's size (f32): forward, backward, L2 term, the paper's optimizer.
  *
  *     bench_models [--model NAME] [--threads N] [--steps K] [--warmup W]
- *                  [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only]
+ *                  [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]
  *
  * Per model it reports the median step time with its spread (quartiles,
  * min and max) over K steps after W warm-up steps, the memory, and how much
@@ -17,7 +17,8 @@
  *  - GEMM: every cblas_sgemm call is counted and timed (the executable is
  *    linked with -Wl,--wrap=cblas_sgemm; the library is untouched): FLOPs
  *    (2MNK), calls and time per step, against the peak of a large square
- *    sgemm measured in the same run.
+ *    sgemm measured in the same run.  --gemm-shapes also lists the products
+ *    (transposes, M, N, K) that take 90% of the sgemm time, with their rate.
  *
  * The batch is synthetic and fixed: width N (the model's fixed length for
  * dual-axial), the first row full and the other lengths uniform in
@@ -59,6 +60,54 @@ typedef struct {
 
 static gemm_stats gemm;
 
+/* --gemm-shapes: the same figures per distinct product (transposes, M, N, K). */
+typedef struct {
+    char ta, tb;
+    int M, N, K;
+    gemm_stats s;
+} gemm_shape;
+
+enum { MAX_SHAPES = 512 };
+static gemm_shape shapes[MAX_SHAPES];
+static int n_shapes, shapes_on, want_shapes;
+
+static void shape_add(char ta, char tb, int M, int N, int K, double seconds) {
+    int i = 0;
+    while (i < n_shapes && !(shapes[i].ta == ta && shapes[i].tb == tb && shapes[i].M == M && shapes[i].N == N &&
+                             shapes[i].K == K))
+        i++;
+    if (i == MAX_SHAPES) return;
+    if (i == n_shapes) shapes[n_shapes++] = (gemm_shape){.ta = ta, .tb = tb, .M = M, .N = N, .K = K};
+    shapes[i].s.flops += 2.0 * M * N * K;
+    shapes[i].s.seconds += seconds;
+    shapes[i].s.calls++;
+}
+
+static int by_seconds(const void *a, const void *b) {
+    double x = ((const gemm_shape *)a)->s.seconds, y = ((const gemm_shape *)b)->s.seconds;
+    return (x < y) - (x > y);
+}
+
+/* The products that took 90% of the sgemm time, slowest first, per step. */
+static void print_shapes(const char *model, int steps, double peak) {
+    qsort(shapes, (size_t)n_shapes, sizeof *shapes, by_seconds);
+    double total = 0, shown = 0;
+    for (int i = 0; i < n_shapes; i++) total += shapes[i].s.seconds;
+    printf("\n%s: sgemm products per step (%d distinct), slowest first\n", model, n_shapes);
+    printf("  %-3s %6s %6s %6s %7s %8s %8s %7s %6s\n", "op", "M", "N", "K", "calls", "GFLOP", "ms", "GFLOP/s", "share");
+    for (int i = 0; i < n_shapes && shown < 0.9 * total; i++) {
+        const gemm_shape *g = &shapes[i];
+        double rate = g->s.flops / g->s.seconds / 1e9;
+        printf("  %c%c  %6d %6d %6d %7.1f %8.3f %8.2f %7.1f %5.1f%%", g->ta, g->tb, g->M, g->N, g->K,
+               (double)g->s.calls / steps, g->s.flops / steps / 1e9, 1e3 * g->s.seconds / steps, rate,
+               100 * g->s.seconds / total);
+        if (peak > 0) printf(" (%.0f%% of peak)", 100 * rate / peak);
+        printf("\n");
+        shown += g->s.seconds;
+    }
+    fflush(stdout);
+}
+
 #if defined(AG_GEMM_WRAP) && defined(OPENBLAS_CONST)
 #define GEMM_COUNTED 1
 __typeof__(cblas_sgemm) __real_cblas_sgemm, __wrap_cblas_sgemm;
@@ -70,9 +119,14 @@ void __wrap_cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST en
                         OPENBLAS_CONST float beta, float *C, OPENBLAS_CONST blasint ldc) {
     double t0 = now();
     __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    gemm.seconds += now() - t0;
+    double dt = now() - t0;
+    gemm.seconds += dt;
     gemm.flops += 2.0 * M * N * K;
     gemm.calls++;
+    if (shapes_on) {
+        (void)order; /* ag__gemm is row-major throughout */
+        shape_add(ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, dt);
+    }
 }
 #else
 #define GEMM_COUNTED 0
@@ -238,7 +292,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
     double *ms = malloc(sizeof(double) * (size_t)steps);
     gemm_stats before = gemm;
     for (int s = -warmup; s < steps; s++) {
-        if (s == 0) before = gemm;
+        if (s == 0) before = gemm, shapes_on = want_shapes;
         double t0 = now();
         ag_params_zero_grad(&m.params);
         ag_tensor *loss = ag_model_loss(&m, &b, true);
@@ -253,6 +307,8 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         res->loss_last = value;
         if (s >= 0) ms[s] = 1e3 * dt;
     }
+    shapes_on = 0;
+    if (want_shapes) print_shapes(kind->name, steps, 0);
     qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
     int64_t numel = ag_params_numel(&m.params);
     *res = (result){
@@ -300,7 +356,7 @@ static int bench_forked(const ag_model_kind *kind, int steps, int warmup, const 
 
 static void usage(void) {
     fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--csv FILE]\n"
-                    "                    [--batch-dir DIR] [--no-peak | --peak-only]\n");
+                    "                    [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]\n");
     exit(2);
 }
 
@@ -311,6 +367,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-peak")) { peak = 0; continue; }
         if (!strcmp(a, "--peak-only")) { peak = 2; continue; }
+        if (!strcmp(a, "--gemm-shapes")) { want_shapes = 1; continue; }
         if (!v) usage();
         if (!strcmp(a, "--model")) only = v;
         else if (!strcmp(a, "--threads")) threads = atoi(v);
@@ -335,10 +392,12 @@ int main(int argc, char **argv) {
         printf("result: peak_gflops=%.2f\n", sgemm_peak(2048));
         return 0;
     }
-    const char *env = getenv("OPENBLAS_NUM_THREADS");
+    /* The engine's pool does the parallel work (OpenBLAS runs single-threaded
+     * inside it); the peak above is OpenBLAS's own threads at the same count. */
+    if (threads > 0) ag_set_num_threads(threads);
     printf("attngrad f32 training step (fwd + bwd + L2 + optimizer), median of %d steps after %d warm-up; "
-           "threads %d (OPENBLAS_NUM_THREADS=%s)%s\n\n",
-           steps, warmup, threads, env ? env : "unset", GEMM_COUNTED ? "" : "; GEMM not counted (no --wrap)");
+           "threads %d%s\n\n",
+           steps, warmup, ag_get_num_threads(), GEMM_COUNTED ? "" : "; GEMM not counted (no --wrap)");
     printf("| %-10s | %-6s | %9s | %8s | %-28s | %6s | %7s | %6s | %7s | %8s | %6s |\n", "model", "BxN", "params",
            "step ms", "[q1-q3] (min-max)", "GEMM", "GEMM ms", "% step", "calls", "acct MB", "rss MB");
     printf("|------------|--------|-----------|----------|------------------------------|--------|---------|--------|"

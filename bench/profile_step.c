@@ -2,8 +2,10 @@
  * paper's sizes, for profiling (perf record -g, valgrind --tool=callgrind)
  * and for before/after timings of engine changes.
  *
- *     ./build/bench/profile_step [model|all] [steps] [threads]
+ *     ./build/bench/profile_step [model|all] [steps] [threads] [ops]
  *
+ * "ops" adds attngrad's op profiler table (ag_profile_report): forward and
+ * backward time per op and call site over the timed steps.
  * threads: ag_set_num_threads (default: the engine's, one per core).
  * A step is what a training loop does: zero the gradients, forward with
  * dropout (training), the model's loss, backward, the L2 term when the
@@ -96,7 +98,7 @@ static void free_batch(ag_batch *b) {
     free(b->bigrams); free(b->bigrams_b); free(b->lengths); free(b->lengths_b); free(b->labels);
 }
 
-static void profile(const ag_model_kind *kind, int steps) {
+static void profile(const ag_model_kind *kind, int steps, bool ops) {
     ag_model_config cfg = ag_model_defaults(kind);
     if (cfg.task != AG_TASK_LM) { /* the LM keeps its own vocabulary */
         cfg.vocab = VOCAB;
@@ -121,6 +123,7 @@ static void profile(const ag_model_kind *kind, int steps) {
     double *wall = t, *cpu = t + steps, *fwd = t + 2 * steps, *bwd = t + 3 * steps, *upd = t + 4 * steps;
     double loss = 0;
     for (int i = -WARMUP; i < steps; i++) {
+        if (i == 0 && ops) ag_profile_start();
         double c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID), t0 = clock_ms(CLOCK_MONOTONIC);
         ag_params_zero_grad(&m.params);
         ag_tensor *l = ag_model_loss(&m, &b, true);
@@ -153,6 +156,10 @@ static void profile(const ag_model_kind *kind, int steps) {
            "  loss %.6f  params %016llx\n",
            kind->name, B, N, cfg.dim, best, median(wall, steps), median(cpu, steps), median(fwd, steps),
            median(bwd, steps), median(upd, steps), loss, (unsigned long long)hash);
+    if (ops) {
+        ag_profile_report(stdout, steps, 40);
+        ag_profile_stop();
+    }
     fflush(stdout);
     free(t);
     ag_optim_free(&opt);
@@ -166,13 +173,14 @@ int main(int argc, char **argv) {
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     if (steps < 1) steps = 1;
     if (argc > 3) ag_set_num_threads(atoi(argv[3]));
+    bool ops = argc > 4 && !strcmp(argv[4], "ops");
     printf("training steps, f32, %d timed after %d warm-up, %d threads; ms per step\n", steps, WARMUP,
            ag_get_num_threads());
     bool found = false;
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) {
         if (strcmp(which, "all") != 0 && strcmp(which, (*k)->name) != 0) continue;
         found = true;
-        profile(*k, steps);
+        profile(*k, steps, ops);
     }
     if (!found) {
         fprintf(stderr, "unknown model '%s'\n", which);

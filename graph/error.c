@@ -13,6 +13,12 @@ static _Thread_local char errmsg[1024];
 void ag_set_callsite(const char *file, int line) {
     callsite_file = file;
     callsite_line = line;
+    if (ag__prof_on) ag__prof_site();
+}
+
+const char *ag__callsite(int *line) {
+    *line = callsite_line;
+    return callsite_file;
 }
 
 const char *ag_errmsg(void) { return errmsg; }

@@ -34,6 +34,8 @@ struct ag_node {
     ag_tensor *in[AG_MAX_INPUTS];
     int n_in;
     int index;                  /* position on the tape */
+    const char *file;           /* the caller's site (AG_AT), for the profiler */
+    int line;
     void *saved;                /* op-specific state, from the arena */
     int iarg[8];
     double farg[4];
@@ -66,6 +68,15 @@ ag_real *ag__grad(ag_tensor *t);
 ag_real *ag__grad_write(ag_tensor *t, bool *fresh);
 /* Should backward compute input i's gradient? */
 static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->requires_grad; }
+
+/* ---- profiler (graph/profile.c) ---- */
+extern bool ag__prof_on;
+void ag__prof_site(void);
+void ag__prof_forward(const char *op, const char *file, int line);
+void ag__prof_backward(const ag_node *n, double seconds);
+double ag__prof_now(void);
+/* The last call site stamped by AG_AT (file NULL when none). */
+const char *ag__callsite(int *line);
 
 /* ---- errors ---- */
 /* Programmer error inside op: prints "attngrad: <op>: <msg> (at file:line)". */

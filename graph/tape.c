@@ -12,6 +12,7 @@ void ag__arena_rewind(size_t pos, int chunk_index);
 void ag__arena_shutdown(void);
 void ag__masks_shutdown(void); /* ops/masks.c: the cache of constant masks */
 void ag__parallel_shutdown(void); /* graph/parallel.c: joins the pool's threads */
+void ag__profile_shutdown(void);  /* graph/profile.c */
 
 static ag_node **tape;
 static int tape_len, tape_cap;
@@ -27,6 +28,9 @@ bool ag_is_grad_enabled(void) { return grad_enabled; }
 
 ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
                     ag_tensor *const *in) {
+    int line;
+    const char *file = ag__callsite(&line);
+    if (ag__prof_on) ag__prof_forward(op, file, line);
     if (!grad_enabled) return NULL;
     bool any = false;
     for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;
@@ -36,6 +40,8 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     n->op = op;
     n->backward = bw;
     n->out = out;
+    n->file = file;
+    n->line = line;
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
     if (tape_len == tape_cap) {
@@ -72,7 +78,14 @@ static void sweep(ag_tensor *out) {
     if (!out->node) return; /* a leaf: nothing to propagate */
     for (int i = out->node->index; i >= 0; i--) {
         ag_node *n = tape[i];
-        if (n->out->grad) n->backward(n);
+        if (!n->out->grad) continue;
+        if (ag__prof_on) {
+            double t0 = ag__prof_now();
+            n->backward(n);
+            ag__prof_backward(n, ag__prof_now() - t0);
+        } else {
+            n->backward(n);
+        }
     }
 }
 
@@ -118,5 +131,6 @@ void ag_shutdown(void) {
     tape_len = tape_cap = 0;
     ag__masks_shutdown();
     ag__parallel_shutdown();
+    ag__profile_shutdown();
     ag__arena_shutdown();
 }

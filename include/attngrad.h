@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -175,6 +176,15 @@ void ag_shutdown(void);
  * the same for every count.  Not from inside a running op. */
 void ag_set_num_threads(int n);   /* n >= 1 */
 int ag_get_num_threads(void);
+
+/* Op profiler: time per op and call site (file:line of the AG_AT macro),
+ * forward and backward apart, like torch.profiler's table.  Start it after
+ * the warm-up steps, run K steps, then report per step; top <= 0 lists
+ * every site.  The optimizer and other work outside ops show as the rest.
+ * Times are wall clock on the calling thread (parallel parts included). */
+void ag_profile_start(void);
+void ag_profile_stop(void);
+void ag_profile_report(FILE *f, int steps, int top);
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers (seeded, reproducible, saveable)                           */

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 /* test_engine.c - the tape, the arena and the error paths: gradients
  * accumulate, no-grad records nothing, marks rewind, a fixed-shape training
  * step allocates nothing after warm-up, and misuse names the caller's line. */
@@ -154,8 +155,44 @@ static void test_errors_name_op_shapes_and_line(void) {
     ag_step_end();
 }
 
+/* The profiler charges each op to the line that called it, forward and
+ * backward, and leaves ops alone when stopped. */
+static void test_profiler_names_sites(void) {
+    ag_params ps = {0};
+    ag_tensor *w = ag_param(&ps, "w", 2, (int[]){3, 2});
+    ag_tensor *x = ag_tensor_new(2, (int[]){4, 3});
+    for (int i = 0; i < 12; i++) x->data[i] = (ag_real)(i % 5) - 2;
+    for (int i = 0; i < 6; i++) w->data[i] = (ag_real)i / 4;
+    ag_profile_start();
+    int line = __LINE__ + 1;
+    ag_tensor *y = ag_tanh(ag_linear(x, w, NULL));
+    ag_backward(ag_sum(y));
+    ag_profile_stop();
+    ag_step_end();
+    ag_tensor *z = ag_sum(ag_linear(x, w, NULL)); /* stopped: not counted */
+    (void)z;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ag_profile_report(f, 1, 0);
+    fclose(f);
+    char site[64];
+    snprintf(site, sizeof site, "test_engine.c:%d", line);
+    const char *lin = strstr(buf, "ag_linear"), *tanh = strstr(buf, "ag_tanh");
+    CHECK(lin && tanh, "report lacks the ops:\n%s", buf);
+    CHECK(strstr(buf, site) != NULL, "report lacks the call site %s:\n%s", site, buf);
+    /* one linear call (the second ran with the profiler stopped) */
+    const char *row = lin ? strstr(lin, site) : NULL;
+    double calls = 0;
+    CHECK(row && sscanf(row + strlen(site), "%lf", &calls) == 1 && calls == 1, "linear calls %g:\n%s", calls, buf);
+    free(buf);
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
 int main(void) {
     test_accumulation();
+    test_profiler_names_sites();
     test_no_grad_and_marks();
     test_zero_alloc_steady_state();
     test_errors_name_op_shapes_and_line();

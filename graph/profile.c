@@ -1,0 +1,112 @@
+/* profile.c - where a step's time goes, per op and per call site.
+ *
+ * Forward: every public op call goes through AG_AT, which stamps the
+ * caller's file:line (ag_set_callsite); the op then computes its output and
+ * records it (ag__record), so the time between the two is the op's forward,
+ * charged to (op, file:line).  Composite layers nest: the innermost call
+ * site that reaches ag__record is charged.  Backward: the sweep times each
+ * node's backward and charges it to the site the node was recorded at.
+ * Whatever lies outside ops (optimizer, loss glue, data) shows as the rest
+ * of the wall time.  Off by default; when off it costs one branch per op. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct {
+    const char *op, *file;
+    int line;
+    long calls, bwd_calls;
+    double fwd, bwd; /* seconds */
+} prof_entry;
+
+bool ag__prof_on;
+static double site_time, started;
+static prof_entry *entries;
+static int n_entries, cap_entries;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ag_profile_start(void) {
+    n_entries = 0;
+    ag__prof_on = true;
+    started = site_time = now();
+}
+
+void ag_profile_stop(void) { ag__prof_on = false; }
+
+void ag__prof_site(void) { site_time = now(); }
+
+/* A linear scan: a model has a few hundred sites, and this runs only while
+ * profiling (the counting allocator stays out of the steady state). */
+static prof_entry *entry(const char *op, const char *file, int line) {
+    for (int i = n_entries - 1; i >= 0; i--) {
+        prof_entry *e = &entries[i];
+        if (e->op == op && e->line == line && e->file == file) return e;
+    }
+    if (n_entries == cap_entries) {
+        cap_entries = cap_entries ? 2 * cap_entries : 256;
+        entries = realloc(entries, (size_t)cap_entries * sizeof *entries);
+        if (!entries) ag__fatal("ag_profile", "out of memory");
+    }
+    entries[n_entries] = (prof_entry){.op = op, .file = file, .line = line};
+    return &entries[n_entries++];
+}
+
+void ag__prof_forward(const char *op, const char *file, int line) {
+    double t = now();
+    prof_entry *e = entry(op, file, line);
+    e->calls++;
+    e->fwd += t - site_time;
+    site_time = t; /* an op recorded twice in one call is charged once */
+}
+
+void ag__prof_backward(const ag_node *n, double seconds) {
+    prof_entry *e = entry(n->op, n->file, n->line);
+    e->bwd_calls++;
+    e->bwd += seconds;
+}
+
+double ag__prof_now(void) { return now(); }
+
+static int by_total(const void *a, const void *b) {
+    const prof_entry *x = a, *y = b;
+    double tx = x->fwd + x->bwd, ty = y->fwd + y->bwd;
+    return (tx < ty) - (tx > ty);
+}
+
+static const char *base_name(const char *path) {
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    return slash ? slash + 1 : path ? path : "?";
+}
+
+void ag_profile_report(FILE *f, int steps, int top) {
+    double wall = now() - started, fwd = 0, bwd = 0;
+    if (steps < 1) steps = 1;
+    qsort(entries, (size_t)n_entries, sizeof *entries, by_total);
+    for (int i = 0; i < n_entries; i++) fwd += entries[i].fwd, bwd += entries[i].bwd;
+    double ms = 1e3 / steps;
+    fprintf(f, "ops per step (%d steps, %.1f ms wall each): forward %.1f ms, backward %.1f ms, outside ops %.1f ms\n",
+            steps, wall * ms, fwd * ms, bwd * ms, (wall - fwd - bwd) * ms);
+    fprintf(f, "  %-24s %-26s %6s %9s %9s %9s %6s\n", "op", "called at", "calls", "fwd ms", "bwd ms", "total ms",
+            "%wall");
+    for (int i = 0; i < n_entries && (top <= 0 || i < top); i++) {
+        const prof_entry *e = &entries[i];
+        char site[64];
+        snprintf(site, sizeof site, "%s:%d", base_name(e->file), e->line);
+        fprintf(f, "  %-24s %-26s %6.1f %9.2f %9.2f %9.2f %5.1f%%\n", e->op, site, (double)e->calls / steps,
+                e->fwd * ms, e->bwd * ms, (e->fwd + e->bwd) * ms, 100 * (e->fwd + e->bwd) / wall);
+    }
+}
+
+void ag__profile_shutdown(void) {
+    free(entries);
+    entries = NULL;
+    n_entries = cap_entries = 0;
+    ag__prof_on = false;
+}
