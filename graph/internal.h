@@ -56,7 +56,8 @@ ag_tensor *ag__empty(int ndim, const int *shape);
 
 /* Records `out` as produced by op from inputs, if any input needs a
  * gradient and grad mode is on; returns the node (NULL when nothing was
- * recorded, in which case the op must not save anything). */
+ * recorded, in which case the op must not save anything).  Call it after
+ * computing the output: the profiler takes it as the end of the op. */
 ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
                     ag_tensor *const *in);
 /* Gradient buffer of t, allocated zero-filled on first use. */

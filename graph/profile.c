@@ -1,10 +1,13 @@
 /* profile.c - where a step's time goes, per op and per call site.
  *
  * Forward: every public op call goes through AG_AT, which stamps the
- * caller's file:line (ag_set_callsite); the op then computes its output and
- * records it (ag__record), so the time between the two is the op's forward,
- * charged to (op, file:line).  Composite layers nest: the innermost call
- * site that reaches ag__record is charged.  Backward: the sweep times each
+ * caller's file:line (ag_set_callsite); the op computes its output, then
+ * records it (ag__record: ops record last, for this), so the time from the
+ * stamp or the previous record, whichever is later, is the op's forward,
+ * charged to (op, file:line).  Nested calls split right: in f(g(x)), f's
+ * stamp comes first, g runs and records, then f's own work runs until f
+ * records.  Composite layers charge the innermost call site that records.
+ * Backward: the sweep times each
  * node's backward and charges it to the site the node was recorded at.
  * Whatever lies outside ops (optimizer, loss glue, data) shows as the rest
  * of the wall time.  Off by default; when off it costs one branch per op. */
@@ -22,7 +25,7 @@ typedef struct {
 } prof_entry;
 
 bool ag__prof_on;
-static double site_time, started;
+static double mark, started; /* mark: the last stamp or record */
 static prof_entry *entries;
 static int n_entries, cap_entries;
 
@@ -35,12 +38,12 @@ static double now(void) {
 void ag_profile_start(void) {
     n_entries = 0;
     ag__prof_on = true;
-    started = site_time = now();
+    started = mark = now();
 }
 
 void ag_profile_stop(void) { ag__prof_on = false; }
 
-void ag__prof_site(void) { site_time = now(); }
+void ag__prof_site(void) { mark = now(); }
 
 /* A linear scan: a model has a few hundred sites, and this runs only while
  * profiling (the counting allocator stays out of the steady state). */
@@ -62,8 +65,8 @@ void ag__prof_forward(const char *op, const char *file, int line) {
     double t = now();
     prof_entry *e = entry(op, file, line);
     e->calls++;
-    e->fwd += t - site_time;
-    site_time = t; /* an op recorded twice in one call is charged once */
+    e->fwd += t - mark;
+    mark = t;
 }
 
 void ag__prof_backward(const ag_node *n, double seconds) {

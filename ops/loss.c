@@ -113,29 +113,26 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
         counted++;
     }
 
-    /* Recorded first so the forward pass can fill in what backward needs. */
-    ag_tensor *out = ag__empty(0, NULL);
-    ag_node *n = ag__record("ag_cross_entropy", cross_entropy_backward, out, 1, &logits);
-    ce_saved *sv = NULL;
-    if (n) {
-        sv = ag_arena_alloc(sizeof *sv);
-        *sv = (ce_saved){.rows = rows, .classes = C, .ignore_index = ignore_index, .counted = counted};
-        sv->labels = ag_arena_alloc((size_t)rows * sizeof *sv->labels); /* the caller's may change */
-        memcpy(sv->labels, labels, (size_t)rows * sizeof *sv->labels);
-        sv->row_max = ag_arena_alloc((size_t)rows * sizeof(ag_real));
-        sv->row_lse = ag_arena_alloc((size_t)rows * sizeof(ag_real));
-        n->saved = sv;
-    }
-
+    ce_saved *sv = ag_arena_alloc(sizeof *sv);
+    *sv = (ce_saved){.rows = rows, .classes = C, .ignore_index = ignore_index, .counted = counted};
+    sv->row_max = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof(ag_real));
+    sv->row_lse = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof(ag_real));
     ce_job j = {.labels = labels, .Z = logits->data, .C = C, .ignore_index = ignore_index,
-                .row_max = sv ? sv->row_max : ag_arena_alloc((size_t)rows * sizeof(ag_real)),
-                .row_lse = sv ? sv->row_lse : ag_arena_alloc((size_t)rows * sizeof(ag_real)),
+                .row_max = sv->row_max, .row_lse = sv->row_lse,
                 .row_loss = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof(ag_real))};
     ag__parallel_range(rows, ce_rows_per_part(C), ce_rows, &j);
     double total = 0; /* in double, in row order: a mean over many rows in f32 drifts */
     for (int64_t r = 0; r < rows; r++)
         if (labels[r] != ignore_index) total += (double)j.row_loss[r];
+    ag_tensor *out = ag__empty(0, NULL);
     out->data[0] = counted ? (ag_real)(total / (double)counted) : 0;
+
+    ag_node *n = ag__record("ag_cross_entropy", cross_entropy_backward, out, 1, &logits);
+    if (n) {
+        sv->labels = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *sv->labels); /* the caller's may change */
+        memcpy(sv->labels, labels, (size_t)rows * sizeof *sv->labels);
+        n->saved = sv;
+    }
     return out;
 }
 
@@ -203,21 +200,11 @@ ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
     int64_t rows = logits->size / C;
     kl_check_target(logits, target_probs, rows, C);
 
-    ag_tensor *out = ag__empty(0, NULL);
-    ag_node *n = ag__record("ag_kl_div_soft", kl_div_soft_backward, out, 1, &logits);
-    kl_saved *sv = NULL;
-    if (n) {
-        sv = ag_arena_alloc(sizeof *sv);
-        *sv = (kl_saved){.rows = rows, .classes = C};
-        size_t cells = (size_t)rows * (size_t)C * sizeof(ag_real);
-        sv->target = ag_arena_alloc(cells); /* the caller's may change before backward */
-        memcpy(sv->target, target_probs, cells);
-        sv->row_max = ag_arena_alloc((size_t)rows * sizeof(ag_real));
-        sv->row_lse = ag_arena_alloc((size_t)rows * sizeof(ag_real));
-        sv->row_mass = ag_arena_alloc((size_t)rows * sizeof(ag_real));
-        n->saved = sv;
-    }
-
+    kl_saved *sv = ag_arena_alloc(sizeof *sv);
+    *sv = (kl_saved){.rows = rows, .classes = C};
+    sv->row_max = ag_arena_alloc((size_t)rows * sizeof(ag_real));
+    sv->row_lse = ag_arena_alloc((size_t)rows * sizeof(ag_real));
+    sv->row_mass = ag_arena_alloc((size_t)rows * sizeof(ag_real));
     double total = 0;
     for (int64_t r = 0; r < rows; r++) {
         const ag_real *z = logits->data + r * C, *t = target_probs + r * C;
@@ -230,14 +217,21 @@ ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
             mass += t[c];
             if (t[c] > 0) row += (double)(t[c] * (log(t[c]) - ((z[c] - m) - s)));
         }
-        if (sv) {
-            sv->row_max[r] = m;
-            sv->row_lse[r] = s;
-            sv->row_mass[r] = mass;
-        }
+        sv->row_max[r] = m;
+        sv->row_lse[r] = s;
+        sv->row_mass[r] = mass;
         total += row;
     }
+    ag_tensor *out = ag__empty(0, NULL);
     out->data[0] = (ag_real)(total / (double)rows);
+
+    ag_node *n = ag__record("ag_kl_div_soft", kl_div_soft_backward, out, 1, &logits);
+    if (n) {
+        size_t cells = (size_t)rows * (size_t)C * sizeof(ag_real);
+        sv->target = ag_arena_alloc(cells); /* the caller's may change before backward */
+        memcpy(sv->target, target_probs, cells);
+        n->saved = sv;
+    }
     return out;
 }
 
