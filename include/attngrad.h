@@ -245,6 +245,9 @@ ag_tensor *ag_matmul(ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_matmul_t(ag_tensor *a, bool trans_a, ag_tensor *b, bool trans_b);
 /* x[..., in] @ W[in, out] + bias[out] (bias may be NULL): one GEMM. */
 ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
+/* x[..., in] W^T + bias with W stored [out, in] (PyTorch's layout): a
+ * decoder tied to an embedding table [V, d] is ag_linear_t(h, table, b). */
+ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 
 /* ------------------------------------------------------------------------ */
 /* Shape ops                                                                 */
@@ -723,6 +726,7 @@ void ag_set_callsite(const char *file, int line);
 #define ag_matmul(...) AG_AT(ag_matmul, __VA_ARGS__)
 #define ag_matmul_t(...) AG_AT(ag_matmul_t, __VA_ARGS__)
 #define ag_linear(...) AG_AT(ag_linear, __VA_ARGS__)
+#define ag_linear_t(...) AG_AT(ag_linear_t, __VA_ARGS__)
 #define ag_reshape(...) AG_AT(ag_reshape, __VA_ARGS__)
 #define ag_permute(...) AG_AT(ag_permute, __VA_ARGS__)
 #define ag_transpose(...) AG_AT(ag_transpose, __VA_ARGS__)

@@ -165,9 +165,11 @@ static ag_tensor *poslm_forward(ag_model *m, const ag_batch *b, bool training) {
                          ((poslm *)m->impl)->last_weights);
         o = ag_dense(ag_concat((ag_tensor *[]){ctx, h}, 2, 2), p->cat_w, p->cat_b, AG_ACT_TANH); /* [B,N,E] */
     }
-    o = ag_dropout(o, c->keep, training, &m->rng);
+    /* Padding positions carry no loss: zero rows of o skip the decoder's
+     * products, and their logits are b_dec alone. */
+    o = ag_zero_padding(ag_dropout(o, c->keep, training, &m->rng), b->lengths);
     /* The decoder is the embedding itself: logits = o E^T + b_dec. */
-    return ag_add(ag_matmul_t(o, false, p->embed, true), p->dec_bias);               /* [B,N,V] */
+    return ag_linear_t(o, p->embed, p->dec_bias);                                    /* [B,N,V] */
 }
 
 void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) {

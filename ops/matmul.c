@@ -433,9 +433,19 @@ AG_SIMD_CLONES static void unpack_add_rows(void *ctx, int64_t i0, int64_t i1) {
     }
 }
 
+/* dX = dY W^T and dW = X^T dY; with W stored transposed ([out, in],
+ * ag_linear_t) dX = dY W and dW = dY^T X. */
+static void linear_products(bool tw, int rows, int in, int out, const ag_real *G, const ag_real *X, const ag_real *W,
+                            ag_real *dX, ag_real *dW) {
+    if (dX) ag__gemm(false, !tw, rows, in, out, 1, G, W, 1, dX);
+    if (dW && !tw) ag__gemm(true, false, in, out, rows, 1, X, G, 1, dW);
+    if (dW && tw) ag__gemm(true, false, out, in, rows, 1, G, X, 1, dW);
+}
+
 static void linear_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
-    int in = w->shape[0], out = w->shape[1];
+    bool tw = n->iarg[0];
+    int in = w->shape[tw], out = w->shape[!tw];
     int rows = (int)(x->size / (in ? in : 1));
     const ag_real *G = n->out->grad;
     bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1), want_b = bias && ag__wants(n, 2);
@@ -458,8 +468,8 @@ static void linear_backward(ag_node *n) {
             if (j.nonzero[r]) idx[kept++] = r;
     }
     if (!look || kept > rows - rows / 8) { /* (almost) no zero rows: the plain products */
-        if (want_x) ag__gemm(false, true, rows, in, out, 1, G, w->data, 1, ag__grad(x));
-        if (want_w) ag__gemm(true, false, in, out, rows, 1, x->data, G, 1, ag__grad(w));
+        linear_products(tw, rows, in, out, G, x->data, w->data, want_x ? ag__grad(x) : NULL,
+                        want_w ? ag__grad(w) : NULL);
     } else if (kept > 0) {
         j.idx = idx;
         j.Gc = ag_arena_alloc((size_t)kept * out * sizeof(ag_real));
@@ -468,10 +478,9 @@ static void linear_backward(ag_node *n) {
         if (want_x) {
             j.dX = ag__grad(x);
             j.dXc = ag_arena_zalloc((size_t)kept * in * sizeof(ag_real));
-            ag__gemm(false, true, kept, in, out, 1, j.Gc, w->data, 1, j.dXc);
-            ag__parallel_range(kept, rows_per_part(in), unpack_add_rows, &j);
         }
-        if (want_w) ag__gemm(true, false, in, out, kept, 1, j.Xc, j.Gc, 1, ag__grad(w));
+        linear_products(tw, kept, in, out, j.Gc, j.Xc, w->data, j.dXc, want_w ? ag__grad(w) : NULL);
+        if (want_x) ag__parallel_range(kept, rows_per_part(in), unpack_add_rows, &j);
     }
 }
 
@@ -520,8 +529,9 @@ static void unpack_y_rows(void *ctx, int64_t r0, int64_t r1) {
 
 /* y = x W + bias on the rows of x that are not all zero; false (nothing
  * done) when fewer than an eighth of them are zero. */
-static bool linear_packed(const ag_tensor *x, const ag_tensor *w, const ag_tensor *bias, ag_tensor *out, int rows) {
-    int in = w->shape[0], out_dim = w->shape[1];
+static bool linear_packed(const ag_tensor *x, const ag_tensor *w, bool tw, const ag_tensor *bias, ag_tensor *out,
+                          int rows) {
+    int in = w->shape[tw], out_dim = w->shape[!tw];
     if (rows < 64 || in == 0 || out_dim == 0) return false;
     linear_fwd_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim};
     j.nonzero = ag_arena_alloc((size_t)rows);
@@ -538,33 +548,38 @@ static bool linear_packed(const ag_tensor *x, const ag_tensor *w, const ag_tenso
     j.Xc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
     j.Yc = ag_arena_alloc((size_t)(kept ? kept : 1) * out_dim * sizeof(ag_real));
     ag__parallel_range(kept, rows_per_part(in + out_dim), pack_x_rows, &j);
-    ag__gemm(false, false, kept, out_dim, in, 1, j.Xc, w->data, 1, j.Yc);
+    ag__gemm(false, tw, kept, out_dim, in, 1, j.Xc, w->data, 1, j.Yc);
     ag__parallel_range(rows, rows_per_part(out_dim), unpack_y_rows, &j);
     return true;
 }
 
-ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
+static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias) {
     char sx[64], sw[64], sb[64];
-    ag__check_device("ag_linear", x, w);
-    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[0])
-        ag__fatal("ag_linear", "x %s does not fit weight %s (want x[..., in], W[in, out])",
-                  ag_shape_str(x, sx, sizeof sx), ag_shape_str(w, sw, sizeof sw));
-    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[1]))
-        ag__fatal("ag_linear", "bias %s does not fit weight %s (want [out])", ag_shape_str(bias, sb, sizeof sb),
+    ag__check_device(op, x, w);
+    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[tw])
+        ag__fatal(op, "x %s does not fit weight %s (want x[..., in], W[%s])", ag_shape_str(x, sx, sizeof sx),
+                  ag_shape_str(w, sw, sizeof sw), tw ? "out, in" : "in, out");
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[!tw]))
+        ag__fatal(op, "bias %s does not fit weight %s (want [out])", ag_shape_str(bias, sb, sizeof sb),
                   ag_shape_str(w, sw, sizeof sw));
-    if (bias) ag__check_device("ag_linear", x, bias);
-    int in = w->shape[0], out_dim = w->shape[1];
+    if (bias) ag__check_device(op, x, bias);
+    int in = w->shape[tw], out_dim = w->shape[!tw];
     int rows = (int)(x->size / (in ? in : 1));
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
     ag_tensor *out = ag__empty(x->ndim, shape);
-    if (!linear_packed(x, w, bias, out, rows)) {
+    if (!linear_packed(x, w, tw, bias, out, rows)) {
         if (bias)
             for (int r = 0; r < rows; r++)
                 memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
-        ag__gemm(false, false, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
+        ag__gemm(false, tw, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
     }
-    ag__record("ag_linear", linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
+    ag_node *n = ag__record(op, linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
+    if (n) n->iarg[0] = tw;
     return out;
 }
+
+ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) { return linear("ag_linear", x, w, false, bias); }
+
+ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias) { return linear("ag_linear_t", x, w, true, bias); }

@@ -172,6 +172,27 @@ static ag_tensor *f_mm_shared_padded(ag_tensor **in) {
 static ag_tensor *f_linear_padded(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], in[2]), in[3]); }
 static ag_tensor *f_linear_padded_nobias(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], NULL), in[3]); }
 
+/* ag_linear_t: the weight stored [out, in], as a tied decoder's table. */
+static int lin_t_3d(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(5, 4));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
+    return 3;
+}
+static int lin_t_padded(ag_tensor **in, ag_rng *r) {
+    int n = lin_padded(in, r);
+    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(5, 3));
+    return n;
+}
+static int lin_t_zero_rows(ag_tensor **in, ag_rng *r) {
+    int n = lin_zero_rows(in, r);
+    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(5, 3));
+    return n;
+}
+static ag_tensor *f_linear_t(ag_tensor **in) { return ag_linear_t(in[0], in[1], in[2]); }
+static ag_tensor *f_linear_t_nobias(ag_tensor **in) { return ag_linear_t(in[0], in[1], NULL); }
+static ag_tensor *f_linear_t_padded(ag_tensor **in) { return ag_mul(ag_linear_t(in[0], in[1], in[2]), in[3]); }
+
 /* ---- reshape, and a tensor feeding two consumers ---- */
 
 static ag_tensor *f_reshape(ag_tensor **in) { return ag_reshape(in[0], 2, (int[]){4, -1}); }
@@ -260,6 +281,10 @@ const op_case core_cases[] = {
     {"matmul/shared_b_tb_zero_gradient_rows", mm_shared_padded, f_mm_shared_padded_tb, 0, 0},
     {"linear/zero_input_rows_no_bias", lin_zero_rows, f_linear_nobias, 0, 0},
     {"linear/zero_gradient_rows_no_bias", lin_padded, f_linear_padded_nobias, 0, 0},
+    {"linear_t/3d", lin_t_3d, f_linear_t, 0, 0},
+    {"linear_t/no_bias", lin_t_3d, f_linear_t_nobias, 0, 0},
+    {"linear_t/zero_gradient_rows", lin_t_padded, f_linear_t_padded, 0, 0},
+    {"linear_t/zero_input_rows", lin_t_zero_rows, f_linear_t, 0, 0},
     {"reshape", red_234, f_reshape, 0, 0},
     {"reshape/two_views", red_234, f_reshape_chain, 0, 0},
     {"graph/tensor_used_twice", vec_any, f_two_uses, 0, 0},
