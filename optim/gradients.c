@@ -4,12 +4,56 @@
  * rounding more than it must. */
 #include "../graph/internal.h"
 
+/* Sums of squares in fixed blocks, each in 8 double lanes, the blocks then
+ * added in order: deterministic for any thread count, and vectorised (a
+ * single running double was a 4-cycle add chain: 10 ms over the LM's 7M
+ * gradients). */
+enum { SQ_BLOCK = 4096, SQ_LANES = 8 };
+
+typedef struct {
+    const ag_real *x;
+    ag_real *y;
+    int64_t n;
+    double *block_sq;
+    ag_real scale;
+} grad_job;
+
+AG_SIMD_CLONES static void block_squares(void *ctx, int64_t b0, int64_t b1) {
+    const grad_job *j = ctx;
+    for (int64_t b = b0; b < b1; b++) {
+        const ag_real *x = j->x + b * SQ_BLOCK;
+        int64_t n = j->n - b * SQ_BLOCK < SQ_BLOCK ? j->n - b * SQ_BLOCK : SQ_BLOCK, i = 0;
+        double acc[SQ_LANES] = {0};
+        for (; i + SQ_LANES <= n; i += SQ_LANES)
+            for (int l = 0; l < SQ_LANES; l++) acc[l] += (double)x[i + l] * (double)x[i + l];
+        for (; i < n; i++) acc[i % SQ_LANES] += (double)x[i] * (double)x[i];
+        double s = 0;
+        for (int l = 0; l < SQ_LANES; l++) s += acc[l];
+        j->block_sq[b] = s;
+    }
+}
+
+static double sum_squares(const ag_real *x, int64_t n) {
+    int64_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
+    if (blocks == 0) return 0;
+    double stack[64];
+    grad_job j = {.x = x, .n = n, .block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double))};
+    ag__parallel_range(blocks, 16, block_squares, &j);
+    double s = 0;
+    for (int64_t b = 0; b < blocks; b++) s += j.block_sq[b];
+    return s;
+}
+
+AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
+    const grad_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] *= j->scale;
+}
+
 double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     double sq = 0;
     for (int i = 0; i < ps->count; i++) {
         const ag_tensor *p = ps->items[i];
-        if (!p->grad) continue;
-        for (int64_t j = 0; j < p->size; j++) sq += (double)p->grad[j] * (double)p->grad[j];
+        if (p->grad) sq += sum_squares(p->grad, p->size);
     }
     double norm = sqrt(sq);
     /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
@@ -17,11 +61,11 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
      * returned untouched for the caller to act on (skip the step). */
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1) {
-        const ag_real c = (ag_real)coef;
         for (int i = 0; i < ps->count; i++) {
             ag_tensor *p = ps->items[i];
             if (!p->grad) continue;
-            for (int64_t j = 0; j < p->size; j++) p->grad[j] *= c;
+            grad_job j = {.y = p->grad, .scale = (ag_real)coef};
+            ag__parallel_range(p->size, AG_GRAIN_ELEMENTWISE, scale_range, &j);
         }
     }
     return norm;
@@ -34,17 +78,26 @@ bool ag_is_weight_matrix(const ag_tensor *p) {
     return !(p->name && (starts_with(p->name, "embed") || starts_with(p->name, "bigram")));
 }
 
+/* grad += gamma * w over a range, and the range's 1/2 |w|^2 into blocks. */
+AG_SIMD_CLONES static void l2_range(void *ctx, int64_t b0, int64_t b1) {
+    const grad_job *j = ctx;
+    for (int64_t i = b0 * SQ_BLOCK; i < b1 * SQ_BLOCK && i < j->n; i++) j->y[i] += j->scale * j->x[i];
+    block_squares(ctx, b0, b1);
+}
+
 double ag_l2_penalty(ag_params *ps, double gamma) {
-    double half_sq = 0;
-    const ag_real g = (ag_real)gamma;
+    double sq = 0;
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
         if (!ag_is_weight_matrix(p)) continue;
         if (!p->grad) ag__fatal("ag_l2_penalty", "parameter '%s' has no gradient buffer", p->name);
-        for (int64_t j = 0; j < p->size; j++) {
-            half_sq += 0.5 * (double)p->data[j] * (double)p->data[j];
-            p->grad[j] += g * p->data[j];
-        }
+        int64_t blocks = (p->size + SQ_BLOCK - 1) / SQ_BLOCK;
+        if (blocks == 0) continue;
+        double stack[64];
+        grad_job j = {.x = p->data, .y = p->grad, .n = p->size, .scale = (ag_real)gamma,
+                      .block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double))};
+        ag__parallel_range(blocks, 16, l2_range, &j);
+        for (int64_t b = 0; b < blocks; b++) sq += j.block_sq[b];
     }
-    return gamma * half_sq;
+    return gamma * 0.5 * sq;
 }
