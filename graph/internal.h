@@ -70,6 +70,10 @@ ag_real *ag__grad_write(ag_tensor *t, bool *fresh);
 /* Should backward compute input i's gradient? */
 static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->requires_grad; }
 
+/* Dropout's keep mask (ops/dropout.c): kept[i] is 1 with probability
+ * keep; takes one draw from rng whatever n is; the same for any threads. */
+void ag__dropout_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng);
+
 /* ---- profiler (graph/profile.c) ---- */
 extern bool ag__prof_on;
 void ag__prof_site(void);

@@ -3,6 +3,7 @@
  * evaluation needs no rescaling.  The mask is drawn from the caller's rng,
  * so a seeded run is reproducible, and saved for backward. */
 #include "../graph/internal.h"
+#include "../graph/xoshiro.h"
 
 AG_SIMD_CLONES
 static void dropout_backward_loop(const uint8_t *restrict kept, const ag_real *restrict G, ag_real scale,
@@ -19,8 +20,7 @@ static void dropout_apply(const uint8_t *restrict kept, const ag_real *restrict 
     for (int64_t i = 0; i < n; i++) y[i] = kept[i] ? scale * x[i] : 0;
 }
 
-/* The mask's application and its backward run in ranges on the pool (the
- * draws themselves are one generator's sequence: serial). */
+/* The mask's application and its backward run in ranges on the pool. */
 typedef struct {
     const uint8_t *kept;
     const ag_real *x;
@@ -45,15 +45,86 @@ static void dropout_backward(ag_node *n) {
     ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, backward_range, &j);
 }
 
-/* kept[i] = (ag_rng_uniform(rng) < keep), drawn in order: the uniform is
- * (next >> 11) 2^-53, so the test is (next >> 11) < keep 2^53, that is
- * < ceil(keep 2^53) on integers (both scalings by 2^53 are exact), with the
- * generator's state in registers instead of a call per element. */
-static void draw_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng) {
-    const uint64_t below = (uint64_t)ceil(keep * 0x1p53);
-    uint64_t s[4] = {rng->s[0], rng->s[1], rng->s[2], rng->s[3]};
-    for (int64_t i = 0; i < n; i++) kept[i] = (ag__xoshiro_next(s) >> 11) < below;
-    memcpy(rng->s, s, sizeof s);
+/* The mask: kept[i] = (32 random bits < keep 2^32).  One draw from the
+ * caller's rng seeds the whole mask; each block of MASK_BLOCK elements runs
+ * its own 8 xoshiro256** streams (seeded from that draw and the block's
+ * index through splitmix64), each draw giving two elements.  So the mask
+ * is a function of the seed and the shape alone - the same for any thread
+ * count - the blocks run on the pool, and the streams run in two vectors
+ * of four lanes (GCC vector extensions: SSE2 or AVX2 by the clone; the
+ * multiplies by 5 and 9 are shifts and adds). */
+enum { MASK_BLOCK = 4096, MASK_STEP = 16 };
+
+typedef int64_t v4i64 __attribute__((vector_size(32)));
+typedef uint8_t v4u8 __attribute__((vector_size(4)));
+
+typedef struct {
+    uint8_t *kept;
+    int64_t n;
+    uint64_t seed;
+    int64_t below;
+} mask_job;
+
+typedef struct {
+    v4i64 s0, s1, s2, s3;
+} xoshiro4;
+
+typedef uint64_t v4u64 __attribute__((vector_size(32)));
+#define ROTL4(x, k) ((v4i64)(((v4u64)(x) << (k)) | ((v4u64)(x) >> (64 - (k)))))
+
+/* (Vectors pass through pointers: by value they would change the psABI
+ * between the SSE2 and AVX2 clones.) */
+static inline void next4(xoshiro4 *g, v4i64 *r) {
+    v4i64 x5 = (g->s1 << 2) + g->s1, rot = ROTL4(x5, 7);
+    *r = (rot << 3) + rot;
+    v4i64 t = g->s1 << 17;
+    g->s2 ^= g->s0, g->s3 ^= g->s1, g->s1 ^= g->s2, g->s0 ^= g->s3, g->s2 ^= t;
+    g->s3 = ROTL4(g->s3, 45);
+}
+
+static void seed4(xoshiro4 *g, uint64_t *x) {
+    for (int l = 0; l < 4; l++) {
+        g->s0[l] = (int64_t)ag__splitmix64(x), g->s1[l] = (int64_t)ag__splitmix64(x);
+        g->s2[l] = (int64_t)ag__splitmix64(x), g->s3[l] = (int64_t)ag__splitmix64(x);
+    }
+}
+
+/* 16 mask bytes from one draw of each of the 8 streams: the low halves of
+ * streams 0-7, then their high halves. */
+static inline void mask_step(xoshiro4 *a, xoshiro4 *b, int64_t below, uint8_t out[MASK_STEP]) {
+    const v4i64 low = {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff};
+    v4i64 ra, rb;
+    next4(a, &ra);
+    next4(b, &rb);
+    v4i64 c[4] = {(ra & low) < below, (rb & low) < below, (v4i64)((v4u64)ra >> 32) < below,
+                  (v4i64)((v4u64)rb >> 32) < below};
+    for (int k = 0; k < 4; k++) {
+        v4u8 bytes = __builtin_convertvector(c[k], v4u8) & 1;
+        memcpy(out + 4 * k, &bytes, 4);
+    }
+}
+
+AG_SIMD_CLONES static void mask_blocks(void *ctx, int64_t b0, int64_t b1) {
+    const mask_job *j = ctx;
+    for (int64_t blk = b0; blk < b1; blk++) {
+        uint64_t x = j->seed + (uint64_t)blk * 0xd1b54a32d192ed03ULL;
+        xoshiro4 a, b;
+        seed4(&a, &x);
+        seed4(&b, &x);
+        int64_t first = blk * MASK_BLOCK, n = j->n - first < MASK_BLOCK ? j->n - first : MASK_BLOCK, i = 0;
+        uint8_t *kept = j->kept + first;
+        for (; i + MASK_STEP <= n; i += MASK_STEP) mask_step(&a, &b, j->below, kept + i);
+        if (i < n) {
+            uint8_t tail[MASK_STEP];
+            mask_step(&a, &b, j->below, tail);
+            memcpy(kept + i, tail, (size_t)(n - i));
+        }
+    }
+}
+
+void ag__dropout_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng) {
+    mask_job j = {.kept = kept, .n = n, .seed = ag_rng_next(rng), .below = (int64_t)ceil(keep * 0x1p32)};
+    ag__parallel_range((n + MASK_BLOCK - 1) / MASK_BLOCK, 4, mask_blocks, &j);
 }
 
 ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
@@ -64,7 +135,7 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     if (!rng) ag__fatal("ag_dropout", "training mode needs an rng");
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     uint8_t *kept = ag_arena_alloc((size_t)x->size);
-    draw_mask(kept, x->size, keep, rng);
+    ag__dropout_mask(kept, x->size, keep, rng);
     dropout_job j = {kept, x->data, out->data, (ag_real)(1 / keep), false};
     ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, apply_range, &j);
     ag_node *n = ag__record("ag_dropout", dropout_backward, out, 1, &x);

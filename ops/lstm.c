@@ -221,7 +221,9 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     if (keep < 1) {
         s.drop = ag_arena_alloc((size_t)(TB * in + 1) * sizeof(ag_real));
         ag_real scale = (ag_real)(1 / keep);
-        for (int64_t k = 0; k < TB * in; k++) s.drop[k] = ag_rng_uniform(rng) < keep ? scale : 0;
+        uint8_t *kept = ag_arena_alloc((size_t)(TB * in + 1));
+        ag__dropout_mask(kept, TB * in, keep, rng);
+        for (int64_t k = 0; k < TB * in; k++) s.drop[k] = kept[k] ? scale : 0;
     }
 
     /* Time-major copy of the input, then the hoisted input projection. */

@@ -6,6 +6,7 @@
 #include "fatal.h"
 #include "attngrad.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,8 +191,47 @@ static void test_profiler_names_sites(void) {
     ag_params_free(&ps);
 }
 
+/* Dropout's mask: values are 0 or x/keep, the kept fraction is keep within
+ * 5 sigma, neighbours are independent (pairs kept ~ keep^2: element order
+ * interleaves the generator's lanes and halves), one rng draw per call, and
+ * the same mask for any thread count. */
+static void test_dropout_mask_statistics(void) {
+    const int64_t n = 1 << 20;
+    const double keep = 0.7;
+    ag_tensor *x = ag_tensor_fill(1, 1, (int[]){(int)n});
+    ag_rng rng, copy;
+    ag_rng_seed(&rng, 5);
+    copy = rng;
+    ag_tensor *y = ag_dropout(x, keep, true, &rng);
+    (void)ag_rng_next(&copy);
+    CHECK(!memcmp(&rng, &copy, sizeof rng), "dropout took more than one draw from the rng");
+    int64_t kept = 0, pairs = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bool k = y->data[i] != 0;
+        bad += k && fabs((double)y->data[i] - 1 / keep) > 1e-6;
+        kept += k;
+        pairs += k && i + 1 < n && y->data[i + 1] != 0;
+    }
+    double sigma = sqrt(n * keep * (1 - keep)), want_pairs = (double)(n - 1) * keep * keep;
+    CHECK(bad == 0, "%lld kept values are not x/keep", (long long)bad);
+    CHECK(fabs((double)kept - n * keep) < 5 * sigma, "kept %lld of %lld (want %.0f +- %.0f)", (long long)kept,
+          (long long)n, n * keep, 5 * sigma);
+    CHECK(fabs((double)pairs - want_pairs) < 5 * sqrt(want_pairs), "neighbour pairs kept %lld, want ~%.0f",
+          (long long)pairs, want_pairs);
+    ag_tensor *y2 = ag_dropout(x, keep, true, &rng);
+    CHECK(memcmp(y->data, y2->data, (size_t)n * sizeof(ag_real)) != 0, "two calls drew the same mask");
+    int threads = ag_get_num_threads();
+    ag_set_num_threads(threads == 1 ? 2 : 1);
+    ag_rng_seed(&rng, 5);
+    ag_tensor *y3 = ag_dropout(x, keep, true, &rng);
+    CHECK(!memcmp(y->data, y3->data, (size_t)n * sizeof(ag_real)), "the mask depends on the thread count");
+    ag_set_num_threads(threads);
+    ag_step_end();
+}
+
 int main(void) {
     test_accumulation();
+    test_dropout_mask_statistics();
     test_profiler_names_sites();
     test_no_grad_and_marks();
     test_zero_alloc_steady_state();

@@ -136,12 +136,13 @@ static ag_tensor *lstm_composed(lstm_case *c) {
     for (int l = 0; l < c->L; l++) {
         const ag_lstm_layer *p = &c->layers[l];
         int I = X->shape[2];
-        if (l > 0 && c->training && c->keep < 1) { /* the op's draws in the op's order: t < T, b, k */
+        if (l > 0 && c->training && c->keep < 1) { /* the op's mask: dropout's, over [t < T, b, k] */
+            ag_tensor *M = ag_dropout(ag_tensor_fill(1, 3, (int[]){T, B, I}), c->keep, true, &rng);
             ag_tensor *D = ag_tensor_fill(1, 3, (int[]){B, N, I});
             for (int t = 0; t < T; t++)
                 for (int b = 0; b < B; b++)
                     for (int k = 0; k < I; k++)
-                        D->data[((int64_t)b * N + t) * I + k] = ag_rng_uniform(&rng) < c->keep ? (ag_real)(1 / c->keep) : 0;
+                        D->data[((int64_t)b * N + t) * I + k] = M->data[((int64_t)t * B + b) * I + k];
             X = ag_mul(X, D);
         }
         ag_tensor *Xflat = ag_reshape(X, 2, (int[]){B, N * I});
