@@ -314,6 +314,10 @@ ag_tensor *ag_log_softmax(ag_tensor *x);
  * t >= lengths[b] get weight 0 (all of them when lengths[b] = 0).  lengths
  * NULL: over the whole axis.  Source2token pooling: x[B,N,d], axis 1. */
 ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths);
+/* A softmax gate over n sources (1..8), per feature: out[..., l] =
+ * sum_g softmax_g(z[..., g*d + l]) S_g[..., l], z [..., n*d] (or
+ * [..., n, d]), every S_g [..., d].  MPSAN's position fusion in one pass. */
+ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n);
 
 /* Heads: [N, h*d] -> [h, N, d] and [B, N, h*d] -> [B, h, N, d].  This permute
  * has no zero-copy view in contiguous storage: it is one tight copy (and
@@ -746,6 +750,7 @@ void ag_set_callsite(const char *file, int line);
 #define ag_masked_softmax(...) AG_AT(ag_masked_softmax, __VA_ARGS__)
 #define ag_log_softmax(...) AG_AT(ag_log_softmax, __VA_ARGS__)
 #define ag_softmax_axis_len(...) AG_AT(ag_softmax_axis_len, __VA_ARGS__)
+#define ag_softmax_mix(...) AG_AT(ag_softmax_mix, __VA_ARGS__)
 #define ag_split_heads(...) AG_AT(ag_split_heads, __VA_ARGS__)
 #define ag_merge_heads(...) AG_AT(ag_merge_heads, __VA_ARGS__)
 #define ag_attention(...) AG_AT(ag_attention, __VA_ARGS__)

@@ -109,7 +109,6 @@ static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag
 static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const int32_t *lengths, int B, int N,
                          bool training) {
     mpsan *p = m->impl;
-    int d = m->cfg.dim;
     ag_tensor *w = ag_embedding(p->embed, tokens, 2, (int[]){B, N});             /* [B,N,d] */
 
     ag_mask_spec spec[UNITS];
@@ -118,18 +117,17 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
     if (ag_mask_batch(spec, UNITS, B, N, lengths, NULL, &masks) != AG_OK)
         return NULL; /* cannot happen without tree distances */
 
-    ag_tensor *sources[SOURCES];
+    ag_tensor *sources[SOURCES]; /* S = (s_fa2, s_fa3, s_past_sd, s_future_sd, w), each [B,N,d] */
     for (int i = 0; i < UNITS; i++) {
         ag_tensor *mask_i = ag_reshape(ag_slice(masks, 1, i, i + 1), 3, (int[]){B, N, N});
-        sources[i] = ag_reshape(masked_unit(m, sentence, i, w, mask_i, training), 4, (int[]){B, N, 1, d});
+        sources[i] = masked_unit(m, sentence, i, w, mask_i, training);
     }
-    sources[UNITS] = ag_reshape(w, 4, (int[]){B, N, 1, d});
-    ag_tensor *S = ag_concat(sources, SOURCES, 2);                                /* [B,N,5,d] */
+    sources[UNITS] = w;
 
-    /* Position-fusion gate: softmax over the five sources, per feature. */
+    /* Position fusion: z_t = w_t Wp + bp [B,N,5d], a softmax over the five
+     * sources per feature, o_t = sum_g a_g S_g. */
     ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), p->fusion_w, p->fusion_b);
-    ag_tensor *gate = ag_softmax_axis_len(ag_reshape(z, 4, (int[]){B, N, SOURCES, d}), 2, NULL);
-    ag_tensor *o = ag_zero_padding(ag_sum_axis(ag_mul(gate, S), 2, false), lengths); /* [B,N,d] */
+    ag_tensor *o = ag_zero_padding(ag_softmax_mix(z, sources, SOURCES), lengths); /* [B,N,d] */
 
     return ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), lengths, p->pool_w1, p->pool_b1,
                            p->pool_w2, p->pool_b2, AG_ACT_ELU);

@@ -313,3 +313,145 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
     }
     return out;
 }
+
+/* ---- softmax-gated mixture: out = sum_g softmax_g(z_g) * S_g, per feature ----
+ *
+ * z is [..., n*d] (source g's logits for feature l at g*d + l), each source
+ * [..., d].  One pass per row: max over the n logits, exps, weights a_g,
+ * the weighted sum; the weights are kept for backward, which needs nothing
+ * else: with out = sum_h a_h S_h,
+ *     dS_g = a_g dout,   dz_g = a_g dout (S_g - out).
+ * It replaces concat + softmax over a [.., n, d] axis + product + sum
+ * (MPSAN's position fusion): four [rows, n, d] passes and their gradients. */
+
+enum { MIX_MAX_SOURCES = 8 };
+
+typedef struct {
+    const ag_real *z, *src[MIX_MAX_SOURCES], *out, *dout;
+    ag_real *gate, *y, *dz, *dsrc[MIX_MAX_SOURCES];
+    int n, d;
+    bool fresh_z, fresh_src[MIX_MAX_SOURCES];
+} mix_job;
+
+/* Features in chunks of MIX_CHUNK, every inner loop over contiguous
+ * features (so each vectorises): the max over sources, the exps and their
+ * sum, then the normalised weights and the weighted sum. */
+enum { MIX_CHUNK = 64 };
+
+AG_SIMD_CLONES static void mix_forward_rows(void *ctx, int64_t r0, int64_t r1) {
+    const mix_job *j = ctx;
+    int n = j->n, d = j->d;
+    for (int64_t r = r0; r < r1; r++)
+        for (int l0 = 0; l0 < d; l0 += MIX_CHUNK) {
+            int w = d - l0 < MIX_CHUNK ? d - l0 : MIX_CHUNK;
+            const ag_real *z = j->z + r * n * d + l0;
+            ag_real *a = j->gate + r * n * d + l0;
+            ag_real m[MIX_CHUNK], sum[MIX_CHUNK], acc[MIX_CHUNK];
+            for (int l = 0; l < w; l++) m[l] = z[l], sum[l] = 0, acc[l] = 0;
+            for (int g = 1; g < n; g++)
+                for (int l = 0; l < w; l++) m[l] = z[g * d + l] > m[l] ? z[g * d + l] : m[l];
+            for (int g = 0; g < n; g++)
+                for (int l = 0; l < w; l++) {
+                    a[g * d + l] = ag__exp_nonpos(z[g * d + l] - m[l]);
+                    sum[l] += a[g * d + l];
+                }
+            for (int l = 0; l < w; l++) sum[l] = 1 / sum[l];
+            for (int g = 0; g < n; g++) {
+                const ag_real *s = j->src[g] + r * d + l0;
+                for (int l = 0; l < w; l++) {
+                    a[g * d + l] *= sum[l];
+                    acc[l] += a[g * d + l] * s[l];
+                }
+            }
+            for (int l = 0; l < w; l++) j->y[r * d + l0 + l] = acc[l];
+        }
+}
+
+AG_SIMD_CLONES static void mix_backward_rows(void *ctx, int64_t r0, int64_t r1) {
+    const mix_job *j = ctx;
+    int n = j->n, d = j->d;
+    for (int64_t r = r0; r < r1; r++) {
+        const ag_real *a = j->gate + r * n * d, *out = j->out + r * d, *dout = j->dout + r * d;
+        for (int g = 0; g < n; g++) {
+            const ag_real *ag = a + g * d, *s = j->src[g] + r * d;
+            if (j->dz) {
+                ag_real *dz = j->dz + r * n * d + g * d;
+                if (j->fresh_z)
+                    for (int l = 0; l < d; l++) dz[l] = ag[l] * dout[l] * (s[l] - out[l]);
+                else
+                    for (int l = 0; l < d; l++) dz[l] += ag[l] * dout[l] * (s[l] - out[l]);
+            }
+            if (j->dsrc[g]) {
+                ag_real *ds = j->dsrc[g] + r * d;
+                if (j->fresh_src[g])
+                    for (int l = 0; l < d; l++) ds[l] = ag[l] * dout[l];
+                else
+                    for (int l = 0; l < d; l++) ds[l] += ag[l] * dout[l];
+            }
+        }
+    }
+}
+
+static int64_t mix_grain(int n, int d) {
+    int64_t per_row = (int64_t)(n + 1) * (d > 0 ? d : 1);
+    return AG_GRAIN_ELEMENTWISE / per_row > 0 ? AG_GRAIN_ELEMENTWISE / per_row : 1;
+}
+
+static void softmax_mix_backward(ag_node *n) {
+    int ns = n->iarg[0], d = n->iarg[1];
+    ag_tensor *z = n->in[0];
+    mix_job j = {.n = ns, .d = d, .gate = n->saved, .out = n->out->data, .dout = n->out->grad};
+    if (ag__wants(n, 0)) j.dz = ag__grad_write(z, &j.fresh_z);
+    for (int g = 0; g < ns; g++) {
+        j.src[g] = n->in[1 + g]->data;
+        /* a tensor given twice as a source must accumulate: store only into
+         * the first fresh buffer, add for the repeats */
+        if (ag__wants(n, 1 + g)) {
+            bool repeat = false;
+            for (int h = 0; h < g; h++) repeat |= n->in[1 + h] == n->in[1 + g];
+            j.dsrc[g] = repeat ? ag__grad(n->in[1 + g]) : ag__grad_write(n->in[1 + g], &j.fresh_src[g]);
+        }
+    }
+    int64_t rows = d > 0 ? n->out->size / d : 0;
+    /* sources that repeat: one pass per distinct source keeps the adds in
+     * source order, so run the rows once with every buffer ready */
+    ag__parallel_range(rows, mix_grain(ns, d), mix_backward_rows, &j);
+}
+
+ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n) {
+    const char *op = "ag_softmax_mix";
+    char sz[64], ss[64], s0[64];
+    if (n < 1 || n > MIX_MAX_SOURCES) ag__fatal(op, "%d sources (want 1 to %d)", n, MIX_MAX_SOURCES);
+    const ag_tensor *first = sources[0];
+    if (!first) ag__fatal(op, "source 0 is NULL");
+    if (first->ndim < 1) ag__fatal(op, "sources must have a feature axis, got %s", ag_shape_str(first, s0, sizeof s0));
+    for (int g = 0; g < n; g++) {
+        if (!sources[g]) ag__fatal(op, "source %d is NULL", g);
+        ag__check_device(op, z, sources[g]);
+        if (!ag_same_shape(sources[g], first))
+            ag__fatal(op, "source %d is %s but source 0 is %s (all sources share one shape)", g,
+                      ag_shape_str(sources[g], ss, sizeof ss), ag_shape_str(first, s0, sizeof s0));
+    }
+    int d = first->ndim > 0 ? first->shape[first->ndim - 1] : 1, lead = first->ndim - 1;
+    bool flat = z->ndim == first->ndim && z->ndim >= 1 && z->shape[lead] == n * d;
+    bool split = z->ndim == first->ndim + 1 && z->shape[lead] == n && z->shape[lead + 1] == d;
+    for (int k = 0; k < lead; k++) flat = flat && z->shape[k] == first->shape[k], split = split && z->shape[k] == first->shape[k];
+    if (!flat && !split)
+        ag__fatal(op, "logits %s do not fit %d sources of %s (want [..., %d] or [..., %d, %d])",
+                  ag_shape_str(z, sz, sizeof sz), n, ag_shape_str(first, s0, sizeof s0), n * d, n, d);
+    ag_tensor *out = ag__empty(first->ndim, first->shape);
+    mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d,
+                 .gate = ag_arena_alloc((size_t)(z->size ? z->size : 1) * sizeof(ag_real))};
+    for (int g = 0; g < n; g++) j.src[g] = sources[g]->data;
+    int64_t rows = d > 0 ? first->size / d : 0;
+    ag__parallel_range(rows, mix_grain(n, d), mix_forward_rows, &j);
+    ag_tensor *in[1 + MIX_MAX_SOURCES] = {z};
+    for (int g = 0; g < n; g++) in[1 + g] = sources[g];
+    ag_node *node = ag__record(op, softmax_mix_backward, out, 1 + n, in);
+    if (node) {
+        node->saved = j.gate;
+        node->iarg[0] = n;
+        node->iarg[1] = d;
+    }
+    return out;
+}

@@ -87,6 +87,34 @@ static ag_tensor *f_pool_nolen(ag_tensor **in) { return ag_softmax_axis_len(in[0
 
 /* ---- heads ---- */
 
+/* ---- softmax_mix: a softmax gate over sources, per feature ---- */
+static int mix_5(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 3, 20));
+    for (int g = 1; g <= 5; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    return 6;
+}
+static int mix_split(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(3, 3, 4));
+    for (int g = 1; g <= 3; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(3, 4));
+    return 4;
+}
+static int mix_large(ag_tensor **in, ag_rng *r) { /* logits ~ +-60: one source takes (almost) all */
+    in[0] = tc_uniform(r, -60, 60, true, SHAPE(2, 9));
+    for (int g = 1; g <= 3; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(2, 3));
+    return 4;
+}
+static int mix_one(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 5));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 5));
+    return 2;
+}
+static ag_tensor *f_mix_5(ag_tensor **in) { return ag_softmax_mix(in[0], in + 1, 5); }
+static ag_tensor *f_mix_3(ag_tensor **in) { return ag_softmax_mix(in[0], in + 1, 3); }
+static ag_tensor *f_mix_1(ag_tensor **in) { return ag_softmax_mix(in[0], in + 1, 1); }
+static ag_tensor *f_mix_repeat(ag_tensor **in) { /* one tensor as two sources: both gradients add */
+    return ag_softmax_mix(in[0], (ag_tensor *[]){in[1], in[2], in[1]}, 3);
+}
+
 static int heads_2_3_12(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 12)); return 1; }
 static int heads_3_6(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 6)); return 1; }
 static int heads_2345(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 4, 5)); return 1; }
@@ -173,6 +201,11 @@ const op_case attention_cases[] = {
     {"softmax_axis_len 4-D axis 2", pool_2342, f_pool_axis2, 0, 0},
     {"softmax_axis_len axis -2", pool_2342, f_pool_neg_axis, 0, 0},
     {"softmax_axis_len no lengths, axis 0", pool_354, f_pool_nolen, 0, 0},
+    {"softmax_mix 5 sources [B,N,5d]", mix_5, f_mix_5, 0, 0},
+    {"softmax_mix logits [N,3,d]", mix_split, f_mix_3, 0, 0},
+    {"softmax_mix large logits", mix_large, f_mix_3, 0, 0},
+    {"softmax_mix one source", mix_one, f_mix_1, 0, 0},
+    {"softmax_mix a source given twice", mix_split, f_mix_repeat, 0, 0},
     {"split_heads [B,N,h*d]", heads_2_3_12, f_split3, 0, 0},
     {"split_heads [N,h*d]", heads_3_6, f_split2, 0, 0},
     {"split_heads h=1", heads_3_6, f_split1, 0, 0},

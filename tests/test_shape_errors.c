@@ -34,6 +34,9 @@ static void test_errors(void) {
 
     ag_tensor *a = ag_tensor_new(SHAPE(2, 3)), *b = ag_tensor_new(SHAPE(2, 4)), *c = ag_tensor_new(SHAPE(2, 3, 1));
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, b}, 2, 0), "ag_concat", "input 1", "[2,4]", "[2,3]", "axis 0");
+    EXPECT_FATAL(ag_softmax_mix(a, (ag_tensor *[]){a, b}, 2), "ag_softmax_mix", "source 1", "[2,4]", "[2,3]");
+    EXPECT_FATAL(ag_softmax_mix(b, (ag_tensor *[]){a, a}, 2), "ag_softmax_mix", "logits [2,4]", "2 sources of [2,3]",
+                 "[..., 6]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, a, c}, 3, 1), "ag_concat", "input 2", "[2,3,1]", "[2,3]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a}, 0, 0), "ag_concat", "at least one");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, b}, 2, 2), "ag_concat", "axis 2", "[2,3]");
