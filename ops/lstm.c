@@ -6,11 +6,12 @@
  *     c_t = f c_{t-1} + i g,   h_t = o tanh(c_t)
  *
  * Speed comes from the shape of the work: the input projection of every
- * timestep is one tall GEMM ([T*B, in] x [in, 4H]) hoisted out of the time
- * loop, and each step runs one [B, H] x [H, 4H] GEMM for the whole batch.
- * Internally everything is time-major ([T, B, ...]) so that a step's rows
- * are contiguous for BLAS.  All buffers come from the arena once per layer;
- * the time loops allocate nothing.
+ * timestep is one tall GEMM ([rows, in] x [in, 4H]) hoisted out of the time
+ * loop, and each step runs one [B_t, H] x [H, 4H] GEMM for the examples
+ * still running.  Internally only the active rows (t < len[b]) exist,
+ * packed time-major, so a step's rows are contiguous for BLAS and padding
+ * costs nothing.  All buffers come from the arena once per layer; the time
+ * loops allocate nothing.
  *
  * Lengths: at t >= len[b] the state of example b is frozen (h, c carried
  * over) and its output is 0.  T = max(len) steps run; none past it.
@@ -23,17 +24,20 @@
 typedef struct {
     int32_t *len; /* [B] */
     int T, layer;
-    /* The active rows (t < len[b]) in time-major order: step t's are
-     * act_b[act_off[t] .. act_off[t+1]) (their b), act_tb the same as rows
-     * t*B + b of the [T,B,...] buffers.  Frozen rows run no gate: their
-     * products are skipped (fewer rows, same sums; see matmul.c). */
-    int32_t *act_b, *act_tb, *act_off;
-    ag_real *drop;  /* [T,B,in] dropout scale of the input (0 or 1/keep), or NULL */
-    ag_real *xin;   /* [T,B,in] the input as the GEMM saw it (dropout applied) */
-    ag_real *gates; /* [T,B,4H] activated i, f, g, o */
-    ag_real *c;     /* [T+1,B,H] c[0] = c_{-1}, c[t+1] = c_t */
-    ag_real *h;     /* [T+1,B,H] likewise */
-    ag_real *tc;    /* [T,B,H] tanh(c_t) */
+    /* Only active rows (t < len[b]) are stored and computed, packed in
+     * time-major order: step t's rows are k in [off[t], off[t+1]), for the
+     * examples row_b[k] in increasing order.  An example active at t is
+     * active at t-1, so prev[k] is its row at t-1 (-1 at t = 0). */
+    int32_t *off, *row_b, *prev;
+    int na;          /* active rows in all */
+    uint8_t *kept;   /* [na,in] dropout mask of the input, or NULL */
+    ag_real scale;   /* 1/keep */
+    ag_real *xin;    /* [na,in] the input as the GEMM saw it (dropout applied) */
+    ag_real *gates;  /* [na,4H] activated i, f, g, o */
+    ag_real *hprev;  /* [na,H] h_{t-1} of each row (h0 or 0 at t = 0) */
+    ag_real *cprev;  /* [na,H] c_{t-1} likewise */
+    ag_real *h;      /* [na,H] h_t */
+    ag_real *tc;     /* [na,H] tanh(c_t) */
 } lstm_saved;
 
 /* Gate nonlinearities and state update of one row (vectorisable: the
@@ -48,24 +52,6 @@ static void cell_row_forward(ag_real *restrict a, const ag_real *restrict c_prev
         c[j] = cj;
         tc[j] = t;
         h[j] = o * t;
-    }
-}
-
-/* One timestep for the whole batch: rows still inside their sequence step,
- * frozen rows carry their state. */
-static void lstm_cell_forward(ag_real *gates, const ag_real *c_prev, const ag_real *h_prev, ag_real *c, ag_real *h,
-                              ag_real *tc, const int32_t *len, int t, int B, int H) {
-    for (int b = 0; b < B; b++) {
-        ag_real *a = gates + (int64_t)b * 4 * H;
-        int64_t o = (int64_t)b * H;
-        if (t < len[b]) {
-            cell_row_forward(a, c_prev + o, c + o, h + o, tc + o, H);
-            continue;
-        }
-        memcpy(c + o, c_prev + o, (size_t)H * sizeof *c);
-        memcpy(h + o, h_prev + o, (size_t)H * sizeof *h);
-        memset(a, 0, (size_t)4 * H * sizeof *a);
-        memset(tc + o, 0, (size_t)H * sizeof *tc);
     }
 }
 
@@ -86,15 +72,14 @@ static void cell_row_backward(ag_real *restrict d, const ag_real *restrict a, co
     }
 }
 
-/* The step backwards for the whole batch.  A frozen row ran no gate: its dG
- * is 0 (and its dh, dc are 0 too, see lstm_layer_backward). */
-static void lstm_cell_backward(ag_real *dG, const ag_real *gates, const ag_real *c_prev, const ag_real *tc,
-                               const ag_real *dh, ag_real *dc, const ag_real *dy, int64_t dy_stride,
-                               const int32_t *len, int t, int B, int H) {
-    for (int b = 0; b < B; b++) {
-        int64_t o = (int64_t)b * H, o4 = 4 * o;
-        if (t < len[b]) cell_row_backward(dG + o4, gates + o4, c_prev + o, tc + o, dh + o, dy + b * dy_stride, dc + o, H);
-        else memset(dG + o4, 0, (size_t)4 * H * sizeof *dG);
+/* Column sums of G [rows, n] added into g1 and g2 (either may be NULL). */
+static void add_column_sums(const ag_real *G, int64_t rows, int n, ag_real *g1, ag_real *g2) {
+    ag_real *sum = ag_arena_zalloc((size_t)n * sizeof *sum);
+    for (int64_t r = 0; r < rows; r++)
+        for (int j = 0; j < n; j++) sum[j] += G[r * n + j];
+    for (int j = 0; j < n; j++) {
+        if (g1) g1[j] += sum[j];
+        if (g2) g2[j] += sum[j];
     }
 }
 
@@ -102,35 +87,33 @@ static void lstm_layer_backward(ag_node *n) {
     const lstm_saved *s = n->saved;
     ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
     ag_tensor *h0 = n->in[5], *c0 = n->in[6];
-    int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = w_hh->shape[0], T = s->T;
-    int64_t TB = (int64_t)T * B;
+    int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = w_hh->shape[0], T = s->T, na = s->na;
     const ag_real *dY = n->out->grad;
 
-    ag_real *dG = ag_arena_alloc((size_t)(TB * 4 * H + 1) * sizeof *dG);
+    /* dh, dc of the state each example carries into the step being undone,
+     * by example.  An example not yet started (going backwards) has 0 there:
+     * no gradient reaches a frozen state (outputs past len are the constant
+     * 0 and no final state leaves the op), and its rows are never written. */
+    ag_real *dG = ag_arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof *dG);
     ag_real *dh = ag_arena_zalloc((size_t)B * H * sizeof *dh + 1);
     ag_real *dc = ag_arena_zalloc((size_t)B * H * sizeof *dc + 1);
-    /* Time loop.  dh of a frozen row stays 0: outputs past len are the
-     * constant 0 and no final state leaves the op, so no gradient reaches
-     * a frozen state, and writing the GEMM's 0 there is exact. */
+    ag_real *dhc = ag_arena_alloc((size_t)B * H * sizeof *dhc + 1);
     bool want_h0 = h0 && ag__wants(n, 5);
-    ag_real *dgc = ag_arena_alloc((size_t)B * 4 * H * sizeof *dgc + 1), *dhc = ag_arena_alloc((size_t)B * H * sizeof *dhc + 1);
     for (int t = T - 1; t >= 0; t--) {
-        int64_t o = (int64_t)t * B;
-        lstm_cell_backward(dG + o * 4 * H, s->gates + o * 4 * H, s->c + o * H, s->tc + o * H, dh, dc,
-                           dY + (int64_t)t * H, (int64_t)N * H, s->len, t, B, H);
-        if (!(t > 0 || want_h0)) continue;
-        int ba = s->act_off[t + 1] - s->act_off[t];
-        if (ba == B) {
-            ag__gemm(false, true, B, H, 4 * H, 1, dG + o * 4 * H, w_hh->data, 0, dh);
-        } else { /* a frozen row's dG is 0, so is its dh: the product on the active rows only */
-            const int32_t *rows = s->act_b + s->act_off[t];
-            for (int i = 0; i < ba; i++)
-                memcpy(dgc + (int64_t)i * 4 * H, dG + (o + rows[i]) * 4 * H, (size_t)4 * H * sizeof *dgc);
-            memset(dhc, 0, (size_t)ba * H * sizeof *dhc);
-            ag__gemm(false, true, ba, H, 4 * H, 1, dgc, w_hh->data, 1, dhc);
-            memset(dh, 0, (size_t)B * H * sizeof *dh);
-            ag__scatter_add_rows(dh, dhc, H, rows, ba);
+        int k0 = s->off[t], ba = s->off[t + 1] - k0;
+        for (int k = k0; k < k0 + ba; k++) {
+            int b = s->row_b[k];
+            cell_row_backward(dG + (int64_t)k * 4 * H, s->gates + (int64_t)k * 4 * H, s->cprev + (int64_t)k * H,
+                              s->tc + (int64_t)k * H, dh + (int64_t)b * H, dY + ((int64_t)b * N + t) * H,
+                              dc + (int64_t)b * H, H);
         }
+        if (!(t > 0 || want_h0)) continue;
+        /* dh_{t-1} = dG_t W_hh^T on this step's rows; the others keep 0 */
+        bool all = ba == B;
+        ag__gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, w_hh->data, 0, all ? dh : dhc);
+        if (!all)
+            for (int i = 0; i < ba; i++)
+                memcpy(dh + (int64_t)s->row_b[k0 + i] * H, dhc + (int64_t)i * H, (size_t)H * sizeof *dh);
     }
     if (want_h0) {
         ag_real *g = ag__grad(h0) + (int64_t)s->layer * B * H;
@@ -141,136 +124,113 @@ static void lstm_layer_backward(ag_node *n) {
         for (int64_t k = 0; k < (int64_t)B * H; k++) g[k] += dc[k];
     }
 
-    /* The weights see all timesteps at once: one GEMM each, over the active
-     * rows (a frozen row's dG is 0). */
-    int na = s->act_off[T];
-    bool packed = na < TB;
-    const ag_real *dGa = packed && (ag__wants(n, 0) || ag__wants(n, 1) || ag__wants(n, 2))
-                             ? ag__gather_rows(dG, 4 * H, s->act_tb, na)
-                             : dG;
-    if (ag__wants(n, 2)) {
-        const ag_real *ha = packed ? ag__gather_rows(s->h, H, s->act_tb, na) : s->h; /* h_{t-1} of row t*B+b */
-        ag__gemm(true, false, H, 4 * H, na, 1, ha, dGa, 1, ag__grad(w_hh));
-    }
-    if (ag__wants(n, 1)) {
-        const ag_real *xa = packed ? ag__gather_rows(s->xin, in, s->act_tb, na) : s->xin;
-        ag__gemm(true, false, in, 4 * H, na, 1, xa, dGa, 1, ag__grad(w_ih));
-    }
+    /* The weights see all timesteps at once: one GEMM each over the rows. */
+    if (ag__wants(n, 2)) ag__gemm(true, false, H, 4 * H, na, 1, s->hprev, dG, 1, ag__grad(w_hh));
+    if (ag__wants(n, 1)) ag__gemm(true, false, in, 4 * H, na, 1, s->xin, dG, 1, ag__grad(w_ih));
     bool want_bih = b_ih && ag__wants(n, 3), want_bhh = b_hh && ag__wants(n, 4);
-    if (want_bih || want_bhh) {
-        ag_real *db = ag_arena_zalloc((size_t)4 * H * sizeof *db);
-        for (int64_t r = 0; r < TB; r++)
-            for (int j = 0; j < 4 * H; j++) db[j] += dG[r * 4 * H + j];
-        ag_real *g1 = want_bih ? ag__grad(b_ih) : NULL, *g2 = want_bhh ? ag__grad(b_hh) : NULL;
-        for (int j = 0; j < 4 * H; j++) {
-            if (g1) g1[j] += db[j];
-            if (g2) g2[j] += db[j];
-        }
-    }
+    if (want_bih || want_bhh)
+        add_column_sums(dG, na, 4 * H, want_bih ? ag__grad(b_ih) : NULL, want_bhh ? ag__grad(b_hh) : NULL);
     if (ag__wants(n, 0)) { /* dx of the active rows; a frozen row's is 0 */
-        ag_real *dxin = ag_arena_zalloc((size_t)((int64_t)na * in + 1) * sizeof *dxin);
-        ag__gemm(false, true, na, in, 4 * H, 1, dGa, w_ih->data, 1, dxin);
+        ag_real *dxin = ag_arena_alloc((size_t)((int64_t)na * in + 1) * sizeof *dxin);
+        ag__gemm(false, true, na, in, 4 * H, 1, dG, w_ih->data, 0, dxin);
         ag_real *gx = ag__grad(x);
-        for (int i = 0; i < na; i++) {
-            int t = s->act_tb[i] / B, b = s->act_tb[i] % B;
-            const ag_real *src = dxin + (int64_t)i * in;
-            const ag_real *m = s->drop ? s->drop + ((int64_t)t * B + b) * in : NULL;
-            ag_real *dst = gx + ((int64_t)b * N + t) * in;
-            if (m)
-                for (int k = 0; k < in; k++) dst[k] += src[k] * m[k];
-            else
-                for (int k = 0; k < in; k++) dst[k] += src[k];
-        }
-    }
-}
-
-static void active_rows(lstm_saved *s, int B) {
-    int T = s->T;
-    s->act_off = ag_arena_alloc((size_t)(T + 1) * sizeof *s->act_off);
-    s->act_b = ag_arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->act_b);
-    s->act_tb = ag_arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->act_tb);
-    int k = 0;
-    for (int t = 0; t < T; t++) {
-        s->act_off[t] = k;
-        for (int b = 0; b < B; b++)
-            if (t < s->len[b]) {
-                s->act_b[k] = b;
-                s->act_tb[k++] = t * B + b;
+        for (int t = 0; t < T; t++)
+            for (int k = s->off[t]; k < s->off[t + 1]; k++) {
+                const ag_real *src = dxin + (int64_t)k * in;
+                const uint8_t *m = s->kept ? s->kept + (int64_t)k * in : NULL;
+                ag_real *dst = gx + ((int64_t)s->row_b[k] * N + t) * in;
+                if (m)
+                    for (int j = 0; j < in; j++) dst[j] += m[j] ? s->scale * src[j] : 0;
+                else
+                    for (int j = 0; j < in; j++) dst[j] += src[j];
             }
     }
-    s->act_off[T] = k;
 }
 
-/* Initial state of one layer at t = -1: the layer's slice of s0, or zeros. */
-static void initial_state(ag_real *dst, const ag_tensor *s0, int layer, int B, int H) {
-    if (s0) memcpy(dst, s0->data + (int64_t)layer * B * H, (size_t)B * H * sizeof *dst);
-    else memset(dst, 0, (size_t)B * H * sizeof *dst);
+/* The packed row index: off, row_b and prev (see lstm_saved). */
+static void active_rows(lstm_saved *s, int B) {
+    int T = s->T;
+    s->off = ag_arena_alloc((size_t)(T + 1) * sizeof *s->off);
+    s->row_b = ag_arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->row_b);
+    s->prev = ag_arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->prev);
+    int32_t *at = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *at); /* example -> its row at the step before */
+    int k = 0;
+    for (int t = 0; t < T; t++) {
+        s->off[t] = k;
+        for (int b = 0; b < B; b++)
+            if (t < s->len[b]) {
+                s->row_b[k] = b;
+                s->prev[k] = t == 0 ? -1 : at[b];
+                at[b] = k++;
+            }
+    }
+    s->off[T] = s->na = k;
+}
+
+/* Row k's state before its step: the previous row's, or the layer's slice
+ * of s0 (zeros without one). */
+static const ag_real *state_before(const lstm_saved *s, int k, const ag_real *packed, const ag_tensor *s0,
+                                   const ag_real *zeros, int B, int H) {
+    if (s->prev[k] >= 0) return packed + (int64_t)s->prev[k] * H;
+    return s0 ? s0->data + ((int64_t)s->layer * B + s->row_b[k]) * H : zeros;
 }
 
 /* One layer over the sequence.  keep < 1 applies inverted dropout to x. */
 static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, int32_t *len, int T, ag_tensor *h0,
                              ag_tensor *c0, double keep, ag_rng *rng) {
     int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = p->w_hh->shape[0];
-    int64_t TB = (int64_t)T * B;
-    lstm_saved s = {.len = len, .T = T, .layer = layer};
-    s.xin = ag_arena_alloc((size_t)(TB * in + 1) * sizeof(ag_real));
-    s.gates = ag_arena_alloc((size_t)(TB * 4 * H + 1) * sizeof(ag_real));
-    s.c = ag_arena_alloc((size_t)((TB + B) * H + 1) * sizeof(ag_real));
-    s.h = ag_arena_alloc((size_t)((TB + B) * H + 1) * sizeof(ag_real));
-    s.tc = ag_arena_alloc((size_t)(TB * H + 1) * sizeof(ag_real));
+    lstm_saved s = {.len = len, .T = T, .layer = layer, .scale = (ag_real)(1 / keep)};
+    active_rows(&s, B);
+    int64_t na = s.na;
+    s.xin = ag_arena_alloc((size_t)(na * in + 1) * sizeof(ag_real));
+    s.gates = ag_arena_alloc((size_t)(na * 4 * H + 1) * sizeof(ag_real));
+    s.hprev = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
+    s.cprev = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
+    s.h = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
+    ag_real *c = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
+    s.tc = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
     if (keep < 1) {
-        s.drop = ag_arena_alloc((size_t)(TB * in + 1) * sizeof(ag_real));
-        ag_real scale = (ag_real)(1 / keep);
-        uint8_t *kept = ag_arena_alloc((size_t)(TB * in + 1));
-        ag__dropout_mask(kept, TB * in, keep, rng);
-        for (int64_t k = 0; k < TB * in; k++) s.drop[k] = kept[k] ? scale : 0;
+        s.kept = ag_arena_alloc((size_t)(na * in + 1));
+        ag__dropout_mask(s.kept, na * in, keep, rng);
     }
 
-    /* Time-major copy of the input, then the hoisted input projection. */
+    /* The active rows of the input, then the hoisted input projection. */
     for (int t = 0; t < T; t++)
-        for (int b = 0; b < B; b++) {
-            const ag_real *src = x->data + ((int64_t)b * N + t) * in;
-            ag_real *dst = s.xin + ((int64_t)t * B + b) * in;
-            if (s.drop) {
-                const ag_real *m = s.drop + ((int64_t)t * B + b) * in;
-                for (int k = 0; k < in; k++) dst[k] = src[k] * m[k];
+        for (int k = s.off[t]; k < s.off[t + 1]; k++) {
+            const ag_real *src = x->data + ((int64_t)s.row_b[k] * N + t) * in;
+            ag_real *dst = s.xin + (int64_t)k * in;
+            if (s.kept) {
+                const uint8_t *m = s.kept + (int64_t)k * in;
+                for (int j = 0; j < in; j++) dst[j] = m[j] ? s.scale * src[j] : 0;
             } else {
                 memcpy(dst, src, (size_t)in * sizeof *dst);
             }
         }
     ag_real *bias = ag_arena_alloc((size_t)4 * H * sizeof *bias); /* both biases enter every step together */
     for (int j = 0; j < 4 * H; j++) bias[j] = (p->b_ih ? p->b_ih->data[j] : 0) + (p->b_hh ? p->b_hh->data[j] : 0);
-    for (int64_t r = 0; r < TB; r++) memcpy(s.gates + r * 4 * H, bias, (size_t)4 * H * sizeof *bias);
-    ag__gemm(false, false, (int)TB, 4 * H, in, 1, s.xin, p->w_ih->data, 1, s.gates);
+    for (int64_t k = 0; k < na; k++) memcpy(s.gates + k * 4 * H, bias, (size_t)4 * H * sizeof *bias);
+    ag__gemm(false, false, (int)na, 4 * H, in, 1, s.xin, p->w_ih->data, 1, s.gates);
 
-    initial_state(s.h, h0, layer, B, H);
-    initial_state(s.c, c0, layer, B, H);
-    active_rows(&s, B);
-    ag_real *hc = ag_arena_alloc((size_t)B * H * sizeof *hc + 1), *pc = ag_arena_alloc((size_t)B * 4 * H * sizeof *pc + 1);
+    ag_real *zeros = ag_arena_zalloc((size_t)H * sizeof *zeros + 1);
     for (int t = 0; t < T; t++) {
-        int64_t o = (int64_t)t * B;
-        ag_real *gates = s.gates + o * 4 * H;
-        int ba = s.act_off[t + 1] - s.act_off[t];
-        if (ba == B) {
-            ag__gemm(false, false, B, 4 * H, H, 1, s.h + o * H, p->w_hh->data, 1, gates);
-        } else { /* frozen rows' gates are discarded: h W_hh on the active rows only */
-            const int32_t *rows = s.act_b + s.act_off[t];
-            for (int i = 0; i < ba; i++) memcpy(hc + (int64_t)i * H, s.h + (o + rows[i]) * H, (size_t)H * sizeof *hc);
-            memset(pc, 0, (size_t)ba * 4 * H * sizeof *pc);
-            ag__gemm(false, false, ba, 4 * H, H, 1, hc, p->w_hh->data, 1, pc);
-            ag__scatter_add_rows(gates, pc, 4 * H, rows, ba);
+        int k0 = s.off[t], ba = s.off[t + 1] - k0;
+        for (int k = k0; k < k0 + ba; k++) {
+            memcpy(s.hprev + (int64_t)k * H, state_before(&s, k, s.h, h0, zeros, B, H), (size_t)H * sizeof(ag_real));
+            memcpy(s.cprev + (int64_t)k * H, state_before(&s, k, c, c0, zeros, B, H), (size_t)H * sizeof(ag_real));
         }
-        lstm_cell_forward(gates, s.c + o * H, s.h + o * H, s.c + (o + B) * H, s.h + (o + B) * H, s.tc + o * H, len, t,
-                          B, H);
+        ag__gemm(false, false, ba, 4 * H, H, 1, s.hprev + (int64_t)k0 * H, p->w_hh->data, 1,
+                 s.gates + (int64_t)k0 * 4 * H);
+        for (int k = k0; k < k0 + ba; k++)
+            cell_row_forward(s.gates + (int64_t)k * 4 * H, s.cprev + (int64_t)k * H, c + (int64_t)k * H,
+                             s.h + (int64_t)k * H, s.tc + (int64_t)k * H, H);
     }
 
     ag_tensor *out = ag__empty(3, (int[]){B, N, H});
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < N; t++) {
-            ag_real *dst = out->data + ((int64_t)b * N + t) * H;
-            if (t < len[b]) memcpy(dst, s.h + ((int64_t)(t + 1) * B + b) * H, (size_t)H * sizeof *dst);
-            else memset(dst, 0, (size_t)H * sizeof *dst);
-        }
+    for (int b = 0; b < B; b++) /* zeros past each length */
+        for (int t = len[b]; t < N; t++) memset(out->data + ((int64_t)b * N + t) * H, 0, (size_t)H * sizeof(ag_real));
+    for (int t = 0; t < T; t++)
+        for (int k = s.off[t]; k < s.off[t + 1]; k++)
+            memcpy(out->data + ((int64_t)s.row_b[k] * N + t) * H, s.h + (int64_t)k * H, (size_t)H * sizeof(ag_real));
     ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
                             (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
     if (n) {
