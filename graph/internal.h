@@ -118,11 +118,6 @@ void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_rea
  * from the main thread only. */
 void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
                      const ag_real *B, ag_real beta, ag_real *C);
-/* Row packing for products that skip rows (padding): the rows idx[0..kept)
- * of src [.., width] copied together (step arena), and dst[idx[i]] += src[i]
- * back; on the pool, main thread only. */
-ag_real *ag__gather_rows(const ag_real *src, int width, const int32_t *idx, int kept);
-void ag__scatter_add_rows(ag_real *dst, const ag_real *src, int width, const int32_t *idx, int kept);
 
 /* xoshiro256**'s step, inlined where a loop draws one number per element
  * (ag_rng_next is this on the generator's state). */

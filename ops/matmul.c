@@ -231,7 +231,7 @@ typedef struct {
     uint8_t *nonzero;
 } rows_job;
 
-static void scan_nonzero_rows(void *ctx, int64_t r0, int64_t r1) {
+AG_SIMD_CLONES static void scan_nonzero_rows(void *ctx, int64_t r0, int64_t r1) {
     const rows_job *j = ctx;
     for (int64_t r = r0; r < r1; r++) {
         const ag_real *g = j->src + r * j->width;
@@ -275,14 +275,14 @@ AG_SIMD_CLONES static void scatter_add_rows_range(void *ctx, int64_t i0, int64_t
     }
 }
 
-ag_real *ag__gather_rows(const ag_real *src, int width, const int32_t *idx, int kept) {
+static ag_real *gather_rows(const ag_real *src, int width, const int32_t *idx, int kept) {
     rows_job j = {.src = src, .dst = ag_arena_alloc((size_t)(kept ? kept : 1) * width * sizeof(ag_real)),
                   .idx = idx, .width = width};
     ag__parallel_range(kept, rows_per_part(width), gather_rows_range, &j);
     return j.dst;
 }
 
-void ag__scatter_add_rows(ag_real *dst, const ag_real *src, int width, const int32_t *idx, int kept) {
+static void scatter_add_rows(ag_real *dst, const ag_real *src, int width, const int32_t *idx, int kept) {
     rows_job j = {.src = src, .dst = dst, .idx = idx, .width = width};
     ag__parallel_range(kept, rows_per_part(width), scatter_add_rows_range, &j);
 }
@@ -301,14 +301,14 @@ static bool matmul_backward_packed(ag_node *n, const mm_plan *p) {
         if (ag__wants(n, 1)) ag__grad(b);
         return true;
     }
-    ag_real *Gc = ag__gather_rows(n->out->grad, N, idx, kept);
+    ag_real *Gc = gather_rows(n->out->grad, N, idx, kept);
     if (ag__wants(n, 0)) { /* dA rows = dY rows op(B)^T */
         ag_real *dAc = ag_arena_zalloc((size_t)kept * K * sizeof(ag_real));
         ag__gemm(false, !p->tb, kept, K, N, 1, Gc, b->data, 1, dAc);
-        ag__scatter_add_rows(ag__grad(a), dAc, K, idx, kept);
+        scatter_add_rows(ag__grad(a), dAc, K, idx, kept);
     }
     if (ag__wants(n, 1)) {
-        ag_real *Ac = ag__gather_rows(a->data, K, idx, kept);
+        ag_real *Ac = gather_rows(a->data, K, idx, kept);
         if (!p->tb) ag__gemm(true, false, K, N, kept, 1, Ac, Gc, 1, ag__grad(b)); /* dB = A^T dY */
         else ag__gemm(true, false, N, K, kept, 1, Gc, Ac, 1, ag__grad(b));     /* dB = dY^T A */
     }
@@ -366,28 +366,61 @@ ag_tensor *ag_matmul(ag_tensor *a, ag_tensor *b) { return ag_matmul_t(a, false, 
 
 /* ---- linear: y = x W + bias, with x of any rank ---- */
 
-/* Rows of dY that are all zero - the padded positions of a batch, whose
- * gradient the models mask to 0 (a third of the rows of a batch with
- * lengths 10..30 at width 30) - add nothing to dX or dW.  When at least an
- * eighth of the rows are zero, backward packs the others (rows of dY and
- * of X), runs both GEMMs on them and adds the dX rows back: exactly the
- * same sums without the zero terms (only the blocking of the GEMMs, hence
- * the last bits, depends on how many rows are left; never on threads).
+/* Rows that are all zero - the padded positions of a batch - are skipped:
+ *  - forward: a zero row of x gives y = bias whatever W is;
+ *  - backward: a zero row of dY adds nothing to dX or dW.
+ * When at least an eighth of the rows are zero, the others are packed and
+ * only they go through the GEMMs: exactly the same sums without the zero
+ * terms (only the blocking, hence the last bits, depends on how many rows
+ * are left; never on threads).  Forward keeps its packed x for backward,
+ * which reuses it when dY's zero rows are x's (the usual case: padding).
+ * NaN rows count as nonzero.
  *
- * One pass over dY finds the zero rows and sums the bias gradient: blocks
+ * One pass over dY finds its zero rows and sums the bias gradient: blocks
  * of BIAS_BLOCK rows, each summed in row order into its own partial row,
  * the partials then added in block order (fixed by the shape). */
 enum { BIAS_BLOCK = 64 };
 
+/* The packed rows of one side: idx[i] is the row of packed row i, pos[r]
+ * the packed row of row r or -1. */
 typedef struct {
-    const ag_real *G, *X;
-    ag_real *Gc, *Xc, *dXc, *dX, *gb;
+    int32_t *idx, *pos;
+    int kept;
+} row_pack;
+
+/* Packs the rows marked nonzero, or returns false (pack untouched) when
+ * fewer than an eighth of them are zero. */
+static bool pack_of(const uint8_t *nonzero, int rows, row_pack *pk) {
+    int kept = 0;
+    for (int r = 0; r < rows; r++) kept += nonzero[r];
+    if (kept > rows - rows / 8) return false;
+    pk->idx = ag_arena_alloc((size_t)(kept ? kept : 1) * sizeof *pk->idx);
+    pk->pos = ag_arena_alloc((size_t)rows * sizeof *pk->pos);
+    pk->kept = 0;
+    for (int r = 0; r < rows; r++) {
+        pk->pos[r] = nonzero[r] ? pk->kept : -1;
+        if (nonzero[r]) pk->idx[pk->kept++] = r;
+    }
+    return true;
+}
+
+typedef struct {
+    const ag_real *G, *X, *bias;
+    ag_real *Y, *Gc, *Xc, *Yc, *dXc, *dX, *gb;
     ag_real *partial;     /* [blocks, out]: the column sums of each block of rows */
     int64_t rows, blocks;
     int in, out;
-    const int32_t *idx;   /* the nonzero rows */
+    row_pack pk;
     uint8_t *nonzero;     /* per row, or NULL: not looked for */
+    bool fresh;           /* dX is a new buffer: store, and 0 on the zero rows */
 } linear_job;
+
+/* Forward keeps these for backward (arena). */
+typedef struct {
+    bool tw;              /* W stored [out, in] (ag_linear_t) */
+    row_pack pk;          /* x's packed rows, or kept = -1: not packed */
+    const ag_real *Xc;
+} linear_saved;
 
 AG_SIMD_CLONES static void scan_block(void *ctx, int64_t block) {
     const linear_job *j = ctx;
@@ -419,38 +452,64 @@ AG_SIMD_CLONES static void add_partials(void *ctx, int64_t k0, int64_t k1) {
 static void pack_rows(void *ctx, int64_t i0, int64_t i1) {
     const linear_job *j = ctx;
     for (int64_t i = i0; i < i1; i++) {
-        memcpy(j->Gc + i * j->out, j->G + (int64_t)j->idx[i] * j->out, (size_t)j->out * sizeof(ag_real));
-        if (j->Xc) memcpy(j->Xc + i * j->in, j->X + (int64_t)j->idx[i] * j->in, (size_t)j->in * sizeof(ag_real));
+        int64_t r = j->pk.idx[i];
+        if (j->Gc) memcpy(j->Gc + i * j->out, j->G + r * j->out, (size_t)j->out * sizeof(ag_real));
+        if (j->Xc) memcpy(j->Xc + i * j->in, j->X + r * j->in, (size_t)j->in * sizeof(ag_real));
     }
 }
 
-AG_SIMD_CLONES static void unpack_add_rows(void *ctx, int64_t i0, int64_t i1) {
+/* dX rows from the packed dXc: added, or stored (0 on the zero rows) into
+ * a fresh buffer. */
+AG_SIMD_CLONES static void unpack_dx_rows(void *ctx, int64_t r0, int64_t r1) {
     const linear_job *j = ctx;
-    for (int64_t i = i0; i < i1; i++) {
-        ag_real *dst = j->dX + (int64_t)j->idx[i] * j->in;
-        const ag_real *src = j->dXc + i * j->in;
-        for (int k = 0; k < j->in; k++) dst[k] += src[k];
+    for (int64_t r = r0; r < r1; r++) {
+        ag_real *dst = j->dX + r * j->in;
+        int32_t i = j->pk.pos[r];
+        const ag_real *src = i >= 0 ? j->dXc + (int64_t)i * j->in : NULL;
+        if (j->fresh && src) memcpy(dst, src, (size_t)j->in * sizeof(ag_real));
+        else if (j->fresh) memset(dst, 0, (size_t)j->in * sizeof(ag_real));
+        else if (src)
+            for (int k = 0; k < j->in; k++) dst[k] += src[k];
+    }
+}
+
+/* y rows from the packed product: Yc + bias, or bias (0) on the zero rows. */
+AG_SIMD_CLONES static void unpack_y_rows(void *ctx, int64_t r0, int64_t r1) {
+    const linear_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        ag_real *y = j->Y + r * j->out;
+        int32_t i = j->pk.pos[r];
+        const ag_real *src = i >= 0 ? j->Yc + (int64_t)i * j->out : NULL;
+        if (src && j->bias)
+            for (int k = 0; k < j->out; k++) y[k] = src[k] + j->bias[k];
+        else if (src) memcpy(y, src, (size_t)j->out * sizeof(ag_real));
+        else if (j->bias) memcpy(y, j->bias, (size_t)j->out * sizeof(ag_real));
+        else memset(y, 0, (size_t)j->out * sizeof(ag_real));
     }
 }
 
 /* dX = dY W^T and dW = X^T dY; with W stored transposed ([out, in],
- * ag_linear_t) dX = dY W and dW = dY^T X. */
+ * ag_linear_t) dX = dY W and dW = dY^T X.  dx_beta 0 stores dX. */
 static void linear_products(bool tw, int rows, int in, int out, const ag_real *G, const ag_real *X, const ag_real *W,
-                            ag_real *dX, ag_real *dW) {
-    if (dX) ag__gemm(false, !tw, rows, in, out, 1, G, W, 1, dX);
+                            ag_real *dX, ag_real dx_beta, ag_real *dW) {
+    if (dX) ag__gemm(false, !tw, rows, in, out, 1, G, W, dx_beta, dX);
     if (dW && !tw) ag__gemm(true, false, in, out, rows, 1, X, G, 1, dW);
     if (dW && tw) ag__gemm(true, false, out, in, rows, 1, G, X, 1, dW);
 }
 
+static bool same_pack(const row_pack *a, const row_pack *b) {
+    return a->kept == b->kept && !memcmp(a->idx, b->idx, (size_t)a->kept * sizeof *a->idx);
+}
+
 static void linear_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
-    bool tw = n->iarg[0];
+    const linear_saved *sv = n->saved;
+    bool tw = sv->tw;
     int in = w->shape[tw], out = w->shape[!tw];
     int rows = (int)(x->size / (in ? in : 1));
-    const ag_real *G = n->out->grad;
     bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1), want_b = bias && ag__wants(n, 2);
-    linear_job j = {.G = G, .X = x->data, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK, .in = in,
-                    .out = out};
+    linear_job j = {.G = n->out->grad, .X = x->data, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK,
+                    .in = in, .out = out};
     bool look = rows >= 64 && out > 0 && (want_x || want_w);
     if (look) j.nonzero = ag_arena_alloc((size_t)rows);
     if (want_b) j.partial = ag_arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
@@ -459,97 +518,43 @@ static void linear_backward(ag_node *n) {
         j.gb = ag__grad(bias);
         ag__parallel_range(out, 256, add_partials, &j);
     }
-    int kept = rows;
-    int32_t *idx = NULL;
-    if (look) {
-        idx = ag_arena_alloc((size_t)rows * sizeof *idx);
-        kept = 0;
-        for (int r = 0; r < rows; r++)
-            if (j.nonzero[r]) idx[kept++] = r;
+    ag_real *dX = want_x ? ag__grad_write(x, &j.fresh) : NULL;
+    if (!look || !pack_of(j.nonzero, rows, &j.pk)) { /* (almost) no zero rows: the plain products */
+        linear_products(tw, rows, in, out, j.G, x->data, w->data, dX, j.fresh ? 0 : 1, want_w ? ag__grad(w) : NULL);
+        return;
     }
-    if (!look || kept > rows - rows / 8) { /* (almost) no zero rows: the plain products */
-        linear_products(tw, rows, in, out, G, x->data, w->data, want_x ? ag__grad(x) : NULL,
-                        want_w ? ag__grad(w) : NULL);
-    } else if (kept > 0) {
-        j.idx = idx;
-        j.Gc = ag_arena_alloc((size_t)kept * out * sizeof(ag_real));
-        j.Xc = want_w ? ag_arena_alloc((size_t)kept * in * sizeof(ag_real)) : NULL;
-        ag__parallel_range(kept, rows_per_part(in + out), pack_rows, &j);
-        if (want_x) {
-            j.dX = ag__grad(x);
-            j.dXc = ag_arena_zalloc((size_t)kept * in * sizeof(ag_real));
-        }
-        linear_products(tw, kept, in, out, j.Gc, j.Xc, w->data, j.dXc, want_w ? ag__grad(w) : NULL);
-        if (want_x) ag__parallel_range(kept, rows_per_part(in), unpack_add_rows, &j);
+    int kept = j.pk.kept;
+    bool reuse_x = want_w && sv->pk.kept >= 0 && same_pack(&sv->pk, &j.pk);
+    j.Gc = ag_arena_alloc((size_t)(kept ? kept : 1) * out * sizeof(ag_real));
+    j.Xc = want_w && !reuse_x ? ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real)) : NULL;
+    ag__parallel_range(kept, rows_per_part(in + out), pack_rows, &j);
+    if (want_x) j.dXc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
+    linear_products(tw, kept, in, out, j.Gc, reuse_x ? sv->Xc : j.Xc, w->data, j.dXc, 0,
+                    want_w ? ag__grad(w) : NULL);
+    if (want_x) {
+        j.dX = dX;
+        ag__parallel_range(rows, rows_per_part(in), unpack_dx_rows, &j);
     }
 }
 
-/* Forward: rows of x that are all zero - the padded positions of an
- * embedded batch, dropout or not - give y = bias whatever W is.  When at
- * least an eighth of the rows are zero, the others are packed and only
- * they go through the GEMM (the rows left set the blocking, hence the last
- * bits; never the threads). */
-typedef struct {
-    const ag_real *X, *bias;
-    ag_real *Y, *Xc, *Yc;
-    int in, out;
-    uint8_t *nonzero;
-    const int32_t *idx, *pos; /* packed row -> row, row -> packed row or -1 */
-} linear_fwd_job;
-
-static void scan_x_rows(void *ctx, int64_t r0, int64_t r1) {
-    const linear_fwd_job *j = ctx;
-    for (int64_t r = r0; r < r1; r++) {
-        const ag_real *x = j->X + r * j->in;
-        bool any = false;
-        for (int k = 0; k < j->in; k++) any |= x[k] != 0; /* NaN counts as nonzero */
-        j->nonzero[r] = any;
-    }
-}
-
-/* Packed rows: x rows in, bias rows (or zeros) as the GEMM's C. */
-static void pack_x_rows(void *ctx, int64_t i0, int64_t i1) {
-    const linear_fwd_job *j = ctx;
-    for (int64_t i = i0; i < i1; i++) {
-        memcpy(j->Xc + i * j->in, j->X + (int64_t)j->idx[i] * j->in, (size_t)j->in * sizeof(ag_real));
-        if (j->bias) memcpy(j->Yc + i * j->out, j->bias, (size_t)j->out * sizeof(ag_real));
-        else memset(j->Yc + i * j->out, 0, (size_t)j->out * sizeof(ag_real));
-    }
-}
-
-static void unpack_y_rows(void *ctx, int64_t r0, int64_t r1) {
-    const linear_fwd_job *j = ctx;
-    for (int64_t r = r0; r < r1; r++) {
-        ag_real *y = j->Y + r * j->out;
-        if (j->pos[r] >= 0) memcpy(y, j->Yc + (int64_t)j->pos[r] * j->out, (size_t)j->out * sizeof(ag_real));
-        else if (j->bias) memcpy(y, j->bias, (size_t)j->out * sizeof(ag_real));
-        else memset(y, 0, (size_t)j->out * sizeof(ag_real));
-    }
-}
-
-/* y = x W + bias on the rows of x that are not all zero; false (nothing
+/* y = x op(W) + bias on the rows of x that are not all zero; false (nothing
  * done) when fewer than an eighth of them are zero. */
 static bool linear_packed(const ag_tensor *x, const ag_tensor *w, bool tw, const ag_tensor *bias, ag_tensor *out,
-                          int rows) {
+                          int rows, linear_saved *sv) {
     int in = w->shape[tw], out_dim = w->shape[!tw];
     if (rows < 64 || in == 0 || out_dim == 0) return false;
-    linear_fwd_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim};
-    j.nonzero = ag_arena_alloc((size_t)rows);
-    ag__parallel_range(rows, rows_per_part(in), scan_x_rows, &j);
-    int32_t *idx = ag_arena_alloc((size_t)rows * sizeof *idx), *pos = ag_arena_alloc((size_t)rows * sizeof *pos);
-    int kept = 0;
-    for (int r = 0; r < rows; r++) {
-        pos[r] = j.nonzero[r] ? kept : -1;
-        if (j.nonzero[r]) idx[kept++] = r;
-    }
-    if (kept > rows - rows / 8) return false;
-    j.idx = idx;
-    j.pos = pos;
+    rows_job scan = {.src = x->data, .width = in, .nonzero = ag_arena_alloc((size_t)rows)};
+    ag__parallel_range(rows, rows_per_part(in), scan_nonzero_rows, &scan);
+    linear_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim};
+    if (!pack_of(scan.nonzero, rows, &j.pk)) return false;
+    int kept = j.pk.kept;
     j.Xc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
     j.Yc = ag_arena_alloc((size_t)(kept ? kept : 1) * out_dim * sizeof(ag_real));
-    ag__parallel_range(kept, rows_per_part(in + out_dim), pack_x_rows, &j);
-    ag__gemm(false, tw, kept, out_dim, in, 1, j.Xc, w->data, 1, j.Yc);
+    ag__parallel_range(kept, rows_per_part(in), pack_rows, &j);
+    ag__gemm(false, tw, kept, out_dim, in, 1, j.Xc, w->data, 0, j.Yc);
     ag__parallel_range(rows, rows_per_part(out_dim), unpack_y_rows, &j);
+    sv->pk = j.pk;
+    sv->Xc = j.Xc;
     return true;
 }
 
@@ -569,14 +574,19 @@ static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
     ag_tensor *out = ag__empty(x->ndim, shape);
-    if (!linear_packed(x, w, tw, bias, out, rows)) {
+    linear_saved sv = {.tw = tw, .pk = {.kept = -1}};
+    if (!linear_packed(x, w, tw, bias, out, rows, &sv)) {
         if (bias)
             for (int r = 0; r < rows; r++)
                 memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
         ag__gemm(false, tw, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
     }
     ag_node *n = ag__record(op, linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
-    if (n) n->iarg[0] = tw;
+    if (n) {
+        linear_saved *keep = ag_arena_alloc(sizeof *keep);
+        *keep = sv;
+        n->saved = keep;
+    }
     return out;
 }
 

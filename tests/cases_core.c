@@ -172,6 +172,17 @@ static ag_tensor *f_mm_shared_padded(ag_tensor **in) {
 static ag_tensor *f_linear_padded(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], in[2]), in[3]); }
 static ag_tensor *f_linear_padded_nobias(ag_tensor **in) { return ag_mul(ag_linear(in[0], in[1], NULL), in[3]); }
 
+/* Zero rows on both sides: x's padding rows and dY's, the same rows
+ * (backward reuses forward's packed x) or different ones (it packs anew). */
+static int lin_zero_both(ag_tensor **in, ag_rng *r, bool same) {
+    lin_zero_rows(in, r); /* x rows i % 20 >= 13 and 3 are zero */
+    in[3] = tc_uniform(r, 0, 1, false, SHAPE(4, 20, 1));
+    for (int i = 0; i < 80; i++) in[3]->data[i] = same ? !(i % 20 >= 13 || i == 3) : !(i % 20 < 4 || i == 50);
+    return 4;
+}
+static int lin_zero_same(ag_tensor **in, ag_rng *r) { return lin_zero_both(in, r, true); }
+static int lin_zero_other(ag_tensor **in, ag_rng *r) { return lin_zero_both(in, r, false); }
+
 /* ag_linear_t: the weight stored [out, in], as a tied decoder's table. */
 static int lin_t_3d(ag_tensor **in, ag_rng *r) {
     in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
@@ -281,6 +292,8 @@ const op_case core_cases[] = {
     {"matmul/shared_b_tb_zero_gradient_rows", mm_shared_padded, f_mm_shared_padded_tb, 0, 0},
     {"linear/zero_input_rows_no_bias", lin_zero_rows, f_linear_nobias, 0, 0},
     {"linear/zero_gradient_rows_no_bias", lin_padded, f_linear_padded_nobias, 0, 0},
+    {"linear/zero_rows_both_same", lin_zero_same, f_linear_padded, 0, 0},
+    {"linear/zero_rows_both_different", lin_zero_other, f_linear_padded, 0, 0},
     {"linear_t/3d", lin_t_3d, f_linear_t, 0, 0},
     {"linear_t/no_bias", lin_t_3d, f_linear_t_nobias, 0, 0},
     {"linear_t/zero_gradient_rows", lin_t_padded, f_linear_t_padded, 0, 0},

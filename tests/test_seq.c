@@ -143,9 +143,11 @@ static ag_tensor *lstm_composed(lstm_case *c) {
             ag_tensor *D = ag_tensor_fill(1, 3, (int[]){B, N, I});
             int r = 0;
             for (int t = 0; t < T; t++)
-                for (int b = 0; b < B; b++, r += t < c->len[b])
-                    for (int k = 0; k < I && t < c->len[b]; k++)
-                        D->data[((int64_t)b * N + t) * I + k] = M->data[(int64_t)r * I + k];
+                for (int b = 0; b < B; b++) {
+                    if (t >= c->len[b]) continue;
+                    for (int k = 0; k < I; k++) D->data[((int64_t)b * N + t) * I + k] = M->data[(int64_t)r * I + k];
+                    r++;
+                }
             X = ag_mul(X, D);
         }
         ag_tensor *Xflat = ag_reshape(X, 2, (int[]){B, N * I});
