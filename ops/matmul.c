@@ -4,22 +4,42 @@
 
 #include <cblas.h>
 
-/* One BLAS call with explicit leading dimensions (row-major). */
+#ifdef AG_REAL_DOUBLE
+#define BLAS(name) cblas_d##name
+#else
+#define BLAS(name) cblas_s##name
+#endif
+
+static enum CBLAS_TRANSPOSE trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
+
+/* C = beta C, for the paths BLAS would otherwise skip or that only add. */
+static void scale_c(int M, int N, ag_real beta, ag_real *C, int ldc) {
+    if (beta == 1) return;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) C[(int64_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(int64_t)i * ldc + j];
+}
+
+/* One BLAS call with explicit leading dimensions (row-major).  Products with
+ * a side of 1 go to the level-2 routine that is that product: gemm would
+ * pack a whole operand to use one lane of its kernel (a score vector h.u,
+ * its gradient's outer product). */
 static void blas_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
                       const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc) {
     if (M == 0 || N == 0) return;
     if (K == 0) { /* BLAS may leave C alone when K = 0; the math says C = beta C */
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[(int64_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(int64_t)i * ldc + j];
+        scale_c(M, N, beta, C, ldc);
         return;
     }
-#ifdef AG_REAL_DOUBLE
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                lda, B, ldb, beta, C, ldc);
-#else
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                lda, B, ldb, beta, C, ldc);
-#endif
+    if (N == 1) { /* C[:,0] = op(A) b */
+        BLAS(gemv)(CblasRowMajor, trans(ta), ta ? K : M, ta ? M : K, alpha, A, lda, B, tb ? 1 : ldb, beta, C, ldc);
+    } else if (M == 1) { /* C[0,:] = op(B)^T a */
+        BLAS(gemv)(CblasRowMajor, trans(!tb), tb ? N : K, tb ? K : N, alpha, B, ldb, A, ta ? lda : 1, beta, C, 1);
+    } else if (K == 1) { /* C = beta C + alpha a b^T */
+        scale_c(M, N, beta, C, ldc);
+        BLAS(ger)(CblasRowMajor, M, N, alpha, A, ta ? 1 : lda, B, tb ? ldb : 1, C, ldc);
+    } else {
+        BLAS(gemm)(CblasRowMajor, trans(ta), trans(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
 }
 
 void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
@@ -241,6 +261,11 @@ AG_SIMD_CLONES static void scan_nonzero_rows(void *ctx, int64_t r0, int64_t r1) 
     }
 }
 
+/* Skipping zero rows pays when the rows feed real GEMMs: with a side under
+ * 16 a product is a memory-bound sweep, and packing rows costs more than
+ * the products it saves (MPSAN's score vectors h.u). */
+static bool worth_packing(int rows, int in, int out) { return rows >= 64 && in >= 16 && out >= 16; }
+
 static int64_t rows_per_part(int width) {
     int64_t k = AG_GRAIN_ELEMENTWISE / (width > 0 ? width : 1);
     return k < 1 ? 1 : k;
@@ -291,7 +316,7 @@ static void scatter_add_rows(ag_real *dst, const ag_real *src, int width, const 
  * the batch is one tall product of rows = batch * M rows; both gradients
  * on the nonzero rows of dY only. */
 static bool matmul_backward_packed(ag_node *n, const mm_plan *p) {
-    if (!p->b_shared || p->ta) return false;
+    if (!p->b_shared || p->ta || !worth_packing(p->batch * p->M, p->K, p->N)) return false;
     ag_tensor *a = n->in[0], *b = n->in[1];
     int rows = p->batch * p->M, N = p->N, K = p->K, kept;
     int32_t *idx = nonzero_rows(n->out->grad, rows, N, &kept);
@@ -510,7 +535,7 @@ static void linear_backward(ag_node *n) {
     bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1), want_b = bias && ag__wants(n, 2);
     linear_job j = {.G = n->out->grad, .X = x->data, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK,
                     .in = in, .out = out};
-    bool look = rows >= 64 && out > 0 && (want_x || want_w);
+    bool look = worth_packing(rows, in, out) && (want_x || want_w);
     if (look) j.nonzero = ag_arena_alloc((size_t)rows);
     if (want_b) j.partial = ag_arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
     if (look || want_b) ag__parallel(j.blocks, scan_block, &j);
@@ -542,7 +567,7 @@ static void linear_backward(ag_node *n) {
 static bool linear_packed(const ag_tensor *x, const ag_tensor *w, bool tw, const ag_tensor *bias, ag_tensor *out,
                           int rows, linear_saved *sv) {
     int in = w->shape[tw], out_dim = w->shape[!tw];
-    if (rows < 64 || in == 0 || out_dim == 0) return false;
+    if (!worth_packing(rows, in, out_dim)) return false;
     rows_job scan = {.src = x->data, .width = in, .nonzero = ag_arena_alloc((size_t)rows)};
     ag__parallel_range(rows, rows_per_part(in), scan_nonzero_rows, &scan);
     linear_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim};

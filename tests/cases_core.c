@@ -116,6 +116,16 @@ MM_SETUP(mm_shared_a, SHAPE(3, 4), SHAPE(2, 2, 4, 5))
 MM_SETUP(mm_shared_a_t, SHAPE(4, 3), SHAPE(2, 5, 4))
 MM_SETUP(mm_ones, SHAPE(1, 1), SHAPE(1, 1))
 
+/* Products with a side of 1 (level-2 BLAS underneath): op(A) [M,K] op(B)
+ * [K,N] with M, N or K = 1, stored transposed where the case says so. */
+MM_SETUP(mv, SHAPE(5, 4), SHAPE(4, 1))
+MM_SETUP(mv_tt, SHAPE(4, 5), SHAPE(1, 4))
+MM_SETUP(vm, SHAPE(1, 4), SHAPE(4, 3))
+MM_SETUP(vm_tt, SHAPE(4, 1), SHAPE(3, 4))
+MM_SETUP(outer, SHAPE(5, 1), SHAPE(1, 3))
+MM_SETUP(outer_tt, SHAPE(1, 5), SHAPE(3, 1))
+MM_SETUP(mv_batched, SHAPE(2, 5, 4), SHAPE(4, 1))
+
 static ag_tensor *f_mm(ag_tensor **in) { return ag_matmul(in[0], in[1]); }
 static ag_tensor *f_mm_ta(ag_tensor **in) { return ag_matmul_t(in[0], true, in[1], false); }
 static ag_tensor *f_mm_tb(ag_tensor **in) { return ag_matmul_t(in[0], false, in[1], true); }
@@ -136,12 +146,15 @@ static int lin_1row(ag_tensor **in, ag_rng *r) {
 static ag_tensor *f_linear(ag_tensor **in) { return ag_linear(in[0], in[1], in[2]); }
 static ag_tensor *f_linear_nobias(ag_tensor **in) { return ag_linear(in[0], in[1], NULL); }
 
+/* The packed paths need both sides of the product >= 16 (worth_packing). */
+enum { IN = 16, OUT = 17 }; /* values in +-[0.1, 0.5] keep sums of 16 terms O(1) for the differences */
+
 /* 80 rows, rows 5..24 and every 7th masked to 0 after the layer: their
  * gradient rows are exactly 0, and backward packs the other rows. */
 static int lin_padded(ag_tensor **in, ag_rng *r) {
-    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(4, 20, 3));
-    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(3, 5));
-    in[2] = tc_away(r, 0.2, 2.0, true, SHAPE(5));
+    in[0] = tc_away(r, 0.1, 0.5, true, SHAPE(4, 20, IN));
+    in[1] = tc_away(r, 0.1, 0.5, true, SHAPE(IN, OUT));
+    in[2] = tc_away(r, 0.1, 0.5, true, SHAPE(OUT));
     in[3] = tc_uniform(r, 0, 1, false, SHAPE(4, 20, 1));
     for (int i = 0; i < 80; i++) in[3]->data[i] = (i >= 5 && i < 25) || i % 7 == 0 ? 0 : 1;
     return 4;
@@ -149,18 +162,18 @@ static int lin_padded(ag_tensor **in, ag_rng *r) {
 /* 80 rows of x, 30 of them all zero (padding after an embedding): forward
  * packs the other rows; the gradient reaches every row, the zero ones too. */
 static int lin_zero_rows(ag_tensor **in, ag_rng *r) {
-    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(4, 20, 3));
-    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(3, 5));
-    in[2] = tc_away(r, 0.2, 2.0, true, SHAPE(5));
+    in[0] = tc_away(r, 0.1, 0.5, true, SHAPE(4, 20, IN));
+    in[1] = tc_away(r, 0.1, 0.5, true, SHAPE(IN, OUT));
+    in[2] = tc_away(r, 0.1, 0.5, true, SHAPE(OUT));
     for (int i = 0; i < 80; i++)
-        if (i % 20 >= 13 || i == 3) memset(in[0]->data + i * 3, 0, 3 * sizeof(ag_real));
+        if (i % 20 >= 13 || i == 3) memset(in[0]->data + i * IN, 0, IN * sizeof(ag_real));
     return 3;
 }
 /* A shared right operand (the LM's tied decoder x E^T): 80 rows, a third
  * of their gradients 0, so backward packs the other rows. */
 static int mm_shared_padded(ag_tensor **in, ag_rng *r) {
-    in[0] = tc_away(r, 0.2, 2.0, true, SHAPE(4, 20, 3));
-    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(5, 3));
+    in[0] = tc_away(r, 0.1, 0.5, true, SHAPE(4, 20, IN));
+    in[1] = tc_away(r, 0.1, 0.5, true, SHAPE(OUT, IN));
     in[2] = tc_uniform(r, 0, 1, false, SHAPE(4, 20, 1));
     for (int i = 0; i < 80; i++) in[2]->data[i] = (i >= 5 && i < 25) || i % 7 == 0 ? 0 : 1;
     return 3;
@@ -192,12 +205,12 @@ static int lin_t_3d(ag_tensor **in, ag_rng *r) {
 }
 static int lin_t_padded(ag_tensor **in, ag_rng *r) {
     int n = lin_padded(in, r);
-    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(5, 3));
+    in[1] = tc_away(r, 0.1, 0.5, true, SHAPE(OUT, IN));
     return n;
 }
 static int lin_t_zero_rows(ag_tensor **in, ag_rng *r) {
     int n = lin_zero_rows(in, r);
-    in[1] = tc_away(r, 0.2, 2.0, true, SHAPE(5, 3));
+    in[1] = tc_away(r, 0.1, 0.5, true, SHAPE(OUT, IN));
     return n;
 }
 static ag_tensor *f_linear_t(ag_tensor **in) { return ag_linear_t(in[0], in[1], in[2]); }
@@ -283,6 +296,13 @@ const op_case core_cases[] = {
     {"matmul/shared_a", mm_shared_a, f_mm, 0, 0},
     {"matmul/shared_a_ta_tb", mm_shared_a_t, f_mm_tt, 0, 0},
     {"matmul/1x1", mm_ones, f_mm, 0, 0},
+    {"matmul/matrix_vector", mv, f_mm, 0, 0},
+    {"matmul/matrix_vector_tt", mv_tt, f_mm_tt, 0, 0},
+    {"matmul/vector_matrix", vm, f_mm, 0, 0},
+    {"matmul/vector_matrix_tt", vm_tt, f_mm_tt, 0, 0},
+    {"matmul/outer", outer, f_mm, 0, 0},
+    {"matmul/outer_tt", outer_tt, f_mm_tt, 0, 0},
+    {"matmul/matrix_vector_shared", mv_batched, f_mm, 0, 0},
     {"linear/3d", lin_3d, f_linear, 0, 0},
     {"linear/no_bias", lin_3d, f_linear_nobias, 0, 0},
     {"linear/1d_input", lin_1row, f_linear, 0, 0},
