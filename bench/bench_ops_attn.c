@@ -8,8 +8,9 @@
  *
  *     ./build/bench/bench_ops_attn [reps]
  *
- * Thread count: OpenBLAS's (OPENBLAS_NUM_THREADS); the non-GEMM loops are
- * single-threaded. */
+ * Threads: the engine's pool (AG_NUM_THREADS, else OMP_NUM_THREADS, else one
+ * per core; ag_set_num_threads), which runs the parallel loops and cuts the
+ * large GEMMs; OpenBLAS runs single-threaded under it. */
 #include "attngrad.h"
 
 #include <math.h>
@@ -131,9 +132,8 @@ int main(int argc, char **argv) {
     for (int b = 0; b < B; b++) len[b] = N - (b * 7) % (N / 2);
     lengths = len;
 
-    const char *threads = getenv("OPENBLAS_NUM_THREADS");
-    printf("attention ops, f32: B=%d N=%d d=%d h=%d (d_head %d), median of %d runs, OPENBLAS_NUM_THREADS=%s\n", B, N,
-           D, H, DH, reps, threads ? threads : "(unset)");
+    printf("attention ops, f32: B=%d N=%d d=%d h=%d (d_head %d), median of %d runs, %d threads\n", B, N, D, H, DH,
+           reps, ag_get_num_threads());
     printf("%-52s %8s %11s %15s\n", "op", "fwd ms", "fwd+bwd ms", "fwd+bwd cpu ms");
     struct {
         const char *name;

@@ -6,7 +6,9 @@
  *
  *     ./build/bench/bench_ops_seq [repeats]
  *
- * OpenBLAS picks its own thread count; set OPENBLAS_NUM_THREADS to pin it. */
+ * Threads: the engine's pool (AG_NUM_THREADS, else OMP_NUM_THREADS, else one
+ * per core; ag_set_num_threads), which runs the parallel loops and cuts the
+ * large GEMMs; OpenBLAS runs single-threaded under it. */
 #include "attngrad.h"
 
 #include <stdio.h>
@@ -142,8 +144,7 @@ int main(int argc, char **argv) {
         {"lstm B64 N64 in300 H300 (1 layer)", lstm_gemm, 2 * lstm_gemm, lstm_setup, lstm_forward, &lc},
         {"gaussian B64 N64 H300", gauss_gemm, 2 * gauss_gemm, gauss_setup, gauss_forward, &gc},
     };
-    const char *threads = getenv("OPENBLAS_NUM_THREADS");
-    printf("attngrad f32, median of %d runs, OPENBLAS_NUM_THREADS=%s\n\n", repeats, threads ? threads : "(unset)");
+    printf("attngrad f32, median of %d runs, %d threads\n\n", repeats, ag_get_num_threads());
     printf("| %-34s | %7s | %7s | %7s | %7s | %7s | %7s |\n", "op (median ms; min ms)", "fwd", "fwd+bwd", "bwd",
            "min fwd", "min f+b", "GFLOP/s");
     printf("|------------------------------------|---------|---------|---------|---------|---------|---------|\n");
