@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { B = 64, N = 64, D = 300, H = 6, DH = D / H };
+enum { B = 64, N = 64, D = 300, H = 6, DH = D / H, MIX = 5 };
 
 static double clock_ms(clockid_t clock) {
     struct timespec ts;
@@ -39,6 +39,7 @@ static int cmp_double(const void *a, const void *b) {
 
 static ag_params params;
 static ag_tensor *scores, *q, *k, *v, *x;
+static ag_tensor *mix_z, *mix_src[MIX];
 static ag_tensor *head_mask;
 static ag_mask_spec specs[H];
 static const int32_t *lengths;
@@ -65,6 +66,17 @@ static ag_tensor *run_fused(void) { return ag_attention(q, k, v, head_mask, 1 / 
 static ag_tensor *run_composed(void) {
     ag_tensor *p = ag_masked_softmax(ag_matmul_t(q, false, k, true), head_mask, 1 / sqrt(DH));
     return ag_matmul(p, v);
+}
+
+/* MPSAN's position fusion: a softmax over 5 sources per feature, and the
+ * same spelled with stack, softmax over an axis, product and sum. */
+static ag_tensor *run_mix(void) { return ag_softmax_mix(mix_z, mix_src, MIX); }
+
+static ag_tensor *run_mix_composed(void) {
+    ag_tensor *parts[MIX];
+    for (int g = 0; g < MIX; g++) parts[g] = ag_reshape(mix_src[g], 4, (int[]){B, N, 1, D});
+    ag_tensor *gate = ag_softmax_axis_len(ag_reshape(mix_z, 4, (int[]){B, N, MIX, D}), 2, NULL);
+    return ag_sum_axis(ag_mul(gate, ag_concat(parts, MIX, 2)), 2, false);
 }
 
 static ag_tensor *run_heads(void) { return ag_merge_heads(ag_split_heads(x, H)); }
@@ -121,6 +133,12 @@ int main(int argc, char **argv) {
     k = param("k", 4, (int[]){B, H, N, DH}, &r, 1.0);
     v = param("v", 4, (int[]){B, H, N, DH}, &r, 1.0);
     x = param("x", 3, (int[]){B, N, D}, &r, 1.0);
+    mix_z = param("mix_z", 3, (int[]){B, N, MIX * D}, &r, 1.0);
+    for (int g = 0; g < MIX; g++) {
+        char name[16];
+        snprintf(name, sizeof name, "mix_s%d", g);
+        mix_src[g] = param(name, 3, (int[]){B, N, D}, &r, 1.0);
+    }
 
     /* MS-SAN's heads: PAST_INCL / FUTURE_INCL with word distance on heads 0
      * and 3 (the tree-distance heads use word distance here). */
@@ -145,6 +163,8 @@ int main(int argc, char **argv) {
         {"attention composed: matmul, masked_softmax, matmul", run_composed},
         {"split_heads + merge_heads [B,N,d]", run_heads},
         {"split + fused attention + merge", run_mha_core},
+        {"softmax_mix 5 sources [B,N,5d] -> [B,N,d]", run_mix},
+        {"softmax mixture composed: concat, softmax, mul, sum", run_mix_composed},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         timing t = measure(rows[i].f, reps);

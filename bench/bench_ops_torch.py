@@ -40,6 +40,7 @@ ROWS = [
     ("attention composed: matmul, softmax, matmul", "attn", "attention composed"),
     ("split + merge heads [B,N,300]", "attn", "split_heads + merge_heads"),
     ("split + fused attention + merge", "attn", "split + fused attention"),
+    ("softmax gate over 5 sources [B,N,5,300]", "attn", "softmax_mix 5 sources"),
     ("LSTM 1 layer, in 300, H 300", "seq", "lstm"),
     ("Gaussian scoring, H 300", "seq", "gaussian"),
 ]
@@ -126,6 +127,13 @@ def torch_numbers(reps, threads):
     sigma = (0.05 + 0.45 * torch.rand(B, N, generator=g)).requires_grad_()
     window = (torch.arange(N)[None, :] <= torch.arange(N)[:, None]).float()  # [t, i]
 
+    mix_z = leaf(B, N, 5 * D)
+    mix_s = [leaf(B, N, D) for _ in range(5)]
+
+    def softmax_mix():  # MPSAN's position fusion
+        gate = torch.softmax(mix_z.view(B, N, 5, D), dim=2)
+        return (gate * torch.stack(mix_s, dim=2)).sum(2)
+
     def gaussian():
         pos = torch.arange(N, dtype=torch.float32) / N
         gamma = torch.exp(-(pos[None, None, :] - mu[:, :, None]) ** 2 / (2 * sigma[:, :, None] ** 2 + 1e-3)) * window
@@ -139,6 +147,7 @@ def torch_numbers(reps, threads):
         "attention composed: matmul, softmax, matmul": lambda: torch.softmax(q @ k.transpose(-1, -2) * scale + mask, -1) @ v,
         "split + merge heads [B,N,300]": lambda: merge(split(x)),
         "split + fused attention + merge": lambda: merge(self_attention(split(x))),
+        "softmax gate over 5 sources [B,N,5,300]": softmax_mix,
         "LSTM 1 layer, in 300, H 300": lambda: lstm(hx)[0],
         "Gaussian scoring, H 300": gaussian,
     }
