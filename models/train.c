@@ -287,6 +287,57 @@ static void progress_end(progress *p) {
     fflush(p->f);
 }
 
+/* ---- --profile K: the op table of K training steps --------------------------- */
+
+/* One per command, across folds.  Profiling starts before the command's
+ * training step AG_PROFILE_WARMUP + 1 and reports once, after K steps or at
+ * the end of the epoch under way, whichever comes first: the evaluation
+ * that follows an epoch is not training. */
+typedef struct {
+    int want;      /* K; 0 = off */
+    int64_t taken; /* training steps so far */
+    bool on;
+} step_profile;
+
+static void profile_step_begin(step_profile *sp) {
+    if (sp->want > 0 && sp->taken == AG_PROFILE_WARMUP) {
+        ag_profile_start();
+        sp->on = true;
+    }
+}
+
+/* Stops the profiler and prints its table to stderr. */
+static void profile_report(step_profile *sp) {
+    int steps = (int)(sp->taken - AG_PROFILE_WARMUP);
+    ag_profile_stop();
+    sp->on = false;
+    fprintf(stderr, "\nop profile of training step%s %d", steps > 1 ? "s" : "", AG_PROFILE_WARMUP + 1);
+    if (steps > 1) fprintf(stderr, "-%lld", (long long)sp->taken);
+    if (steps < sp->want) fprintf(stderr, " (%d of the %d asked for: the epoch or the run ended first)", steps, sp->want);
+    fprintf(stderr, "\n");
+    ag_profile_report(stderr, steps, AG_PROFILE_TOP);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
+static void profile_step_end(step_profile *sp) {
+    sp->taken++;
+    if (sp->on && sp->taken == AG_PROFILE_WARMUP + sp->want) profile_report(sp);
+}
+
+static void profile_epoch_end(step_profile *sp) {
+    if (sp->on) profile_report(sp);
+}
+
+/* After the command: the profiler off (an error may have cut a profiled
+ * step short), and a word when the run was too short to profile. */
+static void profile_close(step_profile *sp, int rc) {
+    if (sp->on) ag_profile_stop();
+    else if (sp->want > 0 && sp->taken <= AG_PROFILE_WARMUP && !rc)
+        fprintf(stderr, "--profile: no op table: the run ended after %lld training steps, and profiling starts after %d\n",
+                (long long)sp->taken, AG_PROFILE_WARMUP);
+}
+
 /* ---- the run's own counters, saved as "state.*" config lines ---------------- */
 
 typedef struct {
@@ -525,6 +576,7 @@ typedef struct {
     const char *out;
     double deadline;     /* monotonic seconds; 0 = none */
     bool quiet;
+    step_profile *profile;
 } fold_ctx;
 
 static bool limit_reached(const fold_ctx *c, const run_state *s) {
@@ -595,8 +647,10 @@ static int train_loop(const fold_ctx *c, trainer *t, run_state *s, fold_result *
             if (rc) return rc;
             int64_t allocs = ag_memstats().allocs;
             double loss;
+            profile_step_begin(c->profile);
             if ((rc = train_step(t, s->step + 1, &loss, err, errlen))) return rc;
             r->allocs += ag_memstats().allocs - allocs;
+            profile_step_end(c->profile);
             s->step++;
             s->batch++;
             if (first_n < 10) first_sum += loss, first_n++;
@@ -604,6 +658,7 @@ static int train_loop(const fold_ctx *c, trainer *t, run_state *s, fold_result *
             stop = limit_reached(c, s);
         }
         progress_end(&p);
+        profile_epoch_end(c->profile);
         s->seconds += now() - t0;
         bool partial = s->batch < n_batches;
         if (!partial) s->epoch++, s->batch = 0;
@@ -670,8 +725,8 @@ static int resume_from(const char *out, trainer *t, run_state *s, char *err, siz
     return state_parse(st.config, s, path, err, errlen);
 }
 
-static int train_fold(ag_train_opts *o, int fold, const char *out, double deadline, fold_result *r, char *err,
-                      size_t errlen) {
+static int train_fold(ag_train_opts *o, int fold, const char *out, double deadline, step_profile *profile,
+                      fold_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     bool resume = o->resume;
     char path[AG_PATH_MAX + 32];
@@ -683,7 +738,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
 
     trainer t;
     run_state s = {.best = -INFINITY};
-    fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet};
+    fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile};
     rc = trainer_init(&t, o, fold, vocab, err, errlen);
     if (!rc && !resume) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
@@ -740,6 +795,39 @@ static void add_fold(ag_train_result *r, const fold_result *f, int k) {
     r->folds = k + 1;
 }
 
+/* The run, or every fold of a cross-validation data set, into r. */
+static int train_folds(ag_train_opts *o, int folds, double deadline, step_profile *profile, ag_train_result *r,
+                       char *err, size_t errlen) {
+    if (!folds || o->fold >= 0) { /* one run, straight into the folder */
+        fold_result f;
+        int rc = train_fold(o, folds ? o->fold : -1, o->out, deadline, profile, &f, err, errlen);
+        if (!rc) add_fold(r, &f, 0);
+        r->folds = f.valid;
+        return rc;
+    }
+    double sum_sq = 0;
+    for (int k = 0; k < folds && !(deadline > 0 && now() >= deadline); k++) {
+        char dir[AG_PATH_MAX + 16];
+        snprintf(dir, sizeof dir, "%s/fold%d", o->out, k);
+        char last[AG_PATH_MAX + 48];
+        join(last, sizeof last, dir, "last.safetensors");
+        ag_train_opts ok = *o;
+        ok.fold = k;
+        ok.resume = o->resume && exists(last); /* folds not begun yet begin now */
+        fold_result f;
+        int rc = train_fold(&ok, k, dir, deadline, profile, &f, err, errlen);
+        if (rc) return rc;
+        if (!f.valid) break; /* the time ran out before this fold could start */
+        add_fold(r, &f, k);
+        sum_sq += f.test.accuracy * f.test.accuracy;
+        if (!o->quiet) printf("fold %d/%d: test acc %.2f%%\n\n", k + 1, folds, 100 * f.test.accuracy);
+    }
+    if (r->folds < folds) r->time_up = true;
+    double var = r->folds ? sum_sq / r->folds - r->test.accuracy * r->test.accuracy : 0;
+    r->test_std = var > 0 ? sqrt(var) : 0;
+    return 0;
+}
+
 int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     double t0 = now(), deadline = o->max_minutes > 0 ? t0 + 60 * o->max_minutes : 0;
@@ -755,34 +843,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     if (!folds && o->fold >= 0)
         return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
                     o->data[0] ? o->data : "the generated task");
-    if (!folds || o->fold >= 0) { /* one run, straight into the folder */
-        fold_result f;
-        int rc = train_fold(o, folds ? o->fold : -1, o->out, deadline, &f, err, errlen);
-        if (!rc) add_fold(r, &f, 0);
-        r->folds = f.valid;
-        r->seconds = now() - t0;
-        return rc;
-    }
-    double sum_sq = 0;
-    for (int k = 0; k < folds && !(deadline > 0 && now() >= deadline); k++) {
-        char dir[AG_PATH_MAX + 16];
-        snprintf(dir, sizeof dir, "%s/fold%d", o->out, k);
-        char last[AG_PATH_MAX + 48];
-        join(last, sizeof last, dir, "last.safetensors");
-        ag_train_opts ok = *o;
-        ok.fold = k;
-        ok.resume = o->resume && exists(last); /* folds not begun yet begin now */
-        fold_result f;
-        int rc = train_fold(&ok, k, dir, deadline, &f, err, errlen);
-        if (rc) return rc;
-        if (!f.valid) break; /* the time ran out before this fold could start */
-        add_fold(r, &f, k);
-        sum_sq += f.test.accuracy * f.test.accuracy;
-        if (!o->quiet) printf("fold %d/%d: test acc %.2f%%\n\n", k + 1, folds, 100 * f.test.accuracy);
-    }
-    if (r->folds < folds) r->time_up = true;
-    double var = r->folds ? sum_sq / r->folds - r->test.accuracy * r->test.accuracy : 0;
-    r->test_std = var > 0 ? sqrt(var) : 0;
+    step_profile profile = {.want = o->profile};
+    int rc = train_folds(o, folds, deadline, &profile, r, err, errlen);
+    profile_close(&profile, rc);
     r->seconds = now() - t0;
-    return 0;
+    return rc;
 }

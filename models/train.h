@@ -60,7 +60,14 @@ typedef struct {
     int resume, force;
     char progress[8];       /* auto (bar on a terminal), bar, lines, none */
     int quiet;              /* no epoch lines either */
+    int profile;            /* op table of this many training steps to stderr; 0 = off */
 } ag_train_opts;
+
+/* --profile K times the K training steps after the first AG_PROFILE_WARMUP
+ * (those still fault in the arena's pages and warm the caches) and prints
+ * the AG_PROFILE_TOP costliest op call sites. */
+#define AG_PROFILE_WARMUP 3
+#define AG_PROFILE_TOP 30
 
 /* The error convention of the trainer: writes the message into err (errlen
  * bytes) and returns code. */

@@ -39,6 +39,8 @@ enum {
     SIZE_CMDS = TR | DU | GC, DATA_CMDS = TR | EV,
 };
 #define BIG 2147483647.0
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a macro's value in a help text */
 
 static const opt_def opts[] = {
     {"model", O_STR, F(model), 0, 0, SIZE_CMDS, true, "NAME", "model kind (see `attngrad models`)", check_model},
@@ -90,6 +92,9 @@ static const opt_def opts[] = {
     {"force", O_SWITCH, F(force), 0, 1, TR, false, NULL, "overwrite a run already in --out", NULL},
     {"progress", O_STR, F(progress), 0, 0, TR, false, "MODE", "auto, bar, lines or none", check_progress},
     {"quiet", O_SWITCH, F(quiet), 0, 1, TR, false, NULL, "print the summary only", NULL},
+    {"profile", O_INT, F(profile), 0, 1000000, TR, false, "K",
+     "time every op over K training steps after the first " STR(AG_PROFILE_WARMUP) "; the top " STR(AG_PROFILE_TOP)
+     " to stderr", NULL},
 };
 enum { N_OPTS = sizeof opts / sizeof *opts };
 

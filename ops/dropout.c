@@ -55,6 +55,7 @@ static void dropout_backward(ag_node *n) {
  * multiplies by 5 and 9 are shifts and adds). */
 enum { MASK_BLOCK = 4096, MASK_STEP = 16 };
 
+typedef uint64_t v4u64 __attribute__((vector_size(32))); /* unsigned: the generator's sums wrap, defined */
 typedef int64_t v4i64 __attribute__((vector_size(32)));
 typedef uint8_t v4u8 __attribute__((vector_size(4)));
 
@@ -66,38 +67,38 @@ typedef struct {
 } mask_job;
 
 typedef struct {
-    v4i64 s0, s1, s2, s3;
+    v4u64 s0, s1, s2, s3;
 } xoshiro4;
 
-typedef uint64_t v4u64 __attribute__((vector_size(32)));
-#define ROTL4(x, k) ((v4i64)(((v4u64)(x) << (k)) | ((v4u64)(x) >> (64 - (k)))))
+#define ROTL4(x, k) (((x) << (k)) | ((x) >> (64 - (k))))
 
 /* (Vectors pass through pointers: by value they would change the psABI
  * between the SSE2 and AVX2 clones.) */
-static inline void next4(xoshiro4 *g, v4i64 *r) {
-    v4i64 x5 = (g->s1 << 2) + g->s1, rot = ROTL4(x5, 7);
+static inline void next4(xoshiro4 *g, v4u64 *r) {
+    v4u64 x5 = (g->s1 << 2) + g->s1, rot = ROTL4(x5, 7);
     *r = (rot << 3) + rot;
-    v4i64 t = g->s1 << 17;
+    v4u64 t = g->s1 << 17;
     g->s2 ^= g->s0, g->s3 ^= g->s1, g->s1 ^= g->s2, g->s0 ^= g->s3, g->s2 ^= t;
     g->s3 = ROTL4(g->s3, 45);
 }
 
 static void seed4(xoshiro4 *g, uint64_t *x) {
     for (int l = 0; l < 4; l++) {
-        g->s0[l] = (int64_t)ag__splitmix64(x), g->s1[l] = (int64_t)ag__splitmix64(x);
-        g->s2[l] = (int64_t)ag__splitmix64(x), g->s3[l] = (int64_t)ag__splitmix64(x);
+        g->s0[l] = ag__splitmix64(x), g->s1[l] = ag__splitmix64(x);
+        g->s2[l] = ag__splitmix64(x), g->s3[l] = ag__splitmix64(x);
     }
 }
 
 /* 16 mask bytes from one draw of each of the 8 streams: the low halves of
  * streams 0-7, then their high halves. */
 static inline void mask_step(xoshiro4 *a, xoshiro4 *b, int64_t below, uint8_t out[MASK_STEP]) {
-    const v4i64 low = {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff};
-    v4i64 ra, rb;
+    const v4u64 low = {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff};
+    v4u64 ra, rb;
     next4(a, &ra);
     next4(b, &rb);
-    v4i64 c[4] = {(ra & low) < below, (rb & low) < below, (v4i64)((v4u64)ra >> 32) < below,
-                  (v4i64)((v4u64)rb >> 32) < below};
+    /* signed compares (AVX2 has no unsigned 64-bit one): both sides are below 2^33 */
+    v4i64 c[4] = {(v4i64)(ra & low) < below, (v4i64)(rb & low) < below, (v4i64)(ra >> 32) < below,
+                  (v4i64)(rb >> 32) < below};
     for (int k = 0; k < 4; k++) {
         v4u8 bytes = __builtin_convertvector(c[k], v4u8) & 1;
         memcpy(out + 4 * k, &bytes, 4);

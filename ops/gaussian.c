@@ -117,7 +117,7 @@ static void gauss_weights(ag_real *w, ag_real *sum, const ag_real *mu, const ag_
         int end = window_end(t, strict);
         for (int i = 0; i < end; i++) {
             ag_real z = (ag_real)i * inv_len - m;
-            row[i] = ag__vexp(-z * z * inv_d);
+            row[i] = ag__vexp_nonpos(-z * z * inv_d);
             s += row[i];
         }
         sum[t] = s;

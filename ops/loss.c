@@ -55,9 +55,9 @@ AG_SIMD_CLONES static void ce_grad_rows(void *ctx, int64_t r0, int64_t r1) {
         const ag_real *z = j->Z + r * C;
         ag_real m = sv->row_max[r], s = sv->row_lse[r];
         if (j->fresh)
-            for (int c = 0; c < C; c++) gz[c] = j->scale * ag__exp_nonpos((z[c] - m) - s);
+            for (int c = 0; c < C; c++) gz[c] = j->scale * ag__vexp_nonpos((z[c] - m) - s);
         else
-            for (int c = 0; c < C; c++) gz[c] += j->scale * ag__exp_nonpos((z[c] - m) - s);
+            for (int c = 0; c < C; c++) gz[c] += j->scale * ag__vexp_nonpos((z[c] - m) - s);
         gz[y] -= j->scale;
     }
 }
@@ -86,8 +86,8 @@ AG_SIMD_CLONES static void ce_rows(void *ctx, int64_t r0, int64_t r1) {
         ag_real acc[AG_LANES] = {0};
         int c = 0;
         for (; c + AG_LANES <= C; c += AG_LANES)
-            for (int l = 0; l < AG_LANES; l++) acc[l] += ag__exp_nonpos(z[c + l] - m);
-        for (; c < C; c++) acc[c % AG_LANES] += ag__exp_nonpos(z[c] - m);
+            for (int l = 0; l < AG_LANES; l++) acc[l] += ag__vexp_nonpos(z[c + l] - m);
+        for (; c < C; c++) acc[c % AG_LANES] += ag__vexp_nonpos(z[c] - m);
         ag_real sum = 0;
         for (int l = 0; l < AG_LANES; l++) sum += acc[l];
         ag_real s = log(sum);

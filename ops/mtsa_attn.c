@@ -38,10 +38,10 @@ static void slice_er(ag_real *er, const ag_real *r, const ag_real *mask, int N, 
         for (int k = 0; k < L; k++) e[k] = score_of(rq[k], score);
         if (mq) {
             for (int k = 0; k < L; k++) mx = mq[k] != 0 && e[k] > mx ? e[k] : mx;
-            for (int k = 0; k < L; k++) e[k] = mq[k] != 0 ? ag__vexp(e[k] - mx) : 0;
+            for (int k = 0; k < L; k++) e[k] = mq[k] != 0 ? ag__vexp_nonpos(e[k] - mx) : 0;
         } else {
             for (int k = 0; k < L; k++) mx = e[k] > mx ? e[k] : mx;
-            for (int k = 0; k < L; k++) e[k] = ag__vexp(e[k] - mx);
+            for (int k = 0; k < L; k++) e[k] = ag__vexp_nonpos(e[k] - mx);
         }
     }
 }
@@ -59,7 +59,7 @@ static void slice_ep(ag_real *ep, const ag_real *s, const ag_real *v, int L, int
         const ag_real *sk = s + (int64_t)k * dh, *vk = v + (int64_t)k * dh;
         ag_real *row = ep + (int64_t)k * 2 * dh;
         for (int l = 0; l < dh; l++) {
-            row[l] = ag__vexp(sk[l] - colmax[l]);
+            row[l] = ag__vexp_nonpos(sk[l] - colmax[l]);
             row[dh + l] = row[l] * vk[l];
         }
     }

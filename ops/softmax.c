@@ -138,7 +138,7 @@ static void log_softmax_rows_grad(const ag_real *Y, const ag_real *G, ag_real *G
     for (int64_t r = 0; r < rows; r++) { /* dx = g - softmax * sum(g) */
         const ag_real *y = Y + r * cols, *g = G + r * cols;
         ag_real *gx = GX + r * cols, gsum = ag__sum_row(g, cols);
-        for (int j = 0; j < cols; j++) gx[j] += g[j] - ag__exp_nonpos(y[j]) * gsum;
+        for (int j = 0; j < cols; j++) gx[j] += g[j] - ag__vexp_nonpos(y[j]) * gsum;
     }
 }
 
@@ -213,7 +213,7 @@ static void softmax_len_block(const ag_real *X, ag_real *Y, int64_t len, int64_t
         }
     for (int64_t t = 0; t < len; t++)
         for (int64_t k = 0; k < inner; k++) {
-            ag_real e = ag__exp_nonpos(X[t * inner + k] - ag__key_value(kmax[k]));
+            ag_real e = ag__vexp_nonpos(X[t * inner + k] - ag__key_value(kmax[k]));
             Y[t * inner + k] = e;
             sum[k] += e;
         }
@@ -352,7 +352,7 @@ AG_SIMD_CLONES static void mix_forward_rows(void *ctx, int64_t r0, int64_t r1) {
                 for (int l = 0; l < w; l++) m[l] = z[g * d + l] > m[l] ? z[g * d + l] : m[l];
             for (int g = 0; g < n; g++)
                 for (int l = 0; l < w; l++) {
-                    a[g * d + l] = ag__exp_nonpos(z[g * d + l] - m[l]);
+                    a[g * d + l] = ag__vexp_nonpos(z[g * d + l] - m[l]);
                     sum[l] += a[g * d + l];
                 }
             for (int l = 0; l < w; l++) sum[l] = 1 / sum[l];

@@ -10,7 +10,8 @@
  *    depend on the vector width;
  *  - the row max is taken on order-preserving integer keys of the floats,
  *    because a float max reduction only vectorises with -ffinite-math-only;
- *  - e^x is a polynomial with its special cases selected by bit masks.
+ *  - e^x is vecmath.h's branch-free polynomial, ag__vexp_nonpos (x <= 0 after
+ *    the max is subtracted, so it needs no overflow clamp).
  * The loops over rows that call these kernels are compiled twice, for
  * baseline x86-64 (SSE2) and for x86-64-v3 (AVX2), and the CPU picks one at
  * load time (AG_SIMD_CLONES); -std=c11 implies -ffp-contract=off, so both
@@ -18,54 +19,9 @@
 #ifndef AG_SOFTMAX_ROWS_H
 #define AG_SOFTMAX_ROWS_H
 
-#include "../graph/internal.h"
+#include "vecmath.h"
 
 #define AG_LANES 8
-
-/* e^x for the arguments a softmax needs (x <= 0, -inf allowed, result in [0,1]).
- * f64 builds (gradient checks) use libm.  f32 builds use a Cephes-style
- * polynomial that vectorises: exp(x) = 2^n e^r with n = round(x / ln 2),
- * |r| <= ln2/2, r by a two-part Cody-Waite reduction; max relative error
- * ~1.5 ulp.  libm's expf is a call per element and was the whole cost of a
- * softmax row. */
-#ifdef AG_REAL_DOUBLE
-static inline ag_real ag__exp_nonpos(ag_real x) { return exp(x); }
-#else
-static inline float ag__exp_nonpos(float x) {
-    /* Below lo = -87.3365 (bits 0xC2AEAC4F) e^x is no longer a normal float:
-     * the result is +0.  `under` is computed on the bits, as a mask, because
-     * with a float compare and ?: GCC splits the loop body into two paths
-     * and will not vectorise it without -fno-trapping-math.  NaNs are not
-     * `under` (negative ones have bits above -inf's), so NaN propagates. */
-    int32_t xb; /* negative floats: more negative <=> larger signed bits */
-    memcpy(&xb, &x, sizeof xb);
-    uint32_t under = -(uint32_t)((xb > (int32_t)0xC2AEAC4F) & (xb <= (int32_t)0xFF800000));
-    uint32_t cb = ((uint32_t)xb & ~under) | (0xC2AEAC4Fu & under);
-    float xc;
-    memcpy(&xc, &cb, sizeof xc);
-    /* Round xc / ln2 to an integer n with the 1.5 * 2^23 trick: n lands in
-     * the low mantissa bits of t, no float->int conversion needed. */
-    const float shifter = 12582912.0f;
-    float t = xc * 1.44269504088896341f + shifter;
-    float n = t - shifter;
-    int32_t tbits;
-    memcpy(&tbits, &t, sizeof tbits);
-    int32_t ni = tbits - 0x4B400000; /* bits of `shifter` */
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    uint32_t sbits = ((uint32_t)(ni + 127) << 23) & ~under; /* 2^n, n in [-126, 0]; +0 when under */
-    float s;
-    memcpy(&s, &sbits, sizeof s);
-    return p * s;
-}
-#endif
 
 /* Floats as integers that order like the floats: the sign-magnitude bits
  * with the magnitude flipped for negatives.  -inf, -0/+0, +inf and NaNs
@@ -127,8 +83,8 @@ static inline ag_real ag__sum_exp_row(const ag_real *x, int n) {
     ag_real acc[AG_LANES] = {0};
     int j = 0;
     for (; j + AG_LANES <= n; j += AG_LANES)
-        for (int l = 0; l < AG_LANES; l++) acc[l] += ag__exp_nonpos(x[j + l]);
-    for (; j < n; j++) acc[j % AG_LANES] += ag__exp_nonpos(x[j]);
+        for (int l = 0; l < AG_LANES; l++) acc[l] += ag__vexp_nonpos(x[j + l]);
+    for (; j < n; j++) acc[j % AG_LANES] += ag__vexp_nonpos(x[j]);
     ag_real s = 0;
     for (int l = 0; l < AG_LANES; l++) s += acc[l];
     return s;
@@ -161,12 +117,12 @@ static inline void ag__softmax_row(const ag_real *x, const ag_real *m, ag_real s
     int j = 0;
     for (; j + AG_LANES <= n; j += AG_LANES)
         for (int l = 0; l < AG_LANES; l++) {
-            ag_real e = ag__exp_nonpos(y[j + l] - max);
+            ag_real e = ag__vexp_nonpos(y[j + l] - max);
             y[j + l] = e;
             acc[l] += e;
         }
     for (; j < n; j++) {
-        y[j] = ag__exp_nonpos(y[j] - max);
+        y[j] = ag__vexp_nonpos(y[j] - max);
         acc[j % AG_LANES] += y[j];
     }
     ag_real sum = 0;

@@ -1,12 +1,14 @@
 /* vecmath.h - exp, log, sigmoid, tanh and friends that a compiler can
  * vectorise.
  *
- * libm's expf/tanhf are calls the auto-vectoriser cannot see through, and in
- * the LSTM's gate loop they cost as much as the recurrent GEMM.  Here they
- * are branch-free arithmetic on floats (Cephes' polynomials, 2^k built in
- * the exponent bits), so a loop over them compiles to SIMD.  Accuracy: a
- * few ulp in f32 (tests/test_vecmath.c measures it).  In the f64 build (the
- * gradient checks) they are libm's functions, exact to the last bit. */
+ * libm's expf/tanhf are calls the auto-vectoriser cannot see through: in
+ * the LSTM's gate loop they cost as much as the recurrent GEMM, in a softmax
+ * row expf was the whole cost.  Here they are branch-free arithmetic on
+ * floats (Cephes' polynomials, 2^k built in the exponent bits), so a loop
+ * over them compiles to SIMD; every exp variant shares one reduction and one
+ * polynomial.  Accuracy: a few ulp in f32 (tests/test_vecmath.c measures
+ * it).  In the f64 build (the gradient checks) they are libm's functions,
+ * exact to the last bit. */
 #ifndef AG_VECMATH_H
 #define AG_VECMATH_H
 
@@ -15,6 +17,7 @@
 #ifdef AG_REAL_DOUBLE
 
 static inline ag_real ag__vexp(ag_real x) { return exp(x); }
+static inline ag_real ag__vexp_nonpos(ag_real x) { return exp(x); }
 static inline ag_real ag__vsigmoid(ag_real x) { return ag__sigmoid(x); }
 static inline ag_real ag__vtanh(ag_real x) { return tanh(x); }
 static inline ag_real ag__vexp_full(ag_real x) { return exp(x); }
@@ -45,26 +48,72 @@ static inline float ag__bitsf(int32_t b) {
  * undefined behaviour (the NaN itself propagates through the result). */
 static inline float ag__pow2i(int32_t k) { return ag__bitsf((int32_t)(((uint32_t)k + 127u) << 23)); }
 
-/* e^x = 2^k e^r with k = round(x / ln 2), |r| <= ln2 / 2 (ln 2 split in a
- * hi and lo part so r is exact); e^r by Cephes' degree-6 polynomial. */
-static inline float ag__vexp(float x) {
-    const float hi = 88.0f, lo = -87.3f; /* 2^k stays a normal float; e^x saturates at e^88 */
-    float xc = x > hi ? hi : x < lo ? lo : x;
+/* ---- e^x: one Cephes core, several range policies ----
+ *
+ * Every exponential here is e^x = 2^k e^r with k = round(x / ln 2) and
+ * |r| <= ln2 / 2: ag__exp_reduce splits x, ag__expm1_reduced gives e^r - 1,
+ * and the variants differ only in how they clamp x and apply 2^k. */
+
+typedef struct {
+    float r;   /* x - k ln 2, |r| <= ln2 / 2 */
+    int32_t k; /* round(x / ln 2) */
+} ag__exp_split;
+
+/* x = k ln 2 + r for x in [-104, 89] (callers clamp; NaN stays in r).  k is
+ * rounded by the 1.5 * 2^23 shifter and read from its low bits: no
+ * float->int conversion, which NaN would make undefined.  ln 2 is split in a
+ * hi part with few bits (k * hi is exact) and a lo part, so r is exact. */
+static inline ag__exp_split ag__exp_reduce(float x) {
     const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float t = xc * 1.44269504088896341f + shifter;
+    float t = x * 1.44269504088896341f + shifter;
     float kf = t - shifter;
-    int32_t k = ag__fbits(t) - 0x4B400000; /* no float->int conversion: NaN would make it undefined */
-    float r = xc - kf * 0.693359375f;
+    float r = x - kf * 0.693359375f;
     r = r - kf * -2.12194440e-4f;
+    return (ag__exp_split){r, ag__fbits(t) - 0x4B400000};
+}
+
+/* e^r - 1 = r + r^2 P(r) for |r| <= ln2 / 2, P Cephes' expf polynomial;
+ * exp adds the 1, expm1 keeps the small result exact. */
+static inline float ag__expm1_reduced(float r) {
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.0f;
-    float out = y * ag__pow2i(k); /* computed before the select: a conditional multiply would block SIMD */
-    return x < lo ? 0.0f : out; /* e^-87.3 is just above FLT_MIN: flush below it */
+    return p * (r * r) + r;
+}
+
+/* The smallest x whose e^x is a normal float (bits 0xC2AEAC4F). */
+#define AG__EXP_MIN_NORMAL_ARG -87.33654f
+
+/* e^x for x in [AG__EXP_MIN_NORMAL_ARG, 88]: there k is in [-126, 127], so
+ * 2^k is a normal float.  ag__vexp_nonpos and ag__vexp clamp x into this
+ * range and select their own values outside it. */
+static inline float ag__exp_in_range(float x) {
+    ag__exp_split s = ag__exp_reduce(x);
+    return (ag__expm1_reduced(s.r) + 1.0f) * ag__pow2i(s.k);
+}
+
+/* e^x for x <= 0, the softmax family's case (x - max, e^-|x|): exactly +0
+ * below AG__EXP_MIN_NORMAL_ARG (so -inf, a masked logit, weighs nothing),
+ * NaN in NaN out, e^0 = 1.  Without ag__vexp's overflow clamp GCC also drops
+ * the lower one (where it matters the value is selected away): a loop over
+ * it is 31 AVX2 instructions per 8 floats, over ag__vexp 39 (GCC 12).  The
+ * result is computed before the select: a conditional multiply would block
+ * SIMD. */
+static inline float ag__vexp_nonpos(float x) {
+    const float lo = AG__EXP_MIN_NORMAL_ARG;
+    float out = ag__exp_in_range(x < lo ? lo : x);
+    return x < lo ? 0.0f : out;
+}
+
+/* e^x for any x, saturating at e^88 (the LSTM's sigmoid and tanh want a
+ * finite value, not inf); +0 below AG__EXP_MIN_NORMAL_ARG. */
+static inline float ag__vexp(float x) {
+    const float hi = 88.0f, lo = AG__EXP_MIN_NORMAL_ARG;
+    float out = ag__exp_in_range(x > hi ? hi : x < lo ? lo : x);
+    return x < lo ? 0.0f : out;
 }
 
 static inline float ag__vsigmoid(float x) { return 1.0f / (1.0f + ag__vexp(-x)); }
@@ -84,54 +133,29 @@ static inline float ag__vtanh(float x) {
 /* e^x over the whole float range, as libm: +inf above ln(FLT_MAX), subnormal
  * results down to 2^-149, 0 below, NaN in NaN out (the exp op; vexp's
  * saturation is what the LSTM gates want, this is what a user's exp wants).
- * k = round(x / ln 2) comes out of the 1.5 * 2^23 shifter's low bits (no
- * float->int conversion, which NaN would make undefined), and 2^k is applied
- * as two normal factors 2^(k/2) 2^(k-k/2), so k in [-150, 128] never leaves
- * the exponent range on the way. */
+ * 2^k is applied as two normal factors 2^(k/2) 2^(k-k/2), so k in
+ * [-150, 128] never leaves the exponent range on the way; on
+ * [AG__EXP_MIN_NORMAL_ARG, 88] this is ag__vexp_nonpos's value, bit for bit. */
 static inline float ag__vexp_full(float x) {
     const float hi = 88.72283935546875f, lo = -103.97208404541015625f;
     float xc = x > hi ? hi : x < lo ? lo : x;
-    const float shifter = 12582912.0f;
-    float t = xc * 1.44269504088896341f + shifter;
-    float kf = t - shifter;
-    int32_t k = ag__fbits(t) - 0x4B400000;
-    float r = xc - kf * 0.693359375f;
-    r = r - kf * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * (r * r) + r + 1.0f;
-    int32_t k1 = k >> 1, k2 = k - k1;
-    float out = y * ag__pow2i(k1) * ag__pow2i(k2);
+    ag__exp_split s = ag__exp_reduce(xc);
+    int32_t k1 = s.k >> 1, k2 = s.k - k1;
+    float out = (ag__expm1_reduced(s.r) + 1.0f) * ag__pow2i(k1) * ag__pow2i(k2);
     out = x < lo ? 0.0f : out;
     return x > hi ? INFINITY : out;
 }
 
 /* e^x - 1 without cancellation near 0: with x = k ln2 + r,
- * e^x - 1 = 2^k (e^r - 1) + (2^k - 1), where e^r - 1 = r + r^2 P(r) is the
- * exp polynomial without its leading 1 and 2^k - 1 is exact.  Saturates
- * like vexp above 88 (ELU only feeds it x <= 0). */
+ * e^x - 1 = 2^k (e^r - 1) + (2^k - 1), where e^r - 1 is the polynomial's
+ * (no leading 1 to cancel) and 2^k - 1 is exact.  Saturates like vexp
+ * above 88 (ELU only feeds it x <= 0). */
 static inline float ag__vexpm1(float x) {
     const float hi = 88.0f, lo = -88.0f; /* below lo, 2^k = 0 and the result is -1 */
     float xc = x > hi ? hi : x < lo ? lo : x;
-    const float shifter = 12582912.0f;
-    float t = xc * 1.44269504088896341f + shifter;
-    float kf = t - shifter;
-    int32_t k = ag__fbits(t) - 0x4B400000;
-    float r = xc - kf * 0.693359375f;
-    r = r - kf * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float em1 = p * (r * r) + r;
-    float s = ag__pow2i(k); /* k >= -127, where the bits give 0 */
-    return s * em1 + (s - 1.0f);
+    ag__exp_split s = ag__exp_reduce(xc);
+    float scale = ag__pow2i(s.k); /* k >= -127, where the bits give 0 */
+    return scale * ag__expm1_reduced(s.r) + (scale - 1.0f);
 }
 
 /* ln x for a positive normal finite x, Cephes' logf: x = 2^e m with m in
@@ -184,13 +208,13 @@ static inline float ag__vlog1p01(float y) {
  * full relative accuracy in the e^x tail. */
 static inline float ag__vsoftplus(float x) {
     float pos = x > 0 ? x : 0.0f;
-    return pos + ag__vlog1p01(ag__vexp(-fabsf(x)));
+    return pos + ag__vlog1p01(ag__vexp_nonpos(-fabsf(x)));
 }
 
 /* ln sigmoid(x) = -softplus(-x) = min(x, 0) - ln(1 + e^-|x|). */
 static inline float ag__vlog_sigmoid(float x) {
     float neg = x < 0 ? x : 0.0f;
-    return neg - ag__vlog1p01(ag__vexp(-fabsf(x)));
+    return neg - ag__vlog1p01(ag__vexp_nonpos(-fabsf(x)));
 }
 
 #endif

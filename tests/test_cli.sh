@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test_cli.sh - smoke tests of the attngrad program, as a user runs it:
-# train on generated data, eval and predict from the checkpoint, resume ==
-# uninterrupted (parameters compared bit for bit), gradcheck and dump-step of
-# every registered model (the dump reloaded and checked against a fresh
-# in-process computation), and clean errors with a non-zero exit for bad
-# data files, bad options and a corrupt checkpoint.
+# train on generated data (with --profile's op table), eval and predict from
+# the checkpoint, resume == uninterrupted (parameters compared bit for bit),
+# gradcheck and dump-step of every registered model (the dump reloaded and
+# checked against a fresh in-process computation), and clean errors with a
+# non-zero exit for bad data files, bad options and a corrupt checkpoint.
 #
 #   tests/test_cli.sh build/tools/attngrad build/tools/attngrad-f64 build/tests/test_train
 set -u
@@ -44,6 +44,16 @@ if command -v python3 >/dev/null; then
     bad "metrics.jsonl is not JSON lines"
 fi
 expect 0 'epoch 1/1  step 8/8  [0-9]+ tok/s  loss' "$AG" train "${SMALL[@]}" --epochs 1 --progress lines --out "$T/lines"
+
+# --profile K: one op table of K steps after the warm-up on stderr (op name, file.c:line), training goes on
+"$AG" train "${SMALL[@]}" --epochs 2 --profile 2 --out "$T/prof" >"$T/prof.out" 2>"$T/prof.err"
+grep -q 'done in .* 2 epochs, 16 steps' "$T/prof.out" && ok || bad "train --profile 2: the run did not finish"
+[ "$(grep -c '^ops per step (2 steps' "$T/prof.err")" -eq 1 ] && ok || bad "train --profile 2: want one table of 2 steps on stderr"
+grep -Eq '^  ag_[a-z0-9_]+ +[A-Za-z0-9_]+\.c:[0-9]+ ' "$T/prof.err" && ok ||
+  bad "train --profile 2: no row with an ag_ op and its file.c:line: $(head -c 600 "$T/prof.err")"
+grep -q 'ops per step' "$T/prof.out" && bad "train --profile 2: the table went to stdout" || ok
+expect 0 'no op table: the run ended after 2 training steps' "$AG" train "${SMALL[@]}" --max-steps 2 --profile 2 --out "$T/prof-short"
+expect 0 '--profile K +time every op' "$AG" train --help
 
 expect 0 '^test +accuracy [0-9.]+%  loss [0-9.]+  \(50 examples\)' "$AG" eval --ckpt "$T/run/best.safetensors"
 out=$(printf 'w1 A w2 B\n\nB w3 w4 w5 A w6\n' | "$AG" predict --ckpt "$T/run/best.safetensors")
@@ -138,6 +148,8 @@ expect 2 "option --sched: .*factor" "$AG" train --sched plateau:factor=7
 expect 2 "option --dim: -3 is out of range" "$AG" train --dim -3
 expect 2 "option --epochs: 'many' is not an integer" "$AG" train --epochs many
 expect 2 "option --epochs needs a value" "$AG" train --epochs
+expect 2 "option --profile: -1 is out of range" "$AG" train --profile -1
+expect 2 "option --profile: 'x' is not an integer" "$AG" train --profile x
 expect 2 "unknown flag 'shiny'" "$AG" gradcheck --model mpsan --flags shiny
 expect 2 "unknown option --bogus" "$AG" train --bogus 1
 expect 1 "training loss became .* at step [0-9]+: lower the learning rate" "$AG" train "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/nan"

@@ -1,8 +1,9 @@
 /* test_vecmath.c - accuracy of the vectorisable f32 exp, sigmoid and tanh
  * (ops/vecmath.h) against double-precision libm, over the whole range the
- * LSTM and the Gaussian weights can feed them, plus the saturated ends; and
- * of the elementwise ops' kernels (full-range exp, expm1, log, softplus,
- * log-sigmoid) over a sweep of float bit patterns, with their special values. */
+ * LSTM can feed them, plus the saturated ends; of the softmax family's exp
+ * over its whole domain x <= 0; and of the elementwise ops' kernels
+ * (full-range exp, expm1, log, softplus, log-sigmoid) over a sweep of float
+ * bit patterns, with their special values. */
 #include "../ops/vecmath.h"
 #include "check.h"
 
@@ -25,12 +26,12 @@ static void elementwise_kernels(void) {
         else if (e < 0x1p-126) w_sub = fmax(w_sub, fabs(ag__vexp_full(x) - e) / 0x1p-149); /* in subnormal steps */
         if (xd <= 88) w_expm1 = fmax(w_expm1, rel(ag__vexpm1(x), expm1(xd)));
         if (xd > 0) w_log = fmax(w_log, fabs(ag__vlog(x) - log(xd)) / fmax(fabs(log(xd)), 1)); /* abs near x = 1 */
-        /* softplus and log-sigmoid build on vexp, whose e^-|x| flushes to 0
-         * below -87.3: their tails end there, at 1e-38 */
+        /* softplus and log-sigmoid build on vexp_nonpos, whose e^-|x|
+         * flushes to 0 below ln FLT_MIN: their tails end there, at 1e-38 */
         double sp = xd > 0 ? xd + log1p(exp(-xd)) : log1p(exp(xd));
-        if (x > -87.3f) w_sp = fmax(w_sp, rel(ag__vsoftplus(x), sp));
+        if (x >= AG__EXP_MIN_NORMAL_ARG) w_sp = fmax(w_sp, rel(ag__vsoftplus(x), sp));
         double ls = xd < 0 ? xd - log1p(exp(xd)) : -log1p(exp(-xd));
-        if (x < 87.3f) w_ls = fmax(w_ls, rel(ag__vlog_sigmoid(x), ls));
+        if (x <= -AG__EXP_MIN_NORMAL_ARG) w_ls = fmax(w_ls, rel(ag__vlog_sigmoid(x), ls));
     }
     for (float x = 1.0f; x < 1.001f; x = nextafterf(x, 2)) /* ln near 1: relative accuracy */
         w_log = fmax(w_log, rel(ag__vlog(x), log((double)x)));
@@ -59,6 +60,44 @@ static void elementwise_kernels(void) {
     CHECK(ag__vlog_sigmoid(-INFINITY) == -INFINITY && ag__vlog_sigmoid(INFINITY) == 0, "log_sigmoid ends");
     CHECK(isnan(ag__vsoftplus(NAN)) && isnan(ag__vlog_sigmoid(NAN)), "NaN propagates");
 }
+
+static bool is_plus_zero(float f) { return f == 0 && !signbit(f); }
+
+/* The softmax family's e^x (ag__vexp_nonpos) over its domain x <= 0: every
+ * 97th float bit pattern from -0 down to -inf (~22 million).  Where e^x is
+ * a normal float: within 4 units of 2^-24 relative, and bit for bit the
+ * value of ag__vexp and ag__vexp_full (one core); below: exactly +0, so a
+ * masked logit (-inf) weighs nothing. */
+static void softmax_exp(void) {
+    const float lo = AG__EXP_MIN_NORMAL_ARG;
+    double worst = 0, worst_x = 0;
+    int64_t normal = 0, not_shared = 0, not_flushed = 0;
+    for (uint64_t b = 0x80000000u; b <= 0xFF800000u; b += 97) {
+        uint32_t bits = (uint32_t)b;
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        float got = ag__vexp_nonpos(x);
+        if (x < lo) {
+            not_flushed += !is_plus_zero(got);
+            continue;
+        }
+        double err = rel(got, exp((double)x));
+        if (err > worst) worst = err, worst_x = x;
+        not_shared += memcmp(&got, &(float){ag__vexp(x)}, sizeof got) != 0 ||
+                      memcmp(&got, &(float){ag__vexp_full(x)}, sizeof got) != 0;
+        normal++;
+    }
+    printf("  softmax exp (x <= 0): %.2f ulp at x = %.9g over %lld normal results\n", worst / ULP, worst_x,
+           (long long)normal);
+    CHECK(worst < 4 * ULP, "softmax exp: %.3g at %.9g", worst, worst_x);
+    CHECK(not_shared == 0, "%lld results differ from ag__vexp or ag__vexp_full", (long long)not_shared);
+    CHECK(not_flushed == 0, "%lld results below ln FLT_MIN are not +0", (long long)not_flushed);
+    CHECK(ag__vexp_nonpos(0.0f) == 1.0f && ag__vexp_nonpos(-0.0f) == 1.0f, "e^0 = 1");
+    CHECK(is_plus_zero(ag__vexp_nonpos(-INFINITY)) && is_plus_zero(ag__vexp_nonpos(-1e30f)), "-inf gives +0");
+    CHECK(ag__vexp_nonpos(lo) >= 0x1p-126f && is_plus_zero(ag__vexp_nonpos(nextafterf(lo, -INFINITY))),
+          "e^x is a normal float down to ln FLT_MIN, +0 below");
+    CHECK(isnan(ag__vexp_nonpos(NAN)) && isnan(ag__vexp_nonpos(-NAN)), "NaN propagates");
+}
 #endif
 
 int main(void) {
@@ -70,7 +109,8 @@ int main(void) {
     for (double x = -100; x <= 100; x += 1.0 / 1024 + 1e-7) {
         float xf = (float)x;
         double e = exp((double)xf), s = 1 / (1 + exp(-(double)xf)), t = tanh((double)xf);
-        if (xf > -87.3f && xf < 88.0f) worst_exp /* outside: flushes to 0, saturates at e^88 */ = fmax(worst_exp, fabs(ag__vexp(xf) - e) / e);
+        if (xf >= AG__EXP_MIN_NORMAL_ARG && xf <= 88.0f) /* outside: flushes to 0, saturates at e^88 */
+            worst_exp = fmax(worst_exp, fabs(ag__vexp(xf) - e) / e);
         if (s > 1.2e-38) worst_sig = fmax(worst_sig, fabs(ag__vsigmoid(xf) - s) / s);
         if (t != 0) worst_tanh = fmax(worst_tanh, fabs(ag__vtanh(xf) - t) / fabs(t));
     }
@@ -89,6 +129,7 @@ int main(void) {
     CHECK(ag__vexp(0.0f) == 1.0f, "exp(0) = 1");
     CHECK(ag__vsigmoid(1e30f) == 1.0f && ag__vsigmoid(-1e30f) < 1e-37f && ag__vsigmoid(-1e30f) >= 0, "sigmoid ends");
     CHECK(ag__vtanh(1e30f) == 1.0f && ag__vtanh(-1e30f) == -1.0f && ag__vtanh(0.0f) == 0.0f, "tanh ends");
+    softmax_exp();
     elementwise_kernels();
     return check_summary("test_vecmath");
 #endif
