@@ -3,7 +3,7 @@
 
     python3 bench/bench_models.py [--exe build/bench/bench_models] [--threads 1]
         [--steps 20] [--warmup 3] [--models mpsan,ms_san] [--csv bench/models.csv]
-        [--taskset 0]
+        [--taskset 0] [--rounds 3]
 
 For every model attngrad registers, run build/bench/bench_models on it (one
 process per model), which writes its synthetic batch and config to a file;
@@ -19,6 +19,12 @@ pins both to the same CPUs.
 Peak memory, both sides alike: growth of the process's peak RSS (getrusage
 ru_maxrss) from just before the model is built to the end of its steps,
 in a fresh process per model (PyTorch's is measured after `import torch`).
+
+--rounds R repeats the whole comparison R times, attngrad then PyTorch for
+each model in turn, and reports the medians over the rounds, the ratio as
+the median of the rounds' ratios with its range: on a shared machine the
+load drifts, and a ratio taken within one round sees the same load on both
+sides.
 
 Prints a table with the ratio attngrad / PyTorch (below 1: attngrad is
 faster) and writes the CSV model,attngrad_ms,torch_ms,ratio,
@@ -145,6 +151,7 @@ def main():
                     help="comma-separated; those attngrad has not registered are reported and skipped")
     ap.add_argument("--csv", default="")
     ap.add_argument("--taskset", default="", help="CPU list for taskset -c (both sides)")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat the comparison; medians over the rounds")
     ap.add_argument("--torch-worker", dest="batch_file", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.batch_file:
@@ -161,54 +168,85 @@ def main():
 
     peak = parse_result(subprocess.run(pin + [args.exe, "--peak-only", "--threads", str(args.threads)], env=env,
                                        capture_output=True, text=True).stdout)
-    rows = []
+    def run_pair(name, tmp):
+        """One round of one model: attngrad's result and PyTorch's (or None)."""
+        run = subprocess.run(pin + [args.exe, "--model", name, "--threads", str(args.threads), "--steps",
+                                    str(args.steps), "--warmup", str(args.warmup), "--batch-dir", tmp,
+                                    "--no-peak"], env=env, capture_output=True, text=True)
+        if run.returncode != 0 and "unknown model" in run.stderr:
+            print(f"{name}: not registered in attngrad yet, skipped")
+            return None
+        res = parse_result(run.stdout)
+        if run.returncode != 0 or not res:
+            print(f"{name}: bench_models failed: {run.stderr.strip()[:400]}")
+            return None
+        a, t = res[0], None
+        if torch_ok:
+            tw = subprocess.run(pin + [sys.executable, os.path.abspath(__file__), "--torch-worker",
+                                       os.path.join(tmp, name + ".safetensors"), "--threads", str(args.threads),
+                                       "--steps", str(args.steps), "--warmup", str(args.warmup)],
+                                env=env, capture_output=True, text=True)
+            tres = parse_result(tw.stdout)
+            if tw.returncode != 0 or not tres:
+                print(f"{name}: PyTorch run failed: {tw.stderr.strip()[-600:]}")
+            else:
+                t = tres[0]
+        return a, t
+
+    def median(v):
+        v = sorted(v)
+        n = len(v)
+        return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+    names = args.models.split(",")
+    rounds = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.models.split(","):
-            run = subprocess.run(pin + [args.exe, "--model", name, "--threads", str(args.threads), "--steps",
-                                        str(args.steps), "--warmup", str(args.warmup), "--batch-dir", tmp,
-                                        "--no-peak"], env=env, capture_output=True, text=True)
-            if run.returncode != 0 and "unknown model" in run.stderr:
-                print(f"{name}: not registered in attngrad yet, skipped")
-                continue
-            res = parse_result(run.stdout)
-            if run.returncode != 0 or not res:
-                print(f"{name}: bench_models failed: {run.stderr.strip()[:400]}")
-                continue
-            a, t = res[0], None
-            if torch_ok:
-                tw = subprocess.run(pin + [sys.executable, os.path.abspath(__file__), "--torch-worker",
-                                           os.path.join(tmp, name + ".safetensors"), "--threads", str(args.threads),
-                                           "--steps", str(args.steps), "--warmup", str(args.warmup)],
-                                    env=env, capture_output=True, text=True)
-                tres = parse_result(tw.stdout)
-                if tw.returncode != 0 or not tres:
-                    print(f"{name}: PyTorch run failed: {tw.stderr.strip()[-600:]}")
-                else:
-                    t = tres[0]
-            rows.append((name, a, t))
+        for _ in range(max(1, args.rounds)):
+            for name in names:
+                pair = run_pair(name, tmp)
+                if pair:
+                    rounds[name].append(pair)
+    rows = []
+    for name in names:
+        got = rounds[name]
+        if not got:
+            continue
+        # the round with attngrad's median step carries the other columns
+        got.sort(key=lambda p: p[0]["ms_med"])
+        a, t = got[len(got) // 2]
+        if len(got) > 1:  # the brackets become the range of the rounds' medians
+            am = [p[0]["ms_med"] for p in got]
+            a = dict(a, ms_med=median(am), ms_q1=min(am), ms_q3=max(am))
+            tm = [p[1]["ms_med"] for p in got if p[1]]
+            if t and tm:
+                t = dict(t, ms_med=median(tm), ms_q1=min(tm), ms_q3=max(tm))
+        ratios = [p[0]["ms_med"] / p[1]["ms_med"] for p in got if p[1]]
+        rows.append((name, a, t, ratios))
 
     pk = peak[0]["peak_gflops"] if peak else 0
     print(f"Training step, float32, threads={args.threads}{' taskset ' + args.taskset if args.taskset else ''}, "
-          f"median of {args.steps} steps after {args.warmup} warm-up (q1-q3 in brackets); "
+          f"median of {args.steps} steps after {args.warmup} warm-up (q1-q3 in brackets)"
+          f"{f', then the median [range] over {args.rounds} rounds' if args.rounds > 1 else ''}; "
           f"OpenBLAS sgemm peak {pk:.1f} GFLOP/s\n")
     print("| model | BxN | attngrad ms | PyTorch ms | ratio | attngrad MB (rss) | PyTorch MB (rss) "
           "| attngrad MB (accounted) | GEMM share | GEMM GFLOP/s (% peak) | loss first->last (ag / torch) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     csv = ["model,attngrad_ms,torch_ms,ratio,attngrad_peak_mb,torch_peak_mb"]
-    for name, a, t in rows:
+    for name, a, t, ratios in rows:
         acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
         rate = a["gemm_gflop"] / (a["gemm_ms"] / 1e3) if a["gemm_ms"] > 0 else 0
         share = 100 * a["gemm_ms"] / a["ms_med"]
         ag = f"{a['ms_med']:.1f} [{a['ms_q1']:.1f}-{a['ms_q3']:.1f}]"
         if t:
-            ratio = a["ms_med"] / t["ms_med"]
+            ratio = median(ratios)
             tt = f"{t['ms_med']:.1f} [{t['ms_q1']:.1f}-{t['ms_q3']:.1f}]"
             tloss = f"{t['loss_first']:.3f}->{t['loss_last']:.3f}"
             csv.append(f"{name},{a['ms_med']:.3f},{t['ms_med']:.3f},{ratio:.3f},{a['rss_mb']:.1f},{t['rss_mb']:.1f}")
         else:
             ratio, tt, tloss = None, "-", "-"
             csv.append(f"{name},{a['ms_med']:.3f},,,{a['rss_mb']:.1f},")
-        print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {ag} | {tt} | {'%.2f' % ratio if ratio else '-'} "
+        spread = f" [{min(ratios):.2f}-{max(ratios):.2f}]" if len(ratios) > 1 else ""
+        print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {ag} | {tt} | {'%.2f' % ratio if ratio else '-'}{spread} "
               f"| {a['rss_mb']:.0f} | {'%.0f' % t['rss_mb'] if t else '-'} | {acct:.0f} | {share:.0f}% "
               f"| {rate:.1f} ({100 * rate / pk if pk else 0:.0f}%) "
               f"| {a['loss_first']:.3f}->{a['loss_last']:.3f} / {tloss} |")
