@@ -3,7 +3,7 @@
 
     python3 bench/bench_models.py [--exe build/bench/bench_models] [--threads 1]
         [--steps 20] [--warmup 3] [--models mpsan,ms_san] [--csv bench/models.csv]
-        [--taskset 0] [--rounds 3]
+        [--taskset 0] [--rounds 3] [--cycles]
 
 For every model attngrad registers, run build/bench/bench_models on it (one
 process per model), which writes its synthetic batch and config to a file;
@@ -25,6 +25,13 @@ each model in turn, and reports the medians over the rounds, the ratio as
 the median of the rounds' ratios with its range: on a shared machine the
 load drifts, and a ratio taken within one round sees the same load on both
 sides.
+
+--cycles (needs perf) also counts user-space CPU cycles and instructions
+per step on both sides: each side runs twice, with --warmup + 2 and with
+--warmup + 2 + --steps steps, and the difference over --steps is one
+steady-state step (setup, imports and warm-up cancel).  Cycles are what
+the process itself ran, so the ratio of cycles hardly moves with the load
+of a shared machine, where wall times swing by 2x.
 
 Prints a table with the ratio attngrad / PyTorch (below 1: attngrad is
 faster) and writes the CSV model,attngrad_ms,torch_ms,ratio,
@@ -152,6 +159,7 @@ def main():
     ap.add_argument("--csv", default="")
     ap.add_argument("--taskset", default="", help="CPU list for taskset -c (both sides)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the comparison; medians over the rounds")
+    ap.add_argument("--cycles", action="store_true", help="also user cycles per step on both sides (perf stat)")
     ap.add_argument("--torch-worker", dest="batch_file", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.batch_file:
@@ -193,6 +201,33 @@ def main():
                 t = tres[0]
         return a, t
 
+    def perf_counts(cmd):
+        """CPU ms (user + kernel: page faults count), cycles and user instructions of a command, or None."""
+        run = subprocess.run(pin + ["perf", "stat", "-x", ",", "-e", "task-clock,cycles,instructions:u"] + cmd,
+                             env=env, capture_output=True, text=True)
+        got = {}
+        for line in run.stderr.splitlines():
+            f = line.split(",")
+            if len(f) > 2:
+                try:
+                    got[f[2].split(":")[0]] = float(f[0])
+                except ValueError:
+                    pass
+        keys = ("task-clock", "cycles", "instructions")
+        return tuple(got[k] for k in keys) if run.returncode == 0 and all(k in got for k in keys) else None
+
+    def cycles_per_step(name, tmp):
+        """(attngrad, torch) steady-state (CPU ms, cycles, instructions) per step; None when not measured."""
+        def side(cmd_of):
+            lo, hi = perf_counts(cmd_of(2)), perf_counts(cmd_of(2 + args.steps))
+            return tuple((h - l) / args.steps for h, l in zip(hi, lo)) if lo and hi else None
+        ag = side(lambda k: [args.exe, "--model", name, "--threads", str(args.threads), "--steps", str(k),
+                             "--warmup", str(args.warmup), "--no-peak"])
+        tc = side(lambda k: [sys.executable, os.path.abspath(__file__), "--torch-worker",
+                             os.path.join(tmp, name + ".safetensors"), "--threads", str(args.threads), "--steps",
+                             str(k), "--warmup", str(args.warmup)]) if torch_ok else None
+        return ag, tc
+
     def median(v):
         v = sorted(v)
         n = len(v)
@@ -200,12 +235,20 @@ def main():
 
     names = args.models.split(",")
     rounds = {name: [] for name in names}
+    cycles = {}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(max(1, args.rounds)):
             for name in names:
                 pair = run_pair(name, tmp)
                 if pair:
                     rounds[name].append(pair)
+        if args.cycles:
+            if subprocess.run(["perf", "--version"], capture_output=True).returncode != 0:
+                print("--cycles: perf is not available, skipped")
+            else:
+                for name in names:
+                    if rounds[name]:
+                        cycles[name] = cycles_per_step(name, tmp)
     rows = []
     for name in names:
         got = rounds[name]
@@ -250,6 +293,20 @@ def main():
               f"| {a['rss_mb']:.0f} | {'%.0f' % t['rss_mb'] if t else '-'} | {acct:.0f} | {share:.0f}% "
               f"| {rate:.1f} ({100 * rate / pk if pk else 0:.0f}%) "
               f"| {a['loss_first']:.3f}->{a['loss_last']:.3f} / {tloss} |")
+    if cycles:
+        print(f"\nCPU per steady-state step (perf stat: a {2 + args.steps}-step run minus a 2-step run, / "
+              f"{args.steps}; both after {args.warmup} warm-up; CPU ms and cycles count user and kernel time):\n")
+        print("| model | attngrad CPU ms | PyTorch CPU ms | ratio | attngrad Mcycles | PyTorch Mcycles | ratio "
+              "| attngrad Minstr (user) | PyTorch Minstr (user) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, (ag, tc) in cycles.items():
+            if not ag:
+                print(f"| {name} |" + " - |" * 8)
+                continue
+            t = tc or (0, 0, 0)
+            r = lambda i: f"{ag[i] / t[i]:.2f}" if tc else "-"
+            print(f"| {name} | {ag[0]:.1f} | {t[0]:.1f} | {r(0)} | {ag[1] / 1e6:.0f} | {t[1] / 1e6:.0f} | {r(1)} "
+                  f"| {ag[2] / 1e6:.0f} | {t[2] / 1e6:.0f} |")
     if args.csv:
         with open(args.csv, "w") as f:
             f.write("\n".join(csv) + "\n")
