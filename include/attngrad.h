@@ -248,6 +248,10 @@ ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 /* x[..., in] W^T + bias with W stored [out, in] (PyTorch's layout): a
  * decoder tied to an embedding table [V, d] is ag_linear_t(h, table, b). */
 ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
+/* A dense layer act(x W + b), W [in,out], b [out] (may be NULL): one op,
+ * the activation fused into the linear's passes (no pre-activation kept). */
+typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID } ag_act;
+ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act);
 
 /* ------------------------------------------------------------------------ */
 /* Shape ops                                                                 */
@@ -695,10 +699,8 @@ ag_tensor *ag_param_bias(ag_params *ps, const char *name, int n);
 ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
                               ag_rng *rng);
 
-typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID } ag_act;
+/* act(x) by the ag_act above: ag_relu, ag_elu, ag_tanh, ag_sigmoid or x. */
 ag_tensor *ag_activate(ag_tensor *x, ag_act act);
-/* act(x W + b), with W [in,out] and b [out] (b may be NULL). */
-ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act);
 
 /* Constant [B, N, 1]: 1 at positions t < lengths[b], 0 at padding. */
 ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N);
@@ -731,6 +733,7 @@ void ag_set_callsite(const char *file, int line);
 #define ag_matmul_t(...) AG_AT(ag_matmul_t, __VA_ARGS__)
 #define ag_linear(...) AG_AT(ag_linear, __VA_ARGS__)
 #define ag_linear_t(...) AG_AT(ag_linear_t, __VA_ARGS__)
+#define ag_dense(...) AG_AT(ag_dense, __VA_ARGS__)
 #define ag_reshape(...) AG_AT(ag_reshape, __VA_ARGS__)
 #define ag_permute(...) AG_AT(ag_permute, __VA_ARGS__)
 #define ag_transpose(...) AG_AT(ag_transpose, __VA_ARGS__)

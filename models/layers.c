@@ -35,10 +35,6 @@ ag_tensor *ag_activate(ag_tensor *x, ag_act act) {
     return x;
 }
 
-ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act) {
-    return ag_activate(ag_linear(x, w, b), act);
-}
-
 ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N) {
     ag_tensor *m = ag_tensor_new(3, (int[]){B, N, 1});
     for (int b = 0; b < B; b++)

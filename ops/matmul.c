@@ -1,6 +1,6 @@
 /* matmul.c - matrix products on OpenBLAS: batched matmul with optional
  * transposes, and the fused linear layer x W + b. */
-#include "../graph/internal.h"
+#include "vecmath.h"
 
 #include <cblas.h>
 
@@ -389,7 +389,34 @@ ag_tensor *ag_matmul_t(ag_tensor *a, bool trans_a, ag_tensor *b, bool trans_b) {
 
 ag_tensor *ag_matmul(ag_tensor *a, ag_tensor *b) { return ag_matmul_t(a, false, b, false); }
 
-/* ---- linear: y = x W + bias, with x of any rank ---- */
+/* ---- linear: y = act(x W + bias), with x of any rank ----
+ *
+ * The activation (ag_dense) rides on passes the linear makes anyway:
+ * forward applies it where the bias is added, backward multiplies dY by
+ * its derivative - a function of the output y - where it scans dY. */
+
+/* y = act(y) over a row; the derivative from the output: relu y > 0, elu
+ * y + 1 below 0 (elu keeps the sign), tanh 1 - y^2, sigmoid y (1 - y). */
+static inline void act_row(ag_act act, ag_real *y, int n) {
+    switch (act) {
+    case AG_ACT_RELU: for (int k = 0; k < n; k++) y[k] = y[k] > 0 ? y[k] : 0; break;
+    case AG_ACT_ELU: for (int k = 0; k < n; k++) y[k] = y[k] > 0 ? y[k] : ag__vexpm1(y[k]); break;
+    case AG_ACT_TANH: for (int k = 0; k < n; k++) y[k] = ag__vtanh(y[k]); break;
+    case AG_ACT_SIGMOID: for (int k = 0; k < n; k++) y[k] = ag__vsigmoid(y[k]); break;
+    case AG_ACT_NONE: break;
+    }
+}
+
+/* g = dy * act'(z) written from dy and the output y. */
+static inline void act_grad_row(ag_act act, const ag_real *dy, const ag_real *y, ag_real *g, int n) {
+    switch (act) {
+    case AG_ACT_RELU: for (int k = 0; k < n; k++) g[k] = y[k] > 0 ? dy[k] : 0; break;
+    case AG_ACT_ELU: for (int k = 0; k < n; k++) g[k] = y[k] > 0 ? dy[k] : dy[k] * (y[k] + 1); break;
+    case AG_ACT_TANH: for (int k = 0; k < n; k++) g[k] = dy[k] * (1 - y[k] * y[k]); break;
+    case AG_ACT_SIGMOID: for (int k = 0; k < n; k++) g[k] = dy[k] * (y[k] * (1 - y[k])); break;
+    case AG_ACT_NONE: memcpy(g, dy, (size_t)n * sizeof *g); break;
+    }
+}
 
 /* Rows that are all zero - the padded positions of a batch - are skipped:
  *  - forward: a zero row of x gives y = bias whatever W is;
@@ -431,7 +458,9 @@ static bool pack_of(const uint8_t *nonzero, int rows, row_pack *pk) {
 
 typedef struct {
     const ag_real *G, *X, *bias;
-    ag_real *Y, *Gc, *Xc, *Yc, *dXc, *dX, *gb;
+    const ag_real *dY, *Yout; /* backward with an activation: G = dY act'(.) from the output */
+    ag_real *Y, *Gc, *Xc, *Yc, *dXc, *dX, *gb, *Gact;
+    ag_act act;
     ag_real *partial;     /* [blocks, out]: the column sums of each block of rows */
     int64_t rows, blocks;
     int in, out;
@@ -443,6 +472,7 @@ typedef struct {
 /* Forward keeps these for backward (arena). */
 typedef struct {
     bool tw;              /* W stored [out, in] (ag_linear_t) */
+    ag_act act;           /* ag_dense's activation, applied to the output */
     row_pack pk;          /* x's packed rows, or kept = -1: not packed */
     const ag_real *Xc;
 } linear_saved;
@@ -454,6 +484,7 @@ AG_SIMD_CLONES static void scan_block(void *ctx, int64_t block) {
     if (sum)
         for (int k = 0; k < j->out; k++) sum[k] = 0;
     for (int64_t r = r0; r < r1; r++) {
+        if (j->Gact) act_grad_row(j->act, j->dY + r * j->out, j->Yout + r * j->out, j->Gact + r * j->out, j->out);
         const ag_real *g = j->G + r * j->out;
         if (j->nonzero) {
             bool any = false;
@@ -510,6 +541,7 @@ AG_SIMD_CLONES static void unpack_y_rows(void *ctx, int64_t r0, int64_t r1) {
         else if (src) memcpy(y, src, (size_t)j->out * sizeof(ag_real));
         else if (j->bias) memcpy(y, j->bias, (size_t)j->out * sizeof(ag_real));
         else memset(y, 0, (size_t)j->out * sizeof(ag_real));
+        act_row(j->act, y, j->out);
     }
 }
 
@@ -534,11 +566,16 @@ static void linear_backward(ag_node *n) {
     int rows = (int)(x->size / (in ? in : 1));
     bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1), want_b = bias && ag__wants(n, 2);
     linear_job j = {.G = n->out->grad, .X = x->data, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK,
-                    .in = in, .out = out};
+                    .in = in, .out = out, .act = sv->act};
+    if (sv->act != AG_ACT_NONE) { /* dY through the activation, in the scan */
+        j.dY = n->out->grad;
+        j.Yout = n->out->data;
+        j.G = j.Gact = ag_arena_alloc((size_t)((int64_t)rows * out + 1) * sizeof(ag_real));
+    }
     bool look = worth_packing(rows, in, out) && (want_x || want_w);
     if (look) j.nonzero = ag_arena_alloc((size_t)rows);
     if (want_b) j.partial = ag_arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
-    if (look || want_b) ag__parallel(j.blocks, scan_block, &j);
+    if (look || want_b || j.Gact) ag__parallel(j.blocks, scan_block, &j);
     if (want_b) {
         j.gb = ag__grad(bias);
         ag__parallel_range(out, 256, add_partials, &j);
@@ -570,7 +607,8 @@ static bool linear_packed(const ag_tensor *x, const ag_tensor *w, bool tw, const
     if (!worth_packing(rows, in, out_dim)) return false;
     rows_job scan = {.src = x->data, .width = in, .nonzero = ag_arena_alloc((size_t)rows)};
     ag__parallel_range(rows, rows_per_part(in), scan_nonzero_rows, &scan);
-    linear_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim};
+    linear_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim,
+                    .act = sv->act};
     if (!pack_of(scan.nonzero, rows, &j.pk)) return false;
     int kept = j.pk.kept;
     j.Xc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
@@ -583,7 +621,19 @@ static bool linear_packed(const ag_tensor *x, const ag_tensor *w, bool tw, const
     return true;
 }
 
-static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias) {
+/* Unpacked forward: the activation in place, by ranges of rows. */
+typedef struct {
+    ag_real *Y;
+    int out;
+    ag_act act;
+} act_job;
+
+AG_SIMD_CLONES static void act_rows(void *ctx, int64_t r0, int64_t r1) {
+    const act_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) act_row(j->act, j->Y + r * j->out, j->out);
+}
+
+static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias, ag_act act) {
     char sx[64], sw[64], sb[64];
     ag__check_device(op, x, w);
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[tw])
@@ -593,18 +643,23 @@ static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag
         ag__fatal(op, "bias %s does not fit weight %s (want [out])", ag_shape_str(bias, sb, sizeof sb),
                   ag_shape_str(w, sw, sizeof sw));
     if (bias) ag__check_device(op, x, bias);
+    if (act < AG_ACT_NONE || act > AG_ACT_SIGMOID) ag__fatal(op, "unknown activation %d", (int)act);
     int in = w->shape[tw], out_dim = w->shape[!tw];
     int rows = (int)(x->size / (in ? in : 1));
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
     ag_tensor *out = ag__empty(x->ndim, shape);
-    linear_saved sv = {.tw = tw, .pk = {.kept = -1}};
+    linear_saved sv = {.tw = tw, .act = act, .pk = {.kept = -1}};
     if (!linear_packed(x, w, tw, bias, out, rows, &sv)) {
         if (bias)
             for (int r = 0; r < rows; r++)
                 memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
         ag__gemm(false, tw, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
+        if (act != AG_ACT_NONE) {
+            act_job aj = {out->data, out_dim, act};
+            ag__parallel_range(rows, rows_per_part(out_dim), act_rows, &aj);
+        }
     }
     ag_node *n = ag__record(op, linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
     if (n) {
@@ -615,6 +670,14 @@ static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag
     return out;
 }
 
-ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) { return linear("ag_linear", x, w, false, bias); }
+ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
+    return linear("ag_linear", x, w, false, bias, AG_ACT_NONE);
+}
 
-ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias) { return linear("ag_linear_t", x, w, true, bias); }
+ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
+    return linear("ag_linear_t", x, w, true, bias, AG_ACT_NONE);
+}
+
+ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act) {
+    return linear("ag_dense", x, w, false, b, act);
+}

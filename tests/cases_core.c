@@ -196,6 +196,16 @@ static int lin_zero_both(ag_tensor **in, ag_rng *r, bool same) {
 static int lin_zero_same(ag_tensor **in, ag_rng *r) { return lin_zero_both(in, r, true); }
 static int lin_zero_other(ag_tensor **in, ag_rng *r) { return lin_zero_both(in, r, false); }
 
+/* ag_dense: the activation fused into the linear, every kind, plain and on
+ * the packed paths (zero rows of x and of the masked output). */
+static ag_tensor *f_dense_relu(ag_tensor **in) { return ag_dense(in[0], in[1], in[2], AG_ACT_RELU); }
+static ag_tensor *f_dense_elu(ag_tensor **in) { return ag_dense(in[0], in[1], in[2], AG_ACT_ELU); }
+static ag_tensor *f_dense_tanh(ag_tensor **in) { return ag_dense(in[0], in[1], in[2], AG_ACT_TANH); }
+static ag_tensor *f_dense_sigmoid(ag_tensor **in) { return ag_dense(in[0], in[1], in[2], AG_ACT_SIGMOID); }
+static ag_tensor *f_dense_none_nobias(ag_tensor **in) { return ag_dense(in[0], in[1], NULL, AG_ACT_NONE); }
+static ag_tensor *f_dense_elu_masked(ag_tensor **in) { return ag_mul(ag_dense(in[0], in[1], in[2], AG_ACT_ELU), in[3]); }
+static ag_tensor *f_dense_tanh_masked(ag_tensor **in) { return ag_mul(ag_dense(in[0], in[1], in[2], AG_ACT_TANH), in[3]); }
+
 /* ag_linear_t: the weight stored [out, in], as a tied decoder's table. */
 static int lin_t_3d(ag_tensor **in, ag_rng *r) {
     in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
@@ -314,6 +324,14 @@ const op_case core_cases[] = {
     {"linear/zero_gradient_rows_no_bias", lin_padded, f_linear_padded_nobias, 0, 0},
     {"linear/zero_rows_both_same", lin_zero_same, f_linear_padded, 0, 0},
     {"linear/zero_rows_both_different", lin_zero_other, f_linear_padded, 0, 0},
+    {"dense/relu", lin_3d, f_dense_relu, 0, 0},
+    {"dense/elu", lin_3d, f_dense_elu, 0, 0},
+    {"dense/tanh", lin_3d, f_dense_tanh, 0, 0},
+    {"dense/sigmoid", lin_3d, f_dense_sigmoid, 0, 0},
+    {"dense/none_no_bias", lin_3d, f_dense_none_nobias, 0, 0},
+    {"dense/relu_zero_input_rows", lin_zero_rows, f_dense_relu, 0, 0},
+    {"dense/elu_zero_rows_both_same", lin_zero_same, f_dense_elu_masked, 0, 0},
+    {"dense/tanh_zero_gradient_rows", lin_padded, f_dense_tanh_masked, 0, 0},
     {"linear_t/3d", lin_t_3d, f_linear_t, 0, 0},
     {"linear_t/no_bias", lin_t_3d, f_linear_t_nobias, 0, 0},
     {"linear_t/zero_gradient_rows", lin_t_padded, f_linear_t_padded, 0, 0},
