@@ -8,6 +8,17 @@
 
 static _Thread_local const char *callsite_file;
 static _Thread_local int callsite_line;
+
+/* The sites of the op calls in progress, outermost first (AG_AT): an op's
+ * arguments may be op calls of their own, which stamp over the site before
+ * the op itself runs; each gives the enclosing one back when it returns.
+ * Deeper than SITE_DEPTH, sites are only stamped. */
+enum { SITE_DEPTH = 64 };
+static _Thread_local struct {
+    const char *file;
+    int line;
+} site_stack[SITE_DEPTH];
+static _Thread_local int site_depth;
 static _Thread_local char errmsg[1024];
 
 void ag_set_callsite(const char *file, int line) {
@@ -15,6 +26,28 @@ void ag_set_callsite(const char *file, int line) {
     callsite_line = line;
     if (ag__prof_on) ag__prof_site();
 }
+
+void ag_callsite_push(const char *file, int line) {
+    if (site_depth < SITE_DEPTH) {
+        site_stack[site_depth].file = file;
+        site_stack[site_depth].line = line;
+    }
+    site_depth++;
+    ag_set_callsite(file, line);
+}
+
+ag_tensor *ag_callsite_pop(ag_tensor *result) {
+    if (site_depth > 0) site_depth--;
+    if (site_depth > 0 && site_depth <= SITE_DEPTH) {
+        callsite_file = site_stack[site_depth - 1].file;
+        callsite_line = site_stack[site_depth - 1].line;
+    }
+    return result;
+}
+
+/* A fatal error leaves through the handler (abort, or a test's longjmp):
+ * the calls in progress will not return. */
+static void forget_sites(void) { site_depth = 0; }
 
 const char *ag__callsite(int *line) {
     *line = callsite_line;
@@ -46,6 +79,7 @@ void ag__fatal(const char *op, const char *fmt, ...) {
     va_end(ap);
     if (callsite_file && n < (int)sizeof msg)
         snprintf(msg + n, sizeof msg - (size_t)n, " (at %s:%d)", callsite_file, callsite_line);
+    forget_sites();
     fatal_handler(msg);
     abort(); /* a handler that returns would continue with a broken state */
 }

@@ -718,10 +718,17 @@ ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, 
 /* Call sites                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Every op records the caller's file:line before it runs, so an error names
- * the line in the user's model.  The library itself defines AG_INTERNAL. */
+/* Every op records the caller's file:line before it runs, so an error (and
+ * the profiler) names the line in the user's model.  Sites nest: in
+ * ag_dense(helper(x), w, b, act) the ops inside helper() stamp their own
+ * lines and, returning, give the dense its line back.  The library itself
+ * defines AG_INTERNAL.  Statements that return no tensor (masks' status,
+ * initialisers, the optimizer) just stamp. */
 void ag_set_callsite(const char *file, int line);
-#define AG_AT(fn, ...) (ag_set_callsite(__FILE__, __LINE__), fn(__VA_ARGS__))
+void ag_callsite_push(const char *file, int line);
+ag_tensor *ag_callsite_pop(ag_tensor *result);
+#define AG_AT(fn, ...) (ag_callsite_push(__FILE__, __LINE__), ag_callsite_pop(fn(__VA_ARGS__)))
+#define AG_AT_STMT(fn, ...) (ag_set_callsite(__FILE__, __LINE__), fn(__VA_ARGS__))
 
 #ifndef AG_INTERNAL
 #define ag_add(...) AG_AT(ag_add, __VA_ARGS__)
@@ -761,7 +768,7 @@ void ag_set_callsite(const char *file, int line);
 #define ag_mask_heads(...) AG_AT(ag_mask_heads, __VA_ARGS__)
 #define ag_mask_attenuation(...) AG_AT(ag_mask_attenuation, __VA_ARGS__)
 #define ag_mask_padding(...) AG_AT(ag_mask_padding, __VA_ARGS__)
-#define ag_mask_batch(...) AG_AT(ag_mask_batch, __VA_ARGS__)
+#define ag_mask_batch(...) AG_AT_STMT(ag_mask_batch, __VA_ARGS__)
 
 /* sequence ops */
 #define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
@@ -771,12 +778,12 @@ void ag_set_callsite(const char *file, int line);
 #define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
 
 /* optimizers, initializers, checkpoints */
-#define ag_optim_step(...) AG_AT(ag_optim_step, __VA_ARGS__)
-#define ag_init_uniform(...) AG_AT(ag_init_uniform, __VA_ARGS__)
-#define ag_init_normal(...) AG_AT(ag_init_normal, __VA_ARGS__)
-#define ag_init_glorot_uniform(...) AG_AT(ag_init_glorot_uniform, __VA_ARGS__)
-#define ag_init_glorot_normal(...) AG_AT(ag_init_glorot_normal, __VA_ARGS__)
-#define ag_st_add(...) AG_AT(ag_st_add, __VA_ARGS__)
+#define ag_optim_step(...) AG_AT_STMT(ag_optim_step, __VA_ARGS__)
+#define ag_init_uniform(...) AG_AT_STMT(ag_init_uniform, __VA_ARGS__)
+#define ag_init_normal(...) AG_AT_STMT(ag_init_normal, __VA_ARGS__)
+#define ag_init_glorot_uniform(...) AG_AT_STMT(ag_init_glorot_uniform, __VA_ARGS__)
+#define ag_init_glorot_normal(...) AG_AT_STMT(ag_init_glorot_normal, __VA_ARGS__)
+#define ag_st_add(...) AG_AT_STMT(ag_st_add, __VA_ARGS__)
 
 #endif
 

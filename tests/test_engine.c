@@ -129,6 +129,11 @@ static void test_zero_alloc_steady_state(void) {
     ag_params_free(&ps);
 }
 
+/* A helper whose (site-stamping) ops sit on another line than its caller's. */
+static ag_tensor *helper_square(ag_tensor *x) {
+    return ag_mul(x, x);
+}
+
 static void test_errors_name_op_shapes_and_line(void) {
     ag_tensor *a = ag_tensor_new(2, (int[]){2, 3});
     ag_tensor *b = ag_tensor_new(2, (int[]){4, 3});
@@ -138,6 +143,12 @@ static void test_errors_name_op_shapes_and_line(void) {
     snprintf(at, sizeof at, "test_engine.c:%d", line);
     CHECK(strstr(fatal_msg, at), "message '%s' lacks the caller's line %s", fatal_msg, at);
     EXPECT_FATAL(ag_matmul(a, a), "ag_matmul", "[2,3]", "inner");
+    /* ops inside the arguments stamp their own lines; the failing op's is
+     * given back before it runs */
+    line = __LINE__ + 1;
+    EXPECT_FATAL(ag_add(helper_square(a), helper_square(b)), "ag_add", "[2,3]", "[4,3]");
+    snprintf(at, sizeof at, "test_engine.c:%d", line);
+    CHECK(strstr(fatal_msg, at), "nested call: message '%s' lacks the caller's line %s", fatal_msg, at);
     EXPECT_FATAL(ag_sum_axis(a, 2, false), "ag_sum_axis", "axis 2");
     EXPECT_FATAL(ag_reshape(a, 2, (int[]){4, 2}), "ag_reshape", "[2,3]", "[4,2]");
     EXPECT_FATAL(ag_backward(a), "backward");
