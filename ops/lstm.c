@@ -42,7 +42,7 @@ typedef struct {
 
 /* Gate nonlinearities and state update of one row (vectorisable: the
  * activations are branch-free, see vecmath.h). */
-static void cell_row_forward(ag_real *restrict a, const ag_real *restrict c_prev, ag_real *restrict c,
+static inline __attribute__((always_inline)) void cell_row_forward(ag_real *restrict a, const ag_real *restrict c_prev, ag_real *restrict c,
                              ag_real *restrict h, ag_real *restrict tc, int H) {
     ag_real *ai = a, *af = a + H, *ag = a + 2 * H, *ao = a + 3 * H;
     for (int j = 0; j < H; j++) {
@@ -57,7 +57,7 @@ static void cell_row_forward(ag_real *restrict a, const ag_real *restrict c_prev
 
 /* One row of the step backwards: from dh (from above and from t+1) and dc
  * (from t+1) to the gate pre-activation gradients d, and dc for t-1 in place. */
-static void cell_row_backward(ag_real *restrict d, const ag_real *restrict a, const ag_real *restrict c_prev,
+static inline __attribute__((always_inline)) void cell_row_backward(ag_real *restrict d, const ag_real *restrict a, const ag_real *restrict c_prev,
                               const ag_real *restrict tc, const ag_real *restrict dh, const ag_real *restrict dy,
                               ag_real *restrict dc, int H) {
     for (int j = 0; j < H; j++) {
@@ -69,6 +69,22 @@ static void cell_row_backward(ag_real *restrict d, const ag_real *restrict a, co
         d[2 * H + j] = dct * i * (1 - g * g);
         d[3 * H + j] = dht * tc[j] * o * (1 - o);
         dc[j] = dct * f;
+    }
+}
+
+/* A step's rows, forward: k in [k0, k1), contiguous in every packed array. */
+AG_SIMD_CLONES static void cells_forward(const lstm_saved *s, ag_real *c, int k0, int k1, int H) {
+    for (int64_t k = k0; k < k1; k++)
+        cell_row_forward(s->gates + k * 4 * H, s->cprev + k * H, c + k * H, s->h + k * H, s->tc + k * H, H);
+}
+
+/* A step's rows, backward: dh and dc are by example, dY [B,N,H] at t. */
+AG_SIMD_CLONES static void cells_backward(const lstm_saved *s, ag_real *dG, ag_real *dh, ag_real *dc, const ag_real *dY,
+                                          int N, int t, int k0, int k1, int H) {
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t b = s->row_b[k];
+        cell_row_backward(dG + k * 4 * H, s->gates + k * 4 * H, s->cprev + k * H, s->tc + k * H, dh + b * H,
+                          dY + (b * N + t) * H, dc + b * H, H);
     }
 }
 
@@ -101,12 +117,7 @@ static void lstm_layer_backward(ag_node *n) {
     bool want_h0 = h0 && ag__wants(n, 5);
     for (int t = T - 1; t >= 0; t--) {
         int k0 = s->off[t], ba = s->off[t + 1] - k0;
-        for (int k = k0; k < k0 + ba; k++) {
-            int b = s->row_b[k];
-            cell_row_backward(dG + (int64_t)k * 4 * H, s->gates + (int64_t)k * 4 * H, s->cprev + (int64_t)k * H,
-                              s->tc + (int64_t)k * H, dh + (int64_t)b * H, dY + ((int64_t)b * N + t) * H,
-                              dc + (int64_t)b * H, H);
-        }
+        cells_backward(s, dG, dh, dc, dY, N, t, k0, k0 + ba, H);
         if (!(t > 0 || want_h0)) continue;
         /* dh_{t-1} = dG_t W_hh^T on this step's rows; the others keep 0 */
         bool all = ba == B;
@@ -220,9 +231,7 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
         }
         ag__gemm(false, false, ba, 4 * H, H, 1, s.hprev + (int64_t)k0 * H, p->w_hh->data, 1,
                  s.gates + (int64_t)k0 * 4 * H);
-        for (int k = k0; k < k0 + ba; k++)
-            cell_row_forward(s.gates + (int64_t)k * 4 * H, s.cprev + (int64_t)k * H, c + (int64_t)k * H,
-                             s.h + (int64_t)k * H, s.tc + (int64_t)k * H, H);
+        cells_forward(&s, c, k0, k0 + ba, H);
     }
 
     ag_tensor *out = ag__empty(3, (int[]){B, N, H});
