@@ -251,14 +251,25 @@ typedef struct {
     uint8_t *nonzero;
 } rows_job;
 
+/* Is any element of the row nonzero (NaN counts)?  Chunks of 16 tested
+ * whole (vectorised), stopping at the first chunk with one: a real row
+ * answers in its first chunk, only zero rows are read to the end. */
+static inline __attribute__((always_inline)) bool row_nonzero(const ag_real *g, int n) {
+    enum { CHUNK = 16 };
+    int k = 0;
+    for (; k + CHUNK <= n; k += CHUNK) {
+        bool any = false;
+        for (int l = 0; l < CHUNK; l++) any |= g[k + l] != 0;
+        if (any) return true;
+    }
+    for (; k < n; k++)
+        if (g[k] != 0) return true;
+    return false;
+}
+
 AG_SIMD_CLONES static void scan_nonzero_rows(void *ctx, int64_t r0, int64_t r1) {
     const rows_job *j = ctx;
-    for (int64_t r = r0; r < r1; r++) {
-        const ag_real *g = j->src + r * j->width;
-        bool any = false;
-        for (int k = 0; k < j->width; k++) any |= g[k] != 0;
-        j->nonzero[r] = any;
-    }
+    for (int64_t r = r0; r < r1; r++) j->nonzero[r] = row_nonzero(j->src + r * j->width, j->width);
 }
 
 /* Skipping zero rows pays when the rows feed real GEMMs: with a side under
@@ -486,11 +497,7 @@ AG_SIMD_CLONES static void scan_block(void *ctx, int64_t block) {
     for (int64_t r = r0; r < r1; r++) {
         if (j->Gact) act_grad_row(j->act, j->dY + r * j->out, j->Yout + r * j->out, j->Gact + r * j->out, j->out);
         const ag_real *g = j->G + r * j->out;
-        if (j->nonzero) {
-            bool any = false;
-            for (int k = 0; k < j->out; k++) any |= g[k] != 0; /* NaN counts as nonzero */
-            j->nonzero[r] = any;
-        }
+        if (j->nonzero) j->nonzero[r] = row_nonzero(g, j->out);
         if (sum)
             for (int k = 0; k < j->out; k++) sum[k] += g[k];
     }
