@@ -419,11 +419,15 @@ typedef struct {
     double keep;         /* inverted-dropout keep prob between layers; 0 means 1 (none) */
     bool training;       /* dropout only when training */
     ag_rng *rng;         /* needed when training with keep < 1 */
+    ag_tensor **h_n, **c_n; /* if set: receive the final states [layers,B,H] (gradients flow back) */
 } ag_lstm_opts;
 
 /* Multi-layer LSTM over whole sequences: x[B,N,in] -> the top layer's
  * h[B,N,H]; layer l > 0 reads layer l-1's output.  At t >= len[b] the state
- * is frozen and the output is 0. */
+ * is frozen and the output is 0, so the final state of example b is its
+ * state after step len[b]-1 (its initial state when len[b] = 0), as
+ * PyTorch's packed sequences give it: pass it on as the next batch's h0/c0
+ * (truncated BPTT) or use it as a sentence encoding. */
 ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, const ag_lstm_opts *opts);
 
 /* MTSA's sigma_t: log-sigmoid (the paper: ER = M ⊙ sigmoid(R)) or identity (FLAG: ER = M ⊙ exp(R)). */

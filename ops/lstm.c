@@ -38,6 +38,10 @@ typedef struct {
     ag_real *cprev;  /* [na,H] c_{t-1} likewise */
     ag_real *h;      /* [na,H] h_t */
     ag_real *tc;     /* [na,H] tanh(c_t) */
+    int32_t *last;   /* [B] each example's last row, or -1 (len 0) */
+    /* [B,H] gradients of this layer's final h and c (ag_lstm_opts.h_n/c_n),
+     * set by the final states' backward, which runs first, or NULL */
+    ag_real *dh_final, *dc_final;
 } lstm_saved;
 
 /* Gate nonlinearities and state update of one row (vectorisable: the
@@ -100,19 +104,25 @@ static void add_column_sums(const ag_real *G, int64_t rows, int n, ag_real *g1, 
 }
 
 static void lstm_layer_backward(ag_node *n) {
-    const lstm_saved *s = n->saved;
+    lstm_saved *s = n->saved;
     ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
     ag_tensor *h0 = n->in[5], *c0 = n->in[6];
     int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = w_hh->shape[0], T = s->T, na = s->na;
     const ag_real *dY = n->out->grad;
 
     /* dh, dc of the state each example carries into the step being undone,
-     * by example.  An example not yet started (going backwards) has 0 there:
-     * no gradient reaches a frozen state (outputs past len are the constant
-     * 0 and no final state leaves the op), and its rows are never written. */
+     * by example.  An example not yet started (going backwards) holds the
+     * gradient of its final state there (0 without h_n/c_n): outputs past
+     * len are the constant 0, and its rows are not written before its last
+     * step. */
     ag_real *dG = ag_arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof *dG);
     ag_real *dh = ag_arena_zalloc((size_t)B * H * sizeof *dh + 1);
     ag_real *dc = ag_arena_zalloc((size_t)B * H * sizeof *dc + 1);
+    /* the final states' gradients enter each example's last step (consumed:
+     * a later sweep that does not reach h_n/c_n must not see them again) */
+    if (s->dh_final) memcpy(dh, s->dh_final, (size_t)B * H * sizeof *dh);
+    if (s->dc_final) memcpy(dc, s->dc_final, (size_t)B * H * sizeof *dc);
+    s->dh_final = s->dc_final = NULL;
     ag_real *dhc = ag_arena_alloc((size_t)B * H * sizeof *dhc + 1);
     bool want_h0 = h0 && ag__wants(n, 5);
     for (int t = T - 1; t >= 0; t--) {
@@ -176,6 +186,8 @@ static void active_rows(lstm_saved *s, int B) {
             }
     }
     s->off[T] = s->na = k;
+    s->last = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *s->last);
+    for (int b = 0; b < B; b++) s->last[b] = s->len[b] > 0 ? at[b] : -1;
 }
 
 /* Row k's state before its step: the previous row's, or the layer's slice
@@ -188,7 +200,7 @@ static const ag_real *state_before(const lstm_saved *s, int k, const ag_real *pa
 
 /* One layer over the sequence.  keep < 1 applies inverted dropout to x. */
 static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, int32_t *len, int T, ag_tensor *h0,
-                             ag_tensor *c0, double keep, ag_rng *rng) {
+                             ag_tensor *c0, double keep, ag_rng *rng, ag_real *h_final, ag_real *c_final) {
     int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = p->w_hh->shape[0];
     lstm_saved s = {.len = len, .T = T, .layer = layer, .scale = (ag_real)(1 / keep)};
     active_rows(&s, B);
@@ -234,6 +246,14 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
         cells_forward(&s, c, k0, k0 + ba, H);
     }
 
+    for (int b = 0; b < B && (h_final || c_final); b++) { /* each example's state after its last step */
+        int k = s.last[b];
+        const ag_real *hb = k >= 0 ? s.h + (int64_t)k * H : h0 ? h0->data + ((int64_t)layer * B + b) * H : zeros;
+        const ag_real *cb = k >= 0 ? c + (int64_t)k * H : c0 ? c0->data + ((int64_t)layer * B + b) * H : zeros;
+        if (h_final) memcpy(h_final + (int64_t)b * H, hb, (size_t)H * sizeof(ag_real));
+        if (c_final) memcpy(c_final + (int64_t)b * H, cb, (size_t)H * sizeof(ag_real));
+    }
+
     ag_tensor *out = ag__empty(3, (int[]){B, N, H});
     for (int b = 0; b < B; b++) /* zeros past each length */
         for (int t = len[b]; t < N; t++) memset(out->data + ((int64_t)b * N + t) * H, 0, (size_t)H * sizeof(ag_real));
@@ -248,6 +268,42 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
         n->saved = sp;
     }
     return out;
+}
+
+/* ---- final states: h_n / c_n [L,B,H] ----
+ *
+ * Their node's inputs are the layers' outputs (so it is recorded when any
+ * layer is); its backward hands each layer its slice of the gradient
+ * (lstm_saved.dh_final / dc_final) and makes sure the layer's backward
+ * runs even when nothing else reached its output. */
+typedef struct {
+    int layers;
+    bool cell;                      /* c_n, else h_n */
+    lstm_saved *saved[AG_MAX_INPUTS];
+} final_saved;
+
+static void final_states_backward(ag_node *n) {
+    const final_saved *f = n->saved;
+    int B = n->out->shape[1], H = n->out->shape[2];
+    for (int l = 0; l < f->layers; l++) {
+        if (!f->saved[l]) continue;
+        ag_real *g = ag_arena_alloc((size_t)B * H * sizeof *g + 1);
+        memcpy(g, n->out->grad + (int64_t)l * B * H, (size_t)B * H * sizeof *g);
+        if (f->cell) f->saved[l]->dc_final = g;
+        else f->saved[l]->dh_final = g;
+        ag__grad(n->in[l]);
+    }
+}
+
+static void record_final(ag_tensor *t, ag_tensor **outs, int L, bool cell) {
+    ag_node *n = ag__record(cell ? "ag_lstm(c_n)" : "ag_lstm(h_n)", final_states_backward, t, L, outs);
+    if (!n) return;
+    final_saved *f = ag_arena_zalloc(sizeof *f);
+    f->layers = L;
+    f->cell = cell;
+    for (int l = 0; l < L; l++)
+        f->saved[l] = outs[l]->node && outs[l]->node->backward == lstm_layer_backward ? outs[l]->node->saved : NULL;
+    n->saved = f;
 }
 
 /* ---- argument checks ---- */
@@ -312,8 +368,21 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
         if (len[b] > T) T = len[b];
     }
 
+    bool finals = o->h_n || o->c_n;
+    if (finals && num_layers > AG_MAX_INPUTS)
+        ag__fatal("ag_lstm", "final states of %d layers (at most %d)", num_layers, AG_MAX_INPUTS);
+    ag_tensor *hn = o->h_n ? ag__empty(3, (int[]){num_layers, B, H}) : NULL;
+    ag_tensor *cn = o->c_n ? ag__empty(3, (int[]){num_layers, B, H}) : NULL;
+    ag_tensor *outs[AG_MAX_INPUTS];
     ag_tensor *h = x;
-    for (int l = 0; l < num_layers; l++)
-        h = lstm_layer(h, &layers[l], l, len, T, o->h0, o->c0, l > 0 && dropout ? keep : 1, o->rng);
+    for (int l = 0; l < num_layers; l++) {
+        h = lstm_layer(h, &layers[l], l, len, T, o->h0, o->c0, l > 0 && dropout ? keep : 1, o->rng,
+                       hn ? hn->data + (int64_t)l * B * H : NULL, cn ? cn->data + (int64_t)l * B * H : NULL);
+        if (finals) outs[l] = h;
+    }
+    if (hn) record_final(hn, outs, num_layers, false);
+    if (cn) record_final(cn, outs, num_layers, true);
+    if (o->h_n) *o->h_n = hn;
+    if (o->c_n) *o->c_n = cn;
     return h;
 }

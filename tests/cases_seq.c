@@ -195,6 +195,33 @@ static ag_tensor *f_lstm_2l(ag_tensor **in) {
     return ag_lstm(in[0], ls, 2, &o);
 }
 
+/* Final states h_n, c_n [L,B,H] next to the outputs, flattened together:
+ * lengths {0, 2} (the empty example's final state is its h0/c0, so its
+ * gradient goes straight there), and two layers whose outputs nothing else
+ * reads (the layers' backward must still run). */
+static ag_tensor *flat(ag_tensor *t) { return ag_reshape(t, 1, (int[]){(int)t->size}); }
+static ag_tensor *f_lstm_finals(ag_tensor **in) {
+    ag_lstm_layer l = {in[1], in[2], in[3], in[4]};
+    ag_tensor *hn, *cn;
+    ag_lstm_opts o = {.len = len_02, .h0 = in[5], .c0 = in[6], .h_n = &hn, .c_n = &cn};
+    ag_tensor *y = ag_lstm(in[0], &l, 1, &o);
+    return ag_concat((ag_tensor *[]){flat(y), flat(hn), flat(cn)}, 3, 0);
+}
+static ag_tensor *f_lstm_2l_finals_only(ag_tensor **in) {
+    ag_lstm_layer ls[2] = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    ag_tensor *hn, *cn;
+    ag_lstm_opts o = {.len = len_53, .h_n = &hn, .c_n = &cn};
+    ag_lstm(in[0], ls, 2, &o);
+    return ag_concat((ag_tensor *[]){flat(hn), flat(cn)}, 2, 0);
+}
+static ag_tensor *f_lstm_2l_h_n(ag_tensor **in) { /* h_n alone, of a batch whose examples all end early */
+    ag_lstm_layer ls[2] = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    ag_tensor *hn;
+    ag_lstm_opts o = {.len = len_02, .h_n = &hn};
+    ag_lstm(in[0], ls, 2, &o);
+    return hn;
+}
+
 /* ---- MTSA attention ---- */
 
 static int mtsa_setup(ag_tensor **in, ag_rng *r, int B, int N, int dh, double rs, double ss) {
@@ -265,6 +292,9 @@ const op_case seq_cases[] = {
     {"lstm/N1_state", lstm_n1, f_lstm_n1, 0, 0},
     {"lstm/no_bias", lstm_nobias, f_lstm_nobias, 0, 0},
     {"lstm/2_layers_lengths_5_3", lstm_2l, f_lstm_2l, 0, 0},
+    {"lstm/final_states_lengths_0_2", lstm_53, f_lstm_finals, 0, 0},
+    {"lstm/2_layers_final_states_only", lstm_2l, f_lstm_2l_finals_only, 0, 0},
+    {"lstm/2_layers_h_n_lengths_0_2", lstm_2l, f_lstm_2l_h_n, 0, 0},
     {"mtsa/past_lengths_5_3", mtsa_253, f_mtsa_past, 0, 0},
     {"mtsa/future_identity", mtsa_253, f_mtsa_future_id, 0, 0},
     {"mtsa/no_mask", mtsa_253, f_mtsa_nomask, 0, 0},

@@ -747,8 +747,53 @@ static void test_errors(void) {
     ag_step_end();
 }
 
+/* Final states: the top layer's h_n is the output at each example's last
+ * step (h0 for an empty one), and carrying h_n/c_n into the next chunk of a
+ * sequence reproduces the whole sequence run at once (truncated BPTT). */
+static void test_lstm_final_states(void) {
+    enum { B = 3, N = 6, I = 4, H = 5, L = 2 };
+    ag_rng r;
+    ag_rng_seed(&r, 17);
+    ag_lstm_layer ls[L];
+    for (int l = 0; l < L; l++)
+        ls[l] = (ag_lstm_layer){uniform(&r, -0.5, 0.5, true, 2, (int[]){l ? H : I, 4 * H}),
+                                uniform(&r, -0.5, 0.5, true, 2, (int[]){H, 4 * H}),
+                                uniform(&r, -0.5, 0.5, true, 1, (int[]){4 * H}), NULL};
+    ag_tensor *x = uniform(&r, -1, 1, false, 3, (int[]){B, N, I});
+    ag_tensor *h0 = uniform(&r, -1, 1, false, 3, (int[]){L, B, H}), *c0 = uniform(&r, -1, 1, false, 3, (int[]){L, B, H});
+    const int32_t len[B] = {6, 2, 0};
+    ag_tensor *hn, *cn;
+    ag_tensor *y = ag_lstm(x, ls, L, &(ag_lstm_opts){.len = len, .h0 = h0, .c0 = c0, .h_n = &hn, .c_n = &cn});
+    double d = 0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < H; j++) {
+            ag_real want = len[b] ? y->data[((int64_t)b * N + len[b] - 1) * H + j] : h0->data[((L - 1) * B + b) * H + j];
+            d = fmax(d, fabs((double)(hn->data[((L - 1) * B + b) * H + j] - want)));
+            if (len[b] == 0) d = fmax(d, fabs((double)(cn->data[(L - 1) * B * H + b * H + j] - c0->data[((L - 1) * B + b) * H + j])));
+        }
+    CHECK(d == 0, "h_n differs from the last output (or h0) by %g", d);
+
+    /* whole sequence vs two chunks of 3 with the state carried over */
+    ag_tensor *whole = ag_lstm(x, ls, L, &(ag_lstm_opts){.h0 = h0, .c0 = c0});
+    ag_tensor *x1 = ag_slice(x, 1, 0, 3), *x2 = ag_slice(x, 1, 3, 6);
+    ag_tensor *y1 = ag_lstm(x1, ls, L, &(ag_lstm_opts){.h0 = h0, .c0 = c0, .h_n = &hn, .c_n = &cn});
+    ag_tensor *y2 = ag_lstm(x2, ls, L, &(ag_lstm_opts){.h0 = hn, .c0 = cn});
+    double dc = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < N; t++)
+            for (int j = 0; j < H; j++) {
+                ag_tensor *part = t < 3 ? y1 : y2;
+                ag_real got = part->data[((int64_t)b * 3 + t % 3) * H + j];
+                dc = fmax(dc, fabs((double)(got - whole->data[((int64_t)b * N + t) * H + j])));
+            }
+    CHECK(dc < 1e-12, "chunked run with carried state differs from the whole run by %g", dc);
+    printf("  lstm final states: h_n vs last output %.1e, carried state vs whole run %.1e\n", d, dc);
+    ag_step_end();
+}
+
 int main(void) {
     test_lstm_composition();
+    test_lstm_final_states();
     test_lstm_dropout_modes();
     test_lstm_gradcheck("2 layers, len {5,3}, h0/c0", 5, len_53);
     test_lstm_gradcheck("2 layers, N=1, h0/c0", 1, (const int32_t[]){1, 1});
