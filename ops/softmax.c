@@ -404,8 +404,9 @@ static void softmax_mix_backward(ag_node *n) {
     if (ag__wants(n, 0)) j.dz = ag__grad_write(z, &j.fresh_z);
     for (int g = 0; g < ns; g++) {
         j.src[g] = n->in[1 + g]->data;
-        /* a tensor given twice as a source must accumulate: store only into
-         * the first fresh buffer, add for the repeats */
+        /* a tensor given twice as a source accumulates: its first use may
+         * store into a fresh buffer, the repeats add (rows run the sources
+         * in order, so the store comes first) */
         if (ag__wants(n, 1 + g)) {
             bool repeat = false;
             for (int h = 0; h < g; h++) repeat |= n->in[1 + h] == n->in[1 + g];
@@ -413,8 +414,6 @@ static void softmax_mix_backward(ag_node *n) {
         }
     }
     int64_t rows = d > 0 ? n->out->size / d : 0;
-    /* sources that repeat: one pass per distinct source keeps the adds in
-     * source order, so run the rows once with every buffer ready */
     ag__parallel_range(rows, mix_grain(ns, d), mix_backward_rows, &j);
 }
 
