@@ -284,6 +284,15 @@ ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const in
  * row, each in [0, C) or ignore_index; if every row is ignored the loss is 0
  * with a zero gradient. */
 ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index);
+/* ag_cross_entropy(ag_linear(x, w, bias), labels, ignore_index) in one op,
+ * for a classifier over many classes (an LM's vocabulary): only the counted
+ * rows are multiplied, and the [rows, C] logits never leave the op (their
+ * gradient is formed in the same pass as the loss).  w [in, C]; bias [C] or
+ * NULL.  ag_linear_t_cross_entropy takes w [C, in], as a tied decoder. */
+ag_tensor *ag_linear_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                   int ignore_index);
+ag_tensor *ag_linear_t_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                     int ignore_index);
 /* mean((pred - target)^2) over all elements -> scalar; same shapes. */
 ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target);
 /* Mean over the rows of logits[..., C] of KL(t || softmax(logits)) =
@@ -756,6 +765,8 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_mean_axis(...) AG_AT(ag_mean_axis, __VA_ARGS__)
 #define ag_max_axis(...) AG_AT(ag_max_axis, __VA_ARGS__)
 #define ag_cross_entropy(...) AG_AT(ag_cross_entropy, __VA_ARGS__)
+#define ag_linear_cross_entropy(...) AG_AT(ag_linear_cross_entropy, __VA_ARGS__)
+#define ag_linear_t_cross_entropy(...) AG_AT(ag_linear_t_cross_entropy, __VA_ARGS__)
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
 #define ag_kl_div_soft(...) AG_AT(ag_kl_div_soft, __VA_ARGS__)
 #define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)

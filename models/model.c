@@ -85,15 +85,21 @@ void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes
 
 void ag_model_capture(ag_model *m, const char *name, ag_tensor *w) { ag_model_capture_axes(m, name, w, AG_MAP_SENTENCE); }
 
-ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training) {
+/* Before a forward: clears the captured maps; false (ag_errmsg says why)
+ * when the kind has no head for the configured task. */
+static bool forward_begins(ag_model *m) {
     m->n_maps = 0;
     if (!ag_model_supports(m->kind, m->cfg.task)) { /* e.g. a one-sentence model given pairs */
         char tasks[64];
         ag_fail(AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", m->kind->name,
                 ag_task_name(m->cfg.task), ag_model_tasks_str(m->kind, tasks, sizeof tasks));
-        return NULL;
+        return false;
     }
-    return m->kind->forward(m, b, training);
+    return true;
+}
+
+ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training) {
+    return forward_begins(m) ? m->kind->forward(m, b, training) : NULL;
 }
 
 void ag_model_free(ag_model *m) {
@@ -204,6 +210,7 @@ ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *log
 }
 
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training) {
+    if (m->kind->loss) return forward_begins(m) ? m->kind->loss(m, b, training) : NULL;
     ag_tensor *logits = ag_model_forward(m, b, training);
     if (!logits) return NULL; /* bad input (e.g. a parse); ag_errmsg() says why */
     return ag_model_loss_of(m, b, logits);

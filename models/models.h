@@ -100,6 +100,10 @@ typedef struct {
      * when training.  NULL when the batch holds bad input (e.g. a parse),
      * ag_errmsg() says why. */
     ag_tensor *(*forward)(ag_model *m, const ag_batch *b, bool training);
+    /* The batch loss straight from the model, for a kind whose loss need not
+     * build the logits (the LM fuses its decoder with the cross-entropy);
+     * the same value as ag_model_loss_of(forward).  NULL: that is used. */
+    ag_tensor *(*loss)(ag_model *m, const ag_batch *b, bool training);
     /* What the model needs in a batch (fixed length, bigrams, heads). */
     void (*batch_opts)(const ag_model_config *cfg, ag_batch_opts *o);
     void (*destroy)(ag_model *m); /* frees m->impl; may be NULL */

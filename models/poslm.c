@@ -148,7 +148,8 @@ static ag_tensor *standard_context(ag_model *m, ag_tensor *h, const int32_t *len
     return ag_matmul(p->last_weights, h);                                             /* [B,N,H] */
 }
 
-static ag_tensor *poslm_forward(ag_model *m, const ag_batch *b, bool training) {
+/* The decoder's input o_t [B,N,E] (MODELS.md §3), dropout included. */
+static ag_tensor *decoder_input(ag_model *m, const ag_batch *b, bool training) {
     poslm *p = m->impl;
     const ag_model_config *c = &m->cfg;
     int B = b->rows, N = b->width;
@@ -165,11 +166,24 @@ static ag_tensor *poslm_forward(ag_model *m, const ag_batch *b, bool training) {
                          ((poslm *)m->impl)->last_weights);
         o = ag_dense(ag_concat((ag_tensor *[]){ctx, h}, 2, 2), p->cat_w, p->cat_b, AG_ACT_TANH); /* [B,N,E] */
     }
-    /* Padding positions carry no loss: zero rows of o skip the decoder's
-     * products, and their logits are b_dec alone. */
-    o = ag_zero_padding(ag_dropout(o, c->keep, training, &m->rng), b->lengths);
-    /* The decoder is the embedding itself: logits = o E^T + b_dec. */
-    return ag_linear_t(o, p->embed, p->dec_bias);                                    /* [B,N,V] */
+    return ag_dropout(o, c->keep, training, &m->rng);
+}
+
+/* The decoder is the embedding itself: logits = o E^T + b_dec [B,N,V].
+ * Padding positions carry no loss: zero rows of o skip the decoder's
+ * products, and their logits are b_dec alone. */
+static ag_tensor *poslm_forward(ag_model *m, const ag_batch *b, bool training) {
+    poslm *p = m->impl;
+    return ag_linear_t(ag_zero_padding(decoder_input(m, b, training), b->lengths), p->embed, p->dec_bias);
+}
+
+/* The mean cross-entropy over the non-pad targets, with the decoder fused
+ * into it: the [B,N,V] logits are never built (padding rows are not
+ * multiplied at all).  The same loss as forward's logits give. */
+static ag_tensor *poslm_loss(ag_model *m, const ag_batch *b, bool training) {
+    poslm *p = m->impl;
+    ag_tensor *o = ag_zero_padding(decoder_input(m, b, training), b->lengths); /* as in forward */
+    return ag_linear_t_cross_entropy(o, p->embed, p->dec_bias, b->targets, AG_PAD_ID);
 }
 
 void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) {
@@ -191,6 +205,7 @@ const ag_model_kind ag_poslm_kind = {
     .tiny = poslm_tiny,
     .build = poslm_build,
     .forward = poslm_forward,
+    .loss = poslm_loss,
     .batch_opts = NULL,
     .destroy = poslm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),

@@ -54,6 +54,14 @@ static ag_tensor *loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logit
     return loss;
 }
 
+/* The batch loss when the logits are not needed (ag_model_loss: the LM's
+ * decoder is fused with its cross-entropy); NULL with err set. */
+static ag_tensor *batch_loss(ag_model *m, const ag_batch *b, bool training, char *err, size_t errlen) {
+    ag_tensor *loss = ag_model_loss(m, b, training);
+    if (!loss) ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this batch: %s", m->kind->name, ag_errmsg());
+    return loss;
+}
+
 static int argmax(const ag_real *row, int n) {
     int best = 0;
     for (int c = 1; c < n; c++)
@@ -85,7 +93,9 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     for (int64_t start = 0; start < n && !rc; start += b->max_rows) {
         int32_t rows = (int32_t)(n - start < b->max_rows ? n - start : b->max_rows);
         if ((rc = ag_batch_fill(b, ds, idx + start, rows, err, errlen))) break;
-        ag_tensor *logits = forward(m, b, false, err, errlen), *loss_t = logits ? loss_of(m, b, logits, err, errlen) : NULL;
+        bool lm = m->cfg.task == AG_TASK_LM; /* its metrics need the loss alone */
+        ag_tensor *logits = lm ? NULL : forward(m, b, false, err, errlen);
+        ag_tensor *loss_t = lm ? batch_loss(m, b, false, err, errlen) : logits ? loss_of(m, b, logits, err, errlen) : NULL;
         if (!loss_t) {
             rc = AG_ERR_FORMAT;
             break;
@@ -155,12 +165,7 @@ typedef struct {
 static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t errlen) {
     ag_model *m = &t->model;
     ag_params_zero_grad(&m->params);
-    ag_tensor *logits = forward(m, &t->batch, true, err, errlen);
-    if (!logits) {
-        ag_step_end();
-        return AG_ERR_FORMAT;
-    }
-    ag_tensor *out = loss_of(m, &t->batch, logits, err, errlen);
+    ag_tensor *out = batch_loss(m, &t->batch, true, err, errlen);
     if (!out) {
         ag_step_end();
         return AG_ERR_FORMAT;
@@ -220,7 +225,7 @@ static int warm_up(trainer *t, char *err, size_t errlen) {
     for (int32_t w = lo; w <= hi + 1; w++) {
         bool full = w == hi + 1;
         dummy_batch(b, full ? b->max_rows : 1, full ? hi : w);
-        ag_tensor *logits = forward(m, b, true, err, errlen), *loss = logits ? loss_of(m, b, logits, err, errlen) : NULL;
+        ag_tensor *loss = batch_loss(m, b, true, err, errlen);
         if (!loss) return AG_ERR_FORMAT;
         ag_backward(loss);
         ag_step_end();

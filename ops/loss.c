@@ -136,6 +136,207 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
     return out;
 }
 
+/* ---- a classifier's linear layer fused with its cross-entropy ----
+ *
+ * cross_entropy(x op(W) + b, labels) in one op, for a large C (an LM's
+ * vocabulary) where the logits are the step's biggest tensor:
+ *  - only the rows with a counted label are multiplied: an LM's padding
+ *    positions cost nothing, and nothing has to look for them;
+ *  - the pass that takes a row's max and sum of exps also turns the row into
+ *    softmax - onehot, the gradient up to the factor dL/dloss / counted,
+ *    which backward folds into its GEMMs' alpha.  Backward never recomputes
+ *    the softmax and no [rows, C] buffer is zeroed, scanned or copied.
+ * The gradient is written over the logits only when backward will run.
+ * llm.c's fused classifier does the same. */
+
+typedef struct {
+    int32_t *kept;      /* the counted rows of x, in order */
+    int32_t *pos;       /* per row of x: its index in kept, or -1 */
+    ag_real *X;         /* those rows of x [n, in] */
+    ag_real *P;         /* softmax - onehot [n, C] */
+    int64_t rows, n;
+    int in, C;
+    bool tw;            /* W stored [C, in] */
+} lce_saved;
+
+typedef struct {
+    ag_real *Z;         /* [n, C]: logits in, gradients out when to_grad */
+    const ag_real *bias;
+    const int32_t *labels;
+    ag_real *loss;      /* per row */
+    int C;
+    bool to_grad;
+    /* row copies */
+    const ag_real *src;
+    ag_real *dst;
+    const int32_t *kept, *pos;
+    int width;
+    bool fresh;
+} lce_job;
+
+/* One row's loss s - (z_y - m) with m = max z and s = log sum exp(z - m);
+ * with to_grad the row becomes softmax - onehot (exps stored on the way,
+ * then scaled by 1 / sum: one exp per logit). */
+AG_SIMD_CLONES static void lce_rows(void *ctx, int64_t r0, int64_t r1) {
+    const lce_job *j = ctx;
+    int C = j->C;
+    for (int64_t r = r0; r < r1; r++) {
+        ag_real *z = j->Z + r * C;
+        int y = j->labels[r];
+        ag_real m = ag__max_row(z, C), zy = z[y] - m;
+        ag_real acc[AG_LANES] = {0};
+        int c = 0;
+        if (j->to_grad) {
+            for (; c + AG_LANES <= C; c += AG_LANES)
+                for (int l = 0; l < AG_LANES; l++) {
+                    ag_real e = ag__vexp_nonpos(z[c + l] - m);
+                    z[c + l] = e;
+                    acc[l] += e;
+                }
+            for (; c < C; c++) {
+                z[c] = ag__vexp_nonpos(z[c] - m);
+                acc[c % AG_LANES] += z[c];
+            }
+        } else {
+            for (; c + AG_LANES <= C; c += AG_LANES)
+                for (int l = 0; l < AG_LANES; l++) acc[l] += ag__vexp_nonpos(z[c + l] - m);
+            for (; c < C; c++) acc[c % AG_LANES] += ag__vexp_nonpos(z[c] - m);
+        }
+        ag_real sum = 0;
+        for (int l = 0; l < AG_LANES; l++) sum += acc[l];
+        j->loss[r] = log(sum) - zy;
+        if (j->to_grad) {
+            ag_real inv = 1 / sum; /* sum >= 1: the max contributes e^0 */
+            for (c = 0; c < C; c++) z[c] *= inv;
+            z[y] -= 1;
+        }
+    }
+}
+
+/* Z rows = the bias (or 0), before the GEMM adds X op(W). */
+static void lce_fill(void *ctx, int64_t i0, int64_t i1) {
+    const lce_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        if (j->bias) memcpy(j->Z + i * j->C, j->bias, (size_t)j->C * sizeof(ag_real));
+        else memset(j->Z + i * j->C, 0, (size_t)j->C * sizeof(ag_real));
+    }
+}
+
+/* dst row i = src row kept[i] (packing x). */
+static void lce_gather(void *ctx, int64_t i0, int64_t i1) {
+    const lce_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++)
+        memcpy(j->dst + i * j->width, j->src + (int64_t)j->kept[i] * j->width, (size_t)j->width * sizeof(ag_real));
+}
+
+/* dx row r += (or = when fresh) packed row pos[r]; ignored rows add 0. */
+AG_SIMD_CLONES static void lce_scatter(void *ctx, int64_t r0, int64_t r1) {
+    const lce_job *j = ctx;
+    int w = j->width;
+    for (int64_t r = r0; r < r1; r++) {
+        ag_real *d = j->dst + r * w;
+        const ag_real *s = j->pos[r] >= 0 ? j->src + (int64_t)j->pos[r] * w : NULL;
+        if (j->fresh && s) memcpy(d, s, (size_t)w * sizeof *d);
+        else if (j->fresh) memset(d, 0, (size_t)w * sizeof *d);
+        else if (s)
+            for (int k = 0; k < w; k++) d[k] += s[k];
+    }
+}
+
+static void linear_ce_backward(ag_node *n) {
+    const lce_saved *sv = n->saved;
+    ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
+    int64_t N = sv->n;
+    int in = sv->in, C = sv->C;
+    if (N == 0) { /* every row ignored: the loss is the constant 0 */
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && ag__wants(n, i)) ag__grad(n->in[i]);
+        return;
+    }
+    ag_real g = n->out->grad[0] / (ag_real)N; /* d loss / d z = g P */
+    if (ag__wants(n, 0)) { /* dx = g P op(W)^T on the counted rows, 0 elsewhere */
+        ag_real *dXc = ag_arena_alloc((size_t)N * in * sizeof(ag_real));
+        ag__gemm(false, !sv->tw, (int)N, in, C, g, sv->P, w->data, 0, dXc);
+        lce_job j = {.src = dXc, .pos = sv->pos, .width = in};
+        j.dst = ag__grad_write(x, &j.fresh);
+        ag__parallel_range(sv->rows, AG_GRAIN_ELEMENTWISE / (in ? in : 1) + 1, lce_scatter, &j);
+    }
+    if (ag__wants(n, 1)) { /* dW += g X^T P, or g P^T X stored [C, in] */
+        if (sv->tw) ag__gemm(true, false, C, in, (int)N, g, sv->P, sv->X, 1, ag__grad(w));
+        else ag__gemm(true, false, in, C, (int)N, g, sv->X, sv->P, 1, ag__grad(w));
+    }
+    if (bias && ag__wants(n, 2)) { /* db += g 1^T P: a matrix-vector product */
+        ag_real *ones = ag_arena_alloc((size_t)N * sizeof(ag_real));
+        for (int64_t i = 0; i < N; i++) ones[i] = 1;
+        ag__gemm(false, false, 1, C, (int)N, g, ones, sv->P, 1, ag__grad(bias));
+    }
+}
+
+static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias,
+                            const int32_t *labels, int ignore_index) {
+    char sx[64], sw[64], sb[64];
+    ag__check_device(op, x, w);
+    if (bias) ag__check_device(op, x, bias);
+    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[tw] || w->shape[!tw] < 1)
+        ag__fatal(op, "x %s does not fit weight %s (want x[..., in], W[%s] with C >= 1)", ag_shape_str(x, sx, sizeof sx),
+                  ag_shape_str(w, sw, sizeof sw), tw ? "C, in" : "in, C");
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[!tw]))
+        ag__fatal(op, "bias %s does not fit weight %s (want [C])", ag_shape_str(bias, sb, sizeof sb),
+                  ag_shape_str(w, sw, sizeof sw));
+    int in = w->shape[tw], C = w->shape[!tw];
+    int64_t rows = in ? x->size / in : 0;
+    lce_saved *sv = ag_arena_alloc(sizeof *sv);
+    *sv = (lce_saved){.rows = rows, .in = in, .C = C, .tw = tw};
+    sv->kept = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *sv->kept);
+    sv->pos = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *sv->pos);
+    int32_t *ys = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *ys);
+    for (int64_t r = 0; r < rows; r++) {
+        sv->pos[r] = -1;
+        if (labels[r] == ignore_index) continue;
+        if (labels[r] < 0 || labels[r] >= C)
+            ag__fatal(op, "label %d at row %lld out of range [0, %d) for x %s, weight %s (ignore_index %d)", labels[r],
+                      (long long)r, C, ag_shape_str(x, sx, sizeof sx), ag_shape_str(w, sw, sizeof sw), ignore_index);
+        sv->pos[r] = (int32_t)sv->n;
+        ys[sv->n] = labels[r];
+        sv->kept[sv->n++] = (int32_t)r;
+    }
+    int64_t N = sv->n;
+    bool grad = ag_is_grad_enabled() && (x->requires_grad || w->requires_grad || (bias && bias->requires_grad));
+
+    /* Z = bias + X op(W) over the counted rows: the bias rows first, so the
+     * GEMM adds (beta 1) instead of zeroing Z in a pass of its own. */
+    lce_job j = {.src = x->data, .kept = sv->kept, .width = in, .bias = bias ? bias->data : NULL, .labels = ys,
+                 .C = C, .to_grad = grad};
+    sv->X = j.dst = ag_arena_alloc((size_t)(N ? N : 1) * in * sizeof(ag_real));
+    ag__parallel_range(N, AG_GRAIN_ELEMENTWISE / (in ? in : 1) + 1, lce_gather, &j);
+    j.Z = ag_arena_alloc((size_t)(N ? N : 1) * C * sizeof(ag_real));
+    ag__parallel_range(N, ce_rows_per_part(C), lce_fill, &j);
+    ag__gemm(false, tw, (int)N, C, in, 1, sv->X, w->data, 1, j.Z);
+    j.loss = ag_arena_alloc((size_t)(N ? N : 1) * sizeof(ag_real));
+    ag__parallel_range(N, ce_rows_per_part(C), lce_rows, &j);
+    double total = 0; /* in double, in row order */
+    for (int64_t i = 0; i < N; i++) total += (double)j.loss[i];
+    ag_tensor *out = ag__empty(0, NULL);
+    out->data[0] = N ? (ag_real)(total / (double)N) : 0;
+
+    ag_node *n = ag__record(op, linear_ce_backward, out, 3, (ag_tensor *[]){x, w, bias});
+    if (n) {
+        sv->P = j.Z;
+        n->saved = sv;
+    }
+    return out;
+}
+
+ag_tensor *ag_linear_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                   int ignore_index) {
+    return linear_ce("ag_linear_cross_entropy", x, w, false, bias, labels, ignore_index);
+}
+
+ag_tensor *ag_linear_t_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                     int ignore_index) {
+    return linear_ce("ag_linear_t_cross_entropy", x, w, true, bias, labels, ignore_index);
+}
+
 /* ---- KL divergence from a soft target ----
  *
  * For a row z of C logits and a target distribution t (t_c >= 0, sum 1),

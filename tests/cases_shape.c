@@ -207,6 +207,58 @@ static ag_tensor *f_ce_linear(ag_tensor **in) {
     return ag_cross_entropy(ag_linear(in[0], in[1], NULL), y, -1);
 }
 
+/* ---- the fused classifier: linear (or tied linear_t) + cross-entropy ----
+ * x [2,3,4] is 6 rows; an LM's ignore index 0 drops rows 1 and 4, whose x
+ * must then get a zero gradient. */
+static int lce_tied(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(5, 4)); /* [C, in] */
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
+    return 3;
+}
+static int lce_plain(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(6, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 5)); /* [in, C] */
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
+    return 3;
+}
+/* Logits of a few hundred: the softmax saturates, the loss stays exact. */
+static int lce_large(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 5, 10, true, SHAPE(3, 4));
+    in[1] = tc_away(r, 5, 10, true, SHAPE(5, 4));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
+    return 3;
+}
+static const int32_t lce_lm_labels[] = {3, 0, 4, 1, 0, 2};
+static ag_tensor *f_lce_tied(ag_tensor **in) { return ag_linear_t_cross_entropy(in[0], in[1], in[2], lce_lm_labels, 0); }
+static ag_tensor *f_lce_tied_nobias(ag_tensor **in) {
+    return ag_linear_t_cross_entropy(in[0], in[1], NULL, lce_lm_labels, 0);
+}
+static ag_tensor *f_lce_plain(ag_tensor **in) {
+    static const int32_t y[] = {0, 4, -1, 4, 2, 1};
+    return ag_linear_cross_entropy(in[0], in[1], in[2], y, -1);
+}
+static ag_tensor *f_lce_all_ignored(ag_tensor **in) {
+    static const int32_t y[] = {-1, -1, -1, -1, -1, -1};
+    return ag_linear_cross_entropy(in[0], in[1], in[2], y, -1);
+}
+static ag_tensor *f_lce_large(ag_tensor **in) {
+    static const int32_t y[] = {1, 4, 0};
+    return ag_linear_t_cross_entropy(in[0], in[1], in[2], y, -1);
+}
+/* The fused op minus the two ops it fuses: the value and every gradient
+ * must be 0 (to the gradcheck's atol 1e-8). */
+static ag_tensor *f_lce_minus_unfused(ag_tensor **in) {
+    ag_tensor *fused = ag_linear_t_cross_entropy(in[0], in[1], in[2], lce_lm_labels, 0);
+    return ag_sub(fused, ag_cross_entropy(ag_linear_t(in[0], in[1], in[2]), lce_lm_labels, 0));
+}
+/* Used twice in one graph (x feeds both, labels differ): gradients add. */
+static ag_tensor *f_lce_twice(ag_tensor **in) {
+    static const int32_t y[] = {1, 1, 1, 1, 1, 1};
+    return ag_add(ag_linear_t_cross_entropy(in[0], in[1], in[2], lce_lm_labels, 0),
+                  ag_linear_t_cross_entropy(ag_tanh(in[0]), in[1], NULL, y, -1));
+}
+
 /* ---- KL divergence from a soft target ---- */
 
 /* Tai et al.'s relatedness targets over 5 classes: y = 3.6 puts 0.4 on
@@ -338,6 +390,13 @@ const op_case shape_cases[] = {
     {"cross_entropy/large_logits", logits_large, f_ce_large, 0, 0},
     {"cross_entropy/large_logits_saturated", logits_large, f_ce_large_wrong, 0, 0},
     {"cross_entropy/after_linear", ce_linear, f_ce_linear, 0, 0},
+    {"linear_t_cross_entropy/lm_padding", lce_tied, f_lce_tied, 0, 0},
+    {"linear_t_cross_entropy/no_bias", lce_tied, f_lce_tied_nobias, 0, 0},
+    {"linear_t_cross_entropy/large_logits", lce_large, f_lce_large, 0, 0},
+    {"linear_t_cross_entropy/minus_unfused", lce_tied, f_lce_minus_unfused, 0, 0},
+    {"linear_t_cross_entropy/used_twice", lce_tied, f_lce_twice, 0, 0},
+    {"linear_cross_entropy/2d", lce_plain, f_lce_plain, 0, 0},
+    {"linear_cross_entropy/all_ignored", lce_plain, f_lce_all_ignored, 0, 0},
     {"kl_div_soft/tai_targets", logits_45, f_kl_tai, 0, 0},
     {"kl_div_soft/3d_logits", logits_234, f_kl_3d, 0, 0},
     {"kl_div_soft/1d_logits", logits_1d, f_kl_1d, 0, 0},

@@ -63,6 +63,15 @@ static void test_errors(void) {
     EXPECT_FATAL(ag_cross_entropy(logits, (int32_t[]){0, -1, 1, 2}, -100), "ag_cross_entropy", "label -1",
                  "row 1", "ignore_index -100");
     EXPECT_FATAL(ag_cross_entropy(ag_tensor_new(SHAPE(3, 0)), (int32_t[]){0}, -1), "ag_cross_entropy", "[3,0]");
+    ag_tensor *hid = ag_tensor_new(SHAPE(2, 3, 4)), *dec = ag_tensor_new(SHAPE(5, 4));
+    EXPECT_FATAL(ag_linear_t_cross_entropy(hid, ag_tensor_new(SHAPE(4, 5)), NULL, (int32_t[]){0, 0, 0, 0, 0, 0}, -1),
+                 "ag_linear_t_cross_entropy", "[2,3,4]", "[4,5]", "W[C, in]");
+    EXPECT_FATAL(ag_linear_cross_entropy(hid, dec, NULL, (int32_t[]){0, 0, 0, 0, 0, 0}, -1),
+                 "ag_linear_cross_entropy", "[2,3,4]", "[5,4]", "W[in, C]");
+    EXPECT_FATAL(ag_linear_t_cross_entropy(hid, dec, ag_tensor_new(SHAPE(4)), (int32_t[]){0, 0, 0, 0, 0, 0}, -1),
+                 "ag_linear_t_cross_entropy", "bias [4]", "[5,4]");
+    EXPECT_FATAL(ag_linear_t_cross_entropy(hid, dec, NULL, (int32_t[]){0, 1, 0, 5, 0, 0}, 0),
+                 "ag_linear_t_cross_entropy", "label 5", "row 3", "[0, 5)", "ignore_index 0");
 
     EXPECT_FATAL(ag_mse(a, ag_tensor_new(SHAPE(3, 2))), "ag_mse", "[2,3]", "[3,2]");
 
@@ -215,6 +224,47 @@ static void test_cross_entropy_values(void) {
     ag_step_end();
 }
 
+/* The fused classifier on x = the first rows of I, so its logits are rows
+ * of W: the same numbers as test_cross_entropy_values. */
+static void test_linear_cross_entropy_values(void) {
+    ag_tensor *x = ag_tensor_from((ag_real[]){1, 0, 0, 0, 1, 0}, SHAPE(2, 3));
+    ag_tensor *w = with_grad(ag_tensor_from((ag_real[]){1, 2, 3, 1, 1, 1, 7, 8, 9}, SHAPE(3, 3)));
+    ag_tensor *loss = ag_linear_cross_entropy(x, w, NULL, (int32_t[]){2, 0}, -1);
+    CHECK_NEAR(ag_item(loss), 0.753109126556245, 1e-15, 1e-14);
+    ag_backward(loss);
+    const double p0[] = {0.09003057317038046, 0.24472847105479767, 0.6652409557748219};
+    for (int c = 0; c < 3; c++) {
+        CHECK_NEAR(w->grad[c], (p0[c] - (c == 2)) / 2, 1e-15, 1e-14);
+        CHECK_NEAR(w->grad[3 + c], (1.0 / 3 - (c == 0)) / 2, 1e-15, 1e-14);
+        CHECK(w->grad[6 + c] == 0, "no row of x reads W row 2");
+    }
+    /* backward again: the saved gradient was not consumed, so W's adds up */
+    ag_backward(loss);
+    for (int c = 0; c < 3; c++) CHECK_NEAR(w->grad[c], p0[c] - (c == 2), 1e-15, 1e-14);
+    ag_step_end();
+
+    /* |z| ~ 1e4, the label on -1e4: the loss is 2e4 exactly and the gradient -1 / +1 / 0. */
+    ag_tensor *big = with_grad(ag_tensor_from((ag_real[]){1e4, 1e4 - 1, 1e4 - 2, -1e4, 1e4, -1e4}, SHAPE(2, 3)));
+    ag_tensor *xt = with_grad(ag_tensor_from((ag_real[]){1, 0, 0, 1}, SHAPE(2, 2)));
+    ag_tensor *l2 = ag_linear_t_cross_entropy(xt, ag_transpose(big, 0, 1), NULL, (int32_t[]){-1, 0}, -1);
+    CHECK_NEAR(ag_item(l2), 2e4, 0, 1e-15);
+    ag_backward(l2);
+    const ag_real want_g[] = {0, 0, 0, -1, 1, 0};
+    for (int i = 0; i < 6; i++) CHECK(big->grad[i] == want_g[i], "grad[%d] = %g", i, (double)big->grad[i]);
+    CHECK(xt->grad[0] == 0 && xt->grad[1] == 0, "the ignored row of x gets zero gradient");
+    ag_step_end();
+
+    /* No recording: the same value, nothing taped. */
+    bool was = ag_set_grad_enabled(false);
+    x = ag_tensor_from((ag_real[]){1, 0, 0, 0, 1, 0}, SHAPE(2, 3));
+    w = with_grad(ag_tensor_from((ag_real[]){1, 2, 3, 1, 1, 1, 7, 8, 9}, SHAPE(3, 3)));
+    ag_tensor *l3 = ag_linear_cross_entropy(x, w, NULL, (int32_t[]){2, 0}, -1);
+    CHECK_NEAR(ag_item(l3), 0.753109126556245, 1e-15, 1e-14);
+    CHECK(l3->node == NULL && !l3->requires_grad, "no tape node under no-grad");
+    ag_set_grad_enabled(was);
+    ag_step_end();
+}
+
 /* KL(t || softmax z): against numbers computed by hand (mpmath, 30 digits),
  * equal to cross-entropy for one-hot targets, zero when t = softmax z. */
 static void test_kl_div_soft_values(void) {
@@ -358,6 +408,7 @@ int main(void) {
     test_permute_concat_values();
     test_slice_and_gather_values();
     test_cross_entropy_values();
+    test_linear_cross_entropy_values();
     test_kl_div_soft_values();
     test_mse_values();
     test_dropout();
