@@ -2,7 +2,8 @@
  * against a double-accumulated reference: every M, N, K from 1 past the
  * 6x16 blocking, both layouts of B, beta 0 and 1, alpha 1 and not; and
  * the bits of an element do not depend on M, on where its row sits, or on
- * the thread count.  Skips (77) where the kernel is not available. */
+ * the thread count.  The same sweep for the small in-place products
+ * (ag__gemm_small: A B, A^T B, A B^T, strided operands).  Skips (77) where the kernel is not available. */
 #include "check.h"
 #include "../graph/internal.h"
 
@@ -83,6 +84,66 @@ static void test_sizes(void) {
     printf("  %d products, worst error %.3g of |A||B| + |beta C|\n", cases, worst);
 }
 
+/* ag__gemm_small: op(A) op(B) with A, B read in place (strided rows), for
+ * A B, A^T B and A B^T. */
+static double check_small(bool ta, bool tb, int M, int N, int K, float alpha, float beta, uint64_t *seed) {
+    int lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 5, ldc = N + 1;
+    int arows = ta ? K : M, brows = tb ? N : K;
+    float *A = malloc(sizeof(float) * ((size_t)arows * lda + 1)), *B = malloc(sizeof(float) * ((size_t)brows * ldb + 1));
+    float *C = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+    double worst = 0;
+    for (int64_t i = 0; i < (int64_t)arows * lda; i++) A[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)brows * ldb; i++) B[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)M * ldc; i++) C[i] = beta == 0 ? NAN : rnd(seed);
+    float *C0 = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+    memcpy(C0, C, sizeof(float) * (size_t)M * ldc);
+    CHECK(ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), "refused %d %d", ta, tb);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double p = (double)A[ta ? (int64_t)k * lda + i : (int64_t)i * lda + k] *
+                           B[tb ? (int64_t)j * ldb + k : (int64_t)k * ldb + j];
+                sum += p, mag += fabs(p);
+            }
+            double c0 = beta == 0 ? 0 : beta * (double)C0[(int64_t)i * ldc + j];
+            double err = fabs(C[(int64_t)i * ldc + j] - (alpha * sum + c0)) / (fabs(alpha) * mag + fabs(c0) + 1e-30);
+            if (!(err <= worst)) worst = err;
+        }
+    for (int i = 0; i < M; i++) /* the column past N is not C's */
+        CHECK(memcmp(&C[(int64_t)i * ldc + N], &C0[(int64_t)i * ldc + N], sizeof(float)) == 0, "wrote past N");
+    free(A), free(B), free(C), free(C0);
+    return worst;
+}
+
+static void test_small(void) {
+    uint64_t seed = 3;
+    const int sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 30, 33};
+    const int n_sizes = (int)(sizeof sizes / sizeof *sizes);
+    const bool layouts[3][2] = {{false, false}, {true, false}, {false, true}};
+    double worst = 0;
+    int cases = 0;
+    for (int l = 0; l < 3; l++)
+        for (int mi = 0; mi < n_sizes; mi++)
+            for (int ni = 0; ni < n_sizes; ni++)
+                for (int ki = 0; ki < n_sizes; ki += 2)
+                    for (int variant = 0; variant < 3; variant++) {
+                        float alpha = variant == 2 ? -0.5f : 1, beta = variant == 0 ? 0 : 1;
+                        int M = sizes[mi], N = sizes[ni], K = sizes[ki];
+                        double e = check_small(layouts[l][0], layouts[l][1], M, N, K, alpha, beta, &seed);
+                        cases++;
+                        if (!(e <= worst)) worst = e;
+                        CHECK(e <= 1e-5, "small ta %d tb %d M %d N %d K %d alpha %g beta %g: relative error %g",
+                              layouts[l][0], layouts[l][1], M, N, K, alpha, beta, e);
+                    }
+    /* MPSAN's per-example shapes */
+    double e = check_small(false, false, 30, 300, 30, 1, 1, &seed);
+    e = fmax(e, check_small(false, true, 30, 30, 300, 1, 1, &seed));
+    e = fmax(e, check_small(true, false, 30, 300, 30, 1, 0, &seed));
+    CHECK(e <= 1e-5, "MPSAN shapes: relative error %g", e);
+    printf("  %d small products, worst error %.3g of |A||B| + |beta C|\n", cases + 3, fmax(worst, e));
+}
+
 /* Row r of C has the same bits whatever M is, wherever the row sits in A,
  * and whatever the thread count (the parts are whole panels). */
 static void test_bits(void) {
@@ -121,6 +182,7 @@ int main(void) {
     }
     test_sizes();
     test_bits();
+    test_small();
     ag_shutdown();
     return check_summary("gemm_kernel");
 #endif
