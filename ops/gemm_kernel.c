@@ -5,20 +5,24 @@
  *
  *  - the LSTM's recurrent step, [32,400] x [400,1600] per timestep: the
  *    same 2.5 MB W_hh is repacked on each of the ~35 calls of a layer;
- *  - (room for) tiny per-example products, where packing is the product.
+ *  - tiny per-example products (MPSAN's [30,30] x [30,300]), where the
+ *    packing costs as much as the product.
  *
- * So B is packed once (ag__pack_b) into panels of 16 columns, and every
+ * For the first, B is packed once (ag__pack_b) into panels of 16 columns, and every
  * product against it runs a 6x16 register-blocked FMA microkernel: twelve
  * ymm accumulators (6 rows x 2 vectors of 8), each k step loads 16 floats of
  * the panel and broadcasts one float of each of 6 rows of A, which is read
  * in place (a row of A is H floats, it stays in L1/L2 for all panels).  The
  * design is the textbook one (BLIS's haswell sgemm kernel is 6x16 too).
+ * For the second (ag__gemm_small, further down) the same tiles read B in
+ * place, and A B^T gets a dot-product tile.
  *
  * Determinism: every element of C is one FMA chain over k = 0..K-1 in
  * order, starting from 0, then C = alpha acc + beta C.  No K blocking, and
  * edge tiles do exactly the same arithmetic as full ones, so an element's
  * bits depend on nothing but its row of A and column of B: not on M, on how
- * the product is cut into parts, or on the thread count.
+ * the product is cut into parts, or on the thread count.  (The dot tile
+ * keeps 8 lane chains per element, summed in a fixed tree: the same holds.)
  *
  * f32 on AVX2+FMA only, chosen at run time; the f64 build (gradient checks)
  * and older CPUs keep BLAS (ag__packed_gemm_ok() says which). */
@@ -39,9 +43,7 @@ enum { MR = 6, NR = 16 };
 
 bool ag__packed_gemm_ok(void) {
 #if HAVE_KERNEL
-    static int ok = -1; /* benign race: every thread computes the same value */
-    if (ok < 0) ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return ok;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); /* two loads of libgcc's cpu model */
 #else
     return false;
 #endif
