@@ -119,6 +119,27 @@ void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_rea
 void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
                      const ag_real *B, ag_real beta, ag_real *C);
 
+/* ---- our own GEMM kernel (ops/gemm_kernel.c), f32 on AVX2+FMA ----
+ * For many products against one B: pack op(B) [K,N] once (arena; main
+ * thread), then C = alpha A op(B) + beta C for any A [M,K] (row stride lda)
+ * on the pool.  Each element is one in-order FMA chain over k, so its bits
+ * depend on its row and column only (not on M, parts or threads).  Only
+ * where ag__packed_gemm_ok(): false in the f64 build and without AVX2+FMA. */
+typedef struct {
+    int K, N;
+    ag_real *panels; /* 16-column panels, K x 16 each, zero-padded */
+} ag__packed_b;
+bool ag__packed_gemm_ok(void);
+ag__packed_b ag__pack_b(bool tb, int K, int N, const ag_real *B);
+void ag__gemm_packed(int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta, ag_real *C,
+                     int ldc);
+/* One small product C = alpha op(A) op(B) + beta C on this thread (safe
+ * inside parts), B read in place: op(A) B and A B^T.  Returns false, having
+ * done nothing, where the kernel is not available or for A^T B^T.  Each
+ * element's bits depend on its row of op(A), column of op(B) and K only. */
+bool ag__gemm_small(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
+                    int ldb, ag_real beta, ag_real *C, int ldc);
+
 /* xoshiro256**'s step, inlined where a loop draws one number per element
  * (ag_rng_next is this on the generator's state). */
 #include "xoshiro.h"

@@ -201,11 +201,31 @@ typedef struct {
     int64_t batch, per_part;
 } batch_job;
 
+/* Small products on which our kernel (ops/gemm_kernel.c, B read in place)
+ * beats one OpenBLAS call each, measured by bench/bench_gemm_kernel (64
+ * products, GFLOP/s, 1 thread, CPU time): A B^T with a small output
+ * (MPSAN's dS h^T, 30x30x300: 49 -> 74; at 64x64x128 and 128x128x64 BLAS
+ * wins, 80 -> 66 and 88 -> 50); A B up to 128 on the inner sides (MPSAN's
+ * p h, 30x300x30: 72 -> 76; dual-axial's 128x64x128: 86 -> 95); A^T B with
+ * a short K (MPSAN's p^T dS, 30x300x30: 72 -> 76; at 128x64x128 a tie). */
+static bool small_kernel_wins(bool ta, bool tb, int M, int N, int K) {
+    if (ta && tb) return false;
+    if (tb) return M <= 32 && N <= 32;
+    if (ta) return M <= 32 && K <= 32 && N <= 300;
+    return M <= 128 && K <= 128 && N <= 300;
+}
+
 static void batch_part(void *ctx, int64_t part) {
     const batch_job *j = ctx;
     int64_t end = (part + 1) * j->per_part < j->batch ? (part + 1) * j->per_part : j->batch;
-    for (int64_t i = part * j->per_part; i < end; i++)
-        ag__gemm_serial(j->ta, j->tb, j->M, j->N, j->K, 1, j->A + i * j->sa, j->B + i * j->sb, j->beta, j->C + i * j->sc);
+    bool small = small_kernel_wins(j->ta, j->tb, j->M, j->N, j->K);
+    int lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;
+    for (int64_t i = part * j->per_part; i < end; i++) {
+        const ag_real *A = j->A + i * j->sa, *B = j->B + i * j->sb;
+        ag_real *C = j->C + i * j->sc;
+        if (!small || !ag__gemm_small(j->ta, j->tb, j->M, j->N, j->K, 1, A, lda, B, ldb, j->beta, C, j->N))
+            ag__gemm_serial(j->ta, j->tb, j->M, j->N, j->K, 1, A, B, j->beta, C);
+    }
 }
 
 static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, int a_rows, int a_cols,

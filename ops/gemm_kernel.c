@@ -1,0 +1,316 @@
+/* gemm_kernel.c - our own f32 GEMM for the products OpenBLAS is weak at.
+ *
+ * OpenBLAS packs both operands on every call.  That is free on a big
+ * product, but two families here are not big:
+ *
+ *  - the LSTM's recurrent step, [32,400] x [400,1600] per timestep: the
+ *    same 2.5 MB W_hh is repacked on each of the ~35 calls of a layer;
+ *  - tiny per-example products (MPSAN's [30,30] x [30,300]), where the
+ *    packing costs as much as the product.
+ *
+ * For the first, B is packed once (ag__pack_b) into panels of 16 columns, and every
+ * product against it runs a 6x16 register-blocked FMA microkernel: twelve
+ * ymm accumulators (6 rows x 2 vectors of 8), each k step loads 16 floats of
+ * the panel and broadcasts one float of each of 6 rows of A, which is read
+ * in place (a row of A is H floats, it stays in L1/L2 for all panels).  The
+ * design is the textbook one (BLIS's haswell sgemm kernel is 6x16 too).
+ * For the second (ag__gemm_small, further down) the same tiles read B in
+ * place, and A B^T gets a dot-product tile.
+ *
+ * Determinism: every element of C is one FMA chain over k = 0..K-1 in
+ * order, starting from 0, then C = alpha acc + beta C.  No K blocking, and
+ * edge tiles do exactly the same arithmetic as full ones, so an element's
+ * bits depend on nothing but its row of A and column of B: not on M, on how
+ * the product is cut into parts, or on the thread count.  (The dot tile
+ * keeps 8 lane chains per element, summed in a fixed tree: the same holds.)
+ *
+ * f32 on AVX2+FMA only, chosen at run time; the f64 build (gradient checks)
+ * and older CPUs keep BLAS (ag__packed_gemm_ok() says which). */
+#include "../graph/internal.h"
+
+#include <stddef.h>
+
+enum { MR = 6, NR = 16 };
+
+#if !defined(AG_REAL_DOUBLE) && defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_KERNEL 1
+#include <immintrin.h>
+#define TARGET __attribute__((target("avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define HAVE_KERNEL 0
+#endif
+
+bool ag__packed_gemm_ok(void) {
+#if HAVE_KERNEL
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); /* two loads of libgcc's cpu model */
+#else
+    return false;
+#endif
+}
+
+static int panels_of(int N) { return (N + NR - 1) / NR; }
+
+/* ---- packing ----
+ *
+ * Panel p holds columns [16p, 16p + 16) of op(B) for k = 0..K-1, one row of
+ * 16 after the other (K x 16 floats, contiguous), zeros past column N: the
+ * microkernel's B loads are then two aligned, consecutive vectors per k. */
+ag__packed_b ag__pack_b(bool tb, int K, int N, const ag_real *B) {
+    int panels = panels_of(N);
+    ag__packed_b P = {.K = K, .N = N};
+    P.panels = ag_arena_alloc(((size_t)panels * K * NR + 1) * sizeof(ag_real));
+    int ldb = tb ? K : N; /* B is [K,N], or [N,K] when transposed */
+    for (int p = 0; p < panels; p++) {
+        int j0 = p * NR, nr = N - j0 < NR ? N - j0 : NR;
+        ag_real *dst = P.panels + (int64_t)p * K * NR;
+        for (int k = 0; k < K; k++, dst += NR) {
+            if (tb)
+                for (int j = 0; j < nr; j++) dst[j] = B[(int64_t)(j0 + j) * ldb + k];
+            else
+                memcpy(dst, B + (int64_t)k * ldb + j0, (size_t)nr * sizeof *dst);
+            for (int j = nr; j < NR; j++) dst[j] = 0;
+        }
+    }
+    return P;
+}
+
+#if HAVE_KERNEL
+
+/* Lane masks for the last, narrower panel: lanes [0, n) of 8 set. */
+TARGET INLINE __m256i lanes_below(int n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+}
+
+/* A 16-column slice of op(B) as the tile reads it: row k at B + k ldb,
+ * either a packed panel (ldb = 16, zero-padded) or B in place, whose last
+ * slice is narrower: `masked` loads only its nr columns (the others read as
+ * 0, as a panel's padding does, so the arithmetic is the same). */
+TARGET INLINE void load_b(const float *b, bool masked, __m256i m0, __m256i m1, __m256 *b0, __m256 *b1) {
+    if (masked) {
+        *b0 = _mm256_maskload_ps(b, m0);
+        *b1 = _mm256_maskload_ps(b + 8, m1);
+    } else {
+        *b0 = _mm256_loadu_ps(b);
+        *b1 = _mm256_loadu_ps(b + 8);
+    }
+}
+
+/* One tile: C[0..mr, 0..nr) = alpha op(A)[0..mr, :] B + beta C, with
+ * op(A)(i,k) at A[i a_rs + k a_cs] (rows of A, or its columns when
+ * transposed).  mr and masked are constants at every call site, so the
+ * accumulators live in registers and the row loop unrolls.  The nr < 16
+ * tile stores through lane masks; its arithmetic is the full tile's. */
+TARGET INLINE void tile(const int mr, const bool masked, int nr, int K, const float *A, ptrdiff_t a_rs,
+                        ptrdiff_t a_cs, const float *B, ptrdiff_t ldb, float alpha, float beta, float *C, int ldc) {
+    __m256 acc[MR][2];
+    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    __m256i m0 = lanes_below(nr), m1 = lanes_below(nr - 8);
+    for (int k = 0; k < K; k++, A += a_cs, B += ldb) {
+        __m256 b0, b1;
+        load_b(B, masked, m0, m1, &b0, &b1);
+#pragma GCC unroll 6
+        for (int i = 0; i < mr; i++) {
+            __m256 ai = _mm256_broadcast_ss(A + i * a_rs);
+            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+        float *c = C + (ptrdiff_t)i * ldc;
+        __m256 r0 = alpha == 1 ? acc[i][0] : _mm256_mul_ps(va, acc[i][0]);
+        __m256 r1 = alpha == 1 ? acc[i][1] : _mm256_mul_ps(va, acc[i][1]);
+        if (nr == NR) {
+            if (beta != 0) { /* beta 0 must not read C: it may be uninitialised */
+                r0 = _mm256_add_ps(beta == 1 ? _mm256_loadu_ps(c) : _mm256_mul_ps(vb, _mm256_loadu_ps(c)), r0);
+                r1 = _mm256_add_ps(beta == 1 ? _mm256_loadu_ps(c + 8) : _mm256_mul_ps(vb, _mm256_loadu_ps(c + 8)), r1);
+            }
+            _mm256_storeu_ps(c, r0);
+            _mm256_storeu_ps(c + 8, r1);
+        } else {
+            if (beta != 0) {
+                __m256 c0 = _mm256_maskload_ps(c, m0), c1 = _mm256_maskload_ps(c + 8, m1);
+                r0 = _mm256_add_ps(beta == 1 ? c0 : _mm256_mul_ps(vb, c0), r0);
+                r1 = _mm256_add_ps(beta == 1 ? c1 : _mm256_mul_ps(vb, c1), r1);
+            }
+            _mm256_maskstore_ps(c, m0, r0);
+            _mm256_maskstore_ps(c + 8, m1, r1);
+        }
+    }
+}
+
+/* A tile of any height 1..6, each height (and B's last, masked slice) its
+ * own unrolled copy. */
+#define TILE_CASES(masked)                                                                          \
+    switch (mr) {                                                                                   \
+    case 6: tile(6, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
+    case 5: tile(5, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
+    case 4: tile(4, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
+    case 3: tile(3, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
+    case 2: tile(2, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
+    case 1: tile(1, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
+    }
+TARGET static void tile_rows(int mr, bool masked, int nr, int K, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                             const float *B, ptrdiff_t ldb, float alpha, float beta, float *C, int ldc) {
+    if (masked) TILE_CASES(true) else TILE_CASES(false)
+}
+#undef TILE_CASES
+
+/* Rows [0, M) of C against one 16-column slice of B, cut into as few
+ * tiles as the 6-row kernel allows, of even height (32 rows: 6,6,5,5,5,5
+ * rather than 6,6,6,6,6,2, whose last tile would spend a whole pass over
+ * the slice on two rows). */
+TARGET static void rows_against_slice(int M, bool masked, int nr, int K, const float *A, ptrdiff_t a_rs,
+                                      ptrdiff_t a_cs, const float *B, ptrdiff_t ldb, float alpha, float beta,
+                                      float *C, int ldc) {
+    int tiles = (M + MR - 1) / MR;
+    for (int t = 0, i0 = 0; t < tiles; t++) {
+        int mr = M / tiles + (t < M % tiles);
+        tile_rows(mr, masked, nr, K, A + i0 * a_rs, a_rs, a_cs, B, ldb, alpha, beta, C + (ptrdiff_t)i0 * ldc, ldc);
+        i0 += mr;
+    }
+}
+
+typedef struct {
+    int M, lda, ldc, panels_per_part;
+    const float *A;
+    const ag__packed_b *B;
+    float alpha, beta;
+    float *C;
+} packed_job;
+
+/* Panels [p0, p1): each panel (16 columns x K, 25.6 KB at K = 400) is read
+ * from memory once and stays in L1 while every row tile of A runs over it. */
+TARGET static void packed_part(void *ctx, int64_t part) {
+    const packed_job *j = ctx;
+    int N = j->B->N, K = j->B->K, panels = panels_of(N);
+    int p0 = (int)part * j->panels_per_part, p1 = p0 + j->panels_per_part < panels ? p0 + j->panels_per_part : panels;
+    for (int p = p0; p < p1; p++) {
+        int j0 = p * NR, nr = N - j0 < NR ? N - j0 : NR;
+        rows_against_slice(j->M, false, nr, K, j->A, j->lda, 1, j->B->panels + (int64_t)p * K * NR, NR, j->alpha,
+                           j->beta, j->C + j0, j->ldc);
+    }
+}
+
+/* ---- small products, B read in place ----
+ *
+ * For one small product (MPSAN's per-example [30,30] x [30,300]) packing
+ * costs as much as multiplying, so B is read where it lies: op(B) = B
+ * feeds the 6x16 tiles directly (row k of a slice at B + k ldb), and
+ * A B^T, whose B slices would be strided, runs on a dot-product tile that
+ * reads rows of both operands. */
+
+enum { DR = 3, DC = 4 }; /* the dot tile: 3 rows of A x 4 rows of B, 12 accumulators */
+
+/* Lanes [0, 8) as 4 sums in a fixed tree: ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))
+ * of each of the 4 vectors. */
+TARGET INLINE __m128 sum_lanes4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* C[i0.., j0..] (up to 3 x 4 of it) = alpha A B^T + beta C, each element
+ * 8 lane chains over k then sum_lanes4, the tail of K through a lane mask:
+ * the same arithmetic in every tile.  Rows or columns past the edge are
+ * computed on a repeated valid row and not stored. */
+TARGET static void dot_tile(int mr, int nr, int K, const float *A, int lda, const float *B, int ldb, float alpha,
+                            float beta, float *C, int ldc) {
+    const float *a[DR], *b[DC];
+    for (int i = 0; i < DR; i++) a[i] = A + (ptrdiff_t)(i < mr ? i : mr - 1) * lda;
+    for (int j = 0; j < DC; j++) b[j] = B + (ptrdiff_t)(j < nr ? j : nr - 1) * ldb;
+    __m256 acc[DR][DC];
+    for (int i = 0; i < DR; i++)
+        for (int j = 0; j < DC; j++) acc[i][j] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 av[DR];
+        for (int i = 0; i < DR; i++) av[i] = _mm256_loadu_ps(a[i] + k);
+        for (int j = 0; j < DC; j++) {
+            __m256 bj = _mm256_loadu_ps(b[j] + k);
+            for (int i = 0; i < DR; i++) acc[i][j] = _mm256_fmadd_ps(av[i], bj, acc[i][j]);
+        }
+    }
+    if (k < K) {
+        __m256i m = lanes_below(K - k);
+        __m256 av[DR];
+        for (int i = 0; i < DR; i++) av[i] = _mm256_maskload_ps(a[i] + k, m);
+        for (int j = 0; j < DC; j++) {
+            __m256 bj = _mm256_maskload_ps(b[j] + k, m);
+            for (int i = 0; i < DR; i++) acc[i][j] = _mm256_fmadd_ps(av[i], bj, acc[i][j]);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        float sum[DC];
+        _mm_storeu_ps(sum, sum_lanes4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+        float *c = C + (ptrdiff_t)i * ldc;
+        for (int j = 0; j < nr; j++) {
+            float r = alpha == 1 ? sum[j] : alpha * sum[j];
+            c[j] = beta == 0 ? r : (beta == 1 ? c[j] : beta * c[j]) + r;
+        }
+    }
+}
+
+TARGET static void gemm_small_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                                 float beta, float *C, int ldc) {
+    for (int i0 = 0; i0 < M; i0 += DR)
+        for (int j0 = 0; j0 < N; j0 += DC)
+            dot_tile(M - i0 < DR ? M - i0 : DR, N - j0 < DC ? N - j0 : DC, K, A + (ptrdiff_t)i0 * lda, lda,
+                     B + (ptrdiff_t)j0 * ldb, ldb, alpha, beta, C + (ptrdiff_t)i0 * ldc + j0, ldc);
+}
+
+/* op(A) B: A's rows (or, transposed, its columns) broadcast against
+ * 16-column slices of B in place, the last one masked. */
+TARGET static void gemm_small_xn(bool ta, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                                 int ldb, float beta, float *C, int ldc) {
+    ptrdiff_t a_rs = ta ? 1 : lda, a_cs = ta ? lda : 1;
+    for (int j0 = 0; j0 < N; j0 += NR) {
+        int nr = N - j0 < NR ? N - j0 : NR;
+        rows_against_slice(M, nr < NR, nr, K, A, a_rs, a_cs, B + j0, ldb, alpha, beta, C + j0, ldc);
+    }
+}
+
+#endif
+
+bool ag__gemm_small(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
+                    int ldb, ag_real beta, ag_real *C, int ldc) {
+#if HAVE_KERNEL
+    if (!ag__packed_gemm_ok() || (ta && tb)) return false;
+    if (M <= 0 || N <= 0) return true;
+    if (tb) gemm_small_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else gemm_small_xn(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return true;
+#else
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
+    (void)C, (void)ldc;
+    return false;
+#endif
+}
+
+#if HAVE_KERNEL
+/* Parts of at least ~2 MFLOP (~20 us), whole panels each; how many does not
+ * change any result (see the top of the file). */
+static int panels_per_part(int M, int N, int K) {
+    int panels = panels_of(N);
+    double panel_flops = 2.0 * M * K * NR;
+    int per = (int)(2e6 / (panel_flops > 1 ? panel_flops : 1)) + 1;
+    return per < panels ? per : panels;
+}
+
+#endif
+
+void ag__gemm_packed(int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta, ag_real *C,
+                     int ldc) {
+#if HAVE_KERNEL
+    if (M <= 0 || B->N <= 0) return;
+    packed_job j = {.M = M, .lda = lda, .ldc = ldc, .A = A, .B = B, .alpha = alpha, .beta = beta, .C = C,
+                    .panels_per_part = panels_per_part(M, B->N, B->K)};
+    int per = j.panels_per_part;
+    ag__parallel((panels_of(B->N) + per - 1) / per, packed_part, &j);
+#else
+    (void)M, (void)A, (void)lda, (void)B, (void)alpha, (void)beta, (void)C, (void)ldc;
+    ag__fatal("ag__gemm_packed", "no packed GEMM kernel in this build (check ag__packed_gemm_ok)");
+#endif
+}

@@ -1,0 +1,189 @@
+/* test_gemm_kernel.c - the packed f32 GEMM kernel (ops/gemm_kernel.c)
+ * against a double-accumulated reference: every M, N, K from 1 past the
+ * 6x16 blocking, both layouts of B, beta 0 and 1, alpha 1 and not; and
+ * the bits of an element do not depend on M, on where its row sits, or on
+ * the thread count.  The same sweep for the small in-place products
+ * (ag__gemm_small: A B, A^T B, A B^T, strided operands).  Skips (77) where the kernel is not available. */
+#include "check.h"
+#include "../graph/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static float rnd(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2 - 1);
+}
+
+/* C = alpha A op(B) + beta C0 in double; |A||op(B)| for the error bound. */
+static void reference(bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, float beta,
+                      const float *C0, double *ref, double *mag) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0, m = 0;
+            for (int k = 0; k < K; k++) {
+                double b = tb ? B[(int64_t)j * K + k] : B[(int64_t)k * N + j];
+                s += (double)A[(int64_t)i * lda + k] * b;
+                m += fabs((double)A[(int64_t)i * lda + k] * b);
+            }
+            ref[(int64_t)i * N + j] = alpha * s + (beta == 0 ? 0 : beta * (double)C0[(int64_t)i * N + j]);
+            mag[(int64_t)i * N + j] = fabs(alpha) * m + (beta == 0 ? 0 : fabs(beta * (double)C0[(int64_t)i * N + j]));
+        }
+}
+
+/* One product; returns the worst error relative to |A||B| + |beta C|. */
+static double check_one(bool tb, int M, int N, int K, float alpha, float beta, uint64_t *seed) {
+    int lda = K + 3; /* A's rows are strided, as the LSTM's gate rows are */
+    float *A = malloc(sizeof(float) * ((size_t)M * lda + 1)), *B = malloc(sizeof(float) * ((size_t)K * N + 1));
+    float *C = malloc(sizeof(float) * ((size_t)M * N + 1)), *C0 = malloc(sizeof(float) * ((size_t)M * N + 1));
+    double *ref = malloc(sizeof(double) * ((size_t)M * N + 1)), *mag = malloc(sizeof(double) * ((size_t)M * N + 1));
+    for (int64_t i = 0; i < (int64_t)M * lda; i++) A[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)K * N; i++) B[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)M * N; i++) C[i] = C0[i] = beta == 0 ? NAN : rnd(seed); /* beta 0 must not read C */
+    reference(tb, M, N, K, alpha, A, lda, B, beta, C0, ref, mag);
+    ag__packed_b P = ag__pack_b(tb, K, N, B);
+    ag__gemm_packed(M, A, lda, &P, alpha, beta, C, N);
+    double worst = 0;
+    for (int64_t i = 0; i < (int64_t)M * N; i++) {
+        double err = fabs(C[i] - ref[i]) / (mag[i] + 1e-30);
+        if (!(err <= worst)) worst = err; /* NaN counts as the worst */
+    }
+    ag_step_end();
+    free(A), free(B), free(C), free(C0), free(ref), free(mag);
+    return worst;
+}
+
+static void test_sizes(void) {
+    uint64_t seed = 1;
+    const int sizes[] = {1, 2, 3, 5, 6, 7, 8, 9, 12, 13, 15, 16, 17, 31, 32, 33, 47};
+    const int n_sizes = (int)(sizeof sizes / sizeof *sizes);
+    double worst = 0;
+    int cases = 0;
+    for (int tb = 0; tb <= 1; tb++)
+        for (int mi = 0; mi < n_sizes; mi++)
+            for (int ni = 0; ni < n_sizes; ni++)
+                for (int ki = 0; ki < n_sizes; ki += 2)
+                    for (int variant = 0; variant < 3; variant++) {
+                        float alpha = variant == 2 ? 0.5f : 1, beta = variant == 0 ? 0 : 1;
+                        double e = check_one(tb, sizes[mi], sizes[ni], sizes[ki], alpha, beta, &seed);
+                        cases++;
+                        if (!(e <= worst)) worst = e;
+                        CHECK(e <= 1e-5, "tb %d M %d N %d K %d alpha %g beta %g: relative error %g", tb, sizes[mi],
+                              sizes[ni], sizes[ki], alpha, beta, e);
+                    }
+    /* the LSTM's shapes: forward [ba,400]x[400,1600], backward [ba,1600]x[1600,400]^T */
+    const int lstm[][4] = {{0, 32, 1600, 400}, {1, 32, 400, 1600}, {0, 29, 1600, 400}, {1, 1, 400, 1600}};
+    for (int s = 0; s < 4; s++)
+        for (int beta = 0; beta <= 1; beta++) {
+            double e = check_one(lstm[s][0], lstm[s][1], lstm[s][2], lstm[s][3], 1, (float)beta, &seed);
+            cases++;
+            if (!(e <= worst)) worst = e;
+            CHECK(e <= 1e-5, "LSTM shape %d beta %d: relative error %g", s, beta, e);
+        }
+    printf("  %d products, worst error %.3g of |A||B| + |beta C|\n", cases, worst);
+}
+
+/* ag__gemm_small: op(A) op(B) with A, B read in place (strided rows), for
+ * A B, A^T B and A B^T. */
+static double check_small(bool ta, bool tb, int M, int N, int K, float alpha, float beta, uint64_t *seed) {
+    int lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 5, ldc = N + 1;
+    int arows = ta ? K : M, brows = tb ? N : K;
+    float *A = malloc(sizeof(float) * ((size_t)arows * lda + 1)), *B = malloc(sizeof(float) * ((size_t)brows * ldb + 1));
+    float *C = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+    double worst = 0;
+    for (int64_t i = 0; i < (int64_t)arows * lda; i++) A[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)brows * ldb; i++) B[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)M * ldc; i++) C[i] = beta == 0 ? NAN : rnd(seed);
+    float *C0 = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+    memcpy(C0, C, sizeof(float) * (size_t)M * ldc);
+    CHECK(ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), "refused %d %d", ta, tb);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double p = (double)A[ta ? (int64_t)k * lda + i : (int64_t)i * lda + k] *
+                           B[tb ? (int64_t)j * ldb + k : (int64_t)k * ldb + j];
+                sum += p, mag += fabs(p);
+            }
+            double c0 = beta == 0 ? 0 : beta * (double)C0[(int64_t)i * ldc + j];
+            double err = fabs(C[(int64_t)i * ldc + j] - (alpha * sum + c0)) / (fabs(alpha) * mag + fabs(c0) + 1e-30);
+            if (!(err <= worst)) worst = err;
+        }
+    for (int i = 0; i < M; i++) /* the column past N is not C's */
+        CHECK(memcmp(&C[(int64_t)i * ldc + N], &C0[(int64_t)i * ldc + N], sizeof(float)) == 0, "wrote past N");
+    free(A), free(B), free(C), free(C0);
+    return worst;
+}
+
+static void test_small(void) {
+    uint64_t seed = 3;
+    const int sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 30, 33};
+    const int n_sizes = (int)(sizeof sizes / sizeof *sizes);
+    const bool layouts[3][2] = {{false, false}, {true, false}, {false, true}};
+    double worst = 0;
+    int cases = 0;
+    for (int l = 0; l < 3; l++)
+        for (int mi = 0; mi < n_sizes; mi++)
+            for (int ni = 0; ni < n_sizes; ni++)
+                for (int ki = 0; ki < n_sizes; ki += 2)
+                    for (int variant = 0; variant < 3; variant++) {
+                        float alpha = variant == 2 ? -0.5f : 1, beta = variant == 0 ? 0 : 1;
+                        int M = sizes[mi], N = sizes[ni], K = sizes[ki];
+                        double e = check_small(layouts[l][0], layouts[l][1], M, N, K, alpha, beta, &seed);
+                        cases++;
+                        if (!(e <= worst)) worst = e;
+                        CHECK(e <= 1e-5, "small ta %d tb %d M %d N %d K %d alpha %g beta %g: relative error %g",
+                              layouts[l][0], layouts[l][1], M, N, K, alpha, beta, e);
+                    }
+    /* MPSAN's per-example shapes */
+    double e = check_small(false, false, 30, 300, 30, 1, 1, &seed);
+    e = fmax(e, check_small(false, true, 30, 30, 300, 1, 1, &seed));
+    e = fmax(e, check_small(true, false, 30, 300, 30, 1, 0, &seed));
+    CHECK(e <= 1e-5, "MPSAN shapes: relative error %g", e);
+    printf("  %d small products, worst error %.3g of |A||B| + |beta C|\n", cases + 3, fmax(worst, e));
+}
+
+/* Row r of C has the same bits whatever M is, wherever the row sits in A,
+ * and whatever the thread count (the parts are whole panels). */
+static void test_bits(void) {
+    uint64_t seed = 7;
+    int M = 37, N = 1600, K = 400;
+    float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
+    float *C1 = malloc(sizeof(float) * (size_t)M * N), *C2 = malloc(sizeof(float) * (size_t)M * N);
+    for (int64_t i = 0; i < (int64_t)M * K; i++) A[i] = rnd(&seed);
+    for (int64_t i = 0; i < (int64_t)K * N; i++) B[i] = rnd(&seed);
+    ag_set_num_threads(1);
+    ag__packed_b P = ag__pack_b(false, K, N, B);
+    ag__gemm_packed(M, A, K, &P, 1, 0, C1, N);
+    for (int threads = 1; threads <= 3; threads++) {
+        ag_set_num_threads(threads);
+        ag__gemm_packed(M, A, K, &P, 1, 0, C2, N);
+        CHECK(!memcmp(C1, C2, sizeof(float) * (size_t)M * N), "threads %d changed the bits", threads);
+        for (int m0 = 0; m0 < M; m0 += 7) { /* rows [m0, m0 + m) alone */
+            int m = M - m0 < 5 ? M - m0 : 5 + m0 % 3;
+            ag__gemm_packed(m, A + (int64_t)m0 * K, K, &P, 1, 0, C2, N);
+            CHECK(!memcmp(C1 + (int64_t)m0 * N, C2, sizeof(float) * (size_t)m * N), "rows %d..%d alone differ", m0,
+                  m0 + m);
+        }
+    }
+    ag_step_end();
+    free(A), free(B), free(C1), free(C2);
+}
+
+int main(void) {
+#ifdef AG_REAL_DOUBLE
+    puts("f32 only: skipped");
+    return 77;
+#else
+    if (!ag__packed_gemm_ok()) {
+        puts("no AVX2+FMA: the kernel is not used here, skipped");
+        return 77;
+    }
+    test_sizes();
+    test_bits();
+    test_small();
+    ag_shutdown();
+    return check_summary("gemm_kernel");
+#endif
+}
