@@ -215,16 +215,41 @@ static bool small_kernel_wins(bool ta, bool tb, int M, int N, int K) {
     return M <= 128 && K <= 128 && N <= 300;
 }
 
+/* The live block of op(A) [M,K] stored with row stride lda: the rows
+ * before its trailing all-zero rows (*m) and the columns before its
+ * trailing all-zero columns (*k).  A padded example's attention weights
+ * [N,N] are zero past its length both ways (masked queries, masked keys),
+ * as is a gradient at its padded positions, so the product needs only that
+ * block: the same sums without zero terms.  NaN counts as nonzero. */
+AG_SIMD_CLONES static void live_block(const ag_real *A, bool ta, int M, int K, int lda, int *m, int *k) {
+    int rows = ta ? K : M, cols = ta ? M : K, last_row = -1, last_col = -1;
+    for (int r = 0; r < rows; r++) {
+        const ag_real *a = A + (int64_t)r * lda;
+        int c = cols - 1;
+        while (c >= 0 && !(a[c] != 0)) c--; /* the row's last nonzero */
+        if (c < 0) continue;
+        last_row = r;
+        if (c > last_col) last_col = c;
+    }
+    *m = (ta ? last_col : last_row) + 1;
+    *k = (ta ? last_row : last_col) + 1;
+}
+
 static void batch_part(void *ctx, int64_t part) {
     const batch_job *j = ctx;
     int64_t end = (part + 1) * j->per_part < j->batch ? (part + 1) * j->per_part : j->batch;
-    bool small = small_kernel_wins(j->ta, j->tb, j->M, j->N, j->K);
     int lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;
     for (int64_t i = part * j->per_part; i < end; i++) {
         const ag_real *A = j->A + i * j->sa, *B = j->B + i * j->sb;
         ag_real *C = j->C + i * j->sc;
-        if (!small || !ag__gemm_small(j->ta, j->tb, j->M, j->N, j->K, 1, A, lda, B, ldb, j->beta, C, j->N))
-            ag__gemm_serial(j->ta, j->tb, j->M, j->N, j->K, 1, A, B, j->beta, C);
+        int M, K;
+        live_block(A, j->ta, j->M, j->K, lda, &M, &K);
+        if (j->beta == 0) /* rows past the live block: 0 (with beta 1 they stay) */
+            memset(C + (int64_t)M * j->N, 0, (size_t)(j->M - M) * j->N * sizeof *C);
+        if (M == 0) continue;
+        if (!small_kernel_wins(j->ta, j->tb, M, j->N, K) ||
+            !ag__gemm_small(j->ta, j->tb, M, j->N, K, 1, A, lda, B, ldb, j->beta, C, j->N))
+            blas_gemm(j->ta, j->tb, M, j->N, K, 1, A, lda, B, ldb, j->beta, C, j->N);
     }
 }
 

@@ -2,6 +2,8 @@
  * and reshape: several shapes each, broadcasting and size-1 dims included. */
 #include "opcase.h"
 
+#include <math.h>
+
 #include <string.h>
 
 /* ---- binary ops with broadcasting ---- */
@@ -125,6 +127,39 @@ MM_SETUP(vm_tt, SHAPE(4, 1), SHAPE(3, 4))
 MM_SETUP(outer, SHAPE(5, 1), SHAPE(1, 3))
 MM_SETUP(outer_tt, SHAPE(1, 5), SHAPE(3, 1))
 MM_SETUP(mv_batched, SHAPE(2, 5, 4), SHAPE(4, 1))
+
+/* Batched products whose left operand is zero past each example's length
+ * (5, 3, 1), as attention weights and gradients at padded positions: the
+ * products run on the live block only. */
+static const int padded_len[3] = {5, 3, 1};
+static void zero_past_length(ag_tensor *a, bool cols) {
+    int R = a->shape[1], C = a->shape[2];
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < R; i++)
+            for (int k = 0; k < C; k++)
+                if (i >= padded_len[b] || (cols && k >= padded_len[b])) a->data[(b * R + i) * C + k] = 0;
+}
+static int mm_padded_square(ag_tensor **in, ag_rng *r) { /* p [3,5,5] zero past the length both ways, h [3,5,4] */
+    in[0] = tc_away(r, 0.1, 1, true, SHAPE(3, 5, 5));
+    zero_past_length(in[0], true);
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(3, 5, 4));
+    return 2;
+}
+static int mm_padded_rows(ag_tensor **in, ag_rng *r) { /* dS [3,5,4] zero rows past the length, h [3,5,4] */
+    in[0] = tc_away(r, 0.1, 1, true, SHAPE(3, 5, 4));
+    zero_past_length(in[0], false);
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(3, 5, 4));
+    return 2;
+}
+/* MPSAN's unit: a masked softmax over keys (padding masked both ways) then
+ * the weighted sum of the values, gradients into scores and values. */
+static ag_tensor *f_attend_padded(ag_tensor **in) {
+    ag_tensor *mask = ag_tensor_new(3, (int[]){3, 5, 5});
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < 25; i++)
+            if (i / 5 >= padded_len[b] || i % 5 >= padded_len[b]) mask->data[b * 25 + i] = -INFINITY;
+    return ag_matmul(ag_masked_softmax(in[0], mask, 1.0), in[1]);
+}
 
 static ag_tensor *f_mm(ag_tensor **in) { return ag_matmul(in[0], in[1]); }
 static ag_tensor *f_mm_ta(ag_tensor **in) { return ag_matmul_t(in[0], true, in[1], false); }
@@ -306,6 +341,10 @@ const op_case core_cases[] = {
     {"matmul/shared_a", mm_shared_a, f_mm, 0, 0},
     {"matmul/shared_a_ta_tb", mm_shared_a_t, f_mm_tt, 0, 0},
     {"matmul/1x1", mm_ones, f_mm, 0, 0},
+    {"matmul/padded_live_block", mm_padded_square, f_mm, 0, 0},
+    {"matmul/padded_live_block_ta", mm_padded_square, f_mm_ta, 0, 0},
+    {"matmul/padded_rows_tb", mm_padded_rows, f_mm_tb, 0, 0},
+    {"matmul/padded_attention", mm_padded_square, f_attend_padded, 0, 0},
     {"matmul/matrix_vector", mv, f_mm, 0, 0},
     {"matmul/matrix_vector_tt", mv_tt, f_mm_tt, 0, 0},
     {"matmul/vector_matrix", vm, f_mm, 0, 0},
