@@ -331,6 +331,10 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths);
  * sum_g softmax_g(z[..., g*d + l]) S_g[..., l], z [..., n*d] (or
  * [..., n, d]), every S_g [..., d].  MPSAN's position fusion in one pass. */
 ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n);
+/* The same over sources [B, N, d] whose positions t >= lengths[b] are
+ * padding: there out is 0 and nothing flows back (= ag_zero_padding of
+ * ag_softmax_mix, without computing the gate of padded positions). */
+ag_tensor *ag_softmax_mix_len(ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths);
 
 /* Heads: [N, h*d] -> [h, N, d] and [B, N, h*d] -> [B, h, N, d].  This permute
  * has no zero-copy view in contiguous storage: it is one tight copy (and
@@ -776,6 +780,7 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_log_softmax(...) AG_AT(ag_log_softmax, __VA_ARGS__)
 #define ag_softmax_axis_len(...) AG_AT(ag_softmax_axis_len, __VA_ARGS__)
 #define ag_softmax_mix(...) AG_AT(ag_softmax_mix, __VA_ARGS__)
+#define ag_softmax_mix_len(...) AG_AT(ag_softmax_mix_len, __VA_ARGS__)
 #define ag_split_heads(...) AG_AT(ag_split_heads, __VA_ARGS__)
 #define ag_merge_heads(...) AG_AT(ag_merge_heads, __VA_ARGS__)
 #define ag_attention(...) AG_AT(ag_attention, __VA_ARGS__)

@@ -127,7 +127,7 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
     /* Position fusion: z_t = w_t Wp + bp [B,N,5d], a softmax over the five
      * sources per feature, o_t = sum_g a_g S_g. */
     ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), p->fusion_w, p->fusion_b);
-    ag_tensor *o = ag_zero_padding(ag_softmax_mix(z, sources, SOURCES), lengths); /* [B,N,d] */
+    ag_tensor *o = ag_softmax_mix_len(z, sources, SOURCES, lengths); /* [B,N,d], 0 at padding */
 
     return ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), lengths, p->pool_w1, p->pool_b1,
                            p->pool_w2, p->pool_b2, AG_ACT_ELU);

@@ -330,8 +330,13 @@ typedef struct {
     const ag_real *z, *src[MIX_MAX_SOURCES], *out, *dout;
     ag_real *gate, *y, *dz, *dsrc[MIX_MAX_SOURCES];
     int n, d;
+    const int32_t *len; /* or NULL: row r is position r % N of example r / N */
+    int N;
     bool fresh_z, fresh_src[MIX_MAX_SOURCES];
 } mix_job;
+
+/* Is row r within its example's length (always, without lengths)? */
+static inline bool mix_live(const mix_job *j, int64_t r) { return !j->len || r % j->N < j->len[r / j->N]; }
 
 /* Features in chunks of MIX_CHUNK, every inner loop over contiguous
  * features (so each vectorises): the max over sources, the exps and their
@@ -341,7 +346,11 @@ enum { MIX_CHUNK = 64 };
 AG_SIMD_CLONES static void mix_forward_rows(void *ctx, int64_t r0, int64_t r1) {
     const mix_job *j = ctx;
     int n = j->n, d = j->d;
-    for (int64_t r = r0; r < r1; r++)
+    for (int64_t r = r0; r < r1; r++) {
+        if (!mix_live(j, r)) { /* padding: out 0, no gate (backward skips the row) */
+            memset(j->y + r * d, 0, (size_t)d * sizeof(ag_real));
+            continue;
+        }
         for (int l0 = 0; l0 < d; l0 += MIX_CHUNK) {
             int w = d - l0 < MIX_CHUNK ? d - l0 : MIX_CHUNK;
             const ag_real *z = j->z + r * n * d + l0;
@@ -365,12 +374,19 @@ AG_SIMD_CLONES static void mix_forward_rows(void *ctx, int64_t r0, int64_t r1) {
             }
             for (int l = 0; l < w; l++) j->y[r * d + l0 + l] = acc[l];
         }
+    }
 }
 
 AG_SIMD_CLONES static void mix_backward_rows(void *ctx, int64_t r0, int64_t r1) {
     const mix_job *j = ctx;
     int n = j->n, d = j->d;
     for (int64_t r = r0; r < r1; r++) {
+        if (!mix_live(j, r)) { /* padding: no gradient (stored as 0 into fresh buffers) */
+            if (j->dz && j->fresh_z) memset(j->dz + r * n * d, 0, (size_t)n * d * sizeof(ag_real));
+            for (int g = 0; g < n; g++)
+                if (j->dsrc[g] && j->fresh_src[g]) memset(j->dsrc[g] + r * d, 0, (size_t)d * sizeof(ag_real));
+            continue;
+        }
         const ag_real *a = j->gate + r * n * d, *out = j->out + r * d, *dout = j->dout + r * d;
         for (int g = 0; g < n; g++) {
             const ag_real *ag = a + g * d, *s = j->src[g] + r * d;
@@ -397,10 +413,18 @@ static int64_t mix_grain(int n, int d) {
     return AG_GRAIN_ELEMENTWISE / per_row > 0 ? AG_GRAIN_ELEMENTWISE / per_row : 1;
 }
 
+/* What backward needs besides the inputs. */
+typedef struct {
+    ag_real *gate;
+    int32_t *len; /* a copy of the lengths, or NULL */
+} mix_saved;
+
 static void softmax_mix_backward(ag_node *n) {
     int ns = n->iarg[0], d = n->iarg[1];
     ag_tensor *z = n->in[0];
-    mix_job j = {.n = ns, .d = d, .gate = n->saved, .out = n->out->data, .dout = n->out->grad};
+    const mix_saved *sv = n->saved;
+    mix_job j = {.n = ns, .d = d, .gate = sv->gate, .out = n->out->data, .dout = n->out->grad, .len = sv->len,
+                 .N = n->iarg[2]};
     if (ag__wants(n, 0)) j.dz = ag__grad_write(z, &j.fresh_z);
     for (int g = 0; g < ns; g++) {
         j.src[g] = n->in[1 + g]->data;
@@ -417,8 +441,7 @@ static void softmax_mix_backward(ag_node *n) {
     ag__parallel_range(rows, mix_grain(ns, d), mix_backward_rows, &j);
 }
 
-ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n) {
-    const char *op = "ag_softmax_mix";
+static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths) {
     char sz[64], ss[64], s0[64];
     if (n < 1 || n > MIX_MAX_SOURCES) ag__fatal(op, "%d sources (want 1 to %d)", n, MIX_MAX_SOURCES);
     const ag_tensor *first = sources[0];
@@ -438,8 +461,20 @@ ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n) {
     if (!flat && !split)
         ag__fatal(op, "logits %s do not fit %d sources of %s (want [..., %d] or [..., %d, %d])",
                   ag_shape_str(z, sz, sizeof sz), n, ag_shape_str(first, s0, sizeof s0), n * d, n, d);
+    int32_t *len = NULL;
+    if (lengths) {
+        if (first->ndim != 3)
+            ag__fatal(op, "lengths need sources [B, N, d], got %s", ag_shape_str(first, s0, sizeof s0));
+        int B = first->shape[0], N = first->shape[1];
+        for (int b = 0; b < B; b++)
+            if (lengths[b] < 0 || lengths[b] > N)
+                ag__fatal(op, "lengths[%d] = %d is outside [0, %d] (sources %s)", b, (int)lengths[b], N,
+                          ag_shape_str(first, s0, sizeof s0));
+        len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *len); /* the caller's may change before backward */
+        memcpy(len, lengths, (size_t)B * sizeof *len);
+    }
     ag_tensor *out = ag__empty(first->ndim, first->shape);
-    mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d,
+    mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d, .len = len, .N = len ? first->shape[1] : 1,
                  .gate = ag_arena_alloc((size_t)(z->size ? z->size : 1) * sizeof(ag_real))};
     for (int g = 0; g < n; g++) j.src[g] = sources[g]->data;
     int64_t rows = d > 0 ? first->size / d : 0;
@@ -448,9 +483,20 @@ ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n) {
     for (int g = 0; g < n; g++) in[1 + g] = sources[g];
     ag_node *node = ag__record(op, softmax_mix_backward, out, 1 + n, in);
     if (node) {
-        node->saved = j.gate;
+        mix_saved *sv = ag_arena_alloc(sizeof *sv);
+        *sv = (mix_saved){.gate = j.gate, .len = len};
+        node->saved = sv;
         node->iarg[0] = n;
         node->iarg[1] = d;
+        node->iarg[2] = j.N;
     }
     return out;
+}
+
+ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n) {
+    return softmax_mix("ag_softmax_mix", z, sources, n, NULL);
+}
+
+ag_tensor *ag_softmax_mix_len(ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths) {
+    return softmax_mix("ag_softmax_mix_len", z, sources, n, lengths);
 }

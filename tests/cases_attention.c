@@ -115,6 +115,19 @@ static ag_tensor *f_mix_repeat(ag_tensor **in) { /* one tensor as two sources: b
     return ag_softmax_mix(in[0], (ag_tensor *[]){in[1], in[2], in[1]}, 3);
 }
 
+/* With lengths: rows past each example's length are 0 and get no gradient,
+ * exactly ag_zero_padding of the plain op; an empty example included. */
+static const int32_t mix_lengths[2] = {3, 1}, mix_lengths_empty[2] = {0, 2};
+static ag_tensor *f_mix_len(ag_tensor **in) { return ag_softmax_mix_len(in[0], in + 1, 5, mix_lengths); }
+static ag_tensor *f_mix_len_empty(ag_tensor **in) { return ag_softmax_mix_len(in[0], in + 1, 5, mix_lengths_empty); }
+static ag_tensor *f_mix_len_minus_padded(ag_tensor **in) {
+    return ag_sub(ag_softmax_mix_len(in[0], in + 1, 5, mix_lengths),
+                  ag_zero_padding(ag_softmax_mix(in[0], in + 1, 5), mix_lengths));
+}
+static ag_tensor *f_mix_len_repeat(ag_tensor **in) {
+    return ag_softmax_mix_len(in[0], (ag_tensor *[]){in[1], in[2], in[1], in[3], in[4]}, 5, mix_lengths_empty);
+}
+
 static int heads_2_3_12(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 12)); return 1; }
 static int heads_3_6(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 6)); return 1; }
 static int heads_2345(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 4, 5)); return 1; }
@@ -202,6 +215,10 @@ const op_case attention_cases[] = {
     {"softmax_axis_len axis -2", pool_2342, f_pool_neg_axis, 0, 0},
     {"softmax_axis_len no lengths, axis 0", pool_354, f_pool_nolen, 0, 0},
     {"softmax_mix 5 sources [B,N,5d]", mix_5, f_mix_5, 0, 0},
+    {"softmax_mix_len lengths 3, 1", mix_5, f_mix_len, 0, 0},
+    {"softmax_mix_len an empty example", mix_5, f_mix_len_empty, 0, 0},
+    {"softmax_mix_len minus zero_padding(softmax_mix)", mix_5, f_mix_len_minus_padded, 0, 0},
+    {"softmax_mix_len a source given twice", mix_5, f_mix_len_repeat, 0, 0},
     {"softmax_mix logits [N,3,d]", mix_split, f_mix_3, 0, 0},
     {"softmax_mix large logits", mix_large, f_mix_3, 0, 0},
     {"softmax_mix one source", mix_one, f_mix_1, 0, 0},

@@ -37,6 +37,11 @@ static void test_errors(void) {
     EXPECT_FATAL(ag_softmax_mix(a, (ag_tensor *[]){a, b}, 2), "ag_softmax_mix", "source 1", "[2,4]", "[2,3]");
     EXPECT_FATAL(ag_softmax_mix(b, (ag_tensor *[]){a, a}, 2), "ag_softmax_mix", "logits [2,4]", "2 sources of [2,3]",
                  "[..., 6]");
+    EXPECT_FATAL(ag_softmax_mix_len(ag_tensor_new(SHAPE(2, 6)), (ag_tensor *[]){a, a}, 2, (int32_t[]){1, 1}),
+                 "ag_softmax_mix_len", "[B, N, d]", "[2,3]");
+    ag_tensor *s3 = ag_tensor_new(SHAPE(2, 3, 4));
+    EXPECT_FATAL(ag_softmax_mix_len(ag_tensor_new(SHAPE(2, 3, 8)), (ag_tensor *[]){s3, s3}, 2, (int32_t[]){3, 4}),
+                 "ag_softmax_mix_len", "lengths[1] = 4", "[0, 3]", "[2,3,4]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, a, c}, 3, 1), "ag_concat", "input 2", "[2,3,1]", "[2,3]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a}, 0, 0), "ag_concat", "at least one");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, b}, 2, 2), "ag_concat", "axis 2", "[2,3]");
