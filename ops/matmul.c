@@ -523,6 +523,7 @@ typedef struct {
     row_pack pk;
     uint8_t *nonzero;     /* per row, or NULL: not looked for */
     bool fresh;           /* dX is a new buffer: store, and 0 on the zero rows */
+    bool act_packed;      /* the scan writes dY act'(y) straight into Gc's rows */
 } linear_job;
 
 /* Forward keeps these for backward (arena). */
@@ -540,8 +541,13 @@ AG_SIMD_CLONES static void scan_block(void *ctx, int64_t block) {
     if (sum)
         for (int k = 0; k < j->out; k++) sum[k] = 0;
     for (int64_t r = r0; r < r1; r++) {
-        if (j->Gact) act_grad_row(j->act, j->dY + r * j->out, j->Yout + r * j->out, j->Gact + r * j->out, j->out);
         const ag_real *g = j->G + r * j->out;
+        if (j->dY) { /* G = dY act'(y), into the packed rows when they are known */
+            if (j->act_packed && j->pk.pos[r] < 0) continue; /* a zero row of dY adds nothing */
+            ag_real *gr = j->act_packed ? j->Gc + (int64_t)j->pk.pos[r] * j->out : j->Gact + r * j->out;
+            act_grad_row(j->act, j->dY + r * j->out, j->Yout + r * j->out, gr, j->out);
+            g = gr;
+        }
         if (j->nonzero) j->nonzero[r] = row_nonzero(g, j->out);
         if (sum)
             for (int k = 0; k < j->out; k++) sum[k] += g[k];
@@ -561,7 +567,7 @@ static void pack_rows(void *ctx, int64_t i0, int64_t i1) {
     const linear_job *j = ctx;
     for (int64_t i = i0; i < i1; i++) {
         int64_t r = j->pk.idx[i];
-        if (j->Gc) memcpy(j->Gc + i * j->out, j->G + r * j->out, (size_t)j->out * sizeof(ag_real));
+        if (j->Gc && !j->act_packed) memcpy(j->Gc + i * j->out, j->G + r * j->out, (size_t)j->out * sizeof(ag_real));
         if (j->Xc) memcpy(j->Xc + i * j->in, j->X + r * j->in, (size_t)j->in * sizeof(ag_real));
     }
 }
@@ -619,27 +625,38 @@ static void linear_backward(ag_node *n) {
     bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1), want_b = bias && ag__wants(n, 2);
     linear_job j = {.G = n->out->grad, .X = x->data, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK,
                     .in = in, .out = out, .act = sv->act};
+    bool look = worth_packing(rows, in, out) && (want_x || want_w), packed = false;
     if (sv->act != AG_ACT_NONE) { /* dY through the activation, in the scan */
         j.dY = n->out->grad;
         j.Yout = n->out->data;
-        j.G = j.Gact = ag_arena_alloc((size_t)((int64_t)rows * out + 1) * sizeof(ag_real));
+        /* A zero row of dY is one of G = dY act'(y): found first, the rows
+         * are packed before the scan, which then writes G's rows straight
+         * into the packed buffer (no [rows, out] G to write and copy). */
+        if (look) {
+            rows_job zs = {.src = j.dY, .width = out, .nonzero = ag_arena_alloc((size_t)rows)};
+            ag__parallel_range(rows, rows_per_part(out), scan_nonzero_rows, &zs);
+            packed = j.act_packed = pack_of(zs.nonzero, rows, &j.pk);
+            look = false;
+        }
+        if (packed) j.Gc = ag_arena_alloc((size_t)(j.pk.kept ? j.pk.kept : 1) * out * sizeof(ag_real));
+        else j.G = j.Gact = ag_arena_alloc((size_t)((int64_t)rows * out + 1) * sizeof(ag_real));
     }
-    bool look = worth_packing(rows, in, out) && (want_x || want_w);
     if (look) j.nonzero = ag_arena_alloc((size_t)rows);
     if (want_b) j.partial = ag_arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
-    if (look || want_b || j.Gact) ag__parallel(j.blocks, scan_block, &j);
+    if (look || want_b || j.dY) ag__parallel(j.blocks, scan_block, &j);
     if (want_b) {
         j.gb = ag__grad(bias);
         ag__parallel_range(out, 256, add_partials, &j);
     }
     ag_real *dX = want_x ? ag__grad_write(x, &j.fresh) : NULL;
-    if (!look || !pack_of(j.nonzero, rows, &j.pk)) { /* (almost) no zero rows: the plain products */
+    if (look) packed = pack_of(j.nonzero, rows, &j.pk);
+    if (!packed) { /* (almost) no zero rows: the plain products */
         linear_products(tw, rows, in, out, j.G, x->data, w->data, dX, j.fresh ? 0 : 1, want_w ? ag__grad(w) : NULL);
         return;
     }
     int kept = j.pk.kept;
     bool reuse_x = want_w && sv->pk.kept >= 0 && same_pack(&sv->pk, &j.pk);
-    j.Gc = ag_arena_alloc((size_t)(kept ? kept : 1) * out * sizeof(ag_real));
+    if (!j.act_packed) j.Gc = ag_arena_alloc((size_t)(kept ? kept : 1) * out * sizeof(ag_real));
     j.Xc = want_w && !reuse_x ? ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real)) : NULL;
     ag__parallel_range(kept, rows_per_part(in + out), pack_rows, &j);
     if (want_x) j.dXc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
