@@ -130,8 +130,8 @@ static void gemm_sum_part(void *ctx, int64_t chunk) {
     }
 }
 
-void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
-              ag_real beta, ag_real *C) {
+void ag__gemm_blas(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+                   ag_real beta, ag_real *C) {
     gemm_job j = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = ta ? M : K, .ldb = tb ? K : N,
                   .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .sp = split_of(M, N, K)};
     if (j.sp.parts == 1) {
@@ -142,6 +142,22 @@ void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_rea
     if (j.sp.dim == 'k') j.scratch = ag_arena_alloc((size_t)(j.sp.parts - 1) * mn * sizeof(ag_real));
     ag__parallel(j.sp.parts, gemm_part, &j);
     if (j.sp.dim == 'k') ag__parallel((mn + SUM_CHUNK - 1) / SUM_CHUNK, gemm_sum_part, &j);
+}
+
+/* ---- our kernel where it beats OpenBLAS (none yet) ---- */
+static bool packed_wins(bool ta, bool tb, int M, int N, int K) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K;
+    return false;
+}
+
+void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+              ag_real beta, ag_real *C) {
+    if (ag__packed_gemm_ok() && packed_wins(ta, tb, M, N, K)) {
+        ag__packed_b P = ag__pack_b(tb, K, N, B);
+        ag__gemm_packed_op(ta, M, A, ta ? M : K, &P, alpha, beta, C, N);
+        return;
+    }
+    ag__gemm_blas(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 /* The geometry of one batched product, saved for backward. */
