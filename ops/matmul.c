@@ -144,10 +144,25 @@ void ag__gemm_blas(bool ta, bool tb, int M, int N, int K, ag_real alpha, const a
     if (j.sp.dim == 'k') ag__parallel((mn + SUM_CHUNK - 1) / SUM_CHUNK, gemm_sum_part, &j);
 }
 
-/* ---- our kernel where it beats OpenBLAS (none yet) ---- */
+/* ---- our kernel where it beats OpenBLAS ----
+ * ops/gemm_kernel.c, op(B) packed per call into the step arena, against
+ * OpenBLAS one call at a time (bench/bench_gemm_kernel, 1 thread, packing
+ * included), kernel / OpenBLAS:
+ *  - wins, M >= 256, N <= 512: 1498x300x1500 NT 1.08, 808x400x1600 NT 1.08,
+ *    1024x64x64 NN 1.08, 480x300x600 NN 1.06, 404x400x800 NN 1.04,
+ *    789x128x128 1.04, 1498x300x300 1.03, 745x300x300 1.01, 480x300x300 0.99;
+ *  - even or lost with wider C: 745x600x300 NT 0.97, 404x800x400 NT 0.99,
+ *    808x1600x400 NN 1.00, 808x10001x400 NT 0.83 (16 MB of panels), and
+ *    with few rows (128x128x64 NT 0.94: the packing is not amortised);
+ *  - lost for A^T B (TN, the weight gradients: 0.55-0.85): op(A)'s rows
+ *    are columns of A, so a tile's 6 broadcasts per k come from one row of
+ *    A but its K rows walk through memory at stride M;
+ *  - K = 10001 (808x400x10001 NN): 0.93-0.98, a 640 KB panel per 16 columns.
+ * Where it runs, each element's bits still depend only on its row and
+ * column, so the thread count changes nothing. */
 static bool packed_wins(bool ta, bool tb, int M, int N, int K) {
-    (void)ta, (void)tb, (void)M, (void)N, (void)K;
-    return false;
+    (void)tb;
+    return !ta && M >= 256 && N >= 16 && N <= 512 && K >= 16 && K <= 2048;
 }
 
 void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
