@@ -115,6 +115,13 @@ static void step_products(int rounds) {
         {"DUAL  NT 1024x64x64    ", false, true, 1024, 64, 64},
         {"DUAL  NT 128x128x64    ", false, true, 128, 128, 64},
         {"DUAL  NT 64x64x128     ", false, true, 64, 64, 128},
+        {"DUAL  NN 128x64x128    ", false, false, 128, 64, 128},
+        {"DUAL  NN 64x128x64     ", false, false, 64, 128, 64},
+        {"      NN 256x256x256   ", false, false, 256, 256, 256},
+        {"      NT 256x256x256   ", false, true, 256, 256, 256},
+        {"      NN 745x600x300   ", false, false, 745, 600, 300},
+        {"      NN 745x1024x300  ", false, false, 745, 1024, 300},
+        {"      NT 745x1024x300  ", false, true, 745, 1024, 300},
     };
     printf("\n%-24s %9s %9s %9s   (one call, GFLOP/s)\n", "step shape", "blas", "kernel", "no pack");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
