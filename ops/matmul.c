@@ -147,22 +147,27 @@ void ag__gemm_blas(bool ta, bool tb, int M, int N, int K, ag_real alpha, const a
 /* ---- our kernel where it beats OpenBLAS ----
  * ops/gemm_kernel.c, op(B) packed per call into the step arena, against
  * OpenBLAS one call at a time (bench/bench_gemm_kernel, 1 thread, packing
- * included), kernel / OpenBLAS:
- *  - wins, M >= 256, N <= 512: 1498x300x1500 NT 1.08, 808x400x1600 NT 1.08,
- *    1024x64x64 NN 1.08, 480x300x600 NN 1.06, 404x400x800 NN 1.04,
- *    789x128x128 1.04, 1498x300x300 1.03, 745x300x300 1.01, 480x300x300 0.99;
- *  - even or lost with wider C: 745x600x300 NT 0.97, 404x800x400 NT 0.99,
- *    808x1600x400 NN 1.00, 808x10001x400 NT 0.83 (16 MB of panels), and
- *    with few rows (128x128x64 NT 0.94: the packing is not amortised);
- *  - lost for A^T B (TN, the weight gradients: 0.55-0.85): op(A)'s rows
- *    are columns of A, so a tile's 6 broadcasts per k come from one row of
- *    A but its K rows walk through memory at stride M;
- *  - K = 10001 (808x400x10001 NN): 0.93-0.98, a 640 KB panel per 16 columns.
- * Where it runs, each element's bits still depend only on its row and
- * column, so the thread count changes nothing. */
+ * included, three interleaved runs), kernel / OpenBLAS:
+ *  - A B^T wins from 64 rows: 1498x300x1500 1.08-1.10, 808x400x1600
+ *    1.09-1.11, 1024x64x64 1.09, 64x64x128 1.08, 789x128x128 1.04,
+ *    1498x300x300 1.04, 745x600x600 1.02-1.04, 745x300x300 1.02-1.05,
+ *    128x128x64 1.03, 404x800x400 1.02, 745x1024x300 1.01-1.03,
+ *    745x600x300 0.98-1.01;
+ *  - A B wins with many rows or a long K: 1024x64x64 1.08, 404x400x800
+ *    1.05, 480x300x600 1.04, 789x128x128 1.03-1.04, 1498x300x300 1.00-1.05,
+ *    480x600x600 1.02-1.03, 745x300x300 1.00-1.02, 745x600x300 0.99-1.00;
+ *    not with few rows and a short K: 480x300x300 0.99, 256^3 0.99,
+ *    128x64x128 1.00, 64x128x64 0.89;
+ *  - wide C or a long K loses: 808x10001x400 NT 0.83-0.85 (16 MB of
+ *    panels), 1498x1500x300 NN 0.92-0.98, 808x400x10001 NN 0.91-1.00 (a
+ *    640 KB panel per 16 columns);
+ *  - A^T B (the weight gradients) loses, 0.55-0.85: op(A)'s rows are
+ *    columns of A, so each k of a tile reads a new row of A, M floats on.
+ * Each element's bits still depend only on its row and column, so the
+ * thread count changes nothing where the kernel runs. */
 static bool packed_wins(bool ta, bool tb, int M, int N, int K) {
-    (void)tb;
-    return !ta && M >= 256 && N >= 16 && N <= 512 && K >= 16 && K <= 2048;
+    if (ta || N < 16 || N > 1024 || K < 16 || K > 2048) return false;
+    return tb ? M >= 64 : M >= 256 && (M >= 512 || K >= 512);
 }
 
 void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,

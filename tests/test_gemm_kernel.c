@@ -217,7 +217,7 @@ static void test_blocked(void) {
     uint64_t seed = 11;
     const int shapes[][3] = {{265, 40, 300}, {133, 17, 300}, {49, 33, 1500}, {25, 16, 1500}, {13, 17, 4001},
                              {7, 31, 4001}};
-    const int gemm_shapes[][3] = {{300, 40, 50}, {600, 20, 700}, {257, 512, 33}, {256, 16, 2048}};
+    const int gemm_shapes[][3] = {{600, 40, 50}, {600, 20, 700}, {513, 1024, 33}, {256, 16, 2048}, {64, 17, 16}};
     double worst = 0;
     int cases = 0;
     for (int variant = 0; variant < 3; variant++) {
@@ -232,7 +232,7 @@ static void test_blocked(void) {
                       shapes[s][0], shapes[s][1], shapes[s][2], alpha, beta, e);
             }
             if (ta) continue;
-            for (int s = 0; s < 4; s++) {
+            for (int s = 0; s < 5; s++) {
                 double e = check_op(true, false, tb, gemm_shapes[s][0], gemm_shapes[s][1], gemm_shapes[s][2], alpha,
                                     beta, &seed);
                 cases++;
