@@ -109,7 +109,9 @@ void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
  * 5-20 us of work, well above the cost of handing a range to a thread. */
 #define AG_GRAIN_ELEMENTWISE ((int64_t)1 << 14)
 
-/* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ---- */
+/* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ----
+ * OpenBLAS, or for the f32 shapes where it measured faster the packed
+ * kernel below (ops/matmul.c, packed_wins). */
 void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
               const ag_real *B, ag_real beta, ag_real *C);
 /* ag__gemm on OpenBLAS only, whatever the shape (for the benches). */

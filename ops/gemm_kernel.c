@@ -17,6 +17,12 @@
  * For the second (ag__gemm_small, further down) the same tiles read B in
  * place, and A B^T gets a dot-product tile.
  *
+ * ag__gemm also sends the big products where this kernel measured faster
+ * than OpenBLAS here (ops/matmul.c, packed_wins: A B and A B^T with up to
+ * 1024 columns), packing op(B) per call.  For those A is megabytes, so the
+ * rows of A go in blocks that stay in L2 while all panels pass
+ * (block_rows_of).
+ *
  * Determinism: every element of C is one FMA chain over k = 0..K-1 in
  * order, starting from 0, then C = alpha acc + beta C.  No K blocking, and
  * edge tiles do exactly the same arithmetic as full ones, so an element's

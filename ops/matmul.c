@@ -1,4 +1,5 @@
-/* matmul.c - matrix products on OpenBLAS: batched matmul with optional
+/* matmul.c - matrix products on OpenBLAS (or, for the f32 shapes where it
+ * measured faster, ops/gemm_kernel.c): batched matmul with optional
  * transposes, and the fused linear layer x W + b. */
 #include "vecmath.h"
 
@@ -173,8 +174,10 @@ static bool packed_wins(bool ta, bool tb, int M, int N, int K) {
 void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
               ag_real beta, ag_real *C) {
     if (ag__packed_gemm_ok() && packed_wins(ta, tb, M, N, K)) {
+        ag_mark_t m = ag_mark(); /* the panels live for this call only: the step's arena does not grow by them */
         ag__packed_b P = ag__pack_b(tb, K, N, B);
         ag__gemm_packed_op(ta, M, A, ta ? M : K, &P, alpha, beta, C, N);
+        ag_rewind(m);
         return;
     }
     ag__gemm_blas(ta, tb, M, N, K, alpha, A, B, beta, C);
