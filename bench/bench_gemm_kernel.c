@@ -4,7 +4,7 @@
  *
  *     taskset -c 1 ./build/bench/bench_gemm_kernel [rounds]
  *
-  * "blas" is ag__gemm_blas (what the ops ran before: OpenBLAS, cut into parts by
+ * "blas" is ag__gemm_blas (what the ops ran before: OpenBLAS, cut into parts by
  * shape), "packed" is ag__gemm_packed against a B packed once, and
  * "packed+pack" adds the packing spread over one LSTM layer's 35 steps. */
 #include "../graph/internal.h"
