@@ -109,9 +109,14 @@ void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
  * 5-20 us of work, well above the cost of handing a range to a thread. */
 #define AG_GRAIN_ELEMENTWISE ((int64_t)1 << 14)
 
-/* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ---- */
+/* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ----
+ * OpenBLAS, or for the f32 shapes where it measured faster the packed
+ * kernel below (ops/matmul.c, packed_wins). */
 void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
               const ag_real *B, ag_real beta, ag_real *C);
+/* ag__gemm on OpenBLAS only, whatever the shape (for the benches). */
+void ag__gemm_blas(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+                   ag_real beta, ag_real *C);
 /* The same as one BLAS call on this thread, for products inside a parallel
  * part.  ag__gemm itself cuts a large product into parts fixed by its shape
  * and runs them on the pool, taking scratch from the step arena: call it
@@ -133,6 +138,9 @@ bool ag__packed_gemm_ok(void);
 ag__packed_b ag__pack_b(bool tb, int K, int N, const ag_real *B);
 void ag__gemm_packed(int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta, ag_real *C,
                      int ldc);
+/* The same with op(A) = A^T when ta (A stored [K,M], row stride lda). */
+void ag__gemm_packed_op(bool ta, int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta,
+                        ag_real *C, int ldc);
 /* One small product C = alpha op(A) op(B) + beta C on this thread (safe
  * inside parts), B read in place: op(A) B and A B^T.  Returns false, having
  * done nothing, where the kernel is not available or for A^T B^T.  Each

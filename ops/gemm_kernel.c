@@ -17,6 +17,12 @@
  * For the second (ag__gemm_small, further down) the same tiles read B in
  * place, and A B^T gets a dot-product tile.
  *
+ * ag__gemm also sends the big products where this kernel measured faster
+ * than OpenBLAS here (ops/matmul.c, packed_wins: A B and A B^T with up to
+ * 1024 columns), packing op(B) per call.  For those A is megabytes, so the
+ * rows of A go in blocks that stay in L2 while all panels pass
+ * (block_rows_of).
+ *
  * Determinism: every element of C is one FMA chain over k = 0..K-1 in
  * order, starting from 0, then C = alpha acc + beta C.  No K blocking, and
  * edge tiles do exactly the same arithmetic as full ones, so an element's
@@ -56,14 +62,58 @@ static int panels_of(int N) { return (N + NR - 1) / NR; }
  * Panel p holds columns [16p, 16p + 16) of op(B) for k = 0..K-1, one row of
  * 16 after the other (K x 16 floats, contiguous), zeros past column N: the
  * microkernel's B loads are then two aligned, consecutive vectors per k. */
+
+#if HAVE_KERNEL
+/* 8 rows of 8 floats (row r at src + r ld) transposed: column k of them
+ * goes to dst + k dst_ld.  The textbook unpack / shuffle / permute. */
+TARGET INLINE void transpose8(const float *src, ptrdiff_t ld, float *dst, ptrdiff_t dst_ld) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(dst + k * dst_ld, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(dst + (k + 4) * dst_ld, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+    }
+}
+
+/* A full panel of B^T (16 rows of B, row stride ldb): 8x8 transposes along
+ * k, the last K % 8 one float at a time.  The scalar gather it replaces
+ * cost 3-5% of a routed NT product (404x800x400). */
+TARGET static void pack_panel_t(int K, const float *B, int ldb, float *dst) {
+    int k = 0;
+    for (; k + 8 <= K; k += 8)
+        for (int h = 0; h < NR; h += 8) transpose8(B + (ptrdiff_t)h * ldb + k, ldb, dst + (ptrdiff_t)k * NR + h, NR);
+    for (; k < K; k++)
+        for (int j = 0; j < NR; j++) dst[(ptrdiff_t)k * NR + j] = B[(ptrdiff_t)j * ldb + k];
+}
+#endif
+
 ag__packed_b ag__pack_b(bool tb, int K, int N, const ag_real *B) {
     int panels = panels_of(N);
     ag__packed_b P = {.K = K, .N = N};
     P.panels = ag_arena_alloc(((size_t)panels * K * NR + 1) * sizeof(ag_real));
     int ldb = tb ? K : N; /* B is [K,N], or [N,K] when transposed */
+#if HAVE_KERNEL
+    bool vector_t = tb && ag__packed_gemm_ok();
+#endif
     for (int p = 0; p < panels; p++) {
         int j0 = p * NR, nr = N - j0 < NR ? N - j0 : NR;
         ag_real *dst = P.panels + (int64_t)p * K * NR;
+#if HAVE_KERNEL
+        if (vector_t && nr == NR) {
+            pack_panel_t(K, B + (int64_t)j0 * ldb, ldb, dst);
+            continue;
+        }
+#endif
         for (int k = 0; k < K; k++, dst += NR) {
             if (tb)
                 for (int j = 0; j < nr; j++) dst[j] = B[(int64_t)(j0 + j) * ldb + k];
@@ -175,23 +225,29 @@ TARGET static void rows_against_slice(int M, bool masked, int nr, int K, const f
 }
 
 typedef struct {
-    int M, lda, ldc, panels_per_part;
+    int M, ldc, block_rows, blocks, panels_per_part, groups;
+    ptrdiff_t a_rs, a_cs; /* op(A)(i,k) at A[i a_rs + k a_cs] */
     const float *A;
     const ag__packed_b *B;
     float alpha, beta;
     float *C;
 } packed_job;
 
-/* Panels [p0, p1): each panel (16 columns x K, 25.6 KB at K = 400) is read
- * from memory once and stays in L1 while every row tile of A runs over it. */
+/* Part = (block of rows of A, range of panels).  Each panel (16 columns x
+ * K, 19 KB at K = 300) is read once per block and stays in L1 while every
+ * row tile of the block runs over it; the block (block_rows x K of A) stays
+ * in L2 while the panels stream past, instead of all of A streaming from
+ * L3 for every panel. */
 TARGET static void packed_part(void *ctx, int64_t part) {
     const packed_job *j = ctx;
     int N = j->B->N, K = j->B->K, panels = panels_of(N);
-    int p0 = (int)part * j->panels_per_part, p1 = p0 + j->panels_per_part < panels ? p0 + j->panels_per_part : panels;
+    int blk = (int)(part / j->groups), grp = (int)(part % j->groups);
+    int i0 = blk * j->block_rows, mb = j->M - i0 < j->block_rows ? j->M - i0 : j->block_rows;
+    int p0 = grp * j->panels_per_part, p1 = p0 + j->panels_per_part < panels ? p0 + j->panels_per_part : panels;
     for (int p = p0; p < p1; p++) {
         int j0 = p * NR, nr = N - j0 < NR ? N - j0 : NR;
-        rows_against_slice(j->M, false, nr, K, j->A, j->lda, 1, j->B->panels + (int64_t)p * K * NR, NR, j->alpha,
-                           j->beta, j->C + j0, j->ldc);
+        rows_against_slice(mb, false, nr, K, j->A + i0 * j->a_rs, j->a_rs, j->a_cs, j->B->panels + (int64_t)p * K * NR,
+                           NR, j->alpha, j->beta, j->C + (ptrdiff_t)i0 * j->ldc + j0, j->ldc);
     }
 }
 
@@ -299,18 +355,35 @@ static int panels_per_part(int M, int N, int K) {
     return per < panels ? per : panels;
 }
 
+/* Rows of A per block: as many whole 6-row tiles as fit BLOCK_BYTES of the
+ * 512 KB L2 (the panels and C pass through it too), at least one tile.
+ * Measured on 1498x1500x300 (A 1.8 MB): unblocked 81 GFLOP/s, 256 KB
+ * blocks 89, 160 KB (132 rows at K = 300) 91-101 against OpenBLAS's 94-99. */
+enum { BLOCK_BYTES = 160 << 10 };
+static int block_rows_of(int M, int K) {
+    int rows = BLOCK_BYTES / (K * (int)sizeof(float)) / MR * MR;
+    if (rows < MR) rows = MR;
+    return rows < M ? rows : M;
+}
+
 #endif
+
+void ag__gemm_packed_op(bool ta, int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta,
+                        ag_real *C, int ldc) {
+#if HAVE_KERNEL
+    if (M <= 0 || B->N <= 0) return;
+    int rows = block_rows_of(M, B->K), per = panels_per_part(rows, B->N, B->K);
+    packed_job j = {.M = M, .ldc = ldc, .block_rows = rows, .blocks = (M + rows - 1) / rows, .panels_per_part = per,
+                    .groups = (panels_of(B->N) + per - 1) / per, .a_rs = ta ? 1 : lda, .a_cs = ta ? lda : 1, .A = A,
+                    .B = B, .alpha = alpha, .beta = beta, .C = C};
+    ag__parallel((int64_t)j.blocks * j.groups, packed_part, &j);
+#else
+    (void)ta, (void)M, (void)A, (void)lda, (void)B, (void)alpha, (void)beta, (void)C, (void)ldc;
+    ag__fatal("ag__gemm_packed", "no packed GEMM kernel in this build (check ag__packed_gemm_ok)");
+#endif
+}
 
 void ag__gemm_packed(int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta, ag_real *C,
                      int ldc) {
-#if HAVE_KERNEL
-    if (M <= 0 || B->N <= 0) return;
-    packed_job j = {.M = M, .lda = lda, .ldc = ldc, .A = A, .B = B, .alpha = alpha, .beta = beta, .C = C,
-                    .panels_per_part = panels_per_part(M, B->N, B->K)};
-    int per = j.panels_per_part;
-    ag__parallel((panels_of(B->N) + per - 1) / per, packed_part, &j);
-#else
-    (void)M, (void)A, (void)lda, (void)B, (void)alpha, (void)beta, (void)C, (void)ldc;
-    ag__fatal("ag__gemm_packed", "no packed GEMM kernel in this build (check ag__packed_gemm_ok)");
-#endif
+    ag__gemm_packed_op(false, M, A, lda, B, alpha, beta, C, ldc);
 }

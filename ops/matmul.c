@@ -1,4 +1,5 @@
-/* matmul.c - matrix products on OpenBLAS: batched matmul with optional
+/* matmul.c - matrix products on OpenBLAS (or, for the f32 shapes where it
+ * measured faster, ops/gemm_kernel.c): batched matmul with optional
  * transposes, and the fused linear layer x W + b. */
 #include "vecmath.h"
 
@@ -130,8 +131,8 @@ static void gemm_sum_part(void *ctx, int64_t chunk) {
     }
 }
 
-void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
-              ag_real beta, ag_real *C) {
+void ag__gemm_blas(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+                   ag_real beta, ag_real *C) {
     gemm_job j = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = ta ? M : K, .ldb = tb ? K : N,
                   .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .sp = split_of(M, N, K)};
     if (j.sp.parts == 1) {
@@ -142,6 +143,44 @@ void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_rea
     if (j.sp.dim == 'k') j.scratch = ag_arena_alloc((size_t)(j.sp.parts - 1) * mn * sizeof(ag_real));
     ag__parallel(j.sp.parts, gemm_part, &j);
     if (j.sp.dim == 'k') ag__parallel((mn + SUM_CHUNK - 1) / SUM_CHUNK, gemm_sum_part, &j);
+}
+
+/* ---- our kernel where it beats OpenBLAS ----
+ * ops/gemm_kernel.c, op(B) packed per call into the step arena, against
+ * OpenBLAS one call at a time (bench/bench_gemm_kernel, 1 thread, packing
+ * included, three interleaved runs), kernel / OpenBLAS:
+ *  - A B^T wins from 64 rows: 1498x300x1500 1.08-1.10, 808x400x1600
+ *    1.09-1.11, 1024x64x64 1.09, 64x64x128 1.08, 789x128x128 1.04,
+ *    1498x300x300 1.04, 745x600x600 1.02-1.04, 745x300x300 1.02-1.05,
+ *    128x128x64 1.03, 404x800x400 1.02, 745x1024x300 1.01-1.03,
+ *    745x600x300 0.98-1.01;
+ *  - A B wins with many rows or a long K: 1024x64x64 1.08, 404x400x800
+ *    1.05, 480x300x600 1.04, 789x128x128 1.03-1.04, 1498x300x300 1.00-1.05,
+ *    480x600x600 1.02-1.03, 745x300x300 1.00-1.02, 745x600x300 0.99-1.00;
+ *    not with few rows and a short K: 480x300x300 0.99, 256^3 0.99,
+ *    128x64x128 1.00, 64x128x64 0.89;
+ *  - wide C or a long K loses: 808x10001x400 NT 0.83-0.85 (16 MB of
+ *    panels), 1498x1500x300 NN 0.92-0.98, 808x400x10001 NN 0.91-1.00 (a
+ *    640 KB panel per 16 columns);
+ *  - A^T B (the weight gradients) loses, 0.55-0.85: op(A)'s rows are
+ *    columns of A, so each k of a tile reads a new row of A, M floats on.
+ * Each element's bits still depend only on its row and column, so the
+ * thread count changes nothing where the kernel runs. */
+static bool packed_wins(bool ta, bool tb, int M, int N, int K) {
+    if (ta || N < 16 || N > 1024 || K < 16 || K > 2048) return false;
+    return tb ? M >= 64 : M >= 256 && (M >= 512 || K >= 512);
+}
+
+void ag__gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
+              ag_real beta, ag_real *C) {
+    if (ag__packed_gemm_ok() && packed_wins(ta, tb, M, N, K)) {
+        ag_mark_t m = ag_mark(); /* the panels live for this call only: the step's arena does not grow by them */
+        ag__packed_b P = ag__pack_b(tb, K, N, B);
+        ag__gemm_packed_op(ta, M, A, ta ? M : K, &P, alpha, beta, C, N);
+        ag_rewind(m);
+        return;
+    }
+    ag__gemm_blas(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 /* The geometry of one batched product, saved for backward. */

@@ -3,7 +3,9 @@
  * 6x16 blocking, both layouts of B, beta 0 and 1, alpha 1 and not; and
  * the bits of an element do not depend on M, on where its row sits, or on
  * the thread count.  The same sweep for the small in-place products
- * (ag__gemm_small: A B, A^T B, A B^T, strided operands).  Skips (77) where the kernel is not available. */
+ * (ag__gemm_small: A B, A^T B, A B^T, strided operands), and the blocked
+ * path with A or A^T, alone and as ag__gemm routes to it.  Skips (77)
+ * where the kernel is not available. */
 #include "check.h"
 #include "../graph/internal.h"
 
@@ -171,6 +173,108 @@ static void test_bits(void) {
     free(A), free(B), free(C1), free(C2);
 }
 
+/* The blocked path (blocks of rows of A sized by K: 132 rows at K = 300,
+ * 24 at 1500, 6 at 4001), through ag__gemm_packed_op with A or A^T, and
+ * through ag__gemm where it routes here: M across block boundaries, sizes
+ * not multiples of the blocking, beta 0 with C full of NaN, beta 1,
+ * alpha != 1, B and B^T.  via_gemm: the product as ag__gemm runs it
+ * (lda, ldc natural), else a packed one with strided A and C. */
+static double check_op(bool via_gemm, bool ta, bool tb, int M, int N, int K, float alpha, float beta, uint64_t *seed) {
+    int lda = (ta ? M : K) + (via_gemm ? 0 : 3), ldc = N + (via_gemm ? 0 : 2), arows = ta ? K : M;
+    float *A = malloc(sizeof(float) * ((size_t)arows * lda + 1)), *B = malloc(sizeof(float) * ((size_t)K * N + 1));
+    float *C = malloc(sizeof(float) * ((size_t)M * ldc + 1)), *C0 = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+    for (int64_t i = 0; i < (int64_t)arows * lda; i++) A[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)K * N; i++) B[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)M * ldc; i++) C[i] = C0[i] = beta == 0 ? NAN : rnd(seed);
+    if (via_gemm) {
+        ag__gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+    } else {
+        ag__packed_b P = ag__pack_b(tb, K, N, B);
+        ag__gemm_packed_op(ta, M, A, lda, &P, alpha, beta, C, ldc);
+    }
+    double worst = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double p = (double)A[ta ? (int64_t)k * lda + i : (int64_t)i * lda + k] *
+                           B[tb ? (int64_t)j * K + k : (int64_t)k * N + j];
+                sum += p, mag += fabs(p);
+            }
+            double c0 = beta == 0 ? 0 : beta * (double)C0[(int64_t)i * ldc + j];
+            double err = fabs(C[(int64_t)i * ldc + j] - (alpha * sum + c0)) / (fabs(alpha) * mag + fabs(c0) + 1e-30);
+            if (!(err <= worst)) worst = err;
+        }
+    for (int i = 0; i < M && ldc > N; i++) /* the columns past N are not C's */
+        CHECK(memcmp(&C[(int64_t)i * ldc + N], &C0[(int64_t)i * ldc + N], sizeof(float) * (size_t)(ldc - N)) == 0,
+              "wrote past N");
+    ag_step_end();
+    free(A), free(B), free(C), free(C0);
+    return worst;
+}
+
+static void test_blocked(void) {
+    uint64_t seed = 11;
+    const int shapes[][3] = {{265, 40, 300}, {133, 17, 300}, {49, 33, 1500}, {25, 16, 1500}, {13, 17, 4001},
+                             {7, 31, 4001}};
+    const int gemm_shapes[][3] = {{600, 40, 50}, {600, 20, 700}, {513, 1024, 33}, {256, 16, 2048}, {64, 17, 16}};
+    double worst = 0;
+    int cases = 0;
+    for (int variant = 0; variant < 3; variant++) {
+        float alpha = variant == 2 ? -0.5f : 1, beta = variant == 0 ? 0 : 1;
+        for (int t = 0; t < 4; t++) { /* ta, tb */
+            bool ta = t & 1, tb = t & 2;
+            for (int s = 0; s < 6; s++) {
+                double e = check_op(false, ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], alpha, beta, &seed);
+                cases++;
+                if (!(e <= worst)) worst = e;
+                CHECK(e <= 1e-5, "blocked ta %d tb %d M %d N %d K %d alpha %g beta %g: relative error %g", ta, tb,
+                      shapes[s][0], shapes[s][1], shapes[s][2], alpha, beta, e);
+            }
+            if (ta) continue;
+            for (int s = 0; s < 5; s++) {
+                double e = check_op(true, false, tb, gemm_shapes[s][0], gemm_shapes[s][1], gemm_shapes[s][2], alpha,
+                                    beta, &seed);
+                cases++;
+                if (!(e <= worst)) worst = e;
+                CHECK(e <= 1e-5, "ag__gemm tb %d M %d N %d K %d alpha %g beta %g: relative error %g", tb,
+                      gemm_shapes[s][0], gemm_shapes[s][1], gemm_shapes[s][2], alpha, beta, e);
+            }
+        }
+    }
+    printf("  %d blocked products, worst error %.3g of |A||B| + |beta C|\n", cases, worst);
+}
+
+/* test_bits across blocks: 24-row blocks at K = 1500, A or A^T. */
+static void test_blocked_bits(void) {
+    uint64_t seed = 13;
+    int M = 61, N = 40, K = 1500;
+    float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
+    float *C1 = malloc(sizeof(float) * (size_t)M * N), *C2 = malloc(sizeof(float) * (size_t)M * N);
+    for (int64_t i = 0; i < (int64_t)M * K; i++) A[i] = rnd(&seed);
+    for (int64_t i = 0; i < (int64_t)K * N; i++) B[i] = rnd(&seed);
+    ag__packed_b P = ag__pack_b(true, K, N, B);
+    for (int ta = 0; ta <= 1; ta++) {
+        int lda = ta ? M : K;
+        ag_set_num_threads(1);
+        ag__gemm_packed_op(ta, M, A, lda, &P, 1, 0, C1, N);
+        for (int threads = 1; threads <= 3; threads++) {
+            ag_set_num_threads(threads);
+            ag__gemm_packed_op(ta, M, A, lda, &P, 1, 0, C2, N);
+            CHECK(!memcmp(C1, C2, sizeof(float) * (size_t)M * N), "ta %d threads %d changed the bits", ta, threads);
+            for (int m0 = 0; m0 < M; m0 += 13) { /* rows [m0, m0 + m) alone, off the block boundaries */
+                int m = M - m0 < 11 ? M - m0 : 11 + m0 % 5;
+                ag__gemm_packed_op(ta, m, A + (ta ? m0 : (int64_t)m0 * K), lda, &P, 1, 0, C2, N);
+                CHECK(!memcmp(C1 + (int64_t)m0 * N, C2, sizeof(float) * (size_t)m * N), "ta %d rows %d..%d alone differ",
+                      ta, m0, m0 + m);
+            }
+        }
+    }
+    ag_set_num_threads(1);
+    ag_step_end();
+    free(A), free(B), free(C1), free(C2);
+}
+
 int main(void) {
 #ifdef AG_REAL_DOUBLE
     puts("f32 only: skipped");
@@ -182,6 +286,8 @@ int main(void) {
     }
     test_sizes();
     test_bits();
+    test_blocked();
+    test_blocked_bits();
     test_small();
     ag_shutdown();
     return check_summary("gemm_kernel");
