@@ -14,11 +14,14 @@
  *    process's peak resident set (getrusage maxrss) from just before the
  *    model is built to the end of its steps.  Each model runs in a forked
  *    child, so every rss figure starts from the same clean process.
- *  - GEMM: every cblas_sgemm call is counted and timed (the executable is
- *    linked with -Wl,--wrap=cblas_sgemm; the library is untouched): FLOPs
- *    (2MNK), calls and time per step, against the peak of a large square
- *    sgemm measured in the same run.  --gemm-shapes also lists the products
- *    (transposes, M, N, K) that take 90% of the sgemm time, with their rate.
+ *  - GEMM: every matrix product is counted and timed - OpenBLAS's
+ *    cblas_sgemm and the entry points of attngrad's own kernel
+ *    (ops/gemm_kernel.c: ag__gemm_packed, ag__gemm_packed_op,
+ *    ag__gemm_small) - through link-time wrappers (-Wl,--wrap=...; the
+ *    library is untouched): FLOPs (2MNK), calls and time per step, against
+ *    the peak of a large square sgemm measured in the same run.
+ *    --gemm-shapes also lists the products (transposes, M, N, K, and which
+ *    code ran them) that take 90% of the GEMM time, with their rate.
  *
  * The batch is synthetic and fixed: width N (the model's fixed length for
  * dual-axial), the first row full and the other lengths uniform in
@@ -29,8 +32,10 @@
  * attngrad_peak_mb,torch_peak_mb (the torch columns empty here; peak = rss).
  */
 #include "../models/models.h"
+#include "../graph/internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +67,7 @@ static gemm_stats gemm;
 
 /* --gemm-shapes: the same figures per distinct product (transposes, M, N, K). */
 typedef struct {
-    char ta, tb;
+    char ta, tb, lib; /* lib: 'b' OpenBLAS, 'k' attngrad's kernel */
     int M, N, K;
     gemm_stats s;
 } gemm_shape;
@@ -71,13 +76,13 @@ enum { MAX_SHAPES = 512 };
 static gemm_shape shapes[MAX_SHAPES];
 static int n_shapes, shapes_on, want_shapes;
 
-static void shape_add(char ta, char tb, int M, int N, int K, double seconds) {
+static void shape_add(char lib, char ta, char tb, int M, int N, int K, double seconds) {
     int i = 0;
-    while (i < n_shapes && !(shapes[i].ta == ta && shapes[i].tb == tb && shapes[i].M == M && shapes[i].N == N &&
-                             shapes[i].K == K))
+    while (i < n_shapes && !(shapes[i].lib == lib && shapes[i].ta == ta && shapes[i].tb == tb && shapes[i].M == M &&
+                             shapes[i].N == N && shapes[i].K == K))
         i++;
     if (i == MAX_SHAPES) return;
-    if (i == n_shapes) shapes[n_shapes++] = (gemm_shape){.ta = ta, .tb = tb, .M = M, .N = N, .K = K};
+    if (i == n_shapes) shapes[n_shapes++] = (gemm_shape){.ta = ta, .tb = tb, .lib = lib, .M = M, .N = N, .K = K};
     shapes[i].s.flops += 2.0 * M * N * K;
     shapes[i].s.seconds += seconds;
     shapes[i].s.calls++;
@@ -93,12 +98,15 @@ static void print_shapes(const char *model, int steps, double peak) {
     qsort(shapes, (size_t)n_shapes, sizeof *shapes, by_seconds);
     double total = 0, shown = 0;
     for (int i = 0; i < n_shapes; i++) total += shapes[i].s.seconds;
-    printf("\n%s: sgemm products per step (%d distinct), slowest first\n", model, n_shapes);
-    printf("  %-3s %6s %6s %6s %7s %8s %8s %7s %6s\n", "op", "M", "N", "K", "calls", "GFLOP", "ms", "GFLOP/s", "share");
+    printf("\n%s: matrix products per step (%d distinct), slowest first (by: OpenBLAS or attngrad's kernel)\n", model,
+           n_shapes);
+    printf("  %-3s %-8s %6s %6s %6s %7s %8s %8s %7s %6s\n", "op", "by", "M", "N", "K", "calls", "GFLOP", "ms", "GFLOP/s",
+           "share");
     for (int i = 0; i < n_shapes && shown < 0.9 * total; i++) {
         const gemm_shape *g = &shapes[i];
         double rate = g->s.flops / g->s.seconds / 1e9;
-        printf("  %c%c  %6d %6d %6d %7.1f %8.3f %8.2f %7.1f %5.1f%%", g->ta, g->tb, g->M, g->N, g->K,
+        printf("  %c%c  %-8s %6d %6d %6d %7.1f %8.3f %8.2f %7.1f %5.1f%%", g->ta, g->tb,
+               g->lib == 'b' ? "openblas" : "attngrad", g->M, g->N, g->K,
                (double)g->s.calls / steps, g->s.flops / steps / 1e9, 1e3 * g->s.seconds / steps, rate,
                100 * g->s.seconds / total);
         if (peak > 0) printf(" (%.0f%% of peak)", 100 * rate / peak);
@@ -110,7 +118,44 @@ static void print_shapes(const char *model, int steps, double peak) {
 
 #if defined(AG_GEMM_WRAP) && defined(OPENBLAS_CONST)
 #define GEMM_COUNTED 1
+/* Products also run inside the engine's parallel parts: the counts take a lock. */
+static pthread_mutex_t gemm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void count_product(char lib, char ta, char tb, int M, int N, int K, double dt) {
+    pthread_mutex_lock(&gemm_lock);
+    gemm.seconds += dt;
+    gemm.flops += 2.0 * M * N * K;
+    gemm.calls++;
+    if (shapes_on) shape_add(lib, ta, tb, M, N, K, dt);
+    pthread_mutex_unlock(&gemm_lock);
+}
+
 __typeof__(cblas_sgemm) __real_cblas_sgemm, __wrap_cblas_sgemm;
+__typeof__(ag__gemm_packed) __real_ag__gemm_packed, __wrap_ag__gemm_packed;
+__typeof__(ag__gemm_packed_op) __real_ag__gemm_packed_op, __wrap_ag__gemm_packed_op;
+__typeof__(ag__gemm_small) __real_ag__gemm_small, __wrap_ag__gemm_small;
+
+void __wrap_ag__gemm_packed(int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta,
+                            ag_real *C, int ldc) {
+    double t0 = now();
+    __real_ag__gemm_packed(M, A, lda, B, alpha, beta, C, ldc);
+    count_product('k', 'N', 'N', M, B->N, B->K, now() - t0);
+}
+
+void __wrap_ag__gemm_packed_op(bool ta, int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha,
+                               ag_real beta, ag_real *C, int ldc) {
+    double t0 = now();
+    __real_ag__gemm_packed_op(ta, M, A, lda, B, alpha, beta, C, ldc);
+    count_product('k', ta ? 'T' : 'N', 'N', M, B->N, B->K, now() - t0);
+}
+
+bool __wrap_ag__gemm_small(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+                           const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc) {
+    double t0 = now();
+    bool done = __real_ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (done) count_product('k', ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, now() - t0);
+    return done;
+}
 
 void __wrap_cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_TRANSPOSE ta,
                         OPENBLAS_CONST enum CBLAS_TRANSPOSE tb, OPENBLAS_CONST blasint M, OPENBLAS_CONST blasint N,
@@ -119,14 +164,8 @@ void __wrap_cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST en
                         OPENBLAS_CONST float beta, float *C, OPENBLAS_CONST blasint ldc) {
     double t0 = now();
     __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    double dt = now() - t0;
-    gemm.seconds += dt;
-    gemm.flops += 2.0 * M * N * K;
-    gemm.calls++;
-    if (shapes_on) {
-        (void)order; /* ag__gemm is row-major throughout */
-        shape_add(ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, dt);
-    }
+    (void)order; /* ag__gemm is row-major throughout */
+    count_product('b', ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, now() - t0);
 }
 #else
 #define GEMM_COUNTED 0
@@ -430,14 +469,14 @@ int main(int argc, char **argv) {
         names[n++] = (*k)->name;
     }
     if (out) fclose(out);
-    printf("\nGEMM = GFLOP of sgemm per step; acct MB = arena high-water + params + grads + optimizer state; "
+    printf("\nGEMM = GFLOP of matrix products per step (OpenBLAS and attngrad's kernel); acct MB = arena high-water + params + grads + optimizer state; "
            "rss MB = growth of peak RSS during the model's run.\n");
     double pk = peak ? sgemm_peak(2048) : 0;
     if (pk > 0) printf("OpenBLAS sgemm peak (2048^3, same threads): %.1f GFLOP/s\n", pk);
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
         double rate = r->gemm_ms > 0 ? r->gemm_gflop / (r->gemm_ms / 1e3) : 0;
-        printf("  %-10s arena %.1f MB + params/grads %.1f MB + optimizer %.1f MB; GEMM %.1f GFLOP/s inside sgemm",
+        printf("  %-10s arena %.1f MB + params/grads %.1f MB + optimizer %.1f MB; GEMM %.1f GFLOP/s inside the products",
                names[i], r->arena_mb, r->param_mb, r->optim_mb, rate);
         if (pk > 0) printf(" (%.0f%% of peak); whole step %.1f GFLOP/s of GEMM work (%.0f%% of peak)", 100 * rate / pk,
                            r->gemm_gflop / (r->ms_med / 1e3), 100 * r->gemm_gflop / (r->ms_med / 1e3) / pk);
