@@ -109,6 +109,10 @@ void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
  * 5-20 us of work, well above the cost of handing a range to a thread. */
 #define AG_GRAIN_ELEMENTWISE ((int64_t)1 << 14)
 
+/* Rows idx[0..n) of src [*, width] copied into a new arena buffer [n, width]
+ * (on the pool): the packing of a padded batch's real rows. */
+ag_real *ag__gather_rows(const ag_real *src, int width, const int32_t *idx, int n);
+
 /* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ----
  * OpenBLAS, or for the f32 shapes where it measured faster the packed
  * kernel below (ops/matmul.c, packed_wins). */

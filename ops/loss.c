@@ -166,10 +166,10 @@ typedef struct {
     ag_real *loss;      /* per row */
     int C;
     bool to_grad;
-    /* row copies */
+    /* backward's scatter of dx rows */
     const ag_real *src;
     ag_real *dst;
-    const int32_t *kept, *pos;
+    const int32_t *pos;
     int width;
     bool fresh;
 } lce_job;
@@ -220,13 +220,6 @@ static void lce_fill(void *ctx, int64_t i0, int64_t i1) {
         if (j->bias) memcpy(j->Z + i * j->C, j->bias, (size_t)j->C * sizeof(ag_real));
         else memset(j->Z + i * j->C, 0, (size_t)j->C * sizeof(ag_real));
     }
-}
-
-/* dst row i = src row kept[i] (packing x). */
-static void lce_gather(void *ctx, int64_t i0, int64_t i1) {
-    const lce_job *j = ctx;
-    for (int64_t i = i0; i < i1; i++)
-        memcpy(j->dst + i * j->width, j->src + (int64_t)j->kept[i] * j->width, (size_t)j->width * sizeof(ag_real));
 }
 
 /* dx row r += (or = when fresh) packed row pos[r]; ignored rows add 0. */
@@ -305,10 +298,8 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
 
     /* Z = bias + X op(W) over the counted rows: the bias rows first, so the
      * GEMM adds (beta 1) instead of zeroing Z in a pass of its own. */
-    lce_job j = {.src = x->data, .kept = sv->kept, .width = in, .bias = bias ? bias->data : NULL, .labels = ys,
-                 .C = C, .to_grad = grad};
-    sv->X = j.dst = ag_arena_alloc((size_t)(N ? N : 1) * in * sizeof(ag_real));
-    ag__parallel_range(N, AG_GRAIN_ELEMENTWISE / (in ? in : 1) + 1, lce_gather, &j);
+    lce_job j = {.bias = bias ? bias->data : NULL, .labels = ys, .C = C, .to_grad = grad};
+    sv->X = ag__gather_rows(x->data, in, sv->kept, (int)N);
     j.Z = ag_arena_alloc((size_t)(N ? N : 1) * C * sizeof(ag_real));
     ag__parallel_range(N, ce_rows_per_part(C), lce_fill, &j);
     ag__gemm(false, tw, (int)N, C, in, 1, sv->X, w->data, 1, j.Z);

@@ -395,7 +395,7 @@ AG_SIMD_CLONES static void scatter_add_rows_range(void *ctx, int64_t i0, int64_t
     }
 }
 
-static ag_real *gather_rows(const ag_real *src, int width, const int32_t *idx, int kept) {
+ag_real *ag__gather_rows(const ag_real *src, int width, const int32_t *idx, int kept) {
     rows_job j = {.src = src, .dst = ag_arena_alloc((size_t)(kept ? kept : 1) * width * sizeof(ag_real)),
                   .idx = idx, .width = width};
     ag__parallel_range(kept, rows_per_part(width), gather_rows_range, &j);
@@ -421,14 +421,14 @@ static bool matmul_backward_packed(ag_node *n, const mm_plan *p) {
         if (ag__wants(n, 1)) ag__grad(b);
         return true;
     }
-    ag_real *Gc = gather_rows(n->out->grad, N, idx, kept);
+    ag_real *Gc = ag__gather_rows(n->out->grad, N, idx, kept);
     if (ag__wants(n, 0)) { /* dA rows = dY rows op(B)^T */
         ag_real *dAc = ag_arena_zalloc((size_t)kept * K * sizeof(ag_real));
         ag__gemm(false, !p->tb, kept, K, N, 1, Gc, b->data, 1, dAc);
         scatter_add_rows(ag__grad(a), dAc, K, idx, kept);
     }
     if (ag__wants(n, 1)) {
-        ag_real *Ac = gather_rows(a->data, K, idx, kept);
+        ag_real *Ac = ag__gather_rows(a->data, K, idx, kept);
         if (!p->tb) ag__gemm(true, false, K, N, kept, 1, Ac, Gc, 1, ag__grad(b)); /* dB = A^T dY */
         else ag__gemm(true, false, N, K, kept, 1, Gc, Ac, 1, ag__grad(b));     /* dB = dY^T A */
     }
