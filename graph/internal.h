@@ -112,6 +112,10 @@ void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
 /* Rows idx[0..n) of src [*, width] copied into a new arena buffer [n, width]
  * (on the pool): the packing of a padded batch's real rows. */
 ag_real *ag__gather_rows(const ag_real *src, int width, const int32_t *idx, int n);
+/* Its inverse for gradients: row r of dst [rows, width] gets packed row
+ * pos[r] of src (pos -1: a zero row), stored when fresh (0 on the zero
+ * rows, see ag__grad_write) or added. */
+void ag__unpack_rows(ag_real *dst, const ag_real *src, int width, const int32_t *pos, int64_t rows, bool fresh);
 
 /* ---- GEMM in the library's real type (row-major, C = alpha op(A) op(B) + beta C) ----
  * OpenBLAS, or for the f32 shapes where it measured faster the packed

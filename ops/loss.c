@@ -166,12 +166,6 @@ typedef struct {
     ag_real *loss;      /* per row */
     int C;
     bool to_grad;
-    /* backward's scatter of dx rows */
-    const ag_real *src;
-    ag_real *dst;
-    const int32_t *pos;
-    int width;
-    bool fresh;
 } lce_job;
 
 /* One row's loss s - (z_y - m) with m = max z and s = log sum exp(z - m);
@@ -222,20 +216,6 @@ static void lce_fill(void *ctx, int64_t i0, int64_t i1) {
     }
 }
 
-/* dx row r += (or = when fresh) packed row pos[r]; ignored rows add 0. */
-AG_SIMD_CLONES static void lce_scatter(void *ctx, int64_t r0, int64_t r1) {
-    const lce_job *j = ctx;
-    int w = j->width;
-    for (int64_t r = r0; r < r1; r++) {
-        ag_real *d = j->dst + r * w;
-        const ag_real *s = j->pos[r] >= 0 ? j->src + (int64_t)j->pos[r] * w : NULL;
-        if (j->fresh && s) memcpy(d, s, (size_t)w * sizeof *d);
-        else if (j->fresh) memset(d, 0, (size_t)w * sizeof *d);
-        else if (s)
-            for (int k = 0; k < w; k++) d[k] += s[k];
-    }
-}
-
 static void linear_ce_backward(ag_node *n) {
     const lce_saved *sv = n->saved;
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
@@ -250,9 +230,9 @@ static void linear_ce_backward(ag_node *n) {
     if (ag__wants(n, 0)) { /* dx = g P op(W)^T on the counted rows, 0 elsewhere */
         ag_real *dXc = ag_arena_alloc((size_t)N * in * sizeof(ag_real));
         ag__gemm(false, !sv->tw, (int)N, in, C, g, sv->P, w->data, 0, dXc);
-        lce_job j = {.src = dXc, .pos = sv->pos, .width = in};
-        j.dst = ag__grad_write(x, &j.fresh);
-        ag__parallel_range(sv->rows, AG_GRAIN_ELEMENTWISE / (in ? in : 1) + 1, lce_scatter, &j);
+        bool fresh;
+        ag_real *dx = ag__grad_write(x, &fresh);
+        ag__unpack_rows(dx, dXc, in, sv->pos, sv->rows, fresh);
     }
     if (ag__wants(n, 1)) { /* dW += g X^T P, or g P^T X stored [C, in] */
         if (sv->tw) ag__gemm(true, false, C, in, (int)N, g, sv->P, sv->X, 1, ag__grad(w));

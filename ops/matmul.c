@@ -554,7 +554,7 @@ static bool pack_of(const uint8_t *nonzero, int rows, row_pack *pk) {
 typedef struct {
     const ag_real *G, *X, *bias;
     const ag_real *dY, *Yout; /* backward with an activation: G = dY act'(.) from the output */
-    ag_real *Y, *Gc, *Xc, *Yc, *dXc, *dX, *gb, *Gact;
+    ag_real *Y, *Gc, *Xc, *Yc, *dXc, *gb, *Gact;
     ag_act act;
     ag_real *partial;     /* [blocks, out]: the column sums of each block of rows */
     int64_t rows, blocks;
@@ -611,19 +611,33 @@ static void pack_rows(void *ctx, int64_t i0, int64_t i1) {
     }
 }
 
-/* dX rows from the packed dXc: added, or stored (0 on the zero rows) into
- * a fresh buffer. */
-AG_SIMD_CLONES static void unpack_dx_rows(void *ctx, int64_t r0, int64_t r1) {
-    const linear_job *j = ctx;
+/* The rows of a packed product put back: row r of dst [rows, width] gets
+ * packed row pos[r] of src (pos -1: a zero row), stored into a fresh
+ * buffer (0 on the zero rows) or added. */
+typedef struct {
+    ag_real *dst;
+    const ag_real *src;
+    const int32_t *pos;
+    int width;
+    bool fresh;
+} unpack_job;
+
+AG_SIMD_CLONES static void unpack_rows_range(void *ctx, int64_t r0, int64_t r1) {
+    const unpack_job *j = ctx;
+    int w = j->width;
     for (int64_t r = r0; r < r1; r++) {
-        ag_real *dst = j->dX + r * j->in;
-        int32_t i = j->pk.pos[r];
-        const ag_real *src = i >= 0 ? j->dXc + (int64_t)i * j->in : NULL;
-        if (j->fresh && src) memcpy(dst, src, (size_t)j->in * sizeof(ag_real));
-        else if (j->fresh) memset(dst, 0, (size_t)j->in * sizeof(ag_real));
-        else if (src)
-            for (int k = 0; k < j->in; k++) dst[k] += src[k];
+        ag_real *d = j->dst + r * w;
+        const ag_real *s = j->pos[r] >= 0 ? j->src + (int64_t)j->pos[r] * w : NULL;
+        if (j->fresh && s) memcpy(d, s, (size_t)w * sizeof *d);
+        else if (j->fresh) memset(d, 0, (size_t)w * sizeof *d);
+        else if (s)
+            for (int k = 0; k < w; k++) d[k] += s[k];
     }
+}
+
+void ag__unpack_rows(ag_real *dst, const ag_real *src, int width, const int32_t *pos, int64_t rows, bool fresh) {
+    unpack_job j = {dst, src, pos, width, fresh};
+    ag__parallel_range(rows, rows_per_part(width), unpack_rows_range, &j);
 }
 
 /* y rows from the packed product: Yc + bias, or bias (0) on the zero rows. */
@@ -702,8 +716,7 @@ static void linear_backward(ag_node *n) {
     linear_products(tw, kept, in, out, j.Gc, reuse_x ? sv->Xc : j.Xc, w->data, j.dXc, 0,
                     want_w ? ag__grad(w) : NULL);
     if (want_x) {
-        j.dX = dX;
-        ag__parallel_range(rows, rows_per_part(in), unpack_dx_rows, &j);
+        ag__unpack_rows(dX, j.dXc, in, j.pk.pos, rows, j.fresh);
     }
 }
 
