@@ -64,7 +64,7 @@ static void small_products(int rounds) {
             double t1 = now();
             for (int rep = 0; rep < 10; rep++)
                 for (int i = 0; i < BATCH; i++)
-                    ag__gemm_small(sh->ta, sh->tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, 1, C + i * sc, N);
+                    ag__gemm_small(sh->ta, sh->tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, 1, C + i * sc, N, NULL);
             double t2 = now();
             if (t1 - t0 < best_blas) best_blas = t1 - t0;
             if (t2 - t1 < best_small) best_small = t2 - t1;

@@ -150,9 +150,9 @@ void __wrap_ag__gemm_packed_op(bool ta, int M, const ag_real *A, int lda, const 
 }
 
 bool __wrap_ag__gemm_small(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
-                           const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc) {
+                           const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc, const ag__k_span *spans) {
     double t0 = now();
-    bool done = __real_ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    bool done = __real_ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, spans);
     if (done) count_product('k', ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, now() - t0);
     return done;
 }

@@ -149,12 +149,26 @@ void ag__gemm_packed(int M, const ag_real *A, int lda, const ag__packed_b *B, ag
 /* The same with op(A) = A^T when ta (A stored [K,M], row stride lda). */
 void ag__gemm_packed_op(bool ta, int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta,
                         ag_real *C, int ldc);
+/* The k range [lo, hi) of one row of op(A) outside which the row is all
+ * zero (lo = hi = 0: the whole row is).  NaN counts as nonzero. */
+typedef struct {
+    int32_t lo, hi;
+} ag__k_span;
+enum { AG_SPAN_ROWS = 128 }; /* the most rows of op(A) ag__k_spans takes (a stack array's bound) */
+/* The span of each of op(A)'s M rows (M <= AG_SPAN_ROWS; A [M,K], or [K,M]
+ * when ta, row stride lda) in one pass over A, and the live block: *m the
+ * rows before op(A)'s trailing all-zero rows, *k the largest hi. */
+void ag__k_spans(const ag_real *A, bool ta, int M, int K, int lda, ag__k_span *spans, int *m, int *k);
 /* One small product C = alpha op(A) op(B) + beta C on this thread (safe
  * inside parts), B read in place: op(A) B and A B^T.  Returns false, having
  * done nothing, where the kernel is not available or for A^T B^T.  Each
- * element's bits depend on its row of op(A), column of op(B) and K only. */
+ * element's bits depend on its row of op(A), column of op(B) and K only.
+ * spans (op(A) B only; NULL: none): op(A)'s row spans (ag__k_spans, within
+ * [0, K]); each tile of rows then multiplies over the union of its rows'
+ * spans only.  The terms skipped are 0 b: the same sums, unless B holds an
+ * inf or NaN there (0 inf would have made the sum NaN). */
 bool ag__gemm_small(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
-                    int ldb, ag_real beta, ag_real *C, int ldc);
+                    int ldb, ag_real beta, ag_real *C, int ldc, const ag__k_span *spans);
 
 /* xoshiro256**'s step, inlined where a loop draws one number per element
  * (ag_rng_next is this on the generator's state). */

@@ -317,30 +317,65 @@ TARGET static void gemm_small_nt(int M, int N, int K, float alpha, const float *
                      B + (ptrdiff_t)j0 * ldb, ldb, alpha, beta, C + (ptrdiff_t)i0 * ldc + j0, ldc);
 }
 
+/* The k range [*lo, *hi) where at least one of the tile's mr rows is
+ * nonzero: the union of their spans (empty: 0, 0). */
+static void tile_span(const ag__k_span *rows, int mr, int *lo, int *hi) {
+    *lo = INT32_MAX, *hi = 0;
+    for (int i = 0; i < mr; i++) {
+        if (rows[i].hi <= rows[i].lo) continue;
+        if (rows[i].lo < *lo) *lo = rows[i].lo;
+        if (rows[i].hi > *hi) *hi = rows[i].hi;
+    }
+    if (*hi == 0) *lo = 0;
+}
+
+/* rows_against_slice for a sparse op(A) - MPSAN's masked attention
+ * weights, a band |k - q| <= 3 or a triangle k < q: each tile (the same
+ * cut) runs its FMA chain over its span only.  Outside it every term of
+ * the tile's rows is 0 b, which leaves a chain's sum as it was (starting
+ * from +0 it stays +0; later, acc + 0 = acc up to the sign of a zero acc),
+ * so a band of 30 keys costs a tile 10 steps of k instead of 30.  An empty
+ * span still stores beta C (0 with beta 0). */
+TARGET static void span_rows_against_slice(int M, bool masked, int nr, const ag__k_span *spans, const float *A,
+                                           ptrdiff_t a_rs, ptrdiff_t a_cs, const float *B, ptrdiff_t ldb, float alpha,
+                                           float beta, float *C, int ldc) {
+    int tiles = (M + MR - 1) / MR;
+    for (int t = 0, i0 = 0; t < tiles; t++) {
+        int mr = M / tiles + (t < M % tiles), lo, hi;
+        tile_span(spans + i0, mr, &lo, &hi);
+        tile_rows(mr, masked, nr, hi - lo, A + i0 * a_rs + lo * a_cs, a_rs, a_cs, B + (ptrdiff_t)lo * ldb, ldb, alpha,
+                  beta, C + (ptrdiff_t)i0 * ldc, ldc);
+        i0 += mr;
+    }
+}
+
 /* op(A) B: A's rows (or, transposed, its columns) broadcast against
- * 16-column slices of B in place, the last one masked. */
+ * 16-column slices of B in place, the last one masked; with spans, each
+ * row tile over its own k range only. */
 TARGET static void gemm_small_xn(bool ta, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                                 int ldb, float beta, float *C, int ldc) {
+                                 int ldb, float beta, float *C, int ldc, const ag__k_span *spans) {
     ptrdiff_t a_rs = ta ? 1 : lda, a_cs = ta ? lda : 1;
     for (int j0 = 0; j0 < N; j0 += NR) {
         int nr = N - j0 < NR ? N - j0 : NR;
-        rows_against_slice(M, nr < NR, nr, K, A, a_rs, a_cs, B + j0, ldb, alpha, beta, C + j0, ldc);
+        if (spans) span_rows_against_slice(M, nr < NR, nr, spans, A, a_rs, a_cs, B + j0, ldb, alpha, beta, C + j0, ldc);
+        else rows_against_slice(M, nr < NR, nr, K, A, a_rs, a_cs, B + j0, ldb, alpha, beta, C + j0, ldc);
     }
 }
 
 #endif
 
 bool ag__gemm_small(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
-                    int ldb, ag_real beta, ag_real *C, int ldc) {
+                    int ldb, ag_real beta, ag_real *C, int ldc, const ag__k_span *spans) {
 #if HAVE_KERNEL
     if (!ag__packed_gemm_ok() || (ta && tb)) return false;
     if (M <= 0 || N <= 0) return true;
+    /* A B^T keeps every k: its op(A) is a gradient dC, dense, and dA is wanted everywhere */
     if (tb) gemm_small_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else gemm_small_xn(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else gemm_small_xn(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, spans);
     return true;
 #else
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
-    (void)C, (void)ldc;
+    (void)C, (void)ldc, (void)spans;
     return false;
 #endif
 }

@@ -274,20 +274,61 @@ AG_SIMD_CLONES static void live_block(const ag_real *A, bool ta, int M, int K, i
     *k = (ta ? last_row : last_col) + 1;
 }
 
+/* The same refined per row of op(A): MPSAN's masks leave each query a
+ * band of keys (1 <= |k - q| <= 2 or 3) or a triangle (k < q, k > q), so
+ * its attention weights p are zero outside a span of k per row and, for
+ * p^T in backward's dB = p^T dC, per column.  One pass over A gives every
+ * span, and the live block with them.  NaN counts as nonzero. */
+AG_SIMD_CLONES void ag__k_spans(const ag_real *A, bool ta, int M, int K, int lda, ag__k_span *spans, int *m, int *k) {
+    if (!ta) {
+        for (int i = 0; i < M; i++) { /* from both ends of the row to its first and last nonzero */
+            const ag_real *a = A + (int64_t)i * lda;
+            int hi = K;
+            while (hi > 0 && !(a[hi - 1] != 0)) hi--;
+            int lo = 0;
+            while (lo < hi && !(a[lo] != 0)) lo++;
+            spans[i] = (ag__k_span){lo, hi};
+        }
+    } else { /* op(A)'s rows are A's columns: A's rows in order, each marking the columns it is nonzero in */
+        for (int i = 0; i < M; i++) spans[i] = (ag__k_span){K, 0};
+        for (int r = 0; r < K; r++) {
+            const ag_real *a = A + (int64_t)r * lda;
+            for (int i = 0; i < M; i++) {
+                bool nz = a[i] != 0;
+                spans[i].lo = nz && spans[i].lo == K ? r : spans[i].lo;
+                spans[i].hi = nz ? r + 1 : spans[i].hi;
+            }
+        }
+        for (int i = 0; i < M; i++)
+            if (spans[i].hi == 0) spans[i].lo = 0;
+    }
+    *m = *k = 0;
+    for (int i = 0; i < M; i++) {
+        if (spans[i].hi > spans[i].lo) *m = i + 1;
+        if (spans[i].hi > *k) *k = spans[i].hi;
+    }
+}
+
 static void batch_part(void *ctx, int64_t part) {
     const batch_job *j = ctx;
     int64_t end = (part + 1) * j->per_part < j->batch ? (part + 1) * j->per_part : j->batch;
     int lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;
+    /* Per-row spans for op(A) B, where the small kernel can use them (f32
+     * only: BLAS, and so the f64 build, takes the live block alone).  A
+     * B^T's op(A) is a gradient dC: dense, nothing to trim. */
+    ag__k_span spans[AG_SPAN_ROWS];
+    bool use_spans = !j->tb && j->M <= AG_SPAN_ROWS;
     for (int64_t i = part * j->per_part; i < end; i++) {
         const ag_real *A = j->A + i * j->sa, *B = j->B + i * j->sb;
         ag_real *C = j->C + i * j->sc;
         int M, K;
-        live_block(A, j->ta, j->M, j->K, lda, &M, &K);
+        if (use_spans) ag__k_spans(A, j->ta, j->M, j->K, lda, spans, &M, &K);
+        else live_block(A, j->ta, j->M, j->K, lda, &M, &K);
         if (j->beta == 0) /* rows past the live block: 0 (with beta 1 they stay) */
             memset(C + (int64_t)M * j->N, 0, (size_t)(j->M - M) * j->N * sizeof *C);
         if (M == 0) continue;
         if (!small_kernel_wins(j->ta, j->tb, M, j->N, K) ||
-            !ag__gemm_small(j->ta, j->tb, M, j->N, K, 1, A, lda, B, ldb, j->beta, C, j->N))
+            !ag__gemm_small(j->ta, j->tb, M, j->N, K, 1, A, lda, B, ldb, j->beta, C, j->N, use_spans ? spans : NULL))
             blas_gemm(j->ta, j->tb, M, j->N, K, 1, A, lda, B, ldb, j->beta, C, j->N);
     }
 }

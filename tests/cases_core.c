@@ -161,6 +161,27 @@ static ag_tensor *f_attend_padded(ag_tensor **in) {
     return ag_matmul(ag_masked_softmax(in[0], mask, 1.0), in[1]);
 }
 
+/* MPSAN's other masks: a band of keys 1 <= |k - q| <= 2 or 3 and a
+ * triangle k < q leave the weights zero outside a span of k per row (per
+ * column for p^T): the f32 kernel multiplies each tile of rows over its
+ * span only (13 queries: tiles of 5, 4, 4 rows).  Forward p h and p^T h,
+ * backward p^T dC or p dC on the spans, dC h^T in full. */
+static int mm_banded(ag_tensor **in, ag_rng *r) { /* scores [2,13,13], values [2,13,3] */
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 13, 13));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 13, 3));
+    return 2;
+}
+static const ag_mask_spec band2 = {.faraway = 2}, band3 = {.faraway = 3}, past_keys = {.dir = AG_MASK_PAST};
+static ag_tensor *f_attend_band(ag_tensor **in) {
+    return ag_matmul(ag_masked_softmax(in[0], ag_mask(&band2, 13), 1.0), in[1]);
+}
+static ag_tensor *f_attend_band_ta(ag_tensor **in) {
+    return ag_matmul_t(ag_masked_softmax(in[0], ag_mask(&band3, 13), 1.0), true, in[1], false);
+}
+static ag_tensor *f_attend_past(ag_tensor **in) {
+    return ag_matmul(ag_masked_softmax(in[0], ag_mask(&past_keys, 13), 1.0), in[1]);
+}
+
 static ag_tensor *f_mm(ag_tensor **in) { return ag_matmul(in[0], in[1]); }
 static ag_tensor *f_mm_ta(ag_tensor **in) { return ag_matmul_t(in[0], true, in[1], false); }
 static ag_tensor *f_mm_tb(ag_tensor **in) { return ag_matmul_t(in[0], false, in[1], true); }
@@ -345,6 +366,9 @@ const op_case core_cases[] = {
     {"matmul/padded_live_block_ta", mm_padded_square, f_mm_ta, 0, 0},
     {"matmul/padded_rows_tb", mm_padded_rows, f_mm_tb, 0, 0},
     {"matmul/padded_attention", mm_padded_square, f_attend_padded, 0, 0},
+    {"matmul/band_attention", mm_banded, f_attend_band, 0, 0},
+    {"matmul/band_attention_ta", mm_banded, f_attend_band_ta, 0, 0},
+    {"matmul/past_attention", mm_banded, f_attend_past, 0, 0},
     {"matmul/matrix_vector", mv, f_mm, 0, 0},
     {"matmul/matrix_vector_tt", mv_tt, f_mm_tt, 0, 0},
     {"matmul/vector_matrix", vm, f_mm, 0, 0},

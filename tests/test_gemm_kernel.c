@@ -99,7 +99,7 @@ static double check_small(bool ta, bool tb, int M, int N, int K, float alpha, fl
     for (int64_t i = 0; i < (int64_t)M * ldc; i++) C[i] = beta == 0 ? NAN : rnd(seed);
     float *C0 = malloc(sizeof(float) * ((size_t)M * ldc + 1));
     memcpy(C0, C, sizeof(float) * (size_t)M * ldc);
-    CHECK(ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), "refused %d %d", ta, tb);
+    CHECK(ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL), "refused %d %d", ta, tb);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double sum = 0, mag = 0;
@@ -144,6 +144,110 @@ static void test_small(void) {
     e = fmax(e, check_small(true, false, 30, 300, 30, 1, 0, &seed));
     CHECK(e <= 1e-5, "MPSAN shapes: relative error %g", e);
     printf("  %d small products, worst error %.3g of |A||B| + |beta C|\n", cases + 3, fmax(worst, e));
+}
+
+/* Sparse left operands as MPSAN's masked attention weights make them:
+ * ag__gemm_small with op(A)'s row spans (ag__k_spans) against the double
+ * reference and, bit for bit, against the same product without spans (a
+ * skipped term is 0 b: the sums cannot change).  Patterns of op(A)(i, k):
+ * a band 1 <= |k - i| <= 2 or 3, a triangle k < i or k > i, all zero, one
+ * nonzero, and a band with a NaN (its row of C NaN, the others exact). */
+enum { BAND2, BAND3, PAST, FUTURE, ZERO, SINGLE, NAN_BAND, PATTERNS };
+static const char *const pattern_name[PATTERNS] = {"band2", "band3", "past", "future", "zero", "single", "nan_band"};
+
+static bool pattern_at(int pattern, int i, int k, int M, int K) {
+    int d = k > i ? k - i : i - k;
+    switch (pattern) {
+    case BAND2: case NAN_BAND: return d >= 1 && d <= 2;
+    case BAND3: return d >= 1 && d <= 3;
+    case PAST: return k < i;
+    case FUTURE: return k > i;
+    case SINGLE: return i == M / 2 && k == (K * 2) / 3;
+    default: return false;
+    }
+}
+
+/* The spans and live block by brute force, for ag__k_spans to match. */
+static void spans_by_hand(int pattern, int M, int K, ag__k_span *want, int *m, int *k) {
+    *m = *k = 0;
+    for (int i = 0; i < M; i++) {
+        int lo = -1, hi = 0;
+        for (int c = 0; c < K; c++)
+            if (pattern_at(pattern, i, c, M, K)) lo = lo < 0 ? c : lo, hi = c + 1;
+        want[i] = (ag__k_span){lo < 0 ? 0 : lo, hi};
+        if (hi) *m = i + 1;
+        if (hi > *k) *k = hi;
+    }
+}
+
+static void check_spans(bool ta, int pattern, int M, int N, int K, float alpha, float beta, uint64_t *seed) {
+    int lda = (ta ? M : K) + 2, ldb = N + 3, ldc = N + 1, arows = ta ? K : M;
+    float *A = calloc((size_t)arows * lda + 1, sizeof(float)), *B = malloc(sizeof(float) * ((size_t)K * ldb + 1));
+    float *C = malloc(sizeof(float) * ((size_t)M * ldc + 1)), *C0 = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+    float *Cd = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+    int nan_row = M / 3, nan_k = nan_row + 1 < K ? nan_row + 1 : -1; /* inside nan_row's band */
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            float v = pattern == NAN_BAND && i == nan_row && k == nan_k ? NAN : 0.1f + 0.9f * fabsf(rnd(seed));
+            if (pattern_at(pattern, i, k, M, K)) A[ta ? (int64_t)k * lda + i : (int64_t)i * lda + k] = v;
+        }
+    for (int64_t i = 0; i < (int64_t)K * ldb; i++) B[i] = rnd(seed);
+    for (int64_t i = 0; i < (int64_t)M * ldc; i++) C0[i] = beta == 0 ? NAN : rnd(seed);
+    ag__k_span spans[AG_SPAN_ROWS], want[AG_SPAN_ROWS];
+    int m, k, want_m, want_k;
+    ag__k_spans(A, ta, M, K, lda, spans, &m, &k);
+    spans_by_hand(pattern, M, K, want, &want_m, &want_k);
+    CHECK(m == want_m && k == want_k, "%s ta %d M %d K %d: live block %dx%d, want %dx%d", pattern_name[pattern], ta, M,
+          K, m, k, want_m, want_k);
+    for (int i = 0; i < M; i++)
+        CHECK(spans[i].lo == want[i].lo && spans[i].hi == want[i].hi, "%s ta %d M %d K %d: row %d span [%d,%d), want "
+              "[%d,%d)", pattern_name[pattern], ta, M, K, i, spans[i].lo, spans[i].hi, want[i].lo, want[i].hi);
+    memcpy(C, C0, sizeof(float) * (size_t)M * ldc);
+    memcpy(Cd, C0, sizeof(float) * (size_t)M * ldc);
+    CHECK(ag__gemm_small(ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, spans), "refused spans");
+    CHECK(ag__gemm_small(ta, false, M, N, K, alpha, A, lda, B, ldb, beta, Cd, ldc, NULL), "refused dense");
+    double worst = 0;
+    for (int i = 0; i < M; i++) {
+        bool nan_in_row = pattern == NAN_BAND && i == nan_row && nan_k >= 0;
+        for (int j = 0; j < N; j++) {
+            float c = C[(int64_t)i * ldc + j], cd = Cd[(int64_t)i * ldc + j];
+            if (nan_in_row) { /* NaN times anything: the whole row is NaN, as without spans */
+                CHECK(isnan(c) && isnan(cd), "%s ta %d M %d N %d K %d: C[%d,%d] = %g, want NaN", pattern_name[pattern],
+                      ta, M, N, K, i, j, c);
+                continue;
+            }
+            double sum = 0, mag = 0;
+            for (int kk = 0; kk < K; kk++) {
+                double p = (double)A[ta ? (int64_t)kk * lda + i : (int64_t)i * lda + kk] * B[(int64_t)kk * ldb + j];
+                sum += p, mag += fabs(p);
+            }
+            double c0 = beta == 0 ? 0 : beta * (double)C0[(int64_t)i * ldc + j];
+            double err = fabs(c - (alpha * sum + c0)) / (fabs(alpha) * mag + fabs(c0) + 1e-30);
+            if (!(err <= worst)) worst = err;
+            CHECK(memcmp(&c, &cd, sizeof c) == 0, "%s ta %d M %d N %d K %d: C[%d,%d] %a with spans, %a without",
+                  pattern_name[pattern], ta, M, N, K, i, j, c, cd);
+        }
+        CHECK(memcmp(&C[(int64_t)i * ldc + N], &C0[(int64_t)i * ldc + N], sizeof(float)) == 0, "wrote past N");
+    }
+    CHECK(worst <= 1e-5, "%s ta %d M %d N %d K %d alpha %g beta %g: relative error %g", pattern_name[pattern], ta, M,
+          N, K, alpha, beta, worst);
+    free(A), free(B), free(C), free(C0), free(Cd);
+}
+
+static void test_spans(void) {
+    uint64_t seed = 17;
+    const int sizes[][3] = {{30, 300, 30}, {1, 17, 1}, {5, 16, 5}, {7, 33, 9}, {13, 8, 13}, {32, 40, 31}, {29, 300, 30},
+                            {128, 20, 128}};
+    int cases = 0;
+    for (int ta = 0; ta <= 1; ta++)
+        for (int pattern = 0; pattern < PATTERNS; pattern++)
+            for (int s = 0; s < 8; s++)
+                for (int variant = 0; variant < 3; variant++) {
+                    float alpha = variant == 2 ? -0.5f : 1, beta = variant == 0 ? 0 : 1;
+                    check_spans(ta, pattern, sizes[s][0], sizes[s][1], sizes[s][2], alpha, beta, &seed);
+                    cases++;
+                }
+    printf("  %d products with row spans, bits as without\n", cases);
 }
 
 /* Row r of C has the same bits whatever M is, wherever the row sits in A,
@@ -289,6 +393,7 @@ int main(void) {
     test_blocked();
     test_blocked_bits();
     test_small();
+    test_spans();
     ag_shutdown();
     return check_summary("gemm_kernel");
 #endif
