@@ -369,7 +369,7 @@ bool ag__gemm_small(bool ta, bool tb, int M, int N, int K, ag_real alpha, const 
 #if HAVE_KERNEL
     if (!ag__packed_gemm_ok() || (ta && tb)) return false;
     if (M <= 0 || N <= 0) return true;
-    /* A B^T keeps every k: its op(A) is a gradient dC, dense, and dA is wanted everywhere */
+    /* A B^T takes no spans: its op(A) is a gradient dC (dA = dC h^T), dense */
     if (tb) gemm_small_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else gemm_small_xn(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, spans);
     return true;
