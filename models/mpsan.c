@@ -105,6 +105,18 @@ static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag
     return ag_matmul(prob, h);
 }
 
+/* The fusion's weights or bias [..., 5d] as differences from the last
+ * (reference) block of d: [..., 4d] with block g = block g - block 4.
+ * Their gradient flows back to all five blocks (the last gets minus the
+ * sum of the others'), so fusion.weight trains as in the paper. */
+static ag_tensor *ref_columns(ag_tensor *t, int d) {
+    int lead = t->ndim == 2 ? t->shape[0] : 1, axis = t->ndim - 1;
+    ag_tensor *blocks = ag_reshape(ag_slice(t, axis, 0, UNITS * d), 3, (int[]){lead, UNITS, d});
+    ag_tensor *last = ag_reshape(ag_slice(t, axis, UNITS * d, SOURCES * d), 3, (int[]){lead, 1, d});
+    ag_tensor *diff = ag_sub(blocks, last);
+    return t->ndim == 2 ? ag_reshape(diff, 2, (int[]){lead, UNITS * d}) : ag_reshape(diff, 1, (int[]){UNITS * d});
+}
+
 /* The sentence vector u [B, d] of tokens [B, N]; sentence tags its attention maps. */
 static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const int32_t *lengths, int B, int N,
                          bool training) {
@@ -125,9 +137,13 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
     sources[UNITS] = w;
 
     /* Position fusion: z_t = w_t Wp + bp [B,N,5d], a softmax over the five
-     * sources per feature, o_t = sum_g a_g S_g. */
-    ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), p->fusion_w, p->fusion_b);
-    ag_tensor *o = ag_softmax_mix_len(z, sources, SOURCES, lengths); /* [B,N,d], 0 at padding */
+     * sources per feature, o_t = sum_g a_g S_g.  The softmax sees only the
+     * differences z_g - z_w (w the reference source), so those are what
+     * the linear layer computes: four products of [d,d] columns, not five. */
+    int d = w->shape[2];
+    ag_tensor *diff_w = ref_columns(p->fusion_w, d), *diff_b = ref_columns(p->fusion_b, d);
+    ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), diff_w, diff_b); /* [B,N,4d] */
+    ag_tensor *o = ag_softmax_mix_ref(z, sources, SOURCES, lengths); /* [B,N,d], 0 at padding */
 
     return ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), lengths, p->pool_w1, p->pool_b1,
                            p->pool_w2, p->pool_b2, AG_ACT_ELU);

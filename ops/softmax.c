@@ -322,7 +322,13 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
  * else: with out = sum_h a_h S_h,
  *     dS_g = a_g dout,   dz_g = a_g dout (S_g - out).
  * It replaces concat + softmax over a [.., n, d] axis + product + sum
- * (MPSAN's position fusion): four [rows, n, d] passes and their gradients. */
+ * (MPSAN's position fusion): four [rows, n, d] passes and their gradients.
+ *
+ * With a reference source (ag_softmax_mix_ref) z holds n-1 logits per
+ * feature and the last source's is 0.  A softmax sees only differences of
+ * its logits, so any gate is one of these with z_g - z_{n-1}: a model that
+ * computes its logits by a linear layer can compute the differences
+ * instead, with n-1 columns of weights where it had n (MPSAN, models/mpsan.c). */
 
 enum { MIX_MAX_SOURCES = 8 };
 
@@ -330,6 +336,7 @@ typedef struct {
     const ag_real *z, *src[MIX_MAX_SOURCES], *out, *dout;
     ag_real *gate, *y, *dz, *dsrc[MIX_MAX_SOURCES];
     int n, d;
+    int nz;             /* logits per feature: n, or n - 1 with the last source's fixed at 0 */
     const int32_t *len; /* or NULL: row r is position r % N of example r / N */
     int N;
     bool fresh_z, fresh_src[MIX_MAX_SOURCES];
@@ -345,7 +352,8 @@ enum { MIX_CHUNK = 64 };
 
 AG_SIMD_CLONES static void mix_forward_rows(void *ctx, int64_t r0, int64_t r1) {
     const mix_job *j = ctx;
-    int n = j->n, d = j->d;
+    int n = j->n, d = j->d, nz = j->nz;
+    bool ref = nz < n; /* the last source's logit is 0 */
     for (int64_t r = r0; r < r1; r++) {
         if (!mix_live(j, r)) { /* padding: out 0, no gate (backward skips the row) */
             memset(j->y + r * d, 0, (size_t)d * sizeof(ag_real));
@@ -353,16 +361,21 @@ AG_SIMD_CLONES static void mix_forward_rows(void *ctx, int64_t r0, int64_t r1) {
         }
         for (int l0 = 0; l0 < d; l0 += MIX_CHUNK) {
             int w = d - l0 < MIX_CHUNK ? d - l0 : MIX_CHUNK;
-            const ag_real *z = j->z + r * n * d + l0;
+            const ag_real *z = j->z + r * nz * d + l0;
             ag_real *a = j->gate + r * n * d + l0;
             ag_real m[MIX_CHUNK], sum[MIX_CHUNK], acc[MIX_CHUNK];
-            for (int l = 0; l < w; l++) m[l] = z[l], sum[l] = 0, acc[l] = 0;
-            for (int g = 1; g < n; g++)
+            for (int l = 0; l < w; l++) m[l] = ref ? 0 : z[l], sum[l] = 0, acc[l] = 0;
+            for (int g = ref ? 0 : 1; g < nz; g++)
                 for (int l = 0; l < w; l++) m[l] = z[g * d + l] > m[l] ? z[g * d + l] : m[l];
-            for (int g = 0; g < n; g++)
+            for (int g = 0; g < nz; g++)
                 for (int l = 0; l < w; l++) {
                     a[g * d + l] = ag__vexp_nonpos(z[g * d + l] - m[l]);
                     sum[l] += a[g * d + l];
+                }
+            if (ref)
+                for (int l = 0; l < w; l++) {
+                    a[nz * d + l] = ag__vexp_nonpos(-m[l]);
+                    sum[l] += a[nz * d + l];
                 }
             for (int l = 0; l < w; l++) sum[l] = 1 / sum[l];
             for (int g = 0; g < n; g++) {
@@ -379,10 +392,10 @@ AG_SIMD_CLONES static void mix_forward_rows(void *ctx, int64_t r0, int64_t r1) {
 
 AG_SIMD_CLONES static void mix_backward_rows(void *ctx, int64_t r0, int64_t r1) {
     const mix_job *j = ctx;
-    int n = j->n, d = j->d;
+    int n = j->n, d = j->d, nz = j->nz;
     for (int64_t r = r0; r < r1; r++) {
         if (!mix_live(j, r)) { /* padding: no gradient (stored as 0 into fresh buffers) */
-            if (j->dz && j->fresh_z) memset(j->dz + r * n * d, 0, (size_t)n * d * sizeof(ag_real));
+            if (j->dz && j->fresh_z) memset(j->dz + r * nz * d, 0, (size_t)nz * d * sizeof(ag_real));
             for (int g = 0; g < n; g++)
                 if (j->dsrc[g] && j->fresh_src[g]) memset(j->dsrc[g] + r * d, 0, (size_t)d * sizeof(ag_real));
             continue;
@@ -390,8 +403,8 @@ AG_SIMD_CLONES static void mix_backward_rows(void *ctx, int64_t r0, int64_t r1) 
         const ag_real *a = j->gate + r * n * d, *out = j->out + r * d, *dout = j->dout + r * d;
         for (int g = 0; g < n; g++) {
             const ag_real *ag = a + g * d, *s = j->src[g] + r * d;
-            if (j->dz) {
-                ag_real *dz = j->dz + r * n * d + g * d;
+            if (j->dz && g < nz) { /* the reference logit is a constant */
+                ag_real *dz = j->dz + r * nz * d + g * d;
                 if (j->fresh_z)
                     for (int l = 0; l < d; l++) dz[l] = ag[l] * dout[l] * (s[l] - out[l]);
                 else
@@ -423,8 +436,8 @@ static void softmax_mix_backward(ag_node *n) {
     int ns = n->iarg[0], d = n->iarg[1];
     ag_tensor *z = n->in[0];
     const mix_saved *sv = n->saved;
-    mix_job j = {.n = ns, .d = d, .gate = sv->gate, .out = n->out->data, .dout = n->out->grad, .len = sv->len,
-                 .N = n->iarg[2]};
+    mix_job j = {.n = ns, .d = d, .nz = n->iarg[3], .gate = sv->gate, .out = n->out->data, .dout = n->out->grad,
+                 .len = sv->len, .N = n->iarg[2]};
     if (ag__wants(n, 0)) j.dz = ag__grad_write(z, &j.fresh_z);
     for (int g = 0; g < ns; g++) {
         j.src[g] = n->in[1 + g]->data;
@@ -441,9 +454,10 @@ static void softmax_mix_backward(ag_node *n) {
     ag__parallel_range(rows, mix_grain(ns, d), mix_backward_rows, &j);
 }
 
-static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths) {
+static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths,
+                              bool ref) {
     char sz[64], ss[64], s0[64];
-    if (n < 1 || n > MIX_MAX_SOURCES) ag__fatal(op, "%d sources (want 1 to %d)", n, MIX_MAX_SOURCES);
+    if (n < 1 + ref || n > MIX_MAX_SOURCES) ag__fatal(op, "%d sources (want %d to %d)", n, 1 + ref, MIX_MAX_SOURCES);
     const ag_tensor *first = sources[0];
     if (!first) ag__fatal(op, "source 0 is NULL");
     if (first->ndim < 1) ag__fatal(op, "sources must have a feature axis, got %s", ag_shape_str(first, s0, sizeof s0));
@@ -454,13 +468,14 @@ static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *so
             ag__fatal(op, "source %d is %s but source 0 is %s (all sources share one shape)", g,
                       ag_shape_str(sources[g], ss, sizeof ss), ag_shape_str(first, s0, sizeof s0));
     }
-    int d = first->ndim > 0 ? first->shape[first->ndim - 1] : 1, lead = first->ndim - 1;
-    bool flat = z->ndim == first->ndim && z->ndim >= 1 && z->shape[lead] == n * d;
-    bool split = z->ndim == first->ndim + 1 && z->shape[lead] == n && z->shape[lead + 1] == d;
+    int d = first->ndim > 0 ? first->shape[first->ndim - 1] : 1, lead = first->ndim - 1, nz = n - ref;
+    bool flat = z->ndim == first->ndim && z->ndim >= 1 && z->shape[lead] == nz * d;
+    bool split = z->ndim == first->ndim + 1 && z->shape[lead] == nz && z->shape[lead + 1] == d;
     for (int k = 0; k < lead; k++) flat = flat && z->shape[k] == first->shape[k], split = split && z->shape[k] == first->shape[k];
     if (!flat && !split)
-        ag__fatal(op, "logits %s do not fit %d sources of %s (want [..., %d] or [..., %d, %d])",
-                  ag_shape_str(z, sz, sizeof sz), n, ag_shape_str(first, s0, sizeof s0), n * d, n, d);
+        ag__fatal(op, "logits %s do not fit %d sources of %s%s (want [..., %d] or [..., %d, %d])",
+                  ag_shape_str(z, sz, sizeof sz), n, ag_shape_str(first, s0, sizeof s0),
+                  ref ? ", the last one the reference" : "", nz * d, nz, d);
     int32_t *len = NULL;
     if (lengths) {
         if (first->ndim != 3)
@@ -474,10 +489,10 @@ static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *so
         memcpy(len, lengths, (size_t)B * sizeof *len);
     }
     ag_tensor *out = ag__empty(first->ndim, first->shape);
-    mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d, .len = len, .N = len ? first->shape[1] : 1,
-                 .gate = ag_arena_alloc((size_t)(z->size ? z->size : 1) * sizeof(ag_real))};
-    for (int g = 0; g < n; g++) j.src[g] = sources[g]->data;
     int64_t rows = d > 0 ? first->size / d : 0;
+    mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d, .nz = nz, .len = len, .N = len ? first->shape[1] : 1,
+                 .gate = ag_arena_alloc((size_t)(rows * n * d > 0 ? rows * n * d : 1) * sizeof(ag_real))};
+    for (int g = 0; g < n; g++) j.src[g] = sources[g]->data;
     ag__parallel_range(rows, mix_grain(n, d), mix_forward_rows, &j);
     ag_tensor *in[1 + MIX_MAX_SOURCES] = {z};
     for (int g = 0; g < n; g++) in[1 + g] = sources[g];
@@ -489,14 +504,19 @@ static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *so
         node->iarg[0] = n;
         node->iarg[1] = d;
         node->iarg[2] = j.N;
+        node->iarg[3] = nz;
     }
     return out;
 }
 
 ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n) {
-    return softmax_mix("ag_softmax_mix", z, sources, n, NULL);
+    return softmax_mix("ag_softmax_mix", z, sources, n, NULL, false);
 }
 
 ag_tensor *ag_softmax_mix_len(ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths) {
-    return softmax_mix("ag_softmax_mix_len", z, sources, n, lengths);
+    return softmax_mix("ag_softmax_mix_len", z, sources, n, lengths, false);
+}
+
+ag_tensor *ag_softmax_mix_ref(ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths) {
+    return softmax_mix("ag_softmax_mix_ref", z, sources, n, lengths, true);
 }

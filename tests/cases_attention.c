@@ -128,6 +128,43 @@ static ag_tensor *f_mix_len_repeat(ag_tensor **in) {
     return ag_softmax_mix_len(in[0], (ag_tensor *[]){in[1], in[2], in[1], in[3], in[4]}, 5, mix_lengths_empty);
 }
 
+/* With a reference source: z holds n-1 logits per feature, the last
+ * source's is 0.  Against the plain gate on z with a zero block appended:
+ * the same function, so the difference is 0 and so are its gradients. */
+static int mix_ref_5(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 3, 16));
+    for (int g = 1; g <= 5; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    return 6;
+}
+static int mix_ref_split(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(3, 2, 4));
+    for (int g = 1; g <= 3; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(3, 4));
+    return 4;
+}
+static int mix_ref_large(ag_tensor **in, ag_rng *r) { /* logits ~ +-60 against the reference's 0 */
+    in[0] = tc_uniform(r, -60, 60, true, SHAPE(2, 6));
+    for (int g = 1; g <= 3; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(2, 3));
+    return 4;
+}
+static int mix_ref_two(ag_tensor **in, ag_rng *r) { /* n = 2: a sigmoid gate between two sources */
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(1, 1, 5));
+    for (int g = 1; g <= 2; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(1, 1, 5));
+    return 3;
+}
+static ag_tensor *f_mix_ref(ag_tensor **in) { return ag_softmax_mix_ref(in[0], in + 1, 5, NULL); }
+static ag_tensor *f_mix_ref_len(ag_tensor **in) { return ag_softmax_mix_ref(in[0], in + 1, 5, mix_lengths); }
+static ag_tensor *f_mix_ref_empty(ag_tensor **in) { return ag_softmax_mix_ref(in[0], in + 1, 5, mix_lengths_empty); }
+static ag_tensor *f_mix_ref_3(ag_tensor **in) { return ag_softmax_mix_ref(in[0], in + 1, 3, NULL); }
+static ag_tensor *f_mix_ref_2(ag_tensor **in) { return ag_softmax_mix_ref(in[0], in + 1, 2, (const int32_t[]){1}); }
+static ag_tensor *f_mix_ref_minus_plain(ag_tensor **in) {
+    ag_tensor *zero = ag_mul_scalar(ag_slice(in[0], 2, 0, 4), 0); /* the reference's logits */
+    ag_tensor *z = ag_concat((ag_tensor *[]){in[0], zero}, 2, 2);
+    return ag_sub(ag_softmax_mix_ref(in[0], in + 1, 5, mix_lengths), ag_softmax_mix_len(z, in + 1, 5, mix_lengths));
+}
+static ag_tensor *f_mix_ref_repeat(ag_tensor **in) { /* the reference also given as a gated source */
+    return ag_softmax_mix_ref(in[0], (ag_tensor *[]){in[1], in[2], in[3], in[4], in[1]}, 5, mix_lengths_empty);
+}
+
 static int heads_2_3_12(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 12)); return 1; }
 static int heads_3_6(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 6)); return 1; }
 static int heads_2345(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 4, 5)); return 1; }
@@ -223,6 +260,14 @@ const op_case attention_cases[] = {
     {"softmax_mix large logits", mix_large, f_mix_3, 0, 0},
     {"softmax_mix one source", mix_one, f_mix_1, 0, 0},
     {"softmax_mix a source given twice", mix_split, f_mix_repeat, 0, 0},
+    {"softmax_mix_ref 5 sources [B,N,4d]", mix_ref_5, f_mix_ref, 0, 0},
+    {"softmax_mix_ref lengths 3, 1", mix_ref_5, f_mix_ref_len, 0, 0},
+    {"softmax_mix_ref an empty example", mix_ref_5, f_mix_ref_empty, 0, 0},
+    {"softmax_mix_ref minus softmax_mix_len with a 0 block", mix_ref_5, f_mix_ref_minus_plain, 0, 0},
+    {"softmax_mix_ref the reference given twice", mix_ref_5, f_mix_ref_repeat, 0, 0},
+    {"softmax_mix_ref logits [N,2,d]", mix_ref_split, f_mix_ref_3, 0, 0},
+    {"softmax_mix_ref large logits", mix_ref_large, f_mix_ref_3, 0, 0},
+    {"softmax_mix_ref two sources, length 1", mix_ref_two, f_mix_ref_2, 0, 0},
     {"split_heads [B,N,h*d]", heads_2_3_12, f_split3, 0, 0},
     {"split_heads [N,h*d]", heads_3_6, f_split2, 0, 0},
     {"split_heads h=1", heads_3_6, f_split1, 0, 0},

@@ -42,6 +42,9 @@ static void test_errors(void) {
     ag_tensor *s3 = ag_tensor_new(SHAPE(2, 3, 4));
     EXPECT_FATAL(ag_softmax_mix_len(ag_tensor_new(SHAPE(2, 3, 8)), (ag_tensor *[]){s3, s3}, 2, (int32_t[]){3, 4}),
                  "ag_softmax_mix_len", "lengths[1] = 4", "[0, 3]", "[2,3,4]");
+    EXPECT_FATAL(ag_softmax_mix_ref(ag_tensor_new(SHAPE(2, 3, 8)), (ag_tensor *[]){s3, s3}, 2, NULL),
+                 "ag_softmax_mix_ref", "logits [2,3,8]", "the last one the reference", "[..., 4]");
+    EXPECT_FATAL(ag_softmax_mix_ref(s3, (ag_tensor *[]){s3}, 1, NULL), "ag_softmax_mix_ref", "1 sources", "2 to 8");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, a, c}, 3, 1), "ag_concat", "input 2", "[2,3,1]", "[2,3]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a}, 0, 0), "ag_concat", "at least one");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, b}, 2, 2), "ag_concat", "axis 2", "[2,3]");
