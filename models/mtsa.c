@@ -111,14 +111,27 @@ static ag_tensor *drop(ag_model *m, ag_tensor *x, bool training) {
     return ag_dropout(x, m->cfg.keep, training, &m->rng);
 }
 
+/* R = q k^T / sqrt(dh), q = x1 Wq and k = x2 Wk, x1 and x2 being v under
+ * two dropout masks.  R = x1 (Wq Wk^T / sqrt(dh)) x2^T is the same
+ * function: one [dh,dh] product replaces k's [rows,dh] x [dh,dh], and in
+ * backward two more replace k's weight and input gradients - fewer FLOPs
+ * whenever the batch has more rows than dh (training: 32 x 30 > 300). */
+static ag_tensor *scores(ag_model *m, const mtsa_head *p, ag_tensor *v, bool training) {
+    int dh = m->cfg.hidden, rows = (int)(v->size / dh);
+    double scale = 1 / sqrt((double)dh);
+    ag_tensor *x1 = drop(m, v, training), *x2 = drop(m, v, training);
+    if (rows <= dh) /* a small batch: k itself is cheaper */
+        return ag_mul_scalar(ag_matmul_t(ag_linear(x1, p->wq, NULL), false, ag_linear(x2, p->wk, NULL), true), scale);
+    ag_tensor *wqk = ag_mul_scalar(ag_matmul_t(p->wq, false, p->wk, true), scale); /* [dh,dh] */
+    return ag_matmul_t(ag_linear(x1, wqk, NULL), false, x2, true);
+}
+
 /* One head on x [B,N,d_e] -> [B,N,dh]. */
 static ag_tensor *mtsa_head_forward(ag_model *m, int c, ag_tensor *x, const int32_t *len, bool training) {
     const mtsa_head *p = &((mtsa *)m->impl)->head[c];
-    int N = x->shape[1], dh = m->cfg.hidden;
+    int N = x->shape[1];
     ag_tensor *v = ag_dense(drop(m, x, training), p->wv, p->bv, AG_ACT_RELU);
-    ag_tensor *q = ag_linear(drop(m, v, training), p->wq, NULL);
-    ag_tensor *k = ag_linear(drop(m, v, training), p->wk, NULL);
-    ag_tensor *R = ag_mul_scalar(ag_matmul_t(q, false, k, true), 1 / sqrt((double)dh)); /* [B,N,N] */
+    ag_tensor *R = scores(m, p, v, training);                                       /* [B,N,N] */
     ag_tensor *S = ag_linear(drop(m, ag_dense(drop(m, v, training), p->ws1, p->bs1, AG_ACT_RELU), training),
                              p->ws2, p->bs2);                                           /* [B,N,dh] */
     ag_mtsa_score score = (m->cfg.flags & AG_FLAG_EXP_SCORE) ? AG_MTSA_IDENTITY : AG_MTSA_LOG_SIGMOID;

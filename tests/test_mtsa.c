@@ -1,6 +1,7 @@
 /* test_mtsa.c - MTSA (MODELS.md §5) beyond its gradient check
  * (test_models): a whole training step never holds the [N,N,dh] score
- * tensor, the FLAG changes the scores, and steady steps allocate nothing. */
+ * tensor, the FLAG changes the scores, both ways of computing the scores
+ * agree, and steady steps allocate nothing. */
 #include "check.h"
 #include "../models/models.h"
 
@@ -101,7 +102,46 @@ static void test_steady_state(void) {
     ag_model_free(&m);
 }
 
+/* The scores take x1 (Wq Wk^T / sqrt(dh)) x2^T when the batch has more
+ * rows than dh and q k^T / sqrt(dh) otherwise: the same function.  One
+ * example alone (7 rows <= dh = 8) and with a second one beside it (14
+ * rows): its logits and the gradients of their sum agree. */
+static void example0_grads(ag_model *m, int B, float *logits, float *grads, int64_t n_grads) {
+    ag_batch b;
+    make_batch(&b, B, 7, m->cfg.vocab, m->cfg.classes);
+    ag_params_zero_grad(&m->params);
+    ag_tensor *l = ag_model_forward(m, &b, false);
+    for (int k = 0; k < m->cfg.classes; k++) logits[k] = (float)l->data[k];
+    ag_backward(ag_sum(ag_slice(l, 0, 0, 1)));
+    int64_t at = 0;
+    for (int i = 0; i < m->params.count; i++)
+        for (int64_t k = 0; k < m->params.items[i]->size && at < n_grads; k++)
+            grads[at++] = (float)m->params.items[i]->grad[k];
+    ag_step_end();
+    ag_tiny_batch_free(&b);
+}
+
+static void test_score_paths(void) {
+    ag_model_config c = config(0);
+    c.hidden = 8;
+    ag_model m;
+    ag_model_init(&m, ag_model_find("mtsa"), &c);
+    int64_t n = 0;
+    for (int i = 0; i < m.params.count; i++) n += m.params.items[i]->size;
+    float *g1 = calloc((size_t)n, sizeof *g1), *g2 = calloc((size_t)n, sizeof *g2), l1[8], l2[8];
+    example0_grads(&m, 1, l1, g1, n);
+    example0_grads(&m, 2, l2, g2, n);
+    double worst = 0, scale = 0;
+    for (int k = 0; k < c.classes; k++) CHECK(fabs(l1[k] - l2[k]) <= 1e-5 * (1 + fabs(l1[k])), "logit %d: %g vs %g", k, l1[k], l2[k]);
+    for (int64_t k = 0; k < n; k++) worst = fmax(worst, fabs(g1[k] - g2[k])), scale = fmax(scale, fabs(g1[k]));
+    printf("  score paths: worst gradient difference %.2e (largest gradient %.2e)\n", worst, scale);
+    CHECK(scale > 0 && worst <= 1e-5 * scale, "gradients differ by %g (scale %g)", worst, scale);
+    free(g1), free(g2);
+    ag_model_free(&m);
+}
+
 int main(void) {
+    test_score_paths();
     test_no_cube();
     test_flag();
     test_steady_state();
