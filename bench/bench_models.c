@@ -59,7 +59,8 @@ static double now(void) {
 /* ---- GEMM accounting: a link-time wrapper around cblas_sgemm ---- */
 
 typedef struct {
-    double flops, seconds;
+    double flops, seconds; /* seconds: summed over calls, so two threads' products overlapping count twice */
+    double wall;           /* wall time with at least one product running (global figures only) */
     long calls;
 } gemm_stats;
 
@@ -120,13 +121,35 @@ static void print_shapes(const char *model, int steps, double peak) {
 #define GEMM_COUNTED 1
 /* Products also run inside the engine's parallel parts: the counts take a lock. */
 static pthread_mutex_t gemm_lock = PTHREAD_MUTEX_INITIALIZER;
+static int products_running;
+static double running_since;
 
-static void count_product(char lib, char ta, char tb, int M, int N, int K, double dt) {
+/* A product starts: its start time, and the start of a stretch of wall
+ * time with products running if none was. */
+static double product_begin(void) {
+    double t0 = now();
     pthread_mutex_lock(&gemm_lock);
+    if (products_running++ == 0) running_since = t0;
+    pthread_mutex_unlock(&gemm_lock);
+    return t0;
+}
+
+static void count_product(char lib, char ta, char tb, int M, int N, int K, double t0) {
+    double t1 = now(), dt = t1 - t0;
+    pthread_mutex_lock(&gemm_lock);
+    if (--products_running == 0) gemm.wall += t1 - running_since;
     gemm.seconds += dt;
     gemm.flops += 2.0 * M * N * K;
     gemm.calls++;
     if (shapes_on) shape_add(lib, ta, tb, M, N, K, dt);
+    pthread_mutex_unlock(&gemm_lock);
+}
+
+/* A call that turned out not to be a product (ag__gemm_small refusing). */
+static void product_end_uncounted(void) {
+    double t1 = now();
+    pthread_mutex_lock(&gemm_lock);
+    if (--products_running == 0) gemm.wall += t1 - running_since;
     pthread_mutex_unlock(&gemm_lock);
 }
 
@@ -137,23 +160,24 @@ __typeof__(ag__gemm_small) __real_ag__gemm_small, __wrap_ag__gemm_small;
 
 void __wrap_ag__gemm_packed(int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta,
                             ag_real *C, int ldc) {
-    double t0 = now();
+    double t0 = product_begin();
     __real_ag__gemm_packed(M, A, lda, B, alpha, beta, C, ldc);
-    count_product('k', 'N', 'N', M, B->N, B->K, now() - t0);
+    count_product('k', 'N', 'N', M, B->N, B->K, t0);
 }
 
 void __wrap_ag__gemm_packed_op(bool ta, int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha,
                                ag_real beta, ag_real *C, int ldc) {
-    double t0 = now();
+    double t0 = product_begin();
     __real_ag__gemm_packed_op(ta, M, A, lda, B, alpha, beta, C, ldc);
-    count_product('k', ta ? 'T' : 'N', 'N', M, B->N, B->K, now() - t0);
+    count_product('k', ta ? 'T' : 'N', 'N', M, B->N, B->K, t0);
 }
 
 bool __wrap_ag__gemm_small(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
                            const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc, const ag__k_span *spans) {
-    double t0 = now();
+    double t0 = product_begin();
     bool done = __real_ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, spans);
-    if (done) count_product('k', ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, now() - t0);
+    if (done) count_product('k', ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, t0);
+    else product_end_uncounted();
     return done;
 }
 
@@ -162,10 +186,10 @@ void __wrap_cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST en
                         OPENBLAS_CONST blasint K, OPENBLAS_CONST float alpha, OPENBLAS_CONST float *A,
                         OPENBLAS_CONST blasint lda, OPENBLAS_CONST float *B, OPENBLAS_CONST blasint ldb,
                         OPENBLAS_CONST float beta, float *C, OPENBLAS_CONST blasint ldc) {
-    double t0 = now();
+    double t0 = product_begin();
     __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     (void)order; /* ag__gemm is row-major throughout */
-    count_product('b', ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, now() - t0);
+    count_product('b', ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, t0);
 }
 #else
 #define GEMM_COUNTED 0
@@ -355,7 +379,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         .ms_med = quantile(ms, steps, 0.5), .ms_q1 = quantile(ms, steps, 0.25), .ms_q3 = quantile(ms, steps, 0.75),
         .ms_min = ms[0], .ms_max = ms[steps - 1],
         .gemm_gflop = (gemm.flops - before.flops) / steps / 1e9,
-        .gemm_ms = 1e3 * (gemm.seconds - before.seconds) / steps,
+        .gemm_ms = 1e3 * (gemm.wall - before.wall) / steps, /* wall: at 2 threads overlapping products count once */
         .gemm_calls = (double)(gemm.calls - before.calls) / steps,
         .arena_mb = (double)ag_memstats().arena_high / (1 << 20),
         .param_mb = 2.0 * (double)numel * sizeof(ag_real) / (1 << 20),
@@ -432,7 +456,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     /* The engine's pool does the parallel work (OpenBLAS runs single-threaded
-     * inside it); the peak above is OpenBLAS's own threads at the same count. */
+     * inside it); the peak below is OpenBLAS's own threads at the same count. */
     if (threads > 0) ag_set_num_threads(threads);
     printf("attngrad f32 training step (fwd + bwd + L2 + optimizer), median of %d steps after %d warm-up; "
            "threads %d%s\n\n",
@@ -469,8 +493,12 @@ int main(int argc, char **argv) {
         names[n++] = (*k)->name;
     }
     if (out) fclose(out);
-    printf("\nGEMM = GFLOP of matrix products per step (OpenBLAS and attngrad's kernel); acct MB = arena high-water + params + grads + optimizer state; "
+    printf("\nGEMM = GFLOP of matrix products per step (OpenBLAS and attngrad's kernel); GEMM ms = wall time with "
+           "at least one product running; acct MB = arena high-water + params + grads + optimizer state; "
            "rss MB = growth of peak RSS during the model's run.\n");
+#ifdef AG_HAVE_OPENBLAS_THREADS
+    if (peak && threads > 0) openblas_set_num_threads(threads); /* as --peak-only measures it (the models are done) */
+#endif
     double pk = peak ? sgemm_peak(2048) : 0;
     if (pk > 0) printf("OpenBLAS sgemm peak (2048^3, same threads): %.1f GFLOP/s\n", pk);
     for (int i = 0; i < n; i++) {
