@@ -88,6 +88,20 @@ static void test_sizes(void) {
 
 /* ag__gemm_small: op(A) op(B) with A, B read in place (strided rows), for
  * A B, A^T B and A B^T. */
+/* Relative error of C[i,j] = c against alpha op(A) op(B) + beta c0, the
+ * sum taken in double (relative to the sum of the terms' magnitudes). */
+static double element_error(bool ta, bool tb, int i, int j, int K, float alpha, const float *A, int lda, const float *B,
+                            int ldb, float beta, float c0, float c) {
+    double sum = 0, mag = 0;
+    for (int k = 0; k < K; k++) {
+        double p = (double)A[ta ? (int64_t)k * lda + i : (int64_t)i * lda + k] *
+                   B[tb ? (int64_t)j * ldb + k : (int64_t)k * ldb + j];
+        sum += p, mag += fabs(p);
+    }
+    double base = beta == 0 ? 0 : beta * (double)c0;
+    return fabs(c - (alpha * sum + base)) / (fabs(alpha) * mag + fabs(base) + 1e-30);
+}
+
 static double check_small(bool ta, bool tb, int M, int N, int K, float alpha, float beta, uint64_t *seed) {
     int lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 5, ldc = N + 1;
     int arows = ta ? K : M, brows = tb ? N : K;
@@ -102,14 +116,8 @@ static double check_small(bool ta, bool tb, int M, int N, int K, float alpha, fl
     CHECK(ag__gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL), "refused %d %d", ta, tb);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
-            double sum = 0, mag = 0;
-            for (int k = 0; k < K; k++) {
-                double p = (double)A[ta ? (int64_t)k * lda + i : (int64_t)i * lda + k] *
-                           B[tb ? (int64_t)j * ldb + k : (int64_t)k * ldb + j];
-                sum += p, mag += fabs(p);
-            }
-            double c0 = beta == 0 ? 0 : beta * (double)C0[(int64_t)i * ldc + j];
-            double err = fabs(C[(int64_t)i * ldc + j] - (alpha * sum + c0)) / (fabs(alpha) * mag + fabs(c0) + 1e-30);
+            double err = element_error(ta, tb, i, j, K, alpha, A, lda, B, ldb, beta, C0[(int64_t)i * ldc + j],
+                                       C[(int64_t)i * ldc + j]);
             if (!(err <= worst)) worst = err;
         }
     for (int i = 0; i < M; i++) /* the column past N is not C's */
@@ -216,13 +224,7 @@ static void check_spans(bool ta, int pattern, int M, int N, int K, float alpha, 
                       ta, M, N, K, i, j, c);
                 continue;
             }
-            double sum = 0, mag = 0;
-            for (int kk = 0; kk < K; kk++) {
-                double p = (double)A[ta ? (int64_t)kk * lda + i : (int64_t)i * lda + kk] * B[(int64_t)kk * ldb + j];
-                sum += p, mag += fabs(p);
-            }
-            double c0 = beta == 0 ? 0 : beta * (double)C0[(int64_t)i * ldc + j];
-            double err = fabs(c - (alpha * sum + c0)) / (fabs(alpha) * mag + fabs(c0) + 1e-30);
+            double err = element_error(ta, false, i, j, K, alpha, A, lda, B, ldb, beta, C0[(int64_t)i * ldc + j], c);
             if (!(err <= worst)) worst = err;
             CHECK(memcmp(&c, &cd, sizeof c) == 0, "%s ta %d M %d N %d K %d: C[%d,%d] %a with spans, %a without",
                   pattern_name[pattern], ta, M, N, K, i, j, c, cd);
@@ -299,14 +301,8 @@ static double check_op(bool via_gemm, bool ta, bool tb, int M, int N, int K, flo
     double worst = 0;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
-            double sum = 0, mag = 0;
-            for (int k = 0; k < K; k++) {
-                double p = (double)A[ta ? (int64_t)k * lda + i : (int64_t)i * lda + k] *
-                           B[tb ? (int64_t)j * K + k : (int64_t)k * N + j];
-                sum += p, mag += fabs(p);
-            }
-            double c0 = beta == 0 ? 0 : beta * (double)C0[(int64_t)i * ldc + j];
-            double err = fabs(C[(int64_t)i * ldc + j] - (alpha * sum + c0)) / (fabs(alpha) * mag + fabs(c0) + 1e-30);
+            double err = element_error(ta, tb, i, j, K, alpha, A, lda, B, tb ? K : N, beta, C0[(int64_t)i * ldc + j],
+                                       C[(int64_t)i * ldc + j]);
             if (!(err <= worst)) worst = err;
         }
     for (int i = 0; i < M && ldc > N; i++) /* the columns past N are not C's */
