@@ -31,7 +31,7 @@
  * in PyTorch.  --csv writes model,attngrad_ms,torch_ms,ratio,
  * attngrad_peak_mb,torch_peak_mb (the torch columns empty here; peak = rss).
  */
-#include "../models/models.h"
+#include "bench_batch.h"
 #include "../graph/internal.h"
 
 #include <math.h>
@@ -212,55 +212,6 @@ static double sgemm_peak(int n) {
 
 /* ---- the synthetic batch ---- */
 
-/* The width each model is benchmarked at (MODELS.md / the papers). */
-static int bench_width(const ag_model_kind *k, const ag_model_config *c) {
-    if (c->fixed_len > 0) return c->fixed_len;
-    if (c->task == AG_TASK_LM) return 35;
-    (void)k;
-    return 30;
-}
-
-static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
-
-static void make_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b) {
-    ag_rng r;
-    ag_rng_seed(&r, seed);
-    memset(b, 0, sizeof *b);
-    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
-    size_t cells = (size_t)B * N;
-    b->rows = b->max_rows = B;
-    b->width = b->width_b = b->max_width = N;
-    b->tokens = ints(cells), b->tokens_b = ints(cells), b->targets = ints(cells);
-    b->heads = ints(cells), b->heads_b = ints(cells), b->bigrams = ints(cells), b->bigrams_b = ints(cells);
-    b->lengths = ints(B), b->lengths_b = ints(B), b->labels = ints(B);
-    uint64_t V = (uint64_t)m->cfg.vocab, K = (uint64_t)(m->cfg.classes > 0 ? m->cfg.classes : 1);
-    int lo = (N + 1) / 2;
-    for (int i = 0; i < B; i++) {
-        int n = i == 0 ? N : lo + (int)(ag_rng_next(&r) % (uint64_t)(N - lo + 1));
-        b->lengths[i] = b->lengths_b[i] = n;
-        b->labels[i] = (int32_t)(ag_rng_next(&r) % K);
-        for (int t = 0; t < N; t++) {
-            size_t k = (size_t)i * N + t;
-            bool valid = t < n;
-            b->tokens[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
-            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
-            b->targets[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
-            /* a random tree: every word but the first hangs off an earlier one */
-            b->heads[k] = b->heads_b[k] = !valid ? AG_HEAD_PAD : t == 0 ? AG_HEAD_ROOT : (int32_t)(ag_rng_next(&r) % (uint64_t)t);
-        }
-        for (int t = 0; t + 1 < n && m->cfg.n_bigram > 1; t++) {
-            size_t k = (size_t)i * N + t;
-            b->bigrams[k] = ag_bigram_id(b->tokens[k], b->tokens[k + 1], m->cfg.n_bigram);
-            b->bigrams_b[k] = ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], m->cfg.n_bigram);
-        }
-    }
-}
-
-static void free_batch(ag_batch *b) {
-    free(b->tokens), free(b->tokens_b), free(b->targets), free(b->heads), free(b->heads_b);
-    free(b->bigrams), free(b->bigrams_b), free(b->lengths), free(b->lengths_b), free(b->labels);
-}
-
 static int64_t *add_ints(ag_st_writer *w, const char *name, const int32_t *src, int rows, int width) {
     int64_t n = (int64_t)rows * (width ? width : 1), *dst = malloc((size_t)n * sizeof *dst);
     for (int64_t i = 0; i < n; i++) dst[i] = src[i];
@@ -331,19 +282,15 @@ static double maxrss_mb(void) {
 
 static int bench_one(const ag_model_kind *kind, int steps, int warmup, const char *batch_dir, result *res) {
     double rss0 = maxrss_mb();
-    ag_model_config cfg = ag_model_defaults(kind);
-    if (cfg.task != AG_TASK_LM) {
-        cfg.vocab = 20000; /* the classifiers' corpora: ~20k words */
-        cfg.classes = 5;
-    }
+    ag_model_config cfg = bench_config(kind);
     ag_model m;
     if (ag_model_init(&m, kind, &cfg)) {
         fprintf(stderr, "bench_models: %s\n", ag_errmsg());
         exit(1);
     }
-    int B = cfg.batch, N = bench_width(kind, &cfg);
+    int B = cfg.batch, N = bench_width(&cfg);
     ag_batch b;
-    make_batch(&m, B, N, 1, &b);
+    bench_batch_make(&m, B, N, 1, &b);
     if (batch_dir) write_batch(batch_dir, &m, &b);
 
     ag_optim_config oc;
@@ -389,7 +336,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
     };
     free(ms);
     ag_optim_free(&opt);
-    free_batch(&b);
+    bench_batch_free(&b);
     ag_model_free(&m);
     ag_shutdown();
     return 0;

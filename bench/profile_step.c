@@ -10,8 +10,8 @@
  * A step is what a training loop does: zero the gradients, forward with
  * dropout (training), the model's loss, backward, the L2 term when the
  * model has one, the LM's gradient clipping (0.25), the model's optimizer,
- * ag_step_end.  The batch is bench_models.c's: synthetic and fixed from
- * seed 1, vocab 20000 and 5 classes (the LM its own vocab), the first row
+ * ag_step_end.  The model and batch are bench_models' (bench_batch.h,
+ * seed 1): vocab 20000 and 5 classes (the LM its own vocab), the first row
  * full and the other lengths uniform in [ceil(N/2), N], N = 30 (LM 35,
  * dual-axial its fixed L = 64).  Sizes are the models' defaults: MPSAN
  * d=300 B=64; dual-axial d=128 B=64; MS-SAN d=300 h=6 B=32; MTSA d=300
@@ -22,15 +22,14 @@
  * backward and optimizer.  The machine may be shared: read the minimum.
  * The last column is a hash of every parameter after the run: it must not
  * depend on the thread count. */
-#include "attngrad.h"
-#include "../models/models.h"
+#include "bench_batch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { VOCAB = 20000, CLASSES = 5, WARMUP = 3 };
+enum { WARMUP = 3 };
 
 static double clock_ms(clockid_t clock) {
     struct timespec ts;
@@ -48,69 +47,13 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
-static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
-
-/* bench_models.c's batch: B rows at width N, the first full, the others'
- * lengths uniform in [ceil(N/2), N]; tokens uniform over the vocabulary;
- * each word's head a random earlier word. */
-static void make_batch(const ag_model *m, ag_batch *b, int B, int N) {
-    memset(b, 0, sizeof *b);
-    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
-    b->rows = b->max_rows = B;
-    b->width = b->width_b = b->max_width = N;
-    b->tokens = ints((size_t)B * N);
-    b->tokens_b = ints((size_t)B * N);
-    b->targets = ints((size_t)B * N);
-    b->heads = ints((size_t)B * N);
-    b->heads_b = ints((size_t)B * N);
-    b->bigrams = ints((size_t)B * N);
-    b->bigrams_b = ints((size_t)B * N);
-    b->lengths = ints((size_t)B);
-    b->lengths_b = ints((size_t)B);
-    b->labels = ints((size_t)B);
-    ag_rng r;
-    ag_rng_seed(&r, 1);
-    uint64_t V = (uint64_t)m->cfg.vocab, K = (uint64_t)(m->cfg.classes > 0 ? m->cfg.classes : 1);
-    int lo = (N + 1) / 2, nbi = b->opts.n_bigram;
-    for (int i = 0; i < B; i++) {
-        int len = i == 0 ? N : lo + (int)(ag_rng_next(&r) % (uint64_t)(N - lo + 1));
-        b->lengths[i] = b->lengths_b[i] = len;
-        b->labels[i] = (int32_t)(ag_rng_next(&r) % K);
-        for (int t = 0; t < N; t++) {
-            int k = i * N + t;
-            bool valid = t < len;
-            b->tokens[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
-            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
-            b->targets[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (V - 2)) : 0;
-            b->heads[k] = b->heads_b[k] = !valid ? AG_HEAD_PAD : t == 0 ? AG_HEAD_ROOT
-                                                                      : (int32_t)(ag_rng_next(&r) % (uint64_t)t);
-        }
-        for (int t = 0; t + 1 < len && nbi > 1; t++) {
-            int k = i * N + t;
-            b->bigrams[k] = ag_bigram_id(b->tokens[k], b->tokens[k + 1], nbi);
-            b->bigrams_b[k] = ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], nbi);
-        }
-    }
-}
-
-static void free_batch(ag_batch *b) {
-    free(b->tokens); free(b->tokens_b); free(b->targets); free(b->heads); free(b->heads_b);
-    free(b->bigrams); free(b->bigrams_b); free(b->lengths); free(b->lengths_b); free(b->labels);
-}
-
 static void profile(const ag_model_kind *kind, int steps, bool ops) {
-    ag_model_config cfg = ag_model_defaults(kind);
-    if (cfg.task != AG_TASK_LM) { /* the LM keeps its own vocabulary */
-        cfg.vocab = VOCAB;
-        cfg.classes = CLASSES;
-    }
+    ag_model_config cfg = bench_config(kind);
     ag_model m;
     ag_model_init(&m, kind, &cfg);
-    ag_batch_opts bo = {0};
-    if (kind->batch_opts) kind->batch_opts(&cfg, &bo);
-    int B = cfg.batch, N = bo.fixed_len > 0 ? bo.fixed_len : cfg.task == AG_TASK_LM ? 35 : 30;
+    int B = cfg.batch, N = bench_width(&m.cfg);
     ag_batch b;
-    make_batch(&m, &b, B, N);
+    bench_batch_make(&m, B, N, 1, &b);
     ag_optim_config oc;
     if (ag_optim_parse(cfg.optim, &oc) != AG_OK) {
         fprintf(stderr, "%s: %s\n", kind->name, ag_errmsg());
@@ -163,7 +106,7 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
     fflush(stdout);
     free(t);
     ag_optim_free(&opt);
-    free_batch(&b);
+    bench_batch_free(&b);
     ag_model_free(&m);
     ag_shutdown();
 }
