@@ -1,8 +1,6 @@
 /* bench_batch.c - see bench_batch.h. */
 #include "bench_batch.h"
 
-#include <stdlib.h>
-#include <string.h>
 
 enum { BENCH_VOCAB = 20000, BENCH_CLASSES = 5 };
 
@@ -20,19 +18,10 @@ int bench_width(const ag_model_config *c) {
     return c->task == AG_TASK_LM ? 35 : 30;
 }
 
-static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
-
 void bench_batch_make(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b) {
     ag_rng r;
     ag_rng_seed(&r, seed);
-    memset(b, 0, sizeof *b);
-    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
-    size_t cells = (size_t)B * N;
-    b->rows = b->max_rows = B;
-    b->width = b->width_b = b->max_width = N;
-    b->tokens = ints(cells), b->tokens_b = ints(cells), b->targets = ints(cells);
-    b->heads = ints(cells), b->heads_b = ints(cells), b->bigrams = ints(cells), b->bigrams_b = ints(cells);
-    b->lengths = ints(B), b->lengths_b = ints(B), b->labels = ints(B);
+    ag_model_batch_alloc(m, B, N, b);
     uint64_t V = (uint64_t)m->cfg.vocab, K = (uint64_t)(m->cfg.classes > 0 ? m->cfg.classes : 1);
     int lo = (N + 1) / 2, buckets = b->opts.n_bigram;
     for (int i = 0; i < B; i++) {
@@ -56,9 +45,4 @@ void bench_batch_make(const ag_model *m, int B, int N, uint64_t seed, ag_batch *
             b->bigrams_b[k] = ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], buckets);
         }
     }
-}
-
-void bench_batch_free(ag_batch *b) {
-    free(b->tokens), free(b->tokens_b), free(b->targets), free(b->heads), free(b->heads_b);
-    free(b->bigrams), free(b->bigrams_b), free(b->lengths), free(b->lengths_b), free(b->labels);
 }

@@ -6,7 +6,8 @@
  * 10001), and a batch of B rows at the model's width (its fixed length,
  * the LM 35, the others 30): the first row full, the other lengths uniform
  * in [ceil(N/2), N], tokens uniform over the vocabulary, each word's head
- * a random earlier word, all drawn from one seed. */
+ * a random earlier word, all drawn from one seed; ag_model_batch_free
+ * releases it. */
 #ifndef AG_BENCH_BATCH_H
 #define AG_BENCH_BATCH_H
 
@@ -16,6 +17,5 @@
 ag_model_config bench_config(const ag_model_kind *kind);
 int bench_width(const ag_model_config *c);
 void bench_batch_make(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b);
-void bench_batch_free(ag_batch *b);
 
 #endif

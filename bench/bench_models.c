@@ -336,7 +336,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
     };
     free(ms);
     ag_optim_free(&opt);
-    bench_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
     ag_shutdown();
     return 0;

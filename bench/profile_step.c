@@ -106,7 +106,7 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
     fflush(stdout);
     free(t);
     ag_optim_free(&opt);
-    bench_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
     ag_shutdown();
 }

@@ -7,23 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
-
 /* rows x width of random sentences: the first row full, the others of random
  * length; tokens, labels, scores, targets, heads (a chain) and bigrams as the
- * tiny batch has them, so ag_tiny_batch_free frees it. */
+ * tiny batch has them (ag_model_batch_free frees it). */
 static void random_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b) {
     ag_rng r;
     ag_rng_seed(&r, seed);
-    memset(b, 0, sizeof *b);
-    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
-    size_t cells = (size_t)B * N;
-    b->rows = b->max_rows = B;
-    b->width = b->width_b = b->max_width = N;
-    b->tokens = ints(cells), b->tokens_b = ints(cells), b->targets = ints(cells);
-    b->heads = ints(cells), b->heads_b = ints(cells), b->bigrams = ints(cells), b->bigrams_b = ints(cells);
-    b->lengths = ints(B), b->lengths_b = ints(B), b->labels = ints(B);
-    b->scores = malloc((size_t)B * sizeof *b->scores);
+    ag_model_batch_alloc(m, B, N, b);
     ag_rng rs; /* a generator of their own: the other arrays stay as they were before scores */
     ag_rng_seed(&rs, seed ^ 0x5c0e5);
     for (int i = 0; i < B; i++) b->scores[i] = (float)(1 + 4 * ag_rng_uniform(&rs));
@@ -128,7 +118,7 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
         for (int i = 0; i < nb; i++) free(bufs[i]);
     }
     ag_step_end();
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
     return rc;
 }
@@ -173,7 +163,7 @@ int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errl
         ag_step_end();
     }
     fprintf(out, "worst relative error %.2e: %s\n", worst, ok ? "PASS" : "FAIL");
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
     return ok ? 1 : 0;
 }

@@ -120,27 +120,25 @@ ag_model_config ag_model_tiny(const ag_model_kind *kind) {
 
 static int32_t *ints(size_t n) { return calloc(n ? n : 1, sizeof(int32_t)); }
 
+void ag_model_batch_alloc(const ag_model *m, int B, int N, ag_batch *b) {
+    memset(b, 0, sizeof *b);
+    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
+    size_t cells = (size_t)B * N;
+    b->rows = b->max_rows = B;
+    b->width = b->width_b = b->max_width = N;
+    b->tokens = ints(cells), b->tokens_b = ints(cells), b->targets = ints(cells);
+    b->heads = ints(cells), b->heads_b = ints(cells), b->bigrams = ints(cells), b->bigrams_b = ints(cells);
+    b->lengths = ints(B), b->lengths_b = ints(B), b->labels = ints(B);
+    b->scores = calloc(B > 0 ? B : 1, sizeof *b->scores);
+}
+
 void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed) {
     enum { B = 2, N = 5 };
     static const int32_t lengths[B] = {5, 3};
     ag_rng r;
     ag_rng_seed(&r, seed);
-    memset(b, 0, sizeof *b);
-    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
-    b->rows = b->max_rows = B;
-    b->width = b->width_b = b->max_width = N;
-    b->tokens = ints(B * N);
-    b->lengths = ints(B);
-    b->labels = ints(B);
-    b->tokens_b = ints(B * N);
-    b->lengths_b = ints(B);
-    b->targets = ints(B * N);
-    b->heads = ints(B * N);
-    b->heads_b = ints(B * N);
-    b->bigrams = ints(B * N);
-    b->bigrams_b = ints(B * N);
+    ag_model_batch_alloc(m, B, N, b);
     static const float scores[B] = {3.6f, 1.7f}; /* relatedness: two targets, each over two bins */
-    b->scores = malloc(sizeof scores);
     memcpy(b->scores, scores, sizeof scores);
     int V = m->cfg.vocab, nbi = m->cfg.n_bigram;
     for (int i = 0; i < B; i++) {
@@ -163,7 +161,7 @@ void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed) {
     }
 }
 
-void ag_tiny_batch_free(ag_batch *b) {
+void ag_model_batch_free(ag_batch *b) {
     free(b->tokens); free(b->lengths); free(b->labels); free(b->tokens_b); free(b->lengths_b);
     free(b->targets); free(b->heads); free(b->heads_b); free(b->bigrams); free(b->bigrams_b); free(b->scores);
     memset(b, 0, sizeof *b);

@@ -169,13 +169,20 @@ ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_c
 ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training);
 void ag_model_free(ag_model *m);
 
+/* A synthetic batch's storage: B rows at width N with every array any
+ * model reads allocated and zeroed (tokens, lengths, labels, targets,
+ * scores, the pair's second sentence, heads, bigrams) and the model's
+ * batch options; ag_model_batch_free releases it.  For generated batches
+ * (the gradient checks, dump-step, the benchmarks), not for data. */
+void ag_model_batch_alloc(const ag_model *m, int B, int N, ag_batch *b);
+void ag_model_batch_free(ag_batch *b);
+
 /* The tiny gradient-check setup of MODELS.md: config of the kind at its
  * tiny sizes, and a batch B=2, lengths {5,3}, N=5 with fixed random tokens,
- * labels (and pairs, heads, bigrams, targets as the model needs).
- * ag_tiny_batch_free releases the batch. */
+ * labels (and pairs, heads, bigrams, targets as the model needs), freed
+ * with ag_model_batch_free. */
 ag_model_config ag_model_tiny(const ag_model_kind *kind);
 void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed);
-void ag_tiny_batch_free(ag_batch *b);
 /* Loss of one batch: mean cross-entropy over examples (LM: over non-pad
  * targets; relatedness: mean KL from the target of each score), no L2
  * term; NULL where forward is. */

@@ -195,7 +195,7 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
 /* The model of o at MODELS.md's tiny sizes (sizes set in o override them)
  * and its batch: the tiny batch, or with o->batch / o->len set a random one
  * of that many rows and that width.  Free with ag_model_free and
- * ag_tiny_batch_free. */
+ * ag_model_batch_free. */
 int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, size_t errlen);
 /* One forward/backward (dropout off) of ag_dump_setup's model and batch,
  * written to path: parameters, grad.<name>, loss and batch.* tensors. */

@@ -116,7 +116,7 @@ static void against_reference(unsigned flags, const char *label) {
         }
     }
     printf("  reference %-12s max |logit diff| %.1e\n", label, worst);
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -135,7 +135,7 @@ static void independence(unsigned flags) {
     fill_padding_with_junk(&b, m.cfg.vocab, m.cfg.n_bigram, 99);
     model_logits(&m, &b, junk);
     for (int k = 0; k < 6; k++) CHECK_NEAR(junk[k], both[k], 1e-13, 1e-12);
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -164,7 +164,7 @@ static void bigram_row_zero(void) {
     CHECK(table->data[used * d] != before, "a used row learns, so the test is not vacuous");
     CHECK(m.cfg.optim && strstr(m.cfg.optim, "adam") && oc.lr == 1e-3 && oc.beta1 == 0.9 && oc.beta2 == 0.999);
     ag_optim_free(&opt);
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -184,7 +184,7 @@ static void wrong_width(void) {
     }
     b.width = W;
     EXPECT_FATAL(ag_model_forward(&m, &b, false), "ag_linear", "[2,4,4]", "[5,5]");
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 
     m = tiny_model(AG_FLAG_NO_BIGRAM);
@@ -214,7 +214,7 @@ int main(void) {
         ag_batch b;
         ag_tiny_batch(&m, &b, 23);
         check_steady_state(&m, &b);
-        ag_tiny_batch_free(&b);
+        ag_model_batch_free(&b);
         ag_model_free(&m);
     }
     ag_shutdown();

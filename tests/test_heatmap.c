@@ -67,7 +67,7 @@ static void test_models_capture(void) {
         ag_model_forward(&m, &b, false);
         CHECK(m.n_maps == 0, "capture off records nothing");
         ag_step_end();
-        ag_tiny_batch_free(&b);
+        ag_model_batch_free(&b);
         ag_model_free(&m);
     }
 }
@@ -109,7 +109,7 @@ static void test_map_axes(void) {
         else
             CHECK(counts[AG_MAP_SENTENCE] == m.n_maps && m.n_maps == 4, "mpsan: four maps over the sentence");
         ag_step_end();
-        ag_tiny_batch_free(&b);
+        ag_model_batch_free(&b);
         ag_model_free(&m);
     }
 }

@@ -41,7 +41,7 @@ static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task t
         ag_step_end();
     }
     printf("  %-28s %3d params  worst rel err %.2e\n", label, m.params.count, worst);
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -85,8 +85,8 @@ static void padding_invariance(const ag_model_kind *kind, ag_task task, int atte
     ag_step_end();
     CHECK(isfinite(l1), "%s: loss %g", kind->name, l1);
     CHECK_NEAR(l2, l1, 1e-12, 1e-10);
-    ag_tiny_batch_free(&b);
-    ag_tiny_batch_free(&wide);
+    ag_model_batch_free(&b);
+    ag_model_batch_free(&wide);
     ag_model_free(&m);
 }
 

@@ -163,7 +163,7 @@ static void against_reference(unsigned flags, ag_task task, const char *label) {
     CHECK(r.min_relu > 1e-5 && r.min_max > 1e-5 && r.min_abs > 1e-5, "%s: too close to a kink", label);
     printf("  reference %-8s max |logit diff| %.1e; kink margins: relu %.1e, max %.1e, abs %.1e\n", label, worst,
            r.min_relu, r.min_max, task == AG_TASK_PAIR ? r.min_abs : NAN);
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -183,7 +183,7 @@ static void independence(ag_task task) {
     fill_padding_with_junk(&b, m.cfg.vocab, 0, 99);
     model_logits(&m, &b, junk);
     for (int k = 0; k < 6; k++) CHECK_NEAR(junk[k], both[k], 1e-13, 1e-12);
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -210,7 +210,7 @@ static void bad_parse(void) {
     m = tiny_model(AG_FLAG_NO_DIST, AG_TASK_CLASSIFY);
     CHECK(ag_model_forward(&m, &b, false) != NULL);
     ag_step_end();
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -227,7 +227,7 @@ int main(void) {
         ag_batch b;
         ag_tiny_batch(&m, &b, 23);
         check_steady_state(&m, &b);
-        ag_tiny_batch_free(&b);
+        ag_model_batch_free(&b);
         ag_model_free(&m);
     }
     ag_shutdown();

@@ -45,7 +45,7 @@ static size_t step_bytes(int n) {
     make_batch(&b, 1, n, c.vocab, c.classes);
     ag_backward(ag_model_loss(&m, &b, true));
     ag_step_end();
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
     return ag_memstats().arena_high;
 }
@@ -77,7 +77,7 @@ static void test_flag(void) {
     CHECK(l0->ndim == 2 && l0->shape[0] == 3 && l0->shape[1] == c0.classes);
     CHECK(d > 1e-9, "the FLAG changes nothing (%g)", d);
     ag_step_end();
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m0);
     ag_model_free(&m1);
 }
@@ -98,7 +98,7 @@ static void test_steady_state(void) {
     }
     CHECK(ag_memstats().allocs == allocs, "%lld heap allocations in 5 steady steps",
           (long long)(ag_memstats().allocs - allocs));
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -118,7 +118,7 @@ static void example0_grads(ag_model *m, int B, float *logits, float *grads, int6
         for (int64_t k = 0; k < m->params.items[i]->size && at < n_grads; k++)
             grads[at++] = (float)m->params.items[i]->grad[k];
     ag_step_end();
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
 }
 
 static void test_score_paths(void) {

@@ -165,7 +165,7 @@ static void test_mu_floor(void) {
                 }
             if (mode == MU_RAISED) CHECK(above > 20, "seed %d: mu left its floor %d times", (int)seed, above);
             ag_step_end();
-            ag_tiny_batch_free(&b);
+            ag_model_batch_free(&b);
             ag_model_free(&m);
         }
 }
@@ -205,7 +205,7 @@ static void test_window(void) {
             CHECK(future == 0, "%s: %d weights outside the window", v->label, future);
         }
         ag_step_end();
-        ag_tiny_batch_free(&b);
+        ag_model_batch_free(&b);
         ag_model_free(&m);
     }
 }
@@ -248,8 +248,8 @@ static void test_causality(void) {
             }
             CHECK(bad == 0, "%s (training %d): %d logit rows at or before t moved", v->label, training, bad);
             CHECK(moved == later, "%s (training %d): %d of %d later rows moved", v->label, training, moved, later);
-            ag_tiny_batch_free(&b);
-            ag_tiny_batch_free(&c);
+            ag_model_batch_free(&b);
+            ag_model_batch_free(&c);
             ag_model_free(&m);
         }
 }
@@ -280,7 +280,7 @@ static void test_loss(void) {
     double loss = ag_item(ag_model_loss(&m, &b, false));
     CHECK_NEAR(loss, total / count, 1e-12, 1e-12);
     ag_step_end();
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -301,7 +301,7 @@ static void test_steady_state(void) {
         }
         CHECK(ag_memstats().allocs == allocs, "%s: %lld heap allocations in 5 steady steps", variants[vi].label,
               (long long)(ag_memstats().allocs - allocs));
-        ag_tiny_batch_free(&b);
+        ag_model_batch_free(&b);
         ag_model_free(&m);
     }
 }

@@ -114,7 +114,7 @@ static void test_head_reference(void) {
             CHECK_NEAR(logits[r * K + i], z, 1e-12, 1e-10);
         }
     }
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&cls);
     ag_model_free(&m);
 }
@@ -179,7 +179,7 @@ static void test_loss_and_symmetry(void) {
     b.scores[1] = 1.7f;
 
     check_steady_state(&m, &b);
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 
@@ -219,7 +219,7 @@ static void test_kind_tasks(void) {
           "%s", ag_errmsg());
     CHECK(ag_model_loss(&m, &b, false) == NULL);
     ag_step_end();
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 
     const ag_model_kind *mtsa = ag_model_find("mtsa");
@@ -230,7 +230,7 @@ static void test_kind_tasks(void) {
     CHECK(ag_model_forward(&m, &b, false) == NULL && strstr(ag_errmsg(), "mtsa has no head for the relatedness task"),
           "%s", ag_errmsg());
     ag_step_end();
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
 }
 

@@ -302,7 +302,7 @@ static int verify_dump(const char *path, const char *model, const char *flags, c
     failed += !tl || !batch_ok;
     ag_step_end();
     ag_st_close(&f);
-    ag_tiny_batch_free(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
     return failed;
 }
