@@ -718,9 +718,15 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
 ag_tensor *ag_param_glorot(ag_params *ps, const char *name, int in, int out, ag_rng *rng);
 /* Zero-filled bias [n]. */
 ag_tensor *ag_param_bias(ag_params *ps, const char *name, int n);
+/* A parameter of any shape drawn from U(-bound, bound). */
+ag_tensor *ag_param_uniform(ag_params *ps, const char *name, int ndim, const int *shape, double bound, ag_rng *rng);
 /* Embedding table [V, d] drawn from U(-bound, bound); row pad_id (>= 0) zero. */
 ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
                               ag_rng *rng);
+/* One LSTM layer for ag_lstm: <prefix>.w_ih [in,4H], .w_hh [H,4H], .b_ih and
+ * .b_hh [4H], each drawn from U(-bound, bound) in that order (nn.LSTM's
+ * default is bound = 1/sqrt(H)). */
+ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng);
 
 /* act(x) by the ag_act above: ag_relu, ag_elu, ag_tanh, ag_sigmoid or x. */
 ag_tensor *ag_activate(ag_tensor *x, ag_act act);

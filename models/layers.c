@@ -4,6 +4,8 @@
 #include "attngrad.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 ag_tensor *ag_param_glorot(ag_params *ps, const char *name, int in, int out, ag_rng *rng) {
@@ -16,12 +18,38 @@ ag_tensor *ag_param_bias(ag_params *ps, const char *name, int n) {
     return ag_param(ps, name, 1, (int[]){n});
 }
 
+ag_tensor *ag_param_uniform(ag_params *ps, const char *name, int ndim, const int *shape, double bound, ag_rng *rng) {
+    ag_tensor *t = ag_param(ps, name, ndim, shape);
+    ag_init_uniform(t, -bound, bound, rng);
+    return t;
+}
+
 ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
                               ag_rng *rng) {
-    ag_tensor *e = ag_param(ps, name, 2, (int[]){V, d});
-    ag_init_uniform(e, -bound, bound, rng);
+    ag_tensor *e = ag_param_uniform(ps, name, 2, (int[]){V, d}, bound, rng);
     if (pad_id >= 0 && pad_id < V) memset(e->data + (int64_t)pad_id * d, 0, (size_t)d * sizeof(ag_real));
     return e;
+}
+
+/* ag_param_uniform under the name prefix + suffix (any length). */
+static ag_tensor *param_suffixed(ag_params *ps, const char *prefix, const char *suffix, int ndim, const int *shape,
+                                 double bound, ag_rng *rng) {
+    size_t n = strlen(prefix) + strlen(suffix) + 1;
+    char *name = malloc(n);
+    if (!name) abort();
+    snprintf(name, n, "%s%s", prefix, suffix);
+    ag_tensor *t = ag_param_uniform(ps, name, ndim, shape, bound, rng);
+    free(name); /* ag_param keeps its own copy */
+    return t;
+}
+
+ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
+    ag_lstm_layer l;
+    l.w_ih = param_suffixed(ps, prefix, ".w_ih", 2, (int[]){in, 4 * H}, bound, rng);
+    l.w_hh = param_suffixed(ps, prefix, ".w_hh", 2, (int[]){H, 4 * H}, bound, rng);
+    l.b_ih = param_suffixed(ps, prefix, ".b_ih", 1, (int[]){4 * H}, bound, rng);
+    l.b_hh = param_suffixed(ps, prefix, ".b_hh", 1, (int[]){4 * H}, bound, rng);
+    return l;
 }
 
 ag_tensor *ag_activate(ag_tensor *x, ag_act act) {

@@ -57,11 +57,9 @@ static ag_status mpsan_build(ag_model *m) {
         snprintf(name, sizeof name, "unit%d.dense.bias", i);
         p->unit[i].b = ag_param_bias(ps, name, d);
         snprintf(name, sizeof name, "unit%d.u", i);
-        p->unit[i].u = ag_param(ps, name, 1, (int[]){d});
-        ag_init_uniform(p->unit[i].u, -uv_bound, uv_bound, r);
+        p->unit[i].u = ag_param_uniform(ps, name, 1, (int[]){d}, uv_bound, r);
         snprintf(name, sizeof name, "unit%d.v", i);
-        p->unit[i].v = ag_param(ps, name, 1, (int[]){d});
-        ag_init_uniform(p->unit[i].v, -uv_bound, uv_bound, r);
+        p->unit[i].v = ag_param_uniform(ps, name, 1, (int[]){d}, uv_bound, r);
         snprintf(name, sizeof name, "unit%d.b", i);
         p->unit[i].bias = ag_param(ps, name, 1, (int[]){1});
     }

@@ -60,27 +60,6 @@ static int layer_count(const ag_model_config *c) {
     return c->layers > 0 ? c->layers : c->attention == AG_LM_NONE ? 3 : 2;
 }
 
-static ag_tensor *uniform(ag_params *ps, const char *name, int ndim, const int *shape, ag_rng *r) {
-    ag_tensor *t = ag_param(ps, name, ndim, shape);
-    ag_init_uniform(t, -INIT_RANGE, INIT_RANGE, r);
-    return t;
-}
-
-static ag_lstm_layer lstm_layer(ag_params *ps, const char *prefix, int in, int H, ag_rng *r) {
-    char name[64];
-    ag_lstm_layer l;
-    snprintf(name, sizeof name, "%s.w_ih", prefix);
-    l.w_ih = uniform(ps, name, 2, (int[]){in, 4 * H}, r);
-    snprintf(name, sizeof name, "%s.w_hh", prefix);
-    l.w_hh = uniform(ps, name, 2, (int[]){H, 4 * H}, r);
-    snprintf(name, sizeof name, "%s.b_ih", prefix);
-    l.b_ih = uniform(ps, name, 1, (int[]){4 * H}, r);
-    snprintf(name, sizeof name, "%s.b_hh", prefix);
-    l.b_hh = uniform(ps, name, 1, (int[]){4 * H}, r);
-    return l;
-}
-
-
 static ag_status poslm_build(ag_model *m) {
     ag_model_config *c = &m->cfg;
     int V = c->vocab, E = c->dim, H = c->hidden, P = c->pos_hidden;
@@ -89,35 +68,36 @@ static ag_status poslm_build(ag_model *m) {
         return ag_fail(AG_ERR_ARG, "poslm: attention = %d (want 0, 1 or 2)", c->attention);
     if (c->layers > MAX_LAYERS) return ag_fail(AG_ERR_ARG, "poslm: %d layers (at most %d)", c->layers, MAX_LAYERS);
     if (c->attention == AG_LM_NONE && H != E)
-        return ag_fail(AG_ERR_ARG, "poslm: without attention the tied decoder reads h_t, so hidden (%d) must equal dim (%d)",
-                       H, E);
+        return ag_fail(AG_ERR_ARG, "poslm: without attention the tied decoder reads h_t, so hidden (%d) must "
+                       "equal dim (%d)", H, E);
     poslm *p = calloc(1, sizeof *p);
     ag_params *ps = &m->params;
     ag_rng *r = &m->rng;
     char name[64];
-    p->embed = uniform(ps, "embed.weight", 2, (int[]){V, E}, r); /* the pad row too: it is a decoder row */
+    /* the pad row drawn too: it is a row of the tied decoder */
+    p->embed = ag_param_uniform(ps, "embed.weight", 2, (int[]){V, E}, INIT_RANGE, r);
     for (int l = 0; l < c->layers; l++) {
         snprintf(name, sizeof name, "lstm.l%d", l);
-        p->lstm[l] = lstm_layer(ps, name, l == 0 ? E : H, H, r);
+        p->lstm[l] = ag_param_lstm(ps, name, l == 0 ? E : H, H, INIT_RANGE, r);
     }
     if (c->attention == AG_LM_POSITIONAL) {
-        p->pos_lstm = lstm_layer(ps, "pos.lstm", H, P, r);
-        p->w_mu = uniform(ps, "pos.w_mu", 2, (int[]){P, 3}, r);
-        p->b_mu = uniform(ps, "pos.b_mu", 1, (int[]){3}, r);
+        p->pos_lstm = ag_param_lstm(ps, "pos.lstm", H, P, INIT_RANGE, r);
+        p->w_mu = ag_param_uniform(ps, "pos.w_mu", 2, (int[]){P, 3}, INIT_RANGE, r);
+        p->b_mu = ag_param_uniform(ps, "pos.b_mu", 1, (int[]){3}, INIT_RANGE, r);
         for (int j = 0; j < 3; j++) p->b_mu->data[j] += (ag_real)c->pos_mu_bias;
-        p->w_sigma = uniform(ps, "pos.w_sigma", 2, (int[]){P, 1}, r);
-        p->b_sigma = uniform(ps, "pos.b_sigma", 1, (int[]){1}, r);
+        p->w_sigma = ag_param_uniform(ps, "pos.w_sigma", 2, (int[]){P, 1}, INIT_RANGE, r);
+        p->b_sigma = ag_param_uniform(ps, "pos.b_sigma", 1, (int[]){1}, INIT_RANGE, r);
     } else if (c->attention == AG_LM_STANDARD) {
-        p->att_w1 = uniform(ps, "att.w1", 2, (int[]){H, H}, r);
-        p->att_b1 = uniform(ps, "att.b1", 1, (int[]){H}, r);
-        p->att_w2 = uniform(ps, "att.w2", 2, (int[]){H, 1}, r);
-        p->att_b2 = uniform(ps, "att.b2", 1, (int[]){1}, r);
+        p->att_w1 = ag_param_uniform(ps, "att.w1", 2, (int[]){H, H}, INIT_RANGE, r);
+        p->att_b1 = ag_param_uniform(ps, "att.b1", 1, (int[]){H}, INIT_RANGE, r);
+        p->att_w2 = ag_param_uniform(ps, "att.w2", 2, (int[]){H, 1}, INIT_RANGE, r);
+        p->att_b2 = ag_param_uniform(ps, "att.b2", 1, (int[]){1}, INIT_RANGE, r);
     }
     if (c->attention != AG_LM_NONE) {
-        p->cat_w = uniform(ps, "cat.weight", 2, (int[]){2 * H, E}, r);
-        p->cat_b = uniform(ps, "cat.bias", 1, (int[]){E}, r);
+        p->cat_w = ag_param_uniform(ps, "cat.weight", 2, (int[]){2 * H, E}, INIT_RANGE, r);
+        p->cat_b = ag_param_uniform(ps, "cat.bias", 1, (int[]){E}, INIT_RANGE, r);
     }
-    p->dec_bias = uniform(ps, "dec.bias", 1, (int[]){V}, r);
+    p->dec_bias = ag_param_uniform(ps, "dec.bias", 1, (int[]){V}, INIT_RANGE, r);
     m->impl = p;
     return AG_OK;
 }

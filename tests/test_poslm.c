@@ -4,7 +4,8 @@
  * (no weight on i > t, or i >= t when strict), causality of the whole LM
  * (logits at t do not move when the tokens after t change, which moves
  * h_i for every i > t), the loss over non-pad targets, and no heap
- * allocation in steady training steps. */
+ * allocation in steady training steps; also the LSTM layer maker
+ * ag_param_lstm. */
 #include "check.h"
 #include "../models/models.h"
 
@@ -129,6 +130,41 @@ static void test_init(void) {
     for (int k = 0; k < e->shape[1]; k++) pad += fabs(e->data[k]);
     CHECK(pad > 0, "the pad row is zero");
     ag_model_free(&m);
+}
+
+/* ag_param_lstm, the layer maker the LM builds on: the four names under a
+ * prefix of any length, nn.LSTM's shapes, and the draws in the order
+ * w_ih, w_hh, b_ih, b_hh from U(-bound, bound), as four ag_param_uniform
+ * calls make them. */
+static void test_param_lstm(void) {
+    char prefix[200];
+    memset(prefix, 'p', sizeof prefix - 1);
+    prefix[sizeof prefix - 1] = 0;
+    ag_params ps = {0}, ref = {0};
+    ag_rng r, rr;
+    ag_rng_seed(&r, 11);
+    ag_rng_seed(&rr, 11);
+    ag_lstm_layer l = ag_param_lstm(&ps, prefix, 3, 2, 0.25, &r);
+    static const char *const suffix[4] = {".w_ih", ".w_hh", ".b_ih", ".b_hh"};
+    static const int shapes[4][2] = {{3, 8}, {2, 8}, {8, 0}, {8, 0}};
+    ag_tensor *made[4] = {l.w_ih, l.w_hh, l.b_ih, l.b_hh};
+    CHECK(ps.count == 4, "%d parameters", ps.count);
+    for (int i = 0; i < 4; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s%s", prefix, suffix[i]);
+        int nd = shapes[i][1] ? 2 : 1;
+        ag_tensor *want = ag_param_uniform(&ref, name, nd, shapes[i], 0.25, &rr);
+        CHECK(ag_params_find(&ps, name) == made[i], "%s found", suffix[i]);
+        CHECK(made[i]->ndim == nd && made[i]->shape[0] == shapes[i][0] && (nd == 1 || made[i]->shape[1] == shapes[i][1]),
+              "%s shape", suffix[i]);
+        CHECK(made[i]->size == want->size && !memcmp(made[i]->data, want->data, (size_t)want->size * sizeof(ag_real)),
+              "%s drawn in order", suffix[i]);
+        for (int64_t k = 0; k < made[i]->size; k++)
+            CHECK(fabs(made[i]->data[k]) <= 0.25, "%s[%lld] = %g in [-0.25, 0.25]", suffix[i], (long long)k,
+                  made[i]->data[k]);
+    }
+    ag_params_free(&ps);
+    ag_params_free(&ref);
 }
 
 /* mu_t >= t/len at every valid t, 0 at padding; at the init (where the
@@ -309,6 +345,7 @@ static void test_steady_state(void) {
 int main(void) {
     test_names();
     test_init();
+    test_param_lstm();
     test_mu_floor();
     test_window();
     test_causality();
