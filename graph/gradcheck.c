@@ -91,8 +91,12 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
              * reported relative error measures it against that floor. */
             double scale = fmax(fmax(fabs(ana), fabs(num)), o.rtol > 0 ? o.atol / o.rtol : o.atol);
             double rel = err / scale;
+            /* A NaN or infinite gradient, or a function that is not finite
+             * around x, fails: NaN compares false, so the test is "within",
+             * not "not beyond", and NaN errors rank as the worst. */
+            if (isnan(rel)) rel = err = INFINITY;
             res.checked++;
-            if (err > o.atol + o.rtol * fabs(num)) res.ok = false;
+            if (!(err <= o.atol + o.rtol * fabs(num))) res.ok = false;
             if (err > res.max_abs_err) res.max_abs_err = err;
             if (rel > res.max_rel_err || res.worst_input < 0) {
                 res.max_rel_err = fmax(rel, res.max_rel_err);

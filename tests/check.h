@@ -32,6 +32,11 @@ static int check_passed_, check_failed_;
               "%s = %.17g, want %.17g", #got, g_, w_);                         \
     } while (0)
 
+/* A running worst error updated with a new one, where NaN counts as
+ * infinite: fmax and `>` would both pass over it, and a sweep whose every
+ * result is NaN would report a worst error of 0. */
+static inline double check_worst(double worst, double err) { return isnan(err) ? INFINITY : err > worst ? err : worst; }
+
 static inline int check_summary(const char *name) {
     printf("%s: %d passed, %d failed\n", name, check_passed_, check_failed_);
     return check_failed_ ? 1 : 0;

@@ -112,7 +112,7 @@ static void against_reference(unsigned flags, const char *label) {
         reference_logits(&m, &b, i, want);
         for (int k = 0; k < m.cfg.classes; k++) {
             CHECK_NEAR(got[i * m.cfg.classes + k], want[k], 1e-12, 1e-10);
-            worst = fmax(worst, fabs(got[i * m.cfg.classes + k] - want[k]));
+            worst = check_worst(worst, fabs(got[i * m.cfg.classes + k] - want[k]));
         }
     }
     printf("  reference %-12s max |logit diff| %.1e\n", label, worst);

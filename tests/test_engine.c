@@ -1,7 +1,8 @@
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 /* test_engine.c - the tape, the arena and the error paths: gradients
  * accumulate, no-grad records nothing, marks rewind, a fixed-shape training
- * step allocates nothing after warm-up, and misuse names the caller's line. */
+ * step allocates nothing after warm-up, misuse names the caller's line, and
+ * the gradient check fails wrong, NaN and infinite gradients. */
 #include "check.h"
 #include "fatal.h"
 #include "attngrad.h"
@@ -240,8 +241,42 @@ static void test_dropout_mask_statistics(void) {
     ag_step_end();
 }
 
+/* ---- the gradient check itself: it must fail what is wrong ---- */
+
+static ag_tensor *square_fn(void *p) { return ag_mul((ag_tensor *)p, (ag_tensor *)p); }
+
+/* x * c with c a copy of x's values made outside the tape: backward says
+ * d/dx = x, the function's true derivative is 2x. */
+static ag_tensor *hidden_square_fn(void *p) {
+    ag_tensor *x = p, *c = ag_tensor_new(x->ndim, x->shape);
+    memcpy(c->data, x->data, (size_t)x->size * sizeof(ag_real));
+    return ag_mul(x, c);
+}
+
+static ag_tensor *log_fn(void *p) { return ag_log((ag_tensor *)p); }
+static ag_tensor *sqrt_fn(void *p) { return ag_sqrt((ag_tensor *)p); }
+
+static void test_gradcheck_fails_what_is_wrong(void) {
+    ag_params ps = {0};
+    ag_tensor *x = ag_param(&ps, "x", 1, (int[]){4});
+    for (int i = 0; i < 4; i++) x->data[i] = 0.5 + 0.25 * i;
+    ag_gradcheck_result r = ag_gradcheck(square_fn, x, &x, 1, NULL);
+    CHECK(r.ok && r.checked == 4, "a right gradient passes (rel err %g)", r.max_rel_err);
+    r = ag_gradcheck(hidden_square_fn, x, &x, 1, NULL);
+    CHECK(!r.ok, "a wrong gradient fails");
+    x->data[2] = -1; /* log(-1) = NaN: the projected output is NaN, so is every difference */
+    r = ag_gradcheck(log_fn, x, &x, 1, NULL);
+    CHECK(!r.ok && isinf(r.max_rel_err), "a NaN output fails (rel %g)", r.max_rel_err);
+    x->data[2] = 0; /* d sqrt(x) at 0 is inf */
+    r = ag_gradcheck(sqrt_fn, x, &x, 1, NULL);
+    CHECK(!r.ok && r.worst_index == 2, "an infinite gradient fails (worst %lld)", (long long)r.worst_index);
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
 int main(void) {
     test_accumulation();
+    test_gradcheck_fails_what_is_wrong();
     test_dropout_mask_statistics();
     test_profiler_names_sites();
     test_no_grad_and_marks();

@@ -34,7 +34,7 @@ static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task t
         ag_gradcheck_opts o = ag_gradcheck_defaults();
         o.max_checks = 64;
         ag_gradcheck_result r = ag_gradcheck(tiny_loss, &ctx, &p, 1, &o);
-        if (r.max_rel_err > worst) worst = r.max_rel_err;
+        worst = check_worst(worst, r.max_rel_err);
         if (getenv("VERBOSE")) printf("    %-24s rel %.2e abs %.2e (a %.3e n %.3e)\n", p->name, r.max_rel_err, r.max_abs_err, r.analytic, r.numeric);
         CHECK(r.ok, "%s %s: element %lld analytic %.12g numeric %.12g", label, p->name,
               (long long)r.worst_index, r.analytic, r.numeric);

@@ -157,7 +157,7 @@ static void against_reference(unsigned flags, ag_task task, const char *label) {
         reference_logits(&r, &b, i, want);
         for (int k = 0; k < 3; k++) {
             CHECK_NEAR(got[i * 3 + k], want[k], 1e-12, 1e-10);
-            worst = fmax(worst, fabs(got[i * 3 + k] - want[k]));
+            worst = check_worst(worst, fabs(got[i * 3 + k] - want[k]));
         }
     }
     CHECK(r.min_relu > 1e-5 && r.min_max > 1e-5 && r.min_abs > 1e-5, "%s: too close to a kink", label);

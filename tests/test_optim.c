@@ -123,7 +123,7 @@ static void compare(const char *what, const char *spec, bool linear, int steps) 
             double got = *elem(&p, k, false), err = fabs(got - r.x[k]);
             CHECK(err <= ATOL + RTOL * fabs(r.x[k]), "%s (%s) step %d element %d: %.17g, reference %.17g", what,
                   spec, s + 1, k, got, r.x[k]);
-            if (err > worst) worst = err;
+            worst = check_worst(worst, err);
         }
     }
     CHECK(opt.step == steps);

@@ -279,12 +279,12 @@ static void test_broadcast_reference(void) {
             for (int l = 0; l < 70; l++) {
                 int64_t io = ((int64_t)i * 33 + q) * 70 + l, ia = i * 70 + l, ib = q;
                 double want = (double)a->data[ia] / (double)b->data[ib];
-                worst = fmax(worst, fabs(y->data[io] - want) / fabs(want));
+                worst = check_worst(worst, fabs(y->data[io] - want) / fabs(want));
                 ga[ia] += g[io] / b->data[ib];
                 gb[ib] += -g[io] * a->data[ia] / (b->data[ib] * b->data[ib]);
             }
-    for (int64_t k = 0; k < a->size; k++) worst_ga = fmax(worst_ga, fabs(a->grad[k] - ga[k]) / (fabs(ga[k]) + 1e-30));
-    for (int64_t k = 0; k < b->size; k++) worst_gb = fmax(worst_gb, fabs(b->grad[k] - gb[k]) / (fabs(gb[k]) + 1e-30));
+    for (int64_t k = 0; k < a->size; k++) worst_ga = check_worst(worst_ga, fabs(a->grad[k] - ga[k]) / (fabs(ga[k]) + 1e-30));
+    for (int64_t k = 0; k < b->size; k++) worst_gb = check_worst(worst_gb, fabs(b->grad[k] - gb[k]) / (fabs(gb[k]) + 1e-30));
 #ifdef AG_REAL_DOUBLE
     const double tol = 1e-12;
 #else
@@ -325,7 +325,7 @@ static void test_gemm_reference(void) {
                     double b = cases[c].tb ? B[(int64_t)j * K + k] : B[(int64_t)k * N + j];
                     s += a * b;
                 }
-                worst = fmax(worst, fabs(C[(int64_t)i * N + j] - (2 * s + 0.5)) / (fabs(2 * s + 0.5) + 1));
+                worst = check_worst(worst, fabs(C[(int64_t)i * N + j] - (2 * s + 0.5)) / (fabs(2 * s + 0.5) + 1));
             }
 #ifdef AG_REAL_DOUBLE
         CHECK(worst < 1e-12, "gemm %d: %.3g", (int)c, worst);
