@@ -79,9 +79,21 @@ ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
 ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
     int B = x->shape[0], N = x->shape[1];
     ag_tensor *pad = ag_tensor_new(3, (int[]){B, N, 1});
-    for (int b = 0; b < B; b++)
+    bool empty = false;
+    for (int b = 0; b < B; b++) {
+        if (lengths[b] <= 0) { /* no -inf here: max over all -inf would be -inf */
+            empty = true;
+            continue;
+        }
         for (int t = lengths[b]; t < N; t++) pad->data[b * N + t] = -INFINITY;
-    return ag_max_axis(ag_add(x, pad), 1, false);
+    }
+    ag_tensor *m = ag_max_axis(ag_add(x, pad), 1, false); /* [B, d] */
+    if (!empty) return m;
+    /* An empty example pools to 0 with no gradient, as ag_source2token's
+     * does (its softmax gives every position weight 0). */
+    ag_tensor *keep = ag_tensor_new(2, (int[]){B, 1});
+    for (int b = 0; b < B; b++) keep->data[b] = lengths[b] > 0;
+    return ag_mul(m, keep);
 }
 
 ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
