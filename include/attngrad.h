@@ -731,7 +731,8 @@ ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, do
 /* act(x) by the ag_act above: ag_relu, ag_elu, ag_tanh, ag_sigmoid or x. */
 ag_tensor *ag_activate(ag_tensor *x, ag_act act);
 
-/* Constant [B, N, 1]: 1 at positions t < lengths[b], 0 at padding. */
+/* Constant [B, N, 1]: 1 at positions t < lengths[b], 0 at padding.  The
+ * layers below stop with a message when a length is outside [0, N]. */
 ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N);
 /* x [B, N, ...] with the rows at padded positions set to 0. */
 ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths);

@@ -2,6 +2,7 @@
  * are compositions of ops (their gradients follow from the ops' own), kept
  * here so that a model reads like its equations. */
 #include "attngrad.h"
+#include "../graph/internal.h" /* ag__fatal: misuse names the layer, as an op would */
 
 #include <math.h>
 #include <stdio.h>
@@ -63,7 +64,20 @@ ag_tensor *ag_activate(ag_tensor *x, ag_act act) {
     return x;
 }
 
+/* lengths[b] in [0, N] for every example, or a fatal error naming the layer. */
+static void check_lengths(const char *layer, const int32_t *lengths, int B, int N) {
+    for (int b = 0; b < B; b++)
+        if (lengths[b] < 0 || lengths[b] > N)
+            ag__fatal(layer, "lengths[%d] = %d is outside [0, %d]", b, (int)lengths[b], N);
+}
+
+static void bad_shape(const char *layer, const ag_tensor *x, const char *want) {
+    char sx[64];
+    ag__fatal(layer, "x %s: want %s", ag_shape_str(x, sx, sizeof sx), want);
+}
+
 ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N) {
+    check_lengths("ag_valid_mask", lengths, B, N);
     ag_tensor *m = ag_tensor_new(3, (int[]){B, N, 1});
     for (int b = 0; b < B; b++)
         for (int t = 0; t < N && t < lengths[b]; t++) m->data[b * N + t] = 1;
@@ -71,13 +85,16 @@ ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N) {
 }
 
 ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
-    ag_tensor *m = ag_valid_mask(lengths, x->shape[0], x->shape[1]);
-    if (x->ndim != 3) m = ag_reshape(m, 2, (int[]){x->shape[0], x->shape[1]});
-    return ag_mul(x, m);
+    if (x->ndim < 2) bad_shape("ag_zero_padding", x, "[B, N, ...]");
+    int shape[AG_MAX_DIMS] = {x->shape[0], x->shape[1]}; /* [B, N, 1, ...] as deep as x */
+    for (int i = 2; i < x->ndim; i++) shape[i] = 1;
+    return ag_mul(x, ag_reshape(ag_valid_mask(lengths, x->shape[0], x->shape[1]), x->ndim, shape));
 }
 
 ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
+    if (x->ndim != 3) bad_shape("ag_max_over_time", x, "[B, N, d]");
     int B = x->shape[0], N = x->shape[1];
+    check_lengths("ag_max_over_time", lengths, B, N);
     ag_tensor *pad = ag_tensor_new(3, (int[]){B, N, 1});
     bool empty = false;
     for (int b = 0; b < B; b++) {

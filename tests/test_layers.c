@@ -1,8 +1,9 @@
 /* test_layers.c - the shared layers of models/layers.c in f64: a gradient
  * check of each against central differences (through its inputs and
  * parameters), on batches with padding, a length-1 example and an empty
- * one, and the values those edge cases must give. */
+ * one, the values those edge cases must give, and the errors misuse gets. */
 #include "check.h"
+#include "fatal.h"
 #include "../models/models.h"
 
 #include <string.h>
@@ -40,9 +41,9 @@ static ag_tensor *activate_fn(void *p) {
     return ag_activate(c->x, c->act);
 }
 
-static void gradcheck(const char *label, ag_forward_fn f, layer_ctx *c, ag_tensor **wrt, int n) {
+static void gradcheck(const char *label, ag_forward_fn f, void *ctx, ag_tensor **wrt, int n) {
     ag_gradcheck_opts o = ag_gradcheck_defaults();
-    ag_gradcheck_result r = ag_gradcheck(f, c, wrt, n, &o);
+    ag_gradcheck_result r = ag_gradcheck(f, ctx, wrt, n, &o);
     CHECK(r.ok, "%s: input %d element %lld analytic %.12g numeric %.12g", label, r.worst_input,
           (long long)r.worst_index, r.analytic, r.numeric);
     ag_step_end();
@@ -129,6 +130,45 @@ static void test_padding_and_activations(ag_rng *r) {
     free_ctx(&c);
 }
 
+/* ag_zero_padding on [B, N] and [B, N, h, d]: the mask broadcasts over
+ * every trailing dim. */
+static ag_tensor *zero_padding_4d_fn(void *p) { return ag_zero_padding((ag_tensor *)p, lengths_empty); }
+
+static void test_zero_padding_ranks(ag_rng *r) {
+    ag_params ps = {0};
+    ag_tensor *x2 = ag_param_uniform(&ps, "x2", 2, (int[]){B, N}, 1, r);
+    ag_tensor *x4 = ag_param_uniform(&ps, "x4", 4, (int[]){B, N, 2, 3}, 1, r);
+    ag_tensor *y2 = ag_zero_padding(x2, lengths_padded), *y4 = ag_zero_padding(x4, lengths_empty);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < N; t++) {
+            CHECK(y2->data[b * N + t] == (t < lengths_padded[b] ? x2->data[b * N + t] : 0), "2-D [%d,%d]", b, t);
+            for (int k = 0; k < 6; k++) {
+                int64_t i = (int64_t)(b * N + t) * 6 + k;
+                CHECK(y4->data[i] == (t < lengths_empty[b] ? x4->data[i] : 0), "4-D [%d,%d,%d]", b, t, k);
+            }
+        }
+    ag_step_end();
+    gradcheck("zero_padding 4-D", zero_padding_4d_fn, x4, &x4, 1);
+    ag_params_free(&ps);
+}
+
+/* Misuse stops with a message naming the layer, the shape or the length. */
+static void test_misuse(ag_rng *r) {
+    ag_params ps = {0};
+    ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){B, N, D}, 1, r);
+    ag_tensor *flat = ag_param_uniform(&ps, "flat", 2, (int[]){B, N}, 1, r);
+    ag_tensor *one = ag_param_uniform(&ps, "one", 1, (int[]){B}, 1, r);
+    const int32_t negative[B] = {4, -1, 2}, too_long[B] = {4, 5, 2};
+    EXPECT_FATAL(ag_max_over_time(x, negative), "ag_max_over_time", "lengths[1] = -1", "[0, 4]");
+    EXPECT_FATAL(ag_max_over_time(x, too_long), "ag_max_over_time", "lengths[1] = 5");
+    EXPECT_FATAL(ag_max_over_time(flat, lengths_padded), "ag_max_over_time", "[3,4]", "[B, N, d]");
+    EXPECT_FATAL(ag_zero_padding(x, too_long), "ag_valid_mask", "lengths[1] = 5");
+    EXPECT_FATAL(ag_zero_padding(one, lengths_padded), "ag_zero_padding", "[3]");
+    EXPECT_FATAL(ag_valid_mask(negative, B, N), "ag_valid_mask", "lengths[1] = -1");
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
 int main(void) {
     ag_rng r;
     ag_rng_seed(&r, 5);
@@ -136,6 +176,8 @@ int main(void) {
     test_source2token(&r);
     test_length_one(&r);
     test_padding_and_activations(&r);
+    test_zero_padding_ranks(&r);
+    test_misuse(&r);
     ag_shutdown();
     return check_summary("test_layers");
 }
