@@ -10,22 +10,7 @@
 set -u
 AG=$1 AG64=$2 TT=$3
 [ -x "$AG" ] && [ -x "$AG64" ] && [ -x "$TT" ] || { echo "usage: $0 attngrad attngrad-f64 test_train"; exit 2; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-passed=0 failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-
-# expect RC PATTERN CMD...: CMD exits with RC and its output matches PATTERN
-expect() {
-  local want=$1 pattern=$2; shift 2
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$want" ] && grep -Eq -- "$pattern" <<<"$out"; then ok; else
-    bad "$* -> exit $rc (want $want), output (want /$pattern/):"; printf '%s\n' "$out" | tail -n 8 >&2
-  fi
-}
+. "$(dirname "$0")/cli_lib.sh" test_cli
 
 SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none)
 
@@ -164,5 +149,4 @@ head -c 1000 "$T/run/best.safetensors" > "$T/cut.safetensors"
 expect 1 "cut.safetensors: " "$AG" predict --ckpt "$T/cut.safetensors"
 expect 1 "nothing.safetensors: cannot open" "$AG" eval --ckpt "$T/nothing.safetensors"
 
-echo "test_cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

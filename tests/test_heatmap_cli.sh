@@ -11,22 +11,7 @@
 set -u
 AG=$1
 [ -x "$AG" ] || { echo "usage: $0 attngrad"; exit 2; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/test_heatmap_cli.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-passed=0 failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-
-# expect RC PATTERN CMD...: CMD exits with RC and its output matches PATTERN
-expect() {
-  local want=$1 pattern=$2; shift 2
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$want" ] && grep -Eq -- "$pattern" <<<"$out"; then ok; else
-    bad "$* -> exit $rc (want $want), output (want /$pattern/):"; printf '%s\n' "$out" | tail -n 8 >&2
-  fi
-}
+. "$(dirname "$0")/cli_lib.sh" test_heatmap_cli
 
 # check_svg FILE CELLS PATTERN: a complete SVG with CELLS cells (one <title>
 # each) whose text matches PATTERN
@@ -126,5 +111,4 @@ if grep -qx dual_axial <<<"$models"; then
 fi
 ls "$T"/e* >/dev/null 2>&1 && bad "a failed heatmap command left files: $(ls -d "$T"/e*)" || ok
 
-echo "test_heatmap_cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

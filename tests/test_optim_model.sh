@@ -9,19 +9,7 @@
 set -u
 OX=$1
 [ -x "$OX" ] || { echo "usage: $0 optim_experiments"; exit 2; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/test_optim_model.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-passed=0 failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-expect() {
-  local want=$1 pattern=$2; shift 2
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$want" ] && grep -Eq -- "$pattern" <<<"$out"; then ok; else
-    bad "$* -> exit $rc (want $want), output (want /$pattern/):"; printf '%s\n' "$out" | tail -n 8 >&2
-  fi
-}
+. "$(dirname "$0")/cli_lib.sh" test_optim_model
 
 # 200 examples in batches of 25: 8 steps per epoch, 2 epochs
 expect 0 'model mpsan on synth-order: .* 200 train / 50 dev' "$OX" --model mpsan --dim 8 --synth-n 200 --batch 25 \
@@ -62,5 +50,4 @@ expect 2 "unknown or incomplete option '--max-steps'" "$OX" --model mpsan --max-
 expect 2 "unknown model" "$OX" --model nope
 expect 1 'nothere.txt' "$OX" --model mpsan --data "$T/nothere.txt" --out "$T/e"
 
-echo "test_optim_model: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary
