@@ -171,19 +171,7 @@ static void against_reference(unsigned flags, ag_task task, const char *label) {
  * its length. */
 static void independence(ag_task task) {
     ag_model m = tiny_model(0, task);
-    ag_batch b;
-    ag_tiny_batch(&m, &b, 13);
-    double both[6], alone[3], junk[6];
-    model_logits(&m, &b, both);
-    for (int i = 0; i < b.rows; i++) {
-        ag_batch row = batch_row(&b, i);
-        model_logits(&m, &row, alone);
-        for (int k = 0; k < 3; k++) CHECK_NEAR(alone[k], both[i * 3 + k], 1e-13, 1e-12);
-    }
-    fill_padding_with_junk(&b, m.cfg.vocab, 0, 99);
-    model_logits(&m, &b, junk);
-    for (int k = 0; k < 6; k++) CHECK_NEAR(junk[k], both[k], 1e-13, 1e-12);
-    ag_model_batch_free(&b);
+    check_independence(&m, 0);
     ag_model_free(&m);
 }
 
