@@ -260,6 +260,19 @@ static int junk_line(load_ctx *c, int *rc) {
     return 1;
 }
 
+/* The line's tokens into c->spans: their count; 0 for a blank line
+ * (counted in the stats); -1 with *rc set for junk (reported) or no memory. */
+static int64_t line_tokens(load_ctx *c, int *rc) {
+    if (junk_line(c, rc)) return -1;
+    int64_t k = tokenize_into(c, c->lr.buf, c->lr.len);
+    if (k < 0) {
+        *rc = oom(c);
+        return -1;
+    }
+    if (k == 0) c->ds->stats.blank++;
+    return k;
+}
+
 static int add_spans(load_ctx *c, const char *s, const ag_span *sp, int64_t k, int32_t head) {
     for (int64_t t = 0; t < k; t++)
         if (ag_ds_add(c->ds, s + sp[t].start, sp[t].len, head)) return oom(c);
@@ -283,13 +296,8 @@ static int parse_uint(const char *s, size_t n, long max, long *out) {
 
 static int load_labeled_line(load_ctx *c) {
     int rc = 0;
-    if (junk_line(c, &rc)) return rc;
-    int64_t k = tokenize_into(c, c->lr.buf, c->lr.len);
-    if (k < 0) return oom(c);
-    if (k == 0) {
-        c->ds->stats.blank++;
-        return 0;
-    }
+    int64_t k = line_tokens(c, &rc);
+    if (k <= 0) return rc; /* blank (counted), junk or out of memory */
     const char *lab = c->lr.buf + c->spans[0].start;
     long label;
     if (!parse_uint(lab, c->spans[0].len, AG_MAX_LABEL, &label))
@@ -306,13 +314,8 @@ static int load_labeled_line(load_ctx *c) {
 
 static int load_lm_line(load_ctx *c) {
     int rc = 0;
-    if (junk_line(c, &rc)) return rc;
-    int64_t k = tokenize_into(c, c->lr.buf, c->lr.len);
-    if (k < 0) return oom(c);
-    if (k == 0) {
-        c->ds->stats.blank++;
-        return 0;
-    }
+    int64_t k = line_tokens(c, &rc);
+    if (k <= 0) return rc; /* blank (counted), junk or out of memory */
     ag_ds_begin(c->ds);
     if ((rc = add_spans(c, c->lr.buf, c->spans, k, 0))) return rc;
     if (ag_ds_add(c->ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0)) return oom(c);
