@@ -108,6 +108,12 @@ void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
 /* A grain for elementwise loops: 16K elements (64 KB of floats), about
  * 5-20 us of work, well above the cost of handing a range to a thread. */
 #define AG_GRAIN_ELEMENTWISE ((int64_t)1 << 14)
+/* The grain for units (rows, slices) of unit_size elements each: as many
+ * as make ~AG_GRAIN_ELEMENTWISE elements, at least one. */
+static inline int64_t ag__units_per_part(int64_t unit_size) {
+    int64_t k = AG_GRAIN_ELEMENTWISE / (unit_size > 0 ? unit_size : 1);
+    return k < 1 ? 1 : k;
+}
 
 /* Rows idx[0..n) of src [*, width] copied into a new arena buffer [n, width]
  * (on the pool): the packing of a padded batch's real rows. */

@@ -32,11 +32,6 @@ typedef struct {
 /* Slices run on the pool in groups of ~AG_GRAIN_ELEMENTWISE probabilities;
  * every slice is computed whole by one thread with single-threaded GEMMs,
  * so the result does not depend on which thread ran it. */
-static int64_t slices_per_part(int64_t pq) {
-    int64_t k = AG_GRAIN_ELEMENTWISE / (pq ? pq : 1);
-    return k < 1 ? 1 : k;
-}
-
 typedef struct {
     const attn_plan *p;
     const ag__mask_plan *mp;
@@ -73,7 +68,7 @@ static void attention_backward(ag_node *n) {
     int64_t pq = (int64_t)p->nq * p->nk;
     attn_job j = {.p = p, .Q = q->data, .K = k->data, .V = v->data, .G = n->out->grad,
                   .GQ = want_q ? ag__grad(q) : NULL, .GK = want_k ? ag__grad(k) : NULL,
-                  .GV = want_v ? ag__grad(v) : NULL, .per_part = slices_per_part(pq)};
+                  .GV = want_v ? ag__grad(v) : NULL, .per_part = ag__units_per_part(pq)};
     int64_t parts = (p->slices + j.per_part - 1) / j.per_part;
     if (want_q || want_k) j.dS = ag_arena_alloc((size_t)(parts * pq > 0 ? parts * pq : 1) * sizeof(ag_real));
     ag__parallel(parts, attention_backward_part, &j);
@@ -129,7 +124,7 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
     int64_t n_probs = p.slices * pq;
     p.probs = ag_arena_alloc((size_t)(n_probs ? n_probs : 1) * sizeof(ag_real));
     attn_job j = {.p = &p, .mp = &mp, .mask = mask, .Q = q->data, .K = k->data, .V = v->data, .out = out->data,
-                  .per_part = slices_per_part(pq)};
+                  .per_part = ag__units_per_part(pq)};
     ag__parallel((p.slices + j.per_part - 1) / j.per_part, attention_forward_part, &j);
 
     ag_node *n = ag__record(op, attention_backward, out, 3, (ag_tensor *[]){q, k, v});

@@ -120,12 +120,6 @@ static bool is_broadcast(const int64_t *s, const bcast *bc) {
     return false;
 }
 
-/* Rows of the output per part, so a part has ~AG_GRAIN_ELEMENTWISE elements. */
-static int64_t row_grain(int64_t cols) {
-    int64_t g = AG_GRAIN_ELEMENTWISE / (cols ? cols : 1);
-    return g < 1 ? 1 : g;
-}
-
 /* The output rows that read row xr of a broadcast operand with strides s,
  * in increasing order: for each dim the operand repeats along (stride 0),
  * every index; for the others, the operand's own index. */
@@ -257,7 +251,7 @@ static int64_t row_grain(int64_t cols) {
             j.fresh = false;                                                                         \
             if (!is_broadcast(s, &j.bc)) {                                                           \
                 j.out = ag__grad_write(n->in[side], &j.fresh);                                       \
-                ag__parallel_range(j.rows, row_grain(j.cols), side == 0 ? NAME##_grad_a_rows : NAME##_grad_b_rows, &j); \
+                ag__parallel_range(j.rows, ag__units_per_part(j.cols), side == 0 ? NAME##_grad_a_rows : NAME##_grad_b_rows, &j); \
             } else {                                                                                 \
                 j.out = ag__grad(n->in[side]);                                                       \
                 int64_t xrows = n->in[side]->size / (s[3] ? (j.cols ? j.cols : 1) : 1);              \
@@ -274,7 +268,7 @@ static int64_t row_grain(int64_t cols) {
         j.out = out->data;                                                                           \
         j.cols = j.bc.shape[3];                                                                      \
         j.rows = (int64_t)j.bc.shape[0] * j.bc.shape[1] * j.bc.shape[2];                             \
-        if (out->size > 0) ag__parallel_range(j.rows, row_grain(j.cols), NAME##_rows, &j);           \
+        if (out->size > 0) ag__parallel_range(j.rows, ag__units_per_part(j.cols), NAME##_rows, &j);           \
         save_plan(ag__record("ag_" #NAME, NAME##_backward, out, 2, (ag_tensor *[]){x, y}), &j.bc);   \
         return out;                                                                                  \
     }

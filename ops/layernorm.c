@@ -20,11 +20,6 @@ typedef struct {
     bool fresh;               /* backward: gx is new, store instead of add */
 } ln_job;
 
-static int64_t rows_per_part(int D) {
-    int64_t k = AG_GRAIN_ELEMENTWISE / (D ? D : 1);
-    return k < 1 ? 1 : k;
-}
-
 /* With xhat = (x - mean) * rstd and dxhat = dy * gamma, the gradient of a
  * row is rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)):
  * the two means are what the row's own mean and variance take back.
@@ -83,7 +78,7 @@ static void layernorm_backward(ag_node *n) {
     j.gbeta = beta && ag__wants(n, 2) ? ag__grad(beta) : NULL;
     if (ag__wants(n, 0)) {
         j.gx = ag__grad_write(x, &j.fresh);
-        ag__parallel_range(j.rows, rows_per_part(D), layernorm_grad_rows, &j);
+        ag__parallel_range(j.rows, ag__units_per_part(D), layernorm_grad_rows, &j);
     }
     if (j.ggamma || j.gbeta) ag__parallel_range(D, 64, layernorm_grad_affine, &j);
 }
@@ -136,7 +131,7 @@ ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double 
     ln_saved s = {ag_arena_alloc((size_t)rows * sizeof(ag_real)), ag_arena_alloc((size_t)rows * sizeof(ag_real))};
     ln_job j = {.s = &s, .x = x->data, .y = out->data, .gamma = gamma ? gamma->data : NULL,
                 .beta = beta ? beta->data : NULL, .eps = (ag_real)eps, .D = D, .rows = rows};
-    ag__parallel_range(rows, rows_per_part(D), layernorm_rows, &j);
+    ag__parallel_range(rows, ag__units_per_part(D), layernorm_rows, &j);
     ag_node *n = ag__record("ag_layernorm", layernorm_backward, out, 3, (ag_tensor *[]){x, gamma, beta});
     if (n) {
         ln_saved *p = ag_arena_alloc(sizeof *p);

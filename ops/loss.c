@@ -36,11 +36,6 @@ typedef struct {
     bool fresh;          /* backward: GZ is new, store (0 on ignored rows) instead of add */
 } ce_job;
 
-static int64_t ce_rows_per_part(int C) {
-    int64_t k = AG_GRAIN_ELEMENTWISE / (C > 0 ? C : 1);
-    return k < 1 ? 1 : k;
-}
-
 AG_SIMD_CLONES static void ce_grad_rows(void *ctx, int64_t r0, int64_t r1) {
     const ce_job *j = ctx;
     const ce_saved *sv = j->sv;
@@ -71,7 +66,7 @@ static void cross_entropy_backward(ag_node *n) {
     ce_job j = {.sv = sv, .Z = n->in[0]->data, .C = sv->classes,
                 .scale = n->out->grad[0] / (ag_real)sv->counted};
     j.GZ = ag__grad_write(n->in[0], &j.fresh);
-    ag__parallel_range(sv->rows, ce_rows_per_part(sv->classes), ce_grad_rows, &j);
+    ag__parallel_range(sv->rows, ag__units_per_part(sv->classes), ce_grad_rows, &j);
 }
 
 /* Per row: m = max z, s = log sum exp(z - m), and the row's loss. */
@@ -120,7 +115,7 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
     ce_job j = {.labels = labels, .Z = logits->data, .C = C, .ignore_index = ignore_index,
                 .row_max = sv->row_max, .row_lse = sv->row_lse,
                 .row_loss = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof(ag_real))};
-    ag__parallel_range(rows, ce_rows_per_part(C), ce_rows, &j);
+    ag__parallel_range(rows, ag__units_per_part(C), ce_rows, &j);
     double total = 0; /* in double, in row order: a mean over many rows in f32 drifts */
     for (int64_t r = 0; r < rows; r++)
         if (labels[r] != ignore_index) total += (double)j.row_loss[r];
@@ -281,10 +276,10 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
     lce_job j = {.bias = bias ? bias->data : NULL, .labels = ys, .C = C, .to_grad = grad};
     sv->X = ag__gather_rows(x->data, in, sv->kept, (int)N);
     j.Z = ag_arena_alloc((size_t)(N ? N : 1) * C * sizeof(ag_real));
-    ag__parallel_range(N, ce_rows_per_part(C), lce_fill, &j);
+    ag__parallel_range(N, ag__units_per_part(C), lce_fill, &j);
     ag__gemm(false, tw, (int)N, C, in, 1, sv->X, w->data, 1, j.Z);
     j.loss = ag_arena_alloc((size_t)(N ? N : 1) * sizeof(ag_real));
-    ag__parallel_range(N, ce_rows_per_part(C), lce_rows, &j);
+    ag__parallel_range(N, ag__units_per_part(C), lce_rows, &j);
     double total = 0; /* in double, in row order */
     for (int64_t i = 0; i < N; i++) total += (double)j.loss[i];
     ag_tensor *out = ag__empty(0, NULL);

@@ -402,17 +402,12 @@ AG_SIMD_CLONES static void scan_nonzero_rows(void *ctx, int64_t r0, int64_t r1) 
  * the products it saves (MPSAN's score vectors h.u). */
 static bool worth_packing(int rows, int in, int out) { return rows >= 64 && in >= 16 && out >= 16; }
 
-static int64_t rows_per_part(int width) {
-    int64_t k = AG_GRAIN_ELEMENTWISE / (width > 0 ? width : 1);
-    return k < 1 ? 1 : k;
-}
-
 /* The indices of the rows of G [rows, width] that are not all zero (their
  * count in *kept), or NULL when fewer than an eighth of the rows are zero. */
 static int32_t *nonzero_rows(const ag_real *G, int rows, int width, int *kept) {
     if (rows < 64 || width <= 0) return NULL;
     rows_job j = {.src = G, .width = width, .nonzero = ag_arena_alloc((size_t)rows)};
-    ag__parallel_range(rows, rows_per_part(width), scan_nonzero_rows, &j);
+    ag__parallel_range(rows, ag__units_per_part(width), scan_nonzero_rows, &j);
     int32_t *idx = ag_arena_alloc((size_t)rows * sizeof *idx);
     int k = 0;
     for (int r = 0; r < rows; r++)
@@ -439,13 +434,13 @@ AG_SIMD_CLONES static void scatter_add_rows_range(void *ctx, int64_t i0, int64_t
 ag_real *ag__gather_rows(const ag_real *src, int width, const int32_t *idx, int kept) {
     rows_job j = {.src = src, .dst = ag_arena_alloc((size_t)(kept ? kept : 1) * width * sizeof(ag_real)),
                   .idx = idx, .width = width};
-    ag__parallel_range(kept, rows_per_part(width), gather_rows_range, &j);
+    ag__parallel_range(kept, ag__units_per_part(width), gather_rows_range, &j);
     return j.dst;
 }
 
 static void scatter_add_rows(ag_real *dst, const ag_real *src, int width, const int32_t *idx, int kept) {
     rows_job j = {.src = src, .dst = dst, .idx = idx, .width = width};
-    ag__parallel_range(kept, rows_per_part(width), scatter_add_rows_range, &j);
+    ag__parallel_range(kept, ag__units_per_part(width), scatter_add_rows_range, &j);
 }
 
 /* A shared right operand with an untransposed left one (x [.., K] op(B)):
@@ -678,7 +673,7 @@ AG_SIMD_CLONES static void unpack_rows_range(void *ctx, int64_t r0, int64_t r1) 
 
 void ag__unpack_rows(ag_real *dst, const ag_real *src, int width, const int32_t *pos, int64_t rows, bool fresh) {
     unpack_job j = {dst, src, pos, width, fresh};
-    ag__parallel_range(rows, rows_per_part(width), unpack_rows_range, &j);
+    ag__parallel_range(rows, ag__units_per_part(width), unpack_rows_range, &j);
 }
 
 /* y rows from the packed product: Yc + bias, or bias (0) on the zero rows. */
@@ -728,7 +723,7 @@ static void linear_backward(ag_node *n) {
          * into the packed buffer (no [rows, out] G to write and copy). */
         if (look) {
             rows_job zs = {.src = j.dY, .width = out, .nonzero = ag_arena_alloc((size_t)rows)};
-            ag__parallel_range(rows, rows_per_part(out), scan_nonzero_rows, &zs);
+            ag__parallel_range(rows, ag__units_per_part(out), scan_nonzero_rows, &zs);
             packed = j.act_packed = pack_of(zs.nonzero, rows, &j.pk);
             look = false;
         }
@@ -752,7 +747,7 @@ static void linear_backward(ag_node *n) {
     bool reuse_x = want_w && sv->pk.kept >= 0 && same_pack(&sv->pk, &j.pk);
     if (!j.act_packed) j.Gc = ag_arena_alloc((size_t)(kept ? kept : 1) * out * sizeof(ag_real));
     j.Xc = want_w && !reuse_x ? ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real)) : NULL;
-    ag__parallel_range(kept, rows_per_part(in + out), pack_rows, &j);
+    ag__parallel_range(kept, ag__units_per_part(in + out), pack_rows, &j);
     if (want_x) j.dXc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
     linear_products(tw, kept, in, out, j.Gc, reuse_x ? sv->Xc : j.Xc, w->data, j.dXc, 0,
                     want_w ? ag__grad(w) : NULL);
@@ -768,16 +763,16 @@ static bool linear_packed(const ag_tensor *x, const ag_tensor *w, bool tw, const
     int in = w->shape[tw], out_dim = w->shape[!tw];
     if (!worth_packing(rows, in, out_dim)) return false;
     rows_job scan = {.src = x->data, .width = in, .nonzero = ag_arena_alloc((size_t)rows)};
-    ag__parallel_range(rows, rows_per_part(in), scan_nonzero_rows, &scan);
+    ag__parallel_range(rows, ag__units_per_part(in), scan_nonzero_rows, &scan);
     linear_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim,
                     .act = sv->act};
     if (!pack_of(scan.nonzero, rows, &j.pk)) return false;
     int kept = j.pk.kept;
     j.Xc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
     j.Yc = ag_arena_alloc((size_t)(kept ? kept : 1) * out_dim * sizeof(ag_real));
-    ag__parallel_range(kept, rows_per_part(in), pack_rows, &j);
+    ag__parallel_range(kept, ag__units_per_part(in), pack_rows, &j);
     ag__gemm(false, tw, kept, out_dim, in, 1, j.Xc, w->data, 0, j.Yc);
-    ag__parallel_range(rows, rows_per_part(out_dim), unpack_y_rows, &j);
+    ag__parallel_range(rows, ag__units_per_part(out_dim), unpack_y_rows, &j);
     sv->pk = j.pk;
     sv->Xc = j.Xc;
     return true;
@@ -820,7 +815,7 @@ static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag
         ag__gemm(false, tw, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
         if (act != AG_ACT_NONE) {
             act_job aj = {out->data, out_dim, act};
-            ag__parallel_range(rows, rows_per_part(out_dim), act_rows, &aj);
+            ag__parallel_range(rows, ag__units_per_part(out_dim), act_rows, &aj);
         }
     }
     ag_node *n = ag__record(op, linear_backward, out, 3, (ag_tensor *[]){x, w, bias});

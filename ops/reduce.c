@@ -62,8 +62,7 @@ static void reduce_ranges(reduce_job *j, ag__range_fn fn) {
     j->by_inner = j->v.outer == 1;
     int64_t units = j->by_inner ? j->v.inner : j->v.outer;
     int64_t per_unit = j->by_inner ? j->v.n : j->v.n * j->v.inner;
-    int64_t grain = AG_GRAIN_ELEMENTWISE / (per_unit ? per_unit : 1);
-    ag__parallel_range(units, grain < 1 ? 1 : grain, fn, j);
+    ag__parallel_range(units, ag__units_per_part(per_unit), fn, j);
 }
 
 AG_SIMD_CLONES static void sum_axis_range(void *ctx, int64_t u0, int64_t u1) {

@@ -20,12 +20,6 @@ AG_SIMD_CLONES static void add_range(void *ctx, int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; i++) j->dst[i] += j->src[i];
 }
 
-/* Rows of `row` elements per part, for ~AG_GRAIN_ELEMENTWISE elements. */
-static int64_t row_grain(int64_t row) {
-    int64_t k = AG_GRAIN_ELEMENTWISE / (row > 0 ? row : 1);
-    return k < 1 ? 1 : k;
-}
-
 static void reshape_backward(ag_node *n) {
     add_job j = {n->out->grad, NULL, false};
     j.dst = ag__grad_write(n->in[0], &j.fresh);
@@ -130,7 +124,7 @@ static void permute_grad_rows(void *ctx, int64_t r0, int64_t r1) {
 
 static void run_permute(permute_job *j, ag__range_fn fn) {
     int64_t rows = (int64_t)j->p.shape[0] * j->p.shape[1] * j->p.shape[2];
-    if (j->p.shape[3] > 0) ag__parallel_range(rows, row_grain(j->p.shape[3]), fn, j);
+    if (j->p.shape[3] > 0) ag__parallel_range(rows, ag__units_per_part(j->p.shape[3]), fn, j);
 }
 
 static void permute_backward(ag_node *n) {
@@ -234,7 +228,7 @@ AG_SIMD_CLONES static void concat_grad_rows(void *ctx, int64_t o0, int64_t o1) {
 static void concat_backward(ag_node *n) {
     concat_job j = {.p = n->saved, .out = n->out->grad, .n = n->n_in};
     for (int i = 0; i < n->n_in; i++) j.in[i] = ag__wants(n, i) ? ag__grad_write(n->in[i], &j.fresh[i]) : NULL;
-    ag__parallel_range(j.p->outer, row_grain(j.p->out_cols), concat_grad_rows, &j);
+    ag__parallel_range(j.p->outer, ag__units_per_part(j.p->out_cols), concat_grad_rows, &j);
 }
 
 static void check_concat_shapes(ag_tensor **xs, int n, int axis) {
@@ -271,7 +265,7 @@ static ag_tensor *concat_few(ag_tensor **xs, int n, int axis) {
     ag_tensor *out = ag__empty(x0->ndim, shape);
     concat_job j = {.p = &p, .out = out->data, .n = n};
     for (int i = 0; i < n; i++) j.in[i] = xs[i]->data;
-    ag__parallel_range(p.outer, row_grain(p.out_cols), concat_rows, &j);
+    ag__parallel_range(p.outer, ag__units_per_part(p.out_cols), concat_rows, &j);
     ag_node *node = ag__record("ag_concat", concat_backward, out, n, xs);
     if (node) {
         concat_plan *saved = ag_arena_alloc(sizeof *saved);

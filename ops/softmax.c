@@ -60,13 +60,6 @@ void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag
 
 /* ---- masked softmax: y = softmax(scale * x + mask) along the last axis ---- */
 
-/* Rows, or (batch, head) slices, run in ranges of ~AG_GRAIN_ELEMENTWISE
- * elements on the pool; every row is normalised by the same kernel. */
-static int64_t units_per_part(int64_t unit_size) {
-    int64_t k = AG_GRAIN_ELEMENTWISE / (unit_size ? unit_size : 1);
-    return k < 1 ? 1 : k;
-}
-
 typedef struct {
     const ag__mask_plan *plan;
     const ag_tensor *mask;
@@ -89,7 +82,7 @@ static void masked_softmax_backward(ag_node *n) {
     int64_t rows = cols ? n->out->size / cols : 0;
     softmax_job j = {.y = n->out->data, .g = n->out->grad, .scale = (ag_real)n->farg[0], .cols = cols};
     j.gx = ag__grad_write(n->in[0], &j.fresh);
-    ag__parallel_range(rows, units_per_part(cols), masked_softmax_grad_range, &j);
+    ag__parallel_range(rows, ag__units_per_part(cols), masked_softmax_grad_range, &j);
 }
 
 /* Slices s0..s1-1 of the scores, s = i0 * rows3[1] + i1. */
@@ -107,7 +100,7 @@ static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, 
     ag__mask_plan p = ag__mask_plan_make(op, x->ndim, x->shape, mask);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     softmax_job j = {.plan = &p, .mask = mask, .x = x->data, .y = out->data, .scale = (ag_real)scale};
-    ag__parallel_range((int64_t)p.rows3[0] * p.rows3[1], units_per_part((int64_t)p.rows3[2] * p.cols),
+    ag__parallel_range((int64_t)p.rows3[0] * p.rows3[1], ag__units_per_part((int64_t)p.rows3[2] * p.cols),
                        masked_softmax_slices, &j);
     ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
@@ -157,7 +150,7 @@ static void log_softmax_backward(ag_node *n) {
     int cols = n->out->shape[n->out->ndim - 1];
     int64_t rows = cols ? n->out->size / cols : 0;
     softmax_job j = {.y = n->out->data, .g = n->out->grad, .gx = ag__grad(n->in[0]), .cols = cols};
-    ag__parallel_range(rows, units_per_part(cols), log_softmax_grad_range, &j);
+    ag__parallel_range(rows, ag__units_per_part(cols), log_softmax_grad_range, &j);
 }
 
 ag_tensor *ag_log_softmax(ag_tensor *x) {
@@ -167,7 +160,7 @@ ag_tensor *ag_log_softmax(ag_tensor *x) {
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     int cols = x->shape[x->ndim - 1];
     softmax_job j = {.x = x->data, .y = out->data, .cols = cols};
-    ag__parallel_range(cols ? x->size / cols : 0, units_per_part(cols), log_softmax_range, &j);
+    ag__parallel_range(cols ? x->size / cols : 0, ag__units_per_part(cols), log_softmax_range, &j);
     ag__record(op, log_softmax_backward, out, 1, &x);
     return out;
 }
@@ -273,7 +266,7 @@ static void softmax_len_grad_range(void *ctx, int64_t o0, int64_t o1) {
 }
 
 static void run_len_blocks(len_job *j, ag__range_fn fn) {
-    j->per_part = units_per_part(j->v.n * j->v.inner);
+    j->per_part = ag__units_per_part(j->v.n * j->v.inner);
     int64_t parts = (j->v.outer + j->per_part - 1) / j->per_part;
     j->scratch = ag_arena_alloc((size_t)(parts ? parts : 1) * 2 * (j->v.inner ? j->v.inner : 1) * sizeof(ag_real));
     ag__parallel_range(j->v.outer, j->per_part, fn, j);
@@ -421,10 +414,7 @@ AG_SIMD_CLONES static void mix_backward_rows(void *ctx, int64_t r0, int64_t r1) 
     }
 }
 
-static int64_t mix_grain(int n, int d) {
-    int64_t per_row = (int64_t)(n + 1) * (d > 0 ? d : 1);
-    return AG_GRAIN_ELEMENTWISE / per_row > 0 ? AG_GRAIN_ELEMENTWISE / per_row : 1;
-}
+static int64_t mix_grain(int n, int d) { return ag__units_per_part((int64_t)(n + 1) * (d > 0 ? d : 1)); }
 
 /* What backward needs besides the inputs. */
 typedef struct {
