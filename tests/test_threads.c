@@ -341,20 +341,10 @@ static void test_gemm_reference(void) {
 
 /* ---- a training step of every model ---- */
 
-static int32_t *ints(size_t n) { return calloc(n, sizeof(int32_t)); }
-
 /* B rows at width N with lengths spread over [N/3, N], in the layout the
  * model asks for (heads: a chain; bigrams when it has them). */
 static void make_batch(const ag_model *m, ag_batch *b, int B, int N) {
-    memset(b, 0, sizeof *b);
-    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &b->opts);
-    b->rows = b->max_rows = B;
-    b->width = b->width_b = b->max_width = N;
-    int32_t **arrays[] = {&b->tokens, &b->tokens_b, &b->targets, &b->heads, &b->heads_b, &b->bigrams, &b->bigrams_b};
-    for (size_t a = 0; a < sizeof arrays / sizeof *arrays; a++) *arrays[a] = ints((size_t)B * N);
-    b->lengths = ints((size_t)B);
-    b->lengths_b = ints((size_t)B);
-    b->labels = ints((size_t)B);
+    ag_model_batch_alloc(m, B, N, b);
     for (int i = 0; i < B; i++) {
         int len = N / 3 + (i * 7) % (N - N / 3 + 1);
         b->lengths[i] = b->lengths_b[i] = len;
@@ -372,12 +362,6 @@ static void make_batch(const ag_model *m, ag_batch *b, int B, int N) {
             b->bigrams_b[k] = ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], b->opts.n_bigram);
         }
     }
-}
-
-static void free_batch(ag_batch *b) {
-    int32_t *arrays[] = {b->tokens, b->tokens_b, b->targets, b->heads, b->heads_b, b->bigrams, b->bigrams_b,
-                         b->lengths, b->lengths_b, b->labels};
-    for (size_t a = 0; a < sizeof arrays / sizeof *arrays; a++) free(arrays[a]);
 }
 
 /* Parameters after 3 training steps (dropout on), hashed. */
@@ -412,7 +396,7 @@ static uint64_t model_hash(const ag_model_kind *kind, int threads) {
         for (size_t k = 0; k < (size_t)m.params.items[i]->size * sizeof(ag_real); k++) h = (h ^ p[k]) * 1099511628211ULL;
     }
     ag_optim_free(&opt);
-    free_batch(&b);
+    ag_model_batch_free(&b);
     ag_model_free(&m);
     return h;
 }
