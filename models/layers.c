@@ -6,7 +6,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 ag_tensor *ag_param_glorot(ag_params *ps, const char *name, int in, int out, ag_rng *rng) {
@@ -36,11 +35,10 @@ ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, dou
 static ag_tensor *param_suffixed(ag_params *ps, const char *prefix, const char *suffix, int ndim, const int *shape,
                                  double bound, ag_rng *rng) {
     size_t n = strlen(prefix) + strlen(suffix) + 1;
-    char *name = malloc(n);
-    if (!name) abort();
+    char *name = ag_malloc(n);
     snprintf(name, n, "%s%s", prefix, suffix);
     ag_tensor *t = ag_param_uniform(ps, name, ndim, shape, bound, rng);
-    free(name); /* ag_param keeps its own copy */
+    ag_free(name); /* ag_param keeps its own copy */
     return t;
 }
 
