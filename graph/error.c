@@ -84,14 +84,6 @@ void ag__fatal(const char *op, const char *fmt, ...) {
     abort(); /* a handler that returns would continue with a broken state */
 }
 
-ag_status ag__fail(ag_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errmsg, sizeof errmsg, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 ag_status ag_fail(ag_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

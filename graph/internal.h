@@ -86,8 +86,8 @@ const char *ag__callsite(int *line);
 /* ---- errors ---- */
 /* Programmer error inside op: prints "attngrad: <op>: <msg> (at file:line)". */
 void ag__fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-/* User-input error: sets ag_errmsg() and returns status. */
-ag_status ag__fail(ag_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* User-input error: sets ag_errmsg() and returns status (the public ag_fail). */
+#define ag__fail ag_fail
 void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b);
 void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b);
 int ag__axis(const char *op, const ag_tensor *t, int axis); /* normalise a negative axis */
