@@ -115,9 +115,16 @@ static ag_tensor *ref_columns(ag_tensor *t, int d) {
     return t->ndim == 2 ? ag_reshape(diff, 2, (int[]){lead, UNITS * d}) : ag_reshape(diff, 1, (int[]){UNITS * d});
 }
 
+/* The position fusion's linear layer as differences from the reference
+ * block (ref_columns): built once per forward, shared by both sentences of
+ * a pair. */
+typedef struct {
+    ag_tensor *w, *b;
+} fusion_diff;
+
 /* The sentence vector u [B, d] of tokens [B, N]; sentence tags its attention maps. */
 static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const int32_t *lengths, int B, int N,
-                         bool training) {
+                         fusion_diff fd, bool training) {
     mpsan *p = m->impl;
     ag_tensor *w = ag_embedding(p->embed, tokens, 2, (int[]){B, N});             /* [B,N,d] */
 
@@ -138,9 +145,7 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
      * sources per feature, o_t = sum_g a_g S_g.  The softmax sees only the
      * differences z_g - z_w (w the reference source), so those are what
      * the linear layer computes: four products of [d,d] columns, not five. */
-    int d = w->shape[2];
-    ag_tensor *diff_w = ref_columns(p->fusion_w, d), *diff_b = ref_columns(p->fusion_b, d);
-    ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), diff_w, diff_b); /* [B,N,4d] */
+    ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), fd.w, fd.b); /* [B,N,4d] */
     ag_tensor *o = ag_softmax_mix_ref(z, sources, SOURCES, lengths); /* [B,N,d], 0 at padding */
 
     return ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), lengths, p->pool_w1, p->pool_b1,
@@ -149,11 +154,13 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
 
 static ag_tensor *mpsan_forward(ag_model *m, const ag_batch *b, bool training) {
     mpsan *p = m->impl;
-    ag_tensor *u = encode(m, AG_MAP_SENTENCE, b->tokens, b->lengths, b->rows, b->width, training);
+    int d = p->fusion_w->shape[0];
+    fusion_diff fd = {ref_columns(p->fusion_w, d), ref_columns(p->fusion_b, d)};
+    ag_tensor *u = encode(m, AG_MAP_SENTENCE, b->tokens, b->lengths, b->rows, b->width, fd, training);
     if (!u) return NULL;
     ag_tensor *hidden;
     if (m->cfg.task == AG_TASK_RELATEDNESS) { /* Tai et al.'s similarity features, then a sigmoid layer */
-        ag_tensor *ub = encode(m, AG_MAP_SENTENCE_B, b->tokens_b, b->lengths_b, b->rows, b->width_b, training);
+        ag_tensor *ub = encode(m, AG_MAP_SENTENCE_B, b->tokens_b, b->lengths_b, b->rows, b->width_b, fd, training);
         if (!ub) return NULL;
         ag_tensor *parts[2] = {ag_mul(u, ub), ag_abs(ag_sub(u, ub))};
         ag_tensor *features = ag_concat(parts, 2, 1);                             /* [B,2d] */
