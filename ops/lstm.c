@@ -153,8 +153,16 @@ static void lstm_layer_backward(ag_node *n) {
         for (int64_t k = 0; k < (int64_t)B * H; k++) g[k] += dc[k];
     }
 
-    /* The weights see all timesteps at once: one GEMM each over the rows. */
-    if (ag__wants(n, 2)) ag__gemm(true, false, H, 4 * H, na, 1, s->hprev, dG, 1, ag__grad(w_hh));
+    /* The weights see all timesteps at once: one GEMM each over the rows.
+     * Without h0 the rows of t = 0 have h_{t-1} = 0 and add nothing to
+     * dW_hh: the product starts after them. */
+    int from = h0 || T == 0 ? 0 : s->off[1];
+    if (ag__wants(n, 2)) {
+        ag_real *gw_hh = ag__grad(w_hh); /* allocated even when it stays zero (every length 1) */
+        if (na > from)
+            ag__gemm(true, false, H, 4 * H, na - from, 1, s->hprev + (int64_t)from * H, dG + (int64_t)from * 4 * H, 1,
+                     gw_hh);
+    }
     if (ag__wants(n, 1)) ag__gemm(true, false, in, 4 * H, na, 1, s->xin, dG, 1, ag__grad(w_ih));
     bool want_bih = b_ih && ag__wants(n, 3), want_bhh = b_hh && ag__wants(n, 4);
     if (want_bih || want_bhh)
@@ -256,7 +264,9 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
             memcpy(s.hprev + (int64_t)k * H, state_before(&s, k, s.h, h0, zeros, B, H), (size_t)H * sizeof(ag_real));
             memcpy(s.cprev + (int64_t)k * H, state_before(&s, k, c, c0, zeros, B, H), (size_t)H * sizeof(ag_real));
         }
-        if (packed)
+        if (t == 0 && !h0) {
+            /* h_{-1} = 0: its product would add exact zeros */
+        } else if (packed)
             ag__gemm_packed(ba, s.hprev + (int64_t)k0 * H, H, &whh, 1, 1, s.gates + (int64_t)k0 * 4 * H, 4 * H);
         else
             ag__gemm(false, false, ba, 4 * H, H, 1, s.hprev + (int64_t)k0 * H, p->w_hh->data, 1,

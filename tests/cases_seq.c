@@ -167,6 +167,9 @@ static int lstm_full(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 4,
 static int lstm_53(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 5, 3, 2, true, true); }
 static int lstm_n1(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 3, 1, 2, 3, true, true); }
 static int lstm_nobias(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 3, 2, 2, false, false); }
+/* No h0: step 0's recurrent product and its rows of dW_hh are skipped (h_{-1} = 0) */
+static int lstm_n1_zero_state(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 3, 1, 2, 3, true, false); }
+static int lstm_02_zero_state(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 5, 3, 2, true, false); }
 
 static ag_tensor *run_lstm(ag_tensor **in, bool bias, bool state, const int32_t *len) {
     ag_lstm_layer l = {in[1], in[2], bias ? in[3] : NULL, bias ? in[4] : NULL};
@@ -179,6 +182,8 @@ static ag_tensor *f_lstm_53(ag_tensor **in) { return run_lstm(in, true, true, le
 static ag_tensor *f_lstm_02(ag_tensor **in) { return run_lstm(in, true, true, len_02); }
 static ag_tensor *f_lstm_n1(ag_tensor **in) { return run_lstm(in, true, true, NULL); }
 static ag_tensor *f_lstm_nobias(ag_tensor **in) { return run_lstm(in, false, false, NULL); }
+static ag_tensor *f_lstm_zero_state(ag_tensor **in) { return run_lstm(in, true, false, NULL); }
+static ag_tensor *f_lstm_02_zero_state(ag_tensor **in) { return run_lstm(in, true, false, len_02); }
 /* Two layers sharing nothing but the input: the second reads the first's output. */
 static int lstm_2l(ag_tensor **in, ag_rng *r) {
     in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 5, 3));
@@ -291,6 +296,8 @@ const op_case seq_cases[] = {
     {"lstm/lengths_0_2_state", lstm_53, f_lstm_02, 0, 0},
     {"lstm/N1_state", lstm_n1, f_lstm_n1, 0, 0},
     {"lstm/no_bias", lstm_nobias, f_lstm_nobias, 0, 0},
+    {"lstm/N1_zero_state", lstm_n1_zero_state, f_lstm_zero_state, 0, 0},
+    {"lstm/lengths_0_2_zero_state", lstm_02_zero_state, f_lstm_02_zero_state, 0, 0},
     {"lstm/2_layers_lengths_5_3", lstm_2l, f_lstm_2l, 0, 0},
     {"lstm/final_states_lengths_0_2", lstm_53, f_lstm_finals, 0, 0},
     {"lstm/2_layers_final_states_only", lstm_2l, f_lstm_2l_finals_only, 0, 0},
