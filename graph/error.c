@@ -84,11 +84,15 @@ void ag__fatal(const char *op, const char *fmt, ...) {
     abort(); /* a handler that returns would continue with a broken state */
 }
 
+/* Formatted aside first: a caller may wrap the previous error, passing
+ * ag_errmsg() itself as an argument ("%s: %s", path, ag_errmsg()). */
 ag_status ag_fail(ag_status status, const char *fmt, ...) {
+    char msg[sizeof errmsg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(errmsg, msg, sizeof errmsg);
     return status;
 }
 

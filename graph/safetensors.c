@@ -323,6 +323,15 @@ static ag_status json_fail(json *j, const char *fmt, ...) {
                     msg);
 }
 
+/* A header byte as a message shows it: 'c' when printable, else its code
+ * (a raw control byte would garble the terminal). */
+static const char *byte_str(char c, char buf[16]) {
+    unsigned char u = (unsigned char)c;
+    if (u >= 0x20 && u < 0x7f) snprintf(buf, 16, "'%c'", c);
+    else snprintf(buf, 16, "byte 0x%02x", u);
+    return buf;
+}
+
 static void skip_ws(json *j) {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
@@ -335,7 +344,8 @@ static int peek(json *j) {
 static ag_status expect(json *j, char c) {
     if (peek(j) != c) {
         if (j->p >= j->end) return json_fail(j, "expected '%c' but the header ended", c);
-        return json_fail(j, "expected '%c', found '%c'", c, *j->p);
+        char found[16];
+        return json_fail(j, "expected '%c', found %s", c, byte_str(*j->p, found));
     }
     j->p++;
     return AG_OK;
@@ -641,7 +651,8 @@ static ag_status parse_header(header *h) {
             break;
         }
     skip_ws(j); /* writers pad the header with spaces */
-    if (j->p != j->end) return json_fail(j, "unexpected '%c' after the end of the header", *j->p);
+    char extra[16];
+    if (j->p != j->end) return json_fail(j, "unexpected %s after the end of the header", byte_str(*j->p, extra));
     return AG_OK;
 }
 

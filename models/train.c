@@ -371,18 +371,45 @@ static const char *state_value(const char *text, const char *key) {
     return NULL;
 }
 
+/* A counter reads back only as the plain decimal integer state_format wrote,
+ * within its field's range: a hand-edited or corrupt value such as 3e9 or
+ * 0x10 must not wrap an int into a negative epoch or parse as something else. */
+static bool parse_counter(const char *p, int64_t max, int64_t *out) {
+    if (!p || *p < '0' || *p > '9') return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (errno || (*end && *end != '\n') || v > max) return false;
+    *out = v;
+    return true;
+}
+
 static int state_parse(const char *text, run_state *s, const char *what, char *err, size_t errlen) {
-    const char *keys[] = {"state.step", "state.epoch", "state.batch", "state.best", "state.best_epoch",
-                          "state.bad_epochs", "state.stopped", "state.seconds"};
-    double v[8];
-    for (int i = 0; i < 8; i++) {
-        const char *p = state_value(text, keys[i]);
-        char *end;
-        v[i] = p ? strtod(p, &end) : NAN;
-        if (!p || (*end && *end != '\n') || isnan(v[i]) || (i != 3 && (v[i] < 0 || v[i] > 9e15)))
-            return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or bad", what, keys[i]);
+    enum { STEP, EPOCH, BATCH, BEST_EPOCH, BAD_EPOCHS, STOPPED, N_COUNTERS };
+    static const struct {
+        const char *key;
+        int64_t max;
+    } counters[N_COUNTERS] = {{"state.step", (int64_t)9e15}, {"state.epoch", INT_MAX}, {"state.batch", (int64_t)9e15},
+                              {"state.best_epoch", INT_MAX}, {"state.bad_epochs", INT_MAX}, {"state.stopped", 1}};
+    int64_t v[N_COUNTERS];
+    for (int i = 0; i < N_COUNTERS; i++)
+        if (!parse_counter(state_value(text, counters[i].key), counters[i].max, &v[i]))
+            return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or not an integer in [0, %lld]",
+                                 what, counters[i].key, (long long)counters[i].max);
+    /* best may be -inf (no dev score yet); seconds is a finite duration */
+    const char *real_keys[] = {"state.best", "state.seconds"};
+    double r[2];
+    for (int i = 0; i < 2; i++) {
+        const char *p = state_value(text, real_keys[i]);
+        char *end = NULL;
+        r[i] = p ? strtod(p, &end) : NAN;
+        bool hex = p && (memchr(p, 'x', (size_t)(end - p)) || memchr(p, 'X', (size_t)(end - p))); /* strtod reads hex too */
+        if (!p || hex || (*end && *end != '\n') || isnan(r[i]) || (i == 1 && !(r[i] >= 0 && isfinite(r[i]))))
+            return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or bad", what, real_keys[i]);
     }
-    *s = (run_state){(int64_t)v[0], (int)v[1], (int64_t)v[2], v[3], (int)v[4], (int)v[5], (int)v[6], v[7]};
+    *s = (run_state){.step = v[STEP], .epoch = (int)v[EPOCH], .batch = v[BATCH], .best = r[0],
+                     .best_epoch = (int)v[BEST_EPOCH], .bad_epochs = (int)v[BAD_EPOCHS], .stopped = (int)v[STOPPED],
+                     .seconds = r[1]};
     return 0;
 }
 

@@ -329,12 +329,14 @@ int ag_train_opts_parse(ag_train_opts *o, const char *text, const char *what, ch
             return AG_ERR_FORMAT;
         }
         *eq = 0;
-        char why[400];
+        char why[400] = "";
         const opt_def *d = find_opt(line);
-        if (!d || (d->type == O_SWITCH && !eq[1]) || ag_train_set(o, line, eq + 1, why, sizeof why)) {
-            snprintf(err, errlen, "%s: bad config entry '%.40s': %s", what, line, d ? why : "unknown key");
-            return AG_ERR_FORMAT;
-        }
+        const char *reason = why;
+        if (!d) reason = "unknown key";
+        else if (d->type == O_SWITCH && !eq[1]) reason = "a switch is saved as 0 or 1, not empty";
+        else if (!ag_train_set(o, line, eq + 1, why, sizeof why)) continue;
+        snprintf(err, errlen, "%s: bad config entry '%.40s': %s", what, line, reason);
+        return AG_ERR_FORMAT;
     }
     return 0;
 }

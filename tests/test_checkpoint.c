@@ -388,6 +388,18 @@ static void test_refusals(void) {
         expect_refused(mp, &b.ps, NULL, NULL, &tb, AG_ERR_FORMAT, what);
         ag_st_writer_free(&w);
     }
+    /* an optimizer or schedule spec that does not parse: the message wraps the
+     * parser's own reason (ag_fail formats aside, so wrapping ag_errmsg() works) */
+    const char *specs[][3] = {{"optim", "!!!", "metadata 'optim': unknown optimizer '!!!'"},
+                              {"sched", "sideways", "metadata 'sched': unknown schedule 'sideways'"}};
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < a.ps.count; i++) ag_st_add_tensor(&w, a.ps.items[i]->name, a.ps.items[i]);
+        ag_st_set_meta(&w, specs[k][0], specs[k][1]);
+        const char *sp = path_of("spec.safetensors");
+        CHECK(ag_st_write(&w, sp) == AG_OK);
+        expect_refused(sp, &b.ps, k ? NULL : &ob, k ? &sb : NULL, NULL, AG_ERR_FORMAT, specs[k][2]);
+        ag_st_writer_free(&w);
+    }
     /* the good file still loads into the same objects afterwards */
     CHECK(ag_checkpoint_load(full, &b.ps, &ob, &sb, &tb) == AG_OK, "%s", ag_errmsg());
     CHECK(same_params(&a.ps, &b.ps) && ob.step == 3 && tb.step == 6);

@@ -222,6 +222,10 @@ static void test_bad_json(void) {
     expect_bad("{", 0, "an unclosed object");
     expect_bad("{}x", 0, "bytes after the object");
     expect_bad("{} {}", 0, "two objects");
+    expect_bad("{}\x01", 0, "a control byte after the object");
+    CHECK(strstr(ag_errmsg(), "unexpected byte 0x01"), "the control byte shown by its code: %s", ag_errmsg());
+    expect_bad("{\"a\"\x02", 0, "a control byte for the colon");
+    CHECK(strstr(ag_errmsg(), "expected ':', found byte 0x02"), "%s", ag_errmsg());
     expect_bad("{" T("a", "F32", "[2]", 0, 8) ",}", 8, "a trailing comma");
     expect_bad("{\"a\" {\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "a missing colon");
     expect_bad("{'a':{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "single quotes");

@@ -99,6 +99,12 @@ static void test_options(void) {
         CHECK(rc != 0 && strstr(err, bad[i].want), "--%s %s: '%s'", bad[i].key, bad[i].value, err);
     }
     CHECK(ag_train_opts_parse(&back, "dim=8\nnot a line\n", "ckpt", err, sizeof err) != 0 && strstr(err, "ckpt"));
+    /* a bad entry's message says why, whatever the entry (an empty switch once printed an unset buffer) */
+    const char *entries[][2] = {{"lowercase=\n", "0 or 1"}, {"bogus=1\n", "unknown key"}, {"dim=abc\n", "not an integer"}};
+    for (int i = 0; i < 3; i++) {
+        CHECK(ag_train_opts_parse(&back, entries[i][0], "ckpt", err, sizeof err) != 0 && strstr(err, "ckpt") &&
+                  strstr(err, entries[i][1]), "'%s': %s", entries[i][0], err);
+    }
     int takes;
     CHECK(ag_train_option_info("epochs", AG_CMD_TRAIN, &takes) && takes);
     CHECK(ag_train_option_info("resume", AG_CMD_TRAIN, &takes) && !takes);
@@ -203,6 +209,51 @@ static void test_resume(void) {
 
     /* a fresh run does not overwrite a run folder without --force */
     CHECK(ag_train(&full, &r, err, sizeof err) != 0 && strstr(err, "--force"), "%s", err);
+}
+
+/* last.safetensors again with one "state.KEY=" line of its config replaced. */
+static void set_state_entry(const char *run, const char *key, const char *value) {
+    char path[AG_PATH_MAX + 32], config[AG_CONFIG_MAX + 64];
+    snprintf(path, sizeof path, "%s/last.safetensors", run);
+    ag_st_file f;
+    CHECK(ag_st_read(path, &f) == AG_OK, "%s", ag_errmsg());
+    const char *old = ag_st_meta(&f, "config"), *at = strstr(old, key);
+    CHECK(at != NULL, "no %s in the config", key);
+    size_t head = (size_t)(at - old);
+    snprintf(config, sizeof config, "%.*s%s=%s%s", (int)head, old, key, value, strchr(at, '\n'));
+    ag_st_writer w = {0};
+    for (int i = 0; i < f.count; i++) {
+        const ag_st_tensor *t = &f.tensors[i];
+        ag_st_add(&w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    for (int i = 0; i < f.n_meta; i++)
+        ag_st_set_meta(&w, f.meta[2 * i], strcmp(f.meta[2 * i], "config") ? f.meta[2 * i + 1] : config);
+    CHECK(ag_st_write(&w, path) == AG_OK, "%s", ag_errmsg());
+    ag_st_writer_free(&w);
+    ag_st_close(&f);
+}
+
+/* A run folder whose saved counters are out of range or not plain integers
+ * is refused on --resume, naming the entry (3e9 epochs once wrapped to a
+ * negative epoch and trained for 2^31 epochs). */
+static void test_resume_bad_state(void) {
+    ag_train_opts o = small_run("bad_state");
+    set(&o, "max-steps", "3");
+    ag_train_result r;
+    CHECK(ag_train(&o, &r, err, sizeof err) == 0, "%s", err);
+    const char *cases[][2] = {{"state.epoch", "3000000000"}, {"state.step", "0x10"}, {"state.stopped", "2"},
+                              {"state.bad_epochs", "-1"},    {"state.seconds", "inf"}, {"state.best", "0x1p3"}};
+    for (int i = 0; i < 6; i++) {
+        set_state_entry(o.out, cases[i][0], cases[i][1]);
+        ag_train_opts again;
+        CHECK(ag_run_config(o.out, &again, err, sizeof err) == 0, "%s", err);
+        set(&again, "out", o.out);
+        set(&again, "resume", NULL);
+        set(&again, "quiet", NULL);
+        CHECK(ag_train(&again, &r, err, sizeof err) != 0 && strstr(err, cases[i][0]) && strstr(err, "last.safetensors"),
+              "%s=%s: '%s'", cases[i][0], cases[i][1], err);
+        set_state_entry(o.out, cases[i][0], strcmp(cases[i][0], "state.best") ? "0" : "-inf"); /* back to valid */
+    }
 }
 
 /* ---- bad input ---- */
@@ -517,6 +568,7 @@ int main(int argc, char **argv) {
     test_bad_data();
     test_dumps();
     test_resume();
+    test_resume_bad_state();
     test_learns();
     test_metrics();
     test_relatedness_run();
