@@ -16,6 +16,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +87,30 @@ static const char *file_shape_str(const ag_st_tensor *t, char *buf, size_t n) {
     return buf;
 }
 
-/* The tensor `name` of the file, a float type of like's shape. */
+/* The first element that is not a finite value of the build's real type
+ * (NaN, inf, or in the f32 build an F64 beyond float's range), or -1. */
+static int64_t first_nonfinite(const ag_st_tensor *t, double *value) {
+    const unsigned char *src = t->data;
+    double limit = sizeof(ag_real) == sizeof(float) ? FLT_MAX : DBL_MAX;
+    for (int64_t i = 0; i < t->numel; i++) {
+        double x;
+        if (t->dtype == AG_F32) {
+            float v;
+            memcpy(&v, src + 4 * i, 4);
+            x = v;
+        } else {
+            memcpy(&x, src + 8 * i, 8);
+        }
+        if (!(fabs(x) <= limit)) {
+            *value = x;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* The tensor `name` of the file, a float type of like's shape, every value
+ * finite: a diverged run's weights would load and predict silently. */
 static ag_status find_real(const ag_st_file *f, const char *name, const ag_tensor *like, const char *role,
                            const ag_st_tensor **out) {
     const ag_st_tensor *t = ag_st_get(f, name);
@@ -100,6 +124,11 @@ static ag_status find_real(const ag_st_file *f, const char *name, const ag_tenso
         return ag__fail(AG_ERR_SHAPE, "%s: tensor '%s' has shape %s in the file, but the %s has shape %s", f->path, name,
                         file_shape_str(t, a, sizeof a), role, ag_shape_str(like, b, sizeof b));
     }
+    double bad;
+    int64_t at = first_nonfinite(t, &bad);
+    if (at >= 0)
+        return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' (%s) holds %g at element %lld, not a finite %s", f->path, name,
+                        role, bad, (long long)at, sizeof(ag_real) == sizeof(float) ? "float" : "double");
     *out = t;
     return AG_OK;
 }
@@ -131,6 +160,8 @@ static ag_status parse_rng(const ag_st_file *f, ag_rng *out) {
     bool ok = strlen(s) == 4 * 17 - 1;
     for (int i = 0; ok && s[i]; i++) ok = i % 17 == 16 ? s[i] == ',' : isxdigit((unsigned char)s[i]) != 0;
     for (int i = 0; ok && i < 4; i++) out->s[i] = strtoull(s + 17 * i, NULL, 16);
+    if (ok && !(out->s[0] | out->s[1] | out->s[2] | out->s[3]))
+        return ag__fail(AG_ERR_FORMAT, "%s: metadata 'rng' is all zeros, a state xoshiro256** never reaches", f->path);
     if (ok) return AG_OK;
     return ag__fail(AG_ERR_FORMAT, "%s: metadata 'rng' = '%.80s' is not 4 comma-separated 16-digit hex words", f->path, s);
 }

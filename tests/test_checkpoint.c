@@ -374,8 +374,9 @@ static void test_refusals(void) {
     const char *metas[][2] = {{"rng", "12,34"}, {"rng", "zz"}, {"step", "-4"}, {"step", "12x"}, {"epoch", ""},
                               {"step", " 5"}, {"step", "+5"},
                               {"rng", "0x00000000000001,0000000000000002,0000000000000003,0000000000000004"},
-                              {"rng", "0000000000000001,0000000000000002,0000000000000003,00000000000000045"}};
-    for (int k = 0; k < 9; k++) {
+                              {"rng", "0000000000000001,0000000000000002,0000000000000003,00000000000000045"},
+                              {"rng", "0000000000000000,0000000000000000,0000000000000000,0000000000000000"}};
+    for (int k = 0; k < 10; k++) {
         for (int i = 0; i < a.ps.count; i++) ag_st_add_tensor(&w, a.ps.items[i]->name, a.ps.items[i]);
         ag_st_set_meta(&w, "step", "1");
         ag_st_set_meta(&w, "epoch", "0");
@@ -387,6 +388,22 @@ static void test_refusals(void) {
         snprintf(what, sizeof what, "'%s'", metas[k][0]);
         expect_refused(mp, &b.ps, NULL, NULL, &tb, AG_ERR_FORMAT, what);
         ag_st_writer_free(&w);
+    }
+    /* a parameter that is not finite (a diverged run), and in the f32 build an
+     * F64 value beyond float's range */
+    double l1_bias[MLP_HIDDEN] = {0}, big = IS_F64 ? INFINITY : 1e300;
+    l1_bias[2] = NAN;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < a.ps.count; i++) {
+            ag_tensor *t = a.ps.items[i];
+            if (strcmp(t->name, "l1.bias")) ag_st_add_tensor(&w, t->name, t);
+            else ag_st_add(&w, t->name, AG_F64, 1, (int64_t[]){MLP_HIDDEN}, l1_bias);
+        }
+        const char *np = path_of("nonfinite.safetensors");
+        CHECK(ag_st_write(&w, np) == AG_OK);
+        expect_refused(np, &b.ps, NULL, NULL, NULL, AG_ERR_FORMAT, "'l1.bias' (model's parameter) holds");
+        ag_st_writer_free(&w);
+        l1_bias[2] = big;
     }
     /* an optimizer or schedule spec that does not parse: the message wraps the
      * parser's own reason (ag_fail formats aside, so wrapping ag_errmsg() works) */
