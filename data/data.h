@@ -111,6 +111,10 @@ typedef struct {
     int skip_bad_lines;     /* skip malformed lines (counted) instead of failing */
     int32_t lm_max_len;     /* LM: x = s[0:max_len], y = s[1:max_len+1]; 35 */
     size_t max_line_bytes;  /* longer lines are an error (AG_DATA_ELIMIT) */
+    int32_t n_classes;      /* > 0: a label outside [0, n_classes) is an error, even
+                               with skip_bad_lines (benchmarks); 0: any label */
+    int require_labels;     /* CoNLL-U: a sentence without "# label = N" is bad
+                               (for classification); else its label is -1 */
 } ag_load_opts;
 
 ag_load_opts ag_load_opts_default(void); /* no lowercase, strict, 35, 64 MiB */
@@ -121,6 +125,8 @@ ag_load_opts ag_load_opts_default(void); /* no lowercase, strict, 35, 64 MiB */
 int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts,
                     const ag_vocab *vocab, ag_dataset *ds, char *err, size_t errlen);
 void ag_dataset_free(ag_dataset *ds);
+/* The file ds was loaded from (for messages), or NULL if it was generated. */
+const char *ag_dataset_path(const ag_dataset *ds);
 
 /* Maps every token through `vocab` (unknown -> <unk>; the literal tokens
  * "<unk>" and "<pad>" -> <unk>) and fills stats.unk/oov/oov_rate.

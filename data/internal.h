@@ -52,6 +52,7 @@ struct ag_dataset_store {
     int64_t open_off;    /* where the example being built starts */
     int64_t open_off_b;  /* -1 until ag_ds_begin_second */
     int32_t eos;         /* type id of <eos>, -1 if absent */
+    char *path;          /* the file it was loaded from; NULL if generated */
 };
 
 /* Building a dataset (used by the loaders and by synth). Example-at-a-time:

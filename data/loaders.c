@@ -81,6 +81,14 @@ int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen) {
     lr->lineno++;
     if (lr->len && lr->buf[lr->len - 1] == '\r') lr->len--; /* CRLF (SICK test) */
     lr->buf[lr->len] = 0;
+    /* Any other CR means line endings we do not read: with old Mac (CR-only)
+     * endings the whole file would pass for one giant line. */
+    const char *cr = memchr(lr->buf, '\r', lr->len);
+    if (cr)
+        return ag_data_fail(err, errlen, AG_DATA_EFORMAT,
+                            "%s:%lld: carriage return inside a line, at column %lld (old Mac "
+                            "line endings? convert with dos2unix -c mac)",
+                            lr->path, (long long)lr->lineno, (long long)(cr - lr->buf) + 1);
     if (lr->lineno == 1 && lr->len >= 3 && memcmp(lr->buf, "\xEF\xBB\xBF", 3) == 0) {
         memmove(lr->buf, lr->buf + 3, lr->len - 2); /* UTF-8 BOM, with the NUL */
         lr->len -= 3;
@@ -118,11 +126,14 @@ void ag_dataset_free(ag_dataset *ds) {
         free(st->heads);
         free(st->off_a);
         free(st->off_b);
+        free(st->path);
         free(st);
     }
     free(ds->ex);
     memset(ds, 0, sizeof *ds);
 }
+
+const char *ag_dataset_path(const ag_dataset *ds) { return ds->store ? ds->store->path : NULL; }
 
 void ag_ds_begin(ag_dataset *ds) {
     ds->store->open_off = ds->store->nraw;
@@ -292,6 +303,45 @@ static int parse_uint(const char *s, size_t n, long max, long *out) {
     return 1;
 }
 
+static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* Finite decimal number filling all of s[0..n): sign, digits, point, exponent
+ * (the exponent because ag_dataset_save writes %g). strtod alone would also
+ * take "0x3", "inf" and leading whitespace. */
+static int parse_decimal(const char *s, size_t n, double *out) {
+    char num[64];
+    size_t i = 0, digits = 0;
+    if (n == 0 || n >= sizeof num) return 0;
+    if (s[i] == '+' || s[i] == '-') i++;
+    for (; i < n && is_digit(s[i]); i++) digits++;
+    if (i < n && s[i] == '.')
+        for (i++; i < n && is_digit(s[i]); i++) digits++;
+    if (digits == 0) return 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t exp_start = i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == exp_start) return 0;
+    }
+    if (i != n) return 0;
+    memcpy(num, s, n);
+    num[n] = 0;
+    *out = strtod(num, NULL);
+    return isfinite(*out);
+}
+
+/* A label beyond the data set's known classes (opts.n_classes) would add a
+ * class. Fails even with skip_bad_lines: skipping would hide labels numbered
+ * another way (1 and 2 for 0 and 1) by silently dropping a whole class. */
+static int check_label_range(load_ctx *c, long label) {
+    int32_t k = c->o->n_classes;
+    if (k <= 0 || label < k) return 0;
+    return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+                        "%s:%lld: label %ld is outside [0, %d] (the data set has %d classes)",
+                        c->lr.path, (long long)c->lr.lineno, label, (int)k - 1, (int)k);
+}
+
 /* ---- "label sentence" ---------------------------------------------------------- */
 
 static int load_labeled_line(load_ctx *c) {
@@ -303,6 +353,7 @@ static int load_labeled_line(load_ctx *c) {
     if (!parse_uint(lab, c->spans[0].len, AG_MAX_LABEL, &label))
         return bad_line(c, c->lr.lineno, "label '%.*s' is not an integer in [0, %d]",
                         (int)(c->spans[0].len > 40 ? 40 : c->spans[0].len), lab, AG_MAX_LABEL);
+    if ((rc = check_label_range(c, label))) return rc;
     if (k == 1) return bad_line(c, c->lr.lineno, "empty sentence after label %ld", label);
     ag_ds_begin(c->ds);
     if ((rc = add_spans(c, c->lr.buf, c->spans + 1, k - 1, 0))) return rc;
@@ -418,17 +469,9 @@ static int load_sick_line(load_ctx *c, sick_cols *h) {
     trim(&fs, &ns);
     trim(&fl, &nl);
     /* parse score and label before tokenizing: lower-casing edits the line */
-    char num[64];
-    double score = NAN;
-    if (ns > 0 && ns < sizeof num) {
-        memcpy(num, fs, ns);
-        num[ns] = 0;
-        char *end;
-        score = strtod(num, &end);
-        if (*end) score = NAN;
-    }
-    if (!isfinite(score))
-        return bad_line(c, c->lr.lineno, "relatedness score '%.*s' is not a number",
+    double score;
+    if (!parse_decimal(fs, ns, &score))
+        return bad_line(c, c->lr.lineno, "relatedness score '%.*s' is not a decimal number",
                         (int)(ns > 40 ? 40 : ns), fs);
     int label = sick_label(fl, nl);
     if (label < 0)
@@ -453,12 +496,32 @@ typedef struct {
     long label;         /* from "# label = N", else -1 */
     int64_t *tok_line;  /* line of each token, for messages */
     size_t cap_tok_line;
+    int64_t *walk;      /* scratch of first_cycle_token, one per token */
+    size_t cap_walk;
 } conllu_state;
 
 static int conllu_bad(load_ctx *c, conllu_state *s, int64_t line, const char *why) {
     int rc = bad_line(c, line, "sentence %lld: %s", (long long)s->number, why);
     s->bad = 1;
     return rc;
+}
+
+/* A token on a cycle of heads[0..n) (in range, none its own head), or -1
+ * when every chain of heads reaches the root. Linear, not a walk of up to n
+ * steps from each token as in ag_tree_distance: a sentence here can hold
+ * millions of tokens. walk[t] = 1 + the start of the walk that first went
+ * through t; a walk that stops at a token of an earlier walk is rooted. */
+static int64_t first_cycle_token(const int32_t *heads, int64_t n, int64_t *walk) {
+    memset(walk, 0, (size_t)n * sizeof *walk);
+    for (int64_t start = 0; start < n; start++) {
+        int64_t at = start;
+        while (at >= 0 && walk[at] == 0) {
+            walk[at] = start + 1;
+            at = heads[at];
+        }
+        if (at >= 0 && walk[at] == start + 1) return at; /* came back: a cycle */
+    }
+    return -1;
 }
 
 /* Validates the heads of the open sentence and keeps it. */
@@ -478,6 +541,17 @@ static int conllu_end_sentence(load_ctx *c, conllu_state *s) {
             rc = conllu_bad(c, s, s->tok_line[t], why);
         }
     }
+    if (!s->bad && ag_data_grow((void **)&s->walk, &s->cap_walk, (size_t)n, sizeof *s->walk))
+        return oom(c);
+    int64_t on_cycle = s->bad ? -1 : first_cycle_token(heads, n, s->walk);
+    if (on_cycle >= 0) {
+        char why[128];
+        snprintf(why, sizeof why, "token %lld: its heads form a cycle that never reaches the root",
+                 (long long)on_cycle + 1);
+        rc = conllu_bad(c, s, s->tok_line[on_cycle], why);
+    }
+    if (!s->bad && s->label < 0 && c->o->require_labels)
+        rc = conllu_bad(c, s, s->first_line, "no '# label = N' line (classification needs one)");
     if (!s->bad && ag_ds_end(c->ds, (int32_t)s->label, 0.0f, s->first_line, 0)) rc = oom(c);
     s->open = s->bad = 0;
     s->label = -1;
@@ -536,7 +610,7 @@ static int conllu_comment(load_ctx *c, conllu_state *s) {
         s->label = -1;
         return conllu_bad(c, s, c->lr.lineno, "'# label =' is not an integer in [0, 65535]");
     }
-    return 0;
+    return check_label_range(c, s->label);
 }
 
 static int conllu_line(load_ctx *c, conllu_state *s) {
@@ -580,8 +654,9 @@ int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts,
     load_ctx c = {.ds = ds, .o = &o, .err = err, .errlen = errlen};
     int rc = ag_data_lines_open(&c.lr, path, o.max_line_bytes, err, errlen);
     if (rc) return rc;
-    if (ag_ds_init(ds, fmt)) {
+    if (ag_ds_init(ds, fmt) || !(ds->store->path = strdup(path))) {
         ag_data_lines_close(&c.lr);
+        ag_dataset_free(ds);
         return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
     ds->lm_max_len = fmt == AG_FORMAT_LM ? o.lm_max_len : 0;
@@ -609,6 +684,7 @@ int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts,
     ag_data_lines_close(&c.lr);
     free(c.spans);
     free(cs.tok_line);
+    free(cs.walk);
     free(cols.f);
     if (rc == 0) ag_ds_finish(ds);
     if (rc == 0 && vocab) rc = ag_dataset_encode(ds, vocab, err, errlen);

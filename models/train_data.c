@@ -88,11 +88,15 @@ static bool is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int load(const char *path, ag_format fmt, int lowercase, int skip_bad, ag_dataset *ds, char *err,
-                size_t errlen) {
+/* n_classes > 0: the data set's known class count, so a label beyond it is
+ * a bad line, not a new class; 0: infer the count from the labels. */
+static int load(const char *path, ag_format fmt, int lowercase, int skip_bad, int32_t n_classes, ag_dataset *ds,
+                char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default();
     lo.lowercase = lowercase;
     lo.skip_bad_lines = skip_bad;
+    lo.n_classes = n_classes;
+    lo.require_labels = 1; /* a run trains CoNLL-U for classification only, and the loss skips label -1 */
     return ag_dataset_load(path, fmt, &lo, NULL, ds, err, errlen);
 }
 
@@ -133,7 +137,8 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
         if (!files[s]) continue;
         snprintf(path, sizeof path, "%s/%s", root, files[s]);
         d->lowercase = b->lowercase || o->lowercase;
-        if ((rc = load(path, b->format, d->lowercase, b->label_only_lines > 0, &d->sets[s], err, errlen)))
+        if ((rc = load(path, b->format, d->lowercase, b->label_only_lines > 0, b->n_classes, &d->sets[s], err,
+                       errlen)))
             return rc;
         if (use_whole(d, s, &d->sets[s])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
@@ -169,7 +174,7 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
     snprintf(copy, sizeof copy, "%s", o->data);
     snprintf(d->name, sizeof d->name, "%s", basename(copy));
     d->lowercase = o->lowercase;
-    int rc = load(o->data, fmt, o->lowercase, 0, &d->sets[0], err, errlen);
+    int rc = load(o->data, fmt, o->lowercase, 0, 0, &d->sets[0], err, errlen);
     if (rc) return rc;
     if (use_whole(d, AG_SPLIT_TRAIN, &d->sets[0])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     return hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
@@ -196,11 +201,12 @@ static ag_task wanted_task(const ag_train_opts *o) {
 static int check_scores(const ag_run_data *d, char *err, size_t errlen) {
     for (int s = 0; s < AG_SPLITS; s++) {
         const ag_dataset *ds = &d->sets[s];
+        const char *file = ag_dataset_path(ds) ? ag_dataset_path(ds) : d->name; /* train, dev, test: each has a line 4 */
         for (int64_t i = 0; i < ds->n; i++) {
             float y = ds->ex[i].score;
             if (!(y >= 1 && y <= AG_RELATEDNESS_BINS))
                 return ag_train_fail(err, errlen, AG_DATA_EFORMAT, "%s: line %lld: relatedness score %g is outside [1, %d]",
-                            d->name, (long long)ds->ex[i].line, (double)y, AG_RELATEDNESS_BINS);
+                            file, (long long)ds->ex[i].line, (double)y, AG_RELATEDNESS_BINS);
         }
     }
     return 0;

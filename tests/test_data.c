@@ -41,13 +41,14 @@ static const char *tmp_path(const char *name) {
 
 static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
-/* Expect a load to fail with `code` and a message naming "path:line:". */
-static void expect_load_error(const char *name, const char *text, ag_format fmt, int line,
-                              const char *why) {
+/* Expect a load with options `o` (NULL: the defaults) to fail with a
+ * message naming "path:line:" (line 0: the file alone). */
+static void expect_load_error_opts(const char *name, const char *text, ag_format fmt,
+                                   const ag_load_opts *o, int line, const char *why) {
     const char *p = fixture(name, text, strlen(text));
     ag_dataset ds;
     err[0] = 0;
-    int rc = ag_dataset_load(p, fmt, NULL, NULL, &ds, err, sizeof err);
+    int rc = ag_dataset_load(p, fmt, o, NULL, &ds, err, sizeof err);
     char where[600];
     if (line) snprintf(where, sizeof where, "%s:%d:", p, line);
     else snprintf(where, sizeof where, "%s:", p); /* file-level problem */
@@ -56,6 +57,11 @@ static void expect_load_error(const char *name, const char *text, ag_format fmt,
     CHECK(contains(err, why), "%s: message '%s' should say '%s'", name, err, why);
     CHECK(ds.n == 0 && ds.ex == NULL && ds.store == NULL);
     ag_dataset_free(&ds);
+}
+
+static void expect_load_error(const char *name, const char *text, ag_format fmt, int line,
+                              const char *why) {
+    expect_load_error_opts(name, text, fmt, NULL, line, why);
 }
 
 /* ---- tokenizer ----------------------------------------------------------- */
@@ -457,6 +463,151 @@ static void test_lm(void) {
     expect_load_error("lm_junk.txt", junk, AG_FORMAT_LM, 2, "byte 0x7f");
     o.lm_max_len = 0;
     CHECK(ag_dataset_load(p, AG_FORMAT_LM, &o, NULL, &ds, err, sizeof err) == AG_DATA_EINVAL);
+}
+
+/* ---- input the fuzz campaign found loading silently ---------------------------- */
+
+static void test_conllu_require_labels(void) {
+    /* sentence 2 (lines 4-5) has no label: fine for a parse, not for classification */
+    const char *text = "# label = 1\n1\ta\t_\t_\t_\t_\t0\t_\t_\t_\n\n"
+                       "# text = b\n1\tb\t_\t_\t_\t_\t0\t_\t_\t_\n";
+    ag_load_opts o = ag_load_opts_default();
+    o.require_labels = 1;
+    expect_load_error_opts("l1.conllu", text, AG_FORMAT_CONLLU, &o, 4,
+                           "sentence 2: no '# label = N' line");
+    expect_load_error_opts("l2.conllu", "1\ta\t_\t_\t_\t_\t0\t_\t_\t_\n", AG_FORMAT_CONLLU, &o, 1,
+                           "sentence 1: no '# label = N' line");
+
+    /* without the option label -1 stays: parses and round trips need no label */
+    const char *p = fixture("l3.conllu", text, strlen(text));
+    ag_dataset ds;
+    CHECK(ag_dataset_load(p, AG_FORMAT_CONLLU, NULL, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ds.n == 2 && ds.ex[0].label == 1 && ds.ex[1].label == -1);
+    ag_dataset_free(&ds);
+
+    /* skip mode drops the unlabelled sentence and names it */
+    o.skip_bad_lines = 1;
+    CHECK(ag_dataset_load(p, AG_FORMAT_CONLLU, &o, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ds.n == 1 && ds.stats.skipped == 1 && ds.ex[0].label == 1);
+    CHECK(contains(ds.stats.first_warning, "l3.conllu:4: sentence 2"), "%s", ds.stats.first_warning);
+    ag_dataset_free(&ds);
+}
+
+static void test_conllu_cycles(void) {
+#define TOK(id, form, head) id "\t" form "\t_\t_\t_\t_\t" head "\t_\t_\t_\n"
+    /* sentence 2: 1 -> 2 -> 3 -> 2; token 2 (line 4) is on the cycle */
+    expect_load_error("y1.conllu", TOK("1", "a", "0") "\n" TOK("1", "a", "2") TOK("2", "b", "3") TOK("3", "c", "2"),
+                      AG_FORMAT_CONLLU, 4, "sentence 2: token 2: its heads form a cycle");
+    /* no root at all */
+    expect_load_error("y2.conllu", TOK("1", "a", "2") TOK("2", "b", "1"), AG_FORMAT_CONLLU, 1,
+                      "sentence 1: token 1: its heads form a cycle");
+    /* a root elsewhere in the sentence does not make up for a cycle */
+    expect_load_error("y3.conllu", TOK("1", "a", "0") TOK("2", "b", "3") TOK("3", "c", "2"),
+                      AG_FORMAT_CONLLU, 2, "sentence 1: token 2: its heads form a cycle");
+
+    /* trees whose chains meet, forests and deep chains are fine */
+    const char *p = FIXTURE("y4.conllu", TOK("1", "a", "3") TOK("2", "b", "3") TOK("3", "c", "0") "\n"
+                                         TOK("1", "a", "0") TOK("2", "b", "0") "\n"
+                                         TOK("1", "a", "2") TOK("2", "b", "3") TOK("3", "c", "4") TOK("4", "d", "0"));
+    ag_dataset ds;
+    CHECK(ag_dataset_load(p, AG_FORMAT_CONLLU, NULL, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    const int32_t chain[] = {1, 2, 3, -1};
+    CHECK(ds.n == 3 && memcmp(ds.ex[2].heads, chain, sizeof chain) == 0);
+    ag_dataset_free(&ds);
+
+    /* skip mode drops the sentence with the cycle and keeps the rest */
+    p = FIXTURE("y5.conllu", TOK("1", "a", "0") "\n" TOK("1", "a", "2") TOK("2", "b", "1") "\n" TOK("1", "a", "0"));
+    ag_load_opts o = ag_load_opts_default();
+    o.skip_bad_lines = 1;
+    CHECK(ag_dataset_load(p, AG_FORMAT_CONLLU, &o, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ds.n == 2 && ds.stats.skipped == 1 && ds.ex[1].line == 6);
+    CHECK(contains(ds.stats.first_warning, "y5.conllu:3: sentence 2: token 1"), "%s", ds.stats.first_warning);
+    ag_dataset_free(&ds);
+#undef TOK
+}
+
+static void test_label_range(void) {
+    ag_load_opts o = ag_load_opts_default();
+    o.n_classes = 6; /* TREC */
+    expect_load_error_opts("r1.all", "0 a\n5 b\n0 c\n99 d\n", AG_FORMAT_LABELED, &o, 4,
+                           "label 99 is outside [0, 5] (the data set has 6 classes)");
+    expect_load_error_opts("r2.all", "2 a\n6 b\n", AG_FORMAT_LABELED, &o, 2, "label 6 is outside [0, 5]");
+    o.n_classes = 2;
+    expect_load_error_opts("r3.conllu", "# label = 2\n1\ta\t_\t_\t_\t_\t0\t_\t_\t_\n", AG_FORMAT_CONLLU, &o, 1,
+                           "label 2 is outside [0, 1]");
+
+    /* a file of no known data set still counts its classes from the labels */
+    const char *p = FIXTURE("r4.all", "0 a\n99 d\n");
+    ag_dataset ds;
+    CHECK(ag_dataset_load(p, AG_FORMAT_LABELED, NULL, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ds.n == 2 && ds.n_classes == 100);
+    ag_dataset_free(&ds);
+
+    /* CR and MPQA skip their label-only lines, but not this: labels 1 and 2
+     * for 0 and 1 would drop a class with no more than a count of skipped lines */
+    o.skip_bad_lines = 1;
+    expect_load_error_opts("r5.all", "0 good\n1\n2 out of range\n1 fine\n", AG_FORMAT_LABELED, &o, 3,
+                           "label 2 is outside [0, 1] (the data set has 2 classes)");
+}
+
+static void test_cr_line_endings(void) {
+    /* old Mac files (CR alone ends each line) used to read as one giant line */
+    expect_load_error("m1.all", "0 a b\r1 c d\r", AG_FORMAT_LABELED, 1, "carriage return inside a line, at column 6");
+    expect_load_error("m2.txt", " the cat \r the dog \r", AG_FORMAT_LM, 1,
+                      "(old Mac line endings? convert with dos2unix -c mac)");
+    expect_load_error("m3.conllu", "1\ta\t_\t_\t_\t_\t0\t_\t_\t_\r\r", AG_FORMAT_CONLLU, 1, "carriage return");
+    /* a stray CR in a CRLF file */
+    expect_load_error("m4.all", "0 a\r\n1 b\r\n0 c\rd\r\n", AG_FORMAT_LABELED, 3, "carriage return inside a line");
+    expect_vocab_error("m5_vocab.txt", "<pad>\r<unk>\ra\r", 1, "carriage return inside a line");
+
+    /* skipping bad lines does not hide it: the file's lines are wrong, not one line */
+    const char *p = FIXTURE("m6.all", "0 a\r1 b\r");
+    ag_load_opts o = ag_load_opts_default();
+    o.skip_bad_lines = 1;
+    ag_dataset ds;
+    CHECK(ag_dataset_load(p, AG_FORMAT_LABELED, &o, NULL, &ds, err, sizeof err) == AG_DATA_EFORMAT);
+    CHECK(contains(err, "m6.all:1: carriage return"), "%s", err);
+
+    /* CRLF, and a CR just before the end of the file, still end lines */
+    p = FIXTURE("m7.all", "0 a\r\n1 b\r\n2 c\r");
+    CHECK(ag_dataset_load(p, AG_FORMAT_LABELED, NULL, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ds.n == 3 && strcmp(ag_dataset_word(&ds, 2, 0, 0), "c") == 0);
+    ag_dataset_free(&ds);
+}
+
+static void test_sick_decimal_scores(void) {
+    const char *H = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n";
+    /* strtod takes all of these; a SICK score is written in decimal */
+    static const char *bad[] = {"0x3", "0X1p1", "inf", "infinity", "1e999", "3.5e", ".", "+", "3,5", "\v3", "4.5.1"};
+    char buf[512], name[32], why[64];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(buf, sizeof buf, "%s1\ta b\tc d\t3\tNEUTRAL\n2\ta b\tc d\t%s\tNEUTRAL\n", H, bad[i]);
+        snprintf(name, sizeof name, "d%zu.txt", i);
+        snprintf(why, sizeof why, "score '%s' is not a decimal number", bad[i]);
+        expect_load_error(name, buf, AG_FORMAT_SICK, 3, why);
+    }
+    /* sign, point and exponent are decimal (ag_dataset_save writes %g) */
+    snprintf(buf, sizeof buf, "%s1\ta\tb\t+2.\tNEUTRAL\n2\ta\tb\t.5\tNEUTRAL\n3\ta\tb\t45E-1\tNEUTRAL\n", H);
+    const char *p = fixture("d_ok.txt", buf, strlen(buf));
+    ag_dataset ds;
+    CHECK(ag_dataset_load(p, AG_FORMAT_SICK, NULL, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ds.n == 3 && ds.ex[0].score == 2.0f && ds.ex[1].score == 0.5f && ds.ex[2].score == 4.5f);
+    ag_dataset_free(&ds);
+}
+
+static void test_dataset_path(void) {
+    /* what lets the trainer's own checks (SICK scores) name the file, not the data set */
+    const char *p = FIXTURE("path.all", "0 a\n");
+    ag_dataset ds;
+    CHECK(ag_dataset_load(p, AG_FORMAT_LABELED, NULL, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ag_dataset_path(&ds) && strcmp(ag_dataset_path(&ds), p) == 0);
+    ag_dataset_free(&ds);
+    CHECK(ag_dataset_path(&ds) == NULL, "freed");
+    ag_synth_opts so = ag_synth_opts_default(AG_SYNTH_PAIR);
+    so.n = 4;
+    CHECK(ag_synth(AG_SYNTH_PAIR, &so, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ag_dataset_path(&ds) == NULL, "generated");
+    ag_dataset_free(&ds);
 }
 
 /* ---- batches ------------------------------------------------------------------ */
@@ -1078,6 +1229,12 @@ int main(void) {
     test_conllu();
     test_conllu_roundtrip();
     test_lm();
+    test_conllu_require_labels();
+    test_conllu_cycles();
+    test_label_range();
+    test_cr_line_endings();
+    test_sick_decimal_scores();
+    test_dataset_path();
     test_bigram();
     test_batch_labeled();
     test_batch_conllu_lm_pair();
