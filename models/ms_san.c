@@ -47,9 +47,14 @@ static void head_masks(unsigned flags, ag_mask_spec spec[HEADS]) {
 }
 
 static ag_status ms_san_build(ag_model *m) {
-    ms_san *p = calloc(1, sizeof *p);
     const ag_model_config *c = &m->cfg;
     int d = c->dim, H = c->hidden;
+    if (c->heads != HEADS) /* one head per structural prior (head_masks): the count is the model's */
+        return ag_fail(AG_ERR_ARG, "ms_san: heads = %d, but MS-SAN has %d heads (one per direction and distance prior)",
+                       c->heads, HEADS);
+    if (d % HEADS) /* else the first forward fails in ag_split_heads */
+        return ag_fail(AG_ERR_ARG, "ms_san: dim = %d must be a multiple of its %d heads", d, HEADS);
+    ms_san *p = calloc(1, sizeof *p);
     int features = (c->task == AG_TASK_PAIR ? 8 : 2) * d; /* [r_p; r_h; r_p*r_h; |r_p-r_h|] or r */
     ag_params *ps = &m->params;
     ag_rng *r = &m->rng;

@@ -40,6 +40,9 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
     *vocab = NULL;
     int rc = read_config(ckpt, o, err, errlen);
     if (rc) return rc;
+    if (o->vocab <= 0) /* train always records it: without it the vocab.txt check below means nothing */
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT,
+                             "%s: its 'config' metadata has no vocab entry (the vocabulary size, as vocab=N)", ckpt);
     char path[AG_PATH_MAX + 16], copy[AG_PATH_MAX];
     snprintf(copy, sizeof copy, "%s", ckpt);
     if (!vocab_path) snprintf(path, sizeof path, "%s/vocab.txt", dirname(copy));
@@ -51,6 +54,11 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
     } else {
         ag_model_config cfg;
         rc = ag_train_resolve(o, &cfg, err, errlen);
+        if (rc) { /* the config's model or task is wrong: name the checkpoint that holds it */
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            ag_train_fail(err, errlen, rc, "%s: bad 'config' metadata: %s", ckpt, why);
+        }
         if (!rc && ag_model_init(m, ag_model_find(o->model), &cfg))
             rc = ag_train_fail(err, errlen, AG_ERR_ARG, "%s: %s", ckpt, ag_errmsg());
         if (!rc && ag_checkpoint_load(ckpt, &m->params, NULL, NULL, NULL))
@@ -85,6 +93,8 @@ static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dat
     if (ag_ds_init(ds, fmt)) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     char *tab = strchr(line, '\t');
     if (pair && !tab) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
+    if (pair && strchr(tab + 1, '\t')) /* else the words after a second tab would join sentence b unseen */
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "more than one tab: a pair model reads two sentences separated by one tab");
     if (tab && pair) *tab = 0;
     ag_ds_begin(ds);
     int ka = add_tokens(ds, line, strlen(line), o->lowercase), kb = 1;
@@ -140,9 +150,22 @@ int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts 
     return rc;
 }
 
+/* Cuts the line end (LF, CRLF or CR).  A CR or LF before it is an error:
+ * cutting there would drop the words after it silently. */
+static int cut_line_end(char *line, char *err, size_t errlen) {
+    size_t n = strlen(line);
+    if (n && line[n - 1] == '\n') line[--n] = 0;
+    if (n && line[n - 1] == '\r') line[--n] = 0;
+    size_t at = strcspn(line, "\r\n");
+    if (at < n)
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s inside the line (column %zu): only its end may hold CR or LF",
+                             line[at] == '\r' ? "carriage return" : "line feed", at + 1);
+    return 0;
+}
+
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen) {
-    line[strcspn(line, "\r\n")] = 0;
+    if (cut_line_end(line, err, errlen)) return AG_ERR_FORMAT;
     if (ag_tokenize(line, strlen(line), 0, NULL, 0) == 0) { /* keep output lines aligned with input lines */
         fputc('\n', out);
         return 0;

@@ -46,6 +46,29 @@ lines=$(printf '%s\n' "$out" | wc -l)
 [ "$lines" -eq 3 ] && ok || bad "predict: want 3 output lines, got $lines"
 printf '%s\n' "$out" | sed -n 1p | grep -Eq '^[0-3]'$'\t''[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+$' && ok ||
   bad "predict: want 'label<TAB>4 probabilities', got '$(printf '%s\n' "$out" | sed -n 1p)'"
+# a NUL or a CR before the line end is an error for that line (a blank output line, stderr names the line),
+# not a line cut there; a CRLF end is fine; a read error is not the end of the input
+printf 'w1 A\000 w2 B\nw1 A\r w2 B\nw1 A w2 B\r\n' > "$T/bad-lines.txt"
+out=$("$AG" predict --ckpt "$T/run/best.safetensors" < "$T/bad-lines.txt" 2>"$T/bad-lines.err"); rc=$?
+[ "$rc" -eq 1 ] && ok || bad "predict of bad lines: exit $rc, want 1"
+[ "$(printf '%s\n' "$out" | wc -l)" -eq 3 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] &&
+  printf '%s\n' "$out" | sed -n 3p | grep -Eq '^[0-3]'$'\t' && ok || bad "predict of bad lines: want 2 blank lines and a label, got '$out'"
+grep -q '^attngrad predict: stdin:1: binary data (byte 0x00 at column 5)$' "$T/bad-lines.err" && ok ||
+  bad "predict: a NUL byte: $(cat "$T/bad-lines.err")"
+grep -q '^attngrad predict: stdin:2: carriage return inside the line (column 5)' "$T/bad-lines.err" && ok ||
+  bad "predict: a CR inside the line: $(cat "$T/bad-lines.err")"
+expect 1 'attngrad predict: stdin: read error after line 0' sh -c "'$AG' predict --ckpt '$T/run/best.safetensors' < '$T'"
+# a checkpoint whose config is wrong, or data with more classes than the model: the message names the files
+mkdir "$T/badcfg" && cp "$T/run/vocab.txt" "$T/badcfg/"
+LC_ALL=C sed -E 's/(\\u000a|\\n)vocab=/\1state./' "$T/run/best.safetensors" > "$T/badcfg/novocab.safetensors" # a skipped key
+LC_ALL=C sed -E 's/"config":"model=mpsan/"config":"model=poslm/' "$T/run/best.safetensors" > "$T/badcfg/poslm.safetensors"
+for f in novocab poslm; do
+  cmp -s "$T/run/best.safetensors" "$T/badcfg/$f.safetensors" && bad "$f.safetensors: the config edit did not apply" || ok
+done
+expect 1 'novocab.safetensors: its .config. metadata has no vocab entry' "$AG" eval --ckpt "$T/badcfg/novocab.safetensors"
+expect 1 'poslm.safetensors: bad .config. metadata: model poslm has no head for the classify task' "$AG" eval --ckpt "$T/badcfg/poslm.safetensors"
+for i in 0 1 2 3 4 5 6 7 8 9; do echo "$i w1 A w2 B"; done > "$T/ten.txt"
+expect 1 "data $T/ten.txt has 10 classes, but the model in $T/run/best.safetensors knows 4" "$AG" eval --ckpt "$T/run/best.safetensors" --data "$T/ten.txt"
 
 # ---- resume == uninterrupted ----
 "$AG" train "${SMALL[@]}" --epochs 3 --out "$T/full" >/dev/null 2>&1
@@ -83,6 +106,7 @@ grep -q '"dev":{"loss":[0-9.e-]*,"pearson":' "$T/rel/metrics.jsonl" && ok || bad
 expect 0 '^test +pearson -?[0-9.]+  spearman -?[0-9.]+  mse [0-9.]+  loss [0-9.]+  \(16 examples\)' "$AG" eval --ckpt "$T/rel/best.safetensors"
 expect 0 '^[1-5]\.[0-9]{4}'$'\t''[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+$' sh -c "printf 'w1 w2 w3\tw2 w3\n' | '$AG' predict --ckpt '$T/rel/best.safetensors'"
 expect 1 'two sentences separated by a tab' sh -c "echo 'w1 w2' | '$AG' predict --ckpt '$T/rel/best.safetensors'"
+expect 1 'stdin:1: more than one tab' sh -c "printf 'w1 w2\tw2\tw3\n' | '$AG' predict --ckpt '$T/rel/best.safetensors'"
 expect 0 'PASS' "$AG" gradcheck --model mpsan --task relatedness
 expect 0 'wrote' "$AG" dump-step --model mpsan --task relatedness --out "$T/dump-rel.safetensors"
 "$TT" verify-dump "$T/dump-rel.safetensors" mpsan "" relatedness >/dev/null && ok || bad "dump-step of mpsan/relatedness"
@@ -90,6 +114,10 @@ expect 0 'wrote' "$AG" dump-step --model mpsan --task relatedness --out "$T/dump
 expect 1 'model mpsan has no head for the pair task \(it does: classify, relatedness\)' "$AG" train --task pair "${TINY[@]}" --out "$T/refused"
 expect 1 "poslm: without attention the tied decoder reads h_t, so hidden \(8\) must equal dim \(16\)" "$AG" train --model poslm --attention none --dim 16 --hidden 8 --max-steps 1 --progress none --out "$T/bad-lm"
 expect 1 "mtsa: heads = 3, want an even number" "$AG" train --model mtsa --heads 3 --dim 16 --hidden 8 --max-steps 1 --progress none --out "$T/bad-mtsa"
+# ms_san's 6 heads are its structure (one per direction and distance prior): --heads cannot change them
+expect 1 "ms_san: heads = 4, but MS-SAN has 6 heads" "$AG" train --model ms_san --heads 4 --dim 12 --synth-n 64 --max-steps 1 --progress none --out "$T/bad-ms"
+expect 1 "ms_san: dim = 8 must be a multiple of its 6 heads" "$AG" train --model ms_san --dim 8 --synth-n 64 --max-steps 1 --progress none --out "$T/bad-ms2"
+expect 1 "ms_san: dim = 8 must be a multiple of its 6 heads" "$AG" dump-step --model ms_san --dim 8 --out "$T/bad-ms.safetensors"
 expect 1 'model mtsa has no head for the relatedness task' "$AG" train --model mtsa --task relatedness "${TINY[@]}" --out "$T/refused"
 expect 1 'no head for the relatedness task' "$AG" gradcheck --model poslm --task relatedness
 expect 2 "option --task: 'regression': expected classify, pair, relatedness or lm" "$AG" train --task regression

@@ -195,9 +195,10 @@ static int cmd_train(const command *c, int argc, char **argv) {
 
 /* ---- eval and predict ---- */
 
-/* Loads the checkpoint named by --ckpt; o gets the run's options with the
- * command line's on top. */
-static int load_checkpoint(const command *c, int argc, char **argv, ag_train_opts *o, ag_model *m, ag_vocab **vocab) {
+/* Loads the checkpoint named by --ckpt (its path to *ckpt); o gets the run's
+ * options with the command line's on top. */
+static int load_checkpoint(const command *c, int argc, char **argv, const char **ckpt, ag_train_opts *o, ag_model *m,
+                           ag_vocab **vocab) {
     ag_train_opts first = ag_train_opts_default();
     cli_extra x = {0};
     int rc = parse_args(c, argc, argv, &first, &x);
@@ -206,6 +207,7 @@ static int load_checkpoint(const command *c, int argc, char **argv, ag_train_opt
         fprintf(stderr, "attngrad %s: --ckpt FILE is required\n", c->name);
         return EXIT_USAGE;
     }
+    *ckpt = x.ckpt;
     char err[1024];
     if (ag_load_run(x.ckpt, NULL, o, m, vocab, err, sizeof err)) {
         fprintf(stderr, "attngrad %s: %s\n", c->name, err);
@@ -223,15 +225,17 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     ag_train_opts o;
     ag_model m;
     ag_vocab *vocab;
-    int rc = load_checkpoint(c, argc, argv, &o, &m, &vocab);
+    const char *ckpt;
+    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
     if (rc) return rc;
-    char err[1024];
+    char err[2 * AG_PATH_MAX + 128]; /* room for the data's and the checkpoint's paths */
     ag_run_data d;
     ag_batch b = {0};
     int fold = o.fold >= 0 ? o.fold : 0;
     rc = ag_run_data_open(&o, fold, vocab, &d, err, sizeof err); /* d owns vocab now */
     if (!rc && d.task != AG_TASK_LM && d.classes > m.cfg.classes) {
-        snprintf(err, sizeof err, "%s has %d classes, the model knows %d", d.name, d.classes, m.cfg.classes);
+        snprintf(err, sizeof err, "data %s has %d classes, but the model in %s knows %d", o.data[0] ? o.data : d.name,
+                 d.classes, ckpt, m.cfg.classes);
         rc = 1;
     }
     ag_batch_opts bo = {0};
@@ -264,19 +268,28 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     ag_train_opts o;
     ag_model m;
     ag_vocab *vocab;
-    int rc = load_checkpoint(c, argc, argv, &o, &m, &vocab);
+    const char *ckpt;
+    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
     if (rc) return rc;
     char *line = NULL, err[1024];
     size_t cap = 0;
     int64_t lineno = 0, errors = 0;
-    while (getline(&line, &cap, stdin) >= 0) {
+    ssize_t n;
+    while ((n = getline(&line, &cap, stdin)) >= 0) {
         lineno++;
-        if (ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
+        /* ag_predict_line reads a C string: a NUL would end the line there unseen */
+        const char *nul = memchr(line, 0, (size_t)n);
+        if (nul) snprintf(err, sizeof err, "binary data (byte 0x00 at column %ld)", (long)(nul - line + 1));
+        if (nul || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
             fprintf(stderr, "attngrad predict: stdin:%lld: %s\n", (long long)lineno, err);
             fputc('\n', stdout);
             errors++;
         }
         fflush(stdout);
+    }
+    if (ferror(stdin)) { /* not the end of the input: the lines after it were never read */
+        fprintf(stderr, "attngrad predict: stdin: read error after line %lld: %s\n", (long long)lineno, strerror(errno));
+        errors++;
     }
     free(line);
     ag_vocab_free(vocab);
@@ -298,7 +311,8 @@ static int cmd_heatmap(const command *c, int argc, char **argv) {
     }
     ag_model m;
     ag_vocab *vocab;
-    if ((rc = load_checkpoint(c, argc, argv, &o, &m, &vocab))) return rc;
+    const char *ckpt;
+    if ((rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab))) return rc;
     char err[1024];
     rc = ag_sentence_heatmaps(&m, vocab, &o, x.sentence, x.sentence_b, x.out, stdout, err, sizeof err);
     if (rc) fprintf(stderr, "attngrad heatmap: %s\n", err);
