@@ -181,6 +181,9 @@ int ag_vocab_from_list(const char *const *tokens, int32_t n, ag_vocab **out,
 void ag_vocab_free(ag_vocab *v);
 
 int32_t ag_vocab_size(const ag_vocab *v);
+/* FNV-1a over the tokens in id order, each ended by '\n': the same words
+ * in another order (another run's vocab.txt of the same size) differ. */
+uint64_t ag_vocab_fingerprint(const ag_vocab *v);
 const char *ag_vocab_token(const ag_vocab *v, int32_t id); /* NULL if out of range */
 int32_t ag_vocab_find(const ag_vocab *v, const char *tok, size_t len); /* -1 if absent */
 int32_t ag_vocab_id(const ag_vocab *v, const char *tok, size_t len); /* absent -> <unk> */

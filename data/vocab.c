@@ -155,6 +155,16 @@ void ag_vocab_free(ag_vocab *v) {
 
 int32_t ag_vocab_size(const ag_vocab *v) { return v->tab.n; }
 
+uint64_t ag_vocab_fingerprint(const ag_vocab *v) {
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a 64 offset basis and prime */
+    for (int32_t id = 0; id < v->tab.n; id++)
+        for (const unsigned char *c = (const unsigned char *)ag_strtab_str(&v->tab, id);; c++) {
+            h = (h ^ (*c ? *c : '\n')) * 0x100000001b3u;
+            if (!*c) break;
+        }
+    return h;
+}
+
 const char *ag_vocab_token(const ag_vocab *v, int32_t id) {
     return id >= 0 && id < v->tab.n ? ag_strtab_str(&v->tab, id) : NULL;
 }

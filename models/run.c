@@ -3,6 +3,7 @@
 #include "train.h"
 #include "../data/internal.h" /* ag_ds_*: a dataset made from typed lines */
 
+#include <inttypes.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
@@ -48,9 +49,15 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
     if (!vocab_path) snprintf(path, sizeof path, "%s/vocab.txt", dirname(copy));
     else snprintf(path, sizeof path, "%s", vocab_path);
     if ((rc = ag_vocab_load(path, vocab, err, errlen))) return rc;
+    char fp[sizeof o->vocab_fp];
+    snprintf(fp, sizeof fp, "%016" PRIx64, ag_vocab_fingerprint(*vocab));
     if (ag_vocab_size(*vocab) != o->vocab) {
         rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: %d words, but %s was trained with a vocabulary of %d", path,
                   ag_vocab_size(*vocab), ckpt, o->vocab);
+    } else if (o->vocab_fp[0] && strcmp(fp, o->vocab_fp)) { /* runs before the fingerprint was recorded: size only */
+        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT,
+                           "%s is not the vocabulary %s was trained with (same size, but its words or their order "
+                           "differ: fingerprint %s, the checkpoint's %s)", path, ckpt, fp, o->vocab_fp);
     } else {
         ag_model_config cfg;
         rc = ag_train_resolve(o, &cfg, err, errlen);

@@ -16,6 +16,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -559,6 +560,13 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     snprintf(o->task, sizeof o->task, "%s", ag_task_name(d->task));
     o->lowercase = d->lowercase; /* what the data did: predict and heatmap tokenize the same way */
     o->vocab = ag_vocab_size(d->vocab);
+    char fp[sizeof o->vocab_fp];
+    snprintf(fp, sizeof fp, "%016" PRIx64, ag_vocab_fingerprint(d->vocab));
+    if (vocab && o->vocab_fp[0] && strcmp(o->vocab_fp, fp)) /* resuming: the run folder's vocab.txt was replaced */
+        return ag_train_fail(err, errlen, AG_DATA_EFORMAT,
+                             "%s/vocab.txt is not the vocabulary this run was trained with (its words or their order "
+                             "differ: fingerprint %s, the checkpoint's %s)", o->out, fp, o->vocab_fp);
+    snprintf(o->vocab_fp, sizeof o->vocab_fp, "%s", fp);
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;

@@ -33,6 +33,7 @@ typedef struct {
     char model[32];
     char task[16];          /* "", classify, pair, lm, relatedness: "" follows the model and the data */
     int vocab, classes;     /* filled from the data (set them for dump-step) */
+    char vocab_fp[17];      /* ag_vocab_fingerprint in hex, set by train: ties vocab.txt to the checkpoint */
     int dim, hidden, heads, layers, fixed_len, bigrams;
     double keep, l2;
     char flags[160];        /* "elu_score,linear_dist" */

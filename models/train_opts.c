@@ -32,6 +32,7 @@ static const char *check_sched(const char *v);
 static const char *check_dataset(const char *v);
 static const char *check_format(const char *v);
 static const char *check_progress(const char *v);
+static const char *check_fingerprint(const char *v);
 
 #define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
 enum {
@@ -46,6 +47,8 @@ static const opt_def opts[] = {
     {"model", O_STR, F(model), 0, 0, SIZE_CMDS, true, "NAME", "model kind (see `attngrad models`)", check_model},
     {"task", O_STR, F(task), 0, 0, SIZE_CMDS, true, "T", "classify, pair, relatedness or lm (default: from the model and the data)", check_task},
     {"vocab", O_INT, F(vocab), 3, BIG, DU | GC, true, "V", "vocabulary size (train: from the data)", NULL},
+    /* no command takes it: train records it in the run's config */
+    {"vocab-fp", O_STR, F(vocab_fp), 0, 0, 0, true, "HEX", "fingerprint of the vocabulary", check_fingerprint},
     {"classes", O_INT, F(classes), 2, 65536, DU | GC, true, "K", "classes (train: from the data)", NULL},
     {"dim", O_INT, F(dim), 1, 65536, SIZE_CMDS, true, "D", "model width d (embedding size)", NULL},
     {"hidden", O_INT, F(hidden), 1, 65536, SIZE_CMDS, true, "H", "second size (MTSA dh, LM hidden)", NULL},
@@ -196,6 +199,11 @@ static const char *check_format(const char *v) {
     ag_format f;
     if (!*v || ag_format_parse(v, &f) == 0) return NULL;
     return "expected labeled, sick, conllu or lm";
+}
+
+static const char *check_fingerprint(const char *v) {
+    size_t n = strspn(v, "0123456789abcdef");
+    return !*v || (n == 16 && !v[n]) ? NULL : "expected 16 lower-case hex digits";
 }
 
 static const char *check_progress(const char *v) {

@@ -67,6 +67,10 @@ for f in novocab poslm; do
 done
 expect 1 'novocab.safetensors: its .config. metadata has no vocab entry' "$AG" eval --ckpt "$T/badcfg/novocab.safetensors"
 expect 1 'poslm.safetensors: bad .config. metadata: model poslm has no head for the classify task' "$AG" eval --ckpt "$T/badcfg/poslm.safetensors"
+# another vocab.txt of the same size (two words swapped): refused, not read with the wrong ids
+mkdir "$T/swapped" && cp "$T/run/best.safetensors" "$T/swapped/"
+awk 'NR == 3 { third = $0; next } NR == 4 { print; print third; next } { print }' "$T/run/vocab.txt" > "$T/swapped/vocab.txt"
+expect 1 'swapped/vocab.txt is not the vocabulary .* was trained with' "$AG" eval --ckpt "$T/swapped/best.safetensors"
 for i in 0 1 2 3 4 5 6 7 8 9; do echo "$i w1 A w2 B"; done > "$T/ten.txt"
 expect 1 "data $T/ten.txt has 10 classes, but the model in $T/run/best.safetensors knows 4" "$AG" eval --ckpt "$T/run/best.safetensors" --data "$T/ten.txt"
 

@@ -254,6 +254,26 @@ static void test_resume_bad_state(void) {
               "%s=%s: '%s'", cases[i][0], cases[i][1], err);
         set_state_entry(o.out, cases[i][0], strcmp(cases[i][0], "state.best") ? "0" : "-inf"); /* back to valid */
     }
+
+    /* vocab.txt with two words swapped: same size, other ids */
+    char path[AG_PATH_MAX + 32], words[2][256];
+    snprintf(path, sizeof path, "%s/vocab.txt", o.out);
+    FILE *f = fopen(path, "r");
+    char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *third = strchr(strchr(text, '\n') + 1, '\n') + 1, *fourth = strchr(third, '\n') + 1;
+    CHECK(sscanf(third, "%255s", words[0]) == 1 && sscanf(fourth, "%255s", words[1]) == 1);
+    f = fopen(path, "w");
+    fprintf(f, "%.*s%s\n%s\n%s", (int)(third - text), text, words[1], words[0], strchr(fourth, '\n') + 1);
+    fclose(f);
+    ag_train_opts again;
+    CHECK(ag_run_config(o.out, &again, err, sizeof err) == 0, "%s", err);
+    set(&again, "out", o.out);
+    set(&again, "resume", NULL);
+    set(&again, "quiet", NULL);
+    CHECK(ag_train(&again, &r, err, sizeof err) != 0 && strstr(err, "vocab.txt is not the vocabulary"), "%s", err);
 }
 
 /* ---- bad input ---- */
