@@ -125,6 +125,10 @@ ag_load_opts ag_load_opts_default(void); /* no lowercase, strict, 35, 64 MiB */
 int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts,
                     const ag_vocab *vocab, ag_dataset *ds, char *err, size_t errlen);
 void ag_dataset_free(ag_dataset *ds);
+/* First byte of a line that is binary junk (NUL or ASCII control other than
+ * whitespace), or -1: what the loaders refuse, for other readers of text
+ * (predict's stdin). Latin-1 / UTF-8 bytes >= 0x80 are fine. */
+long ag_data_find_junk(const char *s, size_t n);
 /* The file ds was loaded from (for messages), or NULL if it was generated. */
 const char *ag_dataset_path(const ag_dataset *ds);
 

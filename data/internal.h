@@ -87,8 +87,5 @@ int ag_data_lines_open(ag_data_line_reader *lr, const char *path, size_t max_lin
 int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen);
 void ag_data_lines_close(ag_data_line_reader *lr);
 
-/* First byte of line that is binary junk (NUL or ASCII control other than
- * whitespace), or -1. Latin-1 / UTF-8 bytes >= 0x80 are fine. */
-long ag_data_find_junk(const char *s, size_t n);
 
 #endif

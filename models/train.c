@@ -770,6 +770,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     memset(r, 0, sizeof *r);
     bool resume = o->resume;
     char path[AG_PATH_MAX + 32];
+    bool fresh_folder = !resume && !exists(out);
     int rc = prepare_folder(out, resume, o->force, err, errlen);
     if (rc) return rc;
     ag_vocab *vocab = NULL;
@@ -780,6 +781,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     run_state s = {.best = -INFINITY};
     fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile};
     rc = trainer_init(&t, o, fold, vocab, err, errlen);
+    if (rc && fresh_folder) rmdir(out); /* bad data or sizes: leave no empty run folder behind */
     if (!rc && !resume) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
     if (!rc && !o->quiet) print_header(&t, o, out);
@@ -878,7 +880,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
         default_out(o);
     }
     snprintf(r->out, sizeof r->out, "%s", o->out);
-    int folds = ag_run_data_folds(o);
+    int folds = ag_run_data_folds(o, err, errlen);
+    if (folds < 0 && o->fold >= 0) return AG_ERR_ARG; /* err says why the folder is no data set */
+    if (folds < 0) folds = 0; /* opening the data will say what is wrong with it */
     if (folds && o->fold >= folds) return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold %d: there are %d folds", o->fold, folds);
     if (!folds && o->fold >= 0)
         return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",

@@ -120,8 +120,9 @@ typedef struct {
  * uses `vocab` (then owned by d), and encodes every split. */
 int ag_run_data_open(const ag_train_opts *o, int fold, ag_vocab *vocab, ag_run_data *d, char *err, size_t errlen);
 void ag_run_data_free(ag_run_data *d);
-/* Folds of o's data set when it is a CV benchmark (o->folds), else 0. */
-int ag_run_data_folds(const ag_train_opts *o);
+/* Folds of o's data set when it is a CV benchmark (o->folds), else 0; -1
+ * with err set when o->data is a folder but not a benchmark found there. */
+int ag_run_data_folds(const ag_train_opts *o, char *err, size_t errlen);
 
 /* ---- evaluation and training -------------------------------------------- */
 

@@ -180,10 +180,11 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
     return hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
 }
 
-int ag_run_data_folds(const ag_train_opts *o) {
+int ag_run_data_folds(const ag_train_opts *o, char *err, size_t errlen) {
     const ag_benchmark *b;
-    char root[AG_PATH_MAX], err[AG_ERR_LEN];
-    if (!o->data[0] || !is_dir(o->data) || find_benchmark(o, &b, root, err, sizeof err)) return 0;
+    char root[AG_PATH_MAX];
+    if (!o->data[0] || !is_dir(o->data)) return 0;
+    if (find_benchmark(o, &b, root, err, errlen)) return -1;
     return b->cv ? o->folds : 0;
 }
 

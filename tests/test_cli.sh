@@ -48,15 +48,17 @@ printf '%s\n' "$out" | sed -n 1p | grep -Eq '^[0-3]'$'\t''[0-9.]+ [0-9.]+ [0-9.]
   bad "predict: want 'label<TAB>4 probabilities', got '$(printf '%s\n' "$out" | sed -n 1p)'"
 # a NUL or a CR before the line end is an error for that line (a blank output line, stderr names the line),
 # not a line cut there; a CRLF end is fine; a read error is not the end of the input
-printf 'w1 A\000 w2 B\nw1 A\r w2 B\nw1 A w2 B\r\n' > "$T/bad-lines.txt"
+printf 'w1 A\000 w2 B\nw1 A\r w2 B\nw1 \001A\nw1 A w2 B\r\n' > "$T/bad-lines.txt"
 out=$("$AG" predict --ckpt "$T/run/best.safetensors" < "$T/bad-lines.txt" 2>"$T/bad-lines.err"); rc=$?
 [ "$rc" -eq 1 ] && ok || bad "predict of bad lines: exit $rc, want 1"
-[ "$(printf '%s\n' "$out" | wc -l)" -eq 3 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] &&
-  printf '%s\n' "$out" | sed -n 3p | grep -Eq '^[0-3]'$'\t' && ok || bad "predict of bad lines: want 2 blank lines and a label, got '$out'"
+[ "$(printf '%s\n' "$out" | wc -l)" -eq 4 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] &&
+  printf '%s\n' "$out" | sed -n 4p | grep -Eq '^[0-3]'$'\t' && ok || bad "predict of bad lines: want 3 blank lines and a label, got '$out'"
 grep -q '^attngrad predict: stdin:1: binary data (byte 0x00 at column 5)$' "$T/bad-lines.err" && ok ||
   bad "predict: a NUL byte: $(cat "$T/bad-lines.err")"
 grep -q '^attngrad predict: stdin:2: carriage return inside the line (column 5)' "$T/bad-lines.err" && ok ||
   bad "predict: a CR inside the line: $(cat "$T/bad-lines.err")"
+grep -q '^attngrad predict: stdin:3: binary data (byte 0x01 at column 4)$' "$T/bad-lines.err" && ok ||
+  bad "predict: a control byte: $(cat "$T/bad-lines.err")"
 expect 1 'attngrad predict: stdin: read error after line 0' sh -c "'$AG' predict --ckpt '$T/run/best.safetensors' < '$T'"
 # a checkpoint whose config is wrong, or data with more classes than the model: the message names the files
 mkdir "$T/badcfg" && cp "$T/run/vocab.txt" "$T/badcfg/"
@@ -122,6 +124,10 @@ expect 1 "mtsa: heads = 3, want an even number" "$AG" train --model mtsa --heads
 expect 1 "ms_san: heads = 4, but MS-SAN has 6 heads" "$AG" train --model ms_san --heads 4 --dim 12 --synth-n 64 --max-steps 1 --progress none --out "$T/bad-ms"
 expect 1 "ms_san: dim = 8 must be a multiple of its 6 heads" "$AG" train --model ms_san --dim 8 --synth-n 64 --max-steps 1 --progress none --out "$T/bad-ms2"
 expect 1 "ms_san: dim = 8 must be a multiple of its 6 heads" "$AG" dump-step --model ms_san --dim 8 --out "$T/bad-ms.safetensors"
+[ ! -e "$T/bad-ms" ] && [ ! -e "$T/bad-ms2" ] && ok || bad "a run that failed to start left its empty run folder"
+# --fold on a CV folder without its data file says that, not "not a cross-validation data set"
+mkdir -p "$T/cr" && echo "1 fine" > "$T/cr/custrev.pos"
+expect 1 "cr: no cr data here \\(looked for .*custrev.all\\)" "$AG" train --data "$T/cr" --fold 1 --out "$T/cr-run"
 expect 1 'model mtsa has no head for the relatedness task' "$AG" train --model mtsa --task relatedness "${TINY[@]}" --out "$T/refused"
 expect 1 'no head for the relatedness task' "$AG" gradcheck --model poslm --task relatedness
 expect 2 "option --task: 'regression': expected classify, pair, relatedness or lm" "$AG" train --task regression

@@ -277,10 +277,12 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     ssize_t n;
     while ((n = getline(&line, &cap, stdin)) >= 0) {
         lineno++;
-        /* ag_predict_line reads a C string: a NUL would end the line there unseen */
-        const char *nul = memchr(line, 0, (size_t)n);
-        if (nul) snprintf(err, sizeof err, "binary data (byte 0x00 at column %ld)", (long)(nul - line + 1));
-        if (nul || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
+        /* control bytes, as the data loaders refuse them (ag_predict_line reads a
+         * C string: a NUL would even end the line there unseen) */
+        long junk = ag_data_find_junk(line, (size_t)n);
+        if (junk >= 0)
+            snprintf(err, sizeof err, "binary data (byte 0x%02x at column %ld)", (unsigned char)line[junk], junk + 1);
+        if (junk >= 0 || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
             fprintf(stderr, "attngrad predict: stdin:%lld: %s\n", (long long)lineno, err);
             fputc('\n', stdout);
             errors++;
