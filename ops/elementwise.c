@@ -244,7 +244,10 @@ static bool is_broadcast(const int64_t *s, const bcast *bc) {
         j.rows = (int64_t)j.bc.shape[0] * j.bc.shape[1] * j.bc.shape[2];                             \
         j.col_grain = AG_GRAIN_ELEMENTWISE;                                                          \
         int64_t readers = j.rows > 0 ? j.rows : 1; /* a bias row is read by every output row */      \
-        if (readers > 64) j.col_grain = (AG_GRAIN_ELEMENTWISE / readers + 255) / 256 * 256;          \
+        if (readers > 64) { /* ~a grain of work per part, never under 256 columns (nor 0) */       \
+            int64_t per_part = (AG_GRAIN_ELEMENTWISE / readers + 255) / 256 * 256;                   \
+            j.col_grain = per_part > 256 ? per_part : 256;                                           \
+        }                                                                                            \
         for (int side = 0; side < 2; side++) {                                                       \
             if (!ag__wants(n, side)) continue;                                                       \
             const int64_t *s = side == 0 ? j.bc.sa : j.bc.sb;                                        \

@@ -57,6 +57,26 @@ static void test_accumulation(void) {
     ag_params_free(&ps);
 }
 
+/* A bias broadcast over more rows than a part's grain of elements (MPSAN at
+ * batch 1024): its column parts once became 0 wide, a division by zero. */
+static void test_broadcast_over_many_rows(void) {
+    enum { ROWS = 40000, COLS = 3 };
+    ag_params ps = {0};
+    ag_tensor *x = ag_param(&ps, "x", 2, (int[]){ROWS, COLS});
+    ag_tensor *b = ag_param(&ps, "b", 1, (int[]){COLS});
+    for (int op = 0; op < 3; op++) {
+        ag_params_zero_grad(&ps);
+        ag_tensor *y = op == 0 ? ag_add(x, b) : op == 1 ? ag_sub(x, b) : ag_mul(x, b);
+        for (int c = 0; c < COLS; c++) b->data[c] = (ag_real)(c + 1);
+        ag_backward(ag_sum(y));
+        for (int c = 0; c < COLS; c++) /* d/db of sum(x - b) is -ROWS; of sum(x * b), sum of x's column: 0 */
+            CHECK(b->grad[c] == (op == 0 ? ROWS : op == 1 ? -ROWS : 0), "op %d: db[%d] = %g", op, c, (double)b->grad[c]);
+        CHECK(x->grad[0] == (op < 2 ? 1 : b->data[0]) && x->grad[(int64_t)ROWS * COLS - 1] == (op < 2 ? 1 : b->data[COLS - 1]));
+        ag_step_end();
+    }
+    ag_params_free(&ps);
+}
+
 static void test_no_grad_and_marks(void) {
     ag_params ps = {0};
     ag_tensor *w = ag_param(&ps, "w", 2, (int[]){2, 2});
@@ -276,6 +296,7 @@ static void test_gradcheck_fails_what_is_wrong(void) {
 
 int main(void) {
     test_accumulation();
+    test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
     test_dropout_mask_statistics();
     test_profiler_names_sites();
