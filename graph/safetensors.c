@@ -278,6 +278,13 @@ ag_status ag_st_write(const ag_st_writer *w, const char *path) {
         st = ag__fail(AG_ERR_IO, "%s: path too long", path);
         goto done;
     }
+    /* The rename below replaces whatever `path` names: as root that could be
+     * /dev/null itself.  Only a regular file (or nothing yet) is replaced. */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        st = ag__fail(AG_ERR_IO, "%s exists and is not a regular file (a folder, device or pipe): not replaced", path);
+        goto done;
+    }
     fd = open_temp(path, tmp, sizeof tmp);
     if (fd < 0) {
         st = ag__fail(AG_ERR_IO, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));

@@ -482,6 +482,16 @@ static void test_write_errors(void) {
     CHECK(n0 == n1 && memcmp(before, after, n0) == 0);
     CHECK(count_temp_files() == 0);
     free(before), free(after);
+    /* a path that names a pipe or a folder is not replaced by the rename (as
+     * root a device such as /dev/null would have been) */
+    ag_st_set_meta(&w, "bad", "fine");
+    const char *fifo = path_in_dir("pipe.safetensors");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    EXPECT_ERROR(ag_st_write(&w, fifo), AG_ERR_IO, "not a regular file");
+    struct stat sb;
+    CHECK(stat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the pipe was replaced");
+    EXPECT_ERROR(ag_st_write(&w, dir), AG_ERR_IO, "not a regular file");
+    CHECK(count_temp_files() == 0);
     /* misuse */
     EXPECT_FATAL(ag_st_add(&w, "a", AG_F32, 1, (int64_t[]){1}, &(float){1}), "ag_st_add", "'a' added twice");
     EXPECT_FATAL(ag_st_add(&w, "__metadata__", AG_F32, 0, NULL, &(float){1}), "ag_st_add", "__metadata__");
