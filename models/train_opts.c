@@ -2,6 +2,7 @@
  * the checks, the help text and the "key=value" config saved in checkpoints. */
 #include "train.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -243,8 +244,12 @@ static int set_number(const opt_def *d, void *field, const char *v, char *err, s
     char *end;
     errno = 0;
     double x = d->type == O_REAL ? strtod(v, &end) : (double)strtoll(v, &end, 10);
-    if (!*v || *end || errno || !isfinite(x))
-        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%s' is not %s", d->name, v, d->type == O_REAL ? "a number" : "an integer");
+    bool plain = *v && !isspace((unsigned char)*v) && !strpbrk(v, "xX"); /* strto* skip spaces and read hex */
+    if (plain && !*end && errno == ERANGE)
+        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.40s' is out of range", d->name, v);
+    if (!plain || *end || errno || !isfinite(x))
+        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.40s' is not %s", d->name, v,
+                             d->type == O_REAL ? "a decimal number" : "an integer");
     if (x < d->lo || x > d->hi) {
         return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: %s is out of range [%g, %g]", d->name, v, d->lo, d->hi);
     }

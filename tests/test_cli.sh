@@ -16,6 +16,7 @@ SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none)
 
 # ---- models, train, eval, predict ----
 expect 0 '^mpsan ' "$AG" models
+expect 2 'models: takes no arguments' "$AG" models --bogus
 models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm|relatedness)$/ && !seen[$1]++ { print $1 }')
 
 expect 0 'done in .* 2 epochs, 16 steps' "$AG" train "${SMALL[@]}" --epochs 2 --out "$T/run"

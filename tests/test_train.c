@@ -92,6 +92,8 @@ static void test_options(void) {
         {"keep", "1.5", "out of range"},         {"flags", "elu_score,bogus", "bogus"},
         {"attention", "sideways", "positional"}, {"bogus", "1", "unknown option --bogus"},
         {"resume", "yes", "takes no value"},     {"dataset", "imagenet", "unknown data set"},
+        {"dim", " 5", "not an integer"},         {"keep", "0x1p-1", "not a decimal number"},
+        {"keep", "1e-320", "out of range"},      {"epochs", "99999999999999999999", "out of range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ag_train_opts t = ag_train_opts_default();

@@ -417,6 +417,12 @@ int main(int argc, char **argv) {
         rc = cmd_gradcheck(c, argc, argv);
     } else if (!strcmp(c->name, "dump-step")) {
         rc = cmd_dump(c, argc, argv);
+    } else if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+        printf("usage: attngrad models\n  the registered models, one row per task, with their paper defaults\n");
+        rc = 0;
+    } else if (argc > 2) { /* models takes nothing: a typo must not pass for a listing */
+        fprintf(stderr, "attngrad models: takes no arguments (got '%s')\n", argv[2]);
+        rc = EXIT_USAGE;
     } else {
         rc = cmd_models();
     }
