@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <unistd.h>
 
 static void set_shape(ag_tensor *t, int ndim, const int *shape) {
     if (ndim < 0 || ndim > AG_MAX_DIMS) ag__fatal("tensor", "%d dims (at most %d)", ndim, AG_MAX_DIMS);
@@ -10,8 +11,23 @@ static void set_shape(ag_tensor *t, int ndim, const int *shape) {
     for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) ag__fatal("tensor", "negative dim %d at axis %d", shape[i], i);
+        if (shape[i] > 0 && t->size > INT64_MAX / shape[i] / (int64_t)sizeof(ag_real))
+            ag__fatal("tensor", "%d dims up to axis %d hold more elements than memory can address", ndim, i);
         t->shape[i] = shape[i];
         t->size *= shape[i];
+    }
+}
+
+/* A parameter lives for the whole run with its gradient: one bigger than the
+ * machine's memory (a size option off by orders of magnitude) is refused by
+ * name here, not left to an overcommitted calloc and the OOM killer. */
+static void check_fits_in_memory(const char *name, const ag_tensor *t) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    double need = 2.0 * (double)t->size * sizeof(ag_real), have = (double)pages * (double)page;
+    if (pages > 0 && page > 0 && need > have) {
+        char s[64];
+        ag__fatal("ag_param", "'%s' %s would take %.1f GiB with its gradient, more than this machine's %.1f GiB",
+                  name, ag_shape_str(t, s, sizeof s), need / (1 << 30), have / (1 << 30));
     }
 }
 
@@ -66,8 +82,11 @@ const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n) {
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape) {
     if (!name || !*name) ag__fatal("param", "a parameter needs a name");
     if (ag_params_find(ps, name)) ag__fatal("param", "duplicate parameter name '%s'", name);
+    ag_tensor shaped = {0};
+    set_shape(&shaped, ndim, shape);
+    check_fits_in_memory(name, &shaped); /* before anything is allocated: a test's fatal handler returns */
     ag_tensor *t = ag_calloc(1, sizeof *t);
-    set_shape(t, ndim, shape);
+    *t = shaped;
     t->data = ag_calloc((size_t)t->size, sizeof(ag_real));
     t->grad = ag_calloc((size_t)t->size, sizeof(ag_real));
     t->requires_grad = true;

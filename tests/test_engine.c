@@ -164,6 +164,13 @@ static void test_errors_name_op_shapes_and_line(void) {
     snprintf(at, sizeof at, "test_engine.c:%d", line);
     CHECK(strstr(fatal_msg, at), "message '%s' lacks the caller's line %s", fatal_msg, at);
     EXPECT_FATAL(ag_matmul(a, a), "ag_matmul", "[2,3]", "inner");
+    /* sizes no machine holds: a parameter beyond memory is refused by name, a
+     * shape whose element count overflows before any allocation */
+    ag_params huge = {0};
+    EXPECT_FATAL(ag_param(&huge, "embed.weight", 2, (int[]){1 << 30, 1 << 20}), "ag_param", "'embed.weight'",
+                 "[1073741824,1048576]", "GiB");
+    EXPECT_FATAL(ag_tensor_new(4, (int[]){1 << 30, 1 << 30, 1 << 30, 1 << 30}), "tensor", "more elements");
+    CHECK(huge.count == 0);
     /* ops inside the arguments stamp their own lines; the failing op's is
      * given back before it runs */
     line = __LINE__ + 1;
