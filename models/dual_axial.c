@@ -17,7 +17,7 @@ typedef struct {
 } axial_params;
 
 typedef struct {
-    ag_tensor *embed, *bigram;          /* bigram NULL under AG_FLAG_NO_BIGRAM */
+    ag_tensor *embed, *bigram;          /* bigram NULL under AG_FLAG_NO_BIGRAM or 0 buckets */
     axial_params text, feat;            /* feat unused under AG_FLAG_TEXT_ONLY */
     ag_tensor *gate_wf, *gate_wt, *gate_b;
     ag_tensor *cls_w, *cls_b, *out_w, *out_b;
@@ -44,7 +44,9 @@ static void dual_axial_tiny(ag_model_config *c) {
     c->n_bigram = 10;
 }
 
-static bool has_bigrams(const ag_model_config *c) { return !(c->flags & AG_FLAG_NO_BIGRAM); }
+/* 0 buckets means no bigram embedding, as the no_bigram flag: the model and
+ * its batches (dual_axial_batch_opts) must agree on whether ids exist. */
+static bool has_bigrams(const ag_model_config *c) { return !(c->flags & AG_FLAG_NO_BIGRAM) && c->n_bigram != 0; }
 static bool has_feature_axis(const ag_model_config *c) { return !(c->flags & AG_FLAG_TEXT_ONLY); }
 
 static axial_params axial_build(ag_params *ps, const char *prefix, int n, ag_rng *r) {
@@ -60,8 +62,12 @@ static axial_params axial_build(ag_params *ps, const char *prefix, int n, ag_rng
 }
 
 static ag_status dual_axial_build(ag_model *m) {
-    dual_axial *p = calloc(1, sizeof *p);
     const ag_model_config *c = &m->cfg;
+    /* Ids are 1 + hash mod (n - 1): one bucket would be row 0 ("no bigram") alone. */
+    if (has_bigrams(c) && c->n_bigram < 2)
+        return ag_fail(AG_ERR_ARG, "dual_axial: --bigrams %d: want 0 (no bigram embedding) or at least 2 buckets "
+                       "(bucket 0 means \"no bigram\")", c->n_bigram);
+    dual_axial *p = calloc(1, sizeof *p);
     int d = c->dim, L = c->fixed_len;
     ag_params *ps = &m->params;
     ag_rng *r = &m->rng;

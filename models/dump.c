@@ -2,6 +2,7 @@
  * written to safetensors (to compare with another framework tensor by
  * tensor), and the f64 gradient check of every parameter. */
 #include "train.h"
+#include "../graph/internal.h" /* ag_malloc: out of memory ends with a message, not a crash */
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -63,7 +64,7 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
 
 /* A batch array [rows] or [rows, width] as I64. */
 static int64_t *add_ints(ag_st_writer *w, const char *name, const int32_t *src, int rows, int width) {
-    int64_t n = (int64_t)rows * (width ? width : 1), *dst = malloc((size_t)n * sizeof *dst);
+    int64_t n = (int64_t)rows * (width ? width : 1), *dst = ag_malloc((size_t)n * sizeof *dst);
     for (int64_t i = 0; i < n; i++) dst[i] = src[i];
     ag_st_add(w, name, AG_I64, width ? 2 : 1, (int64_t[]){rows, width}, dst);
     return dst;
@@ -115,7 +116,7 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
         ag_st_set_meta(&w, "model", o->model);
         if (ag_st_write(&w, path)) rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
         ag_st_writer_free(&w);
-        for (int i = 0; i < nb; i++) free(bufs[i]);
+        for (int i = 0; i < nb; i++) ag_free(bufs[i]);
     }
     ag_step_end();
     ag_model_batch_free(&b);

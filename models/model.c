@@ -1,5 +1,6 @@
 /* model.c - the registry of model kinds and the calls every model shares. */
 #include "models.h"
+#include "../graph/internal.h" /* ag__fatal: a batch too big for memory ends with a message, not a crash */
 
 #include <math.h>
 #include <stdio.h>
@@ -130,6 +131,17 @@ void ag_model_batch_alloc(const ag_model *m, int B, int N, ag_batch *b) {
     b->heads = ints(cells), b->heads_b = ints(cells), b->bigrams = ints(cells), b->bigrams_b = ints(cells);
     b->lengths = ints(B), b->lengths_b = ints(B), b->labels = ints(B);
     b->scores = calloc(B > 0 ? B : 1, sizeof *b->scores);
+    /* All or nothing: what was taken goes back before the fatal error, so the
+     * exit it ends in has memory to run (OpenBLAS joining its threads hangs
+     * without, under ulimit -v). */
+    const void *arrays[] = {b->tokens, b->tokens_b, b->targets, b->heads, b->heads_b, b->bigrams,
+                            b->bigrams_b, b->lengths, b->lengths_b, b->labels, b->scores};
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
+        if (!arrays[i]) {
+            ag_model_batch_free(b);
+            ag__fatal("ag_model_batch_alloc", "out of memory for a batch of %d rows x %d tokens (%zu bytes an array)",
+                      B, N, cells * sizeof(int32_t));
+        }
 }
 
 void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed) {

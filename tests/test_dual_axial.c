@@ -2,11 +2,14 @@
  * gradient check: its logits against a naive loop transcription of the
  * equations (every FLAG), independence of an example's logits from the
  * rest of the batch and from anything beyond its length, the bigram row 0
- * that must stay zero through training, a batch of the wrong width, and
- * training steps that allocate nothing. */
+ * that must stay zero through training, --bigrams 0 as no bigram embedding,
+ * a batch of the wrong width, a batch too big for memory, and training steps
+ * that allocate nothing. */
 #include "model_util.h"
+#include "../models/train.h"
 
 #include <math.h>
+#include <unistd.h>
 
 enum { MAXL = 8, MAXD = 8 };
 
@@ -181,6 +184,61 @@ static void wrong_width(void) {
     ag_model_free(&m);
 }
 
+/* --bigrams 0 means no bigram embedding, as the no_bigram flag: no table, a
+ * batch without ids, the same draws and logits, and gradcheck and dump-step
+ * work (they ended in "id 0 out of range [0, 0)").  One bucket would hold only
+ * row 0 ("no bigram"): refused with a message naming the option. */
+static void zero_bigram_buckets(void) {
+    const ag_model_kind *kind = ag_model_find("dual_axial");
+    ag_model_config cfg = ag_model_tiny(kind);
+    cfg.n_bigram = 0;
+    ag_model m, flagged = tiny_model(AG_FLAG_NO_BIGRAM);
+    CHECK(ag_model_init(&m, kind, &cfg) == AG_OK, "%s", ag_errmsg());
+    ag_batch_opts o = {0};
+    m.kind->batch_opts(&m.cfg, &o);
+    CHECK(o.n_bigram == 0 && !ag_params_find(&m.params, "bigram.weight"));
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 29);
+    double got[2 * 3], want[2 * 3];
+    model_logits(&m, &b, got);
+    model_logits(&flagged, &b, want);
+    for (int i = 0; i < 2 * 3; i++) CHECK(got[i] == want[i], "logit %d: %g, with no_bigram %g", i, got[i], want[i]);
+    ag_model_batch_free(&b);
+    ag_model_free(&m);
+    ag_model_free(&flagged);
+
+    cfg.n_bigram = 1;
+    CHECK(ag_model_init(&m, kind, &cfg) == AG_ERR_ARG && strstr(ag_errmsg(), "--bigrams 1"), "%s", ag_errmsg());
+
+    char err[512], path[] = "/tmp/ag_dual_axial_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    FILE *devnull = fopen("/dev/null", "w");
+    ag_train_opts opts = ag_train_opts_default();
+    CHECK(ag_train_set(&opts, "model", "dual_axial", err, sizeof err) == 0, "%s", err);
+    CHECK(ag_train_set(&opts, "bigrams", "0", err, sizeof err) == 0, "%s", err);
+    CHECK(ag_model_gradcheck(&opts, devnull, err, sizeof err) == 1, "gradcheck --bigrams 0: %s", err);
+    CHECK(ag_dump_step(&opts, path, err, sizeof err) == 0, "dump-step --bigrams 0: %s", err);
+    CHECK(ag_train_set(&opts, "bigrams", "1", err, sizeof err) == 0, "%s", err);
+    err[0] = 0;
+    CHECK(ag_model_gradcheck(&opts, devnull, err, sizeof err) < 0 && strstr(err, "--bigrams 1"), "%s", err);
+    fclose(devnull);
+    unlink(path);
+}
+
+/* A batch that cannot be had ends in the fatal handler with a message, not
+ * with NULL arrays a forward then dereferences.  (ASan's allocator reports
+ * such a size itself instead of returning NULL.) */
+static void batch_too_big(void) {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__has_feature)
+    ag_model m = tiny_model(0);
+    ag_batch b;
+    EXPECT_FATAL(ag_model_batch_alloc(&m, 1 << 24, 1 << 30, &b), "out of memory", "16777216 rows");
+    ag_model_free(&m);
+#endif
+}
+
 int main(void) {
     static const struct { unsigned flags; const char *label; } variants[] = {
         {0, "default"},
@@ -195,7 +253,9 @@ int main(void) {
         independence(variants[i].flags);
     }
     bigram_row_zero();
+    zero_bigram_buckets();
     wrong_width();
+    batch_too_big();
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         ag_model m = tiny_model(variants[i].flags);
         m.cfg.keep = 0.8; /* exercise the optional classifier dropout too */
