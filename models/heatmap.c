@@ -9,7 +9,9 @@
 
 enum { LABEL_MAX = 24 }; /* longer labels are cut (with "..") so one word cannot widen the picture */
 
-/* Writes s[0..n) with the five XML specials escaped. */
+/* Writes s[0..n) with the five XML specials escaped.  XML 1.0 forbids the
+ * control bytes other than tab, newline and CR even as &#x1; references, so
+ * a caller that let one through gets '?' rather than a file no reader opens. */
 static void xml_text_n(FILE *f, const char *s, size_t n) {
     for (size_t i = 0; i < n && s[i]; i++) {
         switch (s[i]) {
@@ -18,9 +20,10 @@ static void xml_text_n(FILE *f, const char *s, size_t n) {
         case '&': fputs("&amp;", f); break;
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&apos;", f); break;
+        case '\t': case '\n': case '\r': fputc(s[i], f); break;
         default:
             /* bytes >= 0x80 may be Latin-1, which is not valid UTF-8: show '?' */
-            fputc((unsigned char)s[i] < 0x80 ? s[i] : '?', f);
+            fputc((unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x80 ? s[i] : '?', f);
         }
     }
 }
@@ -47,6 +50,19 @@ static int longest_label(const char *const *labels, int n) {
     return longest;
 }
 
+/* Refuses labels holding control bytes, as the data loaders and predict
+ * refuse such input: the words come from the user (heatmap --sentence) and
+ * an SVG cannot show them. */
+static ag_status check_labels(const char *path, const char *const *labels, int n, const char *axis) {
+    for (int i = 0; labels && i < n; i++) {
+        long junk = ag_data_find_junk(labels[i], strlen(labels[i]));
+        if (junk >= 0)
+            return ag_fail(AG_ERR_ARG, "%s: not written: binary data (byte 0x%02x) in the label of %s %d", path,
+                           (unsigned char)labels[i][junk], axis, i + 1);
+    }
+    return AG_OK;
+}
+
 /* White (0) to dark blue (1). */
 static void fill_colour(FILE *f, double v) {
     int shade = (int)(255 * (1 - v) + 0.5);
@@ -65,6 +81,9 @@ ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, 
     int big = rows > cols ? rows : cols;
     int cell = big <= 50 ? 22 : big <= 1200 / 6 ? 1200 / big : 6;
     int every = cell >= 14 ? 1 : (14 + cell - 1) / cell; /* label every k-th row and column when cells are small */
+    ag_status st = check_labels(path, col_labels, cols, "column");
+    if (st == AG_OK) st = check_labels(path, row_labels, rows, "row");
+    if (st != AG_OK) return st;
     FILE *f = fopen(path, "w");
     if (!f) return ag_fail(AG_ERR_IO, "%s: cannot write the heatmap: %s", path, strerror(errno));
 

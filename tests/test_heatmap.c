@@ -46,6 +46,36 @@ static void test_svg(void) {
     CHECK(strstr(ag_errmsg(), "/nonexistent-dir/x.svg") != NULL, "%s", ag_errmsg());
 }
 
+/* XML 1.0 forbids control bytes other than tab, newline and CR, even as
+ * character references: a label holding one (a user's word) is refused
+ * before the file is made, and any other text shows '?' in its place. */
+static void test_svg_control_bytes(void) {
+    char path[] = "/tmp/ag_heatmap_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    unlink(path);
+    ag_real w[6] = {0.1, 0.9, 0, 0.5, 0.5, 0};
+    const char *rows[] = {"the", "cat"}, *cols[] = {"a", "b\x01", "d"};
+    CHECK(ag_heatmap_svg(path, "t", w, 2, 3, rows, cols) == AG_ERR_ARG);
+    CHECK(strstr(ag_errmsg(), path) && strstr(ag_errmsg(), "binary data (byte 0x01) in the label of column 2"), "%s",
+          ag_errmsg());
+    CHECK(access(path, F_OK) != 0, "a refused heatmap left %s", path);
+
+    CHECK(ag_heatmap_svg(path, "a\x01" "b\x1f\x0b\x0c\tc", w, 2, 3, rows, NULL) == AG_OK, "%s", ag_errmsg());
+    FILE *f = fopen(path, "r");
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        CHECK(c >= 0x20 || c == '\t' || c == '\n' || c == '\r', "byte 0x%02x at %zu: not well-formed XML", c, i);
+    }
+    CHECK(strstr(buf, ">a?b???\tc</text>") != NULL, "control bytes of the title as '?'");
+    unlink(path);
+}
+
 static void test_models_capture(void) {
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) {
         ag_model_config cfg = ag_model_tiny(*k);
@@ -116,6 +146,7 @@ static void test_map_axes(void) {
 
 int main(void) {
     test_svg();
+    test_svg_control_bytes();
     test_models_capture();
     test_map_axes();
     ag_shutdown();

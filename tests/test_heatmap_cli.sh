@@ -95,6 +95,14 @@ check_svg "$T/hm-lower-fa2.svg" 9 '>the</text>'
 grep -q '>dog</text>' "$T/hm-lower-fa2.svg" && grep -q '>&lt;unk&gt;(zebra)</text>' "$T/hm-lower-fa2.svg" && ok ||
   bad "lower-cased run: want the labels the, dog, <unk>(zebra)"
 
+# dual-axial with --bigrams 0: no bigram embedding, as --flags no_bigram (the batch then has no bigram ids)
+if grep -qx dual_axial <<<"$models"; then
+  "$AG" train --model dual_axial --bigrams 0 "${TINY[@]}" --out "$T/nobi" >/dev/null 2>&1 || bad "train dual_axial --bigrams 0"
+  expect 0 'hm-nobi-text\.svg' "$AG" heatmap --ckpt "$T/nobi/best.safetensors" --sentence "w1 A w2" --out "$T/hm-nobi"
+  expect 1 'dual_axial: --bigrams 1: want 0 \(no bigram embedding\) or at least 2' \
+    "$AG" train --model dual_axial --bigrams 1 "${TINY[@]}" --out "$T/e"
+fi
+
 # ---- errors ----
 CK="$T/run-mpsan/best.safetensors"
 expect 1 'nothing.safetensors: cannot open' "$AG" heatmap --ckpt "$T/nothing.safetensors" --sentence "w1" --out "$T/e"
@@ -109,6 +117,8 @@ if grep -qx dual_axial <<<"$models"; then
   expect 1 'the sentence has 30 words, but model dual_axial reads at most 24' \
     "$AG" heatmap --ckpt "$T/run-dual_axial/best.safetensors" --sentence "$(seq -s ' ' 1 30)" --out "$T/e"
 fi
+# control bytes cannot be in an SVG (not even as &#x1;): refused, as predict and the loaders refuse them
+expect 1 'binary data \(byte 0x01\) in the label of column 2' "$AG" heatmap --ckpt "$CK" --sentence $'w1 \x01 w2' --out "$T/e"
 ls "$T"/e* >/dev/null 2>&1 && bad "a failed heatmap command left files: $(ls -d "$T"/e*)" || ok
 
 summary

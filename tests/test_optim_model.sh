@@ -50,4 +50,22 @@ expect 2 "unknown or incomplete option '--max-steps'" "$OX" --model mpsan --max-
 expect 2 "unknown model" "$OX" --model nope
 expect 1 'nothere.txt' "$OX" --model mpsan --data "$T/nothere.txt" --out "$T/e"
 
+# the output files: an empty prefix is refused (it wrote _steps.csv into the current folder), and a file that
+# cannot be written or filled is named with the reason (the MLP: nothing to load first)
+MLP=(--train 64 --val 32 --epochs 1 --optim sgd:lr=0.1)
+ox_abs=$(realpath "$OX")
+pushd "$T" >/dev/null  # where a regression would write _steps.csv
+expect 2 "--out needs a file prefix, got ''" "$ox_abs" "${MLP[@]}" --out ''
+popd >/dev/null
+expect 1 "cannot write $T/nodir/o_steps\.csv: No such file or directory" "$OX" "${MLP[@]}" --out "$T/nodir/o"
+if [ -w /dev/full ]; then
+  ln -s /dev/full "$T/full_epochs.csv"
+  expect 1 "cannot write $T/full_epochs\.csv: No space left on device" "$OX" "${MLP[@]}" --out "$T/full"
+fi
+# sizes too big for memory end with a message, not a crash (skipped where the kernel grants any size)
+if [ "$(cat /proc/sys/vm/overcommit_memory 2>/dev/null)" != 1 ]; then
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \
+    expect 1 'out of memory allocating' "$OX" --train 100000000 --dim 100000 --epochs 1 --out "$T/big"
+fi
+
 summary

@@ -23,6 +23,7 @@
  * library (models/train.h): its data splits and vocabulary, the model's
  * loss and its evaluation, so the numbers are those `attngrad train` gets. */
 #include "../models/train.h"
+#include "../graph/internal.h" /* ag_malloc: sizes too big for memory end with a message (fatal_exit), not a crash */
 #include "plot_curves.h"
 
 #include <errno.h>
@@ -90,12 +91,13 @@ typedef struct {
 static void make_task(mlp *m, ag_rng *rng) {
     const task_options *o = &m->o;
     const int n = o->n_train + o->n_val, th = 24;
-    double *tw1 = malloc(sizeof(double) * (size_t)o->dim * th), *tw2 = malloc(sizeof(double) * (size_t)th * o->classes);
+    double *tw1 = ag_malloc(sizeof(double) * (size_t)o->dim * th);
+    double *tw2 = ag_malloc(sizeof(double) * (size_t)th * o->classes);
     for (int i = 0; i < o->dim * th; i++) tw1[i] = 2.0 * ag_rng_normal(rng) / sqrt(o->dim);
     for (int i = 0; i < th * o->classes; i++) tw2[i] = ag_rng_normal(rng);
-    m->x = malloc(sizeof(ag_real) * (size_t)n * o->dim);
-    m->y = malloc(sizeof(int32_t) * (size_t)n);
-    m->labels = malloc(sizeof(int32_t) * (size_t)n);
+    m->x = ag_malloc(sizeof(ag_real) * (size_t)n * o->dim);
+    m->y = ag_malloc(sizeof(int32_t) * (size_t)n);
+    m->labels = ag_malloc(sizeof(int32_t) * (size_t)n);
     double h[24];
     for (int r = 0; r < n; r++) {
         ag_real *x = m->x + (size_t)r * o->dim;
@@ -121,7 +123,7 @@ static void make_task(mlp *m, ag_rng *rng) {
 
 static void *mlp_create(const settings *s, ag_rng *rng, ag_params **params) {
     const task_options *o = &s->task;
-    mlp *m = calloc(1, sizeof *m);
+    mlp *m = ag_calloc(1, sizeof *m);
     m->o = *o;
     make_task(m, rng);
     ag_params *ps = &m->ps;
@@ -233,7 +235,7 @@ static int registered_setup_open(registered_setup *r, char *err, size_t errlen) 
 
 static void *registered_create(const settings *s, ag_rng *rng, ag_params **params) {
     (void)rng; /* the model draws its initial values and dropout from cfg.seed, the same in every run */
-    registered *r = calloc(1, sizeof *r);
+    registered *r = ag_calloc(1, sizeof *r);
     r->setup = s->setup;
     const ag_run_data *d = &s->setup->data;
     (void)ag_model_init(&r->m, ag_model_find(s->setup->o.model), &s->setup->cfg); /* checked by the probe in main */
@@ -241,7 +243,7 @@ static void *registered_create(const settings *s, ag_rng *rng, ag_params **param
     if (r->m.kind->batch_opts) r->m.kind->batch_opts(&r->m.cfg, &bo);
     bo.max_width = d->max_width;
     char err[512];
-    r->idx = malloc(sizeof *r->idx * (size_t)s->batch);
+    r->idx = ag_malloc(sizeof *r->idx * (size_t)s->batch);
     if (ag_batch_alloc(&r->batch, d->ds[AG_SPLIT_TRAIN], s->batch, &bo, err, sizeof err)) {
         fprintf(stderr, "optim_experiments: %s\n", err);
         exit(1);
@@ -325,13 +327,13 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
         return 1;
     }
     const int n = model->train_size(self), per_epoch = (n + s->batch - 1) / s->batch;
-    int *perm = malloc(sizeof(int) * (size_t)n);
+    int *perm = ag_malloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++) perm[i] = i;
-    r->step_x = malloc(sizeof(double) * (size_t)per_epoch * s->epochs);
-    r->step_loss = malloc(sizeof(double) * (size_t)per_epoch * s->epochs);
-    r->epoch_x = malloc(sizeof(double) * (size_t)(s->epochs + 1));
-    r->val_loss = malloc(sizeof(double) * (size_t)(s->epochs + 1));
-    r->metric = malloc(sizeof(double) * (size_t)(s->epochs + 1));
+    r->step_x = ag_malloc(sizeof(double) * (size_t)per_epoch * s->epochs);
+    r->step_loss = ag_malloc(sizeof(double) * (size_t)per_epoch * s->epochs);
+    r->epoch_x = ag_malloc(sizeof(double) * (size_t)(s->epochs + 1));
+    r->val_loss = ag_malloc(sizeof(double) * (size_t)(s->epochs + 1));
+    r->metric = ag_malloc(sizeof(double) * (size_t)(s->epochs + 1));
     double t0 = now();
     int rc = 0;
 
@@ -402,12 +404,12 @@ static void smooth(const double *y, int n, double beta, double *out) {
 
 static int write_plots(const exp_model *model, const settings *s, run *runs, int n) {
     char path[1024], title[256];
-    plot_series *series = calloc((size_t)(2 * n), sizeof *series);
-    double **smoothed = calloc((size_t)n, sizeof *smoothed);
+    plot_series *series = ag_calloc((size_t)(2 * n), sizeof *series);
+    double **smoothed = ag_calloc((size_t)n, sizeof *smoothed);
     int rc = 0;
     /* training loss per step: the raw curve faint, its moving average bold */
     for (int i = 0; i < n; i++) {
-        smoothed[i] = malloc(sizeof(double) * (size_t)(runs[i].steps ? runs[i].steps : 1));
+        smoothed[i] = ag_malloc(sizeof(double) * (size_t)(runs[i].steps ? runs[i].steps : 1));
         smooth(runs[i].step_loss, runs[i].steps, s->smooth, smoothed[i]);
         series[i] = (plot_series){NULL, runs[i].step_x, runs[i].step_loss, runs[i].steps, i, 1.0, 0.25};
         series[n + i] = (plot_series){runs[i].spec, runs[i].step_x, smoothed[i], runs[i].steps, i, 2.0, 1.0};
@@ -494,6 +496,24 @@ static bool parse_number(const char *flag, const char *v, double lo, double hi, 
     return true;
 }
 
+/* The CSV files, with a message naming the file that failed and why. */
+static FILE *open_csv(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) fprintf(stderr, "optim_experiments: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+/* Nonzero, with the message, when a row never reached the file: a full disk
+ * often shows only here, when the buffered rows are written. */
+static int close_csv(FILE *f, const char *path) {
+    errno = 0;
+    bool failed = fflush(f) != 0 || ferror(f);
+    int err = errno;
+    if (fclose(f) != 0 && !failed) failed = true, err = errno;
+    if (failed) fprintf(stderr, "optim_experiments: cannot write %s: %s\n", path, strerror(err ? err : EIO));
+    return failed;
+}
+
 /* A programmer error (e.g. sizes a model cannot take: --heads not dividing
  * --dim) ends the program with its message rather than with abort(). */
 static void fatal_exit(const char *msg) {
@@ -553,7 +573,10 @@ int main(int argc, char **argv) {
             if (n == 64) ok = false;
             else specs[n++] = v;
         } else if (!strcmp(a, "--sched") && v) s.sched = v;
-        else if (!strcmp(a, "--out") && v) s.out = v;
+        else if (!strcmp(a, "--out") && v && !*v) { /* '' would write _steps.csv into the current folder */
+            fprintf(stderr, "optim_experiments: --out needs a file prefix, got ''\n");
+            ok = false;
+        } else if (!strcmp(a, "--out") && v) s.out = v;
         else if (!strcmp(a, "--epochs")) ok = parse_number(a, v, 1, 1e6, &x), s.epochs = (int)x;
         else if (!strcmp(a, "--batch")) ok = parse_number(a, v, 1, 1e6, &x), s.batch = (int)x;
         else if (!strcmp(a, "--seed")) ok = parse_number(a, v, 0, 9e15, &x), s.seed = (uint64_t)x;
@@ -629,7 +652,7 @@ int main(int argc, char **argv) {
         s.l2 = s.l2 < 0 ? 0 : s.l2;
     }
     const exp_model *model = &chosen;
-    run *runs = calloc((size_t)n, sizeof *runs);
+    run *runs = ag_calloc((size_t)n, sizeof *runs);
     for (int i = 0; i < n; i++) { /* every spec checked before any training */
         runs[i].spec = specs[i];
         csv_quote(specs[i], runs[i].csv_name, sizeof runs[i].csv_name);
@@ -638,13 +661,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    char path[1024];
-    snprintf(path, sizeof path, "%s_steps.csv", s.out);
-    FILE *steps_csv = fopen(path, "w");
-    snprintf(path, sizeof path, "%s_epochs.csv", s.out);
-    FILE *epochs_csv = steps_csv ? fopen(path, "w") : NULL;
-    if (!steps_csv || !epochs_csv) {
-        fprintf(stderr, "optim_experiments: cannot write %s: %s\n", path, strerror(errno));
+    char steps_path[1024], epochs_path[1024];
+    snprintf(steps_path, sizeof steps_path, "%s_steps.csv", s.out);
+    snprintf(epochs_path, sizeof epochs_path, "%s_epochs.csv", s.out);
+    FILE *steps_csv = open_csv(steps_path);
+    FILE *epochs_csv = steps_csv ? open_csv(epochs_path) : NULL;
+    if (!epochs_csv) {
+        if (steps_csv) fclose(steps_csv);
+        free(runs);
         return 1;
     }
     fprintf(steps_csv, "optimizer,step,epoch,lr,loss\n");
@@ -686,7 +710,7 @@ int main(int argc, char **argv) {
                r->metric[r->epochs - 1], best, r->seconds, r->diverged_at ? "  diverged" : "");
         if (r->diverged_at) printf("  %s: loss not finite at step %d; the run stopped there\n", r->spec, r->diverged_at);
     }
-    if (fclose(steps_csv) | fclose(epochs_csv)) rc = 1;
+    if (close_csv(steps_csv, steps_path) | close_csv(epochs_csv, epochs_path)) rc = 1;
     if (!rc && write_plots(model, &s, runs, n)) {
         fprintf(stderr, "optim_experiments: cannot write the plots under %s: %s\n", s.out, strerror(errno));
         rc = 1;
