@@ -150,7 +150,8 @@ void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes
  * largest entry, shown in a legend), with the labels (NULL: indices; cut
  * at 24 characters) along the axes; the title may have several lines
  * ('\n').  The picture grows with the labels; cells shrink above 50 rows or
- * columns.  AG_ERR_IO naming the path. */
+ * columns.  AG_ERR_IO naming the path; AG_ERR_ARG for a label holding a
+ * control byte (an SVG cannot show it). */
 ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, int rows, int cols,
                          const char *const *row_labels, const char *const *col_labels);
 

@@ -56,7 +56,7 @@ static const opt_def opts[] = {
     {"heads", O_INT, F(heads), 1, 1024, SIZE_CMDS, true, "N", "attention heads", NULL},
     {"layers", O_INT, F(layers), 0, 64, SIZE_CMDS, true, "N", "LSTM layers (poslm 0: the paper's count)", NULL},
     {"fixed-len", O_INT, F(fixed_len), 1, 1 << 20, SIZE_CMDS, true, "L", "dual-axial fixed length", NULL},
-    {"bigrams", O_INT, F(bigrams), 0, BIG, SIZE_CMDS, true, "N", "dual-axial bigram buckets", NULL},
+    {"bigrams", O_INT, F(bigrams), 0, BIG, SIZE_CMDS, true, "N", "dual-axial bigram buckets (0: none)", NULL},
     {"keep", O_REAL, F(keep), 1e-9, 1, TR, true, "P", "dropout keep probability (1 = off)", NULL},
     {"l2", O_REAL, F(l2), 0, 1e9, TR, true, "G", "L2 weight of 1/2 |W|^2 over weight matrices", NULL},
     {"flags", O_STR, F(flags), 0, 0, SIZE_CMDS, true, "LIST",

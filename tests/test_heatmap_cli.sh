@@ -118,7 +118,7 @@ if grep -qx dual_axial <<<"$models"; then
     "$AG" heatmap --ckpt "$T/run-dual_axial/best.safetensors" --sentence "$(seq -s ' ' 1 30)" --out "$T/e"
 fi
 # control bytes cannot be in an SVG (not even as &#x1;): refused, as predict and the loaders refuse them
-expect 1 'binary data \(byte 0x01\) in the label of column 2' "$AG" heatmap --ckpt "$CK" --sentence $'w1 \x01 w2' --out "$T/e"
+expect 2 '^attngrad heatmap: --sentence: binary data \(byte 0x01 at column 4\)' "$AG" heatmap --ckpt "$CK" --sentence $'w1 \x01 w2' --out "$T/e"
 ls "$T"/e* >/dev/null 2>&1 && bad "a failed heatmap command left files: $(ls -d "$T"/e*)" || ok
 
 summary

@@ -311,6 +311,15 @@ static int cmd_heatmap(const command *c, int argc, char **argv) {
         fprintf(stderr, "attngrad heatmap: %s is required\n", missing ? missing : "--ckpt FILE");
         return EXIT_USAGE;
     }
+    const char *sentences[2][2] = {{"--sentence", x.sentence}, {"--sentence-b", x.sentence_b}};
+    for (int i = 0; i < 2; i++) { /* as predict refuses such lines: the maps would label words nobody can read */
+        long junk = sentences[i][1] ? ag_data_find_junk(sentences[i][1], strlen(sentences[i][1])) : -1;
+        if (junk >= 0) {
+            fprintf(stderr, "attngrad heatmap: %s: binary data (byte 0x%02x at column %ld)\n", sentences[i][0],
+                    (unsigned char)sentences[i][1][junk], junk + 1);
+            return EXIT_USAGE;
+        }
+    }
     ag_model m;
     ag_vocab *vocab;
     const char *ckpt;
