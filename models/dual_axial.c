@@ -180,4 +180,5 @@ const ag_model_kind ag_dual_axial_kind = {
     .batch_opts = dual_axial_batch_opts,
     .destroy = dual_axial_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
+    .reads = "fixed-len,bigrams",
 };

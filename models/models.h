@@ -108,6 +108,9 @@ typedef struct {
     void (*batch_opts)(const ag_model_config *cfg, ag_batch_opts *o);
     void (*destroy)(ag_model *m); /* frees m->impl; may be NULL */
     unsigned tasks;               /* AG_TASK_BIT of every task it has a head for */
+    /* The size options it reads besides --dim, comma-separated ("hidden,heads"):
+     * train notes any other one given, which would be ignored silently. */
+    const char *reads;
 } ag_model_kind;
 
 enum { AG_MAX_MAPS = 8 };

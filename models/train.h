@@ -98,6 +98,9 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *cfg, char *err, size_t e
 void ag_train_apply(const ag_train_opts *o, ag_model_config *cfg);
 /* cfg's values into o, so that ag_train_opts_format saves them. */
 void ag_train_record(ag_train_opts *o, const ag_model_config *cfg);
+/* The size options set in o that o's model does not read (ag_model_kind.reads),
+ * as "--hidden, --heads" into buf; returns how many. */
+int ag_train_unread_options(const ag_train_opts *o, char *buf, size_t n);
 
 /* ---- data of one run: splits of up to three datasets, one vocabulary ---- */
 

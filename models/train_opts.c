@@ -376,6 +376,32 @@ void ag_train_apply(const ag_train_opts *o, ag_model_config *c) {
     c->seed = (uint64_t)o->seed;
 }
 
+static bool in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n])) return true;
+    return false;
+}
+
+int ag_train_unread_options(const ag_train_opts *o, char *buf, size_t n) {
+    const ag_model_kind *kind = ag_model_find(o->model);
+    const struct {
+        const char *name;
+        bool set;
+    } sizes[] = {{"hidden", o->hidden > 0},       {"heads", o->heads > 0},     {"layers", o->layers >= 0},
+                 {"fixed-len", o->fixed_len > 0}, {"bigrams", o->bigrams >= 0}, {"attention", o->attention[0] != 0}};
+    int count = 0;
+    size_t k = 0;
+    if (n) buf[0] = 0;
+    for (size_t i = 0; kind && kind->reads && i < sizeof sizes / sizeof *sizes; i++) {
+        if (!sizes[i].set || in_list(kind->reads, sizes[i].name)) continue;
+        int w = snprintf(buf + k, k < n ? n - k : 0, "%s--%s", count ? ", " : "", sizes[i].name);
+        if (w > 0 && k + (size_t)w < n) k += (size_t)w;
+        count++;
+    }
+    return count;
+}
+
 void ag_train_record(ag_train_opts *o, const ag_model_config *c) {
     static const char *const attentions[] = {"positional", "standard", "none"};
     o->vocab = c->vocab, o->classes = c->classes, o->dim = c->dim, o->heads = c->heads, o->layers = c->layers;

@@ -168,7 +168,9 @@ static int cmd_train(const command *c, int argc, char **argv) {
     cli_extra x = {0};
     int rc = parse_args(c, argc, argv, &o, &x);
     if (rc) return rc;
-    char err[1024];
+    char err[1024], unread[128];
+    if (!o.resume && ag_train_unread_options(&o, unread, sizeof unread)) /* a resumed config records every size */
+        fprintf(stderr, "attngrad train: note: model %s does not read %s: ignored\n", o.model, unread);
     if (o.resume) { /* the run's own options, then this command line on top */
         if (!o.out[0]) {
             fprintf(stderr, "attngrad train: --resume needs --out (the run folder)\n");
