@@ -560,13 +560,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     snprintf(o->task, sizeof o->task, "%s", ag_task_name(d->task));
     o->lowercase = d->lowercase; /* what the data did: predict and heatmap tokenize the same way */
     o->vocab = ag_vocab_size(d->vocab);
-    char fp[sizeof o->vocab_fp];
-    snprintf(fp, sizeof fp, "%016" PRIx64, ag_vocab_fingerprint(d->vocab));
-    if (vocab && o->vocab_fp[0] && strcmp(o->vocab_fp, fp)) /* resuming: the run folder's vocab.txt was replaced */
-        return ag_train_fail(err, errlen, AG_DATA_EFORMAT,
-                             "%s/vocab.txt is not the vocabulary this run was trained with (its words or their order "
-                             "differ: fingerprint %s, the checkpoint's %s)", o->out, fp, o->vocab_fp);
-    snprintf(o->vocab_fp, sizeof o->vocab_fp, "%s", fp);
+    snprintf(o->vocab_fp, sizeof o->vocab_fp, "%016" PRIx64, ag_vocab_fingerprint(d->vocab));
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
@@ -761,6 +755,15 @@ static int resume_from(const char *out, trainer *t, run_state *s, char *err, siz
     ag_train_state st;
     if (ag_checkpoint_load(path, &t->model.params, &t->opt, &t->sched, &st))
         return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    /* this folder's own vocab.txt (a CV run has one per fold) against the
+     * fingerprint its checkpoint recorded; runs saved before it: size only */
+    const char *saved = state_value(st.config, "vocab-fp");
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016" PRIx64, ag_vocab_fingerprint(t->data.vocab));
+    if (saved && *saved != '\n' && strncmp(saved, fp, 16))
+        return ag_train_fail(err, errlen, AG_DATA_EFORMAT,
+                             "%s/vocab.txt is not the vocabulary this run was trained with (its words or their order "
+                             "differ: fingerprint %s, the checkpoint's %.16s)", out, fp, saved);
     t->model.rng = st.rng;
     return state_parse(st.config, s, path, err, errlen);
 }

@@ -130,6 +130,10 @@ expect 1 "ms_san: dim = 8 must be a multiple of its 6 heads" "$AG" dump-step --m
 # --fold on a CV folder without its data file says that, not "not a cross-validation data set"
 mkdir -p "$T/cr" && echo "1 fine" > "$T/cr/custrev.pos"
 expect 1 "cr: no cr data here \\(looked for .*custrev.all\\)" "$AG" train --data "$T/cr" --fold 1 --out "$T/cr-run"
+# a cross-validation run stopped early resumes every fold, each against its own vocabulary
+for i in $(seq 30); do echo "$((i % 2)) word$i good$((i % 7)) bad$((i % 5)) w$((i % 3))"; done > "$T/cr/custrev.all"
+expect 0 'limit reached' "$AG" train --data "$T/cr" --folds 3 --dim 8 --max-steps 2 --progress none --out "$T/cv"
+expect 0 'stopped in .*: 4 epochs, 12 steps' "$AG" train --resume --out "$T/cv" --max-steps 4 --progress none
 expect 1 'model mtsa has no head for the relatedness task' "$AG" train --model mtsa --task relatedness "${TINY[@]}" --out "$T/refused"
 expect 1 'no head for the relatedness task' "$AG" gradcheck --model poslm --task relatedness
 expect 2 "option --task: 'regression': expected classify, pair, relatedness or lm" "$AG" train --task regression

@@ -42,6 +42,8 @@ cmp -s "$T/o_steps.csv" "$T/again_steps.csv" && ok || bad "a second run gives ot
 expect 0 'wrote .*lm_perplexity\.svg' "$OX" --model poslm --dim 8 --hidden 8 --synth-n 64 --batch 16 --epochs 1 \
   --optim adam:lr=3e-3 --out "$T/lm"
 head -n 1 "$T/lm_epochs.csv" | grep -q 'val_perplexity' && ok || bad "LM epochs.csv has no val_perplexity column"
+# relatedness (the task table once stopped at lm: an overread, then a segfault)
+expect 0 'wrote .*rel_loss\.svg' "$OX" --model mpsan --task relatedness --dim 8 --synth-n 64 --batch 16 --epochs 1 --out "$T/rel"
 
 # refused mixes
 expect 2 'is an option of the MLP, not of --model mpsan' "$OX" --model mpsan --act relu

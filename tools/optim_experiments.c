@@ -220,8 +220,7 @@ static int registered_setup_open(registered_setup *r, char *err, size_t errlen) 
     int rc = ag_run_data_open(o, o->fold >= 0 ? o->fold : 0, NULL, &r->data, err, errlen);
     if (rc) return rc;
     const ag_run_data *d = &r->data;
-    static const char *const tasks[] = {"classify", "pair", "lm"};
-    strcpy(o->task, tasks[d->task]);
+    snprintf(o->task, sizeof o->task, "%s", ag_task_name(d->task)); /* relatedness too */
     if (d->lowercase) o->lowercase = 1;
     o->vocab = ag_vocab_size(d->vocab);
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
