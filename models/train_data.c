@@ -51,9 +51,11 @@ static int hold_out(ag_run_data *d, const int64_t *idx, int64_t n, double dev_fr
     d->idx[AG_SPLIT_TRAIN] = train;
     d->idx[AG_SPLIT_DEV] = dev;
     d->ds[AG_SPLIT_DEV] = d->ds[AG_SPLIT_TRAIN];
-    if (d->n[AG_SPLIT_TRAIN] < 1 || d->n[AG_SPLIT_DEV] < 1)
-        return ag_train_fail(err, errlen, AG_DATA_EFORMAT, "%s: %lld examples are too few to split off a dev set", d->name,
-                    (long long)n);
+    if (d->n[AG_SPLIT_TRAIN] < 1 || d->n[AG_SPLIT_DEV] < 1) /* say which side came out empty, and the share */
+        return ag_train_fail(err, errlen, AG_DATA_EFORMAT,
+                             "%s: %lld examples at --dev-frac %g leave %lld for dev and %lld for training: each needs "
+                             "at least one", d->name, (long long)n, dev_frac, (long long)d->n[AG_SPLIT_DEV],
+                             (long long)d->n[AG_SPLIT_TRAIN]);
     return 0;
 }
 

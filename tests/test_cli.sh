@@ -130,6 +130,8 @@ expect 1 "ms_san: dim = 8 must be a multiple of its 6 heads" "$AG" dump-step --m
 # --fold on a CV folder without its data file says that, not "not a cross-validation data set"
 mkdir -p "$T/cr" && echo "1 fine" > "$T/cr/custrev.pos"
 expect 1 "cr: no cr data here \\(looked for .*custrev.all\\)" "$AG" train --data "$T/cr" --fold 1 --out "$T/cr-run"
+# a dev share that rounds to no example says so
+expect 1 'ten.txt: 10 examples at --dev-frac 0.001 leave 0 for dev' "$AG" train --data "$T/ten.txt" --dev-frac 0.001 --dim 8 --max-steps 1 --progress none --out "$T/df"
 # a cross-validation run stopped early resumes every fold, each against its own vocabulary
 for i in $(seq 30); do echo "$((i % 2)) word$i good$((i % 7)) bad$((i % 5)) w$((i % 3))"; done > "$T/cr/custrev.all"
 expect 0 'limit reached' "$AG" train --data "$T/cr" --folds 3 --dim 8 --max-steps 2 --progress none --out "$T/cv"
