@@ -181,4 +181,5 @@ const ag_model_kind ag_dual_axial_kind = {
     .destroy = dual_axial_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
     .reads = "fixed-len,bigrams",
+    .flags = AG_FLAG_NO_BIGRAM | AG_FLAG_SOFTMAX | AG_FLAG_NO_ZETA | AG_FLAG_TEXT_ONLY,
 };

@@ -57,6 +57,40 @@ const char *ag_model_tasks_str(const ag_model_kind *kind, char *buf, size_t n) {
     return buf;
 }
 
+/* ---- variant flags ---- */
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} flag_names[] = {
+    {"elu_score", AG_FLAG_ELU_SCORE}, {"linear_dist", AG_FLAG_LINEAR_DIST}, {"no_bigram", AG_FLAG_NO_BIGRAM},
+    {"softmax", AG_FLAG_SOFTMAX},     {"no_zeta", AG_FLAG_NO_ZETA},         {"text_only", AG_FLAG_TEXT_ONLY},
+    {"no_dist", AG_FLAG_NO_DIST},     {"exp_score", AG_FLAG_EXP_SCORE},     {"strict", AG_FLAG_STRICT},
+};
+enum { FLAG_COUNT = sizeof flag_names / sizeof *flag_names };
+
+int ag_flags_parse(const char *list, unsigned *bits, char *bad, size_t n) {
+    *bits = 0;
+    for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',') {
+        size_t len = strcspn(p, ","), i = 0;
+        while (i < FLAG_COUNT && !(strlen(flag_names[i].name) == len && !strncmp(flag_names[i].name, p, len))) i++;
+        if (i == FLAG_COUNT) {
+            if (n) snprintf(bad, n, "%.*s", (int)(len > 40 ? 40 : len), p);
+            return -1;
+        }
+        *bits |= flag_names[i].bit;
+    }
+    return 0;
+}
+
+const char *ag_flags_str(unsigned bits, char *buf, size_t n) {
+    size_t k = 0;
+    if (n) buf[0] = 0;
+    for (int i = 0; i < FLAG_COUNT && k < n; i++)
+        if (bits & flag_names[i].bit) k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? "," : "", flag_names[i].name);
+    return buf;
+}
+
 ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task) {
     ag_model_config c = {.vocab = 100, .classes = 2, .keep = 1.0, .seed = 1, .batch = 32,
                          .optim = "adam:lr=1e-3", .layers = 1, .heads = 1, .task = task};
@@ -68,6 +102,13 @@ ag_model_config ag_model_defaults(const ag_model_kind *kind) { return ag_model_t
 
 ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
     memset(m, 0, sizeof *m);
+    if (cfg->flags & ~kind->flags) { /* a variant switch of another model would be ignored silently */
+        char foreign[128], own[128];
+        ag_flags_str(cfg->flags & ~kind->flags, foreign, sizeof foreign);
+        ag_flags_str(kind->flags, own, sizeof own);
+        return ag_fail(AG_ERR_ARG, "model %s does not read flag %s (its flags: %s)", kind->name,
+                       foreign[0] ? foreign : "(unknown bits)", own[0] ? own : "none");
+    }
     m->kind = kind;
     m->cfg = *cfg;
     ag_rng_seed(&m->rng, cfg->seed);

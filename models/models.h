@@ -33,6 +33,10 @@ enum {
     AG_FLAG_STRICT = 1 << 8,      /* positional LM: window i <= t-1 */
 };
 
+/* "elu_score,strict" -> bits: 0, or -1 with the unknown name in bad[n]. */
+int ag_flags_parse(const char *list, unsigned *bits, char *bad, size_t n);
+const char *ag_flags_str(unsigned bits, char *buf, size_t n); /* bits -> "no_zeta,text_only" */
+
 /* What a model is trained to do, i.e. which head and loss it uses. */
 typedef enum {
     AG_TASK_CLASSIFY = 0, /* one sentence -> class (cross-entropy on labels) */
@@ -111,6 +115,7 @@ typedef struct {
     /* The size options it reads besides --dim, comma-separated ("hidden,heads"):
      * train notes any other one given, which would be ignored silently. */
     const char *reads;
+    unsigned flags; /* the AG_FLAG_* bits it reads: ag_model_init refuses any other */
 } ag_model_kind;
 
 enum { AG_MAX_MAPS = 8 };

@@ -185,4 +185,5 @@ const ag_model_kind ag_mpsan_kind = {
     .destroy = mpsan_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY) | AG_TASK_BIT(AG_TASK_RELATEDNESS),
     .reads = "",
+    .flags = AG_FLAG_ELU_SCORE | AG_FLAG_LINEAR_DIST,
 };

@@ -158,4 +158,5 @@ const ag_model_kind ag_ms_san_kind = {
     .destroy = ms_san_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY) | AG_TASK_BIT(AG_TASK_PAIR),
     .reads = "hidden,heads",
+    .flags = AG_FLAG_NO_DIST,
 };

@@ -183,4 +183,5 @@ const ag_model_kind ag_mtsa_kind = {
     .destroy = mtsa_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
     .reads = "hidden,heads",
+    .flags = AG_FLAG_EXP_SCORE,
 };

@@ -190,4 +190,5 @@ const ag_model_kind ag_poslm_kind = {
     .destroy = poslm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,layers,attention",
+    .flags = AG_FLAG_STRICT,
 };

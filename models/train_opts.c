@@ -112,33 +112,6 @@ ag_train_opts ag_train_opts_default(void) {
 
 /* ---- checks of string values ---- */
 
-static const struct {
-    const char *name;
-    unsigned bit;
-} flag_names[] = {
-    {"elu_score", AG_FLAG_ELU_SCORE}, {"linear_dist", AG_FLAG_LINEAR_DIST}, {"no_bigram", AG_FLAG_NO_BIGRAM},
-    {"softmax", AG_FLAG_SOFTMAX},     {"no_zeta", AG_FLAG_NO_ZETA},         {"text_only", AG_FLAG_TEXT_ONLY},
-    {"no_dist", AG_FLAG_NO_DIST},     {"exp_score", AG_FLAG_EXP_SCORE},     {"strict", AG_FLAG_STRICT},
-};
-
-/* "elu_score,strict" -> bits; -1 with the bad name in bad[] */
-static long flag_bits(const char *list, char *bad, size_t n) {
-    unsigned bits = 0;
-    const char *p = list;
-    while (*p) {
-        size_t len = strcspn(p, ",");
-        size_t i = 0, count = sizeof flag_names / sizeof *flag_names;
-        while (i < count && !(strlen(flag_names[i].name) == len && !strncmp(flag_names[i].name, p, len))) i++;
-        if (i == count) {
-            if (bad) snprintf(bad, n, "%.*s", (int)(len > 40 ? 40 : len), p);
-            return -1;
-        }
-        bits |= flag_names[i].bit;
-        p += len + (p[len] == ',');
-    }
-    return bits;
-}
-
 static const char *one_of(const char *v, const char *const *names, const char *msg) {
     for (int i = 0; names[i]; i++)
         if (!strcmp(v, names[i])) return NULL;
@@ -163,7 +136,8 @@ static const char *check_task(const char *v) {
 static const char *check_flags(const char *v) {
     static char msg[128];
     char bad[48];
-    if (flag_bits(v, bad, sizeof bad) >= 0) return NULL;
+    unsigned bits;
+    if (!ag_flags_parse(v, &bits, bad, sizeof bad)) return NULL;
     snprintf(msg, sizeof msg, "unknown flag '%s'", bad);
     return msg;
 }
@@ -368,7 +342,7 @@ void ag_train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (o->keep > 0) c->keep = o->keep;
     if (o->l2 >= 0) c->l2 = o->l2;
     if (o->batch > 0) c->batch = o->batch;
-    c->flags = (unsigned)flag_bits(o->flags, NULL, 0);
+    if (ag_flags_parse(o->flags, &c->flags, NULL, 0)) c->flags = 0; /* checked when set */
     if (!strcmp(o->attention, "positional")) c->attention = 0;
     if (!strcmp(o->attention, "standard")) c->attention = 1;
     if (!strcmp(o->attention, "none")) c->attention = 2;

@@ -26,7 +26,10 @@ static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task t
     if (task) cfg.task = task;
     cfg.attention = attention;
     ag_model m;
-    ag_model_init(&m, kind, &cfg);
+    if (ag_model_init(&m, kind, &cfg) != AG_OK) {
+        CHECK(false, "%s: init: %s", label, ag_errmsg());
+        return;
+    }
     ag_batch b;
     ag_tiny_batch(&m, &b, 3);
     loss_ctx ctx = {&m, &b};
@@ -148,6 +151,26 @@ static bool in_table(const char *name) {
     return false;
 }
 
+/* A flag of another model is refused by name, never ignored; every flag the
+ * kind lists builds. */
+static void foreign_flags(const ag_model_kind *kind) {
+    for (unsigned bit = 1; bit <= AG_FLAG_STRICT; bit <<= 1) {
+        ag_model_config cfg = ag_model_tiny(kind);
+        cfg.flags = bit;
+        ag_model m;
+        ag_status st = ag_model_init(&m, kind, &cfg);
+        char name[32];
+        ag_flags_str(bit, name, sizeof name);
+        if (kind->flags & bit) {
+            CHECK(st == AG_OK, "%s with its flag %s: %s", kind->name, name, ag_errmsg());
+            if (st == AG_OK) ag_model_free(&m);
+        } else {
+            CHECK(st == AG_ERR_ARG && strstr(ag_errmsg(), kind->name) && strstr(ag_errmsg(), name),
+                  "%s with flag %s: status %d, '%s'", kind->name, name, st, ag_errmsg());
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     /* A registered kind the table does not know yet (a new model) is still
@@ -158,6 +181,8 @@ int main(int argc, char **argv) {
         padding_invariance(*k, 0, 0);
         names(*k, 0, 0);
     }
+    for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++)
+        if (!only || !strcmp(only, (*k)->name)) foreign_flags(*k);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         const ag_model_kind *kind = ag_model_find(variants[i].model);
         if (!kind || (only && strcmp(only, variants[i].model))) continue;
