@@ -74,6 +74,11 @@ static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->require
  * keep; takes one draw from rng whatever n is; the same for any threads. */
 void ag__dropout_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng);
 
+/* What the parameters with their gradients may take in all, in bytes:
+ * ag_param refuses one that crosses it.  0 (the default): this machine's
+ * physical memory; tests set a smaller one. */
+extern double ag__param_bytes_limit;
+
 /* ---- profiler (graph/profile.c) ---- */
 extern bool ag__prof_on;
 void ag__prof_site(void);

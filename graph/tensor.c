@@ -18,17 +18,38 @@ static void set_shape(ag_tensor *t, int ndim, const int *shape) {
     }
 }
 
-/* A parameter lives for the whole run with its gradient: one bigger than the
- * machine's memory (a size option off by orders of magnitude) is refused by
- * name here, not left to an overcommitted calloc and the OOM killer. */
-static void check_fits_in_memory(const char *name, const ag_tensor *t) {
+/* Parameters live for the whole run with their gradients: a set bigger than
+ * the machine's memory (a size option off by orders of magnitude) is
+ * refused by name here, not left to an overcommitted calloc and the OOM
+ * killer.  Named are the parameter that crosses the line and the largest. */
+double ag__param_bytes_limit;
+
+static const char *bytes_str(double bytes, char *buf, size_t n) {
+    if (bytes >= (1 << 30)) snprintf(buf, n, "%.1f GiB", bytes / (1 << 30));
+    else snprintf(buf, n, "%.1f MiB", bytes / (1 << 20));
+    return buf;
+}
+
+static void check_fits_in_memory(const ag_params *ps, const char *name, const ag_tensor *t) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    double need = 2.0 * (double)t->size * sizeof(ag_real), have = (double)pages * (double)page;
-    if (pages > 0 && page > 0 && need > have) {
-        char s[64];
-        ag__fatal("ag_param", "'%s' %s would take %.1f GiB with its gradient, more than this machine's %.1f GiB",
-                  name, ag_shape_str(t, s, sizeof s), need / (1 << 30), have / (1 << 30));
+    double have = ag__param_bytes_limit > 0 ? ag__param_bytes_limit : (double)pages * (double)page;
+    if (have <= 0) return; /* sysconf does not know */
+    double per_elem = 2.0 * sizeof(ag_real), own = (double)t->size * per_elem, need = own;
+    const ag_tensor *largest = t;
+    for (int i = 0; i < ps->count; i++) {
+        need += (double)ps->items[i]->size * per_elem;
+        if (ps->items[i]->size > largest->size) largest = ps->items[i];
     }
+    if (need <= have) return;
+    char s[64], ls[64], b1[32], b2[32], b3[32];
+    if (own > have)
+        ag__fatal("ag_param", "'%s' %s would take %s with its gradient, more than this machine's %s", name,
+                  ag_shape_str(t, s, sizeof s), bytes_str(own, b1, sizeof b1), bytes_str(have, b2, sizeof b2));
+    ag__fatal("ag_param", "'%s' %s brings the %d parameters to %s with their gradients (the largest: '%s' %s, %s), "
+              "more than this machine's %s", name, ag_shape_str(t, s, sizeof s), ps->count + 1,
+              bytes_str(need, b1, sizeof b1), largest == t ? name : largest->name,
+              ag_shape_str(largest, ls, sizeof ls), bytes_str((double)largest->size * per_elem, b2, sizeof b2),
+              bytes_str(have, b3, sizeof b3));
 }
 
 ag_tensor *ag__empty(int ndim, const int *shape) {
@@ -84,7 +105,7 @@ ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape)
     if (ag_params_find(ps, name)) ag__fatal("param", "duplicate parameter name '%s'", name);
     ag_tensor shaped = {0};
     set_shape(&shaped, ndim, shape);
-    check_fits_in_memory(name, &shaped); /* before anything is allocated: a test's fatal handler returns */
+    check_fits_in_memory(ps, name, &shaped); /* before anything is allocated: a test's fatal handler returns */
     ag_tensor *t = ag_calloc(1, sizeof *t);
     *t = shaped;
     t->data = ag_calloc((size_t)t->size, sizeof(ag_real));

@@ -6,6 +6,7 @@
 #include "check.h"
 #include "fatal.h"
 #include "attngrad.h"
+#include "../graph/internal.h" /* ag__param_bytes_limit */
 
 #include <math.h>
 #include <setjmp.h>
@@ -171,6 +172,16 @@ static void test_errors_name_op_shapes_and_line(void) {
                  "[1073741824,1048576]", "GiB");
     EXPECT_FATAL(ag_tensor_new(4, (int[]){1 << 30, 1 << 30, 1 << 30, 1 << 30}), "tensor", "more elements");
     CHECK(huge.count == 0);
+    /* each fits, the set does not: the one that crosses the line and the largest are named */
+    const double unit = 2.0 * sizeof(ag_real) * (1 << 20); /* a [1, 2^20] parameter with its gradient */
+    ag__param_bytes_limit = 8.5 * unit;
+    ag_param(&huge, "a.weight", 2, (int[]){4, 1 << 20});
+    ag_param(&huge, "b.weight", 2, (int[]){3, 1 << 20});
+    EXPECT_FATAL(ag_param(&huge, "c.weight", 2, (int[]){2, 1 << 20}), "ag_param", "'c.weight' [2,1048576] brings",
+                 "3 parameters to", "largest: 'a.weight' [4,1048576]", "more than this machine's");
+    CHECK(huge.count == 2);
+    ag_params_free(&huge);
+    ag__param_bytes_limit = 0;
     /* ops inside the arguments stamp their own lines; the failing op's is
      * given back before it runs */
     line = __LINE__ + 1;
