@@ -733,13 +733,22 @@ static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *er
 
 /* Prepares the run folder: a fresh run refuses to overwrite another one
  * without --force; a resumed one needs its last checkpoint. */
-static int prepare_folder(const char *out, bool resume, bool force, char *err, size_t errlen) {
+/* Before anything is loaded: a run to resume must be there, and a fresh
+ * run must not overwrite one unless forced. */
+static int check_folder(const char *out, bool resume, bool force, char *err, size_t errlen) {
     char path[AG_PATH_MAX + 32];
     join(path, sizeof path, out, "last.safetensors");
     if (resume) return exists(path) ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
     if (exists(path) && !force)
         return ag_train_fail(err, errlen, AG_ERR_ARG, "%s already holds a run: add --resume to continue it or --force to start over",
                     out);
+    return 0;
+}
+
+/* A fresh run's folder, made only once its data and model are built, so a
+ * bad start (even a fatal size error) leaves no empty folder behind. */
+static int make_folder(const char *out, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
     int rc = make_dirs(out, err, errlen);
     const char *stale[] = {"metrics.csv", "metrics.jsonl", "best.safetensors", "last.safetensors"};
     for (int i = 0; !rc && i < 4; i++) {
@@ -773,8 +782,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     memset(r, 0, sizeof *r);
     bool resume = o->resume;
     char path[AG_PATH_MAX + 32];
-    bool fresh_folder = !resume && !exists(out);
-    int rc = prepare_folder(out, resume, o->force, err, errlen);
+    int rc = check_folder(out, resume, o->force, err, errlen);
     if (rc) return rc;
     ag_vocab *vocab = NULL;
     join(path, sizeof path, out, "vocab.txt");
@@ -784,7 +792,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     run_state s = {.best = -INFINITY};
     fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile};
     rc = trainer_init(&t, o, fold, vocab, err, errlen);
-    if (rc && fresh_folder) rmdir(out); /* bad data or sizes: leave no empty run folder behind */
+    if (!rc && !resume) rc = make_folder(out, err, errlen);
     if (!rc && !resume) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
     if (!rc && !o->quiet) print_header(&t, o, out);

@@ -184,6 +184,8 @@ expect 2 "option --profile: 'x' is not an integer" "$AG" train --profile x
 expect 2 "unknown flag 'shiny'" "$AG" gradcheck --model mpsan --flags shiny
 expect 1 "model mtsa does not read flag strict \\(its flags: exp_score\\)" "$AG" train "${SMALL[@]}" --model mtsa --flags strict --out "$T/foreign-flag"
 [ ! -e "$T/foreign-flag" ] && ok || bad "a refused flag left a run folder"
+expect 1 "'bigram.weight' \\[2000000000,65536\\] would take .* GiB" "$AG" train "${SMALL[@]}" --model dual_axial --dim 65536 --bigrams 2000000000 --out "$T/too-big"
+[ ! -e "$T/too-big" ] && ok || bad "a model too big for memory left a run folder"
 expect 2 "unknown option --bogus" "$AG" train --bogus 1
 expect 1 "training loss became .* at step [0-9]+: lower the learning rate" "$AG" train "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/nan"
 expect 1 "not a cross-validation data set" "$AG" train "${SMALL[@]}" --fold 3 --out "$T/fold"
