@@ -375,6 +375,8 @@ typedef struct {
 
 /* The constant mask [N,N] of spec: -inf where disallowed, else the penalty.
  * Built on first use and cached (freed by ag_shutdown): do not modify it.
+ * The cache holds 64 MiB; a mask past that (very long sequences) is built in
+ * step memory on every call instead, valid until ag_step_end.
  * Not for AG_DIST_TREE, which differs per sentence (see ag_mask_batch). */
 ag_tensor *ag_mask(const ag_mask_spec *spec, int N);
 /* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise. */

@@ -7,8 +7,12 @@
  * and kept in a small persistent cache, so a training loop never rebuilds or
  * allocates them; ag_shutdown frees the cache.  It holds one entry per
  * distinct (spec, N) ever asked for: a loop over length buckets keeps one
- * mask per bucket.  Masks of one batch (tree distances, padding) are built
- * into the step arena.
+ * mask per bucket.  The cache stops at MASK_CACHE_BYTES: every width up to
+ * W costs ~W^3/3 entries in all, so data with a few very long sentences
+ * would otherwise fill memory with masks; past the budget a mask is built
+ * in the step arena on each call (an N^2 fill, small beside the N^2 d
+ * attention it masks).  Masks of one batch (tree distances, padding) are
+ * built into the step arena.
  *
  * The log distance -ln|q-k| is -ln(max(|q-k|, 1)): 0 on the diagonal, like
  * at distance 1, rather than +inf.  (MODELS.md only uses it with strict
@@ -68,6 +72,8 @@ typedef struct cache_entry {
 } cache_entry;
 
 static cache_entry *cache;
+static size_t cache_bytes;
+#define MASK_CACHE_BYTES ((size_t)64 << 20)
 
 static bool same_spec(const ag_mask_spec *a, const ag_mask_spec *b) {
     return a->dir == b->dir && a->faraway == b->faraway && a->dist == b->dist && spec_weight(a) == spec_weight(b);
@@ -88,20 +94,29 @@ static cache_entry *cache_find(mask_kind kind, int ndim, int heads, int N, const
     return NULL;
 }
 
-static cache_entry *cache_add(mask_kind kind, int ndim, int heads, int N) {
+/* A new cache entry, or NULL when the mask would take the cache past its
+ * budget: the caller then builds it in step memory (*t). */
+static cache_entry *cache_add(mask_kind kind, int ndim, int heads, int N, ag_tensor **t) {
+    int shape[3] = {heads, N, N};
+    size_t bytes = (size_t)heads * N * N * sizeof(ag_real);
+    if (cache_bytes + bytes > MASK_CACHE_BYTES) {
+        *t = ag__empty(ndim, shape + 3 - ndim);
+        return NULL;
+    }
     cache_entry *e = ag_calloc(1, sizeof *e);
     e->kind = kind;
     e->ndim = ndim;
     e->heads = heads;
     e->N = N;
-    int shape[3] = {heads, N, N};
     e->t.ndim = ndim;
     for (int i = 0; i < AG_MAX_DIMS; i++) e->t.shape[i] = i < ndim ? shape[i + 3 - ndim] : 1;
     e->t.size = (int64_t)heads * N * N;
-    e->t.data = ag_malloc((size_t)(e->t.size ? e->t.size : 1) * sizeof(ag_real));
+    e->t.data = ag_malloc(bytes ? bytes : 1);
     e->t.persistent = true; /* not step memory; requires_grad stays false */
     e->next = cache;
     cache = e;
+    cache_bytes += bytes;
+    *t = &e->t;
     return e;
 }
 
@@ -114,6 +129,7 @@ void ag__masks_shutdown(void) {
         ag_free(e->t.data);
         ag_free(e);
     }
+    cache_bytes = 0;
 }
 
 /* One [N,N] plane of spec (no tree term). */
@@ -132,11 +148,13 @@ static ag_tensor *cached_mask(const char *op, const ag_mask_spec *specs, int hea
     }
     cache_entry *e = cache_find(KIND_MASK, ndim, heads, N, specs, 0, 0);
     if (e) return &e->t;
-    e = cache_add(KIND_MASK, ndim, heads, N);
-    e->specs = ag_malloc((size_t)heads * sizeof *e->specs);
-    memcpy(e->specs, specs, (size_t)heads * sizeof *specs);
-    for (int i = 0; i < heads; i++) fill_plane(e->t.data + (int64_t)i * N * N, &specs[i], N);
-    return &e->t;
+    ag_tensor *t;
+    if ((e = cache_add(KIND_MASK, ndim, heads, N, &t))) {
+        e->specs = ag_malloc((size_t)heads * sizeof *e->specs);
+        memcpy(e->specs, specs, (size_t)heads * sizeof *specs);
+    }
+    for (int i = 0; i < heads; i++) fill_plane(t->data + (int64_t)i * N * N, &specs[i], N);
+    return t;
 }
 
 ag_tensor *ag_mask(const ag_mask_spec *spec, int N) { return cached_mask("ag_mask", spec, 1, 2, N); }
@@ -153,12 +171,14 @@ ag_tensor *ag_mask_attenuation(double w, double c, int N) {
         ag__fatal(op, "1/ln(w|q-k| + c) needs c > 1 and w >= 0, got w = %g, c = %g", w, c);
     cache_entry *e = cache_find(KIND_ATTENUATION, 2, 1, N, NULL, w, c);
     if (e) return &e->t;
-    e = cache_add(KIND_ATTENUATION, 2, 1, N);
-    e->w = w;
-    e->c = c;
+    ag_tensor *t;
+    if ((e = cache_add(KIND_ATTENUATION, 2, 1, N, &t))) {
+        e->w = w;
+        e->c = c;
+    }
     for (int q = 0; q < N; q++)
-        for (int k = 0; k < N; k++) e->t.data[(int64_t)q * N + k] = (ag_real)(1.0 / log(w * abs(q - k) + c));
-    return &e->t;
+        for (int k = 0; k < N; k++) t->data[(int64_t)q * N + k] = (ag_real)(1.0 / log(w * abs(q - k) + c));
+    return t;
 }
 
 /* ---- padding ---- */

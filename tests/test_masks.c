@@ -144,6 +144,29 @@ static void test_heads_and_cache(void) {
           "cached masks outlive ag_step_end");
 }
 
+/* Past its 64 MiB the cache stops growing: a longer width's mask is built in
+ * step memory on every call, with the same values, and once the arena holds
+ * a step no call allocates. */
+static void test_cache_budget(void) {
+    const ag_mask_spec past = {.dir = AG_MASK_PAST, .dist = AG_DIST_WORD};
+    int N = (int)sqrt((double)(80 << 20) / sizeof(ag_real)); /* one mask alone over the budget */
+    ag_tensor *big = ag_mask(&past, N);
+    CHECK(!big->persistent && !big->requires_grad, "a mask over the cache's budget should be step memory");
+    int64_t q = N - 1, k = N / 2;
+    CHECK(big->data[q * N + k] == -(ag_real)(q - k) && isinf(big->data[k * N + q]) && isinf(big->data[0]),
+          "the uncached mask has the wrong values");
+    ag_step_end();
+    ag_mem_stats before = ag_memstats();
+    ag_tensor *again = ag_mask(&past, N);
+    CHECK(ag_memstats().allocs == before.allocs, "an uncached mask allocated once the arena was warm");
+    CHECK(again->data[q * N + k] == -(ag_real)(q - k), "the rebuilt mask has the wrong values");
+    ag_step_end();
+    /* the small masks are still cached */
+    CHECK(ag_mask(&past, 5) == ag_mask(&past, 5) && ag_mask(&past, 5)->persistent, "small masks are still cached");
+    CHECK(!ag_mask_attenuation(exp(1.0), exp(1.0), N)->persistent, "the attenuation factor has the same budget");
+    ag_step_end();
+}
+
 static void test_attenuation(void) {
     /* 1/ln(e|q-k| + e) = 1/(1 + ln(|q-k| + 1)). */
     double d0 = 1, d1 = 1 / (1 + LN2), d2 = 1 / (1 + LN3), d3 = 1 / (1 + 2 * LN2);
@@ -308,6 +331,7 @@ int main(void) {
     test_distances();
     test_heads_and_cache();
     test_attenuation();
+    test_cache_budget();
     test_padding();
     test_tree_distance();
     test_mask_batch();
