@@ -78,6 +78,9 @@ void ag__dropout_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng);
  * ag_param refuses one that crosses it.  0 (the default): this machine's
  * physical memory; tests set a smaller one. */
 extern double ag__param_bytes_limit;
+/* The same for the step arena's growth: 0 (the default) reads what the
+ * machine has available when the arena must grow past 256 MiB. */
+extern double ag__arena_bytes_limit;
 
 /* ---- profiler (graph/profile.c) ---- */
 extern bool ag__prof_on;

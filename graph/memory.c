@@ -9,8 +9,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static ag_mem_stats stats;
+double ag__arena_bytes_limit;
 
 void *ag_malloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
@@ -73,6 +75,44 @@ static void chunk_new(size_t cap) {
     stats.arena_bytes += cap;
 }
 
+/* Bytes the machine can still hand out (Linux's MemAvailable; else free
+ * pages), or -1 when unknown.  Read only when the arena must grow. */
+static double available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    if (f) fclose(f);
+    if (kib >= 0) return kib * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : -1;
+}
+
+static const char *mib_or_gib(double bytes, char *buf, size_t n) {
+    if (bytes >= (1 << 30)) snprintf(buf, n, "%.1f GiB", bytes / (1 << 30));
+    else snprintf(buf, n, "%.0f MiB", bytes / (1 << 20));
+    return buf;
+}
+
+/* The size of the next chunk: the arena doubles, unless doubling would not
+ * fit in memory and the request alone would.  A step that cannot fit (a
+ * batch of very long sentences: attention is n^2 per sentence) is refused
+ * here by name rather than granted by an overcommitting malloc and ended by
+ * the OOM killer. */
+static size_t next_chunk_size(size_t bytes) {
+    size_t cap = stats.arena_bytes > ARENA_MIN_CHUNK ? stats.arena_bytes : ARENA_MIN_CHUNK;
+    if (cap < bytes) cap = bytes;
+    if (cap < ((size_t)1 << 28)) return cap; /* small: not worth reading /proc */
+    double have = ag__arena_bytes_limit > 0 ? ag__arena_bytes_limit : available_bytes();
+    if (have < 0 || (double)cap <= have) return cap;
+    if ((double)bytes <= have) return bytes;
+    char need[32], held[32], avail[32];
+    ag__fatal("arena", "the step needs %s more memory (it holds %s already), but %s is available: the batch is too "
+              "large for this machine (fewer or shorter sequences per batch)", mib_or_gib((double)bytes, need, sizeof need),
+              mib_or_gib((double)step_used, held, sizeof held), mib_or_gib(have, avail, sizeof avail));
+}
+
 void *ag_arena_alloc(size_t bytes) {
     if (ag__in_parallel()) { /* an engine bug, maybe on a worker thread: no handler can recover from it */
         fputs("attngrad: internal error: arena allocation inside a parallel part (the arena is not thread-safe)\n",
@@ -85,9 +125,7 @@ void *ag_arena_alloc(size_t bytes) {
             chunks[++cur_chunk].used = 0; /* reuse a chunk left over from a rewind */
             continue;
         }
-        size_t cap = stats.arena_bytes > ARENA_MIN_CHUNK ? stats.arena_bytes : ARENA_MIN_CHUNK;
-        if (cap < bytes) cap = bytes;
-        chunk_new(cap);
+        chunk_new(next_chunk_size(bytes));
         cur_chunk = n_chunks - 1;
     }
     chunk *c = &chunks[cur_chunk];

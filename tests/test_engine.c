@@ -182,6 +182,11 @@ static void test_errors_name_op_shapes_and_line(void) {
     CHECK(huge.count == 2);
     ag_params_free(&huge);
     ag__param_bytes_limit = 0;
+    /* step memory beyond what the machine has: refused with both sizes, before any allocation */
+    ag__arena_bytes_limit = 512.0 * (1 << 20);
+    EXPECT_FATAL(ag_arena_alloc((size_t)1 << 30), "arena", "needs 1.0 GiB more memory", "512 MiB is available",
+                 "batch is too large");
+    ag__arena_bytes_limit = 0;
     /* ops inside the arguments stamp their own lines; the failing op's is
      * given back before it runs */
     line = __LINE__ + 1;
