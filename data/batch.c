@@ -215,12 +215,13 @@ int ag_batch_alloc(ag_batch *b, const ag_dataset *ds, int32_t max_rows,
                    const ag_batch_opts *opts, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     ag_batch_opts o = opts ? *opts : (ag_batch_opts){0};
-    if (max_rows < 1 || o.fixed_len < 0 || o.max_width < 0 || o.n_bigram < 0 || o.n_bigram == 1)
+    if (max_rows < 1 || o.fixed_len < 0 || o.max_width < 0 || o.max_len < 0 || o.n_bigram < 0 || o.n_bigram == 1)
         return ag_data_fail(err, errlen, AG_DATA_EINVAL, "batch: bad rows/options");
     int32_t la, lb;
     ag_dataset_max_len(ds, &la, &lb);
     if (ds->format == AG_FORMAT_LM) la = la > 0 ? la - 1 : 0; /* inputs stop before the last */
     int32_t w = o.fixed_len ? o.fixed_len : o.max_width ? o.max_width : (la > lb ? la : lb);
+    if (o.max_len > 0 && w > o.max_len && !o.fixed_len) w = o.max_len;
     if (w < 1) w = 1;
     b->opts = o;
     b->format = ds->format;
@@ -274,7 +275,7 @@ static int32_t row_width(const ag_batch *b, const ag_dataset *ds, const int64_t 
         int32_t n = second ? e->len_b : ds->format == AG_FORMAT_LM ? e->len - 1 : e->len;
         if (n > w) w = n;
     }
-    return w;
+    return b->opts.max_len > 0 && w > b->opts.max_len ? b->opts.max_len : w;
 }
 
 int ag_batch_fill(ag_batch *b, const ag_dataset *ds, const int64_t *idx, int32_t rows,

@@ -260,6 +260,8 @@ typedef struct {
     int32_t n_bigram;  /* > 1: fill bigram ids with this many buckets (MODELS.md §2) */
     int heads;         /* fill heads: the parse, or the chain i -> i+1 without one */
     int32_t max_width; /* capacity; 0 = longest example of the dataset */
+    int32_t max_len;   /* > 0: longer rows cut to their first max_len tokens (a
+                          parse's heads past the cut become roots) */
 } ag_batch_opts;
 
 /* All arrays are row-major [rows, width] or [rows]; row stride == width.

@@ -83,14 +83,19 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
 
 static const char *const sick_labels[] = {"NEUTRAL", "ENTAILMENT", "CONTRADICTION"};
 
-/* Tokens of s[0..n) added to the open sentence of ds. */
+/* Tokens of s[0..n) added to the open sentence of ds: their count, or
+ * -1 when out of memory.  Any number of them: the batch cuts a sentence
+ * longer than the run's --max-len. */
 static int add_tokens(ag_dataset *ds, char *s, size_t n, int lowercase) {
-    ag_span spans[512];
+    ag_span few[512], *spans = few;
     size_t k = ag_tokenize(s, n, lowercase, spans, 512);
-    if (k > 512) return AG_DATA_ELIMIT;
-    for (size_t t = 0; t < k; t++)
-        if (ag_ds_add(ds, s + spans[t].start, spans[t].len, 0)) return AG_DATA_ENOMEM;
-    return (int)k;
+    if (k > INT32_MAX || (k > 512 && !(spans = malloc(k * sizeof *spans)))) return -1;
+    if (k > 512) ag_tokenize(s, n, lowercase, spans, k);
+    int rc = (int)k;
+    for (size_t t = 0; t < k && rc >= 0; t++)
+        if (ag_ds_add(ds, s + spans[t].start, spans[t].len, 0)) rc = -1;
+    if (spans != few) free(spans);
+    return rc;
 }
 
 /* A one-example dataset holding the line, in the model's format. */
@@ -109,7 +114,7 @@ static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dat
         ag_ds_begin_second(ds);
         kb = add_tokens(ds, tab + 1, strlen(tab + 1), o->lowercase);
     }
-    if (ka < 0 || kb < 0) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "line too long (at most 512 words)");
+    if (ka < 0 || kb < 0) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     if (ka == 0 || kb == 0) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
     if (task == AG_TASK_LM && ag_ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0))
         return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
@@ -145,13 +150,20 @@ static void print_lm(FILE *out, const ag_model *m, const ag_vocab *vocab, const 
     fprintf(out, "ppl %.3f\tnext %s", exp(nll / n), ag_vocab_token(vocab, best));
 }
 
+ag_batch_opts ag_run_batch_opts(const ag_model *m, const ag_train_opts *o, int32_t max_width) {
+    ag_batch_opts bo = {0};
+    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &bo);
+    bo.max_len = o->max_len;
+    bo.max_width = o->max_len > 0 && max_width > o->max_len ? o->max_len : max_width;
+    return bo;
+}
+
 int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
                   ag_batch *b, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     int rc = line_dataset(o, m->cfg.task, line, ds, err, errlen);
     if (!rc) rc = ag_dataset_encode(ds, vocab, err, errlen);
-    ag_batch_opts bo = {0};
-    if (m->kind->batch_opts) m->kind->batch_opts(&m->cfg, &bo);
+    ag_batch_opts bo = ag_run_batch_opts(m, o, 0); /* cut as the run was trained */
     if (!rc) rc = ag_batch_alloc(b, ds, 1, &bo, err, errlen);
     if (!rc) rc = ag_batch_fill(b, ds, (int64_t[]){0}, 1, err, errlen);
     return rc;

@@ -213,24 +213,96 @@ static void dummy_batch(ag_batch *b, int32_t rows, int32_t w) {
     }
 }
 
+/* Tokens of example i of split s as a batch row sees them before any cut
+ * (the longer side of a pair). */
+static int32_t example_len(const ag_run_data *d, int s, int64_t i) {
+    const ag_dataset *ds = d->ds[s];
+    const ag_example *e = &ds->ex[d->idx[s][i]];
+    int32_t n = ds->format == AG_FORMAT_LM ? e->len - 1 : e->len;
+    return ds->format == AG_FORMAT_SICK && e->len_b > n ? e->len_b : n;
+}
+
+/* The longest sentence over every split (*split, *index; -1 when there is
+ * none), and how many are longer than max_len (when > 0). */
+static int64_t longest_sentence(const ag_run_data *d, int max_len, int *split, int64_t *index, int32_t *len) {
+    int64_t cut = 0;
+    *split = -1, *index = -1, *len = 0;
+    for (int s = 0; s < AG_SPLITS; s++)
+        for (int64_t i = 0; d->ds[s] && i < d->n[s]; i++) {
+            int32_t n = example_len(d, s, i);
+            cut += max_len > 0 && n > max_len;
+            if (n > *len) *split = s, *index = i, *len = n;
+        }
+    return cut;
+}
+
+/* What the trainer is doing where a fatal error may end it, for the CLI's
+ * message (ag_train_doing). */
+static char doing[512];
+const char *ag_train_doing(void) { return doing; }
+
+/* occurs[w] for every width w <= hi a batch of the run's data can have:
+ * a batch is as wide as its longest sentence (each side of a pair).  NULL
+ * when out of memory: then every width is warmed up. */
+static bool *batch_widths(const ag_run_data *d, int32_t hi) {
+    bool *occurs = calloc((size_t)hi + 1, sizeof *occurs);
+    for (int s = 0; s < AG_SPLITS; s++) {
+        const ag_dataset *ds = d->ds[s];
+        for (int64_t i = 0; occurs && ds && i < d->n[s]; i++) {
+            const ag_example *e = &ds->ex[d->idx[s][i]];
+            int32_t n = ds->format == AG_FORMAT_LM ? e->len - 1 : e->len;
+            occurs[n < 1 ? 1 : n > hi ? hi : n] = true;
+            if (ds->format == AG_FORMAT_SICK) occurs[e->len_b < 1 ? 1 : e->len_b > hi ? hi : e->len_b] = true;
+        }
+    }
+    return occurs;
+}
+
+/* The warm-up's largest batch, for a fatal error's message: step memory
+ * grows with the batch's width (squared, under attention). */
+static void describe_largest_batch(const trainer *t, int32_t rows, int32_t width) {
+    int split;
+    int64_t i;
+    int32_t len;
+    longest_sentence(&t->data, 0, &split, &i, &len);
+    const ag_dataset *ds = split >= 0 ? t->data.ds[split] : NULL;
+    const char *path = ds ? ag_dataset_path(ds) : NULL;
+    int k = snprintf(doing, sizeof doing, "sizing step memory on the largest batch the data can make, %d rows of %d tokens",
+                     (int)rows, (int)width);
+    if (path && k > 0 && (size_t)k < sizeof doing)
+        k += snprintf(doing + k, sizeof doing - (size_t)k, " (the longest sentence: %s line %lld, %d tokens)", path,
+                      (long long)ds->ex[t->data.idx[split][i]].line, (int)len);
+    if (!t->batch.opts.fixed_len && k > 0 && (size_t)k < sizeof doing)
+        snprintf(doing + k, sizeof doing - (size_t)k, "; --max-len N cuts longer sentences");
+}
+
 /* Runs forward and backward once on every width a batch can have (cached
  * masks are per width) and once on the largest batch (the step arena and
  * the tape reach their high-water mark), so that the training steps after
- * it allocate nothing.  Parameters, gradients and the dropout generator
- * are left as they were. */
+ * it allocate nothing.  Only the widths the data has: a few long sentences
+ * must not cost a step at every width up to theirs.  Parameters, gradients
+ * and the dropout generator are left as they were. */
 static int warm_up(trainer *t, char *err, size_t errlen) {
     ag_model *m = &t->model;
     ag_batch *b = &t->batch;
     ag_rng saved = m->rng;
     int32_t lo = b->opts.fixed_len ? b->opts.fixed_len : 1, hi = b->opts.fixed_len ? lo : t->data.max_width;
+    bool *occurs = b->opts.fixed_len ? NULL : batch_widths(&t->data, hi);
     for (int32_t w = lo; w <= hi + 1; w++) {
         bool full = w == hi + 1;
+        if (!full && occurs && !occurs[w]) continue;
+        if (full) describe_largest_batch(t, b->max_rows, hi);
         dummy_batch(b, full ? b->max_rows : 1, full ? hi : w);
         ag_tensor *loss = batch_loss(m, b, true, err, errlen);
-        if (!loss) return AG_ERR_FORMAT;
+        if (!loss) {
+            free(occurs);
+            return AG_ERR_FORMAT;
+        }
         ag_backward(loss);
         ag_step_end();
     }
+    free(occurs);
+    doing[0] = 0;
     ag_params_zero_grad(&m->params);
     m->rng = saved;
     return 0;
@@ -573,9 +645,8 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
         return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
     t->clip = o->clip;
 
-    ag_batch_opts bo = {0};
-    if (t->model.kind->batch_opts) t->model.kind->batch_opts(&cfg, &bo);
-    bo.max_width = d->max_width;
+    ag_batch_opts bo = ag_run_batch_opts(&t->model, o, d->max_width);
+    d->max_width = bo.max_width; /* the warm-up's widest batch */
     /* Shuffled batches of similar lengths (less padding), sorted within
      * chunks of 16 batches; the LM keeps the file's order, as its paper. */
     bool lm = d->task == AG_TASK_LM;
@@ -600,6 +671,11 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     if (d->sets[0].stats.skipped)
         printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
                d->sets[0].stats.first_warning);
+    int split;
+    int64_t i, cut = longest_sentence(d, o->max_len, &split, &i, &(int32_t){0});
+    if (cut && !t->batch.opts.fixed_len)
+        printf("  note: --max-len %d cuts %lld sentences (the longest: %d tokens)\n", o->max_len, (long long)cut,
+               example_len(d, split, i));
     fflush(stdout);
 }
 

@@ -28,6 +28,10 @@ enum { AG_PATH_MAX = 1024 };
 /* Everything a run is made of.  Model sizes left at -1 (keep, l2 < 0) take
  * the kind's defaults; on the generated data set the kind's sizes are cut
  * to at most 64 (see ag_train_resolve). */
+/* What the trainer was doing when a fatal error (ag__fatal: e.g. a batch
+ * too big for memory) ended it, for the message: "" when nothing special. */
+const char *ag_train_doing(void);
+
 typedef struct {
     /* model */
     char model[32];
@@ -43,6 +47,7 @@ typedef struct {
     char data[AG_PATH_MAX]; /* "" = the generated task */
     char dataset[16];       /* benchmark name; "" = inferred from the folder */
     char format[16];        /* a single file: labeled, sick, conllu, lm */
+    int max_len;            /* > 0: sentences cut to their first max_len tokens (train, eval, predict) */
     int lowercase;
     int min_count;
     int folds, fold;        /* CV: folds, and fold (-1 = all of them) */
@@ -179,6 +184,10 @@ int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen);
  * the vocabulary from vocab.txt next to it (or vocab_path), the parameters. */
 int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_model *m, ag_vocab **vocab,
                 char *err, size_t errlen);
+
+/* The batch options of m's run: the model's own, and o->max_len's cut;
+ * max_width (0: from the data) never above that cut. */
+ag_batch_opts ag_run_batch_opts(const ag_model *m, const ag_train_opts *o, int32_t max_width);
 
 /* One input line ("a sentence", pairs "sentence_a<TAB>sentence_b") as a
  * one-row batch for m: tokenized as its training data was (o->lowercase),

@@ -75,6 +75,8 @@ static const opt_def opts[] = {
     {"format", O_STR, F(format), 0, 0, DATA_CMDS, true, "F", "format of a single file: labeled, sick, conllu, lm",
      check_format},
     {"lowercase", O_SWITCH, F(lowercase), 0, 1, DATA_CMDS, true, NULL, "lower-case ASCII letters of every token", NULL},
+    {"max-len", O_INT, F(max_len), 0, 1 << 20, TR, true, "N",
+     "cut longer sentences to their first N tokens (0: no limit); eval and predict cut as the run did", NULL},
     {"min-count", O_INT, F(min_count), 1, BIG, TR, true, "N", "keep words seen at least N times", NULL},
     {"folds", O_INT, F(folds), 2, 100, DATA_CMDS, true, "K", "cross-validation folds (MR, SUBJ, CR, MPQA)", NULL},
     {"fold", O_INT, F(fold), -1, 99, DATA_CMDS, true, "I", "run one CV fold only (-1: all)", NULL},

@@ -711,6 +711,17 @@ static void test_batch_conllu_lm_pair(void) {
     const int32_t h2[] = {-1, -1, 1, -1};
     CHECK(memcmp(b.heads, h2, sizeof h2) == 0);
     ag_batch_free(&b);
+    /* max_len (--max-len): the same cut, but a batch of short rows stays narrow */
+    CHECK(ag_batch_alloc(&b, &ds, 2, &(ag_batch_opts){.heads = 1, .max_len = 2}, err, sizeof err) == 0);
+    CHECK(b.max_width == 2);
+    CHECK(ag_batch_fill(&b, &ds, idx, 2, err, sizeof err) == 0);
+    CHECK(b.width == 2 && b.lengths[0] == 2 && b.lengths[1] == 2 && memcmp(b.heads, h2, sizeof h2) == 0);
+    ag_batch_free(&b);
+    CHECK(ag_batch_alloc(&b, &ds, 2, &(ag_batch_opts){.heads = 1, .max_len = 9}, err, sizeof err) == 0);
+    CHECK(ag_batch_fill(&b, &ds, idx, 2, err, sizeof err) == 0);
+    CHECK(b.width == 4 && memcmp(b.heads, h, sizeof h) == 0, "a cut longer than every row changes nothing");
+    ag_batch_free(&b);
+    CHECK(ag_batch_alloc(&b, &ds, 2, &(ag_batch_opts){.max_len = -1}, err, sizeof err) == AG_DATA_EINVAL);
     ag_vocab_free(v);
     ag_dataset_free(&ds);
 
@@ -732,6 +743,13 @@ static void test_batch_conllu_lm_pair(void) {
     CHECK(b.width == 4 && memcmp(b.tokens, x, sizeof x) == 0 && memcmp(b.targets, y, sizeof y) == 0);
     CHECK(memcmp(b.lengths, l, sizeof l) == 0);
     ag_batch_free(&b);
+    /* max_len cuts inputs and their targets alike */
+    CHECK(ag_batch_alloc(&b, &ds, 3, &(ag_batch_opts){.max_len = 2}, err, sizeof err) == 0);
+    CHECK(ag_batch_fill(&b, &ds, all, 3, err, sizeof err) == 0);
+    const int32_t x2[] = {A, B, B, 0, C, A}, y2[] = {B, C, E, 0, A, B}, l2[] = {2, 1, 2};
+    CHECK(b.width == 2 && memcmp(b.tokens, x2, sizeof x2) == 0 && memcmp(b.targets, y2, sizeof y2) == 0);
+    CHECK(memcmp(b.lengths, l2, sizeof l2) == 0);
+    ag_batch_free(&b);
     ag_vocab_free(v);
     ag_dataset_free(&ds);
 
@@ -747,6 +765,11 @@ static void test_batch_conllu_lm_pair(void) {
     CHECK(b.tokens_b[0] == ag_vocab_find(v, "Kids", 4) && b.tokens_b[3] == 0, "row 0 padded");
     CHECK(b.heads_b[2] == -1 && b.heads_b[3] == AG_HEAD_PAD);
     CHECK(b.bigrams_b[0] == ag_bigram_id(b.tokens_b[0], b.tokens_b[1], 7) && b.bigrams_b[2] == 0);
+    ag_batch_free(&b);
+    /* max_len cuts both sentences of a pair */
+    CHECK(ag_batch_alloc(&b, &ds, 3, &(ag_batch_opts){.max_len = 3}, err, sizeof err) == 0);
+    CHECK(ag_batch_fill(&b, &ds, all, 3, err, sizeof err) == 0);
+    CHECK(b.width == 3 && b.width_b == 3 && b.lengths[0] == 3 && b.lengths_b[0] == 3 && b.lengths_b[1] == 3);
     ag_batch_free(&b);
     ag_vocab_free(v);
     ag_dataset_free(&ds);

@@ -66,6 +66,7 @@ static void command_help(const command *c) {
  * take) ends the program with its message rather than with abort(). */
 static void fatal_exit(const char *msg) {
     fprintf(stderr, "%s\n", msg);
+    if (ag_train_doing()[0]) fprintf(stderr, "attngrad: while %s\n", ag_train_doing());
     exit(1);
 }
 
@@ -240,9 +241,7 @@ static int cmd_eval(const command *c, int argc, char **argv) {
                  d.classes, ckpt, m.cfg.classes);
         rc = 1;
     }
-    ag_batch_opts bo = {0};
-    if (m.kind->batch_opts) m.kind->batch_opts(&m.cfg, &bo);
-    bo.max_width = d.max_width;
+    ag_batch_opts bo = ag_run_batch_opts(&m, &o, d.max_width); /* cut as the run was trained */
     if (!rc) rc = ag_batch_alloc(&b, d.ds[AG_SPLIT_DEV], o.batch, &bo, err, sizeof err);
     const char *names[] = {"train", "dev", "test"};
     if (!rc) printf("%s%s%s on %s\n", o.model, o.flags[0] ? "/" : "", o.flags, d.name);
