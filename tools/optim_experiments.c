@@ -238,9 +238,7 @@ static void *registered_create(const settings *s, ag_rng *rng, ag_params **param
     r->setup = s->setup;
     const ag_run_data *d = &s->setup->data;
     (void)ag_model_init(&r->m, ag_model_find(s->setup->o.model), &s->setup->cfg); /* checked by the probe in main */
-    ag_batch_opts bo = {0};
-    if (r->m.kind->batch_opts) r->m.kind->batch_opts(&r->m.cfg, &bo);
-    bo.max_width = d->max_width;
+    ag_batch_opts bo = ag_run_batch_opts(&r->m, &s->setup->o, d->max_width); /* --max-len as train cuts */
     char err[512];
     r->idx = ag_malloc(sizeof *r->idx * (size_t)s->batch);
     if (ag_batch_alloc(&r->batch, d->ds[AG_SPLIT_TRAIN], s->batch, &bo, err, sizeof err)) {
