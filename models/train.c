@@ -213,13 +213,18 @@ static void dummy_batch(ag_batch *b, int32_t rows, int32_t w) {
     }
 }
 
-/* Tokens of example i of split s as a batch row sees them before any cut
- * (the longer side of a pair). */
+/* Tokens of one side of an example as a batch row takes them, before any
+ * cut (the LM's inputs stop before its last word). */
+static int32_t row_len(const ag_dataset *ds, const ag_example *e, bool second) {
+    return second ? e->len_b : ds->format == AG_FORMAT_LM ? e->len - 1 : e->len;
+}
+
+/* Example i of split s: its longer side. */
 static int32_t example_len(const ag_run_data *d, int s, int64_t i) {
     const ag_dataset *ds = d->ds[s];
     const ag_example *e = &ds->ex[d->idx[s][i]];
-    int32_t n = ds->format == AG_FORMAT_LM ? e->len - 1 : e->len;
-    return ds->format == AG_FORMAT_SICK && e->len_b > n ? e->len_b : n;
+    int32_t a = row_len(ds, e, false), b = ds->format == AG_FORMAT_SICK ? row_len(ds, e, true) : 0;
+    return a > b ? a : b;
 }
 
 /* The longest sentence over every split (*split, *index; -1 when there is
@@ -250,9 +255,10 @@ static bool *batch_widths(const ag_run_data *d, int32_t hi) {
         const ag_dataset *ds = d->ds[s];
         for (int64_t i = 0; occurs && ds && i < d->n[s]; i++) {
             const ag_example *e = &ds->ex[d->idx[s][i]];
-            int32_t n = ds->format == AG_FORMAT_LM ? e->len - 1 : e->len;
-            occurs[n < 1 ? 1 : n > hi ? hi : n] = true;
-            if (ds->format == AG_FORMAT_SICK) occurs[e->len_b < 1 ? 1 : e->len_b > hi ? hi : e->len_b] = true;
+            for (int side = 0; side < (ds->format == AG_FORMAT_SICK ? 2 : 1); side++) {
+                int32_t n = row_len(ds, e, side);
+                occurs[n < 1 ? 1 : n > hi ? hi : n] = true; /* a batch is never 0 wide */
+            }
         }
     }
     return occurs;
@@ -807,8 +813,6 @@ static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *er
     return rc;
 }
 
-/* Prepares the run folder: a fresh run refuses to overwrite another one
- * without --force; a resumed one needs its last checkpoint. */
 /* Before anything is loaded: a run to resume must be there, and a fresh
  * run must not overwrite one unless forced. */
 static int check_folder(const char *out, bool resume, bool force, char *err, size_t errlen) {
