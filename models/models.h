@@ -112,8 +112,9 @@ typedef struct {
     void (*batch_opts)(const ag_model_config *cfg, ag_batch_opts *o);
     void (*destroy)(ag_model *m); /* frees m->impl; may be NULL */
     unsigned tasks;               /* AG_TASK_BIT of every task it has a head for */
-    /* The size options it reads besides --dim, comma-separated ("hidden,heads"):
-     * train notes any other one given, which would be ignored silently. */
+    /* The size options it reads besides --dim, and --max-len unless its rows
+     * have a fixed length, comma-separated ("hidden,heads,max-len"): train
+     * notes any other one given, which would be ignored silently. */
     const char *reads;
     unsigned flags; /* the AG_FLAG_* bits it reads: ag_model_init refuses any other */
 } ag_model_kind;

@@ -184,6 +184,6 @@ const ag_model_kind ag_mpsan_kind = {
     .batch_opts = mpsan_batch_opts,
     .destroy = mpsan_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY) | AG_TASK_BIT(AG_TASK_RELATEDNESS),
-    .reads = "",
+    .reads = "max-len",
     .flags = AG_FLAG_ELU_SCORE | AG_FLAG_LINEAR_DIST,
 };

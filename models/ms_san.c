@@ -157,6 +157,6 @@ const ag_model_kind ag_ms_san_kind = {
     .batch_opts = ms_san_batch_opts,
     .destroy = ms_san_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY) | AG_TASK_BIT(AG_TASK_PAIR),
-    .reads = "hidden,heads",
+    .reads = "hidden,heads,max-len",
     .flags = AG_FLAG_NO_DIST,
 };

@@ -182,6 +182,6 @@ const ag_model_kind ag_mtsa_kind = {
     .batch_opts = NULL,
     .destroy = mtsa_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
-    .reads = "hidden,heads",
+    .reads = "hidden,heads,max-len",
     .flags = AG_FLAG_EXP_SCORE,
 };

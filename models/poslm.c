@@ -189,6 +189,6 @@ const ag_model_kind ag_poslm_kind = {
     .batch_opts = NULL,
     .destroy = poslm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),
-    .reads = "hidden,layers,attention",
+    .reads = "hidden,layers,attention,max-len",
     .flags = AG_FLAG_STRICT,
 };

@@ -365,7 +365,8 @@ int ag_train_unread_options(const ag_train_opts *o, char *buf, size_t n) {
         const char *name;
         bool set;
     } sizes[] = {{"hidden", o->hidden > 0},       {"heads", o->heads > 0},     {"layers", o->layers >= 0},
-                 {"fixed-len", o->fixed_len > 0}, {"bigrams", o->bigrams >= 0}, {"attention", o->attention[0] != 0}};
+                 {"fixed-len", o->fixed_len > 0}, {"bigrams", o->bigrams >= 0}, {"attention", o->attention[0] != 0},
+                 {"max-len", o->max_len > 0}};
     int count = 0;
     size_t k = 0;
     if (n) buf[0] = 0;
