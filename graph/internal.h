@@ -74,12 +74,26 @@ static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->require
  * keep; takes one draw from rng whatever n is; the same for any threads. */
 void ag__dropout_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng);
 
+/* What this process may use (graph/memory.c): at most `total` bytes, of
+ * which `free` are still to be had (-1: unknown), each with what bounds it,
+ * for messages ("this machine's memory", "its cgroup's memory limit").  The
+ * tighter of the machine (physical memory, MemAvailable) and the cgroup's
+ * limit (v2 or v1, the cgroup and its ancestors).  Reads /proc and /sys. */
+typedef struct {
+    double total, free;
+    const char *total_what, *free_what;
+} ag__mem_room;
+ag__mem_room ag__memory_room(void);
+/* Test hook: read the cgroup limit from this one folder (memory.max and
+ * memory.current, or v1's memory.limit_in_bytes and memory.usage_in_bytes)
+ * instead of /proc/self/cgroup's. */
+extern const char *ag__cgroup_dir;
 /* What the parameters with their gradients may take in all, in bytes:
- * ag_param refuses one that crosses it.  0 (the default): this machine's
- * physical memory; tests set a smaller one. */
+ * ag_param refuses one that crosses it.  0 (the default): the room's
+ * total; tests set a smaller one. */
 extern double ag__param_bytes_limit;
-/* The same for the step arena's growth: 0 (the default) reads what the
- * machine has available when the arena must grow past 256 MiB. */
+/* The same for the step arena's growth: 0 (the default) reads the room's
+ * free bytes when the arena must grow past 256 MiB. */
 extern double ag__arena_bytes_limit;
 
 /* ---- profiler (graph/profile.c) ---- */

@@ -64,20 +64,137 @@ static chunk chunks[ARENA_MAX_CHUNKS];
 static int n_chunks, cur_chunk;
 static size_t step_used; /* bytes handed out this step, all chunks */
 
+static const char *mib_or_gib(double bytes, char *buf, size_t n) {
+    if (bytes >= (1 << 30)) snprintf(buf, n, "%.1f GiB", bytes / (1 << 30));
+    else snprintf(buf, n, "%.0f MiB", bytes / (1 << 20));
+    return buf;
+}
+
 static void chunk_new(size_t cap) {
     if (n_chunks == ARENA_MAX_CHUNKS) ag__fatal("arena", "more than %d chunks in one step", ARENA_MAX_CHUNKS);
     chunk *c = &chunks[n_chunks++];
     c->base = aligned_alloc(ARENA_ALIGN, cap);
-    if (!c->base) ag__fatal("arena", "out of memory allocating a %zu-byte chunk", cap);
+    if (!c->base) {
+        char want[32], held[32];
+        ag__fatal("arena", "out of memory allocating a %s chunk (the step holds %s already): the batch is too large "
+                  "for this process (fewer or shorter sequences per batch)", mib_or_gib((double)cap, want, sizeof want),
+                  mib_or_gib((double)step_used, held, sizeof held));
+    }
     stats.allocs++;
     c->cap = cap;
     c->used = 0;
     stats.arena_bytes += cap;
 }
 
-/* Bytes the machine can still hand out (Linux's MemAvailable; else free
- * pages), or -1 when unknown.  Read only when the arena must grow. */
-static double available_bytes(void) {
+/* ---- how much memory the process may take ----
+ *
+ * In a container (docker, a systemd slice, a batch scheduler) the kernel's
+ * OOM killer strikes at the cgroup's memory limit, not at the machine's
+ * memory, and MemAvailable does not see that limit.  So both are read and
+ * the tighter wins.  All of this reads files: only for sizing decisions,
+ * never on a step's path. */
+const char *ag__cgroup_dir;
+
+/* A number of bytes from dir/file; -1 when absent or unlimited ("max", or
+ * cgroup v1's 2^63 rounded down to a page). */
+static double read_bytes(const char *dir, const char *file) {
+    char path[1200], buf[64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    double v = -1;
+    if (fgets(buf, sizeof buf, f)) {
+        char *end;
+        v = strtod(buf, &end);
+        if (end == buf) v = -1;
+    }
+    fclose(f);
+    return v >= 0 && v < 0x1p60 ? v : -1;
+}
+
+/* The value of `key` in dir/memory.stat, or 0. */
+static double stat_bytes(const char *dir, const char *key) {
+    char path[1200], line[256];
+    snprintf(path, sizeof path, "%s/memory.stat", dir);
+    FILE *f = fopen(path, "r");
+    double v = 0;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ' ') {
+            v = strtod(line + n + 1, NULL);
+            break;
+        }
+    if (f) fclose(f);
+    return v;
+}
+
+/* One cgroup folder's limit and what is left under it (v2's names, else
+ * v1's), folded into the tightest so far.  Usage counts the page cache,
+ * whose inactive part the kernel reclaims before it kills: that part is
+ * left too (docker's "working set"). */
+static void fold_cgroup_dir(const char *dir, double *limit, double *left) {
+    double max = read_bytes(dir, "memory.max"), used = read_bytes(dir, "memory.current");
+    if (max >= 0 && used >= 0) used -= stat_bytes(dir, "inactive_file");
+    if (max < 0) {
+        max = read_bytes(dir, "memory.limit_in_bytes"), used = read_bytes(dir, "memory.usage_in_bytes");
+        if (max >= 0 && used >= 0) used -= stat_bytes(dir, "total_inactive_file");
+    }
+    if (max < 0) return;
+    double rest = used < 0 ? max : used < max ? max - used : 0;
+    if (*limit < 0 || max < *limit) *limit = max;
+    if (*left < 0 || rest < *left) *left = rest;
+}
+
+/* The cgroup at base + path and each of its ancestors down to base: a
+ * parent's limit binds its children too. */
+static void fold_cgroup_path(const char *base, const char *path, double *limit, double *left) {
+    char dir[1024];
+    size_t root = strlen(base);
+    snprintf(dir, sizeof dir, "%s%s", base, strcmp(path, "/") ? path : "");
+    for (;;) {
+        fold_cgroup_dir(dir, limit, left);
+        char *slash = strlen(dir) > root ? strrchr(dir + root, '/') : NULL;
+        if (!slash) break;
+        *slash = 0;
+    }
+}
+
+static bool lists_memory(const char *controllers) {
+    for (const char *c = controllers; *c; c += strcspn(c, ",") + (c[strcspn(c, ",")] == ',')) {
+        size_t n = strcspn(c, ",");
+        if (n == 6 && !strncmp(c, "memory", 6)) return true;
+    }
+    return false;
+}
+
+/* The memory limit of this process's cgroups (v2 "0::/path", v1
+ * "N:memory:/path" in /proc/self/cgroup) and what is left under it; -1 when
+ * none is set. */
+static void cgroup_room(double *limit, double *left) {
+    *limit = *left = -1;
+    if (ag__cgroup_dir) {
+        fold_cgroup_dir(ag__cgroup_dir, limit, left);
+        return;
+    }
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c1 = *c2 = 0;
+        const char *base;
+        if (!strcmp(line, "0") && c1 + 1 == c2)
+            base = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/unified";
+        else if (lists_memory(c1 + 1)) base = "/sys/fs/cgroup/memory";
+        else continue;
+        fold_cgroup_path(base, c2 + 1, limit, left);
+    }
+    if (f) fclose(f);
+}
+
+/* Linux's MemAvailable, else free pages; -1 when unknown. */
+static double machine_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     char line[128];
     double kib = -1;
@@ -89,10 +206,16 @@ static double available_bytes(void) {
     return pages > 0 && page > 0 ? (double)pages * (double)page : -1;
 }
 
-static const char *mib_or_gib(double bytes, char *buf, size_t n) {
-    if (bytes >= (1 << 30)) snprintf(buf, n, "%.1f GiB", bytes / (1 << 30));
-    else snprintf(buf, n, "%.0f MiB", bytes / (1 << 20));
-    return buf;
+ag__mem_room ag__memory_room(void) {
+    ag__mem_room r = {.total = -1, .total_what = "this machine's memory", .free_what = "available on this machine"};
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) r.total = (double)pages * (double)page;
+    r.free = machine_available();
+    double limit, left;
+    cgroup_room(&limit, &left);
+    if (limit >= 0 && (r.total < 0 || limit < r.total)) r.total = limit, r.total_what = "its cgroup's memory limit";
+    if (left >= 0 && (r.free < 0 || left < r.free)) r.free = left, r.free_what = "left under its cgroup's memory limit";
+    return r;
 }
 
 /* The size of the next chunk: the arena doubles, unless doubling would not
@@ -104,13 +227,15 @@ static size_t next_chunk_size(size_t bytes) {
     size_t cap = stats.arena_bytes > ARENA_MIN_CHUNK ? stats.arena_bytes : ARENA_MIN_CHUNK;
     if (cap < bytes) cap = bytes;
     if (cap < ((size_t)1 << 28)) return cap; /* small: not worth reading /proc */
-    double have = ag__arena_bytes_limit > 0 ? ag__arena_bytes_limit : available_bytes();
+    ag__mem_room room = ag__memory_room();
+    double have = ag__arena_bytes_limit > 0 ? ag__arena_bytes_limit : room.free;
     if (have < 0 || (double)cap <= have) return cap;
     if ((double)bytes <= have) return bytes;
     char need[32], held[32], avail[32];
-    ag__fatal("arena", "the step needs %s more memory (it holds %s already), but %s is available: the batch is too "
-              "large for this machine (fewer or shorter sequences per batch)", mib_or_gib((double)bytes, need, sizeof need),
-              mib_or_gib((double)step_used, held, sizeof held), mib_or_gib(have, avail, sizeof avail));
+    ag__fatal("arena", "the step needs %s more memory (it holds %s already), but %s is %s: the batch is too "
+              "large for this process (fewer or shorter sequences per batch)", mib_or_gib((double)bytes, need, sizeof need),
+              mib_or_gib((double)step_used, held, sizeof held), mib_or_gib(have, avail, sizeof avail),
+              ag__arena_bytes_limit > 0 ? "available" : room.free_what);
 }
 
 void *ag_arena_alloc(size_t bytes) {

@@ -2,7 +2,6 @@
 #include "internal.h"
 
 #include <stdio.h>
-#include <unistd.h>
 
 static void set_shape(ag_tensor *t, int ndim, const int *shape) {
     if (ndim < 0 || ndim > AG_MAX_DIMS) ag__fatal("tensor", "%d dims (at most %d)", ndim, AG_MAX_DIMS);
@@ -31,9 +30,11 @@ static const char *bytes_str(double bytes, char *buf, size_t n) {
 }
 
 static void check_fits_in_memory(const ag_params *ps, const char *name, const ag_tensor *t) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    double have = ag__param_bytes_limit > 0 ? ag__param_bytes_limit : (double)pages * (double)page;
-    if (have <= 0) return; /* sysconf does not know */
+    ag__mem_room room = ag__param_bytes_limit > 0 ? (ag__mem_room){.total = ag__param_bytes_limit,
+                                                                   .total_what = "this machine's memory"}
+                                                  : ag__memory_room();
+    double have = room.total;
+    if (have <= 0) return; /* unknown */
     double per_elem = 2.0 * sizeof(ag_real), own = (double)t->size * per_elem, need = own;
     const ag_tensor *largest = t;
     for (int i = 0; i < ps->count; i++) {
@@ -43,13 +44,13 @@ static void check_fits_in_memory(const ag_params *ps, const char *name, const ag
     if (need <= have) return;
     char s[64], ls[64], b1[32], b2[32], b3[32];
     if (own > have)
-        ag__fatal("ag_param", "'%s' %s would take %s with its gradient, more than this machine's %s", name,
-                  ag_shape_str(t, s, sizeof s), bytes_str(own, b1, sizeof b1), bytes_str(have, b2, sizeof b2));
+        ag__fatal("ag_param", "'%s' %s would take %s with its gradient, more than %s (%s)", name,
+                  ag_shape_str(t, s, sizeof s), bytes_str(own, b1, sizeof b1), room.total_what,
+                  bytes_str(have, b2, sizeof b2));
     ag__fatal("ag_param", "'%s' %s brings the %d parameters to %s with their gradients (the largest: '%s' %s, %s), "
-              "more than this machine's %s", name, ag_shape_str(t, s, sizeof s), ps->count + 1,
-              bytes_str(need, b1, sizeof b1), largest == t ? name : largest->name,
-              ag_shape_str(largest, ls, sizeof ls), bytes_str((double)largest->size * per_elem, b2, sizeof b2),
-              bytes_str(have, b3, sizeof b3));
+              "more than %s (%s)", name, ag_shape_str(t, s, sizeof s), ps->count + 1, bytes_str(need, b1, sizeof b1),
+              largest == t ? name : largest->name, ag_shape_str(largest, ls, sizeof ls),
+              bytes_str((double)largest->size * per_elem, b2, sizeof b2), room.total_what, bytes_str(have, b3, sizeof b3));
 }
 
 ag_tensor *ag__empty(int ndim, const int *shape) {

@@ -12,6 +12,8 @@
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- every heap allocation of the process, counted ---- */
 /* Interposing malloc catches allocations outside the library too (BLAS,
@@ -211,6 +213,82 @@ static void test_errors_name_op_shapes_and_line(void) {
     ag_step_end();
 }
 
+/* A container's memory limit bounds what the process may take, not the
+ * machine's memory: read from a fake cgroup folder (v2 names, then v1's). */
+static void write_file(const char *dir, const char *name, const char *text) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    CHECK(f, "cannot write %s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void remove_files(const char *dir, const char *const *names, int n) {
+    char path[256];
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        remove(path);
+    }
+    rmdir(dir);
+}
+
+static void test_cgroup_memory_limit(void) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/ag_cgroup_%d", (int)getpid());
+    CHECK(mkdir(dir, 0700) == 0, "cannot make %s", dir);
+    ag__cgroup_dir = dir;
+    ag__mem_room machine = {0};
+    {
+        const char *saved = ag__cgroup_dir;
+        ag__cgroup_dir = "/nonexistent";
+        machine = ag__memory_room();
+        ag__cgroup_dir = saved;
+    }
+    /* v2: 600 MiB, 100 of them used */
+    write_file(dir, "memory.max", "629145600\n");
+    write_file(dir, "memory.current", "146800640\n"); /* 140 MiB, 40 of them reclaimable cache */
+    write_file(dir, "memory.stat", "anon 10485760\ninactive_file 41943040\nactive_file 8388608\n");
+    ag__mem_room r = ag__memory_room();
+    if (machine.total > 600.0 * (1 << 20)) {
+        CHECK(r.total == 600.0 * (1 << 20) && strstr(r.total_what, "cgroup"), "total %g (%s)", r.total, r.total_what);
+        CHECK(r.free == 500.0 * (1 << 20) && strstr(r.free_what, "cgroup"), "free %g (%s)", r.free, r.free_what);
+        EXPECT_FATAL(ag_arena_alloc((size_t)1 << 30), "arena", "needs 1.0 GiB more memory",
+                     "500 MiB is left under its cgroup's memory limit");
+        /* the parameter set against the limit: 70 [1, 2^20] parameters of 8 MiB do not fit in 600 */
+        ag_params ps = {0};
+        EXPECT_FATAL(ag_param(&ps, "big.weight", 2, (int[]){80, 1 << 20}), "ag_param", "'big.weight'",
+                     "more than its cgroup's memory limit (600.0 MiB)");
+        CHECK(ps.count == 0);
+        ag_params_free(&ps);
+    }
+    /* "max" (v2) and v1's 2^63 rounded to a page mean no limit: the machine's */
+    write_file(dir, "memory.max", "max\n");
+    r = ag__memory_room();
+    CHECK(r.total == machine.total && !strstr(r.total_what, "cgroup"), "v2 'max' read as %g (%s)", r.total,
+          r.total_what);
+    remove_files(dir, (const char *[]){"memory.max", "memory.current", "memory.stat"}, 3);
+    CHECK(mkdir(dir, 0700) == 0, "cannot make %s", dir);
+    write_file(dir, "memory.limit_in_bytes", "9223372036854771712\n");
+    write_file(dir, "memory.usage_in_bytes", "1399468032\n");
+    r = ag__memory_room();
+    CHECK(r.total == machine.total && !strstr(r.free_what, "cgroup"), "v1 unlimited read as %g",
+          r.total);
+    /* v1 with a limit */
+    write_file(dir, "memory.limit_in_bytes", "419430400\n"); /* 400 MiB */
+    write_file(dir, "memory.usage_in_bytes", "524288000\n"); /* over it: nothing left, not a negative size */
+    r = ag__memory_room();
+    if (machine.total > 400.0 * (1 << 20))
+        CHECK(r.total == 400.0 * (1 << 20) && r.free == 0, "v1 limit read as %g, %g left", r.total, r.free);
+    remove_files(dir, (const char *[]){"memory.limit_in_bytes", "memory.usage_in_bytes"}, 2);
+    ag__cgroup_dir = NULL;
+    /* this process's own cgroups, whatever they are: a sane reading */
+    r = ag__memory_room();
+    CHECK(r.total > 0 && r.free >= 0 && r.free <= r.total * 1.01 + 1, "room %g of %g", r.free, r.total);
+    ag_step_end();
+}
+
 /* The profiler charges each op to the line that called it, forward and
  * backward, and leaves ops alone when stopped. */
 static void test_profiler_names_sites(void) {
@@ -326,6 +404,7 @@ int main(void) {
     test_no_grad_and_marks();
     test_zero_alloc_steady_state();
     test_errors_name_op_shapes_and_line();
+    test_cgroup_memory_limit();
     ag_shutdown();
     return check_summary("test_engine");
 }
