@@ -102,10 +102,16 @@ static int load(const char *path, ag_format fmt, int lowercase, int skip_bad, in
     return ag_dataset_load(path, fmt, &lo, NULL, ds, err, errlen);
 }
 
-/* Which benchmark a folder holds, and the data root its paths start from:
- * "<root>/trec" with --dataset trec or by the folder's name, or the root
- * itself with --dataset. */
-static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, char *root, char *err, size_t errlen) {
+/* The file name of a benchmark's path "folder/file". */
+static const char *file_part(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Which benchmark --data holds, and the folder its files are in: the data
+ * root holding "trec/" (with --dataset trec), or the benchmark's own folder
+ * under any name (named by --dataset, or by its name). */
+static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, char *dir, char *err, size_t errlen) {
     char copy[AG_PATH_MAX];
     snprintf(copy, sizeof copy, "%s", o->data);
     const char *name = o->dataset[0] ? o->dataset : basename(copy);
@@ -117,27 +123,34 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
                     "%s: not a known benchmark folder; name the data set with --dataset (trec, sst5, sst2, mr, "
                     "subj, cr, mpqa, sick, ptb, wikitext2) or pass a file",
                     o->data);
-    char probe[2 * AG_PATH_MAX];
-    snprintf(root, AG_PATH_MAX, "%s", o->data);
-    snprintf(probe, sizeof probe, "%s/%s", root, (*bench)->train);
-    if (is_file(probe)) return 0;
-    snprintf(copy, sizeof copy, "%s", o->data);
-    snprintf(root, AG_PATH_MAX, "%s", dirname(copy));
-    snprintf(probe, sizeof probe, "%s/%s", root, (*bench)->train);
-    if (is_file(probe)) return 0;
-    return ag_train_fail(err, errlen, AG_DATA_EIO, "%s: no %s data here (looked for %s)", o->data, (*bench)->name, probe);
+    const char *train = (*bench)->train, *file = file_part(train);
+    char under_root[2 * AG_PATH_MAX], in_place[2 * AG_PATH_MAX];
+    snprintf(under_root, sizeof under_root, "%s/%s", o->data, train);
+    snprintf(in_place, sizeof in_place, "%s/%s", o->data, file);
+    if (is_file(under_root)) {
+        if (snprintf(dir, AG_PATH_MAX, "%s", under_root) >= AG_PATH_MAX)
+            return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s: path too long", under_root);
+        *strrchr(dir, '/') = 0; /* the folder of the train file */
+        return 0;
+    }
+    if (is_file(in_place)) {
+        snprintf(dir, AG_PATH_MAX, "%s", o->data);
+        return 0;
+    }
+    return ag_train_fail(err, errlen, AG_DATA_EIO, "%s: no %s data here (looked for %s and %s)", o->data,
+                         (*bench)->name, under_root, in_place);
 }
 
 static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char *err, size_t errlen) {
     const ag_benchmark *b;
-    char root[AG_PATH_MAX], path[2 * AG_PATH_MAX];
-    int rc = find_benchmark(o, &b, root, err, errlen);
+    char dir[AG_PATH_MAX], path[2 * AG_PATH_MAX];
+    int rc = find_benchmark(o, &b, dir, err, errlen);
     if (rc) return rc;
     snprintf(d->name, sizeof d->name, "%s", b->name);
     const char *files[AG_SPLITS] = {b->train, b->dev, b->test};
     for (int s = 0; s < AG_SPLITS; s++) {
         if (!files[s]) continue;
-        snprintf(path, sizeof path, "%s/%s", root, files[s]);
+        snprintf(path, sizeof path, "%s/%s", dir, file_part(files[s]));
         d->lowercase = b->lowercase || o->lowercase;
         if ((rc = load(path, b->format, d->lowercase, b->label_only_lines > 0, b->n_classes, &d->sets[s], err,
                        errlen)))
@@ -184,9 +197,9 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
 
 int ag_run_data_folds(const ag_train_opts *o, char *err, size_t errlen) {
     const ag_benchmark *b;
-    char root[AG_PATH_MAX];
+    char dir[AG_PATH_MAX];
     if (!o->data[0] || !is_dir(o->data)) return 0;
-    if (find_benchmark(o, &b, root, err, errlen)) return -1;
+    if (find_benchmark(o, &b, dir, err, errlen)) return -1;
     return b->cv ? o->folds : 0;
 }
 

@@ -137,6 +137,10 @@ expect 1 'ten.txt: 10 examples at --dev-frac 0.001 leave 0 for dev' "$AG" train 
 for i in $(seq 30); do echo "$((i % 2)) word$i good$((i % 7)) bad$((i % 5)) w$((i % 3))"; done > "$T/cr/custrev.all"
 expect 0 'limit reached' "$AG" train --data "$T/cr" --folds 3 --dim 8 --max-steps 2 --progress none --out "$T/cv"
 expect 0 'stopped in .*: 4 epochs, 12 steps' "$AG" train --resume --out "$T/cv" --max-steps 4 --progress none
+# a benchmark's files in a folder of any name, named by --dataset; the message names both places it looked
+mkdir -p "$T/my-cr" && cp "$T/cr/custrev.all" "$T/my-cr/"
+expect 0 'mpsan on cr: 18 train / 2 dev / 10 test' "$AG" train --data "$T/my-cr" --dataset cr --folds 3 --dim 8 --max-steps 1 --progress none --out "$T/my-cv"
+expect 1 "my-cr: no trec data here \\(looked for .*my-cr/trec/TREC.train.all and .*my-cr/TREC.train.all\\)" "$AG" train --data "$T/my-cr" --dataset trec --out "$T/my-trec"
 expect 1 'model mtsa has no head for the relatedness task' "$AG" train --model mtsa --task relatedness "${TINY[@]}" --out "$T/refused"
 expect 1 'no head for the relatedness task' "$AG" gradcheck --model poslm --task relatedness
 expect 2 "option --task: 'regression': expected classify, pair, relatedness or lm" "$AG" train --task regression
