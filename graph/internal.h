@@ -75,7 +75,7 @@ static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->require
 void ag__dropout_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng);
 
 /* What this process may use (graph/memory.c): at most `total` bytes, of
- * which `free` are still to be had (-1: unknown), each with what bounds it,
+ * which `free` are still to be had (with_free; -1: unknown), each with what bounds it,
  * for messages ("this machine's memory", "its cgroup's memory limit").  The
  * tighter of the machine (physical memory, MemAvailable) and the cgroup's
  * limit (v2 or v1, the cgroup and its ancestors).  Reads /proc and /sys. */
@@ -83,7 +83,7 @@ typedef struct {
     double total, free;
     const char *total_what, *free_what;
 } ag__mem_room;
-ag__mem_room ag__memory_room(void);
+ag__mem_room ag__memory_room(bool with_free);
 /* Test hook: read the cgroup limit from this one folder (memory.max and
  * memory.current, or v1's memory.limit_in_bytes and memory.usage_in_bytes)
  * instead of /proc/self/cgroup's. */

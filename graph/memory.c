@@ -128,20 +128,20 @@ static double stat_bytes(const char *dir, const char *key) {
     return v;
 }
 
-/* One cgroup folder's limit and what is left under it (v2's names, else
- * v1's), folded into the tightest so far.  Usage counts the page cache,
+/* One cgroup folder's limit and (left not NULL) what is left under it
+ * (v2's names, else v1's), folded into the tightest so far.  Usage counts the page cache,
  * whose inactive part the kernel reclaims before it kills: that part is
  * left too (docker's "working set"). */
 static void fold_cgroup_dir(const char *dir, double *limit, double *left) {
-    double max = read_bytes(dir, "memory.max"), used = read_bytes(dir, "memory.current");
-    if (max >= 0 && used >= 0) used -= stat_bytes(dir, "inactive_file");
-    if (max < 0) {
-        max = read_bytes(dir, "memory.limit_in_bytes"), used = read_bytes(dir, "memory.usage_in_bytes");
-        if (max >= 0 && used >= 0) used -= stat_bytes(dir, "total_inactive_file");
-    }
+    double max = read_bytes(dir, "memory.max");
+    bool is_v2 = max >= 0;
+    if (!is_v2) max = read_bytes(dir, "memory.limit_in_bytes");
     if (max < 0) return;
-    double rest = used < 0 ? max : used < max ? max - used : 0;
     if (*limit < 0 || max < *limit) *limit = max;
+    if (!left) return; /* the limit alone: usage and memory.stat cost more to read */
+    double used = read_bytes(dir, is_v2 ? "memory.current" : "memory.usage_in_bytes");
+    if (used >= 0) used -= stat_bytes(dir, is_v2 ? "inactive_file" : "total_inactive_file");
+    double rest = used < 0 ? max : used < max ? max - used : 0;
     if (*left < 0 || rest < *left) *left = rest;
 }
 
@@ -168,10 +168,11 @@ static bool lists_memory(const char *controllers) {
 }
 
 /* The memory limit of this process's cgroups (v2 "0::/path", v1
- * "N:memory:/path" in /proc/self/cgroup) and what is left under it; -1 when
- * none is set. */
+ * "N:memory:/path" in /proc/self/cgroup) and, left not NULL, what is left
+ * under it; -1 when none is set. */
 static void cgroup_room(double *limit, double *left) {
-    *limit = *left = -1;
+    *limit = -1;
+    if (left) *left = -1;
     if (ag__cgroup_dir) {
         fold_cgroup_dir(ag__cgroup_dir, limit, left);
         return;
@@ -206,15 +207,26 @@ static double machine_available(void) {
     return pages > 0 && page > 0 ? (double)pages * (double)page : -1;
 }
 
-ag__mem_room ag__memory_room(void) {
-    ag__mem_room r = {.total = -1, .total_what = "this machine's memory", .free_what = "available on this machine"};
+ag__mem_room ag__memory_room(bool with_free) {
+    ag__mem_room r = {.total = -1, .free = -1, .total_what = "this machine's memory",
+                      .free_what = "available on this machine"};
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page > 0) r.total = (double)pages * (double)page;
-    r.free = machine_available();
-    double limit, left;
-    cgroup_room(&limit, &left);
+    if (with_free) r.free = machine_available();
+    /* The limit of the process's own cgroups is read once: ag_param asks
+     * for every parameter, and a VM's syscalls make a read ~0.2 ms. */
+    static double own_limit;
+    static bool own_limit_known;
+    double limit, left = -1;
+    if (with_free || ag__cgroup_dir || !own_limit_known) {
+        cgroup_room(&limit, with_free ? &left : NULL);
+        if (!ag__cgroup_dir) own_limit = limit, own_limit_known = true;
+    } else {
+        limit = own_limit;
+    }
     if (limit >= 0 && (r.total < 0 || limit < r.total)) r.total = limit, r.total_what = "its cgroup's memory limit";
-    if (left >= 0 && (r.free < 0 || left < r.free)) r.free = left, r.free_what = "left under its cgroup's memory limit";
+    if (with_free && left >= 0 && (r.free < 0 || left < r.free))
+        r.free = left, r.free_what = "left under its cgroup's memory limit";
     return r;
 }
 
@@ -227,7 +239,7 @@ static size_t next_chunk_size(size_t bytes) {
     size_t cap = stats.arena_bytes > ARENA_MIN_CHUNK ? stats.arena_bytes : ARENA_MIN_CHUNK;
     if (cap < bytes) cap = bytes;
     if (cap < ((size_t)1 << 28)) return cap; /* small: not worth reading /proc */
-    ag__mem_room room = ag__memory_room();
+    ag__mem_room room = ag__memory_room(true);
     double have = ag__arena_bytes_limit > 0 ? ag__arena_bytes_limit : room.free;
     if (have < 0 || (double)cap <= have) return cap;
     if ((double)bytes <= have) return bytes;

@@ -32,7 +32,7 @@ static const char *bytes_str(double bytes, char *buf, size_t n) {
 static void check_fits_in_memory(const ag_params *ps, const char *name, const ag_tensor *t) {
     ag__mem_room room = ag__param_bytes_limit > 0 ? (ag__mem_room){.total = ag__param_bytes_limit,
                                                                    .total_what = "this machine's memory"}
-                                                  : ag__memory_room();
+                                                  : ag__memory_room(false);
     double have = room.total;
     if (have <= 0) return; /* unknown */
     double per_elem = 2.0 * sizeof(ag_real), own = (double)t->size * per_elem, need = own;
