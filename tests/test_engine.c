@@ -246,7 +246,7 @@ static void test_cgroup_memory_limit(void) {
         machine = ag__memory_room(true);
         ag__cgroup_dir = saved;
     }
-    /* v2: 600 MiB, 100 of them used */
+    /* v2: a 600 MiB limit, 140 MiB charged of which 40 are reclaimable cache: 500 left */
     write_file(dir, "memory.max", "629145600\n");
     write_file(dir, "memory.current", "146800640\n"); /* 140 MiB, 40 of them reclaimable cache */
     write_file(dir, "memory.stat", "anon 10485760\ninactive_file 41943040\nactive_file 8388608\n");
@@ -256,7 +256,7 @@ static void test_cgroup_memory_limit(void) {
         CHECK(r.free == 500.0 * (1 << 20) && strstr(r.free_what, "cgroup"), "free %g (%s)", r.free, r.free_what);
         EXPECT_FATAL(ag_arena_alloc((size_t)1 << 30), "arena", "needs 1.0 GiB more memory",
                      "500 MiB is left under its cgroup's memory limit");
-        /* the parameter set against the limit: 70 [1, 2^20] parameters of 8 MiB do not fit in 600 */
+        /* a parameter against the limit: [80, 2^20] takes 640 MiB with its gradient, over 600 */
         ag_params ps = {0};
         EXPECT_FATAL(ag_param(&ps, "big.weight", 2, (int[]){80, 1 << 20}), "ag_param", "'big.weight'",
                      "more than its cgroup's memory limit (600.0 MiB)");
