@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
-# Installs what attngrad needs to build and test (Debian/Ubuntu), only if missing.
+# Installs what attngrad needs to build and test (Debian/Ubuntu), only what is
+# missing.  Each check asks for what the build really uses - a program on
+# PATH, a library that pkg-config or the linker finds - never for a header
+# another package also ships (Debian's reference BLAS puts a cblas.h where
+# OpenBLAS's would be, and linking against it is ten times slower).
+#
+#   tools/install-deps.sh            build + test dependencies
+#   tools/install-deps.sh --check    only say what is missing (exit 1 if any)
 set -euo pipefail
+check_only=0
+[ "${1:-}" = "--check" ] && check_only=1
+
 need=()
-command -v meson >/dev/null || need+=(meson)
-command -v ninja >/dev/null || need+=(ninja-build)
-command -v cc >/dev/null || need+=(gcc)
-command -v pkg-config >/dev/null || need+=(pkg-config)
-[ -f /usr/include/x86_64-linux-gnu/cblas.h ] || [ -f /usr/include/cblas.h ] ||
-  [ -f /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || need+=(libopenblas-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing: ${need[*]}"
-  sudo_=""
-  [ "$(id -u)" -eq 0 ] || sudo_="sudo"
-  $sudo_ apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pc() { have_cmd pkg-config && pkg-config --exists "$1" 2>/dev/null; }
+# a shared library the linker would find (ldconfig's cache, or the multiarch dir)
+have_lib() {
+  ldconfig -p 2>/dev/null | grep -q "/$1\.so\b" && return 0
+  compgen -G "/usr/lib/*/$1.so" >/dev/null || compgen -G "/usr/lib/$1.so" >/dev/null
+}
+
+have_cmd meson || need+=(meson)
+have_cmd ninja || need+=(ninja-build)
+have_cmd cc || need+=(gcc)
+have_cmd pkg-config || need+=(pkg-config)
+# OpenBLAS: meson.build asks pkg-config for 'openblas', then for libopenblas.
+{ have_pc openblas || have_lib libopenblas; } || need+=(libopenblas-dev)
+have_cmd python3 || need+=(python3)
+have_cmd valgrind || need+=(valgrind)
+
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+if [ $check_only -eq 1 ]; then echo "missing: ${need[*]}"; exit 1; fi
+echo "installing: ${need[*]}"
+sudo_=""
+[ "$(id -u)" -eq 0 ] || sudo_="sudo"
+$sudo_ apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
