@@ -70,9 +70,11 @@ ag_real *ag__grad_write(ag_tensor *t, bool *fresh);
 /* Should backward compute input i's gradient? */
 static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->requires_grad; }
 
-/* Dropout's keep mask (ops/dropout.c): kept[i] is 1 with probability
- * keep; takes one draw from rng whatever n is; the same for any threads. */
-void ag__dropout_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng);
+/* Dropout's keep mask (ops/dropout.c) over `rows` rows of row_len: kept[i]
+ * is 1 with probability keep; takes one draw from rng whatever the size; a
+ * function of that draw, the global row (ag_set_dropout_row_base + row) and
+ * the index within the row only - the same for any threads or row split. */
+void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng);
 
 /* What this process may use (graph/memory.c): at most `total` bytes, of
  * which `free` are still to be had (with_free; -1: unknown), each with what bounds it,

@@ -45,15 +45,23 @@ static void dropout_backward(ag_node *n) {
     ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, backward_range, &j);
 }
 
-/* The mask: kept[i] = (32 random bits < keep 2^32).  One draw from the
- * caller's rng seeds the whole mask; each block of MASK_BLOCK elements runs
- * its own 8 xoshiro256** streams (seeded from that draw and the block's
- * index through splitmix64), each draw giving two elements.  So the mask
- * is a function of the seed and the shape alone - the same for any thread
- * count - the blocks run on the pool, and the streams run in two vectors
- * of four lanes (GCC vector extensions: SSE2 or AVX2 by the clone; the
- * multiplies by 5 and 9 are shifts and adds). */
-enum { MASK_BLOCK = 4096, MASK_STEP = 16 };
+/* The mask: kept[i] = (32 random bits < keep 2^32), keyed by global row.
+ * One draw from the caller's rng serves the whole mask.  The tensor is
+ * seen as rows (its first dim, the batch, when it has 2 or more) of row_len
+ * elements; row r is
+ * global row row_base + r (ag_set_dropout_row_base: a data-parallel rank's
+ * first example, 0 in one process), and each block of MASK_BLOCK elements
+ * of a row runs its own 8 xoshiro256** streams, seeded through splitmix64
+ * from (draw, global row, block), each draw giving two elements.  So an
+ * element's bit depends on the draw, its example's global index and its
+ * index within the row only: not on the thread count, not on how many rows
+ * this process holds, and - for [B,N,d] - not on the padded width N either
+ * (element (t, j) of a row is at t*d + j whatever N is).  A rank holding
+ * rows 8..15 of a global batch thus drops what one process would drop on
+ * those rows.  The blocks run on the pool, and the streams run in two
+ * vectors of four lanes (GCC vector extensions: SSE2 or AVX2 by the clone;
+ * the multiplies by 5 and 9 are shifts and adds). */
+enum { MASK_BLOCK = 4096, MASK_STEP = 16, MASK_GRAIN = 16384 /* elements per pool chunk */ };
 
 typedef uint64_t v4u64 __attribute__((vector_size(32))); /* unsigned: the generator's sums wrap, defined */
 typedef int64_t v4i64 __attribute__((vector_size(32)));
@@ -61,11 +69,10 @@ typedef uint8_t v4u8 __attribute__((vector_size(4)));
 
 typedef struct {
     uint8_t *kept;
-    int64_t n;
+    int64_t row_len, blocks_per_row, row_base;
     uint64_t seed;
     int64_t below;
 } mask_job;
-
 typedef struct {
     v4u64 s0, s1, s2, s3;
 } xoshiro4;
@@ -105,15 +112,18 @@ static inline void mask_step(xoshiro4 *a, xoshiro4 *b, int64_t below, uint8_t ou
     }
 }
 
-AG_SIMD_CLONES static void mask_blocks(void *ctx, int64_t b0, int64_t b1) {
+/* Jobs are (row, block) pairs, row-major. */
+AG_SIMD_CLONES static void mask_blocks(void *ctx, int64_t j0, int64_t j1) {
     const mask_job *j = ctx;
-    for (int64_t blk = b0; blk < b1; blk++) {
-        uint64_t x = j->seed + (uint64_t)blk * 0xd1b54a32d192ed03ULL;
+    for (int64_t job = j0; job < j1; job++) {
+        int64_t row = job / j->blocks_per_row, blk = job % j->blocks_per_row;
+        uint64_t x = j->seed + (uint64_t)(j->row_base + row) * 0x9e3779b97f4a7c15ULL;
+        x = ag__splitmix64(&x) + (uint64_t)blk * 0xd1b54a32d192ed03ULL; /* the row's key, then its block */
         xoshiro4 a, b;
         seed4(&a, &x);
         seed4(&b, &x);
-        int64_t first = blk * MASK_BLOCK, n = j->n - first < MASK_BLOCK ? j->n - first : MASK_BLOCK, i = 0;
-        uint8_t *kept = j->kept + first;
+        int64_t first = blk * MASK_BLOCK, left = j->row_len - first, n = left < MASK_BLOCK ? left : MASK_BLOCK, i = 0;
+        uint8_t *kept = j->kept + row * j->row_len + first;
         for (; i + MASK_STEP <= n; i += MASK_STEP) mask_step(&a, &b, j->below, kept + i);
         if (i < n) {
             uint8_t tail[MASK_STEP];
@@ -123,9 +133,20 @@ AG_SIMD_CLONES static void mask_blocks(void *ctx, int64_t b0, int64_t b1) {
     }
 }
 
-void ag__dropout_mask(uint8_t *kept, int64_t n, double keep, ag_rng *rng) {
-    mask_job j = {.kept = kept, .n = n, .seed = ag_rng_next(rng), .below = (int64_t)ceil(keep * 0x1p32)};
-    ag__parallel_range((n + MASK_BLOCK - 1) / MASK_BLOCK, 4, mask_blocks, &j);
+static int64_t row_base; /* ag_set_dropout_row_base */
+
+int64_t ag_set_dropout_row_base(int64_t base) {
+    int64_t old = row_base;
+    row_base = base;
+    return old;
+}
+
+void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
+    mask_job j = {.kept = kept, .row_len = row_len, .blocks_per_row = (row_len + MASK_BLOCK - 1) / MASK_BLOCK,
+                  .row_base = row_base, .seed = ag_rng_next(rng), .below = (int64_t)ceil(keep * 0x1p32)};
+    if (rows <= 0 || row_len <= 0) return; /* the draw is taken all the same: the rng advances as on any batch */
+    int64_t per_job = row_len < MASK_BLOCK ? row_len : MASK_BLOCK;
+    ag__parallel_range(rows * j.blocks_per_row, (MASK_GRAIN + per_job - 1) / per_job, mask_blocks, &j);
 }
 
 ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
@@ -136,7 +157,8 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     if (!rng) ag__fatal("ag_dropout", "training mode needs an rng");
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     uint8_t *kept = ag_arena_alloc((size_t)x->size);
-    ag__dropout_mask(kept, x->size, keep, rng);
+    int64_t rows = x->ndim >= 2 ? x->shape[0] : 1; /* the batch's examples; a vector is one row */
+    ag__dropout_mask(kept, rows, rows ? x->size / rows : 0, keep, rng);
     dropout_job j = {kept, x->data, out->data, (ag_real)(1 / keep), false};
     ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, apply_range, &j);
     ag_node *n = ag__record("ag_dropout", dropout_backward, out, 1, &x);

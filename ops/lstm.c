@@ -214,6 +214,19 @@ static const ag_real *state_before(const lstm_saved *s, int k, const ag_real *pa
     return s0 ? s0->data + ((int64_t)s->layer * B + s->row_b[k]) * H : zeros;
 }
 
+/* The dropout mask of the packed input rows: drawn per example over its
+ * [T, in] steps (keyed by its global row, as ag_dropout's), then gathered
+ * in packed (time-major) order, so that an example's mask does not depend
+ * on which other examples share its batch. */
+static void drop_mask(const lstm_saved *s, int B, int in, double keep, ag_rng *rng) {
+    int64_t row_len = (int64_t)s->T * in;
+    uint8_t *by_row = ag_arena_alloc((size_t)(B * row_len + 1));
+    ag__dropout_mask(by_row, B, row_len, keep, rng);
+    for (int t = 0; t < s->T; t++)
+        for (int k = s->off[t]; k < s->off[t + 1]; k++)
+            memcpy(s->kept + (int64_t)k * in, by_row + s->row_b[k] * row_len + (int64_t)t * in, (size_t)in);
+}
+
 /* One layer over the sequence.  keep < 1 applies inverted dropout to x. */
 static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, int32_t *len, int T, ag_tensor *h0,
                              ag_tensor *c0, double keep, ag_rng *rng, ag_real *h_final, ag_real *c_final) {
@@ -230,7 +243,7 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     s.tc = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
     if (keep < 1) {
         s.kept = ag_arena_alloc((size_t)(na * in + 1));
-        ag__dropout_mask(s.kept, na * in, keep, rng);
+        drop_mask(&s, B, in, keep, rng);
     }
 
     /* The active rows of the input, then the hoisted input projection. */

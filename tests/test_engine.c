@@ -404,6 +404,30 @@ static void test_dropout_mask_statistics(void) {
     ag_step_end();
 }
 
+/* The mask is keyed by global row: a process holding rows 2..3 of a batch
+ * (ag_set_dropout_row_base(2)) drops what one process drops on those rows,
+ * also at a narrower padded width: element (t, j) of a [B,N,d] row keeps
+ * its bit whatever N is. */
+static void test_dropout_keyed_by_row(void) {
+    enum { B = 4, N = 6, D = 5, N2 = 3 };
+    ag_tensor *x = ag_tensor_fill(1, 3, (int[]){B, N, D}), *x2 = ag_tensor_fill(1, 3, (int[]){2, N2, D});
+    ag_rng rng, r2;
+    ag_rng_seed(&rng, 9);
+    r2 = rng;
+    ag_tensor *y = ag_dropout(x, 0.5, true, &rng);
+    int64_t old = ag_set_dropout_row_base(2);
+    ag_tensor *y2 = ag_dropout(x2, 0.5, true, &r2);
+    ag_set_dropout_row_base(old);
+    int bad = 0;
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < N2; t++)
+            for (int j = 0; j < D; j++)
+                bad += y2->data[(b * N2 + t) * D + j] != y->data[((b + 2) * N + t) * D + j];
+    CHECK(bad == 0, "rows 2..3 at width %d got other masks than in the whole batch (%d elements differ)", N2, bad);
+    CHECK(!memcmp(&rng, &r2, sizeof rng), "the draws taken depend on the rows held");
+    ag_step_end();
+}
+
 /* ---- the gradient check itself: it must fail what is wrong ---- */
 
 static ag_tensor *square_fn(void *p) { return ag_mul((ag_tensor *)p, (ag_tensor *)p); }
@@ -442,6 +466,7 @@ int main(void) {
     test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
     test_dropout_mask_statistics();
+    test_dropout_keyed_by_row();
     test_profiler_names_sites();
     test_no_grad_and_marks();
     test_zero_alloc_steady_state();

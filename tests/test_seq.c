@@ -136,18 +136,13 @@ static ag_tensor *lstm_composed(lstm_case *c) {
     for (int l = 0; l < c->L; l++) {
         const ag_lstm_layer *p = &c->layers[l];
         int I = X->shape[2];
-        if (l > 0 && c->training && c->keep < 1) { /* the op's mask: dropout's, over the active rows */
-            int rows = 0;  /* (t, b) with t < len[b], time-major, as the op packs them */
-            for (int b = 0; b < B; b++) rows += c->len[b];
-            ag_tensor *M = ag_dropout(ag_tensor_fill(1, 2, (int[]){rows, I}), c->keep, true, &rng);
+        if (l > 0 && c->training && c->keep < 1) { /* the op's mask: dropout's over each example's [T, I] */
+            ag_tensor *M = ag_dropout(ag_tensor_fill(1, 2, (int[]){B, T * I}), c->keep, true, &rng);
             ag_tensor *D = ag_tensor_fill(1, 3, (int[]){B, N, I});
-            int r = 0;
-            for (int t = 0; t < T; t++)
-                for (int b = 0; b < B; b++) {
-                    if (t >= c->len[b]) continue;
-                    for (int k = 0; k < I; k++) D->data[((int64_t)b * N + t) * I + k] = M->data[(int64_t)r * I + k];
-                    r++;
-                }
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < c->len[b]; t++)
+                    for (int k = 0; k < I; k++)
+                        D->data[((int64_t)b * N + t) * I + k] = M->data[((int64_t)b * T + t) * I + k];
             X = ag_mul(X, D);
         }
         ag_tensor *Xflat = ag_reshape(X, 2, (int[]){B, N * I});
