@@ -14,6 +14,7 @@
  * the dropout generator, and the loop's counters - and resuming gives the
  * same parameters, bit for bit, as a run that never stopped. */
 #include "train.h"
+#include "dist.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -89,11 +90,12 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     }
     bool was = ag_set_grad_enabled(false);
     double loss_sum = 0;
-    int64_t correct = 0, count = 0;
+    int64_t correct = 0, count = 0, first, mine; /* this rank's share of the examples (all in one process) */
+    ag_dist_share(n, &first, &mine);
     int rc = 0;
-    for (int64_t start = 0; start < n && !rc; start += b->max_rows) {
-        int32_t rows = (int32_t)(n - start < b->max_rows ? n - start : b->max_rows);
-        if ((rc = ag_batch_fill(b, ds, idx + start, rows, err, errlen))) break;
+    for (int64_t start = 0; start < mine && !rc; start += b->max_rows) {
+        int32_t rows = (int32_t)(mine - start < b->max_rows ? mine - start : b->max_rows);
+        if ((rc = ag_batch_fill(b, ds, idx + first + start, rows, err, errlen))) break;
         bool lm = m->cfg.task == AG_TASK_LM; /* its metrics need the loss alone */
         ag_tensor *logits = lm ? NULL : forward(m, b, false, err, errlen);
         ag_tensor *loss_t = lm ? batch_loss(m, b, false, err, errlen) : logits ? loss_of(m, b, logits, err, errlen) : NULL;
@@ -108,8 +110,8 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
             count += tokens;
         } else if (rel) {
             for (int r = 0; r < rows; r++) {
-                pred[count + r] = ag_relatedness_score(logits->data + (int64_t)r * AG_RELATEDNESS_BINS);
-                gold[count + r] = b->scores[r];
+                pred[first + count + r] = ag_relatedness_score(logits->data + (int64_t)r * AG_RELATEDNESS_BINS);
+                gold[first + count + r] = b->scores[r];
             }
             loss_sum += loss * rows;
             count += rows;
@@ -123,6 +125,12 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     }
     ag_step_end();
     ag_set_grad_enabled(was);
+    if (rc) return rc; /* with other ranks: the caller ends the job (ag_dist_abort) */
+    /* the shares' sums, and every prediction for the correlations */
+    double sums[3] = {loss_sum, (double)correct, (double)count};
+    ag_dist_sum(sums, 3);
+    loss_sum = sums[0], correct = (int64_t)sums[1], count = (int64_t)sums[2];
+    if (rel) ag_dist_gather_shares(pred, n), ag_dist_gather_shares(gold, n);
     out->examples = n;
     out->tokens = m->cfg.task == AG_TASK_LM ? count : 0;
     out->loss = count ? loss_sum / (double)count : 0;
@@ -157,28 +165,37 @@ typedef struct {
     ag_batch batch;
     ag_sampler sampler;
     double clip;
+    ag_dist_grads grads; /* data-parallel: the flat buffer of the allreduce */
     ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
     bool have_best;
 } trainer;
 
-/* One step on t->batch; *loss gets the batch loss (without the L2 term).
- * Fails if the model refuses the batch or the loss is not finite. */
-static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t errlen) {
+/* One step on t->batch, this rank's share of a global batch of
+ * global_rows rows; *loss gets the global batch's loss (without the L2
+ * term).  Fails if the model refuses the batch or the loss is not finite. */
+static int train_step(trainer *t, int64_t step, int64_t global_rows, double *loss, char *err, size_t errlen) {
     ag_model *m = &t->model;
     ag_params_zero_grad(&m->params);
-    ag_tensor *out = batch_loss(m, &t->batch, true, err, errlen);
-    if (!out) {
-        ag_step_end();
-        return AG_ERR_FORMAT;
+    double mine = 0, n_mine = 0; /* a rank without rows joins the allreduce with zeros */
+    if (t->batch.rows > 0) {
+        ag_tensor *out = batch_loss(m, &t->batch, true, err, errlen);
+        if (!out) {
+            ag_step_end();
+            return AG_ERR_FORMAT;
+        }
+        mine = ag_item(out);
+        n_mine = m->cfg.task == AG_TASK_LM ? (double)count_targets(&t->batch) : t->batch.rows;
+        if (isfinite(mine)) ag_backward(out);
     }
-    *loss = ag_item(out);
+    *loss = ag_dist_reduce_grads(&t->grads, &m->params, n_mine, mine);
+    /* a rank without rows drew no dropout masks: it takes rank 0's generator */
+    if (global_rows < ag_dist_size()) ag_dist_bcast(&m->rng, sizeof m->rng);
     if (!isfinite(*loss)) {
         ag_step_end();
         return ag_train_fail(err, errlen, AG_ERR_ARG,
                     "the training loss became %g at step %lld: lower the learning rate or clip (--clip)", *loss,
                     (long long)step);
     }
-    ag_backward(out);
     if (m->cfg.l2 > 0) ag_l2_penalty(&m->params, m->cfg.l2);
     if (t->clip > 0) ag_clip_grad_norm(&m->params, t->clip);
     ag_optim_step(&t->opt);
@@ -622,6 +639,7 @@ typedef struct {
 } fold_result;
 
 static void trainer_free(trainer *t) {
+    ag_dist_grads_free(&t->grads);
     ag_sampler_free(&t->sampler);
     ag_batch_free(&t->batch);
     ag_optim_free(&t->opt);
@@ -695,8 +713,17 @@ typedef struct {
     step_profile *profile;
 } fold_ctx;
 
+/* Has the wall-clock limit passed?  Rank 0's clock decides for every rank,
+ * so that all stop after the same step. */
+static bool past(double deadline) {
+    if (deadline <= 0) return false;
+    char up = now() >= deadline;
+    ag_dist_bcast(&up, 1);
+    return up;
+}
+
 static bool limit_reached(const fold_ctx *c, const run_state *s) {
-    return (c->o->max_steps > 0 && s->step >= c->o->max_steps) || (c->deadline > 0 && now() >= c->deadline);
+    return (c->o->max_steps > 0 && s->step >= c->o->max_steps) || past(c->deadline);
 }
 
 static void epoch_rng(ag_data_rng *r, uint64_t seed, int epoch) {
@@ -731,6 +758,7 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, run_state *s, double trai
     }
     if (!partial && c->o->patience > 0 && s->bad_epochs >= c->o->patience) s->stopped = 1;
     e.seconds = s->seconds;
+    if (ag_dist_rank() > 0) return 0; /* rank 0 alone writes */
     char path[AG_PATH_MAX + 32];
     if (e.best) {
         join(path, sizeof path, c->out, "best.safetensors");
@@ -759,12 +787,15 @@ static int train_loop(const fold_ctx *c, trainer *t, run_state *s, fold_result *
         while (s->batch < n_batches && !stop) {
             int32_t rows;
             const int64_t *idx = ag_sampler_batch(&t->sampler, s->batch, &rows);
-            int rc = ag_batch_fill(&t->batch, t->data.ds[AG_SPLIT_TRAIN], idx, rows, err, errlen);
+            int64_t first, mine; /* this rank's rows of the global batch (all of them in one process) */
+            ag_dist_share(rows, &first, &mine);
+            ag_set_dropout_row_base(first);
+            int rc = ag_batch_fill(&t->batch, t->data.ds[AG_SPLIT_TRAIN], idx + first, (int32_t)mine, err, errlen);
             if (rc) return rc;
             int64_t allocs = ag_memstats().allocs;
             double loss;
             profile_step_begin(c->profile);
-            if ((rc = train_step(t, s->step + 1, &loss, err, errlen))) return rc;
+            if ((rc = train_step(t, s->step + 1, rows, &loss, err, errlen))) return rc;
             r->allocs += ag_memstats().allocs - allocs;
             profile_step_end(c->profile);
             s->step++;
@@ -872,9 +903,11 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     run_state s = {.best = -INFINITY};
     fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile};
     rc = trainer_init(&t, o, fold, vocab, err, errlen);
-    if (!rc && !resume) rc = make_folder(out, err, errlen);
-    if (!rc && !resume) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
+    bool writer = ag_dist_rank() == 0; /* rank 0 alone writes */
+    if (!rc && !resume && writer) rc = make_folder(out, err, errlen);
+    if (!rc && !resume && writer) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
+    if (!rc) ag_dist_bcast_params(&t.model.params); /* every rank starts from rank 0's parameters */
     if (!rc && !o->quiet) print_header(&t, o, out);
     if (!rc) rc = warm_up(&t, err, errlen);
     if (!rc) rc = train_loop(&c, &t, &s, r, err, errlen);
@@ -939,7 +972,7 @@ static int train_folds(ag_train_opts *o, int folds, double deadline, step_profil
         return rc;
     }
     double sum_sq = 0;
-    for (int k = 0; k < folds && !(deadline > 0 && now() >= deadline); k++) {
+    for (int k = 0; k < folds && !past(deadline); k++) {
         char dir[AG_PATH_MAX + 16];
         snprintf(dir, sizeof dir, "%s/fold%d", o->out, k);
         char last[AG_PATH_MAX + 48];
@@ -969,7 +1002,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     if (!o->out[0]) {
         if (o->resume) return ag_train_fail(err, errlen, AG_ERR_ARG, "--resume needs --out (the run folder to continue)");
         default_out(o);
+        ag_dist_bcast(o->out, sizeof o->out); /* rank 0's clock names the folder */
     }
+    if (ag_dist_rank() > 0) o->quiet = 1, o->profile = 0; /* rank 0 alone prints */
     snprintf(r->out, sizeof r->out, "%s", o->out);
     int folds = ag_run_data_folds(o, err, errlen);
     if (folds < 0 && o->fold >= 0) return AG_ERR_ARG; /* err says why the folder is no data set */

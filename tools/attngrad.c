@@ -12,6 +12,7 @@
  * the command line and prints.  The program is built twice: `attngrad`
  * (float) and `attngrad-f64` (double), which `attngrad gradcheck` runs.
  * Exit status: 0 success, 1 failure (bad data, a failed check), 2 usage. */
+#include "../models/dist.h"
 #include "../models/train.h"
 
 #include <errno.h>
@@ -65,8 +66,9 @@ static void command_help(const command *c) {
 /* The fatal handler: a programmer error (for example sizes a model cannot
  * take) ends the program with its message rather than with abort(). */
 static void fatal_exit(const char *msg) {
-    fprintf(stderr, "%s\n", msg);
+    fprintf(stderr, "%s%s\n", ag_dist_who(), msg);
     if (ag_train_doing()[0]) fprintf(stderr, "attngrad: while %s\n", ag_train_doing());
+    ag_dist_abort(1); /* under mpirun: the other ranks too */
     exit(1);
 }
 
@@ -189,10 +191,11 @@ static int cmd_train(const command *c, int argc, char **argv) {
     set_threads(o.threads > 0 ? o.threads : o.data[0] ? 0 : 1);
     ag_train_result r;
     if (ag_train(&o, &r, err, sizeof err)) {
-        fprintf(stderr, "attngrad train: %s\n", err);
+        fprintf(stderr, "attngrad train: %s%s\n", ag_dist_who(), err);
+        ag_dist_abort(1); /* under mpirun the other ranks wait for this one: end them */
         return 1;
     }
-    print_summary(&o, &r);
+    if (ag_dist_rank() == 0) print_summary(&o, &r);
     return 0;
 }
 
@@ -411,7 +414,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) c = &commands[i];
     int rc;
-    if (!c) {
+    char err[256];
+    if (ag_dist_init(err, sizeof err)) { /* under mpirun: MPI */
+        fprintf(stderr, "attngrad: %s\n", err);
+        return 1;
+    }
+    if (ag_dist_size() > 1 && (!c || strcmp(c->name, "train"))) {
+        if (ag_dist_rank() == 0) fprintf(stderr, "attngrad %s: only train runs across processes: run it without mpirun\n", argv[1]);
+        rc = EXIT_USAGE;
+    } else if (!c) {
         fprintf(stderr, "attngrad: unknown command '%s'\n\n", argv[1]);
         usage(stderr);
         rc = EXIT_USAGE;
@@ -436,6 +447,7 @@ int main(int argc, char **argv) {
     } else {
         rc = cmd_models();
     }
+    ag_dist_finalize();
     ag_shutdown();
     return rc;
 }

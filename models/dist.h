@@ -1,0 +1,92 @@
+/* dist.h - data-parallel training across processes (MPI).
+ *
+ *   mpirun -np 4 attngrad train --model mtsa --data D ...
+ *
+ * Each of the N processes (ranks) holds the whole model and data; every
+ * global batch (the model's batch size, the same sequence on every rank) is
+ * split by rows, rank r taking a contiguous share (ag_dist_share).  A rank
+ * runs forward and backward on its share, and ag_dist_reduce_grads sums
+ * the gradients with one MPI_Allreduce over a flat buffer, each weighted
+ * by the rank's share of the examples (LM: of the target tokens), so that
+ * every rank then holds the gradient one process would have computed on
+ * the whole batch and takes the same optimizer step.  Dropout is keyed by
+ * global row (ag_set_dropout_row_base), so the ranks also drop what one
+ * process would drop.  Rank 0 alone writes files and prints.
+ *
+ * Only programs link MPI: models/dist_mpi.c, built when meson finds MPI,
+ * goes into the attngrad programs and the MPI tests, and ag_dist_init
+ * starts it when the process was launched by mpirun.  Everywhere else -
+ * no mpirun, a build without MPI, the installed libraries - these are the
+ * one-process calls: rank 0 of 1, sums of one, nothing sent. */
+#ifndef AG_DIST_H
+#define AG_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attngrad.h"
+
+/* Starts MPI when this process is one of several launched by mpirun (Open
+ * MPI's OMPI_COMM_WORLD_SIZE or MPICH's PMI_SIZE above 1); else nothing.
+ * Fails (err) when launched so by a program built without MPI, whose
+ * processes would each train alone into the same folder. */
+int ag_dist_init(char *err, size_t errlen);
+/* MPI_Finalize after a run that went well (every rank gets here). */
+void ag_dist_finalize(void);
+int ag_dist_rank(void);
+int ag_dist_size(void);
+/* "rank 1 of 4: " for messages, "" in one process. */
+const char *ag_dist_who(void);
+/* After a rank printed why it cannot go on: ends every rank of the job
+ * (MPI_Abort), since the others wait for it in a collective and would hang.
+ * Returns in one process. */
+void ag_dist_abort(int code);
+
+/* Rows [*first, *first + *count) of a global batch of `rows` rows are this
+ * rank's: contiguous, in rank order, rank 0 first and never empty while
+ * rows > 0 (a rank past the rows of a small last batch gets none). */
+void ag_dist_share(int64_t rows, int64_t *first, int64_t *count);
+/* The same for rank r of the job. */
+void ag_dist_share_of(int r, int64_t rows, int64_t *first, int64_t *count);
+
+/* x[0..n) summed over the ranks, in place, on every rank. */
+void ag_dist_sum(double *x, int n);
+/* Rank 0's bytes to every rank. */
+void ag_dist_bcast(void *buf, size_t bytes);
+/* Rank 0's parameter values to every rank, so all start from the same. */
+void ag_dist_bcast_params(ag_params *ps);
+/* all[0..n): rank r has filled its share (ag_dist_share_of(r, n)); after
+ * this every rank has every share. */
+void ag_dist_gather_shares(double *all, int64_t n);
+
+/* The flat gradient buffer, allocated on first use and kept. */
+typedef struct {
+    ag_real *buf;
+    int64_t n;
+} ag_dist_grads;
+
+/* Makes every parameter's gradient the mean over the global batch: this
+ * rank's grad (of its loss, a mean over its n_local examples or target
+ * tokens) weighted by n_local / N, summed over the ranks, N being the sum of
+ * n_local.  Returns the global mean loss from this rank's mean loss_local.
+ * One MPI_Allreduce; in one process it returns loss_local and touches
+ * nothing.  n_local 0 (a rank without rows) contributes zeros. */
+double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local);
+void ag_dist_grads_free(ag_dist_grads *g);
+
+/* ---- the backend: what dist_mpi.c provides -------------------------------- */
+
+typedef struct {
+    int rank, size;
+    void (*sum)(void *buf, int64_t n, int elem_bytes); /* in place; 4: float, 8: double */
+    void (*bcast)(void *buf, int64_t bytes);           /* from rank 0 */
+    /* in place: counts[r] doubles of rank r at displs[r] */
+    void (*gather_doubles)(double *all, const int *counts, const int *displs);
+    void (*abort)(int code);
+    void (*finalize)(void);
+} ag_dist_backend;
+
+/* MPI_Init and the backend; defined by dist_mpi.c when it is linked in. */
+const ag_dist_backend *ag__dist_mpi_start(void);
+
+#endif
