@@ -85,6 +85,87 @@ equal)
   for case in "${CASES[@]}"; do check_case "$f64" 1e-6 "${MPIRUN[@]}"; done
   for case in "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12"; do check_case "$f32" $F32_TOL "${MPIRUN[@]}"; done
   ;;
+hosts)
+  # Two "hosts": network namespaces A and B joined by a veth pair.  mpirun
+  # runs in A; it reaches B through a plm_rsh_agent that runs the command
+  # there (ip netns exec) under its own host name, and the ranks talk TCP
+  # over the veth pair only (no shared memory between them).
+  [ "$(id -u)" -eq 0 ] || skip "network namespaces need root"
+  mpirun --version 2>&1 | grep -q "Open MPI" || skip "the launcher agent is Open MPI's (plm_rsh_agent); this mpirun is not"
+  nsa=agmpi$$a nsb=agmpi$$b net=10.231.7
+  netns_down() { ip netns del "$nsa" 2>/dev/null; ip netns del "$nsb" 2>/dev/null; }
+  ip netns add "$nsa" 2>netns.err || skip "this machine refuses network namespaces: $(head -1 netns.err)"
+  netns_up=1
+  { ip netns add "$nsb" && ip link add "agv$$a" netns "$nsa" type veth peer name "agv$$b" netns "$nsb" &&
+    ip -n "$nsa" addr add $net.1/24 dev "agv$$a" && ip -n "$nsb" addr add $net.2/24 dev "agv$$b" &&
+    ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up &&
+    ip -n "$nsa" link set "agv$$a" up && ip -n "$nsb" link set "agv$$b" up; } 2>netns.err ||
+    skip "this machine refuses the veth pair between namespaces: $(head -1 netns.err)"
+  uts=""; unshare --uts true 2>/dev/null && uts="unshare --uts"
+  cat >agent.sh <<EOS
+#!/bin/sh
+# plm_rsh_agent: "agent.sh HOST COMMAND..." runs COMMAND on HOST, a namespace
+host=\$1; shift
+case \$host in $net.1) ns=$nsa ;; $net.2) ns=$nsb ;; *) echo "agent.sh: unknown host \$host" >&2; exit 1 ;; esac
+if [ -n "$uts" ]; then exec ip netns exec \$ns $uts sh -c "hostname host-\$host; \$*"; fi
+exec ip netns exec \$ns sh -c "\$*"
+EOS
+  chmod +x agent.sh
+  printf '%s slots=1\n' $net.1 $net.2 >hostfile
+  HOSTS=(timeout -k 5 120 ip netns exec "$nsa" mpirun -np 2 --hostfile hostfile --mca plm_rsh_agent "$PWD/agent.sh"
+         --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include $net.0/24 --mca oob_tcp_if_include $net.0/24)
+  # one rank on each host, or this proves nothing
+  where=$("${HOSTS[@]}" sh -c 'echo "$OMPI_COMM_WORLD_RANK $(ip netns identify)"' 2>&1 | sort | tr '\n' ' ')
+  [ "$where" = "0 $nsa 1 $nsb " ] || { fail "ranks not one per namespace: $where"; exit 1; }
+  echo "ok rank 0 in $nsa, rank 1 in $nsb, TCP over $net.0/24"
+  for case in "${CASES[@]}"; do check_case "$f64" 1e-6 "${HOSTS[@]}"; done
+  ;;
+fault)
+  # (a) rank 1 killed after the first checkpoint
+  mpirun -np 2 --oversubscribe "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 1500 --batch 8 --epochs 50 \
+    --keep 0.8 --progress none --out "$PWD/killed" >killed.log 2>&1 &
+  launcher=$!
+  for _ in $(seq 600); do [ -f killed/last.safetensors ] && break; sleep 0.1; done
+  [ -f killed/last.safetensors ] || fail "no checkpoint after 60 s"
+  victim=""
+  for p in $(pgrep -P $launcher); do
+    tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+  done
+  [ -n "$victim" ] || fail "rank 1's process not found among mpirun's children"
+  t0=$(date +%s%N)
+  [ -n "$victim" ] && kill -9 "$victim"
+  for _ in $(seq 300); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $launcher 2>/dev/null; then
+    fail "the job still runs 30 s after rank 1 died"; kill -9 $launcher; pkill -9 -P $launcher
+  fi
+  wait $launcher; rc=$?
+  took=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ $rc -ne 0 ] || fail "mpirun exited 0 after a rank died"
+  grep -q "rank 1" killed.log || { fail "no message naming rank 1"; tail -5 killed.log; }
+  echo "ok killed rank 1: the job ended in ${took} ms (exit $rc): $(grep -m1 "rank 1" killed.log)"
+  # the checkpoint from before is whole and resumes, here in one process
+  out=$("$compare" killed/last.safetensors killed/last.safetensors 0) || fail "last checkpoint: $out"
+  step=$(grep -a -o 'state\.step=[0-9]*' killed/last.safetensors | head -1 | cut -d= -f2)
+  if "$f64" train --resume --out "$PWD/killed" --max-steps $((step + 3)) --progress none --quiet >resume.log 2>&1; then
+    echo "ok the checkpoint of step $step resumes in one process"
+  else
+    fail "resuming the last checkpoint failed"; tail -5 resume.log
+  fi
+
+  # (b) rank 1 cannot read its data: it says so, and the job ends
+  cat >rank1-bad-data.sh <<EOS
+#!/bin/sh
+data=; [ "\$OMPI_COMM_WORLD_RANK" = 1 ] && data="--data $PWD/no-such-data.txt"
+exec "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max-steps 5 --progress none \$data --out "$PWD/bad"
+EOS
+  chmod +x rank1-bad-data.sh
+  t0=$(date +%s%N)
+  timeout -k 5 60 mpirun -np 2 --oversubscribe ./rank1-bad-data.sh >bad.log 2>&1; rc=$?
+  took=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "mpirun exited $rc when rank 1 could not read its data"
+  msg=$(grep -m1 "rank 1 of 2:.*no-such-data" bad.log) || { fail "no message naming rank 1 and its data"; tail -5 bad.log; }
+  echo "ok rank 1 without data: the job ended in ${took} ms (exit $rc): $msg"
+  ;;
 *) echo "test_mpi.sh: unknown mode $mode"; exit 2 ;;
 esac
 [ $failures -eq 0 ] && echo "all agree" || echo "$failures failed"
