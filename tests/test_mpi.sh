@@ -30,7 +30,12 @@ cd "$tmp" || exit 1
 # Open MPI runs as root only when told (CI is root); the shared-memory
 # transport between ranks on this machine, TCP between hosts.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-MPIRUN=(timeout -k 5 120 mpirun -np 2 --oversubscribe)
+# In a sanitizer build the ranks run without leak detection: at exit Open
+# MPI leaves allocations in components it has unloaded, which LeakSanitizer
+# cannot name, let alone suppress.  Address and UB checks stay on, and the
+# single-process runs of the same cases keep leak detection.
+RANK_ENV=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+MPIRUN=(timeout -k 5 120 "${RANK_ENV[@]}" mpirun -np 2 --oversubscribe)
 
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -112,7 +117,7 @@ exec ip netns exec \$ns sh -c "\$*"
 EOS
   chmod +x agent.sh
   printf '%s slots=1\n' $net.1 $net.2 >hostfile
-  HOSTS=(timeout -k 5 120 ip netns exec "$nsa" mpirun -np 2 --hostfile hostfile --mca plm_rsh_agent "$PWD/agent.sh"
+  HOSTS=(timeout -k 5 120 ip netns exec "$nsa" "${RANK_ENV[@]}" mpirun -np 2 --hostfile hostfile --mca plm_rsh_agent "$PWD/agent.sh"
          --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include $net.0/24 --mca oob_tcp_if_include $net.0/24)
   # one rank on each host, or this proves nothing
   where=$("${HOSTS[@]}" sh -c 'echo "$OMPI_COMM_WORLD_RANK $(ip netns identify)"' 2>&1 | sort | tr '\n' ' ')
@@ -122,21 +127,22 @@ EOS
   ;;
 fault)
   # (a) rank 1 killed after the first checkpoint
-  mpirun -np 2 --oversubscribe "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 1500 --batch 8 --epochs 50 \
+  "${RANK_ENV[@]}" mpirun -np 2 --oversubscribe "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 1500 --batch 8 --epochs 50 \
     --keep 0.8 --progress none --out "$PWD/killed" >killed.log 2>&1 &
   launcher=$!
   for _ in $(seq 600); do [ -f killed/last.safetensors ] && break; sleep 0.1; done
   [ -f killed/last.safetensors ] || fail "no checkpoint after 60 s"
   victim=""
-  for p in $(pgrep -P $launcher); do
-    tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+  for d in /proc/[0-9]*; do # mpirun's children: the ranks
+    [ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = "$launcher" ] || continue
+    tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=${d#/proc/}
   done
   [ -n "$victim" ] || fail "rank 1's process not found among mpirun's children"
   t0=$(date +%s%N)
   [ -n "$victim" ] && kill -9 "$victim"
   for _ in $(seq 300); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
   if kill -0 $launcher 2>/dev/null; then
-    fail "the job still runs 30 s after rank 1 died"; kill -9 $launcher; pkill -9 -P $launcher
+    fail "the job still runs 30 s after rank 1 died"; kill -9 $launcher
   fi
   wait $launcher; rc=$?
   took=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -160,7 +166,7 @@ exec "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max
 EOS
   chmod +x rank1-bad-data.sh
   t0=$(date +%s%N)
-  timeout -k 5 60 mpirun -np 2 --oversubscribe ./rank1-bad-data.sh >bad.log 2>&1; rc=$?
+  timeout -k 5 60 "${RANK_ENV[@]}" mpirun -np 2 --oversubscribe ./rank1-bad-data.sh >bad.log 2>&1; rc=$?
   took=$(( ($(date +%s%N) - t0) / 1000000 ))
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "mpirun exited $rc when rank 1 could not read its data"
   msg=$(grep -m1 "rank 1 of 2:.*no-such-data" bad.log) || { fail "no message naming rank 1 and its data"; tail -5 bad.log; }

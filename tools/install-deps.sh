@@ -28,6 +28,10 @@ have_cmd pkg-config || need+=(pkg-config)
 { have_pc openblas || have_lib libopenblas; } || need+=(libopenblas-dev)
 have_cmd python3 || need+=(python3)
 have_cmd valgrind || need+=(valgrind)
+# MPI for data-parallel training and its tests (meson -Dmpi=auto finds it
+# through pkg-config's ompi-c or the mpicc wrapper; mpirun runs the tests).
+{ have_pc ompi-c || have_pc mpich || have_cmd mpicc; } || need+=(libopenmpi-dev)
+have_cmd mpirun || need+=(openmpi-bin)
 
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ $check_only -eq 1 ]; then echo "missing: ${need[*]}"; exit 1; fi
