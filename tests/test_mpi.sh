@@ -88,6 +88,19 @@ F32_TOL=1e-5
 case $mode in
 equal)
   for case in "${CASES[@]}"; do check_case "$f64" 1e-6 "${MPIRUN[@]}"; done
+  # --resume: 2 ranks stopped at step 13 (mid-epoch) and resumed on 2, and
+  # on 1 (the state is the same whatever the rank count), end where one
+  # process running 30 steps does
+  case="mtsa --dim 12 --hidden 12"; first=(${case} --max-steps 13 "${COMMON[@]:2}") # COMMON without its --max-steps 30
+  for n in 2 1; do
+    rm -rf "resumed$n"
+    # shellcheck disable=SC2068
+    "${MPIRUN[@]}" "$f64" train --model ${first[@]} --out "$PWD/resumed$n" >"resumed$n.log" 2>&1 || fail "2 ranks, 13 steps"
+    launch=("${MPIRUN[@]}"); [ $n -eq 1 ] && launch=()
+    "${launch[@]}" "$f64" train --resume --out "$PWD/resumed$n" --max-steps 30 >>"resumed$n.log" 2>&1 || fail "resume on $n"
+    res=$("$compare" "one-${case// /_}/last.safetensors" "resumed$n/last.safetensors" 1e-6) &&
+      echo "ok 13 steps on 2 ranks, resumed on $n to 30: $res" || fail "resumed on $n: $res"
+  done
   for case in "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12"; do check_case "$f32" $F32_TOL "${MPIRUN[@]}"; done
   ;;
 hosts)
