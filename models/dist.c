@@ -104,12 +104,12 @@ void ag_dist_gather_shares(double *all, int64_t n) {
 }
 
 /* Layout of the flat buffer: every gradient in parameter order, then the
- * loss sum and the count, so one allreduce carries all three. */
-double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local) {
+ * loss sum, the count and the tokens, so one allreduce carries them all. */
+double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
     if (!be) return loss_local;
     int64_t numel = ag_params_numel(ps);
     if (!g->buf) {
-        g->n = numel + 2;
+        g->n = numel + 3;
         g->buf = malloc((size_t)g->n * sizeof *g->buf);
         if (!g->buf) {
             fprintf(stderr, "attngrad: %sout of memory for a %lld-value gradient buffer\n", ag_dist_who(),
@@ -127,7 +127,9 @@ double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, dou
     }
     p[0] = n_local > 0 ? (ag_real)(loss_local * n_local) : 0;
     p[1] = (ag_real)n_local;
+    p[2] = tokens ? (ag_real)*tokens : 0;
     be->sum(g->buf, g->n, sizeof *g->buf);
+    if (tokens) *tokens = (double)p[2];
     double total = (double)p[1];
     ag_real inv = total > 0 ? (ag_real)(1 / total) : 0;
     p = g->buf;

@@ -68,10 +68,12 @@ typedef struct {
 /* Makes every parameter's gradient the mean over the global batch: this
  * rank's grad (of its loss, a mean over its n_local examples or target
  * tokens) weighted by n_local / N, summed over the ranks, N being the sum of
- * n_local.  Returns the global mean loss from this rank's mean loss_local.
- * One MPI_Allreduce; in one process it returns loss_local and touches
- * nothing.  n_local 0 (a rank without rows) contributes zeros. */
-double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local);
+ * n_local.  Returns the global mean loss from this rank's mean loss_local;
+ * *tokens (may be NULL), this rank's input tokens, becomes the global
+ * batch's (for tokens/s).  One MPI_Allreduce; in one process it returns
+ * loss_local and touches nothing.  n_local 0 (a rank without rows)
+ * contributes zeros. */
+double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens);
 void ag_dist_grads_free(ag_dist_grads *g);
 
 /* ---- the backend: what dist_mpi.c provides -------------------------------- */

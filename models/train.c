@@ -170,10 +170,14 @@ typedef struct {
     bool have_best;
 } trainer;
 
+static int64_t batch_tokens(const ag_batch *b);
+
 /* One step on t->batch, this rank's share of a global batch of
  * global_rows rows; *loss gets the global batch's loss (without the L2
- * term).  Fails if the model refuses the batch or the loss is not finite. */
-static int train_step(trainer *t, int64_t step, int64_t global_rows, double *loss, char *err, size_t errlen) {
+ * term), *tokens its input tokens.  Fails if the model refuses the batch
+ * or the loss is not finite. */
+static int train_step(trainer *t, int64_t step, int64_t global_rows, double *loss, double *tokens, char *err,
+                      size_t errlen) {
     ag_model *m = &t->model;
     ag_params_zero_grad(&m->params);
     double mine = 0, n_mine = 0; /* a rank without rows joins the allreduce with zeros */
@@ -187,7 +191,8 @@ static int train_step(trainer *t, int64_t step, int64_t global_rows, double *los
         n_mine = m->cfg.task == AG_TASK_LM ? (double)count_targets(&t->batch) : t->batch.rows;
         if (isfinite(mine)) ag_backward(out);
     }
-    *loss = ag_dist_reduce_grads(&t->grads, &m->params, n_mine, mine);
+    *tokens = (double)batch_tokens(&t->batch);
+    *loss = ag_dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens);
     /* a rank without rows drew no dropout masks: it takes rank 0's generator */
     if (global_rows < ag_dist_size()) ag_dist_bcast(&m->rng, sizeof m->rng);
     if (!isfinite(*loss)) {
@@ -793,15 +798,15 @@ static int train_loop(const fold_ctx *c, trainer *t, run_state *s, fold_result *
             int rc = ag_batch_fill(&t->batch, t->data.ds[AG_SPLIT_TRAIN], idx + first, (int32_t)mine, err, errlen);
             if (rc) return rc;
             int64_t allocs = ag_memstats().allocs;
-            double loss;
+            double loss, tokens;
             profile_step_begin(c->profile);
-            if ((rc = train_step(t, s->step + 1, rows, &loss, err, errlen))) return rc;
+            if ((rc = train_step(t, s->step + 1, rows, &loss, &tokens, err, errlen))) return rc;
             r->allocs += ag_memstats().allocs - allocs;
             profile_step_end(c->profile);
             s->step++;
             s->batch++;
             if (first_n < 10) first_sum += loss, first_n++;
-            progress_step(&p, s->batch, batch_tokens(&t->batch), loss);
+            progress_step(&p, s->batch, (int64_t)tokens, loss);
             stop = limit_reached(c, s);
         }
         progress_end(&p);
