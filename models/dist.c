@@ -8,10 +8,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const ag_dist_backend *ag__dist_mpi_start(void) __attribute__((weak));
 
 static const ag_dist_backend *be; /* NULL: one process */
+static double reduce_seconds;    /* in the gradient allreduce, waits included */
+static int64_t reduce_calls;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* How many processes the launcher started, from its environment; 1 when
  * not launched by mpirun (Open MPI) or mpiexec (MPICH's Hydra). */
@@ -128,7 +137,9 @@ double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, dou
     p[0] = n_local > 0 ? (ag_real)(loss_local * n_local) : 0;
     p[1] = (ag_real)n_local;
     p[2] = tokens ? (ag_real)*tokens : 0;
+    double t0 = now();
     be->sum(g->buf, g->n, sizeof *g->buf);
+    reduce_seconds += now() - t0, reduce_calls++;
     if (tokens) *tokens = (double)p[2];
     double total = (double)p[1];
     ag_real inv = total > 0 ? (ag_real)(1 / total) : 0;
@@ -139,6 +150,11 @@ double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, dou
         p += t->size;
     }
     return total > 0 ? (double)p[0] / total : 0;
+}
+
+double ag_dist_reduce_seconds(int64_t *calls) {
+    if (calls) *calls = reduce_calls;
+    return reduce_seconds;
 }
 
 void ag_dist_grads_free(ag_dist_grads *g) {

@@ -75,6 +75,9 @@ typedef struct {
  * contributes zeros. */
 double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens);
 void ag_dist_grads_free(ag_dist_grads *g);
+/* Seconds this process spent in ag_dist_reduce_grads' allreduce, waiting
+ * for slower ranks included, and in how many calls (*calls may be NULL). */
+double ag_dist_reduce_seconds(int64_t *calls);
 
 /* ---- the backend: what dist_mpi.c provides -------------------------------- */
 
