@@ -68,12 +68,16 @@ void ag_dist_abort(int code) {
     be->abort(code);
 }
 
-/* Shares of ceil(rows r / size) onwards: rank 0's is the largest, so it
- * has rows whenever the batch has. */
-void ag_dist_share_of(int r, int64_t rows, int64_t *first, int64_t *count) {
-    int64_t p = ag_dist_size(), lo = (rows * r + p - 1) / p, hi = (rows * (r + 1) + p - 1) / p;
+/* Rank r's share starts at ceil(rows r / size): rank 0's is the largest,
+ * so it has rows whenever the batch has. */
+void ag_dist_split(int64_t rows, int r, int size, int64_t *first, int64_t *count) {
+    int64_t p = size, lo = (rows * r + p - 1) / p, hi = (rows * (r + 1) + p - 1) / p;
     *first = lo;
     *count = hi - lo;
+}
+
+void ag_dist_share_of(int r, int64_t rows, int64_t *first, int64_t *count) {
+    ag_dist_split(rows, r, ag_dist_size(), first, count);
 }
 
 void ag_dist_share(int64_t rows, int64_t *first, int64_t *count) { ag_dist_share_of(ag_dist_rank(), rows, first, count); }

@@ -46,8 +46,9 @@ void ag_dist_abort(int code);
  * rank's: contiguous, in rank order, rank 0 first and never empty while
  * rows > 0 (a rank past the rows of a small last batch gets none). */
 void ag_dist_share(int64_t rows, int64_t *first, int64_t *count);
-/* The same for rank r of the job. */
+/* The same for rank r of the job, and for rank r of `size`. */
 void ag_dist_share_of(int r, int64_t rows, int64_t *first, int64_t *count);
+void ag_dist_split(int64_t rows, int r, int size, int64_t *first, int64_t *count);
 
 /* x[0..n) summed over the ranks, in place, on every rank. */
 void ag_dist_sum(double *x, int n);
