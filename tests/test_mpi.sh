@@ -35,7 +35,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # cannot name, let alone suppress.  Address and UB checks stay on, and the
 # single-process runs of the same cases keep leak detection.
 RANK_ENV=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-MPIRUN=(timeout -k 5 120 "${RANK_ENV[@]}" mpirun -np 2 --oversubscribe)
+# Open MPI's mpirun, or MPICH's mpiexec (Hydra), and how each names a rank
+if mpirun --version 2>&1 | grep -q "Open MPI"; then LAUNCH2=(mpirun -np 2 --oversubscribe) RANK_VAR=OMPI_COMM_WORLD_RANK
+else LAUNCH2=(mpiexec -n 2) RANK_VAR=PMI_RANK; fi
+export AG_TEST_JOB=$$ # marks this test's ranks among the machine's processes
+MPIRUN=(timeout -k 5 120 "${RANK_ENV[@]}" "${LAUNCH2[@]}")
 
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -140,17 +144,18 @@ EOS
   ;;
 fault)
   # (a) rank 1 killed after the first checkpoint
-  "${RANK_ENV[@]}" mpirun -np 2 --oversubscribe "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 1500 --batch 8 --epochs 50 \
+  "${RANK_ENV[@]}" "${LAUNCH2[@]}" "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 1500 --batch 8 --epochs 50 \
     --keep 0.8 --progress none --out "$PWD/killed" >killed.log 2>&1 &
   launcher=$!
   for _ in $(seq 600); do [ -f killed/last.safetensors ] && break; sleep 0.1; done
   [ -f killed/last.safetensors ] || fail "no checkpoint after 60 s"
   victim=""
-  for d in /proc/[0-9]*; do # mpirun's children: the ranks
-    [ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = "$launcher" ] || continue
-    tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=${d#/proc/}
+  for d in /proc/[0-9]*; do # this test's rank 1
+    [ "$(cat "$d/comm" 2>/dev/null)" = attngrad-f64 ] || continue
+    env_=$(tr '\0' '\n' <"$d/environ" 2>/dev/null)
+    grep -qx "AG_TEST_JOB=$$" <<<"$env_" && grep -qx "$RANK_VAR=1" <<<"$env_" && victim=${d#/proc/}
   done
-  [ -n "$victim" ] || fail "rank 1's process not found among mpirun's children"
+  [ -n "$victim" ] || fail "rank 1's process not found"
   t0=$(date +%s%N)
   [ -n "$victim" ] && kill -9 "$victim"
   for _ in $(seq 300); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
@@ -174,12 +179,12 @@ fault)
   # (b) rank 1 cannot read its data: it says so, and the job ends
   cat >rank1-bad-data.sh <<EOS
 #!/bin/sh
-data=; [ "\$OMPI_COMM_WORLD_RANK" = 1 ] && data="--data $PWD/no-such-data.txt"
+data=; [ "\$$RANK_VAR" = 1 ] && data="--data $PWD/no-such-data.txt"
 exec "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max-steps 5 --progress none \$data --out "$PWD/bad"
 EOS
   chmod +x rank1-bad-data.sh
   t0=$(date +%s%N)
-  timeout -k 5 60 "${RANK_ENV[@]}" mpirun -np 2 --oversubscribe ./rank1-bad-data.sh >bad.log 2>&1; rc=$?
+  timeout -k 5 60 "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank1-bad-data.sh >bad.log 2>&1; rc=$?
   took=$(( ($(date +%s%N) - t0) / 1000000 ))
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "mpirun exited $rc when rank 1 could not read its data"
   msg=$(grep -m1 "rank 1 of 2:.*no-such-data" bad.log) || { fail "no message naming rank 1 and its data"; tail -5 bad.log; }
