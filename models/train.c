@@ -12,7 +12,11 @@
  * generator seeded by (seed, epoch).  A checkpoint therefore holds all a
  * run needs to continue exactly - parameters, optimizer and schedule state,
  * the dropout generator, and the loop's counters - and resuming gives the
- * same parameters, bit for bit, as a run that never stopped. */
+ * same parameters, bit for bit, as a run that never stopped.
+ *
+ * Under mpirun (dist.h) every rank runs this loop on its share of each
+ * batch; the gradient allreduce makes their steps one process's, and rank
+ * 0 alone writes and prints. */
 #include "train.h"
 #include "dist.h"
 

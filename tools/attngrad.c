@@ -181,7 +181,7 @@ static int cmd_train(const command *c, int argc, char **argv) {
         }
         ag_train_opts base;
         if (ag_run_config(o.out, &base, err, sizeof err)) {
-            fprintf(stderr, "attngrad train: %s\n", err);
+            fprintf(stderr, "attngrad train: %s%s\n", ag_dist_who(), err);
             return 1;
         }
         if ((rc = parse_args(c, argc, argv, &base, &x))) return rc;
@@ -414,6 +414,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) c = &commands[i];
     int rc;
+    bool refused = false; /* a command mpirun cannot run: every rank says no alike */
     char err[256];
     if (ag_dist_init(err, sizeof err)) { /* under mpirun: MPI */
         fprintf(stderr, "attngrad: %s\n", err);
@@ -421,7 +422,7 @@ int main(int argc, char **argv) {
     }
     if (ag_dist_size() > 1 && (!c || strcmp(c->name, "train"))) {
         if (ag_dist_rank() == 0) fprintf(stderr, "attngrad %s: only train runs across processes: run it without mpirun\n", argv[1]);
-        rc = EXIT_USAGE;
+        rc = EXIT_USAGE, refused = true;
     } else if (!c) {
         fprintf(stderr, "attngrad: unknown command '%s'\n\n", argv[1]);
         usage(stderr);
@@ -447,6 +448,9 @@ int main(int argc, char **argv) {
     } else {
         rc = cmd_models();
     }
+    /* a rank that failed alone (say, its copy of the run folder is missing)
+     * must not wait in MPI_Finalize for ranks that wait for it */
+    if (rc && !refused) ag_dist_abort(rc);
     ag_dist_finalize();
     ag_shutdown();
     return rc;
