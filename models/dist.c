@@ -5,10 +5,12 @@
 #include "dist.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 const ag_dist_backend *ag__dist_mpi_start(void) __attribute__((weak));
 
@@ -33,6 +35,17 @@ static int launched_size(void) {
     return 1;
 }
 
+/* The engine's pool defaults to a thread per online core: N ranks on one
+ * machine would each start that many and fight over the cores. */
+static void size_pool(int local_size) {
+    if (getenv("AG_NUM_THREADS") || getenv("OMP_NUM_THREADS")) return;
+    int online = (int)sysconf(_SC_NPROCESSORS_ONLN), cpus = online;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+    int n = cpus < online ? cpus : online / (local_size > 0 ? local_size : 1); /* bound: its cores; else a share */
+    ag_set_num_threads(n > 0 ? n : 1);
+}
+
 int ag_dist_init(char *err, size_t errlen) {
     int n = launched_size();
     if (be || n == 1) return 0;
@@ -43,6 +56,7 @@ int ag_dist_init(char *err, size_t errlen) {
         return AG_ERR_ARG;
     }
     be = ag__dist_mpi_start();
+    size_pool(be->local_size);
     return 0;
 }
 

@@ -28,6 +28,9 @@
 
 /* Starts MPI when this process is one of several launched by mpirun (Open
  * MPI's OMPI_COMM_WORLD_SIZE or MPICH's PMI_SIZE above 1); else nothing.
+ * Unless AG_NUM_THREADS or OMP_NUM_THREADS says otherwise, the engine's
+ * pool then takes the cores the launcher bound the rank to, or (unbound)
+ * its share of the machine's cores among the ranks there.
  * Fails (err) when launched so by a program built without MPI, whose
  * processes would each train alone into the same folder. */
 int ag_dist_init(char *err, size_t errlen);
@@ -84,6 +87,7 @@ double ag_dist_reduce_seconds(int64_t *calls);
 
 typedef struct {
     int rank, size;
+    int local_size; /* ranks on this machine */
     void (*sum)(void *buf, int64_t n, int elem_bytes); /* in place; 4: float, 8: double */
     void (*bcast)(void *buf, int64_t bytes);           /* from rank 0 */
     /* in place: counts[r] doubles of rank r at displs[r] */

@@ -41,5 +41,9 @@ const ag_dist_backend *ag__dist_mpi_start(void) {
     MPI_Init(NULL, NULL);
     MPI_Comm_rank(MPI_COMM_WORLD, &mpi.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mpi.size);
+    MPI_Comm local; /* the ranks sharing this machine's memory */
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    MPI_Comm_size(local, &mpi.local_size);
+    MPI_Comm_free(&local);
     return &mpi;
 }
