@@ -25,6 +25,7 @@ command -v mpirun >/dev/null || skip "mpirun is not on PATH"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/attngrad-mpi.XXXXXX")
 cleanup() { [ -n "${netns_up:-}" ] && netns_down; rm -rf "$tmp"; }
 trap cleanup EXIT
+trap 'exit 143' TERM INT # a timeout's kill still removes the namespaces
 cd "$tmp" || exit 1
 
 # Open MPI runs as root only when told (CI is root); the shared-memory
