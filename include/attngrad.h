@@ -306,8 +306,8 @@ ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs);
  * scaling it by 1/keep; the mask comes from rng.  When !training or
  * keep == 1 it returns x itself and records nothing. */
 ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng);
-/* Dropout masks are keyed by example: x's first dim is the batch, and its
- * row r is example row_base + r of the global batch.  A data-parallel rank
+/* Dropout masks are keyed by example: x's first dim is the batch (a vector
+ * is one row), and its row r is example row_base + r of the global batch.  A data-parallel rank
  * holding rows [base, base + n) of it sets base here, so that its rows are
  * dropped as one process would drop them; 0 (the default) in one process.
  * Returns the previous value. */
