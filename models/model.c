@@ -1,4 +1,4 @@
-/* model.c - the registry of model kinds and the calls every model shares. */
+/* model.c - the calls every model shares (the registry of kinds: registry.c). */
 #include "models.h"
 #include "../graph/internal.h" /* ag__fatal: a batch too big for memory ends with a message, not a crash */
 
@@ -6,29 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern const ag_model_kind ag_mpsan_kind;
-extern const ag_model_kind ag_dual_axial_kind;
-extern const ag_model_kind ag_ms_san_kind;
-extern const ag_model_kind ag_mtsa_kind;
-extern const ag_model_kind ag_poslm_kind;
-
-static const ag_model_kind *const kinds[] = {
-    &ag_mpsan_kind,
-    &ag_dual_axial_kind,
-    &ag_ms_san_kind,
-    &ag_mtsa_kind,
-    &ag_poslm_kind,
-    NULL,
-};
-
-const ag_model_kind *const *ag_model_kinds(void) { return kinds; }
-
-const ag_model_kind *ag_model_find(const char *name) {
-    for (int i = 0; kinds[i]; i++)
-        if (strcmp(kinds[i]->name, name) == 0) return kinds[i];
-    return NULL;
-}
 
 /* ---- tasks ---- */
 
@@ -94,7 +71,7 @@ const char *ag_flags_str(unsigned bits, char *buf, size_t n) {
 ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task) {
     ag_model_config c = {.vocab = 100, .classes = 2, .keep = 1.0, .seed = 1, .batch = 32,
                          .optim = "adam:lr=1e-3", .layers = 1, .heads = 1, .task = task};
-    kind->defaults(&c);
+    if (kind->defaults) kind->defaults(&c);
     return c;
 }
 
@@ -156,7 +133,7 @@ ag_model_config ag_model_tiny(const ag_model_kind *kind) {
     c.classes = 3;
     c.keep = 1.0;
     c.seed = 7;
-    kind->tiny(&c);
+    if (kind->tiny) kind->tiny(&c);
     return c;
 }
 

@@ -121,12 +121,13 @@ static const char *one_of(const char *v, const char *const *names, const char *m
 }
 
 static const char *check_model(const char *v) {
-    static char msg[256];
+    static char msg[AG_MODEL_MAX_KINDS * 40];
     if (ag_model_find(v)) return NULL;
     size_t k = (size_t)snprintf(msg, sizeof msg, "unknown model (registered:");
     for (const ag_model_kind *const *kind = ag_model_kinds(); *kind && k < sizeof msg; kind++)
         k += (size_t)snprintf(msg + k, sizeof msg - k, " %s", (*kind)->name);
-    if (k < sizeof msg) snprintf(msg + k, sizeof msg - k, ")");
+    /* a kind from a plugin is known only where the plugin is loaded again (eval, predict, resume) */
+    if (k < sizeof msg) snprintf(msg + k, sizeof msg - k, "; a plugin's model needs --plugin FILE before the command)");
     return msg;
 }
 
