@@ -230,6 +230,8 @@ static void test_workflows(void) {
     CHECK(!strcmp(again.model, "tiny_attn") && again.dim == 16, "%s d=%d", again.model, again.dim);
     set(&again, "epochs", "5");
     set(&again, "out", r.out);
+    set(&again, "progress", "none"); /* not part of a run's saved options */
+    set(&again, "quiet", NULL);
     set(&again, "resume", NULL);
     ag_train_result r2;
     CHECK(ag_train(&again, &r2, err, sizeof err) == 0, "%s", err);

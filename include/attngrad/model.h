@@ -2,8 +2,8 @@
  * (ag_model_kind) registered at run time; every workflow of the trainer
  * (include/attngrad/train.h) and of the `attngrad` program then works for
  * it: train, eval, predict, gradcheck, heatmap, dump-step, and the
- * optimizer comparison.  The five built-in models (models/mpsan.c and the others) register
- * through the same call, so each of them is an example of it.
+ * optimizer comparison.  The five built-in models (models/mpsan.c and the
+ * others) register through the same call, so each is an example of it.
  *
  *   static const ag_model_kind my_kind = {
  *       .abi = AG_MODEL_ABI, .name = "mine", .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
