@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_plugin.sh - a model the library has never seen, loaded into the
 # programs as a plugin (tests/test_custom_model.c built with
-# -DAG_TEST_PLUGIN): `attngrad --plugin custom_model.so` trains it, resumes,
-# evaluates, predicts, draws its attention, dumps a step and gradchecks it
+# -DAG_TEST_PLUGIN): `attngrad --plugin custom_model.so` trains it (also by
+# cross-validation, and up to a limit), resumes, evaluates, predicts, draws
+# its attention, dumps a step and gradchecks it
 # (attngrad-f64 loading custom_model-f64.so); optim_experiments --plugin
 # compares optimizers on it with --threads and a time budget.  Plugins that
 # cannot be used are refused with the reason.
@@ -24,6 +25,15 @@ out=$(echo "w1 A w2 B" | "$AG" --plugin "$P" predict --ckpt "$T/run/best.safeten
 expect 0 'maps-self\.svg' "$AG" --plugin "$P" heatmap --ckpt "$T/run/best.safetensors" --sentence "w1 A w2" --out "$T/maps"
 [ "$(tail -n 1 "$T/maps-self.svg" 2>/dev/null)" = "</svg>" ] && ok || bad "no complete $T/maps-self.svg"
 expect 0 'wrote' "$AG" --plugin "$P" dump-step --model tiny_attn --out "$T/step.safetensors"
+# a cross-validation benchmark (MR's file in a folder of another name) and a time budget
+mkdir -p "$T/cv"
+for i in $(seq 1 120); do
+  if [ $((i % 2)) = 0 ]; then echo "1 a good film number $i"; else echo "0 a bad film number $i"; fi
+done > "$T/cv/rt-polarity.all"
+expect 0 'test accuracy .*\(\+- .* over 3 folds\) +\(mean over folds' "$AG" --plugin "$P" train --model tiny_attn --data "$T/cv" \
+  --dataset mr --folds 3 --dim 8 --epochs 1 --progress none --out "$T/cv-run"
+[ -s "$T/cv-run/fold2/metrics.csv" ] && ok || bad "no metrics.csv of fold 2"
+expect 0 'limit reached .*--resume --out' "$AG" --plugin "$P" train "${TINY[@]}" --max-steps 3 --out "$T/short"
 # gradcheck runs in attngrad-f64, which loads the plugin's double build, custom_model-f64.so
 expect 0 'gradient check of 8 parameters.*true = .*
 .*attn\.wq .*true [0-9.e+-]+ .*ok' "$AG" --plugin "$P" gradcheck --model tiny_attn

@@ -401,7 +401,9 @@ static int cmd_models(void) {
                    c.batch, c.keep, c.l2, c.optim);
         }
     }
-    printf("(a model's first row is its default task; on SICK pairs mpsan scores relatedness, ms_san classifies)\n");
+    /* said of tasks, not of named models: a plugin's kinds are listed here too */
+    printf("(a model's first row is its default task; on SICK pairs a model takes its first pair head: the\n"
+           " pair classes before relatedness scores)\n");
     printf("(without --data, train uses a generated task: d and hidden at most 64, bigram buckets at most 1024,\n"
            " and the LM trains with adam:lr=3e-3, as SGD at lr 30 is tuned to PTB)\n");
     return 0;
