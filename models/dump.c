@@ -44,6 +44,8 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
     if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "unknown model '%s'", o->model);
     /* the tiny config, with whatever the options set on top */
     ag_model_config cfg = ag_model_tiny(kind);
+    unsigned flags;
+    if (ag__train_flags(o, kind, &flags, err, errlen)) return AG_ERR_ARG; /* another kind's own switch */
     ag_train_apply(o, &cfg);
     cfg.keep = 1.0;
     if (!ag_model_supports(kind, cfg.task)) {

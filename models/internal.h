@@ -26,6 +26,12 @@ void ag_train_apply(const ag_train_opts *o, ag_model_config *cfg);
 /* cfg's values into o, so that ag_train_opts_format saves them. */
 void ag_train_record(ag_train_opts *o, const ag_model_config *cfg);
 
+/* Is name[0..len) one of the built-in models' --flags names? */
+bool ag__flag_is_builtin(const char *name, size_t len);
+/* o->flags as bits of kind (its built-in and own names); AG_ERR_ARG with
+ * "model K does not read flag F (its flags: ...)" in err for another's. */
+int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned *bits, char *err, size_t errlen);
+
 /* The positional LM's attention in its last forward, for heatmaps and
  * tests (step-arena tensors: valid until ag_step_end).  *mu [B,N] is the
  * Gaussian mean (NULL unless AG_LM_POSITIONAL); *weights [B,N(t),N(i)] the

@@ -29,6 +29,21 @@ static bool good_name(const char *name) {
     return true;
 }
 
+/* What is wrong with a kind's own --flags names, or NULL. */
+static const char *flag_names_problem(const char *list) {
+    int count = 0;
+    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',', count++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_") < len)
+            return "names are lower-case letters, digits and '_', separated by ','";
+        if (ag__flag_is_builtin(p, len)) return "a name of a built-in model's flag (names must say one thing)";
+        for (const char *q = list; q < p; q += strcspn(q, ","), q += *q == ',')
+            if (strcspn(q, ",") == len && !strncmp(q, p, len)) return "a name given twice";
+    }
+    if (list && (!*list || list[strlen(list) - 1] == ',')) return "names are lower-case letters, digits and '_', separated by ','";
+    return count > AG_FLAG_OWN_MAX ? "more than 16 names" : NULL;
+}
+
 static ag_status add(const ag_model_kind *kind) {
     if (!kind) return ag_fail(AG_ERR_ARG, "ag_model_register: kind is NULL");
     /* .abi first: it is read before anything whose place may differ */
@@ -47,6 +62,9 @@ static ag_status add(const ag_model_kind *kind) {
                        kind->name ? kind->name : "(NULL)");
     const char *missing = !kind->build ? "build" : !kind->forward ? "forward" : NULL;
     if (missing) return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s' has no %s callback", kind->name, missing);
+    const char *bad_flags = flag_names_problem(kind->flag_names);
+    if (bad_flags) return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s': flag_names \"%.80s\": %s", kind->name,
+                                  kind->flag_names, bad_flags);
     if (!(kind->tasks & (AG_TASK_BIT(AG_TASK_COUNT) - 1)))
         return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s' lists no task in .tasks (AG_TASK_BIT(AG_TASK_CLASSIFY)...)",
                        kind->name);

@@ -2,8 +2,8 @@
  * and nowhere else, through the public headers only (include/attngrad/),
  * registered at run time and run through every workflow of the trainer
  * library: train (a run, a resume), eval, predict, heatmap, dump-step and
- * the f64 gradient check; and every refusal of ag_model_register and
- * ag_model_load_plugin, each with its message.
+ * the f64 gradient check, and its own --flags switch; and every refusal of
+ * ag_model_register and ag_model_load_plugin, each with its message.
  *
  * Built three ways (tests/meson.build):
  *   test_custom_model_f32, _f64   this file's main: the library calls
@@ -19,7 +19,9 @@
 
 /* ---- the model: embedding + sinusoidal positions, one masked
  * self-attention, residual + LayerNorm, max pooling over the real tokens,
- * a linear classifier ---- */
+ * a linear classifier; --flags no_pos leaves the positions out ---- */
+
+enum { NO_POS = AG_FLAG_OWN(0) };
 
 typedef struct {
     ag_tensor *embed, *wq, *wk, *wv, *ln_gain, *ln_bias, *out_w, *out_b;
@@ -74,7 +76,8 @@ static ag_tensor *positions(int N, int d) {
 static ag_tensor *tiny_attn_forward(ag_model *m, const ag_batch *b, bool training) {
     tiny_attn *p = m->impl;
     int B = b->rows, N = b->width;
-    ag_tensor *e = ag_add(ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}), positions(N, m->cfg.dim)); /* [B,N,d] */
+    ag_tensor *e = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}); /* [B,N,d] */
+    if (!(m->cfg.flags & NO_POS)) e = ag_add(e, positions(N, m->cfg.dim));
     ag_tensor *mask = ag_mask_padding(b->lengths, B, N, 3, false);               /* [B,1,N] */
     ag_tensor *probs = NULL;
     ag_tensor *a = ag_attention(ag_linear(e, p->wq, NULL), ag_linear(e, p->wk, NULL), ag_linear(e, p->wv, NULL), mask,
@@ -97,6 +100,7 @@ static const ag_model_kind tiny_attn_kind = {
     .destroy = tiny_attn_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
     .reads = "max-len",
+    .flag_names = "no_pos",
 };
 
 #ifdef AG_TEST_PLUGIN
@@ -166,6 +170,17 @@ static void test_register(void) {
     refused(&k, "kind 'other' has no forward callback", NULL);
     k = tiny_attn_kind, k.name = "other", k.tasks = 0;
     refused(&k, "kind 'other' lists no task", NULL);
+    k = tiny_attn_kind, k.name = "other", k.flag_names = "fast,strict";
+    refused(&k, "flag_names \"fast,strict\": a name of a built-in model's flag", NULL);
+    k.flag_names = "fast,slow,fast";
+    refused(&k, "a name given twice", NULL);
+    const char *malformed[] = {"Fast", "fast,", ",fast", "", "fa st", "a,,b"};
+    for (int i = 0; i < 6; i++) {
+        k.flag_names = malformed[i];
+        refused(&k, "names are lower-case letters, digits and '_', separated by ','", malformed[i]);
+    }
+    k.flag_names = "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q";
+    refused(&k, "more than 16 names", NULL);
     CHECK(ag_model_find("other") == NULL, "a refused kind is not registered");
 
     /* a full registry says so */
@@ -212,6 +227,34 @@ static bool exists(const char *dir, const char *file) {
     char path[AG_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     return access(path, F_OK) == 0;
+}
+
+/* A kind's own --flags: set by name, refused for another kind and the
+ * other way round, named in messages. */
+static void test_flags(void) {
+    ag_train_opts o = ag_train_opts_default();
+    ag_model_config c;
+    set(&o, "model", "tiny_attn");
+    set(&o, "flags", "no_pos");
+    CHECK(ag_train_resolve(&o, &c, err, sizeof err) == 0 && c.flags == NO_POS, "%s flags %#x", err, c.flags);
+    char buf[64];
+    CHECK(!strcmp(ag_model_flags_str(&tiny_attn_kind, c.flags, buf, sizeof buf), "no_pos"), "%s", buf);
+    set(&o, "model", "mtsa");
+    CHECK(ag_train_resolve(&o, &c, err, sizeof err) && strstr(err, "model mtsa does not read flag no_pos (its flags: exp_score)"),
+          "%s", err);
+    o = ag_train_opts_default();
+    set(&o, "model", "tiny_attn");
+    set(&o, "flags", "no_pos,strict");
+    CHECK(ag_train_resolve(&o, &c, err, sizeof err) && strstr(err, "model tiny_attn does not read flag strict (its flags: no_pos)"),
+          "%s", err);
+    CHECK(ag_dump_step(&o, "/nonexistent/x", err, sizeof err) && strstr(err, "does not read flag strict"), "%s", err);
+    CHECK(ag_train_set(&o, "flags", "no_pos,bogus", err, sizeof err) && strstr(err, "unknown flag 'bogus'"), "%s", err);
+    /* ag_model_init refuses bits the kind does not read, its own named */
+    ag_model m;
+    c = ag_model_tiny(&tiny_attn_kind);
+    c.flags = NO_POS | AG_FLAG_STRICT;
+    CHECK(ag_model_init(&m, &tiny_attn_kind, &c) == AG_ERR_ARG && strstr(ag_errmsg(), "flag strict (its flags: no_pos)"),
+          "%s", ag_errmsg());
 }
 
 static void test_workflows(void) {
@@ -311,6 +354,7 @@ int main(void) {
         return 1;
     }
     test_register();
+    test_flags();
     test_workflows();
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

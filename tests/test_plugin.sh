@@ -35,9 +35,11 @@ expect 0 'test accuracy .*\(\+- .* over 3 folds\) +\(mean over folds' "$AG" --pl
 [ -s "$T/cv-run/fold2/metrics.csv" ] && ok || bad "no metrics.csv of fold 2"
 expect 0 'limit reached .*--resume --out' "$AG" --plugin "$P" train "${TINY[@]}" --max-steps 3 --out "$T/short"
 # gradcheck runs in attngrad-f64, which loads the plugin's double build, custom_model-f64.so
-expect 0 'gradient check of 8 parameters.*true = .*
-.*attn\.wq .*true [0-9.e+-]+ .*ok' "$AG" --plugin "$P" gradcheck --model tiny_attn
+expect 0 'gradient check of 8 parameters .*true = ' "$AG" --plugin "$P" gradcheck --model tiny_attn
+expect 0 'attn\.wq .*rel [0-9.e+-]+  true [0-9.e+-]+  abs .* ok' "$AG" --plugin "$P" gradcheck --model tiny_attn
 expect 0 'worst relative error .* \(true .*\): PASS' "$AG" --plugin "$P" gradcheck --model tiny_attn
+expect 0 '^tiny_attn/no_pos: f64 gradient check of 8' "$AG" --plugin "$P" gradcheck --model tiny_attn --flags no_pos
+expect 1 'model mtsa does not read flag no_pos \(its flags: exp_score\)' "$AG" --plugin "$P" train --model mtsa --flags no_pos
 
 # optim_experiments: progress per epoch, both optimizers, its files; then a budget that stops each run early
 expect 0 'adam:lr=3e-3 epoch 2/2: .*val accuracy' "$OX" --plugin "$P" --model tiny_attn --synth-n 120 --dim 8 \

@@ -43,8 +43,14 @@ enum {
     AG_FLAG_EXP_SCORE = 1 << 7,   /* MTSA: sigma_t = identity (exp(R)) */
     AG_FLAG_STRICT = 1 << 8,      /* positional LM: window i <= t-1 */
 };
+/* A kind's own switches: the i-th name of ag_model_kind.flag_names is
+ * AG_FLAG_OWN(i), i < AG_FLAG_OWN_MAX; their meaning is the kind's. */
+enum { AG_FLAG_OWN_FIRST = 16, AG_FLAG_OWN_MAX = 16 };
+#define AG_FLAG_OWN(i) (1u << (AG_FLAG_OWN_FIRST + (i)))
 
-/* "elu_score,strict" -> bits: 0, or -1 with the unknown name in bad[n]. */
+/* "elu_score,strict" -> bits: 0, or -1 with the unknown name in bad[n].
+ * These know the built-in models' names only; ag_model_flags_parse and
+ * ag_model_flags_str (below) also a kind's own. */
 int ag_flags_parse(const char *list, unsigned *bits, char *bad, size_t n);
 const char *ag_flags_str(unsigned bits, char *buf, size_t n); /* bits -> "no_zeta,text_only" */
 
@@ -143,7 +149,10 @@ typedef struct {
      * notes any other one given, which would be ignored silently.  NULL:
      * no note. */
     const char *reads;
-    unsigned flags; /* the AG_FLAG_* bits it reads: ag_model_init refuses any other */
+    unsigned flags; /* the built-in AG_FLAG_* bits it reads: ag_model_init refuses any other */
+    /* Its own variant switches for --flags, comma-separated ("no_pos,mean_pool"):
+     * the i-th sets AG_FLAG_OWN(i) in cfg.flags.  NULL: none. */
+    const char *flag_names;
 } ag_model_kind;
 
 enum { AG_MAX_MAPS = 8 };
@@ -200,10 +209,18 @@ enum { AG_MODEL_MAX_KINDS = 64 };
  * four functions.  Not thread-safe: register before training starts.
  * AG_ERR_ARG with ag_errmsg() for a NULL kind, an .abi other than this
  * header's AG_MODEL_ABI (another API version or real type), a missing or
- * malformed name, a missing build or forward callback, no tasks, a name
- * already registered, or a full registry. */
+ * malformed name, a missing build or forward callback, no tasks, a bad
+ * flag_names list (a malformed or built-in name, a repeat, more than
+ * AG_FLAG_OWN_MAX), a name already registered, or a full registry. */
 ag_status ag_model_register(const ag_model_kind *kind);
 const ag_model_kind *ag_model_find(const char *name); /* NULL if unknown */
+/* --flags text <-> bits for a kind: the built-in names and the kind's own
+ * (kind NULL: the built-in ones).  Parse: 0, or -1 with the unknown name
+ * in bad[n]. */
+int ag_model_flags_parse(const ag_model_kind *kind, const char *list, unsigned *bits, char *bad, size_t n);
+const char *ag_model_flags_str(const ag_model_kind *kind, unsigned bits, char *buf, size_t n);
+/* Every bit kind reads: its flags and one AG_FLAG_OWN per own name. */
+unsigned ag_model_flags_read(const ag_model_kind *kind);
 const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated, in registration order */
 /* Loads a plugin: a shared object exporting
  *     ag_status ag_plugin_init(void);
