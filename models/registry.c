@@ -47,6 +47,9 @@ static const char *flag_names_problem(const char *list) {
 static ag_status add(const ag_model_kind *kind) {
     if (!kind) return ag_fail(AG_ERR_ARG, "ag_model_register: kind is NULL");
     /* .abi first: it is read before anything whose place may differ */
+    if (kind->abi == 0) /* left out of the initializer: the layout is this one, only unmarked */
+        return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%.40s' has no .abi: set .abi = AG_MODEL_ABI",
+                       kind->name ? kind->name : "(NULL)");
     if (kind->abi != AG_MODEL_ABI) {
         int version = kind->abi / 100, real = kind->abi % 100;
         return ag_fail(AG_ERR_ARG,

@@ -155,7 +155,7 @@ static void test_register(void) {
     k.abi = (AG_MODEL_API_VERSION + 1) * 100 + (int)sizeof(ag_real);
     refused(&k, "model API 2", "rebuild it against this attngrad");
     k.abi = 0; /* a kind that never set .abi */
-    refused(&k, "abi 0", NULL);
+    refused(&k, "kind 'other' has no .abi: set .abi = AG_MODEL_ABI", NULL);
     k = tiny_attn_kind, k.name = "two words";
     refused(&k, "'two words' is not 1-31 letters", NULL);
     k.name = "";

@@ -54,7 +54,7 @@ expect 2 "unknown model .*needs --plugin FILE" "$AG" train --model tiny_attn
 expect 1 "tiny_attn" "$AG" eval --ckpt "$T/run/best.safetensors"
 expect 1 "plugin $T/none\.so: .*No such file" "$AG" --plugin "$T/none.so" models
 expect 1 "no ag_plugin_init \(it must export" "$AG" --plugin "$NOINIT" models
-expect 1 "ag_plugin_init failed: ag_model_register: .*abi 0" "$AG" --plugin "$BAD" models
+expect 1 "ag_plugin_init failed: ag_model_register: kind 'no_abi' has no \.abi: set \.abi = AG_MODEL_ABI" "$AG" --plugin "$BAD" models
 expect 1 "'tiny_attn' is already registered" "$AG" --plugin "$P" --plugin "$P" models
 expect 2 "--plugin needs a file" "$AG" --plugin
 expect 1 "No such file" "$OX" --plugin "$T/none.so" --model tiny_attn
