@@ -1,4 +1,4 @@
-/* data.h - attngrad's data pipeline: text files -> vocab -> padded batches.
+/* attngrad/data.h - attngrad's data pipeline: text files -> vocab -> padded batches.
  *
  * Sources (listed in data/meson.build as `data_sources`):
  *   data/vocab.c    tokenizer, string hash table, vocabulary build/save/load

@@ -1,4 +1,4 @@
-/* train.h - the trainer: data setup, the training loop, evaluation, run
+/* attngrad/train.h - the trainer: data setup, the training loop, evaluation, run
  * folders and checkpoints, reference dumps and model-level gradient checks.
  * The `attngrad` program (tools/attngrad.c) is a thin shell over this, and
  * tests and benches call it directly.
