@@ -385,9 +385,12 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
         fprintf(epochs_csv, "%s,%d,%d,%.9g,%.9g,%.9g,%.9g,%.3f\n", r->csv_name, epoch, r->steps, lr,
                 count ? sum / count : NAN, val_loss, metric, now() - t0);
         /* progress as it goes: a long comparison shows each epoch, not only each finished optimizer */
-        printf("  %s epoch %d/%d: %d steps, train loss %.5f, val loss %.5f, val %s %.4f (%.1f s)%s\n", r->spec, epoch,
-               s->epochs, r->steps, count ? sum / count : NAN, val_loss, model->metric, metric, now() - t0,
-               r->time_up ? ", time share used" : "");
+        if (epoch == 0)
+            printf("  %s untrained: val loss %.5f, val %s %.4f\n", r->spec, val_loss, model->metric, metric);
+        else
+            printf("  %s epoch %d/%d: %d steps, train loss %.5f, val loss %.5f, val %s %.4f (%.1f s)%s\n", r->spec,
+                   epoch, s->epochs, r->steps, count ? sum / count : NAN, val_loss, model->metric, metric, now() - t0,
+                   r->time_up ? ", time share used" : "");
         fflush(stdout);
         if (r->time_up) break;
     }
