@@ -31,16 +31,17 @@ static bool good_name(const char *name) {
 
 /* What is wrong with a kind's own --flags names, or NULL. */
 static const char *flag_names_problem(const char *list) {
+    static const char malformed[] = "names are lower-case letters, digits and '_', separated by ','";
+    if (!list) return NULL;
+    if (!*list || list[strlen(list) - 1] == ',') return malformed;
     int count = 0;
-    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',', count++) {
+    for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',', count++) {
         size_t len = strcspn(p, ",");
-        if (len == 0 || strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_") < len)
-            return "names are lower-case letters, digits and '_', separated by ','";
+        if (len == 0 || strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_") < len) return malformed;
         if (ag__flag_is_builtin(p, len)) return "a name of a built-in model's flag (names must say one thing)";
         for (const char *q = list; q < p; q += strcspn(q, ","), q += *q == ',')
             if (strcspn(q, ",") == len && !strncmp(q, p, len)) return "a name given twice";
     }
-    if (list && (!*list || list[strlen(list) - 1] == ',')) return "names are lower-case letters, digits and '_', separated by ','";
     return count > AG_FLAG_OWN_MAX ? "more than 16 names" : NULL;
 }
 
@@ -69,7 +70,7 @@ static ag_status add(const ag_model_kind *kind) {
     if (bad_flags) return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s': flag_names \"%.80s\": %s", kind->name,
                                   kind->flag_names, bad_flags);
     if (!(kind->tasks & (AG_TASK_BIT(AG_TASK_COUNT) - 1)))
-        return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s' lists no task in .tasks (AG_TASK_BIT(AG_TASK_CLASSIFY)...)",
+        return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s' lists no task in .tasks (AG_TASK_BIT(AG_TASK_...))",
                        kind->name);
     for (int i = 0; i < n_kinds; i++)
         if (!strcmp(kinds[i]->name, kind->name))
