@@ -57,6 +57,7 @@ expect 1 "no ag_plugin_init \(it must export" "$AG" --plugin "$NOINIT" models
 expect 1 "ag_plugin_init failed: ag_model_register: kind 'no_abi' has no \.abi: set \.abi = AG_MODEL_ABI" "$AG" --plugin "$BAD" models
 expect 1 "'tiny_attn' is already registered" "$AG" --plugin "$P" --plugin "$P" models
 expect 2 "--plugin needs a file" "$AG" --plugin
+expect 2 "attngrad eval: --plugin comes before the command: attngrad --plugin FILE eval" "$AG" eval --plugin "$P"
 expect 1 "No such file" "$OX" --plugin "$T/none.so" --model tiny_attn
 expect 2 "--plugin comes before every other option" "$OX" --model mpsan --plugin "$P"
 cp "$P" "$T/solo.so"

@@ -105,6 +105,11 @@ static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o,
         }
         int takes_value = 1;
         const char **extra = extra_option(c, x, key);
+        if (!strcmp(key, "plugin")) { /* loaded before the command: its kinds are needed to check --model */
+            fprintf(stderr, "attngrad %s: --plugin comes before the command: attngrad --plugin FILE %s ...\n", c->name,
+                    c->name);
+            return EXIT_USAGE;
+        }
         if (!extra && !ag_train_option_info(key, c->cmd, &takes_value)) {
             bool elsewhere = ag_train_option_info(key, ~0u, NULL);
             fprintf(stderr, "attngrad %s: %s option --%s (see attngrad %s --help)\n", c->name,
