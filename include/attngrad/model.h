@@ -214,13 +214,6 @@ enum { AG_MODEL_MAX_KINDS = 64 };
  * AG_FLAG_OWN_MAX), a name already registered, or a full registry. */
 ag_status ag_model_register(const ag_model_kind *kind);
 const ag_model_kind *ag_model_find(const char *name); /* NULL if unknown */
-/* --flags text <-> bits for a kind: the built-in names and the kind's own
- * (kind NULL: the built-in ones).  Parse: 0, or -1 with the unknown name
- * in bad[n]. */
-int ag_model_flags_parse(const ag_model_kind *kind, const char *list, unsigned *bits, char *bad, size_t n);
-const char *ag_model_flags_str(const ag_model_kind *kind, unsigned bits, char *buf, size_t n);
-/* Every bit kind reads: its flags and one AG_FLAG_OWN per own name. */
-unsigned ag_model_flags_read(const ag_model_kind *kind);
 const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated, in registration order */
 /* Loads a plugin: a shared object exporting
  *     ag_status ag_plugin_init(void);
@@ -232,6 +225,14 @@ const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated, in regis
  * when it cannot be loaded, AG_ERR_ARG when it has no ag_plugin_init or
  * that fails (its message, naming the plugin). */
 ag_status ag_model_load_plugin(const char *path);
+
+/* --flags text <-> bits for a kind: the built-in names and the kind's own
+ * (kind NULL: the built-in ones).  Parse: 0, or -1 with the unknown name
+ * in bad[n]. */
+int ag_model_flags_parse(const ag_model_kind *kind, const char *list, unsigned *bits, char *bad, size_t n);
+const char *ag_model_flags_str(const ag_model_kind *kind, unsigned bits, char *buf, size_t n);
+/* Every bit kind reads: its flags and one AG_FLAG_OWN per own name. */
+unsigned ag_model_flags_read(const ag_model_kind *kind);
 ag_model_config ag_model_defaults(const ag_model_kind *kind);
 /* The defaults for a task (cfg.task preset, so a kind may set its paper's
  * settings for that task, as MPSAN does for SICK relatedness). */
