@@ -233,6 +233,7 @@ int ag_model_flags_parse(const ag_model_kind *kind, const char *list, unsigned *
 const char *ag_model_flags_str(const ag_model_kind *kind, unsigned bits, char *buf, size_t n);
 /* Every bit kind reads: its flags and one AG_FLAG_OWN per own name. */
 unsigned ag_model_flags_read(const ag_model_kind *kind);
+
 ag_model_config ag_model_defaults(const ag_model_kind *kind);
 /* The defaults for a task (cfg.task preset, so a kind may set its paper's
  * settings for that task, as MPSAN does for SICK relatedness). */
