@@ -10,7 +10,8 @@
  *                                 cooldown_counter
  *   __metadata__                  attngrad.real, optim (the full spec),
  *                                 optim.lr (current rate), sched (spec),
- *                                 step, epoch, rng (4 hex words), config
+ *                                 step, epoch, rng (4 hex words), config,
+ *                                 crc32c.<tensor> for every tensor
  * Numbers in the metadata are written so that they read back exactly. */
 #include "../optim/options.h"
 
@@ -73,6 +74,7 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
         ag_st_set_meta(&w, "rng", v);
         ag_st_set_meta(&w, "config", st->config);
     }
+    ag_st_set_checksums(&w); /* every load verifies them: a flipped bit is refused, not trained on */
     ag_status status = ag_st_write(&w, path);
     ag_st_writer_free(&w);
     return status;

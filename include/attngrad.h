@@ -626,6 +626,11 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
 /* A tensor as the build's real type (F32, or F64 in the f64 build). */
 void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t);
 void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value);
+/* Records a CRC-32C of every tensor added so far in the metadata, as
+ * "crc32c.<name>" = 8 hex digits; readers verify them (ag_st_read). */
+#define AG_ST_CRC_PREFIX "crc32c."
+void ag_st_set_checksums(ag_st_writer *w);
+uint32_t ag_crc32c(uint32_t crc, const void *data, size_t n); /* crc 0 to start; chains */
 /* Writes atomically: a temporary file in the same folder, fsync, rename,
  * fsync of the folder.  A failed or interrupted write leaves `path` as it
  * was.  AG_ERR_IO with the reason on failure. */
@@ -634,7 +639,8 @@ void ag_st_writer_free(ag_st_writer *w);
 
 /* A file read and validated in full: header length, strict JSON, known
  * dtypes, shapes matching byte sizes, offsets inside the data, contiguous
- * (no gap, no overlap), no duplicate names. */
+ * (no gap, no overlap), no duplicate names, and every checksum the
+ * metadata holds (ag_st_set_checksums) right. */
 typedef struct {
     char *path;
     unsigned char *bytes;
@@ -643,6 +649,7 @@ typedef struct {
     int count;
     char **meta;             /* key, value, ... sorted by key */
     int n_meta;
+    int unchecked;           /* tensors without a checksum (other writers) */
 } ag_st_file;
 
 ag_status ag_st_read(const char *path, ag_st_file *f);

@@ -15,6 +15,9 @@
 static int read_config(const char *ckpt, ag_train_opts *o, char *err, size_t errlen) {
     ag_st_file f;
     if (ag_st_read(ckpt, &f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    if (f.unchecked) /* a run saved before checksums, or a file re-written by another tool */
+        fprintf(stderr, "note: %s: %d of its %d tensors carry no checksum: they load unverified\n", ckpt, f.unchecked,
+                f.count);
     const char *config = ag_st_meta(&f, "config");
     int rc = config ? 0 : ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: no 'config' metadata: not a checkpoint of attngrad train", ckpt);
     *o = ag_train_opts_default();

@@ -534,6 +534,47 @@ static int dump(const char *path) {
     return 0;
 }
 
+/* ---- checksums ---- */
+
+static void test_checksums(void) {
+    /* the standard check value of CRC-32C, and RFC 3720's 32 zero bytes;
+     * chained calls equal one call over the whole (every tail length) */
+    CHECK(ag_crc32c(0, "123456789", 9) == 0xe3069283u, "%08x", ag_crc32c(0, "123456789", 9));
+    CHECK(ag_crc32c(0, (unsigned char[32]){0}, 32) == 0x8a9136aau);
+    const char *text = "The quick brown fox jumps over the lazy dog";
+    for (size_t cut = 0; cut <= strlen(text); cut++)
+        CHECK(ag_crc32c(ag_crc32c(0, text, cut), text + cut, strlen(text) - cut) == ag_crc32c(0, text, strlen(text)));
+    CHECK(ag_crc32c(0, NULL, 0) == 0);
+
+    ag_st_writer w = {0};
+    ag_st_add(&w, "weight", AG_F32, 2, (int64_t[]){2, 2}, ex_weight);
+    ag_st_add(&w, "empty", AG_F32, 1, (int64_t[]){0}, NULL);
+    ag_st_set_checksums(&w);
+    ag_st_add(&w, "ids", AG_I64, 1, (int64_t[]){3}, ex_ids); /* added after: no checksum */
+    const char *path = path_in_dir("crc.safetensors");
+    CHECK(ag_st_write(&w, path) == AG_OK, "%s", ag_errmsg());
+    ag_st_writer_free(&w);
+    ag_st_file f;
+    CHECK(ag_st_read(path, &f) == AG_OK, "%s", ag_errmsg());
+    CHECK(f.unchecked == 1 && !strcmp(ag_st_meta(&f, "crc32c.empty"), "00000000"), "%d", f.unchecked);
+    CHECK(ag_st_meta(&f, "crc32c.weight") && strtoul(ag_st_meta(&f, "crc32c.weight"), NULL, 16) == ag_crc32c(0, ex_weight, 16));
+    /* every bit of the checksummed tensor's bytes, flipped alone */
+    size_t at = (size_t)((const unsigned char *)ag_st_get(&f, "weight")->data - f.bytes);
+    unsigned char *copy = malloc(f.size);
+    int refused = 0;
+    for (int bit = 0; bit < 16 * 8; bit++) {
+        memcpy(copy, f.bytes, f.size);
+        copy[at + bit / 8] ^= (unsigned char)(1u << bit % 8);
+        ag_st_file g;
+        ag_status st = ag_st_parse("mem", copy, f.size, &g);
+        refused += st == AG_ERR_FORMAT && strstr(ag_errmsg(), "tensor 'weight' (F32 [2,2]) is damaged");
+        if (!st) ag_st_close(&g);
+    }
+    CHECK(refused == 128, "%d of 128 flipped bits refused: %s", refused, ag_errmsg());
+    free(copy);
+    ag_st_close(&f);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump")) {
         int rc = dump(argv[2]);
@@ -557,6 +598,7 @@ int main(int argc, char **argv) {
     test_damage();
     test_killed_writer();
     test_write_errors();
+    test_checksums();
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_name[0] != '.') unlink_in_dir(e->d_name);
