@@ -92,17 +92,9 @@ static const char *file_shape_str(const ag_st_tensor *t, char *buf, size_t n) {
 /* The first element that is not a finite value of the build's real type
  * (NaN, inf, or in the f32 build an F64 beyond float's range), or -1. */
 static int64_t first_nonfinite(const ag_st_tensor *t, double *value) {
-    const unsigned char *src = t->data;
     double limit = sizeof(ag_real) == sizeof(float) ? FLT_MAX : DBL_MAX;
     for (int64_t i = 0; i < t->numel; i++) {
-        double x;
-        if (t->dtype == AG_F32) {
-            float v;
-            memcpy(&v, src + 4 * i, 4);
-            x = v;
-        } else {
-            memcpy(&x, src + 8 * i, 8);
-        }
+        double x = ag_st_real_at(t, i);
         if (!(fabs(x) <= limit)) {
             *value = x;
             return i;
@@ -117,8 +109,9 @@ static ag_status find_real(const ag_st_file *f, const char *name, const ag_tenso
                            const ag_st_tensor **out) {
     const ag_st_tensor *t = ag_st_get(f, name);
     if (!t) return ag__fail(AG_ERR_SHAPE, "%s: no tensor '%s' (%s)", f->path, name, role);
-    if (t->dtype != AG_F32 && t->dtype != AG_F64)
-        return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' is %s, expected F32 or F64", f->path, name, ag_dtype_name(t->dtype));
+    if (!ag_dtype_is_float(t->dtype))
+        return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' is %s, expected a float type (F32, F64, F16, BF16)", f->path,
+                        name, ag_dtype_name(t->dtype));
     bool same = t->ndim == like->ndim;
     for (int i = 0; same && i < t->ndim; i++) same = t->shape[i] == like->shape[i];
     if (!same) {

@@ -30,10 +30,13 @@
  * corrupt length, not a real file. */
 #define MAX_HEADER_BYTES ((uint64_t)100000000)
 
-static const char *const dtype_names[] = {"F32", "F64", "I32", "I64"};
-static const int dtype_sizes[] = {4, 8, 4, 8};
+static const char *const dtype_names[] = {"F32", "F64", "I32", "I64", "F16", "BF16"};
+static const int dtype_sizes[] = {4, 8, 4, 8, 2, 2};
+enum { N_DTYPES = sizeof dtype_sizes / sizeof *dtype_sizes };
 
-const char *ag_dtype_name(ag_dtype dt) { return (unsigned)dt < 4 ? dtype_names[dt] : "?"; }
+const char *ag_dtype_name(ag_dtype dt) { return (unsigned)dt < N_DTYPES ? dtype_names[dt] : "?"; }
+
+bool ag_dtype_is_float(ag_dtype dt) { return dt == AG_F32 || dt == AG_F64 || dt == AG_F16 || dt == AG_BF16; }
 
 static int dtype_size(ag_dtype dt) { return dtype_sizes[dt]; }
 
@@ -106,7 +109,7 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
                const void *data) {
     if (!name || !strcmp(name, "__metadata__"))
         ag__fatal("ag_st_add", "invalid tensor name '%s'", name ? name : "(null)");
-    if ((unsigned)dtype > AG_I64) ag__fatal("ag_st_add", "unknown dtype %d for '%s'", (int)dtype, name);
+    if ((unsigned)dtype >= N_DTYPES) ag__fatal("ag_st_add", "unknown dtype %d for '%s'", (int)dtype, name);
     if (ndim < 0 || ndim > AG_ST_MAX_DIMS)
         ag__fatal("ag_st_add", "%d dims for '%s' (at most %d)", ndim, name, AG_ST_MAX_DIMS);
     for (int i = 0; i < w->count; i++)
@@ -611,16 +614,16 @@ static ag_status parse_dtype(json *j, const char *name, ag_dtype *dt) {
     char *s;
     ag_status st = parse_string(j, &s);
     if (st) return st;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < N_DTYPES; k++)
         if (!strcmp(s, dtype_names[k])) {
             *dt = (ag_dtype)k;
             ag_free(s);
             return AG_OK;
         }
-    static const char *const others[] = {"BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "U32", "U64", "F8_E5M2", "F8_E4M3"};
+    static const char *const others[] = {"BOOL", "U8", "I8", "I16", "U16", "U32", "U64", "F8_E5M2", "F8_E4M3"};
     bool known = false;
     for (size_t k = 0; k < sizeof others / sizeof *others; k++) known |= !strcmp(s, others[k]);
-    st = json_fail(j, "tensor '%s': %s dtype '%.40s' (supported: F32, F64, I32, I64)", name,
+    st = json_fail(j, "tensor '%s': %s dtype '%.40s' (supported: F32, F64, F16, BF16, I32, I64)", name,
                    known ? "unsupported" : "unknown", s);
     ag_free(s);
     return st;
@@ -931,11 +934,43 @@ const char *ag_st_meta(const ag_st_file *f, const char *key) {
     return NULL;
 }
 
+/* IEEE binary16 and bfloat16 (the upper half of a float) as doubles: every
+ * value of theirs is exact in double, and rounds once to ag_real. */
+static double half_value(uint16_t h) {
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+static double bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+double ag_st_real_at(const ag_st_tensor *t, int64_t i) {
+    const unsigned char *src = t->data;
+    float x4;
+    double x8;
+    uint16_t x2;
+    switch (t->dtype) {
+    case AG_F32: memcpy(&x4, src + 4 * i, 4); return x4;
+    case AG_F64: memcpy(&x8, src + 8 * i, 8); return x8;
+    case AG_F16: memcpy(&x2, src + 2 * i, 2); return half_value(x2);
+    case AG_BF16: memcpy(&x2, src + 2 * i, 2); return bf16_value(x2);
+    default: ag__fatal("ag_st_real_at", "tensor '%s' is %s, not a float type", t->name, ag_dtype_name(t->dtype));
+    }
+    return 0;
+}
+
 /* Elements are copied one by one through memcpy: data read from a file
  * need not be aligned for its type. */
 void ag_st_to_real(const ag_st_tensor *t, ag_real *dst) {
     const unsigned char *src = t->data;
-    if (t->dtype == AG_F32)
+    if (t->dtype == AG_F16 || t->dtype == AG_BF16)
+        for (int64_t i = 0; i < t->numel; i++) dst[i] = (ag_real)ag_st_real_at(t, i);
+    else if (t->dtype == AG_F32)
         for (int64_t i = 0; i < t->numel; i++) {
             float x;
             memcpy(&x, src + 4 * i, 4);

@@ -598,9 +598,9 @@ void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng);
  * We write keys sorted at every level, no spaces, the header padded with
  * spaces to a multiple of 8, and the data of 8-byte dtypes before 4-byte
  * ones (every tensor aligned).  We read any file that follows the spec and
- * uses our dtypes, and refuse anything else with a message naming the file
- * and the problem. */
-typedef enum { AG_F32, AG_F64, AG_I32, AG_I64 } ag_dtype;
+ * uses our dtypes (F16 and BF16 too, converted when read), and refuse
+ * anything else with a message naming the file and the problem. */
+typedef enum { AG_F32, AG_F64, AG_I32, AG_I64, AG_F16, AG_BF16 } ag_dtype;
 #define AG_ST_MAX_DIMS 8
 
 typedef struct {
@@ -658,8 +658,11 @@ ag_status ag_st_parse(const char *what, const void *bytes, size_t size, ag_st_fi
 const ag_st_tensor *ag_st_get(const ag_st_file *f, const char *name);
 const char *ag_st_meta(const ag_st_file *f, const char *key);  /* NULL if absent */
 void ag_st_close(ag_st_file *f);
-/* Element copies with conversion: F32/F64 to ag_real, I32/I64 to int64. */
+/* Element copies with conversion: F32/F64/F16/BF16 to ag_real, I32/I64 to
+ * int64; one float element as a double (exact for every float dtype). */
 void ag_st_to_real(const ag_st_tensor *t, ag_real *dst);
+double ag_st_real_at(const ag_st_tensor *t, int64_t i);
+bool ag_dtype_is_float(ag_dtype dt);                            /* F32, F64, F16, BF16 */
 void ag_st_to_i64(const ag_st_tensor *t, int64_t *dst);
 const char *ag_dtype_name(ag_dtype dt);                       /* "F32", ... */
 

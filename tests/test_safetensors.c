@@ -250,7 +250,8 @@ static void test_bad_json(void) {
     expect_bad("{" T("a", "F32", "[2,]", 0, 8) "}", 8, "a trailing comma in an array");
     expect_bad("{" T("a", "F32", "2", 0, 8) "}", 8, "a shape that is not an array");
     expect_bad("{" T("a", "F17", "[2]", 0, 8) "}", 8, "an unknown dtype");
-    expect_bad("{" T("a", "F16", "[4]", 0, 8) "}", 8, "an unsupported dtype");
+    expect_bad("{" T("a", "U8", "[8]", 0, 8) "}", 8, "an unsupported dtype");
+    expect_bad("{" T("a", "F16", "[2]", 0, 8) "}", 8, "F16 [2] in 8 bytes");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "no data_offsets");
     expect_bad("{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "no dtype");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "no shape");
@@ -525,6 +526,7 @@ static int dump(const char *path) {
             case AG_F64: memcpy(&x8, p + 8 * k, 8); printf(" %.17g", x8); break;
             case AG_I32: memcpy(&i4, p + 4 * k, 4); printf(" %d", i4); break;
             case AG_I64: memcpy(&i8, p + 8 * k, 8); printf(" %lld", (long long)i8); break;
+            case AG_F16: case AG_BF16: printf(" %.9g", ag_st_real_at(t, k)); break;
             }
         }
         printf("\n");
@@ -575,6 +577,37 @@ static void test_checksums(void) {
     ag_st_close(&f);
 }
 
+/* F16 and BF16 read as their exact values: normals, subnormals, signed
+ * zero, infinities, the largest finite F16; ag_st_to_real rounds them once. */
+static void test_half_types(void) {
+    const uint16_t f16[8] = {0x3c00, 0xc000, 0x3555, 0x0001, 0x8000, 0x7bff, 0x7c00, 0x7e00};
+    const double f16_want[7] = {1.0, -2.0, 0.333251953125, 5.9604644775390625e-08, -0.0, 65504.0, INFINITY};
+    const uint16_t bf16[4] = {0x3f80, 0xc0a0, 0x0001, 0xff80};
+    const double bf16_want[4] = {1.0, -5.0, 9.183549615799121e-41, -INFINITY};
+    ag_st_writer w = {0};
+    ag_st_add(&w, "h", AG_F16, 1, (int64_t[]){8}, f16);
+    ag_st_add(&w, "b", AG_BF16, 2, (int64_t[]){2, 2}, bf16);
+    ag_st_add(&w, "odd", AG_F16, 1, (int64_t[]){1}, f16); /* 2 bytes: what follows is not 4-aligned */
+    ag_st_set_checksums(&w);
+    const char *path = path_in_dir("half.safetensors");
+    CHECK(ag_st_write(&w, path) == AG_OK, "%s", ag_errmsg());
+    ag_st_writer_free(&w);
+    ag_st_file f;
+    CHECK(ag_st_read(path, &f) == AG_OK, "%s", ag_errmsg());
+    const ag_st_tensor *h = ag_st_get(&f, "h"), *b = ag_st_get(&f, "b");
+    CHECK(h && h->dtype == AG_F16 && b && b->dtype == AG_BF16 && !strcmp(ag_dtype_name(AG_BF16), "BF16"));
+    for (int i = 0; h && i < 7; i++)
+        CHECK(ag_st_real_at(h, i) == f16_want[i] && signbit(ag_st_real_at(h, i)) == signbit(f16_want[i]), "F16 %d: %g", i,
+              ag_st_real_at(h, i));
+    CHECK(h && isnan(ag_st_real_at(h, 7)));
+    for (int i = 0; b && i < 4; i++) CHECK(ag_st_real_at(b, i) == bf16_want[i], "BF16 %d: %g", i, ag_st_real_at(b, i));
+    ag_real r[8];
+    if (h) ag_st_to_real(h, r);
+    CHECK(r[0] == 1 && r[2] == (ag_real)0.333251953125 && r[5] == 65504);
+    CHECK(ag_dtype_is_float(AG_F16) && ag_dtype_is_float(AG_BF16) && !ag_dtype_is_float(AG_I32));
+    ag_st_close(&f);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump")) {
         int rc = dump(argv[2]);
@@ -599,6 +632,7 @@ int main(int argc, char **argv) {
     test_killed_writer();
     test_write_errors();
     test_checksums();
+    test_half_types();
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_name[0] != '.') unlink_in_dir(e->d_name);
