@@ -119,6 +119,10 @@ static inline ag_real ag_item(const ag_tensor *t) { return t->data[0]; }
 typedef struct {
     ag_tensor **items;
     int count, cap;
+    /* Set before building: ag_param records names and shapes only (data and
+     * grad NULL, initializers skip them), as PyTorch's "meta" device does, so
+     * that a model can be compared with a file before its memory is taken. */
+    bool shapes_only;
 } ag_params;
 
 /* Creates a zero-filled persistent parameter (requires_grad, grad allocated,
