@@ -629,8 +629,12 @@ static void trainer_free(trainer *t) {
     ag_run_data_free(&t->data);
 }
 
-/* Data, model, optimizer, schedule, batch and sampler of one fold. */
-static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, char *err, size_t errlen) {
+/* Data, model, optimizer, schedule, batch and sampler of one fold.  The
+ * model must fit the checkpoint `ckpt` when one is given (--resume's
+ * last.safetensors, or --init's file, strictly: no tensor left over):
+ * checked from names and shapes before the model is allocated. */
+static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, const char *ckpt, char *err,
+                        size_t errlen) {
     memset(t, 0, sizeof *t);
     int rc = ag_run_data_open(o, fold, vocab, &t->data, err, errlen);
     if (rc) return rc;
@@ -642,7 +646,11 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
+    bool init = ckpt && !o->resume;
+    if (ckpt && (rc = ag_checkpoint_fits(ckpt, ag_model_find(o->model), &cfg, init, init, err, errlen))) return rc;
     if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    if (init && ag_checkpoint_load(ckpt, &t->model.params, NULL, NULL, NULL)) /* the dropout generator stays the seed's */
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "--init: %s", ag_errmsg());
 
     ag_optim_config oc;
     ag_sched_config sc;
@@ -871,7 +879,9 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     trainer t;
     run_state s = {.best = -INFINITY};
     fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile};
-    rc = trainer_init(&t, o, fold, vocab, err, errlen);
+    join(path, sizeof path, out, "last.safetensors");
+    rc = trainer_init(&t, o, fold, vocab, resume ? path : o->init[0] ? o->init : NULL, err, errlen);
+    join(path, sizeof path, out, "vocab.txt");
     if (!rc && !resume) rc = make_folder(out, err, errlen);
     if (!rc && !resume) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
@@ -970,6 +980,8 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
         if (o->resume) return ag_train_fail(err, errlen, AG_ERR_ARG, "--resume needs --out (the run folder to continue)");
         default_out(o);
     }
+    if (o->resume && o->init[0])
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--init starts a run from a file, --resume continues one: not both");
     snprintf(r->out, sizeof r->out, "%s", o->out);
     int folds = ag_run_data_folds(o, err, errlen);
     if (folds < 0 && o->fold >= 0) return AG_ERR_ARG; /* err says why the folder is no data set */
