@@ -73,6 +73,7 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
                  st->rng.s[2], st->rng.s[3]);
         ag_st_set_meta(&w, "rng", v);
         ag_st_set_meta(&w, "config", st->config);
+        for (const char *const *kv = st->meta; kv && kv[0]; kv += 2) ag_st_set_meta(&w, kv[0], kv[1]);
     }
     ag_st_set_checksums(&w); /* every load verifies them: a flipped bit is refused, not trained on */
     ag_status status = ag_st_write(&w, path);

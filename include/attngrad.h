@@ -676,6 +676,9 @@ typedef struct {
     int64_t step, epoch;
     ag_rng rng;                  /* the loop's generator: data order, dropout */
     char config[AG_CONFIG_MAX];  /* free-form, e.g. the model's options */
+    /* save only: more metadata, key, value, ..., NULL (e.g. a trainer's
+     * metrics log, so that the log can be rebuilt from the checkpoint) */
+    const char *const *meta;
 } ag_train_state;
 
 /* A checkpoint: every parameter under its name (the build's real type);
