@@ -531,7 +531,11 @@ static int dump(const char *path) {
         }
         printf("\n");
     }
-    for (int i = 0; i < f.n_meta; i++) printf("meta %s %s\n", f.meta[2 * i], f.meta[2 * i + 1]);
+    for (int i = 0; i < f.n_meta; i++) { /* a line each: line feeds in values (a run's config) as \n */
+        printf("meta %s ", f.meta[2 * i]);
+        for (const char *c = f.meta[2 * i + 1]; *c; c++) *c == '\n' ? fputs("\\n", stdout) : putchar(*c);
+        putchar('\n');
+    }
     ag_st_close(&f);
     return 0;
 }
