@@ -83,13 +83,6 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
 
 /* ---- loading: everything is checked first, then copied ---- */
 
-static const char *file_shape_str(const ag_st_tensor *t, char *buf, size_t n) {
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)t->shape[i]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-    return buf;
-}
-
 /* The first element that is not a finite value of the build's real type
  * (NaN, inf, or in the f32 build an F64 beyond float's range), or -1. */
 static int64_t first_nonfinite(const ag_st_tensor *t, double *value) {
@@ -118,7 +111,7 @@ static ag_status find_real(const ag_st_file *f, const char *name, const ag_tenso
     if (!same) {
         char a[128], b[64];
         return ag__fail(AG_ERR_SHAPE, "%s: tensor '%s' has shape %s in the file, but the %s has shape %s", f->path, name,
-                        file_shape_str(t, a, sizeof a), role, ag_shape_str(like, b, sizeof b));
+                        ag_st_shape_str(t, a, sizeof a), role, ag_shape_str(like, b, sizeof b));
     }
     double bad;
     int64_t at = first_nonfinite(t, &bad);

@@ -733,7 +733,7 @@ static const char *shape_digits(const ag_st_tensor *t, char *s, size_t n) {
     return s;
 }
 
-static const char *shape_str(const ag_st_tensor *t, char *s, size_t n) {
+const char *ag_st_shape_str(const ag_st_tensor *t, char *s, size_t n) {
     char digits[160];
     snprintf(s, n, "[%s]", shape_digits(t, digits, sizeof digits));
     return s;
@@ -825,7 +825,7 @@ static ag_status verify_checksums(ag_st_file *f) {
             char s[160];
             return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' (%s %s) is damaged: its bytes have CRC-32C %08x, "
                             "the file recorded %08x", f->path, t->name, dtype_names[t->dtype],
-                            shape_str(t, s, sizeof s), got, want);
+                            ag_st_shape_str(t, s, sizeof s), got, want);
         }
         checked++;
     }

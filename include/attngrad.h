@@ -669,6 +669,7 @@ double ag_st_real_at(const ag_st_tensor *t, int64_t i);
 bool ag_dtype_is_float(ag_dtype dt);                            /* F32, F64, F16, BF16 */
 void ag_st_to_i64(const ag_st_tensor *t, int64_t *dst);
 const char *ag_dtype_name(ag_dtype dt);                       /* "F32", ... */
+const char *ag_st_shape_str(const ag_st_tensor *t, char *buf, size_t n); /* "[2,3]" */
 
 /* What a training loop needs, besides tensors, to resume exactly. */
 #define AG_CONFIG_MAX 2048

@@ -30,13 +30,6 @@ static bool own_extra(const char *name) {
     return !strcmp(name, "loss");
 }
 
-static const char *st_shape_str(const ag_st_tensor *t, char *buf, size_t n) {
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)t->shape[i]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-    return buf;
-}
-
 int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE *report, char *err, size_t errlen) {
     int missing = 0, shape = 0, dtype = 0, extra = 0, converted = 0;
     ag_dtype real = sizeof(ag_real) == 8 ? AG_F64 : AG_F32, from = real;
@@ -51,7 +44,7 @@ int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE 
             fprintf(report, "  missing:  '%s' %s is not in the file\n", p->name, ag_shape_str(p, a, sizeof a));
         } else if (!same) {
             shape++;
-            fprintf(report, "  shape:    '%s' is %s in the file, %s in the model\n", p->name, st_shape_str(t, b, sizeof b),
+            fprintf(report, "  shape:    '%s' is %s in the file, %s in the model\n", p->name, ag_st_shape_str(t, b, sizeof b),
                     ag_shape_str(p, a, sizeof a));
         } else if (!ag_dtype_is_float(t->dtype)) {
             dtype++;
@@ -67,7 +60,7 @@ int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE 
         if (ag_params_find(ps, t->name) || own_extra(t->name)) continue;
         extra++;
         fprintf(report, "  extra:    '%s' %s %s is no parameter of the model\n", t->name, ag_dtype_name(t->dtype),
-                st_shape_str(t, b, sizeof b));
+                ag_st_shape_str(t, b, sizeof b));
     }
     if (missing + shape + dtype + extra) {
         const int counts[4] = {missing, shape, dtype, extra};
