@@ -32,7 +32,8 @@ static bool own_extra(const char *name) {
 
 int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE *report, char *err, size_t errlen) {
     int missing = 0, shape = 0, dtype = 0, extra = 0, converted = 0;
-    ag_dtype real = sizeof(ag_real) == 8 ? AG_F64 : AG_F32, from = real;
+    ag_dtype real = sizeof(ag_real) == 8 ? AG_F64 : AG_F32;
+    unsigned from = 0; /* bit per dtype converted */
     char a[128], b[128];
     for (int i = 0; i < ps->count; i++) {
         const ag_tensor *p = ps->items[i];
@@ -52,7 +53,7 @@ int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE 
                     ag_dtype_name(t->dtype));
         } else if (t->dtype != real) {
             converted++;
-            from = t->dtype;
+            from |= 1u << t->dtype;
         }
     }
     for (int i = 0; strict && i < f->count; i++) {
@@ -71,9 +72,13 @@ int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE 
         return ag_train_fail(err, errlen, AG_ERR_SHAPE, "%s does not fit the model's %d parameters: %s (each listed above)",
                              f->path, ps->count, sum);
     }
-    if (converted)
-        fprintf(report, "note: %s: %d of the %d parameters are %s%s, converted to %s\n", f->path, converted, ps->count,
-                ag_dtype_name(from), converted > 1 ? " (or another float type)" : "", ag_dtype_name(real));
+    if (converted) {
+        char types[64] = "";
+        for (int k = 0, n = 0; k < 32; k++)
+            if (from >> k & 1) n += snprintf(types + n, sizeof types - (size_t)n, "%s%s", n ? " or " : "", ag_dtype_name((ag_dtype)k));
+        fprintf(report, "note: %s: %d of the %d parameters are %s, converted to %s\n", f->path, converted, ps->count, types,
+                ag_dtype_name(real));
+    }
     return 0;
 }
 

@@ -176,7 +176,7 @@ def interop(writer, attngrad, d):
         for name in names:
             if dict(items)[name][0] != "BF16":
                 assert np.array_equal(f.get_tensor(name), want[name]), name
-    started_from(mixed, want, "(or another float type)")
+    started_from(mixed, want, "are F16 or BF16, converted to F32")
     print("BF16, F16 and F32 mixed at odd offsets, padded header: starts a model")
 
     # refusals, each naming the tensor and the reason, every one listed
