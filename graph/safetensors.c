@@ -58,8 +58,9 @@ static int64_t shape_numel(int ndim, const int64_t *shape) {
 /* ------------------------------------------------------------------------ */
 
 /* crc_table[k][b]: the CRC of byte b followed by k zero bytes, so that eight
- * table lookups advance the CRC by eight bytes at once (about 2 GB/s, enough
- * that verifying a checkpoint costs little next to reading it). */
+ * table lookups advance the CRC by eight bytes at once: 5-6 times a
+ * byte-at-a-time table (0.75 GB/s against 0.13 on the loaded 2-core dev
+ * machine), so verifying a checkpoint costs little next to reading it. */
 static uint32_t crc_table[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
