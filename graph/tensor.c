@@ -106,11 +106,11 @@ ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape)
     if (ag_params_find(ps, name)) ag__fatal("param", "duplicate parameter name '%s'", name);
     ag_tensor shaped = {0};
     set_shape(&shaped, ndim, shape);
-    check_fits_in_memory(ps, name, &shaped); /* before anything is allocated: a test's fatal handler returns */
+    if (!ps->shapes_only) check_fits_in_memory(ps, name, &shaped); /* before anything is allocated: a test's fatal handler returns */
     ag_tensor *t = ag_calloc(1, sizeof *t);
     *t = shaped;
-    t->data = ag_calloc((size_t)t->size, sizeof(ag_real));
-    t->grad = ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->data = ps->shapes_only ? NULL : ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->grad = ps->shapes_only ? NULL : ag_calloc((size_t)t->size, sizeof(ag_real));
     t->requires_grad = true;
     t->persistent = true;
     t->name = ag_strdup(name);
