@@ -109,7 +109,8 @@ int ag_dim(const ag_tensor *t, int axis);                    /* axis may be nega
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n); /* "[2,3,4]" */
 
 /* Element access for tests and small programs (row-major flat index). */
-static inline ag_real ag_item(const ag_tensor *t) { return t->data[0]; }
+ag_real ag__item_device(const ag_tensor *t);
+static inline ag_real ag_item(const ag_tensor *t) { return t->device == AG_CPU ? t->data[0] : ag__item_device(t); }
 
 /* ------------------------------------------------------------------------ */
 /* Parameters                                                                */
@@ -134,6 +135,31 @@ void ag_params_zero_grad(ag_params *ps);
 void ag_params_free(ag_params *ps); /* frees every parameter and the list */
 
 /* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor on AG_CUDA holds data and grad in GPU memory (a build with the
+ * CUDA backend, docs/design.md "Devices"); an op runs where its inputs are,
+ * and inputs on different devices are an error naming both.  Ops without a
+ * CUDA implementation yet refuse CUDA tensors by name. */
+const char *ag_device_name(ag_device d);                 /* "cpu", "cuda" */
+/* true when CUDA tensors can be used; else false and why (built without
+ * CUDA, no device found, with the driver and runtime versions). */
+bool ag_cuda_available(char *why, size_t n);
+/* The device that ag_tensor_new/_from/_fill/ag_scalar/ag_tensor_like put
+ * new tensors on (default AG_CPU): set once, and a model's inputs follow. */
+void ag_set_device(ag_device d);
+ag_device ag_get_device(void);
+/* A copy of t on d (t itself if it is there), with a gradient: backward
+ * copies the gradient back and adds it to t's. */
+ag_tensor *ag_to(ag_tensor *t, ag_device d);
+/* Moves every parameter (values and gradient buffers) to d, before the
+ * optimizer is made. */
+void ag_params_to(ag_params *ps, ag_device d);
+/* t's values into host memory (t->size elements), from any device. */
+void ag_tensor_read(const ag_tensor *t, ag_real *host);
+
+/* ------------------------------------------------------------------------ */
 /* Tape, arena and backward                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -153,6 +179,8 @@ typedef struct {
     size_t arena_pos;
     int arena_chunk;
     int tape_len;
+    size_t device_pos; /* the device arena's (CUDA) */
+    int device_chunk;
 } ag_mark_t;
 ag_mark_t ag_mark(void);
 void ag_rewind(ag_mark_t m);
