@@ -162,7 +162,12 @@ int64_t ag_ds_open_len(const ag_dataset *ds) {
     return st->nraw - (st->open_off_b >= 0 ? st->open_off_b : st->open_off);
 }
 
-int32_t *ag_ds_open_heads(ag_dataset *ds) { return ds->store->heads + ds->store->open_off; }
+/* NULL before the first token: no heads array yet, and an offset applied to
+ * NULL is undefined behaviour even when it is 0 (clang's UBSan stops on it). */
+int32_t *ag_ds_open_heads(ag_dataset *ds) {
+    ag_dataset_store *st = ds->store;
+    return st->heads ? st->heads + st->open_off : NULL;
+}
 
 void ag_ds_abort(ag_dataset *ds) {
     ds->store->nraw = ds->store->open_off;
