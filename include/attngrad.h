@@ -74,6 +74,15 @@ ag_status ag_fail(ag_status status, const char *fmt, ...) __attribute__((format(
  * aborts; tests install a handler that longjmps out to assert the message. */
 typedef void (*ag_fatal_handler)(const char *msg);
 ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h);
+/* Runs fn(ctx); a programmer error inside it does not end the program but
+ * returns here: AG_ERR_NOMEM when the step did not fit in memory (the
+ * arena refused it), AG_ERR_ARG for any other, with the message in
+ * ag_errmsg().  The tape and the step arena are rewound to where they were
+ * at the call and grad mode is restored, so the caller can go on (predict
+ * fails one line that is too long, not the stream).  Whatever fn allocates
+ * outside the step arena is lost on such a return: allocate it before.
+ * AG_OK when fn returned.  Nests; per thread. */
+ag_status ag_try(void (*fn)(void *ctx), void *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */

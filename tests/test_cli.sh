@@ -62,6 +62,18 @@ grep -q '^attngrad predict: stdin:2: carriage return inside the line (column 5)'
   bad "predict: a CR inside the line: $(cat "$T/bad-lines.err")"
 grep -q '^attngrad predict: stdin:3: binary data (byte 0x01 at column 4)$' "$T/bad-lines.err" && ok ||
   bad "predict: a control byte: $(cat "$T/bad-lines.err")"
+# a line too long for the memory the process may take (20,000 words: a 1.6 GB attention map under a 1.5 GB
+# ulimit -v) fails alone and the next line is predicted; sanitizer builds reserve terabytes of address space,
+# which no ulimit -v allows
+if ! nm -u "$AG" 2>/dev/null | grep -q __asan_init; then
+  { echo 'w1 A w2 B'; yes w1 | head -n 20000 | tr '\n' ' '; echo; echo 'B w3 w4 w5 A w6'; } > "$T/long-line.txt"
+  out=$(ulimit -v 1500000; "$AG" predict --ckpt "$T/run/best.safetensors" < "$T/long-line.txt" 2>"$T/long-line.err"); rc=$?
+  [ "$rc" -eq 1 ] && ok || bad "predict of a line too long for memory: exit $rc, want 1"
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 3 ] && printf '%s\n' "$out" | sed -n 2p | grep -q '^$' &&
+    printf '%s\n' "$out" | sed -n 3p | grep -Eq '^[0-3]'$'\t' && ok || bad "predict after a refused line: got '$out'"
+  grep -q '^attngrad predict: stdin:2: arena: .*too large' "$T/long-line.err" && ok ||
+    bad "predict of a line too long: $(cat "$T/long-line.err")"
+fi
 expect 1 'attngrad predict: stdin: read error after line 0' sh -c "'$AG' predict --ckpt '$T/run/best.safetensors' < '$T'"
 # a checkpoint whose config is wrong, or data with more classes than the model: the message names the files
 mkdir "$T/badcfg" && cp "$T/run/vocab.txt" "$T/badcfg/"

@@ -115,6 +115,35 @@ static void test_options(void) {
 
 /* ---- training ---- */
 
+/* A line too long for step memory (its attention would need 400 MB, and the
+ * arena may take 64 MiB) fails alone, with the arena's message; the line
+ * after it is predicted exactly as before. */
+static void predict_survives_a_refused_line(ag_model *m, ag_vocab *vocab, ag_train_opts *lo) {
+    char before[256] = "", after[256] = "";
+    char line[] = "w1 A w2 w3 w4 w5 B", again[] = "w1 A w2 w3 w4 w5 B";
+    FILE *f = fmemopen(before, sizeof before, "w");
+    CHECK(ag_predict_line(m, vocab, lo, line, f, err, sizeof err) == 0, "%s", err);
+    fclose(f);
+    enum { WORDS = 10000 };
+    char *long_line = malloc(3 * WORDS + 1);
+    for (int i = 0; i < WORDS; i++) memcpy(long_line + 3 * i, "w1 ", 3);
+    long_line[3 * WORDS] = 0;
+    extern double ag__arena_bytes_limit; /* graph/internal.h: the memory the arena may still take */
+    ag__arena_bytes_limit = 64.0 * (1 << 20);
+    f = tmpfile();
+    int rc = ag_predict_line(m, vocab, lo, long_line, f, err, sizeof err);
+    CHECK(rc == AG_ERR_NOMEM && strstr(err, "arena: the step needs") && strncmp(err, "attngrad:", 9), "rc %d: %s", rc, err);
+    CHECK(ftell(f) == 0, "nothing printed for the refused line");
+    fclose(f);
+    ag__arena_bytes_limit = 0;
+    free(long_line);
+    CHECK(ag_is_grad_enabled());
+    f = fmemopen(after, sizeof after, "w");
+    CHECK(ag_predict_line(m, vocab, lo, again, f, err, sizeof err) == 0, "%s", err);
+    fclose(f);
+    CHECK(before[0] && !strcmp(before, after), "'%s' then '%s'", before, after);
+}
+
 /* The generated task is learnable: the loss falls well below its start
  * (ln 4 for four balanced classes), and steps after warm-up allocate nothing. */
 static void test_learns(void) {
@@ -167,6 +196,7 @@ static void test_learns(void) {
     CHECK(fscanf(f, "%d %lf %lf %lf %lf", &label, &p[0], &p[1], &p[2], &p[3]) == 5 && label >= 0 && label < 4);
     CHECK(fabs(p[0] + p[1] + p[2] + p[3] - 1) < 1e-3);
     fclose(f);
+    predict_survives_a_refused_line(&m, vocab, &lo);
     ag_batch_free(&b);
     ag_run_data_free(&d);
     ag_model_free(&m);
