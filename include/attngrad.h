@@ -62,6 +62,7 @@ typedef enum {
     AG_ERR_SHAPE = -3,   /* shapes do not match what was expected */
     AG_ERR_ARG = -4,     /* a bad option or argument value */
     AG_ERR_NOMEM = -5,
+    AG_ERR_NONFINITE = -6, /* a loss, gradient or parameter became inf or NaN */
 } ag_status;
 
 /* Message of the last failed call on this thread ("" if none). */
@@ -540,6 +541,22 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
  * of all gradients together exceeds max_norm, scales them all by
  * max_norm / (norm + 1e-6).  Returns the norm before clipping. */
 double ag_clip_grad_norm(ag_params *ps, double max_norm);
+/* The L2 norm of all gradients together, as ag_clip_grad_norm measures it,
+ * without clipping; and the same over the parameters' values. */
+double ag_grad_norm(const ag_params *ps);
+double ag_params_norm(const ag_params *ps);
+/* Finite checks of a training step that cost one norm: AG_OK when the
+ * global gradient norm (from ag_clip_grad_norm or ag_grad_norm) is finite,
+ * else AG_ERR_NONFINITE with a message naming the first gradient that holds
+ * an inf or NaN, its shape, value and element (a scan, only then).  After
+ * the optimizer step, the same for the parameters' values (their norm into
+ * *norm when not NULL): a diverged update shows there even when the loss
+ * still looks finite (a ReLU or a max turns NaN into 0). */
+ag_status ag_check_grads_finite(const ag_params *ps, double norm);
+ag_status ag_check_params_finite(const ag_params *ps, double *norm);
+/* The first parameter whose values (grads false) or gradient (true) hold an
+ * inf or NaN, and the element's flat index in *at; NULL when all are finite. */
+ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at);
 /* The weight matrices of MODELS.md's L2 term: parameters with 2 or more
  * dims, except embedding tables (names starting with "embed" or "bigram").
  * Biases, gains, vectors and embeddings are not weight matrices. */

@@ -607,6 +607,40 @@ static void test_task_choice(void) {
     CHECK(ag_train(&o, &r, err, sizeof err) != 0 && strstr(err, "no head for the pair task"), "%s", err);
 }
 
+/* A run that diverges stops at the first non-finite value with the step,
+ * what was not finite (by name) and a hint, and writes no checkpoint of
+ * that state: a loss (adadelta at lr 1e20, issue 20's case), a parameter
+ * made infinite by the update while the loss was still finite, and an LM
+ * whose dev perplexity overflows (poslm at sgd lr 1e8, issue 20's case). */
+static void test_diverged_runs(void) {
+    static const struct {
+        const char *model, *optim, *want;
+    } cases[] = {
+        {"mpsan", "adadelta:lr=1e20", "training diverged at step 2: the training loss is nan; lower the learning rate "
+                                      "(now 1e+20, --optim adadelta) or clip the gradient norm (--clip, now off)"},
+        {"mpsan", "sgd:lr=1e300", "training diverged at step 1: the global parameter norm is nan: parameter "},
+        {"poslm", "sgd:lr=1e8", "training diverged at the evaluation after epoch 1: the dev perplexity is inf (loss "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "diverged%zu", i);
+        ag_train_opts o = small_run(name);
+        set(&o, "model", cases[i].model);
+        set(&o, "optim", cases[i].optim);
+        set(&o, "clip", "0");
+        ag_train_result r;
+        err[0] = 0;
+        int rc = ag_train(&o, &r, err, sizeof err);
+        CHECK(rc == AG_ERR_NONFINITE && strstr(err, cases[i].want), "%s %s: rc %d: %s", cases[i].model, cases[i].optim,
+              rc, err);
+        char path[AG_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/best.safetensors", o.out);
+        CHECK(access(path, F_OK) != 0, "%s: a checkpoint of a diverged run", path);
+        snprintf(path, sizeof path, "%s/last.safetensors", o.out);
+        CHECK(access(path, F_OK) != 0, "%s: a checkpoint of a diverged run", path);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "compare")) return same_tensors(argv[2], argv[3], true) ? 0 : 1;
     if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "verify-dump")) {
@@ -625,6 +659,7 @@ int main(int argc, char **argv) {
     test_metrics();
     test_relatedness_run();
     test_task_choice();
+    test_diverged_runs();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
