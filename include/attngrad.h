@@ -187,6 +187,17 @@ void ag_shutdown(void);
 void ag_set_num_threads(int n);   /* n >= 1 */
 int ag_get_num_threads(void);
 
+/* Anomaly mode, as PyTorch's detect_anomaly: every op checks its output and,
+ * in backward, the gradients it produced for its inputs; the first inf or
+ * NaN an op makes from finite inputs stops the program as a programmer
+ * error does (the fatal handler, or ag_try), naming the op, its shapes, the
+ * element and the model's line (AG_AT).  Values that come in non-finite
+ * (a mask's -inf) are passed on unreported.  For debugging: every op then
+ * reads its output once more.  Off (the default) it costs a branch per op.
+ * Returns the previous mode. */
+bool ag_anomaly(bool on);
+bool ag_anomaly_enabled(void);
+
 /* Op profiler: time per op and call site (file:line of the AG_AT macro),
  * forward and backward apart, like torch.profiler's table.  Start it after
  * the warm-up steps, run K steps, then report per step; top <= 0 lists
@@ -795,6 +806,24 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_mul(...) AG_AT(ag_mul, __VA_ARGS__)
 #define ag_div(...) AG_AT(ag_div, __VA_ARGS__)
 #define ag_maximum(...) AG_AT(ag_maximum, __VA_ARGS__)
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_add_scalar(...) AG_AT(ag_add_scalar, __VA_ARGS__)
+#define ag_mul_scalar(...) AG_AT(ag_mul_scalar, __VA_ARGS__)
+#define ag_neg(...) AG_AT(ag_neg, __VA_ARGS__)
+#define ag_exp(...) AG_AT(ag_exp, __VA_ARGS__)
+#define ag_log(...) AG_AT(ag_log, __VA_ARGS__)
+#define ag_sqrt(...) AG_AT(ag_sqrt, __VA_ARGS__)
+#define ag_square(...) AG_AT(ag_square, __VA_ARGS__)
+#define ag_abs(...) AG_AT(ag_abs, __VA_ARGS__)
+#define ag_tanh(...) AG_AT(ag_tanh, __VA_ARGS__)
+#define ag_sigmoid(...) AG_AT(ag_sigmoid, __VA_ARGS__)
+#define ag_relu(...) AG_AT(ag_relu, __VA_ARGS__)
+#define ag_elu(...) AG_AT(ag_elu, __VA_ARGS__)
+#define ag_softplus(...) AG_AT(ag_softplus, __VA_ARGS__)
+#define ag_log_sigmoid(...) AG_AT(ag_log_sigmoid, __VA_ARGS__)
+#define ag_clamp(...) AG_AT(ag_clamp, __VA_ARGS__)
+#define ag_sum(...) AG_AT(ag_sum, __VA_ARGS__)
+#define ag_mean(...) AG_AT(ag_mean, __VA_ARGS__)
 #define ag_matmul(...) AG_AT(ag_matmul, __VA_ARGS__)
 #define ag_matmul_t(...) AG_AT(ag_matmul_t, __VA_ARGS__)
 #define ag_linear(...) AG_AT(ag_linear, __VA_ARGS__)

@@ -1017,7 +1017,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
         return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
                     o->data[0] ? o->data : "the generated task");
     step_profile profile = {.want = o->profile};
+    bool anomaly = ag_anomaly(o->detect_anomaly); /* warm-up, steps and evaluations alike */
     int rc = train_folds(o, folds, deadline, &profile, r, err, errlen);
+    ag_anomaly(anomaly);
     profile_close(&profile, rc);
     r->seconds = now() - t0;
     return rc;

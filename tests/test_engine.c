@@ -445,6 +445,37 @@ static void test_try_recovers(void) {
     ag_params_free(&ps);
 }
 
+/* ---- anomaly mode: the op that makes the first inf or NaN, by name ---- */
+
+static void test_anomaly_mode(void) {
+    ag_params ps = {0};
+    ag_tensor *x = ag_param(&ps, "x", 1, (int[]){3}); /* zeros */
+    CHECK(!ag_anomaly_enabled());
+    CHECK(isinf(ag_log(x)->data[0]), "off: log(0) = -inf goes by");
+    ag_step_end();
+    CHECK(!ag_anomaly(true) && ag_anomaly_enabled());
+    char at[64];
+    snprintf(at, sizeof at, "test_engine.c:%d", __LINE__ + 1);
+    EXPECT_FATAL(ag_log(x), "ag_log: anomaly mode: the output [3] holds -inf at element 0, from finite inputs [3]", at);
+    ag_step_end();
+    /* forward finite, backward not: d sqrt(x) / dx at 0, named at the op's line, not backward's */
+    snprintf(at, sizeof at, "test_engine.c:%d", __LINE__ + 1);
+    ag_tensor *y = ag_sum(ag_sqrt(x));
+    EXPECT_FATAL(ag_backward(y), "ag_sqrt: anomaly mode: backward made the gradient of input 1 [3], parameter x hold inf",
+                 at);
+    ag_step_end();
+    ag_params_zero_grad(&ps);
+    /* a constant's -inf (a mask) passes through an op unreported; softmax makes it finite */
+    ag_tensor *mask = ag_tensor_from((ag_real[]){0, -INFINITY, 0}, 1, (int[]){3});
+    ag_tensor *p = ag_softmax(ag_add(x, mask));
+    ag_backward(ag_sum(ag_mul(p, p)));
+    CHECK(p->data[1] == 0 && isfinite(x->grad[0]));
+    ag_step_end();
+    /* a caught anomaly (ag_try) leaves the engine usable */
+    CHECK(ag_anomaly(false));
+    ag_params_free(&ps);
+}
+
 int main(void) {
     test_accumulation();
     test_broadcast_over_many_rows();
@@ -456,6 +487,7 @@ int main(void) {
     test_errors_name_op_shapes_and_line();
     test_cgroup_memory_limit();
     test_try_recovers();
+    test_anomaly_mode();
     ag_shutdown();
     return check_summary("test_engine");
 }
