@@ -721,6 +721,11 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     fflush(stdout);
 }
 
+int ag__run_state_check(const char *config, const char *what, char *err, size_t errlen) {
+    run_state s;
+    return state_parse(config, &s, what, err, errlen);
+}
+
 /* ---- the loop of one fold ---------------------------------------------------------- */
 
 typedef struct {

@@ -176,6 +176,12 @@ typedef struct {
  * data set (or one), with checkpoints, metrics and progress output. */
 int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen);
 
+/* The run's own counters as --resume reads them from a checkpoint's config
+ * ("state.step=..." lines): 0 when they all parse and are in range, else a
+ * negative code with err naming `what` and the entry (internal: for the
+ * fuzzing harness of run configs). */
+int ag__run_state_check(const char *config, const char *what, char *err, size_t errlen);
+
 /* The options of the run in folder `out` (from its last.safetensors, or
  * fold0/last.safetensors of a cross-validation run), for --resume: the
  * command line is applied on top of them. */
