@@ -10,7 +10,8 @@
 #   FUZZ_ONLY="conllu vocab" tools/fuzz.sh 600    some harnesses only
 #
 # A crash found this way becomes a file of tests/fuzz/corpus/<harness>/ (and
-# a test of the code it hit).  Ends with "fuzz: N passed, M failed"; exits
+# a test of the code it hit): every build replays the corpus in its meson
+# tests (suite fuzz, tests/fuzz/replay.c), clang or not.  Ends with "fuzz: N passed, M failed"; exits
 # 77 (skipped) where clang with libFuzzer is missing (Debian: clang and
 # libclang-rt-<version>-dev).
 set -uo pipefail

@@ -2,7 +2,8 @@
  * bytes libFuzzer makes to one of the project's real parsers, through an
  * entry point that takes memory, and checks only that it returns (an error
  * is a fine answer to garbage): ASan and UBSan report the rest.  Built by
- * tools/fuzz.sh in a clang build dir (meson -Dfuzz=true). */
+ * tools/fuzz.sh in a clang build dir (meson -Dfuzz=true) as libFuzzer
+ * targets, and in every build with replay.c's main to run the corpus. */
 #ifndef AG_FUZZ_H
 #define AG_FUZZ_H
 
