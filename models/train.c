@@ -163,8 +163,10 @@ typedef struct {
 
 /* The run stops at the first non-finite value, before any checkpoint of
  * it is written: `what` happened at `step` (or in the evaluation after
- * epoch `epoch` when step < 0), with what to change. */
-static int diverged(const trainer *t, int64_t step, int epoch, const char *what, char *err, size_t errlen) {
+ * epoch `epoch` when step < 0), with what to change; in_ops: an op made it
+ * (the loss, a gradient), which anomaly mode would name. */
+static int diverged(const trainer *t, int64_t step, int epoch, const char *what, bool in_ops, char *err,
+                    size_t errlen) {
     char clip[48] = "off";
     if (t->clip > 0) snprintf(clip, sizeof clip, "%g", t->clip);
     char where[64];
@@ -172,7 +174,8 @@ static int diverged(const trainer *t, int64_t step, int epoch, const char *what,
     else snprintf(where, sizeof where, "the evaluation after epoch %d", epoch);
     return ag_train_fail(err, errlen, AG_ERR_NONFINITE,
                          "training diverged at %s: %s; lower the learning rate (now %g, --optim %s) or clip the "
-                         "gradient norm (--clip, now %s)", where, what, t->opt.lr, ag_optim_name(t->opt.cfg.kind), clip);
+                         "gradient norm (--clip, now %s)%s", where, what, t->opt.lr, ag_optim_name(t->opt.cfg.kind), clip,
+                         in_ops && !ag_anomaly_enabled() ? "; --detect-anomaly names the op that made the first inf or NaN" : "");
 }
 
 /* One step on t->batch; *loss gets the batch loss (without the L2 term).
@@ -192,18 +195,19 @@ static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t 
         ag_step_end();
         char what[64];
         snprintf(what, sizeof what, "the training loss is %g", *loss);
-        return diverged(t, step, 0, what, err, errlen);
+        return diverged(t, step, 0, what, true, err, errlen);
     }
     ag_backward(out);
     if (m->cfg.l2 > 0) ag_l2_penalty(&m->params, m->cfg.l2);
     double norm = t->clip > 0 ? ag_clip_grad_norm(&m->params, t->clip) : ag_grad_norm(&m->params);
     ag_status st = ag_check_grads_finite(&m->params, norm);
+    bool in_ops = st != AG_OK; /* else the update made it */
     if (!st) {
         ag_optim_step(&t->opt);
         st = ag_check_params_finite(&m->params, NULL);
     }
     ag_step_end();
-    return st ? diverged(t, step, 0, ag_errmsg(), err, errlen) : 0;
+    return st ? diverged(t, step, 0, ag_errmsg(), in_ops, err, errlen) : 0;
 }
 
 /* Metrics of a model that diverged in a way the steps did not show (the
@@ -219,7 +223,7 @@ static int check_metrics(const trainer *t, const ag_metrics *x, const char *spli
         snprintf(what, sizeof what, "the %s loss is %g", split, x->loss);
     else
         return 0;
-    return diverged(t, -1, epoch, what, err, errlen);
+    return diverged(t, -1, epoch, what, false, err, errlen);
 }
 
 /* A batch of `rows` copies of a sentence of w <unk> tokens, written straight
