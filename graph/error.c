@@ -3,6 +3,7 @@
  * and leaves the message in ag_errmsg(). */
 #include "internal.h"
 
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -64,6 +65,11 @@ static void default_fatal(const char *msg) {
 
 static ag_fatal_handler fatal_handler = default_fatal;
 
+/* Where ag__fatal jumps to instead of the handler: the innermost ag_try of
+ * this thread, or NULL. */
+static _Thread_local jmp_buf *catch_point;
+static _Thread_local ag_status catch_status;
+
 ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h) {
     ag_fatal_handler old = fatal_handler;
     fatal_handler = h ? h : default_fatal;
@@ -80,8 +86,33 @@ void ag__fatal(const char *op, const char *fmt, ...) {
     if (callsite_file && n < (int)sizeof msg)
         snprintf(msg + n, sizeof msg - (size_t)n, " (at %s:%d)", callsite_file, callsite_line);
     forget_sites();
+    if (catch_point) {
+        memcpy(errmsg, msg, sizeof errmsg);
+        bool memory = !strcmp(op, "arena") || !strcmp(op, "alloc");
+        catch_status = memory ? AG_ERR_NOMEM : AG_ERR_ARG;
+        longjmp(*catch_point, 1);
+    }
     fatal_handler(msg);
     abort(); /* a handler that returns would continue with a broken state */
+}
+
+/* The step's tape and arena go back to the mark, so what the interrupted
+ * op had recorded or allocated is forgotten; memory outside the arena that
+ * fn took before the jump is the caller's to own (see the header). */
+ag_status ag_try(void (*fn)(void *ctx), void *ctx) {
+    jmp_buf here, *outer = catch_point;
+    ag_mark_t mark = ag_mark();
+    bool grad = ag_is_grad_enabled();
+    if (setjmp(here)) {
+        catch_point = outer;
+        ag_rewind(mark);
+        ag_set_grad_enabled(grad);
+        return catch_status;
+    }
+    catch_point = &here;
+    fn(ctx);
+    catch_point = outer;
+    return AG_OK;
 }
 
 /* Formatted aside first: a caller may wrap the previous error, passing

@@ -105,6 +105,13 @@ double ag__prof_now(void);
 /* The last call site stamped by AG_AT (file NULL when none). */
 const char *ag__callsite(int *line);
 
+/* ---- anomaly mode (graph/anomaly.c) ---- */
+extern bool ag__anomaly_on;
+/* ag__record: op's output is finite, or one of its inputs was not. */
+void ag__anomaly_forward(const char *op, const ag_tensor *out, int n_in, ag_tensor *const *in);
+/* The sweep, after n's backward: the input gradients it produced are finite. */
+void ag__anomaly_backward(const ag_node *n);
+
 /* ---- errors ---- */
 /* Programmer error inside op: prints "attngrad: <op>: <msg> (at file:line)". */
 void ag__fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));

@@ -72,14 +72,15 @@ static const char *mib_or_gib(double bytes, char *buf, size_t n) {
 
 static void chunk_new(size_t cap) {
     if (n_chunks == ARENA_MAX_CHUNKS) ag__fatal("arena", "more than %d chunks in one step", ARENA_MAX_CHUNKS);
-    chunk *c = &chunks[n_chunks++];
+    chunk *c = &chunks[n_chunks];
     c->base = aligned_alloc(ARENA_ALIGN, cap);
-    if (!c->base) {
+    if (!c->base) { /* not counted: the arena stays usable for a caller that recovers (ag_try) */
         char want[32], held[32];
         ag__fatal("arena", "out of memory allocating a %s chunk (the step holds %s already): the batch is too large "
                   "for this process (fewer or shorter sequences per batch)", mib_or_gib((double)cap, want, sizeof want),
                   mib_or_gib((double)step_used, held, sizeof held));
     }
+    n_chunks++;
     stats.allocs++;
     c->cap = cap;
     c->used = 0;

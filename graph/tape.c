@@ -33,6 +33,7 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     int line;
     const char *file = ag__callsite(&line);
     if (ag__prof_on) ag__prof_forward(op, file, line);
+    if (ag__anomaly_on) ag__anomaly_forward(op, out, n_in, in);
     if (!grad_enabled) return NULL;
     bool any = false;
     for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;
@@ -99,6 +100,7 @@ static void sweep(ag_tensor *out) {
         } else {
             n->backward(n);
         }
+        if (ag__anomaly_on) ag__anomaly_backward(n);
     }
 }
 

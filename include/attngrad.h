@@ -62,6 +62,7 @@ typedef enum {
     AG_ERR_SHAPE = -3,   /* shapes do not match what was expected */
     AG_ERR_ARG = -4,     /* a bad option or argument value */
     AG_ERR_NOMEM = -5,
+    AG_ERR_NONFINITE = -6, /* a loss, gradient or parameter became inf or NaN */
 } ag_status;
 
 /* Message of the last failed call on this thread ("" if none). */
@@ -74,6 +75,15 @@ ag_status ag_fail(ag_status status, const char *fmt, ...) __attribute__((format(
  * aborts; tests install a handler that longjmps out to assert the message. */
 typedef void (*ag_fatal_handler)(const char *msg);
 ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h);
+/* Runs fn(ctx); a programmer error inside it does not end the program but
+ * returns here: AG_ERR_NOMEM when the step did not fit in memory (the
+ * arena refused it), AG_ERR_ARG for any other, with the message in
+ * ag_errmsg().  The tape and the step arena are rewound to where they were
+ * at the call and grad mode is restored, so the caller can go on (predict
+ * fails one line that is too long, not the stream).  Whatever fn allocates
+ * outside the step arena is lost on such a return: allocate it before.
+ * AG_OK when fn returned.  Nests; per thread. */
+ag_status ag_try(void (*fn)(void *ctx), void *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
@@ -208,6 +218,17 @@ void ag_shutdown(void);
  * the same for every count.  Not from inside a running op. */
 void ag_set_num_threads(int n);   /* n >= 1 */
 int ag_get_num_threads(void);
+
+/* Anomaly mode, as PyTorch's detect_anomaly: every op checks its output and,
+ * in backward, the gradients it produced for its inputs; the first inf or
+ * NaN an op makes from finite inputs stops the program as a programmer
+ * error does (the fatal handler, or ag_try), naming the op, its shapes, the
+ * element and the model's line (AG_AT).  Values that come in non-finite
+ * (a mask's -inf) are passed on unreported.  For debugging: every op then
+ * reads its output once more.  Off (the default) it costs a branch per op.
+ * Returns the previous mode. */
+bool ag_anomaly(bool on);
+bool ag_anomaly_enabled(void);
 
 /* Op profiler: time per op and call site (file:line of the AG_AT macro),
  * forward and backward apart, like torch.profiler's table.  Start it after
@@ -563,6 +584,22 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
  * of all gradients together exceeds max_norm, scales them all by
  * max_norm / (norm + 1e-6).  Returns the norm before clipping. */
 double ag_clip_grad_norm(ag_params *ps, double max_norm);
+/* The L2 norm of all gradients together, as ag_clip_grad_norm measures it,
+ * without clipping; and the same over the parameters' values. */
+double ag_grad_norm(const ag_params *ps);
+double ag_params_norm(const ag_params *ps);
+/* Finite checks of a training step that cost one norm: AG_OK when the
+ * global gradient norm (from ag_clip_grad_norm or ag_grad_norm) is finite,
+ * else AG_ERR_NONFINITE with a message naming the first gradient that holds
+ * an inf or NaN, its shape, value and element (a scan, only then).  After
+ * the optimizer step, the same for the parameters' values (their norm into
+ * *norm when not NULL): a diverged update shows there even when the loss
+ * still looks finite (a ReLU or a max turns NaN into 0). */
+ag_status ag_check_grads_finite(const ag_params *ps, double norm);
+ag_status ag_check_params_finite(const ag_params *ps, double *norm);
+/* The first parameter whose values (grads false) or gradient (true) hold an
+ * inf or NaN, and the element's flat index in *at; NULL when all are finite. */
+ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at);
 /* The weight matrices of MODELS.md's L2 term: parameters with 2 or more
  * dims, except embedding tables (names starting with "embed" or "bigram").
  * Biases, gains, vectors and embeddings are not weight matrices. */
@@ -819,6 +856,24 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_mul(...) AG_AT(ag_mul, __VA_ARGS__)
 #define ag_div(...) AG_AT(ag_div, __VA_ARGS__)
 #define ag_maximum(...) AG_AT(ag_maximum, __VA_ARGS__)
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_add_scalar(...) AG_AT(ag_add_scalar, __VA_ARGS__)
+#define ag_mul_scalar(...) AG_AT(ag_mul_scalar, __VA_ARGS__)
+#define ag_neg(...) AG_AT(ag_neg, __VA_ARGS__)
+#define ag_exp(...) AG_AT(ag_exp, __VA_ARGS__)
+#define ag_log(...) AG_AT(ag_log, __VA_ARGS__)
+#define ag_sqrt(...) AG_AT(ag_sqrt, __VA_ARGS__)
+#define ag_square(...) AG_AT(ag_square, __VA_ARGS__)
+#define ag_abs(...) AG_AT(ag_abs, __VA_ARGS__)
+#define ag_tanh(...) AG_AT(ag_tanh, __VA_ARGS__)
+#define ag_sigmoid(...) AG_AT(ag_sigmoid, __VA_ARGS__)
+#define ag_relu(...) AG_AT(ag_relu, __VA_ARGS__)
+#define ag_elu(...) AG_AT(ag_elu, __VA_ARGS__)
+#define ag_softplus(...) AG_AT(ag_softplus, __VA_ARGS__)
+#define ag_log_sigmoid(...) AG_AT(ag_log_sigmoid, __VA_ARGS__)
+#define ag_clamp(...) AG_AT(ag_clamp, __VA_ARGS__)
+#define ag_sum(...) AG_AT(ag_sum, __VA_ARGS__)
+#define ag_mean(...) AG_AT(ag_mean, __VA_ARGS__)
 #define ag_matmul(...) AG_AT(ag_matmul, __VA_ARGS__)
 #define ag_matmul_t(...) AG_AT(ag_matmul_t, __VA_ARGS__)
 #define ag_linear(...) AG_AT(ag_linear, __VA_ARGS__)

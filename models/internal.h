@@ -38,4 +38,10 @@ int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned 
  * weight of h_i in c_t (NULL for AG_LM_NONE).  Either pointer may be NULL. */
 void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights);
 
+/* The run's own counters as --resume reads them from a checkpoint's config
+ * ("state.step=..." lines): 0 when they all parse and are in range, else a
+ * negative code with err naming `what` and the entry (for the fuzzing
+ * harness of run configs). */
+int ag__run_state_check(const char *config, const char *what, char *err, size_t errlen);
+
 #endif

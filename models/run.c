@@ -269,6 +269,20 @@ static int cut_line_end(char *line, char *err, size_t errlen) {
     return 0;
 }
 
+/* The forward of one line, under ag_try: a line too long for step memory
+ * (the arena refuses it) fails alone, and the next line finds the engine
+ * as it was. */
+typedef struct {
+    ag_model *m;
+    const ag_batch *b;
+    ag_tensor *logits;
+} line_forward;
+
+static void run_line_forward(void *ctx) {
+    line_forward *j = ctx;
+    j->logits = ag_model_forward(j->m, j->b, false);
+}
+
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen) {
     if (cut_line_end(line, err, errlen)) return AG_ERR_FORMAT;
@@ -282,8 +296,14 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
     int rc = ag_line_batch(m, vocab, o, line, &ds, &b, err, errlen);
     if (!rc) {
         bool was = ag_set_grad_enabled(false);
-        ag_tensor *logits = ag_model_forward(m, &b, false);
-        if (!logits) {
+        line_forward job = {m, &b, NULL};
+        ag_status st = ag_try(run_line_forward, &job);
+        ag_tensor *logits = job.logits;
+        if (st) {
+            const char *msg = ag_errmsg();
+            if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
+            rc = ag_train_fail(err, errlen, st, "%s", msg);
+        } else if (!logits) {
             rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
         } else if (task == AG_TASK_LM) {
             print_lm(out, m, vocab, &b, logits);

@@ -177,8 +177,27 @@ typedef struct {
     text_log csv, jsonl;
 } trainer;
 
+/* The run stops at the first non-finite value, before any checkpoint of
+ * it is written: `what` happened at `step` (or in the evaluation after
+ * epoch `epoch` when step < 0), with what to change; in_ops: an op made it
+ * (the loss, a gradient), which anomaly mode would name. */
+static int diverged(const trainer *t, int64_t step, int epoch, const char *what, bool in_ops, char *err,
+                    size_t errlen) {
+    char clip[48] = "off";
+    if (t->clip > 0) snprintf(clip, sizeof clip, "%g", t->clip);
+    char where[64];
+    if (step >= 0) snprintf(where, sizeof where, "step %lld", (long long)step);
+    else snprintf(where, sizeof where, "the evaluation after epoch %d", epoch);
+    return ag_train_fail(err, errlen, AG_ERR_NONFINITE,
+                         "training diverged at %s: %s; lower the learning rate (now %g, --optim %s) or clip the "
+                         "gradient norm (--clip, now %s)%s", where, what, t->opt.lr, ag_optim_name(t->opt.cfg.kind), clip,
+                         in_ops && !ag_anomaly_enabled() ? "; --detect-anomaly names the op that made the first inf or NaN" : "");
+}
+
 /* One step on t->batch; *loss gets the batch loss (without the L2 term).
- * Fails if the model refuses the batch or the loss is not finite. */
+ * Fails if the model refuses the batch, or when the loss, the global
+ * gradient norm or, after the update, the parameters' norm is not finite
+ * (two passes over the parameters a step, next to the step's own). */
 static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t errlen) {
     ag_model *m = &t->model;
     ag_params_zero_grad(&m->params);
@@ -190,16 +209,37 @@ static int train_step(trainer *t, int64_t step, double *loss, char *err, size_t 
     *loss = ag_item(out);
     if (!isfinite(*loss)) {
         ag_step_end();
-        return ag_train_fail(err, errlen, AG_ERR_ARG,
-                    "the training loss became %g at step %lld: lower the learning rate or clip (--clip)", *loss,
-                    (long long)step);
+        char what[64];
+        snprintf(what, sizeof what, "the training loss is %g", *loss);
+        return diverged(t, step, 0, what, true, err, errlen);
     }
     ag_backward(out);
     if (m->cfg.l2 > 0) ag_l2_penalty(&m->params, m->cfg.l2);
-    if (t->clip > 0) ag_clip_grad_norm(&m->params, t->clip);
-    ag_optim_step(&t->opt);
+    double norm = t->clip > 0 ? ag_clip_grad_norm(&m->params, t->clip) : ag_grad_norm(&m->params);
+    ag_status st = ag_check_grads_finite(&m->params, norm);
+    bool in_ops = st != AG_OK; /* else the update made it */
+    if (!st) {
+        ag_optim_step(&t->opt);
+        st = ag_check_params_finite(&m->params, NULL);
+    }
     ag_step_end();
-    return 0;
+    return st ? diverged(t, step, 0, ag_errmsg(), in_ops, err, errlen) : 0;
+}
+
+/* Metrics of a model that diverged in a way the steps did not show (the
+ * LM's perplexity overflows to inf from a finite loss past 709) end the
+ * run as a non-finite step does.  A relatedness r that is NaN is not one:
+ * a constant prediction has no correlation. */
+static int check_metrics(const trainer *t, const ag_metrics *x, const char *split, int epoch, char *err,
+                         size_t errlen) {
+    char what[128];
+    if (t->model.cfg.task == AG_TASK_LM && !isfinite(x->perplexity))
+        snprintf(what, sizeof what, "the %s perplexity is %g (loss %g)", split, x->perplexity, x->loss);
+    else if (!isfinite(x->loss))
+        snprintf(what, sizeof what, "the %s loss is %g", split, x->loss);
+    else
+        return 0;
+    return diverged(t, -1, epoch, what, false, err, errlen);
 }
 
 /* A batch of `rows` copies of a sentence of w <unk> tokens, written straight
@@ -760,6 +800,11 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     fflush(stdout);
 }
 
+int ag__run_state_check(const char *config, const char *what, char *err, size_t errlen) {
+    run_state s;
+    return state_parse(config, &s, what, err, errlen);
+}
+
 /* ---- the loop of one fold ---------------------------------------------------------- */
 
 typedef struct {
@@ -790,6 +835,8 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, run_state *s, double trai
     if (!rc && e.has_test)
         rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_TEST], d->idx[AG_SPLIT_TEST], d->n[AG_SPLIT_TEST], &t->batch,
                          &e.test, err, errlen);
+    if (!rc) rc = check_metrics(t, &e.dev, "dev", e.epoch, err, errlen);
+    if (!rc && e.has_test) rc = check_metrics(t, &e.test, "test", e.epoch, err, errlen);
     if (rc) return rc;
     double sc = score(&t->model, &e.dev);
     /* plateau in "max" mode follows the dev score, in "min" mode the dev loss */
@@ -1137,7 +1184,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
         return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
                     o->data[0] ? o->data : "the generated task");
     step_profile profile = {.want = o->profile};
+    bool anomaly = ag_anomaly(o->detect_anomaly); /* warm-up, steps and evaluations alike */
     int rc = train_folds(o, folds, deadline, &profile, r, err, errlen);
+    ag_anomaly(anomaly);
     profile_close(&profile, rc);
     r->seconds = now() - t0;
     return rc;

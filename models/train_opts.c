@@ -103,6 +103,9 @@ static const opt_def opts[] = {
     {"profile", O_INT, F(profile), 0, 1000000, TR, false, "K",
      "time every op over K training steps after the first " STR(AG_PROFILE_WARMUP) "; the top " STR(AG_PROFILE_TOP)
      " to stderr", NULL},
+    {"detect-anomaly", O_SWITCH, F(detect_anomaly), 0, 1, TR, false, NULL,
+     "check every op's output and gradients: the first inf or NaN stops the run naming the op, its shapes and line",
+     NULL},
 };
 enum { N_OPTS = sizeof opts / sizeof *opts };
 

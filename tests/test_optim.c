@@ -400,6 +400,34 @@ static void test_clip(void) {
     ag_params_free(&ps);
 }
 
+/* The step's finite checks: the norms, and on a non-finite one the first
+ * tensor holding an inf or NaN, by name, shape, value and element. */
+static void test_finite_checks(void) {
+    ag_params ps = {0};
+    ag_tensor *a = ag_param(&ps, "a", 2, (int[]){2, 2});
+    ag_tensor *b = ag_param(&ps, "b", 1, (int[]){3});
+    const double ga[4] = {3, -4, 1, 2}, gb[3] = {-2, 0, 5}; /* norm sqrt(59) */
+    for (int i = 0; i < 4; i++) a->grad[i] = (ag_real)ga[i], a->data[i] = (ag_real)gb[i % 3];
+    for (int i = 0; i < 3; i++) b->grad[i] = (ag_real)gb[i], b->data[i] = 1;
+    CHECK_NEAR(ag_grad_norm(&ps), sqrt(59.0), 1e-12, 1e-12);
+    CHECK(a->grad[1] == (ag_real)-4, "ag_grad_norm clips nothing");
+    CHECK_NEAR(ag_params_norm(&ps), sqrt(4 + 0 + 25 + 4 + 3.0), 1e-12, 1e-12);
+    double norm = 0;
+    CHECK(ag_check_grads_finite(&ps, ag_grad_norm(&ps)) == AG_OK);
+    CHECK(ag_check_params_finite(&ps, &norm) == AG_OK && norm == ag_params_norm(&ps));
+    int64_t at = -1;
+    CHECK(ag_params_find_nonfinite(&ps, false, &at) == NULL && ag_params_find_nonfinite(&ps, true, &at) == NULL);
+    b->grad[2] = (ag_real)INFINITY;
+    CHECK(ag_params_find_nonfinite(&ps, true, &at) == b && at == 2);
+    CHECK(ag_check_grads_finite(&ps, ag_grad_norm(&ps)) == AG_ERR_NONFINITE);
+    CHECK(strstr(ag_errmsg(), "gradient norm is inf") && strstr(ag_errmsg(), "the gradient of 'b' [3] holds inf at element 2"),
+          "%s", ag_errmsg());
+    a->data[3] = (ag_real)-NAN;
+    CHECK(ag_check_params_finite(&ps, &norm) == AG_ERR_NONFINITE && isnan(norm));
+    CHECK(strstr(ag_errmsg(), "parameter norm is nan: parameter 'a' [2,2] holds nan at element 3"), "%s", ag_errmsg());
+    ag_params_free(&ps);
+}
+
 static void test_l2_penalty(void) {
     ag_params ps = {0};
     struct { const char *name; int ndim; int shape[2]; bool weight; } ps_spec[] = {
@@ -485,6 +513,7 @@ int main(void) {
     test_lr_change();
     test_parse();
     test_clip();
+    test_finite_checks();
     test_l2_penalty();
     test_no_allocation();
     test_misuse();

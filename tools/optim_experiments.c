@@ -301,7 +301,8 @@ typedef struct {
     int steps;
     double *epoch_x, *val_loss, *metric; /* per epoch, epoch 0 included */
     int epochs;
-    int diverged_at;             /* step of the first non-finite loss, or 0 */
+    int diverged_at;             /* step of the first non-finite loss, gradient or parameter, or 0 */
+    char diverged[320];          /* what was not finite (ag_check_*_finite's message) */
     bool time_up;                /* its share of --max-minutes ran out */
     double seconds;
 } run;
@@ -357,14 +358,22 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
                 ag_params_zero_grad(ps);
                 ag_backward(loss);
                 if (s->l2 > 0) ag_l2_penalty(ps, s->l2);
-                if (s->clip > 0) ag_clip_grad_norm(ps, s->clip);
-                ag_optim_step(&opt);
-                double l = ag_item(loss);
+                /* the checks attngrad train makes: a diverged optimizer stops
+                 * its own run, reported as diverged, and the others go on */
+                double l = ag_item(loss), norm = s->clip > 0 ? ag_clip_grad_norm(ps, s->clip) : ag_grad_norm(ps);
+                ag_status st = isfinite(l) ? ag_check_grads_finite(ps, norm) : ag_fail(AG_ERR_NONFINITE, "the loss is %g", l);
+                if (!st) {
+                    ag_optim_step(&opt);
+                    st = ag_check_params_finite(ps, NULL);
+                }
                 ag_step_end();
                 r->step_x[r->steps] = r->steps + 1;
                 r->step_loss[r->steps++] = l;
                 fprintf(steps_csv, "%s,%d,%d,%.9g,%.9g\n", r->csv_name, r->steps, epoch, opt.lr, l);
-                if (!isfinite(l)) r->diverged_at = r->steps;
+                if (st) {
+                    r->diverged_at = r->steps;
+                    snprintf(r->diverged, sizeof r->diverged, "%s", ag_errmsg());
+                }
                 sum += l, count++;
                 /* checked per step, so one long epoch cannot overrun the share */
                 if (s->seconds_per_run > 0 && now() - t0 >= s->seconds_per_run) r->time_up = true;
@@ -380,6 +389,11 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
         r->epoch_x[r->epochs] = epoch;
         r->val_loss[r->epochs] = val_loss;
         r->metric[r->epochs++] = metric;
+        if (!r->diverged_at && (!isfinite(val_loss) || !isfinite(metric))) { /* an LM's perplexity past exp(709) */
+            r->diverged_at = r->steps > 0 ? r->steps : 1;
+            snprintf(r->diverged, sizeof r->diverged, "after epoch %d the validation %s is %g (loss %g)", epoch,
+                     model->metric, metric, val_loss);
+        }
         double lr = opt.lr;
         if (epoch > 0) ag_sched_step(&sched, &opt, val_loss);
         fprintf(epochs_csv, "%s,%d,%d,%.9g,%.9g,%.9g,%.9g,%.3f\n", r->csv_name, epoch, r->steps, lr,
@@ -755,7 +769,7 @@ int main(int argc, char **argv) {
         for (int j = r->steps - 1; j >= 0 && k < 50; j--, k++) tail += r->step_loss[j]; /* last 50 steps */
         printf("%-36s %12.5f %12.5f %12.4f %12.4f %9.2f%s\n", r->spec, k ? tail / k : NAN, r->val_loss[r->epochs - 1],
                r->metric[r->epochs - 1], best, r->seconds, r->diverged_at ? "  diverged" : "");
-        if (r->diverged_at) printf("  %s: loss not finite at step %d; the run stopped there\n", r->spec, r->diverged_at);
+        if (r->diverged_at) printf("  %s: diverged at step %d (%s); its run stopped there\n", r->spec, r->diverged_at, r->diverged);
         if (r->time_up)
             printf("  %s: its share of --max-minutes (%.1f s) ran out after %d steps, in epoch %d\n", r->spec,
                    s.seconds_per_run, r->steps, r->epochs - 1);

@@ -124,6 +124,10 @@ ag_load_opts ag_load_opts_default(void); /* no lowercase, strict, 35, 64 MiB */
  * On error `ds` is left empty (safe to ag_dataset_free). */
 int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts,
                     const ag_vocab *vocab, ag_dataset *ds, char *err, size_t errlen);
+/* The same from bytes in memory (borrowed during the call); `name` stands
+ * for the path in messages (fuzzing, data that is not in a file). */
+int ag_dataset_load_mem(const char *name, const void *bytes, size_t n, ag_format fmt, const ag_load_opts *opts,
+                        const ag_vocab *vocab, ag_dataset *ds, char *err, size_t errlen);
 void ag_dataset_free(ag_dataset *ds);
 /* First byte of a line that is binary junk (NUL or ASCII control other than
  * whitespace), or -1: what the loaders refuse, for other readers of text
@@ -196,6 +200,8 @@ int32_t ag_vocab_id(const ag_vocab *v, const char *tok, size_t len); /* absent -
  * are <pad>/<unk>, no empty/duplicate tokens, no whitespace or control bytes. */
 int ag_vocab_save(const ag_vocab *v, const char *path, char *err, size_t errlen);
 int ag_vocab_load(const char *path, ag_vocab **out, char *err, size_t errlen);
+/* The same from bytes in memory, named `name` in messages. */
+int ag_vocab_load_mem(const char *name, const void *bytes, size_t n, ag_vocab **out, char *err, size_t errlen);
 
 /* ---- deterministic randomness ------------------------------------------- */
 

@@ -64,6 +64,7 @@ typedef struct {
     char progress[8];       /* auto (bar on a terminal), bar, lines, none */
     int quiet;              /* no epoch lines either */
     int profile;            /* op table of this many training steps to stderr; 0 = off */
+    int detect_anomaly;     /* ag_anomaly(true) while training: the first op making an inf or NaN stops it */
 } ag_train_opts;
 
 ag_train_opts ag_train_opts_default(void);
