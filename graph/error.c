@@ -96,7 +96,22 @@ ag_status ag_fail(ag_status status, const char *fmt, ...) {
     return status;
 }
 
+/* A stale tensor's memory may since have been handed out again and written
+ * over: its op and step are named only when its seal still matches them
+ * (and its shape only when it is one). */
+void ag__stale(const char *op, const ag_tensor *t) {
+    char s[64];
+    if (t->seal != ag__seal_of(t) || t->step > ag__step_now || t->ndim < 0 || t->ndim > AG_MAX_DIMS)
+        ag__fatal(op, "a tensor is not alive (step stamp %u, now step %u): one of a finished step, whose memory the "
+                  "arena has handed out again? Step tensors die at ag_step_end()", t->step, ag__step_now);
+    ag__fatal(op, "the tensor %s made by %s in step %u is from a finished step (now step %u): step tensors die at "
+              "ag_step_end(); make it again in this step, or keep what must outlive a step in a parameter",
+              ag_shape_str(t, s, sizeof s), t->op ? t->op : "an op", t->step, ag__step_now);
+}
+
 void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
+    ag__check_live(op, a);
+    ag__check_live(op, b);
     if (a->device != AG_CPU || (b && b->device != a->device))
         ag__fatal(op, "tensors on different or unsupported devices (%s and %s)",
                   a->device == AG_CPU ? "cpu" : "cuda",

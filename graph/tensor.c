@@ -57,30 +57,37 @@ ag_tensor *ag__empty(int ndim, const int *shape) {
     ag_tensor *t = ag_arena_zalloc(sizeof *t);
     set_shape(t, ndim, shape);
     t->data = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    ag__stamp(t, NULL);
     return t;
 }
 
 ag_tensor *ag_tensor_new(int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     ag__zero(t->data, (size_t)t->size * sizeof(ag_real));
+    ag__stamp(t, "ag_tensor_new");
     return t;
 }
 
 ag_tensor *ag_tensor_from(const ag_real *data, int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     memcpy(t->data, data, (size_t)t->size * sizeof(ag_real));
+    ag__stamp(t, "ag_tensor_from");
     return t;
 }
 
 ag_tensor *ag_tensor_fill(ag_real value, int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     for (int64_t i = 0; i < t->size; i++) t->data[i] = value;
+    ag__stamp(t, "ag_tensor_fill");
     return t;
 }
 
 ag_tensor *ag_scalar(ag_real value) { return ag_tensor_fill(value, 0, NULL); }
 
-ag_tensor *ag_tensor_like(const ag_tensor *t) { return ag_tensor_new(t->ndim, t->shape); }
+ag_tensor *ag_tensor_like(const ag_tensor *t) {
+    ag__check_live("ag_tensor_like", t);
+    return ag_tensor_new(t->ndim, t->shape);
+}
 
 bool ag_same_shape(const ag_tensor *a, const ag_tensor *b) {
     if (a->ndim != b->ndim) return false;
@@ -114,6 +121,7 @@ ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape)
     t->requires_grad = true;
     t->persistent = true;
     t->name = ag_strdup(name);
+    ag__stamp(t, "ag_param");
     if (ps->count == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 16;
         ps->items = ag_realloc(ps->items, (size_t)ps->cap * sizeof *ps->items);

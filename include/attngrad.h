@@ -14,7 +14,8 @@
  * from one per-step arena, and ag_step_end() rewinds it.  After the first
  * couple of steps of a fixed-shape loop the arena has grown to its high-water
  * mark and a step performs no heap allocation at all.  A tensor from the arena
- * must not be used after ag_step_end().
+ * dies at ag_step_end(): every op and ag_backward refuse it afterwards,
+ * naming the op that made it and its step.
  *
  * Precision.  `ag_real` is float, or double when compiled with
  * -DAG_REAL_DOUBLE.  The library is built twice from the same sources:
@@ -94,6 +95,11 @@ typedef struct ag_tensor {
     bool persistent;       /* a parameter: not freed by ag_step_end() */
     const char *name;      /* stable for parameters ("encoder.wq") */
     ag_node *node;         /* the tape entry that produced it, or NULL */
+    const char *op;        /* the op or constructor that made it ("ag_matmul"), for messages */
+    uint32_t step;         /* the step that made a step-memory tensor (ag_step_end counts
+                            * them, from 1); 0: not step memory (a parameter, a cached
+                            * mask, a struct of the caller's), alive as long as its data */
+    uint32_t seal;         /* internal: tells op and step from memory written over them */
 } ag_tensor;
 
 /* Step-arena tensors: valid until the next ag_step_end(). */
@@ -134,10 +140,18 @@ void ag_params_free(ag_params *ps); /* frees every parameter and the list */
 /* ------------------------------------------------------------------------ */
 
 /* Seeds d(loss)/d(loss) = 1 (loss must have one element) and replays the
- * tape in reverse, accumulating into every ->grad that requires it. */
+ * tape in reverse, accumulating into every ->grad that requires it.  The
+ * part of the tape it swept is then spent: a second backward through any of
+ * it is refused (as PyTorch without retain_graph), unless the earlier
+ * backward was ag_backward_retain. */
 void ag_backward(ag_tensor *loss);
+/* Same, keeping the tape for another backward through it; that one adds
+ * its gradients to the leaves' and parameters' (intermediate results'
+ * gradients are rebuilt by each sweep). */
+void ag_backward_retain(ag_tensor *loss);
 /* Same for a tensor of any shape, with d(out) given (same shape as out). */
 void ag_backward_seeded(ag_tensor *out, const ag_real *seed);
+void ag_backward_seeded_retain(ag_tensor *out, const ag_real *seed);
 
 /* Ends a step: forgets the tape and rewinds the step arena.  Parameter
  * gradients are kept (zero them with ag_params_zero_grad). */
@@ -316,9 +330,13 @@ ag_tensor *ag_softmax(ag_tensor *x);
 /* softmax(scale * x + mask) along the last axis.  mask (may be NULL) is a
  * constant of additive entries - 0, -INFINITY or finite penalties - whose
  * last dim equals x's and whose other dims broadcast to x's (NumPy rules,
- * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [h,Nq,Nk],
- * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A row with no allowed entry
- * (e.g. the first query under AG_MASK_PAST) gives zeros and no gradient. */
+ * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [1,h,Nq,Nk],
+ * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A mask whose broadcast is
+ * ambiguous - fewer dims than the scores, with a dim that would pair with
+ * the heads while the batch has the same size ([B,1,Nk] or [h,Nq,Nk] when
+ * B == h) - is refused with the 4-D shapes to pass instead.  A row with no
+ * allowed entry (e.g. the first query under AG_MASK_PAST) gives zeros and
+ * no gradient. */
 ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale);
 /* log softmax along the last axis (finite logits). */
 ag_tensor *ag_log_softmax(ag_tensor *x);
@@ -379,7 +397,9 @@ typedef struct {
  * step memory on every call instead, valid until ag_step_end.
  * Not for AG_DIST_TREE, which differs per sentence (see ag_mask_batch). */
 ag_tensor *ag_mask(const ag_mask_spec *spec, int N);
-/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise. */
+/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise.
+ * Against batched scores [B,h,N,N] view it as [1,h,N,N] (ag_reshape):
+ * [h,N,N] there is refused as ambiguous when B == h. */
 ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N);
 /* Dual-axial attenuation factor [N,N] = 1 / ln(w|q-k| + c), to multiply
  * (MODELS.md §2: w = c = e); needs w >= 0, c > 1; cached likewise. */
@@ -813,6 +833,12 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
 #define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
 #define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
+
+/* backward: errors (a finished step, a spent tape) name the caller's line */
+#define ag_backward(...) AG_AT_STMT(ag_backward, __VA_ARGS__)
+#define ag_backward_retain(...) AG_AT_STMT(ag_backward_retain, __VA_ARGS__)
+#define ag_backward_seeded(...) AG_AT_STMT(ag_backward_seeded, __VA_ARGS__)
+#define ag_backward_seeded_retain(...) AG_AT_STMT(ag_backward_seeded_retain, __VA_ARGS__)
 
 /* optimizers, initializers, checkpoints */
 #define ag_optim_step(...) AG_AT_STMT(ag_optim_step, __VA_ARGS__)
