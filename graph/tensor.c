@@ -106,10 +106,42 @@ const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n) {
     return buf;
 }
 
+/* ---- name scopes: "layer0." + "attn." + name ---- */
+
+enum { SCOPE_DEPTH = 16, SCOPE_CHARS = 256 };
+static char scope_buf[SCOPE_CHARS]; /* the joined prefix, each scope followed by '.' */
+static int scope_end[SCOPE_DEPTH + 1], scope_depth;
+
+void ag_scope_push(const char *name) {
+    if (!name || !*name || strchr(name, '.'))
+        ag__fatal("ag_scope_push", "scope name '%s': want a non-empty name without '.'", name ? name : "(null)");
+    size_t at = (size_t)scope_end[scope_depth], n = strlen(name);
+    if (scope_depth == SCOPE_DEPTH || at + n + 2 > SCOPE_CHARS)
+        ag__fatal("ag_scope_push", "'%s' inside '%s': scopes nest at most %d deep in %d characters", name, scope_buf,
+                  SCOPE_DEPTH, SCOPE_CHARS - 1);
+    memcpy(scope_buf + at, name, n);
+    scope_buf[at + n] = '.';
+    scope_buf[at + n + 1] = 0;
+    scope_end[++scope_depth] = (int)(at + n + 1);
+}
+
+void ag_scope_pop(void) {
+    if (scope_depth == 0) ag__fatal("ag_scope_pop", "no scope to pop (more pops than ag_scope_push calls)");
+    scope_buf[scope_end[--scope_depth]] = 0;
+}
+
+const char *ag_scope(void) { return scope_buf; }
+
 /* ---- parameters: persistent storage, gradient allocated up front ---- */
 
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape) {
     if (!name || !*name) ag__fatal("param", "a parameter needs a name");
+    char scoped[SCOPE_CHARS + 256];
+    if (scope_depth) { /* the full name is what checkpoints and messages see */
+        if ((size_t)snprintf(scoped, sizeof scoped, "%s%s", scope_buf, name) >= sizeof scoped)
+            ag__fatal("param", "name '%s%s' is too long", scope_buf, name);
+        name = scoped;
+    }
     if (ag_params_find(ps, name)) ag__fatal("param", "duplicate parameter name '%s'", name);
     ag_tensor shaped = {0};
     set_shape(&shaped, ndim, shape);

@@ -130,6 +130,12 @@ typedef struct {
 /* Creates a zero-filled persistent parameter (requires_grad, grad allocated,
  * name copied) and appends it to `ps`.  Names must be unique in `ps`. */
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape);
+/* Name scopes, as torch's module paths: between ag_scope_push("layer0") and
+ * ag_scope_pop(), ag_param(ps, "wq", ...) is named "layer0.wq"; scopes nest
+ * ("enc.layer0.wq", at most 16 deep).  ag_params_find takes full names. */
+void ag_scope_push(const char *name);
+void ag_scope_pop(void);
+const char *ag_scope(void);   /* the current prefix, "enc.layer0." or "" */
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
 int64_t ag_params_numel(const ag_params *ps);
 void ag_params_zero_grad(ag_params *ps);
@@ -536,6 +542,7 @@ typedef struct {
     int n_slots;
     ag_real *state;      /* every slot, one allocation, zero at first */
     ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
+    double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
 } ag_optimizer;
 
 ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg);
@@ -543,6 +550,16 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
 void ag_optim_step(ag_optimizer *opt);
 void ag_optim_free(ag_optimizer *opt);
 const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ... */
+/* Parameter groups (torch's param_groups, for the one option that differs
+ * in practice): every parameter p of the optimizer's list with match(p,
+ * ctx) gets this weight decay instead of cfg.weight_decay; returns how
+ * many matched.  Transformers decay no bias and no LayerNorm gain or shift:
+ *   ag_optim_set_weight_decay(&opt, ag_param_is_bias_or_norm, NULL, 0);
+ * Not saved in checkpoints (like cfg, it is the caller's setup). */
+typedef bool (*ag_param_pred)(const ag_tensor *p, void *ctx);
+int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay);
+/* Biases, gains and shifts: parameters of at most one dim. */
+bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
 const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
 /* The state buffer of a parameter by names, or NULL. */
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
@@ -595,6 +612,34 @@ ag_status ag_sched_init(ag_scheduler *s, const ag_sched_config *cfg);
 /* End of an epoch: updates opt->lr (plateau reads metric, the others ignore
  * it) and returns the new rate. */
 double ag_sched_step(ag_scheduler *s, ag_optimizer *opt, double metric);
+
+/* Per-step schedules, beside the per-epoch ones above: the rate of step t
+ * (counted from 1, as ag_optimizer's step) is base * factor(t), with a
+ * linear warm-up factor t / warmup while t < warmup, then
+ *   constant  1
+ *   linear    min_ratio + (1 - min_ratio)(1 - p)
+ *   cosine    min_ratio + (1 - min_ratio)(1 + cos(pi p)) / 2
+ *   inv_sqrt  sqrt(warmup / t)  (1 / sqrt(t) without warm-up; the
+ *             Transformer's rate d^-0.5 min(t^-0.5, t warmup^-1.5) is
+ *             inv_sqrt with base d^-0.5 warmup^-0.5)
+ * where p = (t - warmup) / (total - warmup), at most 1.  Specs:
+ * "cosine:warmup=500,total=20000,min_ratio=0.1", "inv_sqrt:warmup=4000",
+ * "linear:total=1000", "constant:warmup=100". */
+typedef enum { AG_LR_CONSTANT, AG_LR_LINEAR, AG_LR_COSINE, AG_LR_INV_SQRT } ag_lr_decay;
+typedef struct {
+    ag_lr_decay decay;
+    int warmup;         /* warm-up steps (0: none) */
+    int total;          /* linear, cosine: the step where the decay ends (required, > warmup) */
+    double min_ratio;   /* linear, cosine: the final rate over the base; 0 */
+} ag_lr_steps;
+ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out);
+const char *ag_lr_steps_format(const ag_lr_steps *s, char *buf, size_t n);
+ag_status ag_lr_steps_check(const ag_lr_steps *s);
+double ag_lr_steps_factor(const ag_lr_steps *s, int64_t t);
+/* Before each ag_optim_step: opt->lr = base_lr * factor(opt->step + 1), the
+ * coming step's rate; returns it.  With a per-epoch schedule too, pass the
+ * rate it set as base_lr. */
+double ag_lr_steps_apply(const ag_lr_steps *s, ag_optimizer *opt, double base_lr);
 
 /* Initializers, drawing from a seeded generator in a fixed order (same seed,
  * same values, f32 and f64 alike up to rounding). */
