@@ -70,13 +70,24 @@ ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h) {
     return old;
 }
 
+static void vfatal(const char *op, const char *fmt, va_list ap) __attribute__((noreturn));
+
 void ag__fatal(const char *op, const char *fmt, ...) {
-    char msg[1024];
-    int n = snprintf(msg, sizeof msg, "attngrad: %s: ", op);
     va_list ap;
     va_start(ap, fmt);
-    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-    va_end(ap);
+    vfatal(op, fmt, ap);
+}
+
+void ag_fatal(const char *op, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfatal(op, fmt, ap);
+}
+
+static void vfatal(const char *op, const char *fmt, va_list ap) {
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "attngrad: %s: ", op);
+    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap); /* no va_end: the callers never return */
     if (callsite_file && n < (int)sizeof msg)
         snprintf(msg + n, sizeof msg - (size_t)n, " (at %s:%d)", callsite_file, callsite_line);
     forget_sites();

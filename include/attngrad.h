@@ -75,6 +75,10 @@ ag_status ag_fail(ag_status status, const char *fmt, ...) __attribute__((format(
  * aborts; tests install a handler that longjmps out to assert the message. */
 typedef void (*ag_fatal_handler)(const char *msg);
 ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h);
+/* Stops with "attngrad: <op>: <message> (at file:line)" as the library's
+ * own ops do: for code built on attngrad (layers, custom ops) that refuses
+ * a programmer error. */
+void ag_fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
@@ -747,6 +751,45 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
                              ag_train_state *st);
 
 /* ------------------------------------------------------------------------ */
+/* Custom ops (as torch.autograd.Function)                                   */
+/* ------------------------------------------------------------------------ */
+
+/* An op written by the user: a forward that fills out->data from the
+ * inputs' data, and a backward that adds dL/d(in[i]) into grad_in[i] from
+ * dL/d(out) = grad_out.  ag_custom_op checks the inputs, allocates the
+ * output (zero-filled, step memory), runs forward, and records the op on
+ * the tape; ag_backward calls backward like any op's, and ag_gradcheck
+ * checks it like any op (examples/custom_op.c: cosine similarity). */
+typedef struct {
+    const char *name;               /* in messages and the profiler ("cosine_sim") */
+    ag_tensor *const *in;           /* the inputs, in call order (read them; do not write) */
+    int n_in;
+    ag_tensor *out;                 /* forward: write out->data */
+    const ag_real *grad_out;        /* backward: dL/d(out), out->size elements */
+    ag_real *const *grad_in;        /* backward: add (+=) dL/d(in[i]) here; NULL when in[i]
+                                     * needs no gradient */
+    void *saved;                    /* what forward keeps for backward (norms, masks, ...):
+                                     * saved_bytes of zeroed step memory, or forward points it
+                                     * at step memory of its own (ag_tensor_new(...)) */
+    const void *params;             /* a copy of the call's params (constants), or NULL */
+} ag_custom_call;
+
+typedef struct {
+    const char *name;               /* must outlive the step (a string literal) */
+    void (*forward)(ag_custom_call *c);
+    void (*backward)(ag_custom_call *c); /* may be NULL for an op no gradient goes through */
+    size_t saved_bytes;             /* 0: none */
+} ag_custom_fn;
+
+/* Records fn on the inputs in[0..n) (1 <= n <= 8) with an output of shape
+ * out_shape; params (params_bytes, copied) reach both functions.  The
+ * functions run with recording off: they may use ops for scratch values.
+ * Gradients are wanted for the inputs with requires_grad; the output
+ * requires grad when any input does. */
+ag_tensor *ag_custom_op(const ag_custom_fn *fn, ag_tensor *const *in, int n, int out_ndim, const int *out_shape,
+                        const void *params, size_t params_bytes);
+
+/* ------------------------------------------------------------------------ */
 /* Gradient checking                                                         */
 /* ------------------------------------------------------------------------ */
 
@@ -855,6 +898,7 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
 #define ag_kl_div_soft(...) AG_AT(ag_kl_div_soft, __VA_ARGS__)
 #define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
+#define ag_custom_op(...) AG_AT(ag_custom_op, __VA_ARGS__)
 /* attention ops */
 #define ag_softmax(...) AG_AT(ag_softmax, __VA_ARGS__)
 #define ag_masked_softmax(...) AG_AT(ag_masked_softmax, __VA_ARGS__)
