@@ -64,6 +64,9 @@ static void test_stale_tensor_refused(void) {
     EXPECT_FATAL_AT(ag_sum(c), "ag_sum");
     EXPECT_FATAL_AT(ag_cross_entropy(c, (int32_t[]){0, 1, 0, 1}, -1), "ag_cross_entropy");
     EXPECT_FATAL_AT(ag_concat((ag_tensor *[]){ag_tensor_new(2, (int[]){4, 2}), c}, 2, 0), "ag_concat");
+    ag_st_writer wr = {0}; /* nor written to a checkpoint */
+    EXPECT_FATAL(ag_st_add_tensor(&wr, "c", c), "ag_st_add_tensor", "step");
+    ag_st_writer_free(&wr);
     ag_step_end();
 
     /* parameters and tensors of the current step stay usable across steps */
