@@ -33,13 +33,12 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     const char *file = ag__callsite(&line);
     if (ag__prof_on) ag__prof_forward(op, file, line);
     ag__stamp(out, op); /* views are made here, not by ag__empty */
-    if (!grad_enabled) return NULL;
     bool any = false;
     for (int i = 0; i < n_in; i++) {
         ag__check_live(op, in[i]); /* ops check their inputs first; this catches one that did not */
         any |= in[i] && in[i]->requires_grad;
     }
-    if (!any) return NULL;
+    if (!grad_enabled || !any) return NULL;
     if (n_in > AG_MAX_INPUTS) ag__fatal(op, "%d inputs (at most %d)", n_in, AG_MAX_INPUTS);
     ag_node *n = ag_arena_zalloc(sizeof *n);
     n->op = op;
