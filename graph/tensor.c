@@ -112,9 +112,14 @@ enum { SCOPE_DEPTH = 16, SCOPE_CHARS = 256 };
 static char scope_buf[SCOPE_CHARS]; /* the joined prefix, each scope followed by '.' */
 static int scope_end[SCOPE_DEPTH + 1], scope_depth;
 
-void ag_scope_push(const char *name) {
-    if (!name || !*name || strchr(name, '.'))
-        ag__fatal("ag_scope_push", "scope name '%s': want a non-empty name without '.'", name ? name : "(null)");
+void ag_scope_push(const char *fmt, ...) {
+    char name[SCOPE_CHARS];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt ? fmt : "", ap);
+    va_end(ap);
+    if (!*name || strchr(name, '.'))
+        ag__fatal("ag_scope_push", "scope name '%s': want a non-empty name without '.'", name);
     size_t at = (size_t)scope_end[scope_depth], n = strlen(name);
     if (scope_depth == SCOPE_DEPTH || at + n + 2 > SCOPE_CHARS)
         ag__fatal("ag_scope_push", "'%s' inside '%s': scopes nest at most %d deep in %d characters", name, scope_buf,

@@ -136,8 +136,10 @@ typedef struct {
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape);
 /* Name scopes, as torch's module paths: between ag_scope_push("layer0") and
  * ag_scope_pop(), ag_param(ps, "wq", ...) is named "layer0.wq"; scopes nest
- * ("enc.layer0.wq", at most 16 deep).  ag_params_find takes full names. */
-void ag_scope_push(const char *name);
+ * ("enc.layer0.wq", at most 16 deep).  The name is printf-style, for a
+ * stack of layers: ag_scope_push("layer%d", l).  ag_params_find takes full
+ * names. */
+void ag_scope_push(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ag_scope_pop(void);
 const char *ag_scope(void);   /* the current prefix, "enc.layer0." or "" */
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
