@@ -39,10 +39,11 @@ static void input_shapes(ag_tensor *const *in, int n_in, char *buf, size_t n) {
  * the checked ops (a constant mask's -inf, the caller's data) and passing
  * it on is not this op's anomaly. */
 void ag__anomaly_forward(const char *op, const ag_tensor *out, int n_in, ag_tensor *const *in) {
+    if (out->device != AG_CPU) return; /* the GPU's values stay there: anomaly mode checks CPU ops so far */
     int64_t at = first_nonfinite(out->data, out->size);
     if (at < 0) return;
     for (int i = 0; i < n_in; i++)
-        if (in[i] && first_nonfinite(in[i]->data, in[i]->size) >= 0) return;
+        if (in[i] && (in[i]->device != AG_CPU || first_nonfinite(in[i]->data, in[i]->size) >= 0)) return;
     char so[64], si[256];
     input_shapes(in, n_in, si, sizeof si);
     ag__fatal(op, "anomaly mode: the output %s holds %g at element %lld, from finite inputs %s",
@@ -55,7 +56,7 @@ void ag__anomaly_forward(const char *op, const ag_tensor *out, int n_in, ag_tens
 void ag__anomaly_backward(const ag_node *n) {
     for (int i = 0; i < n->n_in; i++) {
         const ag_tensor *x = n->in[i];
-        if (!x || !x->requires_grad || !x->grad) continue;
+        if (!x || !x->requires_grad || !x->grad || x->device != AG_CPU) continue;
         int64_t at = first_nonfinite(x->grad, x->size);
         if (at < 0) continue;
         char sx[64], si[256];

@@ -35,10 +35,13 @@ ag_tensor *ag__on_current(ag_tensor *host) {
     if (current == AG_CPU) return host;
     ag_tensor *t = ag__empty_on(current, host->ndim, host->shape);
     ag__cuda_copy(t->data, t->device, host->data, AG_CPU, (size_t)host->size * sizeof(ag_real));
+    ag__stamp(t, host->op);
     return t;
 }
 
 ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
+    ag__check_live(op, a);
+    ag__check_live(op, b);
     if (b && a->device != b->device)
         ag__fatal(op, "tensors on different devices (%s and %s): move one with ag_to", ag_device_name(a->device),
                   ag_device_name(b->device));
@@ -66,6 +69,7 @@ static void to_backward(ag_node *n) {
 }
 
 ag_tensor *ag_to(ag_tensor *x, ag_device d) {
+    ag__check_live("ag_to", x);
     need("ag_to", d);
     if (x->device == d) return x;
     ag_tensor *y = ag__empty_on(d, x->ndim, x->shape);
@@ -100,6 +104,7 @@ void ag_params_to(ag_params *ps, ag_device d) {
 /* ---- reading values on the host ---- */
 
 void ag_tensor_read(const ag_tensor *t, ag_real *host) {
+    ag__check_live("ag_tensor_read", t);
     size_t bytes = (size_t)t->size * sizeof(ag_real);
     if (t->device == AG_CPU) memcpy(host, t->data, bytes);
     else ag__cuda_copy(host, AG_CPU, t->data, t->device, bytes);

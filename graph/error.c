@@ -76,13 +76,24 @@ ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h) {
     return old;
 }
 
+static void vfatal(const char *op, const char *fmt, va_list ap) __attribute__((noreturn));
+
 void ag__fatal(const char *op, const char *fmt, ...) {
-    char msg[1024];
-    int n = snprintf(msg, sizeof msg, "attngrad: %s: ", op);
     va_list ap;
     va_start(ap, fmt);
-    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-    va_end(ap);
+    vfatal(op, fmt, ap);
+}
+
+void ag_fatal(const char *op, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfatal(op, fmt, ap);
+}
+
+static void vfatal(const char *op, const char *fmt, va_list ap) {
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "attngrad: %s: ", op);
+    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap); /* no va_end: the callers never return */
     if (callsite_file && n < (int)sizeof msg)
         snprintf(msg + n, sizeof msg - (size_t)n, " (at %s:%d)", callsite_file, callsite_line);
     forget_sites();
@@ -127,9 +138,24 @@ ag_status ag_fail(ag_status status, const char *fmt, ...) {
     return status;
 }
 
-/* For ops that run on the CPU only (so far): a CUDA input is refused by
- * name, mixed devices name both. */
+/* A stale tensor's memory may since have been handed out again and written
+ * over: its op and step are named only when its seal still matches them
+ * (and its shape only when it is one). */
+void ag__stale(const char *op, const ag_tensor *t) {
+    char s[64];
+    if (t->seal != ag__seal_of(t) || t->step > ag__step_now || t->ndim < 0 || t->ndim > AG_MAX_DIMS)
+        ag__fatal(op, "a tensor is not alive (step stamp %u, now step %u): one of a finished step, whose memory the "
+                  "arena has handed out again? Step tensors die at ag_step_end()", t->step, ag__step_now);
+    ag__fatal(op, "the tensor %s made by %s in step %u is from a finished step (now step %u): step tensors die at "
+              "ag_step_end(); make it again in this step, or keep what must outlive a step in a parameter",
+              ag_shape_str(t, s, sizeof s), t->op ? t->op : "an op", t->step, ag__step_now);
+}
+
+/* For ops that run on the CPU only (so far): the inputs alive, a CUDA
+ * input refused by name, mixed devices naming both. */
 void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
+    ag__check_live(op, a);
+    ag__check_live(op, b);
     if (b && b->device != a->device)
         ag__fatal(op, "tensors on different devices (%s and %s): move one with ag_to", ag_device_name(a->device),
                   ag_device_name(b->device));

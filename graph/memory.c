@@ -301,14 +301,20 @@ static void arena_free_all(void) {
     stats.arena_bytes = 0;
 }
 
+/* Every other step starts one alignment unit in: a step of the same shape
+ * then puts no tensor where the last step had one, so a tensor kept past
+ * ag_step_end still reads its own (old) step stamp and is refused, instead
+ * of aliasing its twin in the new step (graph/error.c, ag__stale). */
 void ag__arena_reset(void) {
+    static unsigned resets;
+    size_t start = (++resets & 1) ? ARENA_ALIGN : 0;
     if (n_chunks > 1) { /* coalesce: next time the whole step fits in one chunk */
-        size_t total = stats.arena_bytes;
+        size_t total = stats.arena_bytes + ARENA_ALIGN;
         arena_free_all();
         chunk_new(total);
     }
     cur_chunk = 0;
-    if (n_chunks) chunks[0].used = 0;
+    if (n_chunks) chunks[0].used = start < chunks[0].cap ? start : 0;
     step_used = 0;
 }
 

@@ -128,6 +128,7 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
 }
 
 void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t) {
+    ag__check_live("ag_st_add_tensor", t); /* a dead step tensor would write the arena's new contents */
     int64_t shape[AG_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
     ag_st_add(w, name, sizeof(ag_real) == 8 ? AG_F64 : AG_F32, t->ndim, shape, t->data);

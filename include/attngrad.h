@@ -14,7 +14,8 @@
  * from one per-step arena, and ag_step_end() rewinds it.  After the first
  * couple of steps of a fixed-shape loop the arena has grown to its high-water
  * mark and a step performs no heap allocation at all.  A tensor from the arena
- * must not be used after ag_step_end().
+ * dies at ag_step_end(): every op and ag_backward refuse it afterwards,
+ * naming the op that made it and its step.
  *
  * Precision.  `ag_real` is float, or double when compiled with
  * -DAG_REAL_DOUBLE.  The library is built twice from the same sources:
@@ -85,6 +86,11 @@ ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h);
  * AG_OK when fn returned.  Nests; per thread. */
 ag_status ag_try(void (*fn)(void *ctx), void *ctx);
 
+/* Stops with "attngrad: <op>: <message> (at file:line)" as the library's
+ * own ops do: for code built on attngrad (layers, custom ops) that refuses
+ * a programmer error. */
+void ag_fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -104,6 +110,11 @@ typedef struct ag_tensor {
     bool persistent;       /* a parameter: not freed by ag_step_end() */
     const char *name;      /* stable for parameters ("encoder.wq") */
     ag_node *node;         /* the tape entry that produced it, or NULL */
+    const char *op;        /* the op or constructor that made it ("ag_matmul"), for messages */
+    uint32_t step;         /* the step that made a step-memory tensor (ag_step_end counts
+                            * them, from 1); 0: not step memory (a parameter, a cached
+                            * mask, a struct of the caller's), alive as long as its data */
+    uint32_t seal;         /* internal: tells op and step from memory written over them */
 } ag_tensor;
 
 /* Step-arena tensors: valid until the next ag_step_end(). */
@@ -139,6 +150,14 @@ typedef struct {
 /* Creates a zero-filled persistent parameter (requires_grad, grad allocated,
  * name copied) and appends it to `ps`.  Names must be unique in `ps`. */
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape);
+/* Name scopes, as torch's module paths: between ag_scope_push("layer0") and
+ * ag_scope_pop(), ag_param(ps, "wq", ...) is named "layer0.wq"; scopes nest
+ * ("enc.layer0.wq", at most 16 deep).  The name is printf-style, for a
+ * stack of layers: ag_scope_push("layer%d", l).  ag_params_find takes full
+ * names. */
+void ag_scope_push(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ag_scope_pop(void);
+const char *ag_scope(void);   /* the current prefix, "enc.layer0." or "" */
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
 int64_t ag_params_numel(const ag_params *ps);
 void ag_params_zero_grad(ag_params *ps);
@@ -174,10 +193,18 @@ void ag_tensor_read(const ag_tensor *t, ag_real *host);
 /* ------------------------------------------------------------------------ */
 
 /* Seeds d(loss)/d(loss) = 1 (loss must have one element) and replays the
- * tape in reverse, accumulating into every ->grad that requires it. */
+ * tape in reverse, accumulating into every ->grad that requires it.  The
+ * part of the tape it swept is then spent: a second backward through any of
+ * it is refused (as PyTorch without retain_graph), unless the earlier
+ * backward was ag_backward_retain. */
 void ag_backward(ag_tensor *loss);
+/* Same, keeping the tape for another backward through it; that one adds
+ * its gradients to the leaves' and parameters' (intermediate results'
+ * gradients are rebuilt by each sweep). */
+void ag_backward_retain(ag_tensor *loss);
 /* Same for a tensor of any shape, with d(out) given (same shape as out). */
 void ag_backward_seeded(ag_tensor *out, const ag_real *seed);
+void ag_backward_seeded_retain(ag_tensor *out, const ag_real *seed);
 
 /* Ends a step: forgets the tape and rewinds the step arena.  Parameter
  * gradients are kept (zero them with ag_params_zero_grad). */
@@ -369,9 +396,13 @@ ag_tensor *ag_softmax(ag_tensor *x);
 /* softmax(scale * x + mask) along the last axis.  mask (may be NULL) is a
  * constant of additive entries - 0, -INFINITY or finite penalties - whose
  * last dim equals x's and whose other dims broadcast to x's (NumPy rules,
- * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [h,Nq,Nk],
- * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A row with no allowed entry
- * (e.g. the first query under AG_MASK_PAST) gives zeros and no gradient. */
+ * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [1,h,Nq,Nk],
+ * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A mask whose broadcast is
+ * ambiguous - fewer dims than the scores, with a dim that would pair with
+ * the heads while the batch has the same size ([B,1,Nk] or [h,Nq,Nk] when
+ * B == h) - is refused with the 4-D shapes to pass instead.  A row with no
+ * allowed entry (e.g. the first query under AG_MASK_PAST) gives zeros and
+ * no gradient. */
 ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale);
 /* log softmax along the last axis (finite logits). */
 ag_tensor *ag_log_softmax(ag_tensor *x);
@@ -432,7 +463,9 @@ typedef struct {
  * step memory on every call instead, valid until ag_step_end.
  * Not for AG_DIST_TREE, which differs per sentence (see ag_mask_batch). */
 ag_tensor *ag_mask(const ag_mask_spec *spec, int N);
-/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise. */
+/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise.
+ * Against batched scores [B,h,N,N] view it as [1,h,N,N] (ag_reshape):
+ * [h,N,N] there is refused as ambiguous when B == h. */
 ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N);
 /* Dual-axial attenuation factor [N,N] = 1 / ln(w|q-k| + c), to multiply
  * (MODELS.md §2: w = c = e); needs w >= 0, c > 1; cached likewise. */
@@ -569,6 +602,7 @@ typedef struct {
     int n_slots;
     ag_real *state;      /* every slot, one allocation, zero at first */
     ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
+    double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
 } ag_optimizer;
 
 ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg);
@@ -576,6 +610,16 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
 void ag_optim_step(ag_optimizer *opt);
 void ag_optim_free(ag_optimizer *opt);
 const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ... */
+/* Parameter groups (torch's param_groups, for the one option that differs
+ * in practice): every parameter p of the optimizer's list with match(p,
+ * ctx) gets this weight decay instead of cfg.weight_decay; returns how
+ * many matched.  Transformers decay no bias and no LayerNorm gain or shift:
+ *   ag_optim_set_weight_decay(&opt, ag_param_is_bias_or_norm, NULL, 0);
+ * Not saved in checkpoints (like cfg, it is the caller's setup). */
+typedef bool (*ag_param_pred)(const ag_tensor *p, void *ctx);
+int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay);
+/* Biases, gains and shifts: parameters of at most one dim. */
+bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
 const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
 /* The state buffer of a parameter by names, or NULL. */
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
@@ -644,6 +688,34 @@ ag_status ag_sched_init(ag_scheduler *s, const ag_sched_config *cfg);
 /* End of an epoch: updates opt->lr (plateau reads metric, the others ignore
  * it) and returns the new rate. */
 double ag_sched_step(ag_scheduler *s, ag_optimizer *opt, double metric);
+
+/* Per-step schedules, beside the per-epoch ones above: the rate of step t
+ * (counted from 1, as ag_optimizer's step) is base * factor(t), with a
+ * linear warm-up factor t / warmup while t < warmup, then
+ *   constant  1
+ *   linear    min_ratio + (1 - min_ratio)(1 - p)
+ *   cosine    min_ratio + (1 - min_ratio)(1 + cos(pi p)) / 2
+ *   inv_sqrt  sqrt(warmup / t)  (1 / sqrt(t) without warm-up; the
+ *             Transformer's rate d^-0.5 min(t^-0.5, t warmup^-1.5) is
+ *             inv_sqrt with base d^-0.5 warmup^-0.5)
+ * where p = (t - warmup) / (total - warmup), at most 1.  Specs:
+ * "cosine:warmup=500,total=20000,min_ratio=0.1", "inv_sqrt:warmup=4000",
+ * "linear:total=1000", "constant:warmup=100". */
+typedef enum { AG_LR_CONSTANT, AG_LR_LINEAR, AG_LR_COSINE, AG_LR_INV_SQRT } ag_lr_decay;
+typedef struct {
+    ag_lr_decay decay;
+    int warmup;         /* warm-up steps (0: none) */
+    int total;          /* linear, cosine: the step where the decay ends (required, > warmup) */
+    double min_ratio;   /* linear, cosine: the final rate over the base; 0 */
+} ag_lr_steps;
+ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out);
+const char *ag_lr_steps_format(const ag_lr_steps *s, char *buf, size_t n);
+ag_status ag_lr_steps_check(const ag_lr_steps *s);
+double ag_lr_steps_factor(const ag_lr_steps *s, int64_t t);
+/* Before each ag_optim_step: opt->lr = base_lr * factor(opt->step + 1), the
+ * coming step's rate; returns it.  With a per-epoch schedule too, pass the
+ * rate it set as base_lr. */
+double ag_lr_steps_apply(const ag_lr_steps *s, ag_optimizer *opt, double base_lr);
 
 /* Initializers, drawing from a seeded generator in a fixed order (same seed,
  * same values, f32 and f64 alike up to rounding). */
@@ -763,6 +835,45 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
  * nothing has changed. */
 ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
                              ag_train_state *st);
+
+/* ------------------------------------------------------------------------ */
+/* Custom ops (as torch.autograd.Function)                                   */
+/* ------------------------------------------------------------------------ */
+
+/* An op written by the user: a forward that fills out->data from the
+ * inputs' data, and a backward that adds dL/d(in[i]) into grad_in[i] from
+ * dL/d(out) = grad_out.  ag_custom_op checks the inputs, allocates the
+ * output (zero-filled, step memory), runs forward, and records the op on
+ * the tape; ag_backward calls backward like any op's, and ag_gradcheck
+ * checks it like any op (examples/custom_op.c: cosine similarity). */
+typedef struct {
+    const char *name;               /* in messages and the profiler ("cosine_sim") */
+    ag_tensor *const *in;           /* the inputs, in call order (read them; do not write) */
+    int n_in;
+    ag_tensor *out;                 /* forward: write out->data */
+    const ag_real *grad_out;        /* backward: dL/d(out), out->size elements */
+    ag_real *const *grad_in;        /* backward: add (+=) dL/d(in[i]) here; NULL when in[i]
+                                     * needs no gradient */
+    void *saved;                    /* what forward keeps for backward (norms, masks, ...):
+                                     * saved_bytes of zeroed step memory, or forward points it
+                                     * at step memory of its own (ag_tensor_new(...)) */
+    const void *params;             /* a copy of the call's params (constants), or NULL */
+} ag_custom_call;
+
+typedef struct {
+    const char *name;               /* must outlive the step (a string literal) */
+    void (*forward)(ag_custom_call *c);
+    void (*backward)(ag_custom_call *c); /* may be NULL for an op no gradient goes through */
+    size_t saved_bytes;             /* 0: none */
+} ag_custom_fn;
+
+/* Records fn on the inputs in[0..n) (1 <= n <= 8) with an output of shape
+ * out_shape; params (params_bytes, copied) reach both functions.  The
+ * functions run with recording off: they may use ops for scratch values.
+ * Gradients are wanted for the inputs with requires_grad; the output
+ * requires grad when any input does. */
+ag_tensor *ag_custom_op(const ag_custom_fn *fn, ag_tensor *const *in, int n, int out_ndim, const int *out_shape,
+                        const void *params, size_t params_bytes);
 
 /* ------------------------------------------------------------------------ */
 /* Gradient checking                                                         */
@@ -895,6 +1006,7 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
 #define ag_kl_div_soft(...) AG_AT(ag_kl_div_soft, __VA_ARGS__)
 #define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
+#define ag_custom_op(...) AG_AT(ag_custom_op, __VA_ARGS__)
 /* attention ops */
 #define ag_softmax(...) AG_AT(ag_softmax, __VA_ARGS__)
 #define ag_masked_softmax(...) AG_AT(ag_masked_softmax, __VA_ARGS__)
@@ -918,6 +1030,12 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
 #define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
 #define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
+
+/* backward: errors (a finished step, a spent tape) name the caller's line */
+#define ag_backward(...) AG_AT_STMT(ag_backward, __VA_ARGS__)
+#define ag_backward_retain(...) AG_AT_STMT(ag_backward_retain, __VA_ARGS__)
+#define ag_backward_seeded(...) AG_AT_STMT(ag_backward_seeded, __VA_ARGS__)
+#define ag_backward_seeded_retain(...) AG_AT_STMT(ag_backward_seeded_retain, __VA_ARGS__)
 
 /* optimizers, initializers, checkpoints */
 #define ag_optim_step(...) AG_AT_STMT(ag_optim_step, __VA_ARGS__)

@@ -15,6 +15,38 @@ static void pad4(int ndim, const int *shape, int *out4) {
     for (int d = 0; d < 4; d++) out4[d] = d < 4 - ndim ? 1 : shape[d - (4 - ndim)];
 }
 
+/* A mask with fewer dims than the scores is aligned at the right, so against
+ * [B,h,Nq,Nk] the leading dim of a 3-D mask pairs with the heads.  When B
+ * equals h that dim could as well be meant per example - a [B,1,Nk]
+ * padding mask made for 3-D scores would mask heads, and padded keys would
+ * get weight.  Both readings have a 4-D shape that says which: refused,
+ * naming the two.  (The scores' dims before the last two are the only ones
+ * that can be confused; a mask's last two dims always pair with Nq, Nk.) */
+static void check_unambiguous(const char *op, const ag_tensor *mask, const ag_tensor *scores) {
+    int lead = scores->ndim - 2, missing = scores->ndim - mask->ndim;
+    if (lead < 2 || missing <= 0) return;
+    for (int d = 0; d < mask->ndim - 2; d++) {
+        int at = d + missing, size = mask->shape[d];
+        if (size == 1) continue;
+        for (int other = 0; other < lead; other++) {
+            if (other == at || scores->shape[other] != size) continue;
+            ag_tensor as_is = {.ndim = scores->ndim}, moved = {.ndim = scores->ndim};
+            for (int i = 0; i < scores->ndim; i++) {
+                as_is.shape[i] = i < missing ? 1 : mask->shape[i - missing];
+                moved.shape[i] = as_is.shape[i];
+            }
+            moved.shape[at] = 1;
+            moved.shape[other] = size;
+            char sm[64], ss[64], sa[64], sb[64];
+            ag__fatal(op, "mask %s against the scores %s is ambiguous: its dim %d (%d) aligns with the scores' dim %d, "
+                      "but the scores' dim %d is %d too. Pass it with the scores' %d dims (ag_reshape): %s to apply "
+                      "it along dim %d, %s along dim %d",
+                      ag_shape_str(mask, sm, sizeof sm), ag_shape_str(scores, ss, sizeof ss), d, size, at, other, size,
+                      scores->ndim, ag_shape_str(&as_is, sa, sizeof sa), at, ag_shape_str(&moved, sb, sizeof sb), other);
+        }
+    }
+}
+
 ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_shape, const ag_tensor *mask) {
     int s4[4];
     pad4(ndim, scores_shape, s4);
@@ -31,6 +63,7 @@ ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_sha
     if (!ok)
         ag__fatal(op, "mask %s does not broadcast to the scores %s (its last dim must be %d, the others equal or 1)",
                   ag_shape_str(mask, sm, sizeof sm), ag_shape_str(&scores, ss, sizeof ss), s4[3]);
+    check_unambiguous(op, mask, &scores);
     if (mask->requires_grad)
         ag__fatal(op, "the mask %s requires grad, but masks are constants and receive no gradient",
                   ag_shape_str(mask, sm, sizeof sm));

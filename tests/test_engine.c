@@ -88,10 +88,11 @@ static void test_accumulation(void) {
     ag_params_zero_grad(&ps);
     CHECK(w->grad[0] == 0);
     ag_step_end();
-    /* backward twice on one graph: intermediates are rebuilt, leaves add up */
+    /* backward twice on one retained graph: intermediates are rebuilt,
+     * leaves add up (test_lifetime: without retain it is refused) */
     ag_tensor *h = ag_tanh(w);
     ag_tensor *l2 = ag_sum(h);
-    ag_backward(l2);
+    ag_backward_retain(l2);
     double g1 = w->grad[1];
     ag_backward(l2);
     CHECK_NEAR(w->grad[1], 2 * g1, 0, 1e-6);
@@ -336,8 +337,9 @@ static void test_cgroup_memory_limit(void) {
 static void test_profiler_names_sites(void) {
     ag_params ps = {0};
     ag_tensor *w = ag_param(&ps, "w", 2, (int[]){3, 2});
-    ag_tensor *x = ag_tensor_new(2, (int[]){4, 3});
-    for (int i = 0; i < 12; i++) x->data[i] = (ag_real)(i % 5) - 2;
+    ag_real xs[12];
+    for (int i = 0; i < 12; i++) xs[i] = (ag_real)(i % 5) - 2;
+    ag_tensor *x = ag_tensor_from(xs, 2, (int[]){4, 3});
     for (int i = 0; i < 6; i++) w->data[i] = (ag_real)i / 4;
     ag_profile_start();
     int line = __LINE__ + 1;
@@ -345,6 +347,7 @@ static void test_profiler_names_sites(void) {
     ag_backward(ag_sum(y));
     ag_profile_stop();
     ag_step_end();
+    x = ag_tensor_from(xs, 2, (int[]){4, 3}); /* x died with its step */
     ag_tensor *z = ag_sum(ag_linear(x, w, NULL)); /* stopped: not counted */
     (void)z;
     char *buf = NULL;

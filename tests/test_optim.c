@@ -505,8 +505,44 @@ static void test_misuse(void) {
     EXPECT_ERROR(ag_optim_init(&o, &p.ps, &c), AG_ERR_ARG, "lr");
 }
 
+/* Parameter groups: biases and LayerNorm gains get no weight decay, the
+ * weight matrix keeps the config's, for coupled (sgd, adadelta) and
+ * decoupled (adamw) decay alike.  With zero gradients only decay moves a
+ * parameter. */
+static void test_weight_decay_groups(void) {
+    const char *specs[] = {"sgd:lr=0.5,weight_decay=0.1", "adamw:lr=0.5,weight_decay=0.1",
+                           "adadelta:lr=0.5,weight_decay=0.1"};
+    for (int k = 0; k < 3; k++) {
+        ag_params ps = {0};
+        ag_scope_push("enc");
+        ag_tensor *w = ag_param(&ps, "w", 2, (int[]){2, 2});
+        ag_tensor *b = ag_param(&ps, "b", 1, (int[]){2});
+        ag_tensor *g = ag_param(&ps, "ln.gain", 1, (int[]){2});
+        ag_scope_pop();
+        CHECK(!strcmp(w->name, "enc.w") && !strcmp(g->name, "enc.ln.gain"), "%s %s", w->name, g->name);
+        for (int i = 0; i < 4; i++) w->data[i] = 1;
+        for (int i = 0; i < 2; i++) b->data[i] = g->data[i] = 1;
+        ag_optim_config c;
+        CHECK(ag_optim_parse(specs[k], &c) == AG_OK);
+        ag_optimizer opt;
+        CHECK(ag_optim_init(&opt, &ps, &c) == AG_OK);
+        CHECK(ag_optim_set_weight_decay(&opt, ag_param_is_bias_or_norm, NULL, 0) == 2);
+        ag_optim_step(&opt);
+        CHECK(w->data[0] < 1, "%s: the matrix decays (%g)", specs[k], (double)w->data[0]);
+        CHECK(b->data[0] == 1 && g->data[1] == 1, "%s: bias %g, gain %g moved", specs[k], (double)b->data[0],
+              (double)g->data[1]);
+        if (k == 0) CHECK_NEAR(w->data[0], 1 - 0.5 * 0.1, 1e-7, 0);
+        if (k == 1) CHECK_NEAR(w->data[0], 1 - 0.5 * 0.1, 1e-7, 0); /* the decoupled shrink; m = 0 */
+        ag_optim_free(&opt);
+        ag_params_free(&ps);
+    }
+    EXPECT_FATAL(ag_scope_pop(), "ag_scope_pop", "no scope");
+    EXPECT_FATAL(ag_scope_push("a.b"), "ag_scope_push", "'.'");
+}
+
 int main(void) {
     printf("%s build\n", IS_F64 ? "f64" : "f32");
+    test_weight_decay_groups();
     test_sgd();
     test_adam();
     test_adadelta();
