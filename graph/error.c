@@ -1,7 +1,7 @@
 /* error.c - the two kinds of errors: programmer misuse stops with a message
  * that names the op and the caller's line; bad user input returns a status
  * and leaves the message in ag_errmsg(). */
-#include "internal.h"
+#include "device.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -154,12 +154,7 @@ void ag__stale(const char *op, const ag_tensor *t) {
 /* For ops that run on the CPU only (so far): the inputs alive, a CUDA
  * input refused by name, mixed devices naming both. */
 void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
-    ag__check_live(op, a);
-    ag__check_live(op, b);
-    if (b && b->device != a->device)
-        ag__fatal(op, "tensors on different devices (%s and %s): move one with ag_to", ag_device_name(a->device),
-                  ag_device_name(b->device));
-    if (a->device != AG_CPU)
+    if (ag__check_same_device(op, a, b) != AG_CPU)
         ag__fatal(op, "has no %s implementation yet: move its inputs to the cpu with ag_to",
                   ag_device_name(a->device));
 }
