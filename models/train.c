@@ -159,6 +159,8 @@ typedef struct {
     double clip;
     ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
     bool have_best;
+    ag_vectors vec;                 /* --embeddings of a fresh run: counts (rows freed once copied) */
+    int64_t vec_covered, vec_tokens; /* training tokens with a vector, of all */
 } trainer;
 
 /* One step on t->batch; *loss gets the batch loss (without the L2 term).
@@ -622,11 +624,74 @@ typedef struct {
 } fold_result;
 
 static void trainer_free(trainer *t) {
+    ag_vectors_free(&t->vec);
     ag_sampler_free(&t->sampler);
     ag_batch_free(&t->batch);
     ag_optim_free(&t->opt);
     ag_model_free(&t->model);
     ag_run_data_free(&t->data);
+}
+
+/* ---- --embeddings: pretrained word vectors ----------------------------------- */
+
+/* Reads the vectors for the fold's vocabulary before the model is sized:
+ * the embedding's dimension is the file's (every model's --dim is its
+ * embedding size; docs/models.md says what follows from it per model), so
+ * a --dim that disagrees stops the run.  A resumed run takes its embedding
+ * from the checkpoint and needs no vectors file. */
+static int read_vectors(trainer *t, ag_train_opts *o, char *err, size_t errlen) {
+    if (!o->embeddings[0] || o->resume) {
+        if (o->embeddings_exact && !o->embeddings[0])
+            return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings-exact: there is no --embeddings file to look words up in");
+        return 0;
+    }
+    ag_run_data *d = &t->data;
+    ag_vec_opts vo = {.exact_only = o->embeddings_exact};
+    int rc = ag_vectors_read(o->embeddings, d->vocab, &vo, &t->vec, err, errlen);
+    if (rc) return rc;
+    if (o->dim > 0 && o->dim != t->vec.dim)
+        return ag_train_fail(err, errlen, AG_ERR_ARG,
+                             "--dim %d, but %s holds %d-dimensional vectors (the model's dim is its embedding size): "
+                             "leave --dim out to take %d", o->dim, o->embeddings, t->vec.dim, t->vec.dim);
+    o->dim = t->vec.dim;
+    t->vec_covered = ag_vectors_coverage(&t->vec, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN],
+                                         &t->vec_tokens);
+    return 0;
+}
+
+/* The model built, before the optimizer: the vectors into its embedding
+ * (then their rows are freed) and, with --freeze-embeddings, the embedding
+ * frozen, so that the optimizer keeps no state for it. */
+static int apply_vectors(trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
+    if (!t->vec.rows && !o->freeze_embeddings) return 0;
+    ag_tensor *table = ag_model_embedding(&t->model);
+    if (!table) return ag_train_fail(err, errlen, AG_ERR_ARG, "--%s: %s", t->vec.rows ? "embeddings" : "freeze-embeddings", ag_errmsg());
+    if (t->vec.rows && ag_embedding_from_vectors(table, &t->vec, AG_PAD_ID, &t->model.rng))
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings %s: %s", o->embeddings, ag_errmsg());
+    if (o->freeze_embeddings) ag_param_freeze(table);
+    free(t->vec.rows);
+    t->vec.rows = NULL;
+    return 0;
+}
+
+static void print_vectors(const trainer *t, const ag_train_opts *o) {
+    const ag_vectors *v = &t->vec;
+    if (!v->dim) {
+        if (o->embeddings[0] && o->resume) printf("  embeddings: from the checkpoint%s\n", o->freeze_embeddings ? " (frozen)" : "");
+        else if (o->freeze_embeddings) printf("  embeddings: random, frozen\n");
+        return;
+    }
+    int32_t words = v->vocab - 2, found = v->n_exact + v->n_lower; /* all but <pad> and <unk> */
+    printf("  embeddings %s (%s, %dd%s): %d of %d words found", o->embeddings, ag_vec_format_name(v->format), v->dim,
+           o->freeze_embeddings ? ", frozen" : "", found, words);
+    if (v->n_lower) printf(" (%d lower-cased)", v->n_lower);
+    printf(", %.1f%% of %lld training tokens; the other %d words from U(-0.05, 0.05)\n",
+           t->vec_tokens ? 100.0 * (double)t->vec_covered / (double)t->vec_tokens : 0.0, (long long)t->vec_tokens,
+           words - found);
+    if (v->duplicates)
+        printf("  note: %lld words of the vocabulary are in %s twice (first: %s)\n", (long long)v->duplicates,
+               o->embeddings, v->first_warning);
+    if (v->spaced) printf("  note: %lld vectors skipped: their word holds spaces\n", (long long)v->spaced);
 }
 
 /* Data, model, optimizer, schedule, batch and sampler of one fold. */
@@ -640,9 +705,15 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     o->vocab = ag_vocab_size(d->vocab);
     snprintf(o->vocab_fp, sizeof o->vocab_fp, "%016" PRIx64, ag_vocab_fingerprint(d->vocab));
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
+    if ((rc = read_vectors(t, o, err, errlen))) return rc;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
-    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg) && t->vec.dim) /* e.g. MS-SAN's heads split d */
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s cannot take the %d-dimensional vectors of %s (its own "
+                             "dim is %d): %s", o->model, t->vec.dim, o->embeddings,
+                             ag_model_defaults(ag_model_find(o->model)).dim, ag_errmsg());
+    if (!t->model.kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    if ((rc = apply_vectors(t, o, err, errlen))) return rc;
 
     ag_optim_config oc;
     ag_sched_config sc;
@@ -674,6 +745,7 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     else if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
     printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s\n  run folder %s\n",
            (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched, out);
+    print_vectors(t, o);
     if (d->sets[0].stats.skipped)
         printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
                d->sets[0].stats.first_warning);
