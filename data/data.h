@@ -203,7 +203,9 @@ int ag_vocab_load(const char *path, ag_vocab **out, char *err, size_t errlen);
 /* Word vectors for a vocabulary, read from Stanford GloVe text ("word v1 ..
  * vd" lines), word2vec/fastText text (a "count dim" line first) or word2vec
  * binary (that header, then "word " and dim little-endian float32 per
- * record, '\n' after it optional): detected from the first lines.  The file
+ * record, '\n' after it optional): detected from the first lines (a first
+ * line of two integers is the header; after it, the file is binary when the
+ * bytes after the first word are not all text).  The file
  * is streamed; only the rows of the vocabulary's words are kept, so memory
  * is vocab x dim floats whatever the file's size.  A token matches a record
  * of the same word or, unless exact_only, of its ASCII-lowercased form (an
