@@ -674,6 +674,16 @@ static int apply_vectors(trainer *t, const ag_train_opts *o, char *err, size_t e
     return 0;
 }
 
+/* ag_model_init refused the config (ag_errmsg says why); with vectors, the
+ * width came from them: say so, with the model's own (e.g. MS-SAN's heads
+ * must divide d). */
+static int model_refused(const trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
+    if (!t->vec.dim) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s cannot take the %d-dimensional vectors of %s (its own dim is "
+                         "%d): %s", o->model, t->vec.dim, o->embeddings, ag_model_defaults(ag_model_find(o->model)).dim,
+                         ag_errmsg());
+}
+
 static void print_vectors(const trainer *t, const ag_train_opts *o) {
     const ag_vectors *v = &t->vec;
     if (!v->dim) {
@@ -708,11 +718,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     if ((rc = read_vectors(t, o, err, errlen))) return rc;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
-    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg) && t->vec.dim) /* e.g. MS-SAN's heads split d */
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s cannot take the %d-dimensional vectors of %s (its own "
-                             "dim is %d): %s", o->model, t->vec.dim, o->embeddings,
-                             ag_model_defaults(ag_model_find(o->model)).dim, ag_errmsg());
-    if (!t->model.kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return model_refused(t, o, err, errlen);
     if ((rc = apply_vectors(t, o, err, errlen))) return rc;
 
     ag_optim_config oc;
