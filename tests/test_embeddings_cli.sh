@@ -27,6 +27,13 @@ expect 0 ": 10 of 22 words found, " "$AG" train "${SMALL[@]}" --embeddings "$V" 
 { echo "11 8"; cat "$V"; } > "$T/vectors.vec"
 expect 0 "\(word2vec text, 8d\): 11 of 22 words found" "$AG" train "${SMALL[@]}" --embeddings "$T/vectors.vec" --max-steps 1 --out "$T/w2v"
 
+# every model with a word embedding takes the file's dimension
+for m in mtsa dual_axial poslm; do
+  expect 0 "parameters \(d=8\)" "$AG" train --model "$m" "${SMALL[@]}" --embeddings "$V" --max-steps 1 --out "$T/m-$m"
+done
+expect 1 "model poslm cannot take the 8-dimensional vectors .*hidden \(64\) must equal dim \(8\)" \
+  "$AG" train --model poslm --attention none "${SMALL[@]}" --embeddings "$V" --out "$T/lm-none"
+
 # the dimension: a --dim that disagrees, a model whose width cannot be 8
 expect 1 "--dim 16, but $V holds 8-dimensional vectors .*leave --dim out to take 8" \
   "$AG" train "${SMALL[@]}" --embeddings "$V" --dim 16 --out "$T/dim16"
