@@ -711,6 +711,10 @@ typedef struct {
     int64_t worst_index;    /* flat element index */
     double analytic, numeric; /* at the worst element */
     int64_t checked;
+    /* max |a - n| / max(|a|, |n|) (0 where both are 0): the true relative
+     * error, without max_rel_err's floor, so it is large where a gradient
+     * too small for finite differences to resolve disagrees with them */
+    double max_true_rel_err;
 } ag_gradcheck_result;
 
 ag_gradcheck_opts ag_gradcheck_defaults(void);

@@ -180,6 +180,7 @@ void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) 
 static void poslm_destroy(ag_model *m) { free(m->impl); }
 
 const ag_model_kind ag_poslm_kind = {
+    .abi = AG_MODEL_ABI,
     .name = "poslm",
     .defaults = poslm_defaults,
     .tiny = poslm_tiny,

@@ -127,12 +127,13 @@ static const char *one_of(const char *v, const char *const *names, const char *m
 }
 
 static const char *check_model(const char *v) {
-    static char msg[256];
+    static char msg[AG_MODEL_MAX_KINDS * 40];
     if (ag_model_find(v)) return NULL;
     size_t k = (size_t)snprintf(msg, sizeof msg, "unknown model (registered:");
     for (const ag_model_kind *const *kind = ag_model_kinds(); *kind && k < sizeof msg; kind++)
         k += (size_t)snprintf(msg + k, sizeof msg - k, " %s", (*kind)->name);
-    if (k < sizeof msg) snprintf(msg + k, sizeof msg - k, ")");
+    /* a kind from a plugin is known only where the plugin is loaded again (eval, predict, resume) */
+    if (k < sizeof msg) snprintf(msg + k, sizeof msg - k, "; a plugin's model needs --plugin FILE before the command)");
     return msg;
 }
 
@@ -141,13 +142,23 @@ static const char *check_task(const char *v) {
     return !*v || ag_task_parse(v, &t) == 0 ? NULL : "expected classify, pair, relatedness or lm";
 }
 
+/* Each name a built-in model's or a registered kind's own: which kind's is
+ * known only once --model is (ag__train_flags, when the run is resolved). */
 static const char *check_flags(const char *v) {
     static char msg[128];
-    char bad[48];
-    unsigned bits;
-    if (!ag_flags_parse(v, &bits, bad, sizeof bad)) return NULL;
-    snprintf(msg, sizeof msg, "unknown flag '%s'", bad);
-    return msg;
+    for (const char *p = v; *p; p += strcspn(p, ","), p += *p == ',') {
+        char name[48];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(p, ","), p);
+        unsigned bits;
+        bool known = !ag_flags_parse(name, &bits, NULL, 0);
+        for (const ag_model_kind *const *k = ag_model_kinds(); *k && !known; k++)
+            known = !ag_model_flags_parse(*k, name, &bits, NULL, 0);
+        if (!known) {
+            snprintf(msg, sizeof msg, "unknown flag '%s'", name);
+            return msg;
+        }
+    }
+    return NULL;
 }
 
 static const char *check_attention(const char *v) {
@@ -350,12 +361,23 @@ void ag_train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (o->keep > 0) c->keep = o->keep;
     if (o->l2 >= 0) c->l2 = o->l2;
     if (o->batch > 0) c->batch = o->batch;
-    if (ag_flags_parse(o->flags, &c->flags, NULL, 0)) c->flags = 0; /* checked when set */
+    if (ag__train_flags(o, ag_model_find(o->model), &c->flags, NULL, 0)) c->flags = 0; /* checked when resolved */
     if (!strcmp(o->attention, "positional")) c->attention = 0;
     if (!strcmp(o->attention, "standard")) c->attention = 1;
     if (!strcmp(o->attention, "none")) c->attention = 2;
     if (o->task[0]) ag_task_parse(o->task, &c->task);
     c->seed = (uint64_t)o->seed;
+}
+
+int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned *bits, char *err, size_t errlen) {
+    char bad[160], own[256];
+    int rc = ag_model_flags_parse(kind, o->flags, bits, bad, sizeof bad);
+    if (!rc && (!kind || !(*bits & ~ag_model_flags_read(kind)))) return 0;
+    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "option --flags: unknown flag '%s'", bad);
+    if (!rc) ag_model_flags_str(kind, *bits & ~ag_model_flags_read(kind), bad, sizeof bad); /* another model's built-in ones */
+    ag_model_flags_str(kind, ag_model_flags_read(kind), own, sizeof own);
+    return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s does not read flag %s (its flags: %s)", kind->name, bad,
+                         own[0] ? own : "none");
 }
 
 static bool in_list(const char *list, const char *name) {
@@ -405,6 +427,8 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
         return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
                     ag_task_name(task), ag_model_tasks_str(kind, tasks, sizeof tasks));
     }
+    unsigned flags;
+    if (ag__train_flags(o, kind, &flags, err, errlen)) return AG_ERR_ARG; /* another kind's own switch */
     *c = ag_model_task_defaults(kind, task);
     if (!o->data[0]) { /* the generated tasks are small: so is the model, unless told otherwise */
         if (c->dim > 64) c->dim = 64;

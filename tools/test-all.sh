@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds attngrad twice (release, and address+undefined sanitizers) and runs
-# every test in both.  Ends with the line "tests: N passed, M failed".
+# every test in both, then checks the installed library from outside the
+# tree (tools/check-install.sh).  Ends with the line
+#   tests: N passed, M failed, K skipped
+# where a skipped test (exit 77: no GPU, no numpy, ...) is never a pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh || exit 1
@@ -14,24 +17,43 @@ run_suite() { # build-dir, extra meson options...
   meson test -C "$dir" --print-errorlogs --num-processes 2 "${MESON_TEST_ARGS[@]}"
 }
 
-MESON_TEST_ARGS=()
-run_suite build; rc1=$?
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized; rc2=$?
-
-count() { # testlog -> "passed failed"
-  python3 - "$1" <<'PY' 2>/dev/null || echo "0 1"
+# counts of a meson testlog: "passed failed skipped"
+count() {
+  python3 - "$1" <<'PY' 2>/dev/null || echo "0 1 0"
 import json, sys
-p = f = 0
+p = f = s = 0
 for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r["result"] in ("OK", "SKIP", "EXPECTEDFAIL"): p += 1
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL"): p += 1
+    elif r == "SKIP": s += 1
     else: f += 1
-print(p, f)
+print(p, f, s)
 PY
 }
-read -r p1 f1 < <(count build/meson-logs/testlog.json)
-read -r p2 f2 < <(count build-asan/meson-logs/testlog.json)
-echo "release build: $p1 passed, $f1 failed; sanitizer build: $p2 passed, $f2 failed"
-echo "tests: $((p1 + p2)) passed, $((f1 + f2 + (rc1 != 0 && f1 == 0) + (rc2 != 0 && f2 == 0))) failed"
-[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]
+
+total_p=0 total_f=0 total_s=0
+add() { # passed failed skipped rc label
+  local p=$1 f=$2 s=$3 rc=$4 label=$5
+  # a step that failed without a failed test (a build error) counts once
+  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+  echo "$label: $p passed, $f failed, $s skipped"
+  total_p=$((total_p + p)) total_f=$((total_f + f)) total_s=$((total_s + s))
+}
+
+MESON_TEST_ARGS=()
+run_suite build; rc=$?
+read -r p f s < <(count build/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "release build"
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized; rc=$?
+read -r p f s < <(count build-asan/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "sanitizer build"
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+# the library as a user outside the tree takes it: install + pkg-config, subproject
+bash tools/check-install.sh >build/check-install.log 2>&1; rc=$?
+cat build/check-install.log
+read -r p f < <(sed -n 's/^install: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' build/check-install.log)
+add "${p:-0}" "${f:-0}" 0 $rc "install"
+
+echo "tests: $total_p passed, $total_f failed, $total_s skipped"
+[ "$total_f" -eq 0 ]
