@@ -698,10 +698,11 @@ static void print_vectors(const trainer *t, const ag_train_opts *o) {
     printf(", %.1f%% of %lld training tokens; the other %d words from U(-0.05, 0.05)\n",
            t->vec_tokens ? 100.0 * (double)t->vec_covered / (double)t->vec_tokens : 0.0, (long long)t->vec_tokens,
            words - found);
-    if (v->duplicates)
-        printf("  note: %lld words of the vocabulary are in %s twice (first: %s)\n", (long long)v->duplicates,
-               o->embeddings, v->first_warning);
-    if (v->spaced) printf("  note: %lld vectors skipped: their word holds spaces\n", (long long)v->spaced);
+    if (v->duplicates) /* each keeps its first vector, as gensim */
+        printf("  note: %s repeats %lld word%s of the vocabulary, the first vector kept: %s\n", o->embeddings,
+               (long long)v->duplicates, v->duplicates == 1 ? "" : "s", v->first_warning);
+    if (v->spaced) /* "at name@domain.com" in glove.840B: no token can be that */
+        printf("  note: %lld vector%s skipped: a word with spaces\n", (long long)v->spaced, v->spaced == 1 ? "" : "s");
 }
 
 /* Data, model, optimizer, schedule, batch and sampler of one fold. */

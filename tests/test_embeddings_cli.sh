@@ -34,6 +34,12 @@ done
 expect 1 "model poslm cannot take the 8-dimensional vectors .*hidden \(64\) must equal dim \(8\)" \
   "$AG" train --model poslm --attention none "${SMALL[@]}" --embeddings "$V" --out "$T/lm-none"
 
+# a word twice: the first vector is kept, with a note; a word with spaces is skipped
+{ cat "$V"; echo "w0 9 9 9 9 9 9 9 9"; echo "at name@domain.com 1 2 3 4 5 6 7 8"; } > "$T/dup.txt"
+expect 0 "note: $T/dup.txt repeats 1 word of the vocabulary, the first vector kept: 'w0' on line 12 again: line 2's vector is used" \
+  "$AG" train "${SMALL[@]}" --embeddings "$T/dup.txt" --max-steps 1 --out "$T/dup"
+expect 0 "note: 1 vector skipped: a word with spaces" "$AG" train "${SMALL[@]}" --embeddings "$T/dup.txt" --max-steps 1 --out "$T/dup2"
+
 # the dimension: a --dim that disagrees, a model whose width cannot be 8
 expect 1 "--dim 16, but $V holds 8-dimensional vectors .*leave --dim out to take 8" \
   "$AG" train "${SMALL[@]}" --embeddings "$V" --dim 16 --out "$T/dim16"
