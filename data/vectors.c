@@ -171,14 +171,15 @@ static int fail(reader *r, int code, const char *fmt, ...) {
     return code;
 }
 
-/* Where a record is, for messages: "path:12" (text) or "path: record 12 (byte 3456)". */
+/* Where a record is, for messages: "path:12" (text, a line) or "path:
+ * record 12 (byte 3456 after the header)" (binary; byte < 0: text). */
 static const char *where(const reader *r, int64_t rec, int64_t byte, char *buf, size_t n) {
     if (byte < 0) snprintf(buf, n, "%s:%lld", r->path, (long long)rec);
-    else snprintf(buf, n, "%s: record %lld (byte %lld)", r->path, (long long)rec, (long long)byte);
+    else snprintf(buf, n, "%s: record %lld (byte %lld after the header)", r->path, (long long)rec, (long long)byte);
     return buf;
 }
 
-/* The checks every word passes, then its dimension's rows. */
+/* What every word must be, used or not: not empty, UTF-8. */
 static int check_word(reader *r, const char *w, size_t n, int64_t rec, int64_t byte) {
     char at[AG_ERR_LEN];
     if (!n) return fail(r, AG_DATA_EFORMAT, "%s: empty word", where(r, rec, byte, at, sizeof at));

@@ -163,7 +163,7 @@ static void test_word2vec_binary(const ag_vocab *vocab) {
     const char *latin1[] = {"caf\xe9"};
     n = binary(buf, latin1, vals, 1, 3, true);
     CHECK(read_vec(put("latin1.bin", buf, n), vocab, 0, &v, err) == AG_DATA_EFORMAT);
-    CHECK(strstr(err, "latin1.bin: record 1 (byte 0)") && strstr(err, "not UTF-8 (byte 0xe9 at offset 3"), "%s", err);
+    CHECK(strstr(err, "latin1.bin: record 1 (byte 0 after the header)") && strstr(err, "not UTF-8 (byte 0xe9 at offset 3"), "%s", err);
     float inf = INFINITY;
     n = binary(buf, words, (float[]){1, inf, 0}, 1, 3, true);
     CHECK(read_vec(put("inf.bin", buf, n), vocab, 0, &v, err) == AG_DATA_EFORMAT);

@@ -212,7 +212,8 @@ int ag_vocab_load(const char *path, ag_vocab **out, char *err, size_t errlen);
  * exact record wins over the lowercase one wherever each is).  <pad> and
  * <unk> are never looked up.
  *
- * Errors name path:line (binary: the record and its byte offset) and leave
+ * Errors name path:line (binary: the record and its byte offset after the
+ * header) and leave
  * *out empty: a record with too few or too many values, a value that is not
  * a decimal number (checked on every record; the records used must also be
  * finite floats), a dimension of 0 or above max_dim, a word that is not
