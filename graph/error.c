@@ -96,11 +96,15 @@ ag_status ag_fail(ag_status status, const char *fmt, ...) {
     return status;
 }
 
+/* For ops that run on the CPU only (so far): a CUDA input is refused by
+ * name, mixed devices name both. */
 void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
-    if (a->device != AG_CPU || (b && b->device != a->device))
-        ag__fatal(op, "tensors on different or unsupported devices (%s and %s)",
-                  a->device == AG_CPU ? "cpu" : "cuda",
-                  !b ? "-" : b->device == AG_CPU ? "cpu" : "cuda");
+    if (b && b->device != a->device)
+        ag__fatal(op, "tensors on different devices (%s and %s): move one with ag_to", ag_device_name(a->device),
+                  ag_device_name(b->device));
+    if (a->device != AG_CPU)
+        ag__fatal(op, "has no %s implementation yet: move its inputs to the cpu with ag_to",
+                  ag_device_name(a->device));
 }
 
 void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b) {

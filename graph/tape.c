@@ -4,7 +4,9 @@
  * which is a topological order, so backward simply walks it from the loss
  * down.  The list itself is a persistent array that only grows (to the
  * longest step seen); the nodes live in the step arena. */
-#include "internal.h"
+#include "device.h"
+
+#include "../ops/cuda/kernels.h"
 
 void ag__arena_reset(void);
 void ag__arena_mark(size_t *pos, int *chunk_index);
@@ -55,14 +57,25 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     return n;
 }
 
+/* A gradient lives on its tensor's device, in that device's step arena. */
 ag_real *ag__grad(ag_tensor *t) {
-    if (!t->grad) t->grad = ag_arena_zalloc((size_t)t->size * sizeof(ag_real));
+    if (t->grad) return t->grad;
+    size_t bytes = (size_t)t->size * sizeof(ag_real);
+    if (t->device == AG_CUDA) {
+        t->grad = ag__cuda_arena_alloc(bytes);
+        ag__cuda_zero(t->grad, bytes);
+    } else {
+        t->grad = ag_arena_zalloc(bytes);
+    }
     return t->grad;
 }
 
 ag_real *ag__grad_write(ag_tensor *t, bool *fresh) {
     *fresh = !t->grad;
-    if (!t->grad) t->grad = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    if (!t->grad) {
+        size_t bytes = (size_t)t->size * sizeof(ag_real);
+        t->grad = t->device == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag_arena_alloc(bytes);
+    }
     return t->grad;
 }
 
@@ -94,7 +107,15 @@ void ag_backward_seeded(ag_tensor *out, const ag_real *seed) {
         ag__fatal("backward", "the output does not require grad (no parameter or input with requires_grad reached it)");
     if (out->node) clear_intermediate_grads(out->node->index);
     ag_real *g = ag__grad(out);
-    for (int64_t i = 0; i < out->size; i++) g[i] += seed[i];
+    if (out->device == AG_CUDA) { /* the seed is on the host: copy it, then add */
+        size_t bytes = (size_t)out->size * sizeof(ag_real);
+        ag_real *tmp = ag__cuda_arena_alloc(bytes);
+        ag__cuda_copy(tmp, AG_CUDA, seed, AG_CPU, bytes);
+        ag__add_into_cuda(g, tmp, out->size);
+        ag__cuda_check_launch("backward");
+    } else {
+        for (int64_t i = 0; i < out->size; i++) g[i] += seed[i];
+    }
     sweep(out);
 }
 
@@ -111,11 +132,13 @@ void ag_backward(ag_tensor *loss) {
 void ag_step_end(void) {
     tape_len = 0;
     ag__arena_reset();
+    ag__cuda_arena_reset();
 }
 
 ag_mark_t ag_mark(void) {
     ag_mark_t m;
     ag__arena_mark(&m.arena_pos, &m.arena_chunk);
+    ag__cuda_arena_mark(&m.device_pos, &m.device_chunk);
     m.tape_len = tape_len;
     return m;
 }
@@ -123,6 +146,7 @@ ag_mark_t ag_mark(void) {
 void ag_rewind(ag_mark_t m) {
     tape_len = m.tape_len;
     ag__arena_rewind(m.arena_pos, m.arena_chunk);
+    ag__cuda_arena_rewind(m.device_pos, m.device_chunk);
 }
 
 void ag_shutdown(void) {
@@ -133,4 +157,5 @@ void ag_shutdown(void) {
     ag__parallel_shutdown();
     ag__profile_shutdown();
     ag__arena_shutdown();
+    ag__cuda_shutdown();
 }

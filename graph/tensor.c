@@ -1,5 +1,5 @@
 /* tensor.c - creating tensors and parameters, and shape helpers. */
-#include "internal.h"
+#include "device.h"
 
 #include <stdio.h>
 
@@ -60,22 +60,36 @@ ag_tensor *ag__empty(int ndim, const int *shape) {
     return t;
 }
 
-ag_tensor *ag_tensor_new(int ndim, const int *shape) {
+/* On the GPU the header stays in the host arena (ops read shapes on the
+ * host) and the data goes to the device arena. */
+ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape) {
+    if (dev == AG_CPU) return ag__empty(ndim, shape);
+    ag_tensor *t = ag_arena_zalloc(sizeof *t);
+    set_shape(t, ndim, shape);
+    t->data = ag__cuda_arena_alloc((size_t)t->size * sizeof(ag_real));
+    t->device = dev;
+    return t;
+}
+
+ag_tensor *ag__zeros(int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     ag__zero(t->data, (size_t)t->size * sizeof(ag_real));
     return t;
 }
 
+/* The user's tensors go to the current device (ag_set_device). */
+ag_tensor *ag_tensor_new(int ndim, const int *shape) { return ag__on_current(ag__zeros(ndim, shape)); }
+
 ag_tensor *ag_tensor_from(const ag_real *data, int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     memcpy(t->data, data, (size_t)t->size * sizeof(ag_real));
-    return t;
+    return ag__on_current(t);
 }
 
 ag_tensor *ag_tensor_fill(ag_real value, int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     for (int64_t i = 0; i < t->size; i++) t->data[i] = value;
-    return t;
+    return ag__on_current(t);
 }
 
 ag_tensor *ag_scalar(ag_real value) { return ag_tensor_fill(value, 0, NULL); }
@@ -106,11 +120,11 @@ ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape)
     if (ag_params_find(ps, name)) ag__fatal("param", "duplicate parameter name '%s'", name);
     ag_tensor shaped = {0};
     set_shape(&shaped, ndim, shape);
-    check_fits_in_memory(ps, name, &shaped); /* before anything is allocated: a test's fatal handler returns */
+    if (!ps->shapes_only) check_fits_in_memory(ps, name, &shaped); /* before anything is allocated: a test's fatal handler returns */
     ag_tensor *t = ag_calloc(1, sizeof *t);
     *t = shaped;
-    t->data = ag_calloc((size_t)t->size, sizeof(ag_real));
-    t->grad = ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->data = ps->shapes_only ? NULL : ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->grad = ps->shapes_only ? NULL : ag_calloc((size_t)t->size, sizeof(ag_real));
     t->requires_grad = true;
     t->persistent = true;
     t->name = ag_strdup(name);
@@ -135,8 +149,11 @@ int64_t ag_params_numel(const ag_params *ps) {
 }
 
 void ag_params_zero_grad(ag_params *ps) {
-    for (int i = 0; i < ps->count; i++)
-        ag__zero(ps->items[i]->grad, (size_t)ps->items[i]->size * sizeof(ag_real));
+    for (int i = 0; i < ps->count; i++) {
+        ag_tensor *t = ps->items[i];
+        if (t->device == AG_CUDA) ag__cuda_zero(t->grad, (size_t)t->size * sizeof(ag_real));
+        else ag__zero(t->grad, (size_t)t->size * sizeof(ag_real));
+    }
 }
 
 void ag_param_freeze(ag_tensor *p) {
@@ -148,8 +165,13 @@ void ag_param_freeze(ag_tensor *p) {
 void ag_params_free(ag_params *ps) {
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
-        ag_free(t->data);
-        ag_free(t->grad);
+        if (t->device == AG_CUDA) {
+            ag__cuda_free(t->data);
+            ag__cuda_free(t->grad);
+        } else {
+            ag_free(t->data);
+            ag_free(t->grad);
+        }
         ag_free((char *)t->name);
         ag_free(t);
     }

@@ -109,7 +109,8 @@ int ag_dim(const ag_tensor *t, int axis);                    /* axis may be nega
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n); /* "[2,3,4]" */
 
 /* Element access for tests and small programs (row-major flat index). */
-static inline ag_real ag_item(const ag_tensor *t) { return t->data[0]; }
+ag_real ag__item_device(const ag_tensor *t);
+static inline ag_real ag_item(const ag_tensor *t) { return t->device == AG_CPU ? t->data[0] : ag__item_device(t); }
 
 /* ------------------------------------------------------------------------ */
 /* Parameters                                                                */
@@ -119,6 +120,10 @@ static inline ag_real ag_item(const ag_tensor *t) { return t->data[0]; }
 typedef struct {
     ag_tensor **items;
     int count, cap;
+    /* Set before building: ag_param records names and shapes only (data and
+     * grad NULL, initializers skip them), as PyTorch's "meta" device does, so
+     * that a model can be compared with a file before its memory is taken. */
+    bool shapes_only;
 } ag_params;
 
 /* Creates a zero-filled persistent parameter (requires_grad, grad allocated,
@@ -133,6 +138,31 @@ void ag_params_zero_grad(ag_params *ps);
  * clipping skip it.  Its ->grad buffer stays allocated, at zero. */
 void ag_param_freeze(ag_tensor *p);
 void ag_params_free(ag_params *ps); /* frees every parameter and the list */
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor on AG_CUDA holds data and grad in GPU memory (a build with the
+ * CUDA backend, docs/design.md "Devices"); an op runs where its inputs are,
+ * and inputs on different devices are an error naming both.  Ops without a
+ * CUDA implementation yet refuse CUDA tensors by name. */
+const char *ag_device_name(ag_device d);                 /* "cpu", "cuda" */
+/* true when CUDA tensors can be used; else false and why (built without
+ * CUDA, no device found, with the driver and runtime versions). */
+bool ag_cuda_available(char *why, size_t n);
+/* The device that ag_tensor_new/_from/_fill/ag_scalar/ag_tensor_like put
+ * new tensors on (default AG_CPU): set once, and a model's inputs follow. */
+void ag_set_device(ag_device d);
+ag_device ag_get_device(void);
+/* A copy of t on d (t itself if it is there), with a gradient: backward
+ * copies the gradient back and adds it to t's. */
+ag_tensor *ag_to(ag_tensor *t, ag_device d);
+/* Moves every parameter (values and gradient buffers) to d, before the
+ * optimizer is made. */
+void ag_params_to(ag_params *ps, ag_device d);
+/* t's values into host memory (t->size elements), from any device. */
+void ag_tensor_read(const ag_tensor *t, ag_real *host);
 
 /* ------------------------------------------------------------------------ */
 /* Tape, arena and backward                                                  */
@@ -154,6 +184,8 @@ typedef struct {
     size_t arena_pos;
     int arena_chunk;
     int tape_len;
+    size_t device_pos; /* the device arena's (CUDA) */
+    int device_chunk;
 } ag_mark_t;
 ag_mark_t ag_mark(void);
 void ag_rewind(ag_mark_t m);
@@ -605,9 +637,9 @@ void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng);
  * We write keys sorted at every level, no spaces, the header padded with
  * spaces to a multiple of 8, and the data of 8-byte dtypes before 4-byte
  * ones (every tensor aligned).  We read any file that follows the spec and
- * uses our dtypes, and refuse anything else with a message naming the file
- * and the problem. */
-typedef enum { AG_F32, AG_F64, AG_I32, AG_I64 } ag_dtype;
+ * uses our dtypes (F16 and BF16 too, converted when read), and refuse
+ * anything else with a message naming the file and the problem. */
+typedef enum { AG_F32, AG_F64, AG_I32, AG_I64, AG_F16, AG_BF16 } ag_dtype;
 #define AG_ST_MAX_DIMS 8
 
 typedef struct {
@@ -633,6 +665,11 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
 /* A tensor as the build's real type (F32, or F64 in the f64 build). */
 void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t);
 void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value);
+/* Records a CRC-32C of every tensor added so far in the metadata, as
+ * "crc32c.<name>" = 8 hex digits; readers verify them (ag_st_read). */
+#define AG_ST_CRC_PREFIX "crc32c."
+void ag_st_set_checksums(ag_st_writer *w);
+uint32_t ag_crc32c(uint32_t crc, const void *data, size_t n); /* crc 0 to start; chains */
 /* Writes atomically: a temporary file in the same folder, fsync, rename,
  * fsync of the folder.  A failed or interrupted write leaves `path` as it
  * was.  AG_ERR_IO with the reason on failure. */
@@ -641,7 +678,8 @@ void ag_st_writer_free(ag_st_writer *w);
 
 /* A file read and validated in full: header length, strict JSON, known
  * dtypes, shapes matching byte sizes, offsets inside the data, contiguous
- * (no gap, no overlap), no duplicate names. */
+ * (no gap, no overlap), no duplicate names, and every checksum the
+ * metadata holds (ag_st_set_checksums) right. */
 typedef struct {
     char *path;
     unsigned char *bytes;
@@ -650,6 +688,7 @@ typedef struct {
     int count;
     char **meta;             /* key, value, ... sorted by key */
     int n_meta;
+    int unchecked;           /* tensors without a checksum (other writers) */
 } ag_st_file;
 
 ag_status ag_st_read(const char *path, ag_st_file *f);
@@ -658,10 +697,14 @@ ag_status ag_st_parse(const char *what, const void *bytes, size_t size, ag_st_fi
 const ag_st_tensor *ag_st_get(const ag_st_file *f, const char *name);
 const char *ag_st_meta(const ag_st_file *f, const char *key);  /* NULL if absent */
 void ag_st_close(ag_st_file *f);
-/* Element copies with conversion: F32/F64 to ag_real, I32/I64 to int64. */
+/* Element copies with conversion: F32/F64/F16/BF16 to ag_real, I32/I64 to
+ * int64; one float element as a double (exact for every float dtype). */
 void ag_st_to_real(const ag_st_tensor *t, ag_real *dst);
+double ag_st_real_at(const ag_st_tensor *t, int64_t i);
+bool ag_dtype_is_float(ag_dtype dt);                            /* F32, F64, F16, BF16 */
 void ag_st_to_i64(const ag_st_tensor *t, int64_t *dst);
 const char *ag_dtype_name(ag_dtype dt);                       /* "F32", ... */
+const char *ag_st_shape_str(const ag_st_tensor *t, char *buf, size_t n); /* "[2,3]" */
 
 /* What a training loop needs, besides tensors, to resume exactly. */
 #define AG_CONFIG_MAX 2048
@@ -669,6 +712,9 @@ typedef struct {
     int64_t step, epoch;
     ag_rng rng;                  /* the loop's generator: data order, dropout */
     char config[AG_CONFIG_MAX];  /* free-form, e.g. the model's options */
+    /* save only: more metadata, key, value, ..., NULL (e.g. a trainer's
+     * metrics log, so that the log can be rebuilt from the checkpoint) */
+    const char *const *meta;
 } ag_train_state;
 
 /* A checkpoint: every parameter under its name (the build's real type);

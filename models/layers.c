@@ -27,7 +27,7 @@ ag_tensor *ag_param_uniform(ag_params *ps, const char *name, int ndim, const int
 ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
                               ag_rng *rng) {
     ag_tensor *e = ag_param_uniform(ps, name, 2, (int[]){V, d}, bound, rng);
-    if (pad_id >= 0 && pad_id < V) memset(e->data + (int64_t)pad_id * d, 0, (size_t)d * sizeof(ag_real));
+    if (e->data && pad_id >= 0 && pad_id < V) memset(e->data + (int64_t)pad_id * d, 0, (size_t)d * sizeof(ag_real));
     return e;
 }
 

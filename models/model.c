@@ -111,8 +111,9 @@ ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task) 
 
 ag_model_config ag_model_defaults(const ag_model_kind *kind) { return ag_model_task_defaults(kind, AG_TASK_CLASSIFY); }
 
-ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
+static ag_status model_build(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg, bool shapes_only) {
     memset(m, 0, sizeof *m);
+    m->params.shapes_only = shapes_only;
     unsigned reads = ag_model_flags_read(kind);
     if (cfg->flags & ~reads) { /* a variant switch of another model would be ignored silently */
         char foreign[128], own[256];
@@ -127,6 +128,14 @@ ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_c
     ag_status st = kind->build(m);
     if (st != AG_OK) ag_model_free(m);
     return st;
+}
+
+ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
+    return model_build(m, kind, cfg, false);
+}
+
+ag_status ag_model_shapes(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
+    return model_build(m, kind, cfg, true);
 }
 
 void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes) {

@@ -15,11 +15,13 @@
  * same parameters, bit for bit, as a run that never stopped. */
 #include "train.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +151,17 @@ static double score(const ag_model *m, const ag_metrics *x) {
 
 /* ---- one training step ------------------------------------------------------ */
 
+/* A growing text (a metrics file's contents). */
+typedef struct {
+    char *s;
+    size_t len;
+} text_log;
+
+static void log_free(text_log *l) {
+    free(l->s);
+    *l = (text_log){0};
+}
+
 typedef struct {
     ag_model model;
     ag_optimizer opt;
@@ -161,6 +174,9 @@ typedef struct {
     bool have_best;
     ag_vectors vec;                 /* --embeddings of a fresh run: counts (rows freed once copied) */
     int64_t vec_covered, vec_tokens; /* training tokens with a vector, of all */
+    /* metrics.csv and metrics.jsonl as they must be: saved in every
+     * checkpoint with the state they describe, and rewritten from it */
+    text_log csv, jsonl;
 } trainer;
 
 /* One step on t->batch; *loss gets the batch loss (without the L2 term).
@@ -504,6 +520,8 @@ static int save_checkpoint(const char *path, const ag_train_opts *o, const run_s
     if (!fits || state_format(s, st.config + k, sizeof st.config - k))
         return ag_train_fail(err, errlen, AG_ERR_ARG, "%s: the run's config does not fit in %d bytes (shorter --data path?)",
                     path, AG_CONFIG_MAX);
+    const char *meta[] = {"metrics.csv", t->csv.s ? t->csv.s : "", "metrics.jsonl", t->jsonl.s ? t->jsonl.s : "", NULL};
+    st.meta = meta;
     if (ag_checkpoint_save(path, &t->model.params, &t->opt, &t->sched, &st))
         return ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
     return 0;
@@ -562,13 +580,13 @@ static void json_split(FILE *j, const char *split, ag_task task, const ag_metric
     fputc('}', j);
 }
 
-static int append_metrics(const char *out, ag_task task, const epoch_row *e, char *err, size_t errlen) {
-    char csv[AG_PATH_MAX + 32], jsonl[AG_PATH_MAX + 32];
-    join(csv, sizeof csv, out, "metrics.csv");
-    join(jsonl, sizeof jsonl, out, "metrics.jsonl");
-    bool fresh = !exists(csv);
-    FILE *f = fopen(csv, "a"), *j = fopen(jsonl, "a");
-    if (f && fresh) {
+/* One epoch's row appended to both logs (the CSV's header first). */
+static int log_row(trainer *t, const epoch_row *e, char *err, size_t errlen) {
+    ag_task task = t->data.task;
+    char *row = NULL, *jrow = NULL;
+    size_t n = 0, jn = 0;
+    FILE *f = open_memstream(&row, &n), *j = open_memstream(&jrow, &jn);
+    if (f && !t->csv.len) {
         fputs("epoch,step,lr,train_loss,", f);
         csv_header(f, "dev", task);
         csv_header(f, "test", task);
@@ -588,10 +606,57 @@ static int append_metrics(const char *out, ag_task task, const epoch_row *e, cha
         fprintf(j, ",\"seconds\":%.3f,\"partial\":%s,\"best\":%s}\n", e->seconds, e->partial ? "true" : "false",
                 e->best ? "true" : "false");
     }
-    bool ok = f && j && !ferror(f) && !ferror(j);
+    bool ok = f && j;
+    if (f) fclose(f);
+    if (j) fclose(j);
+    const char *add[2] = {row, jrow};
+    text_log *logs[2] = {&t->csv, &t->jsonl};
+    for (int k = 0; k < 2 && ok; k++) {
+        size_t m = strlen(add[k]);
+        char *grown = realloc(logs[k]->s, logs[k]->len + m + 1);
+        if (!grown) ok = false;
+        else memcpy(grown + logs[k]->len, add[k], m + 1), logs[k]->s = grown, logs[k]->len += m;
+    }
+    free(row);
+    free(jrow);
+    return ok ? 0 : ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for the metrics log");
+}
+
+/* Test-only: AG_CRASH_AT=POINT:N kills the process with SIGKILL, as a crash
+ * would, the N-th time it passes POINT, so that a test can stop a run
+ * between any two of its writes.  Unset (always, outside tests) it costs a
+ * getenv per epoch. */
+static void crash_point(const char *point) {
+    static int passed;
+    const char *at = getenv("AG_CRASH_AT");
+    size_t n = strlen(point);
+    if (!at || strncmp(at, point, n) || at[n] != ':') return;
+    if (++passed == atoi(at + n + 1)) raise(SIGKILL);
+}
+
+/* `path` holds exactly text[0..n) or what it held before, whenever the
+ * process dies: a temporary file next to it, then rename. */
+static int write_atomic(const char *path, const char *text, size_t n, char *err, size_t errlen) {
+    char tmp[AG_PATH_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.0", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f && fclose(f)) ok = false;
-    if (j && fclose(j)) ok = false;
-    return ok ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot append the metrics: %s", out, strerror(errno));
+    if (ok && rename(tmp, path) == 0) return 0;
+    int e = errno;
+    unlink(tmp);
+    return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+}
+
+/* Both metrics files from the logs. */
+static int write_metrics(const char *out, const trainer *t, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    join(path, sizeof path, out, "metrics.csv");
+    int rc = write_atomic(path, t->csv.s ? t->csv.s : "", t->csv.len, err, errlen);
+    crash_point("csv");
+    join(path, sizeof path, out, "metrics.jsonl");
+    if (!rc) rc = write_atomic(path, t->jsonl.s ? t->jsonl.s : "", t->jsonl.len, err, errlen);
+    return rc;
 }
 
 static void print_metrics(FILE *f, const char *name, ag_task task, const ag_metrics *x) {
@@ -625,6 +690,8 @@ typedef struct {
 
 static void trainer_free(trainer *t) {
     ag_vectors_free(&t->vec);
+    log_free(&t->csv);
+    log_free(&t->jsonl);
     ag_sampler_free(&t->sampler);
     ag_batch_free(&t->batch);
     ag_optim_free(&t->opt);
@@ -645,6 +712,9 @@ static int read_vectors(trainer *t, ag_train_opts *o, char *err, size_t errlen) 
             return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings-exact: there is no --embeddings file to look words up in");
         return 0;
     }
+    if (o->init[0]) /* which would win is no question a user should have to ask */
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings and --init %s both set the word embedding: give one",
+                             o->init);
     ag_run_data *d = &t->data;
     ag_vec_opts vo = {.exact_only = o->embeddings_exact};
     int rc = ag_vectors_read(o->embeddings, d->vocab, &vo, &t->vec, err, errlen);
@@ -705,8 +775,12 @@ static void print_vectors(const trainer *t, const ag_train_opts *o) {
         printf("  note: %lld vector%s skipped: a word with spaces\n", (long long)v->spaced, v->spaced == 1 ? "" : "s");
 }
 
-/* Data, model, optimizer, schedule, batch and sampler of one fold. */
-static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, char *err, size_t errlen) {
+/* Data, model, optimizer, schedule, batch and sampler of one fold.  The
+ * model must fit the checkpoint `ckpt` when one is given (--resume's
+ * last.safetensors, or --init's file, strictly: no tensor left over):
+ * checked from names and shapes before the model is allocated. */
+static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, const char *ckpt, char *err,
+                        size_t errlen) {
     memset(t, 0, sizeof *t);
     int rc = ag_run_data_open(o, fold, vocab, &t->data, err, errlen);
     if (rc) return rc;
@@ -719,7 +793,11 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     if ((rc = read_vectors(t, o, err, errlen))) return rc;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
+    bool init = ckpt && !o->resume;
+    if (ckpt && (rc = ag_checkpoint_fits(ckpt, ag_model_find(o->model), &cfg, init, init, err, errlen))) return rc;
     if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return model_refused(t, o, err, errlen);
+    if (init && ag_checkpoint_load(ckpt, &t->model.params, NULL, NULL, NULL)) /* the dropout generator stays the seed's */
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "--init: %s", ag_errmsg());
     if ((rc = apply_vectors(t, o, err, errlen))) return rc;
 
     ag_optim_config oc;
@@ -810,14 +888,21 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, run_state *s, double trai
     }
     if (!partial && c->o->patience > 0 && s->bad_epochs >= c->o->patience) s->stopped = 1;
     e.seconds = s->seconds;
+    /* The row goes into the checkpoints first: a crash between two of these
+     * writes leaves last.safetensors holding every row, and resuming
+     * rewrites the metrics files from it. */
+    if ((rc = log_row(t, &e, err, errlen))) return rc;
     char path[AG_PATH_MAX + 32];
     if (e.best) {
         join(path, sizeof path, c->out, "best.safetensors");
         if ((rc = save_checkpoint(path, c->o, s, t, err, errlen))) return rc;
+        crash_point("best");
     }
     join(path, sizeof path, c->out, "last.safetensors");
     if ((rc = save_checkpoint(path, c->o, s, t, err, errlen))) return rc;
-    if ((rc = append_metrics(c->out, t->data.task, &e, err, errlen))) return rc;
+    crash_point("last");
+    if ((rc = write_metrics(c->out, t, err, errlen))) return rc;
+    crash_point("jsonl");
     if (!c->quiet) print_epoch(&e, c->o->epochs, t->data.task);
     return 0;
 }
@@ -917,6 +1002,76 @@ static int make_folder(const char *out, char *err, size_t errlen) {
     return rc;
 }
 
+/* Is `name` a temporary file of this run's writers ("<file>.tmp.<pid>.<n>",
+ * <file> one of the run's own) that no live process is writing?  A crash
+ * leaves those behind; a live writer's pid is not ours and answers kill 0. */
+static bool stale_temp(const char *name) {
+    static const char *const own[] = {"last.safetensors", "best.safetensors", "metrics.csv", "metrics.jsonl"};
+    for (int i = 0; i < 4; i++) {
+        size_t n = strlen(own[i]);
+        if (strncmp(name, own[i], n) || strncmp(name + n, ".tmp.", 5)) continue;
+        const char *p = name + n + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(p, &end, 10);
+        if (end == p || *end != '.' || errno || pid <= 0 || pid > INT_MAX || !end[1] || strspn(end + 1, "0123456789") != strlen(end + 1))
+            return false;
+        return pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+    }
+    return false;
+}
+
+/* Removes what crashed writers left in the run folder: a temporary file is
+ * never the run's state (the rename that makes it so did not happen). */
+static int remove_stale_temps(const char *out, bool quiet, char *err, size_t errlen) {
+    DIR *d = opendir(out);
+    if (!d) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot list: %s", out, strerror(errno));
+    int removed = 0, rc = 0;
+    char path[AG_PATH_MAX + 300];
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!stale_temp(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+        if (unlink(path) && errno != ENOENT) rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+        else removed++;
+    }
+    closedir(d);
+    if (removed && !quiet) printf("  note: removed %d temporary file%s a crashed run left in %s\n", removed, removed > 1 ? "s" : "", out);
+    return rc;
+}
+
+/* The text of a file (NULL, with errno, if it cannot be read). */
+static char *read_text(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *s = NULL;
+    *n = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        if (len >= 0 && (s = malloc((size_t)len + 1)) && fseek(f, 0, SEEK_SET) == 0) s[*n = fread(s, 1, (size_t)len, f)] = 0;
+    }
+    if (f) fclose(f);
+    return s;
+}
+
+/* The metrics logs of a resumed run: the rows last.safetensors holds (the
+ * epochs whose state it is), and the files rewritten to exactly those,
+ * header included, whatever a crash or a full disk left in them.  A run
+ * saved before its checkpoints held the rows keeps its files as they are. */
+static int restore_metrics(const char *out, const char *ckpt, trainer *t, char *err, size_t errlen) {
+    ag_st_file f;
+    if (ag_st_read(ckpt, &f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    const char *csv = ag_st_meta(&f, "metrics.csv"), *jsonl = ag_st_meta(&f, "metrics.jsonl");
+    text_log *logs[2] = {&t->csv, &t->jsonl};
+    const char *saved[2] = {csv, jsonl}, *names[2] = {"metrics.csv", "metrics.jsonl"};
+    for (int k = 0; k < 2; k++) {
+        char path[AG_PATH_MAX + 32];
+        join(path, sizeof path, out, names[k]);
+        logs[k]->s = saved[0] && saved[1] ? strdup(saved[k]) : read_text(path, &logs[k]->len);
+        if (logs[k]->s) logs[k]->len = strlen(logs[k]->s);
+    }
+    ag_st_close(&f);
+    return csv && jsonl ? write_metrics(out, t, err, errlen) : 0;
+}
+
 static int resume_from(const char *out, trainer *t, run_state *s, char *err, size_t errlen) {
     char path[AG_PATH_MAX + 32];
     join(path, sizeof path, out, "last.safetensors");
@@ -933,7 +1088,8 @@ static int resume_from(const char *out, trainer *t, run_state *s, char *err, siz
                              "%s/vocab.txt is not the vocabulary this run was trained with (its words or their order "
                              "differ: fingerprint %s, the checkpoint's %.16s)", out, fp, saved);
     t->model.rng = st.rng;
-    return state_parse(st.config, s, path, err, errlen);
+    int rc = state_parse(st.config, s, path, err, errlen);
+    return rc ? rc : restore_metrics(out, path, t, err, errlen);
 }
 
 static int train_fold(ag_train_opts *o, int fold, const char *out, double deadline, step_profile *profile,
@@ -950,8 +1106,11 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     trainer t;
     run_state s = {.best = -INFINITY};
     fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile};
-    rc = trainer_init(&t, o, fold, vocab, err, errlen);
+    join(path, sizeof path, out, "last.safetensors");
+    rc = trainer_init(&t, o, fold, vocab, resume ? path : o->init[0] ? o->init : NULL, err, errlen);
+    join(path, sizeof path, out, "vocab.txt");
     if (!rc && !resume) rc = make_folder(out, err, errlen);
+    if (!rc) rc = remove_stale_temps(out, o->quiet, err, errlen);
     if (!rc && !resume) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
     if (!rc && !o->quiet) print_header(&t, o, out);
@@ -1049,6 +1208,8 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
         if (o->resume) return ag_train_fail(err, errlen, AG_ERR_ARG, "--resume needs --out (the run folder to continue)");
         default_out(o);
     }
+    if (o->resume && o->init[0])
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--init starts a run from a file, --resume continues one: not both");
     snprintf(r->out, sizeof r->out, "%s", o->out);
     int folds = ag_run_data_folds(o, err, errlen);
     if (folds < 0 && o->fold >= 0) return AG_ERR_ARG; /* err says why the folder is no data set */

@@ -100,6 +100,8 @@ static const opt_def opts[] = {
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command)", NULL},
     {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
     {"out", O_STR, F(out), 0, 0, TR | DU, false, "DIR", "run folder (dump-step: the file)", NULL},
+    {"init", O_STR, F(init), 0, 0, TR, false, "FILE",
+     "start from the parameters of a safetensors file (same names and shapes; F16/BF16/F64 converted)", NULL},
     {"resume", O_SWITCH, F(resume), 0, 1, TR, false, NULL, "continue the run in --out from last.safetensors", NULL},
     {"force", O_SWITCH, F(force), 0, 1, TR, false, NULL, "overwrite a run already in --out", NULL},
     {"progress", O_STR, F(progress), 0, 0, TR, false, "MODE", "auto, bar, lines or none", check_progress},

@@ -6,6 +6,8 @@
  * -inf, e.g. the first query under a strict PAST mask) gives zeros and no
  * gradient instead of 0/0. */
 #include "softmax_rows.h"
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 /* ---- the mask broadcast, shared with attention.c ---- */
 
@@ -82,7 +84,25 @@ static void masked_softmax_backward(ag_node *n) {
     int64_t rows = cols ? n->out->size / cols : 0;
     softmax_job j = {.y = n->out->data, .g = n->out->grad, .scale = (ag_real)n->farg[0], .cols = cols};
     j.gx = ag__grad_write(n->in[0], &j.fresh);
+    if (n->out->device == AG_CUDA) {
+        ag__softmax_rows_backward_cuda(j.y, j.g, j.gx, rows, cols, j.fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ag__parallel_range(rows, ag__units_per_part(cols), masked_softmax_grad_range, &j);
+}
+
+/* The GPU's softmax (ops/cuda/softmax.cu): no mask and scale 1 so far. */
+static ag_tensor *softmax_cuda(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
+    if (mask || scale != 1.0)
+        ag__fatal(op, "a mask or a scale has no cuda implementation yet: move the scores to the cpu with ag_to");
+    ag_tensor *out = ag__empty_on(AG_CUDA, x->ndim, x->shape);
+    int cols = x->shape[x->ndim - 1];
+    ag__softmax_rows_forward_cuda(x->data, out->data, cols ? x->size / cols : 0, cols);
+    ag__cuda_check_launch(op);
+    ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
+    if (n) n->farg[0] = scale;
+    return out;
 }
 
 /* Slices s0..s1-1 of the scores, s = i0 * rows3[1] + i1. */
@@ -95,8 +115,8 @@ static void masked_softmax_slices(void *ctx, int64_t s0, int64_t s1) {
 }
 
 static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
-    ag__check_device(op, x, NULL);
     if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
+    if (ag__check_same_device(op, x, NULL) == AG_CUDA) return softmax_cuda(op, x, mask, scale);
     ag__mask_plan p = ag__mask_plan_make(op, x->ndim, x->shape, mask);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     softmax_job j = {.plan = &p, .mask = mask, .x = x->data, .y = out->data, .scale = (ag_real)scale};

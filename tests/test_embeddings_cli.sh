@@ -46,6 +46,8 @@ expect 1 "--dim 16, but $V holds 8-dimensional vectors .*leave --dim out to take
 expect 1 "model ms_san cannot take the 8-dimensional vectors of $V \(its own dim is 300\): .*multiple of its 6 heads" \
   "$AG" train --model ms_san "${SMALL[@]}" --embeddings "$V" --out "$T/ms"
 [ ! -e "$T/dim16" ] && [ ! -e "$T/ms" ] && ok || bad "a refused run left a folder"
+expect 1 "--embeddings and --init $T/fine/best.safetensors both set the word embedding: give one" \
+  "$AG" train "${SMALL[@]}" --embeddings "$V" --init "$T/fine/best.safetensors" --out "$T/both"
 expect 1 "embeddings-exact: there is no --embeddings file" "$AG" train "${SMALL[@]}" --embeddings-exact --out "$T/noexact"
 
 # a bad file: path:line, no run folder

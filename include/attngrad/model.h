@@ -244,6 +244,10 @@ const char *ag_model_tasks_str(const ag_model_kind *kind, char *buf, size_t n);
 /* AG_ERR_ARG with ag_errmsg() when the config does not fit the kind; then m
  * holds nothing to free. */
 ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg);
+/* The same model with its parameters' names and shapes only (no data, no
+ * memory to speak of: ag_params.shapes_only), to compare with a checkpoint
+ * before the real one is allocated; free with ag_model_free, never run it. */
+ag_status ag_model_shapes(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg);
 ag_tensor *ag_model_forward(ag_model *m, const ag_batch *b, bool training);
 void ag_model_free(ag_model *m);
 

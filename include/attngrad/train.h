@@ -62,6 +62,7 @@ typedef struct {
     double max_minutes;     /* 0 = no limit */
     int threads;            /* OpenBLAS threads; 0 = its default */
     char out[AG_PATH_MAX];  /* run folder; "" = runs/<model>-<data>-<time> */
+    char init[AG_PATH_MAX]; /* safetensors file the parameters start from; "" = the model's initialisation */
     int resume, force;
     char progress[8];       /* auto (bar on a terminal), bar, lines, none */
     int quiet;              /* no epoch lines either */
@@ -164,6 +165,21 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen);
  * fold0/last.safetensors of a cross-validation run), for --resume: the
  * command line is applied on top of them. */
 int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen);
+
+/* Every parameter of ps (names and shapes: a shapes-only list will do)
+ * against the tensors of f: each one missing from the file, of another
+ * shape or of no float dtype, and with strict each tensor of the file that
+ * is no parameter (besides attngrad's own optim.*, sched.*, grad.*,
+ * batch.*, loss), gets a line of its own on `report`, and err sums them up
+ * (AG_ERR_SHAPE).  Float tensors of another type than the build's are
+ * converted on load: one note line on `report` says so. */
+int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE *report, char *err, size_t errlen);
+/* The same for the file at path and the model kind/cfg would build, from
+ * its names and shapes alone (ag_model_shapes): nothing of the model's size
+ * is allocated, so a file's size bounds what a refused load costs.  With
+ * note, a file whose tensors lack checksums gets a note on stderr. */
+int ag_checkpoint_fits(const char *path, const ag_model_kind *kind, const ag_model_config *cfg, bool strict, bool note,
+                       char *err, size_t errlen);
 
 /* A trained model from a checkpoint: its options from the metadata (config),
  * the vocabulary from vocab.txt next to it (or vocab_path), the parameters. */
