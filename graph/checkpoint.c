@@ -46,6 +46,7 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
         for (int s = 0; s < opt->n_slots; s++)
             for (int i = 0; i < opt->n_params; i++) {
                 const ag_tensor *p = opt->params->items[i];
+                if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
                 int64_t shape[AG_MAX_DIMS];
                 for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
                 slot_name(name, sizeof name, opt, s, i);
@@ -187,6 +188,7 @@ static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, lo
     snprintf(role, sizeof role, "%s state", ag_optim_name(opt->cfg.kind));
     for (int s = 0; s < opt->n_slots; s++)
         for (int i = 0; i < opt->n_params; i++) {
+            if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
             slot_name(name, sizeof name, opt, s, i);
             if ((st = find_real(f, name, opt->params->items[i], role, &plan->slot[s * opt->n_params + i]))) return st;
         }
@@ -250,7 +252,8 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
     if (!status) { /* all checked: from here on nothing can fail */
         for (int i = 0; i < ps->count; i++) ag_st_to_real(plan->param[i], ps->items[i]->data);
         if (opt) {
-            for (int k = 0; k < n_slots; k++) ag_st_to_real(plan->slot[k], opt->slot[k]);
+            for (int k = 0; k < n_slots; k++)
+                if (opt->slot[k]) ag_st_to_real(plan->slot[k], opt->slot[k]);
             opt->step = plan->opt_step;
             opt->lr = plan->opt_lr;
         }

@@ -161,6 +161,11 @@ const char *ag_scope(void);   /* the current prefix, "enc.layer0." or "" */
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
 int64_t ag_params_numel(const ag_params *ps);
 void ag_params_zero_grad(ag_params *ps);
+/* Freezes a parameter (pretrained embeddings kept fixed): requires_grad
+ * false, so no op records a gradient for it; optimizers initialised after
+ * this keep no state for it and never change it; the L2 term and gradient
+ * clipping skip it.  Its ->grad buffer stays allocated, at zero. */
+void ag_param_freeze(ag_tensor *p);
 void ag_params_free(ag_params *ps); /* frees every parameter and the list */
 
 /* ------------------------------------------------------------------------ */
@@ -592,7 +597,9 @@ ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch */
 /* An optimizer and its state.  State buffers ("slots") are allocated once,
  * one per parameter and slot, same size as the parameter, and named
  * sgd: "momentum" (when momentum != 0); adam/adamw: "m", "v", "vmax" (when
- * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta). */
+ * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta).  A
+ * parameter frozen before init (ag_param_freeze) has none: its slot
+ * pointers are NULL, a step skips it and checkpoints hold no state for it. */
 typedef struct {
     ag_optim_config cfg;
     double lr;           /* current rate: cfg.lr at first, schedules change it */

@@ -172,6 +172,8 @@ typedef struct {
     double clip;
     ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
     bool have_best;
+    ag_vectors vec;                 /* --embeddings of a fresh run: counts (rows freed once copied) */
+    int64_t vec_covered, vec_tokens; /* training tokens with a vector, of all */
     /* metrics.csv and metrics.jsonl as they must be: saved in every
      * checkpoint with the state they describe, and rewritten from it */
     text_log csv, jsonl;
@@ -727,6 +729,7 @@ typedef struct {
 } fold_result;
 
 static void trainer_free(trainer *t) {
+    ag_vectors_free(&t->vec);
     log_free(&t->csv);
     log_free(&t->jsonl);
     ag_sampler_free(&t->sampler);
@@ -734,6 +737,82 @@ static void trainer_free(trainer *t) {
     ag_optim_free(&t->opt);
     ag_model_free(&t->model);
     ag_run_data_free(&t->data);
+}
+
+/* ---- --embeddings: pretrained word vectors ----------------------------------- */
+
+/* Reads the vectors for the fold's vocabulary before the model is sized:
+ * the embedding's dimension is the file's (every model's --dim is its
+ * embedding size; docs/models.md says what follows from it per model), so
+ * a --dim that disagrees stops the run.  A resumed run takes its embedding
+ * from the checkpoint and needs no vectors file. */
+static int read_vectors(trainer *t, ag_train_opts *o, char *err, size_t errlen) {
+    if (!o->embeddings[0] || o->resume) {
+        if (o->embeddings_exact && !o->embeddings[0])
+            return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings-exact: there is no --embeddings file to look words up in");
+        return 0;
+    }
+    if (o->init[0]) /* which would win is no question a user should have to ask */
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings and --init %s both set the word embedding: give one",
+                             o->init);
+    ag_run_data *d = &t->data;
+    ag_vec_opts vo = {.exact_only = o->embeddings_exact};
+    int rc = ag_vectors_read(o->embeddings, d->vocab, &vo, &t->vec, err, errlen);
+    if (rc) return rc;
+    if (o->dim > 0 && o->dim != t->vec.dim)
+        return ag_train_fail(err, errlen, AG_ERR_ARG,
+                             "--dim %d, but %s holds %d-dimensional vectors (the model's dim is its embedding size): "
+                             "leave --dim out to take %d", o->dim, o->embeddings, t->vec.dim, t->vec.dim);
+    o->dim = t->vec.dim;
+    t->vec_covered = ag_vectors_coverage(&t->vec, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN],
+                                         &t->vec_tokens);
+    return 0;
+}
+
+/* The model built, before the optimizer: the vectors into its embedding
+ * (then their rows are freed) and, with --freeze-embeddings, the embedding
+ * frozen, so that the optimizer keeps no state for it. */
+static int apply_vectors(trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
+    if (!t->vec.rows && !o->freeze_embeddings) return 0;
+    ag_tensor *table = ag_model_embedding(&t->model);
+    if (!table) return ag_train_fail(err, errlen, AG_ERR_ARG, "--%s: %s", t->vec.rows ? "embeddings" : "freeze-embeddings", ag_errmsg());
+    if (t->vec.rows && ag_embedding_from_vectors(table, &t->vec, AG_PAD_ID, &t->model.rng))
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings %s: %s", o->embeddings, ag_errmsg());
+    if (o->freeze_embeddings) ag_param_freeze(table);
+    free(t->vec.rows);
+    t->vec.rows = NULL;
+    return 0;
+}
+
+/* ag_model_init refused the config (ag_errmsg says why); with vectors, the
+ * width came from them: say so, with the model's own (e.g. MS-SAN's heads
+ * must divide d). */
+static int model_refused(const trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
+    if (!t->vec.dim) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s cannot take the %d-dimensional vectors of %s (its own dim is "
+                         "%d): %s", o->model, t->vec.dim, o->embeddings, ag_model_defaults(ag_model_find(o->model)).dim,
+                         ag_errmsg());
+}
+
+static void print_vectors(const trainer *t, const ag_train_opts *o) {
+    const ag_vectors *v = &t->vec;
+    if (!v->dim) {
+        if (o->embeddings[0] && o->resume) printf("  embeddings: from the checkpoint%s\n", o->freeze_embeddings ? " (frozen)" : "");
+        else if (o->freeze_embeddings) printf("  embeddings: random, frozen\n");
+        return;
+    }
+    int32_t words = v->vocab - 2, found = v->n_exact + v->n_lower; /* all but <pad> and <unk> */
+    printf("  embeddings %s (%s, %dd%s): %d of %d words found", o->embeddings, ag_vec_format_name(v->format), v->dim,
+           o->freeze_embeddings ? ", frozen" : "", found, words);
+    if (v->n_lower) printf(" (%d lower-cased)", v->n_lower);
+    printf(", %.1f%% of %lld training tokens; the other %d words from U(-0.05, 0.05)\n",
+           t->vec_tokens ? 100.0 * (double)t->vec_covered / (double)t->vec_tokens : 0.0, (long long)t->vec_tokens,
+           words - found);
+    if (v->duplicates) /* each keeps its first vector, as gensim */
+        printf("  note: %s repeats %lld word%s of the vocabulary, the first vector kept: %s\n", o->embeddings,
+               (long long)v->duplicates, v->duplicates == 1 ? "" : "s", v->first_warning);
+    if (v->spaced) /* "at name@domain.com" in glove.840B: no token can be that */
+        printf("  note: %lld vector%s skipped: a word with spaces\n", (long long)v->spaced, v->spaced == 1 ? "" : "s");
 }
 
 /* Data, model, optimizer, schedule, batch and sampler of one fold.  The
@@ -751,13 +830,15 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     o->vocab = ag_vocab_size(d->vocab);
     snprintf(o->vocab_fp, sizeof o->vocab_fp, "%016" PRIx64, ag_vocab_fingerprint(d->vocab));
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
+    if ((rc = read_vectors(t, o, err, errlen))) return rc;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
     bool init = ckpt && !o->resume;
     if (ckpt && (rc = ag_checkpoint_fits(ckpt, ag_model_find(o->model), &cfg, init, init, err, errlen))) return rc;
-    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return model_refused(t, o, err, errlen);
     if (init && ag_checkpoint_load(ckpt, &t->model.params, NULL, NULL, NULL)) /* the dropout generator stays the seed's */
         return ag_train_fail(err, errlen, AG_ERR_FORMAT, "--init: %s", ag_errmsg());
+    if ((rc = apply_vectors(t, o, err, errlen))) return rc;
 
     ag_optim_config oc;
     ag_sched_config sc;
@@ -789,6 +870,7 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     else if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
     printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s\n  run folder %s\n",
            (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched, out);
+    print_vectors(t, o);
     if (d->sets[0].stats.skipped)
         printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
                d->sets[0].stats.first_warning);

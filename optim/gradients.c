@@ -53,7 +53,7 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     double sq = 0;
     for (int i = 0; i < ps->count; i++) {
         const ag_tensor *p = ps->items[i];
-        if (p->grad) sq += sum_squares(p->grad, p->size);
+        if (p->grad && p->requires_grad) sq += sum_squares(p->grad, p->size);
     }
     double norm = sqrt(sq);
     /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
@@ -63,7 +63,7 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     if (coef < 1) {
         for (int i = 0; i < ps->count; i++) {
             ag_tensor *p = ps->items[i];
-            if (!p->grad) continue;
+            if (!p->grad || !p->requires_grad) continue;
             grad_job j = {.y = p->grad, .scale = (ag_real)coef};
             ag__parallel_range(p->size, AG_GRAIN_ELEMENTWISE, scale_range, &j);
         }
@@ -142,7 +142,7 @@ double ag_l2_penalty(ag_params *ps, double gamma) {
     double sq = 0;
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
-        if (!ag_is_weight_matrix(p)) continue;
+        if (!ag_is_weight_matrix(p) || !p->requires_grad) continue; /* frozen: no L2 term either */
         if (!p->grad) ag__fatal("ag_l2_penalty", "parameter '%s' has no gradient buffer", p->name);
         int64_t blocks = (p->size + SQ_BLOCK - 1) / SQ_BLOCK;
         if (blocks == 0) continue;

@@ -143,15 +143,17 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
     opt->params = ps;
     opt->n_params = ps->count;
     opt->n_slots = slots_for(cfg);
-    int64_t numel = ag_params_numel(ps);
+    int64_t numel = 0; /* frozen parameters get no state: their slots stay NULL */
+    for (int i = 0; i < ps->count; i++) numel += ps->items[i]->requires_grad ? ps->items[i]->size : 0;
     if (opt->n_slots > 0 && opt->n_params > 0) {
-        opt->state = ag_calloc((size_t)(numel * opt->n_slots), sizeof(ag_real));
+        opt->state = ag_calloc((size_t)(numel * opt->n_slots) + 1, sizeof(ag_real));
         opt->slot = ag_malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
         ag_real *next = opt->state;
         for (int s = 0; s < opt->n_slots; s++)
             for (int i = 0; i < opt->n_params; i++) {
-                opt->slot[s * opt->n_params + i] = next;
-                next += ps->items[i]->size;
+                bool frozen = !ps->items[i]->requires_grad;
+                opt->slot[s * opt->n_params + i] = frozen ? NULL : next;
+                next += frozen ? 0 : ps->items[i]->size;
             }
     }
     return AG_OK;
@@ -322,6 +324,7 @@ void ag_optim_step(ag_optimizer *opt) {
     const int n = opt->n_params;
     for (int i = 0; i < n; i++) {
         ag_tensor *p = ps->items[i];
+        if (!p->requires_grad) continue; /* frozen (ag_param_freeze) */
         ag__check_device("ag_optim_step", p, NULL);
         if (!p->grad) ag__fatal("ag_optim_step", "parameter '%s' has no gradient buffer", p->name);
         update_job job = {opt, p, opt->slot ? opt->slot + i : NULL, /* s[k * n]: slot k of this parameter */

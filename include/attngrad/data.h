@@ -5,6 +5,7 @@
  *   data/loaders.c  file formats -> ag_dataset, dataset encode/save, benchmarks
  *   data/batch.c    seeded RNG, CV folds and splits, sampler, padded batches
  *   data/synth.c    generated tasks (order classification, lookup LM, pairs)
+ *   data/vectors.c  pretrained word vectors (GloVe, word2vec text and binary)
  *
  * Pure C11 with no dependency on the tensor engine: everything here is
  * integers and strings, so the parsers can be tested (and fuzzed) alone.
@@ -202,6 +203,62 @@ int ag_vocab_save(const ag_vocab *v, const char *path, char *err, size_t errlen)
 int ag_vocab_load(const char *path, ag_vocab **out, char *err, size_t errlen);
 /* The same from bytes in memory, named `name` in messages. */
 int ag_vocab_load_mem(const char *name, const void *bytes, size_t n, ag_vocab **out, char *err, size_t errlen);
+
+/* ---- pretrained word vectors ---------------------------------------------- */
+
+/* Word vectors for a vocabulary, read from Stanford GloVe text ("word v1 ..
+ * vd" lines), word2vec/fastText text (a "count dim" line first) or word2vec
+ * binary (that header, then "word " and dim little-endian float32 per
+ * record, '\n' after it optional): detected from the first lines (a first
+ * line of two integers is the header; after it, the file is binary when the
+ * bytes after the first word are not all text).  The file
+ * is streamed; only the rows of the vocabulary's words are kept, so memory
+ * is vocab x dim floats whatever the file's size.  A token matches a record
+ * of the same word or, unless exact_only, of its ASCII-lowercased form (an
+ * exact record wins over the lowercase one wherever each is).  <pad> and
+ * <unk> are never looked up.
+ *
+ * Errors name path:line (binary: the record and its byte offset after the
+ * header) and leave
+ * *out empty: a record with too few or too many values, a value that is not
+ * a decimal number (checked on every record; the records used must also be
+ * finite floats), a dimension of 0 or above max_dim, a word that is not
+ * UTF-8, a header count the records do not match, a binary file cut short.
+ * Not errors: a record whose word holds spaces (no token can: skipped and
+ * counted in `spaced`, as glove.840B's "at name@domain.com"), and a word the
+ * vocabulary uses seen twice: the first record is kept, counted in
+ * `duplicates`, the first case described in first_warning.  Duplicates of
+ * words the vocabulary does not use are not looked for (that would need
+ * every word of the file in memory). */
+typedef enum { AG_VEC_GLOVE = 1, AG_VEC_W2V_TEXT, AG_VEC_W2V_BINARY } ag_vec_format;
+enum { AG_VEC_NONE = 0, AG_VEC_EXACT = 1, AG_VEC_LOWER = 2 }; /* ag_vectors.found[] */
+enum { AG_VEC_MAX_DIM = 65536 }; /* as --dim's range */
+
+typedef struct {
+    int exact_only;    /* no lowercase fallback */
+    int32_t max_dim;   /* larger dimensions are refused; 0 = AG_VEC_MAX_DIM */
+} ag_vec_opts;
+
+typedef struct {
+    ag_vec_format format;
+    int32_t dim, vocab;      /* rows is [vocab, dim] */
+    float *rows;             /* the vector of each vocab id found; 0 elsewhere */
+    uint8_t *found;          /* [vocab]: AG_VEC_NONE, AG_VEC_EXACT or AG_VEC_LOWER */
+    int32_t n_exact, n_lower;/* vocabulary words found each way */
+    int64_t records;         /* vectors in the file (spaced ones not counted) */
+    int64_t spaced;          /* records skipped: their word holds spaces */
+    int64_t duplicates;      /* records of a vocabulary word seen before */
+    char first_warning[AG_ERR_LEN];
+} ag_vectors;
+
+int ag_vectors_read(const char *path, const ag_vocab *vocab, const ag_vec_opts *opts, ag_vectors *out,
+                    char *err, size_t errlen);
+void ag_vectors_free(ag_vectors *v);
+const char *ag_vec_format_name(ag_vec_format f); /* "GloVe text", "word2vec text", "word2vec binary" */
+/* Tokens of examples subset[0..n) of the encoded ds (subset NULL: all; both
+ * sentences of pairs) whose word has a vector; *tokens gets the total. */
+int64_t ag_vectors_coverage(const ag_vectors *v, const ag_dataset *ds, const int64_t *subset, int64_t n,
+                            int64_t *tokens);
 
 /* ---- deterministic randomness ------------------------------------------- */
 

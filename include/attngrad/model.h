@@ -273,4 +273,16 @@ ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training);
  * NULL (ag_errmsg says why) for a relatedness score outside [1, 5]. */
 ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits);
 
+/* Pretrained word vectors (models/embeddings.c; the trainer's --embeddings).
+ * The model's word embedding: its parameter "embed.weight" [V, d], or NULL
+ * (ag_errmsg says so) for a model without one.  A registered kind that
+ * names its word table so, d = cfg.dim, gets --embeddings and
+ * --freeze-embeddings like the built-in ones. */
+ag_tensor *ag_model_embedding(const ag_model *m);
+/* Fills table [v->vocab, v->dim] from v: the rows of the words found are
+ * their vectors, the others drawn from U(-0.05, 0.05) with rng (in id
+ * order), row pad_id zero (pad_id < 0: none).  AG_ERR_SHAPE, naming both
+ * shapes, when the table is not [v->vocab, v->dim]; then nothing changed. */
+ag_status ag_embedding_from_vectors(ag_tensor *table, const ag_vectors *v, int pad_id, ag_rng *rng);
+
 #endif

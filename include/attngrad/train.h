@@ -46,6 +46,9 @@ typedef struct {
     int max_len;            /* > 0: sentences cut to their first max_len tokens (train, eval, predict) */
     int lowercase;
     int min_count;
+    char embeddings[AG_PATH_MAX]; /* pretrained word vectors for the embedding ("" = random) */
+    int embeddings_exact;   /* look tokens up as they are only, not also lower-cased */
+    int freeze_embeddings;  /* keep the word embedding fixed */
     int folds, fold;        /* CV: folds, and fold (-1 = all of them) */
     double dev_frac;        /* dev share split off when there is no dev file */
     int synth_n;            /* generated training examples */
