@@ -79,10 +79,16 @@ typedef struct {
     char *chunk;        /* read buffer */
     size_t chunk_pos, chunk_len;
     int eof;
+    const char *mem;    /* lines from memory instead of f (ag_data_lines_open_mem) */
+    size_t mem_len, mem_pos;
 } ag_data_line_reader;
 
 int ag_data_lines_open(ag_data_line_reader *lr, const char *path, size_t max_line_bytes,
                   char *err, size_t errlen);
+/* The same over bytes in memory (borrowed until close); `name` stands for
+ * the path in messages. */
+int ag_data_lines_open_mem(ag_data_line_reader *lr, const char *name, const void *bytes, size_t n,
+                           size_t max_line_bytes, char *err, size_t errlen);
 /* 1 = got a line, 0 = end of file, negative = error (message written). */
 int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen);
 void ag_data_lines_close(ag_data_line_reader *lr);

@@ -33,6 +33,27 @@ int ag_data_lines_open(ag_data_line_reader *lr, const char *path, size_t max_lin
     return 0;
 }
 
+int ag_data_lines_open_mem(ag_data_line_reader *lr, const char *name, const void *bytes, size_t n,
+                           size_t max_line_bytes, char *err, size_t errlen) {
+    memset(lr, 0, sizeof *lr);
+    lr->path = name;
+    lr->max = max_line_bytes ? max_line_bytes : ((size_t)64 << 20);
+    lr->mem = n ? bytes : "";
+    lr->mem_len = n;
+    lr->chunk = malloc(AG_CHUNK_BYTES);
+    if (!lr->chunk) return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "%s: out of memory", name);
+    return 0;
+}
+
+/* The next chunk of the input into lr->chunk: its length, 0 at the end. */
+static size_t read_chunk(ag_data_line_reader *lr) {
+    if (!lr->mem) return fread(lr->chunk, 1, AG_CHUNK_BYTES, lr->f);
+    size_t n = lr->mem_len - lr->mem_pos < AG_CHUNK_BYTES ? lr->mem_len - lr->mem_pos : AG_CHUNK_BYTES;
+    memcpy(lr->chunk, lr->mem + lr->mem_pos, n);
+    lr->mem_pos += n;
+    return n;
+}
+
 void ag_data_lines_close(ag_data_line_reader *lr) {
     if (lr->f) fclose(lr->f);
     free(lr->chunk);
@@ -47,10 +68,10 @@ int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen) {
     for (;;) {
         if (lr->chunk_pos == lr->chunk_len) {
             if (lr->eof) break;
-            lr->chunk_len = fread(lr->chunk, 1, AG_CHUNK_BYTES, lr->f);
+            lr->chunk_len = read_chunk(lr);
             lr->chunk_pos = 0;
             if (lr->chunk_len == 0) {
-                if (ferror(lr->f))
+                if (lr->f && ferror(lr->f))
                     return ag_data_fail(err, errlen, AG_DATA_EIO, "%s:%lld: read error: %s",
                                         lr->path, (long long)lr->lineno + 1, strerror(errno));
                 lr->eof = 1;
@@ -162,7 +183,12 @@ int64_t ag_ds_open_len(const ag_dataset *ds) {
     return st->nraw - (st->open_off_b >= 0 ? st->open_off_b : st->open_off);
 }
 
-int32_t *ag_ds_open_heads(ag_dataset *ds) { return ds->store->heads + ds->store->open_off; }
+/* NULL before the first token: no heads array yet, and an offset applied to
+ * NULL is undefined behaviour even when it is 0 (clang's UBSan stops on it). */
+int32_t *ag_ds_open_heads(ag_dataset *ds) {
+    ag_dataset_store *st = ds->store;
+    return st->heads ? st->heads + st->open_off : NULL;
+}
 
 void ag_ds_abort(ag_dataset *ds) {
     ds->store->nraw = ds->store->open_off;
@@ -643,8 +669,9 @@ ag_load_opts ag_load_opts_default(void) {
                           .max_line_bytes = (size_t)64 << 20};
 }
 
-int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts,
-                    const ag_vocab *vocab, ag_dataset *ds, char *err, size_t errlen) {
+/* A file (mem NULL) or bytes in memory named `path`. */
+static int dataset_load(const char *path, const void *mem, size_t mem_len, ag_format fmt, const ag_load_opts *opts,
+                        const ag_vocab *vocab, ag_dataset *ds, char *err, size_t errlen) {
     ag_load_opts o = opts ? *opts : ag_load_opts_default();
     memset(ds, 0, sizeof *ds);
     if (fmt < AG_FORMAT_LABELED || fmt > AG_FORMAT_LM)
@@ -652,7 +679,8 @@ int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts,
     if (fmt == AG_FORMAT_LM && o.lm_max_len < 1)
         return ag_data_fail(err, errlen, AG_DATA_EINVAL, "lm_max_len must be >= 1");
     load_ctx c = {.ds = ds, .o = &o, .err = err, .errlen = errlen};
-    int rc = ag_data_lines_open(&c.lr, path, o.max_line_bytes, err, errlen);
+    int rc = mem ? ag_data_lines_open_mem(&c.lr, path, mem, mem_len, o.max_line_bytes, err, errlen)
+                 : ag_data_lines_open(&c.lr, path, o.max_line_bytes, err, errlen);
     if (rc) return rc;
     if (ag_ds_init(ds, fmt) || !(ds->store->path = strdup(path))) {
         ag_data_lines_close(&c.lr);
@@ -690,6 +718,16 @@ int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts,
     if (rc == 0 && vocab) rc = ag_dataset_encode(ds, vocab, err, errlen);
     if (rc < 0) ag_dataset_free(ds);
     return rc < 0 ? rc : 0;
+}
+
+int ag_dataset_load(const char *path, ag_format fmt, const ag_load_opts *opts, const ag_vocab *vocab, ag_dataset *ds,
+                    char *err, size_t errlen) {
+    return dataset_load(path, NULL, 0, fmt, opts, vocab, ds, err, errlen);
+}
+
+int ag_dataset_load_mem(const char *name, const void *bytes, size_t n, ag_format fmt, const ag_load_opts *opts,
+                        const ag_vocab *vocab, ag_dataset *ds, char *err, size_t errlen) {
+    return dataset_load(name, n ? bytes : "", n, fmt, opts, vocab, ds, err, errlen);
 }
 
 /* ---- encode, inspect, save ------------------------------------------------------------- */

@@ -319,10 +319,12 @@ int ag_vocab_save(const ag_vocab *v, const char *path, char *err, size_t errlen)
     return 0;
 }
 
-int ag_vocab_load(const char *path, ag_vocab **out, char *err, size_t errlen) {
+/* A file (mem NULL) or bytes in memory named `path`. */
+static int vocab_load(const char *path, const void *mem, size_t mem_len, ag_vocab **out, char *err, size_t errlen) {
     *out = NULL;
     ag_data_line_reader lr;
-    int rc = ag_data_lines_open(&lr, path, (size_t)1 << 20, err, errlen);
+    int rc = mem ? ag_data_lines_open_mem(&lr, path, mem, mem_len, (size_t)1 << 20, err, errlen)
+                 : ag_data_lines_open(&lr, path, (size_t)1 << 20, err, errlen);
     if (rc) return rc;
     ag_vocab *v = calloc(1, sizeof *v);
     if (!v) {
@@ -361,4 +363,12 @@ int ag_vocab_load(const char *path, ag_vocab **out, char *err, size_t errlen) {
     }
     *out = v;
     return 0;
+}
+
+int ag_vocab_load(const char *path, ag_vocab **out, char *err, size_t errlen) {
+    return vocab_load(path, NULL, 0, out, err, errlen);
+}
+
+int ag_vocab_load_mem(const char *name, const void *bytes, size_t n, ag_vocab **out, char *err, size_t errlen) {
+    return vocab_load(name, n ? bytes : "", n, out, err, errlen);
 }

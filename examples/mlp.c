@@ -53,9 +53,20 @@ int main(int argc, char **argv) {
 
         ag_params_zero_grad(&params);
         ag_backward(loss);
+        /* never train on a broken state: a finite gradient norm before the
+         * update, finite parameters after it (one norm each; the message
+         * names the tensor that holds the inf or NaN) */
+        if (ag_check_grads_finite(&params, ag_grad_norm(&params))) {
+            fprintf(stderr, "step %d: %s\n", step, ag_errmsg());
+            return 1;
+        }
         for (int p = 0; p < params.count; p++) { /* plain SGD */
             ag_tensor *t = params.items[p];
             for (int64_t i = 0; i < t->size; i++) t->data[i] -= (ag_real)lr * t->grad[i];
+        }
+        if (ag_check_params_finite(&params, NULL)) {
+            fprintf(stderr, "step %d: %s\n", step, ag_errmsg());
+            return 1;
         }
 
         if (step % (steps / 10 ? steps / 10 : 1) == 0 || step == steps) {

@@ -10,7 +10,8 @@
  *                                 cooldown_counter
  *   __metadata__                  attngrad.real, optim (the full spec),
  *                                 optim.lr (current rate), sched (spec),
- *                                 step, epoch, rng (4 hex words), config
+ *                                 step, epoch, rng (4 hex words), config,
+ *                                 crc32c.<tensor> for every tensor
  * Numbers in the metadata are written so that they read back exactly. */
 #include "../optim/options.h"
 
@@ -45,6 +46,7 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
         for (int s = 0; s < opt->n_slots; s++)
             for (int i = 0; i < opt->n_params; i++) {
                 const ag_tensor *p = opt->params->items[i];
+                if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
                 int64_t shape[AG_MAX_DIMS];
                 for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
                 slot_name(name, sizeof name, opt, s, i);
@@ -72,7 +74,9 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
                  st->rng.s[2], st->rng.s[3]);
         ag_st_set_meta(&w, "rng", v);
         ag_st_set_meta(&w, "config", st->config);
+        for (const char *const *kv = st->meta; kv && kv[0]; kv += 2) ag_st_set_meta(&w, kv[0], kv[1]);
     }
+    ag_st_set_checksums(&w); /* every load verifies them: a flipped bit is refused, not trained on */
     ag_status status = ag_st_write(&w, path);
     ag_st_writer_free(&w);
     return status;
@@ -80,27 +84,12 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
 
 /* ---- loading: everything is checked first, then copied ---- */
 
-static const char *file_shape_str(const ag_st_tensor *t, char *buf, size_t n) {
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)t->shape[i]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-    return buf;
-}
-
 /* The first element that is not a finite value of the build's real type
  * (NaN, inf, or in the f32 build an F64 beyond float's range), or -1. */
 static int64_t first_nonfinite(const ag_st_tensor *t, double *value) {
-    const unsigned char *src = t->data;
     double limit = sizeof(ag_real) == sizeof(float) ? FLT_MAX : DBL_MAX;
     for (int64_t i = 0; i < t->numel; i++) {
-        double x;
-        if (t->dtype == AG_F32) {
-            float v;
-            memcpy(&v, src + 4 * i, 4);
-            x = v;
-        } else {
-            memcpy(&x, src + 8 * i, 8);
-        }
+        double x = ag_st_real_at(t, i);
         if (!(fabs(x) <= limit)) {
             *value = x;
             return i;
@@ -115,14 +104,15 @@ static ag_status find_real(const ag_st_file *f, const char *name, const ag_tenso
                            const ag_st_tensor **out) {
     const ag_st_tensor *t = ag_st_get(f, name);
     if (!t) return ag__fail(AG_ERR_SHAPE, "%s: no tensor '%s' (%s)", f->path, name, role);
-    if (t->dtype != AG_F32 && t->dtype != AG_F64)
-        return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' is %s, expected F32 or F64", f->path, name, ag_dtype_name(t->dtype));
+    if (!ag_dtype_is_float(t->dtype))
+        return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' is %s, expected a float type (F32, F64, F16, BF16)", f->path,
+                        name, ag_dtype_name(t->dtype));
     bool same = t->ndim == like->ndim;
     for (int i = 0; same && i < t->ndim; i++) same = t->shape[i] == like->shape[i];
     if (!same) {
         char a[128], b[64];
         return ag__fail(AG_ERR_SHAPE, "%s: tensor '%s' has shape %s in the file, but the %s has shape %s", f->path, name,
-                        file_shape_str(t, a, sizeof a), role, ag_shape_str(like, b, sizeof b));
+                        ag_st_shape_str(t, a, sizeof a), role, ag_shape_str(like, b, sizeof b));
     }
     double bad;
     int64_t at = first_nonfinite(t, &bad);
@@ -198,6 +188,7 @@ static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, lo
     snprintf(role, sizeof role, "%s state", ag_optim_name(opt->cfg.kind));
     for (int s = 0; s < opt->n_slots; s++)
         for (int i = 0; i < opt->n_params; i++) {
+            if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
             slot_name(name, sizeof name, opt, s, i);
             if ((st = find_real(f, name, opt->params->items[i], role, &plan->slot[s * opt->n_params + i]))) return st;
         }
@@ -261,7 +252,8 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
     if (!status) { /* all checked: from here on nothing can fail */
         for (int i = 0; i < ps->count; i++) ag_st_to_real(plan->param[i], ps->items[i]->data);
         if (opt) {
-            for (int k = 0; k < n_slots; k++) ag_st_to_real(plan->slot[k], opt->slot[k]);
+            for (int k = 0; k < n_slots; k++)
+                if (opt->slot[k]) ag_st_to_real(plan->slot[k], opt->slot[k]);
             opt->step = plan->opt_step;
             opt->lr = plan->opt_lr;
         }

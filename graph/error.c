@@ -1,8 +1,9 @@
 /* error.c - the two kinds of errors: programmer misuse stops with a message
  * that names the op and the caller's line; bad user input returns a status
  * and leaves the message in ag_errmsg(). */
-#include "internal.h"
+#include "device.h"
 
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -64,24 +65,65 @@ static void default_fatal(const char *msg) {
 
 static ag_fatal_handler fatal_handler = default_fatal;
 
+/* Where ag__fatal jumps to instead of the handler: the innermost ag_try of
+ * this thread, or NULL. */
+static _Thread_local jmp_buf *catch_point;
+static _Thread_local ag_status catch_status;
+
 ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h) {
     ag_fatal_handler old = fatal_handler;
     fatal_handler = h ? h : default_fatal;
     return old;
 }
 
+static void vfatal(const char *op, const char *fmt, va_list ap) __attribute__((noreturn));
+
 void ag__fatal(const char *op, const char *fmt, ...) {
-    char msg[1024];
-    int n = snprintf(msg, sizeof msg, "attngrad: %s: ", op);
     va_list ap;
     va_start(ap, fmt);
-    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-    va_end(ap);
+    vfatal(op, fmt, ap);
+}
+
+void ag_fatal(const char *op, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfatal(op, fmt, ap);
+}
+
+static void vfatal(const char *op, const char *fmt, va_list ap) {
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "attngrad: %s: ", op);
+    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap); /* no va_end: the callers never return */
     if (callsite_file && n < (int)sizeof msg)
         snprintf(msg + n, sizeof msg - (size_t)n, " (at %s:%d)", callsite_file, callsite_line);
     forget_sites();
+    if (catch_point) {
+        memcpy(errmsg, msg, sizeof errmsg);
+        bool memory = !strcmp(op, "arena") || !strcmp(op, "alloc");
+        catch_status = memory ? AG_ERR_NOMEM : AG_ERR_ARG;
+        longjmp(*catch_point, 1);
+    }
     fatal_handler(msg);
     abort(); /* a handler that returns would continue with a broken state */
+}
+
+/* The step's tape and arena go back to the mark, so what the interrupted
+ * op had recorded or allocated is forgotten; memory outside the arena that
+ * fn took before the jump is the caller's to own (see the header). */
+ag_status ag_try(void (*fn)(void *ctx), void *ctx) {
+    jmp_buf here, *outer = catch_point;
+    ag_mark_t mark = ag_mark();
+    bool grad = ag_is_grad_enabled();
+    if (setjmp(here)) {
+        catch_point = outer;
+        ag_rewind(mark);
+        ag_set_grad_enabled(grad);
+        return catch_status;
+    }
+    catch_point = &here;
+    fn(ctx);
+    catch_point = outer;
+    return AG_OK;
 }
 
 /* Formatted aside first: a caller may wrap the previous error, passing
@@ -96,11 +138,25 @@ ag_status ag_fail(ag_status status, const char *fmt, ...) {
     return status;
 }
 
+/* A stale tensor's memory may since have been handed out again and written
+ * over: its op and step are named only when its seal still matches them
+ * (and its shape only when it is one). */
+void ag__stale(const char *op, const ag_tensor *t) {
+    char s[64];
+    if (t->seal != ag__seal_of(t) || t->step > ag__step_now || t->ndim < 0 || t->ndim > AG_MAX_DIMS)
+        ag__fatal(op, "a tensor is not alive (step stamp %u, now step %u): one of a finished step, whose memory the "
+                  "arena has handed out again? Step tensors die at ag_step_end()", t->step, ag__step_now);
+    ag__fatal(op, "the tensor %s made by %s in step %u is from a finished step (now step %u): step tensors die at "
+              "ag_step_end(); make it again in this step, or keep what must outlive a step in a parameter",
+              ag_shape_str(t, s, sizeof s), t->op ? t->op : "an op", t->step, ag__step_now);
+}
+
+/* For ops that run on the CPU only (so far): the inputs alive, a CUDA
+ * input refused by name, mixed devices naming both. */
 void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
-    if (a->device != AG_CPU || (b && b->device != a->device))
-        ag__fatal(op, "tensors on different or unsupported devices (%s and %s)",
-                  a->device == AG_CPU ? "cpu" : "cuda",
-                  !b ? "-" : b->device == AG_CPU ? "cpu" : "cuda");
+    if (ag__check_same_device(op, a, b) != AG_CPU)
+        ag__fatal(op, "has no %s implementation yet: move its inputs to the cpu with ag_to",
+                  ag_device_name(a->device));
 }
 
 void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b) {

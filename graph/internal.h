@@ -39,6 +39,8 @@ struct ag_node {
     void *saved;                /* op-specific state, from the arena */
     int iarg[8];
     double farg[4];
+    bool spent;                 /* swept by a backward that did not retain the tape */
+    uint32_t reach;             /* the last backward whose gradient could reach it (tape.c) */
 };
 
 /* ---- memory ---- */
@@ -107,11 +109,41 @@ double ag__prof_now(void);
 /* The last call site stamped by AG_AT (file NULL when none). */
 const char *ag__callsite(int *line);
 
+/* ---- anomaly mode (graph/anomaly.c) ---- */
+extern bool ag__anomaly_on;
+/* ag__record: op's output is finite, or one of its inputs was not. */
+void ag__anomaly_forward(const char *op, const ag_tensor *out, int n_in, ag_tensor *const *in);
+/* The sweep, after n's backward: the input gradients it produced are finite. */
+void ag__anomaly_backward(const ag_node *n);
+
 /* ---- errors ---- */
 /* Programmer error inside op: prints "attngrad: <op>: <msg> (at file:line)". */
 void ag__fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* User-input error: sets ag_errmsg() and returns status (the public ag_fail). */
 #define ag__fail ag_fail
+/* The step now (graph/tape.c): ag__empty and ag__record stamp it on step
+ * tensors, ag_step_end advances it. */
+extern uint32_t ag__step_now;
+/* Sets t's op and step (the current one; parameters keep 0) and the seal
+ * that lets a message trust them later. */
+static inline uint32_t ag__seal_of(const ag_tensor *t) {
+    return (t->step * 2654435761u) ^ (uint32_t)((uintptr_t)t->op >> 3) ^ 0x5ea1ed;
+}
+static inline void ag__stamp(ag_tensor *t, const char *op) {
+    t->op = op;
+    if (!t->persistent) t->step = ag__step_now;
+    t->seal = ag__seal_of(t);
+}
+/* Stops with the message for a tensor of a finished step used by op. */
+void ag__stale(const char *op, const ag_tensor *t) __attribute__((noreturn));
+/* A tensor of a finished step points into memory the arena has handed out
+ * again: refused, for two compares. */
+static inline void ag__check_live(const char *op, const ag_tensor *t) {
+    if (t && t->step && t->step != ag__step_now) ag__stale(op, t);
+}
+/* The common check of an op's tensor inputs, a and b (b may be NULL):
+ * alive (ag__check_live) and on the CPU.  Every op passes each of its
+ * tensors through it before reading them. */
 void ag__check_device(const char *op, const ag_tensor *a, const ag_tensor *b);
 void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b);
 int ag__axis(const char *op, const ag_tensor *t, int axis); /* normalise a negative axis */

@@ -72,14 +72,15 @@ static const char *mib_or_gib(double bytes, char *buf, size_t n) {
 
 static void chunk_new(size_t cap) {
     if (n_chunks == ARENA_MAX_CHUNKS) ag__fatal("arena", "more than %d chunks in one step", ARENA_MAX_CHUNKS);
-    chunk *c = &chunks[n_chunks++];
+    chunk *c = &chunks[n_chunks];
     c->base = aligned_alloc(ARENA_ALIGN, cap);
-    if (!c->base) {
+    if (!c->base) { /* not counted: the arena stays usable for a caller that recovers (ag_try) */
         char want[32], held[32];
         ag__fatal("arena", "out of memory allocating a %s chunk (the step holds %s already): the batch is too large "
                   "for this process (fewer or shorter sequences per batch)", mib_or_gib((double)cap, want, sizeof want),
                   mib_or_gib((double)step_used, held, sizeof held));
     }
+    n_chunks++;
     stats.allocs++;
     c->cap = cap;
     c->used = 0;
@@ -300,14 +301,20 @@ static void arena_free_all(void) {
     stats.arena_bytes = 0;
 }
 
+/* Every other step starts one alignment unit in: a step of the same shape
+ * then puts no tensor where the last step had one, so a tensor kept past
+ * ag_step_end still reads its own (old) step stamp and is refused, instead
+ * of aliasing its twin in the new step (graph/error.c, ag__stale). */
 void ag__arena_reset(void) {
+    static unsigned resets;
+    size_t start = (++resets & 1) ? ARENA_ALIGN : 0;
     if (n_chunks > 1) { /* coalesce: next time the whole step fits in one chunk */
-        size_t total = stats.arena_bytes;
+        size_t total = stats.arena_bytes + ARENA_ALIGN;
         arena_free_all();
         chunk_new(total);
     }
     cur_chunk = 0;
-    if (n_chunks) chunks[0].used = 0;
+    if (n_chunks) chunks[0].used = start < chunks[0].cap ? start : 0;
     step_used = 0;
 }
 

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -29,10 +30,13 @@
  * corrupt length, not a real file. */
 #define MAX_HEADER_BYTES ((uint64_t)100000000)
 
-static const char *const dtype_names[] = {"F32", "F64", "I32", "I64"};
-static const int dtype_sizes[] = {4, 8, 4, 8};
+static const char *const dtype_names[] = {"F32", "F64", "I32", "I64", "F16", "BF16"};
+static const int dtype_sizes[] = {4, 8, 4, 8, 2, 2};
+enum { N_DTYPES = sizeof dtype_sizes / sizeof *dtype_sizes };
 
-const char *ag_dtype_name(ag_dtype dt) { return (unsigned)dt < 4 ? dtype_names[dt] : "?"; }
+const char *ag_dtype_name(ag_dtype dt) { return (unsigned)dt < N_DTYPES ? dtype_names[dt] : "?"; }
+
+bool ag_dtype_is_float(ag_dtype dt) { return dt == AG_F32 || dt == AG_F64 || dt == AG_F16 || dt == AG_BF16; }
 
 static int dtype_size(ag_dtype dt) { return dtype_sizes[dt]; }
 
@@ -50,6 +54,55 @@ static int64_t shape_numel(int ndim, const int64_t *shape) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), slicing by 8      */
+/* ------------------------------------------------------------------------ */
+
+/* crc_table[k][b]: the CRC of byte b followed by k zero bytes, so that eight
+ * table lookups advance the CRC by eight bytes at once: 5-6 times a
+ * byte-at-a-time table (0.75 GB/s against 0.13 on the loaded 2-core dev
+ * machine), so verifying a checkpoint costs little next to reading it. */
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+    for (uint32_t b = 0; b < 256; b++) {
+        uint32_t c = b;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][b] = c;
+    }
+    for (int k = 1; k < 8; k++)
+        for (int b = 0; b < 256; b++)
+            crc_table[k][b] = (crc_table[k - 1][b] >> 8) ^ crc_table[0][crc_table[k - 1][b] & 0xff];
+}
+
+uint32_t ag_crc32c(uint32_t crc, const void *data, size_t n) {
+    pthread_once(&crc_once, crc_init);
+    const unsigned char *p = data;
+    crc = ~crc;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^ crc_table[5][(lo >> 16) & 0xff] ^
+              crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
+              crc_table[0][p[7]];
+    }
+    while (n--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+    return ~crc;
+}
+
+static int64_t tensor_bytes(const ag_st_tensor *t) { return t->numel * dtype_size(t->dtype); }
+
+void ag_st_set_checksums(ag_st_writer *w) {
+    char key[1024], v[16];
+    for (int i = 0; i < w->count; i++) {
+        const ag_st_tensor *t = &w->tensors[i];
+        if (snprintf(key, sizeof key, "%s%s", AG_ST_CRC_PREFIX, t->name) >= (int)sizeof key)
+            ag__fatal("ag_st_set_checksums", "tensor name '%.60s...' is too long for a metadata key", t->name);
+        snprintf(v, sizeof v, "%08x", ag_crc32c(0, t->data, (size_t)tensor_bytes(t)));
+        ag_st_set_meta(w, key, v);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Writing                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -57,7 +110,7 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
                const void *data) {
     if (!name || !strcmp(name, "__metadata__"))
         ag__fatal("ag_st_add", "invalid tensor name '%s'", name ? name : "(null)");
-    if ((unsigned)dtype > AG_I64) ag__fatal("ag_st_add", "unknown dtype %d for '%s'", (int)dtype, name);
+    if ((unsigned)dtype >= N_DTYPES) ag__fatal("ag_st_add", "unknown dtype %d for '%s'", (int)dtype, name);
     if (ndim < 0 || ndim > AG_ST_MAX_DIMS)
         ag__fatal("ag_st_add", "%d dims for '%s' (at most %d)", ndim, name, AG_ST_MAX_DIMS);
     for (int i = 0; i < w->count; i++)
@@ -75,6 +128,7 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
 }
 
 void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t) {
+    ag__check_live("ag_st_add_tensor", t); /* a dead step tensor would write the arena's new contents */
     int64_t shape[AG_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
     ag_st_add(w, name, sizeof(ag_real) == 8 ? AG_F64 : AG_F32, t->ndim, shape, t->data);
@@ -562,16 +616,16 @@ static ag_status parse_dtype(json *j, const char *name, ag_dtype *dt) {
     char *s;
     ag_status st = parse_string(j, &s);
     if (st) return st;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < N_DTYPES; k++)
         if (!strcmp(s, dtype_names[k])) {
             *dt = (ag_dtype)k;
             ag_free(s);
             return AG_OK;
         }
-    static const char *const others[] = {"BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "U32", "U64", "F8_E5M2", "F8_E4M3"};
+    static const char *const others[] = {"BOOL", "U8", "I8", "I16", "U16", "U32", "U64", "F8_E5M2", "F8_E4M3"};
     bool known = false;
     for (size_t k = 0; k < sizeof others / sizeof *others; k++) known |= !strcmp(s, others[k]);
-    st = json_fail(j, "tensor '%s': %s dtype '%.40s' (supported: F32, F64, I32, I64)", name,
+    st = json_fail(j, "tensor '%s': %s dtype '%.40s' (supported: F32, F64, F16, BF16, I32, I64)", name,
                    known ? "unsupported" : "unknown", s);
     ag_free(s);
     return st;
@@ -673,15 +727,27 @@ static int cmp_entry_offset(const void *a, const void *b) {
     return x->end < y->end ? -1 : x->end > y->end;
 }
 
+/* "2,3" of shape [2,3] into s. */
+static const char *shape_digits(const ag_st_tensor *t, char *s, size_t n) {
+    size_t k = 0;
+    s[0] = 0;
+    for (int d = 0; d < t->ndim && k < n; d++) k += (size_t)snprintf(s + k, n - k, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+    return s;
+}
+
+const char *ag_st_shape_str(const ag_st_tensor *t, char *s, size_t n) {
+    char digits[160];
+    snprintf(s, n, "[%s]", shape_digits(t, digits, sizeof digits));
+    return s;
+}
+
 /* Every tensor's bytes match its shape and lie inside the data, and the
  * tensors tile the data exactly: no gap, no overlap, nothing after. */
 static ag_status check_layout(const char *what, entry *e, int n, int64_t data_len) {
     for (int i = 0; i < n; i++) {
         ag_st_tensor *t = &e[i].t;
         char s[160];
-        size_t k = 0;
-        s[0] = 0;
-        for (int d = 0; d < t->ndim && k < sizeof s; d++) k += (size_t)snprintf(s + k, sizeof s - k, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        shape_digits(t, s, sizeof s);
         t->numel = shape_numel(t->ndim, t->shape);
         int64_t size = dtype_size(t->dtype);
         if (t->numel < 0 || t->numel > INT64_MAX / size)
@@ -738,6 +804,37 @@ static void free_header(header *h) {
     ag_free(h->meta);
 }
 
+/* Every "crc32c.<name>" of the metadata against the bytes of tensor <name>:
+ * a flipped bit anywhere in a tensor is refused, naming it.  Tensors with
+ * no checksum (files of other writers) are counted in f->unchecked. */
+static ag_status verify_checksums(ag_st_file *f) {
+    const size_t np = strlen(AG_ST_CRC_PREFIX);
+    int checked = 0;
+    for (int i = 0; i < f->n_meta; i++) {
+        const char *key = f->meta[2 * i], *v = f->meta[2 * i + 1];
+        if (strncmp(key, AG_ST_CRC_PREFIX, np)) continue;
+        const ag_st_tensor *t = ag_st_get(f, key + np);
+        if (!t)
+            return ag__fail(AG_ERR_FORMAT, "%s: metadata '%.200s' is the checksum of a tensor the file does not hold "
+                            "(a damaged header?)", f->path, key);
+        bool hex = strlen(v) == 8;
+        for (int k = 0; hex && k < 8; k++) hex = (v[k] >= '0' && v[k] <= '9') || (v[k] >= 'a' && v[k] <= 'f');
+        if (!hex)
+            return ag__fail(AG_ERR_FORMAT, "%s: metadata '%.200s' = '%.40s' is not a CRC-32C (8 lowercase hex digits)",
+                            f->path, key, v);
+        uint32_t want = (uint32_t)strtoul(v, NULL, 16), got = ag_crc32c(0, t->data, (size_t)tensor_bytes(t));
+        if (got != want) {
+            char s[160];
+            return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s' (%s %s) is damaged: its bytes have CRC-32C %08x, "
+                            "the file recorded %08x", f->path, t->name, dtype_names[t->dtype],
+                            ag_st_shape_str(t, s, sizeof s), got, want);
+        }
+        checked++;
+    }
+    f->unchecked = f->count - checked;
+    return AG_OK;
+}
+
 /* Validates f->bytes[0..size) and fills in the tables; f owns the bytes. */
 static ag_status parse_owned(ag_st_file *f) {
     const char *what = f->path;
@@ -772,7 +869,7 @@ static ag_status parse_owned(ag_st_file *f) {
     f->meta = h.meta;
     f->n_meta = h.n_meta;
     ag_free(h.e);
-    return AG_OK;
+    return verify_checksums(f);
 }
 
 ag_status ag_st_parse(const char *what, const void *bytes, size_t size, ag_st_file *f) {
@@ -839,11 +936,43 @@ const char *ag_st_meta(const ag_st_file *f, const char *key) {
     return NULL;
 }
 
+/* IEEE binary16 and bfloat16 (the upper half of a float) as doubles: every
+ * value of theirs is exact in double, and rounds once to ag_real. */
+static double half_value(uint16_t h) {
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+static double bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+double ag_st_real_at(const ag_st_tensor *t, int64_t i) {
+    const unsigned char *src = t->data;
+    float x4;
+    double x8;
+    uint16_t x2;
+    switch (t->dtype) {
+    case AG_F32: memcpy(&x4, src + 4 * i, 4); return x4;
+    case AG_F64: memcpy(&x8, src + 8 * i, 8); return x8;
+    case AG_F16: memcpy(&x2, src + 2 * i, 2); return half_value(x2);
+    case AG_BF16: memcpy(&x2, src + 2 * i, 2); return bf16_value(x2);
+    default: ag__fatal("ag_st_real_at", "tensor '%s' is %s, not a float type", t->name, ag_dtype_name(t->dtype));
+    }
+    return 0;
+}
+
 /* Elements are copied one by one through memcpy: data read from a file
  * need not be aligned for its type. */
 void ag_st_to_real(const ag_st_tensor *t, ag_real *dst) {
     const unsigned char *src = t->data;
-    if (t->dtype == AG_F32)
+    if (t->dtype == AG_F16 || t->dtype == AG_BF16)
+        for (int64_t i = 0; i < t->numel; i++) dst[i] = (ag_real)ag_st_real_at(t, i);
+    else if (t->dtype == AG_F32)
         for (int64_t i = 0; i < t->numel; i++) {
             float x;
             memcpy(&x, src + 4 * i, 4);

@@ -4,7 +4,9 @@
  * which is a topological order, so backward simply walks it from the loss
  * down.  The list itself is a persistent array that only grows (to the
  * longest step seen); the nodes live in the step arena. */
-#include "internal.h"
+#include "device.h"
+
+#include "../ops/cuda/kernels.h"
 
 void ag__arena_reset(void);
 void ag__arena_mark(size_t *pos, int *chunk_index);
@@ -17,6 +19,7 @@ void ag__profile_shutdown(void);  /* graph/profile.c */
 static ag_node **tape;
 static int tape_len, tape_cap;
 static bool grad_enabled = true;
+uint32_t ag__step_now = 1;
 
 bool ag_set_grad_enabled(bool enabled) {
     bool old = grad_enabled;
@@ -31,10 +34,15 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     int line;
     const char *file = ag__callsite(&line);
     if (ag__prof_on) ag__prof_forward(op, file, line);
+    ag__stamp(out, op); /* views are made here, not by ag__empty */
+    if (ag__anomaly_on) ag__anomaly_forward(op, out, n_in, in);
     if (!grad_enabled) return NULL;
     bool any = false;
-    for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;
-    if (!any) return NULL;
+    for (int i = 0; i < n_in; i++) {
+        ag__check_live(op, in[i]); /* ops check their inputs first; this catches one that did not */
+        any |= in[i] && in[i]->requires_grad;
+    }
+    if (!grad_enabled || !any) return NULL;
     if (n_in > AG_MAX_INPUTS) ag__fatal(op, "%d inputs (at most %d)", n_in, AG_MAX_INPUTS);
     ag_node *n = ag_arena_zalloc(sizeof *n);
     n->op = op;
@@ -55,30 +63,62 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     return n;
 }
 
+/* A gradient lives on its tensor's device, in that device's step arena. */
 ag_real *ag__grad(ag_tensor *t) {
-    if (!t->grad) t->grad = ag_arena_zalloc((size_t)t->size * sizeof(ag_real));
+    if (t->grad) return t->grad;
+    size_t bytes = (size_t)t->size * sizeof(ag_real);
+    if (t->device == AG_CUDA) {
+        t->grad = ag__cuda_arena_alloc(bytes);
+        ag__cuda_zero(t->grad, bytes);
+    } else {
+        t->grad = ag_arena_zalloc(bytes);
+    }
     return t->grad;
 }
 
 ag_real *ag__grad_write(ag_tensor *t, bool *fresh) {
     *fresh = !t->grad;
-    if (!t->grad) t->grad = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    if (!t->grad) {
+        size_t bytes = (size_t)t->size * sizeof(ag_real);
+        t->grad = t->device == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag_arena_alloc(bytes);
+    }
     return t->grad;
 }
 
-/* Gradients of intermediate results are rebuilt on every sweep, so calling
- * backward twice in a step gives the same answer for them (leaves and
+/* Gradients of intermediate results are rebuilt on every sweep, so a second
+ * backward over a retained tape gives the same answer for them (leaves and
  * parameters accumulate, as in PyTorch). */
 static void clear_intermediate_grads(int upto) {
     for (int i = 0; i <= upto; i++)
         if (!tape[i]->out->persistent) tape[i]->out->grad = NULL;
 }
 
-static void sweep(ag_tensor *out) {
+/* The nodes the sweep from out will run are those its gradient can reach:
+ * its own and, from each reached node, its inputs' nodes.  One spent by an
+ * earlier backward is refused before anything is added, so a refused
+ * backward leaves every gradient as it was.  One pass over the tape. */
+static void check_not_spent(const ag_tensor *out) {
+    static uint32_t pass;
+    if (++pass == 0) pass = 1; /* 0 is a new node's */
+    out->node->reach = pass;
+    for (int i = out->node->index; i >= 0; i--) {
+        ag_node *n = tape[i];
+        if (n->reach != pass) continue;
+        if (n->spent)
+            ag__fatal("backward", "a second backward through the tape: %s (recorded at %s:%d) was swept by an earlier "
+                      "backward of this step; use ag_backward_retain for every backward but the last over a shared "
+                      "graph, or rebuild the graph", n->op, n->file ? n->file : "?", n->line);
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] && n->in[k]->node) n->in[k]->node->reach = pass;
+    }
+}
+
+static void sweep(ag_tensor *out, bool retain) {
     if (!out->node) return; /* a leaf: nothing to propagate */
     for (int i = out->node->index; i >= 0; i--) {
         ag_node *n = tape[i];
         if (!n->out->grad) continue;
+        n->spent = n->spent || !retain;
         if (ag__prof_on) {
             double t0 = ag__prof_now();
             n->backward(n);
@@ -86,36 +126,59 @@ static void sweep(ag_tensor *out) {
         } else {
             n->backward(n);
         }
+        if (ag__anomaly_on) ag__anomaly_backward(n);
     }
 }
 
-void ag_backward_seeded(ag_tensor *out, const ag_real *seed) {
+static void backward(ag_tensor *out, const ag_real *seed, bool retain) {
+    ag__check_live("backward", out);
     if (!out->requires_grad)
         ag__fatal("backward", "the output does not require grad (no parameter or input with requires_grad reached it)");
-    if (out->node) clear_intermediate_grads(out->node->index);
+    if (out->node) {
+        check_not_spent(out);
+        clear_intermediate_grads(out->node->index);
+    }
     ag_real *g = ag__grad(out);
-    for (int64_t i = 0; i < out->size; i++) g[i] += seed[i];
-    sweep(out);
+    if (out->device == AG_CUDA) { /* the seed is on the host: copy it, then add */
+        size_t bytes = (size_t)out->size * sizeof(ag_real);
+        ag_real *tmp = ag__cuda_arena_alloc(bytes);
+        ag__cuda_copy(tmp, AG_CUDA, seed, AG_CPU, bytes);
+        ag__add_into_cuda(g, tmp, out->size);
+        ag__cuda_check_launch("backward");
+    } else {
+        for (int64_t i = 0; i < out->size; i++) g[i] += seed[i];
+    }
+    sweep(out, retain);
 }
 
-void ag_backward(ag_tensor *loss) {
+void ag_backward_seeded(ag_tensor *out, const ag_real *seed) { backward(out, seed, false); }
+void ag_backward_seeded_retain(ag_tensor *out, const ag_real *seed) { backward(out, seed, true); }
+
+static void backward_scalar(ag_tensor *loss, bool retain) {
+    ag__check_live("backward", loss);
     if (loss->size != 1) {
         char s[64];
         ag__fatal("backward", "loss must have one element, got shape %s (use ag_backward_seeded)",
                   ag_shape_str(loss, s, sizeof s));
     }
     ag_real one = 1;
-    ag_backward_seeded(loss, &one);
+    backward(loss, &one, retain);
 }
+
+void ag_backward(ag_tensor *loss) { backward_scalar(loss, false); }
+void ag_backward_retain(ag_tensor *loss) { backward_scalar(loss, true); }
 
 void ag_step_end(void) {
     tape_len = 0;
+    if (++ag__step_now == 0) ag__step_now = 1; /* 0 marks tensors that are not step memory */
     ag__arena_reset();
+    ag__cuda_arena_reset();
 }
 
 ag_mark_t ag_mark(void) {
     ag_mark_t m;
     ag__arena_mark(&m.arena_pos, &m.arena_chunk);
+    ag__cuda_arena_mark(&m.device_pos, &m.device_chunk);
     m.tape_len = tape_len;
     return m;
 }
@@ -123,6 +186,7 @@ ag_mark_t ag_mark(void) {
 void ag_rewind(ag_mark_t m) {
     tape_len = m.tape_len;
     ag__arena_rewind(m.arena_pos, m.arena_chunk);
+    ag__cuda_arena_rewind(m.device_pos, m.device_chunk);
 }
 
 void ag_shutdown(void) {
@@ -133,4 +197,5 @@ void ag_shutdown(void) {
     ag__parallel_shutdown();
     ag__profile_shutdown();
     ag__arena_shutdown();
+    ag__cuda_shutdown();
 }

@@ -1,5 +1,5 @@
 /* tensor.c - creating tensors and parameters, and shape helpers. */
-#include "internal.h"
+#include "device.h"
 
 #include <stdio.h>
 
@@ -57,30 +57,56 @@ ag_tensor *ag__empty(int ndim, const int *shape) {
     ag_tensor *t = ag_arena_zalloc(sizeof *t);
     set_shape(t, ndim, shape);
     t->data = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    ag__stamp(t, NULL);
     return t;
 }
 
-ag_tensor *ag_tensor_new(int ndim, const int *shape) {
+/* On the GPU the header stays in the host arena (ops read shapes on the
+ * host) and the data goes to the device arena. */
+ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape) {
+    if (dev == AG_CPU) return ag__empty(ndim, shape);
+    ag_tensor *t = ag_arena_zalloc(sizeof *t);
+    set_shape(t, ndim, shape);
+    t->data = ag__cuda_arena_alloc((size_t)t->size * sizeof(ag_real));
+    t->device = dev;
+    ag__stamp(t, NULL);
+    return t;
+}
+
+ag_tensor *ag__zeros(int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     ag__zero(t->data, (size_t)t->size * sizeof(ag_real));
+    ag__stamp(t, "ag_tensor_new");
     return t;
+}
+
+/* The user's tensors go to the current device (ag_set_device). */
+ag_tensor *ag_tensor_new(int ndim, const int *shape) {
+    ag_tensor *t = ag__zeros(ndim, shape);
+    ag__stamp(t, "ag_tensor_new");
+    return ag__on_current(t);
 }
 
 ag_tensor *ag_tensor_from(const ag_real *data, int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     memcpy(t->data, data, (size_t)t->size * sizeof(ag_real));
-    return t;
+    ag__stamp(t, "ag_tensor_from");
+    return ag__on_current(t);
 }
 
 ag_tensor *ag_tensor_fill(ag_real value, int ndim, const int *shape) {
     ag_tensor *t = ag__empty(ndim, shape);
     for (int64_t i = 0; i < t->size; i++) t->data[i] = value;
-    return t;
+    ag__stamp(t, "ag_tensor_fill");
+    return ag__on_current(t);
 }
 
 ag_tensor *ag_scalar(ag_real value) { return ag_tensor_fill(value, 0, NULL); }
 
-ag_tensor *ag_tensor_like(const ag_tensor *t) { return ag_tensor_new(t->ndim, t->shape); }
+ag_tensor *ag_tensor_like(const ag_tensor *t) {
+    ag__check_live("ag_tensor_like", t);
+    return ag_tensor_new(t->ndim, t->shape);
+}
 
 bool ag_same_shape(const ag_tensor *a, const ag_tensor *b) {
     if (a->ndim != b->ndim) return false;
@@ -99,21 +125,59 @@ const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n) {
     return buf;
 }
 
+/* ---- name scopes: "layer0." + "attn." + name ---- */
+
+enum { SCOPE_DEPTH = 16, SCOPE_CHARS = 256 };
+static char scope_buf[SCOPE_CHARS]; /* the joined prefix, each scope followed by '.' */
+static int scope_end[SCOPE_DEPTH + 1], scope_depth;
+
+void ag_scope_push(const char *fmt, ...) {
+    char name[SCOPE_CHARS];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt ? fmt : "", ap);
+    va_end(ap);
+    if (!*name || strchr(name, '.'))
+        ag__fatal("ag_scope_push", "scope name '%s': want a non-empty name without '.'", name);
+    size_t at = (size_t)scope_end[scope_depth], n = strlen(name);
+    if (scope_depth == SCOPE_DEPTH || at + n + 2 > SCOPE_CHARS)
+        ag__fatal("ag_scope_push", "'%s' inside '%s': scopes nest at most %d deep in %d characters", name, scope_buf,
+                  SCOPE_DEPTH, SCOPE_CHARS - 1);
+    memcpy(scope_buf + at, name, n);
+    scope_buf[at + n] = '.';
+    scope_buf[at + n + 1] = 0;
+    scope_end[++scope_depth] = (int)(at + n + 1);
+}
+
+void ag_scope_pop(void) {
+    if (scope_depth == 0) ag__fatal("ag_scope_pop", "no scope to pop (more pops than ag_scope_push calls)");
+    scope_buf[scope_end[--scope_depth]] = 0;
+}
+
+const char *ag_scope(void) { return scope_buf; }
+
 /* ---- parameters: persistent storage, gradient allocated up front ---- */
 
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape) {
     if (!name || !*name) ag__fatal("param", "a parameter needs a name");
+    char scoped[SCOPE_CHARS + 256];
+    if (scope_depth) { /* the full name is what checkpoints and messages see */
+        if ((size_t)snprintf(scoped, sizeof scoped, "%s%s", scope_buf, name) >= sizeof scoped)
+            ag__fatal("param", "name '%s%s' is too long", scope_buf, name);
+        name = scoped;
+    }
     if (ag_params_find(ps, name)) ag__fatal("param", "duplicate parameter name '%s'", name);
     ag_tensor shaped = {0};
     set_shape(&shaped, ndim, shape);
-    check_fits_in_memory(ps, name, &shaped); /* before anything is allocated: a test's fatal handler returns */
+    if (!ps->shapes_only) check_fits_in_memory(ps, name, &shaped); /* before anything is allocated: a test's fatal handler returns */
     ag_tensor *t = ag_calloc(1, sizeof *t);
     *t = shaped;
-    t->data = ag_calloc((size_t)t->size, sizeof(ag_real));
-    t->grad = ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->data = ps->shapes_only ? NULL : ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->grad = ps->shapes_only ? NULL : ag_calloc((size_t)t->size, sizeof(ag_real));
     t->requires_grad = true;
     t->persistent = true;
     t->name = ag_strdup(name);
+    ag__stamp(t, "ag_param");
     if (ps->count == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 16;
         ps->items = ag_realloc(ps->items, (size_t)ps->cap * sizeof *ps->items);
@@ -135,15 +199,29 @@ int64_t ag_params_numel(const ag_params *ps) {
 }
 
 void ag_params_zero_grad(ag_params *ps) {
-    for (int i = 0; i < ps->count; i++)
-        ag__zero(ps->items[i]->grad, (size_t)ps->items[i]->size * sizeof(ag_real));
+    for (int i = 0; i < ps->count; i++) {
+        ag_tensor *t = ps->items[i];
+        if (t->device == AG_CUDA) ag__cuda_zero(t->grad, (size_t)t->size * sizeof(ag_real));
+        else ag__zero(t->grad, (size_t)t->size * sizeof(ag_real));
+    }
+}
+
+void ag_param_freeze(ag_tensor *p) {
+    if (!p->persistent) ag__fatal("ag_param_freeze", "'%s' is not a parameter", p->name ? p->name : "(unnamed)");
+    p->requires_grad = false;
+    ag__zero(p->grad, (size_t)p->size * sizeof(ag_real));
 }
 
 void ag_params_free(ag_params *ps) {
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
-        ag_free(t->data);
-        ag_free(t->grad);
+        if (t->device == AG_CUDA) {
+            ag__cuda_free(t->data);
+            ag__cuda_free(t->grad);
+        } else {
+            ag_free(t->data);
+            ag_free(t->grad);
+        }
         ag_free((char *)t->name);
         ag_free(t);
     }

@@ -14,7 +14,8 @@
  * from one per-step arena, and ag_step_end() rewinds it.  After the first
  * couple of steps of a fixed-shape loop the arena has grown to its high-water
  * mark and a step performs no heap allocation at all.  A tensor from the arena
- * must not be used after ag_step_end().
+ * dies at ag_step_end(): every op and ag_backward refuse it afterwards,
+ * naming the op that made it and its step.
  *
  * Precision.  `ag_real` is float, or double when compiled with
  * -DAG_REAL_DOUBLE.  The library is built twice from the same sources:
@@ -62,6 +63,7 @@ typedef enum {
     AG_ERR_SHAPE = -3,   /* shapes do not match what was expected */
     AG_ERR_ARG = -4,     /* a bad option or argument value */
     AG_ERR_NOMEM = -5,
+    AG_ERR_NONFINITE = -6, /* a loss, gradient or parameter became inf or NaN */
 } ag_status;
 
 /* Message of the last failed call on this thread ("" if none). */
@@ -74,6 +76,20 @@ ag_status ag_fail(ag_status status, const char *fmt, ...) __attribute__((format(
  * aborts; tests install a handler that longjmps out to assert the message. */
 typedef void (*ag_fatal_handler)(const char *msg);
 ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h);
+/* Runs fn(ctx); a programmer error inside it does not end the program but
+ * returns here: AG_ERR_NOMEM when the step did not fit in memory (the
+ * arena refused it), AG_ERR_ARG for any other, with the message in
+ * ag_errmsg().  The tape and the step arena are rewound to where they were
+ * at the call and grad mode is restored, so the caller can go on (predict
+ * fails one line that is too long, not the stream).  Whatever fn allocates
+ * outside the step arena is lost on such a return: allocate it before.
+ * AG_OK when fn returned.  Nests; per thread. */
+ag_status ag_try(void (*fn)(void *ctx), void *ctx);
+
+/* Stops with "attngrad: <op>: <message> (at file:line)" as the library's
+ * own ops do: for code built on attngrad (layers, custom ops) that refuses
+ * a programmer error. */
+void ag_fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
@@ -94,6 +110,11 @@ typedef struct ag_tensor {
     bool persistent;       /* a parameter: not freed by ag_step_end() */
     const char *name;      /* stable for parameters ("encoder.wq") */
     ag_node *node;         /* the tape entry that produced it, or NULL */
+    const char *op;        /* the op or constructor that made it ("ag_matmul"), for messages */
+    uint32_t step;         /* the step that made a step-memory tensor (ag_step_end counts
+                            * them, from 1); 0: not step memory (a parameter, a cached
+                            * mask, a struct of the caller's), alive as long as its data */
+    uint32_t seal;         /* internal: tells op and step from memory written over them */
 } ag_tensor;
 
 /* Step-arena tensors: valid until the next ag_step_end(). */
@@ -109,7 +130,8 @@ int ag_dim(const ag_tensor *t, int axis);                    /* axis may be nega
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n); /* "[2,3,4]" */
 
 /* Element access for tests and small programs (row-major flat index). */
-static inline ag_real ag_item(const ag_tensor *t) { return t->data[0]; }
+ag_real ag__item_device(const ag_tensor *t);
+static inline ag_real ag_item(const ag_tensor *t) { return t->device == AG_CPU ? t->data[0] : ag__item_device(t); }
 
 /* ------------------------------------------------------------------------ */
 /* Parameters                                                                */
@@ -119,25 +141,75 @@ static inline ag_real ag_item(const ag_tensor *t) { return t->data[0]; }
 typedef struct {
     ag_tensor **items;
     int count, cap;
+    /* Set before building: ag_param records names and shapes only (data and
+     * grad NULL, initializers skip them), as PyTorch's "meta" device does, so
+     * that a model can be compared with a file before its memory is taken. */
+    bool shapes_only;
 } ag_params;
 
 /* Creates a zero-filled persistent parameter (requires_grad, grad allocated,
  * name copied) and appends it to `ps`.  Names must be unique in `ps`. */
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape);
+/* Name scopes, as torch's module paths: between ag_scope_push("layer0") and
+ * ag_scope_pop(), ag_param(ps, "wq", ...) is named "layer0.wq"; scopes nest
+ * ("enc.layer0.wq", at most 16 deep).  The name is printf-style, for a
+ * stack of layers: ag_scope_push("layer%d", l).  ag_params_find takes full
+ * names. */
+void ag_scope_push(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ag_scope_pop(void);
+const char *ag_scope(void);   /* the current prefix, "enc.layer0." or "" */
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
 int64_t ag_params_numel(const ag_params *ps);
 void ag_params_zero_grad(ag_params *ps);
+/* Freezes a parameter (pretrained embeddings kept fixed): requires_grad
+ * false, so no op records a gradient for it; optimizers initialised after
+ * this keep no state for it and never change it; the L2 term and gradient
+ * clipping skip it.  Its ->grad buffer stays allocated, at zero. */
+void ag_param_freeze(ag_tensor *p);
 void ag_params_free(ag_params *ps); /* frees every parameter and the list */
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor on AG_CUDA holds data and grad in GPU memory (a build with the
+ * CUDA backend, docs/design.md "Devices"); an op runs where its inputs are,
+ * and inputs on different devices are an error naming both.  Ops without a
+ * CUDA implementation yet refuse CUDA tensors by name. */
+const char *ag_device_name(ag_device d);                 /* "cpu", "cuda" */
+/* true when CUDA tensors can be used; else false and why (built without
+ * CUDA, no device found, with the driver and runtime versions). */
+bool ag_cuda_available(char *why, size_t n);
+/* The device that ag_tensor_new/_from/_fill/ag_scalar/ag_tensor_like put
+ * new tensors on (default AG_CPU): set once, and a model's inputs follow. */
+void ag_set_device(ag_device d);
+ag_device ag_get_device(void);
+/* A copy of t on d (t itself if it is there), with a gradient: backward
+ * copies the gradient back and adds it to t's. */
+ag_tensor *ag_to(ag_tensor *t, ag_device d);
+/* Moves every parameter (values and gradient buffers) to d, before the
+ * optimizer is made. */
+void ag_params_to(ag_params *ps, ag_device d);
+/* t's values into host memory (t->size elements), from any device. */
+void ag_tensor_read(const ag_tensor *t, ag_real *host);
 
 /* ------------------------------------------------------------------------ */
 /* Tape, arena and backward                                                  */
 /* ------------------------------------------------------------------------ */
 
 /* Seeds d(loss)/d(loss) = 1 (loss must have one element) and replays the
- * tape in reverse, accumulating into every ->grad that requires it. */
+ * tape in reverse, accumulating into every ->grad that requires it.  The
+ * part of the tape it swept is then spent: a second backward through any of
+ * it is refused (as PyTorch without retain_graph), unless the earlier
+ * backward was ag_backward_retain. */
 void ag_backward(ag_tensor *loss);
+/* Same, keeping the tape for another backward through it; that one adds
+ * its gradients to the leaves' and parameters' (intermediate results'
+ * gradients are rebuilt by each sweep). */
+void ag_backward_retain(ag_tensor *loss);
 /* Same for a tensor of any shape, with d(out) given (same shape as out). */
 void ag_backward_seeded(ag_tensor *out, const ag_real *seed);
+void ag_backward_seeded_retain(ag_tensor *out, const ag_real *seed);
 
 /* Ends a step: forgets the tape and rewinds the step arena.  Parameter
  * gradients are kept (zero them with ag_params_zero_grad). */
@@ -149,6 +221,8 @@ typedef struct {
     size_t arena_pos;
     int arena_chunk;
     int tape_len;
+    size_t device_pos; /* the device arena's (CUDA) */
+    int device_chunk;
 } ag_mark_t;
 ag_mark_t ag_mark(void);
 void ag_rewind(ag_mark_t m);
@@ -176,6 +250,17 @@ void ag_shutdown(void);
  * the same for every count.  Not from inside a running op. */
 void ag_set_num_threads(int n);   /* n >= 1 */
 int ag_get_num_threads(void);
+
+/* Anomaly mode, as PyTorch's detect_anomaly: every op checks its output and,
+ * in backward, the gradients it produced for its inputs; the first inf or
+ * NaN an op makes from finite inputs stops the program as a programmer
+ * error does (the fatal handler, or ag_try), naming the op, its shapes, the
+ * element and the model's line (AG_AT).  Values that come in non-finite
+ * (a mask's -inf) are passed on unreported.  For debugging: every op then
+ * reads its output once more.  Off (the default) it costs a branch per op.
+ * Returns the previous mode. */
+bool ag_anomaly(bool on);
+bool ag_anomaly_enabled(void);
 
 /* Op profiler: time per op and call site (file:line of the AG_AT macro),
  * forward and backward apart, like torch.profiler's table.  Start it after
@@ -322,9 +407,13 @@ ag_tensor *ag_softmax(ag_tensor *x);
 /* softmax(scale * x + mask) along the last axis.  mask (may be NULL) is a
  * constant of additive entries - 0, -INFINITY or finite penalties - whose
  * last dim equals x's and whose other dims broadcast to x's (NumPy rules,
- * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [h,Nq,Nk],
- * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A row with no allowed entry
- * (e.g. the first query under AG_MASK_PAST) gives zeros and no gradient. */
+ * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [1,h,Nq,Nk],
+ * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A mask whose broadcast is
+ * ambiguous - fewer dims than the scores, with a dim that would pair with
+ * the heads while the batch has the same size ([B,1,Nk] or [h,Nq,Nk] when
+ * B == h) - is refused with the 4-D shapes to pass instead.  A row with no
+ * allowed entry (e.g. the first query under AG_MASK_PAST) gives zeros and
+ * no gradient. */
 ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale);
 /* log softmax along the last axis (finite logits). */
 ag_tensor *ag_log_softmax(ag_tensor *x);
@@ -385,7 +474,9 @@ typedef struct {
  * step memory on every call instead, valid until ag_step_end.
  * Not for AG_DIST_TREE, which differs per sentence (see ag_mask_batch). */
 ag_tensor *ag_mask(const ag_mask_spec *spec, int N);
-/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise. */
+/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise.
+ * Against batched scores [B,h,N,N] view it as [1,h,N,N] (ag_reshape):
+ * [h,N,N] there is refused as ambiguous when B == h. */
 ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N);
 /* Dual-axial attenuation factor [N,N] = 1 / ln(w|q-k| + c), to multiply
  * (MODELS.md §2: w = c = e); needs w >= 0, c > 1; cached likewise. */
@@ -512,7 +603,9 @@ ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch */
 /* An optimizer and its state.  State buffers ("slots") are allocated once,
  * one per parameter and slot, same size as the parameter, and named
  * sgd: "momentum" (when momentum != 0); adam/adamw: "m", "v", "vmax" (when
- * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta). */
+ * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta).  A
+ * parameter frozen before init (ag_param_freeze) has none: its slot
+ * pointers are NULL, a step skips it and checkpoints hold no state for it. */
 typedef struct {
     ag_optim_config cfg;
     double lr;           /* current rate: cfg.lr at first, schedules change it */
@@ -522,6 +615,7 @@ typedef struct {
     int n_slots;
     ag_real *state;      /* every slot, one allocation, zero at first */
     ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
+    double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
 } ag_optimizer;
 
 ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg);
@@ -529,6 +623,16 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
 void ag_optim_step(ag_optimizer *opt);
 void ag_optim_free(ag_optimizer *opt);
 const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ... */
+/* Parameter groups (torch's param_groups, for the one option that differs
+ * in practice): every parameter p of the optimizer's list with match(p,
+ * ctx) gets this weight decay instead of cfg.weight_decay; returns how
+ * many matched.  Transformers decay no bias and no LayerNorm gain or shift:
+ *   ag_optim_set_weight_decay(&opt, ag_param_is_bias_or_norm, NULL, 0);
+ * Not saved in checkpoints (like cfg, it is the caller's setup). */
+typedef bool (*ag_param_pred)(const ag_tensor *p, void *ctx);
+int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay);
+/* Biases, gains and shifts: parameters of at most one dim. */
+bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
 const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
 /* The state buffer of a parameter by names, or NULL. */
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
@@ -537,6 +641,22 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
  * of all gradients together exceeds max_norm, scales them all by
  * max_norm / (norm + 1e-6).  Returns the norm before clipping. */
 double ag_clip_grad_norm(ag_params *ps, double max_norm);
+/* The L2 norm of all gradients together, as ag_clip_grad_norm measures it,
+ * without clipping; and the same over the parameters' values. */
+double ag_grad_norm(const ag_params *ps);
+double ag_params_norm(const ag_params *ps);
+/* Finite checks of a training step that cost one norm: AG_OK when the
+ * global gradient norm (from ag_clip_grad_norm or ag_grad_norm) is finite,
+ * else AG_ERR_NONFINITE with a message naming the first gradient that holds
+ * an inf or NaN, its shape, value and element (a scan, only then).  After
+ * the optimizer step, the same for the parameters' values (their norm into
+ * *norm when not NULL): a diverged update shows there even when the loss
+ * still looks finite (a ReLU or a max turns NaN into 0). */
+ag_status ag_check_grads_finite(const ag_params *ps, double norm);
+ag_status ag_check_params_finite(const ag_params *ps, double *norm);
+/* The first parameter whose values (grads false) or gradient (true) hold an
+ * inf or NaN, and the element's flat index in *at; NULL when all are finite. */
+ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at);
 /* The weight matrices of MODELS.md's L2 term: parameters with 2 or more
  * dims, except embedding tables (names starting with "embed" or "bigram").
  * Biases, gains, vectors and embeddings are not weight matrices. */
@@ -582,6 +702,34 @@ ag_status ag_sched_init(ag_scheduler *s, const ag_sched_config *cfg);
  * it) and returns the new rate. */
 double ag_sched_step(ag_scheduler *s, ag_optimizer *opt, double metric);
 
+/* Per-step schedules, beside the per-epoch ones above: the rate of step t
+ * (counted from 1, as ag_optimizer's step) is base * factor(t), with a
+ * linear warm-up factor t / warmup while t < warmup, then
+ *   constant  1
+ *   linear    min_ratio + (1 - min_ratio)(1 - p)
+ *   cosine    min_ratio + (1 - min_ratio)(1 + cos(pi p)) / 2
+ *   inv_sqrt  sqrt(warmup / t)  (1 / sqrt(t) without warm-up; the
+ *             Transformer's rate d^-0.5 min(t^-0.5, t warmup^-1.5) is
+ *             inv_sqrt with base d^-0.5 warmup^-0.5)
+ * where p = (t - warmup) / (total - warmup), at most 1.  Specs:
+ * "cosine:warmup=500,total=20000,min_ratio=0.1", "inv_sqrt:warmup=4000",
+ * "linear:total=1000", "constant:warmup=100". */
+typedef enum { AG_LR_CONSTANT, AG_LR_LINEAR, AG_LR_COSINE, AG_LR_INV_SQRT } ag_lr_decay;
+typedef struct {
+    ag_lr_decay decay;
+    int warmup;         /* warm-up steps (0: none) */
+    int total;          /* linear, cosine: the step where the decay ends (required, > warmup) */
+    double min_ratio;   /* linear, cosine: the final rate over the base; 0 */
+} ag_lr_steps;
+ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out);
+const char *ag_lr_steps_format(const ag_lr_steps *s, char *buf, size_t n);
+ag_status ag_lr_steps_check(const ag_lr_steps *s);
+double ag_lr_steps_factor(const ag_lr_steps *s, int64_t t);
+/* Before each ag_optim_step: opt->lr = base_lr * factor(opt->step + 1), the
+ * coming step's rate; returns it.  With a per-epoch schedule too, pass the
+ * rate it set as base_lr. */
+double ag_lr_steps_apply(const ag_lr_steps *s, ag_optimizer *opt, double base_lr);
+
 /* Initializers, drawing from a seeded generator in a fixed order (same seed,
  * same values, f32 and f64 alike up to rounding). */
 void ag_init_zeros(ag_tensor *t);
@@ -604,9 +752,9 @@ void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng);
  * We write keys sorted at every level, no spaces, the header padded with
  * spaces to a multiple of 8, and the data of 8-byte dtypes before 4-byte
  * ones (every tensor aligned).  We read any file that follows the spec and
- * uses our dtypes, and refuse anything else with a message naming the file
- * and the problem. */
-typedef enum { AG_F32, AG_F64, AG_I32, AG_I64 } ag_dtype;
+ * uses our dtypes (F16 and BF16 too, converted when read), and refuse
+ * anything else with a message naming the file and the problem. */
+typedef enum { AG_F32, AG_F64, AG_I32, AG_I64, AG_F16, AG_BF16 } ag_dtype;
 #define AG_ST_MAX_DIMS 8
 
 typedef struct {
@@ -632,6 +780,11 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
 /* A tensor as the build's real type (F32, or F64 in the f64 build). */
 void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t);
 void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value);
+/* Records a CRC-32C of every tensor added so far in the metadata, as
+ * "crc32c.<name>" = 8 hex digits; readers verify them (ag_st_read). */
+#define AG_ST_CRC_PREFIX "crc32c."
+void ag_st_set_checksums(ag_st_writer *w);
+uint32_t ag_crc32c(uint32_t crc, const void *data, size_t n); /* crc 0 to start; chains */
 /* Writes atomically: a temporary file in the same folder, fsync, rename,
  * fsync of the folder.  A failed or interrupted write leaves `path` as it
  * was.  AG_ERR_IO with the reason on failure. */
@@ -640,7 +793,8 @@ void ag_st_writer_free(ag_st_writer *w);
 
 /* A file read and validated in full: header length, strict JSON, known
  * dtypes, shapes matching byte sizes, offsets inside the data, contiguous
- * (no gap, no overlap), no duplicate names. */
+ * (no gap, no overlap), no duplicate names, and every checksum the
+ * metadata holds (ag_st_set_checksums) right. */
 typedef struct {
     char *path;
     unsigned char *bytes;
@@ -649,6 +803,7 @@ typedef struct {
     int count;
     char **meta;             /* key, value, ... sorted by key */
     int n_meta;
+    int unchecked;           /* tensors without a checksum (other writers) */
 } ag_st_file;
 
 ag_status ag_st_read(const char *path, ag_st_file *f);
@@ -657,10 +812,14 @@ ag_status ag_st_parse(const char *what, const void *bytes, size_t size, ag_st_fi
 const ag_st_tensor *ag_st_get(const ag_st_file *f, const char *name);
 const char *ag_st_meta(const ag_st_file *f, const char *key);  /* NULL if absent */
 void ag_st_close(ag_st_file *f);
-/* Element copies with conversion: F32/F64 to ag_real, I32/I64 to int64. */
+/* Element copies with conversion: F32/F64/F16/BF16 to ag_real, I32/I64 to
+ * int64; one float element as a double (exact for every float dtype). */
 void ag_st_to_real(const ag_st_tensor *t, ag_real *dst);
+double ag_st_real_at(const ag_st_tensor *t, int64_t i);
+bool ag_dtype_is_float(ag_dtype dt);                            /* F32, F64, F16, BF16 */
 void ag_st_to_i64(const ag_st_tensor *t, int64_t *dst);
 const char *ag_dtype_name(ag_dtype dt);                       /* "F32", ... */
+const char *ag_st_shape_str(const ag_st_tensor *t, char *buf, size_t n); /* "[2,3]" */
 
 /* What a training loop needs, besides tensors, to resume exactly. */
 #define AG_CONFIG_MAX 2048
@@ -668,6 +827,9 @@ typedef struct {
     int64_t step, epoch;
     ag_rng rng;                  /* the loop's generator: data order, dropout */
     char config[AG_CONFIG_MAX];  /* free-form, e.g. the model's options */
+    /* save only: more metadata, key, value, ..., NULL (e.g. a trainer's
+     * metrics log, so that the log can be rebuilt from the checkpoint) */
+    const char *const *meta;
 } ag_train_state;
 
 /* A checkpoint: every parameter under its name (the build's real type);
@@ -686,6 +848,45 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
  * nothing has changed. */
 ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
                              ag_train_state *st);
+
+/* ------------------------------------------------------------------------ */
+/* Custom ops (as torch.autograd.Function)                                   */
+/* ------------------------------------------------------------------------ */
+
+/* An op written by the user: a forward that fills out->data from the
+ * inputs' data, and a backward that adds dL/d(in[i]) into grad_in[i] from
+ * dL/d(out) = grad_out.  ag_custom_op checks the inputs, allocates the
+ * output (zero-filled, step memory), runs forward, and records the op on
+ * the tape; ag_backward calls backward like any op's, and ag_gradcheck
+ * checks it like any op (examples/custom_op.c: cosine similarity). */
+typedef struct {
+    const char *name;               /* in messages and the profiler ("cosine_sim") */
+    ag_tensor *const *in;           /* the inputs, in call order (read them; do not write) */
+    int n_in;
+    ag_tensor *out;                 /* forward: write out->data */
+    const ag_real *grad_out;        /* backward: dL/d(out), out->size elements */
+    ag_real *const *grad_in;        /* backward: add (+=) dL/d(in[i]) here; NULL when in[i]
+                                     * needs no gradient */
+    void *saved;                    /* what forward keeps for backward (norms, masks, ...):
+                                     * saved_bytes of zeroed step memory, or forward points it
+                                     * at step memory of its own (ag_tensor_new(...)) */
+    const void *params;             /* a copy of the call's params (constants), or NULL */
+} ag_custom_call;
+
+typedef struct {
+    const char *name;               /* must outlive the step (a string literal) */
+    void (*forward)(ag_custom_call *c);
+    void (*backward)(ag_custom_call *c); /* may be NULL for an op no gradient goes through */
+    size_t saved_bytes;             /* 0: none */
+} ag_custom_fn;
+
+/* Records fn on the inputs in[0..n) (1 <= n <= 8) with an output of shape
+ * out_shape; params (params_bytes, copied) reach both functions.  The
+ * functions run with recording off: they may use ops for scratch values.
+ * Gradients are wanted for the inputs with requires_grad; the output
+ * requires grad when any input does. */
+ag_tensor *ag_custom_op(const ag_custom_fn *fn, ag_tensor *const *in, int n, int out_ndim, const int *out_shape,
+                        const void *params, size_t params_bytes);
 
 /* ------------------------------------------------------------------------ */
 /* Gradient checking                                                         */
@@ -710,6 +911,10 @@ typedef struct {
     int64_t worst_index;    /* flat element index */
     double analytic, numeric; /* at the worst element */
     int64_t checked;
+    /* max |a - n| / max(|a|, |n|) (0 where both are 0): the true relative
+     * error, without max_rel_err's floor, so it is large where a gradient
+     * too small for finite differences to resolve disagrees with them */
+    double max_true_rel_err;
 } ag_gradcheck_result;
 
 ag_gradcheck_opts ag_gradcheck_defaults(void);
@@ -775,6 +980,24 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_mul(...) AG_AT(ag_mul, __VA_ARGS__)
 #define ag_div(...) AG_AT(ag_div, __VA_ARGS__)
 #define ag_maximum(...) AG_AT(ag_maximum, __VA_ARGS__)
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_add_scalar(...) AG_AT(ag_add_scalar, __VA_ARGS__)
+#define ag_mul_scalar(...) AG_AT(ag_mul_scalar, __VA_ARGS__)
+#define ag_neg(...) AG_AT(ag_neg, __VA_ARGS__)
+#define ag_exp(...) AG_AT(ag_exp, __VA_ARGS__)
+#define ag_log(...) AG_AT(ag_log, __VA_ARGS__)
+#define ag_sqrt(...) AG_AT(ag_sqrt, __VA_ARGS__)
+#define ag_square(...) AG_AT(ag_square, __VA_ARGS__)
+#define ag_abs(...) AG_AT(ag_abs, __VA_ARGS__)
+#define ag_tanh(...) AG_AT(ag_tanh, __VA_ARGS__)
+#define ag_sigmoid(...) AG_AT(ag_sigmoid, __VA_ARGS__)
+#define ag_relu(...) AG_AT(ag_relu, __VA_ARGS__)
+#define ag_elu(...) AG_AT(ag_elu, __VA_ARGS__)
+#define ag_softplus(...) AG_AT(ag_softplus, __VA_ARGS__)
+#define ag_log_sigmoid(...) AG_AT(ag_log_sigmoid, __VA_ARGS__)
+#define ag_clamp(...) AG_AT(ag_clamp, __VA_ARGS__)
+#define ag_sum(...) AG_AT(ag_sum, __VA_ARGS__)
+#define ag_mean(...) AG_AT(ag_mean, __VA_ARGS__)
 #define ag_matmul(...) AG_AT(ag_matmul, __VA_ARGS__)
 #define ag_matmul_t(...) AG_AT(ag_matmul_t, __VA_ARGS__)
 #define ag_linear(...) AG_AT(ag_linear, __VA_ARGS__)
@@ -796,6 +1019,7 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
 #define ag_kl_div_soft(...) AG_AT(ag_kl_div_soft, __VA_ARGS__)
 #define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
+#define ag_custom_op(...) AG_AT(ag_custom_op, __VA_ARGS__)
 /* attention ops */
 #define ag_softmax(...) AG_AT(ag_softmax, __VA_ARGS__)
 #define ag_masked_softmax(...) AG_AT(ag_masked_softmax, __VA_ARGS__)
@@ -819,6 +1043,12 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
 #define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
 #define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
+
+/* backward: errors (a finished step, a spent tape) name the caller's line */
+#define ag_backward(...) AG_AT_STMT(ag_backward, __VA_ARGS__)
+#define ag_backward_retain(...) AG_AT_STMT(ag_backward_retain, __VA_ARGS__)
+#define ag_backward_seeded(...) AG_AT_STMT(ag_backward_seeded, __VA_ARGS__)
+#define ag_backward_seeded_retain(...) AG_AT_STMT(ag_backward_seeded_retain, __VA_ARGS__)
 
 /* optimizers, initializers, checkpoints */
 #define ag_optim_step(...) AG_AT_STMT(ag_optim_step, __VA_ARGS__)

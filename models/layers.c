@@ -1,8 +1,10 @@
-/* layers.c - parameter makers and the blocks the five models share.  They
- * are compositions of ops (their gradients follow from the ops' own), kept
- * here so that a model reads like its equations. */
-#include "attngrad.h"
-#include "../graph/internal.h" /* ag__fatal: misuse names the layer, as an op would */
+/* layers.c - parameter makers, the blocks the five models share, and the
+ * attention layers of layers.h.  They are compositions of ops (their
+ * gradients follow from the ops' own), kept here so that a model reads like
+ * its equations. */
+#include "../graph/internal.h" /* ag__fatal: misuse names the layer, as an op would (first: AG_INTERNAL) */
+#include "layers.h"
+#include "../ops/softmax_rows.h" /* ag__mask_plan_make: a layer's mask checked as ag_attention would */
 
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +29,7 @@ ag_tensor *ag_param_uniform(ag_params *ps, const char *name, int ndim, const int
 ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
                               ag_rng *rng) {
     ag_tensor *e = ag_param_uniform(ps, name, 2, (int[]){V, d}, bound, rng);
-    if (pad_id >= 0 && pad_id < V) memset(e->data + (int64_t)pad_id * d, 0, (size_t)d * sizeof(ag_real));
+    if (e->data && pad_id >= 0 && pad_id < V) memset(e->data + (int64_t)pad_id * d, 0, (size_t)d * sizeof(ag_real));
     return e;
 }
 
@@ -116,4 +118,143 @@ ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, 
     ag_tensor *scores = ag_linear(ag_dense(x, w1, b1, act), w2, b2);  /* [B,N,d] */
     ag_tensor *alpha = ag_softmax_axis_len(scores, 1, lengths);       /* over valid t */
     return ag_sum_axis(ag_mul(alpha, x), 1, false);                   /* [B,d] */
+}
+
+/* ---- positional encodings ---- */
+
+ag_tensor *ag_sinusoidal_positions(int N, int d) {
+    if (N < 0 || d < 1) ag__fatal("ag_sinusoidal_positions", "N = %d, d = %d: want N >= 0, d >= 1", N, d);
+    ag_tensor *pe = ag_tensor_new(2, (int[]){N, d});
+    for (int i = 0; i < d; i += 2) {
+        double inv_freq = pow(10000.0, -(double)i / d); /* 10000^(-2k/d) for the pair k = i/2 */
+        for (int t = 0; t < N; t++) {
+            pe->data[(int64_t)t * d + i] = (ag_real)sin(t * inv_freq);
+            if (i + 1 < d) pe->data[(int64_t)t * d + i + 1] = (ag_real)cos(t * inv_freq);
+        }
+    }
+    return pe;
+}
+
+ag_tensor *ag_add_sinusoidal_positions(ag_tensor *x) {
+    if (x->ndim != 3) bad_shape("ag_add_sinusoidal_positions", x, "[B, N, d]");
+    return ag_add(x, ag_sinusoidal_positions(x->shape[1], x->shape[2]));
+}
+
+ag_tensor *ag_param_positions(ag_params *ps, const char *name, int max_len, int d, double std, ag_rng *rng) {
+    ag_tensor *t = ag_param(ps, name, 2, (int[]){max_len, d});
+    ag_init_normal(t, 0, std, rng);
+    return t;
+}
+
+ag_tensor *ag_add_learned_positions(ag_tensor *x, ag_tensor *table) {
+    const char *layer = "ag_add_learned_positions";
+    char st[64];
+    if (x->ndim != 3) bad_shape(layer, x, "[B, N, d]");
+    if (table->ndim != 2 || table->shape[1] != x->shape[2] || table->shape[0] < x->shape[1])
+        ag__fatal(layer, "table %s for x with %d positions of %d features: want [max_len >= %d, %d]",
+                  ag_shape_str(table, st, sizeof st), x->shape[1], x->shape[2], x->shape[1], x->shape[2]);
+    return ag_add(x, ag_slice(table, 0, 0, x->shape[1])); /* a view: rows 0..N-1 */
+}
+
+/* ---- pooling ---- */
+
+ag_tensor *ag_mean_over_time(ag_tensor *x, const int32_t *lengths) {
+    if (x->ndim != 3) bad_shape("ag_mean_over_time", x, "[B, N, d]");
+    int B = x->shape[0], N = x->shape[1];
+    if (lengths) check_lengths("ag_mean_over_time", lengths, B, N);
+    ag_tensor *w = ag_tensor_new(3, (int[]){B, N, 1}); /* 1/len on valid rows: one product and one sum */
+    for (int b = 0; b < B; b++) {
+        int len = lengths ? lengths[b] : N;
+        for (int t = 0; t < len; t++) w->data[(int64_t)b * N + t] = (ag_real)(1.0 / len);
+    }
+    return ag_sum_axis(ag_mul(x, w), 1, false);
+}
+
+ag_tensor *ag_attention_pool(ag_tensor *x, const int32_t *lengths, ag_tensor *w, ag_tensor *b) {
+    if (x->ndim != 3) bad_shape("ag_attention_pool", x, "[B, N, d]");
+    if (lengths) check_lengths("ag_attention_pool", lengths, x->shape[0], x->shape[1]);
+    ag_tensor *alpha = ag_softmax_axis_len(ag_linear(x, w, b), 1, lengths); /* [B, N, 1], 0 past the length */
+    return ag_sum_axis(ag_mul(alpha, x), 1, false);
+}
+
+/* ---- multi-head attention ---- */
+
+ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng) {
+    if (heads < 1 || d_model < 1 || d_model % heads)
+        ag__fatal("ag_mha_new", "d_model %d and %d heads: want heads >= 1 dividing d_model", d_model, heads);
+    ag_mha m = {.d_model = d_model, .heads = heads};
+    m.w_qkv = ag_param_glorot(ps, "qkv.weight", d_model, 3 * d_model, rng); /* fans of the fused matrix, as torch's MHA */
+    m.b_qkv = ag_param_bias(ps, "qkv.bias", 3 * d_model);
+    m.w_o = ag_param_glorot(ps, "out.weight", d_model, d_model, rng);
+    m.b_o = ag_param_bias(ps, "out.bias", d_model);
+    return m;
+}
+
+ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
+                          ag_tensor **probs) {
+    const char *layer = "ag_mha_forward";
+    if (x->ndim != 3 || x->shape[2] != m->d_model) {
+        char want[48];
+        snprintf(want, sizeof want, "[B, N, %d]", m->d_model);
+        bad_shape(layer, x, want);
+    }
+    int B = x->shape[0], N = x->shape[1], h = m->heads, dh = m->d_model / h;
+    /* One GEMM for Q, K and V; split into 3h heads, of which Q's are the first h. */
+    ag_tensor *qkv = ag_split_heads(ag_linear(x, m->w_qkv, m->b_qkv), 3 * h); /* [B, 3h, N, dh] */
+    ag_tensor *q = ag_slice(qkv, 1, 0, h), *k = ag_slice(qkv, 1, h, 2 * h), *v = ag_slice(qkv, 1, 2 * h, 3 * h);
+    if (mask) ag__mask_plan_make(layer, 4, (int[]){B, h, N, N}, mask); /* ambiguity and shape, before adding */
+    if (lengths) {
+        check_lengths(layer, lengths, B, N);
+        ag_tensor *pad = ag_mask_padding(lengths, B, N, 4, false); /* [B, 1, 1, N] */
+        mask = mask ? ag_add(pad, mask) : pad;
+    }
+    ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), probs); /* [B, h, N, dh] */
+    return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
+}
+
+/* ---- Transformer encoder layer ---- */
+
+ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cfg, ag_rng *rng) {
+    ag_encoder_layer l = {.cfg = *cfg};
+    if (cfg->d_ff < 1) ag__fatal("ag_encoder_layer_new", "d_ff %d: want >= 1", cfg->d_ff);
+    if (!(cfg->keep == 0 || (cfg->keep > 0 && cfg->keep <= 1)))
+        ag__fatal("ag_encoder_layer_new", "keep %g: want a probability in (0, 1] (0 reads as 1)", cfg->keep);
+    if (l.cfg.keep == 0) l.cfg.keep = 1;
+    if (l.cfg.act == AG_ACT_NONE) l.cfg.act = AG_ACT_RELU;
+    if (l.cfg.ln_eps == 0) l.cfg.ln_eps = 1e-5;
+    int d = cfg->d_model;
+    ag_scope_push("attn");
+    l.attn = ag_mha_new(ps, d, cfg->heads, rng);
+    ag_scope_pop();
+    l.ln1_g = ag_param(ps, "ln1.gain", 1, (int[]){d});
+    ag_init_constant(l.ln1_g, 1);
+    l.ln1_b = ag_param_bias(ps, "ln1.bias", d);
+    l.w1 = ag_param_glorot(ps, "ffn.w1", d, cfg->d_ff, rng);
+    l.b1 = ag_param_bias(ps, "ffn.b1", cfg->d_ff);
+    l.w2 = ag_param_glorot(ps, "ffn.w2", cfg->d_ff, d, rng);
+    l.b2 = ag_param_bias(ps, "ffn.b2", d);
+    l.ln2_g = ag_param(ps, "ln2.gain", 1, (int[]){d});
+    ag_init_constant(l.ln2_g, 1);
+    l.ln2_b = ag_param_bias(ps, "ln2.bias", d);
+    return l;
+}
+
+/* x + dropout(f), normalised after (post-LN) or with f computed on LN(x)
+ * by the caller (pre-LN). */
+static ag_tensor *residual(const ag_encoder_layer *l, ag_tensor *x, ag_tensor *f, ag_tensor *g, ag_tensor *b,
+                           bool training, ag_rng *rng) {
+    ag_tensor *y = ag_add(x, ag_dropout(f, l->cfg.keep, training, rng));
+    return l->cfg.pre_norm ? y : ag_layernorm(y, g, b, l->cfg.ln_eps);
+}
+
+ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
+                                    bool training, ag_rng *rng) {
+    const ag_encoder_config *c = &l->cfg;
+    if (training && c->keep < 1 && !rng)
+        ag__fatal("ag_encoder_layer_forward", "training with dropout (keep %g) needs an rng", c->keep);
+    ag_tensor *a_in = c->pre_norm ? ag_layernorm(x, l->ln1_g, l->ln1_b, c->ln_eps) : x;
+    x = residual(l, x, ag_mha_forward(&l->attn, a_in, lengths, mask, NULL), l->ln1_g, l->ln1_b, training, rng);
+    ag_tensor *f_in = c->pre_norm ? ag_layernorm(x, l->ln2_g, l->ln2_b, c->ln_eps) : x;
+    ag_tensor *f = ag_linear(ag_dense(f_in, l->w1, l->b1, c->act), l->w2, l->b2);
+    return residual(l, x, f, l->ln2_g, l->ln2_b, training, rng);
 }

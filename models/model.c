@@ -1,4 +1,4 @@
-/* model.c - the registry of model kinds and the calls every model shares. */
+/* model.c - the calls every model shares (the registry of kinds: registry.c). */
 #include "models.h"
 #include "../graph/internal.h" /* ag__fatal: a batch too big for memory ends with a message, not a crash */
 
@@ -6,29 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern const ag_model_kind ag_mpsan_kind;
-extern const ag_model_kind ag_dual_axial_kind;
-extern const ag_model_kind ag_ms_san_kind;
-extern const ag_model_kind ag_mtsa_kind;
-extern const ag_model_kind ag_poslm_kind;
-
-static const ag_model_kind *const kinds[] = {
-    &ag_mpsan_kind,
-    &ag_dual_axial_kind,
-    &ag_ms_san_kind,
-    &ag_mtsa_kind,
-    &ag_poslm_kind,
-    NULL,
-};
-
-const ag_model_kind *const *ag_model_kinds(void) { return kinds; }
-
-const ag_model_kind *ag_model_find(const char *name) {
-    for (int i = 0; kinds[i]; i++)
-        if (strcmp(kinds[i]->name, name) == 0) return kinds[i];
-    return NULL;
-}
 
 /* ---- tasks ---- */
 
@@ -69,43 +46,79 @@ static const struct {
 };
 enum { FLAG_COUNT = sizeof flag_names / sizeof *flag_names };
 
-int ag_flags_parse(const char *list, unsigned *bits, char *bad, size_t n) {
+/* Position of name[0..len) in the comma-separated list, or -1. */
+static int list_index(const char *list, const char *name, size_t len) {
+    int i = 0;
+    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',', i++)
+        if (strcspn(p, ",") == len && !strncmp(p, name, len)) return i;
+    return -1;
+}
+
+int ag_model_flags_parse(const ag_model_kind *kind, const char *list, unsigned *bits, char *bad, size_t n) {
     *bits = 0;
     for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',') {
         size_t len = strcspn(p, ","), i = 0;
         while (i < FLAG_COUNT && !(strlen(flag_names[i].name) == len && !strncmp(flag_names[i].name, p, len))) i++;
-        if (i == FLAG_COUNT) {
+        int own = i == FLAG_COUNT && kind ? list_index(kind->flag_names, p, len) : -1;
+        if (i == FLAG_COUNT && (own < 0 || own >= AG_FLAG_OWN_MAX)) {
             if (n) snprintf(bad, n, "%.*s", (int)(len > 40 ? 40 : len), p);
             return -1;
         }
-        *bits |= flag_names[i].bit;
+        *bits |= own >= 0 ? AG_FLAG_OWN(own) : flag_names[i].bit;
     }
     return 0;
 }
 
-const char *ag_flags_str(unsigned bits, char *buf, size_t n) {
+const char *ag_model_flags_str(const ag_model_kind *kind, unsigned bits, char *buf, size_t n) {
     size_t k = 0;
     if (n) buf[0] = 0;
     for (int i = 0; i < FLAG_COUNT && k < n; i++)
         if (bits & flag_names[i].bit) k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? "," : "", flag_names[i].name);
+    int i = 0;
+    for (const char *p = kind ? kind->flag_names : NULL; p && *p && k < n; p += strcspn(p, ","), p += *p == ',', i++)
+        if (i < AG_FLAG_OWN_MAX && (bits & AG_FLAG_OWN(i)))
+            k += (size_t)snprintf(buf + k, n - k, "%s%.*s", k ? "," : "", (int)strcspn(p, ","), p);
     return buf;
 }
+
+unsigned ag_model_flags_read(const ag_model_kind *kind) {
+    unsigned bits = kind->flags;
+    int i = 0;
+    for (const char *p = kind->flag_names; p && *p && i < AG_FLAG_OWN_MAX; p += strcspn(p, ","), p += *p == ',', i++)
+        bits |= AG_FLAG_OWN(i);
+    return bits;
+}
+
+/* Is name[0..len) one of the built-in models' switches? */
+bool ag__flag_is_builtin(const char *name, size_t len) {
+    for (int i = 0; i < FLAG_COUNT; i++)
+        if (strlen(flag_names[i].name) == len && !strncmp(flag_names[i].name, name, len)) return true;
+    return false;
+}
+
+int ag_flags_parse(const char *list, unsigned *bits, char *bad, size_t n) {
+    return ag_model_flags_parse(NULL, list, bits, bad, n);
+}
+
+const char *ag_flags_str(unsigned bits, char *buf, size_t n) { return ag_model_flags_str(NULL, bits, buf, n); }
 
 ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task) {
     ag_model_config c = {.vocab = 100, .classes = 2, .keep = 1.0, .seed = 1, .batch = 32,
                          .optim = "adam:lr=1e-3", .layers = 1, .heads = 1, .task = task};
-    kind->defaults(&c);
+    if (kind->defaults) kind->defaults(&c);
     return c;
 }
 
 ag_model_config ag_model_defaults(const ag_model_kind *kind) { return ag_model_task_defaults(kind, AG_TASK_CLASSIFY); }
 
-ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
+static ag_status model_build(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg, bool shapes_only) {
     memset(m, 0, sizeof *m);
-    if (cfg->flags & ~kind->flags) { /* a variant switch of another model would be ignored silently */
-        char foreign[128], own[128];
-        ag_flags_str(cfg->flags & ~kind->flags, foreign, sizeof foreign);
-        ag_flags_str(kind->flags, own, sizeof own);
+    m->params.shapes_only = shapes_only;
+    unsigned reads = ag_model_flags_read(kind);
+    if (cfg->flags & ~reads) { /* a variant switch of another model would be ignored silently */
+        char foreign[128], own[256];
+        ag_flags_str(cfg->flags & ~reads, foreign, sizeof foreign); /* another kind's own bits have no name here */
+        ag_model_flags_str(kind, reads, own, sizeof own);
         return ag_fail(AG_ERR_ARG, "model %s does not read flag %s (its flags: %s)", kind->name,
                        foreign[0] ? foreign : "(unknown bits)", own[0] ? own : "none");
     }
@@ -115,6 +128,14 @@ ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_c
     ag_status st = kind->build(m);
     if (st != AG_OK) ag_model_free(m);
     return st;
+}
+
+ag_status ag_model_init(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
+    return model_build(m, kind, cfg, false);
+}
+
+ag_status ag_model_shapes(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg) {
+    return model_build(m, kind, cfg, true);
 }
 
 void ag_model_capture_axes(ag_model *m, const char *name, ag_tensor *w, int axes) {
@@ -156,7 +177,7 @@ ag_model_config ag_model_tiny(const ag_model_kind *kind) {
     c.classes = 3;
     c.keep = 1.0;
     c.seed = 7;
-    kind->tiny(&c);
+    if (kind->tiny) kind->tiny(&c);
     return c;
 }
 

@@ -174,6 +174,7 @@ static void mtsa_destroy(ag_model *m) {
 }
 
 const ag_model_kind ag_mtsa_kind = {
+    .abi = AG_MODEL_ABI,
     .name = "mtsa",
     .defaults = mtsa_defaults,
     .tiny = mtsa_tiny,

@@ -84,7 +84,7 @@ static ag_status poslm_build(ag_model *m) {
         p->pos_lstm = ag_param_lstm(ps, "pos.lstm", H, P, INIT_RANGE, r);
         p->w_mu = ag_param_uniform(ps, "pos.w_mu", 2, (int[]){P, 3}, INIT_RANGE, r);
         p->b_mu = ag_param_uniform(ps, "pos.b_mu", 1, (int[]){3}, INIT_RANGE, r);
-        for (int j = 0; j < 3; j++) p->b_mu->data[j] += (ag_real)c->pos_mu_bias;
+        for (int j = 0; j < 3 && p->b_mu->data; j++) p->b_mu->data[j] += (ag_real)c->pos_mu_bias; /* none: shapes only */
         p->w_sigma = ag_param_uniform(ps, "pos.w_sigma", 2, (int[]){P, 1}, INIT_RANGE, r);
         p->b_sigma = ag_param_uniform(ps, "pos.b_sigma", 1, (int[]){1}, INIT_RANGE, r);
     } else if (c->attention == AG_LM_STANDARD) {
@@ -180,6 +180,7 @@ void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) 
 static void poslm_destroy(ag_model *m) { free(m->impl); }
 
 const ag_model_kind ag_poslm_kind = {
+    .abi = AG_MODEL_ABI,
     .name = "poslm",
     .defaults = poslm_defaults,
     .tiny = poslm_tiny,

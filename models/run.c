@@ -11,10 +11,94 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A checkpoint read and verified (ag_st_read), with a note when some of
+ * its tensors carry no checksum: a run saved before checksums, or a file
+ * re-written by another tool. */
+static int open_checkpoint(const char *path, ag_st_file *f, bool note, char *err, size_t errlen) {
+    if (ag_st_read(path, f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    if (note && f->unchecked)
+        fprintf(stderr, "note: %s: %d of its %d tensors carry no checksum: they load unverified\n", path, f->unchecked,
+                f->count);
+    return 0;
+}
+
+/* Tensors attngrad writes besides parameters: never "extra" in a file. */
+static bool own_extra(const char *name) {
+    static const char *const prefixes[] = {"optim.", "sched.", "grad.", "batch."};
+    for (int i = 0; i < 4; i++)
+        if (!strncmp(name, prefixes[i], strlen(prefixes[i]))) return true;
+    return !strcmp(name, "loss");
+}
+
+int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE *report, char *err, size_t errlen) {
+    int missing = 0, shape = 0, dtype = 0, extra = 0, converted = 0;
+    ag_dtype real = sizeof(ag_real) == 8 ? AG_F64 : AG_F32;
+    unsigned from = 0; /* bit per dtype converted */
+    char a[128], b[128];
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *p = ps->items[i];
+        const ag_st_tensor *t = ag_st_get(f, p->name);
+        bool same = t && t->ndim == p->ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == p->shape[d];
+        if (!t) {
+            missing++;
+            fprintf(report, "  missing:  '%s' %s is not in the file\n", p->name, ag_shape_str(p, a, sizeof a));
+        } else if (!same) {
+            shape++;
+            fprintf(report, "  shape:    '%s' is %s in the file, %s in the model\n", p->name, ag_st_shape_str(t, b, sizeof b),
+                    ag_shape_str(p, a, sizeof a));
+        } else if (!ag_dtype_is_float(t->dtype)) {
+            dtype++;
+            fprintf(report, "  dtype:    '%s' is %s in the file, not a float type (F32, F64, F16, BF16)\n", p->name,
+                    ag_dtype_name(t->dtype));
+        } else if (t->dtype != real) {
+            converted++;
+            from |= 1u << t->dtype;
+        }
+    }
+    for (int i = 0; strict && i < f->count; i++) {
+        const ag_st_tensor *t = &f->tensors[i];
+        if (ag_params_find(ps, t->name) || own_extra(t->name)) continue;
+        extra++;
+        fprintf(report, "  extra:    '%s' %s %s is no parameter of the model\n", t->name, ag_dtype_name(t->dtype),
+                ag_st_shape_str(t, b, sizeof b));
+    }
+    if (missing + shape + dtype + extra) {
+        const int counts[4] = {missing, shape, dtype, extra};
+        const char *what[4] = {"missing", "of another shape", "not float", "extra"};
+        char sum[160] = "";
+        for (int k = 0, n = 0; k < 4; k++)
+            if (counts[k]) n += snprintf(sum + n, sizeof sum - (size_t)n, "%s%d %s", n ? ", " : "", counts[k], what[k]);
+        return ag_train_fail(err, errlen, AG_ERR_SHAPE, "%s does not fit the model's %d parameters: %s (each listed above)",
+                             f->path, ps->count, sum);
+    }
+    if (converted) {
+        char types[64] = "";
+        for (int k = 0, n = 0; k < 32; k++)
+            if (from >> k & 1) n += snprintf(types + n, sizeof types - (size_t)n, "%s%s", n ? " or " : "", ag_dtype_name((ag_dtype)k));
+        fprintf(report, "note: %s: %d of the %d parameters are %s, converted to %s\n", f->path, converted, ps->count, types,
+                ag_dtype_name(real));
+    }
+    return 0;
+}
+
+int ag_checkpoint_fits(const char *path, const ag_model_kind *kind, const ag_model_config *cfg, bool strict,
+                       bool note, char *err, size_t errlen) {
+    ag_st_file f;
+    int rc = open_checkpoint(path, &f, note, err, errlen);
+    if (rc) return rc;
+    ag_model shapes;
+    if (ag_model_shapes(&shapes, kind, cfg)) rc = ag_train_fail(err, errlen, AG_ERR_ARG, "%s: %s", path, ag_errmsg());
+    else rc = ag_params_match(&f, &shapes.params, strict, stderr, err, errlen);
+    ag_model_free(&shapes);
+    ag_st_close(&f);
+    return rc;
+}
+
 /* The "config" metadata of a checkpoint parsed into o (on top of defaults). */
 static int read_config(const char *ckpt, ag_train_opts *o, char *err, size_t errlen) {
     ag_st_file f;
-    if (ag_st_read(ckpt, &f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    if (open_checkpoint(ckpt, &f, true, err, errlen)) return AG_ERR_FORMAT;
     const char *config = ag_st_meta(&f, "config");
     int rc = config ? 0 : ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: no 'config' metadata: not a checkpoint of attngrad train", ckpt);
     *o = ag_train_opts_default();
@@ -66,6 +150,9 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
             snprintf(why, sizeof why, "%s", err);
             ag_train_fail(err, errlen, rc, "%s: bad 'config' metadata: %s", ckpt, why);
         }
+        /* names and shapes first: a small file whose config asks for a huge
+         * model is refused before that model's memory is taken */
+        if (!rc) rc = ag_checkpoint_fits(ckpt, ag_model_find(o->model), &cfg, false, false, err, errlen);
         if (!rc && ag_model_init(m, ag_model_find(o->model), &cfg))
             rc = ag_train_fail(err, errlen, AG_ERR_ARG, "%s: %s", ckpt, ag_errmsg());
         if (!rc && ag_checkpoint_load(ckpt, &m->params, NULL, NULL, NULL))
@@ -182,6 +269,20 @@ static int cut_line_end(char *line, char *err, size_t errlen) {
     return 0;
 }
 
+/* The forward of one line, under ag_try: a line too long for step memory
+ * (the arena refuses it) fails alone, and the next line finds the engine
+ * as it was. */
+typedef struct {
+    ag_model *m;
+    const ag_batch *b;
+    ag_tensor *logits;
+} line_forward;
+
+static void run_line_forward(void *ctx) {
+    line_forward *j = ctx;
+    j->logits = ag_model_forward(j->m, j->b, false);
+}
+
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen) {
     if (cut_line_end(line, err, errlen)) return AG_ERR_FORMAT;
@@ -195,8 +296,14 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
     int rc = ag_line_batch(m, vocab, o, line, &ds, &b, err, errlen);
     if (!rc) {
         bool was = ag_set_grad_enabled(false);
-        ag_tensor *logits = ag_model_forward(m, &b, false);
-        if (!logits) {
+        line_forward job = {m, &b, NULL};
+        ag_status st = ag_try(run_line_forward, &job);
+        ag_tensor *logits = job.logits;
+        if (st) {
+            const char *msg = ag_errmsg();
+            if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
+            rc = ag_train_fail(err, errlen, st, "%s", msg);
+        } else if (!logits) {
             rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
         } else if (task == AG_TASK_LM) {
             print_lm(out, m, vocab, &b, logits);

@@ -20,11 +20,13 @@
 #include "train.h"
 #include "dist.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +163,17 @@ static double score(const ag_model *m, const ag_metrics *x) {
 
 /* ---- one training step ------------------------------------------------------ */
 
+/* A growing text (a metrics file's contents). */
+typedef struct {
+    char *s;
+    size_t len;
+} text_log;
+
+static void log_free(text_log *l) {
+    free(l->s);
+    *l = (text_log){0};
+}
+
 typedef struct {
     ag_model model;
     ag_optimizer opt;
@@ -172,14 +185,39 @@ typedef struct {
     ag_dist_grads grads; /* data-parallel: the flat buffer of the allreduce */
     ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
     bool have_best;
+    ag_vectors vec;                 /* --embeddings of a fresh run: counts (rows freed once copied) */
+    int64_t vec_covered, vec_tokens; /* training tokens with a vector, of all */
+    /* metrics.csv and metrics.jsonl as they must be: saved in every
+     * checkpoint with the state they describe, and rewritten from it */
+    text_log csv, jsonl;
 } trainer;
+
+/* The run stops at the first non-finite value, before any checkpoint of
+ * it is written: `what` happened at `step` (or in the evaluation after
+ * epoch `epoch` when step < 0), with what to change; in_ops: an op made it
+ * (the loss, a gradient), which anomaly mode would name. */
+static int diverged(const trainer *t, int64_t step, int epoch, const char *what, bool in_ops, char *err,
+                    size_t errlen) {
+    char clip[48] = "off";
+    if (t->clip > 0) snprintf(clip, sizeof clip, "%g", t->clip);
+    char where[64];
+    if (step >= 0) snprintf(where, sizeof where, "step %lld", (long long)step);
+    else snprintf(where, sizeof where, "the evaluation after epoch %d", epoch);
+    return ag_train_fail(err, errlen, AG_ERR_NONFINITE,
+                         "training diverged at %s: %s; lower the learning rate (now %g, --optim %s) or clip the "
+                         "gradient norm (--clip, now %s)%s", where, what, t->opt.lr, ag_optim_name(t->opt.cfg.kind), clip,
+                         in_ops && !ag_anomaly_enabled() ? "; --detect-anomaly names the op that made the first inf or NaN" : "");
+}
 
 static int64_t batch_tokens(const ag_batch *b);
 
 /* One step on t->batch, this rank's share of a global batch of
  * global_rows rows; *loss gets the global batch's loss (without the L2
- * term), *tokens its input tokens.  Fails if the model refuses the batch
- * or the loss is not finite. */
+ * term), *tokens its input tokens.  Fails if the model refuses the batch,
+ * or when the loss, the global gradient norm or, after the update, the
+ * parameters' norm is not finite (two passes over the parameters a step,
+ * next to the step's own); the gradients are the reduced ones, so every
+ * rank stops at the same step. */
 static int train_step(trainer *t, int64_t step, int64_t global_rows, double *loss, double *tokens, char *err,
                       size_t errlen) {
     ag_model *m = &t->model;
@@ -201,15 +239,36 @@ static int train_step(trainer *t, int64_t step, int64_t global_rows, double *los
     if (global_rows < ag_dist_size()) ag_dist_bcast(&m->rng, sizeof m->rng);
     if (!isfinite(*loss)) {
         ag_step_end();
-        return ag_train_fail(err, errlen, AG_ERR_ARG,
-                    "the training loss became %g at step %lld: lower the learning rate or clip (--clip)", *loss,
-                    (long long)step);
+        char what[64];
+        snprintf(what, sizeof what, "the training loss is %g", *loss);
+        return diverged(t, step, 0, what, true, err, errlen);
     }
     if (m->cfg.l2 > 0) ag_l2_penalty(&m->params, m->cfg.l2);
-    if (t->clip > 0) ag_clip_grad_norm(&m->params, t->clip);
-    ag_optim_step(&t->opt);
+    double norm = t->clip > 0 ? ag_clip_grad_norm(&m->params, t->clip) : ag_grad_norm(&m->params);
+    ag_status st = ag_check_grads_finite(&m->params, norm);
+    bool in_ops = st != AG_OK; /* else the update made it */
+    if (!st) {
+        ag_optim_step(&t->opt);
+        st = ag_check_params_finite(&m->params, NULL);
+    }
     ag_step_end();
-    return 0;
+    return st ? diverged(t, step, 0, ag_errmsg(), in_ops, err, errlen) : 0;
+}
+
+/* Metrics of a model that diverged in a way the steps did not show (the
+ * LM's perplexity overflows to inf from a finite loss past 709) end the
+ * run as a non-finite step does.  A relatedness r that is NaN is not one:
+ * a constant prediction has no correlation. */
+static int check_metrics(const trainer *t, const ag_metrics *x, const char *split, int epoch, char *err,
+                         size_t errlen) {
+    char what[128];
+    if (t->model.cfg.task == AG_TASK_LM && !isfinite(x->perplexity))
+        snprintf(what, sizeof what, "the %s perplexity is %g (loss %g)", split, x->perplexity, x->loss);
+    else if (!isfinite(x->loss))
+        snprintf(what, sizeof what, "the %s loss is %g", split, x->loss);
+    else
+        return 0;
+    return diverged(t, -1, epoch, what, false, err, errlen);
 }
 
 /* A batch of `rows` copies of a sentence of w <unk> tokens, written straight
@@ -528,6 +587,8 @@ static int save_checkpoint(const char *path, const ag_train_opts *o, const run_s
     if (!fits || state_format(s, st.config + k, sizeof st.config - k))
         return ag_train_fail(err, errlen, AG_ERR_ARG, "%s: the run's config does not fit in %d bytes (shorter --data path?)",
                     path, AG_CONFIG_MAX);
+    const char *meta[] = {"metrics.csv", t->csv.s ? t->csv.s : "", "metrics.jsonl", t->jsonl.s ? t->jsonl.s : "", NULL};
+    st.meta = meta;
     if (ag_checkpoint_save(path, &t->model.params, &t->opt, &t->sched, &st))
         return ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
     return 0;
@@ -586,13 +647,13 @@ static void json_split(FILE *j, const char *split, ag_task task, const ag_metric
     fputc('}', j);
 }
 
-static int append_metrics(const char *out, ag_task task, const epoch_row *e, char *err, size_t errlen) {
-    char csv[AG_PATH_MAX + 32], jsonl[AG_PATH_MAX + 32];
-    join(csv, sizeof csv, out, "metrics.csv");
-    join(jsonl, sizeof jsonl, out, "metrics.jsonl");
-    bool fresh = !exists(csv);
-    FILE *f = fopen(csv, "a"), *j = fopen(jsonl, "a");
-    if (f && fresh) {
+/* One epoch's row appended to both logs (the CSV's header first). */
+static int log_row(trainer *t, const epoch_row *e, char *err, size_t errlen) {
+    ag_task task = t->data.task;
+    char *row = NULL, *jrow = NULL;
+    size_t n = 0, jn = 0;
+    FILE *f = open_memstream(&row, &n), *j = open_memstream(&jrow, &jn);
+    if (f && !t->csv.len) {
         fputs("epoch,step,lr,train_loss,", f);
         csv_header(f, "dev", task);
         csv_header(f, "test", task);
@@ -612,10 +673,57 @@ static int append_metrics(const char *out, ag_task task, const epoch_row *e, cha
         fprintf(j, ",\"seconds\":%.3f,\"partial\":%s,\"best\":%s}\n", e->seconds, e->partial ? "true" : "false",
                 e->best ? "true" : "false");
     }
-    bool ok = f && j && !ferror(f) && !ferror(j);
+    bool ok = f && j;
+    if (f) fclose(f);
+    if (j) fclose(j);
+    const char *add[2] = {row, jrow};
+    text_log *logs[2] = {&t->csv, &t->jsonl};
+    for (int k = 0; k < 2 && ok; k++) {
+        size_t m = strlen(add[k]);
+        char *grown = realloc(logs[k]->s, logs[k]->len + m + 1);
+        if (!grown) ok = false;
+        else memcpy(grown + logs[k]->len, add[k], m + 1), logs[k]->s = grown, logs[k]->len += m;
+    }
+    free(row);
+    free(jrow);
+    return ok ? 0 : ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for the metrics log");
+}
+
+/* Test-only: AG_CRASH_AT=POINT:N kills the process with SIGKILL, as a crash
+ * would, the N-th time it passes POINT, so that a test can stop a run
+ * between any two of its writes.  Unset (always, outside tests) it costs a
+ * getenv per epoch. */
+static void crash_point(const char *point) {
+    static int passed;
+    const char *at = getenv("AG_CRASH_AT");
+    size_t n = strlen(point);
+    if (!at || strncmp(at, point, n) || at[n] != ':') return;
+    if (++passed == atoi(at + n + 1)) raise(SIGKILL);
+}
+
+/* `path` holds exactly text[0..n) or what it held before, whenever the
+ * process dies: a temporary file next to it, then rename. */
+static int write_atomic(const char *path, const char *text, size_t n, char *err, size_t errlen) {
+    char tmp[AG_PATH_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.0", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f && fclose(f)) ok = false;
-    if (j && fclose(j)) ok = false;
-    return ok ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot append the metrics: %s", out, strerror(errno));
+    if (ok && rename(tmp, path) == 0) return 0;
+    int e = errno;
+    unlink(tmp);
+    return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+}
+
+/* Both metrics files from the logs. */
+static int write_metrics(const char *out, const trainer *t, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    join(path, sizeof path, out, "metrics.csv");
+    int rc = write_atomic(path, t->csv.s ? t->csv.s : "", t->csv.len, err, errlen);
+    crash_point("csv");
+    join(path, sizeof path, out, "metrics.jsonl");
+    if (!rc) rc = write_atomic(path, t->jsonl.s ? t->jsonl.s : "", t->jsonl.len, err, errlen);
+    return rc;
 }
 
 static void print_metrics(FILE *f, const char *name, ag_task task, const ag_metrics *x) {
@@ -649,6 +757,9 @@ typedef struct {
 
 static void trainer_free(trainer *t) {
     ag_dist_grads_free(&t->grads);
+    ag_vectors_free(&t->vec);
+    log_free(&t->csv);
+    log_free(&t->jsonl);
     ag_sampler_free(&t->sampler);
     ag_batch_free(&t->batch);
     ag_optim_free(&t->opt);
@@ -656,8 +767,88 @@ static void trainer_free(trainer *t) {
     ag_run_data_free(&t->data);
 }
 
-/* Data, model, optimizer, schedule, batch and sampler of one fold. */
-static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, char *err, size_t errlen) {
+/* ---- --embeddings: pretrained word vectors ----------------------------------- */
+
+/* Reads the vectors for the fold's vocabulary before the model is sized:
+ * the embedding's dimension is the file's (every model's --dim is its
+ * embedding size; docs/models.md says what follows from it per model), so
+ * a --dim that disagrees stops the run.  A resumed run takes its embedding
+ * from the checkpoint and needs no vectors file. */
+static int read_vectors(trainer *t, ag_train_opts *o, char *err, size_t errlen) {
+    if (!o->embeddings[0] || o->resume) {
+        if (o->embeddings_exact && !o->embeddings[0])
+            return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings-exact: there is no --embeddings file to look words up in");
+        return 0;
+    }
+    if (o->init[0]) /* which would win is no question a user should have to ask */
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings and --init %s both set the word embedding: give one",
+                             o->init);
+    ag_run_data *d = &t->data;
+    ag_vec_opts vo = {.exact_only = o->embeddings_exact};
+    int rc = ag_vectors_read(o->embeddings, d->vocab, &vo, &t->vec, err, errlen);
+    if (rc) return rc;
+    if (o->dim > 0 && o->dim != t->vec.dim)
+        return ag_train_fail(err, errlen, AG_ERR_ARG,
+                             "--dim %d, but %s holds %d-dimensional vectors (the model's dim is its embedding size): "
+                             "leave --dim out to take %d", o->dim, o->embeddings, t->vec.dim, t->vec.dim);
+    o->dim = t->vec.dim;
+    t->vec_covered = ag_vectors_coverage(&t->vec, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN],
+                                         &t->vec_tokens);
+    return 0;
+}
+
+/* The model built, before the optimizer: the vectors into its embedding
+ * (then their rows are freed) and, with --freeze-embeddings, the embedding
+ * frozen, so that the optimizer keeps no state for it. */
+static int apply_vectors(trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
+    if (!t->vec.rows && !o->freeze_embeddings) return 0;
+    ag_tensor *table = ag_model_embedding(&t->model);
+    if (!table) return ag_train_fail(err, errlen, AG_ERR_ARG, "--%s: %s", t->vec.rows ? "embeddings" : "freeze-embeddings", ag_errmsg());
+    if (t->vec.rows && ag_embedding_from_vectors(table, &t->vec, AG_PAD_ID, &t->model.rng))
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings %s: %s", o->embeddings, ag_errmsg());
+    if (o->freeze_embeddings) ag_param_freeze(table);
+    free(t->vec.rows);
+    t->vec.rows = NULL;
+    return 0;
+}
+
+/* ag_model_init refused the config (ag_errmsg says why); with vectors, the
+ * width came from them: say so, with the model's own (e.g. MS-SAN's heads
+ * must divide d). */
+static int model_refused(const trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
+    if (!t->vec.dim) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s cannot take the %d-dimensional vectors of %s (its own dim is "
+                         "%d): %s", o->model, t->vec.dim, o->embeddings, ag_model_defaults(ag_model_find(o->model)).dim,
+                         ag_errmsg());
+}
+
+static void print_vectors(const trainer *t, const ag_train_opts *o) {
+    const ag_vectors *v = &t->vec;
+    if (!v->dim) {
+        if (o->embeddings[0] && o->resume) printf("  embeddings: from the checkpoint%s\n", o->freeze_embeddings ? " (frozen)" : "");
+        else if (o->freeze_embeddings) printf("  embeddings: random, frozen\n");
+        return;
+    }
+    int32_t words = v->vocab - 2, found = v->n_exact + v->n_lower; /* all but <pad> and <unk> */
+    printf("  embeddings %s (%s, %dd%s): %d of %d words found", o->embeddings, ag_vec_format_name(v->format), v->dim,
+           o->freeze_embeddings ? ", frozen" : "", found, words);
+    if (v->n_lower) printf(" (%d lower-cased)", v->n_lower);
+    printf(", %.1f%% of %lld training tokens; the other %d words from U(-0.05, 0.05)\n",
+           t->vec_tokens ? 100.0 * (double)t->vec_covered / (double)t->vec_tokens : 0.0, (long long)t->vec_tokens,
+           words - found);
+    if (v->duplicates) /* each keeps its first vector, as gensim */
+        printf("  note: %s repeats %lld word%s of the vocabulary, the first vector kept: %s\n", o->embeddings,
+               (long long)v->duplicates, v->duplicates == 1 ? "" : "s", v->first_warning);
+    if (v->spaced) /* "at name@domain.com" in glove.840B: no token can be that */
+        printf("  note: %lld vector%s skipped: a word with spaces\n", (long long)v->spaced, v->spaced == 1 ? "" : "s");
+}
+
+/* Data, model, optimizer, schedule, batch and sampler of one fold.  The
+ * model must fit the checkpoint `ckpt` when one is given (--resume's
+ * last.safetensors, or --init's file, strictly: no tensor left over):
+ * checked from names and shapes before the model is allocated. */
+static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, const char *ckpt, char *err,
+                        size_t errlen) {
     memset(t, 0, sizeof *t);
     int rc = ag_run_data_open(o, fold, vocab, &t->data, err, errlen);
     if (rc) return rc;
@@ -667,9 +858,15 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     o->vocab = ag_vocab_size(d->vocab);
     snprintf(o->vocab_fp, sizeof o->vocab_fp, "%016" PRIx64, ag_vocab_fingerprint(d->vocab));
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
+    if ((rc = read_vectors(t, o, err, errlen))) return rc;
     ag_model_config cfg;
     if ((rc = ag_train_resolve(o, &cfg, err, errlen))) return rc;
-    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    bool init = ckpt && !o->resume;
+    if (ckpt && (rc = ag_checkpoint_fits(ckpt, ag_model_find(o->model), &cfg, init, init, err, errlen))) return rc;
+    if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return model_refused(t, o, err, errlen);
+    if (init && ag_checkpoint_load(ckpt, &t->model.params, NULL, NULL, NULL)) /* the dropout generator stays the seed's */
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "--init: %s", ag_errmsg());
+    if ((rc = apply_vectors(t, o, err, errlen))) return rc;
 
     ag_optim_config oc;
     ag_sched_config sc;
@@ -701,6 +898,7 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     else if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
     printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s\n  run folder %s\n",
            (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched, out);
+    print_vectors(t, o);
     if (d->sets[0].stats.skipped)
         printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
                d->sets[0].stats.first_warning);
@@ -710,6 +908,11 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
         printf("  note: --max-len %d cuts %lld sentences (the longest: %d tokens)\n", o->max_len, (long long)cut,
                example_len(d, split, i));
     fflush(stdout);
+}
+
+int ag__run_state_check(const char *config, const char *what, char *err, size_t errlen) {
+    run_state s;
+    return state_parse(config, &s, what, err, errlen);
 }
 
 /* ---- the loop of one fold ---------------------------------------------------------- */
@@ -751,6 +954,8 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, run_state *s, double trai
     if (!rc && e.has_test)
         rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_TEST], d->idx[AG_SPLIT_TEST], d->n[AG_SPLIT_TEST], &t->batch,
                          &e.test, err, errlen);
+    if (!rc) rc = check_metrics(t, &e.dev, "dev", e.epoch, err, errlen);
+    if (!rc && e.has_test) rc = check_metrics(t, &e.test, "test", e.epoch, err, errlen);
     if (rc) return rc;
     double sc = score(&t->model, &e.dev);
     /* plateau in "max" mode follows the dev score, in "min" mode the dev loss */
@@ -767,15 +972,22 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, run_state *s, double trai
     }
     if (!partial && c->o->patience > 0 && s->bad_epochs >= c->o->patience) s->stopped = 1;
     e.seconds = s->seconds;
+    /* The row goes into the checkpoints first: a crash between two of these
+     * writes leaves last.safetensors holding every row, and resuming
+     * rewrites the metrics files from it. */
+    if ((rc = log_row(t, &e, err, errlen))) return rc;
     if (ag_dist_rank() > 0) return 0; /* rank 0 alone writes */
     char path[AG_PATH_MAX + 32];
     if (e.best) {
         join(path, sizeof path, c->out, "best.safetensors");
         if ((rc = save_checkpoint(path, c->o, s, t, err, errlen))) return rc;
+        crash_point("best");
     }
     join(path, sizeof path, c->out, "last.safetensors");
     if ((rc = save_checkpoint(path, c->o, s, t, err, errlen))) return rc;
-    if ((rc = append_metrics(c->out, t->data.task, &e, err, errlen))) return rc;
+    crash_point("last");
+    if ((rc = write_metrics(c->out, t, err, errlen))) return rc;
+    crash_point("jsonl");
     if (!c->quiet) print_epoch(&e, c->o->epochs, t->data.task);
     return 0;
 }
@@ -878,6 +1090,76 @@ static int make_folder(const char *out, char *err, size_t errlen) {
     return rc;
 }
 
+/* Is `name` a temporary file of this run's writers ("<file>.tmp.<pid>.<n>",
+ * <file> one of the run's own) that no live process is writing?  A crash
+ * leaves those behind; a live writer's pid is not ours and answers kill 0. */
+static bool stale_temp(const char *name) {
+    static const char *const own[] = {"last.safetensors", "best.safetensors", "metrics.csv", "metrics.jsonl"};
+    for (int i = 0; i < 4; i++) {
+        size_t n = strlen(own[i]);
+        if (strncmp(name, own[i], n) || strncmp(name + n, ".tmp.", 5)) continue;
+        const char *p = name + n + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(p, &end, 10);
+        if (end == p || *end != '.' || errno || pid <= 0 || pid > INT_MAX || !end[1] || strspn(end + 1, "0123456789") != strlen(end + 1))
+            return false;
+        return pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+    }
+    return false;
+}
+
+/* Removes what crashed writers left in the run folder: a temporary file is
+ * never the run's state (the rename that makes it so did not happen). */
+static int remove_stale_temps(const char *out, bool quiet, char *err, size_t errlen) {
+    DIR *d = opendir(out);
+    if (!d) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot list: %s", out, strerror(errno));
+    int removed = 0, rc = 0;
+    char path[AG_PATH_MAX + 300];
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!stale_temp(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+        if (unlink(path) && errno != ENOENT) rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+        else removed++;
+    }
+    closedir(d);
+    if (removed && !quiet) printf("  note: removed %d temporary file%s a crashed run left in %s\n", removed, removed > 1 ? "s" : "", out);
+    return rc;
+}
+
+/* The text of a file (NULL, with errno, if it cannot be read). */
+static char *read_text(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *s = NULL;
+    *n = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        if (len >= 0 && (s = malloc((size_t)len + 1)) && fseek(f, 0, SEEK_SET) == 0) s[*n = fread(s, 1, (size_t)len, f)] = 0;
+    }
+    if (f) fclose(f);
+    return s;
+}
+
+/* The metrics logs of a resumed run: the rows last.safetensors holds (the
+ * epochs whose state it is), and the files rewritten to exactly those,
+ * header included, whatever a crash or a full disk left in them.  A run
+ * saved before its checkpoints held the rows keeps its files as they are. */
+static int restore_metrics(const char *out, const char *ckpt, trainer *t, char *err, size_t errlen) {
+    ag_st_file f;
+    if (ag_st_read(ckpt, &f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    const char *csv = ag_st_meta(&f, "metrics.csv"), *jsonl = ag_st_meta(&f, "metrics.jsonl");
+    text_log *logs[2] = {&t->csv, &t->jsonl};
+    const char *saved[2] = {csv, jsonl}, *names[2] = {"metrics.csv", "metrics.jsonl"};
+    for (int k = 0; k < 2; k++) {
+        char path[AG_PATH_MAX + 32];
+        join(path, sizeof path, out, names[k]);
+        logs[k]->s = saved[0] && saved[1] ? strdup(saved[k]) : read_text(path, &logs[k]->len);
+        if (logs[k]->s) logs[k]->len = strlen(logs[k]->s);
+    }
+    ag_st_close(&f);
+    return csv && jsonl ? write_metrics(out, t, err, errlen) : 0;
+}
+
 static int resume_from(const char *out, trainer *t, run_state *s, char *err, size_t errlen) {
     char path[AG_PATH_MAX + 32];
     join(path, sizeof path, out, "last.safetensors");
@@ -894,7 +1176,8 @@ static int resume_from(const char *out, trainer *t, run_state *s, char *err, siz
                              "%s/vocab.txt is not the vocabulary this run was trained with (its words or their order "
                              "differ: fingerprint %s, the checkpoint's %.16s)", out, fp, saved);
     t->model.rng = st.rng;
-    return state_parse(st.config, s, path, err, errlen);
+    int rc = state_parse(st.config, s, path, err, errlen);
+    return rc ? rc : restore_metrics(out, path, t, err, errlen);
 }
 
 static int train_fold(ag_train_opts *o, int fold, const char *out, double deadline, step_profile *profile,
@@ -911,9 +1194,12 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     trainer t;
     run_state s = {.best = -INFINITY};
     fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile};
-    rc = trainer_init(&t, o, fold, vocab, err, errlen);
+    join(path, sizeof path, out, "last.safetensors");
+    rc = trainer_init(&t, o, fold, vocab, resume ? path : o->init[0] ? o->init : NULL, err, errlen);
+    join(path, sizeof path, out, "vocab.txt");
     bool writer = ag_dist_rank() == 0; /* rank 0 alone writes */
     if (!rc && !resume && writer) rc = make_folder(out, err, errlen);
+    if (!rc && writer) rc = remove_stale_temps(out, o->quiet, err, errlen);
     if (!rc && !resume && writer) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
     if (!rc) ag_dist_bcast_params(&t.model.params); /* every rank starts from rank 0's parameters */
@@ -1017,6 +1303,8 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
         default_out(o);
         ag_dist_bcast(o->out, sizeof o->out); /* rank 0's clock names the folder */
     }
+    if (o->resume && o->init[0])
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--init starts a run from a file, --resume continues one: not both");
     if (ag_dist_rank() > 0) o->quiet = 1, o->profile = 0; /* rank 0 alone prints */
     snprintf(r->out, sizeof r->out, "%s", o->out);
     int folds = ag_run_data_folds(o, err, errlen);
@@ -1027,7 +1315,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
         return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
                     o->data[0] ? o->data : "the generated task");
     step_profile profile = {.want = o->profile};
+    bool anomaly = ag_anomaly(o->detect_anomaly); /* warm-up, steps and evaluations alike */
     int rc = train_folds(o, folds, deadline, &profile, r, err, errlen);
+    ag_anomaly(anomaly);
     profile_close(&profile, rc);
     r->seconds = now() - t0;
     return rc;

@@ -78,6 +78,12 @@ static const opt_def opts[] = {
     {"max-len", O_INT, F(max_len), 0, 1 << 20, TR, true, "N",
      "cut longer sentences to their first N tokens (0: no limit); eval and predict cut as the run did", NULL},
     {"min-count", O_INT, F(min_count), 1, BIG, TR, true, "N", "keep words seen at least N times", NULL},
+    {"embeddings", O_STR, F(embeddings), 0, 0, TR, true, "PATH",
+     "pretrained word vectors (GloVe, word2vec text or binary) for the word embedding; its size sets --dim", NULL},
+    {"embeddings-exact", O_SWITCH, F(embeddings_exact), 0, 1, TR, true, NULL,
+     "look tokens up in --embeddings as they are only (default: then also lower-cased)", NULL},
+    {"freeze-embeddings", O_SWITCH, F(freeze_embeddings), 0, 1, TR, true, NULL,
+     "keep the word embedding fixed: no gradient, no optimizer state", NULL},
     {"folds", O_INT, F(folds), 2, 100, DATA_CMDS, true, "K", "cross-validation folds (MR, SUBJ, CR, MPQA)", NULL},
     {"fold", O_INT, F(fold), -1, 99, DATA_CMDS, true, "I", "run one CV fold only (-1: all)", NULL},
     {"dev-frac", O_REAL, F(dev_frac), 0.001, 0.9, DATA_CMDS, true, "F", "dev share split off when there is no dev file",
@@ -94,6 +100,8 @@ static const opt_def opts[] = {
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command)", NULL},
     {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
     {"out", O_STR, F(out), 0, 0, TR | DU, false, "DIR", "run folder (dump-step: the file)", NULL},
+    {"init", O_STR, F(init), 0, 0, TR, false, "FILE",
+     "start from the parameters of a safetensors file (same names and shapes; F16/BF16/F64 converted)", NULL},
     {"resume", O_SWITCH, F(resume), 0, 1, TR, false, NULL, "continue the run in --out from last.safetensors", NULL},
     {"force", O_SWITCH, F(force), 0, 1, TR, false, NULL, "overwrite a run already in --out", NULL},
     {"progress", O_STR, F(progress), 0, 0, TR, false, "MODE", "auto, bar, lines or none", check_progress},
@@ -101,6 +109,9 @@ static const opt_def opts[] = {
     {"profile", O_INT, F(profile), 0, 1000000, TR, false, "K",
      "time every op over K training steps after the first " STR(AG_PROFILE_WARMUP) "; the top " STR(AG_PROFILE_TOP)
      " to stderr", NULL},
+    {"detect-anomaly", O_SWITCH, F(detect_anomaly), 0, 1, TR, false, NULL,
+     "check every op's output and gradients: the first inf or NaN stops the run naming the op, its shapes and line",
+     NULL},
 };
 enum { N_OPTS = sizeof opts / sizeof *opts };
 
@@ -121,12 +132,13 @@ static const char *one_of(const char *v, const char *const *names, const char *m
 }
 
 static const char *check_model(const char *v) {
-    static char msg[256];
+    static char msg[AG_MODEL_MAX_KINDS * 40];
     if (ag_model_find(v)) return NULL;
     size_t k = (size_t)snprintf(msg, sizeof msg, "unknown model (registered:");
     for (const ag_model_kind *const *kind = ag_model_kinds(); *kind && k < sizeof msg; kind++)
         k += (size_t)snprintf(msg + k, sizeof msg - k, " %s", (*kind)->name);
-    if (k < sizeof msg) snprintf(msg + k, sizeof msg - k, ")");
+    /* a kind from a plugin is known only where the plugin is loaded again (eval, predict, resume) */
+    if (k < sizeof msg) snprintf(msg + k, sizeof msg - k, "; a plugin's model needs --plugin FILE before the command)");
     return msg;
 }
 
@@ -135,13 +147,23 @@ static const char *check_task(const char *v) {
     return !*v || ag_task_parse(v, &t) == 0 ? NULL : "expected classify, pair, relatedness or lm";
 }
 
+/* Each name a built-in model's or a registered kind's own: which kind's is
+ * known only once --model is (ag__train_flags, when the run is resolved). */
 static const char *check_flags(const char *v) {
     static char msg[128];
-    char bad[48];
-    unsigned bits;
-    if (!ag_flags_parse(v, &bits, bad, sizeof bad)) return NULL;
-    snprintf(msg, sizeof msg, "unknown flag '%s'", bad);
-    return msg;
+    for (const char *p = v; *p; p += strcspn(p, ","), p += *p == ',') {
+        char name[48];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(p, ","), p);
+        unsigned bits;
+        bool known = !ag_flags_parse(name, &bits, NULL, 0);
+        for (const ag_model_kind *const *k = ag_model_kinds(); *k && !known; k++)
+            known = !ag_model_flags_parse(*k, name, &bits, NULL, 0);
+        if (!known) {
+            snprintf(msg, sizeof msg, "unknown flag '%s'", name);
+            return msg;
+        }
+    }
+    return NULL;
 }
 
 static const char *check_attention(const char *v) {
@@ -344,12 +366,23 @@ void ag_train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (o->keep > 0) c->keep = o->keep;
     if (o->l2 >= 0) c->l2 = o->l2;
     if (o->batch > 0) c->batch = o->batch;
-    if (ag_flags_parse(o->flags, &c->flags, NULL, 0)) c->flags = 0; /* checked when set */
+    if (ag__train_flags(o, ag_model_find(o->model), &c->flags, NULL, 0)) c->flags = 0; /* checked when resolved */
     if (!strcmp(o->attention, "positional")) c->attention = 0;
     if (!strcmp(o->attention, "standard")) c->attention = 1;
     if (!strcmp(o->attention, "none")) c->attention = 2;
     if (o->task[0]) ag_task_parse(o->task, &c->task);
     c->seed = (uint64_t)o->seed;
+}
+
+int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned *bits, char *err, size_t errlen) {
+    char bad[160], own[256];
+    int rc = ag_model_flags_parse(kind, o->flags, bits, bad, sizeof bad);
+    if (!rc && (!kind || !(*bits & ~ag_model_flags_read(kind)))) return 0;
+    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "option --flags: unknown flag '%s'", bad);
+    if (!rc) ag_model_flags_str(kind, *bits & ~ag_model_flags_read(kind), bad, sizeof bad); /* another model's built-in ones */
+    ag_model_flags_str(kind, ag_model_flags_read(kind), own, sizeof own);
+    return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s does not read flag %s (its flags: %s)", kind->name, bad,
+                         own[0] ? own : "none");
 }
 
 static bool in_list(const char *list, const char *name) {
@@ -399,6 +432,8 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
         return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
                     ag_task_name(task), ag_model_tasks_str(kind, tasks, sizeof tasks));
     }
+    unsigned flags;
+    if (ag__train_flags(o, kind, &flags, err, errlen)) return AG_ERR_ARG; /* another kind's own switch */
     *c = ag_model_task_defaults(kind, task);
     if (!o->data[0]) { /* the generated tasks are small: so is the model, unless told otherwise */
         if (c->dim > 64) c->dim = 64;

@@ -139,6 +139,7 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
         for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = i < nd ? scores[i] : 1;
         t->size = n_probs;
         t->data = p.probs;
+        ag__stamp(t, "ag_attention(probs)");
         *probs = t;
     }
     return out;

@@ -1,6 +1,9 @@
 /* elementwise.c - binary ops with broadcasting, scalar ops and the unary
  * activations.  Each op's forward and backward sit together. */
 #include "vecmath.h"
+#include "unary_table.h"
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 #include <stdio.h>
 
@@ -24,7 +27,7 @@ static void strides_for(const ag_tensor *t, const int *out4, int64_t *s) {
 }
 
 static bcast broadcast(const char *op, const ag_tensor *a, const ag_tensor *b) {
-    ag__check_device(op, a, b);
+    ag__check_same_device(op, a, b);
     bcast bc;
     bc.ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
     for (int d = 0; d < 4; d++) {
@@ -44,8 +47,29 @@ static bcast broadcast(const char *op, const ag_tensor *a, const ag_tensor *b) {
     return bc;
 }
 
-static ag_tensor *bcast_out(const bcast *bc) {
-    return ag__empty(bc->ndim, bc->shape + (4 - bc->ndim));
+static ag_tensor *bcast_out(const bcast *bc, ag_device dev) {
+    return ag__empty_on(dev, bc->ndim, bc->shape + (4 - bc->ndim));
+}
+
+/* The plan as the CUDA kernels take it (ops/cuda/elementwise.cu). */
+static ag_kbcast kernel_plan(const bcast *bc) {
+    ag_kbcast k;
+    for (int d = 0; d < 4; d++) k.shape[d] = bc->shape[d], k.sa[d] = bc->sa[d], k.sb[d] = bc->sb[d];
+    return k;
+}
+
+/* Backward of a binary op on the GPU: each wanted side's gradient in one
+ * kernel, broadcast or not. */
+static void binary_backward_cuda(const char *op, int code, ag_node *n) {
+    ag_kbcast k = kernel_plan(n->saved);
+    for (int side = 0; side < 2; side++) {
+        if (!ag__wants(n, side)) continue;
+        bool fresh;
+        ag_real *gx = ag__grad_write(n->in[side], &fresh);
+        ag__binary_backward_cuda(code, side, &k, n->in[0]->data, n->in[1]->data, n->out->grad, gx,
+                                 n->in[side]->size, fresh);
+    }
+    ag__cuda_check_launch(op);
 }
 
 /* ---- the loops ----
@@ -238,6 +262,10 @@ static bool is_broadcast(const int64_t *s, const bcast *bc) {
     static void NAME##_grad_a_reduce(void *ctx, int64_t part) { NAME##_grad_reduce(ctx, part, 0); } \
     static void NAME##_grad_b_reduce(void *ctx, int64_t part) { NAME##_grad_reduce(ctx, part, 1); } \
     static void NAME##_backward(ag_node *n) {                                                        \
+        if (n->out->device == AG_CUDA) {                                                             \
+            binary_backward_cuda("ag_" #NAME, AG_BINARY_##NAME, n);                                   \
+            return;                                                                                  \
+        }                                                                                            \
         bin_job j = {.bc = *(const bcast *)n->saved, .a = n->in[0]->data, .b = n->in[1]->data,       \
                      .g = n->out->grad};                                                             \
         j.cols = j.bc.shape[3];                                                                      \
@@ -267,11 +295,16 @@ static bool is_broadcast(const int64_t *s, const bcast *bc) {
     }                                                                                                \
     ag_tensor *ag_##NAME(ag_tensor *x, ag_tensor *y) {                                               \
         bin_job j = {.bc = broadcast("ag_" #NAME, x, y), .a = x->data, .b = y->data};                \
-        ag_tensor *out = bcast_out(&j.bc);                                                           \
+        ag_tensor *out = bcast_out(&j.bc, x->device);                                                \
         j.out = out->data;                                                                           \
         j.cols = j.bc.shape[3];                                                                      \
         j.rows = (int64_t)j.bc.shape[0] * j.bc.shape[1] * j.bc.shape[2];                             \
-        if (out->size > 0) ag__parallel_range(j.rows, ag__units_per_part(j.cols), NAME##_rows, &j);           \
+        if (x->device == AG_CUDA) {                                                                  \
+            ag_kbcast k = kernel_plan(&j.bc);                                                        \
+            ag__binary_forward_cuda(AG_BINARY_##NAME, &k, x->data, y->data, out->data);              \
+            ag__cuda_check_launch("ag_" #NAME);                                                      \
+        } else if (out->size > 0)                                                                    \
+            ag__parallel_range(j.rows, ag__units_per_part(j.cols), NAME##_rows, &j);                 \
         save_plan(ag__record("ag_" #NAME, NAME##_backward, out, 2, (ag_tensor *[]){x, y}), &j.bc);   \
         return out;                                                                                  \
     }
@@ -311,14 +344,23 @@ AG_SIMD_CLONES static void affine_grad_range(void *ctx, int64_t i0, int64_t i1) 
 static void affine_backward(ag_node *n) {
     affine_job j = {n->out->grad, NULL, (ag_real)n->farg[0], 0, false};
     j.y = ag__grad_write(n->in[0], &j.fresh);
-    ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, affine_grad_range, &j);
+    if (n->out->device == AG_CUDA) {
+        ag__affine_backward_cuda(j.x, j.y, j.scale, n->out->size, j.fresh);
+        ag__cuda_check_launch(n->op);
+    } else {
+        ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, affine_grad_range, &j);
+    }
 }
 
 static ag_tensor *affine(const char *op, ag_tensor *x, double scale, double shift) {
-    ag__check_device(op, x, NULL);
-    ag_tensor *out = ag__empty(x->ndim, x->shape);
+    ag_tensor *out = ag__empty_on(ag__check_same_device(op, x, NULL), x->ndim, x->shape);
     affine_job j = {x->data, out->data, (ag_real)scale, (ag_real)shift, false};
-    ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, affine_range, &j);
+    if (x->device == AG_CUDA) {
+        ag__affine_forward_cuda(j.x, j.y, j.scale, j.shift, x->size);
+        ag__cuda_check_launch(op);
+    } else {
+        ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, affine_range, &j);
+    }
     ag_node *n = ag__record(op, affine_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
     return out;
@@ -379,31 +421,28 @@ typedef struct {
     static void NAME##_backward(ag_node *n) {                                          \
         unary_job j = {n->in[0]->data, n->out->data, n->out->grad, NULL, false};       \
         j.gx = ag__grad_write(n->in[0], &j.fresh);                                     \
-        ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, NAME##_backward_range, &j); \
+        if (n->out->device == AG_CUDA) {                                               \
+            ag__unary_backward_cuda(AG_UNARY_##NAME, j.x, j.y, j.g, j.gx, n->out->size, j.fresh); \
+            ag__cuda_check_launch("ag_" #NAME);                                        \
+        } else                                                                         \
+            ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, NAME##_backward_range, &j); \
     }                                                                                  \
     ag_tensor *ag_##NAME(ag_tensor *in) {                                              \
-        ag__check_device("ag_" #NAME, in, NULL);                                       \
-        ag_tensor *out = ag__empty(in->ndim, in->shape);                               \
+        ag_device dev = ag__check_same_device("ag_" #NAME, in, NULL);                  \
+        ag_tensor *out = ag__empty_on(dev, in->ndim, in->shape);                       \
         unary_job j = {in->data, out->data, NULL, NULL, false};                        \
-        ag__parallel_range(in->size, AG_GRAIN_ELEMENTWISE, NAME##_forward_range, &j);  \
+        if (dev == AG_CUDA) {                                                          \
+            ag__unary_forward_cuda(AG_UNARY_##NAME, in->data, out->data, in->size);    \
+            ag__cuda_check_launch("ag_" #NAME);                                        \
+        } else                                                                         \
+            ag__parallel_range(in->size, AG_GRAIN_ELEMENTWISE, NAME##_forward_range, &j); \
         ag__record("ag_" #NAME, NAME##_backward, out, 1, &in);                         \
         return out;                                                                    \
     }
 
-static inline ag_real elu(ag_real x) { return x > 0 ? x : ag__vexpm1(x); }
-
-/*       name          forward              derivative                      */
-UNARY_OP(exp,          ag__vexp_full(x),    y)
-UNARY_OP(log,          ag__vlog(x),         1 / x)
-UNARY_OP(sqrt,         sqrt(x),             (ag_real)0.5 / y)
-UNARY_OP(square,       x * x,               2 * x)
-UNARY_OP(abs,          fabs(x),             (x > 0) - (x < 0))
-UNARY_OP(tanh,         ag__vtanh(x),        1 - y * y)
-UNARY_OP(sigmoid,      ag__vsigmoid(x),     y * (1 - y))
-UNARY_OP(relu,         x > 0 ? x : 0,       x > 0)
-UNARY_OP(elu,          elu(x),              x > 0 ? 1 : y + 1)
-UNARY_OP(softplus,     ag__vsoftplus(x),    ag__vsigmoid(x))
-UNARY_OP(log_sigmoid,  ag__vlog_sigmoid(x), ag__vsigmoid(-x))
+/* The table (name, forward, derivative) is ops/unary_table.h, shared with
+ * the CUDA kernels of ops/cuda/elementwise.cu. */
+AG_UNARY_TABLE(UNARY_OP)
 
 /* ---- clamp: the gradient passes only strictly inside [lo, hi] ---- */
 

@@ -10,6 +10,7 @@
  * Positions t >= len[b] are padding: they lie in no window, and their
  * outputs are 0. */
 #include "vecmath.h"
+#include "../graph/device.h"
 
 #define GAUSS_SUM_FLOOR ((ag_real)1e-12) /* gamma / max(sum, floor): never 0/0 */
 
@@ -213,7 +214,7 @@ static void check_per_query(const char *what, const ag_tensor *h, const ag_tenso
 
 /* The weights as a [B,N,N] tensor (row t, column i) for heatmaps. */
 static ag_tensor *expand_weights(const gauss_saved *s, int B, int N) {
-    ag_tensor *out = ag_tensor_new(3, (int[]){B, N, N});
+    ag_tensor *out = ag__zeros(3, (int[]){B, N, N});
     for (int b = 0; b < B; b++) {
         int L = s->len[b];
         for (int t = 0; t < L; t++)

@@ -2,6 +2,7 @@
  * measured faster, ops/gemm_kernel.c): batched matmul with optional
  * transposes, and the fused linear layer x W + b. */
 #include "vecmath.h"
+#include "../graph/device.h"
 
 #include <cblas.h>
 
@@ -189,10 +190,11 @@ typedef struct {
     int M, N, K;
     int batch;          /* number of products */
     bool a_shared, b_shared; /* a 2-D operand used by every product */
+    ag_device device;
 } mm_plan;
 
 static ag_tensor *mm_forward(const char *op, ag_tensor *a, bool ta, ag_tensor *b, bool tb, mm_plan *p) {
-    ag__check_device(op, a, b);
+    p->device = ag__check_same_device(op, a, b);
     char sa[64], sb[64];
     if (a->ndim < 2 || b->ndim < 2)
         ag__fatal(op, "operands need at least 2 dims, got %s and %s", ag_shape_str(a, sa, sizeof sa),
@@ -226,7 +228,7 @@ static ag_tensor *mm_forward(const char *op, ag_tensor *a, bool ta, ag_tensor *b
     }
     shape[batched->ndim - 2] = p->M;
     shape[batched->ndim - 1] = p->N;
-    return ag__empty(batched->ndim, shape);
+    return ag__empty_on(p->device, batched->ndim, shape);
 }
 
 /* C_i = op(A_i) op(B_i) for every batch element, beta-accumulated. */
@@ -333,9 +335,31 @@ static void batch_part(void *ctx, int64_t part) {
     }
 }
 
+/* mm_run on the GPU: the same three cases on cuBLAS, the independent
+ * products as one strided-batched call (a shared operand has stride 0). */
+static void mm_run_cuda(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, int a_rows, int a_cols,
+                        const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols, ag_real *C,
+                        bool c_shared, int M, int N, int K, ag_real beta) {
+    int64_t sa = a_shared ? 0 : (int64_t)a_rows * a_cols;
+    int64_t sb = b_shared ? 0 : (int64_t)b_rows * b_cols;
+    int lda = ta ? M : K, ldb = tb ? K : N;
+    if (b_shared && !a_shared && !c_shared && !ta) {
+        ag__cuda_gemm(false, tb, p->batch * M, N, K, 1, A, K, B, ldb, beta, C, N);
+    } else if (c_shared || p->batch == 1) { /* in batch order: the same sum every run */
+        for (int i = 0; i < p->batch; i++)
+            ag__cuda_gemm(ta, tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, i > 0 ? 1 : beta, C, N);
+    } else {
+        ag__cuda_gemm_batched(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, beta, C, N, (int64_t)M * N, p->batch);
+    }
+}
+
 static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, int a_rows, int a_cols,
                    const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols, ag_real *C,
                    bool c_shared, int M, int N, int K, ag_real beta) {
+    if (p->device == AG_CUDA) {
+        mm_run_cuda(p, A, ta, a_shared, a_rows, a_cols, B, tb, b_shared, b_rows, b_cols, C, c_shared, M, N, K, beta);
+        return;
+    }
     int64_t sa = a_shared ? 0 : (int64_t)a_rows * a_cols;
     int64_t sb = b_shared ? 0 : (int64_t)b_rows * b_cols;
     int64_t sc = c_shared ? 0 : (int64_t)M * N;
@@ -447,7 +471,7 @@ static void scatter_add_rows(ag_real *dst, const ag_real *src, int width, const 
  * the batch is one tall product of rows = batch * M rows; both gradients
  * on the nonzero rows of dY only. */
 static bool matmul_backward_packed(ag_node *n, const mm_plan *p) {
-    if (!p->b_shared || p->ta || !worth_packing(p->batch * p->M, p->K, p->N)) return false;
+    if (p->device != AG_CPU || !p->b_shared || p->ta || !worth_packing(p->batch * p->M, p->K, p->N)) return false;
     ag_tensor *a = n->in[0], *b = n->in[1];
     int rows = p->batch * p->M, N = p->N, K = p->K, kept;
     int32_t *idx = nonzero_rows(n->out->grad, rows, N, &kept);
@@ -488,7 +512,10 @@ static void matmul_backward(ag_node *n) {
     }
     if (ag__wants(n, 1)) { /* dB = op(A)^T G, or its transpose when B was transposed */
         ag_real *GB = ag__grad(b);
-        if (!p->tb) {
+        if (p->device == AG_CUDA && p->b_shared && !p->ta) { /* the same single GEMMs on cuBLAS */
+            if (!p->tb) ag__cuda_gemm(true, false, K, N, p->batch * M, 1, a->data, K, G, N, 1, GB, N);
+            else ag__cuda_gemm(true, false, N, K, p->batch * M, 1, G, N, a->data, K, 1, GB, K);
+        } else if (!p->tb) {
             if (p->b_shared && !p->ta) /* sum over the batch in one GEMM: A_flat^T G_flat */
                 ag__gemm(true, false, K, N, p->batch * M, 1, a->data, G, 1, GB);
             else

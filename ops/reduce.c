@@ -2,7 +2,8 @@
  *
  * Along an axis a tensor is seen as [outer, n, inner]; the result is
  * [outer, inner] (with a size-1 dim kept in place when keepdim). */
-#include "../graph/internal.h"
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 typedef struct {
     int64_t outer, n, inner;
@@ -160,13 +161,28 @@ static ag_real pairwise(const ag_real *v, int64_t n) {
 }
 
 static void total_backward(ag_node *n) {
+    if (n->out->device == AG_CUDA) { /* the output's gradient stays on the device */
+        bool fresh;
+        ag_real *gx = ag__grad_write(n->in[0], &fresh);
+        ag__sum_backward_cuda(n->out->grad, (ag_real)n->farg[0], gx, n->in[0]->size, fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     affine_fill(ag__grad(n->in[0]), n->in[0]->size, (ag_real)n->farg[0] * n->out->grad[0]);
 }
 
 static ag_tensor *total(const char *op, ag_tensor *x, bool mean) {
-    ag__check_device(op, x, NULL);
+    ag_device dev = ag__check_same_device(op, x, NULL);
     if (mean && x->size == 0) ag__fatal(op, "mean of an empty tensor");
     ag_real scale = mean ? (ag_real)1 / (ag_real)x->size : 1;
+    if (dev == AG_CUDA) {
+        ag_tensor *out = ag__empty_on(dev, 0, NULL);
+        ag__sum_forward_cuda(x->data, scale, out->data, x->size);
+        ag__cuda_check_launch(op);
+        ag_node *n = ag__record(op, total_backward, out, 1, &x);
+        if (n) n->farg[0] = scale;
+        return out;
+    }
     ag_tensor *out = ag__empty(0, NULL);
     int64_t blocks = (x->size + SUM_BLOCK - 1) / SUM_BLOCK;
     ag_real sum = 0;

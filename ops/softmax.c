@@ -6,11 +6,45 @@
  * -inf, e.g. the first query under a strict PAST mask) gives zeros and no
  * gradient instead of 0/0. */
 #include "softmax_rows.h"
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 /* ---- the mask broadcast, shared with attention.c ---- */
 
 static void pad4(int ndim, const int *shape, int *out4) {
     for (int d = 0; d < 4; d++) out4[d] = d < 4 - ndim ? 1 : shape[d - (4 - ndim)];
+}
+
+/* A mask with fewer dims than the scores is aligned at the right, so against
+ * [B,h,Nq,Nk] the leading dim of a 3-D mask pairs with the heads.  When B
+ * equals h that dim could as well be meant per example - a [B,1,Nk]
+ * padding mask made for 3-D scores would mask heads, and padded keys would
+ * get weight.  Both readings have a 4-D shape that says which: refused,
+ * naming the two.  (The scores' dims before the last two are the only ones
+ * that can be confused; a mask's last two dims always pair with Nq, Nk.) */
+static void check_unambiguous(const char *op, const ag_tensor *mask, const ag_tensor *scores) {
+    int lead = scores->ndim - 2, missing = scores->ndim - mask->ndim;
+    if (lead < 2 || missing <= 0) return;
+    for (int d = 0; d < mask->ndim - 2; d++) {
+        int at = d + missing, size = mask->shape[d];
+        if (size == 1) continue;
+        for (int other = 0; other < lead; other++) {
+            if (other == at || scores->shape[other] != size) continue;
+            ag_tensor as_is = {.ndim = scores->ndim}, moved = {.ndim = scores->ndim};
+            for (int i = 0; i < scores->ndim; i++) {
+                as_is.shape[i] = i < missing ? 1 : mask->shape[i - missing];
+                moved.shape[i] = as_is.shape[i];
+            }
+            moved.shape[at] = 1;
+            moved.shape[other] = size;
+            char sm[64], ss[64], sa[64], sb[64];
+            ag__fatal(op, "mask %s against the scores %s is ambiguous: its dim %d (%d) aligns with the scores' dim %d, "
+                      "but the scores' dim %d is %d too. Pass it with the scores' %d dims (ag_reshape): %s to apply "
+                      "it along dim %d, %s along dim %d",
+                      ag_shape_str(mask, sm, sizeof sm), ag_shape_str(scores, ss, sizeof ss), d, size, at, other, size,
+                      scores->ndim, ag_shape_str(&as_is, sa, sizeof sa), at, ag_shape_str(&moved, sb, sizeof sb), other);
+        }
+    }
 }
 
 ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_shape, const ag_tensor *mask) {
@@ -29,6 +63,7 @@ ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_sha
     if (!ok)
         ag__fatal(op, "mask %s does not broadcast to the scores %s (its last dim must be %d, the others equal or 1)",
                   ag_shape_str(mask, sm, sizeof sm), ag_shape_str(&scores, ss, sizeof ss), s4[3]);
+    check_unambiguous(op, mask, &scores);
     if (mask->requires_grad)
         ag__fatal(op, "the mask %s requires grad, but masks are constants and receive no gradient",
                   ag_shape_str(mask, sm, sizeof sm));
@@ -82,7 +117,25 @@ static void masked_softmax_backward(ag_node *n) {
     int64_t rows = cols ? n->out->size / cols : 0;
     softmax_job j = {.y = n->out->data, .g = n->out->grad, .scale = (ag_real)n->farg[0], .cols = cols};
     j.gx = ag__grad_write(n->in[0], &j.fresh);
+    if (n->out->device == AG_CUDA) {
+        ag__softmax_rows_backward_cuda(j.y, j.g, j.gx, rows, cols, j.fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ag__parallel_range(rows, ag__units_per_part(cols), masked_softmax_grad_range, &j);
+}
+
+/* The GPU's softmax (ops/cuda/softmax.cu): no mask and scale 1 so far. */
+static ag_tensor *softmax_cuda(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
+    if (mask || scale != 1.0)
+        ag__fatal(op, "a mask or a scale has no cuda implementation yet: move the scores to the cpu with ag_to");
+    ag_tensor *out = ag__empty_on(AG_CUDA, x->ndim, x->shape);
+    int cols = x->shape[x->ndim - 1];
+    ag__softmax_rows_forward_cuda(x->data, out->data, cols ? x->size / cols : 0, cols);
+    ag__cuda_check_launch(op);
+    ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
+    if (n) n->farg[0] = scale;
+    return out;
 }
 
 /* Slices s0..s1-1 of the scores, s = i0 * rows3[1] + i1. */
@@ -95,8 +148,8 @@ static void masked_softmax_slices(void *ctx, int64_t s0, int64_t s1) {
 }
 
 static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
-    ag__check_device(op, x, NULL);
     if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
+    if (ag__check_same_device(op, x, NULL) == AG_CUDA) return softmax_cuda(op, x, mask, scale);
     ag__mask_plan p = ag__mask_plan_make(op, x->ndim, x->shape, mask);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     softmax_job j = {.plan = &p, .mask = mask, .x = x->data, .y = out->data, .scale = (ag_real)scale};

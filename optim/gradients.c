@@ -53,7 +53,7 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     double sq = 0;
     for (int i = 0; i < ps->count; i++) {
         const ag_tensor *p = ps->items[i];
-        if (p->grad) sq += sum_squares(p->grad, p->size);
+        if (p->grad && p->requires_grad) sq += sum_squares(p->grad, p->size);
     }
     double norm = sqrt(sq);
     /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
@@ -63,12 +63,65 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     if (coef < 1) {
         for (int i = 0; i < ps->count; i++) {
             ag_tensor *p = ps->items[i];
-            if (!p->grad) continue;
+            if (!p->grad || !p->requires_grad) continue;
             grad_job j = {.y = p->grad, .scale = (ag_real)coef};
             ag__parallel_range(p->size, AG_GRAIN_ELEMENTWISE, scale_range, &j);
         }
     }
     return norm;
+}
+
+double ag_grad_norm(const ag_params *ps) {
+    double sq = 0;
+    for (int i = 0; i < ps->count; i++)
+        if (ps->items[i]->grad) sq += sum_squares(ps->items[i]->grad, ps->items[i]->size);
+    return sqrt(sq);
+}
+
+double ag_params_norm(const ag_params *ps) {
+    double sq = 0;
+    for (int i = 0; i < ps->count; i++) sq += sum_squares(ps->items[i]->data, ps->items[i]->size);
+    return sqrt(sq);
+}
+
+ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at) {
+    for (int i = 0; i < ps->count; i++) {
+        const ag_real *x = grads ? ps->items[i]->grad : ps->items[i]->data;
+        for (int64_t j = 0; x && j < ps->items[i]->size; j++)
+            if (!isfinite(x[j])) {
+                if (at) *at = j;
+                return ps->items[i];
+            }
+    }
+    return NULL;
+}
+
+/* The message of a non-finite norm: the first tensor that holds an inf or
+ * NaN, found by a scan only now that the norm says one is there.  Squares
+ * can overflow where no element does (f64 values past 1e154): then the
+ * norm is named alone. */
+static ag_status nonfinite(const ag_params *ps, bool grads, double norm) {
+    int64_t at = 0;
+    const ag_tensor *p = ag_params_find_nonfinite(ps, grads, &at);
+    const char *what = grads ? "gradient norm" : "parameter norm";
+    if (isnan(norm)) norm = NAN; /* "nan", not "-nan" */
+    if (!p) return ag__fail(AG_ERR_NONFINITE, "the global %s is %g", what, norm);
+    char shape[64];
+    double v = (grads ? p->grad : p->data)[at];
+    if (isnan(v)) v = NAN;
+    return ag__fail(AG_ERR_NONFINITE, "the global %s is %g: %s'%s' %s holds %g at element %lld", what, norm,
+                    grads ? "the gradient of " : "parameter ", p->name ? p->name : "?", ag_shape_str(p, shape, sizeof shape),
+                    v, (long long)at);
+}
+
+ag_status ag_check_grads_finite(const ag_params *ps, double norm) {
+    return isfinite(norm) ? AG_OK : nonfinite(ps, true, norm);
+}
+
+ag_status ag_check_params_finite(const ag_params *ps, double *norm) {
+    double n = ag_params_norm(ps);
+    if (norm) *norm = n;
+    return isfinite(n) ? AG_OK : nonfinite(ps, false, n);
 }
 
 static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
@@ -89,7 +142,7 @@ double ag_l2_penalty(ag_params *ps, double gamma) {
     double sq = 0;
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
-        if (!ag_is_weight_matrix(p)) continue;
+        if (!ag_is_weight_matrix(p) || !p->requires_grad) continue; /* frozen: no L2 term either */
         if (!p->grad) ag__fatal("ag_l2_penalty", "parameter '%s' has no gradient buffer", p->name);
         int64_t blocks = (p->size + SQ_BLOCK - 1) / SQ_BLOCK;
         if (blocks == 0) continue;

@@ -7,17 +7,24 @@
 
 #include <stdio.h>
 
-void ag_init_zeros(ag_tensor *t) { memset(t->data, 0, (size_t)t->size * sizeof(ag_real)); }
+/* A parameter of a shapes-only list (ag_params.shapes_only) has no data:
+ * the initializers leave it alone (the model is only being measured). */
+void ag_init_zeros(ag_tensor *t) {
+    if (t->data) memset(t->data, 0, (size_t)t->size * sizeof(ag_real));
+}
 
 void ag_init_constant(ag_tensor *t, double value) {
+    if (!t->data) return;
     for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)value;
 }
 
 static void fill_uniform(ag_tensor *t, double a, double b, ag_rng *rng) {
+    if (!t->data) return;
     for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(a + (b - a) * ag_rng_uniform(rng));
 }
 
 static void fill_normal(ag_tensor *t, double mean, double std, ag_rng *rng) {
+    if (!t->data) return;
     for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(mean + std * ag_rng_normal(rng));
 }
 

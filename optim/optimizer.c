@@ -143,15 +143,17 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
     opt->params = ps;
     opt->n_params = ps->count;
     opt->n_slots = slots_for(cfg);
-    int64_t numel = ag_params_numel(ps);
+    int64_t numel = 0; /* frozen parameters get no state: their slots stay NULL */
+    for (int i = 0; i < ps->count; i++) numel += ps->items[i]->requires_grad ? ps->items[i]->size : 0;
     if (opt->n_slots > 0 && opt->n_params > 0) {
-        opt->state = ag_calloc((size_t)(numel * opt->n_slots), sizeof(ag_real));
+        opt->state = ag_calloc((size_t)(numel * opt->n_slots) + 1, sizeof(ag_real));
         opt->slot = ag_malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
         ag_real *next = opt->state;
         for (int s = 0; s < opt->n_slots; s++)
             for (int i = 0; i < opt->n_params; i++) {
-                opt->slot[s * opt->n_params + i] = next;
-                next += ps->items[i]->size;
+                bool frozen = !ps->items[i]->requires_grad;
+                opt->slot[s * opt->n_params + i] = frozen ? NULL : next;
+                next += frozen ? 0 : ps->items[i]->size;
             }
     }
     return AG_OK;
@@ -160,6 +162,7 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
 void ag_optim_free(ag_optimizer *opt) {
     ag_free(opt->state);
     ag_free(opt->slot);
+    ag_free(opt->weight_decay);
     *opt = (ag_optimizer){0};
 }
 
@@ -201,9 +204,9 @@ KERNEL void sgd_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *
 }
 
 AG_SIMD_CLONES
-static void sgd_range(const ag_optimizer *o, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
+static void sgd_range(const ag_optimizer *o, double weight_decay, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
     const ag_optim_config *c = &o->cfg;
-    const ag_real lr = (ag_real)o->lr, wd = (ag_real)c->weight_decay, mu = (ag_real)c->momentum,
+    const ag_real lr = (ag_real)o->lr, wd = (ag_real)weight_decay, mu = (ag_real)c->momentum,
                   keep = (ag_real)(1 - c->dampening);
     const bool first = o->step == 1; /* the buffer starts as the gradient itself */
     if (mu != 0) {
@@ -236,8 +239,8 @@ KERNEL void adam_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real 
 }
 
 AG_SIMD_CLONES
-static void adam_range(const ag_optimizer *o, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
-                       int64_t n) {
+static void adam_range(const ag_optimizer *o, double weight_decay, ag_real *P, const ag_real *G, ag_real *m, ag_real *v,
+                       ag_real *vmax, int64_t n) {
     const ag_optim_config *c = &o->cfg;
     const double t = (double)o->step;
     const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2, eps = (ag_real)c->eps;
@@ -245,9 +248,9 @@ static void adam_range(const ag_optimizer *o, ag_real *P, const ag_real *G, ag_r
     const ag_real step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t)));
     const ag_real bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t));
     const bool decoupled = c->kind == AG_ADAMW;
-    const ag_real l2 = decoupled ? 0 : (ag_real)c->weight_decay;
-    const ag_real decay = (ag_real)(1 - o->lr * c->weight_decay); /* AdamW's shrink of θ */
-    const bool coupled_decay = l2 != 0, decoupled_decay = decoupled && c->weight_decay != 0;
+    const ag_real l2 = decoupled ? 0 : (ag_real)weight_decay;
+    const ag_real decay = (ag_real)(1 - o->lr * weight_decay); /* AdamW's shrink of θ */
+    const bool coupled_decay = l2 != 0, decoupled_decay = decoupled && weight_decay != 0;
 #define ADAM(cd, dd, ams) \
     adam_kernel(P, G, m, v, vmax, n, b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay, cd, dd, ams)
     if (vmax) {
@@ -276,9 +279,10 @@ KERNEL void adadelta_kernel(ag_real *restrict P, const ag_real *restrict G, ag_r
 }
 
 AG_SIMD_CLONES
-static void adadelta_range(const ag_optimizer *o, ag_real *P, const ag_real *G, ag_real *v, ag_real *u, int64_t n) {
+static void adadelta_range(const ag_optimizer *o, double weight_decay, ag_real *P, const ag_real *G, ag_real *v,
+                           ag_real *u, int64_t n) {
     const ag_optim_config *c = &o->cfg;
-    const ag_real lr = (ag_real)o->lr, wd = (ag_real)c->weight_decay, rho = (ag_real)c->rho,
+    const ag_real lr = (ag_real)o->lr, wd = (ag_real)weight_decay, rho = (ag_real)c->rho,
                   one_rho = (ag_real)(1 - c->rho), eps = (ag_real)c->eps;
     if (wd != 0) adadelta_kernel(P, G, v, u, n, lr, wd, rho, one_rho, eps, true);
     else adadelta_kernel(P, G, v, u, n, lr, wd, rho, one_rho, eps, false);
@@ -289,6 +293,7 @@ typedef struct {
     const ag_optimizer *opt;
     ag_tensor *p;
     ag_real *const *s;
+    double weight_decay;   /* this parameter's: its group's, or the config's */
 } update_job;
 
 static void update_part(void *ctx, int64_t part) {
@@ -299,11 +304,14 @@ static void update_part(void *ctx, int64_t part) {
     const ag_real *G = j->p->grad + begin;
     ag_real *const *s = j->s;
     const int np = o->n_params;
+    const double wd = j->weight_decay;
     switch (o->cfg.kind) {
-    case AG_SGD: sgd_range(o, P, G, s ? s[0] + begin : NULL, n); break;
+    case AG_SGD: sgd_range(o, wd, P, G, s ? s[0] + begin : NULL, n); break;
     case AG_ADAM:
-    case AG_ADAMW: adam_range(o, P, G, s[0] + begin, s[np] + begin, o->n_slots > 2 ? s[2 * np] + begin : NULL, n); break;
-    case AG_ADADELTA: adadelta_range(o, P, G, s[0] + begin, s[np] + begin, n); break;
+    case AG_ADAMW:
+        adam_range(o, wd, P, G, s[0] + begin, s[np] + begin, o->n_slots > 2 ? s[2 * np] + begin : NULL, n);
+        break;
+    case AG_ADADELTA: adadelta_range(o, wd, P, G, s[0] + begin, s[np] + begin, n); break;
     }
 }
 
@@ -316,9 +324,36 @@ void ag_optim_step(ag_optimizer *opt) {
     const int n = opt->n_params;
     for (int i = 0; i < n; i++) {
         ag_tensor *p = ps->items[i];
+        if (!p->requires_grad) continue; /* frozen (ag_param_freeze) */
         ag__check_device("ag_optim_step", p, NULL);
         if (!p->grad) ag__fatal("ag_optim_step", "parameter '%s' has no gradient buffer", p->name);
-        update_job job = {opt, p, opt->slot ? opt->slot + i : NULL}; /* s[k * n]: slot k of this parameter */
+        update_job job = {opt, p, opt->slot ? opt->slot + i : NULL, /* s[k * n]: slot k of this parameter */
+                          opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay};
         ag__parallel((p->size + UPDATE_CHUNK - 1) / UPDATE_CHUNK, update_part, &job);
     }
+}
+
+/* ---- parameter groups ---- */
+
+bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx) {
+    (void)ctx;
+    return p->ndim <= 1;
+}
+
+int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay) {
+    if (!(weight_decay >= 0) || !isfinite(weight_decay))
+        ag__fatal("ag_optim_set_weight_decay", "weight_decay %g must be finite and >= 0", weight_decay);
+    if (!opt->params || opt->params->count != opt->n_params)
+        ag__fatal("ag_optim_set_weight_decay", "the parameter list changed after ag_optim_init");
+    if (!opt->weight_decay) {
+        opt->weight_decay = ag_malloc((size_t)(opt->n_params ? opt->n_params : 1) * sizeof *opt->weight_decay);
+        for (int i = 0; i < opt->n_params; i++) opt->weight_decay[i] = opt->cfg.weight_decay;
+    }
+    int matched = 0;
+    for (int i = 0; i < opt->n_params; i++)
+        if (match(opt->params->items[i], ctx)) {
+            opt->weight_decay[i] = weight_decay;
+            matched++;
+        }
+    return matched;
 }

@@ -142,3 +142,83 @@ double ag_sched_step(ag_scheduler *s, ag_optimizer *opt, double metric) {
     opt->lr = lr;
     return lr;
 }
+
+/* ---- per-step schedules: warm-up, then constant, linear, cosine or
+ * inverse square root, as the Transformer recipes use them (HF's
+ * get_linear/cosine_schedule_with_warmup, fairseq's inverse_sqrt).  A pure
+ * function of the step, so resuming needs only the optimizer's step. */
+
+static const char *const lr_decay_names[] = {"constant", "linear", "cosine", "inv_sqrt"};
+
+static int lr_steps_fields(ag_lr_steps *s, opt_field *f) {
+    int n = 0;
+    f[n++] = (opt_field){"warmup", OPT_INT, &s->warmup, {0}};
+    if (s->decay == AG_LR_LINEAR || s->decay == AG_LR_COSINE) {
+        f[n++] = (opt_field){"total", OPT_INT, &s->total, {0}};
+        f[n++] = (opt_field){"min_ratio", OPT_REAL, &s->min_ratio, {0}};
+    }
+    return n;
+}
+
+ag_status ag_lr_steps_check(const ag_lr_steps *s) {
+    if ((unsigned)s->decay > AG_LR_INV_SQRT) return ag__fail(AG_ERR_ARG, "unknown per-step schedule kind %d", (int)s->decay);
+    const char *name = lr_decay_names[s->decay];
+    if (s->warmup < 0) return ag__fail(AG_ERR_ARG, "schedule '%s': warmup %d must be >= 0", name, s->warmup);
+    if (s->decay == AG_LR_LINEAR || s->decay == AG_LR_COSINE) {
+        if (s->total <= s->warmup)
+            return ag__fail(AG_ERR_ARG, "schedule '%s': total %d must be given and above warmup %d", name, s->total,
+                            s->warmup);
+        if (!(s->min_ratio >= 0 && s->min_ratio <= 1))
+            return ag__fail(AG_ERR_ARG, "schedule '%s': min_ratio %g must be in [0, 1]", name, s->min_ratio);
+    }
+    return AG_OK;
+}
+
+ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out) {
+    char name[32];
+    const char *rest;
+    ag_status st = ag__spec_split("schedule", spec, name, sizeof name, &rest);
+    if (st) return st;
+    int kind = -1;
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(name, lr_decay_names[k])) kind = k;
+    if (kind < 0)
+        return ag__fail(AG_ERR_ARG, "unknown per-step schedule '%s' (known: constant, linear, cosine, inv_sqrt)", name);
+    ag_lr_steps s = {.decay = (ag_lr_decay)kind};
+    opt_field f[4];
+    int n = lr_steps_fields(&s, f);
+    if ((st = ag__spec_apply("schedule", name, rest, f, n))) return st;
+    if ((st = ag_lr_steps_check(&s))) return st;
+    *out = s;
+    return AG_OK;
+}
+
+const char *ag_lr_steps_format(const ag_lr_steps *s, char *buf, size_t n) {
+    ag_lr_steps copy = *s;
+    opt_field f[4];
+    int nf = lr_steps_fields(&copy, f);
+    return ag__spec_format((unsigned)s->decay <= AG_LR_INV_SQRT ? lr_decay_names[s->decay] : "?", f, nf, buf, n);
+}
+
+double ag_lr_steps_factor(const ag_lr_steps *s, int64_t t) {
+    if (t < 1) t = 1;
+    double w = s->warmup;
+    if (t < s->warmup) return (double)t / w; /* t = warmup reaches 1 */
+    double p = 0;
+    if (s->decay == AG_LR_LINEAR || s->decay == AG_LR_COSINE) {
+        p = ((double)t - w) / ((double)s->total - w);
+        if (p > 1) p = 1;
+    }
+    switch (s->decay) {
+    case AG_LR_CONSTANT: return 1;
+    case AG_LR_LINEAR: return s->min_ratio + (1 - s->min_ratio) * (1 - p);
+    case AG_LR_COSINE: return s->min_ratio + (1 - s->min_ratio) * 0.5 * (1 + cos(M_PI * p));
+    case AG_LR_INV_SQRT: return s->warmup > 0 ? sqrt(w / (double)t) : 1 / sqrt((double)t);
+    }
+    return 1;
+}
+
+double ag_lr_steps_apply(const ag_lr_steps *s, ag_optimizer *opt, double base_lr) {
+    opt->lr = base_lr * ag_lr_steps_factor(s, opt->step + 1);
+    return opt->lr;
+}

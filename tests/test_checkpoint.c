@@ -426,6 +426,83 @@ static void test_refusals(void) {
     ag_params_free(&a.ps), ag_params_free(&b.ps);
 }
 
+/* ---- integrity: every single flipped bit in a tensor is refused ---- */
+
+/* A full checkpoint (Adam state, schedule, train state); each tensor's data
+ * gets single bits flipped (its first, a middle and its last byte, a
+ * different bit each) and the load must name that tensor and change
+ * nothing.  CRC-32C detects every 1-bit error, so no flip may slip through. */
+static void test_bit_flips(void) {
+    tiny_mlp a, b;
+    tiny_mlp_init(&a, 20);
+    tiny_mlp_init(&b, 21);
+    ag_optim_config adam;
+    ag_optim_parse("adam", &adam);
+    ag_optimizer o, ob;
+    ag_optim_init(&o, &a.ps, &adam);
+    ag_optim_init(&ob, &b.ps, &adam);
+    ag_sched_config sc;
+    ag_sched_parse("step:step_size=2", &sc);
+    ag_scheduler s, sb;
+    ag_sched_init(&s, &sc);
+    ag_sched_init(&sb, &sc);
+    ag_train_state ts = {0}, tb;
+    ag_rng_seed(&ts.rng, 5);
+    train(&a, &o, &s, &ts, 4, (double[4]){0});
+    char good[256], bad[256];
+    strcpy(good, path_of("intact.safetensors"));
+    strcpy(bad, path_of("flipped.safetensors"));
+    CHECK(ag_checkpoint_save(good, &a.ps, &o, &s, &ts) == AG_OK, "%s", ag_errmsg());
+    ag_st_file f;
+    CHECK(ag_st_read(good, &f) == AG_OK && f.unchecked == 0, "%s (unchecked %d)", ag_errmsg(), f.unchecked);
+    int flips = 0, params = 0, slots = 0;
+    for (int i = 0; i < f.count; i++) {
+        const ag_st_tensor *t = &f.tensors[i];
+        size_t at = (size_t)((const unsigned char *)t->data - f.bytes), n = (size_t)t->numel * (t->dtype == AG_F64 || t->dtype == AG_I64 ? 8 : 4);
+        params += ag_params_find(&a.ps, t->name) != NULL;
+        slots += !strncmp(t->name, "optim.adam.", 11);
+        size_t where[3] = {0, n / 2, n - 1};
+        for (int k = 0; k < 3 && n; k++) {
+            f.bytes[at + where[k]] ^= (unsigned char)(1u << (3 * k + i) % 8);
+            FILE *out = fopen(bad, "wb");
+            fwrite(f.bytes, 1, f.size, out);
+            fclose(out);
+            f.bytes[at + where[k]] ^= (unsigned char)(1u << (3 * k + i) % 8);
+            char what[160];
+            snprintf(what, sizeof what, "tensor '%s' (", t->name);
+            expect_refused(bad, &b.ps, &ob, &sb, &tb, AG_ERR_FORMAT, what);
+            CHECK(strstr(ag_errmsg(), "is damaged"), "%s", ag_errmsg());
+            flips++;
+        }
+    }
+    CHECK(params == a.ps.count && slots == 2 * a.ps.count && flips >= 3 * (3 * a.ps.count + 2),
+          "%d params, %d slots, %d flips", params, slots, flips);
+    /* a flipped bit in a checksum itself, or a checksum of no tensor: refused too */
+    const char *ck = strstr((const char *)f.bytes + 8, "\"crc32c.l1.weight\":\"");
+    CHECK(ck != NULL);
+    if (ck) {
+        size_t at = (size_t)((const unsigned char *)ck - f.bytes) + strlen("\"crc32c.l1.weight\":\"");
+        for (int k = 0; k < 2; k++) {
+            unsigned char was = f.bytes[at];
+            f.bytes[at] = k ? 'G' : (was == '0' ? '1' : '0'); /* another digit, then no hex digit */
+            FILE *out = fopen(bad, "wb");
+            fwrite(f.bytes, 1, f.size, out);
+            fclose(out);
+            f.bytes[at] = was;
+            expect_refused(bad, &b.ps, NULL, NULL, NULL, AG_ERR_FORMAT, k ? "is not a CRC-32C" : "tensor 'l1.weight' (");
+        }
+        f.bytes[at - 4] = 'X'; /* "crc32c.l1.weighX": the checksum of a tensor the file lacks */
+        FILE *out = fopen(bad, "wb");
+        fwrite(f.bytes, 1, f.size, out);
+        fclose(out);
+        expect_refused(bad, &b.ps, NULL, NULL, NULL, AG_ERR_FORMAT, "a tensor the file does not hold");
+    }
+    ag_st_close(&f);
+    CHECK(ag_checkpoint_load(good, &b.ps, &ob, &sb, &tb) == AG_OK && same_params(&a.ps, &b.ps), "%s", ag_errmsg());
+    ag_optim_free(&o), ag_optim_free(&ob);
+    ag_params_free(&a.ps), ag_params_free(&b.ps);
+}
+
 int main(void) {
     strcpy(dir, "/tmp/ag_checkpoint.XXXXXX");
     if (!mkdtemp(dir)) {
@@ -437,6 +514,7 @@ int main(void) {
     test_determinism();
     test_resume();
     test_refusals();
+    test_bit_flips();
     DIR *d = opendir(dir);
     char p[512];
     for (struct dirent *e; d && (e = readdir(d));)

@@ -414,6 +414,13 @@ static void test_conllu(void) {
                       1, "label");
     expect_load_error("c7.conllu", "1\t\t_\t_\t_\t_\t0\t_\t_\t_\n", AG_FORMAT_CONLLU, 1, "empty FORM");
     expect_load_error("c8.conllu", "# only a comment\n\n", AG_FORMAT_CONLLU, 1, "no word tokens");
+    /* one byte and no token: the sentence's heads were never allocated, and
+     * with bad lines skipped its end asked for them (a NULL pointer plus an
+     * offset, which clang's UBSan stops on: tests/fuzz/corpus/conllu/pipe-only) */
+    expect_load_error("c10.conllu", "|", AG_FORMAT_CONLLU, 1, "expected 10 tab-separated columns, found 1");
+    ag_load_opts skip = ag_load_opts_default();
+    skip.skip_bad_lines = 1;
+    expect_load_error_opts("c11.conllu", "|", AG_FORMAT_CONLLU, &skip, 0, "no examples");
 
     /* skip mode drops the whole bad sentence, keeps the rest */
     snprintf(buf, sizeof buf, "%s\n1\ta\t_\t_\t_\t_\t5\t_\t_\t_\n\n%s", tok, tok);

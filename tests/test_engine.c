@@ -88,10 +88,11 @@ static void test_accumulation(void) {
     ag_params_zero_grad(&ps);
     CHECK(w->grad[0] == 0);
     ag_step_end();
-    /* backward twice on one graph: intermediates are rebuilt, leaves add up */
+    /* backward twice on one retained graph: intermediates are rebuilt,
+     * leaves add up (test_lifetime: without retain it is refused) */
     ag_tensor *h = ag_tanh(w);
     ag_tensor *l2 = ag_sum(h);
-    ag_backward(l2);
+    ag_backward_retain(l2);
     double g1 = w->grad[1];
     ag_backward(l2);
     CHECK_NEAR(w->grad[1], 2 * g1, 0, 1e-6);
@@ -336,8 +337,9 @@ static void test_cgroup_memory_limit(void) {
 static void test_profiler_names_sites(void) {
     ag_params ps = {0};
     ag_tensor *w = ag_param(&ps, "w", 2, (int[]){3, 2});
-    ag_tensor *x = ag_tensor_new(2, (int[]){4, 3});
-    for (int i = 0; i < 12; i++) x->data[i] = (ag_real)(i % 5) - 2;
+    ag_real xs[12];
+    for (int i = 0; i < 12; i++) xs[i] = (ag_real)(i % 5) - 2;
+    ag_tensor *x = ag_tensor_from(xs, 2, (int[]){4, 3});
     for (int i = 0; i < 6; i++) w->data[i] = (ag_real)i / 4;
     ag_profile_start();
     int line = __LINE__ + 1;
@@ -345,6 +347,7 @@ static void test_profiler_names_sites(void) {
     ag_backward(ag_sum(y));
     ag_profile_stop();
     ag_step_end();
+    x = ag_tensor_from(xs, 2, (int[]){4, 3}); /* x died with its step */
     ag_tensor *z = ag_sum(ag_linear(x, w, NULL)); /* stopped: not counted */
     (void)z;
     char *buf = NULL;
@@ -461,6 +464,87 @@ static void test_gradcheck_fails_what_is_wrong(void) {
     ag_params_free(&ps);
 }
 
+
+/* ---- ag_try: a programmer error returns instead of ending the program ---- */
+
+typedef struct {
+    ag_tensor *a, *b, *out;
+    int depth; /* nested tries */
+} try_ctx;
+
+static void try_bad_add(void *ctx) {
+    try_ctx *c = ctx;
+    c->out = ag_exp(c->a);                   /* recorded, then forgotten by the rewind */
+    c->out = ag_add(c->out, c->b);           /* [2,3] + [4,3]: a shape error */
+}
+
+static void try_huge_step(void *ctx) {
+    (void)ctx;
+    ag_set_grad_enabled(false);              /* restored by ag_try */
+    ag_arena_alloc((size_t)1 << 30);
+}
+
+static void try_nested(void *ctx) {
+    try_ctx *c = ctx;
+    c->depth = ag_try(try_bad_add, c) == AG_ERR_ARG; /* the inner try catches; the outer sees nothing */
+    c->out = ag_exp(c->a);
+}
+
+static void test_try_recovers(void) {
+    ag_params ps = {0};
+    ag_tensor *a = ag_param(&ps, "a", 2, (int[]){2, 3});
+    try_ctx c = {.a = a, .b = ag_tensor_new(2, (int[]){4, 3})};
+    ag_mark_t before = ag_mark();
+    CHECK(ag_try(try_bad_add, &c) == AG_ERR_ARG);
+    CHECK(strstr(ag_errmsg(), "ag_add") && strstr(ag_errmsg(), "[2,3]") && strstr(ag_errmsg(), "[4,3]"), "%s",
+          ag_errmsg());
+    ag_mark_t after = ag_mark();
+    CHECK(after.tape_len == before.tape_len && after.arena_pos == before.arena_pos &&
+          after.arena_chunk == before.arena_chunk, "tape and arena rewound to the call");
+    /* a step too large for memory: AG_ERR_NOMEM, grad mode back as it was */
+    ag__arena_bytes_limit = 64.0 * (1 << 20);
+    CHECK(ag_try(try_huge_step, &c) == AG_ERR_NOMEM && strstr(ag_errmsg(), "arena"), "%s", ag_errmsg());
+    ag__arena_bytes_limit = 0;
+    CHECK(ag_is_grad_enabled());
+    CHECK(ag_try(try_nested, &c) == AG_OK && c.depth == 1 && c.out->requires_grad);
+    /* the engine works on: a step and its gradient */
+    ag_backward(ag_sum(ag_exp(a)));
+    CHECK(a->grad[0] == 1, "d/da sum(exp(a)) at 0: %g", a->grad[0]);
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
+/* ---- anomaly mode: the op that makes the first inf or NaN, by name ---- */
+
+static void test_anomaly_mode(void) {
+    ag_params ps = {0};
+    ag_tensor *x = ag_param(&ps, "x", 1, (int[]){3}); /* zeros */
+    CHECK(!ag_anomaly_enabled());
+    CHECK(isinf(ag_log(x)->data[0]), "off: log(0) = -inf goes by");
+    ag_step_end();
+    CHECK(!ag_anomaly(true) && ag_anomaly_enabled());
+    char at[64];
+    snprintf(at, sizeof at, "test_engine.c:%d", __LINE__ + 1);
+    EXPECT_FATAL(ag_log(x), "ag_log: anomaly mode: the output [3] holds -inf at element 0, from finite inputs [3]", at);
+    ag_step_end();
+    /* forward finite, backward not: d sqrt(x) / dx at 0, named at the op's line, not backward's */
+    snprintf(at, sizeof at, "test_engine.c:%d", __LINE__ + 1);
+    ag_tensor *y = ag_sum(ag_sqrt(x));
+    EXPECT_FATAL(ag_backward(y), "ag_sqrt: anomaly mode: backward made the gradient of input 1 [3], parameter x hold inf",
+                 at);
+    ag_step_end();
+    ag_params_zero_grad(&ps);
+    /* a constant's -inf (a mask) passes through an op unreported; softmax makes it finite */
+    ag_tensor *mask = ag_tensor_from((ag_real[]){0, -INFINITY, 0}, 1, (int[]){3});
+    ag_tensor *p = ag_softmax(ag_add(x, mask));
+    ag_backward(ag_sum(ag_mul(p, p)));
+    CHECK(p->data[1] == 0 && isfinite(x->grad[0]));
+    ag_step_end();
+    /* a caught anomaly (ag_try) leaves the engine usable */
+    CHECK(ag_anomaly(false));
+    ag_params_free(&ps);
+}
+
 int main(void) {
     test_accumulation();
     test_broadcast_over_many_rows();
@@ -472,6 +556,8 @@ int main(void) {
     test_zero_alloc_steady_state();
     test_errors_name_op_shapes_and_line();
     test_cgroup_memory_limit();
+    test_try_recovers();
+    test_anomaly_mode();
     ag_shutdown();
     return check_summary("test_engine");
 }

@@ -1,10 +1,14 @@
 /* test_layers.c - the shared layers of models/layers.c in f64: a gradient
  * check of each against central differences (through its inputs and
  * parameters), on batches with padding, a length-1 example and an empty
- * one, the values those edge cases must give, and the errors misuse gets. */
+ * one, the values those edge cases must give, and the errors misuse gets.
+ * The attention layers of <attngrad/layers.h> likewise: positions, mean and
+ * attention pooling, multi-head attention under every kind of mask, the
+ * encoder layer pre- and post-LN with dropout, and their parameter names. */
 #include "check.h"
 #include "fatal.h"
 #include "../models/models.h"
+#include "attngrad/layers.h"
 
 #include <string.h>
 
@@ -169,9 +173,199 @@ static void test_misuse(ag_rng *r) {
     ag_params_free(&ps);
 }
 
+/* ---- <attngrad/layers.h> ---- */
+
+enum { H = 2, DM = 4 }; /* heads, d_model: B (3) differs from H, so no mask is ambiguous */
+
+typedef struct {
+    ag_params ps;
+    ag_tensor *x, *table, *w, *b;
+    const int32_t *lengths;
+    ag_mha mha;
+    ag_encoder_layer enc;
+    ag_tensor *mask;    /* step memory: remade by the forward from mask_kind */
+    int mask_kind;
+    bool training;
+} attn_ctx;
+
+static ag_tensor *make_mask(int kind) {
+    const ag_mask_spec specs[H] = {{.dir = AG_MASK_PAST_INCL, .dist = AG_DIST_WORD}, {.faraway = 2}};
+    switch (kind) {
+    case 1: return ag_mask(&(ag_mask_spec){.dir = AG_MASK_FUTURE_INCL, .dist = AG_DIST_LOG}, N); /* positional */
+    case 2: return ag_reshape(ag_mask_heads(specs, H, N), 4, (int[]){1, H, N, N});        /* per head */
+    case 3: {                                                                               /* per example and head */
+        ag_tensor *m = NULL;
+        ag_mask_batch(specs, H, B, N, lengths_padded, NULL, &m);
+        return m;
+    }
+    }
+    return NULL;
+}
+
+static ag_tensor *sinusoid_fn(void *p) { return ag_add_sinusoidal_positions(((attn_ctx *)p)->x); }
+static ag_tensor *learned_fn(void *p) {
+    attn_ctx *c = p;
+    return ag_add_learned_positions(c->x, c->table);
+}
+static ag_tensor *mean_fn(void *p) {
+    attn_ctx *c = p;
+    return ag_mean_over_time(c->x, c->lengths);
+}
+static ag_tensor *attn_pool_fn(void *p) {
+    attn_ctx *c = p;
+    return ag_attention_pool(c->x, c->lengths, c->w, c->b);
+}
+static ag_tensor *mha_fn(void *p) {
+    attn_ctx *c = p;
+    return ag_mha_forward(&c->mha, c->x, c->lengths, make_mask(c->mask_kind), NULL);
+}
+static ag_tensor *encoder_fn(void *p) {
+    attn_ctx *c = p;
+    ag_rng drop;
+    ag_rng_seed(&drop, 99); /* the same dropout mask at every call of the check */
+    return ag_encoder_layer_forward(&c->enc, c->x, c->lengths, make_mask(c->mask_kind), c->training, &drop);
+}
+
+static void test_positions(ag_rng *r) {
+    attn_ctx c = {0};
+    c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, 6}, 1, r);
+    c.table = ag_param_positions(&c.ps, "pos", N + 3, 6, 0.5, r);
+    ag_tensor *pe = ag_sinusoidal_positions(N, 6);
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < 6; i++) {
+            double angle = t / pow(10000, (double)(i - i % 2) / 6);
+            CHECK_NEAR(pe->data[t * 6 + i], i % 2 ? cos(angle) : sin(angle), 1e-15, 0);
+        }
+    ag_tensor *odd = ag_sinusoidal_positions(2, 3); /* an odd d ends with a sine */
+    CHECK_NEAR(odd->data[3 + 2], sin(1 / pow(10000, 2.0 / 3)), 1e-15, 0);
+    ag_step_end();
+    gradcheck("sinusoidal positions", sinusoid_fn, &c, &c.x, 1);
+    gradcheck("learned positions", learned_fn, &c, (ag_tensor *[]){c.x, c.table}, 2);
+    ag_params_zero_grad(&c.ps);
+    ag_tensor *y = ag_add_learned_positions(c.x, c.table);
+    ag_backward_seeded(y, ag_tensor_fill(1, 3, (int[]){B, N, 6})->data);
+    CHECK(c.table->grad[(N - 1) * 6] == B && c.table->grad[N * 6] == 0, "rows past N get no gradient");
+    ag_step_end();
+    ag_tensor *short_table = ag_param(&c.ps, "short", 2, (int[]){N - 1, 6});
+    EXPECT_FATAL_AT(ag_add_learned_positions(c.x, short_table), "ag_add_learned_positions", "[3,6]", "max_len >= 4");
+    ag_params_free(&c.ps);
+}
+
+static void test_pooling(ag_rng *r) {
+    const int32_t *cases[2] = {lengths_padded, lengths_empty};
+    for (int k = 0; k < 2; k++) {
+        attn_ctx c = {0};
+        c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, D}, 1, r);
+        c.w = ag_param_uniform(&c.ps, "w", 2, (int[]){D, 1}, 1, r);
+        c.b = ag_param_uniform(&c.ps, "b", 1, (int[]){1}, 1, r);
+        c.lengths = cases[k];
+        gradcheck(k ? "mean_over_time, empty" : "mean_over_time", mean_fn, &c, &c.x, 1);
+        gradcheck(k ? "attention_pool, empty" : "attention_pool", attn_pool_fn, &c, (ag_tensor *[]){c.x, c.w, c.b}, 3);
+        ag_tensor *m = ag_mean_over_time(c.x, c.lengths), *a = ag_attention_pool(c.x, c.lengths, c.w, NULL);
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < D; j++) {
+                double want = 0;
+                for (int t = 0; t < c.lengths[b]; t++) want += c.x->data[(b * N + t) * D + j] / c.lengths[b];
+                CHECK_NEAR(m->data[b * D + j], want, 1e-15, 1e-14);
+                if (c.lengths[b] == 0) CHECK(a->data[b * D + j] == 0, "empty example pooled to %g", a->data[b * D + j]);
+                if (c.lengths[b] == 1) CHECK_NEAR(a->data[b * D + j], c.x->data[b * N * D + j], 1e-15, 0);
+            }
+        ag_tensor *all = ag_mean_over_time(c.x, NULL); /* NULL lengths: every position */
+        CHECK_NEAR(all->data[0], (c.x->data[0] + c.x->data[D] + c.x->data[2 * D] + c.x->data[3 * D]) / 4, 1e-15, 1e-14);
+        ag_step_end();
+        ag_params_free(&c.ps);
+    }
+}
+
+/* Multi-head attention through x and its four parameters under each kind of
+ * mask, with and without lengths; padded keys change nothing at valid
+ * positions. */
+static void test_mha(ag_rng *r) {
+    attn_ctx c = {0};
+    c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, DM}, 1, r);
+    ag_scope_push("mha");
+    c.mha = ag_mha_new(&c.ps, DM, H, r);
+    ag_scope_pop();
+    CHECK(ag_params_find(&c.ps, "mha.qkv.weight") == c.mha.w_qkv && c.mha.w_qkv->shape[1] == 3 * DM);
+    CHECK(ag_params_find(&c.ps, "mha.out.bias") == c.mha.b_o);
+    for (int i = 0; i < c.mha.b_qkv->size; i++) c.mha.b_qkv->data[i] = (ag_real)(0.1 * sin(i)); /* nonzero biases */
+    for (int i = 0; i < c.mha.b_o->size; i++) c.mha.b_o->data[i] = (ag_real)(0.1 * cos(i));
+    ag_tensor *wrt[] = {c.x, c.mha.w_qkv, c.mha.b_qkv, c.mha.w_o, c.mha.b_o};
+    const char *kinds[] = {"none", "positional [N,N]", "per-head [1,h,N,N]", "batch [B,h,N,N]"};
+    for (int kind = 0; kind < 4; kind++)
+        for (int with_len = 0; with_len < 2; with_len++) {
+            c.mask_kind = kind;
+            c.lengths = with_len ? lengths_padded : NULL;
+            char label[96];
+            snprintf(label, sizeof label, "mha, mask %s%s", kinds[kind], with_len ? ", lengths" : "");
+            gradcheck(label, mha_fn, &c, wrt, 5);
+        }
+    /* padded keys are ignored: changing x at padded positions moves no valid output */
+    c.lengths = lengths_padded;
+    c.mask_kind = 1;
+    ag_tensor *y0 = mha_fn(&c);
+    ag_real saved = c.x->data[(1 * N + 2) * DM]; /* example 1 has length 1: position 2 is padding */
+    c.x->data[(1 * N + 2) * DM] += 3;
+    ag_tensor *y1 = mha_fn(&c);
+    c.x->data[(1 * N + 2) * DM] = saved;
+    CHECK_NEAR(y1->data[(1 * N + 0) * DM + 1], y0->data[(1 * N + 0) * DM + 1], 1e-15, 0);
+    /* the attention weights come out for heatmaps; padded keys get none */
+    ag_tensor *probs = NULL;
+    (void)ag_mha_forward(&c.mha, c.x, lengths_padded, NULL, &probs);
+    CHECK(probs && probs->ndim == 4 && probs->shape[1] == H && probs->data[((1 * H + 1) * N + 0) * N + 1] == 0);
+    ag_step_end();
+    /* a 3-D mask is refused when its dim could be the batch or the heads */
+    ag_tensor *x2 = ag_param_uniform(&c.ps, "x2", 3, (int[]){H, N, DM}, 1, r);
+    EXPECT_FATAL_AT(ag_mha_forward(&c.mha, x2, NULL, ag_mask_padding(lengths_padded, H, N, 3, false), NULL),
+                    "ag_mha_forward", "ambiguous", "[2,1,1,4]");
+    EXPECT_FATAL_AT(ag_mha_forward(&c.mha, c.mha.w_o, NULL, NULL, NULL), "ag_mha_forward", "[B, N, 4]");
+    EXPECT_FATAL(ag_mha_new(&c.ps, 5, 2, r), "ag_mha_new", "dividing");
+    ag_step_end();
+    ag_params_free(&c.ps);
+}
+
+/* The encoder layer, pre- and post-LN, in evaluation and with dropout in
+ * training (a fixed mask), through every parameter and x. */
+static void test_encoder_layer(ag_rng *r) {
+    for (int pre = 0; pre < 2; pre++)
+        for (int training = 0; training < 2; training++) {
+            attn_ctx c = {0};
+            c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, DM}, 1, r);
+            ag_encoder_config cfg = {.d_model = DM, .heads = H, .d_ff = 6, .pre_norm = pre, .keep = 0.8,
+                                     .act = AG_ACT_ELU};
+            ag_scope_push("enc");
+            ag_scope_push("layer0");
+            c.enc = ag_encoder_layer_new(&c.ps, &cfg, r);
+            ag_scope_pop();
+            ag_scope_pop();
+            CHECK(!strcmp(ag_scope(), ""));
+            CHECK(ag_params_find(&c.ps, "enc.layer0.attn.qkv.weight") && ag_params_find(&c.ps, "enc.layer0.ln2.gain") &&
+                  ag_params_find(&c.ps, "enc.layer0.ffn.w1"), "encoder parameter names");
+            CHECK(c.enc.ln1_g->data[0] == 1 && c.enc.ln1_b->data[0] == 0);
+            for (int p = 1; p < c.ps.count; p++) /* move the gains and biases off 1 and 0 */
+                if (c.ps.items[p]->ndim == 1)
+                    for (int64_t i = 0; i < c.ps.items[p]->size; i++) c.ps.items[p]->data[i] += (ag_real)(0.1 * sin(i + p));
+            c.lengths = lengths_padded;
+            c.mask_kind = 1;
+            c.training = training;
+            char label[64];
+            snprintf(label, sizeof label, "encoder layer %s-LN%s", pre ? "pre" : "post", training ? ", dropout" : "");
+            gradcheck(label, encoder_fn, &c, c.ps.items, c.ps.count);
+            ag_params_free(&c.ps);
+        }
+    ag_params ps = {0};
+    EXPECT_FATAL(ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = 4, .heads = 2, .d_ff = 0}, r),
+                 "ag_encoder_layer_new", "d_ff");
+    ag_params_free(&ps);
+}
+
 int main(void) {
     ag_rng r;
     ag_rng_seed(&r, 5);
+    test_positions(&r);
+    test_pooling(&r);
+    test_mha(&r);
+    test_encoder_layer(&r);
     test_max_over_time(&r);
     test_source2token(&r);
     test_length_one(&r);

@@ -95,17 +95,24 @@ static void padding_invariance(const ag_model_kind *kind, ag_task task, int atte
     ag_model_free(&m);
 }
 
-/* Parameter names are unique and every one of them gets a gradient path. */
+/* Parameter names are unique and every one of them gets a gradient path;
+ * ag_model_shapes gives the same names and shapes, without data. */
 static void names(const ag_model_kind *kind, ag_task task, int attention) {
     ag_model_config cfg = ag_model_tiny(kind);
     if (task) cfg.task = task;
     cfg.attention = attention;
-    ag_model m;
+    ag_model m, shapes;
     ag_model_init(&m, kind, &cfg);
     CHECK(m.params.count > 0);
     for (int i = 0; i < m.params.count; i++)
         for (int j = i + 1; j < m.params.count; j++)
             CHECK(strcmp(m.params.items[i]->name, m.params.items[j]->name) != 0);
+    CHECK(ag_model_shapes(&shapes, kind, &cfg) == AG_OK && shapes.params.count == m.params.count, "%s", kind->name);
+    for (int i = 0; i < m.params.count && i < shapes.params.count; i++) {
+        const ag_tensor *a = m.params.items[i], *b = shapes.params.items[i];
+        CHECK(!strcmp(a->name, b->name) && ag_same_shape(a, b) && !b->data && !b->grad, "%s: %s", kind->name, a->name);
+    }
+    ag_model_free(&shapes);
     ag_model_free(&m);
 }
 

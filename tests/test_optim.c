@@ -400,6 +400,34 @@ static void test_clip(void) {
     ag_params_free(&ps);
 }
 
+/* The step's finite checks: the norms, and on a non-finite one the first
+ * tensor holding an inf or NaN, by name, shape, value and element. */
+static void test_finite_checks(void) {
+    ag_params ps = {0};
+    ag_tensor *a = ag_param(&ps, "a", 2, (int[]){2, 2});
+    ag_tensor *b = ag_param(&ps, "b", 1, (int[]){3});
+    const double ga[4] = {3, -4, 1, 2}, gb[3] = {-2, 0, 5}; /* norm sqrt(59) */
+    for (int i = 0; i < 4; i++) a->grad[i] = (ag_real)ga[i], a->data[i] = (ag_real)gb[i % 3];
+    for (int i = 0; i < 3; i++) b->grad[i] = (ag_real)gb[i], b->data[i] = 1;
+    CHECK_NEAR(ag_grad_norm(&ps), sqrt(59.0), 1e-12, 1e-12);
+    CHECK(a->grad[1] == (ag_real)-4, "ag_grad_norm clips nothing");
+    CHECK_NEAR(ag_params_norm(&ps), sqrt(4 + 0 + 25 + 4 + 3.0), 1e-12, 1e-12);
+    double norm = 0;
+    CHECK(ag_check_grads_finite(&ps, ag_grad_norm(&ps)) == AG_OK);
+    CHECK(ag_check_params_finite(&ps, &norm) == AG_OK && norm == ag_params_norm(&ps));
+    int64_t at = -1;
+    CHECK(ag_params_find_nonfinite(&ps, false, &at) == NULL && ag_params_find_nonfinite(&ps, true, &at) == NULL);
+    b->grad[2] = (ag_real)INFINITY;
+    CHECK(ag_params_find_nonfinite(&ps, true, &at) == b && at == 2);
+    CHECK(ag_check_grads_finite(&ps, ag_grad_norm(&ps)) == AG_ERR_NONFINITE);
+    CHECK(strstr(ag_errmsg(), "gradient norm is inf") && strstr(ag_errmsg(), "the gradient of 'b' [3] holds inf at element 2"),
+          "%s", ag_errmsg());
+    a->data[3] = (ag_real)-NAN;
+    CHECK(ag_check_params_finite(&ps, &norm) == AG_ERR_NONFINITE && isnan(norm));
+    CHECK(strstr(ag_errmsg(), "parameter norm is nan: parameter 'a' [2,2] holds nan at element 3"), "%s", ag_errmsg());
+    ag_params_free(&ps);
+}
+
 static void test_l2_penalty(void) {
     ag_params ps = {0};
     struct { const char *name; int ndim; int shape[2]; bool weight; } ps_spec[] = {
@@ -477,14 +505,51 @@ static void test_misuse(void) {
     EXPECT_ERROR(ag_optim_init(&o, &p.ps, &c), AG_ERR_ARG, "lr");
 }
 
+/* Parameter groups: biases and LayerNorm gains get no weight decay, the
+ * weight matrix keeps the config's, for coupled (sgd, adadelta) and
+ * decoupled (adamw) decay alike.  With zero gradients only decay moves a
+ * parameter. */
+static void test_weight_decay_groups(void) {
+    const char *specs[] = {"sgd:lr=0.5,weight_decay=0.1", "adamw:lr=0.5,weight_decay=0.1",
+                           "adadelta:lr=0.5,weight_decay=0.1"};
+    for (int k = 0; k < 3; k++) {
+        ag_params ps = {0};
+        ag_scope_push("enc");
+        ag_tensor *w = ag_param(&ps, "w", 2, (int[]){2, 2});
+        ag_tensor *b = ag_param(&ps, "b", 1, (int[]){2});
+        ag_tensor *g = ag_param(&ps, "ln.gain", 1, (int[]){2});
+        ag_scope_pop();
+        CHECK(!strcmp(w->name, "enc.w") && !strcmp(g->name, "enc.ln.gain"), "%s %s", w->name, g->name);
+        for (int i = 0; i < 4; i++) w->data[i] = 1;
+        for (int i = 0; i < 2; i++) b->data[i] = g->data[i] = 1;
+        ag_optim_config c;
+        CHECK(ag_optim_parse(specs[k], &c) == AG_OK);
+        ag_optimizer opt;
+        CHECK(ag_optim_init(&opt, &ps, &c) == AG_OK);
+        CHECK(ag_optim_set_weight_decay(&opt, ag_param_is_bias_or_norm, NULL, 0) == 2);
+        ag_optim_step(&opt);
+        CHECK(w->data[0] < 1, "%s: the matrix decays (%g)", specs[k], (double)w->data[0]);
+        CHECK(b->data[0] == 1 && g->data[1] == 1, "%s: bias %g, gain %g moved", specs[k], (double)b->data[0],
+              (double)g->data[1]);
+        if (k == 0) CHECK_NEAR(w->data[0], 1 - 0.5 * 0.1, 1e-7, 0);
+        if (k == 1) CHECK_NEAR(w->data[0], 1 - 0.5 * 0.1, 1e-7, 0); /* the decoupled shrink; m = 0 */
+        ag_optim_free(&opt);
+        ag_params_free(&ps);
+    }
+    EXPECT_FATAL(ag_scope_pop(), "ag_scope_pop", "no scope");
+    EXPECT_FATAL(ag_scope_push("a.b"), "ag_scope_push", "'.'");
+}
+
 int main(void) {
     printf("%s build\n", IS_F64 ? "f64" : "f32");
+    test_weight_decay_groups();
     test_sgd();
     test_adam();
     test_adadelta();
     test_lr_change();
     test_parse();
     test_clip();
+    test_finite_checks();
     test_l2_penalty();
     test_no_allocation();
     test_misuse();

@@ -64,6 +64,13 @@ if [ -w /dev/full ]; then
   ln -s /dev/full "$T/full_epochs.csv"
   expect 1 "cannot write $T/full_epochs\.csv: No space left on device" "$OX" "${MLP[@]}" --out "$T/full"
 fi
+# an optimizer that diverges is reported as diverged, with what was not finite, and the comparison goes on:
+# a parameter that the update made infinite, and an LM whose validation perplexity overflows
+expect 0 'adam:lr=1e300: diverged at step 1 \(the global parameter norm is [-a-z]+: parameter .* holds' "$OX" \
+  --model mpsan --dim 8 --synth-n 200 --batch 25 --epochs 1 --optim adam:lr=1e300 --optim sgd:lr=0.1 --out "$T/div"
+[ "$(grep -c '^"*sgd:lr=0.1"*,' "$T/div_steps.csv")" -eq 8 ] && ok || bad "sgd's steps after adam diverged: $(grep -c sgd "$T/div_steps.csv")"
+expect 0 'sgd:lr=1e8: diverged at step 13 \(after epoch 1 the validation perplexity is inf' "$OX" --model poslm \
+  --synth-n 400 --epochs 2 --optim sgd:lr=1e8 --optim sgd:lr=1 --out "$T/div-lm"
 # sizes too big for memory end with a message, not a crash (skipped where the kernel grants any size)
 if [ "$(cat /proc/sys/vm/overcommit_memory 2>/dev/null)" != 1 ]; then
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \

@@ -250,7 +250,8 @@ static void test_bad_json(void) {
     expect_bad("{" T("a", "F32", "[2,]", 0, 8) "}", 8, "a trailing comma in an array");
     expect_bad("{" T("a", "F32", "2", 0, 8) "}", 8, "a shape that is not an array");
     expect_bad("{" T("a", "F17", "[2]", 0, 8) "}", 8, "an unknown dtype");
-    expect_bad("{" T("a", "F16", "[4]", 0, 8) "}", 8, "an unsupported dtype");
+    expect_bad("{" T("a", "U8", "[8]", 0, 8) "}", 8, "an unsupported dtype");
+    expect_bad("{" T("a", "F16", "[2]", 0, 8) "}", 8, "F16 [2] in 8 bytes");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "no data_offsets");
     expect_bad("{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "no dtype");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "no shape");
@@ -525,13 +526,90 @@ static int dump(const char *path) {
             case AG_F64: memcpy(&x8, p + 8 * k, 8); printf(" %.17g", x8); break;
             case AG_I32: memcpy(&i4, p + 4 * k, 4); printf(" %d", i4); break;
             case AG_I64: memcpy(&i8, p + 8 * k, 8); printf(" %lld", (long long)i8); break;
+            case AG_F16: case AG_BF16: printf(" %.9g", ag_st_real_at(t, k)); break;
             }
         }
         printf("\n");
     }
-    for (int i = 0; i < f.n_meta; i++) printf("meta %s %s\n", f.meta[2 * i], f.meta[2 * i + 1]);
+    for (int i = 0; i < f.n_meta; i++) { /* a line each: line feeds in values (a run's config) as \n */
+        printf("meta %s ", f.meta[2 * i]);
+        for (const char *c = f.meta[2 * i + 1]; *c; c++) *c == '\n' ? fputs("\\n", stdout) : putchar(*c);
+        putchar('\n');
+    }
     ag_st_close(&f);
     return 0;
+}
+
+/* ---- checksums ---- */
+
+static void test_checksums(void) {
+    /* the standard check value of CRC-32C, and RFC 3720's 32 zero bytes;
+     * chained calls equal one call over the whole (every tail length) */
+    CHECK(ag_crc32c(0, "123456789", 9) == 0xe3069283u, "%08x", ag_crc32c(0, "123456789", 9));
+    CHECK(ag_crc32c(0, (unsigned char[32]){0}, 32) == 0x8a9136aau);
+    const char *text = "The quick brown fox jumps over the lazy dog";
+    for (size_t cut = 0; cut <= strlen(text); cut++)
+        CHECK(ag_crc32c(ag_crc32c(0, text, cut), text + cut, strlen(text) - cut) == ag_crc32c(0, text, strlen(text)));
+    CHECK(ag_crc32c(0, NULL, 0) == 0);
+
+    ag_st_writer w = {0};
+    ag_st_add(&w, "weight", AG_F32, 2, (int64_t[]){2, 2}, ex_weight);
+    ag_st_add(&w, "empty", AG_F32, 1, (int64_t[]){0}, NULL);
+    ag_st_set_checksums(&w);
+    ag_st_add(&w, "ids", AG_I64, 1, (int64_t[]){3}, ex_ids); /* added after: no checksum */
+    const char *path = path_in_dir("crc.safetensors");
+    CHECK(ag_st_write(&w, path) == AG_OK, "%s", ag_errmsg());
+    ag_st_writer_free(&w);
+    ag_st_file f;
+    CHECK(ag_st_read(path, &f) == AG_OK, "%s", ag_errmsg());
+    CHECK(f.unchecked == 1 && !strcmp(ag_st_meta(&f, "crc32c.empty"), "00000000"), "%d", f.unchecked);
+    CHECK(ag_st_meta(&f, "crc32c.weight") && strtoul(ag_st_meta(&f, "crc32c.weight"), NULL, 16) == ag_crc32c(0, ex_weight, 16));
+    /* every bit of the checksummed tensor's bytes, flipped alone */
+    size_t at = (size_t)((const unsigned char *)ag_st_get(&f, "weight")->data - f.bytes);
+    unsigned char *copy = malloc(f.size);
+    int refused = 0;
+    for (int bit = 0; bit < 16 * 8; bit++) {
+        memcpy(copy, f.bytes, f.size);
+        copy[at + bit / 8] ^= (unsigned char)(1u << bit % 8);
+        ag_st_file g;
+        ag_status st = ag_st_parse("mem", copy, f.size, &g);
+        refused += st == AG_ERR_FORMAT && strstr(ag_errmsg(), "tensor 'weight' (F32 [2,2]) is damaged");
+        if (!st) ag_st_close(&g);
+    }
+    CHECK(refused == 128, "%d of 128 flipped bits refused: %s", refused, ag_errmsg());
+    free(copy);
+    ag_st_close(&f);
+}
+
+/* F16 and BF16 read as their exact values: normals, subnormals, signed
+ * zero, infinities, the largest finite F16; ag_st_to_real rounds them once. */
+static void test_half_types(void) {
+    const uint16_t f16[8] = {0x3c00, 0xc000, 0x3555, 0x0001, 0x8000, 0x7bff, 0x7c00, 0x7e00};
+    const double f16_want[7] = {1.0, -2.0, 0.333251953125, 5.9604644775390625e-08, -0.0, 65504.0, INFINITY};
+    const uint16_t bf16[4] = {0x3f80, 0xc0a0, 0x0001, 0xff80};
+    const double bf16_want[4] = {1.0, -5.0, 9.183549615799121e-41, -INFINITY};
+    ag_st_writer w = {0};
+    ag_st_add(&w, "h", AG_F16, 1, (int64_t[]){8}, f16);
+    ag_st_add(&w, "b", AG_BF16, 2, (int64_t[]){2, 2}, bf16);
+    ag_st_add(&w, "odd", AG_F16, 1, (int64_t[]){1}, f16); /* 2 bytes: what follows is not 4-aligned */
+    ag_st_set_checksums(&w);
+    const char *path = path_in_dir("half.safetensors");
+    CHECK(ag_st_write(&w, path) == AG_OK, "%s", ag_errmsg());
+    ag_st_writer_free(&w);
+    ag_st_file f;
+    CHECK(ag_st_read(path, &f) == AG_OK, "%s", ag_errmsg());
+    const ag_st_tensor *h = ag_st_get(&f, "h"), *b = ag_st_get(&f, "b");
+    CHECK(h && h->dtype == AG_F16 && b && b->dtype == AG_BF16 && !strcmp(ag_dtype_name(AG_BF16), "BF16"));
+    for (int i = 0; h && i < 7; i++)
+        CHECK(ag_st_real_at(h, i) == f16_want[i] && signbit(ag_st_real_at(h, i)) == signbit(f16_want[i]), "F16 %d: %g", i,
+              ag_st_real_at(h, i));
+    CHECK(h && isnan(ag_st_real_at(h, 7)));
+    for (int i = 0; b && i < 4; i++) CHECK(ag_st_real_at(b, i) == bf16_want[i], "BF16 %d: %g", i, ag_st_real_at(b, i));
+    ag_real r[8];
+    if (h) ag_st_to_real(h, r);
+    CHECK(r[0] == 1 && r[2] == (ag_real)0.333251953125 && r[5] == 65504);
+    CHECK(ag_dtype_is_float(AG_F16) && ag_dtype_is_float(AG_BF16) && !ag_dtype_is_float(AG_I32));
+    ag_st_close(&f);
 }
 
 int main(int argc, char **argv) {
@@ -557,6 +635,8 @@ int main(int argc, char **argv) {
     test_damage();
     test_killed_writer();
     test_write_errors();
+    test_checksums();
+    test_half_types();
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_name[0] != '.') unlink_in_dir(e->d_name);

@@ -133,7 +133,53 @@ static void test_parse(void) {
     }
 }
 
+/* Per-step schedules: values from their formulas at chosen steps, the
+ * warm-up's ramp, and the specs. */
+static void test_per_step(void) {
+    ag_lr_steps s;
+    CHECK(ag_lr_steps_parse("cosine:warmup=4,total=12,min_ratio=0.1", &s) == AG_OK, "%s", ag_errmsg());
+    CHECK(s.decay == AG_LR_COSINE && s.warmup == 4 && s.total == 12 && s.min_ratio == 0.1);
+    const double cosine[] = {0.25, 0.5, 0.75, 1, 0.1 + 0.9 * (1 + cos(M_PI / 8)) / 2, 0.1 + 0.9 * (1 + cos(M_PI / 4)) / 2};
+    for (int t = 1; t <= 6; t++) CHECK_NEAR(ag_lr_steps_factor(&s, t), cosine[t - 1], 1e-15, 1e-15);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 8), 0.55, 1e-15, 1e-15); /* halfway */
+    CHECK_NEAR(ag_lr_steps_factor(&s, 12), 0.1, 1e-15, 1e-15);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 100), 0.1, 1e-15, 1e-15); /* stays at the floor */
+
+    CHECK(ag_lr_steps_parse("inv_sqrt:warmup=4", &s) == AG_OK);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 2), 0.5, 0, 1e-15);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 4), 1, 0, 1e-15);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 16), 0.5, 0, 1e-15);
+    /* the Transformer's rate: d^-0.5 min(t^-0.5, t w^-1.5), d = 512, w = 4 */
+    for (int t = 1; t <= 40; t += 3)
+        CHECK_NEAR(pow(512, -0.5) * pow(4, -0.5) * ag_lr_steps_factor(&s, t),
+                   pow(512, -0.5) * fmin(pow(t, -0.5), t * pow(4, -1.5)), 1e-16, 1e-14);
+    CHECK(ag_lr_steps_parse("inv_sqrt", &s) == AG_OK);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 9), 1.0 / 3, 0, 1e-15);
+
+    CHECK(ag_lr_steps_parse("linear:total=10", &s) == AG_OK);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 1), 0.9, 0, 1e-15);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 10), 0, 1e-15, 0);
+    CHECK(ag_lr_steps_parse("constant:warmup=10", &s) == AG_OK);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 5), 0.5, 0, 1e-15);
+    CHECK(ag_lr_steps_factor(&s, 11) == 1);
+
+    /* apply sets the coming step's rate from the optimizer's step */
+    ag_optimizer opt = {.lr = 1, .step = 4};
+    CHECK_NEAR(ag_lr_steps_apply(&s, &opt, 0.2), 0.1, 0, 1e-15); /* step 5 of 10 warm-up steps */
+    CHECK(opt.lr == ag_lr_steps_factor(&s, 5) * 0.2);
+
+    char buf[128];
+    CHECK(ag_lr_steps_parse("cosine:total=100,warmup=10", &s) == AG_OK);
+    CHECK(!strcmp(ag_lr_steps_format(&s, buf, sizeof buf), "cosine:warmup=10,total=100,min_ratio=0"), "%s", buf);
+    CHECK(ag_lr_steps_parse("cosine:warmup=10", &s) == AG_ERR_ARG && strstr(ag_errmsg(), "total"), "%s", ag_errmsg());
+    CHECK(ag_lr_steps_parse("inv_sqrt:total=5", &s) == AG_ERR_ARG && strstr(ag_errmsg(), "total"), "%s", ag_errmsg());
+    CHECK(ag_lr_steps_parse("noam", &s) == AG_ERR_ARG && strstr(ag_errmsg(), "inv_sqrt"), "%s", ag_errmsg());
+    CHECK(ag_lr_steps_parse("linear:total=10,min_ratio=2", &s) == AG_ERR_ARG, "%s", ag_errmsg());
+    printf("  per-step schedules\n");
+}
+
 int main(void) {
+    test_per_step();
     test_step_and_exponential();
     test_plateau();
     test_parse();

@@ -186,7 +186,7 @@ static void test_cross_entropy_values(void) {
     CHECK(loss->ndim == 0 && loss->size == 1, "a 0-dim loss");
     /* row 0: log(e + e^2 + e^3) - 3 = log(1 + e^-1 + e^-2); row 1: log 3 */
     CHECK_NEAR(ag_item(loss), 0.753109126556245, 1e-15, 1e-14);
-    ag_backward(loss);
+    ag_backward_retain(loss);
     const double p0[] = {0.09003057317038046, 0.24472847105479767, 0.6652409557748219};
     for (int c = 0; c < 3; c++) {
         CHECK_NEAR(z->grad[c], (p0[c] - (c == 2)) / 2, 1e-15, 1e-14);
@@ -239,14 +239,15 @@ static void test_linear_cross_entropy_values(void) {
     ag_tensor *w = with_grad(ag_tensor_from((ag_real[]){1, 2, 3, 1, 1, 1, 7, 8, 9}, SHAPE(3, 3)));
     ag_tensor *loss = ag_linear_cross_entropy(x, w, NULL, (int32_t[]){2, 0}, -1);
     CHECK_NEAR(ag_item(loss), 0.753109126556245, 1e-15, 1e-14);
-    ag_backward(loss);
+    ag_backward_retain(loss);
     const double p0[] = {0.09003057317038046, 0.24472847105479767, 0.6652409557748219};
     for (int c = 0; c < 3; c++) {
         CHECK_NEAR(w->grad[c], (p0[c] - (c == 2)) / 2, 1e-15, 1e-14);
         CHECK_NEAR(w->grad[3 + c], (1.0 / 3 - (c == 0)) / 2, 1e-15, 1e-14);
         CHECK(w->grad[6 + c] == 0, "no row of x reads W row 2");
     }
-    /* backward again: the saved gradient was not consumed, so W's adds up */
+    /* backward again over the retained tape: the saved gradient was not
+     * consumed, so W's adds up */
     ag_backward(loss);
     for (int c = 0; c < 3; c++) CHECK_NEAR(w->grad[c], p0[c] - (c == 2), 1e-15, 1e-14);
     ag_step_end();

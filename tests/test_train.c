@@ -115,6 +115,35 @@ static void test_options(void) {
 
 /* ---- training ---- */
 
+/* A line too long for step memory (its attention would need 400 MB, and the
+ * arena may take 64 MiB) fails alone, with the arena's message; the line
+ * after it is predicted exactly as before. */
+static void predict_survives_a_refused_line(ag_model *m, ag_vocab *vocab, ag_train_opts *lo) {
+    char before[256] = "", after[256] = "";
+    char line[] = "w1 A w2 w3 w4 w5 B", again[] = "w1 A w2 w3 w4 w5 B";
+    FILE *f = fmemopen(before, sizeof before, "w");
+    CHECK(ag_predict_line(m, vocab, lo, line, f, err, sizeof err) == 0, "%s", err);
+    fclose(f);
+    enum { WORDS = 10000 };
+    char *long_line = malloc(3 * WORDS + 1);
+    for (int i = 0; i < WORDS; i++) memcpy(long_line + 3 * i, "w1 ", 3);
+    long_line[3 * WORDS] = 0;
+    extern double ag__arena_bytes_limit; /* graph/internal.h: the memory the arena may still take */
+    ag__arena_bytes_limit = 64.0 * (1 << 20);
+    f = tmpfile();
+    int rc = ag_predict_line(m, vocab, lo, long_line, f, err, sizeof err);
+    CHECK(rc == AG_ERR_NOMEM && strstr(err, "arena: the step needs") && strncmp(err, "attngrad:", 9), "rc %d: %s", rc, err);
+    CHECK(ftell(f) == 0, "nothing printed for the refused line");
+    fclose(f);
+    ag__arena_bytes_limit = 0;
+    free(long_line);
+    CHECK(ag_is_grad_enabled());
+    f = fmemopen(after, sizeof after, "w");
+    CHECK(ag_predict_line(m, vocab, lo, again, f, err, sizeof err) == 0, "%s", err);
+    fclose(f);
+    CHECK(before[0] && !strcmp(before, after), "'%s' then '%s'", before, after);
+}
+
 /* The generated task is learnable: the loss falls well below its start
  * (ln 4 for four balanced classes), and steps after warm-up allocate nothing. */
 static void test_learns(void) {
@@ -167,6 +196,7 @@ static void test_learns(void) {
     CHECK(fscanf(f, "%d %lf %lf %lf %lf", &label, &p[0], &p[1], &p[2], &p[3]) == 5 && label >= 0 && label < 4);
     CHECK(fabs(p[0] + p[1] + p[2] + p[3] - 1) < 1e-3);
     fclose(f);
+    predict_survives_a_refused_line(&m, vocab, &lo);
     ag_batch_free(&b);
     ag_run_data_free(&d);
     ag_model_free(&m);
@@ -577,6 +607,61 @@ static void test_task_choice(void) {
     CHECK(ag_train(&o, &r, err, sizeof err) != 0 && strstr(err, "no head for the pair task"), "%s", err);
 }
 
+/* A run that diverges stops at the first non-finite value with the step,
+ * what was not finite (by name) and a hint, and writes no checkpoint of
+ * that state: a loss (adadelta at lr 1e20, issue 20's case), a parameter
+ * made infinite by the update while the loss was still finite, and an LM
+ * whose dev perplexity overflows (poslm at sgd lr 1e8, issue 20's case). */
+static void test_diverged_runs(void) {
+    static const struct {
+        const char *model, *optim, *want;
+    } cases[] = {
+        {"mpsan", "adadelta:lr=1e20", "training diverged at step 2: the training loss is nan; lower the learning rate "
+                                      "(now 1e+20, --optim adadelta) or clip the gradient norm (--clip, now off)"},
+        {"mpsan", "sgd:lr=1e300", "training diverged at step 1: the global parameter norm is nan: parameter "},
+        {"poslm", "sgd:lr=1e8", "training diverged at the evaluation after epoch 1: the dev perplexity is inf (loss "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "diverged%zu", i);
+        ag_train_opts o = small_run(name);
+        set(&o, "model", cases[i].model);
+        set(&o, "optim", cases[i].optim);
+        set(&o, "clip", "0");
+        ag_train_result r;
+        err[0] = 0;
+        int rc = ag_train(&o, &r, err, sizeof err);
+        CHECK(rc == AG_ERR_NONFINITE && strstr(err, cases[i].want), "%s %s: rc %d: %s", cases[i].model, cases[i].optim,
+              rc, err);
+        /* anomaly mode would name the op that made a NaN loss, not an update's */
+        CHECK(!strstr(err, "--detect-anomaly names the op") == (i != 0), "%s", err);
+        char path[AG_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/best.safetensors", o.out);
+        CHECK(access(path, F_OK) != 0, "%s: a checkpoint of a diverged run", path);
+        snprintf(path, sizeof path, "%s/last.safetensors", o.out);
+        CHECK(access(path, F_OK) != 0, "%s: a checkpoint of a diverged run", path);
+    }
+}
+
+/* --detect-anomaly reports nothing on a healthy run of any model: the masks'
+ * -inf entries and the ops that take them are not anomalies.  And it is
+ * off again after the run. */
+static void test_anomaly_quiet_on_healthy_runs(void) {
+    for (const ag_model_kind *const *kind = ag_model_kinds(); *kind; kind++) {
+        char name[64];
+        snprintf(name, sizeof name, "anomaly-%s", (*kind)->name);
+        ag_train_opts o = small_run(name);
+        set(&o, "model", (*kind)->name);
+        set(&o, "dim", "12");
+        set(&o, "epochs", "1");
+        set(&o, "detect-anomaly", NULL);
+        ag_train_result r;
+        int rc = ag_train(&o, &r, err, sizeof err);
+        CHECK(rc == 0 && r.steps > 0, "%s: %s", (*kind)->name, err);
+        CHECK(!ag_anomaly_enabled());
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "compare")) return same_tensors(argv[2], argv[3], true) ? 0 : 1;
     if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "verify-dump")) {
@@ -595,6 +680,8 @@ int main(int argc, char **argv) {
     test_metrics();
     test_relatedness_run();
     test_task_choice();
+    test_diverged_runs();
+    test_anomaly_quiet_on_healthy_runs();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);

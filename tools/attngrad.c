@@ -7,6 +7,7 @@
  *   attngrad gradcheck --model mpsan [--flags elu_score]
  *   attngrad dump-step --model mpsan --out step.safetensors
  *   attngrad models
+ *   attngrad --plugin my_model.so train --model mine    (any command: kinds of a plugin)
  *
  * The work is done by the trainer library (models/train.h); this file reads
  * the command line and prints.  The program is built twice: `attngrad`
@@ -46,8 +47,9 @@ static const command commands[] = {
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: attngrad COMMAND [options]   (attngrad COMMAND --help for its options)\n\n");
+    fprintf(f, "usage: attngrad [--plugin FILE.so]... COMMAND [options]   (attngrad COMMAND --help for its options)\n\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "\n  --plugin FILE.so   load the model kinds a shared object registers (docs/extending.md)\n");
 }
 
 static void command_help(const command *c) {
@@ -105,6 +107,11 @@ static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o,
         }
         int takes_value = 1;
         const char **extra = extra_option(c, x, key);
+        if (!strcmp(key, "plugin")) { /* loaded before the command: its kinds are needed to check --model */
+            fprintf(stderr, "attngrad %s: --plugin comes before the command: attngrad --plugin FILE %s ...\n", c->name,
+                    c->name);
+            return EXIT_USAGE;
+        }
         if (!extra && !ag_train_option_info(key, c->cmd, &takes_value)) {
             bool elsewhere = ag_train_option_info(key, ~0u, NULL);
             fprintf(stderr, "attngrad %s: %s option --%s (see attngrad %s --help)\n", c->name,
@@ -339,8 +346,12 @@ static int cmd_heatmap(const command *c, int argc, char **argv) {
 /* ---- gradcheck, dump-step, models ---- */
 
 /* gradcheck needs doubles: the float program hands over to attngrad-f64,
- * built next to it. */
-static int exec_f64(char **argv) {
+ * built next to it, with the whole command line (its --plugin options
+ * included: that program loads each plugin's -f64.so build). */
+static char **full_argv;
+
+static int exec_f64(void) {
+    char **argv = full_argv;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
     char *slash = n > 0 ? (self[n] = 0, strrchr(self, '/')) : NULL;
@@ -356,7 +367,7 @@ static int exec_f64(char **argv) {
 }
 
 static int cmd_gradcheck(const command *c, int argc, char **argv) {
-    if (sizeof(ag_real) != sizeof(double)) return exec_f64(argv);
+    if (sizeof(ag_real) != sizeof(double)) return exec_f64();
     ag_train_opts o = ag_train_opts_default();
     cli_extra x = {0};
     int rc = parse_args(c, argc, argv, &o, &x);
@@ -398,22 +409,54 @@ static int cmd_models(void) {
                    c.batch, c.keep, c.l2, c.optim);
         }
     }
-    printf("(a model's first row is its default task; on SICK pairs mpsan scores relatedness, ms_san classifies)\n");
+    /* said of tasks, not of named models: a plugin's kinds are listed here too */
+    printf("(a model's first row is its default task; on SICK pairs a model takes its first pair head: the\n"
+           " pair classes before relatedness scores)\n");
     printf("(without --data, train uses a generated task: d and hidden at most 64, bigram buckets at most 1024,\n"
            " and the LM trains with adam:lr=3e-3, as SGD at lr 30 is tuned to PTB)\n");
     return 0;
 }
 
+/* The --plugin FILE options before the command, loaded in order; *used
+ * gets how many arguments they took.  EXIT_USAGE or 1 on failure. */
+static int load_plugins(int argc, char **argv, bool load, int *used) {
+    int i = 1;
+    for (; i < argc && !strncmp(argv[i], "--plugin", 8) && (!argv[i][8] || argv[i][8] == '='); i++) {
+        const char *path = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : NULL;
+        if (!path || !*path) {
+            fprintf(stderr, "attngrad: --plugin needs a file (a shared object that registers model kinds)\n");
+            return EXIT_USAGE;
+        }
+        if (load && ag_model_load_plugin(path)) {
+            fprintf(stderr, "attngrad: %s\n", ag_errmsg());
+            return 1;
+        }
+    }
+    *used = i - 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    full_argv = calloc((size_t)argc + 1, sizeof *full_argv); /* before argv is shifted over the plugins */
+    if (!full_argv) return 1;
+    memcpy(full_argv, argv, (size_t)argc * sizeof *argv);
+    ag_set_fatal_handler(fatal_exit);
+    int used = 0;
+    /* the float program's gradcheck loads nothing: attngrad-f64 loads the plugins' double builds */
+    bool float_gradcheck = sizeof(ag_real) != sizeof(double);
+    int rc = load_plugins(argc, argv, false, &used);
+    if (rc) return rc;
+    float_gradcheck = float_gradcheck && used + 1 < argc && !strcmp(argv[used + 1], "gradcheck");
+    if (used && (rc = load_plugins(argc, argv, !float_gradcheck, &used))) return rc;
+    argv[used] = argv[0]; /* the command and its options as if no --plugin came before */
+    argv += used, argc -= used;
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;
     }
-    ag_set_fatal_handler(fatal_exit);
     const command *c = NULL;
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) c = &commands[i];
-    int rc;
     bool refused = false; /* a command mpirun cannot run: every rank says no alike */
     char err[256];
     if (ag_dist_init(err, sizeof err)) { /* under mpirun: MPI */
@@ -453,5 +496,6 @@ int main(int argc, char **argv) {
     if (rc && !refused) ag_dist_abort(rc);
     ag_dist_finalize();
     ag_shutdown();
+    free(full_argv);
     return rc;
 }

@@ -3,8 +3,9 @@
 # it (README, "Use it from your own program"):
 #   1. `meson install` into a scratch prefix, then programs built out of tree
 #      with cc $(pkg-config --cflags --libs attngrad) - shared and --static -
-#      and attngrad-f64.pc for a double-precision program; the installed
-#      `attngrad` program runs;
+#      and attngrad-f64.pc for a double-precision program, and a program on
+#      the installed trainer (<attngrad/train.h>); the installed `attngrad`
+#      program runs;
 #   2. a small meson project that gets attngrad as a subproject through a
 #      wrap file (dependency('attngrad')).
 # Each check prints "ok NAME" or "FAILED NAME" with the log's tail; the last
@@ -30,7 +31,7 @@ libdir=$(dirname "$pcdir")
 export PKG_CONFIG_PATH=$pcdir LD_LIBRARY_PATH=$libdir
 cc_=${CC:-cc}
 check "installed files (header, libraries with soname, .pc, programs)" bash -c "
-  test -f '$prefix/include/attngrad.h' && test -x '$prefix/bin/attngrad' && test -x '$prefix/bin/attngrad-f64' &&
+  test -f '$prefix/include/attngrad.h' && test -f '$prefix/include/attngrad/train.h' && test -x '$prefix/bin/attngrad' && test -x '$prefix/bin/attngrad-f64' &&
   test -f '$libdir/libattngrad.a' && test -f '$libdir/libattngrad-f64.a' &&
   readelf -d '$libdir/libattngrad.so' | grep -q 'SONAME.*libattngrad.so.0' &&
   readelf -d '$libdir/libattngrad-f64.so' | grep -q 'SONAME.*libattngrad-f64.so.0' &&
@@ -38,19 +39,32 @@ check "installed files (header, libraries with soname, .pc, programs)" bash -c "
 check "examples/mlp.c with pkg-config attngrad (shared)" bash -c "
   $cc_ -std=c11 -O2 '$src/examples/mlp.c' \$(pkg-config --cflags --libs attngrad) -lm -o '$tmp/mlp' &&
   ldd '$tmp/mlp' | grep -q libattngrad.so.0 && '$tmp/mlp' 300"
-check "examples/mlp.c linked -static with pkg-config --static attngrad" bash -c "
-  $cc_ -static -std=c11 -O2 '$src/examples/mlp.c' \$(pkg-config --static --cflags --libs attngrad) -o '$tmp/mlp-static' &&
-  ! ldd '$tmp/mlp-static' >/dev/null 2>&1 && '$tmp/mlp-static' 300"
+if pkg-config --static --libs attngrad | grep -q cudart; then
+  # a CUDA build: the CUDA runtime has no fully static form, so libattngrad.a
+  # goes in whole and the system libraries stay shared
+  check "examples/mlp.c with libattngrad.a and pkg-config --static (CUDA build)" bash -c "
+    $cc_ -std=c11 -O2 '$src/examples/mlp.c' \$(pkg-config --cflags attngrad) -Wl,-Bstatic -lattngrad -Wl,-Bdynamic \
+      \$(pkg-config --static --libs attngrad | sed 's/ -lattngrad / /') -o '$tmp/mlp-static' &&
+    ! ldd '$tmp/mlp-static' | grep -q libattngrad && '$tmp/mlp-static' 300"
+else
+  check "examples/mlp.c linked -static with pkg-config --static attngrad" bash -c "
+    $cc_ -static -std=c11 -O2 '$src/examples/mlp.c' \$(pkg-config --static --cflags --libs attngrad) -o '$tmp/mlp-static' &&
+    ! ldd '$tmp/mlp-static' >/dev/null 2>&1 && '$tmp/mlp-static' 300"
+fi
 check "an f64 gradient check with pkg-config attngrad-f64" bash -c "
   $cc_ -std=c11 -O2 '$src/tests/install/gradcheck_f64.c' \$(pkg-config --cflags --libs attngrad-f64) -lm -o '$tmp/gc' &&
   '$tmp/gc'"
+check "the trainer from <attngrad/train.h> with pkg-config attngrad" bash -c "
+  $cc_ -std=c11 -O2 '$src/tests/install/train_synth.c' \$(pkg-config --cflags --libs attngrad) -o '$tmp/ts' &&
+  '$tmp/ts' '$tmp/run-installed'"
 check "the installed attngrad program" bash -c "'$prefix/bin/attngrad' models | grep -q mpsan"
 
 # -- 2. a meson subproject through a wrap file (not the installed copy) --
 unset PKG_CONFIG_PATH LD_LIBRARY_PATH
 proj=$tmp/consumer
 mkdir -p "$proj/subprojects/attngrad"
-cp "$src/tests/install/consumer/meson.build" "$src/examples/mlp.c" "$src/tests/install/gradcheck_f64.c" "$proj/"
+cp "$src/tests/install/consumer/meson.build" "$src/examples/mlp.c" "$src/tests/install/gradcheck_f64.c" \
+  "$src/tests/install/train_synth.c" "$proj/"
 # the checkout as it is (tracked and new files), vendored as the subproject
 (cd "$src" && git ls-files -co --exclude-standard -z | xargs -0 tar cf -) | tar xf - -C "$proj/subprojects/attngrad"
 cat >"$proj/subprojects/attngrad.wrap" <<'WRAP'
@@ -61,7 +75,8 @@ directory = attngrad
 dependency_names = attngrad, attngrad-f64
 WRAP
 check "a meson project with attngrad as a subproject" bash -c "
-  cd '$proj' && meson setup build && ninja -C build && build/mlp 300 && build/gradcheck_f64"
+  cd '$proj' && meson setup build && ninja -C build && build/mlp 300 && build/gradcheck_f64 &&
+  build/train_synth '$tmp/run-subproject'"
 
 echo "install: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

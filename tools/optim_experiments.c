@@ -21,7 +21,10 @@
  * default), and any registered model (--model) on the trainer's data (its
  * generated task, or a benchmark with --data), built from the trainer
  * library (models/train.h): its data splits and vocabulary, the model's
- * loss and its evaluation, so the numbers are those `attngrad train` gets. */
+ * loss and its evaluation, so the numbers are those `attngrad train` gets;
+ * --plugin FILE.so first loads the kinds a plugin registers, as `attngrad
+ * --plugin` does.  Each epoch prints a progress line; --max-minutes bounds
+ * the whole comparison, each optimizer getting an equal share of it. */
 #include "../models/train.h"
 #include "../graph/internal.h" /* ag_malloc: sizes too big for memory end with a message (fatal_exit), not a crash */
 #include "plot_curves.h"
@@ -48,6 +51,7 @@ typedef struct registered_setup registered_setup;
 typedef struct {
     int epochs, batch;
     uint64_t seed;
+    double seconds_per_run;        /* --max-minutes over the runs; 0 = no limit */
     double clip, l2, smooth;
     bool linear;
     const char *out, *sched;
@@ -297,7 +301,9 @@ typedef struct {
     int steps;
     double *epoch_x, *val_loss, *metric; /* per epoch, epoch 0 included */
     int epochs;
-    int diverged_at;             /* step of the first non-finite loss, or 0 */
+    int diverged_at;             /* step of the first non-finite loss, gradient or parameter, or 0 */
+    char diverged[320];          /* what was not finite (ag_check_*_finite's message) */
+    bool time_up;                /* its share of --max-minutes ran out */
     double seconds;
 } run;
 
@@ -342,7 +348,7 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
                 int j = (int)(ag_rng_next(&order) % (uint64_t)(i + 1)), t = perm[i];
                 perm[i] = perm[j], perm[j] = t;
             }
-            for (int b = 0; b < n && !r->diverged_at; b += s->batch) {
+            for (int b = 0; b < n && !r->diverged_at && !r->time_up; b += s->batch) {
                 int rows = n - b < s->batch ? n - b : s->batch;
                 ag_tensor *loss = model->loss(self, perm + b, rows);
                 if (!loss) {
@@ -352,15 +358,25 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
                 ag_params_zero_grad(ps);
                 ag_backward(loss);
                 if (s->l2 > 0) ag_l2_penalty(ps, s->l2);
-                if (s->clip > 0) ag_clip_grad_norm(ps, s->clip);
-                ag_optim_step(&opt);
-                double l = ag_item(loss);
+                /* the checks attngrad train makes: a diverged optimizer stops
+                 * its own run, reported as diverged, and the others go on */
+                double l = ag_item(loss), norm = s->clip > 0 ? ag_clip_grad_norm(ps, s->clip) : ag_grad_norm(ps);
+                ag_status st = isfinite(l) ? ag_check_grads_finite(ps, norm) : ag_fail(AG_ERR_NONFINITE, "the loss is %g", l);
+                if (!st) {
+                    ag_optim_step(&opt);
+                    st = ag_check_params_finite(ps, NULL);
+                }
                 ag_step_end();
                 r->step_x[r->steps] = r->steps + 1;
                 r->step_loss[r->steps++] = l;
                 fprintf(steps_csv, "%s,%d,%d,%.9g,%.9g\n", r->csv_name, r->steps, epoch, opt.lr, l);
-                if (!isfinite(l)) r->diverged_at = r->steps;
+                if (st) {
+                    r->diverged_at = r->steps;
+                    snprintf(r->diverged, sizeof r->diverged, "%s", ag_errmsg());
+                }
                 sum += l, count++;
+                /* checked per step, so one long epoch cannot overrun the share */
+                if (s->seconds_per_run > 0 && now() - t0 >= s->seconds_per_run) r->time_up = true;
             }
         }
         double val_loss, metric;
@@ -373,10 +389,24 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
         r->epoch_x[r->epochs] = epoch;
         r->val_loss[r->epochs] = val_loss;
         r->metric[r->epochs++] = metric;
+        if (!r->diverged_at && (!isfinite(val_loss) || !isfinite(metric))) { /* an LM's perplexity past exp(709) */
+            r->diverged_at = r->steps > 0 ? r->steps : 1;
+            snprintf(r->diverged, sizeof r->diverged, "after epoch %d the validation %s is %g (loss %g)", epoch,
+                     model->metric, metric, val_loss);
+        }
         double lr = opt.lr;
         if (epoch > 0) ag_sched_step(&sched, &opt, val_loss);
         fprintf(epochs_csv, "%s,%d,%d,%.9g,%.9g,%.9g,%.9g,%.3f\n", r->csv_name, epoch, r->steps, lr,
                 count ? sum / count : NAN, val_loss, metric, now() - t0);
+        /* progress as it goes: a long comparison shows each epoch, not only each finished optimizer */
+        if (epoch == 0)
+            printf("  %s untrained: val loss %.5f, val %s %.4f\n", r->spec, val_loss, model->metric, metric);
+        else
+            printf("  %s epoch %d/%d: %d steps, train loss %.5f, val loss %.5f, val %s %.4f (%.1f s)%s\n", r->spec,
+                   epoch, s->epochs, r->steps, count ? sum / count : NAN, val_loss, model->metric, metric, now() - t0,
+                   r->time_up ? ", time share used" : "");
+        fflush(stdout);
+        if (r->time_up) break;
     }
     r->seconds = now() - t0;
     free(perm);
@@ -456,13 +486,17 @@ static void usage(FILE *f) {
             "  --smooth B       moving-average factor for the per-step loss plot (0.98; 0 = raw)\n"
             "  --linear         linear y axis for the loss plots (log by default)\n"
             "  --out PREFIX     output prefix (optim)\n"
+            "  --threads N      the engine's threads (0: one per core, the default)\n"
+            "  --max-minutes M  time for the whole comparison: each optimizer stops after M / count minutes\n"
+            "                   (at a step's end; that epoch is evaluated where it stopped)\n"
+            "  --plugin FILE    first option(s): load the model kinds a shared object registers\n"
             "The model: a 2-layer MLP on a generated task by default,\n"
             "  --hidden N       hidden units (64)      --act tanh|relu (tanh)\n"
             "  --dim N          input dimensions (10)  --classes N   (4)\n"
             "  --train N        training examples (4000)   --val N  held-out examples (1000)\n"
             "  --noise P        label noise (0.05)\n"
             "or a registered model on the trainer's data (dev split for validation):\n"
-            "  --model NAME     any registered kind (`attngrad models` lists them)\n"
+            "  --model NAME     any registered kind (`attngrad models` lists them; a plugin's after --plugin)\n"
             "  with the options of `attngrad train` for the data and the model's sizes: --data PATH\n"
             "  (none: the generated task), --dataset, --format, --task, --synth-n, --lowercase,\n"
             "  --min-count, --fold, --folds, --dev-frac, --dim, --hidden, --heads, --layers,\n"
@@ -537,11 +571,33 @@ static bool is_mlp_option(const char *arg) {
     return false;
 }
 
+/* The --plugin FILE options before the others, loaded in order; returns
+ * how many arguments they took, or -1 after printing why one failed. */
+static int load_plugins(int argc, char **argv) {
+    int i = 1;
+    for (; i < argc && !strcmp(argv[i], "--plugin"); i += 2) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "optim_experiments: --plugin needs a file (a shared object that registers model kinds)\n");
+            return -1;
+        }
+        if (ag_model_load_plugin(argv[i + 1])) {
+            fprintf(stderr, "optim_experiments: %s\n", ag_errmsg());
+            return -1;
+        }
+    }
+    return i - 1;
+}
+
 int main(int argc, char **argv) {
     settings s = {.epochs = 20, .batch = 0, .seed = 1, .clip = -1, .l2 = -1, .smooth = 0.98, .out = "optim",
                   .sched = "constant",
                   .task = {.dim = 10, .classes = 4, .hidden = 64, .n_train = 4000, .n_val = 1000, .label_noise = 0.05}};
     ag_set_fatal_handler(fatal_exit);
+    int plugins = load_plugins(argc, argv);
+    if (plugins < 0) return 1;
+    argv[plugins] = argv[0]; /* the other options as if no --plugin came first */
+    argv += plugins, argc -= plugins;
+    double minutes = 0, threads = 0;
     static registered_setup setup;
     setup.o = ag_train_opts_default();
     const char *model_name = NULL;
@@ -580,6 +636,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--clip")) ok = parse_number(a, v, 0, INFINITY, &s.clip);
         else if (!strcmp(a, "--l2")) ok = parse_number(a, v, 0, INFINITY, &s.l2);
         else if (!strcmp(a, "--smooth")) ok = parse_number(a, v, 0, 0.9999, &s.smooth);
+        else if (!strcmp(a, "--threads")) ok = parse_number(a, v, 0, 1024, &threads);
+        else if (!strcmp(a, "--max-minutes")) ok = parse_number(a, v, 0, 1e9, &minutes);
+        else if (!strcmp(a, "--plugin")) {
+            fprintf(stderr, "optim_experiments: --plugin comes before every other option\n");
+            ok = false;
+        }
         else if (model_name && !strncmp(a, "--", 2) && trainer_option(a + 2, &takes_value)) {
             if (takes_value && !v) {
                 fprintf(stderr, "optim_experiments: %s needs a value\n", a);
@@ -619,6 +681,8 @@ int main(int argc, char **argv) {
         specs[n++] = "adam:lr=1e-3";
         specs[n++] = "adadelta:lr=0.5,rho=0.95";
     }
+    if (threads > 0) ag_set_num_threads((int)threads);
+    s.seconds_per_run = 60 * minutes / n; /* equal shares: no optimizer is favoured by coming first */
     ag_sched_config sc;
     if (ag_sched_parse(s.sched, &sc)) {
         fprintf(stderr, "optim_experiments: %s\n", ag_errmsg());
@@ -705,7 +769,10 @@ int main(int argc, char **argv) {
         for (int j = r->steps - 1; j >= 0 && k < 50; j--, k++) tail += r->step_loss[j]; /* last 50 steps */
         printf("%-36s %12.5f %12.5f %12.4f %12.4f %9.2f%s\n", r->spec, k ? tail / k : NAN, r->val_loss[r->epochs - 1],
                r->metric[r->epochs - 1], best, r->seconds, r->diverged_at ? "  diverged" : "");
-        if (r->diverged_at) printf("  %s: loss not finite at step %d; the run stopped there\n", r->spec, r->diverged_at);
+        if (r->diverged_at) printf("  %s: diverged at step %d (%s); its run stopped there\n", r->spec, r->diverged_at, r->diverged);
+        if (r->time_up)
+            printf("  %s: its share of --max-minutes (%.1f s) ran out after %d steps, in epoch %d\n", r->spec,
+                   s.seconds_per_run, r->steps, r->epochs - 1);
     }
     if (close_csv(steps_csv, steps_path) | close_csv(epochs_csv, epochs_path)) rc = 1;
     if (!rc && write_plots(model, &s, runs, n)) {

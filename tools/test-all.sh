@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds attngrad twice (release, and address+undefined sanitizers) and runs
-# every test in both, then checks the installed library from outside the
-# tree (tools/check-install.sh).  Ends with the line
+# every test in both, fuzzes each input parser briefly (tools/fuzz.sh), then
+# checks the installed library from outside the tree (tools/check-install.sh).  Ends with the line
 #   tests: N passed, M failed, K skipped
 # where a skipped test (exit 77: no GPU, no numpy, ...) is never a pass.
 set -uo pipefail
@@ -17,19 +17,8 @@ run_suite() { # build-dir, extra meson options...
   meson test -C "$dir" --print-errorlogs --num-processes 2 "${MESON_TEST_ARGS[@]}"
 }
 
-# counts of a meson testlog: "passed failed skipped"
-count() {
-  python3 - "$1" <<'PY' 2>/dev/null || echo "0 1 0"
-import json, sys
-p = f = s = 0
-for line in open(sys.argv[1]):
-    r = json.loads(line)["result"]
-    if r in ("OK", "EXPECTEDFAIL"): p += 1
-    elif r == "SKIP": s += 1
-    else: f += 1
-print(p, f, s)
-PY
-}
+# counts of a meson testlog: "passed failed skipped" (a build that made no log: one failure)
+count() { python3 tools/testlog-counts.py "$1" 2>/dev/null || echo "0 1 0"; }
 
 total_p=0 total_f=0 total_s=0
 add() { # passed failed skipped rc label
@@ -45,9 +34,23 @@ run_suite build; rc=$?
 read -r p f s < <(count build/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "release build"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized; rc=$?
+# nvcc takes no sanitizer flags: the sanitizer build is the CPU-only variant,
+# the release build the CUDA one (where nvcc is found), so CI builds both.
+run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dcuda=disabled; rc=$?
 read -r p f s < <(count build-asan/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "sanitizer build"
 unset ASAN_OPTIONS UBSAN_OPTIONS
+
+# fuzzing: the seed corpora replayed, then each libFuzzer harness for
+# FUZZ_SECONDS (15) under ASan+UBSan, in a clang build dir (build-fuzz);
+# skipped where clang with libFuzzer is missing (tools/fuzz.sh exits 77)
+bash tools/fuzz.sh "${FUZZ_SECONDS:-15}" >build/fuzz.log 2>&1; rc=$?
+tail -15 build/fuzz.log
+if [ $rc -eq 77 ]; then
+  add 0 0 1 0 "fuzz"
+else
+  read -r p f < <(sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed.*$/\1 \2/p' build/fuzz.log | tail -1)
+  add "${p:-0}" "${f:-0}" 0 $rc "fuzz"
+fi
 
 # the library as a user outside the tree takes it: install + pkg-config, subproject
 bash tools/check-install.sh >build/check-install.log 2>&1; rc=$?

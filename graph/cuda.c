@@ -1,0 +1,248 @@
+/* cuda.c - the CUDA runtime and cuBLAS, called from C: device memory, the
+ * step's device arena, copies, matrix products, and whether a GPU is there.
+ * Built without CUDA (no nvcc/cuBLAS at configure time, or -Dcuda=disabled)
+ * the same functions say so. */
+#include "device.h"
+
+#include <stdio.h>
+
+#ifdef AG_HAVE_CUDA
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#define CUDA_OK(call)                                                                                  \
+    do {                                                                                               \
+        cudaError_t e_ = (call);                                                                       \
+        if (e_ != cudaSuccess) ag__fatal("cuda", "%s failed: %s", #call, cudaGetErrorString(e_));      \
+    } while (0)
+#define CUBLAS_OK(call)                                                                                \
+    do {                                                                                               \
+        cublasStatus_t s_ = (call);                                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS) ag__fatal("cublas", "%s failed: status %d", #call, (int)s_);  \
+    } while (0)
+
+/* One stream for every kernel and copy: ops run in order without a hidden
+ * synchronisation, and a step can be captured as a CUDA graph. */
+static cudaStream_t stream;
+static cublasHandle_t blas;
+static int ready = -1; /* -1 not asked yet, 0 no, 1 yes */
+static char why_not[256];
+
+static void versions(char *buf, size_t n) {
+    int drv = 0, rt = 0;
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    snprintf(buf, n, "driver supports CUDA %d.%d, runtime %d.%d", drv / 1000, drv % 1000 / 10, rt / 1000,
+             rt % 1000 / 10);
+}
+
+/* Starts the runtime once: device 0, the stream, cuBLAS.  false, with the
+ * reason in why_not, when any of it is missing. */
+static bool start(void) {
+    char v[96];
+    versions(v, sizeof v);
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        snprintf(why_not, sizeof why_not, "no CUDA device found (%s; %s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", v);
+        return false;
+    }
+    e = cudaSetDevice(0);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        snprintf(why_not, sizeof why_not, "the CUDA device cannot be used: %s (%s)", cudaGetErrorString(e), v);
+        return false;
+    }
+    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why_not, sizeof why_not, "cuBLAS could not start on the CUDA device (%s)", v);
+        return false;
+    }
+    /* no TF32: f32 products as the CPU computes them, to ~1e-6 */
+    cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
+    return true;
+}
+
+static bool init(void) {
+    if (ready < 0) ready = start();
+    return ready == 1;
+}
+
+bool ag__cuda_ready(char *why, size_t n) {
+    bool ok = init();
+    if (!ok && why) snprintf(why, n, "%s", why_not);
+    return ok;
+}
+
+cudaStream_t ag__cuda_stream(void) { return stream; }
+
+static void need_device(const char *op) {
+    if (!init()) ag__fatal(op, "%s", why_not);
+}
+
+static const char *mib(double bytes, char *buf, size_t n) {
+    snprintf(buf, n, bytes >= (1 << 30) ? "%.1f GiB" : "%.1f MiB", bytes / (bytes >= (1 << 30) ? 1 << 30 : 1 << 20));
+    return buf;
+}
+
+void *ag__cuda_malloc(size_t bytes, const char *what) {
+    need_device(what);
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError(); /* clear it */
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        char a[32], b[32], c[32];
+        ag__fatal(what, "needs %s of device memory, but %s of %s is free on cuda:0", mib((double)bytes, a, sizeof a),
+                  mib((double)free_b, b, sizeof b), mib((double)total_b, c, sizeof c));
+    }
+    return p;
+}
+
+void ag__cuda_free(void *p) {
+    if (p && ready == 1) cudaFree(p);
+}
+
+/* ---- the step's device arena ---- */
+
+static void *arena_chunk(size_t bytes, void *ctx) {
+    (void)ctx;
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void arena_release(void *p, void *ctx) {
+    (void)ctx;
+    cudaFree(p);
+}
+
+static ag__bump arena = {.alloc = arena_chunk, .release = arena_release, .align = 256, .min_chunk = (size_t)16 << 20};
+
+void *ag__cuda_arena_alloc(size_t bytes) {
+    need_device("arena");
+    void *p = ag__bump_alloc(&arena, bytes);
+    if (!p) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        char a[32], b[32], c[32], d[32];
+        ag__fatal("arena", "the step needs %s more device memory (it holds %s already), but %s of %s is free on "
+                  "cuda:0: the batch is too large for this GPU (fewer or shorter sequences per batch)",
+                  mib((double)bytes, a, sizeof a), mib((double)arena.step_used, b, sizeof b),
+                  mib((double)free_b, c, sizeof c), mib((double)total_b, d, sizeof d));
+    }
+    return p;
+}
+
+void ag__cuda_arena_reset(void) {
+    if (arena.n) ag__bump_reset(&arena);
+}
+
+void ag__cuda_arena_mark(size_t *pos, int *chunk) { ag__bump_mark(&arena, pos, chunk); }
+void ag__cuda_arena_rewind(size_t pos, int chunk) { ag__bump_rewind(&arena, pos, chunk); }
+
+void ag__cuda_shutdown(void) {
+    if (ready != 1) return;
+    cudaStreamSynchronize(stream);
+    ag__bump_release_all(&arena);
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+    ready = -1;
+}
+
+/* ---- copies ---- */
+
+void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes) {
+    if (!bytes) return;
+    need_device("copy");
+    enum cudaMemcpyKind kind = dst_dev == AG_CUDA ? (src_dev == AG_CUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                                  : (src_dev == AG_CUDA ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    /* the host reads or reuses its buffer right after: wait for this copy */
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToDevice) CUDA_OK(cudaStreamSynchronize(stream));
+}
+
+void ag__cuda_zero(void *p, size_t bytes) {
+    if (bytes) CUDA_OK(cudaMemsetAsync(p, 0, bytes, stream));
+}
+
+void ag__cuda_check_launch(const char *op) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) ag__fatal(op, "CUDA kernel launch failed: %s", cudaGetErrorString(e));
+}
+
+/* ---- cuBLAS: row-major products as column-major ones, C^T = op(B)^T op(A)^T ---- */
+
+#ifdef AG_REAL_DOUBLE
+#define GEMM cublasDgemm
+#define GEMM_BATCHED cublasDgemmStridedBatched
+#else
+#define GEMM cublasSgemm
+#define GEMM_BATCHED cublasSgemmStridedBatched
+#endif
+
+void ag__cuda_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
+                   int ldb, ag_real beta, ag_real *C, int ldc) {
+    need_device("gemm");
+    CUBLAS_OK(GEMM(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A, lda,
+                   &beta, C, ldc));
+}
+
+void ag__cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, const ag_real *A, int lda, int64_t sa,
+                           const ag_real *B, int ldb, int64_t sb, ag_real beta, ag_real *C, int ldc, int64_t sc,
+                           int batch) {
+    need_device("gemm");
+    ag_real one = 1;
+    CUBLAS_OK(GEMM_BATCHED(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B, ldb,
+                           sb, A, lda, sa, &beta, C, ldc, sc, batch));
+}
+
+#else /* no CUDA in this build */
+
+#define NO_CUDA "this attngrad was built without CUDA (configure found no nvcc and cuBLAS, or -Dcuda=disabled)"
+
+bool ag__cuda_ready(char *why, size_t n) {
+    if (why) snprintf(why, n, "%s", NO_CUDA);
+    return false;
+}
+void *ag__cuda_malloc(size_t bytes, const char *what) {
+    (void)bytes;
+    ag__fatal(what, "%s", NO_CUDA);
+}
+void ag__cuda_free(void *p) { (void)p; }
+void *ag__cuda_arena_alloc(size_t bytes) {
+    (void)bytes;
+    ag__fatal("arena", "%s", NO_CUDA);
+}
+void ag__cuda_arena_reset(void) {}
+void ag__cuda_arena_mark(size_t *pos, int *chunk) { *pos = 0, *chunk = 0; }
+void ag__cuda_arena_rewind(size_t pos, int chunk) { (void)pos, (void)chunk; }
+void ag__cuda_shutdown(void) {}
+void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes) {
+    (void)dst, (void)dst_dev, (void)src, (void)src_dev, (void)bytes;
+    ag__fatal("copy", "%s", NO_CUDA);
+}
+void ag__cuda_zero(void *p, size_t bytes) {
+    (void)p, (void)bytes;
+    ag__fatal("zero", "%s", NO_CUDA);
+}
+void ag__cuda_check_launch(const char *op) { (void)op; }
+void ag__cuda_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
+                   int ldb, ag_real beta, ag_real *C, int ldc) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta,
+        (void)C, (void)ldc;
+    ag__fatal("gemm", "%s", NO_CUDA);
+}
+void ag__cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, const ag_real *A, int lda, int64_t sa,
+                           const ag_real *B, int ldb, int64_t sb, ag_real beta, ag_real *C, int ldc, int64_t sc,
+                           int batch) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)sa, (void)B, (void)ldb, (void)sb,
+        (void)beta, (void)C, (void)ldc, (void)sc, (void)batch;
+    ag__fatal("gemm", "%s", NO_CUDA);
+}
+
+#endif

@@ -1,0 +1,117 @@
+/* device.c - where tensors live: device names, the device that new step
+ * tensors go to, copies between the CPU and the GPU (ag_to, with a
+ * gradient), moving parameters, and reading values back to the host.  The
+ * runtime underneath is graph/cuda.c. */
+#include "device.h"
+
+#include "../ops/cuda/kernels.h"
+
+#include <stdio.h>
+
+const char *ag_device_name(ag_device d) { return d == AG_CPU ? "cpu" : d == AG_CUDA ? "cuda" : "unknown"; }
+
+bool ag_cuda_available(char *why, size_t n) { return ag__cuda_ready(why, n); }
+
+static void need(const char *op, ag_device d) {
+    char why[256];
+    if (d != AG_CPU && d != AG_CUDA) ag__fatal(op, "unknown device %d", (int)d);
+    if (d == AG_CUDA && !ag__cuda_ready(why, sizeof why)) ag__fatal(op, "cuda: %s", why);
+}
+
+/* ---- the device of new step tensors ---- */
+
+static ag_device current = AG_CPU;
+
+void ag_set_device(ag_device d) {
+    need("ag_set_device", d);
+    current = d;
+}
+
+ag_device ag_get_device(void) { return current; }
+
+/* ag_tensor_new/_from/_fill on the current device: made on the host, then
+ * copied once (user tensors are inputs: a copy per step is the H2D copy). */
+ag_tensor *ag__on_current(ag_tensor *host) {
+    if (current == AG_CPU) return host;
+    ag_tensor *t = ag__empty_on(current, host->ndim, host->shape);
+    ag__cuda_copy(t->data, t->device, host->data, AG_CPU, (size_t)host->size * sizeof(ag_real));
+    ag__stamp(t, host->op);
+    return t;
+}
+
+ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
+    ag__check_live(op, a);
+    ag__check_live(op, b);
+    if (b && a->device != b->device)
+        ag__fatal(op, "tensors on different devices (%s and %s): move one with ag_to", ag_device_name(a->device),
+                  ag_device_name(b->device));
+    return a->device;
+}
+
+/* ---- ag_to: a copy, whose gradient is copied back and added ---- */
+
+static void to_backward(ag_node *n) {
+    ag_tensor *x = n->in[0], *y = n->out;
+    size_t bytes = (size_t)y->size * sizeof(ag_real);
+    bool had = x->grad != NULL;
+    ag_real *gx = ag__grad(x); /* on x's device, zero-filled if new */
+    if (x->device == AG_CPU) {
+        ag_real *tmp = had ? ag_arena_alloc(bytes) : gx;
+        ag__cuda_copy(tmp, AG_CPU, y->grad, y->device, bytes);
+        if (had)
+            for (int64_t i = 0; i < y->size; i++) gx[i] += tmp[i];
+    } else {
+        ag_real *tmp = ag__cuda_arena_alloc(bytes);
+        ag__cuda_copy(tmp, AG_CUDA, y->grad, y->device, bytes);
+        ag__add_into_cuda(gx, tmp, y->size);
+        ag__cuda_check_launch("ag_to");
+    }
+}
+
+ag_tensor *ag_to(ag_tensor *x, ag_device d) {
+    ag__check_live("ag_to", x);
+    need("ag_to", d);
+    if (x->device == d) return x;
+    ag_tensor *y = ag__empty_on(d, x->ndim, x->shape);
+    ag__cuda_copy(y->data, d, x->data, x->device, (size_t)x->size * sizeof(ag_real));
+    ag__record("ag_to", to_backward, y, 1, &x);
+    return y;
+}
+
+/* ---- parameters: data, gradient (and the optimizer's state, which lives
+ * with the optimizer) move once, before training ---- */
+
+static ag_real *moved(ag_real *p, int64_t size, ag_device from, ag_device to, const char *name) {
+    size_t bytes = (size_t)size * sizeof(ag_real);
+    ag_real *q = to == AG_CUDA ? ag__cuda_malloc(bytes, name) : ag_malloc(bytes ? bytes : 1);
+    ag__cuda_copy(q, to, p, from, bytes);
+    if (from == AG_CUDA) ag__cuda_free(p);
+    else ag_free(p);
+    return q;
+}
+
+void ag_params_to(ag_params *ps, ag_device d) {
+    need("ag_params_to", d);
+    for (int i = 0; i < ps->count; i++) {
+        ag_tensor *t = ps->items[i];
+        if (t->device == d) continue;
+        t->data = moved(t->data, t->size, t->device, d, t->name);
+        t->grad = moved(t->grad, t->size, t->device, d, t->name);
+        t->device = d;
+    }
+}
+
+/* ---- reading values on the host ---- */
+
+void ag_tensor_read(const ag_tensor *t, ag_real *host) {
+    ag__check_live("ag_tensor_read", t);
+    size_t bytes = (size_t)t->size * sizeof(ag_real);
+    if (t->device == AG_CPU) memcpy(host, t->data, bytes);
+    else ag__cuda_copy(host, AG_CPU, t->data, t->device, bytes);
+}
+
+ag_real ag__item_device(const ag_tensor *t) {
+    ag_real v;
+    ag__cuda_copy(&v, AG_CPU, t->data, t->device, sizeof v);
+    return v;
+}

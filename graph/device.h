@@ -1,0 +1,79 @@
+/* device.h - device memory as the engine sees it: the CUDA runtime and
+ * cuBLAS (graph/cuda.c), the step's device arena, and the chunked bump
+ * allocator both arenas are made of (graph/bump.c).  In a build without
+ * CUDA every function exists: ag__cuda_ready() says why there is no GPU
+ * and the rest are never reached, so no caller needs an #ifdef. */
+#ifndef AG_DEVICE_H
+#define AG_DEVICE_H
+
+#include "internal.h"
+
+/* ---- a chunked bump allocator over any memory (graph/bump.c) ----
+ * Allocations are aligned bumps in the current chunk; a step that does not
+ * fit spills into a new chunk, and the reset at the step's end replaces
+ * several chunks by one of their combined size, so the next step of the
+ * same shapes fits in one chunk and allocates nothing.  alloc returns NULL
+ * on failure (the caller reports it). */
+enum { AG_BUMP_MAX_CHUNKS = 64 };
+typedef struct {
+    void *(*alloc)(size_t bytes, void *ctx);
+    void (*release)(void *p, void *ctx);
+    void *ctx;
+    size_t align, min_chunk;
+    struct {
+        char *base;
+        size_t cap, used;
+    } chunk[AG_BUMP_MAX_CHUNKS];
+    int n, cur;
+    size_t step_used, high, reserved; /* this step's bytes, the most any step took, all chunks' bytes */
+    int64_t allocs, releases;          /* calls of alloc and release, for tests and the memory report */
+} ag__bump;
+
+void *ag__bump_alloc(ag__bump *a, size_t bytes); /* NULL when alloc failed */
+void ag__bump_reset(ag__bump *a);                /* end of step: rewind, coalesce */
+void ag__bump_release_all(ag__bump *a);
+/* ag_mark/ag_rewind for a bump arena: back to where mark was. */
+void ag__bump_mark(const ag__bump *a, size_t *pos, int *chunk);
+void ag__bump_rewind(ag__bump *a, size_t pos, int chunk);
+
+/* ---- the CUDA runtime ---- */
+/* true when a CUDA device can run kernels; else false, why says what is
+ * missing ("built without CUDA", "no CUDA device", driver/runtime versions). */
+bool ag__cuda_ready(char *why, size_t n);
+/* Device memory for parameters (persistent); fatal naming what and the
+ * sizes when the device is full. */
+void *ag__cuda_malloc(size_t bytes, const char *what);
+void ag__cuda_free(void *p);
+/* The step's device arena: 256-byte aligned, rewound by ag_step_end(). */
+void *ag__cuda_arena_alloc(size_t bytes);
+void ag__cuda_arena_reset(void);
+void ag__cuda_arena_mark(size_t *pos, int *chunk);
+void ag__cuda_arena_rewind(size_t pos, int chunk);
+void ag__cuda_shutdown(void);
+/* Copies between host and device memory on the engine's stream; a copy to
+ * the host waits for it (the only synchronisation, where values are read). */
+void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes);
+void ag__cuda_zero(void *p, size_t bytes);
+/* C = alpha op(A) op(B) + beta C on cuBLAS, row-major as ag__gemm. */
+void ag__cuda_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
+                   int ldb, ag_real beta, ag_real *C, int ldc);
+/* Strided-batched form: batch products at A + i sa, B + i sb, C + i sc. */
+void ag__cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, const ag_real *A, int lda, int64_t sa,
+                           const ag_real *B, int ldb, int64_t sb, ag_real beta, ag_real *C, int ldc, int64_t sc,
+                           int batch);
+/* After launching kernels from op: a launch error is a programmer error
+ * naming the op (kernels report no other errors). */
+void ag__cuda_check_launch(const char *op);
+
+/* ---- tensors on a device (graph/device.c, graph/tensor.c) ---- */
+/* A zero-filled step tensor on the CPU, whatever the current device. */
+ag_tensor *ag__zeros(int ndim, const int *shape);
+/* A host tensor moved to the current device (itself when that is the CPU). */
+ag_tensor *ag__on_current(ag_tensor *host);
+/* An uninitialised step tensor on dev (ag__empty for the CPU). */
+ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape);
+/* For ops that have a CUDA implementation: a and b (may be NULL) on the
+ * same device, which is returned; mixing is fatal, naming both devices. */
+ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_tensor *b);
+
+#endif

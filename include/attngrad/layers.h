@@ -1,0 +1,106 @@
+/* layers.h - the attention layers a researcher expects, built from
+ * attngrad's ops (their gradients follow from the ops' own, and each has an
+ * f64 gradient check in tests/test_layers.c).  Self-contained: it needs
+ * only attngrad.h.  docs/layers.md shows them assembled into a model.
+ *
+ * Conventions: x is [B, N, d] (batch, positions, features); lengths[b] in
+ * [0, N] gives example b's valid positions (NULL: all N); parameters are
+ * made with ag_param under the current name scope (ag_scope_push), from a
+ * seeded generator, in a fixed order. */
+#ifndef AG_LAYERS_H
+#define AG_LAYERS_H
+
+#include "../attngrad.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- positional encodings ---- */
+
+/* The Transformer's sinusoids, a constant [N, d] (step memory):
+ * PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(t / 10000^(2i/d)). */
+ag_tensor *ag_sinusoidal_positions(int N, int d);
+/* x [B, N, d] + PE[N, d]. */
+ag_tensor *ag_add_sinusoidal_positions(ag_tensor *x);
+/* A learned table [max_len, d] named `name`, drawn from N(0, std). */
+ag_tensor *ag_param_positions(ag_params *ps, const char *name, int max_len, int d, double std, ag_rng *rng);
+/* x [B, N, d] + table[:N] (N <= max_len); the gradient reaches the table. */
+ag_tensor *ag_add_learned_positions(ag_tensor *x, ag_tensor *table);
+
+/* ---- pooling over valid positions: x [B, N, d] -> [B, d] ----
+ * An empty example (lengths[b] = 0) pools to 0 with no gradient, in all
+ * three (ag_max_over_time, in attngrad.h, is the max). */
+
+/* Mean of the rows t < lengths[b]. */
+ag_tensor *ag_mean_over_time(ag_tensor *x, const int32_t *lengths);
+/* sum_t softmax_t(x_t . w + b) x_t over t < lengths[b]: one score per
+ * position from w [d, 1] and b [1] (may be NULL). */
+ag_tensor *ag_attention_pool(ag_tensor *x, const int32_t *lengths, ag_tensor *w, ag_tensor *b);
+
+/* ---- multi-head attention ---- */
+
+/* Q, K and V come from one fused projection x W_qkv + b_qkv, W_qkv [d, 3d]
+ * with Q's columns first, then K's, then V's (each split into heads of
+ * d / heads columns), and the heads' merged output goes through W_o [d, d]
+ * + b_o.  Parameters: <scope>qkv.weight, qkv.bias, out.weight, out.bias
+ * (Glorot-uniform weights - over the fused [d, 3d], as torch's
+ * MultiheadAttention - and zero biases). */
+typedef struct {
+    int d_model, heads;
+    ag_tensor *w_qkv, *b_qkv, *w_o, *b_o;
+} ag_mha;
+
+ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng);
+/* Self-attention over x [B, N, d] -> [B, N, d], scores scaled by
+ * 1/sqrt(d / heads).  lengths (or NULL) masks padded keys; mask (or NULL)
+ * is any additive mask ag_attention takes against the scores [B, h, N, N]:
+ * positional [N, N] (ag_mask), per head [1, h, N, N] (ag_mask_heads viewed
+ * so), per example [B, 1, N, N] or [B, 1, 1, N], or all [B, h, N, N]
+ * (ag_mask_batch).  Both together add up.  probs (or NULL) receives the
+ * attention weights [B, h, N, N] for heatmaps. */
+ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
+                          ag_tensor **probs);
+
+/* ---- Transformer encoder layer ---- */
+
+typedef struct {
+    int d_model, heads, d_ff;
+    bool pre_norm;      /* x + f(LN(x)) (pre-LN), or LN(x + f(x)) (post-LN, the 2017 paper's) */
+    double keep;        /* dropout keep probability on each sublayer's output; 0 reads as 1 */
+    ag_act act;         /* the FFN's activation; AG_ACT_NONE reads as ReLU */
+    double ln_eps;      /* 0 reads as 1e-5 */
+} ag_encoder_config;
+
+/* Parameters: <scope>attn.*, ln1.gain, ln1.bias, ffn.w1, ffn.b1, ffn.w2,
+ * ffn.b2, ln2.gain, ln2.bias (gains 1, biases 0).  A pre-LN stack wants a
+ * final ag_layernorm after its last layer (the caller's). */
+typedef struct {
+    ag_encoder_config cfg;
+    ag_mha attn;
+    ag_tensor *ln1_g, *ln1_b, *w1, *b1, *w2, *b2, *ln2_g, *ln2_b;
+} ag_encoder_layer;
+
+ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cfg, ag_rng *rng);
+/* x [B, N, d] -> [B, N, d]: self-attention (lengths, mask as ag_mha_forward)
+ * then the FFN act(x W1 + b1) W2 + b2, each with dropout (when training;
+ * rng needed then) and a residual connection, normalised before or after.
+ * Padded positions carry values (they are masked as keys, not zeroed):
+ * pool with lengths. */
+ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
+                                    bool training, ag_rng *rng);
+
+/* Errors inside a layer name the caller's line, as an op's do. */
+#ifndef AG_INTERNAL
+#define ag_add_sinusoidal_positions(...) AG_AT(ag_add_sinusoidal_positions, __VA_ARGS__)
+#define ag_add_learned_positions(...) AG_AT(ag_add_learned_positions, __VA_ARGS__)
+#define ag_mean_over_time(...) AG_AT(ag_mean_over_time, __VA_ARGS__)
+#define ag_attention_pool(...) AG_AT(ag_attention_pool, __VA_ARGS__)
+#define ag_mha_forward(...) AG_AT(ag_mha_forward, __VA_ARGS__)
+#define ag_encoder_layer_forward(...) AG_AT(ag_encoder_layer_forward, __VA_ARGS__)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AG_LAYERS_H */

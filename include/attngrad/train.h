@@ -1,0 +1,239 @@
+/* attngrad/train.h - the trainer: data setup, the training loop, evaluation, run
+ * folders and checkpoints, reference dumps and model-level gradient checks.
+ * The `attngrad` program (tools/attngrad.c) is a thin shell over this, and
+ * tests and benches call it directly.
+ *
+ *   ag_train_opts o = ag_train_opts_default();
+ *   ag_train_set(&o, "model", "mtsa", err, sizeof err);   // any CLI option
+ *   ag_train_set(&o, "epochs", "3", err, sizeof err);
+ *   ag_train_result r;
+ *   if (ag_train(&o, &r, err, sizeof err)) puts(err);
+ *
+ * Every option is a row of one table (train.c): the CLI parses "--key value"
+ * into ag_train_set, help text comes from the table, and the options a run
+ * depends on are saved as "key=value" lines in every checkpoint's "config"
+ * metadata, so `eval`, `predict` and `--resume` rebuild the same run.
+ *
+ * Errors in user input (files, options, checkpoints) return a negative
+ * value with one line in `err`; nothing here exits or aborts on them. */
+#ifndef AG_TRAIN_H
+#define AG_TRAIN_H
+
+#include <stdio.h>
+
+#include "model.h"
+
+enum { AG_PATH_MAX = 1024 };
+
+/* Everything a run is made of.  Model sizes left at -1 (keep, l2 < 0) take
+ * the kind's defaults; on the generated data set the kind's sizes are cut
+ * to at most 64 (see ag_train_resolve). */
+typedef struct {
+    /* model */
+    char model[32];
+    char task[16];          /* "", classify, pair, lm, relatedness: "" follows the model and the data */
+    int vocab, classes;     /* filled from the data (set them for dump-step) */
+    char vocab_fp[17];      /* ag_vocab_fingerprint in hex, set by train: ties vocab.txt to the checkpoint */
+    int dim, hidden, heads, layers, fixed_len, bigrams;
+    double keep, l2;
+    char flags[160];        /* "elu_score,linear_dist" */
+    char attention[16];     /* "", positional, standard, none (poslm) */
+    char optim[160], sched[160];
+    /* data */
+    char data[AG_PATH_MAX]; /* "" = the generated task */
+    char dataset[16];       /* benchmark name; "" = inferred from the folder */
+    char format[16];        /* a single file: labeled, sick, conllu, lm */
+    int max_len;            /* > 0: sentences cut to their first max_len tokens (train, eval, predict) */
+    int lowercase;
+    int min_count;
+    char embeddings[AG_PATH_MAX]; /* pretrained word vectors for the embedding ("" = random) */
+    int embeddings_exact;   /* look tokens up as they are only, not also lower-cased */
+    int freeze_embeddings;  /* keep the word embedding fixed */
+    int folds, fold;        /* CV: folds, and fold (-1 = all of them) */
+    double dev_frac;        /* dev share split off when there is no dev file */
+    int synth_n;            /* generated training examples */
+    int len;                /* dump-step: batch width (0 = tiny batch) */
+    /* loop */
+    int epochs, batch;
+    int64_t seed;
+    double clip;            /* global gradient norm; 0 = off, -1 = the model's */
+    int patience;           /* early stopping; 0 = off */
+    int64_t max_steps;      /* 0 = no limit */
+    double max_minutes;     /* 0 = no limit */
+    int threads;            /* OpenBLAS threads; 0 = its default */
+    char out[AG_PATH_MAX];  /* run folder; "" = runs/<model>-<data>-<time> */
+    char init[AG_PATH_MAX]; /* safetensors file the parameters start from; "" = the model's initialisation */
+    int resume, force;
+    char progress[8];       /* auto (bar on a terminal), bar, lines, none */
+    int quiet;              /* no epoch lines either */
+    int profile;            /* op table of this many training steps to stderr; 0 = off */
+    int detect_anomaly;     /* ag_anomaly(true) while training: the first op making an inf or NaN stops it */
+} ag_train_opts;
+
+ag_train_opts ag_train_opts_default(void);
+
+/* Commands, for options that apply to some of them only. */
+enum { AG_CMD_TRAIN = 1, AG_CMD_EVAL = 2, AG_CMD_PREDICT = 4, AG_CMD_DUMP = 8, AG_CMD_GRADCHECK = 16, AG_CMD_HEATMAP = 32 };
+
+/* Sets option `key` (the CLI name without "--", '-' or '_' alike) from its
+ * text; value NULL for a switch.  Checks the value (ranges, known names,
+ * parsable optimizer and schedule specs) and names key and value on error. */
+int ag_train_set(ag_train_opts *o, const char *key, const char *value, char *err, size_t errlen);
+/* Does option `key` exist for command cmd, and does it take a value? */
+int ag_train_option_info(const char *key, unsigned cmd, int *takes_value);
+/* "--key ARG  help" for every option of command cmd. */
+void ag_train_print_options(FILE *f, unsigned cmd);
+/* The options a run depends on as "key=value\n" lines, and back. */
+int ag_train_opts_format(const ag_train_opts *o, char *buf, size_t n);
+int ag_train_opts_parse(ag_train_opts *o, const char *text, const char *what, char *err, size_t errlen);
+
+/* Fills cfg from the kind's defaults and the options (vocab and classes as
+ * set), and writes the resolved values back into o (ag_train_record). */
+int ag_train_resolve(ag_train_opts *o, ag_model_config *cfg, char *err, size_t errlen);
+/* The size options set in o that o's model does not read (ag_model_kind.reads),
+ * as "--hidden, --heads" into buf; returns how many. */
+int ag_train_unread_options(const ag_train_opts *o, char *buf, size_t n);
+
+/* ---- data of one run: splits of up to three datasets, one vocabulary ---- */
+
+enum { AG_SPLIT_TRAIN, AG_SPLIT_DEV, AG_SPLIT_TEST, AG_SPLITS };
+
+typedef struct {
+    ag_dataset sets[AG_SPLITS];   /* what was loaded (a CV run uses sets[0] only) */
+    const ag_dataset *ds[AG_SPLITS]; /* the dataset of each split, NULL if none */
+    int64_t *idx[AG_SPLITS], n[AG_SPLITS]; /* its examples */
+    ag_vocab *vocab;
+    ag_task task;
+    int classes;                  /* label count (0 for LM) */
+    int32_t max_width;            /* widest batch row over all splits */
+    int lowercase;                /* tokens were lower-cased (option or benchmark) */
+    char name[64];                /* "trec", "synth-order", a file name */
+} ag_run_data;
+
+/* Loads (or generates) the data of o for CV fold `fold` (ignored unless the
+ * data set is a CV one), builds the vocabulary from the training split or
+ * uses `vocab` (then owned by d), and encodes every split. */
+int ag_run_data_open(const ag_train_opts *o, int fold, ag_vocab *vocab, ag_run_data *d, char *err, size_t errlen);
+void ag_run_data_free(ag_run_data *d);
+/* Folds of o's data set when it is a CV benchmark (o->folds), else 0; -1
+ * with err set when o->data is a folder but not a benchmark found there. */
+int ag_run_data_folds(const ag_train_opts *o, char *err, size_t errlen);
+
+/* ---- evaluation and training -------------------------------------------- */
+
+typedef struct {
+    double loss;        /* mean per example (LM: per target token) */
+    double accuracy;    /* classification and pairs */
+    double perplexity;  /* LM: exp(loss) */
+    /* relatedness: the predicted score sum_i i p_i against the gold score */
+    double pearson, spearman, mse;
+    int64_t examples, tokens;
+} ag_metrics;
+
+/* Agreement of n predictions x with gold values y: Pearson's r, Spearman's
+ * rho (Pearson's r of the ranks, tied values sharing their average rank)
+ * and the mean squared error.  r and rho are NaN when n < 2, when either
+ * side is constant (undefined) or holds a NaN, or (rho) when out of memory. */
+double ag_pearson(const double *x, const double *y, int64_t n);
+double ag_spearman(const double *x, const double *y, int64_t n);
+double ag_mean_sq_error(const double *x, const double *y, int64_t n);
+
+/* Metrics of `m` on examples idx[0..n) of ds, in batches of b (allocated for
+ * ds), with gradients off and dropout off. */
+int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n, ag_batch *b, ag_metrics *out,
+                char *err, size_t errlen);
+
+typedef struct {
+    int folds;              /* CV folds run (1 without CV) */
+    ag_metrics dev, test;   /* of the best checkpoint; CV: mean over folds */
+    double test_std;        /* CV: std of the fold accuracies */
+    bool has_test;
+    double first_loss;      /* mean training loss of the first 10 steps */
+    double last_loss;       /* ... and of the last epoch's steps */
+    int64_t steps;
+    int epochs;
+    double seconds;
+    int64_t step_allocs;    /* heap allocations inside training steps after warm-up */
+    bool stopped_early, time_up;
+    char out[AG_PATH_MAX];
+} ag_train_result;
+
+/* Runs a whole training as the `train` command does: every fold of a CV
+ * data set (or one), with checkpoints, metrics and progress output. */
+int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen);
+
+/* The options of the run in folder `out` (from its last.safetensors, or
+ * fold0/last.safetensors of a cross-validation run), for --resume: the
+ * command line is applied on top of them. */
+int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen);
+
+/* Every parameter of ps (names and shapes: a shapes-only list will do)
+ * against the tensors of f: each one missing from the file, of another
+ * shape or of no float dtype, and with strict each tensor of the file that
+ * is no parameter (besides attngrad's own optim.*, sched.*, grad.*,
+ * batch.*, loss), gets a line of its own on `report`, and err sums them up
+ * (AG_ERR_SHAPE).  Float tensors of another type than the build's are
+ * converted on load: one note line on `report` says so. */
+int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE *report, char *err, size_t errlen);
+/* The same for the file at path and the model kind/cfg would build, from
+ * its names and shapes alone (ag_model_shapes): nothing of the model's size
+ * is allocated, so a file's size bounds what a refused load costs.  With
+ * note, a file whose tensors lack checksums gets a note on stderr. */
+int ag_checkpoint_fits(const char *path, const ag_model_kind *kind, const ag_model_config *cfg, bool strict, bool note,
+                       char *err, size_t errlen);
+
+/* A trained model from a checkpoint: its options from the metadata (config),
+ * the vocabulary from vocab.txt next to it (or vocab_path), the parameters. */
+int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_model *m, ag_vocab **vocab,
+                char *err, size_t errlen);
+
+/* The batch options of m's run: the model's own, and o->max_len's cut;
+ * max_width (0: from the data) never above that cut. */
+ag_batch_opts ag_run_batch_opts(const ag_model *m, const ag_train_opts *o, int32_t max_width);
+
+/* One input line ("a sentence", pairs "sentence_a<TAB>sentence_b") as a
+ * one-row batch for m: tokenized as its training data was (o->lowercase),
+ * encoded with vocab (unknown words -> <unk>; LM: <eos> appended, so the
+ * targets are the following words), with what the model's batches hold.
+ * ds keeps the words (ag_dataset_word); free both with ag_dataset_free and
+ * ag_batch_free, also after an error. */
+int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
+                  ag_batch *b, char *err, size_t errlen);
+
+/* Predicts one input line ("a sentence", pairs "sentence_a<TAB>sentence_b")
+ * and prints "label<TAB>probabilities" (LM: perplexity and next word;
+ * relatedness: "score<TAB>probabilities of 1..5"). */
+int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
+                    size_t errlen);
+
+/* ---- reference dumps and gradient checks at small sizes ----------------- */
+
+/* The model of o at MODELS.md's tiny sizes (sizes set in o override them)
+ * and its batch: the tiny batch, or with o->batch / o->len set a random one
+ * of that many rows and that width.  Free with ag_model_free and
+ * ag_model_batch_free. */
+int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, size_t errlen);
+/* One forward/backward (dropout off) of ag_dump_setup's model and batch,
+ * written to path: parameters, grad.<name>, loss and batch.* tensors. */
+int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t errlen);
+/* f64 gradient check of every parameter at the tiny sizes; prints the
+ * worst relative error per parameter and returns 1 if all pass, 0 if not,
+ * negative on bad options. */
+int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errlen);
+
+/* ---- attention heatmaps of a trained model ------------------------------ */
+
+/* One forward of m (eval mode, no gradients, capture_maps on) on one
+ * sentence (pairs: and sentence_b), tokenized as ag_line_batch does, and an
+ * SVG heatmap (ag_heatmap_svg) of every attention map it records, one per
+ * head of a [B,h,Nq,Nk] map, cut to the sentence's length, with the words
+ * as axis labels (unknown ones as "<unk>(word)"); LM rows are the targets
+ * (the next word at each position), columns the inputs.  Files go to
+ * out/<model>-<map>[-h<k>].svg when out is a folder (existing, or ending in
+ * '/': then created), else to out-<map>[-h<k>].svg; each path written is
+ * printed on a line of `paths` (may be NULL).  Errors: an empty sentence, a
+ * sentence longer than a fixed-length model's L, a model without maps. */
+int ag_sentence_heatmaps(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *sentence,
+                         const char *sentence_b, const char *out, FILE *paths, char *err, size_t errlen);
+
+#endif

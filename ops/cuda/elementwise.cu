@@ -1,0 +1,167 @@
+/* elementwise.cu - the CUDA side of ops/elementwise.c: binary ops with
+ * broadcasting, the scalar affine op, and the unary table, whose
+ * expressions are the CPU's own (ops/unary_table.h, ops/vecmath.h). */
+#include "prelude.cuh"
+#include "../vecmath.h"
+#include "../unary_table.h"
+
+/* ---- unary: one kernel per table row ---- */
+
+#define UNARY_KERNELS(NAME, FWD, DERIV)                                                           \
+    __global__ void NAME##_forward_kernel(const ag_real *X, ag_real *Y, int64_t n) {             \
+        AG_CUDA_FOR(i, n) {                                                                       \
+            ag_real x = X[i];                                                                     \
+            Y[i] = FWD;                                                                           \
+        }                                                                                         \
+    }                                                                                             \
+    __global__ void NAME##_backward_kernel(const ag_real *X, const ag_real *Y, const ag_real *G,  \
+                                           ag_real *GX, int64_t n, bool fresh) {                  \
+        AG_CUDA_FOR(i, n) {                                                                       \
+            [[maybe_unused]] ag_real x = X[i];                                                    \
+            [[maybe_unused]] ag_real y = Y[i];                                                    \
+            ag_real d = G[i] * (DERIV);                                                           \
+            GX[i] = fresh ? d : GX[i] + d;                                                        \
+        }                                                                                         \
+    }
+AG_UNARY_TABLE(UNARY_KERNELS)
+
+typedef void (*unary_fwd)(const ag_real *, ag_real *, int64_t);
+typedef void (*unary_bwd)(const ag_real *, const ag_real *, const ag_real *, ag_real *, int64_t, bool);
+#define UNARY_FWD_ENTRY(NAME, FWD, DERIV) NAME##_forward_kernel,
+#define UNARY_BWD_ENTRY(NAME, FWD, DERIV) NAME##_backward_kernel,
+static const unary_fwd unary_forward[] = {AG_UNARY_TABLE(UNARY_FWD_ENTRY)};
+static const unary_bwd unary_backward[] = {AG_UNARY_TABLE(UNARY_BWD_ENTRY)};
+
+extern "C" void ag__unary_forward_cuda(int op, const ag_real *x, ag_real *y, int64_t n) {
+    if (n > 0) unary_forward[op]<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, y, n);
+}
+
+extern "C" void ag__unary_backward_cuda(int op, const ag_real *x, const ag_real *y, const ag_real *g, ag_real *gx,
+                                        int64_t n, bool fresh) {
+    if (n > 0) unary_backward[op]<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, y, g, gx, n, fresh);
+}
+
+/* ---- binary ops with broadcasting ---- */
+
+/* op(a, b) and its two partial derivatives times g, as ops/elementwise.c's
+ * BINARY_OP table writes them. */
+__device__ static inline ag_real binary_value(int op, ag_real a, ag_real b) {
+    switch (op) {
+    case AG_BINARY_add: return a + b;
+    case AG_BINARY_sub: return a - b;
+    case AG_BINARY_mul: return a * b;
+    case AG_BINARY_div: return a / b;
+    default: return a > b ? a : b;
+    }
+}
+
+__device__ static inline ag_real binary_grad(int op, int side, ag_real a, ag_real b, ag_real g) {
+    switch (op) {
+    case AG_BINARY_add: return g;
+    case AG_BINARY_sub: return side == 0 ? g : -g;
+    case AG_BINARY_mul: return side == 0 ? g * b : g * a;
+    case AG_BINARY_div: return side == 0 ? g / b : -g * a / (b * b);
+    default: return (a > b) == (side == 0) ? g : 0;
+    }
+}
+
+__global__ void binary_forward_kernel(int op, ag_kbcast bc, const ag_real *A, const ag_real *B, ag_real *Y,
+                                      int64_t n) {
+    AG_CUDA_FOR(i, n) {
+        int64_t rest = i, ia = 0, ib = 0;
+        for (int d = 3; d >= 0; d--) {
+            int64_t c = rest % bc.shape[d];
+            rest /= bc.shape[d];
+            ia += c * bc.sa[d];
+            ib += c * bc.sb[d];
+        }
+        Y[i] = binary_value(op, A[ia], B[ib]);
+    }
+}
+
+extern "C" void ag__binary_forward_cuda(int op, const ag_kbcast *bc, const ag_real *a, const ag_real *b, ag_real *y) {
+    int64_t n = (int64_t)bc->shape[0] * bc->shape[1] * bc->shape[2] * bc->shape[3];
+    if (n > 0) binary_forward_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(op, *bc, a, b, y, n);
+}
+
+/* Thread per element of the operand X (strides s): its coordinates in the
+ * output's 4 dims are fixed where s[d] != 0 (or the dim is 1) and run over
+ * the whole dim where X is repeated; the repeated coordinates are visited
+ * in increasing output order, as the CPU's serial sum would. */
+__global__ void binary_backward_kernel(int op, int side, ag_kbcast bc, const ag_real *A, const ag_real *B,
+                                       const ag_real *G, ag_real *GX, int64_t gx_size, bool fresh) {
+    const int64_t *s = side == 0 ? bc.sa : bc.sb;
+    int xdim[4]; /* X's extent along each output dim */
+    for (int d = 0; d < 4; d++) xdim[d] = s[d] || bc.shape[d] == 1 ? bc.shape[d] : 1;
+    AG_CUDA_FOR(x, gx_size) {
+        int fixed[4];
+        int64_t rest = x;
+        for (int d = 3; d >= 0; d--) {
+            fixed[d] = (int)(rest % xdim[d]);
+            rest /= xdim[d];
+        }
+        int lo[4], hi[4];
+        for (int d = 0; d < 4; d++) {
+            bool repeated = xdim[d] == 1 && bc.shape[d] > 1;
+            lo[d] = repeated ? 0 : fixed[d];
+            hi[d] = repeated ? bc.shape[d] : fixed[d] + 1;
+        }
+        ag_real acc = fresh ? 0 : GX[x];
+        for (int i0 = lo[0]; i0 < hi[0]; i0++)
+            for (int i1 = lo[1]; i1 < hi[1]; i1++)
+                for (int i2 = lo[2]; i2 < hi[2]; i2++)
+                    for (int i3 = lo[3]; i3 < hi[3]; i3++) {
+                        int64_t o = ((((int64_t)i0 * bc.shape[1] + i1) * bc.shape[2] + i2) * bc.shape[3]) + i3;
+                        int64_t ia = i0 * bc.sa[0] + i1 * bc.sa[1] + i2 * bc.sa[2] + i3 * bc.sa[3];
+                        int64_t ib = i0 * bc.sb[0] + i1 * bc.sb[1] + i2 * bc.sb[2] + i3 * bc.sb[3];
+                        acc += binary_grad(op, side, A[ia], B[ib], G[o]);
+                    }
+        GX[x] = acc;
+    }
+}
+
+extern "C" void ag__binary_backward_cuda(int op, int side, const ag_kbcast *bc, const ag_real *a, const ag_real *b,
+                                         const ag_real *g, ag_real *gx, int64_t gx_size, bool fresh) {
+    if (gx_size > 0)
+        binary_backward_kernel<<<ag__cuda_blocks(gx_size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+            op, side, *bc, a, b, g, gx, gx_size, fresh);
+}
+
+/* ---- y = scale x + shift, fills, accumulation ---- */
+
+__global__ void affine_kernel(const ag_real *X, ag_real *Y, ag_real scale, ag_real shift, int64_t n) {
+    AG_CUDA_FOR(i, n) Y[i] = scale * X[i] + shift;
+}
+
+__global__ void affine_grad_kernel(const ag_real *G, ag_real *GX, ag_real scale, int64_t n, bool fresh) {
+    AG_CUDA_FOR(i, n) GX[i] = fresh ? scale * G[i] : GX[i] + scale * G[i];
+}
+
+__global__ void fill_kernel(ag_real *Y, ag_real value, int64_t n) {
+    AG_CUDA_FOR(i, n) Y[i] = value;
+}
+
+__global__ void add_into_kernel(ag_real *Y, const ag_real *X, int64_t n) {
+    AG_CUDA_FOR(i, n) Y[i] += X[i];
+}
+
+extern "C" void ag__affine_forward_cuda(const ag_real *x, ag_real *y, ag_real scale, ag_real shift, int64_t n) {
+    if (n > 0) affine_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, y, scale, shift, n);
+}
+
+extern "C" void ag__affine_backward_cuda(const ag_real *g, ag_real *gx, ag_real scale, int64_t n, bool fresh) {
+    if (n > 0) affine_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, gx, scale, n, fresh);
+}
+
+extern "C" void ag__fill_cuda(ag_real *y, ag_real value, int64_t n) {
+    if (n > 0) fill_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(y, value, n);
+}
+
+extern "C" void ag__add_into_cuda(ag_real *y, const ag_real *x, int64_t n) {
+    if (n > 0) add_into_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(y, x, n);
+}
+
+extern "C" const char *ag__cuda_launch_error(void) {
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}

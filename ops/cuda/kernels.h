@@ -1,0 +1,72 @@
+/* kernels.h - the CUDA kernels' launchers, as C sees them.
+ *
+ * Each op family's kernels live in ops/cuda/<family>.cu, beside the CPU code
+ * in ops/<family>.c, and the launchers keep the CPU function's name with a
+ * _cuda suffix: softmax_rows_forward in ops/softmax.c has
+ * ag__softmax_rows_forward_cuda in ops/cuda/softmax.cu.  Launchers take raw
+ * device pointers and sizes (no ag_tensor: the .cu files are C++ and see
+ * none of the engine), run on the engine's one stream and return at once:
+ * no hidden synchronisation. */
+#ifndef AG_CUDA_KERNELS_H
+#define AG_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef AG_REAL_DOUBLE
+typedef double ag_kreal;
+#else
+typedef float ag_kreal;
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The unary table of ops/unary_table.h, by its index (AG_UNARY_<NAME>). */
+void ag__unary_forward_cuda(int op, const ag_kreal *x, ag_kreal *y, int64_t n);
+/* gx = (fresh ? 0 : gx) + g * f'(x, y) */
+void ag__unary_backward_cuda(int op, const ag_kreal *x, const ag_kreal *y, const ag_kreal *g, ag_kreal *gx,
+                             int64_t n, bool fresh);
+
+/* Binary ops with broadcasting (ops/elementwise.c's plan): the output's
+ * shape right-aligned in 4 dims, and each operand's strides (0 where it is
+ * repeated).  op: AG_BINARY_add, _sub, _mul, _div, _maximum. */
+typedef struct {
+    int shape[4];
+    int64_t sa[4], sb[4];
+} ag_kbcast;
+enum { AG_BINARY_add, AG_BINARY_sub, AG_BINARY_mul, AG_BINARY_div, AG_BINARY_maximum };
+void ag__binary_forward_cuda(int op, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b, ag_kreal *y);
+/* The gradient of one operand (side 0: a, 1: b), whose strides are in bc:
+ * each of its elements sums, in increasing output order, the terms of every
+ * output position that reads it (no atomics: the same bits every run).
+ * gx has the operand's size; fresh: store instead of add. */
+void ag__binary_backward_cuda(int op, int side, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b,
+                              const ag_kreal *g, ag_kreal *gx, int64_t gx_size, bool fresh);
+/* y = scale x + shift; backward gx (+)= scale g */
+void ag__affine_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal scale, ag_kreal shift, int64_t n);
+void ag__affine_backward_cuda(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t n, bool fresh);
+void ag__fill_cuda(ag_kreal *y, ag_kreal value, int64_t n);
+/* y += x */
+void ag__add_into_cuda(ag_kreal *y, const ag_kreal *x, int64_t n);
+
+/* *out = scale * sum of x[0..n), in a fixed order (deterministic for a
+ * given n; scale 1/n gives the mean). */
+void ag__sum_forward_cuda(const ag_kreal *x, ag_kreal scale, ag_kreal *out, int64_t n);
+/* gx (+)= scale g[0] for every element (g is on the device). */
+void ag__sum_backward_cuda(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n, bool fresh);
+
+/* Softmax over the last axis of [rows, cols]; backward
+ * gx (+)= y (g - sum(g y)). */
+void ag__softmax_rows_forward_cuda(const ag_kreal *x, ag_kreal *y, int64_t rows, int cols);
+void ag__softmax_rows_backward_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t rows, int cols,
+                                    bool fresh);
+
+/* The last launch error, "" if none (cudaGetLastError's string). */
+const char *ag__cuda_launch_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+/* no_cuda.c - the kernel launchers of kernels.h in a build without CUDA.
+ * No tensor can be on the GPU there (ag_to and ag_set_device refuse first),
+ * so these are never reached; they exist so that the ops' dispatch links. */
+#include "../../graph/internal.h"
+#include "kernels.h"
+
+#define UNREACHABLE(name) ag__fatal(name, "this attngrad was built without CUDA")
+
+void ag__unary_forward_cuda(int op, const ag_kreal *x, ag_kreal *y, int64_t n) {
+    (void)op, (void)x, (void)y, (void)n;
+    UNREACHABLE("unary");
+}
+void ag__unary_backward_cuda(int op, const ag_kreal *x, const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t n,
+                             bool fresh) {
+    (void)op, (void)x, (void)y, (void)g, (void)gx, (void)n, (void)fresh;
+    UNREACHABLE("unary");
+}
+void ag__binary_forward_cuda(int op, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b, ag_kreal *y) {
+    (void)op, (void)bc, (void)a, (void)b, (void)y;
+    UNREACHABLE("binary");
+}
+void ag__binary_backward_cuda(int op, int side, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b,
+                              const ag_kreal *g, ag_kreal *gx, int64_t gx_size, bool fresh) {
+    (void)op, (void)side, (void)bc, (void)a, (void)b, (void)g, (void)gx, (void)gx_size, (void)fresh;
+    UNREACHABLE("binary");
+}
+void ag__affine_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal scale, ag_kreal shift, int64_t n) {
+    (void)x, (void)y, (void)scale, (void)shift, (void)n;
+    UNREACHABLE("affine");
+}
+void ag__affine_backward_cuda(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t n, bool fresh) {
+    (void)g, (void)gx, (void)scale, (void)n, (void)fresh;
+    UNREACHABLE("affine");
+}
+void ag__fill_cuda(ag_kreal *y, ag_kreal value, int64_t n) {
+    (void)y, (void)value, (void)n;
+    UNREACHABLE("fill");
+}
+void ag__add_into_cuda(ag_kreal *y, const ag_kreal *x, int64_t n) {
+    (void)y, (void)x, (void)n;
+    UNREACHABLE("add");
+}
+void ag__sum_forward_cuda(const ag_kreal *x, ag_kreal scale, ag_kreal *out, int64_t n) {
+    (void)x, (void)scale, (void)out, (void)n;
+    UNREACHABLE("ag_sum");
+}
+void ag__sum_backward_cuda(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n, bool fresh) {
+    (void)g, (void)scale, (void)gx, (void)n, (void)fresh;
+    UNREACHABLE("ag_sum");
+}
+void ag__softmax_rows_forward_cuda(const ag_kreal *x, ag_kreal *y, int64_t rows, int cols) {
+    (void)x, (void)y, (void)rows, (void)cols;
+    UNREACHABLE("ag_softmax");
+}
+void ag__softmax_rows_backward_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t rows, int cols,
+                                    bool fresh) {
+    (void)y, (void)g, (void)gx, (void)rows, (void)cols, (void)fresh;
+    UNREACHABLE("ag_softmax");
+}
+const char *ag__cuda_launch_error(void) { return ""; }

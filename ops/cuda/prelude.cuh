@@ -1,0 +1,37 @@
+/* prelude.cuh - what a .cu file needs of the engine's headers: the real
+ * type, the scalar helpers of graph/internal.h, and launch geometry.  The
+ * .cu files are C++ and never include attngrad.h or internal.h. */
+#ifndef AG_CUDA_PRELUDE_CUH
+#define AG_CUDA_PRELUDE_CUH
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+
+#define AG_HD __host__ __device__
+typedef ag_kreal ag_real;
+
+/* As graph/internal.h's, for either real type. */
+AG_HD static inline ag_real ag__sigmoid(ag_real x) {
+    if (x >= 0) return 1 / (1 + exp(-x));
+    ag_real e = exp(x);
+    return e / (1 + e);
+}
+AG_HD static inline ag_real ag__softplus(ag_real x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+
+/* One thread an element, grid-stride: any n with a bounded grid. */
+enum { AG_CUDA_THREADS = 256 };
+static inline unsigned ag__cuda_blocks(int64_t n) {
+    int64_t b = (n + AG_CUDA_THREADS - 1) / AG_CUDA_THREADS;
+    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+#define AG_CUDA_FOR(i, n) \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* The engine's one stream (graph/cuda.c). */
+extern "C" cudaStream_t ag__cuda_stream(void);
+
+#endif

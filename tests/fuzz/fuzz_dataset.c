@@ -1,0 +1,29 @@
+/* fuzz_dataset.c - one data loader (FUZZ_FORMAT: labeled, sick, conllu or
+ * lm) on a file's bytes; what loads is then given a vocabulary and encoded,
+ * as the trainer does with a training split. */
+#include "fuzz.h"
+#include "../../data/data.h"
+
+static void load(const uint8_t *data, size_t size, int skip) {
+    char err[512];
+    ag_dataset ds;
+    ag_load_opts o = ag_load_opts_default();
+    o.lowercase = size > 0 && data[0] & 1;
+    o.skip_bad_lines = skip;
+    o.max_line_bytes = 1 << 16;
+    if (ag_dataset_load_mem("fuzz", data, size, FUZZ_FORMAT, &o, NULL, &ds, err, sizeof err)) return;
+    ag_vocab *v = NULL;
+    ag_vocab_opts vo = {.min_count = 1};
+    if (!ag_vocab_build(&ds, NULL, ds.n, &vo, &v, err, sizeof err)) {
+        ag_dataset_encode(&ds, v, err, sizeof err);
+        ag_vocab_free(v);
+    }
+    ag_dataset_free(&ds);
+}
+
+/* Loads with bad lines an error, then skipped (the paths differ at the end
+ * of a file); lower-casing from the first byte. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    for (int skip = 0; skip < 2; skip++) load(data, size, skip);
+    return 0;
+}

@@ -1,0 +1,142 @@
+/* test_device.c - what the CUDA backend does that needs no GPU: the device
+ * arena's accounting (the bump allocator over malloc), the answer of a
+ * machine or build without a GPU, device-mismatch errors naming both
+ * devices and the caller's line, and ops without a CUDA implementation
+ * refusing CUDA tensors by name.  tests/test_cuda_ops.c checks the kernels
+ * on a GPU. */
+#include "check.h"
+#include "fatal.h"
+#include "attngrad.h"
+#include "../graph/device.h"
+
+#include <stdlib.h>
+
+/* ---- the bump allocator, over malloc ---- */
+
+/* 256-byte aligned chunks, as cudaMalloc gives */
+static void *heap_alloc(size_t bytes, void *ctx) {
+    (void)ctx;
+    if (bytes > ((size_t)1 << 40)) return NULL; /* "the device is full" */
+    return aligned_alloc(256, (bytes + 255) / 256 * 256);
+}
+static void heap_release(void *p, void *ctx) {
+    (void)ctx;
+    free(p);
+}
+
+/* A "step" of n allocations of 1000 bytes each. */
+static void step(ag__bump *a, int n, char **last) {
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        char *p = ag__bump_alloc(a, 1000);
+        bad += !p || ((uintptr_t)p % 256) != 0;
+        if (p) p[999] = 1; /* the memory is there (ASan) */
+        if (last) *last = p;
+    }
+    CHECK(bad == 0, "%d of the step's %d allocations failed or were not 256-byte aligned", bad, n);
+}
+
+static void test_bump_arena(void) {
+    ag__bump a = {.alloc = heap_alloc, .release = heap_release, .align = 256, .min_chunk = 4096};
+    step(&a, 20, NULL); /* 20 x 1024 bytes: spills over several chunks */
+    CHECK(a.n > 1, "the first step spilled into %d chunks", a.n);
+    CHECK(a.high == 20 * 1024, "high-water mark %zu", a.high);
+    ag__bump_reset(&a);
+    CHECK(a.n == 1 && a.chunk[0].cap >= 20 * 1024, "reset coalesced into one chunk of %zu", a.chunk[0].cap);
+    int64_t allocs = a.allocs;
+    for (int s = 0; s < 10; s++) { /* steady state: the same step fits, nothing allocated */
+        step(&a, 20, NULL);
+        ag__bump_reset(&a);
+    }
+    CHECK(a.allocs == allocs, "10 steady steps called the allocator %lld times", (long long)(a.allocs - allocs));
+    /* mark and rewind inside a step give the same memory back */
+    char *p0, *p1;
+    step(&a, 3, NULL);
+    size_t pos;
+    int chunk;
+    ag__bump_mark(&a, &pos, &chunk);
+    step(&a, 2, &p0);
+    ag__bump_rewind(&a, pos, chunk);
+    step(&a, 2, &p1);
+    CHECK(p0 == p1 && a.step_used == 5 * 1024, "after a rewind the same bytes again (%p, %p), %zu used",
+          (void *)p0, (void *)p1, a.step_used);
+    ag__bump_reset(&a);
+    ag__bump_release_all(&a);
+    CHECK(a.releases == a.allocs && a.reserved == 0, "%lld chunks allocated, %lld released", (long long)a.allocs,
+          (long long)a.releases);
+    /* an allocator that fails: NULL, no crash, and the state stays usable */
+    ag__bump none = {.alloc = heap_alloc, .release = heap_release, .align = 64, .min_chunk = 64};
+    CHECK(ag__bump_alloc(&none, (size_t)1 << 62) == NULL, "an impossible chunk gives NULL");
+    CHECK(ag__bump_alloc(&none, 100) != NULL, "and a later small one works");
+    ag__bump_release_all(&none);
+}
+
+/* ---- no GPU: ag_cuda_available says why, and every way onto the GPU
+ * stops with that reason ---- */
+
+static bool have_gpu;
+
+static void test_no_gpu(void) {
+    char why[256] = "";
+    have_gpu = ag_cuda_available(why, sizeof why);
+    if (have_gpu) {
+        printf("note: a CUDA device is present; the no-GPU answers are not checked here\n");
+        return;
+    }
+    CHECK(strstr(why, "built without CUDA") || strstr(why, "no CUDA device"), "the reason: \"%s\"", why);
+    printf("no GPU: %s\n", why);
+    ag_tensor *x = ag_tensor_fill(1, 1, (int[]){3});
+    EXPECT_FATAL(ag_to(x, AG_CUDA), "ag_to", "cuda");
+    EXPECT_FATAL(ag_set_device(AG_CUDA), "ag_set_device", "cuda");
+    CHECK(ag_get_device() == AG_CPU, "the current device stays the CPU");
+    ag_params ps = {0};
+    ag_param(&ps, "w", 1, (int[]){4});
+    EXPECT_FATAL(ag_params_to(&ps, AG_CUDA), "ag_params_to");
+    CHECK(ps.items[0]->device == AG_CPU, "a refused move leaves the parameter on the CPU");
+    ag_params_free(&ps);
+    CHECK(ag_to(x, AG_CPU) == x, "ag_to the tensor's own device is the tensor itself");
+    ag_step_end();
+}
+
+/* ---- dispatch and mismatch errors, with a tensor that claims the GPU (a
+ * header only: every check below happens before any data is touched) ---- */
+
+static ag_tensor fake_cuda(int n) {
+    return (ag_tensor){.ndim = 1, .shape = {n, 1, 1, 1}, .size = n, .device = AG_CUDA};
+}
+
+static void test_dispatch_errors(void) {
+    ag_tensor c = fake_cuda(3);
+    ag_tensor *x = ag_tensor_fill(1, 1, (int[]){3});
+    /* ops with a CUDA path: mixing devices names both, and the caller's line */
+    EXPECT_FATAL_AT(ag_add(x, &c), "ag_add", "different devices (cpu and cuda)");
+    EXPECT_FATAL_AT(ag_mul(&c, x), "ag_mul", "(cuda and cpu)");
+    ag_tensor *m = ag_tensor_fill(1, 2, (int[]){3, 3});
+    ag_tensor c2 = {.ndim = 2, .shape = {3, 3, 1, 1}, .size = 9, .device = AG_CUDA};
+    EXPECT_FATAL_AT(ag_matmul(m, &c2), "ag_matmul", "different devices");
+    EXPECT_FATAL_AT(ag_masked_softmax(&c2, m, 1.0), "ag_masked_softmax", "no cuda implementation yet");
+    /* ops without one yet refuse a CUDA tensor by name */
+    EXPECT_FATAL_AT(ag_clamp(&c, 0, 1), "ag_clamp", "no cuda implementation yet", "ag_to");
+    EXPECT_FATAL_AT(ag_sum_axis(&c, 0, false), "ag_sum_axis", "no cuda implementation yet");
+    EXPECT_FATAL_AT(ag_max_axis(&c2, 1, false), "ag_max_axis", "no cuda implementation yet");
+    ag_step_end();
+}
+
+static void test_device_names(void) {
+    CHECK(!strcmp(ag_device_name(AG_CPU), "cpu") && !strcmp(ag_device_name(AG_CUDA), "cuda"), "device names");
+    ag_tensor *x = ag_tensor_fill(2, 1, (int[]){3});
+    ag_real host[3];
+    ag_tensor_read(x, host);
+    CHECK(host[0] == 2 && host[2] == 2, "ag_tensor_read of a CPU tensor");
+    CHECK(ag_item(ag_scalar(5)) == 5, "ag_item on the CPU");
+    ag_step_end();
+}
+
+int main(void) {
+    test_bump_arena();
+    test_no_gpu();
+    test_dispatch_errors();
+    test_device_names();
+    ag_shutdown();
+    return check_summary("test_device");
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# test_run_folder.sh - a run folder survives any crash, and checkpoints are
+# trusted only once checked, through the attngrad program:
+#  - a run killed (SIGKILL) between any two of its writes - after the best
+#    checkpoint, after last.safetensors' rename and before the metrics,
+#    between metrics.csv and metrics.jsonl (AG_CRASH_AT, a test-only hook),
+#    and at random moments - then resumed, ends with the parameters (bit
+#    for bit) and the metrics rows of a run never interrupted, and no
+#    temporary file left;
+#  - metrics files a full disk emptied come back, header included;
+#  - a flipped bit in a weight or in optimizer state is refused, naming the
+#    tensor; a file without checksums loads with a note;
+#  - a small checkpoint whose config asks for an enormous model is refused
+#    from its names and shapes, listing them, before anything is allocated;
+#  - train --init: from a file (all its tensors used), every missing, extra
+#    and mis-shaped tensor listed.
+#
+#   tests/test_run_folder.sh build/tools/attngrad
+set -u
+AG=$1
+[ -x "$AG" ] || { echo "usage: $0 attngrad"; exit 2; }
+command -v python3 >/dev/null || { echo "python3 is not installed: skipping"; exit 77; }
+. "$(dirname "$0")/cli_lib.sh" test_run_folder
+ED="python3 $(dirname "$0")/st_edit.py"
+
+RUN=(--model mpsan --synth-n 64 --dim 8 --batch 16 --epochs 4 --progress none --quiet)
+"$AG" train "${RUN[@]}" --out "$T/ref" >/dev/null || bad "the reference run failed"
+
+# metrics rows without their seconds column/field, which timing changes
+rows() { cut -d, -f1-8,10- "$1/metrics.csv"; sed 's/"seconds":[0-9.]*,//' "$1/metrics.jsonl"; }
+
+# The folder of an interrupted run, once resumed to the end, against the
+# reference: same rows, same parameters and optimizer state, no leftovers.
+check_folder() {
+  local dir=$1 what=$2 k
+  for k in 1 2 3 4 5 6; do # resume until it completes (a kill may come before the first checkpoint)
+    if [ -e "$dir/last.safetensors" ]; then "$AG" train --out "$dir" --resume --progress none --quiet >/dev/null 2>&1 && break
+    else "$AG" train "${RUN[@]}" --out "$dir" --force >/dev/null 2>&1 && break; fi
+  done
+  if [ "$(rows "$T/ref")" == "$(rows "$dir")" ]; then ok; else bad "$what: metrics differ"; diff <(rows "$T/ref") <(rows "$dir") | head -5 >&2; fi
+  $ED same-tensors "$T/ref/last.safetensors" "$dir/last.safetensors" && ok || bad "$what: last.safetensors differs"
+  $ED same-tensors "$T/ref/best.safetensors" "$dir/best.safetensors" && ok || bad "$what: best.safetensors differs"
+  local left; left=$(ls "$dir" | grep -c '\.tmp\.')
+  [ "$left" -eq 0 ] && ok || bad "$what: $left temporary files left: $(ls "$dir")"
+}
+
+# ---- kills between the writes of an epoch ----
+for point in best last csv jsonl; do
+  for n in 1 2 3; do
+    dir="$T/crash-$point-$n"
+    exec 3>&2 2>/dev/null # bash's "Killed" line is expected here
+    AG_CRASH_AT=$point:$n "$AG" train "${RUN[@]}" --out "$dir" >/dev/null
+    rc=$?
+    exec 2>&3 3>&-
+    # "best" may be passed fewer than n times; every other point is, and kills
+    [ "$rc" -eq 137 ] || { [ "$point" == best ] && [ "$rc" -eq 0 ]; } && ok || bad "AG_CRASH_AT=$point:$n: exit $rc, want 137"
+    if [ "$point" == last ]; then # epoch n's row is not written yet: header and n - 1 rows
+      lines=$(cat "$dir/metrics.csv" 2>/dev/null | wc -l)
+      [ "$lines" -eq $((n > 1 ? n : 0)) ] && ok || bad "killed after last.safetensors of epoch $n: metrics.csv has $lines lines"
+    fi
+    check_folder "$dir" "killed at $point:$n"
+  done
+done
+
+# ---- kills at random moments (bounded) ----
+for i in 1 2 3 4 5 6; do
+  dir="$T/random-$i"
+  "$AG" train "${RUN[@]}" --out "$dir" >/dev/null 2>&1 &
+  pid=$!
+  sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  check_folder "$dir" "killed at random ($i)"
+done
+
+# ---- temporary files: a dead writer's go, a live one's stay ----
+dir="$T/crash-last-2"
+sleep 30 & live=$!
+: > "$dir/last.safetensors.tmp.$live.0"
+: > "$dir/best.safetensors.tmp.2147483646.7"  # no such process
+: > "$dir/notes.txt.tmp.2147483646.7"         # not the run's: kept
+expect 0 'removed 1 temporary file' "$AG" train --out "$dir" --resume --progress none
+[ -e "$dir/last.safetensors.tmp.$live.0" ] && [ ! -e "$dir/best.safetensors.tmp.2147483646.7" ] && [ -e "$dir/notes.txt.tmp.2147483646.7" ] \
+  && ok || bad "stale temporary files: $(ls "$dir")"
+kill "$live"; wait "$live" 2>/dev/null
+
+# ---- a full disk: the metrics append lost the header and rows ----
+cp -r "$T/ref" "$T/full"
+: > "$T/full/metrics.csv"
+head -n 1 "$T/ref/metrics.jsonl" > "$T/full/metrics.jsonl"
+"$AG" train --out "$T/full" --resume --progress none --quiet >/dev/null 2>&1 || bad "resume after a full disk failed"
+cmp -s "$T/ref/metrics.csv" "$T/full/metrics.csv" && cmp -s "$T/ref/metrics.jsonl" "$T/full/metrics.jsonl" \
+  && ok || bad "metrics after a full disk: $(head -c 300 "$T/full/metrics.csv")"
+
+# ---- integrity: flipped bits, files without checksums ----
+CK=$T/ref/last.safetensors
+for t in embed.weight unit2.dense.weight cls.out.bias optim.adadelta.v.fusion.weight optim.adadelta.u.pool.w1; do
+  $ED flip "$CK" "$T/flip.safetensors" "$t" 5 3
+  expect 1 "tensor '$t' \([^)]*\) is damaged" "$AG" eval --ckpt "$T/flip.safetensors"
+done
+cp -r "$T/ref" "$T/flipped-run"
+$ED flip "$CK" "$T/flipped-run/last.safetensors" optim.adadelta.v.embed.weight 0 0
+expect 1 "tensor 'optim.adadelta.v.embed.weight' .* is damaged" "$AG" train --out "$T/flipped-run" --resume --epochs 5
+$ED strip-crc "$CK" "$T/ref/nocrc.safetensors"
+expect 0 "note: .*nocrc.safetensors: [0-9]+ of its [0-9]+ tensors carry no checksum" "$AG" eval --ckpt "$T/ref/nocrc.safetensors"
+
+# ---- a config asking for far more than the file holds ----
+# 65536-wide weights would take 32 GiB each: only a check of names and
+# shapes before allocating can answer with the list
+$ED config "$CK" "$T/ref/huge.safetensors" dim=65536 hidden=65536
+expect 1 "huge.safetensors does not fit the model's 31 parameters: 26 of another shape" "$AG" eval --ckpt "$T/ref/huge.safetensors"
+expect 1 "'fusion.weight' is \[8,40\] in the file, \[65536,327680\] in the model" "$AG" predict --ckpt "$T/ref/huge.safetensors"
+cp -r "$T/ref" "$T/huge-run"
+cp "$T/ref/huge.safetensors" "$T/huge-run/last.safetensors"
+expect 1 "does not fit the model's 31 parameters" "$AG" train --out "$T/huge-run" --resume
+
+# ---- train --init ----
+INIT=(--model mpsan --synth-n 64 --dim 8 --batch 16 --epochs 1 --progress none --optim sgd:lr=0 --l2 0)
+expect 0 'done in' "$AG" train "${INIT[@]}" --init "$CK" --out "$T/init"
+# lr 0: the parameters are still the file's
+$ED same-tensors "$CK" "$T/init/last.safetensors" unit && $ED same-tensors "$CK" "$T/init/last.safetensors" embed \
+  && ok || bad "--init did not start from the file's parameters"
+$ED rename "$CK" "$T/renamed.safetensors" pool.w1 pooling.w1
+$ED rename "$T/renamed.safetensors" "$T/renamed.safetensors" cls.out.bias head.bias
+expect 1 "renamed.safetensors does not fit the model's 31 parameters: 2 missing, 2 extra" "$AG" train "${INIT[@]}" --init "$T/renamed.safetensors" --out "$T/init2"
+expect 1 "missing:  'cls.out.bias' \[4\] is not in the file" "$AG" train "${INIT[@]}" --init "$T/renamed.safetensors" --out "$T/init2"
+expect 1 "extra:    'pooling.w1' F32 \[8,8\] is no parameter of the model" "$AG" train "${INIT[@]}" --init "$T/renamed.safetensors" --out "$T/init2"
+expect 1 "26 of another shape" "$AG" train "${INIT[@]}" --dim 12 --init "$CK" --out "$T/init2"
+[ -e "$T/init2" ] && bad "a refused --init left a run folder" || ok
+expect 1 "--init starts a run from a file, --resume continues one" "$AG" train --init "$CK" --resume --out "$T/ref"
+expect 1 "nothing.safetensors: cannot open" "$AG" train "${INIT[@]}" --init "$T/nothing.safetensors" --out "$T/init3"
+
+summary

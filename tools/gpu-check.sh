@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with an NVIDIA GPU, builds the CUDA variant and
+# runs every GPU test, then the whole suite on that build, and prints one
+# summary (last line "gpu-check: N passed, M failed, K skipped").  Aimed at
+# under 8 minutes from a bare machine.
+#
+# The lent GPU machines have nvcc, meson, ninja and PyTorch, but no OpenBLAS
+# and no network.  So, beforehand, on a machine with Debian's registry:
+#     bash tools/gpu-check.sh --fetch-deps     # OpenBLAS .debs into .gpu-deps/ (git-ignored)
+# and carry .gpu-deps with the tree; there the script unpacks them into a
+# private prefix the build points at (no root, no dpkg database needed).
+#
+# Each failing test prints its op, shapes and worst difference, so one run
+# says what to fix.  Logs stay in build-gpu/meson-logs/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+deps=.gpu-deps
+
+if [ "${1:-}" = "--fetch-deps" ]; then
+  mkdir -p "$deps" && cd "$deps" || exit 1
+  apt-get download libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 || exit 1
+  ls -la ./*.deb
+  exit 0
+fi
+
+t0=$(date +%s)
+say() { echo "gpu-check [$(( $(date +%s) - t0 ))s] $*"; }
+
+# -- the GPU --
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
+  say "no GPU here (nvidia-smi missing or failing): nothing to check"
+  echo "gpu-check: 0 passed, 0 failed, 1 skipped"
+  exit 0
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+nvcc --version | tail -1
+
+# -- OpenBLAS: the system's, or the carried .debs unpacked into a prefix --
+if ! pkg-config --exists openblas 2>/dev/null; then
+  if ! compgen -G "$deps/*.deb" >/dev/null; then
+    say "no OpenBLAS here and no $deps/*.deb: run 'bash tools/gpu-check.sh --fetch-deps' where the registry is reachable and carry $deps"
+    echo "gpu-check: 0 passed, 1 failed, 0 skipped"
+    exit 1
+  fi
+  root=$PWD/$deps/root
+  rm -rf "$root" && mkdir -p "$root"
+  for d in "$deps"/*.deb; do
+    if command -v dpkg-deb >/dev/null; then dpkg-deb -x "$d" "$root"
+    else (tmp=$(mktemp -d) && cd "$tmp" && ar x "$OLDPWD/$d" && tar xf data.tar.* -C "$root" && rm -rf "$tmp"); fi
+  done
+  ob=$root/usr/lib/x86_64-linux-gnu/openblas-pthread
+  mkdir -p "$root/pc"
+  sed -e "s#^libdir=.*#libdir=$ob/#" -e "s#^includedir=.*#includedir=$root/usr/include/x86_64-linux-gnu/openblas-pthread/#" \
+    "$ob/pkgconfig/openblas.pc" >"$root/pc/openblas.pc"
+  export PKG_CONFIG_PATH=$root/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  export LD_LIBRARY_PATH=$ob:$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+  say "OpenBLAS from $deps: $(pkg-config --modversion openblas)"
+fi
+
+# -- build: the CUDA variant, kernels for this GPU only (fast to compile) --
+if [ ! -f build-gpu/build.ninja ]; then
+  meson setup build-gpu -Dcuda=enabled -Dgpu_arch="${cap:-90}" >build-gpu.setup.log 2>&1 ||
+    { cat build-gpu.setup.log; echo "gpu-check: 0 passed, 1 failed, 0 skipped"; exit 1; }
+fi
+if ! ninja -C build-gpu >build-gpu.ninja.log 2>&1; then
+  grep -E "error|FAILED" build-gpu.ninja.log | head -40
+  echo "gpu-check: 0 passed, 1 failed, 0 skipped"
+  exit 1
+fi
+say "built"
+
+# -- the GPU tests first (their output in full: ops, shapes, differences),
+# then the whole suite on this build --
+fails=0
+for t in test_device test_cuda_ops_f64 test_cuda_ops_f32; do
+  say "== $t"
+  build-gpu/tests/$t 2>&1 | tail -80
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 77 ] && say "$t SKIPPED: it found no usable GPU"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && fails=$((fails + 1))
+done
+say "== the whole suite on the CUDA build"
+meson test -C build-gpu --num-processes 8 --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped):" | grep -v " OK " 
+read -r p f s < <(python3 tools/testlog-counts.py build-gpu/meson-logs/testlog.json || echo "0 1 0")
+echo "gpu-check: $p passed, $f failed, $s skipped"
+[ "$f" -eq 0 ]
+rc=$?
+say "done"
+[ $rc -eq 0 ] && [ $fails -eq 0 ]
