@@ -5,7 +5,8 @@
  * Each case makes its inputs as CPU leaves, runs op(inputs) . w on the CPU
  * and again on copies moved with ag_to; backward of the GPU run comes back
  * through ag_to, so the leaves' gradients compare directly (and ag_to's
- * gradient is checked on the way).  Tolerances, relative to the larger
+ * gradient is checked on the way).  The f64 build then gradchecks every
+ * case on the GPU by central differences.  Tolerances, relative to the larger
  * magnitude: f64 1e-10 (the kernels compute the CPU's expressions without
  * FMA contraction; what remains is summation order in cuBLAS and the
  * reductions), f32 1e-5 (the same, at float's 6e-8 unit roundoff times
@@ -200,6 +201,65 @@ static const op_case cases[] = {
     {"ag_to cuda -> cpu [41]", f_to_and_back, 1, {1}, {S1(41)}, -1, 1, false},
 };
 
+/* ---- f64: the finite-difference gradient check of every case on the GPU:
+ * the leaves stay on the CPU (the check perturbs them there), the op runs
+ * on their GPU copies, and the output comes back for the projection; the
+ * analytic gradient is the GPU's backward, through ag_to both ways. ---- */
+#ifdef AG_REAL_DOUBLE
+static const op_case *gc_case;
+static ag_tensor *gc_in[3];
+
+static ag_tensor *gpu_forward(void *ctx) {
+    (void)ctx;
+    ag_tensor *d[3];
+    for (int i = 0; i < gc_case->n_in; i++) d[i] = ag_to(gc_in[i], AG_CUDA);
+    return ag_to(gc_case->f(d), AG_CPU);
+}
+
+/* Central differences see the projected output sum to f64's roundoff, so
+ * the check takes arguments within [-4, 4] (not the forward comparison's
+ * large logits: e^20 terms drown a small one's difference) and cases whose
+ * output has at most OUT_MAX elements (the larger products are compared
+ * with the CPU's, whose own gradchecks run on smaller shapes). */
+enum { OUT_MAX = 1200 };
+
+static int64_t out_size(const op_case *c) {
+    ag_params ps = {0};
+    ag_tensor *in[3];
+    for (int i = 0; i < c->n_in; i++) in[i] = make_leaf(&ps, i ? "b" : "a", c->ndim[i], c->shape[i], 0.5, 1, false);
+    int64_t n = c->f(in)->size;
+    ag_step_end();
+    ag_params_free(&ps);
+    return n;
+}
+
+static void gradcheck_case(const op_case *c) {
+    if (out_size(c) > OUT_MAX) return;
+    ag_params ps = {0};
+    double lo = c->lo < -4 ? -4 : c->lo, hi = c->hi > 4 ? 4 : c->hi;
+    for (int i = 0; i < c->n_in; i++) {
+        char nm[8] = {'x', (char)('0' + i), 0};
+        bool divisor = c->sign && i == 1;
+        gc_in[i] = make_leaf(&ps, nm, c->ndim[i], c->shape[i], divisor ? 0.5 : lo, divisor ? 2.0 : hi,
+                             divisor || lo < 0);
+    }
+    gc_case = c;
+    ag_gradcheck_opts o = ag_gradcheck_defaults();
+    o.max_checks = 64; /* elements per input, spread evenly: two GPU forwards each */
+    /* The projected sum of up to OUT_MAX outputs of size ~1 carries ~1e-8 of
+     * central-difference roundoff at eps 1e-6 (the CPU gradchecks of
+     * tests/cases_*.c use smaller shapes); rtol stays 1e-6, and a wrong
+     * kernel is off by the size of the gradient itself. */
+    o.atol = 1e-7;
+    ag_gradcheck_result r = ag_gradcheck(gpu_forward, NULL, gc_in, c->n_in, &o);
+    CHECK(r.ok, "%s gradcheck on the GPU: worst at input %d element %lld: analytic %.17g, numeric %.17g (rel %.3g)",
+          c->name, r.worst_input, (long long)r.worst_index, r.analytic, r.numeric, r.max_rel_err);
+    printf("%-28s gradchk  %8lld elements, max rel err %.2e\n", c->name, (long long)r.checked, r.max_rel_err);
+    ag_step_end();
+    ag_params_free(&ps);
+}
+#endif
+
 int main(void) {
     char why[256];
     if (!ag_cuda_available(why, sizeof why)) {
@@ -208,6 +268,9 @@ int main(void) {
     }
     ag_rng_seed(&rng, 42);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
+#ifdef AG_REAL_DOUBLE
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) gradcheck_case(&cases[i]);
+#endif
     ag_shutdown();
     return check_summary("test_cuda_ops");
 }
