@@ -88,12 +88,9 @@ ag_status ag_optim_check(const ag_optim_config *c) {
 ag_status ag_optim_parse(const char *spec, ag_optim_config *out) {
     char name[32];
     const char *rest;
-    ag_status st = ag__spec_split("optimizer", spec, name, sizeof name, &rest);
+    int kind;
+    ag_status st = ag__spec_kind("optimizer", spec, kind_names, 4, name, sizeof name, &rest, &kind);
     if (st) return st;
-    int kind = -1;
-    for (int k = 0; k < 4; k++)
-        if (!strcmp(name, kind_names[k])) kind = k;
-    if (kind < 0) return ag__fail(AG_ERR_ARG, "unknown optimizer '%s' (known: sgd, adam, adamw, adadelta)", name);
     ag_optim_config c = ag_optim_defaults((ag_optim_kind)kind);
     opt_field f[8];
     int n = fields_for(&c, f);

@@ -21,6 +21,21 @@ ag_status ag__spec_split(const char *what, const char *spec, char *name, size_t 
     return AG_OK;
 }
 
+ag_status ag__spec_kind(const char *what, const char *spec, const char *const *names, int n_names, char *name,
+                        size_t n, const char **rest, int *kind) {
+    ag_status st = ag__spec_split(what, spec, name, n, rest);
+    if (st) return st;
+    char known[256] = "";
+    for (int k = 0; k < n_names; k++) {
+        if (!strcmp(name, names[k])) {
+            *kind = k;
+            return AG_OK;
+        }
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", names[k]);
+    }
+    return ag__fail(AG_ERR_ARG, "unknown %s '%s' (known: %s)", what, name, known);
+}
+
 static const opt_field *find_field(const opt_field *f, int n, const char *key, size_t len) {
     for (int i = 0; i < n; i++)
         if (strlen(f[i].key) == len && strncmp(f[i].key, key, len) == 0) return &f[i];

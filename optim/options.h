@@ -20,6 +20,10 @@ typedef struct {
  * list after it (*rest; "" when there is no ':'). `what` ("optimizer")
  * prefixes messages. */
 ag_status ag__spec_split(const char *what, const char *spec, char *name, size_t n, const char **rest);
+/* The same, then name looked up in names[0..n_names): *kind its index, or
+ * AG_ERR_ARG "unknown <what> 'x' (known: a, b, ...)". */
+ag_status ag__spec_kind(const char *what, const char *spec, const char *const *names, int n_names, char *name,
+                        size_t n, const char **rest, int *kind);
 /* Applies "key=value,..." to the fields; unknown keys, repeated keys, bad
  * numbers and bad choices fail with AG_ERR_ARG and a message naming the key. */
 ag_status ag__spec_apply(const char *what, const char *name, const char *list, const opt_field *fields,

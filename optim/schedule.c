@@ -70,12 +70,9 @@ ag_status ag_sched_check(const ag_sched_config *c) {
 ag_status ag_sched_parse(const char *spec, ag_sched_config *out) {
     char name[32];
     const char *rest;
-    ag_status st = ag__spec_split("schedule", spec, name, sizeof name, &rest);
+    int kind;
+    ag_status st = ag__spec_kind("schedule", spec, sched_names, 4, name, sizeof name, &rest, &kind);
     if (st) return st;
-    int kind = -1;
-    for (int k = 0; k < 4; k++)
-        if (!strcmp(name, sched_names[k])) kind = k;
-    if (kind < 0) return ag__fail(AG_ERR_ARG, "unknown schedule '%s' (known: constant, step, exponential, plateau)", name);
     ag_sched_config c = ag_sched_defaults((ag_sched_kind)kind);
     opt_field f[8];
     int n = fields_for(&c, f);
@@ -177,13 +174,9 @@ ag_status ag_lr_steps_check(const ag_lr_steps *s) {
 ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out) {
     char name[32];
     const char *rest;
-    ag_status st = ag__spec_split("schedule", spec, name, sizeof name, &rest);
+    int kind;
+    ag_status st = ag__spec_kind("per-step schedule", spec, lr_decay_names, 4, name, sizeof name, &rest, &kind);
     if (st) return st;
-    int kind = -1;
-    for (int k = 0; k < 4; k++)
-        if (!strcmp(name, lr_decay_names[k])) kind = k;
-    if (kind < 0)
-        return ag__fail(AG_ERR_ARG, "unknown per-step schedule '%s' (known: constant, linear, cosine, inv_sqrt)", name);
     ag_lr_steps s = {.decay = (ag_lr_decay)kind};
     opt_field f[4];
     int n = lr_steps_fields(&s, f);
