@@ -6,11 +6,21 @@
  * and again on copies moved with ag_to; backward of the GPU run comes back
  * through ag_to, so the leaves' gradients compare directly (and ag_to's
  * gradient is checked on the way).  The f64 build then gradchecks every
- * case on the GPU by central differences.  Tolerances, relative to the larger
- * magnitude: f64 1e-10 (the kernels compute the CPU's expressions without
- * FMA contraction; what remains is summation order in cuBLAS and the
- * reductions), f32 1e-5 (the same, at float's 6e-8 unit roundoff times
- * the sums' lengths here).  Exit 77 without a GPU. */
+ * case on the GPU by central differences.
+ *
+ * Tolerance: |cpu - cuda| <= TOL * max(|cpu|, |cuda|, rms), rms being the
+ * root mean square of the CPU array.  The rms floor is there because an
+ * element that is a sum of terms of mixed sign (a product's entry, a
+ * softmax gradient y (g - g.y)) carries the roundoff of its terms, which
+ * are of the array's size, not of its own: element-wise relative error on
+ * a near-cancelled entry measures the cancellation, not the kernel.
+ * TOL: f64 1e-10 (the kernels compute the CPU's expressions without FMA
+ * contraction; what remains is summation order in cuBLAS and the
+ * reductions), f32 1e-5 (the same, at float's 6e-8 unit roundoff times the
+ * sums' lengths here, up to ~1000).  Exit 77 without a GPU.
+ *
+ * Op families add their cases in tests/cuda_ops_<family>.inc: a table of
+ * op_case and the functions it names, listed in `families` below. */
 #include "check.h"
 #include "attngrad.h"
 
@@ -36,6 +46,13 @@ typedef struct {
     bool sign;     /* random sign on top (for divisors kept away from 0) */
 } op_case;
 
+/* A constant input (a mask, labels, indices) on the device of ref: ops
+ * build theirs from host values with this, once per device. */
+static inline ag_tensor *const_like(const ag_tensor *ref, int ndim, const int *shape, const ag_real *values) {
+    ag_tensor *t = ag_tensor_from(values, ndim, shape);
+    return ref->device == AG_CUDA ? ag_to(t, AG_CUDA) : t;
+}
+
 static ag_rng rng;
 
 static ag_tensor *make_leaf(ag_params *ps, const char *name, int ndim, const int *shape, double lo, double hi,
@@ -49,15 +66,18 @@ static ag_tensor *make_leaf(ag_params *ps, const char *name, int ndim, const int
     return t;
 }
 
-/* |a - b| / max(|a|, |b|, 1e-30 scale) over two host arrays: the worst. */
+/* The worst |a - b| / max(|a|, |b|, rms(a)) over two host arrays (see the
+ * top of the file for why the rms floor). */
 static double worst_rel(const ag_real *a, const ag_real *b, int64_t n, int64_t *at) {
-    double worst = 0;
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)a[i] * (double)a[i];
+    double rms = n ? sqrt(ss / (double)n) : 0, worst = 0;
     *at = -1;
     for (int64_t i = 0; i < n; i++) {
         double x = a[i], y = b[i];
         if (x == y || (isnan(x) && isnan(y))) continue;
-        double d = fabs(x - y), m = fmax(fabs(x), fabs(y));
-        double r = isfinite(d) ? d / fmax(m, 1e-30) : INFINITY;
+        double d = fabs(x - y), m = fmax(fmax(fabs(x), fabs(y)), rms);
+        double r = isfinite(d) ? d / fmax(m, 1e-300) : INFINITY;
         if (r > worst) worst = r, *at = i;
     }
     return worst;
@@ -74,6 +94,8 @@ static void compare(const char *what, const char *name, const ag_real *cpu, cons
 /* op(in) . w summed: a scalar whose gradient reaches every output element
  * with its own weight. */
 static ag_tensor *loss_of(ag_tensor *out, ag_tensor *w) { return ag_sum(ag_mul(out, w)); }
+
+static ag_tensor *f_to_and_back(ag_tensor **x); /* its output is on the CPU */
 
 static void run_case(const op_case *c) {
     ag_params ps = {0};
@@ -102,11 +124,12 @@ static void run_case(const op_case *c) {
     ag_tensor *din[3];
     for (int i = 0; i < c->n_in; i++) din[i] = ag_to(in[i], AG_CUDA);
     ag_tensor *dout = c->f(din);
-    CHECK(dout->device == AG_CUDA, "%s: the output of CUDA inputs is on the GPU", c->name);
+    ag_device want = c->f == f_to_and_back ? AG_CPU : AG_CUDA;
+    CHECK(dout->device == want, "%s: the output is on the %s", c->name, ag_device_name(want));
     ag_real *y_gpu = malloc((size_t)dout->size * sizeof(ag_real));
     ag_tensor_read(dout, y_gpu);
     compare("forward", c->name, y_cpu, y_gpu, out->size);
-    ag_backward(loss_of(dout, ag_to(w, AG_CUDA)));
+    ag_backward(loss_of(dout, dout->device == AG_CUDA ? ag_to(w, AG_CUDA) : w));
     for (int i = 0; i < c->n_in; i++) {
         char what[16];
         snprintf(what, sizeof what, "grad x%d", i);
@@ -201,6 +224,16 @@ static const op_case cases[] = {
     {"ag_to cuda -> cpu [41]", f_to_and_back, 1, {1}, {S1(41)}, -1, 1, false},
 };
 
+/* The families' cases (each .inc defines cases_<family>[]). */
+
+/* Each family's table. */
+static const struct {
+    const op_case *cases;
+    size_t n;
+} families[] = {
+    {cases, sizeof cases / sizeof *cases},
+};
+
 /* ---- f64: the finite-difference gradient check of every case on the GPU:
  * the leaves stay on the CPU (the check perturbs them there), the op runs
  * on their GPU copies, and the output comes back for the projection; the
@@ -267,9 +300,11 @@ int main(void) {
         return 77;
     }
     ag_rng_seed(&rng, 42);
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
+        for (size_t i = 0; i < families[f].n; i++) run_case(&families[f].cases[i]);
 #ifdef AG_REAL_DOUBLE
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) gradcheck_case(&cases[i]);
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
+        for (size_t i = 0; i < families[f].n; i++) gradcheck_case(&families[f].cases[i]);
 #endif
     ag_shutdown();
     return check_summary("test_cuda_ops");
