@@ -19,6 +19,10 @@
  * reductions), f32 1e-5 (the same, at float's 6e-8 unit roundoff times the
  * sums' lengths here, up to ~1000).  Exit 77 without a GPU.
  *
+ * AG_TEST_CUDA_ON_CPU=1 runs the "GPU" side on the CPU too: on a machine
+ * without a GPU it checks the cases themselves (inputs, constants, the
+ * gradcheck's set-up) before they ever reach a kernel.
+ *
  * Op families add their cases in tests/cuda_ops_<family>.inc: a table of
  * op_case and the functions it names, listed in `families` below. */
 #include "check.h"
@@ -50,10 +54,11 @@ typedef struct {
  * build theirs from host values with this, once per device. */
 static inline ag_tensor *const_like(const ag_tensor *ref, int ndim, const int *shape, const ag_real *values) {
     ag_tensor *t = ag_tensor_from(values, ndim, shape);
-    return ref->device == AG_CUDA ? ag_to(t, AG_CUDA) : t;
+    return ag_to(t, ref->device);
 }
 
 static ag_rng rng;
+static ag_device GPU = AG_CUDA; /* AG_CPU under AG_TEST_CUDA_ON_CPU */
 
 static ag_tensor *make_leaf(ag_params *ps, const char *name, int ndim, const int *shape, double lo, double hi,
                             bool sign) {
@@ -122,14 +127,14 @@ static void run_case(const op_case *c) {
     /* GPU: the same leaves, moved */
     ag_params_zero_grad(&ps);
     ag_tensor *din[3];
-    for (int i = 0; i < c->n_in; i++) din[i] = ag_to(in[i], AG_CUDA);
+    for (int i = 0; i < c->n_in; i++) din[i] = ag_to(in[i], GPU);
     ag_tensor *dout = c->f(din);
-    ag_device want = c->f == f_to_and_back ? AG_CPU : AG_CUDA;
+    ag_device want = c->f == f_to_and_back ? AG_CPU : GPU;
     CHECK(dout->device == want, "%s: the output is on the %s", c->name, ag_device_name(want));
     ag_real *y_gpu = malloc((size_t)dout->size * sizeof(ag_real));
     ag_tensor_read(dout, y_gpu);
     compare("forward", c->name, y_cpu, y_gpu, out->size);
-    ag_backward(loss_of(dout, dout->device == AG_CUDA ? ag_to(w, AG_CUDA) : w));
+    ag_backward(loss_of(dout, ag_to(w, dout->device)));
     for (int i = 0; i < c->n_in; i++) {
         char what[16];
         snprintf(what, sizeof what, "grad x%d", i);
@@ -245,7 +250,7 @@ static ag_tensor *gc_in[3];
 static ag_tensor *gpu_forward(void *ctx) {
     (void)ctx;
     ag_tensor *d[3];
-    for (int i = 0; i < gc_case->n_in; i++) d[i] = ag_to(gc_in[i], AG_CUDA);
+    for (int i = 0; i < gc_case->n_in; i++) d[i] = ag_to(gc_in[i], GPU);
     return ag_to(gc_case->f(d), AG_CPU);
 }
 
@@ -295,7 +300,11 @@ static void gradcheck_case(const op_case *c) {
 
 int main(void) {
     char why[256];
-    if (!ag_cuda_available(why, sizeof why)) {
+    const char *on_cpu = getenv("AG_TEST_CUDA_ON_CPU");
+    if (on_cpu && *on_cpu == '1') {
+        GPU = AG_CPU;
+        printf("AG_TEST_CUDA_ON_CPU: both sides on the cpu (the cases' own check, not the kernels')\n");
+    } else if (!ag_cuda_available(why, sizeof why)) {
         printf("SKIP: %s\n", why);
         return 77;
     }
