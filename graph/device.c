@@ -48,6 +48,13 @@ ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_ten
     return a->device;
 }
 
+int32_t *ag__to_device_i32(const int32_t *host, int64_t n) {
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(int32_t);
+    int32_t *d = ag__cuda_arena_alloc(bytes);
+    if (n > 0) ag__cuda_copy(d, AG_CUDA, host, AG_CPU, (size_t)n * sizeof(int32_t));
+    return d;
+}
+
 /* ---- ag_to: a copy, whose gradient is copied back and added ---- */
 
 static void to_backward(ag_node *n) {

@@ -72,6 +72,10 @@ ag_tensor *ag__zeros(int ndim, const int *shape);
 ag_tensor *ag__on_current(ag_tensor *host);
 /* An uninitialised step tensor on dev (ag__empty for the CPU). */
 ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape);
+/* n int32 values from the host (ids, labels, lengths) in the device step
+ * arena, for an op's kernels; the host array may change once this returns
+ * (a pageable copy is staged before cudaMemcpyAsync returns). */
+int32_t *ag__to_device_i32(const int32_t *host, int64_t n);
 /* For ops that have a CUDA implementation: a and b (may be NULL) on the
  * same device, which is returned; mixing is fatal, naming both devices. */
 ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_tensor *b);
