@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static ag_mem_stats stats;
@@ -208,6 +209,23 @@ static double machine_available(void) {
     return pages > 0 && page > 0 ? (double)pages * (double)page : -1;
 }
 
+/* The address-space limit (ulimit -v) and, left not NULL, what of it this
+ * process has not mapped yet; -1 when unlimited.  Read rather than left to
+ * malloc to enforce: some kernels (gVisor's) report the limit but never
+ * refuse a mapping, and the same batch must be refused everywhere. */
+static void address_space_room(double *limit, double *left) {
+    struct rlimit rl;
+    *limit = -1;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    *limit = (double)rl.rlim_cur;
+    if (!left) return;
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long pages = 0;
+    long page = sysconf(_SC_PAGE_SIZE);
+    if (f && fscanf(f, "%llu", &pages) == 1 && page > 0) *left = *limit - (double)pages * (double)page;
+    if (f) fclose(f);
+}
+
 ag__mem_room ag__memory_room(bool with_free) {
     ag__mem_room r = {.total = -1, .free = -1, .total_what = "this machine's memory",
                       .free_what = "available on this machine"};
@@ -228,6 +246,12 @@ ag__mem_room ag__memory_room(bool with_free) {
     if (limit >= 0 && (r.total < 0 || limit < r.total)) r.total = limit, r.total_what = "its cgroup's memory limit";
     if (with_free && left >= 0 && (r.free < 0 || left < r.free))
         r.free = left, r.free_what = "left under its cgroup's memory limit";
+    double as_limit, as_left = -1;
+    address_space_room(&as_limit, with_free ? &as_left : NULL);
+    if (as_limit >= 0 && (r.total < 0 || as_limit < r.total))
+        r.total = as_limit, r.total_what = "its address-space limit (ulimit -v)";
+    if (with_free && as_left >= 0 && (r.free < 0 || as_left < r.free))
+        r.free = as_left, r.free_what = "left under its address-space limit (ulimit -v)";
     return r;
 }
 
