@@ -14,6 +14,7 @@
  *                                 crc32c.<tensor> for every tensor
  * Numbers in the metadata are written so that they read back exactly. */
 #include "../optim/options.h"
+#include "device.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -47,10 +48,8 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
             for (int i = 0; i < opt->n_params; i++) {
                 const ag_tensor *p = opt->params->items[i];
                 if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
-                int64_t shape[AG_MAX_DIMS];
-                for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
                 slot_name(name, sizeof name, opt, s, i);
-                ag_st_add(&w, name, REAL_DTYPE, p->ndim, shape, opt->slot[s * opt->n_params + i]);
+                ag__st_add_real(&w, name, p->ndim, p->shape, opt->slot[s * opt->n_params + i], opt->device);
             }
         ag_st_add(&w, "optim.step", AG_I64, 0, NULL, &opt->step);
         ag_st_set_meta(&w, "optim", ag_optim_format(&opt->cfg, v, sizeof v));
@@ -232,6 +231,19 @@ static ag_status plan_train_state(const ag_st_file *f, load_plan *plan) {
     return AG_OK;
 }
 
+/* A checked tensor's values into n reals at dst on dev (through a host copy
+ * for the GPU: loading is not a steady-state path). */
+static void load_real(const ag_st_tensor *t, ag_real *dst, ag_device dev, int64_t n) {
+    if (dev != AG_CUDA) {
+        ag_st_to_real(t, dst);
+        return;
+    }
+    ag_real *host = ag_malloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real));
+    ag_st_to_real(t, host);
+    ag__cuda_copy(dst, AG_CUDA, host, AG_CPU, (size_t)n * sizeof(ag_real));
+    ag_free(host);
+}
+
 ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
                              ag_train_state *st) {
     if (opt) check_optimizer("ag_checkpoint_load", opt);
@@ -250,10 +262,11 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
     if (!status && st) status = plan_train_state(&f, plan);
 
     if (!status) { /* all checked: from here on nothing can fail */
-        for (int i = 0; i < ps->count; i++) ag_st_to_real(plan->param[i], ps->items[i]->data);
+        for (int i = 0; i < ps->count; i++)
+            load_real(plan->param[i], ps->items[i]->data, ps->items[i]->device, ps->items[i]->size);
         if (opt) {
             for (int k = 0; k < n_slots; k++)
-                if (opt->slot[k]) ag_st_to_real(plan->slot[k], opt->slot[k]);
+                if (opt->slot[k]) load_real(plan->slot[k], opt->slot[k], opt->device, opt->params->items[k % opt->n_params]->size);
             opt->step = plan->opt_step;
             opt->lr = plan->opt_lr;
         }

@@ -76,6 +76,10 @@ ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape);
  * arena, for an op's kernels; the host array may change once this returns
  * (a pageable copy is staged before cudaMemcpyAsync returns). */
 int32_t *ag__to_device_i32(const int32_t *host, int64_t n);
+/* ag_st_add of n reals at data on dev: a GPU array is copied to the host,
+ * and the copy freed with the writer (graph/safetensors.c). */
+void ag__st_add_real(ag_st_writer *w, const char *name, int ndim, const int *shape, const ag_real *data,
+                     ag_device dev);
 /* For ops that have a CUDA implementation: a and b (may be NULL) on the
  * same device, which is returned; mixing is fatal, naming both devices. */
 ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_tensor *b);

@@ -12,7 +12,7 @@
  * The JSON reader below accepts exactly that shape of document (RFC 8259
  * syntax, no duplicate keys, integers without sign, fraction or exponent
  * where integers are expected) and nothing else. */
-#include "internal.h"
+#include "device.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -127,11 +127,23 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
 }
 
+void ag__st_add_real(ag_st_writer *w, const char *name, int ndim, const int *shape, const ag_real *data, ag_device dev) {
+    int64_t shape64[AG_MAX_DIMS], n = 1;
+    for (int i = 0; i < ndim; i++) shape64[i] = shape[i], n *= shape[i];
+    if (dev == AG_CUDA) { /* a host copy, the writer's until it is freed */
+        size_t bytes = (size_t)n * sizeof(ag_real);
+        ag_real *host = ag_malloc(bytes ? bytes : 1);
+        ag__cuda_copy(host, AG_CPU, data, AG_CUDA, bytes);
+        w->host_copies = ag_realloc(w->host_copies, (size_t)(w->n_host_copies + 1) * sizeof *w->host_copies);
+        w->host_copies[w->n_host_copies++] = host;
+        data = host;
+    }
+    ag_st_add(w, name, sizeof(ag_real) == 8 ? AG_F64 : AG_F32, ndim, shape64, data);
+}
+
 void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t) {
     ag__check_live("ag_st_add_tensor", t); /* a dead step tensor would write the arena's new contents */
-    int64_t shape[AG_MAX_DIMS];
-    for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
-    ag_st_add(w, name, sizeof(ag_real) == 8 ? AG_F64 : AG_F32, t->ndim, shape, t->data);
+    ag__st_add_real(w, name, t->ndim, t->shape, t->data, t->device);
 }
 
 void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value) {
@@ -153,6 +165,8 @@ void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value) {
 void ag_st_writer_free(ag_st_writer *w) {
     for (int i = 0; i < w->count; i++) ag_free((char *)w->tensors[i].name);
     for (int i = 0; i < 2 * w->n_meta; i++) ag_free(w->meta[i]);
+    for (int i = 0; i < w->n_host_copies; i++) ag_free(w->host_copies[i]);
+    ag_free(w->host_copies);
     ag_free(w->tensors);
     ag_free(w->meta);
     *w = (ag_st_writer){0};

@@ -616,6 +616,7 @@ typedef struct {
     ag_real *state;      /* every slot, one allocation, zero at first */
     ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
     double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
+    ag_device device;     /* where the state lives: the parameters' device at init */
 } ag_optimizer;
 
 ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg);
@@ -634,7 +635,8 @@ int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx,
 /* Biases, gains and shifts: parameters of at most one dim. */
 bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
 const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
-/* The state buffer of a parameter by names, or NULL. */
+/* The state buffer of a parameter by names, or NULL; on opt->device (a GPU
+ * one is read back with the checkpoint functions). */
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
 
 /* Global-norm clipping, as torch.nn.utils.clip_grad_norm_: when the L2 norm
@@ -767,12 +769,15 @@ typedef struct {
 } ag_st_tensor;
 
 /* Tensors and metadata to write.  Names are copied; data is borrowed until
- * ag_st_write returns. */
+ * ag_st_write returns (a GPU tensor's values are copied to the host when
+ * added, and freed with the writer). */
 typedef struct {
     ag_st_tensor *tensors;
     int count, cap;
     char **meta;        /* key, value, key, value, ... */
     int n_meta, meta_cap;
+    void **host_copies; /* of GPU tensors' values */
+    int n_host_copies;
 } ag_st_writer;
 
 void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, const int64_t *shape,

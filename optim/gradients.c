@@ -2,13 +2,14 @@
  * optimizer step: global-norm clipping and the L2 penalty of MODELS.md.
  * Sums run in double so the norm does not depend on the real type's
  * rounding more than it must. */
-#include "../graph/internal.h"
+#include "../graph/device.h"
+#include "../ops/cuda/kernels.h"
 
 /* Sums of squares in fixed blocks, each in 8 double lanes, the blocks then
  * added in order: deterministic for any thread count, and vectorised (a
  * single running double was a 4-cycle add chain: 10 ms over the LM's 7M
  * gradients). */
-enum { SQ_BLOCK = 4096, SQ_LANES = 8 };
+enum { SQ_BLOCK = AG_SQ_BLOCK, SQ_LANES = AG_SQ_LANES }; /* the GPU adds the same way (optim/cuda/optimizer.cu) */
 
 typedef struct {
     const ag_real *x;
@@ -33,15 +34,33 @@ AG_SIMD_CLONES static void block_squares(void *ctx, int64_t b0, int64_t b1) {
     }
 }
 
-static double sum_squares(const ag_real *x, int64_t n) {
+/* The blocks' sums in order: the same bits on either device. */
+static double sum_blocks(const double *block_sq, int64_t blocks) {
+    double s = 0;
+    for (int64_t b = 0; b < blocks; b++) s += block_sq[b];
+    return s;
+}
+
+/* A GPU array's block sums come back to the host: the one wait of a
+ * clipped step (the clip decision is the host's). */
+static double sum_squares_cuda(const ag_real *x, int64_t n) {
+    int64_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
+    size_t bytes = (size_t)blocks * sizeof(double);
+    double *dev = ag__cuda_arena_alloc(bytes), stack[64], *host = blocks <= 64 ? stack : ag_arena_alloc(bytes);
+    ag__sum_squares_blocks_cuda(x, n, dev);
+    ag__cuda_check_launch("gradient norm");
+    ag__cuda_copy(host, AG_CPU, dev, AG_CUDA, bytes);
+    return sum_blocks(host, blocks);
+}
+
+static double sum_squares(const ag_real *x, int64_t n, ag_device dev) {
     int64_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
     if (blocks == 0) return 0;
+    if (dev == AG_CUDA) return sum_squares_cuda(x, n);
     double stack[64];
     grad_job j = {.x = x, .n = n, .block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double))};
     ag__parallel_range(blocks, 16, block_squares, &j);
-    double s = 0;
-    for (int64_t b = 0; b < blocks; b++) s += j.block_sq[b];
-    return s;
+    return sum_blocks(j.block_sq, blocks);
 }
 
 AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
@@ -53,7 +72,7 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     double sq = 0;
     for (int i = 0; i < ps->count; i++) {
         const ag_tensor *p = ps->items[i];
-        if (p->grad && p->requires_grad) sq += sum_squares(p->grad, p->size);
+        if (p->grad && p->requires_grad) sq += sum_squares(p->grad, p->size, p->device);
     }
     double norm = sqrt(sq);
     /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
@@ -64,6 +83,11 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
         for (int i = 0; i < ps->count; i++) {
             ag_tensor *p = ps->items[i];
             if (!p->grad || !p->requires_grad) continue;
+            if (p->device == AG_CUDA) {
+                ag__affine_forward_cuda(p->grad, p->grad, (ag_real)coef, 0, p->size);
+                ag__cuda_check_launch("ag_clip_grad_norm");
+                continue;
+            }
             grad_job j = {.y = p->grad, .scale = (ag_real)coef};
             ag__parallel_range(p->size, AG_GRAIN_ELEMENTWISE, scale_range, &j);
         }
@@ -74,24 +98,42 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
 double ag_grad_norm(const ag_params *ps) {
     double sq = 0;
     for (int i = 0; i < ps->count; i++)
-        if (ps->items[i]->grad) sq += sum_squares(ps->items[i]->grad, ps->items[i]->size);
+        if (ps->items[i]->grad) sq += sum_squares(ps->items[i]->grad, ps->items[i]->size, ps->items[i]->device);
     return sqrt(sq);
 }
 
 double ag_params_norm(const ag_params *ps) {
     double sq = 0;
-    for (int i = 0; i < ps->count; i++) sq += sum_squares(ps->items[i]->data, ps->items[i]->size);
+    for (int i = 0; i < ps->count; i++) sq += sum_squares(ps->items[i]->data, ps->items[i]->size, ps->items[i]->device);
     return sqrt(sq);
+}
+
+/* The first non-finite element of x, or -1; a GPU array is scanned in a
+ * host copy (only after a norm said one is there: not a steady-state path). */
+static int64_t first_nonfinite(const ag_real *x, int64_t n, ag_device dev, double *value) {
+    ag_real *host = NULL;
+    if (dev == AG_CUDA) {
+        host = ag_malloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real));
+        ag__cuda_copy(host, AG_CPU, x, AG_CUDA, (size_t)n * sizeof(ag_real));
+        x = host;
+    }
+    int64_t at = -1;
+    for (int64_t j = 0; j < n && at < 0; j++)
+        if (!isfinite(x[j])) at = j, *value = x[j];
+    ag_free(host);
+    return at;
 }
 
 ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at) {
     for (int i = 0; i < ps->count; i++) {
-        const ag_real *x = grads ? ps->items[i]->grad : ps->items[i]->data;
-        for (int64_t j = 0; x && j < ps->items[i]->size; j++)
-            if (!isfinite(x[j])) {
-                if (at) *at = j;
-                return ps->items[i];
-            }
+        ag_tensor *p = ps->items[i];
+        const ag_real *x = grads ? p->grad : p->data;
+        double v;
+        int64_t j = x ? first_nonfinite(x, p->size, p->device, &v) : -1;
+        if (j >= 0) {
+            if (at) *at = j;
+            return p;
+        }
     }
     return NULL;
 }
@@ -107,7 +149,8 @@ static ag_status nonfinite(const ag_params *ps, bool grads, double norm) {
     if (isnan(norm)) norm = NAN; /* "nan", not "-nan" */
     if (!p) return ag__fail(AG_ERR_NONFINITE, "the global %s is %g", what, norm);
     char shape[64];
-    double v = (grads ? p->grad : p->data)[at];
+    double v = 0;
+    first_nonfinite(grads ? p->grad : p->data, p->size, p->device, &v);
     if (isnan(v)) v = NAN;
     return ag__fail(AG_ERR_NONFINITE, "the global %s is %g: %s'%s' %s holds %g at element %lld", what, norm,
                     grads ? "the gradient of " : "parameter ", p->name ? p->name : "?", ag_shape_str(p, shape, sizeof shape),
@@ -146,6 +189,12 @@ double ag_l2_penalty(ag_params *ps, double gamma) {
         if (!p->grad) ag__fatal("ag_l2_penalty", "parameter '%s' has no gradient buffer", p->name);
         int64_t blocks = (p->size + SQ_BLOCK - 1) / SQ_BLOCK;
         if (blocks == 0) continue;
+        if (p->device == AG_CUDA) { /* the squares of w, then the gradient's term: as the CPU's l2_range */
+            sq += sum_squares_cuda(p->data, p->size);
+            ag__axpy_cuda((ag_real)gamma, p->data, p->grad, p->size);
+            ag__cuda_check_launch("ag_l2_penalty");
+            continue;
+        }
         double stack[64];
         grad_job j = {.x = p->data, .y = p->grad, .n = p->size, .scale = (ag_real)gamma,
                       .block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double))};

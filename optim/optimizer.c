@@ -8,6 +8,8 @@
  * rounded to ag_real once per step, and the per-element arithmetic runs in
  * ag_real, which is what a float32 PyTorch tensor op does too. */
 #include "options.h"
+#include "../graph/device.h"
+#include "../ops/cuda/kernels.h"
 
 #include <stdio.h>
 
@@ -141,9 +143,26 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
     opt->n_params = ps->count;
     opt->n_slots = slots_for(cfg);
     int64_t numel = 0; /* frozen parameters get no state: their slots stay NULL */
-    for (int i = 0; i < ps->count; i++) numel += ps->items[i]->requires_grad ? ps->items[i]->size : 0;
+    const ag_tensor *first = NULL;
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *p = ps->items[i];
+        if (!p->requires_grad) continue;
+        numel += p->size;
+        if (!first) first = p;
+        else if (p->device != first->device)
+            ag__fatal("ag_optim_init", "parameters on two devices: '%s' on the %s, '%s' on the %s (ag_params_to "
+                      "moves them all)", first->name, ag_device_name(first->device), p->name,
+                      ag_device_name(p->device));
+    }
+    opt->device = first ? first->device : AG_CPU;
     if (opt->n_slots > 0 && opt->n_params > 0) {
-        opt->state = ag_calloc((size_t)(numel * opt->n_slots) + 1, sizeof(ag_real));
+        size_t bytes = ((size_t)(numel * opt->n_slots) + 1) * sizeof(ag_real);
+        if (opt->device == AG_CUDA) {
+            opt->state = ag__cuda_malloc(bytes, "the optimizer's state");
+            ag__cuda_zero(opt->state, bytes);
+        } else {
+            opt->state = ag_calloc(bytes, 1);
+        }
         opt->slot = ag_malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
         ag_real *next = opt->state;
         for (int s = 0; s < opt->n_slots; s++)
@@ -157,7 +176,8 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
 }
 
 void ag_optim_free(ag_optimizer *opt) {
-    ag_free(opt->state);
+    if (opt->device == AG_CUDA) ag__cuda_free(opt->state);
+    else ag_free(opt->state);
     ag_free(opt->slot);
     ag_free(opt->weight_decay);
     *opt = (ag_optimizer){0};
@@ -186,9 +206,44 @@ enum { UPDATE_CHUNK = 1 << 15 };
 
 #define KERNEL static inline __attribute__((always_inline))
 
+/* The coefficients of a step, computed once for both devices (the CUDA
+ * kernels of optim/cuda/optimizer.cu take the same structs). */
+static ag_ksgd sgd_coef(const ag_optimizer *o, double weight_decay) {
+    const ag_optim_config *c = &o->cfg;
+    return (ag_ksgd){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .mu = (ag_real)c->momentum,
+                     .keep = (ag_real)(1 - c->dampening), .first = o->step == 1, /* the buffer starts as g */
+                     .nesterov = c->nesterov};
+}
+
+/* PyTorch's implementation keeps vmax as the running max of the raw second
+ * moment and bias-corrects it with the current step (older versions of its
+ * documentation wrote the max of the corrected values instead); we follow
+ * the implementation, which is what users compare against. */
+static ag_kadam adam_coef(const ag_optimizer *o, double weight_decay) {
+    const ag_optim_config *c = &o->cfg;
+    const double t = (double)o->step;
+    const bool decoupled = c->kind == AG_ADAMW;
+    ag_kadam k = {.b1 = (ag_real)c->beta1, .b2 = (ag_real)c->beta2, .eps = (ag_real)c->eps,
+                  .one_b1 = (ag_real)(1 - c->beta1), .one_b2 = (ag_real)(1 - c->beta2),
+                  .step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t))),
+                  .bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t)),
+                  .l2 = decoupled ? 0 : (ag_real)weight_decay,
+                  .decay = (ag_real)(1 - o->lr * weight_decay)}; /* AdamW's shrink of θ */
+    k.coupled_decay = k.l2 != 0;
+    k.decoupled_decay = decoupled && weight_decay != 0;
+    return k;
+}
+
+static ag_kadadelta adadelta_coef(const ag_optimizer *o, double weight_decay) {
+    const ag_optim_config *c = &o->cfg;
+    return (ag_kadadelta){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .rho = (ag_real)c->rho,
+                          .one_rho = (ag_real)(1 - c->rho), .eps = (ag_real)c->eps};
+}
+
 KERNEL void sgd_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict buf, int64_t n,
-                       ag_real lr, ag_real wd, ag_real mu, ag_real keep, bool first, bool nesterov,
-                       const bool decay, const bool momentum) {
+                       const ag_ksgd *k, const bool decay, const bool momentum) {
+    const ag_real lr = k->lr, wd = k->wd, mu = k->mu, keep = k->keep;
+    const bool first = k->first, nesterov = k->nesterov;
     for (int64_t j = 0; j < n; j++) {
         ag_real g = G[j];
         if (decay) g += wd * P[j];
@@ -201,28 +256,21 @@ KERNEL void sgd_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *
 }
 
 AG_SIMD_CLONES
-static void sgd_range(const ag_optimizer *o, double weight_decay, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
-    const ag_optim_config *c = &o->cfg;
-    const ag_real lr = (ag_real)o->lr, wd = (ag_real)weight_decay, mu = (ag_real)c->momentum,
-                  keep = (ag_real)(1 - c->dampening);
-    const bool first = o->step == 1; /* the buffer starts as the gradient itself */
-    if (mu != 0) {
-        if (wd != 0) sgd_kernel(P, G, buf, n, lr, wd, mu, keep, first, c->nesterov, true, true);
-        else sgd_kernel(P, G, buf, n, lr, wd, mu, keep, first, c->nesterov, false, true);
+static void sgd_range(const ag_ksgd *k, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
+    if (k->mu != 0) {
+        if (k->wd != 0) sgd_kernel(P, G, buf, n, k, true, true);
+        else sgd_kernel(P, G, buf, n, k, false, true);
     } else {
-        if (wd != 0) sgd_kernel(P, G, buf, n, lr, wd, mu, keep, first, c->nesterov, true, false);
-        else sgd_kernel(P, G, buf, n, lr, wd, mu, keep, first, c->nesterov, false, false);
+        if (k->wd != 0) sgd_kernel(P, G, buf, n, k, true, false);
+        else sgd_kernel(P, G, buf, n, k, false, false);
     }
 }
 
-/* PyTorch's implementation keeps vmax as the running max of the raw second
- * moment and bias-corrects it with the current step (older versions of its
- * documentation wrote the max of the corrected values instead); we follow
- * the implementation, which is what users compare against. */
 KERNEL void adam_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict m, ag_real *restrict v,
-                        ag_real *restrict vmax, int64_t n, ag_real b1, ag_real b2, ag_real one_b1, ag_real one_b2,
-                        ag_real step_size, ag_real bc2_sqrt, ag_real eps, ag_real l2, ag_real decay,
-                        const bool coupled_decay, const bool decoupled_decay, const bool ams) {
+                        ag_real *restrict vmax, int64_t n, const ag_kadam *k, const bool coupled_decay,
+                        const bool decoupled_decay, const bool ams) {
+    const ag_real b1 = k->b1, b2 = k->b2, one_b1 = k->one_b1, one_b2 = k->one_b2, step_size = k->step_size,
+                  bc2_sqrt = k->bc2_sqrt, eps = k->eps, l2 = k->l2, decay = k->decay;
     for (int64_t j = 0; j < n; j++) {
         ag_real g = G[j];
         if (coupled_decay) g += l2 * P[j];
@@ -236,35 +284,24 @@ KERNEL void adam_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real 
 }
 
 AG_SIMD_CLONES
-static void adam_range(const ag_optimizer *o, double weight_decay, ag_real *P, const ag_real *G, ag_real *m, ag_real *v,
-                       ag_real *vmax, int64_t n) {
-    const ag_optim_config *c = &o->cfg;
-    const double t = (double)o->step;
-    const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2, eps = (ag_real)c->eps;
-    const ag_real one_b1 = (ag_real)(1 - c->beta1), one_b2 = (ag_real)(1 - c->beta2);
-    const ag_real step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t)));
-    const ag_real bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t));
-    const bool decoupled = c->kind == AG_ADAMW;
-    const ag_real l2 = decoupled ? 0 : (ag_real)weight_decay;
-    const ag_real decay = (ag_real)(1 - o->lr * weight_decay); /* AdamW's shrink of θ */
-    const bool coupled_decay = l2 != 0, decoupled_decay = decoupled && weight_decay != 0;
-#define ADAM(cd, dd, ams) \
-    adam_kernel(P, G, m, v, vmax, n, b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay, cd, dd, ams)
+static void adam_range(const ag_kadam *k, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
+                       int64_t n) {
+#define ADAM(cd, dd, ams) adam_kernel(P, G, m, v, vmax, n, k, cd, dd, ams)
     if (vmax) {
-        if (coupled_decay) ADAM(true, false, true);
-        else if (decoupled_decay) ADAM(false, true, true);
+        if (k->coupled_decay) ADAM(true, false, true);
+        else if (k->decoupled_decay) ADAM(false, true, true);
         else ADAM(false, false, true);
     } else {
-        if (coupled_decay) ADAM(true, false, false);
-        else if (decoupled_decay) ADAM(false, true, false);
+        if (k->coupled_decay) ADAM(true, false, false);
+        else if (k->decoupled_decay) ADAM(false, true, false);
         else ADAM(false, false, false);
     }
 #undef ADAM
 }
 
 KERNEL void adadelta_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict v, ag_real *restrict u,
-                            int64_t n, ag_real lr, ag_real wd, ag_real rho, ag_real one_rho, ag_real eps,
-                            const bool decay) {
+                            int64_t n, const ag_kadadelta *k, const bool decay) {
+    const ag_real lr = k->lr, wd = k->wd, rho = k->rho, one_rho = k->one_rho, eps = k->eps;
     for (int64_t j = 0; j < n; j++) {
         ag_real g = G[j];
         if (decay) g += wd * P[j];
@@ -276,13 +313,9 @@ KERNEL void adadelta_kernel(ag_real *restrict P, const ag_real *restrict G, ag_r
 }
 
 AG_SIMD_CLONES
-static void adadelta_range(const ag_optimizer *o, double weight_decay, ag_real *P, const ag_real *G, ag_real *v,
-                           ag_real *u, int64_t n) {
-    const ag_optim_config *c = &o->cfg;
-    const ag_real lr = (ag_real)o->lr, wd = (ag_real)weight_decay, rho = (ag_real)c->rho,
-                  one_rho = (ag_real)(1 - c->rho), eps = (ag_real)c->eps;
-    if (wd != 0) adadelta_kernel(P, G, v, u, n, lr, wd, rho, one_rho, eps, true);
-    else adadelta_kernel(P, G, v, u, n, lr, wd, rho, one_rho, eps, false);
+static void adadelta_range(const ag_kadadelta *k, ag_real *P, const ag_real *G, ag_real *v, ag_real *u, int64_t n) {
+    if (k->wd != 0) adadelta_kernel(P, G, v, u, n, k, true);
+    else adadelta_kernel(P, G, v, u, n, k, false);
 }
 
 /* One parameter: its slots s[k * n_params] (slot k). */
@@ -290,7 +323,11 @@ typedef struct {
     const ag_optimizer *opt;
     ag_tensor *p;
     ag_real *const *s;
-    double weight_decay;   /* this parameter's: its group's, or the config's */
+    union { /* the coefficients of opt's kind, with this parameter's weight decay */
+        ag_ksgd sgd;
+        ag_kadam adam;
+        ag_kadadelta adadelta;
+    };
 } update_job;
 
 static void update_part(void *ctx, int64_t part) {
@@ -301,15 +338,31 @@ static void update_part(void *ctx, int64_t part) {
     const ag_real *G = j->p->grad + begin;
     ag_real *const *s = j->s;
     const int np = o->n_params;
-    const double wd = j->weight_decay;
     switch (o->cfg.kind) {
-    case AG_SGD: sgd_range(o, wd, P, G, s ? s[0] + begin : NULL, n); break;
+    case AG_SGD: sgd_range(&j->sgd, P, G, s ? s[0] + begin : NULL, n); break;
     case AG_ADAM:
     case AG_ADAMW:
-        adam_range(o, wd, P, G, s[0] + begin, s[np] + begin, o->n_slots > 2 ? s[2 * np] + begin : NULL, n);
+        adam_range(&j->adam, P, G, s[0] + begin, s[np] + begin, o->n_slots > 2 ? s[2 * np] + begin : NULL, n);
         break;
-    case AG_ADADELTA: adadelta_range(o, wd, P, G, s[0] + begin, s[np] + begin, n); break;
+    case AG_ADADELTA: adadelta_range(&j->adadelta, P, G, s[0] + begin, s[np] + begin, n); break;
     }
+}
+
+/* The GPU's update of one parameter: one launch (optim/cuda/optimizer.cu). */
+static void update_cuda(const update_job *j) {
+    const ag_optimizer *o = j->opt;
+    ag_real *const *s = j->s;
+    const int np = o->n_params;
+    int64_t n = j->p->size;
+    switch (o->cfg.kind) {
+    case AG_SGD: ag__sgd_update_cuda(&j->sgd, j->p->data, j->p->grad, s ? s[0] : NULL, n); break;
+    case AG_ADAM:
+    case AG_ADAMW:
+        ag__adam_update_cuda(&j->adam, j->p->data, j->p->grad, s[0], s[np], o->n_slots > 2 ? s[2 * np] : NULL, n);
+        break;
+    case AG_ADADELTA: ag__adadelta_update_cuda(&j->adadelta, j->p->data, j->p->grad, s[0], s[np], n); break;
+    }
+    ag__cuda_check_launch("ag_optim_step");
 }
 
 void ag_optim_step(ag_optimizer *opt) {
@@ -322,11 +375,21 @@ void ag_optim_step(ag_optimizer *opt) {
     for (int i = 0; i < n; i++) {
         ag_tensor *p = ps->items[i];
         if (!p->requires_grad) continue; /* frozen (ag_param_freeze) */
-        ag__check_device("ag_optim_step", p, NULL);
+        if (p->device != opt->device)
+            ag__fatal("ag_optim_step", "parameter '%s' is on the %s but the optimizer's state on the %s: move the "
+                      "parameters (ag_params_to) before ag_optim_init", p->name, ag_device_name(p->device),
+                      ag_device_name(opt->device));
         if (!p->grad) ag__fatal("ag_optim_step", "parameter '%s' has no gradient buffer", p->name);
-        update_job job = {opt, p, opt->slot ? opt->slot + i : NULL, /* s[k * n]: slot k of this parameter */
-                          opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay};
-        ag__parallel((p->size + UPDATE_CHUNK - 1) / UPDATE_CHUNK, update_part, &job);
+        double wd = opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay;
+        update_job job = {.opt = opt, .p = p, .s = opt->slot ? opt->slot + i : NULL}; /* s[k * n]: slot k */
+        switch (opt->cfg.kind) {
+        case AG_SGD: job.sgd = sgd_coef(opt, wd); break;
+        case AG_ADAM:
+        case AG_ADAMW: job.adam = adam_coef(opt, wd); break;
+        case AG_ADADELTA: job.adadelta = adadelta_coef(opt, wd); break;
+        }
+        if (p->device == AG_CUDA) update_cuda(&job);
+        else ag__parallel((p->size + UPDATE_CHUNK - 1) / UPDATE_CHUNK, update_part, &job);
     }
 }
 

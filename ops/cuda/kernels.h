@@ -63,6 +63,34 @@ void ag__softmax_rows_forward_cuda(const ag_kreal *x, ag_kreal *y, int64_t rows,
 void ag__softmax_rows_backward_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t rows, int cols,
                                     bool fresh);
 
+/* ---- optim/cuda/optimizer.cu: the updates of optim/optimizer.c and the
+ * gradient arithmetic of optim/gradients.c.  The coefficients are computed
+ * once on the host, for both devices, so the per-element arithmetic is the
+ * same expression on each. ---- */
+typedef struct {
+    ag_kreal lr, wd, mu, keep;
+    bool first, nesterov; /* first: the momentum buffer starts as the gradient */
+} ag_ksgd;
+typedef struct {
+    ag_kreal b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay;
+    bool coupled_decay, decoupled_decay;
+} ag_kadam;
+typedef struct {
+    ag_kreal lr, wd, rho, one_rho, eps;
+} ag_kadadelta;
+void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n);
+/* vmax NULL: no amsgrad */
+void ag__adam_update_cuda(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
+                          int64_t n);
+void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_kreal *p, const ag_kreal *g, ag_kreal *v, ag_kreal *u,
+                              int64_t n);
+/* block_sq[b] = the sum of x^2 over elements [b*4096, (b+1)*4096) in double,
+ * in 8 lanes added as optim/gradients.c adds them (the same bits). */
+enum { AG_SQ_BLOCK = 4096, AG_SQ_LANES = 8 };
+void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq);
+/* y += a x */
+void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n);
+
 /* The last launch error, "" if none (cudaGetLastError's string). */
 const char *ag__cuda_launch_error(void);
 

@@ -58,3 +58,27 @@ void ag__softmax_rows_backward_cuda(const ag_kreal *y, const ag_kreal *g, ag_kre
     UNREACHABLE("ag_softmax");
 }
 const char *ag__cuda_launch_error(void) { return ""; }
+
+/* optim/cuda/optimizer.cu */
+void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n) {
+    (void)c, (void)p, (void)g, (void)buf, (void)n;
+    UNREACHABLE("ag_optim_step");
+}
+void ag__adam_update_cuda(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
+                          int64_t n) {
+    (void)c, (void)p, (void)g, (void)m, (void)v, (void)vmax, (void)n;
+    UNREACHABLE("ag_optim_step");
+}
+void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_kreal *p, const ag_kreal *g, ag_kreal *v, ag_kreal *u,
+                              int64_t n) {
+    (void)c, (void)p, (void)g, (void)v, (void)u, (void)n;
+    UNREACHABLE("ag_optim_step");
+}
+void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq) {
+    (void)x, (void)n, (void)block_sq;
+    UNREACHABLE("gradient norm");
+}
+void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n) {
+    (void)a, (void)x, (void)y, (void)n;
+    UNREACHABLE("axpy");
+}

@@ -1,0 +1,93 @@
+/* optimizer.cu - the CUDA side of optim/optimizer.c and optim/gradients.c:
+ * one thread an element, the same expressions as the CPU kernels (nvcc
+ * runs with -fmad=false, and sqrt and division are IEEE-rounded by
+ * default), so a step on the GPU updates to the CPU's bits. */
+#include "../../ops/cuda/prelude.cuh"
+
+__global__ void sgd_kernel(ag_ksgd c, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
+    AG_CUDA_FOR(j, n) {
+        ag_real g = G[j];
+        if (c.wd != 0) g += c.wd * P[j];
+        if (buf) {
+            buf[j] = c.first ? g : c.mu * buf[j] + c.keep * g;
+            g = c.nesterov ? g + c.mu * buf[j] : buf[j];
+        }
+        P[j] -= c.lr * g;
+    }
+}
+
+__global__ void adam_kernel(ag_kadam c, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
+                            int64_t n) {
+    AG_CUDA_FOR(j, n) {
+        ag_real g = G[j];
+        if (c.coupled_decay) g += c.l2 * P[j];
+        if (c.decoupled_decay) P[j] *= c.decay;
+        m[j] = c.b1 * m[j] + c.one_b1 * g;
+        v[j] = c.b2 * v[j] + c.one_b2 * g * g;
+        ag_real second = v[j];
+        if (vmax) second = vmax[j] = v[j] > vmax[j] ? v[j] : vmax[j];
+        P[j] -= c.step_size * m[j] / (sqrt(second) / c.bc2_sqrt + c.eps);
+    }
+}
+
+__global__ void adadelta_kernel(ag_kadadelta c, ag_real *P, const ag_real *G, ag_real *v, ag_real *u, int64_t n) {
+    AG_CUDA_FOR(j, n) {
+        ag_real g = G[j];
+        if (c.wd != 0) g += c.wd * P[j];
+        v[j] = c.rho * v[j] + c.one_rho * g * g;
+        ag_real delta = sqrt(u[j] + c.eps) / sqrt(v[j] + c.eps) * g;
+        u[j] = c.rho * u[j] + c.one_rho * delta * delta;
+        P[j] -= c.lr * delta;
+    }
+}
+
+/* Thread (b, l) sums lane l of block b: elements b*4096 + l + 8k in
+ * increasing k, as the CPU's lane l does; lane 0 then adds the 8 lanes in
+ * order.  A block of 8 threads per 4096 elements is slow next to a tree,
+ * and bit-equal to the CPU, which is what the clipping's norm needs. */
+__global__ void sum_squares_kernel(const ag_real *X, int64_t n, double *block_sq, int64_t blocks) {
+    __shared__ double lane[32][AG_SQ_LANES];
+    int64_t b = blockIdx.x * (int64_t)blockDim.y + threadIdx.y;
+    double acc = 0;
+    if (b < blocks) {
+        int64_t begin = b * AG_SQ_BLOCK, end = begin + AG_SQ_BLOCK < n ? begin + AG_SQ_BLOCK : n;
+        for (int64_t i = begin + threadIdx.x; i < end; i += AG_SQ_LANES) acc += (double)X[i] * (double)X[i];
+    }
+    lane[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0 && b < blocks) {
+        double s = 0;
+        for (int l = 0; l < AG_SQ_LANES; l++) s += lane[threadIdx.y][l];
+        block_sq[b] = s;
+    }
+}
+
+__global__ void axpy_kernel(ag_real a, const ag_real *X, ag_real *Y, int64_t n) {
+    AG_CUDA_FOR(i, n) Y[i] += a * X[i];
+}
+
+#define LAUNCH(kernel, n, ...) \
+    if ((n) > 0) kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(__VA_ARGS__)
+
+extern "C" void ag__sgd_update_cuda(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n) {
+    LAUNCH(sgd_kernel, n, *c, p, g, buf, n);
+}
+
+extern "C" void ag__adam_update_cuda(const ag_kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v,
+                                     ag_real *vmax, int64_t n) {
+    LAUNCH(adam_kernel, n, *c, p, g, m, v, vmax, n);
+}
+
+extern "C" void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u,
+                                         int64_t n) {
+    LAUNCH(adadelta_kernel, n, *c, p, g, v, u, n);
+}
+
+extern "C" void ag__sum_squares_blocks_cuda(const ag_real *x, int64_t n, double *block_sq) {
+    int64_t blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+    if (blocks == 0) return;
+    dim3 threads(AG_SQ_LANES, 32); /* 32 blocks of the sum per CUDA block: a warp is 4 of them */
+    sum_squares_kernel<<<(unsigned)((blocks + 31) / 32), threads, 0, ag__cuda_stream()>>>(x, n, block_sq, blocks);
+}
+
+extern "C" void ag__axpy_cuda(ag_real a, const ag_real *x, ag_real *y, int64_t n) { LAUNCH(axpy_kernel, n, a, x, y, n); }
