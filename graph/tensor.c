@@ -80,6 +80,8 @@ ag_tensor *ag__zeros(int ndim, const int *shape) {
     return t;
 }
 
+ag_tensor *ag_tensor_new_host(int ndim, const int *shape) { return ag__zeros(ndim, shape); }
+
 /* The user's tensors go to the current device (ag_set_device). */
 ag_tensor *ag_tensor_new(int ndim, const int *shape) {
     ag_tensor *t = ag__zeros(ndim, shape);

@@ -123,6 +123,10 @@ ag_tensor *ag_tensor_from(const ag_real *data, int ndim, const int *shape);
 ag_tensor *ag_tensor_fill(ag_real value, int ndim, const int *shape);
 ag_tensor *ag_scalar(ag_real value);
 ag_tensor *ag_tensor_like(const ag_tensor *t);               /* zeros, same shape */
+/* Zeros on the CPU whatever the current device: a constant to fill element
+ * by element (a mask, weights), then put where the step runs with
+ * ag_to(t, ag_get_device()). */
+ag_tensor *ag_tensor_new_host(int ndim, const int *shape);
 
 /* Shape helpers, for messages and checks. */
 bool ag_same_shape(const ag_tensor *a, const ag_tensor *b);

@@ -97,10 +97,10 @@ static ag_tensor *embed_input(const dual_axial *p, const ag_batch *b, int L) {
     int B = b->rows;
     ag_tensor *x = ag_zero_padding(ag_embedding(p->embed, b->tokens, 2, (int[]){B, L}), b->lengths);
     if (!p->bigram) return x;
-    ag_tensor *present = ag_tensor_new(3, (int[]){B, L, 1});
+    ag_tensor *present = ag_tensor_new_host(3, (int[]){B, L, 1});
     for (int i = 0; i < B; i++)
         for (int t = 0; t < L && t < b->lengths[i]; t++) present->data[i * L + t] = b->bigrams[i * L + t] != 0;
-    return ag_add(x, ag_mul(ag_embedding(p->bigram, b->bigrams, 2, (int[]){B, L}), present));
+    return ag_add(x, ag_mul(ag_embedding(p->bigram, b->bigrams, 2, (int[]){B, L}), ag_to(present, x->device)));
 }
 
 /* The constant that multiplies softplus(s[q,k]) on the text axis:
@@ -108,11 +108,11 @@ static ag_tensor *embed_input(const dual_axial *p, const ag_batch *b, int L) {
 static ag_tensor *text_key_weights(const int32_t *lengths, int B, int L, bool zeta) {
     if (!zeta) return ag_reshape(ag_valid_mask(lengths, B, L), 3, (int[]){B, 1, L});
     const ag_real *z = ag_mask_attenuation(M_E, M_E, L)->data; /* 1 / ln(e|q-k| + e), cached */
-    ag_tensor *w = ag_tensor_new(3, (int[]){B, L, L});
+    ag_tensor *w = ag_tensor_new_host(3, (int[]){B, L, L});
     for (int i = 0; i < B; i++)
         for (int q = 0; q < L; q++)
             for (int k = 0; k < L && k < lengths[i]; k++) w->data[((int64_t)i * L + q) * L + k] = z[q * L + k];
-    return w;
+    return ag_to(w, ag_get_device());
 }
 
 /* The light multi-dimensional self-attention on rows x[B,n,m] (n items of m
@@ -138,8 +138,9 @@ static ag_tensor *dual_axial_forward(ag_model *m, const ag_batch *b, bool traini
     ag_tensor *x = embed_input(p, b, L);                                          /* [B,L,d] */
 
     /* Text axis: Ht = softplus(w) ⊙ x / len, zero at padded q because x is. */
-    ag_tensor *inv_len = ag_tensor_new(3, (int[]){B, 1, 1});
+    ag_tensor *inv_len = ag_tensor_new_host(3, (int[]){B, 1, 1});
     for (int i = 0; i < B; i++) inv_len->data[i] = (ag_real)1 / (ag_real)(b->lengths[i] > 0 ? b->lengths[i] : 1);
+    inv_len = ag_to(inv_len, x->device);
     ag_tensor *pad = (c->flags & AG_FLAG_SOFTMAX) ? ag_mask_padding(b->lengths, B, L, 3, false) : NULL;
     ag_tensor *zeta_valid = text_key_weights(b->lengths, B, L, !(c->flags & AG_FLAG_NO_ZETA));
     ag_tensor *ht = ag_mul(axial_attention(m, "text", AG_MAP_SENTENCE, x, &p->text, pad, zeta_valid), inv_len);

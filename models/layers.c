@@ -78,10 +78,10 @@ static void bad_shape(const char *layer, const ag_tensor *x, const char *want) {
 
 ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N) {
     check_lengths("ag_valid_mask", lengths, B, N);
-    ag_tensor *m = ag_tensor_new(3, (int[]){B, N, 1});
+    ag_tensor *m = ag_tensor_new_host(3, (int[]){B, N, 1});
     for (int b = 0; b < B; b++)
         for (int t = 0; t < N && t < lengths[b]; t++) m->data[b * N + t] = 1;
-    return m;
+    return ag_to(m, ag_get_device());
 }
 
 ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
@@ -95,7 +95,7 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
     if (x->ndim != 3) bad_shape("ag_max_over_time", x, "[B, N, d]");
     int B = x->shape[0], N = x->shape[1];
     check_lengths("ag_max_over_time", lengths, B, N);
-    ag_tensor *pad = ag_tensor_new(3, (int[]){B, N, 1});
+    ag_tensor *pad = ag_tensor_new_host(3, (int[]){B, N, 1});
     bool empty = false;
     for (int b = 0; b < B; b++) {
         if (lengths[b] <= 0) { /* no -inf here: max over all -inf would be -inf */
@@ -104,13 +104,13 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
         }
         for (int t = lengths[b]; t < N; t++) pad->data[b * N + t] = -INFINITY;
     }
-    ag_tensor *m = ag_max_axis(ag_add(x, pad), 1, false); /* [B, d] */
+    ag_tensor *m = ag_max_axis(ag_add(x, ag_to(pad, x->device)), 1, false); /* [B, d] */
     if (!empty) return m;
     /* An empty example pools to 0 with no gradient, as ag_source2token's
      * does (its softmax gives every position weight 0). */
-    ag_tensor *keep = ag_tensor_new(2, (int[]){B, 1});
+    ag_tensor *keep = ag_tensor_new_host(2, (int[]){B, 1});
     for (int b = 0; b < B; b++) keep->data[b] = lengths[b] > 0;
-    return ag_mul(m, keep);
+    return ag_mul(m, ag_to(keep, x->device));
 }
 
 ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
@@ -124,7 +124,7 @@ ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, 
 
 ag_tensor *ag_sinusoidal_positions(int N, int d) {
     if (N < 0 || d < 1) ag__fatal("ag_sinusoidal_positions", "N = %d, d = %d: want N >= 0, d >= 1", N, d);
-    ag_tensor *pe = ag_tensor_new(2, (int[]){N, d});
+    ag_tensor *pe = ag_tensor_new_host(2, (int[]){N, d});
     for (int i = 0; i < d; i += 2) {
         double inv_freq = pow(10000.0, -(double)i / d); /* 10000^(-2k/d) for the pair k = i/2 */
         for (int t = 0; t < N; t++) {
@@ -132,7 +132,7 @@ ag_tensor *ag_sinusoidal_positions(int N, int d) {
             if (i + 1 < d) pe->data[(int64_t)t * d + i + 1] = (ag_real)cos(t * inv_freq);
         }
     }
-    return pe;
+    return ag_to(pe, ag_get_device());
 }
 
 ag_tensor *ag_add_sinusoidal_positions(ag_tensor *x) {
@@ -162,12 +162,12 @@ ag_tensor *ag_mean_over_time(ag_tensor *x, const int32_t *lengths) {
     if (x->ndim != 3) bad_shape("ag_mean_over_time", x, "[B, N, d]");
     int B = x->shape[0], N = x->shape[1];
     if (lengths) check_lengths("ag_mean_over_time", lengths, B, N);
-    ag_tensor *w = ag_tensor_new(3, (int[]){B, N, 1}); /* 1/len on valid rows: one product and one sum */
+    ag_tensor *w = ag_tensor_new_host(3, (int[]){B, N, 1}); /* 1/len on valid rows: one product and one sum */
     for (int b = 0; b < B; b++) {
         int len = lengths ? lengths[b] : N;
         for (int t = 0; t < len; t++) w->data[(int64_t)b * N + t] = (ag_real)(1.0 / len);
     }
-    return ag_sum_axis(ag_mul(x, w), 1, false);
+    return ag_sum_axis(ag_mul(x, ag_to(w, x->device)), 1, false);
 }
 
 ag_tensor *ag_attention_pool(ag_tensor *x, const int32_t *lengths, ag_tensor *w, ag_tensor *b) {

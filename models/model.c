@@ -276,7 +276,7 @@ ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *log
         ag_fail(AG_ERR_ARG, "a relatedness batch needs scores (a batch of sentence pairs)");
         return NULL;
     }
-    ag_tensor *target = ag_tensor_new(2, (int[]){b->rows, AG_RELATEDNESS_BINS}); /* step memory */
+    ag_tensor *target = ag_tensor_new_host(2, (int[]){b->rows, AG_RELATEDNESS_BINS}); /* step memory */
     if (ag_relatedness_target(b->scores, b->rows, target->data) != AG_OK) return NULL;
     return ag_kl_div_soft(logits, target->data);
 }

@@ -98,11 +98,11 @@ static ag_status mtsa_build(ag_model *m) {
  * PAST (k < q), the second half FUTURE (k > q); never the diagonal.
  * ag_mtsa_attention adds valid(q) and valid(k) itself. */
 static ag_tensor *direction_mask(int c, int heads, int N) {
-    ag_tensor *mask = ag_tensor_new(2, (int[]){N, N});
+    ag_tensor *mask = ag_tensor_new_host(2, (int[]){N, N});
     bool past = c < heads / 2;
     for (int q = 0; q < N; q++)
         for (int k = 0; k < N; k++) mask->data[q * N + k] = past ? k < q : k > q;
-    return mask;
+    return ag_to(mask, ag_get_device());
 }
 
 /* Dropout on the input of every dense layer, each with its own mask, as the
