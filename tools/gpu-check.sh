@@ -74,7 +74,7 @@ say "built"
 # -- the GPU tests first (their output in full: ops, shapes, differences),
 # then the whole suite on this build --
 fails=0
-for t in test_device test_cuda_ops_f64 test_cuda_ops_f32; do
+for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 test_cuda_train_f32; do
   say "== $t"
   build-gpu/tests/$t 2>&1 | tail -80
   rc=${PIPESTATUS[0]}

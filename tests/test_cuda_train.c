@@ -1,0 +1,327 @@
+/* test_cuda_train.c - training on the GPU against the CPU, from the same
+ * starting values:
+ *   - each optimizer (SGD with momentum/nesterov/decay, Adam, AdamW,
+ *     amsgrad, Adadelta) over a few steps of the same gradients: parameters
+ *     and state;
+ *   - global-norm clipping (the norm to the CPU's bits: the same blocks and
+ *     lanes) and the L2 term;
+ *   - a checkpoint written from the GPU read on the CPU;
+ *   - every model variant's loss and gradients (MODELS.md's tiny sizes);
+ * Tolerances: optimizer steps are the same expressions on the same values
+ * (no FMA contraction on either side), so f64 1e-14 and f32 1e-6 relative
+ * leave room only for a compiler's different but exact rewriting; model
+ * losses and gradients sum in other orders (cuBLAS, warp reductions), so
+ * f64 1e-9 and f32 1e-4 (relative, with the array's rms as the floor, as in
+ * test_cuda_ops).  Exit 77 without a GPU; AG_TEST_CUDA_ON_CPU=1 runs the
+ * "GPU" side on the CPU, to check the test itself where there is none. */
+#include "check.h"
+#include "attngrad.h"
+#include "../graph/device.h" /* ag__cuda_copy: reading gradients and state back */
+#include "../models/models.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef AG_REAL_DOUBLE
+static const double TOL_EXACT = 1e-14, TOL_MODEL = 1e-9;
+#else
+static const double TOL_EXACT = 1e-6, TOL_MODEL = 1e-4;
+#endif
+
+static ag_rng rng;
+static ag_device GPU = AG_CUDA; /* AG_CPU under AG_TEST_CUDA_ON_CPU=1: the test's own check */
+
+static void copy(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes) {
+    if (dst_dev == AG_CPU && src_dev == AG_CPU) memcpy(dst, src, bytes);
+    else ag__cuda_copy(dst, dst_dev, src, src_dev, bytes);
+}
+
+/* n reals at p on dev, as doubles in a fresh host array. */
+static double *host_copy(const ag_real *p, int64_t n, ag_device dev) {
+    ag_real *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real));
+    copy(tmp, AG_CPU, p, dev, (size_t)n * sizeof(ag_real));
+    double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    for (int64_t i = 0; i < n; i++) d[i] = tmp[i];
+    free(tmp);
+    return d;
+}
+
+/* The worst |a - b| / max(|a|, |b|, rms(a)). */
+static double worst_rel(const double *a, const double *b, int64_t n) {
+    double ss = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) ss += a[i] * a[i];
+    double rms = n ? sqrt(ss / (double)n) : 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (a[i] == b[i]) continue;
+        double m = fmax(fmax(fabs(a[i]), fabs(b[i])), rms), d = fabs(a[i] - b[i]);
+        worst = fmax(worst, isfinite(d) ? d / fmax(m, 1e-300) : INFINITY);
+    }
+    return worst;
+}
+
+/* cpu's and gpu's n reals (gpu on the device) agree to tol; returns the worst. */
+static double compare(const char *what, const ag_real *cpu, const ag_real *gpu, int64_t n, double tol) {
+    double *a = host_copy(cpu, n, AG_CPU), *b = host_copy(gpu, n, GPU);
+    double w = worst_rel(a, b, n);
+    CHECK(w <= tol, "%s: worst relative difference %.3g, tolerance %g", what, w, tol);
+    free(a);
+    free(b);
+    return w;
+}
+
+/* ---- optimizers ---- */
+
+static void random_fill(ag_real *x, int64_t n, double scale) {
+    for (int64_t i = 0; i < n; i++) x[i] = (ag_real)(scale * (ag_rng_uniform(&rng) - 0.5));
+}
+
+/* Two parameter lists of the same values, one moved to the GPU. */
+static void twin_params(ag_params *cpu, ag_params *gpu) {
+    static const int shapes[][2] = {{37, 33}, {33, 1}, {5000, 3}}; /* the last spans two norm blocks */
+    for (int k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", k);
+        ag_tensor *a = ag_param(cpu, name, 2, shapes[k]), *b = ag_param(gpu, name, 2, shapes[k]);
+        random_fill(a->data, a->size, 2);
+        memcpy(b->data, a->data, (size_t)a->size * sizeof(ag_real));
+    }
+    ag_params_to(gpu, GPU);
+}
+
+/* The same random gradient into both lists' parameters, scaled. */
+static void twin_grads(ag_params *cpu, ag_params *gpu, double scale) {
+    for (int i = 0; i < cpu->count; i++) {
+        ag_tensor *a = cpu->items[i], *b = gpu->items[i];
+        random_fill(a->grad, a->size, scale);
+        copy(b->grad, GPU, a->grad, AG_CPU, (size_t)a->size * sizeof(ag_real));
+    }
+}
+
+static void optimizer_case(const char *spec) {
+    ag_params cpu = {0}, gpu = {0};
+    twin_params(&cpu, &gpu);
+    ag_optim_config cfg;
+    CHECK(ag_optim_parse(spec, &cfg) == AG_OK, "%s: %s", spec, ag_errmsg());
+    ag_optimizer oc, og;
+    ag_optim_init(&oc, &cpu, &cfg);
+    ag_optim_init(&og, &gpu, &cfg);
+    CHECK(og.device == GPU, "%s: the state of GPU parameters is on the GPU", spec);
+    double worst = 0;
+    for (int step = 0; step < 4; step++) {
+        twin_grads(&cpu, &gpu, 1);
+        ag_optim_step(&oc);
+        ag_optim_step(&og);
+    }
+    for (int i = 0; i < cpu.count; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s: %s after 4 steps", spec, cpu.items[i]->name);
+        worst = fmax(worst, compare(what, cpu.items[i]->data, gpu.items[i]->data, cpu.items[i]->size, TOL_EXACT));
+        for (int s = 0; s < oc.n_slots; s++) {
+            snprintf(what, sizeof what, "%s: %s's %s", spec, cpu.items[i]->name, ag_optim_slot_name(&oc, s));
+            worst = fmax(worst, compare(what, oc.slot[s * oc.n_params + i], og.slot[s * og.n_params + i],
+                                        cpu.items[i]->size, TOL_EXACT));
+        }
+    }
+    printf("%-44s params and state: worst rel diff %.2e\n", spec, worst);
+    ag_optim_free(&oc);
+    ag_optim_free(&og);
+    ag_params_free(&cpu);
+    ag_params_free(&gpu);
+}
+
+/* Clipping and the L2 term: the norms to the bit, the gradients after. */
+static void gradients_case(void) {
+    ag_params cpu = {0}, gpu = {0};
+    twin_params(&cpu, &gpu);
+    twin_grads(&cpu, &gpu, 10);
+    double lc = ag_l2_penalty(&cpu, 1e-3), lg = ag_l2_penalty(&gpu, 1e-3);
+    CHECK(lc == lg, "L2 term: cpu %.17g, gpu %.17g", lc, lg);
+    double nc = ag_clip_grad_norm(&cpu, 1.0), ng = ag_clip_grad_norm(&gpu, 1.0);
+    CHECK(nc == ng, "gradient norm before clipping: cpu %.17g, gpu %.17g (the same blocks and lanes)", nc, ng);
+    CHECK(ag_params_norm(&cpu) == ag_params_norm(&gpu), "parameter norm");
+    double worst = 0;
+    for (int i = 0; i < cpu.count; i++)
+        worst = fmax(worst, compare("clipped gradient", cpu.items[i]->grad, gpu.items[i]->grad, cpu.items[i]->size,
+                                    TOL_EXACT));
+    CHECK(fabs(ag_grad_norm(&gpu) - 1.0) < 1e-5, "the clipped norm %.9g is 1", ag_grad_norm(&gpu));
+    /* a NaN is found and named on the GPU as on the CPU */
+    ag_real nan_value = (ag_real)NAN;
+    copy(gpu.items[2]->grad + 4321, GPU, &nan_value, AG_CPU, sizeof nan_value);
+    int64_t at = -1;
+    ag_tensor *bad = ag_params_find_nonfinite(&gpu, true, &at);
+    CHECK(bad == gpu.items[2] && at == 4321, "the NaN at p2[4321] found on the GPU (got %s at %lld)",
+          bad ? bad->name : "none", (long long)at);
+    CHECK(ag_check_grads_finite(&gpu, ag_grad_norm(&gpu)) == AG_ERR_NONFINITE, "a NaN gradient refused");
+    printf("%-44s norm %.17g on both, gradients worst rel diff %.2e\n", "clip + L2", nc, worst);
+    ag_params_free(&cpu);
+    ag_params_free(&gpu);
+}
+
+/* A checkpoint of GPU parameters and Adam state, read into CPU twins. */
+static void checkpoint_case(void) {
+    ag_params cpu = {0}, gpu = {0};
+    twin_params(&cpu, &gpu);
+    ag_optim_config cfg;
+    ag_optim_parse("adam:lr=1e-2", &cfg);
+    ag_optimizer og, oc;
+    ag_optim_init(&og, &gpu, &cfg);
+    twin_grads(&cpu, &gpu, 1);
+    ag_optim_step(&og);
+    char path[] = "/tmp/ag-cuda-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    CHECK(ag_checkpoint_save(path, &gpu, &og, NULL, NULL) == AG_OK, "save from the GPU: %s", ag_errmsg());
+    ag_optim_init(&oc, &cpu, &cfg);
+    CHECK(ag_checkpoint_load(path, &cpu, &oc, NULL, NULL) == AG_OK, "load on the CPU: %s", ag_errmsg());
+    for (int i = 0; i < cpu.count; i++) {
+        compare("checkpoint: parameter", cpu.items[i]->data, gpu.items[i]->data, cpu.items[i]->size, 0);
+        for (int s = 0; s < oc.n_slots; s++)
+            compare("checkpoint: state", oc.slot[s * oc.n_params + i], og.slot[s * og.n_params + i],
+                    cpu.items[i]->size, 0);
+    }
+    CHECK(oc.step == 1, "checkpoint: the step count");
+    /* and back: a step moves the GPU's values on, the load restores them */
+    twin_grads(&cpu, &gpu, 1);
+    ag_optim_step(&og);
+    CHECK(ag_checkpoint_load(path, &gpu, &og, NULL, NULL) == AG_OK, "load on the GPU: %s", ag_errmsg());
+    compare("checkpoint loaded on the GPU", cpu.items[0]->data, gpu.items[0]->data, cpu.items[0]->size, 0);
+    printf("%-44s written from the GPU, read on the CPU and the GPU: equal\n", "checkpoint");
+    unlink(path);
+    ag_optim_free(&og);
+    ag_optim_free(&oc);
+    ag_params_free(&cpu);
+    ag_params_free(&gpu);
+}
+
+/* ---- models ---- */
+
+typedef struct {
+    const char *model;
+    unsigned flags;
+    ag_task task;
+    int attention;
+    const char *label;
+} variant;
+
+static const variant variants[] = {
+    {"mpsan", 0, 0, 0, "mpsan"},
+    {"mpsan", 0, AG_TASK_RELATEDNESS, 0, "mpsan/relatedness"},
+    {"dual_axial", 0, 0, 0, "dual_axial"},
+    {"ms_san", 0, 0, 0, "ms_san"},
+    {"ms_san", 0, AG_TASK_PAIR, 0, "ms_san/pair"},
+    {"mtsa", 0, 0, 0, "mtsa"},
+    {"poslm", 0, 0, 0, "poslm"},
+    {"poslm", 0, 0, AG_LM_STANDARD, "poslm/standard"},
+    {"poslm", 0, 0, AG_LM_NONE, "poslm/none"},
+};
+
+typedef struct {
+    const variant *v;
+    ag_model m;
+    ag_batch b;
+    double loss;
+    double *grads[256];
+    ag_device dev;
+} model_run;
+
+static void model_step(void *ctx) {
+    model_run *r = ctx;
+    ag_set_device(r->dev);
+    ag_tensor *loss = ag_model_loss(&r->m, &r->b, false);
+    if (!loss) ag_fatal("model_step", "%s: %s", r->v->label, ag_errmsg());
+    ag_params_zero_grad(&r->m.params);
+    ag_backward(loss);
+    r->loss = ag_item(loss);
+    for (int i = 0; i < r->m.params.count && i < 256; i++) {
+        ag_tensor *p = r->m.params.items[i];
+        r->grads[i] = p->requires_grad ? host_copy(p->grad, p->size, p->device) : NULL;
+    }
+    ag_step_end();
+}
+
+static bool init_model(model_run *r, const variant *v) {
+    const ag_model_kind *kind = ag_model_find(v->model);
+    if (!kind) return false;
+    ag_model_config cfg = ag_model_tiny(kind);
+    cfg.flags |= v->flags;
+    if (v->task) cfg.task = v->task;
+    cfg.attention = v->attention;
+    r->v = v;
+    if (ag_model_init(&r->m, kind, &cfg) != AG_OK) {
+        CHECK(false, "%s: init: %s", v->label, ag_errmsg());
+        return false;
+    }
+    ag_tiny_batch(&r->m, &r->b, 3);
+    return true;
+}
+
+static void free_run(model_run *r) {
+    for (int i = 0; i < r->m.params.count && i < 256; i++) free(r->grads[i]);
+    ag_model_batch_free(&r->b);
+    ag_model_free(&r->m);
+}
+
+/* One model: loss and every gradient on the CPU, then the same parameters
+ * moved to the GPU; the GPU run is under ag_try, so an op without a CUDA
+ * implementation fails this model by name and the next one runs. */
+static void model_case(const variant *v) {
+    model_run c = {.dev = AG_CPU}, g = {.dev = GPU};
+    if (!init_model(&c, v) || !init_model(&g, v)) return;
+    model_step(&c);
+    ag_params_to(&g.m.params, GPU);
+    ag_status st = ag_try(model_step, &g);
+    ag_set_device(AG_CPU);
+    if (st != AG_OK) {
+        CHECK(false, "%s on the GPU: %s", v->label, ag_errmsg());
+        ag_step_end();
+        ag_params_to(&g.m.params, AG_CPU);
+        free_run(&c);
+        free_run(&g);
+        return;
+    }
+    double dl = fabs(c.loss - g.loss) / fmax(fabs(c.loss), 1e-300), worst = dl;
+    CHECK(dl <= TOL_MODEL, "%s: loss cpu %.17g, gpu %.17g", v->label, c.loss, g.loss);
+    for (int i = 0; i < c.m.params.count && i < 256; i++) {
+        if (!c.grads[i]) continue;
+        double w = worst_rel(c.grads[i], g.grads[i], c.m.params.items[i]->size);
+        CHECK(w <= TOL_MODEL, "%s: the gradient of %s: worst relative difference %.3g", v->label,
+              c.m.params.items[i]->name, w);
+        worst = fmax(worst, w);
+    }
+    printf("%-20s loss %.10g: loss and %d gradients, worst rel diff %.2e\n", v->label, c.loss, c.m.params.count,
+           worst);
+    ag_params_to(&g.m.params, AG_CPU);
+    free_run(&c);
+    free_run(&g);
+}
+
+int main(void) {
+    char why[256];
+    const char *on_cpu = getenv("AG_TEST_CUDA_ON_CPU");
+    if (on_cpu && *on_cpu == '1') {
+        GPU = AG_CPU;
+        printf("AG_TEST_CUDA_ON_CPU: both sides on the cpu (the test's own check, not the GPU's)\n");
+    } else if (!ag_cuda_available(why, sizeof why)) {
+        printf("SKIP: %s\n", why);
+        return 77;
+    }
+    ag_rng_seed(&rng, 7);
+    static const char *const specs[] = {
+        "sgd:lr=0.1",
+        "sgd:lr=0.1,momentum=0.9,nesterov=1,weight_decay=1e-3",
+        "sgd:lr=0.05,momentum=0.8,dampening=0.1",
+        "adam:lr=1e-2",
+        "adam:lr=1e-2,amsgrad=1,weight_decay=1e-2",
+        "adamw:lr=1e-2,weight_decay=0.1",
+        "adadelta:lr=0.5,rho=0.95,weight_decay=1e-3",
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
+    gradients_case();
+    checkpoint_case();
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) model_case(&variants[i]);
+    ag_shutdown();
+    return check_summary("test_cuda_train");
+}
