@@ -55,6 +55,8 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
     }
     if (cfg.vocab < 3) return ag_train_fail(err, errlen, AG_ERR_ARG, "--vocab %d: at least 3 (<pad>, <unk>, a word)", cfg.vocab);
     if (ag_model_init(m, kind, &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    int rc = ag_train_use_device(o, &m->params, err, errlen);
+    if (rc) return rc;
     if (o->batch > 0 || o->len > 0) {
         int N = cfg.fixed_len > 0 ? cfg.fixed_len : o->len > 0 ? o->len : 5;
         random_batch(m, o->batch > 0 ? o->batch : 2, N, 3, b);
@@ -93,7 +95,7 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
             g.data = p->grad;
             ag_st_add_tensor(&w, name, &g);
         }
-        ag_st_add_tensor(&w, "loss", &(ag_tensor){.ndim = 0, .size = 1, .data = loss->data});
+        ag_st_add_tensor(&w, "loss", &(ag_tensor){.ndim = 0, .size = 1, .data = loss->data, .device = loss->device});
         int B = b.rows, N = b.width;
         int64_t *bufs[10] = {0};
         int nb = 0;

@@ -2,6 +2,7 @@
  * its model for eval, and predictions for lines of text. */
 #include "train.h"
 #include "../data/internal.h" /* ag_ds_*: a dataset made from typed lines */
+#include "../graph/internal.h" /* ag_arena_alloc: host copies of GPU values */
 
 #include <inttypes.h>
 #include <libgen.h>
@@ -157,6 +158,7 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
             rc = ag_train_fail(err, errlen, AG_ERR_ARG, "%s: %s", ckpt, ag_errmsg());
         if (!rc && ag_checkpoint_load(ckpt, &m->params, NULL, NULL, NULL))
             rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+        if (!rc) rc = ag_train_use_device(o, &m->params, err, errlen);
     }
     if (rc) {
         ag_model_free(m);
@@ -221,20 +223,38 @@ static void print_probs(FILE *out, const ag_real *logits, int K) {
  * after its last word. */
 static void print_lm(FILE *out, const ag_model *m, const ag_vocab *vocab, const ag_batch *b, ag_tensor *logits) {
     int V = logits->shape[2], n = b->lengths[0];
+    const ag_real *values = ag_host_values(logits);
     double nll = 0;
     for (int t = 0; t < n; t++) {
-        const ag_real *row = logits->data + (int64_t)t * V;
+        const ag_real *row = values + (int64_t)t * V;
         double mx = row[0], sum = 0;
         for (int v = 1; v < V; v++) mx = fmax(mx, row[v]);
         for (int v = 0; v < V; v++) sum += exp(row[v] - mx);
         nll += mx + log(sum) - row[b->targets[t]];
     }
-    const ag_real *last = logits->data + (int64_t)(n - 1) * V;
+    const ag_real *last = values + (int64_t)(n - 1) * V;
     int best = 2; /* never predict <pad> or <unk> */
     for (int v = 3; v < V; v++)
         if (last[v] > last[best]) best = v;
     (void)m;
     fprintf(out, "ppl %.3f\tnext %s", exp(nll / n), ag_vocab_token(vocab, best));
+}
+
+int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t errlen) {
+    if (!o->device[0] || !strcmp(o->device, "cpu")) return 0;
+    char why[256];
+    if (!ag_cuda_available(why, sizeof why))
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--device %s: %s", o->device, why);
+    ag_params_to(ps, AG_CUDA);
+    ag_set_device(AG_CUDA);
+    return 0;
+}
+
+const ag_real *ag_host_values(const ag_tensor *t) {
+    if (t->device == AG_CPU) return t->data;
+    ag_real *host = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    ag_tensor_read(t, host);
+    return host;
 }
 
 ag_batch_opts ag_run_batch_opts(const ag_model *m, const ag_train_opts *o, int32_t max_width) {
@@ -308,15 +328,17 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
         } else if (task == AG_TASK_LM) {
             print_lm(out, m, vocab, &b, logits);
         } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */
-            fprintf(out, "%.4f", ag_relatedness_score(logits->data));
-            print_probs(out, logits->data, AG_RELATEDNESS_BINS);
+            const ag_real *p = ag_host_values(logits);
+            fprintf(out, "%.4f", ag_relatedness_score(p));
+            print_probs(out, p, AG_RELATEDNESS_BINS);
         } else {
+            const ag_real *p = ag_host_values(logits);
             int K = logits->shape[1], best = 0;
             for (int c = 1; c < K; c++)
-                if (logits->data[c] > logits->data[best]) best = c;
+                if (p[c] > p[best]) best = c;
             if (task == AG_TASK_PAIR && K == 3) fprintf(out, "%s", sick_labels[best]);
             else fprintf(out, "%d", best);
-            print_probs(out, logits->data, K);
+            print_probs(out, p, K);
         }
         if (logits) fputc('\n', out);
         ag_step_end();

@@ -115,15 +115,17 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
             loss_sum += loss * (double)tokens;
             count += tokens;
         } else if (rel) {
+            const ag_real *values = ag_host_values(logits);
             for (int r = 0; r < rows; r++) {
-                pred[first + count + r] = ag_relatedness_score(logits->data + (int64_t)r * AG_RELATEDNESS_BINS);
+                pred[first + count + r] = ag_relatedness_score(values + (int64_t)r * AG_RELATEDNESS_BINS);
                 gold[first + count + r] = b->scores[r];
             }
             loss_sum += loss * rows;
             count += rows;
         } else {
             int K = logits->shape[1];
-            for (int r = 0; r < rows; r++) correct += argmax(logits->data + (int64_t)r * K, K) == b->labels[r];
+            const ag_real *values = ag_host_values(logits);
+            for (int r = 0; r < rows; r++) correct += argmax(values + (int64_t)r * K, K) == b->labels[r];
             loss_sum += loss * rows;
             count += rows;
         }
@@ -867,6 +869,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     if (init && ag_checkpoint_load(ckpt, &t->model.params, NULL, NULL, NULL)) /* the dropout generator stays the seed's */
         return ag_train_fail(err, errlen, AG_ERR_FORMAT, "--init: %s", ag_errmsg());
     if ((rc = apply_vectors(t, o, err, errlen))) return rc;
+    if ((rc = ag_train_use_device(o, &t->model.params, err, errlen))) return rc; /* the optimizer's state follows */
 
     ag_optim_config oc;
     ag_sched_config sc;

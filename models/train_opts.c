@@ -34,6 +34,7 @@ static const char *check_dataset(const char *v);
 static const char *check_format(const char *v);
 static const char *check_progress(const char *v);
 static const char *check_fingerprint(const char *v);
+static const char *check_device(const char *v);
 
 #define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
 enum {
@@ -99,6 +100,8 @@ static const opt_def opts[] = {
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop after N optimizer steps (CV: per fold)", NULL},
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command)", NULL},
     {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
+    {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU, false, "D",
+     "where the steps run: cpu (default) or cuda (the first GPU; a build with CUDA)", check_device},
     {"out", O_STR, F(out), 0, 0, TR | DU, false, "DIR", "run folder (dump-step: the file)", NULL},
     {"init", O_STR, F(init), 0, 0, TR, false, "FILE",
      "start from the parameters of a safetensors file (same names and shapes; F16/BF16/F64 converted)", NULL},
@@ -203,6 +206,13 @@ static const char *check_format(const char *v) {
 static const char *check_fingerprint(const char *v) {
     size_t n = strspn(v, "0123456789abcdef");
     return !*v || (n == 16 && !v[n]) ? NULL : "expected 16 lower-case hex digits";
+}
+
+/* One GPU per process: several GPUs are several MPI ranks, each choosing
+ * its own with CUDA_VISIBLE_DEVICES. */
+static const char *check_device(const char *v) {
+    return one_of(v, (const char *[]){"", "cpu", "cuda", "cuda:0", NULL},
+                  "expected cpu, cuda or cuda:0 (one GPU per process: pick another with CUDA_VISIBLE_DEVICES)");
 }
 
 static const char *check_progress(const char *v) {

@@ -62,6 +62,17 @@ grep -q '^attngrad predict: stdin:2: carriage return inside the line (column 5)'
   bad "predict: a CR inside the line: $(cat "$T/bad-lines.err")"
 grep -q '^attngrad predict: stdin:3: binary data (byte 0x01 at column 4)$' "$T/bad-lines.err" && ok ||
   bad "predict: a control byte: $(cat "$T/bad-lines.err")"
+# --device: an unknown one is refused by name; cuda trains where a GPU can run, and elsewhere fails with one line
+# naming why (no device, driver and runtime versions), not a crash
+expect 2 "attngrad train: option --device: 'tpu': expected cpu, cuda or cuda:0" "$AG" train --device tpu "${SMALL[@]}" --out "$T/tpu"
+out=$("$AG" train --device cuda "${SMALL[@]}" --max-steps 3 --out "$T/cuda" 2>&1); rc=$?
+if [ "$rc" -eq 0 ]; then
+  [ -s "$T/cuda/last.safetensors" ] && ok || bad "--device cuda trained but wrote no checkpoint"
+  expect 0 '^[0-9]'$'\t' sh -c "echo 'w1 A w2 B' | '$AG' predict --ckpt '$T/cuda/last.safetensors'" # a GPU run's checkpoint on the CPU
+else
+  [ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q '^attngrad train: --device cuda: ' <<<"$out" && ok ||
+    bad "--device cuda without a usable GPU: exit $rc, want 1 and one line: $out"
+fi
 # --detect-anomaly: the first op that makes an inf or NaN stops the run, named with its shapes and model line
 expect 1 '^attngrad: ag_[a-z_]+: anomaly mode: .* holds (-?inf|nan) at element [0-9]+.* \(at [^ ]*models/mpsan\.c:[0-9]+\)$' \
   "$AG" train "${SMALL[@]}" --optim sgd:lr=1e30 --detect-anomaly --out "$T/anomaly"

@@ -61,6 +61,7 @@ typedef struct {
     int64_t max_steps;      /* 0 = no limit */
     double max_minutes;     /* 0 = no limit */
     int threads;            /* OpenBLAS threads; 0 = its default */
+    char device[16];        /* where the step runs: "cpu" (or "") or "cuda" / "cuda:0" */
     char out[AG_PATH_MAX];  /* run folder; "" = runs/<model>-<data>-<time> */
     char init[AG_PATH_MAX]; /* safetensors file the parameters start from; "" = the model's initialisation */
     int resume, force;
@@ -157,6 +158,15 @@ typedef struct {
     bool stopped_early, time_up;
     char out[AG_PATH_MAX];
 } ag_train_result;
+
+/* Moves the model's parameters to o->device and makes it the current
+ * device (ag_set_device), before the optimizer is made; "cuda" where no
+ * GPU can run fails with the reason (no device, driver and runtime
+ * versions) in err. */
+int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t errlen);
+/* t's values on the host: t->data on the CPU, else a copy in the step arena
+ * (valid until ag_step_end), for metrics and printing. */
+const ag_real *ag_host_values(const ag_tensor *t);
 
 /* Runs a whole training as the `train` command does: every fold of a CV
  * data set (or one), with checkpoints, metrics and progress output. */
