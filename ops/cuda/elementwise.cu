@@ -68,13 +68,8 @@ __device__ static inline ag_real binary_grad(int op, int side, ag_real a, ag_rea
 __global__ void binary_forward_kernel(int op, ag_kbcast bc, const ag_real *A, const ag_real *B, ag_real *Y,
                                       int64_t n) {
     AG_CUDA_FOR(i, n) {
-        int64_t rest = i, ia = 0, ib = 0;
-        for (int d = 3; d >= 0; d--) {
-            int64_t c = rest % bc.shape[d];
-            rest /= bc.shape[d];
-            ia += c * bc.sa[d];
-            ib += c * bc.sb[d];
-        }
+        int64_t ia, ib;
+        ag__offsets4(i, bc.shape, bc.sa, bc.sb, &ia, &ib);
         Y[i] = binary_value(op, A[ia], B[ib]);
     }
 }
