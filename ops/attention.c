@@ -11,6 +11,8 @@
  * with matmul + masked softmax + matmul this saves the score tensor and
  * its gradient ([B,h,Nq,Nk] twice) and two passes over them. */
 #include "softmax_rows.h"
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 /* C = alpha op(A) op(B), overwriting C.  OpenBLAS implements beta = 0 as a
  * separate zeroing pass that profiled at 9% of attention's time on these
@@ -167,26 +169,45 @@ static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N
             }
 }
 
+/* The same copy on the GPU, as a strided one walking the destination in
+ * order: to heads it reads [outer, N, h, d] as (o, j, t, i), else it reads
+ * [outer, h, N, d] as (o, t, j, i). */
+static void heads_permute_cuda(const char *op, const ag_real *src, ag_real *dst, int64_t outer, int N, int h, int d,
+                               bool to_heads, bool accumulate) {
+    int64_t Nd = (int64_t)N * d, hd = (int64_t)h * d;
+    ag_kstrided p = to_heads ? (ag_kstrided){{outer, h, N, d}, {N * hd, d, hd, 1}, {h * Nd, Nd, d, 1}}
+                             : (ag_kstrided){{outer, N, h, d}, {h * Nd, d, Nd, 1}, {N * hd, hd, d, 1}};
+    ag__strided_copy_cuda(&p, src, dst, accumulate);
+    ag__cuda_check_launch(op);
+}
+
+/* heads_permute on the device of the tensors. */
+static void heads_permute_on(ag_device dev, const char *op, const ag_real *src, ag_real *dst, int64_t outer, int N,
+                             int h, int d, bool to_heads, bool accumulate) {
+    if (dev == AG_CUDA) heads_permute_cuda(op, src, dst, outer, N, h, d, to_heads, accumulate);
+    else heads_permute(src, dst, outer, N, h, d, to_heads, accumulate);
+}
+
 static void split_heads_backward(ag_node *n) {
     const ag_tensor *y = n->out; /* [..., h, N, d] */
     int nd = y->ndim, h = y->shape[nd - 3], N = y->shape[nd - 2], d = y->shape[nd - 1];
     bool fresh; /* a new gradient buffer: every element is written, copy instead of add */
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
-    heads_permute(y->grad, gx, nd == 4 ? y->shape[0] : 1, N, h, d, false, !fresh);
+    heads_permute_on(y->device, n->op, y->grad, gx, nd == 4 ? y->shape[0] : 1, N, h, d, false, !fresh);
 }
 
 ag_tensor *ag_split_heads(ag_tensor *x, int h) {
     const char *op = "ag_split_heads";
     char sx[64];
-    ag__check_device(op, x, NULL);
+    ag_device dev = ag__check_same_device(op, x, NULL);
     int nd = x->ndim;
     if (nd < 2 || nd > 3 || h < 1 || x->shape[nd - 1] % h != 0)
         ag__fatal(op, "cannot split %s into %d heads (want [N, h*d] or [B, N, h*d] with h >= 1 dividing the last dim)",
                   ag_shape_str(x, sx, sizeof sx), h);
     int N = x->shape[nd - 2], d = x->shape[nd - 1] / h, B = nd == 3 ? x->shape[0] : 1;
     int shape[AG_MAX_DIMS] = {B, h, N, d};
-    ag_tensor *out = nd == 3 ? ag__empty(4, shape) : ag__empty(3, shape + 1);
-    heads_permute(x->data, out->data, B, N, h, d, true, false);
+    ag_tensor *out = nd == 3 ? ag__empty_on(dev, 4, shape) : ag__empty_on(dev, 3, shape + 1);
+    heads_permute_on(dev, op, x->data, out->data, B, N, h, d, true, false);
     ag__record(op, split_heads_backward, out, 1, &x);
     return out;
 }
@@ -196,20 +217,20 @@ static void merge_heads_backward(ag_node *n) {
     int nd = x->ndim, h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1];
     bool fresh;
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
-    heads_permute(n->out->grad, gx, nd == 4 ? x->shape[0] : 1, N, h, d, true, !fresh);
+    heads_permute_on(x->device, n->op, n->out->grad, gx, nd == 4 ? x->shape[0] : 1, N, h, d, true, !fresh);
 }
 
 ag_tensor *ag_merge_heads(ag_tensor *x) {
     const char *op = "ag_merge_heads";
     char sx[64];
-    ag__check_device(op, x, NULL);
+    ag_device dev = ag__check_same_device(op, x, NULL);
     int nd = x->ndim;
     if (nd < 3)
         ag__fatal(op, "cannot merge heads of %s (want [h, N, d] or [B, h, N, d])", ag_shape_str(x, sx, sizeof sx));
     int h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1], B = nd == 4 ? x->shape[0] : 1;
     int shape[AG_MAX_DIMS] = {B, N, h * d};
-    ag_tensor *out = nd == 4 ? ag__empty(3, shape) : ag__empty(2, shape + 1);
-    heads_permute(x->data, out->data, B, N, h, d, false, false);
+    ag_tensor *out = nd == 4 ? ag__empty_on(dev, 3, shape) : ag__empty_on(dev, 2, shape + 1);
+    heads_permute_on(dev, op, x->data, out->data, B, N, h, d, false, false);
     ag__record(op, merge_heads_backward, out, 1, &x);
     return out;
 }

@@ -449,17 +449,29 @@ AG_UNARY_TABLE(UNARY_OP)
 static void clamp_backward(ag_node *n) {
     ag_real lo = (ag_real)n->farg[0], hi = (ag_real)n->farg[1];
     const ag_real *X = n->in[0]->data, *G = n->out->grad;
+    if (n->out->device == AG_CUDA) {
+        bool fresh;
+        ag_real *gx = ag__grad_write(n->in[0], &fresh);
+        ag__clamp_backward_cuda(X, G, gx, lo, hi, n->out->size, fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ag_real *GX = ag__grad(n->in[0]);
     for (int64_t i = 0; i < n->out->size; i++)
         if (X[i] > lo && X[i] < hi) GX[i] += G[i];
 }
 
 ag_tensor *ag_clamp(ag_tensor *x, double lo, double hi) {
-    ag__check_device("ag_clamp", x, NULL);
+    ag_device dev = ag__check_same_device("ag_clamp", x, NULL);
     if (!(lo <= hi)) ag__fatal("ag_clamp", "empty range [%g, %g]", lo, hi);
-    ag_tensor *out = ag__empty(x->ndim, x->shape);
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
     ag_real l = (ag_real)lo, h = (ag_real)hi;
-    for (int64_t i = 0; i < x->size; i++) out->data[i] = x->data[i] < l ? l : x->data[i] > h ? h : x->data[i];
+    if (dev == AG_CUDA) {
+        ag__clamp_forward_cuda(x->data, out->data, l, h, x->size);
+        ag__cuda_check_launch("ag_clamp");
+    } else {
+        for (int64_t i = 0; i < x->size; i++) out->data[i] = x->data[i] < l ? l : x->data[i] > h ? h : x->data[i];
+    }
     ag_node *n = ag__record("ag_clamp", clamp_backward, out, 1, &x);
     if (n) {
         n->farg[0] = lo;

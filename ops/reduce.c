@@ -32,13 +32,13 @@ static void affine_fill(ag_real *gx, int64_t n, ag_real c) {
     ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, add_constant_range, &j);
 }
 
-static ag_tensor *reduced_out(const ag_tensor *x, int axis, bool keepdim) {
+static ag_tensor *reduced_out(const ag_tensor *x, int axis, bool keepdim) { /* on x's device */
     int shape[AG_MAX_DIMS], nd = 0;
     for (int i = 0; i < x->ndim; i++) {
         if (i != axis) shape[nd++] = x->shape[i];
         else if (keepdim) shape[nd++] = 1;
     }
-    return ag__empty(nd, shape);
+    return ag__empty_on(x->device, nd, shape);
 }
 
 /* ---- sum and mean: y = scale * sum_i x_i ----
@@ -101,17 +101,27 @@ AG_SIMD_CLONES static void sum_axis_grad_range(void *ctx, int64_t u0, int64_t u1
 static void sum_axis_backward(ag_node *n) {
     reduce_job j = {.v = view_along(n->in[0], n->iarg[0]), .g = n->out->grad, .scale = (ag_real)n->farg[0]};
     j.gx = ag__grad_write(n->in[0], &j.fresh);
+    if (n->out->device == AG_CUDA) {
+        ag__sum_axis_backward_cuda(j.g, j.gx, j.scale, j.v.outer, j.v.n, j.v.inner, j.fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     reduce_ranges(&j, sum_axis_grad_range);
 }
 
 static ag_tensor *sum_scaled(const char *op, ag_tensor *x, int axis, bool keepdim, bool mean) {
-    ag__check_device(op, x, NULL);
+    ag_device dev = ag__check_same_device(op, x, NULL);
     axis_view v = view_along(x, axis);
     if (mean && v.n == 0) ag__fatal(op, "mean over an empty axis %d", axis);
     ag_real scale = mean ? (ag_real)1 / (ag_real)v.n : 1;
     ag_tensor *out = reduced_out(x, axis, keepdim);
-    reduce_job j = {.v = v, .x = x->data, .y = out->data, .scale = scale};
-    reduce_ranges(&j, sum_axis_range);
+    if (dev == AG_CUDA) {
+        ag__sum_axis_forward_cuda(x->data, out->data, scale, v.outer, v.n, v.inner);
+        ag__cuda_check_launch(op);
+    } else {
+        reduce_job j = {.v = v, .x = x->data, .y = out->data, .scale = scale};
+        reduce_ranges(&j, sum_axis_range);
+    }
     ag_node *n = ag__record(op, sum_axis_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;
@@ -243,20 +253,36 @@ static void max_axis_grad_range(void *ctx, int64_t u0, int64_t u1) {
 }
 
 static void max_axis_backward(ag_node *n) {
+    if (n->out->device == AG_CUDA) { /* arg is on the device */
+        axis_view v = view_along(n->in[0], n->iarg[0]);
+        bool fresh;
+        ag_real *gx = ag__grad_write(n->in[0], &fresh);
+        ag__max_axis_backward_cuda(n->out->grad, n->saved, gx, v.outer, v.n, v.inner, fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     max_job j = {.r = {.v = view_along(n->in[0], n->iarg[0]), .g = n->out->grad, .gx = ag__grad(n->in[0])},
                  .arg = n->saved};
     reduce_ranges(&j.r, max_axis_grad_range);
 }
 
 ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim) {
-    ag__check_device("ag_max_axis", x, NULL);
+    ag_device dev = ag__check_same_device("ag_max_axis", x, NULL);
     axis = ag__axis("ag_max_axis", x, axis);
     axis_view v = view_along(x, axis);
     if (v.n == 0) ag__fatal("ag_max_axis", "max over an empty axis %d", axis);
     ag_tensor *out = reduced_out(x, axis, keepdim);
-    int32_t *arg = ag_arena_alloc((size_t)out->size * sizeof *arg);
-    max_job j = {.r = {.v = v, .x = x->data, .y = out->data}, .arg = arg};
-    reduce_ranges(&j.r, max_axis_range);
+    size_t arg_bytes = (size_t)out->size * sizeof(int32_t);
+    int32_t *arg;
+    if (dev == AG_CUDA) {
+        arg = ag__cuda_arena_alloc(arg_bytes);
+        ag__max_axis_forward_cuda(x->data, out->data, arg, v.outer, v.n, v.inner);
+        ag__cuda_check_launch("ag_max_axis");
+    } else {
+        arg = ag_arena_alloc(arg_bytes);
+        max_job j = {.r = {.v = v, .x = x->data, .y = out->data}, .arg = arg};
+        reduce_ranges(&j.r, max_axis_range);
+    }
     ag_node *n = ag__record("ag_max_axis", max_axis_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;

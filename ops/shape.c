@@ -1,6 +1,22 @@
 /* shape.c - reshape, permute/transpose, concat, slice, index-select and
- * embedding lookup.  Reshape is a view: it shares the input's data. */
-#include "../graph/internal.h"
+ * embedding lookup.  Reshape is a view: it shares the input's data.
+ *
+ * On the GPU every copy here is one strided copy (ops/cuda/shape.cu) and
+ * the gathers' gradient a gather over a counting sort of the index: one
+ * thread per destination element, no atomics, the CPU's order of sums. */
+#include "../graph/device.h"
+#include "cuda/kernels.h"
+
+/* ---- the GPU's copies ---- */
+
+/* A [rows, cols] block from src (row stride src_ld) to dst (row stride
+ * dst_ld), stored or added: a concat part, a slice. */
+static void copy_block_cuda(const char *op, int64_t rows, int64_t cols, const ag_real *src, int64_t src_ld,
+                            ag_real *dst, int64_t dst_ld, bool add) {
+    ag_kstrided p = {{1, 1, rows, cols}, {0, 0, src_ld, 1}, {0, 0, dst_ld, 1}};
+    ag__strided_copy_cuda(&p, src, dst, add);
+    ag__cuda_check_launch(op);
+}
 
 /* ---- reshape: a zero-copy view; backward adds the gradient back ---- */
 
@@ -23,11 +39,15 @@ AG_SIMD_CLONES static void add_range(void *ctx, int64_t i0, int64_t i1) {
 static void reshape_backward(ag_node *n) {
     add_job j = {n->out->grad, NULL, false};
     j.dst = ag__grad_write(n->in[0], &j.fresh);
+    if (n->out->device == AG_CUDA) {
+        copy_block_cuda(n->op, 1, n->out->size, j.src, 0, j.dst, 0, !j.fresh);
+        return;
+    }
     ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, add_range, &j);
 }
 
 ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
-    ag__check_device("ag_reshape", x, NULL);
+    ag__check_same_device("ag_reshape", x, NULL); /* a view: on x's device */
     char sx[64];
     if (ndim < 0 || ndim > AG_MAX_DIMS) ag__fatal("ag_reshape", "%d dims (at most %d)", ndim, AG_MAX_DIMS);
     int s[AG_MAX_DIMS], infer = -1;
@@ -127,10 +147,28 @@ static void run_permute(permute_job *j, ag__range_fn fn) {
     if (j->p.shape[3] > 0) ag__parallel_range(rows, ag__units_per_part(j->p.shape[3]), fn, j);
 }
 
+/* The GPU's permute: forward reads x through the plan's strides into the
+ * dense output; backward (grad) writes the output's gradient back through
+ * them, one to one, so a fresh gradient is stored whole. */
+static void permute_cuda(const char *op, const permute_plan *p, const ag_real *src, ag_real *dst, bool grad,
+                         bool add) {
+    ag_kstrided k;
+    int64_t dense = 1;
+    for (int d = 3; d >= 0; d--) {
+        k.shape[d] = p->shape[d];
+        k.src_stride[d] = grad ? dense : p->stride[d];
+        k.dst_stride[d] = grad ? p->stride[d] : dense;
+        dense *= p->shape[d];
+    }
+    ag__strided_copy_cuda(&k, src, dst, add);
+    ag__cuda_check_launch(op);
+}
+
 static void permute_backward(ag_node *n) {
     permute_job j = {*(const permute_plan *)n->saved, n->out->grad, NULL, false};
     j.y = ag__grad_write(n->in[0], &j.fresh);
-    run_permute(&j, permute_grad_rows);
+    if (n->out->device == AG_CUDA) permute_cuda(n->op, &j.p, j.x, j.y, true, !j.fresh);
+    else run_permute(&j, permute_grad_rows);
 }
 
 static const char *perm_str(const int *perm, int n, char *buf, size_t size) {
@@ -140,7 +178,7 @@ static const char *perm_str(const int *perm, int n, char *buf, size_t size) {
 }
 
 static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
-    ag__check_device(op, x, NULL);
+    ag_device dev = ag__check_same_device(op, x, NULL);
     int nd = x->ndim;
     bool seen[AG_MAX_DIMS] = {0};
     for (int i = 0; i < nd; i++) {
@@ -164,9 +202,13 @@ static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
         p.stride[i] = k < 0 ? 0 : in_stride[perm[k]];
         if (k >= 0) out_shape[k] = p.shape[i];
     }
-    ag_tensor *out = ag__empty(nd, out_shape);
-    permute_job j = {p, x->data, out->data, false};
-    run_permute(&j, permute_rows);
+    ag_tensor *out = ag__empty_on(dev, nd, out_shape);
+    if (dev == AG_CUDA) {
+        permute_cuda(op, &p, x->data, out->data, false, false);
+    } else {
+        permute_job j = {p, x->data, out->data, false};
+        run_permute(&j, permute_rows);
+    }
     ag_node *n = ag__record(op, permute_backward, out, 1, &x);
     if (n) {
         permute_plan *saved = ag_arena_alloc(sizeof *saved);
@@ -225,16 +267,28 @@ AG_SIMD_CLONES static void concat_grad_rows(void *ctx, int64_t o0, int64_t o1) {
     }
 }
 
+/* On the GPU: a block copy per input, out of or into its columns. */
+static void concat_cuda(const char *op, const concat_job *j, bool grad) {
+    const concat_plan *p = j->p;
+    for (int i = 0; i < j->n; i++) {
+        if (!j->in[i]) continue;
+        if (grad) copy_block_cuda(op, p->outer, p->cols[i], j->out + p->col0[i], p->out_cols, j->in[i], p->cols[i],
+                                  !j->fresh[i]);
+        else copy_block_cuda(op, p->outer, p->cols[i], j->in[i], p->cols[i], j->out + p->col0[i], p->out_cols, false);
+    }
+}
+
 static void concat_backward(ag_node *n) {
     concat_job j = {.p = n->saved, .out = n->out->grad, .n = n->n_in};
     for (int i = 0; i < n->n_in; i++) j.in[i] = ag__wants(n, i) ? ag__grad_write(n->in[i], &j.fresh[i]) : NULL;
-    ag__parallel_range(j.p->outer, ag__units_per_part(j.p->out_cols), concat_grad_rows, &j);
+    if (n->out->device == AG_CUDA) concat_cuda(n->op, &j, true);
+    else ag__parallel_range(j.p->outer, ag__units_per_part(j.p->out_cols), concat_grad_rows, &j);
 }
 
 static void check_concat_shapes(ag_tensor **xs, int n, int axis) {
     for (int i = 0; i < n; i++) {
         if (!xs[i]) ag__fatal("ag_concat", "input %d is NULL", i);
-        ag__check_device("ag_concat", xs[0], xs[i]);
+        ag__check_same_device("ag_concat", xs[0], xs[i]);
         bool ok = xs[i]->ndim == xs[0]->ndim;
         for (int d = 0; ok && d < xs[0]->ndim; d++) ok = d == axis || xs[i]->shape[d] == xs[0]->shape[d];
         if (!ok) {
@@ -262,10 +316,11 @@ static ag_tensor *concat_few(ag_tensor **xs, int n, int axis) {
     int shape[AG_MAX_DIMS];
     memcpy(shape, x0->shape, sizeof shape);
     shape[axis] = total;
-    ag_tensor *out = ag__empty(x0->ndim, shape);
+    ag_tensor *out = ag__empty_on(x0->device, x0->ndim, shape);
     concat_job j = {.p = &p, .out = out->data, .n = n};
     for (int i = 0; i < n; i++) j.in[i] = xs[i]->data;
-    ag__parallel_range(p.outer, ag__units_per_part(p.out_cols), concat_rows, &j);
+    if (out->device == AG_CUDA) concat_cuda("ag_concat", &j, false);
+    else ag__parallel_range(p.outer, ag__units_per_part(p.out_cols), concat_rows, &j);
     ag_node *node = ag__record("ag_concat", concat_backward, out, n, xs);
     if (node) {
         concat_plan *saved = ag_arena_alloc(sizeof *saved);
@@ -313,6 +368,10 @@ static void slice_backward(ag_node *n) {
     const ag_real *G = n->out->grad;
     ag_real *GX = ag__grad(n->in[0]);
     int64_t block = p->out_rows * p->inner;
+    if (n->out->device == AG_CUDA) {
+        copy_block_cuda(n->op, p->outer, block, G, block, GX + p->start * p->inner, p->in_rows * p->inner, true);
+        return;
+    }
     for (int64_t o = 0; o < p->outer; o++) {
         ag_real *gx = GX + (o * p->in_rows + p->start) * p->inner;
         const ag_real *g = G + o * block;
@@ -321,7 +380,7 @@ static void slice_backward(ag_node *n) {
 }
 
 ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end) {
-    ag__check_device("ag_slice", x, NULL);
+    ag_device dev = ag__check_same_device("ag_slice", x, NULL);
     axis = ag__axis("ag_slice", x, axis);
     if (start < 0 || start > end || end > x->shape[axis]) {
         char sx[64];
@@ -338,6 +397,11 @@ ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end) {
         *out = (ag_tensor){.ndim = x->ndim, .size = p.out_rows * p.inner,
                            .data = x->data + p.start * p.inner, .device = x->device};
         memcpy(out->shape, shape, sizeof shape);
+    } else if (dev == AG_CUDA) {
+        out = ag__empty_on(dev, x->ndim, shape);
+        int64_t block = p.out_rows * p.inner;
+        copy_block_cuda("ag_slice", p.outer, block, x->data + p.start * p.inner, p.in_rows * p.inner, out->data, block,
+                        false);
     } else {
         out = ag__empty(x->ndim, shape);
         int64_t block = p.out_rows * p.inner;
@@ -383,7 +447,33 @@ AG_SIMD_CLONES static void gather_grad_columns(void *ctx, int64_t k0, int64_t k1
         }
 }
 
+/* On the GPU each element of gx sums its own sources, in increasing
+ * position like the loop above: the positions reading each row, listed by
+ * a counting sort of the index on the host (pos[first[r] .. first[r+1])
+ * read row r), go to the device with the index's size. */
+static void gather_backward_cuda(ag_node *n) {
+    const gather_plan *p = n->saved;
+    const rows_plan *r = &p->rows;
+    int rows = (int)r->in_rows, count = (int)r->out_rows;
+    int32_t *first = ag_arena_zalloc(((size_t)rows + 1) * sizeof *first);
+    int32_t *next = ag_arena_alloc(((size_t)rows + 1) * sizeof *next); /* where row k's next position goes */
+    int32_t *pos = ag_arena_alloc((size_t)(count ? count : 1) * sizeof *pos);
+    for (int i = 0; i < count; i++) first[p->index[i] + 1]++;
+    for (int k = 0; k < rows; k++) first[k + 1] += first[k];
+    memcpy(next, first, ((size_t)rows + 1) * sizeof *next);
+    for (int i = 0; i < count; i++) pos[next[p->index[i]]++] = i;
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__gather_backward_cuda(n->out->grad, ag__to_device_i32(first, rows + 1), ag__to_device_i32(pos, count), gx,
+                             r->outer, rows, count, r->inner, fresh);
+    ag__cuda_check_launch(n->op);
+}
+
 static void gather_backward(ag_node *n) {
+    if (n->out->device == AG_CUDA) {
+        gather_backward_cuda(n);
+        return;
+    }
     gather_job j = {n->saved, n->out->grad, ag__grad(n->in[0])};
     const rows_plan *r = &j.p->rows;
     /* columns per part: ~AG_GRAIN_ELEMENTWISE elements, whole cache lines */
@@ -391,13 +481,18 @@ static void gather_backward(ag_node *n) {
     ag__parallel_range(r->inner, grain, gather_grad_columns, &j);
 }
 
-/* Indices already checked; out has the gathered size. */
+/* Indices already checked; out has the gathered size, on x's device. */
 static ag_tensor *gather(const char *op, ag_tensor *x, int axis, const int32_t *index, int n, ag_tensor *out) {
     rows_plan r = rows_along(x, axis, 0, n);
-    for (int64_t o = 0; o < r.outer; o++)
-        for (int64_t i = 0; i < n; i++)
-            memcpy(out->data + (o * n + i) * r.inner, x->data + (o * r.in_rows + index[i]) * r.inner,
-                   (size_t)r.inner * sizeof(ag_real));
+    if (x->device == AG_CUDA) {
+        ag__gather_cuda(x->data, ag__to_device_i32(index, n), out->data, r.outer, (int)r.in_rows, n, r.inner);
+        ag__cuda_check_launch(op);
+    } else {
+        for (int64_t o = 0; o < r.outer; o++)
+            for (int64_t i = 0; i < n; i++)
+                memcpy(out->data + (o * n + i) * r.inner, x->data + (o * r.in_rows + index[i]) * r.inner,
+                       (size_t)r.inner * sizeof(ag_real));
+    }
     ag_node *node = ag__record(op, gather_backward, out, 1, &x);
     if (node) { /* the caller's index array may change before backward runs */
         gather_plan *p = ag_arena_alloc(sizeof *p);
@@ -410,7 +505,7 @@ static ag_tensor *gather(const char *op, ag_tensor *x, int axis, const int32_t *
 }
 
 ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n) {
-    ag__check_device("ag_index_select", x, NULL);
+    ag_device dev = ag__check_same_device("ag_index_select", x, NULL);
     axis = ag__axis("ag_index_select", x, axis);
     char sx[64];
     if (n < 0) ag__fatal("ag_index_select", "negative index count %d", n);
@@ -421,7 +516,7 @@ ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n) 
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[axis] = n;
-    return gather("ag_index_select", x, axis, index, n, ag__empty(x->ndim, shape));
+    return gather("ag_index_select", x, axis, index, n, ag__empty_on(dev, x->ndim, shape));
 }
 
 /* "[1,2]": the position of flat element i in a tensor of the given shape. */
@@ -435,7 +530,7 @@ static const char *position_str(int64_t i, int ndim, const int *shape, char *buf
 }
 
 ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const int *shape) {
-    ag__check_device("ag_embedding", table, NULL);
+    ag_device dev = ag__check_same_device("ag_embedding", table, NULL);
     char st[64], sp[64];
     if (table->ndim != 2)
         ag__fatal("ag_embedding", "the table must be [V, d], got %s", ag_shape_str(table, st, sizeof st));
@@ -455,5 +550,5 @@ ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const in
         if (ids[i] < 0 || ids[i] >= vocab)
             ag__fatal("ag_embedding", "id %d at position %s out of range [0, %d) for table %s", ids[i],
                       position_str(i, ndim, shape, sp, sizeof sp), vocab, ag_shape_str(table, st, sizeof st));
-    return gather("ag_embedding", table, 0, ids, (int)count, ag__empty(ndim + 1, out_shape));
+    return gather("ag_embedding", table, 0, ids, (int)count, ag__empty_on(dev, ndim + 1, out_shape));
 }

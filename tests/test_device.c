@@ -105,6 +105,8 @@ static ag_tensor fake_cuda(int n) {
     return (ag_tensor){.ndim = 1, .shape = {n, 1, 1, 1}, .size = n, .device = AG_CUDA};
 }
 
+static void custom_forward(ag_custom_call *c) { (void)c; }
+
 static void test_dispatch_errors(void) {
     ag_tensor c = fake_cuda(3);
     ag_tensor *x = ag_tensor_fill(1, 1, (int[]){3});
@@ -115,10 +117,14 @@ static void test_dispatch_errors(void) {
     ag_tensor c2 = {.ndim = 2, .shape = {3, 3, 1, 1}, .size = 9, .device = AG_CUDA};
     EXPECT_FATAL_AT(ag_matmul(m, &c2), "ag_matmul", "different devices");
     EXPECT_FATAL_AT(ag_masked_softmax(&c2, m, 1.0), "ag_masked_softmax", "no cuda implementation yet");
-    /* ops without one yet refuse a CUDA tensor by name */
-    EXPECT_FATAL_AT(ag_clamp(&c, 0, 1), "ag_clamp", "no cuda implementation yet", "ag_to");
-    EXPECT_FATAL_AT(ag_sum_axis(&c, 0, false), "ag_sum_axis", "no cuda implementation yet");
-    EXPECT_FATAL_AT(ag_max_axis(&c2, 1, false), "ag_max_axis", "no cuda implementation yet");
+    ag_tensor *pieces[2] = {x, &c};
+    EXPECT_FATAL_AT(ag_concat(pieces, 2, 0), "ag_concat", "different devices (cpu and cuda)");
+    /* ops without one refuse a CUDA tensor by name: a custom op's functions
+     * read host memory */
+    ag_custom_fn fn = {.name = "my_op", .forward = custom_forward};
+    ag_tensor *in[1] = {&c};
+    int shape[1] = {3};
+    EXPECT_FATAL_AT(ag_custom_op(&fn, in, 1, 1, shape, NULL, 0), "my_op", "no cuda implementation yet", "ag_to");
     ag_step_end();
 }
 

@@ -68,13 +68,8 @@ __device__ static inline ag_real binary_grad(int op, int side, ag_real a, ag_rea
 __global__ void binary_forward_kernel(int op, ag_kbcast bc, const ag_real *A, const ag_real *B, ag_real *Y,
                                       int64_t n) {
     AG_CUDA_FOR(i, n) {
-        int64_t rest = i, ia = 0, ib = 0;
-        for (int d = 3; d >= 0; d--) {
-            int64_t c = rest % bc.shape[d];
-            rest /= bc.shape[d];
-            ia += c * bc.sa[d];
-            ib += c * bc.sb[d];
-        }
+        int64_t ia, ib;
+        ag__offsets4(i, bc.shape, bc.sa, bc.sb, &ia, &ib);
         Y[i] = binary_value(op, A[ia], B[ib]);
     }
 }
@@ -159,6 +154,31 @@ extern "C" void ag__fill_cuda(ag_real *y, ag_real value, int64_t n) {
 
 extern "C" void ag__add_into_cuda(ag_real *y, const ag_real *x, int64_t n) {
     if (n > 0) add_into_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(y, x, n);
+}
+
+/* ---- clamp: ops/elementwise.c's expressions ---- */
+
+__global__ void clamp_kernel(const ag_real *X, ag_real *Y, ag_real lo, ag_real hi, int64_t n) {
+    AG_CUDA_FOR(i, n) Y[i] = X[i] < lo ? lo : X[i] > hi ? hi : X[i];
+}
+
+/* The gradient passes strictly inside (lo, hi); outside, a fresh buffer
+ * gets 0 and an accumulated one is left as it is. */
+__global__ void clamp_grad_kernel(const ag_real *X, const ag_real *G, ag_real *GX, ag_real lo, ag_real hi, int64_t n,
+                                  bool fresh) {
+    AG_CUDA_FOR(i, n) {
+        if (X[i] > lo && X[i] < hi) GX[i] = fresh ? G[i] : GX[i] + G[i];
+        else if (fresh) GX[i] = 0;
+    }
+}
+
+extern "C" void ag__clamp_forward_cuda(const ag_real *x, ag_real *y, ag_real lo, ag_real hi, int64_t n) {
+    if (n > 0) clamp_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, y, lo, hi, n);
+}
+
+extern "C" void ag__clamp_backward_cuda(const ag_real *x, const ag_real *g, ag_real *gx, ag_real lo, ag_real hi,
+                                        int64_t n, bool fresh) {
+    if (n > 0) clamp_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, g, gx, lo, hi, n, fresh);
 }
 
 extern "C" const char *ag__cuda_launch_error(void) {

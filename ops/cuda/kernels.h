@@ -91,6 +91,51 @@ void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq)
 /* y += a x */
 void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n);
 
+/* ---- tensor ops (ops/shape.c, ops/reduce.c, ops/elementwise.c's clamp,
+ * ops/attention.c's head split/merge) ---- */
+
+/* A strided copy over 4 dims, the one building block of permutes, slices,
+ * concat parts and head split/merge: the element at coordinates c of shape
+ * goes from src[sum c[d] src_stride[d]] to dst[sum c[d] dst_stride[d]],
+ * stored, or added when add.  Distinct elements must have distinct
+ * destinations (every caller's map is one to one), so threads never race. */
+typedef struct {
+    int64_t shape[4];
+    int64_t src_stride[4], dst_stride[4];
+} ag_kstrided;
+void ag__strided_copy_cuda(const ag_kstrided *p, const ag_kreal *src, ag_kreal *dst, bool add);
+
+/* index_select and embedding: x as [outer, in_rows, inner], out as
+ * [outer, n, inner], out[o, i, :] = x[o, index[i], :] (index on the device). */
+void ag__gather_cuda(const ag_kreal *x, const int32_t *index, ag_kreal *out, int64_t outer, int in_rows, int n,
+                     int64_t inner);
+/* Its gradient without atomics: gx[o, r, :] (+)= the sum, in increasing
+ * position, of g[o, i, :] over the positions i with index[i] == r, which
+ * are pos[first[r] .. first[r + 1]) (a counting sort of the index, made on
+ * the host).  Every element of gx is written; fresh: store instead of add. */
+void ag__gather_backward_cuda(const ag_kreal *g, const int32_t *first, const int32_t *pos, ag_kreal *gx,
+                              int64_t outer, int in_rows, int n, int64_t inner, bool fresh);
+
+/* Along an axis, x as [outer, n, inner] and the result as [outer, inner]:
+ * y = scale * sum over the axis, in increasing position (the CPU's order);
+ * backward gx (+)= scale g. */
+void ag__sum_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal scale, int64_t outer, int64_t n,
+                               int64_t inner);
+void ag__sum_axis_backward_cuda(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t outer, int64_t n,
+                                int64_t inner, bool fresh);
+/* y = the max over the axis and arg its first position (ties go to the
+ * first, as on the CPU); backward gx (+)= g at arg, 0 elsewhere. */
+void ag__max_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, int32_t *arg, int64_t outer, int64_t n,
+                               int64_t inner);
+void ag__max_axis_backward_cuda(const ag_kreal *g, const int32_t *arg, ag_kreal *gx, int64_t outer, int64_t n,
+                                int64_t inner, bool fresh);
+
+/* y = min(max(x, lo), hi) as the CPU writes it; backward gx (+)= g strictly
+ * inside (lo, hi), 0 elsewhere. */
+void ag__clamp_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal lo, ag_kreal hi, int64_t n);
+void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx, ag_kreal lo, ag_kreal hi,
+                             int64_t n, bool fresh);
+
 /* The last launch error, "" if none (cudaGetLastError's string). */
 const char *ag__cuda_launch_error(void);
 

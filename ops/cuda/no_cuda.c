@@ -57,6 +57,49 @@ void ag__softmax_rows_backward_cuda(const ag_kreal *y, const ag_kreal *g, ag_kre
     (void)y, (void)g, (void)gx, (void)rows, (void)cols, (void)fresh;
     UNREACHABLE("ag_softmax");
 }
+void ag__strided_copy_cuda(const ag_kstrided *p, const ag_kreal *src, ag_kreal *dst, bool add) {
+    (void)p, (void)src, (void)dst, (void)add;
+    UNREACHABLE("strided copy");
+}
+void ag__gather_cuda(const ag_kreal *x, const int32_t *index, ag_kreal *out, int64_t outer, int in_rows, int n,
+                     int64_t inner) {
+    (void)x, (void)index, (void)out, (void)outer, (void)in_rows, (void)n, (void)inner;
+    UNREACHABLE("gather");
+}
+void ag__gather_backward_cuda(const ag_kreal *g, const int32_t *first, const int32_t *pos, ag_kreal *gx,
+                              int64_t outer, int in_rows, int n, int64_t inner, bool fresh) {
+    (void)g, (void)first, (void)pos, (void)gx, (void)outer, (void)in_rows, (void)n, (void)inner, (void)fresh;
+    UNREACHABLE("gather");
+}
+void ag__sum_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal scale, int64_t outer, int64_t n,
+                               int64_t inner) {
+    (void)x, (void)y, (void)scale, (void)outer, (void)n, (void)inner;
+    UNREACHABLE("ag_sum_axis");
+}
+void ag__sum_axis_backward_cuda(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t outer, int64_t n,
+                                int64_t inner, bool fresh) {
+    (void)g, (void)gx, (void)scale, (void)outer, (void)n, (void)inner, (void)fresh;
+    UNREACHABLE("ag_sum_axis");
+}
+void ag__max_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, int32_t *arg, int64_t outer, int64_t n,
+                               int64_t inner) {
+    (void)x, (void)y, (void)arg, (void)outer, (void)n, (void)inner;
+    UNREACHABLE("ag_max_axis");
+}
+void ag__max_axis_backward_cuda(const ag_kreal *g, const int32_t *arg, ag_kreal *gx, int64_t outer, int64_t n,
+                                int64_t inner, bool fresh) {
+    (void)g, (void)arg, (void)gx, (void)outer, (void)n, (void)inner, (void)fresh;
+    UNREACHABLE("ag_max_axis");
+}
+void ag__clamp_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal lo, ag_kreal hi, int64_t n) {
+    (void)x, (void)y, (void)lo, (void)hi, (void)n;
+    UNREACHABLE("ag_clamp");
+}
+void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx, ag_kreal lo, ag_kreal hi,
+                             int64_t n, bool fresh) {
+    (void)x, (void)g, (void)gx, (void)lo, (void)hi, (void)n, (void)fresh;
+    UNREACHABLE("ag_clamp");
+}
 const char *ag__cuda_launch_error(void) { return ""; }
 
 /* optim/cuda/optimizer.cu */

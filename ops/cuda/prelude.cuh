@@ -31,6 +31,23 @@ static inline unsigned ag__cuda_blocks(int64_t n) {
 #define AG_CUDA_FOR(i, n) \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
+/* Flat element i of a row-major 4-dim shape, mapped through two sets of
+ * strides (two operands, or a copy's source and destination): *ia and *ib
+ * are its offsets. */
+template <typename Dim>
+__device__ static inline void ag__offsets4(int64_t i, const Dim *shape, const int64_t *sa, const int64_t *sb,
+                                           int64_t *ia, int64_t *ib) {
+    int64_t a = 0, b = 0;
+    for (int d = 3; d >= 0; d--) {
+        int64_t c = i % shape[d];
+        i /= shape[d];
+        a += c * sa[d];
+        b += c * sb[d];
+    }
+    *ia = a;
+    *ib = b;
+}
+
 /* The engine's one stream (graph/cuda.c). */
 extern "C" cudaStream_t ag__cuda_stream(void);
 

@@ -1,4 +1,5 @@
-/* reduce.cu - the CUDA side of ops/reduce.c: the sum of all elements. */
+/* reduce.cu - the CUDA side of ops/reduce.c: the sum of all elements, and
+ * sum, mean and max along an axis. */
 #include "prelude.cuh"
 
 /* One block sums x in a fixed order: thread t adds elements t, t + 1024,
@@ -31,4 +32,87 @@ extern "C" void ag__sum_forward_cuda(const ag_real *x, ag_real scale, ag_real *o
 
 extern "C" void ag__sum_backward_cuda(const ag_real *g, ag_real scale, ag_real *gx, int64_t n, bool fresh) {
     if (n > 0) sum_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, scale, gx, n, fresh);
+}
+
+/* ---- along an axis: x as [outer, n, inner], one thread per output element
+ * (o, k) walking the axis in increasing position, as the CPU does (so the
+ * same sums, and the same first maximum on ties) ---- */
+
+__global__ void sum_axis_kernel(const ag_real *X, ag_real *Y, ag_real scale, int64_t n, int64_t inner, int64_t size) {
+    AG_CUDA_FOR(e, size) {
+        int64_t k = e % inner, o = e / inner;
+        const ag_real *x = X + o * n * inner + k;
+        ag_real acc = 0;
+        for (int64_t i = 0; i < n; i++) acc += x[i * inner];
+        Y[e] = scale != 1 ? acc * scale : acc;
+    }
+}
+
+/* Thread per input element (o, i, k): gx (+)= scale g[o, k]. */
+__global__ void sum_axis_grad_kernel(const ag_real *G, ag_real *GX, ag_real scale, int64_t n, int64_t inner,
+                                     bool fresh, int64_t size) {
+    AG_CUDA_FOR(e, size) {
+        int64_t k = e % inner, o = e / inner / n;
+        ag_real d = scale * G[o * inner + k];
+        GX[e] = fresh ? d : GX[e] + d;
+    }
+}
+
+__global__ void max_axis_kernel(const ag_real *X, ag_real *Y, int32_t *arg, int64_t n, int64_t inner, int64_t size) {
+    AG_CUDA_FOR(e, size) {
+        int64_t k = e % inner, o = e / inner;
+        const ag_real *x = X + o * n * inner + k;
+        ag_real best = x[0];
+        int32_t at = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (x[i * inner] > best) { /* strictly: a tie keeps the first */
+                best = x[i * inner];
+                at = (int32_t)i;
+            }
+        Y[e] = best;
+        arg[e] = at;
+    }
+}
+
+/* Thread per input element (o, i, k): the output's gradient if i is the
+ * chosen position of (o, k), else 0 (a fresh buffer is written whole). */
+__global__ void max_axis_grad_kernel(const ag_real *G, const int32_t *arg, ag_real *GX, int64_t n, int64_t inner,
+                                     bool fresh, int64_t size) {
+    AG_CUDA_FOR(e, size) {
+        int64_t k = e % inner, oi = e / inner;
+        int64_t i = oi % n, o = oi / n;
+        bool chosen = arg[o * inner + k] == i;
+        if (chosen) GX[e] = fresh ? G[o * inner + k] : GX[e] + G[o * inner + k];
+        else if (fresh) GX[e] = 0;
+    }
+}
+
+extern "C" void ag__sum_axis_forward_cuda(const ag_real *x, ag_real *y, ag_real scale, int64_t outer, int64_t n,
+                                          int64_t inner) {
+    int64_t size = outer * inner;
+    if (size > 0)
+        sum_axis_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, y, scale, n, inner, size);
+}
+
+extern "C" void ag__sum_axis_backward_cuda(const ag_real *g, ag_real *gx, ag_real scale, int64_t outer, int64_t n,
+                                           int64_t inner, bool fresh) {
+    int64_t size = outer * n * inner;
+    if (size > 0)
+        sum_axis_grad_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, gx, scale, n, inner,
+                                                                                              fresh, size);
+}
+
+extern "C" void ag__max_axis_forward_cuda(const ag_real *x, ag_real *y, int32_t *arg, int64_t outer, int64_t n,
+                                          int64_t inner) {
+    int64_t size = outer * inner;
+    if (size > 0 && n > 0)
+        max_axis_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, y, arg, n, inner, size);
+}
+
+extern "C" void ag__max_axis_backward_cuda(const ag_real *g, const int32_t *arg, ag_real *gx, int64_t outer,
+                                           int64_t n, int64_t inner, bool fresh) {
+    int64_t size = outer * n * inner;
+    if (size > 0)
+        max_axis_grad_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, arg, gx, n, inner,
+                                                                                              fresh, size);
 }
