@@ -5,6 +5,7 @@
 #include "../graph/internal.h" /* ag__fatal: misuse names the layer, as an op would (first: AG_INTERNAL) */
 #include "layers.h"
 #include "../ops/softmax_rows.h" /* ag__mask_plan_make: a layer's mask checked as ag_attention would */
+#include "../graph/device.h"     /* ag__on_current: masks built on the host, used on the current device */
 
 #include <math.h>
 #include <stdio.h>
@@ -78,10 +79,10 @@ static void bad_shape(const char *layer, const ag_tensor *x, const char *want) {
 
 ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N) {
     check_lengths("ag_valid_mask", lengths, B, N);
-    ag_tensor *m = ag_tensor_new(3, (int[]){B, N, 1});
+    ag_tensor *m = ag__zeros(3, (int[]){B, N, 1}); /* filled on the host, then on the current device */
     for (int b = 0; b < B; b++)
         for (int t = 0; t < N && t < lengths[b]; t++) m->data[b * N + t] = 1;
-    return m;
+    return ag__on_current(m);
 }
 
 ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
@@ -95,7 +96,7 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
     if (x->ndim != 3) bad_shape("ag_max_over_time", x, "[B, N, d]");
     int B = x->shape[0], N = x->shape[1];
     check_lengths("ag_max_over_time", lengths, B, N);
-    ag_tensor *pad = ag_tensor_new(3, (int[]){B, N, 1});
+    ag_tensor *pad = ag__zeros(3, (int[]){B, N, 1}); /* constants: filled here, used on the current device */
     bool empty = false;
     for (int b = 0; b < B; b++) {
         if (lengths[b] <= 0) { /* no -inf here: max over all -inf would be -inf */
@@ -104,13 +105,13 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
         }
         for (int t = lengths[b]; t < N; t++) pad->data[b * N + t] = -INFINITY;
     }
-    ag_tensor *m = ag_max_axis(ag_add(x, pad), 1, false); /* [B, d] */
+    ag_tensor *m = ag_max_axis(ag_add(x, ag__on_current(pad)), 1, false); /* [B, d] */
     if (!empty) return m;
     /* An empty example pools to 0 with no gradient, as ag_source2token's
      * does (its softmax gives every position weight 0). */
-    ag_tensor *keep = ag_tensor_new(2, (int[]){B, 1});
+    ag_tensor *keep = ag__zeros(2, (int[]){B, 1});
     for (int b = 0; b < B; b++) keep->data[b] = lengths[b] > 0;
-    return ag_mul(m, keep);
+    return ag_mul(m, ag__on_current(keep));
 }
 
 ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
