@@ -5,6 +5,7 @@
 #include "../graph/internal.h" /* ag__fatal: misuse names the layer, as an op would (first: AG_INTERNAL) */
 #include "layers.h"
 #include "../ops/softmax_rows.h" /* ag__mask_plan_make: a layer's mask checked as ag_attention would */
+#include "../graph/device.h"     /* ag__on_current: masks built on the host, used on the current device */
 
 #include <math.h>
 #include <stdio.h>

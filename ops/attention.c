@@ -9,7 +9,12 @@
  *     dQ = dS K,    dK = dS^T Q
  * where dP/dS live in one [Nq, Nk] scratch reused by every slice.  Compared
  * with matmul + masked softmax + matmul this saves the score tensor and
- * its gradient ([B,h,Nq,Nk] twice) and two passes over them. */
+ * its gradient ([B,h,Nq,Nk] twice) and two passes over them.
+ *
+ * On the GPU the same steps run over all slices at once: each product is
+ * one strided-batched cuBLAS call, the softmax is the masked softmax kernel
+ * over P in place, and backward's dP/dS is one [slices, Nq, Nk] buffer,
+ * released when backward returns. */
 #include "softmax_rows.h"
 #include "../graph/device.h"
 #include "cuda/kernels.h"
@@ -63,8 +68,66 @@ static void attention_backward_part(void *ctx, int64_t part) {
     }
 }
 
+/* ---- on the GPU ---- */
+
+/* C = op(A) op(B) (+ C when accumulate) for each of `slices` contiguous
+ * row-major slices.  Empty sizes make no call (cuBLAS refuses a leading
+ * dimension of 0); an empty inner dimension gives C = 0 (or leaves it). */
+static void slices_gemm(bool ta, bool tb, int M, int N, int K, const ag_real *A, const ag_real *B, bool accumulate,
+                        ag_real *C, int slices) {
+    if (slices == 0 || M == 0 || N == 0) return;
+    if (K == 0) {
+        if (!accumulate) ag__fill_cuda(C, 0, (int64_t)slices * M * N);
+        return;
+    }
+    ag__cuda_gemm_batched(ta, tb, M, N, K, A, ta ? M : K, (int64_t)M * K, B, tb ? K : N, (int64_t)K * N,
+                          accumulate ? 1 : 0, C, N, (int64_t)M * N, slices);
+}
+
+static void attention_forward_cuda(const attn_plan *p, const ag__mask_plan *mp, const ag_tensor *mask,
+                                   const ag_real *Q, const ag_real *K, const ag_real *V, ag_real *out) {
+    slices_gemm(false, true, p->nq, p->nk, p->d, Q, K, false, p->probs, p->slices); /* scores, unscaled */
+    ag_kmask kp = ag__kmask_of(mp);
+    ag__softmax_rows_forward_cuda(p->probs, mask ? mask->data : NULL, &kp, p->scale, p->probs,
+                                  (int64_t)p->slices * p->nq);
+    slices_gemm(false, false, p->nq, p->dv, p->nk, p->probs, V, false, out, p->slices);
+    ag__cuda_check_launch("ag_attention");
+}
+
+static void attention_backward_cuda(ag_node *n) {
+    const attn_plan *p = n->saved;
+    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    /* Taken in the order they are written (dV, dQ, dK): a tensor passed
+     * twice (self-attention's q = k) is stored by its first use, then added. */
+    bool fv = false, fq = false, fk = false;
+    ag_real *GV = ag__wants(n, 2) ? ag__grad_write(v, &fv) : NULL;
+    ag_real *GQ = ag__wants(n, 0) ? ag__grad_write(q, &fq) : NULL;
+    ag_real *GK = ag__wants(n, 1) ? ag__grad_write(k, &fk) : NULL;
+    const ag_real *G = n->out->grad, *P = p->probs;
+    if (GV) slices_gemm(true, false, p->nk, p->dv, p->nq, P, G, !fv, GV, p->slices);
+    if (GQ || GK) {
+        size_t pos;
+        int chunk;
+        ag__cuda_arena_mark(&pos, &chunk); /* dS lives for this call only (the stream keeps the order) */
+        int64_t pq = (int64_t)p->slices * p->nq * p->nk;
+        ag_real *dS = ag__cuda_arena_alloc((size_t)(pq > 0 ? pq : 1) * sizeof(ag_real));
+        slices_gemm(false, true, p->nq, p->nk, p->dv, G, v->data, false, dS, p->slices); /* dP = dO V^T */
+        ag__softmax_rows_backward_cuda(P, dS, p->scale, dS, (int64_t)p->slices * p->nq, p->nk, true);
+        if (GQ) slices_gemm(false, false, p->nq, p->d, p->nk, dS, k->data, !fq, GQ, p->slices);
+        if (GK) slices_gemm(true, false, p->nk, p->d, p->nq, dS, q->data, !fk, GK, p->slices);
+        ag__cuda_arena_rewind(pos, chunk);
+    }
+    ag__cuda_check_launch(n->op);
+}
+
+/* ---- on the CPU ---- */
+
 static void attention_backward(ag_node *n) {
     const attn_plan *p = n->saved;
+    if (n->out->device == AG_CUDA) {
+        attention_backward_cuda(n);
+        return;
+    }
     ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     bool want_q = ag__wants(n, 0), want_k = ag__wants(n, 1), want_v = ag__wants(n, 2);
     int64_t pq = (int64_t)p->nq * p->nk;
@@ -94,8 +157,8 @@ static void attention_forward_part(void *ctx, int64_t part) {
 /* Q [..., Nq, d], K [..., Nk, d], V [..., Nk, dv] with equal leading dims. */
 static void attention_shapes(const char *op, const ag_tensor *q, const ag_tensor *k, const ag_tensor *v) {
     char sq[64], sk[64], sv[64];
-    ag__check_device(op, q, k);
-    ag__check_device(op, q, v);
+    ag__check_same_device(op, q, k);
+    ag__check_same_device(op, q, v);
     bool ok = q->ndim >= 2 && q->ndim == k->ndim && q->ndim == v->ndim;
     for (int i = 0; ok && i < q->ndim - 2; i++) ok = q->shape[i] == k->shape[i] && q->shape[i] == v->shape[i];
     ok = ok && q->shape[q->ndim - 1] == k->shape[k->ndim - 1] && k->shape[k->ndim - 2] == v->shape[v->ndim - 2];
@@ -108,6 +171,7 @@ static void attention_shapes(const char *op, const ag_tensor *q, const ag_tensor
 ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale, ag_tensor **probs) {
     const char *op = "ag_attention";
     attention_shapes(op, q, k, v);
+    ag_device dev = q->device;
     int nd = q->ndim;
     attn_plan p = {.nq = q->shape[nd - 2], .nk = k->shape[nd - 2], .d = q->shape[nd - 1], .dv = v->shape[nd - 1],
                    .scale = (ag_real)scale, .slices = 1};
@@ -119,15 +183,20 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
     scores[nd - 2] = out_shape[nd - 2] = p.nq;
     scores[nd - 1] = p.nk;
     out_shape[nd - 1] = p.dv;
-    ag__mask_plan mp = ag__mask_plan_make(op, nd, scores, mask);
+    ag__mask_plan mp = ag__mask_plan_on(op, nd, scores, dev, mask);
 
-    ag_tensor *out = ag__empty(nd, out_shape);
+    ag_tensor *out = ag__empty_on(dev, nd, out_shape);
     int64_t pq = (int64_t)p.nq * p.nk;
     int64_t n_probs = p.slices * pq;
-    p.probs = ag_arena_alloc((size_t)(n_probs ? n_probs : 1) * sizeof(ag_real));
-    attn_job j = {.p = &p, .mp = &mp, .mask = mask, .Q = q->data, .K = k->data, .V = v->data, .out = out->data,
-                  .per_part = ag__units_per_part(pq)};
-    ag__parallel((p.slices + j.per_part - 1) / j.per_part, attention_forward_part, &j);
+    size_t probs_bytes = (size_t)(n_probs ? n_probs : 1) * sizeof(ag_real);
+    p.probs = dev == AG_CUDA ? ag__cuda_arena_alloc(probs_bytes) : ag_arena_alloc(probs_bytes);
+    if (dev == AG_CUDA) {
+        attention_forward_cuda(&p, &mp, mask, q->data, k->data, v->data, out->data);
+    } else {
+        attn_job j = {.p = &p, .mp = &mp, .mask = mask, .Q = q->data, .K = k->data, .V = v->data, .out = out->data,
+                      .per_part = ag__units_per_part(pq)};
+        ag__parallel((p.slices + j.per_part - 1) / j.per_part, attention_forward_part, &j);
+    }
 
     ag_node *n = ag__record(op, attention_backward, out, 3, (ag_tensor *[]){q, k, v});
     if (n) {
@@ -141,6 +210,7 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
         for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = i < nd ? scores[i] : 1;
         t->size = n_probs;
         t->data = p.probs;
+        t->device = dev;
         ag__stamp(t, "ag_attention(probs)");
         *probs = t;
     }

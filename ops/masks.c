@@ -14,10 +14,16 @@
  * attention it masks).  Masks of one batch (tree distances, padding) are
  * built into the step arena.
  *
+ * Every mask is built on the host and handed out on the current device
+ * (ag_set_device): a cached one keeps a device copy beside it, made on first
+ * use and freed with the cache; a step one is copied once into the device
+ * step arena.  So a model that sets the device before building its masks
+ * gets GPU masks and uploads each cached one once per run.
+ *
  * The log distance -ln|q-k| is -ln(max(|q-k|, 1)): 0 on the diagonal, like
  * at distance 1, rather than +inf.  (MODELS.md only uses it with strict
  * PAST/FUTURE, where the diagonal is masked anyway.) */
-#include "../graph/internal.h"
+#include "../graph/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +75,7 @@ typedef struct cache_entry {
     ag_mask_spec *specs;    /* heads copies (KIND_MASK) */
     double w, c;            /* KIND_ATTENUATION */
     ag_tensor t;
+    ag_tensor dev;          /* t's copy on the GPU, once asked for there (dev.data NULL until then) */
 } cache_entry;
 
 static cache_entry *cache;
@@ -127,9 +134,25 @@ void ag__masks_shutdown(void) {
         cache = e->next;
         ag_free(e->specs);
         ag_free(e->t.data);
+        if (e->dev.data) ag__cuda_free(e->dev.data);
         ag_free(e);
     }
     cache_bytes = 0;
+}
+
+/* A mask built on the host (t, in cache entry e or, with e NULL, in step
+ * memory) on the current device. */
+static ag_tensor *on_current(cache_entry *e, ag_tensor *t) {
+    if (ag_get_device() == AG_CPU) return t;
+    if (!e) return ag__on_current(t);
+    if (!e->dev.data) {
+        size_t bytes = (size_t)e->t.size * sizeof(ag_real);
+        e->dev = e->t;
+        e->dev.device = AG_CUDA;
+        e->dev.data = ag__cuda_malloc(bytes ? bytes : 1, "the mask cache");
+        ag__cuda_copy(e->dev.data, AG_CUDA, e->t.data, AG_CPU, bytes);
+    }
+    return &e->dev;
 }
 
 /* One [N,N] plane of spec (no tree term). */
@@ -138,7 +161,10 @@ static void fill_plane(ag_real *M, const ag_mask_spec *s, int N) {
         for (int k = 0; k < N; k++) M[(int64_t)q * N + k] = (ag_real)spec_entry(s, q, k, 0);
 }
 
-static ag_tensor *cached_mask(const char *op, const ag_mask_spec *specs, int heads, int ndim, int N) {
+/* The host mask of (specs, N) in *t; its cache entry, or NULL when it was
+ * built in step memory. */
+static cache_entry *cached_mask(const char *op, const ag_mask_spec *specs, int heads, int ndim, int N,
+                                ag_tensor **t) {
     if (N < 0) ag__fatal(op, "negative length N = %d", N);
     if (heads < 1) ag__fatal(op, "%d heads (at least 1)", heads);
     for (int i = 0; i < heads; i++) {
@@ -147,20 +173,28 @@ static ag_tensor *cached_mask(const char *op, const ag_mask_spec *specs, int hea
             ag__fatal(op, "spec %d: tree distances differ per sentence and are not cached (use ag_mask_batch)", i);
     }
     cache_entry *e = cache_find(KIND_MASK, ndim, heads, N, specs, 0, 0);
-    if (e) return &e->t;
-    ag_tensor *t;
-    if ((e = cache_add(KIND_MASK, ndim, heads, N, &t))) {
+    if (e) {
+        *t = &e->t;
+        return e;
+    }
+    if ((e = cache_add(KIND_MASK, ndim, heads, N, t))) {
         e->specs = ag_malloc((size_t)heads * sizeof *e->specs);
         memcpy(e->specs, specs, (size_t)heads * sizeof *specs);
     }
-    for (int i = 0; i < heads; i++) fill_plane(t->data + (int64_t)i * N * N, &specs[i], N);
-    return t;
+    for (int i = 0; i < heads; i++) fill_plane((*t)->data + (int64_t)i * N * N, &specs[i], N);
+    return e;
 }
 
-ag_tensor *ag_mask(const ag_mask_spec *spec, int N) { return cached_mask("ag_mask", spec, 1, 2, N); }
+ag_tensor *ag_mask(const ag_mask_spec *spec, int N) {
+    ag_tensor *t;
+    cache_entry *e = cached_mask("ag_mask", spec, 1, 2, N, &t);
+    return on_current(e, t);
+}
 
 ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N) {
-    return cached_mask("ag_mask_heads", specs, h, 3, N);
+    ag_tensor *t;
+    cache_entry *e = cached_mask("ag_mask_heads", specs, h, 3, N, &t);
+    return on_current(e, t);
 }
 
 ag_tensor *ag_mask_attenuation(double w, double c, int N) {
@@ -170,7 +204,7 @@ ag_tensor *ag_mask_attenuation(double w, double c, int N) {
     if (!(c > 1) || !(w >= 0) || !isfinite(w) || !isfinite(c))
         ag__fatal(op, "1/ln(w|q-k| + c) needs c > 1 and w >= 0, got w = %g, c = %g", w, c);
     cache_entry *e = cache_find(KIND_ATTENUATION, 2, 1, N, NULL, w, c);
-    if (e) return &e->t;
+    if (e) return on_current(e, &e->t);
     ag_tensor *t;
     if ((e = cache_add(KIND_ATTENUATION, 2, 1, N, &t))) {
         e->w = w;
@@ -178,7 +212,7 @@ ag_tensor *ag_mask_attenuation(double w, double c, int N) {
     }
     for (int q = 0; q < N; q++)
         for (int k = 0; k < N; k++) t->data[(int64_t)q * N + k] = (ag_real)(1.0 / log(w * abs(q - k) + c));
-    return t;
+    return on_current(e, t);
 }
 
 /* ---- padding ---- */
@@ -203,7 +237,7 @@ ag_tensor *ag_mask_padding(const int32_t *lengths, int B, int N, int ndim, bool 
             bool row_padded = queries && q >= lengths[b];
             for (int k = 0; k < N; k++) row[k] = (row_padded || k >= lengths[b]) ? -INFINITY : 0;
         }
-    return m;
+    return on_current(NULL, m);
 }
 
 /* ---- dependency-tree distances ---- */
@@ -287,7 +321,9 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
         if (specs[i].dist == AG_DIST_TREE)
             positional[i] = (ag_mask_spec){.dir = specs[i].dir, .faraway = specs[i].faraway};
     }
-    const ag_real *pos = cached_mask(op, positional, h, 3, N)->data;
+    ag_tensor *pos_mask;
+    cached_mask(op, positional, h, 3, N, &pos_mask);
+    const ag_real *pos = pos_mask->data;
 
     ag_tensor *m = ag__empty(4, (int[]){B, h, N, N});
     int32_t *dist = tree ? ag_arena_alloc(((size_t)N * N + 1) * sizeof *dist) : NULL;
@@ -315,6 +351,6 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
             }
         }
     }
-    *out = m;
+    *out = on_current(NULL, m);
     return AG_OK;
 }

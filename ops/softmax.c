@@ -52,7 +52,7 @@ ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_sha
     pad4(ndim, scores_shape, s4);
     ag__mask_plan p = {{s4[0], s4[1], s4[2]}, {0, 0, 0}, s4[3]};
     if (!mask) return p;
-    ag__check_device(op, mask, NULL);
+    ag__check_live(op, mask);
     char sm[64], ss[64];
     ag_tensor scores = {.ndim = ndim};
     memcpy(scores.shape, scores_shape, (size_t)ndim * sizeof(int));
@@ -73,6 +73,26 @@ ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_sha
         stride *= m4[d];
     }
     return p;
+}
+
+/* A mask on another device than the scores is refused, not copied: a copy
+ * per call would hide an upload per step in a model's inner loop, and
+ * masks made after ag_set_device(AG_CUDA) are on the GPU already. */
+ag__mask_plan ag__mask_plan_on(const char *op, int ndim, const int *scores_shape, ag_device scores_device,
+                               const ag_tensor *mask) {
+    if (mask) {
+        ag__check_live(op, mask);
+        if (mask->device != scores_device) {
+            char sm[64], ss[64];
+            ag_tensor scores = {.ndim = ndim};
+            memcpy(scores.shape, scores_shape, (size_t)ndim * sizeof(int));
+            ag__fatal(op, "the mask %s is on %s but the scores %s are on %s: make masks after ag_set_device "
+                      "(ag_mask*, ag_mask_padding and ag_mask_batch build them there) or move the mask once with ag_to",
+                      ag_shape_str(mask, sm, sizeof sm), ag_device_name(mask->device),
+                      ag_shape_str(&scores, ss, sizeof ss), ag_device_name(scores_device));
+        }
+    }
+    return ag__mask_plan_make(op, ndim, scores_shape, mask);
 }
 
 /* ---- the row loops, compiled for baseline x86-64 and AVX2 ---- */
@@ -118,20 +138,25 @@ static void masked_softmax_backward(ag_node *n) {
     softmax_job j = {.y = n->out->data, .g = n->out->grad, .scale = (ag_real)n->farg[0], .cols = cols};
     j.gx = ag__grad_write(n->in[0], &j.fresh);
     if (n->out->device == AG_CUDA) {
-        ag__softmax_rows_backward_cuda(j.y, j.g, j.gx, rows, cols, j.fresh);
+        ag__softmax_rows_backward_cuda(j.y, j.g, j.scale, j.gx, rows, cols, j.fresh);
         ag__cuda_check_launch(n->op);
         return;
     }
     ag__parallel_range(rows, ag__units_per_part(cols), masked_softmax_grad_range, &j);
 }
 
-/* The GPU's softmax (ops/cuda/softmax.cu): no mask and scale 1 so far. */
+/* The mask plan as the kernels take it. */
+ag_kmask ag__kmask_of(const ag__mask_plan *p) {
+    return (ag_kmask){{p->rows3[0], p->rows3[1], p->rows3[2]}, {p->stride3[0], p->stride3[1], p->stride3[2]}, p->cols};
+}
+
+/* The GPU's masked softmax (ops/cuda/softmax.cu): the same plan, a warp per row. */
 static ag_tensor *softmax_cuda(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
-    if (mask || scale != 1.0)
-        ag__fatal(op, "a mask or a scale has no cuda implementation yet: move the scores to the cpu with ag_to");
+    ag__mask_plan p = ag__mask_plan_on(op, x->ndim, x->shape, AG_CUDA, mask);
+    ag_kmask kp = ag__kmask_of(&p);
     ag_tensor *out = ag__empty_on(AG_CUDA, x->ndim, x->shape);
-    int cols = x->shape[x->ndim - 1];
-    ag__softmax_rows_forward_cuda(x->data, out->data, cols ? x->size / cols : 0, cols);
+    ag__softmax_rows_forward_cuda(x->data, mask ? mask->data : NULL, &kp, (ag_real)scale, out->data,
+                                  p.cols ? x->size / p.cols : 0);
     ag__cuda_check_launch(op);
     ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
@@ -150,7 +175,7 @@ static void masked_softmax_slices(void *ctx, int64_t s0, int64_t s1) {
 static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
     if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
     if (ag__check_same_device(op, x, NULL) == AG_CUDA) return softmax_cuda(op, x, mask, scale);
-    ag__mask_plan p = ag__mask_plan_make(op, x->ndim, x->shape, mask);
+    ag__mask_plan p = ag__mask_plan_on(op, x->ndim, x->shape, AG_CPU, mask);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     softmax_job j = {.plan = &p, .mask = mask, .x = x->data, .y = out->data, .scale = (ag_real)scale};
     ag__parallel_range((int64_t)p.rows3[0] * p.rows3[1], ag__units_per_part((int64_t)p.rows3[2] * p.cols),
@@ -202,18 +227,30 @@ static void log_softmax_grad_range(void *ctx, int64_t r0, int64_t r1) {
 static void log_softmax_backward(ag_node *n) {
     int cols = n->out->shape[n->out->ndim - 1];
     int64_t rows = cols ? n->out->size / cols : 0;
+    if (n->out->device == AG_CUDA) {
+        bool fresh;
+        ag_real *gx = ag__grad_write(n->in[0], &fresh);
+        ag__log_softmax_rows_grad_cuda(n->out->data, n->out->grad, gx, rows, cols, fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     softmax_job j = {.y = n->out->data, .g = n->out->grad, .gx = ag__grad(n->in[0]), .cols = cols};
     ag__parallel_range(rows, ag__units_per_part(cols), log_softmax_grad_range, &j);
 }
 
 ag_tensor *ag_log_softmax(ag_tensor *x) {
     const char *op = "ag_log_softmax";
-    ag__check_device(op, x, NULL);
+    ag_device dev = ag__check_same_device(op, x, NULL);
     if (x->ndim < 1) ag__fatal(op, "log-softmax of a 0-dim tensor (it needs an axis)");
-    ag_tensor *out = ag__empty(x->ndim, x->shape);
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
     int cols = x->shape[x->ndim - 1];
-    softmax_job j = {.x = x->data, .y = out->data, .cols = cols};
-    ag__parallel_range(cols ? x->size / cols : 0, ag__units_per_part(cols), log_softmax_range, &j);
+    if (dev == AG_CUDA) {
+        ag__log_softmax_rows_cuda(x->data, out->data, cols ? x->size / cols : 0, cols);
+        ag__cuda_check_launch(op);
+    } else {
+        softmax_job j = {.x = x->data, .y = out->data, .cols = cols};
+        ag__parallel_range(cols ? x->size / cols : 0, ag__units_per_part(cols), log_softmax_range, &j);
+    }
     ag__record(op, log_softmax_backward, out, 1, &x);
     return out;
 }
@@ -325,16 +362,22 @@ static void run_len_blocks(len_job *j, ag__range_fn fn) {
     ag__parallel_range(j->v.outer, j->per_part, fn, j);
 }
 
+/* n->saved: the lengths, in the output's device memory (or NULL). */
 static void softmax_axis_len_backward(ag_node *n) {
     len_job j = {.v = view_along(n->in[0], n->iarg[0]), .lengths = n->saved, .y = n->out->data, .g = n->out->grad};
     j.gx = ag__grad_write(n->in[0], &j.fresh);
+    if (n->out->device == AG_CUDA) {
+        ag__softmax_len_grad_cuda(j.y, j.g, j.gx, j.lengths, j.v.outer, j.v.n, j.v.inner, j.v.per_example, j.fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     run_len_blocks(&j, softmax_len_grad_range);
 }
 
 ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
     const char *op = "ag_softmax_axis_len";
     char sx[64];
-    ag__check_device(op, x, NULL);
+    ag_device dev = ag__check_same_device(op, x, NULL);
     axis = ag__axis(op, x, axis);
     if (lengths && axis == 0)
         ag__fatal(op, "lengths index dim 0 of %s, so the softmax axis cannot be 0", ag_shape_str(x, sx, sizeof sx));
@@ -345,13 +388,23 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
             if (lengths[b] < 0 || lengths[b] > v.n)
                 ag__fatal(op, "lengths[%d] = %d is outside [0, %lld] (axis %d of %s)", b, (int)lengths[b],
                           (long long)v.n, axis, ag_shape_str(x, sx, sizeof sx));
-        /* The caller's array may change before backward runs: keep a copy. */
-        saved_len = ag_arena_alloc((size_t)x->shape[0] * sizeof *saved_len);
-        memcpy(saved_len, lengths, (size_t)x->shape[0] * sizeof *saved_len);
+        /* The caller's array may change before backward runs: keep a copy
+         * (on the GPU, the one copy its kernels read). */
+        if (dev == AG_CUDA) {
+            saved_len = ag__to_device_i32(lengths, x->shape[0]);
+        } else {
+            saved_len = ag_arena_alloc((size_t)x->shape[0] * sizeof *saved_len);
+            memcpy(saved_len, lengths, (size_t)x->shape[0] * sizeof *saved_len);
+        }
     }
-    ag_tensor *out = ag__empty(x->ndim, x->shape);
-    len_job j = {.v = v, .lengths = saved_len, .x = x->data, .y = out->data};
-    run_len_blocks(&j, softmax_len_range);
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
+    if (dev == AG_CUDA) {
+        ag__softmax_len_cuda(x->data, out->data, saved_len, v.outer, v.n, v.inner, v.per_example);
+        ag__cuda_check_launch(op);
+    } else {
+        len_job j = {.v = v, .lengths = saved_len, .x = x->data, .y = out->data};
+        run_len_blocks(&j, softmax_len_range);
+    }
     ag_node *n = ag__record(op, softmax_axis_len_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;
@@ -376,7 +429,7 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
  * computes its logits by a linear layer can compute the differences
  * instead, with n-1 columns of weights where it had n (MPSAN, models/mpsan.c). */
 
-enum { MIX_MAX_SOURCES = 8 };
+enum { MIX_MAX_SOURCES = AG_KMIX_MAX_SOURCES };
 
 typedef struct {
     const ag_real *z, *src[MIX_MAX_SOURCES], *out, *dout;
@@ -467,6 +520,18 @@ AG_SIMD_CLONES static void mix_backward_rows(void *ctx, int64_t r0, int64_t r1) 
     }
 }
 
+/* The job as the GPU's kernels take it (the same fields, no engine types). */
+static ag_kmix kmix_of(const mix_job *j) {
+    ag_kmix k = {.z = j->z, .out = j->out, .dout = j->dout, .gate = j->gate, .y = j->y, .dz = j->dz, .n = j->n,
+                 .d = j->d, .nz = j->nz, .N = j->N, .len = j->len, .fresh_z = j->fresh_z};
+    for (int g = 0; g < j->n; g++) {
+        k.src[g] = j->src[g];
+        k.dsrc[g] = j->dsrc[g];
+        k.fresh_src[g] = j->fresh_src[g];
+    }
+    return k;
+}
+
 static int64_t mix_grain(int n, int d) { return ag__units_per_part((int64_t)(n + 1) * (d > 0 ? d : 1)); }
 
 /* What backward needs besides the inputs. */
@@ -494,6 +559,12 @@ static void softmax_mix_backward(ag_node *n) {
         }
     }
     int64_t rows = d > 0 ? n->out->size / d : 0;
+    if (n->out->device == AG_CUDA) {
+        ag_kmix k = kmix_of(&j);
+        ag__softmax_mix_backward_cuda(&k, rows);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ag__parallel_range(rows, mix_grain(ns, d), mix_backward_rows, &j);
 }
 
@@ -501,12 +572,13 @@ static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *so
                               bool ref) {
     char sz[64], ss[64], s0[64];
     if (n < 1 + ref || n > MIX_MAX_SOURCES) ag__fatal(op, "%d sources (want %d to %d)", n, 1 + ref, MIX_MAX_SOURCES);
+    ag_device dev = ag__check_same_device(op, z, NULL);
     const ag_tensor *first = sources[0];
     if (!first) ag__fatal(op, "source 0 is NULL");
     if (first->ndim < 1) ag__fatal(op, "sources must have a feature axis, got %s", ag_shape_str(first, s0, sizeof s0));
     for (int g = 0; g < n; g++) {
         if (!sources[g]) ag__fatal(op, "source %d is NULL", g);
-        ag__check_device(op, z, sources[g]);
+        ag__check_same_device(op, z, sources[g]);
         if (!ag_same_shape(sources[g], first))
             ag__fatal(op, "source %d is %s but source 0 is %s (all sources share one shape)", g,
                       ag_shape_str(sources[g], ss, sizeof ss), ag_shape_str(first, s0, sizeof s0));
@@ -528,15 +600,26 @@ static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *so
             if (lengths[b] < 0 || lengths[b] > N)
                 ag__fatal(op, "lengths[%d] = %d is outside [0, %d] (sources %s)", b, (int)lengths[b], N,
                           ag_shape_str(first, s0, sizeof s0));
-        len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *len); /* the caller's may change before backward */
-        memcpy(len, lengths, (size_t)B * sizeof *len);
+        if (dev == AG_CUDA) { /* the one copy the kernels read */
+            len = ag__to_device_i32(lengths, B);
+        } else {
+            len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *len); /* the caller's may change before backward */
+            memcpy(len, lengths, (size_t)B * sizeof *len);
+        }
     }
-    ag_tensor *out = ag__empty(first->ndim, first->shape);
+    ag_tensor *out = ag__empty_on(dev, first->ndim, first->shape);
     int64_t rows = d > 0 ? first->size / d : 0;
+    size_t gate_bytes = (size_t)(rows * n * d > 0 ? rows * n * d : 1) * sizeof(ag_real);
     mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d, .nz = nz, .len = len, .N = len ? first->shape[1] : 1,
-                 .gate = ag_arena_alloc((size_t)(rows * n * d > 0 ? rows * n * d : 1) * sizeof(ag_real))};
+                 .gate = dev == AG_CUDA ? ag__cuda_arena_alloc(gate_bytes) : ag_arena_alloc(gate_bytes)};
     for (int g = 0; g < n; g++) j.src[g] = sources[g]->data;
-    ag__parallel_range(rows, mix_grain(n, d), mix_forward_rows, &j);
+    if (dev == AG_CUDA) {
+        ag_kmix k = kmix_of(&j);
+        ag__softmax_mix_forward_cuda(&k, rows);
+        ag__cuda_check_launch(op);
+    } else {
+        ag__parallel_range(rows, mix_grain(n, d), mix_forward_rows, &j);
+    }
     ag_tensor *in[1 + MIX_MAX_SOURCES] = {z};
     for (int g = 0; g < n; g++) in[1 + g] = sources[g];
     ag_node *node = ag__record(op, softmax_mix_backward, out, 1 + n, in);

@@ -20,6 +20,7 @@
 #define AG_SOFTMAX_ROWS_H
 
 #include "vecmath.h"
+#include "cuda/kernels.h"
 
 #define AG_LANES 8
 
@@ -166,6 +167,12 @@ typedef struct {
 /* Checks mask against scores of shape [ndim] (fatal naming op and both
  * shapes) and returns the plan; mask may be NULL (strides 0). */
 ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_shape, const ag_tensor *mask);
+/* The same, for scores on scores_device: a mask elsewhere is fatal, naming
+ * both devices. */
+ag__mask_plan ag__mask_plan_on(const char *op, int ndim, const int *scores_shape, ag_device scores_device,
+                               const ag_tensor *mask);
+/* The plan as the CUDA kernels take it (ops/cuda/kernels.h). */
+ag_kmask ag__kmask_of(const ag__mask_plan *p);
 
 /* ---- row loops (softmax.c), vector-cloned ---- */
 

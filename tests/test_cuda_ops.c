@@ -231,6 +231,7 @@ static const op_case cases[] = {
 
 /* The families' cases (each .inc defines cases_<family>[]). */
 #include "cuda_ops_tensor.inc"
+#include "cuda_ops_softmax.inc"
 
 /* Each family's table. */
 static const struct {
@@ -239,6 +240,7 @@ static const struct {
 } families[] = {
     {cases, sizeof cases / sizeof *cases},
     {cases_tensor, sizeof cases_tensor / sizeof *cases_tensor},
+    {cases_softmax, sizeof cases_softmax / sizeof *cases_softmax},
 };
 
 /* ---- f64: the finite-difference gradient check of every case on the GPU:

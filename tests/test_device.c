@@ -116,7 +116,13 @@ static void test_dispatch_errors(void) {
     ag_tensor *m = ag_tensor_fill(1, 2, (int[]){3, 3});
     ag_tensor c2 = {.ndim = 2, .shape = {3, 3, 1, 1}, .size = 9, .device = AG_CUDA};
     EXPECT_FATAL_AT(ag_matmul(m, &c2), "ag_matmul", "different devices");
-    EXPECT_FATAL_AT(ag_masked_softmax(&c2, m, 1.0), "ag_masked_softmax", "no cuda implementation yet");
+    /* a CPU mask with GPU scores (or the other way) is refused, naming both, not copied */
+    EXPECT_FATAL_AT(ag_masked_softmax(&c2, m, 1.0), "ag_masked_softmax", "mask [3,3] is on cpu",
+                    "scores [3,3] are on cuda", "ag_set_device");
+    EXPECT_FATAL_AT(ag_masked_softmax(m, &c2, 1.0), "ag_masked_softmax", "mask [3,3] is on cuda", "are on cpu");
+    EXPECT_FATAL_AT(ag_attention(&c2, &c2, &c2, m, 1.0, NULL), "ag_attention", "mask [3,3] is on cpu");
+    EXPECT_FATAL_AT(ag_attention(&c2, m, &c2, NULL, 1.0, NULL), "ag_attention", "different devices");
+    EXPECT_FATAL_AT(ag_softmax_mix(&c2, (ag_tensor *[]){m}, 1), "ag_softmax_mix", "different devices");
     ag_tensor *pieces[2] = {x, &c};
     EXPECT_FATAL_AT(ag_concat(pieces, 2, 0), "ag_concat", "different devices (cpu and cuda)");
     /* ops without one refuse a CUDA tensor by name: a custom op's functions

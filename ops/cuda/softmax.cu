@@ -1,6 +1,12 @@
-/* softmax.cu - the CUDA side of ops/softmax.c: softmax over the last axis.
- * A warp per row: the row's max, sum of exponentials and (backward) the
- * dot product g.y are warp reductions in a fixed order. */
+/* softmax.cu - the CUDA side of ops/softmax.c: masked and scaled softmax and
+ * log-softmax over the last axis, softmax along an axis over the valid
+ * positions, and the softmax-gated mixture.
+ *
+ * Last-axis rows: a warp per row; the row's max, sum of exponentials and
+ * (backward) the dot product g.y are warp reductions in a fixed order.
+ * Along an axis and the mixture: a thread per output column or feature,
+ * its loop over the axis or the sources in the CPU's order.  e^x is
+ * vecmath.h's ag__vexp_nonpos, the CPU's function, on arguments <= 0. */
 #include "prelude.cuh"
 #include "../vecmath.h"
 
@@ -14,28 +20,50 @@ __device__ static inline ag_real warp_sum(ag_real v) {
     return v;
 }
 
+/* A block is ROWS_PER_BLOCK warps, one row each (threadIdx.y): a warp's 32
+ * lanes share their row, so a lane returns only when its whole warp does
+ * and every shuffle sees all 32. */
 enum { ROWS_PER_BLOCK = 8 };
 
-__global__ void softmax_rows_kernel(const ag_real *X, ag_real *Y, int64_t rows, int cols) {
+static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK); }
+
+/* The mask row of score row r (the plan's 3 leading dims, strides 0 where
+ * the mask repeats). */
+__device__ static inline const ag_real *mask_row(const ag_real *M, const ag_kmask &p, int64_t r) {
+    int64_t i2 = r % p.rows3[2], i01 = r / p.rows3[2];
+    return M + i01 / p.rows3[1] * p.stride3[0] + i01 % p.rows3[1] * p.stride3[1] + i2 * p.stride3[2];
+}
+
+/* ---- masked softmax ---- */
+
+__global__ void softmax_rows_kernel(const ag_real *X, const ag_real *M, ag_kmask p, ag_real scale, ag_real *Y,
+                                    int64_t rows) {
     int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
     if (r >= rows) return;
-    const ag_real *x = X + r * cols;
-    ag_real *y = Y + r * cols;
-    ag_real m = -INFINITY;
-    for (int c = threadIdx.x; c < cols; c += 32) m = fmax(m, x[c]);
-    m = warp_max(m);
+    int cols = p.cols;
+    const ag_real *x = X + r * cols, *m = M ? mask_row(M, p, r) : NULL;
+    ag_real *y = Y + r * cols; /* may be x: each lane reads x[c] before it writes y[c] */
+    ag_real mx = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += 32) mx = fmax(mx, m ? scale * x[c] + m[c] : scale * x[c]);
+    mx = warp_max(mx);
+    if (mx == -INFINITY) { /* fully masked: zeros, as the CPU (the whole warp takes this branch) */
+        for (int c = threadIdx.x; c < cols; c += 32) y[c] = 0;
+        return;
+    }
     ag_real s = 0;
     for (int c = threadIdx.x; c < cols; c += 32) {
-        ag_real e = exp(x[c] - m);
+        ag_real e = ag__vexp_nonpos((m ? scale * x[c] + m[c] : scale * x[c]) - mx);
         y[c] = e;
         s += e;
     }
-    s = warp_sum(s);
-    for (int c = threadIdx.x; c < cols; c += 32) y[c] /= s;
+    ag_real inv = 1 / warp_sum(s); /* sum >= 1: the max entry contributes e^0 */
+    for (int c = threadIdx.x; c < cols; c += 32) y[c] *= inv;
 }
 
-__global__ void softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t rows, int cols,
-                                         bool fresh) {
+/* gx may be g (fresh): the dot product is complete (warp_sum) before any
+ * lane writes, and each lane writes only the entries it read. */
+__global__ void softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_real scale, ag_real *GX, int64_t rows,
+                                         int cols, bool fresh) {
     int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
     if (r >= rows) return;
     const ag_real *y = Y + r * cols, *g = G + r * cols;
@@ -44,21 +72,204 @@ __global__ void softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_
     for (int c = threadIdx.x; c < cols; c += 32) dot += g[c] * y[c];
     dot = warp_sum(dot);
     for (int c = threadIdx.x; c < cols; c += 32) {
-        ag_real d = y[c] * (g[c] - dot);
+        ag_real d = scale * y[c] * (g[c] - dot); /* masked: y = 0, so no gradient */
         gx[c] = fresh ? d : gx[c] + d;
     }
 }
 
-static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK); }
-
-extern "C" void ag__softmax_rows_forward_cuda(const ag_real *x, ag_real *y, int64_t rows, int cols) {
-    if (rows > 0 && cols > 0)
-        softmax_rows_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(x, y, rows, cols);
+extern "C" void ag__softmax_rows_forward_cuda(const ag_real *x, const ag_real *mask, const ag_kmask *plan,
+                                              ag_real scale, ag_real *y, int64_t rows) {
+    if (rows > 0 && plan->cols > 0)
+        softmax_rows_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(x, mask, *plan,
+                                                                                                 scale, y, rows);
 }
 
-extern "C" void ag__softmax_rows_backward_cuda(const ag_real *y, const ag_real *g, ag_real *gx, int64_t rows, int cols,
-                                               bool fresh) {
+extern "C" void ag__softmax_rows_backward_cuda(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx,
+                                               int64_t rows, int cols, bool fresh) {
     if (rows > 0 && cols > 0)
-        softmax_rows_grad_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(y, g, gx, rows,
-                                                                                                      cols, fresh);
+        softmax_rows_grad_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(
+            y, g, scale, gx, rows, cols, fresh);
+}
+
+/* ---- log-softmax ---- */
+
+__global__ void log_softmax_rows_kernel(const ag_real *X, ag_real *Y, int64_t rows, int cols) {
+    int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+    if (r >= rows) return;
+    const ag_real *x = X + r * cols;
+    ag_real *y = Y + r * cols;
+    ag_real mx = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += 32) mx = fmax(mx, x[c]);
+    mx = warp_max(mx);
+    ag_real s = 0;
+    for (int c = threadIdx.x; c < cols; c += 32) {
+        y[c] = x[c] - mx;
+        s += ag__vexp_nonpos(y[c]);
+    }
+    ag_real lse = log(warp_sum(s));
+    for (int c = threadIdx.x; c < cols; c += 32) y[c] -= lse;
+}
+
+__global__ void log_softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t rows, int cols,
+                                             bool fresh) {
+    int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+    if (r >= rows) return;
+    const ag_real *y = Y + r * cols, *g = G + r * cols;
+    ag_real *gx = GX + r * cols;
+    ag_real gsum = 0;
+    for (int c = threadIdx.x; c < cols; c += 32) gsum += g[c];
+    gsum = warp_sum(gsum);
+    for (int c = threadIdx.x; c < cols; c += 32) {
+        ag_real d = g[c] - ag__vexp_nonpos(y[c]) * gsum; /* dx = g - softmax * sum(g) */
+        gx[c] = fresh ? d : gx[c] + d;
+    }
+}
+
+extern "C" void ag__log_softmax_rows_cuda(const ag_real *x, ag_real *y, int64_t rows, int cols) {
+    if (rows > 0 && cols > 0)
+        log_softmax_rows_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(x, y, rows,
+                                                                                                      cols);
+}
+
+extern "C" void ag__log_softmax_rows_grad_cuda(const ag_real *y, const ag_real *g, ag_real *gx, int64_t rows,
+                                               int cols, bool fresh) {
+    if (rows > 0 && cols > 0)
+        log_softmax_rows_grad_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(
+            y, g, gx, rows, cols, fresh);
+}
+
+/* ---- softmax along an axis over the valid positions: a thread per
+ * (outer o, inner k) column, t in increasing order as the CPU; the threads
+ * of a warp take neighbouring k, so their reads are contiguous ---- */
+
+__global__ void softmax_len_kernel(const ag_real *X, ag_real *Y, const int32_t *L, int64_t outer, int64_t n,
+                                   int64_t inner, int64_t per_example) {
+    AG_CUDA_FOR(i, outer * inner) {
+        int64_t o = i / inner, k = i % inner, len = L ? L[o / per_example] : n;
+        const ag_real *x = X + o * n * inner + k;
+        ag_real *y = Y + o * n * inner + k;
+        for (int64_t t = len; t < n; t++) y[t * inner] = 0; /* padding: weight 0 */
+        if (len == 0) continue;
+        ag_real mx = x[0];
+        for (int64_t t = 1; t < len; t++) mx = fmax(mx, x[t * inner]);
+        ag_real s = 0;
+        for (int64_t t = 0; t < len; t++) {
+            ag_real e = ag__vexp_nonpos(x[t * inner] - mx);
+            y[t * inner] = e;
+            s += e;
+        }
+        ag_real inv = 1 / s;
+        for (int64_t t = 0; t < len; t++) y[t * inner] *= inv;
+    }
+}
+
+__global__ void softmax_len_grad_kernel(const ag_real *Y, const ag_real *G, ag_real *GX, const int32_t *L,
+                                        int64_t outer, int64_t n, int64_t inner, int64_t per_example, bool fresh) {
+    AG_CUDA_FOR(i, outer * inner) {
+        int64_t o = i / inner, k = i % inner, len = L ? L[o / per_example] : n, at = o * n * inner + k;
+        const ag_real *y = Y + at, *g = G + at;
+        ag_real *gx = GX + at;
+        ag_real dot = 0;
+        for (int64_t t = 0; t < len; t++) dot += g[t * inner] * y[t * inner];
+        for (int64_t t = 0; t < len; t++) {
+            ag_real d = y[t * inner] * (g[t * inner] - dot);
+            gx[t * inner] = fresh ? d : gx[t * inner] + d;
+        }
+        if (fresh) /* padded positions had weight 0: no gradient */
+            for (int64_t t = len; t < n; t++) gx[t * inner] = 0;
+    }
+}
+
+extern "C" void ag__softmax_len_cuda(const ag_real *x, ag_real *y, const int32_t *len, int64_t outer, int64_t n,
+                                     int64_t inner, int64_t per_example) {
+    if (outer * inner > 0 && n > 0)
+        softmax_len_kernel<<<ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+            x, y, len, outer, n, inner, per_example);
+}
+
+extern "C" void ag__softmax_len_grad_cuda(const ag_real *y, const ag_real *g, ag_real *gx, const int32_t *len,
+                                          int64_t outer, int64_t n, int64_t inner, int64_t per_example, bool fresh) {
+    if (outer * inner > 0 && n > 0)
+        softmax_len_grad_kernel<<<ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+            y, g, gx, len, outer, n, inner, per_example, fresh);
+}
+
+/* ---- the softmax-gated mixture: a thread per (row r, feature l), the
+ * sources in the CPU's order (the gate's sum, the weighted sum, and the
+ * store-then-add of a source given twice all happen in one thread) ---- */
+
+__device__ static inline bool mix_live(const ag_kmix &j, int64_t r) {
+    return !j.len || r % j.N < j.len[r / j.N];
+}
+
+__global__ void softmax_mix_kernel(ag_kmix j, int64_t rows) {
+    int n = j.n, d = j.d, nz = j.nz;
+    bool ref = nz < n; /* the last source's logit is 0 */
+    AG_CUDA_FOR(i, rows * d) {
+        int64_t r = i / d;
+        int l = (int)(i % d);
+        if (!mix_live(j, r)) { /* padding: out 0, no gate (backward skips the row) */
+            j.y[i] = 0;
+            continue;
+        }
+        const ag_real *z = j.z + r * nz * d + l;
+        ag_real *a = j.gate + r * n * d + l;
+        ag_real m = ref ? 0 : z[0];
+        for (int g = ref ? 0 : 1; g < nz; g++) m = z[g * d] > m ? z[g * d] : m;
+        ag_real sum = 0;
+        for (int g = 0; g < nz; g++) {
+            a[g * d] = ag__vexp_nonpos(z[g * d] - m);
+            sum += a[g * d];
+        }
+        if (ref) {
+            a[nz * d] = ag__vexp_nonpos(-m);
+            sum += a[nz * d];
+        }
+        sum = 1 / sum;
+        ag_real acc = 0;
+        for (int g = 0; g < n; g++) {
+            a[g * d] *= sum;
+            acc += a[g * d] * j.src[g][i];
+        }
+        j.y[i] = acc;
+    }
+}
+
+__global__ void softmax_mix_grad_kernel(ag_kmix j, int64_t rows) {
+    int n = j.n, d = j.d, nz = j.nz;
+    AG_CUDA_FOR(i, rows * d) {
+        int64_t r = i / d;
+        int l = (int)(i % d);
+        ag_real *dz = j.dz ? j.dz + r * nz * d + l : NULL;
+        if (!mix_live(j, r)) { /* padding: no gradient (stored as 0 into fresh buffers) */
+            if (dz && j.fresh_z)
+                for (int g = 0; g < nz; g++) dz[g * d] = 0;
+            for (int g = 0; g < n; g++)
+                if (j.dsrc[g] && j.fresh_src[g]) j.dsrc[g][i] = 0;
+            continue;
+        }
+        const ag_real *a = j.gate + r * n * d + l;
+        ag_real out = j.out[i], dout = j.dout[i];
+        for (int g = 0; g < n; g++) {
+            ag_real ag = a[g * d];
+            if (dz && g < nz) { /* the reference logit is a constant */
+                ag_real v = ag * dout * (j.src[g][i] - out);
+                dz[g * d] = j.fresh_z ? v : dz[g * d] + v;
+            }
+            if (j.dsrc[g]) {
+                ag_real v = ag * dout;
+                j.dsrc[g][i] = j.fresh_src[g] ? v : j.dsrc[g][i] + v;
+            }
+        }
+    }
+}
+
+extern "C" void ag__softmax_mix_forward_cuda(const ag_kmix *j, int64_t rows) {
+    if (rows * j->d > 0)
+        softmax_mix_kernel<<<ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(*j, rows);
+}
+
+extern "C" void ag__softmax_mix_backward_cuda(const ag_kmix *j, int64_t rows) {
+    if (rows * j->d > 0)
+        softmax_mix_grad_kernel<<<ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(*j, rows);
 }
