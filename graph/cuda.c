@@ -138,6 +138,12 @@ void *ag__cuda_arena_alloc(size_t bytes) {
     return p;
 }
 
+size_t ag__cuda_arena_high(void) { return arena.high; }
+
+void ag_sync(void) {
+    if (stream) CUDA_OK(cudaStreamSynchronize(stream));
+}
+
 void ag__cuda_arena_reset(void) {
     if (arena.n) ag__bump_reset(&arena);
 }
@@ -219,6 +225,8 @@ void *ag__cuda_arena_alloc(size_t bytes) {
     ag__fatal("arena", "%s", NO_CUDA);
 }
 void ag__cuda_arena_reset(void) {}
+size_t ag__cuda_arena_high(void) { return 0; }
+void ag_sync(void) {}
 void ag__cuda_arena_mark(size_t *pos, int *chunk) { *pos = 0, *chunk = 0; }
 void ag__cuda_arena_rewind(size_t pos, int chunk) { (void)pos, (void)chunk; }
 void ag__cuda_shutdown(void) {}

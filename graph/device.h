@@ -47,6 +47,7 @@ void ag__cuda_free(void *p);
 /* The step's device arena: 256-byte aligned, rewound by ag_step_end(). */
 void *ag__cuda_arena_alloc(size_t bytes);
 void ag__cuda_arena_reset(void);
+size_t ag__cuda_arena_high(void); /* the most bytes a step has taken */
 void ag__cuda_arena_mark(size_t *pos, int *chunk);
 void ag__cuda_arena_rewind(size_t pos, int chunk);
 void ag__cuda_shutdown(void);

@@ -5,7 +5,7 @@
  * memory is a bump arena made of chunks; when a step needed more than one
  * chunk, ag_step_end() replaces them by a single chunk big enough for the
  * whole step, so from then on the same step fits without allocating. */
-#include "internal.h"
+#include "device.h" /* ag__cuda_arena_high */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,4 +359,8 @@ void ag__arena_rewind(size_t pos, int chunk_index) {
 
 void ag__arena_shutdown(void) { arena_free_all(); }
 
-ag_mem_stats ag_memstats(void) { return stats; }
+ag_mem_stats ag_memstats(void) {
+    ag_mem_stats s = stats;
+    s.device_arena_high = ag__cuda_arena_high();
+    return s;
+}

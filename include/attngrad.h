@@ -194,6 +194,10 @@ ag_tensor *ag_to(ag_tensor *t, ag_device d);
 /* Moves every parameter (values and gradient buffers) to d, before the
  * optimizer is made. */
 void ag_params_to(ag_params *ps, ag_device d);
+/* Waits until the GPU has done all the work queued so far (nothing on the
+ * CPU): ops return as soon as their kernels are queued, so time a step
+ * with a sync at its end. */
+void ag_sync(void);
 /* t's values into host memory (t->size elements), from any device. */
 void ag_tensor_read(const ag_tensor *t, ag_real *host);
 
@@ -241,6 +245,7 @@ typedef struct {
     int64_t allocs, frees;
     size_t arena_bytes;     /* capacity of the step arena */
     size_t arena_high;      /* most bytes a step has used */
+    size_t device_arena_high; /* the same for the GPU's step arena (CUDA) */
 } ag_mem_stats;
 ag_mem_stats ag_memstats(void);
 
