@@ -230,6 +230,7 @@ static const op_case cases[] = {
 };
 
 /* The families' cases (each .inc defines cases_<family>[]). */
+#include "cuda_ops_loss.inc"
 
 /* Each family's table. */
 static const struct {
@@ -237,6 +238,7 @@ static const struct {
     size_t n;
 } families[] = {
     {cases, sizeof cases / sizeof *cases},
+    {cases_loss, sizeof cases_loss / sizeof *cases_loss},
 };
 
 /* ---- f64: the finite-difference gradient check of every case on the GPU:
@@ -264,7 +266,7 @@ enum { OUT_MAX = 1200 };
 static int64_t out_size(const op_case *c) {
     ag_params ps = {0};
     ag_tensor *in[3];
-    for (int i = 0; i < c->n_in; i++) in[i] = make_leaf(&ps, i ? "b" : "a", c->ndim[i], c->shape[i], 0.5, 1, false);
+    for (int i = 0; i < c->n_in; i++) in[i] = make_leaf(&ps, (char[]){(char)('a' + i), 0}, c->ndim[i], c->shape[i], 0.5, 1, false);
     int64_t n = c->f(in)->size;
     ag_step_end();
     ag_params_free(&ps);
