@@ -206,7 +206,7 @@ void ag__cuda_gemm_rows_dev(bool ta, bool tb, int M, int N, int K, const ag_real
     need_device("gemm");
     CUBLAS_OK(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_DEVICE));
     cublasStatus_t s = GEMM(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, alpha, B,
-                            ag__ld(tb ? K : N), A, ag__ld(ta ? M : K), beta, C, ag__ld(N));
+                            ag__cuda_ld(tb ? K : N), A, ag__cuda_ld(ta ? M : K), beta, C, ag__cuda_ld(N));
     cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST); /* every other call passes host scalars */
     if (s != CUBLAS_STATUS_SUCCESS) ag__fatal("cublas", "gemm with device scalars failed: status %d", (int)s);
 }

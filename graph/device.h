@@ -63,10 +63,11 @@ void ag__cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, const ag_real 
                            int batch);
 /* ag__cuda_gemm on contiguous row-major operands, leading dims as ag__gemm
  * takes them (A [M, K], or [K, M] when ta; B [K, N], or [N, K] when tb). */
-static inline int ag__ld(int n) { return n > 0 ? n : 1; } /* cuBLAS wants >= 1 even for empty operands */
+static inline int ag__cuda_ld(int n) { return n > 0 ? n : 1; } /* cuBLAS wants >= 1 even for empty operands */
 static inline void ag__cuda_gemm_rows(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
                                       const ag_real *B, ag_real beta, ag_real *C) {
-    ag__cuda_gemm(ta, tb, M, N, K, alpha, A, ag__ld(ta ? M : K), B, ag__ld(tb ? K : N), beta, C, ag__ld(N));
+    ag__cuda_gemm(ta, tb, M, N, K, alpha, A, ag__cuda_ld(ta ? M : K), B, ag__cuda_ld(tb ? K : N), beta, C,
+                  ag__cuda_ld(N));
 }
 /* The same with alpha and beta in device memory: a factor that a kernel
  * computed (dL/dloss / rows) scales the product with no copy to the host. */

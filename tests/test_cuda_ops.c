@@ -266,7 +266,8 @@ enum { OUT_MAX = 1200 };
 static int64_t out_size(const op_case *c) {
     ag_params ps = {0};
     ag_tensor *in[3];
-    for (int i = 0; i < c->n_in; i++) in[i] = make_leaf(&ps, (char[]){(char)('a' + i), 0}, c->ndim[i], c->shape[i], 0.5, 1, false);
+    for (int i = 0; i < c->n_in; i++)
+        in[i] = make_leaf(&ps, (char[]){(char)('a' + i), 0}, c->ndim[i], c->shape[i], 0.5, 1, false);
     int64_t n = c->f(in)->size;
     ag_step_end();
     ag_params_free(&ps);

@@ -16,7 +16,8 @@ __global__ void dropout_grad_kernel(const uint8_t *kept, const ag_real *G, ag_re
 }
 
 extern "C" void ag__dropout_apply_cuda(const uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t n) {
-    if (n > 0) dropout_apply_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(kept, x, scale, y, n);
+    if (n > 0)
+        dropout_apply_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(kept, x, scale, y, n);
 }
 
 extern "C" void ag__dropout_backward_cuda(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int64_t n,

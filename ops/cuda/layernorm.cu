@@ -63,7 +63,8 @@ __global__ void layernorm_grad_affine_kernel(const ag_real *X, const ag_real *G,
 
 extern "C" void ag__layernorm_rows_cuda(const ag_real *x, const ag_real *gamma, const ag_real *beta, ag_real eps,
                                         ag_real *y, ag_real *mean, ag_real *rstd, int64_t rows, int D) {
-    if (rows > 0 && D > 0) layernorm_rows_kernel<<<AG_CUDA_WARP_ROWS_LAUNCH(rows)>>>(x, gamma, beta, eps, y, mean, rstd, rows, D);
+    if (rows > 0 && D > 0)
+        layernorm_rows_kernel<<<AG_CUDA_WARP_ROWS_LAUNCH(rows)>>>(x, gamma, beta, eps, y, mean, rstd, rows, D);
 }
 
 extern "C" void ag__layernorm_grad_rows_cuda(const ag_real *x, const ag_real *g, const ag_real *gamma,

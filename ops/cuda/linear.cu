@@ -50,7 +50,8 @@ extern "C" void ag__bias_rows_cuda(const ag_real *bias, ag_real *y, int64_t rows
 }
 
 extern "C" void ag__act_forward_cuda(int act, ag_real *y, int64_t n) {
-    if (n > 0 && act != AG_KACT_NONE) act_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(act, y, n);
+    if (n > 0 && act != AG_KACT_NONE)
+        act_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(act, y, n);
 }
 
 extern "C" void ag__act_backward_cuda(int act, const ag_real *dy, const ag_real *y, ag_real *g, int64_t n) {
@@ -58,5 +59,6 @@ extern "C" void ag__act_backward_cuda(int act, const ag_real *dy, const ag_real 
 }
 
 extern "C" void ag__col_sums_cuda(const ag_real *x, int64_t rows, int cols, const ag_real *scale, ag_real *out) {
-    if (cols > 0) col_sums_kernel<<<ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, rows, cols, scale, out);
+    if (cols > 0)
+        col_sums_kernel<<<ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, rows, cols, scale, out);
 }

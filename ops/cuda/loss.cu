@@ -55,7 +55,8 @@ extern "C" void ag__cross_entropy_forward_cuda(const ag_real *z, const int32_t *
                                                ag_real *row_max, ag_real *row_lse, ag_real *row_loss, int64_t rows,
                                                int C) {
     if (rows > 0 && C > 0)
-        ce_rows_kernel<<<AG_CUDA_WARP_ROWS_LAUNCH(rows)>>>(z, labels, ignore_index, row_max, row_lse, row_loss, rows, C);
+        ce_rows_kernel<<<AG_CUDA_WARP_ROWS_LAUNCH(rows)>>>(z, labels, ignore_index, row_max, row_lse, row_loss, rows,
+                                                           C);
 }
 
 extern "C" void ag__cross_entropy_backward_cuda(const ag_real *z, const int32_t *labels, int ignore_index,
