@@ -260,6 +260,10 @@ static void linear_ce_backward_cuda(ag_node *n) {
     ag__lce_scale_cuda(n->out->grad, N, scal);
     if (ag__wants(n, 0)) {
         ag_real *dXc = device_reals((int64_t)N * in);
+        /* zeroed: with beta read from the device, not leaning on cuBLAS
+         * to skip C for beta 0 (a NaN left in the arena by an earlier
+         * step would survive 0 * NaN if it did not) */
+        ag__cuda_zero(dXc, (size_t)N * in * sizeof(ag_real));
         ag__cuda_gemm_rows_dev(false, !sv->tw, N, in, C, scal, sv->P, w->data, scal + 1, dXc);
         bool fresh;
         ag_real *dx = ag__grad_write(x, &fresh);
