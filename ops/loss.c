@@ -273,7 +273,8 @@ static void linear_ce_backward_cuda(ag_node *n) {
         if (sv->tw) ag__cuda_gemm_rows_dev(true, false, C, in, N, scal, sv->P, sv->X, scal + 2, ag__grad(w));
         else ag__cuda_gemm_rows_dev(true, false, in, C, N, scal, sv->X, sv->P, scal + 2, ag__grad(w));
     }
-    if (bias && ag__wants(n, 2)) ag__col_sums_cuda(sv->P, N, C, scal, ag__grad(bias));
+    if (bias && ag__wants(n, 2))
+        ag__col_sums_cuda(sv->P, N, C, scal, device_reals(ag__col_blocks(N) * C), ag__grad(bias));
     ag__cuda_check_launch(n->op);
 }
 

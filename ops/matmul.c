@@ -737,9 +737,10 @@ static bool same_pack(const row_pack *a, const row_pack *b) {
  * adding to them, the activation in place (ops/cuda/linear.cu).  No row
  * packing: zero rows cost the GPU little, and finding them would read the
  * rows back or add a pass.  Backward: G = dY act'(y) (a buffer only with an
- * activation), the bias gradient as column sums in row order, then the
- * products. ---- */
+ * activation), the bias gradient summed as the CPU sums it (blocks of 64
+ * rows, then the blocks in order: the same bits), then the products. ---- */
 
+_Static_assert((int)AG_KCOL_ROWS == (int)BIAS_BLOCK, "the GPU's bias gradient sums the CPU's blocks of rows");
 _Static_assert(AG_KACT_NONE == (int)AG_ACT_NONE && AG_KACT_RELU == (int)AG_ACT_RELU &&
                    AG_KACT_ELU == (int)AG_ACT_ELU && AG_KACT_TANH == (int)AG_ACT_TANH &&
                    AG_KACT_SIGMOID == (int)AG_ACT_SIGMOID,
@@ -767,7 +768,10 @@ static void linear_backward_cuda(ag_node *n) {
         ag__act_backward_cuda((int)sv->act, n->out->grad, n->out->data, g, cells);
         G = g;
     }
-    if (bias && ag__wants(n, 2)) ag__col_sums_cuda(G, rows, out, NULL, ag__grad(bias));
+    if (bias && ag__wants(n, 2)) {
+        ag_real *partial = ag__cuda_arena_alloc((size_t)(ag__col_blocks(rows) * out + 1) * sizeof(ag_real));
+        ag__col_sums_cuda(G, rows, out, NULL, partial, ag__grad(bias));
+    }
     if (ag__wants(n, 0) && rows > 0) {
         bool fresh;
         ag_real *dX = ag__grad_write(x, &fresh);

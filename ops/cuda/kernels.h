@@ -128,9 +128,16 @@ enum { AG_KACT_NONE, AG_KACT_RELU, AG_KACT_ELU, AG_KACT_TANH, AG_KACT_SIGMOID };
 /* act (an AG_KACT_) in place; backward g = dy act'(.) from the output y. */
 void ag__act_forward_cuda(int act, ag_kreal *y, int64_t n);
 void ag__act_backward_cuda(int act, const ag_kreal *dy, const ag_kreal *y, ag_kreal *g, int64_t n);
-/* out[k] += scale * sum over rows of x[r, k], rows added in order, a thread
- * per column (no atomics); scale is on the device, NULL for 1. */
-void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *out);
+/* Column sums of x [rows, cols] in two passes, no atomics: each block of
+ * AG_KCOL_ROWS rows sums its rows in order into partial [blocks, cols]
+ * (the caller's, blocks = ceil(rows / AG_KCOL_ROWS)), then a thread per
+ * column adds the partials in block order - matmul.c's bias gradient, to
+ * the bit.  scale NULL: out[k] = out[k] + p_0 + p_1 + ...; else (on the
+ * device) out[k] += scale (p_0 + p_1 + ...). */
+enum { AG_KCOL_ROWS = 64 };
+static inline int64_t ag__col_blocks(int64_t rows) { return (rows + AG_KCOL_ROWS - 1) / AG_KCOL_ROWS; }
+void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *partial,
+                       ag_kreal *out);
 
 /* The last launch error, "" if none (cudaGetLastError's string). */
 const char *ag__cuda_launch_error(void);

@@ -1,7 +1,7 @@
 /* linear.cu - the CUDA side of ops/matmul.c's linear layer beyond the
  * product (cuBLAS): the bias rows the product adds to, ag_dense's
  * activation and its derivative from the output, and the bias gradient's
- * column sums (a thread per column, rows in order: no atomics). */
+ * column sums (blocks of rows, then the blocks in order: no atomics). */
 #include "prelude.cuh"
 #include "../vecmath.h"
 
@@ -36,11 +36,27 @@ __global__ void act_grad_kernel(int act, const ag_real *DY, const ag_real *Y, ag
     }
 }
 
-__global__ void col_sums_kernel(const ag_real *X, int64_t rows, int cols, const ag_real *scale, ag_real *out) {
-    AG_CUDA_FOR(k, (int64_t)cols) {
+/* Thread per (block of rows, column): the block's rows in order. */
+__global__ void col_partials_kernel(const ag_real *X, int64_t rows, int cols, int64_t blocks, ag_real *P) {
+    AG_CUDA_FOR(i, blocks * cols) {
+        int64_t b = i / cols, k = i - b * cols, r1 = (b + 1) * AG_KCOL_ROWS < rows ? (b + 1) * AG_KCOL_ROWS : rows;
         ag_real s = 0;
-        for (int64_t r = 0; r < rows; r++) s += X[r * cols + k];
-        out[k] += scale ? *scale * s : s;
+        for (int64_t r = b * AG_KCOL_ROWS; r < r1; r++) s += X[r * cols + k];
+        P[i] = s;
+    }
+}
+
+__global__ void col_sums_kernel(const ag_real *P, int64_t blocks, int cols, const ag_real *scale, ag_real *out) {
+    AG_CUDA_FOR(k, (int64_t)cols) {
+        if (!scale) {
+            ag_real acc = out[k];
+            for (int64_t b = 0; b < blocks; b++) acc += P[b * cols + k];
+            out[k] = acc;
+        } else {
+            ag_real s = 0;
+            for (int64_t b = 0; b < blocks; b++) s += P[b * cols + k];
+            out[k] += *scale * s;
+        }
     }
 }
 
@@ -58,7 +74,12 @@ extern "C" void ag__act_backward_cuda(int act, const ag_real *dy, const ag_real 
     if (n > 0) act_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(act, dy, y, g, n);
 }
 
-extern "C" void ag__col_sums_cuda(const ag_real *x, int64_t rows, int cols, const ag_real *scale, ag_real *out) {
-    if (cols > 0)
-        col_sums_kernel<<<ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, rows, cols, scale, out);
+extern "C" void ag__col_sums_cuda(const ag_real *x, int64_t rows, int cols, const ag_real *scale, ag_real *partial,
+                                  ag_real *out) {
+    int64_t blocks = ag__col_blocks(rows);
+    if (cols <= 0 || blocks <= 0) return;
+    col_partials_kernel<<<ag__cuda_blocks(blocks * cols), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, rows, cols,
+                                                                                                 blocks, partial);
+    col_sums_kernel<<<ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(partial, blocks, cols, scale,
+                                                                                       out);
 }

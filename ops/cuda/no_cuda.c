@@ -152,7 +152,8 @@ void ag__act_backward_cuda(int act, const ag_kreal *dy, const ag_kreal *y, ag_kr
     (void)act, (void)dy, (void)y, (void)g, (void)n;
     UNREACHABLE("ag_dense");
 }
-void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *out) {
-    (void)x, (void)rows, (void)cols, (void)scale, (void)out;
+void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *partial,
+                       ag_kreal *out) {
+    (void)x, (void)rows, (void)cols, (void)scale, (void)partial, (void)out;
     UNREACHABLE("ag_linear");
 }
