@@ -207,6 +207,16 @@ void ag__cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, const ag_real 
                            sb, A, lda, sa, &beta, C, ldc, sc, batch));
 }
 
+void ag__cuda_gemm_rows_dev(bool ta, bool tb, int M, int N, int K, const ag_real *alpha, const ag_real *A,
+                            const ag_real *B, const ag_real *beta, ag_real *C) {
+    need_device("gemm");
+    CUBLAS_OK(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_DEVICE));
+    cublasStatus_t s = GEMM(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, alpha, B,
+                            ag__cuda_ld(tb ? K : N), A, ag__cuda_ld(ta ? M : K), beta, C, ag__cuda_ld(N));
+    cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST); /* every other call passes host scalars */
+    if (s != CUBLAS_STATUS_SUCCESS) ag__fatal("cublas", "gemm with device scalars failed: status %d", (int)s);
+}
+
 #else /* no CUDA in this build */
 
 #define NO_CUDA "this attngrad was built without CUDA (configure found no nvcc and cuBLAS, or -Dcuda=disabled)"
@@ -250,6 +260,12 @@ void ag__cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, const ag_real 
                            int batch) {
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)sa, (void)B, (void)ldb, (void)sb,
         (void)beta, (void)C, (void)ldc, (void)sc, (void)batch;
+    ag__fatal("gemm", "%s", NO_CUDA);
+}
+
+void ag__cuda_gemm_rows_dev(bool ta, bool tb, int M, int N, int K, const ag_real *alpha, const ag_real *A,
+                            const ag_real *B, const ag_real *beta, ag_real *C) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)B, (void)beta, (void)C;
     ag__fatal("gemm", "%s", NO_CUDA);
 }
 

@@ -62,6 +62,18 @@ void ag__cuda_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const a
 void ag__cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, const ag_real *A, int lda, int64_t sa,
                            const ag_real *B, int ldb, int64_t sb, ag_real beta, ag_real *C, int ldc, int64_t sc,
                            int batch);
+/* ag__cuda_gemm on contiguous row-major operands, leading dims as ag__gemm
+ * takes them (A [M, K], or [K, M] when ta; B [K, N], or [N, K] when tb). */
+static inline int ag__cuda_ld(int n) { return n > 0 ? n : 1; } /* cuBLAS wants >= 1 even for empty operands */
+static inline void ag__cuda_gemm_rows(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
+                                      const ag_real *B, ag_real beta, ag_real *C) {
+    ag__cuda_gemm(ta, tb, M, N, K, alpha, A, ag__cuda_ld(ta ? M : K), B, ag__cuda_ld(tb ? K : N), beta, C,
+                  ag__cuda_ld(N));
+}
+/* The same with alpha and beta in device memory: a factor that a kernel
+ * computed (dL/dloss / rows) scales the product with no copy to the host. */
+void ag__cuda_gemm_rows_dev(bool ta, bool tb, int M, int N, int K, const ag_real *alpha, const ag_real *A,
+                            const ag_real *B, const ag_real *beta, ag_real *C);
 /* After launching kernels from op: a launch error is a programmer error
  * naming the op (kernels report no other errors). */
 void ag__cuda_check_launch(const char *op);

@@ -1,9 +1,14 @@
 /* dropout.c - inverted dropout: each unit is kept with probability `keep`
  * and scaled by 1/keep, so the expected activation is unchanged and
  * evaluation needs no rescaling.  The mask is drawn from the caller's rng,
- * so a seeded run is reproducible, and saved for backward. */
-#include "../graph/internal.h"
+ * so a seeded run is reproducible, and saved for backward.
+ *
+ * On the GPU the mask is the CPU's: drawn on the host as below and copied
+ * (one byte per element), so a seeded GPU run drops exactly the units the
+ * CPU run drops; ops/cuda/dropout.cu applies it. */
+#include "../graph/device.h"
 #include "../graph/xoshiro.h"
+#include "cuda/kernels.h"
 
 AG_SIMD_CLONES
 static void dropout_backward_loop(const uint8_t *restrict kept, const ag_real *restrict G, ag_real scale,
@@ -42,6 +47,11 @@ static void backward_range(void *ctx, int64_t i0, int64_t i1) {
 static void dropout_backward(ag_node *n) {
     dropout_job j = {n->saved, n->out->grad, NULL, (ag_real)n->farg[0], false};
     j.y = ag__grad_write(n->in[0], &j.fresh);
+    if (n->out->device == AG_CUDA) {
+        ag__dropout_backward_cuda(j.kept, j.x, j.scale, j.y, n->out->size, j.fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, backward_range, &j);
 }
 
@@ -150,17 +160,25 @@ void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep,
 }
 
 ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
-    ag__check_device("ag_dropout", x, NULL);
+    ag_device dev = ag__check_same_device("ag_dropout", x, NULL);
     if (!(keep > 0 && keep <= 1)) ag__fatal("ag_dropout", "keep probability %g is not in (0, 1]", keep);
     /* Nothing to do: no copy, no tape node; the gradient flows to x as is. */
     if (!training || keep == 1) return x;
     if (!rng) ag__fatal("ag_dropout", "training mode needs an rng");
-    ag_tensor *out = ag__empty(x->ndim, x->shape);
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
     uint8_t *kept = ag_arena_alloc((size_t)x->size);
     int64_t rows = x->ndim >= 2 ? x->shape[0] : 1; /* the batch's examples; a vector is one row */
     ag__dropout_mask(kept, rows, rows ? x->size / rows : 0, keep, rng);
-    dropout_job j = {kept, x->data, out->data, (ag_real)(1 / keep), false};
-    ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, apply_range, &j);
+    if (dev == AG_CUDA) {
+        uint8_t *host = kept;
+        kept = ag__cuda_arena_alloc((size_t)(x->size > 0 ? x->size : 1));
+        ag__cuda_copy(kept, AG_CUDA, host, AG_CPU, (size_t)x->size);
+        ag__dropout_apply_cuda(kept, x->data, (ag_real)(1 / keep), out->data, x->size);
+        ag__cuda_check_launch("ag_dropout");
+    } else {
+        dropout_job j = {kept, x->data, out->data, (ag_real)(1 / keep), false};
+        ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, apply_range, &j);
+    }
     ag_node *n = ag__record("ag_dropout", dropout_backward, out, 1, &x);
     if (n) {
         n->saved = kept;

@@ -3,8 +3,11 @@
  *     y = (x - mean) / sqrt(var + eps) * gamma + beta,   var biased (/D).
  *
  * Each row is normalised on its own; forward saves the row's mean and
- * 1/std so backward needs one pass over x and no second reduction of it. */
-#include "../graph/internal.h"
+ * 1/std so backward needs one pass over x and no second reduction of it.
+ * On the GPU (ops/cuda/layernorm.cu) a warp takes a row, and gamma's and
+ * beta's gradients are column sums over the rows in order, as here. */
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 typedef struct {
     ag_real *mean, *rstd; /* one per row */
@@ -76,6 +79,15 @@ static void layernorm_backward(ag_node *n) {
                 .rows = D ? x->size / D : 0};
     j.ggamma = gamma && ag__wants(n, 1) ? ag__grad(gamma) : NULL;
     j.gbeta = beta && ag__wants(n, 2) ? ag__grad(beta) : NULL;
+    if (x->device == AG_CUDA) {
+        if (ag__wants(n, 0)) {
+            j.gx = ag__grad_write(x, &j.fresh);
+            ag__layernorm_grad_rows_cuda(j.x, j.G, j.gamma, j.s->mean, j.s->rstd, j.gx, j.rows, D, j.fresh);
+        }
+        ag__layernorm_grad_affine_cuda(j.x, j.G, j.s->mean, j.s->rstd, j.ggamma, j.gbeta, j.rows, D);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     if (ag__wants(n, 0)) {
         j.gx = ag__grad_write(x, &j.fresh);
         ag__parallel_range(j.rows, ag__units_per_part(D), layernorm_grad_rows, &j);
@@ -107,7 +119,7 @@ AG_SIMD_CLONES static void layernorm_rows(void *ctx, int64_t r0, int64_t r1) {
 
 static void check_affine(const char *what, const ag_tensor *x, const ag_tensor *p) {
     if (!p) return;
-    ag__check_device("ag_layernorm", x, p);
+    ag__check_same_device("ag_layernorm", x, p);
     int D = x->shape[x->ndim - 1];
     if (p->ndim != 1 || p->shape[0] != D) {
         char sx[64], sp[64];
@@ -118,7 +130,7 @@ static void check_affine(const char *what, const ag_tensor *x, const ag_tensor *
 
 ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps) {
     char sx[64];
-    ag__check_device("ag_layernorm", x, NULL);
+    ag_device dev = ag__check_same_device("ag_layernorm", x, NULL);
     if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
         ag__fatal("ag_layernorm", "x %s has no last axis to normalise", ag_shape_str(x, sx, sizeof sx));
     if (!(eps >= 0)) ag__fatal("ag_layernorm", "eps %g must be >= 0", eps);
@@ -127,11 +139,19 @@ ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double 
 
     int D = x->shape[x->ndim - 1];
     int64_t rows = x->size / D;
-    ag_tensor *out = ag__empty(x->ndim, x->shape);
-    ln_saved s = {ag_arena_alloc((size_t)rows * sizeof(ag_real)), ag_arena_alloc((size_t)rows * sizeof(ag_real))};
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
+    ln_saved s;
     ln_job j = {.s = &s, .x = x->data, .y = out->data, .gamma = gamma ? gamma->data : NULL,
                 .beta = beta ? beta->data : NULL, .eps = (ag_real)eps, .D = D, .rows = rows};
-    ag__parallel_range(rows, ag__units_per_part(D), layernorm_rows, &j);
+    if (dev == AG_CUDA) {
+        size_t bytes = (size_t)(rows > 0 ? rows : 1) * sizeof(ag_real);
+        s = (ln_saved){ag__cuda_arena_alloc(bytes), ag__cuda_arena_alloc(bytes)};
+        ag__layernorm_rows_cuda(j.x, j.gamma, j.beta, j.eps, j.y, s.mean, s.rstd, rows, D);
+        ag__cuda_check_launch("ag_layernorm");
+    } else {
+        s = (ln_saved){ag_arena_alloc((size_t)rows * sizeof(ag_real)), ag_arena_alloc((size_t)rows * sizeof(ag_real))};
+        ag__parallel_range(rows, ag__units_per_part(D), layernorm_rows, &j);
+    }
     ag_node *n = ag__record("ag_layernorm", layernorm_backward, out, 3, (ag_tensor *[]){x, gamma, beta});
     if (n) {
         ln_saved *p = ag_arena_alloc(sizeof *p);

@@ -2,6 +2,8 @@
  * to a soft target distribution, and mean squared error.  All return a 0-dim
  * scalar. */
 #include "softmax_rows.h"
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 /* ---- cross-entropy ----
  *
@@ -13,10 +15,14 @@
  * loss is made of.  Backward recomputes softmax_c = exp((z_c - m) - s) from
  * the logits rather than keeping a [rows, C] copy of the probabilities: for
  * a language model's vocabulary that copy would double the biggest
- * activation of the step. */
+ * activation of the step.
+ *
+ * On the GPU (ops/cuda/loss.cu) the same: the labels are copied to the
+ * device once, m, s and the row losses live there, and the mean is one
+ * block summing the row losses in double in a fixed order. */
 
 typedef struct {
-    int32_t *labels;    /* copy of the caller's labels */
+    int32_t *labels;    /* copy of the caller's labels (on the logits' device) */
     ag_real *row_max;   /* m per row (unset for ignored rows) */
     ag_real *row_lse;   /* s per row (unset for ignored rows) */
     int64_t rows;
@@ -63,6 +69,14 @@ static void cross_entropy_backward(ag_node *n) {
         ag__grad(n->in[0]);  /* allocated even when it stays zero */
         return;
     }
+    if (n->in[0]->device == AG_CUDA) { /* dL/dloss stays on the device: the kernel reads it */
+        bool fresh;
+        ag_real *gz = ag__grad_write(n->in[0], &fresh);
+        ag__cross_entropy_backward_cuda(n->in[0]->data, sv->labels, sv->ignore_index, sv->row_max, sv->row_lse,
+                                        n->out->grad, sv->counted, gz, sv->rows, sv->classes, fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ce_job j = {.sv = sv, .Z = n->in[0]->data, .C = sv->classes,
                 .scale = n->out->grad[0] / (ag_real)sv->counted};
     j.GZ = ag__grad_write(n->in[0], &j.fresh);
@@ -92,8 +106,28 @@ AG_SIMD_CLONES static void ce_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
+/* Device memory for n reals of the step (at least one: a kernel may be
+ * handed the pointer with n = 0). */
+static ag_real *device_reals(int64_t n) { return ag__cuda_arena_alloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real)); }
+
+static ag_tensor *cross_entropy_cuda(ag_tensor *logits, const int32_t *labels, int ignore_index, int64_t rows, int C,
+                                     int64_t counted) {
+    ce_saved *sv = ag_arena_alloc(sizeof *sv);
+    *sv = (ce_saved){.labels = ag__to_device_i32(labels, rows), .row_max = device_reals(rows),
+                     .row_lse = device_reals(rows), .rows = rows, .classes = C, .ignore_index = ignore_index,
+                     .counted = counted};
+    ag_real *row_loss = device_reals(rows);
+    ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);
+    ag__cross_entropy_forward_cuda(logits->data, sv->labels, ignore_index, sv->row_max, sv->row_lse, row_loss, rows, C);
+    ag__row_loss_mean_cuda(row_loss, rows, counted, out->data);
+    ag__cuda_check_launch("ag_cross_entropy");
+    ag_node *n = ag__record("ag_cross_entropy", cross_entropy_backward, out, 1, &logits);
+    if (n) n->saved = sv;
+    return out;
+}
+
 ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index) {
-    ag__check_device("ag_cross_entropy", logits, NULL);
+    ag_device dev = ag__check_same_device("ag_cross_entropy", logits, NULL);
     char sl[64];
     if (logits->ndim < 1 || logits->shape[logits->ndim - 1] < 1)
         ag__fatal("ag_cross_entropy", "logits must be [..., C] with C >= 1, got %s",
@@ -107,6 +141,7 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
                       labels[r], (long long)r, C, ag_shape_str(logits, sl, sizeof sl), ignore_index);
         counted++;
     }
+    if (dev == AG_CUDA) return cross_entropy_cuda(logits, labels, ignore_index, rows, C, counted);
 
     ce_saved *sv = ag_arena_alloc(sizeof *sv);
     *sv = (ce_saved){.rows = rows, .classes = C, .ignore_index = ignore_index, .counted = counted};
@@ -142,11 +177,16 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
  *    which backward folds into its GEMMs' alpha.  Backward never recomputes
  *    the softmax and no [rows, C] buffer is zeroed, scanned or copied.
  * The gradient is written over the logits only when backward will run.
- * llm.c's fused classifier does the same. */
+ * llm.c's fused classifier does the same.
+ *
+ * On the GPU the same steps: the counted rows' indices, positions and
+ * labels are copied once, the rows gathered and the product run on cuBLAS,
+ * and backward's factor dL/dloss / counted - on the device - is the GEMMs'
+ * alpha in cuBLAS's device pointer mode (nothing read back to the host). */
 
 typedef struct {
     int32_t *kept;      /* the counted rows of x, in order */
-    int32_t *pos;       /* per row of x: its index in kept, or -1 */
+    int32_t *pos;       /* per row of x: its index in kept, or -1 (on x's device) */
     ag_real *X;         /* those rows of x [n, in] */
     ag_real *P;         /* softmax - onehot [n, C] */
     int64_t rows, n;
@@ -211,6 +251,33 @@ static void lce_fill(void *ctx, int64_t i0, int64_t i1) {
     }
 }
 
+/* As below, with g = scal[0] on the device: dx, dW, db in turn. */
+static void linear_ce_backward_cuda(ag_node *n) {
+    const lce_saved *sv = n->saved;
+    ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
+    int N = (int)sv->n, in = sv->in, C = sv->C;
+    ag_real *scal = ag__cuda_arena_alloc(3 * sizeof(ag_real)); /* g, 0, 1 */
+    ag__lce_scale_cuda(n->out->grad, N, scal);
+    if (ag__wants(n, 0)) {
+        ag_real *dXc = device_reals((int64_t)N * in);
+        /* zeroed: with beta read from the device, not leaning on cuBLAS
+         * to skip C for beta 0 (a NaN left in the arena by an earlier
+         * step would survive 0 * NaN if it did not) */
+        ag__cuda_zero(dXc, (size_t)N * in * sizeof(ag_real));
+        ag__cuda_gemm_rows_dev(false, !sv->tw, N, in, C, scal, sv->P, w->data, scal + 1, dXc);
+        bool fresh;
+        ag_real *dx = ag__grad_write(x, &fresh);
+        ag__unpack_rows_cuda(dx, dXc, in, sv->pos, sv->rows, fresh);
+    }
+    if (ag__wants(n, 1)) {
+        if (sv->tw) ag__cuda_gemm_rows_dev(true, false, C, in, N, scal, sv->P, sv->X, scal + 2, ag__grad(w));
+        else ag__cuda_gemm_rows_dev(true, false, in, C, N, scal, sv->X, sv->P, scal + 2, ag__grad(w));
+    }
+    if (bias && ag__wants(n, 2))
+        ag__col_sums_cuda(sv->P, N, C, scal, device_reals(ag__col_blocks(N) * C), ag__grad(bias));
+    ag__cuda_check_launch(n->op);
+}
+
 static void linear_ce_backward(ag_node *n) {
     const lce_saved *sv = n->saved;
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
@@ -219,6 +286,10 @@ static void linear_ce_backward(ag_node *n) {
     if (N == 0) { /* every row ignored: the loss is the constant 0 */
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] && ag__wants(n, i)) ag__grad(n->in[i]);
+        return;
+    }
+    if (x->device == AG_CUDA) {
+        linear_ce_backward_cuda(n);
         return;
     }
     ag_real g = n->out->grad[0] / (ag_real)N; /* d loss / d z = g P */
@@ -240,11 +311,36 @@ static void linear_ce_backward(ag_node *n) {
     }
 }
 
+/* The forward on the GPU, from the counted rows found on the host (sv's
+ * kept and pos, their labels ys). */
+static ag_tensor *linear_ce_cuda(const char *op, ag_tensor *x, ag_tensor *w, ag_tensor *bias, lce_saved *sv,
+                                 const int32_t *ys, bool grad) {
+    int64_t N = sv->n;
+    int in = sv->in, C = sv->C;
+    int32_t *kept = ag__to_device_i32(sv->kept, N), *labels = ag__to_device_i32(ys, N);
+    sv->pos = ag__to_device_i32(sv->pos, sv->rows);
+    sv->X = device_reals(N * in);
+    ag__gather_rows_cuda(x->data, in, kept, N, sv->X);
+    ag_real *Z = device_reals(N * C), *loss = device_reals(N);
+    ag__bias_rows_cuda(bias ? bias->data : NULL, Z, N, C);
+    if (N > 0) ag__cuda_gemm_rows(false, sv->tw, (int)N, C, in, 1, sv->X, w->data, 1, Z);
+    ag__lce_rows_cuda(Z, labels, loss, N, C, grad);
+    ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);
+    ag__row_loss_mean_cuda(loss, N, N, out->data);
+    ag__cuda_check_launch(op);
+    ag_node *n = ag__record(op, linear_ce_backward, out, 3, (ag_tensor *[]){x, w, bias});
+    if (n) {
+        sv->P = Z;
+        n->saved = sv;
+    }
+    return out;
+}
+
 static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias,
                             const int32_t *labels, int ignore_index) {
     char sx[64], sw[64], sb[64];
-    ag__check_device(op, x, w);
-    if (bias) ag__check_device(op, x, bias);
+    ag_device dev = ag__check_same_device(op, x, w);
+    if (bias) ag__check_same_device(op, x, bias);
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[tw] || w->shape[!tw] < 1)
         ag__fatal(op, "x %s does not fit weight %s (want x[..., in], W[%s] with C >= 1)", ag_shape_str(x, sx, sizeof sx),
                   ag_shape_str(w, sw, sizeof sw), tw ? "C, in" : "in, C");
@@ -270,6 +366,7 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
     }
     int64_t N = sv->n;
     bool grad = ag_is_grad_enabled() && (x->requires_grad || w->requires_grad || (bias && bias->requires_grad));
+    if (dev == AG_CUDA) return linear_ce_cuda(op, x, w, bias, sv, ys, grad);
 
     /* Z = bias + X op(W) over the counted rows: the bias rows first, so the
      * GEMM adds (beta 1) instead of zeroing Z in a pass of its own. */
@@ -316,7 +413,7 @@ ag_tensor *ag_linear_t_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias
  * apart, softmax recomputed in backward from the logits. */
 
 typedef struct {
-    ag_real *target;    /* copy of the caller's [rows, C] target */
+    ag_real *target;    /* copy of the caller's [rows, C] target (on the logits' device) */
     ag_real *row_max;   /* m per row */
     ag_real *row_lse;   /* s per row */
     ag_real *row_mass;  /* sum_c t_c per row */
@@ -328,6 +425,12 @@ static void kl_div_soft_backward(ag_node *n) {
     const kl_saved *sv = n->saved;
     const ag_real *Z = n->in[0]->data;
     ag_real *GZ = ag__grad(n->in[0]);
+    if (n->in[0]->device == AG_CUDA) {
+        ag__kl_div_soft_backward_cuda(Z, sv->target, sv->row_max, sv->row_lse, sv->row_mass, n->out->grad, GZ,
+                                      sv->rows, sv->classes);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ag_real scale = n->out->grad[0] / (ag_real)sv->rows;
     int C = sv->classes;
     for (int64_t r = 0; r < sv->rows; r++) {
@@ -356,8 +459,26 @@ static void kl_check_target(const ag_tensor *logits, const ag_real *t, int64_t r
     }
 }
 
+/* On the GPU: the target copied once (checked on the host first), a warp
+ * per row, the row losses in double. */
+static ag_tensor *kl_div_soft_cuda(ag_tensor *logits, const ag_real *target_probs, int64_t rows, int C) {
+    kl_saved *sv = ag_arena_alloc(sizeof *sv);
+    size_t cells = (size_t)rows * (size_t)C * sizeof(ag_real);
+    *sv = (kl_saved){.target = ag__cuda_arena_alloc(cells), .row_max = device_reals(rows),
+                     .row_lse = device_reals(rows), .row_mass = device_reals(rows), .rows = rows, .classes = C};
+    ag__cuda_copy(sv->target, AG_CUDA, target_probs, AG_CPU, cells);
+    double *row_loss = ag__cuda_arena_alloc((size_t)rows * sizeof(double));
+    ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);
+    ag__kl_div_soft_forward_cuda(logits->data, sv->target, sv->row_max, sv->row_lse, sv->row_mass, row_loss, rows, C);
+    ag__row_loss_mean_f64_cuda(row_loss, rows, rows, out->data);
+    ag__cuda_check_launch("ag_kl_div_soft");
+    ag_node *n = ag__record("ag_kl_div_soft", kl_div_soft_backward, out, 1, &logits);
+    if (n) n->saved = sv;
+    return out;
+}
+
 ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
-    ag__check_device("ag_kl_div_soft", logits, NULL);
+    ag_device dev = ag__check_same_device("ag_kl_div_soft", logits, NULL);
     char sl[64];
     if (logits->ndim < 1 || logits->shape[logits->ndim - 1] < 1 || logits->size == 0)
         ag__fatal("ag_kl_div_soft", "logits must be [..., C] with C >= 1 and at least one row, got %s",
@@ -366,6 +487,7 @@ ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
     int C = logits->shape[logits->ndim - 1];
     int64_t rows = logits->size / C;
     kl_check_target(logits, target_probs, rows, C);
+    if (dev == AG_CUDA) return kl_div_soft_cuda(logits, target_probs, rows, C);
 
     kl_saved *sv = ag_arena_alloc(sizeof *sv);
     *sv = (kl_saved){.rows = rows, .classes = C};
@@ -406,6 +528,12 @@ ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
 
 static void mse_backward(ag_node *n) {
     const ag_tensor *p = n->in[0], *t = n->in[1];
+    if (p->device == AG_CUDA) {
+        ag__mse_backward_cuda(p->data, t->data, n->out->grad, ag__wants(n, 0) ? ag__grad(n->in[0]) : NULL,
+                              ag__wants(n, 1) ? ag__grad(n->in[1]) : NULL, p->size);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ag_real scale = 2 * n->out->grad[0] / (ag_real)p->size;
     if (ag__wants(n, 0)) {
         ag_real *gp = ag__grad(n->in[0]);
@@ -418,9 +546,16 @@ static void mse_backward(ag_node *n) {
 }
 
 ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target) {
-    ag__check_device("ag_mse", pred, target);
+    ag_device dev = ag__check_same_device("ag_mse", pred, target);
     ag__check_same_shape("ag_mse", pred, target);
     if (pred->size == 0) ag__fatal("ag_mse", "mean over empty tensors");
+    if (dev == AG_CUDA) { /* one block sums the squares in double in a fixed order */
+        ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);
+        ag__mse_forward_cuda(pred->data, target->data, out->data, pred->size);
+        ag__cuda_check_launch("ag_mse");
+        ag__record("ag_mse", mse_backward, out, 2, (ag_tensor *[]){pred, target});
+        return out;
+    }
     double total = 0;
     for (int64_t i = 0; i < pred->size; i++) {
         ag_real d = pred->data[i] - target->data[i];

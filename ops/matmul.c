@@ -3,6 +3,7 @@
  * transposes, and the fused linear layer x W + b. */
 #include "vecmath.h"
 #include "../graph/device.h"
+#include "cuda/kernels.h"
 
 #include <cblas.h>
 
@@ -732,9 +733,66 @@ static bool same_pack(const row_pack *a, const row_pack *b) {
     return a->kept == b->kept && !memcmp(a->idx, b->idx, (size_t)a->kept * sizeof *a->idx);
 }
 
+/* ---- the linear layer on the GPU: the bias rows, the product on cuBLAS
+ * adding to them, the activation in place (ops/cuda/linear.cu).  No row
+ * packing: zero rows cost the GPU little, and finding them would read the
+ * rows back or add a pass.  Backward: G = dY act'(y) (a buffer only with an
+ * activation), the bias gradient summed as the CPU sums it (blocks of 64
+ * rows, then the blocks in order: the same bits), then the products. ---- */
+
+_Static_assert((int)AG_KCOL_ROWS == (int)BIAS_BLOCK, "the GPU's bias gradient sums the CPU's blocks of rows");
+_Static_assert(AG_KACT_NONE == (int)AG_ACT_NONE && AG_KACT_RELU == (int)AG_ACT_RELU &&
+                   AG_KACT_ELU == (int)AG_ACT_ELU && AG_KACT_TANH == (int)AG_ACT_TANH &&
+                   AG_KACT_SIGMOID == (int)AG_ACT_SIGMOID,
+               "ops/cuda/kernels.h's AG_KACT_ follow ag_act");
+
+static void linear_forward_cuda(const char *op, const ag_tensor *x, const ag_tensor *w, bool tw,
+                                const ag_tensor *bias, ag_act act, ag_tensor *out, int rows) {
+    int in = w->shape[tw], out_dim = w->shape[!tw];
+    if (bias) ag__bias_rows_cuda(bias->data, out->data, rows, out_dim);
+    if (rows > 0) ag__cuda_gemm_rows(false, tw, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
+    ag__act_forward_cuda((int)act, out->data, (int64_t)rows * out_dim);
+    ag__cuda_check_launch(op);
+}
+
+static void linear_backward_cuda(ag_node *n) {
+    ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
+    const linear_saved *sv = n->saved;
+    bool tw = sv->tw;
+    int in = w->shape[tw], out = w->shape[!tw];
+    int rows = (int)(x->size / (in ? in : 1));
+    int64_t cells = (int64_t)rows * out;
+    const ag_real *G = n->out->grad;
+    if (sv->act != AG_ACT_NONE) {
+        ag_real *g = ag__cuda_arena_alloc((size_t)(cells > 0 ? cells : 1) * sizeof(ag_real));
+        ag__act_backward_cuda((int)sv->act, n->out->grad, n->out->data, g, cells);
+        G = g;
+    }
+    if (bias && ag__wants(n, 2)) {
+        ag_real *partial = ag__cuda_arena_alloc((size_t)(ag__col_blocks(rows) * out + 1) * sizeof(ag_real));
+        ag__col_sums_cuda(G, rows, out, NULL, partial, ag__grad(bias));
+    }
+    if (ag__wants(n, 0) && rows > 0) {
+        bool fresh;
+        ag_real *dX = ag__grad_write(x, &fresh);
+        ag__cuda_gemm_rows(false, !tw, rows, in, out, 1, G, w->data, fresh ? 0 : 1, dX);
+    } else if (ag__wants(n, 0)) {
+        ag__grad(x);
+    }
+    if (ag__wants(n, 1)) {
+        if (!tw) ag__cuda_gemm_rows(true, false, in, out, rows, 1, x->data, G, 1, ag__grad(w));
+        else ag__cuda_gemm_rows(true, false, out, in, rows, 1, G, x->data, 1, ag__grad(w));
+    }
+    ag__cuda_check_launch(n->op);
+}
+
 static void linear_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
     const linear_saved *sv = n->saved;
+    if (x->device == AG_CUDA) {
+        linear_backward_cuda(n);
+        return;
+    }
     bool tw = sv->tw;
     int in = w->shape[tw], out = w->shape[!tw];
     int rows = (int)(x->size / (in ? in : 1));
@@ -819,23 +877,24 @@ AG_SIMD_CLONES static void act_rows(void *ctx, int64_t r0, int64_t r1) {
 
 static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias, ag_act act) {
     char sx[64], sw[64], sb[64];
-    ag__check_device(op, x, w);
+    ag_device dev = ag__check_same_device(op, x, w);
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[tw])
         ag__fatal(op, "x %s does not fit weight %s (want x[..., in], W[%s])", ag_shape_str(x, sx, sizeof sx),
                   ag_shape_str(w, sw, sizeof sw), tw ? "out, in" : "in, out");
     if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[!tw]))
         ag__fatal(op, "bias %s does not fit weight %s (want [out])", ag_shape_str(bias, sb, sizeof sb),
                   ag_shape_str(w, sw, sizeof sw));
-    if (bias) ag__check_device(op, x, bias);
+    if (bias) ag__check_same_device(op, x, bias);
     if (act < AG_ACT_NONE || act > AG_ACT_SIGMOID) ag__fatal(op, "unknown activation %d", (int)act);
     int in = w->shape[tw], out_dim = w->shape[!tw];
     int rows = (int)(x->size / (in ? in : 1));
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
-    ag_tensor *out = ag__empty(x->ndim, shape);
+    ag_tensor *out = ag__empty_on(dev, x->ndim, shape);
     linear_saved sv = {.tw = tw, .act = act, .pk = {.kept = -1}};
-    if (!linear_packed(x, w, tw, bias, out, rows, &sv)) {
+    if (dev == AG_CUDA) linear_forward_cuda(op, x, w, tw, bias, act, out, rows);
+    else if (!linear_packed(x, w, tw, bias, out, rows, &sv)) {
         if (bias)
             for (int r = 0; r < rows; r++)
                 memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));

@@ -153,3 +153,103 @@ void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n) {
     (void)a, (void)x, (void)y, (void)n;
     UNREACHABLE("axpy");
 }
+
+/* issue 22: losses, dropout, layer norm, the linear layer's bias and activation */
+void ag__cross_entropy_forward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index, ag_kreal *row_max,
+                                    ag_kreal *row_lse, ag_kreal *row_loss, int64_t rows, int C) {
+    (void)z, (void)labels, (void)ignore_index, (void)row_max, (void)row_lse, (void)row_loss, (void)rows, (void)C;
+    UNREACHABLE("ag_cross_entropy");
+}
+void ag__cross_entropy_backward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index,
+                                     const ag_kreal *row_max, const ag_kreal *row_lse, const ag_kreal *g,
+                                     int64_t counted, ag_kreal *gz, int64_t rows, int C, bool fresh) {
+    (void)z, (void)labels, (void)ignore_index, (void)row_max, (void)row_lse, (void)g, (void)counted, (void)gz,
+        (void)rows, (void)C, (void)fresh;
+    UNREACHABLE("ag_cross_entropy");
+}
+void ag__row_loss_mean_cuda(const ag_kreal *row_loss, int64_t rows, int64_t n, ag_kreal *out) {
+    (void)row_loss, (void)rows, (void)n, (void)out;
+    UNREACHABLE("loss");
+}
+void ag__row_loss_mean_f64_cuda(const double *row_loss, int64_t rows, int64_t n, ag_kreal *out) {
+    (void)row_loss, (void)rows, (void)n, (void)out;
+    UNREACHABLE("loss");
+}
+void ag__lce_rows_cuda(ag_kreal *z, const int32_t *labels, ag_kreal *loss, int64_t n, int C, bool to_grad) {
+    (void)z, (void)labels, (void)loss, (void)n, (void)C, (void)to_grad;
+    UNREACHABLE("ag_linear_cross_entropy");
+}
+void ag__lce_scale_cuda(const ag_kreal *g, int64_t n, ag_kreal *scal) {
+    (void)g, (void)n, (void)scal;
+    UNREACHABLE("ag_linear_cross_entropy");
+}
+void ag__gather_rows_cuda(const ag_kreal *x, int width, const int32_t *idx, int64_t n, ag_kreal *y) {
+    (void)x, (void)width, (void)idx, (void)n, (void)y;
+    UNREACHABLE("gather rows");
+}
+void ag__unpack_rows_cuda(ag_kreal *dst, const ag_kreal *src, int width, const int32_t *pos, int64_t rows,
+                          bool fresh) {
+    (void)dst, (void)src, (void)width, (void)pos, (void)rows, (void)fresh;
+    UNREACHABLE("unpack rows");
+}
+void ag__kl_div_soft_forward_cuda(const ag_kreal *z, const ag_kreal *t, ag_kreal *row_max, ag_kreal *row_lse,
+                                  ag_kreal *row_mass, double *row_loss, int64_t rows, int C) {
+    (void)z, (void)t, (void)row_max, (void)row_lse, (void)row_mass, (void)row_loss, (void)rows, (void)C;
+    UNREACHABLE("ag_kl_div_soft");
+}
+void ag__kl_div_soft_backward_cuda(const ag_kreal *z, const ag_kreal *t, const ag_kreal *row_max,
+                                   const ag_kreal *row_lse, const ag_kreal *row_mass, const ag_kreal *g, ag_kreal *gz,
+                                   int64_t rows, int C) {
+    (void)z, (void)t, (void)row_max, (void)row_lse, (void)row_mass, (void)g, (void)gz, (void)rows, (void)C;
+    UNREACHABLE("ag_kl_div_soft");
+}
+void ag__mse_forward_cuda(const ag_kreal *p, const ag_kreal *t, ag_kreal *out, int64_t n) {
+    (void)p, (void)t, (void)out, (void)n;
+    UNREACHABLE("ag_mse");
+}
+void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal *g, ag_kreal *gp, ag_kreal *gt,
+                           int64_t n) {
+    (void)p, (void)t, (void)g, (void)gp, (void)gt, (void)n;
+    UNREACHABLE("ag_mse");
+}
+void ag__dropout_apply_cuda(const uint8_t *kept, const ag_kreal *x, ag_kreal scale, ag_kreal *y, int64_t n) {
+    (void)kept, (void)x, (void)scale, (void)y, (void)n;
+    UNREACHABLE("ag_dropout");
+}
+void ag__dropout_backward_cuda(const uint8_t *kept, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n,
+                               bool fresh) {
+    (void)kept, (void)g, (void)scale, (void)gx, (void)n, (void)fresh;
+    UNREACHABLE("ag_dropout");
+}
+void ag__layernorm_rows_cuda(const ag_kreal *x, const ag_kreal *gamma, const ag_kreal *beta, ag_kreal eps,
+                             ag_kreal *y, ag_kreal *mean, ag_kreal *rstd, int64_t rows, int D) {
+    (void)x, (void)gamma, (void)beta, (void)eps, (void)y, (void)mean, (void)rstd, (void)rows, (void)D;
+    UNREACHABLE("ag_layernorm");
+}
+void ag__layernorm_grad_rows_cuda(const ag_kreal *x, const ag_kreal *g, const ag_kreal *gamma, const ag_kreal *mean,
+                                  const ag_kreal *rstd, ag_kreal *gx, int64_t rows, int D, bool fresh) {
+    (void)x, (void)g, (void)gamma, (void)mean, (void)rstd, (void)gx, (void)rows, (void)D, (void)fresh;
+    UNREACHABLE("ag_layernorm");
+}
+void ag__layernorm_grad_affine_cuda(const ag_kreal *x, const ag_kreal *g, const ag_kreal *mean, const ag_kreal *rstd,
+                                    ag_kreal *ggamma, ag_kreal *gbeta, int64_t rows, int D) {
+    (void)x, (void)g, (void)mean, (void)rstd, (void)ggamma, (void)gbeta, (void)rows, (void)D;
+    UNREACHABLE("ag_layernorm");
+}
+void ag__bias_rows_cuda(const ag_kreal *bias, ag_kreal *y, int64_t rows, int cols) {
+    (void)bias, (void)y, (void)rows, (void)cols;
+    UNREACHABLE("ag_linear");
+}
+void ag__act_forward_cuda(int act, ag_kreal *y, int64_t n) {
+    (void)act, (void)y, (void)n;
+    UNREACHABLE("ag_dense");
+}
+void ag__act_backward_cuda(int act, const ag_kreal *dy, const ag_kreal *y, ag_kreal *g, int64_t n) {
+    (void)act, (void)dy, (void)y, (void)g, (void)n;
+    UNREACHABLE("ag_dense");
+}
+void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *partial,
+                       ag_kreal *out) {
+    (void)x, (void)rows, (void)cols, (void)scale, (void)partial, (void)out;
+    UNREACHABLE("ag_linear");
+}

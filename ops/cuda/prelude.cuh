@@ -48,6 +48,27 @@ __device__ static inline void ag__offsets4(int64_t i, const Dim *shape, const in
     *ib = b;
 }
 
+/* A warp per row: blocks of 32 x AG_CUDA_WARP_ROWS threads, threadIdx.y the
+ * row within the block.  The warp reductions combine lanes in a fixed
+ * butterfly order (the same bits every run), for float or double. */
+enum { AG_CUDA_WARP_ROWS = 8 };
+static inline unsigned ag__cuda_row_blocks(int64_t rows) {
+    return (unsigned)((rows + AG_CUDA_WARP_ROWS - 1) / AG_CUDA_WARP_ROWS);
+}
+#define AG_CUDA_WARP_ROW(r, rows)                                            \
+    int64_t r = (int64_t)blockIdx.x * AG_CUDA_WARP_ROWS + threadIdx.y;       \
+    if (r >= (rows)) return
+#define AG_CUDA_LANE ((int)threadIdx.x)
+#define AG_CUDA_WARP_ROWS_LAUNCH(rows) ag__cuda_row_blocks(rows), dim3(32, AG_CUDA_WARP_ROWS), 0, ag__cuda_stream()
+template <typename T> __device__ static inline T ag__warp_sum(T v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <typename T> __device__ static inline T ag__warp_max(T v) {
+    for (int o = 16; o > 0; o /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 /* The engine's one stream (graph/cuda.c). */
 extern "C" cudaStream_t ag__cuda_stream(void);
 
