@@ -264,7 +264,10 @@ enum { OUT_MAX = 1200 };
 static int64_t out_size(const op_case *c) {
     ag_params ps = {0};
     ag_tensor *in[3];
-    for (int i = 0; i < c->n_in; i++) in[i] = make_leaf(&ps, i ? "b" : "a", c->ndim[i], c->shape[i], 0.5, 1, false);
+    for (int i = 0; i < c->n_in; i++) {
+        char nm[8] = {'x', (char)('0' + i), 0}; /* distinct names for up to 3 inputs */
+        in[i] = make_leaf(&ps, nm, c->ndim[i], c->shape[i], 0.5, 1, false);
+    }
     int64_t n = c->f(in)->size;
     ag_step_end();
     ag_params_free(&ps);
