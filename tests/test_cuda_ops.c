@@ -230,6 +230,7 @@ static const op_case cases[] = {
 };
 
 /* The families' cases (each .inc defines cases_<family>[]). */
+#include "cuda_ops_seq.inc"
 
 /* Each family's table. */
 static const struct {
@@ -237,6 +238,7 @@ static const struct {
     size_t n;
 } families[] = {
     {cases, sizeof cases / sizeof *cases},
+    {cases_seq, sizeof cases_seq / sizeof *cases_seq},
 };
 
 /* ---- f64: the finite-difference gradient check of every case on the GPU:
