@@ -241,6 +241,20 @@ static void drop_mask(const lstm_saved *s, int B, int in, double keep, ag_rng *r
             memcpy(s->kept + (int64_t)k * in, by_row + s->row_b[k] * row_len + (int64_t)t * in, (size_t)in);
 }
 
+/* The layer's tape node, on either device (inputs: x, w_ih, w_hh, b_ih,
+ * b_hh, h0, c0), keeping a copy of what its backward needs. */
+static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer *p, ag_tensor *h0, ag_tensor *c0,
+                               const lstm_saved *s) {
+    ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
+                            (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
+    if (n) {
+        lstm_saved *sp = ag_arena_alloc(sizeof *sp);
+        *sp = *s;
+        n->saved = sp;
+    }
+    return out;
+}
+
 /* ---- the GPU (ops/cuda/lstm.cu) ----
  * The CPU's structure on cuBLAS: the same packed rows (the index is built
  * on the host from the host lengths, as above, and copied once per layer),
@@ -357,14 +371,7 @@ static ag_tensor *lstm_layer_cuda(ag_tensor *x, const ag_lstm_layer *p, lstm_sav
     ag__cuda_zero(out->data, (size_t)out->size * real); /* zeros past each length */
     ag__lstm_scatter_output_cuda(s->h, s->src_dev, out->data, na, H);
     ag__cuda_check_launch("ag_lstm");
-    ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
-                            (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
-    if (n) {
-        lstm_saved *sp = ag_arena_alloc(sizeof *sp);
-        *sp = *s;
-        n->saved = sp;
-    }
-    return out;
+    return record_layer(out, x, p, h0, c0, s);
 }
 
 /* One layer over the sequence.  keep < 1 applies inverted dropout to x. */
@@ -442,14 +449,7 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     for (int t = 0; t < T; t++)
         for (int k = s.off[t]; k < s.off[t + 1]; k++)
             memcpy(out->data + ((int64_t)s.row_b[k] * N + t) * H, s.h + (int64_t)k * H, (size_t)H * sizeof(ag_real));
-    ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
-                            (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
-    if (n) {
-        lstm_saved *sp = ag_arena_alloc(sizeof *sp);
-        *sp = s;
-        n->saved = sp;
-    }
-    return out;
+    return record_layer(out, x, p, h0, c0, &s);
 }
 
 /* ---- final states: h_n / c_n [L,B,H] ----
