@@ -136,7 +136,7 @@ static void run_case(const op_case *c) {
     compare("forward", c->name, y_cpu, y_gpu, out->size);
     ag_backward(loss_of(dout, ag_to(w, dout->device)));
     for (int i = 0; i < c->n_in; i++) {
-        char what[16];
+        char what[24]; /* room for any int: -Wformat-truncation in debug builds */
         snprintf(what, sizeof what, "grad x%d", i);
         compare(what, c->name, g_cpu[i], in[i]->grad, in[i]->size);
         free(g_cpu[i]);
