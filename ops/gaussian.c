@@ -11,6 +11,7 @@
  * outputs are 0. */
 #include "vecmath.h"
 #include "../graph/device.h"
+#include "cuda/kernels.h"
 
 #define GAUSS_SUM_FLOOR ((ag_real)1e-12) /* gamma / max(sum, floor): never 0/0 */
 
@@ -30,7 +31,7 @@ static int32_t *lengths(const char *op, const int32_t *len, int B, int N) {
 typedef struct {
     int32_t *len;
     uint8_t *above; /* 1 where mu_t took m_t . b_t, 0 where it sat on the floor t/len */
-} mu_saved;
+} mu_saved; /* on the GPU both arrays are device memory */
 
 /* Backward runs the recurrence in reverse: d(mu_{t-1}) picks up
  * d(mu_t) * m_t[0] only at steps where the max took the first argument. */
@@ -39,6 +40,13 @@ static void gaussian_mu_backward(ag_node *n) {
     ag_tensor *m = n->in[0];
     int B = m->shape[0], N = m->shape[1];
     const ag_real *M = m->data, *MU = n->out->data, *G = n->out->grad;
+    if (m->device == AG_CUDA) {
+        bool fresh;
+        ag_real *gm = ag__grad_write(m, &fresh);
+        ag__gaussian_mu_backward_cuda(M, MU, G, s->len, s->above, gm, B, N, fresh);
+        ag__cuda_check_launch(n->op);
+        return;
+    }
     ag_real *GM = ag__grad(m);
     for (int b = 0; b < B; b++) {
         ag_real L = (ag_real)s->len[b], carry = 0;
@@ -58,13 +66,31 @@ static void gaussian_mu_backward(ag_node *n) {
     }
 }
 
+/* The GPU's recurrence (ops/cuda/gaussian.cu): one thread per example. */
+static ag_tensor *gaussian_mu_cuda(ag_tensor *m, const int32_t *host_len) {
+    int B = m->shape[0], N = m->shape[1];
+    mu_saved s = {ag__to_device_i32(host_len, B), ag__cuda_arena_alloc((size_t)B * N + 1)};
+    ag_tensor *out = ag__empty_on(AG_CUDA, 2, (int[]){B, N});
+    ag__gaussian_mu_cuda(m->data, s.len, out->data, s.above, B, N);
+    ag__cuda_check_launch("ag_gaussian_mu");
+    ag_node *n = ag__record("ag_gaussian_mu", gaussian_mu_backward, out, 1, &m);
+    if (n) {
+        mu_saved *p = ag_arena_alloc(sizeof *p);
+        *p = s;
+        n->saved = p;
+    }
+    return out;
+}
+
 ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len) {
     char sm[64];
-    ag__check_device("ag_gaussian_mu", m, NULL);
+    ag_device dev = ag__check_same_device("ag_gaussian_mu", m, NULL);
     if (m->ndim != 3 || m->shape[2] != 3)
         ag__fatal("ag_gaussian_mu", "m %s must be [B,N,3]", ag_shape_str(m, sm, sizeof sm));
     int B = m->shape[0], N = m->shape[1];
-    mu_saved s = {lengths("ag_gaussian_mu", len, B, N), ag_arena_alloc((size_t)B * N + 1)};
+    int32_t *host_len = lengths("ag_gaussian_mu", len, B, N);
+    if (dev == AG_CUDA) return gaussian_mu_cuda(m, host_len);
+    mu_saved s = {host_len, ag_arena_alloc((size_t)B * N + 1)};
     ag_tensor *out = ag__empty(2, (int[]){B, N});
     for (int b = 0; b < B; b++) {
         ag_real L = (ag_real)s.len[b], prev = 0;
@@ -95,7 +121,7 @@ ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len) {
 
 typedef struct {
     int32_t *len;
-    ag_real *w;   /* example b's [len,len] weights start at b*N*N */
+    ag_real *w;   /* example b's [len,len] weights start at b*N*N (on the GPU: [N,N], see below) */
     ag_real *sum; /* [B,N] unnormalised sum of each window (before the floor) */
     int H;
     bool strict;
@@ -176,9 +202,79 @@ static void gaussian_context_backward_part(void *ctx, int64_t b) {
     }
 }
 
+/* ---- the context on the GPU (ops/cuda/gaussian.cu) ----
+ * Every length runs in one batched product: example b's weights are a full
+ * [N,N] matrix, 0 outside the window and on padded rows and columns, so
+ * the products over all N add exact zeros where the CPU's over L stop.
+ * saved.len, .w and .sum are device memory. */
+
+static void gaussian_context_backward_cuda(ag_node *n) {
+    const gauss_saved *s = n->saved;
+    ag_tensor *h = n->in[0], *mu = n->in[1], *sigma = n->in[2];
+    int B = h->shape[0], N = h->shape[1], H = s->H;
+    int64_t nn = (int64_t)N * N, nh = (int64_t)N * H;
+    const ag_real *G = n->out->grad;
+    if (ag__wants(n, 0)) { /* dh = W^T dC (rows of padded i: 0) */
+        bool fresh;
+        ag_real *gh = ag__grad_write(h, &fresh);
+        if (B > 0 && N > 0 && H > 0)
+            ag__cuda_gemm_batched(true, false, N, H, N, s->w, N, nn, G, H, nh, fresh ? 0 : 1, gh, H, nh, B);
+    }
+    bool want_mu = ag__wants(n, 1), want_sigma = ag__wants(n, 2);
+    if (want_mu || want_sigma) { /* dW = dC h^T, then each row's dmu, dsigma */
+        ag_real *dw = ag__cuda_arena_alloc((size_t)B * nn * sizeof(ag_real) + 1);
+        if (H > 0 && B > 0 && N > 0)
+            ag__cuda_gemm_batched(false, true, N, N, H, G, H, nh, h->data, H, nh, 0, dw, N, nn, B);
+        else
+            ag__cuda_zero(dw, (size_t)B * nn * sizeof(ag_real));
+        bool fresh_mu = false, fresh_sigma = false;
+        ag_real *gmu = want_mu ? ag__grad_write(mu, &fresh_mu) : NULL;
+        ag_real *gsigma = want_sigma ? ag__grad_write(sigma, &fresh_sigma) : NULL;
+        ag__gauss_weights_backward_cuda(s->w, dw, s->sum, mu->data, sigma->data, s->len, gmu, gsigma, B, N, s->strict,
+                                        s->eps, fresh_mu, fresh_sigma);
+    }
+    ag__cuda_check_launch(n->op);
+}
+
+static void gaussian_context_backward(ag_node *n);
+
+static ag_tensor *gaussian_context_cuda(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *host_len,
+                                        bool strict, ag_real eps, ag_tensor **weights) {
+    int B = h->shape[0], N = h->shape[1], H = h->shape[2];
+    int64_t nn = (int64_t)N * N, nh = (int64_t)N * H;
+    gauss_saved s = {
+        .len = ag__to_device_i32(host_len, B),
+        .w = ag__cuda_arena_alloc((size_t)B * nn * sizeof(ag_real) + 1),
+        .sum = ag__cuda_arena_alloc((size_t)B * N * sizeof(ag_real) + 1),
+        .H = H,
+        .strict = strict,
+        .eps = eps,
+    };
+    ag_tensor *out = ag__empty_on(AG_CUDA, 3, h->shape);
+    ag__gauss_weights_cuda(s.w, s.sum, mu->data, sigma->data, s.len, B, N, strict, eps);
+    if (B > 0 && N > 0 && H > 0)
+        ag__cuda_gemm_batched(false, false, N, H, N, s.w, N, nn, h->data, H, nh, 0, out->data, H, nh, B);
+    ag__cuda_check_launch("ag_gaussian_context");
+    if (weights) { /* a copy: the caller may write to it */
+        *weights = ag__empty_on(AG_CUDA, 3, (int[]){B, N, N});
+        ag__cuda_copy((*weights)->data, AG_CUDA, s.w, AG_CUDA, (size_t)B * nn * sizeof(ag_real));
+    }
+    ag_node *n = ag__record("ag_gaussian_context", gaussian_context_backward, out, 3, (ag_tensor *[]){h, mu, sigma});
+    if (n) {
+        gauss_saved *p = ag_arena_alloc(sizeof *p);
+        *p = s;
+        n->saved = p;
+    }
+    return out;
+}
+
 static void gaussian_context_backward(ag_node *n) {
     const gauss_saved *s = n->saved;
     ag_tensor *h = n->in[0], *mu = n->in[1], *sigma = n->in[2];
+    if (h->device == AG_CUDA) {
+        gaussian_context_backward_cuda(n);
+        return;
+    }
     int B = h->shape[0], N = h->shape[1];
     bool want_mu = ag__wants(n, 1), want_sigma = ag__wants(n, 2);
     gauss_job j = {.s = s, .h = h, .mu = mu, .sigma = sigma, .G = n->out->grad, .N = N,
@@ -202,7 +298,7 @@ static void gaussian_context_part(void *ctx, int64_t b) {
 }
 
 static void check_per_query(const char *what, const ag_tensor *h, const ag_tensor *p) {
-    ag__check_device("ag_gaussian_context", h, p);
+    ag__check_same_device("ag_gaussian_context", h, p);
     int B = h->shape[0], N = h->shape[1];
     bool ok = (p->ndim == 2 || (p->ndim == 3 && p->shape[2] == 1)) && p->shape[0] == B && p->shape[1] == N;
     if (!ok) {
@@ -227,14 +323,16 @@ static ag_tensor *expand_weights(const gauss_saved *s, int B, int N) {
 ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *len, bool strict,
                                double eps, ag_tensor **weights) {
     char sh[64];
-    ag__check_device("ag_gaussian_context", h, NULL);
+    ag_device dev = ag__check_same_device("ag_gaussian_context", h, NULL);
     if (h->ndim != 3) ag__fatal("ag_gaussian_context", "h %s must be [B,N,H]", ag_shape_str(h, sh, sizeof sh));
     check_per_query("mu", h, mu);
     check_per_query("sigma", h, sigma);
     if (!(eps >= 0)) ag__fatal("ag_gaussian_context", "eps %g must be >= 0", eps);
     int B = h->shape[0], N = h->shape[1], H = h->shape[2];
+    int32_t *host_len = lengths("ag_gaussian_context", len, B, N);
+    if (dev == AG_CUDA) return gaussian_context_cuda(h, mu, sigma, host_len, strict, (ag_real)eps, weights);
     gauss_saved s = {
-        .len = lengths("ag_gaussian_context", len, B, N),
+        .len = host_len,
         .w = ag_arena_alloc((size_t)B * N * N * sizeof(ag_real) + 1),
         .sum = ag_arena_alloc((size_t)B * N * sizeof(ag_real) + 1),
         .H = H,

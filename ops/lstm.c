@@ -21,6 +21,8 @@
  * h0, c0), so dropout between layers is just a per-element scale that the
  * next layer applies to its input. */
 #include "vecmath.h"
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 typedef struct {
     int32_t *len; /* [B] */
@@ -43,6 +45,12 @@ typedef struct {
     /* [B,H] gradients of this layer's final h and c (ag_lstm_opts.h_n/c_n),
      * set by the final states' backward, which runs first, or NULL */
     ag_real *dh_final, *dc_final;
+    /* On the GPU (lstm_layer_cuda): xin, gates, hprev, cprev, h, tc and
+     * dh/dc_final are device memory; len, off, row_b, prev, last and kept
+     * stay on the host (they drive the loops), and the kernels read their
+     * device copies: */
+    int32_t *row_b_dev, *src_dev; /* src: row k's position b*N + t in x and the output */
+    uint8_t *kept_dev;
 } lstm_saved;
 
 /* Gate nonlinearities and state update of one row (vectorisable: the
@@ -104,7 +112,13 @@ static void add_column_sums(const ag_real *G, int64_t rows, int n, ag_real *g1, 
     }
 }
 
+static void lstm_layer_backward_cuda(ag_node *n);
+
 static void lstm_layer_backward(ag_node *n) {
+    if (n->out->device == AG_CUDA) {
+        lstm_layer_backward_cuda(n);
+        return;
+    }
     lstm_saved *s = n->saved;
     ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
     ag_tensor *h0 = n->in[5], *c0 = n->in[6];
@@ -227,6 +241,139 @@ static void drop_mask(const lstm_saved *s, int B, int in, double keep, ag_rng *r
             memcpy(s->kept + (int64_t)k * in, by_row + s->row_b[k] * row_len + (int64_t)t * in, (size_t)in);
 }
 
+/* The layer's tape node, on either device (inputs: x, w_ih, w_hh, b_ih,
+ * b_hh, h0, c0), keeping a copy of what its backward needs. */
+static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer *p, ag_tensor *h0, ag_tensor *c0,
+                               const lstm_saved *s) {
+    ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
+                            (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
+    if (n) {
+        lstm_saved *sp = ag_arena_alloc(sizeof *sp);
+        *sp = *s;
+        n->saved = sp;
+    }
+    return out;
+}
+
+/* ---- the GPU (ops/cuda/lstm.cu) ----
+ * The CPU's structure on cuBLAS: the same packed rows (the index is built
+ * on the host from the host lengths, as above, and copied once per layer),
+ * the input projection of every step as one GEMM, then per step the
+ * states before it gathered, one [B_t,H] x [H,4H] GEMM and one fused cell
+ * kernel.  Backward through time likewise: per step the cell kernel, one
+ * GEMM for dh_{t-1}, and the weights' gradients as one GEMM each over all
+ * rows.  Dropout's mask is drawn on the host (the CPU's, bit for bit) and
+ * copied once. */
+
+static void lstm_layer_backward_cuda(ag_node *n) {
+    lstm_saved *s = n->saved;
+    ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
+    ag_tensor *h0 = n->in[5], *c0 = n->in[6];
+    int B = x->shape[0], in = x->shape[2], H = w_hh->shape[0], T = s->T, na = s->na;
+    size_t bh = (size_t)B * H * sizeof(ag_real);
+    ag_real *dG = ag__cuda_arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof(ag_real));
+    ag_real *dh = ag__cuda_arena_alloc(bh + 1), *dc = ag__cuda_arena_alloc(bh + 1);
+    ag_real *dhc = ag__cuda_arena_alloc(bh + 1);
+    /* the final states' gradients enter each example's last step (consumed, as on the CPU) */
+    if (s->dh_final) ag__cuda_copy(dh, AG_CUDA, s->dh_final, AG_CUDA, bh);
+    else ag__cuda_zero(dh, bh);
+    if (s->dc_final) ag__cuda_copy(dc, AG_CUDA, s->dc_final, AG_CUDA, bh);
+    else ag__cuda_zero(dc, bh);
+    s->dh_final = s->dc_final = NULL;
+    bool want_h0 = h0 && ag__wants(n, 5);
+    for (int t = T - 1; t >= 0; t--) {
+        int k0 = s->off[t], ba = s->off[t + 1] - k0;
+        ag__lstm_cells_backward_cuda(dG, s->gates, s->cprev, s->tc, dh, n->out->grad, dc, s->src_dev, s->row_b_dev,
+                                     k0, ba, H);
+        if (!(t > 0 || want_h0) || H == 0) continue;
+        /* dh_{t-1} = dG_t W_hh^T on this step's rows; the others keep theirs */
+        bool all = ba == B;
+        ag__cuda_gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, 4 * H, w_hh->data, 4 * H, 0,
+                      all ? dh : dhc, H);
+        if (!all) ag__lstm_scatter_rows_cuda(dhc, s->row_b_dev, dh, k0, ba, H);
+    }
+    if (want_h0) ag__add_into_cuda(ag__grad(h0) + (int64_t)s->layer * B * H, dh, (int64_t)B * H);
+    if (c0 && ag__wants(n, 6)) ag__add_into_cuda(ag__grad(c0) + (int64_t)s->layer * B * H, dc, (int64_t)B * H);
+
+    /* the weights over all rows at once (without h0, t = 0 adds nothing to dW_hh) */
+    int from = h0 || T == 0 ? 0 : s->off[1];
+    bool gemms = H > 0 && na > 0;
+    if (ag__wants(n, 2)) {
+        ag_real *gw_hh = ag__grad(w_hh);
+        if (gemms && na > from)
+            ag__cuda_gemm(true, false, H, 4 * H, na - from, 1, s->hprev + (int64_t)from * H, H,
+                          dG + (int64_t)from * 4 * H, 4 * H, 1, gw_hh, 4 * H);
+    }
+    if (ag__wants(n, 1)) {
+        ag_real *gw_ih = ag__grad(w_ih);
+        if (gemms && in > 0) ag__cuda_gemm(true, false, in, 4 * H, na, 1, s->xin, in, dG, 4 * H, 1, gw_ih, 4 * H);
+    }
+    bool want_bih = b_ih && ag__wants(n, 3), want_bhh = b_hh && ag__wants(n, 4);
+    if (want_bih || want_bhh)
+        ag__lstm_column_sums_cuda(dG, na, 4 * H, want_bih ? ag__grad(b_ih) : NULL, want_bhh ? ag__grad(b_hh) : NULL);
+    if (ag__wants(n, 0)) { /* dx of the active rows; a frozen row's is 0 */
+        ag_real *gx = ag__grad(x);
+        if (gemms && in > 0) {
+            ag_real *dxin = ag__cuda_arena_alloc((size_t)((int64_t)na * in + 1) * sizeof(ag_real));
+            ag__cuda_gemm(false, true, na, in, 4 * H, 1, dG, 4 * H, w_ih->data, 4 * H, 0, dxin, in);
+            ag__lstm_scatter_input_grad_cuda(dxin, s->src_dev, s->kept_dev, s->scale, gx, na, in);
+        }
+    }
+    ag__cuda_check_launch(n->op);
+}
+
+static ag_tensor *lstm_layer_cuda(ag_tensor *x, const ag_lstm_layer *p, lstm_saved *s, ag_tensor *h0, ag_tensor *c0,
+                                  ag_real *h_final, ag_real *c_final) {
+    int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = p->w_hh->shape[0], T = s->T;
+    int64_t na = s->na;
+    /* the kernels' index in one copy: row_b [na], src [na], prev [na], last [B] */
+    int32_t *idx = ag_arena_alloc((size_t)(3 * na + B + 1) * sizeof *idx);
+    memcpy(idx, s->row_b, (size_t)na * sizeof *idx);
+    for (int t = 0; t < T; t++)
+        for (int k = s->off[t]; k < s->off[t + 1]; k++) idx[na + k] = s->row_b[k] * N + t;
+    memcpy(idx + 2 * na, s->prev, (size_t)na * sizeof *idx);
+    memcpy(idx + 3 * na, s->last, (size_t)B * sizeof *idx);
+    int32_t *dev_idx = ag__to_device_i32(idx, 3 * na + B);
+    s->row_b_dev = dev_idx;
+    s->src_dev = dev_idx + na;
+    int32_t *prev_dev = dev_idx + 2 * na, *last_dev = dev_idx + 3 * na;
+    if (s->kept) {
+        s->kept_dev = ag__cuda_arena_alloc((size_t)(na * in + 1));
+        ag__cuda_copy(s->kept_dev, AG_CUDA, s->kept, AG_CPU, (size_t)(na * in));
+    }
+    size_t real = sizeof(ag_real);
+    s->xin = ag__cuda_arena_alloc((size_t)(na * in + 1) * real);
+    s->gates = ag__cuda_arena_alloc((size_t)(na * 4 * H + 1) * real);
+    s->hprev = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
+    s->cprev = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
+    s->h = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
+    s->tc = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
+    ag_real *c = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
+
+    /* the active rows of the input, the biases, the hoisted input projection */
+    ag__lstm_gather_input_cuda(x->data, s->src_dev, s->kept_dev, s->scale, s->xin, na, in);
+    ag__lstm_bias_rows_cuda(p->b_ih ? p->b_ih->data : NULL, p->b_hh ? p->b_hh->data : NULL, s->gates, na, 4 * H);
+    if (na > 0 && H > 0 && in > 0)
+        ag__cuda_gemm(false, false, (int)na, 4 * H, in, 1, s->xin, in, p->w_ih->data, 4 * H, 1, s->gates, 4 * H);
+    const ag_real *h0l = h0 ? h0->data + (int64_t)s->layer * B * H : NULL;
+    const ag_real *c0l = c0 ? c0->data + (int64_t)s->layer * B * H : NULL;
+    for (int t = 0; t < T; t++) {
+        int k0 = s->off[t], ba = s->off[t + 1] - k0;
+        ag__lstm_states_before_cuda(s->h, c, prev_dev, s->row_b_dev, h0l, c0l, s->hprev, s->cprev, k0, ba, H);
+        if ((t > 0 || h0) && H > 0) /* h_{-1} = 0 without h0: its product would add exact zeros */
+            ag__cuda_gemm(false, false, ba, 4 * H, H, 1, s->hprev + (int64_t)k0 * H, H, p->w_hh->data, 4 * H, 1,
+                          s->gates + (int64_t)k0 * 4 * H, 4 * H);
+        ag__lstm_cells_forward_cuda(s->gates, s->cprev, c, s->h, s->tc, k0, ba, H);
+    }
+    ag__lstm_final_states_cuda(s->h, c, last_dev, h0l, c0l, h_final, c_final, B, H);
+
+    ag_tensor *out = ag__empty_on(AG_CUDA, 3, (int[]){B, N, H});
+    ag__cuda_zero(out->data, (size_t)out->size * real); /* zeros past each length */
+    ag__lstm_scatter_output_cuda(s->h, s->src_dev, out->data, na, H);
+    ag__cuda_check_launch("ag_lstm");
+    return record_layer(out, x, p, h0, c0, s);
+}
+
 /* One layer over the sequence.  keep < 1 applies inverted dropout to x. */
 static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, int32_t *len, int T, ag_tensor *h0,
                              ag_tensor *c0, double keep, ag_rng *rng, ag_real *h_final, ag_real *c_final) {
@@ -234,6 +381,11 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     lstm_saved s = {.len = len, .T = T, .layer = layer, .scale = (ag_real)(1 / keep)};
     active_rows(&s, B);
     int64_t na = s.na;
+    if (keep < 1) {
+        s.kept = ag_arena_alloc((size_t)(na * in + 1));
+        drop_mask(&s, B, in, keep, rng);
+    }
+    if (x->device == AG_CUDA) return lstm_layer_cuda(x, p, &s, h0, c0, h_final, c_final);
     s.xin = ag_arena_alloc((size_t)(na * in + 1) * sizeof(ag_real));
     s.gates = ag_arena_alloc((size_t)(na * 4 * H + 1) * sizeof(ag_real));
     s.hprev = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
@@ -241,10 +393,6 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     s.h = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
     ag_real *c = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
     s.tc = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
-    if (keep < 1) {
-        s.kept = ag_arena_alloc((size_t)(na * in + 1));
-        drop_mask(&s, B, in, keep, rng);
-    }
 
     /* The active rows of the input, then the hoisted input projection. */
     for (int t = 0; t < T; t++)
@@ -301,14 +449,7 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     for (int t = 0; t < T; t++)
         for (int k = s.off[t]; k < s.off[t + 1]; k++)
             memcpy(out->data + ((int64_t)s.row_b[k] * N + t) * H, s.h + (int64_t)k * H, (size_t)H * sizeof(ag_real));
-    ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
-                            (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
-    if (n) {
-        lstm_saved *sp = ag_arena_alloc(sizeof *sp);
-        *sp = s;
-        n->saved = sp;
-    }
-    return out;
+    return record_layer(out, x, p, h0, c0, &s);
 }
 
 /* ---- final states: h_n / c_n [L,B,H] ----
@@ -328,8 +469,16 @@ static void final_states_backward(ag_node *n) {
     int B = n->out->shape[1], H = n->out->shape[2];
     for (int l = 0; l < f->layers; l++) {
         if (!f->saved[l]) continue;
-        ag_real *g = ag_arena_alloc((size_t)B * H * sizeof *g + 1);
-        memcpy(g, n->out->grad + (int64_t)l * B * H, (size_t)B * H * sizeof *g);
+        size_t bytes = (size_t)B * H * sizeof(ag_real);
+        const ag_real *from = n->out->grad + (int64_t)l * B * H;
+        ag_real *g;
+        if (n->out->device == AG_CUDA) {
+            g = ag__cuda_arena_alloc(bytes + 1);
+            ag__cuda_copy(g, AG_CUDA, from, AG_CUDA, bytes);
+        } else {
+            g = ag_arena_alloc(bytes + 1);
+            memcpy(g, from, bytes);
+        }
         if (f->cell) f->saved[l]->dc_final = g;
         else f->saved[l]->dh_final = g;
         ag__grad(n->in[l]);
@@ -352,7 +501,7 @@ static void record_final(ag_tensor *t, ag_tensor **outs, int L, bool cell) {
 static void check_matrix(const ag_tensor *x, const ag_tensor *w, const char *what, int layer, int rows, int cols) {
     char sw[64], sx[64];
     if (!w) ag__fatal("ag_lstm", "layer %d: %s is NULL", layer, what);
-    ag__check_device("ag_lstm", x, w);
+    ag__check_same_device("ag_lstm", x, w);
     bool ok = cols < 0 ? w->ndim == 1 && w->shape[0] == rows : w->ndim == 2 && w->shape[0] == rows && w->shape[1] == cols;
     if (!ok) {
         if (cols < 0)
@@ -365,7 +514,7 @@ static void check_matrix(const ag_tensor *x, const ag_tensor *w, const char *wha
 
 static void check_state(const ag_tensor *x, const ag_tensor *s0, const char *what, int L, int B, int H) {
     if (!s0) return;
-    ag__check_device("ag_lstm", x, s0);
+    ag__check_same_device("ag_lstm", x, s0);
     if (s0->ndim != 3 || s0->shape[0] != L || s0->shape[1] != B || s0->shape[2] != H) {
         char ss[64], sx[64];
         ag__fatal("ag_lstm", "%s %s does not fit x %s (want [layers=%d,B=%d,H=%d])", what,
@@ -377,7 +526,7 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
     char sx[64];
     static const ag_lstm_opts defaults = {0};
     const ag_lstm_opts *o = opts ? opts : &defaults;
-    ag__check_device("ag_lstm", x, NULL);
+    ag_device dev = ag__check_same_device("ag_lstm", x, NULL);
     if (x->ndim != 3) ag__fatal("ag_lstm", "x %s must be [B,N,in]", ag_shape_str(x, sx, sizeof sx));
     if (num_layers < 1 || !layers) ag__fatal("ag_lstm", "%d layers (need at least 1)", num_layers);
     int B = x->shape[0], N = x->shape[1];
@@ -412,8 +561,8 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
     bool finals = o->h_n || o->c_n;
     if (finals && num_layers > AG_MAX_INPUTS)
         ag__fatal("ag_lstm", "final states of %d layers (at most %d)", num_layers, AG_MAX_INPUTS);
-    ag_tensor *hn = o->h_n ? ag__empty(3, (int[]){num_layers, B, H}) : NULL;
-    ag_tensor *cn = o->c_n ? ag__empty(3, (int[]){num_layers, B, H}) : NULL;
+    ag_tensor *hn = o->h_n ? ag__empty_on(dev, 3, (int[]){num_layers, B, H}) : NULL;
+    ag_tensor *cn = o->c_n ? ag__empty_on(dev, 3, (int[]){num_layers, B, H}) : NULL;
     ag_tensor *outs[AG_MAX_INPUTS];
     ag_tensor *h = x;
     for (int l = 0; l < num_layers; l++) {

@@ -15,9 +15,11 @@
  * Where the denominator is 0 (a fully masked or padded query row) it is set
  * to 1, making H = 0 there with no gradient. */
 #include "vecmath.h"
+#include "../graph/device.h"
+#include "cuda/kernels.h"
 
 typedef struct {
-    int32_t *len;       /* [B] */
+    int32_t *len;       /* [B] (on the GPU, it and er, ep, zn are device memory: see mtsa_cuda) */
     int slices, per_b;  /* slices = product of the leading dims; per_b of them per example */
     ag_mtsa_score score;
     ag_real *er; /* slice i: [L,L] at i*N*N */
@@ -154,7 +156,74 @@ static void mtsa_backward_part(void *ctx, int64_t part) {
     }
 }
 
+/* ---- the GPU (ops/cuda/mtsa.cu) ----
+ * The same factorisation and the same saved arrays, but each slice's are
+ * full blocks, ER [N,N] and [ES | v ⊙ ES], [Z | Num] [N,2dh], 0 on padded
+ * queries and keys: one strided-batched GEMM then serves every length,
+ * adding exact zeros where the CPU's products over L stop. */
+
+static void mtsa_backward_cuda(ag_node *n) {
+    const mtsa_saved *sv = n->saved;
+    ag_tensor *r = n->in[0], *s = n->in[1], *v = n->in[2];
+    int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1], S = sv->slices;
+    bool identity = sv->score == AG_MTSA_IDENTITY;
+    int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
+    bool want_r = ag__wants(n, 0), want_s = ag__wants(n, 1), want_v = ag__wants(n, 2);
+    bool fresh_r = false, fresh_s = false, fresh_v = false;
+    ag_real *gr = want_r ? ag__grad_write(r, &fresh_r) : NULL;
+    ag_real *gs = want_s ? ag__grad_write(s, &fresh_s) : NULL;
+    ag_real *gv = want_v ? ag__grad_write(v, &fresh_v) : NULL;
+    if (S == 0 || N == 0) return; /* nothing to write */
+    ag_real *d = ag__cuda_arena_alloc((size_t)(S * n2 + 1) * sizeof(ag_real));
+    ag__mtsa_d_cuda(n->out->grad, n->out->data, sv->zn, sv->len, sv->per_b, d, S, N, dh);
+    if (gr) { /* dER = [dZ | dNum] [ES | v ⊙ ES]^T */
+        ag_real *der = ag__cuda_arena_alloc((size_t)(S * nn + 1) * sizeof(ag_real));
+        if (dh > 0)
+            ag__cuda_gemm_batched(false, true, N, N, 2 * dh, d, 2 * dh, n2, sv->ep, 2 * dh, n2, 0, der, N, nn, S);
+        else
+            ag__cuda_zero(der, (size_t)(S * nn) * sizeof(ag_real));
+        ag__mtsa_r_grad_cuda(der, sv->er, r->data, gr, S * nn, identity, fresh_r);
+    }
+    if ((gs || gv) && dh > 0) { /* [dES | d(v ⊙ ES)] = ER^T [dZ | dNum] */
+        ag_real *dep = ag__cuda_arena_alloc((size_t)(S * n2 + 1) * sizeof(ag_real));
+        ag__cuda_gemm_batched(true, false, N, 2 * dh, N, sv->er, N, nn, d, 2 * dh, n2, 0, dep, 2 * dh, n2, S);
+        ag__mtsa_sv_grad_cuda(dep, sv->ep, v->data, sv->len, sv->per_b, gs, gv, S, N, dh, fresh_s, fresh_v);
+    }
+    ag__cuda_check_launch(n->op);
+}
+
+static void mtsa_backward(ag_node *n);
+
+static ag_tensor *mtsa_cuda(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, int mask_slices,
+                            mtsa_saved sv) {
+    int B = r->shape[0], N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1], S = sv.slices;
+    int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
+    sv.len = ag__to_device_i32(sv.len, B);
+    sv.er = ag__cuda_arena_alloc((size_t)(S * nn + 1) * sizeof(ag_real));
+    sv.ep = ag__cuda_arena_alloc((size_t)(S * n2 + 1) * sizeof(ag_real));
+    sv.zn = ag__cuda_arena_alloc((size_t)(S * n2 + 1) * sizeof(ag_real));
+    ag_tensor *out = ag__empty_on(AG_CUDA, s->ndim, s->shape);
+    ag__mtsa_er_cuda(r->data, mask ? mask->data : NULL, mask_slices, sv.len, sv.per_b, sv.er, S, N,
+                     sv.score == AG_MTSA_IDENTITY);
+    ag__mtsa_ep_cuda(s->data, v->data, sv.len, sv.per_b, sv.ep, S, N, dh);
+    if (S > 0 && N > 0 && dh > 0) /* [Z | Num] = ER [ES | v ⊙ ES] */
+        ag__cuda_gemm_batched(false, false, N, 2 * dh, N, sv.er, N, nn, sv.ep, 2 * dh, n2, 0, sv.zn, 2 * dh, n2, S);
+    ag__mtsa_out_cuda(sv.zn, sv.len, sv.per_b, out->data, S, N, dh);
+    ag__cuda_check_launch("ag_mtsa_attention");
+    ag_node *n = ag__record("ag_mtsa_attention", mtsa_backward, out, 3, (ag_tensor *[]){r, s, v});
+    if (n) {
+        mtsa_saved *p = ag_arena_alloc(sizeof *p);
+        *p = sv;
+        n->saved = p;
+    }
+    return out;
+}
+
 static void mtsa_backward(ag_node *n) {
+    if (n->out->device == AG_CUDA) {
+        mtsa_backward_cuda(n);
+        return;
+    }
     const mtsa_saved *sv = n->saved;
     ag_tensor *r = n->in[0], *s = n->in[1], *v = n->in[2];
     int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
@@ -166,16 +235,18 @@ static void mtsa_backward(ag_node *n) {
 }
 
 /* The mask's shape must be a suffix of R's ([N,N], [h,N,N], ...), with
- * values 0 or 1 (an additive -inf mask passed by mistake is caught here). */
+ * values 0 or 1 (an additive -inf mask passed by mistake is caught here;
+ * on the GPU the values are not read: that would wait for the device,
+ * and the kernels, like the CPU, treat any nonzero as allowed). */
 static int check_mask(const ag_tensor *r, const ag_tensor *mask) {
     char sr[64], sm[64];
-    ag__check_device("ag_mtsa_attention", r, mask);
+    ag_device dev = ag__check_same_device("ag_mtsa_attention", r, mask);
     bool ok = mask->ndim >= 2 && mask->ndim <= r->ndim;
     for (int j = 0; ok && j < mask->ndim; j++) ok = mask->shape[j] == r->shape[r->ndim - mask->ndim + j];
     if (!ok)
         ag__fatal("ag_mtsa_attention", "mask %s does not fit R %s (want a suffix of R's shape, e.g. [N,N])",
                   ag_shape_str(mask, sm, sizeof sm), ag_shape_str(r, sr, sizeof sr));
-    for (int64_t k = 0; k < mask->size; k++)
+    for (int64_t k = 0; k < mask->size && dev == AG_CPU; k++)
         if (mask->data[k] != 0 && mask->data[k] != 1)
             ag__fatal("ag_mtsa_attention", "mask %s holds %g at %lld: want 0 or 1 (a multiplicative mask)",
                       ag_shape_str(mask, sm, sizeof sm), (double)mask->data[k], (long long)k);
@@ -185,8 +256,8 @@ static int check_mask(const ag_tensor *r, const ag_tensor *mask) {
 
 static void check_shapes(const ag_tensor *r, const ag_tensor *s, const ag_tensor *v) {
     char sr[64], ss[64], svv[64];
-    ag__check_device("ag_mtsa_attention", r, s);
-    ag__check_device("ag_mtsa_attention", r, v);
+    ag__check_same_device("ag_mtsa_attention", r, s);
+    ag__check_same_device("ag_mtsa_attention", r, v);
     bool ok = (r->ndim == 3 || r->ndim == 4) && r->shape[r->ndim - 1] == r->shape[r->ndim - 2] &&
               s->ndim == r->ndim && ag_same_shape(s, v);
     for (int j = 0; ok && j < r->ndim - 1; j++) ok = s->shape[j] == r->shape[j];
@@ -234,6 +305,7 @@ ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_
         if (sv.len[b] < 0 || sv.len[b] > N)
             ag__fatal("ag_mtsa_attention", "len[%d] = %d is outside [0, %d]", b, (int)sv.len[b], N);
     }
+    if (r->device == AG_CUDA) return mtsa_cuda(r, s, v, mask, mask_slices, sv);
     sv.er = ag_arena_alloc((size_t)sv.slices * N * N * sizeof(ag_real) + 1);
     sv.ep = ag_arena_alloc((size_t)sv.slices * N * 2 * dh * sizeof(ag_real) + 1);
     sv.zn = ag_arena_alloc((size_t)sv.slices * N * 2 * dh * sizeof(ag_real) + 1);

@@ -136,7 +136,7 @@ static void run_case(const op_case *c) {
     compare("forward", c->name, y_cpu, y_gpu, out->size);
     ag_backward(loss_of(dout, ag_to(w, dout->device)));
     for (int i = 0; i < c->n_in; i++) {
-        char what[24];
+        char what[24]; /* room for any int: -Wformat-truncation in debug builds */
         snprintf(what, sizeof what, "grad x%d", i);
         compare(what, c->name, g_cpu[i], in[i]->grad, in[i]->size);
         free(g_cpu[i]);
@@ -233,6 +233,7 @@ static const op_case cases[] = {
 #include "cuda_ops_tensor.inc"
 #include "cuda_ops_softmax.inc"
 #include "cuda_ops_loss.inc"
+#include "cuda_ops_seq.inc"
 
 /* Each family's table. */
 static const struct {
@@ -243,6 +244,7 @@ static const struct {
     {cases_tensor, sizeof cases_tensor / sizeof *cases_tensor},
     {cases_softmax, sizeof cases_softmax / sizeof *cases_softmax},
     {cases_loss, sizeof cases_loss / sizeof *cases_loss},
+    {cases_seq, sizeof cases_seq / sizeof *cases_seq},
 };
 
 /* ---- f64: the finite-difference gradient check of every case on the GPU:

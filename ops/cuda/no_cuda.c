@@ -128,6 +128,108 @@ void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx,
     (void)x, (void)g, (void)gx, (void)lo, (void)hi, (void)n, (void)fresh;
     UNREACHABLE("ag_clamp");
 }
+void ag__gaussian_mu_cuda(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N) {
+    (void)m, (void)len, (void)mu, (void)above, (void)B, (void)N;
+    UNREACHABLE("ag_gaussian_mu");
+}
+void ag__gaussian_mu_backward_cuda(const ag_kreal *m, const ag_kreal *mu, const ag_kreal *g, const int32_t *len,
+                                   const uint8_t *above, ag_kreal *gm, int B, int N, bool fresh) {
+    (void)m, (void)mu, (void)g, (void)len, (void)above, (void)gm, (void)B, (void)N, (void)fresh;
+    UNREACHABLE("ag_gaussian_mu");
+}
+void ag__gauss_weights_cuda(ag_kreal *w, ag_kreal *sum, const ag_kreal *mu, const ag_kreal *sigma, const int32_t *len,
+                            int B, int N, bool strict, ag_kreal eps) {
+    (void)w, (void)sum, (void)mu, (void)sigma, (void)len, (void)B, (void)N, (void)strict, (void)eps;
+    UNREACHABLE("ag_gaussian_context");
+}
+void ag__gauss_weights_backward_cuda(const ag_kreal *w, const ag_kreal *dw, const ag_kreal *sum, const ag_kreal *mu,
+                                     const ag_kreal *sigma, const int32_t *len, ag_kreal *gmu, ag_kreal *gsigma, int B,
+                                     int N, bool strict, ag_kreal eps, bool fresh_mu, bool fresh_sigma) {
+    (void)w, (void)dw, (void)sum, (void)mu, (void)sigma, (void)len, (void)gmu, (void)gsigma, (void)B, (void)N,
+        (void)strict, (void)eps, (void)fresh_mu, (void)fresh_sigma;
+    UNREACHABLE("ag_gaussian_context");
+}
+void ag__mtsa_er_cuda(const ag_kreal *r, const ag_kreal *mask, int mask_slices, const int32_t *len, int per_b,
+                      ag_kreal *er, int64_t slices, int N, bool identity) {
+    (void)r, (void)mask, (void)mask_slices, (void)len, (void)per_b, (void)er, (void)slices, (void)N, (void)identity;
+    UNREACHABLE("ag_mtsa_attention");
+}
+void ag__mtsa_ep_cuda(const ag_kreal *s, const ag_kreal *v, const int32_t *len, int per_b, ag_kreal *ep,
+                      int64_t slices, int N, int dh) {
+    (void)s, (void)v, (void)len, (void)per_b, (void)ep, (void)slices, (void)N, (void)dh;
+    UNREACHABLE("ag_mtsa_attention");
+}
+void ag__mtsa_out_cuda(const ag_kreal *zn, const int32_t *len, int per_b, ag_kreal *out, int64_t slices, int N,
+                       int dh) {
+    (void)zn, (void)len, (void)per_b, (void)out, (void)slices, (void)N, (void)dh;
+    UNREACHABLE("ag_mtsa_attention");
+}
+void ag__mtsa_d_cuda(const ag_kreal *g, const ag_kreal *out, const ag_kreal *zn, const int32_t *len, int per_b,
+                     ag_kreal *d, int64_t slices, int N, int dh) {
+    (void)g, (void)out, (void)zn, (void)len, (void)per_b, (void)d, (void)slices, (void)N, (void)dh;
+    UNREACHABLE("ag_mtsa_attention");
+}
+void ag__mtsa_r_grad_cuda(const ag_kreal *der, const ag_kreal *er, const ag_kreal *r, ag_kreal *gr, int64_t n,
+                          bool identity, bool fresh) {
+    (void)der, (void)er, (void)r, (void)gr, (void)n, (void)identity, (void)fresh;
+    UNREACHABLE("ag_mtsa_attention");
+}
+void ag__mtsa_sv_grad_cuda(const ag_kreal *dep, const ag_kreal *ep, const ag_kreal *v, const int32_t *len, int per_b,
+                           ag_kreal *gs, ag_kreal *gv, int64_t slices, int N, int dh, bool fresh_s, bool fresh_v) {
+    (void)dep, (void)ep, (void)v, (void)len, (void)per_b, (void)gs, (void)gv, (void)slices, (void)N, (void)dh,
+        (void)fresh_s, (void)fresh_v;
+    UNREACHABLE("ag_mtsa_attention");
+}
+void ag__lstm_gather_input_cuda(const ag_kreal *x, const int32_t *src, const uint8_t *kept, ag_kreal scale,
+                                ag_kreal *xin, int64_t rows, int in) {
+    (void)x, (void)src, (void)kept, (void)scale, (void)xin, (void)rows, (void)in;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_bias_rows_cuda(const ag_kreal *b_ih, const ag_kreal *b_hh, ag_kreal *gates, int64_t rows, int n4) {
+    (void)b_ih, (void)b_hh, (void)gates, (void)rows, (void)n4;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_states_before_cuda(const ag_kreal *h, const ag_kreal *c, const int32_t *prev, const int32_t *row_b,
+                                 const ag_kreal *h0, const ag_kreal *c0, ag_kreal *hprev, ag_kreal *cprev, int k0,
+                                 int rows, int H) {
+    (void)h, (void)c, (void)prev, (void)row_b, (void)h0, (void)c0, (void)hprev, (void)cprev, (void)k0, (void)rows,
+        (void)H;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_cells_forward_cuda(ag_kreal *gates, const ag_kreal *cprev, ag_kreal *c, ag_kreal *h, ag_kreal *tc,
+                                 int k0, int rows, int H) {
+    (void)gates, (void)cprev, (void)c, (void)h, (void)tc, (void)k0, (void)rows, (void)H;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_scatter_output_cuda(const ag_kreal *h, const int32_t *src, ag_kreal *out, int64_t rows, int H) {
+    (void)h, (void)src, (void)out, (void)rows, (void)H;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_final_states_cuda(const ag_kreal *h, const ag_kreal *c, const int32_t *last, const ag_kreal *h0,
+                                const ag_kreal *c0, ag_kreal *h_final, ag_kreal *c_final, int B, int H) {
+    (void)h, (void)c, (void)last, (void)h0, (void)c0, (void)h_final, (void)c_final, (void)B, (void)H;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_cells_backward_cuda(ag_kreal *dG, const ag_kreal *gates, const ag_kreal *cprev, const ag_kreal *tc,
+                                  const ag_kreal *dh, const ag_kreal *dY, ag_kreal *dc, const int32_t *src,
+                                  const int32_t *row_b, int k0, int rows, int H) {
+    (void)dG, (void)gates, (void)cprev, (void)tc, (void)dh, (void)dY, (void)dc, (void)src, (void)row_b, (void)k0,
+        (void)rows, (void)H;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_scatter_rows_cuda(const ag_kreal *dhc, const int32_t *row_b, ag_kreal *dh, int k0, int rows, int H) {
+    (void)dhc, (void)row_b, (void)dh, (void)k0, (void)rows, (void)H;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_column_sums_cuda(const ag_kreal *G, int64_t rows, int n, ag_kreal *g1, ag_kreal *g2) {
+    (void)G, (void)rows, (void)n, (void)g1, (void)g2;
+    UNREACHABLE("ag_lstm");
+}
+void ag__lstm_scatter_input_grad_cuda(const ag_kreal *dxin, const int32_t *src, const uint8_t *kept, ag_kreal scale,
+                                      ag_kreal *gx, int64_t rows, int in) {
+    (void)dxin, (void)src, (void)kept, (void)scale, (void)gx, (void)rows, (void)in;
+    UNREACHABLE("ag_lstm");
+}
 const char *ag__cuda_launch_error(void) { return ""; }
 
 /* optim/cuda/optimizer.cu */

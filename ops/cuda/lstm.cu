@@ -1,0 +1,203 @@
+/* lstm.cu - the CUDA side of ops/lstm.c: the elementwise parts of the
+ * LSTM over packed rows (see lstm_saved there: only active rows exist,
+ * time-major, step t's rows k in [off[t], off[t+1]) for the examples
+ * row_b[k] in increasing order).  The products are cuBLAS's, called from
+ * ops/lstm.c.  One thread per element of a row: every element is written
+ * by one thread, and the only sums (the bias gradient's column sums) run
+ * in row order in one thread per column, so every run gives the same bits. */
+#include "prelude.cuh"
+#include "../vecmath.h"
+
+#define FOR_ROWS(x, rows, width) AG_CUDA_FOR(x, (int64_t)(rows) * (width))
+
+/* xin[k] = x[src[k]] (src[k] = b*N + t), times the dropout scale where kept. */
+__global__ void lstm_gather_input_kernel(const ag_real *X, const int32_t *src, const uint8_t *kept, ag_real scale,
+                                         ag_real *XIN, int64_t rows, int in) {
+    FOR_ROWS(x, rows, in) {
+        int64_t k = x / in;
+        int j = (int)(x % in);
+        ag_real v = X[(int64_t)src[k] * in + j];
+        XIN[x] = kept ? (kept[x] ? scale * v : 0) : v;
+    }
+}
+
+/* Every row of gates starts as b_ih + b_hh (either may be NULL). */
+__global__ void lstm_bias_rows_kernel(const ag_real *B_IH, const ag_real *B_HH, ag_real *GATES, int64_t rows, int n4) {
+    FOR_ROWS(x, rows, n4) {
+        int j = (int)(x % n4);
+        GATES[x] = (B_IH ? B_IH[j] : 0) + (B_HH ? B_HH[j] : 0);
+    }
+}
+
+/* hprev, cprev of step rows k0.. : the row's state at t-1, or the layer's
+ * slice of h0/c0 (0 without one) at t = 0. */
+__global__ void lstm_states_before_kernel(const ag_real *Hs, const ag_real *Cs, const int32_t *prev,
+                                          const int32_t *row_b, const ag_real *H0, const ag_real *C0, ag_real *HPREV,
+                                          ag_real *CPREV, int k0, int rows, int H) {
+    FOR_ROWS(x, rows, H) {
+        int64_t k = k0 + x / H;
+        int j = (int)(x % H);
+        int64_t p = prev[k];
+        ag_real hv, cv;
+        if (p >= 0) {
+            hv = Hs[p * H + j];
+            cv = Cs[p * H + j];
+        } else {
+            int64_t at = (int64_t)row_b[k] * H + j;
+            hv = H0 ? H0[at] : 0;
+            cv = C0 ? C0[at] : 0;
+        }
+        HPREV[k * H + j] = hv;
+        CPREV[k * H + j] = cv;
+    }
+}
+
+/* ops/lstm.c's cell_row_forward, element j of row k: the gates activated
+ * in place, c, tanh(c) and h. */
+__global__ void lstm_cells_forward_kernel(ag_real *GATES, const ag_real *CPREV, ag_real *C, ag_real *Hs, ag_real *TC,
+                                          int k0, int rows, int H) {
+    FOR_ROWS(x, rows, H) {
+        int64_t k = k0 + x / H;
+        int j = (int)(x % H);
+        ag_real *a = GATES + k * 4 * H;
+        ag_real i = ag__vsigmoid(a[j]), f = ag__vsigmoid(a[H + j]), g = ag__vtanh(a[2 * H + j]),
+                o = ag__vsigmoid(a[3 * H + j]);
+        a[j] = i, a[H + j] = f, a[2 * H + j] = g, a[3 * H + j] = o;
+        ag_real cj = f * CPREV[k * H + j] + i * g, t = ag__vtanh(cj);
+        C[k * H + j] = cj;
+        TC[k * H + j] = t;
+        Hs[k * H + j] = o * t;
+    }
+}
+
+/* out[src[k]] = h[k]; the caller zeroed out (padded positions stay 0). */
+__global__ void lstm_scatter_output_kernel(const ag_real *Hs, const int32_t *src, ag_real *OUT, int64_t rows, int H) {
+    FOR_ROWS(x, rows, H) {
+        int64_t k = x / H;
+        int j = (int)(x % H);
+        OUT[(int64_t)src[k] * H + j] = Hs[x];
+    }
+}
+
+/* Each example's state after its last row, or its initial state (len 0). */
+__global__ void lstm_final_states_kernel(const ag_real *Hs, const ag_real *C, const int32_t *last, const ag_real *H0,
+                                         const ag_real *C0, ag_real *HF, ag_real *CF, int B, int H) {
+    FOR_ROWS(x, B, H) {
+        int64_t b = x / H;
+        int j = (int)(x % H);
+        int64_t k = last[b];
+        if (HF) HF[x] = k >= 0 ? Hs[k * H + j] : H0 ? H0[x] : 0;
+        if (CF) CF[x] = k >= 0 ? C[k * H + j] : C0 ? C0[x] : 0;
+    }
+}
+
+/* ops/lstm.c's cell_row_backward, element j of row k: dh and dc are by
+ * example (row_b[k]), dY [B,N,H] at row src[k]; dc is updated in place. */
+__global__ void lstm_cells_backward_kernel(ag_real *DG, const ag_real *GATES, const ag_real *CPREV, const ag_real *TC,
+                                           const ag_real *DH, const ag_real *DY, ag_real *DC, const int32_t *src,
+                                           const int32_t *row_b, int k0, int rows, int H) {
+    FOR_ROWS(x, rows, H) {
+        int64_t k = k0 + x / H;
+        int j = (int)(x % H);
+        int64_t bj = (int64_t)row_b[k] * H + j;
+        const ag_real *a = GATES + k * 4 * H;
+        ag_real *d = DG + k * 4 * H;
+        ag_real i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], tc = TC[k * H + j];
+        ag_real dht = DH[bj] + DY[(int64_t)src[k] * H + j];
+        ag_real dct = DC[bj] + dht * o * (1 - tc * tc);
+        d[j] = dct * g * i * (1 - i);
+        d[H + j] = dct * CPREV[k * H + j] * f * (1 - f);
+        d[2 * H + j] = dct * i * (1 - g * g);
+        d[3 * H + j] = dht * tc * o * (1 - o);
+        DC[bj] = dct * f;
+    }
+}
+
+/* dh[row_b[k0 + r]] = dhc[r] for the step's rows. */
+__global__ void lstm_scatter_rows_kernel(const ag_real *DHC, const int32_t *row_b, ag_real *DH, int k0, int rows,
+                                         int H) {
+    FOR_ROWS(x, rows, H) {
+        int64_t r = x / H;
+        int j = (int)(x % H);
+        DH[(int64_t)row_b[k0 + r] * H + j] = DHC[x];
+    }
+}
+
+/* Column sums of G [rows, n] in row order, added into g1 and g2 (either may be NULL). */
+__global__ void lstm_column_sums_kernel(const ag_real *G, int64_t rows, int n, ag_real *G1, ag_real *G2) {
+    AG_CUDA_FOR(j, n) {
+        ag_real sum = 0;
+        for (int64_t r = 0; r < rows; r++) sum += G[r * n + j];
+        if (G1) G1[j] += sum;
+        if (G2) G2[j] += sum;
+    }
+}
+
+/* gx[src[k]] += dxin[k], through the dropout mask where there is one.
+ * Each (b, t) is one row k at most: no two threads write one element. */
+__global__ void lstm_scatter_input_grad_kernel(const ag_real *DXIN, const int32_t *src, const uint8_t *kept,
+                                               ag_real scale, ag_real *GX, int64_t rows, int in) {
+    FOR_ROWS(x, rows, in) {
+        int64_t k = x / in;
+        int j = (int)(x % in);
+        ag_real *dst = GX + (int64_t)src[k] * in + j;
+        *dst += kept ? (kept[x] ? scale * DXIN[x] : 0) : DXIN[x];
+    }
+}
+
+#define LAUNCH(kernel, n) kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>
+
+extern "C" void ag__lstm_gather_input_cuda(const ag_real *x, const int32_t *src, const uint8_t *kept, ag_real scale,
+                                           ag_real *xin, int64_t rows, int in) {
+    if (rows * in > 0) LAUNCH(lstm_gather_input_kernel, rows * in)(x, src, kept, scale, xin, rows, in);
+}
+
+extern "C" void ag__lstm_bias_rows_cuda(const ag_real *b_ih, const ag_real *b_hh, ag_real *gates, int64_t rows,
+                                        int n4) {
+    if (rows * n4 > 0) LAUNCH(lstm_bias_rows_kernel, rows * n4)(b_ih, b_hh, gates, rows, n4);
+}
+
+extern "C" void ag__lstm_states_before_cuda(const ag_real *h, const ag_real *c, const int32_t *prev,
+                                            const int32_t *row_b, const ag_real *h0, const ag_real *c0,
+                                            ag_real *hprev, ag_real *cprev, int k0, int rows, int H) {
+    if ((int64_t)rows * H > 0)
+        LAUNCH(lstm_states_before_kernel, (int64_t)rows * H)(h, c, prev, row_b, h0, c0, hprev, cprev, k0, rows, H);
+}
+
+extern "C" void ag__lstm_cells_forward_cuda(ag_real *gates, const ag_real *cprev, ag_real *c, ag_real *h, ag_real *tc,
+                                            int k0, int rows, int H) {
+    if ((int64_t)rows * H > 0)
+        LAUNCH(lstm_cells_forward_kernel, (int64_t)rows * H)(gates, cprev, c, h, tc, k0, rows, H);
+}
+
+extern "C" void ag__lstm_scatter_output_cuda(const ag_real *h, const int32_t *src, ag_real *out, int64_t rows, int H) {
+    if (rows * H > 0) LAUNCH(lstm_scatter_output_kernel, rows * H)(h, src, out, rows, H);
+}
+
+extern "C" void ag__lstm_final_states_cuda(const ag_real *h, const ag_real *c, const int32_t *last, const ag_real *h0,
+                                           const ag_real *c0, ag_real *h_final, ag_real *c_final, int B, int H) {
+    if ((int64_t)B * H > 0 && (h_final || c_final))
+        LAUNCH(lstm_final_states_kernel, (int64_t)B * H)(h, c, last, h0, c0, h_final, c_final, B, H);
+}
+
+extern "C" void ag__lstm_cells_backward_cuda(ag_real *dG, const ag_real *gates, const ag_real *cprev,
+                                             const ag_real *tc, const ag_real *dh, const ag_real *dY, ag_real *dc,
+                                             const int32_t *src, const int32_t *row_b, int k0, int rows, int H) {
+    if ((int64_t)rows * H > 0)
+        LAUNCH(lstm_cells_backward_kernel, (int64_t)rows * H)(dG, gates, cprev, tc, dh, dY, dc, src, row_b, k0, rows,
+                                                              H);
+}
+
+extern "C" void ag__lstm_scatter_rows_cuda(const ag_real *dhc, const int32_t *row_b, ag_real *dh, int k0, int rows,
+                                           int H) {
+    if ((int64_t)rows * H > 0) LAUNCH(lstm_scatter_rows_kernel, (int64_t)rows * H)(dhc, row_b, dh, k0, rows, H);
+}
+
+extern "C" void ag__lstm_column_sums_cuda(const ag_real *G, int64_t rows, int n, ag_real *g1, ag_real *g2) {
+    if (n > 0 && (g1 || g2)) LAUNCH(lstm_column_sums_kernel, n)(G, rows, n, g1, g2);
+}
+
+extern "C" void ag__lstm_scatter_input_grad_cuda(const ag_real *dxin, const int32_t *src, const uint8_t *kept,
+                                                 ag_real scale, ag_real *gx, int64_t rows, int in) {
+    if (rows * in > 0) LAUNCH(lstm_scatter_input_grad_kernel, rows * in)(dxin, src, kept, scale, gx, rows, in);
+}

@@ -1,0 +1,171 @@
+/* mtsa.cu - the CUDA side of ops/mtsa_attn.c: MTSA's multi-dim
+ * token2token attention by the same factorisation as the CPU,
+ *
+ *     H = (ER (v ⊙ ES)) / (ER ES),   ER [N,N] and [ES | v ⊙ ES] [N,2dh] per slice,
+ *
+ * so no [N,N,dh] tensor exists here either.  The kernels below compute ER,
+ * [ES | v ⊙ ES] and the elementwise ends; the three products per slice
+ * are cuBLAS's strided-batched GEMMs (ops/mtsa_attn.c).  Each slice is a
+ * full [N,N] / [N,2dh] block, 0 on padded queries and keys, so one batched
+ * product serves every length with exact zeros where the CPU's stop at L.
+ * One thread per row, column or element: no atomics, no reductions across
+ * threads, the same bits every run. */
+#include "prelude.cuh"
+#include "../vecmath.h"
+
+__device__ static inline ag_real score_of(ag_real r, bool identity) { return identity ? r : ag__vlog_sigmoid(r); }
+
+static unsigned blocks_of(int64_t n) {
+    int64_t b = (n + AG_CUDA_THREADS - 1) / AG_CUDA_THREADS;
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+/* ER of row (slice i, query q): exp(score - max over allowed k), 0 where
+ * the mask or padding forbids; a row with no allowed key is all 0. */
+__global__ void mtsa_er_kernel(const ag_real *R, const ag_real *MASK, int mask_slices, const int32_t *len, int per_b,
+                               ag_real *ER, int64_t slices, int N, bool identity) {
+    int64_t iq = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (iq >= slices * N) return;
+    int64_t i = iq / N;
+    int q = (int)(iq % N), L = len[i / per_b];
+    const ag_real *rq = R + iq * N;
+    const ag_real *mq = MASK ? MASK + ((i % mask_slices) * N + q) * N : NULL;
+    ag_real *e = ER + iq * N;
+    int valid = q < L ? L : 0; /* a padded query has no key */
+    ag_real mx = -INFINITY;
+    for (int k = 0; k < valid; k++) {
+        e[k] = score_of(rq[k], identity);
+        if ((!mq || mq[k] != 0) && e[k] > mx) mx = e[k];
+    }
+    for (int k = 0; k < valid; k++) e[k] = !mq || mq[k] != 0 ? ag__vexp_nonpos(e[k] - mx) : 0;
+    for (int k = valid; k < N; k++) e[k] = 0;
+}
+
+/* Column l of [ES | v ⊙ ES] in slice i: ES = exp(S - max over valid k). */
+__global__ void mtsa_ep_kernel(const ag_real *S, const ag_real *V, const int32_t *len, int per_b, ag_real *EP,
+                               int64_t slices, int N, int dh) {
+    int64_t il = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (il >= slices * dh) return;
+    int64_t i = il / dh;
+    int l = (int)(il % dh), L = len[i / per_b];
+    const ag_real *s = S + i * N * dh + l, *v = V + i * N * dh + l;
+    ag_real *ep = EP + i * N * 2 * dh + l;
+    ag_real mx = -INFINITY;
+    for (int k = 0; k < L; k++) mx = s[(int64_t)k * dh] > mx ? s[(int64_t)k * dh] : mx;
+    for (int k = 0; k < N; k++) {
+        ag_real es = k < L ? ag__vexp_nonpos(s[(int64_t)k * dh] - mx) : 0;
+        ep[(int64_t)k * 2 * dh] = es;
+        ep[(int64_t)k * 2 * dh + dh] = k < L ? es * v[(int64_t)k * dh] : 0;
+    }
+}
+
+/* H = Num / Z, or Num (= 0) where Z is 0; 0 on padded queries. */
+__global__ void mtsa_out_kernel(const ag_real *ZN, const int32_t *len, int per_b, ag_real *OUT, int64_t slices, int N,
+                                int dh) {
+    int64_t n = slices * N * dh;
+    AG_CUDA_FOR(x, n) {
+        int64_t iq = x / dh, i = iq / N;
+        int l = (int)(x % dh), q = (int)(iq % N);
+        const ag_real *z = ZN + iq * 2 * dh;
+        OUT[x] = q >= len[i / per_b] ? 0 : z[l] > 0 ? z[dh + l] / z[l] : z[dh + l];
+    }
+}
+
+/* [dZ | dNum] of each query row: dNum = dH / Z, dZ = -dNum H (dNum = dH,
+ * dZ = 0 where Z was set to 1); 0 on padded queries. */
+__global__ void mtsa_d_kernel(const ag_real *G, const ag_real *OUT, const ag_real *ZN, const int32_t *len, int per_b,
+                              ag_real *D, int64_t slices, int N, int dh) {
+    int64_t n = slices * N * dh;
+    AG_CUDA_FOR(x, n) {
+        int64_t iq = x / dh, i = iq / N;
+        int l = (int)(x % dh), q = (int)(iq % N);
+        const ag_real *z = ZN + iq * 2 * dh;
+        ag_real *d = D + iq * 2 * dh;
+        if (q >= len[i / per_b]) {
+            d[l] = d[dh + l] = 0;
+            continue;
+        }
+        bool set_to_one = !(z[l] > 0);
+        ag_real dnum = set_to_one ? G[x] : G[x] / z[l];
+        d[l] = set_to_one ? 0 : -dnum * OUT[x];
+        d[dh + l] = dnum;
+    }
+}
+
+/* dR = dER ⊙ ER ⊙ sigma_t'(R) where ER is not 0 (ER is 0 on every masked
+ * or padded entry). */
+__global__ void mtsa_r_grad_kernel(const ag_real *DER, const ag_real *ER, const ag_real *R, ag_real *GR, int64_t n,
+                                   bool identity, bool fresh) {
+    AG_CUDA_FOR(x, n) {
+        ag_real e = ER[x], add = 0;
+        if (e != 0) add = identity ? DER[x] * e : DER[x] * e * ag__vsigmoid(-R[x]);
+        GR[x] = fresh ? add : GR[x] + add;
+    }
+}
+
+/* dS = (dES + d(v ⊙ ES) ⊙ v) ⊙ ES, dv = d(v ⊙ ES) ⊙ ES; 0 on padded keys
+ * (either output may be NULL). */
+__global__ void mtsa_sv_grad_kernel(const ag_real *DEP, const ag_real *EP, const ag_real *V, const int32_t *len,
+                                    int per_b, ag_real *GS, ag_real *GV, int64_t slices, int N, int dh, bool fresh_s,
+                                    bool fresh_v) {
+    int64_t n = slices * N * dh;
+    AG_CUDA_FOR(x, n) {
+        int64_t ik = x / dh, i = ik / N;
+        int l = (int)(x % dh), k = (int)(ik % N);
+        ag_real ds = 0, dv = 0;
+        if (k < len[i / per_b]) {
+            const ag_real *row = EP + ik * 2 * dh, *drow = DEP + ik * 2 * dh;
+            ag_real es = row[l];
+            ds = (drow[l] + drow[dh + l] * V[x]) * es;
+            dv = drow[dh + l] * es;
+        }
+        if (GS) GS[x] = fresh_s ? ds : GS[x] + ds;
+        if (GV) GV[x] = fresh_v ? dv : GV[x] + dv;
+    }
+}
+
+extern "C" void ag__mtsa_er_cuda(const ag_real *r, const ag_real *mask, int mask_slices, const int32_t *len, int per_b,
+                                 ag_real *er, int64_t slices, int N, bool identity) {
+    if (slices > 0 && N > 0)
+        mtsa_er_kernel<<<blocks_of(slices * N), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+            r, mask, mask_slices, len, per_b, er, slices, N, identity);
+}
+
+extern "C" void ag__mtsa_ep_cuda(const ag_real *s, const ag_real *v, const int32_t *len, int per_b, ag_real *ep,
+                                 int64_t slices, int N, int dh) {
+    if (slices > 0 && N > 0 && dh > 0)
+        mtsa_ep_kernel<<<blocks_of(slices * dh), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(s, v, len, per_b, ep, slices,
+                                                                                          N, dh);
+}
+
+extern "C" void ag__mtsa_out_cuda(const ag_real *zn, const int32_t *len, int per_b, ag_real *out, int64_t slices, int N,
+                                  int dh) {
+    int64_t n = slices * N * dh;
+    if (n > 0)
+        mtsa_out_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(zn, len, per_b, out, slices, N,
+                                                                                       dh);
+}
+
+extern "C" void ag__mtsa_d_cuda(const ag_real *g, const ag_real *out, const ag_real *zn, const int32_t *len, int per_b,
+                                ag_real *d, int64_t slices, int N, int dh) {
+    int64_t n = slices * N * dh;
+    if (n > 0)
+        mtsa_d_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, out, zn, len, per_b, d, slices,
+                                                                                     N, dh);
+}
+
+extern "C" void ag__mtsa_r_grad_cuda(const ag_real *der, const ag_real *er, const ag_real *r, ag_real *gr, int64_t n,
+                                     bool identity, bool fresh) {
+    if (n > 0)
+        mtsa_r_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(der, er, r, gr, n, identity,
+                                                                                          fresh);
+}
+
+extern "C" void ag__mtsa_sv_grad_cuda(const ag_real *dep, const ag_real *ep, const ag_real *v, const int32_t *len,
+                                      int per_b, ag_real *gs, ag_real *gv, int64_t slices, int N, int dh, bool fresh_s,
+                                      bool fresh_v) {
+    int64_t n = slices * N * dh;
+    if (n > 0)
+        mtsa_sv_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+            dep, ep, v, len, per_b, gs, gv, slices, N, dh, fresh_s, fresh_v);
+}
