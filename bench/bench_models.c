@@ -1,8 +1,14 @@
 /* bench_models.c - one full training step of every registered model at the
  * paper's size (f32): forward, backward, L2 term, the paper's optimizer.
  *
- *     bench_models [--model NAME] [--threads N] [--steps K] [--warmup W]
+ *     bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]
  *                  [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]
+ *
+ * --device cuda runs the steps on the GPU (parameters and optimizer state
+ * there, the batch copied per step as training does); each step ends with
+ * ag_sync, so its time is the GPU's work, and "accounted" memory is the
+ * device arena's high-water mark + parameters, gradients and state (GEMM
+ * columns count OpenBLAS only, so they are empty there).
  *
  * Per model it reports the median step time with its spread (quartiles,
  * min and max) over K steps after W warm-up steps, the memory, and how much
@@ -280,6 +286,8 @@ static double maxrss_mb(void) {
     return (double)ru.ru_maxrss / 1024.0; /* Linux: kilobytes */
 }
 
+static ag_device device = AG_CPU;
+
 static int bench_one(const ag_model_kind *kind, int steps, int warmup, const char *batch_dir, result *res) {
     double rss0 = maxrss_mb();
     ag_model_config cfg = bench_config(kind);
@@ -292,6 +300,10 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
     ag_batch b;
     bench_batch_make(&m, B, N, 1, &b);
     if (batch_dir) write_batch(batch_dir, &m, &b);
+    if (device == AG_CUDA) { /* after write_batch: the initial values go out from the host */
+        ag_params_to(&m.params, AG_CUDA);
+        ag_set_device(AG_CUDA);
+    }
 
     ag_optim_config oc;
     ag_optimizer opt;
@@ -312,6 +324,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         if (cfg.task == AG_TASK_LM) ag_clip_grad_norm(&m.params, 0.25); /* MODELS.md §3 */
         ag_optim_step(&opt);
         ag_step_end();
+        ag_sync(); /* the GPU's queue drained: the step's whole work is inside dt */
         double dt = now() - t0;
         if (s == -warmup) res->loss_first = value;
         res->loss_last = value;
@@ -328,7 +341,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         .gemm_gflop = (gemm.flops - before.flops) / steps / 1e9,
         .gemm_ms = 1e3 * (gemm.wall - before.wall) / steps, /* wall: at 2 threads overlapping products count once */
         .gemm_calls = (double)(gemm.calls - before.calls) / steps,
-        .arena_mb = (double)ag_memstats().arena_high / (1 << 20),
+        .arena_mb = (double)(device == AG_CUDA ? ag_memstats().device_arena_high : ag_memstats().arena_high) / (1 << 20),
         .param_mb = 2.0 * (double)numel * sizeof(ag_real) / (1 << 20),
         .optim_mb = (double)opt.n_slots * (double)numel * sizeof(ag_real) / (1 << 20),
         .rss_mb = maxrss_mb() - rss0,
@@ -365,8 +378,8 @@ static int bench_forked(const ag_model_kind *kind, int steps, int warmup, const 
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--csv FILE]\n"
-                    "                    [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]\n");
+    fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]\n"
+                    "                    [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]\n");
     exit(2);
 }
 
@@ -385,6 +398,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--csv")) csv = v;
         else if (!strcmp(a, "--batch-dir")) batch_dir = v;
+        else if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "cuda"))) device = !strcmp(v, "cuda") ? AG_CUDA : AG_CPU;
         else usage();
         i++;
     }
@@ -405,9 +419,13 @@ int main(int argc, char **argv) {
     /* The engine's pool does the parallel work (OpenBLAS runs single-threaded
      * inside it); the peak below is OpenBLAS's own threads at the same count. */
     if (threads > 0) ag_set_num_threads(threads);
-    printf("attngrad f32 training step (fwd + bwd + L2 + optimizer), median of %d steps after %d warm-up; "
+    /* CUDA is first touched in the forked children (a parent that had
+     * initialised it could not fork a child that uses it) */
+    if (device == AG_CUDA) peak = 0; /* the CPU's sgemm peak says nothing of the GPU's step */
+    printf("attngrad f32 training step (fwd + bwd + L2 + optimizer) on the %s, median of %d steps after %d warm-up; "
            "threads %d%s\n\n",
-           steps, warmup, ag_get_num_threads(), GEMM_COUNTED ? "" : "; GEMM not counted (no --wrap)");
+           ag_device_name(device), steps, warmup, ag_get_num_threads(),
+           device == AG_CUDA ? "; GEMM columns: OpenBLAS only, none here" : GEMM_COUNTED ? "" : "; GEMM not counted (no --wrap)");
     printf("| %-10s | %-6s | %9s | %8s | %-28s | %6s | %7s | %6s | %7s | %8s | %6s |\n", "model", "BxN", "params",
            "step ms", "[q1-q3] (min-max)", "GEMM", "GEMM ms", "% step", "calls", "acct MB", "rss MB");
     printf("|------------|--------|-----------|----------|------------------------------|--------|---------|--------|"

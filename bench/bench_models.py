@@ -4,6 +4,7 @@
     python3 bench/bench_models.py [--exe build/bench/bench_models] [--threads 1]
         [--steps 20] [--warmup 3] [--models mpsan,ms_san] [--csv bench/models.csv]
         [--taskset 0] [--rounds 3] [--cycles]
+    python3 bench/bench_models.py --device cuda [--modes eager,compile,cudagraphs] [--models ...]
 
 For every model attngrad registers, run build/bench/bench_models on it (one
 process per model), which writes its synthetic batch and config to a file;
@@ -32,6 +33,15 @@ per step on both sides: each side runs twice, with --warmup + 2 and with
 steady-state step (setup, imports and warm-up cancel).  Cycles are what
 the process itself ran, so the ratio of cycles hardly moves with the load
 of a shared machine, where wall times swing by 2x.
+
+--device cuda runs both sides on the GPU: bench_models --device cuda, and
+PyTorch on "cuda" in each of --modes: eager; compile (torch.compile of the
+loss, default mode); cudagraphs (torch.compile mode="reduce-overhead",
+which replays CUDA graphs).  Each step ends with a device synchronisation
+on both sides.  Memory is device memory: attngrad's accounted bytes (the
+device step arena's high-water mark + parameters, gradients, optimizer
+state) against torch.cuda.max_memory_allocated over the run.  The ratios
+are attngrad / eager and attngrad / the best mode.
 
 Prints a table with the ratio attngrad / PyTorch (below 1: attngrad is
 faster) and writes the CSV model,attngrad_ms,torch_ms,ratio,
@@ -96,6 +106,7 @@ def torch_worker(args):
     import torch_models as tm
 
     torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
     arrays, conf = read_batch(args.batch_file)
     name = conf["model"]
     batch = {k[len("batch."):]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("batch.")}
@@ -110,15 +121,27 @@ def torch_worker(args):
         cfg.layers = 0  # poslm: 0 means the paper's count
     clip = float(conf.get("clip", "0"))
     rss0 = maxrss_mb()
+    cuda = dev.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    if cuda:
+        batch = {k: v.to(dev) for k, v in batch.items()}
+        torch.cuda.reset_peak_memory_stats()
     model = tm.build(name, cfg, dtype=torch.float32)
     model.load_named({k: torch.from_numpy(v) for k, v in arrays.items() if not k.startswith("batch.")})
+    model.to(dev)
     model.train()
     opt = tm.make_optimizer(model.cfg.optim, model.parameters())
+    loss_fn = model.loss
+    if args.mode == "compile":
+        loss_fn = torch.compile(model.loss)
+    elif args.mode == "cudagraphs":
+        loss_fn = torch.compile(model.loss, mode="reduce-overhead")
     times, losses = [], []
     for s in range(-args.warmup, args.steps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
-        loss = model.loss(batch)
+        loss = loss_fn(batch)
         total = loss
         l2 = model.l2_term()
         if l2 is not None:
@@ -127,6 +150,7 @@ def torch_worker(args):
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
+        sync()
         dt = time.perf_counter() - t0
         losses.append(float(loss.detach()))
         if s >= 0:
@@ -136,7 +160,8 @@ def torch_worker(args):
     print(f"result: model={name} ms_med={q(0.5):.4f} ms_q1={q(0.25):.4f} ms_q3={q(0.75):.4f} "
           f"ms_min={times[0]:.4f} ms_max={times[-1]:.4f} rss_mb={maxrss_mb() - rss0:.2f} "
           f"loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f} "
-          f"params={sum(p.numel() for p in model.parameters())}")
+          f"params={sum(p.numel() for p in model.parameters())} mode={args.mode} "
+          f"device_mb={torch.cuda.max_memory_allocated() / 2**20 if cuda else 0:.2f}")
 
 
 def have_torch():
@@ -146,6 +171,68 @@ def have_torch():
         return True
     except ImportError:
         return False
+
+
+def main_cuda(args):
+    """Both sides on the GPU: attngrad, then PyTorch in each mode, per model."""
+    modes = [m for m in args.modes.split(",") if m]
+    torch_ok = have_torch()
+    if not torch_ok:
+        print("PyTorch (or numpy) is missing: attngrad's figures only.\n")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            run = subprocess.run([args.exe, "--model", name, "--device", "cuda", "--steps", str(args.steps),
+                                  "--warmup", str(args.warmup), "--batch-dir", tmp, "--no-peak"],
+                                 capture_output=True, text=True)
+            res = parse_result(run.stdout)
+            if run.returncode != 0 or not res:
+                print(f"{name}: bench_models --device cuda failed: {run.stderr.strip()[-600:]}", flush=True)
+                continue
+            a, t = res[0], {}
+            for mode in modes if torch_ok else []:
+                cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", os.path.join(tmp, name + ".safetensors"),
+                       "--device", "cuda", "--mode", mode, "--steps", str(args.steps), "--warmup", str(args.warmup)]
+                try:
+                    tw = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+                    tres = parse_result(tw.stdout)
+                    if tw.returncode != 0 or not tres:
+                        print(f"{name}: PyTorch {mode} failed: {tw.stderr.strip()[-400:]}", flush=True)
+                    else:
+                        t[mode] = tres[0]
+                except subprocess.TimeoutExpired:
+                    print(f"{name}: PyTorch {mode} took over {args.timeout:.0f} s, skipped", flush=True)
+            acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
+            print(f"{name}: attngrad {a['ms_med']:.2f} ms, {acct:.0f} MB; " +
+                  ", ".join(f"{m} {r['ms_med']:.2f} ms {r['device_mb']:.0f} MB" for m, r in t.items()), flush=True)
+            rows.append((name, a, t))
+    print(f"\nTraining step on the GPU, float32, median of {args.steps} steps after {args.warmup} warm-up "
+          f"(q1-q3); memory: attngrad's accounted device bytes, PyTorch's max_memory_allocated\n")
+    head = "".join(f" PyTorch {m} ms | ratio |" for m in modes)
+    print(f"| model | BxN | attngrad ms |{head} ratio to best | attngrad MB | PyTorch MB (eager) | loss first->last (ag / eager) |")
+    print("|---|---|---|" + "---|---|" * len(modes) + "---|---|---|---|")
+    csv = ["model,attngrad_ms," + ",".join(f"torch_{m}_ms" for m in modes) + ",ratio_eager,ratio_best,attngrad_mb,torch_mb"]
+    for name, a, t in rows:
+        cols, best = "", None
+        for m in modes:
+            r = t.get(m)
+            cols += f" {r['ms_med']:.2f} [{r['ms_q1']:.2f}-{r['ms_q3']:.2f}] | {a['ms_med'] / r['ms_med']:.2f} |" if r else " - | - |"
+            if r and (best is None or r["ms_med"] < best):
+                best = r["ms_med"]
+        e = t.get("eager")
+        acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
+        print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {a['ms_med']:.2f} [{a['ms_q1']:.2f}-{a['ms_q3']:.2f}] |{cols} "
+              f"{'%.2f' % (a['ms_med'] / best) if best else '-'} | {acct:.0f} | {'%.0f' % e['device_mb'] if e else '-'} "
+              f"| {a['loss_first']:.3f}->{a['loss_last']:.3f} / "
+              f"{'%.3f->%.3f' % (e['loss_first'], e['loss_last']) if e else '-'} |")
+        csv.append(f"{name},{a['ms_med']:.3f}," + ",".join(f"{t[m]['ms_med']:.3f}" if m in t else "" for m in modes) +
+                   f",{a['ms_med'] / e['ms_med'] if e else float('nan'):.3f},{a['ms_med'] / best if best else float('nan'):.3f}"
+                   f",{acct:.1f},{e['device_mb'] if e else float('nan'):.1f}")
+    if args.csv:
+        with open(args.csv, "w") as f:
+            f.write("\n".join(csv) + "\n")
+        print(f"\nwrote {args.csv}")
+    return 0
 
 
 def main():
@@ -160,11 +247,17 @@ def main():
     ap.add_argument("--taskset", default="", help="CPU list for taskset -c (both sides)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the comparison; medians over the rounds")
     ap.add_argument("--cycles", action="store_true", help="also user cycles per step on both sides (perf stat)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--modes", default="eager,compile,cudagraphs", help="PyTorch's modes on --device cuda")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds for one PyTorch run (compiling included)")
+    ap.add_argument("--mode", default="eager", help=argparse.SUPPRESS)
     ap.add_argument("--torch-worker", dest="batch_file", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.batch_file:
         torch_worker(args)
         return 0
+    if args.device == "cuda":
+        return main_cuda(args)
 
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

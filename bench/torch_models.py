@@ -393,11 +393,11 @@ class DualAxial(NamedModel):
             present = ((batch["bigrams"] != 0) & valid)[..., None].to(self.dtype)
             x = x + p["bigram.weight"][batch["bigrams"]] * present
         # text axis: weights zeta[q,k] valid(k), scaled by 1/len
-        gap = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).abs().to(self.dtype)
+        gap = (torch.arange(L, device=x.device)[:, None] - torch.arange(L, device=x.device)[None, :]).abs().to(self.dtype)
         zeta = 1.0 / torch.log(math.e * gap + math.e)
         kv = valid[:, None, :].to(self.dtype)                                           # [B,1,L]
         key_weights = kv if "no_zeta" in self.cfg.flags else zeta[None] * kv
-        key_mask = torch.zeros(B, 1, L, dtype=self.dtype).masked_fill(~valid[:, None, :], NEG_INF)
+        key_mask = torch.zeros(B, 1, L, dtype=self.dtype, device=x.device).masked_fill(~valid[:, None, :], NEG_INF)
         inv_len = 1.0 / lengths.clamp(min=1).to(self.dtype)[:, None, None]
         ht = self.axial(x, "text", key_mask, key_weights) * inv_len
         if self.feature_axis:
@@ -466,7 +466,7 @@ class PosLM(NamedModel):
         m = F.relu(g @ p["pos.w_mu"] + p["pos.b_mu"])                                  # [B,N,3]
         sigma = torch.sigmoid(g @ p["pos.w_sigma"] + p["pos.b_sigma"])[..., 0]         # [B,N]
         length = lengths.to(self.dtype)[:, None]
-        t = torch.arange(N, dtype=self.dtype)[None, :]
+        t = torch.arange(N, dtype=self.dtype, device=h.device)[None, :]
         # mu_t = max(m_t . [mu_{t-1}, 1/len, (t+1)/len], t/len); a tie goes to the floor
         mu_prev, mus = h.new_zeros(B), []
         for i in range(N):
@@ -479,7 +479,7 @@ class PosLM(NamedModel):
         # gamma[t,i] = exp(-(i/len - mu_t)^2 / (2 sigma_t^2 + 1e-3)) over i <= t (strict: i < t)
         pos = t / length                                                                # [B,N(i)]
         gamma = torch.exp(-(pos[:, None, :] - mu[:, :, None]) ** 2 / (2 * sigma[:, :, None] ** 2 + 1e-3))
-        ti = torch.arange(N)
+        ti = torch.arange(N, device=h.device)
         window = ti[None, :] < ti[:, None] if "strict" in self.cfg.flags else ti[None, :] <= ti[:, None]
         gamma = gamma * window[None].to(self.dtype)
         gamma = gamma / gamma.sum(-1, keepdim=True).clamp(min=1e-12)
@@ -671,7 +671,7 @@ class MTSA(NamedModel):
         q, k = self.drop(v) @ w("wq"), self.drop(v) @ w("wk")
         R = q @ k.transpose(-1, -2) / math.sqrt(dh)
         S = self.drop(F.relu(self.drop(v) @ w("ws1") + w("bs1"))) @ w("ws2") + w("bs2")
-        ti = torch.arange(N)
+        ti = torch.arange(N, device=x.device)
         allowed = ti[None, :] < ti[:, None] if c < self.cfg.heads // 2 else ti[None, :] > ti[:, None]
         H = self.attention(R, S, v, allowed, valid)
         g = torch.sigmoid(self.drop(torch.cat([v, H], -1)) @ w("wg") + w("bg"))
