@@ -12,6 +12,12 @@
 #
 # Each failing test prints its op, shapes and worst difference, so one run
 # says what to fix.  Logs stay in build-gpu/meson-logs/.
+#
+#     bash tools/gpu-check.sh [--quick] [--bench MODES]
+# --quick: the GPU tests and the CLI's (whose --device cuda trains), not the
+# whole suite; --bench MODES: then bench/bench_models.py --device cuda with
+# PyTorch in MODES (eager,compile,cudagraphs), its table into
+# build-gpu/bench-cuda.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deps=.gpu-deps
@@ -23,6 +29,15 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   exit 0
 fi
 
+quick=0 bench=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=1 ;;
+    --bench) bench=$2; shift ;;
+    *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 t0=$(date +%s)
 say() { echo "gpu-check [$(( $(date +%s) - t0 ))s] $*"; }
 
@@ -64,7 +79,10 @@ if [ ! -f build-gpu/build.ninja ]; then
   meson setup build-gpu -Dcuda=enabled -Dgpu_arch="${cap:-90}" >build-gpu.setup.log 2>&1 ||
     { cat build-gpu.setup.log; echo "gpu-check: 0 passed, 1 failed, 0 skipped"; exit 1; }
 fi
-if ! ninja -C build-gpu >build-gpu.ninja.log 2>&1; then
+targets=()
+[ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
+  tests/test_cuda_train_f32 tests/test_train tools/attngrad tools/attngrad-f64 bench/bench_models)
+if ! ninja -C build-gpu "${targets[@]}" >build-gpu.ninja.log 2>&1; then
   grep -E "error|FAILED" build-gpu.ninja.log | head -40
   echo "gpu-check: 0 passed, 1 failed, 0 skipped"
   exit 1
@@ -74,16 +92,37 @@ say "built"
 # -- the GPU tests first (their output in full: ops, shapes, differences),
 # then the whole suite on this build --
 fails=0
+# each test's whole output in build-gpu/<test>.log; here its failures (the
+# CHECK lines name op, shapes and worst difference) and its summary
+gpass=0 gskip=0
 for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 test_cuda_train_f32; do
   say "== $t"
-  build-gpu/tests/$t 2>&1 | tail -80
-  rc=${PIPESTATUS[0]}
-  [ "$rc" -eq 77 ] && say "$t SKIPPED: it found no usable GPU"
-  [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && fails=$((fails + 1))
+  build-gpu/tests/$t >build-gpu/$t.log 2>&1
+  rc=$?
+  grep -E "CHECK|FAIL|attngrad:|SKIP|Abort|Segmentation" build-gpu/$t.log | head -60
+  tail -n 2 build-gpu/$t.log
+  if [ "$rc" -eq 77 ]; then say "$t SKIPPED: it found no usable GPU"; gskip=$((gskip + 1))
+  elif [ "$rc" -ne 0 ]; then say "$t FAILED (exit $rc)"; fails=$((fails + 1))
+  else gpass=$((gpass + 1)); fi
 done
-say "== the whole suite on the CUDA build"
-meson test -C build-gpu --num-processes 8 --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped):" | grep -v " OK " 
-read -r p f s < <(python3 tools/testlog-counts.py build-gpu/meson-logs/testlog.json || echo "0 1 0")
+if [ $quick = 1 ]; then
+  say "== the CLI's tests (--device cuda trains there)"
+  (cd build-gpu && AG_DATA_DIR= ../tests/test_cli.sh tools/attngrad tools/attngrad-f64 tests/test_train) >build-gpu/test_cli.log 2>&1
+  rc=$?
+  grep -E "FAIL" build-gpu/test_cli.log | head -20
+  tail -n 1 build-gpu/test_cli.log
+  if [ "$rc" -ne 0 ]; then fails=$((fails + 1)); else gpass=$((gpass + 1)); fi
+  p=$gpass f=$fails s=$gskip
+else
+  say "== the whole suite on the CUDA build"
+  meson test -C build-gpu --num-processes 8 --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped):" | grep -v " OK "
+  read -r p f s < <(python3 tools/testlog-counts.py build-gpu/meson-logs/testlog.json || echo "0 1 0")
+fi
+if [ -n "$bench" ]; then
+  say "== bench_models.py --device cuda --modes $bench"
+  python3 bench/bench_models.py --exe build-gpu/bench/bench_models --device cuda --modes "$bench" \
+    --csv build-gpu/bench-cuda.csv 2>&1 | tee build-gpu/bench-cuda.md
+fi
 echo "gpu-check: $p passed, $f failed, $s skipped"
 [ "$f" -eq 0 ]
 rc=$?
