@@ -170,6 +170,8 @@ def lstm(x, lengths, layers, keep_between=1.0, training=False):
     H = layers[0][1].shape[0]
     packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
     weights = [t for (w_ih, w_hh, b_ih, b_hh) in layers for t in (w_ih.t(), w_hh.t(), b_ih, b_hh)]
+    if x.is_cuda:  # cuDNN's LSTM wants contiguous weights; the copy's gradient reaches the parameter
+        weights = [t.contiguous() for t in weights]
     h0 = x.new_zeros(len(layers), B, H)
     out, _, _ = torch._VF.lstm(packed.data, packed.batch_sizes, (h0, h0), weights, True, len(layers),
                                1.0 - keep_between, training, False)
@@ -555,7 +557,8 @@ class MSSAN(NamedModel):
         for h in range(self.HEADS):
             direction = "past_incl" if h < 3 else "future_incl"
             kind = "none" if no_dist else ("word", "tree", "none")[h % 3]
-            m = position_mask(N, direction, dist="word" if kind == "word" else "none", weight=1.5, dtype=self.dtype)
+            m = position_mask(N, direction, dist="word" if kind == "word" else "none", weight=1.5, dtype=self.dtype,
+                              device=lengths.device)
             out.append(m - 1.5 * tree_dist.to(self.dtype) if kind == "tree" else m.expand(B, N, N))
         return torch.stack(out, 1) + padding_mask(lengths, N, self.dtype)[:, None]
 

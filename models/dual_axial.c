@@ -106,13 +106,11 @@ static ag_tensor *embed_input(const dual_axial *p, const ag_batch *b, int L) {
 /* The constant that multiplies softplus(s[q,k]) on the text axis:
  * zeta[q,k] * valid(k) as [B,L,L], or valid(k) alone as [B,1,L]. */
 static ag_tensor *text_key_weights(const int32_t *lengths, int B, int L, bool zeta) {
-    if (!zeta) return ag_reshape(ag_valid_mask(lengths, B, L), 3, (int[]){B, 1, L});
-    const ag_real *z = ag_mask_attenuation(M_E, M_E, L)->data; /* 1 / ln(e|q-k| + e), cached */
-    ag_tensor *w = ag_tensor_new_host(3, (int[]){B, L, L});
-    for (int i = 0; i < B; i++)
-        for (int q = 0; q < L; q++)
-            for (int k = 0; k < L && k < lengths[i]; k++) w->data[((int64_t)i * L + q) * L + k] = z[q * L + k];
-    return ag_to(w, ag_get_device());
+    ag_tensor *valid = ag_reshape(ag_valid_mask(lengths, B, L), 3, (int[]){B, 1, L});
+    if (!zeta) return valid;
+    /* 1 / ln(e|q-k| + e), cached on the current device, times valid(k): an
+     * op, not a loop over the mask's values (on a GPU they are not the host's) */
+    return ag_mul(ag_reshape(ag_mask_attenuation(M_E, M_E, L), 3, (int[]){1, L, L}), valid);
 }
 
 /* The light multi-dimensional self-attention on rows x[B,n,m] (n items of m

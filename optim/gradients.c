@@ -42,21 +42,24 @@ static double sum_blocks(const double *block_sq, int64_t blocks) {
 }
 
 /* A GPU array's block sums come back to the host: the one wait of a
- * clipped step (the clip decision is the host's). */
-static double sum_squares_cuda(const ag_real *x, int64_t n) {
+ * clipped step (the clip decision is the host's).  Added to *acc one block
+ * at a time, or summed first (acc NULL): each as its CPU caller does. */
+static double sum_squares_cuda(const ag_real *x, int64_t n, double *acc) {
     int64_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
     size_t bytes = (size_t)blocks * sizeof(double);
     double *dev = ag__cuda_arena_alloc(bytes), stack[64], *host = blocks <= 64 ? stack : ag_arena_alloc(bytes);
     ag__sum_squares_blocks_cuda(x, n, dev);
     ag__cuda_check_launch("gradient norm");
     ag__cuda_copy(host, AG_CPU, dev, AG_CUDA, bytes);
-    return sum_blocks(host, blocks);
+    if (!acc) return sum_blocks(host, blocks);
+    for (int64_t b = 0; b < blocks; b++) *acc += host[b];
+    return *acc;
 }
 
 static double sum_squares(const ag_real *x, int64_t n, ag_device dev) {
     int64_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
     if (blocks == 0) return 0;
-    if (dev == AG_CUDA) return sum_squares_cuda(x, n);
+    if (dev == AG_CUDA) return sum_squares_cuda(x, n, NULL);
     double stack[64];
     grad_job j = {.x = x, .n = n, .block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double))};
     ag__parallel_range(blocks, 16, block_squares, &j);
@@ -190,7 +193,7 @@ double ag_l2_penalty(ag_params *ps, double gamma) {
         int64_t blocks = (p->size + SQ_BLOCK - 1) / SQ_BLOCK;
         if (blocks == 0) continue;
         if (p->device == AG_CUDA) { /* the squares of w, then the gradient's term: as the CPU's l2_range */
-            sq += sum_squares_cuda(p->data, p->size);
+            sum_squares_cuda(p->data, p->size, &sq);
             ag__axpy_cuda((ag_real)gamma, p->data, p->grad, p->size);
             ag__cuda_check_launch("ag_l2_penalty");
             continue;
