@@ -173,8 +173,10 @@ def lstm(x, lengths, layers, keep_between=1.0, training=False):
     if x.is_cuda:  # cuDNN's LSTM wants contiguous weights; the copy's gradient reaches the parameter
         weights = [t.contiguous() for t in weights]
     h0 = x.new_zeros(len(layers), B, H)
+    # cuDNN runs backward only in training mode, which without dropout is the same computation
+    train = training or (x.is_cuda and keep_between >= 1.0)
     out, _, _ = torch._VF.lstm(packed.data, packed.batch_sizes, (h0, h0), weights, True, len(layers),
-                               1.0 - keep_between, training, False)
+                               1.0 - keep_between, train, False)
     out = nn.utils.rnn.PackedSequence(out, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
     return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=N)[0]
 
