@@ -141,6 +141,8 @@ def torch_worker(args):
         sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
+        if args.mode == "cudagraphs":  # a new step: the graph may reuse its outputs' memory
+            torch.compiler.cudagraph_mark_step_begin()
         loss = loss_fn(batch)
         total = loss
         l2 = model.l2_term()
