@@ -3,7 +3,7 @@
  * an op's backward produced, and the first inf or NaN stops the program
  * (ag__fatal: a handler, or ag_try, sees it) naming the op, its shapes and
  * the model's line.  Off, ag__record and the sweep pay one branch each. */
-#include "internal.h"
+#include "device.h"
 
 bool ag__anomaly_on;
 
@@ -15,11 +15,10 @@ bool ag_anomaly(bool on) {
 
 bool ag_anomaly_enabled(void) { return ag__anomaly_on; }
 
-/* The first element of x[0..n) that is inf or NaN, or -1. */
-static int64_t first_nonfinite(const ag_real *x, int64_t n) {
-    for (int64_t i = 0; x && i < n; i++)
-        if (!isfinite(x[i])) return i;
-    return -1;
+/* The first inf or NaN of t's values (or gradient), or -1: a GPU tensor's
+ * are read back, which is why anomaly mode is slow there. */
+static int64_t first_nonfinite(const ag_tensor *t, bool grad, double *value) {
+    return ag__first_nonfinite(grad ? t->grad : t->data, t->size, t->device, value);
 }
 
 /* "[2,3] and [3]" for an op's inputs. */
@@ -39,15 +38,15 @@ static void input_shapes(ag_tensor *const *in, int n_in, char *buf, size_t n) {
  * the checked ops (a constant mask's -inf, the caller's data) and passing
  * it on is not this op's anomaly. */
 void ag__anomaly_forward(const char *op, const ag_tensor *out, int n_in, ag_tensor *const *in) {
-    if (out->device != AG_CPU) return; /* the GPU's values stay there: anomaly mode checks CPU ops so far */
-    int64_t at = first_nonfinite(out->data, out->size);
+    double v = 0, ignored;
+    int64_t at = first_nonfinite(out, false, &v);
     if (at < 0) return;
     for (int i = 0; i < n_in; i++)
-        if (in[i] && (in[i]->device != AG_CPU || first_nonfinite(in[i]->data, in[i]->size) >= 0)) return;
+        if (in[i] && first_nonfinite(in[i], false, &ignored) >= 0) return;
     char so[64], si[256];
     input_shapes(in, n_in, si, sizeof si);
     ag__fatal(op, "anomaly mode: the output %s holds %g at element %lld, from finite inputs %s",
-              ag_shape_str(out, so, sizeof so), isnan(out->data[at]) ? NAN : (double)out->data[at], (long long)at, si);
+              ag_shape_str(out, so, sizeof so), v, (long long)at, si);
 }
 
 /* After node n's backward: the gradients it wrote into its inputs.  The
@@ -56,15 +55,15 @@ void ag__anomaly_forward(const char *op, const ag_tensor *out, int n_in, ag_tens
 void ag__anomaly_backward(const ag_node *n) {
     for (int i = 0; i < n->n_in; i++) {
         const ag_tensor *x = n->in[i];
-        if (!x || !x->requires_grad || !x->grad || x->device != AG_CPU) continue;
-        int64_t at = first_nonfinite(x->grad, x->size);
+        if (!x || !x->requires_grad || !x->grad) continue;
+        double v = 0;
+        int64_t at = first_nonfinite(x, true, &v);
         if (at < 0) continue;
         char sx[64], si[256];
         input_shapes(n->in, n->n_in, si, sizeof si);
         ag_set_callsite(n->file, n->line); /* the op's line in the model, not the backward's caller */
         ag__fatal(n->op, "anomaly mode: backward made the gradient of input %d %s%s%s hold %g at element %lld "
                   "(inputs %s)", i + 1, ag_shape_str(x, sx, sizeof sx),
-                  x->name ? ", parameter " : "", x->name ? x->name : "", isnan(x->grad[at]) ? NAN : (double)x->grad[at],
-                  (long long)at, si);
+                  x->name ? ", parameter " : "", x->name ? x->name : "", v, (long long)at, si);
     }
 }

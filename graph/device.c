@@ -55,6 +55,20 @@ int32_t *ag__to_device_i32(const int32_t *host, int64_t n) {
     return d;
 }
 
+int64_t ag__first_nonfinite(const ag_real *x, int64_t n, ag_device dev, double *value) {
+    ag_real *host = NULL;
+    if (dev == AG_CUDA && n > 0) {
+        host = ag_malloc((size_t)n * sizeof(ag_real));
+        ag__cuda_copy(host, AG_CPU, x, AG_CUDA, (size_t)n * sizeof(ag_real));
+        x = host;
+    }
+    int64_t at = -1;
+    for (int64_t j = 0; x && j < n && at < 0; j++)
+        if (!isfinite(x[j])) at = j, *value = isnan(x[j]) ? NAN : (double)x[j]; /* "nan", not "-nan" */
+    ag_free(host);
+    return at;
+}
+
 /* ---- ag_to: a copy, whose gradient is copied back and added ---- */
 
 static void to_backward(ag_node *n) {

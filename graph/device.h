@@ -93,6 +93,10 @@ int32_t *ag__to_device_i32(const int32_t *host, int64_t n);
  * and the copy freed with the writer (graph/safetensors.c). */
 void ag__st_add_real(ag_st_writer *w, const char *name, int ndim, const int *shape, const ag_real *data,
                      ag_device dev);
+/* The first element of x[0..n) on dev that is inf or NaN (its value in
+ * *value), or -1.  A GPU array is scanned in a host copy: for error paths
+ * and anomaly mode, not steady-state steps. */
+int64_t ag__first_nonfinite(const ag_real *x, int64_t n, ag_device dev, double *value);
 /* For ops that have a CUDA implementation: a and b (may be NULL) on the
  * same device, which is returned; mixing is fatal, naming both devices. */
 ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_tensor *b);

@@ -111,28 +111,12 @@ double ag_params_norm(const ag_params *ps) {
     return sqrt(sq);
 }
 
-/* The first non-finite element of x, or -1; a GPU array is scanned in a
- * host copy (only after a norm said one is there: not a steady-state path). */
-static int64_t first_nonfinite(const ag_real *x, int64_t n, ag_device dev, double *value) {
-    ag_real *host = NULL;
-    if (dev == AG_CUDA) {
-        host = ag_malloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real));
-        ag__cuda_copy(host, AG_CPU, x, AG_CUDA, (size_t)n * sizeof(ag_real));
-        x = host;
-    }
-    int64_t at = -1;
-    for (int64_t j = 0; j < n && at < 0; j++)
-        if (!isfinite(x[j])) at = j, *value = x[j];
-    ag_free(host);
-    return at;
-}
-
 ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at) {
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
         const ag_real *x = grads ? p->grad : p->data;
         double v;
-        int64_t j = x ? first_nonfinite(x, p->size, p->device, &v) : -1;
+        int64_t j = x ? ag__first_nonfinite(x, p->size, p->device, &v) : -1; /* after a norm said one is there */
         if (j >= 0) {
             if (at) *at = j;
             return p;
@@ -153,7 +137,7 @@ static ag_status nonfinite(const ag_params *ps, bool grads, double norm) {
     if (!p) return ag__fail(AG_ERR_NONFINITE, "the global %s is %g", what, norm);
     char shape[64];
     double v = 0;
-    first_nonfinite(grads ? p->grad : p->data, p->size, p->device, &v);
+    ag__first_nonfinite(grads ? p->grad : p->data, p->size, p->device, &v);
     if (isnan(v)) v = NAN;
     return ag__fail(AG_ERR_NONFINITE, "the global %s is %g: %s'%s' %s holds %g at element %lld", what, norm,
                     grads ? "the gradient of " : "parameter ", p->name ? p->name : "?", ag_shape_str(p, shape, sizeof shape),
