@@ -267,6 +267,7 @@ typedef struct {
     double gemm_gflop, gemm_ms, gemm_calls;  /* per step */
     double arena_mb, param_mb, optim_mb, rss_mb;
     double loss_first, loss_last;
+    double waits; /* per step: times the host waited for the GPU */
 } result;
 
 static int cmp_double(const void *a, const void *b) {
@@ -313,8 +314,9 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
     }
     double *ms = malloc(sizeof(double) * (size_t)steps);
     gemm_stats before = gemm;
+    int64_t waits0 = 0;
     for (int s = -warmup; s < steps; s++) {
-        if (s == 0) before = gemm, shapes_on = want_shapes;
+        if (s == 0) before = gemm, shapes_on = want_shapes, waits0 = ag_memstats().device_waits;
         double t0 = now();
         ag_params_zero_grad(&m.params);
         ag_tensor *loss = ag_model_loss(&m, &b, true);
@@ -346,6 +348,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         .optim_mb = (double)opt.n_slots * (double)numel * sizeof(ag_real) / (1 << 20),
         .rss_mb = maxrss_mb() - rss0,
         .loss_first = res->loss_first, .loss_last = res->loss_last,
+        .waits = (double)(ag_memstats().device_waits - waits0) / steps,
     };
     free(ms);
     ag_optim_free(&opt);
@@ -473,14 +476,16 @@ int main(int argc, char **argv) {
                names[i], r->arena_mb, r->param_mb, r->optim_mb, rate);
         if (pk > 0) printf(" (%.0f%% of peak); whole step %.1f GFLOP/s of GEMM work (%.0f%% of peak)", 100 * rate / pk,
                            r->gemm_gflop / (r->ms_med / 1e3), 100 * r->gemm_gflop / (r->ms_med / 1e3) / pk);
-        printf("; loss %.4f -> %.4f\n", r->loss_first, r->loss_last);
+        printf("; loss %.4f -> %.4f", r->loss_first, r->loss_last);
+        if (device == AG_CUDA) printf("; the host waited for the GPU %.1f times a step", r->waits);
+        printf("\n");
         /* one line per model for bench_models.py */
         printf("result: model=%s B=%d N=%d params=%lld ms_med=%.4f ms_q1=%.4f ms_q3=%.4f ms_min=%.4f ms_max=%.4f "
                "gemm_gflop=%.6f gemm_ms=%.4f gemm_calls=%.0f arena_mb=%.3f param_mb=%.3f optim_mb=%.3f rss_mb=%.2f "
-               "loss_first=%.6f loss_last=%.6f peak_gflops=%.2f\n",
+               "loss_first=%.6f loss_last=%.6f peak_gflops=%.2f waits=%.1f\n",
                names[i], r->B, r->N, (long long)r->params, r->ms_med, r->ms_q1, r->ms_q3, r->ms_min, r->ms_max,
                r->gemm_gflop, r->gemm_ms, r->gemm_calls, r->arena_mb, r->param_mb, r->optim_mb, r->rss_mb,
-               r->loss_first, r->loss_last, pk);
+               r->loss_first, r->loss_last, pk, r->waits);
     }
     return failed;
 }

@@ -205,7 +205,7 @@ def main_cuda(args):
                 except subprocess.TimeoutExpired:
                     print(f"{name}: PyTorch {mode} took over {args.timeout:.0f} s, skipped", flush=True)
             acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
-            print(f"{name}: attngrad {a['ms_med']:.2f} ms, {acct:.0f} MB; " +
+            print(f"{name}: attngrad {a['ms_med']:.2f} ms, {acct:.0f} MB, {a.get('waits', 0):.0f} host waits a step; " +
                   ", ".join(f"{m} {r['ms_med']:.2f} ms {r['device_mb']:.0f} MB" for m, r in t.items()), flush=True)
             rows.append((name, a, t))
     print(f"\nTraining step on the GPU, float32, median of {args.steps} steps after {args.warmup} warm-up "

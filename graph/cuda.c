@@ -5,6 +5,8 @@
 #include "device.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #ifdef AG_HAVE_CUDA
 
@@ -28,6 +30,7 @@ static cudaStream_t stream;
 static cublasHandle_t blas;
 static int ready = -1; /* -1 not asked yet, 0 no, 1 yes */
 static char why_not[256];
+static void wait_stream(void); /* cudaStreamSynchronize, counted */
 
 static void versions(char *buf, size_t n) {
     int drv = 0, rt = 0;
@@ -141,11 +144,88 @@ void *ag__cuda_arena_alloc(size_t bytes) {
 size_t ag__cuda_arena_high(void) { return arena.high; }
 
 void ag_sync(void) {
-    if (stream) CUDA_OK(cudaStreamSynchronize(stream));
+    if (stream) wait_stream();
+}
+
+/* ---- uploads through pinned staging: a copy to the GPU never waits ----
+ * The host may change a buffer as soon as a copy of it returns.  Waiting
+ * for the stream to make that safe (a pageable cudaMemcpyAsync does so in
+ * effect) stops the host at every upload of ids, lengths or a mask until
+ * the GPU has run everything queued before it, so the host's launches never
+ * overlap the GPU's work.  Uploads up to STAGED_MAX bytes go instead through
+ * pinned staging memory: copied there on the host, read by the DMA later,
+ * in stream order.  Two staging arenas alternate by step; before one is
+ * reused the host waits for the event recorded at the end of the step that
+ * last filled it, two steps back, so the GPU may run up to a step behind.
+ * Larger copies (parameters, checkpoints) wait as before.
+ * AG_CUDA_SYNC_UPLOADS=1 makes every upload wait, to measure the
+ * difference. */
+enum { STAGED_MAX = 4 << 20 };
+
+static void *pinned_chunk(size_t bytes, void *ctx) {
+    (void)ctx;
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void pinned_release(void *p, void *ctx) {
+    (void)ctx;
+    cudaFreeHost(p);
+}
+
+static ag__bump staging[2] = {
+    {.alloc = pinned_chunk, .release = pinned_release, .align = 64, .min_chunk = (size_t)1 << 20},
+    {.alloc = pinned_chunk, .release = pinned_release, .align = 64, .min_chunk = (size_t)1 << 20},
+};
+static cudaEvent_t staging_done[2];
+static int staging_cur, sync_uploads = -1;
+static int64_t host_waits; /* the host stopped until the GPU caught up */
+
+int64_t ag__cuda_host_waits(void) { return host_waits; }
+
+static void wait_stream(void) {
+    host_waits++;
+    CUDA_OK(cudaStreamSynchronize(stream));
+}
+
+/* false: not staged (too large, switched off, or no pinned memory): the
+ * caller copies and waits. */
+static bool stage_upload(void *dst, const void *src, size_t bytes) {
+    if (sync_uploads < 0) {
+        const char *e = getenv("AG_CUDA_SYNC_UPLOADS");
+        sync_uploads = e && *e == '1';
+    }
+    if (sync_uploads || bytes > STAGED_MAX) return false;
+    void *p = ag__bump_alloc(&staging[staging_cur], bytes);
+    if (!p) return false;
+    memcpy(p, src, bytes);
+    CUDA_OK(cudaMemcpyAsync(dst, p, bytes, cudaMemcpyHostToDevice, stream));
+    return true;
+}
+
+/* The step's end: this step's staging is done with once the GPU reaches
+ * here; the other arena's copies were queued a step earlier. */
+static void next_staging(void) {
+    if (!staging_done[0]) {
+        CUDA_OK(cudaEventCreateWithFlags(&staging_done[0], cudaEventDisableTiming));
+        CUDA_OK(cudaEventCreateWithFlags(&staging_done[1], cudaEventDisableTiming));
+    }
+    CUDA_OK(cudaEventRecord(staging_done[staging_cur], stream));
+    staging_cur ^= 1;
+    if (staging[staging_cur].n) {
+        if (cudaEventQuery(staging_done[staging_cur]) == cudaErrorNotReady) host_waits++;
+        CUDA_OK(cudaEventSynchronize(staging_done[staging_cur]));
+        ag__bump_reset(&staging[staging_cur]);
+    }
 }
 
 void ag__cuda_arena_reset(void) {
     if (arena.n) ag__bump_reset(&arena);
+    if (ready == 1) next_staging();
 }
 
 void ag__cuda_arena_mark(size_t *pos, int *chunk) { ag__bump_mark(&arena, pos, chunk); }
@@ -155,6 +235,10 @@ void ag__cuda_shutdown(void) {
     if (ready != 1) return;
     cudaStreamSynchronize(stream);
     ag__bump_release_all(&arena);
+    ag__bump_release_all(&staging[0]);
+    ag__bump_release_all(&staging[1]);
+    if (staging_done[0]) cudaEventDestroy(staging_done[0]), cudaEventDestroy(staging_done[1]);
+    staging_done[0] = staging_done[1] = NULL;
     cublasDestroy(blas);
     cudaStreamDestroy(stream);
     ready = -1;
@@ -167,9 +251,10 @@ void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_
     need_device("copy");
     enum cudaMemcpyKind kind = dst_dev == AG_CUDA ? (src_dev == AG_CUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                                   : (src_dev == AG_CUDA ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    if (kind == cudaMemcpyHostToDevice && stage_upload(dst, src, bytes)) return;
     CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
     /* the host reads or reuses its buffer right after: wait for this copy */
-    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToDevice) CUDA_OK(cudaStreamSynchronize(stream));
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToDevice) wait_stream();
 }
 
 void ag__cuda_zero(void *p, size_t bytes) {
@@ -236,6 +321,7 @@ void *ag__cuda_arena_alloc(size_t bytes) {
 }
 void ag__cuda_arena_reset(void) {}
 size_t ag__cuda_arena_high(void) { return 0; }
+int64_t ag__cuda_host_waits(void) { return 0; }
 void ag_sync(void) {}
 void ag__cuda_arena_mark(size_t *pos, int *chunk) { *pos = 0, *chunk = 0; }
 void ag__cuda_arena_rewind(size_t pos, int chunk) { (void)pos, (void)chunk; }

@@ -48,6 +48,7 @@ void ag__cuda_free(void *p);
 void *ag__cuda_arena_alloc(size_t bytes);
 void ag__cuda_arena_reset(void);
 size_t ag__cuda_arena_high(void); /* the most bytes a step has taken */
+int64_t ag__cuda_host_waits(void); /* times the host waited for the GPU (reads, ag_sync, a staging arena) */
 void ag__cuda_arena_mark(size_t *pos, int *chunk);
 void ag__cuda_arena_rewind(size_t pos, int chunk);
 void ag__cuda_shutdown(void);

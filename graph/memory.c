@@ -362,5 +362,6 @@ void ag__arena_shutdown(void) { arena_free_all(); }
 ag_mem_stats ag_memstats(void) {
     ag_mem_stats s = stats;
     s.device_arena_high = ag__cuda_arena_high();
+    s.device_waits = ag__cuda_host_waits();
     return s;
 }

@@ -246,6 +246,7 @@ typedef struct {
     size_t arena_bytes;     /* capacity of the step arena */
     size_t arena_high;      /* most bytes a step has used */
     size_t device_arena_high; /* the same for the GPU's step arena (CUDA) */
+    int64_t device_waits;     /* times the host waited for the GPU: value reads, ag_sync (CUDA) */
 } ag_mem_stats;
 ag_mem_stats ag_memstats(void);
 
