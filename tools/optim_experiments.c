@@ -57,6 +57,7 @@ typedef struct {
     const char *out, *sched;
     task_options task;             /* the MLP's */
     const registered_setup *setup; /* --model's: data and config shared by every run */
+    ag_device device;              /* --device: where each run's parameters and steps live */
 } settings;
 
 typedef struct {
@@ -144,11 +145,12 @@ static void *mlp_create(const settings *s, ag_rng *rng, ag_params **params) {
 static int mlp_train_size(void *self) { return ((mlp *)self)->o.n_train; }
 
 static ag_tensor *mlp_logits(mlp *m, const int *rows, int first, int n) {
-    ag_tensor *x = ag_tensor_new(2, (int[]){n, m->o.dim});
+    ag_tensor *x = ag_tensor_new_host(2, (int[]){n, m->o.dim}); /* the batch's rows, then where the step runs */
     for (int i = 0; i < n; i++) {
         int r = rows ? rows[i] : first + i;
         memcpy(x->data + (size_t)i * m->o.dim, m->x + (size_t)r * m->o.dim, sizeof(ag_real) * (size_t)m->o.dim);
     }
+    x = ag_to(x, ag_get_device());
     ag_tensor *pre = ag_linear(x, m->w1, m->b1);
     return ag_linear(m->o.relu ? ag_relu(pre) : ag_tanh(pre), m->w2, m->b2);
 }
@@ -171,8 +173,9 @@ static int mlp_evaluate(void *self, double *loss, double *accuracy) {
         ag_mark_t mark = ag_mark();
         ag_tensor *logits = mlp_logits(m, NULL, first, n);
         sum += n * (double)ag_item(ag_cross_entropy(logits, m->y + first, -1));
+        const ag_real *values = ag_host_values(logits);
         for (int i = 0; i < n; i++) {
-            const ag_real *row = logits->data + (size_t)i * m->o.classes;
+            const ag_real *row = values + (size_t)i * m->o.classes;
             int best = 0;
             for (int c = 1; c < m->o.classes; c++)
                 if (row[c] > row[best]) best = c;
@@ -321,12 +324,17 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
     ag_rng_seed(&rng, s->seed);
     ag_rng_seed(&order, s->seed + 0x9e3779b97f4a7c15ULL);
     void *self = model->create(s, &rng, &ps);
+    if (s->device == AG_CUDA) { /* before the optimizer: its state follows the parameters */
+        ag_params_to(ps, AG_CUDA);
+        ag_set_device(AG_CUDA);
+    }
     ag_optimizer opt;
     ag_scheduler sched;
     ag_sched_config sc;
     if (ag_optim_init(&opt, ps, &r->cfg) || ag_sched_parse(s->sched, &sc) || ag_sched_init(&sched, &sc)) {
         fprintf(stderr, "optim_experiments: %s\n", ag_errmsg());
         model->destroy(self);
+        ag_set_device(AG_CPU);
         return 1;
     }
     const int n = model->train_size(self), per_epoch = (n + s->batch - 1) / s->batch;
@@ -412,6 +420,7 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
     free(perm);
     ag_optim_free(&opt);
     model->destroy(self);
+    ag_set_device(AG_CPU);
     return rc ? 1 : 0;
 }
 
@@ -487,6 +496,7 @@ static void usage(FILE *f) {
             "  --linear         linear y axis for the loss plots (log by default)\n"
             "  --out PREFIX     output prefix (optim)\n"
             "  --threads N      the engine's threads (0: one per core, the default)\n"
+            "  --device D       cpu (default) or cuda: each run's parameters, optimizer and steps on the GPU\n"
             "  --max-minutes M  time for the whole comparison: each optimizer stops after M / count minutes\n"
             "                   (at a step's end; that epoch is evaluated where it stopped)\n"
             "  --plugin FILE    first option(s): load the model kinds a shared object registers\n"
@@ -638,7 +648,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--smooth")) ok = parse_number(a, v, 0, 0.9999, &s.smooth);
         else if (!strcmp(a, "--threads")) ok = parse_number(a, v, 0, 1024, &threads);
         else if (!strcmp(a, "--max-minutes")) ok = parse_number(a, v, 0, 1e9, &minutes);
-        else if (!strcmp(a, "--plugin")) {
+        else if (!strcmp(a, "--device") && v && (!strcmp(v, "cpu") || !strcmp(v, "cuda"))) {
+            s.device = !strcmp(v, "cuda") ? AG_CUDA : AG_CPU;
+            char why[256];
+            if (s.device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
+                fprintf(stderr, "optim_experiments: --device cuda: %s\n", why);
+                return 2;
+            }
+        } else if (!strcmp(a, "--plugin")) {
             fprintf(stderr, "optim_experiments: --plugin comes before every other option\n");
             ok = false;
         }
