@@ -3,8 +3,12 @@
  * f's output is projected on a fixed random direction r, so one scalar
  * <f(x), r> exercises every output element with a distinct weight; a bug
  * that swaps or drops output elements cannot cancel out.  The projection is
- * summed in double so the check measures the op, not the check. */
-#include "internal.h"
+ * summed in double so the check measures the op, not the check.
+ *
+ * Inputs and outputs may live on the GPU: values are read back and single
+ * elements written through copies, slow and exact (f64 checks of the CUDA
+ * code run so). */
+#include "device.h"
 
 #include <stdio.h>
 
@@ -20,9 +24,28 @@ ag_gradcheck_opts ag_gradcheck_defaults(void) {
 }
 
 static double project(const ag_tensor *out, const double *r) {
+    const ag_real *x = out->data;
+    if (out->device == AG_CUDA) { /* in the host arena: eval_projected rewinds it */
+        ag_real *host = ag_arena_alloc((size_t)out->size * sizeof(ag_real));
+        ag_tensor_read(out, host);
+        x = host;
+    }
     double s = 0;
-    for (int64_t i = 0; i < out->size; i++) s += (double)out->data[i] * r[i];
+    for (int64_t i = 0; i < out->size; i++) s += (double)x[i] * r[i];
     return s;
+}
+
+/* Element j of t's values (or gradient), on either device. */
+static ag_real get(const ag_real *p, ag_device dev, int64_t j) {
+    ag_real v;
+    if (dev == AG_CUDA) ag__cuda_copy(&v, AG_CPU, p + j, AG_CUDA, sizeof v);
+    else v = p[j];
+    return v;
+}
+
+static void set(ag_real *p, ag_device dev, int64_t j, ag_real v) {
+    if (dev == AG_CUDA) ag__cuda_copy(p + j, AG_CUDA, &v, AG_CPU, sizeof v);
+    else p[j] = v;
 }
 
 static double eval_projected(ag_forward_fn f, void *ctx, const double *r, int64_t out_size) {
@@ -41,8 +64,9 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
 
     for (int i = 0; i < n; i++) {
         if (!wrt[i]->requires_grad) ag__fatal("gradcheck", "input %d does not require grad", i);
-        if (wrt[i]->persistent) memset(wrt[i]->grad, 0, (size_t)wrt[i]->size * sizeof(ag_real));
-        else wrt[i]->grad = NULL;
+        if (!wrt[i]->persistent) wrt[i]->grad = NULL;
+        else if (wrt[i]->device == AG_CUDA) ag__cuda_zero(wrt[i]->grad, (size_t)wrt[i]->size * sizeof(ag_real));
+        else memset(wrt[i]->grad, 0, (size_t)wrt[i]->size * sizeof(ag_real));
     }
 
     /* Analytic pass: backward seeded with the projection direction. */
@@ -63,9 +87,15 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += wrt[i]->size;
     double *analytic = ag_malloc((size_t)(total ? total : 1) * sizeof *analytic);
-    for (int i = 0, off = 0; i < n; off += (int)wrt[i]->size, i++)
-        for (int64_t j = 0; j < wrt[i]->size; j++)
-            analytic[off + j] = wrt[i]->grad ? (double)wrt[i]->grad[j] : 0.0;
+    for (int i = 0, off = 0; i < n; off += (int)wrt[i]->size, i++) {
+        const ag_real *g = wrt[i]->grad;
+        if (g && wrt[i]->device == AG_CUDA) {
+            ag_real *host = ag_arena_alloc((size_t)wrt[i]->size * sizeof(ag_real)); /* rewound below */
+            ag__cuda_copy(host, AG_CPU, g, AG_CUDA, (size_t)wrt[i]->size * sizeof(ag_real));
+            g = host;
+        }
+        for (int64_t j = 0; j < wrt[i]->size; j++) analytic[off + j] = g ? (double)g[j] : 0.0;
+    }
     ag_rewind(m);
     for (int i = 0; i < n; i++)
         if (!wrt[i]->persistent) wrt[i]->grad = NULL;
@@ -77,12 +107,12 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
         int64_t stride = 1;
         if (o.max_checks > 0 && t->size > o.max_checks) stride = (t->size + o.max_checks - 1) / o.max_checks;
         for (int64_t j = 0; j < t->size; j += stride) {
-            ag_real orig = t->data[j];
-            t->data[j] = orig + (ag_real)o.eps;
+            ag_real orig = get(t->data, t->device, j);
+            set(t->data, t->device, j, orig + (ag_real)o.eps);
             double plus = eval_projected(f, ctx, r, out_size);
-            t->data[j] = orig - (ag_real)o.eps;
+            set(t->data, t->device, j, orig - (ag_real)o.eps);
             double minus = eval_projected(f, ctx, r, out_size);
-            t->data[j] = orig;
+            set(t->data, t->device, j, orig);
             double num = (plus - minus) / (2 * o.eps);
             double ana = analytic[off + j];
             double err = fabs(ana - num);

@@ -14,6 +14,8 @@
  *     an optimizer carries it on - the test holds f32 to 1e-2 and reports
  *     the drift it saw);
  *   - anomaly mode names an op that makes a NaN on the GPU;
+ *   - (f64) every model variant's gradient check by central differences with
+ *     its parameters on the GPU (16 elements a parameter);
  * Tolerances: optimizer steps are the same expressions on the same values
  * (no FMA contraction on either side), so f64 1e-14 and f32 1e-6 relative
  * leave room only for a compiler's different but exact rewriting; model
@@ -388,6 +390,38 @@ static void tracking_case(const variant *v) {
     free_run(&g);
 }
 
+#ifdef AG_REAL_DOUBLE
+/* The finite-difference check of a model whose parameters are on the GPU:
+ * ag_gradcheck reads and writes their elements through copies. */
+static ag_tensor *gc_loss(void *ctx) {
+    model_run *r = ctx;
+    return ag_model_loss(&r->m, &r->b, false);
+}
+
+static void gradcheck_model_case(const variant *v) {
+    model_run g = {.dev = GPU};
+    if (!init_model(&g, v)) return;
+    ag_params_to(&g.m.params, GPU);
+    ag_set_device(GPU);
+    double worst = 0;
+    for (int i = 0; i < g.m.params.count; i++) {
+        ag_tensor *p = g.m.params.items[i];
+        if (!p->requires_grad) continue;
+        ag_gradcheck_opts o = ag_gradcheck_defaults();
+        o.max_checks = 16;
+        ag_gradcheck_result r = ag_gradcheck(gc_loss, &g, &p, 1, &o);
+        worst = check_worst(worst, r.max_rel_err);
+        CHECK(r.ok, "%s on the GPU: gradcheck of %s: element %lld analytic %.12g numeric %.12g", v->label, p->name,
+              (long long)r.worst_index, r.analytic, r.numeric);
+        ag_step_end();
+    }
+    ag_set_device(AG_CPU);
+    printf("%-20s gradcheck on the GPU: %d parameters, worst rel err %.2e\n", v->label, g.m.params.count, worst);
+    ag_params_to(&g.m.params, AG_CPU);
+    free_run(&g);
+}
+#endif
+
 /* Anomaly mode reads a GPU op's output back and names the op. */
 static ag_tensor *anomaly_x;
 static void log_of_negative(void *ctx) {
@@ -434,6 +468,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) model_case(&variants[i]);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) tracking_case(&variants[i]);
     anomaly_case();
+#ifdef AG_REAL_DOUBLE
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) gradcheck_model_case(&variants[i]);
+#endif
     ag_shutdown();
     return check_summary("test_cuda_train");
 }
