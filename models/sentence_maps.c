@@ -72,7 +72,7 @@ static int output_base(const char *out, const char *model, char *base, size_t n,
  * head h of map w [1,Nq,Nk] or [1,h,Nq,Nk], copied contiguous into dst. */
 static void cut(const ag_tensor *w, int h, int n_rows, int n_cols, ag_real *dst) {
     int Nq = w->shape[w->ndim - 2], Nk = w->shape[w->ndim - 1];
-    const ag_real *src = w->data + (int64_t)h * Nq * Nk;
+    const ag_real *src = ag_host_values(w) + (int64_t)h * Nq * Nk; /* a GPU map read back */
     for (int r = 0; r < n_rows; r++)
         memcpy(dst + (int64_t)r * n_cols, src + (int64_t)r * Nk, sizeof *dst * (size_t)n_cols);
 }

@@ -39,6 +39,7 @@ static const char *check_device(const char *v);
 #define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
 enum {
     TR = AG_CMD_TRAIN, EV = AG_CMD_EVAL, PR = AG_CMD_PREDICT, DU = AG_CMD_DUMP, GC = AG_CMD_GRADCHECK,
+    HM = AG_CMD_HEATMAP,
     SIZE_CMDS = TR | DU | GC, DATA_CMDS = TR | EV,
 };
 #define BIG 2147483647.0
@@ -100,7 +101,7 @@ static const opt_def opts[] = {
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop after N optimizer steps (CV: per fold)", NULL},
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command)", NULL},
     {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
-    {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU | GC, false, "D",
+    {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU | GC | HM, false, "D",
      "where the steps run: cpu (default) or cuda (the first GPU; a build with CUDA)", check_device},
     {"out", O_STR, F(out), 0, 0, TR | DU, false, "DIR", "run folder (dump-step: the file)", NULL},
     {"init", O_STR, F(init), 0, 0, TR, false, "FILE",
