@@ -10,7 +10,7 @@
  * tensors whose gradient is zero in exact arithmetic (a bias under a
  * softmax, a shift it cannot see): they hold rounding noise, 1e-18 beside
  * parameters of 0.1, which no summation order reproduces.  The metadata "step" and "rng" (the dropout generator) must be
- * equal.  Prints the worst tensor; exit 0 when all agree, 1 if not, 2 on a
+ * equal, or absent from both (dump-step files: parameters, grad.*, loss).  Prints the worst tensor; exit 0 when all agree, 1 if not, 2 on a
  * bad file. */
 #include <attngrad.h>
 
@@ -46,7 +46,7 @@ static void element_i64(const ag_st_tensor *t, int64_t k, int64_t *out) {
 
 static int fail_meta(const ag_st_file *a, const ag_st_file *b, const char *key) {
     const char *x = ag_st_meta(a, key), *y = ag_st_meta(b, key);
-    if (x && y && !strcmp(x, y)) return 0;
+    if (x && y ? !strcmp(x, y) : !x && !y) return 0; /* the same, or in neither (a dump-step file) */
     printf("metadata %s differs: %s against %s\n", key, x ? x : "(none)", y ? y : "(none)");
     return 1;
 }

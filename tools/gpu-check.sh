@@ -81,7 +81,7 @@ if [ ! -f build-gpu/build.ninja ]; then
 fi
 targets=()
 [ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
-  tests/test_cuda_train_f32 tests/test_train tools/attngrad tools/attngrad-f64 bench/bench_models)
+  tests/test_cuda_train_f32 tests/test_train tests/st_compare tools/attngrad tools/attngrad-f64 bench/bench_models)
 if ! ninja -C build-gpu "${targets[@]}" >build-gpu.ninja.log 2>&1; then
   grep -E "error|FAILED" build-gpu.ninja.log | head -40
   echo "gpu-check: 0 passed, 1 failed, 0 skipped"
@@ -112,6 +112,13 @@ if [ $quick = 1 ]; then
   grep -E "FAIL" build-gpu/test_cli.log | head -20
   tail -n 1 build-gpu/test_cli.log
   if [ "$rc" -ne 0 ]; then fails=$((fails + 1)); else gpass=$((gpass + 1)); fi
+  say "== dump-step on the GPU against the CPU, every model"
+  tests/test_cuda_dump.sh build-gpu/tools/attngrad build-gpu/tools/attngrad-f64 build-gpu/tests/st_compare \
+    >build-gpu/test_cuda_dump.log 2>&1
+  rc=$?
+  grep -E "FAIL|SKIP" build-gpu/test_cuda_dump.log | head -20
+  tail -n 1 build-gpu/test_cuda_dump.log
+  if [ "$rc" -eq 77 ]; then gskip=$((gskip + 1)); elif [ "$rc" -ne 0 ]; then fails=$((fails + 1)); else gpass=$((gpass + 1)); fi
   p=$gpass f=$fails s=$gskip
 else
   say "== the whole suite on the CUDA build"
