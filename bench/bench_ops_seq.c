@@ -111,7 +111,8 @@ typedef struct {
 
 static void lstm_setup(void *p, ag_rng *r) {
     lstm_ctx *c = p;
-    c->x = input(3, (int[]){c->B, c->N, c->I}, r, -1, 1); /* as when x comes from an embedding: dx is part of the work */
+    /* a leaf, as when x comes from an embedding: dx is part of the work */
+    c->x = input(3, (int[]){c->B, c->N, c->I}, r, -1, 1);
 }
 
 static ag_tensor *lstm_forward(void *p) {

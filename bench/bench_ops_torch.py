@@ -143,7 +143,8 @@ def torch_numbers(reps, threads, device="cpu"):
 
     def padded_softmax():
         valid = torch.arange(N, device=dev)[None, :] < lengths[:, None]
-        pad = torch.zeros(B, 1, N, N, device=dev).masked_fill(~(valid[:, None, :, None] & valid[:, None, None, :]), float("-inf"))
+        pad = torch.zeros(B, 1, N, N, device=dev).masked_fill(~(valid[:, None, :, None] & valid[:, None, None, :]),
+                                                              float("-inf"))
         p = torch.softmax(scores * scale + mask + pad, -1)
         return torch.nan_to_num(p)  # padded query rows: all -inf
 

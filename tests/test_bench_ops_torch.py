@@ -18,7 +18,8 @@ import sys
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-spec = importlib.util.spec_from_file_location("bench_ops_torch", os.path.join(HERE, "..", "bench", "bench_ops_torch.py"))
+spec = importlib.util.spec_from_file_location("bench_ops_torch",
+                                              os.path.join(HERE, "..", "bench", "bench_ops_torch.py"))
 bot = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bot)
 
