@@ -6,7 +6,14 @@
  * warm and nothing is allocated.  Inputs are parameters (persistent).
  * Wall time (fwd, fwd+bwd) and process CPU time (fwd+bwd cpu) are given.
  *
- *     ./build/bench/bench_ops_attn [reps]
+ *     ./build/bench/bench_ops_attn [reps] [--device cpu|cuda]
+ *
+ * --device cuda: the inputs are drawn on the host as on the CPU, then moved
+ * once (ag_params_to) and the masks made on the GPU's side (ag_set_device);
+ * the forward and the backward each end with ag_sync(), so each time is the
+ * GPU's work (fwd+bwd includes the one wait between them; the cpu column is
+ * then the host's, waits included).  It adds a row the CPU table does not
+ * have: ag_mtsa_attention at MTSA's 2 heads of 150.
  *
  * Threads: the engine's pool (AG_NUM_THREADS, else OMP_NUM_THREADS, else one
  * per core; ag_set_num_threads), which runs the parallel loops and cuts the
@@ -20,6 +27,7 @@
 #include <time.h>
 
 enum { B = 64, N = 64, D = 300, H = 6, DH = D / H, MIX = 5 };
+enum { MTSA_H = 2, MTSA_DH = D / MTSA_H }; /* MTSA's heads: one PAST, one FUTURE */
 
 static double clock_ms(clockid_t clock) {
     struct timespec ts;
@@ -37,8 +45,10 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static ag_device device = AG_CPU;
 static ag_params params;
 static ag_tensor *scores, *q, *k, *v, *x;
+static ag_tensor *mtsa_r, *mtsa_s, *mtsa_v, *mtsa_mask;
 static ag_tensor *mix_z, *mix_src[MIX];
 static ag_tensor *head_mask;
 static ag_mask_spec specs[H];
@@ -86,6 +96,12 @@ static ag_tensor *run_mha_core(void) { /* split, fused attention, merge: the MS-
     return ag_merge_heads(ag_attention(s, s, s, head_mask, 1 / sqrt(DH), NULL));
 }
 
+/* MTSA's multi-dim token2token attention, padded batch: R [B,2,N,N], S and
+ * v [B,2,N,150], the {0,1} direction masks [2,N,N]. */
+static ag_tensor *run_mtsa(void) {
+    return ag_mtsa_attention(mtsa_r, mtsa_s, mtsa_v, mtsa_mask, lengths, AG_MTSA_LOG_SIGMOID);
+}
+
 /* ---- timing ---- */
 
 typedef struct {
@@ -97,18 +113,29 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
+/* d(out), a fixed pattern, made once per row where the op runs: a GPU
+ * backward reads it in place (a host array would be copied over each time). */
+static ag_tensor *make_seed(ag_params *seeds, const ag_tensor *out) {
+    ag_tensor *seed = ag_param(seeds, "seed", out->ndim, out->shape);
+    for (int64_t j = 0; j < seed->size; j++) seed->data[j] = (ag_real)((j % 13) - 6) / 6;
+    ag_params_to(seeds, device);
+    return seed;
+}
+
+/* ag_sync(): the GPU's queued work is inside the time (on the CPU it
+ * returns at once). */
 static timing measure(ag_tensor *(*f)(void), int reps) {
     double *tf = malloc((size_t)reps * 3 * sizeof *tf), *tb = tf + reps, *tc = tb + reps;
-    ag_real *seed = NULL;
+    ag_params seeds = {0};
+    ag_tensor *seed = NULL;
     for (int i = -3; i < reps; i++) { /* 3 warm-up runs grow the arena to size */
         double c0 = cpu_ms(), t0 = now_ms();
         ag_tensor *out = f();
+        ag_sync();
         double t1 = now_ms();
-        if (!seed) {
-            seed = malloc((size_t)out->size * sizeof *seed);
-            for (int64_t j = 0; j < out->size; j++) seed[j] = (ag_real)((j % 13) - 6) / 6;
-        }
-        ag_backward_seeded(out, seed);
+        if (!seed) seed = make_seed(&seeds, out);
+        ag_backward_seeded_tensor(out, seed);
+        ag_sync();
         double t2 = now_ms(), c2 = cpu_ms();
         ag_step_end();
         if (i >= 0) {
@@ -119,13 +146,29 @@ static timing measure(ag_tensor *(*f)(void), int reps) {
     }
     timing t = {median(tf, reps), median(tb, reps), median(tc, reps)};
     free(tf);
-    free(seed);
+    ag_params_free(&seeds);
     return t;
 }
 
+static void usage(void) {
+    fprintf(stderr, "usage: bench_ops_attn [reps] [--device cpu|cuda]\n");
+    exit(2);
+}
+
 int main(int argc, char **argv) {
-    int reps = argc > 1 ? atoi(argv[1]) : 21;
+    int reps = 21;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) device = AG_CUDA, i++;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) device = AG_CPU, i++;
+        else if (argv[i][0] != '-') reps = atoi(argv[i]);
+        else usage();
+    }
     if (reps < 1) reps = 1;
+    char why[256];
+    if (device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
+        fprintf(stderr, "bench_ops_attn: --device cuda: %s\n", why);
+        return 1;
+    }
     ag_rng r;
     ag_rng_seed(&r, 1);
     scores = param("scores", 4, (int[]){B, H, N, N}, &r, 3.0);
@@ -139,6 +182,20 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "mix_s%d", g);
         mix_src[g] = param(name, 3, (int[]){B, N, D}, &r, 1.0);
     }
+    mtsa_r = param("mtsa_r", 4, (int[]){B, MTSA_H, N, N}, &r, 1.0);
+    mtsa_s = param("mtsa_s", 4, (int[]){B, MTSA_H, N, MTSA_DH}, &r, 1.0);
+    mtsa_v = param("mtsa_v", 4, (int[]){B, MTSA_H, N, MTSA_DH}, &r, 1.0);
+    mtsa_mask = ag_param(&params, "mtsa_mask", 3, (int[]){MTSA_H, N, N});
+    for (int qi = 0; qi < N; qi++) /* head 0: PAST (k < q), head 1: FUTURE (k > q), as models/mtsa.c */
+        for (int ki = 0; ki < N; ki++) {
+            mtsa_mask->data[(int64_t)qi * N + ki] = ki < qi;
+            mtsa_mask->data[(int64_t)(N + qi) * N + ki] = ki > qi;
+        }
+    ag_param_freeze(mtsa_mask); /* a constant */
+    if (device == AG_CUDA) { /* drawn on the host, moved once; the masks below are made for the GPU */
+        ag_params_to(&params, AG_CUDA);
+        ag_set_device(AG_CUDA);
+    }
 
     /* MS-SAN's heads: PAST_INCL / FUTURE_INCL with word distance on heads 0
      * and 3 (the tree-distance heads use word distance here). */
@@ -150,13 +207,14 @@ int main(int argc, char **argv) {
     for (int b = 0; b < B; b++) len[b] = N - (b * 7) % (N / 2);
     lengths = len;
 
-    printf("attention ops, f32: B=%d N=%d d=%d h=%d (d_head %d), median of %d runs, %d threads\n", B, N, D, H, DH,
-           reps, ag_get_num_threads());
+    printf("attention ops, f32%s: B=%d N=%d d=%d h=%d (d_head %d), median of %d runs, %d threads\n",
+           device == AG_CUDA ? " on cuda" : "", B, N, D, H, DH, reps, ag_get_num_threads());
     printf("%-52s %8s %11s %15s\n", "op", "fwd ms", "fwd+bwd ms", "fwd+bwd cpu ms");
-    struct {
+    typedef struct {
         const char *name;
         ag_tensor *(*f)(void);
-    } rows[] = {
+    } row;
+    const row rows[] = {
         {"masked_softmax [B,h,N,N] + mask [h,N,N]", run_masked_softmax},
         {"masked_softmax + ag_mask_batch [B,h,N,N] (padded)", run_masked_softmax_padded},
         {"attention fused  Q,K,V [B,h,N,dh], mask [h,N,N]", run_fused},
@@ -165,8 +223,11 @@ int main(int argc, char **argv) {
         {"split + fused attention + merge", run_mha_core},
         {"softmax_mix 5 sources [B,N,5d] -> [B,N,d]", run_mix},
         {"softmax mixture composed: concat, softmax, mul, sum", run_mix_composed},
+        /* GPU only: the CPU table (bench/README.md) was measured without it */
+        {"mtsa_attention R [B,2,N,N], S,v [B,2,N,150], lengths", run_mtsa},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    size_t n_rows = sizeof rows / sizeof rows[0] - (device == AG_CPU);
+    for (size_t i = 0; i < n_rows; i++) {
         timing t = measure(rows[i].f, reps);
         printf("%-52s %8.3f %11.3f %15.3f\n", rows[i].name, t.fwd, t.fwd_bwd, t.fwd_bwd_cpu);
     }

@@ -4,7 +4,12 @@
  * repeated runs (after warm-up, so the arena has grown and no step mallocs)
  * and the GEMM work per second.
  *
- *     ./build/bench/bench_ops_seq [repeats]
+ *     ./build/bench/bench_ops_seq [repeats] [--device cpu|cuda]
+ *
+ * --device cuda: the weights move there once (ag_params_to), each step's
+ * inputs are drawn on the host and copied there before the timed part
+ * (ag_to), and each timed run ends with ag_sync(), so its time is the GPU's
+ * work.
  *
  * Threads: the engine's pool (AG_NUM_THREADS, else OMP_NUM_THREADS, else one
  * per core; ag_set_num_threads), which runs the parallel loops and cuts the
@@ -13,7 +18,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+static ag_device device = AG_CPU;
 
 static double now(void) {
     struct timespec ts;
@@ -35,6 +43,16 @@ static void fill(ag_tensor *t, ag_rng *r, double lo, double hi) {
     for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(lo + (hi - lo) * ag_rng_uniform(r));
 }
 
+/* A step's input: drawn on the host, put on the bench's device (a CPU
+ * tensor stays itself), and a leaf whose gradient is part of the work. */
+static ag_tensor *input(int ndim, const int *shape, ag_rng *r, double lo, double hi) {
+    ag_tensor *t = ag_tensor_new_host(ndim, shape);
+    fill(t, r, lo, hi);
+    t = ag_to(t, device);
+    t->requires_grad = true;
+    return t;
+}
+
 /* One benchmarked workload: build its inputs, run forward (and backward). */
 typedef struct {
     const char *name;
@@ -45,10 +63,12 @@ typedef struct {
 } workload;
 
 /* Backward is seeded with d(out) = 1 directly: a loss reduction would time
- * the reduction, not the op. */
-static ag_real *ones(int64_t n) {
-    ag_real *s = malloc((size_t)n * sizeof *s);
-    for (int64_t i = 0; i < n; i++) s[i] = 1;
+ * the reduction, not the op.  The seed lives where the op runs, made once,
+ * so a GPU backward does not copy it over each time. */
+static ag_tensor *ones_like(ag_params *seeds, const ag_tensor *out) {
+    ag_tensor *s = ag_param(seeds, "seed", out->ndim, out->shape);
+    for (int64_t i = 0; i < s->size; i++) s->data[i] = 1;
+    ag_params_to(seeds, device);
     return s;
 }
 
@@ -56,16 +76,18 @@ static void bench(const workload *w, int repeats) {
     ag_rng r;
     ag_rng_seed(&r, 1);
     double *fwd = malloc((size_t)repeats * sizeof *fwd), *both = malloc((size_t)repeats * sizeof *both);
-    ag_real *seed = NULL;
+    ag_params seeds = {0};
+    ag_tensor *seed = NULL;
     for (int pass = 0; pass < 2; pass++) /* pass 0: forward only; pass 1: forward + backward */
         for (int i = -3; i < repeats; i++) {  /* 3 warm-up runs */
             w->setup(w->ctx, &r);
             double t0 = now();
             ag_tensor *out = w->forward(w->ctx);
             if (pass) {
-                if (!seed) seed = ones(out->size);
-                ag_backward_seeded(out, seed);
+                if (!seed) seed = ones_like(&seeds, out);
+                ag_backward_seeded_tensor(out, seed);
             }
+            ag_sync(); /* the GPU's queued work inside dt (on the CPU it returns at once) */
             double dt = now() - t0;
             ag_step_end();
             if (i >= 0) (pass ? both : fwd)[i] = dt;
@@ -76,7 +98,7 @@ static void bench(const workload *w, int repeats) {
            1e3 * (fb - f), 1e3 * fmin, 1e3 * fbmin, (w->gflop_fwd + w->gflop_bwd) / fb);
     free(fwd);
     free(both);
-    free(seed);
+    ag_params_free(&seeds);
 }
 
 /* ---- LSTM ---- */
@@ -89,9 +111,8 @@ typedef struct {
 
 static void lstm_setup(void *p, ag_rng *r) {
     lstm_ctx *c = p;
-    c->x = ag_tensor_new(3, (int[]){c->B, c->N, c->I});
-    fill(c->x, r, -1, 1);
-    c->x->requires_grad = true; /* as when x comes from an embedding: dx is part of the work */
+    /* a leaf, as when x comes from an embedding: dx is part of the work */
+    c->x = input(3, (int[]){c->B, c->N, c->I}, r, -1, 1);
 }
 
 static ag_tensor *lstm_forward(void *p) {
@@ -108,13 +129,9 @@ typedef struct {
 
 static void gauss_setup(void *p, ag_rng *r) {
     gauss_ctx *c = p;
-    c->h = ag_tensor_new(3, (int[]){c->B, c->N, c->H});
-    c->mu = ag_tensor_new(2, (int[]){c->B, c->N});
-    c->sigma = ag_tensor_new(2, (int[]){c->B, c->N});
-    fill(c->h, r, -1, 1);
-    fill(c->mu, r, 0, 1);
-    fill(c->sigma, r, 0.05, 0.5);
-    c->h->requires_grad = c->mu->requires_grad = c->sigma->requires_grad = true;
+    c->h = input(3, (int[]){c->B, c->N, c->H}, r, -1, 1);
+    c->mu = input(2, (int[]){c->B, c->N}, r, 0, 1);
+    c->sigma = input(2, (int[]){c->B, c->N}, r, 0.05, 0.5);
 }
 
 static ag_tensor *gauss_forward(void *p) {
@@ -122,9 +139,25 @@ static ag_tensor *gauss_forward(void *p) {
     return ag_gaussian_context(c->h, c->mu, c->sigma, NULL, false, 1e-3, NULL);
 }
 
+static void usage(void) {
+    fprintf(stderr, "usage: bench_ops_seq [repeats] [--device cpu|cuda]\n");
+    exit(2);
+}
+
 int main(int argc, char **argv) {
-    int repeats = argc > 1 ? atoi(argv[1]) : 20;
+    int repeats = 20;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) device = AG_CUDA, i++;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) device = AG_CPU, i++;
+        else if (argv[i][0] != '-') repeats = atoi(argv[i]);
+        else usage();
+    }
     if (repeats < 1) repeats = 1;
+    char why[256];
+    if (device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
+        fprintf(stderr, "bench_ops_seq: --device cuda: %s\n", why);
+        return 1;
+    }
     ag_params ps = {0};
     lstm_ctx lc = {64, 64, 300, 300, {0}, NULL};
     lc.layer.w_ih = ag_param(&ps, "w_ih", 2, (int[]){lc.I, 4 * lc.H});
@@ -134,6 +167,7 @@ int main(int argc, char **argv) {
     ag_rng r;
     ag_rng_seed(&r, 2);
     for (int i = 0; i < ps.count; i++) fill(ps.items[i], &r, -0.06, 0.06);
+    ag_params_to(&ps, device);
     gauss_ctx gc = {64, 64, 300, NULL, NULL, NULL};
 
     /* 2*M*N*K per GEMM: forward = input projection + recurrence; backward =
@@ -144,7 +178,8 @@ int main(int argc, char **argv) {
         {"lstm B64 N64 in300 H300 (1 layer)", lstm_gemm, 2 * lstm_gemm, lstm_setup, lstm_forward, &lc},
         {"gaussian B64 N64 H300", gauss_gemm, 2 * gauss_gemm, gauss_setup, gauss_forward, &gc},
     };
-    printf("attngrad f32, median of %d runs, %d threads\n\n", repeats, ag_get_num_threads());
+    printf("attngrad f32%s, median of %d runs, %d threads\n\n", device == AG_CUDA ? " on cuda" : "", repeats,
+           ag_get_num_threads());
     printf("| %-34s | %7s | %7s | %7s | %7s | %7s | %7s |\n", "op (median ms; min ms)", "fwd", "fwd+bwd", "bwd",
            "min fwd", "min f+b", "GFLOP/s");
     printf("|------------------------------------|---------|---------|---------|---------|---------|---------|\n");

@@ -3,7 +3,7 @@
 PyTorch's equivalents, forward and forward+backward, median ms.
 
     python3 bench/bench_ops_torch.py [--build build] [--threads 1] [--reps 21]
-        [--attn-exe PATH] [--seq-exe PATH] [--taskset 0]
+        [--attn-exe PATH] [--seq-exe PATH] [--taskset 0] [--device cpu|cuda]
 
 attngrad's figures come from its own benchmarks, run here and parsed:
 build/bench/bench_ops_attn (masked softmax, fused attention, heads at
@@ -17,8 +17,16 @@ PyTorch side runs the same shapes and masks in float32:
   heads              view/transpose/contiguous and back
   LSTM               nn.LSTM(300, 300, batch_first=True), 1 layer
   Gaussian scoring   composed from tensor ops: window i <= t, exp, normalise, bmm
+  MTSA attention     (--device cuda only) torch_models.MTSA.attention over
+                     2 heads: sigmoid(R) masked, exp(S - colmax), two matmuls
 Backward is seeded with a fixed d(out) (the same pattern as attngrad's
 benches), each column the median of --reps runs after 3 warm-up runs.
+
+--device cuda runs both sides on the GPU: the benches with --device cuda,
+and PyTorch on "cuda" with torch.cuda.synchronize() where attngrad's benches
+call ag_sync() (after the forward, and after the backward), inputs and
+seeds made there beforehand, float32 without TF32 on either side (cuDNN's
+LSTM would use it by default).  It adds attngrad's ag_mtsa_attention row.
 """
 import argparse
 import math
@@ -44,6 +52,15 @@ ROWS = [
     ("LSTM 1 layer, in 300, H 300", "seq", "lstm"),
     ("Gaussian scoring, H 300", "seq", "gaussian"),
 ]
+# rows of the GPU table only (the CPU table was measured without them)
+CUDA_ROWS = [
+    ("MTSA attention, R [B,2,N,N], S,v [B,2,N,150]", "attn", "mtsa_attention"),
+]
+MTSA_H, MTSA_DH = 2, D // 2
+
+
+def rows_for(device):
+    return ROWS + CUDA_ROWS if device == "cuda" else ROWS
 
 
 def parse_attn(text):
@@ -69,11 +86,15 @@ def parse_seq(text):
     return out
 
 
-def attngrad_numbers(exe, parse, reps, env, pin):
+def attngrad_numbers(exe, parse, reps, env, pin, device):
     if not exe or not os.path.exists(exe):
         return {}
-    run = subprocess.run(pin + [exe, str(reps)], capture_output=True, text=True, env=env)
-    return parse(run.stdout) if run.returncode == 0 else {}
+    cmd = pin + [exe, str(reps)] + (["--device", device] if device != "cpu" else [])
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if run.returncode != 0:  # its rows stay empty; say why (no GPU, a refused op)
+        print(f"{os.path.basename(exe)} failed (exit {run.returncode}): {run.stderr.strip()[-600:]}\n")
+        return {}
+    return parse(run.stdout)
 
 
 def lookup(table, prefix):
@@ -83,12 +104,29 @@ def lookup(table, prefix):
     return None
 
 
-def torch_numbers(reps, threads):
+def no_tf32(torch):
+    """float32 arithmetic in every product, as attngrad's cuBLAS calls: cuDNN
+    lets its RNNs use TF32 tensor cores by default."""
+    rnn = getattr(torch.backends.cudnn, "rnn", None)
+    if rnn is not None and hasattr(rnn, "fp32_precision"):  # PyTorch >= 2.9: the legacy flags must not be mixed in
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        rnn.fp32_precision = "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
+def torch_numbers(reps, threads, device="cpu"):
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(threads)
-    g = torch.Generator().manual_seed(1)
-    leaf = lambda *shape, scale=1.0: (scale * torch.randn(*shape, generator=g)).requires_grad_()
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    if cuda:
+        no_tf32(torch)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    g = torch.Generator().manual_seed(1)  # drawn on the host as attngrad's, then moved
+    leaf = lambda *shape, scale=1.0: (scale * torch.randn(*shape, generator=g)).to(dev).requires_grad_()
     scores = leaf(B, H, N, N, scale=3.0)
     q, k, v = leaf(B, H, N, DH), leaf(B, H, N, DH), leaf(B, H, N, DH)
     x = leaf(B, N, D)
@@ -100,12 +138,13 @@ def torch_numbers(reps, threads):
         allowed = ki <= qi if h < 3 else ki >= qi
         pen = -1.5 * (qi - ki).abs().float() if h % 3 != 2 else torch.zeros(N, N)
         masks.append(torch.where(allowed, pen, torch.tensor(float("-inf"))))
-    mask = torch.stack(masks)
-    lengths = torch.tensor([N - (b * 7) % (N // 2) for b in range(B)])
+    mask = torch.stack(masks).to(dev)
+    lengths = torch.tensor([N - (b * 7) % (N // 2) for b in range(B)], device=dev)
 
     def padded_softmax():
-        valid = torch.arange(N)[None, :] < lengths[:, None]
-        pad = torch.zeros(B, 1, N, N).masked_fill(~(valid[:, None, :, None] & valid[:, None, None, :]), float("-inf"))
+        valid = torch.arange(N, device=dev)[None, :] < lengths[:, None]
+        pad = torch.zeros(B, 1, N, N, device=dev).masked_fill(~(valid[:, None, :, None] & valid[:, None, None, :]),
+                                                              float("-inf"))
         p = torch.softmax(scores * scale + mask + pad, -1)
         return torch.nan_to_num(p)  # padded query rows: all -inf
 
@@ -121,11 +160,12 @@ def torch_numbers(reps, threads):
     lstm = torch.nn.LSTM(D, D, batch_first=True)
     for p in lstm.parameters():
         torch.nn.init.uniform_(p, -0.06, 0.06)
+    lstm.to(dev)  # training mode: cuDNN's LSTM backward needs it
     hx = leaf(B, N, D)
     gh = leaf(B, N, D)
-    mu = torch.rand(B, N, generator=g).requires_grad_()
-    sigma = (0.05 + 0.45 * torch.rand(B, N, generator=g)).requires_grad_()
-    window = (torch.arange(N)[None, :] <= torch.arange(N)[:, None]).float()  # [t, i]
+    mu = torch.rand(B, N, generator=g).to(dev).requires_grad_()
+    sigma = (0.05 + 0.45 * torch.rand(B, N, generator=g)).to(dev).requires_grad_()
+    window = (torch.arange(N)[None, :] <= torch.arange(N)[:, None]).float().to(dev)  # [t, i]
 
     mix_z = leaf(B, N, 5 * D)
     mix_s = [leaf(B, N, D) for _ in range(5)]
@@ -135,7 +175,7 @@ def torch_numbers(reps, threads):
         return (gate * torch.stack(mix_s, dim=2)).sum(2)
 
     def gaussian():
-        pos = torch.arange(N, dtype=torch.float32) / N
+        pos = torch.arange(N, dtype=torch.float32, device=dev) / N
         gamma = torch.exp(-(pos[None, None, :] - mu[:, :, None]) ** 2 / (2 * sigma[:, :, None] ** 2 + 1e-3)) * window
         gamma = gamma / gamma.sum(-1, keepdim=True).clamp(min=1e-12)
         return gamma @ gh
@@ -151,6 +191,27 @@ def torch_numbers(reps, threads):
         "LSTM 1 layer, in 300, H 300": lambda: lstm(hx)[0],
         "Gaussian scoring, H 300": gaussian,
     }
+    if cuda:
+        # MTSA (torch_models.MTSA.attention over the heads): head 0 PAST (k < q), head 1 FUTURE (k > q)
+        mtsa_r, mtsa_s, mtsa_v = leaf(B, MTSA_H, N, N), leaf(B, MTSA_H, N, MTSA_DH), leaf(B, MTSA_H, N, MTSA_DH)
+        allowed = torch.stack([ki < qi, ki > qi]).to(dev)  # [2,N,N]
+
+        def mtsa():
+            valid = torch.arange(N, device=dev)[None, :] < lengths[:, None]  # [B,N]
+            M = allowed[None] & valid[:, None, :, None] & valid[:, None, None, :]  # [B,2,N,N]
+            ER = torch.sigmoid(mtsa_r) * M
+            kv = valid[:, None, :, None]
+            top = mtsa_s.masked_fill(~kv, float("-inf")).amax(2, keepdim=True).detach()
+            ES = torch.exp(mtsa_s - top) * kv
+            Z = ER @ ES
+            Z = torch.where(Z <= 0, torch.ones_like(Z), Z)
+            return (ER @ (mtsa_v * ES)) / Z
+
+        fns["MTSA attention, R [B,2,N,N], S,v [B,2,N,150]"] = mtsa
+    # On the GPU each row is timed as the attngrad bench it faces times it:
+    # bench_ops_attn's fwd+bwd includes the wait after the forward,
+    # bench_ops_seq's is a run of its own with no wait inside.
+    apart = {label for label, which, _ in ROWS if which == "seq"} if cuda else set()
     out = {}
     for label, fn in fns.items():
         seed = None
@@ -158,11 +219,17 @@ def torch_numbers(reps, threads):
         for i in range(-3, reps):
             t0 = time.perf_counter()
             y = fn()
+            sync()
             t1 = time.perf_counter()
+            if label in apart:
+                del y  # its graph freed before the next run
+                t0 = time.perf_counter()
+                y = fn()
             if seed is None:
                 n = y.numel()
-                seed = ((torch.arange(n) % 13 - 6).float() / 6).view(y.shape)
+                seed = ((torch.arange(n) % 13 - 6).float() / 6).view(y.shape).to(dev)
             y.backward(seed)
+            sync()
             t2 = time.perf_counter()
             if i >= 0:
                 fwd.append(1e3 * (t1 - t0))
@@ -173,6 +240,14 @@ def torch_numbers(reps, threads):
     return out
 
 
+def have_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
@@ -181,6 +256,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=21)
     ap.add_argument("--taskset", default="")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--torch-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     env = dict(os.environ)
@@ -188,33 +264,35 @@ def main():
         env[var] = str(args.threads)
     pin = ["taskset", "-c", args.taskset] if args.taskset else []
     if args.torch_only:  # the PyTorch half, in its own (pinned) process
-        for label, (f, fb) in torch_numbers(args.reps, args.threads).items():
+        for label, (f, fb) in torch_numbers(args.reps, args.threads, args.device).items():
             print(f"torch: {f:.4f} {fb:.4f} {label}")
         return 0
 
     attn_exe = args.attn_exe or os.path.join(args.build, "bench", "bench_ops_attn")
     seq_exe = args.seq_exe or os.path.join(args.build, "bench", "bench_ops_seq")
-    ag = {"attn": attngrad_numbers(attn_exe, parse_attn, args.reps, env, pin),
-          "seq": attngrad_numbers(seq_exe, parse_seq, args.reps, env, pin)}
-    try:
-        import torch  # noqa: F401
+    ag = {"attn": attngrad_numbers(attn_exe, parse_attn, args.reps, env, pin, args.device),
+          "seq": attngrad_numbers(seq_exe, parse_seq, args.reps, env, pin, args.device)}
+    if have_torch():
         run = subprocess.run(pin + [sys.executable, os.path.abspath(__file__), "--torch-only", "--threads",
-                                    str(args.threads), "--reps", str(args.reps)], capture_output=True, text=True,
-                             env=env)
+                                    str(args.threads), "--reps", str(args.reps), "--device", args.device],
+                             capture_output=True, text=True, env=env)
         tt = {}
         for line in run.stdout.splitlines():
             if line.startswith("torch: "):
                 f, fb, label = line[len("torch: "):].split(" ", 2)
                 tt[label] = (float(f), float(fb))
-    except ImportError:
+        if run.returncode != 0:
+            print(f"PyTorch's run failed (exit {run.returncode}): {run.stderr.strip()[-600:]}\n")
+    else:
         tt = None
         print("PyTorch is missing: attngrad's figures only.\n")
-    print(f"Ops at B={B} N={N} d={D} h={H}, float32, threads={args.threads}"
+    where = "on cuda (both sides synchronised after forward and after backward), " if args.device == "cuda" else ""
+    print(f"Ops at B={B} N={N} d={D} h={H}, float32, {where}threads={args.threads}"
           f"{' taskset ' + args.taskset if args.taskset else ''}, median of {args.reps} runs (ms)\n")
     print("| op | attngrad fwd | attngrad fwd+bwd | PyTorch fwd | PyTorch fwd+bwd | ratio fwd+bwd |")
     print("|---|---|---|---|---|---|")
     fmt = lambda v: f"{v:.2f}" if v is not None else "-"
-    for label, which, prefix in ROWS:
+    for label, which, prefix in rows_for(args.device):
         a = lookup(ag[which], prefix)
         t = tt.get(label) if tt else None
         ratio = a[1] / t[1] if a and t else None

@@ -130,7 +130,8 @@ static void sweep(ag_tensor *out, bool retain) {
     }
 }
 
-static void backward(ag_tensor *out, const ag_real *seed, bool retain) {
+/* seed: out->size values of d(out) in seed_dev's memory. */
+static void backward(ag_tensor *out, const ag_real *seed, ag_device seed_dev, bool retain) {
     ag__check_live("backward", out);
     if (!out->requires_grad)
         ag__fatal("backward", "the output does not require grad (no parameter or input with requires_grad reached it)");
@@ -139,11 +140,14 @@ static void backward(ag_tensor *out, const ag_real *seed, bool retain) {
         clear_intermediate_grads(out->node->index);
     }
     ag_real *g = ag__grad(out);
-    if (out->device == AG_CUDA) { /* the seed is on the host: copy it, then add */
-        size_t bytes = (size_t)out->size * sizeof(ag_real);
-        ag_real *tmp = ag__cuda_arena_alloc(bytes);
-        ag__cuda_copy(tmp, AG_CUDA, seed, AG_CPU, bytes);
-        ag__add_into_cuda(g, tmp, out->size);
+    if (out->device == AG_CUDA) {
+        if (seed_dev == AG_CPU) { /* a host seed: copy it over first (the copy waits) */
+            size_t bytes = (size_t)out->size * sizeof(ag_real);
+            ag_real *tmp = ag__cuda_arena_alloc(bytes);
+            ag__cuda_copy(tmp, AG_CUDA, seed, AG_CPU, bytes);
+            seed = tmp;
+        }
+        ag__add_into_cuda(g, seed, out->size);
         ag__cuda_check_launch("backward");
     } else {
         for (int64_t i = 0; i < out->size; i++) g[i] += seed[i];
@@ -151,8 +155,18 @@ static void backward(ag_tensor *out, const ag_real *seed, bool retain) {
     sweep(out, retain);
 }
 
-void ag_backward_seeded(ag_tensor *out, const ag_real *seed) { backward(out, seed, false); }
-void ag_backward_seeded_retain(ag_tensor *out, const ag_real *seed) { backward(out, seed, true); }
+void ag_backward_seeded(ag_tensor *out, const ag_real *seed) { backward(out, seed, AG_CPU, false); }
+void ag_backward_seeded_retain(ag_tensor *out, const ag_real *seed) { backward(out, seed, AG_CPU, true); }
+
+void ag_backward_seeded_tensor(ag_tensor *out, const ag_tensor *seed) {
+    ag__check_same_device("backward", out, seed);
+    if (!ag_same_shape(out, seed)) {
+        char so[64], ss[64];
+        ag__fatal("backward", "the seed's shape %s differs from the output's %s", ag_shape_str(seed, ss, sizeof ss),
+                  ag_shape_str(out, so, sizeof so));
+    }
+    backward(out, seed->data, seed->device, false);
+}
 
 static void backward_scalar(ag_tensor *loss, bool retain) {
     ag__check_live("backward", loss);
@@ -162,7 +176,7 @@ static void backward_scalar(ag_tensor *loss, bool retain) {
                   ag_shape_str(loss, s, sizeof s));
     }
     ag_real one = 1;
-    backward(loss, &one, retain);
+    backward(loss, &one, AG_CPU, retain);
 }
 
 void ag_backward(ag_tensor *loss) { backward_scalar(loss, false); }

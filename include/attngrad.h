@@ -218,6 +218,10 @@ void ag_backward_retain(ag_tensor *loss);
 /* Same for a tensor of any shape, with d(out) given (same shape as out). */
 void ag_backward_seeded(ag_tensor *out, const ag_real *seed);
 void ag_backward_seeded_retain(ag_tensor *out, const ag_real *seed);
+/* Same with d(out) a tensor of out's shape on out's device, used where it
+ * is: a GPU seed made once is not copied over at every backward (as the
+ * host array of ag_backward_seeded is). */
+void ag_backward_seeded_tensor(ag_tensor *out, const ag_tensor *seed);
 
 /* Ends a step: forgets the tape and rewinds the step arena.  Parameter
  * gradients are kept (zero them with ag_params_zero_grad). */
@@ -1064,6 +1068,7 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_backward_retain(...) AG_AT_STMT(ag_backward_retain, __VA_ARGS__)
 #define ag_backward_seeded(...) AG_AT_STMT(ag_backward_seeded, __VA_ARGS__)
 #define ag_backward_seeded_retain(...) AG_AT_STMT(ag_backward_seeded_retain, __VA_ARGS__)
+#define ag_backward_seeded_tensor(...) AG_AT_STMT(ag_backward_seeded_tensor, __VA_ARGS__)
 
 /* optimizers, initializers, checkpoints */
 #define ag_optim_step(...) AG_AT_STMT(ag_optim_step, __VA_ARGS__)

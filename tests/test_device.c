@@ -134,6 +134,40 @@ static void test_dispatch_errors(void) {
     ag_step_end();
 }
 
+/* ag_backward_seeded_tensor: the same gradients as the host array's
+ * seed, on the CPU and (where there is one) on the GPU, where the seed stays
+ * in device memory; a seed of another shape or device is refused. */
+static void seeded_grads(ag_device d, bool as_tensor, ag_real *gx) {
+    ag_real xs[6] = {0.5, -1, 2, 0.25, -0.75, 1.5}, seed[6] = {1, -2, 3, 0.5, 4, -1};
+    ag_tensor *x = ag_to(ag_tensor_from(xs, 2, (int[]){2, 3}), d);
+    x->requires_grad = true;
+    ag_tensor *y = ag_tanh(ag_mul(x, x));
+    if (as_tensor) ag_backward_seeded_tensor(y, ag_to(ag_tensor_from(seed, 2, (int[]){2, 3}), d));
+    else ag_backward_seeded(y, seed);
+    ag_tensor g = {.ndim = 1, .shape = {6, 1, 1, 1}, .size = 6, .data = x->grad, .device = d};
+    ag_tensor_read(&g, gx);
+    ag_step_end();
+}
+
+static void test_seeded_tensor(void) {
+    ag_real a[6], b[6];
+    seeded_grads(AG_CPU, false, a);
+    seeded_grads(AG_CPU, true, b);
+    CHECK(!memcmp(a, b, sizeof a), "a seed tensor gives the host seed's gradients on the CPU");
+    if (have_gpu) {
+        seeded_grads(AG_CUDA, true, b);
+        for (int i = 0; i < 6; i++) CHECK_NEAR(b[i], a[i], 1e-12, 1e-12);
+    }
+    ag_tensor *x = ag_tensor_fill(1, 1, (int[]){3});
+    x->requires_grad = true;
+    ag_tensor *y = ag_tanh(x);
+    EXPECT_FATAL_AT(ag_backward_seeded_tensor(y, ag_tensor_fill(1, 1, (int[]){4})), "backward",
+                    "the seed's shape [4] differs from the output's [3]");
+    ag_tensor c = fake_cuda(3);
+    EXPECT_FATAL_AT(ag_backward_seeded_tensor(y, &c), "backward", "different devices (cpu and cuda)");
+    ag_step_end();
+}
+
 static void test_device_names(void) {
     CHECK(!strcmp(ag_device_name(AG_CPU), "cpu") && !strcmp(ag_device_name(AG_CUDA), "cuda"), "device names");
     ag_tensor *x = ag_tensor_fill(2, 1, (int[]){3});
@@ -148,6 +182,7 @@ int main(void) {
     test_bump_arena();
     test_no_gpu();
     test_dispatch_errors();
+    test_seeded_tensor();
     test_device_names();
     ag_shutdown();
     return check_summary("test_device");

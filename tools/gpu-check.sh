@@ -13,11 +13,13 @@
 # Each failing test prints its op, shapes and worst difference, so one run
 # says what to fix.  Logs stay in build-gpu/meson-logs/.
 #
-#     bash tools/gpu-check.sh [--quick] [--bench MODES]
+#     bash tools/gpu-check.sh [--quick] [--bench MODES] [--bench-ops]
 # --quick: the GPU tests and the CLI's (whose --device cuda trains), not the
-# whole suite; --bench MODES: then bench/bench_models.py --device cuda with
-# PyTorch in MODES (eager,compile,cudagraphs), its table into
-# build-gpu/bench-cuda.md.
+# whole suite; --bench-ops: then the op table, bench/bench_ops_torch.py
+# --device cuda (attngrad's ops and PyTorch's side by side, ~1 minute), into
+# build-gpu/bench-ops-cuda.md; --bench MODES: the op table, then
+# bench/bench_models.py --device cuda with PyTorch in MODES
+# (eager,compile,cudagraphs), its table into build-gpu/bench-cuda.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deps=.gpu-deps
@@ -29,11 +31,12 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   exit 0
 fi
 
-quick=0 bench=""
+quick=0 bench="" bench_ops=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
-    --bench) bench=$2; shift ;;
+    --bench) bench=$2; bench_ops=1; shift ;;
+    --bench-ops) bench_ops=1 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -81,7 +84,8 @@ if [ ! -f build-gpu/build.ninja ]; then
 fi
 targets=()
 [ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
-  tests/test_cuda_train_f32 tests/test_train tests/st_compare tools/attngrad tools/attngrad-f64 bench/bench_models)
+  tests/test_cuda_train_f32 tests/test_train tests/st_compare tools/attngrad tools/attngrad-f64 bench/bench_models
+  bench/bench_ops_attn bench/bench_ops_seq)
 if ! ninja -C build-gpu "${targets[@]}" >build-gpu.ninja.log 2>&1; then
   grep -E "error|FAILED" build-gpu.ninja.log | head -40
   echo "gpu-check: 0 passed, 1 failed, 0 skipped"
@@ -124,6 +128,10 @@ else
   say "== the whole suite on the CUDA build"
   meson test -C build-gpu --num-processes 8 --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped):" | grep -v " OK "
   read -r p f s < <(python3 tools/testlog-counts.py build-gpu/meson-logs/testlog.json || echo "0 1 0")
+fi
+if [ $bench_ops = 1 ]; then
+  say "== bench_ops_torch.py --device cuda (the op table)"
+  python3 bench/bench_ops_torch.py --build build-gpu --device cuda --reps 21 2>&1 | tee build-gpu/bench-ops-cuda.md
 fi
 if [ -n "$bench" ]; then
   say "== bench_models.py --device cuda --modes $bench"
