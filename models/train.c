@@ -1211,8 +1211,9 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     double reduce0 = ag_dist_reduce_seconds(NULL), train0 = s.seconds;
     if (!rc) rc = train_loop(&c, &t, &s, r, err, errlen);
     if (!rc && !o->quiet && ag_dist_size() > 1) /* what the ranks cost each other */
-        printf("  %d ranks: %.2f s of %.2f s training in the gradient allreduce (waits for the slowest rank included)\n",
-               ag_dist_size(), ag_dist_reduce_seconds(NULL) - reduce0, s.seconds - train0);
+        printf("  %d ranks: %.2f s of %.2f s training in the gradient allreduce (%s; waits for the slowest rank "
+               "included)\n", ag_dist_size(), ag_dist_reduce_seconds(NULL) - reduce0, s.seconds - train0,
+               ag_dist_reduce_path());
     if (!rc) rc = evaluate_best(&c, &t, r, err, errlen);
     r->steps = s.step;
     r->epochs = s.epoch;
