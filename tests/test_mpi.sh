@@ -12,7 +12,8 @@
 #   hosts  the same check with the two ranks in two network namespaces
 #          joined by a veth pair, Open MPI over TCP between them.
 #   fault  a rank killed mid-run: the job ends on every rank within a
-#          timeout with a message, and the last checkpoint still loads.
+#          timeout with a message, and the last checkpoint still loads;
+#          rank 0's view of the run folder decides for every rank.
 #
 # Skips (exit 77) with the reason when the build has no MPI, when mpirun
 # is not Open MPI's (hosts), or when the machine refuses namespaces.
@@ -190,6 +191,22 @@ EOS
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "mpirun exited $rc when rank 1 could not read its data"
   msg=$(grep -m1 "rank 1 of 2:.*no-such-data" bad.log) || { fail "no message naming rank 1 and its data"; tail -5 bad.log; }
   echo "ok rank 1 without data: the job ended in ${took} ms (exit $rc): $msg"
+
+  # (c) the run folder is rank 0's to judge: rank 1 runs where the same
+  # relative --out holds an old run (as a rank looking after rank 0 made
+  # the folder, or at another disk, would see it); without --force rank 0's
+  # verdict, a fresh folder, holds for both, and the run goes ahead
+  mkdir -p r0 r1/run && echo "an old run" >r1/run/last.safetensors
+  cat >rank-folders.sh <<EOS
+#!/bin/sh
+cd "$PWD/r\$$RANK_VAR" && exec "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max-steps 3 --progress none --quiet --out run
+EOS
+  chmod +x rank-folders.sh
+  if timeout -k 5 60 "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-folders.sh >folders.log 2>&1 && [ -f r0/run/last.safetensors ]; then
+    echo "ok rank 0's fresh folder decides, though rank 1 sees an old run there"
+  else
+    fail "rank 1's view of the run folder overruled rank 0's"; tail -5 folders.log
+  fi
   ;;
 *) echo "test_mpi.sh: unknown mode $mode"; exit 2 ;;
 esac
