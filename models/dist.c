@@ -292,19 +292,20 @@ static double reduce_device(ag_dist_grads *g, ag_params *ps, double n_local, dou
                           tokens ? (ag_real)*tokens : 0};
     ag__grads_pack_cuda(g->slots, g->count, g->largest, (ag_real)n_local, !(n_local > 0), g->dev, numel, tail);
     ag__cuda_check_launch("ag_dist_reduce_grads");
-    ag_real sums[TAIL];
-    double t0 = now();
     if (nccl) {
-        nccl->sum(g->dev, n, sizeof(ag_real));
+        nccl->sum(g->dev, n, sizeof(ag_real)); /* timed by CUDA events: the host does not wait here */
     } else {
         ag_real *h = host_flat(g, n);
-        ag__cuda_copy(h, AG_CPU, g->dev, AG_CUDA, (size_t)n * sizeof *h); /* waits for backward and the pack */
+        ag_sync(); /* backward and the pack are not the reduction's time */
+        double t0 = now();
+        ag__cuda_copy(h, AG_CPU, g->dev, AG_CUDA, (size_t)n * sizeof *h);
         be->sum(h, n, sizeof *h);
         ag__cuda_copy(g->dev, AG_CUDA, h, AG_CPU, (size_t)n * sizeof *h);
         reduce_seconds += now() - t0;
     }
     ag__grads_unpack_cuda(g->slots, g->count, g->largest, g->dev, numel);
     ag__cuda_check_launch("ag_dist_reduce_grads");
+    ag_real sums[TAIL];
     ag__cuda_copy(sums, AG_CPU, g->dev + numel, AG_CUDA, sizeof sums); /* the loss is read now anyway */
     if (nccl) reduce_seconds += nccl->last_seconds();
     reduce_calls++;
