@@ -4,8 +4,10 @@
  * before the sum, 1/N after, N read from the buffer's own tail). */
 #include "../../ops/cuda/prelude.cuh"
 
-/* gridDim.y is at most 65535: longer parameter lists go in several launches */
-enum { MAX_SLOTS = 65535, MAX_BLOCKS = 1024 };
+/* gridDim.y is at most 65535: longer parameter lists go in several
+ * launches; 1024 blocks of 256 threads fill an H100 (132 SMs x 2048). */
+static const int MAX_SLOTS = 65535;
+static const unsigned MAX_BLOCKS = 1024;
 
 typedef struct {
     ag_real v[3];
