@@ -31,6 +31,7 @@ static cublasHandle_t blas;
 static int ready = -1; /* -1 not asked yet, 0 no, 1 yes */
 static char why_not[256];
 static void wait_stream(void); /* cudaStreamSynchronize, counted */
+static int preferred, ordinal; /* ag__cuda_prefer_device's wish; the device in use */
 
 static void versions(char *buf, size_t n) {
     int drv = 0, rt = 0;
@@ -40,8 +41,9 @@ static void versions(char *buf, size_t n) {
              rt % 1000 / 10);
 }
 
-/* Starts the runtime once: device 0, the stream, cuBLAS.  false, with the
- * reason in why_not, when any of it is missing. */
+/* Starts the runtime once: the preferred device (modulo those visible), the
+ * stream, cuBLAS.  false, with the reason in why_not, when any of it is
+ * missing. */
 static bool start(void) {
     char v[96];
     versions(v, sizeof v);
@@ -52,7 +54,8 @@ static bool start(void) {
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", v);
         return false;
     }
-    e = cudaSetDevice(0);
+    ordinal = preferred % count;
+    e = cudaSetDevice(ordinal);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         snprintf(why_not, sizeof why_not, "the CUDA device cannot be used: %s (%s)", cudaGetErrorString(e), v);
@@ -80,8 +83,20 @@ bool ag__cuda_ready(char *why, size_t n) {
 
 cudaStream_t ag__cuda_stream(void) { return stream; }
 
+void ag__cuda_prefer_device(int index) {
+    if (ready < 0) preferred = index > 0 ? index : 0;
+}
+
 static void need_device(const char *op) {
     if (!init()) ag__fatal(op, "%s", why_not);
+}
+
+int ag__cuda_device(unsigned char uuid[16]) {
+    need_device("device");
+    struct cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, ordinal));
+    memcpy(uuid, prop.uuid.bytes, 16);
+    return ordinal;
 }
 
 static const char *mib(double bytes, char *buf, size_t n) {
@@ -97,8 +112,8 @@ void *ag__cuda_malloc(size_t bytes, const char *what) {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
         char a[32], b[32], c[32];
-        ag__fatal(what, "needs %s of device memory, but %s of %s is free on cuda:0", mib((double)bytes, a, sizeof a),
-                  mib((double)free_b, b, sizeof b), mib((double)total_b, c, sizeof c));
+        ag__fatal(what, "needs %s of device memory, but %s of %s is free on cuda:%d", mib((double)bytes, a, sizeof a),
+                  mib((double)free_b, b, sizeof b), mib((double)total_b, c, sizeof c), ordinal);
     }
     return p;
 }
@@ -134,9 +149,9 @@ void *ag__cuda_arena_alloc(size_t bytes) {
         cudaMemGetInfo(&free_b, &total_b);
         char a[32], b[32], c[32], d[32];
         ag__fatal("arena", "the step needs %s more device memory (it holds %s already), but %s of %s is free on "
-                  "cuda:0: the batch is too large for this GPU (fewer or shorter sequences per batch)",
+                  "cuda:%d: the batch is too large for this GPU (fewer or shorter sequences per batch)",
                   mib((double)bytes, a, sizeof a), mib((double)arena.step_used, b, sizeof b),
-                  mib((double)free_b, c, sizeof c), mib((double)total_b, d, sizeof d));
+                  mib((double)free_b, c, sizeof c), mib((double)total_b, d, sizeof d), ordinal);
     }
     return p;
 }
@@ -315,6 +330,11 @@ void *ag__cuda_malloc(size_t bytes, const char *what) {
     ag__fatal(what, "%s", NO_CUDA);
 }
 void ag__cuda_free(void *p) { (void)p; }
+void ag__cuda_prefer_device(int index) { (void)index; }
+int ag__cuda_device(unsigned char uuid[16]) {
+    (void)uuid;
+    ag__fatal("device", "%s", NO_CUDA);
+}
 void *ag__cuda_arena_alloc(size_t bytes) {
     (void)bytes;
     ag__fatal("arena", "%s", NO_CUDA);

@@ -40,6 +40,13 @@ void ag__bump_rewind(ag__bump *a, size_t pos, int chunk);
 /* true when a CUDA device can run kernels; else false, why says what is
  * missing ("built without CUDA", "no CUDA device", driver/runtime versions). */
 bool ag__cuda_ready(char *why, size_t n);
+/* The device to start on: this index modulo the devices visible (a rank's
+ * local index under mpirun, models/dist.c); 0 unless said.  Only before the
+ * runtime starts: afterwards the device in use stays. */
+void ag__cuda_prefer_device(int index);
+/* The device in use (its index among those visible) and its UUID, which
+ * tells ranks whether they share one. */
+int ag__cuda_device(unsigned char uuid[16]);
 /* Device memory for parameters (persistent); fatal naming what and the
  * sizes when the device is full. */
 void *ag__cuda_malloc(size_t bytes, const char *what);

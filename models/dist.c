@@ -3,6 +3,8 @@
  * programs link: the reference below is weak, so a program without it
  * (a test, a user's program on the installed library) runs as one process. */
 #include "dist.h"
+#include "../graph/device.h"     /* the rank's GPU, copies between it and the host */
+#include "../ops/cuda/kernels.h" /* the flat buffer packed and unpacked on the GPU */
 
 #include <limits.h>
 #include <sched.h>
@@ -13,8 +15,12 @@
 #include <unistd.h>
 
 const ag_dist_backend *ag__dist_mpi_start(void) __attribute__((weak));
+const ag_dist_device *ag__dist_nccl_start(const ag_dist_backend *mpi) __attribute__((weak));
 
 static const ag_dist_backend *be; /* NULL: one process */
+/* How device buffers are reduced, chosen at the first collective on them */
+static enum { GPU_UNSET, GPU_NCCL, GPU_HOST } gpu_path;
+static const ag_dist_device *nccl; /* with GPU_NCCL */
 static double reduce_seconds;    /* in the gradient allreduce, waits included */
 static int64_t reduce_calls;
 
@@ -56,13 +62,15 @@ int ag_dist_init(char *err, size_t errlen) {
         return AG_ERR_ARG;
     }
     be = ag__dist_mpi_start();
+    ag__cuda_prefer_device(be->local_rank); /* one GPU per rank, if it trains on one */
     size_pool(be->local_size);
     return 0;
 }
 
 void ag_dist_finalize(void) {
+    if (nccl) nccl->finalize();
     if (be) be->finalize();
-    be = NULL;
+    be = NULL, nccl = NULL, gpu_path = GPU_UNSET;
 }
 
 int ag_dist_rank(void) { return be ? be->rank : 0; }
@@ -104,9 +112,82 @@ void ag_dist_bcast(void *buf, size_t bytes) {
     if (be) be->bcast(buf, (int64_t)bytes);
 }
 
+static void *checked_malloc(size_t bytes, const char *what) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "attngrad: %sout of memory for %s (%zu bytes)\n", ag_dist_who(), what, bytes);
+        ag_dist_abort(1);
+        exit(1); /* one process: ag_dist_abort returned */
+    }
+    return p;
+}
+
+/* Two ranks sharing a GPU (their devices' UUIDs, gathered): *a < *b, or
+ * false when every rank has its own. */
+static bool shared_gpu(int *a, int *b) {
+    unsigned char *ids = checked_malloc(16 * (size_t)be->size, "the ranks' GPU ids");
+    ag__cuda_device(ids + 16 * (size_t)be->rank);
+    be->allgather(ids, 16);
+    bool found = false;
+    for (int i = 0; i < be->size && !found; i++)
+        for (int j = i + 1; j < be->size && !found; j++)
+            if (!memcmp(ids + 16 * (size_t)i, ids + 16 * (size_t)j, 16)) *a = i, *b = j, found = true;
+    free(ids);
+    return found;
+}
+
+/* NCCL where the program has it and every rank has a GPU of its own (NCCL
+ * refuses two ranks on one GPU), else MPI through host memory; rank 0's
+ * AG_DIST_REDUCE (nccl, host or auto) may insist.  Every rank decides
+ * alike from what the collectives told it. */
+static void choose_gpu_path(void) {
+    unsigned char want = 0; /* 0 auto, 1 nccl, 2 host */
+    const char *v = getenv("AG_DIST_REDUCE");
+    if (be->rank == 0 && v && *v && strcmp(v, "auto")) {
+        want = !strcmp(v, "nccl") ? 1 : !strcmp(v, "host") ? 2 : 255;
+        if (want == 255) {
+            fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=%s: expected nccl, host or auto\n", ag_dist_who(), v);
+            ag_dist_abort(1);
+        }
+    }
+    be->bcast(&want, 1);
+    int a = 0, b = 0;
+    bool shared = shared_gpu(&a, &b), have = ag__dist_nccl_start != NULL;
+    if (want == 1 && (!have || shared)) {
+        if (!have)
+            fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=nccl, but this attngrad was built without NCCL (it needs MPI "
+                    "and CUDA with nccl.h and libnccl; meson -Dnccl=enabled)\n", ag_dist_who());
+        else
+            fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=nccl, but ranks %d and %d share a GPU, which NCCL refuses: "
+                    "give each rank its own (CUDA_VISIBLE_DEVICES, or as many ranks per machine as GPUs), or let "
+                    "the gradients go through host memory (AG_DIST_REDUCE=host)\n", ag_dist_who(), a, b);
+        ag_dist_abort(1);
+    }
+    gpu_path = want != 2 && have && !shared ? GPU_NCCL : GPU_HOST;
+    if (gpu_path == GPU_NCCL) nccl = ag__dist_nccl_start(be);
+}
+
+/* Rank 0's bytes at dev (device memory) to every rank's. */
+static void bcast_device(void *dev, size_t bytes) {
+    if (!gpu_path) choose_gpu_path();
+    if (nccl) {
+        nccl->bcast(dev, (int64_t)bytes);
+        return;
+    }
+    void *host = checked_malloc(bytes, "a parameter's broadcast"); /* once per parameter and run */
+    if (be->rank == 0) ag__cuda_copy(host, AG_CPU, dev, AG_CUDA, bytes);
+    be->bcast(host, (int64_t)bytes);
+    if (be->rank > 0) ag__cuda_copy(dev, AG_CUDA, host, AG_CPU, bytes);
+    free(host);
+}
+
 void ag_dist_bcast_params(ag_params *ps) {
-    for (int i = 0; be && i < ps->count; i++)
-        be->bcast(ps->items[i]->data, ps->items[i]->size * (int64_t)sizeof(ag_real));
+    for (int i = 0; be && i < ps->count; i++) {
+        ag_tensor *t = ps->items[i];
+        size_t bytes = (size_t)t->size * sizeof(ag_real);
+        if (t->device == AG_CUDA) bcast_device(t->data, bytes);
+        else be->bcast(t->data, (int64_t)bytes);
+    }
 }
 
 void ag_dist_gather_shares(double *all, int64_t n) {
@@ -132,21 +213,27 @@ void ag_dist_gather_shares(double *all, int64_t n) {
 
 /* Layout of the flat buffer: every gradient in parameter order, then the
  * loss sum, the count and the tokens, so one allreduce carries them all. */
-double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
-    if (!be) return loss_local;
+enum { TAIL = 3 };
+
+static ag_real *host_flat(ag_dist_grads *g, int64_t n) {
+    if (!g->buf) g->buf = checked_malloc((size_t)n * sizeof *g->buf, "the flat gradient buffer");
+    g->n = n;
+    return g->buf;
+}
+
+/* The global mean loss and the global tokens from the summed tail. */
+static double from_tail(const ag_real *sums, double *tokens) {
+    if (tokens) *tokens = (double)sums[2];
+    double total = (double)sums[1];
+    return total > 0 ? (double)sums[0] / total : 0;
+}
+
+static double reduce_host(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
     int64_t numel = ag_params_numel(ps);
-    if (!g->buf) {
-        g->n = numel + 3;
-        g->buf = malloc((size_t)g->n * sizeof *g->buf);
-        if (!g->buf) {
-            fprintf(stderr, "attngrad: %sout of memory for a %lld-value gradient buffer\n", ag_dist_who(),
-                    (long long)g->n);
-            ag_dist_abort(1);
-        }
-    }
+    ag_real *p = host_flat(g, numel + TAIL);
     /* the weight n_local is applied here and 1/N after the sum: N is known
      * only then, and the product is the same up to rounding */
-    ag_real w = (ag_real)n_local, *p = g->buf;
+    ag_real w = (ag_real)n_local;
     for (int i = 0; i < ps->count; i++) {
         const ag_tensor *t = ps->items[i];
         for (int64_t k = 0; k < t->size; k++) p[k] = n_local > 0 ? w * t->grad[k] : 0;
@@ -158,16 +245,77 @@ double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, dou
     double t0 = now();
     be->sum(g->buf, g->n, sizeof *g->buf);
     reduce_seconds += now() - t0, reduce_calls++;
-    if (tokens) *tokens = (double)p[2];
     double total = (double)p[1];
-    ag_real inv = total > 0 ? (ag_real)(1 / total) : 0;
+    ag_real inv = total > 0 ? (ag_real)(1 / total) : 0; /* models/cuda/dist.cu rounds it alike */
     p = g->buf;
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
         for (int64_t k = 0; k < t->size; k++) t->grad[k] = p[k] * inv;
         p += t->size;
     }
-    return total > 0 ? (double)p[0] / total : 0;
+    return from_tail(p, tokens);
+}
+
+/* The device buffer and the table of the gradients it packs, in one
+ * allocation made at the first step: [numel + TAIL values][slots]. */
+static void device_flat(ag_dist_grads *g, const ag_params *ps, int64_t numel) {
+    if (g->dev) return;
+    size_t values = ((size_t)(numel + TAIL) * sizeof(ag_real) + 255) / 256 * 256;
+    size_t table = (size_t)ps->count * sizeof(ag_kgrad_slot);
+    ag_kgrad_slot *slots = checked_malloc(table, "the gradients' table");
+    int64_t at = 0;
+    g->largest = 0;
+    for (int i = 0; i < ps->count; i++) {
+        ag_tensor *t = ps->items[i];
+        if (t->device != AG_CUDA)
+            ag__fatal("ag_dist_reduce_grads", "parameter '%s' is on the cpu, '%s' on cuda: move them all (ag_params_to)",
+                      t->name ? t->name : "(unnamed)", ps->items[0]->name ? ps->items[0]->name : "(unnamed)");
+        slots[i] = (ag_kgrad_slot){.grad = t->grad, .offset = at, .size = t->size};
+        at += t->size;
+        if (t->size > g->largest) g->largest = t->size;
+    }
+    g->dev = ag__cuda_malloc(values + table, "ag_dist_reduce_grads");
+    g->slots = (char *)g->dev + values;
+    g->count = ps->count;
+    ag__cuda_copy(g->slots, AG_CUDA, slots, AG_CPU, table);
+    free(slots);
+}
+
+/* The same arithmetic on the GPU: pack (with the tail) and unpack are a
+ * kernel each; between them NCCL sums the device buffer in place, or the
+ * buffer goes to the host for MPI and back. */
+static double reduce_device(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
+    if (!gpu_path) choose_gpu_path();
+    int64_t numel = ag_params_numel(ps), n = numel + TAIL;
+    device_flat(g, ps, numel);
+    ag_real tail[TAIL] = {n_local > 0 ? (ag_real)(loss_local * n_local) : 0, (ag_real)n_local,
+                          tokens ? (ag_real)*tokens : 0};
+    ag__grads_pack_cuda(g->slots, g->count, g->largest, (ag_real)n_local, !(n_local > 0), g->dev, numel, tail);
+    ag__cuda_check_launch("ag_dist_reduce_grads");
+    if (nccl) {
+        nccl->sum(g->dev, n, sizeof(ag_real)); /* timed by CUDA events: the host does not wait here */
+    } else {
+        ag_real *h = host_flat(g, n);
+        ag_sync(); /* backward and the pack are not the reduction's time */
+        double t0 = now();
+        ag__cuda_copy(h, AG_CPU, g->dev, AG_CUDA, (size_t)n * sizeof *h);
+        be->sum(h, n, sizeof *h);
+        ag__cuda_copy(g->dev, AG_CUDA, h, AG_CPU, (size_t)n * sizeof *h);
+        reduce_seconds += now() - t0;
+    }
+    ag__grads_unpack_cuda(g->slots, g->count, g->largest, g->dev, numel);
+    ag__cuda_check_launch("ag_dist_reduce_grads");
+    ag_real sums[TAIL];
+    ag__cuda_copy(sums, AG_CPU, g->dev + numel, AG_CUDA, sizeof sums); /* the loss is read now anyway */
+    if (nccl) reduce_seconds += nccl->last_seconds();
+    reduce_calls++;
+    return from_tail(sums, tokens);
+}
+
+double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
+    if (!be) return loss_local;
+    if (ps->count > 0 && ps->items[0]->device == AG_CUDA) return reduce_device(g, ps, n_local, loss_local, tokens);
+    return reduce_host(g, ps, n_local, loss_local, tokens);
 }
 
 double ag_dist_reduce_seconds(int64_t *calls) {
@@ -175,7 +323,13 @@ double ag_dist_reduce_seconds(int64_t *calls) {
     return reduce_seconds;
 }
 
+const char *ag_dist_reduce_path(void) {
+    if (!be) return "";
+    return gpu_path == GPU_NCCL ? "NCCL" : gpu_path == GPU_HOST ? "MPI through host memory" : "MPI";
+}
+
 void ag_dist_grads_free(ag_dist_grads *g) {
     free(g->buf);
+    ag__cuda_free(g->dev);
     *g = (ag_dist_grads){0};
 }

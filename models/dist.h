@@ -13,9 +13,17 @@
  * global row (ag_set_dropout_row_base), so the ranks also drop what one
  * process would drop.  Rank 0 alone writes files and prints.
  *
+ * Parameters on a GPU (--device cuda) are reduced on the GPU: a flat
+ * device buffer, NCCL where the programs have it and every rank has a GPU
+ * of its own, else copied to the host for MPI and back.  Rank r takes the
+ * GPU of index r's local rank (among the ranks on its machine) modulo the
+ * GPUs it sees, so either one GPU per rank by CUDA_VISIBLE_DEVICES or none
+ * set on a machine of several GPUs works.
+ *
  * Only programs link MPI: models/dist_mpi.c, built when meson finds MPI,
  * goes into the attngrad programs and the MPI tests, and ag_dist_init
- * starts it when the process was launched by mpirun.  Everywhere else -
+ * starts it when the process was launched by mpirun (NCCL likewise:
+ * models/dist_nccl.c).  Everywhere else -
  * no mpirun, a build without MPI, the installed libraries - these are the
  * one-process calls: rank 0 of 1, sums of one, nothing sent. */
 #ifndef AG_DIST_H
@@ -63,10 +71,16 @@ void ag_dist_bcast_params(ag_params *ps);
  * this every rank has every share. */
 void ag_dist_gather_shares(double *all, int64_t n);
 
-/* The flat gradient buffer, allocated on first use and kept. */
+/* The flat gradient buffer, allocated on first use and kept: in host
+ * memory, and for parameters on a GPU also in device memory (dev, followed
+ * in the same allocation by the table of the gradients it packs). */
 typedef struct {
     ag_real *buf;
     int64_t n;
+    ag_real *dev;
+    void *slots; /* ops/cuda/kernels.h's ag_kgrad_slot[count], on the device */
+    int count;
+    int64_t largest;
 } ag_dist_grads;
 
 /* Makes every parameter's gradient the mean over the global batch: this
@@ -82,21 +96,41 @@ void ag_dist_grads_free(ag_dist_grads *g);
 /* Seconds this process spent in ag_dist_reduce_grads' allreduce, waiting
  * for slower ranks included, and in how many calls (*calls may be NULL). */
 double ag_dist_reduce_seconds(int64_t *calls);
+/* How the gradients travel: "" in one process, "MPI", "NCCL" (device
+ * buffers, one GPU per rank) or "MPI through host memory" (device buffers
+ * copied to the host and back). */
+const char *ag_dist_reduce_path(void);
 
 /* ---- the backend: what dist_mpi.c provides -------------------------------- */
 
 typedef struct {
     int rank, size;
-    int local_size; /* ranks on this machine */
+    int local_rank, local_size; /* among the ranks on this machine */
     void (*sum)(void *buf, int64_t n, int elem_bytes); /* in place; 4: float, 8: double */
     void (*bcast)(void *buf, int64_t bytes);           /* from rank 0 */
     /* in place: counts[r] doubles of rank r at displs[r] */
     void (*gather_doubles)(double *all, const int *counts, const int *displs);
+    /* in place: rank r's bytes_each bytes at all + r bytes_each */
+    void (*allgather)(void *all, int64_t bytes_each);
     void (*abort)(int code);
     void (*finalize)(void);
 } ag_dist_backend;
 
 /* MPI_Init and the backend; defined by dist_mpi.c when it is linked in. */
 const ag_dist_backend *ag__dist_mpi_start(void);
+
+/* Collectives on device buffers, enqueued on the engine's stream: NCCL,
+ * from dist_nccl.c, which the programs link when meson finds NCCL beside
+ * MPI and CUDA.  A failed call prints why and ends the job. */
+typedef struct {
+    void (*sum)(void *dev, int64_t n, int elem_bytes); /* in place; 4: float, 8: double */
+    void (*bcast)(void *dev, int64_t bytes);           /* from rank 0 */
+    double (*last_seconds)(void); /* the last sum's time on the GPU, waits for peers included (waits for it) */
+    void (*finalize)(void);
+} ag_dist_device;
+
+/* ncclCommInitRank on this rank's GPU (the engine's, already started),
+ * with rank 0's ncclUniqueId broadcast over mpi; collective. */
+const ag_dist_device *ag__dist_nccl_start(const ag_dist_backend *mpi);
 
 #endif

@@ -30,12 +30,16 @@ static void gather_doubles(double *all, const int *counts, const int *displs) {
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs, MPI_DOUBLE, MPI_COMM_WORLD);
 }
 
+static void allgather(void *all, int64_t bytes_each) {
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, (int)bytes_each, MPI_BYTE, MPI_COMM_WORLD);
+}
+
 static void dist_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 static void finalize(void) { MPI_Finalize(); }
 
-static ag_dist_backend mpi = {.sum = sum, .bcast = bcast, .gather_doubles = gather_doubles, .abort = dist_abort,
-                              .finalize = finalize};
+static ag_dist_backend mpi = {.sum = sum, .bcast = bcast, .gather_doubles = gather_doubles, .allgather = allgather,
+                              .abort = dist_abort, .finalize = finalize};
 
 const ag_dist_backend *ag__dist_mpi_start(void) {
     MPI_Init(NULL, NULL);
@@ -43,6 +47,7 @@ const ag_dist_backend *ag__dist_mpi_start(void) {
     MPI_Comm_size(MPI_COMM_WORLD, &mpi.size);
     MPI_Comm local; /* the ranks sharing this machine's memory */
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &mpi.local_rank);
     MPI_Comm_size(local, &mpi.local_size);
     MPI_Comm_free(&local);
     return &mpi;

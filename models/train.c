@@ -1068,13 +1068,23 @@ static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *er
     return rc;
 }
 
+/* Does rank 0, which makes and writes the run folder, see path?  Every
+ * rank takes its answer: one that looked after rank 0 made the folder, or
+ * at another file system, must not decide otherwise (and stop alone). */
+static bool rank0_sees(const char *path) {
+    char there = ag_dist_rank() == 0 && exists(path);
+    ag_dist_bcast(&there, 1);
+    return there;
+}
+
 /* Before anything is loaded: a run to resume must be there, and a fresh
  * run must not overwrite one unless forced. */
 static int check_folder(const char *out, bool resume, bool force, char *err, size_t errlen) {
     char path[AG_PATH_MAX + 32];
     join(path, sizeof path, out, "last.safetensors");
-    if (resume) return exists(path) ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
-    if (exists(path) && !force)
+    bool there = rank0_sees(path);
+    if (resume) return there ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
+    if (there && !force)
         return ag_train_fail(err, errlen, AG_ERR_ARG, "%s already holds a run: add --resume to continue it or --force to start over",
                     out);
     return 0;
@@ -1211,8 +1221,9 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     double reduce0 = ag_dist_reduce_seconds(NULL), train0 = s.seconds;
     if (!rc) rc = train_loop(&c, &t, &s, r, err, errlen);
     if (!rc && !o->quiet && ag_dist_size() > 1) /* what the ranks cost each other */
-        printf("  %d ranks: %.2f s of %.2f s training in the gradient allreduce (waits for the slowest rank included)\n",
-               ag_dist_size(), ag_dist_reduce_seconds(NULL) - reduce0, s.seconds - train0);
+        printf("  %d ranks: %.2f s of %.2f s training in the gradient allreduce (%s; waits for the slowest rank "
+               "included)\n", ag_dist_size(), ag_dist_reduce_seconds(NULL) - reduce0, s.seconds - train0,
+               ag_dist_reduce_path());
     if (!rc) rc = evaluate_best(&c, &t, r, err, errlen);
     r->steps = s.step;
     r->epochs = s.epoch;
@@ -1281,7 +1292,7 @@ static int train_folds(ag_train_opts *o, int folds, double deadline, step_profil
         join(last, sizeof last, dir, "last.safetensors");
         ag_train_opts ok = *o;
         ok.fold = k;
-        ok.resume = o->resume && exists(last); /* folds not begun yet begin now */
+        ok.resume = o->resume && rank0_sees(last); /* folds not begun yet begin now */
         fold_result f;
         int rc = train_fold(&ok, k, dir, deadline, profile, &f, err, errlen);
         if (rc) return rc;

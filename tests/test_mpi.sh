@@ -2,7 +2,7 @@
 # Data-parallel training on MPI (models/dist.h), end to end through
 # `mpirun ... attngrad train`.  Usage:
 #
-#   test_mpi.sh equal|hosts|fault ATTNGRAD_F64 ATTNGRAD_F32 ST_COMPARE MPI_FOUND
+#   test_mpi.sh MODE ATTNGRAD_F64 ATTNGRAD_F32 ST_COMPARE MPI_FOUND [GPU_BUILD]
 #
 #   equal  2 ranks on this machine against 1 process, every model (and the
 #          relatedness and pair heads), 30 steps on generated data with
@@ -12,12 +12,20 @@
 #   hosts  the same check with the two ranks in two network namespaces
 #          joined by a veth pair, Open MPI over TCP between them.
 #   fault  a rank killed mid-run: the job ends on every rank within a
-#          timeout with a message, and the last checkpoint still loads.
+#          timeout with a message, and the last checkpoint still loads;
+#          rank 0's view of the run folder decides for every rank.
+#   cuda   `--device cuda`: 2 ranks sharing this machine's first GPU, the
+#          gradients through host memory (AG_DIST_REDUCE=host), against one
+#          process on that GPU, as equal does.
+#   nccl   the same with NCCL on device buffers (AG_DIST_REDUCE=nccl), a
+#          GPU per rank, and against the host path on the same GPUs.
 #
-# Skips (exit 77) with the reason when the build has no MPI, when mpirun
-# is not Open MPI's (hosts), or when the machine refuses namespaces.
+# GPU_BUILD: nccl, cuda (CUDA without NCCL) or none.  Skips (exit 77) with
+# the reason when the build has no MPI, when mpirun is not Open MPI's
+# (hosts), when the machine refuses namespaces, when there is no GPU (cuda,
+# nccl) or fewer than 2 (nccl: NCCL refuses two ranks on one GPU).
 set -uo pipefail
-mode=$1 found=$5
+mode=$1 found=$5 gpu_build=${6:-none}
 f64=$(realpath "$2") f32=$(realpath "$3") compare=$(realpath "$4") # meson passes them relative to the build dir
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$found" = true ] || skip "this build has no MPI (meson -Dmpi=enabled needs libopenmpi-dev openmpi-bin)"
@@ -190,6 +198,54 @@ EOS
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "mpirun exited $rc when rank 1 could not read its data"
   msg=$(grep -m1 "rank 1 of 2:.*no-such-data" bad.log) || { fail "no message naming rank 1 and its data"; tail -5 bad.log; }
   echo "ok rank 1 without data: the job ended in ${took} ms (exit $rc): $msg"
+
+  # (c) the run folder is rank 0's to judge: rank 1 runs where the same
+  # relative --out holds an old run (as a rank looking after rank 0 made
+  # the folder, or at another disk, would see it); without --force rank 0's
+  # verdict, a fresh folder, holds for both, and the run goes ahead
+  mkdir -p r0 r1/run && echo "an old run" >r1/run/last.safetensors
+  cat >rank-folders.sh <<EOS
+#!/bin/sh
+cd "$PWD/r\$$RANK_VAR" && exec "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max-steps 3 --progress none --quiet --out run
+EOS
+  chmod +x rank-folders.sh
+  if timeout -k 5 60 "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-folders.sh >folders.log 2>&1 && [ -f r0/run/last.safetensors ]; then
+    echo "ok rank 0's fresh folder decides, though rank 1 sees an old run there"
+  else
+    fail "rank 1's view of the run folder overruled rank 0's"; tail -5 folders.log
+  fi
+  ;;
+cuda | nccl)
+  [ "$gpu_build" != none ] || skip "this build has no CUDA (meson -Dcuda=enabled needs nvcc and cuBLAS)"
+  [ "$mode" = cuda ] || [ "$gpu_build" = nccl ] ||
+    skip "this build has no NCCL (-Dnccl=auto finds it beside MPI and CUDA: nccl.h and libnccl)"
+  gpus=0
+  if command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L | grep -c '^GPU'); fi
+  if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then # nvidia-smi does not read it; the ranks do
+    visible=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+    [ "$visible" -lt "$gpus" ] && gpus=$visible
+  fi
+  [ "$gpus" -ge 1 ] || skip "no GPU here (nvidia-smi finds none)"
+  if [ "$mode" = nccl ]; then
+    [ "$gpus" -ge 2 ] || skip "NCCL needs a GPU per rank (it refuses two ranks on one: 'Duplicate GPU detected'), and this machine has $gpus; the cuda mode checks 2 ranks on one GPU"
+    export AG_DIST_REDUCE=nccl CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1} # each rank takes its local rank's GPU
+  else
+    export AG_DIST_REDUCE=host CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} # both ranks on one GPU
+  fi
+  COMMON+=(--device cuda)
+  # AG_DIST_REDUCE insists: the job fails rather than take the other path
+  for case in "${CASES[@]}"; do check_case "$f64" 1e-6 "${MPIRUN[@]}"; done
+  for case in "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12"; do check_case "$f32" $F32_TOL "${MPIRUN[@]}"; done
+  if [ "$mode" = nccl ]; then
+    # the same sums through host memory: for 2 ranks both add the same two
+    # numbers, so they should agree to the last bit (printed); 1e-12 passes
+    case="mtsa --dim 12 --hidden 12" name=mtsa_--dim_12_--hidden_12
+    # shellcheck disable=SC2086
+    AG_DIST_REDUCE=host "${MPIRUN[@]}" "$f64" train --model $case "${COMMON[@]}" --out "$PWD/host-$name" >"host-$name.log" 2>&1 ||
+      fail "$case: 2 ranks through host memory failed"
+    res=$("$compare" "two-$name/last.safetensors" "host-$name/last.safetensors" 1e-12) &&
+      echo "ok $case: NCCL against host memory: $res" || fail "$case: NCCL against host memory: $res"
+  fi
   ;;
 *) echo "test_mpi.sh: unknown mode $mode"; exit 2 ;;
 esac

@@ -32,6 +32,9 @@ have_cmd valgrind || need+=(valgrind)
 # through pkg-config's ompi-c or the mpicc wrapper; mpirun runs the tests).
 { have_pc ompi-c || have_pc mpich || have_cmd mpicc; } || need+=(libopenmpi-dev)
 have_cmd mpirun || need+=(openmpi-bin)
+# NCCL (--device cuda under mpirun) comes with the CUDA Toolkit, not from
+# Debian: nothing to install here; without it the ranks' gradients go
+# through host memory (docs/distributed.md, "On GPUs").
 
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ $check_only -eq 1 ]; then echo "missing: ${need[*]}"; exit 1; fi

@@ -321,6 +321,21 @@ void ag__lstm_scatter_input_grad_cuda(const ag_kreal *dxin, const int32_t *src, 
 /* The last launch error, "" if none (cudaGetLastError's string). */
 const char *ag__cuda_launch_error(void);
 
+/* ---- models/cuda/dist.cu: the flat gradient buffer of data-parallel
+ * training (models/dist.c), in device memory ---- */
+typedef struct {
+    ag_kreal *grad;
+    int64_t offset, size; /* where the gradient sits in the flat buffer */
+} ag_kgrad_slot;
+/* slots[0..count) (on the device, count >= 1), largest the longest size:
+ * flat[offset + k] = w grad[k] (0 when zero: a rank without rows), and
+ * flat[n..n+3) = tail. */
+void ag__grads_pack_cuda(const ag_kgrad_slot *slots, int count, int64_t largest, ag_kreal w, bool zero,
+                         ag_kreal *flat, int64_t n, const ag_kreal tail[3]);
+/* After the sum: grad[k] = flat[offset + k] inv, inv = 1 / flat[n + 1] (the
+ * summed count) rounded as the host path rounds it, 0 when that is 0. */
+void ag__grads_unpack_cuda(const ag_kgrad_slot *slots, int count, int64_t largest, const ag_kreal *flat, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif

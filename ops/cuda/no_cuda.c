@@ -355,3 +355,12 @@ void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal
     (void)x, (void)rows, (void)cols, (void)scale, (void)partial, (void)out;
     UNREACHABLE("ag_linear");
 }
+void ag__grads_pack_cuda(const ag_kgrad_slot *slots, int count, int64_t largest, ag_kreal w, bool zero,
+                         ag_kreal *flat, int64_t n, const ag_kreal tail[3]) {
+    (void)slots, (void)count, (void)largest, (void)w, (void)zero, (void)flat, (void)n, (void)tail;
+    UNREACHABLE("ag_dist_reduce_grads");
+}
+void ag__grads_unpack_cuda(const ag_kgrad_slot *slots, int count, int64_t largest, const ag_kreal *flat, int64_t n) {
+    (void)slots, (void)count, (void)largest, (void)flat, (void)n;
+    UNREACHABLE("ag_dist_reduce_grads");
+}
