@@ -789,11 +789,14 @@ static int read_vectors(trainer *t, ag_train_opts *o, char *err, size_t errlen) 
     ag_vec_opts vo = {.exact_only = o->embeddings_exact};
     int rc = ag_vectors_read(o->embeddings, d->vocab, &vo, &t->vec, err, errlen);
     if (rc) return rc;
-    if (o->dim > 0 && o->dim != t->vec.dim)
+    /* A wider --dim keeps the vectors whole and draws the extra columns
+     * (ag_embedding_from_vectors); a narrower one would cut them. */
+    if (o->dim > 0 && o->dim < t->vec.dim)
         return ag_train_fail(err, errlen, AG_ERR_ARG,
                              "--dim %d, but %s holds %d-dimensional vectors (the model's dim is its embedding size): "
-                             "leave --dim out to take %d", o->dim, o->embeddings, t->vec.dim, t->vec.dim);
-    o->dim = t->vec.dim;
+                             "leave --dim out to take %d, or give one above it", o->dim, o->embeddings, t->vec.dim,
+                             t->vec.dim);
+    if (o->dim <= 0) o->dim = t->vec.dim;
     t->vec_covered = ag_vectors_coverage(&t->vec, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN],
                                          &t->vec_tokens);
     return 0;
@@ -820,8 +823,9 @@ static int apply_vectors(trainer *t, const ag_train_opts *o, char *err, size_t e
 static int model_refused(const trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
     if (!t->vec.dim) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
     return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s cannot take the %d-dimensional vectors of %s (its own dim is "
-                         "%d): %s", o->model, t->vec.dim, o->embeddings, ag_model_defaults(ag_model_find(o->model)).dim,
-                         ag_errmsg());
+                         "%d): %s; a --dim above %d it can take keeps the vectors in its first %d columns",
+                         o->model, t->vec.dim, o->embeddings, ag_model_defaults(ag_model_find(o->model)).dim,
+                         ag_errmsg(), t->vec.dim, t->vec.dim);
 }
 
 static void print_vectors(const trainer *t, const ag_train_opts *o) {

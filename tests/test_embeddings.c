@@ -280,6 +280,20 @@ static void test_embedding_rows(const ag_vocab *vocab) {
           "%s", ag_errmsg());
     CHECK(!memcmp(first, table->data, sizeof first));
     ag_vectors_free(&v);
+
+    /* a wider table keeps each vector in its first columns, draws the rest */
+    CHECK(read_vec(text("narrow.txt", "the 1 2\ncat 4 5\n"), vocab, 0, &v, err) == 0, "%s", err);
+    ag_rng_seed(&r, 5);
+    CHECK(ag_embedding_from_vectors(table, &v, AG_PAD_ID, &r) == AG_OK, "%s", ag_errmsg());
+    CHECK(table->data[THE * 3] == 1 && table->data[THE * 3 + 1] == 2 && table->data[CAT * 3] == 4 &&
+          table->data[CAT * 3 + 1] == 5);
+    for (int id = 0; id < V; id++)
+        for (int j = 0; j < 3; j++) {
+            ag_real x = table->data[id * 3 + j];
+            if (id == AG_PAD_ID) CHECK(x == 0);
+            else if (!v.found[id] || j == 2) CHECK(fabs(x) <= 0.05 && x != 0, "row %d col %d: %g", id, j, (double)x);
+        }
+    ag_vectors_free(&v);
     ag_model_free(&m);
 }
 

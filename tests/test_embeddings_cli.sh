@@ -2,8 +2,8 @@
 # test_embeddings_cli.sh - attngrad train --embeddings as a user runs it, on
 # the generated task (words A, B, w0..w19) with vectors files written here:
 # the coverage line, the lowercase fallback and --embeddings-exact, the
-# dimension taken from the file (a disagreeing --dim or a model that cannot
-# take it stops with both numbers), --freeze-embeddings (no optimizer state
+# dimension taken from the file (a narrower --dim or a model that cannot
+# take it stops with both numbers, a wider --dim pads), --freeze-embeddings (no optimizer state
 # in the checkpoint, the vectors unchanged), eval, predict and --resume with
 # the vectors file gone, and a bad file stopping before any run folder.
 #
@@ -40,12 +40,15 @@ expect 0 "note: $T/dup.txt repeats 1 word of the vocabulary, the first vector ke
   "$AG" train "${SMALL[@]}" --embeddings "$T/dup.txt" --max-steps 1 --out "$T/dup"
 expect 0 "note: 1 vector skipped: a word with spaces" "$AG" train "${SMALL[@]}" --embeddings "$T/dup.txt" --max-steps 1 --out "$T/dup2"
 
-# the dimension: a --dim that disagrees, a model whose width cannot be 8
-expect 1 "--dim 16, but $V holds 8-dimensional vectors .*leave --dim out to take 8" \
-  "$AG" train "${SMALL[@]}" --embeddings "$V" --dim 16 --out "$T/dim16"
-expect 1 "model ms_san cannot take the 8-dimensional vectors of $V \(its own dim is 300\): .*multiple of its 6 heads" \
+# the dimension: a --dim below the file's, a model whose width cannot be 8;
+# a --dim above it keeps the vectors in the first 8 columns (MS-SAN: 12)
+expect 1 "--dim 4, but $V holds 8-dimensional vectors .*leave --dim out to take 8, or give one above it" \
+  "$AG" train "${SMALL[@]}" --embeddings "$V" --dim 4 --out "$T/dim4"
+expect 1 "model ms_san cannot take the 8-dimensional vectors of $V \(its own dim is 300\): .*multiple of its 6 heads; a --dim above 8" \
   "$AG" train --model ms_san "${SMALL[@]}" --embeddings "$V" --out "$T/ms"
-[ ! -e "$T/dim16" ] && [ ! -e "$T/ms" ] && ok || bad "a refused run left a folder"
+[ ! -e "$T/dim4" ] && [ ! -e "$T/ms" ] && ok || bad "a refused run left a folder"
+expect 0 "parameters \(d=12\)" \
+  "$AG" train --model ms_san "${SMALL[@]}" --embeddings "$V" --dim 12 --freeze-embeddings --max-steps 1 --out "$T/ms12"
 expect 1 "--embeddings and --init $T/fine/best.safetensors both set the word embedding: give one" \
   "$AG" train "${SMALL[@]}" --embeddings "$V" --init "$T/fine/best.safetensors" --out "$T/both"
 expect 1 "embeddings-exact: there is no --embeddings file" "$AG" train "${SMALL[@]}" --embeddings-exact --out "$T/noexact"
@@ -83,6 +86,7 @@ PY
 }
 if command -v python3 >/dev/null; then
   rows_match "$T/frozen" "$V" && ok || bad "the frozen table moved"
+  rows_match "$T/ms12" "$V" && ok || bad "the 12-wide table does not start with the 8d vectors"
   rows_match "$T/fine" "$V" && bad "the fine-tuned table did not move" || ok
 fi
 

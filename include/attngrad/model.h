@@ -279,10 +279,13 @@ ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *log
  * names its word table so, d = cfg.dim, gets --embeddings and
  * --freeze-embeddings like the built-in ones. */
 ag_tensor *ag_model_embedding(const ag_model *m);
-/* Fills table [v->vocab, v->dim] from v: the rows of the words found are
- * their vectors, the others drawn from U(-0.05, 0.05) with rng (in id
- * order), row pad_id zero (pad_id < 0: none).  AG_ERR_SHAPE, naming both
- * shapes, when the table is not [v->vocab, v->dim]; then nothing changed. */
+/* Fills table [v->vocab, d] (d >= v->dim) from v: the rows of the words
+ * found are their vectors, the others drawn from U(-0.05, 0.05) with rng
+ * (in id order), row pad_id zero (pad_id < 0: none).  A table wider than
+ * v->dim takes each vector in its first v->dim columns and draws the rest
+ * of the row from the same U(-0.05, 0.05).  AG_ERR_SHAPE, naming both
+ * shapes, when the table is not [v->vocab, >= v->dim]; then nothing
+ * changed. */
 ag_status ag_embedding_from_vectors(ag_tensor *table, const ag_vectors *v, int pad_id, ag_rng *rng);
 
 #endif
