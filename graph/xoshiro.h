@@ -7,20 +7,30 @@
 
 #include <stdint.h>
 
-static inline uint64_t ag__splitmix64(uint64_t *x) {
+/* The same functions compile for the GPU (ops/dropout_mask.h draws the
+ * dropout mask there from them), so AG_HD is __host__ __device__ under nvcc. */
+#ifndef AG_HD
+#ifdef __CUDACC__
+#define AG_HD __host__ __device__
+#else
+#define AG_HD
+#endif
+#endif
+
+AG_HD static inline uint64_t ag__splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
 
-static inline void ag__xoshiro_seed(uint64_t s[4], uint64_t seed) {
+AG_HD static inline void ag__xoshiro_seed(uint64_t s[4], uint64_t seed) {
     for (int i = 0; i < 4; i++) s[i] = ag__splitmix64(&seed); /* never all zero */
 }
 
-static inline uint64_t ag__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+AG_HD static inline uint64_t ag__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-static inline uint64_t ag__xoshiro_next(uint64_t s[4]) {
+AG_HD static inline uint64_t ag__xoshiro_next(uint64_t s[4]) {
     uint64_t result = ag__rotl(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;
     s[2] ^= s[0];

@@ -1,13 +1,13 @@
 /* dropout.c - inverted dropout: each unit is kept with probability `keep`
  * and scaled by 1/keep, so the expected activation is unchanged and
- * evaluation needs no rescaling.  The mask is drawn from the caller's rng,
- * so a seeded run is reproducible, and saved for backward.
+ * evaluation needs no rescaling.  The mask is keyed by one draw from the
+ * caller's rng, so a seeded run is reproducible, and saved for backward.
  *
- * On the GPU the mask is the CPU's: drawn on the host as below and copied
- * (one byte per element), so a seeded GPU run drops exactly the units the
- * CPU run drops; ops/cuda/dropout.cu applies it. */
+ * On the GPU the mask is drawn there (ops/cuda/dropout.cu) from the same
+ * draw by the same generator (ops/dropout_mask.h): a seeded GPU run drops
+ * exactly the units the CPU run drops, and no mask is copied. */
 #include "../graph/device.h"
-#include "../graph/xoshiro.h"
+#include "dropout_mask.h"
 #include "cuda/kernels.h"
 
 AG_SIMD_CLONES
@@ -55,23 +55,19 @@ static void dropout_backward(ag_node *n) {
     ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, backward_range, &j);
 }
 
-/* The mask: kept[i] = (32 random bits < keep 2^32), keyed by global row.
- * One draw from the caller's rng serves the whole mask.  The tensor is
- * seen as rows (its first dim, the batch, when it has 2 or more) of row_len
- * elements; row r is
- * global row row_base + r (ag_set_dropout_row_base: a data-parallel rank's
- * first example, 0 in one process), and each block of MASK_BLOCK elements
- * of a row runs its own 8 xoshiro256** streams, seeded through splitmix64
- * from (draw, global row, block), each draw giving two elements.  So an
- * element's bit depends on the draw, its example's global index and its
- * index within the row only: not on the thread count, not on how many rows
- * this process holds, and - for [B,N,d] - not on the padded width N either
- * (element (t, j) of a row is at t*d + j whatever N is).  A rank holding
- * rows 8..15 of a global batch thus drops what one process would drop on
- * those rows.  The blocks run on the pool, and the streams run in two
+/* The mask (dropout_mask.h defines it), on the CPU.  The tensor is seen as
+ * rows (its first dim, the batch, when it has 2 or more) of row_len
+ * elements; row r is global row row_base + r (ag_set_dropout_row_base: a
+ * data-parallel rank's first example, 0 in one process).  So an element's
+ * bit depends on the draw, its example's global index and its index within
+ * the row only: not on the thread count, not on how many rows this process
+ * holds, and - for [B,N,d] - not on the padded width N either (element
+ * (t, j) of a row is at t*d + j whatever N is).  A rank holding rows 8..15
+ * of a global batch thus drops what one process would drop on those rows.
+ * The blocks run on the pool, and a block's eight streams run in two
  * vectors of four lanes (GCC vector extensions: SSE2 or AVX2 by the clone;
  * the multiplies by 5 and 9 are shifts and adds). */
-enum { MASK_BLOCK = 4096, MASK_STEP = 16, MASK_GRAIN = 16384 /* elements per pool chunk */ };
+enum { MASK_BLOCK = AG_MASK_BLOCK, MASK_STEP = AG_MASK_STEP, MASK_GRAIN = 16384 /* elements per pool chunk */ };
 
 typedef uint64_t v4u64 __attribute__((vector_size(32))); /* unsigned: the generator's sums wrap, defined */
 typedef int64_t v4i64 __attribute__((vector_size(32)));
@@ -99,6 +95,8 @@ static inline void next4(xoshiro4 *g, v4u64 *r) {
     g->s3 = ROTL4(g->s3, 45);
 }
 
+/* Streams 0-3 in a's lanes, 4-7 in b's, each taking its four splitmix64
+ * outputs in turn (ag__mask_stream_seed). */
 static void seed4(xoshiro4 *g, uint64_t *x) {
     for (int l = 0; l < 4; l++) {
         g->s0[l] = ag__splitmix64(x), g->s1[l] = ag__splitmix64(x);
@@ -107,7 +105,7 @@ static void seed4(xoshiro4 *g, uint64_t *x) {
 }
 
 /* 16 mask bytes from one draw of each of the 8 streams: the low halves of
- * streams 0-7, then their high halves. */
+ * streams 0-7, then their high halves (ag__mask_stream). */
 static inline void mask_step(xoshiro4 *a, xoshiro4 *b, int64_t below, uint8_t out[MASK_STEP]) {
     const v4u64 low = {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff};
     v4u64 ra, rb;
@@ -127,8 +125,7 @@ AG_SIMD_CLONES static void mask_blocks(void *ctx, int64_t j0, int64_t j1) {
     const mask_job *j = ctx;
     for (int64_t job = j0; job < j1; job++) {
         int64_t row = job / j->blocks_per_row, blk = job % j->blocks_per_row;
-        uint64_t x = j->seed + (uint64_t)(j->row_base + row) * 0x9e3779b97f4a7c15ULL;
-        x = ag__splitmix64(&x) + (uint64_t)blk * 0xd1b54a32d192ed03ULL; /* the row's key, then its block */
+        uint64_t x = ag__mask_block_key(j->seed, j->row_base + row, blk);
         xoshiro4 a, b;
         seed4(&a, &x);
         seed4(&b, &x);
@@ -153,7 +150,7 @@ int64_t ag_set_dropout_row_base(int64_t base) {
 
 void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
     mask_job j = {.kept = kept, .row_len = row_len, .blocks_per_row = (row_len + MASK_BLOCK - 1) / MASK_BLOCK,
-                  .row_base = row_base, .seed = ag_rng_next(rng), .below = (int64_t)ceil(keep * 0x1p32)};
+                  .row_base = row_base, .seed = ag_rng_next(rng), .below = ag__mask_below(keep)};
     if (rows <= 0 || row_len <= 0) return; /* the draw is taken all the same: the rng advances as on any batch */
     int64_t per_job = row_len < MASK_BLOCK ? row_len : MASK_BLOCK;
     ag__parallel_range(rows * j.blocks_per_row, (MASK_GRAIN + per_job - 1) / per_job, mask_blocks, &j);
@@ -166,16 +163,18 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     if (!training || keep == 1) return x;
     if (!rng) ag__fatal("ag_dropout", "training mode needs an rng");
     ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
-    uint8_t *kept = ag_arena_alloc((size_t)x->size);
     int64_t rows = x->ndim >= 2 ? x->shape[0] : 1; /* the batch's examples; a vector is one row */
-    ag__dropout_mask(kept, rows, rows ? x->size / rows : 0, keep, rng);
+    int64_t row_len = rows ? x->size / rows : 0;
+    uint8_t *kept;
     if (dev == AG_CUDA) {
-        uint8_t *host = kept;
         kept = ag__cuda_arena_alloc((size_t)(x->size > 0 ? x->size : 1));
-        ag__cuda_copy(kept, AG_CUDA, host, AG_CPU, (size_t)x->size);
+        uint64_t seed = ag_rng_next(rng); /* the draw the CPU's mask takes */
+        ag__dropout_mask_cuda(kept, rows, row_len, row_base, seed, ag__mask_below(keep));
         ag__dropout_apply_cuda(kept, x->data, (ag_real)(1 / keep), out->data, x->size);
         ag__cuda_check_launch("ag_dropout");
     } else {
+        kept = ag_arena_alloc((size_t)x->size);
+        ag__dropout_mask(kept, rows, row_len, keep, rng);
         dropout_job j = {kept, x->data, out->data, (ag_real)(1 / keep), false};
         ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, apply_range, &j);
     }

@@ -1,7 +1,22 @@
-/* dropout.cu - the CUDA side of ops/dropout.c: the mask is drawn on the
- * host (the CPU's generator and keying, bit for bit) and copied; these
- * kernels apply it and its backward. */
+/* dropout.cu - the CUDA side of ops/dropout.c: the mask is drawn here by
+ * the CPU's generator and keying (ops/dropout_mask.h), bit for bit, then
+ * applied; and its backward. */
 #include "prelude.cuh"
+
+#include "../dropout_mask.h"
+
+/* One thread a stream: thread t runs stream t % 8 of job t / 8, jobs being
+ * (row, block) pairs, row-major, as the CPU's pool chunks are.  A warp's
+ * threads write neighbouring bytes. */
+__global__ void dropout_mask_kernel(uint8_t *kept, int64_t rows, int64_t row_len, int64_t blocks_per_row,
+                                    int64_t row_base, uint64_t seed, int64_t below) {
+    AG_CUDA_FOR(t, rows * blocks_per_row * AG_MASK_STREAMS) {
+        int64_t job = t / AG_MASK_STREAMS, row = job / blocks_per_row, blk = job % blocks_per_row;
+        int64_t first = blk * AG_MASK_BLOCK, left = row_len - first;
+        ag__mask_stream(kept + row * row_len + first, left < AG_MASK_BLOCK ? left : AG_MASK_BLOCK,
+                        ag__mask_block_key(seed, row_base + row, blk), (int)(t % AG_MASK_STREAMS), below);
+    }
+}
 
 __global__ void dropout_apply_kernel(const uint8_t *kept, const ag_real *X, ag_real scale, ag_real *Y, int64_t n) {
     AG_CUDA_FOR(i, n) Y[i] = kept[i] ? scale * X[i] : 0;
@@ -13,6 +28,14 @@ __global__ void dropout_grad_kernel(const uint8_t *kept, const ag_real *G, ag_re
         if (kept[i]) GX[i] = fresh ? scale * G[i] : GX[i] + scale * G[i];
         else if (fresh) GX[i] = 0;
     }
+}
+
+extern "C" void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, uint64_t seed,
+                                      int64_t below) {
+    if (rows <= 0 || row_len <= 0) return;
+    int64_t blocks_per_row = (row_len + AG_MASK_BLOCK - 1) / AG_MASK_BLOCK;
+    dropout_mask_kernel<<<ag__cuda_blocks(rows * blocks_per_row * AG_MASK_STREAMS), AG_CUDA_THREADS, 0,
+                          ag__cuda_stream()>>>(kept, rows, row_len, blocks_per_row, row_base, seed, below);
 }
 
 extern "C" void ag__dropout_apply_cuda(const uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t n) {
