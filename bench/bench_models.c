@@ -322,7 +322,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         ag_tensor *loss = ag_model_loss(&m, &b, true);
         double value = ag_item(loss);
         ag_backward(loss);
-        if (cfg.l2 > 0) ag_l2_penalty(&m.params, cfg.l2);
+        if (cfg.l2 > 0) ag_l2_grad(&m.params, cfg.l2);
         if (cfg.task == AG_TASK_LM) ag_clip_grad_norm(&m.params, 0.25); /* MODELS.md §3 */
         ag_optim_step(&opt);
         ag_step_end();

@@ -678,8 +678,10 @@ ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at
  * Biases, gains, vectors and embeddings are not weight matrices. */
 bool ag_is_weight_matrix(const ag_tensor *p);
 /* Adds the gradient of gamma * sum ½‖W‖² over the weight matrices (gamma W)
- * to their ->grad and returns the penalty's value (to log it with the loss). */
+ * to their ->grad and returns the penalty's value (to log it with the loss).
+ * ag_l2_grad adds the gradient only: on a GPU the value costs a wait. */
 double ag_l2_penalty(ag_params *ps, double gamma);
+void ag_l2_grad(ag_params *ps, double gamma);
 
 /* Learning-rate schedules, as torch.optim.lr_scheduler (StepLR,
  * ExponentialLR, ReduceLROnPlateau), stepped once per epoch. */

@@ -245,7 +245,7 @@ static int train_step(trainer *t, int64_t step, int64_t global_rows, double *los
         snprintf(what, sizeof what, "the training loss is %g", *loss);
         return diverged(t, step, 0, what, true, err, errlen);
     }
-    if (m->cfg.l2 > 0) ag_l2_penalty(&m->params, m->cfg.l2);
+    if (m->cfg.l2 > 0) ag_l2_grad(&m->params, m->cfg.l2);
     double norm = t->clip > 0 ? ag_clip_grad_norm(&m->params, t->clip) : ag_grad_norm(&m->params);
     ag_status st = ag_check_grads_finite(&m->params, norm);
     bool in_ops = st != AG_OK; /* else the update made it */

@@ -41,29 +41,80 @@ static double sum_blocks(const double *block_sq, int64_t blocks) {
     return s;
 }
 
-/* A GPU array's block sums come back to the host: the one wait of a
- * clipped step (the clip decision is the host's).  Added to *acc one block
- * at a time, or summed first (acc NULL): each as its CPU caller does. */
-static double sum_squares_cuda(const ag_real *x, int64_t n, double *acc) {
-    int64_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
-    size_t bytes = (size_t)blocks * sizeof(double);
-    double *dev = ag__cuda_arena_alloc(bytes), stack[64], *host = blocks <= 64 ? stack : ag_arena_alloc(bytes);
-    ag__sum_squares_blocks_cuda(x, n, dev);
-    ag__cuda_check_launch("gradient norm");
-    ag__cuda_copy(host, AG_CPU, dev, AG_CUDA, bytes);
-    if (!acc) return sum_blocks(host, blocks);
-    for (int64_t b = 0; b < blocks; b++) *acc += host[b];
-    return *acc;
-}
+static int64_t blocks_of(int64_t n) { return (n + SQ_BLOCK - 1) / SQ_BLOCK; }
 
-static double sum_squares(const ag_real *x, int64_t n, ag_device dev) {
-    int64_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
+static double sum_squares(const ag_real *x, int64_t n) {
+    int64_t blocks = blocks_of(n);
     if (blocks == 0) return 0;
-    if (dev == AG_CUDA) return sum_squares_cuda(x, n, NULL);
     double stack[64];
     grad_job j = {.x = x, .n = n, .block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double))};
     ag__parallel_range(blocks, 16, block_squares, &j);
     return sum_blocks(j.block_sq, blocks);
+}
+
+/* ---- the squares of many GPU arrays, with one wait ----
+ * Which array of a parameter a sum takes: NULL skips the parameter. */
+typedef const ag_real *(*array_pick)(const ag_tensor *p);
+
+static const ag_real *trained_grad(const ag_tensor *p) { return p->requires_grad ? p->grad : NULL; }
+static const ag_real *any_grad(const ag_tensor *p) { return p->grad; }
+static const ag_real *values(const ag_tensor *p) { return p->data; }
+static const ag_real *l2_weights(const ag_tensor *p) {
+    return ag_is_weight_matrix(p) && p->requires_grad ? p->data : NULL;
+}
+
+/* *sq plus the sum of squares of the picked arrays, when they all live on
+ * the GPU (else false, nothing done).  Copying each array's block sums back was a
+ * wait for the GPU per parameter, and a step clips, checks and decays
+ * every parameter: most of a GPU step's waits.  Here every array's blocks
+ * go into one device buffer, one thread adds them in the CPU's order
+ * (per_array: each array's blocks first, as the norms do; else one running
+ * sum, as the L2 term does), and one double comes back: one wait. */
+static bool gpu_sum_squares(const ag_params *ps, array_pick pick, bool per_array, double *sq) {
+    int arrays = 0;
+    int64_t blocks = 0;
+    for (int i = 0; i < ps->count; i++) {
+        if (!pick(ps->items[i])) continue;
+        if (ps->items[i]->device != AG_CUDA) return false;
+        arrays++;
+        blocks += blocks_of(ps->items[i]->size);
+    }
+    if (arrays == 0) return false;
+    int64_t *first = ag_arena_alloc((size_t)(arrays + 1) * sizeof *first), *first_dev;
+    double *block_sq = ag__cuda_arena_alloc((size_t)(blocks + 1) * sizeof(double)), *total = block_sq + blocks;
+    int a = 0;
+    first[0] = 0;
+    for (int i = 0; i < ps->count; i++) {
+        const ag_real *x = pick(ps->items[i]);
+        if (!x) continue;
+        ag__sum_squares_blocks_cuda(x, ps->items[i]->size, block_sq + first[a]);
+        first[a + 1] = first[a] + blocks_of(ps->items[i]->size);
+        a++;
+    }
+    first_dev = ag__cuda_arena_alloc((size_t)(arrays + 1) * sizeof *first);
+    ag__cuda_copy(first_dev, AG_CUDA, first, AG_CPU, (size_t)(arrays + 1) * sizeof *first); /* staged: no wait */
+    ag__sum_blocks_in_order_cuda(block_sq, first_dev, arrays, per_array, *sq, total);
+    ag__cuda_check_launch("gradient norm");
+    ag__cuda_copy(sq, AG_CPU, total, AG_CUDA, sizeof *sq); /* the wait */
+    return true;
+}
+
+/* The sum over the parameters, on whichever device holds them. */
+static double params_sum_squares(const ag_params *ps, array_pick pick) {
+    double sq = 0;
+    if (gpu_sum_squares(ps, pick, true, &sq)) return sq; /* all on the GPU */
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *p = ps->items[i];
+        const ag_real *x = pick(p);
+        if (!x) continue;
+        if (p->device == AG_CUDA) { /* GPU and host parameters mixed: one wait for this one */
+            ag_params one = {.items = &ps->items[i], .count = 1};
+            gpu_sum_squares(&one, pick, true, &sq);
+        } else {
+            sq += sum_squares(x, p->size);
+        }
+    }
+    return sq;
 }
 
 AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
@@ -72,12 +123,7 @@ AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
 }
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm) {
-    double sq = 0;
-    for (int i = 0; i < ps->count; i++) {
-        const ag_tensor *p = ps->items[i];
-        if (p->grad && p->requires_grad) sq += sum_squares(p->grad, p->size, p->device);
-    }
-    double norm = sqrt(sq);
+    double norm = sqrt(params_sum_squares(ps, trained_grad));
     /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
      * under max_norm and the division finite.  A non-finite norm is
      * returned untouched for the caller to act on (skip the step). */
@@ -98,18 +144,9 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     return norm;
 }
 
-double ag_grad_norm(const ag_params *ps) {
-    double sq = 0;
-    for (int i = 0; i < ps->count; i++)
-        if (ps->items[i]->grad) sq += sum_squares(ps->items[i]->grad, ps->items[i]->size, ps->items[i]->device);
-    return sqrt(sq);
-}
+double ag_grad_norm(const ag_params *ps) { return sqrt(params_sum_squares(ps, any_grad)); }
 
-double ag_params_norm(const ag_params *ps) {
-    double sq = 0;
-    for (int i = 0; i < ps->count; i++) sq += sum_squares(ps->items[i]->data, ps->items[i]->size, ps->items[i]->device);
-    return sqrt(sq);
-}
+double ag_params_norm(const ag_params *ps) { return sqrt(params_sum_squares(ps, values)); }
 
 ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at) {
     for (int i = 0; i < ps->count; i++) {
@@ -161,32 +198,49 @@ bool ag_is_weight_matrix(const ag_tensor *p) {
     return !(p->name && (starts_with(p->name, "embed") || starts_with(p->name, "bigram")));
 }
 
-/* grad += gamma * w over a range, and the range's 1/2 |w|^2 into blocks. */
+/* grad += gamma * w over a range, and (block_sq set) the range's |w|^2
+ * into blocks. */
 AG_SIMD_CLONES static void l2_range(void *ctx, int64_t b0, int64_t b1) {
     const grad_job *j = ctx;
     for (int64_t i = b0 * SQ_BLOCK; i < b1 * SQ_BLOCK && i < j->n; i++) j->y[i] += j->scale * j->x[i];
-    block_squares(ctx, b0, b1);
+    if (j->block_sq) block_squares(ctx, b0, b1);
 }
 
-double ag_l2_penalty(ag_params *ps, double gamma) {
-    double sq = 0;
+/* The L2 term's gradient, and its value when *sq is wanted (sq not NULL):
+ * the squares of the weights, added one block at a time in order. */
+static void l2_term(ag_params *ps, double gamma, double *sq) {
+    for (int i = 0; i < ps->count; i++) { /* every weight has a gradient buffer before any work */
+        const ag_tensor *p = ps->items[i];
+        if (l2_weights(p) && !p->grad) ag__fatal("ag_l2_penalty", "parameter '%s' has no gradient buffer", p->name);
+    }
+    bool on_gpu = sq && gpu_sum_squares(ps, l2_weights, false, sq); /* the squares before the update */
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
-        if (!ag_is_weight_matrix(p) || !p->requires_grad) continue; /* frozen: no L2 term either */
-        if (!p->grad) ag__fatal("ag_l2_penalty", "parameter '%s' has no gradient buffer", p->name);
-        int64_t blocks = (p->size + SQ_BLOCK - 1) / SQ_BLOCK;
+        if (!l2_weights(p)) continue; /* frozen: no L2 term either */
+        int64_t blocks = blocks_of(p->size);
         if (blocks == 0) continue;
-        if (p->device == AG_CUDA) { /* the squares of w, then the gradient's term: as the CPU's l2_range */
-            sum_squares_cuda(p->data, p->size, &sq);
+        if (p->device == AG_CUDA) {
+            if (sq && !on_gpu) { /* host and GPU weights mixed: this one's squares alone */
+                ag_params one = {.items = &ps->items[i], .count = 1};
+                gpu_sum_squares(&one, l2_weights, false, sq);
+            }
             ag__axpy_cuda((ag_real)gamma, p->data, p->grad, p->size);
             ag__cuda_check_launch("ag_l2_penalty");
             continue;
         }
         double stack[64];
-        grad_job j = {.x = p->data, .y = p->grad, .n = p->size, .scale = (ag_real)gamma,
-                      .block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double))};
+        grad_job j = {.x = p->data, .y = p->grad, .n = p->size, .scale = (ag_real)gamma};
+        if (sq) j.block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double));
         ag__parallel_range(blocks, 16, l2_range, &j);
-        for (int64_t b = 0; b < blocks; b++) sq += j.block_sq[b];
+        if (sq)
+            for (int64_t b = 0; b < blocks; b++) *sq += j.block_sq[b];
     }
+}
+
+double ag_l2_penalty(ag_params *ps, double gamma) {
+    double sq = 0;
+    l2_term(ps, gamma, &sq);
     return gamma * 0.5 * sq;
 }
+
+void ag_l2_grad(ag_params *ps, double gamma) { l2_term(ps, gamma, NULL); }

@@ -162,6 +162,24 @@ static void gradients_case(void) {
         worst = fmax(worst, compare("clipped gradient", cpu.items[i]->grad, gpu.items[i]->grad, cpu.items[i]->size,
                                     TOL_EXACT));
     CHECK(fabs(ag_grad_norm(&gpu) - 1.0) < 1e-5, "the clipped norm %.9g is 1", ag_grad_norm(&gpu));
+    /* GPU and host parameters in one list: the CPU's order all the same */
+    ag_tensor *mixed_items[3] = {gpu.items[0], cpu.items[1], gpu.items[2]};
+    ag_params mixed = {.items = mixed_items, .count = 3};
+    CHECK(ag_grad_norm(&mixed) == ag_grad_norm(&cpu) && ag_params_norm(&mixed) == ag_params_norm(&cpu),
+          "norms of a list mixing devices: %.17g, CPU %.17g", ag_grad_norm(&mixed), ag_grad_norm(&cpu));
+    lc = ag_l2_penalty(&cpu, 1e-3);
+    CHECK(ag_l2_penalty(&mixed, 1e-3) == lc, "L2 term of a list mixing devices");
+    /* a norm waits for the GPU once, whatever the parameter count; the L2
+     * gradient alone (ag_l2_grad) never */
+    if (GPU == AG_CUDA) {
+        int64_t w0 = ag_memstats().device_waits;
+        ag_grad_norm(&gpu);
+        int64_t w1 = ag_memstats().device_waits;
+        ag_l2_grad(&gpu, 1e-3);
+        int64_t w2 = ag_memstats().device_waits;
+        CHECK(w1 - w0 == 1 && w2 == w1, "a norm of 3 GPU parameters waited %lld times (want 1), the L2 gradient %lld (want 0)",
+              (long long)(w1 - w0), (long long)(w2 - w1));
+    }
     /* a NaN is found and named on the GPU as on the CPU */
     ag_real nan_value = (ag_real)NAN;
     copy(gpu.items[2]->grad + 4321, GPU, &nan_value, AG_CPU, sizeof nan_value);

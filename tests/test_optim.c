@@ -460,6 +460,16 @@ static void test_l2_penalty(void) {
     for (int i = 0; i < n; i++)
         for (int64_t j = 0; j < ps.items[i]->size; j++)
             CHECK_NEAR(ps.items[i]->grad[j], ref.items[i]->grad[j], 1e-15, IS_F64 ? 1e-15 : 1e-6);
+    /* ag_l2_grad: the same gradient, to the bit, without the value (ref's
+     * gradients now keep ag_l2_penalty's) */
+    for (int i = 0; i < n; i++) {
+        memcpy(ref.items[i]->grad, ps.items[i]->grad, (size_t)ps.items[i]->size * sizeof(ag_real));
+        memset(ps.items[i]->grad, 0, (size_t)ps.items[i]->size * sizeof(ag_real));
+    }
+    ag_l2_grad(&ps, gamma);
+    for (int i = 0; i < n; i++)
+        for (int64_t j = 0; j < ps.items[i]->size; j++)
+            CHECK(ps.items[i]->grad[j] == ref.items[i]->grad[j], "ag_l2_grad %s[%lld]", ps.items[i]->name, (long long)j);
     ag_step_end();
     ag_params_free(&ps);
     ag_params_free(&ref);

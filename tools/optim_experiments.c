@@ -365,7 +365,7 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
                 }
                 ag_params_zero_grad(ps);
                 ag_backward(loss);
-                if (s->l2 > 0) ag_l2_penalty(ps, s->l2);
+                if (s->l2 > 0) ag_l2_grad(ps, s->l2);
                 /* the checks attngrad train makes: a diverged optimizer stops
                  * its own run, reported as diverged, and the others go on */
                 double l = ag_item(loss), norm = s->clip > 0 ? ag_clip_grad_norm(ps, s->clip) : ag_grad_norm(ps);

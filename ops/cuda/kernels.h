@@ -108,6 +108,12 @@ void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_kreal *p, const ag_kreal
  * in 8 lanes added as optim/gradients.c adds them (the same bits). */
 enum { AG_SQ_BLOCK = 4096, AG_SQ_LANES = 8 };
 void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq);
+/* *out = init + the block sums of `arrays` arrays (array a's are
+ * block_sq[first[a] .. first[a+1]), first on the device) added in the
+ * CPU's order: per array, then the arrays (per_array), or one running sum
+ * over all blocks. */
+void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
+                                  double init, double *out);
 /* y += a x */
 void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n);
 

@@ -251,6 +251,11 @@ void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq)
     (void)x, (void)n, (void)block_sq;
     UNREACHABLE("gradient norm");
 }
+void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
+                                  double init, double *out) {
+    (void)block_sq, (void)first, (void)arrays, (void)per_array, (void)init, (void)out;
+    UNREACHABLE("gradient norm");
+}
 void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n) {
     (void)a, (void)x, (void)y, (void)n;
     UNREACHABLE("axpy");

@@ -62,6 +62,24 @@ __global__ void sum_squares_kernel(const ag_real *X, int64_t n, double *block_sq
     }
 }
 
+/* One thread adds the blocks in the CPU's order: each array's blocks in a
+ * sum of their own, then the arrays' sums (per_array: the norms), or one
+ * running sum over every block (the L2 term). */
+__global__ void sum_blocks_in_order_kernel(const double *block_sq, const int64_t *first, int arrays, bool per_array,
+                                           double init, double *out) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    double total = init;
+    for (int a = 0; a < arrays; a++) {
+        double own = 0;
+        for (int64_t b = first[a]; b < first[a + 1]; b++) {
+            if (per_array) own += block_sq[b];
+            else total += block_sq[b];
+        }
+        if (per_array) total += own;
+    }
+    *out = total;
+}
+
 __global__ void axpy_kernel(ag_real a, const ag_real *X, ag_real *Y, int64_t n) {
     AG_CUDA_FOR(i, n) Y[i] += a * X[i];
 }
@@ -88,6 +106,11 @@ extern "C" void ag__sum_squares_blocks_cuda(const ag_real *x, int64_t n, double 
     if (blocks == 0) return;
     dim3 threads(AG_SQ_LANES, 32); /* 32 blocks of the sum per CUDA block: a warp is 4 of them */
     sum_squares_kernel<<<(unsigned)((blocks + 31) / 32), threads, 0, ag__cuda_stream()>>>(x, n, block_sq, blocks);
+}
+
+extern "C" void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
+                                             double init, double *out) {
+    sum_blocks_in_order_kernel<<<1, 1, 0, ag__cuda_stream()>>>(block_sq, first, arrays, per_array, init, out);
 }
 
 extern "C" void ag__axpy_cuda(ag_real a, const ag_real *x, ag_real *y, int64_t n) { LAUNCH(axpy_kernel, n, a, x, y, n); }
