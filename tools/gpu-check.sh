@@ -13,13 +13,22 @@
 # Each failing test prints its op, shapes and worst difference, so one run
 # says what to fix.  Logs stay in build-gpu/meson-logs/.
 #
-#     bash tools/gpu-check.sh [--quick] [--bench MODES] [--bench-ops]
+#     bash tools/gpu-check.sh [--quick] [--bench MODES] [--bench-ops] [--waits] [--ptb MINUTES]
 # --quick: the GPU tests and the CLI's (whose --device cuda trains), not the
 # whole suite; --bench-ops: then the op table, bench/bench_ops_torch.py
 # --device cuda (attngrad's ops and PyTorch's side by side, ~1 minute), into
 # build-gpu/bench-ops-cuda.md; --bench MODES: the op table, then
 # bench/bench_models.py --device cuda with PyTorch in MODES
-# (eager,compile,cudagraphs), its table into build-gpu/bench-cuda.md.
+# (eager,compile,cudagraphs), its table into build-gpu/bench-cuda.md;
+# --waits: attngrad's step of each model with uploads staged (the default)
+# and with AG_CUDA_SYNC_UPLOADS=1 (every upload waits), ms and host waits a
+# step side by side, into build-gpu/bench-waits.md (~30 s);
+# --ptb MINUTES: the positional LM and its LSTM baseline trained on PTB at
+# once on this GPU, MODELS.md's recipe (docs/results.md), --max-minutes
+# MINUTES each, run folders in build-gpu/runs/ (a second call resumes them),
+# progress in build-gpu/ptb-*.log.  The PTB files come from ../shared/data/ptb,
+# or, on a machine without ../shared, from the copy --fetch-deps puts in
+# .gpu-deps/data/ptb to be carried (git-ignored, never committed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deps=.gpu-deps
@@ -28,15 +37,19 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   mkdir -p "$deps" && cd "$deps" || exit 1
   apt-get download libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 || exit 1
   ls -la ./*.deb
+  # the PTB files, for --ptb where ../shared is not (a carry copy, git-ignored)
+  if [ -d ../../shared/data/ptb ]; then mkdir -p data && cp -r ../../shared/data/ptb data/ && du -sh data/ptb; fi
   exit 0
 fi
 
-quick=0 bench="" bench_ops=0
+quick=0 bench="" bench_ops=0 waits=0 ptb=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
     --bench) bench=$2; bench_ops=1; shift ;;
     --bench-ops) bench_ops=1 ;;
+    --waits) waits=1 ;;
+    --ptb) ptb=$2; shift ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -151,6 +164,39 @@ if [ -n "$bench" ]; then
   say "== bench_models.py --device cuda --modes $bench"
   python3 bench/bench_models.py --exe build-gpu/bench/bench_models --device cuda --modes "$bench" \
     --csv build-gpu/bench-cuda.csv 2>&1 | tee build-gpu/bench-cuda.md
+fi
+if [ $waits = 1 ]; then
+  say "== host waits: uploads staged against AG_CUDA_SYNC_UPLOADS=1"
+  {
+    echo "| model | staged ms | waits/step | sync uploads ms | waits/step |"
+    echo "|---|---|---|---|---|"
+    for m in mpsan dual_axial poslm ms_san mtsa; do
+      a=$(build-gpu/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
+      b=$(AG_CUDA_SYNC_UPLOADS=1 build-gpu/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
+      v() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+      echo "| $m | $(v "$a" ms_med) | $(v "$a" waits) | $(v "$b" ms_med) | $(v "$b" waits) |"
+    done
+  } 2>&1 | tee build-gpu/bench-waits.md
+fi
+if [ -n "$ptb" ]; then
+  data=../shared/data/ptb
+  [ -f $data/ptb.train.txt ] || data=$deps/data/ptb
+  if [ ! -d "$data" ]; then
+    say "no PTB data (../shared/data/ptb, or $deps/data/ptb from --fetch-deps): --ptb not run"
+  else
+    say "== PTB on the GPU, both variants at once, $ptb minutes each (logs: build-gpu/ptb-*.log)"
+    mkdir -p build-gpu/runs
+    for v in positional none; do
+      args=(train --model poslm --attention $v --data "$data" --device cuda --epochs 40 --max-minutes "$ptb"
+        --out build-gpu/runs/ptb-$v)
+      # MODELS.md's lr 30 blows the attention variant up (docs/results.md): lr 10 for it
+      [ $v = positional ] && args+=(--optim sgd:lr=10,weight_decay=1.2e-6)
+      [ -d build-gpu/runs/ptb-$v ] && args+=(--resume)
+      build-gpu/tools/attngrad "${args[@]}" >>build-gpu/ptb-$v.log 2>&1 &
+    done
+    wait
+    for v in positional none; do say "ptb $v:"; grep -E "epoch|test|error" build-gpu/ptb-$v.log | tail -n 6; done
+  fi
 fi
 echo "gpu-check: $p passed, $f failed, $s skipped"
 [ "$f" -eq 0 ]
