@@ -268,6 +268,7 @@ typedef struct {
     double arena_mb, param_mb, optim_mb, rss_mb;
     double loss_first, loss_last;
     double waits; /* per step: times the host waited for the GPU */
+    double graph_launches, eager_segments; /* per step, with --cuda-graphs */
 } result;
 
 static int cmp_double(const void *a, const void *b) {
@@ -288,6 +289,7 @@ static double maxrss_mb(void) {
 }
 
 static ag_device device = AG_CPU;
+static int cuda_graphs; /* --cuda-graphs: ag_cuda_graphs on the GPU */
 
 static int bench_one(const ag_model_kind *kind, int steps, int warmup, const char *batch_dir, result *res) {
     double rss0 = maxrss_mb();
@@ -304,6 +306,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
     if (device == AG_CUDA) { /* after write_batch: the initial values go out from the host */
         ag_params_to(&m.params, AG_CUDA);
         ag_set_device(AG_CUDA);
+        ag_cuda_graphs(cuda_graphs);
     }
 
     ag_optim_config oc;
@@ -315,8 +318,9 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
     double *ms = malloc(sizeof(double) * (size_t)steps);
     gemm_stats before = gemm;
     int64_t waits0 = 0;
+    ag_mem_stats stats0 = {0};
     for (int s = -warmup; s < steps; s++) {
-        if (s == 0) before = gemm, shapes_on = want_shapes, waits0 = ag_memstats().device_waits;
+        if (s == 0) before = gemm, shapes_on = want_shapes, stats0 = ag_memstats(), waits0 = stats0.device_waits;
         double t0 = now();
         ag_params_zero_grad(&m.params);
         ag_tensor *loss = ag_model_loss(&m, &b, true);
@@ -349,6 +353,8 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         .rss_mb = maxrss_mb() - rss0,
         .loss_first = res->loss_first, .loss_last = res->loss_last,
         .waits = (double)(ag_memstats().device_waits - waits0) / steps,
+        .graph_launches = (double)(ag_memstats().graph_launches - stats0.graph_launches) / steps,
+        .eager_segments = (double)(ag_memstats().eager_segments - stats0.eager_segments) / steps,
     };
     free(ms);
     ag_optim_free(&opt);
@@ -382,7 +388,7 @@ static int bench_forked(const ag_model_kind *kind, int steps, int warmup, const 
 
 static void usage(void) {
     fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]\n"
-                    "                    [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]\n");
+                    "                    [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes] [--cuda-graphs]\n");
     exit(2);
 }
 
@@ -394,6 +400,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--no-peak")) { peak = 0; continue; }
         if (!strcmp(a, "--peak-only")) { peak = 2; continue; }
         if (!strcmp(a, "--gemm-shapes")) { want_shapes = 1; continue; }
+        if (!strcmp(a, "--cuda-graphs")) { cuda_graphs = 1; continue; }
         if (!v) usage();
         if (!strcmp(a, "--model")) only = v;
         else if (!strcmp(a, "--threads")) threads = atoi(v);
@@ -478,14 +485,16 @@ int main(int argc, char **argv) {
                            r->gemm_gflop / (r->ms_med / 1e3), 100 * r->gemm_gflop / (r->ms_med / 1e3) / pk);
         printf("; loss %.4f -> %.4f", r->loss_first, r->loss_last);
         if (device == AG_CUDA) printf("; the host waited for the GPU %.1f times a step", r->waits);
+        if (cuda_graphs)
+            printf("; %.1f graph launches and %.1f eager stretches a step", r->graph_launches, r->eager_segments);
         printf("\n");
         /* one line per model for bench_models.py */
         printf("result: model=%s B=%d N=%d params=%lld ms_med=%.4f ms_q1=%.4f ms_q3=%.4f ms_min=%.4f ms_max=%.4f "
                "gemm_gflop=%.6f gemm_ms=%.4f gemm_calls=%.0f arena_mb=%.3f param_mb=%.3f optim_mb=%.3f rss_mb=%.2f "
-               "loss_first=%.6f loss_last=%.6f peak_gflops=%.2f waits=%.1f\n",
+               "loss_first=%.6f loss_last=%.6f peak_gflops=%.2f waits=%.1f graph_launches=%.1f\n",
                names[i], r->B, r->N, (long long)r->params, r->ms_med, r->ms_q1, r->ms_q3, r->ms_min, r->ms_max,
                r->gemm_gflop, r->gemm_ms, r->gemm_calls, r->arena_mb, r->param_mb, r->optim_mb, r->rss_mb,
-               r->loss_first, r->loss_last, pk, r->waits);
+               r->loss_first, r->loss_last, pk, r->waits, r->graph_launches);
     }
     return failed;
 }

@@ -32,6 +32,7 @@ static int ready = -1; /* -1 not asked yet, 0 no, 1 yes */
 static char why_not[256];
 static void wait_stream(void); /* cudaStreamSynchronize, counted */
 static int preferred, ordinal; /* ag__cuda_prefer_device's wish; the device in use */
+static void *cublas_workspace; /* cuBLAS's, set with CUDA graphs on (ag_cuda_graphs) */
 
 static void versions(char *buf, size_t n) {
     int drv = 0, rt = 0;
@@ -119,7 +120,9 @@ void *ag__cuda_malloc(size_t bytes, const char *what) {
 }
 
 void ag__cuda_free(void *p) {
-    if (p && ready == 1) cudaFree(p);
+    if (!p || ready != 1) return;
+    ag__graph_flush(); /* a recorded launch may still name it */
+    cudaFree(p);
 }
 
 /* ---- the step's device arena ---- */
@@ -202,9 +205,37 @@ static int64_t host_waits; /* the host stopped until the GPU caught up */
 
 int64_t ag__cuda_host_waits(void) { return host_waits; }
 
+void ag__cuda_graph_counts(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments) {
+    ag__graph_stats(graph_launches, graph_captures, eager_segments);
+}
+
 static void wait_stream(void) {
+    ag__graph_flush(); /* what was recorded runs first */
     host_waits++;
     CUDA_OK(cudaStreamSynchronize(stream));
+}
+
+/* ---- what graph/cuda_graph.cu records besides kernels ----
+ * With CUDA graphs on, copies, memsets and cuBLAS calls are recorded like
+ * kernel launches: their arguments by value, and a function that issues
+ * them when the segment runs eagerly or is captured. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int64_t kind; /* 64 bits: no padding, whose bytes a record's comparison would see */
+} copy_record;
+
+static void run_copy(const void *p) {
+    const copy_record *r = p;
+    cudaMemcpyAsync(r->dst, r->src, r->bytes, (enum cudaMemcpyKind)r->kind, stream);
+}
+
+/* Issues the copy now, or records it. */
+static void async_copy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    copy_record *r = ag__record_begin(sizeof *r, run_copy);
+    if (r) *r = (copy_record){dst, src, bytes, (int64_t)kind};
+    else CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
 }
 
 /* false: not staged (too large, switched off, or no pinned memory): the
@@ -218,13 +249,14 @@ static bool stage_upload(void *dst, const void *src, size_t bytes) {
     void *p = ag__bump_alloc(&staging[staging_cur], bytes);
     if (!p) return false;
     memcpy(p, src, bytes);
-    CUDA_OK(cudaMemcpyAsync(dst, p, bytes, cudaMemcpyHostToDevice, stream));
+    async_copy(dst, p, bytes, cudaMemcpyHostToDevice); /* the pinned bytes stay until the step after next */
     return true;
 }
 
 /* The step's end: this step's staging is done with once the GPU reaches
  * here; the other arena's copies were queued a step earlier. */
 static void next_staging(void) {
+    ag__graph_flush(); /* the step's last segment, before its end is marked */
     if (!staging_done[0]) {
         CUDA_OK(cudaEventCreateWithFlags(&staging_done[0], cudaEventDisableTiming));
         CUDA_OK(cudaEventCreateWithFlags(&staging_done[1], cudaEventDisableTiming));
@@ -239,6 +271,7 @@ static void next_staging(void) {
 }
 
 void ag__cuda_arena_reset(void) {
+    ag__graph_flush(); /* before the reset may free a chunk a record names */
     if (arena.n) ag__bump_reset(&arena);
     if (ready == 1) next_staging();
 }
@@ -248,7 +281,11 @@ void ag__cuda_arena_rewind(size_t pos, int chunk) { ag__bump_rewind(&arena, pos,
 
 void ag__cuda_shutdown(void) {
     if (ready != 1) return;
+    ag__graph_release();
+    ag__graph_enable(false); /* a runtime started again starts eager */
     cudaStreamSynchronize(stream);
+    if (cublas_workspace) cudaFree(cublas_workspace);
+    cublas_workspace = NULL;
     ag__bump_release_all(&arena);
     ag__bump_release_all(&staging[0]);
     ag__bump_release_all(&staging[1]);
@@ -264,22 +301,62 @@ void ag__cuda_shutdown(void) {
 void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes) {
     if (!bytes) return;
     need_device("copy");
-    enum cudaMemcpyKind kind = dst_dev == AG_CUDA ? (src_dev == AG_CUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-                                                  : (src_dev == AG_CUDA ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    enum cudaMemcpyKind kind = dst_dev == AG_CUDA
+                                   ? (src_dev == AG_CUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                   : (src_dev == AG_CUDA ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
     if (kind == cudaMemcpyHostToDevice && stage_upload(dst, src, bytes)) return;
+    if (kind == cudaMemcpyDeviceToDevice) { /* in stream order: nothing to wait for */
+        async_copy(dst, src, bytes, kind);
+        return;
+    }
+    /* The host reads or reuses its buffer right after: wait for this copy
+     * (and, with graphs on, for what was recorded before it). */
+    ag__graph_flush();
     CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
-    /* the host reads or reuses its buffer right after: wait for this copy */
     if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToDevice) wait_stream();
 }
 
+typedef struct {
+    void *p;
+    size_t bytes;
+} zero_record;
+
+static void run_zero(const void *p) {
+    const zero_record *r = p;
+    cudaMemsetAsync(r->p, 0, r->bytes, stream);
+}
+
 void ag__cuda_zero(void *p, size_t bytes) {
-    if (bytes) CUDA_OK(cudaMemsetAsync(p, 0, bytes, stream));
+    if (!bytes) return;
+    zero_record *r = ag__record_begin(sizeof *r, run_zero);
+    if (r) *r = (zero_record){p, bytes};
+    else CUDA_OK(cudaMemsetAsync(p, 0, bytes, stream));
 }
 
 void ag__cuda_check_launch(const char *op) {
+    if (ag__graph_enabled()) { /* recorded: a failure shows when the segment runs, named by op */
+        ag__record_label(op);
+        return;
+    }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) ag__fatal(op, "CUDA kernel launch failed: %s", cudaGetErrorString(e));
 }
+
+/* ---- CUDA graphs (graph/cuda_graph.cu) ----
+ * cuBLAS takes its workspace from the memory set here rather than
+ * allocating while a graph is captured. */
+enum { CUBLAS_WORKSPACE = 32 << 20 };
+
+void ag_cuda_graphs(bool on) {
+    if (on && !init()) return; /* no GPU: nothing to record */
+    if (on && !cublas_workspace) {
+        cublas_workspace = ag__cuda_malloc(CUBLAS_WORKSPACE, "cuda graphs");
+        CUBLAS_OK(cublasSetWorkspace(blas, cublas_workspace, CUBLAS_WORKSPACE));
+    }
+    if (ready == 1) ag__graph_enable(on);
+}
+
+bool ag_cuda_graphs_on(void) { return ready == 1 && ag__graph_enabled(); }
 
 /* ---- cuBLAS: row-major products as column-major ones, C^T = op(B)^T op(A)^T ---- */
 
@@ -291,30 +368,68 @@ void ag__cuda_check_launch(const char *op) {
 #define GEMM_BATCHED cublasSgemmStridedBatched
 #endif
 
+/* One record serves the three kinds of product; eagerly it is issued at
+ * once.  Scalars by value, or (dev_scalars) pointers to device ones. */
+typedef struct {
+    const ag_real *A, *B;
+    ag_real *C;
+    const ag_real *alpha_dev, *beta_dev;
+    int64_t sa, sb, sc;
+    ag_real alpha, beta;
+    int ta, tb, M, N, K, lda, ldb, ldc, batch, dev_scalars, unused; /* 12 ints: no padding */
+} gemm_record;
+
+static cublasStatus_t issue_gemm(const gemm_record *g) {
+    cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (g->dev_scalars) {
+        cublasStatus_t s = cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_DEVICE);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = GEMM(blas, opb, opa, g->N, g->M, g->K, g->alpha_dev, g->B, g->ldb, g->A, g->lda, g->beta_dev, g->C,
+                     g->ldc);
+        cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST); /* every other call passes host scalars */
+        return s;
+    }
+    if (g->batch > 0)
+        return GEMM_BATCHED(blas, opb, opa, g->N, g->M, g->K, &g->alpha, g->B, g->ldb, g->sb, g->A, g->lda, g->sa,
+                            &g->beta, g->C, g->ldc, g->sc, g->batch);
+    return GEMM(blas, opb, opa, g->N, g->M, g->K, &g->alpha, g->B, g->ldb, g->A, g->lda, &g->beta, g->C, g->ldc);
+}
+
+static void run_gemm(const void *p) {
+    cublasStatus_t s = issue_gemm(p);
+    if (s != CUBLAS_STATUS_SUCCESS) ag__fatal("cublas", "a recorded gemm failed: status %d", (int)s);
+}
+
+static void gemm(const gemm_record *g) {
+    need_device("gemm");
+    gemm_record *r = ag__record_begin(sizeof *r, run_gemm);
+    if (r) {
+        *r = *g;
+        return;
+    }
+    cublasStatus_t s = issue_gemm(g);
+    if (s != CUBLAS_STATUS_SUCCESS) ag__fatal("cublas", "gemm failed: status %d", (int)s);
+}
+
 void ag__cuda_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
                    int ldb, ag_real beta, ag_real *C, int ldc) {
-    need_device("gemm");
-    CUBLAS_OK(GEMM(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A, lda,
-                   &beta, C, ldc));
+    gemm(&(gemm_record){.A = A, .B = B, .C = C, .alpha = alpha, .beta = beta, .ta = ta, .tb = tb, .M = M, .N = N,
+                        .K = K, .lda = lda, .ldb = ldb, .ldc = ldc});
 }
 
 void ag__cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, const ag_real *A, int lda, int64_t sa,
                            const ag_real *B, int ldb, int64_t sb, ag_real beta, ag_real *C, int ldc, int64_t sc,
                            int batch) {
-    need_device("gemm");
-    ag_real one = 1;
-    CUBLAS_OK(GEMM_BATCHED(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B, ldb,
-                           sb, A, lda, sa, &beta, C, ldc, sc, batch));
+    if (batch <= 0) return;
+    gemm(&(gemm_record){.A = A, .B = B, .C = C, .sa = sa, .sb = sb, .sc = sc, .alpha = 1, .beta = beta, .ta = ta,
+                        .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .batch = batch});
 }
 
 void ag__cuda_gemm_rows_dev(bool ta, bool tb, int M, int N, int K, const ag_real *alpha, const ag_real *A,
                             const ag_real *B, const ag_real *beta, ag_real *C) {
-    need_device("gemm");
-    CUBLAS_OK(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_DEVICE));
-    cublasStatus_t s = GEMM(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, alpha, B,
-                            ag__cuda_ld(tb ? K : N), A, ag__cuda_ld(ta ? M : K), beta, C, ag__cuda_ld(N));
-    cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST); /* every other call passes host scalars */
-    if (s != CUBLAS_STATUS_SUCCESS) ag__fatal("cublas", "gemm with device scalars failed: status %d", (int)s);
+    gemm(&(gemm_record){.A = A, .B = B, .C = C, .alpha_dev = alpha, .beta_dev = beta, .ta = ta, .tb = tb, .M = M,
+                        .N = N, .K = K, .lda = ag__cuda_ld(ta ? M : K), .ldb = ag__cuda_ld(tb ? K : N),
+                        .ldc = ag__cuda_ld(N), .dev_scalars = 1});
 }
 
 #else /* no CUDA in this build */
@@ -342,7 +457,12 @@ void *ag__cuda_arena_alloc(size_t bytes) {
 void ag__cuda_arena_reset(void) {}
 size_t ag__cuda_arena_high(void) { return 0; }
 int64_t ag__cuda_host_waits(void) { return 0; }
+void ag__cuda_graph_counts(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments) {
+    *graph_launches = *graph_captures = *eager_segments = 0;
+}
 void ag_sync(void) {}
+void ag_cuda_graphs(bool on) { (void)on; }
+bool ag_cuda_graphs_on(void) { return false; }
 void ag__cuda_arena_mark(size_t *pos, int *chunk) { *pos = 0, *chunk = 0; }
 void ag__cuda_arena_rewind(size_t pos, int chunk) { (void)pos, (void)chunk; }
 void ag__cuda_shutdown(void) {}

@@ -56,6 +56,7 @@ void *ag__cuda_arena_alloc(size_t bytes);
 void ag__cuda_arena_reset(void);
 size_t ag__cuda_arena_high(void); /* the most bytes a step has taken */
 int64_t ag__cuda_host_waits(void); /* times the host waited for the GPU (reads, ag_sync, a staging arena) */
+void ag__cuda_graph_counts(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments);
 void ag__cuda_arena_mark(size_t *pos, int *chunk);
 void ag__cuda_arena_rewind(size_t pos, int chunk);
 void ag__cuda_shutdown(void);
@@ -85,6 +86,20 @@ void ag__cuda_gemm_rows_dev(bool ta, bool tb, int M, int N, int K, const ag_real
 /* After launching kernels from op: a launch error is a programmer error
  * naming the op (kernels report no other errors). */
 void ag__cuda_check_launch(const char *op);
+
+/* ---- CUDA graphs (graph/cuda_graph.cu; ag_cuda_graphs) ----
+ * record_begin: zeroed room for a launch's arguments, which run issues
+ * when the segment runs, or NULL when graphs are off (issue it now);
+ * record_label: the op of the launches just recorded; graph_flush: run
+ * what was recorded, as a cached graph or eagerly (before any wait, read
+ * or step end). */
+void *ag__record_begin(size_t bytes, void (*run)(const void *));
+void ag__record_label(const char *op);
+void ag__graph_flush(void);
+void ag__graph_enable(bool on);
+bool ag__graph_enabled(void);
+void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments);
+void ag__graph_release(void);
 
 /* ---- tensors on a device (graph/device.c, graph/tensor.c) ---- */
 /* A zero-filled step tensor on the CPU, whatever the current device. */

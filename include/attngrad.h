@@ -198,6 +198,13 @@ void ag_params_to(ag_params *ps, ag_device d);
  * CPU): ops return as soon as their kernels are queued, so time a step
  * with a sync at its end. */
 void ag_sync(void);
+/* CUDA graphs (default off): the host still runs each step's code, but
+ * records the GPU work instead of launching it, and each stretch between
+ * two reads of GPU values runs as one graph captured from an identical
+ * earlier stretch (the same kernels, arguments and addresses), else
+ * eagerly.  Results are the eager ones to the bit.  No effect without a GPU. */
+void ag_cuda_graphs(bool on);
+bool ag_cuda_graphs_on(void);
 /* t's values into host memory (t->size elements), from any device. */
 void ag_tensor_read(const ag_tensor *t, ag_real *host);
 
@@ -251,6 +258,7 @@ typedef struct {
     size_t arena_high;      /* most bytes a step has used */
     size_t device_arena_high; /* the same for the GPU's step arena (CUDA) */
     int64_t device_waits;     /* times the host waited for the GPU: value reads, ag_sync (CUDA) */
+    int64_t graph_launches, graph_captures, eager_segments; /* ag_cuda_graphs: stretches run each way */
 } ag_mem_stats;
 ag_mem_stats ag_memstats(void);
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 cudaStream_t ag__cuda_stream(void); /* graph/cuda.c: the engine's stream */
+void ag__graph_flush(void);         /* graph/cuda_graph.cu: recorded launches run before a collective */
 
 static ncclComm_t comm;
 static cudaEvent_t began, ended; /* around the last sum: its time on the GPU */
@@ -32,6 +33,7 @@ static void check_cuda(cudaError_t e, const char *call) {
 }
 
 static void sum(void *dev, int64_t n, int elem_bytes) {
+    ag__graph_flush();
     cudaStream_t s = ag__cuda_stream();
     check_cuda(cudaEventRecord(began, s), "cudaEventRecord");
     check(ncclAllReduce(dev, dev, (size_t)n, elem_bytes == 8 ? ncclFloat64 : ncclFloat32, ncclSum, comm, s),
@@ -40,6 +42,7 @@ static void sum(void *dev, int64_t n, int elem_bytes) {
 }
 
 static void bcast(void *dev, int64_t bytes) {
+    ag__graph_flush();
     check(ncclBroadcast(dev, dev, (size_t)bytes, ncclUint8, 0, comm, ag__cuda_stream()), "ncclBroadcast");
 }
 

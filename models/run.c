@@ -241,12 +241,16 @@ static void print_lm(FILE *out, const ag_model *m, const ag_vocab *vocab, const 
 }
 
 int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t errlen) {
-    if (!o->device[0] || !strcmp(o->device, "cpu")) return 0;
+    if (!o->device[0] || !strcmp(o->device, "cpu")) {
+        if (o->cuda_graphs) return ag_train_fail(err, errlen, AG_ERR_ARG, "--cuda-graphs needs --device cuda");
+        return 0;
+    }
     char why[256];
     if (!ag_cuda_available(why, sizeof why))
         return ag_train_fail(err, errlen, AG_ERR_ARG, "--device %s: %s", o->device, why);
     ag_params_to(ps, AG_CUDA);
     ag_set_device(AG_CUDA);
+    ag_cuda_graphs(o->cuda_graphs);
     return 0;
 }
 

@@ -103,6 +103,8 @@ static const opt_def opts[] = {
     {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
     {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU | GC | HM, false, "D",
      "where the steps run: cpu (default) or cuda (the first GPU; a build with CUDA)", check_device},
+    {"cuda-graphs", O_SWITCH, F(cuda_graphs), 0, 1, TR, false, NULL,
+     "with --device cuda: replay each repeated stretch of a step as one CUDA graph (the same results)", NULL},
     {"out", O_STR, F(out), 0, 0, TR | DU, false, "DIR", "run folder (dump-step: the file)", NULL},
     {"init", O_STR, F(init), 0, 0, TR, false, "FILE",
      "start from the parameters of a safetensors file (same names and shapes; F16/BF16/F64 converted)", NULL},

@@ -168,8 +168,11 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     uint8_t *kept;
     if (dev == AG_CUDA) {
         kept = ag__cuda_arena_alloc((size_t)(x->size > 0 ? x->size : 1));
-        uint64_t seed = ag_rng_next(rng); /* the draw the CPU's mask takes */
-        ag__dropout_mask_cuda(kept, rows, row_len, row_base, seed, ag__mask_below(keep));
+        /* the draw the CPU's mask takes, read by the kernel from device
+         * memory: the launch stays the same from step to step (a CUDA graph) */
+        uint64_t seed = ag_rng_next(rng), *seed_dev = ag__cuda_arena_alloc(sizeof seed);
+        ag__cuda_copy(seed_dev, AG_CUDA, &seed, AG_CPU, sizeof seed);
+        ag__dropout_mask_cuda(kept, rows, row_len, row_base, seed_dev, ag__mask_below(keep));
         ag__dropout_apply_cuda(kept, x->data, (ag_real)(1 / keep), out->data, x->size);
         ag__cuda_check_launch("ag_dropout");
     } else {

@@ -63,25 +63,26 @@ static const ag_real *l2_weights(const ag_tensor *p) {
     return ag_is_weight_matrix(p) && p->requires_grad ? p->data : NULL;
 }
 
-/* *sq plus the sum of squares of the picked arrays, when they all live on
- * the GPU (else false, nothing done).  Copying each array's block sums back was a
- * wait for the GPU per parameter, and a step clips, checks and decays
- * every parameter: most of a GPU step's waits.  Here every array's blocks
- * go into one device buffer, one thread adds them in the CPU's order
- * (per_array: each array's blocks first, as the norms do; else one running
- * sum, as the L2 term does), and one double comes back: one wait. */
-static bool gpu_sum_squares(const ag_params *ps, array_pick pick, bool per_array, double *sq) {
+/* init plus the sum of squares of the picked arrays, left on the device
+ * (two doubles: the sum, and room for a clipping coefficient), when they
+ * all live on the GPU; else NULL, nothing done.  Copying each array's
+ * block sums back was a wait for the GPU per parameter, and a step clips,
+ * checks and decays every parameter: most of a GPU step's waits.  Here
+ * every array's blocks go into one device buffer and one thread adds them
+ * in the CPU's order (per_array: each array's blocks first, as the norms
+ * do; else one running sum, as the L2 term does). */
+static double *gpu_squares(const ag_params *ps, array_pick pick, bool per_array, double init) {
     int arrays = 0;
     int64_t blocks = 0;
     for (int i = 0; i < ps->count; i++) {
         if (!pick(ps->items[i])) continue;
-        if (ps->items[i]->device != AG_CUDA) return false;
+        if (ps->items[i]->device != AG_CUDA) return NULL;
         arrays++;
         blocks += blocks_of(ps->items[i]->size);
     }
-    if (arrays == 0) return false;
+    if (arrays == 0) return NULL;
     int64_t *first = ag_arena_alloc((size_t)(arrays + 1) * sizeof *first), *first_dev;
-    double *block_sq = ag__cuda_arena_alloc((size_t)(blocks + 1) * sizeof(double)), *total = block_sq + blocks;
+    double *block_sq = ag__cuda_arena_alloc((size_t)(blocks + 2) * sizeof(double)), *total = block_sq + blocks;
     int a = 0;
     first[0] = 0;
     for (int i = 0; i < ps->count; i++) {
@@ -93,10 +94,17 @@ static bool gpu_sum_squares(const ag_params *ps, array_pick pick, bool per_array
     }
     first_dev = ag__cuda_arena_alloc((size_t)(arrays + 1) * sizeof *first);
     ag__cuda_copy(first_dev, AG_CUDA, first, AG_CPU, (size_t)(arrays + 1) * sizeof *first); /* staged: no wait */
-    ag__sum_blocks_in_order_cuda(block_sq, first_dev, arrays, per_array, *sq, total);
+    ag__sum_blocks_in_order_cuda(block_sq, first_dev, arrays, per_array, init, total);
     ag__cuda_check_launch("gradient norm");
-    ag__cuda_copy(sq, AG_CPU, total, AG_CUDA, sizeof *sq); /* the wait */
-    return true;
+    return total;
+}
+
+/* *sq plus the picked arrays' squares, read back (one wait), when they all
+ * live on the GPU; else false. */
+static bool gpu_sum_squares(const ag_params *ps, array_pick pick, bool per_array, double *sq) {
+    double *total = gpu_squares(ps, pick, per_array, *sq);
+    if (total) ag__cuda_copy(sq, AG_CPU, total, AG_CUDA, sizeof *sq); /* the wait */
+    return total != NULL;
 }
 
 /* The sum over the parameters, on whichever device holds them. */
@@ -122,8 +130,28 @@ AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) j->y[i] *= j->scale;
 }
 
+/* All on the GPU: the coefficient is computed and applied there before
+ * the norm is read, so the launches do not depend on it (a CUDA graph
+ * replays them) and the one wait comes last. */
+static bool gpu_clip(ag_params *ps, double max_norm, double *norm) {
+    double *total = gpu_squares(ps, trained_grad, true, 0);
+    if (!total) return false;
+    ag__clip_coef_cuda(total, max_norm, total + 1);
+    for (int i = 0; i < ps->count; i++) {
+        ag_tensor *p = ps->items[i];
+        if (trained_grad(p)) ag__scale_below_one_cuda(p->grad, p->size, total + 1);
+    }
+    ag__cuda_check_launch("ag_clip_grad_norm");
+    double sq = 0;
+    ag__cuda_copy(&sq, AG_CPU, total, AG_CUDA, sizeof sq);
+    *norm = sqrt(sq);
+    return true;
+}
+
 double ag_clip_grad_norm(ag_params *ps, double max_norm) {
-    double norm = sqrt(params_sum_squares(ps, trained_grad));
+    double norm;
+    if (gpu_clip(ps, max_norm, &norm)) return norm;
+    norm = sqrt(params_sum_squares(ps, trained_grad));
     /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
      * under max_norm and the division finite.  A non-finite norm is
      * returned untouched for the caller to act on (skip the step). */

@@ -348,21 +348,32 @@ static void update_part(void *ctx, int64_t part) {
     }
 }
 
-/* The GPU's update of one parameter: one launch (optim/cuda/optimizer.cu). */
-static void update_cuda(const update_job *j) {
+/* The GPU's update of one parameter: one launch (optim/cuda/optimizer.cu),
+ * its coefficients at coef on the device. */
+static void update_cuda(const update_job *j, const update_job *coef) {
     const ag_optimizer *o = j->opt;
     ag_real *const *s = j->s;
     const int np = o->n_params;
     int64_t n = j->p->size;
     switch (o->cfg.kind) {
-    case AG_SGD: ag__sgd_update_cuda(&j->sgd, j->p->data, j->p->grad, s ? s[0] : NULL, n); break;
+    case AG_SGD: ag__sgd_update_cuda(&coef->sgd, j->p->data, j->p->grad, s ? s[0] : NULL, n); break;
     case AG_ADAM:
     case AG_ADAMW:
-        ag__adam_update_cuda(&j->adam, j->p->data, j->p->grad, s[0], s[np], o->n_slots > 2 ? s[2 * np] : NULL, n);
+        ag__adam_update_cuda(&coef->adam, j->p->data, j->p->grad, s[0], s[np], o->n_slots > 2 ? s[2 * np] : NULL, n);
         break;
-    case AG_ADADELTA: ag__adadelta_update_cuda(&j->adadelta, j->p->data, j->p->grad, s[0], s[np], n); break;
+    case AG_ADADELTA: ag__adadelta_update_cuda(&coef->adadelta, j->p->data, j->p->grad, s[0], s[np], n); break;
     }
     ag__cuda_check_launch("ag_optim_step");
+}
+
+/* The GPU's step: every parameter's coefficients go up in one (staged,
+ * non-waiting) copy and the kernels read them there, so that the launches'
+ * arguments stay the same from step to step (a CUDA graph replays them). */
+static void step_cuda(const update_job *jobs, int n) {
+    update_job *coef = ag__cuda_arena_alloc((size_t)(n ? n : 1) * sizeof *coef); /* only the unions are read there */
+    ag__cuda_copy(coef, AG_CUDA, jobs, AG_CPU, (size_t)n * sizeof *jobs);
+    for (int i = 0; i < n; i++)
+        if (jobs[i].p) update_cuda(&jobs[i], &coef[i]);
 }
 
 void ag_optim_step(ag_optimizer *opt) {
@@ -372,6 +383,11 @@ void ag_optim_step(ag_optimizer *opt) {
                   opt->n_params, ps ? ps->count : 0);
     opt->step++;
     const int n = opt->n_params;
+    update_job *on_gpu = NULL; /* the GPU's jobs, launched together once their coefficients are up */
+    if (opt->device == AG_CUDA) {
+        on_gpu = ag_arena_alloc((size_t)(n ? n : 1) * sizeof *on_gpu);
+        memset(on_gpu, 0, (size_t)(n ? n : 1) * sizeof *on_gpu); /* a frozen parameter's p stays NULL */
+    }
     for (int i = 0; i < n; i++) {
         ag_tensor *p = ps->items[i];
         if (!p->requires_grad) continue; /* frozen (ag_param_freeze) */
@@ -388,9 +404,10 @@ void ag_optim_step(ag_optimizer *opt) {
         case AG_ADAMW: job.adam = adam_coef(opt, wd); break;
         case AG_ADADELTA: job.adadelta = adadelta_coef(opt, wd); break;
         }
-        if (p->device == AG_CUDA) update_cuda(&job);
+        if (p->device == AG_CUDA) on_gpu[i] = job;
         else ag__parallel((p->size + UPDATE_CHUNK - 1) / UPDATE_CHUNK, update_part, &job);
     }
+    if (on_gpu) step_cuda(on_gpu, n);
 }
 
 /* ---- parameter groups ---- */

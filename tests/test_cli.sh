@@ -65,10 +65,15 @@ grep -q '^attngrad predict: stdin:3: binary data (byte 0x01 at column 4)$' "$T/b
 # --device: an unknown one is refused by name; cuda trains where a GPU can run, and elsewhere fails with one line
 # naming why (no device, driver and runtime versions), not a crash
 expect 2 "attngrad train: option --device: 'tpu': expected cpu, cuda or cuda:0" "$AG" train --device tpu "${SMALL[@]}" --out "$T/tpu"
+expect 1 "attngrad train: --cuda-graphs needs --device cuda" "$AG" train --cuda-graphs "${SMALL[@]}" --out "$T/graphs-cpu"
 out=$("$AG" train --device cuda "${SMALL[@]}" --max-steps 3 --out "$T/cuda" 2>&1); rc=$?
 if [ "$rc" -eq 0 ]; then
   [ -s "$T/cuda/last.safetensors" ] && ok || bad "--device cuda trained but wrote no checkpoint"
   expect 0 '^[0-9]'$'\t' sh -c "echo 'w1 A w2 B' | '$AG' predict --ckpt '$T/cuda/last.safetensors'" # a GPU run's checkpoint on the CPU
+  # CUDA graphs: the same run, the same losses and accuracies to the bit
+  "$AG" train --device cuda --cuda-graphs "${SMALL[@]}" --max-steps 3 --out "$T/cuda-graphs" >/dev/null 2>&1 &&
+    cmp -s <(cut -d, -f1-8 "$T/cuda/metrics.csv" 2>/dev/null) <(cut -d, -f1-8 "$T/cuda-graphs/metrics.csv" 2>/dev/null) && ok ||
+    bad "--cuda-graphs: the run failed or its training losses differ from the eager run's"
 else
   [ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q '^attngrad train: --device cuda: ' <<<"$out" && ok ||
     bad "--device cuda without a usable GPU: exit $rc, want 1 and one line: $out"

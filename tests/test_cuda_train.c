@@ -408,6 +408,86 @@ static void tracking_case(const variant *v) {
     free_run(&g);
 }
 
+/* ---- CUDA graphs: the same steps to the bit ----
+ * Two GPU runs from the same start, one eager, one with ag_cuda_graphs:
+ * train's step (dropout on, the L2 gradient, the clip or the norm, the
+ * update, the parameters' norm), tiny batches from 3 seeds in turn, so
+ * every stretch of a step repeats and is replayed from a graph.  Losses
+ * and parameters must be equal, not close: a graph runs the same kernels
+ * with the same arguments. */
+enum { GRAPH_STEPS = 24 };
+
+static double graph_step(model_run *r, ag_optimizer *opt, uint64_t seed, bool graphs) {
+    ag_set_device(r->dev);
+    ag_cuda_graphs(graphs);
+    ag_batch b;
+    ag_tiny_batch(&r->m, &b, seed);
+    ag_params_zero_grad(&r->m.params);
+    ag_tensor *loss = ag_model_loss(&r->m, &b, true);
+    double value = loss ? ag_item(loss) : NAN;
+    if (loss) {
+        ag_backward(loss);
+        if (r->m.cfg.l2 > 0) ag_l2_grad(&r->m.params, r->m.cfg.l2);
+        double norm = r->m.cfg.clip > 0 ? ag_clip_grad_norm(&r->m.params, r->m.cfg.clip) : ag_grad_norm(&r->m.params);
+        if (isfinite(norm)) ag_optim_step(opt);
+        ag_check_params_finite(&r->m.params, NULL);
+    }
+    ag_step_end();
+    ag_cuda_graphs(false);
+    ag_set_device(AG_CPU);
+    ag_model_batch_free(&b);
+    return value;
+}
+
+static void graphs_case(const variant *v) {
+    model_run e = {.dev = GPU}, g = {.dev = GPU};
+    if (!init_model(&e, v) || !init_model(&g, v)) return;
+    ag_params_to(&e.m.params, GPU);
+    ag_params_to(&g.m.params, GPU);
+    ag_optim_config oc;
+    const char *spec = e.m.cfg.task == AG_TASK_LM ? "sgd:lr=1,weight_decay=1.2e-6" : e.m.cfg.optim;
+    if (ag_optim_parse(spec, &oc) != AG_OK) {
+        CHECK(false, "%s: optimizer %s: %s", v->label, spec, ag_errmsg());
+        return;
+    }
+    ag_optimizer oe, og;
+    ag_optim_init(&oe, &e.m.params, &oc);
+    ag_optim_init(&og, &g.m.params, &oc);
+    ag_mem_stats before = ag_memstats();
+    int differ = 0, first_differ = -1;
+    for (int s = 0; s < GRAPH_STEPS; s++) {
+        double le = graph_step(&e, &oe, 1 + (uint64_t)s % 3, false), lg = graph_step(&g, &og, 1 + (uint64_t)s % 3, true);
+        if (!(le == lg) && differ++ == 0) first_differ = s;
+    }
+    ag_mem_stats after = ag_memstats();
+    CHECK(differ == 0, "%s: with CUDA graphs %d of %d losses differ from the eager run's, the first at step %d", v->label,
+          differ, GRAPH_STEPS, first_differ);
+    int64_t params_differ = 0;
+    for (int i = 0; i < e.m.params.count; i++) {
+        ag_tensor *a = e.m.params.items[i], *b = g.m.params.items[i];
+        double *ha = host_copy(a->data, a->size, a->device), *hb = host_copy(b->data, b->size, b->device);
+        for (int64_t j = 0; j < a->size; j++) params_differ += !(ha[j] == hb[j]);
+        free(ha);
+        free(hb);
+    }
+    CHECK(params_differ == 0, "%s: with CUDA graphs %lld parameter values differ after %d steps", v->label,
+          (long long)params_differ, GRAPH_STEPS);
+    long long launches = (long long)(after.graph_launches - before.graph_launches),
+              captures = (long long)(after.graph_captures - before.graph_captures),
+              eager = (long long)(after.eager_segments - before.eager_segments);
+    if (GPU == AG_CUDA)
+        CHECK(launches > 0, "%s: no stretch of %d steps replayed from a graph (%lld captured, %lld run eagerly)",
+              v->label, GRAPH_STEPS, captures, eager);
+    printf("%-20s %d steps with CUDA graphs: equal to eager; %lld graph launches, %lld captures, %lld eager stretches\n",
+           v->label, GRAPH_STEPS, launches, captures, eager);
+    ag_optim_free(&oe);
+    ag_optim_free(&og);
+    ag_params_to(&e.m.params, AG_CPU);
+    ag_params_to(&g.m.params, AG_CPU);
+    free_run(&e);
+    free_run(&g);
+}
+
 #ifdef AG_REAL_DOUBLE
 /* The finite-difference check of a model whose parameters are on the GPU:
  * ag_gradcheck reads and writes their elements through copies. */
@@ -485,6 +565,7 @@ int main(void) {
     checkpoint_case();
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) model_case(&variants[i]);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) tracking_case(&variants[i]);
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) graphs_case(&variants[i]);
     anomaly_case();
 #ifdef AG_REAL_DOUBLE
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) gradcheck_model_case(&variants[i]);

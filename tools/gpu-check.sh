@@ -20,9 +20,10 @@
 # build-gpu/bench-ops-cuda.md; --bench MODES: the op table, then
 # bench/bench_models.py --device cuda with PyTorch in MODES
 # (eager,compile,cudagraphs), its table into build-gpu/bench-cuda.md;
-# --waits: attngrad's step of each model with uploads staged (the default)
-# and with AG_CUDA_SYNC_UPLOADS=1 (every upload waits), ms and host waits a
-# step side by side, into build-gpu/bench-waits.md (~30 s);
+# --waits: attngrad's step of each model with uploads staged (the default),
+# with AG_CUDA_SYNC_UPLOADS=1 (every upload waits) and with --cuda-graphs:
+# ms, host waits and graph launches a step side by side, into
+# build-gpu/bench-waits.md (~45 s);
 # --ptb MINUTES: the positional LM and its LSTM baseline trained on PTB at
 # once on this GPU, MODELS.md's recipe (docs/results.md), --max-minutes
 # MINUTES each, run folders in build-gpu/runs/ (a second call resumes them),
@@ -168,13 +169,15 @@ fi
 if [ $waits = 1 ]; then
   say "== host waits: uploads staged against AG_CUDA_SYNC_UPLOADS=1"
   {
-    echo "| model | staged ms | waits/step | sync uploads ms | waits/step |"
-    echo "|---|---|---|---|---|"
+    echo "| model | staged ms | waits/step | sync uploads ms | waits/step | --cuda-graphs ms | waits/step | graph launches/step |"
+    echo "|---|---|---|---|---|---|---|---|"
     for m in mpsan dual_axial poslm ms_san mtsa; do
       a=$(build-gpu/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
       b=$(AG_CUDA_SYNC_UPLOADS=1 build-gpu/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
+      c=$(build-gpu/bench/bench_models --device cuda --model $m --no-peak --cuda-graphs 2>&1 | grep -E '^result:|attngrad:')
       v() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-      echo "| $m | $(v "$a" ms_med) | $(v "$a" waits) | $(v "$b" ms_med) | $(v "$b" waits) |"
+      echo "| $m | $(v "$a" ms_med) | $(v "$a" waits) | $(v "$b" ms_med) | $(v "$b" waits) | $(v "$c" ms_med) | $(v "$c" waits) | $(v "$c" graph_launches) |"
+      echo "$c" | grep attngrad: | head -3
     done
   } 2>&1 | tee build-gpu/bench-waits.md
 fi

@@ -62,6 +62,7 @@ typedef struct {
     double max_minutes;     /* 0 = no limit */
     int threads;            /* OpenBLAS threads; 0 = its default */
     char device[16];        /* where the step runs: "cpu" (or "") or "cuda" / "cuda:0" */
+    int cuda_graphs;        /* with device cuda: ag_cuda_graphs(true) */
     char out[AG_PATH_MAX];  /* run folder; "" = runs/<model>-<data>-<time> */
     char init[AG_PATH_MAX]; /* safetensors file the parameters start from; "" = the model's initialisation */
     int resume, force;

@@ -38,7 +38,7 @@ extern "C" void ag__grads_pack_cuda(const ag_kgrad_slot *slots, int count, int64
     tail3 t = {{tail[0], tail[1], tail[2]}};
     for (int first = 0; first < count; first += MAX_SLOTS) {
         int k = count - first < MAX_SLOTS ? count - first : MAX_SLOTS;
-        pack_kernel<<<grid(largest, k), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(slots + first, w, zero, flat, n, t,
+        ag__launch(pack_kernel, grid(largest, k), AG_CUDA_THREADS, 0, slots + first, w, zero, flat, n, t,
                                                                                    first == 0);
     }
 }
@@ -47,6 +47,6 @@ extern "C" void ag__grads_unpack_cuda(const ag_kgrad_slot *slots, int count, int
                                       int64_t n) {
     for (int first = 0; first < count; first += MAX_SLOTS) {
         int k = count - first < MAX_SLOTS ? count - first : MAX_SLOTS;
-        unpack_kernel<<<grid(largest, k), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(slots + first, flat, n);
+        ag__launch(unpack_kernel, grid(largest, k), AG_CUDA_THREADS, 0, slots + first, flat, n);
     }
 }

@@ -9,7 +9,8 @@
  * (row, block) pairs, row-major, as the CPU's pool chunks are.  A warp's
  * threads write neighbouring bytes. */
 __global__ void dropout_mask_kernel(uint8_t *kept, int64_t rows, int64_t row_len, int64_t blocks_per_row,
-                                    int64_t row_base, uint64_t seed, int64_t below) {
+                                    int64_t row_base, const uint64_t *seed_at, int64_t below) {
+    const uint64_t seed = *seed_at;
     AG_CUDA_FOR(t, rows * blocks_per_row * AG_MASK_STREAMS) {
         int64_t job = t / AG_MASK_STREAMS, row = job / blocks_per_row, blk = job % blocks_per_row;
         int64_t first = blk * AG_MASK_BLOCK, left = row_len - first;
@@ -30,22 +31,22 @@ __global__ void dropout_grad_kernel(const uint8_t *kept, const ag_real *G, ag_re
     }
 }
 
-extern "C" void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, uint64_t seed,
-                                      int64_t below) {
+extern "C" void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base,
+                                      const uint64_t *seed, int64_t below) {
     if (rows <= 0 || row_len <= 0) return;
     int64_t blocks_per_row = (row_len + AG_MASK_BLOCK - 1) / AG_MASK_BLOCK;
-    dropout_mask_kernel<<<ag__cuda_blocks(rows * blocks_per_row * AG_MASK_STREAMS), AG_CUDA_THREADS, 0,
-                          ag__cuda_stream()>>>(kept, rows, row_len, blocks_per_row, row_base, seed, below);
+    ag__launch(dropout_mask_kernel, ag__cuda_blocks(rows * blocks_per_row * AG_MASK_STREAMS), AG_CUDA_THREADS, 0, kept,
+               rows, row_len, blocks_per_row, row_base, seed, below);
 }
 
 extern "C" void ag__dropout_apply_cuda(const uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t n) {
     if (n > 0)
-        dropout_apply_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(kept, x, scale, y, n);
+        ag__launch(dropout_apply_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, x, scale, y, n);
 }
 
 extern "C" void ag__dropout_backward_cuda(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int64_t n,
                                           bool fresh) {
     if (n > 0)
-        dropout_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(kept, g, scale, gx, n,
+        ag__launch(dropout_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, g, scale, gx, n,
                                                                                           fresh);
 }

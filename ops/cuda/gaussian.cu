@@ -64,13 +64,13 @@ static unsigned blocks_of(int64_t n) { return (unsigned)((n + AG_CUDA_THREADS - 
 
 extern "C" void ag__gaussian_mu_cuda(const ag_real *m, const int32_t *len, ag_real *mu, uint8_t *above, int B, int N) {
     if (B > 0 && N > 0)
-        gaussian_mu_kernel<<<blocks_of(B), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(m, len, mu, above, B, N);
+        ag__launch(gaussian_mu_kernel, blocks_of(B), AG_CUDA_THREADS, 0, m, len, mu, above, B, N);
 }
 
 extern "C" void ag__gaussian_mu_backward_cuda(const ag_real *m, const ag_real *mu, const ag_real *g, const int32_t *len,
                                               const uint8_t *above, ag_real *gm, int B, int N, bool fresh) {
     if (B > 0 && N > 0)
-        gaussian_mu_grad_kernel<<<blocks_of(B), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(m, mu, g, len, above, gm, B,
+        ag__launch(gaussian_mu_grad_kernel, blocks_of(B), AG_CUDA_THREADS, 0, m, mu, g, len, above, gm, B,
                                                                                          N, fresh);
 }
 
@@ -133,7 +133,7 @@ extern "C" void ag__gauss_weights_cuda(ag_real *w, ag_real *sum, const ag_real *
                                        const int32_t *len, int B, int N, bool strict, ag_real eps) {
     int64_t rows = (int64_t)B * N;
     if (rows > 0)
-        gauss_weights_kernel<<<blocks_of(rows), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(w, sum, mu, sigma, len, B, N,
+        ag__launch(gauss_weights_kernel, blocks_of(rows), AG_CUDA_THREADS, 0, w, sum, mu, sigma, len, B, N,
                                                                                          strict, eps);
 }
 
@@ -143,6 +143,6 @@ extern "C" void ag__gauss_weights_backward_cuda(const ag_real *w, const ag_real 
                                                 bool fresh_mu, bool fresh_sigma) {
     int64_t rows = (int64_t)B * N;
     if (rows > 0)
-        gauss_weights_grad_kernel<<<blocks_of(rows), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+        ag__launch(gauss_weights_grad_kernel, blocks_of(rows), AG_CUDA_THREADS, 0, 
             w, dw, sum, mu, sigma, len, gmu, gsigma, B, N, strict, eps, fresh_mu, fresh_sigma);
 }

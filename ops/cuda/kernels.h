@@ -98,6 +98,7 @@ typedef struct {
 typedef struct {
     ag_kreal lr, wd, rho, one_rho, eps;
 } ag_kadadelta;
+/* c points at the coefficients in device memory. */
 void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n);
 /* vmax NULL: no amsgrad */
 void ag__adam_update_cuda(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
@@ -114,6 +115,10 @@ void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq)
  * over all blocks. */
 void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
                                   double init, double *out);
+/* *coef = max_norm / (sqrt(*sq) + 1e-6), on the device; x *= *coef where
+ * *coef < 1 (clipping with no value crossing to the host) */
+void ag__clip_coef_cuda(const double *sq, double max_norm, double *coef);
+void ag__scale_below_one_cuda(ag_kreal *x, int64_t n, const double *coef);
 /* y += a x */
 void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n);
 
@@ -231,10 +236,10 @@ void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal 
                            int64_t n);
 
 /* ---- dropout (ops/dropout.c; ops/cuda/dropout.cu): the mask of
- * ops/dropout_mask.h drawn on the device from the host's draw `seed` (rows
+ * ops/dropout_mask.h drawn on the device from the host's draw at `seed` (device memory; rows
  * of row_len, the first being global row row_base; kept when the 32 bits
  * are below `below`); y = kept ? scale x : 0, backward gx (+)= kept ? scale g : 0 ---- */
-void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, uint64_t seed,
+void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
                            int64_t below);
 void ag__dropout_apply_cuda(const uint8_t *kept, const ag_kreal *x, ag_kreal scale, ag_kreal *y, int64_t n);
 void ag__dropout_backward_cuda(const uint8_t *kept, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n,

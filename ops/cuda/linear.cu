@@ -62,24 +62,24 @@ __global__ void col_sums_kernel(const ag_real *P, int64_t blocks, int cols, cons
 
 extern "C" void ag__bias_rows_cuda(const ag_real *bias, ag_real *y, int64_t rows, int cols) {
     int64_t n = rows * cols;
-    if (n > 0) bias_rows_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(bias, y, rows, cols);
+    if (n > 0) ag__launch(bias_rows_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, bias, y, rows, cols);
 }
 
 extern "C" void ag__act_forward_cuda(int act, ag_real *y, int64_t n) {
     if (n > 0 && act != AG_KACT_NONE)
-        act_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(act, y, n);
+        ag__launch(act_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, act, y, n);
 }
 
 extern "C" void ag__act_backward_cuda(int act, const ag_real *dy, const ag_real *y, ag_real *g, int64_t n) {
-    if (n > 0) act_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(act, dy, y, g, n);
+    if (n > 0) ag__launch(act_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, act, dy, y, g, n);
 }
 
 extern "C" void ag__col_sums_cuda(const ag_real *x, int64_t rows, int cols, const ag_real *scale, ag_real *partial,
                                   ag_real *out) {
     int64_t blocks = ag__col_blocks(rows);
     if (cols <= 0 || blocks <= 0) return;
-    col_partials_kernel<<<ag__cuda_blocks(blocks * cols), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, rows, cols,
+    ag__launch(col_partials_kernel, ag__cuda_blocks(blocks * cols), AG_CUDA_THREADS, 0, x, rows, cols,
                                                                                                  blocks, partial);
-    col_sums_kernel<<<ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(partial, blocks, cols, scale,
+    ag__launch(col_sums_kernel, ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, partial, blocks, cols, scale,
                                                                                        out);
 }

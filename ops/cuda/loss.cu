@@ -55,8 +55,8 @@ extern "C" void ag__cross_entropy_forward_cuda(const ag_real *z, const int32_t *
                                                ag_real *row_max, ag_real *row_lse, ag_real *row_loss, int64_t rows,
                                                int C) {
     if (rows > 0 && C > 0)
-        ce_rows_kernel<<<AG_CUDA_WARP_ROWS_LAUNCH(rows)>>>(z, labels, ignore_index, row_max, row_lse, row_loss, rows,
-                                                           C);
+        ag__launch(ce_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), z, labels, ignore_index, row_max, row_lse, row_loss,
+                   rows, C);
 }
 
 extern "C" void ag__cross_entropy_backward_cuda(const ag_real *z, const int32_t *labels, int ignore_index,
@@ -64,7 +64,7 @@ extern "C" void ag__cross_entropy_backward_cuda(const ag_real *z, const int32_t 
                                                 int64_t counted, ag_real *gz, int64_t rows, int C, bool fresh) {
     int64_t n = rows * C;
     if (n > 0 && counted > 0)
-        ce_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+        ag__launch(ce_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, 
             z, labels, ignore_index, row_max, row_lse, g, counted, gz, rows, C, fresh);
 }
 
@@ -86,11 +86,11 @@ template <typename T> __global__ void row_mean_kernel(const T *L, int64_t rows, 
 }
 
 extern "C" void ag__row_loss_mean_cuda(const ag_real *row_loss, int64_t rows, int64_t n, ag_real *out) {
-    row_mean_kernel<<<1, MEAN_THREADS, 0, ag__cuda_stream()>>>(row_loss, rows, n, out);
+    ag__launch(row_mean_kernel<ag_real>, 1, MEAN_THREADS, 0, row_loss, rows, n, out);
 }
 
 extern "C" void ag__row_loss_mean_f64_cuda(const double *row_loss, int64_t rows, int64_t n, ag_real *out) {
-    row_mean_kernel<<<1, MEAN_THREADS, 0, ag__cuda_stream()>>>(row_loss, rows, n, out);
+    ag__launch(row_mean_kernel<double>, 1, MEAN_THREADS, 0, row_loss, rows, n, out);
 }
 
 /* ---- linear + cross-entropy, fused: the counted rows' logits ---- */
@@ -145,22 +145,22 @@ __global__ void unpack_rows_kernel(ag_real *D, const ag_real *S, int width, cons
 }
 
 extern "C" void ag__lce_rows_cuda(ag_real *z, const int32_t *labels, ag_real *loss, int64_t n, int C, bool to_grad) {
-    if (n > 0 && C > 0) lce_rows_kernel<<<AG_CUDA_WARP_ROWS_LAUNCH(n)>>>(z, labels, loss, n, C, to_grad);
+    if (n > 0 && C > 0) ag__launch(lce_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(n), z, labels, loss, n, C, to_grad);
 }
 
 extern "C" void ag__lce_scale_cuda(const ag_real *g, int64_t n, ag_real *scal) {
-    lce_scale_kernel<<<1, 1, 0, ag__cuda_stream()>>>(g, n, scal);
+    ag__launch(lce_scale_kernel, 1, 1, 0, g, n, scal);
 }
 
 extern "C" void ag__gather_rows_cuda(const ag_real *x, int width, const int32_t *idx, int64_t n, ag_real *y) {
     if (n > 0 && width > 0)
-        gather_rows_kernel<<<ag__cuda_blocks(n * width), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, width, idx, n, y);
+        ag__launch(gather_rows_kernel, ag__cuda_blocks(n * width), AG_CUDA_THREADS, 0, x, width, idx, n, y);
 }
 
 extern "C" void ag__unpack_rows_cuda(ag_real *dst, const ag_real *src, int width, const int32_t *pos, int64_t rows,
                                      bool fresh) {
     if (rows > 0 && width > 0)
-        unpack_rows_kernel<<<ag__cuda_blocks(rows * width), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+        ag__launch(unpack_rows_kernel, ag__cuda_blocks(rows * width), AG_CUDA_THREADS, 0, 
             dst, src, width, pos, rows, fresh);
 }
 
@@ -204,7 +204,7 @@ __global__ void kl_grad_kernel(const ag_real *Z, const ag_real *T, const ag_real
 extern "C" void ag__kl_div_soft_forward_cuda(const ag_real *z, const ag_real *t, ag_real *row_max, ag_real *row_lse,
                                              ag_real *row_mass, double *row_loss, int64_t rows, int C) {
     if (rows > 0 && C > 0)
-        kl_rows_kernel<<<AG_CUDA_WARP_ROWS_LAUNCH(rows)>>>(z, t, row_max, row_lse, row_mass, row_loss, rows, C);
+        ag__launch(kl_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), z, t, row_max, row_lse, row_mass, row_loss, rows, C);
 }
 
 extern "C" void ag__kl_div_soft_backward_cuda(const ag_real *z, const ag_real *t, const ag_real *row_max,
@@ -212,7 +212,7 @@ extern "C" void ag__kl_div_soft_backward_cuda(const ag_real *z, const ag_real *t
                                               ag_real *gz, int64_t rows, int C) {
     int64_t n = rows * C;
     if (n > 0)
-        kl_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(z, t, row_max, row_lse,
+        ag__launch(kl_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, z, t, row_max, row_lse,
                                                                                       row_mass, g, gz, rows, C);
 }
 
@@ -245,10 +245,10 @@ __global__ void mse_grad_kernel(const ag_real *P, const ag_real *T, const ag_rea
 }
 
 extern "C" void ag__mse_forward_cuda(const ag_real *p, const ag_real *t, ag_real *out, int64_t n) {
-    if (n > 0) mse_kernel<<<1, MEAN_THREADS, 0, ag__cuda_stream()>>>(p, t, out, n);
+    if (n > 0) ag__launch(mse_kernel, 1, MEAN_THREADS, 0, p, t, out, n);
 }
 
 extern "C" void ag__mse_backward_cuda(const ag_real *p, const ag_real *t, const ag_real *g, ag_real *gp, ag_real *gt,
                                       int64_t n) {
-    if (n > 0) mse_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(p, t, g, gp, gt, n);
+    if (n > 0) ag__launch(mse_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, p, t, g, gp, gt, n);
 }

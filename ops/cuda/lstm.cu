@@ -145,59 +145,69 @@ __global__ void lstm_scatter_input_grad_kernel(const ag_real *DXIN, const int32_
     }
 }
 
-#define LAUNCH(kernel, n) kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>
-
 extern "C" void ag__lstm_gather_input_cuda(const ag_real *x, const int32_t *src, const uint8_t *kept, ag_real scale,
                                            ag_real *xin, int64_t rows, int in) {
-    if (rows * in > 0) LAUNCH(lstm_gather_input_kernel, rows * in)(x, src, kept, scale, xin, rows, in);
+    if (rows * in > 0)
+        ag__launch(lstm_gather_input_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, x, src, kept, scale, xin,
+                   rows, in);
 }
 
 extern "C" void ag__lstm_bias_rows_cuda(const ag_real *b_ih, const ag_real *b_hh, ag_real *gates, int64_t rows,
                                         int n4) {
-    if (rows * n4 > 0) LAUNCH(lstm_bias_rows_kernel, rows * n4)(b_ih, b_hh, gates, rows, n4);
+    if (rows * n4 > 0)
+        ag__launch(lstm_bias_rows_kernel, ag__cuda_blocks(rows * n4), AG_CUDA_THREADS, 0, b_ih, b_hh, gates, rows, n4);
 }
 
 extern "C" void ag__lstm_states_before_cuda(const ag_real *h, const ag_real *c, const int32_t *prev,
-                                            const int32_t *row_b, const ag_real *h0, const ag_real *c0,
-                                            ag_real *hprev, ag_real *cprev, int k0, int rows, int H) {
+                                            const int32_t *row_b, const ag_real *h0, const ag_real *c0, ag_real *hprev,
+                                            ag_real *cprev, int k0, int rows, int H) {
     if ((int64_t)rows * H > 0)
-        LAUNCH(lstm_states_before_kernel, (int64_t)rows * H)(h, c, prev, row_b, h0, c0, hprev, cprev, k0, rows, H);
+        ag__launch(lstm_states_before_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, h, c, prev, row_b,
+                   h0, c0, hprev, cprev, k0, rows, H);
 }
 
 extern "C" void ag__lstm_cells_forward_cuda(ag_real *gates, const ag_real *cprev, ag_real *c, ag_real *h, ag_real *tc,
                                             int k0, int rows, int H) {
     if ((int64_t)rows * H > 0)
-        LAUNCH(lstm_cells_forward_kernel, (int64_t)rows * H)(gates, cprev, c, h, tc, k0, rows, H);
+        ag__launch(lstm_cells_forward_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, gates, cprev, c,
+                   h, tc, k0, rows, H);
 }
 
 extern "C" void ag__lstm_scatter_output_cuda(const ag_real *h, const int32_t *src, ag_real *out, int64_t rows, int H) {
-    if (rows * H > 0) LAUNCH(lstm_scatter_output_kernel, rows * H)(h, src, out, rows, H);
+    if (rows * H > 0)
+        ag__launch(lstm_scatter_output_kernel, ag__cuda_blocks(rows * H), AG_CUDA_THREADS, 0, h, src, out, rows, H);
 }
 
 extern "C" void ag__lstm_final_states_cuda(const ag_real *h, const ag_real *c, const int32_t *last, const ag_real *h0,
                                            const ag_real *c0, ag_real *h_final, ag_real *c_final, int B, int H) {
     if ((int64_t)B * H > 0 && (h_final || c_final))
-        LAUNCH(lstm_final_states_kernel, (int64_t)B * H)(h, c, last, h0, c0, h_final, c_final, B, H);
+        ag__launch(lstm_final_states_kernel, ag__cuda_blocks((int64_t)B * H), AG_CUDA_THREADS, 0, h, c, last, h0, c0,
+                   h_final, c_final, B, H);
 }
 
-extern "C" void ag__lstm_cells_backward_cuda(ag_real *dG, const ag_real *gates, const ag_real *cprev,
-                                             const ag_real *tc, const ag_real *dh, const ag_real *dY, ag_real *dc,
-                                             const int32_t *src, const int32_t *row_b, int k0, int rows, int H) {
+extern "C" void ag__lstm_cells_backward_cuda(ag_real *dG, const ag_real *gates, const ag_real *cprev, const ag_real *tc,
+                                             const ag_real *dh, const ag_real *dY, ag_real *dc, const int32_t *src,
+                                             const int32_t *row_b, int k0, int rows, int H) {
     if ((int64_t)rows * H > 0)
-        LAUNCH(lstm_cells_backward_kernel, (int64_t)rows * H)(dG, gates, cprev, tc, dh, dY, dc, src, row_b, k0, rows,
-                                                              H);
+        ag__launch(lstm_cells_backward_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, dG, gates, cprev,
+                   tc, dh, dY, dc, src, row_b, k0, rows, H);
 }
 
 extern "C" void ag__lstm_scatter_rows_cuda(const ag_real *dhc, const int32_t *row_b, ag_real *dh, int k0, int rows,
                                            int H) {
-    if ((int64_t)rows * H > 0) LAUNCH(lstm_scatter_rows_kernel, (int64_t)rows * H)(dhc, row_b, dh, k0, rows, H);
+    if ((int64_t)rows * H > 0)
+        ag__launch(lstm_scatter_rows_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, dhc, row_b, dh, k0,
+                   rows, H);
 }
 
 extern "C" void ag__lstm_column_sums_cuda(const ag_real *G, int64_t rows, int n, ag_real *g1, ag_real *g2) {
-    if (n > 0 && (g1 || g2)) LAUNCH(lstm_column_sums_kernel, n)(G, rows, n, g1, g2);
+    if (n > 0 && (g1 || g2))
+        ag__launch(lstm_column_sums_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, G, rows, n, g1, g2);
 }
 
 extern "C" void ag__lstm_scatter_input_grad_cuda(const ag_real *dxin, const int32_t *src, const uint8_t *kept,
                                                  ag_real scale, ag_real *gx, int64_t rows, int in) {
-    if (rows * in > 0) LAUNCH(lstm_scatter_input_grad_kernel, rows * in)(dxin, src, kept, scale, gx, rows, in);
+    if (rows * in > 0)
+        ag__launch(lstm_scatter_input_grad_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, dxin, src, kept,
+                   scale, gx, rows, in);
 }

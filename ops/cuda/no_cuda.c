@@ -256,6 +256,14 @@ void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, 
     (void)block_sq, (void)first, (void)arrays, (void)per_array, (void)init, (void)out;
     UNREACHABLE("gradient norm");
 }
+void ag__clip_coef_cuda(const double *sq, double max_norm, double *coef) {
+    (void)sq, (void)max_norm, (void)coef;
+    UNREACHABLE("ag_clip_grad_norm");
+}
+void ag__scale_below_one_cuda(ag_kreal *x, int64_t n, const double *coef) {
+    (void)x, (void)n, (void)coef;
+    UNREACHABLE("ag_clip_grad_norm");
+}
 void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n) {
     (void)a, (void)x, (void)y, (void)n;
     UNREACHABLE("axpy");
@@ -319,7 +327,7 @@ void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal 
     (void)p, (void)t, (void)g, (void)gp, (void)gt, (void)n;
     UNREACHABLE("ag_mse");
 }
-void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, uint64_t seed,
+void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
                            int64_t below) {
     (void)kept, (void)rows, (void)row_len, (void)row_base, (void)seed, (void)below;
     UNREACHABLE("ag_dropout");

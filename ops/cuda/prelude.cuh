@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <new>
+#include <tuple>
+#include <utility>
 
 #include "kernels.h"
 
@@ -59,7 +62,7 @@ static inline unsigned ag__cuda_row_blocks(int64_t rows) {
     int64_t r = (int64_t)blockIdx.x * AG_CUDA_WARP_ROWS + threadIdx.y;       \
     if (r >= (rows)) return
 #define AG_CUDA_LANE ((int)threadIdx.x)
-#define AG_CUDA_WARP_ROWS_LAUNCH(rows) ag__cuda_row_blocks(rows), dim3(32, AG_CUDA_WARP_ROWS), 0, ag__cuda_stream()
+#define AG_CUDA_WARP_ROWS_LAUNCH(rows) ag__cuda_row_blocks(rows), dim3(32, AG_CUDA_WARP_ROWS), 0
 template <typename T> __device__ static inline T ag__warp_sum(T v) {
     for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -71,5 +74,36 @@ template <typename T> __device__ static inline T ag__warp_max(T v) {
 
 /* The engine's one stream (graph/cuda.c). */
 extern "C" cudaStream_t ag__cuda_stream(void);
+
+/* ---- launches: now, or recorded for a CUDA graph ----
+ * Every kernel goes through ag__launch(kernel, grid, block, shared bytes,
+ * args...).  Eagerly it is kernel<<<...>>>(args) on the engine's stream.
+ * With CUDA graphs on (graph/cuda_graph.cu) the launch is recorded instead:
+ * the kernel, its geometry and its arguments by value, in zeroed memory so
+ * that equal launches are equal bytes; a segment of records then runs as
+ * the graph captured from an identical segment, or eagerly. */
+extern "C" void *ag__record_begin(size_t bytes, void (*run)(const void *));
+
+template <typename... P> struct ag__kernel_record {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    size_t shared;
+    std::tuple<P...> args;
+};
+
+template <typename... P> static void ag__run_kernel_record(const void *p) {
+    const ag__kernel_record<P...> *r = (const ag__kernel_record<P...> *)p;
+    std::apply([r](const P &...a) { r->kernel<<<r->grid, r->block, r->shared, ag__cuda_stream()>>>(a...); }, r->args);
+}
+
+template <typename... P, typename... A>
+static inline void ag__launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared, A &&...args) {
+    void *space = ag__record_begin(sizeof(ag__kernel_record<P...>), ag__run_kernel_record<P...>);
+    if (!space) {
+        kernel<<<grid, block, shared, ag__cuda_stream()>>>(std::forward<A>(args)...);
+        return;
+    }
+    new (space) ag__kernel_record<P...>{kernel, grid, block, shared, std::tuple<P...>(std::forward<A>(args)...)};
+}
 
 #endif

@@ -27,11 +27,11 @@ __global__ void sum_grad_kernel(const ag_real *G, ag_real scale, ag_real *GX, in
 }
 
 extern "C" void ag__sum_forward_cuda(const ag_real *x, ag_real scale, ag_real *out, int64_t n) {
-    sum_kernel<<<1, SUM_THREADS, 0, ag__cuda_stream()>>>(x, scale, out, n);
+    ag__launch(sum_kernel, 1, SUM_THREADS, 0, x, scale, out, n);
 }
 
 extern "C" void ag__sum_backward_cuda(const ag_real *g, ag_real scale, ag_real *gx, int64_t n, bool fresh) {
-    if (n > 0) sum_grad_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, scale, gx, n, fresh);
+    if (n > 0) ag__launch(sum_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, g, scale, gx, n, fresh);
 }
 
 /* ---- along an axis: x as [outer, n, inner], one thread per output element
@@ -91,14 +91,14 @@ extern "C" void ag__sum_axis_forward_cuda(const ag_real *x, ag_real *y, ag_real 
                                           int64_t inner) {
     int64_t size = outer * inner;
     if (size > 0)
-        sum_axis_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, y, scale, n, inner, size);
+        ag__launch(sum_axis_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, y, scale, n, inner, size);
 }
 
 extern "C" void ag__sum_axis_backward_cuda(const ag_real *g, ag_real *gx, ag_real scale, int64_t outer, int64_t n,
                                            int64_t inner, bool fresh) {
     int64_t size = outer * n * inner;
     if (size > 0)
-        sum_axis_grad_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, gx, scale, n, inner,
+        ag__launch(sum_axis_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, gx, scale, n, inner,
                                                                                               fresh, size);
 }
 
@@ -106,13 +106,13 @@ extern "C" void ag__max_axis_forward_cuda(const ag_real *x, ag_real *y, int32_t 
                                           int64_t inner) {
     int64_t size = outer * inner;
     if (size > 0 && n > 0)
-        max_axis_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, y, arg, n, inner, size);
+        ag__launch(max_axis_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, y, arg, n, inner, size);
 }
 
 extern "C" void ag__max_axis_backward_cuda(const ag_real *g, const int32_t *arg, ag_real *gx, int64_t outer,
                                            int64_t n, int64_t inner, bool fresh) {
     int64_t size = outer * n * inner;
     if (size > 0)
-        max_axis_grad_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, arg, gx, n, inner,
+        ag__launch(max_axis_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, arg, gx, n, inner,
                                                                                               fresh, size);
 }

@@ -17,7 +17,7 @@ __global__ void strided_copy_kernel(ag_kstrided p, const ag_real *S, ag_real *D,
 
 extern "C" void ag__strided_copy_cuda(const ag_kstrided *p, const ag_real *src, ag_real *dst, bool add) {
     int64_t n = p->shape[0] * p->shape[1] * p->shape[2] * p->shape[3];
-    if (n > 0) strided_copy_kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(*p, src, dst, add, n);
+    if (n > 0) ag__launch(strided_copy_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, *p, src, dst, add, n);
 }
 
 /* Thread per output element (o, i, k) of [outer, n, inner]. */
@@ -34,7 +34,7 @@ extern "C" void ag__gather_cuda(const ag_real *x, const int32_t *index, ag_real 
                                 int n, int64_t inner) {
     int64_t size = outer * n * inner;
     if (size > 0)
-        gather_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(x, index, out, in_rows, n,
+        ag__launch(gather_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, index, out, in_rows, n,
                                                                                        inner, size);
 }
 
@@ -56,7 +56,7 @@ extern "C" void ag__gather_backward_cuda(const ag_real *g, const int32_t *first,
                                          int64_t outer, int in_rows, int n, int64_t inner, bool fresh) {
     int64_t size = outer * in_rows * inner;
     if (size > 0)
-        gather_grad_kernel<<<ag__cuda_blocks(size), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(g, first, pos, gx,
+        ag__launch(gather_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, first, pos, gx,
                                                                                             in_rows, n, inner, fresh,
                                                                                             size);
 }

@@ -80,14 +80,14 @@ __global__ void softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_
 extern "C" void ag__softmax_rows_forward_cuda(const ag_real *x, const ag_real *mask, const ag_kmask *plan,
                                               ag_real scale, ag_real *y, int64_t rows) {
     if (rows > 0 && plan->cols > 0)
-        softmax_rows_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(x, mask, *plan,
+        ag__launch(softmax_rows_kernel, row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, x, mask, *plan,
                                                                                                  scale, y, rows);
 }
 
 extern "C" void ag__softmax_rows_backward_cuda(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx,
                                                int64_t rows, int cols, bool fresh) {
     if (rows > 0 && cols > 0)
-        softmax_rows_grad_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(
+        ag__launch(softmax_rows_grad_kernel, row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, 
             y, g, scale, gx, rows, cols, fresh);
 }
 
@@ -127,14 +127,14 @@ __global__ void log_softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G,
 
 extern "C" void ag__log_softmax_rows_cuda(const ag_real *x, ag_real *y, int64_t rows, int cols) {
     if (rows > 0 && cols > 0)
-        log_softmax_rows_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(x, y, rows,
+        ag__launch(log_softmax_rows_kernel, row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, x, y, rows,
                                                                                                       cols);
 }
 
 extern "C" void ag__log_softmax_rows_grad_cuda(const ag_real *y, const ag_real *g, ag_real *gx, int64_t rows,
                                                int cols, bool fresh) {
     if (rows > 0 && cols > 0)
-        log_softmax_rows_grad_kernel<<<row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, ag__cuda_stream()>>>(
+        ag__launch(log_softmax_rows_grad_kernel, row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, 
             y, g, gx, rows, cols, fresh);
 }
 
@@ -183,14 +183,14 @@ __global__ void softmax_len_grad_kernel(const ag_real *Y, const ag_real *G, ag_r
 extern "C" void ag__softmax_len_cuda(const ag_real *x, ag_real *y, const int32_t *len, int64_t outer, int64_t n,
                                      int64_t inner, int64_t per_example) {
     if (outer * inner > 0 && n > 0)
-        softmax_len_kernel<<<ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+        ag__launch(softmax_len_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, 
             x, y, len, outer, n, inner, per_example);
 }
 
 extern "C" void ag__softmax_len_grad_cuda(const ag_real *y, const ag_real *g, ag_real *gx, const int32_t *len,
                                           int64_t outer, int64_t n, int64_t inner, int64_t per_example, bool fresh) {
     if (outer * inner > 0 && n > 0)
-        softmax_len_grad_kernel<<<ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(
+        ag__launch(softmax_len_grad_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, 
             y, g, gx, len, outer, n, inner, per_example, fresh);
 }
 
@@ -266,10 +266,10 @@ __global__ void softmax_mix_grad_kernel(ag_kmix j, int64_t rows) {
 
 extern "C" void ag__softmax_mix_forward_cuda(const ag_kmix *j, int64_t rows) {
     if (rows * j->d > 0)
-        softmax_mix_kernel<<<ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(*j, rows);
+        ag__launch(softmax_mix_kernel, ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, *j, rows);
 }
 
 extern "C" void ag__softmax_mix_backward_cuda(const ag_kmix *j, int64_t rows) {
     if (rows * j->d > 0)
-        softmax_mix_grad_kernel<<<ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(*j, rows);
+        ag__launch(softmax_mix_grad_kernel, ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, *j, rows);
 }

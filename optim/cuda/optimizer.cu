@@ -4,7 +4,12 @@
  * default), so a step on the GPU updates to the CPU's bits. */
 #include "../../ops/cuda/prelude.cuh"
 
-__global__ void sgd_kernel(ag_ksgd c, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
+/* The coefficients are read from device memory, not passed by value: they
+ * change every step (Adam's bias corrections) or epoch (the learning rate),
+ * and a recorded launch whose arguments stay the same replays as a CUDA
+ * graph (graph/cuda_graph.cu). */
+__global__ void sgd_kernel(const ag_ksgd *cp, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
+    const ag_ksgd c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
         if (c.wd != 0) g += c.wd * P[j];
@@ -16,8 +21,9 @@ __global__ void sgd_kernel(ag_ksgd c, ag_real *P, const ag_real *G, ag_real *buf
     }
 }
 
-__global__ void adam_kernel(ag_kadam c, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
+__global__ void adam_kernel(const ag_kadam *cp, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
                             int64_t n) {
+    const ag_kadam c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
         if (c.coupled_decay) g += c.l2 * P[j];
@@ -30,7 +36,9 @@ __global__ void adam_kernel(ag_kadam c, ag_real *P, const ag_real *G, ag_real *m
     }
 }
 
-__global__ void adadelta_kernel(ag_kadadelta c, ag_real *P, const ag_real *G, ag_real *v, ag_real *u, int64_t n) {
+__global__ void adadelta_kernel(const ag_kadadelta *cp, ag_real *P, const ag_real *G, ag_real *v, ag_real *u,
+                                int64_t n) {
+    const ag_kadadelta c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
         if (c.wd != 0) g += c.wd * P[j];
@@ -80,37 +88,59 @@ __global__ void sum_blocks_in_order_kernel(const double *block_sq, const int64_t
     *out = total;
 }
 
+/* torch's clip_grad_norm_ coefficient, from the sum of squares: as the
+ * host computes it (IEEE sqrt and division in double, the same bits). */
+__global__ void clip_coef_kernel(const double *sq, double max_norm, double *coef) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) *coef = max_norm / (sqrt(*sq) + 1e-6);
+}
+
+/* x *= coef when coef < 1 (not when it is NaN: the caller sees the norm). */
+__global__ void scale_below_one_kernel(ag_real *X, int64_t n, const double *coef) {
+    const double c = *coef;
+    if (!(c < 1)) return;
+    const ag_real s = (ag_real)c;
+    AG_CUDA_FOR(i, n) X[i] *= s;
+}
+
 __global__ void axpy_kernel(ag_real a, const ag_real *X, ag_real *Y, int64_t n) {
     AG_CUDA_FOR(i, n) Y[i] += a * X[i];
 }
 
 #define LAUNCH(kernel, n, ...) \
-    if ((n) > 0) kernel<<<ag__cuda_blocks(n), AG_CUDA_THREADS, 0, ag__cuda_stream()>>>(__VA_ARGS__)
+    if ((n) > 0) ag__launch(kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, __VA_ARGS__)
 
 extern "C" void ag__sgd_update_cuda(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n) {
-    LAUNCH(sgd_kernel, n, *c, p, g, buf, n);
+    LAUNCH(sgd_kernel, n, c, p, g, buf, n);
 }
 
 extern "C" void ag__adam_update_cuda(const ag_kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v,
                                      ag_real *vmax, int64_t n) {
-    LAUNCH(adam_kernel, n, *c, p, g, m, v, vmax, n);
+    LAUNCH(adam_kernel, n, c, p, g, m, v, vmax, n);
 }
 
 extern "C" void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u,
                                          int64_t n) {
-    LAUNCH(adadelta_kernel, n, *c, p, g, v, u, n);
+    LAUNCH(adadelta_kernel, n, c, p, g, v, u, n);
 }
 
 extern "C" void ag__sum_squares_blocks_cuda(const ag_real *x, int64_t n, double *block_sq) {
     int64_t blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
     if (blocks == 0) return;
     dim3 threads(AG_SQ_LANES, 32); /* 32 blocks of the sum per CUDA block: a warp is 4 of them */
-    sum_squares_kernel<<<(unsigned)((blocks + 31) / 32), threads, 0, ag__cuda_stream()>>>(x, n, block_sq, blocks);
+    ag__launch(sum_squares_kernel, (unsigned)((blocks + 31) / 32), threads, 0, x, n, block_sq, blocks);
 }
 
 extern "C" void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
                                              double init, double *out) {
-    sum_blocks_in_order_kernel<<<1, 1, 0, ag__cuda_stream()>>>(block_sq, first, arrays, per_array, init, out);
+    ag__launch(sum_blocks_in_order_kernel, 1, 1, 0, block_sq, first, arrays, per_array, init, out);
+}
+
+extern "C" void ag__clip_coef_cuda(const double *sq, double max_norm, double *coef) {
+    ag__launch(clip_coef_kernel, 1, 1, 0, sq, max_norm, coef);
+}
+
+extern "C" void ag__scale_below_one_cuda(ag_real *x, int64_t n, const double *coef) {
+    LAUNCH(scale_below_one_kernel, n, x, n, coef);
 }
 
 extern "C" void ag__axpy_cuda(ag_real a, const ag_real *x, ag_real *y, int64_t n) { LAUNCH(axpy_kernel, n, a, x, y, n); }
