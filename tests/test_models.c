@@ -40,56 +40,56 @@ static void check_params(loss_ctx *c, const char *label) {
     printf("  %-28s %3d params  worst rel err %.2e\n", label, c->m->params.count, worst);
 }
 
+/* A model of cfg on the tiny batch: every parameter's gradient; in
+ * training mode with dropout on, after checking that the saved rng state
+ * does repeat the masks and that they act on the loss. */
+static void gradcheck_config(const ag_model_kind *kind, const ag_model_config *cfg, bool training, const char *label) {
+    ag_model m;
+    if (ag_model_init(&m, kind, cfg) != AG_OK) {
+        CHECK(false, "%s: init: %s", label, ag_errmsg());
+        return;
+    }
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 3);
+    loss_ctx c = {&m, &b, training, m.rng};
+    if (training) {
+        double once = ag_item(tiny_loss(&c));
+        ag_step_end();
+        double again = ag_item(tiny_loss(&c));
+        ag_step_end();
+        double eval = ag_item(ag_model_loss(&m, &b, false));
+        ag_step_end();
+        CHECK(once == again, "%s: two evaluations from one rng state drew different masks (loss %.17g then %.17g): "
+              "the training-mode gradcheck needs them equal", label, once, again);
+        CHECK(once != eval, "%s: dropout at keep %g left the loss at its eval value %.17g", label, cfg->keep, eval);
+    }
+    check_params(&c, label);
+    ag_model_batch_free(&b);
+    ag_model_free(&m);
+}
+
 static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task task, int attention,
                             const char *label) {
     ag_model_config cfg = ag_model_tiny(kind);
     cfg.flags |= flags;
     if (task) cfg.task = task;
     cfg.attention = attention;
-    ag_model m;
-    if (ag_model_init(&m, kind, &cfg) != AG_OK) {
-        CHECK(false, "%s: init: %s", label, ag_errmsg());
-        return;
-    }
-    ag_batch b;
-    ag_tiny_batch(&m, &b, 3);
-    check_params(&(loss_ctx){.m = &m, .b = &b}, label);
-    ag_model_batch_free(&b);
-    ag_model_free(&m);
+    gradcheck_config(kind, &cfg, false, label);
 }
 
 /* The training step's gradients, dropout on (keep 0.6; the LM's 0.7 between
  * LSTM layers too), each evaluation drawing the same masks from a saved
  * rng state.  The reference check against PyTorch runs with dropout off,
  * so this is what covers where the masks apply and how they scale the
- * gradients.  First: the masks do repeat, and they act on the loss. */
+ * gradients. */
 static void gradcheck_training(const ag_model_kind *kind, int attention, const char *label) {
     ag_model_config cfg = ag_model_tiny(kind);
     cfg.attention = attention;
     cfg.keep = 0.6;
     cfg.keep_layers = 0.7;
-    ag_model m;
-    if (ag_model_init(&m, kind, &cfg) != AG_OK) {
-        CHECK(false, "%s: init: %s", label, ag_errmsg());
-        return;
-    }
-    ag_batch b;
-    ag_tiny_batch(&m, &b, 3);
-    loss_ctx c = {&m, &b, true, m.rng};
-    double once = ag_item(tiny_loss(&c));
-    ag_step_end();
-    double again = ag_item(tiny_loss(&c));
-    ag_step_end();
-    double eval = ag_item(ag_model_loss(&m, &b, false));
-    ag_step_end();
-    CHECK(once == again, "%s: two evaluations from one rng state drew different masks (loss %.17g then %.17g): the "
-          "training-mode gradcheck needs them equal", label, once, again);
-    CHECK(once != eval, "%s: dropout at keep 0.6 left the loss at its eval value %.17g", label, eval);
     char name[64];
     snprintf(name, sizeof name, "%s (dropout on)", label);
-    check_params(&c, name);
-    ag_model_batch_free(&b);
-    ag_model_free(&m);
+    gradcheck_config(kind, &cfg, true, name);
 }
 
 /* The same examples padded to a wider batch give the same loss. */
