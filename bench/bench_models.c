@@ -51,6 +51,7 @@
 #include "bench_batch.h"
 #include "../graph/internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -307,6 +308,8 @@ typedef struct {
     int n_losses, steps;
     double waits; /* per step: times the host waited for the GPU */
 } result;
+/* bench_forked's child writes it in one write() and the parent reads it in one read() */
+_Static_assert(sizeof(result) <= PIPE_BUF, "a result must fit one atomic pipe write");
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
