@@ -231,17 +231,23 @@ def torch_worker(args):
         losses.append(float(loss.detach()))
         if s >= 0:
             times.append(1e3 * dt)
-    times.sort()
+    print(worker_result(name, args.mode, times, losses, maxrss_mb() - rss0,
+                        sum(p.numel() for p in model.parameters()),
+                        torch.cuda.max_memory_allocated() / 2**20 if cuda else 0, model.cfg, clip))
+
+
+def worker_result(name, mode, times, losses, rss_mb, params, device_mb, cfg, clip):
+    """The PyTorch worker's `result:` line: times and losses of its steps,
+    and the recipe its model ran (cfg after the model's own defaults)."""
+    times = sorted(times)
     q = lambda f: times[min(len(times) - 1, int(round(f * (len(times) - 1))))]
-    print(f"result: model={name} ms_med={q(0.5):.4f} ms_q1={q(0.25):.4f} ms_q3={q(0.75):.4f} "
-          f"ms_min={times[0]:.4f} ms_max={times[-1]:.4f} rss_mb={maxrss_mb() - rss0:.2f} "
-          f"loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f} loss_tail={tail_median(losses):.6f} "
-          f"params={sum(p.numel() for p in model.parameters())} mode={args.mode} "
-          f"device_mb={torch.cuda.max_memory_allocated() / 2**20 if cuda else 0:.2f} "
-          # the recipe this model ran (cfg after the model's own defaults)
-          f"optim={model.cfg.optim} clip={clip:g} l2={model.cfg.l2:g} keep={model.cfg.keep:g} "
-          f"keep_layers={model.cfg.keep_layers if model.cfg.task == 'lm' else 1.0:g} "
-          f"losses={','.join(f'{v:.6f}' for v in losses)}")
+    return (f"result: model={name} ms_med={q(0.5):.4f} ms_q1={q(0.25):.4f} ms_q3={q(0.75):.4f} "
+            f"ms_min={times[0]:.4f} ms_max={times[-1]:.4f} rss_mb={rss_mb:.2f} "
+            f"loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f} loss_tail={tail_median(losses):.6f} "
+            f"params={params} mode={mode} device_mb={device_mb:.2f} "
+            f"optim={cfg.optim} clip={clip:g} l2={cfg.l2:g} keep={cfg.keep:g} "
+            f"keep_layers={cfg.keep_layers if cfg.task == 'lm' else 1.0:g} "
+            f"losses={','.join(f'{v:.6f}' for v in losses)}")
 
 
 def have_torch():
