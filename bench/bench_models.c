@@ -3,6 +3,7 @@
  *
  *     bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]
  *                  [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]
+ *                  [--no-dropout]
  *
  * --device cuda runs the steps on the GPU (parameters and optimizer state
  * there, the batch copied per step as training does); each step ends with
@@ -36,10 +37,21 @@
  * config to DIR/<model>.safetensors, which bench/bench_models.py replays
  * in PyTorch.  --csv writes model,attngrad_ms,torch_ms,ratio,
  * attngrad_peak_mb,torch_peak_mb (the torch columns empty here; peak = rss).
+ *
+ * The step is the model's own training recipe (its ag_model_defaults):
+ * optimizer, L2, gradient clipping (cfg.clip), dropout (cfg.keep, and
+ * cfg.keep_layers between the LM's LSTM layers).  Each model's line says
+ * which, and the batch file carries the same values to the PyTorch side.
+ * The loss of every step (warm-up included) is printed: one step's loss
+ * says little where the recipe is noisy (the LM's SGD at lr 30 spikes on
+ * single steps), so the summary adds the median of the last five.
+ * --no-dropout sets every keep to 1: both sides then run the same
+ * arithmetic, and their losses must agree step by step.
  */
 #include "bench_batch.h"
 #include "../graph/internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -216,6 +228,28 @@ static double sgemm_peak(int n) {
     return best / 1e9;
 }
 
+/* ---- the model's recipe ---- */
+
+static bool no_dropout; /* --no-dropout */
+
+/* bench_batch.h's config, every keep 1 under --no-dropout. */
+static ag_model_config model_config(const ag_model_kind *kind) {
+    ag_model_config c = bench_config(kind);
+    if (no_dropout) c.keep = c.keep_layers = 1;
+    return c;
+}
+
+/* cfg.keep_layers as ag_lstm reads it: 0 (a model that never set it) is 1. */
+static double keep_between_layers(const ag_model_config *c) { return c->keep_layers > 0 ? c->keep_layers : 1; }
+
+/* The recipe in words, for the model's summary line. */
+static void print_recipe(const ag_model_config *c) {
+    printf("optimizer %s, ", c->optim);
+    if (c->clip > 0) printf("gradient norm clipped at %g, ", c->clip);
+    printf("L2 %g, dropout keep %g", c->l2, c->keep);
+    if (c->task == AG_TASK_LM) printf(" (between LSTM layers %g)", keep_between_layers(c));
+}
+
 /* ---- the synthetic batch ---- */
 
 static int64_t *add_ints(ag_st_writer *w, const char *name, const int32_t *src, int rows, int width) {
@@ -234,10 +268,11 @@ static void write_batch(const char *dir, const ag_model *m, const ag_batch *b) {
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, m->kind->name);
     snprintf(config, sizeof config,
              "model=%s\nvocab=%d\nclasses=%d\ndim=%d\nhidden=%d\nheads=%d\nlayers=%d\nfixed_len=%d\nn_bigram=%d\n"
-             "keep=%.17g\nl2=%.17g\noptim=%s\ntask=%s\nattention=%s\nbatch=%d\nclip=%g\n",
+             "keep=%.17g\nkeep_layers=%.17g\npos_hidden=%d\nl2=%.17g\noptim=%s\ntask=%s\nattention=%s\nbatch=%d\n"
+             "clip=%.17g\n",
              m->kind->name, c->vocab, c->classes, c->dim, c->hidden, c->heads, c->layers, c->fixed_len, c->n_bigram,
-             c->keep, c->l2, c->optim, tasks[c->task], att[c->attention >= 0 && c->attention < 3 ? c->attention : 0],
-             b->rows, c->task == AG_TASK_LM ? 0.25 : 0.0);
+             c->keep, keep_between_layers(c), c->pos_hidden, c->l2, c->optim, tasks[c->task],
+             att[c->attention >= 0 && c->attention < 3 ? c->attention : 0], b->rows, c->clip);
     ag_st_writer w = {0};
     int64_t *bufs[8];
     int nb = 0, B = b->rows, N = b->width;
@@ -260,16 +295,22 @@ static void write_batch(const char *dir, const ag_model *m, const ag_batch *b) {
 
 /* ---- one model ---- */
 
+enum { MAX_LOSSES = 256 }; /* the steps whose losses are kept, from the first */
+
 typedef struct {
     int B, N;
     int64_t params;
     double ms_med, ms_q1, ms_q3, ms_min, ms_max;
     double gemm_gflop, gemm_ms, gemm_calls;  /* per step */
     double arena_mb, param_mb, optim_mb, rss_mb;
-    double loss_first, loss_last;
+    double loss_first, loss_last, loss_tail; /* tail: the median of the last five steps' */
+    double losses[MAX_LOSSES];               /* warm-up included */
+    int n_losses, steps;
     double waits; /* per step: times the host waited for the GPU */
     double graph_launches, eager_segments; /* per step, with --cuda-graphs */
 } result;
+/* bench_forked's child writes it in one write() and the parent reads it in one read() */
+_Static_assert(sizeof(result) <= PIPE_BUF, "a result must fit one atomic pipe write");
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -291,9 +332,24 @@ static double maxrss_mb(void) {
 static ag_device device = AG_CPU;
 static int cuda_graphs; /* --cuda-graphs: ag_cuda_graphs on the GPU */
 
+/* The first, the last and the median of the last five of n >= 1 losses,
+ * and the first MAX_LOSSES of them. */
+static void keep_losses(result *r, const double *losses, int n) {
+    double tail[5];
+    int k = n < 5 ? n : 5;
+    memcpy(tail, losses + n - k, (size_t)k * sizeof *tail);
+    qsort(tail, (size_t)k, sizeof *tail, cmp_double);
+    r->loss_first = losses[0];
+    r->loss_last = losses[n - 1];
+    r->loss_tail = quantile(tail, k, 0.5);
+    r->steps = n;
+    r->n_losses = n < MAX_LOSSES ? n : MAX_LOSSES;
+    memcpy(r->losses, losses, (size_t)r->n_losses * sizeof *losses);
+}
+
 static int bench_one(const ag_model_kind *kind, int steps, int warmup, const char *batch_dir, result *res) {
     double rss0 = maxrss_mb();
-    ag_model_config cfg = bench_config(kind);
+    ag_model_config cfg = model_config(kind);
     ag_model m;
     if (ag_model_init(&m, kind, &cfg)) {
         fprintf(stderr, "bench_models: %s\n", ag_errmsg());
@@ -315,7 +371,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         fprintf(stderr, "bench_models: %s: optimizer '%s': %s\n", kind->name, cfg.optim, ag_errmsg());
         return 1;
     }
-    double *ms = malloc(sizeof(double) * (size_t)steps);
+    double *ms = malloc(sizeof(double) * (size_t)steps), *losses = malloc(sizeof(double) * (size_t)(warmup + steps));
     gemm_stats before = gemm;
     int64_t waits0 = 0;
     ag_mem_stats stats0 = {0};
@@ -327,13 +383,12 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         double value = ag_item(loss);
         ag_backward(loss);
         if (cfg.l2 > 0) ag_l2_grad(&m.params, cfg.l2);
-        if (cfg.task == AG_TASK_LM) ag_clip_grad_norm(&m.params, 0.25); /* MODELS.md §3 */
+        if (cfg.clip > 0) ag_clip_grad_norm(&m.params, cfg.clip); /* the LM's 0.25, MODELS.md §3 */
         ag_optim_step(&opt);
         ag_step_end();
         ag_sync(); /* the GPU's queue drained: the step's whole work is inside dt */
         double dt = now() - t0;
-        if (s == -warmup) res->loss_first = value;
-        res->loss_last = value;
+        losses[warmup + s] = value;
         if (s >= 0) ms[s] = 1e3 * dt;
     }
     shapes_on = 0;
@@ -351,12 +406,13 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         .param_mb = 2.0 * (double)numel * sizeof(ag_real) / (1 << 20),
         .optim_mb = (double)opt.n_slots * (double)numel * sizeof(ag_real) / (1 << 20),
         .rss_mb = maxrss_mb() - rss0,
-        .loss_first = res->loss_first, .loss_last = res->loss_last,
         .waits = (double)(ag_memstats().device_waits - waits0) / steps,
         .graph_launches = (double)(ag_memstats().graph_launches - stats0.graph_launches) / steps,
         .eager_segments = (double)(ag_memstats().eager_segments - stats0.eager_segments) / steps,
     };
+    keep_losses(res, losses, warmup + steps);
     free(ms);
+    free(losses);
     ag_optim_free(&opt);
     ag_model_batch_free(&b);
     ag_model_free(&m);
@@ -388,7 +444,8 @@ static int bench_forked(const ag_model_kind *kind, int steps, int warmup, const 
 
 static void usage(void) {
     fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]\n"
-                    "                    [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes] [--cuda-graphs]\n");
+                    "                    [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]\n"
+                    "                    [--no-dropout] [--cuda-graphs]\n");
     exit(2);
 }
 
@@ -400,6 +457,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--no-peak")) { peak = 0; continue; }
         if (!strcmp(a, "--peak-only")) { peak = 2; continue; }
         if (!strcmp(a, "--gemm-shapes")) { want_shapes = 1; continue; }
+        if (!strcmp(a, "--no-dropout")) { no_dropout = true; continue; }
         if (!strcmp(a, "--cuda-graphs")) { cuda_graphs = 1; continue; }
         if (!v) usage();
         if (!strcmp(a, "--model")) only = v;
@@ -432,9 +490,9 @@ int main(int argc, char **argv) {
     /* CUDA is first touched in the forked children (a parent that had
      * initialised it could not fork a child that uses it) */
     if (device == AG_CUDA) peak = 0; /* the CPU's sgemm peak says nothing of the GPU's step */
-    printf("attngrad f32 training step (fwd + bwd + L2 + optimizer) on the %s, median of %d steps after %d warm-up; "
-           "threads %d%s\n\n",
-           ag_device_name(device), steps, warmup, ag_get_num_threads(),
+    printf("attngrad f32 training step (fwd + bwd + L2 + clipping + optimizer) on the %s, median of %d steps after %d "
+           "warm-up; threads %d%s%s\n\n",
+           ag_device_name(device), steps, warmup, ag_get_num_threads(), no_dropout ? "; dropout off" : "",
            device == AG_CUDA ? "; GEMM columns: OpenBLAS only, none here" : GEMM_COUNTED ? "" : "; GEMM not counted (no --wrap)");
     printf("| %-10s | %-6s | %9s | %8s | %-28s | %6s | %7s | %6s | %7s | %8s | %6s |\n", "model", "BxN", "params",
            "step ms", "[q1-q3] (min-max)", "GEMM", "GEMM ms", "% step", "calls", "acct MB", "rss MB");
@@ -483,18 +541,27 @@ int main(int argc, char **argv) {
                names[i], r->arena_mb, r->param_mb, r->optim_mb, rate);
         if (pk > 0) printf(" (%.0f%% of peak); whole step %.1f GFLOP/s of GEMM work (%.0f%% of peak)", 100 * rate / pk,
                            r->gemm_gflop / (r->ms_med / 1e3), 100 * r->gemm_gflop / (r->ms_med / 1e3) / pk);
-        printf("; loss %.4f -> %.4f", r->loss_first, r->loss_last);
         if (device == AG_CUDA) printf("; the host waited for the GPU %.1f times a step", r->waits);
         if (cuda_graphs)
             printf("; %.1f graph launches and %.1f eager stretches a step", r->graph_launches, r->eager_segments);
+        ag_model_config c = model_config(ag_model_find(names[i]));
+        printf("\n  %-10s ", "");
+        print_recipe(&c);
+        printf("\n  %-10s loss %.4f -> %.4f over %d steps (median of the last %d: %.4f):", "", r->loss_first,
+               r->loss_last, r->steps, r->steps < 5 ? r->steps : 5, r->loss_tail);
+        for (int s = 0; s < r->n_losses; s++) printf(" %.4f", r->losses[s]);
         printf("\n");
         /* one line per model for bench_models.py */
         printf("result: model=%s B=%d N=%d params=%lld ms_med=%.4f ms_q1=%.4f ms_q3=%.4f ms_min=%.4f ms_max=%.4f "
                "gemm_gflop=%.6f gemm_ms=%.4f gemm_calls=%.0f arena_mb=%.3f param_mb=%.3f optim_mb=%.3f rss_mb=%.2f "
-               "loss_first=%.6f loss_last=%.6f peak_gflops=%.2f waits=%.1f graph_launches=%.1f\n",
+               "loss_first=%.6f loss_last=%.6f loss_tail=%.6f peak_gflops=%.2f waits=%.1f graph_launches=%.1f "
+               "optim=%s clip=%g l2=%g keep=%g keep_layers=%g losses=",
                names[i], r->B, r->N, (long long)r->params, r->ms_med, r->ms_q1, r->ms_q3, r->ms_min, r->ms_max,
                r->gemm_gflop, r->gemm_ms, r->gemm_calls, r->arena_mb, r->param_mb, r->optim_mb, r->rss_mb,
-               r->loss_first, r->loss_last, pk, r->waits, r->graph_launches);
+               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->graph_launches, c.optim, c.clip, c.l2,
+               c.keep, keep_between_layers(&c));
+        for (int s = 0; s < r->n_losses; s++) printf("%s%.6f", s ? "," : "", r->losses[s]);
+        printf("\n");
     }
     return failed;
 }

@@ -3,7 +3,7 @@
 
     python3 bench/bench_models.py [--exe build/bench/bench_models] [--threads 1]
         [--steps 20] [--warmup 3] [--models mpsan,ms_san] [--csv bench/models.csv]
-        [--taskset 0] [--rounds 3] [--cycles]
+        [--taskset 0] [--rounds 3] [--cycles] [--no-dropout]
     python3 bench/bench_models.py --device cuda [--modes eager,compile,cudagraphs] [--models ...]
 
 For every model attngrad registers, run build/bench/bench_models on it (one
@@ -16,6 +16,16 @@ steps after --warmup, each step = zero_grad, forward, backward, clip, step.
 Both sides get the same thread count: OMP/MKL/OPENBLAS_NUM_THREADS in the
 environment, torch.set_num_threads and bench_models --threads; --taskset
 pins both to the same CPUs.
+
+Both sides run the model's own recipe, read from the batch file: the
+optimizer spec, gradient clipping, L2, dropout keep (and the LM's keep
+between LSTM layers).  Each side reports what it ran, and the driver says
+so when the two differ.  Losses: first->last (median of the last five),
+since one step's loss says little where the recipe is noisy (the LM's SGD
+at lr 30 spikes on single steps, and the two sides draw different dropout
+masks).  --no-dropout runs both sides with every keep at 1: then they
+compute the same steps, and the largest gap between their per-step losses
+is printed (float32 rounding grows it slowly over the steps).
 
 Peak memory, both sides alike: growth of the process's peak RSS (getrusage
 ru_maxrss) from just before the model is built to the end of its steps,
@@ -95,6 +105,69 @@ def read_batch(path):
     return arrays, conf
 
 
+RECIPE = ("optim", "clip", "l2", "keep", "keep_layers")
+
+
+def recipe_differences(a, t):
+    """The recipe fields of two result lines that differ, as 'name attngrad vs PyTorch' strings."""
+    out = []
+    for k in RECIPE:
+        x, y = a.get(k), t.get(k)
+        if isinstance(x, float) and isinstance(y, float):
+            same = abs(x - y) <= 1e-9 * max(1.0, abs(x), abs(y))
+        else:
+            same = x == y
+        if not same:
+            out.append(f"{k} {x} vs {y}")
+    return out
+
+
+def recipe_str(r):
+    """A result line's recipe in one line."""
+    return ", ".join(f"{k} {r[k]:g}" if isinstance(r.get(k), float) else f"{k} {r.get(k, '?')}" for k in RECIPE)
+
+
+def losses_of(r):
+    """A result line's per-step losses (one step parses as a number)."""
+    v = r.get("losses", "")
+    return [v] if isinstance(v, float) else [float(x) for x in v.split(",") if x]
+
+
+def tail_median(losses, k=5):
+    """The median of the last k losses: one spike does not move it."""
+    v = sorted(losses[-k:])
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def loss_str(r):
+    """first->last (median of the last five) of a result line."""
+    return f"{r['loss_first']:.3f}->{r['loss_last']:.3f} ({r.get('loss_tail', float('nan')):.3f})"
+
+
+def loss_gap(a, t):
+    """(largest |attngrad - PyTorch| over the steps both ran, the step where it is largest)."""
+    pairs = list(zip(losses_of(a), losses_of(t)))
+    if not pairs:
+        return None
+    return max((abs(x - y), i) for i, (x, y) in enumerate(pairs))
+
+
+def report_losses(name, a, t, no_dropout):
+    """One model's recipe and losses, both sides; a recipe that differs is said loudly."""
+    print(f"{name}: recipe {recipe_str(a)}")
+    print(f"{name}: attngrad losses {' '.join(f'{v:.3f}' for v in losses_of(a))}")
+    if not t:
+        return
+    print(f"{name}: PyTorch  losses {' '.join(f'{v:.3f}' for v in losses_of(t))}")
+    diff = recipe_differences(a, t)
+    if diff:
+        print(f"{name}: THE TWO SIDES RAN DIFFERENT RECIPES (attngrad vs PyTorch): {'; '.join(diff)}")
+    gap = loss_gap(a, t)
+    if no_dropout and gap:
+        print(f"{name}: dropout off: largest |attngrad - PyTorch| loss gap {gap[0]:.2e}, at step {gap[1]}")
+
+
 def maxrss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -115,6 +188,7 @@ def torch_worker(args):
     cfg = tm.Config(vocab=int(conf["vocab"]), classes=int(conf["classes"]), dim=int(conf["dim"]),
                     hidden=int(conf["hidden"]), heads=int(conf["heads"]), layers=int(conf["layers"]),
                     fixed_len=int(conf["fixed_len"]), n_bigram=int(conf["n_bigram"]), keep=float(conf["keep"]),
+                    keep_layers=float(conf.get("keep_layers", "-1")), pos_hidden=int(conf.get("pos_hidden", "0")),
                     l2=float(conf["l2"]), optim=conf["optim"], task=conf["task"], attention=conf["attention"],
                     batch=int(conf["batch"]))
     if cfg.task == "lm":
@@ -157,13 +231,23 @@ def torch_worker(args):
         losses.append(float(loss.detach()))
         if s >= 0:
             times.append(1e3 * dt)
-    times.sort()
+    print(worker_result(name, args.mode, times, losses, maxrss_mb() - rss0,
+                        sum(p.numel() for p in model.parameters()),
+                        torch.cuda.max_memory_allocated() / 2**20 if cuda else 0, model.cfg, clip))
+
+
+def worker_result(name, mode, times, losses, rss_mb, params, device_mb, cfg, clip):
+    """The PyTorch worker's `result:` line: times and losses of its steps,
+    and the recipe its model ran (cfg after the model's own defaults)."""
+    times = sorted(times)
     q = lambda f: times[min(len(times) - 1, int(round(f * (len(times) - 1))))]
-    print(f"result: model={name} ms_med={q(0.5):.4f} ms_q1={q(0.25):.4f} ms_q3={q(0.75):.4f} "
-          f"ms_min={times[0]:.4f} ms_max={times[-1]:.4f} rss_mb={maxrss_mb() - rss0:.2f} "
-          f"loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f} "
-          f"params={sum(p.numel() for p in model.parameters())} mode={args.mode} "
-          f"device_mb={torch.cuda.max_memory_allocated() / 2**20 if cuda else 0:.2f}")
+    return (f"result: model={name} ms_med={q(0.5):.4f} ms_q1={q(0.25):.4f} ms_q3={q(0.75):.4f} "
+            f"ms_min={times[0]:.4f} ms_max={times[-1]:.4f} rss_mb={rss_mb:.2f} "
+            f"loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f} loss_tail={tail_median(losses):.6f} "
+            f"params={params} mode={mode} device_mb={device_mb:.2f} "
+            f"optim={cfg.optim} clip={clip:g} l2={cfg.l2:g} keep={cfg.keep:g} "
+            f"keep_layers={cfg.keep_layers if cfg.task == 'lm' else 1.0:g} "
+            f"losses={','.join(f'{v:.6f}' for v in losses)}")
 
 
 def have_torch():
@@ -178,6 +262,7 @@ def have_torch():
 def main_cuda(args):
     """Both sides on the GPU: attngrad, then PyTorch in each mode, per model."""
     modes = [m for m in args.modes.split(",") if m]
+    no_dropout = ["--no-dropout"] if args.no_dropout else []
     torch_ok = have_torch()
     if not torch_ok:
         print("PyTorch (or numpy) is missing: attngrad's figures only.\n")
@@ -185,7 +270,7 @@ def main_cuda(args):
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             run = subprocess.run([args.exe, "--model", name, "--device", "cuda", "--steps", str(args.steps),
-                                  "--warmup", str(args.warmup), "--batch-dir", tmp, "--no-peak"],
+                                  "--warmup", str(args.warmup), "--batch-dir", tmp, "--no-peak"] + no_dropout,
                                  capture_output=True, text=True)
             res = parse_result(run.stdout)
             if run.returncode != 0 or not res:
@@ -207,11 +292,13 @@ def main_cuda(args):
             acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
             print(f"{name}: attngrad {a['ms_med']:.2f} ms, {acct:.0f} MB, {a.get('waits', 0):.0f} host waits a step; " +
                   ", ".join(f"{m} {r['ms_med']:.2f} ms {r['device_mb']:.0f} MB" for m, r in t.items()), flush=True)
+            report_losses(name, a, t.get("eager"), args.no_dropout)
             rows.append((name, a, t))
     print(f"\nTraining step on the GPU, float32, median of {args.steps} steps after {args.warmup} warm-up "
           f"(q1-q3); memory: attngrad's accounted device bytes, PyTorch's max_memory_allocated\n")
     head = "".join(f" PyTorch {m} ms | ratio |" for m in modes)
-    print(f"| model | BxN | attngrad ms |{head} ratio to best | attngrad MB | PyTorch MB (eager) | loss first->last (ag / eager) |")
+    print(f"| model | BxN | attngrad ms |{head} ratio to best | attngrad MB | PyTorch MB (eager) "
+          f"| loss first->last (median of the last 5), ag / eager |")
     print("|---|---|---|" + "---|---|" * len(modes) + "---|---|---|---|")
     csv = ["model,attngrad_ms," + ",".join(f"torch_{m}_ms" for m in modes) + ",ratio_eager,ratio_best,attngrad_mb,torch_mb"]
     for name, a, t in rows:
@@ -225,8 +312,7 @@ def main_cuda(args):
         acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
         print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {a['ms_med']:.2f} [{a['ms_q1']:.2f}-{a['ms_q3']:.2f}] |{cols} "
               f"{'%.2f' % (a['ms_med'] / best) if best else '-'} | {acct:.0f} | {'%.0f' % e['device_mb'] if e else '-'} "
-              f"| {a['loss_first']:.3f}->{a['loss_last']:.3f} / "
-              f"{'%.3f->%.3f' % (e['loss_first'], e['loss_last']) if e else '-'} |")
+              f"| {loss_str(a)} / {loss_str(e) if e else '-'} |")
         csv.append(f"{name},{a['ms_med']:.3f}," + ",".join(f"{t[m]['ms_med']:.3f}" if m in t else "" for m in modes) +
                    f",{a['ms_med'] / e['ms_med'] if e else float('nan'):.3f},{a['ms_med'] / best if best else float('nan'):.3f}"
                    f",{acct:.1f},{e['device_mb'] if e else float('nan'):.1f}")
@@ -252,6 +338,8 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--modes", default="eager,compile,cudagraphs", help="PyTorch's modes on --device cuda")
     ap.add_argument("--timeout", type=float, default=600, help="seconds for one PyTorch run (compiling included)")
+    ap.add_argument("--no-dropout", action="store_true",
+                    help="every keep 1 on both sides: the same steps, whose losses are compared step by step")
     ap.add_argument("--mode", default="eager", help=argparse.SUPPRESS)
     ap.add_argument("--torch-worker", dest="batch_file", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -265,6 +353,7 @@ def main():
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = str(args.threads)
     pin = ["taskset", "-c", args.taskset] if args.taskset else []
+    no_dropout = ["--no-dropout"] if args.no_dropout else []
     torch_ok = have_torch()
     if not torch_ok:
         print("PyTorch (or numpy) is missing: attngrad's figures only.\n")
@@ -275,7 +364,7 @@ def main():
         """One round of one model: attngrad's result and PyTorch's (or None)."""
         run = subprocess.run(pin + [args.exe, "--model", name, "--threads", str(args.threads), "--steps",
                                     str(args.steps), "--warmup", str(args.warmup), "--batch-dir", tmp,
-                                    "--no-peak"], env=env, capture_output=True, text=True)
+                                    "--no-peak"] + no_dropout, env=env, capture_output=True, text=True)
         if run.returncode != 0 and "unknown model" in run.stderr:
             print(f"{name}: not registered in attngrad yet, skipped")
             return None
@@ -294,6 +383,7 @@ def main():
                 print(f"{name}: PyTorch run failed: {tw.stderr.strip()[-600:]}")
             else:
                 t = tres[0]
+        report_losses(name, a, t, args.no_dropout)
         return a, t
 
     def perf_counts(cmd):
@@ -317,7 +407,7 @@ def main():
             lo, hi = perf_counts(cmd_of(2)), perf_counts(cmd_of(2 + args.steps))
             return tuple((h - l) / args.steps for h, l in zip(hi, lo)) if lo and hi else None
         ag = side(lambda k: [args.exe, "--model", name, "--threads", str(args.threads), "--steps", str(k),
-                             "--warmup", str(args.warmup), "--no-peak"])
+                             "--warmup", str(args.warmup), "--no-peak"] + no_dropout)
         tc = side(lambda k: [sys.executable, os.path.abspath(__file__), "--torch-worker",
                              os.path.join(tmp, name + ".safetensors"), "--threads", str(args.threads), "--steps",
                              str(k), "--warmup", str(args.warmup)]) if torch_ok else None
@@ -365,9 +455,10 @@ def main():
     print(f"Training step, float32, threads={args.threads}{' taskset ' + args.taskset if args.taskset else ''}, "
           f"median of {args.steps} steps after {args.warmup} warm-up (q1-q3 in brackets)"
           f"{f', then the median [range] over {args.rounds} rounds' if args.rounds > 1 else ''}; "
-          f"OpenBLAS sgemm peak {pk:.1f} GFLOP/s\n")
+          f"OpenBLAS sgemm peak {pk:.1f} GFLOP/s{'; dropout off' if args.no_dropout else ''}\n")
     print("| model | BxN | attngrad ms | PyTorch ms | ratio | attngrad MB (rss) | PyTorch MB (rss) "
-          "| attngrad MB (accounted) | GEMM share | GEMM GFLOP/s (% peak) | loss first->last (ag / torch) |")
+          "| attngrad MB (accounted) | GEMM share | GEMM GFLOP/s (% peak) "
+          "| loss first->last (median of the last 5), ag / torch |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     csv = ["model,attngrad_ms,torch_ms,ratio,attngrad_peak_mb,torch_peak_mb"]
     for name, a, t, ratios in rows:
@@ -378,7 +469,7 @@ def main():
         if t:
             ratio = median(ratios)
             tt = f"{t['ms_med']:.1f} [{t['ms_q1']:.1f}-{t['ms_q3']:.1f}]"
-            tloss = f"{t['loss_first']:.3f}->{t['loss_last']:.3f}"
+            tloss = loss_str(t)
             csv.append(f"{name},{a['ms_med']:.3f},{t['ms_med']:.3f},{ratio:.3f},{a['rss_mb']:.1f},{t['rss_mb']:.1f}")
         else:
             ratio, tt, tloss = None, "-", "-"
@@ -387,7 +478,7 @@ def main():
         print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {ag} | {tt} | {'%.2f' % ratio if ratio else '-'}{spread} "
               f"| {a['rss_mb']:.0f} | {'%.0f' % t['rss_mb'] if t else '-'} | {acct:.0f} | {share:.0f}% "
               f"| {rate:.1f} ({100 * rate / pk if pk else 0:.0f}%) "
-              f"| {a['loss_first']:.3f}->{a['loss_last']:.3f} / {tloss} |")
+              f"| {loss_str(a)} / {tloss} |")
     if cycles:
         print(f"\nCPU per steady-state step (perf stat: a {2 + args.steps}-step run minus a 2-step run, / "
               f"{args.steps}; both after {args.warmup} warm-up; CPU ms and cycles count user and kernel time):\n")

@@ -1,8 +1,9 @@
 /* test_models.c - every registered model at MODELS.md's tiny sizes, in f64:
  * a gradient check of every parameter, padding invariance (extra pad
  * columns change nothing) and finiteness, for each variant in the tables
- * below and for any other registered kind at its defaults.  Optional
- * argument: a model name. */
+ * below and for any other registered kind at its defaults; and the
+ * gradient check again in training mode, dropout on with fixed masks.
+ * Optional argument: a model name. */
 #include "check.h"
 #include "../models/models.h"
 
@@ -12,11 +13,63 @@
 typedef struct {
     ag_model *m;
     ag_batch *b;
+    bool training; /* dropout on, every call drawing its masks from rng */
+    ag_rng rng;
 } loss_ctx;
 
 static ag_tensor *tiny_loss(void *p) {
     loss_ctx *c = p;
-    return ag_model_loss(c->m, c->b, false);
+    if (c->training) c->m->rng = c->rng; /* the same masks at every evaluation */
+    return ag_model_loss(c->m, c->b, c->training);
+}
+
+/* Every parameter's gradient against central differences of c's loss. */
+static void check_params(loss_ctx *c, const char *label) {
+    double worst = 0;
+    for (int i = 0; i < c->m->params.count; i++) {
+        ag_tensor *p = c->m->params.items[i];
+        ag_gradcheck_opts o = ag_gradcheck_defaults();
+        o.max_checks = 64;
+        ag_gradcheck_result r = ag_gradcheck(tiny_loss, c, &p, 1, &o);
+        worst = check_worst(worst, r.max_rel_err);
+        if (getenv("VERBOSE")) printf("    %-24s rel %.2e abs %.2e (a %.3e n %.3e)\n", p->name, r.max_rel_err, r.max_abs_err, r.analytic, r.numeric);
+        CHECK(r.ok, "%s %s: element %lld analytic %.12g numeric %.12g", label, p->name,
+              (long long)r.worst_index, r.analytic, r.numeric);
+        ag_step_end();
+    }
+    printf("  %-28s %3d params  worst rel err %.2e\n", label, c->m->params.count, worst);
+}
+
+static bool in_table(const char *name);
+
+/* A model of cfg on the tiny batch: every parameter's gradient; in
+ * training mode with dropout on, after checking that the saved rng state
+ * does repeat the masks and that they act on the loss. */
+static void gradcheck_config(const ag_model_kind *kind, const ag_model_config *cfg, bool training, const char *label) {
+    ag_model m;
+    if (ag_model_init(&m, kind, cfg) != AG_OK) {
+        CHECK(false, "%s: init: %s", label, ag_errmsg());
+        return;
+    }
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 3);
+    loss_ctx c = {&m, &b, training, m.rng};
+    if (training) {
+        double once = ag_item(tiny_loss(&c));
+        ag_step_end();
+        double again = ag_item(tiny_loss(&c));
+        ag_step_end();
+        double eval = ag_item(ag_model_loss(&m, &b, false));
+        ag_step_end();
+        CHECK(once == again, "%s: two evaluations from one rng state drew different masks (loss %.17g then %.17g): "
+              "the training-mode gradcheck needs them equal", label, once, again);
+        /* every model in the tables has dropout; a new kind may have none */
+        CHECK(once != eval || !in_table(kind->name), "%s: dropout at keep %g left the loss at its eval value %.17g",
+              label, cfg->keep, eval);
+    }
+    check_params(&c, label);
+    ag_model_batch_free(&b);
+    ag_model_free(&m);
 }
 
 static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task task, int attention,
@@ -25,29 +78,22 @@ static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task t
     cfg.flags |= flags;
     if (task) cfg.task = task;
     cfg.attention = attention;
-    ag_model m;
-    if (ag_model_init(&m, kind, &cfg) != AG_OK) {
-        CHECK(false, "%s: init: %s", label, ag_errmsg());
-        return;
-    }
-    ag_batch b;
-    ag_tiny_batch(&m, &b, 3);
-    loss_ctx ctx = {&m, &b};
-    double worst = 0;
-    for (int i = 0; i < m.params.count; i++) {
-        ag_tensor *p = m.params.items[i];
-        ag_gradcheck_opts o = ag_gradcheck_defaults();
-        o.max_checks = 64;
-        ag_gradcheck_result r = ag_gradcheck(tiny_loss, &ctx, &p, 1, &o);
-        worst = check_worst(worst, r.max_rel_err);
-        if (getenv("VERBOSE")) printf("    %-24s rel %.2e abs %.2e (a %.3e n %.3e)\n", p->name, r.max_rel_err, r.max_abs_err, r.analytic, r.numeric);
-        CHECK(r.ok, "%s %s: element %lld analytic %.12g numeric %.12g", label, p->name,
-              (long long)r.worst_index, r.analytic, r.numeric);
-        ag_step_end();
-    }
-    printf("  %-28s %3d params  worst rel err %.2e\n", label, m.params.count, worst);
-    ag_model_batch_free(&b);
-    ag_model_free(&m);
+    gradcheck_config(kind, &cfg, false, label);
+}
+
+/* The training step's gradients, dropout on (keep 0.6; the LM's 0.7 between
+ * LSTM layers too), each evaluation drawing the same masks from a saved
+ * rng state.  The reference check against PyTorch runs with dropout off,
+ * so this is what covers where the masks apply and how they scale the
+ * gradients. */
+static void gradcheck_training(const ag_model_kind *kind, int attention, const char *label) {
+    ag_model_config cfg = ag_model_tiny(kind);
+    cfg.attention = attention;
+    cfg.keep = 0.6;
+    cfg.keep_layers = 0.7;
+    char name[64];
+    snprintf(name, sizeof name, "%s (dropout on)", label);
+    gradcheck_config(kind, &cfg, true, name);
 }
 
 /* The same examples padded to a wider batch give the same loss. */
@@ -185,6 +231,7 @@ int main(int argc, char **argv) {
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) {
         if (in_table((*k)->name) || (only && strcmp(only, (*k)->name))) continue;
         gradcheck_model(*k, 0, 0, 0, (*k)->name);
+        gradcheck_training(*k, 0, (*k)->name);
         padding_invariance(*k, 0, 0);
         names(*k, 0, 0);
     }
@@ -195,6 +242,7 @@ int main(int argc, char **argv) {
         if (!kind || (only && strcmp(only, variants[i].model))) continue;
         gradcheck_model(kind, variants[i].flags, 0, variants[i].attention, variants[i].label);
         if (variants[i].flags == 0) {
+            gradcheck_training(kind, variants[i].attention, variants[i].label);
             padding_invariance(kind, 0, variants[i].attention);
             names(kind, 0, variants[i].attention);
         }
