@@ -19,6 +19,8 @@
  * 0 alone writes and prints. */
 #include "train.h"
 #include "dist.h"
+#include "../graph/device.h"     /* the GPU's step: its values stay on the device until one read */
+#include "../ops/cuda/kernels.h" /* ag__step_gate_cuda, ag__step_values_cuda */
 
 #include <dirent.h>
 #include <errno.h>
@@ -220,9 +222,61 @@ static int64_t batch_tokens(const ag_batch *b);
  * parameters' norm is not finite (two passes over the parameters a step,
  * next to the step's own); the gradients are the reduced ones, so every
  * rank stops at the same step. */
+/* The same step on the GPU, in one process: the loss, the gradient's norm
+ * and the parameters' norm stay on the device until one read after the
+ * update, which the device skips unless the loss and the norm are finite
+ * (the host's step skips it before launching it).  One wait a step where
+ * reading each value when made costs three, and with CUDA graphs the step
+ * is one segment.  Reports what the host's step reports, in its order. */
+static int train_step_gpu(trainer *t, int64_t step, double *loss, char *err, size_t errlen) {
+    ag_model *m = &t->model;
+    ag_params_zero_grad(&m->params);
+    ag_tensor *out = batch_loss(m, &t->batch, true, err, errlen);
+    if (!out) {
+        ag_step_end();
+        return AG_ERR_FORMAT;
+    }
+    ag_backward(out);
+    if (m->cfg.l2 > 0) ag_l2_grad(&m->params, m->cfg.l2);
+    double *sq = ag__grad_sq_device(&m->params, t->clip), *values = ag__cuda_arena_alloc(4 * sizeof(double));
+    ag__step_gate_cuda(out->data, sq, values + 3);
+    ag__optim_step_gated(&t->opt, values + 3);
+    ag__step_values_cuda(out->data, sq, ag__params_sq_device(&m->params), values);
+    ag__cuda_check_launch("train step");
+    double host[3];
+    ag__cuda_copy(host, AG_CPU, values, AG_CUDA, sizeof host); /* the step's one wait */
+    *loss = host[0];
+    ag_status st = AG_OK;
+    bool in_ops = true;
+    if (!isfinite(*loss)) {
+        ag_step_end();
+        char what[64];
+        snprintf(what, sizeof what, "the training loss is %g", *loss);
+        return diverged(t, step, 0, what, true, err, errlen);
+    }
+    st = ag_check_grads_finite(&m->params, sqrt(host[1]));
+    if (!st) in_ops = false, st = ag__check_params_norm(&m->params, sqrt(host[2]));
+    ag_step_end();
+    return st ? diverged(t, step, 0, ag_errmsg(), in_ops, err, errlen) : 0;
+}
+
+/* The GPU's step when the parameters are all there and this process
+ * trains alone (a data-parallel step reduces the loss on the host). */
+static bool gpu_step(const trainer *t) {
+    const ag_params *ps = &t->model.params;
+    if (ag_dist_size() > 1 || t->batch.rows <= 0 || ps->count == 0) return false;
+    for (int i = 0; i < ps->count; i++)
+        if (ps->items[i]->device != AG_CUDA) return false;
+    return t->opt.device == AG_CUDA;
+}
+
 static int train_step(trainer *t, int64_t step, int64_t global_rows, double *loss, double *tokens, char *err,
                       size_t errlen) {
     ag_model *m = &t->model;
+    if (gpu_step(t)) {
+        *tokens = (double)batch_tokens(&t->batch);
+        return train_step_gpu(t, step, loss, err, errlen);
+    }
     ag_params_zero_grad(&m->params);
     double mine = 0, n_mine = 0; /* a rank without rows joins the allreduce with zeros */
     if (t->batch.rows > 0) {

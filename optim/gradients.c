@@ -131,22 +131,31 @@ AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
 }
 
 /* All on the GPU: the coefficient is computed and applied there before
- * the norm is read, so the launches do not depend on it (a CUDA graph
- * replays them) and the one wait comes last. */
+ * the norm is read (ag__grad_sq_device), so the launches do not depend on
+ * it (a CUDA graph replays them) and the one wait comes last. */
 static bool gpu_clip(ag_params *ps, double max_norm, double *norm) {
-    double *total = gpu_squares(ps, trained_grad, true, 0);
+    double *total = ag__grad_sq_device(ps, max_norm);
     if (!total) return false;
+    double sq = 0;
+    ag__cuda_copy(&sq, AG_CPU, total, AG_CUDA, sizeof sq);
+    *norm = sqrt(sq);
+    return true;
+}
+
+double *ag__grad_sq_device(ag_params *ps, double max_norm) {
+    if (max_norm <= 0) return gpu_squares(ps, trained_grad, true, 0);
+    double *total = gpu_squares(ps, trained_grad, true, 0);
+    if (!total) return NULL;
     ag__clip_coef_cuda(total, max_norm, total + 1);
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
         if (trained_grad(p)) ag__scale_below_one_cuda(p->grad, p->size, total + 1);
     }
     ag__cuda_check_launch("ag_clip_grad_norm");
-    double sq = 0;
-    ag__cuda_copy(&sq, AG_CPU, total, AG_CUDA, sizeof sq);
-    *norm = sqrt(sq);
-    return true;
+    return total;
 }
+
+double *ag__params_sq_device(const ag_params *ps) { return gpu_squares(ps, values, true, 0); }
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     double norm;
@@ -211,6 +220,10 @@ static ag_status nonfinite(const ag_params *ps, bool grads, double norm) {
 
 ag_status ag_check_grads_finite(const ag_params *ps, double norm) {
     return isfinite(norm) ? AG_OK : nonfinite(ps, true, norm);
+}
+
+ag_status ag__check_params_norm(const ag_params *ps, double norm) {
+    return isfinite(norm) ? AG_OK : nonfinite(ps, false, norm);
 }
 
 ag_status ag_check_params_finite(const ag_params *ps, double *norm) {

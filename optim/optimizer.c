@@ -350,18 +350,19 @@ static void update_part(void *ctx, int64_t part) {
 
 /* The GPU's update of one parameter: one launch (optim/cuda/optimizer.cu),
  * its coefficients at coef on the device. */
-static void update_cuda(const update_job *j, const update_job *coef) {
+static void update_cuda(const update_job *j, const update_job *coef, const double *gate) {
     const ag_optimizer *o = j->opt;
     ag_real *const *s = j->s;
     const int np = o->n_params;
     int64_t n = j->p->size;
     switch (o->cfg.kind) {
-    case AG_SGD: ag__sgd_update_cuda(&coef->sgd, j->p->data, j->p->grad, s ? s[0] : NULL, n); break;
+    case AG_SGD: ag__sgd_update_cuda(&coef->sgd, j->p->data, j->p->grad, s ? s[0] : NULL, n, gate); break;
     case AG_ADAM:
     case AG_ADAMW:
-        ag__adam_update_cuda(&coef->adam, j->p->data, j->p->grad, s[0], s[np], o->n_slots > 2 ? s[2 * np] : NULL, n);
+        ag__adam_update_cuda(&coef->adam, j->p->data, j->p->grad, s[0], s[np], o->n_slots > 2 ? s[2 * np] : NULL, n,
+                             gate);
         break;
-    case AG_ADADELTA: ag__adadelta_update_cuda(&coef->adadelta, j->p->data, j->p->grad, s[0], s[np], n); break;
+    case AG_ADADELTA: ag__adadelta_update_cuda(&coef->adadelta, j->p->data, j->p->grad, s[0], s[np], n, gate); break;
     }
     ag__cuda_check_launch("ag_optim_step");
 }
@@ -369,14 +370,23 @@ static void update_cuda(const update_job *j, const update_job *coef) {
 /* The GPU's step: every parameter's coefficients go up in one (staged,
  * non-waiting) copy and the kernels read them there, so that the launches'
  * arguments stay the same from step to step (a CUDA graph replays them). */
-static void step_cuda(const update_job *jobs, int n) {
+static void step_cuda(const update_job *jobs, int n, const double *gate) {
     update_job *coef = ag__cuda_arena_alloc((size_t)(n ? n : 1) * sizeof *coef); /* only the unions are read there */
     ag__cuda_copy(coef, AG_CUDA, jobs, AG_CPU, (size_t)n * sizeof *jobs);
     for (int i = 0; i < n; i++)
-        if (jobs[i].p) update_cuda(&jobs[i], &coef[i]);
+        if (jobs[i].p) update_cuda(&jobs[i], &coef[i], gate);
 }
 
-void ag_optim_step(ag_optimizer *opt) {
+static void optim_step(ag_optimizer *opt, const double *gate);
+
+void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL); }
+
+void ag__optim_step_gated(ag_optimizer *opt, const double *gate) {
+    if (opt->device != AG_CUDA) ag__fatal("ag_optim_step", "a gated step is for an optimizer on the GPU");
+    optim_step(opt, gate);
+}
+
+static void optim_step(ag_optimizer *opt, const double *gate) {
     ag_params *ps = opt->params;
     if (!ps || ps->count != opt->n_params)
         ag__fatal("ag_optim_step", "the parameter list changed from %d to %d parameters after ag_optim_init",
@@ -407,7 +417,7 @@ void ag_optim_step(ag_optimizer *opt) {
         if (p->device == AG_CUDA) on_gpu[i] = job;
         else ag__parallel((p->size + UPDATE_CHUNK - 1) / UPDATE_CHUNK, update_part, &job);
     }
-    if (on_gpu) step_cuda(on_gpu, n);
+    if (on_gpu) step_cuda(on_gpu, n, gate);
 }
 
 /* ---- parameter groups ---- */

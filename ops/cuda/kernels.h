@@ -98,13 +98,19 @@ typedef struct {
 typedef struct {
     ag_kreal lr, wd, rho, one_rho, eps;
 } ag_kadadelta;
-/* c points at the coefficients in device memory. */
-void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n);
+/* c points at the coefficients in device memory; gate, when not NULL, at
+ * a value on the device that skips the update unless finite. */
+void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n,
+                         const double *gate);
 /* vmax NULL: no amsgrad */
 void ag__adam_update_cuda(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
-                          int64_t n);
+                          int64_t n, const double *gate);
 void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_kreal *p, const ag_kreal *g, ag_kreal *v, ag_kreal *u,
-                              int64_t n);
+                              int64_t n, const double *gate);
+/* The training step on the device (models/train.c): *gate = *sq, or NaN
+ * when *loss is not finite; out[0..2] = loss, *sq, *psq for one read. */
+void ag__step_gate_cuda(const ag_kreal *loss, const double *sq, double *gate);
+void ag__step_values_cuda(const ag_kreal *loss, const double *sq, const double *psq, double *out);
 /* block_sq[b] = the sum of x^2 over elements [b*4096, (b+1)*4096) in double,
  * in 8 lanes added as optim/gradients.c adds them (the same bits). */
 enum { AG_SQ_BLOCK = 4096, AG_SQ_LANES = 8 };

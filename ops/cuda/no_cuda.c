@@ -233,19 +233,28 @@ void ag__lstm_scatter_input_grad_cuda(const ag_kreal *dxin, const int32_t *src, 
 const char *ag__cuda_launch_error(void) { return ""; }
 
 /* optim/cuda/optimizer.cu */
-void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n) {
-    (void)c, (void)p, (void)g, (void)buf, (void)n;
+void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n,
+                         const double *gate) {
+    (void)c, (void)p, (void)g, (void)buf, (void)n, (void)gate;
     UNREACHABLE("ag_optim_step");
 }
 void ag__adam_update_cuda(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
-                          int64_t n) {
-    (void)c, (void)p, (void)g, (void)m, (void)v, (void)vmax, (void)n;
+                          int64_t n, const double *gate) {
+    (void)c, (void)p, (void)g, (void)m, (void)v, (void)vmax, (void)n, (void)gate;
     UNREACHABLE("ag_optim_step");
 }
 void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_kreal *p, const ag_kreal *g, ag_kreal *v, ag_kreal *u,
-                              int64_t n) {
-    (void)c, (void)p, (void)g, (void)v, (void)u, (void)n;
+                              int64_t n, const double *gate) {
+    (void)c, (void)p, (void)g, (void)v, (void)u, (void)n, (void)gate;
     UNREACHABLE("ag_optim_step");
+}
+void ag__step_gate_cuda(const ag_kreal *loss, const double *sq, double *gate) {
+    (void)loss, (void)sq, (void)gate;
+    UNREACHABLE("train step");
+}
+void ag__step_values_cuda(const ag_kreal *loss, const double *sq, const double *psq, double *out) {
+    (void)loss, (void)sq, (void)psq, (void)out;
+    UNREACHABLE("train step");
 }
 void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq) {
     (void)x, (void)n, (void)block_sq;

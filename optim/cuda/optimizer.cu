@@ -7,8 +7,12 @@
 /* The coefficients are read from device memory, not passed by value: they
  * change every step (Adam's bias corrections) or epoch (the learning rate),
  * and a recorded launch whose arguments stay the same replays as a CUDA
- * graph (graph/cuda_graph.cu). */
-__global__ void sgd_kernel(const ag_ksgd *cp, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
+ * graph (graph/cuda_graph.cu).  gate, when not NULL, is a value on the
+ * device that skips the update unless finite (the training step's loss and
+ * gradient norm: the host learns of it after the step, not before). */
+__global__ void sgd_kernel(const ag_ksgd *cp, ag_real *P, const ag_real *G, ag_real *buf, int64_t n,
+                           const double *gate) {
+    if (gate && !isfinite(*gate)) return;
     const ag_ksgd c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
@@ -22,7 +26,8 @@ __global__ void sgd_kernel(const ag_ksgd *cp, ag_real *P, const ag_real *G, ag_r
 }
 
 __global__ void adam_kernel(const ag_kadam *cp, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
-                            int64_t n) {
+                            int64_t n, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
     const ag_kadam c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
@@ -37,7 +42,8 @@ __global__ void adam_kernel(const ag_kadam *cp, ag_real *P, const ag_real *G, ag
 }
 
 __global__ void adadelta_kernel(const ag_kadadelta *cp, ag_real *P, const ag_real *G, ag_real *v, ag_real *u,
-                                int64_t n) {
+                                int64_t n, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
     const ag_kadadelta c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
@@ -109,18 +115,19 @@ __global__ void axpy_kernel(ag_real a, const ag_real *X, ag_real *Y, int64_t n) 
 #define LAUNCH(kernel, n, ...) \
     if ((n) > 0) ag__launch(kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, __VA_ARGS__)
 
-extern "C" void ag__sgd_update_cuda(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n) {
-    LAUNCH(sgd_kernel, n, c, p, g, buf, n);
+extern "C" void ag__sgd_update_cuda(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n,
+                                    const double *gate) {
+    LAUNCH(sgd_kernel, n, c, p, g, buf, n, gate);
 }
 
 extern "C" void ag__adam_update_cuda(const ag_kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v,
-                                     ag_real *vmax, int64_t n) {
-    LAUNCH(adam_kernel, n, c, p, g, m, v, vmax, n);
+                                     ag_real *vmax, int64_t n, const double *gate) {
+    LAUNCH(adam_kernel, n, c, p, g, m, v, vmax, n, gate);
 }
 
 extern "C" void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u,
-                                         int64_t n) {
-    LAUNCH(adadelta_kernel, n, c, p, g, v, u, n);
+                                         int64_t n, const double *gate) {
+    LAUNCH(adadelta_kernel, n, c, p, g, v, u, n, gate);
 }
 
 extern "C" void ag__sum_squares_blocks_cuda(const ag_real *x, int64_t n, double *block_sq) {
@@ -133,6 +140,25 @@ extern "C" void ag__sum_squares_blocks_cuda(const ag_real *x, int64_t n, double 
 extern "C" void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
                                              double init, double *out) {
     ag__launch(sum_blocks_in_order_kernel, 1, 1, 0, block_sq, first, arrays, per_array, init, out);
+}
+
+/* The training step's gate (the gradient's sum of squares, or NaN when the
+ * loss is not finite) and, after the update, its three values side by side
+ * for one read: the loss, the gradient's and the parameters' sums of squares. */
+__global__ void step_gate_kernel(const ag_real *loss, const double *sq, double *gate) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) *gate = isfinite((double)*loss) ? *sq : NAN;
+}
+
+__global__ void step_values_kernel(const ag_real *loss, const double *sq, const double *psq, double *out) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = (double)*loss, out[1] = *sq, out[2] = *psq;
+}
+
+extern "C" void ag__step_gate_cuda(const ag_real *loss, const double *sq, double *gate) {
+    ag__launch(step_gate_kernel, 1, 1, 0, loss, sq, gate);
+}
+
+extern "C" void ag__step_values_cuda(const ag_real *loss, const double *sq, const double *psq, double *out) {
+    ag__launch(step_values_kernel, 1, 1, 0, loss, sq, psq, out);
 }
 
 extern "C" void ag__clip_coef_cuda(const double *sq, double max_norm, double *coef) {
