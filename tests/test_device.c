@@ -95,6 +95,13 @@ static void test_no_gpu(void) {
     CHECK(ps.items[0]->device == AG_CPU, "a refused move leaves the parameter on the CPU");
     ag_params_free(&ps);
     CHECK(ag_to(x, AG_CPU) == x, "ag_to the tensor's own device is the tensor itself");
+    /* CUDA graphs need a GPU: asking for them is a no-op, and CPU work runs as before */
+    ag_cuda_graphs(true);
+    CHECK(!ag_cuda_graphs_on(), "CUDA graphs on without a GPU");
+    ag_tensor *y = ag_mul_scalar(x, 2);
+    CHECK(y->data[0] == 2 && ag_memstats().graph_launches == 0 && ag_memstats().eager_segments == 0,
+          "CPU work with CUDA graphs asked for");
+    ag_cuda_graphs(false);
     ag_step_end();
 }
 
