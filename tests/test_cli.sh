@@ -70,6 +70,19 @@ out=$("$AG" train --device cuda "${SMALL[@]}" --max-steps 3 --out "$T/cuda" 2>&1
 if [ "$rc" -eq 0 ]; then
   [ -s "$T/cuda/last.safetensors" ] && ok || bad "--device cuda trained but wrote no checkpoint"
   expect 0 '^[0-9]'$'\t' sh -c "echo 'w1 A w2 B' | '$AG' predict --ckpt '$T/cuda/last.safetensors'" # a GPU run's checkpoint on the CPU
+  # train's step on the GPU (one wait, a gated update) against the CPU's, in f64: 2 epochs of
+  # every metric to 1e-9 relative (dropout draws the same masks on both devices)
+  "$AG64" train --device cuda "${SMALL[@]}" --epochs 2 --out "$T/cuda64" >/dev/null 2>&1 &&
+    "$AG64" train "${SMALL[@]}" --epochs 2 --out "$T/cpu64" >/dev/null 2>&1 &&
+    python3 - "$T/cpu64/metrics.csv" "$T/cuda64/metrics.csv" <<'PY' && ok || bad "--device cuda f64 metrics differ from the CPU's"
+import csv, sys
+a, b = (list(csv.DictReader(open(f))) for f in sys.argv[1:3])
+assert len(a) == len(b) and a, (len(a), len(b))
+for ra, rb in zip(a, b):
+    for k in ("train_loss", "dev_loss", "test_loss", "dev_acc", "test_acc"):
+        x, y = float(ra[k]), float(rb[k])
+        assert abs(x - y) <= 1e-9 * max(abs(x), 1e-300), (k, x, y)
+PY
   # CUDA graphs: the same run, the same losses and accuracies to the bit
   "$AG" train --device cuda --cuda-graphs "${SMALL[@]}" --max-steps 3 --out "$T/cuda-graphs" >/dev/null 2>&1 &&
     cmp -s <(cut -d, -f1-8 "$T/cuda/metrics.csv" 2>/dev/null) <(cut -d, -f1-8 "$T/cuda-graphs/metrics.csv" 2>/dev/null) && ok ||
