@@ -77,6 +77,8 @@ static inline bool ag__wants(const ag_node *n, int i) { return n->in[i]->require
  * function of that draw, the global row (ag_set_dropout_row_base + row) and
  * the index within the row only - the same for any threads or row split. */
 void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng);
+/* The same mask drawn on the GPU into device memory kept (ops/dropout_mask.h). */
+void ag__dropout_mask_device(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng);
 
 /* What this process may use (graph/memory.c): at most `total` bytes, of
  * which `free` are still to be had (with_free; -1: unknown), each with what bounds it,

@@ -156,6 +156,14 @@ void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep,
     ag__parallel_range(rows * j.blocks_per_row, (MASK_GRAIN + per_job - 1) / per_job, mask_blocks, &j);
 }
 
+void ag__dropout_mask_device(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
+    /* the draw the CPU's mask takes, read by the kernel from device memory:
+     * the launch stays the same from step to step (a CUDA graph) */
+    uint64_t seed = ag_rng_next(rng), *seed_dev = ag__cuda_arena_alloc(sizeof seed);
+    ag__cuda_copy(seed_dev, AG_CUDA, &seed, AG_CPU, sizeof seed);
+    ag__dropout_mask_cuda(kept, rows, row_len, row_base, seed_dev, ag__mask_below(keep));
+}
+
 ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     ag_device dev = ag__check_same_device("ag_dropout", x, NULL);
     if (!(keep > 0 && keep <= 1)) ag__fatal("ag_dropout", "keep probability %g is not in (0, 1]", keep);
@@ -168,11 +176,7 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     uint8_t *kept;
     if (dev == AG_CUDA) {
         kept = ag__cuda_arena_alloc((size_t)(x->size > 0 ? x->size : 1));
-        /* the draw the CPU's mask takes, read by the kernel from device
-         * memory: the launch stays the same from step to step (a CUDA graph) */
-        uint64_t seed = ag_rng_next(rng), *seed_dev = ag__cuda_arena_alloc(sizeof seed);
-        ag__cuda_copy(seed_dev, AG_CUDA, &seed, AG_CPU, sizeof seed);
-        ag__dropout_mask_cuda(kept, rows, row_len, row_base, seed_dev, ag__mask_below(keep));
+        ag__dropout_mask_device(kept, rows, row_len, keep, rng);
         ag__dropout_apply_cuda(kept, x->data, (ag_real)(1 / keep), out->data, x->size);
         ag__cuda_check_launch("ag_dropout");
     } else {

@@ -46,9 +46,9 @@ typedef struct {
      * set by the final states' backward, which runs first, or NULL */
     ag_real *dh_final, *dc_final;
     /* On the GPU (lstm_layer_cuda): xin, gates, hprev, cprev, h, tc and
-     * dh/dc_final are device memory; len, off, row_b, prev, last and kept
-     * stay on the host (they drive the loops), and the kernels read their
-     * device copies: */
+     * dh/dc_final are device memory; len, off, row_b, prev and last stay
+     * on the host (they drive the loops), and the kernels read their device
+     * copies; the dropout mask is drawn there (kept stays NULL): */
     int32_t *row_b_dev, *src_dev; /* src: row k's position b*N + t in x and the output */
     uint8_t *kept_dev;
 } lstm_saved;
@@ -262,8 +262,8 @@ static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer
  * states before it gathered, one [B_t,H] x [H,4H] GEMM and one fused cell
  * kernel.  Backward through time likewise: per step the cell kernel, one
  * GEMM for dh_{t-1}, and the weights' gradients as one GEMM each over all
- * rows.  Dropout's mask is drawn on the host (the CPU's, bit for bit) and
- * copied once. */
+ * rows.  Dropout's mask is the CPU's, bit for bit, drawn on the device
+ * (ops/dropout_mask.h) and put in packed order there. */
 
 static void lstm_layer_backward_cuda(ag_node *n) {
     lstm_saved *s = n->saved;
@@ -323,7 +323,7 @@ static void lstm_layer_backward_cuda(ag_node *n) {
 }
 
 static ag_tensor *lstm_layer_cuda(ag_tensor *x, const ag_lstm_layer *p, lstm_saved *s, ag_tensor *h0, ag_tensor *c0,
-                                  ag_real *h_final, ag_real *c_final) {
+                                  ag_rng *rng, double keep, ag_real *h_final, ag_real *c_final) {
     int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = p->w_hh->shape[0], T = s->T;
     int64_t na = s->na;
     /* the kernels' index in one copy: row_b [na], src [na], prev [na], last [B] */
@@ -337,9 +337,12 @@ static ag_tensor *lstm_layer_cuda(ag_tensor *x, const ag_lstm_layer *p, lstm_sav
     s->row_b_dev = dev_idx;
     s->src_dev = dev_idx + na;
     int32_t *prev_dev = dev_idx + 2 * na, *last_dev = dev_idx + 3 * na;
-    if (s->kept) {
+    if (rng) { /* drop_mask's mask, drawn on the device per example over [T, in], then put in packed order */
+        int64_t row_len = (int64_t)T * in;
+        uint8_t *by_row = ag__cuda_arena_alloc((size_t)(B * row_len + 1));
+        ag__dropout_mask_device(by_row, B, row_len, keep, rng);
         s->kept_dev = ag__cuda_arena_alloc((size_t)(na * in + 1));
-        ag__cuda_copy(s->kept_dev, AG_CUDA, s->kept, AG_CPU, (size_t)(na * in));
+        ag__lstm_gather_mask_cuda(by_row, s->row_b_dev, s->src_dev, N, T, in, s->kept_dev, na);
     }
     size_t real = sizeof(ag_real);
     s->xin = ag__cuda_arena_alloc((size_t)(na * in + 1) * real);
@@ -381,11 +384,11 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     lstm_saved s = {.len = len, .T = T, .layer = layer, .scale = (ag_real)(1 / keep)};
     active_rows(&s, B);
     int64_t na = s.na;
+    if (x->device == AG_CUDA) return lstm_layer_cuda(x, p, &s, h0, c0, keep < 1 ? rng : NULL, keep, h_final, c_final);
     if (keep < 1) {
         s.kept = ag_arena_alloc((size_t)(na * in + 1));
         drop_mask(&s, B, in, keep, rng);
     }
-    if (x->device == AG_CUDA) return lstm_layer_cuda(x, p, &s, h0, c0, h_final, c_final);
     s.xin = ag_arena_alloc((size_t)(na * in + 1) * sizeof(ag_real));
     s.gates = ag_arena_alloc((size_t)(na * 4 * H + 1) * sizeof(ag_real));
     s.hprev = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));

@@ -322,6 +322,10 @@ void ag__mtsa_sv_grad_cuda(const ag_kreal *dep, const ag_kreal *ep, const ag_kre
  * is the input's dropout mask or NULL. */
 void ag__lstm_gather_input_cuda(const ag_kreal *x, const int32_t *src, const uint8_t *kept, ag_kreal scale,
                                 ag_kreal *xin, int64_t rows, int in);
+/* kept [rows, in] in packed order from by_row, the mask drawn per example
+ * over [T, in] (row k: example row_b[k], step src[k] % N) */
+void ag__lstm_gather_mask_cuda(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T, int in,
+                               uint8_t *kept, int64_t rows);
 void ag__lstm_bias_rows_cuda(const ag_kreal *b_ih, const ag_kreal *b_hh, ag_kreal *gates, int64_t rows, int n4);
 void ag__lstm_states_before_cuda(const ag_kreal *h, const ag_kreal *c, const int32_t *prev, const int32_t *row_b,
                                  const ag_kreal *h0, const ag_kreal *c0, ag_kreal *hprev, ag_kreal *cprev, int k0,

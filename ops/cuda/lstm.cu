@@ -21,6 +21,17 @@ __global__ void lstm_gather_input_kernel(const ag_real *X, const int32_t *src, c
     }
 }
 
+/* Packed row k (example row_b[k] at step src[k] % N) takes its example's
+ * mask row over [T, in] at that step, as the CPU's drop_mask gathers it. */
+__global__ void lstm_gather_mask_kernel(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T,
+                                        int in, uint8_t *kept, int64_t rows) {
+    FOR_ROWS(x, rows, in) {
+        int64_t k = x / in;
+        int j = (int)(x % in);
+        kept[x] = by_row[((int64_t)row_b[k] * T + src[k] % N) * in + j];
+    }
+}
+
 /* Every row of gates starts as b_ih + b_hh (either may be NULL). */
 __global__ void lstm_bias_rows_kernel(const ag_real *B_IH, const ag_real *B_HH, ag_real *GATES, int64_t rows, int n4) {
     FOR_ROWS(x, rows, n4) {
@@ -150,6 +161,13 @@ extern "C" void ag__lstm_gather_input_cuda(const ag_real *x, const int32_t *src,
     if (rows * in > 0)
         ag__launch(lstm_gather_input_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, x, src, kept, scale, xin,
                    rows, in);
+}
+
+extern "C" void ag__lstm_gather_mask_cuda(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T,
+                                          int in, uint8_t *kept, int64_t rows) {
+    if (rows * in > 0)
+        ag__launch(lstm_gather_mask_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, by_row, row_b, src, N, T,
+                   in, kept, rows);
 }
 
 extern "C" void ag__lstm_bias_rows_cuda(const ag_real *b_ih, const ag_real *b_hh, ag_real *gates, int64_t rows,

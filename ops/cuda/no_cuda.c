@@ -185,6 +185,11 @@ void ag__lstm_gather_input_cuda(const ag_kreal *x, const int32_t *src, const uin
     (void)x, (void)src, (void)kept, (void)scale, (void)xin, (void)rows, (void)in;
     UNREACHABLE("ag_lstm");
 }
+void ag__lstm_gather_mask_cuda(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T, int in,
+                               uint8_t *kept, int64_t rows) {
+    (void)by_row, (void)row_b, (void)src, (void)N, (void)T, (void)in, (void)kept, (void)rows;
+    UNREACHABLE("ag_lstm");
+}
 void ag__lstm_bias_rows_cuda(const ag_kreal *b_ih, const ag_kreal *b_hh, ag_kreal *gates, int64_t rows, int n4) {
     (void)b_ih, (void)b_hh, (void)gates, (void)rows, (void)n4;
     UNREACHABLE("ag_lstm");
