@@ -170,6 +170,11 @@ static void print_summary(const ag_train_opts *o, const ag_train_result *r) {
     }
     if (r->folds > 1) printf(" (+- %.2f over %d folds)", 100 * r->test_std, r->folds);
     printf("  (%s)\nrun folder: %s\n", what, r->out);
+    if (o->cuda_graphs) { /* whether the graphs replayed, or every stretch differed */
+        ag_mem_stats m = ag_memstats();
+        printf("cuda graphs: %lld stretches replayed from %lld captured graphs, %lld run eagerly\n",
+               (long long)m.graph_launches, (long long)m.graph_captures, (long long)m.eager_segments);
+    }
     if (r->time_up) printf("limit reached (--max-steps / --max-minutes): continue with --resume --out %s\n", r->out);
 }
 
