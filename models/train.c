@@ -238,7 +238,11 @@ static int train_step_gpu(trainer *t, int64_t step, double *loss, char *err, siz
     }
     ag_backward(out);
     if (m->cfg.l2 > 0) ag_l2_grad(&m->params, m->cfg.l2);
-    double *sq = ag__grad_sq_device(&m->params, t->clip), *values = ag__cuda_arena_alloc(4 * sizeof(double));
+    double *sq = ag__grad_sq_device(&m->params, t->clip), *values = ag__cuda_arena_alloc(5 * sizeof(double));
+    if (!sq) { /* nothing is trained: a norm of 0 */
+        sq = values + 4;
+        ag__cuda_zero(sq, sizeof *sq);
+    }
     ag__step_gate_cuda(out->data, sq, values + 3);
     ag__optim_step_gated(&t->opt, values + 3);
     ag__step_values_cuda(out->data, sq, ag__params_sq_device(&m->params), values);
