@@ -24,9 +24,11 @@
  * (dropout's seed, Adam's bias corrections, the clipping scale live in
  * device memory), not as arguments.
  *
- * Records live in one growing buffer (no allocation once warm); the cache
- * keeps the last CACHE_SIZE graphs. */
+ * Records live in one growing buffer (no allocation once warm); which
+ * segment runs how, and the cache of the last AG_SEG_CACHE graphs, is
+ * graph/segment_cache.c's, tested without a GPU. */
 #include "../ops/cuda/prelude.cuh"
+#include "segment_cache.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -34,8 +36,6 @@
 extern "C" [[noreturn]] void ag__fatal(const char *op, const char *fmt, ...);
 
 namespace {
-
-enum { CACHE_SIZE = 64, SEEN_SIZE = 128, MIN_RECORDS = 4 };
 
 /* A record: its header, then the payload its run function reads, 16-byte
  * aligned like malloc's memory. */
@@ -47,45 +47,14 @@ struct header {
 };
 static_assert(sizeof(header) % 16 == 0, "records keep 16-byte alignment");
 
-struct cached {
-    uint64_t key;
-    char *bytes; /* the segment's records, op names zeroed */
-    size_t n;
-    cudaGraphExec_t exec;
-    uint64_t used; /* the flush count when last launched: the oldest goes first */
-};
+void destroy_exec(void *exec) { cudaGraphExecDestroy((cudaGraphExec_t)exec); }
 
 bool on;
 char *buf;
 size_t len, cap, labeled; /* the records before `labeled` have their op */
 int records;
-cached cache[CACHE_SIZE];
-uint64_t seen[SEEN_SIZE]; /* keys run once eagerly: the next sighting is captured */
-uint64_t failed[SEEN_SIZE]; /* keys whose capture failed: always eager */
-uint64_t flushes;
+ag__seg_cache cache; /* graph/segment_cache.c: what runs how (destroy set when graphs go on) */
 long long replays, captures, eager_segments;
-
-/* A hash of the records (their length is a multiple of 16: headers of 32
- * bytes, payloads rounded to 16), a word at a time: a step's records are
- * some 100 KB, hashed every step.  The op names are zeroed meanwhile. */
-uint64_t fingerprint(const char *p, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 1099511628211ULL;
-        h ^= h >> 29;
-    }
-    return h;
-}
-
-bool in(const uint64_t *set, uint64_t key) {
-    for (int i = 0; i < SEEN_SIZE; i++)
-        if (set[i] == key) return true;
-    return false;
-}
-
-void add(uint64_t *set, uint64_t key) { set[key % SEEN_SIZE] = key; }
 
 /* Runs the records on the stream, one by one; a launch that fails is named
  * by its op. */
@@ -130,22 +99,9 @@ void restore_labels() {
     }
 }
 
-cached *lookup(uint64_t key) {
-    for (int i = 0; i < CACHE_SIZE; i++)
-        if (cache[i].exec && cache[i].key == key && cache[i].n == len && !memcmp(cache[i].bytes, buf, len))
-            return &cache[i];
-    return nullptr;
-}
-
-void drop(cached *c) {
-    if (c->exec) cudaGraphExecDestroy(c->exec);
-    free(c->bytes);
-    *c = cached{};
-}
-
-/* Captures the records into a graph and keeps it; nullptr (the records not
+/* Captures the records into an executable graph; NULL (the records not
  * run) when the capture fails. */
-cached *capture(uint64_t key) {
+cudaGraphExec_t capture() {
     cudaStream_t s = ag__cuda_stream();
     if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         cudaGetLastError();
@@ -157,32 +113,13 @@ cached *capture(uint64_t key) {
     cudaGraphExec_t exec = nullptr;
     if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
     if (graph) cudaGraphDestroy(graph);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        static bool told;
-        if (!told) fprintf(stderr, "attngrad: a CUDA graph capture failed (%s); that segment runs eagerly\n",
-                           cudaGetErrorString(e));
-        told = true;
-        return nullptr;
-    }
-    cached *slot = &cache[0];
-    for (int i = 0; i < CACHE_SIZE; i++) {
-        if (!cache[i].exec) {
-            slot = &cache[i];
-            break;
-        }
-        if (cache[i].used < slot->used) slot = &cache[i];
-    }
-    drop(slot);
-    char *copy = (char *)malloc(len);
-    if (!copy) {
-        cudaGraphExecDestroy(exec);
-        return nullptr;
-    }
-    memcpy(copy, buf, len);
-    *slot = cached{key, copy, len, exec, flushes};
-    captures++;
-    return slot;
+    if (e == cudaSuccess) return exec;
+    cudaGetLastError();
+    static bool told;
+    if (!told) fprintf(stderr, "attngrad: a CUDA graph capture failed (%s); that segment runs eagerly\n",
+                       cudaGetErrorString(e));
+    told = true;
+    return nullptr;
 }
 
 } // namespace
@@ -218,24 +155,24 @@ extern "C" void ag__record_label(const char *op) {
 
 extern "C" void ag__graph_flush(void) {
     if (!len) return;
-    flushes++;
-    cached *c = nullptr;
-    uint64_t key = 0;
-    bool small = records < MIN_RECORDS; /* one graph launch would not pay for itself */
-    if (!small) {
-        stash_labels();
-        key = fingerprint(buf, len);
-        c = lookup(key);
-        if (!c && in(seen, key) && !in(failed, key) && !(c = capture(key))) add(failed, key);
-        restore_labels();
+    bool small = records < AG_SEG_MIN_RECORDS;
+    if (!small) stash_labels();
+    uint64_t key;
+    ag__seg_entry *hit;
+    ag__seg_action action = ag__seg_decide(&cache, buf, len, records, &key, &hit);
+    if (action == AG_SEG_CAPTURE) {
+        cudaGraphExec_t exec = capture();
+        hit = exec ? ag__seg_keep(&cache, key, buf, len, exec) : nullptr;
+        if (exec && !hit) cudaGraphExecDestroy(exec);
+        if (hit) captures++;
+        else ag__seg_failed(&cache, key);
     }
-    if (c) {
-        cudaError_t e = cudaGraphLaunch(c->exec, ag__cuda_stream());
+    if (!small) restore_labels();
+    if (hit) {
+        cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)hit->exec, ag__cuda_stream());
         if (e != cudaSuccess) ag__fatal("cuda graph", "cudaGraphLaunch failed: %s", cudaGetErrorString(e));
-        c->used = flushes;
         replays++;
     } else {
-        if (!small) add(seen, key);
         run_records(true);
         eager_segments++;
     }
@@ -244,6 +181,7 @@ extern "C" void ag__graph_flush(void) {
 }
 
 extern "C" void ag__graph_enable(bool enable) {
+    cache.destroy = destroy_exec;
     if (!enable) ag__graph_flush();
     on = enable;
 }
@@ -257,7 +195,5 @@ extern "C" void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures
 /* Before the stream and the memory the graphs name go away. */
 extern "C" void ag__graph_release(void) {
     ag__graph_flush();
-    for (int i = 0; i < CACHE_SIZE; i++) drop(&cache[i]);
-    memset(seen, 0, sizeof seen);
-    memset(failed, 0, sizeof failed);
+    ag__seg_clear(&cache);
 }
