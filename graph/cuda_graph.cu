@@ -40,7 +40,7 @@ namespace {
 /* A record: its header, then the payload its run function reads, 16-byte
  * aligned like malloc's memory. */
 struct header {
-    void (*run)(const void *payload);
+    int (*run)(const void *payload); /* issues the record: 0, or its error (CUDA's or cuBLAS's) */
     size_t bytes;    /* the payload's, rounded up to 16 */
     const char *op;  /* the op that launched it, for a failure's message (not compared) */
     size_t unused;   /* 32 bytes: the payload stays aligned */
@@ -56,19 +56,23 @@ int records;
 ag__seg_cache cache; /* graph/segment_cache.c: what runs how (destroy set when graphs go on) */
 long long replays, captures, eager_segments;
 
-/* Runs the records on the stream, one by one; a launch that fails is named
- * by its op. */
-void run_records(bool check) {
-    for (size_t at = 0; at < len;) {
-        const header *h = (const header *)(buf + at);
-        h->run(buf + at + sizeof(header));
-        if (check) {
-            cudaError_t e = cudaGetLastError();
-            if (e != cudaSuccess)
-                ag__fatal(h->op ? h->op : "cuda graph", "CUDA kernel launch failed: %s", cudaGetErrorString(e));
+/* Runs n bytes of records on the stream, one by one.  check: a record that
+ * fails ends the process, named by its op; else (under a capture, which
+ * must end) the run stops there and returns false. */
+bool run_records(const char *b, size_t n, bool check) {
+    for (size_t at = 0; at < n;) {
+        const header *h = (const header *)(b + at);
+        int e = h->run(b + at + sizeof(header));
+        cudaError_t last = cudaGetLastError();
+        if (e != 0 || last != cudaSuccess) {
+            if (!check) return false;
+            if (last != cudaSuccess)
+                ag__fatal(h->op ? h->op : "cuda graph", "CUDA launch failed: %s", cudaGetErrorString(last));
+            ag__fatal(h->op ? h->op : "cuda graph", "a recorded CUDA call failed: error %d (cuBLAS's or CUDA's)", e);
         }
         at += sizeof(header) + h->bytes;
     }
+    return true;
 }
 
 /* The records' op names go aside while the segment is compared and
@@ -76,24 +80,24 @@ void run_records(bool check) {
 const char **names;
 int names_cap;
 
-void stash_labels() {
-    if (records > names_cap) {
-        names_cap = records * 2;
+void stash_labels(char *b, size_t n, int count) {
+    if (count > names_cap) {
+        names_cap = count * 2;
         names = (const char **)realloc(names, (size_t)names_cap * sizeof *names);
-        if (!names) ag__fatal("cuda graph", "out of memory for %d launch records", records);
+        if (!names) ag__fatal("cuda graph", "out of memory for %d launch records", count);
     }
     int k = 0;
-    for (size_t at = 0; at < len; k++) {
-        header *h = (header *)(buf + at);
+    for (size_t at = 0; at < n; k++) {
+        header *h = (header *)(b + at);
         names[k] = h->op, h->op = nullptr;
         at += sizeof(header) + h->bytes;
     }
 }
 
-void restore_labels() {
+void restore_labels(char *b, size_t n) {
     int k = 0;
-    for (size_t at = 0; at < len; k++) {
-        header *h = (header *)(buf + at);
+    for (size_t at = 0; at < n; k++) {
+        header *h = (header *)(b + at);
         h->op = names[k];
         at += sizeof(header) + h->bytes;
     }
@@ -101,15 +105,16 @@ void restore_labels() {
 
 /* Captures the records into an executable graph; NULL (the records not
  * run) when the capture fails. */
-cudaGraphExec_t capture() {
+cudaGraphExec_t capture(const char *b, size_t n) {
     cudaStream_t s = ag__cuda_stream();
     if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         cudaGetLastError();
         return nullptr;
     }
-    run_records(false);
+    bool issued = run_records(b, n, false);
     cudaGraph_t graph = nullptr;
-    cudaError_t e = cudaStreamEndCapture(s, &graph);
+    cudaError_t e = cudaStreamEndCapture(s, &graph); /* always: the stream leaves capture mode */
+    if (e == cudaSuccess && !issued) e = cudaErrorUnknown;
     cudaGraphExec_t exec = nullptr;
     if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
     if (graph) cudaGraphDestroy(graph);
@@ -124,7 +129,7 @@ cudaGraphExec_t capture() {
 
 } // namespace
 
-extern "C" void *ag__record_begin(size_t bytes, void (*run)(const void *)) {
+extern "C" void *ag__record_begin(size_t bytes, int (*run)(const void *)) {
     if (!on) return nullptr;
     bytes = (bytes + 15) & ~(size_t)15;
     size_t need = len + sizeof(header) + bytes;
@@ -155,29 +160,33 @@ extern "C" void ag__record_label(const char *op) {
 
 extern "C" void ag__graph_flush(void) {
     if (!len) return;
-    bool small = records < AG_SEG_MIN_RECORDS;
-    if (!small) stash_labels();
+    /* the segment is taken out of the record first: a failure below (a
+     * fatal error the caller catches) leaves no records to run twice */
+    size_t n = len;
+    int count = records;
+    len = labeled = 0;
+    records = 0;
+    bool small = count < AG_SEG_MIN_RECORDS;
+    if (!small) stash_labels(buf, n, count);
     uint64_t key;
     ag__seg_entry *hit;
-    ag__seg_action action = ag__seg_decide(&cache, buf, len, records, &key, &hit);
+    ag__seg_action action = ag__seg_decide(&cache, buf, n, count, &key, &hit);
     if (action == AG_SEG_CAPTURE) {
-        cudaGraphExec_t exec = capture();
-        hit = exec ? ag__seg_keep(&cache, key, buf, len, exec) : nullptr;
+        cudaGraphExec_t exec = capture(buf, n);
+        hit = exec ? ag__seg_keep(&cache, key, buf, n, exec) : nullptr;
         if (exec && !hit) cudaGraphExecDestroy(exec);
         if (hit) captures++;
         else ag__seg_failed(&cache, key);
     }
-    if (!small) restore_labels();
+    if (!small) restore_labels(buf, n);
     if (hit) {
         cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)hit->exec, ag__cuda_stream());
         if (e != cudaSuccess) ag__fatal("cuda graph", "cudaGraphLaunch failed: %s", cudaGetErrorString(e));
         replays++;
     } else {
-        run_records(true);
         eager_segments++;
+        run_records(buf, n, true);
     }
-    len = labeled = 0;
-    records = 0;
 }
 
 extern "C" void ag__graph_enable(bool enable) {

@@ -99,11 +99,12 @@ ag_status ag__check_params_norm(const ag_params *ps, double norm);
 
 /* ---- CUDA graphs (graph/cuda_graph.cu; ag_cuda_graphs) ----
  * record_begin: zeroed room for a launch's arguments, which run issues
- * when the segment runs, or NULL when graphs are off (issue it now);
+ * when the segment runs (never failing the process: a capture may be under
+ * way), or NULL when graphs are off (issue it now);
  * record_label: the op of the launches just recorded; graph_flush: run
  * what was recorded, as a cached graph or eagerly (before any wait, read
  * or step end). */
-void *ag__record_begin(size_t bytes, void (*run)(const void *));
+void *ag__record_begin(size_t bytes, int (*run)(const void *)); /* run: 0, or an error code */
 void ag__record_label(const char *op);
 void ag__graph_flush(void);
 void ag__graph_enable(bool on);

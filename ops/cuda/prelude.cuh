@@ -82,7 +82,7 @@ extern "C" cudaStream_t ag__cuda_stream(void);
  * the kernel, its geometry and its arguments by value, in zeroed memory so
  * that equal launches are equal bytes; a segment of records then runs as
  * the graph captured from an identical segment, or eagerly. */
-extern "C" void *ag__record_begin(size_t bytes, void (*run)(const void *));
+extern "C" void *ag__record_begin(size_t bytes, int (*run)(const void *));
 
 template <typename... P> struct ag__kernel_record {
     void (*kernel)(P...);
@@ -91,9 +91,11 @@ template <typename... P> struct ag__kernel_record {
     std::tuple<P...> args;
 };
 
-template <typename... P> static void ag__run_kernel_record(const void *p) {
+/* Issues a recorded launch; 0, or the launch's error. */
+template <typename... P> static int ag__run_kernel_record(const void *p) {
     const ag__kernel_record<P...> *r = (const ag__kernel_record<P...> *)p;
     std::apply([r](const P &...a) { r->kernel<<<r->grid, r->block, r->shared, ag__cuda_stream()>>>(a...); }, r->args);
+    return (int)cudaPeekAtLastError();
 }
 
 template <typename... P, typename... A>
