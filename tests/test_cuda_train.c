@@ -353,23 +353,37 @@ static const double TOL_TRACK = 1e-8;
 static const double TOL_TRACK = 1e-2;
 #endif
 
-static double track_step(model_run *r, ag_optimizer *opt, uint64_t seed) {
+/* One step as train takes it: the loss, backward, the L2 gradient, the clip
+ * (or the norm), the update unless the norm is not finite, the parameters'
+ * check; training: dropout on; graphs: with ag_cuda_graphs. */
+static double train_like_step(model_run *r, ag_optimizer *opt, uint64_t seed, bool training, bool graphs) {
     ag_set_device(r->dev);
+    ag_cuda_graphs(graphs);
     ag_batch b;
     ag_tiny_batch(&r->m, &b, seed);
     ag_params_zero_grad(&r->m.params);
-    ag_tensor *loss = ag_model_loss(&r->m, &b, false);
+    ag_tensor *loss = ag_model_loss(&r->m, &b, training);
     double value = loss ? ag_item(loss) : NAN;
     if (loss) {
         ag_backward(loss);
-        if (r->m.cfg.l2 > 0) ag_l2_penalty(&r->m.params, r->m.cfg.l2);
-        if (r->m.cfg.clip > 0) ag_clip_grad_norm(&r->m.params, r->m.cfg.clip);
-        ag_optim_step(opt);
+        if (r->m.cfg.l2 > 0) ag_l2_grad(&r->m.params, r->m.cfg.l2);
+        double norm = r->m.cfg.clip > 0 ? ag_clip_grad_norm(&r->m.params, r->m.cfg.clip) : ag_grad_norm(&r->m.params);
+        if (isfinite(norm)) ag_optim_step(opt);
+        ag_check_params_finite(&r->m.params, NULL);
     }
     ag_step_end();
+    ag_cuda_graphs(false);
     ag_set_device(AG_CPU);
     ag_model_batch_free(&b);
     return value;
+}
+
+/* The optimizer of the many-step cases.  The paper's SGD at lr 30 makes the
+ * tiny LM diverge (its loss climbs from 2.1 to 9.6 in 200 steps): a
+ * diverging run amplifies any roundoff without bound, on any two machines.
+ * Its lr 1 trains. */
+static const char *steps_optimizer(const ag_model *m) {
+    return m->cfg.task == AG_TASK_LM ? "sgd:lr=1,weight_decay=1.2e-6" : m->cfg.optim;
 }
 
 static void tracking_case(const variant *v) {
@@ -378,10 +392,7 @@ static void tracking_case(const variant *v) {
     ag_params_to(&g.m.params, GPU);
     ag_optim_config oc;
     ag_optimizer oc_cpu, oc_gpu;
-    /* The paper's SGD at lr 30 makes the tiny LM diverge (its loss climbs
-     * from 2.1 to 9.6 in 200 steps): a diverging run amplifies any
-     * roundoff without bound, on any two machines.  Its lr 1 trains. */
-    const char *spec = c.m.cfg.task == AG_TASK_LM ? "sgd:lr=1,weight_decay=1.2e-6" : c.m.cfg.optim;
+    const char *spec = steps_optimizer(&c.m);
     if (ag_optim_parse(spec, &oc) != AG_OK) {
         CHECK(false, "%s: optimizer %s: %s", v->label, spec, ag_errmsg());
         return;
@@ -391,7 +402,8 @@ static void tracking_case(const variant *v) {
     double worst = 0, first = 0, last_cpu = 0, last_gpu = 0;
     int worst_at = 0;
     for (int s = 0; s < TRACK_STEPS; s++) {
-        double lc = track_step(&c, &oc_cpu, 1 + (uint64_t)s % 7), lg = track_step(&g, &oc_gpu, 1 + (uint64_t)s % 7);
+        double lc = train_like_step(&c, &oc_cpu, 1 + (uint64_t)s % 7, false, false),
+               lg = train_like_step(&g, &oc_gpu, 1 + (uint64_t)s % 7, false, false);
         double d = fabs(lc - lg) / fmax(fabs(lc), 1e-300);
         if (!(d <= worst)) worst = isnan(d) ? INFINITY : d, worst_at = s;
         if (s == 0) first = lc;
@@ -417,35 +429,13 @@ static void tracking_case(const variant *v) {
  * with the same arguments. */
 enum { GRAPH_STEPS = 24 };
 
-static double graph_step(model_run *r, ag_optimizer *opt, uint64_t seed, bool graphs) {
-    ag_set_device(r->dev);
-    ag_cuda_graphs(graphs);
-    ag_batch b;
-    ag_tiny_batch(&r->m, &b, seed);
-    ag_params_zero_grad(&r->m.params);
-    ag_tensor *loss = ag_model_loss(&r->m, &b, true);
-    double value = loss ? ag_item(loss) : NAN;
-    if (loss) {
-        ag_backward(loss);
-        if (r->m.cfg.l2 > 0) ag_l2_grad(&r->m.params, r->m.cfg.l2);
-        double norm = r->m.cfg.clip > 0 ? ag_clip_grad_norm(&r->m.params, r->m.cfg.clip) : ag_grad_norm(&r->m.params);
-        if (isfinite(norm)) ag_optim_step(opt);
-        ag_check_params_finite(&r->m.params, NULL);
-    }
-    ag_step_end();
-    ag_cuda_graphs(false);
-    ag_set_device(AG_CPU);
-    ag_model_batch_free(&b);
-    return value;
-}
-
 static void graphs_case(const variant *v) {
     model_run e = {.dev = GPU}, g = {.dev = GPU};
     if (!init_model(&e, v) || !init_model(&g, v)) return;
     ag_params_to(&e.m.params, GPU);
     ag_params_to(&g.m.params, GPU);
     ag_optim_config oc;
-    const char *spec = e.m.cfg.task == AG_TASK_LM ? "sgd:lr=1,weight_decay=1.2e-6" : e.m.cfg.optim;
+    const char *spec = steps_optimizer(&e.m);
     if (ag_optim_parse(spec, &oc) != AG_OK) {
         CHECK(false, "%s: optimizer %s: %s", v->label, spec, ag_errmsg());
         return;
@@ -456,7 +446,8 @@ static void graphs_case(const variant *v) {
     ag_mem_stats before = ag_memstats();
     int differ = 0, first_differ = -1;
     for (int s = 0; s < GRAPH_STEPS; s++) {
-        double le = graph_step(&e, &oe, 1 + (uint64_t)s % 3, false), lg = graph_step(&g, &og, 1 + (uint64_t)s % 3, true);
+        double le = train_like_step(&e, &oe, 1 + (uint64_t)s % 3, true, false),
+               lg = train_like_step(&g, &og, 1 + (uint64_t)s % 3, true, true);
         if (!(le == lg) && differ++ == 0) first_differ = s;
     }
     ag_mem_stats after = ag_memstats();
