@@ -249,6 +249,26 @@ static void clip_bits_case(void) {
     ag_params_free(&gpu);
 }
 
+/* Freezing a parameter on the GPU zeroes its gradient there (it was a
+ * host memset of device memory). */
+static void freeze_case(void) {
+    ag_params cpu = {0}, gpu = {0};
+    twin_params(&cpu, &gpu);
+    twin_grads(&cpu, &gpu, 1);
+    ag_tensor *p = gpu.items[2];
+    ag_param_freeze(p);
+    double *g = host_copy(p->grad, p->size, p->device);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < p->size; i++) nonzero += g[i] != 0;
+    CHECK(!p->requires_grad && nonzero == 0, "ag_param_freeze on the %s: %lld gradient elements left",
+          ag_device_name(p->device), (long long)nonzero);
+    CHECK(ag_grad_norm(&gpu) == ag_clip_grad_norm(&gpu, 1e30), "a frozen parameter's gradient is out of the norm");
+    printf("%-44s the gradient zeroed on the %s\n", "ag_param_freeze", ag_device_name(p->device));
+    free(g);
+    ag_params_free(&cpu);
+    ag_params_free(&gpu);
+}
+
 /* train's step on the GPU (models/train.c train_step_gpu): the gradient's
  * sum of squares, clipped on the device, and a gate from it and the loss
  * that the update reads there.  A loss that is NaN, or a gradient with an
@@ -678,6 +698,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);
     gradients_case();
     clip_bits_case();
+    freeze_case();
     checkpoint_case();
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) model_case(&variants[i]);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) tracking_case(&variants[i]);
