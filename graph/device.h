@@ -91,7 +91,9 @@ void ag__cuda_check_launch(const char *op);
  * The sums of squares of the trained gradients (clipped to max_norm > 0 on
  * the device first) and of the parameters' values, left on the device
  * (NULL unless every parameter is there); the update, skipped on the
- * device unless *gate is finite; the parameters' check from a norm. */
+ * device unless *gate is finite (opt->step counts it all the same: the
+ * caller, who reads the gate later, takes it back when it was not); the
+ * parameters' check from a norm. */
 double *ag__grad_sq_device(ag_params *ps, double max_norm);
 double *ag__params_sq_device(const ag_params *ps);
 void ag__optim_step_gated(ag_optimizer *opt, const double *gate);

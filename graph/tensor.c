@@ -211,7 +211,8 @@ void ag_params_zero_grad(ag_params *ps) {
 void ag_param_freeze(ag_tensor *p) {
     if (!p->persistent) ag__fatal("ag_param_freeze", "'%s' is not a parameter", p->name ? p->name : "(unnamed)");
     p->requires_grad = false;
-    ag__zero(p->grad, (size_t)p->size * sizeof(ag_real));
+    if (p->device == AG_CUDA) ag__cuda_zero(p->grad, (size_t)p->size * sizeof(ag_real)); /* not a host memset */
+    else ag__zero(p->grad, (size_t)p->size * sizeof(ag_real));
 }
 
 void ag_params_free(ag_params *ps) {

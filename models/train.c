@@ -250,6 +250,10 @@ static int train_step_gpu(trainer *t, int64_t step, double *loss, char *err, siz
     double host[3];
     ag__cuda_copy(host, AG_CPU, values, AG_CUDA, sizeof host); /* the step's one wait */
     *loss = host[0];
+    /* the device skipped the update (the gate was NaN or inf), which the
+     * host counted when it launched it: as on the CPU, no update was made
+     * (Adam's bias correction and a per-step rate follow opt.step) */
+    if (!isfinite(host[0]) || !isfinite(host[1])) t->opt.step--;
     ag_status st = AG_OK;
     bool in_ops = true;
     if (!isfinite(*loss)) {

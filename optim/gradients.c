@@ -130,20 +130,10 @@ AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) j->y[i] *= j->scale;
 }
 
-/* All on the GPU: the coefficient is computed and applied there before
- * the norm is read (ag__grad_sq_device), so the launches do not depend on
- * it (a CUDA graph replays them) and the one wait comes last. */
-static bool gpu_clip(ag_params *ps, double max_norm, double *norm) {
-    double *total = ag__grad_sq_device(ps, max_norm);
-    if (!total) return false;
-    double sq = 0;
-    ag__cuda_copy(&sq, AG_CPU, total, AG_CUDA, sizeof sq);
-    *norm = sqrt(sq);
-    return true;
-}
-
-double *ag__grad_sq_device(ag_params *ps, double max_norm) {
-    if (max_norm <= 0) return gpu_squares(ps, trained_grad, true, 0);
+/* The trained gradients' sum of squares on the device, and the gradients
+ * scaled there by max_norm / (norm + 1e-6) where that is below 1 (NULL
+ * unless they are all on the GPU). */
+static double *grad_sq_clipped(ag_params *ps, double max_norm) {
     double *total = gpu_squares(ps, trained_grad, true, 0);
     if (!total) return NULL;
     ag__clip_coef_cuda(total, max_norm, total + 1);
@@ -153,6 +143,23 @@ double *ag__grad_sq_device(ag_params *ps, double max_norm) {
     }
     ag__cuda_check_launch("ag_clip_grad_norm");
     return total;
+}
+
+/* All on the GPU: the coefficient is computed and applied there before
+ * the norm is read (grad_sq_clipped), so the launches do not depend on
+ * it (a CUDA graph replays them) and the one wait comes last. */
+static bool gpu_clip(ag_params *ps, double max_norm, double *norm) {
+    double *total = grad_sq_clipped(ps, max_norm); /* any max_norm, as the host's below: 0 zeroes them */
+    if (!total) return false;
+    double sq = 0;
+    ag__cuda_copy(&sq, AG_CPU, total, AG_CUDA, sizeof sq);
+    *norm = sqrt(sq);
+    return true;
+}
+
+double *ag__grad_sq_device(ag_params *ps, double max_norm) {
+    if (max_norm <= 0) return gpu_squares(ps, trained_grad, true, 0);
+    return grad_sq_clipped(ps, max_norm);
 }
 
 double *ag__params_sq_device(const ag_params *ps) { return gpu_squares(ps, values, true, 0); }
@@ -169,8 +176,8 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
         for (int i = 0; i < ps->count; i++) {
             ag_tensor *p = ps->items[i];
             if (!p->grad || !p->requires_grad) continue;
-            if (p->device == AG_CUDA) {
-                ag__affine_forward_cuda(p->grad, p->grad, (ag_real)coef, 0, p->size);
+            if (p->device == AG_CUDA) { /* g = coef g: a product, as below (coef g + 0 made -0 +0) */
+                ag__affine_backward_cuda(p->grad, p->grad, (ag_real)coef, p->size, true);
                 ag__cuda_check_launch("ag_clip_grad_norm");
                 continue;
             }

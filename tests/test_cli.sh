@@ -83,6 +83,13 @@ for ra, rb in zip(a, b):
         x, y = float(ra[k]), float(rb[k])
         assert abs(x - y) <= 1e-9 * max(abs(x), 1e-300), (k, x, y)
 PY
+  # a diverging run: the GPU's step (its update skipped on the device) stops where the CPU's does, with its
+  # message, which value is inf or NaN aside (x86 makes -nan where CUDA makes nan; ops may differ on inf - inf)
+  div_cpu=$("$AG64" train "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/div-cpu" 2>&1 >/dev/null | sed -E 's/-?(nan|inf)/NONFINITE/g')
+  div_gpu=$("$AG64" train --device cuda "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/div-cuda" 2>&1 >/dev/null |
+    sed -E 's/-?(nan|inf)/NONFINITE/g')
+  [[ $div_cpu == *"training diverged at step"* ]] && [ "$div_cpu" = "$div_gpu" ] && ok ||
+    bad "a diverging run on the GPU: '$div_gpu', on the CPU: '$div_cpu'"
   # CUDA graphs: the same run, the same losses and accuracies to the bit
   "$AG" train --device cuda --cuda-graphs "${SMALL[@]}" --max-steps 3 --out "$T/cuda-graphs" >/dev/null 2>&1 &&
     cmp -s <(cut -d, -f1-8 "$T/cuda/metrics.csv" 2>/dev/null) <(cut -d, -f1-8 "$T/cuda-graphs/metrics.csv" 2>/dev/null) && ok ||

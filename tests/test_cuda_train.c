@@ -3,8 +3,10 @@
  *   - each optimizer (SGD with momentum/nesterov/decay, Adam, AdamW,
  *     amsgrad, Adadelta) over a few steps of the same gradients: parameters
  *     and state;
+ *   - train's gated step on the GPU: a non-finite loss or gradient skips
+ *     the update on the device, a finite one is ag_optim_step's;
  *   - global-norm clipping (the norm to the CPU's bits: the same blocks and
- *     lanes) and the L2 term;
+ *     lanes; a product, -0 kept, on any mix of devices) and the L2 term;
  *   - a checkpoint written from the GPU read on the CPU;
  *   - every model variant's loss and gradients (MODELS.md's tiny sizes);
  *   - 200 training steps of every variant with the paper's optimizer, L2
@@ -27,6 +29,7 @@
 #include "check.h"
 #include "attngrad.h"
 #include "../graph/device.h" /* ag__cuda_copy: reading gradients and state back */
+#include "../ops/cuda/kernels.h" /* the training step's gate, as models/train.c makes it */
 #include "../models/models.h"
 
 #include <math.h>
@@ -115,6 +118,24 @@ static void twin_grads(ag_params *cpu, ag_params *gpu, double scale) {
     }
 }
 
+/* Two optimizers' parameters and state agree to TOL_EXACT; returns the worst. */
+static double compare_optimizers(const char *label, const ag_params *cpu, const ag_params *gpu,
+                                 const ag_optimizer *oc, const ag_optimizer *og) {
+    double worst = 0;
+    for (int i = 0; i < cpu->count; i++) {
+        const ag_tensor *p = cpu->items[i];
+        char what[160];
+        snprintf(what, sizeof what, "%s: %s", label, p->name);
+        worst = fmax(worst, compare(what, p->data, gpu->items[i]->data, p->size, TOL_EXACT));
+        for (int s = 0; s < oc->n_slots; s++) {
+            snprintf(what, sizeof what, "%s: %s's %s", label, p->name, ag_optim_slot_name(oc, s));
+            worst = fmax(worst, compare(what, oc->slot[s * oc->n_params + i], og->slot[s * og->n_params + i], p->size,
+                                        TOL_EXACT));
+        }
+    }
+    return worst;
+}
+
 static void optimizer_case(const char *spec) {
     ag_params cpu = {0}, gpu = {0};
     twin_params(&cpu, &gpu);
@@ -124,22 +145,14 @@ static void optimizer_case(const char *spec) {
     ag_optim_init(&oc, &cpu, &cfg);
     ag_optim_init(&og, &gpu, &cfg);
     CHECK(og.device == GPU, "%s: the state of GPU parameters is on the GPU", spec);
-    double worst = 0;
     for (int step = 0; step < 4; step++) {
         twin_grads(&cpu, &gpu, 1);
         ag_optim_step(&oc);
         ag_optim_step(&og);
     }
-    for (int i = 0; i < cpu.count; i++) {
-        char what[96];
-        snprintf(what, sizeof what, "%s: %s after 4 steps", spec, cpu.items[i]->name);
-        worst = fmax(worst, compare(what, cpu.items[i]->data, gpu.items[i]->data, cpu.items[i]->size, TOL_EXACT));
-        for (int s = 0; s < oc.n_slots; s++) {
-            snprintf(what, sizeof what, "%s: %s's %s", spec, cpu.items[i]->name, ag_optim_slot_name(&oc, s));
-            worst = fmax(worst, compare(what, oc.slot[s * oc.n_params + i], og.slot[s * og.n_params + i],
-                                        cpu.items[i]->size, TOL_EXACT));
-        }
-    }
+    char label[96];
+    snprintf(label, sizeof label, "%s after 4 steps", spec);
+    double worst = compare_optimizers(label, &cpu, &gpu, &oc, &og);
     printf("%-44s params and state: worst rel diff %.2e\n", spec, worst);
     ag_optim_free(&oc);
     ag_optim_free(&og);
@@ -189,6 +202,138 @@ static void gradients_case(void) {
           bad ? bad->name : "none", (long long)at);
     CHECK(ag_check_grads_finite(&gpu, ag_grad_norm(&gpu)) == AG_ERR_NONFINITE, "a NaN gradient refused");
     printf("%-44s norm %.17g on both, gradients worst rel diff %.2e\n", "clip + L2", nc, worst);
+    ag_params_free(&cpu);
+    ag_params_free(&gpu);
+}
+
+/* The n reals at a (on dev_a) and b (on dev_b) have the same bits: a -0
+ * where the other has +0 counts. */
+static bool same_bits(const ag_real *a, ag_device dev_a, const ag_real *b, ag_device dev_b, int64_t n) {
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(ag_real);
+    ag_real *ha = malloc(bytes), *hb = malloc(bytes);
+    copy(ha, AG_CPU, a, dev_a, (size_t)n * sizeof(ag_real));
+    copy(hb, AG_CPU, b, dev_b, (size_t)n * sizeof(ag_real));
+    bool same = memcmp(ha, hb, (size_t)n * sizeof(ag_real)) == 0;
+    free(ha);
+    free(hb);
+    return same;
+}
+
+/* Clipping scales by a product on every device, so a -0 gradient stays -0
+ * as on the host: in a list that mixes devices (its GPU members once went
+ * through y = coef x + 0, which made it +0), and with max_norm 0, which
+ * the host's formula turns into a coefficient of 0 (the GPU's clip once
+ * skipped max_norm <= 0). */
+static void clip_bits_case(void) {
+    ag_params cpu = {0}, gpu = {0};
+    twin_params(&cpu, &gpu);
+    twin_grads(&cpu, &gpu, 10);
+    const ag_real minus_zero = -(ag_real)0;
+    for (int i = 0; i < cpu.count; i += 2) {
+        cpu.items[i]->grad[5] = minus_zero;
+        copy(gpu.items[i]->grad + 5, GPU, &minus_zero, AG_CPU, sizeof minus_zero);
+    }
+    ag_tensor *mixed_items[3] = {gpu.items[0], cpu.items[1], gpu.items[2]}, *c1 = cpu.items[1];
+    ag_params mixed = {.items = mixed_items, .count = 3};
+    ag_real *saved = malloc((size_t)c1->size * sizeof *saved); /* the host member is in both lists */
+    memcpy(saved, c1->grad, (size_t)c1->size * sizeof *saved);
+    double nm = ag_clip_grad_norm(&mixed, 0.5);
+    memcpy(c1->grad, saved, (size_t)c1->size * sizeof *saved);
+    double nc = ag_clip_grad_norm(&cpu, 0.5);
+    CHECK(nm == nc, "clip of a list mixing devices: norm %.17g, CPU %.17g", nm, nc);
+    for (int i = 0; i < cpu.count; i += 2)
+        CHECK(same_bits(cpu.items[i]->grad, AG_CPU, gpu.items[i]->grad, GPU, cpu.items[i]->size),
+              "clip of a list mixing devices: %s's clipped gradient differs from the CPU's in its bits (a -0 at 5)",
+              cpu.items[i]->name);
+    /* max_norm 0 on a list all on the GPU: every gradient times 0, -0 where it was negative */
+    twin_grads(&cpu, &gpu, 10);
+    nc = ag_clip_grad_norm(&cpu, 0);
+    double ng = ag_clip_grad_norm(&gpu, 0);
+    CHECK(nc == ng, "clip to 0: norm cpu %.17g, gpu %.17g", nc, ng);
+    for (int i = 0; i < cpu.count; i++)
+        CHECK(same_bits(cpu.items[i]->grad, AG_CPU, gpu.items[i]->grad, GPU, cpu.items[i]->size),
+              "clip to 0: %s's gradient differs from the CPU's in its bits", cpu.items[i]->name);
+    printf("%-44s mixed devices and max_norm 0: the CPU's bits, -0 kept\n", "clip by a product");
+    free(saved);
+    ag_params_free(&cpu);
+    ag_params_free(&gpu);
+}
+
+/* Freezing a parameter on the GPU zeroes its gradient there (it was a
+ * host memset of device memory). */
+static void freeze_case(void) {
+    ag_params cpu = {0}, gpu = {0};
+    twin_params(&cpu, &gpu);
+    twin_grads(&cpu, &gpu, 1);
+    ag_tensor *p = gpu.items[2];
+    ag_param_freeze(p);
+    double *g = host_copy(p->grad, p->size, p->device);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < p->size; i++) nonzero += g[i] != 0;
+    CHECK(!p->requires_grad && nonzero == 0, "ag_param_freeze on the %s: %lld gradient elements left",
+          ag_device_name(p->device), (long long)nonzero);
+    CHECK(ag_grad_norm(&gpu) == ag_clip_grad_norm(&gpu, 1e30), "a frozen parameter's gradient is out of the norm");
+    printf("%-44s the gradient zeroed on the %s\n", "ag_param_freeze", ag_device_name(p->device));
+    free(g);
+    ag_params_free(&cpu);
+    ag_params_free(&gpu);
+}
+
+/* train's step on the GPU (models/train.c train_step_gpu): the gradient's
+ * sum of squares, clipped on the device, and a gate from it and the loss
+ * that the update reads there.  A loss that is NaN, or a gradient with an
+ * inf, leaves the parameters and the state as they were (the host then
+ * takes back opt.step, as here); otherwise the update is ag_optim_step's.
+ * The CPU twin steps as train's host step does: only on a finite loss and
+ * norm. */
+static void gated_case(const char *spec) {
+    if (GPU != AG_CUDA) return; /* a gated step exists on the GPU only */
+    ag_params cpu = {0}, gpu = {0};
+    twin_params(&cpu, &gpu);
+    ag_optim_config cfg;
+    CHECK(ag_optim_parse(spec, &cfg) == AG_OK, "%s: %s", spec, ag_errmsg());
+    ag_optimizer oc, og;
+    ag_optim_init(&oc, &cpu, &cfg);
+    ag_optim_init(&og, &gpu, &cfg);
+    enum { STEPS = 5 };
+    const ag_real losses[STEPS] = {1.5, (ag_real)NAN, 2, 0.5, (ag_real)INFINITY};
+    for (int step = 0; step < STEPS; step++) {
+        twin_grads(&cpu, &gpu, 10);
+        bool inf_grad = step == 2;
+        if (inf_grad) {
+            const ag_real inf = (ag_real)INFINITY;
+            cpu.items[1]->grad[3] = inf;
+            copy(gpu.items[1]->grad + 3, GPU, &inf, AG_CPU, sizeof inf);
+        }
+        ag_real *loss = ag__cuda_arena_alloc(sizeof *loss);
+        double *gate = ag__cuda_arena_alloc(4 * sizeof *gate); /* the gate, then the values read back */
+        double values[3];
+        copy(loss, GPU, &losses[step], AG_CPU, sizeof *loss);
+        double *sq = ag__grad_sq_device(&gpu, 1.0);
+        ag__step_gate_cuda(loss, sq, gate);
+        ag__optim_step_gated(&og, gate);
+        ag__step_values_cuda(loss, sq, ag__params_sq_device(&gpu), gate + 1);
+        copy(values, AG_CPU, gate + 1, GPU, sizeof values);
+        double nc = ag_clip_grad_norm(&cpu, 1.0);
+        bool update = isfinite(losses[step]) && isfinite(nc);
+        if (update) ag_optim_step(&oc);
+        else og.step--;
+        CHECK(sqrt(values[1]) == nc || (isnan(nc) && isnan(values[1])) || (isinf(nc) && isinf(values[1])),
+              "%s step %d: the gated step's gradient norm %.17g, the CPU's clip %.17g", spec, step, sqrt(values[1]), nc);
+        CHECK(values[0] == (double)losses[step] || isnan(losses[step]), "%s step %d: the loss read back", spec, step);
+        double pn = ag_params_norm(&cpu);
+        CHECK(fabs(sqrt(values[2]) - pn) <= TOL_EXACT * pn, "%s step %d: the parameters' norm after the update %.17g, "
+              "CPU %.17g", spec, step, sqrt(values[2]), pn);
+        ag_step_end();
+    }
+    CHECK(og.step == oc.step && oc.step == 2, "%s: %lld updates counted on the GPU, %lld on the CPU (want 2)", spec,
+          (long long)og.step, (long long)oc.step);
+    char label[96];
+    snprintf(label, sizeof label, "%s gated, 3 of %d skipped", spec, STEPS);
+    double worst = compare_optimizers(label, &cpu, &gpu, &oc, &og);
+    printf("%-44s worst rel diff %.2e\n", label, worst);
+    ag_optim_free(&oc);
+    ag_optim_free(&og);
     ag_params_free(&cpu);
     ag_params_free(&gpu);
 }
@@ -552,7 +697,10 @@ int main(void) {
         "adadelta:lr=0.5,rho=0.95,weight_decay=1e-3",
     };
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);
     gradients_case();
+    clip_bits_case();
+    freeze_case();
     checkpoint_case();
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) model_case(&variants[i]);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) tracking_case(&variants[i]);

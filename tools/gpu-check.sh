@@ -47,10 +47,10 @@ quick=0 bench="" bench_ops=0 waits=0 ptb=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
-    --bench) bench=$2; bench_ops=1; shift ;;
+    --bench) bench=${2:?--bench needs MODES (eager,compile,cudagraphs)}; bench_ops=1; shift ;;
     --bench-ops) bench_ops=1 ;;
     --waits) waits=1 ;;
-    --ptb) ptb=$2; shift ;;
+    --ptb) ptb=${2:?--ptb needs MINUTES}; shift ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -87,8 +87,11 @@ if ! pkg-config --exists openblas 2>/dev/null; then
     "$ob/pkgconfig/openblas.pc" >"$root/pc/openblas.pc"
   export PKG_CONFIG_PATH=$root/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
   export LD_LIBRARY_PATH=$ob:$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
-  say "OpenBLAS from $deps: $(pkg-config --modversion openblas)"
+  export LIBRARY_PATH=$ob:$root/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+  # without a pkg-config binary meson falls back to find_library('openblas')
+  # with cblas.h: the compiler finds both through LIBRARY_PATH and CPATH
+  export CPATH=$root/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}
+  say "OpenBLAS from $deps: $(pkg-config --modversion openblas 2>/dev/null || echo 'no pkg-config: by LIBRARY_PATH, CPATH')"
 fi
 
 # -- build: the CUDA variant, kernels for this GPU only (fast to compile) --
