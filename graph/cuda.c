@@ -376,8 +376,13 @@ typedef struct {
     const ag_real *alpha_dev, *beta_dev;
     int64_t sa, sb, sc;
     ag_real alpha, beta;
-    int ta, tb, M, N, K, lda, ldb, ldc, batch, dev_scalars, unused; /* 12 ints: no padding */
+    int ta, tb, M, N, K, lda, ldb, ldc, batch, dev_scalars, unused[2]; /* 12 ints: no padding */
 } gemm_record;
+/* A record's bytes are its identity: padding, whatever the stack held there,
+ * would make equal products differ (and their segment never replay). */
+_Static_assert(sizeof(gemm_record) == 5 * sizeof(void *) + 3 * sizeof(int64_t) + 2 * sizeof(ag_real) + 12 * sizeof(int),
+               "gemm_record has no padding");
+_Static_assert(sizeof(copy_record) == 2 * sizeof(void *) + sizeof(size_t) + sizeof(int64_t), "copy_record: no padding");
 
 static cublasStatus_t issue_gemm(const gemm_record *g) {
     cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
