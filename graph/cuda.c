@@ -18,11 +18,6 @@
         cudaError_t e_ = (call);                                                                       \
         if (e_ != cudaSuccess) ag__fatal("cuda", "%s failed: %s", #call, cudaGetErrorString(e_));      \
     } while (0)
-#define CUBLAS_OK(call)                                                                                \
-    do {                                                                                               \
-        cublasStatus_t s_ = (call);                                                                    \
-        if (s_ != CUBLAS_STATUS_SUCCESS) ag__fatal("cublas", "%s failed: status %d", #call, (int)s_);  \
-    } while (0)
 
 /* One stream for every kernel and copy: ops run in order without a hidden
  * synchronisation, and a step can be captured as a CUDA graph. */
@@ -32,7 +27,8 @@ static int ready = -1; /* -1 not asked yet, 0 no, 1 yes */
 static char why_not[256];
 static void wait_stream(void); /* cudaStreamSynchronize, counted */
 static int preferred, ordinal; /* ag__cuda_prefer_device's wish; the device in use */
-static void *cublas_workspace; /* cuBLAS's, set with CUDA graphs on (ag_cuda_graphs) */
+static void *cublas_workspace; /* cuBLAS's (start) */
+enum { CUBLAS_WORKSPACE = 32 << 20 }; /* the size cuBLAS recommends for Hopper */
 
 static void versions(char *buf, size_t n) {
     int drv = 0, rt = 0;
@@ -68,6 +64,18 @@ static bool start(void) {
     }
     /* no TF32: f32 products as the CPU computes them, to ~1e-6 */
     cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
+    /* cuBLAS's workspace is ours from the start, not its pool: a product
+     * captured into a CUDA graph allocates nothing, and picks the kernel the
+     * same product picks eagerly, whether graphs were ever on or not (the
+     * choice may follow the workspace's size).  cublasSetStream would reset
+     * it: the stream is set once, above. */
+    if (cudaMalloc(&cublas_workspace, CUBLAS_WORKSPACE) != cudaSuccess ||
+        cublasSetWorkspace(blas, cublas_workspace, CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {
+        cudaGetLastError();
+        snprintf(why_not, sizeof why_not, "cuBLAS's %d MiB workspace could not be set on the CUDA device (%s)",
+                 CUBLAS_WORKSPACE >> 20, v);
+        return false;
+    }
     return true;
 }
 
@@ -342,17 +350,10 @@ void ag__cuda_check_launch(const char *op) {
     if (e != cudaSuccess) ag__fatal(op, "CUDA kernel launch failed: %s", cudaGetErrorString(e));
 }
 
-/* ---- CUDA graphs (graph/cuda_graph.cu) ----
- * cuBLAS takes its workspace from the memory set here rather than
- * allocating while a graph is captured. */
-enum { CUBLAS_WORKSPACE = 32 << 20 };
+/* ---- CUDA graphs (graph/cuda_graph.cu) ---- */
 
 void ag_cuda_graphs(bool on) {
     if (on && !init()) return; /* no GPU: nothing to record */
-    if (on && !cublas_workspace) {
-        cublas_workspace = ag__cuda_malloc(CUBLAS_WORKSPACE, "cuda graphs");
-        CUBLAS_OK(cublasSetWorkspace(blas, cublas_workspace, CUBLAS_WORKSPACE));
-    }
     if (ready == 1) ag__graph_enable(on);
 }
 
