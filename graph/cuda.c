@@ -127,9 +127,15 @@ void *ag__cuda_malloc(size_t bytes, const char *what) {
     return p;
 }
 
+/* A cached graph never outlives memory it names: the records it was
+ * captured from only ever name live memory, and a graph that survived a
+ * free could replay (its bytes equal again) onto a new allocation at the
+ * old address, which the driver may have resolved at instantiation.  So
+ * freeing device or pinned memory lets every graph go; that happens when
+ * the run ends or an arena grows (coalesces), never in a steady step. */
 void ag__cuda_free(void *p) {
     if (!p || ready != 1) return;
-    ag__graph_flush(); /* a recorded launch may still name it */
+    ag__graph_release(); /* runs what was recorded first: a recorded launch may still name it */
     cudaFree(p);
 }
 
@@ -147,6 +153,7 @@ static void *arena_chunk(size_t bytes, void *ctx) {
 
 static void arena_release(void *p, void *ctx) {
     (void)ctx;
+    ag__graph_release(); /* as ag__cuda_free */
     cudaFree(p);
 }
 
@@ -200,6 +207,7 @@ static void *pinned_chunk(size_t bytes, void *ctx) {
 
 static void pinned_release(void *p, void *ctx) {
     (void)ctx;
+    ag__graph_release(); /* as ag__cuda_free: a memcpy node names its staging */
     cudaFreeHost(p);
 }
 
