@@ -214,6 +214,18 @@ extern "C" void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures
     *graph_launches = replays, *graph_captures = captures, *eager = eager_segments;
 }
 
+/* Tests only (tests/test_graph_records.c, no GPU needed): the segment
+ * recorded so far as the cache compares it (labels aside), up to cap bytes
+ * into out, and dropped unrun; its length in bytes. */
+extern "C" size_t ag__graph_take(char *out, size_t cap) {
+    size_t n = len;
+    stash_labels(buf, n, records);
+    if (n) memcpy(out, buf, n < cap ? n : cap);
+    len = labeled = 0;
+    records = 0;
+    return n;
+}
+
 /* Before the stream and the memory the graphs name go away. */
 extern "C" void ag__graph_release(void) {
     ag__graph_flush();
