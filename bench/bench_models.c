@@ -555,10 +555,10 @@ int main(int argc, char **argv) {
         printf("result: model=%s B=%d N=%d params=%lld ms_med=%.4f ms_q1=%.4f ms_q3=%.4f ms_min=%.4f ms_max=%.4f "
                "gemm_gflop=%.6f gemm_ms=%.4f gemm_calls=%.0f arena_mb=%.3f param_mb=%.3f optim_mb=%.3f rss_mb=%.2f "
                "loss_first=%.6f loss_last=%.6f loss_tail=%.6f peak_gflops=%.2f waits=%.1f graph_launches=%.1f "
-               "optim=%s clip=%g l2=%g keep=%g keep_layers=%g losses=",
+               "eager_segments=%.1f optim=%s clip=%g l2=%g keep=%g keep_layers=%g losses=",
                names[i], r->B, r->N, (long long)r->params, r->ms_med, r->ms_q1, r->ms_q3, r->ms_min, r->ms_max,
                r->gemm_gflop, r->gemm_ms, r->gemm_calls, r->arena_mb, r->param_mb, r->optim_mb, r->rss_mb,
-               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->graph_launches, c.optim, c.clip, c.l2,
+               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->graph_launches, r->eager_segments, c.optim, c.clip, c.l2,
                c.keep, keep_between_layers(&c));
         for (int s = 0; s < r->n_losses; s++) printf("%s%.6f", s ? "," : "", r->losses[s]);
         printf("\n");

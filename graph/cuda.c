@@ -18,11 +18,6 @@
         cudaError_t e_ = (call);                                                                       \
         if (e_ != cudaSuccess) ag__fatal("cuda", "%s failed: %s", #call, cudaGetErrorString(e_));      \
     } while (0)
-#define CUBLAS_OK(call)                                                                                \
-    do {                                                                                               \
-        cublasStatus_t s_ = (call);                                                                    \
-        if (s_ != CUBLAS_STATUS_SUCCESS) ag__fatal("cublas", "%s failed: status %d", #call, (int)s_);  \
-    } while (0)
 
 /* One stream for every kernel and copy: ops run in order without a hidden
  * synchronisation, and a step can be captured as a CUDA graph. */
@@ -32,7 +27,8 @@ static int ready = -1; /* -1 not asked yet, 0 no, 1 yes */
 static char why_not[256];
 static void wait_stream(void); /* cudaStreamSynchronize, counted */
 static int preferred, ordinal; /* ag__cuda_prefer_device's wish; the device in use */
-static void *cublas_workspace; /* cuBLAS's, set with CUDA graphs on (ag_cuda_graphs) */
+static void *cublas_workspace; /* cuBLAS's (start) */
+enum { CUBLAS_WORKSPACE = 32 << 20 }; /* the size cuBLAS recommends for Hopper */
 
 static void versions(char *buf, size_t n) {
     int drv = 0, rt = 0;
@@ -68,6 +64,18 @@ static bool start(void) {
     }
     /* no TF32: f32 products as the CPU computes them, to ~1e-6 */
     cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
+    /* cuBLAS's workspace is ours from the start, not its pool: a product
+     * captured into a CUDA graph allocates nothing, and picks the kernel the
+     * same product picks eagerly, whether graphs were ever on or not (the
+     * choice may follow the workspace's size).  cublasSetStream would reset
+     * it: the stream is set once, above. */
+    if (cudaMalloc(&cublas_workspace, CUBLAS_WORKSPACE) != cudaSuccess ||
+        cublasSetWorkspace(blas, cublas_workspace, CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {
+        cudaGetLastError();
+        snprintf(why_not, sizeof why_not, "cuBLAS's %d MiB workspace could not be set on the CUDA device (%s)",
+                 CUBLAS_WORKSPACE >> 20, v);
+        return false;
+    }
     return true;
 }
 
@@ -119,9 +127,15 @@ void *ag__cuda_malloc(size_t bytes, const char *what) {
     return p;
 }
 
+/* A cached graph never outlives memory it names: the records it was
+ * captured from only ever name live memory, and a graph that survived a
+ * free could replay (its bytes equal again) onto a new allocation at the
+ * old address, which the driver may have resolved at instantiation.  So
+ * freeing device or pinned memory lets every graph go; that happens when
+ * the run ends or an arena grows (coalesces), never in a steady step. */
 void ag__cuda_free(void *p) {
     if (!p || ready != 1) return;
-    ag__graph_flush(); /* a recorded launch may still name it */
+    ag__graph_release(); /* runs what was recorded first: a recorded launch may still name it */
     cudaFree(p);
 }
 
@@ -139,6 +153,7 @@ static void *arena_chunk(size_t bytes, void *ctx) {
 
 static void arena_release(void *p, void *ctx) {
     (void)ctx;
+    ag__graph_release(); /* as ag__cuda_free */
     cudaFree(p);
 }
 
@@ -192,6 +207,7 @@ static void *pinned_chunk(size_t bytes, void *ctx) {
 
 static void pinned_release(void *p, void *ctx) {
     (void)ctx;
+    ag__graph_release(); /* as ag__cuda_free: a memcpy node names its staging */
     cudaFreeHost(p);
 }
 
@@ -342,17 +358,10 @@ void ag__cuda_check_launch(const char *op) {
     if (e != cudaSuccess) ag__fatal(op, "CUDA kernel launch failed: %s", cudaGetErrorString(e));
 }
 
-/* ---- CUDA graphs (graph/cuda_graph.cu) ----
- * cuBLAS takes its workspace from the memory set here rather than
- * allocating while a graph is captured. */
-enum { CUBLAS_WORKSPACE = 32 << 20 };
+/* ---- CUDA graphs (graph/cuda_graph.cu) ---- */
 
 void ag_cuda_graphs(bool on) {
     if (on && !init()) return; /* no GPU: nothing to record */
-    if (on && !cublas_workspace) {
-        cublas_workspace = ag__cuda_malloc(CUBLAS_WORKSPACE, "cuda graphs");
-        CUBLAS_OK(cublasSetWorkspace(blas, cublas_workspace, CUBLAS_WORKSPACE));
-    }
     if (ready == 1) ag__graph_enable(on);
 }
 
@@ -376,8 +385,13 @@ typedef struct {
     const ag_real *alpha_dev, *beta_dev;
     int64_t sa, sb, sc;
     ag_real alpha, beta;
-    int ta, tb, M, N, K, lda, ldb, ldc, batch, dev_scalars, unused; /* 12 ints: no padding */
+    int ta, tb, M, N, K, lda, ldb, ldc, batch, dev_scalars, unused[2]; /* 12 ints: no padding */
 } gemm_record;
+/* A record's bytes are its identity: padding, whatever the stack held there,
+ * would make equal products differ (and their segment never replay). */
+_Static_assert(sizeof(gemm_record) == 5 * sizeof(void *) + 3 * sizeof(int64_t) + 2 * sizeof(ag_real) + 12 * sizeof(int),
+               "gemm_record has no padding");
+_Static_assert(sizeof(copy_record) == 2 * sizeof(void *) + sizeof(size_t) + sizeof(int64_t), "copy_record: no padding");
 
 static cublasStatus_t issue_gemm(const gemm_record *g) {
     cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -58,21 +58,27 @@ long long replays, captures, eager_segments;
 
 /* Runs n bytes of records on the stream, one by one.  check: a record that
  * fails ends the process, named by its op; else (under a capture, which
- * must end) the run stops there and returns false. */
-bool run_records(const char *b, size_t n, bool check) {
-    for (size_t at = 0; at < n;) {
+ * must end) the run stops there and returns the failing record's index
+ * (its error in *error: CUDA's, or the record's own code); -1: all ran. */
+int run_records(const char *b, size_t n, bool check, char *error, size_t error_n) {
+    int k = 0;
+    for (size_t at = 0; at < n; k++) {
         const header *h = (const header *)(b + at);
         int e = h->run(b + at + sizeof(header));
         cudaError_t last = cudaGetLastError();
         if (e != 0 || last != cudaSuccess) {
-            if (!check) return false;
+            if (!check) {
+                if (last != cudaSuccess) snprintf(error, error_n, "%s", cudaGetErrorString(last));
+                else snprintf(error, error_n, "error %d (cuBLAS's or CUDA's)", e);
+                return k;
+            }
             if (last != cudaSuccess)
                 ag__fatal(h->op ? h->op : "cuda graph", "CUDA launch failed: %s", cudaGetErrorString(last));
             ag__fatal(h->op ? h->op : "cuda graph", "a recorded CUDA call failed: error %d (cuBLAS's or CUDA's)", e);
         }
         at += sizeof(header) + h->bytes;
     }
-    return true;
+    return -1;
 }
 
 /* The records' op names go aside while the segment is compared and
@@ -104,25 +110,32 @@ void restore_labels(char *b, size_t n) {
 }
 
 /* Captures the records into an executable graph; NULL (the records not
- * run) when the capture fails. */
+ * run) when the capture fails, said once with the op whose record failed
+ * (the labels are stashed in names[] meanwhile). */
 cudaGraphExec_t capture(const char *b, size_t n) {
     cudaStream_t s = ag__cuda_stream();
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        cudaGetLastError();
-        return nullptr;
-    }
-    bool issued = run_records(b, n, false);
+    char why[160] = "";
+    int failed = -1;
+    cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     cudaGraph_t graph = nullptr;
-    cudaError_t e = cudaStreamEndCapture(s, &graph); /* always: the stream leaves capture mode */
-    if (e == cudaSuccess && !issued) e = cudaErrorUnknown;
+    if (e == cudaSuccess) {
+        failed = run_records(b, n, false, why, sizeof why);
+        e = cudaStreamEndCapture(s, &graph); /* always: the stream leaves capture mode */
+    }
     cudaGraphExec_t exec = nullptr;
-    if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e == cudaSuccess && failed < 0) e = cudaGraphInstantiate(&exec, graph, 0);
     if (graph) cudaGraphDestroy(graph);
-    if (e == cudaSuccess) return exec;
+    if (e == cudaSuccess && failed < 0) return exec;
     cudaGetLastError();
     static bool told;
-    if (!told) fprintf(stderr, "attngrad: a CUDA graph capture failed (%s); that segment runs eagerly\n",
-                       cudaGetErrorString(e));
+    if (!told) {
+        if (failed >= 0)
+            fprintf(stderr, "attngrad: a CUDA graph capture failed at %s's launch (%s); that segment runs eagerly\n",
+                    names[failed] ? names[failed] : "an unnamed op", why);
+        else
+            fprintf(stderr, "attngrad: a CUDA graph capture failed (%s); that segment runs eagerly\n",
+                    cudaGetErrorString(e));
+    }
     told = true;
     return nullptr;
 }
@@ -185,7 +198,7 @@ extern "C" void ag__graph_flush(void) {
         replays++;
     } else {
         eager_segments++;
-        run_records(buf, n, true);
+        run_records(buf, n, true, nullptr, 0);
     }
 }
 
@@ -199,6 +212,18 @@ extern "C" bool ag__graph_enabled(void) { return on; }
 
 extern "C" void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager) {
     *graph_launches = replays, *graph_captures = captures, *eager = eager_segments;
+}
+
+/* Tests only (tests/test_graph_records.c, no GPU needed): the segment
+ * recorded so far as the cache compares it (labels aside), up to cap bytes
+ * into out, and dropped unrun; its length in bytes. */
+extern "C" size_t ag__graph_take(char *out, size_t cap) {
+    size_t n = len;
+    stash_labels(buf, n, records);
+    if (n) memcpy(out, buf, n < cap ? n : cap);
+    len = labeled = 0;
+    records = 0;
+    return n;
 }
 
 /* Before the stream and the memory the graphs name go away. */

@@ -113,6 +113,7 @@ void ag__graph_enable(bool on);
 bool ag__graph_enabled(void);
 void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments);
 void ag__graph_release(void);
+size_t ag__graph_take(char *out, size_t cap); /* tests: the recorded bytes, dropped unrun */
 
 /* ---- tensors on a device (graph/device.c, graph/tensor.c) ---- */
 /* A zero-filled step tensor on the CPU, whatever the current device. */

@@ -147,7 +147,8 @@ static void masked_softmax_backward(ag_node *n) {
 
 /* The mask plan as the kernels take it. */
 ag_kmask ag__kmask_of(const ag__mask_plan *p) {
-    return (ag_kmask){{p->rows3[0], p->rows3[1], p->rows3[2]}, {p->stride3[0], p->stride3[1], p->stride3[2]}, p->cols};
+    return (ag_kmask){.rows3 = {p->rows3[0], p->rows3[1], p->rows3[2]}, .cols = p->cols,
+                      .stride3 = {p->stride3[0], p->stride3[1], p->stride3[2]}};
 }
 
 /* The GPU's masked softmax (ops/cuda/softmax.cu): the same plan, a warp per row. */

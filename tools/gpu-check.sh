@@ -121,6 +121,8 @@ for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 tes
   build-gpu/tests/$t >build-gpu/$t.log 2>&1
   rc=$?
   grep -E "CHECK|FAIL|attngrad:|SKIP|Abort|Segmentation" build-gpu/$t.log | head -60
+  # whether CUDA graphs replayed, model by model (a pass only says they ran)
+  grep -E "with CUDA graphs" build-gpu/$t.log | head -20
   tail -n 2 build-gpu/$t.log
   if [ "$rc" -eq 77 ]; then say "$t SKIPPED: it found no usable GPU"; gskip=$((gskip + 1))
   elif [ "$rc" -ne 0 ]; then say "$t FAILED (exit $rc)"; fails=$((fails + 1))
@@ -172,14 +174,14 @@ fi
 if [ $waits = 1 ]; then
   say "== host waits: uploads staged against AG_CUDA_SYNC_UPLOADS=1"
   {
-    echo "| model | staged ms | waits/step | sync uploads ms | waits/step | --cuda-graphs ms | waits/step | graph launches/step |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| model | staged ms | waits/step | sync uploads ms | waits/step | --cuda-graphs ms | waits/step | graph launches/step | eager stretches/step |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for m in mpsan dual_axial poslm ms_san mtsa; do
       a=$(build-gpu/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
       b=$(AG_CUDA_SYNC_UPLOADS=1 build-gpu/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
       c=$(build-gpu/bench/bench_models --device cuda --model $m --no-peak --cuda-graphs 2>&1 | grep -E '^result:|attngrad:')
       v() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-      echo "| $m | $(v "$a" ms_med) | $(v "$a" waits) | $(v "$b" ms_med) | $(v "$b" waits) | $(v "$c" ms_med) | $(v "$c" waits) | $(v "$c" graph_launches) |"
+      echo "| $m | $(v "$a" ms_med) | $(v "$a" waits) | $(v "$b" ms_med) | $(v "$b" waits) | $(v "$c" ms_med) | $(v "$c" waits) | $(v "$c" graph_launches) | $(v "$c" eager_segments) |"
       echo "$c" | grep attngrad: | head -3
     done
   } 2>&1 | tee build-gpu/bench-waits.md

@@ -12,6 +12,8 @@ static const unsigned MAX_BLOCKS = 1024;
 typedef struct {
     ag_real v[3];
 } tail3;
+static_assert(sizeof(tail3) == 3 * sizeof(ag_real), "tail3: no padding");
+template <> struct ag__no_padding<tail3> : std::true_type {}; /* reals only, no padding: a launch's bytes are its own */
 
 /* Block row y copies slot y; the first block also writes the tail. */
 __global__ void pack_kernel(const ag_kgrad_slot *slots, ag_real w, bool zero, ag_real *flat, int64_t n, tail3 tail,

@@ -63,9 +63,8 @@ void ag__sum_backward_cuda(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int6
  * r = (i0 rows3[1] + i1) rows3[2] + i2 reads the mask row at
  * i0 stride3[0] + i1 stride3[1] + i2 stride3[2]. */
 typedef struct {
-    int rows3[3];
+    int rows3[3], cols; /* cols beside rows3: no padding (a kernel argument, prelude.cuh ag__no_padding) */
     int64_t stride3[3];
-    int cols;
 } ag_kmask;
 
 /* y = softmax(scale x + mask) over the last axis of [rows, cols] (mask
@@ -197,6 +196,7 @@ typedef struct {
     int n, d, nz, N;
     const int32_t *len;
     bool fresh_z, fresh_src[AG_KMIX_MAX_SOURCES];
+    bool unused[7]; /* to the pointers' alignment: no padding (a kernel argument, prelude.cuh ag__no_padding) */
 } ag_kmix;
 void ag__softmax_mix_forward_cuda(const ag_kmix *j, int64_t rows);
 void ag__softmax_mix_backward_cuda(const ag_kmix *j, int64_t rows);

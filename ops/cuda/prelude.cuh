@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 #include <new>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "kernels.h"
@@ -98,8 +99,21 @@ template <typename... P> static int ag__run_kernel_record(const void *p) {
     return (int)cudaPeekAtLastError();
 }
 
+/* A record's bytes are its identity, so an argument type must have no
+ * padding: a struct's padding holds whatever the caller's stack held, and
+ * equal launches would differ in it and never replay.  The compiler checks
+ * scalars and structs of integers and pointers; a struct with real members
+ * (whose bytes are not unique: -0.0) opts in with a specialisation beside
+ * an assertion of its size. */
+template <typename T>
+struct ag__no_padding
+    : std::integral_constant<bool, std::is_floating_point<T>::value || std::has_unique_object_representations<T>::value> {
+};
+
 template <typename... P, typename... A>
 static inline void ag__launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared, A &&...args) {
+    static_assert((ag__no_padding<P>::value && ...), "a kernel argument type has padding bytes (see ag__no_padding)");
+    static_assert(alignof(ag__kernel_record<P...>) <= 16, "records are 16-byte aligned");
     void *space = ag__record_begin(sizeof(ag__kernel_record<P...>), ag__run_kernel_record<P...>);
     if (!space) {
         kernel<<<grid, block, shared, ag__cuda_stream()>>>(std::forward<A>(args)...);
