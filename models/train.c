@@ -1281,6 +1281,10 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     if (!rc && writer) rc = remove_stale_temps(out, o->quiet, err, errlen);
     if (!rc && !resume && writer) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
+    /* early stopping is judged again by this command's --patience, as its
+     * --epochs extends a run: a larger patience continues a run that stopped
+     * early, exactly as a run with that patience from the start would have */
+    if (!rc && resume) s.stopped = o->patience > 0 && s.bad_epochs >= o->patience;
     if (!rc) ag_dist_bcast_params(&t.model.params); /* every rank starts from rank 0's parameters */
     if (!rc && !o->quiet) print_header(&t, o, out);
     if (!rc) rc = warm_up(&t, err, errlen);

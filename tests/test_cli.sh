@@ -138,6 +138,12 @@ expect 1 'already holds a run.*--resume' "$AG" train "${SMALL[@]}" --out "$T/cut
 expect 0 'done in .* 3 epochs, 24 steps' "$AG" train --resume --out "$T/cut" --progress none
 "$TT" compare "$T/full/last.safetensors" "$T/cut/last.safetensors" && ok || bad "resumed run differs from the uninterrupted one"
 expect 2 'needs --out' "$AG" train --resume
+# a run stopped early goes on when resumed with a larger --patience, as if it had had it from the start
+expect 0 'done in .* 2 epochs, 16 steps' "$AG" train "${SMALL[@]}" --epochs 6 --patience 1 --out "$T/pat"
+expect 0 'done in .* 2 epochs, 16 steps' "$AG" train --resume --out "$T/pat" --progress none
+expect 0 'done in .* 6 epochs, 48 steps' "$AG" train --resume --out "$T/pat" --patience 10 --progress none
+expect 0 'done in .* 6 epochs, 48 steps' "$AG" train "${SMALL[@]}" --epochs 6 --patience 10 --out "$T/pat-full"
+"$TT" compare "$T/pat-full/last.safetensors" "$T/pat/last.safetensors" && ok || bad "a run resumed with a larger patience differs from one that had it from the start"
 
 # ---- gradcheck and dump-step of every registered model ----
 for m in $models; do
