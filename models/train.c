@@ -24,6 +24,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -32,6 +33,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1156,11 +1158,56 @@ static int check_folder(const char *out, bool resume, bool force, char *err, siz
     return 0;
 }
 
+/* One writer per run folder: the command that trains into a folder holds
+ * flock(2) on <folder>/.lock until it ends, so a second train into the same
+ * folder (a queued --resume, a --force, a copy of the same command) stops,
+ * naming the holder, instead of interleaving its checkpoints and metrics
+ * with the first one's.  The kernel drops the lock when its holder dies, so
+ * a crash leaves nothing stale behind; a file system without locks gets a
+ * note and no lock.  *fd is -1 when no lock is held. */
+static int lock_folder(const char *out, bool quiet, int *fd, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    join(path, sizeof path, out, ".lock");
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (*fd < 0) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) {
+        char pid[24];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(*fd, 0) || pwrite(*fd, pid, (size_t)n, 0) != n) {
+            /* the pid only serves another command's message: the run goes on without it */
+        }
+        return 0;
+    }
+    int e = errno;
+    if (e != EWOULDBLOCK) { /* no locks here (some network file systems) */
+        close(*fd), *fd = -1;
+        if (!quiet) fprintf(stderr, "note: %s: cannot lock (%s): nothing stops a second run writing into %s\n", path,
+                            strerror(e), out);
+        return 0;
+    }
+    char holder[24] = "";
+    ssize_t n = pread(*fd, holder, sizeof holder - 1, 0);
+    close(*fd), *fd = -1;
+    long pid = n > 0 ? strtol(holder, NULL, 10) : 0;
+    if (pid > 0 && pid <= INT_MAX && kill((pid_t)pid, 0) == 0) /* not a dead run's pid under another holder */
+        return ag_train_fail(err, errlen, AG_ERR_IO, "%s is in use: process %ld is training into it; wait for it to end "
+                             "(then --resume) or give another --out", out, pid);
+    return ag_train_fail(err, errlen, AG_ERR_IO, "%s is in use: another process holds %s; wait for it to end or give "
+                         "another --out", out, path);
+}
+
+static void unlock_folder(int fd) {
+    if (fd >= 0) close(fd); /* closing the file drops the lock; the file stays for the next run */
+}
+
 /* A fresh run's folder, made only once its data and model are built, so a
- * bad start (even a fatal size error) leaves no empty folder behind. */
-static int make_folder(const char *out, char *err, size_t errlen) {
+ * bad start (even a fatal size error) leaves no empty folder behind.  It is
+ * locked before anything in it is removed: a --force into a folder another
+ * command is training into stops there, having deleted nothing. */
+static int make_folder(const char *out, bool quiet, int *lock, char *err, size_t errlen) {
     char path[AG_PATH_MAX + 32];
     int rc = make_dirs(out, err, errlen);
+    if (!rc) rc = lock_folder(out, quiet, lock, err, errlen);
     const char *stale[] = {"metrics.csv", "metrics.jsonl", "best.safetensors", "last.safetensors"};
     for (int i = 0; !rc && i < 4; i++) {
         join(path, sizeof path, out, stale[i]);
@@ -1264,11 +1311,14 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     memset(r, 0, sizeof *r);
     bool resume = o->resume;
     char path[AG_PATH_MAX + 32];
+    bool writer = ag_dist_rank() == 0; /* rank 0 alone writes */
+    int lock = -1;                      /* held from here (resume) or from make_folder (a fresh run) to the end */
     int rc = check_folder(out, resume, o->force, err, errlen);
+    if (!rc && resume && writer) rc = lock_folder(out, o->quiet, &lock, err, errlen);
     if (rc) return rc;
     ag_vocab *vocab = NULL;
     join(path, sizeof path, out, "vocab.txt");
-    if (resume && (rc = ag_vocab_load(path, &vocab, err, errlen))) return rc;
+    if (resume && (rc = ag_vocab_load(path, &vocab, err, errlen))) return unlock_folder(lock), rc;
 
     trainer t;
     run_state s = {.best = -INFINITY};
@@ -1276,8 +1326,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     join(path, sizeof path, out, "last.safetensors");
     rc = trainer_init(&t, o, fold, vocab, resume ? path : o->init[0] ? o->init : NULL, err, errlen);
     join(path, sizeof path, out, "vocab.txt");
-    bool writer = ag_dist_rank() == 0; /* rank 0 alone writes */
-    if (!rc && !resume && writer) rc = make_folder(out, err, errlen);
+    if (!rc && !resume && writer) rc = make_folder(out, o->quiet, &lock, err, errlen);
     if (!rc && writer) rc = remove_stale_temps(out, o->quiet, err, errlen);
     if (!rc && !resume && writer) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
     if (!rc && resume) rc = resume_from(out, &t, &s, err, errlen);
@@ -1299,6 +1348,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     r->epochs = s.epoch;
     r->seconds = s.seconds;
     trainer_free(&t);
+    unlock_folder(lock);
     return rc;
 }
 

@@ -13,7 +13,10 @@
 #  - a small checkpoint whose config asks for an enormous model is refused
 #    from its names and shapes, listing them, before anything is allocated;
 #  - train --init: from a file (all its tensors used), every missing, extra
-#    and mis-shaped tensor listed.
+#    and mis-shaped tensor listed;
+#  - one writer per folder: a --resume or --force into a folder another
+#    process trains into stops naming it, having removed nothing, and the
+#    lock dies with its holder.
 #
 #   tests/test_run_folder.sh build/tools/attngrad
 set -u
@@ -83,6 +86,28 @@ expect 0 'removed 1 temporary file' "$AG" train --out "$dir" --resume --progress
 [ -e "$dir/last.safetensors.tmp.$live.0" ] && [ ! -e "$dir/best.safetensors.tmp.2147483646.7" ] && [ -e "$dir/notes.txt.tmp.2147483646.7" ] \
   && ok || bad "stale temporary files: $(ls "$dir")"
 kill "$live"; wait "$live" 2>/dev/null
+
+# ---- one writer per folder ----
+dir="$T/locked"
+"$AG" train "${RUN[@]}" --epochs 1000000 --out "$dir" >/dev/null 2>&1 &
+holder=$!
+for i in $(seq 300); do [ -e "$dir/last.safetensors" ] && break; sleep 0.1; done
+[ -e "$dir/last.safetensors" ] && ok || bad "the long run wrote no checkpoint in 30 s"
+expect 1 "$dir is in use: process $holder is training into it" "$AG" train --out "$dir" --resume --progress none
+expect 1 "$dir is in use: process $holder" "$AG" train "${RUN[@]}" --out "$dir" --force
+kill -0 "$holder" 2>/dev/null && ok || bad "the first run stopped while a second one was refused"
+[ -e "$dir/last.safetensors" ] && [ -e "$dir/vocab.txt" ] && [ -e "$dir/metrics.csv" ] && ok \
+  || bad "a refused second writer removed the run's files: $(ls "$dir")"
+exec 3>&2 2>/dev/null
+kill -9 "$holder"; wait "$holder" 2>/dev/null
+exec 2>&3 3>&-
+if command -v flock >/dev/null; then # a holder that is no attngrad: the dead run's pid is not named
+  exec 9>>"$dir/.lock"
+  flock -n 9 && ok || bad "the dead run's lock outlived it"
+  expect 1 "$dir is in use: another process holds $dir/.lock" "$AG" train --out "$dir" --resume --progress none
+  exec 9>&-
+fi
+expect 0 'done in' "$AG" train --out "$dir" --resume --epochs 1 --progress none # the lock went with its holder
 
 # ---- a full disk: the metrics append lost the header and rows ----
 cp -r "$T/ref" "$T/full"
