@@ -118,9 +118,9 @@ static void twin_grads(ag_params *cpu, ag_params *gpu, double scale) {
     }
 }
 
-/* Two optimizers' parameters and state agree to TOL_EXACT; returns the worst. */
-static double compare_optimizers(const char *label, const ag_params *cpu, const ag_params *gpu,
-                                 const ag_optimizer *oc, const ag_optimizer *og) {
+/* Two optimizers' parameters and state agree to TOL_EXACT; prints the
+ * worst difference, then frees both twins and their optimizers. */
+static void compare_twins_and_free(const char *label, ag_params *cpu, ag_params *gpu, ag_optimizer *oc, ag_optimizer *og) {
     double worst = 0;
     for (int i = 0; i < cpu->count; i++) {
         const ag_tensor *p = cpu->items[i];
@@ -133,7 +133,11 @@ static double compare_optimizers(const char *label, const ag_params *cpu, const 
                                         TOL_EXACT));
         }
     }
-    return worst;
+    printf("%-44s params and state: worst rel diff %.2e\n", label, worst);
+    ag_optim_free(oc);
+    ag_optim_free(og);
+    ag_params_free(cpu);
+    ag_params_free(gpu);
 }
 
 static void optimizer_case(const char *spec) {
@@ -152,12 +156,7 @@ static void optimizer_case(const char *spec) {
     }
     char label[96];
     snprintf(label, sizeof label, "%s after 4 steps", spec);
-    double worst = compare_optimizers(label, &cpu, &gpu, &oc, &og);
-    printf("%-44s params and state: worst rel diff %.2e\n", spec, worst);
-    ag_optim_free(&oc);
-    ag_optim_free(&og);
-    ag_params_free(&cpu);
-    ag_params_free(&gpu);
+    compare_twins_and_free(label, &cpu, &gpu, &oc, &og);
 }
 
 /* Clipping and the L2 term: the norms to the bit, the gradients after. */
@@ -330,12 +329,7 @@ static void gated_case(const char *spec) {
           (long long)og.step, (long long)oc.step);
     char label[96];
     snprintf(label, sizeof label, "%s gated, 3 of %d skipped", spec, STEPS);
-    double worst = compare_optimizers(label, &cpu, &gpu, &oc, &og);
-    printf("%-44s worst rel diff %.2e\n", label, worst);
-    ag_optim_free(&oc);
-    ag_optim_free(&og);
-    ag_params_free(&cpu);
-    ag_params_free(&gpu);
+    compare_twins_and_free(label, &cpu, &gpu, &oc, &og);
 }
 
 /* A checkpoint of GPU parameters and Adam state, read into CPU twins. */
