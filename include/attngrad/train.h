@@ -170,7 +170,9 @@ int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t
 const ag_real *ag_host_values(const ag_tensor *t);
 
 /* Runs a whole training as the `train` command does: every fold of a CV
- * data set (or one), with checkpoints, metrics and progress output. */
+ * data set (or one), with checkpoints, metrics and progress output.  It
+ * holds a lock on the run folder it writes (docs/cli.md, "One writer per
+ * folder"): a second ag_train into the same folder fails, naming the first. */
 int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen);
 
 /* The options of the run in folder `out` (from its last.safetensors, or
