@@ -91,6 +91,9 @@ int ag_data_lines_open_mem(ag_data_line_reader *lr, const char *name, const void
                            size_t max_line_bytes, char *err, size_t errlen);
 /* 1 = got a line, 0 = end of file, negative = error (message written). */
 int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen);
+/* Up to n raw bytes of the input, past what the lines have taken, into dst
+ * (file or memory alike): how many; fewer only at the end or on an error. */
+size_t ag_data_lines_read(ag_data_line_reader *lr, void *dst, size_t n);
 void ag_data_lines_close(ag_data_line_reader *lr);
 
 

@@ -45,14 +45,16 @@ int ag_data_lines_open_mem(ag_data_line_reader *lr, const char *name, const void
     return 0;
 }
 
-/* The next chunk of the input into lr->chunk: its length, 0 at the end. */
-static size_t read_chunk(ag_data_line_reader *lr) {
-    if (!lr->mem) return fread(lr->chunk, 1, AG_CHUNK_BYTES, lr->f);
-    size_t n = lr->mem_len - lr->mem_pos < AG_CHUNK_BYTES ? lr->mem_len - lr->mem_pos : AG_CHUNK_BYTES;
-    memcpy(lr->chunk, lr->mem + lr->mem_pos, n);
+size_t ag_data_lines_read(ag_data_line_reader *lr, void *dst, size_t n) {
+    if (!lr->mem) return fread(dst, 1, n, lr->f);
+    if (n > lr->mem_len - lr->mem_pos) n = lr->mem_len - lr->mem_pos;
+    memcpy(dst, lr->mem + lr->mem_pos, n);
     lr->mem_pos += n;
     return n;
 }
+
+/* The next chunk of the input into lr->chunk: its length, 0 at the end. */
+static size_t read_chunk(ag_data_line_reader *lr) { return ag_data_lines_read(lr, lr->chunk, AG_CHUNK_BYTES); }
 
 void ag_data_lines_close(ag_data_line_reader *lr) {
     if (lr->f) fclose(lr->f);

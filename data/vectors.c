@@ -354,7 +354,7 @@ static size_t have_bytes(ag_data_line_reader *lr, size_t n, size_t chunk_size) {
     lr->chunk_pos = 0;
     lr->chunk_len = avail;
     while (lr->chunk_len < n) {
-        size_t got = fread(lr->chunk + lr->chunk_len, 1, chunk_size - lr->chunk_len, lr->f);
+        size_t got = ag_data_lines_read(lr, lr->chunk + lr->chunk_len, chunk_size - lr->chunk_len);
         if (!got) {
             lr->eof = 1;
             break;
@@ -483,18 +483,30 @@ static int read_all(reader *r) {
     return 0;
 }
 
-int ag_vectors_read(const char *path, const ag_vocab *vocab, const ag_vec_opts *opts, ag_vectors *out, char *err,
-                    size_t errlen) {
+/* A file (mem NULL) or bytes in memory named `path`. */
+static int vectors_read(const char *path, const void *mem, size_t mem_len, const ag_vocab *vocab,
+                        const ag_vec_opts *opts, ag_vectors *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     reader r = {.path = path, .vocab = vocab, .out = out, .err = err, .errlen = errlen};
     if (opts) r.opts = *opts;
     if (r.opts.max_dim <= 0) r.opts.max_dim = AG_VEC_MAX_DIM;
-    int rc = ag_data_lines_open(&r.lr, path, 0, err, errlen);
+    int rc = mem ? ag_data_lines_open_mem(&r.lr, path, mem, mem_len, 0, err, errlen)
+                 : ag_data_lines_open(&r.lr, path, 0, err, errlen);
     if (!rc && build_lower_map(&r)) rc = fail(&r, AG_DATA_ENOMEM, "%s: out of memory", path);
     if (!rc) rc = read_all(&r);
     reader_free(&r);
     if (rc) ag_vectors_free(out); /* nothing half-loaded */
     return rc;
+}
+
+int ag_vectors_read(const char *path, const ag_vocab *vocab, const ag_vec_opts *opts, ag_vectors *out, char *err,
+                    size_t errlen) {
+    return vectors_read(path, NULL, 0, vocab, opts, out, err, errlen);
+}
+
+int ag_vectors_read_mem(const char *name, const void *bytes, size_t n, const ag_vocab *vocab, const ag_vec_opts *opts,
+                        ag_vectors *out, char *err, size_t errlen) {
+    return vectors_read(name, bytes ? bytes : "", n, vocab, opts, out, err, errlen);
 }
 
 int64_t ag_vectors_coverage(const ag_vectors *v, const ag_dataset *ds, const int64_t *subset, int64_t n,

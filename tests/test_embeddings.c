@@ -3,7 +3,8 @@
  * (path:line, nothing half-loaded), duplicates, coverage of a data set, the
  * rows a model's embedding gets, and frozen parameters (no gradient, no
  * optimizer state, no L2 term, unchanged by steps, absent from checkpoints).
- * Every vectors file is written here, in a scratch folder. */
+ * Every file is also read from memory (ag_vectors_read_mem), which must
+ * answer the same.  Every vectors file is written here, in a scratch folder. */
 #include "../models/models.h"
 #include "check.h"
 
@@ -45,9 +46,48 @@ static bool row_is(const ag_vectors *v, int id, const float *want) {
     return !memcmp(v->rows + (size_t)id * v->dim, want, (size_t)v->dim * sizeof(float));
 }
 
+/* A file's bytes (malloc'd; NULL if it cannot be read). */
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (size_t got = 1; got;) {
+        if (*n == cap && !(buf = realloc(buf, cap = 2 * cap + 4096))) abort();
+        *n += got = fread(buf + *n, 1, cap - *n, f);
+    }
+    fclose(f);
+    return buf;
+}
+
+static bool same_vectors(const ag_vectors *a, const ag_vectors *b) {
+    size_t rows = (size_t)a->vocab * (size_t)a->dim;
+    return a->format == b->format && a->dim == b->dim && a->vocab == b->vocab && a->n_exact == b->n_exact &&
+           a->n_lower == b->n_lower && a->records == b->records && a->spaced == b->spaced &&
+           a->duplicates == b->duplicates && !strcmp(a->first_warning, b->first_warning) && !a->rows == !b->rows &&
+           (!a->rows || !memcmp(a->rows, b->rows, rows * sizeof(float))) && !a->found == !b->found &&
+           (!a->found || !memcmp(a->found, b->found, (size_t)a->vocab));
+}
+
+/* The file read, and the same bytes read from memory (ag_vectors_read_mem,
+ * what the fuzzer drives) checked to give the same answer, error included. */
 static int read_vec(const char *path, const ag_vocab *vocab, int exact_only, ag_vectors *out, char *err) {
     ag_vec_opts o = {.exact_only = exact_only};
-    return ag_vectors_read(path, vocab, &o, out, err, AG_ERR_LEN);
+    int rc = ag_vectors_read(path, vocab, &o, out, err, AG_ERR_LEN);
+    size_t n;
+    unsigned char *bytes = slurp(path, &n);
+    if (bytes) {
+        char merr[AG_ERR_LEN] = "";
+        ag_vectors m;
+        int mrc = ag_vectors_read_mem(path, bytes, n, vocab, &o, &m, merr, sizeof merr);
+        CHECK(mrc == rc && (!rc || !strcmp(merr, err)), "%s from memory: rc %d '%s', from the file rc %d '%s'", path, mrc,
+              merr, rc, err);
+        CHECK(same_vectors(&m, out), "%s: read from memory, other vectors than from the file", path);
+        ag_vectors_free(&m);
+        free(bytes);
+    }
+    return rc;
 }
 
 static void test_glove(const ag_vocab *vocab) {
@@ -168,6 +208,32 @@ static void test_word2vec_binary(const ag_vocab *vocab) {
     n = binary(buf, words, (float[]){1, inf, 0}, 1, 3, true);
     CHECK(read_vec(put("inf.bin", buf, n), vocab, 0, &v, err) == AG_DATA_EFORMAT);
     CHECK(strstr(err, "value 2 is not a finite float"), "%s", err);
+}
+
+/* Binary records past the reader's 1 MiB buffer, the vocabulary's words
+ * among them, the last one at the very end of the file. */
+static void test_word2vec_binary_large(const ag_vocab *vocab) {
+    enum { N = 60000, D = 4 };
+    static char names[N][16];
+    static const char *words[N];
+    static float vals[N * D];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "w%d", i);
+        words[i] = names[i];
+        for (int j = 0; j < D; j++) vals[i * D + j] = (float)(i % 1000) / 64 + (float)j;
+    }
+    words[50000] = "cat"; /* past the first megabyte */
+    words[N - 1] = "the";
+    unsigned char *buf = malloc((size_t)N * (16 + 4 * D) + 32);
+    if (!buf) abort();
+    size_t n = binary(buf, words, vals, N, D, true);
+    CHECK(n > (1u << 20) + (64u << 10), "the file spans %zu bytes", n);
+    char err[AG_ERR_LEN] = "";
+    ag_vectors v;
+    CHECK(read_vec(put("large.bin", buf, n), vocab, 0, &v, err) == 0, "%s", err);
+    CHECK(v.records == N && v.n_exact == 2 && row_is(&v, CAT, vals + 50000 * D) && row_is(&v, THE, vals + (N - 1) * D));
+    ag_vectors_free(&v);
+    free(buf);
 }
 
 /* Each bad file: the status, and the message holds every string. */
@@ -378,6 +444,7 @@ int main(void) {
     test_duplicates(vocab);
     test_word2vec_text(vocab);
     test_word2vec_binary(vocab);
+    test_word2vec_binary_large(vocab);
     test_errors(vocab);
     test_coverage();
     test_embedding_rows(vocab);

@@ -253,6 +253,9 @@ typedef struct {
 
 int ag_vectors_read(const char *path, const ag_vocab *vocab, const ag_vec_opts *opts, ag_vectors *out,
                     char *err, size_t errlen);
+/* The same over n bytes in memory; `name` stands for the path in messages. */
+int ag_vectors_read_mem(const char *name, const void *bytes, size_t n, const ag_vocab *vocab,
+                        const ag_vec_opts *opts, ag_vectors *out, char *err, size_t errlen);
 void ag_vectors_free(ag_vectors *v);
 const char *ag_vec_format_name(ag_vec_format f); /* "GloVe text", "word2vec text", "word2vec binary" */
 /* Tokens of examples subset[0..n) of the encoded ds (subset NULL: all; both
