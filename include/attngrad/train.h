@@ -9,7 +9,7 @@
  *   ag_train_result r;
  *   if (ag_train(&o, &r, err, sizeof err)) puts(err);
  *
- * Every option is a row of one table (train.c): the CLI parses "--key value"
+ * Every option is a row of one table (models/train_opts.c): the CLI parses "--key value"
  * into ag_train_set, help text comes from the table, and the options a run
  * depends on are saved as "key=value" lines in every checkpoint's "config"
  * metadata, so `eval`, `predict` and `--resume` rebuild the same run.

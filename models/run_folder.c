@@ -1,0 +1,418 @@
+/* run_folder.c - a training run's folder on disk: the run's counters in
+ * its checkpoints, the metrics logs, atomic writes, the one-writer lock,
+ * and --resume (run_folder.h says what the folder holds and why a crash
+ * anywhere loses nothing). */
+#include "run_folder.h"
+#include "dist.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+/* ---- the run's counters, saved as "state.*" config lines --------------------- */
+
+static int state_format(const ag__run_state *s, char *buf, size_t n) {
+    int w = snprintf(buf, n,
+                     "state.step=%lld\nstate.epoch=%d\nstate.batch=%lld\nstate.best=%.17g\nstate.best_epoch=%d\n"
+                     "state.bad_epochs=%d\nstate.stopped=%d\nstate.seconds=%.17g\n",
+                     (long long)s->step, s->epoch, (long long)s->batch, s->best, s->best_epoch, s->bad_epochs,
+                     s->stopped, s->seconds);
+    return w < 0 || (size_t)w >= n ? AG_ERR_ARG : 0;
+}
+
+static const char *state_value(const char *text, const char *key) {
+    size_t k = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, key, k) && p[k] == '=') return p + k + 1;
+    return NULL;
+}
+
+/* A counter reads back only as the plain decimal integer state_format wrote,
+ * within its field's range: a hand-edited or corrupt value such as 3e9 or
+ * 0x10 must not wrap an int into a negative epoch or parse as something else. */
+static bool parse_counter(const char *p, int64_t max, int64_t *out) {
+    if (!p || *p < '0' || *p > '9') return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (errno || (*end && *end != '\n') || v > max) return false;
+    *out = v;
+    return true;
+}
+
+static int state_parse(const char *text, ag__run_state *s, const char *what, char *err, size_t errlen) {
+    enum { STEP, EPOCH, BATCH, BEST_EPOCH, BAD_EPOCHS, STOPPED, N_COUNTERS };
+    static const struct {
+        const char *key;
+        int64_t max;
+    } counters[N_COUNTERS] = {{"state.step", (int64_t)9e15}, {"state.epoch", INT_MAX}, {"state.batch", (int64_t)9e15},
+                              {"state.best_epoch", INT_MAX}, {"state.bad_epochs", INT_MAX}, {"state.stopped", 1}};
+    int64_t v[N_COUNTERS];
+    for (int i = 0; i < N_COUNTERS; i++)
+        if (!parse_counter(state_value(text, counters[i].key), counters[i].max, &v[i]))
+            return ag_train_fail(err, errlen, AG_ERR_FORMAT,
+                                 "%s: config entry %s is missing or not an integer in [0, %lld]", what,
+                                 counters[i].key, (long long)counters[i].max);
+    /* best may be -inf (no dev score yet); seconds is a finite duration */
+    const char *real_keys[] = {"state.best", "state.seconds"};
+    double r[2];
+    for (int i = 0; i < 2; i++) {
+        const char *p = state_value(text, real_keys[i]);
+        char *end = NULL;
+        r[i] = p ? strtod(p, &end) : NAN;
+        /* strtod reads hex too */
+        bool hex = p && (memchr(p, 'x', (size_t)(end - p)) || memchr(p, 'X', (size_t)(end - p)));
+        if (!p || hex || (*end && *end != '\n') || isnan(r[i]) || (i == 1 && !(r[i] >= 0 && isfinite(r[i]))))
+            return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or bad", what,
+                                 real_keys[i]);
+    }
+    *s = (ag__run_state){.step = v[STEP], .epoch = (int)v[EPOCH], .batch = v[BATCH], .best = r[0],
+                         .best_epoch = (int)v[BEST_EPOCH], .bad_epochs = (int)v[BAD_EPOCHS], .stopped = (int)v[STOPPED],
+                         .seconds = r[1]};
+    return 0;
+}
+
+int ag__run_state_check(const char *config, const char *what, char *err, size_t errlen) {
+    ag__run_state s;
+    return state_parse(config, &s, what, err, errlen);
+}
+
+/* ---- the metrics logs -------------------------------------------------------- */
+
+/* A number for JSON: null when not finite (a diverged perplexity). */
+static void json_num(FILE *f, const char *key, double x) {
+    if (isfinite(x)) fprintf(f, "\"%s\":%.6g", key, x);
+    else fprintf(f, "\"%s\":null", key);
+}
+
+/* The metrics of one split: CSV header, CSV cells (empty when the split is
+ * absent), JSON object. */
+static void csv_header(FILE *f, const char *split, ag_task task) {
+    if (task == AG_TASK_RELATEDNESS) fprintf(f, "%s_loss,%s_pearson,%s_spearman,%s_mse,", split, split, split, split);
+    else fprintf(f, "%s_loss,%s_%s,", split, split, task == AG_TASK_LM ? "ppl" : "acc");
+}
+
+static void csv_cells(FILE *f, ag_task task, const ag_metrics *x, bool present) {
+    if (!present) fputs(task == AG_TASK_RELATEDNESS ? ",,,," : ",,", f);
+    else if (task == AG_TASK_RELATEDNESS) fprintf(f, "%.6f,%.6f,%.6f,%.6f,", x->loss, x->pearson, x->spearman, x->mse);
+    else fprintf(f, "%.6f,%.6f,", x->loss, task == AG_TASK_LM ? x->perplexity : x->accuracy);
+}
+
+static void json_split(FILE *j, const char *split, ag_task task, const ag_metrics *x) {
+    fprintf(j, ",\"%s\":{", split);
+    json_num(j, "loss", x->loss), fputc(',', j);
+    if (task == AG_TASK_RELATEDNESS) {
+        json_num(j, "pearson", x->pearson), fputc(',', j), json_num(j, "spearman", x->spearman), fputc(',', j);
+        json_num(j, "mse", x->mse);
+    } else {
+        json_num(j, task == AG_TASK_LM ? "perplexity" : "accuracy", task == AG_TASK_LM ? x->perplexity : x->accuracy);
+    }
+    fputc('}', j);
+}
+
+/* One epoch's row appended to both logs (the CSV's header first). */
+int ag__run_logs_add(ag__run_logs *l, ag_task task, const ag__epoch_row *e, char *err, size_t errlen) {
+    char *row = NULL, *jrow = NULL;
+    size_t n = 0, jn = 0;
+    FILE *f = open_memstream(&row, &n), *j = open_memstream(&jrow, &jn);
+    if (f && !l->csv.len) {
+        fputs("epoch,step,lr,train_loss,", f);
+        csv_header(f, "dev", task);
+        csv_header(f, "test", task);
+        fputs("seconds,partial,best\n", f);
+    }
+    if (f) {
+        fprintf(f, "%d,%lld,%.6g,%.6f,", e->epoch, (long long)e->step, e->lr, e->train_loss);
+        csv_cells(f, task, &e->dev, true);
+        csv_cells(f, task, &e->test, e->has_test);
+        fprintf(f, "%.3f,%d,%d\n", e->seconds, e->partial, e->best);
+    }
+    if (j) {
+        fprintf(j, "{\"epoch\":%d,\"step\":%lld,", e->epoch, (long long)e->step);
+        json_num(j, "lr", e->lr), fputc(',', j), json_num(j, "train_loss", e->train_loss);
+        json_split(j, "dev", task, &e->dev);
+        if (e->has_test) json_split(j, "test", task, &e->test);
+        fprintf(j, ",\"seconds\":%.3f,\"partial\":%s,\"best\":%s}\n", e->seconds, e->partial ? "true" : "false",
+                e->best ? "true" : "false");
+    }
+    bool ok = f && j;
+    if (f) fclose(f);
+    if (j) fclose(j);
+    const char *add[2] = {row, jrow};
+    ag__text *logs[2] = {&l->csv, &l->jsonl};
+    for (int k = 0; k < 2 && ok; k++) {
+        size_t m = strlen(add[k]);
+        char *grown = realloc(logs[k]->s, logs[k]->len + m + 1);
+        if (!grown) ok = false;
+        else memcpy(grown + logs[k]->len, add[k], m + 1), logs[k]->s = grown, logs[k]->len += m;
+    }
+    free(row);
+    free(jrow);
+    return ok ? 0 : ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for the metrics log");
+}
+
+void ag__run_logs_free(ag__run_logs *l) {
+    free(l->csv.s);
+    free(l->jsonl.s);
+    *l = (ag__run_logs){0};
+}
+
+/* ---- writes a crash cannot tear ---------------------------------------------- */
+
+/* Test-only: AG_CRASH_AT=POINT:N kills the process with SIGKILL, as a crash
+ * would, the N-th time it passes POINT, so that a test can stop a run
+ * between any two of its writes.  Unset (always, outside tests) it costs a
+ * getenv per epoch. */
+void ag__crash_point(const char *point) {
+    static int passed;
+    const char *at = getenv("AG_CRASH_AT");
+    size_t n = strlen(point);
+    if (!at || strncmp(at, point, n) || at[n] != ':') return;
+    if (++passed == atoi(at + n + 1)) raise(SIGKILL);
+}
+
+/* `path` holds exactly text[0..n) or what it held before, whenever the
+ * process dies: a temporary file next to it, then rename. */
+static int write_atomic(const char *path, const char *text, size_t n, char *err, size_t errlen) {
+    char tmp[AG_PATH_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.0", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f)) ok = false;
+    if (ok && rename(tmp, path) == 0) return 0;
+    int e = errno;
+    unlink(tmp);
+    return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+}
+
+/* Both metrics files from the logs. */
+int ag__run_logs_write(const char *out, const ag__run_logs *l, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    ag__path_join(path, sizeof path, out, "metrics.csv");
+    int rc = write_atomic(path, l->csv.s ? l->csv.s : "", l->csv.len, err, errlen);
+    ag__crash_point("csv");
+    ag__path_join(path, sizeof path, out, "metrics.jsonl");
+    if (!rc) rc = write_atomic(path, l->jsonl.s ? l->jsonl.s : "", l->jsonl.len, err, errlen);
+    return rc;
+}
+
+/* A checkpoint: the run's options and counters travel in its config. */
+int ag__run_save(const char *path, const ag_train_opts *o, const ag__run_state *s, const ag__run_parts *p, char *err,
+                 size_t errlen) {
+    ag_train_state st = {.step = s->step, .epoch = s->epoch, .rng = *p->rng};
+    bool fits = ag_train_opts_format(o, st.config, sizeof st.config) == 0;
+    size_t k = strlen(st.config);
+    if (!fits || state_format(s, st.config + k, sizeof st.config - k))
+        return ag_train_fail(err, errlen, AG_ERR_ARG,
+                             "%s: the run's config does not fit in %d bytes (shorter --data path?)", path,
+                             AG_CONFIG_MAX);
+    const ag__run_logs *l = p->logs;
+    const char *meta[] = {"metrics.csv", l->csv.s ? l->csv.s : "", "metrics.jsonl", l->jsonl.s ? l->jsonl.s : "", NULL};
+    st.meta = meta;
+    if (ag_checkpoint_save(path, p->params, p->opt, p->sched, &st))
+        return ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
+    return 0;
+}
+
+/* ---- the folder: one writer, no stale files ---------------------------------- */
+
+/* Does rank 0, which makes and writes the run folder, see path?  Every
+ * rank takes its answer: one that looked after rank 0 made the folder, or
+ * at another file system, must not decide otherwise (and stop alone). */
+bool ag__rank0_sees(const char *path) {
+    char there = ag_dist_rank() == 0 && ag__path_exists(path);
+    ag_dist_bcast(&there, 1);
+    return there;
+}
+
+/* Before anything is loaded: a run to resume must be there, and a fresh
+ * run must not overwrite one unless forced. */
+int ag__run_folder_check(const char *out, bool resume, bool force, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    ag__path_join(path, sizeof path, out, "last.safetensors");
+    bool there = ag__rank0_sees(path);
+    if (resume) return there ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
+    if (there && !force)
+        return ag_train_fail(err, errlen, AG_ERR_ARG,
+                             "%s already holds a run: add --resume to continue it or --force to start over", out);
+    return 0;
+}
+
+/* One writer per run folder: the command that trains into a folder holds
+ * flock(2) on <folder>/.lock until it ends, so a second train into the same
+ * folder (a queued --resume, a --force, a copy of the same command) stops,
+ * naming the holder, instead of interleaving its checkpoints and metrics
+ * with the first one's.  The kernel drops the lock when its holder dies, so
+ * a crash leaves nothing stale behind; a file system without locks gets a
+ * note and no lock.  *fd is -1 when no lock is held. */
+int ag__run_folder_lock(const char *out, bool quiet, int *fd, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    ag__path_join(path, sizeof path, out, ".lock");
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (*fd < 0) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) {
+        char pid[24];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(*fd, 0) || pwrite(*fd, pid, (size_t)n, 0) != n) {
+            /* the pid only serves another command's message: the run goes on without it */
+        }
+        return 0;
+    }
+    int e = errno;
+    if (e != EWOULDBLOCK) { /* no locks here (some network file systems) */
+        close(*fd), *fd = -1;
+        if (!quiet) fprintf(stderr, "note: %s: cannot lock (%s): nothing stops a second run writing into %s\n", path,
+                            strerror(e), out);
+        return 0;
+    }
+    char holder[24] = "";
+    ssize_t n = pread(*fd, holder, sizeof holder - 1, 0);
+    close(*fd), *fd = -1;
+    long pid = n > 0 ? strtol(holder, NULL, 10) : 0;
+    if (pid > 0 && pid <= INT_MAX && kill((pid_t)pid, 0) == 0) /* not a dead run's pid under another holder */
+        return ag_train_fail(err, errlen, AG_ERR_IO,
+                             "%s is in use: process %ld is training into it; wait for it to end (then --resume) or "
+                             "give another --out", out, pid);
+    return ag_train_fail(err, errlen, AG_ERR_IO, "%s is in use: another process holds %s; wait for it to end or give "
+                         "another --out", out, path);
+}
+
+void ag__run_folder_unlock(int fd) {
+    if (fd >= 0) close(fd); /* closing the file drops the lock; the file stays for the next run */
+}
+
+static int make_dirs(const char *path, char *err, size_t errlen) {
+    char buf[AG_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        bool end = !*p;
+        if (*p == '/' || end) {
+            *p = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST)
+                return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+            if (end) return 0;
+            *p = '/';
+        }
+    }
+}
+
+/* A fresh run's folder, made only once its data and model are built, so a
+ * bad start (even a fatal size error) leaves no empty folder behind.  It is
+ * locked before anything in it is removed: a --force into a folder another
+ * command is training into stops there, having deleted nothing. */
+int ag__run_folder_make(const char *out, bool quiet, int *lock, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    int rc = make_dirs(out, err, errlen);
+    if (!rc) rc = ag__run_folder_lock(out, quiet, lock, err, errlen);
+    const char *stale[] = {"metrics.csv", "metrics.jsonl", "best.safetensors", "last.safetensors"};
+    for (int i = 0; !rc && i < 4; i++) {
+        ag__path_join(path, sizeof path, out, stale[i]);
+        if (ag__path_exists(path) && unlink(path))
+            rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    }
+    return rc;
+}
+
+/* Is `name` a temporary file of this run's writers ("<file>.tmp.<pid>.<n>",
+ * <file> one of the run's own) that no live process is writing?  A crash
+ * leaves those behind; a live writer's pid is not ours and answers kill 0. */
+static bool stale_temp(const char *name) {
+    static const char *const own[] = {"last.safetensors", "best.safetensors", "metrics.csv", "metrics.jsonl"};
+    for (int i = 0; i < 4; i++) {
+        size_t n = strlen(own[i]);
+        if (strncmp(name, own[i], n) || strncmp(name + n, ".tmp.", 5)) continue;
+        const char *p = name + n + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(p, &end, 10);
+        bool counter = end[0] == '.' && end[1] && strspn(end + 1, "0123456789") == strlen(end + 1);
+        if (end == p || !counter || errno || pid <= 0 || pid > INT_MAX) return false;
+        return pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+    }
+    return false;
+}
+
+/* Removes what crashed writers left in the run folder: a temporary file is
+ * never the run's state (the rename that makes it so did not happen). */
+int ag__run_folder_clean(const char *out, bool quiet, char *err, size_t errlen) {
+    DIR *d = opendir(out);
+    if (!d) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot list: %s", out, strerror(errno));
+    int removed = 0, rc = 0;
+    char path[AG_PATH_MAX + 300];
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!stale_temp(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+        if (unlink(path) && errno != ENOENT)
+            rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+        else removed++;
+    }
+    closedir(d);
+    if (removed && !quiet)
+        printf("  note: removed %d temporary file%s a crashed run left in %s\n", removed, removed > 1 ? "s" : "", out);
+    return rc;
+}
+
+/* ---- --resume ---------------------------------------------------------------- */
+
+/* The text of a file (NULL, with errno, if it cannot be read). */
+static char *read_text(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *s = NULL;
+    *n = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        if (len >= 0 && (s = malloc((size_t)len + 1)) && fseek(f, 0, SEEK_SET) == 0)
+            s[*n = fread(s, 1, (size_t)len, f)] = 0;
+    }
+    if (f) fclose(f);
+    return s;
+}
+
+/* The metrics logs of a resumed run: the rows last.safetensors holds (the
+ * epochs whose state it is), and the files rewritten to exactly those,
+ * header included, whatever a crash or a full disk left in them.  A run
+ * saved before its checkpoints held the rows keeps its files as they are. */
+static int restore_metrics(const char *out, const char *ckpt, ag__run_logs *l, char *err, size_t errlen) {
+    ag_st_file f;
+    if (ag_st_read(ckpt, &f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    const char *csv = ag_st_meta(&f, "metrics.csv"), *jsonl = ag_st_meta(&f, "metrics.jsonl");
+    ag__text *logs[2] = {&l->csv, &l->jsonl};
+    const char *saved[2] = {csv, jsonl}, *names[2] = {"metrics.csv", "metrics.jsonl"};
+    for (int k = 0; k < 2; k++) {
+        char path[AG_PATH_MAX + 32];
+        ag__path_join(path, sizeof path, out, names[k]);
+        logs[k]->s = saved[0] && saved[1] ? strdup(saved[k]) : read_text(path, &logs[k]->len);
+        if (logs[k]->s) logs[k]->len = strlen(logs[k]->s);
+    }
+    ag_st_close(&f);
+    return csv && jsonl ? ag__run_logs_write(out, l, err, errlen) : 0;
+}
+
+int ag__run_resume(const char *out, const ag_vocab *vocab, const ag__run_parts *p, ag__run_state *s, char *err,
+                   size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    ag__path_join(path, sizeof path, out, "last.safetensors");
+    ag_train_state st;
+    if (ag_checkpoint_load(path, p->params, p->opt, p->sched, &st))
+        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    /* this folder's own vocab.txt (a CV run has one per fold) against the
+     * fingerprint its checkpoint recorded; runs saved before it: size only */
+    const char *saved = state_value(st.config, "vocab-fp");
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016" PRIx64, ag_vocab_fingerprint(vocab));
+    if (saved && *saved != '\n' && strncmp(saved, fp, 16))
+        return ag_train_fail(err, errlen, AG_DATA_EFORMAT,
+                             "%s/vocab.txt is not the vocabulary this run was trained with (its words or their order "
+                             "differ: fingerprint %s, the checkpoint's %.16s)", out, fp, saved);
+    *p->rng = st.rng;
+    int rc = state_parse(st.config, s, path, err, errlen);
+    return rc ? rc : restore_metrics(out, path, p->logs, err, errlen);
+}
