@@ -8,31 +8,6 @@
 
 #include "internal.h"
 
-int ag_data_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-int ag_data_grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2) return AG_DATA_ENOMEM;
-        ncap *= 2;
-    }
-    if (elem && ncap > SIZE_MAX / elem) return AG_DATA_ENOMEM;
-    void *q = realloc(*p, ncap * elem);
-    if (!q) return AG_DATA_ENOMEM;
-    *p = q;
-    *cap = ncap;
-    return 0;
-}
-
 /* ---- tokenizer ------------------------------------------------------------ */
 
 static int is_space(unsigned char c) {

@@ -1,6 +1,7 @@
 /* attngrad/data.h - attngrad's data pipeline: text files -> vocab -> padded batches.
  *
  * Sources (listed in data/meson.build as `data_sources`):
+ *   data/text.c     the error convention, growable arrays, lines of any length
  *   data/vocab.c    tokenizer, string hash table, vocabulary build/save/load
  *   data/loaders.c  file formats -> ag_dataset, dataset encode/save, benchmarks
  *   data/batch.c    seeded RNG, CV folds and splits, sampler, padded batches
