@@ -134,11 +134,13 @@ static char scope_buf[SCOPE_CHARS]; /* the joined prefix, each scope followed by
 static int scope_end[SCOPE_DEPTH + 1], scope_depth;
 
 void ag_scope_push(const char *fmt, ...) {
-    char name[SCOPE_CHARS];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt ? fmt : "", ap);
-    va_end(ap);
+    char name[SCOPE_CHARS] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(name, sizeof name, fmt, ap);
+        va_end(ap);
+    }
     if (!*name || strchr(name, '.'))
         ag__fatal("ag_scope_push", "scope name '%s': want a non-empty name without '.'", name);
     size_t at = (size_t)scope_end[scope_depth], n = strlen(name);

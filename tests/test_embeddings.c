@@ -152,11 +152,13 @@ static void test_word2vec_text(const ag_vocab *vocab) {
 }
 
 /* A word2vec binary file: "count dim\n", then per record "word " and dim
- * little-endian float32, '\n' after each when newlines. */
+ * little-endian float32, '\n' after each when newlines.  buf holds 32
+ * bytes, and for each record 16 for its word (and its separators) and
+ * 4 * dim. */
 static size_t binary(unsigned char *buf, const char *const *words, const float *vals, int n, int dim, bool newlines) {
-    size_t k = (size_t)sprintf((char *)buf, "%d %d\n", n, dim);
+    size_t k = (size_t)snprintf((char *)buf, 32, "%d %d\n", n, dim);
     for (int i = 0; i < n; i++) {
-        k += (size_t)sprintf((char *)buf + k, "%s ", words[i]);
+        k += (size_t)snprintf((char *)buf + k, 15, "%s ", words[i]);
         for (int j = 0; j < dim; j++) {
             uint32_t u;
             memcpy(&u, &vals[i * dim + j], 4);
