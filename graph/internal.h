@@ -136,11 +136,26 @@ static inline void ag__stamp(ag_tensor *t, const char *op) {
     if (!t->persistent) t->step = ag__step_now;
     t->seal = ag__seal_of(t);
 }
+/* Built with AddressSanitizer: the arena then poisons the memory of a
+ * finished step (graph/memory.c), and the two functions below, which read
+ * a finished step's tensor on purpose to refuse it by name, are exempt. */
+#if defined(__SANITIZE_ADDRESS__)
+#define AG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AG_ASAN 1
+#endif
+#endif
+#ifdef AG_ASAN
+#define AG_NO_ASAN __attribute__((no_sanitize_address))
+#else
+#define AG_NO_ASAN
+#endif
 /* Stops with the message for a tensor of a finished step used by op. */
 void ag__stale(const char *op, const ag_tensor *t) __attribute__((noreturn));
 /* A tensor of a finished step points into memory the arena has handed out
  * again: refused, for two compares. */
-static inline void ag__check_live(const char *op, const ag_tensor *t) {
+AG_NO_ASAN static inline void ag__check_live(const char *op, const ag_tensor *t) {
     if (t && t->step && t->step != ag__step_now) ag__stale(op, t);
 }
 /* The common check of an op's tensor inputs, a and b (b may be NULL):

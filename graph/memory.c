@@ -56,6 +56,26 @@ char *ag_strdup(const char *s) {
 #define ARENA_MIN_CHUNK ((size_t)1 << 20)
 #define ARENA_MAX_CHUNKS 64
 
+/* Under AddressSanitizer the arena tells it what is handed out: a chunk
+ * starts poisoned, each allocation is unpoisoned to its exact size and
+ * followed by a poisoned red zone, and a step's memory is poisoned again
+ * when the step ends or a mark is rewound.  So an op that reads or writes
+ * past its tensor, or a tensor used after its step, is reported where it
+ * happens, as for malloc'd memory; without it every step tensor would be
+ * inside one big allocation that ASan sees as valid throughout.  The
+ * lifetime check that reads a finished step's tensor on purpose
+ * (ag__check_live) is exempt. */
+#ifdef AG_ASAN /* graph/internal.h */
+#include <sanitizer/asan_interface.h>
+#define ARENA_REDZONE ARENA_ALIGN
+#define poison(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define ARENA_REDZONE 0
+#define poison(p, n) ((void)(p), (void)(n))
+#define unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
 typedef struct {
     char *base;
     size_t cap, used;
@@ -86,6 +106,7 @@ static void chunk_new(size_t cap) {
     c->cap = cap;
     c->used = 0;
     stats.arena_bytes += cap;
+    poison(c->base, cap);
 }
 
 /* ---- how much memory the process may take ----
@@ -281,7 +302,8 @@ void *ag_arena_alloc(size_t bytes) {
               stderr);
         abort();
     }
-    bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    size_t asked = bytes;
+    bytes = ((bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1)) + ARENA_REDZONE;
     while (n_chunks == 0 || chunks[cur_chunk].used + bytes > chunks[cur_chunk].cap) {
         if (n_chunks > 0 && cur_chunk + 1 < n_chunks) {
             chunks[++cur_chunk].used = 0; /* reuse a chunk left over from a rewind */
@@ -295,6 +317,7 @@ void *ag_arena_alloc(size_t bytes) {
     c->used += bytes;
     step_used += bytes;
     if (step_used > stats.arena_high) stats.arena_high = step_used;
+    unpoison(p, asked);
     return p;
 }
 
@@ -318,6 +341,7 @@ void ag__zero(void *p, size_t bytes) {
 
 static void arena_free_all(void) {
     for (int i = 0; i < n_chunks; i++) {
+        unpoison(chunks[i].base, chunks[i].cap);
         free(chunks[i].base);
         stats.frees++;
     }
@@ -337,6 +361,7 @@ void ag__arena_reset(void) {
         arena_free_all();
         chunk_new(total);
     }
+    for (int i = 0; i <= cur_chunk && i < n_chunks; i++) poison(chunks[i].base, chunks[i].used);
     cur_chunk = 0;
     if (n_chunks) chunks[0].used = start < chunks[0].cap ? start : 0;
     step_used = 0;
@@ -352,6 +377,8 @@ void ag__arena_rewind(size_t pos, int chunk_index) {
     size_t dropped = 0;
     for (int i = chunk_index + 1; i <= cur_chunk; i++) dropped += chunks[i].used;
     dropped += chunks[chunk_index].used - pos;
+    for (int i = chunk_index + 1; i <= cur_chunk; i++) poison(chunks[i].base, chunks[i].used);
+    poison(chunks[chunk_index].base + pos, chunks[chunk_index].used - pos);
     cur_chunk = chunk_index;
     chunks[cur_chunk].used = pos;
     step_used -= dropped;

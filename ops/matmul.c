@@ -878,13 +878,13 @@ AG_SIMD_CLONES static void act_rows(void *ctx, int64_t r0, int64_t r1) {
 static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias, ag_act act) {
     char sx[64], sw[64], sb[64];
     ag_device dev = ag__check_same_device(op, x, w);
+    if (bias) ag__check_same_device(op, x, bias); /* alive before its shape is read */
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[tw])
         ag__fatal(op, "x %s does not fit weight %s (want x[..., in], W[%s])", ag_shape_str(x, sx, sizeof sx),
                   ag_shape_str(w, sw, sizeof sw), tw ? "out, in" : "in, out");
     if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[!tw]))
         ag__fatal(op, "bias %s does not fit weight %s (want [out])", ag_shape_str(bias, sb, sizeof sb),
                   ag_shape_str(w, sw, sizeof sw));
-    if (bias) ag__check_same_device(op, x, bias);
     if (act < AG_ACT_NONE || act > AG_ACT_SIGMOID) ag__fatal(op, "unknown activation %d", (int)act);
     int in = w->shape[tw], out_dim = w->shape[!tw];
     int rows = (int)(x->size / (in ? in : 1));

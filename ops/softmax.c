@@ -174,8 +174,9 @@ static void masked_softmax_slices(void *ctx, int64_t s0, int64_t s1) {
 }
 
 static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
+    ag_device dev = ag__check_same_device(op, x, NULL); /* alive before its shape is read */
     if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
-    if (ag__check_same_device(op, x, NULL) == AG_CUDA) return softmax_cuda(op, x, mask, scale);
+    if (dev == AG_CUDA) return softmax_cuda(op, x, mask, scale);
     ag__mask_plan p = ag__mask_plan_on(op, x->ndim, x->shape, AG_CPU, mask);
     ag_tensor *out = ag__empty(x->ndim, x->shape);
     softmax_job j = {.plan = &p, .mask = mask, .x = x->data, .y = out->data, .scale = (ag_real)scale};

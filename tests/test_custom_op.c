@@ -89,8 +89,10 @@ int main(void) {
     ag_step_end();
     /* a tensor of a finished step is refused, naming the custom op it came from */
     ag_tensor *old = cosine_similarity(a, b);
+    int old_shape[AG_MAX_DIMS], old_ndim = old->ndim; /* read while it is alive */
+    memcpy(old_shape, old->shape, sizeof old_shape);
     ag_step_end();
-    EXPECT_FATAL_AT(ag_custom_op(&scale_fn, &old, 1, old->ndim, old->shape, &s, sizeof s), "scale",
+    EXPECT_FATAL_AT(ag_custom_op(&scale_fn, &old, 1, old_ndim, old_shape, &s, sizeof s), "scale",
                     "cosine_similarity", "finished step");
     ag_step_end();
     EXPECT_FATAL(cosine_similarity(a, ag_tensor_new(1, (int[]){5})), "cosine_similarity", "[2,3,5]", "[5]");
