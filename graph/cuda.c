@@ -159,16 +159,67 @@ static void arena_release(void *p, void *ctx) {
 
 static ag__bump arena = {.alloc = arena_chunk, .release = arena_release, .align = 256, .min_chunk = (size_t)16 << 20};
 
+/* AG_CUDA_EXACT_ALLOC=1 (tools/gpu-check.sh --memcheck): every arena
+ * allocation is a cudaMalloc of its own, freed when its step ends, so
+ * compute-sanitizer's memcheck knows each tensor's bounds.  Inside an arena
+ * chunk it knows only the chunk's: a kernel writing past its output into
+ * the next tensor would go unreported (the host arena tells ASan the same
+ * way, graph/memory.c).  Slow, since a cudaFree waits for the GPU, and no
+ * CUDA graph replays (each step's addresses differ); for checking only. */
+static int exact_mode = -1;
+static struct {
+    struct {
+        void *p;
+        size_t bytes;
+    } *at;
+    size_t n, cap, bytes; /* allocations live, room for, bytes live */
+} exact;
+
+static bool exact_on(void) {
+    if (exact_mode < 0) {
+        const char *e = getenv("AG_CUDA_EXACT_ALLOC");
+        exact_mode = e && *e == '1';
+    }
+    return exact_mode;
+}
+
+static void *exact_alloc(size_t bytes) {
+    if (exact.n == exact.cap) { /* grows while the first steps run, then stays */
+        size_t cap = exact.cap ? 2 * exact.cap : 1024;
+        void *grown = realloc(exact.at, cap * sizeof *exact.at);
+        if (!grown) return NULL;
+        exact.at = grown, exact.cap = cap;
+    }
+    void *p = arena_chunk(bytes ? bytes : 1, NULL);
+    if (!p) return NULL;
+    exact.at[exact.n].p = p, exact.at[exact.n++].bytes = bytes;
+    exact.bytes += bytes;
+    if (exact.bytes > arena.high) arena.high = exact.bytes;
+    return p;
+}
+
+/* Frees the allocations from the k-th on (a rewind; 0 at the step's end). */
+static void exact_free_from(size_t k) {
+    if (k >= exact.n) return;
+    ag__graph_release(); /* as arena_release: a record may name them */
+    for (size_t i = k; i < exact.n; i++) {
+        cudaFree(exact.at[i].p);
+        exact.bytes -= exact.at[i].bytes;
+    }
+    exact.n = k;
+}
+
 void *ag__cuda_arena_alloc(size_t bytes) {
     need_device("arena");
-    void *p = ag__bump_alloc(&arena, bytes);
+    void *p = exact_on() ? exact_alloc(bytes) : ag__bump_alloc(&arena, bytes);
     if (!p) {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
         char a[32], b[32], c[32], d[32];
         ag__fatal("arena", "the step needs %s more device memory (it holds %s already), but %s of %s is free on "
                   "cuda:%d: the batch is too large for this GPU (fewer or shorter sequences per batch)",
-                  mib((double)bytes, a, sizeof a), mib((double)arena.step_used, b, sizeof b),
+                  mib((double)bytes, a, sizeof a),
+                  mib((double)(exact_on() ? exact.bytes : arena.step_used), b, sizeof b),
                   mib((double)free_b, c, sizeof c), mib((double)total_b, d, sizeof d), ordinal);
     }
     return p;
@@ -289,11 +340,19 @@ static void next_staging(void) {
 void ag__cuda_arena_reset(void) {
     ag__graph_flush(); /* before the reset may free a chunk a record names */
     if (arena.n) ag__bump_reset(&arena);
+    if (exact.n) exact_free_from(0);
     if (ready == 1) next_staging();
 }
 
-void ag__cuda_arena_mark(size_t *pos, int *chunk) { ag__bump_mark(&arena, pos, chunk); }
-void ag__cuda_arena_rewind(size_t pos, int chunk) { ag__bump_rewind(&arena, pos, chunk); }
+void ag__cuda_arena_mark(size_t *pos, int *chunk) {
+    if (exact_on()) *pos = exact.n, *chunk = -1; /* the allocations so far */
+    else ag__bump_mark(&arena, pos, chunk);
+}
+
+void ag__cuda_arena_rewind(size_t pos, int chunk) {
+    if (chunk < 0) exact_free_from(pos);
+    else ag__bump_rewind(&arena, pos, chunk);
+}
 
 void ag__cuda_shutdown(void) {
     if (ready != 1) return;
@@ -303,6 +362,9 @@ void ag__cuda_shutdown(void) {
     if (cublas_workspace) cudaFree(cublas_workspace);
     cublas_workspace = NULL;
     ag__bump_release_all(&arena);
+    exact_free_from(0);
+    free(exact.at);
+    exact.at = NULL, exact.cap = 0;
     ag__bump_release_all(&staging[0]);
     ag__bump_release_all(&staging[1]);
     if (staging_done[0]) cudaEventDestroy(staging_done[0]), cudaEventDestroy(staging_done[1]);

@@ -13,7 +13,7 @@
 # Each failing test prints its op, shapes and worst difference, so one run
 # says what to fix.  Logs stay in build-gpu/meson-logs/.
 #
-#     bash tools/gpu-check.sh [--quick] [--bench MODES] [--bench-ops] [--waits] [--ptb MINUTES]
+#     bash tools/gpu-check.sh [--quick] [--bench MODES] [--bench-ops] [--waits] [--memcheck] [--ptb MINUTES]
 # --quick: the GPU tests and the CLI's (whose --device cuda trains), not the
 # whole suite; --bench-ops: then the op table, bench/bench_ops_torch.py
 # --device cuda (attngrad's ops and PyTorch's side by side, ~1 minute), into
@@ -24,6 +24,11 @@
 # with AG_CUDA_SYNC_UPLOADS=1 (every upload waits) and with --cuda-graphs:
 # ms, host waits and graph launches a step side by side, into
 # build-gpu/bench-waits.md (~45 s);
+# --memcheck: compute-sanitizer over the GPU tests (f32): memcheck over the
+# ops and the models' steps with every arena allocation a cudaMalloc of its
+# own (AG_CUDA_EXACT_ALLOC=1), so it sees each tensor's bounds, then
+# racecheck and synccheck over the ops (the kernels with shared memory and
+# warp shuffles); each run capped at 150 s, logs build-gpu/sanitizer-*.log;
 # --ptb MINUTES: the positional LM and its LSTM baseline trained on PTB at
 # once on this GPU, MODELS.md's recipe (docs/results.md), --max-minutes
 # MINUTES each, run folders in build-gpu/runs/ (a second call resumes them),
@@ -43,13 +48,14 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   exit 0
 fi
 
-quick=0 bench="" bench_ops=0 waits=0 ptb=""
+quick=0 bench="" bench_ops=0 waits=0 memcheck=0 ptb=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
     --bench) bench=${2:?--bench needs MODES (eager,compile,cudagraphs)}; bench_ops=1; shift ;;
     --bench-ops) bench_ops=1 ;;
     --waits) waits=1 ;;
+    --memcheck) memcheck=1 ;;
     --ptb) ptb=${2:?--ptb needs MINUTES}; shift ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
@@ -185,6 +191,26 @@ if [ $waits = 1 ]; then
       echo "$c" | grep attngrad: | head -3
     done
   } 2>&1 | tee build-gpu/bench-waits.md
+fi
+if [ $memcheck = 1 ]; then
+  if ! command -v compute-sanitizer >/dev/null; then
+    say "no compute-sanitizer here: --memcheck not run"
+  else
+    for run in "memcheck test_cuda_ops_f32" "memcheck test_cuda_train_f32" "racecheck test_cuda_ops_f32" \
+      "synccheck test_cuda_ops_f32"; do
+      read -r tool t <<<"$run"
+      log=build-gpu/sanitizer-$tool-$t.log
+      say "== compute-sanitizer --tool $tool $t"
+      AG_CUDA_EXACT_ALLOC=1 timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 30 \
+        build-gpu/tests/$t >"$log" 2>&1
+      rc=$?
+      grep -E "^========= [A-Z]|SUMMARY|passed, [0-9]+ failed" "$log" | head -30
+      if [ $rc -eq 124 ]; then say "$tool $t: stopped at 150 s (not judged)"; s=$((s + 1))
+      elif ! grep -q "SUMMARY" "$log"; then say "$tool $t: compute-sanitizer did not run here"; head -5 "$log"; s=$((s + 1))
+      elif [ $rc -eq 0 ]; then p=$((p + 1))
+      else say "$tool $t FAILED (exit $rc: 99 is the sanitizer's finding, else the test's own)"; f=$((f + 1)); fi
+    done
+  fi
 fi
 if [ -n "$ptb" ]; then
   data=../shared/data/ptb
