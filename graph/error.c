@@ -146,7 +146,10 @@ AG_NO_ASAN void ag__stale(const char *op, const ag_tensor *t) {
      * step's memory poisoned): the later calls read the copy */
     ag_tensor copy;
     const volatile unsigned char *from = (const volatile unsigned char *)t;
-    for (size_t i = 0; i < sizeof copy; i++) ((unsigned char *)&copy)[i] = from[i];
+    AG_QUIET_VALGRIND(for (size_t i = 0; i < sizeof copy; i++)((unsigned char *)&copy)[i] = from[i]);
+#ifdef AG_VALGRIND
+    VALGRIND_MAKE_MEM_DEFINED(&copy, sizeof copy); /* what a dead step left there, to print */
+#endif
     t = &copy;
     char s[64];
     if (t->seal != ag__seal_of(t) || t->step > ag__step_now || t->ndim < 0 || t->ndim > AG_MAX_DIMS)

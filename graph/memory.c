@@ -62,14 +62,20 @@ char *ag_strdup(const char *s) {
  * when the step ends or a mark is rewound.  So an op that reads or writes
  * past its tensor, or a tensor used after its step, is reported where it
  * happens, as for malloc'd memory; without it every step tensor would be
- * inside one big allocation that ASan sees as valid throughout.  The
- * lifetime check that reads a finished step's tensor on purpose
- * (ag__check_live) is exempt. */
+ * inside one big allocation that ASan sees as valid throughout.  Where
+ * valgrind's header is (and ASan is not), the same marks go to memcheck,
+ * a new block undefined until written, without the red zone (the layout
+ * of a release build stays as it is).  The lifetime check that reads a
+ * finished step's tensor on purpose (ag__check_live) is exempt. */
 #ifdef AG_ASAN /* graph/internal.h */
 #include <sanitizer/asan_interface.h>
 #define ARENA_REDZONE ARENA_ALIGN
 #define poison(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#elif defined(AG_VALGRIND) /* graph/internal.h; a few instructions each outside valgrind */
+#define ARENA_REDZONE 0
+#define poison(p, n) VALGRIND_MAKE_MEM_NOACCESS(p, n)
+#define unpoison(p, n) VALGRIND_MAKE_MEM_UNDEFINED(p, n)
 #else
 #define ARENA_REDZONE 0
 #define poison(p, n) ((void)(p), (void)(n))
