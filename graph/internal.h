@@ -18,8 +18,11 @@
 
 /* Hot loops are compiled twice, for baseline x86-64 (SSE2) and x86-64-v3
  * (AVX2), and the CPU picks one at load time.  -std=c11 implies
- * -ffp-contract=off (no FMA contraction), so both give bit-identical results. */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
+ * -ffp-contract=off (no FMA contraction), so both give bit-identical results.
+ * Not under ThreadSanitizer: its instrumented resolver runs before its
+ * runtime has started, and the program dies while loading. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define AG_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define AG_SIMD_CLONES

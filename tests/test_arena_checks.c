@@ -20,6 +20,9 @@ static const char *checker(void) {
     return "asan";
 #endif
 #endif
+#if defined(__SANITIZE_THREAD__)
+    return "none"; /* valgrind cannot run a ThreadSanitizer build */
+#endif
 #if defined(__has_include)
 #if __has_include(<valgrind/memcheck.h>)
     return "valgrind";

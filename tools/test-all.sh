@@ -40,6 +40,22 @@ run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype
 read -r p f s < <(count build-asan/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "sanitizer build"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
+# ThreadSanitizer over the thread pool (graph/parallel.c: lock-free claims)
+# and the tests that run every parallel op and a training step on 2 and 3
+# threads.  A subset: TSan cannot run the tests that replace malloc
+# (engine) or cap the address space (cli), and the rest adds nothing here.
+export TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1
+tsan_tests=(threads_f32 threads_f64 attention_f32 seq_ops layers train)
+rc=0
+if [ ! -f build-tsan/build.ninja ]; then
+  meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dcuda=disabled >/dev/null || rc=1
+fi
+[ $rc -eq 0 ] && { ninja -C build-tsan tests/test_threads_f32 tests/test_threads_f64 tests/test_attention_f32 \
+  tests/test_seq tests/test_layers tests/test_train >/dev/null || rc=1; }
+[ $rc -eq 0 ] && { meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 "${tsan_tests[@]}"; rc=$?; }
+read -r p f s < <(count build-tsan/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "thread sanitizer"
+unset TSAN_OPTIONS
+
 # fuzzing: the seed corpora replayed, then each libFuzzer harness for
 # FUZZ_SECONDS (15) under ASan+UBSan, in a clang build dir (build-fuzz);
 # skipped where clang with libFuzzer is missing (tools/fuzz.sh exits 77)
