@@ -27,6 +27,7 @@ static int ready = -1; /* -1 not asked yet, 0 no, 1 yes */
 static char why_not[256];
 static void wait_stream(void); /* cudaStreamSynchronize, counted */
 static int preferred, ordinal; /* ag__cuda_prefer_device's wish; the device in use */
+static bool preferred_exactly;  /* ag__cuda_use_device's: that index or none, never modulo the count */
 static void *cublas_workspace; /* cuBLAS's (start) */
 enum { CUBLAS_WORKSPACE = 32 << 20 }; /* the size cuBLAS recommends for Hopper */
 
@@ -49,6 +50,13 @@ static bool start(void) {
     if (e != cudaSuccess || count == 0) {
         snprintf(why_not, sizeof why_not, "no CUDA device found (%s; %s)",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", v);
+        return false;
+    }
+    if (preferred_exactly && preferred >= count) {
+        const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+        snprintf(why_not, sizeof why_not, "no cuda:%d here: %d CUDA device%s visible, cuda:0%s (CUDA_VISIBLE_DEVICES %s%s)",
+                 preferred, count, count == 1 ? "" : "s", count == 1 ? "" : " and up", visible ? "is " : "unset",
+                 visible ? visible : "");
         return false;
     }
     ordinal = preferred % count;
@@ -94,6 +102,14 @@ cudaStream_t ag__cuda_stream(void) { return stream; }
 
 void ag__cuda_prefer_device(int index) {
     if (ready < 0) preferred = index > 0 ? index : 0;
+}
+
+bool ag__cuda_use_device(int index, char *why, size_t n) {
+    if (ready < 0) preferred = index, preferred_exactly = true;
+    if (!ag__cuda_ready(why, n)) return false;
+    if (ordinal == index) return true;
+    if (why) snprintf(why, n, "the CUDA runtime of this process already runs on cuda:%d (one GPU per process)", ordinal);
+    return false;
 }
 
 static void need_device(const char *op) {
@@ -519,6 +535,10 @@ void *ag__cuda_malloc(size_t bytes, const char *what) {
 }
 void ag__cuda_free(void *p) { (void)p; }
 void ag__cuda_prefer_device(int index) { (void)index; }
+bool ag__cuda_use_device(int index, char *why, size_t n) {
+    (void)index;
+    return ag__cuda_ready(why, n);
+}
 int ag__cuda_device(unsigned char uuid[16]) {
     (void)uuid;
     ag__fatal("device", "%s", NO_CUDA);

@@ -11,6 +11,9 @@
 const char *ag_device_name(ag_device d) { return d == AG_CPU ? "cpu" : d == AG_CUDA ? "cuda" : "unknown"; }
 
 bool ag_cuda_available(char *why, size_t n) { return ag__cuda_ready(why, n); }
+bool ag_cuda_use(int index, char *why, size_t n) {
+    return index < 0 ? ag__cuda_ready(why, n) : ag__cuda_use_device(index, why, n);
+}
 
 static void need(const char *op, ag_device d) {
     char why[256];

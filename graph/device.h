@@ -44,6 +44,10 @@ bool ag__cuda_ready(char *why, size_t n);
  * local index under mpirun, models/dist.c); 0 unless said.  Only before the
  * runtime starts: afterwards the device in use stays. */
 void ag__cuda_prefer_device(int index);
+/* Starts the runtime on device `index` of those visible, exactly (no
+ * modulo): false with why when there is no such device, or the runtime
+ * already runs on another. */
+bool ag__cuda_use_device(int index, char *why, size_t n);
 /* The device in use (its index among those visible) and its UUID, which
  * tells ranks whether they share one. */
 int ag__cuda_device(unsigned char uuid[16]);

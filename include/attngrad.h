@@ -184,6 +184,10 @@ const char *ag_device_name(ag_device d);                 /* "cpu", "cuda" */
 /* true when CUDA tensors can be used; else false and why (built without
  * CUDA, no device found, with the driver and runtime versions). */
 bool ag_cuda_available(char *why, size_t n);
+/* The same, on GPU `index` of those visible (cuda:index): false and why
+ * when there is no such GPU, or this process already uses another (one GPU
+ * per process).  -1: the default, GPU 0, or under mpirun the rank's. */
+bool ag_cuda_use(int index, char *why, size_t n);
 /* The device that ag_tensor_new/_from/_fill/ag_scalar/ag_tensor_like put
  * new tensors on (default AG_CPU): set once, and a model's inputs follow. */
 void ag_set_device(ag_device d);

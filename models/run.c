@@ -1,6 +1,7 @@
 /* run.c - using a finished (or interrupted) run: its options for --resume,
  * its model for eval, and predictions for lines of text. */
 #include "train.h"
+#include "dist.h"
 #include "../data/internal.h" /* ag_ds_*: a dataset made from typed lines */
 #include "../graph/internal.h" /* ag_arena_alloc: host copies of GPU values */
 
@@ -245,8 +246,12 @@ int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t
         if (o->cuda_graphs) return ag_train_fail(err, errlen, AG_ERR_ARG, "--cuda-graphs needs --device cuda");
         return 0;
     }
+    int index = strncmp(o->device, "cuda:", 5) ? -1 : atoi(o->device + 5); /* "cuda": the default GPU */
+    if (index >= 0 && ag_dist_size() > 1)
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "--device %s names one GPU for all %d ranks: give --device cuda, "
+                             "and each rank takes its own (docs/distributed.md)", o->device, ag_dist_size());
     char why[256];
-    if (!ag_cuda_available(why, sizeof why))
+    if (!ag_cuda_use(index, why, sizeof why))
         return ag_train_fail(err, errlen, AG_ERR_ARG, "--device %s: %s", o->device, why);
     ag_params_to(ps, AG_CUDA);
     ag_set_device(AG_CUDA);

@@ -211,11 +211,12 @@ static const char *check_fingerprint(const char *v) {
     return !*v || (n == 16 && !v[n]) ? NULL : "expected 16 lower-case hex digits";
 }
 
-/* One GPU per process: several GPUs are several MPI ranks, each choosing
- * its own with CUDA_VISIBLE_DEVICES. */
+/* cpu, cuda (GPU 0, or under mpirun the rank's own) or cuda:N (GPU N of
+ * those visible).  One GPU per process: several GPUs are several MPI ranks. */
 static const char *check_device(const char *v) {
-    return one_of(v, (const char *[]){"", "cpu", "cuda", "cuda:0", NULL},
-                  "expected cpu, cuda or cuda:0 (one GPU per process: pick another with CUDA_VISIBLE_DEVICES)");
+    if (!strncmp(v, "cuda:", 5) && v[5] && strspn(v + 5, "0123456789") == strlen(v + 5) && strlen(v + 5) <= 4)
+        return NULL;
+    return one_of(v, (const char *[]){"", "cpu", "cuda", NULL}, "expected cpu, cuda or cuda:N (N a GPU's index)");
 }
 
 static const char *check_progress(const char *v) {

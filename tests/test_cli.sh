@@ -64,7 +64,11 @@ grep -q '^attngrad predict: stdin:3: binary data (byte 0x01 at column 4)$' "$T/b
   bad "predict: a control byte: $(cat "$T/bad-lines.err")"
 # --device: an unknown one is refused by name; cuda trains where a GPU can run, and elsewhere fails with one line
 # naming why (no device, driver and runtime versions), not a crash
-expect 2 "attngrad train: option --device: 'tpu': expected cpu, cuda or cuda:0" "$AG" train --device tpu "${SMALL[@]}" --out "$T/tpu"
+expect 2 "attngrad train: option --device: 'tpu': expected cpu, cuda or cuda:N" "$AG" train --device tpu "${SMALL[@]}" --out "$T/tpu"
+expect 2 "attngrad train: option --device: 'cuda:x': expected cpu, cuda or cuda:N" "$AG" train --device cuda:x "${SMALL[@]}" --out "$T/tpu"
+# a GPU index past those visible: one line naming it (or, without a GPU, why there is none)
+expect 1 "^attngrad train: --device cuda:99: (no cuda:99 here: [0-9]+ CUDA device|.*(no CUDA device|built without CUDA))" \
+  "$AG" train --device cuda:99 "${SMALL[@]}" --out "$T/cuda99"
 expect 1 "attngrad train: --cuda-graphs needs --device cuda" "$AG" train --cuda-graphs "${SMALL[@]}" --out "$T/graphs-cpu"
 out=$("$AG" train --device cuda "${SMALL[@]}" --max-steps 3 --out "$T/cuda" 2>&1); rc=$?
 if [ "$rc" -eq 0 ]; then
@@ -91,6 +95,10 @@ PY
   [[ $div_cpu == *"training diverged at step"* ]] && [ "$div_cpu" = "$div_gpu" ] && ok ||
     bad "a diverging run on the GPU: '$div_gpu', on the CPU: '$div_cpu'"
   # CUDA graphs: the same run, the same losses and accuracies to the bit
+  # cuda:0 is the GPU that cuda takes: the same run, the same metrics
+  "$AG" train --device cuda:0 "${SMALL[@]}" --max-steps 3 --out "$T/cuda0" >/dev/null 2>&1 &&
+    cmp -s <(cut -d, -f1-8 "$T/cuda/metrics.csv") <(cut -d, -f1-8 "$T/cuda0/metrics.csv") && ok ||
+    bad "--device cuda:0: the run failed or differs from --device cuda's"
   "$AG" train --device cuda --cuda-graphs "${SMALL[@]}" --max-steps 3 --out "$T/cuda-graphs" >/dev/null 2>&1 &&
     cmp -s <(cut -d, -f1-8 "$T/cuda/metrics.csv" 2>/dev/null) <(cut -d, -f1-8 "$T/cuda-graphs/metrics.csv" 2>/dev/null) && ok ||
     bad "--cuda-graphs: the run failed or its training losses differ from the eager run's"

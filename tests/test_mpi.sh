@@ -199,6 +199,12 @@ EOS
   msg=$(grep -m1 "rank 1 of 2:.*no-such-data" bad.log) || { fail "no message naming rank 1 and its data"; tail -5 bad.log; }
   echo "ok rank 1 without data: the job ended in ${took} ms (exit $rc): $msg"
 
+  # (c) --device cuda:N names one GPU for every rank: refused by each before
+  # it trains, GPU or none (--device cuda gives each rank its own)
+  out=$("${MPIRUN[@]}" "$f64" train --model mpsan --dim 12 "${COMMON[@]}" --device cuda:0 --out "$PWD/cuda0" 2>&1); rc=$?
+  [ $rc -ne 0 ] && grep -q "cuda:0 names one GPU for all 2 ranks" <<<"$out" && echo "ok --device cuda:0 on 2 ranks refused" ||
+    fail "--device cuda:0 on 2 ranks: exit $rc: $(tail -3 <<<"$out")"
+
   # (c) the run folder is rank 0's to judge: rank 1 runs where the same
   # relative --out holds an old run (as a rank looking after rank 0 made
   # the folder, or at another disk, would see it); without --force rank 0's

@@ -496,7 +496,7 @@ static void usage(FILE *f) {
             "  --linear         linear y axis for the loss plots (log by default)\n"
             "  --out PREFIX     output prefix (optim)\n"
             "  --threads N      the engine's threads (0: one per core, the default)\n"
-            "  --device D       cpu (default) or cuda: each run's parameters, optimizer and steps on the GPU\n"
+            "  --device D       cpu (default), cuda or cuda:N: each run's parameters, optimizer and steps on a GPU\n"
             "  --max-minutes M  time for the whole comparison: each optimizer stops after M / count minutes\n"
             "                   (at a step's end; that epoch is evaluated where it stopped)\n"
             "  --plugin FILE    first option(s): load the model kinds a shared object registers\n"
@@ -523,6 +523,15 @@ static void csv_quote(const char *s, char *out, size_t n) {
     }
     out[k++] = '"';
     out[k] = 0;
+}
+
+/* --device: -1 for cpu or cuda (the default GPU), N for cuda:N, -2 for
+ * anything else. */
+static int cuda_index(const char *v) {
+    if (!strcmp(v, "cpu") || !strcmp(v, "cuda")) return -1;
+    size_t n = strlen(v);
+    if (strncmp(v, "cuda:", 5) || n < 6 || n > 9 || strspn(v + 5, "0123456789") != n - 5) return -2;
+    return atoi(v + 5);
 }
 
 static bool parse_number(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -648,11 +657,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--smooth")) ok = parse_number(a, v, 0, 0.9999, &s.smooth);
         else if (!strcmp(a, "--threads")) ok = parse_number(a, v, 0, 1024, &threads);
         else if (!strcmp(a, "--max-minutes")) ok = parse_number(a, v, 0, 1e9, &minutes);
-        else if (!strcmp(a, "--device") && v && (!strcmp(v, "cpu") || !strcmp(v, "cuda"))) {
-            s.device = !strcmp(v, "cuda") ? AG_CUDA : AG_CPU;
+        else if (!strcmp(a, "--device") && (!v || cuda_index(v) < -1)) {
+            fprintf(stderr, "optim_experiments: --device '%s': expected cpu, cuda or cuda:N (N a GPU's index)\n",
+                    v ? v : "");
+            ok = false;
+        } else if (!strcmp(a, "--device")) {
+            s.device = strcmp(v, "cpu") ? AG_CUDA : AG_CPU;
             char why[256];
-            if (s.device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
-                fprintf(stderr, "optim_experiments: --device cuda: %s\n", why);
+            if (s.device == AG_CUDA && !ag_cuda_use(cuda_index(v), why, sizeof why)) {
+                fprintf(stderr, "optim_experiments: --device %s: %s\n", v, why);
                 return 2;
             }
         } else if (!strcmp(a, "--plugin")) {
