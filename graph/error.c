@@ -145,8 +145,11 @@ AG_NO_ASAN void ag__stale(const char *op, const ag_tensor *t) {
     /* its header copied byte by byte, past ASan (which sees a finished
      * step's memory poisoned): the later calls read the copy */
     ag_tensor copy;
+    unsigned char *to = (unsigned char *)&copy;
     const volatile unsigned char *from = (const volatile unsigned char *)t;
-    AG_QUIET_VALGRIND(for (size_t i = 0; i < sizeof copy; i++)((unsigned char *)&copy)[i] = from[i]);
+    AG_QUIET_VALGRIND({
+        for (size_t i = 0; i < sizeof copy; i++) to[i] = from[i];
+    });
 #ifdef AG_VALGRIND
     VALGRIND_MAKE_MEM_DEFINED(&copy, sizeof copy); /* what a dead step left there, to print */
 #endif
