@@ -85,6 +85,8 @@ static void test_no_gpu(void) {
     }
     CHECK(strstr(why, "built without CUDA") || strstr(why, "no CUDA device"), "the reason: \"%s\"", why);
     printf("no GPU: %s\n", why);
+    char why_n[256] = ""; /* a GPU by index (--device cuda:N): the same answer */
+    CHECK(!ag_cuda_use(1, why_n, sizeof why_n) && !strcmp(why_n, why), "ag_cuda_use(1): \"%s\"", why_n);
     ag_tensor *x = ag_tensor_fill(1, 1, (int[]){3});
     EXPECT_FATAL(ag_to(x, AG_CUDA), "ag_to", "cuda");
     EXPECT_FATAL(ag_set_device(AG_CUDA), "ag_set_device", "cuda");
@@ -185,9 +187,20 @@ static void test_device_names(void) {
     ag_step_end();
 }
 
+/* On a GPU the runtime started on cuda:0 (ag_cuda_available): that one
+ * again is fine, another is refused by name (one GPU per process). */
+static void test_cuda_use(void) {
+    if (!have_gpu) return;
+    char why[256] = "";
+    CHECK(ag_cuda_use(0, why, sizeof why), "ag_cuda_use(0) after ag_cuda_available: %s", why);
+    CHECK(ag_cuda_use(-1, why, sizeof why), "ag_cuda_use(-1): %s", why);
+    CHECK(!ag_cuda_use(99, why, sizeof why) && strstr(why, "already runs on cuda:0"), "ag_cuda_use(99): \"%s\"", why);
+}
+
 int main(void) {
     test_bump_arena();
     test_no_gpu();
+    test_cuda_use();
     test_dispatch_errors();
     test_seeded_tensor();
     test_device_names();
