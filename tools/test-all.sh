@@ -33,6 +33,20 @@ MESON_TEST_ARGS=()
 run_suite build; rc=$?
 read -r p f s < <(count build/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "release build"
 
+# valgrind's memcheck over the README's subset of the release build, which
+# the step arena marks tensor by tensor (docs/design.md "Memory"): leaks,
+# invalid accesses, reads of what a kernel never wrote.  Skipped where
+# valgrind is not installed (the build needs none).
+vg_tests=(engine_f32 optim_f32 checkpoint_f32 safetensors_f32 schedule data masks layers)
+if command -v valgrind >/dev/null && [ -f build/build.ninja ]; then
+  meson test -C build --setup valgrind --no-rebuild --print-errorlogs --num-processes 2 "${vg_tests[@]}" >build/valgrind.log 2>&1
+  rc=$?
+  grep -E "^ *[0-9]+/[0-9]+ " build/valgrind.log | grep -v " OK " | head -20
+  read -r p f s < <(count build/meson-logs/testlog-valgrind.json); add "$p" "$f" "$s" $rc "valgrind"
+else
+  add 0 0 1 0 "valgrind (not installed: skipped)"
+fi
+
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # nvcc takes no sanitizer flags: the sanitizer build is the CPU-only variant,
 # the release build the CUDA one (where nvcc is found), so CI builds both.
