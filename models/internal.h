@@ -21,6 +21,10 @@ const char *ag_train_doing(void);
  * bytes) and returns code. */
 int ag_train_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* A --device value: -1 for cpu or cuda (the default GPU), N for cuda:N,
+ * -2 for anything else. */
+int ag_train_device_index(const char *device);
+
 /* The options that are set (sizes > 0, flags, task, seed...) onto cfg. */
 void ag_train_apply(const ag_train_opts *o, ag_model_config *cfg);
 /* cfg's values into o, so that ag_train_opts_format saves them. */

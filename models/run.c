@@ -246,7 +246,7 @@ int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t
         if (o->cuda_graphs) return ag_train_fail(err, errlen, AG_ERR_ARG, "--cuda-graphs needs --device cuda");
         return 0;
     }
-    int index = strncmp(o->device, "cuda:", 5) ? -1 : atoi(o->device + 5); /* "cuda": the default GPU */
+    int index = ag_train_device_index(o->device); /* -1 for "cuda": the default GPU */
     if (index >= 0 && ag_dist_size() > 1)
         return ag_train_fail(err, errlen, AG_ERR_ARG, "--device %s names one GPU for all %d ranks: give --device cuda, "
                              "and each rank takes its own (docs/distributed.md)", o->device, ag_dist_size());

@@ -213,10 +213,15 @@ static const char *check_fingerprint(const char *v) {
 
 /* cpu, cuda (GPU 0, or under mpirun the rank's own) or cuda:N (GPU N of
  * those visible).  One GPU per process: several GPUs are several MPI ranks. */
+int ag_train_device_index(const char *device) {
+    if (!*device || !strcmp(device, "cpu") || !strcmp(device, "cuda")) return -1;
+    size_t n = strlen(device);
+    if (strncmp(device, "cuda:", 5) || n < 6 || n > 9 || strspn(device + 5, "0123456789") != n - 5) return -2;
+    return atoi(device + 5);
+}
+
 static const char *check_device(const char *v) {
-    if (!strncmp(v, "cuda:", 5) && v[5] && strspn(v + 5, "0123456789") == strlen(v + 5) && strlen(v + 5) <= 4)
-        return NULL;
-    return one_of(v, (const char *[]){"", "cpu", "cuda", NULL}, "expected cpu, cuda or cuda:N (N a GPU's index)");
+    return ag_train_device_index(v) >= -1 ? NULL : "expected cpu, cuda or cuda:N (N a GPU's index)";
 }
 
 static const char *check_progress(const char *v) {

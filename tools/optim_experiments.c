@@ -525,15 +525,6 @@ static void csv_quote(const char *s, char *out, size_t n) {
     out[k] = 0;
 }
 
-/* --device: -1 for cpu or cuda (the default GPU), N for cuda:N, -2 for
- * anything else. */
-static int cuda_index(const char *v) {
-    if (!strcmp(v, "cpu") || !strcmp(v, "cuda")) return -1;
-    size_t n = strlen(v);
-    if (strncmp(v, "cuda:", 5) || n < 6 || n > 9 || strspn(v + 5, "0123456789") != n - 5) return -2;
-    return atoi(v + 5);
-}
-
 static bool parse_number(const char *flag, const char *v, double lo, double hi, double *out) {
     char *end;
     errno = 0;
@@ -657,14 +648,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--smooth")) ok = parse_number(a, v, 0, 0.9999, &s.smooth);
         else if (!strcmp(a, "--threads")) ok = parse_number(a, v, 0, 1024, &threads);
         else if (!strcmp(a, "--max-minutes")) ok = parse_number(a, v, 0, 1e9, &minutes);
-        else if (!strcmp(a, "--device") && (!v || cuda_index(v) < -1)) {
+        else if (!strcmp(a, "--device") && (!v || !*v || ag_train_device_index(v) < -1)) {
             fprintf(stderr, "optim_experiments: --device '%s': expected cpu, cuda or cuda:N (N a GPU's index)\n",
                     v ? v : "");
             ok = false;
         } else if (!strcmp(a, "--device")) {
             s.device = strcmp(v, "cpu") ? AG_CUDA : AG_CPU;
             char why[256];
-            if (s.device == AG_CUDA && !ag_cuda_use(cuda_index(v), why, sizeof why)) {
+            if (s.device == AG_CUDA && !ag_cuda_use(ag_train_device_index(v), why, sizeof why)) {
                 fprintf(stderr, "optim_experiments: --device %s: %s\n", v, why);
                 return 2;
             }
