@@ -20,7 +20,8 @@
 #   nccl   the same with NCCL on device buffers (AG_DIST_REDUCE=nccl), a
 #          GPU per rank, and against the host path on the same GPUs.
 #
-# GPU_BUILD: nccl, cuda (CUDA without NCCL) or none.  Skips (exit 77) with
+# GPU_BUILD: nccl, cuda (CUDA without NCCL), emulated (tests/cuda_emulator:
+# its GPUs are AG_CUDA_EMULATOR_DEVICES) or none.  Skips (exit 77) with
 # the reason when the build has no MPI, when mpirun is not Open MPI's
 # (hosts), when the machine refuses namespaces, when there is no GPU (cuda,
 # nccl) or fewer than 2 (nccl: NCCL refuses two ranks on one GPU).
@@ -226,7 +227,8 @@ cuda | nccl)
   [ "$mode" = cuda ] || [ "$gpu_build" = nccl ] ||
     skip "this build has no NCCL (-Dnccl=auto finds it beside MPI and CUDA: nccl.h and libnccl)"
   gpus=0
-  if command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L | grep -c '^GPU'); fi
+  if [ "$gpu_build" = emulated ]; then gpus=${AG_CUDA_EMULATOR_DEVICES:-1} # tests/cuda_emulator's
+  elif command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L | grep -c '^GPU'); fi
   if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then # nvidia-smi does not read it; the ranks do
     visible=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
     [ "$visible" -lt "$gpus" ] && gpus=$visible

@@ -14,7 +14,7 @@ __global__ void dropout_mask_kernel(uint8_t *kept, int64_t rows, int64_t row_len
     AG_CUDA_FOR(t, rows * blocks_per_row * AG_MASK_STREAMS) {
         int64_t job = t / AG_MASK_STREAMS, row = job / blocks_per_row, blk = job % blocks_per_row;
         int64_t first = blk * AG_MASK_BLOCK, left = row_len - first;
-        ag__mask_stream(kept + row * row_len + first, left < AG_MASK_BLOCK ? left : AG_MASK_BLOCK,
+        ag__mask_stream(kept + row * row_len + first, left < AG_MASK_BLOCK ? left : (int64_t)AG_MASK_BLOCK,
                         ag__mask_block_key(seed, row_base + row, blk), (int)(t % AG_MASK_STREAMS), below);
     }
 }

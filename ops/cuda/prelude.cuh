@@ -85,6 +85,16 @@ extern "C" cudaStream_t ag__cuda_stream(void);
  * the graph captured from an identical segment, or eagerly. */
 extern "C" void *ag__record_begin(size_t bytes, int (*run)(const void *));
 
+/* kernel<<<grid, block, shared, stream>>>(args) on the engine's stream.
+ * Under tests/cuda_emulator (-Dgpu_emulator=true) a C++ compiler builds
+ * this file, and the launch is the emulator's function. */
+#ifdef AG_CUDA_EMULATOR
+#define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) \
+    ag_emu_launch(kernel, grid, block, shared, ag__cuda_stream(), __VA_ARGS__)
+#else
+#define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) kernel<<<grid, block, shared, ag__cuda_stream()>>>(__VA_ARGS__)
+#endif
+
 template <typename... P> struct ag__kernel_record {
     void (*kernel)(P...);
     dim3 grid, block;
@@ -95,7 +105,7 @@ template <typename... P> struct ag__kernel_record {
 /* Issues a recorded launch; 0, or the launch's error. */
 template <typename... P> static int ag__run_kernel_record(const void *p) {
     const ag__kernel_record<P...> *r = (const ag__kernel_record<P...> *)p;
-    std::apply([r](const P &...a) { r->kernel<<<r->grid, r->block, r->shared, ag__cuda_stream()>>>(a...); }, r->args);
+    std::apply([r](const P &...a) { AG__LAUNCH_NOW(r->kernel, r->grid, r->block, r->shared, a...); }, r->args);
     return (int)cudaPeekAtLastError();
 }
 
@@ -116,7 +126,7 @@ static inline void ag__launch(void (*kernel)(P...), dim3 grid, dim3 block, size_
     static_assert(alignof(ag__kernel_record<P...>) <= 16, "records are 16-byte aligned");
     void *space = ag__record_begin(sizeof(ag__kernel_record<P...>), ag__run_kernel_record<P...>);
     if (!space) {
-        kernel<<<grid, block, shared, ag__cuda_stream()>>>(std::forward<A>(args)...);
+        AG__LAUNCH_NOW(kernel, grid, block, shared, std::forward<A>(args)...);
         return;
     }
     new (space) ag__kernel_record<P...>{kernel, grid, block, shared, std::tuple<P...>(std::forward<A>(args)...)};
