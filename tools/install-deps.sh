@@ -23,6 +23,9 @@ have_lib() {
 have_cmd meson || need+=(meson)
 have_cmd ninja || need+=(ninja-build)
 have_cmd cc || need+=(gcc)
+# C++: the CUDA emulator build of the tests (-Dgpu_emulator=true,
+# tools/test-all.sh) compiles the .cu files with it; nvcc needs it too
+have_cmd c++ || need+=(g++)
 have_cmd pkg-config || need+=(pkg-config)
 # OpenBLAS: meson.build asks pkg-config for 'openblas', then for libopenblas.
 { have_pc openblas || have_lib libopenblas; } || need+=(libopenblas-dev)

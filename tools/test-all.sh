@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds attngrad twice (release, and address+undefined sanitizers) and runs
-# every test in both, fuzzes each input parser briefly (tools/fuzz.sh), then
+# Builds attngrad release and with address+undefined sanitizers and runs
+# every test in both; runs the README's subset under valgrind, the threaded
+# tests under ThreadSanitizer, and the GPU tests on the CUDA emulator
+# (tests/cuda_emulator); fuzzes each input parser briefly (tools/fuzz.sh);
 # checks the installed library from outside the tree (tools/check-install.sh).  Ends with the line
 #   tests: N passed, M failed, K skipped
 # where a skipped test (exit 77: no GPU, no numpy, ...) is never a pass.
@@ -72,6 +74,22 @@ fi
 [ $rc -eq 0 ] && { meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 "${tsan_tests[@]}"; rc=$?; }
 read -r p f s < <(count build-tsan/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "thread sanitizer"
 unset TSAN_OPTIONS
+
+# The CUDA backend on tests/cuda_emulator (docs/design.md, "Testing the CUDA
+# backend without a GPU"): the GPU tests - every op's kernels, the five
+# models' steps, optimizers, CUDA graphs, dump-step and 2 ranks on one GPU,
+# each against the CPU - run the backend's own code with its kernels on one
+# CPU core, device memory closed to the host and guarded at its ends.  On a
+# GPU, tools/gpu-check.sh runs the same tests there.
+emu_tests=(cuda_ops_f32 cuda_ops_f64 cuda_train_f32 cuda_train_f64 cuda_dump cuda_emulator mpi_cuda device cli
+  graph_records)
+rc=0
+if [ ! -f build-emu/build.ninja ]; then
+  meson setup build-emu -Dgpu_emulator=true -Dnccl=disabled -Dbuildtype=debugoptimized >/dev/null || rc=1
+fi
+[ $rc -eq 0 ] && { ninja -C build-emu >/dev/null || { ninja -C build-emu | tail -20; rc=1; }; }
+[ $rc -eq 0 ] && { meson test -C build-emu --no-rebuild --print-errorlogs --num-processes 2 "${emu_tests[@]}"; rc=$?; }
+read -r p f s < <(count build-emu/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "CUDA emulator"
 
 # fuzzing: the seed corpora replayed, then each libFuzzer harness for
 # FUZZ_SECONDS (15) under ASan+UBSan, in a clang build dir (build-fuzz);
