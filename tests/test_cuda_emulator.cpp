@@ -18,19 +18,7 @@
 #include <unistd.h>
 #include <vector>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            passed++;                                                                                                  \
-        } else {                                                                                                       \
-            failed++;                                                                                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
+#include "check.h"
 
 #define LAUNCH(kernel, grid, block, ...) ag_emu_launch(kernel, grid, block, 0, stream, __VA_ARGS__)
 
@@ -246,6 +234,22 @@ static void products() {
           "a product past its allocations refused");
     cublasDestroy(h);
     cudaFree(a), cudaFree(b), cudaFree(c);
+
+    /* a product large enough for the BLAS's threads, into fresh (NaN) memory:
+     * pages opened by one thread while another writes would lose writes */
+    enum { K = 384 };
+    std::vector<float> ones(K * K, 1.0f), out(K * K);
+    float *x = device<float>(K * K), *y = device<float>(K * K), *z = device<float>(K * K);
+    cudaMemcpy(x, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(y, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice);
+    cublasCreate(&h);
+    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, K, K, K, &one, x, K, y, K, &zero, z, K);
+    cudaMemcpy(out.data(), z, out.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    int wrong = 0;
+    for (float v : out) wrong += v != (float)K;
+    CHECK(!wrong, "a %dx%dx%d product into fresh memory: %d of %d entries wrong", K, K, K, wrong, K * K);
+    cublasDestroy(h);
+    cudaFree(x), cudaFree(y), cudaFree(z);
 }
 
 static void caught() {
@@ -280,6 +284,5 @@ int main() {
     products();
     caught();
     cudaStreamDestroy(stream);
-    printf("test_cuda_emulator: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary("test_cuda_emulator");
 }

@@ -150,6 +150,37 @@ void open_device(bool open) {
     device_open = open;
 }
 
+/* Opens [from, to) (page-aligned) of m for queued work, with the pages
+ * between it and the range already open: the new ones filled with NaNs
+ * (all bits set, in float and double) as fresh device memory.  Only while
+ * no other thread may touch them: a page another thread wrote between the
+ * mprotect and the fill would lose the write.  So a kernel's first touch
+ * opens pages from the fault handler (kernels run on this thread alone),
+ * and a product opens its operands before the BLAS's threads start. */
+bool open_pages(allocation &m, char *from, char *to) {
+    bool had = m.lo < m.hi;
+    char *lo = had && m.lo < from ? m.lo : from, *hi = had && m.hi > to ? m.hi : to;
+    if (had && lo == m.lo && hi == m.hi) return true;
+    if (mprotect(lo, (size_t)(hi - lo), PROT_READ | PROT_WRITE) != 0) return false;
+    if (had) {
+        memset(lo, 0xff, (size_t)(m.lo - lo));
+        memset(m.hi, 0xff, (size_t)(hi - m.hi));
+    } else {
+        memset(lo, 0xff, (size_t)(hi - lo));
+    }
+    m.lo = lo, m.hi = hi;
+    return true;
+}
+
+char *page_down(const void *p) { return (char *)((uintptr_t)p & ~(uintptr_t)(page_size() - 1)); }
+char *page_up(const void *p) { return page_down((const char *)p + page_size() - 1); }
+
+/* Opens the pages of [p, p + bytes), inside one allocation. */
+void open_range(const void *p, size_t bytes) {
+    allocation *m = bytes ? device_range(p, bytes) : nullptr;
+    if (m && !open_pages(*m, page_down(p), page_up((const char *)p + bytes))) die("mprotect failed");
+}
+
 /* ---- the queue: the GPU's work in stream order ---- */
 
 struct op {
@@ -480,26 +511,9 @@ void ag_emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, d
 
 namespace {
 
-/* Another thread (a BLAS worker in a product) may fault at once. */
+/* Faults come from this thread (a product opens its operands first), but
+ * a stray one from another thread must not interleave with it. */
 std::atomic_flag fault_lock = ATOMIC_FLAG_INIT;
-
-/* A first touch of device pages by queued work: opened and filled with
- * NaNs (all bits set, in float and double), from the touched range's
- * edge to this page.  true: retry the access. */
-bool first_touch(allocation &m, char *page) {
-    size_t ps = page_size();
-    char *lo = m.lo < m.hi ? (page < m.lo ? page : m.lo) : page;
-    char *hi = m.lo < m.hi ? (page + ps > m.hi ? page + ps : m.hi) : page + ps;
-    if (mprotect(lo, (size_t)(hi - lo), PROT_READ | PROT_WRITE) != 0) return false;
-    if (m.lo < m.hi) {
-        memset(lo, 0xff, (size_t)(m.lo - lo));
-        memset(m.hi, 0xff, (size_t)(hi - m.hi));
-    } else {
-        memset(lo, 0xff, (size_t)(hi - lo));
-    }
-    m.lo = lo, m.hi = hi;
-    return true;
-}
 
 void report(const char *msg, int n) {
     if (n <= 0) return;
@@ -526,7 +540,7 @@ void on_fault(int sig, siginfo_t *info, void *) {
                          "(address %p, %zu bytes past its end)\n",
                          running_kernel ? name : "a copy or product", m.bytes, (void *)m.p, (void *)a,
                          (size_t)(a - (m.p + m.bytes)));
-        else if (device_open && first_touch(m, (char *)((uintptr_t)a & ~(uintptr_t)(page_size() - 1)))) {
+        else if (device_open && open_pages(m, page_down(a), page_down(a) + page_size())) {
             fault_lock.clear(std::memory_order_release);
             return;
         } else if (!device_open)
@@ -968,6 +982,11 @@ template <typename T> cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta
                     cb = tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
     enqueue(h->stream, [=]() {
         T av = dev ? *alpha : a, bv = dev ? *beta : b;
+        for (int i = 0; i < batch; i++) { /* opened here: the BLAS's threads must not fault (open_pages) */
+            open_range(A + i * sa, ea * sizeof(T));
+            open_range(B + i * sb, eb * sizeof(T));
+            open_range(C + i * sc, ec * sizeof(T));
+        }
         for (int i = 0; i < batch; i++) {
             if constexpr (sizeof(T) == sizeof(float))
                 cblas_sgemm(CblasColMajor, ca, cb, m, n, k, av, A + i * sa, lda, B + i * sb, ldb, bv, C + i * sc, ldc);
