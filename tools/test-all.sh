@@ -79,10 +79,11 @@ unset TSAN_OPTIONS
 # backend without a GPU"): the GPU tests - every op's kernels, the five
 # models' steps, optimizers, CUDA graphs, dump-step and 2 ranks on one GPU,
 # each against the CPU - run the backend's own code with its kernels on one
-# CPU core, device memory closed to the host and guarded at its ends.  On a
+# CPU core, device memory closed to the host and guarded at its ends (the
+# bounds_ tests: every tensor its own allocation, so guarded one by one).  On a
 # GPU, tools/gpu-check.sh runs the same tests there.
-emu_tests=(cuda_ops_f32 cuda_ops_f64 cuda_train_f32 cuda_train_f64 cuda_dump cuda_emulator mpi_cuda device cli
-  graph_records)
+emu_tests=(cuda_ops_f32 cuda_ops_f64 cuda_train_f32 cuda_train_f64 cuda_ops_bounds_f32 cuda_ops_bounds_f64
+  cuda_train_bounds_f32 cuda_dump cuda_emulator mpi_cuda device cli graph_records)
 rc=0
 if [ ! -f build-emu/build.ninja ]; then
   meson setup build-emu -Dgpu_emulator=true -Dnccl=disabled -Dbuildtype=debugoptimized >/dev/null || rc=1
