@@ -14,6 +14,7 @@
 # says what to fix.  Logs stay in build-gpu/meson-logs/.
 #
 #     bash tools/gpu-check.sh [--quick] [--bench MODES] [--bench-ops] [--waits] [--memcheck] [--ptb MINUTES]
+#                             [--emulator]
 # --quick: the GPU tests and the CLI's (whose --device cuda trains), not the
 # whole suite; --bench-ops: then the op table, bench/bench_ops_torch.py
 # --device cuda (attngrad's ops and PyTorch's side by side, ~1 minute), into
@@ -35,6 +36,12 @@
 # progress in build-gpu/ptb-*.log.  The PTB files come from ../shared/data/ptb,
 # or, on a machine without ../shared, from the copy --fetch-deps puts in
 # .gpu-deps/data/ptb to be carried (git-ignored, never committed).
+# --emulator: the same steps on a machine without a GPU, on the CUDA
+# emulator (-Dgpu_emulator=true, build dir build-gpu-emu): a dry run of this
+# script, so that a GPU session's minutes never go to the script's own
+# mistakes.  It runs the steps, not a GPU: no figure it prints is a GPU's,
+# --memcheck runs the tests with every tensor its own guarded allocation
+# instead of compute-sanitizer, and its timings are the emulator's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deps=.gpu-deps
@@ -48,7 +55,7 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   exit 0
 fi
 
-quick=0 bench="" bench_ops=0 waits=0 memcheck=0 ptb=""
+quick=0 bench="" bench_ops=0 waits=0 memcheck=0 ptb="" emulator=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
@@ -57,6 +64,7 @@ while [ $# -gt 0 ]; do
     --waits) waits=1 ;;
     --memcheck) memcheck=1 ;;
     --ptb) ptb=${2:?--ptb needs MINUTES}; shift ;;
+    --emulator) emulator=1 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -65,14 +73,19 @@ t0=$(date +%s)
 say() { echo "gpu-check [$(( $(date +%s) - t0 ))s] $*"; }
 
 # -- the GPU --
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
+B=build-gpu
+if [ $emulator = 1 ]; then
+  B=build-gpu-emu
+  say "the CUDA emulator (tests/cuda_emulator): a dry run on the CPU; no figure below is a GPU's"
+elif ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
   say "no GPU here (nvidia-smi missing or failing): nothing to check"
   echo "gpu-check: 0 passed, 0 failed, 1 skipped"
   exit 0
+else
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+  nvcc --version | tail -1
 fi
-nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
-cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
-nvcc --version | tail -1
 
 # -- OpenBLAS: the system's, or the carried .debs unpacked into a prefix --
 if ! pkg-config --exists openblas 2>/dev/null; then
@@ -101,16 +114,18 @@ if ! pkg-config --exists openblas 2>/dev/null; then
 fi
 
 # -- build: the CUDA variant, kernels for this GPU only (fast to compile) --
-if [ ! -f build-gpu/build.ninja ]; then
-  meson setup build-gpu -Dcuda=enabled -Dgpu_arch="${cap:-90}" >build-gpu.setup.log 2>&1 ||
-    { cat build-gpu.setup.log; echo "gpu-check: 0 passed, 1 failed, 0 skipped"; exit 1; }
+if [ ! -f $B/build.ninja ]; then
+  setup=(-Dcuda=enabled -Dgpu_arch="${cap:-90}")
+  [ $emulator = 1 ] && setup=(-Dgpu_emulator=true -Dnccl=disabled)
+  meson setup $B "${setup[@]}" >$B.setup.log 2>&1 ||
+    { cat $B.setup.log; echo "gpu-check: 0 passed, 1 failed, 0 skipped"; exit 1; }
 fi
 targets=()
 [ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
   tests/test_cuda_train_f32 tests/test_train tests/st_compare tools/attngrad tools/attngrad-f64 bench/bench_models
   bench/bench_ops_attn bench/bench_ops_seq)
-if ! ninja -C build-gpu "${targets[@]}" >build-gpu.ninja.log 2>&1; then
-  grep -E "error|FAILED" build-gpu.ninja.log | head -40
+if ! ninja -C $B "${targets[@]}" >$B.ninja.log 2>&1; then
+  grep -E "error|FAILED" $B.ninja.log | head -40
   echo "gpu-check: 0 passed, 1 failed, 0 skipped"
   exit 1
 fi
@@ -119,44 +134,44 @@ say "built"
 # -- the GPU tests first (their output in full: ops, shapes, differences),
 # then the whole suite on this build --
 fails=0
-# each test's whole output in build-gpu/<test>.log; here its failures (the
+# each test's whole output in $B/<test>.log; here its failures (the
 # CHECK lines name op, shapes and worst difference) and its summary
 gpass=0 gskip=0
 for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 test_cuda_train_f32; do
   say "== $t"
-  build-gpu/tests/$t >build-gpu/$t.log 2>&1
+  $B/tests/$t >$B/$t.log 2>&1
   rc=$?
-  grep -E "CHECK|FAIL|attngrad:|SKIP|Abort|Segmentation" build-gpu/$t.log | head -60
+  grep -E "CHECK|FAIL|attngrad:|SKIP|Abort|Segmentation" $B/$t.log | head -60
   # whether CUDA graphs replayed, model by model (a pass only says they ran)
-  grep -E "with CUDA graphs" build-gpu/$t.log | head -20
-  tail -n 2 build-gpu/$t.log
+  grep -E "with CUDA graphs" $B/$t.log | head -20
+  tail -n 2 $B/$t.log
   if [ "$rc" -eq 77 ]; then say "$t SKIPPED: it found no usable GPU"; gskip=$((gskip + 1))
   elif [ "$rc" -ne 0 ]; then say "$t FAILED (exit $rc)"; fails=$((fails + 1))
   else gpass=$((gpass + 1)); fi
 done
 if [ $quick = 1 ]; then
   say "== the CLI's tests (--device cuda trains there)"
-  (cd build-gpu && AG_DATA_DIR= ../tests/test_cli.sh tools/attngrad tools/attngrad-f64 tests/test_train) >build-gpu/test_cli.log 2>&1
+  (cd $B && AG_DATA_DIR= ../tests/test_cli.sh tools/attngrad tools/attngrad-f64 tests/test_train) >$B/test_cli.log 2>&1
   rc=$?
-  grep -E "FAIL" build-gpu/test_cli.log | head -20
-  tail -n 1 build-gpu/test_cli.log
+  grep -E "FAIL" $B/test_cli.log | head -20
+  tail -n 1 $B/test_cli.log
   if [ "$rc" -ne 0 ]; then fails=$((fails + 1)); else gpass=$((gpass + 1)); fi
   say "== dump-step on the GPU against the CPU, every model"
-  tests/test_cuda_dump.sh build-gpu/tools/attngrad build-gpu/tools/attngrad-f64 build-gpu/tests/st_compare \
-    >build-gpu/test_cuda_dump.log 2>&1
+  tests/test_cuda_dump.sh $B/tools/attngrad $B/tools/attngrad-f64 $B/tests/st_compare \
+    >$B/test_cuda_dump.log 2>&1
   rc=$?
-  grep -E "FAIL|SKIP" build-gpu/test_cuda_dump.log | head -20
-  tail -n 1 build-gpu/test_cuda_dump.log
+  grep -E "FAIL|SKIP" $B/test_cuda_dump.log | head -20
+  tail -n 1 $B/test_cuda_dump.log
   if [ "$rc" -eq 77 ]; then gskip=$((gskip + 1)); elif [ "$rc" -ne 0 ]; then fails=$((fails + 1)); else gpass=$((gpass + 1)); fi
   # data-parallel --device cuda (2 ranks through host memory; NCCL on 2
   # GPUs): only where MPI is, which the lent GPU machines lack
-  if command -v mpirun >/dev/null && ninja -C build-gpu tests/st_compare >>build-gpu.ninja.log 2>&1; then
+  if command -v mpirun >/dev/null && ninja -C $B tests/st_compare >>$B.ninja.log 2>&1; then
     for t in mpi_cuda mpi_nccl; do
       say "== $t"
-      meson test -C build-gpu --no-rebuild "$t" >/dev/null 2>&1
+      meson test -C $B --no-rebuild "$t" >/dev/null 2>&1
       rc=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["returncode"])' \
-        build-gpu/meson-logs/testlog.json 2>/dev/null || echo 1)
-      grep -E "^ok|FAIL|SKIP" build-gpu/meson-logs/testlog.txt | head -20
+        $B/meson-logs/testlog.json 2>/dev/null || echo 1)
+      grep -E "^ok|FAIL|SKIP" $B/meson-logs/testlog.txt | head -20
       if [ "$rc" -eq 77 ]; then gskip=$((gskip + 1)); elif [ "$rc" -ne 0 ]; then fails=$((fails + 1)); else gpass=$((gpass + 1)); fi
     done
   else
@@ -165,17 +180,17 @@ if [ $quick = 1 ]; then
   p=$gpass f=$fails s=$gskip
 else
   say "== the whole suite on the CUDA build"
-  meson test -C build-gpu --num-processes 8 --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped):" | grep -v " OK "
-  read -r p f s < <(python3 tools/testlog-counts.py build-gpu/meson-logs/testlog.json || echo "0 1 0")
+  meson test -C $B --num-processes 8 --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped):" | grep -v " OK "
+  read -r p f s < <(python3 tools/testlog-counts.py $B/meson-logs/testlog.json || echo "0 1 0")
 fi
 if [ $bench_ops = 1 ]; then
   say "== bench_ops_torch.py --device cuda (the op table)"
-  python3 bench/bench_ops_torch.py --build build-gpu --device cuda --reps 21 2>&1 | tee build-gpu/bench-ops-cuda.md
+  python3 bench/bench_ops_torch.py --build $B --device cuda --reps 21 2>&1 | tee $B/bench-ops-cuda.md
 fi
 if [ -n "$bench" ]; then
   say "== bench_models.py --device cuda --modes $bench"
-  python3 bench/bench_models.py --exe build-gpu/bench/bench_models --device cuda --modes "$bench" \
-    --csv build-gpu/bench-cuda.csv 2>&1 | tee build-gpu/bench-cuda.md
+  python3 bench/bench_models.py --exe $B/bench/bench_models --device cuda --modes "$bench" \
+    --csv $B/bench-cuda.csv 2>&1 | tee $B/bench-cuda.md
 fi
 if [ $waits = 1 ]; then
   say "== host waits: uploads staged against AG_CUDA_SYNC_UPLOADS=1"
@@ -183,26 +198,37 @@ if [ $waits = 1 ]; then
     echo "| model | staged ms | waits/step | sync uploads ms | waits/step | --cuda-graphs ms | waits/step | graph launches/step | eager stretches/step |"
     echo "|---|---|---|---|---|---|---|---|---|"
     for m in mpsan dual_axial poslm ms_san mtsa; do
-      a=$(build-gpu/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
-      b=$(AG_CUDA_SYNC_UPLOADS=1 build-gpu/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
-      c=$(build-gpu/bench/bench_models --device cuda --model $m --no-peak --cuda-graphs 2>&1 | grep -E '^result:|attngrad:')
+      a=$($B/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
+      b=$(AG_CUDA_SYNC_UPLOADS=1 $B/bench/bench_models --device cuda --model $m --no-peak 2>/dev/null | grep '^result:')
+      c=$($B/bench/bench_models --device cuda --model $m --no-peak --cuda-graphs 2>&1 | grep -E '^result:|attngrad:')
       v() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
       echo "| $m | $(v "$a" ms_med) | $(v "$a" waits) | $(v "$b" ms_med) | $(v "$b" waits) | $(v "$c" ms_med) | $(v "$c" waits) | $(v "$c" graph_launches) | $(v "$c" eager_segments) |"
       echo "$c" | grep attngrad: | head -3
     done
-  } 2>&1 | tee build-gpu/bench-waits.md
+  } 2>&1 | tee $B/bench-waits.md
 fi
 if [ $memcheck = 1 ]; then
-  if ! command -v compute-sanitizer >/dev/null; then
+  if [ $emulator = 1 ]; then
+    # the emulator's own bounds check: every tensor its own allocation,
+    # ending at a guard page (racecheck and synccheck have no counterpart)
+    for t in test_cuda_ops_f32 test_cuda_train_f32; do
+      say "== $t, every tensor its own guarded allocation (AG_CUDA_EXACT_ALLOC=1)"
+      AG_CUDA_EXACT_ALLOC=1 timeout 300 $B/tests/$t >$B/bounds-$t.log 2>&1
+      rc=$?
+      grep -E "cuda emulator|CHECK" $B/bounds-$t.log | head -10
+      tail -n 1 $B/bounds-$t.log
+      if [ $rc -eq 0 ]; then p=$((p + 1)); else say "$t FAILED (exit $rc)"; f=$((f + 1)); fi
+    done
+  elif ! command -v compute-sanitizer >/dev/null; then
     say "no compute-sanitizer here: --memcheck not run"
   else
     for run in "memcheck test_cuda_ops_f32" "memcheck test_cuda_train_f32" "racecheck test_cuda_ops_f32" \
       "synccheck test_cuda_ops_f32"; do
       read -r tool t <<<"$run"
-      log=build-gpu/sanitizer-$tool-$t.log
+      log=$B/sanitizer-$tool-$t.log
       say "== compute-sanitizer --tool $tool $t"
       AG_CUDA_EXACT_ALLOC=1 timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 30 \
-        build-gpu/tests/$t >"$log" 2>&1
+        $B/tests/$t >"$log" 2>&1
       rc=$?
       grep -E "^========= [A-Z]|SUMMARY|passed, [0-9]+ failed" "$log" | head -30
       if [ $rc -eq 124 ]; then say "$tool $t: stopped at 150 s (not judged)"; s=$((s + 1))
@@ -218,18 +244,28 @@ if [ -n "$ptb" ]; then
   if [ ! -d "$data" ]; then
     say "no PTB data (../shared/data/ptb, or $deps/data/ptb from --fetch-deps): --ptb not run"
   else
-    say "== PTB on the GPU, both variants at once, $ptb minutes each (logs: build-gpu/ptb-*.log)"
-    mkdir -p build-gpu/runs
+    say "== PTB on the GPU, both variants at once, $ptb minutes each (logs: $B/ptb-*.log)"
+    mkdir -p $B/runs
+    pids=()
     for v in positional none; do
       args=(train --model poslm --attention $v --data "$data" --device cuda --epochs 40 --max-minutes "$ptb"
-        --out build-gpu/runs/ptb-$v)
+        --out $B/runs/ptb-$v)
       # MODELS.md's lr 30 blows the attention variant up (docs/results.md): lr 10 for it
       [ $v = positional ] && args+=(--optim sgd:lr=10,weight_decay=1.2e-6)
-      [ -d build-gpu/runs/ptb-$v ] && args+=(--resume)
-      build-gpu/tools/attngrad "${args[@]}" >>build-gpu/ptb-$v.log 2>&1 &
+      [ -d $B/runs/ptb-$v ] && args+=(--resume)
+      $B/tools/attngrad "${args[@]}" >>$B/ptb-$v.log 2>&1 &
+      pids+=($!)
     done
-    wait
-    for v in positional none; do say "ptb $v:"; grep -E "epoch|test|error" build-gpu/ptb-$v.log | tail -n 6; done
+    # a run stopped by --max-minutes exits 0 (resumable); any other end is a failure
+    i=0
+    for v in positional none; do
+      wait "${pids[$i]}"
+      rc=$?
+      i=$((i + 1))
+      say "ptb $v:"
+      grep -E "epoch|test|error|diverged|attngrad train:" $B/ptb-$v.log | tail -n 6
+      if [ $rc -ne 0 ]; then say "ptb $v FAILED (exit $rc)"; f=$((f + 1)); else p=$((p + 1)); fi
+    done
   fi
 fi
 echo "gpu-check: $p passed, $f failed, $s skipped"
