@@ -40,8 +40,7 @@ extern "C" void ag__grads_pack_cuda(const ag_kgrad_slot *slots, int count, int64
     tail3 t = {{tail[0], tail[1], tail[2]}};
     for (int first = 0; first < count; first += MAX_SLOTS) {
         int k = count - first < MAX_SLOTS ? count - first : MAX_SLOTS;
-        ag__launch(pack_kernel, grid(largest, k), AG_CUDA_THREADS, 0, slots + first, w, zero, flat, n, t,
-                                                                                   first == 0);
+        ag__launch(pack_kernel, grid(largest, k), AG_CUDA_THREADS, 0, slots + first, w, zero, flat, n, t, first == 0);
     }
 }
 

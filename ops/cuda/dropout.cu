@@ -47,6 +47,5 @@ extern "C" void ag__dropout_apply_cuda(const uint8_t *kept, const ag_real *x, ag
 extern "C" void ag__dropout_backward_cuda(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int64_t n,
                                           bool fresh) {
     if (n > 0)
-        ag__launch(dropout_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, g, scale, gx, n,
-                                                                                          fresh);
+        ag__launch(dropout_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, g, scale, gx, n, fresh);
 }

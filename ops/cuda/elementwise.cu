@@ -118,8 +118,8 @@ __global__ void binary_backward_kernel(int op, int side, ag_kbcast bc, const ag_
 extern "C" void ag__binary_backward_cuda(int op, int side, const ag_kbcast *bc, const ag_real *a, const ag_real *b,
                                          const ag_real *g, ag_real *gx, int64_t gx_size, bool fresh) {
     if (gx_size > 0)
-        ag__launch(binary_backward_kernel, ag__cuda_blocks(gx_size), AG_CUDA_THREADS, 0, 
-            op, side, *bc, a, b, g, gx, gx_size, fresh);
+        ag__launch(binary_backward_kernel, ag__cuda_blocks(gx_size), AG_CUDA_THREADS, 0, op, side, *bc, a, b, g, gx,
+                   gx_size, fresh);
 }
 
 /* ---- y = scale x + shift, fills, accumulation ---- */

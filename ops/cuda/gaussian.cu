@@ -70,8 +70,7 @@ extern "C" void ag__gaussian_mu_cuda(const ag_real *m, const int32_t *len, ag_re
 extern "C" void ag__gaussian_mu_backward_cuda(const ag_real *m, const ag_real *mu, const ag_real *g, const int32_t *len,
                                               const uint8_t *above, ag_real *gm, int B, int N, bool fresh) {
     if (B > 0 && N > 0)
-        ag__launch(gaussian_mu_grad_kernel, blocks_of(B), AG_CUDA_THREADS, 0, m, mu, g, len, above, gm, B,
-                                                                                         N, fresh);
+        ag__launch(gaussian_mu_grad_kernel, blocks_of(B), AG_CUDA_THREADS, 0, m, mu, g, len, above, gm, B, N, fresh);
 }
 
 /* ---- the context's weights: one thread per row (b, t) ---- */
@@ -133,8 +132,8 @@ extern "C" void ag__gauss_weights_cuda(ag_real *w, ag_real *sum, const ag_real *
                                        const int32_t *len, int B, int N, bool strict, ag_real eps) {
     int64_t rows = (int64_t)B * N;
     if (rows > 0)
-        ag__launch(gauss_weights_kernel, blocks_of(rows), AG_CUDA_THREADS, 0, w, sum, mu, sigma, len, B, N,
-                                                                                         strict, eps);
+        ag__launch(gauss_weights_kernel, blocks_of(rows), AG_CUDA_THREADS, 0, w, sum, mu, sigma, len, B, N, strict,
+                   eps);
 }
 
 extern "C" void ag__gauss_weights_backward_cuda(const ag_real *w, const ag_real *dw, const ag_real *sum,
@@ -143,6 +142,6 @@ extern "C" void ag__gauss_weights_backward_cuda(const ag_real *w, const ag_real 
                                                 bool fresh_mu, bool fresh_sigma) {
     int64_t rows = (int64_t)B * N;
     if (rows > 0)
-        ag__launch(gauss_weights_grad_kernel, blocks_of(rows), AG_CUDA_THREADS, 0, 
-            w, dw, sum, mu, sigma, len, gmu, gsigma, B, N, strict, eps, fresh_mu, fresh_sigma);
+        ag__launch(gauss_weights_grad_kernel, blocks_of(rows), AG_CUDA_THREADS, 0, w, dw, sum, mu, sigma, len, gmu,
+                   gsigma, B, N, strict, eps, fresh_mu, fresh_sigma);
 }

@@ -79,6 +79,6 @@ extern "C" void ag__layernorm_grad_affine_cuda(const ag_real *x, const ag_real *
                                                const ag_real *rstd, ag_real *ggamma, ag_real *gbeta, int64_t rows,
                                                int D) {
     if (D > 0 && (ggamma || gbeta))
-        ag__launch(layernorm_grad_affine_kernel, ag__cuda_blocks(D), AG_CUDA_THREADS, 0, 
-            x, g, mean, rstd, ggamma, gbeta, rows, D);
+        ag__launch(layernorm_grad_affine_kernel, ag__cuda_blocks(D), AG_CUDA_THREADS, 0, x, g, mean, rstd, ggamma,
+                   gbeta, rows, D);
 }

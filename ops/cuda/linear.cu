@@ -78,8 +78,6 @@ extern "C" void ag__col_sums_cuda(const ag_real *x, int64_t rows, int cols, cons
                                   ag_real *out) {
     int64_t blocks = ag__col_blocks(rows);
     if (cols <= 0 || blocks <= 0) return;
-    ag__launch(col_partials_kernel, ag__cuda_blocks(blocks * cols), AG_CUDA_THREADS, 0, x, rows, cols,
-                                                                                                 blocks, partial);
-    ag__launch(col_sums_kernel, ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, partial, blocks, cols, scale,
-                                                                                       out);
+    ag__launch(col_partials_kernel, ag__cuda_blocks(blocks * cols), AG_CUDA_THREADS, 0, x, rows, cols, blocks, partial);
+    ag__launch(col_sums_kernel, ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, partial, blocks, cols, scale, out);
 }

@@ -64,8 +64,8 @@ extern "C" void ag__cross_entropy_backward_cuda(const ag_real *z, const int32_t 
                                                 int64_t counted, ag_real *gz, int64_t rows, int C, bool fresh) {
     int64_t n = rows * C;
     if (n > 0 && counted > 0)
-        ag__launch(ce_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, 
-            z, labels, ignore_index, row_max, row_lse, g, counted, gz, rows, C, fresh);
+        ag__launch(ce_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, z, labels, ignore_index, row_max, row_lse, g,
+                   counted, gz, rows, C, fresh);
 }
 
 /* ---- the mean over rows: one block, double partials, a fixed tree ---- */
@@ -160,8 +160,8 @@ extern "C" void ag__gather_rows_cuda(const ag_real *x, int width, const int32_t 
 extern "C" void ag__unpack_rows_cuda(ag_real *dst, const ag_real *src, int width, const int32_t *pos, int64_t rows,
                                      bool fresh) {
     if (rows > 0 && width > 0)
-        ag__launch(unpack_rows_kernel, ag__cuda_blocks(rows * width), AG_CUDA_THREADS, 0, 
-            dst, src, width, pos, rows, fresh);
+        ag__launch(unpack_rows_kernel, ag__cuda_blocks(rows * width), AG_CUDA_THREADS, 0, dst, src, width, pos, rows,
+                   fresh);
 }
 
 /* ---- KL divergence to a soft target ---- */
@@ -212,8 +212,8 @@ extern "C" void ag__kl_div_soft_backward_cuda(const ag_real *z, const ag_real *t
                                               ag_real *gz, int64_t rows, int C) {
     int64_t n = rows * C;
     if (n > 0)
-        ag__launch(kl_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, z, t, row_max, row_lse,
-                                                                                      row_mass, g, gz, rows, C);
+        ag__launch(kl_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, z, t, row_max, row_lse, row_mass, g, gz,
+                   rows, C);
 }
 
 /* ---- mean squared error ---- */

@@ -127,38 +127,34 @@ __global__ void mtsa_sv_grad_kernel(const ag_real *DEP, const ag_real *EP, const
 extern "C" void ag__mtsa_er_cuda(const ag_real *r, const ag_real *mask, int mask_slices, const int32_t *len, int per_b,
                                  ag_real *er, int64_t slices, int N, bool identity) {
     if (slices > 0 && N > 0)
-        ag__launch(mtsa_er_kernel, blocks_of(slices * N), AG_CUDA_THREADS, 0, 
-            r, mask, mask_slices, len, per_b, er, slices, N, identity);
+        ag__launch(mtsa_er_kernel, blocks_of(slices * N), AG_CUDA_THREADS, 0, r, mask, mask_slices, len, per_b, er,
+                   slices, N, identity);
 }
 
 extern "C" void ag__mtsa_ep_cuda(const ag_real *s, const ag_real *v, const int32_t *len, int per_b, ag_real *ep,
                                  int64_t slices, int N, int dh) {
     if (slices > 0 && N > 0 && dh > 0)
-        ag__launch(mtsa_ep_kernel, blocks_of(slices * dh), AG_CUDA_THREADS, 0, s, v, len, per_b, ep, slices,
-                                                                                          N, dh);
+        ag__launch(mtsa_ep_kernel, blocks_of(slices * dh), AG_CUDA_THREADS, 0, s, v, len, per_b, ep, slices, N, dh);
 }
 
 extern "C" void ag__mtsa_out_cuda(const ag_real *zn, const int32_t *len, int per_b, ag_real *out, int64_t slices, int N,
                                   int dh) {
     int64_t n = slices * N * dh;
     if (n > 0)
-        ag__launch(mtsa_out_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, zn, len, per_b, out, slices, N,
-                                                                                       dh);
+        ag__launch(mtsa_out_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, zn, len, per_b, out, slices, N, dh);
 }
 
 extern "C" void ag__mtsa_d_cuda(const ag_real *g, const ag_real *out, const ag_real *zn, const int32_t *len, int per_b,
                                 ag_real *d, int64_t slices, int N, int dh) {
     int64_t n = slices * N * dh;
     if (n > 0)
-        ag__launch(mtsa_d_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, g, out, zn, len, per_b, d, slices,
-                                                                                     N, dh);
+        ag__launch(mtsa_d_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, g, out, zn, len, per_b, d, slices, N, dh);
 }
 
 extern "C" void ag__mtsa_r_grad_cuda(const ag_real *der, const ag_real *er, const ag_real *r, ag_real *gr, int64_t n,
                                      bool identity, bool fresh) {
     if (n > 0)
-        ag__launch(mtsa_r_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, der, er, r, gr, n, identity,
-                                                                                          fresh);
+        ag__launch(mtsa_r_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, der, er, r, gr, n, identity, fresh);
 }
 
 extern "C" void ag__mtsa_sv_grad_cuda(const ag_real *dep, const ag_real *ep, const ag_real *v, const int32_t *len,
@@ -166,6 +162,6 @@ extern "C" void ag__mtsa_sv_grad_cuda(const ag_real *dep, const ag_real *ep, con
                                       bool fresh_v) {
     int64_t n = slices * N * dh;
     if (n > 0)
-        ag__launch(mtsa_sv_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, 
-            dep, ep, v, len, per_b, gs, gv, slices, N, dh, fresh_s, fresh_v);
+        ag__launch(mtsa_sv_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, dep, ep, v, len, per_b, gs, gv, slices,
+                   N, dh, fresh_s, fresh_v);
 }

@@ -98,8 +98,8 @@ extern "C" void ag__sum_axis_backward_cuda(const ag_real *g, ag_real *gx, ag_rea
                                            int64_t inner, bool fresh) {
     int64_t size = outer * n * inner;
     if (size > 0)
-        ag__launch(sum_axis_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, gx, scale, n, inner,
-                                                                                              fresh, size);
+        ag__launch(sum_axis_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, gx, scale, n, inner, fresh,
+                   size);
 }
 
 extern "C" void ag__max_axis_forward_cuda(const ag_real *x, ag_real *y, int32_t *arg, int64_t outer, int64_t n,
@@ -113,6 +113,5 @@ extern "C" void ag__max_axis_backward_cuda(const ag_real *g, const int32_t *arg,
                                            int64_t n, int64_t inner, bool fresh) {
     int64_t size = outer * n * inner;
     if (size > 0)
-        ag__launch(max_axis_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, arg, gx, n, inner,
-                                                                                              fresh, size);
+        ag__launch(max_axis_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, arg, gx, n, inner, fresh, size);
 }

@@ -34,8 +34,7 @@ extern "C" void ag__gather_cuda(const ag_real *x, const int32_t *index, ag_real 
                                 int n, int64_t inner) {
     int64_t size = outer * n * inner;
     if (size > 0)
-        ag__launch(gather_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, index, out, in_rows, n,
-                                                                                       inner, size);
+        ag__launch(gather_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, index, out, in_rows, n, inner, size);
 }
 
 /* Thread per element (o, r, k) of gx [outer, in_rows, inner]: it adds the
@@ -56,7 +55,6 @@ extern "C" void ag__gather_backward_cuda(const ag_real *g, const int32_t *first,
                                          int64_t outer, int in_rows, int n, int64_t inner, bool fresh) {
     int64_t size = outer * in_rows * inner;
     if (size > 0)
-        ag__launch(gather_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, first, pos, gx,
-                                                                                            in_rows, n, inner, fresh,
-                                                                                            size);
+        ag__launch(gather_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, first, pos, gx, in_rows, n, inner,
+                   fresh, size);
 }

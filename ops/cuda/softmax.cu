@@ -10,22 +10,8 @@
 #include "prelude.cuh"
 #include "../vecmath.h"
 
-__device__ static inline ag_real warp_max(ag_real v) {
-    for (int o = 16; o > 0; o /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-__device__ static inline ag_real warp_sum(ag_real v) {
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* A block is ROWS_PER_BLOCK warps, one row each (threadIdx.y): a warp's 32
- * lanes share their row, so a lane returns only when its whole warp does
- * and every shuffle sees all 32. */
-enum { ROWS_PER_BLOCK = 8 };
-
-static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK); }
+/* Last-axis rows: a warp per row (prelude.cuh's AG_CUDA_WARP_ROW), so a
+ * lane returns only when its whole warp does and every shuffle sees all 32. */
 
 /* The mask row of score row r (the plan's 3 leading dims, strides 0 where
  * the mask repeats). */
@@ -38,14 +24,13 @@ __device__ static inline const ag_real *mask_row(const ag_real *M, const ag_kmas
 
 __global__ void softmax_rows_kernel(const ag_real *X, const ag_real *M, ag_kmask p, ag_real scale, ag_real *Y,
                                     int64_t rows) {
-    int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
-    if (r >= rows) return;
+    AG_CUDA_WARP_ROW(r, rows);
     int cols = p.cols;
     const ag_real *x = X + r * cols, *m = M ? mask_row(M, p, r) : NULL;
     ag_real *y = Y + r * cols; /* may be x: each lane reads x[c] before it writes y[c] */
     ag_real mx = -INFINITY;
     for (int c = threadIdx.x; c < cols; c += 32) mx = fmax(mx, m ? scale * x[c] + m[c] : scale * x[c]);
-    mx = warp_max(mx);
+    mx = ag__warp_max(mx);
     if (mx == -INFINITY) { /* fully masked: zeros, as the CPU (the whole warp takes this branch) */
         for (int c = threadIdx.x; c < cols; c += 32) y[c] = 0;
         return;
@@ -56,21 +41,20 @@ __global__ void softmax_rows_kernel(const ag_real *X, const ag_real *M, ag_kmask
         y[c] = e;
         s += e;
     }
-    ag_real inv = 1 / warp_sum(s); /* sum >= 1: the max entry contributes e^0 */
+    ag_real inv = 1 / ag__warp_sum(s); /* sum >= 1: the max entry contributes e^0 */
     for (int c = threadIdx.x; c < cols; c += 32) y[c] *= inv;
 }
 
-/* gx may be g (fresh): the dot product is complete (warp_sum) before any
+/* gx may be g (fresh): the dot product is complete (ag__warp_sum) before any
  * lane writes, and each lane writes only the entries it read. */
 __global__ void softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_real scale, ag_real *GX, int64_t rows,
                                          int cols, bool fresh) {
-    int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
-    if (r >= rows) return;
+    AG_CUDA_WARP_ROW(r, rows);
     const ag_real *y = Y + r * cols, *g = G + r * cols;
     ag_real *gx = GX + r * cols;
     ag_real dot = 0;
     for (int c = threadIdx.x; c < cols; c += 32) dot += g[c] * y[c];
-    dot = warp_sum(dot);
+    dot = ag__warp_sum(dot);
     for (int c = threadIdx.x; c < cols; c += 32) {
         ag_real d = scale * y[c] * (g[c] - dot); /* masked: y = 0, so no gradient */
         gx[c] = fresh ? d : gx[c] + d;
@@ -80,45 +64,41 @@ __global__ void softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_
 extern "C" void ag__softmax_rows_forward_cuda(const ag_real *x, const ag_real *mask, const ag_kmask *plan,
                                               ag_real scale, ag_real *y, int64_t rows) {
     if (rows > 0 && plan->cols > 0)
-        ag__launch(softmax_rows_kernel, row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, x, mask, *plan,
-                                                                                                 scale, y, rows);
+        ag__launch(softmax_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), x, mask, *plan, scale, y, rows);
 }
 
 extern "C" void ag__softmax_rows_backward_cuda(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx,
                                                int64_t rows, int cols, bool fresh) {
     if (rows > 0 && cols > 0)
-        ag__launch(softmax_rows_grad_kernel, row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, 
-            y, g, scale, gx, rows, cols, fresh);
+        ag__launch(softmax_rows_grad_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), y, g, scale, gx, rows, cols, fresh);
 }
 
 /* ---- log-softmax ---- */
 
 __global__ void log_softmax_rows_kernel(const ag_real *X, ag_real *Y, int64_t rows, int cols) {
-    int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
-    if (r >= rows) return;
+    AG_CUDA_WARP_ROW(r, rows);
     const ag_real *x = X + r * cols;
     ag_real *y = Y + r * cols;
     ag_real mx = -INFINITY;
     for (int c = threadIdx.x; c < cols; c += 32) mx = fmax(mx, x[c]);
-    mx = warp_max(mx);
+    mx = ag__warp_max(mx);
     ag_real s = 0;
     for (int c = threadIdx.x; c < cols; c += 32) {
         y[c] = x[c] - mx;
         s += ag__vexp_nonpos(y[c]);
     }
-    ag_real lse = log(warp_sum(s));
+    ag_real lse = log(ag__warp_sum(s));
     for (int c = threadIdx.x; c < cols; c += 32) y[c] -= lse;
 }
 
 __global__ void log_softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t rows, int cols,
                                              bool fresh) {
-    int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
-    if (r >= rows) return;
+    AG_CUDA_WARP_ROW(r, rows);
     const ag_real *y = Y + r * cols, *g = G + r * cols;
     ag_real *gx = GX + r * cols;
     ag_real gsum = 0;
     for (int c = threadIdx.x; c < cols; c += 32) gsum += g[c];
-    gsum = warp_sum(gsum);
+    gsum = ag__warp_sum(gsum);
     for (int c = threadIdx.x; c < cols; c += 32) {
         ag_real d = g[c] - ag__vexp_nonpos(y[c]) * gsum; /* dx = g - softmax * sum(g) */
         gx[c] = fresh ? d : gx[c] + d;
@@ -127,15 +107,13 @@ __global__ void log_softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G,
 
 extern "C" void ag__log_softmax_rows_cuda(const ag_real *x, ag_real *y, int64_t rows, int cols) {
     if (rows > 0 && cols > 0)
-        ag__launch(log_softmax_rows_kernel, row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, x, y, rows,
-                                                                                                      cols);
+        ag__launch(log_softmax_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), x, y, rows, cols);
 }
 
 extern "C" void ag__log_softmax_rows_grad_cuda(const ag_real *y, const ag_real *g, ag_real *gx, int64_t rows,
                                                int cols, bool fresh) {
     if (rows > 0 && cols > 0)
-        ag__launch(log_softmax_rows_grad_kernel, row_blocks(rows), dim3(32, ROWS_PER_BLOCK), 0, 
-            y, g, gx, rows, cols, fresh);
+        ag__launch(log_softmax_rows_grad_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), y, g, gx, rows, cols, fresh);
 }
 
 /* ---- softmax along an axis over the valid positions: a thread per
@@ -183,15 +161,15 @@ __global__ void softmax_len_grad_kernel(const ag_real *Y, const ag_real *G, ag_r
 extern "C" void ag__softmax_len_cuda(const ag_real *x, ag_real *y, const int32_t *len, int64_t outer, int64_t n,
                                      int64_t inner, int64_t per_example) {
     if (outer * inner > 0 && n > 0)
-        ag__launch(softmax_len_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, 
-            x, y, len, outer, n, inner, per_example);
+        ag__launch(softmax_len_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, x, y, len, outer, n, inner,
+                   per_example);
 }
 
 extern "C" void ag__softmax_len_grad_cuda(const ag_real *y, const ag_real *g, ag_real *gx, const int32_t *len,
                                           int64_t outer, int64_t n, int64_t inner, int64_t per_example, bool fresh) {
     if (outer * inner > 0 && n > 0)
-        ag__launch(softmax_len_grad_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, 
-            y, g, gx, len, outer, n, inner, per_example, fresh);
+        ag__launch(softmax_len_grad_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, y, g, gx, len, outer,
+                   n, inner, per_example, fresh);
 }
 
 /* ---- the softmax-gated mixture: a thread per (row r, feature l), the

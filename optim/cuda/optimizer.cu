@@ -169,4 +169,6 @@ extern "C" void ag__scale_below_one_cuda(ag_real *x, int64_t n, const double *co
     LAUNCH(scale_below_one_kernel, n, x, n, coef);
 }
 
-extern "C" void ag__axpy_cuda(ag_real a, const ag_real *x, ag_real *y, int64_t n) { LAUNCH(axpy_kernel, n, a, x, y, n); }
+extern "C" void ag__axpy_cuda(ag_real a, const ag_real *x, ag_real *y, int64_t n) {
+    LAUNCH(axpy_kernel, n, a, x, y, n);
+}
