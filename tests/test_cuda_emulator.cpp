@@ -263,10 +263,13 @@ static void caught() {
           "a thread exiting before __syncthreads: %s", said.c_str());
     CHECK(dies_saying([&] { LAUNCH(partial_warp_shuffle_kernel, 1, 16, x); }, "undefined on a GPU", &said),
           "a full-mask shuffle in a 16-thread block: %s", said.c_str());
+    float host[4];
+    CHECK(dies_saying([&] { LAUNCH(read_kernel, 1, 1, host, x); }, "neither a live device allocation", &said),
+          "a kernel given a pointer to host memory: %s", said.c_str());
     float *y = device<float>(1);
     cudaFree(x);
-    CHECK(dies_saying([&] { LAUNCH(read_kernel, 1, 1, x, y); }, "outside any device allocation", &said),
-          "a kernel reading freed memory: %s", said.c_str());
+    CHECK(dies_saying([&] { LAUNCH(read_kernel, 1, 1, x, y); }, "neither a live device allocation", &said),
+          "a kernel given freed memory: %s", said.c_str());
     cudaFree(y);
 }
 

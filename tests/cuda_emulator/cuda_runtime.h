@@ -17,6 +17,7 @@
 #include <functional>
 #include <math.h> /* libstdc++'s: the float overloads of exp, fmax... in the global namespace, as CUDA's */
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #define __global__
@@ -64,9 +65,25 @@ template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask
 void ag_emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, dim3 block, size_t shared,
                            std::function<void()> thread_body);
 
+/* A pointer argument must be null, device memory, or pinned host memory
+ * (which the device reaches): a GPU faults on pageable host memory, which
+ * a kernel here could read without complaint.  (Pointers inside struct
+ * arguments are not seen.) */
+void ag_emu_check_pointer_argument(const void *kernel, int index, const void *p);
+
+template <typename T> inline void ag_emu_check_argument(const void *kernel, int index, const T &v) {
+    if constexpr (std::is_pointer<T>::value) ag_emu_check_pointer_argument(kernel, index, (const void *)v);
+}
+
+template <typename Tuple, size_t... I>
+inline void ag_emu_check_arguments(const void *kernel, const Tuple &t, std::index_sequence<I...>) {
+    (ag_emu_check_argument(kernel, (int)I, std::get<I>(t)), ...);
+}
+
 template <typename... P, typename... A> inline void ag_emu_launch(void (*kernel)(P...), dim3 grid, dim3 block,
                                                                   size_t shared, cudaStream_t stream, A &&...args) {
     std::tuple<P...> kept(std::forward<A>(args)...);
+    ag_emu_check_arguments((const void *)kernel, kept, std::index_sequence_for<P...>{});
     ag_emu_enqueue_kernel(stream, (const void *)kernel, grid, block, shared,
                           [kernel, kept]() { std::apply(kernel, kept); });
 }

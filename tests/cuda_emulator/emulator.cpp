@@ -13,7 +13,8 @@
  *   - the host cannot touch device memory: it is mapped without access
  *     except while queued work runs, and a host access faults, named;
  *   - a kernel that runs past the end of an allocation faults on a guard
- *     page (each allocation ends at one), named;
+ *     page (each allocation ends at one), named, and one given a pointer to
+ *     pageable host memory or freed memory is stopped at its launch;
  *   - fresh device memory holds NaNs (all bits set), not zeros;
  *   - a launch with a bad shape, a copy or product outside its allocation,
  *     a copy of the wrong kind, a call a stream capture forbids: the
@@ -99,20 +100,21 @@ size_t device_bytes, device_total = (size_t)8 << 30;
 volatile sig_atomic_t device_open; /* queued work is running: device memory may be touched */
 const void *running_kernel;
 
-/* The running kernel, for a report: its symbol where the dynamic table has
- * it, else where addr2line finds it ("addr2line -fCe FILE 0xOFFSET"). */
-void kernel_name(char *buf, size_t n) {
+/* A kernel, for a report: its symbol where the dynamic table has it, else
+ * where addr2line finds it ("addr2line -fCe FILE 0xOFFSET"). */
+void name_kernel(const void *kernel, char *buf, size_t n) {
     Dl_info info;
-    if (running_kernel && dladdr(running_kernel, &info) && info.dli_fname) {
+    if (kernel && dladdr(kernel, &info) && info.dli_fname) {
         if (info.dli_sname)
             snprintf(buf, n, "kernel %s", info.dli_sname);
         else
             snprintf(buf, n, "the kernel at %s+%#lx", info.dli_fname,
-                     (unsigned long)((uintptr_t)running_kernel - (uintptr_t)info.dli_fbase));
+                     (unsigned long)((uintptr_t)kernel - (uintptr_t)info.dli_fbase));
     } else {
-        snprintf(buf, n, "the kernel at %p", running_kernel);
+        snprintf(buf, n, "the kernel at %p", kernel);
     }
 }
+void kernel_name(char *buf, size_t n) { name_kernel(running_kernel, buf, n); }
 
 /* The allocation holding [p, p + bytes), or null. */
 allocation *device_range(const void *p, size_t bytes) {
@@ -488,6 +490,17 @@ int ag_emu_lane(void) {
 void *ag_emu_warp_slot(int lane) {
     if (lane < 0 || lane > 31) die("shuffle to lane %d", lane);
     return &warp_slots[((size_t)current->warp * 32 + (size_t)lane) * 8];
+}
+
+void ag_emu_check_pointer_argument(const void *kernel, int index, const void *p) {
+    API;
+    /* one past the end counts as inside: an empty slice's pointer */
+    if (!p || device_range(p, 1) || device_range((const char *)p - 1, 1) || is_pinned(p)) return;
+    char name[300];
+    name_kernel(kernel, name, sizeof name);
+    die("%s: argument %d is %p, neither a live device allocation nor pinned host memory (so pageable host memory, "
+        "or freed): a GPU faults on it",
+        name, index, p);
 }
 
 void ag_emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, dim3 block, size_t shared,
