@@ -91,6 +91,16 @@ extern "C" void *ag__record_begin(size_t bytes, int (*run)(const void *));
 #ifdef AG_CUDA_EMULATOR
 #define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) \
     ag_emu_launch(kernel, grid, block, shared, ag__cuda_stream(), __VA_ARGS__)
+/* The emulator checks a launch's pointer arguments; ag_kmix carries its
+ * pointers inside (the mixture's len among them: device memory or NULL). */
+template <> inline void ag_emu_check_argument<ag_kmix>(const void *kernel, int index, const ag_kmix &j) {
+    const void *p[] = {j.z, j.out, j.dout, j.gate, j.y, j.dz, j.len};
+    for (const void *q : p) ag_emu_check_pointer_argument(kernel, index, q);
+    for (int s = 0; s < j.n && s < AG_KMIX_MAX_SOURCES; s++) {
+        ag_emu_check_pointer_argument(kernel, index, j.src[s]);
+        ag_emu_check_pointer_argument(kernel, index, j.dsrc[s]);
+    }
+}
 #else
 #define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) kernel<<<grid, block, shared, ag__cuda_stream()>>>(__VA_ARGS__)
 #endif
