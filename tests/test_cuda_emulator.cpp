@@ -67,6 +67,12 @@ __global__ void partial_warp_shuffle_kernel(float *x) {
 
 __global__ void read_kernel(const float *x, float *y) { y[0] = x[0]; }
 
+/* Half a warp at __syncthreads, half at a shuffle: neither barrier can open. */
+__global__ void deadlock_kernel(float *x) {
+    if (threadIdx.x < 16) __syncthreads();
+    else x[threadIdx.x - 16] = __shfl_xor_sync(0xffffffffu, (float)threadIdx.x, 1);
+}
+
 /* ---- helpers ---- */
 
 template <typename T> static T *device(size_t n) {
@@ -263,6 +269,8 @@ static void caught() {
           "a thread exiting before __syncthreads: %s", said.c_str());
     CHECK(dies_saying([&] { LAUNCH(partial_warp_shuffle_kernel, 1, 16, x); }, "undefined on a GPU", &said),
           "a full-mask shuffle in a 16-thread block: %s", said.c_str());
+    CHECK(dies_saying([&] { LAUNCH(deadlock_kernel, 1, 32, x); }, "deadlock", &said),
+          "threads waiting at different barriers: %s", said.c_str());
     float host[4];
     CHECK(dies_saying([&] { LAUNCH(read_kernel, 1, 1, host, x); }, "neither a live device allocation", &said),
           "a kernel given a pointer to host memory: %s", said.c_str());
