@@ -28,7 +28,8 @@
  * time), the speed of anything, and the GPU's own arithmetic (exp, FMA
  * contraction: nvcc builds with -fmad=false, this with -ffp-contract=off).
  *
- * One CPU thread runs everything; the API is guarded by one lock. */
+ * One CPU thread runs the kernels and copies (the BLAS may use its own
+ * threads for a product); the API is guarded by one lock. */
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
 
