@@ -35,6 +35,7 @@
 
 #include <atomic>
 #include <cblas.h>
+#include <cerrno>
 #include <csignal>
 #include <cstdarg>
 #include <cstdint>
@@ -587,9 +588,20 @@ void install_fault_handler() {
     sigaction(SIGBUS, &sa, nullptr);
 }
 
+/* A count from the environment (unset or empty: dflt); anything but a
+ * whole number up to max is refused by name, not read as 0. */
+unsigned long long env_count(const char *name, unsigned long long dflt, unsigned long long max) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (*e == '-' || *end || errno || v > max) die("%s=%s: expected a whole number from 0 to %llu", name, e, max);
+    return v;
+}
+
 int device_count() {
-    const char *e = getenv("AG_CUDA_EMULATOR_DEVICES");
-    return e && *e ? atoi(e) : 1;
+    return (int)env_count("AG_CUDA_EMULATOR_DEVICES", 1, 64);
 }
 int current_device;
 
@@ -609,8 +621,7 @@ cudaError_t cudaSetDevice(int device) {
     API;
     if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
     current_device = device;
-    const char *mem = getenv("AG_CUDA_EMULATOR_MEMORY");
-    if (mem && *mem) device_total = (size_t)strtoull(mem, nullptr, 10);
+    device_total = (size_t)env_count("AG_CUDA_EMULATOR_MEMORY", device_total, 1ULL << 50);
     install_fault_handler();
     return cudaSuccess;
 }
