@@ -20,7 +20,7 @@ static cudaEvent_t began, ended; /* around the last sum: its time on the GPU */
 /* A failed call ends the job: the other ranks would wait for this one. */
 static void check(ncclResult_t r, const char *call) {
     if (r == ncclSuccess) return;
-    const char *last = comm ? ncclGetLastError(comm) : NULL;
+    const char *last = ncclGetLastError(comm); /* NULL comm: the last error of any */
     fprintf(stderr, "attngrad: %sNCCL: %s failed: %s%s%s (NCCL_DEBUG=WARN says more)\n", ag_dist_who(), call,
             ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
     ag_dist_abort(1);

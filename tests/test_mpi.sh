@@ -19,15 +19,19 @@
 #          process on that GPU, as equal does.
 #   nccl   the same with NCCL on device buffers (AG_DIST_REDUCE=nccl), a
 #          GPU per rank, and against the host path on the same GPUs.
+#   nccl_emulator  the emulated NCCL's own checks on 2 ranks: the program
+#          tests/test_nccl_emulator.cpp, given as a 7th argument.
 #
-# GPU_BUILD: nccl, cuda (CUDA without NCCL), emulated (tests/cuda_emulator:
-# its GPUs are AG_CUDA_EMULATOR_DEVICES) or none.  Skips (exit 77) with
+# GPU_BUILD: nccl, cuda (CUDA without NCCL), emulated or emulated-nccl
+# (tests/cuda_emulator: its GPUs are AG_CUDA_EMULATOR_DEVICES, 2 for the
+# nccl mode unless set; its NCCL runs over MPI) or none.  Skips (exit 77) with
 # the reason when the build has no MPI, when mpirun is not Open MPI's
 # (hosts), when the machine refuses namespaces, when there is no GPU (cuda,
 # nccl) or fewer than 2 (nccl: NCCL refuses two ranks on one GPU).
 set -uo pipefail
 mode=$1 found=$5 gpu_build=${6:-none}
 f64=$(realpath "$2") f32=$(realpath "$3") compare=$(realpath "$4") # meson passes them relative to the build dir
+program=${7:+$(realpath "$7")}
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$found" = true ] || skip "this build has no MPI (meson -Dmpi=enabled needs libopenmpi-dev openmpi-bin)"
 command -v mpirun >/dev/null || skip "mpirun is not on PATH"
@@ -224,10 +228,12 @@ EOS
   ;;
 cuda | nccl)
   [ "$gpu_build" != none ] || skip "this build has no CUDA (meson -Dcuda=enabled needs nvcc and cuBLAS)"
-  [ "$mode" = cuda ] || [ "$gpu_build" = nccl ] ||
+  [ "$mode" = cuda ] || [ "$gpu_build" = nccl ] || [ "$gpu_build" = emulated-nccl ] ||
     skip "this build has no NCCL (-Dnccl=auto finds it beside MPI and CUDA: nccl.h and libnccl)"
   gpus=0
-  if [ "$gpu_build" = emulated ]; then gpus=${AG_CUDA_EMULATOR_DEVICES:-1} # tests/cuda_emulator's
+  if [ "${gpu_build%-nccl}" = emulated ]; then # tests/cuda_emulator's GPUs: as many as asked for
+    [ "$mode" = nccl ] && export AG_CUDA_EMULATOR_DEVICES=${AG_CUDA_EMULATOR_DEVICES:-2}
+    gpus=${AG_CUDA_EMULATOR_DEVICES:-1}
   elif command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L | grep -c '^GPU'); fi
   if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then # nvidia-smi does not read it; the ranks do
     visible=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
@@ -246,14 +252,24 @@ cuda | nccl)
   for case in "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12"; do check_case "$f32" $F32_TOL "${MPIRUN[@]}"; done
   if [ "$mode" = nccl ]; then
     # the same sums through host memory: for 2 ranks both add the same two
-    # numbers, so they should agree to the last bit (printed); 1e-12 passes
+    # numbers, so they should agree to the last bit (printed); 1e-12 passes.
+    # Both runs f64 and their own (the f32 cases above reuse two-'s folders).
     case="mtsa --dim 12 --hidden 12" name=mtsa_--dim_12_--hidden_12
-    # shellcheck disable=SC2086
-    AG_DIST_REDUCE=host "${MPIRUN[@]}" "$f64" train --model $case "${COMMON[@]}" --out "$PWD/host-$name" >"host-$name.log" 2>&1 ||
-      fail "$case: 2 ranks through host memory failed"
-    res=$("$compare" "two-$name/last.safetensors" "host-$name/last.safetensors" 1e-12) &&
+    for path in nccl host; do
+      # shellcheck disable=SC2086
+      AG_DIST_REDUCE=$path "${MPIRUN[@]}" "$f64" train --model $case "${COMMON[@]}" --out "$PWD/$path-$name" \
+        >"$path-$name.log" 2>&1 || { fail "$case: 2 ranks, the gradients through $path, failed"; tail -5 "$path-$name.log"; }
+    done
+    res=$("$compare" "nccl-$name/last.safetensors" "host-$name/last.safetensors" 1e-12) &&
       echo "ok $case: NCCL against host memory: $res" || fail "$case: NCCL against host memory: $res"
   fi
+  ;;
+nccl_emulator)
+  # tests/test_nccl_emulator.cpp (7th argument) on 2 ranks, a GPU each
+  AG_CUDA_EMULATOR_DEVICES=2 "${MPIRUN[@]}" "$program" >emulator.log 2>&1; rc=$?
+  cat emulator.log
+  [ $rc -eq 77 ] && skip "$(grep SKIP emulator.log)"
+  [ $rc -eq 0 ] || fail "the emulated NCCL's own checks (exit $rc)"
   ;;
 *) echo "test_mpi.sh: unknown mode $mode"; exit 2 ;;
 esac

@@ -77,16 +77,17 @@ unset TSAN_OPTIONS
 
 # The CUDA backend on tests/cuda_emulator (docs/design.md, "Testing the CUDA
 # backend without a GPU"): the GPU tests - every op's kernels, the five
-# models' steps, optimizers, CUDA graphs, dump-step and 2 ranks on one GPU,
+# models' steps, optimizers, CUDA graphs, dump-step, 2 ranks on one GPU and
+# 2 on NCCL (emulated over MPI),
 # each against the CPU - run the backend's own code with its kernels on one
 # CPU core, device memory closed to the host and guarded at its ends (the
 # bounds_ tests: every tensor its own allocation, so guarded one by one).  On a
 # GPU, tools/gpu-check.sh runs the same tests there.
 emu_tests=(cuda_ops_f32 cuda_ops_f64 cuda_train_f32 cuda_train_f64 cuda_ops_bounds_f32 cuda_ops_bounds_f64
-  cuda_train_bounds_f32 cuda_dump cuda_emulator mpi_cuda device cli graph_records)
+  cuda_train_bounds_f32 cuda_dump cuda_emulator mpi_cuda mpi_nccl nccl_emulator device cli graph_records)
 rc=0
 if [ ! -f build-emu/build.ninja ]; then
-  meson setup build-emu -Dgpu_emulator=true -Dnccl=disabled -Dbuildtype=debugoptimized >/dev/null || rc=1
+  meson setup build-emu -Dgpu_emulator=true -Dbuildtype=debugoptimized >/dev/null || rc=1
 fi
 [ $rc -eq 0 ] && { ninja -C build-emu >/dev/null || { ninja -C build-emu | tail -20; rc=1; }; }
 [ $rc -eq 0 ] && { meson test -C build-emu --no-rebuild --print-errorlogs --num-processes 2 "${emu_tests[@]}"; rc=$?; }

@@ -522,6 +522,28 @@ void ag_emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, d
     enqueue(stream, [kernel, grid, block, f = std::move(thread_body)]() { run_kernel(kernel, grid, block, f); });
 }
 
+/* For the emulated NCCL (nccl.cpp): f queued on s and run at once, with
+ * all the work queued before it, device memory open meanwhile (f opens
+ * the pages it touches with ag_emu_open_range).  Not in a capture. */
+cudaError_t ag_emu_run_now(cudaStream_t s, std::function<void()> f) {
+    API;
+    if (stream_of(s)->capture) return fail(cudaErrorStreamCaptureUnsupported);
+    enqueue(s, std::move(f));
+    drain_all();
+    return cudaSuccess;
+}
+
+/* Whether [p, p + bytes) lies in one live device allocation. */
+bool ag_emu_is_device_range(const void *p, size_t bytes) {
+    API;
+    return device_range(p, bytes ? bytes : 1) != nullptr;
+}
+
+/* Opens [p, p + bytes) of a device allocation, from queued work, before
+ * something other than this thread's own loads and stores reads it (a
+ * library call, another process). */
+void ag_emu_open_range(const void *p, size_t bytes) { open_range(p, bytes); }
+
 /* ---- faults: which allocation, and whose ---- */
 
 namespace {
