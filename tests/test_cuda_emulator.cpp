@@ -67,6 +67,20 @@ __global__ void partial_warp_shuffle_kernel(float *x) {
 
 __global__ void read_kernel(const float *x, float *y) { y[0] = x[0]; }
 
+/* Each thread reads its left neighbour's write with no barrier between:
+ * right when the threads run in index order, stale in reverse. */
+__global__ void racy_shift_kernel(const float *x, float *y) {
+    __shared__ float part[64];
+    part[threadIdx.x] = x[threadIdx.x];
+    /* the __syncthreads this needs is missing */
+    y[threadIdx.x] = threadIdx.x ? part[threadIdx.x - 1] : 0;
+}
+
+/* Block b reads what block b - 1 wrote: no launch orders blocks. */
+__global__ void racy_blocks_kernel(float *x) {
+    if (threadIdx.x == 0) x[blockIdx.x + 1] = x[blockIdx.x] + 1;
+}
+
 /* Half a warp at __syncthreads, half at a shuffle: neither barrier can open. */
 __global__ void deadlock_kernel(float *x) {
     if (threadIdx.x < 16) __syncthreads();
@@ -131,6 +145,37 @@ static void barriers_and_shuffles() {
         for (int l = 0; l < 32; l++) ok &= got[w * 32 + l] == 32.0 * (32 * w) + 496; /* sum of 32w .. 32w+31 */
     CHECK(ok, "warp sums by __shfl_xor_sync");
     cudaFree(x), cudaFree(out), cudaFree(xd), cudaFree(od);
+}
+
+/* AG_CUDA_EMULATOR_ORDER: a race the forward order hides, reverse shows
+ * (it is read when a kernel runs, so each case waits before it changes). */
+static void run_orders() {
+    std::vector<float> h(64), got(64);
+    float *x = device<float>(64), *y = device<float>(64);
+    int stale[2] = {0, 0}, chain[2] = {0, 0};
+    for (int order = 0; order < 2; order++) {
+        setenv("AG_CUDA_EMULATOR_ORDER", order ? "reverse" : "forward", 1);
+        for (int i = 0; i < 64; i++) h[i] = (float)(i + 1 + 100 * order); /* not what the last run left in part[] */
+        cudaMemcpy(x, h.data(), 64 * sizeof(float), cudaMemcpyHostToDevice);
+        LAUNCH(racy_shift_kernel, 1, 64, x, y);
+        cudaMemcpy(got.data(), y, 64 * sizeof(float), cudaMemcpyDeviceToHost);
+        for (int i = 1; i < 64; i++) stale[order] += got[i] != h[i - 1];
+        float zero = 0;
+        cudaMemcpy(x, &zero, sizeof zero, cudaMemcpyHostToDevice);
+        LAUNCH(racy_blocks_kernel, 63, 32, x);
+        cudaMemcpy(got.data(), x, 64 * sizeof(float), cudaMemcpyDeviceToHost);
+        for (int i = 0; i < 64; i++) chain[order] += got[i] == (float)i;
+    }
+    unsetenv("AG_CUDA_EMULATOR_ORDER");
+    CHECK(stale[0] == 0 && stale[1] == 63, "a missing __syncthreads: %d stale reads forward, %d in reverse (want 0, 63)",
+          stale[0], stale[1]);
+    CHECK(chain[0] == 64 && chain[1] < 64, "blocks depending on each other: %d of 64 forward, %d in reverse", chain[0],
+          chain[1]);
+    std::string said;
+    CHECK(dies_saying([]() { setenv("AG_CUDA_EMULATOR_ORDER", "random", 1), LAUNCH(read_kernel, 1, 1, nullptr, nullptr); },
+                      "AG_CUDA_EMULATOR_ORDER=random: expected forward or reverse", &said),
+          "a run order not known: %s", said.c_str());
+    cudaFree(x), cudaFree(y);
 }
 
 static void stream_order_and_fresh_memory() {
@@ -289,6 +334,7 @@ int main() {
     }
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     barriers_and_shuffles();
+    run_orders();
     stream_order_and_fresh_memory();
     errors();
     graphs();

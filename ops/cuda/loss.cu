@@ -76,13 +76,8 @@ template <typename T> __global__ void row_mean_kernel(const T *L, int64_t rows, 
     __shared__ double part[MEAN_THREADS];
     double acc = 0;
     for (int64_t i = threadIdx.x; i < rows; i += MEAN_THREADS) acc += (double)L[i];
-    part[threadIdx.x] = acc;
-    __syncthreads();
-    for (int stride = MEAN_THREADS / 2; stride > 0; stride /= 2) {
-        if ((int)threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out = n ? (ag_real)(part[0] / (double)n) : 0;
+    double sum = ag__block_sum<MEAN_THREADS>(part, acc);
+    if (threadIdx.x == 0) *out = n ? (ag_real)(sum / (double)n) : 0;
 }
 
 extern "C" void ag__row_loss_mean_cuda(const ag_real *row_loss, int64_t rows, int64_t n, ag_real *out) {
@@ -225,13 +220,8 @@ __global__ void mse_kernel(const ag_real *P, const ag_real *T, ag_real *out, int
         ag_real d = P[i] - T[i];
         acc += (double)(d * d);
     }
-    part[threadIdx.x] = acc;
-    __syncthreads();
-    for (int stride = MEAN_THREADS / 2; stride > 0; stride /= 2) {
-        if ((int)threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out = (ag_real)(part[0] / (double)n);
+    double sum = ag__block_sum<MEAN_THREADS>(part, acc);
+    if (threadIdx.x == 0) *out = (ag_real)(sum / (double)n);
 }
 
 __global__ void mse_grad_kernel(const ag_real *P, const ag_real *T, const ag_real *G, ag_real *GP, ag_real *GT,

@@ -73,6 +73,21 @@ template <typename T> __device__ static inline T ag__warp_max(T v) {
     return v;
 }
 
+/* The sum of each thread's v over a block of THREADS threads (a power of
+ * two), in every thread: a tree through part[THREADS], the kernel's
+ * __shared__ array, in the same order every run (no atomics: the same bits
+ * each time, which losses and metrics need). */
+template <int THREADS, typename T> __device__ static inline T ag__block_sum(T *part, T v) {
+    static_assert((THREADS & (THREADS - 1)) == 0, "a tree over a power of two");
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int stride = THREADS / 2; stride > 0; stride /= 2) {
+        if ((int)threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
+        __syncthreads();
+    }
+    return part[0];
+}
+
 /* The engine's one stream (graph/cuda.c). */
 extern "C" cudaStream_t ag__cuda_stream(void);
 

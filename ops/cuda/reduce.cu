@@ -12,13 +12,8 @@ __global__ void sum_kernel(const ag_real *X, ag_real scale, ag_real *out, int64_
     __shared__ ag_real part[SUM_THREADS];
     ag_real acc = 0;
     for (int64_t i = threadIdx.x; i < n; i += SUM_THREADS) acc += X[i];
-    part[threadIdx.x] = acc;
-    __syncthreads();
-    for (int stride = SUM_THREADS / 2; stride > 0; stride /= 2) {
-        if ((int)threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out = scale == 1 ? part[0] : part[0] * scale;
+    ag_real sum = ag__block_sum<SUM_THREADS>(part, acc);
+    if (threadIdx.x == 0) *out = scale == 1 ? sum : sum * scale;
 }
 
 __global__ void sum_grad_kernel(const ag_real *G, ag_real scale, ag_real *GX, int64_t n, bool fresh) {

@@ -24,8 +24,11 @@
  *     block or warp waits at is reported, as is a deadlock;
  *   - graphs: a capture records the stream's work without running it, and
  *     a launch replays it.
- * What it cannot see: races between threads of a kernel (they run one at a
- * time), the speed of anything, and the GPU's own arithmetic (exp, FMA
+ *   - no run order is promised: threads and blocks run in index order, or
+ *     in reverse (AG_CUDA_EMULATOR_ORDER), so a read that lacks a barrier
+ *     before it reads stale values in one order or the other.
+ * What it cannot see: races between threads of a kernel beyond what the
+ * two orders show (they run one at a time between barriers), the speed of anything, and the GPU's own arithmetic (exp, FMA
  * contraction: nvcc builds with -fmad=false, this with -ffp-contract=off).
  *
  * One CPU thread runs the kernels and copies (the BLAS may use its own
@@ -430,6 +433,22 @@ bool release(int nthreads) {
     return any;
 }
 
+/* The order threads and blocks run in: AG_CUDA_EMULATOR_ORDER=forward
+ * (the default) or reverse.  A GPU promises none, so a kernel whose result
+ * depends on it has a race: a thread reading what another writes without a
+ * barrier between them reads the new value in one order and the old in the
+ * other, whichever thread comes first.  CI runs the op tests both ways. */
+bool reverse_order() {
+    const char *e = getenv("AG_CUDA_EMULATOR_ORDER");
+    if (!e || !*e || !strcmp(e, "forward")) return false;
+    if (!strcmp(e, "reverse")) return true;
+    die("AG_CUDA_EMULATOR_ORDER=%s: expected forward or reverse", e);
+}
+bool reversed;
+
+/* fibers[t], t-th in the run order */
+fiber &nth(int t, int n) { return fibers[(size_t)(reversed ? n - 1 - t : t)]; }
+
 void run_block(int nthreads) {
     for (int t = 0; t < nthreads; t++) {
         fiber &f = fibers[t];
@@ -437,7 +456,7 @@ void run_block(int nthreads) {
         f.stack = nullptr;
     }
     barrier_hit = false;
-    for (int t = 0; t < nthreads; t++) resume(fibers[t]);
+    for (int t = 0; t < nthreads; t++) resume(nth(t, nthreads));
     if (!barrier_hit) return;
     for (;;) {
         bool all_done = true;
@@ -448,8 +467,8 @@ void run_block(int nthreads) {
             describe_block(where, sizeof where);
             die("%s: deadlock: threads wait at different barriers (__syncthreads in one, a shuffle in another)", where);
         }
-        for (auto &f : fibers)
-            if (f.state == fiber::RELEASED) resume(f);
+        for (int t = 0; t < nthreads; t++)
+            if (nth(t, nthreads).state == fiber::RELEASED) resume(nth(t, nthreads));
     }
 }
 
@@ -465,12 +484,13 @@ void run_kernel(const void *kernel, dim3 grid, dim3 block, const std::function<v
     gridDim = grid, blockDim = block;
     body = &thread_body;
     running_kernel = kernel;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                blockIdx = {x, y, z};
-                run_block(nthreads);
-            }
+    reversed = reverse_order();
+    unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+    for (unsigned long long b = 0; b < blocks; b++) {
+        unsigned long long k = reversed ? blocks - 1 - b : b;
+        blockIdx = {(unsigned)(k % grid.x), (unsigned)(k / grid.x % grid.y), (unsigned)(k / grid.x / grid.y)};
+        run_block(nthreads);
+    }
     running_kernel = nullptr;
     body = nullptr;
 }
