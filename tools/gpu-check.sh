@@ -36,6 +36,15 @@
 # progress in build-gpu/ptb-*.log.  The PTB files come from ../shared/data/ptb,
 # or, on a machine without ../shared, from the copy --fetch-deps puts in
 # .gpu-deps/data/ptb to be carried (git-ignored, never committed).
+#
+# A lent GPU session (15 device minutes, start-up included; the machine goes
+# back after 30 s idle): one call per step, each with an inner timeout so
+# that its logs still come back, in this order:
+#     export PATH=/opt/torch/.venv/bin:$PATH                    # the machine's PyTorch
+#     timeout 500 bash tools/gpu-check.sh --quick --waits 2>&1 | tee $OUT/gpu-check.log
+#     tar czf $OUT/logs.tgz build-gpu/*.log build-gpu/bench-*.* build-gpu/meson-logs/testlog.txt
+# (carry .gpu-deps), then --memcheck, --bench eager,compile, --ptb MINUTES as
+# the minutes allow; try each first with --emulator here.
 # --emulator: the same steps on a machine without a GPU, on the CUDA
 # emulator (-Dgpu_emulator=true, build dir build-gpu-emu): a dry run of this
 # script, so that a GPU session's minutes never go to the script's own

@@ -76,7 +76,9 @@ template <typename T> __device__ static inline T ag__warp_max(T v) {
 /* The sum of each thread's v over a block of THREADS threads (a power of
  * two), in every thread: a tree through part[THREADS], the kernel's
  * __shared__ array, in the same order every run (no atomics: the same bits
- * each time, which losses and metrics need). */
+ * each time, which losses and metrics need).  A second sum through the
+ * same part[] needs a __syncthreads() first: threads may still be reading
+ * part[0] when thread 0 writes it anew. */
 template <int THREADS, typename T> __device__ static inline T ag__block_sum(T *part, T v) {
     static_assert((THREADS & (THREADS - 1)) == 0, "a tree over a power of two");
     part[threadIdx.x] = v;

@@ -9,10 +9,18 @@
  * runs the collective on its own.  Run at issue, every rank meets the
  * collectives in program order, which is one order a GPU may run them in.
  *
- * As NCCL: the buffers must be device memory, a communicator has one rank
- * per GPU ("Duplicate GPU detected"), and a failed call returns its error,
- * with ncclGetLastError saying what went wrong.  Not emulated (refused,
- * said): half floats, ncclAvg, a collective inside a stream capture. */
+ * What it costs: the emulated GPU catches up at every collective, so a
+ * missing wait after one goes unseen in mpi_nccl (the other GPU tests,
+ * which have no collectives, keep seeing it).  And two ranks that issue
+ * an NCCL collective and an MPI one of their own in different orders
+ * deadlock here, where NCCL would not; attngrad's ranks issue both kinds
+ * in the same order.
+ *
+ * As NCCL: a communicator has one rank per GPU ("Duplicate GPU
+ * detected"), and a failed call returns its error, with ncclGetLastError
+ * saying what went wrong; stricter than NCCL, the buffers must be device
+ * memory.  Not emulated (refused, said): half floats, ncclAvg, a
+ * collective inside a stream capture. */
 #include "nccl.h"
 
 #include <mpi.h>
@@ -35,20 +43,18 @@ void ag_emu_open_range(const void *p, size_t bytes);
 struct ag_emu_nccl_comm {
     MPI_Comm mpi; /* the members, ordered by NCCL rank */
     int rank, nranks;
-    char last_error[512];
 };
 
 namespace {
 
-char last_error[512]; /* of the last failed call, with or without a communicator */
+char last_error[512]; /* of the last failed call, whatever its communicator (as NCCL's) */
 
-ncclResult_t failed(ncclComm_t comm, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-ncclResult_t failed(ncclComm_t comm, ncclResult_t r, const char *fmt, ...) {
+ncclResult_t failed(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ncclResult_t failed(ncclResult_t r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    if (comm) snprintf(comm->last_error, sizeof comm->last_error, "%s", last_error);
     return r;
 }
 
@@ -88,16 +94,16 @@ struct member {
  * buffer (count elements of device memory). */
 ncclResult_t check_call(const char *call, ncclComm_t comm, ncclDataType_t t, size_t count, size_t *bytes,
                         MPI_Datatype *type, const void *send, const void *recv) {
-    if (!comm) return failed(nullptr, ncclInvalidArgument, "%s: the communicator is null", call);
+    if (!comm) return failed(ncclInvalidArgument, "%s: the communicator is null", call);
     *type = mpi_type(t, bytes);
     if (*type == MPI_DATATYPE_NULL)
-        return failed(comm, ncclInvalidArgument, "%s: data type %d is not emulated (half floats are not)", call, (int)t);
-    if (count > SIZE_MAX / *bytes) return failed(comm, ncclInvalidArgument, "%s: count %zu overflows", call, count);
+        return failed(ncclInvalidArgument, "%s: data type %d is not emulated (half floats are not)", call, (int)t);
+    if (count > SIZE_MAX / *bytes) return failed(ncclInvalidArgument, "%s: count %zu overflows", call, count);
     const void *buffers[2] = {send, recv};
     const char *names[2] = {"sendbuff", "recvbuff"};
     for (int k = 0; k < 2 && count; k++)
         if (buffers[k] && !ag_emu_is_device_range(buffers[k], count * *bytes))
-            return failed(comm, ncclInvalidArgument,
+            return failed(ncclInvalidArgument,
                           "%s: %s %p is not %zu bytes of device memory (host memory, freed, or too short)", call,
                           names[k], buffers[k], count * *bytes);
     return ncclSuccess;
@@ -112,9 +118,9 @@ template <typename F> void in_pieces(char *p, size_t count, size_t elem, F each)
     }
 }
 
-ncclResult_t run(ncclComm_t comm, const char *call, cudaStream_t stream, std::function<void()> f) {
+ncclResult_t run(const char *call, cudaStream_t stream, std::function<void()> f) {
     if (ag_emu_run_now(stream, std::move(f)) != cudaSuccess)
-        return failed(comm, ncclInvalidUsage, "%s in a stream capture is not emulated", call);
+        return failed(ncclInvalidUsage, "%s in a stream capture is not emulated", call);
     return ncclSuccess;
 }
 
@@ -123,7 +129,7 @@ ncclResult_t run(ncclComm_t comm, const char *call, cudaStream_t stream, std::fu
 extern "C" {
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
-    if (!id) return failed(nullptr, ncclInvalidArgument, "ncclGetUniqueId: id is null");
+    if (!id) return failed(ncclInvalidArgument, "ncclGetUniqueId: id is null");
     memset(id, 0, sizeof *id);
     char host[64] = "";
     gethostname(host, sizeof host - 1);
@@ -137,14 +143,14 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
     int mpi_up = 0;
     MPI_Initialized(&mpi_up);
     if (!mpi_up)
-        return failed(nullptr, ncclInvalidUsage,
+        return failed(ncclInvalidUsage,
                       "ncclCommInitRank: the emulated NCCL runs over MPI, and MPI is not initialized");
     if (!comm || nranks < 1 || rank < 0 || rank >= nranks)
-        return failed(nullptr, ncclInvalidArgument, "ncclCommInitRank: rank %d of %d", rank, nranks);
+        return failed(ncclInvalidArgument, "ncclCommInitRank: rank %d of %d", rank, nranks);
     member me = {};
     me.id = id, me.nranks = nranks, me.rank = rank;
     if (cudaGetDevice(&me.device) != cudaSuccess)
-        return failed(nullptr, ncclUnhandledCudaError, "ncclCommInitRank: no current device");
+        return failed(ncclUnhandledCudaError, "ncclCommInitRank: no current device");
     gethostname(me.host, sizeof me.host - 1);
     int world_size, world_rank;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -161,7 +167,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
         if (color < 0) color = w;
         count++;
         if (m.nranks != nranks || m.rank < 0 || m.rank >= nranks || by_rank[(size_t)m.rank] >= 0) {
-            result = failed(nullptr, ncclInvalidArgument,
+            result = failed(ncclInvalidArgument,
                             "ncclCommInitRank: MPI rank %d joins as rank %d of %d, which does not fit the others", w,
                             m.rank, m.nranks);
             continue;
@@ -170,13 +176,13 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
         for (int r = 0; r < nranks && result == ncclSuccess; r++) {
             int o = by_rank[(size_t)r];
             if (o >= 0 && o != w && all[(size_t)o].device == m.device && !strcmp(all[(size_t)o].host, m.host))
-                result = failed(nullptr, ncclInvalidUsage,
+                result = failed(ncclInvalidUsage,
                                 "Duplicate GPU detected : rank %d and rank %d both on CUDA device %d of %s", m.rank, r,
                                 m.device, m.host);
         }
     }
     if (result == ncclSuccess && count != nranks)
-        result = failed(nullptr, ncclInvalidUsage, "ncclCommInitRank: %d ranks of %d joined", count, nranks);
+        result = failed(ncclInvalidUsage, "ncclCommInitRank: %d ranks of %d joined", count, nranks);
     MPI_Comm mpi;
     MPI_Comm_split(MPI_COMM_WORLD, color, rank, &mpi); /* collective: also on failure */
     if (result != ncclSuccess) {
@@ -184,7 +190,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
         return result;
     }
     ncclComm_t c = (ncclComm_t)calloc(1, sizeof *c);
-    if (!c) return failed(nullptr, ncclSystemError, "ncclCommInitRank: out of memory");
+    if (!c) return failed(ncclSystemError, "ncclCommInitRank: out of memory");
     c->mpi = mpi, c->rank = rank, c->nranks = nranks;
     *comm = c;
     return ncclSuccess;
@@ -208,9 +214,9 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
     if (r != ncclSuccess) return r;
     MPI_Op mop = mpi_op(op);
     if (mop == MPI_OP_NULL)
-        return failed(comm, ncclInvalidArgument, "ncclAllReduce: reduction %d is not emulated (ncclAvg is not)", (int)op);
+        return failed(ncclInvalidArgument, "ncclAllReduce: reduction %d is not emulated (ncclAvg is not)", (int)op);
     if (!count) return ncclSuccess;
-    return run(comm, "ncclAllReduce", stream, [=]() {
+    return run("ncclAllReduce", stream, [=]() {
         ag_emu_open_range(sendbuff, count * elem);
         ag_emu_open_range(recvbuff, count * elem);
         bool in_place = sendbuff == recvbuff;
@@ -231,9 +237,9 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, n
                                 recvbuff);
     if (r != ncclSuccess) return r;
     if (root < 0 || root >= comm->nranks)
-        return failed(comm, ncclInvalidArgument, "ncclBroadcast: root %d of %d ranks", root, comm->nranks);
+        return failed(ncclInvalidArgument, "ncclBroadcast: root %d of %d ranks", root, comm->nranks);
     if (!count) return ncclSuccess;
-    return run(comm, "ncclBroadcast", stream, [=]() {
+    return run("ncclBroadcast", stream, [=]() {
         ag_emu_open_range(recvbuff, count * elem);
         if (at_root && sendbuff != recvbuff) {
             ag_emu_open_range(sendbuff, count * elem);
@@ -255,6 +261,10 @@ const char *ncclGetErrorString(ncclResult_t result) {
     }
 }
 
-const char *ncclGetLastError(ncclComm_t comm) { return comm ? comm->last_error : last_error; }
+/* NCCL's comm argument is unused: one last error for the process. */
+const char *ncclGetLastError(ncclComm_t comm) {
+    (void)comm;
+    return last_error;
+}
 
 } // extern "C"

@@ -7,8 +7,20 @@
  * no GPU between them; the real one, which attngrad links on a GPU
  * machine, has its own transports and is bootstrapped the same way (rank
  * 0's ncclUniqueId, broadcast over MPI).  As NCCL does, it refuses two
- * ranks on one GPU, buffers that are not device memory, and a rank or
- * root outside the communicator.
+ * ranks on one GPU and a rank or root outside the communicator; stricter
+ * than NCCL (which checks pointers only with NCCL_CHECK_POINTERS=1, and
+ * lengths never), it refuses buffers that are not count elements of
+ * device memory, where a GPU would fail later, or not at all.
+ *
+ * Where it differs from NCCL, beyond speed and transports:
+ *   - every MPI rank must call ncclCommInitRank (it gathers over
+ *     MPI_COMM_WORLD), and a rank that returns early from it with a bad
+ *     argument leaves the others waiting (NCCL's bootstrap waits too);
+ *   - ncclCommDestroy frees an MPI communicator, which is collective;
+ *   - a collective runs when it is issued (nccl.cpp says why), so the
+ *     work queued before it runs then too;
+ *   - over more than 2 ranks, MPI does not promise every rank the same
+ *     bits of a float sum, as NCCL does.
  *
  * Values as NCCL's where a program might print or compare them.  C and
  * C++. */
