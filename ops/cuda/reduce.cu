@@ -8,7 +8,10 @@
  * faster for very large n; losses and metrics are the sums here). */
 enum { SUM_THREADS = 1024 };
 
-__global__ void sum_kernel(const ag_real *X, ag_real scale, ag_real *out, int64_t n) {
+/* The one kernel launched with 1024 threads: the bound keeps it within the
+ * 64 registers a thread such a block can have (ptxas: about 30 now); every
+ * other launch has 256 threads or fewer, which any kernel's registers fit. */
+__global__ void __launch_bounds__(SUM_THREADS) sum_kernel(const ag_real *X, ag_real scale, ag_real *out, int64_t n) {
     __shared__ ag_real part[SUM_THREADS];
     ag_real acc = 0;
     for (int64_t i = threadIdx.x; i < n; i += SUM_THREADS) acc += X[i];

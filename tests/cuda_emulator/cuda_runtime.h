@@ -26,6 +26,7 @@
 #define __forceinline__ inline
 #define __restrict__ __restrict
 #define __shared__ static
+#define __launch_bounds__(...) /* registers: the GPU's concern */
 
 struct uint3 {
     unsigned x, y, z;
