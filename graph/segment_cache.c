@@ -21,9 +21,15 @@ static bool in(const uint64_t *set, uint64_t key) {
     return false;
 }
 
-/* A small set: a key takes the slot its value picks (a collision forgets
- * the older key, which only costs a capture later). */
-static void add(uint64_t *set, uint64_t key) { set[key % AG_SEG_SEEN] = key; }
+/* A small set that forgets its oldest key first.  Not a slot picked by
+ * the key's value: two segments that alternate each step with keys equal
+ * modulo the size would make it forget each other for ever, and neither
+ * would ever be captured (in about one run of a hundred: the keys hash
+ * device addresses, which vary run to run). */
+static void add(uint64_t *set, unsigned *next, uint64_t key) {
+    set[*next] = key;
+    *next = (*next + 1) % AG_SEG_SEEN;
+}
 
 static ag__seg_entry *lookup(ag__seg_cache *c, uint64_t key, const char *bytes, size_t n) {
     for (int i = 0; i < AG_SEG_CACHE; i++) {
@@ -48,7 +54,7 @@ ag__seg_action ag__seg_decide(ag__seg_cache *c, const char *bytes, size_t n, int
     }
     if (in(c->failed, *key)) return AG_SEG_EAGER;
     if (in(c->seen, *key)) return AG_SEG_CAPTURE;
-    add(c->seen, *key);
+    add(c->seen, &c->seen_next, *key);
     return AG_SEG_EAGER;
 }
 
@@ -75,10 +81,11 @@ ag__seg_entry *ag__seg_keep(ag__seg_cache *c, uint64_t key, const char *bytes, s
     return slot;
 }
 
-void ag__seg_failed(ag__seg_cache *c, uint64_t key) { add(c->failed, key); }
+void ag__seg_failed(ag__seg_cache *c, uint64_t key) { add(c->failed, &c->failed_next, key); }
 
 void ag__seg_clear(ag__seg_cache *c) {
     for (int i = 0; i < AG_SEG_CACHE; i++) drop(c, &c->entry[i]);
     memset(c->seen, 0, sizeof c->seen);
     memset(c->failed, 0, sizeof c->failed);
+    c->seen_next = c->failed_next = 0;
 }

@@ -34,7 +34,10 @@ typedef struct {
 
 typedef struct {
     ag__seg_entry entry[AG_SEG_CACHE];
-    uint64_t seen[AG_SEG_SEEN], failed[AG_SEG_SEEN]; /* keys run once; keys whose capture failed */
+    /* keys run once; keys whose capture failed: each a ring that forgets
+     * its oldest key first */
+    uint64_t seen[AG_SEG_SEEN], failed[AG_SEG_SEEN];
+    unsigned seen_next, failed_next;
     uint64_t clock;
     void (*destroy)(void *exec); /* frees a graph the cache lets go */
 } ag__seg_cache;

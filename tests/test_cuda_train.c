@@ -613,7 +613,8 @@ static void graphs_case(const variant *v) {
     long long launches = (long long)(after.graph_launches - before.graph_launches),
               captures = (long long)(after.graph_captures - before.graph_captures),
               eager = (long long)(after.eager_segments - before.eager_segments),
-              late = (long long)(after.graph_captures - warm.graph_captures);
+              late = (long long)(after.graph_captures - warm.graph_captures),
+              late_eager = (long long)(after.eager_segments - warm.eager_segments);
     /* AG_CUDA_EXACT_ALLOC=1 (gpu-check --memcheck) gives every step new
      * addresses: nothing replays there, by design */
     const char *exact = getenv("AG_CUDA_EXACT_ALLOC");
@@ -623,6 +624,9 @@ static void graphs_case(const variant *v) {
         CHECK(late == 0, "%s: %lld graphs captured after step %d, where every stretch had been seen: equal steps "
               "recorded different bytes (a padded argument, or one that varies), so those graphs never replay",
               v->label, late, GRAPH_WARM_STEPS);
+        CHECK(late_eager == 0, "%s: %lld stretches ran eagerly after step %d, where every stretch had been "
+              "captured: the cache forgot what it had seen, or let its graphs go", v->label, late_eager,
+              GRAPH_WARM_STEPS);
     }
     printf("%-20s %d steps with CUDA graphs: equal to eager; %lld graph launches, %lld captures (%lld after step %d), "
            "%lld eager stretches\n",
