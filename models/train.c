@@ -128,7 +128,11 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     }
     ag_step_end();
     ag_set_grad_enabled(was);
-    if (rc) return rc; /* with other ranks: the caller ends the job (ag_dist_abort) */
+    if (rc) { /* with other ranks: the caller ends the job (ag_dist_abort) */
+        free(pred);
+        free(gold);
+        return rc;
+    }
     /* the shares' sums, and every prediction for the correlations */
     double sums[3] = {loss_sum, (double)correct, (double)count};
     ag_dist_sum(sums, 3);

@@ -617,7 +617,7 @@ int main(int argc, char **argv) {
     int n = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        double x;
+        double x = 0; /* cast to int below even when its parse failed: garbage there is undefined */
         bool ok = true;
         int takes_value = 1;
         char err[512];
