@@ -56,7 +56,10 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
     if (cfg.vocab < 3) return ag_train_fail(err, errlen, AG_ERR_ARG, "--vocab %d: at least 3 (<pad>, <unk>, a word)", cfg.vocab);
     if (ag_model_init(m, kind, &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
     int rc = ag_train_use_device(o, &m->params, err, errlen);
-    if (rc) return rc;
+    if (rc) { /* no GPU, or the one asked for is not there */
+        ag_model_free(m);
+        return rc;
+    }
     if (o->batch > 0 || o->len > 0) {
         int N = cfg.fixed_len > 0 ? cfg.fixed_len : o->len > 0 ? o->len : 5;
         random_batch(m, o->batch > 0 ? o->batch : 2, N, 3, b);

@@ -115,10 +115,9 @@ const ag_model_kind *ag_model_find(const char *name) {
 /* The double program loads "x.so" as "x-f64.so" when there is one: the
  * same plugin compiled with -DAG_REAL_DOUBLE (see the header). */
 static const char *real_type_variant(const char *path, char *buf, size_t n) {
+    if (sizeof(ag_real) != sizeof(double)) return path; /* the float program loads path as given */
     size_t len = strlen(path);
-    if (sizeof(ag_real) != sizeof(double) || len < 3 || strcmp(path + len - 3, ".so") ||
-        (len >= 7 && !strcmp(path + len - 7, "-f64.so")))
-        return path;
+    if (len < 3 || strcmp(path + len - 3, ".so") || (len >= 7 && !strcmp(path + len - 7, "-f64.so"))) return path;
     if ((size_t)snprintf(buf, n, "%.*s-f64.so", (int)(len - 3), path) >= n || access(buf, F_OK)) return path;
     return buf;
 }
