@@ -219,10 +219,11 @@ fi
 if [ $memcheck = 1 ]; then
   if [ $emulator = 1 ]; then
     # the emulator's own bounds check: every tensor its own allocation,
-    # ending at a guard page (racecheck and synccheck have no counterpart)
+    # ending at a guard page; threads and blocks in reverse order, its
+    # nearest to racecheck (synccheck has no counterpart)
     for t in test_cuda_ops_f32 test_cuda_train_f32; do
-      say "== $t, every tensor its own guarded allocation (AG_CUDA_EXACT_ALLOC=1)"
-      AG_CUDA_EXACT_ALLOC=1 timeout 300 $B/tests/$t >$B/bounds-$t.log 2>&1
+      say "== $t, every tensor its own guarded allocation (AG_CUDA_EXACT_ALLOC=1), in reverse order"
+      AG_CUDA_EXACT_ALLOC=1 AG_CUDA_EMULATOR_ORDER=reverse timeout 300 $B/tests/$t >$B/bounds-$t.log 2>&1
       rc=$?
       grep -E "cuda emulator|CHECK" $B/bounds-$t.log | head -10
       tail -n 1 $B/bounds-$t.log
