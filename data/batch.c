@@ -318,7 +318,7 @@ int ag_batch_fill(ag_batch *b, const ag_dataset *ds, const int64_t *idx, int32_t
             b->lengths_b[r] = nb;
             b->scores[r] = e->score;
             fill_row(b->tokens_b + (size_t)r * wb, b->heads_b ? b->heads_b + (size_t)r * wb : NULL,
-                     b->bigrams_b ? b->bigrams_b + (size_t)r * wb : NULL, wb, e->tokens_b, NULL,
+                     b->bigrams_b ? b->bigrams_b + (size_t)r * wb : NULL, wb, e->tokens_b, e->heads_b,
                      nb, n_bi);
         }
     }

@@ -52,6 +52,13 @@ struct ag_dataset_store {
     int64_t open_off;    /* where the example being built starts */
     int64_t open_off_b;  /* -1 until ag_ds_begin_second */
     int32_t eos;         /* type id of <eos>, -1 if absent */
+    int with_heads;      /* keep heads for a format other than CoNLL-U (parsed trees) */
+    /* CoNLL-U: each sentence's "# sent_id = FILE:LINE[:A|B]" (ag_dataset_attach_parses) */
+    ag_strtab sent_files; /* the FILEs */
+    int32_t *sent_file;  /* [n]: id in sent_files, -1 without a sent_id of that form */
+    int64_t *sent_line;  /* [n]: LINE */
+    int8_t *sent_side;   /* [n]: 0, or 'A' / 'B' */
+    size_t cap_sent;
     char *path;          /* the file it was loaded from; NULL if generated */
 };
 
@@ -67,6 +74,16 @@ int32_t *ag_ds_open_heads(ag_dataset *ds);          /* heads of the open sentenc
 int ag_ds_end(ag_dataset *ds, int32_t label, float score, int64_t line, int32_t clip_to);
 void ag_ds_abort(ag_dataset *ds);
 void ag_ds_finish(ag_dataset *ds);
+
+/* ---- parses ---------------------------------------------------------------- */
+
+/* Word t of a sentence being matched to a parse, *len its bytes. */
+typedef const char *(*ag_word_fn)(void *ctx, int32_t t, size_t *len);
+/* parses.c: the heads of words 0..n-1 from parse k of p (CoNLL-U).
+ * scratch holds 2 * max(n, p's sentence) ints.  -1, or the first word that
+ * does not match (n: parse tokens left over), with the parse token in *tok. */
+int32_t ag_data_parse_heads(ag_word_fn word, void *ctx, int32_t n, const ag_dataset *p, int64_t k, int32_t *heads,
+                            int32_t *scratch, int32_t *tok);
 
 /* ---- lines of a file, any length, with a cap ------------------------------ */
 

@@ -36,6 +36,10 @@ void ag_dataset_free(ag_dataset *ds) {
         free(st->off_a);
         free(st->off_b);
         free(st->path);
+        ag_strtab_free(&st->sent_files);
+        free(st->sent_file);
+        free(st->sent_line);
+        free(st->sent_side);
         free(st);
     }
     free(ds->ex);
@@ -58,7 +62,7 @@ int ag_ds_add(ag_dataset *ds, const char *tok, size_t len, int32_t head) {
     if (rc) return rc;
     size_t need = (size_t)st->nraw + 1;
     if (ag_data_grow((void **)&st->raw, &st->capraw, need, sizeof *st->raw)) return AG_DATA_ENOMEM;
-    if (ds->format == AG_FORMAT_CONLLU &&
+    if ((ds->format == AG_FORMAT_CONLLU || st->with_heads) &&
         ag_data_grow((void **)&st->heads, &st->capheads, need, sizeof *st->heads))
         return AG_DATA_ENOMEM;
     if (st->heads) st->heads[st->nraw] = head;
@@ -122,6 +126,7 @@ void ag_ds_finish(ag_dataset *ds) {
     ag_dataset_store *st = ds->store;
     for (int64_t i = 0; i < ds->n; i++) {
         ds->ex[i].heads = st->heads ? st->heads + st->off_a[i] : NULL;
+        ds->ex[i].heads_b = st->heads && st->off_b ? st->heads + st->off_b[i] : NULL;
         ds->ex[i].tokens = ds->encoded ? st->ids + st->off_a[i] : NULL;
         ds->ex[i].tokens_b = ds->encoded && st->off_b ? st->ids + st->off_b[i] : NULL;
     }
@@ -408,6 +413,9 @@ typedef struct {
     int64_t number;     /* 1-based sentence number */
     int64_t first_line;
     long label;         /* from "# label = N", else -1 */
+    int32_t sent_file;  /* from "# sent_id = FILE:LINE[:A|B]", else -1 */
+    int64_t sent_line;
+    int8_t sent_side;
     int64_t *tok_line;  /* line of each token, for messages */
     size_t cap_tok_line;
     int64_t *walk;      /* scratch of first_cycle_token, one per token */
@@ -438,6 +446,22 @@ static int64_t first_cycle_token(const int32_t *heads, int64_t n, int64_t *walk)
     return -1;
 }
 
+/* The sent_id of the sentence just kept (example n - 1). */
+static int keep_sent_id(load_ctx *c, const conllu_state *s) {
+    ag_dataset_store *st = c->ds->store;
+    size_t n = (size_t)c->ds->n, cap = st->cap_sent;
+    if (ag_data_grow((void **)&st->sent_file, &cap, n, sizeof *st->sent_file)) return AG_DATA_ENOMEM;
+    cap = st->cap_sent;
+    if (ag_data_grow((void **)&st->sent_line, &cap, n, sizeof *st->sent_line)) return AG_DATA_ENOMEM;
+    cap = st->cap_sent;
+    if (ag_data_grow((void **)&st->sent_side, &cap, n, sizeof *st->sent_side)) return AG_DATA_ENOMEM;
+    st->cap_sent = cap;
+    st->sent_file[n - 1] = s->sent_file;
+    st->sent_line[n - 1] = s->sent_line;
+    st->sent_side[n - 1] = s->sent_side;
+    return 0;
+}
+
 /* Validates the heads of the open sentence and keeps it. */
 static int conllu_end_sentence(load_ctx *c, conllu_state *s) {
     int rc = 0;
@@ -466,9 +490,9 @@ static int conllu_end_sentence(load_ctx *c, conllu_state *s) {
     }
     if (!s->bad && s->label < 0 && c->o->require_labels)
         rc = conllu_bad(c, s, s->first_line, "no '# label = N' line (classification needs one)");
-    if (!s->bad && ag_ds_end(c->ds, (int32_t)s->label, 0.0f, s->first_line, 0)) rc = oom(c);
+    if (!s->bad && (ag_ds_end(c->ds, (int32_t)s->label, 0.0f, s->first_line, 0) || keep_sent_id(c, s))) rc = oom(c);
     s->open = s->bad = 0;
-    s->label = -1;
+    s->label = s->sent_file = -1;
     return rc;
 }
 
@@ -510,16 +534,38 @@ static int conllu_token(load_ctx *c, conllu_state *s) {
     return 0;
 }
 
+/* "# sent_id = FILE:LINE" or "FILE:LINE:A|B" (the form CONLLU.md gives the
+ * parses of a data file); any other id leaves the sentence without one. */
+static int conllu_sent_id(load_ctx *c, conllu_state *s, const char *v, size_t n) {
+    int8_t side = 0;
+    if (n > 2 && v[n - 2] == ':' && (v[n - 1] == 'A' || v[n - 1] == 'B')) {
+        side = v[n - 1];
+        n -= 2;
+    }
+    size_t colon = n;
+    while (colon > 0 && v[colon - 1] != ':') colon--;
+    long line;
+    if (colon < 2 || !parse_uint(v + colon, n - colon, 999999999, &line) || line < 1)
+        return 0;
+    if (ag_strtab_intern(&c->ds->store->sent_files, v, colon - 1, &s->sent_file)) return oom(c);
+    s->sent_line = line;
+    s->sent_side = side;
+    return 0;
+}
+
 static int conllu_comment(load_ctx *c, conllu_state *s) {
     char *p = c->lr.buf + 1;
     while (*p == ' ') p++;
-    if (strncmp(p, "label", 5) != 0 || (p[5] != ' ' && p[5] != '=')) return 0;
-    p += 5;
+    size_t key = strcspn(p, " =");
+    int is_label = key == 5 && !strncmp(p, "label", 5), is_id = key == 7 && !strncmp(p, "sent_id", 7);
+    if (!is_label && !is_id) return 0;
+    p += key;
     while (*p == ' ') p++;
     if (*p++ != '=') return 0;
     while (*p == ' ') p++;
     size_t n = strlen(p);
     while (n && p[n - 1] == ' ') n--;
+    if (is_id) return conllu_sent_id(c, s, p, n);
     if (!parse_uint(p, n, AG_MAX_LABEL, &s->label)) {
         s->label = -1;
         return conllu_bad(c, s, c->lr.lineno, "'# label =' is not an integer in [0, 65535]");
@@ -570,6 +616,7 @@ static int dataset_load(const char *path, const void *mem, size_t mem_len, ag_fo
     int rc = mem ? ag_data_lines_open_mem(&c.lr, path, mem, mem_len, o.max_line_bytes, err, errlen)
                  : ag_data_lines_open(&c.lr, path, o.max_line_bytes, err, errlen);
     if (rc) return rc;
+    if (o.first_line > 1) c.lr.lineno = o.first_line - 1;
     if (ag_ds_init(ds, fmt) || !(ds->store->path = strdup(path))) {
         ag_data_lines_close(&c.lr);
         ag_dataset_free(ds);
@@ -578,7 +625,7 @@ static int dataset_load(const char *path, const void *mem, size_t mem_len, ag_fo
     ds->lm_max_len = fmt == AG_FORMAT_LM ? o.lm_max_len : 0;
     sick_cols cols = {0};
     int have_header = 0;
-    conllu_state cs = {.label = -1};
+    conllu_state cs = {.label = -1, .sent_file = -1};
     while (rc == 0 && (rc = ag_data_lines_next(&c.lr, err, errlen)) == 1) {
         switch (fmt) {
         case AG_FORMAT_LABELED: rc = load_labeled_line(&c); break;

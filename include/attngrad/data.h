@@ -74,7 +74,8 @@ typedef struct {
     int32_t full_len;        /* tokens in the source (== len except LM) */
     const int32_t *tokens_b; /* pairs: second sentence (NULL otherwise) */
     int32_t len_b;
-    const int32_t *heads;    /* CoNLL-U: 0-based parent, -1 root; else NULL */
+    const int32_t *heads;    /* a parse: 0-based parent, -1 root; else NULL */
+    const int32_t *heads_b;  /* pairs: the second sentence's parse, or NULL */
     int32_t label;           /* class id, -1 when the format has none */
     float score;             /* SICK relatedness (0 otherwise) */
     int64_t line;            /* 1-based source line (first line of it) */
@@ -117,6 +118,8 @@ typedef struct {
                                with skip_bad_lines (benchmarks); 0: any label */
     int require_labels;     /* CoNLL-U: a sentence without "# label = N" is bad
                                (for classification); else its label is -1 */
+    int64_t first_line;     /* number of the input's first line in messages and
+                               ag_example.line (0 = 1): text cut from a longer input */
 } ag_load_opts;
 
 ag_load_opts ag_load_opts_default(void); /* no lowercase, strict, 35, 64 MiB */
@@ -172,6 +175,39 @@ typedef struct {
 } ag_benchmark;
 
 const ag_benchmark *ag_benchmark_find(const char *name); /* NULL if unknown */
+
+/* ---- SST's sentiment trees; dependency parses ------------------------------ */
+
+/* The Stanford Sentiment Treebank's PTB-bracketed trees, one a line:
+ * "(LABEL CHILD CHILD)" or "(LABEL word)", LABEL 0-4 on every node.  Each
+ * tree gives its sentence (the root) and, with `phrases`, every other node
+ * as an example of its own (duplicates kept: SST's usual protocol), all of
+ * AG_FORMAT_LABELED with `line` the tree's line.  A bad tree is an error
+ * naming path:line and the column. */
+typedef struct {
+    int binary;        /* SST-2: neutral (2) nodes dropped, 0-1 -> 0, 3-4 -> 1 */
+    int phrases;       /* every labelled node an example; else the sentences only */
+    int lowercase;     /* ASCII lower-case, as the stsa files are */
+    size_t max_line_bytes; /* 0: 64 MiB */
+    /* CoNLL-U parses of the same sentences (any order, found by the words,
+     * lower-cased), or NULL.  A phrase keeps its sentence's heads inside it;
+     * a word whose head is outside becomes a root.  A tree with no parse is
+     * an error. */
+    const ag_dataset *parses;
+} ag_tree_opts;
+
+int ag_trees_load(const char *path, const ag_tree_opts *o, ag_dataset *ds, char *err, size_t errlen);
+int ag_trees_load_mem(const char *name, const void *bytes, size_t n, const ag_tree_opts *o, ag_dataset *ds,
+                      char *err, size_t errlen);
+
+/* Gives each sentence of ds (labeled or sick; both sides of a pair) the
+ * heads of its parse in `parses` (CoNLL-U), found by the parse's
+ * "# sent_id = FILE:LINE" (":A" / ":B" for a pair's sides; FILE must be
+ * ds's file name) or, when the parses carry no such ids, by order.  The
+ * words must agree (ASCII case aside).  Refused, naming both files and
+ * lines: a sentence without a parse, different words, a parse of a line ds
+ * does not hold, two parses of one sentence.  On error ds is unchanged. */
+int ag_dataset_attach_parses(ag_dataset *ds, const ag_dataset *parses, char *err, size_t errlen);
 
 /* ---- vocabulary ---------------------------------------------------------- */
 
