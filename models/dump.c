@@ -39,6 +39,55 @@ static void random_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batc
     }
 }
 
+/* The batch of --parses FILE: its first sentences (up to --batch, else 4),
+ * one a row (a pair's second sentence: the same), with their lengths and
+ * dependency heads.  Words get ids as a vocabulary of the file would give
+ * them (the most frequent first), wrapped into --vocab: distinct words stay
+ * distinct while the vocabulary has room, so no two positions tie by
+ * chance (a tie puts max-pooling on its kink, where no finite difference
+ * agrees).  Labels from "# label = N" where they fit. */
+static int parsed_batch(const ag_model *m, const char *path, int rows, uint64_t seed, ag_batch *b, char *err,
+                        size_t errlen) {
+    ag_dataset ds;
+    ag_load_opts lo = ag_load_opts_default();
+    ag_vocab *words = NULL;
+    int rc = ag_dataset_load(path, AG_FORMAT_CONLLU, &lo, NULL, &ds, err, errlen);
+    if (!rc) rc = ag_vocab_build(&ds, NULL, 0, NULL, &words, err, errlen);
+    if (!rc) rc = ag_dataset_encode(&ds, words, err, errlen);
+    ag_vocab_free(words);
+    if (rc) {
+        ag_dataset_free(&ds);
+        return rc;
+    }
+    int B = (int)(ds.n < rows ? ds.n : rows), N = 1, V = m->cfg.vocab, fixed = m->cfg.fixed_len;
+    for (int i = 0; i < B; i++) N = ds.ex[i].len > N ? ds.ex[i].len : N;
+    if (fixed > 0) N = fixed; /* dual-axial's rows are always this wide: longer sentences cut */
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    ag_model_batch_alloc(m, B, N, b);
+    for (int i = 0; i < B; i++) {
+        const ag_example *e = &ds.ex[i];
+        int n = e->len < N ? e->len : N;
+        b->lengths[i] = b->lengths_b[i] = n;
+        b->scores[i] = (float)(1 + 4 * ag_rng_uniform(&r));
+        b->labels[i] = e->label >= 0 && e->label < m->cfg.classes ? e->label
+                                                                  : (int32_t)(ag_rng_next(&r) % (uint64_t)m->cfg.classes);
+        for (int t = 0; t < N; t++) {
+            size_t k = (size_t)i * N + t;
+            b->tokens[k] = b->tokens_b[k] = t < n ? 2 + (e->tokens[t] - 2) % (V - 2) : 0;
+            b->targets[k] = t + 1 < n ? b->tokens[k + 1] : 0;
+            int32_t head = t < n ? e->heads[t] : AG_HEAD_PAD;
+            b->heads[k] = b->heads_b[k] = head >= n ? AG_HEAD_ROOT : head; /* a head cut off: a root */
+        }
+        for (int t = 0; t + 1 < n; t++) {
+            size_t k = (size_t)i * N + t;
+            b->bigrams[k] = b->bigrams_b[k] = ag_bigram_id(b->tokens[k], b->tokens[k + 1], m->cfg.n_bigram);
+        }
+    }
+    ag_dataset_free(&ds);
+    return 0;
+}
+
 int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, size_t errlen) {
     const ag_model_kind *kind = ag_model_find(o->model);
     if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "unknown model '%s'", o->model);
@@ -60,7 +109,12 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
         ag_model_free(m);
         return rc;
     }
-    if (o->batch > 0 || o->len > 0) {
+    if (o->parses[0] && strcmp(o->parses, "none")) {
+        if ((rc = parsed_batch(m, o->parses, o->batch > 0 ? o->batch : 4, 3, b, err, errlen))) {
+            ag_model_free(m);
+            return rc;
+        }
+    } else if (o->batch > 0 || o->len > 0) {
         int N = cfg.fixed_len > 0 ? cfg.fixed_len : o->len > 0 ? o->len : 5;
         random_batch(m, o->batch > 0 ? o->batch : 2, N, 3, b);
     } else {

@@ -274,15 +274,21 @@ ag_batch_opts ag_run_batch_opts(const ag_model *m, const ag_train_opts *o, int32
     return bo;
 }
 
-int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
-                  ag_batch *b, char *err, size_t errlen) {
-    memset(b, 0, sizeof *b);
-    int rc = line_dataset(o, m->cfg.task, line, ds, err, errlen);
-    if (!rc) rc = ag_dataset_encode(ds, vocab, err, errlen);
+/* ds (unencoded, one example) as a one-row batch for m. */
+static int example_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, ag_dataset *ds, ag_batch *b,
+                         char *err, size_t errlen) {
+    int rc = ag_dataset_encode(ds, vocab, err, errlen);
     ag_batch_opts bo = ag_run_batch_opts(m, o, 0); /* cut as the run was trained */
     if (!rc) rc = ag_batch_alloc(b, ds, 1, &bo, err, errlen);
     if (!rc) rc = ag_batch_fill(b, ds, (int64_t[]){0}, 1, err, errlen);
     return rc;
+}
+
+int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
+                  ag_batch *b, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    int rc = line_dataset(o, m->cfg.task, line, ds, err, errlen);
+    return rc ? rc : example_batch(m, vocab, o, ds, b, err, errlen);
 }
 
 /* Cuts the line end (LF, CRLF or CR).  A CR or LF before it is an error:
@@ -312,6 +318,41 @@ static void run_line_forward(void *ctx) {
     j->logits = ag_model_forward(j->m, j->b, false);
 }
 
+/* Prints the prediction for the one-row batch b. */
+static int predict_batch(ag_model *m, const ag_vocab *vocab, const ag_batch *b, FILE *out, char *err, size_t errlen) {
+    ag_task task = m->cfg.task;
+    int rc = 0;
+    bool was = ag_set_grad_enabled(false);
+    line_forward job = {m, b, NULL};
+    ag_status st = ag_try(run_line_forward, &job);
+    ag_tensor *logits = job.logits;
+    if (st) {
+        const char *msg = ag_errmsg();
+        if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
+        rc = ag_train_fail(err, errlen, st, "%s", msg);
+    } else if (!logits) {
+        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
+    } else if (task == AG_TASK_LM) {
+        print_lm(out, m, vocab, b, logits);
+    } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */
+        const ag_real *p = ag_host_values(logits);
+        fprintf(out, "%.4f", ag_relatedness_score(p));
+        print_probs(out, p, AG_RELATEDNESS_BINS);
+    } else {
+        const ag_real *p = ag_host_values(logits);
+        int K = logits->shape[1], best = 0;
+        for (int c = 1; c < K; c++)
+            if (p[c] > p[best]) best = c;
+        if (task == AG_TASK_PAIR && K == 3) fprintf(out, "%s", sick_labels[best]);
+        else fprintf(out, "%d", best);
+        print_probs(out, p, K);
+    }
+    if (logits) fputc('\n', out);
+    ag_step_end();
+    ag_set_grad_enabled(was);
+    return rc;
+}
+
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen) {
     if (cut_line_end(line, err, errlen)) return AG_ERR_FORMAT;
@@ -319,40 +360,31 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
         fputc('\n', out);
         return 0;
     }
-    ag_task task = m->cfg.task;
     ag_dataset ds;
     ag_batch b;
     int rc = ag_line_batch(m, vocab, o, line, &ds, &b, err, errlen);
-    if (!rc) {
-        bool was = ag_set_grad_enabled(false);
-        line_forward job = {m, &b, NULL};
-        ag_status st = ag_try(run_line_forward, &job);
-        ag_tensor *logits = job.logits;
-        if (st) {
-            const char *msg = ag_errmsg();
-            if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
-            rc = ag_train_fail(err, errlen, st, "%s", msg);
-        } else if (!logits) {
-            rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
-        } else if (task == AG_TASK_LM) {
-            print_lm(out, m, vocab, &b, logits);
-        } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */
-            const ag_real *p = ag_host_values(logits);
-            fprintf(out, "%.4f", ag_relatedness_score(p));
-            print_probs(out, p, AG_RELATEDNESS_BINS);
-        } else {
-            const ag_real *p = ag_host_values(logits);
-            int K = logits->shape[1], best = 0;
-            for (int c = 1; c < K; c++)
-                if (p[c] > p[best]) best = c;
-            if (task == AG_TASK_PAIR && K == 3) fprintf(out, "%s", sick_labels[best]);
-            else fprintf(out, "%d", best);
-            print_probs(out, p, K);
-        }
-        if (logits) fputc('\n', out);
-        ag_step_end();
-        ag_set_grad_enabled(was);
-    }
+    if (!rc) rc = predict_batch(m, vocab, &b, out, err, errlen);
+    ag_batch_free(&b);
+    ag_dataset_free(&ds);
+    return rc;
+}
+
+int ag_predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *name, int64_t first_line,
+                      const char *text, size_t n, FILE *out, char *err, size_t errlen) {
+    if (m->cfg.task != AG_TASK_CLASSIFY)
+        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s:%lld: --input conllu gives one sentence at a time: model %s does %s",
+                             name, (long long)first_line, m->kind->name, ag_task_name(m->cfg.task));
+    ag_load_opts lo = ag_load_opts_default();
+    lo.lowercase = o->lowercase; /* as the run's data */
+    lo.first_line = first_line;
+    ag_dataset ds;
+    ag_batch b = {0};
+    int rc = ag_dataset_load_mem(name, text, n, AG_FORMAT_CONLLU, &lo, NULL, &ds, err, errlen);
+    if (!rc && ds.n != 1)
+        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s:%lld: %lld sentences where one was given", name,
+                           (long long)first_line, (long long)ds.n);
+    if (!rc) rc = example_batch(m, vocab, o, &ds, &b, err, errlen);
+    if (!rc) rc = predict_batch(m, vocab, &b, out, err, errlen);
     ag_batch_free(&b);
     ag_dataset_free(&ds);
     return rc;

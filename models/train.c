@@ -697,6 +697,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     o->lowercase = d->lowercase; /* what the data did: predict and heatmap tokenize the same way */
     o->vocab = ag_vocab_size(d->vocab);
     snprintf(o->vocab_fp, sizeof o->vocab_fp, "%016" PRIx64, ag_vocab_fingerprint(d->vocab));
+    snprintf(o->parse_source, sizeof o->parse_source, "%s", d->parses[0] ? d->parses : "chain");
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
     if ((rc = read_vectors(t, o, err, errlen))) return rc;
     ag_model_config cfg;
@@ -743,6 +744,11 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     if (d->sets[0].stats.skipped)
         printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
                d->sets[0].stats.first_warning);
+    if (t->batch.opts.heads)
+        printf(d->parses[0] ? "  parses: %s\n"
+                            : "  note: %s reads a dependency parse, but the data has none (no conllu/ folder beside it, "
+                              "or --parses none): the chain i -> i+1 stands in\n",
+               d->parses[0] ? d->parses : o->model);
     int split;
     int64_t i, cut = longest_sentence(d, o->max_len, &split, &i, &(int32_t){0});
     if (cut && !t->batch.opts.fixed_len)

@@ -141,22 +141,110 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
                          (*bench)->name, under_root, in_place);
 }
 
+/* ---- dependency parses ---- */
+
+/* The folder of parses for data in `dir`: --parses, or a conllu/ folder
+ * there; "" = none (then the models that read a parse take the chain). */
+static int parse_folder(const ag_train_opts *o, const char *dir, char *out, char *err, size_t errlen) {
+    out[0] = 0;
+    if (!strcmp(o->parses, "none")) return 0;
+    if (o->parses[0]) {
+        if (!is_dir(o->parses)) return ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no such folder", o->parses);
+        snprintf(out, AG_PATH_MAX, "%s", o->parses);
+        return 0;
+    }
+    char auto_dir[2 * AG_PATH_MAX];
+    snprintf(auto_dir, sizeof auto_dir, "%s/conllu", dir);
+    if (is_dir(auto_dir) && strlen(auto_dir) < AG_PATH_MAX) snprintf(out, AG_PATH_MAX, "%s", auto_dir);
+    return 0;
+}
+
+/* The parse file of data file `file` in folder pdir: FILE.conllu, or with
+ * its .txt cut (SICK_train.txt -> SICK_train.conllu).  0 and path set, or
+ * 1: there is none. */
+static int parse_file(const char *pdir, const char *file, char *path, size_t n) {
+    snprintf(path, n, "%s/%s.conllu", pdir, file_part(file));
+    if (is_file(path)) return 0;
+    size_t len = strlen(file_part(file));
+    if (len > 4 && !strcmp(file_part(file) + len - 4, ".txt")) {
+        snprintf(path, n, "%s/%.*s.conllu", pdir, (int)(len - 4), file_part(file));
+        if (is_file(path)) return 0;
+    }
+    snprintf(path, n, "%s/%s.conllu", pdir, file_part(file));
+    return 1;
+}
+
+static int load_parses(const char *path, ag_dataset *parses, char *err, size_t errlen) {
+    ag_load_opts lo = ag_load_opts_default(); /* labels or not: only the words and heads count */
+    return ag_dataset_load(path, AG_FORMAT_CONLLU, &lo, NULL, parses, err, errlen);
+}
+
+/* The parses of data file `file` onto ds.  Without a parse file in the
+ * folder the sentences keep none: an error only when --parses named it. */
+static int attach_parses(const ag_train_opts *o, const char *pdir, const char *file, ag_dataset *ds, char *err,
+                         size_t errlen) {
+    char path[3 * AG_PATH_MAX];
+    if (parse_file(pdir, file, path, sizeof path))
+        return o->parses[0] ? ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, path, file)
+                            : 0;
+    ag_dataset parses;
+    int rc = load_parses(path, &parses, err, errlen);
+    if (!rc) rc = ag_dataset_attach_parses(ds, &parses, err, errlen);
+    ag_dataset_free(&parses);
+    return rc;
+}
+
+/* SST's phrases: every labelled node of trees/train.txt beside the stsa
+ * files, each with its sentence's parse where the train file has one. */
+static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const char *dir, const char *pdir,
+                        ag_dataset *ds, char *err, size_t errlen) {
+    if (strcmp(b->name, "sst5") && strcmp(b->name, "sst2"))
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s has no phrase labels (only sst5 and sst2: SST's trees)",
+                             b->name);
+    char trees[2 * AG_PATH_MAX], ppath[3 * AG_PATH_MAX];
+    snprintf(trees, sizeof trees, "%s/trees/train.txt", dir);
+    if (!is_file(trees))
+        return ag_train_fail(err, errlen, AG_DATA_EIO,
+                             "--phrases: no %s (SST's PTB trees, trainDevTestTrees_PTB's train.txt; docs/data.md)", trees);
+    ag_dataset parses = {0};
+    ag_tree_opts to = {.binary = !strcmp(b->name, "sst2"), .phrases = 1, .lowercase = 1};
+    int rc = 0;
+    if (pdir[0] && !parse_file(pdir, b->train, ppath, sizeof ppath)) {
+        if ((rc = load_parses(ppath, &parses, err, errlen))) return rc;
+        to.parses = &parses;
+    } else if (o->parses[0] && strcmp(o->parses, "none")) {
+        return ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, ppath, b->train);
+    }
+    rc = ag_trees_load(trees, &to, ds, err, errlen);
+    ag_dataset_free(&parses);
+    return rc;
+}
+
 static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char *err, size_t errlen) {
     const ag_benchmark *b;
     char dir[AG_PATH_MAX], path[2 * AG_PATH_MAX];
+    if (o->phrases && o->dataset[0] && strcmp(o->dataset, "sst5") && strcmp(o->dataset, "sst2"))
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s has no phrase labels (only sst5 and sst2: SST's trees)",
+                             o->dataset);
     int rc = find_benchmark(o, &b, dir, err, errlen);
     if (rc) return rc;
-    snprintf(d->name, sizeof d->name, "%s", b->name);
+    snprintf(d->name, sizeof d->name, "%s%s", b->name, o->phrases ? "-phrases" : "");
+    char pdir[AG_PATH_MAX];
+    if ((rc = parse_folder(o, dir, pdir, err, errlen))) return rc;
     const char *files[AG_SPLITS] = {b->train, b->dev, b->test};
     for (int s = 0; s < AG_SPLITS; s++) {
         if (!files[s]) continue;
         snprintf(path, sizeof path, "%s/%s", dir, file_part(files[s]));
         d->lowercase = b->lowercase || o->lowercase;
-        if ((rc = load(path, b->format, d->lowercase, b->label_only_lines > 0, b->n_classes, &d->sets[s], err,
-                       errlen)))
-            return rc;
+        if (s == AG_SPLIT_TRAIN && o->phrases)
+            rc = load_phrases(o, b, dir, pdir, &d->sets[s], err, errlen);
+        else if (!(rc = load(path, b->format, d->lowercase, b->label_only_lines > 0, b->n_classes, &d->sets[s], err,
+                             errlen)) && pdir[0])
+            rc = attach_parses(o, pdir, files[s], &d->sets[s], err, errlen);
+        if (rc) return rc;
         if (use_whole(d, s, &d->sets[s])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
+    if (pdir[0] && d->sets[AG_SPLIT_TRAIN].ex[0].heads) snprintf(d->parses, sizeof d->parses, "%s", pdir);
     if (b->n_classes > d->classes) d->classes = b->n_classes;
     if (!b->cv) return b->dev ? 0 : hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
 
@@ -189,8 +277,21 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
     snprintf(copy, sizeof copy, "%s", o->data);
     snprintf(d->name, sizeof d->name, "%s", basename(copy));
     d->lowercase = o->lowercase;
+    if (o->phrases)
+        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s is a file; pass SST's folder with --dataset sst5 or sst2",
+                             o->data);
     int rc = load(o->data, fmt, o->lowercase, 0, 0, &d->sets[0], err, errlen);
     if (rc) return rc;
+    char dir[AG_PATH_MAX], pdir[AG_PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", o->data);
+    snprintf(dir, sizeof dir, "%s", dirname(copy));
+    if (fmt != AG_FORMAT_LM && fmt != AG_FORMAT_CONLLU) {
+        if ((rc = parse_folder(o, dir, pdir, err, errlen)) || (pdir[0] && (rc = attach_parses(o, pdir, o->data, &d->sets[0], err, errlen))))
+            return rc;
+        if (pdir[0] && d->sets[0].ex[0].heads) snprintf(d->parses, sizeof d->parses, "%s", pdir);
+    } else if (fmt == AG_FORMAT_CONLLU) {
+        snprintf(d->parses, sizeof d->parses, "%s", o->data); /* the file is its own parse */
+    }
     if (use_whole(d, AG_SPLIT_TRAIN, &d->sets[0])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     return hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
 }

@@ -35,6 +35,7 @@ static const char *check_format(const char *v);
 static const char *check_progress(const char *v);
 static const char *check_fingerprint(const char *v);
 static const char *check_device(const char *v);
+static const char *check_input(const char *v);
 
 #define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
 enum {
@@ -76,6 +77,15 @@ static const opt_def opts[] = {
      "trec, sst5, sst2, mr, subj, cr, mpqa, sick, ptb, wikitext2 (default: the folder's name)", check_dataset},
     {"format", O_STR, F(format), 0, 0, DATA_CMDS, true, "F", "format of a single file: labeled, sick, conllu, lm",
      check_format},
+    {"phrases", O_SWITCH, F(phrases), 0, 1, DATA_CMDS, true, NULL,
+     "SST-5/SST-2: train on every labelled phrase of SST's trees (trees/train.txt); dev and test stay sentences",
+     NULL},
+    {"parses", O_STR, F(parses), 0, 0, DATA_CMDS | DU | GC, true, "DIR",
+     "dependency parses (CoNLL-U, FILE.conllu per data file) for models that read them; none: the chain "
+     "(default: a conllu/ folder beside the data). dump-step, gradcheck: a CoNLL-U FILE whose sentences make the batch",
+     NULL},
+    /* no command takes it: train records it */
+    {"parse-source", O_STR, F(parse_source), 0, 0, 0, true, "DIR", "the parses the run used, or chain", NULL},
     {"lowercase", O_SWITCH, F(lowercase), 0, 1, DATA_CMDS, true, NULL, "lower-case ASCII letters of every token", NULL},
     {"max-len", O_INT, F(max_len), 0, 1 << 20, TR, true, "N",
      "cut longer sentences to their first N tokens (0: no limit); eval and predict cut as the run did", NULL},
@@ -91,6 +101,9 @@ static const opt_def opts[] = {
     {"dev-frac", O_REAL, F(dev_frac), 0.001, 0.9, DATA_CMDS, true, "F", "dev share split off when there is no dev file",
      NULL},
     {"synth-n", O_INT, F(synth_n), 8, 1 << 24, DATA_CMDS, true, "N", "generated training examples", NULL},
+    {"input", O_STR, F(input), 0, 0, PR, false, "KIND",
+     "lines (default: a sentence a line, pairs split by a tab) or conllu (CoNLL-U sentences, blank-line separated, "
+     "read with their parse)", check_input},
     {"len", O_INT, F(len), 1, 4096, DU, false, "N", "batch width of the dump (default: the tiny batch)", NULL},
     {"epochs", O_INT, F(epochs), 1, 1 << 20, TR, true, "N", "training epochs", NULL},
     {"batch", O_INT, F(batch), 1, 1 << 20, TR | EV | DU, true, "B", "batch size (default: the model's)", NULL},
@@ -170,6 +183,10 @@ static const char *check_flags(const char *v) {
         }
     }
     return NULL;
+}
+
+static const char *check_input(const char *v) {
+    return one_of(v, (const char *[]){"", "lines", "conllu", NULL}, "expected lines or conllu");
 }
 
 static const char *check_attention(const char *v) {

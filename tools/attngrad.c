@@ -280,6 +280,53 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     return rc ? 1 : 0;
 }
 
+/* predict --input conllu: one line of output for each CoNLL-U sentence of
+ * stdin (blank-line separated), the parse given to the model. */
+static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o) {
+    char *line = NULL, *text = NULL, err[1024];
+    size_t cap = 0, len = 0, text_cap = 0;
+    int64_t lineno = 0, first = 0, errors = 0;
+    ssize_t n;
+    bool more = true;
+    while (more) {
+        more = (n = getline(&line, &cap, stdin)) >= 0;
+        if (more) lineno++;
+        bool blank = !more || ag_tokenize(line, (size_t)n, 0, NULL, 0) == 0;
+        if (!blank) { /* one more line of the sentence (the loader refuses control bytes, naming the line) */
+            if (!first) first = lineno;
+            if (len + (size_t)n + 1 > text_cap) {
+                text_cap = 2 * (len + (size_t)n + 1);
+                char *grown = realloc(text, text_cap);
+                if (!grown) {
+                    fprintf(stderr, "attngrad predict: stdin:%lld: out of memory\n", (long long)lineno);
+                    errors++;
+                    break;
+                }
+                text = grown;
+            }
+            memcpy(text + len, line, (size_t)n);
+            len += (size_t)n;
+            continue;
+        }
+        if (!first) continue; /* blank lines between sentences */
+        if (ag_predict_conllu(m, vocab, o, "stdin", first, text, len, stdout, err, sizeof err)) {
+            fprintf(stderr, "attngrad predict: %s\n", err);
+            fputc('\n', stdout);
+            errors++;
+        }
+        fflush(stdout);
+        first = 0;
+        len = 0;
+    }
+    if (ferror(stdin)) {
+        fprintf(stderr, "attngrad predict: stdin: read error after line %lld: %s\n", (long long)lineno, strerror(errno));
+        errors++;
+    }
+    free(line);
+    free(text);
+    return errors ? 1 : 0;
+}
+
 static int cmd_predict(const command *c, int argc, char **argv) {
     ag_train_opts o;
     ag_model m;
@@ -287,6 +334,12 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     const char *ckpt;
     int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
     if (rc) return rc;
+    if (!strcmp(o.input, "conllu")) {
+        rc = predict_conllu(&m, vocab, &o);
+        ag_vocab_free(vocab);
+        ag_model_free(&m);
+        return rc;
+    }
     char *line = NULL, err[1024];
     size_t cap = 0;
     int64_t lineno = 0, errors = 0;

@@ -43,6 +43,9 @@ typedef struct {
     char data[AG_PATH_MAX]; /* "" = the generated task */
     char dataset[16];       /* benchmark name; "" = inferred from the folder */
     char format[16];        /* a single file: labeled, sick, conllu, lm */
+    int phrases;            /* SST: train on every labelled phrase of trees/train.txt */
+    char parses[AG_PATH_MAX]; /* "" = a conllu/ folder beside the data if there is one; "none"; or a folder */
+    char parse_source[AG_PATH_MAX]; /* set by train: the parses' folder the run used, or "chain" */
     int max_len;            /* > 0: sentences cut to their first max_len tokens (train, eval, predict) */
     int lowercase;
     int min_count;
@@ -53,6 +56,7 @@ typedef struct {
     double dev_frac;        /* dev share split off when there is no dev file */
     int synth_n;            /* generated training examples */
     int len;                /* dump-step: batch width (0 = tiny batch) */
+    char input[8];          /* predict: "" or lines (a sentence a line), conllu (CoNLL-U sentences with their parse) */
     /* loop */
     int epochs, batch;
     int64_t seed;
@@ -110,6 +114,7 @@ typedef struct {
     int32_t max_width;            /* widest batch row over all splits */
     int lowercase;                /* tokens were lower-cased (option or benchmark) */
     char name[64];                /* "trec", "synth-order", a file name */
+    char parses[AG_PATH_MAX];     /* the folder whose parses the sentences carry; "" = none (the chain) */
 } ag_run_data;
 
 /* Loads (or generates) the data of o for CV fold `fold` (ignored unless the
@@ -218,6 +223,12 @@ int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts 
  * relatedness: "score<TAB>probabilities of 1..5"). */
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen);
+/* The same for one CoNLL-U sentence text[0..n) (comments, token lines),
+ * whose parse the model reads (MS-SAN's tree distances); name and
+ * first_line place it in messages ("stdin", the sentence's first line).
+ * Classification only: a pair has two sentences. */
+int ag_predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *name, int64_t first_line,
+                      const char *text, size_t n, FILE *out, char *err, size_t errlen);
 
 /* ---- reference dumps and gradient checks at small sizes ----------------- */
 
