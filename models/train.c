@@ -403,17 +403,15 @@ static bool *batch_widths(const ag_run_data *d, int32_t hi) {
     return occurs;
 }
 
-/* The warm-up's largest batch, for a fatal error's message: step memory
- * grows with the batch's width (squared, under attention). */
-static void describe_largest_batch(const trainer *t, int32_t rows, int32_t width) {
-    int split;
-    int64_t i;
-    int32_t len;
-    longest_sentence(&t->data, 0, &split, &i, &len);
+/* A warm-up batch, for a fatal error's message: step memory grows with
+ * the batch's width (squared, under attention), and the data's longest
+ * sentence (`longest`, from longest_sentence) is what makes it wide. */
+static void describe_batch(const trainer *t, int32_t rows, int32_t width, int split, int64_t i, int32_t len) {
     const ag_dataset *ds = split >= 0 ? t->data.ds[split] : NULL;
     const char *path = ds ? ag_dataset_path(ds) : NULL;
-    int k = snprintf(doing, sizeof doing, "sizing step memory on the largest batch the data can make, %d rows of %d tokens",
-                     (int)rows, (int)width);
+    int k = snprintf(doing, sizeof doing, "sizing step memory on %s, %d row%s of %d tokens",
+                     rows > 1 ? "the largest batch the data can make" : "one sentence of each width", (int)rows,
+                     rows == 1 ? "" : "s", (int)width);
     if (path && k > 0 && (size_t)k < sizeof doing)
         k += snprintf(doing + k, sizeof doing - (size_t)k, " (the longest sentence: %s line %lld, %d tokens)", path,
                       (long long)ds->ex[t->data.idx[split][i]].line, (int)len);
@@ -433,10 +431,15 @@ static int warm_up(trainer *t, char *err, size_t errlen) {
     ag_rng saved = m->rng;
     int32_t lo = b->opts.fixed_len ? b->opts.fixed_len : 1, hi = b->opts.fixed_len ? lo : t->data.max_width;
     bool *occurs = b->opts.fixed_len ? NULL : batch_widths(&t->data, hi);
+    int split;
+    int64_t longest;
+    int32_t len;
+    longest_sentence(&t->data, 0, &split, &longest, &len);
     for (int32_t w = lo; w <= hi + 1; w++) {
         bool full = w == hi + 1;
         if (!full && occurs && !occurs[w]) continue;
-        if (full) describe_largest_batch(t, b->max_rows, hi);
+        /* a sentence too long for memory fails here, at its own width, before the full batch */
+        describe_batch(t, full ? b->max_rows : 1, full ? hi : w, split, longest, len);
         dummy_batch(b, full ? b->max_rows : 1, full ? hi : w);
         ag_tensor *loss = batch_loss(m, b, true, err, errlen);
         if (!loss) {

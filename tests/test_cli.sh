@@ -259,6 +259,13 @@ dev=$(grep -Eo 'dev accuracy [0-9.]+%' <<<"$out" | tail -1 | grep -Eo '[0-9.]+%'
 expect 0 "dev +accuracy $dev" "$AG" eval --ckpt "$T/maxlen/best.safetensors" --data "$T/long.txt"
 expect 0 '^[01]'$'\t' sh -c "sed -n 61p '$T/long.txt' | cut -d' ' -f2- | '$AG' predict --ckpt '$T/maxlen/best.safetensors'"
 
+# a sentence too long for memory stops the run at its own width's warm-up
+# step, before the full batch: the message must still name its file and line
+{ for i in $(seq 60); do echo "$((i % 2)) w$((i % 5)) w$((i % 3)) w1"; done
+  awk 'BEGIN { printf "1"; for (i = 1; i <= 400000; i++) printf " w%d", i % 7; print "" }'; } > "$T/huge.txt"
+expect 1 "the longest sentence: $T/huge.txt line 61, 400000 tokens\); --max-len N cuts longer sentences" \
+  "$AG" train "${SMALL[@]}" --data "$T/huge.txt" --out "$T/huge"
+
 # ---- bad options and checkpoints ----
 expect 2 "option --model: 'nope': unknown model" "$AG" train --model nope
 expect 2 "option --optim: .*lr" "$AG" train --optim adam:lr=fast

@@ -53,7 +53,11 @@ RANK_ENV=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 if mpirun --version 2>&1 | grep -q "Open MPI"; then LAUNCH2=(mpirun -np 2 --oversubscribe) RANK_VAR=OMPI_COMM_WORLD_RANK
 else LAUNCH2=(mpiexec -n 2) RANK_VAR=PMI_RANK; fi
 export AG_TEST_JOB=$$ # marks this test's ranks among the machine's processes
-MPIRUN=(timeout -k 5 120 "${RANK_ENV[@]}" "${LAUNCH2[@]}")
+# Every launch has a bound, so that a hang ends the test instead of CI: a
+# generous one (300 s against the few seconds a case takes on an idle
+# machine), which no slow, loaded machine reaches and a hang always does.
+HANG=300
+MPIRUN=(timeout -k 5 $HANG "${RANK_ENV[@]}" "${LAUNCH2[@]}")
 
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -148,11 +152,16 @@ exec ip netns exec \$ns sh -c "\$*"
 EOS
   chmod +x agent.sh
   printf '%s slots=1\n' $net.1 $net.2 >hostfile
-  HOSTS=(timeout -k 5 120 ip netns exec "$nsa" "${RANK_ENV[@]}" mpirun -np 2 --hostfile hostfile --mca plm_rsh_agent "$PWD/agent.sh"
+  HOSTS=(timeout -k 5 $HANG ip netns exec "$nsa" "${RANK_ENV[@]}" mpirun -np 2 --hostfile hostfile --mca plm_rsh_agent "$PWD/agent.sh"
          --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include $net.0/24 --mca oob_tcp_if_include $net.0/24)
-  # one rank on each host, or this proves nothing
-  where=$("${HOSTS[@]}" sh -c 'echo "$OMPI_COMM_WORLD_RANK $(ip netns identify)"' 2>&1 | sort | tr '\n' ' ')
-  [ "$where" = "0 $nsa 1 $nsb " ] || { fail "ranks not one per namespace: $where"; exit 1; }
+  # one rank on each host, or this proves nothing.  Each rank writes where
+  # it runs into a file of its own: mpirun's output is no place to read it
+  # from, since the launcher adds warnings of its own there (Open MPI's rsh
+  # launcher prints "setpgid ... Permission denied" into it under load).
+  rm -f where.0 where.1
+  "${HOSTS[@]}" sh -c "ip netns identify > $PWD/where.\$OMPI_COMM_WORLD_RANK" >where.log 2>&1
+  where="0 $(cat where.0 2>/dev/null) 1 $(cat where.1 2>/dev/null)"
+  [ "$where" = "0 $nsa 1 $nsb" ] || { fail "ranks not one per namespace: $where (mpirun said: $(head -c 400 where.log))"; exit 1; }
   echo "ok rank 0 in $nsa, rank 1 in $nsb, TCP over $net.0/24"
   for case in "${CASES[@]}"; do check_case "$f64" 1e-6 "${HOSTS[@]}"; done
   ;;
@@ -161,8 +170,8 @@ fault)
   "${RANK_ENV[@]}" "${LAUNCH2[@]}" "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 1500 --batch 8 --epochs 50 \
     --keep 0.8 --progress none --out "$PWD/killed" >killed.log 2>&1 &
   launcher=$!
-  for _ in $(seq 600); do [ -f killed/last.safetensors ] && break; sleep 0.1; done
-  [ -f killed/last.safetensors ] || fail "no checkpoint after 60 s"
+  for _ in $(seq $((HANG * 10))); do [ -f killed/last.safetensors ] && break; sleep 0.1; done
+  [ -f killed/last.safetensors ] || fail "no checkpoint after $HANG s"
   victim=""
   for d in /proc/[0-9]*; do # this test's rank 1
     [ "$(cat "$d/comm" 2>/dev/null)" = attngrad-f64 ] || continue
@@ -172,9 +181,10 @@ fault)
   [ -n "$victim" ] || fail "rank 1's process not found"
   t0=$(date +%s%N)
   [ -n "$victim" ] && kill -9 "$victim"
-  for _ in $(seq 300); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+  # the job ends within seconds (the time is printed); only a hang fails
+  for _ in $(seq $((HANG * 10))); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
   if kill -0 $launcher 2>/dev/null; then
-    fail "the job still runs 30 s after rank 1 died"; kill -9 $launcher
+    fail "the job still runs $HANG s after rank 1 died"; kill -9 $launcher
   fi
   wait $launcher; rc=$?
   took=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -198,7 +208,7 @@ exec "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max
 EOS
   chmod +x rank1-bad-data.sh
   t0=$(date +%s%N)
-  timeout -k 5 60 "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank1-bad-data.sh >bad.log 2>&1; rc=$?
+  timeout -k 5 $HANG "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank1-bad-data.sh >bad.log 2>&1; rc=$?
   took=$(( ($(date +%s%N) - t0) / 1000000 ))
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "mpirun exited $rc when rank 1 could not read its data"
   msg=$(grep -m1 "rank 1 of 2:.*no-such-data" bad.log) || { fail "no message naming rank 1 and its data"; tail -5 bad.log; }
@@ -220,7 +230,7 @@ EOS
 cd "$PWD/r\$$RANK_VAR" && exec "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max-steps 3 --progress none --quiet --out run
 EOS
   chmod +x rank-folders.sh
-  if timeout -k 5 60 "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-folders.sh >folders.log 2>&1 && [ -f r0/run/last.safetensors ]; then
+  if timeout -k 5 $HANG "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-folders.sh >folders.log 2>&1 && [ -f r0/run/last.safetensors ]; then
     echo "ok rank 0's fresh folder decides, though rank 1 sees an old run there"
   else
     fail "rank 1's view of the run folder overruled rank 0's"; tail -5 folders.log
