@@ -100,6 +100,27 @@ void ag_st_set_checksums(ag_st_writer *w) {
         snprintf(v, sizeof v, "%08x", ag_crc32c(0, t->data, (size_t)tensor_bytes(t)));
         ag_st_set_meta(w, key, v);
     }
+    ag_st_set_meta(w, AG_ST_FILE_CRC, "00000000"); /* ag_st_write puts the file's CRC here */
+    ag_st_set_meta(w, AG_ST_SEALED, "1");
+}
+
+/* Where the 8 hex digits of AG_ST_FILE_CRC sit in a header, or NULL.  As
+ * a key it reads '"attngrad.file_crc32c":"'; inside a JSON string value its
+ * quotes would be escaped, and a tensor name is followed by ":{". */
+static const unsigned char *file_crc_digits(const unsigned char *h, size_t n) {
+    static const char key[] = "\"" AG_ST_FILE_CRC "\":\"";
+    const size_t k = sizeof key - 1;
+    for (size_t i = 0; i + k + 8 <= n; i++)
+        if (h[i] == '"' && !memcmp(h + i, key, k)) return h + i + k;
+    return NULL;
+}
+
+/* CRC-32C of `bytes[0..n)` with the 8 bytes at `digits` read as '0'. */
+static uint32_t crc_with_zeroed(uint32_t crc, const unsigned char *bytes, size_t n, const unsigned char *digits) {
+    if (!digits || digits < bytes || digits + 8 > bytes + n) return ag_crc32c(crc, bytes, n);
+    crc = ag_crc32c(crc, bytes, (size_t)(digits - bytes));
+    crc = ag_crc32c(crc, "00000000", 8);
+    return ag_crc32c(crc, digits + 8, n - (size_t)(digits - bytes) - 8);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -360,6 +381,16 @@ ag_status ag_st_write(const ag_st_writer *w, const char *path) {
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+    unsigned char *digits = (unsigned char *)file_crc_digits((const unsigned char *)h.s, h.len);
+    if (digits) { /* sealed: the CRC of the whole file, these 8 digits as zeros, written into them */
+        uint32_t crc = ag_crc32c(0, len8, 8);
+        crc = crc_with_zeroed(crc, (const unsigned char *)h.s, h.len, digits);
+        for (int i = 0; i < n; i++)
+            crc = ag_crc32c(crc, by_data[i]->data, (size_t)(by_data[i]->numel * dtype_size(by_data[i]->dtype)));
+        char hex[9];
+        snprintf(hex, sizeof hex, "%08x", crc);
+        memcpy(digits, hex, 8);
+    }
     st = write_all(fd, len8, 8, path);
     if (!st) st = write_all(fd, h.s, h.len, path);
     for (int i = 0; i < n && !st; i++)
@@ -818,6 +849,36 @@ static void free_header(header *h) {
     ag_free(h->meta);
 }
 
+/* The whole file against its AG_ST_FILE_CRC, once every tensor's own
+ * checksum held: what is left to differ is the header (the config, the
+ * metrics history, a name or a key).  A file that says it is sealed but
+ * has no such key lost it to damage; files of other writers, and of
+ * attngrad before the seal, have neither and load as before. */
+static ag_status verify_seal(const ag_st_file *f) {
+    const char *want = ag_st_meta(f, AG_ST_FILE_CRC);
+    if (!want) {
+        if (ag_st_meta(f, AG_ST_SEALED))
+            return ag__fail(AG_ERR_FORMAT, "%s: the file says it is sealed (%s) but holds no '%s': its header is damaged",
+                            f->path, AG_ST_SEALED, AG_ST_FILE_CRC);
+        return AG_OK;
+    }
+    size_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | f->bytes[i];
+    const unsigned char *digits = file_crc_digits(f->bytes + 8, n);
+    if (!digits || memcmp(digits, want, 8) || strlen(want) != 8)
+        return ag__fail(AG_ERR_FORMAT, "%s: metadata '%s' = '%.20s' is not where a sealed file keeps it: the header is "
+                        "damaged", f->path, AG_ST_FILE_CRC, want);
+    bool hex = true;
+    for (int k = 0; k < 8; k++) hex = hex && ((want[k] >= '0' && want[k] <= '9') || (want[k] >= 'a' && want[k] <= 'f'));
+    uint32_t got = crc_with_zeroed(0, f->bytes, f->size, digits);
+    if (!hex || got != (uint32_t)strtoul(want, NULL, 16))
+        return ag__fail(AG_ERR_FORMAT, "%s: the file was changed after it was written (damaged, or edited by hand): its "
+                        "bytes have CRC-32C %08x, the file recorded %.8s.  Every tensor's own checksum holds, so the "
+                        "change is in the header: its metadata (the run's config, the metrics history), a name or a "
+                        "key", f->path, got, want);
+    return AG_OK;
+}
+
 /* Every "crc32c.<name>" of the metadata against the bytes of tensor <name>:
  * a flipped bit anywhere in a tensor is refused, naming it.  Tensors with
  * no checksum (files of other writers) are counted in f->unchecked. */
@@ -846,7 +907,7 @@ static ag_status verify_checksums(ag_st_file *f) {
         checked++;
     }
     f->unchecked = f->count - checked;
-    return AG_OK;
+    return verify_seal(f);
 }
 
 /* Validates f->bytes[0..size) and fills in the tables; f owns the bytes. */

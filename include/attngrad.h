@@ -814,8 +814,14 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
 void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t);
 void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value);
 /* Records a CRC-32C of every tensor added so far in the metadata, as
- * "crc32c.<name>" = 8 hex digits; readers verify them (ag_st_read). */
+ * "crc32c.<name>" = 8 hex digits, and seals the whole file: ag_st_write
+ * stores the CRC-32C of every byte of it (header, metadata and data, with
+ * these 8 digits read as "00000000") in AG_ST_FILE_CRC.  Readers verify both
+ * (ag_st_read): a damaged tensor is named; any other change (the config,
+ * the metrics, a name, a key) is refused as damaged or edited by hand. */
 #define AG_ST_CRC_PREFIX "crc32c."
+#define AG_ST_FILE_CRC "attngrad.file_crc32c"
+#define AG_ST_SEALED "attngrad.sealed" /* "1": the file carries AG_ST_FILE_CRC, so a reader misses it only when damaged */
 void ag_st_set_checksums(ag_st_writer *w);
 uint32_t ag_crc32c(uint32_t crc, const void *data, size_t n); /* crc 0 to start; chains */
 /* Writes atomically: a temporary file in the same folder, fsync, rename,

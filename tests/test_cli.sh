@@ -136,6 +136,9 @@ LC_ALL=C sed -E 's/(\\u000a|\\n)vocab=/\1state./' "$T/run/best.safetensors" > "$
 LC_ALL=C sed -E 's/"config":"model=mpsan/"config":"model=poslm/' "$T/run/best.safetensors" > "$T/badcfg/poslm.safetensors"
 for f in novocab poslm; do
   cmp -s "$T/run/best.safetensors" "$T/badcfg/$f.safetensors" && bad "$f.safetensors: the config edit did not apply" || ok
+  # as edited, the file's seal (its whole-file checksum) refuses it; sealed again, the config's own checks speak
+  expect 1 "$f.safetensors: the file was changed after it was written" "$AG" eval --ckpt "$T/badcfg/$f.safetensors"
+  python3 "$(dirname "$0")/st_edit.py" reseal "$T/badcfg/$f.safetensors" "$T/badcfg/$f.safetensors"
 done
 expect 1 'novocab.safetensors: its .config. metadata has no vocab entry' "$AG" eval --ckpt "$T/badcfg/novocab.safetensors"
 expect 1 'poslm.safetensors: bad .config. metadata: model poslm has no head for the classify task' "$AG" eval --ckpt "$T/badcfg/poslm.safetensors"

@@ -132,6 +132,24 @@ $ED flip "$CK" "$T/flipped-run/last.safetensors" optim.adadelta.v.embed.weight 0
 expect 1 "tensor 'optim.adadelta.v.embed.weight' .* is damaged" "$AG" train --out "$T/flipped-run" --resume --epochs 5
 $ED strip-crc "$CK" "$T/ref/nocrc.safetensors"
 expect 0 "note: .*nocrc.safetensors: [0-9]+ of its [0-9]+ tensors carry no checksum" "$AG" eval --ckpt "$T/ref/nocrc.safetensors"
+# the header is sealed too (attngrad.file_crc32c over the whole file): a bit
+# flipped in the config, in the metrics history or in a checksum's key, and
+# a config edited by hand to other valid values, are refused by eval,
+# predict and resume alike, never loaded as they read
+changed="was changed after it was written \(damaged, or edited by hand\)"
+for flip in 'l2=|3|1' '\"loss\"|4|6' '"crc32c.|4|1' 'model=|7|0'; do # l2=1e-07 -> 3e-07, "lo3s" in the history, "cra32c.", the model
+  IFS='|' read -r text off bit <<<"$flip"
+  $ED flip-header "$CK" "$T/hflip.safetensors" "$text" "$off" "$bit" || bad "flip-header $flip"
+  expect 1 "$changed" "$AG" eval --ckpt "$T/hflip.safetensors"
+done
+$ED stale-config "$CK" "$T/edited.safetensors" keep=0.6 l2=3e-07
+expect 1 "edited.safetensors: the file $changed" "$AG" eval --ckpt "$T/edited.safetensors"
+expect 1 "$changed" sh -c "echo w1 A w2 B | '$AG' predict --ckpt '$T/edited.safetensors'"
+cp -r "$T/ref" "$T/edited-run"
+cp "$T/edited.safetensors" "$T/edited-run/last.safetensors"
+expect 1 "last.safetensors: the file $changed" "$AG" train --out "$T/edited-run" --resume --epochs 5
+$ED config "$CK" "$T/ref/resealed.safetensors" keep=0.6
+expect 0 '^test +accuracy' "$AG" eval --ckpt "$T/ref/resealed.safetensors"
 
 # ---- a config asking for far more than the file holds ----
 # 65536-wide weights would take 32 GiB each: only a check of names and
