@@ -169,6 +169,52 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
     return rc;
 }
 
+/* ---- lines of input, bounded ---- */
+
+ssize_t ag_read_line(FILE *in, char **buf, size_t *cap, size_t max, size_t *dropped) {
+    size_t n = 0;
+    int c = EOF;
+    *dropped = 0;
+    while ((c = getc_unlocked(in)) != EOF) {
+        if (n < max) {
+            if (n + 2 > *cap) { /* grows to max + 2 at most: a longer line is never held */
+                size_t grown = *cap ? 2 * *cap : 256;
+                if (grown > max + 2) grown = max + 2;
+                char *b = realloc(*buf, grown);
+                if (!b) ag__fatal("ag_read_line", "out of memory for a line of %zu bytes", grown);
+                *buf = b;
+                *cap = grown;
+            }
+            (*buf)[n++] = (char)c;
+        } else {
+            (*dropped)++;
+        }
+        if (c == '\n') break;
+    }
+    if (n == 0 && c == EOF && !*dropped) return -1;
+    if (!*buf) {
+        if (!(*buf = malloc(1))) ag__fatal("ag_read_line", "out of memory");
+        *cap = 1;
+    }
+    (*buf)[n] = 0;
+    return (ssize_t)n;
+}
+
+int ag_long_line(const ag_train_opts *o, char *line, ssize_t *n, size_t dropped, char *err, size_t errlen) {
+    size_t max = (size_t)(o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES);
+    if (strcmp(o->long_lines, "cut")) {
+        ag_train_fail(err, errlen, AG_ERR_FORMAT,
+                      "line longer than %zu bytes (%zu more): refused before reading it into memory "
+                      "(--max-line-bytes N reads longer lines, --long-lines cut predicts its start)", max, dropped);
+        return 1;
+    }
+    ssize_t k = *n;
+    while (k > 0 && line[k - 1] != ' ' && line[k - 1] != '\t') k--; /* no word cut in two */
+    if (k > 0) *n = k;
+    line[*n] = 0;
+    return 0;
+}
+
 /* ---- predict ---- */
 
 static const char *const sick_labels[] = {"NEUTRAL", "ENTAILMENT", "CONTRADICTION"};

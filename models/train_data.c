@@ -92,14 +92,21 @@ static bool is_file(const char *path) {
 
 /* n_classes > 0: the data set's known class count, so a label beyond it is
  * a bad line, not a new class; 0: infer the count from the labels. */
+static int64_t max_line_bytes = AG_MAX_LINE_BYTES; /* --max-line-bytes of the run being opened */
+
 static int load(const char *path, ag_format fmt, int lowercase, int skip_bad, int32_t n_classes, ag_dataset *ds,
                 char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default();
+    lo.max_line_bytes = (size_t)max_line_bytes;
     lo.lowercase = lowercase;
     lo.skip_bad_lines = skip_bad;
     lo.n_classes = n_classes;
     lo.require_labels = 1; /* a run trains CoNLL-U for classification only, and the loss skips label -1 */
-    return ag_dataset_load(path, fmt, &lo, NULL, ds, err, errlen);
+    int rc = ag_dataset_load(path, fmt, &lo, NULL, ds, err, errlen);
+    size_t used = err ? strlen(err) : 0;
+    if (rc == AG_DATA_ELIMIT && err && used < errlen) /* what to do about it */
+        snprintf(err + used, errlen - used, " (--max-line-bytes N reads longer lines)");
+    return rc;
 }
 
 /* The file name of a benchmark's path "folder/file". */
@@ -176,6 +183,7 @@ static int parse_file(const char *pdir, const char *file, char *path, size_t n) 
 
 static int load_parses(const char *path, ag_dataset *parses, char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default(); /* labels or not: only the words and heads count */
+    lo.max_line_bytes = (size_t)max_line_bytes;
     return ag_dataset_load(path, AG_FORMAT_CONLLU, &lo, NULL, parses, err, errlen);
 }
 
@@ -207,7 +215,8 @@ static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const cha
         return ag_train_fail(err, errlen, AG_DATA_EIO,
                              "--phrases: no %s (SST's PTB trees, trainDevTestTrees_PTB's train.txt; docs/data.md)", trees);
     ag_dataset parses = {0};
-    ag_tree_opts to = {.binary = !strcmp(b->name, "sst2"), .phrases = 1, .lowercase = 1};
+    ag_tree_opts to = {.binary = !strcmp(b->name, "sst2"), .phrases = 1, .lowercase = 1,
+                       .max_line_bytes = (size_t)max_line_bytes};
     int rc = 0;
     if (pdir[0] && !parse_file(pdir, b->train, ppath, sizeof ppath)) {
         if ((rc = load_parses(ppath, &parses, err, errlen))) return rc;
@@ -387,6 +396,7 @@ static int encode(ag_run_data *d, int min_count, char *err, size_t errlen) {
 
 int ag_run_data_open(const ag_train_opts *o, int fold, ag_vocab *vocab, ag_run_data *d, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
+    max_line_bytes = o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES;
     d->vocab = vocab;
     int rc;
     if (!o->data[0]) rc = open_synth(o, wanted_task(o), d, err, errlen);

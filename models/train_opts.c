@@ -36,6 +36,7 @@ static const char *check_progress(const char *v);
 static const char *check_fingerprint(const char *v);
 static const char *check_device(const char *v);
 static const char *check_input(const char *v);
+static const char *check_long_lines(const char *v);
 
 #define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
 enum {
@@ -104,6 +105,12 @@ static const opt_def opts[] = {
     {"input", O_STR, F(input), 0, 0, PR, false, "KIND",
      "lines (default: a sentence a line, pairs split by a tab) or conllu (CoNLL-U sentences, blank-line separated, "
      "read with their parse)", check_input},
+    {"max-line-bytes", O_I64, F(max_line_bytes), 1, 1099511627776.0, TR | EV | PR, false, "N",
+     "longest input line, in bytes (default 1 MiB): a longer one is refused before memory in proportion to it is "
+     "taken (predict: see --long-lines)", NULL},
+    {"long-lines", O_STR, F(long_lines), 0, 0, PR, false, "HOW",
+     "refuse (default: that line is an error) or cut (predict its first --max-line-bytes, at a word boundary)",
+     check_long_lines},
     {"len", O_INT, F(len), 1, 4096, DU, false, "N", "batch width of the dump (default: the tiny batch)", NULL},
     {"epochs", O_INT, F(epochs), 1, 1 << 20, TR, true, "N", "training epochs", NULL},
     {"batch", O_INT, F(batch), 1, 1 << 20, TR | EV | DU, true, "B", "batch size (default: the model's)", NULL},
@@ -183,6 +190,10 @@ static const char *check_flags(const char *v) {
         }
     }
     return NULL;
+}
+
+static const char *check_long_lines(const char *v) {
+    return one_of(v, (const char *[]){"", "refuse", "cut", NULL}, "expected refuse or cut");
 }
 
 static const char *check_input(const char *v) {

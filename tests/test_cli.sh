@@ -262,12 +262,30 @@ dev=$(grep -Eo 'dev accuracy [0-9.]+%' <<<"$out" | tail -1 | grep -Eo '[0-9.]+%'
 expect 0 "dev +accuracy $dev" "$AG" eval --ckpt "$T/maxlen/best.safetensors" --data "$T/long.txt"
 expect 0 '^[01]'$'\t' sh -c "sed -n 61p '$T/long.txt' | cut -d' ' -f2- | '$AG' predict --ckpt '$T/maxlen/best.safetensors'"
 
+# a line longer than --max-line-bytes (default 1 MiB) is refused before it is
+# held in memory, or cut to its last whole word with --long-lines cut; the
+# lines after it are predicted as usual
+{ echo 'w1 A w2 B'; head -c 3000000 /dev/zero | tr '\0' 'w'; echo; echo 'B w3 A'; } > "$T/huge-line.txt"
+out=$("$AG" predict --ckpt "$T/run/best.safetensors" < "$T/huge-line.txt" 2>"$T/huge-line.err"); rc=$?
+[ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 3 ] && [ -z "$(printf '%s\n' "$out" | sed -n 2p)" ] &&
+  printf '%s\n' "$out" | sed -n 3p | grep -Eq '^[0-3]'$'\t' && ok || bad "predict of a 3 MB line: exit $rc, output '$out'"
+grep -q '^attngrad predict: stdin:2: line longer than 1048576 bytes (1951425 more): refused before reading it into memory' \
+  "$T/huge-line.err" && ok || bad "predict of a 3 MB line: $(head -c 400 "$T/huge-line.err")"
+out=$(printf 'w1 A w2 B w3 w4 w5\n' | "$AG" predict --ckpt "$T/run/best.safetensors" --max-line-bytes 12 --long-lines cut 2>&1); rc=$?
+[ "$rc" -eq 0 ] && grep -q 'stdin:1: note: a line of more than 12 bytes, cut to its first 10 (--long-lines cut)' <<<"$out" &&
+  grep -Eq '^[0-3]'$'\t' <<<"$out" && ok || bad "predict --long-lines cut: exit $rc: $out"
+expect 1 'stdin:1: line longer than 12 bytes' sh -c "printf 'w1 A w2 B w3 w4 w5\n' | '$AG' predict --ckpt '$T/run/best.safetensors' --max-line-bytes 12"
+expect 2 "option --long-lines: 'trim': expected refuse or cut" "$AG" predict --ckpt "$T/run/best.safetensors" --long-lines trim
+{ for i in $(seq 40); do echo "$((i % 2)) w$((i % 5)) w1"; done; echo "1 $(head -c 300 /dev/zero | tr '\0' 'w')"; } > "$T/wide.txt"
+expect 1 "wide.txt:41: line longer than 200 bytes \(--max-line-bytes N reads longer lines\)" \
+  "$AG" train "${SMALL[@]}" --data "$T/wide.txt" --max-line-bytes 200 --out "$T/wide"
+
 # a sentence too long for memory stops the run at its own width's warm-up
 # step, before the full batch: the message must still name its file and line
 { for i in $(seq 60); do echo "$((i % 2)) w$((i % 5)) w$((i % 3)) w1"; done
   awk 'BEGIN { printf "1"; for (i = 1; i <= 400000; i++) printf " w%d", i % 7; print "" }'; } > "$T/huge.txt"
 expect 1 "the longest sentence: $T/huge.txt line 61, 400000 tokens\); --max-len N cuts longer sentences" \
-  "$AG" train "${SMALL[@]}" --data "$T/huge.txt" --out "$T/huge"
+  "$AG" train "${SMALL[@]}" --data "$T/huge.txt" --max-line-bytes 4000000 --out "$T/huge"
 
 # ---- bad options and checkpoints ----
 expect 2 "option --model: 'nope': unknown model" "$AG" train --model nope

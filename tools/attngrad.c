@@ -288,9 +288,17 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
     int64_t lineno = 0, first = 0, errors = 0;
     ssize_t n;
     bool more = true;
+    size_t max = (size_t)(o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES), dropped;
     while (more) {
-        more = (n = getline(&line, &cap, stdin)) >= 0;
+        more = (n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0;
         if (more) lineno++;
+        if (more && dropped) { /* a CoNLL-U line is one token: this is no parse */
+            fprintf(stderr, "attngrad predict: stdin:%lld: line longer than %zu bytes: not CoNLL-U (--max-line-bytes)\n",
+                    (long long)lineno, max);
+            errors++;
+            n = 0;
+            continue;
+        }
         bool blank = !more || ag_tokenize(line, (size_t)n, 0, NULL, 0) == 0;
         if (!blank) { /* one more line of the sentence (the loader refuses control bytes, naming the line) */
             if (!first) first = lineno;
@@ -344,8 +352,18 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     size_t cap = 0;
     int64_t lineno = 0, errors = 0;
     ssize_t n;
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
+    size_t max = (size_t)(o.max_line_bytes > 0 ? o.max_line_bytes : AG_MAX_LINE_BYTES), dropped;
+    while ((n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0) {
         lineno++;
+        if (dropped && ag_long_line(&o, line, &n, dropped, err, sizeof err)) {
+            fprintf(stderr, "attngrad predict: stdin:%lld: %s\n", (long long)lineno, err);
+            fputc('\n', stdout);
+            errors++;
+            continue;
+        }
+        if (dropped)
+            fprintf(stderr, "attngrad predict: stdin:%lld: note: a line of more than %zu bytes, cut to its first %zd "
+                    "(--long-lines cut)\n", (long long)lineno, max, n);
         /* control bytes, as the data loaders refuse them (ag_predict_line reads a
          * C string: a NUL would even end the line there unseen) */
         long junk = ag_data_find_junk(line, (size_t)n);

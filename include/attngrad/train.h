@@ -20,10 +20,15 @@
 #define AG_TRAIN_H
 
 #include <stdio.h>
+#include <sys/types.h> /* ssize_t */
 
 #include "model.h"
 
 enum { AG_PATH_MAX = 1024 };
+/* The longest line a command reads by default: ~200,000 words, far beyond
+ * any sentence, so that a line of junk is refused before memory in
+ * proportion to it (tokens, ids, a batch) is taken. */
+#define AG_MAX_LINE_BYTES ((int64_t)1 << 20)
 
 /* Everything a run is made of.  Model sizes left at -1 (keep, l2 < 0) take
  * the kind's defaults; on the generated data set the kind's sizes are cut
@@ -57,6 +62,8 @@ typedef struct {
     int synth_n;            /* generated training examples */
     int len;                /* dump-step: batch width (0 = tiny batch) */
     char input[8];          /* predict: "" or lines (a sentence a line), conllu (CoNLL-U sentences with their parse) */
+    int64_t max_line_bytes; /* longest input line (data files, predict's stdin); 0 = AG_MAX_LINE_BYTES */
+    char long_lines[8];     /* predict: "" or refuse (a longer line is an error), cut (its first max_line_bytes) */
     /* loop */
     int epochs, batch;
     int64_t seed;
@@ -217,6 +224,16 @@ ag_batch_opts ag_run_batch_opts(const ag_model *m, const ag_train_opts *o, int32
  * ag_batch_free, also after an error. */
 int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
                   ag_batch *b, char *err, size_t errlen);
+
+/* The next line of `in` into *buf (NUL-terminated, its '\n' kept; *buf
+ * and *cap as getline's), at most `max` bytes of it: the rest of a longer
+ * line is read and dropped, never held, and *dropped says how many bytes
+ * went (0: the whole line).  Returns the length kept, or -1 at the end. */
+ssize_t ag_read_line(FILE *in, char **buf, size_t *cap, size_t max, size_t *dropped);
+/* A line ag_read_line cut short (dropped > 0) under o->long_lines: refused
+ * (1, err says why and what to do), or "cut": line[0..*n) shortened to
+ * its last whole word (0). */
+int ag_long_line(const ag_train_opts *o, char *line, ssize_t *n, size_t dropped, char *err, size_t errlen);
 
 /* Predicts one input line ("a sentence", pairs "sentence_a<TAB>sentence_b")
  * and prints "label<TAB>probabilities" (LM: perplexity and next word;

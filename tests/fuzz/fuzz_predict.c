@@ -1,7 +1,7 @@
-/* fuzz_predict.c - one line of `attngrad predict` into a tiny MPSAN (a
- * classifier, or a pair model when the first byte is odd), checked for
- * binary data first as the CLI does; the line may be refused, it must not
- * hurt the next one. */
+/* fuzz_predict.c - `attngrad predict`'s input into a tiny MPSAN (a
+ * classifier, or a pair model when the first byte is odd): read line by
+ * line under a length limit, checked for binary data as the CLI does; a
+ * line may be refused, it must not hurt the next one. */
 #include "fuzz.h"
 #include "../../models/train.h"
 
@@ -29,13 +29,27 @@ static void setup(void) {
     if (!sink) abort();
 }
 
+/* The input as `attngrad predict` reads stdin: lines of at most 48 bytes
+ * (ag_read_line, the limit of --max-line-bytes), a longer one refused or
+ * cut (--long-lines, by the last byte's second bit), each line predicted. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!vocab) setup();
-    if (ag_data_find_junk((const char *)data, size) >= 0) return 0; /* refused before a model sees it */
-    char *line = fuzz_cstring(data, size), err[1024];
+    FILE *in = fmemopen((void *)data, size, "r");
+    if (!in) return 0; /* an empty input: fmemopen refuses size 0 */
     ag_train_opts o = ag_train_opts_default();
     o.lowercase = size > 0 && (data[size - 1] & 1);
-    ag_predict_line(&models[size > 0 && (data[0] & 1)], vocab, &o, line, sink, err, sizeof err);
+    o.max_line_bytes = 48;
+    if (size > 0 && (data[size - 1] & 2)) snprintf(o.long_lines, sizeof o.long_lines, "cut");
+    char *line = NULL, err[1024];
+    size_t cap = 0, dropped;
+    ssize_t n;
+    while ((n = ag_read_line(in, &line, &cap, (size_t)o.max_line_bytes, &dropped)) >= 0) {
+        if (n > o.max_line_bytes || cap > (size_t)o.max_line_bytes + 2) abort(); /* the bound is the point */
+        if (dropped && ag_long_line(&o, line, &n, dropped, err, sizeof err)) continue;
+        if (ag_data_find_junk(line, (size_t)n) >= 0) continue; /* refused before a model sees it */
+        ag_predict_line(&models[size > 0 && (data[0] & 1)], vocab, &o, line, sink, err, sizeof err);
+    }
+    fclose(in);
     free(line);
     return 0;
 }
