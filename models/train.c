@@ -590,7 +590,7 @@ typedef struct {
     ag_metrics dev, test;
     bool valid;          /* has metrics: a limit may stop a run before any evaluation */
     bool has_test, stopped, time_up;
-    double first_loss, last_loss, seconds;
+    double first_loss, initial_loss, last_loss, seconds;
     int64_t steps, allocs;
     int epochs;
 } fold_result;
@@ -843,6 +843,7 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, ag__run_state *s, double 
 static int train_loop(const fold_ctx *c, trainer *t, ag__run_state *s, fold_result *r, char *err, size_t errlen) {
     int64_t n_batches = t->sampler.n_batches, first_n = 0;
     double first_sum = 0;
+    r->initial_loss = r->last_loss = NAN; /* no step yet */
     while (s->epoch < c->o->epochs && !s->stopped && !limit_reached(c, s)) {
         ag_data_rng r_epoch;
         epoch_rng(&r_epoch, (uint64_t)c->o->seed, s->epoch);
@@ -867,6 +868,7 @@ static int train_loop(const fold_ctx *c, trainer *t, ag__run_state *s, fold_resu
             profile_step_end(c->profile);
             s->step++;
             s->batch++;
+            if (first_n == 0) r->initial_loss = loss;
             if (first_n < 10) first_sum += loss, first_n++;
             progress_step(&p, s->batch, (int64_t)tokens, loss);
             stop = limit_reached(c, s);
@@ -991,7 +993,7 @@ static void add_fold(ag_train_result *r, const fold_result *f, int k) {
     r->dev.examples += f->dev.examples;
     r->test.examples += f->test.examples;
     r->has_test = f->has_test;
-    if (k == 0) r->first_loss = f->first_loss;
+    if (k == 0) r->first_loss = f->first_loss, r->initial_loss = f->initial_loss;
     r->last_loss = f->last_loss;
     r->steps += f->steps;
     r->epochs = f->epochs;

@@ -287,6 +287,11 @@ expect 1 "wide.txt:41: line longer than 200 bytes \(--max-line-bytes N reads lon
 expect 1 "the longest sentence: $T/huge.txt line 61, 400000 tokens\); --max-len N cuts longer sentences" \
   "$AG" train "${SMALL[@]}" --data "$T/huge.txt" --max-line-bytes 4000000 --out "$T/huge"
 
+# diverged with every value finite: the summary, then the verdict on stderr and exit 1
+expect 1 'the run diverged: its training loss ended at .* times its first step.s \([0-9.]+\); lower the learning rate \(--optim adam:lr=1e6\)' \
+  "$AG" train "${SMALL[@]}" --epochs 3 --optim adam:lr=1e6 --out "$T/diverged"
+[ -s "$T/diverged/best.safetensors" ] && ok || bad "a diverged run lost its checkpoints"
+
 # ---- bad options and checkpoints ----
 expect 2 "option --model: 'nope': unknown model" "$AG" train --model nope
 expect 2 "option --optim: .*lr" "$AG" train --optim adam:lr=fast

@@ -208,6 +208,18 @@ static int cmd_train(const command *c, int argc, char **argv) {
         return 1;
     }
     if (ag_dist_rank() == 0) print_summary(&o, &r);
+    /* Diverged with every value finite (Adam at lr 1e6: a training loss of
+     * 8e26, dev at chance): nothing above stopped it, so say it here.  A
+     * loss that ends ten times above where it started was made worse by
+     * every epoch; no schedule or regulariser does that to a working run. */
+    if (isfinite(r.initial_loss) && r.last_loss > 10 * r.initial_loss && r.last_loss > r.initial_loss + 1) {
+        if (ag_dist_rank() == 0)
+            fprintf(stderr, "attngrad train: the run diverged: its training loss ended at %.4g, %.3g times its first "
+                    "step's (%.4f); lower the learning rate (--optim %s) or clip the gradient norm (--clip).  Its "
+                    "best dev checkpoint is kept, from before it went wrong or not\n", r.last_loss,
+                    r.last_loss / r.initial_loss, r.initial_loss, o.optim);
+        return 1;
+    }
     return 0;
 }
 

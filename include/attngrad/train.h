@@ -163,6 +163,7 @@ typedef struct {
     double test_std;        /* CV: std of the fold accuracies */
     bool has_test;
     double first_loss;      /* mean training loss of the first 10 steps */
+    double initial_loss;    /* training loss of the first step: the model as the command found it */
     double last_loss;       /* ... and of the last epoch's steps */
     int64_t steps;
     int epochs;
