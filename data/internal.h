@@ -17,6 +17,10 @@ int ag_data_fail(char *err, size_t errlen, int code, const char *fmt, ...)
  * geometrically; 0 or AG_DATA_ENOMEM (also on size overflow). */
 int ag_data_grow(void **p, size_t *cap, size_t need, size_t elem);
 
+/* loaders.c: counts text[0..n), line `line` of path, in s->not_utf8 when it
+ * is not UTF-8, the first one's place in s->first_not_utf8. */
+void ag_data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, const char *text, size_t n);
+
 /* ---- interned strings: open addressing, FNV-1a, power-of-two slots ---- */
 
 typedef struct {

@@ -181,10 +181,22 @@ static int oom(load_ctx *c) {
                         "many tokens", c->lr.path, (long long)c->lr.lineno);
 }
 
+/* Counts a line that is not UTF-8 (kept as bytes), naming the first. */
+void ag_data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, const char *text, size_t n) {
+    long at = ag_utf8_error_at(text, n);
+    if (at < 0) return;
+    if (s->not_utf8++ == 0)
+        snprintf(s->first_not_utf8, sizeof s->first_not_utf8, "%s:%lld: byte 0x%02x at column %ld", path,
+                 (long long)line, (unsigned char)text[at], at + 1);
+}
+
 /* Common per-line check; returns 1 if the line is junk (already reported). */
 static int junk_line(load_ctx *c, int *rc) {
     long at = ag_data_find_junk(c->lr.buf, c->lr.len);
-    if (at < 0) return 0;
+    if (at < 0) {
+        ag_data_note_utf8(&c->ds->stats, c->lr.path, c->lr.lineno, c->lr.buf, c->lr.len);
+        return 0;
+    }
     *rc = bad_line(c, c->lr.lineno, "binary data (byte 0x%02x at column %ld)",
                    (unsigned char)c->lr.buf[at], at + 1);
     return 1;

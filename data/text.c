@@ -37,6 +37,30 @@ int ag_data_grow(void **p, size_t *cap, size_t need, size_t elem) {
     return 0;
 }
 
+/* Offset of the first byte of s[0..n) that breaks UTF-8 (no overlong forms,
+ * surrogates or code points above U+10FFFF), or -1. */
+long ag_utf8_error_at(const char *text, size_t n) {
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i], cp;
+        size_t len;
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
+        else return (long)i;
+        if (len > n - i) return (long)i;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return (long)i;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+            return (long)i;
+        i += len;
+    }
+    return -1;
+}
+
 /* ---- lines ----------------------------------------------------------------- */
 
 int ag_data_lines_open(ag_data_line_reader *lr, const char *path, size_t max_line_bytes, char *err,

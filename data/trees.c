@@ -242,6 +242,7 @@ static int trees_load(const char *path, const void *mem, size_t mem_len, const a
     while (rc == 0 && (rc = ag_data_lines_next(&lr, err, errlen)) == 1) {
         c.line = lr.lineno;
         long junk = ag_data_find_junk(lr.buf, lr.len);
+        if (junk < 0) ag_data_note_utf8(&ds->stats, path, lr.lineno, lr.buf, lr.len);
         if (ag_tokenize(lr.buf, lr.len, 0, NULL, 0) == 0) ds->stats.blank++;
         rc = ag_tokenize(lr.buf, lr.len, 0, NULL, 0) == 0 ? 0
            : junk >= 0 ? tree_bad(&c, (size_t)junk, "binary junk (a control byte)") : tree_line(&c, lr.buf, lr.len);

@@ -75,28 +75,6 @@ static bool is_integer(const char *s, size_t n) {
     return n > 0 && n < 19;
 }
 
-/* Offset of the first byte of s[0..n) that breaks UTF-8 (no overlong forms,
- * surrogates or code points above U+10FFFF), or -1. */
-static long utf8_error_at(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i], cp;
-        size_t len;
-        if (c < 0x80) { i++; continue; }
-        if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
-        else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
-        else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
-        else return (long)i;
-        if (len > n - i) return (long)i;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return (long)i;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-            return (long)i;
-        i += len;
-    }
-    return -1;
-}
 
 /* ---- the state of one read ---- */
 
@@ -183,7 +161,7 @@ static const char *where(const reader *r, int64_t rec, int64_t byte, char *buf, 
 static int check_word(reader *r, const char *w, size_t n, int64_t rec, int64_t byte) {
     char at[AG_ERR_LEN];
     if (!n) return fail(r, AG_DATA_EFORMAT, "%s: empty word", where(r, rec, byte, at, sizeof at));
-    long bad = utf8_error_at((const unsigned char *)w, n);
+    long bad = ag_utf8_error_at(w, n);
     if (bad >= 0)
         return fail(r, AG_DATA_EFORMAT, "%s: the word is not UTF-8 (byte 0x%02x at offset %ld of '%.40s')",
                     where(r, rec, byte, at, sizeof at), (unsigned char)w[bad], bad, w);

@@ -747,6 +747,11 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
     if (d->sets[0].stats.skipped)
         printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
                d->sets[0].stats.first_warning);
+    for (int s = 0; s < AG_SPLITS; s++) /* each file once: a CV run's splits share sets[0] */
+        if (d->sets[s].stats.not_utf8)
+            printf("  note: %lld line%s not UTF-8, read as bytes (the first: %s): such words miss UTF-8 pretrained "
+                   "vectors\n", (long long)d->sets[s].stats.not_utf8, d->sets[s].stats.not_utf8 == 1 ? " is" : "s are",
+                   d->sets[s].stats.first_not_utf8);
     if (t->batch.opts.heads)
         printf(d->parses[0] ? "  parses: %s\n"
                             : "  note: %s reads a dependency parse, but the data has none (no conllu/ folder beside it, "

@@ -292,6 +292,13 @@ expect 1 'the run diverged: its training loss ended at .* times its first step.s
   "$AG" train "${SMALL[@]}" --epochs 3 --optim adam:lr=1e6 --out "$T/diverged"
 [ -s "$T/diverged/best.safetensors" ] && ok || bad "a diverged run lost its checkpoints"
 
+# text is bytes: a line that is not UTF-8 trains and predicts, with a note naming the first place
+{ printf '0 caf\xe9 w1\n1 \xc0\xaf w2\n'; for i in $(seq 30); do echo "$((i % 2)) w$((i % 5)) w1"; done; } > "$T/latin1.txt"
+expect 0 'note: 2 lines are not UTF-8, read as bytes \(the first: .*latin1.txt:1: byte 0xe9 at column 6\)' \
+  "$AG" train "${SMALL[@]}" --data "$T/latin1.txt" --epochs 1 --out "$T/latin1"
+expect 0 'stdin:1: note: not UTF-8 \(byte 0xff at column 4\), read as bytes' \
+  sh -c "printf 'w1 \377\376 w2\nw1 w2\n' | '$AG' predict --ckpt '$T/latin1/best.safetensors'"
+
 # ---- bad options and checkpoints ----
 expect 2 "option --model: 'nope': unknown model" "$AG" train --model nope
 expect 2 "option --optim: .*lr" "$AG" train --optim adam:lr=fast

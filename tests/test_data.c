@@ -1155,6 +1155,37 @@ static void label_counts(const ag_dataset *ds, int64_t *c, int k) {
         if (ds->ex[i].label >= 0 && ds->ex[i].label < k) c[ds->ex[i].label]++;
 }
 
+/* One policy for text: bytes, never decoded; control bytes refused; lines
+ * that are not UTF-8 kept and counted, the first one named. */
+static void test_not_utf8(void) {
+    static const struct { ag_format fmt; const char *text; int64_t lines; const char *first; } cases[] = {
+        {AG_FORMAT_LABELED, "0 caf\xe9 ok\n1 fine words\n1 \xc0\xaf overlong\n", 2, ":1: byte 0xe9 at column 6"},
+        {AG_FORMAT_LM, "fine\n\xff\xfe\n", 1, ":2: byte 0xff at column 1"},
+        {AG_FORMAT_CONLLU, "1\tok\t_\t_\t_\t_\t0\t_\t_\t_\n\n1\t\xed\xa0\x80\t_\t_\t_\t_\t0\t_\t_\t_\n", 1,
+         ":3: byte 0xed at column 3"}, /* a surrogate */
+        {AG_FORMAT_SICK, "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+                         "1\tA caf\xe9\tB\t3\tNEUTRAL\n", 1, ":2: byte 0xe9 at column 8"},
+        {AG_FORMAT_LABELED, "0 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n", 0, ""}, /* UTF-8: none */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *p = fixture("utf8.txt", cases[i].text, strlen(cases[i].text));
+        ag_dataset ds;
+        CHECK(ag_dataset_load(p, cases[i].fmt, NULL, NULL, &ds, err, sizeof err) == 0, "case %zu: %s", i, err);
+        CHECK(ds.stats.not_utf8 == cases[i].lines, "case %zu: %lld lines", i, (long long)ds.stats.not_utf8);
+        CHECK(contains(ds.stats.first_not_utf8, cases[i].first) && (cases[i].lines || !ds.stats.first_not_utf8[0]),
+              "case %zu: '%s'", i, ds.stats.first_not_utf8);
+        ag_dataset_free(&ds);
+    }
+    CHECK(ag_utf8_error_at("ok \xe2\x82", 5) == 3 && ag_utf8_error_at("\xe2\x82\xac", 3) == -1);
+    ag_dataset ds;
+    ag_tree_opts to = {0};
+    const char *tree = "(2 (2 caf\xe9) (2 x))\n";
+    CHECK(ag_trees_load_mem("t", tree, strlen(tree), &to, &ds, err, sizeof err) == 0 &&
+          ds.stats.not_utf8 == 1 && contains(ds.stats.first_not_utf8, "t:1: byte 0xe9 at column 10"), "%s",
+          ds.stats.first_not_utf8);
+    ag_dataset_free(&ds);
+}
+
 static void test_real_data(void) {
     const char *dir = getenv("AG_DATA_DIR");
     struct stat st;
@@ -1275,6 +1306,7 @@ int main(void) {
     test_synth_lookup();
     test_synth_pair();
     test_garbage();
+    test_not_utf8();
     test_real_data();
     for (int i = 0; i < npaths; i++) remove(paths[i]);
     rmdir(tmpdir);

@@ -365,6 +365,7 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     int64_t lineno = 0, errors = 0;
     ssize_t n;
     size_t max = (size_t)(o.max_line_bytes > 0 ? o.max_line_bytes : AG_MAX_LINE_BYTES), dropped;
+    bool said_utf8 = false;
     while ((n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0) {
         lineno++;
         if (dropped && ag_long_line(&o, line, &n, dropped, err, sizeof err)) {
@@ -379,6 +380,12 @@ static int cmd_predict(const command *c, int argc, char **argv) {
         /* control bytes, as the data loaders refuse them (ag_predict_line reads a
          * C string: a NUL would even end the line there unseen) */
         long junk = ag_data_find_junk(line, (size_t)n);
+        if (junk < 0 && !said_utf8 && ag_utf8_error_at(line, (size_t)n) >= 0) { /* read as bytes, as the data was */
+            fprintf(stderr, "attngrad predict: stdin:%lld: note: not UTF-8 (byte 0x%02x at column %ld), read as "
+                    "bytes; later lines like it are not reported\n", (long long)lineno,
+                    (unsigned char)line[ag_utf8_error_at(line, (size_t)n)], ag_utf8_error_at(line, (size_t)n) + 1);
+            said_utf8 = true;
+        }
         if (junk >= 0)
             snprintf(err, sizeof err, "binary data (byte 0x%02x at column %ld)", (unsigned char)line[junk], junk + 1);
         if (junk >= 0 || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {

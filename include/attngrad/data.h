@@ -18,6 +18,14 @@
  * vocab can be built from any subset (e.g. the training folds of a CV run)
  * and test data is then mapped through it, unknown words becoming <unk>.
  *
+ * Text is bytes, never decoded: tokens are split at ASCII whitespace and
+ * compared byte for byte, so UTF-8 and Latin-1 files both load (TREC, MR and
+ * SUBJ hold Latin-1 bytes).  Every reader refuses control bytes (binary
+ * junk) naming path:line; a line that is not valid UTF-8 is kept and
+ * counted (ag_corpus_stats.not_utf8, the first place named), since a file in
+ * another encoding silently misses its pretrained vectors.  Vector files
+ * alone require UTF-8 words (their format says so; see ag_vectors_read).
+ *
  * Errors: every fallible function returns int (0 = ok, negative = one of
  * AG_DATA_E*) and writes a one-line message into the caller's `err` buffer
  * (`errlen` bytes, err may be NULL). Messages about files read
@@ -92,6 +100,8 @@ typedef struct {
     int64_t oov;        /* text tokens absent from the vocab */
     double oov_rate;    /* oov / tokens, after ag_dataset_encode */
     char first_warning[AG_ERR_LEN]; /* message of the first skipped line */
+    int64_t not_utf8;   /* lines (kept, read as bytes) that are not valid UTF-8 */
+    char first_not_utf8[AG_ERR_LEN]; /* "path:line: byte 0xff at column 3" of the first */
 } ag_corpus_stats;
 
 typedef struct ag_dataset_store ag_dataset_store; /* interned strings, pools */
@@ -138,6 +148,10 @@ void ag_dataset_free(ag_dataset *ds);
  * whitespace), or -1: what the loaders refuse, for other readers of text
  * (predict's stdin). Latin-1 / UTF-8 bytes >= 0x80 are fine. */
 long ag_data_find_junk(const char *s, size_t n);
+/* Offset of the first byte of s[0..n) that breaks UTF-8 (no overlong
+ * forms, surrogates or code points above U+10FFFF), or -1: the check behind
+ * ag_corpus_stats.not_utf8, for other readers of text. */
+long ag_utf8_error_at(const char *s, size_t n);
 /* The file ds was loaded from (for messages), or NULL if it was generated. */
 const char *ag_dataset_path(const ag_dataset *ds);
 
