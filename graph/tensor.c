@@ -3,6 +3,10 @@
 
 #include <stdio.h>
 
+/* The real type this library was built for: the symbol attngrad.h makes
+ * every including file refer to (a program of the other type fails to link). */
+const char AG__REAL_BUILD = 1;
+
 static void set_shape(ag_tensor *t, int ndim, const int *shape) {
     if (ndim < 0 || ndim > AG_MAX_DIMS) ag__fatal("tensor", "%d dims (at most %d)", ndim, AG_MAX_DIMS);
     t->ndim = ndim;

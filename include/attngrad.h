@@ -50,6 +50,21 @@ typedef double ag_real;
 typedef float ag_real;
 #endif
 
+/* A program compiled for one real type and linked with the other library
+ * would read floats as doubles (a sum of 1, 2, 3, 4 gives 5.3e-315).  Each
+ * library defines the symbol of its own type, and every file that includes
+ * this header refers to the symbol of the type it was compiled for, so the
+ * mismatch fails to link (a plugin: to load), with the library to use in the
+ * message. */
+#ifdef AG_REAL_DOUBLE
+extern const char ag_link_with_attngrad_f64__compiled_with_AG_REAL_DOUBLE;
+#define AG__REAL_BUILD ag_link_with_attngrad_f64__compiled_with_AG_REAL_DOUBLE
+#else
+extern const char ag_link_with_attngrad_f32__compiled_without_AG_REAL_DOUBLE;
+#define AG__REAL_BUILD ag_link_with_attngrad_f32__compiled_without_AG_REAL_DOUBLE
+#endif
+static const char *const ag__real_build_check __attribute__((used, unused)) = &AG__REAL_BUILD;
+
 #define AG_MAX_DIMS 4
 
 /* ------------------------------------------------------------------------ */

@@ -54,6 +54,14 @@ fi
 check "an f64 gradient check with pkg-config attngrad-f64" bash -c "
   $cc_ -std=c11 -O2 '$src/tests/install/gradcheck_f64.c' \$(pkg-config --cflags --libs attngrad-f64) -lm -o '$tmp/gc' &&
   '$tmp/gc'"
+# the two real types never mix: compiled for one, linked with the other
+# library, a program fails to link, naming the library it needs
+check "a program compiled for doubles does not link with libattngrad" bash -c "
+  ! $cc_ -std=c11 -O2 '$src/examples/mlp.c' \$(pkg-config --cflags attngrad-f64) \$(pkg-config --libs attngrad) -lm \
+    -o '$tmp/mixed' 2>'$tmp/mixed.err' && grep -q ag_link_with_attngrad_f64__compiled_with_AG_REAL_DOUBLE '$tmp/mixed.err'"
+check "a program compiled for floats does not link with libattngrad-f64" bash -c "
+  ! $cc_ -std=c11 -O2 '$src/examples/mlp.c' \$(pkg-config --cflags attngrad) \$(pkg-config --libs attngrad-f64) -lm \
+    -o '$tmp/mixed' 2>'$tmp/mixed.err' && grep -q ag_link_with_attngrad_f32__compiled_without_AG_REAL_DOUBLE '$tmp/mixed.err'"
 check "the trainer from <attngrad/train.h> with pkg-config attngrad" bash -c "
   $cc_ -std=c11 -O2 '$src/tests/install/train_synth.c' \$(pkg-config --cflags --libs attngrad) -o '$tmp/ts' &&
   '$tmp/ts' '$tmp/run-installed'"
