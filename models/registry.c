@@ -129,7 +129,14 @@ ag_status ag_model_load_plugin(const char *path) {
     /* a bare name would make dlopen search the library path, not the folder the user means */
     if (!strchr(file, '/') && (size_t)snprintf(local, sizeof local, "./%s", file) < sizeof local) file = local;
     void *so = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-    if (!so) return ag_fail(AG_ERR_IO, "plugin %s: %s", path, dlerror());
+    if (!so) {
+        const char *why = dlerror();
+        if (why && strstr(why, "ag_link_with_attngrad_f")) /* attngrad.h's real-type guard (graph/tensor.c) */
+            return ag_fail(AG_ERR_ARG, "plugin %s was built with %d-byte ag_real (the other library), but this program has %d-byte ag_real: "
+                           "rebuild it against this attngrad%s", file, sizeof(ag_real) == 8 ? 4 : 8,
+                           (int)sizeof(ag_real), sizeof(ag_real) == 8 ? " with -DAG_REAL_DOUBLE" : " without -DAG_REAL_DOUBLE");
+        return ag_fail(AG_ERR_IO, "plugin %s: %s", path, why ? why : "dlopen failed");
+    }
     ag_status (*init)(void);
     *(void **)&init = dlsym(so, "ag_plugin_init"); /* the cast POSIX prescribes for function pointers */
     if (!init) {
