@@ -134,8 +134,13 @@ void ag_tensor_read(const ag_tensor *t, ag_real *host) {
     else ag__cuda_copy(host, AG_CPU, t->data, t->device, bytes);
 }
 
-ag_real ag__item_device(const ag_tensor *t) {
+ag_real ag__item_at(const ag_tensor *t, const char *file, int line) {
+    ag_callsite_push(file, line);
+    if (!t) ag__fatal("ag_item", "a NULL tensor (an op that failed, or one never made?)");
+    ag__check_live("ag_item", t);
     ag_real v;
-    ag__cuda_copy(&v, AG_CPU, t->data, t->device, sizeof v);
+    if (t->device == AG_CPU) v = t->data[0];
+    else ag__cuda_copy(&v, AG_CPU, t->data, t->device, sizeof v);
+    ag_callsite_pop(NULL);
     return v;
 }

@@ -172,6 +172,13 @@ static inline void ag__stamp(ag_tensor *t, const char *op) {
 #else
 #define AG_QUIET_VALGRIND(stmt) stmt
 #endif
+/* While a model's kind builds it: every ag_param appended to a list other
+ * than `ps` is counted (a parameter the model's optimizer, gradient check
+ * and checkpoints would never see); ag__params_strays ends the watch and
+ * says how many, the first one's name and shape in `first`. */
+void ag__params_watch(const ag_params *ps);
+int ag__params_strays(char *first, size_t n);
+
 /* Stops with the message for a tensor of a finished step used by op. */
 void ag__stale(const char *op, const ag_tensor *t) __attribute__((noreturn));
 /* A tensor of a finished step points into memory the arena has handed out

@@ -166,6 +166,32 @@ const char *ag_scope(void) { return scope_buf; }
 
 /* ---- parameters: persistent storage, gradient allocated up front ---- */
 
+/* ---- parameters made outside the list being built (ag__params_watch) ---- */
+
+static _Thread_local const ag_params *watched; /* a model's list while its kind builds it */
+static _Thread_local int strays;
+static _Thread_local char first_stray[160];
+
+void ag__params_watch(const ag_params *ps) {
+    watched = ps;
+    strays = 0;
+    first_stray[0] = 0;
+}
+
+int ag__params_strays(char *first, size_t n) {
+    watched = NULL;
+    if (first && n) snprintf(first, n, "%s", first_stray);
+    return strays;
+}
+
+/* A trainable parameter appended to another list while a model builds: no
+ * optimizer, gradient check or checkpoint of the model would ever see it. */
+static void note_stray(const ag_params *ps, const ag_tensor *t) {
+    if (!watched || ps == watched) return;
+    char s[64];
+    if (strays++ == 0) snprintf(first_stray, sizeof first_stray, "'%s' %s", t->name, ag_shape_str(t, s, sizeof s));
+}
+
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape) {
     if (!name || !*name) ag__fatal("param", "a parameter needs a name");
     char scoped[SCOPE_CHARS + 256];
@@ -191,6 +217,7 @@ ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape)
         ps->items = ag_realloc(ps->items, (size_t)ps->cap * sizeof *ps->items);
     }
     ps->items[ps->count++] = t;
+    note_stray(ps, t);
     return t;
 }
 

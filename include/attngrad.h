@@ -148,9 +148,13 @@ bool ag_same_shape(const ag_tensor *a, const ag_tensor *b);
 int ag_dim(const ag_tensor *t, int axis);                    /* axis may be negative */
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n); /* "[2,3,4]" */
 
-/* Element access for tests and small programs (row-major flat index). */
-ag_real ag__item_device(const ag_tensor *t);
-static inline ag_real ag_item(const ag_tensor *t) { return t->device == AG_CPU ? t->data[0] : ag__item_device(t); }
+/* The first element of t as a number (a loss, a scalar), on either device.
+ * A tensor of a finished step is refused, naming the caller's file:line: its
+ * memory may hold another step's values by now.  (t->data itself is only
+ * good until ag_step_end: read a step's values within it, or copy them out
+ * with ag_tensor_read, which checks the same.) */
+ag_real ag__item_at(const ag_tensor *t, const char *file, int line);
+#define ag_item(t) ag__item_at((t), __FILE__, __LINE__)
 
 /* ------------------------------------------------------------------------ */
 /* Parameters                                                                */

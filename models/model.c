@@ -125,7 +125,15 @@ static ag_status model_build(ag_model *m, const ag_model_kind *kind, const ag_mo
     m->kind = kind;
     m->cfg = *cfg;
     ag_rng_seed(&m->rng, cfg->seed);
+    ag__params_watch(&m->params);
     ag_status st = kind->build(m);
+    char first[160];
+    int strays = ag__params_strays(first, sizeof first);
+    if (st == AG_OK && strays)
+        st = ag_fail(AG_ERR_ARG, "model %s: its build made %d parameter%s outside the model's list (the first: %s): "
+                     "no optimizer, gradient check or checkpoint would ever see %s; make %s with ag_param(&m->params, ...)",
+                     kind->name, strays, strays == 1 ? "" : "s", first, strays == 1 ? "it" : "them",
+                     strays == 1 ? "it" : "them");
     if (st != AG_OK) ag_model_free(m);
     return st;
 }

@@ -231,6 +231,35 @@ static bool exists(const char *dir, const char *file) {
 
 /* A kind's own --flags: set by name, refused for another kind and the
  * other way round, named in messages. */
+/* A kind whose build puts a trainable parameter in a list of its own: the
+ * model's optimizer, gradient check and checkpoints would never see it, so
+ * ag_model_init refuses the model, naming it. */
+static ag_params stray_list;
+static ag_status stray_build(ag_model *m) {
+    ag_status st = tiny_attn_build(m);
+    ag_param(&stray_list, "gate", 2, (int[]){4, 3}); /* meant: ag_param(&m->params, ...) */
+    return st;
+}
+
+static void test_stray_param(void) {
+    ag_model_kind k = tiny_attn_kind;
+    k.name = "stray";
+    k.build = stray_build;
+    ag_model m;
+    ag_model_config c = ag_model_tiny(&tiny_attn_kind);
+    ag_status st = ag_model_init(&m, &k, &c);
+    CHECK(st == AG_ERR_ARG && strstr(ag_errmsg(), "model stray: its build made 1 parameter outside the model's list "
+                                                  "(the first: 'gate' [4,3]): no optimizer, gradient check or "
+                                                  "checkpoint would ever see it"),
+          "%d: %s", (int)st, ag_errmsg());
+    ag_params_free(&stray_list);
+    CHECK(ag_model_init(&m, &tiny_attn_kind, &c) == AG_OK, "the watch ends with the build: %s", ag_errmsg());
+    ag_model_free(&m);
+    ag_params other = {0}; /* outside a model's build, any list is the caller's business */
+    ag_param(&other, "w", 1, (int[]){2});
+    ag_params_free(&other);
+}
+
 static void test_flags(void) {
     ag_train_opts o = ag_train_opts_default();
     ag_model_config c;
@@ -348,6 +377,7 @@ static void test_workflows(void) {
 }
 
 int main(void) {
+    test_stray_param();
     snprintf(tmp, sizeof tmp, "%s/test_custom_model.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) {
         perror("mkdtemp");

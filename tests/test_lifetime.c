@@ -1,7 +1,7 @@
 /* test_lifetime.c - the three misuses that used to give silent wrong answers,
  * each refused now with a message that says what to do:
- *   - a tensor of a finished step (after ag_step_end) fed to an op or to
- *     ag_backward;
+ *   - a tensor of a finished step (after ag_step_end) fed to an op, to
+ *     ag_backward or read with ag_item;
  *   - a second ag_backward over the same tape (unless the first one kept it
  *     with ag_backward_retain);
  *   - a mask whose broadcast against the scores is ambiguous ([B,1,N]
@@ -50,6 +50,22 @@ static void test_stale_tensor_refused(void) {
     ag_step_end();
     for (int i = 0; i < 3; i++) (void)small_loss(w); /* the same kind of step, allocating over h2 */
     EXPECT_FATAL_AT(ag_mul(h2, ag_scalar(2)), "ag_mul");
+    ag_step_end();
+
+    /* reading a value of a finished step: ag_item refuses it at the caller's
+     * line, before and after the arena has handed its memory out again */
+    ag_tensor *l1 = small_loss(w);
+    ag_real alive = ag_item(l1);
+    CHECK(isfinite(alive), "ag_item of a live tensor");
+    ag_step_end();
+    char at[64];
+    snprintf(at, sizeof at, "%s:%d", __FILE__, __LINE__ + 1);
+    EXPECT_FATAL_AT((void)ag_item(l1), "ag_item", "ag_sum", "finished step", at);
+    ag_step_end();
+    ag_tensor *l2 = small_loss(w);
+    ag_step_end();
+    for (int i = 0; i < 3; i++) (void)small_loss(w);
+    EXPECT_FATAL_AT((void)ag_item(l2), "ag_item");
     ag_step_end();
 
     /* constants (no op recorded) and every op family */
