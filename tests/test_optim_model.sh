@@ -11,6 +11,11 @@ OX=$1
 [ -x "$OX" ] || { echo "usage: $0 optim_experiments"; exit 2; }
 . "$(dirname "$0")/cli_lib.sh" test_optim_model
 
+# pretrained vectors are train's: refused by name, never taken and ignored
+expect 2 "--embeddings is train's: every optimizer here starts from the same random initialisation" \
+  "$OX" --model mpsan --embeddings /nonexistent.txt --out "$T/emb"
+expect 2 "--freeze-embeddings is train's" "$OX" --model mpsan --freeze-embeddings --out "$T/emb"
+
 # 200 examples in batches of 25: 8 steps per epoch, 2 epochs
 expect 0 'model mpsan on synth-order: .* 200 train / 50 dev' "$OX" --model mpsan --dim 8 --synth-n 200 --batch 25 \
   --epochs 2 --optim sgd:lr=0.1 --optim adam:lr=1e-3 --out "$T/o"

@@ -663,6 +663,12 @@ int main(int argc, char **argv) {
             fprintf(stderr, "optim_experiments: --plugin comes before every other option\n");
             ok = false;
         }
+        else if (!strncmp(a, "--embeddings", 12) || !strcmp(a, "--freeze-embeddings")) {
+            /* accepted and ignored, it once was: a comparison that the user believes starts from GloVe */
+            fprintf(stderr, "optim_experiments: %s is train's: every optimizer here starts from the same random "
+                    "initialisation of the model, without pretrained vectors (docs/optim.md)\n", a);
+            ok = false;
+        }
         else if (model_name && !strncmp(a, "--", 2) && trainer_option(a + 2, &takes_value)) {
             if (takes_value && !v) {
                 fprintf(stderr, "optim_experiments: %s needs a value\n", a);
