@@ -807,22 +807,25 @@ const char *ag_format_name(ag_format fmt) {
 }
 
 static const ag_benchmark benchmarks[] = {
-    /* name  format  train  dev  test  cv  classes  lowercase  label-only lines */
-    {"trec", AG_FORMAT_LABELED, "trec/TREC.train.all", NULL, "trec/TREC.test.all", 0, 6, 1, 0},
+    /* name  format  train  dev  test  cv  classes  lowercase  label-only lines  label names */
+    {"trec", AG_FORMAT_LABELED, "trec/TREC.train.all", NULL, "trec/TREC.test.all", 0, 6, 1, 0,
+     "DESC,ENTY,ABBR,HUM,LOC,NUM"},
     {"sst5", AG_FORMAT_LABELED, "sst/stsa.fine.train", "sst/stsa.fine.dev",
-     "sst/stsa.fine.test", 0, 5, 0, 0},
+     "sst/stsa.fine.test", 0, 5, 0, 0,
+     "very_negative,negative,neutral,positive,very_positive"},
     {"sst2", AG_FORMAT_LABELED, "sst/stsa.binary.train", "sst/stsa.binary.dev",
-     "sst/stsa.binary.test", 0, 2, 0, 0},
-    {"mr", AG_FORMAT_LABELED, "mr/rt-polarity.all", NULL, NULL, 1, 2, 0, 0},
-    {"subj", AG_FORMAT_LABELED, "subj/subj.all", NULL, NULL, 1, 2, 0, 0},
-    {"cr", AG_FORMAT_LABELED, "cr/custrev.all", NULL, NULL, 1, 2, 0, 4},
-    {"mpqa", AG_FORMAT_LABELED, "mpqa/mpqa.all", NULL, NULL, 1, 2, 0, 3},
+     "sst/stsa.binary.test", 0, 2, 0, 0, "negative,positive"},
+    {"mr", AG_FORMAT_LABELED, "mr/rt-polarity.all", NULL, NULL, 1, 2, 0, 0, "negative,positive"},
+    {"subj", AG_FORMAT_LABELED, "subj/subj.all", NULL, NULL, 1, 2, 0, 0, "subjective,objective"},
+    {"cr", AG_FORMAT_LABELED, "cr/custrev.all", NULL, NULL, 1, 2, 0, 4, "negative,positive"},
+    {"mpqa", AG_FORMAT_LABELED, "mpqa/mpqa.all", NULL, NULL, 1, 2, 0, 3, "negative,positive"},
     {"sick", AG_FORMAT_SICK, "sick/SICK_train.txt", "sick/SICK_trial.txt",
-     "sick/SICK_test_annotated.txt", 0, 3, 1, 0},
+     "sick/SICK_test_annotated.txt", 0, 3, 1, 0,
+     "NEUTRAL,ENTAILMENT,CONTRADICTION"},
     {"ptb", AG_FORMAT_LM, "ptb/ptb.train.txt", "ptb/ptb.valid.txt", "ptb/ptb.test.txt", 0, 0, 0,
-     0},
+     0, NULL},
     {"wikitext2", AG_FORMAT_LM, "wikitext2/train.txt", "wikitext2/valid.txt",
-     "wikitext2/test.txt", 0, 0, 0, 0},
+     "wikitext2/test.txt", 0, 0, 0, 0, NULL},
 };
 
 const ag_benchmark *ag_benchmark_find(const char *name) {

@@ -364,8 +364,18 @@ static void run_line_forward(void *ctx) {
     j->logits = ag_model_forward(j->m, j->b, false);
 }
 
+/* Class `k` as the run names it: the k-th of o->labels, else the number. */
+static void print_class(FILE *out, const ag_train_opts *o, int k) {
+    const char *p = o->labels;
+    for (int i = 0; i < k && p && *p; i++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+    size_t n = p ? strcspn(p, ",") : 0;
+    if (n) fprintf(out, "%.*s", (int)n, p);
+    else fprintf(out, "%d", k);
+}
+
 /* Prints the prediction for the one-row batch b. */
-static int predict_batch(ag_model *m, const ag_vocab *vocab, const ag_batch *b, FILE *out, char *err, size_t errlen) {
+static int predict_batch(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const ag_batch *b, FILE *out,
+                         char *err, size_t errlen) {
     ag_task task = m->cfg.task;
     int rc = 0;
     bool was = ag_set_grad_enabled(false);
@@ -389,8 +399,8 @@ static int predict_batch(ag_model *m, const ag_vocab *vocab, const ag_batch *b, 
         int K = logits->shape[1], best = 0;
         for (int c = 1; c < K; c++)
             if (p[c] > p[best]) best = c;
-        if (task == AG_TASK_PAIR && K == 3) fprintf(out, "%s", sick_labels[best]);
-        else fprintf(out, "%d", best);
+        if (task == AG_TASK_PAIR && K == 3 && !o->labels[0]) fprintf(out, "%s", sick_labels[best]); /* runs before labels= */
+        else print_class(out, o, best);
         print_probs(out, p, K);
     }
     if (logits) fputc('\n', out);
@@ -409,7 +419,7 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
     ag_dataset ds;
     ag_batch b;
     int rc = ag_line_batch(m, vocab, o, line, &ds, &b, err, errlen);
-    if (!rc) rc = predict_batch(m, vocab, &b, out, err, errlen);
+    if (!rc) rc = predict_batch(m, vocab, o, &b, out, err, errlen);
     ag_batch_free(&b);
     ag_dataset_free(&ds);
     return rc;
@@ -430,7 +440,7 @@ int ag_predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o
         rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s:%lld: %lld sentences where one was given", name,
                            (long long)first_line, (long long)ds.n);
     if (!rc) rc = example_batch(m, vocab, o, &ds, &b, err, errlen);
-    if (!rc) rc = predict_batch(m, vocab, &b, out, err, errlen);
+    if (!rc) rc = predict_batch(m, vocab, o, &b, out, err, errlen);
     ag_batch_free(&b);
     ag_dataset_free(&ds);
     return rc;

@@ -701,6 +701,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     o->vocab = ag_vocab_size(d->vocab);
     snprintf(o->vocab_fp, sizeof o->vocab_fp, "%016" PRIx64, ag_vocab_fingerprint(d->vocab));
     snprintf(o->parse_source, sizeof o->parse_source, "%s", d->parses[0] ? d->parses : "chain");
+    snprintf(o->labels, sizeof o->labels, "%s", d->label_names && d->task != AG_TASK_LM ? d->label_names : "");
     if (d->task != AG_TASK_LM) o->classes = d->classes > 2 ? d->classes : 2;
     if ((rc = read_vectors(t, o, err, errlen))) return rc;
     ag_model_config cfg;

@@ -238,6 +238,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
     int rc = find_benchmark(o, &b, dir, err, errlen);
     if (rc) return rc;
     snprintf(d->name, sizeof d->name, "%s%s", b->name, o->phrases ? "-phrases" : "");
+    d->label_names = b->label_names;
     char pdir[AG_PATH_MAX];
     if ((rc = parse_folder(o, dir, pdir, err, errlen))) return rc;
     const char *files[AG_SPLITS] = {b->train, b->dev, b->test};

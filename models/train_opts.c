@@ -85,7 +85,8 @@ static const opt_def opts[] = {
      "dependency parses (CoNLL-U, FILE.conllu per data file) for models that read them; none: the chain "
      "(default: a conllu/ folder beside the data). dump-step, gradcheck: a CoNLL-U FILE whose sentences make the batch",
      NULL},
-    /* no command takes it: train records it */
+    /* no command takes these: train records them */
+    {"labels", O_STR, F(labels), 0, 0, 0, true, "LIST", "the data set's class names by id", NULL},
     {"parse-source", O_STR, F(parse_source), 0, 0, 0, true, "DIR", "the parses the run used, or chain", NULL},
     {"lowercase", O_SWITCH, F(lowercase), 0, 1, DATA_CMDS, true, NULL, "lower-case ASCII letters of every token", NULL},
     {"max-len", O_INT, F(max_len), 0, 1 << 20, TR, true, "N",
@@ -120,7 +121,7 @@ static const opt_def opts[] = {
     {"patience", O_INT, F(patience), 0, 1 << 20, TR, true, "N", "stop after N epochs without a better dev score", NULL},
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop after N optimizer steps (CV: per fold)", NULL},
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command)", NULL},
-    {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
+    {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR | GC | DU, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
     {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU | GC | HM, false, "D",
      "where the steps run: cpu (default) or cuda (the first GPU; a build with CUDA)", check_device},
     {"cuda-graphs", O_SWITCH, F(cuda_graphs), 0, 1, TR, false, NULL,

@@ -299,6 +299,10 @@ expect 0 'note: 2 lines are not UTF-8, read as bytes \(the first: .*latin1.txt:1
 expect 0 'stdin:1: note: not UTF-8 \(byte 0xff at column 4\), read as bytes' \
   sh -c "printf 'w1 \377\376 w2\nw1 w2\n' | '$AG' predict --ckpt '$T/latin1/best.safetensors'"
 
+# the engine's threads for gradcheck and dump-step too: the same check at 1 thread
+expect 0 'worst relative error .*: PASS' "$AG" gradcheck --model ms_san --threads 1
+expect 0 'wrote ' "$AG" dump-step --model mtsa --threads 1 --out "$T/dump-1t.safetensors"
+
 # ---- bad options and checkpoints ----
 expect 2 "option --model: 'nope': unknown model" "$AG" train --model nope
 expect 2 "option --optim: .*lr" "$AG" train --optim adam:lr=fast

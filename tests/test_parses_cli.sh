@@ -91,8 +91,11 @@ two='# sent_id = in:1
 
 '
 out=$(printf '%s%s' "$two" "$two" | "$AG" predict --ckpt "$T/phr/best.safetensors" --input conllu); rc=$?
-[ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^[0-4]'$'\t''[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+$')" -eq 2 ] && ok ||
-  bad "predict --input conllu: want 2 label lines, got rc $rc: $out"
+# the run knows SST-5's class names (its config's labels=), and predict prints them
+[ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^(very_negative|negative|neutral|positive|very_positive)'$'\t''[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+$')" -eq 2 ] && ok ||
+  bad "predict --input conllu: want 2 lines of a class name and 5 probabilities, got rc $rc: $out"
+grep -aq 'labels=very_negative,negative,neutral,positive,very_positive' "$T/phr/last.safetensors" && ok ||
+  bad "the run's config does not record SST-5's class names"
 chain=$(printf '1\tthe\t_\t_\t_\t_\t2\t_\t_\t_\n2\tmovie\t_\t_\t_\t_\t3\t_\t_\t_\n3\tis\t_\t_\t_\t_\t4\t_\t_\t_\n4\tgood\t_\t_\t_\t_\t0\t_\t_\t_\n' |
   "$AG" predict --ckpt "$T/phr/best.safetensors" --input conllu)
 [ -n "$chain" ] && [ "$chain" != "$(printf '%s\n' "$out" | sed -n 1p)" ] && ok ||

@@ -467,6 +467,7 @@ static int cmd_gradcheck(const command *c, int argc, char **argv) {
     cli_extra x = {0};
     int rc = parse_args(c, argc, argv, &o, &x);
     if (rc) return rc;
+    set_threads(o.threads); /* the result does not depend on it: a check at any thread count */
     char err[1024];
     rc = ag_model_gradcheck(&o, stdout, err, sizeof err);
     if (rc < 0) fprintf(stderr, "attngrad gradcheck: %s\n", err);
@@ -482,6 +483,7 @@ static int cmd_dump(const command *c, int argc, char **argv) {
         fprintf(stderr, "attngrad dump-step: --out FILE is required\n");
         return EXIT_USAGE;
     }
+    set_threads(o.threads);
     char err[1024];
     if (ag_dump_step(&o, o.out, err, sizeof err)) {
         fprintf(stderr, "attngrad dump-step: %s\n", err);

@@ -186,6 +186,7 @@ typedef struct {
     int lowercase;          /* TREC and SICK are cased; the rest lower-case */
     int32_t label_only_lines; /* CR 4, MPQA 3 lines hold a label and no text:
                                  load with skip_bad_lines and expect this many */
+    const char *label_names;  /* the classes by id, comma-separated ("DESC,ENTY,..."); NULL for LM */
 } ag_benchmark;
 
 const ag_benchmark *ag_benchmark_find(const char *name); /* NULL if unknown */

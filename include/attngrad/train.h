@@ -51,6 +51,7 @@ typedef struct {
     int phrases;            /* SST: train on every labelled phrase of trees/train.txt */
     char parses[AG_PATH_MAX]; /* "" = a conllu/ folder beside the data if there is one; "none"; or a folder */
     char parse_source[AG_PATH_MAX]; /* set by train: the parses' folder the run used, or "chain" */
+    char labels[256];       /* set by train: the data set's class names by id, "DESC,ENTY,..." ("": none) */
     int max_len;            /* > 0: sentences cut to their first max_len tokens (train, eval, predict) */
     int lowercase;
     int min_count;
@@ -122,6 +123,7 @@ typedef struct {
     int lowercase;                /* tokens were lower-cased (option or benchmark) */
     char name[64];                /* "trec", "synth-order", a file name */
     char parses[AG_PATH_MAX];     /* the folder whose parses the sentences carry; "" = none (the chain) */
+    const char *label_names;      /* the benchmark's class names by id, comma-separated; NULL: unknown */
 } ag_run_data;
 
 /* Loads (or generates) the data of o for CV fold `fold` (ignored unless the
@@ -237,7 +239,8 @@ ssize_t ag_read_line(FILE *in, char **buf, size_t *cap, size_t max, size_t *drop
 int ag_long_line(const ag_train_opts *o, char *line, ssize_t *n, size_t dropped, char *err, size_t errlen);
 
 /* Predicts one input line ("a sentence", pairs "sentence_a<TAB>sentence_b")
- * and prints "label<TAB>probabilities" (LM: perplexity and next word;
+ * and prints "label<TAB>probabilities" (the label by name where the run
+ * knows the data set's, o->labels; LM: perplexity and next word;
  * relatedness: "score<TAB>probabilities of 1..5"). */
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen);
