@@ -29,6 +29,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -785,8 +786,14 @@ static bool past(double deadline) {
     return up;
 }
 
+/* Set from a signal handler (ag_train_request_stop): the run stops after
+ * the step in progress, as at --max-steps, and saves where it is. */
+static volatile sig_atomic_t stop_signal;
+void ag_train_request_stop(int signo) { stop_signal = signo ? signo : -1; }
+int ag_train_stop_requested(void) { return stop_signal; }
+
 static bool limit_reached(const fold_ctx *c, const ag__run_state *s) {
-    return (c->o->max_steps > 0 && s->step >= c->o->max_steps) || past(c->deadline);
+    return (c->o->max_steps > 0 && s->step >= c->o->max_steps) || past(c->deadline) || stop_signal;
 }
 
 static void epoch_rng(ag_data_rng *r, uint64_t seed, int epoch) {

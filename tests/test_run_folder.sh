@@ -80,6 +80,21 @@ for i in 1 2 3 4 5 6; do
   check_folder "$dir" "killed at random ($i, after ${delay} s)"
 done
 
+# ---- SIGTERM: the step in progress finishes, is saved, and the run says how to go on ----
+dir="$T/sigterm"
+"$AG" train "${RUN[@]}" --epochs 1000000 --out "$dir" >"$T/sigterm.out" 2>"$T/sigterm.err" &
+pid=$!
+for i in $(seq 3000); do [ -e "$dir/last.safetensors" ] && break; sleep 0.1; done # a bound for a hang, not a speed
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+[ "$rc" -eq 143 ] && ok || bad "SIGTERM: exit $rc, want 143"
+step=$(grep -o 'stopped by SIGTERM after step [0-9]*' "$T/sigterm.err" | grep -o '[0-9]*$')
+[ -n "$step" ] && grep -q "which the last checkpoint holds: continue with --resume --out $dir" "$T/sigterm.err" && ok ||
+  bad "SIGTERM: $(cat "$T/sigterm.err")"
+saved=$(grep -a -o 'state\.step=[0-9]*' "$dir/last.safetensors" | head -1 | cut -d= -f2)
+[ -n "$step" ] && [ "$saved" = "$step" ] && ok || bad "SIGTERM: the message says step $step, last.safetensors holds step $saved"
+expect 0 'done in' "$AG" train --out "$dir" --resume --epochs 2 --progress none
+
 # ---- temporary files: a dead writer's go, a live one's stay ----
 dir="$T/crash-last-2"
 sleep 30 & live=$!

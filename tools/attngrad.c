@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -175,7 +176,8 @@ static void print_summary(const ag_train_opts *o, const ag_train_result *r) {
         printf("cuda graphs: %lld stretches replayed from %lld captured graphs, %lld run eagerly\n",
                (long long)m.graph_launches, (long long)m.graph_captures, (long long)m.eager_segments);
     }
-    if (r->time_up) printf("limit reached (--max-steps / --max-minutes): continue with --resume --out %s\n", r->out);
+    if (r->time_up && !ag_train_stop_requested())
+        printf("limit reached (--max-steps / --max-minutes): continue with --resume --out %s\n", r->out);
 }
 
 static int cmd_train(const command *c, int argc, char **argv) {
@@ -201,6 +203,15 @@ static int cmd_train(const command *c, int argc, char **argv) {
     }
     /* the generated task's matrices are small: one BLAS thread is faster than two that wait on each other */
     set_threads(o.threads > 0 ? o.threads : o.data[0] ? 0 : 1);
+    /* SIGTERM or Ctrl-C: finish the step, save it, say how to go on (a
+     * second one ends the process at once).  Not under mpirun, whose ranks
+     * would each stop at a step of their own and wait on each other. */
+    if (ag_dist_size() == 1) {
+        struct sigaction sa = {.sa_handler = ag_train_request_stop, .sa_flags = SA_RESETHAND};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+    }
     ag_train_result r;
     if (ag_train(&o, &r, err, sizeof err)) {
         fprintf(stderr, "attngrad train: %s%s\n", ag_dist_who(), err);
@@ -208,6 +219,13 @@ static int cmd_train(const command *c, int argc, char **argv) {
         return 1;
     }
     if (ag_dist_rank() == 0) print_summary(&o, &r);
+    int signo = ag_train_stop_requested();
+    if (signo > 0) {
+        fprintf(stderr, "attngrad train: stopped by %s after step %lld, which the last checkpoint holds: continue with "
+                "--resume --out %s\n", signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" : "a signal",
+                (long long)r.steps, r.out);
+        return 128 + signo;
+    }
     /* Diverged with every value finite (Adam at lr 1e6: a training loss of
      * 8e26, dev at chance): nothing above stopped it, so say it here.  A
      * loss that ends ten times above where it started was made worse by

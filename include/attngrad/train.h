@@ -251,6 +251,14 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
 int ag_predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *name, int64_t first_line,
                       const char *text, size_t n, FILE *out, char *err, size_t errlen);
 
+/* Asks a training run in progress to stop after its current step and save
+ * what it has, as --max-steps does (the last checkpoint holds that step;
+ * --resume goes on from it): async-signal-safe, for a SIGTERM or SIGINT
+ * handler (the attngrad program installs one).  signo is kept for
+ * ag_train_stop_requested. */
+void ag_train_request_stop(int signo);
+int ag_train_stop_requested(void); /* the signal asked for, -1 without one, or 0 */
+
 /* ---- reference dumps and gradient checks at small sizes ----------------- */
 
 /* The model of o at MODELS.md's tiny sizes (sizes set in o override them)
