@@ -36,7 +36,11 @@ add() { # passed failed skipped rc label
 # beside it), so CI gives every test three times its bound (the valgrind
 # setup has its own, 20 times).
 MESON_TEST_ARGS=(--timeout-multiplier "${AG_TEST_TIMEOUT_MULTIPLIER:-3}")
-run_suite build; rc=$?
+# the release build is the CUDA variant where nvcc is found, GPU or not:
+# every kernel compiled by nvcc (the default, -Dcuda=auto, builds CUDA only
+# where a GPU can run it)
+release_cuda=(); command -v nvcc >/dev/null && release_cuda=(-Dcuda=enabled)
+run_suite build "${release_cuda[@]}"; rc=$?
 read -r p f s < <(count build/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "release build"
 
 # valgrind's memcheck over the README's subset of the release build, which
