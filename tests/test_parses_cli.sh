@@ -108,6 +108,11 @@ grep -q '^attngrad predict: stdin:1: sentence 1: token 1: head 9 out of range' "
   bad "predict --input conllu: the error does not name stdin's line: $(cat "$T/pred.err")"
 expect 2 "option --input: 'xml': expected lines or conllu" "$AG" predict --ckpt "$T/phr/best.safetensors" --input xml
 
+# eval reads a CoNLL-U file too, its parses given to the model
+cat "$S/conllu/stsa.fine.train.conllu" "$S/conllu/stsa.fine.train.conllu" > "$T/eval.conllu"
+sed -i 's/^# sent_id = .*/# label = 3/' "$T/eval.conllu"
+expect 0 '^dev +accuracy [0-9.]+%  loss [0-9.]+  \(1 examples\)' "$AG" eval --ckpt "$T/phr/best.safetensors" --data "$T/eval.conllu" --format conllu
+
 # ---- gradcheck and dump-step with a parse from a file ----
 P=$T/parse.conllu
 printf '# label = 1\n1\tthe\t_\t_\t_\t_\t2\t_\t_\t_\n2\tmovie\t_\t_\t_\t_\t5\t_\t_\t_\n3\tis\t_\t_\t_\t_\t5\t_\t_\t_\n4\tnot\t_\t_\t_\t_\t5\t_\t_\t_\n5\tgood\t_\t_\t_\t_\t0\t_\t_\t_\n6\tat\t_\t_\t_\t_\t7\t_\t_\t_\n7\tall\t_\t_\t_\t_\t5\t_\t_\t_\n8\t.\t_\t_\t_\t_\t5\t_\t_\t_\n\n1\ta\t_\t_\t_\t_\t3\t_\t_\t_\n2\tfine\t_\t_\t_\t_\t3\t_\t_\t_\n3\tfilm\t_\t_\t_\t_\t0\t_\t_\t_\n' > "$P"

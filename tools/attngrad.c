@@ -277,6 +277,7 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
     if (rc) return rc;
     char err[2 * AG_PATH_MAX + 128]; /* room for the data's and the checkpoint's paths */
+    o.phrases = 0; /* SST's phrases are training data: eval scores dev and test, whole sentences */
     ag_run_data d;
     ag_batch b = {0};
     int fold = o.fold >= 0 ? o.fold : 0;
