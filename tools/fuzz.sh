@@ -18,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 CORPUS=tests/fuzz/corpus
-read -r -a HARNESSES <<< "${FUZZ_ONLY:-checkpoint run_config options vocab predict labeled sick conllu lm vectors}"
+read -r -a HARNESSES <<< "${FUZZ_ONLY:-checkpoint run_config options vocab predict labeled sick conllu lm vectors trees}"
 
 mode=fuzz seconds=60
 case "${1:-}" in
