@@ -111,8 +111,13 @@ static int heads_from(const attach_ctx *c, int64_t i, int second, int64_t k, int
 static int index_by_id(attach_ctx *c) {
     const ag_dataset_store *ps = c->parses->store;
     const char *want = c->want_file;
+    for (int64_t i = 0; i < c->ds->n; i++) /* the index spans the data's lines, whatever a sent_id claims */
+        if (c->ds->ex[i].line > c->max_line) c->max_line = c->ds->ex[i].line;
     for (int64_t k = 0; k < c->parses->n; k++)
-        if (ps->sent_line[k] > c->max_line) c->max_line = ps->sent_line[k];
+        if (ps->sent_line[k] > c->max_line)
+            return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: a parse of %s:%lld%s, which holds no such sentence",
+                                c->parse_name, (long long)c->parses->ex[k].line, c->data_name,
+                                (long long)ps->sent_line[k], ps->sent_side[k] == 'B' ? " (sentence B)" : "");
     for (int s = 0; s < 2; s++) {
         if (!(c->at[s] = malloc(((size_t)c->max_line + 1) * sizeof *c->at[s]))) return AG_DATA_ENOMEM;
         for (int64_t l = 0; l <= c->max_line; l++) c->at[s][l] = -1;

@@ -106,6 +106,13 @@ out=$(printf '1\tthe\t_\t_\t_\t_\t9\t_\t_\t_\n\n1\tgood\t_\t_\t_\t_\t0\t_\t_\t_\
   bad "predict --input conllu of a bad sentence: want exit 1, a blank line then a label; got $rc '$out'"
 grep -q '^attngrad predict: stdin:1: sentence 1: token 1: head 9 out of range' "$T/pred.err" && ok ||
   bad "predict --input conllu: the error does not name stdin's line: $(cat "$T/pred.err")"
+# a sentence longer than 16 x --max-line-bytes is refused before it is held; the next one is predicted
+out=$({ printf '1\tthe\t_\t_\t_\t_\t0\t_\t_\t_\n'; for i in $(seq 2 40); do printf "$i\tthe\t_\t_\t_\t_\t1\t_\t_\t_\n"; done
+        printf '\n1\tgood\t_\t_\t_\t_\t0\t_\t_\t_\n'; } |
+      "$AG" predict --ckpt "$T/phr/best.safetensors" --input conllu --max-line-bytes 30 2>"$T/pred-long.err"); rc=$?
+[ "$rc" -eq 1 ] && [ -z "$(printf '%s\n' "$out" | sed -n 1p)" ] && [ -n "$(printf '%s\n' "$out" | sed -n 2p)" ] &&
+  grep -q 'stdin:1: a CoNLL-U sentence of more than 480 bytes: refused' "$T/pred-long.err" && ok ||
+  bad "predict --input conllu of a sentence too long: rc $rc, '$out', $(cat "$T/pred-long.err")"
 expect 2 "option --input: 'xml': expected lines or conllu" "$AG" predict --ckpt "$T/phr/best.safetensors" --input xml
 
 # eval reads a CoNLL-U file too, its parses given to the model

@@ -268,6 +268,9 @@ static void test_attach_errors(void) {
     expect_attach_error(buf, "/x:3 has 3 words, but its parse at ", "bad.conllu:9 has 2 tokens");
     snprintf(buf, sizeof buf, "%s%s# sent_id = x:2\n" TOK(1, "stray", 0) "\n", rock_parse, lrb_parse);
     expect_attach_error(buf, "bad.conllu:14: a parse of ", "/x:2, which holds no such sentence");
+    /* a line number far past the data's end: refused at once, no index that long */
+    snprintf(buf, sizeof buf, "%s%s# sent_id = x:999999999\n" TOK(1, "stray", 0) "\n", rock_parse, lrb_parse);
+    expect_attach_error(buf, "bad.conllu:14: a parse of ", "/x:999999999, which holds no such sentence");
     snprintf(buf, sizeof buf, "%s%s%s", rock_parse, lrb_parse, rock_parse);
     expect_attach_error(buf, "bad.conllu:14: a second parse of x:1", "(the first at line 1)");
     snprintf(buf, sizeof buf, "# sent_id = y:1\n%s", rock_parse + 16);

@@ -323,16 +323,25 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
     while (more) {
         more = (n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0;
         if (more) lineno++;
-        if (more && dropped) { /* a CoNLL-U line is one token: this is no parse */
+        if (more && dropped) { /* a CoNLL-U line is one token: its sentence is no parse */
             fprintf(stderr, "attngrad predict: stdin:%lld: line longer than %zu bytes: not CoNLL-U (--max-line-bytes)\n",
                     (long long)lineno, max);
             errors++;
-            n = 0;
+            if (!first) first = lineno;
+            len = SIZE_MAX; /* the sentence is refused: read on to its blank line */
             continue;
         }
         bool blank = !more || ag_tokenize(line, (size_t)n, 0, NULL, 0) == 0;
         if (!blank) { /* one more line of the sentence (the loader refuses control bytes, naming the line) */
             if (!first) first = lineno;
+            if (len == SIZE_MAX) continue; /* refused already */
+            if (len + (size_t)n > 16 * max) { /* more than 16 lines of the limit: refused, not held */
+                fprintf(stderr, "attngrad predict: stdin:%lld: a CoNLL-U sentence of more than %zu bytes: refused "
+                        "(--max-line-bytes sets a sixteenth of the limit)\n", (long long)first, 16 * max);
+                errors++;
+                len = SIZE_MAX;
+                continue;
+            }
             if (len + (size_t)n + 1 > text_cap) {
                 text_cap = 2 * (len + (size_t)n + 1);
                 char *grown = realloc(text, text_cap);
@@ -348,7 +357,9 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
             continue;
         }
         if (!first) continue; /* blank lines between sentences */
-        if (ag_predict_conllu(m, vocab, o, "stdin", first, text, len, stdout, err, sizeof err)) {
+        if (len == SIZE_MAX) { /* refused above: its output line stays empty */
+            fputc('\n', stdout);
+        } else if (ag_predict_conllu(m, vocab, o, "stdin", first, text, len, stdout, err, sizeof err)) {
             fprintf(stderr, "attngrad predict: %s\n", err);
             fputc('\n', stdout);
             errors++;
