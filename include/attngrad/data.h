@@ -7,6 +7,8 @@
  *   data/batch.c    seeded RNG, CV folds and splits, sampler, padded batches
  *   data/synth.c    generated tasks (order classification, lookup LM, pairs)
  *   data/vectors.c  pretrained word vectors (GloVe, word2vec text and binary)
+ *   data/trees.c    SST's bracketed sentiment trees: sentences and phrases
+ *   data/parses.c   dependency parses (CoNLL-U) matched to a data file's sentences
  *
  * Pure C11 with no dependency on the tensor engine: everything here is
  * integers and strings, so the parsers can be tested (and fuzzed) alone.
