@@ -31,7 +31,7 @@ libdir=$(dirname "$pcdir")
 export PKG_CONFIG_PATH=$pcdir LD_LIBRARY_PATH=$libdir
 cc_=${CC:-cc}
 check "installed files (header, libraries with soname, .pc, programs)" bash -c "
-  test -f '$prefix/include/attngrad.h' && test -f '$prefix/include/attngrad/train.h' && test -x '$prefix/bin/attngrad' && test -x '$prefix/bin/attngrad-f64' &&
+  test -f '$prefix/include/attngrad.h' && test -f '$prefix/include/attngrad/train.h' && test -x '$prefix/bin/attngrad' && test -x '$prefix/bin/attngrad-f64' && test -x '$prefix/bin/optim_experiments' &&
   test -f '$libdir/libattngrad.a' && test -f '$libdir/libattngrad-f64.a' &&
   readelf -d '$libdir/libattngrad.so' | grep -q 'SONAME.*libattngrad.so.0' &&
   readelf -d '$libdir/libattngrad-f64.so' | grep -q 'SONAME.*libattngrad-f64.so.0' &&
