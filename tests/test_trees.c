@@ -174,6 +174,7 @@ static void test_trees_with_parses(void) {
     CHECK(heads_are(ds.ex[8].heads, (int32_t[]){-1, 0, 0}, 3), "is great .");
     CHECK(heads_are(ds.ex[1].heads, (int32_t[]){-1}, 1), "one word: a root");
     CHECK(heads_are(ds.ex[13].heads, (int32_t[]){-1, 0}, 2), "bad\\/worse -rrb-");
+    ag_dataset_free(&ds);
 
     /* a tree whose sentence has no parse: named with the parses' file */
     ag_dataset q;
