@@ -92,12 +92,15 @@ static bool is_file(const char *path) {
 
 /* n_classes > 0: the data set's known class count, so a label beyond it is
  * a bad line, not a new class; 0: infer the count from the labels. */
-static int64_t max_line_bytes = AG_MAX_LINE_BYTES; /* --max-line-bytes of the run being opened */
+/* --max-line-bytes of the run: the longest line any of its files may hold. */
+static size_t line_limit(const ag_train_opts *o) {
+    return (size_t)(o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES);
+}
 
-static int load(const char *path, ag_format fmt, int lowercase, int skip_bad, int32_t n_classes, ag_dataset *ds,
-                char *err, size_t errlen) {
+static int load(const ag_train_opts *o, const char *path, ag_format fmt, int lowercase, int skip_bad, int32_t n_classes,
+                ag_dataset *ds, char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default();
-    lo.max_line_bytes = (size_t)max_line_bytes;
+    lo.max_line_bytes = line_limit(o);
     lo.lowercase = lowercase;
     lo.skip_bad_lines = skip_bad;
     lo.n_classes = n_classes;
@@ -181,9 +184,9 @@ static int parse_file(const char *pdir, const char *file, char *path, size_t n) 
     return 1;
 }
 
-static int load_parses(const char *path, ag_dataset *parses, char *err, size_t errlen) {
+static int load_parses(const ag_train_opts *o, const char *path, ag_dataset *parses, char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default(); /* labels or not: only the words and heads count */
-    lo.max_line_bytes = (size_t)max_line_bytes;
+    lo.max_line_bytes = line_limit(o);
     return ag_dataset_load(path, AG_FORMAT_CONLLU, &lo, NULL, parses, err, errlen);
 }
 
@@ -196,7 +199,7 @@ static int attach_parses(const ag_train_opts *o, const char *pdir, const char *f
         return o->parses[0] ? ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, path, file)
                             : 0;
     ag_dataset parses;
-    int rc = load_parses(path, &parses, err, errlen);
+    int rc = load_parses(o, path, &parses, err, errlen);
     if (!rc) rc = ag_dataset_attach_parses(ds, &parses, err, errlen);
     ag_dataset_free(&parses);
     return rc;
@@ -216,10 +219,10 @@ static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const cha
                              "--phrases: no %s (SST's PTB trees, trainDevTestTrees_PTB's train.txt; docs/data.md)", trees);
     ag_dataset parses = {0};
     ag_tree_opts to = {.binary = !strcmp(b->name, "sst2"), .phrases = 1, .lowercase = 1,
-                       .max_line_bytes = (size_t)max_line_bytes};
+                       .max_line_bytes = line_limit(o)};
     int rc = 0;
     if (pdir[0] && !parse_file(pdir, b->train, ppath, sizeof ppath)) {
-        if ((rc = load_parses(ppath, &parses, err, errlen))) return rc;
+        if ((rc = load_parses(o, ppath, &parses, err, errlen))) return rc;
         to.parses = &parses;
     } else if (o->parses[0] && strcmp(o->parses, "none")) {
         return ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, ppath, b->train);
@@ -248,7 +251,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
         d->lowercase = b->lowercase || o->lowercase;
         if (s == AG_SPLIT_TRAIN && o->phrases)
             rc = load_phrases(o, b, dir, pdir, &d->sets[s], err, errlen);
-        else if (!(rc = load(path, b->format, d->lowercase, b->label_only_lines > 0, b->n_classes, &d->sets[s], err,
+        else if (!(rc = load(o, path, b->format, d->lowercase, b->label_only_lines > 0, b->n_classes, &d->sets[s], err,
                              errlen)) && pdir[0])
             rc = attach_parses(o, pdir, files[s], &d->sets[s], err, errlen);
         if (rc) return rc;
@@ -290,7 +293,7 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
     if (o->phrases)
         return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s is a file; pass SST's folder with --dataset sst5 or sst2",
                              o->data);
-    int rc = load(o->data, fmt, o->lowercase, 0, 0, &d->sets[0], err, errlen);
+    int rc = load(o, o->data, fmt, o->lowercase, 0, 0, &d->sets[0], err, errlen);
     if (rc) return rc;
     char dir[AG_PATH_MAX], pdir[AG_PATH_MAX];
     snprintf(copy, sizeof copy, "%s", o->data);
@@ -397,7 +400,6 @@ static int encode(ag_run_data *d, int min_count, char *err, size_t errlen) {
 
 int ag_run_data_open(const ag_train_opts *o, int fold, ag_vocab *vocab, ag_run_data *d, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
-    max_line_bytes = o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES;
     d->vocab = vocab;
     int rc;
     if (!o->data[0]) rc = open_synth(o, wanted_task(o), d, err, errlen);
