@@ -754,6 +754,8 @@ static void print_header(const trainer *t, const ag_train_opts *o, const char *o
             printf("  note: %lld line%s not UTF-8, read as bytes (the first: %s): such words miss UTF-8 pretrained "
                    "vectors\n", (long long)d->sets[s].stats.not_utf8, d->sets[s].stats.not_utf8 == 1 ? " is" : "s are",
                    d->sets[s].stats.first_not_utf8);
+    if (!t->batch.opts.heads && o->parses[0] && strcmp(o->parses, "none"))
+        printf("  note: model %s reads no parse: --parses %s ignored\n", o->model, o->parses);
     if (t->batch.opts.heads)
         printf(d->parses[0] ? "  parses: %s\n"
                             : "  note: %s reads a dependency parse, but the data has none (no conllu/ folder beside it, "

@@ -153,11 +153,27 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
 
 /* ---- dependency parses ---- */
 
+/* Whether the run's model reads a parse (its batches carry heads: MS-SAN
+ * unless no_dist).  Only then are parses loaded and matched: a model that
+ * reads none must not stop on a parse it would never use.  A kind not
+ * registered here (a plugin's, before it is loaded) gets them. */
+static bool model_reads_parses(const ag_train_opts *o) {
+    const ag_model_kind *kind = ag_model_find(o->model);
+    if (!kind) return true;
+    if (!kind->batch_opts) return false;
+    ag_model_config cfg = ag_model_defaults(kind);
+    unsigned flags;
+    if (ag__train_flags(o, kind, &flags, NULL, 0) == 0) cfg.flags = flags;
+    ag_batch_opts bo = {0};
+    kind->batch_opts(&cfg, &bo);
+    return bo.heads;
+}
+
 /* The folder of parses for data in `dir`: --parses, or a conllu/ folder
  * there; "" = none (then the models that read a parse take the chain). */
 static int parse_folder(const ag_train_opts *o, const char *dir, char *out, char *err, size_t errlen) {
     out[0] = 0;
-    if (!strcmp(o->parses, "none")) return 0;
+    if (!strcmp(o->parses, "none") || !model_reads_parses(o)) return 0;
     if (o->parses[0]) {
         if (!is_dir(o->parses)) return ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no such folder", o->parses);
         snprintf(out, AG_PATH_MAX, "%s", o->parses);
@@ -221,11 +237,14 @@ static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const cha
     ag_tree_opts to = {.binary = !strcmp(b->name, "sst2"), .phrases = 1, .lowercase = 1,
                        .max_line_bytes = line_limit(o)};
     int rc = 0;
-    if (pdir[0] && !parse_file(pdir, b->train, ppath, sizeof ppath)) {
+    /* every tree's sentence, neutral ones too: the parses of stsa.fine.train
+     * (SST-2's file drops the neutral sentences, whose phrases SST-2 keeps) */
+    const char *sentences = ag_benchmark_find("sst5")->train;
+    if (pdir[0] && !parse_file(pdir, sentences, ppath, sizeof ppath)) {
         if ((rc = load_parses(o, ppath, &parses, err, errlen))) return rc;
         to.parses = &parses;
     } else if (o->parses[0] && strcmp(o->parses, "none")) {
-        return ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, ppath, b->train);
+        return ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, ppath, trees);
     }
     rc = ag_trees_load(trees, &to, ds, err, errlen);
     ag_dataset_free(&parses);

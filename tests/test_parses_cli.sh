@@ -46,6 +46,14 @@ conllu stsa.fine.train "the movie is good" "a film is awful" "it is great" "it i
 conllu stsa.fine.dev "the film is good" "a movie is terrible" > "$S/conllu/stsa.fine.dev.conllu"
 conllu stsa.fine.test "the film is great" "it is awful" > "$S/conllu/stsa.fine.test.conllu"
 
+# SST-2: the neutral sentence ("it is fine") is in no stsa.binary file, nor in its parses
+printf '1 the movie is good\n0 a film is awful\n1 it is great\n0 it is terrible\n' > "$S/stsa.binary.train"
+printf '1 the film is good\n0 a movie is terrible\n' > "$S/stsa.binary.dev"
+printf '1 the film is great\n0 it is awful\n' > "$S/stsa.binary.test"
+conllu stsa.binary.train "the movie is good" "a film is awful" "it is great" "it is terrible" > "$S/conllu/stsa.binary.train.conllu"
+conllu stsa.binary.dev "the film is good" "a movie is terrible" > "$S/conllu/stsa.binary.dev.conllu"
+conllu stsa.binary.test "the film is great" "it is awful" > "$S/conllu/stsa.binary.test.conllu"
+
 TINY=(--model ms_san --dim 12 --hidden 12 --batch 4 --epochs 2 --progress none --threads 1)
 
 # ---- phrases, with the parses beside the data ----
@@ -55,6 +63,10 @@ grep -aq "parse-source=$S/conllu" "$T/phr/last.safetensors" && ok || bad "the ru
 expect 0 '^test +accuracy [0-9.]+%' "$AG" eval --ckpt "$T/phr/best.safetensors" --data "$S" --dataset sst5
 expect 0 'ms_san on sst5: 5 train / 2 dev / 2 test examples' "$AG" train "${TINY[@]}" --data "$S" --dataset sst5 --out "$T/sent"
 
+# SST-2's phrases come from every tree, the neutral sentences' too: their parses are stsa.fine.train's
+# (5 trees, 29 nodes, of which not neutral: 3 in each of the first four, none in the fifth = 12 phrases)
+expect 0 'ms_san on sst2-phrases: 12 train / 2 dev / 2 test examples' "$AG" train "${TINY[@]}" --data "$S" --dataset sst2 --phrases --out "$T/phr2"
+
 # ---- no parse: the chain, said once, and recorded ----
 out=$("$AG" train "${TINY[@]}" --data "$S" --dataset sst5 --parses none --out "$T/chain" 2>&1)
 [ "$(grep -c 'note: ms_san reads a dependency parse, but the data has none' <<<"$out")" -eq 1 ] && ok ||
@@ -63,6 +75,13 @@ grep -aq 'parse-source=chain' "$T/chain/last.safetensors" && ok || bad "--parses
 expect 0 'train / 2 dev' "$AG" train --model mpsan --dim 8 --epochs 1 --progress none --data "$S" --dataset sst5 --out "$T/mpsan"
 grep -q 'dependency parse' <<<"$("$AG" train --model mpsan --dim 8 --epochs 1 --progress none --data "$S" --dataset sst5 --parses none --out "$T/mpsan" --force 2>&1)" &&
   bad "mpsan reads no parse: no note about one" || ok
+
+# a model that reads no parse never loads one: parses that do not fit its data cannot stop it
+mkdir -p "$T/mpsan-parse" && cp -r "$S"/* "$T/mpsan-parse/"
+sed -i 's/\tawful\t/\tbad\t/' "$T/mpsan-parse/conllu/stsa.fine.train.conllu"
+expect 0 'mpsan on sst5: 5 train / 2 dev' "$AG" train --model mpsan --dim 8 --epochs 1 --progress none --data "$T/mpsan-parse" --dataset sst5 --out "$T/mpsan2"
+expect 0 'note: model mpsan reads no parse: --parses .* ignored' "$AG" train --model mpsan --dim 8 --epochs 1 --progress none \
+  --data "$T/mpsan-parse" --dataset sst5 --parses "$T/mpsan-parse/conllu" --out "$T/mpsan3"
 
 # ---- what is refused, by file and line ----
 expect 1 '--phrases: trec has no phrase labels' "$AG" train "${TINY[@]}" --data "$S" --dataset trec --phrases --out "$T/x"
