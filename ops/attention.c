@@ -87,8 +87,7 @@ static void slices_gemm(bool ta, bool tb, int M, int N, int K, const ag_real *A,
 static void attention_forward_cuda(const attn_plan *p, const ag__mask_plan *mp, const ag_tensor *mask,
                                    const ag_real *Q, const ag_real *K, const ag_real *V, ag_real *out) {
     slices_gemm(false, true, p->nq, p->nk, p->d, Q, K, false, p->probs, p->slices); /* scores, unscaled */
-    ag_kmask kp = ag__kmask_of(mp);
-    ag__softmax_rows_forward_cuda(p->probs, mask ? mask->data : NULL, &kp, p->scale, p->probs,
+    ag__softmax_on("ag_attention", AG_CUDA)->rows_forward(p->probs, mask ? mask->data : NULL, mp, p->scale, p->probs,
                                   (int64_t)p->slices * p->nq);
     slices_gemm(false, false, p->nq, p->dv, p->nk, p->probs, V, false, out, p->slices);
     ag__cuda_check_launch("ag_attention");
@@ -112,7 +111,7 @@ static void attention_backward_cuda(ag_node *n) {
         int64_t pq = (int64_t)p->slices * p->nq * p->nk;
         ag_real *dS = ag__cuda_arena_alloc((size_t)(pq > 0 ? pq : 1) * sizeof(ag_real));
         slices_gemm(false, true, p->nq, p->nk, p->dv, G, v->data, false, dS, p->slices); /* dP = dO V^T */
-        ag__softmax_rows_backward_cuda(P, dS, p->scale, dS, (int64_t)p->slices * p->nq, p->nk, true);
+        ag__softmax_on(n->op, AG_CUDA)->rows_backward(P, dS, p->scale, dS, (int64_t)p->slices * p->nq, p->nk, true);
         if (GQ) slices_gemm(false, false, p->nq, p->d, p->nk, dS, k->data, !fq, GQ, p->slices);
         if (GK) slices_gemm(true, false, p->nk, p->d, p->nq, dS, q->data, !fk, GK, p->slices);
         ag__cuda_arena_rewind(pos, chunk);
@@ -148,7 +147,7 @@ static void attention_forward_part(void *ctx, int64_t part) {
         ag_real *P = p->probs + s * pq;
         const ag_real *Qs = j->Q + s * p->nq * p->d, *Ks = j->K + s * p->nk * p->d;
         gemm_overwrite(false, true, p->nq, p->nk, p->d, p->scale, Qs, Ks, P);
-        ag__softmax_slice(j->mp, j->mask, (int)(s / j->mp->rows3[1]), (int)(s % j->mp->rows3[1]), P, 1,
+        ag__softmax_slice(j->mp, j->mask ? j->mask->data : NULL, (int)(s / j->mp->rows3[1]), (int)(s % j->mp->rows3[1]), P, 1,
                           P); /* the scale is already in the GEMM */
         gemm_overwrite(false, false, p->nq, p->dv, p->nk, 1, P, j->V + s * p->nk * p->dv, j->out + s * p->nq * p->dv);
     }

@@ -6,8 +6,9 @@
  * -inf, e.g. the first query under a strict PAST mask) gives zeros and no
  * gradient instead of 0/0. */
 #include "softmax_rows.h"
+#include "dispatch.h"
+#include "softmax.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
 /* ---- the mask broadcast, shared with attention.c ---- */
 
@@ -50,7 +51,7 @@ static void check_unambiguous(const char *op, const ag_tensor *mask, const ag_te
 ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_shape, const ag_tensor *mask) {
     int s4[4];
     pad4(ndim, scores_shape, s4);
-    ag__mask_plan p = {{s4[0], s4[1], s4[2]}, {0, 0, 0}, s4[3]};
+    ag__mask_plan p = {.rows3 = {s4[0], s4[1], s4[2]}, .cols = s4[3]};
     if (!mask) return p;
     ag__check_live(op, mask);
     char sm[64], ss[64];
@@ -98,9 +99,9 @@ ag__mask_plan ag__mask_plan_on(const char *op, int ndim, const int *scores_shape
 /* ---- the row loops, compiled for baseline x86-64 and AVX2 ---- */
 
 AG_SIMD_CLONES
-void ag__softmax_slice(const ag__mask_plan *p, const ag_tensor *mask, int i0, int i1, const ag_real *x,
-                       ag_real scale, ag_real *y) {
-    const ag_real *m = mask ? mask->data + i0 * p->stride3[0] + i1 * p->stride3[1] : NULL;
+void ag__softmax_slice(const ag__mask_plan *p, const ag_real *mask, int i0, int i1, const ag_real *x, ag_real scale,
+                       ag_real *y) {
+    const ag_real *m = mask ? mask + i0 * p->stride3[0] + i1 * p->stride3[1] : NULL;
     for (int r = 0; r < p->rows3[2]; r++)
         ag__softmax_row(x + (int64_t)r * p->cols, m ? m + r * p->stride3[2] : NULL, scale, y + (int64_t)r * p->cols,
                         p->cols);
@@ -117,52 +118,14 @@ void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag
 
 typedef struct {
     const ag__mask_plan *plan;
-    const ag_tensor *mask;
+    const ag_real *mask;
     const ag_real *x, *g;
+    const ag_real *fy;       /* backward: the forward's output */
     ag_real *y, *gx;
     ag_real scale;
     int cols;
     bool fresh;              /* backward: gx is new, store instead of add */
 } softmax_job;
-
-static void masked_softmax_grad_range(void *ctx, int64_t r0, int64_t r1) {
-    const softmax_job *j = ctx;
-    int64_t at = r0 * j->cols;
-    /* Masked entries have y = 0, so they get no gradient (0 in a fresh buffer). */
-    ag__softmax_rows_grad(j->y + at, j->g + at, j->scale, j->gx + at, r1 - r0, j->cols, !j->fresh);
-}
-
-static void masked_softmax_backward(ag_node *n) {
-    int cols = n->out->shape[n->out->ndim - 1];
-    int64_t rows = cols ? n->out->size / cols : 0;
-    softmax_job j = {.y = n->out->data, .g = n->out->grad, .scale = (ag_real)n->farg[0], .cols = cols};
-    j.gx = ag__grad_write(n->in[0], &j.fresh);
-    if (n->out->device == AG_CUDA) {
-        ag__softmax_rows_backward_cuda(j.y, j.g, j.scale, j.gx, rows, cols, j.fresh);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    ag__parallel_range(rows, ag__units_per_part(cols), masked_softmax_grad_range, &j);
-}
-
-/* The mask plan as the kernels take it. */
-ag_kmask ag__kmask_of(const ag__mask_plan *p) {
-    return (ag_kmask){.rows3 = {p->rows3[0], p->rows3[1], p->rows3[2]}, .cols = p->cols,
-                      .stride3 = {p->stride3[0], p->stride3[1], p->stride3[2]}};
-}
-
-/* The GPU's masked softmax (ops/cuda/softmax.cu): the same plan, a warp per row. */
-static ag_tensor *softmax_cuda(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
-    ag__mask_plan p = ag__mask_plan_on(op, x->ndim, x->shape, AG_CUDA, mask);
-    ag_kmask kp = ag__kmask_of(&p);
-    ag_tensor *out = ag__empty_on(AG_CUDA, x->ndim, x->shape);
-    ag__softmax_rows_forward_cuda(x->data, mask ? mask->data : NULL, &kp, (ag_real)scale, out->data,
-                                  p.cols ? x->size / p.cols : 0);
-    ag__cuda_check_launch(op);
-    ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
-    if (n) n->farg[0] = scale;
-    return out;
-}
 
 /* Slices s0..s1-1 of the scores, s = i0 * rows3[1] + i1. */
 static void masked_softmax_slices(void *ctx, int64_t s0, int64_t s1) {
@@ -173,15 +136,43 @@ static void masked_softmax_slices(void *ctx, int64_t s0, int64_t s1) {
                           j->x + s * slice, j->scale, j->y + s * slice);
 }
 
+static void softmax_rows_forward_cpu(const ag_real *x, const ag_real *mask, const ag__mask_plan *p, ag_real scale,
+                                     ag_real *y, int64_t rows) {
+    (void)rows; /* the plan's rows3 */
+    softmax_job j = {.plan = p, .mask = mask, .x = x, .y = y, .scale = scale};
+    ag__parallel_range((int64_t)p->rows3[0] * p->rows3[1], ag__units_per_part((int64_t)p->rows3[2] * p->cols),
+                       masked_softmax_slices, &j);
+}
+
+static void masked_softmax_grad_range(void *ctx, int64_t r0, int64_t r1) {
+    const softmax_job *j = ctx;
+    int64_t at = r0 * j->cols;
+    /* Masked entries have y = 0, so they get no gradient (0 in a fresh buffer). */
+    ag__softmax_rows_grad(j->fy + at, j->g + at, j->scale, j->gx + at, r1 - r0, j->cols, !j->fresh);
+}
+
+static void softmax_rows_backward_cpu(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows,
+                                      int cols, bool fresh) {
+    softmax_job j = {.fy = y, .g = g, .gx = gx, .scale = scale, .cols = cols, .fresh = fresh};
+    ag__parallel_range(rows, ag__units_per_part(cols), masked_softmax_grad_range, &j);
+}
+
+static void masked_softmax_backward(ag_node *n) {
+    int cols = n->out->shape[n->out->ndim - 1];
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__softmax_on(n->op, n->out->device)
+        ->rows_backward(n->out->data, n->out->grad, (ag_real)n->farg[0], gx, cols ? n->out->size / cols : 0, cols,
+                        fresh);
+}
+
 static ag_tensor *masked_softmax(const char *op, ag_tensor *x, ag_tensor *mask, double scale) {
     ag_device dev = ag__check_same_device(op, x, NULL); /* alive before its shape is read */
     if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
-    if (dev == AG_CUDA) return softmax_cuda(op, x, mask, scale);
-    ag__mask_plan p = ag__mask_plan_on(op, x->ndim, x->shape, AG_CPU, mask);
-    ag_tensor *out = ag__empty(x->ndim, x->shape);
-    softmax_job j = {.plan = &p, .mask = mask, .x = x->data, .y = out->data, .scale = (ag_real)scale};
-    ag__parallel_range((int64_t)p.rows3[0] * p.rows3[1], ag__units_per_part((int64_t)p.rows3[2] * p.cols),
-                       masked_softmax_slices, &j);
+    ag__mask_plan p = ag__mask_plan_on(op, x->ndim, x->shape, dev, mask);
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
+    ag__softmax_on(op, dev)->rows_forward(x->data, mask ? mask->data : NULL, &p, (ag_real)scale, out->data,
+                                          p.cols ? x->size / p.cols : 0);
     ag_node *n = ag__record(op, masked_softmax_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
     return out;
@@ -207,11 +198,14 @@ static void log_softmax_rows(const ag_real *X, ag_real *Y, int64_t rows, int col
 }
 
 AG_SIMD_CLONES
-static void log_softmax_rows_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t rows, int cols) {
+static void log_softmax_rows_grad(const ag_real *Y, const ag_real *G, ag_real *GX, int64_t rows, int cols, bool fresh) {
     for (int64_t r = 0; r < rows; r++) { /* dx = g - softmax * sum(g) */
         const ag_real *y = Y + r * cols, *g = G + r * cols;
         ag_real *gx = GX + r * cols, gsum = ag__sum_row(g, cols);
-        for (int j = 0; j < cols; j++) gx[j] += g[j] - ag__vexp_nonpos(y[j]) * gsum;
+        if (fresh)
+            for (int j = 0; j < cols; j++) gx[j] = g[j] - ag__vexp_nonpos(y[j]) * gsum;
+        else
+            for (int j = 0; j < cols; j++) gx[j] += g[j] - ag__vexp_nonpos(y[j]) * gsum;
     }
 }
 
@@ -223,21 +217,26 @@ static void log_softmax_range(void *ctx, int64_t r0, int64_t r1) {
 static void log_softmax_grad_range(void *ctx, int64_t r0, int64_t r1) {
     const softmax_job *j = ctx;
     int64_t at = r0 * j->cols;
-    log_softmax_rows_grad(j->y + at, j->g + at, j->gx + at, r1 - r0, j->cols);
+    log_softmax_rows_grad(j->fy + at, j->g + at, j->gx + at, r1 - r0, j->cols, j->fresh);
+}
+
+static void log_rows_forward_cpu(const ag_real *x, ag_real *y, int64_t rows, int cols) {
+    softmax_job j = {.x = x, .y = y, .cols = cols};
+    ag__parallel_range(rows, ag__units_per_part(cols), log_softmax_range, &j);
+}
+
+static void log_rows_backward_cpu(const ag_real *y, const ag_real *g, ag_real *gx, int64_t rows, int cols,
+                                  bool fresh) {
+    softmax_job j = {.fy = y, .g = g, .gx = gx, .cols = cols, .fresh = fresh};
+    ag__parallel_range(rows, ag__units_per_part(cols), log_softmax_grad_range, &j);
 }
 
 static void log_softmax_backward(ag_node *n) {
     int cols = n->out->shape[n->out->ndim - 1];
-    int64_t rows = cols ? n->out->size / cols : 0;
-    if (n->out->device == AG_CUDA) {
-        bool fresh;
-        ag_real *gx = ag__grad_write(n->in[0], &fresh);
-        ag__log_softmax_rows_grad_cuda(n->out->data, n->out->grad, gx, rows, cols, fresh);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    softmax_job j = {.y = n->out->data, .g = n->out->grad, .gx = ag__grad(n->in[0]), .cols = cols};
-    ag__parallel_range(rows, ag__units_per_part(cols), log_softmax_grad_range, &j);
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__softmax_on(n->op, n->out->device)
+        ->log_rows_backward(n->out->data, n->out->grad, gx, cols ? n->out->size / cols : 0, cols, fresh);
 }
 
 ag_tensor *ag_log_softmax(ag_tensor *x) {
@@ -246,13 +245,7 @@ ag_tensor *ag_log_softmax(ag_tensor *x) {
     if (x->ndim < 1) ag__fatal(op, "log-softmax of a 0-dim tensor (it needs an axis)");
     ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
     int cols = x->shape[x->ndim - 1];
-    if (dev == AG_CUDA) {
-        ag__log_softmax_rows_cuda(x->data, out->data, cols ? x->size / cols : 0, cols);
-        ag__cuda_check_launch(op);
-    } else {
-        softmax_job j = {.x = x->data, .y = out->data, .cols = cols};
-        ag__parallel_range(cols ? x->size / cols : 0, ag__units_per_part(cols), log_softmax_range, &j);
-    }
+    ag__softmax_on(op, dev)->log_rows_forward(x->data, out->data, cols ? x->size / cols : 0, cols);
     ag__record(op, log_softmax_backward, out, 1, &x);
     return out;
 }
@@ -331,6 +324,7 @@ typedef struct {
     axis_view v;
     const int32_t *lengths;
     const ag_real *x, *g;
+    const ag_real *fy;       /* backward: the forward's output */
     ag_real *y, *gx;
     ag_real *scratch;
     int64_t per_part;
@@ -352,7 +346,7 @@ static void softmax_len_grad_range(void *ctx, int64_t o0, int64_t o1) {
     ag_real *dot = j->scratch + o0 / j->per_part * 2 * j->v.inner;
     for (int64_t o = o0; o < o1; o++) {
         int64_t base = o * j->v.n * j->v.inner;
-        softmax_len_block_grad(j->y + base, j->g + base, j->gx + base, valid_len(&j->v, j->lengths, o), j->v.n,
+        softmax_len_block_grad(j->fy + base, j->g + base, j->gx + base, valid_len(&j->v, j->lengths, o), j->v.n,
                                j->v.inner, dot, j->fresh);
     }
 }
@@ -364,16 +358,25 @@ static void run_len_blocks(len_job *j, ag__range_fn fn) {
     ag__parallel_range(j->v.outer, j->per_part, fn, j);
 }
 
+static void len_forward_cpu(const ag_real *x, ag_real *y, const int32_t *len, int64_t outer, int64_t n,
+                            int64_t inner, int64_t per_example) {
+    len_job j = {.v = {outer, n, inner, per_example}, .lengths = len, .x = x, .y = y};
+    run_len_blocks(&j, softmax_len_range);
+}
+
+static void len_backward_cpu(const ag_real *y, const ag_real *g, ag_real *gx, const int32_t *len, int64_t outer,
+                             int64_t n, int64_t inner, int64_t per_example, bool fresh) {
+    len_job j = {.v = {outer, n, inner, per_example}, .lengths = len, .fy = y, .g = g, .gx = gx, .fresh = fresh};
+    run_len_blocks(&j, softmax_len_grad_range);
+}
+
 /* n->saved: the lengths, in the output's device memory (or NULL). */
 static void softmax_axis_len_backward(ag_node *n) {
-    len_job j = {.v = view_along(n->in[0], n->iarg[0]), .lengths = n->saved, .y = n->out->data, .g = n->out->grad};
-    j.gx = ag__grad_write(n->in[0], &j.fresh);
-    if (n->out->device == AG_CUDA) {
-        ag__softmax_len_grad_cuda(j.y, j.g, j.gx, j.lengths, j.v.outer, j.v.n, j.v.inner, j.v.per_example, j.fresh);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    run_len_blocks(&j, softmax_len_grad_range);
+    axis_view v = view_along(n->in[0], n->iarg[0]);
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__softmax_on(n->op, n->out->device)
+        ->len_backward(n->out->data, n->out->grad, gx, n->saved, v.outer, v.n, v.inner, v.per_example, fresh);
 }
 
 ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
@@ -392,21 +395,10 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
                           (long long)v.n, axis, ag_shape_str(x, sx, sizeof sx));
         /* The caller's array may change before backward runs: keep a copy
          * (on the GPU, the one copy its kernels read). */
-        if (dev == AG_CUDA) {
-            saved_len = ag__to_device_i32(lengths, x->shape[0]);
-        } else {
-            saved_len = ag_arena_alloc((size_t)x->shape[0] * sizeof *saved_len);
-            memcpy(saved_len, lengths, (size_t)x->shape[0] * sizeof *saved_len);
-        }
+        saved_len = ag__step_i32_on(dev, lengths, x->shape[0]);
     }
     ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
-    if (dev == AG_CUDA) {
-        ag__softmax_len_cuda(x->data, out->data, saved_len, v.outer, v.n, v.inner, v.per_example);
-        ag__cuda_check_launch(op);
-    } else {
-        len_job j = {.v = v, .lengths = saved_len, .x = x->data, .y = out->data};
-        run_len_blocks(&j, softmax_len_range);
-    }
+    ag__softmax_on(op, dev)->len_forward(x->data, out->data, saved_len, v.outer, v.n, v.inner, v.per_example);
     ag_node *n = ag__record(op, softmax_axis_len_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;
@@ -433,15 +425,7 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
 
 enum { MIX_MAX_SOURCES = AG_KMIX_MAX_SOURCES };
 
-typedef struct {
-    const ag_real *z, *src[MIX_MAX_SOURCES], *out, *dout;
-    ag_real *gate, *y, *dz, *dsrc[MIX_MAX_SOURCES];
-    int n, d;
-    int nz;             /* logits per feature: n, or n - 1 with the last source's fixed at 0 */
-    const int32_t *len; /* or NULL: row r is position r % N of example r / N */
-    int N;
-    bool fresh_z, fresh_src[MIX_MAX_SOURCES];
-} mix_job;
+typedef ag_kmix mix_job; /* ops/softmax.h: the same job on either device */
 
 /* Is row r within its example's length (always, without lengths)? */
 static inline bool mix_live(const mix_job *j, int64_t r) { return !j->len || r % j->N < j->len[r / j->N]; }
@@ -522,19 +506,15 @@ AG_SIMD_CLONES static void mix_backward_rows(void *ctx, int64_t r0, int64_t r1) 
     }
 }
 
-/* The job as the GPU's kernels take it (the same fields, no engine types). */
-static ag_kmix kmix_of(const mix_job *j) {
-    ag_kmix k = {.z = j->z, .out = j->out, .dout = j->dout, .gate = j->gate, .y = j->y, .dz = j->dz, .n = j->n,
-                 .d = j->d, .nz = j->nz, .N = j->N, .len = j->len, .fresh_z = j->fresh_z};
-    for (int g = 0; g < j->n; g++) {
-        k.src[g] = j->src[g];
-        k.dsrc[g] = j->dsrc[g];
-        k.fresh_src[g] = j->fresh_src[g];
-    }
-    return k;
+static int64_t mix_grain(int n, int d) { return ag__units_per_part((int64_t)(n + 1) * (d > 0 ? d : 1)); }
+
+static void mix_forward_cpu(const ag_kmix *j, int64_t rows) {
+    ag__parallel_range(rows, mix_grain(j->n, j->d), mix_forward_rows, (void *)j);
 }
 
-static int64_t mix_grain(int n, int d) { return ag__units_per_part((int64_t)(n + 1) * (d > 0 ? d : 1)); }
+static void mix_backward_cpu(const ag_kmix *j, int64_t rows) {
+    ag__parallel_range(rows, mix_grain(j->n, j->d), mix_backward_rows, (void *)j);
+}
 
 /* What backward needs besides the inputs. */
 typedef struct {
@@ -560,14 +540,7 @@ static void softmax_mix_backward(ag_node *n) {
             j.dsrc[g] = repeat ? ag__grad(n->in[1 + g]) : ag__grad_write(n->in[1 + g], &j.fresh_src[g]);
         }
     }
-    int64_t rows = d > 0 ? n->out->size / d : 0;
-    if (n->out->device == AG_CUDA) {
-        ag_kmix k = kmix_of(&j);
-        ag__softmax_mix_backward_cuda(&k, rows);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    ag__parallel_range(rows, mix_grain(ns, d), mix_backward_rows, &j);
+    ag__softmax_on(n->op, n->out->device)->mix_backward(&j, d > 0 ? n->out->size / d : 0);
 }
 
 static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths,
@@ -602,26 +575,15 @@ static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *so
             if (lengths[b] < 0 || lengths[b] > N)
                 ag__fatal(op, "lengths[%d] = %d is outside [0, %d] (sources %s)", b, (int)lengths[b], N,
                           ag_shape_str(first, s0, sizeof s0));
-        if (dev == AG_CUDA) { /* the one copy the kernels read */
-            len = ag__to_device_i32(lengths, B);
-        } else {
-            len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *len); /* the caller's may change before backward */
-            memcpy(len, lengths, (size_t)B * sizeof *len);
-        }
+        len = ag__step_i32_on(dev, lengths, B); /* the caller's may change before backward */
     }
     ag_tensor *out = ag__empty_on(dev, first->ndim, first->shape);
     int64_t rows = d > 0 ? first->size / d : 0;
     size_t gate_bytes = (size_t)(rows * n * d > 0 ? rows * n * d : 1) * sizeof(ag_real);
     mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d, .nz = nz, .len = len, .N = len ? first->shape[1] : 1,
-                 .gate = dev == AG_CUDA ? ag__cuda_arena_alloc(gate_bytes) : ag_arena_alloc(gate_bytes)};
+                 .gate = ag__step_alloc_on(dev, gate_bytes)};
     for (int g = 0; g < n; g++) j.src[g] = sources[g]->data;
-    if (dev == AG_CUDA) {
-        ag_kmix k = kmix_of(&j);
-        ag__softmax_mix_forward_cuda(&k, rows);
-        ag__cuda_check_launch(op);
-    } else {
-        ag__parallel_range(rows, mix_grain(n, d), mix_forward_rows, &j);
-    }
+    ag__softmax_on(op, dev)->mix_forward(&j, rows);
     ag_tensor *in[1 + MIX_MAX_SOURCES] = {z};
     for (int g = 0; g < n; g++) in[1 + g] = sources[g];
     ag_node *node = ag__record(op, softmax_mix_backward, out, 1 + n, in);
@@ -648,3 +610,17 @@ ag_tensor *ag_softmax_mix_len(ag_tensor *z, ag_tensor *const *sources, int n, co
 ag_tensor *ag_softmax_mix_ref(ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths) {
     return softmax_mix("ag_softmax_mix_ref", z, sources, n, lengths, true);
 }
+
+/* ---- the CPU's table (ops/softmax.h; CUDA's is in ops/cuda/softmax.cu) ---- */
+
+static const ag__softmax_kernels softmax_cpu = {
+    .rows_forward = softmax_rows_forward_cpu,
+    .rows_backward = softmax_rows_backward_cpu,
+    .log_rows_forward = log_rows_forward_cpu,
+    .log_rows_backward = log_rows_backward_cpu,
+    .len_forward = len_forward_cpu,
+    .len_backward = len_backward_cpu,
+    .mix_forward = mix_forward_cpu,
+    .mix_backward = mix_backward_cpu,
+};
+AG_DISPATCH(softmax, softmax_cpu)

@@ -20,7 +20,7 @@
 #define AG_SOFTMAX_ROWS_H
 
 #include "vecmath.h"
-#include "cuda/kernels.h"
+#include "softmax.h"
 
 #define AG_LANES 8
 
@@ -155,14 +155,11 @@ static inline void ag__softmax_row_grad(const ag_real *y, const ag_real *g, ag_r
         for (int j = 0; j < n; j++) gx[j] = scale * y[j] * (g[j] - dot);
 }
 
-/* How a mask broadcasts over the rows of a score tensor.  Scores and mask are
- * right-aligned into 4 dims; the mask's last dim must equal the scores' last
- * dim and each other dim must equal the scores' or be 1 (stride 0). */
-typedef struct {
-    int rows3[3];        /* the scores' three leading dims (4-D padded) */
-    int64_t stride3[3];  /* the mask's strides along them, 0 where broadcast */
-    int cols;            /* length of a row */
-} ag__mask_plan;
+/* How a mask broadcasts over the rows of a score tensor: ops/softmax.h's
+ * plan, the same on every device.  Scores and mask are right-aligned into 4
+ * dims; the mask's last dim must equal the scores' last dim and each other
+ * dim must equal the scores' or be 1 (stride 0). */
+typedef ag_kmask ag__mask_plan;
 
 /* Checks mask against scores of shape [ndim] (fatal naming op and both
  * shapes) and returns the plan; mask may be NULL (strides 0). */
@@ -171,15 +168,13 @@ ag__mask_plan ag__mask_plan_make(const char *op, int ndim, const int *scores_sha
  * both devices. */
 ag__mask_plan ag__mask_plan_on(const char *op, int ndim, const int *scores_shape, ag_device scores_device,
                                const ag_tensor *mask);
-/* The plan as the CUDA kernels take it (ops/cuda/kernels.h). */
-ag_kmask ag__kmask_of(const ag__mask_plan *p);
 
 /* ---- row loops (softmax.c), vector-cloned ---- */
 
 /* Softmax of the rows3[2] rows of the scores slice (i0, i1): x and y point at
  * the slice, the mask rows come from the plan (mask may be NULL). */
-void ag__softmax_slice(const ag__mask_plan *p, const ag_tensor *mask, int i0, int i1, const ag_real *x,
-                       ag_real scale, ag_real *y);
+void ag__softmax_slice(const ag__mask_plan *p, const ag_real *mask, int i0, int i1, const ag_real *x, ag_real scale,
+                       ag_real *y);
 /* ag__softmax_row_grad over `rows` consecutive rows of n. */
 void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows, int n,
                            bool accumulate);

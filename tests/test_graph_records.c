@@ -10,6 +10,7 @@
 #include "../graph/device.h"
 #include "../graph/segment_cache.h"
 #include "../ops/cuda/kernels.h"
+#include "../ops/softmax.h"
 #include "check.h"
 
 #include <string.h>
@@ -26,7 +27,7 @@ static size_t softmax_launch(char *out, unsigned char stack, int64_t rows, const
     memset(&p, stack, sizeof p);
     p.rows3[0] = 2, p.rows3[1] = 3, p.rows3[2] = 5, p.cols = 7;
     p.stride3[0] = 5, p.stride3[1] = 0, p.stride3[2] = 1;
-    ag__softmax_rows_forward_cuda(DEV(0x10000), DEV(0x20000), &p, (ag_kreal)0.5, DEV(0x30000), rows);
+    ag__softmax_cuda.rows_forward(DEV(0x10000), DEV(0x20000), &p, (ag_kreal)0.5, DEV(0x30000), rows);
     ag__cuda_check_launch(op);
     return ag__graph_take(out, CAP);
 }
@@ -42,8 +43,8 @@ static size_t mix_launch(char *out, unsigned char stack, int d) {
         j.fresh_src[g] = false;
     }
     j.n = 2, j.d = d, j.nz = 1, j.N = 4, j.len = NULL, j.fresh_z = false;
-    memset(j.unused, 0, sizeof j.unused); /* a named field is set, as kmix_of's initializer does */
-    ag__softmax_mix_forward_cuda(&j, 8);
+    memset(j.unused, 0, sizeof j.unused); /* a named field is set, as ops/softmax.c's initializer does */
+    ag__softmax_cuda.mix_forward(&j, 8);
     ag__cuda_check_launch("ag_softmax_mix");
     return ag__graph_take(out, CAP);
 }

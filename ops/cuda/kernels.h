@@ -10,14 +10,8 @@
 #ifndef AG_CUDA_KERNELS_H
 #define AG_CUDA_KERNELS_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
-#ifdef AG_REAL_DOUBLE
-typedef double ag_kreal;
-#else
-typedef float ag_kreal;
-#endif
+#include "../kreal.h"
+#include "../softmax.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,30 +51,7 @@ void ag__sum_forward_cuda(const ag_kreal *x, ag_kreal scale, ag_kreal *out, int6
 /* gx (+)= scale g[0] for every element (g is on the device). */
 void ag__sum_backward_cuda(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n, bool fresh);
 
-/* How a mask broadcasts over the rows of the scores (ops/softmax_rows.h's
- * ag__mask_plan): the scores' three leading dims right-aligned in 4, the
- * mask's strides along them (0 where it repeats), and the row length.  Row
- * r = (i0 rows3[1] + i1) rows3[2] + i2 reads the mask row at
- * i0 stride3[0] + i1 stride3[1] + i2 stride3[2]. */
-typedef struct {
-    int rows3[3], cols; /* cols beside rows3: no padding (a kernel argument, prelude.cuh ag__no_padding) */
-    int64_t stride3[3];
-} ag_kmask;
-
-/* y = softmax(scale x + mask) over the last axis of [rows, cols] (mask
- * NULL: none; y may alias x).  A row with no entry above -inf (fully
- * masked) becomes zeros, as on the CPU.  Backward:
- * gx (+)= scale y (g - sum(g y)); gx may alias g when fresh. */
-void ag__softmax_rows_forward_cuda(const ag_kreal *x, const ag_kreal *mask, const ag_kmask *plan, ag_kreal scale,
-                                   ag_kreal *y, int64_t rows);
-void ag__softmax_rows_backward_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t rows,
-                                    int cols, bool fresh);
-
-/* Log-softmax over the last axis of [rows, cols]: y = x - max - log sum
- * e^(x - max); backward gx (+)= g - e^y sum(g). */
-void ag__log_softmax_rows_cuda(const ag_kreal *x, ag_kreal *y, int64_t rows, int cols);
-void ag__log_softmax_rows_grad_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t rows, int cols,
-                                    bool fresh);
+/* The softmax family: ops/softmax.h. */
 
 /* ---- optim/cuda/optimizer.cu: the updates of optim/optimizer.c and the
  * gradient arithmetic of optim/gradients.c.  The coefficients are computed
@@ -171,35 +142,6 @@ void ag__max_axis_backward_cuda(const ag_kreal *g, const int32_t *arg, ag_kreal 
 void ag__clamp_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal lo, ag_kreal hi, int64_t n);
 void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx, ag_kreal lo, ag_kreal hi,
                              int64_t n, bool fresh);
-
-/* Softmax along an axis over the valid positions: x seen as
- * [outer, n, inner], each (outer o, inner k) column a softmax over
- * t < len[o / per_example] (len NULL: n), zeros at t >= len.  len is in
- * device memory.  Backward: gx[t] (+)= y[t] (g[t] - sum_t' g y) over
- * t < len; a fresh gx gets 0 at padded positions. */
-void ag__softmax_len_cuda(const ag_kreal *x, ag_kreal *y, const int32_t *len, int64_t outer, int64_t n,
-                          int64_t inner, int64_t per_example);
-void ag__softmax_len_grad_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, const int32_t *len, int64_t outer,
-                               int64_t n, int64_t inner, int64_t per_example, bool fresh);
-
-/* The softmax-gated mixture of ops/softmax.c (ag_softmax_mix*): rows of d
- * features, n sources, nz logits per feature (n, or n - 1 with the last
- * source's fixed at 0); len (device memory, or NULL) makes row r, position
- * r % N of example r / N, padding when past its length: output 0, no
- * gradient.  Forward writes y and the gate [rows, n, d]; backward reads
- * gate, out and dout and writes dz and dsrc[g] (NULL: not wanted; fresh:
- * store).  A source given twice has fresh false on its repeats. */
-enum { AG_KMIX_MAX_SOURCES = 8 };
-typedef struct {
-    const ag_kreal *z, *src[AG_KMIX_MAX_SOURCES], *out, *dout;
-    ag_kreal *gate, *y, *dz, *dsrc[AG_KMIX_MAX_SOURCES];
-    int n, d, nz, N;
-    const int32_t *len;
-    bool fresh_z, fresh_src[AG_KMIX_MAX_SOURCES];
-    bool unused[7]; /* to the pointers' alignment: no padding (a kernel argument, prelude.cuh ag__no_padding) */
-} ag_kmix;
-void ag__softmax_mix_forward_cuda(const ag_kmix *j, int64_t rows);
-void ag__softmax_mix_backward_cuda(const ag_kmix *j, int64_t rows);
 
 /* ---- losses (ops/loss.c; ops/cuda/loss.cu) ----
  * Cross-entropy, a warp per row of [rows, C]: m = max z, s = log sum

@@ -48,43 +48,6 @@ void ag__sum_backward_cuda(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int6
     (void)g, (void)scale, (void)gx, (void)n, (void)fresh;
     UNREACHABLE("ag_sum");
 }
-void ag__softmax_rows_forward_cuda(const ag_kreal *x, const ag_kreal *mask, const ag_kmask *plan, ag_kreal scale,
-                                   ag_kreal *y, int64_t rows) {
-    (void)x, (void)mask, (void)plan, (void)scale, (void)y, (void)rows;
-    UNREACHABLE("ag_masked_softmax");
-}
-void ag__softmax_rows_backward_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t rows,
-                                    int cols, bool fresh) {
-    (void)y, (void)g, (void)scale, (void)gx, (void)rows, (void)cols, (void)fresh;
-    UNREACHABLE("ag_masked_softmax");
-}
-void ag__log_softmax_rows_cuda(const ag_kreal *x, ag_kreal *y, int64_t rows, int cols) {
-    (void)x, (void)y, (void)rows, (void)cols;
-    UNREACHABLE("ag_log_softmax");
-}
-void ag__log_softmax_rows_grad_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t rows, int cols,
-                                    bool fresh) {
-    (void)y, (void)g, (void)gx, (void)rows, (void)cols, (void)fresh;
-    UNREACHABLE("ag_log_softmax");
-}
-void ag__softmax_len_cuda(const ag_kreal *x, ag_kreal *y, const int32_t *len, int64_t outer, int64_t n, int64_t inner,
-                          int64_t per_example) {
-    (void)x, (void)y, (void)len, (void)outer, (void)n, (void)inner, (void)per_example;
-    UNREACHABLE("ag_softmax_axis_len");
-}
-void ag__softmax_len_grad_cuda(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, const int32_t *len, int64_t outer,
-                               int64_t n, int64_t inner, int64_t per_example, bool fresh) {
-    (void)y, (void)g, (void)gx, (void)len, (void)outer, (void)n, (void)inner, (void)per_example, (void)fresh;
-    UNREACHABLE("ag_softmax_axis_len");
-}
-void ag__softmax_mix_forward_cuda(const ag_kmix *j, int64_t rows) {
-    (void)j, (void)rows;
-    UNREACHABLE("ag_softmax_mix");
-}
-void ag__softmax_mix_backward_cuda(const ag_kmix *j, int64_t rows) {
-    (void)j, (void)rows;
-    UNREACHABLE("ag_softmax_mix");
-}
 void ag__strided_copy_cuda(const ag_kstrided *p, const ag_kreal *src, ag_kreal *dst, bool add) {
     (void)p, (void)src, (void)dst, (void)add;
     UNREACHABLE("strided copy");

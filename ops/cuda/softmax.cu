@@ -8,6 +8,7 @@
  * its loop over the axis or the sources in the CPU's order.  e^x is
  * vecmath.h's ag__vexp_nonpos, the CPU's function, on arguments <= 0. */
 #include "prelude.cuh"
+#include "../softmax.h"
 #include "../vecmath.h"
 
 /* Last-axis rows: a warp per row (prelude.cuh's AG_CUDA_WARP_ROW), so a
@@ -61,13 +62,13 @@ __global__ void softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_
     }
 }
 
-extern "C" void ag__softmax_rows_forward_cuda(const ag_real *x, const ag_real *mask, const ag_kmask *plan,
+static void softmax_rows_forward(const ag_real *x, const ag_real *mask, const ag_kmask *plan,
                                               ag_real scale, ag_real *y, int64_t rows) {
     if (rows > 0 && plan->cols > 0)
         ag__launch(softmax_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), x, mask, *plan, scale, y, rows);
 }
 
-extern "C" void ag__softmax_rows_backward_cuda(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx,
+static void softmax_rows_backward(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx,
                                                int64_t rows, int cols, bool fresh) {
     if (rows > 0 && cols > 0)
         ag__launch(softmax_rows_grad_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), y, g, scale, gx, rows, cols, fresh);
@@ -105,12 +106,12 @@ __global__ void log_softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G,
     }
 }
 
-extern "C" void ag__log_softmax_rows_cuda(const ag_real *x, ag_real *y, int64_t rows, int cols) {
+static void log_softmax_rows(const ag_real *x, ag_real *y, int64_t rows, int cols) {
     if (rows > 0 && cols > 0)
         ag__launch(log_softmax_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), x, y, rows, cols);
 }
 
-extern "C" void ag__log_softmax_rows_grad_cuda(const ag_real *y, const ag_real *g, ag_real *gx, int64_t rows,
+static void log_softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real *gx, int64_t rows,
                                                int cols, bool fresh) {
     if (rows > 0 && cols > 0)
         ag__launch(log_softmax_rows_grad_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), y, g, gx, rows, cols, fresh);
@@ -158,14 +159,14 @@ __global__ void softmax_len_grad_kernel(const ag_real *Y, const ag_real *G, ag_r
     }
 }
 
-extern "C" void ag__softmax_len_cuda(const ag_real *x, ag_real *y, const int32_t *len, int64_t outer, int64_t n,
+static void softmax_len(const ag_real *x, ag_real *y, const int32_t *len, int64_t outer, int64_t n,
                                      int64_t inner, int64_t per_example) {
     if (outer * inner > 0 && n > 0)
         ag__launch(softmax_len_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, x, y, len, outer, n, inner,
                    per_example);
 }
 
-extern "C" void ag__softmax_len_grad_cuda(const ag_real *y, const ag_real *g, ag_real *gx, const int32_t *len,
+static void softmax_len_grad(const ag_real *y, const ag_real *g, ag_real *gx, const int32_t *len,
                                           int64_t outer, int64_t n, int64_t inner, int64_t per_example, bool fresh) {
     if (outer * inner > 0 && n > 0)
         ag__launch(softmax_len_grad_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, y, g, gx, len, outer,
@@ -242,12 +243,17 @@ __global__ void softmax_mix_grad_kernel(ag_kmix j, int64_t rows) {
     }
 }
 
-extern "C" void ag__softmax_mix_forward_cuda(const ag_kmix *j, int64_t rows) {
+static void softmax_mix_forward(const ag_kmix *j, int64_t rows) {
     if (rows * j->d > 0)
         ag__launch(softmax_mix_kernel, ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, *j, rows);
 }
 
-extern "C" void ag__softmax_mix_backward_cuda(const ag_kmix *j, int64_t rows) {
+static void softmax_mix_backward(const ag_kmix *j, int64_t rows) {
     if (rows * j->d > 0)
         ag__launch(softmax_mix_grad_kernel, ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, *j, rows);
 }
+
+extern "C" const ag__softmax_kernels ag__softmax_cuda = {
+    softmax_rows_forward, softmax_rows_backward, log_softmax_rows, log_softmax_rows_grad,
+    softmax_len,          softmax_len_grad,      softmax_mix_forward, softmax_mix_backward,
+};

@@ -1,0 +1,73 @@
+/* softmax.h - the softmax family's kernels (ops/dispatch.h): the CPU's in
+ * ops/softmax.c, CUDA's in ops/cuda/softmax.cu.  Every pointer is in the
+ * device's memory. */
+#ifndef AG_OPS_SOFTMAX_H
+#define AG_OPS_SOFTMAX_H
+
+#include "kreal.h"
+
+AG_KERNELS_BEGIN
+
+/* How a mask broadcasts over the rows of the scores: the scores' three
+ * leading dims right-aligned in 4, the mask's strides along them (0 where
+ * it repeats), and the row length.  Row r = (i0 rows3[1] + i1) rows3[2] + i2
+ * reads the mask row at i0 stride3[0] + i1 stride3[1] + i2 stride3[2]. */
+typedef struct {
+    int rows3[3], cols; /* cols beside rows3: no padding (a kernel argument, prelude.cuh ag__no_padding) */
+    int64_t stride3[3];
+} ag_kmask;
+
+/* The softmax-gated mixture (ag_softmax_mix*): rows of d features, n
+ * sources, nz logits per feature (n, or n - 1 with the last source's fixed
+ * at 0); len (or NULL) makes row r, position r % N of example r / N,
+ * padding when past its length: output 0, no gradient.  Forward writes y
+ * and the gate [rows, n, d]; backward reads gate, out and dout and writes dz
+ * and dsrc[g] (NULL: not wanted; fresh: store).  A source given twice has
+ * fresh false on its repeats. */
+enum { AG_KMIX_MAX_SOURCES = 8 };
+typedef struct {
+    const ag_kreal *z, *src[AG_KMIX_MAX_SOURCES], *out, *dout;
+    ag_kreal *gate, *y, *dz, *dsrc[AG_KMIX_MAX_SOURCES];
+    int n, d, nz, N;
+    const int32_t *len;
+    bool fresh_z, fresh_src[AG_KMIX_MAX_SOURCES];
+    bool unused[7]; /* to the pointers' alignment: no padding (a kernel argument, prelude.cuh ag__no_padding) */
+} ag_kmix;
+
+typedef struct {
+    /* y = softmax(scale x + mask) over the last axis of [rows, plan->cols]
+     * (mask NULL: none; y may alias x).  A row with no entry above -inf
+     * (fully masked) becomes zeros.  Backward: gx (+)= scale y (g - sum(g y));
+     * gx may alias g when fresh. */
+    void (*rows_forward)(const ag_kreal *x, const ag_kreal *mask, const ag_kmask *plan, ag_kreal scale, ag_kreal *y,
+                         int64_t rows);
+    void (*rows_backward)(const ag_kreal *y, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t rows, int cols,
+                          bool fresh);
+    /* Log-softmax over the last axis of [rows, cols]: y = x - max - log sum
+     * e^(x - max); backward gx (+)= g - e^y sum(g). */
+    void (*log_rows_forward)(const ag_kreal *x, ag_kreal *y, int64_t rows, int cols);
+    void (*log_rows_backward)(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t rows, int cols, bool fresh);
+    /* Softmax along an axis over the valid positions: x seen as
+     * [outer, n, inner], each (outer o, inner k) column a softmax over
+     * t < len[o / per_example] (len NULL: n), zeros at t >= len.  Backward:
+     * gx[t] (+)= y[t] (g[t] - sum_t' g y) over t < len; a fresh gx gets 0 at
+     * padded positions. */
+    void (*len_forward)(const ag_kreal *x, ag_kreal *y, const int32_t *len, int64_t outer, int64_t n, int64_t inner,
+                        int64_t per_example);
+    void (*len_backward)(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, const int32_t *len, int64_t outer,
+                         int64_t n, int64_t inner, int64_t per_example, bool fresh);
+    void (*mix_forward)(const ag_kmix *j, int64_t rows);
+    void (*mix_backward)(const ag_kmix *j, int64_t rows);
+} ag__softmax_kernels;
+
+extern const ag__softmax_kernels ag__softmax_cuda;
+
+AG_KERNELS_END
+
+#ifndef __cplusplus
+#include "attngrad.h"
+/* The table of dev's kernels (fatal, naming op, where this build has none). */
+const ag__softmax_kernels *ag__softmax_on(const char *op, ag_device dev);
+#endif
+
+#endif
