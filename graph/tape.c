@@ -35,6 +35,9 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     const char *file = ag__callsite(&line);
     if (ag__prof_on) ag__prof_forward(op, file, line);
     ag__stamp(out, op); /* views are made here, not by ag__empty */
+    /* The op's kernels were launched (ops/dispatch.h): a launch error is a
+     * programmer error naming it. */
+    if (out->device == AG_CUDA) ag__cuda_check_launch(op);
     if (ag__anomaly_on) ag__anomaly_forward(op, out, n_in, in);
     if (!grad_enabled) return NULL;
     bool any = false;
@@ -126,6 +129,7 @@ static void sweep(ag_tensor *out, bool retain) {
         } else {
             n->backward(n);
         }
+        if (n->out->device == AG_CUDA) ag__cuda_check_launch(n->op);
         if (ag__anomaly_on) ag__anomaly_backward(n);
     }
 }
