@@ -16,8 +16,9 @@
  * over P in place, and backward's dP/dS is one [slices, Nq, Nk] buffer,
  * released when backward returns. */
 #include "softmax_rows.h"
+#include "attention.h"
+#include "dispatch.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
 /* C = alpha op(A) op(B), overwriting C.  OpenBLAS implements beta = 0 as a
  * separate zeroing pass that profiled at 9% of attention's time on these
@@ -28,13 +29,8 @@ static void gemm_overwrite(bool ta, bool tb, int M, int N, int K, ag_real alpha,
     ag__gemm_serial(ta, tb, M, N, K, alpha, A, B, 1, C);
 }
 
-/* The geometry of one attention call, saved for backward. */
-typedef struct {
-    int slices;             /* product of the leading dims */
-    int nq, nk, d, dv;
-    ag_real scale;
-    ag_real *probs;         /* [slices, nq, nk] */
-} attn_plan;
+/* The geometry of one attention call, saved for backward: ops/attention.h's. */
+typedef ag_kattn attn_plan;
 
 /* Slices run on the pool in groups of ~AG_GRAIN_ELEMENTWISE probabilities;
  * every slice is computed whole by one thread with single-threaded GEMMs,
@@ -42,12 +38,34 @@ typedef struct {
 typedef struct {
     const attn_plan *p;
     const ag__mask_plan *mp;
-    const ag_tensor *mask;
+    const ag_real *mask;
     const ag_real *Q, *K, *V, *G;
     ag_real *out, *GQ, *GK, *GV;
     ag_real *dS;              /* backward: [nq, nk] scratch per part */
     int64_t per_part;
 } attn_job;
+
+static void attention_forward_part(void *ctx, int64_t part) {
+    const attn_job *j = ctx;
+    const attn_plan *p = j->p;
+    int64_t pq = (int64_t)p->nq * p->nk;
+    int64_t s1 = (part + 1) * j->per_part < p->slices ? (part + 1) * j->per_part : p->slices;
+    for (int64_t s = part * j->per_part; s < s1; s++) {
+        ag_real *P = p->probs + s * pq;
+        const ag_real *Qs = j->Q + s * p->nq * p->d, *Ks = j->K + s * p->nk * p->d;
+        gemm_overwrite(false, true, p->nq, p->nk, p->d, p->scale, Qs, Ks, P);
+        ag__softmax_slice(j->mp, j->mask, (int)(s / j->mp->rows3[1]), (int)(s % j->mp->rows3[1]), P, 1,
+                          P); /* the scale is already in the GEMM */
+        gemm_overwrite(false, false, p->nq, p->dv, p->nk, 1, P, j->V + s * p->nk * p->dv, j->out + s * p->nq * p->dv);
+    }
+}
+
+static void attention_forward_cpu(const attn_plan *p, const ag__mask_plan *mp, const ag_real *mask, const ag_real *Q,
+                                  const ag_real *K, const ag_real *V, ag_real *out) {
+    attn_job j = {.p = p, .mp = mp, .mask = mask, .Q = Q, .K = K, .V = V, .out = out,
+                  .per_part = ag__units_per_part((int64_t)p->nq * p->nk)};
+    ag__parallel((p->slices + j.per_part - 1) / j.per_part, attention_forward_part, &j);
+}
 
 static void attention_backward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
@@ -68,32 +86,24 @@ static void attention_backward_part(void *ctx, int64_t part) {
     }
 }
 
-/* ---- on the GPU ---- */
-
-/* C = op(A) op(B) (+ C when accumulate) for each of `slices` contiguous
- * row-major slices.  Empty sizes make no call (cuBLAS refuses a leading
- * dimension of 0); an empty inner dimension gives C = 0 (or leaves it). */
-static void slices_gemm(bool ta, bool tb, int M, int N, int K, const ag_real *A, const ag_real *B, bool accumulate,
-                        ag_real *C, int slices) {
-    if (slices == 0 || M == 0 || N == 0) return;
-    if (K == 0) {
-        if (!accumulate) ag__fill_cuda(C, 0, (int64_t)slices * M * N);
-        return;
-    }
-    ag__cuda_gemm_batched(ta, tb, M, N, K, A, ta ? M : K, (int64_t)M * K, B, tb ? K : N, (int64_t)K * N,
-                          accumulate ? 1 : 0, C, N, (int64_t)M * N, slices);
+/* The slices add into the gradients (a slice's products accumulate into
+ * its own rows), so a fresh buffer is zeroed first; for q = k only the
+ * first use is fresh. */
+static void attention_backward_cpu(const attn_plan *p, const ag_real *Q, const ag_real *K, const ag_real *V,
+                                   const ag_real *G, ag_real *GQ, bool fresh_q, ag_real *GK, bool fresh_k, ag_real *GV,
+                                   bool fresh_v) {
+    if (GV && fresh_v) ag__zero(GV, (size_t)p->slices * p->nk * p->dv * sizeof *GV);
+    if (GQ && fresh_q) ag__zero(GQ, (size_t)p->slices * p->nq * p->d * sizeof *GQ);
+    if (GK && fresh_k) ag__zero(GK, (size_t)p->slices * p->nk * p->d * sizeof *GK);
+    int64_t pq = (int64_t)p->nq * p->nk;
+    attn_job j = {.p = p, .Q = Q, .K = K, .V = V, .G = G, .GQ = GQ, .GK = GK, .GV = GV,
+                  .per_part = ag__units_per_part(pq)};
+    int64_t parts = (p->slices + j.per_part - 1) / j.per_part;
+    if (GQ || GK) j.dS = ag_arena_alloc((size_t)(parts * pq > 0 ? parts * pq : 1) * sizeof(ag_real));
+    ag__parallel(parts, attention_backward_part, &j);
 }
 
-static void attention_forward_cuda(const attn_plan *p, const ag__mask_plan *mp, const ag_tensor *mask,
-                                   const ag_real *Q, const ag_real *K, const ag_real *V, ag_real *out) {
-    slices_gemm(false, true, p->nq, p->nk, p->d, Q, K, false, p->probs, p->slices); /* scores, unscaled */
-    ag__softmax_on("ag_attention", AG_CUDA)->rows_forward(p->probs, mask ? mask->data : NULL, mp, p->scale, p->probs,
-                                  (int64_t)p->slices * p->nq);
-    slices_gemm(false, false, p->nq, p->dv, p->nk, p->probs, V, false, out, p->slices);
-    ag__cuda_check_launch("ag_attention");
-}
-
-static void attention_backward_cuda(ag_node *n) {
+static void attention_backward(ag_node *n) {
     const attn_plan *p = n->saved;
     ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     /* Taken in the order they are written (dV, dQ, dK): a tensor passed
@@ -102,55 +112,8 @@ static void attention_backward_cuda(ag_node *n) {
     ag_real *GV = ag__wants(n, 2) ? ag__grad_write(v, &fv) : NULL;
     ag_real *GQ = ag__wants(n, 0) ? ag__grad_write(q, &fq) : NULL;
     ag_real *GK = ag__wants(n, 1) ? ag__grad_write(k, &fk) : NULL;
-    const ag_real *G = n->out->grad, *P = p->probs;
-    if (GV) slices_gemm(true, false, p->nk, p->dv, p->nq, P, G, !fv, GV, p->slices);
-    if (GQ || GK) {
-        size_t pos;
-        int chunk;
-        ag__cuda_arena_mark(&pos, &chunk); /* dS lives for this call only (the stream keeps the order) */
-        int64_t pq = (int64_t)p->slices * p->nq * p->nk;
-        ag_real *dS = ag__cuda_arena_alloc((size_t)(pq > 0 ? pq : 1) * sizeof(ag_real));
-        slices_gemm(false, true, p->nq, p->nk, p->dv, G, v->data, false, dS, p->slices); /* dP = dO V^T */
-        ag__softmax_on(n->op, AG_CUDA)->rows_backward(P, dS, p->scale, dS, (int64_t)p->slices * p->nq, p->nk, true);
-        if (GQ) slices_gemm(false, false, p->nq, p->d, p->nk, dS, k->data, !fq, GQ, p->slices);
-        if (GK) slices_gemm(true, false, p->nk, p->d, p->nq, dS, q->data, !fk, GK, p->slices);
-        ag__cuda_arena_rewind(pos, chunk);
-    }
-    ag__cuda_check_launch(n->op);
-}
-
-/* ---- on the CPU ---- */
-
-static void attention_backward(ag_node *n) {
-    const attn_plan *p = n->saved;
-    if (n->out->device == AG_CUDA) {
-        attention_backward_cuda(n);
-        return;
-    }
-    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    bool want_q = ag__wants(n, 0), want_k = ag__wants(n, 1), want_v = ag__wants(n, 2);
-    int64_t pq = (int64_t)p->nq * p->nk;
-    attn_job j = {.p = p, .Q = q->data, .K = k->data, .V = v->data, .G = n->out->grad,
-                  .GQ = want_q ? ag__grad(q) : NULL, .GK = want_k ? ag__grad(k) : NULL,
-                  .GV = want_v ? ag__grad(v) : NULL, .per_part = ag__units_per_part(pq)};
-    int64_t parts = (p->slices + j.per_part - 1) / j.per_part;
-    if (want_q || want_k) j.dS = ag_arena_alloc((size_t)(parts * pq > 0 ? parts * pq : 1) * sizeof(ag_real));
-    ag__parallel(parts, attention_backward_part, &j);
-}
-
-static void attention_forward_part(void *ctx, int64_t part) {
-    const attn_job *j = ctx;
-    const attn_plan *p = j->p;
-    int64_t pq = (int64_t)p->nq * p->nk;
-    int64_t s1 = (part + 1) * j->per_part < p->slices ? (part + 1) * j->per_part : p->slices;
-    for (int64_t s = part * j->per_part; s < s1; s++) {
-        ag_real *P = p->probs + s * pq;
-        const ag_real *Qs = j->Q + s * p->nq * p->d, *Ks = j->K + s * p->nk * p->d;
-        gemm_overwrite(false, true, p->nq, p->nk, p->d, p->scale, Qs, Ks, P);
-        ag__softmax_slice(j->mp, j->mask ? j->mask->data : NULL, (int)(s / j->mp->rows3[1]), (int)(s % j->mp->rows3[1]), P, 1,
-                          P); /* the scale is already in the GEMM */
-        gemm_overwrite(false, false, p->nq, p->dv, p->nk, 1, P, j->V + s * p->nk * p->dv, j->out + s * p->nq * p->dv);
-    }
+    ag__attention_on(n->op, n->out->device)
+        ->backward(p, q->data, k->data, v->data, n->out->grad, GQ, fq, GK, fk, GV, fv);
 }
 
 /* Q [..., Nq, d], K [..., Nk, d], V [..., Nk, dv] with equal leading dims. */
@@ -188,14 +151,8 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
     int64_t pq = (int64_t)p.nq * p.nk;
     int64_t n_probs = p.slices * pq;
     size_t probs_bytes = (size_t)(n_probs ? n_probs : 1) * sizeof(ag_real);
-    p.probs = dev == AG_CUDA ? ag__cuda_arena_alloc(probs_bytes) : ag_arena_alloc(probs_bytes);
-    if (dev == AG_CUDA) {
-        attention_forward_cuda(&p, &mp, mask, q->data, k->data, v->data, out->data);
-    } else {
-        attn_job j = {.p = &p, .mp = &mp, .mask = mask, .Q = q->data, .K = k->data, .V = v->data, .out = out->data,
-                      .per_part = ag__units_per_part(pq)};
-        ag__parallel((p.slices + j.per_part - 1) / j.per_part, attention_forward_part, &j);
-    }
+    p.probs = ag__step_alloc_on(dev, probs_bytes);
+    ag__attention_on(op, dev)->forward(&p, &mp, mask ? mask->data : NULL, q->data, k->data, v->data, out->data);
 
     ag_node *n = ag__record(op, attention_backward, out, 3, (ag_tensor *[]){q, k, v});
     if (n) {
@@ -238,31 +195,12 @@ static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N
             }
 }
 
-/* The same copy on the GPU, as a strided one walking the destination in
- * order: to heads it reads [outer, N, h, d] as (o, j, t, i), else it reads
- * [outer, h, N, d] as (o, t, j, i). */
-static void heads_permute_cuda(const char *op, const ag_real *src, ag_real *dst, int64_t outer, int N, int h, int d,
-                               bool to_heads, bool accumulate) {
-    int64_t Nd = (int64_t)N * d, hd = (int64_t)h * d;
-    ag_kstrided p = to_heads ? (ag_kstrided){{outer, h, N, d}, {N * hd, d, hd, 1}, {h * Nd, Nd, d, 1}}
-                             : (ag_kstrided){{outer, N, h, d}, {h * Nd, d, Nd, 1}, {N * hd, hd, d, 1}};
-    ag__strided_copy_cuda(&p, src, dst, accumulate);
-    ag__cuda_check_launch(op);
-}
-
-/* heads_permute on the device of the tensors. */
-static void heads_permute_on(ag_device dev, const char *op, const ag_real *src, ag_real *dst, int64_t outer, int N,
-                             int h, int d, bool to_heads, bool accumulate) {
-    if (dev == AG_CUDA) heads_permute_cuda(op, src, dst, outer, N, h, d, to_heads, accumulate);
-    else heads_permute(src, dst, outer, N, h, d, to_heads, accumulate);
-}
-
 static void split_heads_backward(ag_node *n) {
     const ag_tensor *y = n->out; /* [..., h, N, d] */
     int nd = y->ndim, h = y->shape[nd - 3], N = y->shape[nd - 2], d = y->shape[nd - 1];
     bool fresh; /* a new gradient buffer: every element is written, copy instead of add */
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
-    heads_permute_on(y->device, n->op, y->grad, gx, nd == 4 ? y->shape[0] : 1, N, h, d, false, !fresh);
+    ag__attention_on(n->op, y->device)->heads_permute(y->grad, gx, nd == 4 ? y->shape[0] : 1, N, h, d, false, !fresh);
 }
 
 ag_tensor *ag_split_heads(ag_tensor *x, int h) {
@@ -276,7 +214,7 @@ ag_tensor *ag_split_heads(ag_tensor *x, int h) {
     int N = x->shape[nd - 2], d = x->shape[nd - 1] / h, B = nd == 3 ? x->shape[0] : 1;
     int shape[AG_MAX_DIMS] = {B, h, N, d};
     ag_tensor *out = nd == 3 ? ag__empty_on(dev, 4, shape) : ag__empty_on(dev, 3, shape + 1);
-    heads_permute_on(dev, op, x->data, out->data, B, N, h, d, true, false);
+    ag__attention_on(op, dev)->heads_permute(x->data, out->data, B, N, h, d, true, false);
     ag__record(op, split_heads_backward, out, 1, &x);
     return out;
 }
@@ -286,7 +224,7 @@ static void merge_heads_backward(ag_node *n) {
     int nd = x->ndim, h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1];
     bool fresh;
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
-    heads_permute_on(x->device, n->op, n->out->grad, gx, nd == 4 ? x->shape[0] : 1, N, h, d, true, !fresh);
+    ag__attention_on(n->op, x->device)->heads_permute(n->out->grad, gx, nd == 4 ? x->shape[0] : 1, N, h, d, true, !fresh);
 }
 
 ag_tensor *ag_merge_heads(ag_tensor *x) {
@@ -299,7 +237,16 @@ ag_tensor *ag_merge_heads(ag_tensor *x) {
     int h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1], B = nd == 4 ? x->shape[0] : 1;
     int shape[AG_MAX_DIMS] = {B, N, h * d};
     ag_tensor *out = nd == 4 ? ag__empty_on(dev, 3, shape) : ag__empty_on(dev, 2, shape + 1);
-    heads_permute_on(dev, op, x->data, out->data, B, N, h, d, false, false);
+    ag__attention_on(op, dev)->heads_permute(x->data, out->data, B, N, h, d, false, false);
     ag__record(op, merge_heads_backward, out, 1, &x);
     return out;
 }
+
+/* ---- the CPU's table (ops/attention.h; CUDA's is in ops/cuda/attention.c) ---- */
+
+static const ag__attention_kernels attention_cpu = {
+    .forward = attention_forward_cpu,
+    .backward = attention_backward_cpu,
+    .heads_permute = heads_permute,
+};
+AG_DISPATCH(attention, attention_cpu)
