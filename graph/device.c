@@ -58,6 +58,49 @@ int32_t *ag__to_device_i32(const int32_t *host, int64_t n) {
     return d;
 }
 
+void *ag__step_alloc_on(ag_device dev, size_t bytes) {
+    return dev == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag_arena_alloc(bytes);
+}
+
+int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n) {
+    if (dev == AG_CUDA) return ag__to_device_i32(host, n);
+    int32_t *copy = ag_arena_alloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+    if (n > 0) memcpy(copy, host, (size_t)n * sizeof *copy);
+    return copy;
+}
+
+void *ag__step_room_on(ag_device dev, void *room, size_t room_bytes, size_t bytes) {
+    return dev != AG_CUDA && bytes <= room_bytes ? room : ag__step_alloc_on(dev, bytes);
+}
+
+const void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes) {
+    if (dev != AG_CUDA) return host;
+    void *copy = ag__cuda_arena_alloc(bytes ? bytes : 1);
+    if (bytes) ag__cuda_copy(copy, AG_CUDA, host, AG_CPU, bytes);
+    return copy;
+}
+
+void ag__read_on(ag_device dev, void *host, const void *src, size_t bytes) {
+    if (dev == AG_CUDA) ag__cuda_copy(host, AG_CPU, src, AG_CUDA, bytes);
+    else memcpy(host, src, bytes);
+}
+
+void *ag__zeros_kept_on(ag_device dev, size_t bytes, const char *what) {
+    if (dev != AG_CUDA) return ag_calloc(bytes, 1);
+    void *p = ag__cuda_malloc(bytes, what);
+    ag__cuda_zero(p, bytes);
+    return p;
+}
+
+void ag__free_kept_on(ag_device dev, void *p) {
+    if (dev == AG_CUDA) ag__cuda_free(p);
+    else ag_free(p);
+}
+
+void ag__kernels_done(const char *op, ag_device dev) {
+    if (dev == AG_CUDA) ag__cuda_check_launch(op);
+}
+
 int64_t ag__first_nonfinite(const ag_real *x, int64_t n, ag_device dev, double *value) {
     ag_real *host = NULL;
     if (dev == AG_CUDA && n > 0) {

@@ -130,6 +130,31 @@ ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape);
  * arena, for an op's kernels; the host array may change once this returns
  * (a pageable copy is staged before cudaMemcpyAsync returns). */
 int32_t *ag__to_device_i32(const int32_t *host, int64_t n);
+/* Memory on a device for ops and optimizers, whatever the device: */
+/* Step memory on a device (the step arena of the CPU or of the GPU), and n
+ * int32 values from the host copied into it: an op's lengths or labels,
+ * kept for its backward (the caller's array may change before it runs). */
+void *ag__step_alloc_on(ag_device dev, size_t bytes);
+int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n);
+/* The same, but the caller's room (room_bytes of host memory) where dev is
+ * the CPU and it fits: a small scratch that leaves the arena alone. */
+void *ag__step_room_on(ag_device dev, void *room, size_t room_bytes, size_t bytes);
+/* bytes from the host in the device's step memory (the host's own on the
+ * CPU): a staged copy that does not wait for the GPU. */
+const void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes);
+
+/* bytes at src on dev into host memory (a copy that waits on the GPU). */
+void ag__read_on(ag_device dev, void *host, const void *src, size_t bytes);
+
+/* Zeroed memory that outlives the step (an optimizer's state) on a
+ * device, `what` naming it when the device is full; and its release. */
+void *ag__zeros_kept_on(ag_device dev, size_t bytes, const char *what);
+void ag__free_kept_on(ag_device dev, void *p);
+
+/* After kernels that no op records (the optimizers' updates): a launch
+ * error is a programmer error naming op (ops record theirs in ag__record). */
+void ag__kernels_done(const char *op, ag_device dev);
+
 /* ag_st_add of n reals at data on dev: a GPU array is copied to the host,
  * and the copy freed with the writer (graph/safetensors.c). */
 void ag__st_add_real(ag_st_writer *w, const char *name, int ndim, const int *shape, const ag_real *data,

@@ -23,7 +23,7 @@
 #include "dist.h"
 #include "run_folder.h"
 #include "../graph/device.h"     /* the GPU's step: its values stay on the device until one read */
-#include "../ops/cuda/kernels.h" /* ag__step_gate_cuda, ag__step_values_cuda */
+#include "../optim/kernels.h" /* the step's gate and values on the device */
 
 #include <inttypes.h>
 #include <libgen.h>
@@ -234,10 +234,11 @@ static int train_step_gpu(trainer *t, int64_t step, double *loss, char *err, siz
         sq = values + 4;
         ag__cuda_zero(sq, sizeof *sq);
     }
-    ag__step_gate_cuda(out->data, sq, values + 3);
+    const ag__grads_kernels *k = ag__grads_on("train step", AG_CUDA);
+    k->step_gate(out->data, sq, values + 3);
     ag__optim_step_gated(&t->opt, values + 3);
-    ag__step_values_cuda(out->data, sq, ag__params_sq_device(&m->params), values);
-    ag__cuda_check_launch("train step");
+    k->step_values(out->data, sq, ag__params_sq_device(&m->params), values);
+    ag__kernels_done("train step", AG_CUDA);
     double host[3];
     ag__cuda_copy(host, AG_CPU, values, AG_CUDA, sizeof host); /* the step's one wait */
     *loss = host[0];

@@ -1,7 +1,7 @@
-/* dispatch.c - the lookup of ops/dispatch.h, and step memory on a device. */
+/* dispatch.c - the lookup of ops/dispatch.h. */
 #include "dispatch.h"
 
-#include "../graph/device.h"
+#include "../graph/device.h" /* ag_device_name */
 
 const void *ag__kernels_on(const char *op, const char *family, const void *const *tables, ag_device dev) {
     if (dev != AG_CPU && dev != AG_CUDA) ag__fatal(op, "unknown device %d", (int)dev);
@@ -9,15 +9,4 @@ const void *ag__kernels_on(const char *op, const char *family, const void *const
         ag__fatal(op, "this attngrad has no %s kernels of the %s family (built without CUDA: meson setup -Dcuda=enabled)",
                   ag_device_name(dev), family);
     return tables[dev];
-}
-
-void *ag__step_alloc_on(ag_device dev, size_t bytes) {
-    return dev == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag_arena_alloc(bytes);
-}
-
-int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n) {
-    if (dev == AG_CUDA) return ag__to_device_i32(host, n);
-    int32_t *copy = ag_arena_alloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
-    if (n > 0) memcpy(copy, host, (size_t)n * sizeof *copy);
-    return copy;
 }

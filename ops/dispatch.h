@@ -8,11 +8,13 @@
  * their device and calls it: the same code for every device, no `if` on
  * the device.  A build without CUDA has no CUDA tables; an op asked for one
  * refuses, naming itself (no tensor gets there: ag_to and ag_set_device
- * refuse the device first).
+ * refuse the device first).  The optimizers (optim/kernels.h) are
+ * dispatched the same way.
  *
- * Kernels take raw pointers in the device's memory and sizes, return at
- * once (CUDA: queued on the engine's stream), and are checked for launch
- * errors where the op records its output (graph/tape.c). */
+ * Kernels take raw pointers in the device's memory (graph/device.h's
+ * ag__step_alloc_on and friends) and sizes, return at once (CUDA: queued
+ * on the engine's stream), and are checked for launch errors where the op
+ * records its output (graph/tape.c). */
 #ifndef AG_OPS_DISPATCH_H
 #define AG_OPS_DISPATCH_H
 
@@ -38,11 +40,5 @@ const void *ag__kernels_on(const char *op, const char *family, const void *const
                                              [AG_CUDA] = AG_CUDA_TABLE(ag__##family##_cuda)};        \
         return (const ag__##family##_kernels *)ag__kernels_on(op, #family, tables, dev);             \
     }
-
-/* Step memory on a device (the step arena of the CPU or of the GPU), and n
- * int32 values from the host copied into it: an op's lengths or labels,
- * kept for its backward (the caller's array may change before it runs). */
-void *ag__step_alloc_on(ag_device dev, size_t bytes);
-int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n);
 
 #endif

@@ -1,15 +1,20 @@
 /* gradients.c - what happens to gradients between backward and the
  * optimizer step: global-norm clipping and the L2 penalty of MODELS.md.
  * Sums run in double so the norm does not depend on the real type's
- * rounding more than it must. */
+ * rounding more than it must.  The arithmetic runs on the device that
+ * holds the parameters (optim/kernels.h's grads table), the values staying
+ * there until one read. */
+#include "kernels.h"
 #include "../graph/device.h"
-#include "../ops/cuda/kernels.h"
+#include "../ops/dispatch.h"
 
-/* Sums of squares in fixed blocks, each in 8 double lanes, the blocks then
+/* ---- the CPU's kernels (CUDA's are in optim/cuda/optimizer.cu) ----
+ *
+ * Sums of squares in fixed blocks, each in 8 double lanes, the blocks then
  * added in order: deterministic for any thread count, and vectorised (a
  * single running double was a 4-cycle add chain: 10 ms over the LM's 7M
  * gradients). */
-enum { SQ_BLOCK = AG_SQ_BLOCK, SQ_LANES = AG_SQ_LANES }; /* the GPU adds the same way (optim/cuda/optimizer.cu) */
+enum { SQ_BLOCK = AG_SQ_BLOCK, SQ_LANES = AG_SQ_LANES };
 
 typedef struct {
     const ag_real *x;
@@ -34,25 +39,73 @@ AG_SIMD_CLONES static void block_squares(void *ctx, int64_t b0, int64_t b1) {
     }
 }
 
-/* The blocks' sums in order: the same bits on either device. */
-static double sum_blocks(const double *block_sq, int64_t blocks) {
-    double s = 0;
-    for (int64_t b = 0; b < blocks; b++) s += block_sq[b];
-    return s;
-}
-
 static int64_t blocks_of(int64_t n) { return (n + SQ_BLOCK - 1) / SQ_BLOCK; }
 
-static double sum_squares(const ag_real *x, int64_t n) {
-    int64_t blocks = blocks_of(n);
-    if (blocks == 0) return 0;
-    double stack[64];
-    grad_job j = {.x = x, .n = n, .block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double))};
-    ag__parallel_range(blocks, 16, block_squares, &j);
-    return sum_blocks(j.block_sq, blocks);
+static void sum_squares_blocks_cpu(const ag_real *x, int64_t n, double *block_sq) {
+    grad_job j = {.x = x, .n = n, .block_sq = block_sq};
+    ag__parallel_range(blocks_of(n), 16, block_squares, &j);
 }
 
-/* ---- the squares of many GPU arrays, with one wait ----
+static void sum_blocks_in_order_cpu(const double *block_sq, const int64_t *first, int arrays, bool per_array,
+                                    double init, double *out) {
+    double total = init;
+    for (int a = 0; a < arrays; a++) {
+        double own = 0;
+        for (int64_t b = first[a]; b < first[a + 1]; b++) {
+            if (per_array) own += block_sq[b];
+            else total += block_sq[b];
+        }
+        if (per_array) total += own;
+    }
+    *out = total;
+}
+
+/* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
+ * under max_norm and the division finite. */
+static void clip_coef_cpu(const double *sq, double max_norm, double *coef) { *coef = max_norm / (sqrt(*sq) + 1e-6); }
+
+AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
+    const grad_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] *= j->scale;
+}
+
+/* Not when the coefficient is NaN: the caller sees the norm. */
+static void scale_below_one_cpu(ag_real *x, int64_t n, const double *coef) {
+    if (!(*coef < 1)) return;
+    grad_job j = {.y = x, .scale = (ag_real)*coef};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, scale_range, &j);
+}
+
+AG_SIMD_CLONES static void axpy_range(void *ctx, int64_t i0, int64_t i1) {
+    const grad_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] += j->scale * j->x[i];
+}
+
+static void axpy_cpu(ag_real a, const ag_real *x, ag_real *y, int64_t n) {
+    grad_job j = {.x = x, .y = y, .scale = a};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, axpy_range, &j);
+}
+
+static void step_gate_cpu(const ag_real *loss, const double *sq, double *gate) {
+    *gate = isfinite((double)*loss) ? *sq : NAN;
+}
+
+static void step_values_cpu(const ag_real *loss, const double *sq, const double *psq, double *out) {
+    out[0] = (double)*loss, out[1] = *sq, out[2] = *psq;
+}
+
+static const ag__grads_kernels grads_cpu = {
+    .sum_squares_blocks = sum_squares_blocks_cpu,
+    .sum_blocks_in_order = sum_blocks_in_order_cpu,
+    .clip_coef = clip_coef_cpu,
+    .scale_below_one = scale_below_one_cpu,
+    .axpy = axpy_cpu,
+    .step_gate = step_gate_cpu,
+    .step_values = step_values_cpu,
+};
+AG_DISPATCH(grads, grads_cpu)
+
+/* ---- sums of squares over parameters, on their device ----
  * Which array of a parameter a sum takes: NULL skips the parameter. */
 typedef const ag_real *(*array_pick)(const ag_tensor *p);
 
@@ -63,127 +116,137 @@ static const ag_real *l2_weights(const ag_tensor *p) {
     return ag_is_weight_matrix(p) && p->requires_grad ? p->data : NULL;
 }
 
-/* init plus the sum of squares of the picked arrays, left on the device
- * (two doubles: the sum, and room for a clipping coefficient), when they
- * all live on the GPU; else NULL, nothing done.  Copying each array's
- * block sums back was a wait for the GPU per parameter, and a step clips,
- * checks and decays every parameter: most of a GPU step's waits.  Here
- * every array's blocks go into one device buffer and one thread adds them
- * in the CPU's order (per_array: each array's blocks first, as the norms
- * do; else one running sum, as the L2 term does). */
-static double *gpu_squares(const ag_params *ps, array_pick pick, bool per_array, double init) {
-    int arrays = 0;
-    int64_t blocks = 0;
+/* Room for a sum's block sums and array bounds in the caller's frame: on
+ * the CPU a sum over up to SQ_ROOM blocks and arrays then takes no step
+ * memory, so that clipping, the L2 term and the norms leave the arena
+ * alone (the GPU's sums always live in its step arena). */
+enum { SQ_ROOM = 64 };
+typedef struct {
+    double block_sq[SQ_ROOM + 2];
+    int64_t first[SQ_ROOM + 1];
+} sq_room;
+
+/* The one device of the picked arrays of ps (false when they are on two). */
+static bool one_device(const ag_params *ps, array_pick pick, ag_device *dev) {
+    bool any = false;
     for (int i = 0; i < ps->count; i++) {
         if (!pick(ps->items[i])) continue;
-        if (ps->items[i]->device != AG_CUDA) return NULL;
-        arrays++;
-        blocks += blocks_of(ps->items[i]->size);
+        if (any && ps->items[i]->device != *dev) return false;
+        *dev = ps->items[i]->device;
+        any = true;
     }
-    if (arrays == 0) return NULL;
-    int64_t *first = ag_arena_alloc((size_t)(arrays + 1) * sizeof *first), *first_dev;
-    double *block_sq = ag__cuda_arena_alloc((size_t)(blocks + 2) * sizeof(double)), *total = block_sq + blocks;
+    return true;
+}
+
+/* init plus the sum of squares of the picked arrays, left in the memory of
+ * the device that holds them all (two doubles: the sum, and room for a
+ * clipping coefficient); NULL, nothing done, when they are on two devices.
+ * Every array's blocks go into one buffer and the sum adds them in order
+ * (per_array: each array's blocks first, as the norms do; else one running
+ * sum, as the L2 term does): on the GPU, reading each array's sum back was a
+ * wait per parameter, and a step clips, checks and decays every one. */
+static double *squares(const ag_params *ps, array_pick pick, bool per_array, double init, sq_room *room,
+                       ag_device *dev) {
+    const char *op = "gradient norm";
+    *dev = AG_CPU;
+    if (!one_device(ps, pick, dev)) return NULL;
+    int arrays = 0;
+    int64_t blocks = 0;
+    for (int i = 0; i < ps->count; i++)
+        if (pick(ps->items[i])) arrays++, blocks += blocks_of(ps->items[i]->size);
+    int64_t *first = arrays <= SQ_ROOM ? room->first : ag_arena_alloc((size_t)(arrays + 1) * sizeof *first);
+    double *block_sq = ag__step_room_on(*dev, room->block_sq, sizeof room->block_sq, (size_t)(blocks + 2) * sizeof(double));
+    double *total = block_sq + blocks;
+    const ag__grads_kernels *k = ag__grads_on(op, *dev);
     int a = 0;
     first[0] = 0;
     for (int i = 0; i < ps->count; i++) {
         const ag_real *x = pick(ps->items[i]);
         if (!x) continue;
-        ag__sum_squares_blocks_cuda(x, ps->items[i]->size, block_sq + first[a]);
+        k->sum_squares_blocks(x, ps->items[i]->size, block_sq + first[a]);
         first[a + 1] = first[a] + blocks_of(ps->items[i]->size);
         a++;
     }
-    first_dev = ag__cuda_arena_alloc((size_t)(arrays + 1) * sizeof *first);
-    ag__cuda_copy(first_dev, AG_CUDA, first, AG_CPU, (size_t)(arrays + 1) * sizeof *first); /* staged: no wait */
-    ag__sum_blocks_in_order_cuda(block_sq, first_dev, arrays, per_array, init, total);
-    ag__cuda_check_launch("gradient norm");
+    const int64_t *first_there = ag__step_copy_on(*dev, first, (size_t)(arrays + 1) * sizeof *first); /* no wait */
+    k->sum_blocks_in_order(block_sq, first_there, arrays, per_array, init, total);
+    ag__kernels_done(op, *dev);
     return total;
 }
 
-/* *sq plus the picked arrays' squares, read back (one wait), when they all
- * live on the GPU; else false. */
-static bool gpu_sum_squares(const ag_params *ps, array_pick pick, bool per_array, double *sq) {
-    double *total = gpu_squares(ps, pick, per_array, *sq);
-    if (total) ag__cuda_copy(sq, AG_CPU, total, AG_CUDA, sizeof *sq); /* the wait */
-    return total != NULL;
+/* *sq plus the picked arrays' squares, read back (one wait on the GPU):
+ * all at once where they share a device, else one parameter at a time. */
+static void add_squares(const ag_params *ps, array_pick pick, bool per_array, double *sq) {
+    ag_device dev;
+    sq_room room;
+    double *total = squares(ps, pick, per_array, *sq, &room, &dev);
+    if (total) {
+        ag__read_on(dev, sq, total, sizeof *sq);
+        return;
+    }
+    for (int i = 0; i < ps->count; i++) { /* parameters on two devices */
+        ag_params one = {.items = &ps->items[i], .count = 1};
+        if (pick(ps->items[i])) add_squares(&one, pick, per_array, sq);
+    }
 }
 
-/* The sum over the parameters, on whichever device holds them. */
 static double params_sum_squares(const ag_params *ps, array_pick pick) {
     double sq = 0;
-    if (gpu_sum_squares(ps, pick, true, &sq)) return sq; /* all on the GPU */
-    for (int i = 0; i < ps->count; i++) {
-        const ag_tensor *p = ps->items[i];
-        const ag_real *x = pick(p);
-        if (!x) continue;
-        if (p->device == AG_CUDA) { /* GPU and host parameters mixed: one wait for this one */
-            ag_params one = {.items = &ps->items[i], .count = 1};
-            gpu_sum_squares(&one, pick, true, &sq);
-        } else {
-            sq += sum_squares(x, p->size);
-        }
-    }
+    add_squares(ps, pick, true, &sq);
     return sq;
 }
 
-AG_SIMD_CLONES static void scale_range(void *ctx, int64_t i0, int64_t i1) {
-    const grad_job *j = ctx;
-    for (int64_t i = i0; i < i1; i++) j->y[i] *= j->scale;
-}
-
-/* The trained gradients' sum of squares on the device, and the gradients
- * scaled there by max_norm / (norm + 1e-6) where that is below 1 (NULL
- * unless they are all on the GPU). */
-static double *grad_sq_clipped(ag_params *ps, double max_norm) {
-    double *total = gpu_squares(ps, trained_grad, true, 0);
+/* The trained gradients' sum of squares, and the gradients scaled by
+ * max_norm / (norm + 1e-6) where that is below 1, all on their device
+ * before the norm is read: the launches do not depend on it (a CUDA graph
+ * replays them) and the one wait comes last.  NULL where the parameters
+ * are on two devices. */
+static double *grad_sq_clipped(ag_params *ps, double max_norm, sq_room *room, ag_device *dev) {
+    double *total = squares(ps, trained_grad, true, 0, room, dev);
     if (!total) return NULL;
-    ag__clip_coef_cuda(total, max_norm, total + 1);
+    const ag__grads_kernels *k = ag__grads_on("ag_clip_grad_norm", *dev);
+    k->clip_coef(total, max_norm, total + 1); /* any max_norm: 0 zeroes them */
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
-        if (trained_grad(p)) ag__scale_below_one_cuda(p->grad, p->size, total + 1);
+        if (trained_grad(p)) k->scale_below_one(p->grad, p->size, total + 1);
     }
-    ag__cuda_check_launch("ag_clip_grad_norm");
+    ag__kernels_done("ag_clip_grad_norm", *dev);
     return total;
 }
 
-/* All on the GPU: the coefficient is computed and applied there before
- * the norm is read (grad_sq_clipped), so the launches do not depend on
- * it (a CUDA graph replays them) and the one wait comes last. */
-static bool gpu_clip(ag_params *ps, double max_norm, double *norm) {
-    double *total = grad_sq_clipped(ps, max_norm); /* any max_norm, as the host's below: 0 zeroes them */
-    if (!total) return false;
-    double sq = 0;
-    ag__cuda_copy(&sq, AG_CPU, total, AG_CUDA, sizeof sq);
-    *norm = sqrt(sq);
-    return true;
-}
-
+/* On the GPU alone, for the one-wait training step (models/train.c). */
 double *ag__grad_sq_device(ag_params *ps, double max_norm) {
-    if (max_norm <= 0) return gpu_squares(ps, trained_grad, true, 0);
-    return grad_sq_clipped(ps, max_norm);
+    ag_device dev;
+    sq_room room; /* the CPU's: not returned */
+    double *total = max_norm <= 0 ? squares(ps, trained_grad, true, 0, &room, &dev)
+                                  : grad_sq_clipped(ps, max_norm, &room, &dev);
+    return total && dev == AG_CUDA ? total : NULL;
 }
 
-double *ag__params_sq_device(const ag_params *ps) { return gpu_squares(ps, values, true, 0); }
+double *ag__params_sq_device(const ag_params *ps) {
+    ag_device dev;
+    sq_room room;
+    double *total = squares(ps, values, true, 0, &room, &dev);
+    return total && dev == AG_CUDA ? total : NULL;
+}
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm) {
-    double norm;
-    if (gpu_clip(ps, max_norm, &norm)) return norm;
-    norm = sqrt(params_sum_squares(ps, trained_grad));
-    /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
-     * under max_norm and the division finite.  A non-finite norm is
-     * returned untouched for the caller to act on (skip the step). */
-    double coef = max_norm / (norm + 1e-6);
-    if (coef < 1) {
-        for (int i = 0; i < ps->count; i++) {
-            ag_tensor *p = ps->items[i];
-            if (!p->grad || !p->requires_grad) continue;
-            if (p->device == AG_CUDA) { /* g = coef g: a product, as below (coef g + 0 made -0 +0) */
-                ag__affine_backward_cuda(p->grad, p->grad, (ag_real)coef, p->size, true);
-                ag__cuda_check_launch("ag_clip_grad_norm");
-                continue;
-            }
-            grad_job j = {.y = p->grad, .scale = (ag_real)coef};
-            ag__parallel_range(p->size, AG_GRAIN_ELEMENTWISE, scale_range, &j);
-        }
+    ag_device dev;
+    sq_room room;
+    double *total = grad_sq_clipped(ps, max_norm, &room, &dev), sq = 0;
+    if (total) {
+        ag__read_on(dev, &sq, total, sizeof sq);
+        return sqrt(sq);
+    }
+    /* Parameters on two devices: the norm on the host, then each scaled on
+     * its own.  A non-finite norm is returned untouched for the caller to
+     * act on (skip the step). */
+    double norm = sqrt(params_sum_squares(ps, trained_grad)), coef = max_norm / (norm + 1e-6);
+    for (int i = 0; i < ps->count; i++) {
+        ag_tensor *p = ps->items[i];
+        if (!trained_grad(p)) continue;
+        const double *coef_there = ag__step_copy_on(p->device, &coef, sizeof coef);
+        ag__grads_on("ag_clip_grad_norm", p->device)->scale_below_one(p->grad, p->size, coef_there);
+        ag__kernels_done("ag_clip_grad_norm", p->device);
     }
     return norm;
 }
@@ -246,42 +309,20 @@ bool ag_is_weight_matrix(const ag_tensor *p) {
     return !(p->name && (starts_with(p->name, "embed") || starts_with(p->name, "bigram")));
 }
 
-/* grad += gamma * w over a range, and (block_sq set) the range's |w|^2
- * into blocks. */
-AG_SIMD_CLONES static void l2_range(void *ctx, int64_t b0, int64_t b1) {
-    const grad_job *j = ctx;
-    for (int64_t i = b0 * SQ_BLOCK; i < b1 * SQ_BLOCK && i < j->n; i++) j->y[i] += j->scale * j->x[i];
-    if (j->block_sq) block_squares(ctx, b0, b1);
-}
-
-/* The L2 term's gradient, and its value when *sq is wanted (sq not NULL):
- * the squares of the weights, added one block at a time in order. */
+/* The L2 term's gradient, grad += gamma w, and its value when *sq is
+ * wanted (sq not NULL): the squares of the weights before the update,
+ * added one block at a time in order. */
 static void l2_term(ag_params *ps, double gamma, double *sq) {
     for (int i = 0; i < ps->count; i++) { /* every weight has a gradient buffer before any work */
         const ag_tensor *p = ps->items[i];
         if (l2_weights(p) && !p->grad) ag__fatal("ag_l2_penalty", "parameter '%s' has no gradient buffer", p->name);
     }
-    bool on_gpu = sq && gpu_sum_squares(ps, l2_weights, false, sq); /* the squares before the update */
+    if (sq) add_squares(ps, l2_weights, false, sq);
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
         if (!l2_weights(p)) continue; /* frozen: no L2 term either */
-        int64_t blocks = blocks_of(p->size);
-        if (blocks == 0) continue;
-        if (p->device == AG_CUDA) {
-            if (sq && !on_gpu) { /* host and GPU weights mixed: this one's squares alone */
-                ag_params one = {.items = &ps->items[i], .count = 1};
-                gpu_sum_squares(&one, l2_weights, false, sq);
-            }
-            ag__axpy_cuda((ag_real)gamma, p->data, p->grad, p->size);
-            ag__cuda_check_launch("ag_l2_penalty");
-            continue;
-        }
-        double stack[64];
-        grad_job j = {.x = p->data, .y = p->grad, .n = p->size, .scale = (ag_real)gamma};
-        if (sq) j.block_sq = blocks <= 64 ? stack : ag_arena_alloc((size_t)blocks * sizeof(double));
-        ag__parallel_range(blocks, 16, l2_range, &j);
-        if (sq)
-            for (int64_t b = 0; b < blocks; b++) *sq += j.block_sq[b];
+        ag__grads_on("ag_l2_penalty", p->device)->axpy((ag_real)gamma, p->data, p->grad, p->size);
+        ag__kernels_done("ag_l2_penalty", p->device);
     }
 }
 

@@ -8,8 +8,9 @@
  * rounded to ag_real once per step, and the per-element arithmetic runs in
  * ag_real, which is what a float32 PyTorch tensor op does too. */
 #include "options.h"
+#include "kernels.h"
 #include "../graph/device.h"
-#include "../ops/cuda/kernels.h"
+#include "../ops/dispatch.h"
 
 #include <stdio.h>
 
@@ -157,12 +158,7 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
     opt->device = first ? first->device : AG_CPU;
     if (opt->n_slots > 0 && opt->n_params > 0) {
         size_t bytes = ((size_t)(numel * opt->n_slots) + 1) * sizeof(ag_real);
-        if (opt->device == AG_CUDA) {
-            opt->state = ag__cuda_malloc(bytes, "the optimizer's state");
-            ag__cuda_zero(opt->state, bytes);
-        } else {
-            opt->state = ag_calloc(bytes, 1);
-        }
+        opt->state = ag__zeros_kept_on(opt->device, bytes, "the optimizer's state");
         opt->slot = ag_malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
         ag_real *next = opt->state;
         for (int s = 0; s < opt->n_slots; s++)
@@ -176,8 +172,7 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
 }
 
 void ag_optim_free(ag_optimizer *opt) {
-    if (opt->device == AG_CUDA) ag__cuda_free(opt->state);
-    else ag_free(opt->state);
+    ag__free_kept_on(opt->device, opt->state);
     ag_free(opt->slot);
     ag_free(opt->weight_decay);
     *opt = (ag_optimizer){0};
@@ -318,106 +313,144 @@ static void adadelta_range(const ag_kadadelta *k, ag_real *P, const ag_real *G, 
     else adadelta_kernel(P, G, v, u, n, k, false);
 }
 
-/* One parameter: its slots s[k * n_params] (slot k). */
+/* The CPU's updates: chunks of one parameter on the thread pool. */
 typedef struct {
-    const ag_optimizer *opt;
-    ag_tensor *p;
-    ag_real *const *s;
-    union { /* the coefficients of opt's kind, with this parameter's weight decay */
-        ag_ksgd sgd;
-        ag_kadam adam;
-        ag_kadadelta adadelta;
-    };
+    const void *coef;
+    ag_real *P, *s0, *s1, *s2;
+    const ag_real *G;
+    int64_t n;
 } update_job;
 
-static void update_part(void *ctx, int64_t part) {
+static int64_t chunk_len(const update_job *j, int64_t part, ag_real **P, const ag_real **G, int64_t *begin) {
+    *begin = part * UPDATE_CHUNK;
+    *P = j->P + *begin;
+    *G = j->G + *begin;
+    return j->n - *begin < UPDATE_CHUNK ? j->n - *begin : UPDATE_CHUNK;
+}
+
+static ag_real *at(ag_real *slot, int64_t begin) { return slot ? slot + begin : NULL; }
+
+static void sgd_part(void *ctx, int64_t part) {
     const update_job *j = ctx;
-    const ag_optimizer *o = j->opt;
-    int64_t begin = part * UPDATE_CHUNK, n = j->p->size - begin < UPDATE_CHUNK ? j->p->size - begin : UPDATE_CHUNK;
-    ag_real *P = j->p->data + begin;
-    const ag_real *G = j->p->grad + begin;
-    ag_real *const *s = j->s;
-    const int np = o->n_params;
-    switch (o->cfg.kind) {
-    case AG_SGD: sgd_range(&j->sgd, P, G, s ? s[0] + begin : NULL, n); break;
-    case AG_ADAM:
-    case AG_ADAMW:
-        adam_range(&j->adam, P, G, s[0] + begin, s[np] + begin, o->n_slots > 2 ? s[2 * np] + begin : NULL, n);
-        break;
-    case AG_ADADELTA: adadelta_range(&j->adadelta, P, G, s[0] + begin, s[np] + begin, n); break;
-    }
+    ag_real *P;
+    const ag_real *G;
+    int64_t begin, n = chunk_len(j, part, &P, &G, &begin);
+    sgd_range(j->coef, P, G, at(j->s0, begin), n);
 }
 
-/* The GPU's update of one parameter: one launch (optim/cuda/optimizer.cu),
- * its coefficients at coef on the device. */
-static void update_cuda(const update_job *j, const update_job *coef, const double *gate) {
-    const ag_optimizer *o = j->opt;
-    ag_real *const *s = j->s;
-    const int np = o->n_params;
-    int64_t n = j->p->size;
-    switch (o->cfg.kind) {
-    case AG_SGD: ag__sgd_update_cuda(&coef->sgd, j->p->data, j->p->grad, s ? s[0] : NULL, n, gate); break;
-    case AG_ADAM:
-    case AG_ADAMW:
-        ag__adam_update_cuda(&coef->adam, j->p->data, j->p->grad, s[0], s[np], o->n_slots > 2 ? s[2 * np] : NULL, n,
-                             gate);
-        break;
-    case AG_ADADELTA: ag__adadelta_update_cuda(&coef->adadelta, j->p->data, j->p->grad, s[0], s[np], n, gate); break;
-    }
-    ag__cuda_check_launch("ag_optim_step");
+static void adam_part(void *ctx, int64_t part) {
+    const update_job *j = ctx;
+    ag_real *P;
+    const ag_real *G;
+    int64_t begin, n = chunk_len(j, part, &P, &G, &begin);
+    adam_range(j->coef, P, G, at(j->s0, begin), at(j->s1, begin), at(j->s2, begin), n);
 }
 
-/* The GPU's step: every parameter's coefficients go up in one (staged,
- * non-waiting) copy and the kernels read them there, so that the launches'
- * arguments stay the same from step to step (a CUDA graph replays them). */
-static void step_cuda(const update_job *jobs, int n, const double *gate) {
-    update_job *coef = ag__cuda_arena_alloc((size_t)(n ? n : 1) * sizeof *coef); /* only the unions are read there */
-    ag__cuda_copy(coef, AG_CUDA, jobs, AG_CPU, (size_t)n * sizeof *jobs);
-    for (int i = 0; i < n; i++)
-        if (jobs[i].p) update_cuda(&jobs[i], &coef[i], gate);
+static void adadelta_part(void *ctx, int64_t part) {
+    const update_job *j = ctx;
+    ag_real *P;
+    const ag_real *G;
+    int64_t begin, n = chunk_len(j, part, &P, &G, &begin);
+    adadelta_range(j->coef, P, G, at(j->s0, begin), at(j->s1, begin), n);
+}
+
+static bool gated_off(const double *gate) { return gate && !isfinite(*gate); }
+
+static void sgd_cpu(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n, const double *gate) {
+    if (gated_off(gate)) return;
+    update_job j = {.coef = c, .P = p, .G = g, .s0 = buf, .n = n};
+    ag__parallel((n + UPDATE_CHUNK - 1) / UPDATE_CHUNK, sgd_part, &j);
+}
+
+static void adam_cpu(const ag_kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v, ag_real *vmax, int64_t n,
+                     const double *gate) {
+    if (gated_off(gate)) return;
+    update_job j = {.coef = c, .P = p, .G = g, .s0 = m, .s1 = v, .s2 = vmax, .n = n};
+    ag__parallel((n + UPDATE_CHUNK - 1) / UPDATE_CHUNK, adam_part, &j);
+}
+
+static void adadelta_cpu(const ag_kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u, int64_t n,
+                         const double *gate) {
+    if (gated_off(gate)) return;
+    update_job j = {.coef = c, .P = p, .G = g, .s0 = v, .s1 = u, .n = n};
+    ag__parallel((n + UPDATE_CHUNK - 1) / UPDATE_CHUNK, adadelta_part, &j);
+}
+
+static const ag__optim_kernels optim_cpu = {.sgd = sgd_cpu, .adam = adam_cpu, .adadelta = adadelta_cpu};
+AG_DISPATCH(optim, optim_cpu)
+
+/* ---- the step ---- */
+
+/* One parameter's coefficients: those of opt's kind, with its weight decay. */
+typedef union {
+    ag_ksgd sgd;
+    ag_kadam adam;
+    ag_kadadelta adadelta;
+} update_coef;
+
+static update_coef coef_of(const ag_optimizer *opt, int i) {
+    double wd = opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay;
+    switch (opt->cfg.kind) {
+    case AG_SGD: return (update_coef){.sgd = sgd_coef(opt, wd)};
+    case AG_ADAM:
+    case AG_ADAMW: return (update_coef){.adam = adam_coef(opt, wd)};
+    case AG_ADADELTA: break;
+    }
+    return (update_coef){.adadelta = adadelta_coef(opt, wd)};
+}
+
+/* Parameter i's update, its coefficients at coef in the device's memory;
+ * its slots are s[k * n_params] (slot k). */
+static void update(const ag__optim_kernels *k, const ag_optimizer *o, int i, const update_coef *coef,
+                   const double *gate) {
+    ag_tensor *p = o->params->items[i];
+    ag_real *const *s = o->slot ? o->slot + i : NULL;
+    const int np = o->n_params;
+    switch (o->cfg.kind) {
+    case AG_SGD: k->sgd(&coef->sgd, p->data, p->grad, s ? s[0] : NULL, p->size, gate); break;
+    case AG_ADAM:
+    case AG_ADAMW:
+        k->adam(&coef->adam, p->data, p->grad, s[0], s[np], o->n_slots > 2 ? s[2 * np] : NULL, p->size, gate);
+        break;
+    case AG_ADADELTA: k->adadelta(&coef->adadelta, p->data, p->grad, s[0], s[np], p->size, gate); break;
+    }
 }
 
 static void optim_step(ag_optimizer *opt, const double *gate);
 
 void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL); }
 
-void ag__optim_step_gated(ag_optimizer *opt, const double *gate) {
-    if (opt->device != AG_CUDA) ag__fatal("ag_optim_step", "a gated step is for an optimizer on the GPU");
-    optim_step(opt, gate);
-}
+void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate); }
 
+/* Every parameter's coefficients go to the device's memory in one (staged,
+ * non-waiting) copy and the kernels read them there, so that the launches'
+ * arguments stay the same from step to step (a CUDA graph replays them). */
 static void optim_step(ag_optimizer *opt, const double *gate) {
+    const char *op = "ag_optim_step";
     ag_params *ps = opt->params;
     if (!ps || ps->count != opt->n_params)
-        ag__fatal("ag_optim_step", "the parameter list changed from %d to %d parameters after ag_optim_init",
-                  opt->n_params, ps ? ps->count : 0);
+        ag__fatal(op, "the parameter list changed from %d to %d parameters after ag_optim_init", opt->n_params,
+                  ps ? ps->count : 0);
     opt->step++;
     const int n = opt->n_params;
-    update_job *on_gpu = NULL; /* the GPU's jobs, launched together once their coefficients are up */
-    if (opt->device == AG_CUDA) {
-        on_gpu = ag_arena_alloc((size_t)(n ? n : 1) * sizeof *on_gpu);
-        memset(on_gpu, 0, (size_t)(n ? n : 1) * sizeof *on_gpu); /* a frozen parameter's p stays NULL */
-    }
+    update_coef room[32]; /* a step of a few parameters leaves the arena alone */
+    update_coef *coef = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)(n ? n : 1) * sizeof *coef);
+    memset(coef, 0, (size_t)n * sizeof *coef); /* a frozen parameter's stays 0: the copy reads no undefined byte */
     for (int i = 0; i < n; i++) {
         ag_tensor *p = ps->items[i];
         if (!p->requires_grad) continue; /* frozen (ag_param_freeze) */
         if (p->device != opt->device)
-            ag__fatal("ag_optim_step", "parameter '%s' is on the %s but the optimizer's state on the %s: move the "
-                      "parameters (ag_params_to) before ag_optim_init", p->name, ag_device_name(p->device),
+            ag__fatal(op, "parameter '%s' is on the %s but the optimizer's state on the %s: move the parameters "
+                      "(ag_params_to) before ag_optim_init", p->name, ag_device_name(p->device),
                       ag_device_name(opt->device));
-        if (!p->grad) ag__fatal("ag_optim_step", "parameter '%s' has no gradient buffer", p->name);
-        double wd = opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay;
-        update_job job = {.opt = opt, .p = p, .s = opt->slot ? opt->slot + i : NULL}; /* s[k * n]: slot k */
-        switch (opt->cfg.kind) {
-        case AG_SGD: job.sgd = sgd_coef(opt, wd); break;
-        case AG_ADAM:
-        case AG_ADAMW: job.adam = adam_coef(opt, wd); break;
-        case AG_ADADELTA: job.adadelta = adadelta_coef(opt, wd); break;
-        }
-        if (p->device == AG_CUDA) on_gpu[i] = job;
-        else ag__parallel((p->size + UPDATE_CHUNK - 1) / UPDATE_CHUNK, update_part, &job);
+        if (!p->grad) ag__fatal(op, "parameter '%s' has no gradient buffer", p->name);
+        coef[i] = coef_of(opt, i);
     }
-    if (on_gpu) step_cuda(on_gpu, n, gate);
+    const update_coef *on_device = ag__step_copy_on(opt->device, coef, (size_t)n * sizeof *coef);
+    const ag__optim_kernels *k = ag__optim_on(op, opt->device);
+    for (int i = 0; i < n; i++)
+        if (ps->items[i]->requires_grad) update(k, opt, i, &on_device[i], gate);
+    ag__kernels_done(op, opt->device);
 }
 
 /* ---- parameter groups ---- */

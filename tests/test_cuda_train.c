@@ -29,7 +29,7 @@
 #include "check.h"
 #include "attngrad.h"
 #include "../graph/device.h" /* ag__cuda_copy: reading gradients and state back */
-#include "../ops/cuda/kernels.h" /* the training step's gate, as models/train.c makes it */
+#include "../optim/kernels.h" /* the training step's gate, as models/train.c makes it */
 #include "../models/models.h"
 
 #include <math.h>
@@ -309,9 +309,9 @@ static void gated_case(const char *spec) {
         double values[3];
         copy(loss, GPU, &losses[step], AG_CPU, sizeof *loss);
         double *sq = ag__grad_sq_device(&gpu, 1.0);
-        ag__step_gate_cuda(loss, sq, gate);
+        ag__grads_on("train step", AG_CUDA)->step_gate(loss, sq, gate);
         ag__optim_step_gated(&og, gate);
-        ag__step_values_cuda(loss, sq, ag__params_sq_device(&gpu), gate + 1);
+        ag__grads_on("train step", AG_CUDA)->step_values(loss, sq, ag__params_sq_device(&gpu), gate + 1);
         copy(values, AG_CPU, gate + 1, GPU, sizeof values);
         double nc = ag_clip_grad_norm(&cpu, 1.0);
         bool update = isfinite(losses[step]) && isfinite(nc);

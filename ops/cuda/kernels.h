@@ -12,6 +12,7 @@
 
 #include "../kreal.h"
 #include "../softmax.h"
+#include "../../optim/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,50 +54,7 @@ void ag__sum_backward_cuda(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int6
 
 /* The softmax family: ops/softmax.h. */
 
-/* ---- optim/cuda/optimizer.cu: the updates of optim/optimizer.c and the
- * gradient arithmetic of optim/gradients.c.  The coefficients are computed
- * once on the host, for both devices, so the per-element arithmetic is the
- * same expression on each. ---- */
-typedef struct {
-    ag_kreal lr, wd, mu, keep;
-    bool first, nesterov; /* first: the momentum buffer starts as the gradient */
-} ag_ksgd;
-typedef struct {
-    ag_kreal b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay;
-    bool coupled_decay, decoupled_decay;
-} ag_kadam;
-typedef struct {
-    ag_kreal lr, wd, rho, one_rho, eps;
-} ag_kadadelta;
-/* c points at the coefficients in device memory; gate, when not NULL, at
- * a value on the device that skips the update unless finite. */
-void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n,
-                         const double *gate);
-/* vmax NULL: no amsgrad */
-void ag__adam_update_cuda(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
-                          int64_t n, const double *gate);
-void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_kreal *p, const ag_kreal *g, ag_kreal *v, ag_kreal *u,
-                              int64_t n, const double *gate);
-/* The training step on the device (models/train.c): *gate = *sq, or NaN
- * when *loss is not finite; out[0..2] = loss, *sq, *psq for one read. */
-void ag__step_gate_cuda(const ag_kreal *loss, const double *sq, double *gate);
-void ag__step_values_cuda(const ag_kreal *loss, const double *sq, const double *psq, double *out);
-/* block_sq[b] = the sum of x^2 over elements [b*4096, (b+1)*4096) in double,
- * in 8 lanes added as optim/gradients.c adds them (the same bits). */
-enum { AG_SQ_BLOCK = 4096, AG_SQ_LANES = 8 };
-void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq);
-/* *out = init + the block sums of `arrays` arrays (array a's are
- * block_sq[first[a] .. first[a+1]), first on the device) added in the
- * CPU's order: per array, then the arrays (per_array), or one running sum
- * over all blocks. */
-void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
-                                  double init, double *out);
-/* *coef = max_norm / (sqrt(*sq) + 1e-6), on the device; x *= *coef where
- * *coef < 1 (clipping with no value crossing to the host) */
-void ag__clip_coef_cuda(const double *sq, double max_norm, double *coef);
-void ag__scale_below_one_cuda(ag_kreal *x, int64_t n, const double *coef);
-/* y += a x */
-void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n);
+/* The optimizers' kernels: optim/kernels.h. */
 
 /* ---- tensor ops (ops/shape.c, ops/reduce.c, ops/elementwise.c's clamp,
  * ops/attention.c's head split/merge) ---- */

@@ -201,50 +201,6 @@ void ag__lstm_scatter_input_grad_cuda(const ag_kreal *dxin, const int32_t *src, 
 const char *ag__cuda_launch_error(void) { return ""; }
 
 /* optim/cuda/optimizer.cu */
-void ag__sgd_update_cuda(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n,
-                         const double *gate) {
-    (void)c, (void)p, (void)g, (void)buf, (void)n, (void)gate;
-    UNREACHABLE("ag_optim_step");
-}
-void ag__adam_update_cuda(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
-                          int64_t n, const double *gate) {
-    (void)c, (void)p, (void)g, (void)m, (void)v, (void)vmax, (void)n, (void)gate;
-    UNREACHABLE("ag_optim_step");
-}
-void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_kreal *p, const ag_kreal *g, ag_kreal *v, ag_kreal *u,
-                              int64_t n, const double *gate) {
-    (void)c, (void)p, (void)g, (void)v, (void)u, (void)n, (void)gate;
-    UNREACHABLE("ag_optim_step");
-}
-void ag__step_gate_cuda(const ag_kreal *loss, const double *sq, double *gate) {
-    (void)loss, (void)sq, (void)gate;
-    UNREACHABLE("train step");
-}
-void ag__step_values_cuda(const ag_kreal *loss, const double *sq, const double *psq, double *out) {
-    (void)loss, (void)sq, (void)psq, (void)out;
-    UNREACHABLE("train step");
-}
-void ag__sum_squares_blocks_cuda(const ag_kreal *x, int64_t n, double *block_sq) {
-    (void)x, (void)n, (void)block_sq;
-    UNREACHABLE("gradient norm");
-}
-void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
-                                  double init, double *out) {
-    (void)block_sq, (void)first, (void)arrays, (void)per_array, (void)init, (void)out;
-    UNREACHABLE("gradient norm");
-}
-void ag__clip_coef_cuda(const double *sq, double max_norm, double *coef) {
-    (void)sq, (void)max_norm, (void)coef;
-    UNREACHABLE("ag_clip_grad_norm");
-}
-void ag__scale_below_one_cuda(ag_kreal *x, int64_t n, const double *coef) {
-    (void)x, (void)n, (void)coef;
-    UNREACHABLE("ag_clip_grad_norm");
-}
-void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n) {
-    (void)a, (void)x, (void)y, (void)n;
-    UNREACHABLE("axpy");
-}
 
 /* issue 22: losses, dropout, layer norm, the linear layer's bias and activation */
 void ag__cross_entropy_forward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index, ag_kreal *row_max,

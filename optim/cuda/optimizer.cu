@@ -3,6 +3,7 @@
  * runs with -fmad=false, and sqrt and division are IEEE-rounded by
  * default), so a step on the GPU updates to the CPU's bits. */
 #include "../../ops/cuda/prelude.cuh"
+#include "../kernels.h"
 
 /* The coefficients are read from device memory, not passed by value: they
  * change every step (Adam's bias corrections) or epoch (the learning rate),
@@ -115,29 +116,29 @@ __global__ void axpy_kernel(ag_real a, const ag_real *X, ag_real *Y, int64_t n) 
 #define LAUNCH(kernel, n, ...) \
     if ((n) > 0) ag__launch(kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, __VA_ARGS__)
 
-extern "C" void ag__sgd_update_cuda(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n,
+static void sgd_update(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n,
                                     const double *gate) {
     LAUNCH(sgd_kernel, n, c, p, g, buf, n, gate);
 }
 
-extern "C" void ag__adam_update_cuda(const ag_kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v,
+static void adam_update(const ag_kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v,
                                      ag_real *vmax, int64_t n, const double *gate) {
     LAUNCH(adam_kernel, n, c, p, g, m, v, vmax, n, gate);
 }
 
-extern "C" void ag__adadelta_update_cuda(const ag_kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u,
+static void adadelta_update(const ag_kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u,
                                          int64_t n, const double *gate) {
     LAUNCH(adadelta_kernel, n, c, p, g, v, u, n, gate);
 }
 
-extern "C" void ag__sum_squares_blocks_cuda(const ag_real *x, int64_t n, double *block_sq) {
+static void sum_squares_blocks(const ag_real *x, int64_t n, double *block_sq) {
     int64_t blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
     if (blocks == 0) return;
     dim3 threads(AG_SQ_LANES, 32); /* 32 blocks of the sum per CUDA block: a warp is 4 of them */
     ag__launch(sum_squares_kernel, (unsigned)((blocks + 31) / 32), threads, 0, x, n, block_sq, blocks);
 }
 
-extern "C" void ag__sum_blocks_in_order_cuda(const double *block_sq, const int64_t *first, int arrays, bool per_array,
+static void sum_blocks_in_order(const double *block_sq, const int64_t *first, int arrays, bool per_array,
                                              double init, double *out) {
     ag__launch(sum_blocks_in_order_kernel, 1, 1, 0, block_sq, first, arrays, per_array, init, out);
 }
@@ -153,22 +154,28 @@ __global__ void step_values_kernel(const ag_real *loss, const double *sq, const 
     if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = (double)*loss, out[1] = *sq, out[2] = *psq;
 }
 
-extern "C" void ag__step_gate_cuda(const ag_real *loss, const double *sq, double *gate) {
+static void step_gate(const ag_real *loss, const double *sq, double *gate) {
     ag__launch(step_gate_kernel, 1, 1, 0, loss, sq, gate);
 }
 
-extern "C" void ag__step_values_cuda(const ag_real *loss, const double *sq, const double *psq, double *out) {
+static void step_values(const ag_real *loss, const double *sq, const double *psq, double *out) {
     ag__launch(step_values_kernel, 1, 1, 0, loss, sq, psq, out);
 }
 
-extern "C" void ag__clip_coef_cuda(const double *sq, double max_norm, double *coef) {
+static void clip_coef(const double *sq, double max_norm, double *coef) {
     ag__launch(clip_coef_kernel, 1, 1, 0, sq, max_norm, coef);
 }
 
-extern "C" void ag__scale_below_one_cuda(ag_real *x, int64_t n, const double *coef) {
+static void scale_below_one(ag_real *x, int64_t n, const double *coef) {
     LAUNCH(scale_below_one_kernel, n, x, n, coef);
 }
 
-extern "C" void ag__axpy_cuda(ag_real a, const ag_real *x, ag_real *y, int64_t n) {
+static void axpy(ag_real a, const ag_real *x, ag_real *y, int64_t n) {
     LAUNCH(axpy_kernel, n, a, x, y, n);
 }
+
+extern "C" const ag__optim_kernels ag__optim_cuda = {sgd_update, adam_update, adadelta_update};
+
+extern "C" const ag__grads_kernels ag__grads_cuda = {
+    sum_squares_blocks, sum_blocks_in_order, clip_coef, scale_below_one, axpy, step_gate, step_values,
+};

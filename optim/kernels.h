@@ -1,0 +1,76 @@
+/* kernels.h - the optimizers' kernels (ops/dispatch.h): the updates of
+ * optim/optimizer.c, and the gradient arithmetic of optim/gradients.c with
+ * the training step's values.  The CPU's tables are in those two files,
+ * CUDA's in optim/cuda/optimizer.cu.  The coefficients are computed once
+ * on the host, for both devices, so the per-element arithmetic is the same
+ * expression on each; every pointer is in the device's memory. */
+#ifndef AG_OPTIM_KERNELS_H
+#define AG_OPTIM_KERNELS_H
+
+#include "../ops/kreal.h"
+
+AG_KERNELS_BEGIN
+
+typedef struct {
+    ag_kreal lr, wd, mu, keep;
+    bool first, nesterov; /* first: the momentum buffer starts as the gradient */
+} ag_ksgd;
+typedef struct {
+    ag_kreal b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay;
+    bool coupled_decay, decoupled_decay;
+} ag_kadam;
+typedef struct {
+    ag_kreal lr, wd, rho, one_rho, eps;
+} ag_kadadelta;
+
+/* Sums of squares run in blocks of AG_SQ_BLOCK elements, each in
+ * AG_SQ_LANES double lanes, the blocks then added in order: the same bits
+ * on either device and for any thread count. */
+enum { AG_SQ_BLOCK = 4096, AG_SQ_LANES = 8 };
+
+typedef struct {
+    /* One parameter's update.  c points at the coefficients in the
+     * device's memory (read there, so a CUDA graph's recorded arguments stay
+     * the same from step to step); gate, when not NULL, at a value there
+     * that skips the update unless finite.  vmax NULL: no amsgrad. */
+    void (*sgd)(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n, const double *gate);
+    void (*adam)(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
+                 int64_t n, const double *gate);
+    void (*adadelta)(const ag_kadadelta *c, ag_kreal *p, const ag_kreal *g, ag_kreal *v, ag_kreal *u, int64_t n,
+                     const double *gate);
+} ag__optim_kernels;
+
+/* The gradients' arithmetic between backward and the update (optim/gradients.c). */
+typedef struct {
+    /* block_sq[b] = the sum of x^2 over elements [b*AG_SQ_BLOCK,
+     * (b+1)*AG_SQ_BLOCK) in double, in AG_SQ_LANES lanes. */
+    void (*sum_squares_blocks)(const ag_kreal *x, int64_t n, double *block_sq);
+    /* *out = init + the block sums of `arrays` arrays (array a's are
+     * block_sq[first[a] .. first[a+1])) added in order: per array, then the
+     * arrays (per_array), or one running sum over all blocks. */
+    void (*sum_blocks_in_order)(const double *block_sq, const int64_t *first, int arrays, bool per_array, double init,
+                                double *out);
+    /* *coef = max_norm / (sqrt(*sq) + 1e-6); x *= *coef where *coef < 1
+     * (clipping with no value crossing to the host) */
+    void (*clip_coef)(const double *sq, double max_norm, double *coef);
+    void (*scale_below_one)(ag_kreal *x, int64_t n, const double *coef);
+    /* y += a x */
+    void (*axpy)(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n);
+    /* The training step (models/train.c): *gate = *sq, or NaN when *loss is
+     * not finite; out[0..2] = loss, *sq, *psq, for one read. */
+    void (*step_gate)(const ag_kreal *loss, const double *sq, double *gate);
+    void (*step_values)(const ag_kreal *loss, const double *sq, const double *psq, double *out);
+} ag__grads_kernels;
+
+extern const ag__optim_kernels ag__optim_cuda;
+extern const ag__grads_kernels ag__grads_cuda;
+
+AG_KERNELS_END
+
+#ifndef __cplusplus
+#include "attngrad.h"
+const ag__optim_kernels *ag__optim_on(const char *op, ag_device dev);
+const ag__grads_kernels *ag__grads_on(const char *op, ag_device dev);
+#endif
+
+#endif
