@@ -91,18 +91,6 @@ void ag__cuda_gemm_rows_dev(bool ta, bool tb, int M, int N, int K, const ag_real
  * naming the op (kernels report no other errors). */
 void ag__cuda_check_launch(const char *op);
 
-/* ---- the training step on the GPU (optim/, models/train.c) ----
- * The sums of squares of the trained gradients (clipped to max_norm > 0 on
- * the device first) and of the parameters' values, left on the device
- * (NULL unless every parameter is there); the update, skipped on the
- * device unless *gate is finite (opt->step counts it all the same: the
- * caller, who reads the gate later, takes it back when it was not); the
- * parameters' check from a norm. */
-double *ag__grad_sq_device(ag_params *ps, double max_norm);
-double *ag__params_sq_device(const ag_params *ps);
-void ag__optim_step_gated(ag_optimizer *opt, const double *gate);
-ag_status ag__check_params_norm(const ag_params *ps, double norm);
-
 /* ---- CUDA graphs (graph/cuda_graph.cu; ag_cuda_graphs) ----
  * record_begin: zeroed room for a launch's arguments, which run issues
  * when the segment runs (never failing the process: a capture may be under

@@ -22,8 +22,8 @@
 #include "train.h"
 #include "dist.h"
 #include "run_folder.h"
-#include "../graph/device.h"     /* the GPU's step: its values stay on the device until one read */
-#include "../optim/kernels.h" /* the step's gate and values on the device */
+#include "../graph/device.h"  /* the step's values stay on the device until one read */
+#include "../optim/kernels.h" /* the step's gate and values */
 
 #include <inttypes.h>
 #include <libgen.h>
@@ -210,103 +210,63 @@ static int64_t batch_tokens(const ag_batch *b);
  * global_rows rows; *loss gets the global batch's loss (without the L2
  * term), *tokens its input tokens.  Fails if the model refuses the batch,
  * or when the loss, the global gradient norm or, after the update, the
- * parameters' norm is not finite (two passes over the parameters a step,
- * next to the step's own); the gradients are the reduced ones, so every
- * rank stops at the same step. */
-/* The same step on the GPU, in one process: the loss, the gradient's norm
- * and the parameters' norm stay on the device until one read after the
- * update, which the device skips unless the loss and the norm are finite
- * (the host's step skips it before launching it).  One wait a step where
- * reading each value when made costs three, and with CUDA graphs the step
- * is one segment.  Reports what the host's step reports, in its order. */
-static int train_step_gpu(trainer *t, int64_t step, double *loss, char *err, size_t errlen) {
-    ag_model *m = &t->model;
-    ag_params_zero_grad(&m->params);
-    ag_tensor *out = batch_loss(m, &t->batch, true, err, errlen);
-    if (!out) {
-        ag_step_end();
-        return AG_ERR_FORMAT;
-    }
-    ag_backward(out);
-    if (m->cfg.l2 > 0) ag_l2_grad(&m->params, m->cfg.l2);
-    double *sq = ag__grad_sq_device(&m->params, t->clip), *values = ag__cuda_arena_alloc(5 * sizeof(double));
-    if (!sq) { /* nothing is trained: a norm of 0 */
-        sq = values + 4;
-        ag__cuda_zero(sq, sizeof *sq);
-    }
-    const ag__grads_kernels *k = ag__grads_on("train step", AG_CUDA);
-    k->step_gate(out->data, sq, values + 3);
-    ag__optim_step_gated(&t->opt, values + 3);
-    k->step_values(out->data, sq, ag__params_sq_device(&m->params), values);
-    ag__kernels_done("train step", AG_CUDA);
-    double host[3];
-    ag__cuda_copy(host, AG_CPU, values, AG_CUDA, sizeof host); /* the step's one wait */
-    *loss = host[0];
-    /* the device skipped the update (the gate was NaN or inf), which the
-     * host counted when it launched it: as on the CPU, no update was made
-     * (Adam's bias correction and a per-step rate follow opt.step) */
-    if (!isfinite(host[0]) || !isfinite(host[1])) t->opt.step--;
-    ag_status st = AG_OK;
-    bool in_ops = true;
-    if (!isfinite(*loss)) {
-        ag_step_end();
-        char what[64];
-        snprintf(what, sizeof what, "the training loss is %g", *loss);
-        return diverged(t, step, 0, what, true, err, errlen);
-    }
-    st = ag_check_grads_finite(&m->params, sqrt(host[1]));
-    if (!st) in_ops = false, st = ag__check_params_norm(&m->params, sqrt(host[2]));
-    ag_step_end();
-    return st ? diverged(t, step, 0, ag_errmsg(), in_ops, err, errlen) : 0;
-}
-
-/* The GPU's step when the parameters are all there and this process
- * trains alone (a data-parallel step reduces the loss on the host). */
-static bool gpu_step(const trainer *t) {
-    const ag_params *ps = &t->model.params;
-    if (ag_dist_size() > 1 || t->batch.rows <= 0 || ps->count == 0) return false;
-    for (int i = 0; i < ps->count; i++)
-        if (ps->items[i]->device != AG_CUDA) return false;
-    return t->opt.device == AG_CUDA;
-}
-
+ * parameters' norm is not finite; the gradients are the reduced ones, so
+ * every rank stops at the same step.
+ *
+ * One path for both devices: the loss, the gradient's and the parameters'
+ * sums of squares stay in the memory of the parameters' device until one
+ * read after the update, which the device skips unless the loss and the
+ * norm are finite (optim/kernels.h's gate).  On the GPU that is one wait a
+ * step where reading each value when made costs three, and with CUDA
+ * graphs the step is one segment.  Data-parallel ranks sum their losses on
+ * the host first (the allreduce needs them there). */
 static int train_step(trainer *t, int64_t step, int64_t global_rows, double *loss, double *tokens, char *err,
                       size_t errlen) {
     ag_model *m = &t->model;
-    if (gpu_step(t)) {
-        *tokens = (double)batch_tokens(&t->batch);
-        return train_step_gpu(t, step, loss, err, errlen);
-    }
+    ag_device dev = t->opt.device;
     ag_params_zero_grad(&m->params);
-    double mine = 0, n_mine = 0; /* a rank without rows joins the allreduce with zeros */
-    if (t->batch.rows > 0) {
-        ag_tensor *out = batch_loss(m, &t->batch, true, err, errlen);
-        if (!out) {
-            ag_step_end();
-            return AG_ERR_FORMAT;
-        }
-        mine = ag_item(out);
-        n_mine = m->cfg.task == AG_TASK_LM ? (double)count_targets(&t->batch) : t->batch.rows;
-        if (isfinite(mine)) ag_backward(out);
+    ag_tensor *out = NULL;
+    if (t->batch.rows > 0 && !(out = batch_loss(m, &t->batch, true, err, errlen))) {
+        ag_step_end();
+        return AG_ERR_FORMAT;
     }
     *tokens = (double)batch_tokens(&t->batch);
-    *loss = ag_dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens);
-    /* a rank without rows drew no dropout masks: it takes rank 0's generator */
-    if (global_rows < ag_dist_size()) ag_dist_bcast(&m->rng, sizeof m->rng);
+    const ag_real *loss_there;
+    if (ag_dist_size() > 1) {
+        double mine = out ? ag_item(out) : 0; /* a rank without rows joins the allreduce with zeros */
+        double n_mine = !out ? 0 : m->cfg.task == AG_TASK_LM ? (double)count_targets(&t->batch) : t->batch.rows;
+        if (out && isfinite(mine)) ag_backward(out);
+        ag_real global = (ag_real)ag_dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens);
+        /* a rank without rows drew no dropout masks: it takes rank 0's generator */
+        if (global_rows < ag_dist_size()) ag_dist_bcast(&m->rng, sizeof m->rng);
+        loss_there = ag__step_copy_on(dev, &global, sizeof global); /* staged on the GPU; read in place on the CPU */
+    } else {
+        ag_backward(out);
+        loss_there = out->data;
+    }
+    if (m->cfg.l2 > 0) ag_l2_grad(&m->params, m->cfg.l2);
+    const ag__grads_kernels *k = ag__grads_on("train step", dev);
+    double *sq = ag__grad_sq_on(&m->params, t->clip, dev), *values = ag__step_alloc_on(dev, 4 * sizeof(double));
+    k->step_gate(loss_there, sq, values + 3);
+    ag__optim_step_gated(&t->opt, values + 3);
+    k->step_values(loss_there, sq, ag__params_sq_on(&m->params, dev), values);
+    ag__kernels_done("train step", dev);
+    double host[3];
+    ag__read_on(dev, host, values, sizeof host); /* the step's one wait */
+    *loss = host[0];
+    /* the update was skipped (the gate was NaN or inf) but counted when it
+     * was launched: no update was made (Adam's bias correction and a
+     * per-step rate follow opt.step) */
+    if (!isfinite(host[0]) || !isfinite(host[1])) t->opt.step--;
     if (!isfinite(*loss)) {
         ag_step_end();
         char what[64];
         snprintf(what, sizeof what, "the training loss is %g", *loss);
         return diverged(t, step, 0, what, true, err, errlen);
     }
-    if (m->cfg.l2 > 0) ag_l2_grad(&m->params, m->cfg.l2);
-    double norm = t->clip > 0 ? ag_clip_grad_norm(&m->params, t->clip) : ag_grad_norm(&m->params);
-    ag_status st = ag_check_grads_finite(&m->params, norm);
-    bool in_ops = st != AG_OK; /* else the update made it */
-    if (!st) {
-        ag_optim_step(&t->opt);
-        st = ag_check_params_finite(&m->params, NULL);
-    }
+    bool in_ops = true; /* else the update made it */
+    ag_status st = ag_check_grads_finite(&m->params, sqrt(host[1]));
+    if (!st) in_ops = false, st = ag__check_params_norm(&m->params, sqrt(host[2]));
     ag_step_end();
     return st ? diverged(t, step, 0, ag_errmsg(), in_ops, err, errlen) : 0;
 }

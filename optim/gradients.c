@@ -148,14 +148,15 @@ static bool one_device(const ag_params *ps, array_pick pick, ag_device *dev) {
 static double *squares(const ag_params *ps, array_pick pick, bool per_array, double init, sq_room *room,
                        ag_device *dev) {
     const char *op = "gradient norm";
-    *dev = AG_CPU;
-    if (!one_device(ps, pick, dev)) return NULL;
+    if (!one_device(ps, pick, dev)) return NULL; /* *dev stays the caller's where nothing is picked */
     int arrays = 0;
     int64_t blocks = 0;
     for (int i = 0; i < ps->count; i++)
         if (pick(ps->items[i])) arrays++, blocks += blocks_of(ps->items[i]->size);
-    int64_t *first = arrays <= SQ_ROOM ? room->first : ag_arena_alloc((size_t)(arrays + 1) * sizeof *first);
-    double *block_sq = ag__step_room_on(*dev, room->block_sq, sizeof room->block_sq, (size_t)(blocks + 2) * sizeof(double));
+    size_t sq_bytes = (size_t)(blocks + 2) * sizeof(double);
+    int64_t *first = room && arrays <= SQ_ROOM ? room->first : ag_arena_alloc((size_t)(arrays + 1) * sizeof *first);
+    double *block_sq = room ? ag__step_room_on(*dev, room->block_sq, sizeof room->block_sq, sq_bytes)
+                            : ag__step_alloc_on(*dev, sq_bytes);
     double *total = block_sq + blocks;
     const ag__grads_kernels *k = ag__grads_on(op, *dev);
     int a = 0;
@@ -176,7 +177,7 @@ static double *squares(const ag_params *ps, array_pick pick, bool per_array, dou
 /* *sq plus the picked arrays' squares, read back (one wait on the GPU):
  * all at once where they share a device, else one parameter at a time. */
 static void add_squares(const ag_params *ps, array_pick pick, bool per_array, double *sq) {
-    ag_device dev;
+    ag_device dev = AG_CPU;
     sq_room room;
     double *total = squares(ps, pick, per_array, *sq, &room, &dev);
     if (total) {
@@ -213,24 +214,15 @@ static double *grad_sq_clipped(ag_params *ps, double max_norm, sq_room *room, ag
     return total;
 }
 
-/* On the GPU alone, for the one-wait training step (models/train.c). */
-double *ag__grad_sq_device(ag_params *ps, double max_norm) {
-    ag_device dev;
-    sq_room room; /* the CPU's: not returned */
-    double *total = max_norm <= 0 ? squares(ps, trained_grad, true, 0, &room, &dev)
-                                  : grad_sq_clipped(ps, max_norm, &room, &dev);
-    return total && dev == AG_CUDA ? total : NULL;
+/* For the one-wait training step (models/train.c): in step memory. */
+double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev) {
+    return max_norm <= 0 ? squares(ps, trained_grad, true, 0, NULL, &dev) : grad_sq_clipped(ps, max_norm, NULL, &dev);
 }
 
-double *ag__params_sq_device(const ag_params *ps) {
-    ag_device dev;
-    sq_room room;
-    double *total = squares(ps, values, true, 0, &room, &dev);
-    return total && dev == AG_CUDA ? total : NULL;
-}
+double *ag__params_sq_on(const ag_params *ps, ag_device dev) { return squares(ps, values, true, 0, NULL, &dev); }
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm) {
-    ag_device dev;
+    ag_device dev = AG_CPU;
     sq_room room;
     double *total = grad_sq_clipped(ps, max_norm, &room, &dev), sq = 0;
     if (total) {

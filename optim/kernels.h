@@ -71,6 +71,18 @@ AG_KERNELS_END
 #include "attngrad.h"
 const ag__optim_kernels *ag__optim_on(const char *op, ag_device dev);
 const ag__grads_kernels *ag__grads_on(const char *op, ag_device dev);
+
+/* ---- the training step's pieces (models/train.c) ----
+ * The sums of squares of the trained gradients (clipped to max_norm > 0
+ * first) and of the parameters' values, left in the memory of dev, which
+ * holds the parameters (NULL where they are on two devices); the update,
+ * skipped unless *gate is finite (opt->step counts it all the same: the
+ * caller, who reads the gate later, takes it back when it was not); the
+ * parameters' check from a norm. */
+double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev);
+double *ag__params_sq_on(const ag_params *ps, ag_device dev);
+void ag__optim_step_gated(ag_optimizer *opt, const double *gate);
+ag_status ag__check_params_norm(const ag_params *ps, double norm);
 #endif
 
 #endif

@@ -308,10 +308,10 @@ static void gated_case(const char *spec) {
         double *gate = ag__cuda_arena_alloc(4 * sizeof *gate); /* the gate, then the values read back */
         double values[3];
         copy(loss, GPU, &losses[step], AG_CPU, sizeof *loss);
-        double *sq = ag__grad_sq_device(&gpu, 1.0);
+        double *sq = ag__grad_sq_on(&gpu, 1.0, AG_CUDA);
         ag__grads_on("train step", AG_CUDA)->step_gate(loss, sq, gate);
         ag__optim_step_gated(&og, gate);
-        ag__grads_on("train step", AG_CUDA)->step_values(loss, sq, ag__params_sq_device(&gpu), gate + 1);
+        ag__grads_on("train step", AG_CUDA)->step_values(loss, sq, ag__params_sq_on(&gpu, AG_CUDA), gate + 1);
         copy(values, AG_CPU, gate + 1, GPU, sizeof values);
         double nc = ag_clip_grad_norm(&cpu, 1.0);
         bool update = isfinite(losses[step]) && isfinite(nc);
