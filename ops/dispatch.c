@@ -21,3 +21,10 @@ int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n) {
     if (n > 0) memcpy(copy, host, (size_t)n * sizeof *copy);
     return copy;
 }
+
+void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes) {
+    void *copy = ag__step_alloc_on(dev, bytes > 0 ? bytes : 1);
+    if (dev == AG_CUDA) ag__cuda_copy(copy, AG_CUDA, host, AG_CPU, bytes);
+    else if (bytes > 0) memcpy(copy, host, bytes);
+    return copy;
+}

@@ -44,5 +44,7 @@ const void *ag__kernels_on(const char *op, const char *family, const void *const
  * kept for its backward (the caller's array may change before it runs). */
 void *ag__step_alloc_on(ag_device dev, size_t bytes);
 int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n);
+/* The same for any bytes (at least one allocated): a loss's target. */
+void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "../kreal.h"
 #include "../softmax.h"
+#include "../loss.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -143,45 +144,7 @@ void ag__clamp_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal lo, ag_krea
 void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx, ag_kreal lo, ag_kreal hi,
                              int64_t n, bool fresh);
 
-/* ---- losses (ops/loss.c; ops/cuda/loss.cu) ----
- * Cross-entropy, a warp per row of [rows, C]: m = max z, s = log sum
- * exp(z - m), loss = s - (z_y - m); ignored rows (label ignore_index) get
- * loss 0 and m, s unset. */
-void ag__cross_entropy_forward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index, ag_kreal *row_max,
-                                    ag_kreal *row_lse, ag_kreal *row_loss, int64_t rows, int C);
-/* gz (+)= g[0] / counted (softmax - onehot) on counted rows; ignored rows
- * 0 when fresh, untouched otherwise. */
-void ag__cross_entropy_backward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index,
-                                     const ag_kreal *row_max, const ag_kreal *row_lse, const ag_kreal *g,
-                                     int64_t counted, ag_kreal *gz, int64_t rows, int C, bool fresh);
-/* *out = n ? (ag_kreal)(sum of row_loss[0..rows) in double, in row order) / n : 0. */
-void ag__row_loss_mean_cuda(const ag_kreal *row_loss, int64_t rows, int64_t n, ag_kreal *out);
-void ag__row_loss_mean_f64_cuda(const double *row_loss, int64_t rows, int64_t n, ag_kreal *out);
-/* The fused linear + cross-entropy on its counted rows z [n, C] (bias and
- * product already in): row losses, and with to_grad the rows become
- * softmax - onehot in place. */
-void ag__lce_rows_cuda(ag_kreal *z, const int32_t *labels, ag_kreal *loss, int64_t n, int C, bool to_grad);
-/* scal[0] = g[0] / n, scal[1] = 0, scal[2] = 1: the fused backward's GEMM
- * factors, made on the device (no read of g on the host). */
-void ag__lce_scale_cuda(const ag_kreal *g, int64_t n, ag_kreal *scal);
-/* y rows: y[i] = x[idx[i]] (width wide); unpack: dst row r = src row pos[r]
- * (pos -1: 0), stored when fresh (0 on the -1 rows) or added. */
-void ag__gather_rows_cuda(const ag_kreal *x, int width, const int32_t *idx, int64_t n, ag_kreal *y);
-void ag__unpack_rows_cuda(ag_kreal *dst, const ag_kreal *src, int width, const int32_t *pos, int64_t rows,
-                          bool fresh);
-/* KL to a soft target t [rows, C]: m, s, the row's target mass, and the
- * row's loss in double. */
-void ag__kl_div_soft_forward_cuda(const ag_kreal *z, const ag_kreal *t, ag_kreal *row_max, ag_kreal *row_lse,
-                                  ag_kreal *row_mass, double *row_loss, int64_t rows, int C);
-/* gz += g[0] / rows (mass softmax - t) */
-void ag__kl_div_soft_backward_cuda(const ag_kreal *z, const ag_kreal *t, const ag_kreal *row_max,
-                                   const ag_kreal *row_lse, const ag_kreal *row_mass, const ag_kreal *g, ag_kreal *gz,
-                                   int64_t rows, int C);
-/* *out = sum (p - t)^2 in double, in a fixed order, / n; backward
- * gp += s (p - t), gt -= s (p - t) with s = 2 g[0] / n (either may be NULL). */
-void ag__mse_forward_cuda(const ag_kreal *p, const ag_kreal *t, ag_kreal *out, int64_t n);
-void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal *g, ag_kreal *gp, ag_kreal *gt,
-                           int64_t n);
+/* The loss family: ops/loss.h (its launchers: ops/cuda/loss.cuh). */
 
 /* ---- dropout (ops/dropout.c; ops/cuda/dropout.cu): the mask of
  * ops/dropout_mask.h drawn on the device from the host's draw at `seed` (device memory; rows

@@ -246,64 +246,7 @@ void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n) {
     UNREACHABLE("axpy");
 }
 
-/* issue 22: losses, dropout, layer norm, the linear layer's bias and activation */
-void ag__cross_entropy_forward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index, ag_kreal *row_max,
-                                    ag_kreal *row_lse, ag_kreal *row_loss, int64_t rows, int C) {
-    (void)z, (void)labels, (void)ignore_index, (void)row_max, (void)row_lse, (void)row_loss, (void)rows, (void)C;
-    UNREACHABLE("ag_cross_entropy");
-}
-void ag__cross_entropy_backward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index,
-                                     const ag_kreal *row_max, const ag_kreal *row_lse, const ag_kreal *g,
-                                     int64_t counted, ag_kreal *gz, int64_t rows, int C, bool fresh) {
-    (void)z, (void)labels, (void)ignore_index, (void)row_max, (void)row_lse, (void)g, (void)counted, (void)gz,
-        (void)rows, (void)C, (void)fresh;
-    UNREACHABLE("ag_cross_entropy");
-}
-void ag__row_loss_mean_cuda(const ag_kreal *row_loss, int64_t rows, int64_t n, ag_kreal *out) {
-    (void)row_loss, (void)rows, (void)n, (void)out;
-    UNREACHABLE("loss");
-}
-void ag__row_loss_mean_f64_cuda(const double *row_loss, int64_t rows, int64_t n, ag_kreal *out) {
-    (void)row_loss, (void)rows, (void)n, (void)out;
-    UNREACHABLE("loss");
-}
-void ag__lce_rows_cuda(ag_kreal *z, const int32_t *labels, ag_kreal *loss, int64_t n, int C, bool to_grad) {
-    (void)z, (void)labels, (void)loss, (void)n, (void)C, (void)to_grad;
-    UNREACHABLE("ag_linear_cross_entropy");
-}
-void ag__lce_scale_cuda(const ag_kreal *g, int64_t n, ag_kreal *scal) {
-    (void)g, (void)n, (void)scal;
-    UNREACHABLE("ag_linear_cross_entropy");
-}
-void ag__gather_rows_cuda(const ag_kreal *x, int width, const int32_t *idx, int64_t n, ag_kreal *y) {
-    (void)x, (void)width, (void)idx, (void)n, (void)y;
-    UNREACHABLE("gather rows");
-}
-void ag__unpack_rows_cuda(ag_kreal *dst, const ag_kreal *src, int width, const int32_t *pos, int64_t rows,
-                          bool fresh) {
-    (void)dst, (void)src, (void)width, (void)pos, (void)rows, (void)fresh;
-    UNREACHABLE("unpack rows");
-}
-void ag__kl_div_soft_forward_cuda(const ag_kreal *z, const ag_kreal *t, ag_kreal *row_max, ag_kreal *row_lse,
-                                  ag_kreal *row_mass, double *row_loss, int64_t rows, int C) {
-    (void)z, (void)t, (void)row_max, (void)row_lse, (void)row_mass, (void)row_loss, (void)rows, (void)C;
-    UNREACHABLE("ag_kl_div_soft");
-}
-void ag__kl_div_soft_backward_cuda(const ag_kreal *z, const ag_kreal *t, const ag_kreal *row_max,
-                                   const ag_kreal *row_lse, const ag_kreal *row_mass, const ag_kreal *g, ag_kreal *gz,
-                                   int64_t rows, int C) {
-    (void)z, (void)t, (void)row_max, (void)row_lse, (void)row_mass, (void)g, (void)gz, (void)rows, (void)C;
-    UNREACHABLE("ag_kl_div_soft");
-}
-void ag__mse_forward_cuda(const ag_kreal *p, const ag_kreal *t, ag_kreal *out, int64_t n) {
-    (void)p, (void)t, (void)out, (void)n;
-    UNREACHABLE("ag_mse");
-}
-void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal *g, ag_kreal *gp, ag_kreal *gt,
-                           int64_t n) {
-    (void)p, (void)t, (void)g, (void)gp, (void)gt, (void)n;
-    UNREACHABLE("ag_mse");
-}
+/* issue 22: dropout, layer norm, the linear layer's bias and activation */
 void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
                            int64_t below) {
     (void)kept, (void)rows, (void)row_len, (void)row_base, (void)seed, (void)below;
