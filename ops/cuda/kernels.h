@@ -13,6 +13,7 @@
 #include "../kreal.h"
 #include "../softmax.h"
 #include "../loss.h"
+#include "../gaussian.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -186,20 +187,8 @@ static inline int64_t ag__col_blocks(int64_t rows) { return (rows + AG_KCOL_ROWS
 void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *partial,
                        ag_kreal *out);
 
-/* The Gaussian positional attention (ops/gaussian.c).  The mean recurrence,
- * one thread per example: mu [B,N] and above (1 where the max took
- * m_t . b_t) from m [B,N,3] and the lengths; backward gm (fresh: stored). */
-void ag__gaussian_mu_cuda(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N);
-void ag__gaussian_mu_backward_cuda(const ag_kreal *m, const ag_kreal *mu, const ag_kreal *g, const int32_t *len,
-                                   const uint8_t *above, ag_kreal *gm, int B, int N, bool fresh);
-/* The context's normalised weights w [B,N,N] (0 outside each window and
- * on padding) and window sums [B,N]; backward: dmu, dsigma [B,N] from
- * dw = dC h^T (either output may be NULL). */
-void ag__gauss_weights_cuda(ag_kreal *w, ag_kreal *sum, const ag_kreal *mu, const ag_kreal *sigma, const int32_t *len,
-                            int B, int N, bool strict, ag_kreal eps);
-void ag__gauss_weights_backward_cuda(const ag_kreal *w, const ag_kreal *dw, const ag_kreal *sum, const ag_kreal *mu,
-                                     const ag_kreal *sigma, const int32_t *len, ag_kreal *gmu, ag_kreal *gsigma, int B,
-                                     int N, bool strict, ag_kreal eps, bool fresh_mu, bool fresh_sigma);
+/* The Gaussian positional attention: ops/gaussian.h (its launchers:
+ * ops/cuda/gaussian.cuh). */
 
 /* MTSA's token2token attention (ops/mtsa_attn.c), over `slices` [N,N]
  * score slices (per_b of them per example, len[slice / per_b]): ER

@@ -91,27 +91,6 @@ void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx,
     (void)x, (void)g, (void)gx, (void)lo, (void)hi, (void)n, (void)fresh;
     UNREACHABLE("ag_clamp");
 }
-void ag__gaussian_mu_cuda(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N) {
-    (void)m, (void)len, (void)mu, (void)above, (void)B, (void)N;
-    UNREACHABLE("ag_gaussian_mu");
-}
-void ag__gaussian_mu_backward_cuda(const ag_kreal *m, const ag_kreal *mu, const ag_kreal *g, const int32_t *len,
-                                   const uint8_t *above, ag_kreal *gm, int B, int N, bool fresh) {
-    (void)m, (void)mu, (void)g, (void)len, (void)above, (void)gm, (void)B, (void)N, (void)fresh;
-    UNREACHABLE("ag_gaussian_mu");
-}
-void ag__gauss_weights_cuda(ag_kreal *w, ag_kreal *sum, const ag_kreal *mu, const ag_kreal *sigma, const int32_t *len,
-                            int B, int N, bool strict, ag_kreal eps) {
-    (void)w, (void)sum, (void)mu, (void)sigma, (void)len, (void)B, (void)N, (void)strict, (void)eps;
-    UNREACHABLE("ag_gaussian_context");
-}
-void ag__gauss_weights_backward_cuda(const ag_kreal *w, const ag_kreal *dw, const ag_kreal *sum, const ag_kreal *mu,
-                                     const ag_kreal *sigma, const int32_t *len, ag_kreal *gmu, ag_kreal *gsigma, int B,
-                                     int N, bool strict, ag_kreal eps, bool fresh_mu, bool fresh_sigma) {
-    (void)w, (void)dw, (void)sum, (void)mu, (void)sigma, (void)len, (void)gmu, (void)gsigma, (void)B, (void)N,
-        (void)strict, (void)eps, (void)fresh_mu, (void)fresh_sigma;
-    UNREACHABLE("ag_gaussian_context");
-}
 void ag__mtsa_er_cuda(const ag_kreal *r, const ag_kreal *mask, int mask_slices, const int32_t *len, int per_b,
                       ag_kreal *er, int64_t slices, int N, bool identity) {
     (void)r, (void)mask, (void)mask_slices, (void)len, (void)per_b, (void)er, (void)slices, (void)N, (void)identity;
