@@ -91,37 +91,6 @@ void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx,
     (void)x, (void)g, (void)gx, (void)lo, (void)hi, (void)n, (void)fresh;
     UNREACHABLE("ag_clamp");
 }
-void ag__mtsa_er_cuda(const ag_kreal *r, const ag_kreal *mask, int mask_slices, const int32_t *len, int per_b,
-                      ag_kreal *er, int64_t slices, int N, bool identity) {
-    (void)r, (void)mask, (void)mask_slices, (void)len, (void)per_b, (void)er, (void)slices, (void)N, (void)identity;
-    UNREACHABLE("ag_mtsa_attention");
-}
-void ag__mtsa_ep_cuda(const ag_kreal *s, const ag_kreal *v, const int32_t *len, int per_b, ag_kreal *ep,
-                      int64_t slices, int N, int dh) {
-    (void)s, (void)v, (void)len, (void)per_b, (void)ep, (void)slices, (void)N, (void)dh;
-    UNREACHABLE("ag_mtsa_attention");
-}
-void ag__mtsa_out_cuda(const ag_kreal *zn, const int32_t *len, int per_b, ag_kreal *out, int64_t slices, int N,
-                       int dh) {
-    (void)zn, (void)len, (void)per_b, (void)out, (void)slices, (void)N, (void)dh;
-    UNREACHABLE("ag_mtsa_attention");
-}
-void ag__mtsa_d_cuda(const ag_kreal *g, const ag_kreal *out, const ag_kreal *zn, const int32_t *len, int per_b,
-                     ag_kreal *d, int64_t slices, int N, int dh) {
-    (void)g, (void)out, (void)zn, (void)len, (void)per_b, (void)d, (void)slices, (void)N, (void)dh;
-    UNREACHABLE("ag_mtsa_attention");
-}
-void ag__mtsa_r_grad_cuda(const ag_kreal *der, const ag_kreal *er, const ag_kreal *r, ag_kreal *gr, int64_t n,
-                          bool identity, bool fresh) {
-    (void)der, (void)er, (void)r, (void)gr, (void)n, (void)identity, (void)fresh;
-    UNREACHABLE("ag_mtsa_attention");
-}
-void ag__mtsa_sv_grad_cuda(const ag_kreal *dep, const ag_kreal *ep, const ag_kreal *v, const int32_t *len, int per_b,
-                           ag_kreal *gs, ag_kreal *gv, int64_t slices, int N, int dh, bool fresh_s, bool fresh_v) {
-    (void)dep, (void)ep, (void)v, (void)len, (void)per_b, (void)gs, (void)gv, (void)slices, (void)N, (void)dh,
-        (void)fresh_s, (void)fresh_v;
-    UNREACHABLE("ag_mtsa_attention");
-}
 void ag__lstm_gather_input_cuda(const ag_kreal *x, const int32_t *src, const uint8_t *kept, ag_kreal scale,
                                 ag_kreal *xin, int64_t rows, int in) {
     (void)x, (void)src, (void)kept, (void)scale, (void)xin, (void)rows, (void)in;
