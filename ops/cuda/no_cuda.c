@@ -91,61 +91,6 @@ void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx,
     (void)x, (void)g, (void)gx, (void)lo, (void)hi, (void)n, (void)fresh;
     UNREACHABLE("ag_clamp");
 }
-void ag__lstm_gather_input_cuda(const ag_kreal *x, const int32_t *src, const uint8_t *kept, ag_kreal scale,
-                                ag_kreal *xin, int64_t rows, int in) {
-    (void)x, (void)src, (void)kept, (void)scale, (void)xin, (void)rows, (void)in;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_gather_mask_cuda(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T, int in,
-                               uint8_t *kept, int64_t rows) {
-    (void)by_row, (void)row_b, (void)src, (void)N, (void)T, (void)in, (void)kept, (void)rows;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_bias_rows_cuda(const ag_kreal *b_ih, const ag_kreal *b_hh, ag_kreal *gates, int64_t rows, int n4) {
-    (void)b_ih, (void)b_hh, (void)gates, (void)rows, (void)n4;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_states_before_cuda(const ag_kreal *h, const ag_kreal *c, const int32_t *prev, const int32_t *row_b,
-                                 const ag_kreal *h0, const ag_kreal *c0, ag_kreal *hprev, ag_kreal *cprev, int k0,
-                                 int rows, int H) {
-    (void)h, (void)c, (void)prev, (void)row_b, (void)h0, (void)c0, (void)hprev, (void)cprev, (void)k0, (void)rows,
-        (void)H;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_cells_forward_cuda(ag_kreal *gates, const ag_kreal *cprev, ag_kreal *c, ag_kreal *h, ag_kreal *tc,
-                                 int k0, int rows, int H) {
-    (void)gates, (void)cprev, (void)c, (void)h, (void)tc, (void)k0, (void)rows, (void)H;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_scatter_output_cuda(const ag_kreal *h, const int32_t *src, ag_kreal *out, int64_t rows, int H) {
-    (void)h, (void)src, (void)out, (void)rows, (void)H;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_final_states_cuda(const ag_kreal *h, const ag_kreal *c, const int32_t *last, const ag_kreal *h0,
-                                const ag_kreal *c0, ag_kreal *h_final, ag_kreal *c_final, int B, int H) {
-    (void)h, (void)c, (void)last, (void)h0, (void)c0, (void)h_final, (void)c_final, (void)B, (void)H;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_cells_backward_cuda(ag_kreal *dG, const ag_kreal *gates, const ag_kreal *cprev, const ag_kreal *tc,
-                                  const ag_kreal *dh, const ag_kreal *dY, ag_kreal *dc, const int32_t *src,
-                                  const int32_t *row_b, int k0, int rows, int H) {
-    (void)dG, (void)gates, (void)cprev, (void)tc, (void)dh, (void)dY, (void)dc, (void)src, (void)row_b, (void)k0,
-        (void)rows, (void)H;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_scatter_rows_cuda(const ag_kreal *dhc, const int32_t *row_b, ag_kreal *dh, int k0, int rows, int H) {
-    (void)dhc, (void)row_b, (void)dh, (void)k0, (void)rows, (void)H;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_column_sums_cuda(const ag_kreal *G, int64_t rows, int n, ag_kreal *g1, ag_kreal *g2) {
-    (void)G, (void)rows, (void)n, (void)g1, (void)g2;
-    UNREACHABLE("ag_lstm");
-}
-void ag__lstm_scatter_input_grad_cuda(const ag_kreal *dxin, const int32_t *src, const uint8_t *kept, ag_kreal scale,
-                                      ag_kreal *gx, int64_t rows, int in) {
-    (void)dxin, (void)src, (void)kept, (void)scale, (void)gx, (void)rows, (void)in;
-    UNREACHABLE("ag_lstm");
-}
 const char *ag__cuda_launch_error(void) { return ""; }
 
 /* optim/cuda/optimizer.cu */
