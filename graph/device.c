@@ -69,6 +69,13 @@ int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n) {
     return copy;
 }
 
+void *ag__step_dup_on(ag_device dev, const void *host, size_t bytes) {
+    void *copy = ag__step_alloc_on(dev, bytes > 0 ? bytes : 1);
+    if (dev == AG_CUDA) ag__cuda_copy(copy, AG_CUDA, host, AG_CPU, bytes);
+    else if (bytes > 0) memcpy(copy, host, bytes);
+    return copy;
+}
+
 void *ag__step_room_on(ag_device dev, void *room, size_t room_bytes, size_t bytes) {
     return dev != AG_CUDA && bytes <= room_bytes ? room : ag__step_alloc_on(dev, bytes);
 }

@@ -130,6 +130,9 @@ void *ag__step_room_on(ag_device dev, void *room, size_t room_bytes, size_t byte
 /* bytes from the host in the device's step memory (the host's own on the
  * CPU): a staged copy that does not wait for the GPU. */
 const void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes);
+/* A copy of bytes from the host in the device's step memory on every
+ * device (at least one byte): what an op keeps for its backward. */
+void *ag__step_dup_on(ag_device dev, const void *host, size_t bytes);
 
 /* bytes at src on dev into host memory (a copy that waits on the GPU). */
 void ag__read_on(ag_device dev, void *host, const void *src, size_t bytes);

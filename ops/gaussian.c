@@ -10,13 +10,14 @@
  * Positions t >= len[b] are padding: they lie in no window, and their
  * outputs are 0. */
 #include "vecmath.h"
+#include "dispatch.h"
+#include "gaussian.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
 #define GAUSS_SUM_FLOOR ((ag_real)1e-12) /* gamma / max(sum, floor): never 0/0 */
 
-/* len[b] checked against N, or N for every example when len is NULL; the
- * copy lives in the arena because the caller's array need not outlive the step. */
+/* len[b] checked against N, or N for every example when len is NULL, on
+ * the host (the device's copy is made from it). */
 static int32_t *lengths(const char *op, const int32_t *len, int B, int N) {
     int32_t *L = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *L);
     for (int b = 0; b < B; b++) {
@@ -31,30 +32,21 @@ static int32_t *lengths(const char *op, const int32_t *len, int B, int N) {
 typedef struct {
     int32_t *len;
     uint8_t *above; /* 1 where mu_t took m_t . b_t, 0 where it sat on the floor t/len */
-} mu_saved; /* on the GPU both arrays are device memory */
+} mu_saved; /* both arrays in the device's memory */
 
 /* Backward runs the recurrence in reverse: d(mu_{t-1}) picks up
- * d(mu_t) * m_t[0] only at steps where the max took the first argument. */
-static void gaussian_mu_backward(ag_node *n) {
-    const mu_saved *s = n->saved;
-    ag_tensor *m = n->in[0];
-    int B = m->shape[0], N = m->shape[1];
-    const ag_real *M = m->data, *MU = n->out->data, *G = n->out->grad;
-    if (m->device == AG_CUDA) {
-        bool fresh;
-        ag_real *gm = ag__grad_write(m, &fresh);
-        ag__gaussian_mu_backward_cuda(M, MU, G, s->len, s->above, gm, B, N, fresh);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    ag_real *GM = ag__grad(m);
+ * d(mu_t) * m_t[0] only at steps where the max took the first argument.
+ * A fresh gm is zeroed first: the loop adds where a step had gradient. */
+static void mu_backward_cpu(const ag_real *M, const ag_real *MU, const ag_real *G, const int32_t *len,
+                            const uint8_t *above, ag_real *GM, int B, int N, bool fresh) {
+    if (fresh) memset(GM, 0, (size_t)B * N * 3 * sizeof *GM);
     for (int b = 0; b < B; b++) {
-        ag_real L = (ag_real)s->len[b], carry = 0;
-        for (int t = s->len[b] - 1; t >= 0; t--) {
+        ag_real L = (ag_real)len[b], carry = 0;
+        for (int t = len[b] - 1; t >= 0; t--) {
             int64_t bt = (int64_t)b * N + t;
             ag_real d = G[bt] + carry;
             carry = 0;
-            if (!s->above[bt]) continue; /* on the floor (or a tie): no gradient */
+            if (!above[bt]) continue; /* on the floor (or a tie): no gradient */
             const ag_real *mt = M + bt * 3;
             ag_real *gm = GM + bt * 3;
             ag_real prev = t > 0 ? MU[bt - 1] : 0;
@@ -66,20 +58,32 @@ static void gaussian_mu_backward(ag_node *n) {
     }
 }
 
-/* The GPU's recurrence (ops/cuda/gaussian.cu): one thread per example. */
-static ag_tensor *gaussian_mu_cuda(ag_tensor *m, const int32_t *host_len) {
-    int B = m->shape[0], N = m->shape[1];
-    mu_saved s = {ag__to_device_i32(host_len, B), ag__cuda_arena_alloc((size_t)B * N + 1)};
-    ag_tensor *out = ag__empty_on(AG_CUDA, 2, (int[]){B, N});
-    ag__gaussian_mu_cuda(m->data, s.len, out->data, s.above, B, N);
-    ag__cuda_check_launch("ag_gaussian_mu");
-    ag_node *n = ag__record("ag_gaussian_mu", gaussian_mu_backward, out, 1, &m);
-    if (n) {
-        mu_saved *p = ag_arena_alloc(sizeof *p);
-        *p = s;
-        n->saved = p;
+static void gaussian_mu_backward(ag_node *n) {
+    const mu_saved *s = n->saved;
+    ag_tensor *m = n->in[0];
+    bool fresh;
+    ag_real *gm = ag__grad_write(m, &fresh);
+    ag__gaussian_on(n->op, m->device)
+        ->mu_backward(m->data, n->out->data, n->out->grad, s->len, s->above, gm, m->shape[0], m->shape[1], fresh);
+}
+
+static void mu_forward_cpu(const ag_real *M, const int32_t *len, ag_real *MU, uint8_t *above, int B, int N) {
+    for (int b = 0; b < B; b++) {
+        ag_real L = (ag_real)len[b], prev = 0;
+        for (int t = 0; t < N; t++) {
+            int64_t bt = (int64_t)b * N + t;
+            if (t >= len[b]) {
+                MU[bt] = 0;
+                above[bt] = 0;
+                continue;
+            }
+            const ag_real *mt = M + bt * 3;
+            ag_real a = mt[0] * prev + mt[1] / L + mt[2] * (ag_real)(t + 1) / L;
+            ag_real floor_t = (ag_real)t / L;
+            above[bt] = a > floor_t; /* a tie goes to the floor, like ag_maximum(a, floor) */
+            prev = MU[bt] = a > floor_t ? a : floor_t;
+        }
     }
-    return out;
 }
 
 ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len) {
@@ -88,26 +92,11 @@ ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len) {
     if (m->ndim != 3 || m->shape[2] != 3)
         ag__fatal("ag_gaussian_mu", "m %s must be [B,N,3]", ag_shape_str(m, sm, sizeof sm));
     int B = m->shape[0], N = m->shape[1];
-    int32_t *host_len = lengths("ag_gaussian_mu", len, B, N);
-    if (dev == AG_CUDA) return gaussian_mu_cuda(m, host_len);
-    mu_saved s = {host_len, ag_arena_alloc((size_t)B * N + 1)};
-    ag_tensor *out = ag__empty(2, (int[]){B, N});
-    for (int b = 0; b < B; b++) {
-        ag_real L = (ag_real)s.len[b], prev = 0;
-        for (int t = 0; t < N; t++) {
-            int64_t bt = (int64_t)b * N + t;
-            if (t >= s.len[b]) {
-                out->data[bt] = 0;
-                s.above[bt] = 0;
-                continue;
-            }
-            const ag_real *mt = m->data + bt * 3;
-            ag_real a = mt[0] * prev + mt[1] / L + mt[2] * (ag_real)(t + 1) / L;
-            ag_real floor_t = (ag_real)t / L;
-            s.above[bt] = a > floor_t; /* a tie goes to the floor, like ag_maximum(a, floor) */
-            prev = out->data[bt] = a > floor_t ? a : floor_t;
-        }
-    }
+    /* the recurrence runs one example per thread on the GPU (ops/cuda/gaussian.cu) */
+    mu_saved s = {ag__step_i32_on(dev, lengths("ag_gaussian_mu", len, B, N), B),
+                  ag__step_alloc_on(dev, (size_t)B * N + 1)};
+    ag_tensor *out = ag__empty_on(dev, 2, (int[]){B, N});
+    ag__gaussian_on("ag_gaussian_mu", dev)->mu_forward(m->data, s.len, out->data, s.above, B, N);
     ag_node *n = ag__record("ag_gaussian_mu", gaussian_mu_backward, out, 1, &m);
     if (n) {
         mu_saved *p = ag_arena_alloc(sizeof *p);
@@ -119,14 +108,7 @@ ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len) {
 
 /* ---- the Gaussian context ---- */
 
-typedef struct {
-    int32_t *len;
-    ag_real *w;   /* example b's [len,len] weights start at b*N*N (on the GPU: [N,N], see below) */
-    ag_real *sum; /* [B,N] unnormalised sum of each window (before the floor) */
-    int H;
-    bool strict;
-    ag_real eps;
-} gauss_saved;
+typedef ag_kgauss gauss_saved; /* ops/gaussian.h: w's layout is the device's */
 
 /* Window of query t: i in [0, end). */
 static inline int window_end(int t, bool strict) { return strict ? t : t + 1; }
@@ -159,7 +141,7 @@ static void gauss_weights(ag_real *w, ag_real *sum, const ag_real *mu, const ag_
  * z = p_i - mu, D = 2 sigma^2 + eps: dg/dmu = g 2z/D, dg/dD = g z^2/D^2. */
 typedef struct {
     const gauss_saved *s;
-    const ag_tensor *h, *mu, *sigma;
+    const ag_real *h, *mu, *sigma;
     const ag_real *G;
     ag_real *out, *gh, *gmu, *gsigma;
     ag_real *dw;             /* backward: [N,N] scratch per example */
@@ -177,7 +159,7 @@ static void gaussian_context_backward_part(void *ctx, int64_t b) {
     if (j->gh) ag__gemm_serial(true, false, L, H, L, 1, w, gc, 1, j->gh + ho);
     if (!j->dw) return;
     ag_real *dw = j->dw + b * N * N;
-    ag__gemm_serial(false, true, L, L, H, 1, gc, j->h->data + ho, 0, dw);
+    ag__gemm_serial(false, true, L, L, H, 1, gc, j->h + ho, 0, dw);
     ag_real inv_len = 1 / (ag_real)L;
     for (int t = 0; t < L; t++) {
         int64_t bt = b * N + t;
@@ -188,7 +170,7 @@ static void gaussian_context_backward_part(void *ctx, int64_t b) {
         ag_real dot = 0;
         if (!floored)
             for (int i = 0; i < end; i++) dot += dwr[i] * wr[i];
-        ag_real m = j->mu->data[bt], sg = j->sigma->data[bt];
+        ag_real m = j->mu[bt], sg = j->sigma[bt];
         ag_real inv_d = 1 / (2 * sg * sg + s->eps);
         ag_real dmu = 0, dD = 0;
         for (int i = 0; i < end; i++) {
@@ -202,86 +184,33 @@ static void gaussian_context_backward_part(void *ctx, int64_t b) {
     }
 }
 
-/* ---- the context on the GPU (ops/cuda/gaussian.cu) ----
- * Every length runs in one batched product: example b's weights are a full
- * [N,N] matrix, 0 outside the window and on padded rows and columns, so
- * the products over all N add exact zeros where the CPU's over L stop.
- * saved.len, .w and .sum are device memory. */
-
-static void gaussian_context_backward_cuda(ag_node *n) {
-    const gauss_saved *s = n->saved;
-    ag_tensor *h = n->in[0], *mu = n->in[1], *sigma = n->in[2];
-    int B = h->shape[0], N = h->shape[1], H = s->H;
-    int64_t nn = (int64_t)N * N, nh = (int64_t)N * H;
-    const ag_real *G = n->out->grad;
-    if (ag__wants(n, 0)) { /* dh = W^T dC (rows of padded i: 0) */
-        bool fresh;
-        ag_real *gh = ag__grad_write(h, &fresh);
-        if (B > 0 && N > 0 && H > 0)
-            ag__cuda_gemm_batched(true, false, N, H, N, s->w, N, nn, G, H, nh, fresh ? 0 : 1, gh, H, nh, B);
-    }
-    bool want_mu = ag__wants(n, 1), want_sigma = ag__wants(n, 2);
-    if (want_mu || want_sigma) { /* dW = dC h^T, then each row's dmu, dsigma */
-        ag_real *dw = ag__cuda_arena_alloc((size_t)B * nn * sizeof(ag_real) + 1);
-        if (H > 0 && B > 0 && N > 0)
-            ag__cuda_gemm_batched(false, true, N, N, H, G, H, nh, h->data, H, nh, 0, dw, N, nn, B);
-        else
-            ag__cuda_zero(dw, (size_t)B * nn * sizeof(ag_real));
-        bool fresh_mu = false, fresh_sigma = false;
-        ag_real *gmu = want_mu ? ag__grad_write(mu, &fresh_mu) : NULL;
-        ag_real *gsigma = want_sigma ? ag__grad_write(sigma, &fresh_sigma) : NULL;
-        ag__gauss_weights_backward_cuda(s->w, dw, s->sum, mu->data, sigma->data, s->len, gmu, gsigma, B, N, s->strict,
-                                        s->eps, fresh_mu, fresh_sigma);
-    }
-    ag__cuda_check_launch(n->op);
+/* A fresh gradient is zeroed first: the parts add where a window reaches. */
+static void zero_if_fresh(ag_real *g, bool fresh, int64_t n) {
+    if (g && fresh) memset(g, 0, (size_t)n * sizeof *g);
 }
 
-static void gaussian_context_backward(ag_node *n);
-
-static ag_tensor *gaussian_context_cuda(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *host_len,
-                                        bool strict, ag_real eps, ag_tensor **weights) {
-    int B = h->shape[0], N = h->shape[1], H = h->shape[2];
-    int64_t nn = (int64_t)N * N, nh = (int64_t)N * H;
-    gauss_saved s = {
-        .len = ag__to_device_i32(host_len, B),
-        .w = ag__cuda_arena_alloc((size_t)B * nn * sizeof(ag_real) + 1),
-        .sum = ag__cuda_arena_alloc((size_t)B * N * sizeof(ag_real) + 1),
-        .H = H,
-        .strict = strict,
-        .eps = eps,
-    };
-    ag_tensor *out = ag__empty_on(AG_CUDA, 3, h->shape);
-    ag__gauss_weights_cuda(s.w, s.sum, mu->data, sigma->data, s.len, B, N, strict, eps);
-    if (B > 0 && N > 0 && H > 0)
-        ag__cuda_gemm_batched(false, false, N, H, N, s.w, N, nn, h->data, H, nh, 0, out->data, H, nh, B);
-    ag__cuda_check_launch("ag_gaussian_context");
-    if (weights) { /* a copy: the caller may write to it */
-        *weights = ag__empty_on(AG_CUDA, 3, (int[]){B, N, N});
-        ag__cuda_copy((*weights)->data, AG_CUDA, s.w, AG_CUDA, (size_t)B * nn * sizeof(ag_real));
-    }
-    ag_node *n = ag__record("ag_gaussian_context", gaussian_context_backward, out, 3, (ag_tensor *[]){h, mu, sigma});
-    if (n) {
-        gauss_saved *p = ag_arena_alloc(sizeof *p);
-        *p = s;
-        n->saved = p;
-    }
-    return out;
+static void context_backward_cpu(const gauss_saved *s, const ag_real *h, const ag_real *mu, const ag_real *sigma,
+                                 const ag_real *g, ag_real *gh, bool fresh_h, ag_real *gmu, bool fresh_mu,
+                                 ag_real *gsigma, bool fresh_sigma) {
+    int B = s->B, N = s->N;
+    zero_if_fresh(gh, fresh_h, (int64_t)B * N * s->H);
+    zero_if_fresh(gmu, fresh_mu, (int64_t)B * N);
+    zero_if_fresh(gsigma, fresh_sigma, (int64_t)B * N);
+    gauss_job j = {.s = s, .h = h, .mu = mu, .sigma = sigma, .G = g, .N = N, .gh = gh, .gmu = gmu, .gsigma = gsigma};
+    if (gmu || gsigma) j.dw = ag_arena_alloc((size_t)B * N * N * sizeof(ag_real) + 1);
+    ag__parallel(B, gaussian_context_backward_part, &j);
 }
 
 static void gaussian_context_backward(ag_node *n) {
     const gauss_saved *s = n->saved;
     ag_tensor *h = n->in[0], *mu = n->in[1], *sigma = n->in[2];
-    if (h->device == AG_CUDA) {
-        gaussian_context_backward_cuda(n);
-        return;
-    }
-    int B = h->shape[0], N = h->shape[1];
-    bool want_mu = ag__wants(n, 1), want_sigma = ag__wants(n, 2);
-    gauss_job j = {.s = s, .h = h, .mu = mu, .sigma = sigma, .G = n->out->grad, .N = N,
-                   .gh = ag__wants(n, 0) ? ag__grad(h) : NULL, .gmu = want_mu ? ag__grad(mu) : NULL,
-                   .gsigma = want_sigma ? ag__grad(sigma) : NULL};
-    if (want_mu || want_sigma) j.dw = ag_arena_alloc((size_t)B * N * N * sizeof(ag_real) + 1);
-    ag__parallel(B, gaussian_context_backward_part, &j);
+    bool fresh_h = false, fresh_mu = false, fresh_sigma = false;
+    ag_real *gh = ag__wants(n, 0) ? ag__grad_write(h, &fresh_h) : NULL;
+    ag_real *gmu = ag__wants(n, 1) ? ag__grad_write(mu, &fresh_mu) : NULL;
+    ag_real *gsigma = ag__wants(n, 2) ? ag__grad_write(sigma, &fresh_sigma) : NULL;
+    ag__gaussian_on(n->op, h->device)
+        ->context_backward(s, h->data, mu->data, sigma->data, n->out->grad, gh, fresh_h, gmu, fresh_mu, gsigma,
+                           fresh_sigma);
 }
 
 static void gaussian_context_part(void *ctx, int64_t b) {
@@ -291,10 +220,16 @@ static void gaussian_context_part(void *ctx, int64_t b) {
     int64_t ho = b * N * H;
     if (L > 0) {
         ag_real *w = s->w + b * N * N;
-        gauss_weights(w, s->sum + b * N, j->mu->data + b * N, j->sigma->data + b * N, L, s->strict, s->eps);
-        ag__gemm_serial(false, false, L, H, L, 1, w, j->h->data + ho, 0, j->out + ho);
+        gauss_weights(w, s->sum + b * N, j->mu + b * N, j->sigma + b * N, L, s->strict, s->eps);
+        ag__gemm_serial(false, false, L, H, L, 1, w, j->h + ho, 0, j->out + ho);
     }
     memset(j->out + ho + (int64_t)L * H, 0, (size_t)(N - L) * H * sizeof(ag_real));
+}
+
+static void context_forward_cpu(const gauss_saved *s, const ag_real *h, const ag_real *mu, const ag_real *sigma,
+                                ag_real *out) {
+    gauss_job j = {.s = s, .h = h, .mu = mu, .sigma = sigma, .out = out, .N = s->N};
+    ag__parallel(s->B, gaussian_context_part, &j);
 }
 
 static void check_per_query(const char *what, const ag_tensor *h, const ag_tensor *p) {
@@ -308,16 +243,16 @@ static void check_per_query(const char *what, const ag_tensor *h, const ag_tenso
     }
 }
 
-/* The weights as a [B,N,N] tensor (row t, column i) for heatmaps. */
-static ag_tensor *expand_weights(const gauss_saved *s, int B, int N) {
-    ag_tensor *out = ag__zeros(3, (int[]){B, N, N});
+/* The weights as [B,N,N] (row t, column i) for heatmaps. */
+static void expand_weights_cpu(const gauss_saved *s, ag_real *out) {
+    int B = s->B, N = s->N;
+    memset(out, 0, (size_t)B * N * N * sizeof *out);
     for (int b = 0; b < B; b++) {
         int L = s->len[b];
         for (int t = 0; t < L; t++)
-            memcpy(out->data + ((int64_t)b * N + t) * N, s->w + (int64_t)b * N * N + (int64_t)t * L,
+            memcpy(out + ((int64_t)b * N + t) * N, s->w + (int64_t)b * N * N + (int64_t)t * L,
                    (size_t)L * sizeof(ag_real));
     }
-    return out;
 }
 
 ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *len, bool strict,
@@ -329,20 +264,23 @@ ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, co
     check_per_query("sigma", h, sigma);
     if (!(eps >= 0)) ag__fatal("ag_gaussian_context", "eps %g must be >= 0", eps);
     int B = h->shape[0], N = h->shape[1], H = h->shape[2];
-    int32_t *host_len = lengths("ag_gaussian_context", len, B, N);
-    if (dev == AG_CUDA) return gaussian_context_cuda(h, mu, sigma, host_len, strict, (ag_real)eps, weights);
     gauss_saved s = {
-        .len = host_len,
-        .w = ag_arena_alloc((size_t)B * N * N * sizeof(ag_real) + 1),
-        .sum = ag_arena_alloc((size_t)B * N * sizeof(ag_real) + 1),
+        .len = ag__step_i32_on(dev, lengths("ag_gaussian_context", len, B, N), B),
+        .w = ag__step_alloc_on(dev, (size_t)B * N * N * sizeof(ag_real) + 1),
+        .sum = ag__step_alloc_on(dev, (size_t)B * N * sizeof(ag_real) + 1),
+        .B = B,
+        .N = N,
         .H = H,
         .strict = strict,
         .eps = (ag_real)eps,
     };
-    ag_tensor *out = ag__empty(3, h->shape);
-    gauss_job j = {.s = &s, .h = h, .mu = mu, .sigma = sigma, .out = out->data, .N = N};
-    ag__parallel(B, gaussian_context_part, &j);
-    if (weights) *weights = expand_weights(&s, B, N);
+    ag_tensor *out = ag__empty_on(dev, 3, h->shape);
+    const ag__gaussian_kernels *k = ag__gaussian_on("ag_gaussian_context", dev);
+    k->context_forward(&s, h->data, mu->data, sigma->data, out->data);
+    if (weights) { /* a copy: the caller may write to it */
+        *weights = ag__empty_on(dev, 3, (int[]){B, N, N});
+        k->weights(&s, (*weights)->data);
+    }
     ag_node *n = ag__record("ag_gaussian_context", gaussian_context_backward, out, 3, (ag_tensor *[]){h, mu, sigma});
     if (n) {
         gauss_saved *p = ag_arena_alloc(sizeof *p);
@@ -351,3 +289,14 @@ ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, co
     }
     return out;
 }
+
+/* ---- the CPU's table (ops/gaussian.h; CUDA's is in ops/cuda/gaussian.c) ---- */
+
+static const ag__gaussian_kernels gaussian_cpu = {
+    .mu_forward = mu_forward_cpu,
+    .mu_backward = mu_backward_cpu,
+    .context_forward = context_forward_cpu,
+    .context_backward = context_backward_cpu,
+    .weights = expand_weights_cpu,
+};
+AG_DISPATCH(gaussian, gaussian_cpu)

@@ -2,8 +2,9 @@
  * to a soft target distribution, and mean squared error.  All return a 0-dim
  * scalar. */
 #include "softmax_rows.h"
+#include "dispatch.h"
+#include "loss.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
 /* ---- cross-entropy ----
  *
@@ -19,7 +20,13 @@
  *
  * On the GPU (ops/cuda/loss.cu) the same: the labels are copied to the
  * device once, m, s and the row losses live there, and the mean is one
- * block summing the row losses in double in a fixed order. */
+ * block summing the row losses in double in a fixed order.
+ *
+ * Step memory for n reals on dev (at least one: a kernel may be handed the
+ * pointer with n = 0). */
+static ag_real *step_reals(ag_device dev, int64_t n) {
+    return ag__step_alloc_on(dev, (size_t)(n > 0 ? n : 1) * sizeof(ag_real));
+}
 
 typedef struct {
     int32_t *labels;    /* copy of the caller's labels (on the logits' device) */
@@ -33,10 +40,9 @@ typedef struct {
 /* Rows run on the pool in ranges; a row's max and sum of exps use the
  * softmax kernels (SIMD: keyed max, exps in 8 lanes). */
 typedef struct {
-    const ce_saved *sv;
     const int32_t *labels;
-    const ag_real *Z;
-    ag_real *GZ, *row_max, *row_lse, *row_loss;
+    const ag_real *Z, *row_max, *row_lse;
+    ag_real *GZ, *max_out, *lse_out, *row_loss;
     ag_real scale;
     int C, ignore_index;
     bool fresh;          /* backward: GZ is new, store (0 on ignored rows) instead of add */
@@ -44,17 +50,16 @@ typedef struct {
 
 AG_SIMD_CLONES static void ce_grad_rows(void *ctx, int64_t r0, int64_t r1) {
     const ce_job *j = ctx;
-    const ce_saved *sv = j->sv;
     int C = j->C;
     for (int64_t r = r0; r < r1; r++) {
-        int y = sv->labels[r];
+        int y = j->labels[r];
         ag_real *gz = j->GZ + r * C;
-        if (y == sv->ignore_index) {
+        if (y == j->ignore_index) {
             if (j->fresh) memset(gz, 0, (size_t)C * sizeof *gz);
             continue;
         }
         const ag_real *z = j->Z + r * C;
-        ag_real m = sv->row_max[r], s = sv->row_lse[r];
+        ag_real m = j->row_max[r], s = j->row_lse[r];
         if (j->fresh)
             for (int c = 0; c < C; c++) gz[c] = j->scale * ag__vexp_nonpos((z[c] - m) - s);
         else
@@ -63,33 +68,39 @@ AG_SIMD_CLONES static void ce_grad_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
+static void ce_backward_cpu(const ag_real *z, const int32_t *labels, int ignore_index, const ag_real *row_max,
+                            const ag_real *row_lse, const ag_real *g, int64_t counted, ag_real *gz, int64_t rows, int C,
+                            bool fresh) {
+    ce_job j = {.labels = labels, .Z = z, .row_max = row_max, .row_lse = row_lse, .GZ = gz, .C = C,
+                .ignore_index = ignore_index, .fresh = fresh, .scale = g[0] / (ag_real)counted};
+    ag__parallel_range(rows, ag__units_per_part(C), ce_grad_rows, &j);
+}
+
 static void cross_entropy_backward(ag_node *n) {
     const ce_saved *sv = n->saved;
     if (sv->counted == 0) { /* every row ignored: the loss is the constant 0 */
         ag__grad(n->in[0]);  /* allocated even when it stays zero */
         return;
     }
-    if (n->in[0]->device == AG_CUDA) { /* dL/dloss stays on the device: the kernel reads it */
-        bool fresh;
-        ag_real *gz = ag__grad_write(n->in[0], &fresh);
-        ag__cross_entropy_backward_cuda(n->in[0]->data, sv->labels, sv->ignore_index, sv->row_max, sv->row_lse,
-                                        n->out->grad, sv->counted, gz, sv->rows, sv->classes, fresh);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    ce_job j = {.sv = sv, .Z = n->in[0]->data, .C = sv->classes,
-                .scale = n->out->grad[0] / (ag_real)sv->counted};
-    j.GZ = ag__grad_write(n->in[0], &j.fresh);
-    ag__parallel_range(sv->rows, ag__units_per_part(sv->classes), ce_grad_rows, &j);
+    /* dL/dloss stays on the logits' device: the kernel reads it */
+    bool fresh;
+    ag_real *gz = ag__grad_write(n->in[0], &fresh);
+    ag__loss_on(n->op, n->in[0]->device)
+        ->ce_backward(n->in[0]->data, sv->labels, sv->ignore_index, sv->row_max, sv->row_lse, n->out->grad,
+                      sv->counted, gz, sv->rows, sv->classes, fresh);
 }
 
-/* Per row: m = max z, s = log sum exp(z - m), and the row's loss. */
+/* Per row: m = max z, s = log sum exp(z - m), and the row's loss (0 on an
+ * ignored row, so that the mean adds every row). */
 AG_SIMD_CLONES static void ce_rows(void *ctx, int64_t r0, int64_t r1) {
     const ce_job *j = ctx;
     int C = j->C;
     for (int64_t r = r0; r < r1; r++) {
         int y = j->labels[r];
-        if (y == j->ignore_index) continue;
+        if (y == j->ignore_index) {
+            j->row_loss[r] = 0;
+            continue;
+        }
         const ag_real *z = j->Z + r * C;
         ag_real m = ag__max_row(z, C);
         ag_real acc[AG_LANES] = {0};
@@ -100,30 +111,31 @@ AG_SIMD_CLONES static void ce_rows(void *ctx, int64_t r0, int64_t r1) {
         ag_real sum = 0;
         for (int l = 0; l < AG_LANES; l++) sum += acc[l];
         ag_real s = log(sum);
-        j->row_max[r] = m;
-        j->row_lse[r] = s;
+        j->max_out[r] = m;
+        j->lse_out[r] = s;
         j->row_loss[r] = s - (z[y] - m);
     }
 }
 
-/* Device memory for n reals of the step (at least one: a kernel may be
- * handed the pointer with n = 0). */
-static ag_real *device_reals(int64_t n) { return ag__cuda_arena_alloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real)); }
+static void ce_forward_cpu(const ag_real *z, const int32_t *labels, int ignore_index, ag_real *row_max,
+                           ag_real *row_lse, ag_real *row_loss, int64_t rows, int C) {
+    ce_job j = {.labels = labels, .Z = z, .C = C, .ignore_index = ignore_index, .max_out = row_max,
+                .lse_out = row_lse, .row_loss = row_loss};
+    ag__parallel_range(rows, ag__units_per_part(C), ce_rows, &j);
+}
 
-static ag_tensor *cross_entropy_cuda(ag_tensor *logits, const int32_t *labels, int ignore_index, int64_t rows, int C,
-                                     int64_t counted) {
-    ce_saved *sv = ag_arena_alloc(sizeof *sv);
-    *sv = (ce_saved){.labels = ag__to_device_i32(labels, rows), .row_max = device_reals(rows),
-                     .row_lse = device_reals(rows), .rows = rows, .classes = C, .ignore_index = ignore_index,
-                     .counted = counted};
-    ag_real *row_loss = device_reals(rows);
-    ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);
-    ag__cross_entropy_forward_cuda(logits->data, sv->labels, ignore_index, sv->row_max, sv->row_lse, row_loss, rows, C);
-    ag__row_loss_mean_cuda(row_loss, rows, counted, out->data);
-    ag__cuda_check_launch("ag_cross_entropy");
-    ag_node *n = ag__record("ag_cross_entropy", cross_entropy_backward, out, 1, &logits);
-    if (n) n->saved = sv;
-    return out;
+/* In double, in row order: a mean over many rows in f32 drifts.  A row
+ * that adds 0 (an ignored row) leaves the sum's bits as they were. */
+static void row_mean_cpu(const ag_real *row_loss, int64_t rows, int64_t n, ag_real *out) {
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++) total += (double)row_loss[r];
+    *out = n ? (ag_real)(total / (double)n) : 0;
+}
+
+static void row_mean_f64_cpu(const double *row_loss, int64_t rows, int64_t n, ag_real *out) {
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++) total += row_loss[r];
+    *out = n ? (ag_real)(total / (double)n) : 0;
 }
 
 ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index) {
@@ -141,28 +153,17 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
                       labels[r], (long long)r, C, ag_shape_str(logits, sl, sizeof sl), ignore_index);
         counted++;
     }
-    if (dev == AG_CUDA) return cross_entropy_cuda(logits, labels, ignore_index, rows, C, counted);
-
     ce_saved *sv = ag_arena_alloc(sizeof *sv);
-    *sv = (ce_saved){.rows = rows, .classes = C, .ignore_index = ignore_index, .counted = counted};
-    sv->row_max = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof(ag_real));
-    sv->row_lse = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof(ag_real));
-    ce_job j = {.labels = labels, .Z = logits->data, .C = C, .ignore_index = ignore_index,
-                .row_max = sv->row_max, .row_lse = sv->row_lse,
-                .row_loss = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof(ag_real))};
-    ag__parallel_range(rows, ag__units_per_part(C), ce_rows, &j);
-    double total = 0; /* in double, in row order: a mean over many rows in f32 drifts */
-    for (int64_t r = 0; r < rows; r++)
-        if (labels[r] != ignore_index) total += (double)j.row_loss[r];
-    ag_tensor *out = ag__empty(0, NULL);
-    out->data[0] = counted ? (ag_real)(total / (double)counted) : 0;
-
+    *sv = (ce_saved){.labels = ag__step_i32_on(dev, labels, rows), /* the caller's may change */
+                     .row_max = step_reals(dev, rows), .row_lse = step_reals(dev, rows), .rows = rows, .classes = C,
+                     .ignore_index = ignore_index, .counted = counted};
+    ag_real *row_loss = step_reals(dev, rows);
+    ag_tensor *out = ag__empty_on(dev, 0, NULL);
+    const ag__loss_kernels *k = ag__loss_on("ag_cross_entropy", dev);
+    k->ce_forward(logits->data, sv->labels, ignore_index, sv->row_max, sv->row_lse, row_loss, rows, C);
+    k->row_mean(row_loss, rows, counted, out->data);
     ag_node *n = ag__record("ag_cross_entropy", cross_entropy_backward, out, 1, &logits);
-    if (n) {
-        sv->labels = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *sv->labels); /* the caller's may change */
-        memcpy(sv->labels, labels, (size_t)rows * sizeof *sv->labels);
-        n->saved = sv;
-    }
+    if (n) n->saved = sv;
     return out;
 }
 
@@ -184,22 +185,15 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
  * and backward's factor dL/dloss / counted - on the device - is the GEMMs'
  * alpha in cuBLAS's device pointer mode (nothing read back to the host). */
 
-typedef struct {
-    int32_t *kept;      /* the counted rows of x, in order */
-    int32_t *pos;       /* per row of x: its index in kept, or -1 (on x's device) */
-    ag_real *X;         /* those rows of x [n, in] */
-    ag_real *P;         /* softmax - onehot [n, C] */
-    int64_t rows, n;
-    int in, C;
-    bool tw;            /* W stored [C, in] */
-} lce_saved;
+typedef ag_klce lce_saved; /* ops/loss.h: kept, pos, X, P on x's device */
 
 typedef struct {
     ag_real *Z;         /* [n, C]: logits in, gradients out when to_grad */
-    const ag_real *bias;
-    const int32_t *labels;
+    ag_real *X;         /* [n, in]: the counted rows of x */
+    const ag_real *x, *bias;
+    const int32_t *kept, *labels;
     ag_real *loss;      /* per row */
-    int C;
+    int C, in;
     bool to_grad;
 } lce_job;
 
@@ -242,98 +236,64 @@ AG_SIMD_CLONES static void lce_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
-/* Z rows = the bias (or 0), before the GEMM adds X op(W). */
+/* X rows = the counted rows of x; Z rows = the bias (or 0), before the
+ * GEMM adds X op(W). */
 static void lce_fill(void *ctx, int64_t i0, int64_t i1) {
     const lce_job *j = ctx;
     for (int64_t i = i0; i < i1; i++) {
+        memcpy(j->X + i * j->in, j->x + (int64_t)j->kept[i] * j->in, (size_t)j->in * sizeof(ag_real));
         if (j->bias) memcpy(j->Z + i * j->C, j->bias, (size_t)j->C * sizeof(ag_real));
         else memset(j->Z + i * j->C, 0, (size_t)j->C * sizeof(ag_real));
     }
 }
 
-/* As below, with g = scal[0] on the device: dx, dW, db in turn. */
-static void linear_ce_backward_cuda(ag_node *n) {
-    const lce_saved *sv = n->saved;
-    ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
-    int N = (int)sv->n, in = sv->in, C = sv->C;
-    ag_real *scal = ag__cuda_arena_alloc(3 * sizeof(ag_real)); /* g, 0, 1 */
-    ag__lce_scale_cuda(n->out->grad, N, scal);
-    if (ag__wants(n, 0)) {
-        ag_real *dXc = device_reals((int64_t)N * in);
-        /* zeroed: with beta read from the device, not leaning on cuBLAS
-         * to skip C for beta 0 (a NaN left in the arena by an earlier
-         * step would survive 0 * NaN if it did not) */
-        ag__cuda_zero(dXc, (size_t)N * in * sizeof(ag_real));
-        ag__cuda_gemm_rows_dev(false, !sv->tw, N, in, C, scal, sv->P, w->data, scal + 1, dXc);
-        bool fresh;
-        ag_real *dx = ag__grad_write(x, &fresh);
-        ag__unpack_rows_cuda(dx, dXc, in, sv->pos, sv->rows, fresh);
+static void lce_forward_cpu(const ag_klce *p, const ag_real *x, const ag_real *w, const ag_real *bias,
+                            const int32_t *labels, ag_real *loss, bool to_grad) {
+    /* Z = bias + X op(W) over the counted rows: the bias rows first, so the
+     * GEMM adds (beta 1) instead of zeroing Z in a pass of its own. */
+    lce_job j = {.Z = p->P, .X = p->X, .x = x, .bias = bias, .kept = p->kept, .labels = labels, .loss = loss,
+                 .C = p->C, .in = p->in, .to_grad = to_grad};
+    int N = (int)p->n;
+    ag__parallel_range(N, ag__units_per_part(p->C), lce_fill, &j);
+    ag__gemm(false, p->tw, N, p->C, p->in, 1, p->X, w, 1, p->P);
+    ag__parallel_range(N, ag__units_per_part(p->C), lce_rows, &j);
+}
+
+static void lce_backward_cpu(const ag_klce *sv, const ag_real *w, const ag_real *G, ag_real *dx, bool fresh_x,
+                             ag_real *dw, ag_real *db) {
+    int64_t N = sv->n;
+    int in = sv->in, C = sv->C;
+    ag_real g = G[0] / (ag_real)N; /* d loss / d z = g P */
+    if (dx) { /* dx = g P op(W)^T on the counted rows, 0 elsewhere */
+        ag_real *dXc = ag_arena_alloc((size_t)N * in * sizeof(ag_real));
+        ag__gemm(false, !sv->tw, (int)N, in, C, g, sv->P, w, 0, dXc);
+        ag__unpack_rows(dx, dXc, in, sv->pos, sv->rows, fresh_x);
     }
-    if (ag__wants(n, 1)) {
-        if (sv->tw) ag__cuda_gemm_rows_dev(true, false, C, in, N, scal, sv->P, sv->X, scal + 2, ag__grad(w));
-        else ag__cuda_gemm_rows_dev(true, false, in, C, N, scal, sv->X, sv->P, scal + 2, ag__grad(w));
+    if (dw) { /* dW += g X^T P, or g P^T X stored [C, in] */
+        if (sv->tw) ag__gemm(true, false, C, in, (int)N, g, sv->P, sv->X, 1, dw);
+        else ag__gemm(true, false, in, C, (int)N, g, sv->X, sv->P, 1, dw);
     }
-    if (bias && ag__wants(n, 2))
-        ag__col_sums_cuda(sv->P, N, C, scal, device_reals(ag__col_blocks(N) * C), ag__grad(bias));
-    ag__cuda_check_launch(n->op);
+    if (db) { /* db += g 1^T P: a matrix-vector product */
+        ag_real *ones = ag_arena_alloc((size_t)N * sizeof(ag_real));
+        for (int64_t i = 0; i < N; i++) ones[i] = 1;
+        ag__gemm(false, false, 1, C, (int)N, g, ones, sv->P, 1, db);
+    }
 }
 
 static void linear_ce_backward(ag_node *n) {
     const lce_saved *sv = n->saved;
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
-    int64_t N = sv->n;
-    int in = sv->in, C = sv->C;
-    if (N == 0) { /* every row ignored: the loss is the constant 0 */
+    if (sv->n == 0) { /* every row ignored: the loss is the constant 0 */
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] && ag__wants(n, i)) ag__grad(n->in[i]);
         return;
     }
-    if (x->device == AG_CUDA) {
-        linear_ce_backward_cuda(n);
-        return;
-    }
-    ag_real g = n->out->grad[0] / (ag_real)N; /* d loss / d z = g P */
-    if (ag__wants(n, 0)) { /* dx = g P op(W)^T on the counted rows, 0 elsewhere */
-        ag_real *dXc = ag_arena_alloc((size_t)N * in * sizeof(ag_real));
-        ag__gemm(false, !sv->tw, (int)N, in, C, g, sv->P, w->data, 0, dXc);
-        bool fresh;
-        ag_real *dx = ag__grad_write(x, &fresh);
-        ag__unpack_rows(dx, dXc, in, sv->pos, sv->rows, fresh);
-    }
-    if (ag__wants(n, 1)) { /* dW += g X^T P, or g P^T X stored [C, in] */
-        if (sv->tw) ag__gemm(true, false, C, in, (int)N, g, sv->P, sv->X, 1, ag__grad(w));
-        else ag__gemm(true, false, in, C, (int)N, g, sv->X, sv->P, 1, ag__grad(w));
-    }
-    if (bias && ag__wants(n, 2)) { /* db += g 1^T P: a matrix-vector product */
-        ag_real *ones = ag_arena_alloc((size_t)N * sizeof(ag_real));
-        for (int64_t i = 0; i < N; i++) ones[i] = 1;
-        ag__gemm(false, false, 1, C, (int)N, g, ones, sv->P, 1, ag__grad(bias));
-    }
-}
-
-/* The forward on the GPU, from the counted rows found on the host (sv's
- * kept and pos, their labels ys). */
-static ag_tensor *linear_ce_cuda(const char *op, ag_tensor *x, ag_tensor *w, ag_tensor *bias, lce_saved *sv,
-                                 const int32_t *ys, bool grad) {
-    int64_t N = sv->n;
-    int in = sv->in, C = sv->C;
-    int32_t *kept = ag__to_device_i32(sv->kept, N), *labels = ag__to_device_i32(ys, N);
-    sv->pos = ag__to_device_i32(sv->pos, sv->rows);
-    sv->X = device_reals(N * in);
-    ag__gather_rows_cuda(x->data, in, kept, N, sv->X);
-    ag_real *Z = device_reals(N * C), *loss = device_reals(N);
-    ag__bias_rows_cuda(bias ? bias->data : NULL, Z, N, C);
-    if (N > 0) ag__cuda_gemm_rows(false, sv->tw, (int)N, C, in, 1, sv->X, w->data, 1, Z);
-    ag__lce_rows_cuda(Z, labels, loss, N, C, grad);
-    ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);
-    ag__row_loss_mean_cuda(loss, N, N, out->data);
-    ag__cuda_check_launch(op);
-    ag_node *n = ag__record(op, linear_ce_backward, out, 3, (ag_tensor *[]){x, w, bias});
-    if (n) {
-        sv->P = Z;
-        n->saved = sv;
-    }
-    return out;
+    /* dL/dloss stays on the device: the kernels read it */
+    bool fresh = false;
+    ag_real *dx = ag__wants(n, 0) ? ag__grad_write(x, &fresh) : NULL;
+    ag_real *dw = ag__wants(n, 1) ? ag__grad(w) : NULL;
+    ag_real *db = bias && ag__wants(n, 2) ? ag__grad(bias) : NULL;
+    ag__loss_on(n->op, x->device)->lce_backward(sv, w->data, n->out->grad, dx, fresh, dw, db);
 }
 
 static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias,
@@ -351,42 +311,35 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
     int64_t rows = in ? x->size / in : 0;
     lce_saved *sv = ag_arena_alloc(sizeof *sv);
     *sv = (lce_saved){.rows = rows, .in = in, .C = C, .tw = tw};
-    sv->kept = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *sv->kept);
-    sv->pos = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *sv->pos);
+    /* the counted rows, found on the host */
+    int32_t *kept = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *kept);
+    int32_t *pos = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *pos);
     int32_t *ys = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *ys);
     for (int64_t r = 0; r < rows; r++) {
-        sv->pos[r] = -1;
+        pos[r] = -1;
         if (labels[r] == ignore_index) continue;
         if (labels[r] < 0 || labels[r] >= C)
             ag__fatal(op, "label %d at row %lld out of range [0, %d) for x %s, weight %s (ignore_index %d)", labels[r],
                       (long long)r, C, ag_shape_str(x, sx, sizeof sx), ag_shape_str(w, sw, sizeof sw), ignore_index);
-        sv->pos[r] = (int32_t)sv->n;
+        pos[r] = (int32_t)sv->n;
         ys[sv->n] = labels[r];
-        sv->kept[sv->n++] = (int32_t)r;
+        kept[sv->n++] = (int32_t)r;
     }
     int64_t N = sv->n;
     bool grad = ag_is_grad_enabled() && (x->requires_grad || w->requires_grad || (bias && bias->requires_grad));
-    if (dev == AG_CUDA) return linear_ce_cuda(op, x, w, bias, sv, ys, grad);
-
-    /* Z = bias + X op(W) over the counted rows: the bias rows first, so the
-     * GEMM adds (beta 1) instead of zeroing Z in a pass of its own. */
-    lce_job j = {.bias = bias ? bias->data : NULL, .labels = ys, .C = C, .to_grad = grad};
-    sv->X = ag__gather_rows(x->data, in, sv->kept, (int)N);
-    j.Z = ag_arena_alloc((size_t)(N ? N : 1) * C * sizeof(ag_real));
-    ag__parallel_range(N, ag__units_per_part(C), lce_fill, &j);
-    ag__gemm(false, tw, (int)N, C, in, 1, sv->X, w->data, 1, j.Z);
-    j.loss = ag_arena_alloc((size_t)(N ? N : 1) * sizeof(ag_real));
-    ag__parallel_range(N, ag__units_per_part(C), lce_rows, &j);
-    double total = 0; /* in double, in row order */
-    for (int64_t i = 0; i < N; i++) total += (double)j.loss[i];
-    ag_tensor *out = ag__empty(0, NULL);
-    out->data[0] = N ? (ag_real)(total / (double)N) : 0;
-
+    /* The counted rows' index in x's memory, X and Z = P there too. */
+    int32_t *labels_on = ag__step_i32_on(dev, ys, N);
+    sv->kept = ag__step_i32_on(dev, kept, N);
+    sv->pos = ag__step_i32_on(dev, pos, rows);
+    sv->X = step_reals(dev, N * in);
+    sv->P = step_reals(dev, N * C);
+    ag_real *loss = step_reals(dev, N);
+    ag_tensor *out = ag__empty_on(dev, 0, NULL);
+    const ag__loss_kernels *k = ag__loss_on(op, dev);
+    k->lce_forward(sv, x->data, w->data, bias ? bias->data : NULL, labels_on, loss, grad);
+    k->row_mean(loss, N, N, out->data);
     ag_node *n = ag__record(op, linear_ce_backward, out, 3, (ag_tensor *[]){x, w, bias});
-    if (n) {
-        sv->P = j.Z;
-        n->saved = sv;
-    }
+    if (n) n->saved = sv;
     return out;
 }
 
@@ -421,23 +374,22 @@ typedef struct {
     int classes;
 } kl_saved;
 
-static void kl_div_soft_backward(ag_node *n) {
-    const kl_saved *sv = n->saved;
-    const ag_real *Z = n->in[0]->data;
-    ag_real *GZ = ag__grad(n->in[0]);
-    if (n->in[0]->device == AG_CUDA) {
-        ag__kl_div_soft_backward_cuda(Z, sv->target, sv->row_max, sv->row_lse, sv->row_mass, n->out->grad, GZ,
-                                      sv->rows, sv->classes);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    ag_real scale = n->out->grad[0] / (ag_real)sv->rows;
-    int C = sv->classes;
-    for (int64_t r = 0; r < sv->rows; r++) {
-        const ag_real *z = Z + r * C, *t = sv->target + r * C;
-        ag_real *gz = GZ + r * C, m = sv->row_max[r], s = sv->row_lse[r], mass = sv->row_mass[r];
+static void kl_backward_cpu(const ag_real *Z, const ag_real *T, const ag_real *row_max, const ag_real *row_lse,
+                            const ag_real *row_mass, const ag_real *g, ag_real *GZ, int64_t rows, int C) {
+    ag_real scale = g[0] / (ag_real)rows;
+    for (int64_t r = 0; r < rows; r++) {
+        const ag_real *z = Z + r * C, *t = T + r * C;
+        ag_real *gz = GZ + r * C, m = row_max[r], s = row_lse[r], mass = row_mass[r];
         for (int c = 0; c < C; c++) gz[c] += scale * (mass * exp((z[c] - m) - s) - t[c]);
     }
+}
+
+static void kl_div_soft_backward(ag_node *n) {
+    const kl_saved *sv = n->saved;
+    ag_real *gz = ag__grad(n->in[0]);
+    ag__loss_on(n->op, n->in[0]->device)
+        ->kl_backward(n->in[0]->data, sv->target, sv->row_max, sv->row_lse, sv->row_mass, n->out->grad, gz, sv->rows,
+                      sv->classes);
 }
 
 /* Every target entry finite and >= 0, every row summing to 1 (to 1e-4: a
@@ -459,22 +411,25 @@ static void kl_check_target(const ag_tensor *logits, const ag_real *t, int64_t r
     }
 }
 
-/* On the GPU: the target copied once (checked on the host first), a warp
- * per row, the row losses in double. */
-static ag_tensor *kl_div_soft_cuda(ag_tensor *logits, const ag_real *target_probs, int64_t rows, int C) {
-    kl_saved *sv = ag_arena_alloc(sizeof *sv);
-    size_t cells = (size_t)rows * (size_t)C * sizeof(ag_real);
-    *sv = (kl_saved){.target = ag__cuda_arena_alloc(cells), .row_max = device_reals(rows),
-                     .row_lse = device_reals(rows), .row_mass = device_reals(rows), .rows = rows, .classes = C};
-    ag__cuda_copy(sv->target, AG_CUDA, target_probs, AG_CPU, cells);
-    double *row_loss = ag__cuda_arena_alloc((size_t)rows * sizeof(double));
-    ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);
-    ag__kl_div_soft_forward_cuda(logits->data, sv->target, sv->row_max, sv->row_lse, sv->row_mass, row_loss, rows, C);
-    ag__row_loss_mean_f64_cuda(row_loss, rows, rows, out->data);
-    ag__cuda_check_launch("ag_kl_div_soft");
-    ag_node *n = ag__record("ag_kl_div_soft", kl_div_soft_backward, out, 1, &logits);
-    if (n) n->saved = sv;
-    return out;
+/* Per row: m, s, the target's mass and the row's loss in double. */
+static void kl_forward_cpu(const ag_real *Z, const ag_real *T, ag_real *row_max, ag_real *row_lse, ag_real *row_mass,
+                           double *row_loss, int64_t rows, int C) {
+    for (int64_t r = 0; r < rows; r++) {
+        const ag_real *z = Z + r * C, *t = T + r * C;
+        ag_real m = z[0], sum = 0, mass = 0;
+        for (int c = 1; c < C; c++) m = z[c] > m ? z[c] : m;
+        for (int c = 0; c < C; c++) sum += exp(z[c] - m);
+        ag_real s = log(sum);
+        double row = 0;
+        for (int c = 0; c < C; c++) {
+            mass += t[c];
+            if (t[c] > 0) row += (double)(t[c] * (log(t[c]) - ((z[c] - m) - s)));
+        }
+        row_max[r] = m;
+        row_lse[r] = s;
+        row_mass[r] = mass;
+        row_loss[r] = row;
+    }
 }
 
 ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
@@ -487,82 +442,71 @@ ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
     int C = logits->shape[logits->ndim - 1];
     int64_t rows = logits->size / C;
     kl_check_target(logits, target_probs, rows, C);
-    if (dev == AG_CUDA) return kl_div_soft_cuda(logits, target_probs, rows, C);
-
+    /* the target copied once (checked on the host first): the caller's may
+     * change before backward */
     kl_saved *sv = ag_arena_alloc(sizeof *sv);
-    *sv = (kl_saved){.rows = rows, .classes = C};
-    sv->row_max = ag_arena_alloc((size_t)rows * sizeof(ag_real));
-    sv->row_lse = ag_arena_alloc((size_t)rows * sizeof(ag_real));
-    sv->row_mass = ag_arena_alloc((size_t)rows * sizeof(ag_real));
-    double total = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const ag_real *z = logits->data + r * C, *t = target_probs + r * C;
-        ag_real m = z[0], sum = 0, mass = 0;
-        for (int c = 1; c < C; c++) m = z[c] > m ? z[c] : m;
-        for (int c = 0; c < C; c++) sum += exp(z[c] - m);
-        ag_real s = log(sum);
-        double row = 0;
-        for (int c = 0; c < C; c++) {
-            mass += t[c];
-            if (t[c] > 0) row += (double)(t[c] * (log(t[c]) - ((z[c] - m) - s)));
-        }
-        sv->row_max[r] = m;
-        sv->row_lse[r] = s;
-        sv->row_mass[r] = mass;
-        total += row;
-    }
-    ag_tensor *out = ag__empty(0, NULL);
-    out->data[0] = (ag_real)(total / (double)rows);
-
+    *sv = (kl_saved){.target = ag__step_dup_on(dev, target_probs, (size_t)rows * (size_t)C * sizeof(ag_real)),
+                     .row_max = step_reals(dev, rows), .row_lse = step_reals(dev, rows),
+                     .row_mass = step_reals(dev, rows), .rows = rows, .classes = C};
+    double *row_loss = ag__step_alloc_on(dev, (size_t)rows * sizeof(double));
+    ag_tensor *out = ag__empty_on(dev, 0, NULL);
+    const ag__loss_kernels *k = ag__loss_on("ag_kl_div_soft", dev);
+    k->kl_forward(logits->data, sv->target, sv->row_max, sv->row_lse, sv->row_mass, row_loss, rows, C);
+    k->row_mean_f64(row_loss, rows, rows, out->data);
     ag_node *n = ag__record("ag_kl_div_soft", kl_div_soft_backward, out, 1, &logits);
-    if (n) {
-        size_t cells = (size_t)rows * (size_t)C * sizeof(ag_real);
-        sv->target = ag_arena_alloc(cells); /* the caller's may change before backward */
-        memcpy(sv->target, target_probs, cells);
-        n->saved = sv;
-    }
+    if (n) n->saved = sv;
     return out;
 }
 
 /* ---- mean squared error: mean (p - t)^2, d/dp = 2 (p - t) / N = -d/dt ---- */
 
+static void mse_forward_cpu(const ag_real *p, const ag_real *t, ag_real *out, int64_t n) {
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ag_real d = p[i] - t[i];
+        total += (double)(d * d);
+    }
+    *out = (ag_real)(total / (double)n);
+}
+
+static void mse_backward_cpu(const ag_real *p, const ag_real *t, const ag_real *g, ag_real *gp, ag_real *gt,
+                             int64_t n) {
+    ag_real scale = 2 * g[0] / (ag_real)n;
+    if (gp)
+        for (int64_t i = 0; i < n; i++) gp[i] += scale * (p[i] - t[i]);
+    if (gt)
+        for (int64_t i = 0; i < n; i++) gt[i] -= scale * (p[i] - t[i]);
+}
+
 static void mse_backward(ag_node *n) {
     const ag_tensor *p = n->in[0], *t = n->in[1];
-    if (p->device == AG_CUDA) {
-        ag__mse_backward_cuda(p->data, t->data, n->out->grad, ag__wants(n, 0) ? ag__grad(n->in[0]) : NULL,
-                              ag__wants(n, 1) ? ag__grad(n->in[1]) : NULL, p->size);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    ag_real scale = 2 * n->out->grad[0] / (ag_real)p->size;
-    if (ag__wants(n, 0)) {
-        ag_real *gp = ag__grad(n->in[0]);
-        for (int64_t i = 0; i < p->size; i++) gp[i] += scale * (p->data[i] - t->data[i]);
-    }
-    if (ag__wants(n, 1)) {
-        ag_real *gt = ag__grad(n->in[1]);
-        for (int64_t i = 0; i < p->size; i++) gt[i] -= scale * (p->data[i] - t->data[i]);
-    }
+    ag_real *gp = ag__wants(n, 0) ? ag__grad(n->in[0]) : NULL, *gt = ag__wants(n, 1) ? ag__grad(n->in[1]) : NULL;
+    ag__loss_on(n->op, p->device)->mse_backward(p->data, t->data, n->out->grad, gp, gt, p->size);
 }
 
 ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target) {
     ag_device dev = ag__check_same_device("ag_mse", pred, target);
     ag__check_same_shape("ag_mse", pred, target);
     if (pred->size == 0) ag__fatal("ag_mse", "mean over empty tensors");
-    if (dev == AG_CUDA) { /* one block sums the squares in double in a fixed order */
-        ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);
-        ag__mse_forward_cuda(pred->data, target->data, out->data, pred->size);
-        ag__cuda_check_launch("ag_mse");
-        ag__record("ag_mse", mse_backward, out, 2, (ag_tensor *[]){pred, target});
-        return out;
-    }
-    double total = 0;
-    for (int64_t i = 0; i < pred->size; i++) {
-        ag_real d = pred->data[i] - target->data[i];
-        total += (double)(d * d);
-    }
-    ag_tensor *out = ag__empty(0, NULL);
-    out->data[0] = (ag_real)(total / (double)pred->size);
+    /* in double, in a fixed order (CUDA: one block) */
+    ag_tensor *out = ag__empty_on(dev, 0, NULL);
+    ag__loss_on("ag_mse", dev)->mse_forward(pred->data, target->data, out->data, pred->size);
     ag__record("ag_mse", mse_backward, out, 2, (ag_tensor *[]){pred, target});
     return out;
 }
+
+/* ---- the CPU's table (ops/loss.h; CUDA's is in ops/cuda/loss.c) ---- */
+
+static const ag__loss_kernels loss_cpu = {
+    .ce_forward = ce_forward_cpu,
+    .ce_backward = ce_backward_cpu,
+    .row_mean = row_mean_cpu,
+    .row_mean_f64 = row_mean_f64_cpu,
+    .lce_forward = lce_forward_cpu,
+    .lce_backward = lce_backward_cpu,
+    .kl_forward = kl_forward_cpu,
+    .kl_backward = kl_backward_cpu,
+    .mse_forward = mse_forward_cpu,
+    .mse_backward = mse_backward_cpu,
+};
+AG_DISPATCH(loss, loss_cpu)

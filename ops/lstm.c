@@ -21,37 +21,13 @@
  * h0, c0), so dropout between layers is just a per-element scale that the
  * next layer applies to its input. */
 #include "vecmath.h"
+#include "dispatch.h"
+#include "lstm.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
-typedef struct {
-    int32_t *len; /* [B] */
-    int T, layer;
-    /* Only active rows (t < len[b]) are stored and computed, packed in
-     * time-major order: step t's rows are k in [off[t], off[t+1]), for the
-     * examples row_b[k] in increasing order.  An example active at t is
-     * active at t-1, so prev[k] is its row at t-1 (-1 at t = 0). */
-    int32_t *off, *row_b, *prev;
-    int na;          /* active rows in all */
-    uint8_t *kept;   /* [na,in] dropout mask of the input, or NULL */
-    ag_real scale;   /* 1/keep */
-    ag_real *xin;    /* [na,in] the input as the GEMM saw it (dropout applied) */
-    ag_real *gates;  /* [na,4H] activated i, f, g, o */
-    ag_real *hprev;  /* [na,H] h_{t-1} of each row (h0 or 0 at t = 0) */
-    ag_real *cprev;  /* [na,H] c_{t-1} likewise */
-    ag_real *h;      /* [na,H] h_t */
-    ag_real *tc;     /* [na,H] tanh(c_t) */
-    int32_t *last;   /* [B] each example's last row, or -1 (len 0) */
-    /* [B,H] gradients of this layer's final h and c (ag_lstm_opts.h_n/c_n),
-     * set by the final states' backward, which runs first, or NULL */
-    ag_real *dh_final, *dc_final;
-    /* On the GPU (lstm_layer_cuda): xin, gates, hprev, cprev, h, tc and
-     * dh/dc_final are device memory; len, off, row_b, prev and last stay
-     * on the host (they drive the loops), and the kernels read their device
-     * copies; the dropout mask is drawn there (kept stays NULL): */
-    int32_t *row_b_dev, *src_dev; /* src: row k's position b*N + t in x and the output */
-    uint8_t *kept_dev;
-} lstm_saved;
+/* ops/lstm.h: the packed rows, their index on the host and their arrays
+ * in the device's memory. */
+typedef ag_klstm lstm_saved;
 
 /* Gate nonlinearities and state update of one row (vectorisable: the
  * activations are branch-free, see vecmath.h). */
@@ -112,18 +88,8 @@ static void add_column_sums(const ag_real *G, int64_t rows, int n, ag_real *g1, 
     }
 }
 
-static void lstm_layer_backward_cuda(ag_node *n);
-
-static void lstm_layer_backward(ag_node *n) {
-    if (n->out->device == AG_CUDA) {
-        lstm_layer_backward_cuda(n);
-        return;
-    }
-    lstm_saved *s = n->saved;
-    ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
-    ag_tensor *h0 = n->in[5], *c0 = n->in[6];
-    int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = w_hh->shape[0], T = s->T, na = s->na;
-    const ag_real *dY = n->out->grad;
+static void backward_cpu(lstm_saved *s, const ag_klstm_args *a, const ag_real *dY, const ag_klstm_grads *gr) {
+    int B = a->B, N = a->N, in = a->in, H = a->H, T = s->T, na = s->na;
 
     /* dh, dc of the state each example carries into the step being undone,
      * by example.  An example not yet started (going backwards) holds the
@@ -139,11 +105,11 @@ static void lstm_layer_backward(ag_node *n) {
     if (s->dc_final) memcpy(dc, s->dc_final, (size_t)B * H * sizeof *dc);
     s->dh_final = s->dc_final = NULL;
     ag_real *dhc = ag_arena_alloc((size_t)B * H * sizeof *dhc + 1);
-    bool want_h0 = h0 && ag__wants(n, 5);
-    /* W_hh^T in the kernel's panels once for all steps (see lstm_layer) */
+    bool want_h0 = gr->h0 != NULL;
+    /* W_hh^T in the kernel's panels once for all steps (see forward_cpu) */
     ag__packed_b whh_t = {0};
     bool packed = ag__packed_gemm_ok() && T > 1;
-    if (packed) whh_t = ag__pack_b(true, 4 * H, H, w_hh->data);
+    if (packed) whh_t = ag__pack_b(true, 4 * H, H, a->w_hh);
     for (int t = T - 1; t >= 0; t--) {
         int k0 = s->off[t], ba = s->off[t + 1] - k0;
         cells_backward(s, dG, dh, dc, dY, N, t, k0, k0 + ba, H);
@@ -153,38 +119,29 @@ static void lstm_layer_backward(ag_node *n) {
         if (packed)
             ag__gemm_packed(ba, dG + (int64_t)k0 * 4 * H, 4 * H, &whh_t, 1, 0, all ? dh : dhc, H);
         else
-            ag__gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, w_hh->data, 0, all ? dh : dhc);
+            ag__gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, a->w_hh, 0, all ? dh : dhc);
         if (!all)
             for (int i = 0; i < ba; i++)
                 memcpy(dh + (int64_t)s->row_b[k0 + i] * H, dhc + (int64_t)i * H, (size_t)H * sizeof *dh);
     }
-    if (want_h0) {
-        ag_real *g = ag__grad(h0) + (int64_t)s->layer * B * H;
-        for (int64_t k = 0; k < (int64_t)B * H; k++) g[k] += dh[k];
-    }
-    if (c0 && ag__wants(n, 6)) {
-        ag_real *g = ag__grad(c0) + (int64_t)s->layer * B * H;
-        for (int64_t k = 0; k < (int64_t)B * H; k++) g[k] += dc[k];
-    }
+    if (gr->h0)
+        for (int64_t k = 0; k < (int64_t)B * H; k++) gr->h0[k] += dh[k];
+    if (gr->c0)
+        for (int64_t k = 0; k < (int64_t)B * H; k++) gr->c0[k] += dc[k];
 
     /* The weights see all timesteps at once: one GEMM each over the rows.
      * Without h0 the rows of t = 0 have h_{t-1} = 0 and add nothing to
      * dW_hh: the product starts after them. */
-    int from = h0 || T == 0 ? 0 : s->off[1];
-    if (ag__wants(n, 2)) {
-        ag_real *gw_hh = ag__grad(w_hh); /* allocated even when it stays zero (every length 1) */
-        if (na > from)
-            ag__gemm(true, false, H, 4 * H, na - from, 1, s->hprev + (int64_t)from * H, dG + (int64_t)from * 4 * H, 1,
-                     gw_hh);
-    }
-    if (ag__wants(n, 1)) ag__gemm(true, false, in, 4 * H, na, 1, s->xin, dG, 1, ag__grad(w_ih));
-    bool want_bih = b_ih && ag__wants(n, 3), want_bhh = b_hh && ag__wants(n, 4);
-    if (want_bih || want_bhh)
-        add_column_sums(dG, na, 4 * H, want_bih ? ag__grad(b_ih) : NULL, want_bhh ? ag__grad(b_hh) : NULL);
-    if (ag__wants(n, 0)) { /* dx of the active rows; a frozen row's is 0 */
+    int from = a->h0 || T == 0 ? 0 : s->off[1];
+    if (gr->w_hh && na > from)
+        ag__gemm(true, false, H, 4 * H, na - from, 1, s->hprev + (int64_t)from * H, dG + (int64_t)from * 4 * H, 1,
+                 gr->w_hh);
+    if (gr->w_ih) ag__gemm(true, false, in, 4 * H, na, 1, s->xin, dG, 1, gr->w_ih);
+    if (gr->b_ih || gr->b_hh) add_column_sums(dG, na, 4 * H, gr->b_ih, gr->b_hh);
+    if (gr->x) { /* dx of the active rows; a frozen row's is 0 */
         ag_real *dxin = ag_arena_alloc((size_t)((int64_t)na * in + 1) * sizeof *dxin);
-        ag__gemm(false, true, na, in, 4 * H, 1, dG, w_ih->data, 0, dxin);
-        ag_real *gx = ag__grad(x);
+        ag__gemm(false, true, na, in, 4 * H, 1, dG, a->w_ih, 0, dxin);
+        ag_real *gx = gr->x;
         for (int t = 0; t < T; t++)
             for (int k = s->off[t]; k < s->off[t + 1]; k++) {
                 const ag_real *src = dxin + (int64_t)k * in;
@@ -196,6 +153,37 @@ static void lstm_layer_backward(ag_node *n) {
                     for (int j = 0; j < in; j++) dst[j] += src[j];
             }
     }
+}
+
+/* The layer's operands as the kernels take them (the slices of h0, c0). */
+static ag_klstm_args layer_args(const lstm_saved *s, ag_tensor *x, ag_tensor *w_ih, ag_tensor *w_hh, ag_tensor *b_ih,
+                                ag_tensor *b_hh, ag_tensor *h0, ag_tensor *c0) {
+    int B = x->shape[0], H = w_hh->shape[0];
+    int64_t at = (int64_t)s->layer * B * H;
+    return (ag_klstm_args){.x = x->data, .w_ih = w_ih->data, .w_hh = w_hh->data,
+                           .b_ih = b_ih ? b_ih->data : NULL, .b_hh = b_hh ? b_hh->data : NULL,
+                           .h0 = h0 ? h0->data + at : NULL, .c0 = c0 ? c0->data + at : NULL,
+                           .B = B, .N = x->shape[1], .in = x->shape[2], .H = H};
+}
+
+/* Every wanted gradient is allocated, even one that stays zero (every
+ * length 1 leaves dW_hh untouched). */
+static void lstm_layer_backward(ag_node *n) {
+    lstm_saved *s = n->saved;
+    ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
+    ag_tensor *h0 = n->in[5], *c0 = n->in[6];
+    ag_klstm_args a = layer_args(s, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
+    int64_t at = (int64_t)s->layer * a.B * a.H;
+    ag_klstm_grads g = {
+        .h0 = h0 && ag__wants(n, 5) ? ag__grad(h0) + at : NULL,
+        .c0 = c0 && ag__wants(n, 6) ? ag__grad(c0) + at : NULL,
+        .w_hh = ag__wants(n, 2) ? ag__grad(w_hh) : NULL,
+        .w_ih = ag__wants(n, 1) ? ag__grad(w_ih) : NULL,
+        .b_ih = b_ih && ag__wants(n, 3) ? ag__grad(b_ih) : NULL,
+        .b_hh = b_hh && ag__wants(n, 4) ? ag__grad(b_hh) : NULL,
+        .x = ag__wants(n, 0) ? ag__grad(x) : NULL,
+    };
+    ag__lstm_on(n->op, x->device)->backward(s, &a, n->out->grad, &g);
 }
 
 /* The packed row index: off, row_b and prev (see lstm_saved). */
@@ -222,10 +210,10 @@ static void active_rows(lstm_saved *s, int B) {
 
 /* Row k's state before its step: the previous row's, or the layer's slice
  * of s0 (zeros without one). */
-static const ag_real *state_before(const lstm_saved *s, int k, const ag_real *packed, const ag_tensor *s0,
-                                   const ag_real *zeros, int B, int H) {
+static const ag_real *state_before(const lstm_saved *s, int k, const ag_real *packed, const ag_real *s0,
+                                   const ag_real *zeros, int H) {
     if (s->prev[k] >= 0) return packed + (int64_t)s->prev[k] * H;
-    return s0 ? s0->data + ((int64_t)s->layer * B + s->row_b[k]) * H : zeros;
+    return s0 ? s0 + (int64_t)s->row_b[k] * H : zeros;
 }
 
 /* The dropout mask of the packed input rows: drawn per example over its
@@ -241,8 +229,8 @@ static void drop_mask(const lstm_saved *s, int B, int in, double keep, ag_rng *r
             memcpy(s->kept + (int64_t)k * in, by_row + s->row_b[k] * row_len + (int64_t)t * in, (size_t)in);
 }
 
-/* The layer's tape node, on either device (inputs: x, w_ih, w_hh, b_ih,
- * b_hh, h0, c0), keeping a copy of what its backward needs. */
+/* The layer's tape node (inputs: x, w_ih, w_hh, b_ih, b_hh, h0, c0),
+ * keeping a copy of what its backward needs. */
 static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer *p, ag_tensor *h0, ag_tensor *c0,
                                const lstm_saved *s) {
     ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
@@ -255,152 +243,18 @@ static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer
     return out;
 }
 
-/* ---- the GPU (ops/cuda/lstm.cu) ----
- * The CPU's structure on cuBLAS: the same packed rows (the index is built
- * on the host from the host lengths, as above, and copied once per layer),
- * the input projection of every step as one GEMM, then per step the
- * states before it gathered, one [B_t,H] x [H,4H] GEMM and one fused cell
- * kernel.  Backward through time likewise: per step the cell kernel, one
- * GEMM for dh_{t-1}, and the weights' gradients as one GEMM each over all
- * rows.  Dropout's mask is the CPU's, bit for bit, drawn on the device
- * (ops/dropout_mask.h) and put in packed order there. */
-
-static void lstm_layer_backward_cuda(ag_node *n) {
-    lstm_saved *s = n->saved;
-    ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
-    ag_tensor *h0 = n->in[5], *c0 = n->in[6];
-    int B = x->shape[0], in = x->shape[2], H = w_hh->shape[0], T = s->T, na = s->na;
-    size_t bh = (size_t)B * H * sizeof(ag_real);
-    ag_real *dG = ag__cuda_arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof(ag_real));
-    ag_real *dh = ag__cuda_arena_alloc(bh + 1), *dc = ag__cuda_arena_alloc(bh + 1);
-    ag_real *dhc = ag__cuda_arena_alloc(bh + 1);
-    /* the final states' gradients enter each example's last step (consumed, as on the CPU) */
-    if (s->dh_final) ag__cuda_copy(dh, AG_CUDA, s->dh_final, AG_CUDA, bh);
-    else ag__cuda_zero(dh, bh);
-    if (s->dc_final) ag__cuda_copy(dc, AG_CUDA, s->dc_final, AG_CUDA, bh);
-    else ag__cuda_zero(dc, bh);
-    s->dh_final = s->dc_final = NULL;
-    bool want_h0 = h0 && ag__wants(n, 5);
-    for (int t = T - 1; t >= 0; t--) {
-        int k0 = s->off[t], ba = s->off[t + 1] - k0;
-        ag__lstm_cells_backward_cuda(dG, s->gates, s->cprev, s->tc, dh, n->out->grad, dc, s->src_dev, s->row_b_dev,
-                                     k0, ba, H);
-        if (!(t > 0 || want_h0) || H == 0) continue;
-        /* dh_{t-1} = dG_t W_hh^T on this step's rows; the others keep theirs */
-        bool all = ba == B;
-        ag__cuda_gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, 4 * H, w_hh->data, 4 * H, 0,
-                      all ? dh : dhc, H);
-        if (!all) ag__lstm_scatter_rows_cuda(dhc, s->row_b_dev, dh, k0, ba, H);
-    }
-    if (want_h0) ag__add_into_cuda(ag__grad(h0) + (int64_t)s->layer * B * H, dh, (int64_t)B * H);
-    if (c0 && ag__wants(n, 6)) ag__add_into_cuda(ag__grad(c0) + (int64_t)s->layer * B * H, dc, (int64_t)B * H);
-
-    /* the weights over all rows at once (without h0, t = 0 adds nothing to dW_hh) */
-    int from = h0 || T == 0 ? 0 : s->off[1];
-    bool gemms = H > 0 && na > 0;
-    if (ag__wants(n, 2)) {
-        ag_real *gw_hh = ag__grad(w_hh);
-        if (gemms && na > from)
-            ag__cuda_gemm(true, false, H, 4 * H, na - from, 1, s->hprev + (int64_t)from * H, H,
-                          dG + (int64_t)from * 4 * H, 4 * H, 1, gw_hh, 4 * H);
-    }
-    if (ag__wants(n, 1)) {
-        ag_real *gw_ih = ag__grad(w_ih);
-        if (gemms && in > 0) ag__cuda_gemm(true, false, in, 4 * H, na, 1, s->xin, in, dG, 4 * H, 1, gw_ih, 4 * H);
-    }
-    bool want_bih = b_ih && ag__wants(n, 3), want_bhh = b_hh && ag__wants(n, 4);
-    if (want_bih || want_bhh)
-        ag__lstm_column_sums_cuda(dG, na, 4 * H, want_bih ? ag__grad(b_ih) : NULL, want_bhh ? ag__grad(b_hh) : NULL);
-    if (ag__wants(n, 0)) { /* dx of the active rows; a frozen row's is 0 */
-        ag_real *gx = ag__grad(x);
-        if (gemms && in > 0) {
-            ag_real *dxin = ag__cuda_arena_alloc((size_t)((int64_t)na * in + 1) * sizeof(ag_real));
-            ag__cuda_gemm(false, true, na, in, 4 * H, 1, dG, 4 * H, w_ih->data, 4 * H, 0, dxin, in);
-            ag__lstm_scatter_input_grad_cuda(dxin, s->src_dev, s->kept_dev, s->scale, gx, na, in);
-        }
-    }
-    ag__cuda_check_launch(n->op);
-}
-
-static ag_tensor *lstm_layer_cuda(ag_tensor *x, const ag_lstm_layer *p, lstm_saved *s, ag_tensor *h0, ag_tensor *c0,
-                                  ag_rng *rng, double keep, ag_real *h_final, ag_real *c_final) {
-    int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = p->w_hh->shape[0], T = s->T;
-    int64_t na = s->na;
-    /* the kernels' index in one copy: row_b [na], src [na], prev [na], last [B] */
-    int32_t *idx = ag_arena_alloc((size_t)(3 * na + B + 1) * sizeof *idx);
-    memcpy(idx, s->row_b, (size_t)na * sizeof *idx);
-    for (int t = 0; t < T; t++)
-        for (int k = s->off[t]; k < s->off[t + 1]; k++) idx[na + k] = s->row_b[k] * N + t;
-    memcpy(idx + 2 * na, s->prev, (size_t)na * sizeof *idx);
-    memcpy(idx + 3 * na, s->last, (size_t)B * sizeof *idx);
-    int32_t *dev_idx = ag__to_device_i32(idx, 3 * na + B);
-    s->row_b_dev = dev_idx;
-    s->src_dev = dev_idx + na;
-    int32_t *prev_dev = dev_idx + 2 * na, *last_dev = dev_idx + 3 * na;
-    if (rng) { /* drop_mask's mask, drawn on the device per example over [T, in], then put in packed order */
-        int64_t row_len = (int64_t)T * in;
-        uint8_t *by_row = ag__cuda_arena_alloc((size_t)(B * row_len + 1));
-        ag__dropout_mask_device(by_row, B, row_len, keep, rng);
-        s->kept_dev = ag__cuda_arena_alloc((size_t)(na * in + 1));
-        ag__lstm_gather_mask_cuda(by_row, s->row_b_dev, s->src_dev, N, T, in, s->kept_dev, na);
-    }
-    size_t real = sizeof(ag_real);
-    s->xin = ag__cuda_arena_alloc((size_t)(na * in + 1) * real);
-    s->gates = ag__cuda_arena_alloc((size_t)(na * 4 * H + 1) * real);
-    s->hprev = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
-    s->cprev = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
-    s->h = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
-    s->tc = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
-    ag_real *c = ag__cuda_arena_alloc((size_t)(na * H + 1) * real);
-
-    /* the active rows of the input, the biases, the hoisted input projection */
-    ag__lstm_gather_input_cuda(x->data, s->src_dev, s->kept_dev, s->scale, s->xin, na, in);
-    ag__lstm_bias_rows_cuda(p->b_ih ? p->b_ih->data : NULL, p->b_hh ? p->b_hh->data : NULL, s->gates, na, 4 * H);
-    if (na > 0 && H > 0 && in > 0)
-        ag__cuda_gemm(false, false, (int)na, 4 * H, in, 1, s->xin, in, p->w_ih->data, 4 * H, 1, s->gates, 4 * H);
-    const ag_real *h0l = h0 ? h0->data + (int64_t)s->layer * B * H : NULL;
-    const ag_real *c0l = c0 ? c0->data + (int64_t)s->layer * B * H : NULL;
-    for (int t = 0; t < T; t++) {
-        int k0 = s->off[t], ba = s->off[t + 1] - k0;
-        ag__lstm_states_before_cuda(s->h, c, prev_dev, s->row_b_dev, h0l, c0l, s->hprev, s->cprev, k0, ba, H);
-        if ((t > 0 || h0) && H > 0) /* h_{-1} = 0 without h0: its product would add exact zeros */
-            ag__cuda_gemm(false, false, ba, 4 * H, H, 1, s->hprev + (int64_t)k0 * H, H, p->w_hh->data, 4 * H, 1,
-                          s->gates + (int64_t)k0 * 4 * H, 4 * H);
-        ag__lstm_cells_forward_cuda(s->gates, s->cprev, c, s->h, s->tc, k0, ba, H);
-    }
-    ag__lstm_final_states_cuda(s->h, c, last_dev, h0l, c0l, h_final, c_final, B, H);
-
-    ag_tensor *out = ag__empty_on(AG_CUDA, 3, (int[]){B, N, H});
-    ag__cuda_zero(out->data, (size_t)out->size * real); /* zeros past each length */
-    ag__lstm_scatter_output_cuda(s->h, s->src_dev, out->data, na, H);
-    ag__cuda_check_launch("ag_lstm");
-    return record_layer(out, x, p, h0, c0, s);
-}
-
-/* One layer over the sequence.  keep < 1 applies inverted dropout to x. */
-static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, int32_t *len, int T, ag_tensor *h0,
-                             ag_tensor *c0, double keep, ag_rng *rng, ag_real *h_final, ag_real *c_final) {
-    int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = p->w_hh->shape[0];
-    lstm_saved s = {.len = len, .T = T, .layer = layer, .scale = (ag_real)(1 / keep)};
-    active_rows(&s, B);
+/* The layer forward on the CPU: the mask, the active rows of the input,
+ * then the hoisted input projection. */
+static void forward_cpu(lstm_saved *sp, const ag_klstm_args *a, ag_real *c, ag_real *out, ag_real *h_final,
+                        ag_real *c_final, double keep, ag_rng *rng) {
+    lstm_saved s = *sp; /* a copy of the plan: the arrays it points to are filled */
+    int B = a->B, N = a->N, in = a->in, H = a->H, T = s.T;
     int64_t na = s.na;
-    if (x->device == AG_CUDA) return lstm_layer_cuda(x, p, &s, h0, c0, keep < 1 ? rng : NULL, keep, h_final, c_final);
-    if (keep < 1) {
-        s.kept = ag_arena_alloc((size_t)(na * in + 1));
-        drop_mask(&s, B, in, keep, rng);
-    }
-    s.xin = ag_arena_alloc((size_t)(na * in + 1) * sizeof(ag_real));
-    s.gates = ag_arena_alloc((size_t)(na * 4 * H + 1) * sizeof(ag_real));
-    s.hprev = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
-    s.cprev = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
-    s.h = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
-    ag_real *c = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
-    s.tc = ag_arena_alloc((size_t)(na * H + 1) * sizeof(ag_real));
-
-    /* The active rows of the input, then the hoisted input projection. */
+    const ag_real *h0 = a->h0, *c0 = a->c0;
+    if (rng) drop_mask(&s, B, in, keep, rng);
     for (int t = 0; t < T; t++)
         for (int k = s.off[t]; k < s.off[t + 1]; k++) {
-            const ag_real *src = x->data + ((int64_t)s.row_b[k] * N + t) * in;
+            const ag_real *src = a->x + ((int64_t)s.row_b[k] * N + t) * in;
             ag_real *dst = s.xin + (int64_t)k * in;
             if (s.kept) {
                 const uint8_t *m = s.kept + (int64_t)k * in;
@@ -410,9 +264,9 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
             }
         }
     ag_real *bias = ag_arena_alloc((size_t)4 * H * sizeof *bias); /* both biases enter every step together */
-    for (int j = 0; j < 4 * H; j++) bias[j] = (p->b_ih ? p->b_ih->data[j] : 0) + (p->b_hh ? p->b_hh->data[j] : 0);
+    for (int j = 0; j < 4 * H; j++) bias[j] = (a->b_ih ? a->b_ih[j] : 0) + (a->b_hh ? a->b_hh[j] : 0);
     for (int64_t k = 0; k < na; k++) memcpy(s.gates + k * 4 * H, bias, (size_t)4 * H * sizeof *bias);
-    ag__gemm(false, false, (int)na, 4 * H, in, 1, s.xin, p->w_ih->data, 1, s.gates);
+    ag__gemm(false, false, (int)na, 4 * H, in, 1, s.xin, a->w_ih, 1, s.gates);
 
     /* The recurrent products are T small GEMMs against the same W_hh:
      * BLAS would repack its 2.5 MB (H = 400) on every one, so it is packed
@@ -420,38 +274,62 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
      * ~105 GFLOP/s where OpenBLAS ran at 65-80. */
     ag__packed_b whh = {0};
     bool packed = ag__packed_gemm_ok() && T > 1;
-    if (packed) whh = ag__pack_b(false, H, 4 * H, p->w_hh->data);
+    if (packed) whh = ag__pack_b(false, H, 4 * H, a->w_hh);
     ag_real *zeros = ag_arena_zalloc((size_t)H * sizeof *zeros + 1);
     for (int t = 0; t < T; t++) {
         int k0 = s.off[t], ba = s.off[t + 1] - k0;
         for (int k = k0; k < k0 + ba; k++) {
-            memcpy(s.hprev + (int64_t)k * H, state_before(&s, k, s.h, h0, zeros, B, H), (size_t)H * sizeof(ag_real));
-            memcpy(s.cprev + (int64_t)k * H, state_before(&s, k, c, c0, zeros, B, H), (size_t)H * sizeof(ag_real));
+            memcpy(s.hprev + (int64_t)k * H, state_before(&s, k, s.h, h0, zeros, H), (size_t)H * sizeof(ag_real));
+            memcpy(s.cprev + (int64_t)k * H, state_before(&s, k, c, c0, zeros, H), (size_t)H * sizeof(ag_real));
         }
         if (t == 0 && !h0) {
             /* h_{-1} = 0: its product would add exact zeros */
         } else if (packed)
             ag__gemm_packed(ba, s.hprev + (int64_t)k0 * H, H, &whh, 1, 1, s.gates + (int64_t)k0 * 4 * H, 4 * H);
         else
-            ag__gemm(false, false, ba, 4 * H, H, 1, s.hprev + (int64_t)k0 * H, p->w_hh->data, 1,
+            ag__gemm(false, false, ba, 4 * H, H, 1, s.hprev + (int64_t)k0 * H, a->w_hh, 1,
                      s.gates + (int64_t)k0 * 4 * H);
         cells_forward(&s, c, k0, k0 + ba, H);
     }
 
     for (int b = 0; b < B && (h_final || c_final); b++) { /* each example's state after its last step */
         int k = s.last[b];
-        const ag_real *hb = k >= 0 ? s.h + (int64_t)k * H : h0 ? h0->data + ((int64_t)layer * B + b) * H : zeros;
-        const ag_real *cb = k >= 0 ? c + (int64_t)k * H : c0 ? c0->data + ((int64_t)layer * B + b) * H : zeros;
+        const ag_real *hb = k >= 0 ? s.h + (int64_t)k * H : h0 ? h0 + (int64_t)b * H : zeros;
+        const ag_real *cb = k >= 0 ? c + (int64_t)k * H : c0 ? c0 + (int64_t)b * H : zeros;
         if (h_final) memcpy(h_final + (int64_t)b * H, hb, (size_t)H * sizeof(ag_real));
         if (c_final) memcpy(c_final + (int64_t)b * H, cb, (size_t)H * sizeof(ag_real));
     }
 
-    ag_tensor *out = ag__empty(3, (int[]){B, N, H});
     for (int b = 0; b < B; b++) /* zeros past each length */
-        for (int t = len[b]; t < N; t++) memset(out->data + ((int64_t)b * N + t) * H, 0, (size_t)H * sizeof(ag_real));
+        for (int t = s.len[b]; t < N; t++) memset(out + ((int64_t)b * N + t) * H, 0, (size_t)H * sizeof(ag_real));
     for (int t = 0; t < T; t++)
         for (int k = s.off[t]; k < s.off[t + 1]; k++)
-            memcpy(out->data + ((int64_t)s.row_b[k] * N + t) * H, s.h + (int64_t)k * H, (size_t)H * sizeof(ag_real));
+            memcpy(out + ((int64_t)s.row_b[k] * N + t) * H, s.h + (int64_t)k * H, (size_t)H * sizeof(ag_real));
+}
+
+static void copy_cpu(ag_real *dst, const ag_real *src, int64_t n) { memcpy(dst, src, (size_t)n * sizeof *dst); }
+
+/* One layer over the sequence.  keep < 1 applies inverted dropout to x. */
+static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, int32_t *len, int T, ag_tensor *h0,
+                             ag_tensor *c0, double keep, ag_rng *rng, ag_real *h_final, ag_real *c_final) {
+    ag_device dev = x->device; /* ag_lstm checked every operand */
+    int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = p->w_hh->shape[0];
+    lstm_saved s = {.len = len, .T = T, .layer = layer, .scale = (ag_real)(1 / keep)};
+    active_rows(&s, B);
+    int64_t na = s.na;
+    ag_rng *drop = keep < 1 ? rng : NULL;
+    if (drop) s.kept = ag__step_alloc_on(dev, (size_t)(na * in + 1));
+    size_t real = sizeof(ag_real);
+    s.xin = ag__step_alloc_on(dev, (size_t)(na * in + 1) * real);
+    s.gates = ag__step_alloc_on(dev, (size_t)(na * 4 * H + 1) * real);
+    s.hprev = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
+    s.cprev = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
+    s.h = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
+    ag_real *c = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
+    s.tc = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
+    ag_tensor *out = ag__empty_on(dev, 3, (int[]){B, N, H});
+    ag_klstm_args a = layer_args(&s, x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0);
+    ag__lstm_on("ag_lstm", dev)->forward(&s, &a, c, out->data, h_final, c_final, keep, drop);
     return record_layer(out, x, p, h0, c0, &s);
 }
 
@@ -472,16 +350,8 @@ static void final_states_backward(ag_node *n) {
     int B = n->out->shape[1], H = n->out->shape[2];
     for (int l = 0; l < f->layers; l++) {
         if (!f->saved[l]) continue;
-        size_t bytes = (size_t)B * H * sizeof(ag_real);
-        const ag_real *from = n->out->grad + (int64_t)l * B * H;
-        ag_real *g;
-        if (n->out->device == AG_CUDA) {
-            g = ag__cuda_arena_alloc(bytes + 1);
-            ag__cuda_copy(g, AG_CUDA, from, AG_CUDA, bytes);
-        } else {
-            g = ag_arena_alloc(bytes + 1);
-            memcpy(g, from, bytes);
-        }
+        ag_real *g = ag__step_alloc_on(n->out->device, (size_t)B * H * sizeof(ag_real) + 1);
+        ag__lstm_on(n->op, n->out->device)->copy(g, n->out->grad + (int64_t)l * B * H, (int64_t)B * H);
         if (f->cell) f->saved[l]->dc_final = g;
         else f->saved[l]->dh_final = g;
         ag__grad(n->in[l]);
@@ -579,3 +449,12 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
     if (o->c_n) *o->c_n = cn;
     return h;
 }
+
+/* ---- the CPU's table (ops/lstm.h; CUDA's is in ops/cuda/lstm.c) ---- */
+
+static const ag__lstm_kernels lstm_cpu = {
+    .forward = forward_cpu,
+    .backward = backward_cpu,
+    .copy = copy_cpu,
+};
+AG_DISPATCH(lstm, lstm_cpu)

@@ -15,17 +15,14 @@
  * Where the denominator is 0 (a fully masked or padded query row) it is set
  * to 1, making H = 0 there with no gradient. */
 #include "vecmath.h"
+#include "dispatch.h"
+#include "mtsa.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
-typedef struct {
-    int32_t *len;       /* [B] (on the GPU, it and er, ep, zn are device memory: see mtsa_cuda) */
-    int slices, per_b;  /* slices = product of the leading dims; per_b of them per example */
-    ag_mtsa_score score;
-    ag_real *er; /* slice i: [L,L] at i*N*N */
-    ag_real *ep; /* slice i: [L,2dh] = [ES | v ⊙ ES] at i*N*2dh */
-    ag_real *zn; /* slice i: [L,2dh] = [Z | Num] = ER ep */
-} mtsa_saved;
+/* ops/mtsa.h: len, er, ep, zn in the device's memory and layout; on the
+ * CPU slice i's ER is [L,L] at i*N*N, [ES | v ⊙ ES] and [Z | Num] = ER ep
+ * [L,2dh] at i*N*2dh.  slices = product of R's leading dims. */
+typedef ag_kmtsa mtsa_saved;
 
 /* The exps and log-sigmoids run on vecmath's branch-free f32 kernels (a few
  * ulp; libm in the f64 build), the maxima as selects: SIMD loops. */
@@ -79,8 +76,9 @@ enum { MAX_PARTS = 32 };
 
 typedef struct {
     const mtsa_saved *sv;
-    const ag_tensor *r, *s, *v;
+    const ag_real *r, *s, *v;
     const ag_real *mask;
+    ag_mtsa_score score;
     int mask_slices, N, dh;
     const ag_real *G, *OUT;
     ag_real *out, *gr, *gs, *gv;
@@ -137,15 +135,15 @@ static void mtsa_backward_part(void *ctx, int64_t part) {
         }
         if (j->gr) {
             ag__gemm_serial(false, true, L, L, 2 * dh, 1, d, ep, 0, der);
-            const ag_real *rr = j->r->data + ro;
+            const ag_real *rr = j->r + ro;
             ag_real *g = j->gr + ro;
-            mtsa_score_grad(g, der, er, rr, N, L, sv->score);
+            mtsa_score_grad(g, der, er, rr, N, L, j->score);
         }
         if (j->gs || j->gv) {
             ag__gemm_serial(true, false, L, 2 * dh, L, 1, er, d, 0, dep);
             for (int k = 0; k < L; k++) {
                 const ag_real *row = ep + (int64_t)k * 2 * dh, *drow = dep + (int64_t)k * 2 * dh;
-                const ag_real *vk = j->v->data + so + (int64_t)k * dh;
+                const ag_real *vk = j->v + so + (int64_t)k * dh;
                 for (int l = 0; l < dh; l++) {
                     ag_real es = row[l];
                     if (j->gs) j->gs[so + (int64_t)k * dh + l] += (drow[l] + drow[dh + l] * vk[l]) * es;
@@ -156,82 +154,37 @@ static void mtsa_backward_part(void *ctx, int64_t part) {
     }
 }
 
-/* ---- the GPU (ops/cuda/mtsa.cu) ----
- * The same factorisation and the same saved arrays, but each slice's are
- * full blocks, ER [N,N] and [ES | v ⊙ ES], [Z | Num] [N,2dh], 0 on padded
- * queries and keys: one strided-batched GEMM then serves every length,
- * adding exact zeros where the CPU's products over L stop. */
-
-static void mtsa_backward_cuda(ag_node *n) {
-    const mtsa_saved *sv = n->saved;
-    ag_tensor *r = n->in[0], *s = n->in[1], *v = n->in[2];
-    int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1], S = sv->slices;
-    bool identity = sv->score == AG_MTSA_IDENTITY;
-    int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
-    bool want_r = ag__wants(n, 0), want_s = ag__wants(n, 1), want_v = ag__wants(n, 2);
-    bool fresh_r = false, fresh_s = false, fresh_v = false;
-    ag_real *gr = want_r ? ag__grad_write(r, &fresh_r) : NULL;
-    ag_real *gs = want_s ? ag__grad_write(s, &fresh_s) : NULL;
-    ag_real *gv = want_v ? ag__grad_write(v, &fresh_v) : NULL;
-    if (S == 0 || N == 0) return; /* nothing to write */
-    ag_real *d = ag__cuda_arena_alloc((size_t)(S * n2 + 1) * sizeof(ag_real));
-    ag__mtsa_d_cuda(n->out->grad, n->out->data, sv->zn, sv->len, sv->per_b, d, S, N, dh);
-    if (gr) { /* dER = [dZ | dNum] [ES | v ⊙ ES]^T */
-        ag_real *der = ag__cuda_arena_alloc((size_t)(S * nn + 1) * sizeof(ag_real));
-        if (dh > 0)
-            ag__cuda_gemm_batched(false, true, N, N, 2 * dh, d, 2 * dh, n2, sv->ep, 2 * dh, n2, 0, der, N, nn, S);
-        else
-            ag__cuda_zero(der, (size_t)(S * nn) * sizeof(ag_real));
-        ag__mtsa_r_grad_cuda(der, sv->er, r->data, gr, S * nn, identity, fresh_r);
-    }
-    if ((gs || gv) && dh > 0) { /* [dES | d(v ⊙ ES)] = ER^T [dZ | dNum] */
-        ag_real *dep = ag__cuda_arena_alloc((size_t)(S * n2 + 1) * sizeof(ag_real));
-        ag__cuda_gemm_batched(true, false, N, 2 * dh, N, sv->er, N, nn, d, 2 * dh, n2, 0, dep, 2 * dh, n2, S);
-        ag__mtsa_sv_grad_cuda(dep, sv->ep, v->data, sv->len, sv->per_b, gs, gv, S, N, dh, fresh_s, fresh_v);
-    }
-    ag__cuda_check_launch(n->op);
+static ag_mtsa_score score_of_plan(const mtsa_saved *p) {
+    return p->identity ? AG_MTSA_IDENTITY : AG_MTSA_LOG_SIGMOID;
 }
 
-static void mtsa_backward(ag_node *n);
+/* A fresh gradient is zeroed first: the slices add within their lengths. */
+static void zero_if_fresh(ag_real *g, bool fresh, int64_t n) {
+    if (g && fresh) memset(g, 0, (size_t)n * sizeof *g);
+}
 
-static ag_tensor *mtsa_cuda(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, int mask_slices,
-                            mtsa_saved sv) {
-    int B = r->shape[0], N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1], S = sv.slices;
-    int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
-    sv.len = ag__to_device_i32(sv.len, B);
-    sv.er = ag__cuda_arena_alloc((size_t)(S * nn + 1) * sizeof(ag_real));
-    sv.ep = ag__cuda_arena_alloc((size_t)(S * n2 + 1) * sizeof(ag_real));
-    sv.zn = ag__cuda_arena_alloc((size_t)(S * n2 + 1) * sizeof(ag_real));
-    ag_tensor *out = ag__empty_on(AG_CUDA, s->ndim, s->shape);
-    ag__mtsa_er_cuda(r->data, mask ? mask->data : NULL, mask_slices, sv.len, sv.per_b, sv.er, S, N,
-                     sv.score == AG_MTSA_IDENTITY);
-    ag__mtsa_ep_cuda(s->data, v->data, sv.len, sv.per_b, sv.ep, S, N, dh);
-    if (S > 0 && N > 0 && dh > 0) /* [Z | Num] = ER [ES | v ⊙ ES] */
-        ag__cuda_gemm_batched(false, false, N, 2 * dh, N, sv.er, N, nn, sv.ep, 2 * dh, n2, 0, sv.zn, 2 * dh, n2, S);
-    ag__mtsa_out_cuda(sv.zn, sv.len, sv.per_b, out->data, S, N, dh);
-    ag__cuda_check_launch("ag_mtsa_attention");
-    ag_node *n = ag__record("ag_mtsa_attention", mtsa_backward, out, 3, (ag_tensor *[]){r, s, v});
-    if (n) {
-        mtsa_saved *p = ag_arena_alloc(sizeof *p);
-        *p = sv;
-        n->saved = p;
-    }
-    return out;
+static void mtsa_backward_cpu(const mtsa_saved *sv, const ag_real *r, const ag_real *v, const ag_real *g,
+                              const ag_real *out, ag_real *gr, bool fresh_r, ag_real *gs, bool fresh_s, ag_real *gv,
+                              bool fresh_v) {
+    int N = sv->N, dh = sv->dh;
+    zero_if_fresh(gr, fresh_r, (int64_t)sv->slices * N * N);
+    zero_if_fresh(gs, fresh_s, (int64_t)sv->slices * N * dh);
+    zero_if_fresh(gv, fresh_v, (int64_t)sv->slices * N * dh);
+    mtsa_job j = {.sv = sv, .r = r, .v = v, .score = score_of_plan(sv), .N = N, .dh = dh, .G = g, .OUT = out,
+                  .gr = gr, .gs = gs, .gv = gv};
+    mtsa_job_parts(&j, (int64_t)N * 4 * dh + (int64_t)N * N);
+    ag__parallel(mtsa_parts(&j), mtsa_backward_part, &j);
 }
 
 static void mtsa_backward(ag_node *n) {
-    if (n->out->device == AG_CUDA) {
-        mtsa_backward_cuda(n);
-        return;
-    }
     const mtsa_saved *sv = n->saved;
     ag_tensor *r = n->in[0], *s = n->in[1], *v = n->in[2];
-    int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
-    mtsa_job j = {.sv = sv, .r = r, .s = s, .v = v, .N = N, .dh = dh, .G = n->out->grad, .OUT = n->out->data,
-                  .gr = ag__wants(n, 0) ? ag__grad(r) : NULL, .gs = ag__wants(n, 1) ? ag__grad(s) : NULL,
-                  .gv = ag__wants(n, 2) ? ag__grad(v) : NULL};
-    mtsa_job_parts(&j, (int64_t)N * 4 * dh + (int64_t)N * N);
-    ag__parallel(mtsa_parts(&j), mtsa_backward_part, &j);
+    bool fresh_r = false, fresh_s = false, fresh_v = false;
+    ag_real *gr = ag__wants(n, 0) ? ag__grad_write(r, &fresh_r) : NULL;
+    ag_real *gs = ag__wants(n, 1) ? ag__grad_write(s, &fresh_s) : NULL;
+    ag_real *gv = ag__wants(n, 2) ? ag__grad_write(v, &fresh_v) : NULL;
+    ag__mtsa_on(n->op, n->out->device)
+        ->backward(sv, r->data, v->data, n->out->grad, n->out->data, gr, fresh_r, gs, fresh_s, gv, fresh_v);
 }
 
 /* The mask's shape must be a suffix of R's ([N,N], [h,N,N], ...), with
@@ -280,8 +233,8 @@ static void mtsa_forward_part(void *ctx, int64_t part) {
         if (L == 0) continue;
         const ag_real *m = j->mask ? j->mask + (int64_t)(i % j->mask_slices) * N * N : NULL;
         ag_real *er = sv->er + ro, *ep = sv->ep + eo, *zn = sv->zn + eo;
-        slice_er(er, j->r->data + ro, m, N, L, sv->score);
-        slice_ep(ep, j->s->data + so, j->v->data + so, L, dh, colmax);
+        slice_er(er, j->r + ro, m, N, L, j->score);
+        slice_ep(ep, j->s + so, j->v + so, L, dh, colmax);
         ag__gemm_serial(false, false, L, 2 * dh, L, 1, er, ep, 0, zn);
         for (int q = 0; q < L; q++) {
             const ag_real *z = zn + (int64_t)q * 2 * dh;
@@ -290,30 +243,38 @@ static void mtsa_forward_part(void *ctx, int64_t part) {
     }
 }
 
+static void mtsa_forward_cpu(const mtsa_saved *sv, const ag_real *r, const ag_real *s, const ag_real *v,
+                             const ag_real *mask, int mask_slices, ag_real *out) {
+    mtsa_job j = {.sv = sv, .r = r, .s = s, .v = v, .mask = mask, .score = score_of_plan(sv),
+                  .mask_slices = mask_slices, .N = sv->N, .dh = sv->dh, .out = out};
+    mtsa_job_parts(&j, sv->dh);
+    ag__parallel(mtsa_parts(&j), mtsa_forward_part, &j);
+}
+
 ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
                              ag_mtsa_score score) {
     check_shapes(r, s, v);
     if (score != AG_MTSA_LOG_SIGMOID && score != AG_MTSA_IDENTITY)
         ag__fatal("ag_mtsa_attention", "unknown score function %d", (int)score);
+    ag_device dev = r->device; /* check_shapes: all three on it */
     int B = r->shape[0], N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
     int per_b = r->ndim == 4 ? r->shape[1] : 1;
-    mtsa_saved sv = {.slices = B * per_b, .per_b = per_b, .score = score};
+    mtsa_saved sv = {.slices = B * per_b, .per_b = per_b, .N = N, .dh = dh, .identity = score == AG_MTSA_IDENTITY};
     int mask_slices = mask ? check_mask(r, mask) : 1; /* the mask repeats every mask_slices slices */
-    sv.len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *sv.len);
+    int32_t *host_len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *host_len);
     for (int b = 0; b < B; b++) {
-        sv.len[b] = len ? len[b] : N;
-        if (sv.len[b] < 0 || sv.len[b] > N)
-            ag__fatal("ag_mtsa_attention", "len[%d] = %d is outside [0, %d]", b, (int)sv.len[b], N);
+        host_len[b] = len ? len[b] : N;
+        if (host_len[b] < 0 || host_len[b] > N)
+            ag__fatal("ag_mtsa_attention", "len[%d] = %d is outside [0, %d]", b, (int)host_len[b], N);
     }
-    if (r->device == AG_CUDA) return mtsa_cuda(r, s, v, mask, mask_slices, sv);
-    sv.er = ag_arena_alloc((size_t)sv.slices * N * N * sizeof(ag_real) + 1);
-    sv.ep = ag_arena_alloc((size_t)sv.slices * N * 2 * dh * sizeof(ag_real) + 1);
-    sv.zn = ag_arena_alloc((size_t)sv.slices * N * 2 * dh * sizeof(ag_real) + 1);
-    ag_tensor *out = ag__empty(s->ndim, s->shape);
-    mtsa_job j = {.sv = &sv, .r = r, .s = s, .v = v, .mask = mask ? mask->data : NULL, .mask_slices = mask_slices,
-                  .N = N, .dh = dh, .out = out->data};
-    mtsa_job_parts(&j, dh);
-    ag__parallel(mtsa_parts(&j), mtsa_forward_part, &j);
+    int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
+    sv.len = ag__step_i32_on(dev, host_len, B);
+    sv.er = ag__step_alloc_on(dev, (size_t)(sv.slices * nn + 1) * sizeof(ag_real));
+    sv.ep = ag__step_alloc_on(dev, (size_t)(sv.slices * n2 + 1) * sizeof(ag_real));
+    sv.zn = ag__step_alloc_on(dev, (size_t)(sv.slices * n2 + 1) * sizeof(ag_real));
+    ag_tensor *out = ag__empty_on(dev, s->ndim, s->shape);
+    ag__mtsa_on("ag_mtsa_attention", dev)
+        ->forward(&sv, r->data, s->data, v->data, mask ? mask->data : NULL, mask_slices, out->data);
     ag_node *n = ag__record("ag_mtsa_attention", mtsa_backward, out, 3, (ag_tensor *[]){r, s, v});
     if (n) {
         mtsa_saved *p = ag_arena_alloc(sizeof *p);
@@ -322,3 +283,11 @@ ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_
     }
     return out;
 }
+
+/* ---- the CPU's table (ops/mtsa.h; CUDA's is in ops/cuda/mtsa.c) ---- */
+
+static const ag__mtsa_kernels mtsa_cpu = {
+    .forward = mtsa_forward_cpu,
+    .backward = mtsa_backward_cpu,
+};
+AG_DISPATCH(mtsa, mtsa_cpu)

@@ -5,8 +5,10 @@
  * threads: it is a few flops per step).  The context's weights are a
  * [N,N] matrix per example (row t, column i; 0 outside the window and on
  * padding, so the products run over all N with exact zeros there), one
- * thread per row; the products themselves are cuBLAS's (ops/gaussian.c). */
+ * thread per row; the products themselves are cuBLAS's, and the family's
+ * table, in ops/cuda/gaussian.c. */
 #include "prelude.cuh"
+#include "gaussian.cuh"
 #include "../vecmath.h"
 
 #define GAUSS_SUM_FLOOR ((ag_real)1e-12) /* as ops/gaussian.c */

@@ -6,8 +6,10 @@
  * row); the mean over rows is one block summing the row losses in double
  * in a fixed order, as the CPU sums them in double.  Where the CPU calls
  * C's double log/exp on a float, so do these kernels (the casts below), so
- * f32 rounds the same way. */
+ * f32 rounds the same way.  The family's table, with the fused
+ * classifier's cuBLAS products, is in ops/cuda/loss.c. */
 #include "prelude.cuh"
+#include "loss.cuh"
 #include "../vecmath.h"
 
 /* ---- cross-entropy ---- */

@@ -2,10 +2,12 @@
  * LSTM over packed rows (see lstm_saved there: only active rows exist,
  * time-major, step t's rows k in [off[t], off[t+1]) for the examples
  * row_b[k] in increasing order).  The products are cuBLAS's, called from
- * ops/lstm.c.  One thread per element of a row: every element is written
- * by one thread, and the only sums (the bias gradient's column sums) run
- * in row order in one thread per column, so every run gives the same bits. */
+ * ops/cuda/lstm.c with the family's table.  One thread per element of a
+ * row: every element is written by one thread, and the only sums (the bias
+ * gradient's column sums) run in row order in one thread per column, so
+ * every run gives the same bits. */
 #include "prelude.cuh"
+#include "lstm.cuh"
 #include "../vecmath.h"
 
 #define FOR_ROWS(x, rows, width) AG_CUDA_FOR(x, (int64_t)(rows) * (width))

@@ -5,12 +5,14 @@
  *
  * so no [N,N,dh] tensor exists here either.  The kernels below compute ER,
  * [ES | v ⊙ ES] and the elementwise ends; the three products per slice
- * are cuBLAS's strided-batched GEMMs (ops/mtsa_attn.c).  Each slice is a
- * full [N,N] / [N,2dh] block, 0 on padded queries and keys, so one batched
- * product serves every length with exact zeros where the CPU's stop at L.
+ * are cuBLAS's strided-batched GEMMs (ops/cuda/mtsa.c, with the
+ * family's table).  Each slice is a full [N,N] / [N,2dh] block, 0 on
+ * padded queries and keys, so one batched product serves every length
+ * with exact zeros where the CPU's stop at L.
  * One thread per row, column or element: no atomics, no reductions across
  * threads, the same bits every run. */
 #include "prelude.cuh"
+#include "mtsa.cuh"
 #include "../vecmath.h"
 
 __device__ static inline ag_real score_of(ag_real r, bool identity) { return identity ? r : ag__vlog_sigmoid(r); }

@@ -1,0 +1,26 @@
+/* gaussian.cuh - the launchers of ops/cuda/gaussian.cu, for
+ * ops/cuda/gaussian.c, which composes them with cuBLAS into the family's
+ * CUDA table (ops/gaussian.h).  C and C++: no engine types. */
+#ifndef AG_CUDA_GAUSSIAN_CUH
+#define AG_CUDA_GAUSSIAN_CUH
+
+#include "../kreal.h"
+
+AG_KERNELS_BEGIN
+
+/* The mean recurrence, one thread per example (ops/gaussian.h). */
+void ag__gaussian_mu_cuda(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N);
+void ag__gaussian_mu_backward_cuda(const ag_kreal *m, const ag_kreal *mu, const ag_kreal *g, const int32_t *len,
+                                   const uint8_t *above, ag_kreal *gm, int B, int N, bool fresh);
+/* The context's normalised weights w [B,N,N] (0 outside each window and
+ * on padding) and window sums [B,N]; backward: dmu, dsigma [B,N] from
+ * dw = dC h^T (either output may be NULL). */
+void ag__gauss_weights_cuda(ag_kreal *w, ag_kreal *sum, const ag_kreal *mu, const ag_kreal *sigma, const int32_t *len,
+                            int B, int N, bool strict, ag_kreal eps);
+void ag__gauss_weights_backward_cuda(const ag_kreal *w, const ag_kreal *dw, const ag_kreal *sum, const ag_kreal *mu,
+                                     const ag_kreal *sigma, const int32_t *len, ag_kreal *gmu, ag_kreal *gsigma, int B,
+                                     int N, bool strict, ag_kreal eps, bool fresh_mu, bool fresh_sigma);
+
+AG_KERNELS_END
+
+#endif

@@ -1,0 +1,113 @@
+/* lstm.c - the LSTM's CUDA table (ops/lstm.h): the CPU's structure on
+ * cuBLAS.  The same packed rows (the index is built on the host from the
+ * host lengths, as in ops/lstm.c, and copied once per layer), the input
+ * projection of every step as one GEMM, then per step the states before it
+ * gathered, one [B_t,H] x [H,4H] GEMM and one fused cell kernel
+ * (ops/cuda/lstm.cu).  Backward through time likewise: per step the cell
+ * kernel, one GEMM for dh_{t-1}, and the weights' gradients as one GEMM
+ * each over all rows.  Dropout's mask is the CPU's, bit for bit, drawn on
+ * the device (ops/dropout_mask.h) and put in packed order there.  Compiled
+ * only in CUDA builds. */
+#include "../dispatch.h"
+#include "../lstm.h"
+#include "../../graph/device.h"
+#include "kernels.h"
+#include "lstm.cuh"
+
+/* The kernels' index in one copy: row_b [na], src [na], prev [na], last
+ * [B]; s keeps row_b's and src's, prev and last are the forward's. */
+static int32_t *upload_index(ag_klstm *s, int B, int N) {
+    int64_t na = s->na;
+    int32_t *idx = ag_arena_alloc((size_t)(3 * na + B + 1) * sizeof *idx);
+    memcpy(idx, s->row_b, (size_t)na * sizeof *idx);
+    for (int t = 0; t < s->T; t++)
+        for (int k = s->off[t]; k < s->off[t + 1]; k++) idx[na + k] = s->row_b[k] * N + t;
+    memcpy(idx + 2 * na, s->prev, (size_t)na * sizeof *idx);
+    memcpy(idx + 3 * na, s->last, (size_t)B * sizeof *idx);
+    int32_t *dev_idx = ag__to_device_i32(idx, 3 * na + B);
+    s->row_b_dev = dev_idx;
+    s->src_dev = dev_idx + na;
+    return dev_idx;
+}
+
+static void forward(ag_klstm *s, const ag_klstm_args *a, ag_real *c, ag_real *out, ag_real *h_final,
+                    ag_real *c_final, double keep, ag_rng *rng) {
+    int B = a->B, N = a->N, in = a->in, H = a->H, T = s->T;
+    int64_t na = s->na;
+    int32_t *dev_idx = upload_index(s, B, N);
+    int32_t *prev_dev = dev_idx + 2 * na, *last_dev = dev_idx + 3 * na;
+    if (rng) { /* drop_mask's mask, drawn on the device per example over [T, in], then put in packed order */
+        int64_t row_len = (int64_t)T * in;
+        uint8_t *by_row = ag__cuda_arena_alloc((size_t)(B * row_len + 1));
+        ag__dropout_mask_device(by_row, B, row_len, keep, rng);
+        ag__lstm_gather_mask_cuda(by_row, s->row_b_dev, s->src_dev, N, T, in, s->kept, na);
+    }
+
+    /* the active rows of the input, the biases, the hoisted input projection */
+    ag__lstm_gather_input_cuda(a->x, s->src_dev, s->kept, s->scale, s->xin, na, in);
+    ag__lstm_bias_rows_cuda(a->b_ih, a->b_hh, s->gates, na, 4 * H);
+    if (na > 0 && H > 0 && in > 0)
+        ag__cuda_gemm(false, false, (int)na, 4 * H, in, 1, s->xin, in, a->w_ih, 4 * H, 1, s->gates, 4 * H);
+    for (int t = 0; t < T; t++) {
+        int k0 = s->off[t], ba = s->off[t + 1] - k0;
+        ag__lstm_states_before_cuda(s->h, c, prev_dev, s->row_b_dev, a->h0, a->c0, s->hprev, s->cprev, k0, ba, H);
+        if ((t > 0 || a->h0) && H > 0) /* h_{-1} = 0 without h0: its product would add exact zeros */
+            ag__cuda_gemm(false, false, ba, 4 * H, H, 1, s->hprev + (int64_t)k0 * H, H, a->w_hh, 4 * H, 1,
+                          s->gates + (int64_t)k0 * 4 * H, 4 * H);
+        ag__lstm_cells_forward_cuda(s->gates, s->cprev, c, s->h, s->tc, k0, ba, H);
+    }
+    ag__lstm_final_states_cuda(s->h, c, last_dev, a->h0, a->c0, h_final, c_final, B, H);
+    ag__cuda_zero(out, (size_t)B * N * H * sizeof(ag_real)); /* zeros past each length */
+    ag__lstm_scatter_output_cuda(s->h, s->src_dev, out, na, H);
+}
+
+static void backward(ag_klstm *s, const ag_klstm_args *a, const ag_real *dY, const ag_klstm_grads *g) {
+    int B = a->B, in = a->in, H = a->H, T = s->T, na = s->na;
+    size_t bh = (size_t)B * H * sizeof(ag_real);
+    ag_real *dG = ag__cuda_arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof(ag_real));
+    ag_real *dh = ag__cuda_arena_alloc(bh + 1), *dc = ag__cuda_arena_alloc(bh + 1);
+    ag_real *dhc = ag__cuda_arena_alloc(bh + 1);
+    /* the final states' gradients enter each example's last step (consumed, as on the CPU) */
+    if (s->dh_final) ag__cuda_copy(dh, AG_CUDA, s->dh_final, AG_CUDA, bh);
+    else ag__cuda_zero(dh, bh);
+    if (s->dc_final) ag__cuda_copy(dc, AG_CUDA, s->dc_final, AG_CUDA, bh);
+    else ag__cuda_zero(dc, bh);
+    s->dh_final = s->dc_final = NULL;
+    for (int t = T - 1; t >= 0; t--) {
+        int k0 = s->off[t], ba = s->off[t + 1] - k0;
+        ag__lstm_cells_backward_cuda(dG, s->gates, s->cprev, s->tc, dh, dY, dc, s->src_dev, s->row_b_dev, k0, ba, H);
+        if (!(t > 0 || g->h0) || H == 0) continue;
+        /* dh_{t-1} = dG_t W_hh^T on this step's rows; the others keep theirs */
+        bool all = ba == B;
+        ag__cuda_gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, 4 * H, a->w_hh, 4 * H, 0,
+                      all ? dh : dhc, H);
+        if (!all) ag__lstm_scatter_rows_cuda(dhc, s->row_b_dev, dh, k0, ba, H);
+    }
+    if (g->h0) ag__add_into_cuda(g->h0, dh, (int64_t)B * H);
+    if (g->c0) ag__add_into_cuda(g->c0, dc, (int64_t)B * H);
+
+    /* the weights over all rows at once (without h0, t = 0 adds nothing to dW_hh) */
+    int from = a->h0 || T == 0 ? 0 : s->off[1];
+    bool gemms = H > 0 && na > 0;
+    if (g->w_hh && gemms && na > from)
+        ag__cuda_gemm(true, false, H, 4 * H, na - from, 1, s->hprev + (int64_t)from * H, H, dG + (int64_t)from * 4 * H,
+                      4 * H, 1, g->w_hh, 4 * H);
+    if (g->w_ih && gemms && in > 0)
+        ag__cuda_gemm(true, false, in, 4 * H, na, 1, s->xin, in, dG, 4 * H, 1, g->w_ih, 4 * H);
+    if (g->b_ih || g->b_hh) ag__lstm_column_sums_cuda(dG, na, 4 * H, g->b_ih, g->b_hh);
+    if (g->x && gemms && in > 0) { /* dx of the active rows; a frozen row's is 0 */
+        ag_real *dxin = ag__cuda_arena_alloc((size_t)((int64_t)na * in + 1) * sizeof(ag_real));
+        ag__cuda_gemm(false, true, na, in, 4 * H, 1, dG, 4 * H, a->w_ih, 4 * H, 0, dxin, in);
+        ag__lstm_scatter_input_grad_cuda(dxin, s->src_dev, s->kept, s->scale, g->x, na, in);
+    }
+}
+
+static void copy(ag_real *dst, const ag_real *src, int64_t n) {
+    ag__cuda_copy(dst, AG_CUDA, src, AG_CUDA, (size_t)n * sizeof(ag_real));
+}
+
+const ag__lstm_kernels ag__lstm_cuda = {
+    .forward = forward,
+    .backward = backward,
+    .copy = copy,
+};

@@ -1,0 +1,46 @@
+/* mtsa.h - MTSA's token2token attention kernels (ops/dispatch.h): the CPU's
+ * in ops/mtsa_attn.c, CUDA's in ops/cuda/mtsa.c (cuBLAS's batched
+ * products) over the kernels of ops/cuda/mtsa.cu.  Every pointer is in the
+ * device's memory. */
+#ifndef AG_OPS_MTSA_H
+#define AG_OPS_MTSA_H
+
+#include "kreal.h"
+
+AG_KERNELS_BEGIN
+
+/* `slices` [N,N] score slices, per_b of them per example (len[slice /
+ * per_b] its length), dh features; identity: ER = M ⊙ exp(R), else the
+ * log-sigmoid score.  What the forward keeps for backward: ER, [ES | v ⊙
+ * ES] and [Z | Num] = ER [ES | v ⊙ ES], at slice i's i*N*N, i*N*2dh,
+ * i*N*2dh.  Their layout is the device's: the CPU stores [L,L] and [L,2dh]
+ * blocks (its GEMMs stop at L), CUDA full [N,N] and [N,2dh] blocks, 0 on
+ * padded queries and keys (one batched product serves every length). */
+typedef struct {
+    const int32_t *len;
+    ag_kreal *er, *ep, *zn;
+    int slices, per_b, N, dh;
+    bool identity;
+} ag_kmtsa;
+
+typedef struct {
+    /* out [slices,N,dh] = H from R, S, v and the {0,1} mask (repeating
+     * every mask_slices slices, or NULL); 0 on padded queries.  Backward
+     * from g = dH: gr, gs, gv (any NULL: not wanted; fresh: stored). */
+    void (*forward)(const ag_kmtsa *p, const ag_kreal *r, const ag_kreal *s, const ag_kreal *v, const ag_kreal *mask,
+                    int mask_slices, ag_kreal *out);
+    void (*backward)(const ag_kmtsa *p, const ag_kreal *r, const ag_kreal *v, const ag_kreal *g, const ag_kreal *out,
+                     ag_kreal *gr, bool fresh_r, ag_kreal *gs, bool fresh_s, ag_kreal *gv, bool fresh_v);
+} ag__mtsa_kernels;
+
+extern const ag__mtsa_kernels ag__mtsa_cuda;
+
+AG_KERNELS_END
+
+#ifndef __cplusplus
+#include "attngrad.h"
+/* The table of dev's kernels (fatal, naming op, where this build has none). */
+const ag__mtsa_kernels *ag__mtsa_on(const char *op, ag_device dev);
+#endif
+
+#endif
