@@ -77,7 +77,7 @@ static void slices_gemm(bool ta, bool tb, int M, int N, int K, const ag_real *A,
                         ag_real *C, int slices) {
     if (slices == 0 || M == 0 || N == 0) return;
     if (K == 0) {
-        if (!accumulate) ag__fill_cuda(C, 0, (int64_t)slices * M * N);
+        if (!accumulate) ag__elementwise_on("ag_attention", AG_CUDA)->fill(C, 0, (int64_t)slices * M * N);
         return;
     }
     ag__cuda_gemm_batched(ta, tb, M, N, K, A, ta ? M : K, (int64_t)M * K, B, tb ? K : N, (int64_t)K * N,

@@ -292,8 +292,10 @@ static void lstm_layer_backward_cuda(ag_node *n) {
                       all ? dh : dhc, H);
         if (!all) ag__lstm_scatter_rows_cuda(dhc, s->row_b_dev, dh, k0, ba, H);
     }
-    if (want_h0) ag__add_into_cuda(ag__grad(h0) + (int64_t)s->layer * B * H, dh, (int64_t)B * H);
-    if (c0 && ag__wants(n, 6)) ag__add_into_cuda(ag__grad(c0) + (int64_t)s->layer * B * H, dc, (int64_t)B * H);
+    if (want_h0)
+        ag__elementwise_on(n->op, AG_CUDA)->add_into(ag__grad(h0) + (int64_t)s->layer * B * H, dh, (int64_t)B * H);
+    if (c0 && ag__wants(n, 6))
+        ag__elementwise_on(n->op, AG_CUDA)->add_into(ag__grad(c0) + (int64_t)s->layer * B * H, dc, (int64_t)B * H);
 
     /* the weights over all rows at once (without h0, t = 0 adds nothing to dW_hh) */
     int from = h0 || T == 0 ? 0 : s->off[1];

@@ -177,7 +177,8 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm) {
             ag_tensor *p = ps->items[i];
             if (!p->grad || !p->requires_grad) continue;
             if (p->device == AG_CUDA) { /* g = coef g: a product, as below (coef g + 0 made -0 +0) */
-                ag__affine_backward_cuda(p->grad, p->grad, (ag_real)coef, p->size, true);
+                ag__elementwise_on("ag_clip_grad_norm", AG_CUDA)
+                    ->affine_backward(p->grad, p->grad, (ag_real)coef, p->size, true);
                 ag__cuda_check_launch("ag_clip_grad_norm");
                 continue;
             }

@@ -12,38 +12,13 @@
 
 #include "../kreal.h"
 #include "../softmax.h"
+#include "../elementwise.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The unary table of ops/unary_table.h, by its index (AG_UNARY_<NAME>). */
-void ag__unary_forward_cuda(int op, const ag_kreal *x, ag_kreal *y, int64_t n);
-/* gx = (fresh ? 0 : gx) + g * f'(x, y) */
-void ag__unary_backward_cuda(int op, const ag_kreal *x, const ag_kreal *y, const ag_kreal *g, ag_kreal *gx,
-                             int64_t n, bool fresh);
-
-/* Binary ops with broadcasting (ops/elementwise.c's plan): the output's
- * shape right-aligned in 4 dims, and each operand's strides (0 where it is
- * repeated).  op: AG_BINARY_add, _sub, _mul, _div, _maximum. */
-typedef struct {
-    int shape[4];
-    int64_t sa[4], sb[4];
-} ag_kbcast;
-enum { AG_BINARY_add, AG_BINARY_sub, AG_BINARY_mul, AG_BINARY_div, AG_BINARY_maximum };
-void ag__binary_forward_cuda(int op, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b, ag_kreal *y);
-/* The gradient of one operand (side 0: a, 1: b), whose strides are in bc:
- * each of its elements sums, in increasing output order, the terms of every
- * output position that reads it (no atomics: the same bits every run).
- * gx has the operand's size; fresh: store instead of add. */
-void ag__binary_backward_cuda(int op, int side, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b,
-                              const ag_kreal *g, ag_kreal *gx, int64_t gx_size, bool fresh);
-/* y = scale x + shift; backward gx (+)= scale g */
-void ag__affine_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal scale, ag_kreal shift, int64_t n);
-void ag__affine_backward_cuda(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t n, bool fresh);
-void ag__fill_cuda(ag_kreal *y, ag_kreal value, int64_t n);
-/* y += x */
-void ag__add_into_cuda(ag_kreal *y, const ag_kreal *x, int64_t n);
+/* The elementwise family: ops/elementwise.h. */
 
 /* *out = scale * sum of x[0..n), in a fixed order (deterministic for a
  * given n; scale 1/n gives the mean). */
@@ -136,12 +111,6 @@ void ag__max_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, int32_t *arg, int
                                int64_t inner);
 void ag__max_axis_backward_cuda(const ag_kreal *g, const int32_t *arg, ag_kreal *gx, int64_t outer, int64_t n,
                                 int64_t inner, bool fresh);
-
-/* y = min(max(x, lo), hi) as the CPU writes it; backward gx (+)= g strictly
- * inside (lo, hi), 0 elsewhere. */
-void ag__clamp_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal lo, ag_kreal hi, int64_t n);
-void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx, ag_kreal lo, ag_kreal hi,
-                             int64_t n, bool fresh);
 
 /* ---- losses (ops/loss.c; ops/cuda/loss.cu) ----
  * Cross-entropy, a warp per row of [rows, C]: m = max z, s = log sum

@@ -6,40 +6,6 @@
 
 #define UNREACHABLE(name) ag__fatal(name, "this attngrad was built without CUDA")
 
-void ag__unary_forward_cuda(int op, const ag_kreal *x, ag_kreal *y, int64_t n) {
-    (void)op, (void)x, (void)y, (void)n;
-    UNREACHABLE("unary");
-}
-void ag__unary_backward_cuda(int op, const ag_kreal *x, const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t n,
-                             bool fresh) {
-    (void)op, (void)x, (void)y, (void)g, (void)gx, (void)n, (void)fresh;
-    UNREACHABLE("unary");
-}
-void ag__binary_forward_cuda(int op, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b, ag_kreal *y) {
-    (void)op, (void)bc, (void)a, (void)b, (void)y;
-    UNREACHABLE("binary");
-}
-void ag__binary_backward_cuda(int op, int side, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b,
-                              const ag_kreal *g, ag_kreal *gx, int64_t gx_size, bool fresh) {
-    (void)op, (void)side, (void)bc, (void)a, (void)b, (void)g, (void)gx, (void)gx_size, (void)fresh;
-    UNREACHABLE("binary");
-}
-void ag__affine_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal scale, ag_kreal shift, int64_t n) {
-    (void)x, (void)y, (void)scale, (void)shift, (void)n;
-    UNREACHABLE("affine");
-}
-void ag__affine_backward_cuda(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t n, bool fresh) {
-    (void)g, (void)gx, (void)scale, (void)n, (void)fresh;
-    UNREACHABLE("affine");
-}
-void ag__fill_cuda(ag_kreal *y, ag_kreal value, int64_t n) {
-    (void)y, (void)value, (void)n;
-    UNREACHABLE("fill");
-}
-void ag__add_into_cuda(ag_kreal *y, const ag_kreal *x, int64_t n) {
-    (void)y, (void)x, (void)n;
-    UNREACHABLE("add");
-}
 void ag__sum_forward_cuda(const ag_kreal *x, ag_kreal scale, ag_kreal *out, int64_t n) {
     (void)x, (void)scale, (void)out, (void)n;
     UNREACHABLE("ag_sum");
@@ -81,15 +47,6 @@ void ag__max_axis_backward_cuda(const ag_kreal *g, const int32_t *arg, ag_kreal 
                                 int64_t inner, bool fresh) {
     (void)g, (void)arg, (void)gx, (void)outer, (void)n, (void)inner, (void)fresh;
     UNREACHABLE("ag_max_axis");
-}
-void ag__clamp_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal lo, ag_kreal hi, int64_t n) {
-    (void)x, (void)y, (void)lo, (void)hi, (void)n;
-    UNREACHABLE("ag_clamp");
-}
-void ag__clamp_backward_cuda(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx, ag_kreal lo, ag_kreal hi,
-                             int64_t n, bool fresh) {
-    (void)x, (void)g, (void)gx, (void)lo, (void)hi, (void)n, (void)fresh;
-    UNREACHABLE("ag_clamp");
 }
 void ag__gaussian_mu_cuda(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N) {
     (void)m, (void)len, (void)mu, (void)above, (void)B, (void)N;
