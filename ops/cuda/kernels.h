@@ -13,6 +13,7 @@
 #include "../kreal.h"
 #include "../softmax.h"
 #include "../elementwise.h"
+#include "../reduce.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,11 +21,7 @@ extern "C" {
 
 /* The elementwise family: ops/elementwise.h. */
 
-/* *out = scale * sum of x[0..n), in a fixed order (deterministic for a
- * given n; scale 1/n gives the mean). */
-void ag__sum_forward_cuda(const ag_kreal *x, ag_kreal scale, ag_kreal *out, int64_t n);
-/* gx (+)= scale g[0] for every element (g is on the device). */
-void ag__sum_backward_cuda(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n, bool fresh);
+/* The reduce family: ops/reduce.h. */
 
 /* The softmax family: ops/softmax.h. */
 
@@ -97,20 +94,6 @@ void ag__gather_cuda(const ag_kreal *x, const int32_t *index, ag_kreal *out, int
  * the host).  Every element of gx is written; fresh: store instead of add. */
 void ag__gather_backward_cuda(const ag_kreal *g, const int32_t *first, const int32_t *pos, ag_kreal *gx,
                               int64_t outer, int in_rows, int n, int64_t inner, bool fresh);
-
-/* Along an axis, x as [outer, n, inner] and the result as [outer, inner]:
- * y = scale * sum over the axis, in increasing position (the CPU's order);
- * backward gx (+)= scale g. */
-void ag__sum_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal scale, int64_t outer, int64_t n,
-                               int64_t inner);
-void ag__sum_axis_backward_cuda(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t outer, int64_t n,
-                                int64_t inner, bool fresh);
-/* y = the max over the axis and arg its first position (ties go to the
- * first, as on the CPU); backward gx (+)= g at arg, 0 elsewhere. */
-void ag__max_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, int32_t *arg, int64_t outer, int64_t n,
-                               int64_t inner);
-void ag__max_axis_backward_cuda(const ag_kreal *g, const int32_t *arg, ag_kreal *gx, int64_t outer, int64_t n,
-                                int64_t inner, bool fresh);
 
 /* ---- losses (ops/loss.c; ops/cuda/loss.cu) ----
  * Cross-entropy, a warp per row of [rows, C]: m = max z, s = log sum

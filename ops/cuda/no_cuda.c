@@ -6,14 +6,6 @@
 
 #define UNREACHABLE(name) ag__fatal(name, "this attngrad was built without CUDA")
 
-void ag__sum_forward_cuda(const ag_kreal *x, ag_kreal scale, ag_kreal *out, int64_t n) {
-    (void)x, (void)scale, (void)out, (void)n;
-    UNREACHABLE("ag_sum");
-}
-void ag__sum_backward_cuda(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n, bool fresh) {
-    (void)g, (void)scale, (void)gx, (void)n, (void)fresh;
-    UNREACHABLE("ag_sum");
-}
 void ag__strided_copy_cuda(const ag_kstrided *p, const ag_kreal *src, ag_kreal *dst, bool add) {
     (void)p, (void)src, (void)dst, (void)add;
     UNREACHABLE("strided copy");
@@ -27,26 +19,6 @@ void ag__gather_backward_cuda(const ag_kreal *g, const int32_t *first, const int
                               int64_t outer, int in_rows, int n, int64_t inner, bool fresh) {
     (void)g, (void)first, (void)pos, (void)gx, (void)outer, (void)in_rows, (void)n, (void)inner, (void)fresh;
     UNREACHABLE("gather");
-}
-void ag__sum_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, ag_kreal scale, int64_t outer, int64_t n,
-                               int64_t inner) {
-    (void)x, (void)y, (void)scale, (void)outer, (void)n, (void)inner;
-    UNREACHABLE("ag_sum_axis");
-}
-void ag__sum_axis_backward_cuda(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t outer, int64_t n,
-                                int64_t inner, bool fresh) {
-    (void)g, (void)gx, (void)scale, (void)outer, (void)n, (void)inner, (void)fresh;
-    UNREACHABLE("ag_sum_axis");
-}
-void ag__max_axis_forward_cuda(const ag_kreal *x, ag_kreal *y, int32_t *arg, int64_t outer, int64_t n,
-                               int64_t inner) {
-    (void)x, (void)y, (void)arg, (void)outer, (void)n, (void)inner;
-    UNREACHABLE("ag_max_axis");
-}
-void ag__max_axis_backward_cuda(const ag_kreal *g, const int32_t *arg, ag_kreal *gx, int64_t outer, int64_t n,
-                                int64_t inner, bool fresh) {
-    (void)g, (void)arg, (void)gx, (void)outer, (void)n, (void)inner, (void)fresh;
-    UNREACHABLE("ag_max_axis");
 }
 void ag__gaussian_mu_cuda(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N) {
     (void)m, (void)len, (void)mu, (void)above, (void)B, (void)N;
