@@ -246,7 +246,7 @@ static void heads_permute_cuda(const char *op, const ag_real *src, ag_real *dst,
     int64_t Nd = (int64_t)N * d, hd = (int64_t)h * d;
     ag_kstrided p = to_heads ? (ag_kstrided){{outer, h, N, d}, {N * hd, d, hd, 1}, {h * Nd, Nd, d, 1}}
                              : (ag_kstrided){{outer, N, h, d}, {h * Nd, d, Nd, 1}, {N * hd, hd, d, 1}};
-    ag__strided_copy_cuda(&p, src, dst, accumulate);
+    ag__shape_on(op, AG_CUDA)->strided_copy(&p, src, dst, accumulate);
     ag__cuda_check_launch(op);
 }
 

@@ -14,6 +14,7 @@
 #include "../softmax.h"
 #include "../elementwise.h"
 #include "../reduce.h"
+#include "../shape.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,7 +22,7 @@ extern "C" {
 
 /* The elementwise family: ops/elementwise.h. */
 
-/* The reduce family: ops/reduce.h. */
+/* The reduce family: ops/reduce.h; the shape family: ops/shape.h. */
 
 /* The softmax family: ops/softmax.h. */
 
@@ -69,31 +70,6 @@ void ag__clip_coef_cuda(const double *sq, double max_norm, double *coef);
 void ag__scale_below_one_cuda(ag_kreal *x, int64_t n, const double *coef);
 /* y += a x */
 void ag__axpy_cuda(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n);
-
-/* ---- tensor ops (ops/shape.c, ops/reduce.c, ops/elementwise.c's clamp,
- * ops/attention.c's head split/merge) ---- */
-
-/* A strided copy over 4 dims, the one building block of permutes, slices,
- * concat parts and head split/merge: the element at coordinates c of shape
- * goes from src[sum c[d] src_stride[d]] to dst[sum c[d] dst_stride[d]],
- * stored, or added when add.  Distinct elements must have distinct
- * destinations (every caller's map is one to one), so threads never race. */
-typedef struct {
-    int64_t shape[4];
-    int64_t src_stride[4], dst_stride[4];
-} ag_kstrided;
-void ag__strided_copy_cuda(const ag_kstrided *p, const ag_kreal *src, ag_kreal *dst, bool add);
-
-/* index_select and embedding: x as [outer, in_rows, inner], out as
- * [outer, n, inner], out[o, i, :] = x[o, index[i], :] (index on the device). */
-void ag__gather_cuda(const ag_kreal *x, const int32_t *index, ag_kreal *out, int64_t outer, int in_rows, int n,
-                     int64_t inner);
-/* Its gradient without atomics: gx[o, r, :] (+)= the sum, in increasing
- * position, of g[o, i, :] over the positions i with index[i] == r, which
- * are pos[first[r] .. first[r + 1]) (a counting sort of the index, made on
- * the host).  Every element of gx is written; fresh: store instead of add. */
-void ag__gather_backward_cuda(const ag_kreal *g, const int32_t *first, const int32_t *pos, ag_kreal *gx,
-                              int64_t outer, int in_rows, int n, int64_t inner, bool fresh);
 
 /* ---- losses (ops/loss.c; ops/cuda/loss.cu) ----
  * Cross-entropy, a warp per row of [rows, C]: m = max z, s = log sum

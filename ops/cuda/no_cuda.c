@@ -6,20 +6,6 @@
 
 #define UNREACHABLE(name) ag__fatal(name, "this attngrad was built without CUDA")
 
-void ag__strided_copy_cuda(const ag_kstrided *p, const ag_kreal *src, ag_kreal *dst, bool add) {
-    (void)p, (void)src, (void)dst, (void)add;
-    UNREACHABLE("strided copy");
-}
-void ag__gather_cuda(const ag_kreal *x, const int32_t *index, ag_kreal *out, int64_t outer, int in_rows, int n,
-                     int64_t inner) {
-    (void)x, (void)index, (void)out, (void)outer, (void)in_rows, (void)n, (void)inner;
-    UNREACHABLE("gather");
-}
-void ag__gather_backward_cuda(const ag_kreal *g, const int32_t *first, const int32_t *pos, ag_kreal *gx,
-                              int64_t outer, int in_rows, int n, int64_t inner, bool fresh) {
-    (void)g, (void)first, (void)pos, (void)gx, (void)outer, (void)in_rows, (void)n, (void)inner, (void)fresh;
-    UNREACHABLE("gather");
-}
 void ag__gaussian_mu_cuda(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N) {
     (void)m, (void)len, (void)mu, (void)above, (void)B, (void)N;
     UNREACHABLE("ag_gaussian_mu");
