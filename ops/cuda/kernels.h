@@ -15,6 +15,7 @@
 #include "../elementwise.h"
 #include "../reduce.h"
 #include "../shape.h"
+#include "../layernorm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,16 +122,7 @@ void ag__dropout_apply_cuda(const uint8_t *kept, const ag_kreal *x, ag_kreal sca
 void ag__dropout_backward_cuda(const uint8_t *kept, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n,
                                bool fresh);
 
-/* ---- layer norm over the last axis (ops/layernorm.c; ops/cuda/layernorm.cu):
- * a warp per row; gamma, beta may be NULL ---- */
-void ag__layernorm_rows_cuda(const ag_kreal *x, const ag_kreal *gamma, const ag_kreal *beta, ag_kreal eps,
-                             ag_kreal *y, ag_kreal *mean, ag_kreal *rstd, int64_t rows, int D);
-void ag__layernorm_grad_rows_cuda(const ag_kreal *x, const ag_kreal *g, const ag_kreal *gamma, const ag_kreal *mean,
-                                  const ag_kreal *rstd, ag_kreal *gx, int64_t rows, int D, bool fresh);
-/* ggamma, gbeta (either NULL) += their column sums over the rows, a
- * thread per column adding the rows in order (the CPU's order). */
-void ag__layernorm_grad_affine_cuda(const ag_kreal *x, const ag_kreal *g, const ag_kreal *mean, const ag_kreal *rstd,
-                                    ag_kreal *ggamma, ag_kreal *gbeta, int64_t rows, int D);
+/* The layer norm family: ops/layernorm.h. */
 
 /* ---- the linear layer's bias and activation (ops/matmul.c; ops/cuda/linear.cu) ---- */
 /* y [rows, cols] = bias in every row (0 when bias is NULL). */

@@ -233,21 +233,6 @@ void ag__dropout_backward_cuda(const uint8_t *kept, const ag_kreal *g, ag_kreal 
     (void)kept, (void)g, (void)scale, (void)gx, (void)n, (void)fresh;
     UNREACHABLE("ag_dropout");
 }
-void ag__layernorm_rows_cuda(const ag_kreal *x, const ag_kreal *gamma, const ag_kreal *beta, ag_kreal eps,
-                             ag_kreal *y, ag_kreal *mean, ag_kreal *rstd, int64_t rows, int D) {
-    (void)x, (void)gamma, (void)beta, (void)eps, (void)y, (void)mean, (void)rstd, (void)rows, (void)D;
-    UNREACHABLE("ag_layernorm");
-}
-void ag__layernorm_grad_rows_cuda(const ag_kreal *x, const ag_kreal *g, const ag_kreal *gamma, const ag_kreal *mean,
-                                  const ag_kreal *rstd, ag_kreal *gx, int64_t rows, int D, bool fresh) {
-    (void)x, (void)g, (void)gamma, (void)mean, (void)rstd, (void)gx, (void)rows, (void)D, (void)fresh;
-    UNREACHABLE("ag_layernorm");
-}
-void ag__layernorm_grad_affine_cuda(const ag_kreal *x, const ag_kreal *g, const ag_kreal *mean, const ag_kreal *rstd,
-                                    ag_kreal *ggamma, ag_kreal *gbeta, int64_t rows, int D) {
-    (void)x, (void)g, (void)mean, (void)rstd, (void)ggamma, (void)gbeta, (void)rows, (void)D;
-    UNREACHABLE("ag_layernorm");
-}
 void ag__bias_rows_cuda(const ag_kreal *bias, ag_kreal *y, int64_t rows, int cols) {
     (void)bias, (void)y, (void)rows, (void)cols;
     UNREACHABLE("ag_linear");
