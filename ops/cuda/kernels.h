@@ -16,6 +16,7 @@
 #include "../reduce.h"
 #include "../shape.h"
 #include "../layernorm.h"
+#include "../dropout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -112,15 +113,7 @@ void ag__mse_forward_cuda(const ag_kreal *p, const ag_kreal *t, ag_kreal *out, i
 void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal *g, ag_kreal *gp, ag_kreal *gt,
                            int64_t n);
 
-/* ---- dropout (ops/dropout.c; ops/cuda/dropout.cu): the mask of
- * ops/dropout_mask.h drawn on the device from the host's draw at `seed` (device memory; rows
- * of row_len, the first being global row row_base; kept when the 32 bits
- * are below `below`); y = kept ? scale x : 0, backward gx (+)= kept ? scale g : 0 ---- */
-void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
-                           int64_t below);
-void ag__dropout_apply_cuda(const uint8_t *kept, const ag_kreal *x, ag_kreal scale, ag_kreal *y, int64_t n);
-void ag__dropout_backward_cuda(const uint8_t *kept, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n,
-                               bool fresh);
+/* The dropout family: ops/dropout.h. */
 
 /* The layer norm family: ops/layernorm.h. */
 

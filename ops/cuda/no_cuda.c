@@ -219,20 +219,6 @@ void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal 
     (void)p, (void)t, (void)g, (void)gp, (void)gt, (void)n;
     UNREACHABLE("ag_mse");
 }
-void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
-                           int64_t below) {
-    (void)kept, (void)rows, (void)row_len, (void)row_base, (void)seed, (void)below;
-    UNREACHABLE("ag_dropout");
-}
-void ag__dropout_apply_cuda(const uint8_t *kept, const ag_kreal *x, ag_kreal scale, ag_kreal *y, int64_t n) {
-    (void)kept, (void)x, (void)scale, (void)y, (void)n;
-    UNREACHABLE("ag_dropout");
-}
-void ag__dropout_backward_cuda(const uint8_t *kept, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n,
-                               bool fresh) {
-    (void)kept, (void)g, (void)scale, (void)gx, (void)n, (void)fresh;
-    UNREACHABLE("ag_dropout");
-}
 void ag__bias_rows_cuda(const ag_kreal *bias, ag_kreal *y, int64_t rows, int cols) {
     (void)bias, (void)y, (void)rows, (void)cols;
     UNREACHABLE("ag_linear");
