@@ -274,7 +274,7 @@ static void linear_ce_backward_cuda(ag_node *n) {
         else ag__cuda_gemm_rows_dev(true, false, in, C, N, scal, sv->X, sv->P, scal + 2, ag__grad(w));
     }
     if (bias && ag__wants(n, 2))
-        ag__col_sums_cuda(sv->P, N, C, scal, device_reals(ag__col_blocks(N) * C), ag__grad(bias));
+        ag__matmul_on(n->op, AG_CUDA)->col_sums(sv->P, N, C, scal, device_reals(ag__col_blocks(N) * C), ag__grad(bias));
     ag__cuda_check_launch(n->op);
 }
 
@@ -322,7 +322,7 @@ static ag_tensor *linear_ce_cuda(const char *op, ag_tensor *x, ag_tensor *w, ag_
     sv->X = device_reals(N * in);
     ag__gather_rows_cuda(x->data, in, kept, N, sv->X);
     ag_real *Z = device_reals(N * C), *loss = device_reals(N);
-    ag__bias_rows_cuda(bias ? bias->data : NULL, Z, N, C);
+    ag__matmul_on(op, AG_CUDA)->bias_rows(bias ? bias->data : NULL, Z, N, C);
     if (N > 0) ag__cuda_gemm_rows(false, sv->tw, (int)N, C, in, 1, sv->X, w->data, 1, Z);
     ag__lce_rows_cuda(Z, labels, loss, N, C, grad);
     ag_tensor *out = ag__empty_on(AG_CUDA, 0, NULL);

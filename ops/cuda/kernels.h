@@ -17,6 +17,7 @@
 #include "../shape.h"
 #include "../layernorm.h"
 #include "../dropout.h"
+#include "../matmul.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,24 +118,8 @@ void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal 
 
 /* The layer norm family: ops/layernorm.h. */
 
-/* ---- the linear layer's bias and activation (ops/matmul.c; ops/cuda/linear.cu) ---- */
-/* y [rows, cols] = bias in every row (0 when bias is NULL). */
-void ag__bias_rows_cuda(const ag_kreal *bias, ag_kreal *y, int64_t rows, int cols);
-/* ag_act's values (matmul.c checks that they agree). */
-enum { AG_KACT_NONE, AG_KACT_RELU, AG_KACT_ELU, AG_KACT_TANH, AG_KACT_SIGMOID };
-/* act (an AG_KACT_) in place; backward g = dy act'(.) from the output y. */
-void ag__act_forward_cuda(int act, ag_kreal *y, int64_t n);
-void ag__act_backward_cuda(int act, const ag_kreal *dy, const ag_kreal *y, ag_kreal *g, int64_t n);
-/* Column sums of x [rows, cols] in two passes, no atomics: each block of
- * AG_KCOL_ROWS rows sums its rows in order into partial [blocks, cols]
- * (the caller's, blocks = ceil(rows / AG_KCOL_ROWS)), then a thread per
- * column adds the partials in block order - matmul.c's bias gradient, to
- * the bit.  scale NULL: out[k] = out[k] + p_0 + p_1 + ...; else (on the
- * device) out[k] += scale (p_0 + p_1 + ...). */
-enum { AG_KCOL_ROWS = 64 };
-static inline int64_t ag__col_blocks(int64_t rows) { return (rows + AG_KCOL_ROWS - 1) / AG_KCOL_ROWS; }
-void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *partial,
-                       ag_kreal *out);
+/* The matmul family (the linear layer's bias, activation and column sums):
+ * ops/matmul.h. */
 
 /* The Gaussian positional attention (ops/gaussian.c).  The mean recurrence,
  * one thread per example: mu [B,N] and above (1 where the max took

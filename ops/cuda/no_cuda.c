@@ -219,23 +219,6 @@ void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal 
     (void)p, (void)t, (void)g, (void)gp, (void)gt, (void)n;
     UNREACHABLE("ag_mse");
 }
-void ag__bias_rows_cuda(const ag_kreal *bias, ag_kreal *y, int64_t rows, int cols) {
-    (void)bias, (void)y, (void)rows, (void)cols;
-    UNREACHABLE("ag_linear");
-}
-void ag__act_forward_cuda(int act, ag_kreal *y, int64_t n) {
-    (void)act, (void)y, (void)n;
-    UNREACHABLE("ag_dense");
-}
-void ag__act_backward_cuda(int act, const ag_kreal *dy, const ag_kreal *y, ag_kreal *g, int64_t n) {
-    (void)act, (void)dy, (void)y, (void)g, (void)n;
-    UNREACHABLE("ag_dense");
-}
-void ag__col_sums_cuda(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *partial,
-                       ag_kreal *out) {
-    (void)x, (void)rows, (void)cols, (void)scale, (void)partial, (void)out;
-    UNREACHABLE("ag_linear");
-}
 void ag__grads_pack_cuda(const ag_kgrad_slot *slots, int count, int64_t largest, ag_kreal w, bool zero,
                          ag_kreal *flat, int64_t n, const ag_kreal tail[3]) {
     (void)slots, (void)count, (void)largest, (void)w, (void)zero, (void)flat, (void)n, (void)tail;
