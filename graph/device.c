@@ -5,6 +5,7 @@
 #include "device.h"
 
 #include "../ops/cuda/kernels.h"
+#include "../ops/elementwise.h" /* add_into: a layering to fix (graph/ below ops/) */
 
 #include <stdio.h>
 
@@ -137,7 +138,7 @@ static void to_backward(ag_node *n) {
     } else {
         ag_real *tmp = ag__cuda_arena_alloc(bytes);
         ag__cuda_copy(tmp, AG_CUDA, y->grad, y->device, bytes);
-        ag__add_into_cuda(gx, tmp, y->size);
+        ag__elementwise_on("ag_to", AG_CUDA)->add_into(gx, tmp, y->size);
         ag__cuda_check_launch("ag_to");
     }
 }

@@ -7,6 +7,7 @@
 #include "device.h"
 
 #include "../ops/cuda/kernels.h"
+#include "../ops/elementwise.h" /* add_into: a layering to fix (graph/ below ops/) */
 
 void ag__arena_reset(void);
 void ag__arena_mark(size_t *pos, int *chunk_index);
@@ -151,7 +152,7 @@ static void backward(ag_tensor *out, const ag_real *seed, ag_device seed_dev, bo
             ag__cuda_copy(tmp, AG_CUDA, seed, AG_CPU, bytes);
             seed = tmp;
         }
-        ag__add_into_cuda(g, seed, out->size);
+        ag__elementwise_on("backward", AG_CUDA)->add_into(g, seed, out->size);
         ag__cuda_check_launch("backward");
     } else {
         for (int64_t i = 0; i < out->size; i++) g[i] += seed[i];

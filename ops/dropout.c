@@ -5,10 +5,12 @@
  *
  * On the GPU the mask is drawn there (ops/cuda/dropout.cu) from the same
  * draw by the same generator (ops/dropout_mask.h): a seeded GPU run drops
- * exactly the units the CPU run drops, and no mask is copied. */
-#include "../graph/device.h"
+ * exactly the units the CPU run drops, and no mask is copied.  The loops
+ * here are the CPU's kernels (ops/dropout.h). */
+#include "dispatch.h"
+#include "dropout.h"
 #include "dropout_mask.h"
-#include "cuda/kernels.h"
+#include "../graph/device.h"
 
 AG_SIMD_CLONES
 static void dropout_backward_loop(const uint8_t *restrict kept, const ag_real *restrict G, ag_real scale,
@@ -44,15 +46,22 @@ static void backward_range(void *ctx, int64_t i0, int64_t i1) {
     dropout_backward_loop(j->kept + i0, j->x + i0, j->scale, j->y + i0, i1 - i0, j->fresh);
 }
 
+static void apply_cpu(const uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t n) {
+    dropout_job j = {kept, x, y, scale, false};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, apply_range, &j);
+}
+
+static void backward_cpu(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int64_t n, bool fresh) {
+    dropout_job j = {kept, g, gx, scale, fresh};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, backward_range, &j);
+}
+
+/* n->saved: the mask, in the output's device memory; n->farg[0]: 1/keep. */
 static void dropout_backward(ag_node *n) {
-    dropout_job j = {n->saved, n->out->grad, NULL, (ag_real)n->farg[0], false};
-    j.y = ag__grad_write(n->in[0], &j.fresh);
-    if (n->out->device == AG_CUDA) {
-        ag__dropout_backward_cuda(j.kept, j.x, j.scale, j.y, n->out->size, j.fresh);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, backward_range, &j);
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__dropout_on(n->op, n->out->device)
+        ->backward(n->saved, n->out->grad, (ag_real)n->farg[0], gx, n->out->size, fresh);
 }
 
 /* The mask (dropout_mask.h defines it), on the CPU.  The tensor is seen as
@@ -148,20 +157,32 @@ int64_t ag_set_dropout_row_base(int64_t base) {
     return old;
 }
 
-void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
+static void mask_cpu(uint8_t *kept, int64_t rows, int64_t row_len, int64_t first_row, const uint64_t *seed,
+                     int64_t below) {
+    if (rows <= 0 || row_len <= 0) return;
     mask_job j = {.kept = kept, .row_len = row_len, .blocks_per_row = (row_len + MASK_BLOCK - 1) / MASK_BLOCK,
-                  .row_base = row_base, .seed = ag_rng_next(rng), .below = ag__mask_below(keep)};
-    if (rows <= 0 || row_len <= 0) return; /* the draw is taken all the same: the rng advances as on any batch */
+                  .row_base = first_row, .seed = *seed, .below = below};
     int64_t per_job = row_len < MASK_BLOCK ? row_len : MASK_BLOCK;
     ag__parallel_range(rows * j.blocks_per_row, (MASK_GRAIN + per_job - 1) / per_job, mask_blocks, &j);
 }
 
+void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
+    uint64_t seed = ag_rng_next(rng); /* taken whatever the size: the rng advances as on any batch */
+    mask_cpu(kept, rows, row_len, row_base, &seed, ag__mask_below(keep));
+}
+
+/* One draw from rng in dev's memory, where the mask's kernel reads it: on
+ * the GPU the launch then stays the same from step to step (a CUDA graph). */
+static const uint64_t *draw_on(ag_device dev, ag_rng *rng) {
+    uint64_t seed = ag_rng_next(rng);
+    int32_t words[2];
+    memcpy(words, &seed, sizeof seed);
+    return (const uint64_t *)(void *)ag__step_i32_on(dev, words, 2); /* step memory: aligned for any type */
+}
+
 void ag__dropout_mask_device(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
-    /* the draw the CPU's mask takes, read by the kernel from device memory:
-     * the launch stays the same from step to step (a CUDA graph) */
-    uint64_t seed = ag_rng_next(rng), *seed_dev = ag__cuda_arena_alloc(sizeof seed);
-    ag__cuda_copy(seed_dev, AG_CUDA, &seed, AG_CPU, sizeof seed);
-    ag__dropout_mask_cuda(kept, rows, row_len, row_base, seed_dev, ag__mask_below(keep));
+    ag__dropout_on("dropout mask", AG_CUDA)
+        ->mask(kept, rows, row_len, row_base, draw_on(AG_CUDA, rng), ag__mask_below(keep));
 }
 
 ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
@@ -173,18 +194,10 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
     int64_t rows = x->ndim >= 2 ? x->shape[0] : 1; /* the batch's examples; a vector is one row */
     int64_t row_len = rows ? x->size / rows : 0;
-    uint8_t *kept;
-    if (dev == AG_CUDA) {
-        kept = ag__cuda_arena_alloc((size_t)(x->size > 0 ? x->size : 1));
-        ag__dropout_mask_device(kept, rows, row_len, keep, rng);
-        ag__dropout_apply_cuda(kept, x->data, (ag_real)(1 / keep), out->data, x->size);
-        ag__cuda_check_launch("ag_dropout");
-    } else {
-        kept = ag_arena_alloc((size_t)x->size);
-        ag__dropout_mask(kept, rows, row_len, keep, rng);
-        dropout_job j = {kept, x->data, out->data, (ag_real)(1 / keep), false};
-        ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, apply_range, &j);
-    }
+    const ag__dropout_kernels *k = ag__dropout_on("ag_dropout", dev);
+    uint8_t *kept = ag__step_alloc_on(dev, (size_t)(x->size > 0 ? x->size : 1));
+    k->mask(kept, rows, row_len, row_base, draw_on(dev, rng), ag__mask_below(keep));
+    k->apply(kept, x->data, (ag_real)(1 / keep), out->data, x->size);
     ag_node *n = ag__record("ag_dropout", dropout_backward, out, 1, &x);
     if (n) {
         n->saved = kept;
@@ -192,3 +205,12 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     }
     return out;
 }
+
+/* ---- the CPU's table (ops/dropout.h; CUDA's is in ops/cuda/dropout.cu) ---- */
+
+static const ag__dropout_kernels dropout_cpu = {
+    .mask = mask_cpu,
+    .apply = apply_cpu,
+    .backward = backward_cpu,
+};
+AG_DISPATCH(dropout, dropout_cpu)

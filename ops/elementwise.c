@@ -1,20 +1,20 @@
 /* elementwise.c - binary ops with broadcasting, scalar ops and the unary
- * activations.  Each op's forward and backward sit together. */
+ * activations.  Each op's forward and backward sit together; the loops
+ * below are the CPU's kernels (ops/elementwise.h), CUDA's are in
+ * ops/cuda/elementwise.cu. */
 #include "vecmath.h"
 #include "unary_table.h"
+#include "dispatch.h"
+#include "elementwise.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
 #include <stdio.h>
 
 /* ---- broadcasting ---- */
 
-/* Shapes right-aligned into 4 dims; a stride of 0 repeats an operand. */
-typedef struct {
-    int ndim;
-    int shape[4];
-    int64_t sa[4], sb[4];
-} bcast;
+/* Shapes right-aligned into 4 dims (ops/elementwise.h's plan, the same on
+ * every device); a stride of 0 repeats an operand. */
+typedef ag_kbcast bcast;
 
 static void strides_for(const ag_tensor *t, const int *out4, int64_t *s) {
     int pad = 4 - t->ndim;
@@ -26,13 +26,14 @@ static void strides_for(const ag_tensor *t, const int *out4, int64_t *s) {
     }
 }
 
-static bcast broadcast(const char *op, const ag_tensor *a, const ag_tensor *b) {
+/* The plan of a op b, and the output's rank in *ndim. */
+static bcast broadcast(const char *op, const ag_tensor *a, const ag_tensor *b, int *ndim) {
     ag__check_same_device(op, a, b);
     bcast bc;
-    bc.ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
+    *ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
     for (int d = 0; d < 4; d++) {
-        int k = d - (4 - bc.ndim);
-        int da = k - (bc.ndim - a->ndim), db = k - (bc.ndim - b->ndim);
+        int k = d - (4 - *ndim);
+        int da = k - (*ndim - a->ndim), db = k - (*ndim - b->ndim);
         int x = (k >= 0 && da >= 0) ? a->shape[da] : 1;
         int y = (k >= 0 && db >= 0) ? b->shape[db] : 1;
         if (x != y && x != 1 && y != 1) {
@@ -47,29 +48,8 @@ static bcast broadcast(const char *op, const ag_tensor *a, const ag_tensor *b) {
     return bc;
 }
 
-static ag_tensor *bcast_out(const bcast *bc, ag_device dev) {
-    return ag__empty_on(dev, bc->ndim, bc->shape + (4 - bc->ndim));
-}
-
-/* The plan as the CUDA kernels take it (ops/cuda/elementwise.cu). */
-static ag_kbcast kernel_plan(const bcast *bc) {
-    ag_kbcast k;
-    for (int d = 0; d < 4; d++) k.shape[d] = bc->shape[d], k.sa[d] = bc->sa[d], k.sb[d] = bc->sb[d];
-    return k;
-}
-
-/* Backward of a binary op on the GPU: each wanted side's gradient in one
- * kernel, broadcast or not. */
-static void binary_backward_cuda(const char *op, int code, ag_node *n) {
-    ag_kbcast k = kernel_plan(n->saved);
-    for (int side = 0; side < 2; side++) {
-        if (!ag__wants(n, side)) continue;
-        bool fresh;
-        ag_real *gx = ag__grad_write(n->in[side], &fresh);
-        ag__binary_backward_cuda(code, side, &k, n->in[0]->data, n->in[1]->data, n->out->grad, gx,
-                                 n->in[side]->size, fresh);
-    }
-    ag__cuda_check_launch(op);
+static ag_tensor *bcast_out(const bcast *bc, int ndim, ag_device dev) {
+    return ag__empty_on(dev, ndim, bc->shape + (4 - ndim));
 }
 
 /* ---- the loops ----
@@ -222,6 +202,8 @@ static bool is_broadcast(const int64_t *s, const bcast *bc) {
         int64_t xr = part / chunks, c0 = part % chunks * j->col_grain;                               \
         int64_t c1 = c0 + j->col_grain < xcols ? c0 + j->col_grain : xcols;                          \
         ag_real *GX = j->out + xr * xcols;                                                           \
+        if (j->fresh) /* a new buffer: the sums start from 0, as in a zeroed one */                  \
+            memset(GX + c0, 0, (size_t)(c1 - c0) * sizeof *GX);                                      \
         FOR_ROWS_READING(j->bc, s, xr, r, {                                                          \
             int64_t ia, ib;                                                                          \
             row_offsets(&j->bc, r, &ia, &ib);                                                        \
@@ -260,54 +242,7 @@ static bool is_broadcast(const int64_t *s, const bcast *bc) {
         });                                                                                          \
     }                                                                                                \
     static void NAME##_grad_a_reduce(void *ctx, int64_t part) { NAME##_grad_reduce(ctx, part, 0); } \
-    static void NAME##_grad_b_reduce(void *ctx, int64_t part) { NAME##_grad_reduce(ctx, part, 1); } \
-    static void NAME##_backward(ag_node *n) {                                                        \
-        if (n->out->device == AG_CUDA) {                                                             \
-            binary_backward_cuda("ag_" #NAME, AG_BINARY_##NAME, n);                                   \
-            return;                                                                                  \
-        }                                                                                            \
-        bin_job j = {.bc = *(const bcast *)n->saved, .a = n->in[0]->data, .b = n->in[1]->data,       \
-                     .g = n->out->grad};                                                             \
-        j.cols = j.bc.shape[3];                                                                      \
-        j.rows = (int64_t)j.bc.shape[0] * j.bc.shape[1] * j.bc.shape[2];                             \
-        j.col_grain = AG_GRAIN_ELEMENTWISE;                                                          \
-        int64_t readers = j.rows > 0 ? j.rows : 1; /* a bias row is read by every output row */      \
-        if (readers > 64) { /* ~a grain of work per part, never under 256 columns (nor 0) */       \
-            int64_t per_part = (AG_GRAIN_ELEMENTWISE / readers + 255) / 256 * 256;                   \
-            j.col_grain = per_part > 256 ? per_part : 256;                                           \
-        }                                                                                            \
-        for (int side = 0; side < 2; side++) {                                                       \
-            if (!ag__wants(n, side)) continue;                                                       \
-            const int64_t *s = side == 0 ? j.bc.sa : j.bc.sb;                                        \
-            j.fresh = false;                                                                         \
-            if (!is_broadcast(s, &j.bc)) {                                                           \
-                j.out = ag__grad_write(n->in[side], &j.fresh);                                       \
-                ag__parallel_range(j.rows, ag__units_per_part(j.cols), side == 0 ? NAME##_grad_a_rows : NAME##_grad_b_rows, &j); \
-            } else {                                                                                 \
-                j.out = ag__grad(n->in[side]);                                                       \
-                int64_t xrows = n->in[side]->size / (s[3] ? (j.cols ? j.cols : 1) : 1);              \
-                int64_t xcols = s[3] ? j.cols : 1;                                                   \
-                int64_t chunks = (xcols + j.col_grain - 1) / j.col_grain;                            \
-                if (n->in[side]->size > 0)                                                           \
-                    ag__parallel(xrows * chunks, side == 0 ? NAME##_grad_a_reduce : NAME##_grad_b_reduce, &j); \
-            }                                                                                        \
-        }                                                                                            \
-    }                                                                                                \
-    ag_tensor *ag_##NAME(ag_tensor *x, ag_tensor *y) {                                               \
-        bin_job j = {.bc = broadcast("ag_" #NAME, x, y), .a = x->data, .b = y->data};                \
-        ag_tensor *out = bcast_out(&j.bc, x->device);                                                \
-        j.out = out->data;                                                                           \
-        j.cols = j.bc.shape[3];                                                                      \
-        j.rows = (int64_t)j.bc.shape[0] * j.bc.shape[1] * j.bc.shape[2];                             \
-        if (x->device == AG_CUDA) {                                                                  \
-            ag_kbcast k = kernel_plan(&j.bc);                                                        \
-            ag__binary_forward_cuda(AG_BINARY_##NAME, &k, x->data, y->data, out->data);              \
-            ag__cuda_check_launch("ag_" #NAME);                                                      \
-        } else if (out->size > 0)                                                                    \
-            ag__parallel_range(j.rows, ag__units_per_part(j.cols), NAME##_rows, &j);                 \
-        save_plan(ag__record("ag_" #NAME, NAME##_backward, out, 2, (ag_tensor *[]){x, y}), &j.bc);   \
-        return out;                                                                                  \
-    }
+    static void NAME##_grad_b_reduce(void *ctx, int64_t part) { NAME##_grad_reduce(ctx, part, 1); }
 
 /*        name     forward        d/da             d/db                   */
 BINARY_OP(add,     a + b,         g,               g)
@@ -315,6 +250,80 @@ BINARY_OP(sub,     a - b,         g,               -g)
 BINARY_OP(mul,     a * b,         g * b,           g * a)
 BINARY_OP(div,     a / b,         g / b,           -g * a / (b * b))
 BINARY_OP(maximum, a > b ? a : b, a > b ? g : 0,   a > b ? 0 : g)
+
+/* The loops of each op, by its code (AG_BINARY_<name>). */
+typedef struct {
+    ag__range_fn rows, grad_rows[2]; /* forward; an operand with the output's shape (side 0, 1) */
+    ag__part_fn grad_reduce[2];      /* a broadcast operand */
+} binary_loops;
+#define BINARY_LOOPS(NAME)                                                                                         \
+    [AG_BINARY_##NAME] = {NAME##_rows,                                                                             \
+                          {NAME##_grad_a_rows, NAME##_grad_b_rows},                                                \
+                          {NAME##_grad_a_reduce, NAME##_grad_b_reduce}}
+static const binary_loops binary_cpu_loops[AG_BINARY_COUNT] = {
+    BINARY_LOOPS(add), BINARY_LOOPS(sub), BINARY_LOOPS(mul), BINARY_LOOPS(div), BINARY_LOOPS(maximum),
+};
+
+static void binary_forward_cpu(int op, const ag_kbcast *bc, const ag_real *a, const ag_real *b, ag_real *y) {
+    bin_job j = {.bc = *bc, .a = a, .b = b, .out = y};
+    j.cols = bc->shape[3];
+    j.rows = (int64_t)bc->shape[0] * bc->shape[1] * bc->shape[2];
+    if (j.rows * j.cols > 0) ag__parallel_range(j.rows, ag__units_per_part(j.cols), binary_cpu_loops[op].rows, &j);
+}
+
+static void binary_backward_cpu(int op, int side, const ag_kbcast *bc, const ag_real *a, const ag_real *b,
+                                const ag_real *g, ag_real *gx, int64_t gx_size, bool fresh) {
+    bin_job j = {.bc = *bc, .a = a, .b = b, .g = g, .out = gx, .fresh = fresh};
+    j.cols = bc->shape[3];
+    j.rows = (int64_t)bc->shape[0] * bc->shape[1] * bc->shape[2];
+    j.col_grain = AG_GRAIN_ELEMENTWISE;
+    int64_t readers = j.rows > 0 ? j.rows : 1; /* a bias row is read by every output row */
+    if (readers > 64) { /* ~a grain of work per part, never under 256 columns (nor 0) */
+        int64_t per_part = (AG_GRAIN_ELEMENTWISE / readers + 255) / 256 * 256;
+        j.col_grain = per_part > 256 ? per_part : 256;
+    }
+    const int64_t *s = side == 0 ? bc->sa : bc->sb;
+    if (!is_broadcast(s, bc)) {
+        ag__parallel_range(j.rows, ag__units_per_part(j.cols), binary_cpu_loops[op].grad_rows[side], &j);
+    } else if (gx_size > 0) {
+        int64_t xcols = s[3] ? j.cols : 1; /* > 0: the operand has elements */
+        int64_t chunks = (xcols + j.col_grain - 1) / j.col_grain;
+        ag__parallel(gx_size / xcols * chunks, binary_cpu_loops[op].grad_reduce[side], &j);
+    }
+}
+
+/* ---- the binary ops, on any device ---- */
+
+/* n->iarg[0]: the op's code; n->saved: the plan. */
+static void binary_backward(ag_node *n) {
+    const ag__elementwise_kernels *k = ag__elementwise_on(n->op, n->out->device);
+    for (int side = 0; side < 2; side++) {
+        if (!ag__wants(n, side)) continue;
+        bool fresh;
+        ag_real *gx = ag__grad_write(n->in[side], &fresh);
+        k->binary_backward(n->iarg[0], side, n->saved, n->in[0]->data, n->in[1]->data, n->out->grad, gx,
+                           n->in[side]->size, fresh);
+    }
+}
+
+static ag_tensor *binary(const char *op, int code, ag_tensor *x, ag_tensor *y) {
+    int ndim;
+    bcast bc = broadcast(op, x, y, &ndim);
+    ag_tensor *out = bcast_out(&bc, ndim, x->device);
+    ag__elementwise_on(op, x->device)->binary_forward(code, &bc, x->data, y->data, out->data);
+    ag_node *n = ag__record(op, binary_backward, out, 2, (ag_tensor *[]){x, y});
+    if (n) { /* the plan, so backward does not redo the shape logic */
+        n->iarg[0] = code;
+        save_plan(n, &bc);
+    }
+    return out;
+}
+
+ag_tensor *ag_add(ag_tensor *x, ag_tensor *y) { return binary("ag_add", AG_BINARY_add, x, y); }
+ag_tensor *ag_sub(ag_tensor *x, ag_tensor *y) { return binary("ag_sub", AG_BINARY_sub, x, y); }
+ag_tensor *ag_mul(ag_tensor *x, ag_tensor *y) { return binary("ag_mul", AG_BINARY_mul, x, y); }
+ag_tensor *ag_div(ag_tensor *x, ag_tensor *y) { return binary("ag_div", AG_BINARY_div, x, y); }
+ag_tensor *ag_maximum(ag_tensor *x, ag_tensor *y) { return binary("ag_maximum", AG_BINARY_maximum, x, y); }
 
 /* ---- scalar ops: y = a*x + b folds both into one backward ---- */
 
@@ -341,26 +350,27 @@ AG_SIMD_CLONES static void affine_grad_range(void *ctx, int64_t i0, int64_t i1) 
         for (int64_t i = i0; i < i1; i++) j->y[i] += j->scale * j->x[i];
 }
 
+static void affine_forward_cpu(const ag_real *x, ag_real *y, ag_real scale, ag_real shift, int64_t n) {
+    affine_job j = {x, y, scale, shift, false};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, affine_range, &j);
+}
+
+static void affine_backward_cpu(const ag_real *g, ag_real *gx, ag_real scale, int64_t n, bool fresh) {
+    affine_job j = {g, gx, scale, 0, fresh};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, affine_grad_range, &j);
+}
+
 static void affine_backward(ag_node *n) {
-    affine_job j = {n->out->grad, NULL, (ag_real)n->farg[0], 0, false};
-    j.y = ag__grad_write(n->in[0], &j.fresh);
-    if (n->out->device == AG_CUDA) {
-        ag__affine_backward_cuda(j.x, j.y, j.scale, n->out->size, j.fresh);
-        ag__cuda_check_launch(n->op);
-    } else {
-        ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, affine_grad_range, &j);
-    }
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__elementwise_on(n->op, n->out->device)
+        ->affine_backward(n->out->grad, gx, (ag_real)n->farg[0], n->out->size, fresh);
 }
 
 static ag_tensor *affine(const char *op, ag_tensor *x, double scale, double shift) {
-    ag_tensor *out = ag__empty_on(ag__check_same_device(op, x, NULL), x->ndim, x->shape);
-    affine_job j = {x->data, out->data, (ag_real)scale, (ag_real)shift, false};
-    if (x->device == AG_CUDA) {
-        ag__affine_forward_cuda(j.x, j.y, j.scale, j.shift, x->size);
-        ag__cuda_check_launch(op);
-    } else {
-        ag__parallel_range(x->size, AG_GRAIN_ELEMENTWISE, affine_range, &j);
-    }
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
+    ag__elementwise_on(op, dev)->affine_forward(x->data, out->data, (ag_real)scale, (ag_real)shift, x->size);
     ag_node *n = ag__record(op, affine_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
     return out;
@@ -377,7 +387,8 @@ ag_tensor *ag_neg(ag_tensor *x) { return affine("ag_neg", x, -1.0, 0.0); }
 
 typedef struct {
     const ag_real *x;
-    ag_real *y;           /* forward: written; backward: read */
+    ag_real *y;           /* forward: written */
+    const ag_real *fy;    /* backward: the forward's output */
     const ag_real *g;
     ag_real *gx;
     bool fresh;           /* backward: gx is new, store instead of add */
@@ -415,63 +426,82 @@ typedef struct {
     }                                                                                  \
     static void NAME##_backward_range(void *ctx, int64_t i0, int64_t i1) {             \
         const unary_job *j = ctx;                                                      \
-        NAME##_backward_loop(j->x + i0, j->y + i0, j->g + i0, j->gx + i0, i1 - i0,     \
+        NAME##_backward_loop(j->x + i0, j->fy + i0, j->g + i0, j->gx + i0, i1 - i0,    \
                              j->fresh);                                                \
-    }                                                                                  \
-    static void NAME##_backward(ag_node *n) {                                          \
-        unary_job j = {n->in[0]->data, n->out->data, n->out->grad, NULL, false};       \
-        j.gx = ag__grad_write(n->in[0], &j.fresh);                                     \
-        if (n->out->device == AG_CUDA) {                                               \
-            ag__unary_backward_cuda(AG_UNARY_##NAME, j.x, j.y, j.g, j.gx, n->out->size, j.fresh); \
-            ag__cuda_check_launch("ag_" #NAME);                                        \
-        } else                                                                         \
-            ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, NAME##_backward_range, &j); \
-    }                                                                                  \
-    ag_tensor *ag_##NAME(ag_tensor *in) {                                              \
-        ag_device dev = ag__check_same_device("ag_" #NAME, in, NULL);                  \
-        ag_tensor *out = ag__empty_on(dev, in->ndim, in->shape);                       \
-        unary_job j = {in->data, out->data, NULL, NULL, false};                        \
-        if (dev == AG_CUDA) {                                                          \
-            ag__unary_forward_cuda(AG_UNARY_##NAME, in->data, out->data, in->size);    \
-            ag__cuda_check_launch("ag_" #NAME);                                        \
-        } else                                                                         \
-            ag__parallel_range(in->size, AG_GRAIN_ELEMENTWISE, NAME##_forward_range, &j); \
-        ag__record("ag_" #NAME, NAME##_backward, out, 1, &in);                         \
-        return out;                                                                    \
     }
 
 /* The table (name, forward, derivative) is ops/unary_table.h, shared with
  * the CUDA kernels of ops/cuda/elementwise.cu. */
 AG_UNARY_TABLE(UNARY_OP)
 
+/* The loops of each op, by its index (AG_UNARY_<NAME>). */
+#define UNARY_FORWARD_RANGE(NAME, FWD, DERIV) [AG_UNARY_##NAME] = NAME##_forward_range,
+#define UNARY_BACKWARD_RANGE(NAME, FWD, DERIV) [AG_UNARY_##NAME] = NAME##_backward_range,
+static const ag__range_fn unary_forward_ranges[AG_UNARY_COUNT] = {AG_UNARY_TABLE(UNARY_FORWARD_RANGE)};
+static const ag__range_fn unary_backward_ranges[AG_UNARY_COUNT] = {AG_UNARY_TABLE(UNARY_BACKWARD_RANGE)};
+
+static void unary_forward_cpu(int op, const ag_real *x, ag_real *y, int64_t n) {
+    unary_job j = {.x = x, .y = y};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, unary_forward_ranges[op], &j);
+}
+
+static void unary_backward_cpu(int op, const ag_real *x, const ag_real *y, const ag_real *g, ag_real *gx, int64_t n,
+                               bool fresh) {
+    unary_job j = {.x = x, .fy = y, .g = g, .gx = gx, .fresh = fresh};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, unary_backward_ranges[op], &j);
+}
+
+/* n->iarg[0]: the op's index in the table. */
+static void unary_backward(ag_node *n) {
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__elementwise_on(n->op, n->out->device)
+        ->unary_backward(n->iarg[0], n->in[0]->data, n->out->data, n->out->grad, gx, n->out->size, fresh);
+}
+
+static ag_tensor *unary(const char *op, int code, ag_tensor *in) {
+    ag_device dev = ag__check_same_device(op, in, NULL);
+    ag_tensor *out = ag__empty_on(dev, in->ndim, in->shape);
+    ag__elementwise_on(op, dev)->unary_forward(code, in->data, out->data, in->size);
+    ag_node *n = ag__record(op, unary_backward, out, 1, &in);
+    if (n) n->iarg[0] = code;
+    return out;
+}
+
+#define UNARY_ENTRY(NAME, FWD, DERIV) \
+    ag_tensor *ag_##NAME(ag_tensor *in) { return unary("ag_" #NAME, AG_UNARY_##NAME, in); }
+AG_UNARY_TABLE(UNARY_ENTRY)
+
 /* ---- clamp: the gradient passes only strictly inside [lo, hi] ---- */
 
-static void clamp_backward(ag_node *n) {
-    ag_real lo = (ag_real)n->farg[0], hi = (ag_real)n->farg[1];
-    const ag_real *X = n->in[0]->data, *G = n->out->grad;
-    if (n->out->device == AG_CUDA) {
-        bool fresh;
-        ag_real *gx = ag__grad_write(n->in[0], &fresh);
-        ag__clamp_backward_cuda(X, G, gx, lo, hi, n->out->size, fresh);
-        ag__cuda_check_launch(n->op);
-        return;
+static void clamp_forward_cpu(const ag_real *x, ag_real *y, ag_real lo, ag_real hi, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+}
+
+/* Outside (lo, hi) a fresh buffer gets 0 and an accumulated one is left as
+ * it is. */
+static void clamp_backward_cpu(const ag_real *x, const ag_real *g, ag_real *gx, ag_real lo, ag_real hi, int64_t n,
+                               bool fresh) {
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] > lo && x[i] < hi) gx[i] = fresh ? g[i] : gx[i] + g[i];
+        else if (fresh) gx[i] = 0;
     }
-    ag_real *GX = ag__grad(n->in[0]);
-    for (int64_t i = 0; i < n->out->size; i++)
-        if (X[i] > lo && X[i] < hi) GX[i] += G[i];
+}
+
+/* n->farg: lo, hi. */
+static void clamp_backward(ag_node *n) {
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__elementwise_on(n->op, n->out->device)
+        ->clamp_backward(n->in[0]->data, n->out->grad, gx, (ag_real)n->farg[0], (ag_real)n->farg[1], n->out->size,
+                         fresh);
 }
 
 ag_tensor *ag_clamp(ag_tensor *x, double lo, double hi) {
     ag_device dev = ag__check_same_device("ag_clamp", x, NULL);
     if (!(lo <= hi)) ag__fatal("ag_clamp", "empty range [%g, %g]", lo, hi);
     ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
-    ag_real l = (ag_real)lo, h = (ag_real)hi;
-    if (dev == AG_CUDA) {
-        ag__clamp_forward_cuda(x->data, out->data, l, h, x->size);
-        ag__cuda_check_launch("ag_clamp");
-    } else {
-        for (int64_t i = 0; i < x->size; i++) out->data[i] = x->data[i] < l ? l : x->data[i] > h ? h : x->data[i];
-    }
+    ag__elementwise_on("ag_clamp", dev)->clamp_forward(x->data, out->data, (ag_real)lo, (ag_real)hi, x->size);
     ag_node *n = ag__record("ag_clamp", clamp_backward, out, 1, &x);
     if (n) {
         n->farg[0] = lo;
@@ -479,3 +509,29 @@ ag_tensor *ag_clamp(ag_tensor *x, double lo, double hi) {
     }
     return out;
 }
+
+/* ---- fills and accumulation, for the engine and other families ---- */
+
+static void fill_cpu(ag_real *y, ag_real value, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = value;
+}
+
+static void add_into_cpu(ag_real *y, const ag_real *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* ---- the CPU's table (ops/elementwise.h; CUDA's is in ops/cuda/elementwise.cu) ---- */
+
+static const ag__elementwise_kernels elementwise_cpu = {
+    .unary_forward = unary_forward_cpu,
+    .unary_backward = unary_backward_cpu,
+    .binary_forward = binary_forward_cpu,
+    .binary_backward = binary_backward_cpu,
+    .affine_forward = affine_forward_cpu,
+    .affine_backward = affine_backward_cpu,
+    .clamp_forward = clamp_forward_cpu,
+    .clamp_backward = clamp_backward_cpu,
+    .fill = fill_cpu,
+    .add_into = add_into_cpu,
+};
+AG_DISPATCH(elementwise, elementwise_cpu)

@@ -4,19 +4,22 @@
  *
  * Each row is normalised on its own; forward saves the row's mean and
  * 1/std so backward needs one pass over x and no second reduction of it.
- * On the GPU (ops/cuda/layernorm.cu) a warp takes a row, and gamma's and
- * beta's gradients are column sums over the rows in order, as here. */
+ * The loops here are the CPU's kernels (ops/layernorm.h).  On the GPU
+ * (ops/cuda/layernorm.cu) a warp takes a row, and gamma's and beta's
+ * gradients are column sums over the rows in order, as here. */
+#include "dispatch.h"
+#include "layernorm.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
 typedef struct {
     ag_real *mean, *rstd; /* one per row */
 } ln_saved;
 
 typedef struct {
-    const ln_saved *s;
     const ag_real *x, *G, *gamma, *beta;
+    const ag_real *mean, *rstd;  /* backward: the rows' */
     ag_real *y, *gx, *ggamma, *gbeta;
+    ag_real *row_mean, *row_rstd; /* forward: written */
     ag_real eps;
     int D;
     int64_t rows;
@@ -34,7 +37,7 @@ AG_SIMD_CLONES static void layernorm_grad_rows(void *ctx, int64_t r0, int64_t r1
     const ag_real *g = j->gamma;
     for (int64_t r = r0; r < r1; r++) {
         const ag_real *xr = j->x + r * D, *dy = j->G + r * D;
-        ag_real mean = j->s->mean[r], rstd = j->s->rstd[r];
+        ag_real mean = j->mean[r], rstd = j->rstd[r];
         ag_real sum_dxhat = 0, sum_dxhat_xhat = 0;
         for (int k = 0; k < D; k++) {
             ag_real xhat = (xr[k] - mean) * rstd;
@@ -64,7 +67,7 @@ AG_SIMD_CLONES static void layernorm_grad_affine(void *ctx, int64_t c0, int64_t 
     int D = j->D;
     for (int64_t r = 0; r < j->rows; r++) {
         const ag_real *xr = j->x + r * D, *dy = j->G + r * D;
-        ag_real mean = j->s->mean[r], rstd = j->s->rstd[r];
+        ag_real mean = j->mean[r], rstd = j->rstd[r];
         if (j->ggamma)
             for (int64_t k = c0; k < c1; k++) j->ggamma[k] += dy[k] * ((xr[k] - mean) * rstd);
         if (j->gbeta)
@@ -72,27 +75,34 @@ AG_SIMD_CLONES static void layernorm_grad_affine(void *ctx, int64_t c0, int64_t 
     }
 }
 
+static void rows_backward_cpu(const ag_real *x, const ag_real *g, const ag_real *gamma, const ag_real *mean,
+                              const ag_real *rstd, ag_real *gx, int64_t rows, int D, bool fresh) {
+    ln_job j = {.x = x, .G = g, .gamma = gamma, .mean = mean, .rstd = rstd, .gx = gx, .D = D, .rows = rows,
+                .fresh = fresh};
+    ag__parallel_range(rows, ag__units_per_part(D), layernorm_grad_rows, &j);
+}
+
+static void affine_backward_cpu(const ag_real *x, const ag_real *g, const ag_real *mean, const ag_real *rstd,
+                                ag_real *ggamma, ag_real *gbeta, int64_t rows, int D) {
+    ln_job j = {.x = x, .G = g, .mean = mean, .rstd = rstd, .ggamma = ggamma, .gbeta = gbeta, .D = D, .rows = rows};
+    if (ggamma || gbeta) ag__parallel_range(D, 64, layernorm_grad_affine, &j);
+}
+
+/* n->saved: the rows' mean and rstd, in the output's device memory. */
 static void layernorm_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
+    const ln_saved *s = n->saved;
     int D = x->shape[x->ndim - 1];
-    ln_job j = {.s = n->saved, .x = x->data, .G = n->out->grad, .gamma = gamma ? gamma->data : NULL, .D = D,
-                .rows = D ? x->size / D : 0};
-    j.ggamma = gamma && ag__wants(n, 1) ? ag__grad(gamma) : NULL;
-    j.gbeta = beta && ag__wants(n, 2) ? ag__grad(beta) : NULL;
-    if (x->device == AG_CUDA) {
-        if (ag__wants(n, 0)) {
-            j.gx = ag__grad_write(x, &j.fresh);
-            ag__layernorm_grad_rows_cuda(j.x, j.G, j.gamma, j.s->mean, j.s->rstd, j.gx, j.rows, D, j.fresh);
-        }
-        ag__layernorm_grad_affine_cuda(j.x, j.G, j.s->mean, j.s->rstd, j.ggamma, j.gbeta, j.rows, D);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
+    int64_t rows = D ? x->size / D : 0;
+    const ag__layernorm_kernels *k = ag__layernorm_on(n->op, x->device);
+    ag_real *ggamma = gamma && ag__wants(n, 1) ? ag__grad(gamma) : NULL;
+    ag_real *gbeta = beta && ag__wants(n, 2) ? ag__grad(beta) : NULL;
     if (ag__wants(n, 0)) {
-        j.gx = ag__grad_write(x, &j.fresh);
-        ag__parallel_range(j.rows, ag__units_per_part(D), layernorm_grad_rows, &j);
+        bool fresh;
+        ag_real *gx = ag__grad_write(x, &fresh);
+        k->rows_backward(x->data, n->out->grad, gamma ? gamma->data : NULL, s->mean, s->rstd, gx, rows, D, fresh);
     }
-    if (j.ggamma || j.gbeta) ag__parallel_range(D, 64, layernorm_grad_affine, &j);
+    k->affine_backward(x->data, n->out->grad, s->mean, s->rstd, ggamma, gbeta, rows, D);
 }
 
 AG_SIMD_CLONES static void layernorm_rows(void *ctx, int64_t r0, int64_t r1) {
@@ -112,9 +122,16 @@ AG_SIMD_CLONES static void layernorm_rows(void *ctx, int64_t r0, int64_t r1) {
             ag_real xhat = (xr[k] - mean) * rstd;
             y[k] = (g ? xhat * g[k] : xhat) + (b ? b[k] : 0);
         }
-        j->s->mean[r] = mean;
-        j->s->rstd[r] = rstd;
+        j->row_mean[r] = mean;
+        j->row_rstd[r] = rstd;
     }
+}
+
+static void rows_forward_cpu(const ag_real *x, const ag_real *gamma, const ag_real *beta, ag_real eps, ag_real *y,
+                             ag_real *mean, ag_real *rstd, int64_t rows, int D) {
+    ln_job j = {.x = x, .gamma = gamma, .beta = beta, .y = y, .row_mean = mean, .row_rstd = rstd, .eps = eps, .D = D,
+                .rows = rows};
+    ag__parallel_range(rows, ag__units_per_part(D), layernorm_rows, &j);
 }
 
 static void check_affine(const char *what, const ag_tensor *x, const ag_tensor *p) {
@@ -140,18 +157,11 @@ ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double 
     int D = x->shape[x->ndim - 1];
     int64_t rows = x->size / D;
     ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
-    ln_saved s;
-    ln_job j = {.s = &s, .x = x->data, .y = out->data, .gamma = gamma ? gamma->data : NULL,
-                .beta = beta ? beta->data : NULL, .eps = (ag_real)eps, .D = D, .rows = rows};
-    if (dev == AG_CUDA) {
-        size_t bytes = (size_t)(rows > 0 ? rows : 1) * sizeof(ag_real);
-        s = (ln_saved){ag__cuda_arena_alloc(bytes), ag__cuda_arena_alloc(bytes)};
-        ag__layernorm_rows_cuda(j.x, j.gamma, j.beta, j.eps, j.y, s.mean, s.rstd, rows, D);
-        ag__cuda_check_launch("ag_layernorm");
-    } else {
-        s = (ln_saved){ag_arena_alloc((size_t)rows * sizeof(ag_real)), ag_arena_alloc((size_t)rows * sizeof(ag_real))};
-        ag__parallel_range(rows, ag__units_per_part(D), layernorm_rows, &j);
-    }
+    size_t bytes = (size_t)(rows > 0 ? rows : 1) * sizeof(ag_real);
+    ln_saved s = {ag__step_alloc_on(dev, bytes), ag__step_alloc_on(dev, bytes)};
+    ag__layernorm_on("ag_layernorm", dev)
+        ->rows_forward(x->data, gamma ? gamma->data : NULL, beta ? beta->data : NULL, (ag_real)eps, out->data, s.mean,
+                       s.rstd, rows, D);
     ag_node *n = ag__record("ag_layernorm", layernorm_backward, out, 3, (ag_tensor *[]){x, gamma, beta});
     if (n) {
         ln_saved *p = ag_arena_alloc(sizeof *p);
@@ -160,3 +170,12 @@ ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double 
     }
     return out;
 }
+
+/* ---- the CPU's table (ops/layernorm.h; CUDA's is in ops/cuda/layernorm.cu) ---- */
+
+static const ag__layernorm_kernels layernorm_cpu = {
+    .rows_forward = rows_forward_cpu,
+    .rows_backward = rows_backward_cpu,
+    .affine_backward = affine_backward_cpu,
+};
+AG_DISPATCH(layernorm, layernorm_cpu)

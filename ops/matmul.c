@@ -1,9 +1,11 @@
 /* matmul.c - matrix products on OpenBLAS (or, for the f32 shapes where it
  * measured faster, ops/gemm_kernel.c): batched matmul with optional
- * transposes, and the fused linear layer x W + b. */
+ * transposes, and the fused linear layer x W + b.  The products here are
+ * the CPU's kernels (ops/matmul.h); CUDA's are in ops/cuda/matmul.c. */
 #include "vecmath.h"
+#include "dispatch.h"
+#include "matmul.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
 #include <cblas.h>
 
@@ -336,50 +338,37 @@ static void batch_part(void *ctx, int64_t part) {
     }
 }
 
-/* mm_run on the GPU: the same three cases on cuBLAS, the independent
- * products as one strided-batched call (a shared operand has stride 0). */
-static void mm_run_cuda(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, int a_rows, int a_cols,
-                        const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols, ag_real *C,
-                        bool c_shared, int M, int N, int K, ag_real beta) {
-    int64_t sa = a_shared ? 0 : (int64_t)a_rows * a_cols;
-    int64_t sb = b_shared ? 0 : (int64_t)b_rows * b_cols;
-    int lda = ta ? M : K, ldb = tb ? K : N;
-    if (b_shared && !a_shared && !c_shared && !ta) {
-        ag__cuda_gemm(false, tb, p->batch * M, N, K, 1, A, K, B, ldb, beta, C, N);
-    } else if (c_shared || p->batch == 1) { /* in batch order: the same sum every run */
-        for (int i = 0; i < p->batch; i++)
-            ag__cuda_gemm(ta, tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, i > 0 ? 1 : beta, C, N);
-    } else {
-        ag__cuda_gemm_batched(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, beta, C, N, (int64_t)M * N, p->batch);
-    }
-}
-
-static void mm_run(const mm_plan *p, const ag_real *A, bool ta, bool a_shared, int a_rows, int a_cols,
-                   const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols, ag_real *C,
-                   bool c_shared, int M, int N, int K, ag_real beta) {
-    if (p->device == AG_CUDA) {
-        mm_run_cuda(p, A, ta, a_shared, a_rows, a_cols, B, tb, b_shared, b_rows, b_cols, C, c_shared, M, N, K, beta);
-        return;
-    }
-    int64_t sa = a_shared ? 0 : (int64_t)a_rows * a_cols;
-    int64_t sb = b_shared ? 0 : (int64_t)b_rows * b_cols;
-    int64_t sc = c_shared ? 0 : (int64_t)M * N;
+static void batched_cpu(const ag_kmm *p) {
+    int M = p->M, N = p->N, K = p->K;
+    int64_t sa = p->a_shared ? 0 : (int64_t)p->a_rows * p->a_cols;
+    int64_t sb = p->b_shared ? 0 : (int64_t)p->b_rows * p->b_cols;
+    int64_t sc = p->c_shared ? 0 : (int64_t)M * N;
     /* A shared right operand and an untransposed left one: the whole batch
      * is one tall GEMM, which BLAS runs far better than many small ones. */
-    if (b_shared && !a_shared && !c_shared && !ta) {
-        ag__gemm(false, tb, p->batch * M, N, K, 1, A, B, beta, C);
+    if (p->b_shared && !p->a_shared && !p->c_shared && !p->ta) {
+        ag__gemm(false, p->tb, p->batch * M, N, K, 1, p->A, p->B, p->beta, p->C);
         return;
     }
-    if (c_shared || p->batch == 1) { /* one product, or all adding into one C (in batch order) */
+    if (p->c_shared || p->batch == 1) { /* one product, or all adding into one C (in batch order) */
         for (int i = 0; i < p->batch; i++)
-            ag__gemm(ta, tb, M, N, K, 1, A + i * sa, B + i * sb, i > 0 ? 1 : beta, C);
+            ag__gemm(p->ta, p->tb, M, N, K, 1, p->A + i * sa, p->B + i * sb, i > 0 ? 1 : p->beta, p->C);
         return;
     }
     /* Independent products: groups of ~1 MFLOP on the pool, one BLAS call each. */
     double flops = 2.0 * M * N * K;
     int64_t per_part = flops >= 1e6 ? 1 : (int64_t)(1e6 / (flops > 1 ? flops : 1));
-    batch_job j = {A, B, C, ta, tb, sa, sb, sc, M, N, K, beta, p->batch, per_part};
+    batch_job j = {p->A, p->B, p->C, p->ta, p->tb, sa, sb, sc, M, N, K, p->beta, p->batch, per_part};
     ag__parallel((p->batch + per_part - 1) / per_part, batch_part, &j);
+}
+
+/* One batched product of the plan's geometry on its device. */
+static void mm_run(const ag__matmul_kernels *kern, const mm_plan *p, const ag_real *A, bool ta, bool a_shared,
+                   int a_rows, int a_cols, const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols,
+                   ag_real *C, bool c_shared, int M, int N, int K, ag_real beta) {
+    ag_kmm k = {.A = A, .B = B, .C = C, .a_rows = a_rows, .a_cols = a_cols, .b_rows = b_rows, .b_cols = b_cols,
+                .M = M, .N = N, .K = K, .batch = p->batch, .beta = beta, .ta = ta, .tb = tb, .a_shared = a_shared,
+                .b_shared = b_shared, .c_shared = c_shared};
+    kern->batched(&k);
 }
 
 /* ---- rows of a gradient that are all zero ----
@@ -470,63 +459,69 @@ static void scatter_add_rows(ag_real *dst, const ag_real *src, int width, const 
 
 /* A shared right operand with an untransposed left one (x [.., K] op(B)):
  * the batch is one tall product of rows = batch * M rows; both gradients
- * on the nonzero rows of dY only. */
-static bool matmul_backward_packed(ag_node *n, const mm_plan *p) {
-    if (p->device != AG_CPU || !p->b_shared || p->ta || !worth_packing(p->batch * p->M, p->K, p->N)) return false;
-    ag_tensor *a = n->in[0], *b = n->in[1];
-    int rows = p->batch * p->M, N = p->N, K = p->K, kept;
-    int32_t *idx = nonzero_rows(n->out->grad, rows, N, &kept);
+ * on the nonzero rows of dY only.  False (nothing done) when too few rows
+ * are zero. */
+static bool tall_backward_packed(bool tb, int rows, int K, int N, const ag_real *G, const ag_real *A,
+                                 const ag_real *B, ag_real *dA, ag_real *dB) {
+    if (!worth_packing(rows, K, N)) return false;
+    int kept;
+    int32_t *idx = nonzero_rows(G, rows, N, &kept);
     if (!idx) return false;
-    if (kept == 0) { /* nothing reaches either operand: still give both a gradient buffer */
-        if (ag__wants(n, 0)) ag__grad(a);
-        if (ag__wants(n, 1)) ag__grad(b);
-        return true;
-    }
-    ag_real *Gc = ag__gather_rows(n->out->grad, N, idx, kept);
-    if (ag__wants(n, 0)) { /* dA rows = dY rows op(B)^T */
+    if (kept == 0) return true; /* nothing reaches either operand */
+    ag_real *Gc = ag__gather_rows(G, N, idx, kept);
+    if (dA) { /* dA rows = dY rows op(B)^T */
         ag_real *dAc = ag_arena_zalloc((size_t)kept * K * sizeof(ag_real));
-        ag__gemm(false, !p->tb, kept, K, N, 1, Gc, b->data, 1, dAc);
-        scatter_add_rows(ag__grad(a), dAc, K, idx, kept);
+        ag__gemm(false, !tb, kept, K, N, 1, Gc, B, 1, dAc);
+        scatter_add_rows(dA, dAc, K, idx, kept);
     }
-    if (ag__wants(n, 1)) {
-        ag_real *Ac = ag__gather_rows(a->data, K, idx, kept);
-        if (!p->tb) ag__gemm(true, false, K, N, kept, 1, Ac, Gc, 1, ag__grad(b)); /* dB = A^T dY */
-        else ag__gemm(true, false, N, K, kept, 1, Gc, Ac, 1, ag__grad(b));     /* dB = dY^T A */
+    if (dB) {
+        ag_real *Ac = ag__gather_rows(A, K, idx, kept);
+        if (!tb) ag__gemm(true, false, K, N, kept, 1, Ac, Gc, 1, dB); /* dB = A^T dY */
+        else ag__gemm(true, false, N, K, kept, 1, Gc, Ac, 1, dB);     /* dB = dY^T A */
     }
     return true;
 }
 
+static void tall_backward_cpu(bool tb, int rows, int K, int N, const ag_real *G, const ag_real *A, const ag_real *B,
+                              ag_real *dA, ag_real *dB) {
+    if (tall_backward_packed(tb, rows, K, N, G, A, B, dA, dB)) return;
+    /* the sums over the batch in one GEMM each: dB = A_flat^T G_flat (G_flat^T A_flat when tb) */
+    if (dA) ag__gemm(false, !tb, rows, K, N, 1, G, B, 1, dA);
+    if (dB && !tb) ag__gemm(true, false, K, N, rows, 1, A, G, 1, dB);
+    if (dB && tb) ag__gemm(true, false, N, K, rows, 1, G, A, 1, dB);
+}
+
 static void matmul_backward(ag_node *n) {
     const mm_plan *p = n->saved;
-    if (matmul_backward_packed(n, p)) return;
+    const ag__matmul_kernels *kern = ag__matmul_on(n->op, p->device);
     ag_tensor *a = n->in[0], *b = n->in[1];
     const ag_real *G = n->out->grad;
     int M = p->M, N = p->N, K = p->K;
+    if (p->b_shared && !p->ta) { /* one tall product of batch * M rows */
+        ag_real *GA = ag__wants(n, 0) ? ag__grad(a) : NULL;
+        ag_real *GB = ag__wants(n, 1) ? ag__grad(b) : NULL;
+        kern->tall_backward(p->tb, p->batch * M, K, N, G, a->data, b->data, GA, GB);
+        return;
+    }
     int arows = p->ta ? K : M, acols = p->ta ? M : K;
     int brows = p->tb ? N : K, bcols = p->tb ? K : N;
     if (ag__wants(n, 0)) { /* dA = G op(B)^T, or its transpose when A was transposed */
         ag_real *GA = ag__grad(a);
         if (!p->ta)
-            mm_run(p, G, false, false, M, N, b->data, !p->tb, p->b_shared, brows, bcols, GA, p->a_shared, M, K, N, 1);
+            mm_run(kern, p, G, false, false, M, N, b->data, !p->tb, p->b_shared, brows, bcols, GA, p->a_shared, M, K,
+                   N, 1);
         else
-            mm_run(p, b->data, p->tb, p->b_shared, brows, bcols, G, true, false, M, N, GA, p->a_shared, K, M, N, 1);
+            mm_run(kern, p, b->data, p->tb, p->b_shared, brows, bcols, G, true, false, M, N, GA, p->a_shared, K, M,
+                   N, 1);
     }
     if (ag__wants(n, 1)) { /* dB = op(A)^T G, or its transpose when B was transposed */
         ag_real *GB = ag__grad(b);
-        if (p->device == AG_CUDA && p->b_shared && !p->ta) { /* the same single GEMMs on cuBLAS */
-            if (!p->tb) ag__cuda_gemm(true, false, K, N, p->batch * M, 1, a->data, K, G, N, 1, GB, N);
-            else ag__cuda_gemm(true, false, N, K, p->batch * M, 1, G, N, a->data, K, 1, GB, K);
-        } else if (!p->tb) {
-            if (p->b_shared && !p->ta) /* sum over the batch in one GEMM: A_flat^T G_flat */
-                ag__gemm(true, false, K, N, p->batch * M, 1, a->data, G, 1, GB);
-            else
-                mm_run(p, a->data, !p->ta, p->a_shared, arows, acols, G, false, false, M, N, GB, p->b_shared, K, N, M, 1);
-        } else {
-            if (p->b_shared && !p->ta) /* G_flat^T A_flat */
-                ag__gemm(true, false, N, K, p->batch * M, 1, G, a->data, 1, GB);
-            else
-                mm_run(p, G, true, false, M, N, a->data, p->ta, p->a_shared, arows, acols, GB, p->b_shared, N, K, M, 1);
-        }
+        if (!p->tb)
+            mm_run(kern, p, a->data, !p->ta, p->a_shared, arows, acols, G, false, false, M, N, GB, p->b_shared, K, N,
+                   M, 1);
+        else
+            mm_run(kern, p, G, true, false, M, N, a->data, p->ta, p->a_shared, arows, acols, GB, p->b_shared, N, K,
+                   M, 1);
     }
 }
 
@@ -535,8 +530,8 @@ ag_tensor *ag_matmul_t(ag_tensor *a, bool trans_a, ag_tensor *b, bool trans_b) {
     ag_tensor *out = mm_forward("ag_matmul", a, trans_a, b, trans_b, &p);
     int arows = p.ta ? p.K : p.M, acols = p.ta ? p.M : p.K;
     int brows = p.tb ? p.N : p.K, bcols = p.tb ? p.K : p.N;
-    mm_run(&p, a->data, p.ta, p.a_shared, arows, acols, b->data, p.tb, p.b_shared, brows, bcols, out->data,
-           false, p.M, p.N, p.K, 0);
+    mm_run(ag__matmul_on("ag_matmul", p.device), &p, a->data, p.ta, p.a_shared, arows, acols, b->data, p.tb,
+           p.b_shared, brows, bcols, out->data, false, p.M, p.N, p.K, 0);
     ag_node *n = ag__record("ag_matmul", matmul_backward, out, 2, (ag_tensor *[]){a, b});
     if (n) {
         mm_plan *s = ag_arena_alloc(sizeof *s);
@@ -593,11 +588,9 @@ static inline void act_grad_row(ag_act act, const ag_real *dy, const ag_real *y,
 enum { BIAS_BLOCK = 64 };
 
 /* The packed rows of one side: idx[i] is the row of packed row i, pos[r]
- * the packed row of row r or -1. */
-typedef struct {
-    int32_t *idx, *pos;
-    int kept;
-} row_pack;
+ * the packed row of row r or -1 (ops/matmul.h: forward's, kept for
+ * backward). */
+typedef ag_krow_pack row_pack;
 
 /* Packs the rows marked nonzero, or returns false (pack untouched) when
  * fewer than an eighth of them are zero. */
@@ -733,76 +726,16 @@ static bool same_pack(const row_pack *a, const row_pack *b) {
     return a->kept == b->kept && !memcmp(a->idx, b->idx, (size_t)a->kept * sizeof *a->idx);
 }
 
-/* ---- the linear layer on the GPU: the bias rows, the product on cuBLAS
- * adding to them, the activation in place (ops/cuda/linear.cu).  No row
- * packing: zero rows cost the GPU little, and finding them would read the
- * rows back or add a pass.  Backward: G = dY act'(y) (a buffer only with an
- * activation), the bias gradient summed as the CPU sums it (blocks of 64
- * rows, then the blocks in order: the same bits), then the products. ---- */
-
-_Static_assert((int)AG_KCOL_ROWS == (int)BIAS_BLOCK, "the GPU's bias gradient sums the CPU's blocks of rows");
-_Static_assert(AG_KACT_NONE == (int)AG_ACT_NONE && AG_KACT_RELU == (int)AG_ACT_RELU &&
-                   AG_KACT_ELU == (int)AG_ACT_ELU && AG_KACT_TANH == (int)AG_ACT_TANH &&
-                   AG_KACT_SIGMOID == (int)AG_ACT_SIGMOID,
-               "ops/cuda/kernels.h's AG_KACT_ follow ag_act");
-
-static void linear_forward_cuda(const char *op, const ag_tensor *x, const ag_tensor *w, bool tw,
-                                const ag_tensor *bias, ag_act act, ag_tensor *out, int rows) {
-    int in = w->shape[tw], out_dim = w->shape[!tw];
-    if (bias) ag__bias_rows_cuda(bias->data, out->data, rows, out_dim);
-    if (rows > 0) ag__cuda_gemm_rows(false, tw, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
-    ag__act_forward_cuda((int)act, out->data, (int64_t)rows * out_dim);
-    ag__cuda_check_launch(op);
-}
-
-static void linear_backward_cuda(ag_node *n) {
-    ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
-    const linear_saved *sv = n->saved;
-    bool tw = sv->tw;
-    int in = w->shape[tw], out = w->shape[!tw];
-    int rows = (int)(x->size / (in ? in : 1));
-    int64_t cells = (int64_t)rows * out;
-    const ag_real *G = n->out->grad;
-    if (sv->act != AG_ACT_NONE) {
-        ag_real *g = ag__cuda_arena_alloc((size_t)(cells > 0 ? cells : 1) * sizeof(ag_real));
-        ag__act_backward_cuda((int)sv->act, n->out->grad, n->out->data, g, cells);
-        G = g;
-    }
-    if (bias && ag__wants(n, 2)) {
-        ag_real *partial = ag__cuda_arena_alloc((size_t)(ag__col_blocks(rows) * out + 1) * sizeof(ag_real));
-        ag__col_sums_cuda(G, rows, out, NULL, partial, ag__grad(bias));
-    }
-    if (ag__wants(n, 0) && rows > 0) {
-        bool fresh;
-        ag_real *dX = ag__grad_write(x, &fresh);
-        ag__cuda_gemm_rows(false, !tw, rows, in, out, 1, G, w->data, fresh ? 0 : 1, dX);
-    } else if (ag__wants(n, 0)) {
-        ag__grad(x);
-    }
-    if (ag__wants(n, 1)) {
-        if (!tw) ag__cuda_gemm_rows(true, false, in, out, rows, 1, x->data, G, 1, ag__grad(w));
-        else ag__cuda_gemm_rows(true, false, out, in, rows, 1, G, x->data, 1, ag__grad(w));
-    }
-    ag__cuda_check_launch(n->op);
-}
-
-static void linear_backward(ag_node *n) {
-    ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
-    const linear_saved *sv = n->saved;
-    if (x->device == AG_CUDA) {
-        linear_backward_cuda(n);
-        return;
-    }
-    bool tw = sv->tw;
-    int in = w->shape[tw], out = w->shape[!tw];
-    int rows = (int)(x->size / (in ? in : 1));
-    bool want_x = ag__wants(n, 0), want_w = ag__wants(n, 1), want_b = bias && ag__wants(n, 2);
-    linear_job j = {.G = n->out->grad, .X = x->data, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK,
-                    .in = in, .out = out, .act = sv->act};
+static void linear_backward_cpu(const ag_klinear *kl) {
+    bool tw = kl->tw;
+    int in = kl->in, out = kl->out, rows = kl->rows;
+    bool want_x = kl->dx, want_w = kl->dw, want_b = kl->db;
+    linear_job j = {.G = kl->dy, .X = kl->x, .rows = rows, .blocks = (rows + BIAS_BLOCK - 1) / BIAS_BLOCK, .in = in,
+                    .out = out, .act = (ag_act)kl->act, .fresh = kl->fresh_x};
     bool look = worth_packing(rows, in, out) && (want_x || want_w), packed = false;
-    if (sv->act != AG_ACT_NONE) { /* dY through the activation, in the scan */
-        j.dY = n->out->grad;
-        j.Yout = n->out->data;
+    if (j.act != AG_ACT_NONE) { /* dY through the activation, in the scan */
+        j.dY = kl->dy;
+        j.Yout = kl->y;
         /* A zero row of dY is one of G = dY act'(y): found first, the rows
          * are packed before the scan, which then writes G's rows straight
          * into the packed buffer (no [rows, out] G to write and copy). */
@@ -819,47 +752,43 @@ static void linear_backward(ag_node *n) {
     if (want_b) j.partial = ag_arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
     if (look || want_b || j.dY) ag__parallel(j.blocks, scan_block, &j);
     if (want_b) {
-        j.gb = ag__grad(bias);
+        j.gb = kl->db;
         ag__parallel_range(out, 256, add_partials, &j);
     }
-    ag_real *dX = want_x ? ag__grad_write(x, &j.fresh) : NULL;
+    ag_real *dX = kl->dx;
     if (look) packed = pack_of(j.nonzero, rows, &j.pk);
     if (!packed) { /* (almost) no zero rows: the plain products */
-        linear_products(tw, rows, in, out, j.G, x->data, w->data, dX, j.fresh ? 0 : 1, want_w ? ag__grad(w) : NULL);
+        linear_products(tw, rows, in, out, j.G, kl->x, kl->w, dX, j.fresh ? 0 : 1, kl->dw);
         return;
     }
     int kept = j.pk.kept;
-    bool reuse_x = want_w && sv->pk.kept >= 0 && same_pack(&sv->pk, &j.pk);
+    bool reuse_x = want_w && kl->pack.kept >= 0 && same_pack(&kl->pack, &j.pk);
     if (!j.act_packed) j.Gc = ag_arena_alloc((size_t)(kept ? kept : 1) * out * sizeof(ag_real));
     j.Xc = want_w && !reuse_x ? ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real)) : NULL;
     ag__parallel_range(kept, ag__units_per_part(in + out), pack_rows, &j);
     if (want_x) j.dXc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
-    linear_products(tw, kept, in, out, j.Gc, reuse_x ? sv->Xc : j.Xc, w->data, j.dXc, 0,
-                    want_w ? ag__grad(w) : NULL);
-    if (want_x) {
-        ag__unpack_rows(dX, j.dXc, in, j.pk.pos, rows, j.fresh);
-    }
+    linear_products(tw, kept, in, out, j.Gc, reuse_x ? kl->xc : j.Xc, kl->w, j.dXc, 0, kl->dw);
+    if (want_x) ag__unpack_rows(dX, j.dXc, in, j.pk.pos, rows, j.fresh);
 }
 
-/* y = x op(W) + bias on the rows of x that are not all zero; false (nothing
- * done) when fewer than an eighth of them are zero. */
-static bool linear_packed(const ag_tensor *x, const ag_tensor *w, bool tw, const ag_tensor *bias, ag_tensor *out,
-                          int rows, linear_saved *sv) {
-    int in = w->shape[tw], out_dim = w->shape[!tw];
+/* y = x op(W) + bias on the rows of x that are not all zero, kept in
+ * kl->pack and kl->xc for backward; false (nothing done) when fewer than
+ * an eighth of them are zero. */
+static bool linear_packed(ag_klinear *kl) {
+    int rows = kl->rows, in = kl->in, out_dim = kl->out;
     if (!worth_packing(rows, in, out_dim)) return false;
-    rows_job scan = {.src = x->data, .width = in, .nonzero = ag_arena_alloc((size_t)rows)};
+    rows_job scan = {.src = kl->x, .width = in, .nonzero = ag_arena_alloc((size_t)rows)};
     ag__parallel_range(rows, ag__units_per_part(in), scan_nonzero_rows, &scan);
-    linear_job j = {.X = x->data, .bias = bias ? bias->data : NULL, .Y = out->data, .in = in, .out = out_dim,
-                    .act = sv->act};
+    linear_job j = {.X = kl->x, .bias = kl->bias, .Y = kl->y, .in = in, .out = out_dim, .act = (ag_act)kl->act};
     if (!pack_of(scan.nonzero, rows, &j.pk)) return false;
     int kept = j.pk.kept;
     j.Xc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
     j.Yc = ag_arena_alloc((size_t)(kept ? kept : 1) * out_dim * sizeof(ag_real));
     ag__parallel_range(kept, ag__units_per_part(in), pack_rows, &j);
-    ag__gemm(false, tw, kept, out_dim, in, 1, j.Xc, w->data, 0, j.Yc);
+    ag__gemm(false, kl->tw, kept, out_dim, in, 1, j.Xc, kl->w, 0, j.Yc);
     ag__parallel_range(rows, ag__units_per_part(out_dim), unpack_y_rows, &j);
-    sv->pk = j.pk;
-    sv->Xc = j.Xc;
+    kl->pack = j.pk;
+    kl->xc = j.Xc;
     return true;
 }
 
@@ -873,6 +802,55 @@ typedef struct {
 AG_SIMD_CLONES static void act_rows(void *ctx, int64_t r0, int64_t r1) {
     const act_job *j = ctx;
     for (int64_t r = r0; r < r1; r++) act_row(j->act, j->Y + r * j->out, j->out);
+}
+
+static void bias_rows_cpu(const ag_real *bias, ag_real *y, int64_t rows, int cols) {
+    for (int64_t r = 0; r < rows; r++)
+        if (bias) memcpy(y + r * cols, bias, (size_t)cols * sizeof(ag_real));
+        else memset(y + r * cols, 0, (size_t)cols * sizeof(ag_real));
+}
+
+static void linear_forward_cpu(ag_klinear *kl) {
+    if (linear_packed(kl)) return;
+    if (kl->bias) bias_rows_cpu(kl->bias, kl->y, kl->rows, kl->out);
+    ag__gemm(false, kl->tw, kl->rows, kl->out, kl->in, 1, kl->x, kl->w, kl->bias ? 1 : 0, kl->y);
+    if (kl->act != AG_ACT_NONE) {
+        act_job aj = {kl->y, kl->out, (ag_act)kl->act};
+        ag__parallel_range(kl->rows, ag__units_per_part(kl->out), act_rows, &aj);
+    }
+}
+
+/* The bias gradient's column sums of ops/matmul.h, as the GPU adds them
+ * (the linear layer's own backward fuses them into its scan). */
+static void col_sums_cpu(const ag_real *x, int64_t rows, int cols, const ag_real *scale, ag_real *partial,
+                         ag_real *out) {
+    int64_t blocks = ag__col_blocks(rows);
+    for (int64_t b = 0; b < blocks; b++) {
+        ag_real *p = partial + b * cols;
+        int64_t r1 = (b + 1) * AG_KCOL_ROWS < rows ? (b + 1) * AG_KCOL_ROWS : rows;
+        for (int k = 0; k < cols; k++) p[k] = 0;
+        for (int64_t r = b * AG_KCOL_ROWS; r < r1; r++)
+            for (int k = 0; k < cols; k++) p[k] += x[r * cols + k];
+    }
+    for (int k = 0; k < cols; k++) {
+        ag_real acc = scale ? 0 : out[k];
+        for (int64_t b = 0; b < blocks; b++) acc += partial[b * cols + k];
+        out[k] = scale ? out[k] + *scale * acc : acc;
+    }
+}
+
+/* n->saved: the linear_saved. */
+static void linear_backward(ag_node *n) {
+    ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
+    const linear_saved *sv = n->saved;
+    int in = w->shape[sv->tw], out = w->shape[!sv->tw];
+    ag_klinear j = {.x = x->data, .w = w->data, .y = n->out->data, .dy = n->out->grad,
+                    .rows = (int)(x->size / (in ? in : 1)), .in = in, .out = out, .act = (int)sv->act, .tw = sv->tw,
+                    .pack = sv->pk, .xc = sv->Xc};
+    j.db = bias && ag__wants(n, 2) ? ag__grad(bias) : NULL;
+    j.dx = ag__wants(n, 0) ? ag__grad_write(x, &j.fresh_x) : NULL;
+    j.dw = ag__wants(n, 1) ? ag__grad(w) : NULL;
+    ag__matmul_on(n->op, x->device)->linear_backward(&j);
 }
 
 static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias, ag_act act) {
@@ -892,22 +870,13 @@ static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
     ag_tensor *out = ag__empty_on(dev, x->ndim, shape);
-    linear_saved sv = {.tw = tw, .act = act, .pk = {.kept = -1}};
-    if (dev == AG_CUDA) linear_forward_cuda(op, x, w, tw, bias, act, out, rows);
-    else if (!linear_packed(x, w, tw, bias, out, rows, &sv)) {
-        if (bias)
-            for (int r = 0; r < rows; r++)
-                memcpy(out->data + (int64_t)r * out_dim, bias->data, (size_t)out_dim * sizeof(ag_real));
-        ag__gemm(false, tw, rows, out_dim, in, 1, x->data, w->data, bias ? 1 : 0, out->data);
-        if (act != AG_ACT_NONE) {
-            act_job aj = {out->data, out_dim, act};
-            ag__parallel_range(rows, ag__units_per_part(out_dim), act_rows, &aj);
-        }
-    }
+    ag_klinear j = {.x = x->data, .w = w->data, .bias = bias ? bias->data : NULL, .y = out->data, .rows = rows,
+                    .in = in, .out = out_dim, .act = (int)act, .tw = tw, .pack = {.kept = -1}};
+    ag__matmul_on(op, dev)->linear_forward(&j);
     ag_node *n = ag__record(op, linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
     if (n) {
         linear_saved *keep = ag_arena_alloc(sizeof *keep);
-        *keep = sv;
+        *keep = (linear_saved){.tw = tw, .act = act, .pk = j.pack, .Xc = j.xc};
         n->saved = keep;
     }
     return out;
@@ -924,3 +893,21 @@ ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
 ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act) {
     return linear("ag_dense", x, w, false, b, act);
 }
+
+/* ---- the CPU's table (ops/matmul.h; CUDA's is in ops/cuda/matmul.c) ---- */
+
+_Static_assert((int)AG_KCOL_ROWS == (int)BIAS_BLOCK, "the GPU's bias gradient sums the CPU's blocks of rows");
+_Static_assert(AG_KACT_NONE == (int)AG_ACT_NONE && AG_KACT_RELU == (int)AG_ACT_RELU &&
+                   AG_KACT_ELU == (int)AG_ACT_ELU && AG_KACT_TANH == (int)AG_ACT_TANH &&
+                   AG_KACT_SIGMOID == (int)AG_ACT_SIGMOID,
+               "ops/matmul.h's AG_KACT_ follow ag_act");
+
+static const ag__matmul_kernels matmul_cpu = {
+    .batched = batched_cpu,
+    .tall_backward = tall_backward_cpu,
+    .linear_forward = linear_forward_cpu,
+    .linear_backward = linear_backward_cpu,
+    .bias_rows = bias_rows_cpu,
+    .col_sums = col_sums_cpu,
+};
+AG_DISPATCH(matmul, matmul_cpu)

@@ -1,9 +1,11 @@
 /* reduce.c - sum, mean and max, in total or along one axis.
  *
  * Along an axis a tensor is seen as [outer, n, inner]; the result is
- * [outer, inner] (with a size-1 dim kept in place when keepdim). */
+ * [outer, inner] (with a size-1 dim kept in place when keepdim).  The loops
+ * here are the CPU's kernels (ops/reduce.h), CUDA's are in ops/cuda/reduce.cu. */
+#include "dispatch.h"
+#include "reduce.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
 typedef struct {
     int64_t outer, n, inner;
@@ -16,20 +18,19 @@ static axis_view view_along(const ag_tensor *x, int axis) {
     return v;
 }
 
+/* gx (+)= c: the gradient of a total. */
 typedef struct {
     ag_real *gx;
     ag_real c;
+    bool fresh;
 } fill_job;
 
 AG_SIMD_CLONES static void add_constant_range(void *ctx, int64_t i0, int64_t i1) {
     const fill_job *j = ctx;
-    for (int64_t i = i0; i < i1; i++) j->gx[i] += j->c;
-}
-
-/* gx[i] += c for i < n, on the pool. */
-static void affine_fill(ag_real *gx, int64_t n, ag_real c) {
-    fill_job j = {gx, c};
-    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, add_constant_range, &j);
+    if (j->fresh)
+        for (int64_t i = i0; i < i1; i++) j->gx[i] = j->c;
+    else
+        for (int64_t i = i0; i < i1; i++) j->gx[i] += j->c;
 }
 
 static ag_tensor *reduced_out(const ag_tensor *x, int axis, bool keepdim) { /* on x's device */
@@ -98,15 +99,25 @@ AG_SIMD_CLONES static void sum_axis_grad_range(void *ctx, int64_t u0, int64_t u1
     }
 }
 
-static void sum_axis_backward(ag_node *n) {
-    reduce_job j = {.v = view_along(n->in[0], n->iarg[0]), .g = n->out->grad, .scale = (ag_real)n->farg[0]};
-    j.gx = ag__grad_write(n->in[0], &j.fresh);
-    if (n->out->device == AG_CUDA) {
-        ag__sum_axis_backward_cuda(j.g, j.gx, j.scale, j.v.outer, j.v.n, j.v.inner, j.fresh);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
+static void sum_axis_forward_cpu(const ag_real *x, ag_real *y, ag_real scale, int64_t outer, int64_t n,
+                                 int64_t inner) {
+    reduce_job j = {.v = {outer, n, inner}, .x = x, .y = y, .scale = scale};
+    reduce_ranges(&j, sum_axis_range);
+}
+
+static void sum_axis_backward_cpu(const ag_real *g, ag_real *gx, ag_real scale, int64_t outer, int64_t n,
+                                  int64_t inner, bool fresh) {
+    reduce_job j = {.v = {outer, n, inner}, .g = g, .gx = gx, .scale = scale, .fresh = fresh};
     reduce_ranges(&j, sum_axis_grad_range);
+}
+
+/* n->iarg[0]: the axis; n->farg[0]: the scale. */
+static void sum_axis_backward(ag_node *n) {
+    axis_view v = view_along(n->in[0], n->iarg[0]);
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__reduce_on(n->op, n->out->device)
+        ->sum_axis_backward(n->out->grad, gx, (ag_real)n->farg[0], v.outer, v.n, v.inner, fresh);
 }
 
 static ag_tensor *sum_scaled(const char *op, ag_tensor *x, int axis, bool keepdim, bool mean) {
@@ -115,13 +126,7 @@ static ag_tensor *sum_scaled(const char *op, ag_tensor *x, int axis, bool keepdi
     if (mean && v.n == 0) ag__fatal(op, "mean over an empty axis %d", axis);
     ag_real scale = mean ? (ag_real)1 / (ag_real)v.n : 1;
     ag_tensor *out = reduced_out(x, axis, keepdim);
-    if (dev == AG_CUDA) {
-        ag__sum_axis_forward_cuda(x->data, out->data, scale, v.outer, v.n, v.inner);
-        ag__cuda_check_launch(op);
-    } else {
-        reduce_job j = {.v = v, .x = x->data, .y = out->data, .scale = scale};
-        reduce_ranges(&j, sum_axis_range);
-    }
+    ag__reduce_on(op, dev)->sum_axis_forward(x->data, out->data, scale, v.outer, v.n, v.inner);
     ag_node *n = ag__record(op, sum_axis_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;
@@ -170,38 +175,35 @@ static ag_real pairwise(const ag_real *v, int64_t n) {
     return pairwise(v, h) + pairwise(v + h, n - h);
 }
 
-static void total_backward(ag_node *n) {
-    if (n->out->device == AG_CUDA) { /* the output's gradient stays on the device */
-        bool fresh;
-        ag_real *gx = ag__grad_write(n->in[0], &fresh);
-        ag__sum_backward_cuda(n->out->grad, (ag_real)n->farg[0], gx, n->in[0]->size, fresh);
-        ag__cuda_check_launch(n->op);
-        return;
+static void sum_cpu(const ag_real *x, ag_real scale, ag_real *out, int64_t n) {
+    int64_t blocks = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+    ag_real sum = 0;
+    if (blocks > 0) {
+        total_job j = {x, n, ag_arena_alloc((size_t)blocks * sizeof(ag_real))};
+        ag__parallel_range(blocks, 4, block_sums, &j);
+        sum = pairwise(j.block_sums, blocks);
     }
-    affine_fill(ag__grad(n->in[0]), n->in[0]->size, (ag_real)n->farg[0] * n->out->grad[0]);
+    *out = scale == 1 ? sum : sum * scale;
+}
+
+static void sum_backward_cpu(const ag_real *g, ag_real scale, ag_real *gx, int64_t n, bool fresh) {
+    fill_job j = {gx, scale * g[0], fresh};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, add_constant_range, &j);
+}
+
+/* n->farg[0]: the scale.  The output's gradient stays on its device. */
+static void total_backward(ag_node *n) {
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__reduce_on(n->op, n->out->device)->sum_backward(n->out->grad, (ag_real)n->farg[0], gx, n->in[0]->size, fresh);
 }
 
 static ag_tensor *total(const char *op, ag_tensor *x, bool mean) {
     ag_device dev = ag__check_same_device(op, x, NULL);
     if (mean && x->size == 0) ag__fatal(op, "mean of an empty tensor");
     ag_real scale = mean ? (ag_real)1 / (ag_real)x->size : 1;
-    if (dev == AG_CUDA) {
-        ag_tensor *out = ag__empty_on(dev, 0, NULL);
-        ag__sum_forward_cuda(x->data, scale, out->data, x->size);
-        ag__cuda_check_launch(op);
-        ag_node *n = ag__record(op, total_backward, out, 1, &x);
-        if (n) n->farg[0] = scale;
-        return out;
-    }
-    ag_tensor *out = ag__empty(0, NULL);
-    int64_t blocks = (x->size + SUM_BLOCK - 1) / SUM_BLOCK;
-    ag_real sum = 0;
-    if (blocks > 0) {
-        total_job j = {x->data, x->size, ag_arena_alloc((size_t)blocks * sizeof(ag_real))};
-        ag__parallel_range(blocks, 4, block_sums, &j);
-        sum = pairwise(j.block_sums, blocks);
-    }
-    out->data[0] = mean ? sum * scale : sum;
+    ag_tensor *out = ag__empty_on(dev, 0, NULL);
+    ag__reduce_on(op, dev)->sum(x->data, scale, out->data, x->size);
     ag_node *n = ag__record(op, total_backward, out, 1, &x);
     if (n) n->farg[0] = scale;
     return out;
@@ -214,7 +216,8 @@ ag_tensor *ag_mean(ag_tensor *x) { return total("ag_mean", x, true); }
 
 typedef struct {
     reduce_job r;
-    int32_t *arg;
+    int32_t *arg;          /* forward: written */
+    const int32_t *chosen; /* backward: the forward's arg */
 } max_job;
 
 /* Per output element, the first maximal input; the k loop innermost so the
@@ -249,21 +252,30 @@ static void max_axis_grad_range(void *ctx, int64_t u0, int64_t u1) {
     int64_t k0 = j->r.by_inner ? u0 : 0, k1 = j->r.by_inner ? u1 : v->inner;
     for (int64_t o = o0; o < o1; o++)
         for (int64_t k = k0; k < k1; k++)
-            j->r.gx[(o * v->n + j->arg[o * v->inner + k]) * v->inner + k] += j->r.g[o * v->inner + k];
+            j->r.gx[(o * v->n + j->chosen[o * v->inner + k]) * v->inner + k] += j->r.g[o * v->inner + k];
 }
 
-static void max_axis_backward(ag_node *n) {
-    if (n->out->device == AG_CUDA) { /* arg is on the device */
-        axis_view v = view_along(n->in[0], n->iarg[0]);
-        bool fresh;
-        ag_real *gx = ag__grad_write(n->in[0], &fresh);
-        ag__max_axis_backward_cuda(n->out->grad, n->saved, gx, v.outer, v.n, v.inner, fresh);
-        ag__cuda_check_launch(n->op);
-        return;
-    }
-    max_job j = {.r = {.v = view_along(n->in[0], n->iarg[0]), .g = n->out->grad, .gx = ag__grad(n->in[0])},
-                 .arg = n->saved};
+static void max_axis_forward_cpu(const ag_real *x, ag_real *y, int32_t *arg, int64_t outer, int64_t n,
+                                 int64_t inner) {
+    max_job j = {.r = {.v = {outer, n, inner}, .x = x, .y = y}, .arg = arg};
+    reduce_ranges(&j.r, max_axis_range);
+}
+
+/* A fresh gx is zeroed first: each output's gradient reaches one of its n
+ * inputs. */
+static void max_axis_backward_cpu(const ag_real *g, const int32_t *arg, ag_real *gx, int64_t outer, int64_t n,
+                                  int64_t inner, bool fresh) {
+    if (fresh) ag__zero(gx, (size_t)(outer * n * inner) * sizeof *gx);
+    max_job j = {.r = {.v = {outer, n, inner}, .g = g, .gx = gx}, .chosen = arg};
     reduce_ranges(&j.r, max_axis_grad_range);
+}
+
+/* n->iarg[0]: the axis; n->saved: arg, in the output's device memory. */
+static void max_axis_backward(ag_node *n) {
+    axis_view v = view_along(n->in[0], n->iarg[0]);
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__reduce_on(n->op, n->out->device)->max_axis_backward(n->out->grad, n->saved, gx, v.outer, v.n, v.inner, fresh);
 }
 
 ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim) {
@@ -272,17 +284,8 @@ ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim) {
     axis_view v = view_along(x, axis);
     if (v.n == 0) ag__fatal("ag_max_axis", "max over an empty axis %d", axis);
     ag_tensor *out = reduced_out(x, axis, keepdim);
-    size_t arg_bytes = (size_t)out->size * sizeof(int32_t);
-    int32_t *arg;
-    if (dev == AG_CUDA) {
-        arg = ag__cuda_arena_alloc(arg_bytes);
-        ag__max_axis_forward_cuda(x->data, out->data, arg, v.outer, v.n, v.inner);
-        ag__cuda_check_launch("ag_max_axis");
-    } else {
-        arg = ag_arena_alloc(arg_bytes);
-        max_job j = {.r = {.v = v, .x = x->data, .y = out->data}, .arg = arg};
-        reduce_ranges(&j.r, max_axis_range);
-    }
+    int32_t *arg = ag__step_alloc_on(dev, (size_t)out->size * sizeof(int32_t));
+    ag__reduce_on("ag_max_axis", dev)->max_axis_forward(x->data, out->data, arg, v.outer, v.n, v.inner);
     ag_node *n = ag__record("ag_max_axis", max_axis_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;
@@ -290,3 +293,15 @@ ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim) {
     }
     return out;
 }
+
+/* ---- the CPU's table (ops/reduce.h; CUDA's is in ops/cuda/reduce.cu) ---- */
+
+static const ag__reduce_kernels reduce_cpu = {
+    .sum = sum_cpu,
+    .sum_backward = sum_backward_cpu,
+    .sum_axis_forward = sum_axis_forward_cpu,
+    .sum_axis_backward = sum_axis_backward_cpu,
+    .max_axis_forward = max_axis_forward_cpu,
+    .max_axis_backward = max_axis_backward_cpu,
+};
+AG_DISPATCH(reduce, reduce_cpu)

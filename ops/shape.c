@@ -1,49 +1,74 @@
 /* shape.c - reshape, permute/transpose, concat, slice, index-select and
  * embedding lookup.  Reshape is a view: it shares the input's data.
  *
- * On the GPU every copy here is one strided copy (ops/cuda/shape.cu) and
- * the gathers' gradient a gather over a counting sort of the index: one
- * thread per destination element, no atomics, the CPU's order of sums. */
+ * The loops here are the CPU's kernels (ops/shape.h); on the GPU
+ * (ops/cuda/shape.cu) every copy is one strided copy.  The gathers'
+ * gradient, on either device, sums each destination row's sources in
+ * increasing position, listed by a counting sort of the index: one writer
+ * per element, no atomics, the same order of sums. */
+#include "dispatch.h"
+#include "shape.h"
 #include "../graph/device.h"
-#include "cuda/kernels.h"
 
-/* ---- the GPU's copies ---- */
+/* ---- blocks of rows: a reshape's gradient, concat parts, slices ----
+ *
+ * The copies and gradient adds of this file run on the pool, in ranges of
+ * rows (or of elements, for one row); every element is written once, so
+ * results do not depend on the thread count. */
 
-/* A [rows, cols] block from src (row stride src_ld) to dst (row stride
- * dst_ld), stored or added: a concat part, a slice. */
-static void copy_block_cuda(const char *op, int64_t rows, int64_t cols, const ag_real *src, int64_t src_ld,
-                            ag_real *dst, int64_t dst_ld, bool add) {
-    ag_kstrided p = {{1, 1, rows, cols}, {0, 0, src_ld, 1}, {0, 0, dst_ld, 1}};
-    ag__strided_copy_cuda(&p, src, dst, add);
-    ag__cuda_check_launch(op);
-}
-
-/* ---- reshape: a zero-copy view; backward adds the gradient back ---- */
-
-/* The copies and gradient adds of this file run on the pool, in ranges of
- * rows (or of columns where rows would collide); every element is added in
- * the same order as by one thread, so results do not depend on the count. */
 typedef struct {
     const ag_real *src;
     ag_real *dst;
-    bool fresh;            /* dst is a new gradient buffer: copy instead of add */
-} add_job;
+    int64_t cols, src_ld, dst_ld;
+    bool add;              /* add to dst instead of storing */
+} rows_job;
 
 AG_SIMD_CLONES static void add_range(void *ctx, int64_t i0, int64_t i1) {
-    const add_job *j = ctx;
-    if (j->fresh) memcpy(j->dst + i0, j->src + i0, (size_t)(i1 - i0) * sizeof(ag_real));
+    const rows_job *j = ctx;
+    if (!j->add) memcpy(j->dst + i0, j->src + i0, (size_t)(i1 - i0) * sizeof(ag_real));
     else
         for (int64_t i = i0; i < i1; i++) j->dst[i] += j->src[i];
 }
 
-static void reshape_backward(ag_node *n) {
-    add_job j = {n->out->grad, NULL, false};
-    j.dst = ag__grad_write(n->in[0], &j.fresh);
-    if (n->out->device == AG_CUDA) {
-        copy_block_cuda(n->op, 1, n->out->size, j.src, 0, j.dst, 0, !j.fresh);
-        return;
+AG_SIMD_CLONES static void copy_rows_range(void *ctx, int64_t r0, int64_t r1) {
+    const rows_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const ag_real *src = j->src + r * j->src_ld;
+        ag_real *dst = j->dst + r * j->dst_ld;
+        if (!j->add) memcpy(dst, src, (size_t)j->cols * sizeof(ag_real));
+        else
+            for (int64_t k = 0; k < j->cols; k++) dst[k] += src[k];
     }
-    ag__parallel_range(n->out->size, AG_GRAIN_ELEMENTWISE, add_range, &j);
+}
+
+static void copy_rows_cpu(int64_t rows, int64_t cols, const ag_real *src, int64_t src_ld, ag_real *dst,
+                          int64_t dst_ld, bool add) {
+    if (rows <= 0 || cols <= 0) return;
+    rows_job j = {src, dst, cols, src_ld, dst_ld, add};
+    if (rows == 1) ag__parallel_range(cols, AG_GRAIN_ELEMENTWISE, add_range, &j);
+    else ag__parallel_range(rows, ag__units_per_part(cols), copy_rows_range, &j);
+}
+
+/* A strided copy over 4 dims (ops/shape.h), row by row along the last. */
+static void strided_copy_cpu(const ag_kstrided *p, const ag_real *src, ag_real *dst, bool add) {
+    for (int64_t i0 = 0; i0 < p->shape[0]; i0++)
+        for (int64_t i1 = 0; i1 < p->shape[1]; i1++)
+            for (int64_t i2 = 0; i2 < p->shape[2]; i2++) {
+                const ag_real *s = src + i0 * p->src_stride[0] + i1 * p->src_stride[1] + i2 * p->src_stride[2];
+                ag_real *d = dst + i0 * p->dst_stride[0] + i1 * p->dst_stride[1] + i2 * p->dst_stride[2];
+                for (int64_t k = 0; k < p->shape[3]; k++) {
+                    ag_real v = s[k * p->src_stride[3]];
+                    d[k * p->dst_stride[3]] = add ? d[k * p->dst_stride[3]] + v : v;
+                }
+            }
+}
+
+/* ---- reshape: a zero-copy view; backward adds the gradient back ---- */
+
+static void reshape_backward(ag_node *n) {
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__shape_on(n->op, n->out->device)->copy_rows(1, n->out->size, n->out->grad, 0, gx, 0, !fresh);
 }
 
 ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
@@ -88,10 +113,7 @@ ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
  * from.  When the last dim stays last (head split and merge) rows are
  * contiguous on both sides. */
 
-typedef struct {
-    int shape[4];       /* output shape, padded */
-    int64_t stride[4];  /* input stride of each output dim, padded */
-} permute_plan;
+typedef ag_kpermute permute_plan; /* ops/shape.h: the output shape and the input strides, padded */
 
 /* Output row r (its first element io = r * shape[3]) starts at input
  * offset ix; a permutation maps rows to disjoint input elements, so the
@@ -147,28 +169,16 @@ static void run_permute(permute_job *j, ag__range_fn fn) {
     if (j->p.shape[3] > 0) ag__parallel_range(rows, ag__units_per_part(j->p.shape[3]), fn, j);
 }
 
-/* The GPU's permute: forward reads x through the plan's strides into the
- * dense output; backward (grad) writes the output's gradient back through
- * them, one to one, so a fresh gradient is stored whole. */
-static void permute_cuda(const char *op, const permute_plan *p, const ag_real *src, ag_real *dst, bool grad,
-                         bool add) {
-    ag_kstrided k;
-    int64_t dense = 1;
-    for (int d = 3; d >= 0; d--) {
-        k.shape[d] = p->shape[d];
-        k.src_stride[d] = grad ? dense : p->stride[d];
-        k.dst_stride[d] = grad ? p->stride[d] : dense;
-        dense *= p->shape[d];
-    }
-    ag__strided_copy_cuda(&k, src, dst, add);
-    ag__cuda_check_launch(op);
+static void permute_cpu(const permute_plan *p, const ag_real *src, ag_real *dst, bool grad, bool add) {
+    permute_job j = {*p, src, dst, !add};
+    run_permute(&j, grad ? permute_grad_rows : permute_rows);
 }
 
+/* n->saved: the plan. */
 static void permute_backward(ag_node *n) {
-    permute_job j = {*(const permute_plan *)n->saved, n->out->grad, NULL, false};
-    j.y = ag__grad_write(n->in[0], &j.fresh);
-    if (n->out->device == AG_CUDA) permute_cuda(n->op, &j.p, j.x, j.y, true, !j.fresh);
-    else run_permute(&j, permute_grad_rows);
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__shape_on(n->op, n->out->device)->permute(n->saved, n->out->grad, gx, true, !fresh);
 }
 
 static const char *perm_str(const int *perm, int n, char *buf, size_t size) {
@@ -203,12 +213,7 @@ static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
         if (k >= 0) out_shape[k] = p.shape[i];
     }
     ag_tensor *out = ag__empty_on(dev, nd, out_shape);
-    if (dev == AG_CUDA) {
-        permute_cuda(op, &p, x->data, out->data, false, false);
-    } else {
-        permute_job j = {p, x->data, out->data, false};
-        run_permute(&j, permute_rows);
-    }
+    ag__shape_on(op, dev)->permute(&p, x->data, out->data, false, false);
     ag_node *n = ag__record(op, permute_backward, out, 1, &x);
     if (n) {
         permute_plan *saved = ag_arena_alloc(sizeof *saved);
@@ -237,52 +242,17 @@ typedef struct {
     int64_t cols[AG_MAX_INPUTS], col0[AG_MAX_INPUTS];
 } concat_plan;
 
-typedef struct {
-    const concat_plan *p;
-    ag_real *in[AG_MAX_INPUTS];  /* the inputs' data, or their gradients (NULL: skip) */
-    bool fresh[AG_MAX_INPUTS];   /* backward: that gradient is new, copy instead of add */
-    ag_real *out;                /* the output's data, or its gradient */
-    int n;
-} concat_job;
-
-static void concat_rows(void *ctx, int64_t o0, int64_t o1) {
-    const concat_job *j = ctx;
-    for (int i = 0; i < j->n; i++)
-        for (int64_t o = o0; o < o1; o++)
-            memcpy(j->out + o * j->p->out_cols + j->p->col0[i], j->in[i] + o * j->p->cols[i],
-                   (size_t)j->p->cols[i] * sizeof(ag_real));
-}
-
-AG_SIMD_CLONES static void concat_grad_rows(void *ctx, int64_t o0, int64_t o1) {
-    const concat_job *j = ctx;
-    for (int i = 0; i < j->n; i++) {
-        if (!j->in[i]) continue;
-        for (int64_t o = o0; o < o1; o++) {
-            const ag_real *g = j->out + o * j->p->out_cols + j->p->col0[i];
-            ag_real *gx = j->in[i] + o * j->p->cols[i];
-            if (j->fresh[i]) memcpy(gx, g, (size_t)j->p->cols[i] * sizeof(ag_real));
-            else
-                for (int64_t c = 0; c < j->p->cols[i]; c++) gx[c] += g[c];
-        }
-    }
-}
-
-/* On the GPU: a block copy per input, out of or into its columns. */
-static void concat_cuda(const char *op, const concat_job *j, bool grad) {
-    const concat_plan *p = j->p;
-    for (int i = 0; i < j->n; i++) {
-        if (!j->in[i]) continue;
-        if (grad) copy_block_cuda(op, p->outer, p->cols[i], j->out + p->col0[i], p->out_cols, j->in[i], p->cols[i],
-                                  !j->fresh[i]);
-        else copy_block_cuda(op, p->outer, p->cols[i], j->in[i], p->cols[i], j->out + p->col0[i], p->out_cols, false);
-    }
-}
-
+/* n->saved: the plan.  Each wanted input's gradient is its block of columns
+ * of the output's. */
 static void concat_backward(ag_node *n) {
-    concat_job j = {.p = n->saved, .out = n->out->grad, .n = n->n_in};
-    for (int i = 0; i < n->n_in; i++) j.in[i] = ag__wants(n, i) ? ag__grad_write(n->in[i], &j.fresh[i]) : NULL;
-    if (n->out->device == AG_CUDA) concat_cuda(n->op, &j, true);
-    else ag__parallel_range(j.p->outer, ag__units_per_part(j.p->out_cols), concat_grad_rows, &j);
+    const concat_plan *p = n->saved;
+    const ag__shape_kernels *k = ag__shape_on(n->op, n->out->device);
+    for (int i = 0; i < n->n_in; i++) {
+        if (!ag__wants(n, i)) continue;
+        bool fresh;
+        ag_real *gx = ag__grad_write(n->in[i], &fresh);
+        k->copy_rows(p->outer, p->cols[i], n->out->grad + p->col0[i], p->out_cols, gx, p->cols[i], !fresh);
+    }
 }
 
 static void check_concat_shapes(ag_tensor **xs, int n, int axis) {
@@ -317,10 +287,9 @@ static ag_tensor *concat_few(ag_tensor **xs, int n, int axis) {
     memcpy(shape, x0->shape, sizeof shape);
     shape[axis] = total;
     ag_tensor *out = ag__empty_on(x0->device, x0->ndim, shape);
-    concat_job j = {.p = &p, .out = out->data, .n = n};
-    for (int i = 0; i < n; i++) j.in[i] = xs[i]->data;
-    if (out->device == AG_CUDA) concat_cuda("ag_concat", &j, false);
-    else ag__parallel_range(p.outer, ag__units_per_part(p.out_cols), concat_rows, &j);
+    const ag__shape_kernels *k = ag__shape_on("ag_concat", out->device);
+    for (int i = 0; i < n; i++)
+        k->copy_rows(p.outer, p.cols[i], xs[i]->data, p.cols[i], out->data + p.col0[i], p.out_cols, false);
     ag_node *node = ag__record("ag_concat", concat_backward, out, n, xs);
     if (node) {
         concat_plan *saved = ag_arena_alloc(sizeof *saved);
@@ -363,20 +332,13 @@ static rows_plan rows_along(const ag_tensor *x, int axis, int start, int out_row
     return p;
 }
 
+/* n->saved: the plan.  The gradient reaches part of x's: added. */
 static void slice_backward(ag_node *n) {
     const rows_plan *p = n->saved;
-    const ag_real *G = n->out->grad;
-    ag_real *GX = ag__grad(n->in[0]);
     int64_t block = p->out_rows * p->inner;
-    if (n->out->device == AG_CUDA) {
-        copy_block_cuda(n->op, p->outer, block, G, block, GX + p->start * p->inner, p->in_rows * p->inner, true);
-        return;
-    }
-    for (int64_t o = 0; o < p->outer; o++) {
-        ag_real *gx = GX + (o * p->in_rows + p->start) * p->inner;
-        const ag_real *g = G + o * block;
-        for (int64_t k = 0; k < block; k++) gx[k] += g[k];
-    }
+    ag__shape_on(n->op, n->out->device)
+        ->copy_rows(p->outer, block, n->out->grad, block, ag__grad(n->in[0]) + p->start * p->inner,
+                    p->in_rows * p->inner, true);
 }
 
 ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end) {
@@ -397,17 +359,11 @@ ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end) {
         *out = (ag_tensor){.ndim = x->ndim, .size = p.out_rows * p.inner,
                            .data = x->data + p.start * p.inner, .device = x->device};
         memcpy(out->shape, shape, sizeof shape);
-    } else if (dev == AG_CUDA) {
+    } else {
         out = ag__empty_on(dev, x->ndim, shape);
         int64_t block = p.out_rows * p.inner;
-        copy_block_cuda("ag_slice", p.outer, block, x->data + p.start * p.inner, p.in_rows * p.inner, out->data, block,
-                        false);
-    } else {
-        out = ag__empty(x->ndim, shape);
-        int64_t block = p.out_rows * p.inner;
-        for (int64_t o = 0; o < p.outer; o++)
-            memcpy(out->data + o * block, x->data + (o * p.in_rows + p.start) * p.inner,
-                   (size_t)block * sizeof(ag_real));
+        ag__shape_on("ag_slice", dev)
+            ->copy_rows(p.outer, block, x->data + p.start * p.inner, p.in_rows * p.inner, out->data, block, false);
     }
     ag_node *n = ag__record("ag_slice", slice_backward, out, 1, &x);
     if (n) {
@@ -428,30 +384,49 @@ typedef struct {
     const int32_t *index;
 } gather_plan;
 
+static void gather_cpu(const ag_real *x, const int32_t *index, ag_real *out, int64_t outer, int in_rows, int n,
+                       int64_t inner) {
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < n; i++)
+            memcpy(out + (o * n + i) * inner, x + (o * in_rows + index[i]) * inner, (size_t)inner * sizeof(ag_real));
+}
+
 typedef struct {
-    const gather_plan *p;
-    const ag_real *G;
-    ag_real *GX;
+    const ag_real *g;
+    const int32_t *first, *pos;
+    ag_real *gx;
+    int64_t outer, inner;
+    int in_rows, n;
 } gather_job;
 
 /* Columns [k0, k1) of every row: a repeated index adds up, as it should,
  * in the order of the index array. */
 AG_SIMD_CLONES static void gather_grad_columns(void *ctx, int64_t k0, int64_t k1) {
     const gather_job *j = ctx;
-    const rows_plan *r = &j->p->rows;
-    for (int64_t o = 0; o < r->outer; o++)
-        for (int64_t i = 0; i < r->out_rows; i++) {
-            ag_real *gx = j->GX + (o * r->in_rows + j->p->index[i]) * r->inner;
-            const ag_real *g = j->G + (o * r->out_rows + i) * r->inner;
-            for (int64_t k = k0; k < k1; k++) gx[k] += g[k];
+    for (int64_t o = 0; o < j->outer; o++)
+        for (int64_t r = 0; r < j->in_rows; r++) {
+            ag_real *gx = j->gx + (o * j->in_rows + r) * j->inner;
+            for (int32_t p = j->first[r]; p < j->first[r + 1]; p++) {
+                const ag_real *g = j->g + (o * j->n + j->pos[p]) * j->inner;
+                for (int64_t k = k0; k < k1; k++) gx[k] += g[k];
+            }
         }
 }
 
-/* On the GPU each element of gx sums its own sources, in increasing
- * position like the loop above: the positions reading each row, listed by
- * a counting sort of the index on the host (pos[first[r] .. first[r+1])
- * read row r), go to the device with the index's size. */
-static void gather_backward_cuda(ag_node *n) {
+static void gather_backward_cpu(const ag_real *g, const int32_t *first, const int32_t *pos, ag_real *gx,
+                                int64_t outer, int in_rows, int n, int64_t inner, bool fresh) {
+    if (fresh) ag__zero(gx, (size_t)(outer * in_rows * inner) * sizeof *gx); /* rows no position reads get 0 */
+    gather_job j = {g, first, pos, gx, outer, inner, in_rows, n};
+    /* columns per part: ~AG_GRAIN_ELEMENTWISE elements, whole cache lines */
+    int64_t rows = outer * n, grain = (AG_GRAIN_ELEMENTWISE / (rows ? rows : 1) + 15) / 16 * 16;
+    ag__parallel_range(inner, grain, gather_grad_columns, &j);
+}
+
+/* Each element of gx sums its own sources in increasing position: the
+ * positions reading each row, listed by a counting sort of the index on
+ * the host (pos[first[r] .. first[r+1]) read row r), go to the device with
+ * the index's size. */
+static void gather_backward(ag_node *n) {
     const gather_plan *p = n->saved;
     const rows_plan *r = &p->rows;
     int rows = (int)r->in_rows, count = (int)r->out_rows;
@@ -462,37 +437,19 @@ static void gather_backward_cuda(ag_node *n) {
     for (int k = 0; k < rows; k++) first[k + 1] += first[k];
     memcpy(next, first, ((size_t)rows + 1) * sizeof *next);
     for (int i = 0; i < count; i++) pos[next[p->index[i]]++] = i;
+    ag_device dev = n->out->device;
     bool fresh;
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
-    ag__gather_backward_cuda(n->out->grad, ag__to_device_i32(first, rows + 1), ag__to_device_i32(pos, count), gx,
-                             r->outer, rows, count, r->inner, fresh);
-    ag__cuda_check_launch(n->op);
-}
-
-static void gather_backward(ag_node *n) {
-    if (n->out->device == AG_CUDA) {
-        gather_backward_cuda(n);
-        return;
-    }
-    gather_job j = {n->saved, n->out->grad, ag__grad(n->in[0])};
-    const rows_plan *r = &j.p->rows;
-    /* columns per part: ~AG_GRAIN_ELEMENTWISE elements, whole cache lines */
-    int64_t rows = r->outer * r->out_rows, grain = (AG_GRAIN_ELEMENTWISE / (rows ? rows : 1) + 15) / 16 * 16;
-    ag__parallel_range(r->inner, grain, gather_grad_columns, &j);
+    ag__shape_on(n->op, dev)->gather_backward(n->out->grad, ag__step_i32_on(dev, first, rows + 1),
+                                              ag__step_i32_on(dev, pos, count), gx, r->outer, rows, count, r->inner,
+                                              fresh);
 }
 
 /* Indices already checked; out has the gathered size, on x's device. */
 static ag_tensor *gather(const char *op, ag_tensor *x, int axis, const int32_t *index, int n, ag_tensor *out) {
     rows_plan r = rows_along(x, axis, 0, n);
-    if (x->device == AG_CUDA) {
-        ag__gather_cuda(x->data, ag__to_device_i32(index, n), out->data, r.outer, (int)r.in_rows, n, r.inner);
-        ag__cuda_check_launch(op);
-    } else {
-        for (int64_t o = 0; o < r.outer; o++)
-            for (int64_t i = 0; i < n; i++)
-                memcpy(out->data + (o * n + i) * r.inner, x->data + (o * r.in_rows + index[i]) * r.inner,
-                       (size_t)r.inner * sizeof(ag_real));
-    }
+    ag__shape_on(op, x->device)
+        ->gather(x->data, ag__step_i32_on(x->device, index, n), out->data, r.outer, (int)r.in_rows, n, r.inner);
     ag_node *node = ag__record(op, gather_backward, out, 1, &x);
     if (node) { /* the caller's index array may change before backward runs */
         gather_plan *p = ag_arena_alloc(sizeof *p);
@@ -552,3 +509,14 @@ ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const in
                       position_str(i, ndim, shape, sp, sizeof sp), vocab, ag_shape_str(table, st, sizeof st));
     return gather("ag_embedding", table, 0, ids, (int)count, ag__empty_on(dev, ndim + 1, out_shape));
 }
+
+/* ---- the CPU's table (ops/shape.h; CUDA's is in ops/cuda/shape.cu) ---- */
+
+static const ag__shape_kernels shape_cpu = {
+    .strided_copy = strided_copy_cpu,
+    .copy_rows = copy_rows_cpu,
+    .permute = permute_cpu,
+    .gather = gather_cpu,
+    .gather_backward = gather_backward_cpu,
+};
+AG_DISPATCH(shape, shape_cpu)

@@ -4,9 +4,10 @@
  * backward's dP/dS is one [slices, Nq, Nk] buffer, released when backward
  * returns.  The head permutes are strided copies (ops/cuda/shape.cu). */
 #include "../attention.h"
+#include "../elementwise.h"
+#include "../shape.h"
 #include "../dispatch.h"
 #include "../../graph/device.h"
-#include "kernels.h"
 
 /* C = op(A) op(B) (+ C when accumulate) for each of `slices` contiguous
  * row-major slices.  Empty sizes make no call (cuBLAS refuses a leading
@@ -15,7 +16,7 @@ static void slices_gemm(bool ta, bool tb, int M, int N, int K, const ag_real *A,
                         ag_real *C, int slices) {
     if (slices == 0 || M == 0 || N == 0) return;
     if (K == 0) {
-        if (!accumulate) ag__fill_cuda(C, 0, (int64_t)slices * M * N);
+        if (!accumulate) ag__elementwise_cuda.fill(C, 0, (int64_t)slices * M * N);
         return;
     }
     ag__cuda_gemm_batched(ta, tb, M, N, K, A, ta ? M : K, (int64_t)M * K, B, tb ? K : N, (int64_t)K * N,
@@ -55,7 +56,7 @@ static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N
     int64_t Nd = (int64_t)N * d, hd = (int64_t)h * d;
     ag_kstrided p = to_heads ? (ag_kstrided){{outer, h, N, d}, {N * hd, d, hd, 1}, {h * Nd, Nd, d, 1}}
                              : (ag_kstrided){{outer, N, h, d}, {h * Nd, d, Nd, 1}, {N * hd, hd, d, 1}};
-    ag__strided_copy_cuda(&p, src, dst, accumulate);
+    ag__shape_cuda.strided_copy(&p, src, dst, accumulate);
 }
 
 const ag__attention_kernels ag__attention_cuda = {

@@ -2,6 +2,7 @@
  * the CPU's generator and keying (ops/dropout_mask.h), bit for bit, then
  * applied; and its backward. */
 #include "prelude.cuh"
+#include "../dropout.h"
 
 #include "../dropout_mask.h"
 
@@ -31,21 +32,22 @@ __global__ void dropout_grad_kernel(const uint8_t *kept, const ag_real *G, ag_re
     }
 }
 
-extern "C" void ag__dropout_mask_cuda(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base,
-                                      const uint64_t *seed, int64_t below) {
+static void draw_mask(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
+                      int64_t below) {
     if (rows <= 0 || row_len <= 0) return;
     int64_t blocks_per_row = (row_len + AG_MASK_BLOCK - 1) / AG_MASK_BLOCK;
     ag__launch(dropout_mask_kernel, ag__cuda_blocks(rows * blocks_per_row * AG_MASK_STREAMS), AG_CUDA_THREADS, 0, kept,
                rows, row_len, blocks_per_row, row_base, seed, below);
 }
 
-extern "C" void ag__dropout_apply_cuda(const uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t n) {
+static void apply_mask(const uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t n) {
     if (n > 0)
         ag__launch(dropout_apply_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, x, scale, y, n);
 }
 
-extern "C" void ag__dropout_backward_cuda(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int64_t n,
-                                          bool fresh) {
+static void mask_backward(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int64_t n, bool fresh) {
     if (n > 0)
         ag__launch(dropout_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, g, scale, gx, n, fresh);
 }
+
+extern "C" const ag__dropout_kernels ag__dropout_cuda = {draw_mask, apply_mask, mask_backward};

@@ -2,6 +2,7 @@
  * broadcasting, the scalar affine op, and the unary table, whose
  * expressions are the CPU's own (ops/unary_table.h, ops/vecmath.h). */
 #include "prelude.cuh"
+#include "../elementwise.h"
 #include "../vecmath.h"
 #include "../unary_table.h"
 
@@ -29,16 +30,16 @@ typedef void (*unary_fwd)(const ag_real *, ag_real *, int64_t);
 typedef void (*unary_bwd)(const ag_real *, const ag_real *, const ag_real *, ag_real *, int64_t, bool);
 #define UNARY_FWD_ENTRY(NAME, FWD, DERIV) NAME##_forward_kernel,
 #define UNARY_BWD_ENTRY(NAME, FWD, DERIV) NAME##_backward_kernel,
-static const unary_fwd unary_forward[] = {AG_UNARY_TABLE(UNARY_FWD_ENTRY)};
-static const unary_bwd unary_backward[] = {AG_UNARY_TABLE(UNARY_BWD_ENTRY)};
+static const unary_fwd unary_forward_kernels[] = {AG_UNARY_TABLE(UNARY_FWD_ENTRY)};
+static const unary_bwd unary_backward_kernels[] = {AG_UNARY_TABLE(UNARY_BWD_ENTRY)};
 
-extern "C" void ag__unary_forward_cuda(int op, const ag_real *x, ag_real *y, int64_t n) {
-    if (n > 0) ag__launch(unary_forward[op], ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, y, n);
+static void unary_forward(int op, const ag_real *x, ag_real *y, int64_t n) {
+    if (n > 0) ag__launch(unary_forward_kernels[op], ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, y, n);
 }
 
-extern "C" void ag__unary_backward_cuda(int op, const ag_real *x, const ag_real *y, const ag_real *g, ag_real *gx,
-                                        int64_t n, bool fresh) {
-    if (n > 0) ag__launch(unary_backward[op], ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, y, g, gx, n, fresh);
+static void unary_backward(int op, const ag_real *x, const ag_real *y, const ag_real *g, ag_real *gx, int64_t n,
+                           bool fresh) {
+    if (n > 0) ag__launch(unary_backward_kernels[op], ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, y, g, gx, n, fresh);
 }
 
 /* ---- binary ops with broadcasting ---- */
@@ -74,7 +75,7 @@ __global__ void binary_forward_kernel(int op, ag_kbcast bc, const ag_real *A, co
     }
 }
 
-extern "C" void ag__binary_forward_cuda(int op, const ag_kbcast *bc, const ag_real *a, const ag_real *b, ag_real *y) {
+static void binary_forward(int op, const ag_kbcast *bc, const ag_real *a, const ag_real *b, ag_real *y) {
     int64_t n = (int64_t)bc->shape[0] * bc->shape[1] * bc->shape[2] * bc->shape[3];
     if (n > 0) ag__launch(binary_forward_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, op, *bc, a, b, y, n);
 }
@@ -115,8 +116,8 @@ __global__ void binary_backward_kernel(int op, int side, ag_kbcast bc, const ag_
     }
 }
 
-extern "C" void ag__binary_backward_cuda(int op, int side, const ag_kbcast *bc, const ag_real *a, const ag_real *b,
-                                         const ag_real *g, ag_real *gx, int64_t gx_size, bool fresh) {
+static void binary_backward(int op, int side, const ag_kbcast *bc, const ag_real *a, const ag_real *b, const ag_real *g,
+                            ag_real *gx, int64_t gx_size, bool fresh) {
     if (gx_size > 0)
         ag__launch(binary_backward_kernel, ag__cuda_blocks(gx_size), AG_CUDA_THREADS, 0, op, side, *bc, a, b, g, gx,
                    gx_size, fresh);
@@ -140,19 +141,19 @@ __global__ void add_into_kernel(ag_real *Y, const ag_real *X, int64_t n) {
     AG_CUDA_FOR(i, n) Y[i] += X[i];
 }
 
-extern "C" void ag__affine_forward_cuda(const ag_real *x, ag_real *y, ag_real scale, ag_real shift, int64_t n) {
+static void affine_forward(const ag_real *x, ag_real *y, ag_real scale, ag_real shift, int64_t n) {
     if (n > 0) ag__launch(affine_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, y, scale, shift, n);
 }
 
-extern "C" void ag__affine_backward_cuda(const ag_real *g, ag_real *gx, ag_real scale, int64_t n, bool fresh) {
+static void affine_backward(const ag_real *g, ag_real *gx, ag_real scale, int64_t n, bool fresh) {
     if (n > 0) ag__launch(affine_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, g, gx, scale, n, fresh);
 }
 
-extern "C" void ag__fill_cuda(ag_real *y, ag_real value, int64_t n) {
+static void fill_values(ag_real *y, ag_real value, int64_t n) {
     if (n > 0) ag__launch(fill_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, y, value, n);
 }
 
-extern "C" void ag__add_into_cuda(ag_real *y, const ag_real *x, int64_t n) {
+static void add_into(ag_real *y, const ag_real *x, int64_t n) {
     if (n > 0) ag__launch(add_into_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, y, x, n);
 }
 
@@ -172,16 +173,16 @@ __global__ void clamp_grad_kernel(const ag_real *X, const ag_real *G, ag_real *G
     }
 }
 
-extern "C" void ag__clamp_forward_cuda(const ag_real *x, ag_real *y, ag_real lo, ag_real hi, int64_t n) {
+static void clamp_forward(const ag_real *x, ag_real *y, ag_real lo, ag_real hi, int64_t n) {
     if (n > 0) ag__launch(clamp_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, y, lo, hi, n);
 }
 
-extern "C" void ag__clamp_backward_cuda(const ag_real *x, const ag_real *g, ag_real *gx, ag_real lo, ag_real hi,
-                                        int64_t n, bool fresh) {
+static void clamp_backward(const ag_real *x, const ag_real *g, ag_real *gx, ag_real lo, ag_real hi, int64_t n,
+                           bool fresh) {
     if (n > 0) ag__launch(clamp_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, g, gx, lo, hi, n, fresh);
 }
 
-extern "C" const char *ag__cuda_launch_error(void) {
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? "" : cudaGetErrorString(e);
-}
+extern "C" const ag__elementwise_kernels ag__elementwise_cuda = {
+    unary_forward,   unary_backward, binary_forward, binary_backward, affine_forward,
+    affine_backward, clamp_forward,  clamp_backward, fill_values,     add_into,
+};

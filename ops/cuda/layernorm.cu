@@ -3,6 +3,7 @@
  * reductions in a fixed order); gamma's and beta's gradients a thread per
  * column, adding the rows in order as the CPU does - no atomics. */
 #include "prelude.cuh"
+#include "../layernorm.h"
 
 __global__ void layernorm_rows_kernel(const ag_real *X, const ag_real *gamma, const ag_real *beta, ag_real eps,
                                       ag_real *Y, ag_real *row_mean, ag_real *row_rstd, int64_t rows, int D) {
@@ -61,24 +62,24 @@ __global__ void layernorm_grad_affine_kernel(const ag_real *X, const ag_real *G,
     }
 }
 
-extern "C" void ag__layernorm_rows_cuda(const ag_real *x, const ag_real *gamma, const ag_real *beta, ag_real eps,
-                                        ag_real *y, ag_real *mean, ag_real *rstd, int64_t rows, int D) {
+static void rows_forward(const ag_real *x, const ag_real *gamma, const ag_real *beta, ag_real eps, ag_real *y,
+                         ag_real *mean, ag_real *rstd, int64_t rows, int D) {
     if (rows > 0 && D > 0)
         ag__launch(layernorm_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), x, gamma, beta, eps, y, mean, rstd, rows, D);
 }
 
-extern "C" void ag__layernorm_grad_rows_cuda(const ag_real *x, const ag_real *g, const ag_real *gamma,
-                                             const ag_real *mean, const ag_real *rstd, ag_real *gx, int64_t rows, int D,
-                                             bool fresh) {
+static void rows_backward(const ag_real *x, const ag_real *g, const ag_real *gamma, const ag_real *mean,
+                          const ag_real *rstd, ag_real *gx, int64_t rows, int D, bool fresh) {
     if (rows > 0 && D > 0)
         ag__launch(layernorm_grad_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), x, g, gamma, mean, rstd, gx, rows, D,
                    fresh);
 }
 
-extern "C" void ag__layernorm_grad_affine_cuda(const ag_real *x, const ag_real *g, const ag_real *mean,
-                                               const ag_real *rstd, ag_real *ggamma, ag_real *gbeta, int64_t rows,
-                                               int D) {
+static void affine_backward(const ag_real *x, const ag_real *g, const ag_real *mean, const ag_real *rstd,
+                            ag_real *ggamma, ag_real *gbeta, int64_t rows, int D) {
     if (D > 0 && (ggamma || gbeta))
         ag__launch(layernorm_grad_affine_kernel, ag__cuda_blocks(D), AG_CUDA_THREADS, 0, x, g, mean, rstd, ggamma,
                    gbeta, rows, D);
 }
+
+extern "C" const ag__layernorm_kernels ag__layernorm_cuda = {rows_forward, rows_backward, affine_backward};

@@ -1,8 +1,10 @@
 /* linear.cu - the CUDA side of ops/matmul.c's linear layer beyond the
  * product (cuBLAS): the bias rows the product adds to, ag_dense's
  * activation and its derivative from the output, and the bias gradient's
- * column sums (blocks of rows, then the blocks in order: no atomics). */
+ * column sums (blocks of rows, then the blocks in order: no atomics).
+ * ops/cuda/matmul.c composes them with cuBLAS (ops/cuda/matmul.cuh). */
 #include "prelude.cuh"
+#include "matmul.cuh"
 #include "../vecmath.h"
 
 __global__ void bias_rows_kernel(const ag_real *bias, ag_real *Y, int64_t rows, int cols) {

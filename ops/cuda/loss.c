@@ -4,8 +4,8 @@
 #include "../dispatch.h"
 #include "../loss.h"
 #include "../../graph/device.h"
-#include "kernels.h"
 #include "loss.cuh"
+#include "matmul.cuh" /* the linear layer's bias rows and column sums */
 
 static ag_real *device_reals(int64_t n) { return ag__cuda_arena_alloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real)); }
 

@@ -11,8 +11,8 @@
 #include "../dispatch.h"
 #include "../lstm.h"
 #include "../../graph/device.h"
-#include "kernels.h"
 #include "lstm.cuh"
+#include "../elementwise.h"
 
 /* The kernels' index in one copy: row_b [na], src [na], prev [na], last
  * [B]; s keeps row_b's and src's, prev and last are the forward's. */
@@ -83,8 +83,8 @@ static void backward(ag_klstm *s, const ag_klstm_args *a, const ag_real *dY, con
                       all ? dh : dhc, H);
         if (!all) ag__lstm_scatter_rows_cuda(dhc, s->row_b_dev, dh, k0, ba, H);
     }
-    if (g->h0) ag__add_into_cuda(g->h0, dh, (int64_t)B * H);
-    if (g->c0) ag__add_into_cuda(g->c0, dc, (int64_t)B * H);
+    if (g->h0) ag__elementwise_cuda.add_into(g->h0, dh, (int64_t)B * H);
+    if (g->c0) ag__elementwise_cuda.add_into(g->c0, dc, (int64_t)B * H);
 
     /* the weights over all rows at once (without h0, t = 0 adds nothing to dW_hh) */
     int from = a->h0 || T == 0 ? 0 : s->off[1];

@@ -1,6 +1,7 @@
 /* reduce.cu - the CUDA side of ops/reduce.c: the sum of all elements, and
  * sum, mean and max along an axis. */
 #include "prelude.cuh"
+#include "../reduce.h"
 
 /* One block sums x in a fixed order: thread t adds elements t, t + 1024,
  * ... in turn, then a tree over the 1024 partial sums.  No atomics, so the
@@ -24,11 +25,11 @@ __global__ void sum_grad_kernel(const ag_real *G, ag_real scale, ag_real *GX, in
     AG_CUDA_FOR(i, n) GX[i] = fresh ? g : GX[i] + g;
 }
 
-extern "C" void ag__sum_forward_cuda(const ag_real *x, ag_real scale, ag_real *out, int64_t n) {
+static void sum_total(const ag_real *x, ag_real scale, ag_real *out, int64_t n) {
     ag__launch(sum_kernel, 1, SUM_THREADS, 0, x, scale, out, n);
 }
 
-extern "C" void ag__sum_backward_cuda(const ag_real *g, ag_real scale, ag_real *gx, int64_t n, bool fresh) {
+static void sum_backward(const ag_real *g, ag_real scale, ag_real *gx, int64_t n, bool fresh) {
     if (n > 0) ag__launch(sum_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, g, scale, gx, n, fresh);
 }
 
@@ -85,31 +86,33 @@ __global__ void max_axis_grad_kernel(const ag_real *G, const int32_t *arg, ag_re
     }
 }
 
-extern "C" void ag__sum_axis_forward_cuda(const ag_real *x, ag_real *y, ag_real scale, int64_t outer, int64_t n,
-                                          int64_t inner) {
+static void sum_axis_forward(const ag_real *x, ag_real *y, ag_real scale, int64_t outer, int64_t n, int64_t inner) {
     int64_t size = outer * inner;
     if (size > 0)
         ag__launch(sum_axis_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, y, scale, n, inner, size);
 }
 
-extern "C" void ag__sum_axis_backward_cuda(const ag_real *g, ag_real *gx, ag_real scale, int64_t outer, int64_t n,
-                                           int64_t inner, bool fresh) {
+static void sum_axis_backward(const ag_real *g, ag_real *gx, ag_real scale, int64_t outer, int64_t n, int64_t inner,
+                              bool fresh) {
     int64_t size = outer * n * inner;
     if (size > 0)
         ag__launch(sum_axis_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, gx, scale, n, inner, fresh,
                    size);
 }
 
-extern "C" void ag__max_axis_forward_cuda(const ag_real *x, ag_real *y, int32_t *arg, int64_t outer, int64_t n,
-                                          int64_t inner) {
+static void max_axis_forward(const ag_real *x, ag_real *y, int32_t *arg, int64_t outer, int64_t n, int64_t inner) {
     int64_t size = outer * inner;
     if (size > 0 && n > 0)
         ag__launch(max_axis_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, y, arg, n, inner, size);
 }
 
-extern "C" void ag__max_axis_backward_cuda(const ag_real *g, const int32_t *arg, ag_real *gx, int64_t outer,
-                                           int64_t n, int64_t inner, bool fresh) {
+static void max_axis_backward(const ag_real *g, const int32_t *arg, ag_real *gx, int64_t outer, int64_t n,
+                              int64_t inner, bool fresh) {
     int64_t size = outer * n * inner;
     if (size > 0)
         ag__launch(max_axis_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, arg, gx, n, inner, fresh, size);
 }
+
+extern "C" const ag__reduce_kernels ag__reduce_cuda = {
+    sum_total, sum_backward, sum_axis_forward, sum_axis_backward, max_axis_forward, max_axis_backward,
+};

@@ -4,6 +4,7 @@
  * thread per destination element everywhere, so no two threads write the
  * same element and no float atomics are needed. */
 #include "prelude.cuh"
+#include "../shape.h"
 
 /* Thread per element of p.shape: read through the source strides, write
  * through the destination ones. */
@@ -15,9 +16,29 @@ __global__ void strided_copy_kernel(ag_kstrided p, const ag_real *S, ag_real *D,
     }
 }
 
-extern "C" void ag__strided_copy_cuda(const ag_kstrided *p, const ag_real *src, ag_real *dst, bool add) {
+static void strided_copy(const ag_kstrided *p, const ag_real *src, ag_real *dst, bool add) {
     int64_t n = p->shape[0] * p->shape[1] * p->shape[2] * p->shape[3];
     if (n > 0) ag__launch(strided_copy_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, *p, src, dst, add, n);
+}
+
+static void copy_rows(int64_t rows, int64_t cols, const ag_real *src, int64_t src_ld, ag_real *dst, int64_t dst_ld,
+                      bool add) {
+    ag_kstrided p = {{1, 1, rows, cols}, {0, 0, src_ld, 1}, {0, 0, dst_ld, 1}};
+    strided_copy(&p, src, dst, add);
+}
+
+/* Forward reads x through the plan's strides into the dense output;
+ * backward (grad) writes the output's gradient back through them. */
+static void permute(const ag_kpermute *p, const ag_real *src, ag_real *dst, bool grad, bool add) {
+    ag_kstrided k;
+    int64_t dense = 1;
+    for (int d = 3; d >= 0; d--) {
+        k.shape[d] = p->shape[d];
+        k.src_stride[d] = grad ? dense : p->stride[d];
+        k.dst_stride[d] = grad ? p->stride[d] : dense;
+        dense *= p->shape[d];
+    }
+    strided_copy(&k, src, dst, add);
 }
 
 /* Thread per output element (o, i, k) of [outer, n, inner]. */
@@ -30,8 +51,8 @@ __global__ void gather_kernel(const ag_real *X, const int32_t *index, ag_real *Y
     }
 }
 
-extern "C" void ag__gather_cuda(const ag_real *x, const int32_t *index, ag_real *out, int64_t outer, int in_rows,
-                                int n, int64_t inner) {
+static void gather(const ag_real *x, const int32_t *index, ag_real *out, int64_t outer, int in_rows, int n,
+                   int64_t inner) {
     int64_t size = outer * n * inner;
     if (size > 0)
         ag__launch(gather_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, index, out, in_rows, n, inner, size);
@@ -51,10 +72,12 @@ __global__ void gather_grad_kernel(const ag_real *G, const int32_t *first, const
     }
 }
 
-extern "C" void ag__gather_backward_cuda(const ag_real *g, const int32_t *first, const int32_t *pos, ag_real *gx,
-                                         int64_t outer, int in_rows, int n, int64_t inner, bool fresh) {
+static void gather_backward(const ag_real *g, const int32_t *first, const int32_t *pos, ag_real *gx, int64_t outer,
+                            int in_rows, int n, int64_t inner, bool fresh) {
     int64_t size = outer * in_rows * inner;
     if (size > 0)
         ag__launch(gather_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, g, first, pos, gx, in_rows, n, inner,
                    fresh, size);
 }
+
+extern "C" const ag__shape_kernels ag__shape_cuda = {strided_copy, copy_rows, permute, gather, gather_backward};

@@ -1,0 +1,76 @@
+/* matmul.c - the matmul family's CUDA table (ops/matmul.h): the products on
+ * cuBLAS (graph/cuda.c), composed with the linear layer's kernels of
+ * ops/cuda/linear.cu.  In C, beside the engine's device functions; built
+ * only with CUDA (ops/cuda/meson.build's cuda_host_sources). */
+#include "../dispatch.h"
+#include "../matmul.h"
+#include "../../graph/device.h"
+#include "matmul.cuh"
+
+/* ag_matmul's three cases of ops/matmul.c on cuBLAS, the independent
+ * products as one strided-batched call (a shared operand has stride 0). */
+static void batched(const ag_kmm *p) {
+    int M = p->M, N = p->N, K = p->K;
+    int64_t sa = p->a_shared ? 0 : (int64_t)p->a_rows * p->a_cols;
+    int64_t sb = p->b_shared ? 0 : (int64_t)p->b_rows * p->b_cols;
+    int lda = p->ta ? M : K, ldb = p->tb ? K : N;
+    if (p->b_shared && !p->a_shared && !p->c_shared && !p->ta) {
+        ag__cuda_gemm(false, p->tb, p->batch * M, N, K, 1, p->A, K, p->B, ldb, p->beta, p->C, N);
+    } else if (p->c_shared || p->batch == 1) { /* in batch order: the same sum every run */
+        for (int i = 0; i < p->batch; i++)
+            ag__cuda_gemm(p->ta, p->tb, M, N, K, 1, p->A + i * sa, lda, p->B + i * sb, ldb, i > 0 ? 1 : p->beta, p->C,
+                          N);
+    } else {
+        ag__cuda_gemm_batched(p->ta, p->tb, M, N, K, p->A, lda, sa, p->B, ldb, sb, p->beta, p->C, N, (int64_t)M * N,
+                              p->batch);
+    }
+}
+
+/* The tall product's gradients as single GEMMs: no row packing here (see
+ * below). */
+static void tall_backward(bool tb, int rows, int K, int N, const ag_real *G, const ag_real *A, const ag_real *B,
+                          ag_real *dA, ag_real *dB) {
+    if (dA) ag__cuda_gemm(false, !tb, rows, K, N, 1, G, N, B, tb ? K : N, 1, dA, K);
+    if (dB && !tb) ag__cuda_gemm(true, false, K, N, rows, 1, A, K, G, N, 1, dB, N);
+    if (dB && tb) ag__cuda_gemm(true, false, N, K, rows, 1, G, N, A, K, 1, dB, K);
+}
+
+/* ---- the linear layer: the bias rows, the product on cuBLAS adding to
+ * them, the activation in place (ops/cuda/linear.cu).  No row packing:
+ * zero rows cost the GPU little, and finding them would read the rows back
+ * or add a pass.  Backward: G = dY act'(y) (a buffer only with an
+ * activation), the bias gradient summed as the CPU sums it (blocks of 64
+ * rows, then the blocks in order: the same bits), then the products. ---- */
+
+static void linear_forward(ag_klinear *j) {
+    if (j->bias) ag__bias_rows_cuda(j->bias, j->y, j->rows, j->out);
+    if (j->rows > 0) ag__cuda_gemm_rows(false, j->tw, j->rows, j->out, j->in, 1, j->x, j->w, j->bias ? 1 : 0, j->y);
+    ag__act_forward_cuda(j->act, j->y, (int64_t)j->rows * j->out);
+}
+
+static void linear_backward(const ag_klinear *j) {
+    int64_t cells = (int64_t)j->rows * j->out;
+    const ag_real *G = j->dy;
+    if (j->act != AG_KACT_NONE) {
+        ag_real *g = ag__cuda_arena_alloc((size_t)(cells > 0 ? cells : 1) * sizeof(ag_real));
+        ag__act_backward_cuda(j->act, j->dy, j->y, g, cells);
+        G = g;
+    }
+    if (j->db) {
+        ag_real *partial = ag__cuda_arena_alloc((size_t)(ag__col_blocks(j->rows) * j->out + 1) * sizeof(ag_real));
+        ag__col_sums_cuda(G, j->rows, j->out, NULL, partial, j->db);
+    }
+    if (j->dx && j->rows > 0) /* no rows: x is empty, nothing to write */
+        ag__cuda_gemm_rows(false, !j->tw, j->rows, j->in, j->out, 1, G, j->w, j->fresh_x ? 0 : 1, j->dx);
+    if (j->dw && !j->tw) ag__cuda_gemm_rows(true, false, j->in, j->out, j->rows, 1, j->x, G, 1, j->dw);
+    if (j->dw && j->tw) ag__cuda_gemm_rows(true, false, j->out, j->in, j->rows, 1, G, j->x, 1, j->dw);
+}
+
+const ag__matmul_kernels ag__matmul_cuda = {
+    .batched = batched,
+    .tall_backward = tall_backward,
+    .linear_forward = linear_forward,
+    .linear_backward = linear_backward,
+    .bias_rows = ag__bias_rows_cuda,
+    .col_sums = ag__col_sums_cuda,
+};

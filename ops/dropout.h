@@ -1,0 +1,33 @@
+/* dropout.h - the dropout family's kernels (ops/dispatch.h): the CPU's in
+ * ops/dropout.c, CUDA's in ops/cuda/dropout.cu.  Every pointer is in the
+ * device's memory. */
+#ifndef AG_OPS_DROPOUT_H
+#define AG_OPS_DROPOUT_H
+
+#include "kreal.h"
+
+AG_KERNELS_BEGIN
+
+typedef struct {
+    /* The mask of ops/dropout_mask.h over `rows` rows of row_len, the first
+     * being global row row_base, from the draw *seed: kept[i] = 1 where the
+     * element's 32 bits are below `below`.  Both devices drop the same
+     * units. */
+    void (*mask)(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
+                 int64_t below);
+    /* y = kept ? scale x : 0; backward gx (+)= kept ? scale g : 0. */
+    void (*apply)(const uint8_t *kept, const ag_kreal *x, ag_kreal scale, ag_kreal *y, int64_t n);
+    void (*backward)(const uint8_t *kept, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n, bool fresh);
+} ag__dropout_kernels;
+
+extern const ag__dropout_kernels ag__dropout_cuda;
+
+AG_KERNELS_END
+
+#ifndef __cplusplus
+#include "attngrad.h"
+/* The table of dev's kernels (fatal, naming op, where this build has none). */
+const ag__dropout_kernels *ag__dropout_on(const char *op, ag_device dev);
+#endif
+
+#endif

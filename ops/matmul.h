@@ -1,0 +1,90 @@
+/* matmul.h - the matmul family's kernels (ops/dispatch.h): batched
+ * products and the linear layer.  The CPU's are in ops/matmul.c (OpenBLAS
+ * or ops/gemm_kernel.c); CUDA's are in ops/cuda/matmul.c, cuBLAS composed
+ * with the linear layer's kernels of ops/cuda/linear.cu.  Every pointer is
+ * in the device's memory.  The two devices differ in more than the product
+ * (the CPU skips all-zero rows, the GPU does not look for them), so the
+ * entries are whole steps. */
+#ifndef AG_OPS_MATMUL_H
+#define AG_OPS_MATMUL_H
+
+#include "kreal.h"
+
+AG_KERNELS_BEGIN
+
+/* batch products C_i = op(A_i) op(B_i) + beta C_i, C_i [M, N], each operand
+ * row-major and dense ([a_rows, a_cols], [b_rows, b_cols]); a shared
+ * operand is one matrix for every product, and a shared C sums all
+ * products into one, in batch order (beta applies to the first). */
+typedef struct {
+    const ag_kreal *A, *B;
+    ag_kreal *C;
+    int a_rows, a_cols, b_rows, b_cols;
+    int M, N, K, batch;
+    ag_kreal beta;
+    bool ta, tb, a_shared, b_shared, c_shared;
+} ag_kmm;
+
+/* ag_act's values (ops/matmul.c checks that they agree). */
+enum { AG_KACT_NONE, AG_KACT_RELU, AG_KACT_ELU, AG_KACT_TANH, AG_KACT_SIGMOID };
+
+/* The rows of x [rows, in] that the CPU's forward found nonzero and packed:
+ * idx[i] is the row of packed row i, pos[r] the packed row of row r or -1;
+ * kept -1: not packed (always on the GPU). */
+typedef struct {
+    int32_t *idx, *pos;
+    int kept;
+} ag_krow_pack;
+
+/* The linear layer y = act(x op(W) + bias): x [rows, in], W [in, out]
+ * ([out, in] when tw), bias [out] or NULL, act an AG_KACT_.  Forward writes
+ * y (and may keep x's packed rows in pack and xc); backward reads dy and y
+ * and adds to dw and db, stores (fresh_x) or adds dx; a gradient not wanted
+ * is NULL. */
+typedef struct {
+    const ag_kreal *x, *w, *bias;
+    ag_kreal *y;
+    const ag_kreal *dy;
+    ag_kreal *dx, *dw, *db;
+    int rows, in, out, act;
+    bool tw, fresh_x;
+    ag_krow_pack pack;
+    const ag_kreal *xc; /* the packed rows of x, [pack.kept, in] */
+} ag_klinear;
+
+/* Column sums in blocks of AG_KCOL_ROWS rows (the bias gradient's order). */
+enum { AG_KCOL_ROWS = 64 };
+static inline int64_t ag__col_blocks(int64_t rows) { return (rows + AG_KCOL_ROWS - 1) / AG_KCOL_ROWS; }
+
+typedef struct {
+    void (*batched)(const ag_kmm *p);
+    /* A [rows, K] with B shared (ag_matmul's x op(B) as one tall product):
+     * dA += dY op(B)^T and dB += A^T dY (dY^T A when tb); either may be
+     * NULL (not wanted). */
+    void (*tall_backward)(bool tb, int rows, int K, int N, const ag_kreal *dy, const ag_kreal *A, const ag_kreal *B,
+                          ag_kreal *dA, ag_kreal *dB);
+    void (*linear_forward)(ag_klinear *j);
+    void (*linear_backward)(const ag_klinear *j);
+    /* y [rows, cols] = bias in every row (0 when bias is NULL). */
+    void (*bias_rows)(const ag_kreal *bias, ag_kreal *y, int64_t rows, int cols);
+    /* Column sums of x [rows, cols] without atomics: each block of
+     * AG_KCOL_ROWS rows sums its rows in order into partial [blocks, cols]
+     * (the caller's, blocks = ag__col_blocks(rows)), then each column adds
+     * the partials in block order - the linear layer's bias gradient, to
+     * the bit.  scale NULL: out[k] = out[k] + p_0 + p_1 + ...; else (in the
+     * device's memory) out[k] += scale (p_0 + p_1 + ...). */
+    void (*col_sums)(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *partial,
+                     ag_kreal *out);
+} ag__matmul_kernels;
+
+extern const ag__matmul_kernels ag__matmul_cuda;
+
+AG_KERNELS_END
+
+#ifndef __cplusplus
+#include "attngrad.h"
+/* The table of dev's kernels (fatal, naming op, where this build has none). */
+const ag__matmul_kernels *ag__matmul_on(const char *op, ag_device dev);
+#endif
+
+#endif
