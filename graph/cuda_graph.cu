@@ -27,7 +27,7 @@
  * Records live in one growing buffer (no allocation once warm); which
  * segment runs how, and the cache of the last AG_SEG_CACHE graphs, is
  * graph/segment_cache.c's, tested without a GPU. */
-#include "../ops/cuda/prelude.cuh"
+#include "prelude.cuh"
 #include "segment_cache.h"
 
 #include <cstdio>

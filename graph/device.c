@@ -4,8 +4,6 @@
  * runtime underneath is graph/cuda.c. */
 #include "device.h"
 
-#include "../ops/cuda/kernels.h"
-#include "../ops/elementwise.h" /* add_into: a layering to fix (graph/ below ops/) */
 
 #include <stdio.h>
 
@@ -16,7 +14,7 @@ bool ag_cuda_use(int index, char *why, size_t n) {
     return index < 0 ? ag__cuda_ready(why, n) : ag__cuda_use_device(index, why, n);
 }
 
-static void need(const char *op, ag_device d) {
+void ag__need_device(const char *op, ag_device d) {
     char why[256];
     if (d != AG_CPU && d != AG_CUDA) ag__fatal(op, "unknown device %d", (int)d);
     if (d == AG_CUDA && !ag__cuda_ready(why, sizeof why)) ag__fatal(op, "cuda: %s", why);
@@ -27,7 +25,7 @@ static void need(const char *op, ag_device d) {
 static ag_device current = AG_CPU;
 
 void ag_set_device(ag_device d) {
-    need("ag_set_device", d);
+    ag__need_device("ag_set_device", d);
     current = d;
 }
 
@@ -93,6 +91,11 @@ void ag__read_on(ag_device dev, void *host, const void *src, size_t bytes) {
     else memcpy(host, src, bytes);
 }
 
+void ag__write_on(ag_device dev, void *dst, const void *host, size_t bytes) {
+    if (dev == AG_CUDA) ag__cuda_copy(dst, AG_CUDA, host, AG_CPU, bytes);
+    else memcpy(dst, host, bytes);
+}
+
 void *ag__zeros_kept_on(ag_device dev, size_t bytes, const char *what) {
     if (dev != AG_CUDA) return ag_calloc(bytes, 1);
     void *p = ag__cuda_malloc(bytes, what);
@@ -123,36 +126,6 @@ int64_t ag__first_nonfinite(const ag_real *x, int64_t n, ag_device dev, double *
     return at;
 }
 
-/* ---- ag_to: a copy, whose gradient is copied back and added ---- */
-
-static void to_backward(ag_node *n) {
-    ag_tensor *x = n->in[0], *y = n->out;
-    size_t bytes = (size_t)y->size * sizeof(ag_real);
-    bool had = x->grad != NULL;
-    ag_real *gx = ag__grad(x); /* on x's device, zero-filled if new */
-    if (x->device == AG_CPU) {
-        ag_real *tmp = had ? ag_arena_alloc(bytes) : gx;
-        ag__cuda_copy(tmp, AG_CPU, y->grad, y->device, bytes);
-        if (had)
-            for (int64_t i = 0; i < y->size; i++) gx[i] += tmp[i];
-    } else {
-        ag_real *tmp = ag__cuda_arena_alloc(bytes);
-        ag__cuda_copy(tmp, AG_CUDA, y->grad, y->device, bytes);
-        ag__elementwise_on("ag_to", AG_CUDA)->add_into(gx, tmp, y->size);
-        ag__cuda_check_launch("ag_to");
-    }
-}
-
-ag_tensor *ag_to(ag_tensor *x, ag_device d) {
-    ag__check_live("ag_to", x);
-    need("ag_to", d);
-    if (x->device == d) return x;
-    ag_tensor *y = ag__empty_on(d, x->ndim, x->shape);
-    ag__cuda_copy(y->data, d, x->data, x->device, (size_t)x->size * sizeof(ag_real));
-    ag__record("ag_to", to_backward, y, 1, &x);
-    return y;
-}
-
 /* ---- parameters: data, gradient (and the optimizer's state, which lives
  * with the optimizer) move once, before training ---- */
 
@@ -166,7 +139,7 @@ static ag_real *moved(ag_real *p, int64_t size, ag_device from, ag_device to, co
 }
 
 void ag_params_to(ag_params *ps, ag_device d) {
-    need("ag_params_to", d);
+    ag__need_device("ag_params_to", d);
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
         if (t->device == d) continue;

@@ -108,6 +108,8 @@ void ag__graph_release(void);
 size_t ag__graph_take(char *out, size_t cap); /* tests: the recorded bytes, dropped unrun */
 
 /* ---- tensors on a device (graph/device.c, graph/tensor.c) ---- */
+/* d is a device this process can use; fatal, naming op and why, if not. */
+void ag__need_device(const char *op, ag_device d);
 /* A zero-filled step tensor on the CPU, whatever the current device. */
 ag_tensor *ag__zeros(int ndim, const int *shape);
 /* A host tensor moved to the current device (itself when that is the CPU). */
@@ -134,8 +136,10 @@ const void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes);
  * device (at least one byte): what an op keeps for its backward. */
 void *ag__step_dup_on(ag_device dev, const void *host, size_t bytes);
 
-/* bytes at src on dev into host memory (a copy that waits on the GPU). */
+/* bytes at src on dev into host memory (a copy that waits on the GPU), and
+ * host bytes to dst on dev. */
 void ag__read_on(ag_device dev, void *host, const void *src, size_t bytes);
+void ag__write_on(ag_device dev, void *dst, const void *host, size_t bytes);
 
 /* Zeroed memory that outlives the step (an optimizer's state) on a
  * device, `what` naming it when the device is full; and its release. */

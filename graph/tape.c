@@ -6,8 +6,6 @@
  * longest step seen); the nodes live in the step arena. */
 #include "device.h"
 
-#include "../ops/cuda/kernels.h"
-#include "../ops/elementwise.h" /* add_into: a layering to fix (graph/ below ops/) */
 
 void ag__arena_reset(void);
 void ag__arena_mark(size_t *pos, int *chunk_index);
@@ -135,6 +133,30 @@ static void sweep(ag_tensor *out, bool retain) {
     }
 }
 
+/* bytes between any two places, host or GPU. */
+static void copy_any(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes) {
+    if (dst_dev == AG_CPU && src_dev == AG_CPU) memcpy(dst, src, bytes);
+    else ag__cuda_copy(dst, dst_dev, src, src_dev, bytes);
+}
+
+/* out's gradient += the seed.  Its buffer is new but for an output that
+ * keeps its gradient (persistent): then the sum is made on the host, a
+ * wait that only such a backward pays. */
+static void add_seed(ag_tensor *out, const ag_real *seed, ag_device seed_dev) {
+    size_t bytes = (size_t)out->size * sizeof(ag_real);
+    bool fresh;
+    ag_real *g = ag__grad_write(out, &fresh);
+    if (fresh || !bytes) {
+        copy_any(g, out->device, seed, seed_dev, bytes);
+        return;
+    }
+    ag_real *sum = ag_arena_alloc(bytes), *add = ag_arena_alloc(bytes);
+    copy_any(sum, AG_CPU, g, out->device, bytes);
+    copy_any(add, AG_CPU, seed, seed_dev, bytes);
+    for (int64_t i = 0; i < out->size; i++) sum[i] += add[i];
+    copy_any(g, out->device, sum, AG_CPU, bytes);
+}
+
 /* seed: out->size values of d(out) in seed_dev's memory. */
 static void backward(ag_tensor *out, const ag_real *seed, ag_device seed_dev, bool retain) {
     ag__check_live("backward", out);
@@ -144,19 +166,7 @@ static void backward(ag_tensor *out, const ag_real *seed, ag_device seed_dev, bo
         check_not_spent(out);
         clear_intermediate_grads(out->node->index);
     }
-    ag_real *g = ag__grad(out);
-    if (out->device == AG_CUDA) {
-        if (seed_dev == AG_CPU) { /* a host seed: copy it over first (the copy waits) */
-            size_t bytes = (size_t)out->size * sizeof(ag_real);
-            ag_real *tmp = ag__cuda_arena_alloc(bytes);
-            ag__cuda_copy(tmp, AG_CUDA, seed, AG_CPU, bytes);
-            seed = tmp;
-        }
-        ag__elementwise_on("backward", AG_CUDA)->add_into(g, seed, out->size);
-        ag__cuda_check_launch("backward");
-    } else {
-        for (int64_t i = 0; i < out->size; i++) g[i] += seed[i];
-    }
+    add_seed(out, seed, seed_dev);
     sweep(out, retain);
 }
 

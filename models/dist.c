@@ -4,7 +4,8 @@
  * (a test, a user's program on the installed library) runs as one process. */
 #include "dist.h"
 #include "../graph/device.h"     /* the rank's GPU, copies between it and the host */
-#include "../ops/cuda/kernels.h" /* the flat buffer packed and unpacked on the GPU */
+#include "dist_kernels.h"
+#include "../ops/dispatch.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -215,10 +216,10 @@ void ag_dist_gather_shares(double *all, int64_t n) {
  * loss sum, the count and the tokens, so one allreduce carries them all. */
 enum { TAIL = 3 };
 
+/* A host copy of the flat buffer, for MPI's sum of a GPU's buffer. */
 static ag_real *host_flat(ag_dist_grads *g, int64_t n) {
-    if (!g->buf) g->buf = checked_malloc((size_t)n * sizeof *g->buf, "the flat gradient buffer");
-    g->n = n;
-    return g->buf;
+    if (!g->host) g->host = checked_malloc((size_t)n * sizeof *g->host, "the flat gradient buffer");
+    return g->host;
 }
 
 /* The global mean loss and the global tokens from the summed tail. */
@@ -228,94 +229,97 @@ static double from_tail(const ag_real *sums, double *tokens) {
     return total > 0 ? (double)sums[0] / total : 0;
 }
 
-static double reduce_host(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
-    int64_t numel = ag_params_numel(ps);
-    ag_real *p = host_flat(g, numel + TAIL);
-    /* the weight n_local is applied here and 1/N after the sum: N is known
-     * only then, and the product is the same up to rounding */
-    ag_real w = (ag_real)n_local;
-    for (int i = 0; i < ps->count; i++) {
-        const ag_tensor *t = ps->items[i];
-        for (int64_t k = 0; k < t->size; k++) p[k] = n_local > 0 ? w * t->grad[k] : 0;
-        p += t->size;
-    }
-    p[0] = n_local > 0 ? (ag_real)(loss_local * n_local) : 0;
-    p[1] = (ag_real)n_local;
-    p[2] = tokens ? (ag_real)*tokens : 0;
-    double t0 = now();
-    be->sum(g->buf, g->n, sizeof *g->buf);
-    reduce_seconds += now() - t0, reduce_calls++;
-    double total = (double)p[1];
-    ag_real inv = total > 0 ? (ag_real)(1 / total) : 0; /* models/cuda/dist.cu rounds it alike */
-    p = g->buf;
-    for (int i = 0; i < ps->count; i++) {
-        ag_tensor *t = ps->items[i];
-        for (int64_t k = 0; k < t->size; k++) t->grad[k] = p[k] * inv;
-        p += t->size;
-    }
-    return from_tail(p, tokens);
+/* ---- the CPU's kernels (models/cuda/dist.cu has CUDA's) ---- */
+
+static void pack_cpu(const ag_kgrad_slot *slots, int count, int64_t largest, ag_real w, bool zero, ag_real *flat,
+                     int64_t n, const ag_real tail[3]) {
+    (void)largest;
+    for (int i = 0; i < count; i++)
+        for (int64_t k = 0; k < slots[i].size; k++) flat[slots[i].offset + k] = zero ? 0 : w * slots[i].grad[k];
+    memcpy(flat + n, tail, TAIL * sizeof *tail);
 }
 
-/* The device buffer and the table of the gradients it packs, in one
- * allocation made at the first step: [numel + TAIL values][slots]. */
-static void device_flat(ag_dist_grads *g, const ag_params *ps, int64_t numel) {
-    if (g->dev) return;
+static void unpack_cpu(const ag_kgrad_slot *slots, int count, int64_t largest, const ag_real *flat, int64_t n) {
+    (void)largest;
+    double total = (double)flat[n + 1];
+    ag_real inv = total > 0 ? (ag_real)(1 / total) : 0;
+    for (int i = 0; i < count; i++)
+        for (int64_t k = 0; k < slots[i].size; k++) slots[i].grad[k] = flat[slots[i].offset + k] * inv;
+}
+
+static const ag__dist_kernels dist_cpu = {.pack = pack_cpu, .unpack = unpack_cpu};
+AG_DISPATCH(dist, dist_cpu)
+
+/* The flat buffer and the table of the gradients it packs, in one
+ * allocation in the memory of the parameters' device, made at the first
+ * step: [numel + TAIL values][slots]. */
+static void flat_on(ag_dist_grads *g, const ag_params *ps, int64_t numel, ag_device dev) {
+    if (g->flat) return;
     size_t values = ((size_t)(numel + TAIL) * sizeof(ag_real) + 255) / 256 * 256;
     size_t table = (size_t)ps->count * sizeof(ag_kgrad_slot);
-    ag_kgrad_slot *slots = checked_malloc(table, "the gradients' table");
+    ag_kgrad_slot *slots = checked_malloc(table + 1, "the gradients' table");
     int64_t at = 0;
     g->largest = 0;
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
-        if (t->device != AG_CUDA)
-            ag__fatal("ag_dist_reduce_grads", "parameter '%s' is on the cpu, '%s' on cuda: move them all (ag_params_to)",
-                      t->name ? t->name : "(unnamed)", ps->items[0]->name ? ps->items[0]->name : "(unnamed)");
+        if (t->device != dev)
+            ag__fatal("ag_dist_reduce_grads", "parameter '%s' is on the %s, '%s' on the %s: move them all "
+                      "(ag_params_to)", t->name ? t->name : "(unnamed)", ag_device_name(t->device),
+                      ps->items[0]->name ? ps->items[0]->name : "(unnamed)", ag_device_name(dev));
         slots[i] = (ag_kgrad_slot){.grad = t->grad, .offset = at, .size = t->size};
         at += t->size;
         if (t->size > g->largest) g->largest = t->size;
     }
-    g->dev = ag__cuda_malloc(values + table, "ag_dist_reduce_grads");
-    g->slots = (char *)g->dev + values;
+    g->device = dev;
+    g->flat = ag__zeros_kept_on(dev, values + table, "ag_dist_reduce_grads");
+    g->slots = (char *)g->flat + values;
     g->count = ps->count;
-    ag__cuda_copy(g->slots, AG_CUDA, slots, AG_CPU, table);
+    ag__write_on(dev, g->slots, slots, table);
     free(slots);
 }
 
-/* The same arithmetic on the GPU: pack (with the tail) and unpack are a
- * kernel each; between them NCCL sums the device buffer in place, or the
- * buffer goes to the host for MPI and back. */
-static double reduce_device(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
-    if (!gpu_path) choose_gpu_path();
-    int64_t numel = ag_params_numel(ps), n = numel + TAIL;
-    device_flat(g, ps, numel);
-    ag_real tail[TAIL] = {n_local > 0 ? (ag_real)(loss_local * n_local) : 0, (ag_real)n_local,
-                          tokens ? (ag_real)*tokens : 0};
-    ag__grads_pack_cuda(g->slots, g->count, g->largest, (ag_real)n_local, !(n_local > 0), g->dev, numel, tail);
-    ag__cuda_check_launch("ag_dist_reduce_grads");
-    if (nccl) {
-        nccl->sum(g->dev, n, sizeof(ag_real)); /* timed by CUDA events: the host does not wait here */
-    } else {
-        ag_real *h = host_flat(g, n);
-        ag_sync(); /* backward and the pack are not the reduction's time */
-        double t0 = now();
-        ag__cuda_copy(h, AG_CPU, g->dev, AG_CUDA, (size_t)n * sizeof *h);
-        be->sum(h, n, sizeof *h);
-        ag__cuda_copy(g->dev, AG_CUDA, h, AG_CPU, (size_t)n * sizeof *h);
-        reduce_seconds += now() - t0;
+/* The sum over the ranks of the flat buffer, in place: NCCL on the GPUs'
+ * memory (true: timed by CUDA events, read once the host waits anyway), or
+ * MPI on host memory (a GPU's buffer goes there and back). */
+static bool sum_flat(ag_dist_grads *g, int64_t n) {
+    bool on_gpu = g->device == AG_CUDA;
+    if (on_gpu && !gpu_path) choose_gpu_path();
+    if (on_gpu && nccl) {
+        nccl->sum(g->flat, n, sizeof(ag_real)); /* the host does not wait here */
+        return true;
     }
-    ag__grads_unpack_cuda(g->slots, g->count, g->largest, g->dev, numel);
-    ag__cuda_check_launch("ag_dist_reduce_grads");
-    ag_real sums[TAIL];
-    ag__cuda_copy(sums, AG_CPU, g->dev + numel, AG_CUDA, sizeof sums); /* the loss is read now anyway */
-    if (nccl) reduce_seconds += nccl->last_seconds();
-    reduce_calls++;
-    return from_tail(sums, tokens);
+    ag_real *h = on_gpu ? host_flat(g, n) : g->flat;
+    if (on_gpu) ag_sync(); /* backward and the pack are not the reduction's time */
+    double t0 = now();
+    if (on_gpu) ag__read_on(AG_CUDA, h, g->flat, (size_t)n * sizeof *h);
+    be->sum(h, n, sizeof *h);
+    if (on_gpu) ag__write_on(AG_CUDA, g->flat, h, (size_t)n * sizeof *h);
+    reduce_seconds += now() - t0;
+    return false;
 }
 
 double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
     if (!be) return loss_local;
-    if (ps->count > 0 && ps->items[0]->device == AG_CUDA) return reduce_device(g, ps, n_local, loss_local, tokens);
-    return reduce_host(g, ps, n_local, loss_local, tokens);
+    const char *op = "ag_dist_reduce_grads";
+    ag_device dev = ps->count > 0 ? ps->items[0]->device : AG_CPU;
+    int64_t numel = ag_params_numel(ps), n = numel + TAIL;
+    flat_on(g, ps, numel, dev);
+    /* the weight n_local is applied in the pack and 1/N after the sum: N is
+     * known only then, and the product is the same up to rounding */
+    ag_real tail[TAIL] = {n_local > 0 ? (ag_real)(loss_local * n_local) : 0, (ag_real)n_local,
+                          tokens ? (ag_real)*tokens : 0};
+    const ag__dist_kernels *k = ag__dist_on(op, dev);
+    if (g->count > 0) k->pack(g->slots, g->count, g->largest, (ag_real)n_local, !(n_local > 0), g->flat, numel, tail);
+    else ag__write_on(dev, g->flat + numel, tail, sizeof tail);
+    ag__kernels_done(op, dev);
+    bool by_events = sum_flat(g, n);
+    if (g->count > 0) k->unpack(g->slots, g->count, g->largest, g->flat, numel);
+    ag__kernels_done(op, dev);
+    ag_real sums[TAIL];
+    ag__read_on(dev, sums, g->flat + numel, sizeof sums); /* the loss is read now anyway */
+    if (by_events) reduce_seconds += nccl->last_seconds();
+    reduce_calls++;
+    return from_tail(sums, tokens);
 }
 
 double ag_dist_reduce_seconds(int64_t *calls) {
@@ -329,7 +333,7 @@ const char *ag_dist_reduce_path(void) {
 }
 
 void ag_dist_grads_free(ag_dist_grads *g) {
-    free(g->buf);
-    ag__cuda_free(g->dev);
+    free(g->host);
+    if (g->flat) ag__free_kept_on(g->device, g->flat);
     *g = (ag_dist_grads){0};
 }

@@ -71,14 +71,13 @@ void ag_dist_bcast_params(ag_params *ps);
  * this every rank has every share. */
 void ag_dist_gather_shares(double *all, int64_t n);
 
-/* The flat gradient buffer, allocated on first use and kept: in host
- * memory, and for parameters on a GPU also in device memory (dev, followed
- * in the same allocation by the table of the gradients it packs). */
+/* The flat gradient buffer, allocated on first use and kept, in the
+ * memory of the parameters' device and followed there by the table of the
+ * gradients it packs; for MPI's sum of a GPU's buffer, a host copy. */
 typedef struct {
-    ag_real *buf;
-    int64_t n;
-    ag_real *dev;
-    void *slots; /* ops/cuda/kernels.h's ag_kgrad_slot[count], on the device */
+    ag_real *flat, *host;
+    ag_device device;
+    void *slots; /* models/dist_kernels.h's ag_kgrad_slot[count] */
     int count;
     int64_t largest;
 } ag_dist_grads;

@@ -6,7 +6,7 @@
 #ifndef AG_OPS_ELEMENTWISE_H
 #define AG_OPS_ELEMENTWISE_H
 
-#include "kreal.h"
+#include "../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 

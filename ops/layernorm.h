@@ -4,7 +4,7 @@
 #ifndef AG_OPS_LAYERNORM_H
 #define AG_OPS_LAYERNORM_H
 
-#include "kreal.h"
+#include "../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 

@@ -6,7 +6,7 @@
 #ifndef AG_OPS_LOSS_H
 #define AG_OPS_LOSS_H
 
-#include "kreal.h"
+#include "../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 

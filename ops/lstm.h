@@ -7,7 +7,7 @@
 #ifndef AG_OPS_LSTM_H
 #define AG_OPS_LSTM_H
 
-#include "kreal.h"
+#include "../graph/kreal.h"
 
 #ifdef __cplusplus
 typedef struct ag_lstm_host_rng ag_rng; /* attngrad.h's: only the host draws from it */

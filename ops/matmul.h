@@ -8,7 +8,7 @@
 #ifndef AG_OPS_MATMUL_H
 #define AG_OPS_MATMUL_H
 
-#include "kreal.h"
+#include "../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 

@@ -5,7 +5,7 @@
 #ifndef AG_OPS_MTSA_H
 #define AG_OPS_MTSA_H
 
-#include "kreal.h"
+#include "../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 

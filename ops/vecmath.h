@@ -18,7 +18,7 @@
  * which runs on the CPU, checks the source the GPU runs.  (A .cu file built
  * for tests/cuda_emulator is C++ without nvcc: AG_CUDA_EMULATOR.) */
 #if defined(__CUDACC__) || defined(AG_CUDA_EMULATOR)
-#include "cuda/prelude.cuh"
+#include "../graph/prelude.cuh"
 #else
 #include "../graph/internal.h"
 #define AG_HD

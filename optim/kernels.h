@@ -7,7 +7,7 @@
 #ifndef AG_OPTIM_KERNELS_H
 #define AG_OPTIM_KERNELS_H
 
-#include "../ops/kreal.h"
+#include "../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 

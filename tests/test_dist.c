@@ -47,7 +47,7 @@ static void test_one_process(void) {
     ag_dist_grads g = {0};
     double tokens = 12;
     CHECK(ag_dist_reduce_grads(&g, &ps, 4, 0.25, &tokens) == 0.25 && tokens == 12);
-    CHECK(w->grad[0] == 0.5 && w->grad[2] == 2.5 && !g.buf, "one process: gradients as they were, no buffer");
+    CHECK(w->grad[0] == 0.5 && w->grad[2] == 2.5 && !g.flat, "one process: gradients as they were, no buffer");
     double x[2] = {1, 2};
     ag_dist_sum(x, 2);
     CHECK(x[0] == 1 && x[1] == 2);

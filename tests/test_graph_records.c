@@ -9,7 +9,6 @@
  * are taken out unrun), so it runs on a machine without a GPU. */
 #include "../graph/device.h"
 #include "../graph/segment_cache.h"
-#include "../ops/cuda/kernels.h"
 #include "../ops/softmax.h"
 #include "check.h"
 

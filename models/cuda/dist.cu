@@ -2,7 +2,8 @@
  * parameter's gradient packed into one device buffer for one allreduce, and
  * unpacked from it, with the host path's arithmetic (the rank's weight
  * before the sum, 1/N after, N read from the buffer's own tail). */
-#include "../../ops/cuda/prelude.cuh"
+#include "../../graph/prelude.cuh"
+#include "../dist_kernels.h"
 
 /* gridDim.y is at most 65535: longer parameter lists go in several
  * launches; 1024 blocks of 256 threads fill an H100 (132 SMs x 2048). */
@@ -35,7 +36,7 @@ static dim3 grid(int64_t largest, int slots) {
     return dim3(x < MAX_BLOCKS ? x : MAX_BLOCKS, (unsigned)slots);
 }
 
-extern "C" void ag__grads_pack_cuda(const ag_kgrad_slot *slots, int count, int64_t largest, ag_kreal w, bool zero,
+static void pack(const ag_kgrad_slot *slots, int count, int64_t largest, ag_kreal w, bool zero,
                                     ag_kreal *flat, int64_t n, const ag_kreal tail[3]) {
     tail3 t = {{tail[0], tail[1], tail[2]}};
     for (int first = 0; first < count; first += MAX_SLOTS) {
@@ -44,10 +45,12 @@ extern "C" void ag__grads_pack_cuda(const ag_kgrad_slot *slots, int count, int64
     }
 }
 
-extern "C" void ag__grads_unpack_cuda(const ag_kgrad_slot *slots, int count, int64_t largest, const ag_kreal *flat,
+static void unpack(const ag_kgrad_slot *slots, int count, int64_t largest, const ag_kreal *flat,
                                       int64_t n) {
     for (int first = 0; first < count; first += MAX_SLOTS) {
         int k = count - first < MAX_SLOTS ? count - first : MAX_SLOTS;
         ag__launch(unpack_kernel, grid(largest, k), AG_CUDA_THREADS, 0, slots + first, flat, n);
     }
 }
+
+extern "C" const ag__dist_kernels ag__dist_cuda = {pack, unpack};

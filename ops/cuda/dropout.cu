@@ -1,7 +1,7 @@
 /* dropout.cu - the CUDA side of ops/dropout.c: the mask is drawn here by
  * the CPU's generator and keying (ops/dropout_mask.h), bit for bit, then
  * applied; and its backward. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "../dropout.h"
 
 #include "../dropout_mask.h"

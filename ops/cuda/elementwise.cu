@@ -1,7 +1,7 @@
 /* elementwise.cu - the CUDA side of ops/elementwise.c: binary ops with
  * broadcasting, the scalar affine op, and the unary table, whose
  * expressions are the CPU's own (ops/unary_table.h, ops/vecmath.h). */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "../elementwise.h"
 #include "../vecmath.h"
 #include "../unary_table.h"

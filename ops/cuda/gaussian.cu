@@ -7,7 +7,7 @@
  * padding, so the products run over all N with exact zeros there), one
  * thread per row; the products themselves are cuBLAS's, and the family's
  * table, in ops/cuda/gaussian.c. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "gaussian.cuh"
 #include "../vecmath.h"
 

@@ -4,7 +4,7 @@
 #ifndef AG_CUDA_GAUSSIAN_CUH
 #define AG_CUDA_GAUSSIAN_CUH
 
-#include "../kreal.h"
+#include "../../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 

@@ -2,7 +2,7 @@
  * forward and dx (mean, variance and the backward's two means are warp
  * reductions in a fixed order); gamma's and beta's gradients a thread per
  * column, adding the rows in order as the CPU does - no atomics. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "../layernorm.h"
 
 __global__ void layernorm_rows_kernel(const ag_real *X, const ag_real *gamma, const ag_real *beta, ag_real eps,

@@ -3,7 +3,7 @@
  * activation and its derivative from the output, and the bias gradient's
  * column sums (blocks of rows, then the blocks in order: no atomics).
  * ops/cuda/matmul.c composes them with cuBLAS (ops/cuda/matmul.cuh). */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "matmul.cuh"
 #include "../vecmath.h"
 

@@ -8,7 +8,7 @@
  * C's double log/exp on a float, so do these kernels (the casts below), so
  * f32 rounds the same way.  The family's table, with the fused
  * classifier's cuBLAS products, is in ops/cuda/loss.c. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "loss.cuh"
 #include "../vecmath.h"
 

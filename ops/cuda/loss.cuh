@@ -4,7 +4,7 @@
 #ifndef AG_CUDA_LOSS_CUH
 #define AG_CUDA_LOSS_CUH
 
-#include "../kreal.h"
+#include "../../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 

@@ -6,7 +6,7 @@
  * row: every element is written by one thread, and the only sums (the bias
  * gradient's column sums) run in row order in one thread per column, so
  * every run gives the same bits. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "lstm.cuh"
 #include "../vecmath.h"
 

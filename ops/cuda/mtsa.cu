@@ -11,7 +11,7 @@
  * with exact zeros where the CPU's stop at L.
  * One thread per row, column or element: no atomics, no reductions across
  * threads, the same bits every run. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "mtsa.cuh"
 #include "../vecmath.h"
 

@@ -1,6 +1,6 @@
 /* reduce.cu - the CUDA side of ops/reduce.c: the sum of all elements, and
  * sum, mean and max along an axis. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "../reduce.h"
 
 /* One block sums x in a fixed order: thread t adds elements t, t + 1024,

@@ -3,7 +3,7 @@
  * heads, and the gather of index_select/embedding with its gradient.  One
  * thread per destination element everywhere, so no two threads write the
  * same element and no float atomics are needed. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "../shape.h"
 
 /* Thread per element of p.shape: read through the source strides, write

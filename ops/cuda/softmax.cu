@@ -7,9 +7,22 @@
  * Along an axis and the mixture: a thread per output column or feature,
  * its loop over the axis or the sources in the CPU's order.  e^x is
  * vecmath.h's ag__vexp_nonpos, the CPU's function, on arguments <= 0. */
-#include "prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "../softmax.h"
 #include "../vecmath.h"
+
+#ifdef AG_CUDA_EMULATOR
+/* The emulator checks a launch's pointer arguments; ag_kmix carries its
+ * pointers inside (the mixture's len among them: device memory or NULL). */
+template <> inline void ag_emu_check_argument<ag_kmix>(const void *kernel, int index, const ag_kmix &j) {
+    const void *p[] = {j.z, j.out, j.dout, j.gate, j.y, j.dz, j.len};
+    for (const void *q : p) ag_emu_check_pointer_argument(kernel, index, q);
+    for (int s = 0; s < j.n && s < AG_KMIX_MAX_SOURCES; s++) {
+        ag_emu_check_pointer_argument(kernel, index, j.src[s]);
+        ag_emu_check_pointer_argument(kernel, index, j.dsrc[s]);
+    }
+}
+#endif
 
 /* Last-axis rows: a warp per row (prelude.cuh's AG_CUDA_WARP_ROW), so a
  * lane returns only when its whole warp does and every shuffle sees all 32. */

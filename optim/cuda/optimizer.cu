@@ -2,7 +2,7 @@
  * one thread an element, the same expressions as the CPU kernels (nvcc
  * runs with -fmad=false, and sqrt and division are IEEE-rounded by
  * default), so a step on the GPU updates to the CPU's bits. */
-#include "../../ops/cuda/prelude.cuh"
+#include "../../graph/prelude.cuh"
 #include "../kernels.h"
 
 /* The coefficients are read from device memory, not passed by value: they

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels.h"
+#include "kreal.h"
 
 #define AG_HD __host__ __device__
 typedef ag_kreal ag_real;
@@ -108,16 +108,6 @@ extern "C" void *ag__record_begin(size_t bytes, int (*run)(const void *));
 #ifdef AG_CUDA_EMULATOR
 #define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) \
     ag_emu_launch(kernel, grid, block, shared, ag__cuda_stream(), __VA_ARGS__)
-/* The emulator checks a launch's pointer arguments; ag_kmix carries its
- * pointers inside (the mixture's len among them: device memory or NULL). */
-template <> inline void ag_emu_check_argument<ag_kmix>(const void *kernel, int index, const ag_kmix &j) {
-    const void *p[] = {j.z, j.out, j.dout, j.gate, j.y, j.dz, j.len};
-    for (const void *q : p) ag_emu_check_pointer_argument(kernel, index, q);
-    for (int s = 0; s < j.n && s < AG_KMIX_MAX_SOURCES; s++) {
-        ag_emu_check_pointer_argument(kernel, index, j.src[s]);
-        ag_emu_check_pointer_argument(kernel, index, j.dsrc[s]);
-    }
-}
 #else
 #define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) kernel<<<grid, block, shared, ag__cuda_stream()>>>(__VA_ARGS__)
 #endif
