@@ -151,7 +151,7 @@ void ag__free_kept_on(ag_device dev, void *p);
 void ag__kernels_done(const char *op, ag_device dev);
 
 /* ag_st_add of n reals at data on dev: a GPU array is copied to the host,
- * and the copy freed with the writer (graph/safetensors.c). */
+ * and the copy freed with the writer (io/safetensors.c). */
 void ag__st_add_real(ag_st_writer *w, const char *name, int ndim, const int *shape, const ag_real *data,
                      ag_device dev);
 /* The first element of x[0..n) on dev that is inf or NaN (its value in

@@ -105,6 +105,11 @@ extern double ag__param_bytes_limit;
  * free bytes when the arena must grow past 256 MiB. */
 extern double ag__arena_bytes_limit;
 
+/* release() runs at ag_shutdown, before the engine's own memory goes: how
+ * a layer above the engine frees what it keeps across steps (once per
+ * function, however often registered). */
+void ag__at_shutdown(void (*release)(void));
+
 /* ---- profiler (graph/profile.c) ---- */
 extern bool ag__prof_on;
 void ag__prof_site(void);

@@ -11,7 +11,6 @@ void ag__arena_reset(void);
 void ag__arena_mark(size_t *pos, int *chunk_index);
 void ag__arena_rewind(size_t pos, int chunk_index);
 void ag__arena_shutdown(void);
-void ag__masks_shutdown(void); /* ops/masks.c: the cache of constant masks */
 void ag__parallel_shutdown(void); /* graph/parallel.c: joins the pool's threads */
 void ag__profile_shutdown(void);  /* graph/profile.c */
 
@@ -218,11 +217,24 @@ void ag_rewind(ag_mark_t m) {
     ag__cuda_arena_rewind(m.device_pos, m.device_chunk);
 }
 
+/* What layers above the engine hold until ag_shutdown (ops/masks.c's cache
+ * of constant masks): released first, the last registered first. */
+enum { MAX_AT_SHUTDOWN = 8 };
+static void (*at_shutdown[MAX_AT_SHUTDOWN])(void);
+static int n_at_shutdown;
+
+void ag__at_shutdown(void (*release)(void)) {
+    for (int i = 0; i < n_at_shutdown; i++)
+        if (at_shutdown[i] == release) return;
+    if (n_at_shutdown == MAX_AT_SHUTDOWN) ag__fatal("ag__at_shutdown", "more than %d releases", MAX_AT_SHUTDOWN);
+    at_shutdown[n_at_shutdown++] = release;
+}
+
 void ag_shutdown(void) {
     ag_free(tape);
     tape = NULL;
     tape_len = tape_cap = 0;
-    ag__masks_shutdown();
+    while (n_at_shutdown > 0) at_shutdown[--n_at_shutdown]();
     ag__parallel_shutdown();
     ag__profile_shutdown();
     ag__arena_shutdown();

@@ -79,6 +79,7 @@ typedef struct cache_entry {
 } cache_entry;
 
 static cache_entry *cache;
+static void masks_release(void);
 static size_t cache_bytes;
 #define MASK_CACHE_BYTES ((size_t)64 << 20)
 
@@ -121,14 +122,15 @@ static cache_entry *cache_add(mask_kind kind, int ndim, int heads, int N, ag_ten
     e->t.data = ag_malloc(bytes ? bytes : 1);
     e->t.persistent = true; /* not step memory; requires_grad stays false */
     e->next = cache;
+    if (!cache) ag__at_shutdown(masks_release);
     cache = e;
     cache_bytes += bytes;
     *t = &e->t;
     return e;
 }
 
-/* Called by ag_shutdown. */
-void ag__masks_shutdown(void) {
+/* At ag_shutdown (registered with the first entry). */
+static void masks_release(void) {
     while (cache) {
         cache_entry *e = cache;
         cache = e->next;

@@ -278,7 +278,7 @@ static void freeze_case(void) {
     ag_params_free(&gpu);
 }
 
-/* train's step on the GPU (models/train.c train_step_gpu): the gradient's
+/* train's step on the GPU (models/train.c train_step): the gradient's
  * sum of squares, clipped on the device, and a gate from it and the loss
  * that the update reads there.  A loss that is NaN, or a gradient with an
  * inf, leaves the parameters and the state as they were (the host then

@@ -1,5 +1,5 @@
 /* test_graph_records.c - the side of CUDA graphs that needs no GPU
- * (graph/cuda_graph.cu, ops/cuda/prelude.cuh's ag__launch): a recorded
+ * (graph/cuda_graph.cu, graph/prelude.cuh's ag__launch): a recorded
  * launch's bytes are its identity, so equal launches must record equal
  * bytes whatever the caller's stack held in the structs it passed (a padded
  * argument type is refused at compile time; this catches one at run time),

@@ -14,7 +14,7 @@
  *                                 crc32c.<tensor> for every tensor
  * Numbers in the metadata are written so that they read back exactly. */
 #include "../optim/options.h"
-#include "device.h"
+#include "../graph/device.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -12,7 +12,7 @@
  * The JSON reader below accepts exactly that shape of document (RFC 8259
  * syntax, no duplicate keys, integers without sign, fraction or exponent
  * where integers are expected) and nothing else. */
-#include "device.h"
+#include "../graph/device.h"
 
 #include <errno.h>
 #include <fcntl.h>
