@@ -12,7 +12,8 @@
 #define AG_BENCH_BATCH_H
 
 #include "attngrad.h"
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 
 ag_model_config bench_config(const ag_model_kind *kind);
 int bench_width(const ag_model_config *c);

@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "data.h"
+#include "attngrad/data.h"
 
 /* Formats the error message (if err) and returns code, so call sites read
  * `return ag_data_fail(err, errlen, AG_DATA_EFORMAT, "%s:%lld: ...", ...)`. */

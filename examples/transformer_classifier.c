@@ -4,7 +4,7 @@
  * the generated order task (data/synth.c: a bag of words sits at 25%), or on TREC given the data folder
  * (`transformer_classifier ../shared/data`).  tests/test_transformer_classifier.c gradchecks it. */
 #include "attngrad.h"
-#include "../data/data.h"
+#include "attngrad/data.h"
 #include "attngrad/layers.h"
 #include <stdio.h>
 

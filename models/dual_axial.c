@@ -6,7 +6,8 @@
  *
  * Memory: the largest tensors are the scores, [B,L,L] and [B,d,d]; the
  * attention output is one GEMM of the weights with V, never [B,L,L,d]. */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdio.h>

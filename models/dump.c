@@ -1,7 +1,8 @@
 /* dump.c - a model at small sizes, for checking it: one forward/backward
  * written to safetensors (to compare with another framework tensor by
  * tensor), and the f64 gradient check of every parameter. */
-#include "train.h"
+#include "attngrad/train.h"
+#include "internal.h"
 #include "../graph/internal.h" /* ag_malloc: out of memory ends with a message, not a crash */
 
 #include <stdarg.h>

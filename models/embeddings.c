@@ -2,7 +2,8 @@
  * (ag_vectors_read): the rows of the words found are the vectors, the other
  * words draw theirs from U(-0.05, 0.05) as the MPSAN and MTSA papers do, and
  * the pad row is zero. */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /* heatmap.c - attention distributions as SVG: no dependency, opens in any
  * browser, and scales without blurring the cells. */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * gradients follow from the ops' own), kept here so that a model reads like
  * its equations. */
 #include "../graph/internal.h" /* ag__fatal: misuse names the layer, as an op would (first: AG_INTERNAL) */
-#include "layers.h"
+#include "attngrad/layers.h"
 #include "../ops/softmax_rows.h" /* ag__mask_plan_make: a layer's mask checked as ag_attention would */
 #include "../graph/device.h"     /* ag__on_current: masks built on the host, used on the current device */
 

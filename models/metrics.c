@@ -1,7 +1,8 @@
 /* metrics.c - agreement of predicted with gold scores (SICK relatedness):
  * Pearson's r, Spearman's rho, mean squared error.  All in double, over
  * plain arrays, so the evaluation loop and the tests call them alike. */
-#include "train.h"
+#include "attngrad/train.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>

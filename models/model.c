@@ -1,5 +1,6 @@
 /* model.c - the calls every model shares (the registry of kinds: registry.c). */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 #include "../graph/internal.h" /* ag__fatal: a batch too big for memory ends with a message, not a crash */
 
 #include <math.h>

@@ -3,7 +3,8 @@
  * the input, source2token pooling and an ELU classifier.  For SICK
  * relatedness (AG_TASK_RELATEDNESS) both sentences go through the same
  * encoder and a sigmoid head scores the pair over the bins 1..5. */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,8 @@
  * distance), a fusion gate instead of the residual, a position-wise FFN with
  * LayerNorm, attentive + max pooling and a ReLU classifier.  Sentence pairs
  * (AG_TASK_PAIR) run both sentences through the same encoder. */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>

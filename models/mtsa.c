@@ -5,7 +5,8 @@
  * the concatenated heads go through source2token pooling and a ReLU
  * classifier.  The [N,N,dh] tensor of scores is never formed: the product
  * of the two exponentials factorises into two GEMMs (ag_mtsa_attention). */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdio.h>

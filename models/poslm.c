@@ -7,7 +7,8 @@
  *   standard    softmax over i <= t of a query-independent score of h_i;
  *   none        no context: the LSTM baseline, o_t = h_t.
  * Every context at t reads only h_0..h_t, so the model stays causal. */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdio.h>

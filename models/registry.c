@@ -2,7 +2,8 @@
  * ones, then whatever a program or a plugin registers.  The built-in kinds
  * go through ag_model_register like any other, so what it checks holds
  * for all of them. */
-#include "models.h"
+#include "attngrad/model.h"
+#include "internal.h"
 #include "../graph/internal.h" /* ag__fatal: a built-in kind the registry refuses is a bug of ours */
 
 #include <ctype.h>

@@ -1,6 +1,7 @@
 /* run.c - using a finished (or interrupted) run: its options for --resume,
  * its model for eval, and predictions for lines of text. */
-#include "train.h"
+#include "attngrad/train.h"
+#include "internal.h"
 #include "dist.h"
 #include "../data/internal.h" /* ag_ds_*: a dataset made from typed lines */
 #include "../graph/internal.h" /* ag_arena_alloc: host copies of GPU values */

@@ -1,7 +1,8 @@
 /* sentence_maps.c - what a trained model attends to in one sentence: one
  * forward with the maps recorded, each cut to the sentence and written as an
  * SVG heatmap with the words along its axes (`attngrad heatmap`). */
-#include "train.h"
+#include "attngrad/train.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -19,7 +19,8 @@
  * Under mpirun (dist.h) every rank runs this loop on its share of each
  * batch; the gradient allreduce makes their steps one process's, and rank
  * 0 alone writes and prints. */
-#include "train.h"
+#include "attngrad/train.h"
+#include "internal.h"
 #include "dist.h"
 #include "run_folder.h"
 #include "../graph/device.h"  /* the step's values stay on the device until one read */

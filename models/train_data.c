@@ -4,7 +4,8 @@
  *
  * Splits that are random use fixed seeds, not --seed: every run of a data
  * set sees the same train/dev/test examples, whatever its own seed. */
-#include "train.h"
+#include "attngrad/train.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <libgen.h>

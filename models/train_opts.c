@@ -1,6 +1,7 @@
 /* train_opts.c - the trainer's options: one table gives the CLI syntax,
  * the checks, the help text and the "key=value" config saved in checkpoints. */
-#include "train.h"
+#include "attngrad/train.h"
+#include "internal.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -5,7 +5,8 @@
 
 #include "check.h"
 #include "fatal.h"
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 
 #include <setjmp.h>
 #include <stdlib.h>

@@ -30,7 +30,8 @@
 #include "attngrad.h"
 #include "../graph/device.h" /* ag__cuda_copy: reading gradients and state back */
 #include "../optim/kernels.h" /* the training step's gate, as models/train.c makes it */
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../data/data.h"
+#include "attngrad/data.h"
 #include "check.h"
 
 /* check.h expands a message-less CHECK(cond) to fprintf(stderr, ""), which

@@ -6,7 +6,8 @@
  * a batch of the wrong width, a batch too big for memory, and training steps
  * that allocate nothing. */
 #include "model_util.h"
-#include "../models/train.h"
+#include "attngrad/train.h"
+#include "../models/internal.h"
 
 #include <math.h>
 #include <unistd.h>

@@ -5,7 +5,8 @@
  * optimizer state, no L2 term, unchanged by steps, absent from checkpoints).
  * Every file is also read from memory (ag_vectors_read_mem), which must
  * answer the same.  Every vectors file is written here, in a scratch folder. */
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 #include "check.h"
 
 #include <stdlib.h>

@@ -2,7 +2,8 @@
  * asked, they have the batch's shape and say what their axes are, and the
  * SVG writer makes a complete picture. */
 #include "check.h"
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

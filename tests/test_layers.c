@@ -7,7 +7,8 @@
  * encoder layer pre- and post-LN with dropout, and their parameter names. */
 #include "check.h"
 #include "fatal.h"
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 #include "attngrad/layers.h"
 
 #include <string.h>

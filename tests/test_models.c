@@ -5,7 +5,8 @@
  * gradient check again in training mode, dropout on with fixed masks.
  * Optional argument: a model name. */
 #include "check.h"
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

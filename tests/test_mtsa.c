@@ -3,7 +3,8 @@
  * tensor, the FLAG changes the scores, both ways of computing the scores
  * agree, and steady steps allocate nothing. */
 #include "check.h"
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

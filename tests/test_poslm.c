@@ -7,7 +7,8 @@
  * allocation in steady training steps, and the training recipe lowering
  * the loss on one fixed batch; also the LSTM layer maker ag_param_lstm. */
 #include "check.h"
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,8 @@
  * training step of every model gives the same parameters for any count. */
 #include "check.h"
 #include "../graph/internal.h"
-#include "../models/models.h"
+#include "attngrad/model.h"
+#include "../models/internal.h"
 
 #include <setjmp.h>
 #include <signal.h>

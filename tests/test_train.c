@@ -10,7 +10,8 @@
  *   test_train compare A.safetensors B.safetensors   same tensors, bit for bit
  *   test_train verify-dump FILE MODEL [FLAGS [TASK]]   FILE == a fresh dump-step */
 #include "check.h"
-#include "../models/train.h"
+#include "attngrad/train.h"
+#include "../models/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

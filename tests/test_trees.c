@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../data/data.h"
+#include "attngrad/data.h"
 #include "check.h"
 
 #pragma GCC diagnostic ignored "-Wformat-zero-length"

@@ -14,7 +14,8 @@
  * (float) and `attngrad-f64` (double), which `attngrad gradcheck` runs.
  * Exit status: 0 success, 1 failure (bad data, a failed check), 2 usage. */
 #include "../models/dist.h"
-#include "../models/train.h"
+#include "attngrad/train.h"
+#include "../models/internal.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -25,7 +25,8 @@
  * --plugin FILE.so first loads the kinds a plugin registers, as `attngrad
  * --plugin` does.  Each epoch prints a progress line; --max-minutes bounds
  * the whole comparison, each optimizer getting an equal share of it. */
-#include "../models/train.h"
+#include "attngrad/train.h"
+#include "../models/internal.h"
 #include "../graph/internal.h" /* ag_malloc: sizes too big for memory end with a message (fatal_exit), not a crash */
 #include "plot_curves.h"
 

@@ -3,7 +3,8 @@
  * with an optimizer and a schedule, as --resume does.  ag_checkpoint_load
  * reads a path, so the bytes go to an in-memory file (memfd). */
 #include "fuzz.h"
-#include "../../models/train.h"
+#include "attngrad/train.h"
+#include "../../models/internal.h"
 
 #include <stdio.h>
 #include <sys/mman.h>

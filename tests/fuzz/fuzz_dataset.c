@@ -2,7 +2,7 @@
  * lm) on a file's bytes; what loads is then given a vocabulary and encoded,
  * as the trainer does with a training split. */
 #include "fuzz.h"
-#include "../../data/data.h"
+#include "attngrad/data.h"
 
 static void load(const uint8_t *data, size_t size, int skip) {
     char err[512];

@@ -3,7 +3,8 @@
  * the whole input is also an optimizer and a schedule spec; a spec that
  * parses is formatted and parsed again. */
 #include "fuzz.h"
-#include "../../models/train.h"
+#include "attngrad/train.h"
+#include "../../models/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = fuzz_cstring(data, size), err[1024], buf[512];

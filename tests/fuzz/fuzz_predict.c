@@ -3,7 +3,8 @@
  * line under a length limit, checked for binary data as the CLI does; a
  * line may be refused, it must not hurt the next one. */
 #include "fuzz.h"
-#include "../../models/train.h"
+#include "attngrad/train.h"
+#include "../../models/internal.h"
 
 #include <stdio.h>
 

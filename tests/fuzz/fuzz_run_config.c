@@ -2,7 +2,8 @@
  * ("key=value" lines, as eval, predict and --resume rebuild a run from
  * them) and its counters ("state.step=..." lines, as --resume reads them). */
 #include "fuzz.h"
-#include "../../models/train.h"
+#include "attngrad/train.h"
+#include "../../models/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = fuzz_cstring(data, size), err[1024];

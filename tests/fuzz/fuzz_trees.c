@@ -4,7 +4,7 @@
  * --phrases.  A line nests as deep as it likes: the parser's stack is its
  * own, never the C stack. */
 #include "fuzz.h"
-#include "../../data/data.h"
+#include "attngrad/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];

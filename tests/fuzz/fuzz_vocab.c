@@ -1,6 +1,6 @@
 /* fuzz_vocab.c - a run's vocab.txt, as eval, predict and --resume read it. */
 #include "fuzz.h"
-#include "../../data/data.h"
+#include "attngrad/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];
