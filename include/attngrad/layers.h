@@ -1,7 +1,7 @@
 /* layers.h - the attention layers a researcher expects, built from
  * attngrad's ops (their gradients follow from the ops' own, and each has an
- * f64 gradient check in tests/test_layers.c).  Self-contained: it needs
- * only attngrad.h.  docs/layers.md shows them assembled into a model.
+ * f64 gradient check in tests/test_layers.c).  Part of attngrad.h; it
+ * stands alone.  docs/layers.md shows them assembled into a model.
  *
  * Conventions: x is [B, N, d] (batch, positions, features); lengths[b] in
  * [0, N] gives example b's valid positions (NULL: all N); parameters are
@@ -10,11 +10,45 @@
 #ifndef AG_LAYERS_H
 #define AG_LAYERS_H
 
-#include "../attngrad.h"
+#include "core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- parameter makers and the blocks the models share (models/layers.c) ---- */
+
+/* Glorot-uniform weight [in, out] (y = x W convention). */
+ag_tensor *ag_param_glorot(ag_params *ps, const char *name, int in, int out, ag_rng *rng);
+/* Zero-filled bias [n]. */
+ag_tensor *ag_param_bias(ag_params *ps, const char *name, int n);
+/* A parameter of any shape drawn from U(-bound, bound). */
+ag_tensor *ag_param_uniform(ag_params *ps, const char *name, int ndim, const int *shape, double bound, ag_rng *rng);
+/* Embedding table [V, d] drawn from U(-bound, bound); row pad_id (>= 0) zero. */
+ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, double bound, int pad_id,
+                              ag_rng *rng);
+/* One LSTM layer for ag_lstm: <prefix>.w_ih [in,4H], .w_hh [H,4H], .b_ih and
+ * .b_hh [4H], each drawn from U(-bound, bound) in that order (nn.LSTM's
+ * default is bound = 1/sqrt(H)). */
+ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng);
+
+/* act(x) by the ag_act above: ag_relu, ag_elu, ag_tanh, ag_sigmoid or x. */
+ag_tensor *ag_activate(ag_tensor *x, ag_act act);
+
+/* Constant [B, N, 1]: 1 at positions t < lengths[b], 0 at padding.  The
+ * layers below stop with a message when a length is outside [0, N]. */
+ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N);
+/* x [B, N, ...] with the rows at padded positions set to 0. */
+ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths);
+/* Max over the valid positions of x [B, N, d] -> [B, d]; an empty example
+ * (lengths[b] = 0) gives 0 and no gradient, as in ag_source2token. */
+ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths);
+/* Source2token multi-dim pooling (MODELS.md §0): A = act(x W1 + b1) W2 + b2,
+ * alpha = softmax over valid t per feature, s = sum_t alpha_t * x_t.
+ * x [B, N, d] -> [B, d]. */
+ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
+                           ag_tensor *w2, ag_tensor *b2, ag_act act);
+
 
 /* ---- positional encodings ---- */
 

@@ -1,0 +1,874 @@
+/* core.h - attngrad's engine: status codes, tensors, parameters, devices,
+ * the tape and its arena, random numbers, every op, custom ops, gradient
+ * checks, and the call sites that let errors name the caller's line.
+ * Part of attngrad.h (which includes it with optim.h, checkpoint.h and
+ * layers.h); it stands alone. */
+#ifndef ATTNGRAD_CORE_H
+#define ATTNGRAD_CORE_H
+
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef AG_REAL_DOUBLE
+typedef double ag_real;
+#else
+typedef float ag_real;
+#endif
+
+/* A program compiled for one real type and linked with the other library
+ * would read floats as doubles (a sum of 1, 2, 3, 4 gives 5.3e-315).  Each
+ * library defines the symbol of its own type, and every file that includes
+ * this header refers to the symbol of the type it was compiled for, so the
+ * mismatch fails to link (a plugin: to load), with the library to use in the
+ * message. */
+#ifdef AG_REAL_DOUBLE
+extern const char ag_link_with_attngrad_f64__compiled_with_AG_REAL_DOUBLE;
+#define AG__REAL_BUILD ag_link_with_attngrad_f64__compiled_with_AG_REAL_DOUBLE
+#else
+extern const char ag_link_with_attngrad_f32__compiled_without_AG_REAL_DOUBLE;
+#define AG__REAL_BUILD ag_link_with_attngrad_f32__compiled_without_AG_REAL_DOUBLE
+#endif
+static const char *const ag__real_build_check __attribute__((used, unused)) = &AG__REAL_BUILD;
+
+#define AG_MAX_DIMS 4
+
+/* ------------------------------------------------------------------------ */
+/* Status codes and errors                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    AG_OK = 0,
+    AG_ERR_IO = -1,      /* cannot open, read or write a file */
+    AG_ERR_FORMAT = -2,  /* malformed or corrupt content */
+    AG_ERR_SHAPE = -3,   /* shapes do not match what was expected */
+    AG_ERR_ARG = -4,     /* a bad option or argument value */
+    AG_ERR_NOMEM = -5,
+    AG_ERR_NONFINITE = -6, /* a loss, gradient or parameter became inf or NaN */
+} ag_status;
+
+/* Message of the last failed call on this thread ("" if none). */
+const char *ag_errmsg(void);
+/* Sets that message (printf-style) and returns status: for code built on
+ * attngrad that reports input errors the same way. */
+ag_status ag_fail(ag_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* What happens on a programmer error.  The default prints the message and
+ * aborts; tests install a handler that longjmps out to assert the message. */
+typedef void (*ag_fatal_handler)(const char *msg);
+ag_fatal_handler ag_set_fatal_handler(ag_fatal_handler h);
+/* Runs fn(ctx); a programmer error inside it does not end the program but
+ * returns here: AG_ERR_NOMEM when the step did not fit in memory (the
+ * arena refused it), AG_ERR_ARG for any other, with the message in
+ * ag_errmsg().  The tape and the step arena are rewound to where they were
+ * at the call and grad mode is restored, so the caller can go on (predict
+ * fails one line that is too long, not the stream).  Whatever fn allocates
+ * outside the step arena is lost on such a return: allocate it before.
+ * AG_OK when fn returned.  Nests; per thread. */
+ag_status ag_try(void (*fn)(void *ctx), void *ctx);
+
+/* Stops with "attngrad: <op>: <message> (at file:line)" as the library's
+ * own ops do: for code built on attngrad (layers, custom ops) that refuses
+ * a programmer error. */
+void ag_fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { AG_CPU = 0, AG_CUDA = 1 } ag_device;
+
+typedef struct ag_node ag_node;
+
+typedef struct ag_tensor {
+    int ndim;
+    int shape[AG_MAX_DIMS];
+    int64_t size;          /* product of the shape */
+    ag_real *data;         /* contiguous, row-major */
+    ag_real *grad;         /* NULL until a gradient reaches it */
+    ag_device device;
+    bool requires_grad;
+    bool persistent;       /* a parameter: not freed by ag_step_end() */
+    const char *name;      /* stable for parameters ("encoder.wq") */
+    ag_node *node;         /* the tape entry that produced it, or NULL */
+    const char *op;        /* the op or constructor that made it ("ag_matmul"), for messages */
+    uint32_t step;         /* the step that made a step-memory tensor (ag_step_end counts
+                            * them, from 1); 0: not step memory (a parameter, a cached
+                            * mask, a struct of the caller's), alive as long as its data */
+    uint32_t seal;         /* internal: tells op and step from memory written over them */
+} ag_tensor;
+
+/* Step-arena tensors: valid until the next ag_step_end(). */
+ag_tensor *ag_tensor_new(int ndim, const int *shape);        /* zero-filled */
+ag_tensor *ag_tensor_from(const ag_real *data, int ndim, const int *shape);
+ag_tensor *ag_tensor_fill(ag_real value, int ndim, const int *shape);
+ag_tensor *ag_scalar(ag_real value);
+ag_tensor *ag_tensor_like(const ag_tensor *t);               /* zeros, same shape */
+/* Zeros on the CPU whatever the current device: a constant to fill element
+ * by element (a mask, weights), then put where the step runs with
+ * ag_to(t, ag_get_device()). */
+ag_tensor *ag_tensor_new_host(int ndim, const int *shape);
+
+/* Shape helpers, for messages and checks. */
+bool ag_same_shape(const ag_tensor *a, const ag_tensor *b);
+int ag_dim(const ag_tensor *t, int axis);                    /* axis may be negative */
+const char *ag_shape_str(const ag_tensor *t, char *buf, size_t n); /* "[2,3,4]" */
+
+/* The first element of t as a number (a loss, a scalar), on either device.
+ * A tensor of a finished step is refused, naming the caller's file:line: its
+ * memory may hold another step's values by now.  (t->data itself is only
+ * good until ag_step_end: read a step's values within it, or copy them out
+ * with ag_tensor_read, which checks the same.) */
+ag_real ag__item_at(const ag_tensor *t, const char *file, int line);
+#define ag_item(t) ag__item_at((t), __FILE__, __LINE__)
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* A model's named parameters.  Optimizers and checkpoints work on a list. */
+typedef struct {
+    ag_tensor **items;
+    int count, cap;
+    /* Set before building: ag_param records names and shapes only (data and
+     * grad NULL, initializers skip them), as PyTorch's "meta" device does, so
+     * that a model can be compared with a file before its memory is taken. */
+    bool shapes_only;
+} ag_params;
+
+/* Creates a zero-filled persistent parameter (requires_grad, grad allocated,
+ * name copied) and appends it to `ps`.  Names must be unique in `ps`. */
+ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape);
+/* Name scopes, as torch's module paths: between ag_scope_push("layer0") and
+ * ag_scope_pop(), ag_param(ps, "wq", ...) is named "layer0.wq"; scopes nest
+ * ("enc.layer0.wq", at most 16 deep).  The name is printf-style, for a
+ * stack of layers: ag_scope_push("layer%d", l).  ag_params_find takes full
+ * names. */
+void ag_scope_push(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ag_scope_pop(void);
+const char *ag_scope(void);   /* the current prefix, "enc.layer0." or "" */
+ag_tensor *ag_params_find(const ag_params *ps, const char *name);
+int64_t ag_params_numel(const ag_params *ps);
+void ag_params_zero_grad(ag_params *ps);
+/* Freezes a parameter (pretrained embeddings kept fixed): requires_grad
+ * false, so no op records a gradient for it; optimizers initialised after
+ * this keep no state for it and never change it; the L2 term and gradient
+ * clipping skip it.  Its ->grad buffer stays allocated, at zero. */
+void ag_param_freeze(ag_tensor *p);
+void ag_params_free(ag_params *ps); /* frees every parameter and the list */
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor on AG_CUDA holds data and grad in GPU memory (a build with the
+ * CUDA backend, docs/design.md "Devices"); an op runs where its inputs are,
+ * and inputs on different devices are an error naming both.  Ops without a
+ * CUDA implementation yet refuse CUDA tensors by name. */
+const char *ag_device_name(ag_device d);                 /* "cpu", "cuda" */
+/* true when CUDA tensors can be used; else false and why (built without
+ * CUDA, no device found, with the driver and runtime versions). */
+bool ag_cuda_available(char *why, size_t n);
+/* The same, on GPU `index` of those visible (cuda:index): false and why
+ * when there is no such GPU, or this process already uses another (one GPU
+ * per process).  -1: the default, GPU 0, or under mpirun the rank's. */
+bool ag_cuda_use(int index, char *why, size_t n);
+/* The device that ag_tensor_new/_from/_fill/ag_scalar/ag_tensor_like put
+ * new tensors on (default AG_CPU): set once, and a model's inputs follow. */
+void ag_set_device(ag_device d);
+ag_device ag_get_device(void);
+/* A copy of t on d (t itself if it is there), with a gradient: backward
+ * copies the gradient back and adds it to t's. */
+ag_tensor *ag_to(ag_tensor *t, ag_device d);
+/* Moves every parameter (values and gradient buffers) to d, before the
+ * optimizer is made. */
+void ag_params_to(ag_params *ps, ag_device d);
+/* Waits until the GPU has done all the work queued so far (nothing on the
+ * CPU): ops return as soon as their kernels are queued, so time a step
+ * with a sync at its end. */
+void ag_sync(void);
+/* CUDA graphs (default off): the host still runs each step's code, but
+ * records the GPU work instead of launching it, and each stretch between
+ * two reads of GPU values runs as one graph captured from an identical
+ * earlier stretch (the same kernels, arguments and addresses), else
+ * eagerly.  Results are the eager ones to the bit.  No effect without a GPU. */
+void ag_cuda_graphs(bool on);
+bool ag_cuda_graphs_on(void);
+/* t's values into host memory (t->size elements), from any device. */
+void ag_tensor_read(const ag_tensor *t, ag_real *host);
+
+/* ------------------------------------------------------------------------ */
+/* Tape, arena and backward                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Seeds d(loss)/d(loss) = 1 (loss must have one element) and replays the
+ * tape in reverse, accumulating into every ->grad that requires it.  The
+ * part of the tape it swept is then spent: a second backward through any of
+ * it is refused (as PyTorch without retain_graph), unless the earlier
+ * backward was ag_backward_retain. */
+void ag_backward(ag_tensor *loss);
+/* Same, keeping the tape for another backward through it; that one adds
+ * its gradients to the leaves' and parameters' (intermediate results'
+ * gradients are rebuilt by each sweep). */
+void ag_backward_retain(ag_tensor *loss);
+/* Same for a tensor of any shape, with d(out) given (same shape as out). */
+void ag_backward_seeded(ag_tensor *out, const ag_real *seed);
+void ag_backward_seeded_retain(ag_tensor *out, const ag_real *seed);
+/* Same with d(out) a tensor of out's shape on out's device, used where it
+ * is: a GPU seed made once is not copied over at every backward (as the
+ * host array of ag_backward_seeded is). */
+void ag_backward_seeded_tensor(ag_tensor *out, const ag_tensor *seed);
+
+/* Ends a step: forgets the tape and rewinds the step arena.  Parameter
+ * gradients are kept (zero them with ag_params_zero_grad). */
+void ag_step_end(void);
+
+/* Nested regions of a step: everything recorded after ag_mark() is forgotten
+ * by ag_rewind(m) (gradient checks and evaluation loops use this). */
+typedef struct {
+    size_t arena_pos;
+    int arena_chunk;
+    int tape_len;
+    size_t device_pos; /* the device arena's (CUDA) */
+    int device_chunk;
+} ag_mark_t;
+ag_mark_t ag_mark(void);
+void ag_rewind(ag_mark_t m);
+
+/* No-grad regions record nothing (evaluation).  Returns the previous mode. */
+bool ag_set_grad_enabled(bool enabled);
+bool ag_is_grad_enabled(void);
+
+/* Heap allocations made by the library so far (all go through one
+ * counting allocator); the steady-state test asserts this stops moving. */
+typedef struct {
+    int64_t allocs, frees;
+    size_t arena_bytes;     /* capacity of the step arena */
+    size_t arena_high;      /* most bytes a step has used */
+    size_t device_arena_high; /* the same for the GPU's step arena (CUDA) */
+    int64_t device_waits;     /* times the host waited for the GPU: value reads, ag_sync (CUDA) */
+    int64_t graph_launches, graph_captures, eager_segments; /* ag_cuda_graphs: stretches run each way */
+} ag_mem_stats;
+ag_mem_stats ag_memstats(void);
+
+/* Frees the arena and all library state (for leak checkers). */
+void ag_shutdown(void);
+
+/* Threads of the engine's parallel loops, the caller included.  Default:
+ * AG_NUM_THREADS or OMP_NUM_THREADS from the environment, else one per
+ * core.  OpenBLAS runs single-threaded under it (the engine splits large
+ * GEMMs itself), so this one number sets both levels.  Results are bitwise
+ * the same for every count.  Not from inside a running op. */
+void ag_set_num_threads(int n);   /* n >= 1 */
+int ag_get_num_threads(void);
+
+/* Anomaly mode, as PyTorch's detect_anomaly: every op checks its output and,
+ * in backward, the gradients it produced for its inputs; the first inf or
+ * NaN an op makes from finite inputs stops the program as a programmer
+ * error does (the fatal handler, or ag_try), naming the op, its shapes, the
+ * element and the model's line (AG_AT).  Values that come in non-finite
+ * (a mask's -inf) are passed on unreported.  For debugging: every op then
+ * reads its output once more.  Off (the default) it costs a branch per op.
+ * Returns the previous mode. */
+bool ag_anomaly(bool on);
+bool ag_anomaly_enabled(void);
+
+/* Op profiler: time per op and call site (file:line of the AG_AT macro),
+ * forward and backward apart, like torch.profiler's table.  Start it after
+ * the warm-up steps, run K steps, then report per step; top <= 0 lists
+ * every site.  The optimizer and other work outside ops show as the rest.
+ * Times are wall clock on the calling thread (parallel parts included). */
+void ag_profile_start(void);
+void ag_profile_stop(void);
+void ag_profile_report(FILE *f, int steps, int top);
+
+/* ------------------------------------------------------------------------ */
+/* Random numbers (seeded, reproducible, saveable)                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct { uint64_t s[4]; } ag_rng;  /* xoshiro256** */
+
+void ag_rng_seed(ag_rng *r, uint64_t seed);
+uint64_t ag_rng_next(ag_rng *r);
+double ag_rng_uniform(ag_rng *r);          /* [0, 1) */
+double ag_rng_normal(ag_rng *r);           /* N(0, 1) */
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise ops                                                           */
+/* ------------------------------------------------------------------------ */
+
+ag_tensor *ag_add(ag_tensor *a, ag_tensor *b);    /* broadcasting */
+ag_tensor *ag_sub(ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_mul(ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_div(ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_maximum(ag_tensor *a, ag_tensor *b); /* ties send the gradient to b */
+ag_tensor *ag_add_scalar(ag_tensor *a, double s);
+ag_tensor *ag_mul_scalar(ag_tensor *a, double s);
+
+ag_tensor *ag_neg(ag_tensor *x);
+ag_tensor *ag_exp(ag_tensor *x);
+ag_tensor *ag_log(ag_tensor *x);
+ag_tensor *ag_sqrt(ag_tensor *x);
+ag_tensor *ag_square(ag_tensor *x);
+ag_tensor *ag_abs(ag_tensor *x);           /* gradient 0 at 0 */
+ag_tensor *ag_tanh(ag_tensor *x);
+ag_tensor *ag_sigmoid(ag_tensor *x);
+ag_tensor *ag_relu(ag_tensor *x);          /* gradient 0 at 0 */
+ag_tensor *ag_elu(ag_tensor *x);           /* alpha = 1 */
+ag_tensor *ag_softplus(ag_tensor *x);      /* log(1+e^x), stable for any x */
+ag_tensor *ag_log_sigmoid(ag_tensor *x);   /* -softplus(-x), stable */
+ag_tensor *ag_clamp(ag_tensor *x, double lo, double hi); /* gradient 0 outside */
+
+/* ------------------------------------------------------------------------ */
+/* Reductions (axis may be negative; keepdim keeps a size-1 dim)             */
+/* ------------------------------------------------------------------------ */
+
+ag_tensor *ag_sum(ag_tensor *x);                               /* -> scalar */
+ag_tensor *ag_mean(ag_tensor *x);                              /* -> scalar */
+ag_tensor *ag_sum_axis(ag_tensor *x, int axis, bool keepdim);
+ag_tensor *ag_mean_axis(ag_tensor *x, int axis, bool keepdim);
+/* Max along an axis; the gradient goes to the first maximal element. */
+ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim);
+
+/* ------------------------------------------------------------------------ */
+/* Matrix products (OpenBLAS underneath)                                     */
+/* ------------------------------------------------------------------------ */
+
+/* a[..., M, K] @ b[..., K, N].  Batch dims (all but the last two) must be
+ * equal, or one operand is 2-D and is shared across the other's batch. */
+ag_tensor *ag_matmul(ag_tensor *a, ag_tensor *b);
+/* Same with either operand transposed in its last two dims. */
+ag_tensor *ag_matmul_t(ag_tensor *a, bool trans_a, ag_tensor *b, bool trans_b);
+/* x[..., in] @ W[in, out] + bias[out] (bias may be NULL): one GEMM. */
+ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
+/* x[..., in] W^T + bias with W stored [out, in] (PyTorch's layout): a
+ * decoder tied to an embedding table [V, d] is ag_linear_t(h, table, b). */
+ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
+/* A dense layer act(x W + b), W [in,out], b [out] (may be NULL): one op,
+ * the activation fused into the linear's passes (no pre-activation kept). */
+typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID } ag_act;
+ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act);
+
+/* ------------------------------------------------------------------------ */
+/* Shape ops                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Zero-copy view with a new shape of the same size; one dim may be -1. */
+ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape);
+/* Output dim i is input dim perm[i] (a copy; perm lists every dim once). */
+ag_tensor *ag_permute(ag_tensor *x, const int *perm);
+/* Swaps two dims (negative axes count from the end). */
+ag_tensor *ag_transpose(ag_tensor *x, int axis0, int axis1);
+/* Joins n >= 1 tensors along axis; their shapes may differ only there. */
+ag_tensor *ag_concat(ag_tensor **xs, int n, int axis);
+/* Elements start..end-1 (end exclusive) along axis; 0 <= start <= end <= dim.
+ * A zero-copy view when every dim before axis is 1. */
+ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end);
+/* out[..., i, ...] = x[..., index[i], ...] along axis, i < n; indices may
+ * repeat (their gradients add up).  The index array is copied. */
+ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n);
+/* table[V, d] looked up with ids of shape [shape...] (ndim <= 3, each id in
+ * [0, V)) -> [shape..., d].  The ids are copied. */
+ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const int *shape);
+
+/* ------------------------------------------------------------------------ */
+/* Losses and regularisation                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Mean over the rows of logits[..., C] whose label is not ignore_index of
+ * -log softmax(logits)[label] (fused, stable) -> scalar.  Labels: one per
+ * row, each in [0, C) or ignore_index; if every row is ignored the loss is 0
+ * with a zero gradient. */
+ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index);
+/* ag_cross_entropy(ag_linear(x, w, bias), labels, ignore_index) in one op,
+ * for a classifier over many classes (an LM's vocabulary): only the counted
+ * rows are multiplied, and the [rows, C] logits never leave the op (their
+ * gradient is formed in the same pass as the loss).  w [in, C]; bias [C] or
+ * NULL.  ag_linear_t_cross_entropy takes w [C, in], as a tied decoder. */
+ag_tensor *ag_linear_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                   int ignore_index);
+ag_tensor *ag_linear_t_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                     int ignore_index);
+/* mean((pred - target)^2) over all elements -> scalar; same shapes. */
+ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target);
+/* Mean over the rows of logits[..., C] of KL(t || softmax(logits)) =
+ * sum_c t_c (log t_c - log p_c), entries t_c = 0 adding 0 (fused, stable)
+ * -> scalar.  target_probs holds rows*C probabilities, each row summing to
+ * 1; it is copied (no gradient flows to it).  Gradient: p - t, as for the
+ * soft cross-entropy, which differs from KL by the constant H(t). */
+ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs);
+
+/* Inverted dropout keeping each unit with probability keep in (0, 1] and
+ * scaling it by 1/keep; the mask comes from rng.  When !training or
+ * keep == 1 it returns x itself and records nothing. */
+ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng);
+/* Dropout masks are keyed by example: x's first dim is the batch (a vector
+ * is one row), and its row r is example row_base + r of the global batch.  A data-parallel rank
+ * holding rows [base, base + n) of it sets base here, so that its rows are
+ * dropped as one process would drop them; 0 (the default) in one process.
+ * Returns the previous value. */
+int64_t ag_set_dropout_row_base(int64_t base);
+
+/* ------------------------------------------------------------------------ */
+/* Attention ops: softmax family, masks, heads, fused attention              */
+/* ------------------------------------------------------------------------ */
+
+/* Softmax along the last axis (max-subtracted). */
+ag_tensor *ag_softmax(ag_tensor *x);
+/* softmax(scale * x + mask) along the last axis.  mask (may be NULL) is a
+ * constant of additive entries - 0, -INFINITY or finite penalties - whose
+ * last dim equals x's and whose other dims broadcast to x's (NumPy rules,
+ * right-aligned): for scores [B,h,Nq,Nk] a mask [Nq,Nk], [1,h,Nq,Nk],
+ * [B,1,Nq,Nk], [B,1,1,Nk] or [B,h,Nq,Nk].  A mask whose broadcast is
+ * ambiguous - fewer dims than the scores, with a dim that would pair with
+ * the heads while the batch has the same size ([B,1,Nk] or [h,Nq,Nk] when
+ * B == h) - is refused with the 4-D shapes to pass instead.  A row with no
+ * allowed entry (e.g. the first query under AG_MASK_PAST) gives zeros and
+ * no gradient. */
+ag_tensor *ag_masked_softmax(ag_tensor *x, ag_tensor *mask, double scale);
+/* log softmax along the last axis (finite logits). */
+ag_tensor *ag_log_softmax(ag_tensor *x);
+/* Softmax along `axis` over the positions t < lengths[b], where b indexes
+ * dim 0 (so axis >= 1), separately for every other index; positions
+ * t >= lengths[b] get weight 0 (all of them when lengths[b] = 0).  lengths
+ * NULL: over the whole axis.  Source2token pooling: x[B,N,d], axis 1. */
+ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths);
+/* A softmax gate over n sources (1..8), per feature: out[..., l] =
+ * sum_g softmax_g(z[..., g*d + l]) S_g[..., l], z [..., n*d] (or
+ * [..., n, d]), every S_g [..., d].  MPSAN's position fusion in one pass. */
+ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n);
+/* The same over sources [B, N, d] whose positions t >= lengths[b] are
+ * padding: there out is 0 and nothing flows back (= ag_zero_padding of
+ * ag_softmax_mix, without computing the gate of padded positions). */
+ag_tensor *ag_softmax_mix_len(ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths);
+/* The gate with the last source as the reference: z [..., (n-1)*d] (or
+ * [..., n-1, d]) holds the other sources' logits and the last one's is 0
+ * (n >= 2; lengths as ag_softmax_mix_len, or NULL).  A softmax sees only
+ * differences of logits, so a gate z = x W + b equals this one on
+ * x (W_g - W_last) + (b_g - b_last): a fifth fewer products for MPSAN. */
+ag_tensor *ag_softmax_mix_ref(ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths);
+
+/* Heads: [N, h*d] -> [h, N, d] and [B, N, h*d] -> [B, h, N, d].  This permute
+ * has no zero-copy view in contiguous storage: it is one tight copy (and
+ * backward the inverse copy). */
+ag_tensor *ag_split_heads(ag_tensor *x, int h);
+/* The inverse: [h, N, d] -> [N, h*d], [B, h, N, d] -> [B, N, h*d]. */
+ag_tensor *ag_merge_heads(ag_tensor *x);
+
+/* Fused attention softmax(Q K^T * scale + mask) V over every leading slice:
+ * Q [B,h,Nq,d], K [B,h,Nk,d], V [B,h,Nk,dv] -> [B,h,Nq,dv] (or with fewer
+ * leading dims, equal in all three).  mask as in ag_masked_softmax against
+ * the scores [B,h,Nq,Nk]; fully masked rows give 0.  Backward stores only
+ * the probabilities; if probs is not NULL it receives them ([B,h,Nq,Nk],
+ * read-only, no gradient, valid until ag_step_end) for heatmaps. */
+ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale,
+                        ag_tensor **probs);
+
+/* Positional masks M[q,k], q = query (row), k = key (column).  Direction:
+ * PAST allows k < q, FUTURE k > q, PAST_INCL k <= q, FUTURE_INCL k >= q. */
+typedef enum {
+    AG_MASK_NONE = 0, AG_MASK_PAST, AG_MASK_FUTURE, AG_MASK_PAST_INCL, AG_MASK_FUTURE_INCL
+} ag_mask_dir;
+/* Distance penalty added where allowed: WORD -|q-k|; LOG -ln|q-k|, taken as
+ * 0 on the diagonal (as at distance 1); TREE -dependency distance. */
+typedef enum { AG_DIST_NONE = 0, AG_DIST_WORD, AG_DIST_LOG, AG_DIST_TREE } ag_mask_dist;
+typedef struct {
+    ag_mask_dir dir;
+    int faraway;        /* m > 0: allowed only where 1 <= |k-q| <= m */
+    ag_mask_dist dist;
+    double weight;      /* multiplies the penalty (MS-SAN: 1.5); 0 reads as 1 */
+} ag_mask_spec;
+
+/* The constant mask [N,N] of spec: -inf where disallowed, else the penalty.
+ * Built on first use and cached (freed by ag_shutdown): do not modify it.
+ * The cache holds 64 MiB; a mask past that (very long sequences) is built in
+ * step memory on every call instead, valid until ag_step_end.
+ * Not for AG_DIST_TREE, which differs per sentence (see ag_mask_batch). */
+ag_tensor *ag_mask(const ag_mask_spec *spec, int N);
+/* Per-head constant masks [h,N,N], head i from specs[i]; cached likewise.
+ * Against batched scores [B,h,N,N] view it as [1,h,N,N] (ag_reshape):
+ * [h,N,N] there is refused as ambiguous when B == h. */
+ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N);
+/* Dual-axial attenuation factor [N,N] = 1 / ln(w|q-k| + c), to multiply
+ * (MODELS.md §2: w = c = e); needs w >= 0, c > 1; cached likewise. */
+ag_tensor *ag_mask_attenuation(double w, double c, int N);
+/* Padding mask from lengths (step arena): -inf for keys k >= lengths[b]
+ * and, with queries, for whole rows q >= lengths[b].  ndim 3 gives [B,1,N]
+ * ([B,N,N] with queries) for scores [B,N,N]; ndim 4 gives [B,1,1,N]
+ * ([B,1,N,N]) for scores [B,h,N,N]. */
+ag_tensor *ag_mask_padding(const int32_t *lengths, int B, int N, int ndim, bool queries);
+/* Undirected dependency-tree distances of one sentence, dist[q*n + k], from
+ * heads[i] in {-1 (root), 0..n-1}; two trees of a forest are n apart.  A
+ * head out of range, pointing to itself or on a cycle is AG_ERR_FORMAT
+ * with a message naming the position. */
+ag_status ag_tree_distance(const int32_t *heads, int n, int32_t *dist);
+/* The masks of one batch, [B,h,N,N] in the step arena: head i from
+ * specs[i] (AG_DIST_TREE from heads[b*N + t], t < lengths[b]; heads may be
+ * NULL if no spec uses it), -inf for padded keys and padded query rows.
+ * Bad heads: AG_ERR_FORMAT naming the sentence and position, *out = NULL. */
+ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const int32_t *lengths,
+                        const int32_t *heads, ag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Sequence ops: Gaussian positional scoring, layer norm, LSTM               */
+/* ------------------------------------------------------------------------ */
+
+/* Layer norm over the last axis with the biased variance:
+ * (x - mean) / sqrt(var + eps) * gamma + beta.  x[..., D]; gamma, beta [D]
+ * (either may be NULL: no scale, no shift). */
+ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps);
+
+/* The positional LM's mean recurrence (MODELS.md §3 step 3): m[B,N,3] ->
+ * mu[B,N], mu_t = max(m_t . [mu_{t-1}, 1/len, (t+1)/len], t/len), mu_{-1} = 0.
+ * The gradient flows through the recurrence; on a tie it goes to the floor
+ * t/len, i.e. nowhere.  0 at padded t.  len[B], or NULL: all N. */
+ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len);
+
+/* Gaussian positional context (MODELS.md §3 steps 4-5), per example of length len:
+ *   gamma[t,i] = exp(-(i/len - mu_t)^2 / (2 sigma_t^2 + eps)) over the window
+ *   i <= t (strict: i < t, so c_0 = 0), divided by max(sum over the window, 1e-12);
+ *   c_t = sum_i gamma[t,i] h_i.
+ * h[B,N,H], mu and sigma [B,N] or [B,N,1], len[B] or NULL -> c[B,N,H], 0 at
+ * padded t.  Gradients to h, mu and sigma.  If weights is not NULL it
+ * receives gamma as [B,N(t),N(i)] (a plain tensor, for heatmaps). */
+ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *len, bool strict,
+                               double eps, ag_tensor **weights);
+
+/* One LSTM layer's parameters, gates i,f,g,o along the 4H columns:
+ * w_ih [in,4H], w_hh [H,4H], b_ih and b_hh [4H] (a bias may be NULL). */
+typedef struct {
+    ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
+} ag_lstm_layer;
+
+/* Options of ag_lstm; a zeroed struct (or NULL) means: full lengths, zero
+ * initial state, no dropout. */
+typedef struct {
+    const int32_t *len;  /* [B] true lengths, or NULL: all N */
+    ag_tensor *h0, *c0;  /* [layers,B,H] initial states (may require grad), or NULL: zeros */
+    double keep;         /* inverted-dropout keep prob between layers; 0 means 1 (none) */
+    bool training;       /* dropout only when training */
+    ag_rng *rng;         /* needed when training with keep < 1 */
+    ag_tensor **h_n, **c_n; /* if set: receive the final states [layers,B,H] (gradients flow back) */
+} ag_lstm_opts;
+
+/* Multi-layer LSTM over whole sequences: x[B,N,in] -> the top layer's
+ * h[B,N,H]; layer l > 0 reads layer l-1's output.  At t >= len[b] the state
+ * is frozen and the output is 0, so the final state of example b is its
+ * state after step len[b]-1 (its initial state when len[b] = 0), as
+ * PyTorch's packed sequences give it: pass it on as the next batch's h0/c0
+ * (truncated BPTT) or use it as a sentence encoding. */
+ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, const ag_lstm_opts *opts);
+
+/* MTSA's sigma_t: log-sigmoid (the paper: ER = M ⊙ sigmoid(R)) or identity (FLAG: ER = M ⊙ exp(R)). */
+typedef enum { AG_MTSA_LOG_SIGMOID = 0, AG_MTSA_IDENTITY = 1 } ag_mtsa_score;
+
+/* MTSA multi-dim token2token attention (MODELS.md §5 steps 2-4), without
+ * forming [N,N,dh]:  H[q,l] = sum_k softmax_k(sigma_t(R[q,k]) + S[k,l] + log M[q,k]) v[k,l],
+ * 0 on rows with no allowed key.  R[B,N,N] or [B,h,N,N] (query rows, key
+ * columns), S and v [B,(h,)N,dh] -> H like v.  M = mask ∧ valid(q) ∧ valid(k),
+ * with mask {0,1} shaped like a suffix of R ([N,N], [h,N,N], ...) or NULL
+ * (all allowed), and len[B] or NULL.  Gradients to R, S and v. */
+ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
+                             ag_mtsa_score score);
+
+/* ------------------------------------------------------------------------ */
+/* Custom ops (as torch.autograd.Function)                                   */
+/* ------------------------------------------------------------------------ */
+
+/* An op written by the user: a forward that fills out->data from the
+ * inputs' data, and a backward that adds dL/d(in[i]) into grad_in[i] from
+ * dL/d(out) = grad_out.  ag_custom_op checks the inputs, allocates the
+ * output (zero-filled, step memory), runs forward, and records the op on
+ * the tape; ag_backward calls backward like any op's, and ag_gradcheck
+ * checks it like any op (examples/custom_op.c: cosine similarity). */
+typedef struct {
+    const char *name;               /* in messages and the profiler ("cosine_sim") */
+    ag_tensor *const *in;           /* the inputs, in call order (read them; do not write) */
+    int n_in;
+    ag_tensor *out;                 /* forward: write out->data */
+    const ag_real *grad_out;        /* backward: dL/d(out), out->size elements */
+    ag_real *const *grad_in;        /* backward: add (+=) dL/d(in[i]) here; NULL when in[i]
+                                     * needs no gradient */
+    void *saved;                    /* what forward keeps for backward (norms, masks, ...):
+                                     * saved_bytes of zeroed step memory, or forward points it
+                                     * at step memory of its own (ag_tensor_new(...)) */
+    const void *params;             /* a copy of the call's params (constants), or NULL */
+} ag_custom_call;
+
+typedef struct {
+    const char *name;               /* must outlive the step (a string literal) */
+    void (*forward)(ag_custom_call *c);
+    void (*backward)(ag_custom_call *c); /* may be NULL for an op no gradient goes through */
+    size_t saved_bytes;             /* 0: none */
+} ag_custom_fn;
+
+/* Records fn on the inputs in[0..n) (1 <= n <= 8) with an output of shape
+ * out_shape; params (params_bytes, copied) reach both functions.  The
+ * functions run with recording off: they may use ops for scratch values.
+ * Gradients are wanted for the inputs with requires_grad; the output
+ * requires grad when any input does. */
+ag_tensor *ag_custom_op(const ag_custom_fn *fn, ag_tensor *const *in, int n, int out_ndim, const int *out_shape,
+                        const void *params, size_t params_bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Gradient checking                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Builds the function to check, from tensors it reads; any output shape.
+ * The check projects the output on a fixed random direction. */
+typedef ag_tensor *(*ag_forward_fn)(void *ctx);
+
+typedef struct {
+    double eps;         /* central-difference step (default 1e-6 in f64) */
+    double atol, rtol;  /* pass iff |a - n| <= atol + rtol * |n| per element */
+    int64_t max_checks; /* elements checked per input, spread evenly; 0 = all */
+    uint64_t seed;      /* of the projection direction */
+} ag_gradcheck_opts;
+
+typedef struct {
+    bool ok;
+    double max_rel_err;     /* max |a - n| / max(|a|, |n|, atol / rtol) */
+    double max_abs_err;
+    int worst_input;        /* index into wrt */
+    int64_t worst_index;    /* flat element index */
+    double analytic, numeric; /* at the worst element */
+    int64_t checked;
+    /* max |a - n| / max(|a|, |n|) (0 where both are 0): the true relative
+     * error, without max_rel_err's floor, so it is large where a gradient
+     * too small for finite differences to resolve disagrees with them */
+    double max_true_rel_err;
+} ag_gradcheck_result;
+
+ag_gradcheck_opts ag_gradcheck_defaults(void);
+/* Compares analytic gradients of every tensor in wrt with central
+ * differences.  f is called many times; wrt must outlive the check. */
+ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, int n,
+                                 const ag_gradcheck_opts *opts);
+
+/* ------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------ */
+/* Call sites                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Every op records the caller's file:line before it runs, so an error (and
+ * the profiler) names the line in the user's model.  Sites nest: in
+ * ag_dense(helper(x), w, b, act) the ops inside helper() stamp their own
+ * lines and, returning, give the dense its line back.  The library itself
+ * defines AG_INTERNAL.  Statements that return no tensor (masks' status,
+ * initialisers, the optimizer) just stamp. */
+void ag_set_callsite(const char *file, int line);
+void ag_callsite_push(const char *file, int line);
+ag_tensor *ag_callsite_pop(ag_tensor *result);
+#define AG_AT(fn, ...) (ag_callsite_push(__FILE__, __LINE__), ag_callsite_pop(fn(__VA_ARGS__)))
+#define AG_AT_STMT(fn, ...) (ag_set_callsite(__FILE__, __LINE__), fn(__VA_ARGS__))
+
+#ifndef AG_INTERNAL
+#define ag_add(...) AG_AT(ag_add, __VA_ARGS__)
+#define ag_sub(...) AG_AT(ag_sub, __VA_ARGS__)
+#define ag_mul(...) AG_AT(ag_mul, __VA_ARGS__)
+#define ag_div(...) AG_AT(ag_div, __VA_ARGS__)
+#define ag_maximum(...) AG_AT(ag_maximum, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_add_scalar(...) AG_AT(ag_add_scalar, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_mul_scalar(...) AG_AT(ag_mul_scalar, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_neg(...) AG_AT(ag_neg, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_exp(...) AG_AT(ag_exp, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_log(...) AG_AT(ag_log, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_sqrt(...) AG_AT(ag_sqrt, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_square(...) AG_AT(ag_square, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_abs(...) AG_AT(ag_abs, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_tanh(...) AG_AT(ag_tanh, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_sigmoid(...) AG_AT(ag_sigmoid, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_relu(...) AG_AT(ag_relu, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_elu(...) AG_AT(ag_elu, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_softplus(...) AG_AT(ag_softplus, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_log_sigmoid(...) AG_AT(ag_log_sigmoid, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_clamp(...) AG_AT(ag_clamp, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_sum(...) AG_AT(ag_sum, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_mean(...) AG_AT(ag_mean, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_matmul(...) AG_AT(ag_matmul, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_matmul_t(...) AG_AT(ag_matmul_t, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_linear(...) AG_AT(ag_linear, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_linear_t(...) AG_AT(ag_linear_t, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_dense(...) AG_AT(ag_dense, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_reshape(...) AG_AT(ag_reshape, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_permute(...) AG_AT(ag_permute, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_transpose(...) AG_AT(ag_transpose, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_concat(...) AG_AT(ag_concat, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_slice(...) AG_AT(ag_slice, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_index_select(...) AG_AT(ag_index_select, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_embedding(...) AG_AT(ag_embedding, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_sum_axis(...) AG_AT(ag_sum_axis, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_mean_axis(...) AG_AT(ag_mean_axis, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_max_axis(...) AG_AT(ag_max_axis, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_cross_entropy(...) AG_AT(ag_cross_entropy, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_linear_cross_entropy(...) AG_AT(ag_linear_cross_entropy, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_linear_t_cross_entropy(...) AG_AT(ag_linear_t_cross_entropy, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_kl_div_soft(...) AG_AT(ag_kl_div_soft, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
+
+/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_custom_op(...) AG_AT(ag_custom_op, __VA_ARGS__)
+
+/* attention ops */
+#define ag_softmax(...) AG_AT(ag_softmax, __VA_ARGS__)
+
+/* attention ops */
+#define ag_masked_softmax(...) AG_AT(ag_masked_softmax, __VA_ARGS__)
+
+/* attention ops */
+#define ag_log_softmax(...) AG_AT(ag_log_softmax, __VA_ARGS__)
+
+/* attention ops */
+#define ag_softmax_axis_len(...) AG_AT(ag_softmax_axis_len, __VA_ARGS__)
+
+/* attention ops */
+#define ag_softmax_mix(...) AG_AT(ag_softmax_mix, __VA_ARGS__)
+
+/* attention ops */
+#define ag_softmax_mix_len(...) AG_AT(ag_softmax_mix_len, __VA_ARGS__)
+
+/* attention ops */
+#define ag_softmax_mix_ref(...) AG_AT(ag_softmax_mix_ref, __VA_ARGS__)
+
+/* attention ops */
+#define ag_split_heads(...) AG_AT(ag_split_heads, __VA_ARGS__)
+
+/* attention ops */
+#define ag_merge_heads(...) AG_AT(ag_merge_heads, __VA_ARGS__)
+
+/* attention ops */
+#define ag_attention(...) AG_AT(ag_attention, __VA_ARGS__)
+
+/* attention ops */
+#define ag_mask(...) AG_AT(ag_mask, __VA_ARGS__)
+
+/* attention ops */
+#define ag_mask_heads(...) AG_AT(ag_mask_heads, __VA_ARGS__)
+
+/* attention ops */
+#define ag_mask_attenuation(...) AG_AT(ag_mask_attenuation, __VA_ARGS__)
+
+/* attention ops */
+#define ag_mask_padding(...) AG_AT(ag_mask_padding, __VA_ARGS__)
+
+/* attention ops */
+#define ag_mask_batch(...) AG_AT_STMT(ag_mask_batch, __VA_ARGS__)
+
+/* sequence ops */
+#define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
+
+/* sequence ops */
+#define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
+
+/* sequence ops */
+#define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
+
+/* sequence ops */
+#define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
+
+/* sequence ops */
+#define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
+
+/* backward: errors (a finished step, a spent tape) name the caller's line */
+#define ag_backward(...) AG_AT_STMT(ag_backward, __VA_ARGS__)
+
+/* backward: errors (a finished step, a spent tape) name the caller's line */
+#define ag_backward_retain(...) AG_AT_STMT(ag_backward_retain, __VA_ARGS__)
+
+/* backward: errors (a finished step, a spent tape) name the caller's line */
+#define ag_backward_seeded(...) AG_AT_STMT(ag_backward_seeded, __VA_ARGS__)
+
+/* backward: errors (a finished step, a spent tape) name the caller's line */
+#define ag_backward_seeded_retain(...) AG_AT_STMT(ag_backward_seeded_retain, __VA_ARGS__)
+
+/* backward: errors (a finished step, a spent tape) name the caller's line */
+#define ag_backward_seeded_tensor(...) AG_AT_STMT(ag_backward_seeded_tensor, __VA_ARGS__)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTNGRAD_CORE_H */

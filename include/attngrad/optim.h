@@ -1,0 +1,221 @@
+/* optim.h - optimizers (SGD, Adam/AdamW, Adadelta, as torch.optim documents
+ * them), learning-rate schedules and initializers.  Part of attngrad.h; it
+ * stands alone. */
+#ifndef ATTNGRAD_OPTIM_H
+#define ATTNGRAD_OPTIM_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Optimizers, schedules, initializers                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Update rules, option names and defaults are PyTorch's (torch.optim.SGD,
+ * Adam, AdamW, Adadelta).  An optimizer updates every parameter of its list
+ * from ->grad at every step; t counts steps from 1; wd is weight_decay.
+ *   sgd       g += wd θ;  b = (t == 1) ? g : momentum b + (1 - dampening) g;
+ *             g = nesterov ? g + momentum b : b  (when momentum != 0);  θ -= lr g
+ *   adam      g += wd θ  (adamw instead decays θ -= lr wd θ, decoupled);
+ *             m = β1 m + (1-β1) g;  v = β2 v + (1-β2) g²;  vmax = max(vmax, v);
+ *             θ -= lr/(1-β1^t) · m / (sqrt(amsgrad ? vmax : v)/sqrt(1-β2^t) + eps)
+ *   adadelta  g += wd θ;  v = ρ v + (1-ρ) g²;  Δ = sqrt(u + eps)/sqrt(v + eps) g;
+ *             u = ρ u + (1-ρ) Δ²;  θ -= lr Δ
+ * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+ * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6.  (The
+ * MPSAN/MTSA papers use adadelta lr 0.5, rho 0.95: say so explicitly.) */
+typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA } ag_optim_kind;
+
+typedef struct {
+    ag_optim_kind kind;
+    double lr;
+    double weight_decay;                 /* all: L2 added to g; adamw: decoupled */
+    double momentum, dampening;          /* sgd */
+    bool nesterov;                       /* sgd */
+    double beta1, beta2;                 /* adam, adamw */
+    bool amsgrad;                        /* adam, adamw */
+    double rho;                          /* adadelta */
+    double eps;                          /* adam, adamw, adadelta */
+} ag_optim_config;
+
+ag_optim_config ag_optim_defaults(ag_optim_kind kind);
+/* Parses "sgd:lr=0.1,momentum=0.9", "adam:lr=1e-3,beta2=0.98,amsgrad=1",
+ * "adamw:weight_decay=0.01", "adadelta:lr=0.5,rho=0.95"; keys left out keep
+ * their defaults.  AG_ERR_ARG names the bad key or value in ag_errmsg(). */
+ag_status ag_optim_parse(const char *spec, ag_optim_config *out);
+/* Every hyperparameter as a spec that parses back to the same config. */
+const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n);
+ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch */
+
+/* An optimizer and its state.  State buffers ("slots") are allocated once,
+ * one per parameter and slot, same size as the parameter, and named
+ * sgd: "momentum" (when momentum != 0); adam/adamw: "m", "v", "vmax" (when
+ * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta).  A
+ * parameter frozen before init (ag_param_freeze) has none: its slot
+ * pointers are NULL, a step skips it and checkpoints hold no state for it. */
+typedef struct {
+    ag_optim_config cfg;
+    double lr;           /* current rate: cfg.lr at first, schedules change it */
+    int64_t step;        /* updates made so far */
+    ag_params *params;   /* updated in place; not owned; must not grow */
+    int n_params;        /* params->count at init */
+    int n_slots;
+    ag_real *state;      /* every slot, one allocation, zero at first */
+    ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
+    double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
+    ag_device device;     /* where the state lives: the parameters' device at init */
+} ag_optimizer;
+
+ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg);
+/* One update of every parameter from its gradient; allocates nothing. */
+void ag_optim_step(ag_optimizer *opt);
+void ag_optim_free(ag_optimizer *opt);
+const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ... */
+/* Parameter groups (torch's param_groups, for the one option that differs
+ * in practice): every parameter p of the optimizer's list with match(p,
+ * ctx) gets this weight decay instead of cfg.weight_decay; returns how
+ * many matched.  Transformers decay no bias and no LayerNorm gain or shift:
+ *   ag_optim_set_weight_decay(&opt, ag_param_is_bias_or_norm, NULL, 0);
+ * Not saved in checkpoints (like cfg, it is the caller's setup). */
+typedef bool (*ag_param_pred)(const ag_tensor *p, void *ctx);
+int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay);
+/* Biases, gains and shifts: parameters of at most one dim. */
+bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
+const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
+/* The state buffer of a parameter by names, or NULL; on opt->device (a GPU
+ * one is read back with the checkpoint functions). */
+ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
+
+/* Global-norm clipping, as torch.nn.utils.clip_grad_norm_: when the L2 norm
+ * of all gradients together exceeds max_norm, scales them all by
+ * max_norm / (norm + 1e-6).  Returns the norm before clipping. */
+double ag_clip_grad_norm(ag_params *ps, double max_norm);
+/* The L2 norm of all gradients together, as ag_clip_grad_norm measures it,
+ * without clipping; and the same over the parameters' values. */
+double ag_grad_norm(const ag_params *ps);
+double ag_params_norm(const ag_params *ps);
+/* Finite checks of a training step that cost one norm: AG_OK when the
+ * global gradient norm (from ag_clip_grad_norm or ag_grad_norm) is finite,
+ * else AG_ERR_NONFINITE with a message naming the first gradient that holds
+ * an inf or NaN, its shape, value and element (a scan, only then).  After
+ * the optimizer step, the same for the parameters' values (their norm into
+ * *norm when not NULL): a diverged update shows there even when the loss
+ * still looks finite (a ReLU or a max turns NaN into 0). */
+ag_status ag_check_grads_finite(const ag_params *ps, double norm);
+ag_status ag_check_params_finite(const ag_params *ps, double *norm);
+/* The first parameter whose values (grads false) or gradient (true) hold an
+ * inf or NaN, and the element's flat index in *at; NULL when all are finite. */
+ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at);
+/* The weight matrices of MODELS.md's L2 term: parameters with 2 or more
+ * dims, except embedding tables (names starting with "embed" or "bigram").
+ * Biases, gains, vectors and embeddings are not weight matrices. */
+bool ag_is_weight_matrix(const ag_tensor *p);
+/* Adds the gradient of gamma * sum ½‖W‖² over the weight matrices (gamma W)
+ * to their ->grad and returns the penalty's value (to log it with the loss).
+ * ag_l2_grad adds the gradient only: on a GPU the value costs a wait. */
+double ag_l2_penalty(ag_params *ps, double gamma);
+void ag_l2_grad(ag_params *ps, double gamma);
+
+/* Learning-rate schedules, as torch.optim.lr_scheduler (StepLR,
+ * ExponentialLR, ReduceLROnPlateau), stepped once per epoch. */
+typedef enum { AG_SCHED_CONSTANT, AG_SCHED_STEP, AG_SCHED_EXPONENTIAL, AG_SCHED_PLATEAU } ag_sched_kind;
+
+typedef struct {
+    ag_sched_kind kind;
+    int step_size;          /* step: lr *= gamma every step_size epochs (required) */
+    double gamma;           /* step (default 0.1), exponential: every epoch (required) */
+    bool mode_max;          /* plateau: "min" (default) or "max" */
+    double factor;          /* plateau: new lr = max(lr * factor, min_lr); 0.1 */
+    int patience;           /* plateau: bad epochs tolerated; 10 */
+    double threshold;       /* plateau: significant improvement; 1e-4 */
+    bool threshold_abs;     /* plateau: "rel" (default) or "abs" */
+    int cooldown;           /* plateau: epochs to wait after a cut; 0 */
+    double min_lr;          /* plateau: 0 */
+    double eps;             /* plateau: cuts smaller than eps are skipped; 1e-8 */
+} ag_sched_config;
+
+ag_sched_config ag_sched_defaults(ag_sched_kind kind);
+/* "constant", "step:step_size=30,gamma=0.1", "exponential:gamma=0.95",
+ * "plateau:mode=min,factor=0.5,patience=5,threshold_mode=abs,cooldown=2". */
+ag_status ag_sched_parse(const char *spec, ag_sched_config *out);
+const char *ag_sched_format(const ag_sched_config *c, char *buf, size_t n);
+ag_status ag_sched_check(const ag_sched_config *c);
+
+typedef struct {
+    ag_sched_config cfg;
+    int64_t last_epoch;     /* ag_sched_step calls so far */
+    double best;            /* plateau: best metric (+-inf at first) */
+    int num_bad_epochs, cooldown_counter;
+} ag_scheduler;
+
+ag_status ag_sched_init(ag_scheduler *s, const ag_sched_config *cfg);
+/* End of an epoch: updates opt->lr (plateau reads metric, the others ignore
+ * it) and returns the new rate. */
+double ag_sched_step(ag_scheduler *s, ag_optimizer *opt, double metric);
+
+/* Per-step schedules, beside the per-epoch ones above: the rate of step t
+ * (counted from 1, as ag_optimizer's step) is base * factor(t), with a
+ * linear warm-up factor t / warmup while t < warmup, then
+ *   constant  1
+ *   linear    min_ratio + (1 - min_ratio)(1 - p)
+ *   cosine    min_ratio + (1 - min_ratio)(1 + cos(pi p)) / 2
+ *   inv_sqrt  sqrt(warmup / t)  (1 / sqrt(t) without warm-up; the
+ *             Transformer's rate d^-0.5 min(t^-0.5, t warmup^-1.5) is
+ *             inv_sqrt with base d^-0.5 warmup^-0.5)
+ * where p = (t - warmup) / (total - warmup), at most 1.  Specs:
+ * "cosine:warmup=500,total=20000,min_ratio=0.1", "inv_sqrt:warmup=4000",
+ * "linear:total=1000", "constant:warmup=100". */
+typedef enum { AG_LR_CONSTANT, AG_LR_LINEAR, AG_LR_COSINE, AG_LR_INV_SQRT } ag_lr_decay;
+typedef struct {
+    ag_lr_decay decay;
+    int warmup;         /* warm-up steps (0: none) */
+    int total;          /* linear, cosine: the step where the decay ends (required, > warmup) */
+    double min_ratio;   /* linear, cosine: the final rate over the base; 0 */
+} ag_lr_steps;
+ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out);
+const char *ag_lr_steps_format(const ag_lr_steps *s, char *buf, size_t n);
+ag_status ag_lr_steps_check(const ag_lr_steps *s);
+double ag_lr_steps_factor(const ag_lr_steps *s, int64_t t);
+/* Before each ag_optim_step: opt->lr = base_lr * factor(opt->step + 1), the
+ * coming step's rate; returns it.  With a per-epoch schedule too, pass the
+ * rate it set as base_lr. */
+double ag_lr_steps_apply(const ag_lr_steps *s, ag_optimizer *opt, double base_lr);
+
+/* Initializers, drawing from a seeded generator in a fixed order (same seed,
+ * same values, f32 and f64 alike up to rounding). */
+void ag_init_zeros(ag_tensor *t);
+void ag_init_constant(ag_tensor *t, double value);
+void ag_init_uniform(ag_tensor *t, double a, double b, ag_rng *rng);       /* U(a, b) */
+void ag_init_normal(ag_tensor *t, double mean, double std, ag_rng *rng);
+/* Glorot/Xavier for weights stored [in, out] (the last two dims; leading
+ * dims stack independent matrices): bound gain * sqrt(6 / (in + out)) for
+ * uniform, std gain * sqrt(2 / (in + out)) for normal. */
+void ag_init_glorot_uniform(ag_tensor *t, double gain, ag_rng *rng);
+void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng);
+
+/* ------------------------------------------------------------------------ */
+
+#ifndef AG_INTERNAL
+
+/* optimizers, initializers, checkpoints */
+#define ag_optim_step(...) AG_AT_STMT(ag_optim_step, __VA_ARGS__)
+
+/* optimizers, initializers, checkpoints */
+#define ag_init_uniform(...) AG_AT_STMT(ag_init_uniform, __VA_ARGS__)
+
+/* optimizers, initializers, checkpoints */
+#define ag_init_normal(...) AG_AT_STMT(ag_init_normal, __VA_ARGS__)
+
+/* optimizers, initializers, checkpoints */
+#define ag_init_glorot_uniform(...) AG_AT_STMT(ag_init_glorot_uniform, __VA_ARGS__)
+
+/* optimizers, initializers, checkpoints */
+#define ag_init_glorot_normal(...) AG_AT_STMT(ag_init_glorot_normal, __VA_ARGS__)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTNGRAD_OPTIM_H */
