@@ -233,14 +233,15 @@ static int train_step(trainer *t, int64_t step, int64_t global_rows, double *los
     }
     *tokens = (double)batch_tokens(&t->batch);
     const ag_real *loss_there;
+    ag_real global; /* data-parallel: the global loss, which the CPU reads in place */
     if (ag_dist_size() > 1) {
         double mine = out ? ag_item(out) : 0; /* a rank without rows joins the allreduce with zeros */
         double n_mine = !out ? 0 : m->cfg.task == AG_TASK_LM ? (double)count_targets(&t->batch) : t->batch.rows;
         if (out && isfinite(mine)) ag_backward(out);
-        ag_real global = (ag_real)ag_dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens);
+        global = (ag_real)ag_dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens);
         /* a rank without rows drew no dropout masks: it takes rank 0's generator */
         if (global_rows < ag_dist_size()) ag_dist_bcast(&m->rng, sizeof m->rng);
-        loss_there = ag__step_copy_on(dev, &global, sizeof global); /* staged on the GPU; read in place on the CPU */
+        loss_there = ag__step_copy_on(dev, &global, sizeof global); /* staged on the GPU */
     } else {
         ag_backward(out);
         loss_there = out->data;
