@@ -110,12 +110,12 @@ int ag_sampler_init(ag_sampler *s, const ag_dataset *ds, const int64_t *subset, 
     memset(s, 0, sizeof *s);
     if (!subset) n = ds->n;
     if (!opts || opts->batch_size < 1 || opts->bucket_chunks < 0 || n < 0)
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL, "sampler: bad batch size/options");
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL, "sampler: bad batch size/options");
     if (n > (int64_t)1 << 32)
-        return ag_data_fail(err, errlen, AG_DATA_ELIMIT, "sampler: too many examples");
+        return ag__data_fail(err, errlen, AG_DATA_ELIMIT, "sampler: too many examples");
     for (int64_t k = 0; subset && k < n; k++)
         if (subset[k] < 0 || subset[k] >= ds->n)
-            return ag_data_fail(err, errlen, AG_DATA_EINVAL,
+            return ag__data_fail(err, errlen, AG_DATA_EINVAL,
                                 "sampler: subset index %lld out of range", (long long)subset[k]);
     s->opts = *opts;
     s->ds = ds;
@@ -129,7 +129,7 @@ int ag_sampler_init(ag_sampler *s, const ag_dataset *ds, const int64_t *subset, 
     s->sort_keys = malloc(m * sizeof *s->sort_keys);
     if (!s->subset || !s->order || !s->batch_perm || !s->sort_keys) {
         ag_sampler_free(s);
-        return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "sampler: out of memory");
+        return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "sampler: out of memory");
     }
     for (int64_t k = 0; k < n; k++) s->subset[k] = subset ? subset[k] : k;
     ag_sampler_epoch(s, NULL); /* usable before the first explicit epoch */
@@ -216,7 +216,7 @@ int ag_batch_alloc(ag_batch *b, const ag_dataset *ds, int32_t max_rows,
     memset(b, 0, sizeof *b);
     ag_batch_opts o = opts ? *opts : (ag_batch_opts){0};
     if (max_rows < 1 || o.fixed_len < 0 || o.max_width < 0 || o.max_len < 0 || o.n_bigram < 0 || o.n_bigram == 1)
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL, "batch: bad rows/options");
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL, "batch: bad rows/options");
     int32_t la, lb;
     ag_dataset_max_len(ds, &la, &lb);
     if (ds->format == AG_FORMAT_LM) la = la > 0 ? la - 1 : 0; /* inputs stop before the last */
@@ -244,7 +244,7 @@ int ag_batch_alloc(ag_batch *b, const ag_dataset *ds, int32_t max_rows,
     if (ok && o.n_bigram && pair) ok = !!(b->bigrams_b = alloc_n(cells, sizeof(int32_t)));
     if (!ok) {
         ag_batch_free(b);
-        return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "batch: out of memory (%d x %d)",
+        return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "batch: out of memory (%d x %d)",
                             (int)max_rows, (int)w);
     }
     return 0;
@@ -281,20 +281,20 @@ static int32_t row_width(const ag_batch *b, const ag_dataset *ds, const int64_t 
 int ag_batch_fill(ag_batch *b, const ag_dataset *ds, const int64_t *idx, int32_t rows,
                   char *err, size_t errlen) {
     if (ds->format != b->format || !ds->encoded)
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL,
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL,
                             "batch: dataset %s (wrong format or not encoded)",
                             ag_format_name(ds->format));
     if (rows < 0 || rows > b->max_rows)
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL, "batch: %d rows, capacity %d",
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL, "batch: %d rows, capacity %d",
                             (int)rows, (int)b->max_rows);
     for (int32_t r = 0; r < rows; r++)
         if (idx[r] < 0 || idx[r] >= ds->n)
-            return ag_data_fail(err, errlen, AG_DATA_EINVAL, "batch: index %lld out of range",
+            return ag__data_fail(err, errlen, AG_DATA_EINVAL, "batch: index %lld out of range",
                                 (long long)idx[r]);
     int lm = ds->format == AG_FORMAT_LM, pair = ds->format == AG_FORMAT_SICK;
     int32_t w = row_width(b, ds, idx, rows, 0), wb = pair ? row_width(b, ds, idx, rows, 1) : 0;
     if (w > b->max_width || wb > b->max_width)
-        return ag_data_fail(err, errlen, AG_DATA_ELIMIT,
+        return ag__data_fail(err, errlen, AG_DATA_ELIMIT,
                             "batch: example of length %d exceeds max_width %d (raise "
                             "ag_batch_opts.max_width or use fixed_len)",
                             (int)(w > wb ? w : wb), (int)b->max_width);

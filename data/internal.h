@@ -9,17 +9,17 @@
 #include "attngrad/data.h"
 
 /* Formats the error message (if err) and returns code, so call sites read
- * `return ag_data_fail(err, errlen, AG_DATA_EFORMAT, "%s:%lld: ...", ...)`. */
-int ag_data_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+ * `return ag__data_fail(err, errlen, AG_DATA_EFORMAT, "%s:%lld: ...", ...)`. */
+int ag__data_fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Makes *p hold at least `need` elements of `elem` bytes, growing
  * geometrically; 0 or AG_DATA_ENOMEM (also on size overflow). */
-int ag_data_grow(void **p, size_t *cap, size_t need, size_t elem);
+int ag__data_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /* loaders.c: counts text[0..n), line `line` of path, in s->not_utf8 when it
  * is not UTF-8, the first one's place in s->first_not_utf8. */
-void ag_data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, const char *text, size_t n);
+void ag__data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, const char *text, size_t n);
 
 /* ---- interned strings: open addressing, FNV-1a, power-of-two slots ---- */
 
@@ -32,20 +32,20 @@ typedef struct {
     int32_t n, cap;
     int32_t *slots;    /* id or -1 */
     size_t nslots;
-} ag_strtab;
+} ag__strtab;
 
-void ag_strtab_free(ag_strtab *t);
+void ag__strtab_free(ag__strtab *t);
 /* Existing id, or a new one; 0 or AG_DATA_ENOMEM / AG_DATA_ELIMIT. */
-int ag_strtab_intern(ag_strtab *t, const char *s, size_t len, int32_t *id);
-int32_t ag_strtab_find(const ag_strtab *t, const char *s, size_t len);
-static inline const char *ag_strtab_str(const ag_strtab *t, int32_t id) {
+int ag__strtab_intern(ag__strtab *t, const char *s, size_t len, int32_t *id);
+int32_t ag__strtab_find(const ag__strtab *t, const char *s, size_t len);
+static inline const char *ag__strtab_str(const ag__strtab *t, int32_t id) {
     return t->bytes + t->off[id];
 }
 
 /* ---- dataset store: what ag_dataset.store points at ---------------------- */
 
 struct ag_dataset_store {
-    ag_strtab types;     /* every distinct token string of the dataset */
+    ag__strtab types;     /* every distinct token string of the dataset */
     int32_t *raw;        /* type ids of all sentences back to back */
     int32_t *ids;        /* same layout: vocab ids after encode */
     int32_t *heads;      /* same layout: CoNLL-U heads */
@@ -54,11 +54,11 @@ struct ag_dataset_store {
     int64_t *off_a, *off_b; /* per example, into raw */
     size_t capex, capoff;
     int64_t open_off;    /* where the example being built starts */
-    int64_t open_off_b;  /* -1 until ag_ds_begin_second */
+    int64_t open_off_b;  /* -1 until ag__ds_begin_second */
     int32_t eos;         /* type id of <eos>, -1 if absent */
     int with_heads;      /* keep heads for a format other than CoNLL-U (parsed trees) */
     /* CoNLL-U: each sentence's "# sent_id = FILE:LINE[:A|B]" (ag_dataset_attach_parses) */
-    ag_strtab sent_files; /* the FILEs */
+    ag__strtab sent_files; /* the FILEs */
     int32_t *sent_file;  /* [n]: id in sent_files, -1 without a sent_id of that form */
     int64_t *sent_line;  /* [n]: LINE */
     int8_t *sent_side;   /* [n]: 0, or 'A' / 'B' */
@@ -69,24 +69,24 @@ struct ag_dataset_store {
 /* Building a dataset (used by the loaders and by synth). Example-at-a-time:
  * begin, add tokens, optionally begin_second and add more, then end (keeps
  * it) or abort (drops its tokens). finish fixes the public pointers. */
-int ag_ds_init(ag_dataset *ds, ag_format fmt);
-void ag_ds_begin(ag_dataset *ds);
-int ag_ds_add(ag_dataset *ds, const char *tok, size_t len, int32_t head);
-void ag_ds_begin_second(ag_dataset *ds);
-int64_t ag_ds_open_len(const ag_dataset *ds);      /* tokens in the open sentence */
-int32_t *ag_ds_open_heads(ag_dataset *ds);          /* heads of the open sentence */
-int ag_ds_end(ag_dataset *ds, int32_t label, float score, int64_t line, int32_t clip_to);
-void ag_ds_abort(ag_dataset *ds);
-void ag_ds_finish(ag_dataset *ds);
+int ag__ds_init(ag_dataset *ds, ag_format fmt);
+void ag__ds_begin(ag_dataset *ds);
+int ag__ds_add(ag_dataset *ds, const char *tok, size_t len, int32_t head);
+void ag__ds_begin_second(ag_dataset *ds);
+int64_t ag__ds_open_len(const ag_dataset *ds);      /* tokens in the open sentence */
+int32_t *ag__ds_open_heads(ag_dataset *ds);          /* heads of the open sentence */
+int ag__ds_end(ag_dataset *ds, int32_t label, float score, int64_t line, int32_t clip_to);
+void ag__ds_abort(ag_dataset *ds);
+void ag__ds_finish(ag_dataset *ds);
 
 /* ---- parses ---------------------------------------------------------------- */
 
 /* Word t of a sentence being matched to a parse, *len its bytes. */
-typedef const char *(*ag_word_fn)(void *ctx, int32_t t, size_t *len);
+typedef const char *(*ag__word_fn)(void *ctx, int32_t t, size_t *len);
 /* parses.c: the heads of words 0..n-1 from parse k of p (CoNLL-U).
  * scratch holds 2 * max(n, p's sentence) ints.  -1, or the first word that
  * does not match (n: parse tokens left over), with the parse token in *tok. */
-int32_t ag_data_parse_heads(ag_word_fn word, void *ctx, int32_t n, const ag_dataset *p, int64_t k, int32_t *heads,
+int32_t ag__data_parse_heads(ag__word_fn word, void *ctx, int32_t n, const ag_dataset *p, int64_t k, int32_t *heads,
                             int32_t *scratch, int32_t *tok);
 
 /* ---- lines of a file, any length, with a cap ------------------------------ */
@@ -100,22 +100,22 @@ typedef struct {
     char *chunk;        /* read buffer */
     size_t chunk_pos, chunk_len;
     int eof;
-    const char *mem;    /* lines from memory instead of f (ag_data_lines_open_mem) */
+    const char *mem;    /* lines from memory instead of f (ag__data_lines_open_mem) */
     size_t mem_len, mem_pos;
-} ag_data_line_reader;
+} ag__data_line_reader;
 
-int ag_data_lines_open(ag_data_line_reader *lr, const char *path, size_t max_line_bytes,
+int ag__data_lines_open(ag__data_line_reader *lr, const char *path, size_t max_line_bytes,
                   char *err, size_t errlen);
 /* The same over bytes in memory (borrowed until close); `name` stands for
  * the path in messages. */
-int ag_data_lines_open_mem(ag_data_line_reader *lr, const char *name, const void *bytes, size_t n,
+int ag__data_lines_open_mem(ag__data_line_reader *lr, const char *name, const void *bytes, size_t n,
                            size_t max_line_bytes, char *err, size_t errlen);
 /* 1 = got a line, 0 = end of file, negative = error (message written). */
-int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen);
+int ag__data_lines_next(ag__data_line_reader *lr, char *err, size_t errlen);
 /* Up to n raw bytes of the input, past what the lines have taken, into dst
  * (file or memory alike): how many; fewer only at the end or on an error. */
-size_t ag_data_lines_read(ag_data_line_reader *lr, void *dst, size_t n);
-void ag_data_lines_close(ag_data_line_reader *lr);
+size_t ag__data_lines_read(ag__data_line_reader *lr, void *dst, size_t n);
+void ag__data_lines_close(ag__data_line_reader *lr);
 
 
 #endif

@@ -15,7 +15,7 @@ enum { AG_MAX_LABEL = 65535 }; /* more classes than this is surely garbage */
 
 /* ---- building a dataset ------------------------------------------------------ */
 
-int ag_ds_init(ag_dataset *ds, ag_format fmt) {
+int ag__ds_init(ag_dataset *ds, ag_format fmt) {
     memset(ds, 0, sizeof *ds);
     ds->format = fmt;
     ds->store = calloc(1, sizeof *ds->store);
@@ -29,14 +29,14 @@ void ag_dataset_free(ag_dataset *ds) {
     if (!ds) return;
     ag_dataset_store *st = ds->store;
     if (st) {
-        ag_strtab_free(&st->types);
+        ag__strtab_free(&st->types);
         free(st->raw);
         free(st->ids);
         free(st->heads);
         free(st->off_a);
         free(st->off_b);
         free(st->path);
-        ag_strtab_free(&st->sent_files);
+        ag__strtab_free(&st->sent_files);
         free(st->sent_file);
         free(st->sent_line);
         free(st->sent_side);
@@ -48,58 +48,58 @@ void ag_dataset_free(ag_dataset *ds) {
 
 const char *ag_dataset_path(const ag_dataset *ds) { return ds->store ? ds->store->path : NULL; }
 
-void ag_ds_begin(ag_dataset *ds) {
+void ag__ds_begin(ag_dataset *ds) {
     ds->store->open_off = ds->store->nraw;
     ds->store->open_off_b = -1;
 }
 
-void ag_ds_begin_second(ag_dataset *ds) { ds->store->open_off_b = ds->store->nraw; }
+void ag__ds_begin_second(ag_dataset *ds) { ds->store->open_off_b = ds->store->nraw; }
 
-int ag_ds_add(ag_dataset *ds, const char *tok, size_t len, int32_t head) {
+int ag__ds_add(ag_dataset *ds, const char *tok, size_t len, int32_t head) {
     ag_dataset_store *st = ds->store;
     int32_t id;
-    int rc = ag_strtab_intern(&st->types, tok, len, &id);
+    int rc = ag__strtab_intern(&st->types, tok, len, &id);
     if (rc) return rc;
     size_t need = (size_t)st->nraw + 1;
-    if (ag_data_grow((void **)&st->raw, &st->capraw, need, sizeof *st->raw)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&st->raw, &st->capraw, need, sizeof *st->raw)) return AG_DATA_ENOMEM;
     if ((ds->format == AG_FORMAT_CONLLU || st->with_heads) &&
-        ag_data_grow((void **)&st->heads, &st->capheads, need, sizeof *st->heads))
+        ag__data_grow((void **)&st->heads, &st->capheads, need, sizeof *st->heads))
         return AG_DATA_ENOMEM;
     if (st->heads) st->heads[st->nraw] = head;
     st->raw[st->nraw++] = id;
     return 0;
 }
 
-int64_t ag_ds_open_len(const ag_dataset *ds) {
+int64_t ag__ds_open_len(const ag_dataset *ds) {
     const ag_dataset_store *st = ds->store;
     return st->nraw - (st->open_off_b >= 0 ? st->open_off_b : st->open_off);
 }
 
 /* NULL before the first token: no heads array yet, and an offset applied to
  * NULL is undefined behaviour even when it is 0 (clang's UBSan stops on it). */
-int32_t *ag_ds_open_heads(ag_dataset *ds) {
+int32_t *ag__ds_open_heads(ag_dataset *ds) {
     ag_dataset_store *st = ds->store;
     return st->heads ? st->heads + st->open_off : NULL;
 }
 
-void ag_ds_abort(ag_dataset *ds) {
+void ag__ds_abort(ag_dataset *ds) {
     ds->store->nraw = ds->store->open_off;
     ds->store->open_off_b = -1;
 }
 
-int ag_ds_end(ag_dataset *ds, int32_t label, float score, int64_t line, int32_t clip_to) {
+int ag__ds_end(ag_dataset *ds, int32_t label, float score, int64_t line, int32_t clip_to) {
     ag_dataset_store *st = ds->store;
     int64_t end_a = st->open_off_b >= 0 ? st->open_off_b : st->nraw;
     int64_t len_a = end_a - st->open_off;
     int64_t len_b = st->open_off_b >= 0 ? st->nraw - st->open_off_b : 0;
     if (len_a > INT32_MAX || len_b > INT32_MAX) return AG_DATA_ELIMIT;
     size_t need = (size_t)ds->n + 1, c1 = st->capoff;
-    if (ag_data_grow((void **)&ds->ex, &st->capex, need, sizeof *ds->ex) ||
-        ag_data_grow((void **)&st->off_a, &c1, need, sizeof *st->off_a))
+    if (ag__data_grow((void **)&ds->ex, &st->capex, need, sizeof *ds->ex) ||
+        ag__data_grow((void **)&st->off_a, &c1, need, sizeof *st->off_a))
         return AG_DATA_ENOMEM;
     if (ds->format == AG_FORMAT_SICK) {
         size_t c2 = st->capoff;
-        if (ag_data_grow((void **)&st->off_b, &c2, need, sizeof *st->off_b)) return AG_DATA_ENOMEM;
+        if (ag__data_grow((void **)&st->off_b, &c2, need, sizeof *st->off_b)) return AG_DATA_ENOMEM;
     }
     st->capoff = c1;
     int32_t len = (int32_t)len_a;
@@ -122,7 +122,7 @@ int ag_ds_end(ag_dataset *ds, int32_t label, float score, int64_t line, int32_t 
 }
 
 /* Public pointers are set only now: the pools moved while growing. */
-void ag_ds_finish(ag_dataset *ds) {
+void ag__ds_finish(ag_dataset *ds) {
     ag_dataset_store *st = ds->store;
     for (int64_t i = 0; i < ds->n; i++) {
         ds->ex[i].heads = st->heads ? st->heads + st->off_a[i] : NULL;
@@ -137,7 +137,7 @@ void ag_ds_finish(ag_dataset *ds) {
 
 typedef struct {
     ag_dataset *ds;
-    ag_data_line_reader lr;
+    ag__data_line_reader lr;
     const ag_load_opts *o;
     ag_span *spans;
     size_t nspans;
@@ -149,7 +149,7 @@ typedef struct {
 static int64_t tokenize_into(load_ctx *c, char *s, size_t n) {
     size_t k = ag_tokenize(s, n, c->o->lowercase, c->spans, c->nspans);
     if (k > c->nspans) {
-        if (ag_data_grow((void **)&c->spans, &c->nspans, k, sizeof *c->spans)) return -1;
+        if (ag__data_grow((void **)&c->spans, &c->nspans, k, sizeof *c->spans)) return -1;
         ag_tokenize(s, n, 0, c->spans, c->nspans); /* already lowered */
     }
     return (int64_t)k;
@@ -165,9 +165,9 @@ static int bad_line(load_ctx *c, int64_t line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    ag_ds_abort(c->ds);
+    ag__ds_abort(c->ds);
     if (!c->o->skip_bad_lines)
-        return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: %s", c->lr.path,
+        return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: %s", c->lr.path,
                             (long long)line, why);
     ag_corpus_stats *s = &c->ds->stats;
     if (s->skipped++ == 0)
@@ -177,12 +177,12 @@ static int bad_line(load_ctx *c, int64_t line, const char *fmt, ...) {
 }
 
 static int oom(load_ctx *c) {
-    return ag_data_fail(c->err, c->errlen, AG_DATA_ENOMEM, "%s:%lld: out of memory or too "
+    return ag__data_fail(c->err, c->errlen, AG_DATA_ENOMEM, "%s:%lld: out of memory or too "
                         "many tokens", c->lr.path, (long long)c->lr.lineno);
 }
 
 /* Counts a line that is not UTF-8 (kept as bytes), naming the first. */
-void ag_data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, const char *text, size_t n) {
+void ag__data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, const char *text, size_t n) {
     long at = ag_utf8_error_at(text, n);
     if (at < 0) return;
     if (s->not_utf8++ == 0)
@@ -194,7 +194,7 @@ void ag_data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, const
 static int junk_line(load_ctx *c, int *rc) {
     long at = ag_data_find_junk(c->lr.buf, c->lr.len);
     if (at < 0) {
-        ag_data_note_utf8(&c->ds->stats, c->lr.path, c->lr.lineno, c->lr.buf, c->lr.len);
+        ag__data_note_utf8(&c->ds->stats, c->lr.path, c->lr.lineno, c->lr.buf, c->lr.len);
         return 0;
     }
     *rc = bad_line(c, c->lr.lineno, "binary data (byte 0x%02x at column %ld)",
@@ -217,7 +217,7 @@ static int64_t line_tokens(load_ctx *c, int *rc) {
 
 static int add_spans(load_ctx *c, const char *s, const ag_span *sp, int64_t k, int32_t head) {
     for (int64_t t = 0; t < k; t++)
-        if (ag_ds_add(c->ds, s + sp[t].start, sp[t].len, head)) return oom(c);
+        if (ag__ds_add(c->ds, s + sp[t].start, sp[t].len, head)) return oom(c);
     return 0;
 }
 
@@ -268,7 +268,7 @@ static int parse_decimal(const char *s, size_t n, double *out) {
 static int check_label_range(load_ctx *c, long label) {
     int32_t k = c->o->n_classes;
     if (k <= 0 || label < k) return 0;
-    return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+    return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
                         "%s:%lld: label %ld is outside [0, %d] (the data set has %d classes)",
                         c->lr.path, (long long)c->lr.lineno, label, (int)k - 1, (int)k);
 }
@@ -286,9 +286,9 @@ static int load_labeled_line(load_ctx *c) {
                         (int)(c->spans[0].len > 40 ? 40 : c->spans[0].len), lab, AG_MAX_LABEL);
     if ((rc = check_label_range(c, label))) return rc;
     if (k == 1) return bad_line(c, c->lr.lineno, "empty sentence after label %ld", label);
-    ag_ds_begin(c->ds);
+    ag__ds_begin(c->ds);
     if ((rc = add_spans(c, c->lr.buf, c->spans + 1, k - 1, 0))) return rc;
-    if (ag_ds_end(c->ds, (int32_t)label, 0.0f, c->lr.lineno, 0)) return oom(c);
+    if (ag__ds_end(c->ds, (int32_t)label, 0.0f, c->lr.lineno, 0)) return oom(c);
     return 0;
 }
 
@@ -298,10 +298,10 @@ static int load_lm_line(load_ctx *c) {
     int rc = 0;
     int64_t k = line_tokens(c, &rc);
     if (k <= 0) return rc; /* blank (counted), junk or out of memory */
-    ag_ds_begin(c->ds);
+    ag__ds_begin(c->ds);
     if ((rc = add_spans(c, c->lr.buf, c->spans, k, 0))) return rc;
-    if (ag_ds_add(c->ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0)) return oom(c);
-    if (ag_ds_end(c->ds, -1, 0.0f, c->lr.lineno, c->o->lm_max_len + 1)) return oom(c);
+    if (ag__ds_add(c->ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0)) return oom(c);
+    if (ag__ds_end(c->ds, -1, 0.0f, c->lr.lineno, c->o->lm_max_len + 1)) return oom(c);
     return 0;
 }
 
@@ -342,7 +342,7 @@ static int sick_header(load_ctx *c, sick_cols *h) {
                                    "entailment_judgment"};
     int *cols[4] = {&h->col_a, &h->col_b, &h->col_score, &h->col_label};
     if (strncmp(c->lr.buf, "pair_ID", 7) != 0)
-        return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+        return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
                             "%s:%lld: expected the SICK header line (pair_ID<TAB>sentence_A...)",
                             c->lr.path, (long long)c->lr.lineno);
     h->ncols = tsv_split(c->lr.buf, c->lr.len, NULL, 0);
@@ -357,7 +357,7 @@ static int sick_header(load_ctx *c, sick_cols *h) {
             if (f.n == strlen(names[k]) && memcmp(f.s, names[k], f.n) == 0) *cols[k] = i;
         }
         if (*cols[k] < 0)
-            return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+            return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
                                 "%s:%lld: header has no column '%s'", c->lr.path,
                                 (long long)c->lr.lineno, names[k]);
     }
@@ -409,11 +409,11 @@ static int load_sick_line(load_ctx *c, sick_cols *h) {
         return bad_line(c, c->lr.lineno,
                         "entailment label '%.*s' is not NEUTRAL/ENTAILMENT/CONTRADICTION",
                         (int)(nl > 40 ? 40 : nl), fl);
-    ag_ds_begin(c->ds);
+    ag__ds_begin(c->ds);
     if ((rc = sick_sentence(c, fa, na, "sentence_A"))) return rc < 0 ? rc : 0;
-    ag_ds_begin_second(c->ds);
+    ag__ds_begin_second(c->ds);
     if ((rc = sick_sentence(c, fb, nb, "sentence_B"))) return rc < 0 ? rc : 0;
-    if (ag_ds_end(c->ds, label, (float)score, c->lr.lineno, 0)) return oom(c);
+    if (ag__ds_end(c->ds, label, (float)score, c->lr.lineno, 0)) return oom(c);
     return 0;
 }
 
@@ -462,11 +462,11 @@ static int64_t first_cycle_token(const int32_t *heads, int64_t n, int64_t *walk)
 static int keep_sent_id(load_ctx *c, const conllu_state *s) {
     ag_dataset_store *st = c->ds->store;
     size_t n = (size_t)c->ds->n, cap = st->cap_sent;
-    if (ag_data_grow((void **)&st->sent_file, &cap, n, sizeof *st->sent_file)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&st->sent_file, &cap, n, sizeof *st->sent_file)) return AG_DATA_ENOMEM;
     cap = st->cap_sent;
-    if (ag_data_grow((void **)&st->sent_line, &cap, n, sizeof *st->sent_line)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&st->sent_line, &cap, n, sizeof *st->sent_line)) return AG_DATA_ENOMEM;
     cap = st->cap_sent;
-    if (ag_data_grow((void **)&st->sent_side, &cap, n, sizeof *st->sent_side)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&st->sent_side, &cap, n, sizeof *st->sent_side)) return AG_DATA_ENOMEM;
     st->cap_sent = cap;
     st->sent_file[n - 1] = s->sent_file;
     st->sent_line[n - 1] = s->sent_line;
@@ -477,8 +477,8 @@ static int keep_sent_id(load_ctx *c, const conllu_state *s) {
 /* Validates the heads of the open sentence and keeps it. */
 static int conllu_end_sentence(load_ctx *c, conllu_state *s) {
     int rc = 0;
-    int64_t n = ag_ds_open_len(c->ds);
-    const int32_t *heads = ag_ds_open_heads(c->ds);
+    int64_t n = ag__ds_open_len(c->ds);
+    const int32_t *heads = ag__ds_open_heads(c->ds);
     if (!s->bad && n == 0) rc = conllu_bad(c, s, s->first_line, "no word tokens");
     for (int64_t t = 0; !s->bad && t < n; t++) {
         char why[128];
@@ -491,7 +491,7 @@ static int conllu_end_sentence(load_ctx *c, conllu_state *s) {
             rc = conllu_bad(c, s, s->tok_line[t], why);
         }
     }
-    if (!s->bad && ag_data_grow((void **)&s->walk, &s->cap_walk, (size_t)n, sizeof *s->walk))
+    if (!s->bad && ag__data_grow((void **)&s->walk, &s->cap_walk, (size_t)n, sizeof *s->walk))
         return oom(c);
     int64_t on_cycle = s->bad ? -1 : first_cycle_token(heads, n, s->walk);
     if (on_cycle >= 0) {
@@ -502,7 +502,7 @@ static int conllu_end_sentence(load_ctx *c, conllu_state *s) {
     }
     if (!s->bad && s->label < 0 && c->o->require_labels)
         rc = conllu_bad(c, s, s->first_line, "no '# label = N' line (classification needs one)");
-    if (!s->bad && (ag_ds_end(c->ds, (int32_t)s->label, 0.0f, s->first_line, 0) || keep_sent_id(c, s))) rc = oom(c);
+    if (!s->bad && (ag__ds_end(c->ds, (int32_t)s->label, 0.0f, s->first_line, 0) || keep_sent_id(c, s))) rc = oom(c);
     s->open = s->bad = 0;
     s->label = s->sent_file = -1;
     return rc;
@@ -520,7 +520,7 @@ static int conllu_token(load_ctx *c, conllu_state *s) {
     char *fid = f[0].s, *fform = f[1].s, *fhead = f[6].s;
     size_t nid = f[0].n, nform = f[1].n, nhead = f[6].n;
     if (memchr(fid, '-', nid) || memchr(fid, '.', nid)) return 0; /* multiword / empty node */
-    int64_t pos = ag_ds_open_len(c->ds);
+    int64_t pos = ag__ds_open_len(c->ds);
     long id, head;
     if (!parse_uint(fid, nid, 999999999, &id) || id != pos + 1) {
         char why[96];
@@ -539,10 +539,10 @@ static int conllu_token(load_ctx *c, conllu_state *s) {
         if (fform[i] == ' ') fform[i] = '_';
         if (c->o->lowercase && fform[i] >= 'A' && fform[i] <= 'Z') fform[i] += 'a' - 'A';
     }
-    if (ag_data_grow((void **)&s->tok_line, &s->cap_tok_line, (size_t)pos + 1, sizeof *s->tok_line))
+    if (ag__data_grow((void **)&s->tok_line, &s->cap_tok_line, (size_t)pos + 1, sizeof *s->tok_line))
         return oom(c);
     s->tok_line[pos] = ln;
-    if (ag_ds_add(c->ds, fform, nform, (int32_t)head - 1)) return oom(c);
+    if (ag__ds_add(c->ds, fform, nform, (int32_t)head - 1)) return oom(c);
     return 0;
 }
 
@@ -559,7 +559,7 @@ static int conllu_sent_id(load_ctx *c, conllu_state *s, const char *v, size_t n)
     long line;
     if (colon < 2 || !parse_uint(v + colon, n - colon, 999999999, &line) || line < 1)
         return 0;
-    if (ag_strtab_intern(&c->ds->store->sent_files, v, colon - 1, &s->sent_file)) return oom(c);
+    if (ag__strtab_intern(&c->ds->store->sent_files, v, colon - 1, &s->sent_file)) return oom(c);
     s->sent_line = line;
     s->sent_side = side;
     return 0;
@@ -597,7 +597,7 @@ static int conllu_line(load_ctx *c, conllu_state *s) {
         s->open = 1;
         s->number++;
         s->first_line = c->lr.lineno;
-        ag_ds_begin(c->ds);
+        ag__ds_begin(c->ds);
     }
     if (s->bad) return 0;
     if (junk_line(c, &rc)) {
@@ -621,24 +621,24 @@ static int dataset_load(const char *path, const void *mem, size_t mem_len, ag_fo
     ag_load_opts o = opts ? *opts : ag_load_opts_default();
     memset(ds, 0, sizeof *ds);
     if (fmt < AG_FORMAT_LABELED || fmt > AG_FORMAT_LM)
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL, "%s: unknown format %d", path, (int)fmt);
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL, "%s: unknown format %d", path, (int)fmt);
     if (fmt == AG_FORMAT_LM && o.lm_max_len < 1)
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL, "lm_max_len must be >= 1");
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL, "lm_max_len must be >= 1");
     load_ctx c = {.ds = ds, .o = &o, .err = err, .errlen = errlen};
-    int rc = mem ? ag_data_lines_open_mem(&c.lr, path, mem, mem_len, o.max_line_bytes, err, errlen)
-                 : ag_data_lines_open(&c.lr, path, o.max_line_bytes, err, errlen);
+    int rc = mem ? ag__data_lines_open_mem(&c.lr, path, mem, mem_len, o.max_line_bytes, err, errlen)
+                 : ag__data_lines_open(&c.lr, path, o.max_line_bytes, err, errlen);
     if (rc) return rc;
     if (o.first_line > 1) c.lr.lineno = o.first_line - 1;
-    if (ag_ds_init(ds, fmt) || !(ds->store->path = strdup(path))) {
-        ag_data_lines_close(&c.lr);
+    if (ag__ds_init(ds, fmt) || !(ds->store->path = strdup(path))) {
+        ag__data_lines_close(&c.lr);
         ag_dataset_free(ds);
-        return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+        return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
     ds->lm_max_len = fmt == AG_FORMAT_LM ? o.lm_max_len : 0;
     sick_cols cols = {0};
     int have_header = 0;
     conllu_state cs = {.label = -1, .sent_file = -1};
-    while (rc == 0 && (rc = ag_data_lines_next(&c.lr, err, errlen)) == 1) {
+    while (rc == 0 && (rc = ag__data_lines_next(&c.lr, err, errlen)) == 1) {
         switch (fmt) {
         case AG_FORMAT_LABELED: rc = load_labeled_line(&c); break;
         case AG_FORMAT_LM: rc = load_lm_line(&c); break;
@@ -652,16 +652,16 @@ static int dataset_load(const char *path, const void *mem, size_t mem_len, ag_fo
     if (rc == 0 && fmt == AG_FORMAT_CONLLU && (cs.open || cs.bad))
         rc = conllu_end_sentence(&c, &cs); /* no blank line at the end */
     if (rc == 0 && fmt == AG_FORMAT_SICK && !have_header)
-        rc = ag_data_fail(err, errlen, AG_DATA_EFORMAT, "%s: empty file (no SICK header)", path);
+        rc = ag__data_fail(err, errlen, AG_DATA_EFORMAT, "%s: empty file (no SICK header)", path);
     if (rc == 0 && ds->n == 0)
-        rc = ag_data_fail(err, errlen, AG_DATA_EFORMAT, "%s: no examples", path);
+        rc = ag__data_fail(err, errlen, AG_DATA_EFORMAT, "%s: no examples", path);
     ds->stats.lines = c.lr.lineno;
-    ag_data_lines_close(&c.lr);
+    ag__data_lines_close(&c.lr);
     free(c.spans);
     free(cs.tok_line);
     free(cs.walk);
     free(cols.f);
-    if (rc == 0) ag_ds_finish(ds);
+    if (rc == 0) ag__ds_finish(ds);
     if (rc == 0 && vocab) rc = ag_dataset_encode(ds, vocab, err, errlen);
     if (rc < 0) ag_dataset_free(ds);
     return rc < 0 ? rc : 0;
@@ -681,7 +681,7 @@ int ag_dataset_load_mem(const char *name, const void *bytes, size_t n, ag_format
 
 int ag_dataset_encode(ag_dataset *ds, const ag_vocab *vocab, char *err, size_t errlen) {
     ag_dataset_store *st = ds->store;
-    if (!st || !vocab) return ag_data_fail(err, errlen, AG_DATA_EINVAL, "encode: no data/vocab");
+    if (!st || !vocab) return ag__data_fail(err, errlen, AG_DATA_EINVAL, "encode: no data/vocab");
     int32_t nt = st->types.n;
     int32_t *map = malloc(((size_t)nt + 1) * sizeof *map);
     unsigned char *oov = malloc((size_t)nt + 1);
@@ -690,11 +690,11 @@ int ag_dataset_encode(ag_dataset *ds, const ag_vocab *vocab, char *err, size_t e
         free(map);
         free(oov);
         if (ids) st->ids = ids;
-        return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "encode: out of memory");
+        return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "encode: out of memory");
     }
     st->ids = ids;
     for (int32_t t = 0; t < nt; t++) { /* one hash lookup per type, not per token */
-        const char *s = ag_strtab_str(&st->types, t);
+        const char *s = ag__strtab_str(&st->types, t);
         int32_t found = ag_vocab_find(vocab, s, st->types.len[t]);
         oov[t] = found < 0;
         map[t] = found <= AG_PAD_ID ? AG_UNK_ID : found;
@@ -718,7 +718,7 @@ int ag_dataset_encode(ag_dataset *ds, const ag_vocab *vocab, char *err, size_t e
     ds->stats.oov = noov;
     ds->stats.oov_rate = ds->stats.tokens ? (double)noov / (double)ds->stats.tokens : 0.0;
     ds->encoded = 1;
-    ag_ds_finish(ds);
+    ag__ds_finish(ds);
     return 0;
 }
 
@@ -728,7 +728,7 @@ const char *ag_dataset_word(const ag_dataset *ds, int64_t i, int second, int32_t
     if (second && (!st->off_b || t >= ds->ex[i].len_b)) return NULL;
     if (!second && t >= ds->ex[i].full_len) return NULL;
     int64_t off = second ? st->off_b[i] : st->off_a[i];
-    return ag_strtab_str(&st->types, st->raw[off + t]);
+    return ag__strtab_str(&st->types, st->raw[off + t]);
 }
 
 void ag_dataset_max_len(const ag_dataset *ds, int32_t *max_len, int32_t *max_len_b) {
@@ -776,16 +776,16 @@ static void save_example(FILE *f, const ag_dataset *ds, int64_t i) {
 }
 
 int ag_dataset_save(const ag_dataset *ds, const char *path, char *err, size_t errlen) {
-    if (!ds->store) return ag_data_fail(err, errlen, AG_DATA_EINVAL, "save: empty dataset");
+    if (!ds->store) return ag__data_fail(err, errlen, AG_DATA_EINVAL, "save: empty dataset");
     FILE *f = fopen(path, "wb");
-    if (!f) return ag_data_fail(err, errlen, AG_DATA_EIO, "%s: cannot write: %s", path,
+    if (!f) return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: cannot write: %s", path,
                                 strerror(errno));
     if (ds->format == AG_FORMAT_SICK)
         fputs("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n", f);
     for (int64_t i = 0; i < ds->n; i++) save_example(f, ds, i);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
-        return ag_data_fail(err, errlen, AG_DATA_EIO, "%s: write failed", path);
+        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed", path);
     return 0;
 }
 

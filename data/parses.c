@@ -39,7 +39,7 @@ static int same_prefix(const char *a, const char *b, size_t n) {
  * at the word.  Contracting pieces that way never makes a cycle: nothing
  * above that piece is part of the word.  Returns -1, or the first word
  * (n: the parse's tokens left over) that does not match, its token in *tok. */
-int32_t ag_data_parse_heads(ag_word_fn word, void *ctx, int32_t n, const ag_dataset *p, int64_t k, int32_t *heads,
+int32_t ag__data_parse_heads(ag__word_fn word, void *ctx, int32_t n, const ag_dataset *p, int64_t k, int32_t *heads,
                             int32_t *scratch, int32_t *tok) {
     const ag_example *e = &p->ex[k];
     int32_t m = e->len, j = 0, *word_of = scratch; /* [m]: the word each token is part of */
@@ -94,13 +94,13 @@ static int heads_from(const attach_ctx *c, int64_t i, int second, int64_t k, int
     int32_t n = second ? e->len_b : e->full_len, tok;
     const char *which = c->ds->format == AG_FORMAT_SICK ? second ? " (sentence B)" : " (sentence A)" : "";
     data_words dw = {c->ds, i, second};
-    int32_t bad = ag_data_parse_heads(data_word, &dw, n, c->parses, k, heads, scratch, &tok);
+    int32_t bad = ag__data_parse_heads(data_word, &dw, n, c->parses, k, heads, scratch, &tok);
     if (bad < 0) return 0;
     if (bad == n || tok >= p->len) /* one side ran out of words */
-        return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+        return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
                             "%s:%lld%s has %d words, but its parse at %s:%lld has %d tokens", c->data_name,
                             (long long)e->line, which, (int)n, c->parse_name, (long long)p->line, (int)p->len);
-    return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+    return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
                         "%s:%lld%s: word %d is '%.40s', but its parse at %s:%lld has '%.40s' (token %d)", c->data_name,
                         (long long)e->line, which, (int)bad + 1, ag_dataset_word(c->ds, i, second, bad), c->parse_name,
                         (long long)p->line, ag_dataset_word(c->parses, k, 0, tok), (int)tok + 1);
@@ -115,7 +115,7 @@ static int index_by_id(attach_ctx *c) {
         if (c->ds->ex[i].line > c->max_line) c->max_line = c->ds->ex[i].line;
     for (int64_t k = 0; k < c->parses->n; k++)
         if (ps->sent_line[k] > c->max_line)
-            return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: a parse of %s:%lld%s, which holds no such sentence",
+            return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: a parse of %s:%lld%s, which holds no such sentence",
                                 c->parse_name, (long long)c->parses->ex[k].line, c->data_name,
                                 (long long)ps->sent_line[k], ps->sent_side[k] == 'B' ? " (sentence B)" : "");
     for (int s = 0; s < 2; s++) {
@@ -123,15 +123,15 @@ static int index_by_id(attach_ctx *c) {
         for (int64_t l = 0; l <= c->max_line; l++) c->at[s][l] = -1;
     }
     for (int64_t k = 0; k < c->parses->n; k++) {
-        const char *file = ag_strtab_str(&ps->sent_files, ps->sent_file[k]);
+        const char *file = ag__strtab_str(&ps->sent_files, ps->sent_file[k]);
         if (want && strcmp(file, want))
-            return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+            return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
                                 "%s:%lld: sent_id names file '%.60s', but the data file is %s", c->parse_name,
                                 (long long)c->parses->ex[k].line, file, c->data_name);
         int side = ps->sent_side[k] == 'B';
         int64_t *slot = &c->at[side][ps->sent_line[k]];
         if (*slot >= 0)
-            return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: a second parse of %s:%lld%s (the first at line %lld)",
+            return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: a second parse of %s:%lld%s (the first at line %lld)",
                                 c->parse_name, (long long)c->parses->ex[k].line, file, (long long)ps->sent_line[k],
                                 side ? ":B" : "", (long long)c->parses->ex[*slot].line);
         *slot = k;
@@ -145,7 +145,7 @@ static int64_t parse_of(attach_ctx *c, int64_t i, int second, int by_id) {
     int per = c->ds->format == AG_FORMAT_SICK ? 2 : 1;
     int64_t k = by_id ? (e->line <= c->max_line ? c->at[second][e->line] : -1) : i * per + second;
     if (k < 0 || k >= c->parses->n)
-        ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: no parse of this %s in %s%s", c->data_name,
+        ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: no parse of this %s in %s%s", c->data_name,
                      (long long)e->line, per == 2 ? second ? "pair's sentence B" : "pair's sentence A" : "sentence",
                      c->parse_name, by_id ? " (no sent_id names this line)" : " (fewer parses than sentences)");
     return k < c->parses->n ? k : -1;
@@ -160,7 +160,7 @@ static int attach(attach_ctx *c, ag_dataset *ds) {
     int rc = by_id ? index_by_id(c) : 0;
     if (rc) return rc;
     if (!by_id && p->n != ds->n * per)
-        return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+        return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
                             "%s holds %lld parses and no 'sent_id = FILE:LINE' lines, but %s has %lld sentences: "
                             "cannot match them by order", c->parse_name, (long long)p->n, c->data_name,
                             (long long)(ds->n * per));
@@ -181,7 +181,7 @@ static int attach(attach_ctx *c, ag_dataset *ds) {
         }
     for (int64_t k = 0; !rc && used && k < p->n; k++)
         if (!used[k])
-            rc = ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: a parse of %s:%lld%s, which holds no such sentence",
+            rc = ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: a parse of %s:%lld%s, which holds no such sentence",
                               c->parse_name, (long long)p->ex[k].line, c->data_name, (long long)ps->sent_line[k],
                               ps->sent_side[k] == 'B' ? " (sentence B)" : "");
     free(used);
@@ -194,14 +194,14 @@ static int attach(attach_ctx *c, ag_dataset *ds) {
     st->heads = heads;
     st->capheads = (size_t)st->nraw + 1;
     st->with_heads = 1;
-    ag_ds_finish(ds);
+    ag__ds_finish(ds);
     return 0;
 }
 
 int ag_dataset_attach_parses(ag_dataset *ds, const ag_dataset *parses, char *err, size_t errlen) {
     if (!ds->store || !parses->store || parses->format != AG_FORMAT_CONLLU ||
         (ds->format != AG_FORMAT_LABELED && ds->format != AG_FORMAT_SICK))
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL,
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL,
                             "attach parses: want labeled or sick sentences and a CoNLL-U dataset, have %s and %s",
                             ag_format_name(ds->format), ag_format_name(parses->format));
     const char *path = ag_dataset_path(ds);
@@ -211,6 +211,6 @@ int ag_dataset_attach_parses(ag_dataset *ds, const ag_dataset *parses, char *err
     int rc = attach(&c, ds);
     free(c.at[0]);
     free(c.at[1]);
-    if (rc == AG_DATA_ENOMEM) rc = ag_data_fail(err, errlen, AG_DATA_ENOMEM, "attach parses: out of memory");
+    if (rc == AG_DATA_ENOMEM) rc = ag__data_fail(err, errlen, AG_DATA_ENOMEM, "attach parses: out of memory");
     return rc;
 }

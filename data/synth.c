@@ -28,10 +28,10 @@ static int32_t pick(ag_data_rng *r, int32_t lo, int32_t hi) { /* uniform [lo, hi
 static int add_word(ag_dataset *ds, int32_t w) {
     char buf[16];
     int n = snprintf(buf, sizeof buf, "w%d", (int)w);
-    return ag_ds_add(ds, buf, (size_t)n, 0);
+    return ag__ds_add(ds, buf, (size_t)n, 0);
 }
 
-static int add_str(ag_dataset *ds, const char *s) { return ag_ds_add(ds, s, strlen(s), 0); }
+static int add_str(ag_dataset *ds, const char *s) { return ag__ds_add(ds, s, strlen(s), 0); }
 
 /* ---- ORDER: label = (B before A) + 2 * (distance > near) ------------------ */
 
@@ -41,14 +41,14 @@ static int synth_order(const ag_synth_opts *o, ag_data_rng *r, ag_dataset *ds) {
         int32_t label = pick(r, 0, 3), b_first = label & 1, far = label >> 1;
         int32_t d = far ? pick(r, o->near + 1, len - 1) : pick(r, 1, o->near);
         int32_t p = pick(r, 0, len - 1 - d), q = p + d;
-        ag_ds_begin(ds);
+        ag__ds_begin(ds);
         for (int32_t t = 0; t < len; t++) {
             int rc = t == p   ? add_str(ds, b_first ? "B" : "A")
                      : t == q ? add_str(ds, b_first ? "A" : "B")
                               : add_word(ds, pick(r, 0, o->n_words - 1));
             if (rc) return rc;
         }
-        int rc = ag_ds_end(ds, label, 0.0f, 0, 0);
+        int rc = ag__ds_end(ds, label, 0.0f, 0, 0);
         if (rc) return rc;
     }
     ds->n_classes = 4;
@@ -88,7 +88,7 @@ static int synth_lookup(const ag_synth_opts *o, ag_data_rng *r, ag_dataset *ds) 
         }
         char w[16];
         int rc = 0;
-        ag_ds_begin(ds);
+        ag__ds_begin(ds);
         bits_str(x, w);
         rc |= add_str(ds, w);
         for (int32_t j = 0; j < k; j++) {
@@ -102,7 +102,7 @@ static int synth_lookup(const ag_synth_opts *o, ag_data_rng *r, ag_dataset *ds) 
             rc |= add_str(ds, w);
         }
         rc |= add_str(ds, AG_EOS_TOKEN);
-        if (rc || ag_ds_end(ds, -1, 0.0f, 0, o->lm_max_len + 1)) return AG_DATA_ENOMEM;
+        if (rc || ag__ds_end(ds, -1, 0.0f, 0, o->lm_max_len + 1)) return AG_DATA_ENOMEM;
     }
     return 0;
 }
@@ -131,12 +131,12 @@ static int synth_pair(const ag_synth_opts *o, ag_data_rng *r, ag_dataset *ds) {
                     break;
                 }
         int rc = 0;
-        ag_ds_begin(ds);
+        ag__ds_begin(ds);
         for (int32_t t = 0; t < len; t++) rc |= add_word(ds, a[t]);
-        ag_ds_begin_second(ds);
+        ag__ds_begin_second(ds);
         for (int32_t j = 0; j < m; j++) rc |= add_word(ds, b[j]);
         float score = 1.0f + 4.0f * (float)shared / (float)m;
-        if (rc || ag_ds_end(ds, label, score, 0, 0)) return AG_DATA_ENOMEM;
+        if (rc || ag__ds_end(ds, label, score, 0, 0)) return AG_DATA_ENOMEM;
     }
     return 0;
 }
@@ -173,11 +173,11 @@ int ag_synth(ag_synth_task task, const ag_synth_opts *opts, ag_dataset *ds, char
     memset(ds, 0, sizeof *ds);
     ag_synth_opts o = opts ? *opts : ag_synth_opts_default(task);
     const char *why = check_opts(task, &o);
-    if (why) return ag_data_fail(err, errlen, AG_DATA_EINVAL, "synth: %s", why);
+    if (why) return ag__data_fail(err, errlen, AG_DATA_EINVAL, "synth: %s", why);
     ag_format fmt = task == AG_SYNTH_ORDER    ? AG_FORMAT_LABELED
                     : task == AG_SYNTH_LOOKUP ? AG_FORMAT_LM
                                               : AG_FORMAT_SICK;
-    if (ag_ds_init(ds, fmt)) return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+    if (ag__ds_init(ds, fmt)) return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     ag_data_rng r;
     ag_data_rng_seed(&r, o.seed);
     int rc = task == AG_SYNTH_ORDER    ? synth_order(&o, &r, ds)
@@ -185,9 +185,9 @@ int ag_synth(ag_synth_task task, const ag_synth_opts *opts, ag_dataset *ds, char
                                        : synth_pair(&o, &r, ds);
     if (rc) {
         ag_dataset_free(ds);
-        return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "synth: out of memory");
+        return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "synth: out of memory");
     }
     if (task == AG_SYNTH_LOOKUP) ds->lm_max_len = o.lm_max_len;
-    ag_ds_finish(ds);
+    ag__ds_finish(ds);
     return 0;
 }

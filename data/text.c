@@ -12,7 +12,7 @@
 
 /* ---- errors and growth ------------------------------------------------------- */
 
-int ag_data_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
+int ag__data_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
     if (err && errlen) {
         va_list ap;
         va_start(ap, fmt);
@@ -22,7 +22,7 @@ int ag_data_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
     return code;
 }
 
-int ag_data_grow(void **p, size_t *cap, size_t need, size_t elem) {
+int ag__data_grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 16;
     while (ncap < need) {
@@ -63,24 +63,24 @@ long ag_utf8_error_at(const char *text, size_t n) {
 
 /* ---- lines ----------------------------------------------------------------- */
 
-int ag_data_lines_open(ag_data_line_reader *lr, const char *path, size_t max_line_bytes, char *err,
+int ag__data_lines_open(ag__data_line_reader *lr, const char *path, size_t max_line_bytes, char *err,
                   size_t errlen) {
     memset(lr, 0, sizeof *lr);
     lr->path = path;
     lr->max = max_line_bytes ? max_line_bytes : ((size_t)64 << 20);
     lr->f = fopen(path, "rb");
     if (!lr->f)
-        return ag_data_fail(err, errlen, AG_DATA_EIO, "%s: cannot open: %s", path,
+        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: cannot open: %s", path,
                             strerror(errno));
     lr->chunk = malloc(AG_CHUNK_BYTES);
     if (!lr->chunk) {
-        ag_data_lines_close(lr);
-        return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "%s: out of memory", path);
+        ag__data_lines_close(lr);
+        return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "%s: out of memory", path);
     }
     return 0;
 }
 
-int ag_data_lines_open_mem(ag_data_line_reader *lr, const char *name, const void *bytes, size_t n,
+int ag__data_lines_open_mem(ag__data_line_reader *lr, const char *name, const void *bytes, size_t n,
                            size_t max_line_bytes, char *err, size_t errlen) {
     memset(lr, 0, sizeof *lr);
     lr->path = name;
@@ -88,11 +88,11 @@ int ag_data_lines_open_mem(ag_data_line_reader *lr, const char *name, const void
     lr->mem = n ? bytes : "";
     lr->mem_len = n;
     lr->chunk = malloc(AG_CHUNK_BYTES);
-    if (!lr->chunk) return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "%s: out of memory", name);
+    if (!lr->chunk) return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "%s: out of memory", name);
     return 0;
 }
 
-size_t ag_data_lines_read(ag_data_line_reader *lr, void *dst, size_t n) {
+size_t ag__data_lines_read(ag__data_line_reader *lr, void *dst, size_t n) {
     if (!lr->mem) return fread(dst, 1, n, lr->f);
     if (n > lr->mem_len - lr->mem_pos) n = lr->mem_len - lr->mem_pos;
     memcpy(dst, lr->mem + lr->mem_pos, n);
@@ -101,9 +101,9 @@ size_t ag_data_lines_read(ag_data_line_reader *lr, void *dst, size_t n) {
 }
 
 /* The next chunk of the input into lr->chunk: its length, 0 at the end. */
-static size_t read_chunk(ag_data_line_reader *lr) { return ag_data_lines_read(lr, lr->chunk, AG_CHUNK_BYTES); }
+static size_t read_chunk(ag__data_line_reader *lr) { return ag__data_lines_read(lr, lr->chunk, AG_CHUNK_BYTES); }
 
-void ag_data_lines_close(ag_data_line_reader *lr) {
+void ag__data_lines_close(ag__data_line_reader *lr) {
     if (lr->f) fclose(lr->f);
     free(lr->chunk);
     free(lr->buf);
@@ -111,7 +111,7 @@ void ag_data_lines_close(ag_data_line_reader *lr) {
     lr->chunk = lr->buf = NULL;
 }
 
-int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen) {
+int ag__data_lines_next(ag__data_line_reader *lr, char *err, size_t errlen) {
     int got = 0; /* saw a byte or a newline: a line exists */
     lr->len = 0;
     for (;;) {
@@ -121,7 +121,7 @@ int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen) {
             lr->chunk_pos = 0;
             if (lr->chunk_len == 0) {
                 if (lr->f && ferror(lr->f))
-                    return ag_data_fail(err, errlen, AG_DATA_EIO, "%s:%lld: read error: %s",
+                    return ag__data_fail(err, errlen, AG_DATA_EIO, "%s:%lld: read error: %s",
                                         lr->path, (long long)lr->lineno + 1, strerror(errno));
                 lr->eof = 1;
                 break;
@@ -132,11 +132,11 @@ int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen) {
         char *nl = memchr(start, '\n', avail);
         size_t take = nl ? (size_t)(nl - start) : avail;
         if (take > lr->max - lr->len)
-            return ag_data_fail(err, errlen, AG_DATA_ELIMIT,
+            return ag__data_fail(err, errlen, AG_DATA_ELIMIT,
                                 "%s:%lld: line longer than %zu bytes", lr->path,
                                 (long long)lr->lineno + 1, lr->max);
-        if (ag_data_grow((void **)&lr->buf, &lr->cap, lr->len + take + 1, 1))
-            return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "%s:%lld: out of memory",
+        if (ag__data_grow((void **)&lr->buf, &lr->cap, lr->len + take + 1, 1))
+            return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "%s:%lld: out of memory",
                                 lr->path, (long long)lr->lineno + 1);
         memcpy(lr->buf + lr->len, start, take);
         lr->len += take;
@@ -155,7 +155,7 @@ int ag_data_lines_next(ag_data_line_reader *lr, char *err, size_t errlen) {
      * endings the whole file would pass for one giant line. */
     const char *cr = memchr(lr->buf, '\r', lr->len);
     if (cr)
-        return ag_data_fail(err, errlen, AG_DATA_EFORMAT,
+        return ag__data_fail(err, errlen, AG_DATA_EFORMAT,
                             "%s:%lld: carriage return inside a line, at column %lld (old Mac "
                             "line endings? convert with dos2unix -c mac)",
                             lr->path, (long long)lr->lineno, (long long)(cr - lr->buf) + 1);

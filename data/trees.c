@@ -35,14 +35,14 @@ typedef struct {
     size_t cap_heads;
     char *text;              /* the sentence's words joined by spaces (parse lookup) */
     size_t cap_text;
-    ag_strtab parse_text;    /* text of each parse sentence -> its id */
+    ag__strtab parse_text;    /* text of each parse sentence -> its id */
     int64_t *parse_of;       /* strtab id -> index of the first parse with that text */
     char *err;
     size_t errlen;
 } tree_ctx;
 
 static int tree_bad(tree_ctx *c, size_t col, const char *why) {
-    return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: column %zu: %s", c->path,
+    return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: column %zu: %s", c->path,
                         (long long)c->line, col + 1, why);
 }
 
@@ -60,7 +60,7 @@ static int open_node(tree_ctx *c, const char *s, size_t n, size_t *i, int32_t *l
 }
 
 static int push_closed(tree_ctx *c, size_t *n_closed, tree_node node) {
-    if (ag_data_grow((void **)&c->nodes, &c->cap_nodes, *n_closed + 1, sizeof *c->nodes)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&c->nodes, &c->cap_nodes, *n_closed + 1, sizeof *c->nodes)) return AG_DATA_ENOMEM;
     c->nodes[(*n_closed)++] = node;
     return 0;
 }
@@ -76,7 +76,7 @@ static int parse_tree(tree_ctx *c, const char *s, size_t n, size_t *n_nodes, int
         int rc = open_node(c, s, n, &i, &label);
         if (rc) return rc;
         if (i < n && s[i] == '(') { /* an inner node: its children follow */
-            if (ag_data_grow((void **)&c->open, &c->cap_open, depth + 1, sizeof *c->open)) return AG_DATA_ENOMEM;
+            if (ag__data_grow((void **)&c->open, &c->cap_open, depth + 1, sizeof *c->open)) return AG_DATA_ENOMEM;
             c->open[depth++] = (tree_node){.label = label, .start = leaves};
             continue;
         }
@@ -85,7 +85,7 @@ static int parse_tree(tree_ctx *c, const char *s, size_t n, size_t *n_nodes, int
         if (i == w) return tree_bad(c, i, "empty word");
         if (i >= n || s[i] != ')') return tree_bad(c, i, "a word ends at ')' (one word a leaf, no brackets in it)");
         if (leaves == INT32_MAX) return tree_bad(c, i, "too many words");
-        if (ag_data_grow((void **)&c->leaves, &c->cap_leaves, (size_t)leaves + 1, sizeof *c->leaves))
+        if (ag__data_grow((void **)&c->leaves, &c->cap_leaves, (size_t)leaves + 1, sizeof *c->leaves))
             return AG_DATA_ENOMEM;
         c->leaves[leaves] = (ag_span){.start = w, .len = i - w};
         if ((rc = push_closed(c, &closed, (tree_node){.label = label, .start = leaves, .len = 1})))
@@ -135,7 +135,7 @@ static int find_parse(tree_ctx *c, char *line, int32_t n_leaves) {
     const ag_dataset *p = c->o->parses;
     size_t len = 0;
     for (int32_t t = 0; t < n_leaves; t++) len += c->leaves[t].len + 1;
-    if (ag_data_grow((void **)&c->text, &c->cap_text, len + 1, 1)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&c->text, &c->cap_text, len + 1, 1)) return AG_DATA_ENOMEM;
     char *w = c->text;
     for (int32_t t = 0; t < n_leaves; t++) {
         const char *word = line + c->leaves[t].start;
@@ -151,25 +151,25 @@ static int find_parse(tree_ctx *c, char *line, int32_t n_leaves) {
     }
     len = (size_t)(w - c->text) - 1;
     const char *where = ag_dataset_path(p) ? ag_dataset_path(p) : "the parses";
-    int32_t id = ag_strtab_find(&c->parse_text, c->text, len);
+    int32_t id = ag__strtab_find(&c->parse_text, c->text, len);
     if (id < 0)
-        return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
+        return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT,
                             "%s:%lld: no parse of this sentence in %s (its words, lower-cased, match no sentence there)",
                             c->path, (long long)c->line, where);
     int64_t k = c->parse_of[id];
     size_t need = (size_t)(n_leaves > p->ex[k].len ? n_leaves : p->ex[k].len);
-    if (ag_data_grow((void **)&c->sent_heads, &c->cap_heads, 3 * need, sizeof *c->sent_heads)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&c->sent_heads, &c->cap_heads, 3 * need, sizeof *c->sent_heads)) return AG_DATA_ENOMEM;
     leaf_words lw = {line, c->leaves};
-    int32_t tok, bad = ag_data_parse_heads(leaf_word, &lw, n_leaves, p, k, c->sent_heads, c->sent_heads + need, &tok);
+    int32_t tok, bad = ag__data_parse_heads(leaf_word, &lw, n_leaves, p, k, c->sent_heads, c->sent_heads + need, &tok);
     if (bad >= 0) /* the same text, so only a word split at a no-break space that the parse did not split */
-        return ag_data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: word %d does not match its parse at %s:%lld",
+        return ag__data_fail(c->err, c->errlen, AG_DATA_EFORMAT, "%s:%lld: word %d does not match its parse at %s:%lld",
                             c->path, (long long)c->line, (int)bad + 1, where, (long long)p->ex[k].line);
     return 0;
 }
 
 /* One example: the leaves of `node`, their heads cut to the phrase. */
 static int add_phrase(tree_ctx *c, char *line, tree_node node, int32_t cls) {
-    ag_ds_begin(c->ds);
+    ag__ds_begin(c->ds);
     for (int32_t t = 0; t < node.len; t++) {
         ag_span sp = c->leaves[node.start + t];
         char *word = line + sp.start;
@@ -181,9 +181,9 @@ static int add_phrase(tree_ctx *c, char *line, tree_node node, int32_t cls) {
             int32_t h = c->sent_heads[node.start + t];
             head = h >= node.start && h < node.start + node.len ? h - node.start : AG_HEAD_ROOT;
         }
-        if (ag_ds_add(c->ds, word, sp.len, head)) return AG_DATA_ENOMEM;
+        if (ag__ds_add(c->ds, word, sp.len, head)) return AG_DATA_ENOMEM;
     }
-    return ag_ds_end(c->ds, cls, 0.0f, c->line, 0) ? AG_DATA_ENOMEM : 0;
+    return ag__ds_end(c->ds, cls, 0.0f, c->line, 0) ? AG_DATA_ENOMEM : 0;
 }
 
 static int tree_line(tree_ctx *c, char *line, size_t n) {
@@ -205,21 +205,21 @@ static int tree_line(tree_ctx *c, char *line, size_t n) {
 static int index_parses(tree_ctx *c) {
     const ag_dataset *p = c->o->parses;
     if (p->format != AG_FORMAT_CONLLU)
-        return ag_data_fail(c->err, c->errlen, AG_DATA_EINVAL, "trees: the parses must be a CoNLL-U dataset, not %s",
+        return ag__data_fail(c->err, c->errlen, AG_DATA_EINVAL, "trees: the parses must be a CoNLL-U dataset, not %s",
                             ag_format_name(p->format));
     c->parse_of = malloc(((size_t)p->n + 1) * sizeof *c->parse_of);
     if (!c->parse_of) return AG_DATA_ENOMEM;
     for (int64_t i = 0; i < p->n; i++) {
         size_t len = 0;
         for (int32_t t = 0; t < p->ex[i].len; t++) len += strlen(ag_dataset_word(p, i, 0, t)) + 1;
-        if (ag_data_grow((void **)&c->text, &c->cap_text, len + 1, 1)) return AG_DATA_ENOMEM;
+        if (ag__data_grow((void **)&c->text, &c->cap_text, len + 1, 1)) return AG_DATA_ENOMEM;
         char *w = c->text;
         for (int32_t t = 0; t < p->ex[i].len; t++) {
             for (const char *s = ag_dataset_word(p, i, 0, t); *s; s++) *w++ = *s >= 'A' && *s <= 'Z' ? *s + ('a' - 'A') : *s;
             *w++ = ' ';
         }
         int32_t id, before = c->parse_text.n;
-        if (ag_strtab_intern(&c->parse_text, c->text, len ? len - 1 : 0, &id)) return AG_DATA_ENOMEM;
+        if (ag__strtab_intern(&c->parse_text, c->text, len ? len - 1 : 0, &id)) return AG_DATA_ENOMEM;
         if (c->parse_text.n > before) c->parse_of[id] = i; /* a repeated sentence: its first parse */
     }
     return 0;
@@ -229,41 +229,41 @@ static int trees_load(const char *path, const void *mem, size_t mem_len, const a
                       char *err, size_t errlen) {
     ag_tree_opts o = opts ? *opts : (ag_tree_opts){0};
     memset(ds, 0, sizeof *ds);
-    ag_data_line_reader lr;
-    int rc = mem ? ag_data_lines_open_mem(&lr, path, mem, mem_len, o.max_line_bytes, err, errlen)
-                 : ag_data_lines_open(&lr, path, o.max_line_bytes, err, errlen);
+    ag__data_line_reader lr;
+    int rc = mem ? ag__data_lines_open_mem(&lr, path, mem, mem_len, o.max_line_bytes, err, errlen)
+                 : ag__data_lines_open(&lr, path, o.max_line_bytes, err, errlen);
     if (rc) return rc;
     tree_ctx c = {.ds = ds, .o = &o, .path = path, .err = err, .errlen = errlen};
-    if (ag_ds_init(ds, AG_FORMAT_LABELED) || !(ds->store->path = strdup(path))) rc = AG_DATA_ENOMEM;
+    if (ag__ds_init(ds, AG_FORMAT_LABELED) || !(ds->store->path = strdup(path))) rc = AG_DATA_ENOMEM;
     if (!rc && o.parses) {
         ds->store->with_heads = 1;
         rc = index_parses(&c);
     }
-    while (rc == 0 && (rc = ag_data_lines_next(&lr, err, errlen)) == 1) {
+    while (rc == 0 && (rc = ag__data_lines_next(&lr, err, errlen)) == 1) {
         c.line = lr.lineno;
         long junk = ag_data_find_junk(lr.buf, lr.len);
-        if (junk < 0) ag_data_note_utf8(&ds->stats, path, lr.lineno, lr.buf, lr.len);
+        if (junk < 0) ag__data_note_utf8(&ds->stats, path, lr.lineno, lr.buf, lr.len);
         if (ag_tokenize(lr.buf, lr.len, 0, NULL, 0) == 0) ds->stats.blank++;
         rc = ag_tokenize(lr.buf, lr.len, 0, NULL, 0) == 0 ? 0
            : junk >= 0 ? tree_bad(&c, (size_t)junk, "binary junk (a control byte)") : tree_line(&c, lr.buf, lr.len);
     }
     if (rc == AG_DATA_ENOMEM)
-        rc = ag_data_fail(err, errlen, AG_DATA_ENOMEM, "%s:%lld: out of memory", path, (long long)c.line);
-    if (rc == 0 && ds->n == 0) rc = ag_data_fail(err, errlen, AG_DATA_EFORMAT, "%s: no trees", path);
+        rc = ag__data_fail(err, errlen, AG_DATA_ENOMEM, "%s:%lld: out of memory", path, (long long)c.line);
+    if (rc == 0 && ds->n == 0) rc = ag__data_fail(err, errlen, AG_DATA_EFORMAT, "%s: no trees", path);
     ds->stats.lines = lr.lineno;
-    ag_data_lines_close(&lr);
+    ag__data_lines_close(&lr);
     free(c.nodes);
     free(c.open);
     free(c.leaves);
     free(c.sent_heads);
     free(c.text);
     free(c.parse_of);
-    ag_strtab_free(&c.parse_text);
+    ag__strtab_free(&c.parse_text);
     if (rc) {
         ag_dataset_free(ds);
         return rc;
     }
-    ag_ds_finish(ds);
+    ag__ds_finish(ds);
     if (o.binary && ds->n_classes < 2) ds->n_classes = 2; /* one class present still means SST-2's two */
     return 0;
 }

@@ -83,10 +83,10 @@ typedef struct {
     const ag_vocab *vocab;
     ag_vec_opts opts;
     ag_vectors *out;
-    ag_data_line_reader lr;
+    ag__data_line_reader lr;
     /* ASCII-lowercased forms of the vocabulary's words that have capitals:
      * lower.id k -> first vocab id first[k], then next_id[id] ... (-1 ends) */
-    ag_strtab lower;
+    ag__strtab lower;
     int32_t *first, *next_id;
     int64_t *line_of;  /* line (binary: record) that gave each vocab row, for duplicate notes */
     float *vec;        /* the record being matched */
@@ -97,8 +97,8 @@ typedef struct {
 } reader;
 
 static void reader_free(reader *r) {
-    ag_data_lines_close(&r->lr);
-    ag_strtab_free(&r->lower);
+    ag__data_lines_close(&r->lr);
+    ag__strtab_free(&r->lower);
     free(r->first);
     free(r->next_id);
     free(r->line_of);
@@ -114,7 +114,7 @@ static bool has_upper(const char *s) {
 
 /* Lowercases s[0..n) into r->fold (NUL-terminated). */
 static int fold_case(reader *r, const char *s, size_t n) {
-    if (ag_data_grow((void **)&r->fold, &r->fold_cap, n + 1, 1)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&r->fold, &r->fold_cap, n + 1, 1)) return AG_DATA_ENOMEM;
     for (size_t i = 0; i < n; i++) r->fold[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
     r->fold[n] = 0;
     return 0;
@@ -130,8 +130,8 @@ static int build_lower_map(reader *r) {
         const char *w = ag_vocab_token(r->vocab, id);
         if (!has_upper(w)) continue;
         int32_t k, forms = r->lower.n;
-        if (fold_case(r, w, strlen(w)) || ag_strtab_intern(&r->lower, r->fold, strlen(r->fold), &k) ||
-            ag_data_grow((void **)&r->first, &cap, (size_t)k + 1, sizeof *r->first))
+        if (fold_case(r, w, strlen(w)) || ag__strtab_intern(&r->lower, r->fold, strlen(r->fold), &k) ||
+            ag__data_grow((void **)&r->first, &cap, (size_t)k + 1, sizeof *r->first))
             return AG_DATA_ENOMEM;
         if (r->lower.n > forms) r->first[k] = -1; /* a new form: its list starts empty */
         r->next_id[id] = r->first[k];
@@ -198,7 +198,7 @@ static int match(reader *r, const char *w, size_t n, int64_t rec, parse_fn parse
     if (exact <= AG_UNK_ID) exact = -1; /* <pad> stays zero; <unk> is no word */
     if (fold_case(r, w, n)) return fail(r, AG_DATA_ENOMEM, "%s: out of memory", r->path);
     bool lowercase = !memcmp(w, r->fold, n);
-    int32_t k = !r->opts.exact_only && lowercase && r->lower.n ? ag_strtab_find(&r->lower, w, n) : -1;
+    int32_t k = !r->opts.exact_only && lowercase && r->lower.n ? ag__strtab_find(&r->lower, w, n) : -1;
     if (exact < 0 && k < 0) return 0;
     int rc = parse(r, record);
     if (rc) return rc;
@@ -278,14 +278,14 @@ typedef struct {
 } fields;
 
 static int text_line(reader *r, fields *fs) {
-    ag_data_line_reader *lr = &r->lr;
+    ag__data_line_reader *lr = &r->lr;
     char at[AG_ERR_LEN];
     size_t nf = split(lr->buf, lr->len, fs->f, fs->len, fs->cap);
     if (nf == 0) return 0; /* a blank line */
     if (nf > fs->cap) { /* a line with more fields than room: grow, split again */
         size_t cap = fs->cap;
-        if (ag_data_grow((void **)&fs->f, &cap, nf, sizeof *fs->f) ||
-            ag_data_grow((void **)&fs->len, &fs->cap, nf, sizeof *fs->len))
+        if (ag__data_grow((void **)&fs->f, &cap, nf, sizeof *fs->f) ||
+            ag__data_grow((void **)&fs->len, &fs->cap, nf, sizeof *fs->len))
             return fail(r, AG_DATA_ENOMEM, "%s: out of memory", r->path);
         split(lr->buf, lr->len, fs->f, fs->len, fs->cap);
     }
@@ -325,14 +325,14 @@ static int text_line(reader *r, fields *fs) {
 
 /* Makes n bytes available at lr->chunk + lr->chunk_pos (n <= the chunk size);
  * returns how many are (fewer at the end of the file). */
-static size_t have_bytes(ag_data_line_reader *lr, size_t n, size_t chunk_size) {
+static size_t have_bytes(ag__data_line_reader *lr, size_t n, size_t chunk_size) {
     size_t avail = lr->chunk_len - lr->chunk_pos;
     if (avail >= n || lr->eof) return avail < n ? avail : n;
     memmove(lr->chunk, lr->chunk + lr->chunk_pos, avail);
     lr->chunk_pos = 0;
     lr->chunk_len = avail;
     while (lr->chunk_len < n) {
-        size_t got = ag_data_lines_read(lr, lr->chunk + lr->chunk_len, chunk_size - lr->chunk_len);
+        size_t got = ag__data_lines_read(lr, lr->chunk + lr->chunk_len, chunk_size - lr->chunk_len);
         if (!got) {
             lr->eof = 1;
             break;
@@ -368,7 +368,7 @@ static int parse_binary(reader *r, const void *record) {
 enum { MAX_BINARY_WORD = 1024 };
 
 static int binary_records(reader *r, int64_t count, size_t chunk_size) {
-    ag_data_line_reader *lr = &r->lr;
+    ag__data_line_reader *lr = &r->lr;
     ag_vectors *v = r->out;
     size_t vbytes = 4 * (size_t)v->dim;
     int64_t offset = 0; /* of the record, from the end of the header */
@@ -409,7 +409,7 @@ static int binary_records(reader *r, int64_t count, size_t chunk_size) {
 
 /* After a "count dim" header: binary when the bytes after the first word
  * are not text (float32 bytes of real vectors always include some). */
-static bool looks_binary(ag_data_line_reader *lr, size_t chunk_size) {
+static bool looks_binary(ag__data_line_reader *lr, size_t chunk_size) {
     size_t got = have_bytes(lr, PEEK_BYTES, chunk_size);
     const unsigned char *p = (const unsigned char *)lr->chunk + lr->chunk_pos;
     const unsigned char *space = memchr(p, ' ', got);
@@ -420,12 +420,12 @@ static bool looks_binary(ag_data_line_reader *lr, size_t chunk_size) {
 
 static int read_all(reader *r) {
     ag_vectors *v = r->out;
-    ag_data_line_reader *lr = &r->lr;
+    ag__data_line_reader *lr = &r->lr;
     size_t chunk_size = VEC_CHUNK;
     char *bigger = realloc(lr->chunk, chunk_size); /* nothing read yet: the line reader takes any size >= its own */
     if (!bigger) return fail(r, AG_DATA_ENOMEM, "%s: out of memory", r->path);
     lr->chunk = bigger;
-    int rc = ag_data_lines_next(lr, r->err, r->errlen);
+    int rc = ag__data_lines_next(lr, r->err, r->errlen);
     if (rc < 0) return rc;
     if (rc == 0) return fail(r, AG_DATA_EFORMAT, "%s: empty file", r->path);
     const char *f[3];
@@ -449,7 +449,7 @@ static int read_all(reader *r) {
     }
     fields fs = {0};
     if (v->format == AG_VEC_GLOVE) rc = text_line(r, &fs); /* line 1 is a record */
-    while (rc >= 0 && (rc = ag_data_lines_next(lr, r->err, r->errlen)) == 1) rc = text_line(r, &fs);
+    while (rc >= 0 && (rc = ag__data_lines_next(lr, r->err, r->errlen)) == 1) rc = text_line(r, &fs);
     free(fs.f);
     free(fs.len);
     if (rc < 0) return rc;
@@ -468,8 +468,8 @@ static int vectors_read(const char *path, const void *mem, size_t mem_len, const
     reader r = {.path = path, .vocab = vocab, .out = out, .err = err, .errlen = errlen};
     if (opts) r.opts = *opts;
     if (r.opts.max_dim <= 0) r.opts.max_dim = AG_VEC_MAX_DIM;
-    int rc = mem ? ag_data_lines_open_mem(&r.lr, path, mem, mem_len, 0, err, errlen)
-                 : ag_data_lines_open(&r.lr, path, 0, err, errlen);
+    int rc = mem ? ag__data_lines_open_mem(&r.lr, path, mem, mem_len, 0, err, errlen)
+                 : ag__data_lines_open(&r.lr, path, 0, err, errlen);
     if (!rc && build_lower_map(&r)) rc = fail(&r, AG_DATA_ENOMEM, "%s: out of memory", path);
     if (!rc) rc = read_all(&r);
     reader_free(&r);

@@ -1,6 +1,6 @@
 /* vocab.c - tokenizer, interned-string hash table, vocabulary.
  *
- * One hash table (ag_strtab) serves both the raw token types of a dataset
+ * One hash table (ag__strtab) serves both the raw token types of a dataset
  * and the vocabulary: lookups are O(1) expected, never a linear scan. */
 #include <errno.h>
 #include <stdlib.h>
@@ -39,7 +39,7 @@ static uint64_t fnv1a(const char *s, size_t n) {
     return h;
 }
 
-void ag_strtab_free(ag_strtab *t) {
+void ag__strtab_free(ag__strtab *t) {
     free(t->bytes);
     free(t->off);
     free(t->len);
@@ -48,7 +48,7 @@ void ag_strtab_free(ag_strtab *t) {
     memset(t, 0, sizeof *t);
 }
 
-static int strtab_rehash(ag_strtab *t, size_t nslots) {
+static int strtab_rehash(ag__strtab *t, size_t nslots) {
     int32_t *slots = malloc(nslots * sizeof *slots);
     if (!slots) return AG_DATA_ENOMEM;
     memset(slots, 0xff, nslots * sizeof *slots); /* all -1 */
@@ -65,7 +65,7 @@ static int strtab_rehash(ag_strtab *t, size_t nslots) {
 }
 
 /* Slot holding s, or the empty slot where it would go. */
-static size_t strtab_probe(const ag_strtab *t, const char *s, size_t len, uint64_t h) {
+static size_t strtab_probe(const ag__strtab *t, const char *s, size_t len, uint64_t h) {
     size_t mask = t->nslots - 1, i = (size_t)h & mask;
     for (;; i = (i + 1) & mask) {
         int32_t id = t->slots[i];
@@ -75,12 +75,12 @@ static size_t strtab_probe(const ag_strtab *t, const char *s, size_t len, uint64
     }
 }
 
-int32_t ag_strtab_find(const ag_strtab *t, const char *s, size_t len) {
+int32_t ag__strtab_find(const ag__strtab *t, const char *s, size_t len) {
     if (t->nslots == 0) return -1;
     return t->slots[strtab_probe(t, s, len, fnv1a(s, len))];
 }
 
-int ag_strtab_intern(ag_strtab *t, const char *s, size_t len, int32_t *id) {
+int ag__strtab_intern(ag__strtab *t, const char *s, size_t len, int32_t *id) {
     if (len > UINT32_MAX) return AG_DATA_ELIMIT;
     /* keep the load factor <= 1/2 so probes stay short */
     if ((size_t)t->n + 1 > t->nslots / 2) {
@@ -96,14 +96,14 @@ int ag_strtab_intern(ag_strtab *t, const char *s, size_t len, int32_t *id) {
     }
     if (t->n == INT32_MAX) return AG_DATA_ELIMIT;
     size_t need = (size_t)t->n + 1, cap = (size_t)t->cap, c2 = cap, c3 = cap;
-    if (ag_data_grow((void **)&t->off, &cap, need, sizeof *t->off) ||
-        ag_data_grow((void **)&t->len, &c2, need, sizeof *t->len) ||
-        ag_data_grow((void **)&t->hash, &c3, need, sizeof *t->hash))
+    if (ag__data_grow((void **)&t->off, &cap, need, sizeof *t->off) ||
+        ag__data_grow((void **)&t->len, &c2, need, sizeof *t->len) ||
+        ag__data_grow((void **)&t->hash, &c3, need, sizeof *t->hash))
         return AG_DATA_ENOMEM;
     /* the three arrays grow in step; cap stays an int32 because n does */
     t->cap = cap > INT32_MAX ? INT32_MAX : (int32_t)cap;
     if (t->nbytes > SIZE_MAX - len - 1) return AG_DATA_ENOMEM;
-    if (ag_data_grow((void **)&t->bytes, &t->capbytes, t->nbytes + len + 1, 1)) return AG_DATA_ENOMEM;
+    if (ag__data_grow((void **)&t->bytes, &t->capbytes, t->nbytes + len + 1, 1)) return AG_DATA_ENOMEM;
     memcpy(t->bytes + t->nbytes, s, len);
     t->bytes[t->nbytes + len] = 0;
     int32_t nid = t->n++;
@@ -119,12 +119,12 @@ int ag_strtab_intern(ag_strtab *t, const char *s, size_t len, int32_t *id) {
 /* ---- vocabulary ------------------------------------------------------------- */
 
 struct ag_vocab {
-    ag_strtab tab; /* id == strtab id */
+    ag__strtab tab; /* id == strtab id */
 };
 
 void ag_vocab_free(ag_vocab *v) {
     if (!v) return;
-    ag_strtab_free(&v->tab);
+    ag__strtab_free(&v->tab);
     free(v);
 }
 
@@ -133,7 +133,7 @@ int32_t ag_vocab_size(const ag_vocab *v) { return v->tab.n; }
 uint64_t ag_vocab_fingerprint(const ag_vocab *v) {
     uint64_t h = 0xcbf29ce484222325u; /* FNV-1a 64 offset basis and prime */
     for (int32_t id = 0; id < v->tab.n; id++)
-        for (const unsigned char *c = (const unsigned char *)ag_strtab_str(&v->tab, id);; c++) {
+        for (const unsigned char *c = (const unsigned char *)ag__strtab_str(&v->tab, id);; c++) {
             h = (h ^ (*c ? *c : '\n')) * 0x100000001b3u;
             if (!*c) break;
         }
@@ -141,15 +141,15 @@ uint64_t ag_vocab_fingerprint(const ag_vocab *v) {
 }
 
 const char *ag_vocab_token(const ag_vocab *v, int32_t id) {
-    return id >= 0 && id < v->tab.n ? ag_strtab_str(&v->tab, id) : NULL;
+    return id >= 0 && id < v->tab.n ? ag__strtab_str(&v->tab, id) : NULL;
 }
 
 int32_t ag_vocab_find(const ag_vocab *v, const char *tok, size_t len) {
-    return ag_strtab_find(&v->tab, tok, len);
+    return ag__strtab_find(&v->tab, tok, len);
 }
 
 int32_t ag_vocab_id(const ag_vocab *v, const char *tok, size_t len) {
-    int32_t id = ag_strtab_find(&v->tab, tok, len);
+    int32_t id = ag__strtab_find(&v->tab, tok, len);
     /* a literal "<pad>" in text must not turn into padding */
     return id <= AG_PAD_ID ? AG_UNK_ID : id;
 }
@@ -162,8 +162,8 @@ static int is_reserved(const char *s, size_t len) {
 static ag_vocab *vocab_new_with_specials(void) {
     ag_vocab *v = calloc(1, sizeof *v);
     int32_t id;
-    if (!v || ag_strtab_intern(&v->tab, AG_PAD_TOKEN, 5, &id) ||
-        ag_strtab_intern(&v->tab, AG_UNK_TOKEN, 5, &id)) {
+    if (!v || ag__strtab_intern(&v->tab, AG_PAD_TOKEN, 5, &id) ||
+        ag__strtab_intern(&v->tab, AG_UNK_TOKEN, 5, &id)) {
         ag_vocab_free(v);
         return NULL;
     }
@@ -185,19 +185,19 @@ int ag_vocab_from_list(const char *const *tokens, int32_t n, ag_vocab **out, cha
                        size_t errlen) {
     *out = NULL;
     if (n < 2 || strcmp(tokens[0], AG_PAD_TOKEN) != 0 || strcmp(tokens[1], AG_UNK_TOKEN) != 0)
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL,
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL,
                             "vocab list must start with %s, %s", AG_PAD_TOKEN, AG_UNK_TOKEN);
     ag_vocab *v = calloc(1, sizeof *v);
-    if (!v) return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+    if (!v) return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     for (int32_t i = 0; i < n; i++) {
         size_t len = strlen(tokens[i]);
         const char *why = token_problem(tokens[i], len);
         int32_t id;
-        int rc = why ? AG_DATA_EINVAL : ag_strtab_intern(&v->tab, tokens[i], len, &id);
+        int rc = why ? AG_DATA_EINVAL : ag__strtab_intern(&v->tab, tokens[i], len, &id);
         if (!why && !rc && id != i) why = "duplicate token", rc = AG_DATA_EINVAL;
         if (rc) {
             ag_vocab_free(v);
-            return ag_data_fail(err, errlen, rc, "vocab list entry %d: %s", (int)i,
+            return ag__data_fail(err, errlen, rc, "vocab list entry %d: %s", (int)i,
                                 why ? why : "out of memory");
         }
     }
@@ -229,10 +229,10 @@ int ag_vocab_build(const ag_dataset *ds, const int64_t *subset, int64_t n,
                    const ag_vocab_opts *opts, ag_vocab **out, char *err, size_t errlen) {
     *out = NULL;
     ag_vocab_opts o = opts ? *opts : (ag_vocab_opts){1, 0};
-    if (!ds || !ds->store) return ag_data_fail(err, errlen, AG_DATA_EINVAL, "vocab: no dataset");
+    if (!ds || !ds->store) return ag__data_fail(err, errlen, AG_DATA_EINVAL, "vocab: no dataset");
     if (o.min_count < 1) o.min_count = 1;
     if (o.max_size != 0 && o.max_size < 2)
-        return ag_data_fail(err, errlen, AG_DATA_EINVAL, "vocab: max_size %d < 2",
+        return ag__data_fail(err, errlen, AG_DATA_EINVAL, "vocab: max_size %d < 2",
                             (int)o.max_size);
     const ag_dataset_store *st = ds->store;
     int32_t ntypes = st->types.n;
@@ -242,13 +242,13 @@ int ag_vocab_build(const ag_dataset *ds, const int64_t *subset, int64_t n,
     ag_vocab *v = vocab_new_with_specials();
     int rc = 0;
     if (!counts || !cand || !v) {
-        rc = ag_data_fail(err, errlen, AG_DATA_ENOMEM, "vocab: out of memory");
+        rc = ag__data_fail(err, errlen, AG_DATA_ENOMEM, "vocab: out of memory");
         goto done;
     }
     for (int64_t k = 0; k < n; k++) {
         int64_t i = subset ? subset[k] : k;
         if (i < 0 || i >= ds->n) {
-            rc = ag_data_fail(err, errlen, AG_DATA_EINVAL, "vocab: subset index %lld out of range",
+            rc = ag__data_fail(err, errlen, AG_DATA_EINVAL, "vocab: subset index %lld out of range",
                               (long long)i);
             goto done;
         }
@@ -258,7 +258,7 @@ int ag_vocab_build(const ag_dataset *ds, const int64_t *subset, int64_t n,
     }
     int32_t nc = 0;
     for (int32_t t = 0; t < ntypes; t++) {
-        const char *s = ag_strtab_str(&st->types, t);
+        const char *s = ag__strtab_str(&st->types, t);
         uint32_t len = st->types.len[t];
         if (counts[t] >= o.min_count && !is_reserved(s, len))
             cand[nc++] = (vocab_cand){counts[t], s, len};
@@ -267,8 +267,8 @@ int ag_vocab_build(const ag_dataset *ds, const int64_t *subset, int64_t n,
     if (o.max_size && nc > o.max_size - 2) nc = o.max_size - 2;
     for (int32_t k = 0; k < nc; k++) {
         int32_t id;
-        if ((rc = ag_strtab_intern(&v->tab, cand[k].s, cand[k].len, &id))) {
-            rc = ag_data_fail(err, errlen, rc, "vocab: out of memory");
+        if ((rc = ag__strtab_intern(&v->tab, cand[k].s, cand[k].len, &id))) {
+            rc = ag__data_fail(err, errlen, rc, "vocab: out of memory");
             goto done;
         }
     }
@@ -282,55 +282,55 @@ done:
 
 int ag_vocab_save(const ag_vocab *v, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
-    if (!f) return ag_data_fail(err, errlen, AG_DATA_EIO, "%s: cannot write: %s", path,
+    if (!f) return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: cannot write: %s", path,
                                 strerror(errno));
     for (int32_t id = 0; id < v->tab.n; id++) {
-        fwrite(ag_strtab_str(&v->tab, id), 1, v->tab.len[id], f);
+        fwrite(ag__strtab_str(&v->tab, id), 1, v->tab.len[id], f);
         fputc('\n', f);
     }
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
-        return ag_data_fail(err, errlen, AG_DATA_EIO, "%s: write failed", path);
+        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed", path);
     return 0;
 }
 
 /* A file (mem NULL) or bytes in memory named `path`. */
 static int vocab_load(const char *path, const void *mem, size_t mem_len, ag_vocab **out, char *err, size_t errlen) {
     *out = NULL;
-    ag_data_line_reader lr;
-    int rc = mem ? ag_data_lines_open_mem(&lr, path, mem, mem_len, (size_t)1 << 20, err, errlen)
-                 : ag_data_lines_open(&lr, path, (size_t)1 << 20, err, errlen);
+    ag__data_line_reader lr;
+    int rc = mem ? ag__data_lines_open_mem(&lr, path, mem, mem_len, (size_t)1 << 20, err, errlen)
+                 : ag__data_lines_open(&lr, path, (size_t)1 << 20, err, errlen);
     if (rc) return rc;
     ag_vocab *v = calloc(1, sizeof *v);
     if (!v) {
-        ag_data_lines_close(&lr);
-        return ag_data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+        ag__data_lines_close(&lr);
+        return ag__data_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
-    while ((rc = ag_data_lines_next(&lr, err, errlen)) == 1) {
+    while ((rc = ag__data_lines_next(&lr, err, errlen)) == 1) {
         long long ln = (long long)lr.lineno;
         const char *why = token_problem(lr.buf, lr.len);
         if (!why && ln == 1 && strcmp(lr.buf, AG_PAD_TOKEN) != 0) why = "line 1 must be " AG_PAD_TOKEN;
         if (!why && ln == 2 && strcmp(lr.buf, AG_UNK_TOKEN) != 0) why = "line 2 must be " AG_UNK_TOKEN;
         if (why) {
-            rc = ag_data_fail(err, errlen, AG_DATA_EFORMAT, "%s:%lld: %s", path, ln, why);
+            rc = ag__data_fail(err, errlen, AG_DATA_EFORMAT, "%s:%lld: %s", path, ln, why);
             break;
         }
         int32_t id, before = v->tab.n;
-        if ((rc = ag_strtab_intern(&v->tab, lr.buf, lr.len, &id))) {
-            rc = ag_data_fail(err, errlen, rc, "%s:%lld: out of memory or too many tokens",
+        if ((rc = ag__strtab_intern(&v->tab, lr.buf, lr.len, &id))) {
+            rc = ag__data_fail(err, errlen, rc, "%s:%lld: out of memory or too many tokens",
                               path, ln);
             break;
         }
         if (v->tab.n == before) {
-            rc = ag_data_fail(err, errlen, AG_DATA_EFORMAT,
+            rc = ag__data_fail(err, errlen, AG_DATA_EFORMAT,
                               "%s:%lld: duplicate token '%s' (first on line %d)", path, ln,
                               lr.buf, (int)id + 1);
             break;
         }
     }
-    ag_data_lines_close(&lr);
+    ag__data_lines_close(&lr);
     if (rc == 0 && v->tab.n < 2)
-        rc = ag_data_fail(err, errlen, AG_DATA_EFORMAT, "%s: vocab needs at least %s and %s",
+        rc = ag__data_fail(err, errlen, AG_DATA_EFORMAT, "%s: vocab needs at least %s and %s",
                           path, AG_PAD_TOKEN, AG_UNK_TOKEN);
     if (rc < 0) {
         ag_vocab_free(v);

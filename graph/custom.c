@@ -42,11 +42,11 @@ ag_tensor *ag_custom_op(const ag_custom_fn *fn, ag_tensor *const *in, int n, int
         ag__check_device(op, in[i], NULL);
     }
     ag_tensor *out = ag_tensor_new(out_ndim, out_shape);
-    custom_node *s = ag_arena_zalloc(sizeof *s);
+    custom_node *s = ag__arena_zalloc(sizeof *s);
     s->fn = *fn;
-    s->saved = fn->saved_bytes ? ag_arena_zalloc(fn->saved_bytes) : NULL;
+    s->saved = fn->saved_bytes ? ag__arena_zalloc(fn->saved_bytes) : NULL;
     if (params_bytes) {
-        s->params = ag_arena_alloc(params_bytes);
+        s->params = ag__arena_alloc(params_bytes);
         memcpy(s->params, params, params_bytes);
     }
     ag_custom_call c = {.name = op, .in = in, .n_in = n, .out = out, .saved = s->saved, .params = s->params};

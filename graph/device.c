@@ -58,12 +58,12 @@ int32_t *ag__to_device_i32(const int32_t *host, int64_t n) {
 }
 
 void *ag__step_alloc_on(ag_device dev, size_t bytes) {
-    return dev == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag_arena_alloc(bytes);
+    return dev == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag__arena_alloc(bytes);
 }
 
 int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n) {
     if (dev == AG_CUDA) return ag__to_device_i32(host, n);
-    int32_t *copy = ag_arena_alloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+    int32_t *copy = ag__arena_alloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
     if (n > 0) memcpy(copy, host, (size_t)n * sizeof *copy);
     return copy;
 }
@@ -97,7 +97,7 @@ void ag__write_on(ag_device dev, void *dst, const void *host, size_t bytes) {
 }
 
 void *ag__zeros_kept_on(ag_device dev, size_t bytes, const char *what) {
-    if (dev != AG_CUDA) return ag_calloc(bytes, 1);
+    if (dev != AG_CUDA) return ag__calloc(bytes, 1);
     void *p = ag__cuda_malloc(bytes, what);
     ag__cuda_zero(p, bytes);
     return p;
@@ -105,7 +105,7 @@ void *ag__zeros_kept_on(ag_device dev, size_t bytes, const char *what) {
 
 void ag__free_kept_on(ag_device dev, void *p) {
     if (dev == AG_CUDA) ag__cuda_free(p);
-    else ag_free(p);
+    else ag__free(p);
 }
 
 void ag__kernels_done(const char *op, ag_device dev) {
@@ -115,14 +115,14 @@ void ag__kernels_done(const char *op, ag_device dev) {
 int64_t ag__first_nonfinite(const ag_real *x, int64_t n, ag_device dev, double *value) {
     ag_real *host = NULL;
     if (dev == AG_CUDA && n > 0) {
-        host = ag_malloc((size_t)n * sizeof(ag_real));
+        host = ag__malloc((size_t)n * sizeof(ag_real));
         ag__cuda_copy(host, AG_CPU, x, AG_CUDA, (size_t)n * sizeof(ag_real));
         x = host;
     }
     int64_t at = -1;
     for (int64_t j = 0; x && j < n && at < 0; j++)
         if (!isfinite(x[j])) at = j, *value = isnan(x[j]) ? NAN : (double)x[j]; /* "nan", not "-nan" */
-    ag_free(host);
+    ag__free(host);
     return at;
 }
 
@@ -131,10 +131,10 @@ int64_t ag__first_nonfinite(const ag_real *x, int64_t n, ag_device dev, double *
 
 static ag_real *moved(ag_real *p, int64_t size, ag_device from, ag_device to, const char *name) {
     size_t bytes = (size_t)size * sizeof(ag_real);
-    ag_real *q = to == AG_CUDA ? ag__cuda_malloc(bytes, name) : ag_malloc(bytes ? bytes : 1);
+    ag_real *q = to == AG_CUDA ? ag__cuda_malloc(bytes, name) : ag__malloc(bytes ? bytes : 1);
     ag__cuda_copy(q, to, p, from, bytes);
     if (from == AG_CUDA) ag__cuda_free(p);
-    else ag_free(p);
+    else ag__free(p);
     return q;
 }
 

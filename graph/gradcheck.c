@@ -26,7 +26,7 @@ ag_gradcheck_opts ag_gradcheck_defaults(void) {
 static double project(const ag_tensor *out, const double *r) {
     const ag_real *x = out->data;
     if (out->device == AG_CUDA) { /* in the host arena: eval_projected rewinds it */
-        ag_real *host = ag_arena_alloc((size_t)out->size * sizeof(ag_real));
+        ag_real *host = ag__arena_alloc((size_t)out->size * sizeof(ag_real));
         ag_tensor_read(out, host);
         x = host;
     }
@@ -73,8 +73,8 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
     ag_mark_t m = ag_mark();
     ag_tensor *out = f(ctx);
     int64_t out_size = out->size;
-    double *r = ag_malloc((size_t)(out_size ? out_size : 1) * sizeof *r);
-    ag_real *seed = ag_malloc((size_t)(out_size ? out_size : 1) * sizeof *seed);
+    double *r = ag__malloc((size_t)(out_size ? out_size : 1) * sizeof *r);
+    ag_real *seed = ag__malloc((size_t)(out_size ? out_size : 1) * sizeof *seed);
     ag_rng rng;
     ag_rng_seed(&rng, o.seed);
     for (int64_t i = 0; i < out_size; i++) {
@@ -86,11 +86,11 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
 
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += wrt[i]->size;
-    double *analytic = ag_malloc((size_t)(total ? total : 1) * sizeof *analytic);
+    double *analytic = ag__malloc((size_t)(total ? total : 1) * sizeof *analytic);
     for (int i = 0, off = 0; i < n; off += (int)wrt[i]->size, i++) {
         const ag_real *g = wrt[i]->grad;
         if (g && wrt[i]->device == AG_CUDA) {
-            ag_real *host = ag_arena_alloc((size_t)wrt[i]->size * sizeof(ag_real)); /* rewound below */
+            ag_real *host = ag__arena_alloc((size_t)wrt[i]->size * sizeof(ag_real)); /* rewound below */
             ag__cuda_copy(host, AG_CPU, g, AG_CUDA, (size_t)wrt[i]->size * sizeof(ag_real));
             g = host;
         }
@@ -140,8 +140,8 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
         }
     }
     ag_set_grad_enabled(was);
-    ag_free(r);
-    ag_free(seed);
-    ag_free(analytic);
+    ag__free(r);
+    ag__free(seed);
+    ag__free(analytic);
     return res;
 }

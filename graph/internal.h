@@ -28,11 +28,11 @@
 #define AG_SIMD_CLONES
 #endif
 
-typedef void (*ag_backward_fn)(ag_node *n);
+typedef void (*ag__backward_fn)(ag_node *n);
 
 struct ag_node {
     const char *op;             /* name, for messages */
-    ag_backward_fn backward;
+    ag__backward_fn backward;
     ag_tensor *out;
     ag_tensor *in[AG_MAX_INPUTS];
     int n_in;
@@ -47,13 +47,13 @@ struct ag_node {
 };
 
 /* ---- memory ---- */
-void *ag_malloc(size_t bytes);          /* counted; aborts on failure */
-void *ag_calloc(size_t n, size_t size);
-void *ag_realloc(void *p, size_t bytes);
-void ag_free(void *p);
-char *ag_strdup(const char *s);
-void *ag_arena_alloc(size_t bytes);     /* 64-byte aligned, uninitialised */
-void *ag_arena_zalloc(size_t bytes);
+void *ag__malloc(size_t bytes);          /* counted; aborts on failure */
+void *ag__calloc(size_t n, size_t size);
+void *ag__realloc(void *p, size_t bytes);
+void ag__free(void *p);
+char *ag__strdup(const char *s);
+void *ag__arena_alloc(size_t bytes);     /* 64-byte aligned, uninitialised */
+void *ag__arena_zalloc(size_t bytes);
 void ag__zero(void *p, size_t bytes);   /* memset 0, on the pool when large */
 
 /* An uninitialised step tensor (the usual op output). */
@@ -63,7 +63,7 @@ ag_tensor *ag__empty(int ndim, const int *shape);
  * gradient and grad mode is on; returns the node (NULL when nothing was
  * recorded, in which case the op must not save anything).  Call it after
  * computing the output: the profiler takes it as the end of the op. */
-ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
+ag_node *ag__record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in,
                     ag_tensor *const *in);
 /* Gradient buffer of t, allocated zero-filled on first use. */
 ag_real *ag__grad(ag_tensor *t);

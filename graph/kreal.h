@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 #ifdef AG_REAL_DOUBLE
-typedef double ag_kreal;
+typedef double ag__kreal;
 #else
-typedef float ag_kreal;
+typedef float ag__kreal;
 #endif
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
 /* memory.c - the counting allocator and the per-step arena.
  *
- * Every heap allocation of the library goes through ag_malloc so a test can
+ * Every heap allocation of the library goes through ag__malloc so a test can
  * prove that a training step in the steady state allocates nothing.  Step
  * memory is a bump arena made of chunks; when a step needed more than one
  * chunk, ag_step_end() replaces them by a single chunk big enough for the
@@ -15,21 +15,21 @@
 static ag_mem_stats stats;
 double ag__arena_bytes_limit;
 
-void *ag_malloc(size_t bytes) {
+void *ag__malloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) ag__fatal("alloc", "out of memory allocating %zu bytes", bytes);
     stats.allocs++;
     return p;
 }
 
-void *ag_calloc(size_t n, size_t size) {
+void *ag__calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) ag__fatal("alloc", "out of memory allocating %zu x %zu bytes", n, size);
     stats.allocs++;
     return p;
 }
 
-void *ag_realloc(void *old, size_t bytes) {
+void *ag__realloc(void *old, size_t bytes) {
     void *p = realloc(old, bytes ? bytes : 1);
     if (!p) ag__fatal("alloc", "out of memory reallocating %zu bytes", bytes);
     stats.allocs++;
@@ -37,15 +37,15 @@ void *ag_realloc(void *old, size_t bytes) {
     return p;
 }
 
-void ag_free(void *p) {
+void ag__free(void *p) {
     if (!p) return;
     stats.frees++;
     free(p);
 }
 
-char *ag_strdup(const char *s) {
+char *ag__strdup(const char *s) {
     size_t n = strlen(s) + 1;
-    char *d = ag_malloc(n);
+    char *d = ag__malloc(n);
     memcpy(d, s, n);
     return d;
 }
@@ -302,7 +302,7 @@ static size_t next_chunk_size(size_t bytes) {
               ag__arena_bytes_limit > 0 ? "available" : room.free_what);
 }
 
-void *ag_arena_alloc(size_t bytes) {
+void *ag__arena_alloc(size_t bytes) {
     if (ag__in_parallel()) { /* an engine bug, maybe on a worker thread: no handler can recover from it */
         fputs("attngrad: internal error: arena allocation inside a parallel part (the arena is not thread-safe)\n",
               stderr);
@@ -327,8 +327,8 @@ void *ag_arena_alloc(size_t bytes) {
     return p;
 }
 
-void *ag_arena_zalloc(size_t bytes) {
-    void *p = ag_arena_alloc(bytes);
+void *ag__arena_zalloc(size_t bytes) {
+    void *p = ag__arena_alloc(bytes);
     ag__zero(p, bytes);
     return p;
 }

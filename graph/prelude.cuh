@@ -16,7 +16,7 @@
 #include "kreal.h"
 
 #define AG_HD __host__ __device__
-typedef ag_kreal ag_real;
+typedef ag__kreal ag_real;
 
 /* As graph/internal.h's, for either real type. */
 AG_HD static inline ag_real ag__sigmoid(ag_real x) {
@@ -107,7 +107,7 @@ extern "C" void *ag__record_begin(size_t bytes, int (*run)(const void *));
  * this file, and the launch is the emulator's function. */
 #ifdef AG_CUDA_EMULATOR
 #define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) \
-    ag_emu_launch(kernel, grid, block, shared, ag__cuda_stream(), __VA_ARGS__)
+    ag__emu_launch(kernel, grid, block, shared, ag__cuda_stream(), __VA_ARGS__)
 #else
 #define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) kernel<<<grid, block, shared, ag__cuda_stream()>>>(__VA_ARGS__)
 #endif

@@ -27,7 +27,7 @@ bool ag_set_grad_enabled(bool enabled) {
 
 bool ag_is_grad_enabled(void) { return grad_enabled; }
 
-ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
+ag_node *ag__record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in,
                     ag_tensor *const *in) {
     int line;
     const char *file = ag__callsite(&line);
@@ -45,7 +45,7 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     }
     if (!grad_enabled || !any) return NULL;
     if (n_in > AG_MAX_INPUTS) ag__fatal(op, "%d inputs (at most %d)", n_in, AG_MAX_INPUTS);
-    ag_node *n = ag_arena_zalloc(sizeof *n);
+    ag_node *n = ag__arena_zalloc(sizeof *n);
     n->op = op;
     n->backward = bw;
     n->out = out;
@@ -55,7 +55,7 @@ ag_node *ag__record(const char *op, ag_backward_fn bw, ag_tensor *out, int n_in,
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
     if (tape_len == tape_cap) {
         tape_cap = tape_cap ? 2 * tape_cap : 256;
-        tape = ag_realloc(tape, (size_t)tape_cap * sizeof *tape);
+        tape = ag__realloc(tape, (size_t)tape_cap * sizeof *tape);
     }
     n->index = tape_len;
     tape[tape_len++] = n;
@@ -72,7 +72,7 @@ ag_real *ag__grad(ag_tensor *t) {
         t->grad = ag__cuda_arena_alloc(bytes);
         ag__cuda_zero(t->grad, bytes);
     } else {
-        t->grad = ag_arena_zalloc(bytes);
+        t->grad = ag__arena_zalloc(bytes);
     }
     return t->grad;
 }
@@ -81,7 +81,7 @@ ag_real *ag__grad_write(ag_tensor *t, bool *fresh) {
     *fresh = !t->grad;
     if (!t->grad) {
         size_t bytes = (size_t)t->size * sizeof(ag_real);
-        t->grad = t->device == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag_arena_alloc(bytes);
+        t->grad = t->device == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag__arena_alloc(bytes);
     }
     return t->grad;
 }
@@ -149,7 +149,7 @@ static void add_seed(ag_tensor *out, const ag_real *seed, ag_device seed_dev) {
         copy_any(g, out->device, seed, seed_dev, bytes);
         return;
     }
-    ag_real *sum = ag_arena_alloc(bytes), *add = ag_arena_alloc(bytes);
+    ag_real *sum = ag__arena_alloc(bytes), *add = ag__arena_alloc(bytes);
     copy_any(sum, AG_CPU, g, out->device, bytes);
     copy_any(add, AG_CPU, seed, seed_dev, bytes);
     for (int64_t i = 0; i < out->size; i++) sum[i] += add[i];
@@ -231,7 +231,7 @@ void ag__at_shutdown(void (*release)(void)) {
 }
 
 void ag_shutdown(void) {
-    ag_free(tape);
+    ag__free(tape);
     tape = NULL;
     tape_len = tape_cap = 0;
     while (n_at_shutdown > 0) at_shutdown[--n_at_shutdown]();

@@ -58,9 +58,9 @@ static void check_fits_in_memory(const ag_params *ps, const char *name, const ag
 }
 
 ag_tensor *ag__empty(int ndim, const int *shape) {
-    ag_tensor *t = ag_arena_zalloc(sizeof *t);
+    ag_tensor *t = ag__arena_zalloc(sizeof *t);
     set_shape(t, ndim, shape);
-    t->data = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    t->data = ag__arena_alloc((size_t)t->size * sizeof(ag_real));
     ag__stamp(t, NULL);
     return t;
 }
@@ -69,7 +69,7 @@ ag_tensor *ag__empty(int ndim, const int *shape) {
  * host) and the data goes to the device arena. */
 ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape) {
     if (dev == AG_CPU) return ag__empty(ndim, shape);
-    ag_tensor *t = ag_arena_zalloc(sizeof *t);
+    ag_tensor *t = ag__arena_zalloc(sizeof *t);
     set_shape(t, ndim, shape);
     t->data = ag__cuda_arena_alloc((size_t)t->size * sizeof(ag_real));
     t->device = dev;
@@ -204,17 +204,17 @@ ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape)
     ag_tensor shaped = {0};
     set_shape(&shaped, ndim, shape);
     if (!ps->shapes_only) check_fits_in_memory(ps, name, &shaped); /* before anything is allocated: a test's fatal handler returns */
-    ag_tensor *t = ag_calloc(1, sizeof *t);
+    ag_tensor *t = ag__calloc(1, sizeof *t);
     *t = shaped;
-    t->data = ps->shapes_only ? NULL : ag_calloc((size_t)t->size, sizeof(ag_real));
-    t->grad = ps->shapes_only ? NULL : ag_calloc((size_t)t->size, sizeof(ag_real));
+    t->data = ps->shapes_only ? NULL : ag__calloc((size_t)t->size, sizeof(ag_real));
+    t->grad = ps->shapes_only ? NULL : ag__calloc((size_t)t->size, sizeof(ag_real));
     t->requires_grad = true;
     t->persistent = true;
-    t->name = ag_strdup(name);
+    t->name = ag__strdup(name);
     ag__stamp(t, "ag_param");
     if (ps->count == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 16;
-        ps->items = ag_realloc(ps->items, (size_t)ps->cap * sizeof *ps->items);
+        ps->items = ag__realloc(ps->items, (size_t)ps->cap * sizeof *ps->items);
     }
     ps->items[ps->count++] = t;
     note_stray(ps, t);
@@ -255,12 +255,12 @@ void ag_params_free(ag_params *ps) {
             ag__cuda_free(t->data);
             ag__cuda_free(t->grad);
         } else {
-            ag_free(t->data);
-            ag_free(t->grad);
+            ag__free(t->data);
+            ag__free(t->grad);
         }
-        ag_free((char *)t->name);
-        ag_free(t);
+        ag__free((char *)t->name);
+        ag__free(t);
     }
-    ag_free(ps->items);
+    ag__free(ps->items);
     *ps = (ag_params){0};
 }

@@ -238,10 +238,10 @@ static void load_real(const ag_st_tensor *t, ag_real *dst, ag_device dev, int64_
         ag_st_to_real(t, dst);
         return;
     }
-    ag_real *host = ag_malloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real));
+    ag_real *host = ag__malloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real));
     ag_st_to_real(t, host);
     ag__cuda_copy(dst, AG_CUDA, host, AG_CPU, (size_t)n * sizeof(ag_real));
-    ag_free(host);
+    ag__free(host);
 }
 
 ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt, ag_scheduler *sched,
@@ -250,10 +250,10 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
     ag_st_file f;
     ag_status status = ag_st_read(path, &f);
     if (status) return status;
-    load_plan *plan = ag_calloc(1, sizeof *plan);
-    plan->param = ag_calloc((size_t)ps->count + 1, sizeof *plan->param);
+    load_plan *plan = ag__calloc(1, sizeof *plan);
+    plan->param = ag__calloc((size_t)ps->count + 1, sizeof *plan->param);
     int n_slots = opt ? opt->n_slots * opt->n_params : 0;
-    plan->slot = ag_calloc((size_t)n_slots + 1, sizeof *plan->slot);
+    plan->slot = ag__calloc((size_t)n_slots + 1, sizeof *plan->slot);
 
     for (int i = 0; i < ps->count && !status; i++)
         status = find_real(&f, ps->items[i]->name, ps->items[i], "model's parameter", &plan->param[i]);
@@ -278,9 +278,9 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
         }
         if (st) *st = plan->st;
     }
-    ag_free(plan->param);
-    ag_free(plan->slot);
-    ag_free(plan);
+    ag__free(plan->param);
+    ag__free(plan->slot);
+    ag__free(plan);
     ag_st_close(&f);
     return status;
 }

@@ -141,10 +141,10 @@ void ag_st_add(ag_st_writer *w, const char *name, ag_dtype dtype, int ndim, cons
     if (numel > 0 && !data) ag__fatal("ag_st_add", "no data for '%s'", name);
     if (w->count == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 16;
-        w->tensors = ag_realloc(w->tensors, (size_t)w->cap * sizeof *w->tensors);
+        w->tensors = ag__realloc(w->tensors, (size_t)w->cap * sizeof *w->tensors);
     }
     ag_st_tensor *t = &w->tensors[w->count++];
-    *t = (ag_st_tensor){.name = ag_strdup(name), .dtype = dtype, .ndim = ndim, .numel = numel, .data = data};
+    *t = (ag_st_tensor){.name = ag__strdup(name), .dtype = dtype, .ndim = ndim, .numel = numel, .data = data};
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
 }
 
@@ -153,9 +153,9 @@ void ag__st_add_real(ag_st_writer *w, const char *name, int ndim, const int *sha
     for (int i = 0; i < ndim; i++) shape64[i] = shape[i], n *= shape[i];
     if (dev == AG_CUDA) { /* a host copy, the writer's until it is freed */
         size_t bytes = (size_t)n * sizeof(ag_real);
-        ag_real *host = ag_malloc(bytes ? bytes : 1);
+        ag_real *host = ag__malloc(bytes ? bytes : 1);
         ag__cuda_copy(host, AG_CPU, data, AG_CUDA, bytes);
-        w->host_copies = ag_realloc(w->host_copies, (size_t)(w->n_host_copies + 1) * sizeof *w->host_copies);
+        w->host_copies = ag__realloc(w->host_copies, (size_t)(w->n_host_copies + 1) * sizeof *w->host_copies);
         w->host_copies[w->n_host_copies++] = host;
         data = host;
     }
@@ -170,26 +170,26 @@ void ag_st_add_tensor(ag_st_writer *w, const char *name, const ag_tensor *t) {
 void ag_st_set_meta(ag_st_writer *w, const char *key, const char *value) {
     for (int i = 0; i < w->n_meta; i++)
         if (!strcmp(w->meta[2 * i], key)) {
-            ag_free(w->meta[2 * i + 1]);
-            w->meta[2 * i + 1] = ag_strdup(value);
+            ag__free(w->meta[2 * i + 1]);
+            w->meta[2 * i + 1] = ag__strdup(value);
             return;
         }
     if (w->n_meta == w->meta_cap) {
         w->meta_cap = w->meta_cap ? 2 * w->meta_cap : 8;
-        w->meta = ag_realloc(w->meta, (size_t)w->meta_cap * 2 * sizeof *w->meta);
+        w->meta = ag__realloc(w->meta, (size_t)w->meta_cap * 2 * sizeof *w->meta);
     }
-    w->meta[2 * w->n_meta] = ag_strdup(key);
-    w->meta[2 * w->n_meta + 1] = ag_strdup(value);
+    w->meta[2 * w->n_meta] = ag__strdup(key);
+    w->meta[2 * w->n_meta + 1] = ag__strdup(value);
     w->n_meta++;
 }
 
 void ag_st_writer_free(ag_st_writer *w) {
-    for (int i = 0; i < w->count; i++) ag_free((char *)w->tensors[i].name);
-    for (int i = 0; i < 2 * w->n_meta; i++) ag_free(w->meta[i]);
-    for (int i = 0; i < w->n_host_copies; i++) ag_free(w->host_copies[i]);
-    ag_free(w->host_copies);
-    ag_free(w->tensors);
-    ag_free(w->meta);
+    for (int i = 0; i < w->count; i++) ag__free((char *)w->tensors[i].name);
+    for (int i = 0; i < 2 * w->n_meta; i++) ag__free(w->meta[i]);
+    for (int i = 0; i < w->n_host_copies; i++) ag__free(w->host_copies[i]);
+    ag__free(w->host_copies);
+    ag__free(w->tensors);
+    ag__free(w->meta);
     *w = (ag_st_writer){0};
 }
 
@@ -202,7 +202,7 @@ typedef struct {
 static void sb_put(strbuf *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         while (b->len + n + 1 > b->cap) b->cap = b->cap ? 2 * b->cap : 1024;
-        b->s = ag_realloc(b->s, b->cap);
+        b->s = ag__realloc(b->s, b->cap);
     }
     memcpy(b->s + b->len, s, n);
     b->len += n;
@@ -264,7 +264,7 @@ static ag_status build_header(const ag_st_writer *w, const ag_st_tensor **by_nam
         if (!valid_utf8((const unsigned char *)w->meta[i], strlen(w->meta[i])))
             return ag__fail(AG_ERR_ARG, "metadata '%s' is not valid UTF-8", w->meta[i & ~1]);
     /* metadata pairs sorted by key */
-    char **meta = w->n_meta ? ag_malloc((size_t)w->n_meta * 2 * sizeof *meta) : NULL;
+    char **meta = w->n_meta ? ag__malloc((size_t)w->n_meta * 2 * sizeof *meta) : NULL;
     if (w->n_meta) {
         memcpy(meta, w->meta, (size_t)w->n_meta * 2 * sizeof *meta);
         qsort(meta, (size_t)w->n_meta, 2 * sizeof *meta, cmp_str);
@@ -298,7 +298,7 @@ static ag_status build_header(const ag_st_writer *w, const ag_st_tensor **by_nam
     }
     sb_put(h, "}", 1);
     while ((8 + h->len) % 8) sb_put(h, " ", 1);
-    ag_free(meta);
+    ag__free(meta);
     return AG_OK;
 }
 
@@ -329,7 +329,7 @@ static int open_temp(const char *path, char *tmp, size_t n) {
  * (EINVAL); there the rename is as durable as the system makes it. */
 static ag_status sync_folder(const char *path) {
     size_t n = strlen(path);
-    char *dir = ag_malloc(n + 2);
+    char *dir = ag__malloc(n + 2);
     memcpy(dir, path, n + 1);
     char *slash = strrchr(dir, '/');
     if (!slash) strcpy(dir, ".");
@@ -340,15 +340,15 @@ static ag_status sync_folder(const char *path) {
     if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
         st = ag__fail(AG_ERR_IO, "%s: written, but syncing the folder '%s' failed: %s", path, dir, strerror(errno));
     if (fd >= 0) close(fd);
-    ag_free(dir);
+    ag__free(dir);
     return st;
 }
 
 ag_status ag_st_write(const ag_st_writer *w, const char *path) {
     const int n = w->count;
-    const ag_st_tensor **by_name = ag_malloc((size_t)(n ? n : 1) * sizeof *by_name);
-    const ag_st_tensor **by_data = ag_malloc((size_t)(n ? n : 1) * sizeof *by_data);
-    int64_t *begin = ag_malloc((size_t)(n ? n : 1) * sizeof *begin);
+    const ag_st_tensor **by_name = ag__malloc((size_t)(n ? n : 1) * sizeof *by_name);
+    const ag_st_tensor **by_data = ag__malloc((size_t)(n ? n : 1) * sizeof *by_data);
+    int64_t *begin = ag__malloc((size_t)(n ? n : 1) * sizeof *begin);
     for (int i = 0; i < n; i++) by_name[i] = by_data[i] = &w->tensors[i];
     qsort(by_name, (size_t)n, sizeof *by_name, cmp_tensor_name);
     qsort(by_data, (size_t)n, sizeof *by_data, cmp_data_order);
@@ -402,10 +402,10 @@ ag_status ag_st_write(const ag_st_writer *w, const char *path) {
     if (st) unlink(tmp); /* the previous file, if any, is untouched */
     else st = sync_folder(path);
 done:
-    ag_free(h.s);
-    ag_free(by_name);
-    ag_free(by_data);
-    ag_free(begin);
+    ag__free(h.s);
+    ag__free(by_name);
+    ag__free(by_data);
+    ag__free(begin);
     return st;
 }
 
@@ -510,7 +510,7 @@ static size_t put_utf8(char *o, unsigned cp) {
     return 4;
 }
 
-/* A JSON string into a new NUL-terminated buffer (*out, ag_malloc'd).
+/* A JSON string into a new NUL-terminated buffer (*out, ag__malloc'd).
  * Decoding never makes a string longer than its encoding, so the raw length
  * bounds the buffer.  "\u0000" is refused: names are C strings. */
 static ag_status parse_string(json *j, char **out) {
@@ -519,17 +519,17 @@ static ag_status parse_string(json *j, char **out) {
     const unsigned char *q = ++j->p;
     while (q < j->end && *q != '"') q += *q == '\\' && q + 1 < j->end ? 2 : 1;
     if (q >= j->end) return json_fail(j, "unterminated string");
-    char *s = ag_malloc((size_t)(q - j->p) + 1), *o = s;
+    char *s = ag__malloc((size_t)(q - j->p) + 1), *o = s;
     while (j->p < q) {
         unsigned c = *j->p;
         if (c < 0x20) {
-            ag_free(s);
+            ag__free(s);
             return json_fail(j, "control character 0x%02x in a string", c);
         }
         if (c != '\\') {
             int k = utf8_len(j->p, (size_t)(q - j->p));
             if (!k) {
-                ag_free(s);
+                ag__free(s);
                 return json_fail(j, "invalid UTF-8 in a string");
             }
             memcpy(o, j->p, (size_t)k);
@@ -545,7 +545,7 @@ static ag_status parse_string(json *j, char **out) {
             continue;
         }
         if (c != 'u' || q - j->p < 6 || hex4(j->p + 2) < 0) {
-            ag_free(s);
+            ag__free(s);
             return json_fail(j, "invalid escape in a string");
         }
         unsigned cp = (unsigned)hex4(j->p + 2);
@@ -553,13 +553,13 @@ static ag_status parse_string(json *j, char **out) {
         if (cp >= 0xD800 && cp <= 0xDBFF) { /* a high surrogate needs its low half */
             int lo = q - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u' ? hex4(j->p + 2) : -1;
             if (lo < 0xDC00 || lo > 0xDFFF) {
-                ag_free(s);
+                ag__free(s);
                 return json_fail(j, "unpaired surrogate \\u%04x in a string", cp);
             }
             cp = 0x10000 + ((cp - 0xD800) << 10) + ((unsigned)lo - 0xDC00);
             j->p += 6;
         } else if ((cp >= 0xDC00 && cp <= 0xDFFF) || cp == 0) {
-            ag_free(s);
+            ag__free(s);
             return json_fail(j, cp ? "unpaired surrogate \\u%04x in a string" : "\\u%04x (NUL) in a string", cp);
         }
         o += put_utf8(o, cp);
@@ -641,7 +641,7 @@ static ag_status parse_metadata(header *h) {
     for (;;) {
         if (h->n_meta == cap) {
             cap = cap ? 2 * cap : 8;
-            h->meta = ag_realloc(h->meta, (size_t)cap * 2 * sizeof *h->meta);
+            h->meta = ag__realloc(h->meta, (size_t)cap * 2 * sizeof *h->meta);
         }
         char **kv = &h->meta[2 * h->n_meta];
         kv[0] = kv[1] = NULL;
@@ -664,7 +664,7 @@ static ag_status parse_dtype(json *j, const char *name, ag_dtype *dt) {
     for (int k = 0; k < N_DTYPES; k++)
         if (!strcmp(s, dtype_names[k])) {
             *dt = (ag_dtype)k;
-            ag_free(s);
+            ag__free(s);
             return AG_OK;
         }
     static const char *const others[] = {"BOOL", "U8", "I8", "I16", "U16", "U32", "U64", "F8_E5M2", "F8_E4M3"};
@@ -672,7 +672,7 @@ static ag_status parse_dtype(json *j, const char *name, ag_dtype *dt) {
     for (size_t k = 0; k < sizeof others / sizeof *others; k++) known |= !strcmp(s, others[k]);
     st = json_fail(j, "tensor '%s': %s dtype '%.40s' (supported: F32, F64, F16, BF16, I32, I64)", name,
                    known ? "unsupported" : "unknown", s);
-    ag_free(s);
+    ag__free(s);
     return st;
 }
 
@@ -682,7 +682,7 @@ static ag_status parse_tensor(header *h, char *name) {
     json *j = &h->j;
     if (h->count == h->cap) {
         h->cap = h->cap ? 2 * h->cap : 16;
-        h->e = ag_realloc(h->e, (size_t)h->cap * sizeof *h->e);
+        h->e = ag__realloc(h->e, (size_t)h->cap * sizeof *h->e);
     }
     entry *e = &h->e[h->count++];
     *e = (entry){.t.name = name};
@@ -694,14 +694,14 @@ static ag_status parse_tensor(header *h, char *name) {
         char *key;
         if ((st = parse_string(j, &key))) return st;
         if ((st = expect(j, ':'))) {
-            ag_free(key);
+            ag__free(key);
             return st;
         }
         bool *seen = !strcmp(key, "dtype") ? &has_dtype : !strcmp(key, "shape") ? &has_shape
                    : !strcmp(key, "data_offsets") ? &has_offsets : NULL;
         if (!seen || *seen) {
             st = json_fail(j, "tensor '%s': %s key '%.40s'", name, seen ? "repeated" : "unexpected", key);
-            ag_free(key);
+            ag__free(key);
             return st;
         }
         *seen = true;
@@ -715,7 +715,7 @@ static ag_status parse_tensor(header *h, char *name) {
             e->begin = off[0];
             e->end = off[1];
         }
-        ag_free(key);
+        ag__free(key);
         if (st) return st;
         if (peek(j) == ',') {
             j->p++;
@@ -739,11 +739,11 @@ static ag_status parse_header(header *h) {
             char *key;
             if ((st = parse_string(j, &key))) return st;
             if ((st = expect(j, ':'))) {
-                ag_free(key);
+                ag__free(key);
                 return st;
             }
             if (!strcmp(key, "__metadata__")) {
-                ag_free(key);
+                ag__free(key);
                 st = parse_metadata(h);
             } else {
                 st = parse_tensor(h, key); /* owns key from here */
@@ -808,7 +808,7 @@ static ag_status check_layout(const char *what, entry *e, int n, int64_t data_le
             return ag__fail(AG_ERR_FORMAT, "%s: tensor '%s': data_offsets end at %lld, past the %lld bytes of data (truncated file?)",
                             what, t->name, (long long)e[i].end, (long long)data_len);
     }
-    entry **order = ag_malloc((size_t)(n ? n : 1) * sizeof *order);
+    entry **order = ag__malloc((size_t)(n ? n : 1) * sizeof *order);
     for (int i = 0; i < n; i++) order[i] = &e[i];
     qsort(order, (size_t)n, sizeof *order, cmp_entry_offset);
     int64_t at = 0;
@@ -826,7 +826,7 @@ static ag_status check_layout(const char *what, entry *e, int n, int64_t data_le
     if (!st && at != data_len)
         st = ag__fail(AG_ERR_FORMAT, "%s: %lld bytes after the last tensor belong to no tensor", what,
                       (long long)(data_len - at));
-    ag_free(order);
+    ag__free(order);
     return st;
 }
 
@@ -843,10 +843,10 @@ static ag_status check_unique(const char *what, header *h) {
 }
 
 static void free_header(header *h) {
-    for (int i = 0; i < h->count; i++) ag_free((char *)h->e[i].t.name);
-    for (int i = 0; i < 2 * h->n_meta; i++) ag_free(h->meta[i]);
-    ag_free(h->e);
-    ag_free(h->meta);
+    for (int i = 0; i < h->count; i++) ag__free((char *)h->e[i].t.name);
+    for (int i = 0; i < 2 * h->n_meta; i++) ag__free(h->meta[i]);
+    ag__free(h->e);
+    ag__free(h->meta);
 }
 
 /* The whole file against its AG_ST_FILE_CRC, once every tensor's own
@@ -935,7 +935,7 @@ static ag_status parse_owned(ag_st_file *f) {
         return st;
     }
     const unsigned char *data = f->bytes + 8 + n;
-    f->tensors = ag_malloc((size_t)(h.count ? h.count : 1) * sizeof *f->tensors);
+    f->tensors = ag__malloc((size_t)(h.count ? h.count : 1) * sizeof *f->tensors);
     for (int i = 0; i < h.count; i++) {
         f->tensors[i] = h.e[i].t;
         f->tensors[i].data = data + h.e[i].begin;
@@ -943,12 +943,12 @@ static ag_status parse_owned(ag_st_file *f) {
     f->count = h.count;
     f->meta = h.meta;
     f->n_meta = h.n_meta;
-    ag_free(h.e);
+    ag__free(h.e);
     return verify_checksums(f);
 }
 
 ag_status ag_st_parse(const char *what, const void *bytes, size_t size, ag_st_file *f) {
-    *f = (ag_st_file){.path = ag_strdup(what), .bytes = ag_malloc(size ? size : 1), .size = size};
+    *f = (ag_st_file){.path = ag__strdup(what), .bytes = ag__malloc(size ? size : 1), .size = size};
     if (size) memcpy(f->bytes, bytes, size);
     ag_status st = parse_owned(f);
     if (st) ag_st_close(f);
@@ -965,7 +965,7 @@ ag_status ag_st_read(const char *path, ag_st_file *f) {
         return ag__fail(AG_ERR_IO, "%s: not a regular file", path);
     }
     size_t size = (size_t)sb.st_size, got = 0;
-    unsigned char *buf = ag_malloc(size ? size : 1);
+    unsigned char *buf = ag__malloc(size ? size : 1);
     while (got < size) {
         ssize_t k = read(fd, buf + got, size - got);
         if (k < 0 && errno == EINTR) continue;
@@ -975,22 +975,22 @@ ag_status ag_st_read(const char *path, ag_st_file *f) {
     int err = errno;
     close(fd);
     if (got != size) {
-        ag_free(buf);
+        ag__free(buf);
         return ag__fail(AG_ERR_IO, "%s: read %zu of %zu bytes: %s", path, got, size, got < size ? strerror(err) : "?");
     }
-    *f = (ag_st_file){.path = ag_strdup(path), .bytes = buf, .size = size};
+    *f = (ag_st_file){.path = ag__strdup(path), .bytes = buf, .size = size};
     ag_status st = parse_owned(f);
     if (st) ag_st_close(f);
     return st;
 }
 
 void ag_st_close(ag_st_file *f) {
-    for (int i = 0; i < f->count; i++) ag_free((char *)f->tensors[i].name);
-    for (int i = 0; i < 2 * f->n_meta; i++) ag_free(f->meta[i]);
-    ag_free(f->tensors);
-    ag_free(f->meta);
-    ag_free(f->bytes);
-    ag_free(f->path);
+    for (int i = 0; i < f->count; i++) ag__free((char *)f->tensors[i].name);
+    for (int i = 0; i < 2 * f->n_meta; i++) ag__free(f->meta[i]);
+    ag__free(f->tensors);
+    ag__free(f->meta);
+    ag__free(f->bytes);
+    ag__free(f->path);
     *f = (ag_st_file){0};
 }
 

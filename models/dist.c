@@ -15,13 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
-const ag_dist_backend *ag__dist_mpi_start(void) __attribute__((weak));
-const ag_dist_device *ag__dist_nccl_start(const ag_dist_backend *mpi) __attribute__((weak));
+const ag__dist_backend *ag__dist_mpi_start(void) __attribute__((weak));
+const ag__dist_device *ag__dist_nccl_start(const ag__dist_backend *mpi) __attribute__((weak));
 
-static const ag_dist_backend *be; /* NULL: one process */
+static const ag__dist_backend *be; /* NULL: one process */
 /* How device buffers are reduced, chosen at the first collective on them */
 static enum { GPU_UNSET, GPU_NCCL, GPU_HOST } gpu_path;
-static const ag_dist_device *nccl; /* with GPU_NCCL */
+static const ag__dist_device *nccl; /* with GPU_NCCL */
 static double reduce_seconds;    /* in the gradient allreduce, waits included */
 static int64_t reduce_calls;
 
@@ -53,7 +53,7 @@ static void size_pool(int local_size) {
     ag_set_num_threads(n > 0 ? n : 1);
 }
 
-int ag_dist_init(char *err, size_t errlen) {
+int ag__dist_init(char *err, size_t errlen) {
     int n = launched_size();
     if (be || n == 1) return 0;
     if (!ag__dist_mpi_start) {
@@ -68,23 +68,23 @@ int ag_dist_init(char *err, size_t errlen) {
     return 0;
 }
 
-void ag_dist_finalize(void) {
+void ag__dist_finalize(void) {
     if (nccl) nccl->finalize();
     if (be) be->finalize();
     be = NULL, nccl = NULL, gpu_path = GPU_UNSET;
 }
 
-int ag_dist_rank(void) { return be ? be->rank : 0; }
-int ag_dist_size(void) { return be ? be->size : 1; }
+int ag__dist_rank(void) { return be ? be->rank : 0; }
+int ag__dist_size(void) { return be ? be->size : 1; }
 
-const char *ag_dist_who(void) {
+const char *ag__dist_who(void) {
     static char who[48];
     if (!be) return "";
     snprintf(who, sizeof who, "rank %d of %d: ", be->rank, be->size);
     return who;
 }
 
-void ag_dist_abort(int code) {
+void ag__dist_abort(int code) {
     if (!be) return;
     fflush(stdout);
     fflush(stderr);
@@ -93,32 +93,32 @@ void ag_dist_abort(int code) {
 
 /* Rank r's share starts at ceil(rows r / size): rank 0's is the largest,
  * so it has rows whenever the batch has. */
-void ag_dist_split(int64_t rows, int r, int size, int64_t *first, int64_t *count) {
+void ag__dist_split(int64_t rows, int r, int size, int64_t *first, int64_t *count) {
     int64_t p = size, lo = (rows * r + p - 1) / p, hi = (rows * (r + 1) + p - 1) / p;
     *first = lo;
     *count = hi - lo;
 }
 
-void ag_dist_share_of(int r, int64_t rows, int64_t *first, int64_t *count) {
-    ag_dist_split(rows, r, ag_dist_size(), first, count);
+void ag__dist_share_of(int r, int64_t rows, int64_t *first, int64_t *count) {
+    ag__dist_split(rows, r, ag__dist_size(), first, count);
 }
 
-void ag_dist_share(int64_t rows, int64_t *first, int64_t *count) { ag_dist_share_of(ag_dist_rank(), rows, first, count); }
+void ag__dist_share(int64_t rows, int64_t *first, int64_t *count) { ag__dist_share_of(ag__dist_rank(), rows, first, count); }
 
-void ag_dist_sum(double *x, int n) {
+void ag__dist_sum(double *x, int n) {
     if (be) be->sum(x, n, sizeof *x);
 }
 
-void ag_dist_bcast(void *buf, size_t bytes) {
+void ag__dist_bcast(void *buf, size_t bytes) {
     if (be) be->bcast(buf, (int64_t)bytes);
 }
 
 static void *checked_malloc(size_t bytes, const char *what) {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) {
-        fprintf(stderr, "attngrad: %sout of memory for %s (%zu bytes)\n", ag_dist_who(), what, bytes);
-        ag_dist_abort(1);
-        exit(1); /* one process: ag_dist_abort returned */
+        fprintf(stderr, "attngrad: %sout of memory for %s (%zu bytes)\n", ag__dist_who(), what, bytes);
+        ag__dist_abort(1);
+        exit(1); /* one process: ag__dist_abort returned */
     }
     return p;
 }
@@ -147,8 +147,8 @@ static void choose_gpu_path(void) {
     if (be->rank == 0 && v && *v && strcmp(v, "auto")) {
         want = !strcmp(v, "nccl") ? 1 : !strcmp(v, "host") ? 2 : 255;
         if (want == 255) {
-            fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=%s: expected nccl, host or auto\n", ag_dist_who(), v);
-            ag_dist_abort(1);
+            fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=%s: expected nccl, host or auto\n", ag__dist_who(), v);
+            ag__dist_abort(1);
         }
     }
     be->bcast(&want, 1);
@@ -157,12 +157,12 @@ static void choose_gpu_path(void) {
     if (want == 1 && (!have || shared)) {
         if (!have)
             fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=nccl, but this attngrad was built without NCCL (it needs MPI "
-                    "and CUDA with nccl.h and libnccl; meson -Dnccl=enabled)\n", ag_dist_who());
+                    "and CUDA with nccl.h and libnccl; meson -Dnccl=enabled)\n", ag__dist_who());
         else
             fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=nccl, but ranks %d and %d share a GPU, which NCCL refuses: "
                     "give each rank its own (CUDA_VISIBLE_DEVICES, or as many ranks per machine as GPUs), or let "
-                    "the gradients go through host memory (AG_DIST_REDUCE=host)\n", ag_dist_who(), a, b);
-        ag_dist_abort(1);
+                    "the gradients go through host memory (AG_DIST_REDUCE=host)\n", ag__dist_who(), a, b);
+        ag__dist_abort(1);
     }
     gpu_path = want != 2 && have && !shared ? GPU_NCCL : GPU_HOST;
     if (gpu_path == GPU_NCCL) nccl = ag__dist_nccl_start(be);
@@ -182,7 +182,7 @@ static void bcast_device(void *dev, size_t bytes) {
     free(host);
 }
 
-void ag_dist_bcast_params(ag_params *ps) {
+void ag__dist_bcast_params(ag_params *ps) {
     for (int i = 0; be && i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
         size_t bytes = (size_t)t->size * sizeof(ag_real);
@@ -191,21 +191,21 @@ void ag_dist_bcast_params(ag_params *ps) {
     }
 }
 
-void ag_dist_gather_shares(double *all, int64_t n) {
+void ag__dist_gather_shares(double *all, int64_t n) {
     if (!be) return;
     if (n > INT_MAX) {
-        fprintf(stderr, "attngrad: %s%lld values to gather, MPI counts them in int\n", ag_dist_who(), (long long)n);
-        ag_dist_abort(1);
+        fprintf(stderr, "attngrad: %s%lld values to gather, MPI counts them in int\n", ag__dist_who(), (long long)n);
+        ag__dist_abort(1);
     }
     int *counts = malloc(2 * (size_t)be->size * sizeof *counts);
     if (!counts) {
-        fprintf(stderr, "attngrad: %sout of memory\n", ag_dist_who());
-        ag_dist_abort(1);
+        fprintf(stderr, "attngrad: %sout of memory\n", ag__dist_who());
+        ag__dist_abort(1);
         return;
     }
     for (int r = 0; r < be->size; r++) {
         int64_t first, count;
-        ag_dist_share_of(r, n, &first, &count);
+        ag__dist_share_of(r, n, &first, &count);
         counts[r] = (int)count, counts[be->size + r] = (int)first;
     }
     be->gather_doubles(all, counts, counts + be->size);
@@ -217,7 +217,7 @@ void ag_dist_gather_shares(double *all, int64_t n) {
 enum { TAIL = 3 };
 
 /* A host copy of the flat buffer, for MPI's sum of a GPU's buffer. */
-static ag_real *host_flat(ag_dist_grads *g, int64_t n) {
+static ag_real *host_flat(ag__dist_grads *g, int64_t n) {
     if (!g->host) g->host = checked_malloc((size_t)n * sizeof *g->host, "the flat gradient buffer");
     return g->host;
 }
@@ -231,7 +231,7 @@ static double from_tail(const ag_real *sums, double *tokens) {
 
 /* ---- the CPU's kernels (models/cuda/dist.cu has CUDA's) ---- */
 
-static void pack_cpu(const ag_kgrad_slot *slots, int count, int64_t largest, ag_real w, bool zero, ag_real *flat,
+static void pack_cpu(const ag__kgrad_slot *slots, int count, int64_t largest, ag_real w, bool zero, ag_real *flat,
                      int64_t n, const ag_real tail[3]) {
     (void)largest;
     for (int i = 0; i < count; i++)
@@ -239,7 +239,7 @@ static void pack_cpu(const ag_kgrad_slot *slots, int count, int64_t largest, ag_
     memcpy(flat + n, tail, TAIL * sizeof *tail);
 }
 
-static void unpack_cpu(const ag_kgrad_slot *slots, int count, int64_t largest, const ag_real *flat, int64_t n) {
+static void unpack_cpu(const ag__kgrad_slot *slots, int count, int64_t largest, const ag_real *flat, int64_t n) {
     (void)largest;
     double total = (double)flat[n + 1];
     ag_real inv = total > 0 ? (ag_real)(1 / total) : 0;
@@ -253,25 +253,25 @@ AG_DISPATCH(dist, dist_cpu)
 /* The flat buffer and the table of the gradients it packs, in one
  * allocation in the memory of the parameters' device, made at the first
  * step: [numel + TAIL values][slots]. */
-static void flat_on(ag_dist_grads *g, const ag_params *ps, int64_t numel, ag_device dev) {
+static void flat_on(ag__dist_grads *g, const ag_params *ps, int64_t numel, ag_device dev) {
     if (g->flat) return;
     size_t values = ((size_t)(numel + TAIL) * sizeof(ag_real) + 255) / 256 * 256;
-    size_t table = (size_t)ps->count * sizeof(ag_kgrad_slot);
-    ag_kgrad_slot *slots = checked_malloc(table + 1, "the gradients' table");
+    size_t table = (size_t)ps->count * sizeof(ag__kgrad_slot);
+    ag__kgrad_slot *slots = checked_malloc(table + 1, "the gradients' table");
     int64_t at = 0;
     g->largest = 0;
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
         if (t->device != dev)
-            ag__fatal("ag_dist_reduce_grads", "parameter '%s' is on the %s, '%s' on the %s: move them all "
+            ag__fatal("ag__dist_reduce_grads", "parameter '%s' is on the %s, '%s' on the %s: move them all "
                       "(ag_params_to)", t->name ? t->name : "(unnamed)", ag_device_name(t->device),
                       ps->items[0]->name ? ps->items[0]->name : "(unnamed)", ag_device_name(dev));
-        slots[i] = (ag_kgrad_slot){.grad = t->grad, .offset = at, .size = t->size};
+        slots[i] = (ag__kgrad_slot){.grad = t->grad, .offset = at, .size = t->size};
         at += t->size;
         if (t->size > g->largest) g->largest = t->size;
     }
     g->device = dev;
-    g->flat = ag__zeros_kept_on(dev, values + table, "ag_dist_reduce_grads");
+    g->flat = ag__zeros_kept_on(dev, values + table, "ag__dist_reduce_grads");
     g->slots = (char *)g->flat + values;
     g->count = ps->count;
     ag__write_on(dev, g->slots, slots, table);
@@ -281,7 +281,7 @@ static void flat_on(ag_dist_grads *g, const ag_params *ps, int64_t numel, ag_dev
 /* The sum over the ranks of the flat buffer, in place: NCCL on the GPUs'
  * memory (true: timed by CUDA events, read once the host waits anyway), or
  * MPI on host memory (a GPU's buffer goes there and back). */
-static bool sum_flat(ag_dist_grads *g, int64_t n) {
+static bool sum_flat(ag__dist_grads *g, int64_t n) {
     bool on_gpu = g->device == AG_CUDA;
     if (on_gpu && !gpu_path) choose_gpu_path();
     if (on_gpu && nccl) {
@@ -298,9 +298,9 @@ static bool sum_flat(ag_dist_grads *g, int64_t n) {
     return false;
 }
 
-double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
+double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
     if (!be) return loss_local;
-    const char *op = "ag_dist_reduce_grads";
+    const char *op = "ag__dist_reduce_grads";
     ag_device dev = ps->count > 0 ? ps->items[0]->device : AG_CPU;
     int64_t numel = ag_params_numel(ps), n = numel + TAIL;
     flat_on(g, ps, numel, dev);
@@ -322,18 +322,18 @@ double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, dou
     return from_tail(sums, tokens);
 }
 
-double ag_dist_reduce_seconds(int64_t *calls) {
+double ag__dist_reduce_seconds(int64_t *calls) {
     if (calls) *calls = reduce_calls;
     return reduce_seconds;
 }
 
-const char *ag_dist_reduce_path(void) {
+const char *ag__dist_reduce_path(void) {
     if (!be) return "";
     return gpu_path == GPU_NCCL ? "NCCL" : gpu_path == GPU_HOST ? "MPI through host memory" : "MPI";
 }
 
-void ag_dist_grads_free(ag_dist_grads *g) {
+void ag__dist_grads_free(ag__dist_grads *g) {
     free(g->host);
     if (g->flat) ag__free_kept_on(g->device, g->flat);
-    *g = (ag_dist_grads){0};
+    *g = (ag__dist_grads){0};
 }

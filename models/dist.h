@@ -4,8 +4,8 @@
  *
  * Each of the N processes (ranks) holds the whole model and data; every
  * global batch (the model's batch size, the same sequence on every rank) is
- * split by rows, rank r taking a contiguous share (ag_dist_share).  A rank
- * runs forward and backward on its share, and ag_dist_reduce_grads sums
+ * split by rows, rank r taking a contiguous share (ag__dist_share).  A rank
+ * runs forward and backward on its share, and ag__dist_reduce_grads sums
  * the gradients with one MPI_Allreduce over a flat buffer, each weighted
  * by the rank's share of the examples (LM: of the target tokens), so that
  * every rank then holds the gradient one process would have computed on
@@ -21,7 +21,7 @@
  * set on a machine of several GPUs works.
  *
  * Only programs link MPI: models/dist_mpi.c, built when meson finds MPI,
- * goes into the attngrad programs and the MPI tests, and ag_dist_init
+ * goes into the attngrad programs and the MPI tests, and ag__dist_init
  * starts it when the process was launched by mpirun (NCCL likewise:
  * models/dist_nccl.c).  Everywhere else -
  * no mpirun, a build without MPI, the installed libraries - these are the
@@ -41,35 +41,35 @@
  * its share of the machine's cores among the ranks there.
  * Fails (err) when launched so by a program built without MPI, whose
  * processes would each train alone into the same folder. */
-int ag_dist_init(char *err, size_t errlen);
+int ag__dist_init(char *err, size_t errlen);
 /* MPI_Finalize after a run that went well (every rank gets here). */
-void ag_dist_finalize(void);
-int ag_dist_rank(void);
-int ag_dist_size(void);
+void ag__dist_finalize(void);
+int ag__dist_rank(void);
+int ag__dist_size(void);
 /* "rank 1 of 4: " for messages, "" in one process. */
-const char *ag_dist_who(void);
+const char *ag__dist_who(void);
 /* After a rank printed why it cannot go on: ends every rank of the job
  * (MPI_Abort), since the others wait for it in a collective and would hang.
  * Returns in one process. */
-void ag_dist_abort(int code);
+void ag__dist_abort(int code);
 
 /* Rows [*first, *first + *count) of a global batch of `rows` rows are this
  * rank's: contiguous, in rank order, rank 0 first and never empty while
  * rows > 0 (a rank past the rows of a small last batch gets none). */
-void ag_dist_share(int64_t rows, int64_t *first, int64_t *count);
+void ag__dist_share(int64_t rows, int64_t *first, int64_t *count);
 /* The same for rank r of the job, and for rank r of `size`. */
-void ag_dist_share_of(int r, int64_t rows, int64_t *first, int64_t *count);
-void ag_dist_split(int64_t rows, int r, int size, int64_t *first, int64_t *count);
+void ag__dist_share_of(int r, int64_t rows, int64_t *first, int64_t *count);
+void ag__dist_split(int64_t rows, int r, int size, int64_t *first, int64_t *count);
 
 /* x[0..n) summed over the ranks, in place, on every rank. */
-void ag_dist_sum(double *x, int n);
+void ag__dist_sum(double *x, int n);
 /* Rank 0's bytes to every rank. */
-void ag_dist_bcast(void *buf, size_t bytes);
+void ag__dist_bcast(void *buf, size_t bytes);
 /* Rank 0's parameter values to every rank, so all start from the same. */
-void ag_dist_bcast_params(ag_params *ps);
-/* all[0..n): rank r has filled its share (ag_dist_share_of(r, n)); after
+void ag__dist_bcast_params(ag_params *ps);
+/* all[0..n): rank r has filled its share (ag__dist_share_of(r, n)); after
  * this every rank has every share. */
-void ag_dist_gather_shares(double *all, int64_t n);
+void ag__dist_gather_shares(double *all, int64_t n);
 
 /* The flat gradient buffer, allocated on first use and kept, in the
  * memory of the parameters' device and followed there by the table of the
@@ -77,10 +77,10 @@ void ag_dist_gather_shares(double *all, int64_t n);
 typedef struct {
     ag_real *flat, *host;
     ag_device device;
-    void *slots; /* models/dist_kernels.h's ag_kgrad_slot[count] */
+    void *slots; /* models/dist_kernels.h's ag__kgrad_slot[count] */
     int count;
     int64_t largest;
-} ag_dist_grads;
+} ag__dist_grads;
 
 /* Makes every parameter's gradient the mean over the global batch: this
  * rank's grad (of its loss, a mean over its n_local examples or target
@@ -90,15 +90,15 @@ typedef struct {
  * batch's (for tokens/s).  One MPI_Allreduce; in one process it returns
  * loss_local and touches nothing.  n_local 0 (a rank without rows)
  * contributes zeros. */
-double ag_dist_reduce_grads(ag_dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens);
-void ag_dist_grads_free(ag_dist_grads *g);
-/* Seconds this process spent in ag_dist_reduce_grads' allreduce, waiting
+double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens);
+void ag__dist_grads_free(ag__dist_grads *g);
+/* Seconds this process spent in ag__dist_reduce_grads' allreduce, waiting
  * for slower ranks included, and in how many calls (*calls may be NULL). */
-double ag_dist_reduce_seconds(int64_t *calls);
+double ag__dist_reduce_seconds(int64_t *calls);
 /* How the gradients travel: "" in one process, "MPI", "NCCL" (device
  * buffers, one GPU per rank) or "MPI through host memory" (device buffers
  * copied to the host and back). */
-const char *ag_dist_reduce_path(void);
+const char *ag__dist_reduce_path(void);
 
 /* ---- the backend: what dist_mpi.c provides -------------------------------- */
 
@@ -113,10 +113,10 @@ typedef struct {
     void (*allgather)(void *all, int64_t bytes_each);
     void (*abort)(int code);
     void (*finalize)(void);
-} ag_dist_backend;
+} ag__dist_backend;
 
 /* MPI_Init and the backend; defined by dist_mpi.c when it is linked in. */
-const ag_dist_backend *ag__dist_mpi_start(void);
+const ag__dist_backend *ag__dist_mpi_start(void);
 
 /* Collectives on device buffers, enqueued on the engine's stream: NCCL,
  * from dist_nccl.c, which the programs link when meson finds NCCL beside
@@ -126,10 +126,10 @@ typedef struct {
     void (*bcast)(void *dev, int64_t bytes);           /* from rank 0 */
     double (*last_seconds)(void); /* the last sum's time on the GPU, waits for peers included (waits for it) */
     void (*finalize)(void);
-} ag_dist_device;
+} ag__dist_device;
 
 /* ncclCommInitRank on this rank's GPU (the engine's, already started),
  * with rank 0's ncclUniqueId broadcast over mpi; collective. */
-const ag_dist_device *ag__dist_nccl_start(const ag_dist_backend *mpi);
+const ag__dist_device *ag__dist_nccl_start(const ag__dist_backend *mpi);
 
 #endif

@@ -11,19 +11,19 @@
 AG_KERNELS_BEGIN
 
 typedef struct {
-    ag_kreal *grad;
+    ag__kreal *grad;
     int64_t offset, size; /* where the gradient sits in the flat buffer */
-} ag_kgrad_slot;
+} ag__kgrad_slot;
 
 typedef struct {
     /* slots[0..count) (count >= 1), largest the longest size:
      * flat[offset + k] = w grad[k] (0 when zero: a rank without rows), and
      * flat[n..n+3) = tail. */
-    void (*pack)(const ag_kgrad_slot *slots, int count, int64_t largest, ag_kreal w, bool zero, ag_kreal *flat,
-                 int64_t n, const ag_kreal tail[3]);
-    /* After the sum: grad[k] = flat[offset + k] inv, inv = (ag_kreal)(1 /
+    void (*pack)(const ag__kgrad_slot *slots, int count, int64_t largest, ag__kreal w, bool zero, ag__kreal *flat,
+                 int64_t n, const ag__kreal tail[3]);
+    /* After the sum: grad[k] = flat[offset + k] inv, inv = (ag__kreal)(1 /
      * flat[n + 1]) (the summed count, in double), 0 when that is 0. */
-    void (*unpack)(const ag_kgrad_slot *slots, int count, int64_t largest, const ag_kreal *flat, int64_t n);
+    void (*unpack)(const ag__kgrad_slot *slots, int count, int64_t largest, const ag__kreal *flat, int64_t n);
 } ag__dist_kernels;
 
 extern const ag__dist_kernels ag__dist_cuda;

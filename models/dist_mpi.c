@@ -38,10 +38,10 @@ static void dist_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 static void finalize(void) { MPI_Finalize(); }
 
-static ag_dist_backend mpi = {.sum = sum, .bcast = bcast, .gather_doubles = gather_doubles, .allgather = allgather,
+static ag__dist_backend mpi = {.sum = sum, .bcast = bcast, .gather_doubles = gather_doubles, .allgather = allgather,
                               .abort = dist_abort, .finalize = finalize};
 
-const ag_dist_backend *ag__dist_mpi_start(void) {
+const ag__dist_backend *ag__dist_mpi_start(void) {
     MPI_Init(NULL, NULL);
     MPI_Comm_rank(MPI_COMM_WORLD, &mpi.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mpi.size);

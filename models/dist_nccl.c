@@ -21,15 +21,15 @@ static cudaEvent_t began, ended; /* around the last sum: its time on the GPU */
 static void check(ncclResult_t r, const char *call) {
     if (r == ncclSuccess) return;
     const char *last = ncclGetLastError(comm); /* NULL comm: the last error of any */
-    fprintf(stderr, "attngrad: %sNCCL: %s failed: %s%s%s (NCCL_DEBUG=WARN says more)\n", ag_dist_who(), call,
+    fprintf(stderr, "attngrad: %sNCCL: %s failed: %s%s%s (NCCL_DEBUG=WARN says more)\n", ag__dist_who(), call,
             ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
-    ag_dist_abort(1);
+    ag__dist_abort(1);
 }
 
 static void check_cuda(cudaError_t e, const char *call) {
     if (e == cudaSuccess) return;
-    fprintf(stderr, "attngrad: %s%s failed: %s\n", ag_dist_who(), call, cudaGetErrorString(e));
-    ag_dist_abort(1);
+    fprintf(stderr, "attngrad: %s%s failed: %s\n", ag__dist_who(), call, cudaGetErrorString(e));
+    ag__dist_abort(1);
 }
 
 static void sum(void *dev, int64_t n, int elem_bytes) {
@@ -60,9 +60,9 @@ static void finalize(void) {
     comm = NULL;
 }
 
-static const ag_dist_device device = {.sum = sum, .bcast = bcast, .last_seconds = last_seconds, .finalize = finalize};
+static const ag__dist_device device = {.sum = sum, .bcast = bcast, .last_seconds = last_seconds, .finalize = finalize};
 
-const ag_dist_device *ag__dist_nccl_start(const ag_dist_backend *mpi) {
+const ag__dist_device *ag__dist_nccl_start(const ag__dist_backend *mpi) {
     ncclUniqueId id;
     if (mpi->rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     mpi->bcast(&id, sizeof id);

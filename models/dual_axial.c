@@ -171,7 +171,7 @@ static void dual_axial_batch_opts(const ag_model_config *c, ag_batch_opts *o) {
 
 static void dual_axial_destroy(ag_model *m) { free(m->impl); }
 
-const ag_model_kind ag_dual_axial_kind = {
+const ag_model_kind ag__dual_axial_kind = {
     .abi = AG_MODEL_ABI,
     .name = "dual_axial",
     .defaults = dual_axial_defaults,

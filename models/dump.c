@@ -3,7 +3,7 @@
  * tensor), and the f64 gradient check of every parameter. */
 #include "attngrad/train.h"
 #include "internal.h"
-#include "../graph/internal.h" /* ag_malloc: out of memory ends with a message, not a crash */
+#include "../graph/internal.h" /* ag__malloc: out of memory ends with a message, not a crash */
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -91,20 +91,20 @@ static int parsed_batch(const ag_model *m, const char *path, int rows, uint64_t 
 
 int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, size_t errlen) {
     const ag_model_kind *kind = ag_model_find(o->model);
-    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "unknown model '%s'", o->model);
+    if (!kind) return ag__train_fail(err, errlen, AG_ERR_ARG, "unknown model '%s'", o->model);
     /* the tiny config, with whatever the options set on top */
     ag_model_config cfg = ag_model_tiny(kind);
     unsigned flags;
     if (ag__train_flags(o, kind, &flags, err, errlen)) return AG_ERR_ARG; /* another kind's own switch */
-    ag_train_apply(o, &cfg);
+    ag__train_apply(o, &cfg);
     cfg.keep = 1.0;
     if (!ag_model_supports(kind, cfg.task)) {
         char tasks[64];
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
                     ag_task_name(cfg.task), ag_model_tasks_str(kind, tasks, sizeof tasks));
     }
-    if (cfg.vocab < 3) return ag_train_fail(err, errlen, AG_ERR_ARG, "--vocab %d: at least 3 (<pad>, <unk>, a word)", cfg.vocab);
-    if (ag_model_init(m, kind, &cfg)) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    if (cfg.vocab < 3) return ag__train_fail(err, errlen, AG_ERR_ARG, "--vocab %d: at least 3 (<pad>, <unk>, a word)", cfg.vocab);
+    if (ag_model_init(m, kind, &cfg)) return ag__train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
     int rc = ag_train_use_device(o, &m->params, err, errlen);
     if (rc) { /* no GPU, or the one asked for is not there */
         ag_model_free(m);
@@ -126,7 +126,7 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
 
 /* A batch array [rows] or [rows, width] as I64. */
 static int64_t *add_ints(ag_st_writer *w, const char *name, const int32_t *src, int rows, int width) {
-    int64_t n = (int64_t)rows * (width ? width : 1), *dst = ag_malloc((size_t)n * sizeof *dst);
+    int64_t n = (int64_t)rows * (width ? width : 1), *dst = ag__malloc((size_t)n * sizeof *dst);
     for (int64_t i = 0; i < n; i++) dst[i] = src[i];
     ag_st_add(w, name, AG_I64, width ? 2 : 1, (int64_t[]){rows, width}, dst);
     return dst;
@@ -140,7 +140,7 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
     ag_params_zero_grad(&m.params);
     ag_tensor *loss = ag_model_loss(&m, &b, false);
     if (!loss) {
-        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s refused the batch: %s", o->model, ag_errmsg());
+        rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s refused the batch: %s", o->model, ag_errmsg());
     } else {
         ag_backward(loss);
         ag_st_writer w = {0};
@@ -176,9 +176,9 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
         ag_train_record(&saved, &m.cfg);
         if (ag_train_opts_format(&saved, config, sizeof config) == 0) ag_st_set_meta(&w, "config", config);
         ag_st_set_meta(&w, "model", o->model);
-        if (ag_st_write(&w, path)) rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
+        if (ag_st_write(&w, path)) rc = ag__train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
         ag_st_writer_free(&w);
-        for (int i = 0; i < nb; i++) ag_free(bufs[i]);
+        for (int i = 0; i < nb; i++) ag__free(bufs[i]);
     }
     ag_step_end();
     ag_model_batch_free(&b);
@@ -200,7 +200,7 @@ static ag_tensor *tiny_loss(void *p) {
 
 int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errlen) {
     if (sizeof(ag_real) != sizeof(double))
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "gradcheck needs double precision: run attngrad-f64 gradcheck");
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "gradcheck needs double precision: run attngrad-f64 gradcheck");
     ag_model m;
     ag_batch b;
     int rc = ag_dump_setup(o, &m, &b, err, errlen);

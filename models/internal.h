@@ -9,7 +9,7 @@
 
 /* What the trainer was doing when a fatal error (ag__fatal: e.g. a batch
  * too big for memory) ended it, for the message: "" when nothing special. */
-const char *ag_train_doing(void);
+const char *ag__train_doing(void);
 
 /* --profile K times the K training steps after the first AG_PROFILE_WARMUP
  * (those still fault in the arena's pages and warm the caches) and prints
@@ -19,14 +19,14 @@ const char *ag_train_doing(void);
 
 /* The error convention of the trainer: writes the message into err (errlen
  * bytes) and returns code. */
-int ag_train_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int ag__train_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* A --device value: -1 for cpu or cuda (the default GPU), N for cuda:N,
  * -2 for anything else. */
-int ag_train_device_index(const char *device);
+int ag__train_device_index(const char *device);
 
 /* The options that are set (sizes > 0, flags, task, seed...) onto cfg. */
-void ag_train_apply(const ag_train_opts *o, ag_model_config *cfg);
+void ag__train_apply(const ag_train_opts *o, ag_model_config *cfg);
 /* cfg's values into o, so that ag_train_opts_format saves them. */
 void ag_train_record(ag_train_opts *o, const ag_model_config *cfg);
 
@@ -40,7 +40,7 @@ int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned 
  * tests (step-arena tensors: valid until ag_step_end).  *mu [B,N] is the
  * Gaussian mean (NULL unless AG_LM_POSITIONAL); *weights [B,N(t),N(i)] the
  * weight of h_i in c_t (NULL for AG_LM_NONE).  Either pointer may be NULL. */
-void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights);
+void ag__poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights);
 
 /* The run's own counters as --resume reads them from a checkpoint's config
  * ("state.step=..." lines): 0 when they all parse and are in range, else a

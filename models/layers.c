@@ -38,10 +38,10 @@ ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, dou
 static ag_tensor *param_suffixed(ag_params *ps, const char *prefix, const char *suffix, int ndim, const int *shape,
                                  double bound, ag_rng *rng) {
     size_t n = strlen(prefix) + strlen(suffix) + 1;
-    char *name = ag_malloc(n);
+    char *name = ag__malloc(n);
     snprintf(name, n, "%s%s", prefix, suffix);
     ag_tensor *t = ag_param_uniform(ps, name, ndim, shape, bound, rng);
-    ag_free(name); /* ag_param keeps its own copy */
+    ag__free(name); /* ag_param keeps its own copy */
     return t;
 }
 

@@ -176,7 +176,7 @@ static void mpsan_batch_opts(const ag_model_config *c, ag_batch_opts *o) { (void
 
 static void mpsan_destroy(ag_model *m) { free(m->impl); }
 
-const ag_model_kind ag_mpsan_kind = {
+const ag_model_kind ag__mpsan_kind = {
     .abi = AG_MODEL_ABI,
     .name = "mpsan",
     .defaults = mpsan_defaults,

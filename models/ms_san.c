@@ -149,7 +149,7 @@ static void ms_san_batch_opts(const ag_model_config *c, ag_batch_opts *o) {
 
 static void ms_san_destroy(ag_model *m) { free(m->impl); }
 
-const ag_model_kind ag_ms_san_kind = {
+const ag_model_kind ag__ms_san_kind = {
     .abi = AG_MODEL_ABI,
     .name = "ms_san",
     .defaults = ms_san_defaults,

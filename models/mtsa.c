@@ -174,7 +174,7 @@ static void mtsa_destroy(ag_model *m) {
     free(p);
 }
 
-const ag_model_kind ag_mtsa_kind = {
+const ag_model_kind ag__mtsa_kind = {
     .abi = AG_MODEL_ABI,
     .name = "mtsa",
     .defaults = mtsa_defaults,

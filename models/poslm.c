@@ -167,10 +167,10 @@ static ag_tensor *poslm_loss(ag_model *m, const ag_batch *b, bool training) {
     return ag_linear_t_cross_entropy(o, p->embed, p->dec_bias, b->targets, AG_PAD_ID);
 }
 
-void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) {
-    extern const ag_model_kind ag_poslm_kind;
-    if (m->kind != &ag_poslm_kind) {
-        fprintf(stderr, "ag_poslm_attention: model '%s' is not poslm\n", m->kind ? m->kind->name : "(none)");
+void ag__poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) {
+    extern const ag_model_kind ag__poslm_kind;
+    if (m->kind != &ag__poslm_kind) {
+        fprintf(stderr, "ag__poslm_attention: model '%s' is not poslm\n", m->kind ? m->kind->name : "(none)");
         abort();
     }
     const poslm *p = m->impl;
@@ -180,7 +180,7 @@ void ag_poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) 
 
 static void poslm_destroy(ag_model *m) { free(m->impl); }
 
-const ag_model_kind ag_poslm_kind = {
+const ag_model_kind ag__poslm_kind = {
     .abi = AG_MODEL_ABI,
     .name = "poslm",
     .defaults = poslm_defaults,

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-extern const ag_model_kind ag_mpsan_kind;
-extern const ag_model_kind ag_dual_axial_kind;
-extern const ag_model_kind ag_ms_san_kind;
-extern const ag_model_kind ag_mtsa_kind;
-extern const ag_model_kind ag_poslm_kind;
+extern const ag_model_kind ag__mpsan_kind;
+extern const ag_model_kind ag__dual_axial_kind;
+extern const ag_model_kind ag__ms_san_kind;
+extern const ag_model_kind ag__mtsa_kind;
+extern const ag_model_kind ag__poslm_kind;
 
 static const ag_model_kind *kinds[AG_MODEL_MAX_KINDS + 1]; /* NULL-terminated */
 static int n_kinds;
@@ -88,8 +88,8 @@ static void register_builtins(void) {
     static bool done;
     if (done) return;
     done = true;
-    const ag_model_kind *builtin[] = {&ag_mpsan_kind, &ag_dual_axial_kind, &ag_ms_san_kind, &ag_mtsa_kind,
-                                      &ag_poslm_kind};
+    const ag_model_kind *builtin[] = {&ag__mpsan_kind, &ag__dual_axial_kind, &ag__ms_san_kind, &ag__mtsa_kind,
+                                      &ag__poslm_kind};
     for (size_t i = 0; i < sizeof builtin / sizeof *builtin; i++)
         if (add(builtin[i]) != AG_OK) ag__fatal("ag_model_register", "built-in model: %s", ag_errmsg());
 }

@@ -4,7 +4,7 @@
 #include "internal.h"
 #include "dist.h"
 #include "../data/internal.h" /* ag_ds_*: a dataset made from typed lines */
-#include "../graph/internal.h" /* ag_arena_alloc: host copies of GPU values */
+#include "../graph/internal.h" /* ag__arena_alloc: host copies of GPU values */
 
 #include <inttypes.h>
 #include <libgen.h>
@@ -18,7 +18,7 @@
  * its tensors carry no checksum: a run saved before checksums, or a file
  * re-written by another tool. */
 static int open_checkpoint(const char *path, ag_st_file *f, bool note, char *err, size_t errlen) {
-    if (ag_st_read(path, f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    if (ag_st_read(path, f)) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     if (note && f->unchecked)
         fprintf(stderr, "note: %s: %d of its %d tensors carry no checksum: they load unverified\n", path, f->unchecked,
                 f->count);
@@ -72,7 +72,7 @@ int ag_params_match(const ag_st_file *f, const ag_params *ps, bool strict, FILE 
         char sum[160] = "";
         for (int k = 0, n = 0; k < 4; k++)
             if (counts[k]) n += snprintf(sum + n, sizeof sum - (size_t)n, "%s%d %s", n ? ", " : "", counts[k], what[k]);
-        return ag_train_fail(err, errlen, AG_ERR_SHAPE, "%s does not fit the model's %d parameters: %s (each listed above)",
+        return ag__train_fail(err, errlen, AG_ERR_SHAPE, "%s does not fit the model's %d parameters: %s (each listed above)",
                              f->path, ps->count, sum);
     }
     if (converted) {
@@ -91,7 +91,7 @@ int ag_checkpoint_fits(const char *path, const ag_model_kind *kind, const ag_mod
     int rc = open_checkpoint(path, &f, note, err, errlen);
     if (rc) return rc;
     ag_model shapes;
-    if (ag_model_shapes(&shapes, kind, cfg)) rc = ag_train_fail(err, errlen, AG_ERR_ARG, "%s: %s", path, ag_errmsg());
+    if (ag_model_shapes(&shapes, kind, cfg)) rc = ag__train_fail(err, errlen, AG_ERR_ARG, "%s: %s", path, ag_errmsg());
     else rc = ag_params_match(&f, &shapes.params, strict, stderr, err, errlen);
     ag_model_free(&shapes);
     ag_st_close(&f);
@@ -103,7 +103,7 @@ static int read_config(const char *ckpt, ag_train_opts *o, char *err, size_t err
     ag_st_file f;
     if (open_checkpoint(ckpt, &f, true, err, errlen)) return AG_ERR_FORMAT;
     const char *config = ag_st_meta(&f, "config");
-    int rc = config ? 0 : ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: no 'config' metadata: not a checkpoint of attngrad train", ckpt);
+    int rc = config ? 0 : ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s: no 'config' metadata: not a checkpoint of attngrad train", ckpt);
     *o = ag_train_opts_default();
     if (!rc) rc = ag_train_opts_parse(o, config, ckpt, err, errlen);
     ag_st_close(&f);
@@ -116,7 +116,7 @@ int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen) {
     if (access(path, F_OK) == 0) return read_config(path, o, err, errlen);
     snprintf(path, sizeof path, "%s/fold0/last.safetensors", out);
     if (access(path, F_OK) != 0)
-        return ag_train_fail(err, errlen, AG_ERR_IO, "%s: no run to resume here (no last.safetensors)", out);
+        return ag__train_fail(err, errlen, AG_ERR_IO, "%s: no run to resume here (no last.safetensors)", out);
     int rc = read_config(path, o, err, errlen);
     o->fold = -1; /* a cross-validation run over all folds */
     return rc;
@@ -129,7 +129,7 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
     int rc = read_config(ckpt, o, err, errlen);
     if (rc) return rc;
     if (o->vocab <= 0) /* train always records it: without it the vocab.txt check below means nothing */
-        return ag_train_fail(err, errlen, AG_ERR_FORMAT,
+        return ag__train_fail(err, errlen, AG_ERR_FORMAT,
                              "%s: its 'config' metadata has no vocab entry (the vocabulary size, as vocab=N)", ckpt);
     char path[AG_PATH_MAX + 16], copy[AG_PATH_MAX];
     snprintf(copy, sizeof copy, "%s", ckpt);
@@ -139,10 +139,10 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
     char fp[sizeof o->vocab_fp];
     snprintf(fp, sizeof fp, "%016" PRIx64, ag_vocab_fingerprint(*vocab));
     if (ag_vocab_size(*vocab) != o->vocab) {
-        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: %d words, but %s was trained with a vocabulary of %d", path,
+        rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s: %d words, but %s was trained with a vocabulary of %d", path,
                   ag_vocab_size(*vocab), ckpt, o->vocab);
     } else if (o->vocab_fp[0] && strcmp(fp, o->vocab_fp)) { /* runs before the fingerprint was recorded: size only */
-        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT,
+        rc = ag__train_fail(err, errlen, AG_ERR_FORMAT,
                            "%s is not the vocabulary %s was trained with (same size, but its words or their order "
                            "differ: fingerprint %s, the checkpoint's %s)", path, ckpt, fp, o->vocab_fp);
     } else {
@@ -151,15 +151,15 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
         if (rc) { /* the config's model or task is wrong: name the checkpoint that holds it */
             char why[512];
             snprintf(why, sizeof why, "%s", err);
-            ag_train_fail(err, errlen, rc, "%s: bad 'config' metadata: %s", ckpt, why);
+            ag__train_fail(err, errlen, rc, "%s: bad 'config' metadata: %s", ckpt, why);
         }
         /* names and shapes first: a small file whose config asks for a huge
          * model is refused before that model's memory is taken */
         if (!rc) rc = ag_checkpoint_fits(ckpt, ag_model_find(o->model), &cfg, false, false, err, errlen);
         if (!rc && ag_model_init(m, ag_model_find(o->model), &cfg))
-            rc = ag_train_fail(err, errlen, AG_ERR_ARG, "%s: %s", ckpt, ag_errmsg());
+            rc = ag__train_fail(err, errlen, AG_ERR_ARG, "%s: %s", ckpt, ag_errmsg());
         if (!rc && ag_checkpoint_load(ckpt, &m->params, NULL, NULL, NULL))
-            rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+            rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
         if (!rc) rc = ag_train_use_device(o, &m->params, err, errlen);
     }
     if (rc) {
@@ -204,7 +204,7 @@ ssize_t ag_read_line(FILE *in, char **buf, size_t *cap, size_t max, size_t *drop
 int ag_long_line(const ag_train_opts *o, char *line, ssize_t *n, size_t dropped, char *err, size_t errlen) {
     size_t max = (size_t)(o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES);
     if (strcmp(o->long_lines, "cut")) {
-        ag_train_fail(err, errlen, AG_ERR_FORMAT,
+        ag__train_fail(err, errlen, AG_ERR_FORMAT,
                       "line longer than %zu bytes (%zu more): refused before reading it into memory "
                       "(--max-line-bytes N reads longer lines, --long-lines cut predicts its start)", max, dropped);
         return 1;
@@ -230,7 +230,7 @@ static int add_tokens(ag_dataset *ds, char *s, size_t n, int lowercase) {
     if (k > 512) ag_tokenize(s, n, lowercase, spans, k);
     int rc = (int)k;
     for (size_t t = 0; t < k && rc >= 0; t++)
-        if (ag_ds_add(ds, s + spans[t].start, spans[t].len, 0)) rc = -1;
+        if (ag__ds_add(ds, s + spans[t].start, spans[t].len, 0)) rc = -1;
     if (spans != few) free(spans);
     return rc;
 }
@@ -239,24 +239,24 @@ static int add_tokens(ag_dataset *ds, char *s, size_t n, int lowercase) {
 static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dataset *ds, char *err, size_t errlen) {
     bool pair = task == AG_TASK_PAIR || task == AG_TASK_RELATEDNESS;
     ag_format fmt = task == AG_TASK_LM ? AG_FORMAT_LM : pair ? AG_FORMAT_SICK : AG_FORMAT_LABELED;
-    if (ag_ds_init(ds, fmt)) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (ag__ds_init(ds, fmt)) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     char *tab = strchr(line, '\t');
-    if (pair && !tab) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
+    if (pair && !tab) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
     if (pair && strchr(tab + 1, '\t')) /* else the words after a second tab would join sentence b unseen */
-        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "more than one tab: a pair model reads two sentences separated by one tab");
+        return ag__train_fail(err, errlen, AG_ERR_FORMAT, "more than one tab: a pair model reads two sentences separated by one tab");
     if (tab && pair) *tab = 0;
-    ag_ds_begin(ds);
+    ag__ds_begin(ds);
     int ka = add_tokens(ds, line, strlen(line), o->lowercase), kb = 1;
     if (ka > 0 && pair) {
-        ag_ds_begin_second(ds);
+        ag__ds_begin_second(ds);
         kb = add_tokens(ds, tab + 1, strlen(tab + 1), o->lowercase);
     }
-    if (ka < 0 || kb < 0) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
-    if (ka == 0 || kb == 0) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
-    if (task == AG_TASK_LM && ag_ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0))
-        return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
-    if (ag_ds_end(ds, pair ? 0 : -1, 0, 1, 0)) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
-    ag_ds_finish(ds);
+    if (ka < 0 || kb < 0) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (ka == 0 || kb == 0) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
+    if (task == AG_TASK_LM && ag__ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0))
+        return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (ag__ds_end(ds, pair ? 0 : -1, 0, 1, 0)) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    ag__ds_finish(ds);
     return 0;
 }
 
@@ -290,16 +290,16 @@ static void print_lm(FILE *out, const ag_model *m, const ag_vocab *vocab, const 
 
 int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t errlen) {
     if (!o->device[0] || !strcmp(o->device, "cpu")) {
-        if (o->cuda_graphs) return ag_train_fail(err, errlen, AG_ERR_ARG, "--cuda-graphs needs --device cuda");
+        if (o->cuda_graphs) return ag__train_fail(err, errlen, AG_ERR_ARG, "--cuda-graphs needs --device cuda");
         return 0;
     }
-    int index = ag_train_device_index(o->device); /* -1 for "cuda": the default GPU */
-    if (index >= 0 && ag_dist_size() > 1)
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "--device %s names one GPU for all %d ranks: give --device cuda, "
-                             "and each rank takes its own (docs/distributed.md)", o->device, ag_dist_size());
+    int index = ag__train_device_index(o->device); /* -1 for "cuda": the default GPU */
+    if (index >= 0 && ag__dist_size() > 1)
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "--device %s names one GPU for all %d ranks: give --device cuda, "
+                             "and each rank takes its own (docs/distributed.md)", o->device, ag__dist_size());
     char why[256];
     if (!ag_cuda_use(index, why, sizeof why))
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "--device %s: %s", o->device, why);
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "--device %s: %s", o->device, why);
     ag_params_to(ps, AG_CUDA);
     ag_set_device(AG_CUDA);
     ag_cuda_graphs(o->cuda_graphs);
@@ -308,7 +308,7 @@ int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t
 
 const ag_real *ag_host_values(const ag_tensor *t) {
     if (t->device == AG_CPU) return t->data;
-    ag_real *host = ag_arena_alloc((size_t)t->size * sizeof(ag_real));
+    ag_real *host = ag__arena_alloc((size_t)t->size * sizeof(ag_real));
     ag_tensor_read(t, host);
     return host;
 }
@@ -346,7 +346,7 @@ static int cut_line_end(char *line, char *err, size_t errlen) {
     if (n && line[n - 1] == '\r') line[--n] = 0;
     size_t at = strcspn(line, "\r\n");
     if (at < n)
-        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s inside the line (column %zu): only its end may hold CR or LF",
+        return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s inside the line (column %zu): only its end may hold CR or LF",
                              line[at] == '\r' ? "carriage return" : "line feed", at + 1);
     return 0;
 }
@@ -386,9 +386,9 @@ static int predict_batch(ag_model *m, const ag_vocab *vocab, const ag_train_opts
     if (st) {
         const char *msg = ag_errmsg();
         if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
-        rc = ag_train_fail(err, errlen, st, "%s", msg);
+        rc = ag__train_fail(err, errlen, st, "%s", msg);
     } else if (!logits) {
-        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
+        rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
     } else if (task == AG_TASK_LM) {
         print_lm(out, m, vocab, b, logits);
     } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */
@@ -429,7 +429,7 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
 int ag_predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *name, int64_t first_line,
                       const char *text, size_t n, FILE *out, char *err, size_t errlen) {
     if (m->cfg.task != AG_TASK_CLASSIFY)
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s:%lld: --input conllu gives one sentence at a time: model %s does %s",
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "%s:%lld: --input conllu gives one sentence at a time: model %s does %s",
                              name, (long long)first_line, m->kind->name, ag_task_name(m->cfg.task));
     ag_load_opts lo = ag_load_opts_default();
     lo.lowercase = o->lowercase; /* as the run's data */
@@ -438,7 +438,7 @@ int ag_predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o
     ag_batch b = {0};
     int rc = ag_dataset_load_mem(name, text, n, AG_FORMAT_CONLLU, &lo, NULL, &ds, err, errlen);
     if (!rc && ds.n != 1)
-        rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s:%lld: %lld sentences where one was given", name,
+        rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s:%lld: %lld sentences where one was given", name,
                            (long long)first_line, (long long)ds.n);
     if (!rc) rc = example_batch(m, vocab, o, &ds, &b, err, errlen);
     if (!rc) rc = predict_batch(m, vocab, o, &b, out, err, errlen);

@@ -58,7 +58,7 @@ static int state_parse(const char *text, ag__run_state *s, const char *what, cha
     int64_t v[N_COUNTERS];
     for (int i = 0; i < N_COUNTERS; i++)
         if (!parse_counter(state_value(text, counters[i].key), counters[i].max, &v[i]))
-            return ag_train_fail(err, errlen, AG_ERR_FORMAT,
+            return ag__train_fail(err, errlen, AG_ERR_FORMAT,
                                  "%s: config entry %s is missing or not an integer in [0, %lld]", what,
                                  counters[i].key, (long long)counters[i].max);
     /* best may be -inf (no dev score yet); seconds is a finite duration */
@@ -71,7 +71,7 @@ static int state_parse(const char *text, ag__run_state *s, const char *what, cha
         /* strtod reads hex too */
         bool hex = p && (memchr(p, 'x', (size_t)(end - p)) || memchr(p, 'X', (size_t)(end - p)));
         if (!p || hex || (*end && *end != '\n') || isnan(r[i]) || (i == 1 && !(r[i] >= 0 && isfinite(r[i]))))
-            return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or bad", what,
+            return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s: config entry %s is missing or bad", what,
                                  real_keys[i]);
     }
     *s = (ag__run_state){.step = v[STEP], .epoch = (int)v[EPOCH], .batch = v[BATCH], .best = r[0],
@@ -156,7 +156,7 @@ int ag__run_logs_add(ag__run_logs *l, ag_task task, const ag__epoch_row *e, char
     }
     free(row);
     free(jrow);
-    return ok ? 0 : ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for the metrics log");
+    return ok ? 0 : ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for the metrics log");
 }
 
 void ag__run_logs_free(ag__run_logs *l) {
@@ -190,7 +190,7 @@ static int write_atomic(const char *path, const char *text, size_t n, char *err,
     if (ok && rename(tmp, path) == 0) return 0;
     int e = errno;
     unlink(tmp);
-    return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
 }
 
 /* Both metrics files from the logs. */
@@ -211,14 +211,14 @@ int ag__run_save(const char *path, const ag_train_opts *o, const ag__run_state *
     bool fits = ag_train_opts_format(o, st.config, sizeof st.config) == 0;
     size_t k = strlen(st.config);
     if (!fits || state_format(s, st.config + k, sizeof st.config - k))
-        return ag_train_fail(err, errlen, AG_ERR_ARG,
+        return ag__train_fail(err, errlen, AG_ERR_ARG,
                              "%s: the run's config does not fit in %d bytes (shorter --data path?)", path,
                              AG_CONFIG_MAX);
     const ag__run_logs *l = p->logs;
     const char *meta[] = {"metrics.csv", l->csv.s ? l->csv.s : "", "metrics.jsonl", l->jsonl.s ? l->jsonl.s : "", NULL};
     st.meta = meta;
     if (ag_checkpoint_save(path, p->params, p->opt, p->sched, &st))
-        return ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
+        return ag__train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
     return 0;
 }
 
@@ -228,8 +228,8 @@ int ag__run_save(const char *path, const ag_train_opts *o, const ag__run_state *
  * rank takes its answer: one that looked after rank 0 made the folder, or
  * at another file system, must not decide otherwise (and stop alone). */
 bool ag__rank0_sees(const char *path) {
-    char there = ag_dist_rank() == 0 && ag__path_exists(path);
-    ag_dist_bcast(&there, 1);
+    char there = ag__dist_rank() == 0 && ag__path_exists(path);
+    ag__dist_bcast(&there, 1);
     return there;
 }
 
@@ -239,9 +239,9 @@ int ag__run_folder_check(const char *out, bool resume, bool force, char *err, si
     char path[AG_PATH_MAX + 32];
     ag__path_join(path, sizeof path, out, "last.safetensors");
     bool there = ag__rank0_sees(path);
-    if (resume) return there ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
+    if (resume) return there ? 0 : ag__train_fail(err, errlen, AG_ERR_IO, "%s: nothing to resume (no such file)", path);
     if (there && !force)
-        return ag_train_fail(err, errlen, AG_ERR_ARG,
+        return ag__train_fail(err, errlen, AG_ERR_ARG,
                              "%s already holds a run: add --resume to continue it or --force to start over", out);
     return 0;
 }
@@ -257,7 +257,7 @@ int ag__run_folder_lock(const char *out, bool quiet, int *fd, char *err, size_t 
     char path[AG_PATH_MAX + 32];
     ag__path_join(path, sizeof path, out, ".lock");
     *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (*fd < 0) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (*fd < 0) return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (flock(*fd, LOCK_EX | LOCK_NB) == 0) {
         char pid[24];
         int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
@@ -278,10 +278,10 @@ int ag__run_folder_lock(const char *out, bool quiet, int *fd, char *err, size_t 
     close(*fd), *fd = -1;
     long pid = n > 0 ? strtol(holder, NULL, 10) : 0;
     if (pid > 0 && pid <= INT_MAX && kill((pid_t)pid, 0) == 0) /* not a dead run's pid under another holder */
-        return ag_train_fail(err, errlen, AG_ERR_IO,
+        return ag__train_fail(err, errlen, AG_ERR_IO,
                              "%s is in use: process %ld is training into it; wait for it to end (then --resume) or "
                              "give another --out", out, pid);
-    return ag_train_fail(err, errlen, AG_ERR_IO, "%s is in use: another process holds %s; wait for it to end or give "
+    return ag__train_fail(err, errlen, AG_ERR_IO, "%s is in use: another process holds %s; wait for it to end or give "
                          "another --out", out, path);
 }
 
@@ -297,7 +297,7 @@ static int make_dirs(const char *path, char *err, size_t errlen) {
         if (*p == '/' || end) {
             *p = 0;
             if (mkdir(buf, 0777) && errno != EEXIST)
-                return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+                return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
             if (end) return 0;
             *p = '/';
         }
@@ -316,7 +316,7 @@ int ag__run_folder_make(const char *out, bool quiet, int *lock, char *err, size_
     for (int i = 0; !rc && i < 4; i++) {
         ag__path_join(path, sizeof path, out, stale[i]);
         if (ag__path_exists(path) && unlink(path))
-            rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+            rc = ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     }
     return rc;
 }
@@ -344,14 +344,14 @@ static bool stale_temp(const char *name) {
  * never the run's state (the rename that makes it so did not happen). */
 int ag__run_folder_clean(const char *out, bool quiet, char *err, size_t errlen) {
     DIR *d = opendir(out);
-    if (!d) return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot list: %s", out, strerror(errno));
+    if (!d) return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot list: %s", out, strerror(errno));
     int removed = 0, rc = 0;
     char path[AG_PATH_MAX + 300];
     for (struct dirent *e; !rc && (e = readdir(d));) {
         if (!stale_temp(e->d_name)) continue;
         snprintf(path, sizeof path, "%s/%s", out, e->d_name);
         if (unlink(path) && errno != ENOENT)
-            rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+            rc = ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
         else removed++;
     }
     closedir(d);
@@ -382,7 +382,7 @@ static char *read_text(const char *path, size_t *n) {
  * saved before its checkpoints held the rows keeps its files as they are. */
 static int restore_metrics(const char *out, const char *ckpt, ag__run_logs *l, char *err, size_t errlen) {
     ag_st_file f;
-    if (ag_st_read(ckpt, &f)) return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    if (ag_st_read(ckpt, &f)) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     const char *csv = ag_st_meta(&f, "metrics.csv"), *jsonl = ag_st_meta(&f, "metrics.jsonl");
     ag__text *logs[2] = {&l->csv, &l->jsonl};
     const char *saved[2] = {csv, jsonl}, *names[2] = {"metrics.csv", "metrics.jsonl"};
@@ -402,14 +402,14 @@ int ag__run_resume(const char *out, const ag_vocab *vocab, const ag__run_parts *
     ag__path_join(path, sizeof path, out, "last.safetensors");
     ag_train_state st;
     if (ag_checkpoint_load(path, p->params, p->opt, p->sched, &st))
-        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+        return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     /* this folder's own vocab.txt (a CV run has one per fold) against the
      * fingerprint its checkpoint recorded; runs saved before it: size only */
     const char *saved = state_value(st.config, "vocab-fp");
     char fp[17];
     snprintf(fp, sizeof fp, "%016" PRIx64, ag_vocab_fingerprint(vocab));
     if (saved && *saved != '\n' && strncmp(saved, fp, 16))
-        return ag_train_fail(err, errlen, AG_DATA_EFORMAT,
+        return ag__train_fail(err, errlen, AG_DATA_EFORMAT,
                              "%s/vocab.txt is not the vocabulary this run was trained with (its words or their order "
                              "differ: fingerprint %s, the checkpoint's %.16s)", out, fp, saved);
     *p->rng = st.rng;

@@ -61,7 +61,7 @@ static int output_base(const char *out, const char *model, char *base, size_t n,
     bool is_dir = stat(out, &st) == 0 && S_ISDIR(st.st_mode);
     if (!is_dir && len > 0 && out[len - 1] == '/') {
         if (mkdir(out, 0777) != 0 && errno != EEXIST)
-            return ag_train_fail(err, errlen, AG_ERR_IO, "%s: cannot create the folder: %s", out, strerror(errno));
+            return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot create the folder: %s", out, strerror(errno));
         is_dir = true;
     }
     if (is_dir) snprintf(base, n, "%s%s%s", out, out[len - 1] == '/' ? "" : "/", model);
@@ -97,7 +97,7 @@ static int write_map(const ag_model *m, const char *model, int i, const ag_batch
     int width = second ? b->width_b : b->width, n = second ? b->lengths_b[0] : b->lengths[0];
     if ((w->ndim != 3 && w->ndim != 4) || w->shape[0] != 1 || (!features && (Nq != width || Nk != width))) {
         char shape[64];
-        return ag_train_fail(err, errlen, AG_ERR_SHAPE, "model %s: attention map '%s' is %s, want [1,%d,%d] or [1,h,%d,%d]",
+        return ag__train_fail(err, errlen, AG_ERR_SHAPE, "model %s: attention map '%s' is %s, want [1,%d,%d] or [1,h,%d,%d]",
                     m->kind->name, map->name, ag_shape_str(w, shape, sizeof shape), width, width, width, width);
     }
     int rows = features ? Nq : n, cols = features ? Nk : n;
@@ -114,7 +114,7 @@ static int write_map(const ag_model *m, const char *model, int i, const ag_batch
     int twins = earlier_twins(m, i);
     if (twins) snprintf(twin, sizeof twin, "-%d", twins + 1);
     ag_real *cells = malloc(sizeof *cells * (size_t)rows * (size_t)cols);
-    if (!cells) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (!cells) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     int rc = 0;
     for (int h = 0; h < heads && !rc; h++) {
         char head[32] = "", head_tag[16] = "";
@@ -127,7 +127,7 @@ static int write_map(const ag_model *m, const char *model, int i, const ag_batch
                  pair ? second ? ", sentence b" : ", sentence a" : "", what);
         cut(w, h, rows, cols, cells);
         if (ag_heatmap_svg(path, title, cells, rows, cols, row_labels, col_labels) != AG_OK)
-            rc = ag_train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
+            rc = ag__train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());
         else if (paths)
             fprintf(paths, "%s\n", path);
     }
@@ -139,15 +139,15 @@ int ag_sentence_heatmaps(ag_model *m, const ag_vocab *vocab, const ag_train_opts
                          const char *sentence_b, const char *out, FILE *paths, char *err, size_t errlen) {
     bool pair = m->cfg.task == AG_TASK_PAIR || m->cfg.task == AG_TASK_RELATEDNESS;
     if (pair && !sentence_b)
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s compares two sentences: give the second with --sentence-b",
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s compares two sentences: give the second with --sentence-b",
                     m->kind->name);
     if (!pair && sentence_b)
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s reads one sentence: --sentence-b is for pair models",
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s reads one sentence: --sentence-b is for pair models",
                     m->kind->name);
     /* the line ag_line_batch reads: tabs only between the two sentences */
     size_t na = strlen(sentence), nb = sentence_b ? strlen(sentence_b) : 0;
     char *line = malloc(na + nb + 2);
-    if (!line) return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (!line) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     snprintf(line, na + nb + 2, "%s%s%s", sentence, pair ? "\t" : "", pair ? sentence_b : "");
     for (char *p = line; *p; p++)
         if ((*p == '\t' && p != line + na) || *p == '\n' || *p == '\r') *p = ' ';
@@ -158,19 +158,19 @@ int ag_sentence_heatmaps(ag_model *m, const ag_vocab *vocab, const ag_train_opts
     int rc = ag_line_batch(m, vocab, o, line, &ds, &b, err, errlen);
     int L = b.opts.fixed_len, n = rc ? 0 : ds.ex[0].len, n_b = rc || !pair ? 0 : ds.ex[0].len_b;
     if (!rc && L > 0 && (n > L || n_b > L))
-        rc = ag_train_fail(err, errlen, AG_ERR_ARG,
+        rc = ag__train_fail(err, errlen, AG_ERR_ARG,
                   "the %ssentence has %d words, but model %s reads at most %d (its --fixed-len)",
                   n > L ? "" : "second ", n > L ? n : n_b, m->kind->name, L);
     if (!rc && (word_labels_make(&ds, 0, &words[0]) || (pair && word_labels_make(&ds, 1, &words[1]))))
-        rc = ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+        rc = ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     if (!rc) {
         bool was_grad = ag_set_grad_enabled(false), was_capture = m->capture_maps;
         m->capture_maps = true;
         ag_tensor *logits = ag_model_forward(m, &b, false);
         if (!logits)
-            rc = ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
+            rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
         else if (m->n_maps == 0)
-            rc = ag_train_fail(err, errlen, AG_ERR_ARG, "model %s records no attention maps%s", m->kind->name,
+            rc = ag__train_fail(err, errlen, AG_ERR_ARG, "model %s records no attention maps%s", m->kind->name,
                       m->cfg.task == AG_TASK_LM ? " (an LM trained with --attention none has none)" : "");
         char base[AG_PATH_MAX + 64], model[256]; /* model: "mpsan", "mpsan/elu_score", "poslm" */
         snprintf(model, sizeof model, "%s%s%s", m->kind->name, o->flags[0] ? "/" : "", o->flags);

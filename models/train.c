@@ -47,7 +47,7 @@ static double now(void) {
  * (e.g. a parse with a cycle). */
 static ag_tensor *forward(ag_model *m, const ag_batch *b, bool training, char *err, size_t errlen) {
     ag_tensor *logits = ag_model_forward(m, b, training);
-    if (!logits) ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this batch: %s", m->kind->name, ag_errmsg());
+    if (!logits) ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this batch: %s", m->kind->name, ag_errmsg());
     return logits;
 }
 
@@ -55,7 +55,7 @@ static ag_tensor *forward(ag_model *m, const ag_batch *b, bool training, char *e
  * targets, relatedness KL; NULL with err set for a batch it cannot score. */
 static ag_tensor *loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits, char *err, size_t errlen) {
     ag_tensor *loss = ag_model_loss_of(m, b, logits);
-    if (!loss) ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot score this batch: %s", m->kind->name, ag_errmsg());
+    if (!loss) ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot score this batch: %s", m->kind->name, ag_errmsg());
     return loss;
 }
 
@@ -63,7 +63,7 @@ static ag_tensor *loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logit
  * decoder is fused with its cross-entropy); NULL with err set. */
 static ag_tensor *batch_loss(ag_model *m, const ag_batch *b, bool training, char *err, size_t errlen) {
     ag_tensor *loss = ag_model_loss(m, b, training);
-    if (!loss) ag_train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this batch: %s", m->kind->name, ag_errmsg());
+    if (!loss) ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this batch: %s", m->kind->name, ag_errmsg());
     return loss;
 }
 
@@ -89,12 +89,12 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     if (rel && (!pred || !gold)) {
         free(pred);
         free(gold);
-        return ag_train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for %lld scores", (long long)n);
+        return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for %lld scores", (long long)n);
     }
     bool was = ag_set_grad_enabled(false);
     double loss_sum = 0;
     int64_t correct = 0, count = 0, first, mine; /* this rank's share of the examples (all in one process) */
-    ag_dist_share(n, &first, &mine);
+    ag__dist_share(n, &first, &mine);
     int rc = 0;
     for (int64_t start = 0; start < mine && !rc; start += b->max_rows) {
         int32_t rows = (int32_t)(mine - start < b->max_rows ? mine - start : b->max_rows);
@@ -130,16 +130,16 @@ int ag_evaluate(ag_model *m, const ag_dataset *ds, const int64_t *idx, int64_t n
     }
     ag_step_end();
     ag_set_grad_enabled(was);
-    if (rc) { /* with other ranks: the caller ends the job (ag_dist_abort) */
+    if (rc) { /* with other ranks: the caller ends the job (ag__dist_abort) */
         free(pred);
         free(gold);
         return rc;
     }
     /* the shares' sums, and every prediction for the correlations */
     double sums[3] = {loss_sum, (double)correct, (double)count};
-    ag_dist_sum(sums, 3);
+    ag__dist_sum(sums, 3);
     loss_sum = sums[0], correct = (int64_t)sums[1], count = (int64_t)sums[2];
-    if (rel) ag_dist_gather_shares(pred, n), ag_dist_gather_shares(gold, n);
+    if (rel) ag__dist_gather_shares(pred, n), ag__dist_gather_shares(gold, n);
     out->examples = n;
     out->tokens = m->cfg.task == AG_TASK_LM ? count : 0;
     out->loss = count ? loss_sum / (double)count : 0;
@@ -174,7 +174,7 @@ typedef struct {
     ag_batch batch;
     ag_sampler sampler;
     double clip;
-    ag_dist_grads grads; /* data-parallel: the flat buffer of the allreduce */
+    ag__dist_grads grads; /* data-parallel: the flat buffer of the allreduce */
     ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
     bool have_best;
     ag_vectors vec;                 /* --embeddings of a fresh run: counts (rows freed once copied) */
@@ -199,7 +199,7 @@ static int diverged(const trainer *t, int64_t step, int epoch, const char *what,
     char where[64];
     if (step >= 0) snprintf(where, sizeof where, "step %lld", (long long)step);
     else snprintf(where, sizeof where, "the evaluation after epoch %d", epoch);
-    return ag_train_fail(err, errlen, AG_ERR_NONFINITE,
+    return ag__train_fail(err, errlen, AG_ERR_NONFINITE,
                          "training diverged at %s: %s; lower the learning rate (now %g, --optim %s) or clip the "
                          "gradient norm (--clip, now %s)%s", where, what, t->opt.lr, ag_optim_name(t->opt.cfg.kind), clip,
                          in_ops && !ag_anomaly_enabled() ? "; --detect-anomaly names the op that made the first inf or NaN" : "");
@@ -234,13 +234,13 @@ static int train_step(trainer *t, int64_t step, int64_t global_rows, double *los
     *tokens = (double)batch_tokens(&t->batch);
     const ag_real *loss_there;
     ag_real global; /* data-parallel: the global loss, which the CPU reads in place */
-    if (ag_dist_size() > 1) {
+    if (ag__dist_size() > 1) {
         double mine = out ? ag_item(out) : 0; /* a rank without rows joins the allreduce with zeros */
         double n_mine = !out ? 0 : m->cfg.task == AG_TASK_LM ? (double)count_targets(&t->batch) : t->batch.rows;
         if (out && isfinite(mine)) ag_backward(out);
-        global = (ag_real)ag_dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens);
+        global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens);
         /* a rank without rows drew no dropout masks: it takes rank 0's generator */
-        if (global_rows < ag_dist_size()) ag_dist_bcast(&m->rng, sizeof m->rng);
+        if (global_rows < ag__dist_size()) ag__dist_bcast(&m->rng, sizeof m->rng);
         loss_there = ag__step_copy_on(dev, &global, sizeof global); /* staged on the GPU */
     } else {
         ag_backward(out);
@@ -345,9 +345,9 @@ static int64_t longest_sentence(const ag_run_data *d, int max_len, int *split, i
 }
 
 /* What the trainer is doing where a fatal error may end it, for the CLI's
- * message (ag_train_doing). */
+ * message (ag__train_doing). */
 static char doing[512];
-const char *ag_train_doing(void) { return doing; }
+const char *ag__train_doing(void) { return doing; }
 
 /* occurs[w] for every width w <= hi a batch of the run's data can have:
  * a batch is as wide as its longest sentence (each side of a pair).  NULL
@@ -560,7 +560,7 @@ typedef struct {
 } fold_result;
 
 static void trainer_free(trainer *t) {
-    ag_dist_grads_free(&t->grads);
+    ag__dist_grads_free(&t->grads);
     ag_vectors_free(&t->vec);
     ag__run_logs_free(&t->logs);
     ag_sampler_free(&t->sampler);
@@ -580,11 +580,11 @@ static void trainer_free(trainer *t) {
 static int read_vectors(trainer *t, ag_train_opts *o, char *err, size_t errlen) {
     if (!o->embeddings[0] || o->resume) {
         if (o->embeddings_exact && !o->embeddings[0])
-            return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings-exact: there is no --embeddings file to look words up in");
+            return ag__train_fail(err, errlen, AG_ERR_ARG, "--embeddings-exact: there is no --embeddings file to look words up in");
         return 0;
     }
     if (o->init[0]) /* which would win is no question a user should have to ask */
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings and --init %s both set the word embedding: give one",
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "--embeddings and --init %s both set the word embedding: give one",
                              o->init);
     ag_run_data *d = &t->data;
     ag_vec_opts vo = {.exact_only = o->embeddings_exact};
@@ -593,7 +593,7 @@ static int read_vectors(trainer *t, ag_train_opts *o, char *err, size_t errlen) 
     /* A wider --dim keeps the vectors whole and draws the extra columns
      * (ag_embedding_from_vectors); a narrower one would cut them. */
     if (o->dim > 0 && o->dim < t->vec.dim)
-        return ag_train_fail(err, errlen, AG_ERR_ARG,
+        return ag__train_fail(err, errlen, AG_ERR_ARG,
                              "--dim %d, but %s holds %d-dimensional vectors (the model's dim is its embedding size): "
                              "leave --dim out to take %d, or give one above it", o->dim, o->embeddings, t->vec.dim,
                              t->vec.dim);
@@ -609,9 +609,9 @@ static int read_vectors(trainer *t, ag_train_opts *o, char *err, size_t errlen) 
 static int apply_vectors(trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
     if (!t->vec.rows && !o->freeze_embeddings) return 0;
     ag_tensor *table = ag_model_embedding(&t->model);
-    if (!table) return ag_train_fail(err, errlen, AG_ERR_ARG, "--%s: %s", t->vec.rows ? "embeddings" : "freeze-embeddings", ag_errmsg());
+    if (!table) return ag__train_fail(err, errlen, AG_ERR_ARG, "--%s: %s", t->vec.rows ? "embeddings" : "freeze-embeddings", ag_errmsg());
     if (t->vec.rows && ag_embedding_from_vectors(table, &t->vec, AG_PAD_ID, &t->model.rng))
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "--embeddings %s: %s", o->embeddings, ag_errmsg());
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "--embeddings %s: %s", o->embeddings, ag_errmsg());
     if (o->freeze_embeddings) ag_param_freeze(table);
     free(t->vec.rows);
     t->vec.rows = NULL;
@@ -622,8 +622,8 @@ static int apply_vectors(trainer *t, const ag_train_opts *o, char *err, size_t e
  * width came from them: say so, with the model's own (e.g. MS-SAN's heads
  * must divide d). */
 static int model_refused(const trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
-    if (!t->vec.dim) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
-    return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s cannot take the %d-dimensional vectors of %s (its own dim is "
+    if (!t->vec.dim) return ag__train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s cannot take the %d-dimensional vectors of %s (its own dim is "
                          "%d): %s; a --dim above %d it can take keeps the vectors in its first %d columns",
                          o->model, t->vec.dim, o->embeddings, ag_model_defaults(ag_model_find(o->model)).dim,
                          ag_errmsg(), t->vec.dim, t->vec.dim);
@@ -674,7 +674,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     if (ckpt && (rc = ag_checkpoint_fits(ckpt, ag_model_find(o->model), &cfg, init, init, err, errlen))) return rc;
     if (ag_model_init(&t->model, ag_model_find(o->model), &cfg)) return model_refused(t, o, err, errlen);
     if (init && ag_checkpoint_load(ckpt, &t->model.params, NULL, NULL, NULL)) /* the dropout generator stays the seed's */
-        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "--init: %s", ag_errmsg());
+        return ag__train_fail(err, errlen, AG_ERR_FORMAT, "--init: %s", ag_errmsg());
     if ((rc = apply_vectors(t, o, err, errlen))) return rc;
     if ((rc = ag_train_use_device(o, &t->model.params, err, errlen))) return rc; /* the optimizer's state follows */
 
@@ -682,7 +682,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
     ag_sched_config sc;
     if (ag_optim_parse(o->optim, &oc) || ag_optim_init(&t->opt, &t->model.params, &oc) ||
         ag_sched_parse(o->sched, &sc) || ag_sched_init(&t->sched, &sc))
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
     t->clip = o->clip;
 
     ag_batch_opts bo = ag_run_batch_opts(&t->model, o, d->max_width);
@@ -695,7 +695,7 @@ static int trainer_init(trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab,
         (rc = ag_sampler_init(&t->sampler, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], &so,
                               err, errlen)))
         return rc;
-    if (t->sampler.n_batches < 1) return ag_train_fail(err, errlen, AG_ERR_ARG, "%s: no training examples", d->name);
+    if (t->sampler.n_batches < 1) return ag__train_fail(err, errlen, AG_ERR_ARG, "%s: no training examples", d->name);
     return 0;
 }
 
@@ -747,7 +747,7 @@ typedef struct {
 static bool past(double deadline) {
     if (deadline <= 0) return false;
     char up = now() >= deadline;
-    ag_dist_bcast(&up, 1);
+    ag__dist_bcast(&up, 1);
     return up;
 }
 
@@ -799,7 +799,7 @@ static int end_of_epoch(const fold_ctx *c, trainer *t, ag__run_state *s, double 
      * writes leaves last.safetensors holding every row, and resuming
      * rewrites the metrics files from it. */
     if ((rc = ag__run_logs_add(&t->logs, t->data.task, &e, err, errlen))) return rc;
-    if (ag_dist_rank() > 0) return 0; /* rank 0 alone writes */
+    if (ag__dist_rank() > 0) return 0; /* rank 0 alone writes */
     char path[AG_PATH_MAX + 32];
     ag__run_parts parts = run_parts(t);
     if (e.best) {
@@ -834,7 +834,7 @@ static int train_loop(const fold_ctx *c, trainer *t, ag__run_state *s, fold_resu
             int32_t rows;
             const int64_t *idx = ag_sampler_batch(&t->sampler, s->batch, &rows);
             int64_t first, mine; /* this rank's rows of the global batch (all of them in one process) */
-            ag_dist_share(rows, &first, &mine);
+            ag__dist_share(rows, &first, &mine);
             ag_set_dropout_row_base(first);
             int rc = ag_batch_fill(&t->batch, t->data.ds[AG_SPLIT_TRAIN], idx + first, (int32_t)mine, err, errlen);
             if (rc) return rc;
@@ -878,10 +878,10 @@ static int evaluate_best(const fold_ctx *c, trainer *t, fold_result *r, char *er
     char path[AG_PATH_MAX + 32];
     ag__path_join(path, sizeof path, c->out, "best.safetensors");
     if (!ag__path_exists(path)) /* only a limit reached before the first step gets here */
-        return r->time_up ? 0 : ag_train_fail(err, errlen, AG_ERR_IO, "%s: no best checkpoint", path);
+        return r->time_up ? 0 : ag__train_fail(err, errlen, AG_ERR_IO, "%s: no best checkpoint", path);
     r->valid = true;
     if (ag_checkpoint_load(path, &t->model.params, NULL, NULL, NULL))
-        return ag_train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+        return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     ag_run_data *d = &t->data;
     int rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_DEV], d->idx[AG_SPLIT_DEV], d->n[AG_SPLIT_DEV], &t->batch, &r->dev,
                          err, errlen);
@@ -897,7 +897,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     memset(r, 0, sizeof *r);
     bool resume = o->resume;
     char path[AG_PATH_MAX + 32];
-    bool writer = ag_dist_rank() == 0; /* rank 0 alone writes */
+    bool writer = ag__dist_rank() == 0; /* rank 0 alone writes */
     int lock = -1;                      /* held from here (resume) or from make_folder (a fresh run) to the end */
     int rc = ag__run_folder_check(out, resume, o->force, err, errlen);
     if (!rc && resume && writer) rc = ag__run_folder_lock(out, o->quiet, &lock, err, errlen);
@@ -921,15 +921,15 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
      * --epochs extends a run: a larger patience continues a run that stopped
      * early, exactly as a run with that patience from the start would have */
     if (!rc && resume) s.stopped = o->patience > 0 && s.bad_epochs >= o->patience;
-    if (!rc) ag_dist_bcast_params(&t.model.params); /* every rank starts from rank 0's parameters */
+    if (!rc) ag__dist_bcast_params(&t.model.params); /* every rank starts from rank 0's parameters */
     if (!rc && !o->quiet) print_header(&t, o, out);
     if (!rc) rc = warm_up(&t, err, errlen);
-    double reduce0 = ag_dist_reduce_seconds(NULL), train0 = s.seconds;
+    double reduce0 = ag__dist_reduce_seconds(NULL), train0 = s.seconds;
     if (!rc) rc = train_loop(&c, &t, &s, r, err, errlen);
-    if (!rc && !o->quiet && ag_dist_size() > 1) /* what the ranks cost each other */
+    if (!rc && !o->quiet && ag__dist_size() > 1) /* what the ranks cost each other */
         printf("  %d ranks: %.2f s of %.2f s training in the gradient allreduce (%s; waits for the slowest rank "
-               "included)\n", ag_dist_size(), ag_dist_reduce_seconds(NULL) - reduce0, s.seconds - train0,
-               ag_dist_reduce_path());
+               "included)\n", ag__dist_size(), ag__dist_reduce_seconds(NULL) - reduce0, s.seconds - train0,
+               ag__dist_reduce_path());
     if (!rc) rc = evaluate_best(&c, &t, r, err, errlen);
     r->steps = s.step;
     r->epochs = s.epoch;
@@ -1020,20 +1020,20 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     char real[PATH_MAX];
     if (o->data[0] && realpath(o->data, real) && strlen(real) < sizeof o->data) strcpy(o->data, real); /* eval from anywhere */
     if (!o->out[0]) {
-        if (o->resume) return ag_train_fail(err, errlen, AG_ERR_ARG, "--resume needs --out (the run folder to continue)");
+        if (o->resume) return ag__train_fail(err, errlen, AG_ERR_ARG, "--resume needs --out (the run folder to continue)");
         default_out(o);
-        ag_dist_bcast(o->out, sizeof o->out); /* rank 0's clock names the folder */
+        ag__dist_bcast(o->out, sizeof o->out); /* rank 0's clock names the folder */
     }
     if (o->resume && o->init[0])
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "--init starts a run from a file, --resume continues one: not both");
-    if (ag_dist_rank() > 0) o->quiet = 1, o->profile = 0; /* rank 0 alone prints */
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "--init starts a run from a file, --resume continues one: not both");
+    if (ag__dist_rank() > 0) o->quiet = 1, o->profile = 0; /* rank 0 alone prints */
     snprintf(r->out, sizeof r->out, "%s", o->out);
     int folds = ag_run_data_folds(o, err, errlen);
     if (folds < 0 && o->fold >= 0) return AG_ERR_ARG; /* err says why the folder is no data set */
     if (folds < 0) folds = 0; /* opening the data will say what is wrong with it */
-    if (folds && o->fold >= folds) return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold %d: there are %d folds", o->fold, folds);
+    if (folds && o->fold >= folds) return ag__train_fail(err, errlen, AG_ERR_ARG, "--fold %d: there are %d folds", o->fold, folds);
     if (!folds && o->fold >= 0)
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "--fold: %s is not a cross-validation data set (mr, subj, cr, mpqa)",
                     o->data[0] ? o->data : "the generated task");
     step_profile profile = {.want = o->profile};
     bool anomaly = ag_anomaly(o->detect_anomaly); /* warm-up, steps and evaluations alike */

@@ -46,14 +46,14 @@ static int hold_out(ag_run_data *d, const int64_t *idx, int64_t n, double dev_fr
                                            &d->n[AG_SPLIT_DEV])) {
         free(train);
         free(dev);
-        return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory splitting off a dev set");
+        return ag__train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory splitting off a dev set");
     }
     free(d->idx[AG_SPLIT_TRAIN]);
     d->idx[AG_SPLIT_TRAIN] = train;
     d->idx[AG_SPLIT_DEV] = dev;
     d->ds[AG_SPLIT_DEV] = d->ds[AG_SPLIT_TRAIN];
     if (d->n[AG_SPLIT_TRAIN] < 1 || d->n[AG_SPLIT_DEV] < 1) /* say which side came out empty, and the share */
-        return ag_train_fail(err, errlen, AG_DATA_EFORMAT,
+        return ag__train_fail(err, errlen, AG_DATA_EFORMAT,
                              "%s: %lld examples at --dev-frac %g leave %lld for dev and %lld for training: each needs "
                              "at least one", d->name, (long long)n, dev_frac, (long long)d->n[AG_SPLIT_DEV],
                              (long long)d->n[AG_SPLIT_TRAIN]);
@@ -73,8 +73,8 @@ static int open_synth(const ag_train_opts *o, ag_task task, ag_run_data *d, char
         if (t == AG_SYNTH_LOOKUP) /* the test split holds the unseen table compositions */
             so.split = s == AG_SPLIT_TEST ? AG_SYNTH_SPLIT_TEST : AG_SYNTH_SPLIT_TRAIN;
         char why[AG_ERR_LEN];
-        if (ag_synth(t, &so, &d->sets[s], why, sizeof why)) return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s", why);
-        if (use_whole(d, s, &d->sets[s])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+        if (ag_synth(t, &so, &d->sets[s], why, sizeof why)) return ag__train_fail(err, errlen, AG_DATA_EINVAL, "%s", why);
+        if (use_whole(d, s, &d->sets[s])) return ag__train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
     return 0;
 }
@@ -128,9 +128,9 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
     const char *name = o->dataset[0] ? o->dataset : basename(copy);
     *bench = ag_benchmark_find(name);
     if (!*bench && !strcmp(name, "sst"))
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s holds SST-5 and SST-2: add --dataset sst5 or --dataset sst2", o->data);
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "%s holds SST-5 and SST-2: add --dataset sst5 or --dataset sst2", o->data);
     if (!*bench)
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL,
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL,
                     "%s: not a known benchmark folder; name the data set with --dataset (trec, sst5, sst2, mr, "
                     "subj, cr, mpqa, sick, ptb, wikitext2) or pass a file",
                     o->data);
@@ -140,7 +140,7 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
     snprintf(in_place, sizeof in_place, "%s/%s", o->data, file);
     if (is_file(under_root)) {
         if (snprintf(dir, AG_PATH_MAX, "%s", under_root) >= AG_PATH_MAX)
-            return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s: path too long", under_root);
+            return ag__train_fail(err, errlen, AG_DATA_EINVAL, "%s: path too long", under_root);
         *strrchr(dir, '/') = 0; /* the folder of the train file */
         return 0;
     }
@@ -148,7 +148,7 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
         snprintf(dir, AG_PATH_MAX, "%s", o->data);
         return 0;
     }
-    return ag_train_fail(err, errlen, AG_DATA_EIO, "%s: no %s data here (looked for %s and %s)", o->data,
+    return ag__train_fail(err, errlen, AG_DATA_EIO, "%s: no %s data here (looked for %s and %s)", o->data,
                          (*bench)->name, under_root, in_place);
 }
 
@@ -176,7 +176,7 @@ static int parse_folder(const ag_train_opts *o, const char *dir, char *out, char
     out[0] = 0;
     if (!strcmp(o->parses, "none") || !model_reads_parses(o)) return 0;
     if (o->parses[0]) {
-        if (!is_dir(o->parses)) return ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no such folder", o->parses);
+        if (!is_dir(o->parses)) return ag__train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no such folder", o->parses);
         snprintf(out, AG_PATH_MAX, "%s", o->parses);
         return 0;
     }
@@ -213,7 +213,7 @@ static int attach_parses(const ag_train_opts *o, const char *pdir, const char *f
                          size_t errlen) {
     char path[3 * AG_PATH_MAX];
     if (parse_file(pdir, file, path, sizeof path))
-        return o->parses[0] ? ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, path, file)
+        return o->parses[0] ? ag__train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, path, file)
                             : 0;
     ag_dataset parses;
     int rc = load_parses(o, path, &parses, err, errlen);
@@ -227,12 +227,12 @@ static int attach_parses(const ag_train_opts *o, const char *pdir, const char *f
 static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const char *dir, const char *pdir,
                         ag_dataset *ds, char *err, size_t errlen) {
     if (strcmp(b->name, "sst5") && strcmp(b->name, "sst2"))
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s has no phrase labels (only sst5 and sst2: SST's trees)",
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s has no phrase labels (only sst5 and sst2: SST's trees)",
                              b->name);
     char trees[2 * AG_PATH_MAX], ppath[3 * AG_PATH_MAX];
     snprintf(trees, sizeof trees, "%s/trees/train.txt", dir);
     if (!is_file(trees))
-        return ag_train_fail(err, errlen, AG_DATA_EIO,
+        return ag__train_fail(err, errlen, AG_DATA_EIO,
                              "--phrases: no %s (SST's PTB trees, trainDevTestTrees_PTB's train.txt; docs/data.md)", trees);
     ag_dataset parses = {0};
     ag_tree_opts to = {.binary = !strcmp(b->name, "sst2"), .phrases = 1, .lowercase = 1,
@@ -245,7 +245,7 @@ static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const cha
         if ((rc = load_parses(o, ppath, &parses, err, errlen))) return rc;
         to.parses = &parses;
     } else if (o->parses[0] && strcmp(o->parses, "none")) {
-        return ag_train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, ppath, trees);
+        return ag__train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, ppath, trees);
     }
     rc = ag_trees_load(trees, &to, ds, err, errlen);
     ag_dataset_free(&parses);
@@ -256,7 +256,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
     const ag_benchmark *b;
     char dir[AG_PATH_MAX], path[2 * AG_PATH_MAX];
     if (o->phrases && o->dataset[0] && strcmp(o->dataset, "sst5") && strcmp(o->dataset, "sst2"))
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s has no phrase labels (only sst5 and sst2: SST's trees)",
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s has no phrase labels (only sst5 and sst2: SST's trees)",
                              o->dataset);
     int rc = find_benchmark(o, &b, dir, err, errlen);
     if (rc) return rc;
@@ -275,7 +275,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
                              errlen)) && pdir[0])
             rc = attach_parses(o, pdir, files[s], &d->sets[s], err, errlen);
         if (rc) return rc;
-        if (use_whole(d, s, &d->sets[s])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+        if (use_whole(d, s, &d->sets[s])) return ag__train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     }
     if (pdir[0] && d->sets[AG_SPLIT_TRAIN].ex[0].heads) snprintf(d->parses, sizeof d->parses, "%s", pdir);
     if (b->n_classes > d->classes) d->classes = b->n_classes;
@@ -284,7 +284,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
     /* CV: fold `fold` is the test set, a share of the rest the dev set */
     int64_t n = d->sets[0].n;
     if (fold < 0 || fold >= o->folds)
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--fold %d: %s has folds 0..%d", fold, b->name, o->folds - 1);
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "--fold %d: %s has folds 0..%d", fold, b->name, o->folds - 1);
     int32_t *which = malloc(((size_t)n + 1) * sizeof *which);
     int64_t *rest = malloc(((size_t)n + 1) * sizeof *rest), *test = malloc(((size_t)n + 1) * sizeof *test), n_rest;
     rc = !which || !rest || !test ? AG_DATA_ENOMEM : ag_cv_assign(n, o->folds, CV_SEED, which);
@@ -297,7 +297,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
         rc = hold_out(d, rest, n_rest, o->dev_frac, err, errlen);
     } else {
         free(test);
-        ag_train_fail(err, errlen, rc, "%s: cannot make %d folds of %lld examples", b->name, o->folds, (long long)n);
+        ag__train_fail(err, errlen, rc, "%s: cannot make %d folds of %lld examples", b->name, o->folds, (long long)n);
     }
     free(rest);
     return rc;
@@ -311,7 +311,7 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
     snprintf(d->name, sizeof d->name, "%s", basename(copy));
     d->lowercase = o->lowercase;
     if (o->phrases)
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s is a file; pass SST's folder with --dataset sst5 or sst2",
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s is a file; pass SST's folder with --dataset sst5 or sst2",
                              o->data);
     int rc = load(o, o->data, fmt, o->lowercase, 0, 0, &d->sets[0], err, errlen);
     if (rc) return rc;
@@ -325,7 +325,7 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
     } else if (fmt == AG_FORMAT_CONLLU) {
         snprintf(d->parses, sizeof d->parses, "%s", o->data); /* the file is its own parse */
     }
-    if (use_whole(d, AG_SPLIT_TRAIN, &d->sets[0])) return ag_train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
+    if (use_whole(d, AG_SPLIT_TRAIN, &d->sets[0])) return ag__train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
     return hold_out(d, d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], o->dev_frac, err, errlen);
 }
 
@@ -355,7 +355,7 @@ static int check_scores(const ag_run_data *d, char *err, size_t errlen) {
         for (int64_t i = 0; i < ds->n; i++) {
             float y = ds->ex[i].score;
             if (!(y >= 1 && y <= AG_RELATEDNESS_BINS))
-                return ag_train_fail(err, errlen, AG_DATA_EFORMAT, "%s: line %lld: relatedness score %g is outside [1, %d]",
+                return ag__train_fail(err, errlen, AG_DATA_EFORMAT, "%s: line %lld: relatedness score %g is outside [1, %d]",
                             file, (long long)ds->ex[i].line, (double)y, AG_RELATEDNESS_BINS);
         }
     }
@@ -378,18 +378,18 @@ static int check_task(const ag_train_opts *o, ag_run_data *d, char *err, size_t 
     static const char *const names[] = {"classification", "sentence pairs", "language modelling", "relatedness scores"};
     char tasks[64];
     if (data_task == AG_TASK_LM && want != AG_TASK_LM)
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s is language-model text, but model %s does %s", d->name, o->model,
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "%s is language-model text, but model %s does %s", d->name, o->model,
                     names[want]);
     if (want == AG_TASK_LM && data_task != AG_TASK_LM)
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "model %s is a language model, but %s is labeled data for %s", o->model,
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "model %s is a language model, but %s is labeled data for %s", o->model,
                     d->name, names[data_task]);
     if (o->task[0] && !(fits & AG_TASK_BIT(want)))
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "--task %s does not fit %s (%s)", o->task, d->name, names[data_task]);
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "--task %s does not fit %s (%s)", o->task, d->name, names[data_task]);
     if (!(fits & AG_TASK_BIT(want)))
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "%s holds %s, but model %s does %s only (its tasks: %s)", d->name,
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "%s holds %s, but model %s does %s only (its tasks: %s)", d->name,
                     names[data_task], o->model, names[want], kind ? ag_model_tasks_str(kind, tasks, sizeof tasks) : "?");
     if (kind && !ag_model_supports(kind, want))
-        return ag_train_fail(err, errlen, AG_DATA_EINVAL, "model %s has no head for the %s task (it does: %s)", o->model,
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "model %s has no head for the %s task (it does: %s)", o->model,
                     ag_task_name(want), ag_model_tasks_str(kind, tasks, sizeof tasks));
     d->task = want;
     return want == AG_TASK_RELATEDNESS ? check_scores(d, err, errlen) : 0;
@@ -425,7 +425,7 @@ int ag_run_data_open(const ag_train_opts *o, int fold, ag_vocab *vocab, ag_run_d
     if (!o->data[0]) rc = open_synth(o, wanted_task(o), d, err, errlen);
     else if (is_dir(o->data)) rc = open_benchmark(o, fold, d, err, errlen);
     else if (is_file(o->data)) rc = open_file(o, d, err, errlen);
-    else rc = ag_train_fail(err, errlen, AG_DATA_EIO, "%s: no such file or folder", o->data);
+    else rc = ag__train_fail(err, errlen, AG_DATA_EIO, "%s: no such file or folder", o->data);
     if (!rc) rc = check_task(o, d, err, errlen);
     if (!rc) rc = encode(d, o->min_count, err, errlen);
     if (!rc && d->task == AG_TASK_LM) d->classes = 0;

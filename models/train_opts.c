@@ -243,7 +243,7 @@ static const char *check_fingerprint(const char *v) {
 
 /* cpu, cuda (GPU 0, or under mpirun the rank's own) or cuda:N (GPU N of
  * those visible).  One GPU per process: several GPUs are several MPI ranks. */
-int ag_train_device_index(const char *device) {
+int ag__train_device_index(const char *device) {
     if (!*device || !strcmp(device, "cpu") || !strcmp(device, "cuda")) return -1;
     size_t n = strlen(device);
     if (strncmp(device, "cuda:", 5) || n < 6 || n > 9 || strspn(device + 5, "0123456789") != n - 5) return -2;
@@ -251,7 +251,7 @@ int ag_train_device_index(const char *device) {
 }
 
 static const char *check_device(const char *v) {
-    return ag_train_device_index(v) >= -1 ? NULL : "expected cpu, cuda or cuda:N (N a GPU's index)";
+    return ag__train_device_index(v) >= -1 ? NULL : "expected cpu, cuda or cuda:N (N a GPU's index)";
 }
 
 static const char *check_progress(const char *v) {
@@ -279,7 +279,7 @@ int ag_train_option_info(const char *key, unsigned cmd, int *takes_value) {
     return 1;
 }
 
-int ag_train_fail(char *err, size_t n, int code, const char *fmt, ...) {
+int ag__train_fail(char *err, size_t n, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, n, fmt, ap);
@@ -293,12 +293,12 @@ static int set_number(const opt_def *d, void *field, const char *v, char *err, s
     double x = d->type == O_REAL ? strtod(v, &end) : (double)strtoll(v, &end, 10);
     bool plain = *v && !isspace((unsigned char)*v) && !strpbrk(v, "xX"); /* strto* skip spaces and read hex */
     if (plain && !*end && errno == ERANGE)
-        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.40s' is out of range", d->name, v);
+        return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.40s' is out of range", d->name, v);
     if (!plain || *end || errno || !isfinite(x))
-        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.40s' is not %s", d->name, v,
+        return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.40s' is not %s", d->name, v,
                              d->type == O_REAL ? "a decimal number" : "an integer");
     if (x < d->lo || x > d->hi) {
-        return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: %s is out of range [%g, %g]", d->name, v, d->lo, d->hi);
+        return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: %s is out of range [%g, %g]", d->name, v, d->lo, d->hi);
     }
     if (d->type == O_INT) *(int *)field = (int)x;
     else if (d->type == O_I64) *(int64_t *)field = strtoll(v, NULL, 10);
@@ -308,20 +308,20 @@ static int set_number(const opt_def *d, void *field, const char *v, char *err, s
 
 int ag_train_set(ag_train_opts *o, const char *key, const char *value, char *err, size_t n) {
     const opt_def *d = find_opt(key);
-    if (!d) return ag_train_fail(err, n, AG_ERR_ARG, "unknown option --%s", key);
+    if (!d) return ag__train_fail(err, n, AG_ERR_ARG, "unknown option --%s", key);
     void *field = (char *)o + d->off;
     if (d->type == O_SWITCH) {
         if (value && strcmp(value, "1") && strcmp(value, "0"))
-            return ag_train_fail(err, n, AG_ERR_ARG, "option --%s takes no value (got '%s')", d->name, value);
+            return ag__train_fail(err, n, AG_ERR_ARG, "option --%s takes no value (got '%s')", d->name, value);
         *(int *)field = !value || !strcmp(value, "1");
         return 0;
     }
-    if (!value) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s needs a value (%s)", d->name, d->arg);
+    if (!value) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s needs a value (%s)", d->name, d->arg);
     if (d->type != O_STR) return set_number(d, field, value, err, n);
-    if (strlen(value) >= d->size) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.60s' is too long", d->name, value);
-    if (strchr(value, '\n')) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: the value holds a line break", d->name);
+    if (strlen(value) >= d->size) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.60s' is too long", d->name, value);
+    if (strchr(value, '\n')) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: the value holds a line break", d->name);
     const char *why = d->check ? d->check(value) : NULL;
-    if (why) return ag_train_fail(err, n, AG_ERR_ARG, "option --%s: '%.80s': %s", d->name, value, why);
+    if (why) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.80s': %s", d->name, value, why);
     strcpy(field, value);
     return 0;
 }
@@ -403,7 +403,7 @@ int ag_train_opts_parse(ag_train_opts *o, const char *text, const char *what, ch
 
 /* ---- resolution: kind defaults + options -> model config ---- */
 
-void ag_train_apply(const ag_train_opts *o, ag_model_config *c) {
+void ag__train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (o->vocab > 0) c->vocab = o->vocab;
     if (o->classes > 0) c->classes = o->classes;
     if (o->dim > 0) c->dim = o->dim;
@@ -427,10 +427,10 @@ int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned 
     char bad[160], own[256];
     int rc = ag_model_flags_parse(kind, o->flags, bits, bad, sizeof bad);
     if (!rc && (!kind || !(*bits & ~ag_model_flags_read(kind)))) return 0;
-    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "option --flags: unknown flag '%s'", bad);
+    if (!kind) return ag__train_fail(err, errlen, AG_ERR_ARG, "option --flags: unknown flag '%s'", bad);
     if (!rc) ag_model_flags_str(kind, *bits & ~ag_model_flags_read(kind), bad, sizeof bad); /* another model's built-in ones */
     ag_model_flags_str(kind, ag_model_flags_read(kind), own, sizeof own);
-    return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s does not read flag %s (its flags: %s)", kind->name, bad,
+    return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s does not read flag %s (its flags: %s)", kind->name, bad,
                          own[0] ? own : "none");
 }
 
@@ -473,12 +473,12 @@ void ag_train_record(ag_train_opts *o, const ag_model_config *c) {
 
 int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t errlen) {
     const ag_model_kind *kind = ag_model_find(o->model);
-    if (!kind) return ag_train_fail(err, errlen, AG_ERR_ARG, "option --model: '%s': %s", o->model, check_model(o->model));
+    if (!kind) return ag__train_fail(err, errlen, AG_ERR_ARG, "option --model: '%s': %s", o->model, check_model(o->model));
     ag_task task = ag_model_defaults(kind).task; /* the kind's own, unless --task says otherwise */
     if (o->task[0]) ag_task_parse(o->task, &task);
     if (!ag_model_supports(kind, task)) {
         char tasks[64];
-        return ag_train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
                     ag_task_name(task), ag_model_tasks_str(kind, tasks, sizeof tasks));
     }
     unsigned flags;
@@ -489,7 +489,7 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
         if (c->hidden > 64) c->hidden = 64;
         if (c->heads > 1 && o->heads < 0 && o->dim < 0) c->dim -= c->dim % c->heads;
     }
-    ag_train_apply(o, c);
+    ag__train_apply(o, c);
     if (!o->data[0]) {
         if (c->n_bigram > 1024 && o->bigrams < 0) c->n_bigram = 1024; /* a vocab of a few dozen words */
         if (c->task == AG_TASK_LM) { /* the LM's SGD at lr 30 is tuned to PTB: it diverges on the lookup task */

@@ -30,7 +30,7 @@ static void gemm_overwrite(bool ta, bool tb, int M, int N, int K, ag_real alpha,
 }
 
 /* The geometry of one attention call, saved for backward: ops/attention.h's. */
-typedef ag_kattn attn_plan;
+typedef ag__kattn attn_plan;
 
 /* Slices run on the pool in groups of ~AG_GRAIN_ELEMENTWISE probabilities;
  * every slice is computed whole by one thread with single-threaded GEMMs,
@@ -99,7 +99,7 @@ static void attention_backward_cpu(const attn_plan *p, const ag_real *Q, const a
     attn_job j = {.p = p, .Q = Q, .K = K, .V = V, .G = G, .GQ = GQ, .GK = GK, .GV = GV,
                   .per_part = ag__units_per_part(pq)};
     int64_t parts = (p->slices + j.per_part - 1) / j.per_part;
-    if (GQ || GK) j.dS = ag_arena_alloc((size_t)(parts * pq > 0 ? parts * pq : 1) * sizeof(ag_real));
+    if (GQ || GK) j.dS = ag__arena_alloc((size_t)(parts * pq > 0 ? parts * pq : 1) * sizeof(ag_real));
     ag__parallel(parts, attention_backward_part, &j);
 }
 
@@ -156,12 +156,12 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
 
     ag_node *n = ag__record(op, attention_backward, out, 3, (ag_tensor *[]){q, k, v});
     if (n) {
-        attn_plan *saved = ag_arena_alloc(sizeof *saved);
+        attn_plan *saved = ag__arena_alloc(sizeof *saved);
         *saved = p;
         n->saved = saved;
     }
     if (probs) { /* a constant view of the stored probabilities, for heatmaps */
-        ag_tensor *t = ag_arena_zalloc(sizeof *t);
+        ag_tensor *t = ag__arena_zalloc(sizeof *t);
         t->ndim = nd;
         for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = i < nd ? scores[i] : 1;
         t->size = n_probs;

@@ -13,25 +13,25 @@ AG_KERNELS_BEGIN
  * nk] is the one thing backward keeps. */
 typedef struct {
     int slices, nq, nk, d, dv;
-    ag_kreal scale;
-    ag_kreal *probs;
-} ag_kattn;
+    ag__kreal scale;
+    ag__kreal *probs;
+} ag__kattn;
 
 typedef struct {
     /* probs = softmax(scale Q K^T + mask) (mask rows by mask_plan, or mask
      * NULL), out = probs V, for every slice. */
-    void (*forward)(const ag_kattn *p, const ag_kmask *mask_plan, const ag_kreal *mask, const ag_kreal *Q,
-                    const ag_kreal *K, const ag_kreal *V, ag_kreal *out);
+    void (*forward)(const ag__kattn *p, const ag__kmask *mask_plan, const ag__kreal *mask, const ag__kreal *Q,
+                    const ag__kreal *K, const ag__kreal *V, ag__kreal *out);
     /* From G = dL/dout and the saved probs: dV = P^T G, dS = P * (G V^T -
      * rowsum) * scale, dQ = dS K, dK = dS^T Q, each NULL when not wanted,
      * stored when fresh, else added.  They are written in the order dV, dQ,
      * dK, so a tensor passed twice (self-attention's q = k) is stored by its
      * first use and added by the second. */
-    void (*backward)(const ag_kattn *p, const ag_kreal *Q, const ag_kreal *K, const ag_kreal *V, const ag_kreal *G,
-                     ag_kreal *GQ, bool fresh_q, ag_kreal *GK, bool fresh_k, ag_kreal *GV, bool fresh_v);
+    void (*backward)(const ag__kattn *p, const ag__kreal *Q, const ag__kreal *K, const ag__kreal *V, const ag__kreal *G,
+                     ag__kreal *GQ, bool fresh_q, ag__kreal *GK, bool fresh_k, ag__kreal *GV, bool fresh_v);
     /* [outer, N, h, d] <-> [outer, h, N, d] (to_heads: the first to the
      * second), stored or added. */
-    void (*heads_permute)(const ag_kreal *src, ag_kreal *dst, int64_t outer, int N, int h, int d, bool to_heads,
+    void (*heads_permute)(const ag__kreal *src, ag__kreal *dst, int64_t outer, int N, int h, int d, bool to_heads,
                           bool accumulate);
 } ag__attention_kernels;
 

@@ -16,8 +16,8 @@ typedef struct {
     void (*mask)(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
                  int64_t below);
     /* y = kept ? scale x : 0; backward gx (+)= kept ? scale g : 0. */
-    void (*apply)(const uint8_t *kept, const ag_kreal *x, ag_kreal scale, ag_kreal *y, int64_t n);
-    void (*backward)(const uint8_t *kept, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n, bool fresh);
+    void (*apply)(const uint8_t *kept, const ag__kreal *x, ag__kreal scale, ag__kreal *y, int64_t n);
+    void (*backward)(const uint8_t *kept, const ag__kreal *g, ag__kreal scale, ag__kreal *gx, int64_t n, bool fresh);
 } ag__dropout_kernels;
 
 extern const ag__dropout_kernels ag__dropout_cuda;

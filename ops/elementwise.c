@@ -14,7 +14,7 @@
 
 /* Shapes right-aligned into 4 dims (ops/elementwise.h's plan, the same on
  * every device); a stride of 0 repeats an operand. */
-typedef ag_kbcast bcast;
+typedef ag__kbcast bcast;
 
 static void strides_for(const ag_tensor *t, const int *out4, int64_t *s) {
     int pad = 4 - t->ndim;
@@ -113,7 +113,7 @@ static inline void row_offsets(const bcast *bc, int64_t r, int64_t *ia, int64_t 
 /* Saves the broadcast plan so backward does not redo the shape logic. */
 static void save_plan(ag_node *n, const bcast *bc) {
     if (!n) return;
-    bcast *p = ag_arena_alloc(sizeof *p);
+    bcast *p = ag__arena_alloc(sizeof *p);
     *p = *bc;
     n->saved = p;
 }
@@ -264,14 +264,14 @@ static const binary_loops binary_cpu_loops[AG_BINARY_COUNT] = {
     BINARY_LOOPS(add), BINARY_LOOPS(sub), BINARY_LOOPS(mul), BINARY_LOOPS(div), BINARY_LOOPS(maximum),
 };
 
-static void binary_forward_cpu(int op, const ag_kbcast *bc, const ag_real *a, const ag_real *b, ag_real *y) {
+static void binary_forward_cpu(int op, const ag__kbcast *bc, const ag_real *a, const ag_real *b, ag_real *y) {
     bin_job j = {.bc = *bc, .a = a, .b = b, .out = y};
     j.cols = bc->shape[3];
     j.rows = (int64_t)bc->shape[0] * bc->shape[1] * bc->shape[2];
     if (j.rows * j.cols > 0) ag__parallel_range(j.rows, ag__units_per_part(j.cols), binary_cpu_loops[op].rows, &j);
 }
 
-static void binary_backward_cpu(int op, int side, const ag_kbcast *bc, const ag_real *a, const ag_real *b,
+static void binary_backward_cpu(int op, int side, const ag__kbcast *bc, const ag_real *a, const ag_real *b,
                                 const ag_real *g, ag_real *gx, int64_t gx_size, bool fresh) {
     bin_job j = {.bc = *bc, .a = a, .b = b, .g = g, .out = gx, .fresh = fresh};
     j.cols = bc->shape[3];

@@ -16,35 +16,35 @@ AG_KERNELS_BEGIN
 typedef struct {
     int shape[4];
     int64_t sa[4], sb[4];
-} ag_kbcast;
+} ag__kbcast;
 enum { AG_BINARY_add, AG_BINARY_sub, AG_BINARY_mul, AG_BINARY_div, AG_BINARY_maximum, AG_BINARY_COUNT };
 
 typedef struct {
     /* The unary table of ops/unary_table.h, by its index (AG_UNARY_<NAME>):
      * y = f(x); backward gx = (fresh ? 0 : gx) + g * f'(x, y). */
-    void (*unary_forward)(int op, const ag_kreal *x, ag_kreal *y, int64_t n);
-    void (*unary_backward)(int op, const ag_kreal *x, const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t n,
+    void (*unary_forward)(int op, const ag__kreal *x, ag__kreal *y, int64_t n);
+    void (*unary_backward)(int op, const ag__kreal *x, const ag__kreal *y, const ag__kreal *g, ag__kreal *gx, int64_t n,
                            bool fresh);
     /* y = a op b over the plan.  Backward: the gradient of one operand (side
      * 0: a, 1: b), whose strides are in bc: each of its elements sums, in
      * increasing output order, the terms of every output position that
      * reads it (no atomics: the same bits every run, for any thread count).
      * gx has the operand's size; fresh: store instead of add. */
-    void (*binary_forward)(int op, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b, ag_kreal *y);
-    void (*binary_backward)(int op, int side, const ag_kbcast *bc, const ag_kreal *a, const ag_kreal *b,
-                            const ag_kreal *g, ag_kreal *gx, int64_t gx_size, bool fresh);
+    void (*binary_forward)(int op, const ag__kbcast *bc, const ag__kreal *a, const ag__kreal *b, ag__kreal *y);
+    void (*binary_backward)(int op, int side, const ag__kbcast *bc, const ag__kreal *a, const ag__kreal *b,
+                            const ag__kreal *g, ag__kreal *gx, int64_t gx_size, bool fresh);
     /* y = scale x + shift; backward gx (+)= scale g (gx may alias g when
      * fresh: a scaling in place). */
-    void (*affine_forward)(const ag_kreal *x, ag_kreal *y, ag_kreal scale, ag_kreal shift, int64_t n);
-    void (*affine_backward)(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t n, bool fresh);
+    void (*affine_forward)(const ag__kreal *x, ag__kreal *y, ag__kreal scale, ag__kreal shift, int64_t n);
+    void (*affine_backward)(const ag__kreal *g, ag__kreal *gx, ag__kreal scale, int64_t n, bool fresh);
     /* y = min(max(x, lo), hi); backward gx (+)= g strictly inside (lo, hi),
      * 0 elsewhere. */
-    void (*clamp_forward)(const ag_kreal *x, ag_kreal *y, ag_kreal lo, ag_kreal hi, int64_t n);
-    void (*clamp_backward)(const ag_kreal *x, const ag_kreal *g, ag_kreal *gx, ag_kreal lo, ag_kreal hi, int64_t n,
+    void (*clamp_forward)(const ag__kreal *x, ag__kreal *y, ag__kreal lo, ag__kreal hi, int64_t n);
+    void (*clamp_backward)(const ag__kreal *x, const ag__kreal *g, ag__kreal *gx, ag__kreal lo, ag__kreal hi, int64_t n,
                            bool fresh);
     /* y = value; y += x */
-    void (*fill)(ag_kreal *y, ag_kreal value, int64_t n);
-    void (*add_into)(ag_kreal *y, const ag_kreal *x, int64_t n);
+    void (*fill)(ag__kreal *y, ag__kreal value, int64_t n);
+    void (*add_into)(ag__kreal *y, const ag__kreal *x, int64_t n);
 } ag__elementwise_kernels;
 
 extern const ag__elementwise_kernels ag__elementwise_cuda;

@@ -19,7 +19,7 @@
 /* len[b] checked against N, or N for every example when len is NULL, on
  * the host (the device's copy is made from it). */
 static int32_t *lengths(const char *op, const int32_t *len, int B, int N) {
-    int32_t *L = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *L);
+    int32_t *L = ag__arena_alloc((size_t)(B ? B : 1) * sizeof *L);
     for (int b = 0; b < B; b++) {
         L[b] = len ? len[b] : N;
         if (L[b] < 0 || L[b] > N) ag__fatal(op, "len[%d] = %d is outside [0, %d]", b, (int)L[b], N);
@@ -99,7 +99,7 @@ ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len) {
     ag__gaussian_on("ag_gaussian_mu", dev)->mu_forward(m->data, s.len, out->data, s.above, B, N);
     ag_node *n = ag__record("ag_gaussian_mu", gaussian_mu_backward, out, 1, &m);
     if (n) {
-        mu_saved *p = ag_arena_alloc(sizeof *p);
+        mu_saved *p = ag__arena_alloc(sizeof *p);
         *p = s;
         n->saved = p;
     }
@@ -108,7 +108,7 @@ ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len) {
 
 /* ---- the Gaussian context ---- */
 
-typedef ag_kgauss gauss_saved; /* ops/gaussian.h: w's layout is the device's */
+typedef ag__kgauss gauss_saved; /* ops/gaussian.h: w's layout is the device's */
 
 /* Window of query t: i in [0, end). */
 static inline int window_end(int t, bool strict) { return strict ? t : t + 1; }
@@ -197,7 +197,7 @@ static void context_backward_cpu(const gauss_saved *s, const ag_real *h, const a
     zero_if_fresh(gmu, fresh_mu, (int64_t)B * N);
     zero_if_fresh(gsigma, fresh_sigma, (int64_t)B * N);
     gauss_job j = {.s = s, .h = h, .mu = mu, .sigma = sigma, .G = g, .N = N, .gh = gh, .gmu = gmu, .gsigma = gsigma};
-    if (gmu || gsigma) j.dw = ag_arena_alloc((size_t)B * N * N * sizeof(ag_real) + 1);
+    if (gmu || gsigma) j.dw = ag__arena_alloc((size_t)B * N * N * sizeof(ag_real) + 1);
     ag__parallel(B, gaussian_context_backward_part, &j);
 }
 
@@ -283,7 +283,7 @@ ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, co
     }
     ag_node *n = ag__record("ag_gaussian_context", gaussian_context_backward, out, 3, (ag_tensor *[]){h, mu, sigma});
     if (n) {
-        gauss_saved *p = ag_arena_alloc(sizeof *p);
+        gauss_saved *p = ag__arena_alloc(sizeof *p);
         *p = s;
         n->saved = p;
     }

@@ -17,31 +17,31 @@ AG_KERNELS_BEGIN
  * product serves every length). */
 typedef struct {
     const int32_t *len;
-    ag_kreal *w, *sum;
+    ag__kreal *w, *sum;
     int B, N, H;
     bool strict;
-    ag_kreal eps;
-} ag_kgauss;
+    ag__kreal eps;
+} ag__kgauss;
 
 typedef struct {
     /* The mean recurrence: mu [B,N] and above (1 where the max took
      * m_t . b_t) from m [B,N,3] and the lengths; backward gm (fresh:
      * stored). */
-    void (*mu_forward)(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N);
-    void (*mu_backward)(const ag_kreal *m, const ag_kreal *mu, const ag_kreal *g, const int32_t *len,
-                        const uint8_t *above, ag_kreal *gm, int B, int N, bool fresh);
+    void (*mu_forward)(const ag__kreal *m, const int32_t *len, ag__kreal *mu, uint8_t *above, int B, int N);
+    void (*mu_backward)(const ag__kreal *m, const ag__kreal *mu, const ag__kreal *g, const int32_t *len,
+                        const uint8_t *above, ag__kreal *gm, int B, int N, bool fresh);
     /* out [B,N,H] = the weights (filled here, with the sums) times h, 0 on
      * padded queries.  Backward from g = dC: gh = W^T dC, and gmu, gsigma
      * [B,N] through dW = dC h^T (any of the three NULL: not wanted; fresh:
      * stored). */
-    void (*context_forward)(const ag_kgauss *p, const ag_kreal *h, const ag_kreal *mu, const ag_kreal *sigma,
-                            ag_kreal *out);
-    void (*context_backward)(const ag_kgauss *p, const ag_kreal *h, const ag_kreal *mu, const ag_kreal *sigma,
-                             const ag_kreal *g, ag_kreal *gh, bool fresh_h, ag_kreal *gmu, bool fresh_mu,
-                             ag_kreal *gsigma, bool fresh_sigma);
+    void (*context_forward)(const ag__kgauss *p, const ag__kreal *h, const ag__kreal *mu, const ag__kreal *sigma,
+                            ag__kreal *out);
+    void (*context_backward)(const ag__kgauss *p, const ag__kreal *h, const ag__kreal *mu, const ag__kreal *sigma,
+                             const ag__kreal *g, ag__kreal *gh, bool fresh_h, ag__kreal *gmu, bool fresh_mu,
+                             ag__kreal *gsigma, bool fresh_sigma);
     /* The forward's weights as [B,N,N] (row t, column i; 0 outside the
      * windows) for heatmaps. */
-    void (*weights)(const ag_kgauss *p, ag_kreal *out);
+    void (*weights)(const ag__kgauss *p, ag__kreal *out);
 } ag__gaussian_kernels;
 
 extern const ag__gaussian_kernels ag__gaussian_cuda;

@@ -100,7 +100,7 @@ TARGET static void pack_panel_t(int K, const float *B, int ldb, float *dst) {
 ag__packed_b ag__pack_b(bool tb, int K, int N, const ag_real *B) {
     int panels = panels_of(N);
     ag__packed_b P = {.K = K, .N = N};
-    P.panels = ag_arena_alloc(((size_t)panels * K * NR + 1) * sizeof(ag_real));
+    P.panels = ag__arena_alloc(((size_t)panels * K * NR + 1) * sizeof(ag_real));
     int ldb = tb ? K : N; /* B is [K,N], or [N,K] when transposed */
 #if HAVE_KERNEL
     bool vector_t = tb && ag__packed_gemm_ok();

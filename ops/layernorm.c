@@ -164,7 +164,7 @@ ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double 
                        s.rstd, rows, D);
     ag_node *n = ag__record("ag_layernorm", layernorm_backward, out, 3, (ag_tensor *[]){x, gamma, beta});
     if (n) {
-        ln_saved *p = ag_arena_alloc(sizeof *p);
+        ln_saved *p = ag__arena_alloc(sizeof *p);
         *p = s;
         n->saved = p;
     }

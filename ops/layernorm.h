@@ -11,16 +11,16 @@ AG_KERNELS_BEGIN
 typedef struct {
     /* y = (x - mean) rstd gamma + beta over each row of [rows, D], the
      * row's mean and rstd = 1 / sqrt(var + eps) kept for backward. */
-    void (*rows_forward)(const ag_kreal *x, const ag_kreal *gamma, const ag_kreal *beta, ag_kreal eps, ag_kreal *y,
-                         ag_kreal *mean, ag_kreal *rstd, int64_t rows, int D);
+    void (*rows_forward)(const ag__kreal *x, const ag__kreal *gamma, const ag__kreal *beta, ag__kreal eps, ag__kreal *y,
+                         ag__kreal *mean, ag__kreal *rstd, int64_t rows, int D);
     /* gx (+)= rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),
      * dxhat = g gamma. */
-    void (*rows_backward)(const ag_kreal *x, const ag_kreal *g, const ag_kreal *gamma, const ag_kreal *mean,
-                          const ag_kreal *rstd, ag_kreal *gx, int64_t rows, int D, bool fresh);
+    void (*rows_backward)(const ag__kreal *x, const ag__kreal *g, const ag__kreal *gamma, const ag__kreal *mean,
+                          const ag__kreal *rstd, ag__kreal *gx, int64_t rows, int D, bool fresh);
     /* ggamma, gbeta (either NULL) += their column sums over the rows, each
      * column adding the rows in order. */
-    void (*affine_backward)(const ag_kreal *x, const ag_kreal *g, const ag_kreal *mean, const ag_kreal *rstd,
-                            ag_kreal *ggamma, ag_kreal *gbeta, int64_t rows, int D);
+    void (*affine_backward)(const ag__kreal *x, const ag__kreal *g, const ag__kreal *mean, const ag__kreal *rstd,
+                            ag__kreal *ggamma, ag__kreal *gbeta, int64_t rows, int D);
 } ag__layernorm_kernels;
 
 extern const ag__layernorm_kernels ag__layernorm_cuda;

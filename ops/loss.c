@@ -153,7 +153,7 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
                       labels[r], (long long)r, C, ag_shape_str(logits, sl, sizeof sl), ignore_index);
         counted++;
     }
-    ce_saved *sv = ag_arena_alloc(sizeof *sv);
+    ce_saved *sv = ag__arena_alloc(sizeof *sv);
     *sv = (ce_saved){.labels = ag__step_i32_on(dev, labels, rows), /* the caller's may change */
                      .row_max = step_reals(dev, rows), .row_lse = step_reals(dev, rows), .rows = rows, .classes = C,
                      .ignore_index = ignore_index, .counted = counted};
@@ -185,7 +185,7 @@ ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore
  * and backward's factor dL/dloss / counted - on the device - is the GEMMs'
  * alpha in cuBLAS's device pointer mode (nothing read back to the host). */
 
-typedef ag_klce lce_saved; /* ops/loss.h: kept, pos, X, P on x's device */
+typedef ag__klce lce_saved; /* ops/loss.h: kept, pos, X, P on x's device */
 
 typedef struct {
     ag_real *Z;         /* [n, C]: logits in, gradients out when to_grad */
@@ -247,7 +247,7 @@ static void lce_fill(void *ctx, int64_t i0, int64_t i1) {
     }
 }
 
-static void lce_forward_cpu(const ag_klce *p, const ag_real *x, const ag_real *w, const ag_real *bias,
+static void lce_forward_cpu(const ag__klce *p, const ag_real *x, const ag_real *w, const ag_real *bias,
                             const int32_t *labels, ag_real *loss, bool to_grad) {
     /* Z = bias + X op(W) over the counted rows: the bias rows first, so the
      * GEMM adds (beta 1) instead of zeroing Z in a pass of its own. */
@@ -259,13 +259,13 @@ static void lce_forward_cpu(const ag_klce *p, const ag_real *x, const ag_real *w
     ag__parallel_range(N, ag__units_per_part(p->C), lce_rows, &j);
 }
 
-static void lce_backward_cpu(const ag_klce *sv, const ag_real *w, const ag_real *G, ag_real *dx, bool fresh_x,
+static void lce_backward_cpu(const ag__klce *sv, const ag_real *w, const ag_real *G, ag_real *dx, bool fresh_x,
                              ag_real *dw, ag_real *db) {
     int64_t N = sv->n;
     int in = sv->in, C = sv->C;
     ag_real g = G[0] / (ag_real)N; /* d loss / d z = g P */
     if (dx) { /* dx = g P op(W)^T on the counted rows, 0 elsewhere */
-        ag_real *dXc = ag_arena_alloc((size_t)N * in * sizeof(ag_real));
+        ag_real *dXc = ag__arena_alloc((size_t)N * in * sizeof(ag_real));
         ag__gemm(false, !sv->tw, (int)N, in, C, g, sv->P, w, 0, dXc);
         ag__unpack_rows(dx, dXc, in, sv->pos, sv->rows, fresh_x);
     }
@@ -274,7 +274,7 @@ static void lce_backward_cpu(const ag_klce *sv, const ag_real *w, const ag_real 
         else ag__gemm(true, false, in, C, (int)N, g, sv->X, sv->P, 1, dw);
     }
     if (db) { /* db += g 1^T P: a matrix-vector product */
-        ag_real *ones = ag_arena_alloc((size_t)N * sizeof(ag_real));
+        ag_real *ones = ag__arena_alloc((size_t)N * sizeof(ag_real));
         for (int64_t i = 0; i < N; i++) ones[i] = 1;
         ag__gemm(false, false, 1, C, (int)N, g, ones, sv->P, 1, db);
     }
@@ -309,12 +309,12 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
                   ag_shape_str(w, sw, sizeof sw));
     int in = w->shape[tw], C = w->shape[!tw];
     int64_t rows = in ? x->size / in : 0;
-    lce_saved *sv = ag_arena_alloc(sizeof *sv);
+    lce_saved *sv = ag__arena_alloc(sizeof *sv);
     *sv = (lce_saved){.rows = rows, .in = in, .C = C, .tw = tw};
     /* the counted rows, found on the host */
-    int32_t *kept = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *kept);
-    int32_t *pos = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *pos);
-    int32_t *ys = ag_arena_alloc((size_t)(rows ? rows : 1) * sizeof *ys);
+    int32_t *kept = ag__arena_alloc((size_t)(rows ? rows : 1) * sizeof *kept);
+    int32_t *pos = ag__arena_alloc((size_t)(rows ? rows : 1) * sizeof *pos);
+    int32_t *ys = ag__arena_alloc((size_t)(rows ? rows : 1) * sizeof *ys);
     for (int64_t r = 0; r < rows; r++) {
         pos[r] = -1;
         if (labels[r] == ignore_index) continue;
@@ -444,7 +444,7 @@ ag_tensor *ag_kl_div_soft(ag_tensor *logits, const ag_real *target_probs) {
     kl_check_target(logits, target_probs, rows, C);
     /* the target copied once (checked on the host first): the caller's may
      * change before backward */
-    kl_saved *sv = ag_arena_alloc(sizeof *sv);
+    kl_saved *sv = ag__arena_alloc(sizeof *sv);
     *sv = (kl_saved){.target = ag__step_dup_on(dev, target_probs, (size_t)rows * (size_t)C * sizeof(ag_real)),
                      .row_max = step_reals(dev, rows), .row_lse = step_reals(dev, rows),
                      .row_mass = step_reals(dev, rows), .rows = rows, .classes = C};

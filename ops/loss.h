@@ -17,11 +17,11 @@ AG_KERNELS_BEGIN
  * softmax - onehot.  W is [in, C], or [C, in] when tw. */
 typedef struct {
     const int32_t *kept, *pos;
-    ag_kreal *X, *P;
+    ag__kreal *X, *P;
     int64_t rows, n;
     int in, C;
     bool tw;
-} ag_klce;
+} ag__klce;
 
 typedef struct {
     /* Cross-entropy over the rows of z [rows, C]: m = max z, s = log sum
@@ -29,34 +29,34 @@ typedef struct {
      * get loss 0 and m, s unset.  Backward: gz (+)= g[0] / counted
      * (softmax - onehot) on counted rows; ignored rows 0 when fresh,
      * untouched otherwise. */
-    void (*ce_forward)(const ag_kreal *z, const int32_t *labels, int ignore_index, ag_kreal *row_max,
-                       ag_kreal *row_lse, ag_kreal *row_loss, int64_t rows, int C);
-    void (*ce_backward)(const ag_kreal *z, const int32_t *labels, int ignore_index, const ag_kreal *row_max,
-                        const ag_kreal *row_lse, const ag_kreal *g, int64_t counted, ag_kreal *gz, int64_t rows, int C,
+    void (*ce_forward)(const ag__kreal *z, const int32_t *labels, int ignore_index, ag__kreal *row_max,
+                       ag__kreal *row_lse, ag__kreal *row_loss, int64_t rows, int C);
+    void (*ce_backward)(const ag__kreal *z, const int32_t *labels, int ignore_index, const ag__kreal *row_max,
+                        const ag__kreal *row_lse, const ag__kreal *g, int64_t counted, ag__kreal *gz, int64_t rows, int C,
                         bool fresh);
-    /* *out = n ? (ag_kreal)(sum of row_loss[0..rows) in double, in row
+    /* *out = n ? (ag__kreal)(sum of row_loss[0..rows) in double, in row
      * order) / n : 0 (the CPU's order; CUDA's is one block's fixed tree). */
-    void (*row_mean)(const ag_kreal *row_loss, int64_t rows, int64_t n, ag_kreal *out);
-    void (*row_mean_f64)(const double *row_loss, int64_t rows, int64_t n, ag_kreal *out);
+    void (*row_mean)(const ag__kreal *row_loss, int64_t rows, int64_t n, ag__kreal *out);
+    void (*row_mean_f64)(const double *row_loss, int64_t rows, int64_t n, ag__kreal *out);
     /* Forward: X gathered, P = bias + X op(W) (bias NULL: none), loss[i]
      * the counted row's loss, and with to_grad P becomes softmax - onehot
      * in place.  Backward, with the factor g[0] / n: dx (+)= g P op(W)^T on
      * the counted rows (0 elsewhere when fresh), dw += g X^T P (or
      * g P^T X), db += g 1^T P; any of dx, dw, db NULL: not wanted. */
-    void (*lce_forward)(const ag_klce *p, const ag_kreal *x, const ag_kreal *w, const ag_kreal *bias,
-                        const int32_t *labels, ag_kreal *loss, bool to_grad);
-    void (*lce_backward)(const ag_klce *p, const ag_kreal *w, const ag_kreal *g, ag_kreal *dx, bool fresh_x,
-                         ag_kreal *dw, ag_kreal *db);
+    void (*lce_forward)(const ag__klce *p, const ag__kreal *x, const ag__kreal *w, const ag__kreal *bias,
+                        const int32_t *labels, ag__kreal *loss, bool to_grad);
+    void (*lce_backward)(const ag__klce *p, const ag__kreal *w, const ag__kreal *g, ag__kreal *dx, bool fresh_x,
+                         ag__kreal *dw, ag__kreal *db);
     /* KL to a soft target t [rows, C]: m, s, the row's target mass, and the
      * row's loss in double; backward gz += g[0] / rows (mass softmax - t). */
-    void (*kl_forward)(const ag_kreal *z, const ag_kreal *t, ag_kreal *row_max, ag_kreal *row_lse, ag_kreal *row_mass,
+    void (*kl_forward)(const ag__kreal *z, const ag__kreal *t, ag__kreal *row_max, ag__kreal *row_lse, ag__kreal *row_mass,
                        double *row_loss, int64_t rows, int C);
-    void (*kl_backward)(const ag_kreal *z, const ag_kreal *t, const ag_kreal *row_max, const ag_kreal *row_lse,
-                        const ag_kreal *row_mass, const ag_kreal *g, ag_kreal *gz, int64_t rows, int C);
+    void (*kl_backward)(const ag__kreal *z, const ag__kreal *t, const ag__kreal *row_max, const ag__kreal *row_lse,
+                        const ag__kreal *row_mass, const ag__kreal *g, ag__kreal *gz, int64_t rows, int C);
     /* *out = sum (p - t)^2 in double / n; backward gp += s (p - t),
      * gt -= s (p - t) with s = 2 g[0] / n (either may be NULL). */
-    void (*mse_forward)(const ag_kreal *p, const ag_kreal *t, ag_kreal *out, int64_t n);
-    void (*mse_backward)(const ag_kreal *p, const ag_kreal *t, const ag_kreal *g, ag_kreal *gp, ag_kreal *gt,
+    void (*mse_forward)(const ag__kreal *p, const ag__kreal *t, ag__kreal *out, int64_t n);
+    void (*mse_backward)(const ag__kreal *p, const ag__kreal *t, const ag__kreal *g, ag__kreal *gp, ag__kreal *gt,
                          int64_t n);
 } ag__loss_kernels;
 

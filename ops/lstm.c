@@ -27,7 +27,7 @@
 
 /* ops/lstm.h: the packed rows, their index on the host and their arrays
  * in the device's memory. */
-typedef ag_klstm lstm_saved;
+typedef ag__klstm lstm_saved;
 
 /* Gate nonlinearities and state update of one row (vectorisable: the
  * activations are branch-free, see vecmath.h). */
@@ -79,7 +79,7 @@ AG_SIMD_CLONES static void cells_backward(const lstm_saved *s, ag_real *dG, ag_r
 
 /* Column sums of G [rows, n] added into g1 and g2 (either may be NULL). */
 static void add_column_sums(const ag_real *G, int64_t rows, int n, ag_real *g1, ag_real *g2) {
-    ag_real *sum = ag_arena_zalloc((size_t)n * sizeof *sum);
+    ag_real *sum = ag__arena_zalloc((size_t)n * sizeof *sum);
     for (int64_t r = 0; r < rows; r++)
         for (int j = 0; j < n; j++) sum[j] += G[r * n + j];
     for (int j = 0; j < n; j++) {
@@ -88,7 +88,7 @@ static void add_column_sums(const ag_real *G, int64_t rows, int n, ag_real *g1, 
     }
 }
 
-static void backward_cpu(lstm_saved *s, const ag_klstm_args *a, const ag_real *dY, const ag_klstm_grads *gr) {
+static void backward_cpu(lstm_saved *s, const ag__klstm_args *a, const ag_real *dY, const ag__klstm_grads *gr) {
     int B = a->B, N = a->N, in = a->in, H = a->H, T = s->T, na = s->na;
 
     /* dh, dc of the state each example carries into the step being undone,
@@ -96,15 +96,15 @@ static void backward_cpu(lstm_saved *s, const ag_klstm_args *a, const ag_real *d
      * gradient of its final state there (0 without h_n/c_n): outputs past
      * len are the constant 0, and its rows are not written before its last
      * step. */
-    ag_real *dG = ag_arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof *dG);
-    ag_real *dh = ag_arena_zalloc((size_t)B * H * sizeof *dh + 1);
-    ag_real *dc = ag_arena_zalloc((size_t)B * H * sizeof *dc + 1);
+    ag_real *dG = ag__arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof *dG);
+    ag_real *dh = ag__arena_zalloc((size_t)B * H * sizeof *dh + 1);
+    ag_real *dc = ag__arena_zalloc((size_t)B * H * sizeof *dc + 1);
     /* the final states' gradients enter each example's last step (consumed:
      * a later sweep that does not reach h_n/c_n must not see them again) */
     if (s->dh_final) memcpy(dh, s->dh_final, (size_t)B * H * sizeof *dh);
     if (s->dc_final) memcpy(dc, s->dc_final, (size_t)B * H * sizeof *dc);
     s->dh_final = s->dc_final = NULL;
-    ag_real *dhc = ag_arena_alloc((size_t)B * H * sizeof *dhc + 1);
+    ag_real *dhc = ag__arena_alloc((size_t)B * H * sizeof *dhc + 1);
     bool want_h0 = gr->h0 != NULL;
     /* W_hh^T in the kernel's panels once for all steps (see forward_cpu) */
     ag__packed_b whh_t = {0};
@@ -139,7 +139,7 @@ static void backward_cpu(lstm_saved *s, const ag_klstm_args *a, const ag_real *d
     if (gr->w_ih) ag__gemm(true, false, in, 4 * H, na, 1, s->xin, dG, 1, gr->w_ih);
     if (gr->b_ih || gr->b_hh) add_column_sums(dG, na, 4 * H, gr->b_ih, gr->b_hh);
     if (gr->x) { /* dx of the active rows; a frozen row's is 0 */
-        ag_real *dxin = ag_arena_alloc((size_t)((int64_t)na * in + 1) * sizeof *dxin);
+        ag_real *dxin = ag__arena_alloc((size_t)((int64_t)na * in + 1) * sizeof *dxin);
         ag__gemm(false, true, na, in, 4 * H, 1, dG, a->w_ih, 0, dxin);
         ag_real *gx = gr->x;
         for (int t = 0; t < T; t++)
@@ -156,11 +156,11 @@ static void backward_cpu(lstm_saved *s, const ag_klstm_args *a, const ag_real *d
 }
 
 /* The layer's operands as the kernels take them (the slices of h0, c0). */
-static ag_klstm_args layer_args(const lstm_saved *s, ag_tensor *x, ag_tensor *w_ih, ag_tensor *w_hh, ag_tensor *b_ih,
+static ag__klstm_args layer_args(const lstm_saved *s, ag_tensor *x, ag_tensor *w_ih, ag_tensor *w_hh, ag_tensor *b_ih,
                                 ag_tensor *b_hh, ag_tensor *h0, ag_tensor *c0) {
     int B = x->shape[0], H = w_hh->shape[0];
     int64_t at = (int64_t)s->layer * B * H;
-    return (ag_klstm_args){.x = x->data, .w_ih = w_ih->data, .w_hh = w_hh->data,
+    return (ag__klstm_args){.x = x->data, .w_ih = w_ih->data, .w_hh = w_hh->data,
                            .b_ih = b_ih ? b_ih->data : NULL, .b_hh = b_hh ? b_hh->data : NULL,
                            .h0 = h0 ? h0->data + at : NULL, .c0 = c0 ? c0->data + at : NULL,
                            .B = B, .N = x->shape[1], .in = x->shape[2], .H = H};
@@ -172,9 +172,9 @@ static void lstm_layer_backward(ag_node *n) {
     lstm_saved *s = n->saved;
     ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
     ag_tensor *h0 = n->in[5], *c0 = n->in[6];
-    ag_klstm_args a = layer_args(s, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
+    ag__klstm_args a = layer_args(s, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
     int64_t at = (int64_t)s->layer * a.B * a.H;
-    ag_klstm_grads g = {
+    ag__klstm_grads g = {
         .h0 = h0 && ag__wants(n, 5) ? ag__grad(h0) + at : NULL,
         .c0 = c0 && ag__wants(n, 6) ? ag__grad(c0) + at : NULL,
         .w_hh = ag__wants(n, 2) ? ag__grad(w_hh) : NULL,
@@ -189,10 +189,10 @@ static void lstm_layer_backward(ag_node *n) {
 /* The packed row index: off, row_b and prev (see lstm_saved). */
 static void active_rows(lstm_saved *s, int B) {
     int T = s->T;
-    s->off = ag_arena_alloc((size_t)(T + 1) * sizeof *s->off);
-    s->row_b = ag_arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->row_b);
-    s->prev = ag_arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->prev);
-    int32_t *at = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *at); /* example -> its row at the step before */
+    s->off = ag__arena_alloc((size_t)(T + 1) * sizeof *s->off);
+    s->row_b = ag__arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->row_b);
+    s->prev = ag__arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->prev);
+    int32_t *at = ag__arena_alloc((size_t)(B ? B : 1) * sizeof *at); /* example -> its row at the step before */
     int k = 0;
     for (int t = 0; t < T; t++) {
         s->off[t] = k;
@@ -204,7 +204,7 @@ static void active_rows(lstm_saved *s, int B) {
             }
     }
     s->off[T] = s->na = k;
-    s->last = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *s->last);
+    s->last = ag__arena_alloc((size_t)(B ? B : 1) * sizeof *s->last);
     for (int b = 0; b < B; b++) s->last[b] = s->len[b] > 0 ? at[b] : -1;
 }
 
@@ -222,7 +222,7 @@ static const ag_real *state_before(const lstm_saved *s, int k, const ag_real *pa
  * on which other examples share its batch. */
 static void drop_mask(const lstm_saved *s, int B, int in, double keep, ag_rng *rng) {
     int64_t row_len = (int64_t)s->T * in;
-    uint8_t *by_row = ag_arena_alloc((size_t)(B * row_len + 1));
+    uint8_t *by_row = ag__arena_alloc((size_t)(B * row_len + 1));
     ag__dropout_mask(by_row, B, row_len, keep, rng);
     for (int t = 0; t < s->T; t++)
         for (int k = s->off[t]; k < s->off[t + 1]; k++)
@@ -236,7 +236,7 @@ static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer
     ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
                             (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
     if (n) {
-        lstm_saved *sp = ag_arena_alloc(sizeof *sp);
+        lstm_saved *sp = ag__arena_alloc(sizeof *sp);
         *sp = *s;
         n->saved = sp;
     }
@@ -245,7 +245,7 @@ static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer
 
 /* The layer forward on the CPU: the mask, the active rows of the input,
  * then the hoisted input projection. */
-static void forward_cpu(lstm_saved *sp, const ag_klstm_args *a, ag_real *c, ag_real *out, ag_real *h_final,
+static void forward_cpu(lstm_saved *sp, const ag__klstm_args *a, ag_real *c, ag_real *out, ag_real *h_final,
                         ag_real *c_final, double keep, ag_rng *rng) {
     lstm_saved s = *sp; /* a copy of the plan: the arrays it points to are filled */
     int B = a->B, N = a->N, in = a->in, H = a->H, T = s.T;
@@ -263,7 +263,7 @@ static void forward_cpu(lstm_saved *sp, const ag_klstm_args *a, ag_real *c, ag_r
                 memcpy(dst, src, (size_t)in * sizeof *dst);
             }
         }
-    ag_real *bias = ag_arena_alloc((size_t)4 * H * sizeof *bias); /* both biases enter every step together */
+    ag_real *bias = ag__arena_alloc((size_t)4 * H * sizeof *bias); /* both biases enter every step together */
     for (int j = 0; j < 4 * H; j++) bias[j] = (a->b_ih ? a->b_ih[j] : 0) + (a->b_hh ? a->b_hh[j] : 0);
     for (int64_t k = 0; k < na; k++) memcpy(s.gates + k * 4 * H, bias, (size_t)4 * H * sizeof *bias);
     ag__gemm(false, false, (int)na, 4 * H, in, 1, s.xin, a->w_ih, 1, s.gates);
@@ -275,7 +275,7 @@ static void forward_cpu(lstm_saved *sp, const ag_klstm_args *a, ag_real *c, ag_r
     ag__packed_b whh = {0};
     bool packed = ag__packed_gemm_ok() && T > 1;
     if (packed) whh = ag__pack_b(false, H, 4 * H, a->w_hh);
-    ag_real *zeros = ag_arena_zalloc((size_t)H * sizeof *zeros + 1);
+    ag_real *zeros = ag__arena_zalloc((size_t)H * sizeof *zeros + 1);
     for (int t = 0; t < T; t++) {
         int k0 = s.off[t], ba = s.off[t + 1] - k0;
         for (int k = k0; k < k0 + ba; k++) {
@@ -328,7 +328,7 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     ag_real *c = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
     s.tc = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
     ag_tensor *out = ag__empty_on(dev, 3, (int[]){B, N, H});
-    ag_klstm_args a = layer_args(&s, x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0);
+    ag__klstm_args a = layer_args(&s, x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0);
     ag__lstm_on("ag_lstm", dev)->forward(&s, &a, c, out->data, h_final, c_final, keep, drop);
     return record_layer(out, x, p, h0, c0, &s);
 }
@@ -361,7 +361,7 @@ static void final_states_backward(ag_node *n) {
 static void record_final(ag_tensor *t, ag_tensor **outs, int L, bool cell) {
     ag_node *n = ag__record(cell ? "ag_lstm(c_n)" : "ag_lstm(h_n)", final_states_backward, t, L, outs);
     if (!n) return;
-    final_saved *f = ag_arena_zalloc(sizeof *f);
+    final_saved *f = ag__arena_zalloc(sizeof *f);
     f->layers = L;
     f->cell = cell;
     for (int l = 0; l < L; l++)
@@ -423,7 +423,7 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
     bool dropout = o->training && keep < 1 && num_layers > 1;
     if (dropout && !o->rng) ag__fatal("ag_lstm", "dropout (keep %g) needs an rng", keep);
 
-    int32_t *len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *len);
+    int32_t *len = ag__arena_alloc((size_t)(B ? B : 1) * sizeof *len);
     int T = 0;
     for (int b = 0; b < B; b++) {
         len[b] = o->len ? o->len[b] : N;

@@ -10,7 +10,7 @@
 #include "../graph/kreal.h"
 
 #ifdef __cplusplus
-typedef struct ag_lstm_host_rng ag_rng; /* attngrad.h's: only the host draws from it */
+typedef struct ag__lstm_host_rng ag_rng; /* attngrad.h's: only the host draws from it */
 #else
 #include "attngrad.h"
 #endif
@@ -29,47 +29,47 @@ typedef struct {
     int32_t *off, *row_b, *prev;
     int na;          /* active rows in all */
     uint8_t *kept;   /* [na,in] dropout mask of the input in packed order, or NULL */
-    ag_kreal scale;  /* 1/keep */
-    ag_kreal *xin;   /* [na,in] the input as the GEMM saw it (dropout applied) */
-    ag_kreal *gates; /* [na,4H] activated i, f, g, o */
-    ag_kreal *hprev; /* [na,H] h_{t-1} of each row (h0 or 0 at t = 0) */
-    ag_kreal *cprev; /* [na,H] c_{t-1} likewise */
-    ag_kreal *h;     /* [na,H] h_t */
-    ag_kreal *tc;    /* [na,H] tanh(c_t) */
+    ag__kreal scale;  /* 1/keep */
+    ag__kreal *xin;   /* [na,in] the input as the GEMM saw it (dropout applied) */
+    ag__kreal *gates; /* [na,4H] activated i, f, g, o */
+    ag__kreal *hprev; /* [na,H] h_{t-1} of each row (h0 or 0 at t = 0) */
+    ag__kreal *cprev; /* [na,H] c_{t-1} likewise */
+    ag__kreal *h;     /* [na,H] h_t */
+    ag__kreal *tc;    /* [na,H] tanh(c_t) */
     int32_t *last;   /* [B] each example's last row, or -1 (len 0) */
     /* [B,H] gradients of this layer's final h and c (ag_lstm_opts.h_n/c_n),
      * set by the final states' backward, which runs first, or NULL */
-    ag_kreal *dh_final, *dc_final;
+    ag__kreal *dh_final, *dc_final;
     /* CUDA: the kernels' copies of row_b and of src (row k's position
      * b*N + t in x and the output), made by the forward; NULL on the CPU */
     int32_t *row_b_dev, *src_dev;
-} ag_klstm;
+} ag__klstm;
 
 /* A layer's operands: x [B,N,in], W_ih [in,4H], W_hh [H,4H], the biases
  * [4H] (or NULL), h0 and c0 the layer's [B,H] slice of the initial states
  * (or NULL: zeros). */
 typedef struct {
-    const ag_kreal *x, *w_ih, *w_hh, *b_ih, *b_hh, *h0, *c0;
+    const ag__kreal *x, *w_ih, *w_hh, *b_ih, *b_hh, *h0, *c0;
     int B, N, in, H;
-} ag_klstm_args;
+} ag__klstm_args;
 
 /* Their gradients, added to (NULL: not wanted; h0 and c0 the layer's slice). */
 typedef struct {
-    ag_kreal *x, *w_ih, *w_hh, *b_ih, *b_hh, *h0, *c0;
-} ag_klstm_grads;
+    ag__kreal *x, *w_ih, *w_hh, *b_ih, *b_hh, *h0, *c0;
+} ag__klstm_grads;
 
 typedef struct {
     /* The layer forward: the dropout mask drawn from rng into s->kept
      * (rng NULL: none), the saved arrays filled, c [na,H] the cell states,
      * out [B,N,H] the outputs (0 past each length), and h_final, c_final
      * [B,H] (or NULL) each example's state after its last step. */
-    void (*forward)(ag_klstm *s, const ag_klstm_args *a, ag_kreal *c, ag_kreal *out, ag_kreal *h_final,
-                    ag_kreal *c_final, double keep, ag_rng *rng);
+    void (*forward)(ag__klstm *s, const ag__klstm_args *a, ag__kreal *c, ag__kreal *out, ag__kreal *h_final,
+                    ag__kreal *c_final, double keep, ag_rng *rng);
     /* Backward through time from dY [B,N,H] and s's dh_final, dc_final
      * (consumed: set to NULL). */
-    void (*backward)(ag_klstm *s, const ag_klstm_args *a, const ag_kreal *dY, const ag_klstm_grads *g);
+    void (*backward)(ag__klstm *s, const ag__klstm_args *a, const ag__kreal *dY, const ag__klstm_grads *g);
     /* dst = src, n reals (the final states' gradients handed to a layer). */
-    void (*copy)(ag_kreal *dst, const ag_kreal *src, int64_t n);
+    void (*copy)(ag__kreal *dst, const ag__kreal *src, int64_t n);
 } ag__lstm_kernels;
 
 extern const ag__lstm_kernels ag__lstm_cuda;

@@ -111,7 +111,7 @@ static cache_entry *cache_add(mask_kind kind, int ndim, int heads, int N, ag_ten
         *t = ag__empty(ndim, shape + 3 - ndim);
         return NULL;
     }
-    cache_entry *e = ag_calloc(1, sizeof *e);
+    cache_entry *e = ag__calloc(1, sizeof *e);
     e->kind = kind;
     e->ndim = ndim;
     e->heads = heads;
@@ -119,7 +119,7 @@ static cache_entry *cache_add(mask_kind kind, int ndim, int heads, int N, ag_ten
     e->t.ndim = ndim;
     for (int i = 0; i < AG_MAX_DIMS; i++) e->t.shape[i] = i < ndim ? shape[i + 3 - ndim] : 1;
     e->t.size = (int64_t)heads * N * N;
-    e->t.data = ag_malloc(bytes ? bytes : 1);
+    e->t.data = ag__malloc(bytes ? bytes : 1);
     e->t.persistent = true; /* not step memory; requires_grad stays false */
     e->next = cache;
     if (!cache) ag__at_shutdown(masks_release);
@@ -134,10 +134,10 @@ static void masks_release(void) {
     while (cache) {
         cache_entry *e = cache;
         cache = e->next;
-        ag_free(e->specs);
-        ag_free(e->t.data);
+        ag__free(e->specs);
+        ag__free(e->t.data);
         if (e->dev.data) ag__cuda_free(e->dev.data);
-        ag_free(e);
+        ag__free(e);
     }
     cache_bytes = 0;
 }
@@ -180,7 +180,7 @@ static cache_entry *cached_mask(const char *op, const ag_mask_spec *specs, int h
         return e;
     }
     if ((e = cache_add(KIND_MASK, ndim, heads, N, t))) {
-        e->specs = ag_malloc((size_t)heads * sizeof *e->specs);
+        e->specs = ag__malloc((size_t)heads * sizeof *e->specs);
         memcpy(e->specs, specs, (size_t)heads * sizeof *specs);
     }
     for (int i = 0; i < heads; i++) fill_plane((*t)->data + (int64_t)i * N * N, &specs[i], N);
@@ -295,7 +295,7 @@ static ag_status tree_distance(const int32_t *heads, int n, int32_t *dist, int32
 ag_status ag_tree_distance(const int32_t *heads, int n, int32_t *dist) {
     if (n < 0) return ag__fail(AG_ERR_ARG, "negative sentence length %d", n);
     ag_mark_t m = ag_mark(); /* the scratch is released before returning */
-    int32_t *scratch = ag_arena_alloc((size_t)(3 * n + 1) * sizeof *scratch);
+    int32_t *scratch = ag__arena_alloc((size_t)(3 * n + 1) * sizeof *scratch);
     ag_status st = tree_distance(heads, n, dist, scratch);
     ag_rewind(m);
     return st;
@@ -317,7 +317,7 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
     if (tree && !heads) ag__fatal(op, "a spec uses AG_DIST_TREE but heads is NULL");
 
     /* The positional part of every head, from the cache (tree terms later). */
-    ag_mask_spec *positional = ag_arena_alloc((size_t)h * sizeof *positional);
+    ag_mask_spec *positional = ag__arena_alloc((size_t)h * sizeof *positional);
     for (int i = 0; i < h; i++) {
         positional[i] = specs[i];
         if (specs[i].dist == AG_DIST_TREE)
@@ -328,8 +328,8 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
     const ag_real *pos = pos_mask->data;
 
     ag_tensor *m = ag__empty(4, (int[]){B, h, N, N});
-    int32_t *dist = tree ? ag_arena_alloc(((size_t)N * N + 1) * sizeof *dist) : NULL;
-    int32_t *scratch = tree ? ag_arena_alloc((size_t)(3 * N + 1) * sizeof *scratch) : NULL;
+    int32_t *dist = tree ? ag__arena_alloc(((size_t)N * N + 1) * sizeof *dist) : NULL;
+    int32_t *scratch = tree ? ag__arena_alloc((size_t)(3 * N + 1) * sizeof *scratch) : NULL;
     for (int b = 0; b < B; b++) {
         int len = lengths[b];
         if (tree && tree_distance(heads + (int64_t)b * N, len, dist, scratch) != AG_OK) {

@@ -144,7 +144,7 @@ void ag__gemm_blas(bool ta, bool tb, int M, int N, int K, ag_real alpha, const a
         return;
     }
     int64_t mn = (int64_t)M * N;
-    if (j.sp.dim == 'k') j.scratch = ag_arena_alloc((size_t)(j.sp.parts - 1) * mn * sizeof(ag_real));
+    if (j.sp.dim == 'k') j.scratch = ag__arena_alloc((size_t)(j.sp.parts - 1) * mn * sizeof(ag_real));
     ag__parallel(j.sp.parts, gemm_part, &j);
     if (j.sp.dim == 'k') ag__parallel((mn + SUM_CHUNK - 1) / SUM_CHUNK, gemm_sum_part, &j);
 }
@@ -338,7 +338,7 @@ static void batch_part(void *ctx, int64_t part) {
     }
 }
 
-static void batched_cpu(const ag_kmm *p) {
+static void batched_cpu(const ag__kmm *p) {
     int M = p->M, N = p->N, K = p->K;
     int64_t sa = p->a_shared ? 0 : (int64_t)p->a_rows * p->a_cols;
     int64_t sb = p->b_shared ? 0 : (int64_t)p->b_rows * p->b_cols;
@@ -365,7 +365,7 @@ static void batched_cpu(const ag_kmm *p) {
 static void mm_run(const ag__matmul_kernels *kern, const mm_plan *p, const ag_real *A, bool ta, bool a_shared,
                    int a_rows, int a_cols, const ag_real *B, bool tb, bool b_shared, int b_rows, int b_cols,
                    ag_real *C, bool c_shared, int M, int N, int K, ag_real beta) {
-    ag_kmm k = {.A = A, .B = B, .C = C, .a_rows = a_rows, .a_cols = a_cols, .b_rows = b_rows, .b_cols = b_cols,
+    ag__kmm k = {.A = A, .B = B, .C = C, .a_rows = a_rows, .a_cols = a_cols, .b_rows = b_rows, .b_cols = b_cols,
                 .M = M, .N = N, .K = K, .batch = p->batch, .beta = beta, .ta = ta, .tb = tb, .a_shared = a_shared,
                 .b_shared = b_shared, .c_shared = c_shared};
     kern->batched(&k);
@@ -420,9 +420,9 @@ static bool worth_packing(int rows, int in, int out) { return rows >= 64 && in >
  * count in *kept), or NULL when fewer than an eighth of the rows are zero. */
 static int32_t *nonzero_rows(const ag_real *G, int rows, int width, int *kept) {
     if (rows < 64 || width <= 0) return NULL;
-    rows_job j = {.src = G, .width = width, .nonzero = ag_arena_alloc((size_t)rows)};
+    rows_job j = {.src = G, .width = width, .nonzero = ag__arena_alloc((size_t)rows)};
     ag__parallel_range(rows, ag__units_per_part(width), scan_nonzero_rows, &j);
-    int32_t *idx = ag_arena_alloc((size_t)rows * sizeof *idx);
+    int32_t *idx = ag__arena_alloc((size_t)rows * sizeof *idx);
     int k = 0;
     for (int r = 0; r < rows; r++)
         if (j.nonzero[r]) idx[k++] = r;
@@ -446,7 +446,7 @@ AG_SIMD_CLONES static void scatter_add_rows_range(void *ctx, int64_t i0, int64_t
 }
 
 ag_real *ag__gather_rows(const ag_real *src, int width, const int32_t *idx, int kept) {
-    rows_job j = {.src = src, .dst = ag_arena_alloc((size_t)(kept ? kept : 1) * width * sizeof(ag_real)),
+    rows_job j = {.src = src, .dst = ag__arena_alloc((size_t)(kept ? kept : 1) * width * sizeof(ag_real)),
                   .idx = idx, .width = width};
     ag__parallel_range(kept, ag__units_per_part(width), gather_rows_range, &j);
     return j.dst;
@@ -470,7 +470,7 @@ static bool tall_backward_packed(bool tb, int rows, int K, int N, const ag_real 
     if (kept == 0) return true; /* nothing reaches either operand */
     ag_real *Gc = ag__gather_rows(G, N, idx, kept);
     if (dA) { /* dA rows = dY rows op(B)^T */
-        ag_real *dAc = ag_arena_zalloc((size_t)kept * K * sizeof(ag_real));
+        ag_real *dAc = ag__arena_zalloc((size_t)kept * K * sizeof(ag_real));
         ag__gemm(false, !tb, kept, K, N, 1, Gc, B, 1, dAc);
         scatter_add_rows(dA, dAc, K, idx, kept);
     }
@@ -534,7 +534,7 @@ ag_tensor *ag_matmul_t(ag_tensor *a, bool trans_a, ag_tensor *b, bool trans_b) {
            p.b_shared, brows, bcols, out->data, false, p.M, p.N, p.K, 0);
     ag_node *n = ag__record("ag_matmul", matmul_backward, out, 2, (ag_tensor *[]){a, b});
     if (n) {
-        mm_plan *s = ag_arena_alloc(sizeof *s);
+        mm_plan *s = ag__arena_alloc(sizeof *s);
         *s = p;
         n->saved = s;
     }
@@ -590,7 +590,7 @@ enum { BIAS_BLOCK = 64 };
 /* The packed rows of one side: idx[i] is the row of packed row i, pos[r]
  * the packed row of row r or -1 (ops/matmul.h: forward's, kept for
  * backward). */
-typedef ag_krow_pack row_pack;
+typedef ag__krow_pack row_pack;
 
 /* Packs the rows marked nonzero, or returns false (pack untouched) when
  * fewer than an eighth of them are zero. */
@@ -598,8 +598,8 @@ static bool pack_of(const uint8_t *nonzero, int rows, row_pack *pk) {
     int kept = 0;
     for (int r = 0; r < rows; r++) kept += nonzero[r];
     if (kept > rows - rows / 8) return false;
-    pk->idx = ag_arena_alloc((size_t)(kept ? kept : 1) * sizeof *pk->idx);
-    pk->pos = ag_arena_alloc((size_t)rows * sizeof *pk->pos);
+    pk->idx = ag__arena_alloc((size_t)(kept ? kept : 1) * sizeof *pk->idx);
+    pk->pos = ag__arena_alloc((size_t)rows * sizeof *pk->pos);
     pk->kept = 0;
     for (int r = 0; r < rows; r++) {
         pk->pos[r] = nonzero[r] ? pk->kept : -1;
@@ -726,7 +726,7 @@ static bool same_pack(const row_pack *a, const row_pack *b) {
     return a->kept == b->kept && !memcmp(a->idx, b->idx, (size_t)a->kept * sizeof *a->idx);
 }
 
-static void linear_backward_cpu(const ag_klinear *kl) {
+static void linear_backward_cpu(const ag__klinear *kl) {
     bool tw = kl->tw;
     int in = kl->in, out = kl->out, rows = kl->rows;
     bool want_x = kl->dx, want_w = kl->dw, want_b = kl->db;
@@ -740,16 +740,16 @@ static void linear_backward_cpu(const ag_klinear *kl) {
          * are packed before the scan, which then writes G's rows straight
          * into the packed buffer (no [rows, out] G to write and copy). */
         if (look) {
-            rows_job zs = {.src = j.dY, .width = out, .nonzero = ag_arena_alloc((size_t)rows)};
+            rows_job zs = {.src = j.dY, .width = out, .nonzero = ag__arena_alloc((size_t)rows)};
             ag__parallel_range(rows, ag__units_per_part(out), scan_nonzero_rows, &zs);
             packed = j.act_packed = pack_of(zs.nonzero, rows, &j.pk);
             look = false;
         }
-        if (packed) j.Gc = ag_arena_alloc((size_t)(j.pk.kept ? j.pk.kept : 1) * out * sizeof(ag_real));
-        else j.G = j.Gact = ag_arena_alloc((size_t)((int64_t)rows * out + 1) * sizeof(ag_real));
+        if (packed) j.Gc = ag__arena_alloc((size_t)(j.pk.kept ? j.pk.kept : 1) * out * sizeof(ag_real));
+        else j.G = j.Gact = ag__arena_alloc((size_t)((int64_t)rows * out + 1) * sizeof(ag_real));
     }
-    if (look) j.nonzero = ag_arena_alloc((size_t)rows);
-    if (want_b) j.partial = ag_arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
+    if (look) j.nonzero = ag__arena_alloc((size_t)rows);
+    if (want_b) j.partial = ag__arena_alloc((size_t)(j.blocks * out > 0 ? j.blocks * out : 1) * sizeof(ag_real));
     if (look || want_b || j.dY) ag__parallel(j.blocks, scan_block, &j);
     if (want_b) {
         j.gb = kl->db;
@@ -763,10 +763,10 @@ static void linear_backward_cpu(const ag_klinear *kl) {
     }
     int kept = j.pk.kept;
     bool reuse_x = want_w && kl->pack.kept >= 0 && same_pack(&kl->pack, &j.pk);
-    if (!j.act_packed) j.Gc = ag_arena_alloc((size_t)(kept ? kept : 1) * out * sizeof(ag_real));
-    j.Xc = want_w && !reuse_x ? ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real)) : NULL;
+    if (!j.act_packed) j.Gc = ag__arena_alloc((size_t)(kept ? kept : 1) * out * sizeof(ag_real));
+    j.Xc = want_w && !reuse_x ? ag__arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real)) : NULL;
     ag__parallel_range(kept, ag__units_per_part(in + out), pack_rows, &j);
-    if (want_x) j.dXc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
+    if (want_x) j.dXc = ag__arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
     linear_products(tw, kept, in, out, j.Gc, reuse_x ? kl->xc : j.Xc, kl->w, j.dXc, 0, kl->dw);
     if (want_x) ag__unpack_rows(dX, j.dXc, in, j.pk.pos, rows, j.fresh);
 }
@@ -774,16 +774,16 @@ static void linear_backward_cpu(const ag_klinear *kl) {
 /* y = x op(W) + bias on the rows of x that are not all zero, kept in
  * kl->pack and kl->xc for backward; false (nothing done) when fewer than
  * an eighth of them are zero. */
-static bool linear_packed(ag_klinear *kl) {
+static bool linear_packed(ag__klinear *kl) {
     int rows = kl->rows, in = kl->in, out_dim = kl->out;
     if (!worth_packing(rows, in, out_dim)) return false;
-    rows_job scan = {.src = kl->x, .width = in, .nonzero = ag_arena_alloc((size_t)rows)};
+    rows_job scan = {.src = kl->x, .width = in, .nonzero = ag__arena_alloc((size_t)rows)};
     ag__parallel_range(rows, ag__units_per_part(in), scan_nonzero_rows, &scan);
     linear_job j = {.X = kl->x, .bias = kl->bias, .Y = kl->y, .in = in, .out = out_dim, .act = (ag_act)kl->act};
     if (!pack_of(scan.nonzero, rows, &j.pk)) return false;
     int kept = j.pk.kept;
-    j.Xc = ag_arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
-    j.Yc = ag_arena_alloc((size_t)(kept ? kept : 1) * out_dim * sizeof(ag_real));
+    j.Xc = ag__arena_alloc((size_t)(kept ? kept : 1) * in * sizeof(ag_real));
+    j.Yc = ag__arena_alloc((size_t)(kept ? kept : 1) * out_dim * sizeof(ag_real));
     ag__parallel_range(kept, ag__units_per_part(in), pack_rows, &j);
     ag__gemm(false, kl->tw, kept, out_dim, in, 1, j.Xc, kl->w, 0, j.Yc);
     ag__parallel_range(rows, ag__units_per_part(out_dim), unpack_y_rows, &j);
@@ -810,7 +810,7 @@ static void bias_rows_cpu(const ag_real *bias, ag_real *y, int64_t rows, int col
         else memset(y + r * cols, 0, (size_t)cols * sizeof(ag_real));
 }
 
-static void linear_forward_cpu(ag_klinear *kl) {
+static void linear_forward_cpu(ag__klinear *kl) {
     if (linear_packed(kl)) return;
     if (kl->bias) bias_rows_cpu(kl->bias, kl->y, kl->rows, kl->out);
     ag__gemm(false, kl->tw, kl->rows, kl->out, kl->in, 1, kl->x, kl->w, kl->bias ? 1 : 0, kl->y);
@@ -844,7 +844,7 @@ static void linear_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
     const linear_saved *sv = n->saved;
     int in = w->shape[sv->tw], out = w->shape[!sv->tw];
-    ag_klinear j = {.x = x->data, .w = w->data, .y = n->out->data, .dy = n->out->grad,
+    ag__klinear j = {.x = x->data, .w = w->data, .y = n->out->data, .dy = n->out->grad,
                     .rows = (int)(x->size / (in ? in : 1)), .in = in, .out = out, .act = (int)sv->act, .tw = sv->tw,
                     .pack = sv->pk, .xc = sv->Xc};
     j.db = bias && ag__wants(n, 2) ? ag__grad(bias) : NULL;
@@ -870,12 +870,12 @@ static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
     ag_tensor *out = ag__empty_on(dev, x->ndim, shape);
-    ag_klinear j = {.x = x->data, .w = w->data, .bias = bias ? bias->data : NULL, .y = out->data, .rows = rows,
+    ag__klinear j = {.x = x->data, .w = w->data, .bias = bias ? bias->data : NULL, .y = out->data, .rows = rows,
                     .in = in, .out = out_dim, .act = (int)act, .tw = tw, .pack = {.kept = -1}};
     ag__matmul_on(op, dev)->linear_forward(&j);
     ag_node *n = ag__record(op, linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
     if (n) {
-        linear_saved *keep = ag_arena_alloc(sizeof *keep);
+        linear_saved *keep = ag__arena_alloc(sizeof *keep);
         *keep = (linear_saved){.tw = tw, .act = act, .pk = j.pack, .Xc = j.xc};
         n->saved = keep;
     }

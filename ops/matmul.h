@@ -17,13 +17,13 @@ AG_KERNELS_BEGIN
  * operand is one matrix for every product, and a shared C sums all
  * products into one, in batch order (beta applies to the first). */
 typedef struct {
-    const ag_kreal *A, *B;
-    ag_kreal *C;
+    const ag__kreal *A, *B;
+    ag__kreal *C;
     int a_rows, a_cols, b_rows, b_cols;
     int M, N, K, batch;
-    ag_kreal beta;
+    ag__kreal beta;
     bool ta, tb, a_shared, b_shared, c_shared;
-} ag_kmm;
+} ag__kmm;
 
 /* ag_act's values (ops/matmul.c checks that they agree). */
 enum { AG_KACT_NONE, AG_KACT_RELU, AG_KACT_ELU, AG_KACT_TANH, AG_KACT_SIGMOID };
@@ -34,7 +34,7 @@ enum { AG_KACT_NONE, AG_KACT_RELU, AG_KACT_ELU, AG_KACT_TANH, AG_KACT_SIGMOID };
 typedef struct {
     int32_t *idx, *pos;
     int kept;
-} ag_krow_pack;
+} ag__krow_pack;
 
 /* The linear layer y = act(x op(W) + bias): x [rows, in], W [in, out]
  * ([out, in] when tw), bias [out] or NULL, act an AG_KACT_.  Forward writes
@@ -42,39 +42,39 @@ typedef struct {
  * and adds to dw and db, stores (fresh_x) or adds dx; a gradient not wanted
  * is NULL. */
 typedef struct {
-    const ag_kreal *x, *w, *bias;
-    ag_kreal *y;
-    const ag_kreal *dy;
-    ag_kreal *dx, *dw, *db;
+    const ag__kreal *x, *w, *bias;
+    ag__kreal *y;
+    const ag__kreal *dy;
+    ag__kreal *dx, *dw, *db;
     int rows, in, out, act;
     bool tw, fresh_x;
-    ag_krow_pack pack;
-    const ag_kreal *xc; /* the packed rows of x, [pack.kept, in] */
-} ag_klinear;
+    ag__krow_pack pack;
+    const ag__kreal *xc; /* the packed rows of x, [pack.kept, in] */
+} ag__klinear;
 
 /* Column sums in blocks of AG_KCOL_ROWS rows (the bias gradient's order). */
 enum { AG_KCOL_ROWS = 64 };
 static inline int64_t ag__col_blocks(int64_t rows) { return (rows + AG_KCOL_ROWS - 1) / AG_KCOL_ROWS; }
 
 typedef struct {
-    void (*batched)(const ag_kmm *p);
+    void (*batched)(const ag__kmm *p);
     /* A [rows, K] with B shared (ag_matmul's x op(B) as one tall product):
      * dA += dY op(B)^T and dB += A^T dY (dY^T A when tb); either may be
      * NULL (not wanted). */
-    void (*tall_backward)(bool tb, int rows, int K, int N, const ag_kreal *dy, const ag_kreal *A, const ag_kreal *B,
-                          ag_kreal *dA, ag_kreal *dB);
-    void (*linear_forward)(ag_klinear *j);
-    void (*linear_backward)(const ag_klinear *j);
+    void (*tall_backward)(bool tb, int rows, int K, int N, const ag__kreal *dy, const ag__kreal *A, const ag__kreal *B,
+                          ag__kreal *dA, ag__kreal *dB);
+    void (*linear_forward)(ag__klinear *j);
+    void (*linear_backward)(const ag__klinear *j);
     /* y [rows, cols] = bias in every row (0 when bias is NULL). */
-    void (*bias_rows)(const ag_kreal *bias, ag_kreal *y, int64_t rows, int cols);
+    void (*bias_rows)(const ag__kreal *bias, ag__kreal *y, int64_t rows, int cols);
     /* Column sums of x [rows, cols] without atomics: each block of
      * AG_KCOL_ROWS rows sums its rows in order into partial [blocks, cols]
      * (the caller's, blocks = ag__col_blocks(rows)), then each column adds
      * the partials in block order - the linear layer's bias gradient, to
      * the bit.  scale NULL: out[k] = out[k] + p_0 + p_1 + ...; else (in the
      * device's memory) out[k] += scale (p_0 + p_1 + ...). */
-    void (*col_sums)(const ag_kreal *x, int64_t rows, int cols, const ag_kreal *scale, ag_kreal *partial,
-                     ag_kreal *out);
+    void (*col_sums)(const ag__kreal *x, int64_t rows, int cols, const ag__kreal *scale, ag__kreal *partial,
+                     ag__kreal *out);
 } ag__matmul_kernels;
 
 extern const ag__matmul_kernels ag__matmul_cuda;

@@ -18,19 +18,19 @@ AG_KERNELS_BEGIN
  * padded queries and keys (one batched product serves every length). */
 typedef struct {
     const int32_t *len;
-    ag_kreal *er, *ep, *zn;
+    ag__kreal *er, *ep, *zn;
     int slices, per_b, N, dh;
     bool identity;
-} ag_kmtsa;
+} ag__kmtsa;
 
 typedef struct {
     /* out [slices,N,dh] = H from R, S, v and the {0,1} mask (repeating
      * every mask_slices slices, or NULL); 0 on padded queries.  Backward
      * from g = dH: gr, gs, gv (any NULL: not wanted; fresh: stored). */
-    void (*forward)(const ag_kmtsa *p, const ag_kreal *r, const ag_kreal *s, const ag_kreal *v, const ag_kreal *mask,
-                    int mask_slices, ag_kreal *out);
-    void (*backward)(const ag_kmtsa *p, const ag_kreal *r, const ag_kreal *v, const ag_kreal *g, const ag_kreal *out,
-                     ag_kreal *gr, bool fresh_r, ag_kreal *gs, bool fresh_s, ag_kreal *gv, bool fresh_v);
+    void (*forward)(const ag__kmtsa *p, const ag__kreal *r, const ag__kreal *s, const ag__kreal *v, const ag__kreal *mask,
+                    int mask_slices, ag__kreal *out);
+    void (*backward)(const ag__kmtsa *p, const ag__kreal *r, const ag__kreal *v, const ag__kreal *g, const ag__kreal *out,
+                     ag__kreal *gr, bool fresh_r, ag__kreal *gs, bool fresh_s, ag__kreal *gv, bool fresh_v);
 } ag__mtsa_kernels;
 
 extern const ag__mtsa_kernels ag__mtsa_cuda;

@@ -22,7 +22,7 @@
 /* ops/mtsa.h: len, er, ep, zn in the device's memory and layout; on the
  * CPU slice i's ER is [L,L] at i*N*N, [ES | v ⊙ ES] and [Z | Num] = ER ep
  * [L,2dh] at i*N*2dh.  slices = product of R's leading dims. */
-typedef ag_kmtsa mtsa_saved;
+typedef ag__kmtsa mtsa_saved;
 
 /* The exps and log-sigmoids run on vecmath's branch-free f32 kernels (a few
  * ulp; libm in the f64 build), the maxima as selects: SIMD loops. */
@@ -90,7 +90,7 @@ static void mtsa_job_parts(mtsa_job *j, int64_t scratch_per_part) {
     int64_t parts = j->sv->slices < MAX_PARTS ? j->sv->slices : MAX_PARTS;
     j->per_part = parts ? (j->sv->slices + parts - 1) / parts : 1;
     j->scratch_per_part = scratch_per_part;
-    j->scratch = ag_arena_alloc((size_t)(parts ? parts : 1) * scratch_per_part * sizeof(ag_real) + 1);
+    j->scratch = ag__arena_alloc((size_t)(parts ? parts : 1) * scratch_per_part * sizeof(ag_real) + 1);
 }
 
 static int64_t mtsa_parts(const mtsa_job *j) { return (j->sv->slices + j->per_part - 1) / j->per_part; }
@@ -261,7 +261,7 @@ ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_
     int per_b = r->ndim == 4 ? r->shape[1] : 1;
     mtsa_saved sv = {.slices = B * per_b, .per_b = per_b, .N = N, .dh = dh, .identity = score == AG_MTSA_IDENTITY};
     int mask_slices = mask ? check_mask(r, mask) : 1; /* the mask repeats every mask_slices slices */
-    int32_t *host_len = ag_arena_alloc((size_t)(B ? B : 1) * sizeof *host_len);
+    int32_t *host_len = ag__arena_alloc((size_t)(B ? B : 1) * sizeof *host_len);
     for (int b = 0; b < B; b++) {
         host_len[b] = len ? len[b] : N;
         if (host_len[b] < 0 || host_len[b] > N)
@@ -277,7 +277,7 @@ ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_
         ->forward(&sv, r->data, s->data, v->data, mask ? mask->data : NULL, mask_slices, out->data);
     ag_node *n = ag__record("ag_mtsa_attention", mtsa_backward, out, 3, (ag_tensor *[]){r, s, v});
     if (n) {
-        mtsa_saved *p = ag_arena_alloc(sizeof *p);
+        mtsa_saved *p = ag__arena_alloc(sizeof *p);
         *p = sv;
         n->saved = p;
     }

@@ -179,7 +179,7 @@ static void sum_cpu(const ag_real *x, ag_real scale, ag_real *out, int64_t n) {
     int64_t blocks = (n + SUM_BLOCK - 1) / SUM_BLOCK;
     ag_real sum = 0;
     if (blocks > 0) {
-        total_job j = {x, n, ag_arena_alloc((size_t)blocks * sizeof(ag_real))};
+        total_job j = {x, n, ag__arena_alloc((size_t)blocks * sizeof(ag_real))};
         ag__parallel_range(blocks, 4, block_sums, &j);
         sum = pairwise(j.block_sums, blocks);
     }

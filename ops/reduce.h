@@ -12,20 +12,20 @@ typedef struct {
     /* *out = scale * sum of x[0..n), in a fixed order (deterministic for a
      * given n; scale 1/n gives the mean).  Backward: gx (+)= scale g[0] for
      * every element (g in the device's memory). */
-    void (*sum)(const ag_kreal *x, ag_kreal scale, ag_kreal *out, int64_t n);
-    void (*sum_backward)(const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t n, bool fresh);
+    void (*sum)(const ag__kreal *x, ag__kreal scale, ag__kreal *out, int64_t n);
+    void (*sum_backward)(const ag__kreal *g, ag__kreal scale, ag__kreal *gx, int64_t n, bool fresh);
     /* Along an axis, x as [outer, n, inner] and the result as [outer, inner]:
      * y = scale * sum over the axis, in increasing position; backward
      * gx (+)= scale g. */
-    void (*sum_axis_forward)(const ag_kreal *x, ag_kreal *y, ag_kreal scale, int64_t outer, int64_t n,
+    void (*sum_axis_forward)(const ag__kreal *x, ag__kreal *y, ag__kreal scale, int64_t outer, int64_t n,
                              int64_t inner);
-    void (*sum_axis_backward)(const ag_kreal *g, ag_kreal *gx, ag_kreal scale, int64_t outer, int64_t n,
+    void (*sum_axis_backward)(const ag__kreal *g, ag__kreal *gx, ag__kreal scale, int64_t outer, int64_t n,
                               int64_t inner, bool fresh);
     /* y = the max over the axis and arg its first position (ties go to the
      * first); backward gx (+)= g at arg, 0 elsewhere. */
-    void (*max_axis_forward)(const ag_kreal *x, ag_kreal *y, int32_t *arg, int64_t outer, int64_t n,
+    void (*max_axis_forward)(const ag__kreal *x, ag__kreal *y, int32_t *arg, int64_t outer, int64_t n,
                              int64_t inner);
-    void (*max_axis_backward)(const ag_kreal *g, const int32_t *arg, ag_kreal *gx, int64_t outer, int64_t n,
+    void (*max_axis_backward)(const ag__kreal *g, const int32_t *arg, ag__kreal *gx, int64_t outer, int64_t n,
                               int64_t inner, bool fresh);
 } ag__reduce_kernels;
 

@@ -50,7 +50,7 @@ static void copy_rows_cpu(int64_t rows, int64_t cols, const ag_real *src, int64_
 }
 
 /* A strided copy over 4 dims (ops/shape.h), row by row along the last. */
-static void strided_copy_cpu(const ag_kstrided *p, const ag_real *src, ag_real *dst, bool add) {
+static void strided_copy_cpu(const ag__kstrided *p, const ag_real *src, ag_real *dst, bool add) {
     for (int64_t i0 = 0; i0 < p->shape[0]; i0++)
         for (int64_t i1 = 0; i1 < p->shape[1]; i1++)
             for (int64_t i2 = 0; i2 < p->shape[2]; i2++) {
@@ -97,7 +97,7 @@ ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
         ag__fatal("ag_reshape", "cannot view %s as %s (sizes %lld and %lld)", ag_shape_str(x, sx, sizeof sx),
                   ag_shape_str(&tmp, st, sizeof st), (long long)x->size, (long long)size);
     }
-    ag_tensor *out = ag_arena_zalloc(sizeof *out);
+    ag_tensor *out = ag__arena_zalloc(sizeof *out);
     *out = (ag_tensor){.ndim = ndim, .size = size, .data = x->data, .device = x->device};
     for (int i = 0; i < AG_MAX_DIMS; i++) out->shape[i] = i < ndim ? s[i] : 1;
     ag__record("ag_reshape", reshape_backward, out, 1, &x);
@@ -113,7 +113,7 @@ ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
  * from.  When the last dim stays last (head split and merge) rows are
  * contiguous on both sides. */
 
-typedef ag_kpermute permute_plan; /* ops/shape.h: the output shape and the input strides, padded */
+typedef ag__kpermute permute_plan; /* ops/shape.h: the output shape and the input strides, padded */
 
 /* Output row r (its first element io = r * shape[3]) starts at input
  * offset ix; a permutation maps rows to disjoint input elements, so the
@@ -216,7 +216,7 @@ static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
     ag__shape_on(op, dev)->permute(&p, x->data, out->data, false, false);
     ag_node *n = ag__record(op, permute_backward, out, 1, &x);
     if (n) {
-        permute_plan *saved = ag_arena_alloc(sizeof *saved);
+        permute_plan *saved = ag__arena_alloc(sizeof *saved);
         *saved = p;
         n->saved = saved;
     }
@@ -292,7 +292,7 @@ static ag_tensor *concat_few(ag_tensor **xs, int n, int axis) {
         k->copy_rows(p.outer, p.cols[i], xs[i]->data, p.cols[i], out->data + p.col0[i], p.out_cols, false);
     ag_node *node = ag__record("ag_concat", concat_backward, out, n, xs);
     if (node) {
-        concat_plan *saved = ag_arena_alloc(sizeof *saved);
+        concat_plan *saved = ag__arena_alloc(sizeof *saved);
         *saved = p;
         node->saved = saved;
     }
@@ -308,7 +308,7 @@ ag_tensor *ag_concat(ag_tensor **xs, int n, int axis) {
     /* A tape node holds at most AG_MAX_INPUTS inputs: concatenate groups of
      * them, then the groups (concat is associative along one axis). */
     int groups = (n + AG_MAX_INPUTS - 1) / AG_MAX_INPUTS;
-    ag_tensor **parts = ag_arena_alloc((size_t)groups * sizeof *parts);
+    ag_tensor **parts = ag__arena_alloc((size_t)groups * sizeof *parts);
     for (int g = 0; g < groups; g++) {
         int first = g * AG_MAX_INPUTS, count = n - first < AG_MAX_INPUTS ? n - first : AG_MAX_INPUTS;
         parts[g] = concat_few(xs + first, count, axis);
@@ -355,7 +355,7 @@ ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end) {
     shape[axis] = end - start;
     ag_tensor *out;
     if (p.outer == 1) {
-        out = ag_arena_zalloc(sizeof *out);
+        out = ag__arena_zalloc(sizeof *out);
         *out = (ag_tensor){.ndim = x->ndim, .size = p.out_rows * p.inner,
                            .data = x->data + p.start * p.inner, .device = x->device};
         memcpy(out->shape, shape, sizeof shape);
@@ -367,7 +367,7 @@ ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end) {
     }
     ag_node *n = ag__record("ag_slice", slice_backward, out, 1, &x);
     if (n) {
-        rows_plan *saved = ag_arena_alloc(sizeof *saved);
+        rows_plan *saved = ag__arena_alloc(sizeof *saved);
         *saved = p;
         n->saved = saved;
     }
@@ -430,9 +430,9 @@ static void gather_backward(ag_node *n) {
     const gather_plan *p = n->saved;
     const rows_plan *r = &p->rows;
     int rows = (int)r->in_rows, count = (int)r->out_rows;
-    int32_t *first = ag_arena_zalloc(((size_t)rows + 1) * sizeof *first);
-    int32_t *next = ag_arena_alloc(((size_t)rows + 1) * sizeof *next); /* where row k's next position goes */
-    int32_t *pos = ag_arena_alloc((size_t)(count ? count : 1) * sizeof *pos);
+    int32_t *first = ag__arena_zalloc(((size_t)rows + 1) * sizeof *first);
+    int32_t *next = ag__arena_alloc(((size_t)rows + 1) * sizeof *next); /* where row k's next position goes */
+    int32_t *pos = ag__arena_alloc((size_t)(count ? count : 1) * sizeof *pos);
     for (int i = 0; i < count; i++) first[p->index[i] + 1]++;
     for (int k = 0; k < rows; k++) first[k + 1] += first[k];
     memcpy(next, first, ((size_t)rows + 1) * sizeof *next);
@@ -452,8 +452,8 @@ static ag_tensor *gather(const char *op, ag_tensor *x, int axis, const int32_t *
         ->gather(x->data, ag__step_i32_on(x->device, index, n), out->data, r.outer, (int)r.in_rows, n, r.inner);
     ag_node *node = ag__record(op, gather_backward, out, 1, &x);
     if (node) { /* the caller's index array may change before backward runs */
-        gather_plan *p = ag_arena_alloc(sizeof *p);
-        int32_t *copy = ag_arena_alloc((size_t)n * sizeof *copy);
+        gather_plan *p = ag__arena_alloc(sizeof *p);
+        int32_t *copy = ag__arena_alloc((size_t)n * sizeof *copy);
         if (n) memcpy(copy, index, (size_t)n * sizeof *copy);
         *p = (gather_plan){r, copy};
         node->saved = p;

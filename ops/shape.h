@@ -19,37 +19,37 @@ AG_KERNELS_BEGIN
 typedef struct {
     int64_t shape[4];
     int64_t src_stride[4], dst_stride[4];
-} ag_kstrided;
+} ag__kstrided;
 
 /* A permutation: the output's shape padded at the front to 4 dims, and the
  * input's stride along each output dim (0 on padding). */
 typedef struct {
     int shape[4];
     int64_t stride[4];
-} ag_kpermute;
+} ag__kpermute;
 
 typedef struct {
-    void (*strided_copy)(const ag_kstrided *p, const ag_kreal *src, ag_kreal *dst, bool add);
+    void (*strided_copy)(const ag__kstrided *p, const ag__kreal *src, ag__kreal *dst, bool add);
     /* A [rows, cols] block from src (row stride src_ld) to dst (row stride
      * dst_ld), stored or added: a reshape's gradient, a concat part, a
      * slice. */
-    void (*copy_rows)(int64_t rows, int64_t cols, const ag_kreal *src, int64_t src_ld, ag_kreal *dst, int64_t dst_ld,
+    void (*copy_rows)(int64_t rows, int64_t cols, const ag__kreal *src, int64_t src_ld, ag__kreal *dst, int64_t dst_ld,
                       bool add);
     /* Forward reads x (src) through the plan's strides into the dense
      * output (dst, stored: add false); backward (grad) writes the output's
      * gradient (src) back through them into x's (dst), stored or added.
      * The map is one to one: a stored gradient is written whole. */
-    void (*permute)(const ag_kpermute *p, const ag_kreal *src, ag_kreal *dst, bool grad, bool add);
+    void (*permute)(const ag__kpermute *p, const ag__kreal *src, ag__kreal *dst, bool grad, bool add);
     /* index_select and embedding: x as [outer, in_rows, inner], out as
      * [outer, n, inner], out[o, i, :] = x[o, index[i], :]. */
-    void (*gather)(const ag_kreal *x, const int32_t *index, ag_kreal *out, int64_t outer, int in_rows, int n,
+    void (*gather)(const ag__kreal *x, const int32_t *index, ag__kreal *out, int64_t outer, int in_rows, int n,
                    int64_t inner);
     /* Its gradient: gx[o, r, :] (+)= the sum, in increasing position, of
      * g[o, i, :] over the positions i with index[i] == r, which are
      * pos[first[r] .. first[r + 1]) (a counting sort of the index, made on
      * the host).  Every element of gx is written; fresh: store instead of
      * add. */
-    void (*gather_backward)(const ag_kreal *g, const int32_t *first, const int32_t *pos, ag_kreal *gx, int64_t outer,
+    void (*gather_backward)(const ag__kreal *g, const int32_t *first, const int32_t *pos, ag__kreal *gx, int64_t outer,
                             int in_rows, int n, int64_t inner, bool fresh);
 } ag__shape_kernels;
 

@@ -354,7 +354,7 @@ static void softmax_len_grad_range(void *ctx, int64_t o0, int64_t o1) {
 static void run_len_blocks(len_job *j, ag__range_fn fn) {
     j->per_part = ag__units_per_part(j->v.n * j->v.inner);
     int64_t parts = (j->v.outer + j->per_part - 1) / j->per_part;
-    j->scratch = ag_arena_alloc((size_t)(parts ? parts : 1) * 2 * (j->v.inner ? j->v.inner : 1) * sizeof(ag_real));
+    j->scratch = ag__arena_alloc((size_t)(parts ? parts : 1) * 2 * (j->v.inner ? j->v.inner : 1) * sizeof(ag_real));
     ag__parallel_range(j->v.outer, j->per_part, fn, j);
 }
 
@@ -425,7 +425,7 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
 
 enum { MIX_MAX_SOURCES = AG_KMIX_MAX_SOURCES };
 
-typedef ag_kmix mix_job; /* ops/softmax.h: the same job on either device */
+typedef ag__kmix mix_job; /* ops/softmax.h: the same job on either device */
 
 /* Is row r within its example's length (always, without lengths)? */
 static inline bool mix_live(const mix_job *j, int64_t r) { return !j->len || r % j->N < j->len[r / j->N]; }
@@ -508,11 +508,11 @@ AG_SIMD_CLONES static void mix_backward_rows(void *ctx, int64_t r0, int64_t r1) 
 
 static int64_t mix_grain(int n, int d) { return ag__units_per_part((int64_t)(n + 1) * (d > 0 ? d : 1)); }
 
-static void mix_forward_cpu(const ag_kmix *j, int64_t rows) {
+static void mix_forward_cpu(const ag__kmix *j, int64_t rows) {
     ag__parallel_range(rows, mix_grain(j->n, j->d), mix_forward_rows, (void *)j);
 }
 
-static void mix_backward_cpu(const ag_kmix *j, int64_t rows) {
+static void mix_backward_cpu(const ag__kmix *j, int64_t rows) {
     ag__parallel_range(rows, mix_grain(j->n, j->d), mix_backward_rows, (void *)j);
 }
 
@@ -588,7 +588,7 @@ static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *so
     for (int g = 0; g < n; g++) in[1 + g] = sources[g];
     ag_node *node = ag__record(op, softmax_mix_backward, out, 1 + n, in);
     if (node) {
-        mix_saved *sv = ag_arena_alloc(sizeof *sv);
+        mix_saved *sv = ag__arena_alloc(sizeof *sv);
         *sv = (mix_saved){.gate = j.gate, .len = len};
         node->saved = sv;
         node->iarg[0] = n;

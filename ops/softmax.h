@@ -15,7 +15,7 @@ AG_KERNELS_BEGIN
 typedef struct {
     int rows3[3], cols; /* cols beside rows3: no padding (a kernel argument, prelude.cuh ag__no_padding) */
     int64_t stride3[3];
-} ag_kmask;
+} ag__kmask;
 
 /* The softmax-gated mixture (ag_softmax_mix*): rows of d features, n
  * sources, nz logits per feature (n, or n - 1 with the last source's fixed
@@ -26,38 +26,38 @@ typedef struct {
  * fresh false on its repeats. */
 enum { AG_KMIX_MAX_SOURCES = 8 };
 typedef struct {
-    const ag_kreal *z, *src[AG_KMIX_MAX_SOURCES], *out, *dout;
-    ag_kreal *gate, *y, *dz, *dsrc[AG_KMIX_MAX_SOURCES];
+    const ag__kreal *z, *src[AG_KMIX_MAX_SOURCES], *out, *dout;
+    ag__kreal *gate, *y, *dz, *dsrc[AG_KMIX_MAX_SOURCES];
     int n, d, nz, N;
     const int32_t *len;
     bool fresh_z, fresh_src[AG_KMIX_MAX_SOURCES];
     bool unused[7]; /* to the pointers' alignment: no padding (a kernel argument, prelude.cuh ag__no_padding) */
-} ag_kmix;
+} ag__kmix;
 
 typedef struct {
     /* y = softmax(scale x + mask) over the last axis of [rows, plan->cols]
      * (mask NULL: none; y may alias x).  A row with no entry above -inf
      * (fully masked) becomes zeros.  Backward: gx (+)= scale y (g - sum(g y));
      * gx may alias g when fresh. */
-    void (*rows_forward)(const ag_kreal *x, const ag_kreal *mask, const ag_kmask *plan, ag_kreal scale, ag_kreal *y,
+    void (*rows_forward)(const ag__kreal *x, const ag__kreal *mask, const ag__kmask *plan, ag__kreal scale, ag__kreal *y,
                          int64_t rows);
-    void (*rows_backward)(const ag_kreal *y, const ag_kreal *g, ag_kreal scale, ag_kreal *gx, int64_t rows, int cols,
+    void (*rows_backward)(const ag__kreal *y, const ag__kreal *g, ag__kreal scale, ag__kreal *gx, int64_t rows, int cols,
                           bool fresh);
     /* Log-softmax over the last axis of [rows, cols]: y = x - max - log sum
      * e^(x - max); backward gx (+)= g - e^y sum(g). */
-    void (*log_rows_forward)(const ag_kreal *x, ag_kreal *y, int64_t rows, int cols);
-    void (*log_rows_backward)(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, int64_t rows, int cols, bool fresh);
+    void (*log_rows_forward)(const ag__kreal *x, ag__kreal *y, int64_t rows, int cols);
+    void (*log_rows_backward)(const ag__kreal *y, const ag__kreal *g, ag__kreal *gx, int64_t rows, int cols, bool fresh);
     /* Softmax along an axis over the valid positions: x seen as
      * [outer, n, inner], each (outer o, inner k) column a softmax over
      * t < len[o / per_example] (len NULL: n), zeros at t >= len.  Backward:
      * gx[t] (+)= y[t] (g[t] - sum_t' g y) over t < len; a fresh gx gets 0 at
      * padded positions. */
-    void (*len_forward)(const ag_kreal *x, ag_kreal *y, const int32_t *len, int64_t outer, int64_t n, int64_t inner,
+    void (*len_forward)(const ag__kreal *x, ag__kreal *y, const int32_t *len, int64_t outer, int64_t n, int64_t inner,
                         int64_t per_example);
-    void (*len_backward)(const ag_kreal *y, const ag_kreal *g, ag_kreal *gx, const int32_t *len, int64_t outer,
+    void (*len_backward)(const ag__kreal *y, const ag__kreal *g, ag__kreal *gx, const int32_t *len, int64_t outer,
                          int64_t n, int64_t inner, int64_t per_example, bool fresh);
-    void (*mix_forward)(const ag_kmix *j, int64_t rows);
-    void (*mix_backward)(const ag_kmix *j, int64_t rows);
+    void (*mix_forward)(const ag__kmix *j, int64_t rows);
+    void (*mix_backward)(const ag__kmix *j, int64_t rows);
 } ag__softmax_kernels;
 
 extern const ag__softmax_kernels ag__softmax_cuda;

@@ -159,7 +159,7 @@ static inline void ag__softmax_row_grad(const ag_real *y, const ag_real *g, ag_r
  * plan, the same on every device.  Scores and mask are right-aligned into 4
  * dims; the mask's last dim must equal the scores' last dim and each other
  * dim must equal the scores' or be 1 (stride 0). */
-typedef ag_kmask ag__mask_plan;
+typedef ag__kmask ag__mask_plan;
 
 /* Checks mask against scores of shape [ndim] (fatal naming op and both
  * shapes) and returns the plan; mask may be NULL (strides 0). */

@@ -154,7 +154,7 @@ static double *squares(const ag_params *ps, array_pick pick, bool per_array, dou
     for (int i = 0; i < ps->count; i++)
         if (pick(ps->items[i])) arrays++, blocks += blocks_of(ps->items[i]->size);
     size_t sq_bytes = (size_t)(blocks + 2) * sizeof(double);
-    int64_t *first = room && arrays <= SQ_ROOM ? room->first : ag_arena_alloc((size_t)(arrays + 1) * sizeof *first);
+    int64_t *first = room && arrays <= SQ_ROOM ? room->first : ag__arena_alloc((size_t)(arrays + 1) * sizeof *first);
     double *block_sq = room ? ag__step_room_on(*dev, room->block_sq, sizeof room->block_sq, sq_bytes)
                             : ag__step_alloc_on(*dev, sq_bytes);
     double *total = block_sq + blocks;

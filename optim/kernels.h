@@ -12,16 +12,16 @@
 AG_KERNELS_BEGIN
 
 typedef struct {
-    ag_kreal lr, wd, mu, keep;
+    ag__kreal lr, wd, mu, keep;
     bool first, nesterov; /* first: the momentum buffer starts as the gradient */
-} ag_ksgd;
+} ag__ksgd;
 typedef struct {
-    ag_kreal b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay;
+    ag__kreal b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps, l2, decay;
     bool coupled_decay, decoupled_decay;
-} ag_kadam;
+} ag__kadam;
 typedef struct {
-    ag_kreal lr, wd, rho, one_rho, eps;
-} ag_kadadelta;
+    ag__kreal lr, wd, rho, one_rho, eps;
+} ag__kadadelta;
 
 /* Sums of squares run in blocks of AG_SQ_BLOCK elements, each in
  * AG_SQ_LANES double lanes, the blocks then added in order: the same bits
@@ -33,10 +33,10 @@ typedef struct {
      * device's memory (read there, so a CUDA graph's recorded arguments stay
      * the same from step to step); gate, when not NULL, at a value there
      * that skips the update unless finite.  vmax NULL: no amsgrad. */
-    void (*sgd)(const ag_ksgd *c, ag_kreal *p, const ag_kreal *g, ag_kreal *buf, int64_t n, const double *gate);
-    void (*adam)(const ag_kadam *c, ag_kreal *p, const ag_kreal *g, ag_kreal *m, ag_kreal *v, ag_kreal *vmax,
+    void (*sgd)(const ag__ksgd *c, ag__kreal *p, const ag__kreal *g, ag__kreal *buf, int64_t n, const double *gate);
+    void (*adam)(const ag__kadam *c, ag__kreal *p, const ag__kreal *g, ag__kreal *m, ag__kreal *v, ag__kreal *vmax,
                  int64_t n, const double *gate);
-    void (*adadelta)(const ag_kadadelta *c, ag_kreal *p, const ag_kreal *g, ag_kreal *v, ag_kreal *u, int64_t n,
+    void (*adadelta)(const ag__kadadelta *c, ag__kreal *p, const ag__kreal *g, ag__kreal *v, ag__kreal *u, int64_t n,
                      const double *gate);
 } ag__optim_kernels;
 
@@ -44,7 +44,7 @@ typedef struct {
 typedef struct {
     /* block_sq[b] = the sum of x^2 over elements [b*AG_SQ_BLOCK,
      * (b+1)*AG_SQ_BLOCK) in double, in AG_SQ_LANES lanes. */
-    void (*sum_squares_blocks)(const ag_kreal *x, int64_t n, double *block_sq);
+    void (*sum_squares_blocks)(const ag__kreal *x, int64_t n, double *block_sq);
     /* *out = init + the block sums of `arrays` arrays (array a's are
      * block_sq[first[a] .. first[a+1])) added in order: per array, then the
      * arrays (per_array), or one running sum over all blocks. */
@@ -53,13 +53,13 @@ typedef struct {
     /* *coef = max_norm / (sqrt(*sq) + 1e-6); x *= *coef where *coef < 1
      * (clipping with no value crossing to the host) */
     void (*clip_coef)(const double *sq, double max_norm, double *coef);
-    void (*scale_below_one)(ag_kreal *x, int64_t n, const double *coef);
+    void (*scale_below_one)(ag__kreal *x, int64_t n, const double *coef);
     /* y += a x */
-    void (*axpy)(ag_kreal a, const ag_kreal *x, ag_kreal *y, int64_t n);
+    void (*axpy)(ag__kreal a, const ag__kreal *x, ag__kreal *y, int64_t n);
     /* The training step (models/train.c): *gate = *sq, or NaN when *loss is
      * not finite; out[0..2] = loss, *sq, *psq, for one read. */
-    void (*step_gate)(const ag_kreal *loss, const double *sq, double *gate);
-    void (*step_values)(const ag_kreal *loss, const double *sq, const double *psq, double *out);
+    void (*step_gate)(const ag__kreal *loss, const double *sq, double *gate);
+    void (*step_values)(const ag__kreal *loss, const double *sq, const double *psq, double *out);
 } ag__grads_kernels;
 
 extern const ag__optim_kernels ag__optim_cuda;

@@ -159,7 +159,7 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
     if (opt->n_slots > 0 && opt->n_params > 0) {
         size_t bytes = ((size_t)(numel * opt->n_slots) + 1) * sizeof(ag_real);
         opt->state = ag__zeros_kept_on(opt->device, bytes, "the optimizer's state");
-        opt->slot = ag_malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
+        opt->slot = ag__malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
         ag_real *next = opt->state;
         for (int s = 0; s < opt->n_slots; s++)
             for (int i = 0; i < opt->n_params; i++) {
@@ -173,8 +173,8 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
 
 void ag_optim_free(ag_optimizer *opt) {
     ag__free_kept_on(opt->device, opt->state);
-    ag_free(opt->slot);
-    ag_free(opt->weight_decay);
+    ag__free(opt->slot);
+    ag__free(opt->weight_decay);
     *opt = (ag_optimizer){0};
 }
 
@@ -203,9 +203,9 @@ enum { UPDATE_CHUNK = 1 << 15 };
 
 /* The coefficients of a step, computed once for both devices (the CUDA
  * kernels of optim/cuda/optimizer.cu take the same structs). */
-static ag_ksgd sgd_coef(const ag_optimizer *o, double weight_decay) {
+static ag__ksgd sgd_coef(const ag_optimizer *o, double weight_decay) {
     const ag_optim_config *c = &o->cfg;
-    return (ag_ksgd){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .mu = (ag_real)c->momentum,
+    return (ag__ksgd){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .mu = (ag_real)c->momentum,
                      .keep = (ag_real)(1 - c->dampening), .first = o->step == 1, /* the buffer starts as g */
                      .nesterov = c->nesterov};
 }
@@ -214,11 +214,11 @@ static ag_ksgd sgd_coef(const ag_optimizer *o, double weight_decay) {
  * moment and bias-corrects it with the current step (older versions of its
  * documentation wrote the max of the corrected values instead); we follow
  * the implementation, which is what users compare against. */
-static ag_kadam adam_coef(const ag_optimizer *o, double weight_decay) {
+static ag__kadam adam_coef(const ag_optimizer *o, double weight_decay) {
     const ag_optim_config *c = &o->cfg;
     const double t = (double)o->step;
     const bool decoupled = c->kind == AG_ADAMW;
-    ag_kadam k = {.b1 = (ag_real)c->beta1, .b2 = (ag_real)c->beta2, .eps = (ag_real)c->eps,
+    ag__kadam k = {.b1 = (ag_real)c->beta1, .b2 = (ag_real)c->beta2, .eps = (ag_real)c->eps,
                   .one_b1 = (ag_real)(1 - c->beta1), .one_b2 = (ag_real)(1 - c->beta2),
                   .step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t))),
                   .bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t)),
@@ -229,14 +229,14 @@ static ag_kadam adam_coef(const ag_optimizer *o, double weight_decay) {
     return k;
 }
 
-static ag_kadadelta adadelta_coef(const ag_optimizer *o, double weight_decay) {
+static ag__kadadelta adadelta_coef(const ag_optimizer *o, double weight_decay) {
     const ag_optim_config *c = &o->cfg;
-    return (ag_kadadelta){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .rho = (ag_real)c->rho,
+    return (ag__kadadelta){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .rho = (ag_real)c->rho,
                           .one_rho = (ag_real)(1 - c->rho), .eps = (ag_real)c->eps};
 }
 
 KERNEL void sgd_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict buf, int64_t n,
-                       const ag_ksgd *k, const bool decay, const bool momentum) {
+                       const ag__ksgd *k, const bool decay, const bool momentum) {
     const ag_real lr = k->lr, wd = k->wd, mu = k->mu, keep = k->keep;
     const bool first = k->first, nesterov = k->nesterov;
     for (int64_t j = 0; j < n; j++) {
@@ -251,7 +251,7 @@ KERNEL void sgd_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *
 }
 
 AG_SIMD_CLONES
-static void sgd_range(const ag_ksgd *k, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
+static void sgd_range(const ag__ksgd *k, ag_real *P, const ag_real *G, ag_real *buf, int64_t n) {
     if (k->mu != 0) {
         if (k->wd != 0) sgd_kernel(P, G, buf, n, k, true, true);
         else sgd_kernel(P, G, buf, n, k, false, true);
@@ -262,7 +262,7 @@ static void sgd_range(const ag_ksgd *k, ag_real *P, const ag_real *G, ag_real *b
 }
 
 KERNEL void adam_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict m, ag_real *restrict v,
-                        ag_real *restrict vmax, int64_t n, const ag_kadam *k, const bool coupled_decay,
+                        ag_real *restrict vmax, int64_t n, const ag__kadam *k, const bool coupled_decay,
                         const bool decoupled_decay, const bool ams) {
     const ag_real b1 = k->b1, b2 = k->b2, one_b1 = k->one_b1, one_b2 = k->one_b2, step_size = k->step_size,
                   bc2_sqrt = k->bc2_sqrt, eps = k->eps, l2 = k->l2, decay = k->decay;
@@ -279,7 +279,7 @@ KERNEL void adam_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real 
 }
 
 AG_SIMD_CLONES
-static void adam_range(const ag_kadam *k, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
+static void adam_range(const ag__kadam *k, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
                        int64_t n) {
 #define ADAM(cd, dd, ams) adam_kernel(P, G, m, v, vmax, n, k, cd, dd, ams)
     if (vmax) {
@@ -295,7 +295,7 @@ static void adam_range(const ag_kadam *k, ag_real *P, const ag_real *G, ag_real 
 }
 
 KERNEL void adadelta_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict v, ag_real *restrict u,
-                            int64_t n, const ag_kadadelta *k, const bool decay) {
+                            int64_t n, const ag__kadadelta *k, const bool decay) {
     const ag_real lr = k->lr, wd = k->wd, rho = k->rho, one_rho = k->one_rho, eps = k->eps;
     for (int64_t j = 0; j < n; j++) {
         ag_real g = G[j];
@@ -308,7 +308,7 @@ KERNEL void adadelta_kernel(ag_real *restrict P, const ag_real *restrict G, ag_r
 }
 
 AG_SIMD_CLONES
-static void adadelta_range(const ag_kadadelta *k, ag_real *P, const ag_real *G, ag_real *v, ag_real *u, int64_t n) {
+static void adadelta_range(const ag__kadadelta *k, ag_real *P, const ag_real *G, ag_real *v, ag_real *u, int64_t n) {
     if (k->wd != 0) adadelta_kernel(P, G, v, u, n, k, true);
     else adadelta_kernel(P, G, v, u, n, k, false);
 }
@@ -356,20 +356,20 @@ static void adadelta_part(void *ctx, int64_t part) {
 
 static bool gated_off(const double *gate) { return gate && !isfinite(*gate); }
 
-static void sgd_cpu(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n, const double *gate) {
+static void sgd_cpu(const ag__ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n, const double *gate) {
     if (gated_off(gate)) return;
     update_job j = {.coef = c, .P = p, .G = g, .s0 = buf, .n = n};
     ag__parallel((n + UPDATE_CHUNK - 1) / UPDATE_CHUNK, sgd_part, &j);
 }
 
-static void adam_cpu(const ag_kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v, ag_real *vmax, int64_t n,
+static void adam_cpu(const ag__kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v, ag_real *vmax, int64_t n,
                      const double *gate) {
     if (gated_off(gate)) return;
     update_job j = {.coef = c, .P = p, .G = g, .s0 = m, .s1 = v, .s2 = vmax, .n = n};
     ag__parallel((n + UPDATE_CHUNK - 1) / UPDATE_CHUNK, adam_part, &j);
 }
 
-static void adadelta_cpu(const ag_kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u, int64_t n,
+static void adadelta_cpu(const ag__kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u, int64_t n,
                          const double *gate) {
     if (gated_off(gate)) return;
     update_job j = {.coef = c, .P = p, .G = g, .s0 = v, .s1 = u, .n = n};
@@ -383,9 +383,9 @@ AG_DISPATCH(optim, optim_cpu)
 
 /* One parameter's coefficients: those of opt's kind, with its weight decay. */
 typedef union {
-    ag_ksgd sgd;
-    ag_kadam adam;
-    ag_kadadelta adadelta;
+    ag__ksgd sgd;
+    ag__kadam adam;
+    ag__kadadelta adadelta;
 } update_coef;
 
 static update_coef coef_of(const ag_optimizer *opt, int i) {
@@ -466,7 +466,7 @@ int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx,
     if (!opt->params || opt->params->count != opt->n_params)
         ag__fatal("ag_optim_set_weight_decay", "the parameter list changed after ag_optim_init");
     if (!opt->weight_decay) {
-        opt->weight_decay = ag_malloc((size_t)(opt->n_params ? opt->n_params : 1) * sizeof *opt->weight_decay);
+        opt->weight_decay = ag__malloc((size_t)(opt->n_params ? opt->n_params : 1) * sizeof *opt->weight_decay);
         for (int i = 0; i < opt->n_params; i++) opt->weight_decay[i] = opt->cfg.weight_decay;
     }
     int matched = 0;

@@ -20,7 +20,7 @@
 
 #include "check.h"
 
-#define LAUNCH(kernel, grid, block, ...) ag_emu_launch(kernel, grid, block, 0, stream, __VA_ARGS__)
+#define LAUNCH(kernel, grid, block, ...) ag__emu_launch(kernel, grid, block, 0, stream, __VA_ARGS__)
 
 static cudaStream_t stream;
 

@@ -17,7 +17,7 @@ static void test_split(void) {
             bool ok = true;
             for (int r = 0; r < size; r++) {
                 int64_t first, count;
-                ag_dist_split(rows, r, size, &first, &count);
+                ag__dist_split(rows, r, size, &first, &count);
                 ok &= first == next && count >= 0;
                 next = first + count;
                 lo = count < lo ? count : lo, hi = count > hi ? count : hi;
@@ -36,25 +36,25 @@ static void test_split(void) {
 static void test_one_process(void) {
     char err[256] = "";
     unsetenv("OMPI_COMM_WORLD_SIZE"), unsetenv("PMI_SIZE");
-    CHECK(ag_dist_init(err, sizeof err) == 0, "init: %s", err);
-    CHECK(ag_dist_rank() == 0 && ag_dist_size() == 1 && !strcmp(ag_dist_who(), ""));
+    CHECK(ag__dist_init(err, sizeof err) == 0, "init: %s", err);
+    CHECK(ag__dist_rank() == 0 && ag__dist_size() == 1 && !strcmp(ag__dist_who(), ""));
     int64_t first, count;
-    ag_dist_share(7, &first, &count);
+    ag__dist_share(7, &first, &count);
     CHECK(first == 0 && count == 7);
     ag_params ps = {0};
     ag_tensor *w = ag_param(&ps, "w", 1, (int[]){3});
     for (int i = 0; i < 3; i++) w->grad[i] = i + 0.5;
-    ag_dist_grads g = {0};
+    ag__dist_grads g = {0};
     double tokens = 12;
-    CHECK(ag_dist_reduce_grads(&g, &ps, 4, 0.25, &tokens) == 0.25 && tokens == 12);
+    CHECK(ag__dist_reduce_grads(&g, &ps, 4, 0.25, &tokens) == 0.25 && tokens == 12);
     CHECK(w->grad[0] == 0.5 && w->grad[2] == 2.5 && !g.flat, "one process: gradients as they were, no buffer");
     double x[2] = {1, 2};
-    ag_dist_sum(x, 2);
+    ag__dist_sum(x, 2);
     CHECK(x[0] == 1 && x[1] == 2);
-    ag_dist_abort(1); /* returns in one process */
-    ag_dist_grads_free(&g);
+    ag__dist_abort(1); /* returns in one process */
+    ag__dist_grads_free(&g);
     ag_params_free(&ps);
-    ag_dist_finalize();
+    ag__dist_finalize();
 }
 
 /* Started by mpirun as one of 2, in a program without MPI: a clear refusal,
@@ -62,9 +62,9 @@ static void test_one_process(void) {
 static void test_refuses_mpirun_without_mpi(void) {
     char err[256] = "";
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
-    CHECK(ag_dist_init(err, sizeof err) != 0 && strstr(err, "built without MPI") && strstr(err, "2 processes"),
+    CHECK(ag__dist_init(err, sizeof err) != 0 && strstr(err, "built without MPI") && strstr(err, "2 processes"),
           "got: '%s'", err);
-    CHECK(ag_dist_size() == 1);
+    CHECK(ag__dist_size() == 1);
     unsetenv("OMPI_COMM_WORLD_SIZE");
 }
 

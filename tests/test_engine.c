@@ -229,7 +229,7 @@ static void test_errors_name_op_shapes_and_line(void) {
     ag__param_bytes_limit = 0;
     /* step memory beyond what the machine has: refused with both sizes, before any allocation */
     ag__arena_bytes_limit = 512.0 * (1 << 20);
-    EXPECT_FATAL(ag_arena_alloc((size_t)1 << 30), "arena", "needs 1.0 GiB more memory", "512 MiB is available",
+    EXPECT_FATAL(ag__arena_alloc((size_t)1 << 30), "arena", "needs 1.0 GiB more memory", "512 MiB is available",
                  "batch is too large");
     ag__arena_bytes_limit = 0;
     /* ops inside the arguments stamp their own lines; the failing op's is
@@ -297,7 +297,7 @@ static void test_cgroup_memory_limit(void) {
     if (machine.total > 600.0 * (1 << 20)) {
         CHECK(r.total == 600.0 * (1 << 20) && strstr(r.total_what, "cgroup"), "total %g (%s)", r.total, r.total_what);
         CHECK(r.free == 500.0 * (1 << 20) && strstr(r.free_what, "cgroup"), "free %g (%s)", r.free, r.free_what);
-        EXPECT_FATAL(ag_arena_alloc((size_t)1 << 30), "arena", "needs 1.0 GiB more memory",
+        EXPECT_FATAL(ag__arena_alloc((size_t)1 << 30), "arena", "needs 1.0 GiB more memory",
                      "500 MiB is left under its cgroup's memory limit");
         /* a parameter against the limit: [80, 2^20] takes 640 MiB with its gradient, over 600 */
         ag_params ps = {0};
@@ -481,7 +481,7 @@ static void try_bad_add(void *ctx) {
 static void try_huge_step(void *ctx) {
     (void)ctx;
     ag_set_grad_enabled(false);              /* restored by ag_try */
-    ag_arena_alloc((size_t)1 << 30);
+    ag__arena_alloc((size_t)1 << 30);
 }
 
 static void try_nested(void *ctx) {

@@ -17,23 +17,23 @@
 enum { CAP = 1 << 14 };
 
 /* Device addresses that are never dereferenced: nothing runs. */
-#define DEV(a) ((ag_kreal *)(uintptr_t)(a))
+#define DEV(a) ((ag__kreal *)(uintptr_t)(a))
 
 /* The masked softmax's launch, its plan first filled with `stack` (what the
  * caller's stack held) and then given its fields. */
 static size_t softmax_launch(char *out, unsigned char stack, int64_t rows, const char *op) {
-    ag_kmask p;
+    ag__kmask p;
     memset(&p, stack, sizeof p);
     p.rows3[0] = 2, p.rows3[1] = 3, p.rows3[2] = 5, p.cols = 7;
     p.stride3[0] = 5, p.stride3[1] = 0, p.stride3[2] = 1;
-    ag__softmax_cuda.rows_forward(DEV(0x10000), DEV(0x20000), &p, (ag_kreal)0.5, DEV(0x30000), rows);
+    ag__softmax_cuda.rows_forward(DEV(0x10000), DEV(0x20000), &p, (ag__kreal)0.5, DEV(0x30000), rows);
     ag__cuda_check_launch(op);
     return ag__graph_take(out, CAP);
 }
 
 /* The softmax mixture's launch, its job filled with `stack` first. */
 static size_t mix_launch(char *out, unsigned char stack, int d) {
-    ag_kmix j;
+    ag__kmix j;
     memset(&j, stack, sizeof j);
     j.z = DEV(0x1000), j.out = DEV(0x2000), j.dout = NULL, j.gate = DEV(0x3000), j.y = DEV(0x4000), j.dz = NULL;
     for (int g = 0; g < AG_KMIX_MAX_SOURCES; g++) {

@@ -185,7 +185,7 @@ static void test_mu_floor(void) {
             make_batch(&b, 4, 10, lengths, m.cfg.vocab, seed);
             ag_model_forward(&m, &b, seed == 3); /* one run with dropout */
             ag_tensor *mu;
-            ag_poslm_attention(&m, &mu, NULL);
+            ag__poslm_attention(&m, &mu, NULL);
             CHECK(mu && mu->ndim == 2 && mu->shape[0] == 4 && mu->shape[1] == 10);
             int above = 0;
             for (int i = 0; i < 4; i++)
@@ -220,7 +220,7 @@ static void test_window(void) {
         make_batch(&b, 3, 9, lengths, m.cfg.vocab, 5);
         ag_model_forward(&m, &b, false);
         ag_tensor *w;
-        ag_poslm_attention(&m, NULL, &w);
+        ag__poslm_attention(&m, NULL, &w);
         if (v->attention == AG_LM_NONE) {
             CHECK(w == NULL, "none: attention weights");
         } else {

@@ -62,7 +62,7 @@ static void catch_fatal(const char *msg) {
 static void arena_in_part(void *ctx, int64_t p) {
     (void)ctx;
     (void)p;
-    ag_arena_alloc(16);
+    ag__arena_alloc(16);
 }
 
 /* An arena allocation inside a part is an engine bug: it aborts with a

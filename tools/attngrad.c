@@ -70,9 +70,9 @@ static void command_help(const command *c) {
 /* The fatal handler: a programmer error (for example sizes a model cannot
  * take) ends the program with its message rather than with abort(). */
 static void fatal_exit(const char *msg) {
-    fprintf(stderr, "%s%s\n", ag_dist_who(), msg);
-    if (ag_train_doing()[0]) fprintf(stderr, "attngrad: while %s\n", ag_train_doing());
-    ag_dist_abort(1); /* under mpirun: the other ranks too */
+    fprintf(stderr, "%s%s\n", ag__dist_who(), msg);
+    if (ag__train_doing()[0]) fprintf(stderr, "attngrad: while %s\n", ag__train_doing());
+    ag__dist_abort(1); /* under mpirun: the other ranks too */
     exit(1);
 }
 
@@ -196,7 +196,7 @@ static int cmd_train(const command *c, int argc, char **argv) {
         }
         ag_train_opts base;
         if (ag_run_config(o.out, &base, err, sizeof err)) {
-            fprintf(stderr, "attngrad train: %s%s\n", ag_dist_who(), err);
+            fprintf(stderr, "attngrad train: %s%s\n", ag__dist_who(), err);
             return 1;
         }
         if ((rc = parse_args(c, argc, argv, &base, &x))) return rc;
@@ -207,7 +207,7 @@ static int cmd_train(const command *c, int argc, char **argv) {
     /* SIGTERM or Ctrl-C: finish the step, save it, say how to go on (a
      * second one ends the process at once).  Not under mpirun, whose ranks
      * would each stop at a step of their own and wait on each other. */
-    if (ag_dist_size() == 1) {
+    if (ag__dist_size() == 1) {
         struct sigaction sa = {.sa_handler = ag_train_request_stop, .sa_flags = SA_RESETHAND};
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
@@ -215,11 +215,11 @@ static int cmd_train(const command *c, int argc, char **argv) {
     }
     ag_train_result r;
     if (ag_train(&o, &r, err, sizeof err)) {
-        fprintf(stderr, "attngrad train: %s%s\n", ag_dist_who(), err);
-        ag_dist_abort(1); /* under mpirun the other ranks wait for this one: end them */
+        fprintf(stderr, "attngrad train: %s%s\n", ag__dist_who(), err);
+        ag__dist_abort(1); /* under mpirun the other ranks wait for this one: end them */
         return 1;
     }
-    if (ag_dist_rank() == 0) print_summary(&o, &r);
+    if (ag__dist_rank() == 0) print_summary(&o, &r);
     int signo = ag_train_stop_requested();
     if (signo > 0) {
         fprintf(stderr, "attngrad train: stopped by %s after step %lld, which the last checkpoint holds: continue with "
@@ -232,7 +232,7 @@ static int cmd_train(const command *c, int argc, char **argv) {
      * loss that ends ten times above where it started was made worse by
      * every epoch; no schedule or regulariser does that to a working run. */
     if (isfinite(r.initial_loss) && r.last_loss > 10 * r.initial_loss && r.last_loss > r.initial_loss + 1) {
-        if (ag_dist_rank() == 0)
+        if (ag__dist_rank() == 0)
             fprintf(stderr, "attngrad train: the run diverged: its training loss ended at %.4g, %.3g times its first "
                     "step's (%.4f); lower the learning rate (--optim %s) or clip the gradient norm (--clip).  Its "
                     "best dev checkpoint is kept, from before it went wrong or not\n", r.last_loss,
@@ -587,12 +587,12 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], commands[i].name)) c = &commands[i];
     bool refused = false; /* a command mpirun cannot run: every rank says no alike */
     char err[256];
-    if (ag_dist_init(err, sizeof err)) { /* under mpirun: MPI */
+    if (ag__dist_init(err, sizeof err)) { /* under mpirun: MPI */
         fprintf(stderr, "attngrad: %s\n", err);
         return 1;
     }
-    if (ag_dist_size() > 1 && (!c || strcmp(c->name, "train"))) {
-        if (ag_dist_rank() == 0) fprintf(stderr, "attngrad %s: only train runs across processes: run it without mpirun\n", argv[1]);
+    if (ag__dist_size() > 1 && (!c || strcmp(c->name, "train"))) {
+        if (ag__dist_rank() == 0) fprintf(stderr, "attngrad %s: only train runs across processes: run it without mpirun\n", argv[1]);
         rc = EXIT_USAGE, refused = true;
     } else if (!c) {
         fprintf(stderr, "attngrad: unknown command '%s'\n\n", argv[1]);
@@ -621,8 +621,8 @@ int main(int argc, char **argv) {
     }
     /* a rank that failed alone (say, its copy of the run folder is missing)
      * must not wait in MPI_Finalize for ranks that wait for it */
-    if (rc && !refused) ag_dist_abort(rc);
-    ag_dist_finalize();
+    if (rc && !refused) ag__dist_abort(rc);
+    ag__dist_finalize();
     ag_shutdown();
     free(full_argv);
     return rc;

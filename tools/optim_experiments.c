@@ -27,7 +27,7 @@
  * the whole comparison, each optimizer getting an equal share of it. */
 #include "attngrad/train.h"
 #include "../models/internal.h"
-#include "../graph/internal.h" /* ag_malloc: sizes too big for memory end with a message (fatal_exit), not a crash */
+#include "../graph/internal.h" /* ag__malloc: sizes too big for memory end with a message (fatal_exit), not a crash */
 #include "plot_curves.h"
 
 #include <errno.h>
@@ -97,13 +97,13 @@ typedef struct {
 static void make_task(mlp *m, ag_rng *rng) {
     const task_options *o = &m->o;
     const int n = o->n_train + o->n_val, th = 24;
-    double *tw1 = ag_malloc(sizeof(double) * (size_t)o->dim * th);
-    double *tw2 = ag_malloc(sizeof(double) * (size_t)th * o->classes);
+    double *tw1 = ag__malloc(sizeof(double) * (size_t)o->dim * th);
+    double *tw2 = ag__malloc(sizeof(double) * (size_t)th * o->classes);
     for (int i = 0; i < o->dim * th; i++) tw1[i] = 2.0 * ag_rng_normal(rng) / sqrt(o->dim);
     for (int i = 0; i < th * o->classes; i++) tw2[i] = ag_rng_normal(rng);
-    m->x = ag_malloc(sizeof(ag_real) * (size_t)n * o->dim);
-    m->y = ag_malloc(sizeof(int32_t) * (size_t)n);
-    m->labels = ag_malloc(sizeof(int32_t) * (size_t)n);
+    m->x = ag__malloc(sizeof(ag_real) * (size_t)n * o->dim);
+    m->y = ag__malloc(sizeof(int32_t) * (size_t)n);
+    m->labels = ag__malloc(sizeof(int32_t) * (size_t)n);
     double h[24];
     for (int r = 0; r < n; r++) {
         ag_real *x = m->x + (size_t)r * o->dim;
@@ -129,7 +129,7 @@ static void make_task(mlp *m, ag_rng *rng) {
 
 static void *mlp_create(const settings *s, ag_rng *rng, ag_params **params) {
     const task_options *o = &s->task;
-    mlp *m = ag_calloc(1, sizeof *m);
+    mlp *m = ag__calloc(1, sizeof *m);
     m->o = *o;
     make_task(m, rng);
     ag_params *ps = &m->ps;
@@ -242,13 +242,13 @@ static int registered_setup_open(registered_setup *r, char *err, size_t errlen) 
 
 static void *registered_create(const settings *s, ag_rng *rng, ag_params **params) {
     (void)rng; /* the model draws its initial values and dropout from cfg.seed, the same in every run */
-    registered *r = ag_calloc(1, sizeof *r);
+    registered *r = ag__calloc(1, sizeof *r);
     r->setup = s->setup;
     const ag_run_data *d = &s->setup->data;
     (void)ag_model_init(&r->m, ag_model_find(s->setup->o.model), &s->setup->cfg); /* checked by the probe in main */
     ag_batch_opts bo = ag_run_batch_opts(&r->m, &s->setup->o, d->max_width); /* --max-len as train cuts */
     char err[512];
-    r->idx = ag_malloc(sizeof *r->idx * (size_t)s->batch);
+    r->idx = ag__malloc(sizeof *r->idx * (size_t)s->batch);
     if (ag_batch_alloc(&r->batch, d->ds[AG_SPLIT_TRAIN], s->batch, &bo, err, sizeof err)) {
         fprintf(stderr, "optim_experiments: %s\n", err);
         exit(1);
@@ -339,13 +339,13 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
         return 1;
     }
     const int n = model->train_size(self), per_epoch = (n + s->batch - 1) / s->batch;
-    int *perm = ag_malloc(sizeof(int) * (size_t)n);
+    int *perm = ag__malloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++) perm[i] = i;
-    r->step_x = ag_malloc(sizeof(double) * (size_t)per_epoch * s->epochs);
-    r->step_loss = ag_malloc(sizeof(double) * (size_t)per_epoch * s->epochs);
-    r->epoch_x = ag_malloc(sizeof(double) * (size_t)(s->epochs + 1));
-    r->val_loss = ag_malloc(sizeof(double) * (size_t)(s->epochs + 1));
-    r->metric = ag_malloc(sizeof(double) * (size_t)(s->epochs + 1));
+    r->step_x = ag__malloc(sizeof(double) * (size_t)per_epoch * s->epochs);
+    r->step_loss = ag__malloc(sizeof(double) * (size_t)per_epoch * s->epochs);
+    r->epoch_x = ag__malloc(sizeof(double) * (size_t)(s->epochs + 1));
+    r->val_loss = ag__malloc(sizeof(double) * (size_t)(s->epochs + 1));
+    r->metric = ag__malloc(sizeof(double) * (size_t)(s->epochs + 1));
     double t0 = now();
     int rc = 0;
 
@@ -441,12 +441,12 @@ static void smooth(const double *y, int n, double beta, double *out) {
 
 static int write_plots(const exp_model *model, const settings *s, run *runs, int n) {
     char path[1024], title[256];
-    plot_series *series = ag_calloc((size_t)(2 * n), sizeof *series);
-    double **smoothed = ag_calloc((size_t)n, sizeof *smoothed);
+    plot_series *series = ag__calloc((size_t)(2 * n), sizeof *series);
+    double **smoothed = ag__calloc((size_t)n, sizeof *smoothed);
     int rc = 0;
     /* training loss per step: the raw curve faint, its moving average bold */
     for (int i = 0; i < n; i++) {
-        smoothed[i] = ag_malloc(sizeof(double) * (size_t)(runs[i].steps ? runs[i].steps : 1));
+        smoothed[i] = ag__malloc(sizeof(double) * (size_t)(runs[i].steps ? runs[i].steps : 1));
         smooth(runs[i].step_loss, runs[i].steps, s->smooth, smoothed[i]);
         series[i] = (plot_series){NULL, runs[i].step_x, runs[i].step_loss, runs[i].steps, i, 1.0, 0.25};
         series[n + i] = (plot_series){runs[i].spec, runs[i].step_x, smoothed[i], runs[i].steps, i, 2.0, 1.0};
@@ -649,14 +649,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--smooth")) ok = parse_number(a, v, 0, 0.9999, &s.smooth);
         else if (!strcmp(a, "--threads")) ok = parse_number(a, v, 0, 1024, &threads);
         else if (!strcmp(a, "--max-minutes")) ok = parse_number(a, v, 0, 1e9, &minutes);
-        else if (!strcmp(a, "--device") && (!v || !*v || ag_train_device_index(v) < -1)) {
+        else if (!strcmp(a, "--device") && (!v || !*v || ag__train_device_index(v) < -1)) {
             fprintf(stderr, "optim_experiments: --device '%s': expected cpu, cuda or cuda:N (N a GPU's index)\n",
                     v ? v : "");
             ok = false;
         } else if (!strcmp(a, "--device")) {
             s.device = strcmp(v, "cpu") ? AG_CUDA : AG_CPU;
             char why[256];
-            if (s.device == AG_CUDA && !ag_cuda_use(ag_train_device_index(v), why, sizeof why)) {
+            if (s.device == AG_CUDA && !ag_cuda_use(ag__train_device_index(v), why, sizeof why)) {
                 fprintf(stderr, "optim_experiments: --device %s: %s\n", v, why);
                 return 2;
             }
@@ -741,7 +741,7 @@ int main(int argc, char **argv) {
         s.l2 = s.l2 < 0 ? 0 : s.l2;
     }
     const exp_model *model = &chosen;
-    run *runs = ag_calloc((size_t)n, sizeof *runs);
+    run *runs = ag__calloc((size_t)n, sizeof *runs);
     for (int i = 0; i < n; i++) { /* every spec checked before any training */
         runs[i].spec = specs[i];
         csv_quote(specs[i], runs[i].csv_name, sizeof runs[i].csv_name);

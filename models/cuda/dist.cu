@@ -17,17 +17,17 @@ static_assert(sizeof(tail3) == 3 * sizeof(ag_real), "tail3: no padding");
 template <> struct ag__no_padding<tail3> : std::true_type {}; /* reals only, no padding: a launch's bytes are its own */
 
 /* Block row y copies slot y; the first block also writes the tail. */
-__global__ void pack_kernel(const ag_kgrad_slot *slots, ag_real w, bool zero, ag_real *flat, int64_t n, tail3 tail,
+__global__ void pack_kernel(const ag__kgrad_slot *slots, ag_real w, bool zero, ag_real *flat, int64_t n, tail3 tail,
                             bool first) {
     if (first && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < 3) flat[n + threadIdx.x] = tail.v[threadIdx.x];
-    ag_kgrad_slot s = slots[blockIdx.y];
+    ag__kgrad_slot s = slots[blockIdx.y];
     AG_CUDA_FOR(k, s.size) flat[s.offset + k] = zero ? 0 : w * s.grad[k];
 }
 
-__global__ void unpack_kernel(const ag_kgrad_slot *slots, const ag_real *flat, int64_t n) {
+__global__ void unpack_kernel(const ag__kgrad_slot *slots, const ag_real *flat, int64_t n) {
     double total = (double)flat[n + 1]; /* as models/dist.c computes 1/N on the host */
     ag_real inv = total > 0 ? (ag_real)(1 / total) : 0;
-    ag_kgrad_slot s = slots[blockIdx.y];
+    ag__kgrad_slot s = slots[blockIdx.y];
     AG_CUDA_FOR(k, s.size) s.grad[k] = flat[s.offset + k] * inv;
 }
 
@@ -36,8 +36,8 @@ static dim3 grid(int64_t largest, int slots) {
     return dim3(x < MAX_BLOCKS ? x : MAX_BLOCKS, (unsigned)slots);
 }
 
-static void pack(const ag_kgrad_slot *slots, int count, int64_t largest, ag_kreal w, bool zero,
-                                    ag_kreal *flat, int64_t n, const ag_kreal tail[3]) {
+static void pack(const ag__kgrad_slot *slots, int count, int64_t largest, ag__kreal w, bool zero,
+                                    ag__kreal *flat, int64_t n, const ag__kreal tail[3]) {
     tail3 t = {{tail[0], tail[1], tail[2]}};
     for (int first = 0; first < count; first += MAX_SLOTS) {
         int k = count - first < MAX_SLOTS ? count - first : MAX_SLOTS;
@@ -45,7 +45,7 @@ static void pack(const ag_kgrad_slot *slots, int count, int64_t largest, ag_krea
     }
 }
 
-static void unpack(const ag_kgrad_slot *slots, int count, int64_t largest, const ag_kreal *flat,
+static void unpack(const ag__kgrad_slot *slots, int count, int64_t largest, const ag__kreal *flat,
                                       int64_t n) {
     for (int first = 0; first < count; first += MAX_SLOTS) {
         int k = count - first < MAX_SLOTS ? count - first : MAX_SLOTS;

@@ -23,14 +23,14 @@ static void slices_gemm(bool ta, bool tb, int M, int N, int K, const ag_real *A,
                           accumulate ? 1 : 0, C, N, (int64_t)M * N, slices);
 }
 
-static void attention_forward(const ag_kattn *p, const ag_kmask *mp, const ag_real *mask, const ag_real *Q,
+static void attention_forward(const ag__kattn *p, const ag__kmask *mp, const ag_real *mask, const ag_real *Q,
                               const ag_real *K, const ag_real *V, ag_real *out) {
     slices_gemm(false, true, p->nq, p->nk, p->d, Q, K, false, p->probs, p->slices); /* scores, unscaled */
     ag__softmax_cuda.rows_forward(p->probs, mask, mp, p->scale, p->probs, (int64_t)p->slices * p->nq);
     slices_gemm(false, false, p->nq, p->dv, p->nk, p->probs, V, false, out, p->slices);
 }
 
-static void attention_backward(const ag_kattn *p, const ag_real *Q, const ag_real *K, const ag_real *V,
+static void attention_backward(const ag__kattn *p, const ag_real *Q, const ag_real *K, const ag_real *V,
                                const ag_real *G, ag_real *GQ, bool fresh_q, ag_real *GK, bool fresh_k, ag_real *GV,
                                bool fresh_v) {
     const ag_real *P = p->probs;
@@ -54,8 +54,8 @@ static void attention_backward(const ag_kattn *p, const ag_real *Q, const ag_rea
 static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N, int h, int d, bool to_heads,
                           bool accumulate) {
     int64_t Nd = (int64_t)N * d, hd = (int64_t)h * d;
-    ag_kstrided p = to_heads ? (ag_kstrided){{outer, h, N, d}, {N * hd, d, hd, 1}, {h * Nd, Nd, d, 1}}
-                             : (ag_kstrided){{outer, N, h, d}, {h * Nd, d, Nd, 1}, {N * hd, hd, d, 1}};
+    ag__kstrided p = to_heads ? (ag__kstrided){{outer, h, N, d}, {N * hd, d, hd, 1}, {h * Nd, Nd, d, 1}}
+                             : (ag__kstrided){{outer, N, h, d}, {h * Nd, d, Nd, 1}, {N * hd, hd, d, 1}};
     ag__shape_cuda.strided_copy(&p, src, dst, accumulate);
 }
 

@@ -66,7 +66,7 @@ __device__ static inline ag_real binary_grad(int op, int side, ag_real a, ag_rea
     }
 }
 
-__global__ void binary_forward_kernel(int op, ag_kbcast bc, const ag_real *A, const ag_real *B, ag_real *Y,
+__global__ void binary_forward_kernel(int op, ag__kbcast bc, const ag_real *A, const ag_real *B, ag_real *Y,
                                       int64_t n) {
     AG_CUDA_FOR(i, n) {
         int64_t ia, ib;
@@ -75,7 +75,7 @@ __global__ void binary_forward_kernel(int op, ag_kbcast bc, const ag_real *A, co
     }
 }
 
-static void binary_forward(int op, const ag_kbcast *bc, const ag_real *a, const ag_real *b, ag_real *y) {
+static void binary_forward(int op, const ag__kbcast *bc, const ag_real *a, const ag_real *b, ag_real *y) {
     int64_t n = (int64_t)bc->shape[0] * bc->shape[1] * bc->shape[2] * bc->shape[3];
     if (n > 0) ag__launch(binary_forward_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, op, *bc, a, b, y, n);
 }
@@ -84,7 +84,7 @@ static void binary_forward(int op, const ag_kbcast *bc, const ag_real *a, const 
  * output's 4 dims are fixed where s[d] != 0 (or the dim is 1) and run over
  * the whole dim where X is repeated; the repeated coordinates are visited
  * in increasing output order, as the CPU's serial sum would. */
-__global__ void binary_backward_kernel(int op, int side, ag_kbcast bc, const ag_real *A, const ag_real *B,
+__global__ void binary_backward_kernel(int op, int side, ag__kbcast bc, const ag_real *A, const ag_real *B,
                                        const ag_real *G, ag_real *GX, int64_t gx_size, bool fresh) {
     const int64_t *s = side == 0 ? bc.sa : bc.sb;
     int xdim[4]; /* X's extent along each output dim */
@@ -116,7 +116,7 @@ __global__ void binary_backward_kernel(int op, int side, ag_kbcast bc, const ag_
     }
 }
 
-static void binary_backward(int op, int side, const ag_kbcast *bc, const ag_real *a, const ag_real *b, const ag_real *g,
+static void binary_backward(int op, int side, const ag__kbcast *bc, const ag_real *a, const ag_real *b, const ag_real *g,
                             ag_real *gx, int64_t gx_size, bool fresh) {
     if (gx_size > 0)
         ag__launch(binary_backward_kernel, ag__cuda_blocks(gx_size), AG_CUDA_THREADS, 0, op, side, *bc, a, b, g, gx,

@@ -9,7 +9,7 @@
 #include "../../graph/device.h"
 #include "gaussian.cuh"
 
-static void context_forward(const ag_kgauss *s, const ag_real *h, const ag_real *mu, const ag_real *sigma,
+static void context_forward(const ag__kgauss *s, const ag_real *h, const ag_real *mu, const ag_real *sigma,
                             ag_real *out) {
     int B = s->B, N = s->N, H = s->H;
     int64_t nn = (int64_t)N * N, nh = (int64_t)N * H;
@@ -18,7 +18,7 @@ static void context_forward(const ag_kgauss *s, const ag_real *h, const ag_real 
         ag__cuda_gemm_batched(false, false, N, H, N, s->w, N, nn, h, H, nh, 0, out, H, nh, B);
 }
 
-static void context_backward(const ag_kgauss *s, const ag_real *h, const ag_real *mu, const ag_real *sigma,
+static void context_backward(const ag__kgauss *s, const ag_real *h, const ag_real *mu, const ag_real *sigma,
                              const ag_real *G, ag_real *gh, bool fresh_h, ag_real *gmu, bool fresh_mu, ag_real *gsigma,
                              bool fresh_sigma) {
     int B = s->B, N = s->N, H = s->H;
@@ -37,7 +37,7 @@ static void context_backward(const ag_kgauss *s, const ag_real *h, const ag_real
 }
 
 /* The weights are already [B,N,N] here. */
-static void weights(const ag_kgauss *s, ag_real *out) {
+static void weights(const ag__kgauss *s, ag_real *out) {
     ag__cuda_copy(out, AG_CUDA, s->w, AG_CUDA, (size_t)s->B * s->N * s->N * sizeof(ag_real));
 }
 

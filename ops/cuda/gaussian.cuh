@@ -9,17 +9,17 @@
 AG_KERNELS_BEGIN
 
 /* The mean recurrence, one thread per example (ops/gaussian.h). */
-void ag__gaussian_mu_cuda(const ag_kreal *m, const int32_t *len, ag_kreal *mu, uint8_t *above, int B, int N);
-void ag__gaussian_mu_backward_cuda(const ag_kreal *m, const ag_kreal *mu, const ag_kreal *g, const int32_t *len,
-                                   const uint8_t *above, ag_kreal *gm, int B, int N, bool fresh);
+void ag__gaussian_mu_cuda(const ag__kreal *m, const int32_t *len, ag__kreal *mu, uint8_t *above, int B, int N);
+void ag__gaussian_mu_backward_cuda(const ag__kreal *m, const ag__kreal *mu, const ag__kreal *g, const int32_t *len,
+                                   const uint8_t *above, ag__kreal *gm, int B, int N, bool fresh);
 /* The context's normalised weights w [B,N,N] (0 outside each window and
  * on padding) and window sums [B,N]; backward: dmu, dsigma [B,N] from
  * dw = dC h^T (either output may be NULL). */
-void ag__gauss_weights_cuda(ag_kreal *w, ag_kreal *sum, const ag_kreal *mu, const ag_kreal *sigma, const int32_t *len,
-                            int B, int N, bool strict, ag_kreal eps);
-void ag__gauss_weights_backward_cuda(const ag_kreal *w, const ag_kreal *dw, const ag_kreal *sum, const ag_kreal *mu,
-                                     const ag_kreal *sigma, const int32_t *len, ag_kreal *gmu, ag_kreal *gsigma, int B,
-                                     int N, bool strict, ag_kreal eps, bool fresh_mu, bool fresh_sigma);
+void ag__gauss_weights_cuda(ag__kreal *w, ag__kreal *sum, const ag__kreal *mu, const ag__kreal *sigma, const int32_t *len,
+                            int B, int N, bool strict, ag__kreal eps);
+void ag__gauss_weights_backward_cuda(const ag__kreal *w, const ag__kreal *dw, const ag__kreal *sum, const ag__kreal *mu,
+                                     const ag__kreal *sigma, const int32_t *len, ag__kreal *gmu, ag__kreal *gsigma, int B,
+                                     int N, bool strict, ag__kreal eps, bool fresh_mu, bool fresh_sigma);
 
 AG_KERNELS_END
 

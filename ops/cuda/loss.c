@@ -11,7 +11,7 @@ static ag_real *device_reals(int64_t n) { return ag__cuda_arena_alloc((size_t)(n
 
 /* The counted rows gathered, the bias rows, the product on cuBLAS, then
  * each row's loss (and softmax - onehot in place). */
-static void lce_forward(const ag_klce *p, const ag_real *x, const ag_real *w, const ag_real *bias,
+static void lce_forward(const ag__klce *p, const ag_real *x, const ag_real *w, const ag_real *bias,
                         const int32_t *labels, ag_real *loss, bool to_grad) {
     int64_t N = p->n;
     ag__gather_rows_cuda(x, p->in, p->kept, N, p->X);
@@ -22,7 +22,7 @@ static void lce_forward(const ag_klce *p, const ag_real *x, const ag_real *w, co
 
 /* As the CPU's, with g = scal[0] on the device (cuBLAS's device pointer
  * mode): dx, dW, db in turn. */
-static void lce_backward(const ag_klce *sv, const ag_real *w, const ag_real *g, ag_real *dx, bool fresh_x,
+static void lce_backward(const ag__klce *sv, const ag_real *w, const ag_real *g, ag_real *dx, bool fresh_x,
                          ag_real *dw, ag_real *db) {
     int N = (int)sv->n, in = sv->in, C = sv->C;
     ag_real *scal = ag__cuda_arena_alloc(3 * sizeof(ag_real)); /* g, 0, 1 */

@@ -8,32 +8,32 @@
 
 AG_KERNELS_BEGIN
 
-void ag__cross_entropy_forward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index, ag_kreal *row_max,
-                                    ag_kreal *row_lse, ag_kreal *row_loss, int64_t rows, int C);
-void ag__cross_entropy_backward_cuda(const ag_kreal *z, const int32_t *labels, int ignore_index,
-                                     const ag_kreal *row_max, const ag_kreal *row_lse, const ag_kreal *g,
-                                     int64_t counted, ag_kreal *gz, int64_t rows, int C, bool fresh);
-void ag__row_loss_mean_cuda(const ag_kreal *row_loss, int64_t rows, int64_t n, ag_kreal *out);
-void ag__row_loss_mean_f64_cuda(const double *row_loss, int64_t rows, int64_t n, ag_kreal *out);
+void ag__cross_entropy_forward_cuda(const ag__kreal *z, const int32_t *labels, int ignore_index, ag__kreal *row_max,
+                                    ag__kreal *row_lse, ag__kreal *row_loss, int64_t rows, int C);
+void ag__cross_entropy_backward_cuda(const ag__kreal *z, const int32_t *labels, int ignore_index,
+                                     const ag__kreal *row_max, const ag__kreal *row_lse, const ag__kreal *g,
+                                     int64_t counted, ag__kreal *gz, int64_t rows, int C, bool fresh);
+void ag__row_loss_mean_cuda(const ag__kreal *row_loss, int64_t rows, int64_t n, ag__kreal *out);
+void ag__row_loss_mean_f64_cuda(const double *row_loss, int64_t rows, int64_t n, ag__kreal *out);
 /* The fused linear + cross-entropy on its counted rows z [n, C] (bias and
  * product already in): row losses, and with to_grad the rows become
  * softmax - onehot in place. */
-void ag__lce_rows_cuda(ag_kreal *z, const int32_t *labels, ag_kreal *loss, int64_t n, int C, bool to_grad);
+void ag__lce_rows_cuda(ag__kreal *z, const int32_t *labels, ag__kreal *loss, int64_t n, int C, bool to_grad);
 /* scal[0] = g[0] / n, scal[1] = 0, scal[2] = 1: the fused backward's GEMM
  * factors, made on the device (no read of g on the host). */
-void ag__lce_scale_cuda(const ag_kreal *g, int64_t n, ag_kreal *scal);
+void ag__lce_scale_cuda(const ag__kreal *g, int64_t n, ag__kreal *scal);
 /* y rows: y[i] = x[idx[i]] (width wide); unpack: dst row r = src row pos[r]
  * (pos -1: 0), stored when fresh (0 on the -1 rows) or added. */
-void ag__gather_rows_cuda(const ag_kreal *x, int width, const int32_t *idx, int64_t n, ag_kreal *y);
-void ag__unpack_rows_cuda(ag_kreal *dst, const ag_kreal *src, int width, const int32_t *pos, int64_t rows,
+void ag__gather_rows_cuda(const ag__kreal *x, int width, const int32_t *idx, int64_t n, ag__kreal *y);
+void ag__unpack_rows_cuda(ag__kreal *dst, const ag__kreal *src, int width, const int32_t *pos, int64_t rows,
                           bool fresh);
-void ag__kl_div_soft_forward_cuda(const ag_kreal *z, const ag_kreal *t, ag_kreal *row_max, ag_kreal *row_lse,
-                                  ag_kreal *row_mass, double *row_loss, int64_t rows, int C);
-void ag__kl_div_soft_backward_cuda(const ag_kreal *z, const ag_kreal *t, const ag_kreal *row_max,
-                                   const ag_kreal *row_lse, const ag_kreal *row_mass, const ag_kreal *g, ag_kreal *gz,
+void ag__kl_div_soft_forward_cuda(const ag__kreal *z, const ag__kreal *t, ag__kreal *row_max, ag__kreal *row_lse,
+                                  ag__kreal *row_mass, double *row_loss, int64_t rows, int C);
+void ag__kl_div_soft_backward_cuda(const ag__kreal *z, const ag__kreal *t, const ag__kreal *row_max,
+                                   const ag__kreal *row_lse, const ag__kreal *row_mass, const ag__kreal *g, ag__kreal *gz,
                                    int64_t rows, int C);
-void ag__mse_forward_cuda(const ag_kreal *p, const ag_kreal *t, ag_kreal *out, int64_t n);
-void ag__mse_backward_cuda(const ag_kreal *p, const ag_kreal *t, const ag_kreal *g, ag_kreal *gp, ag_kreal *gt,
+void ag__mse_forward_cuda(const ag__kreal *p, const ag__kreal *t, ag__kreal *out, int64_t n);
+void ag__mse_backward_cuda(const ag__kreal *p, const ag__kreal *t, const ag__kreal *g, ag__kreal *gp, ag__kreal *gt,
                            int64_t n);
 
 AG_KERNELS_END

@@ -16,9 +16,9 @@
 
 /* The kernels' index in one copy: row_b [na], src [na], prev [na], last
  * [B]; s keeps row_b's and src's, prev and last are the forward's. */
-static int32_t *upload_index(ag_klstm *s, int B, int N) {
+static int32_t *upload_index(ag__klstm *s, int B, int N) {
     int64_t na = s->na;
-    int32_t *idx = ag_arena_alloc((size_t)(3 * na + B + 1) * sizeof *idx);
+    int32_t *idx = ag__arena_alloc((size_t)(3 * na + B + 1) * sizeof *idx);
     memcpy(idx, s->row_b, (size_t)na * sizeof *idx);
     for (int t = 0; t < s->T; t++)
         for (int k = s->off[t]; k < s->off[t + 1]; k++) idx[na + k] = s->row_b[k] * N + t;
@@ -30,7 +30,7 @@ static int32_t *upload_index(ag_klstm *s, int B, int N) {
     return dev_idx;
 }
 
-static void forward(ag_klstm *s, const ag_klstm_args *a, ag_real *c, ag_real *out, ag_real *h_final,
+static void forward(ag__klstm *s, const ag__klstm_args *a, ag_real *c, ag_real *out, ag_real *h_final,
                     ag_real *c_final, double keep, ag_rng *rng) {
     int B = a->B, N = a->N, in = a->in, H = a->H, T = s->T;
     int64_t na = s->na;
@@ -61,7 +61,7 @@ static void forward(ag_klstm *s, const ag_klstm_args *a, ag_real *c, ag_real *ou
     ag__lstm_scatter_output_cuda(s->h, s->src_dev, out, na, H);
 }
 
-static void backward(ag_klstm *s, const ag_klstm_args *a, const ag_real *dY, const ag_klstm_grads *g) {
+static void backward(ag__klstm *s, const ag__klstm_args *a, const ag_real *dY, const ag__klstm_grads *g) {
     int B = a->B, in = a->in, H = a->H, T = s->T, na = s->na;
     size_t bh = (size_t)B * H * sizeof(ag_real);
     ag_real *dG = ag__cuda_arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof(ag_real));

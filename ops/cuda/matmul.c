@@ -9,7 +9,7 @@
 
 /* ag_matmul's three cases of ops/matmul.c on cuBLAS, the independent
  * products as one strided-batched call (a shared operand has stride 0). */
-static void batched(const ag_kmm *p) {
+static void batched(const ag__kmm *p) {
     int M = p->M, N = p->N, K = p->K;
     int64_t sa = p->a_shared ? 0 : (int64_t)p->a_rows * p->a_cols;
     int64_t sb = p->b_shared ? 0 : (int64_t)p->b_rows * p->b_cols;
@@ -42,13 +42,13 @@ static void tall_backward(bool tb, int rows, int K, int N, const ag_real *G, con
  * activation), the bias gradient summed as the CPU sums it (blocks of 64
  * rows, then the blocks in order: the same bits), then the products. ---- */
 
-static void linear_forward(ag_klinear *j) {
+static void linear_forward(ag__klinear *j) {
     if (j->bias) ag__bias_rows_cuda(j->bias, j->y, j->rows, j->out);
     if (j->rows > 0) ag__cuda_gemm_rows(false, j->tw, j->rows, j->out, j->in, 1, j->x, j->w, j->bias ? 1 : 0, j->y);
     ag__act_forward_cuda(j->act, j->y, (int64_t)j->rows * j->out);
 }
 
-static void linear_backward(const ag_klinear *j) {
+static void linear_backward(const ag__klinear *j) {
     int64_t cells = (int64_t)j->rows * j->out;
     const ag_real *G = j->dy;
     if (j->act != AG_KACT_NONE) {

@@ -9,7 +9,7 @@
 #include "../../graph/device.h"
 #include "mtsa.cuh"
 
-static void forward(const ag_kmtsa *sv, const ag_real *r, const ag_real *s, const ag_real *v, const ag_real *mask,
+static void forward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, const ag_real *v, const ag_real *mask,
                     int mask_slices, ag_real *out) {
     int N = sv->N, dh = sv->dh, S = sv->slices;
     int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
@@ -20,7 +20,7 @@ static void forward(const ag_kmtsa *sv, const ag_real *r, const ag_real *s, cons
     ag__mtsa_out_cuda(sv->zn, sv->len, sv->per_b, out, S, N, dh);
 }
 
-static void backward(const ag_kmtsa *sv, const ag_real *r, const ag_real *v, const ag_real *g, const ag_real *out,
+static void backward(const ag__kmtsa *sv, const ag_real *r, const ag_real *v, const ag_real *g, const ag_real *out,
                      ag_real *gr, bool fresh_r, ag_real *gs, bool fresh_s, ag_real *gv, bool fresh_v) {
     int N = sv->N, dh = sv->dh, S = sv->slices;
     int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;

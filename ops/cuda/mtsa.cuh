@@ -14,18 +14,18 @@ AG_KERNELS_BEGIN
  * slices, or NULL), [ES | v ⊙ ES] [slices,N,2dh] from S and v, H from
  * [Z | Num] = ER [ES | v ⊙ ES]; backward [dZ | dNum] into d, then dR from
  * dER, dS and dv from [dES | d(v ⊙ ES)] (gs or gv may be NULL). */
-void ag__mtsa_er_cuda(const ag_kreal *r, const ag_kreal *mask, int mask_slices, const int32_t *len, int per_b,
-                      ag_kreal *er, int64_t slices, int N, bool identity);
-void ag__mtsa_ep_cuda(const ag_kreal *s, const ag_kreal *v, const int32_t *len, int per_b, ag_kreal *ep,
+void ag__mtsa_er_cuda(const ag__kreal *r, const ag__kreal *mask, int mask_slices, const int32_t *len, int per_b,
+                      ag__kreal *er, int64_t slices, int N, bool identity);
+void ag__mtsa_ep_cuda(const ag__kreal *s, const ag__kreal *v, const int32_t *len, int per_b, ag__kreal *ep,
                       int64_t slices, int N, int dh);
-void ag__mtsa_out_cuda(const ag_kreal *zn, const int32_t *len, int per_b, ag_kreal *out, int64_t slices, int N,
+void ag__mtsa_out_cuda(const ag__kreal *zn, const int32_t *len, int per_b, ag__kreal *out, int64_t slices, int N,
                        int dh);
-void ag__mtsa_d_cuda(const ag_kreal *g, const ag_kreal *out, const ag_kreal *zn, const int32_t *len, int per_b,
-                     ag_kreal *d, int64_t slices, int N, int dh);
-void ag__mtsa_r_grad_cuda(const ag_kreal *der, const ag_kreal *er, const ag_kreal *r, ag_kreal *gr, int64_t n,
+void ag__mtsa_d_cuda(const ag__kreal *g, const ag__kreal *out, const ag__kreal *zn, const int32_t *len, int per_b,
+                     ag__kreal *d, int64_t slices, int N, int dh);
+void ag__mtsa_r_grad_cuda(const ag__kreal *der, const ag__kreal *er, const ag__kreal *r, ag__kreal *gr, int64_t n,
                           bool identity, bool fresh);
-void ag__mtsa_sv_grad_cuda(const ag_kreal *dep, const ag_kreal *ep, const ag_kreal *v, const int32_t *len, int per_b,
-                           ag_kreal *gs, ag_kreal *gv, int64_t slices, int N, int dh, bool fresh_s, bool fresh_v);
+void ag__mtsa_sv_grad_cuda(const ag__kreal *dep, const ag__kreal *ep, const ag__kreal *v, const int32_t *len, int per_b,
+                           ag__kreal *gs, ag__kreal *gv, int64_t slices, int N, int dh, bool fresh_s, bool fresh_v);
 
 AG_KERNELS_END
 

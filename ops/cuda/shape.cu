@@ -8,7 +8,7 @@
 
 /* Thread per element of p.shape: read through the source strides, write
  * through the destination ones. */
-__global__ void strided_copy_kernel(ag_kstrided p, const ag_real *S, ag_real *D, bool add, int64_t n) {
+__global__ void strided_copy_kernel(ag__kstrided p, const ag_real *S, ag_real *D, bool add, int64_t n) {
     AG_CUDA_FOR(i, n) {
         int64_t is, id;
         ag__offsets4(i, p.shape, p.src_stride, p.dst_stride, &is, &id);
@@ -16,21 +16,21 @@ __global__ void strided_copy_kernel(ag_kstrided p, const ag_real *S, ag_real *D,
     }
 }
 
-static void strided_copy(const ag_kstrided *p, const ag_real *src, ag_real *dst, bool add) {
+static void strided_copy(const ag__kstrided *p, const ag_real *src, ag_real *dst, bool add) {
     int64_t n = p->shape[0] * p->shape[1] * p->shape[2] * p->shape[3];
     if (n > 0) ag__launch(strided_copy_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, *p, src, dst, add, n);
 }
 
 static void copy_rows(int64_t rows, int64_t cols, const ag_real *src, int64_t src_ld, ag_real *dst, int64_t dst_ld,
                       bool add) {
-    ag_kstrided p = {{1, 1, rows, cols}, {0, 0, src_ld, 1}, {0, 0, dst_ld, 1}};
+    ag__kstrided p = {{1, 1, rows, cols}, {0, 0, src_ld, 1}, {0, 0, dst_ld, 1}};
     strided_copy(&p, src, dst, add);
 }
 
 /* Forward reads x through the plan's strides into the dense output;
  * backward (grad) writes the output's gradient back through them. */
-static void permute(const ag_kpermute *p, const ag_real *src, ag_real *dst, bool grad, bool add) {
-    ag_kstrided k;
+static void permute(const ag__kpermute *p, const ag_real *src, ag_real *dst, bool grad, bool add) {
+    ag__kstrided k;
     int64_t dense = 1;
     for (int d = 3; d >= 0; d--) {
         k.shape[d] = p->shape[d];

@@ -12,14 +12,14 @@
 #include "../vecmath.h"
 
 #ifdef AG_CUDA_EMULATOR
-/* The emulator checks a launch's pointer arguments; ag_kmix carries its
+/* The emulator checks a launch's pointer arguments; ag__kmix carries its
  * pointers inside (the mixture's len among them: device memory or NULL). */
-template <> inline void ag_emu_check_argument<ag_kmix>(const void *kernel, int index, const ag_kmix &j) {
+template <> inline void ag__emu_check_argument<ag__kmix>(const void *kernel, int index, const ag__kmix &j) {
     const void *p[] = {j.z, j.out, j.dout, j.gate, j.y, j.dz, j.len};
-    for (const void *q : p) ag_emu_check_pointer_argument(kernel, index, q);
+    for (const void *q : p) ag__emu_check_pointer_argument(kernel, index, q);
     for (int s = 0; s < j.n && s < AG_KMIX_MAX_SOURCES; s++) {
-        ag_emu_check_pointer_argument(kernel, index, j.src[s]);
-        ag_emu_check_pointer_argument(kernel, index, j.dsrc[s]);
+        ag__emu_check_pointer_argument(kernel, index, j.src[s]);
+        ag__emu_check_pointer_argument(kernel, index, j.dsrc[s]);
     }
 }
 #endif
@@ -29,14 +29,14 @@ template <> inline void ag_emu_check_argument<ag_kmix>(const void *kernel, int i
 
 /* The mask row of score row r (the plan's 3 leading dims, strides 0 where
  * the mask repeats). */
-__device__ static inline const ag_real *mask_row(const ag_real *M, const ag_kmask &p, int64_t r) {
+__device__ static inline const ag_real *mask_row(const ag_real *M, const ag__kmask &p, int64_t r) {
     int64_t i2 = r % p.rows3[2], i01 = r / p.rows3[2];
     return M + i01 / p.rows3[1] * p.stride3[0] + i01 % p.rows3[1] * p.stride3[1] + i2 * p.stride3[2];
 }
 
 /* ---- masked softmax ---- */
 
-__global__ void softmax_rows_kernel(const ag_real *X, const ag_real *M, ag_kmask p, ag_real scale, ag_real *Y,
+__global__ void softmax_rows_kernel(const ag_real *X, const ag_real *M, ag__kmask p, ag_real scale, ag_real *Y,
                                     int64_t rows) {
     AG_CUDA_WARP_ROW(r, rows);
     int cols = p.cols;
@@ -75,7 +75,7 @@ __global__ void softmax_rows_grad_kernel(const ag_real *Y, const ag_real *G, ag_
     }
 }
 
-static void softmax_rows_forward(const ag_real *x, const ag_real *mask, const ag_kmask *plan,
+static void softmax_rows_forward(const ag_real *x, const ag_real *mask, const ag__kmask *plan,
                                               ag_real scale, ag_real *y, int64_t rows) {
     if (rows > 0 && plan->cols > 0)
         ag__launch(softmax_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), x, mask, *plan, scale, y, rows);
@@ -190,11 +190,11 @@ static void softmax_len_grad(const ag_real *y, const ag_real *g, ag_real *gx, co
  * sources in the CPU's order (the gate's sum, the weighted sum, and the
  * store-then-add of a source given twice all happen in one thread) ---- */
 
-__device__ static inline bool mix_live(const ag_kmix &j, int64_t r) {
+__device__ static inline bool mix_live(const ag__kmix &j, int64_t r) {
     return !j.len || r % j.N < j.len[r / j.N];
 }
 
-__global__ void softmax_mix_kernel(ag_kmix j, int64_t rows) {
+__global__ void softmax_mix_kernel(ag__kmix j, int64_t rows) {
     int n = j.n, d = j.d, nz = j.nz;
     bool ref = nz < n; /* the last source's logit is 0 */
     AG_CUDA_FOR(i, rows * d) {
@@ -227,7 +227,7 @@ __global__ void softmax_mix_kernel(ag_kmix j, int64_t rows) {
     }
 }
 
-__global__ void softmax_mix_grad_kernel(ag_kmix j, int64_t rows) {
+__global__ void softmax_mix_grad_kernel(ag__kmix j, int64_t rows) {
     int n = j.n, d = j.d, nz = j.nz;
     AG_CUDA_FOR(i, rows * d) {
         int64_t r = i / d;
@@ -256,12 +256,12 @@ __global__ void softmax_mix_grad_kernel(ag_kmix j, int64_t rows) {
     }
 }
 
-static void softmax_mix_forward(const ag_kmix *j, int64_t rows) {
+static void softmax_mix_forward(const ag__kmix *j, int64_t rows) {
     if (rows * j->d > 0)
         ag__launch(softmax_mix_kernel, ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, *j, rows);
 }
 
-static void softmax_mix_backward(const ag_kmix *j, int64_t rows) {
+static void softmax_mix_backward(const ag__kmix *j, int64_t rows) {
     if (rows * j->d > 0)
         ag__launch(softmax_mix_grad_kernel, ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, *j, rows);
 }

@@ -11,10 +11,10 @@
  * graph (graph/cuda_graph.cu).  gate, when not NULL, is a value on the
  * device that skips the update unless finite (the training step's loss and
  * gradient norm: the host learns of it after the step, not before). */
-__global__ void sgd_kernel(const ag_ksgd *cp, ag_real *P, const ag_real *G, ag_real *buf, int64_t n,
+__global__ void sgd_kernel(const ag__ksgd *cp, ag_real *P, const ag_real *G, ag_real *buf, int64_t n,
                            const double *gate) {
     if (gate && !isfinite(*gate)) return;
-    const ag_ksgd c = *cp;
+    const ag__ksgd c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
         if (c.wd != 0) g += c.wd * P[j];
@@ -26,10 +26,10 @@ __global__ void sgd_kernel(const ag_ksgd *cp, ag_real *P, const ag_real *G, ag_r
     }
 }
 
-__global__ void adam_kernel(const ag_kadam *cp, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
+__global__ void adam_kernel(const ag__kadam *cp, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
                             int64_t n, const double *gate) {
     if (gate && !isfinite(*gate)) return;
-    const ag_kadam c = *cp;
+    const ag__kadam c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
         if (c.coupled_decay) g += c.l2 * P[j];
@@ -42,10 +42,10 @@ __global__ void adam_kernel(const ag_kadam *cp, ag_real *P, const ag_real *G, ag
     }
 }
 
-__global__ void adadelta_kernel(const ag_kadadelta *cp, ag_real *P, const ag_real *G, ag_real *v, ag_real *u,
+__global__ void adadelta_kernel(const ag__kadadelta *cp, ag_real *P, const ag_real *G, ag_real *v, ag_real *u,
                                 int64_t n, const double *gate) {
     if (gate && !isfinite(*gate)) return;
-    const ag_kadadelta c = *cp;
+    const ag__kadadelta c = *cp;
     AG_CUDA_FOR(j, n) {
         ag_real g = G[j];
         if (c.wd != 0) g += c.wd * P[j];
@@ -116,17 +116,17 @@ __global__ void axpy_kernel(ag_real a, const ag_real *X, ag_real *Y, int64_t n) 
 #define LAUNCH(kernel, n, ...) \
     if ((n) > 0) ag__launch(kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, __VA_ARGS__)
 
-static void sgd_update(const ag_ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n,
+static void sgd_update(const ag__ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n,
                                     const double *gate) {
     LAUNCH(sgd_kernel, n, c, p, g, buf, n, gate);
 }
 
-static void adam_update(const ag_kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v,
+static void adam_update(const ag__kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v,
                                      ag_real *vmax, int64_t n, const double *gate) {
     LAUNCH(adam_kernel, n, c, p, g, m, v, vmax, n, gate);
 }
 
-static void adadelta_update(const ag_kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u,
+static void adadelta_update(const ag__kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u,
                                          int64_t n, const double *gate) {
     LAUNCH(adadelta_kernel, n, c, p, g, v, u, n, gate);
 }

@@ -38,54 +38,54 @@ extern dim3 blockDim, gridDim;
 
 /* Barriers among the running block's threads, and a lane's exchange slot
  * in its warp (8 bytes). */
-void ag_emu_syncthreads(void);
-void ag_emu_syncwarp(unsigned mask);
-void *ag_emu_warp_slot(int lane);
-int ag_emu_lane(void);
+void ag__emu_syncthreads(void);
+void ag__emu_syncwarp(unsigned mask);
+void *ag__emu_warp_slot(int lane);
+int ag__emu_lane(void);
 
-inline void __syncthreads() { ag_emu_syncthreads(); }
-inline void __syncwarp(unsigned mask = 0xffffffffu) { ag_emu_syncwarp(mask); }
+inline void __syncthreads() { ag__emu_syncthreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ag__emu_syncwarp(mask); }
 
 /* Every lane writes its value, all meet, each reads its partner's, all meet
  * again before a slot can be written anew. */
 template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     static_assert(sizeof(T) <= 8, "the emulator's shuffle moves up to 8 bytes");
     (void)width; /* the emulator's syncwarp refuses a partial mask; width < 32 is not used */
-    int lane = ag_emu_lane();
-    std::memcpy(ag_emu_warp_slot(lane), &v, sizeof v);
-    ag_emu_syncwarp(mask);
+    int lane = ag__emu_lane();
+    std::memcpy(ag__emu_warp_slot(lane), &v, sizeof v);
+    ag__emu_syncwarp(mask);
     T r;
-    std::memcpy(&r, ag_emu_warp_slot(lane ^ lane_mask), sizeof r);
-    ag_emu_syncwarp(mask);
+    std::memcpy(&r, ag__emu_warp_slot(lane ^ lane_mask), sizeof r);
+    ag__emu_syncwarp(mask);
     return r;
 }
 
 /* kernel<<<grid, block, shared, stream>>>(args): the arguments converted to
  * the kernel's parameter types and kept by value until the launch runs
  * (launches run in stream order, when the host waits for them). */
-void ag_emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, dim3 block, size_t shared,
+void ag__emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, dim3 block, size_t shared,
                            std::function<void()> thread_body);
 
 /* A pointer argument must be null, device memory, or pinned host memory
  * (which the device reaches): a GPU faults on pageable host memory, which
  * a kernel here could read without complaint.  (Pointers inside struct
  * arguments are not seen.) */
-void ag_emu_check_pointer_argument(const void *kernel, int index, const void *p);
+void ag__emu_check_pointer_argument(const void *kernel, int index, const void *p);
 
-template <typename T> inline void ag_emu_check_argument(const void *kernel, int index, const T &v) {
-    if constexpr (std::is_pointer<T>::value) ag_emu_check_pointer_argument(kernel, index, (const void *)v);
+template <typename T> inline void ag__emu_check_argument(const void *kernel, int index, const T &v) {
+    if constexpr (std::is_pointer<T>::value) ag__emu_check_pointer_argument(kernel, index, (const void *)v);
 }
 
 template <typename Tuple, size_t... I>
-inline void ag_emu_check_arguments(const void *kernel, const Tuple &t, std::index_sequence<I...>) {
-    (ag_emu_check_argument(kernel, (int)I, std::get<I>(t)), ...);
+inline void ag__emu_check_arguments(const void *kernel, const Tuple &t, std::index_sequence<I...>) {
+    (ag__emu_check_argument(kernel, (int)I, std::get<I>(t)), ...);
 }
 
-template <typename... P, typename... A> inline void ag_emu_launch(void (*kernel)(P...), dim3 grid, dim3 block,
+template <typename... P, typename... A> inline void ag__emu_launch(void (*kernel)(P...), dim3 grid, dim3 block,
                                                                   size_t shared, cudaStream_t stream, A &&...args) {
     std::tuple<P...> kept(std::forward<A>(args)...);
-    ag_emu_check_arguments((const void *)kernel, kept, std::index_sequence_for<P...>{});
-    ag_emu_enqueue_kernel(stream, (const void *)kernel, grid, block, shared,
+    ag__emu_check_arguments((const void *)kernel, kept, std::index_sequence_for<P...>{});
+    ag__emu_enqueue_kernel(stream, (const void *)kernel, grid, block, shared,
                           [kernel, kept]() { std::apply(kernel, kept); });
 }
 

@@ -55,10 +55,10 @@ enum cudaStreamCaptureMode {
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDisableTiming 0x02
 
-typedef struct ag_emu_stream *cudaStream_t;
-typedef struct ag_emu_event *cudaEvent_t;
-typedef struct ag_emu_graph *cudaGraph_t;
-typedef struct ag_emu_graph_exec *cudaGraphExec_t;
+typedef struct ag__emu_stream *cudaStream_t;
+typedef struct ag__emu_event *cudaEvent_t;
+typedef struct ag__emu_graph *cudaGraph_t;
+typedef struct ag__emu_graph_exec *cudaGraphExec_t;
 
 typedef struct cudaUUID_st {
     char bytes[16];
@@ -127,7 +127,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 /* The emulator's own, for tests: whether p lies in emulated device memory. */
-int ag_emu_is_device_pointer(const void *p);
+int ag__emu_is_device_pointer(const void *p);
 
 #ifdef __cplusplus
 }

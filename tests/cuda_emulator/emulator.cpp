@@ -215,17 +215,17 @@ void drain_all() { drain_to(queued); }
 
 /* ---- streams, capture ---- */
 
-struct ag_emu_graph {
+struct ag__emu_graph {
     std::vector<std::function<void()>> ops;
 };
-struct ag_emu_graph_exec {
+struct ag__emu_graph_exec {
     std::vector<std::function<void()>> ops;
 };
-struct ag_emu_stream {
+struct ag__emu_stream {
     uint64_t last = 0;               /* the last op queued on it */
-    ag_emu_graph *capture = nullptr; /* capturing into */
+    ag__emu_graph *capture = nullptr; /* capturing into */
 };
-struct ag_emu_event {
+struct ag__emu_event {
     uint64_t at = 0; /* complete once op `at` has run */
     bool timing = true, recorded = false;
     double ms = 0; /* when it completed */
@@ -234,8 +234,8 @@ struct ag_emu_event {
 
 namespace {
 
-ag_emu_stream legacy_stream;
-ag_emu_stream *stream_of(cudaStream_t s) { return s ? s : &legacy_stream; }
+ag__emu_stream legacy_stream;
+ag__emu_stream *stream_of(cudaStream_t s) { return s ? s : &legacy_stream; }
 int capturing;       /* streams capturing now */
 bool capture_broken; /* a forbidden call since the capture began */
 
@@ -257,7 +257,7 @@ double now_ms() {
 
 /* Queues f on s, or adds it to the graph s is capturing. */
 void enqueue(cudaStream_t s, std::function<void()> f) {
-    ag_emu_stream *st = stream_of(s);
+    ag__emu_stream *st = stream_of(s);
     if (st->capture) {
         st->capture->ops.push_back(std::move(f));
         return;
@@ -304,32 +304,32 @@ char *take_stack() {
 #if defined(__x86_64__)
 /* Saves the callee-saved registers on this stack, stores its pointer in
  * *from, and resumes the stack `to` (System V x86-64). */
-extern "C" void ag_emu_switch(void **from, void *to);
+extern "C" void ag__emu_switch(void **from, void *to);
 asm(".text\n"
-    ".globl ag_emu_switch\n"
-    ".hidden ag_emu_switch\n"
-    ".type ag_emu_switch,@function\n"
-    "ag_emu_switch:\n"
+    ".globl ag__emu_switch\n"
+    ".hidden ag__emu_switch\n"
+    ".type ag__emu_switch,@function\n"
+    "ag__emu_switch:\n"
     "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
     "  movq %rsp, (%rdi)\n"
     "  movq %rsi, %rsp\n"
     "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
     "  ret\n"
-    ".size ag_emu_switch,.-ag_emu_switch\n");
+    ".size ag__emu_switch,.-ag__emu_switch\n");
 
 [[noreturn]] void fiber_main();
 
-/* A fresh stack that ag_emu_switch resumes into fiber_main, aligned as
+/* A fresh stack that ag__emu_switch resumes into fiber_main, aligned as
  * after a call. */
 void *fresh_context(char *stack) {
     uintptr_t top = ((uintptr_t)stack + STACK_BYTES) & ~(uintptr_t)15;
     void **sp = (void **)top;
     *--sp = nullptr;                             /* fiber_main's return address: it never returns */
-    *--sp = (void *)&fiber_main;                 /* ag_emu_switch's ret */
+    *--sp = (void *)&fiber_main;                 /* ag__emu_switch's ret */
     for (int i = 0; i < 6; i++) *--sp = nullptr; /* rbp rbx r12-r15 */
     return sp;
 }
-void switch_to(void **from, void *to) { ag_emu_switch(from, to); }
+void switch_to(void **from, void *to) { ag__emu_switch(from, to); }
 #else
 /* Elsewhere ucontext: slower (a system call a switch), the same order. */
 std::map<void *, ucontext_t> contexts;
@@ -497,24 +497,24 @@ void run_kernel(const void *kernel, dim3 grid, dim3 block, const std::function<v
 
 } // namespace
 
-void ag_emu_syncthreads(void) { wait_at(0); }
+void ag__emu_syncthreads(void) { wait_at(0); }
 
-void ag_emu_syncwarp(unsigned mask) {
+void ag__emu_syncwarp(unsigned mask) {
     if (mask != 0xffffffffu) die("__syncwarp or a shuffle with mask %#x: the emulator knows only full warps", mask);
     wait_at(1);
 }
 
-int ag_emu_lane(void) {
+int ag__emu_lane(void) {
     if (!current) die("a shuffle outside a kernel");
     return current->lane;
 }
 
-void *ag_emu_warp_slot(int lane) {
+void *ag__emu_warp_slot(int lane) {
     if (lane < 0 || lane > 31) die("shuffle to lane %d", lane);
     return &warp_slots[((size_t)current->warp * 32 + (size_t)lane) * 8];
 }
 
-void ag_emu_check_pointer_argument(const void *kernel, int index, const void *p) {
+void ag__emu_check_pointer_argument(const void *kernel, int index, const void *p) {
     API;
     /* one past the end counts as inside: an empty slice's pointer */
     if (!p || device_range(p, 1) || device_range((const char *)p - 1, 1) || is_pinned(p)) return;
@@ -525,7 +525,7 @@ void ag_emu_check_pointer_argument(const void *kernel, int index, const void *p)
         name, index, p);
 }
 
-void ag_emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, dim3 block, size_t shared,
+void ag__emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, dim3 block, size_t shared,
                            std::function<void()> thread_body) {
     API;
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
@@ -544,8 +544,8 @@ void ag_emu_enqueue_kernel(cudaStream_t stream, const void *kernel, dim3 grid, d
 
 /* For the emulated NCCL (nccl.cpp): f queued on s and run at once, with
  * all the work queued before it, device memory open meanwhile (f opens
- * the pages it touches with ag_emu_open_range).  Not in a capture. */
-cudaError_t ag_emu_run_now(cudaStream_t s, std::function<void()> f) {
+ * the pages it touches with ag__emu_open_range).  Not in a capture. */
+cudaError_t ag__emu_run_now(cudaStream_t s, std::function<void()> f) {
     API;
     if (stream_of(s)->capture) return fail(cudaErrorStreamCaptureUnsupported);
     enqueue(s, std::move(f));
@@ -554,7 +554,7 @@ cudaError_t ag_emu_run_now(cudaStream_t s, std::function<void()> f) {
 }
 
 /* Whether [p, p + bytes) lies in one live device allocation. */
-bool ag_emu_is_device_range(const void *p, size_t bytes) {
+bool ag__emu_is_device_range(const void *p, size_t bytes) {
     API;
     return device_range(p, bytes ? bytes : 1) != nullptr;
 }
@@ -562,7 +562,7 @@ bool ag_emu_is_device_range(const void *p, size_t bytes) {
 /* Opens [p, p + bytes) of a device allocation, from queued work, before
  * something other than this thread's own loads and stores reads it (a
  * library call, another process). */
-void ag_emu_open_range(const void *p, size_t bytes) { open_range(p, bytes); }
+void ag__emu_open_range(const void *p, size_t bytes) { open_range(p, bytes); }
 
 /* ---- faults: which allocation, and whose ---- */
 
@@ -806,8 +806,8 @@ namespace {
 bool copy_ok(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-    if ((dst_dev ? device_range(dst, bytes) != nullptr : !ag_emu_is_device_pointer(dst)) &&
-        (src_dev ? device_range(src, bytes) != nullptr : !ag_emu_is_device_pointer(src)))
+    if ((dst_dev ? device_range(dst, bytes) != nullptr : !ag__emu_is_device_pointer(dst)) &&
+        (src_dev ? device_range(src, bytes) != nullptr : !ag__emu_is_device_pointer(src)))
         return true;
     fprintf(stderr, "cuda emulator: a copy of %zu bytes, kind %d, from %p to %p: %s\n", bytes, (int)kind, src, dst,
             "a pointer is not of that kind, or the bytes run past its allocation");
@@ -837,7 +837,7 @@ cudaError_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, 
 
 extern "C" {
 
-int ag_emu_is_device_pointer(const void *p) { return device_range(p, 1) != nullptr; }
+int ag__emu_is_device_pointer(const void *p) { return device_range(p, 1) != nullptr; }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     API;
@@ -869,7 +869,7 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes) {
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
-    *s = new ag_emu_stream;
+    *s = new ag__emu_stream;
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
@@ -893,11 +893,11 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new ag_emu_event;
+    *e = new ag__emu_event;
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
-    *e = new ag_emu_event;
+    *e = new ag__emu_event;
     (*e)->timing = !(flags & cudaEventDisableTiming);
     return cudaSuccess;
 }
@@ -953,9 +953,9 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
     API;
     (void)mode;
-    ag_emu_stream *st = stream_of(s);
+    ag__emu_stream *st = stream_of(s);
     if (!s || st->capture) return fail(cudaErrorInvalidValue); /* the legacy stream cannot be captured */
-    st->capture = new ag_emu_graph;
+    st->capture = new ag__emu_graph;
     capture_broken = false;
     capturing++;
     return cudaSuccess;
@@ -963,11 +963,11 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
 
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
     API;
-    ag_emu_stream *st = stream_of(s);
+    ag__emu_stream *st = stream_of(s);
     *graph = nullptr;
     if (!st->capture) return fail(cudaErrorStreamCaptureUnmatched);
     capturing--;
-    ag_emu_graph *g = st->capture;
+    ag__emu_graph *g = st->capture;
     st->capture = nullptr;
     if (capture_broken) {
         delete g;
@@ -981,7 +981,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
     API;
     (void)flags;
     if (!graph) return fail(cudaErrorInvalidValue);
-    *exec = new ag_emu_graph_exec{graph->ops};
+    *exec = new ag__emu_graph_exec{graph->ops};
     return cudaSuccess;
 }
 
@@ -1009,7 +1009,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 
 /* ---- cuBLAS, on the build's CBLAS ---- */
 
-struct ag_emu_cublas {
+struct ag__emu_cublas {
     cudaStream_t stream = nullptr;
     cublasPointerMode_t pointers = CUBLAS_POINTER_MODE_HOST;
 };
@@ -1069,7 +1069,7 @@ template <typename T> cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta
 extern "C" {
 
 cublasStatus_t cublasCreate(cublasHandle_t *h) {
-    *h = new ag_emu_cublas;
+    *h = new ag__emu_cublas;
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy(cublasHandle_t h) {

@@ -36,11 +36,11 @@
 #include <vector>
 
 /* emulator.cpp's */
-cudaError_t ag_emu_run_now(cudaStream_t s, std::function<void()> f);
-bool ag_emu_is_device_range(const void *p, size_t bytes);
-void ag_emu_open_range(const void *p, size_t bytes);
+cudaError_t ag__emu_run_now(cudaStream_t s, std::function<void()> f);
+bool ag__emu_is_device_range(const void *p, size_t bytes);
+void ag__emu_open_range(const void *p, size_t bytes);
 
-struct ag_emu_nccl_comm {
+struct ag__emu_nccl_comm {
     MPI_Comm mpi; /* the members, ordered by NCCL rank */
     int rank, nranks;
 };
@@ -102,7 +102,7 @@ ncclResult_t check_call(const char *call, ncclComm_t comm, ncclDataType_t t, siz
     const void *buffers[2] = {send, recv};
     const char *names[2] = {"sendbuff", "recvbuff"};
     for (int k = 0; k < 2 && count; k++)
-        if (buffers[k] && !ag_emu_is_device_range(buffers[k], count * *bytes))
+        if (buffers[k] && !ag__emu_is_device_range(buffers[k], count * *bytes))
             return failed(ncclInvalidArgument,
                           "%s: %s %p is not %zu bytes of device memory (host memory, freed, or too short)", call,
                           names[k], buffers[k], count * *bytes);
@@ -119,7 +119,7 @@ template <typename F> void in_pieces(char *p, size_t count, size_t elem, F each)
 }
 
 ncclResult_t run(const char *call, cudaStream_t stream, std::function<void()> f) {
-    if (ag_emu_run_now(stream, std::move(f)) != cudaSuccess)
+    if (ag__emu_run_now(stream, std::move(f)) != cudaSuccess)
         return failed(ncclInvalidUsage, "%s in a stream capture is not emulated", call);
     return ncclSuccess;
 }
@@ -217,8 +217,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
         return failed(ncclInvalidArgument, "ncclAllReduce: reduction %d is not emulated (ncclAvg is not)", (int)op);
     if (!count) return ncclSuccess;
     return run("ncclAllReduce", stream, [=]() {
-        ag_emu_open_range(sendbuff, count * elem);
-        ag_emu_open_range(recvbuff, count * elem);
+        ag__emu_open_range(sendbuff, count * elem);
+        ag__emu_open_range(recvbuff, count * elem);
         bool in_place = sendbuff == recvbuff;
         char *send = (char *)sendbuff, *recv = (char *)recvbuff;
         in_pieces(recv, count, elem, [&](char *piece, int n) {
@@ -240,9 +240,9 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, n
         return failed(ncclInvalidArgument, "ncclBroadcast: root %d of %d ranks", root, comm->nranks);
     if (!count) return ncclSuccess;
     return run("ncclBroadcast", stream, [=]() {
-        ag_emu_open_range(recvbuff, count * elem);
+        ag__emu_open_range(recvbuff, count * elem);
         if (at_root && sendbuff != recvbuff) {
-            ag_emu_open_range(sendbuff, count * elem);
+            ag__emu_open_range(sendbuff, count * elem);
             memmove(recvbuff, sendbuff, count * elem);
         }
         in_pieces((char *)recvbuff, count, elem, [&](char *piece, int n) { MPI_Bcast(piece, n, type, root, comm->mpi); });

@@ -61,7 +61,7 @@ typedef struct {
     char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 
-typedef struct ag_emu_nccl_comm *ncclComm_t;
+typedef struct ag__emu_nccl_comm *ncclComm_t;
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
