@@ -503,7 +503,7 @@ const op_case shape_cases[] = {
     {"linear_t_cross_entropy/lm_padding", lce_tied, f_lce_tied, 0, 0},
     {"linear_t_cross_entropy/no_bias", lce_tied, f_lce_tied_nobias, 0, 0},
     {"linear_t_cross_entropy/large_logits", lce_large, f_lce_large, 0, 0},
-    {"linear_t_cross_entropy/minus_unfused", lce_tied, f_lce_minus_unfused, 0, 0},
+    {"linear_t_cross_entropy/minus_unfused", lce_tied, f_lce_minus_unfused, .flags = OPCASE_DIFFERENCE},
     {"linear_t_cross_entropy/used_twice", lce_tied, f_lce_twice, 0, 0},
     {"linear_cross_entropy/2d", lce_plain, f_lce_plain, 0, 0},
     {"linear_cross_entropy/all_ignored", lce_plain, f_lce_all_ignored, 0, 0},

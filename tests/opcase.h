@@ -52,6 +52,10 @@ typedef struct {
 enum {
     /* The device run's output is on the CPU (an ag_to inside the case). */
     OPCASE_ENDS_ON_CPU = 1u << 0,
+    /* The output is the difference of two computations of one function,
+     * 0 up to roundoff: the device comparison measures it against the
+     * terms' scale, 1, not against its own (tests/opcase_run.c). */
+    OPCASE_DIFFERENCE = 1u << 1,
 };
 
 typedef struct {

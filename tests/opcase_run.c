@@ -140,18 +140,21 @@ static void gradcheck_case(const op_case *c, ag_device dev) {
  * TOL: f64 1e-10 (the kernels compute the CPU's expressions without FMA
  * contraction; what remains is summation order in cuBLAS and the
  * reductions), f32 1e-5 (the same, at float's 6e-8 unit roundoff times the
- * sums' lengths here, up to ~1000). */
+ * sums' lengths here, up to ~1000).  A case whose output is a difference
+ * of two computations of one function (OPCASE_DIFFERENCE) is 0 on the CPU,
+ * exactly or to roundoff, and so is its rms: the floor is then 1, the size
+ * of the terms whose roundoff the difference carries. */
 #ifdef AG_REAL_DOUBLE
 static const double TOL = 1e-10;
 #else
 static const double TOL = 1e-5;
 #endif
 
-/* The worst |a - b| / max(|a|, |b|, rms(a)) over two host arrays. */
-static double worst_rel(const ag_real *a, const ag_real *b, int64_t n, int64_t *at) {
+/* The worst |a - b| / max(|a|, |b|, rms(a), floor) over two host arrays. */
+static double worst_rel(const ag_real *a, const ag_real *b, int64_t n, double floor, int64_t *at) {
     double ss = 0;
     for (int64_t i = 0; i < n; i++) ss += (double)a[i] * (double)a[i];
-    double rms = n ? sqrt(ss / (double)n) : 0, worst = 0;
+    double rms = fmax(n ? sqrt(ss / (double)n) : 0, floor), worst = 0;
     *at = -1;
     for (int64_t i = 0; i < n; i++) {
         double x = a[i], y = b[i];
@@ -166,7 +169,7 @@ static double worst_rel(const ag_real *a, const ag_real *b, int64_t n, int64_t *
 static void compare(const char *what, const op_case *c, ag_device dev, const ag_real *cpu, const ag_real *on_dev,
                     int64_t n) {
     int64_t at;
-    double w = worst_rel(cpu, on_dev, n, &at);
+    double w = worst_rel(cpu, on_dev, n, c->flags & OPCASE_DIFFERENCE ? 1 : 0, &at);
     CHECK(w <= TOL, "%s %s: worst relative difference %.3g at element %lld (cpu %.17g, %s %.17g), tolerance %g", c->name,
           what, w, (long long)at, at >= 0 ? (double)cpu[at] : 0, ag_device_name(dev),
           at >= 0 ? (double)on_dev[at] : 0, TOL);
