@@ -27,6 +27,13 @@
 
 enum { EXIT_USAGE = 2 };
 
+/* Attention holds maps in the square of a sentence's words: 1,000 words take
+ * MPSAN 0.2 GB, 20,000 words more than 20 GB (the step grows into all the
+ * memory the machine has before it is refused), though a line of them is
+ * 40 KB, far below --max-line-bytes.  So predict and heatmap also bound the
+ * words of a line before anything is built from it. */
+enum { DEFAULT_MAX_LINE_WORDS = 1000 };
+
 typedef struct {
     const char *name;
     unsigned cmd;
@@ -64,6 +71,10 @@ static void command_help(const command *c) {
         printf("  %-20s %s\n", "--out DIR_OR_PREFIX",
                "a folder (existing, or ending in /): DIR/<model>-<map>[-h<k>].svg; else PREFIX-<map>[-h<k>].svg");
     }
+    if (c->cmd & (AG_CMD_PREDICT | AG_CMD_HEATMAP))
+        printf("  %-20s most words in an input line, a pair's two sentences together (default %d; 0: no limit):\n"
+               "  %-20s a longer line is refused before the model sees it (predict: see --long-lines)\n",
+               "--max-line-words N", DEFAULT_MAX_LINE_WORDS, "");
     ag_train_print_options(stdout, c->cmd);
 }
 
@@ -82,10 +93,12 @@ static void fatal_exit(const char *msg) {
 typedef struct {
     const char *ckpt;
     const char *sentence, *sentence_b, *out; /* heatmap */
+    const char *max_line_words;              /* predict, heatmap */
 } cli_extra;
 
 static const char **extra_option(const command *c, cli_extra *x, const char *key) {
     if (!strcmp(key, "ckpt") && (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT | AG_CMD_HEATMAP))) return &x->ckpt;
+    if (!strcmp(key, "max-line-words") && (c->cmd & (AG_CMD_PREDICT | AG_CMD_HEATMAP))) return &x->max_line_words;
     if (!(c->cmd & AG_CMD_HEATMAP)) return NULL;
     if (!strcmp(key, "sentence")) return &x->sentence;
     if (!strcmp(key, "sentence-b") || !strcmp(key, "sentence_b")) return &x->sentence_b;
@@ -128,6 +141,15 @@ static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o,
             value = argv[++i];
         }
         char err[512];
+        if (extra == &x->max_line_words) {
+            char *end;
+            long v = strtol(value, &end, 10);
+            if (end == value || *end || v < 0 || v > (1L << 24)) {
+                fprintf(stderr, "attngrad %s: option --max-line-words: '%s': expected an integer in [0, %ld]\n",
+                        c->name, value, 1L << 24);
+                return EXIT_USAGE;
+            }
+        }
         if (extra) *extra = value;
         else if (ag_train_set(o, key, value, err, sizeof err)) {
             fprintf(stderr, "attngrad %s: %s\n", c->name, err);
@@ -247,8 +269,9 @@ static int cmd_train(const command *c, int argc, char **argv) {
 /* Loads the checkpoint named by --ckpt (its path to *ckpt); o gets the run's
  * options with the command line's on top. */
 static int load_checkpoint(const command *c, int argc, char **argv, const char **ckpt, ag_train_opts *o, ag_model *m,
-                           ag_vocab **vocab) {
+                           ag_vocab **vocab, cli_extra *extra) {
     ag_train_opts first = ag_train_opts_default();
+    cli_extra own = {0}, *xp = extra ? extra : &own;
     cli_extra x = {0};
     int rc = parse_args(c, argc, argv, &first, &x);
     if (rc) return rc;
@@ -267,7 +290,8 @@ static int load_checkpoint(const command *c, int argc, char **argv, const char *
         for (int k = 0; k < 3; k++)
             if (!strncmp(argv[i], data_keys[k], strlen(data_keys[k]))) o->dataset[0] = o->format[0] = 0;
     set_threads(first.threads);
-    return parse_args(c, argc, argv, o, &x);
+    *xp = x;
+    return parse_args(c, argc, argv, o, xp);
 }
 
 static int cmd_eval(const command *c, int argc, char **argv) {
@@ -275,7 +299,7 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     ag_model m;
     ag_vocab *vocab;
     const char *ckpt;
-    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
+    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab, NULL);
     if (rc) return rc;
     char err[2 * AG_PATH_MAX + 128]; /* room for the data's and the checkpoint's paths */
     o.phrases = 0; /* SST's phrases are training data: eval scores dev and test, whole sentences */
@@ -312,11 +336,44 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     return rc ? 1 : 0;
 }
 
+/* The most words predict and heatmap take in a line (SIZE_MAX: no limit):
+ * --max-line-words, or none where the run cuts every sentence to --max-len
+ * words anyway (its memory is bounded by the cut). */
+static size_t line_word_limit(const cli_extra *x, const ag_train_opts *o) {
+    long v = x->max_line_words ? strtol(x->max_line_words, NULL, 10) : DEFAULT_MAX_LINE_WORDS;
+    return v == 0 || (o->max_len > 0 && o->max_len <= v) ? SIZE_MAX : (size_t)v;
+}
+
+/* A line of more than `max` words: 1 with err set (refused), or under
+ * --long-lines cut 0 with the line cut after its max-th word and a note.
+ * Counting takes no memory; only a cut line's spans are held. */
+static int too_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t max, int64_t lineno, char *err,
+                          size_t errlen) {
+    size_t words = max == SIZE_MAX ? 0 : ag_tokenize(line, (size_t)*n, 0, NULL, 0);
+    if (words <= max) return 0;
+    const char *tab = memchr(line, '\t', (size_t)*n);
+    ag_span *spans = strcmp(o->long_lines, "cut") ? NULL : malloc(max * sizeof *spans);
+    size_t end = spans ? (ag_tokenize(line, (size_t)*n, 0, spans, max), spans[max - 1].start + spans[max - 1].len) : 0;
+    bool cut = spans != NULL;
+    free(spans);
+    if (!cut || (tab && (size_t)(tab - line) >= end)) { /* refused; a cut pair would lose its second sentence */
+        snprintf(err, errlen, "%zu words, more than --max-line-words %zu: refused before the model sees it "
+                 "(--max-line-words N takes longer lines%s)", words, max,
+                 tab ? "; a pair's two sentences count together" : ", --long-lines cut predicts its first words");
+        return 1;
+    }
+    *n = (ssize_t)end;
+    line[end] = 0;
+    fprintf(stderr, "attngrad predict: stdin:%lld: note: a line of %zu words, cut to its first %zu (--long-lines "
+            "cut)\n", (long long)lineno, words, max);
+    return 0;
+}
+
 /* predict --input conllu: one line of output for each CoNLL-U sentence of
  * stdin (blank-line separated), the parse given to the model. */
-static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o) {
+static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, size_t max_words) {
     char *line = NULL, *text = NULL, err[1024];
-    size_t cap = 0, len = 0, text_cap = 0;
+    size_t cap = 0, len = 0, text_cap = 0, words = 0; /* words: token lines of the sentence */
     int64_t lineno = 0, first = 0, errors = 0;
     ssize_t n;
     bool more = true;
@@ -336,6 +393,14 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
         if (!blank) { /* one more line of the sentence (the loader refuses control bytes, naming the line) */
             if (!first) first = lineno;
             if (len == SIZE_MAX) continue; /* refused already */
+            words += line[0] != '#';
+            if (words > max_words) { /* no cut: its parse would lose heads */
+                fprintf(stderr, "attngrad predict: stdin:%lld: a CoNLL-U sentence of more than %zu words: refused "
+                        "(--max-line-words N takes longer ones)\n", (long long)first, max_words);
+                errors++;
+                len = SIZE_MAX;
+                continue;
+            }
             if (len + (size_t)n > 16 * max) { /* more than 16 lines of the limit: refused, not held */
                 fprintf(stderr, "attngrad predict: stdin:%lld: a CoNLL-U sentence of more than %zu bytes: refused "
                         "(--max-line-bytes sets a sixteenth of the limit)\n", (long long)first, 16 * max);
@@ -367,7 +432,7 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
         }
         fflush(stdout);
         first = 0;
-        len = 0;
+        len = words = 0;
     }
     if (ferror(stdin)) {
         fprintf(stderr, "attngrad predict: stdin: read error after line %lld: %s\n", (long long)lineno, strerror(errno));
@@ -383,10 +448,12 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     ag_model m;
     ag_vocab *vocab;
     const char *ckpt;
-    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
+    cli_extra x;
+    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab, &x);
     if (rc) return rc;
+    size_t max_words = line_word_limit(&x, &o);
     if (!strcmp(o.input, "conllu")) {
-        rc = predict_conllu(&m, vocab, &o);
+        rc = predict_conllu(&m, vocab, &o, max_words);
         ag_vocab_free(vocab);
         ag_model_free(&m);
         return rc;
@@ -417,9 +484,12 @@ static int cmd_predict(const command *c, int argc, char **argv) {
                     (unsigned char)line[ag_utf8_error_at(line, (size_t)n)], ag_utf8_error_at(line, (size_t)n) + 1);
             said_utf8 = true;
         }
-        if (junk >= 0)
+        bool refused = junk >= 0;
+        if (refused)
             snprintf(err, sizeof err, "binary data (byte 0x%02x at column %ld)", (unsigned char)line[junk], junk + 1);
-        if (junk >= 0 || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
+        else
+            refused = too_many_words(&o, line, &n, max_words, lineno, err, sizeof err);
+        if (refused || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
             fprintf(stderr, "attngrad predict: stdin:%lld: %s\n", (long long)lineno, err);
             fputc('\n', stdout);
             errors++;
@@ -460,8 +530,18 @@ static int cmd_heatmap(const command *c, int argc, char **argv) {
     ag_model m;
     ag_vocab *vocab;
     const char *ckpt;
-    if ((rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab))) return rc;
+    if ((rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab, NULL))) return rc;
     char err[1024];
+    size_t max_words = line_word_limit(&x, &o), words = 0; /* maps in the square of the words: bounded as predict's */
+    for (int i = 0; i < 2 && max_words != SIZE_MAX; i++) /* (counting writes nothing: argv's strings) */
+        words += sentences[i][1] ? ag_tokenize((char *)sentences[i][1], strlen(sentences[i][1]), 0, NULL, 0) : 0;
+    if (words > max_words) {
+        fprintf(stderr, "attngrad heatmap: --sentence: %zu words, more than --max-line-words %zu (a pair's two "
+                "sentences count together)\n", words, max_words);
+        ag_vocab_free(vocab);
+        ag_model_free(&m);
+        return EXIT_USAGE;
+    }
     rc = ag_sentence_heatmaps(&m, vocab, &o, x.sentence, x.sentence_b, x.out, stdout, err, sizeof err);
     if (rc) fprintf(stderr, "attngrad heatmap: %s\n", err);
     ag_vocab_free(vocab);
