@@ -6,7 +6,9 @@
 # a clock and without depending on the machine: each case runs under a
 # fixed address-space limit (ulimit -v) far below what the line would take
 # (20,000 words of attention: gigabytes), and where python3 is there the
-# child's peak RSS (getrusage) must stay under a fixed bound as well.
+# child's peak RSS (getrusage) must stay under a fixed bound as well.  And
+# one policy for text that is not UTF-8, whatever the input form: read as
+# bytes, said once.
 #
 #   tests/test_input_bounds.sh build/tools/attngrad
 set -u
@@ -93,5 +95,16 @@ check "a CoNLL-U sentence of 1,500 words" 1 '^attngrad predict: stdin:1: a CoNLL
 # heatmap: the same bound on its sentence
 expect 2 '^attngrad heatmap: --sentence: 5 words, more than --max-line-words 4' \
   "$AG" heatmap --ckpt "$CK" --sentence 'w1 A w2 B w3' --max-line-words 4 --out "$T/maps/"
+
+# text is bytes (docs/data.md, "Text is bytes"): a line that is not UTF-8 (Latin-1, \xff\xfe, the overlong
+# \xc0\xaf) is predicted as the data was read, with one note naming the first, in either input form
+printf 'w1 caf\xe9 A\n\xff\xfe B\n\xc0\xaf w2\n' > "$T/latin1.txt"
+bounded "$AG" predict --ckpt "$CK" < "$T/latin1.txt"
+check "not UTF-8" 0 '^attngrad predict: stdin:1: note: not UTF-8 \(byte 0xe9 at column 7\), read as bytes' 3
+[ "$(grep -c note "$T/err")" -eq 1 ] && ok || bad "not UTF-8: want one note: $(cat "$T/err")"
+printf '1\tw1\t_\t_\t_\t_\t0\t_\t_\t_\n2\tcaf\xe9\t_\t_\t_\t_\t1\t_\t_\t_\n\n1\t\xc0\xaf\t_\t_\t_\t_\t0\t_\t_\t_\n\n' > "$T/latin1.conllu"
+bounded "$AG" predict --ckpt "$CK" --input conllu < "$T/latin1.conllu"
+check "not UTF-8, CoNLL-U" 0 '^attngrad predict: stdin:2: note: not UTF-8 \(byte 0xe9 at column 6\), read as bytes' 2
+[ "$(grep -c note "$T/err")" -eq 1 ] && ok || bad "not UTF-8, CoNLL-U: want one note: $(cat "$T/err")"
 
 summary

@@ -369,11 +369,22 @@ static int too_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t
     return 0;
 }
 
+/* Text is bytes (docs/data.md): a line that is not UTF-8 is read as the
+ * data was, and said once, since its words miss UTF-8 pretrained vectors. */
+static void note_not_utf8(const char *line, size_t n, int64_t lineno, bool *said) {
+    long at = *said || ag_data_find_junk(line, n) >= 0 ? -1 : ag_utf8_error_at(line, n);
+    if (at < 0) return;
+    fprintf(stderr, "attngrad predict: stdin:%lld: note: not UTF-8 (byte 0x%02x at column %ld), read as bytes; later "
+            "lines like it are not reported\n", (long long)lineno, (unsigned char)line[at], at + 1);
+    *said = true;
+}
+
 /* predict --input conllu: one line of output for each CoNLL-U sentence of
  * stdin (blank-line separated), the parse given to the model. */
 static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, size_t max_words) {
     char *line = NULL, *text = NULL, err[1024];
     size_t cap = 0, len = 0, text_cap = 0, words = 0; /* words: token lines of the sentence */
+    bool said_utf8 = false;
     int64_t lineno = 0, first = 0, errors = 0;
     ssize_t n;
     bool more = true;
@@ -394,6 +405,7 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
             if (!first) first = lineno;
             if (len == SIZE_MAX) continue; /* refused already */
             words += line[0] != '#';
+            note_not_utf8(line, (size_t)n, lineno, &said_utf8);
             if (words > max_words) { /* no cut: its parse would lose heads */
                 fprintf(stderr, "attngrad predict: stdin:%lld: a CoNLL-U sentence of more than %zu words: refused "
                         "(--max-line-words N takes longer ones)\n", (long long)first, max_words);
@@ -478,12 +490,7 @@ static int cmd_predict(const command *c, int argc, char **argv) {
         /* control bytes, as the data loaders refuse them (ag_predict_line reads a
          * C string: a NUL would even end the line there unseen) */
         long junk = ag_data_find_junk(line, (size_t)n);
-        if (junk < 0 && !said_utf8 && ag_utf8_error_at(line, (size_t)n) >= 0) { /* read as bytes, as the data was */
-            fprintf(stderr, "attngrad predict: stdin:%lld: note: not UTF-8 (byte 0x%02x at column %ld), read as "
-                    "bytes; later lines like it are not reported\n", (long long)lineno,
-                    (unsigned char)line[ag_utf8_error_at(line, (size_t)n)], ag_utf8_error_at(line, (size_t)n) + 1);
-            said_utf8 = true;
-        }
+        note_not_utf8(line, (size_t)n, lineno, &said_utf8);
         bool refused = junk >= 0;
         if (refused)
             snprintf(err, sizeof err, "binary data (byte 0x%02x at column %ld)", (unsigned char)line[junk], junk + 1);
