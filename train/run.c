@@ -15,13 +15,19 @@
 #include <unistd.h>
 
 /* A checkpoint read and verified (ag_st_read), with a note when some of
- * its tensors carry no checksum: a run saved before checksums, or a file
- * re-written by another tool. */
+ * its tensors carry no checksum (a run saved before checksums, or a file
+ * re-written by another tool), or when they all do but the file is not
+ * sealed whole: a run saved before the seal, whose config and metrics
+ * history no checksum covers.  Such files load (runs of before keep
+ * working); the note says what was not verified. */
 static int open_checkpoint(const char *path, ag_st_file *f, bool note, char *err, size_t errlen) {
     if (ag_st_read(path, f)) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     if (note && f->unchecked)
         fprintf(stderr, "note: %s: %d of its %d tensors carry no checksum: they load unverified\n", path, f->unchecked,
                 f->count);
+    else if (note && !f->sealed)
+        fprintf(stderr, "note: %s: not sealed whole (saved before attngrad.file_crc32c): its tensors are verified, its "
+                "header (the config, the metrics history) loads unverified\n", path);
     return 0;
 }
 
