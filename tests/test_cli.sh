@@ -285,7 +285,7 @@ expect 1 "wide.txt:41: line longer than 200 bytes \(--max-line-bytes N reads lon
 { for i in $(seq 60); do echo "$((i % 2)) w$((i % 5)) w$((i % 3)) w1"; done
   awk 'BEGIN { printf "1"; for (i = 1; i <= 400000; i++) printf " w%d", i % 7; print "" }'; } > "$T/huge.txt"
 expect 1 "the longest sentence: $T/huge.txt line 61, 400000 tokens\); --max-len N cuts longer sentences" \
-  "$AG" train "${SMALL[@]}" --data "$T/huge.txt" --max-line-bytes 4000000 --out "$T/huge"
+  "$AG" train "${SMALL[@]}" --data "$T/huge.txt" --max-line-bytes 4000000 --max-line-words 0 --out "$T/huge"
 
 # diverged with every value finite: the summary, then the verdict on stderr and exit 1
 expect 1 'the run diverged: its training loss ended at .* times its first step.s \([0-9.]+\); lower the learning rate \(--optim adam:lr=1e6\)' \

@@ -80,7 +80,7 @@ bounded "$AG" predict --ckpt "$CK" --max-line-words 4 < "$T/five.txt"
 check "--max-line-words 4" 1 '^attngrad predict: stdin:1: 5 words, more than --max-line-words 4' 1
 bounded "$AG" predict --ckpt "$CK" --max-line-words 0 < "$T/five.txt"
 check "--max-line-words 0" 0 '' 1
-expect 2 "option --max-line-words: '-1': expected an integer" "$AG" predict --ckpt "$CK" --max-line-words -1
+expect 2 "option --max-line-words: -1 is out of range" "$AG" predict --ckpt "$CK" --max-line-words -1
 
 # the issue's case: one 64 MB line of words (it took 8.9 GB and 16 s), refused by its bytes
 python3 -c 'import sys; sys.stdout.write("a " * (32 << 20) + "\nw1 w2\n")' > "$T/64mb.txt" 2>/dev/null ||
@@ -94,6 +94,15 @@ rm -f "$T/64mb.txt"
   printf '1\tw1\t_\t_\t_\t_\t0\t_\t_\t_\n2\tA\t_\t_\t_\t_\t1\t_\t_\t_\n\n'; } > "$T/long.conllu"
 bounded "$AG" predict --ckpt "$CK" --input conllu < "$T/long.conllu"
 check "a CoNLL-U sentence of 1,500 words" 1 '^attngrad predict: stdin:1: a CoNLL-U sentence of more than 1000 words: refused' 2
+
+# data files: a sentence of more than --max-line-words is refused by its file and line at load, in train and
+# eval alike (it made a batch of gigabytes before), unless --max-len cuts it
+{ for i in $(seq 60); do echo "$((i % 2)) w$((i % 5)) A w$((i % 3)) B"; done; echo "1 $(yes w1 | head -n 1500 | tr '\n' ' ')"; } > "$T/long.txt"
+bounded "$AG" train --data "$T/long.txt" --dim 8 --progress none --epochs 1 --out "$T/long-run"
+check "train, 1,500 words" 1 "long.txt:61: a sentence of 1500 words, more than the limit of 1000: refused before its words are kept \(--max-line-words N takes longer ones, --max-len N cuts them\)" 0
+bounded "$AG" eval --ckpt "$CK" --data "$T/long.txt"
+check "eval, 1,500 words" 1 "long.txt:61: a sentence of 1500 words, more than the limit of 1000" 0
+expect 0 'done in' "$AG" train --data "$T/long.txt" --dim 8 --progress none --epochs 1 --max-len 50 --out "$T/long-cut"
 
 # heatmap: the same bound on its sentence
 expect 2 '^attngrad heatmap: --sentence: 5 words, more than --max-line-words 4' \

@@ -27,13 +27,6 @@
 
 enum { EXIT_USAGE = 2 };
 
-/* Attention holds maps in the square of a sentence's words: 1,000 words take
- * MPSAN 0.2 GB, 20,000 words more than 20 GB (the step grows into all the
- * memory the machine has before it is refused), though a line of them is
- * 40 KB, far below --max-line-bytes.  So predict and heatmap also bound the
- * words of a line before anything is built from it. */
-enum { DEFAULT_MAX_LINE_WORDS = 1000 };
-
 typedef struct {
     const char *name;
     unsigned cmd;
@@ -71,10 +64,6 @@ static void command_help(const command *c) {
         printf("  %-20s %s\n", "--out DIR_OR_PREFIX",
                "a folder (existing, or ending in /): DIR/<model>-<map>[-h<k>].svg; else PREFIX-<map>[-h<k>].svg");
     }
-    if (c->cmd & (AG_CMD_PREDICT | AG_CMD_HEATMAP))
-        printf("  %-20s most words in an input line, a pair's two sentences together (default %d; 0: no limit):\n"
-               "  %-20s a longer line is refused before the model sees it (predict: see --long-lines)\n",
-               "--max-line-words N", DEFAULT_MAX_LINE_WORDS, "");
     ag_train_print_options(stdout, c->cmd);
 }
 
@@ -93,12 +82,10 @@ static void fatal_exit(const char *msg) {
 typedef struct {
     const char *ckpt;
     const char *sentence, *sentence_b, *out; /* heatmap */
-    const char *max_line_words;              /* predict, heatmap */
 } cli_extra;
 
 static const char **extra_option(const command *c, cli_extra *x, const char *key) {
     if (!strcmp(key, "ckpt") && (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT | AG_CMD_HEATMAP))) return &x->ckpt;
-    if (!strcmp(key, "max-line-words") && (c->cmd & (AG_CMD_PREDICT | AG_CMD_HEATMAP))) return &x->max_line_words;
     if (!(c->cmd & AG_CMD_HEATMAP)) return NULL;
     if (!strcmp(key, "sentence")) return &x->sentence;
     if (!strcmp(key, "sentence-b") || !strcmp(key, "sentence_b")) return &x->sentence_b;
@@ -141,15 +128,6 @@ static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o,
             value = argv[++i];
         }
         char err[512];
-        if (extra == &x->max_line_words) {
-            char *end;
-            long v = strtol(value, &end, 10);
-            if (end == value || *end || v < 0 || v > (1L << 24)) {
-                fprintf(stderr, "attngrad %s: option --max-line-words: '%s': expected an integer in [0, %ld]\n",
-                        c->name, value, 1L << 24);
-                return EXIT_USAGE;
-            }
-        }
         if (extra) *extra = value;
         else if (ag_train_set(o, key, value, err, sizeof err)) {
             fprintf(stderr, "attngrad %s: %s\n", c->name, err);
@@ -269,9 +247,8 @@ static int cmd_train(const command *c, int argc, char **argv) {
 /* Loads the checkpoint named by --ckpt (its path to *ckpt); o gets the run's
  * options with the command line's on top. */
 static int load_checkpoint(const command *c, int argc, char **argv, const char **ckpt, ag_train_opts *o, ag_model *m,
-                           ag_vocab **vocab, cli_extra *extra) {
+                           ag_vocab **vocab) {
     ag_train_opts first = ag_train_opts_default();
-    cli_extra own = {0}, *xp = extra ? extra : &own;
     cli_extra x = {0};
     int rc = parse_args(c, argc, argv, &first, &x);
     if (rc) return rc;
@@ -290,8 +267,7 @@ static int load_checkpoint(const command *c, int argc, char **argv, const char *
         for (int k = 0; k < 3; k++)
             if (!strncmp(argv[i], data_keys[k], strlen(data_keys[k]))) o->dataset[0] = o->format[0] = 0;
     set_threads(first.threads);
-    *xp = x;
-    return parse_args(c, argc, argv, o, xp);
+    return parse_args(c, argc, argv, o, &x);
 }
 
 static int cmd_eval(const command *c, int argc, char **argv) {
@@ -299,7 +275,7 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     ag_model m;
     ag_vocab *vocab;
     const char *ckpt;
-    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab, NULL);
+    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
     if (rc) return rc;
     char err[2 * AG_PATH_MAX + 128]; /* room for the data's and the checkpoint's paths */
     o.phrases = 0; /* SST's phrases are training data: eval scores dev and test, whole sentences */
@@ -337,11 +313,12 @@ static int cmd_eval(const command *c, int argc, char **argv) {
 }
 
 /* The most words predict and heatmap take in a line (SIZE_MAX: no limit):
- * --max-line-words, or none where the run cuts every sentence to --max-len
- * words anyway (its memory is bounded by the cut). */
-static size_t line_word_limit(const cli_extra *x, const ag_train_opts *o) {
-    long v = x->max_line_words ? strtol(x->max_line_words, NULL, 10) : DEFAULT_MAX_LINE_WORDS;
-    return v == 0 || (o->max_len > 0 && o->max_len <= v) ? SIZE_MAX : (size_t)v;
+ * --max-line-words, as attention's memory grows in the square of the words
+ * (a 40 KB line of 20,000 words took all of a 24 GB machine), or none where
+ * the run cuts every sentence to --max-len words anyway. */
+static size_t line_word_limit(const ag_train_opts *o) {
+    int64_t v = o->max_line_words;
+    return v <= 0 || (o->max_len > 0 && o->max_len <= v) ? SIZE_MAX : (size_t)v;
 }
 
 /* A line of more than `max` words: 1 with err set (refused), or under
@@ -460,10 +437,9 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     ag_model m;
     ag_vocab *vocab;
     const char *ckpt;
-    cli_extra x;
-    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab, &x);
+    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
     if (rc) return rc;
-    size_t max_words = line_word_limit(&x, &o);
+    size_t max_words = line_word_limit(&o);
     if (!strcmp(o.input, "conllu")) {
         rc = predict_conllu(&m, vocab, &o, max_words);
         ag_vocab_free(vocab);
@@ -537,9 +513,9 @@ static int cmd_heatmap(const command *c, int argc, char **argv) {
     ag_model m;
     ag_vocab *vocab;
     const char *ckpt;
-    if ((rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab, NULL))) return rc;
+    if ((rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab))) return rc;
     char err[1024];
-    size_t max_words = line_word_limit(&x, &o), words = 0; /* maps in the square of the words: bounded as predict's */
+    size_t max_words = line_word_limit(&o), words = 0; /* maps in the square of the words: bounded as predict's */
     for (int i = 0; i < 2 && max_words != SIZE_MAX; i++) /* (counting writes nothing: argv's strings) */
         words += sentences[i][1] ? ag_tokenize((char *)sentences[i][1], strlen(sentences[i][1]), 0, NULL, 0) : 0;
     if (words > max_words) {
