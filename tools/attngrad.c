@@ -312,40 +312,6 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     return rc ? 1 : 0;
 }
 
-/* The most words predict and heatmap take in a line (SIZE_MAX: no limit):
- * --max-line-words, as attention's memory grows in the square of the words
- * (a 40 KB line of 20,000 words took all of a 24 GB machine), or none where
- * the run cuts every sentence to --max-len words anyway. */
-static size_t line_word_limit(const ag_train_opts *o) {
-    int64_t v = o->max_line_words;
-    return v <= 0 || (o->max_len > 0 && o->max_len <= v) ? SIZE_MAX : (size_t)v;
-}
-
-/* A line of more than `max` words: 1 with err set (refused), or under
- * --long-lines cut 0 with the line cut after its max-th word and a note.
- * Counting takes no memory; only a cut line's spans are held. */
-static int too_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t max, int64_t lineno, char *err,
-                          size_t errlen) {
-    size_t words = max == SIZE_MAX ? 0 : ag_tokenize(line, (size_t)*n, 0, NULL, 0);
-    if (words <= max) return 0;
-    const char *tab = memchr(line, '\t', (size_t)*n);
-    ag_span *spans = strcmp(o->long_lines, "cut") ? NULL : malloc(max * sizeof *spans);
-    size_t end = spans ? (ag_tokenize(line, (size_t)*n, 0, spans, max), spans[max - 1].start + spans[max - 1].len) : 0;
-    bool cut = spans != NULL;
-    free(spans);
-    if (!cut || (tab && (size_t)(tab - line) >= end)) { /* refused; a cut pair would lose its second sentence */
-        snprintf(err, errlen, "%zu words, more than --max-line-words %zu: refused before the model sees it "
-                 "(--max-line-words N takes longer lines%s)", words, max,
-                 tab ? "; a pair's two sentences count together" : ", --long-lines cut predicts its first words");
-        return 1;
-    }
-    *n = (ssize_t)end;
-    line[end] = 0;
-    fprintf(stderr, "attngrad predict: stdin:%lld: note: a line of %zu words, cut to its first %zu (--long-lines "
-            "cut)\n", (long long)lineno, words, max);
-    return 0;
-}
-
 /* Text is bytes (docs/data.md): a line that is not UTF-8 is read as the
  * data was, and said once, since its words miss UTF-8 pretrained vectors. */
 static void note_not_utf8(const char *line, size_t n, int64_t lineno, bool *said) {
@@ -358,10 +324,11 @@ static void note_not_utf8(const char *line, size_t n, int64_t lineno, bool *said
 
 /* predict --input conllu: one line of output for each CoNLL-U sentence of
  * stdin (blank-line separated), the parse given to the model. */
-static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, size_t max_words) {
+static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o) {
     char *line = NULL, *text = NULL, err[1024];
     size_t cap = 0, len = 0, text_cap = 0, words = 0; /* words: token lines of the sentence */
     bool said_utf8 = false;
+    size_t max_words = ag_line_word_limit(o) > 0 ? (size_t)ag_line_word_limit(o) : SIZE_MAX;
     int64_t lineno = 0, first = 0, errors = 0;
     ssize_t n;
     bool more = true;
@@ -439,9 +406,8 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     const char *ckpt;
     int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
     if (rc) return rc;
-    size_t max_words = line_word_limit(&o);
     if (!strcmp(o.input, "conllu")) {
-        rc = predict_conllu(&m, vocab, &o, max_words);
+        rc = predict_conllu(&m, vocab, &o);
         ag_vocab_free(vocab);
         ag_model_free(&m);
         return rc;
@@ -452,6 +418,7 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     ssize_t n;
     size_t max = (size_t)(o.max_line_bytes > 0 ? o.max_line_bytes : AG_MAX_LINE_BYTES), dropped;
     bool said_utf8 = false;
+    size_t words;
     while ((n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0) {
         lineno++;
         if (dropped && ag_long_line(&o, line, &n, dropped, err, sizeof err)) {
@@ -470,8 +437,10 @@ static int cmd_predict(const command *c, int argc, char **argv) {
         bool refused = junk >= 0;
         if (refused)
             snprintf(err, sizeof err, "binary data (byte 0x%02x at column %ld)", (unsigned char)line[junk], junk + 1);
-        else
-            refused = too_many_words(&o, line, &n, max_words, lineno, err, sizeof err);
+        else if (!(refused = ag_many_words(&o, line, &n, &words, err, sizeof err)) && ag_line_word_limit(&o) > 0 &&
+                 words > (size_t)ag_line_word_limit(&o))
+            fprintf(stderr, "attngrad predict: stdin:%lld: note: a line of %zu words, cut to its first %lld (--long-lines "
+                    "cut)\n", (long long)lineno, words, (long long)ag_line_word_limit(&o));
         if (refused || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
             fprintf(stderr, "attngrad predict: stdin:%lld: %s\n", (long long)lineno, err);
             fputc('\n', stdout);
@@ -515,8 +484,8 @@ static int cmd_heatmap(const command *c, int argc, char **argv) {
     const char *ckpt;
     if ((rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab))) return rc;
     char err[1024];
-    size_t max_words = line_word_limit(&o), words = 0; /* maps in the square of the words: bounded as predict's */
-    for (int i = 0; i < 2 && max_words != SIZE_MAX; i++) /* (counting writes nothing: argv's strings) */
+    size_t max_words = ag_line_word_limit(&o) > 0 ? (size_t)ag_line_word_limit(&o) : SIZE_MAX, words = 0;
+    for (int i = 0; i < 2 && max_words != SIZE_MAX; i++) /* as predict's lines: maps in the square of the words */
         words += sentences[i][1] ? ag_tokenize((char *)sentences[i][1], strlen(sentences[i][1]), 0, NULL, 0) : 0;
     if (words > max_words) {
         fprintf(stderr, "attngrad heatmap: --sentence: %zu words, more than --max-line-words %zu (a pair's two "

@@ -98,12 +98,11 @@ static size_t line_limit(const ag_train_opts *o) {
     return (size_t)(o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES);
 }
 
-/* --max-line-words of the run (0: none): the most words of a sentence, so
- * that one line of thousands of words is refused by its file and line
- * before a batch of it (attention: memory in the square of its words)
- * takes the machine.  None where --max-len cuts every sentence shorter. */
-static int64_t word_limit(const ag_train_opts *o) {
-    return o->max_len > 0 && o->max_len <= o->max_line_words ? 0 : o->max_line_words;
+/* --max-line-words, so that one line of thousands of words is refused by
+ * its file and line before a batch of it (attention: memory in the square
+ * of its words) takes the machine. */
+int64_t ag_line_word_limit(const ag_train_opts *o) {
+    return o->max_line_words <= 0 || (o->max_len > 0 && o->max_len <= o->max_line_words) ? 0 : o->max_line_words;
 }
 
 /* What to do about a limit a file's line went past (AG_DATA_ELIMIT). */
@@ -120,7 +119,7 @@ static int load(const ag_train_opts *o, const char *path, ag_format fmt, int low
                 ag_dataset *ds, char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default();
     lo.max_line_bytes = line_limit(o);
-    lo.max_words = word_limit(o);
+    lo.max_words = ag_line_word_limit(o);
     lo.lowercase = lowercase;
     lo.skip_bad_lines = skip_bad;
     lo.n_classes = n_classes;
@@ -219,7 +218,7 @@ static int parse_file(const char *pdir, const char *file, char *path, size_t n) 
 static int load_parses(const ag_train_opts *o, const char *path, ag_dataset *parses, char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default(); /* labels or not: only the words and heads count */
     lo.max_line_bytes = line_limit(o);
-    lo.max_words = word_limit(o);
+    lo.max_words = ag_line_word_limit(o);
     return limit_advice(ag_dataset_load(path, AG_FORMAT_CONLLU, &lo, NULL, parses, err, errlen), err, errlen);
 }
 
@@ -252,7 +251,7 @@ static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const cha
                              "--phrases: no %s (SST's PTB trees, trainDevTestTrees_PTB's train.txt; docs/data.md)", trees);
     ag_dataset parses = {0};
     ag_tree_opts to = {.binary = !strcmp(b->name, "sst2"), .phrases = 1, .lowercase = 1,
-                       .max_line_bytes = line_limit(o), .max_words = word_limit(o)};
+                       .max_line_bytes = line_limit(o), .max_words = ag_line_word_limit(o)};
     int rc = 0;
     /* every tree's sentence, neutral ones too: the parses of stsa.fine.train
      * (SST-2's file drops the neutral sentences, whose phrases SST-2 keeps) */

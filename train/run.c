@@ -222,6 +222,27 @@ int ag_long_line(const ag_train_opts *o, char *line, ssize_t *n, size_t dropped,
     return 0;
 }
 
+int ag_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t *words, char *err, size_t errlen) {
+    int64_t limit = ag_line_word_limit(o);
+    *words = ag_tokenize(line, (size_t)*n, 0, NULL, 0);
+    if (limit <= 0 || *words <= (size_t)limit) return 0;
+    size_t max = (size_t)limit;
+    const char *tab = memchr(line, '\t', (size_t)*n);
+    ag_span *spans = strcmp(o->long_lines, "cut") ? NULL : malloc(max * sizeof *spans); /* a cut line's only */
+    size_t end = spans ? (ag_tokenize(line, (size_t)*n, 0, spans, max), spans[max - 1].start + spans[max - 1].len) : 0;
+    bool cut = spans != NULL;
+    free(spans);
+    if (!cut || (tab && (size_t)(tab - line) >= end)) { /* refused; a cut pair would lose its second sentence */
+        ag__train_fail(err, errlen, AG_ERR_FORMAT, "%zu words, more than --max-line-words %zu: refused before the model "
+                       "sees it (--max-line-words N takes longer lines%s)", *words, max,
+                       tab ? "; a pair's two sentences count together" : ", --long-lines cut predicts its first words");
+        return 1;
+    }
+    *n = (ssize_t)end;
+    line[end] = 0;
+    return 0;
+}
+
 /* ---- predict ---- */
 
 static const char *const sick_labels[] = {"NEUTRAL", "ENTAILMENT", "CONTRADICTION"};

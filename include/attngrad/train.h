@@ -244,6 +244,15 @@ ssize_t ag_read_line(FILE *in, char **buf, size_t *cap, size_t max, size_t *drop
  * (1, err says why and what to do), or "cut": line[0..*n) shortened to
  * its last whole word (0). */
 int ag_long_line(const ag_train_opts *o, char *line, ssize_t *n, size_t dropped, char *err, size_t errlen);
+/* The most words of a sentence the run takes, o->max_line_words; 0 for no
+ * limit: where it is 0, or where 0 < o->max_len <= it (the run cuts every
+ * sentence to max_len words, in training, eval and predict). */
+int64_t ag_line_word_limit(const ag_train_opts *o);
+/* A line of more words than ag_line_word_limit: refused (1, err
+ * says why and what to do), or under o->long_lines "cut" line[0..*n) cut
+ * after its last allowed word (0).  *words gets the line's count (counting
+ * takes no memory); 0 and *words at most the limit for a line within it. */
+int ag_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t *words, char *err, size_t errlen);
 
 /* Predicts one input line ("a sentence", pairs "sentence_a<TAB>sentence_b")
  * and prints "label<TAB>probabilities" (the label by name where the run
