@@ -1,6 +1,6 @@
 /* attngrad.c - the command-line program.
  *
- *   attngrad train [--model mtsa] [--data ../shared/data/trec] [options]
+ *   attngrad train [--model mtsa] [--data DATA/trec] [options]
  *   attngrad eval --ckpt runs/x/best.safetensors [--data ...]
  *   attngrad predict --ckpt runs/x/best.safetensors < sentences.txt
  *   attngrad heatmap --ckpt runs/x/best.safetensors --sentence "the cat sat" --out maps/

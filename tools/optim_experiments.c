@@ -4,7 +4,7 @@
  *   optim_experiments --optim sgd:lr=0.1 --optim adam:lr=1e-3 \
  *                     --optim adadelta:lr=0.5,rho=0.95 --epochs 20 --out runs/opt
  *
- *   optim_experiments --model mtsa --data ../shared/data/trec --optim adam:lr=1e-3 \
+ *   optim_experiments --model mtsa --data DATA/trec --optim adam:lr=1e-3 \
  *                     --optim adadelta:lr=0.5,rho=0.95 --epochs 10 --out runs/mtsa-trec
  *
  * writes runs/opt_steps.csv   optimizer,step,epoch,lr,loss        (every step)
