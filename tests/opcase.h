@@ -31,5 +31,6 @@ extern const op_case core_cases[];     /* elementwise, reductions, matmul */
 extern const op_case shape_cases[];    /* shape ops, embedding, losses, dropout */
 extern const op_case attention_cases[]; /* softmax family, masks, fused attention, heads */
 extern const op_case seq_cases[];      /* gaussian scoring, layernorm, LSTM, MTSA attention */
+extern const op_case feature_cases[];  /* softmax along any axis, feature-wise attention */
 
 #endif

@@ -8,7 +8,7 @@
 #include <string.h>
 
 static const op_case *const *case_sets(void) {
-    static const op_case *const sets[] = {core_cases, shape_cases, attention_cases, seq_cases, NULL};
+    static const op_case *const sets[] = {core_cases, shape_cases, attention_cases, seq_cases, feature_cases, NULL};
     return sets;
 }
 
