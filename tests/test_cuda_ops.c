@@ -234,6 +234,7 @@ static const op_case cases[] = {
 #include "cuda_ops_softmax.inc"
 #include "cuda_ops_loss.inc"
 #include "cuda_ops_seq.inc"
+#include "cuda_ops_feature.inc"
 
 /* Each family's table. */
 static const struct {
@@ -245,6 +246,7 @@ static const struct {
     {cases_softmax, sizeof cases_softmax / sizeof *cases_softmax},
     {cases_loss, sizeof cases_loss / sizeof *cases_loss},
     {cases_seq, sizeof cases_seq / sizeof *cases_seq},
+    {cases_feature, sizeof cases_feature / sizeof *cases_feature},
 };
 
 /* ---- f64: the finite-difference gradient check of every case on the GPU:
