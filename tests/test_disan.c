@@ -1,7 +1,8 @@
 /* test_disan.c - examples/disan.c (included as is): an f64 gradient check of
  * its loss through every parameter on a padded batch (an example of length
  * 1 among them); the weights it hands out for heatmaps (ag_feature_attention's,
- * ag_source2token_weights', ag_feature_map); and that it learns the
+ * ag_source2token_weights', ag_feature_map); the same bits on 1 and 3
+ * threads; and that it learns the
  * generated order task, where a bag of words stays at 25%: the training
  * loss falls and the test accuracy ends well above chance. */
 #define DISAN_NO_MAIN
@@ -10,6 +11,8 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum { B = 3, N = 5, V = 7, C = 4 };
 static const int32_t tokens[B * N] = {3, 4, 5, 6, 2, /* */ 2, 0, 0, 0, 0, /* */ 6, 5, 4, 0, 0};
@@ -75,6 +78,38 @@ static void test_gradcheck(void) {
     ag_params_free(&m.ps);
 }
 
+/* The ops' CPU parts are fixed by the shape, not the thread count: one
+ * training step's loss and gradients have the same bits on 1 and 3 threads. */
+static void test_threads(void) {
+    double first_loss = 0;
+    ag_real *first = NULL;
+    for (int threads = 1; threads <= 3; threads += 2) {
+        ag_set_num_threads(threads);
+        ag_rng rng;
+        ag_rng_seed(&rng, 5);
+        disan m;
+        disan_build(&m, V, C, 6, &rng);
+        ag_params_zero_grad(&m.ps);
+        ag_tensor *loss = loss_fn(&m);
+        ag_backward(loss);
+        int64_t n = 0;
+        for (int p = 0; p < m.ps.count; p++) n += m.ps.items[p]->size;
+        ag_real *g = malloc(sizeof *g * (size_t)n);
+        for (int p = 0, at = 0; p < m.ps.count; at += (int)m.ps.items[p]->size, p++)
+            memcpy(g + at, m.ps.items[p]->grad, sizeof *g * (size_t)m.ps.items[p]->size);
+        if (!first) {
+            first = g, first_loss = ag_item(loss);
+        } else {
+            CHECK(ag_item(loss) == first_loss && !memcmp(g, first, sizeof *g * (size_t)n),
+                  "1 and 3 threads give different bits");
+            free(g);
+        }
+        ag_step_end();
+        ag_params_free(&m.ps);
+    }
+    free(first);
+}
+
 static void test_learns(void) {
     double first = 0, last = 0, acc = disan_run(800, 6, 16, false, &first, &last, NULL);
     printf("  order task: train loss %.3f -> %.3f over 6 epochs, test accuracy %.1f%%\n", first, last, 100 * acc);
@@ -85,6 +120,7 @@ static void test_learns(void) {
 
 int main(void) {
     test_gradcheck();
+    test_threads();
     test_learns();
     ag_shutdown();
     return check_summary("test_disan");
