@@ -13,7 +13,7 @@
 
 #include "attngrad.h"
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 ag_model_config bench_config(const ag_model_kind *kind);
 int bench_width(const ag_model_config *c);

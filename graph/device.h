@@ -41,7 +41,7 @@ void ag__bump_rewind(ag__bump *a, size_t pos, int chunk);
  * missing ("built without CUDA", "no CUDA device", driver/runtime versions). */
 bool ag__cuda_ready(char *why, size_t n);
 /* The device to start on: this index modulo the devices visible (a rank's
- * local index under mpirun, models/dist.c); 0 unless said.  Only before the
+ * local index under mpirun, distributed/dist.c); 0 unless said.  Only before the
  * runtime starts: afterwards the device in use stays. */
 void ag__cuda_prefer_device(int index);
 /* Starts the runtime on device `index` of those visible, exactly (no

@@ -112,10 +112,12 @@ void ag__at_shutdown(void (*release)(void));
 
 /* ---- profiler (graph/profile.c) ---- */
 extern bool ag__prof_on;
+/* Monotonic seconds from an arbitrary origin (CLOCK_MONOTONIC): for
+ * intervals, never for dates. */
+double ag__seconds(void);
 void ag__prof_site(void);
 void ag__prof_forward(const char *op, const char *file, int line);
 void ag__prof_backward(const ag_node *n, double seconds);
-double ag__prof_now(void);
 /* The last call site stamped by AG_AT (file NULL when none). */
 const char *ag__callsite(int *line);
 

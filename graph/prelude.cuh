@@ -103,7 +103,7 @@ extern "C" cudaStream_t ag__cuda_stream(void);
 extern "C" void *ag__record_begin(size_t bytes, int (*run)(const void *));
 
 /* kernel<<<grid, block, shared, stream>>>(args) on the engine's stream.
- * Under tests/cuda_emulator (-Dgpu_emulator=true) a C++ compiler builds
+ * Under emulator/ (-Dgpu_emulator=true) a C++ compiler builds
  * this file, and the launch is the emulator's function. */
 #ifdef AG_CUDA_EMULATOR
 #define AG__LAUNCH_NOW(kernel, grid, block, shared, ...) \

@@ -29,7 +29,7 @@ static double mark, started; /* mark: the last stamp or record */
 static prof_entry *entries;
 static int n_entries, cap_entries;
 
-static double now(void) {
+double ag__seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -38,12 +38,12 @@ static double now(void) {
 void ag_profile_start(void) {
     n_entries = 0;
     ag__prof_on = true;
-    started = mark = now();
+    started = mark = ag__seconds();
 }
 
 void ag_profile_stop(void) { ag__prof_on = false; }
 
-void ag__prof_site(void) { mark = now(); }
+void ag__prof_site(void) { mark = ag__seconds(); }
 
 /* A linear scan: a model has a few hundred sites, and this runs only while
  * profiling (the counting allocator stays out of the steady state). */
@@ -62,7 +62,7 @@ static prof_entry *entry(const char *op, const char *file, int line) {
 }
 
 void ag__prof_forward(const char *op, const char *file, int line) {
-    double t = now();
+    double t = ag__seconds();
     prof_entry *e = entry(op, file, line);
     e->calls++;
     e->fwd += t - mark;
@@ -75,7 +75,6 @@ void ag__prof_backward(const ag_node *n, double seconds) {
     e->bwd += seconds;
 }
 
-double ag__prof_now(void) { return now(); }
 
 static int by_total(const void *a, const void *b) {
     const prof_entry *x = a, *y = b;
@@ -89,7 +88,7 @@ static const char *base_name(const char *path) {
 }
 
 void ag_profile_report(FILE *f, int steps, int top) {
-    double wall = now() - started, fwd = 0, bwd = 0;
+    double wall = ag__seconds() - started, fwd = 0, bwd = 0;
     if (steps < 1) steps = 1;
     qsort(entries, (size_t)n_entries, sizeof *entries, by_total);
     for (int i = 0; i < n_entries; i++) fwd += entries[i].fwd, bwd += entries[i].bwd;

@@ -121,9 +121,9 @@ static void sweep(ag_tensor *out, bool retain) {
         if (!n->out->grad) continue;
         n->spent = n->spent || !retain;
         if (ag__prof_on) {
-            double t0 = ag__prof_now();
+            double t0 = ag__seconds();
             n->backward(n);
-            ag__prof_backward(n, ag__prof_now() - t0);
+            ag__prof_backward(n, ag__seconds() - t0);
         } else {
             n->backward(n);
         }

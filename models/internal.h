@@ -1,51 +1,18 @@
 /* internal.h - what models/ shares with the trainer, the tools and the tests
- * but does not publish in include/attngrad/: helpers of the trainer's error
- * convention and of its option table, and one built-in model's inspection
- * hook.  Names keep the ag_ prefix because they are library symbols. */
+ * but does not publish in include/attngrad/: the built-in models' flag
+ * names and one built-in model's inspection hook. */
 #ifndef AG_MODELS_INTERNAL_H
 #define AG_MODELS_INTERNAL_H
 
-#include "../include/attngrad/train.h"
-
-/* What the trainer was doing when a fatal error (ag__fatal: e.g. a batch
- * too big for memory) ended it, for the message: "" when nothing special. */
-const char *ag__train_doing(void);
-
-/* --profile K times the K training steps after the first AG_PROFILE_WARMUP
- * (those still fault in the arena's pages and warm the caches) and prints
- * the AG_PROFILE_TOP costliest op call sites. */
-#define AG_PROFILE_WARMUP 3
-#define AG_PROFILE_TOP 30
-
-/* The error convention of the trainer: writes the message into err (errlen
- * bytes) and returns code. */
-int ag__train_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-/* A --device value: -1 for cpu or cuda (the default GPU), N for cuda:N,
- * -2 for anything else. */
-int ag__train_device_index(const char *device);
-
-/* The options that are set (sizes > 0, flags, task, seed...) onto cfg. */
-void ag__train_apply(const ag_train_opts *o, ag_model_config *cfg);
-/* cfg's values into o, so that ag_train_opts_format saves them. */
-void ag_train_record(ag_train_opts *o, const ag_model_config *cfg);
+#include "../include/attngrad/model.h"
 
 /* Is name[0..len) one of the built-in models' --flags names? */
 bool ag__flag_is_builtin(const char *name, size_t len);
-/* o->flags as bits of kind (its built-in and own names); AG_ERR_ARG with
- * "model K does not read flag F (its flags: ...)" in err for another's. */
-int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned *bits, char *err, size_t errlen);
 
 /* The positional LM's attention in its last forward, for heatmaps and
  * tests (step-arena tensors: valid until ag_step_end).  *mu [B,N] is the
  * Gaussian mean (NULL unless AG_LM_POSITIONAL); *weights [B,N(t),N(i)] the
  * weight of h_i in c_t (NULL for AG_LM_NONE).  Either pointer may be NULL. */
 void ag__poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights);
-
-/* The run's own counters as --resume reads them from a checkpoint's config
- * ("state.step=..." lines): 0 when they all parse and are in range, else a
- * negative code with err naming `what` and the entry (for the fuzzing
- * harness of run configs). */
-int ag__run_state_check(const char *config, const char *what, char *err, size_t errlen);
 
 #endif

@@ -21,10 +21,10 @@ static const ag_model_kind *kinds[AG_MODEL_MAX_KINDS + 1]; /* NULL-terminated */
 static int n_kinds;
 
 /* The name is what --model, the run folders and the checkpoints' config
- * carry: it must fit ag_train_opts.model and read back from "key=value". */
+ * carry: it must fit AG_MODEL_NAME_MAX and read back from "key=value". */
 static bool good_name(const char *name) {
     size_t n = strlen(name);
-    if (n == 0 || n >= sizeof(((ag_train_opts *)0)->model)) return false;
+    if (n == 0 || n >= AG_MODEL_NAME_MAX) return false;
     for (size_t i = 0; i < n; i++)
         if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-') return false;
     return true;

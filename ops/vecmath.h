@@ -16,7 +16,7 @@
  * with AG_HD = __host__ __device__ and nvcc -fmad=false), so a CUDA kernel
  * and the CPU loop compute the same arithmetic, and tests/test_vecmath.c,
  * which runs on the CPU, checks the source the GPU runs.  (A .cu file built
- * for tests/cuda_emulator is C++ without nvcc: AG_CUDA_EMULATOR.) */
+ * for emulator/ is C++ without nvcc: AG_CUDA_EMULATOR.) */
 #if defined(__CUDACC__) || defined(AG_CUDA_EMULATOR)
 #include "../graph/prelude.cuh"
 #else

@@ -214,7 +214,7 @@ static double *grad_sq_clipped(ag_params *ps, double max_norm, sq_room *room, ag
     return total;
 }
 
-/* For the one-wait training step (models/train.c): in step memory. */
+/* For the one-wait training step (train/step.c): in step memory. */
 double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev) {
     return max_norm <= 0 ? squares(ps, trained_grad, true, 0, NULL, &dev) : grad_sq_clipped(ps, max_norm, NULL, &dev);
 }

@@ -56,7 +56,7 @@ typedef struct {
     void (*scale_below_one)(ag__kreal *x, int64_t n, const double *coef);
     /* y += a x */
     void (*axpy)(ag__kreal a, const ag__kreal *x, ag__kreal *y, int64_t n);
-    /* The training step (models/train.c): *gate = *sq, or NaN when *loss is
+    /* The training step (train/step.c): *gate = *sq, or NaN when *loss is
      * not finite; out[0..2] = loss, *sq, *psq, for one read. */
     void (*step_gate)(const ag__kreal *loss, const double *sq, double *gate);
     void (*step_values)(const ag__kreal *loss, const double *sq, const double *psq, double *out);
@@ -72,7 +72,7 @@ AG_KERNELS_END
 const ag__optim_kernels *ag__optim_on(const char *op, ag_device dev);
 const ag__grads_kernels *ag__grads_on(const char *op, ag_device dev);
 
-/* ---- the training step's pieces (models/train.c) ----
+/* ---- the training step's pieces (train/step.c) ----
  * The sums of squares of the trained gradients (clipped to max_norm > 0
  * first) and of the parameters' values, left in the memory of dev, which
  * holds the parameters (NULL where they are on two devices); the update,

@@ -6,7 +6,7 @@
 #include "check.h"
 #include "fatal.h"
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <setjmp.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* test_cuda_emulator.cpp - the emulator of tests/cuda_emulator checked on
+/* test_cuda_emulator.cpp - the emulator of emulator/ checked on
  * its own (built with -Dgpu_emulator=true only): the GPU tests that run on
  * it are worth what it catches, so each thing it claims to catch is done
  * here on purpose and must be caught, and each thing it must get right

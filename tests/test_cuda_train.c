@@ -29,9 +29,9 @@
 #include "check.h"
 #include "attngrad.h"
 #include "../graph/device.h" /* ag__cuda_copy: reading gradients and state back */
-#include "../optim/kernels.h" /* the training step's gate, as models/train.c makes it */
+#include "../optim/kernels.h" /* the training step's gate, as train/step.c makes it */
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -279,7 +279,7 @@ static void freeze_case(void) {
     ag_params_free(&gpu);
 }
 
-/* train's step on the GPU (models/train.c train_step): the gradient's
+/* train's step on the GPU (train/step.c ag__train_step): the gradient's
  * sum of squares, clipped on the device, and a gate from it and the loss
  * that the update reads there.  A loss that is NaN, or a gradient with an
  * inf, leaves the parameters and the state as they were (the host then

@@ -1,8 +1,8 @@
-/* test_dist - models/dist.h in a program without the MPI backend: the
+/* test_dist - distributed/dist.h in a program without the MPI backend: the
  * one-process case every library user gets, the row split every rank
  * count uses, and the refusal to run as one of several mpirun processes
  * without MPI.  The ranks themselves: tests/test_mpi.sh. */
-#include "../models/dist.h"
+#include "../distributed/dist.h"
 #include "check.h"
 
 #include <stdlib.h>

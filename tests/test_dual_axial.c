@@ -7,7 +7,7 @@
  * that allocate nothing. */
 #include "model_util.h"
 #include "attngrad/train.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <math.h>
 #include <unistd.h>

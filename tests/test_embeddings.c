@@ -6,7 +6,7 @@
  * Every file is also read from memory (ag_vectors_read_mem), which must
  * answer the same.  Every vectors file is written here, in a scratch folder. */
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 #include "check.h"
 
 #include <stdlib.h>

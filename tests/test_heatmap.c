@@ -3,7 +3,7 @@
  * SVG writer makes a complete picture. */
 #include "check.h"
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 #include "check.h"
 #include "fatal.h"
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 #include "attngrad/layers.h"
 
 #include <string.h>

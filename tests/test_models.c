@@ -6,7 +6,7 @@
  * Optional argument: a model name. */
 #include "check.h"
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel training on MPI (models/dist.h), end to end through
+# Data-parallel training on MPI (distributed/dist.h), end to end through
 # `mpirun ... attngrad train`.  Usage:
 #
 #   test_mpi.sh MODE ATTNGRAD_F64 ATTNGRAD_F32 ST_COMPARE MPI_FOUND [GPU_BUILD]
@@ -23,7 +23,7 @@
 #          tests/test_nccl_emulator.cpp, given as a 7th argument.
 #
 # GPU_BUILD: nccl, cuda (CUDA without NCCL), emulated or emulated-nccl
-# (tests/cuda_emulator: its GPUs are AG_CUDA_EMULATOR_DEVICES, 2 for the
+# (emulator/: its GPUs are AG_CUDA_EMULATOR_DEVICES, 2 for the
 # nccl mode unless set; its NCCL runs over MPI) or none.  Skips (exit 77) with
 # the reason when the build has no MPI, when mpirun is not Open MPI's
 # (hosts), when the machine refuses namespaces, when there is no GPU (cuda,
@@ -241,7 +241,7 @@ cuda | nccl)
   [ "$mode" = cuda ] || [ "$gpu_build" = nccl ] || [ "$gpu_build" = emulated-nccl ] ||
     skip "this build has no NCCL (-Dnccl=auto finds it beside MPI and CUDA: nccl.h and libnccl)"
   gpus=0
-  if [ "${gpu_build%-nccl}" = emulated ]; then # tests/cuda_emulator's GPUs: as many as asked for
+  if [ "${gpu_build%-nccl}" = emulated ]; then # emulator/'s GPUs: as many as asked for
     [ "$mode" = nccl ] && export AG_CUDA_EMULATOR_DEVICES=${AG_CUDA_EMULATOR_DEVICES:-2}
     gpus=${AG_CUDA_EMULATOR_DEVICES:-1}
   elif command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L | grep -c '^GPU'); fi

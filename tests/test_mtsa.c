@@ -4,7 +4,7 @@
  * agree, and steady steps allocate nothing. */
 #include "check.h"
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

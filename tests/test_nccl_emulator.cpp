@@ -1,4 +1,4 @@
-/* test_nccl_emulator.cpp - the emulated NCCL of tests/cuda_emulator checked
+/* test_nccl_emulator.cpp - the emulated NCCL of emulator/ checked
  * on its own, on 2 ranks (tests/test_mpi.sh's nccl_emulator mode runs it
  * under mpirun, with 2 emulated GPUs): the sums and broadcasts against
  * values worked out by hand, in stream order with the work queued before

@@ -8,7 +8,7 @@
  * the loss on one fixed batch; also the LSTM layer maker ag_param_lstm. */
 #include "check.h"
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 #include "check.h"
 #include "../graph/internal.h"
 #include "attngrad/model.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <setjmp.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-/* test_train.c - the trainer library (models/train.h): options and their
+/* test_train.c - the trainer library (include/attngrad/train.h): options and their
  * saved config, a short run on the generated task that must learn without
  * allocating per step, resuming bit for bit (at an epoch boundary and in
  * the middle of an epoch), eval of a checkpoint, reference dumps of every
@@ -11,7 +11,7 @@
  *   test_train verify-dump FILE MODEL [FLAGS [TASK]]   FILE == a fresh dump-step */
 #include "check.h"
 #include "attngrad/train.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

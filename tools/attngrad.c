@@ -9,13 +9,13 @@
  *   attngrad models
  *   attngrad --plugin my_model.so train --model mine    (any command: kinds of a plugin)
  *
- * The work is done by the trainer library (models/train.h); this file reads
+ * The work is done by the trainer library (include/attngrad/train.h); this file reads
  * the command line and prints.  The program is built twice: `attngrad`
  * (float) and `attngrad-f64` (double), which `attngrad gradcheck` runs.
  * Exit status: 0 success, 1 failure (bad data, a failed check), 2 usage. */
-#include "../models/dist.h"
+#include "../distributed/dist.h"
 #include "attngrad/train.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -85,7 +85,7 @@ say() { echo "gpu-check [$(( $(date +%s) - t0 ))s] $*"; }
 B=build-gpu
 if [ $emulator = 1 ]; then
   B=build-gpu-emu
-  say "the CUDA emulator (tests/cuda_emulator): a dry run on the CPU; no figure below is a GPU's"
+  say "the CUDA emulator (emulator/): a dry run on the CPU; no figure below is a GPU's"
 elif ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
   say "no GPU here (nvidia-smi missing or failing): nothing to check"
   echo "gpu-check: 0 passed, 0 failed, 1 skipped"

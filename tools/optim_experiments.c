@@ -20,13 +20,13 @@
  * Two implement it: a 2-layer MLP classifier on a generated task (the
  * default), and any registered model (--model) on the trainer's data (its
  * generated task, or a benchmark with --data), built from the trainer
- * library (models/train.h): its data splits and vocabulary, the model's
+ * library (include/attngrad/train.h): its data splits and vocabulary, the model's
  * loss and its evaluation, so the numbers are those `attngrad train` gets;
  * --plugin FILE.so first loads the kinds a plugin registers, as `attngrad
  * --plugin` does.  Each epoch prints a progress line; --max-minutes bounds
  * the whole comparison, each optimizer getting an equal share of it. */
 #include "attngrad/train.h"
-#include "../models/internal.h"
+#include "../train/internal.h"
 #include "../graph/internal.h" /* ag__malloc: sizes too big for memory end with a message (fatal_exit), not a crash */
 #include "plot_curves.h"
 

@@ -2,7 +2,7 @@
 # Builds attngrad release and with address+undefined sanitizers and runs
 # every test in both; runs the README's subset under valgrind, the threaded
 # tests under ThreadSanitizer, and the GPU tests on the CUDA emulator
-# (tests/cuda_emulator); fuzzes each input parser briefly (tools/fuzz.sh);
+# (emulator/); fuzzes each input parser briefly (tools/fuzz.sh);
 # checks the installed library from outside the tree (tools/check-install.sh).  Ends with the line
 #   tests: N passed, M failed, K skipped
 # where a skipped test (exit 77: no GPU, no numpy, ...) is never a pass.
@@ -83,7 +83,7 @@ fi
 read -r p f s < <(count build-tsan/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "thread sanitizer"
 unset TSAN_OPTIONS
 
-# The CUDA backend on tests/cuda_emulator (docs/design.md, "Testing the CUDA
+# The CUDA backend on emulator/ (docs/design.md, "Testing the CUDA
 # backend without a GPU"): the GPU tests - every op's kernels, the five
 # models' steps, optimizers, CUDA graphs, dump-step, 2 ranks on one GPU and
 # 2 on NCCL (emulated over MPI),

@@ -202,7 +202,8 @@ ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, 
 
 /* ---- the registry ---- */
 
-enum { AG_MODEL_MAX_KINDS = 64 };
+/* A kind's name is at most AG_MODEL_NAME_MAX - 1 bytes (ag_train_opts.model). */
+enum { AG_MODEL_MAX_KINDS = 64, AG_MODEL_NAME_MAX = 32 };
 
 /* Adds a kind, which must outlive every use (a static const struct).  The
  * built-in kinds are registered first, on the first call of any of these

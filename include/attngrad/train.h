@@ -9,7 +9,7 @@
  *   ag_train_result r;
  *   if (ag_train(&o, &r, err, sizeof err)) puts(err);
  *
- * Every option is a row of one table (models/train_opts.c): the CLI parses "--key value"
+ * Every option is a row of one table (train/options.c): the CLI parses "--key value"
  * into ag_train_set, help text comes from the table, and the options a run
  * depends on are saved as "key=value" lines in every checkpoint's "config"
  * metadata, so `eval`, `predict` and `--resume` rebuild the same run.
@@ -35,7 +35,7 @@ enum { AG_PATH_MAX = 1024 };
  * to at most 64 (see ag_train_resolve). */
 typedef struct {
     /* model */
-    char model[32];
+    char model[AG_MODEL_NAME_MAX];
     char task[16];          /* "", classify, pair, lm, relatedness: "" follows the model and the data */
     int vocab, classes;     /* filled from the data (set them for dump-step) */
     char vocab_fp[17];      /* ag_vocab_fingerprint in hex, set by train: ties vocab.txt to the checkpoint */
@@ -102,7 +102,7 @@ int ag_train_opts_format(const ag_train_opts *o, char *buf, size_t n);
 int ag_train_opts_parse(ag_train_opts *o, const char *text, const char *what, char *err, size_t errlen);
 
 /* Fills cfg from the kind's defaults and the options (vocab and classes as
- * set), and writes the resolved values back into o (ag_train_record). */
+ * set), and writes the resolved values back into o (ag__train_record). */
 int ag_train_resolve(ag_train_opts *o, ag_model_config *cfg, char *err, size_t errlen);
 /* The size options set in o that o's model does not read (ag_model_kind.reads),
  * as "--hidden, --heads" into buf; returns how many. */

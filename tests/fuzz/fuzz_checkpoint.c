@@ -4,7 +4,7 @@
  * reads a path, so the bytes go to an in-memory file (memfd). */
 #include "fuzz.h"
 #include "attngrad/train.h"
-#include "../../models/internal.h"
+#include "../../train/internal.h"
 
 #include <stdio.h>
 #include <sys/mman.h>

@@ -4,7 +4,7 @@
  * parses is formatted and parsed again. */
 #include "fuzz.h"
 #include "attngrad/train.h"
-#include "../../models/internal.h"
+#include "../../train/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = fuzz_cstring(data, size), err[1024], buf[512];

@@ -4,7 +4,7 @@
  * line may be refused, it must not hurt the next one. */
 #include "fuzz.h"
 #include "attngrad/train.h"
-#include "../../models/internal.h"
+#include "../../train/internal.h"
 
 #include <stdio.h>
 

@@ -3,7 +3,7 @@
  * them) and its counters ("state.step=..." lines, as --resume reads them). */
 #include "fuzz.h"
 #include "attngrad/train.h"
-#include "../../models/internal.h"
+#include "../../train/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = fuzz_cstring(data, size), err[1024];

@@ -1,4 +1,4 @@
-/* dist.cu - the GPU side of models/dist.c's flat gradient buffer: every
+/* dist.cu - the GPU side of distributed/dist.c's flat gradient buffer: every
  * parameter's gradient packed into one device buffer for one allreduce, and
  * unpacked from it, with the host path's arithmetic (the rank's weight
  * before the sum, 1/N after, N read from the buffer's own tail). */
@@ -25,7 +25,7 @@ __global__ void pack_kernel(const ag__kgrad_slot *slots, ag_real w, bool zero, a
 }
 
 __global__ void unpack_kernel(const ag__kgrad_slot *slots, const ag_real *flat, int64_t n) {
-    double total = (double)flat[n + 1]; /* as models/dist.c computes 1/N on the host */
+    double total = (double)flat[n + 1]; /* as distributed/dist.c computes 1/N on the host */
     ag_real inv = total > 0 ? (ag_real)(1 / total) : 0;
     ag__kgrad_slot s = slots[blockIdx.y];
     AG_CUDA_FOR(k, s.size) s.grad[k] = flat[s.offset + k] * inv;

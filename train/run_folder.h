@@ -1,5 +1,5 @@
-/* run_folder.h - a training run's folder on disk (models/run_folder.c), as
- * the trainer (models/train.c) writes and resumes it:
+/* run_folder.h - a training run's folder on disk (train/run_folder.c), as
+ * the trainer (train/step.c) writes and resumes it:
  *
  *   <out>/.lock              held by the one command training into <out>
  *   <out>/vocab.txt          the fold's vocabulary (ag_vocab_save)

@@ -1,5 +1,5 @@
-/* nccl.h - the part of NCCL attngrad calls (models/dist_nccl.c), answered
- * by tests/cuda_emulator/nccl.cpp for the emulated GPUs of emulator.cpp,
+/* nccl.h - the part of NCCL attngrad calls (distributed/dist_nccl.c), answered
+ * by emulator/nccl.cpp for the emulated GPUs of emulator.cpp,
  * so that `mpirun ... --device cuda` with AG_DIST_REDUCE=nccl runs in CI.
  *
  * The emulated NCCL carries its collectives over MPI (every MPI rank joins

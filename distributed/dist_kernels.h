@@ -1,7 +1,7 @@
 /* dist_kernels.h - the kernels of data-parallel training's flat gradient
  * buffer (ops/dispatch.h): every parameter's gradient packed into one
  * buffer for one allreduce, and unpacked from it.  The CPU's in
- * models/dist.c, CUDA's in models/cuda/dist.cu; every pointer is in the
+ * distributed/dist.c, CUDA's in distributed/cuda/dist.cu; every pointer is in the
  * device's memory. */
 #ifndef AG_DIST_KERNELS_H
 #define AG_DIST_KERNELS_H

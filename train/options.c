@@ -461,7 +461,7 @@ int ag_train_unread_options(const ag_train_opts *o, char *buf, size_t n) {
     return count;
 }
 
-void ag_train_record(ag_train_opts *o, const ag_model_config *c) {
+void ag__train_record(ag_train_opts *o, const ag_model_config *c) {
     static const char *const attentions[] = {"positional", "standard", "none"};
     o->vocab = c->vocab, o->classes = c->classes, o->dim = c->dim, o->heads = c->heads, o->layers = c->layers;
     o->hidden = c->hidden > 0 ? c->hidden : -1; /* -1: "none", not written */
@@ -504,6 +504,6 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
     c->sched = o->sched;
     if (o->clip < 0) o->clip = c->clip;
     c->clip = o->clip;
-    ag_train_record(o, c);
+    ag__train_record(o, c);
     return 0;
 }

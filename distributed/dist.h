@@ -20,10 +20,10 @@
  * GPUs it sees, so either one GPU per rank by CUDA_VISIBLE_DEVICES or none
  * set on a machine of several GPUs works.
  *
- * Only programs link MPI: models/dist_mpi.c, built when meson finds MPI,
+ * Only programs link MPI: distributed/dist_mpi.c, built when meson finds MPI,
  * goes into the attngrad programs and the MPI tests, and ag__dist_init
  * starts it when the process was launched by mpirun (NCCL likewise:
- * models/dist_nccl.c).  Everywhere else -
+ * distributed/dist_nccl.c).  Everywhere else -
  * no mpirun, a build without MPI, the installed libraries - these are the
  * one-process calls: rank 0 of 1, sums of one, nothing sent. */
 #ifndef AG_DIST_H
@@ -77,7 +77,7 @@ void ag__dist_gather_shares(double *all, int64_t n);
 typedef struct {
     ag_real *flat, *host;
     ag_device device;
-    void *slots; /* models/dist_kernels.h's ag__kgrad_slot[count] */
+    void *slots; /* distributed/dist_kernels.h's ag__kgrad_slot[count] */
     int count;
     int64_t largest;
 } ag__dist_grads;

@@ -1,5 +1,5 @@
 /* cublas_v2.h - the cuBLAS calls attngrad makes, answered on the CPU by
- * tests/cuda_emulator/emulator.cpp through the build's CBLAS (see
+ * emulator/emulator.cpp through the build's CBLAS (see
  * cuda_runtime_api.h for what the emulator is).  Column-major, as cuBLAS;
  * the operands must lie inside device allocations, which is checked. */
 #ifndef AG_CUDA_EMULATOR_CUBLAS_V2_H

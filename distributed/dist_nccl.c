@@ -16,20 +16,28 @@ void ag__graph_flush(void);         /* graph/cuda_graph.cu: recorded launches ru
 
 static ncclComm_t comm;
 static cudaEvent_t began, ended; /* around the last sum: its time on the GPU */
+/* The MPI backend this was started over: its abort ends the job, and its
+ * rank and size name this rank in messages (dist.c's calls are not used
+ * here, so that dist.c alone knows of this file, through a weak reference). */
+static const ag__dist_backend *mpi;
+
+static void fail(const char *call, const char *what, const char *more) {
+    fprintf(stderr, "attngrad: rank %d of %d: %s failed: %s%s\n", mpi->rank, mpi->size, call, what, more);
+    mpi->abort(1);
+}
 
 /* A failed call ends the job: the other ranks would wait for this one. */
 static void check(ncclResult_t r, const char *call) {
     if (r == ncclSuccess) return;
     const char *last = ncclGetLastError(comm); /* NULL comm: the last error of any */
-    fprintf(stderr, "attngrad: %sNCCL: %s failed: %s%s%s (NCCL_DEBUG=WARN says more)\n", ag__dist_who(), call,
-            ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
-    ag__dist_abort(1);
+    char more[512];
+    snprintf(more, sizeof more, "%s%s (NCCL_DEBUG=WARN says more)", last && *last ? ": " : "", last ? last : "");
+    fail(call, ncclGetErrorString(r), more);
 }
 
 static void check_cuda(cudaError_t e, const char *call) {
     if (e == cudaSuccess) return;
-    fprintf(stderr, "attngrad: %s%s failed: %s\n", ag__dist_who(), call, cudaGetErrorString(e));
-    ag__dist_abort(1);
+    fail(call, cudaGetErrorString(e), "");
 }
 
 static void sum(void *dev, int64_t n, int elem_bytes) {
@@ -62,7 +70,8 @@ static void finalize(void) {
 
 static const ag__dist_device device = {.sum = sum, .bcast = bcast, .last_seconds = last_seconds, .finalize = finalize};
 
-const ag__dist_device *ag__dist_nccl_start(const ag__dist_backend *mpi) {
+const ag__dist_device *ag__dist_nccl_start(const ag__dist_backend *over) {
+    mpi = over;
     ncclUniqueId id;
     if (mpi->rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     mpi->bcast(&id, sizeof id);

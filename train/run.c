@@ -2,8 +2,8 @@
  * its model for eval, and predictions for lines of text. */
 #include "attngrad/train.h"
 #include "internal.h"
-#include "dist.h"
-#include "../data/internal.h" /* ag_ds_*: a dataset made from typed lines */
+#include "../distributed/dist.h"
+#include "../data/internal.h" /* ag__ds_*: a dataset made from typed lines */
 #include "../graph/internal.h" /* ag__arena_alloc: host copies of GPU values */
 
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* cuda_runtime_api.h - the part of the CUDA runtime API attngrad calls,
- * answered by tests/cuda_emulator/emulator.cpp on the CPU.
+ * answered by emulator/emulator.cpp on the CPU.
  *
  * The emulator is a test device, not a backend: built with
  * -Dgpu_emulator=true, the CUDA backend's own code (graph/cuda.c, the

@@ -3,7 +3,7 @@
  * and --resume (run_folder.h says what the folder holds and why a crash
  * anywhere loses nothing). */
 #include "run_folder.h"
-#include "dist.h"
+#include "../distributed/dist.h"
 
 #include <dirent.h>
 #include <errno.h>

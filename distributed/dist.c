@@ -4,6 +4,7 @@
  * (a test, a user's program on the installed library) runs as one process. */
 #include "dist.h"
 #include "../graph/device.h"     /* the rank's GPU, copies between it and the host */
+#include "../graph/internal.h"   /* ag__seconds */
 #include "dist_kernels.h"
 #include "../ops/dispatch.h"
 
@@ -24,12 +25,6 @@ static enum { GPU_UNSET, GPU_NCCL, GPU_HOST } gpu_path;
 static const ag__dist_device *nccl; /* with GPU_NCCL */
 static double reduce_seconds;    /* in the gradient allreduce, waits included */
 static int64_t reduce_calls;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* How many processes the launcher started, from its environment; 1 when
  * not launched by mpirun (Open MPI) or mpiexec (MPICH's Hydra). */
@@ -229,7 +224,7 @@ static double from_tail(const ag_real *sums, double *tokens) {
     return total > 0 ? (double)sums[0] / total : 0;
 }
 
-/* ---- the CPU's kernels (models/cuda/dist.cu has CUDA's) ---- */
+/* ---- the CPU's kernels (distributed/cuda/dist.cu has CUDA's) ---- */
 
 static void pack_cpu(const ag__kgrad_slot *slots, int count, int64_t largest, ag_real w, bool zero, ag_real *flat,
                      int64_t n, const ag_real tail[3]) {
@@ -290,11 +285,11 @@ static bool sum_flat(ag__dist_grads *g, int64_t n) {
     }
     ag_real *h = on_gpu ? host_flat(g, n) : g->flat;
     if (on_gpu) ag_sync(); /* backward and the pack are not the reduction's time */
-    double t0 = now();
+    double t0 = ag__seconds();
     if (on_gpu) ag__read_on(AG_CUDA, h, g->flat, (size_t)n * sizeof *h);
     be->sum(h, n, sizeof *h);
     if (on_gpu) ag__write_on(AG_CUDA, g->flat, h, (size_t)n * sizeof *h);
-    reduce_seconds += now() - t0;
+    reduce_seconds += ag__seconds() - t0;
     return false;
 }
 

@@ -173,7 +173,7 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
         }
         ag_train_opts saved = *o;
         char config[AG_CONFIG_MAX];
-        ag_train_record(&saved, &m.cfg);
+        ag__train_record(&saved, &m.cfg);
         if (ag_train_opts_format(&saved, config, sizeof config) == 0) ag_st_set_meta(&w, "config", config);
         ag_st_set_meta(&w, "model", o->model);
         if (ag_st_write(&w, path)) rc = ag__train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());

@@ -1,0 +1,187 @@
+/* report.c - what a run prints: its header, the progress of an epoch, an
+ * epoch's line, and --profile's op table. */
+#include "trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- progress output --------------------------------------------------------- */
+
+typedef struct {
+    int mode;            /* 0 none, 1 plain lines, 2 a live bar */
+    FILE *f;
+    double t_start, t_last;
+    int64_t tokens, steps, n_batches, every;
+    double loss_sum;
+    int epoch, epochs;
+} progress;
+
+void ag__progress_start(ag__progress *p, const char *mode, int epoch, int epochs, int64_t n_batches) {
+    p->f = stderr;
+    p->mode = !strcmp(mode, "none") ? 0 : !strcmp(mode, "lines") ? 1 : !strcmp(mode, "bar") ? 2 : isatty(2) ? 2 : 1;
+    p->t_start = p->t_last = ag__seconds();
+    p->tokens = p->steps = 0;
+    p->loss_sum = 0;
+    p->epoch = epoch;
+    p->epochs = epochs;
+    p->n_batches = n_batches;
+    p->every = n_batches / 10 > 1 ? n_batches / 10 : 1;
+}
+
+
+void ag__progress_step(ag__progress *p, int64_t done, int64_t tokens, double loss) {
+    p->tokens += tokens;
+    p->steps++;
+    p->loss_sum += loss;
+    if (!p->mode) return;
+    double t = ag__seconds(), rate = p->tokens / (t - p->t_start + 1e-9);
+    if (p->mode == 2 && (t - p->t_last >= 0.1 || done == p->n_batches)) {
+        enum { W = 24 };
+        char bar[W + 1];
+        int fill = (int)(W * done / p->n_batches);
+        for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '.';
+        bar[W] = 0;
+        fprintf(p->f, "\r\033[Kepoch %d/%d [%s] %lld/%lld  %.0f tok/s  loss %.4f", p->epoch, p->epochs, bar,
+                (long long)done, (long long)p->n_batches, rate, p->loss_sum / p->steps);
+        fflush(p->f);
+        p->t_last = t;
+    } else if (p->mode == 1 && (done % p->every == 0 || done == p->n_batches)) {
+        fprintf(p->f, "epoch %d/%d  step %lld/%lld  %.0f tok/s  loss %.4f\n", p->epoch, p->epochs, (long long)done,
+                (long long)p->n_batches, rate, p->loss_sum / p->steps);
+        fflush(p->f);
+    }
+}
+
+void ag__progress_end(ag__progress *p) {
+    if (p->mode == 2) fprintf(p->f, "\r\033[K");
+    fflush(p->f);
+}
+
+/* ---- --profile K: the op table of K training steps --------------------------- */
+
+/* One per command, across folds.  Profiling starts before the command's
+ * training step AG_PROFILE_WARMUP + 1 and reports once, after K steps or at
+ * the end of the epoch under way, whichever comes first: the evaluation
+ * that follows an epoch is not training. */
+typedef struct {
+    int want;      /* K; 0 = off */
+    int64_t taken; /* training steps so far */
+    bool on;
+} step_profile;
+
+void ag__profile_step_begin(ag__step_profile *sp) {
+    if (sp->want > 0 && sp->taken == AG_PROFILE_WARMUP) {
+        ag_profile_start();
+        sp->on = true;
+    }
+}
+
+/* Stops the profiler and prints its table to stderr. */
+static void profile_report(ag__step_profile *sp) {
+    int steps = (int)(sp->taken - AG_PROFILE_WARMUP);
+    ag_profile_stop();
+    sp->on = false;
+    fprintf(stderr, "\nop profile of training step%s %d", steps > 1 ? "s" : "", AG_PROFILE_WARMUP + 1);
+    if (steps > 1) fprintf(stderr, "-%lld", (long long)sp->taken);
+    if (steps < sp->want) fprintf(stderr, " (%d of the %d asked for: the epoch or the run ended first)", steps, sp->want);
+    fprintf(stderr, "\n");
+    ag_profile_report(stderr, steps, AG_PROFILE_TOP);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
+void ag__profile_step_end(ag__step_profile *sp) {
+    sp->taken++;
+    if (sp->on && sp->taken == AG_PROFILE_WARMUP + sp->want) profile_report(sp);
+}
+
+void ag__profile_epoch_end(ag__step_profile *sp) {
+    if (sp->on) profile_report(sp);
+}
+
+/* After the command: the profiler off (an error may have cut a profiled
+ * step short), and a word when the run was too short to profile. */
+void ag__profile_close(ag__step_profile *sp, int rc) {
+    if (sp->on) ag_profile_stop();
+    else if (sp->want > 0 && sp->taken <= AG_PROFILE_WARMUP && !rc)
+        fprintf(stderr, "--profile: no op table: the run ended after %lld training steps, and profiling starts after %d\n",
+                (long long)sp->taken, AG_PROFILE_WARMUP);
+}
+
+/* ---- an epoch's line ---------------------------------------------------------- */
+
+static void print_metrics(FILE *f, const char *name, ag_task task, const ag_metrics *x) {
+    if (task == AG_TASK_LM) fprintf(f, "%s ppl %.2f", name, x->perplexity);
+    else if (task == AG_TASK_RELATEDNESS)
+        fprintf(f, "%s r %.4f rho %.4f mse %.4f (loss %.4f)", name, x->pearson, x->spearman, x->mse, x->loss);
+    else fprintf(f, "%s acc %.2f%% (loss %.4f)", name, 100 * x->accuracy, x->loss);
+}
+
+void ag__print_epoch(const ag__epoch_row *e, int epochs, ag_task task) {
+    printf("epoch %d/%d%s  loss %.4f  ", e->epoch, epochs, e->partial ? " (stopped mid-epoch)" : "", e->train_loss);
+    print_metrics(stdout, "dev", task, &e->dev);
+    if (e->has_test) {
+        printf("  ");
+        print_metrics(stdout, "test", task, &e->test);
+    }
+    printf("  lr %.3g  %.1fs%s\n", e->lr, e->seconds, e->best ? "  *" : "");
+    fflush(stdout);
+}
+
+/* ---- the run's header ---------------------------------------------------------- */
+
+static void print_vectors(const ag__trainer *t, const ag_train_opts *o) {
+    const ag_vectors *v = &t->vec;
+    if (!v->dim) {
+        if (o->embeddings[0] && o->resume) printf("  embeddings: from the checkpoint%s\n", o->freeze_embeddings ? " (frozen)" : "");
+        else if (o->freeze_embeddings) printf("  embeddings: random, frozen\n");
+        return;
+    }
+    int32_t words = v->vocab - 2, found = v->n_exact + v->n_lower; /* all but <pad> and <unk> */
+    printf("  embeddings %s (%s, %dd%s): %d of %d words found", o->embeddings, ag_vec_format_name(v->format), v->dim,
+           o->freeze_embeddings ? ", frozen" : "", found, words);
+    if (v->n_lower) printf(" (%d lower-cased)", v->n_lower);
+    printf(", %.1f%% of %lld training tokens; the other %d words from U(-0.05, 0.05)\n",
+           t->vec_tokens ? 100.0 * (double)t->vec_covered / (double)t->vec_tokens : 0.0, (long long)t->vec_tokens,
+           words - found);
+    if (v->duplicates) /* each keeps its first vector, as gensim */
+        printf("  note: %s repeats %lld word%s of the vocabulary, the first vector kept: %s\n", o->embeddings,
+               (long long)v->duplicates, v->duplicates == 1 ? "" : "s", v->first_warning);
+    if (v->spaced) /* "at name@domain.com" in glove.840B: no token can be that */
+        printf("  note: %lld vector%s skipped: a word with spaces\n", (long long)v->spaced, v->spaced == 1 ? "" : "s");
+}
+
+void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *out) {
+    const ag_run_data *d = &t->data;
+    printf("%s on %s: %lld train / %lld dev / %lld test examples, vocab %d", o->model, d->name,
+           (long long)d->n[AG_SPLIT_TRAIN], (long long)d->n[AG_SPLIT_DEV], (long long)d->n[AG_SPLIT_TEST],
+           ag_vocab_size(d->vocab));
+    if (d->task == AG_TASK_RELATEDNESS) printf(", relatedness scores 1-%d", AG_RELATEDNESS_BINS);
+    else if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
+    printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s\n  run folder %s\n",
+           (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched, out);
+    print_vectors(t, o);
+    if (d->sets[0].stats.skipped)
+        printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
+               d->sets[0].stats.first_warning);
+    for (int s = 0; s < AG_SPLITS; s++) /* each file once: a CV run's splits share sets[0] */
+        if (d->sets[s].stats.not_utf8)
+            printf("  note: %lld line%s not UTF-8, read as bytes (the first: %s): such words miss UTF-8 pretrained "
+                   "vectors\n", (long long)d->sets[s].stats.not_utf8, d->sets[s].stats.not_utf8 == 1 ? " is" : "s are",
+                   d->sets[s].stats.first_not_utf8);
+    if (!t->batch.opts.heads && o->parses[0] && strcmp(o->parses, "none"))
+        printf("  note: model %s reads no parse: --parses %s ignored\n", o->model, o->parses);
+    if (t->batch.opts.heads)
+        printf(d->parses[0] ? "  parses: %s\n"
+                            : "  note: %s reads a dependency parse, but the data has none (no conllu/ folder beside it, "
+                              "or --parses none): the chain i -> i+1 stands in\n",
+               d->parses[0] ? d->parses : o->model);
+    int split;
+    int64_t i, cut = ag__longest_sentence(d, o->max_len, &split, &i, &(int32_t){0});
+    if (cut && !t->batch.opts.fixed_len)
+        printf("  note: --max-len %d cuts %lld sentences (the longest: %d tokens)\n", o->max_len, (long long)cut,
+               ag__example_len(d, split, i));
+    fflush(stdout);
+}
