@@ -306,7 +306,8 @@ typedef struct {
     double loss_first, loss_last, loss_tail; /* tail: the median of the last five steps' */
     double losses[MAX_LOSSES];               /* warm-up included */
     int n_losses, steps;
-    double waits; /* per step: times the host waited for the GPU */
+    double waits;    /* per step: times the host waited for the GPU */
+    double launches; /* per step: kernels, cuBLAS calls, copies and fills put on the GPU's stream */
     double graph_launches, eager_segments; /* per step, with --cuda-graphs */
 } result;
 /* bench_forked's child writes it in one write() and the parent reads it in one read() */
@@ -407,6 +408,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         .optim_mb = (double)opt.n_slots * (double)numel * sizeof(ag_real) / (1 << 20),
         .rss_mb = maxrss_mb() - rss0,
         .waits = (double)(ag_memstats().device_waits - waits0) / steps,
+        .launches = (double)(ag_memstats().device_launches - stats0.device_launches) / steps,
         .graph_launches = (double)(ag_memstats().graph_launches - stats0.graph_launches) / steps,
         .eager_segments = (double)(ag_memstats().eager_segments - stats0.eager_segments) / steps,
     };
@@ -541,7 +543,9 @@ int main(int argc, char **argv) {
                names[i], r->arena_mb, r->param_mb, r->optim_mb, rate);
         if (pk > 0) printf(" (%.0f%% of peak); whole step %.1f GFLOP/s of GEMM work (%.0f%% of peak)", 100 * rate / pk,
                            r->gemm_gflop / (r->ms_med / 1e3), 100 * r->gemm_gflop / (r->ms_med / 1e3) / pk);
-        if (device == AG_CUDA) printf("; the host waited for the GPU %.1f times a step", r->waits);
+        if (device == AG_CUDA)
+            printf("; %.0f launches a step (kernels, cuBLAS calls, copies, fills), the host waited for the GPU %.1f "
+                   "times", r->launches, r->waits);
         if (cuda_graphs)
             printf("; %.1f graph launches and %.1f eager stretches a step", r->graph_launches, r->eager_segments);
         ag_model_config c = model_config(ag_model_find(names[i]));
@@ -554,11 +558,11 @@ int main(int argc, char **argv) {
         /* one line per model for bench_models.py */
         printf("result: model=%s B=%d N=%d params=%lld ms_med=%.4f ms_q1=%.4f ms_q3=%.4f ms_min=%.4f ms_max=%.4f "
                "gemm_gflop=%.6f gemm_ms=%.4f gemm_calls=%.0f arena_mb=%.3f param_mb=%.3f optim_mb=%.3f rss_mb=%.2f "
-               "loss_first=%.6f loss_last=%.6f loss_tail=%.6f peak_gflops=%.2f waits=%.1f graph_launches=%.1f "
+               "loss_first=%.6f loss_last=%.6f loss_tail=%.6f peak_gflops=%.2f waits=%.1f launches=%.0f graph_launches=%.1f "
                "eager_segments=%.1f optim=%s clip=%g l2=%g keep=%g keep_layers=%g losses=",
                names[i], r->B, r->N, (long long)r->params, r->ms_med, r->ms_q1, r->ms_q3, r->ms_min, r->ms_max,
                r->gemm_gflop, r->gemm_ms, r->gemm_calls, r->arena_mb, r->param_mb, r->optim_mb, r->rss_mb,
-               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->graph_launches, r->eager_segments, c.optim, c.clip, c.l2,
+               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->launches, r->graph_launches, r->eager_segments, c.optim, c.clip, c.l2,
                c.keep, keep_between_layers(&c));
         for (int s = 0; s < r->n_losses; s++) printf("%s%.6f", s ? "," : "", r->losses[s]);
         printf("\n");

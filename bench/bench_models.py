@@ -290,7 +290,7 @@ def main_cuda(args):
                 except subprocess.TimeoutExpired:
                     print(f"{name}: PyTorch {mode} took over {args.timeout:.0f} s, skipped", flush=True)
             acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
-            print(f"{name}: attngrad {a['ms_med']:.2f} ms, {acct:.0f} MB, {a.get('waits', 0):.0f} host waits a step; " +
+            print(f"{name}: attngrad {a['ms_med']:.2f} ms, {acct:.0f} MB, {a.get('launches', 0):.0f} launches and {a.get('waits', 0):.0f} host waits a step; " +
                   ", ".join(f"{m} {r['ms_med']:.2f} ms {r['device_mb']:.0f} MB" for m, r in t.items()), flush=True)
             report_losses(name, a, t.get("eager"), args.no_dropout)
             rows.append((name, a, t))

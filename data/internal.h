@@ -21,6 +21,11 @@ int ag__data_grow(void **p, size_t *cap, size_t need, size_t elem);
  * is not UTF-8, the first one's place in s->first_not_utf8. */
 void ag__data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, const char *text, size_t n);
 
+/* loaders.c: 0, or AG_DATA_ELIMIT with "path:line: a sentence of N words,
+ * more than the limit of M ..." when max_words > 0 and words exceed it. */
+int ag__data_too_many_words(const char *path, int64_t line, int64_t words, int64_t max_words, char *err,
+                            size_t errlen);
+
 /* ---- interned strings: open addressing, FNV-1a, power-of-two slots ---- */
 
 typedef struct {

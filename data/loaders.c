@@ -190,6 +190,24 @@ void ag__data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, cons
                  (long long)line, (unsigned char)text[at], at + 1);
 }
 
+/* A sentence of more than max_words words: refused, naming its line, before
+ * its words are kept (a batch of it would take memory in their square).  Not
+ * a bad line that skip_bad_lines drops: as a line past max_line_bytes, it
+ * says the limit is too low for this data, or the data is not sentences. */
+int ag__data_too_many_words(const char *path, int64_t line, int64_t words, int64_t max_words, char *err,
+                            size_t errlen) {
+    if (max_words <= 0 || words <= max_words) return 0;
+    return ag__data_fail(err, errlen, AG_DATA_ELIMIT, "%s:%lld: a sentence of %lld words, more than the limit of %lld: "
+                         "refused before its words are kept", path, (long long)line, (long long)words,
+                         (long long)max_words);
+}
+
+static int too_many_words(load_ctx *c, int64_t line, int64_t words) {
+    int rc = ag__data_too_many_words(c->lr.path, line, words, c->o->max_words, c->err, c->errlen);
+    if (rc) ag__ds_abort(c->ds);
+    return rc;
+}
+
 /* Common per-line check; returns 1 if the line is junk (already reported). */
 static int junk_line(load_ctx *c, int *rc) {
     long at = ag_data_find_junk(c->lr.buf, c->lr.len);
@@ -286,6 +304,7 @@ static int load_labeled_line(load_ctx *c) {
                         (int)(c->spans[0].len > 40 ? 40 : c->spans[0].len), lab, AG_MAX_LABEL);
     if ((rc = check_label_range(c, label))) return rc;
     if (k == 1) return bad_line(c, c->lr.lineno, "empty sentence after label %ld", label);
+    if ((rc = too_many_words(c, c->lr.lineno, k - 1))) return rc;
     ag__ds_begin(c->ds);
     if ((rc = add_spans(c, c->lr.buf, c->spans + 1, k - 1, 0))) return rc;
     if (ag__ds_end(c->ds, (int32_t)label, 0.0f, c->lr.lineno, 0)) return oom(c);
@@ -409,6 +428,8 @@ static int load_sick_line(load_ctx *c, sick_cols *h) {
         return bad_line(c, c->lr.lineno,
                         "entailment label '%.*s' is not NEUTRAL/ENTAILMENT/CONTRADICTION",
                         (int)(nl > 40 ? 40 : nl), fl);
+    int64_t words = (int64_t)(ag_tokenize(fa, na, 0, NULL, 0) + ag_tokenize(fb, nb, 0, NULL, 0));
+    if ((rc = too_many_words(c, c->lr.lineno, words))) return rc;
     ag__ds_begin(c->ds);
     if ((rc = sick_sentence(c, fa, na, "sentence_A"))) return rc < 0 ? rc : 0;
     ag__ds_begin_second(c->ds);
@@ -535,6 +556,8 @@ static int conllu_token(load_ctx *c, conllu_state *s) {
         return conllu_bad(c, s, ln, why);
     }
     if (nform == 0) return conllu_bad(c, s, ln, "empty FORM");
+    int rc = too_many_words(c, s->first_line, pos + 1);
+    if (rc) return rc;
     for (size_t i = 0; i < nform; i++) { /* "1 000": keep one token per word */
         if (fform[i] == ' ') fform[i] = '_';
         if (c->o->lowercase && fform[i] >= 'A' && fform[i] <= 'Z') fform[i] += 'a' - 'A';

@@ -191,6 +191,8 @@ static int tree_line(tree_ctx *c, char *line, size_t n) {
     int32_t n_leaves = 0;
     int rc = parse_tree(c, line, n, &n_nodes, &n_leaves);
     if (rc) return rc;
+    /* before its phrases: a chain of N words makes phrases of N^2 / 2 words in all */
+    if ((rc = ag__data_too_many_words(c->path, c->line, n_leaves, c->o->max_words, c->err, c->errlen))) return rc;
     if (c->o->parses && (rc = find_parse(c, line, n_leaves))) return rc;
     /* the sentence first, then its phrases in the order they close */
     tree_node root = c->nodes[n_nodes - 1];

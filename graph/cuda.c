@@ -287,6 +287,7 @@ static int staging_cur, sync_uploads = -1;
 static int64_t host_waits; /* the host stopped until the GPU caught up */
 
 int64_t ag__cuda_host_waits(void) { return host_waits; }
+int64_t ag__cuda_launches(void) { return ag__launches(); }
 
 void ag__cuda_graph_counts(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments) {
     ag__graph_stats(graph_launches, graph_captures, eager_segments);
@@ -406,6 +407,7 @@ void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_
     /* The host reads or reuses its buffer right after: wait for this copy
      * (and, with graphs on, for what was recorded before it). */
     ag__graph_flush();
+    ag__count_launch();
     CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
     if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToDevice) wait_stream();
 }
@@ -550,6 +552,7 @@ void *ag__cuda_arena_alloc(size_t bytes) {
 void ag__cuda_arena_reset(void) {}
 size_t ag__cuda_arena_high(void) { return 0; }
 int64_t ag__cuda_host_waits(void) { return 0; }
+int64_t ag__cuda_launches(void) { return 0; }
 void ag__cuda_graph_counts(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments) {
     *graph_launches = *graph_captures = *eager_segments = 0;
 }

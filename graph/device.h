@@ -60,6 +60,7 @@ void *ag__cuda_arena_alloc(size_t bytes);
 void ag__cuda_arena_reset(void);
 size_t ag__cuda_arena_high(void); /* the most bytes a step has taken */
 int64_t ag__cuda_host_waits(void); /* times the host waited for the GPU (reads, ag_sync, a staging arena) */
+int64_t ag__cuda_launches(void);   /* kernels, cuBLAS calls, copies and fills put on the stream */
 void ag__cuda_graph_counts(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments);
 void ag__cuda_arena_mark(size_t *pos, int *chunk);
 void ag__cuda_arena_rewind(size_t pos, int chunk);
@@ -104,6 +105,10 @@ void ag__graph_flush(void);
 void ag__graph_enable(bool on);
 bool ag__graph_enabled(void);
 void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments);
+/* Operations put on the stream so far (ag__record_begin counts them; a copy
+ * the host waits for, which is not recorded, says so with count_launch). */
+void ag__count_launch(void);
+int64_t ag__launches(void);
 void ag__graph_release(void);
 size_t ag__graph_take(char *out, size_t cap); /* tests: the recorded bytes, dropped unrun */
 

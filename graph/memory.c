@@ -396,6 +396,7 @@ ag_mem_stats ag_memstats(void) {
     ag_mem_stats s = stats;
     s.device_arena_high = ag__cuda_arena_high();
     s.device_waits = ag__cuda_host_waits();
+    s.device_launches = ag__cuda_launches();
     ag__cuda_graph_counts(&s.graph_launches, &s.graph_captures, &s.eager_segments);
     return s;
 }

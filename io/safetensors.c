@@ -854,7 +854,7 @@ static void free_header(header *h) {
  * metrics history, a name or a key).  A file that says it is sealed but
  * has no such key lost it to damage; files of other writers, and of
  * attngrad before the seal, have neither and load as before. */
-static ag_status verify_seal(const ag_st_file *f) {
+static ag_status verify_seal(ag_st_file *f) {
     const char *want = ag_st_meta(f, AG_ST_FILE_CRC);
     if (!want) {
         if (ag_st_meta(f, AG_ST_SEALED))
@@ -876,6 +876,7 @@ static ag_status verify_seal(const ag_st_file *f) {
                         "bytes have CRC-32C %08x, the file recorded %.8s.  Every tensor's own checksum holds, so the "
                         "change is in the header: its metadata (the run's config, the metrics history), a name or a "
                         "key", f->path, got, want);
+    f->sealed = true;
     return AG_OK;
 }
 

@@ -1,10 +1,14 @@
 /* cases_attention.c - op cases for the softmax family, head split/merge and
  * fused attention: several shapes each, N = 1, fully masked rows (the first
  * query under PAST, an example of length 0), padded batches, per-head and
- * per-sentence masks with finite penalties, and logits of magnitude ~1e3. */
+ * per-sentence masks with finite penalties, and logits of magnitude ~1e3;
+ * then the same at the device's sizes (widths 33, 37, 300), with every
+ * broadcast of a mask and the library's masks made on the device (its mask
+ * cache: the runner sets the current device to the inputs'). */
 #include "opcase.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* Rounds every value to a multiple of step: with a power-of-two step and
  * small products, f32 and f64 builds then compute identical large logits,
@@ -232,6 +236,120 @@ static ag_tensor *f_attn_keypad(ag_tensor **in) {
     return ag_attention(in[0], in[1], in[2], ag_mask_padding(len_53, 2, 5, 4, false), 0.8, NULL);
 }
 
+/* ---- the device's sizes ---- */
+
+#define NEG_INF (-(ag_real)INFINITY)
+
+/* Heads: strict PAST (row 0 fully masked), FUTURE_INCL with word distance,
+ * NONE with log distance, PAST_INCL within 2 positions and weight 1.5. */
+static const ag_mask_spec softmax_specs[4] = {
+    {.dir = AG_MASK_PAST},
+    {.dir = AG_MASK_FUTURE_INCL, .dist = AG_DIST_WORD},
+    {.dist = AG_DIST_LOG},
+    {.dir = AG_MASK_PAST_INCL, .faraway = 2, .dist = AG_DIST_WORD, .weight = 1.5},
+};
+
+/* scores [2,4,9,9], per-head positional masks [4,9,9] from the cache, scale 0.5 */
+static ag_tensor *f_msm_heads_cached(ag_tensor **x) { return ag_masked_softmax(x[0], ag_mask_heads(softmax_specs, 4, 9), 0.5); }
+
+/* [3,37] against a [3,37] mask: row 1 fully masked, others in part */
+static ag_tensor *f_msm_full(ag_tensor **x) {
+    ag_real m[3 * 37];
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 37; c++) m[r * 37 + c] = r == 1 || (r == 2 && c % 3 == 0) ? NEG_INF : (ag_real)(0.1 * c);
+    return ag_masked_softmax(x[0], tc_const_like(x[0], 2, (int[]){3, 37}, m), 1.0);
+}
+
+/* [5,300] logits to 1e3 against a [300] mask row, scale 0.7 */
+static ag_tensor *f_msm_large_row(ag_tensor **x) {
+    ag_real m[300];
+    for (int c = 0; c < 300; c++) m[c] = c % 7 == 3 ? NEG_INF : 0;
+    return ag_masked_softmax(x[0], tc_const_like(x[0], 1, (int[]){300}, m), 0.7);
+}
+
+/* length 1: [4,1] against [1], scale 2 */
+static ag_tensor *f_msm_len1(ag_tensor **x) {
+    ag_real m[1] = {0};
+    return ag_masked_softmax(x[0], tc_const_like(x[0], 1, (int[]){1}, m), 2.0);
+}
+
+/* padding of keys and query rows: [2,3,6,6] against ag_mask_padding's
+ * [2,1,6,6] (lengths 6 and 2: rows 2..5 of example 1 fully masked), scale -0.3 */
+static ag_tensor *f_msm_pad_queries(ag_tensor **x) {
+    return ag_masked_softmax(x[0], ag_mask_padding((const int32_t[]){6, 2}, 2, 6, 4, true), -0.3);
+}
+
+/* key padding [3,1,1,300] against [3,2,7,300] (lengths 300, 17, 0: the last
+ * example fully masked) */
+static ag_tensor *f_msm_pad_keys(ag_tensor **x) {
+    return ag_masked_softmax(x[0], ag_mask_padding((const int32_t[]){300, 17, 0}, 3, 300, 4, false), 1.0);
+}
+
+/* ag_mask_batch's [2,2,6,6] (positional heads, padding of length 4), scale 0.9 */
+static ag_tensor *f_msm_batch(ag_tensor **x) {
+    ag_tensor *m = NULL;
+    if (ag_mask_batch(softmax_specs, 2, 2, 6, (const int32_t[]){6, 4}, NULL, &m) != AG_OK) {
+        fprintf(stderr, "ag_mask_batch: %s\n", ag_errmsg());
+        abort();
+    }
+    return ag_masked_softmax(x[0], m, 0.9);
+}
+
+/* a [B,N,N] scores tensor against a 2-D mask with a fully masked first row */
+static ag_tensor *f_msm_mask2d(ag_tensor **x) { return ag_masked_softmax(x[0], ag_mask(&softmax_specs[0], 33), 1.0); }
+
+/* the attenuation factor (a cached constant) multiplying scores */
+static ag_tensor *f_attenuation(ag_tensor **x) { return ag_mul(x[0], ag_mask_attenuation(M_E, M_E, 11)); }
+
+/* ag_valid_mask [2,5,1] (lengths 5, 2) broadcast over features */
+static ag_tensor *f_valid_mask(ag_tensor **x) { return ag_mul(x[0], ag_valid_mask((const int32_t[]){5, 2}, 2, 5)); }
+
+static ag_tensor *f_sm_len_mid(ag_tensor **x) { /* [3,7,5] along 1, lengths 7, 1, 0 */
+    return ag_softmax_axis_len(x[0], 1, (const int32_t[]){7, 1, 0});
+}
+static ag_tensor *f_sm_len_last(ag_tensor **x) { /* [3,37] along the last axis (inner 1) */
+    return ag_softmax_axis_len(x[0], -1, (const int32_t[]){37, 4, 1});
+}
+static ag_tensor *f_sm_len_4d(ag_tensor **x) { /* [2,5,4,3] along 2: several slices per example */
+    return ag_softmax_axis_len(x[0], 2, (const int32_t[]){4, 2});
+}
+static ag_tensor *f_sm_len_none(ag_tensor **x) { return ag_softmax_axis_len(x[0], 1, NULL); }
+
+/* mixtures of 2 sources: z [2,5,2*37] or [2,5,2,37] over sources [2,5,37] */
+static ag_tensor *f_mix2(ag_tensor **x) { return ag_softmax_mix(x[0], (ag_tensor *[]){x[1], x[2]}, 2); }
+static ag_tensor *f_mix2_len(ag_tensor **x) {
+    return ag_softmax_mix_len(x[0], (ag_tensor *[]){x[1], x[2]}, 2, (const int32_t[]){5, 2});
+}
+static ag_tensor *f_mix2_ref(ag_tensor **x) { /* z [2,5,37]: one logit, the reference's 0 */
+    return ag_softmax_mix_ref(x[0], (ag_tensor *[]){x[1], x[2]}, 2, (const int32_t[]){3, 0});
+}
+
+/* heads: [B,N,h*d] and [N,h*d] both ways, twice (gradients add) */
+static ag_tensor *f_split4(ag_tensor **x) { return ag_split_heads(x[0], 4); }
+static ag_tensor *f_split_twice(ag_tensor **x) { return ag_mul(ag_split_heads(x[0], 3), ag_split_heads(x[0], 3)); }
+static ag_tensor *f_merge_twice(ag_tensor **x) { return ag_mul(ag_merge_heads(x[0]), ag_merge_heads(x[0])); }
+static ag_tensor *f_split_tanh_merge(ag_tensor **x) { return ag_merge_heads(ag_tanh(ag_split_heads(x[0], 5))); }
+
+/* attention: [2,3,7,16] queries on 9 keys, a [2,1,7,9] mask with padded
+ * keys and a fully masked query row, scale 0.25 */
+static ag_tensor *f_attn_mask(ag_tensor **x) {
+    ag_real m[2 * 7 * 9];
+    for (int b = 0; b < 2; b++)
+        for (int q = 0; q < 7; q++)
+            for (int k = 0; k < 9; k++)
+                m[(b * 7 + q) * 9 + k] = (b == 1 && (k >= 5 || q == 3)) ? NEG_INF : (ag_real)(-0.2 * abs(q - k));
+    return ag_attention(x[0], x[1], x[2], tc_const_like(x[0], 4, (int[]){2, 1, 7, 9}, m), 0.25, NULL);
+}
+static ag_tensor *f_attn_plain_1(ag_tensor **x) { return ag_attention(x[0], x[1], x[2], NULL, 1.0, NULL); }
+/* self-attention, q = k: the same gradient written twice */
+static ag_tensor *f_attn_self(ag_tensor **x) {
+    return ag_attention(x[0], x[0], x[1], ag_mask_padding((const int32_t[]){6, 3}, 2, 6, 4, true), 0.35, NULL);
+}
+/* per-head positional masks [4,9,9] */
+static ag_tensor *f_attn_heads(ag_tensor **x) {
+    return ag_attention(x[0], x[1], x[2], ag_mask_heads(softmax_specs, 4, 9), 0.5, NULL);
+}
+
 const op_case attention_cases[] = {
     {"softmax [3,5]", sm_35, f_softmax, 0, 0},
     {"softmax N=1", sm_n1, f_softmax, 0, 0},
@@ -254,7 +372,7 @@ const op_case attention_cases[] = {
     {"softmax_mix 5 sources [B,N,5d]", mix_5, f_mix_5, 0, 0},
     {"softmax_mix_len lengths 3, 1", mix_5, f_mix_len, 0, 0},
     {"softmax_mix_len an empty example", mix_5, f_mix_len_empty, 0, 0},
-    {"softmax_mix_len minus zero_padding(softmax_mix)", mix_5, f_mix_len_minus_padded, 0, 0},
+    {"softmax_mix_len minus zero_padding(softmax_mix)", mix_5, f_mix_len_minus_padded, .flags = OPCASE_DIFFERENCE},
     {"softmax_mix_len a source given twice", mix_5, f_mix_len_repeat, 0, 0},
     {"softmax_mix logits [N,3,d]", mix_split, f_mix_3, 0, 0},
     {"softmax_mix large logits", mix_large, f_mix_3, 0, 0},
@@ -263,7 +381,7 @@ const op_case attention_cases[] = {
     {"softmax_mix_ref 5 sources [B,N,4d]", mix_ref_5, f_mix_ref, 0, 0},
     {"softmax_mix_ref lengths 3, 1", mix_ref_5, f_mix_ref_len, 0, 0},
     {"softmax_mix_ref an empty example", mix_ref_5, f_mix_ref_empty, 0, 0},
-    {"softmax_mix_ref minus softmax_mix_len with a 0 block", mix_ref_5, f_mix_ref_minus_plain, 0, 0},
+    {"softmax_mix_ref minus softmax_mix_len with a 0 block", mix_ref_5, f_mix_ref_minus_plain, .flags = OPCASE_DIFFERENCE},
     {"softmax_mix_ref the reference given twice", mix_ref_5, f_mix_ref_repeat, 0, 0},
     {"softmax_mix_ref logits [N,2,d]", mix_ref_split, f_mix_ref_3, 0, 0},
     {"softmax_mix_ref large logits", mix_ref_large, f_mix_ref_3, 0, 0},
@@ -283,5 +401,49 @@ const op_case attention_cases[] = {
     {"attention batch mask tree+pad", attn_self5, f_attn_batch_mask, 0, 0},
     {"attention key padding", attn_self5, f_attn_keypad, 0, 0},
     {"attention logits ~1e3", attn_large, f_attn_large, 0, 0},
+    /* ---- the device's sizes ---- */
+    /* softmax: odd widths, large logits (length 1: softmax N=1) */
+    UNIFORM_CASE("softmax [3,5,37]", f_softmax, -3, 3, DIMS(3, 5, 37)),
+    UNIFORM_CASE("softmax [6,300] (logits to 1e3)", f_softmax, -1000, 1000, DIMS(6, 300)),
+    /* masked softmax: every broadcast of the mask, fully masked rows, scale */
+    UNIFORM_CASE("masked_softmax heads [2,4,9,9]", f_msm_heads_cached, -3, 3, DIMS(2, 4, 9, 9)),
+    UNIFORM_CASE("masked_softmax full row [3,37]", f_msm_full, -3, 3, DIMS(3, 37)),
+    UNIFORM_CASE("masked_softmax [5,300] 1e3 x.7", f_msm_large_row, -1000, 1000, DIMS(5, 300)),
+    UNIFORM_CASE("masked_softmax [4,1] length 1", f_msm_len1, -3, 3, DIMS(4, 1)),
+    UNIFORM_CASE("masked_softmax pad q [2,3,6,6]", f_msm_pad_queries, -3, 3, DIMS(2, 3, 6, 6)),
+    UNIFORM_CASE("masked_softmax pad k [3,2,7,300]", f_msm_pad_keys, -3, 3, DIMS(3, 2, 7, 300)),
+    UNIFORM_CASE("masked_softmax mask_batch", f_msm_batch, -3, 3, DIMS(2, 2, 6, 6)),
+    UNIFORM_CASE("masked_softmax [3,33,33] mask2d", f_msm_mask2d, -3, 3, DIMS(3, 33, 33)),
+    UNIFORM_CASE("attenuation [11,11]", f_attenuation, -3, 3, DIMS(11, 11)),
+    UNIFORM_CASE("valid_mask [2,5,3]", f_valid_mask, -3, 3, DIMS(2, 5, 3)),
+    /* log-softmax (length 1: log_softmax N=1) */
+    UNIFORM_CASE("log_softmax [3,5,37]", f_log_softmax, -3, 3, DIMS(3, 5, 37)),
+    UNIFORM_CASE("log_softmax [6,300] 1e3", f_log_softmax, -1000, 1000, DIMS(6, 300)),
+    /* softmax along an axis over lengths */
+    UNIFORM_CASE("softmax_axis_len [3,7,5]", f_sm_len_mid, -3, 3, DIMS(3, 7, 5)),
+    UNIFORM_CASE("softmax_axis_len [3,37] last", f_sm_len_last, -3, 3, DIMS(3, 37)),
+    UNIFORM_CASE("softmax_axis_len [2,5,4,3] ax 2", f_sm_len_4d, -3, 3, DIMS(2, 5, 4, 3)),
+    UNIFORM_CASE("softmax_axis_len [4,6,33] none", f_sm_len_none, -1000, 1000, DIMS(4, 6, 33)),
+    /* softmax-gated mixtures */
+    UNIFORM_CASE("softmax_mix [2,5,74] 2x37", f_mix2, -3, 3, DIMS(2, 5, 74), DIMS(2, 5, 37), DIMS(2, 5, 37)),
+    UNIFORM_CASE("softmax_mix split [2,5,2,37]", f_mix2, -3, 3, DIMS(2, 5, 2, 37), DIMS(2, 5, 37), DIMS(2, 5, 37)),
+    UNIFORM_CASE("softmax_mix repeat [2,3,3*7]", f_mix_repeat, -3, 3, DIMS(2, 3, 21), DIMS(2, 3, 7), DIMS(2, 3, 7)),
+    UNIFORM_CASE("softmax_mix_len [2,5,74]", f_mix2_len, -3, 3, DIMS(2, 5, 74), DIMS(2, 5, 37), DIMS(2, 5, 37)),
+    UNIFORM_CASE("softmax_mix_ref [2,5,37]", f_mix2_ref, -3, 3, DIMS(2, 5, 37), DIMS(2, 5, 37), DIMS(2, 5, 37)),
+    /* heads: [B,N,h*d] and [N,h*d] both ways */
+    UNIFORM_CASE("split_heads [2,37,12] h=3", f_split3, -1, 1, DIMS(2, 37, 12)),
+    UNIFORM_CASE("split_heads [37,12] h=4", f_split4, -1, 1, DIMS(37, 12)),
+    UNIFORM_CASE("merge_heads [2,3,37,4]", f_merge, -1, 1, DIMS(2, 3, 37, 4)),
+    UNIFORM_CASE("merge_heads [3,33,1]", f_merge, -1, 1, DIMS(3, 33, 1)),
+    UNIFORM_CASE("split_heads twice [2,5,9] (adds)", f_split_twice, -1, 1, DIMS(2, 5, 9)),
+    UNIFORM_CASE("merge_heads twice [3,5,7] (adds)", f_merge_twice, -1, 1, DIMS(3, 5, 7)),
+    UNIFORM_CASE("split, tanh, merge [3,7,35]", f_split_tanh_merge, -1, 1, DIMS(3, 7, 35)),
+    /* fused attention */
+    UNIFORM_CASE("attention mask [2,3,7|9,16|5]", f_attn_mask, -1, 1, DIMS(2, 3, 7, 16), DIMS(2, 3, 9, 16),
+                 DIMS(2, 3, 9, 5)),
+    UNIFORM_CASE("attention [33,16]x[37,16]", f_attn_plain_1, -1, 1, DIMS(33, 16), DIMS(37, 16), DIMS(37, 3)),
+    UNIFORM_CASE("attention self q=k pad [2,2,6,5]", f_attn_self, -1, 1, DIMS(2, 2, 6, 5), DIMS(2, 2, 6, 3)),
+    UNIFORM_CASE("attention heads [2,4,9,8]", f_attn_heads, -1, 1, DIMS(2, 4, 9, 8), DIMS(2, 4, 9, 8),
+                 DIMS(2, 4, 9, 8)),
     {NULL, NULL, NULL, 0, 0},
 };

@@ -1,5 +1,7 @@
-/* cases_core.c - op cases for elementwise ops, reductions, matmul, linear
- * and reshape: several shapes each, broadcasting and size-1 dims included. */
+/* cases_core.c - op cases for elementwise ops, reductions, matmul, linear,
+ * dense, reshape and ag_to: several shapes each, broadcasting and size-1
+ * dims included; then the same ops at the device's sizes (widths 33, 37,
+ * 1031 off multiples of 32, large arguments, every reduction axis). */
 #include "opcase.h"
 
 #include <math.h>
@@ -154,11 +156,11 @@ static int mm_padded_rows(ag_tensor **in, ag_rng *r) { /* dS [3,5,4] zero rows p
 /* MPSAN's unit: a masked softmax over keys (padding masked both ways) then
  * the weighted sum of the values, gradients into scores and values. */
 static ag_tensor *f_attend_padded(ag_tensor **in) {
-    ag_tensor *mask = ag_tensor_new(3, (int[]){3, 5, 5});
+    ag_tensor *mask = ag_tensor_new_host(3, (int[]){3, 5, 5});
     for (int b = 0; b < 3; b++)
         for (int i = 0; i < 25; i++)
             if (i / 5 >= padded_len[b] || i % 5 >= padded_len[b]) mask->data[b * 25 + i] = -INFINITY;
-    return ag_matmul(ag_masked_softmax(in[0], mask, 1.0), in[1]);
+    return ag_matmul(ag_masked_softmax(in[0], tc_to_device_of(in[0], mask), 1.0), in[1]);
 }
 
 /* MPSAN's other masks: a band of keys 1 <= |k - q| <= 2 or 3 and a
@@ -294,6 +296,66 @@ static ag_tensor *f_two_uses(ag_tensor **in) { /* x used twice: both contributio
     return ag_add(ag_exp(in[0]), ag_mul(in[0], in[0]));
 }
 
+/* ---- the device's sizes ---- */
+
+/* A view twice, then an op reading it: the gradient goes back through both. */
+static ag_tensor *f_reshape_twice(ag_tensor **x) {
+    return ag_tanh(ag_reshape(ag_reshape(x[0], 1, (int[]){-1}), 3, (int[]){7, 1, 37}));
+}
+/* Two views of one input: the second backward adds. */
+static ag_tensor *f_reshape_sum(ag_tensor **x) {
+    return ag_add(ag_reshape(x[0], 1, (int[]){-1}), ag_reshape(x[0], 1, (int[]){-1}));
+}
+static ag_tensor *f_reshape_rows_33(ag_tensor **x) { return ag_reshape(x[0], 2, (int[]){-1, 33}); }
+static ag_tensor *f_dense_sigmoid_nobias(ag_tensor **in) { return ag_dense(in[0], in[1], NULL, AG_ACT_SIGMOID); }
+/* ag_to the CPU and back inside a graph: the output is on the CPU. */
+static ag_tensor *f_to_and_back(ag_tensor **in) { return ag_to(ag_mul(in[0], in[0]), AG_CPU); }
+
+#define AXIS_CASES(AX)                                                                                           \
+    static ag_tensor *f_sum_axis##AX(ag_tensor **x) { return ag_sum_axis(x[0], AX, false); }                \
+    static ag_tensor *f_sum_axis##AX##_keep(ag_tensor **x) { return ag_sum_axis(x[0], AX, true); }          \
+    static ag_tensor *f_mean_axis##AX(ag_tensor **x) { return ag_mean_axis(x[0], AX, false); }              \
+    static ag_tensor *f_mean_axis##AX##_keep(ag_tensor **x) { return ag_mean_axis(x[0], AX, true); }        \
+    static ag_tensor *f_max_axis##AX(ag_tensor **x) { return ag_max_axis(x[0], AX, false); }                \
+    static ag_tensor *f_max_axis##AX##_keep(ag_tensor **x) { return ag_max_axis(x[0], AX, true); }          \
+    /* every value twice along the axis: ties, which go to the first copy */                               \
+    static ag_tensor *f_max_axis##AX##_ties(ag_tensor **x) {                                                 \
+        return ag_max_axis(ag_concat((ag_tensor *[]){x[0], x[0]}, 2, AX), AX, false);                        \
+    }
+AXIS_CASES(0)
+AXIS_CASES(1)
+AXIS_CASES(2)
+AXIS_CASES(3)
+
+/* One input reduced three ways: the backward that runs first stores, the
+ * others add (sum first, then max; max first, then sum). */
+static ag_tensor *f_axis_mix_smm(ag_tensor **x) {
+    ag_tensor *s = ag_sum_axis(x[0], 1, false), *m = ag_max_axis(x[0], 1, false);
+    return ag_add(ag_add(s, m), ag_mean_axis(x[0], 1, false));
+}
+static ag_tensor *f_axis_mix_ms(ag_tensor **x) {
+    ag_tensor *m = ag_max_axis(x[0], 1, false);
+    return ag_add(m, ag_sum_axis(x[0], 1, false));
+}
+
+static ag_tensor *f_clamp_point(ag_tensor **x) { return ag_clamp(x[0], 0.25, 0.25); } /* no gradient at all */
+/* Clamp's input used twice, clamp's backward last: where it clamps, the
+ * gradient stays as square's left it. */
+static ag_tensor *f_clamp_twice(ag_tensor **x) {
+    ag_tensor *c = ag_clamp(x[0], -0.5, 0.5);
+    return ag_add(c, ag_square(x[0]));
+}
+
+/* The seven reductions along axis AX of one shape (NAME: its text). */
+#define AXIS_ROWS(AX, NAME, ...)                                                                                \
+    UNIFORM_CASE("sum_axis " NAME " axis " #AX, f_sum_axis##AX, -1, 1, __VA_ARGS__),                           \
+    UNIFORM_CASE("sum_axis " NAME " axis " #AX " keep", f_sum_axis##AX##_keep, -1, 1, __VA_ARGS__),            \
+    UNIFORM_CASE("mean_axis " NAME " axis " #AX, f_mean_axis##AX, -1, 1, __VA_ARGS__),                         \
+    UNIFORM_CASE("mean_axis " NAME " axis " #AX " keep", f_mean_axis##AX##_keep, -1, 1, __VA_ARGS__),          \
+    UNIFORM_CASE("max_axis " NAME " axis " #AX, f_max_axis##AX, -1, 1, __VA_ARGS__),                           \
+    UNIFORM_CASE("max_axis " NAME " axis " #AX " keep", f_max_axis##AX##_keep, -1, 1, __VA_ARGS__),            \
+    UNIFORM_CASE("max_axis " NAME " axis " #AX " ties", f_max_axis##AX##_ties, -1, 1, __VA_ARGS__)
+
 const op_case core_cases[] = {
     {"add/same", same_34, f_add, 0, 0},
     {"add/row_vector", row_vec, f_add, 0, 0},
@@ -402,5 +464,73 @@ const op_case core_cases[] = {
     {"reshape", red_234, f_reshape, 0, 0},
     {"reshape/two_views", red_234, f_reshape_chain, 0, 0},
     {"graph/tensor_used_twice", vec_any, f_two_uses, 0, 0},
+    /* ---- the device's sizes ---- */
+    /* binary, same shape and broadcast (sizes not multiples of 32) */
+    UNIFORM_CASE("add [37,33]+[37,33]", f_add, -1, 1, DIMS(37, 33), DIMS(37, 33)),
+    UNIFORM_CASE("add [5,7,33]+[33] (bias)", f_add, -1, 1, DIMS(5, 7, 33), DIMS(33)),
+    UNIFORM_CASE("sub [5,33]-[1,33]", f_sub, -1, 1, DIMS(5, 33), DIMS(1, 33)),
+    UNIFORM_CASE("mul [5,7,33]*[5,7,1] (column)", f_mul, -1, 1, DIMS(5, 7, 33), DIMS(5, 7, 1)),
+    UNIFORM_CASE("mul [2,3,4,5]*[3,1,5]", f_mul, -1, 1, DIMS(2, 3, 4, 5), DIMS(3, 1, 5)),
+    DIVISOR_CASE("div [9,13]/[9,13]", f_div, -1, 1, DIMS(9, 13), DIMS(9, 13)),
+    DIVISOR_CASE("div [4,9]/[1] (scalar-like)", f_div, -1, 1, DIMS(4, 9), DIMS(1)),
+    UNIFORM_CASE("maximum [100]", f_maximum, -1, 1, DIMS(100), DIMS(100)),
+    UNIFORM_CASE("add [1]+[1] (length 1)", f_add, -1, 1, DIMS(1), DIMS(1)),
+    /* affine */
+    UNIFORM_CASE("add_scalar [1000]", f_add_scalar, -2, 2, DIMS(1000)),
+    UNIFORM_CASE("mul_scalar [1000]", f_mul_scalar, -2, 2, DIMS(1000)),
+    UNIFORM_CASE("neg [7]", f_neg, -2, 2, DIMS(7)),
+    /* the unary table, moderate and large arguments */
+    UNIFORM_CASE("exp [1031]", f_exp, -20, 20, DIMS(1031)),
+    UNIFORM_CASE("log [1031]", f_log, 1e-3, 50, DIMS(1031)),
+    UNIFORM_CASE("sqrt [1031]", f_sqrt, 1e-3, 50, DIMS(1031)),
+    UNIFORM_CASE("square [1031]", f_square, -5, 5, DIMS(1031)),
+    UNIFORM_CASE("abs [1031]", f_abs, -5, 5, DIMS(1031)),
+    UNIFORM_CASE("tanh [1031]", f_tanh, -30, 30, DIMS(1031)),
+    UNIFORM_CASE("sigmoid [1031]", f_sigmoid, -60, 60, DIMS(1031)),
+    UNIFORM_CASE("relu [1031]", f_relu, -5, 5, DIMS(1031)),
+    UNIFORM_CASE("elu [1031]", f_elu, -10, 10, DIMS(1031)),
+    UNIFORM_CASE("softplus [1031] (large |x|)", f_softplus, -100, 100, DIMS(1031)),
+    UNIFORM_CASE("log_sigmoid [1031] (large |x|)", f_log_sigmoid, -100, 100, DIMS(1031)),
+    /* reductions (sum [1]: sum/1x1 above) */
+    UNIFORM_CASE("sum [100003]", f_sum, -1, 1, DIMS(100003)),
+    UNIFORM_CASE("mean [3,1025]", f_mean, -1, 1, DIMS(3, 1025)),
+    /* reductions along every axis, keepdim both ways, max with ties */
+    AXIS_ROWS(0, "[3,5,33,2]", DIMS(3, 5, 33, 2)),
+    AXIS_ROWS(1, "[2,37,3,5]", DIMS(2, 37, 3, 5)),
+    AXIS_ROWS(2, "[2,3,33,5]", DIMS(2, 3, 33, 5)),
+    AXIS_ROWS(3, "[2,3,5,37]", DIMS(2, 3, 5, 37)),
+    AXIS_ROWS(1, "[3,1,33]", DIMS(3, 1, 33)),
+    AXIS_ROWS(2, "[5,7,37]", DIMS(5, 7, 37)),
+    AXIS_ROWS(0, "[37]", DIMS(37)),
+    UNIFORM_CASE("sum, max, mean axis 1 (grads add)", f_axis_mix_smm, -1, 1, DIMS(4, 33, 5)),
+    UNIFORM_CASE("max, sum axis 1 (grads add)", f_axis_mix_ms, -1, 1, DIMS(4, 33, 5)),
+    /* clamp: inside, both sides, a point range, gradient added */
+    UNIFORM_CASE("clamp [1031] [-1, 1.5]", f_clamp, -3, 3, DIMS(1031)),
+    UNIFORM_CASE("clamp [37] [0.25, 0.25]", f_clamp_point, -1, 1, DIMS(37)),
+    UNIFORM_CASE("clamp + square [5,33]", f_clamp_twice, -1, 1, DIMS(5, 33)),
+    /* products on cuBLAS: 2-D, the transposes, batched, a shared operand */
+    UNIFORM_CASE("matmul [17,33]@[33,45]", f_mm, -1, 1, DIMS(17, 33), DIMS(33, 45)),
+    UNIFORM_CASE("matmul_t TN [33,17]@[33,45]", f_mm_ta, -1, 1, DIMS(33, 17), DIMS(33, 45)),
+    UNIFORM_CASE("matmul_t NT [17,33]@[45,33]", f_mm_tb, -1, 1, DIMS(17, 33), DIMS(45, 33)),
+    UNIFORM_CASE("matmul_t TT [33,17]@[45,33]", f_mm_tt, -1, 1, DIMS(33, 17), DIMS(45, 33)),
+    UNIFORM_CASE("matmul [3,17,33]@[3,33,45]", f_mm, -1, 1, DIMS(3, 17, 33), DIMS(3, 33, 45)),
+    UNIFORM_CASE("matmul [3,17,33]@[33,45] (shared B)", f_mm, -1, 1, DIMS(3, 17, 33), DIMS(33, 45)),
+    UNIFORM_CASE("matmul [17,33]@[3,33,45] (shared A)", f_mm, -1, 1, DIMS(17, 33), DIMS(3, 33, 45)),
+    UNIFORM_CASE("matmul_t NT [2,3,9,33]@[2,3,11,33]", f_mm_tb, -1, 1, DIMS(2, 3, 9, 33), DIMS(2, 3, 11, 33)),
+    /* linear: bias, transposed W, activations, 3-D x */
+    UNIFORM_CASE("linear [9,33]@[33,37]+b", f_linear, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
+    UNIFORM_CASE("linear [2,5,33]@[33,45]", f_linear_nobias, -1, 1, DIMS(2, 5, 33), DIMS(33, 45)),
+    UNIFORM_CASE("linear_t [9,33]@[37,33]^T+b", f_linear_t, -1, 1, DIMS(9, 33), DIMS(37, 33), DIMS(37)),
+    UNIFORM_CASE("dense relu [70,33]@[33,37]+b", f_dense_relu, -1, 1, DIMS(70, 33), DIMS(33, 37), DIMS(37)),
+    UNIFORM_CASE("dense elu [9,33]@[33,37]+b", f_dense_elu, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
+    UNIFORM_CASE("dense tanh [9,33]@[33,37]+b", f_dense_tanh, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
+    UNIFORM_CASE("dense sigmoid [9,33]@[33,37]", f_dense_sigmoid_nobias, -1, 1, DIMS(9, 33), DIMS(33, 37)),
+    /* reshape: a view on the device, its gradient copied or added back */
+    UNIFORM_CASE("reshape [5,7,33]->[-1,33]", f_reshape_rows_33, -1, 1, DIMS(5, 7, 33)),
+    UNIFORM_CASE("reshape twice [7,37]", f_reshape_twice, -1, 1, DIMS(7, 37)),
+    UNIFORM_CASE("reshape + reshape [3,33] (grad adds)", f_reshape_sum, -1, 1, DIMS(3, 33)),
+    /* ag_to the CPU and back inside a graph */
+    {.name = "ag_to cuda -> cpu [41]", .forward = f_to_and_back, .uniform = UNIFORM_INPUTS(false, -1, 1, DIMS(41)),
+     .flags = OPCASE_ENDS_ON_CPU},
     {NULL, NULL, NULL, 0, 0},
 };

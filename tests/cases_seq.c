@@ -1,19 +1,25 @@
 /* cases_seq.c - op cases for the sequence ops: layer norm, the positional
  * LM's Gaussian scoring (mu recurrence and context), the LSTM and MTSA's
  * multi-dim attention.  Lengths {5,3} (MODELS.md's tiny gradcheck size),
- * N = 1, empty and fully masked windows are covered for each. */
+ * N = 1, empty and fully masked windows are covered for each; then the
+ * same at the device's sizes: odd sizes (N = 7, d = 13, H = 33, N = 40 past
+ * a warp's lanes), unsorted lengths with padding, a length-1 and a length-0
+ * example, T < N, masks with fully masked rows. */
 #include "opcase.h"
+
+#include <math.h>
+#include <stdlib.h>
 
 static const int32_t len_53[] = {5, 3};
 static const int32_t len_42[] = {4, 2};
 static const int32_t len_02[] = {0, 2};
 
-/* A {0,1} mask [N,N]: past (k < q) or future (k > q). */
-static ag_tensor *dir_mask(int N, bool past) {
-    ag_tensor *m = ag_tensor_new(2, (int[]){N, N});
+/* A {0,1} mask [N,N] on ref's device: past (k < q) or future (k > q). */
+static ag_tensor *dir_mask(const ag_tensor *ref, int N, bool past) {
+    ag_tensor *m = ag_tensor_new_host(2, (int[]){N, N});
     for (int q = 0; q < N; q++)
         for (int k = 0; k < N; k++) m->data[q * N + k] = past ? k < q : k > q;
-    return m;
+    return tc_to_device_of(ref, m);
 }
 
 /* ---- layer norm ---- */
@@ -245,31 +251,145 @@ static int mtsa_heads(ag_tensor **in, ag_rng *r) {
     return 3;
 }
 static ag_tensor *f_mtsa_past(ag_tensor **in) {
-    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(5, true), len_53, AG_MTSA_LOG_SIGMOID);
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(in[0], 5, true), len_53, AG_MTSA_LOG_SIGMOID);
 }
 static ag_tensor *f_mtsa_future_id(ag_tensor **in) {
-    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(5, false), len_53, AG_MTSA_IDENTITY);
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(in[0], 5, false), len_53, AG_MTSA_IDENTITY);
 }
 static ag_tensor *f_mtsa_nomask(ag_tensor **in) {
     return ag_mtsa_attention(in[0], in[1], in[2], NULL, NULL, AG_MTSA_LOG_SIGMOID);
 }
 static ag_tensor *f_mtsa_n1_past(ag_tensor **in) { /* the only row is fully masked: output 0 */
-    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(1, true), NULL, AG_MTSA_LOG_SIGMOID);
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(in[0], 1, true), NULL, AG_MTSA_LOG_SIGMOID);
 }
 static ag_tensor *f_mtsa_large(ag_tensor **in) {
-    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(4, true), len_42, AG_MTSA_LOG_SIGMOID);
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(in[0], 4, true), len_42, AG_MTSA_LOG_SIGMOID);
 }
 static ag_tensor *f_mtsa_large_id(ag_tensor **in) {
-    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(4, false), len_42, AG_MTSA_IDENTITY);
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(in[0], 4, false), len_42, AG_MTSA_IDENTITY);
 }
 static ag_tensor *f_mtsa_heads(ag_tensor **in) { /* head 0 past, head 1 future: mask [h,N,N] */
-    ag_tensor *m = ag_tensor_new(3, (int[]){2, 4, 4});
+    ag_tensor *m = ag_tensor_new_host(3, (int[]){2, 4, 4});
     for (int q = 0; q < 4; q++)
         for (int k = 0; k < 4; k++) {
             m->data[q * 4 + k] = k < q;
             m->data[16 + q * 4 + k] = k > q;
         }
-    return ag_mtsa_attention(in[0], in[1], in[2], m, len_42, AG_MTSA_LOG_SIGMOID);
+    return ag_mtsa_attention(in[0], in[1], in[2], tc_to_device_of(in[0], m), len_42, AG_MTSA_LOG_SIGMOID);
+}
+
+/* ---- the device's sizes ---- */
+
+static const int32_t seq_len[3] = {4, 7, 1};       /* B = 3, N = 7; unsorted: the LSTM's active rows are not a prefix */
+static const int32_t seq_len0[3] = {5, 0, 1};      /* an empty example too */
+static const int32_t seq_len_short[3] = {5, 0, 3}; /* T = 5 < N = 7: a mask row is [T, in], not [N, in] */
+static const int32_t seq_len_long[3] = {40, 33, 1}; /* N = 40: more steps than a warp has lanes */
+
+static ag_tensor *f_ln_1e5(ag_tensor **x) { return ag_layernorm(x[0], x[1], x[2], 1e-5); }
+static ag_tensor *f_ln_gamma_1e3(ag_tensor **x) { return ag_layernorm(x[0], x[1], NULL, 1e-3); }
+
+/* A constant of the given shape on ref's device, fixed values in
+ * [-0.5, 0.5] (weights, biases). */
+static ag_tensor *seq_const(const ag_tensor *ref, int ndim, const int *shape, double phase) {
+    ag_tensor *t = ag_tensor_new_host(ndim, shape);
+    for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(0.5 * sin(0.7 * (double)i + phase));
+    return tc_to_device_of(ref, t);
+}
+
+/* ---- Gaussian: x0 = m [3,7,3]; x0 = h [3,7,13], x1 = mu, x2 = sigma [3,7] ---- */
+static ag_tensor *f_gaussian_mu(ag_tensor **x) { return ag_gaussian_mu(x[0], seq_len); }
+static ag_tensor *f_gaussian_mu_len0(ag_tensor **x) { return ag_gaussian_mu(x[0], seq_len0); }
+static ag_tensor *f_gaussian_context(ag_tensor **x) {
+    return ag_gaussian_context(x[0], x[1], x[2], seq_len, false, 1e-6, NULL);
+}
+static ag_tensor *f_gaussian_context_strict(ag_tensor **x) {
+    return ag_gaussian_context(x[0], x[1], x[2], seq_len0, true, 1e-6, NULL);
+}
+/* The weights for heatmaps in the output: c + w h.  w is a constant (no
+ * gradient through it), so the case has 3*7*60 = 1260 outputs, past the
+ * gradcheck's GRADCHECK_OUT_MAX: central differences would see w move with mu. */
+static ag_tensor *f_gaussian_weights(ag_tensor **x) {
+    ag_tensor *w = NULL;
+    ag_tensor *c = ag_gaussian_context(x[0], x[1], x[2], NULL, false, 0, &w);
+    return ag_add(c, ag_matmul(w, x[0]));
+}
+
+/* ---- MTSA: x0 = R [..,N,N], x1 = S, x2 = v [..,N,dh] ---- */
+/* A {0,1} mask on ref's device: 1 where key k < query q (strict past:
+ * query 0 has no key) in slice 0, k != q in slice 1, all but key 2 in slice 2. */
+static ag_tensor *mtsa_mask(const ag_tensor *ref, int slices, int N) {
+    ag_tensor *t = ag_tensor_new_host(slices > 1 ? 3 : 2, slices > 1 ? (int[]){slices, N, N} : (int[]){N, N});
+    for (int i = 0; i < slices; i++)
+        for (int q = 0; q < N; q++)
+            for (int k = 0; k < N; k++)
+                t->data[((int64_t)i * N + q) * N + k] = (ag_real)(i % 3 == 0 ? k < q : i % 3 == 1 ? k != q : k != 2);
+    return tc_to_device_of(ref, t);
+}
+static ag_tensor *f_mtsa_len(ag_tensor **x) {
+    return ag_mtsa_attention(x[0], x[1], x[2], NULL, seq_len, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_mtsa_mask_nn(ag_tensor **x) {
+    return ag_mtsa_attention(x[0], x[1], x[2], mtsa_mask(x[0], 1, 7), seq_len, AG_MTSA_IDENTITY);
+}
+static ag_tensor *f_mtsa_mask_hnn(ag_tensor **x) {
+    return ag_mtsa_attention(x[0], x[1], x[2], mtsa_mask(x[0], 3, 7), seq_len0, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_mtsa_full(ag_tensor **x) {
+    return ag_mtsa_attention(x[0], x[1], x[2], NULL, NULL, AG_MTSA_IDENTITY);
+}
+
+/* ---- LSTM: x0 = x [B,N,in]; the rest as each case says ---- */
+/* x1 = w_ih [13,20], x2 = w_hh [5,20] (H = 5), constant biases. */
+static ag_tensor *f_lstm_const_biases(ag_tensor **x) {
+    ag_lstm_layer l = {x[1], x[2], seq_const(x[0], 1, (int[]){20}, 0.3), seq_const(x[0], 1, (int[]){20}, 1.1)};
+    return ag_lstm(x[0], &l, 1, &(ag_lstm_opts){.len = seq_len});
+}
+/* Two layers (the second constant, without biases): h_n + c_n [2,3,5],
+ * the final states of examples of lengths 5, 0 and 1. */
+static ag_tensor *f_lstm_2l_finals_const(ag_tensor **x) {
+    ag_lstm_layer l[2] = {{x[1], x[2], seq_const(x[0], 1, (int[]){20}, 0.3), NULL},
+                          {seq_const(x[0], 2, (int[]){5, 20}, 2.0), seq_const(x[0], 2, (int[]){5, 20}, 2.5), NULL,
+                           NULL}};
+    ag_tensor *hn = NULL, *cn = NULL;
+    ag_lstm(x[0], l, 2, &(ag_lstm_opts){.len = seq_len0, .h_n = &hn, .c_n = &cn});
+    return ag_add(hn, cn);
+}
+/* x1 = h0, x2 = c0 [2,3,5]; constant weights, dropout between the layers
+ * (keep 0.7, the same mask on both sides: the rng is seeded here). */
+static ag_tensor *lstm_h0_dropout(ag_tensor **x, const int32_t *len) {
+    ag_lstm_layer l[2] = {{seq_const(x[0], 2, (int[]){13, 20}, 0.1), seq_const(x[0], 2, (int[]){5, 20}, 0.2),
+                           seq_const(x[0], 1, (int[]){20}, 0.3), seq_const(x[0], 1, (int[]){20}, 0.4)},
+                          {seq_const(x[0], 2, (int[]){5, 20}, 0.5), seq_const(x[0], 2, (int[]){5, 20}, 0.6),
+                           seq_const(x[0], 1, (int[]){20}, 0.7), NULL}};
+    ag_rng r;
+    ag_rng_seed(&r, 7);
+    ag_lstm_opts o = {.len = len, .h0 = x[1], .c0 = x[2], .keep = 0.7, .training = true, .rng = &r};
+    return ag_lstm(x[0], l, 2, &o);
+}
+static ag_tensor *f_lstm_h0_dropout(ag_tensor **x) { return lstm_h0_dropout(x, seq_len); }
+static ag_tensor *f_lstm_h0_dropout_short(ag_tensor **x) { return lstm_h0_dropout(x, seq_len_short); }
+/* x1 = b_ih, x2 = b_hh [20]: the biases' gradients (column sums). */
+static ag_tensor *f_lstm_biases(ag_tensor **x) {
+    ag_lstm_layer l = {seq_const(x[0], 2, (int[]){13, 20}, 0.1), seq_const(x[0], 2, (int[]){5, 20}, 0.2), x[1], x[2]};
+    return ag_lstm(x[0], &l, 1, &(ag_lstm_opts){.len = seq_len});
+}
+/* x1 = h0, x2 = c0 [1,3,5]: h_n + c_n, where the empty example's final
+ * state is its initial one. */
+static ag_tensor *f_lstm_h0_finals(ag_tensor **x) {
+    ag_lstm_layer l = {seq_const(x[0], 2, (int[]){13, 20}, 0.1), seq_const(x[0], 2, (int[]){5, 20}, 0.2),
+                       seq_const(x[0], 1, (int[]){20}, 0.3), NULL};
+    ag_tensor *hn = NULL, *cn = NULL;
+    ag_lstm(x[0], &l, 1, &(ag_lstm_opts){.len = seq_len0, .h0 = x[1], .c0 = x[2], .h_n = &hn, .c_n = &cn});
+    return ag_add(hn, cn);
+}
+/* Full lengths, H = 33: x1 = w_ih [7,132], x2 = w_hh [33,132]. */
+static ag_tensor *f_lstm_h33(ag_tensor **x) {
+    ag_lstm_layer l = {x[1], x[2], NULL, seq_const(x[0], 1, (int[]){132}, 0.9)};
+    return ag_lstm(x[0], &l, 1, NULL);
+}
+static ag_tensor *f_lstm_long(ag_tensor **x) {
+    ag_lstm_layer l = {x[1], x[2], seq_const(x[0], 1, (int[]){20}, 0.3), seq_const(x[0], 1, (int[]){20}, 1.1)};
+    return ag_lstm(x[0], &l, 1, &(ag_lstm_opts){.len = seq_len_long});
 }
 
 const op_case seq_cases[] = {
@@ -309,5 +429,36 @@ const op_case seq_cases[] = {
     {"mtsa/large_logits", mtsa_large, f_mtsa_large, 0, 0},
     {"mtsa/large_logits_identity", mtsa_large, f_mtsa_large_id, 0, 0},
     {"mtsa/heads_past_future", mtsa_heads, f_mtsa_heads, 0, 0},
+    /* ---- the device's sizes ---- */
+    /* layer norm: width 33, 64; gamma and beta or not; 3-D (width 1: layernorm/one_feature) */
+    UNIFORM_CASE("layernorm [7,33] gamma beta", f_ln_1e5, -2, 2, DIMS(7, 33), DIMS(33), DIMS(33)),
+    UNIFORM_CASE("layernorm [2,3,33] gamma", f_ln_gamma_1e3, -2, 2, DIMS(2, 3, 33), DIMS(33)),
+    UNIFORM_CASE("layernorm [4,64] plain", f_ln_plain, -2, 2, DIMS(4, 64)),
+    UNIFORM_CASE("gaussian_mu [3,7,3] len 4,7,1", f_gaussian_mu, -1, 1, DIMS(3, 7, 3)),
+    UNIFORM_CASE("gaussian_mu [3,7,3] len 5,0,1", f_gaussian_mu_len0, -1, 1, DIMS(3, 7, 3)),
+    UNIFORM_CASE("gaussian_context [3,7,13]", f_gaussian_context, 0.1, 1, DIMS(3, 7, 13), DIMS(3, 7), DIMS(3, 7)),
+    UNIFORM_CASE("gaussian_context strict len0", f_gaussian_context_strict, 0.1, 1, DIMS(3, 7, 13), DIMS(3, 7),
+                 DIMS(3, 7, 1)),
+    UNIFORM_CASE("gaussian_context weights", f_gaussian_weights, 0.1, 1, DIMS(3, 7, 60), DIMS(3, 7), DIMS(3, 7)),
+    UNIFORM_CASE("mtsa [3,7,7] len 4,7,1", f_mtsa_len, -2, 2, DIMS(3, 7, 7), DIMS(3, 7, 13), DIMS(3, 7, 13)),
+    UNIFORM_CASE("mtsa [3,7,7] mask [7,7] ident", f_mtsa_mask_nn, -2, 2, DIMS(3, 7, 7), DIMS(3, 7, 13),
+                 DIMS(3, 7, 13)),
+    UNIFORM_CASE("mtsa [3,3,7,7] mask [3,7,7]", f_mtsa_mask_hnn, -2, 2, DIMS(3, 3, 7, 7), DIMS(3, 3, 7, 13),
+                 DIMS(3, 3, 7, 13)),
+    UNIFORM_CASE("mtsa [2,33,33] logits to 30", f_mtsa_full, -30, 30, DIMS(2, 33, 33), DIMS(2, 33, 5),
+                 DIMS(2, 33, 5)),
+    UNIFORM_CASE("lstm [3,7,13] H 5 len 4,7,1", f_lstm_const_biases, -1, 1, DIMS(3, 7, 13), DIMS(13, 20),
+                 DIMS(5, 20)),
+    UNIFORM_CASE("lstm 2 layers h_n+c_n len 5,0,1", f_lstm_2l_finals_const, -1, 1, DIMS(3, 7, 13), DIMS(13, 20),
+                 DIMS(5, 20)),
+    UNIFORM_CASE("lstm 2 layers h0 c0 dropout", f_lstm_h0_dropout, -1, 1, DIMS(3, 7, 13), DIMS(2, 3, 5),
+                 DIMS(2, 3, 5)),
+    UNIFORM_CASE("lstm 2 layers h0 c0 dropout len 5,0,3", f_lstm_h0_dropout_short, -1, 1, DIMS(3, 7, 13),
+                 DIMS(2, 3, 5), DIMS(2, 3, 5)),
+    UNIFORM_CASE("lstm biases [20]", f_lstm_biases, -1, 1, DIMS(3, 7, 13), DIMS(20), DIMS(20)),
+    UNIFORM_CASE("lstm h0 c0 -> h_n+c_n len 5,0,1", f_lstm_h0_finals, -1, 1, DIMS(3, 7, 13), DIMS(1, 3, 5),
+                 DIMS(1, 3, 5)),
+    UNIFORM_CASE("lstm [3,40,13] H 5 len 40,33,1", f_lstm_long, -1, 1, DIMS(3, 40, 13), DIMS(13, 20), DIMS(5, 20)),
+    UNIFORM_CASE("lstm [2,5,7] H 33 full", f_lstm_h33, -0.5, 0.5, DIMS(2, 5, 7), DIMS(7, 132), DIMS(33, 132)),
     {NULL, NULL, NULL, 0, 0},
 };

@@ -1,7 +1,11 @@
 /* cases_shape.c - op cases for permute/transpose, concat, slice,
- * index_select, embedding, cross-entropy, soft-target KL, mse and dropout: several shapes
- * each, size-1 dims, repeated indices and the edge cases of the losses. */
+ * index_select, embedding, cross-entropy (plain and fused with the
+ * classifier), soft-target KL, mse and dropout: several shapes each, size-1
+ * dims, repeated indices and the edge cases of the losses; then the same
+ * ops at the device's sizes (33, 37, 301 off multiples of 32, padding ids,
+ * dropout rows over several mask blocks). */
 #include "opcase.h"
+
 
 /* One input of the given shape, values in +-[0.1, 2). */
 #define ONE_INPUT(NAME, ...)                                                     \
@@ -339,6 +343,112 @@ static ag_tensor *f_dropout_then_tanh(ag_tensor **in) {
     return ag_tanh(dropout_seeded(in[0], 0.8, true));
 }
 
+/* ---- the device's sizes ---- */
+
+static ag_tensor *f_permute_3120(ag_tensor **x) { return ag_permute(x[0], (int[]){3, 1, 2, 0}); }
+static ag_tensor *f_permute_0213(ag_tensor **x) { return ag_permute(x[0], (int[]){0, 2, 1, 3}); }
+static ag_tensor *f_permute_2301(ag_tensor **x) { return ag_permute(x[0], (int[]){2, 3, 0, 1}); }
+static ag_tensor *f_permute_201(ag_tensor **x) { return ag_permute(x[0], (int[]){2, 0, 1}); }
+static ag_tensor *f_transpose_01(ag_tensor **x) { return ag_transpose(x[0], 0, 1); }
+static ag_tensor *f_transpose_12(ag_tensor **x) { return ag_transpose(x[0], 1, -1); }
+static ag_tensor *f_transpose_13(ag_tensor **x) { return ag_transpose(x[0], 1, 3); }
+/* A permute's input used twice: the second gradient is added, not stored. */
+static ag_tensor *f_transpose_twice(ag_tensor **x) { return ag_add(ag_transpose(x[0], 0, 1), ag_transpose(x[0], 1, 0)); }
+
+static ag_tensor *f_concat2(ag_tensor **x) { return ag_concat(x, 3, 2); }
+/* The same input in two places: its gradient is the sum of both parts. */
+static ag_tensor *f_concat_repeat(ag_tensor **x) { return ag_concat((ag_tensor *[]){x[0], x[1], x[0]}, 3, -1); }
+
+static ag_tensor *f_slice0(ag_tensor **x) { return ag_slice(x[0], 0, 1, 4); } /* a view */
+static ag_tensor *f_slice1(ag_tensor **x) { return ag_slice(x[0], 1, 5, 30); }
+static ag_tensor *f_slice2(ag_tensor **x) { return ag_slice(x[0], -1, 36, 37); } /* length 1 */
+/* Two slices of one input, overlapping: both gradients add into it. */
+static ag_tensor *f_slice_overlap_33(ag_tensor **x) { return ag_mul(ag_slice(x[0], 1, 0, 20), ag_slice(x[0], 1, 13, 33)); }
+
+/* Repeated indices (2 three times), the first and last rows, a row never read. */
+static const int32_t SELECT[] = {2, 0, 2, 6, 2, 5, 1, 3};
+static ag_tensor *f_select0(ag_tensor **x) { return ag_index_select(x[0], 0, SELECT, 8); }
+static ag_tensor *f_select1(ag_tensor **x) { return ag_index_select(x[0], 1, SELECT, 8); }
+static ag_tensor *f_select2(ag_tensor **x) { return ag_index_select(x[0], 2, SELECT, 8); }
+static const int32_t SELECT_REV[] = {3, 1, 5, 2, 6, 2, 0, 2};
+static ag_tensor *f_select_twice(ag_tensor **x) {
+    return ag_add(ag_index_select(x[0], 1, SELECT, 8), ag_index_select(x[0], 1, SELECT_REV, 8));
+}
+static ag_tensor *f_select_empty(ag_tensor **x) { return ag_index_select(x[0], 0, SELECT, 0); }
+static ag_tensor *f_select_one(ag_tensor **x) { return ag_index_select(x[0], 1, (const int32_t[]){4}, 1); }
+
+/* Ids [4, 9] of a [37, 33] table, padded with id 0 as a batch is (a long
+ * run of one id: its gradient sums every padded position), a word twice. */
+static ag_tensor *f_embedding(ag_tensor **x) {
+    int32_t ids[4 * 9];
+    for (int i = 0; i < 4 * 9; i++) ids[i] = i % 9 < 3 + 2 * (i / 9) ? (int32_t)((i * 7 + 3) % 36 + 1) : 0;
+    ids[5] = ids[20] = 36; /* the last row, twice */
+    return ag_embedding(x[0], ids, 2, (int[]){4, 9});
+}
+static ag_tensor *f_embedding_twice(ag_tensor **x) {
+    static const int32_t a[] = {1, 4, 4, 0, 0}, b[] = {0, 4, 2, 2, 0};
+    return ag_mul(ag_embedding(x[0], a, 1, (int[]){5}), ag_embedding(x[0], b, 1, (int[]){5}));
+}
+
+enum { IGNORE = -100, MAX_ROWS = 64 };
+
+/* Labels for rows of C classes: a spread of classes (first and last
+ * included), the last of every `every` rows ignored (0: none); every < 0: all. */
+static const int32_t *labels_of(int64_t rows, int C, int every) {
+    static int32_t y[MAX_ROWS];
+    for (int64_t r = 0; r < rows && r < MAX_ROWS; r++) {
+        bool ignored = every < 0 || (every > 0 && r % every == every - 1);
+        y[r] = ignored ? IGNORE : r == 1 ? C - 1 : (int32_t)(r * 7 % C);
+    }
+    return y;
+}
+
+static int64_t rows_of(const ag_tensor *x) { return x->size / x->shape[x->ndim - 1]; }
+static int classes_of(const ag_tensor *x) { return x->shape[x->ndim - 1]; }
+
+static ag_tensor *f_ce_spread(ag_tensor **x) {
+    return ag_cross_entropy(x[0], labels_of(rows_of(x[0]), classes_of(x[0]), 4), IGNORE);
+}
+static ag_tensor *f_ce_spread_all_counted(ag_tensor **x) {
+    return ag_cross_entropy(x[0], labels_of(rows_of(x[0]), classes_of(x[0]), 0), IGNORE);
+}
+static ag_tensor *f_ce_spread_none_counted(ag_tensor **x) {
+    return ag_cross_entropy(x[0], labels_of(rows_of(x[0]), classes_of(x[0]), -1), IGNORE);
+}
+
+/* x [rows, in], W [in, C] (or [C, in] for _t), bias [C] when there are 3 inputs */
+static ag_tensor *f_lce_spread(ag_tensor **x) {
+    return ag_linear_cross_entropy(x[0], x[1], x[2], labels_of(rows_of(x[0]), x[1]->shape[1], 3), IGNORE);
+}
+static ag_tensor *f_lce_spread_nobias(ag_tensor **x) {
+    return ag_linear_cross_entropy(x[0], x[1], NULL, labels_of(rows_of(x[0]), x[1]->shape[1], 0), IGNORE);
+}
+static ag_tensor *f_lce_t_spread(ag_tensor **x) {
+    return ag_linear_t_cross_entropy(x[0], x[1], x[2], labels_of(rows_of(x[0]), x[1]->shape[0], 3), IGNORE);
+}
+static ag_tensor *f_lce_spread_none_counted(ag_tensor **x) {
+    return ag_linear_cross_entropy(x[0], x[1], x[2], labels_of(rows_of(x[0]), x[1]->shape[1], -1), IGNORE);
+}
+
+/* A target distribution per row: weights c % 5 + 1, with zeros (0 log 0)
+ * at every 7th class, normalised in double. */
+static ag_tensor *f_kl_spread(ag_tensor **x) {
+    static ag_real t[MAX_ROWS * 400];
+    int C = classes_of(x[0]);
+    int64_t rows = rows_of(x[0]);
+    for (int64_t r = 0; r < rows; r++) {
+        double mass = 0;
+        for (int c = 0; c < C; c++) mass += c % 7 == 3 ? 0 : (double)((c + r) % 5 + 1);
+        for (int c = 0; c < C; c++) t[r * C + c] = (ag_real)(c % 7 == 3 ? 0 : ((c + r) % 5 + 1) / mass);
+    }
+    return ag_kl_div_soft(x[0], t);
+}
+
+/* The rng seeded the same for both runs: the mask the device draws must be the CPU's. */
+static ag_tensor *f_dropout_09(ag_tensor **x) { return dropout_seeded(x[0], 0.9, true); }
+static ag_tensor *f_dropout_keep1_plain(ag_tensor **x) { return dropout_seeded(x[0], 1.0, true); }
+static ag_tensor *f_dropout_eval_plain(ag_tensor **x) { return dropout_seeded(x[0], 0.5, false); }
+
 const op_case shape_cases[] = {
     {"permute/heads_0213", x_2345, f_perm_heads, 0, 0},
     {"permute/3102", x_2345, f_perm_3102, 0, 0},
@@ -393,7 +503,7 @@ const op_case shape_cases[] = {
     {"linear_t_cross_entropy/lm_padding", lce_tied, f_lce_tied, 0, 0},
     {"linear_t_cross_entropy/no_bias", lce_tied, f_lce_tied_nobias, 0, 0},
     {"linear_t_cross_entropy/large_logits", lce_large, f_lce_large, 0, 0},
-    {"linear_t_cross_entropy/minus_unfused", lce_tied, f_lce_minus_unfused, 0, 0},
+    {"linear_t_cross_entropy/minus_unfused", lce_tied, f_lce_minus_unfused, .flags = OPCASE_DIFFERENCE},
     {"linear_t_cross_entropy/used_twice", lce_tied, f_lce_twice, 0, 0},
     {"linear_cross_entropy/2d", lce_plain, f_lce_plain, 0, 0},
     {"linear_cross_entropy/all_ignored", lce_plain, f_lce_all_ignored, 0, 0},
@@ -412,5 +522,61 @@ const op_case shape_cases[] = {
     {"dropout/keep_1_identity", x_234, f_dropout_keep1, 0, 0},
     {"dropout/eval_identity", x_234, f_dropout_eval, 0, 0},
     {"dropout/then_tanh", x_523, f_dropout_then_tanh, 0, 0},
+    /* ---- the device's sizes ---- */
+    /* permute and transpose: every axis of 3-D and 4-D shapes */
+    UNIFORM_CASE("permute [2,3,5,37] (3,1,2,0)", f_permute_3120, -1, 1, DIMS(2, 3, 5, 37)),
+    UNIFORM_CASE("permute [2,3,5,37] (0,2,1,3)", f_permute_0213, -1, 1, DIMS(2, 3, 5, 37)),
+    UNIFORM_CASE("permute [3,1,33,4] (2,3,0,1)", f_permute_2301, -1, 1, DIMS(3, 1, 33, 4)),
+    UNIFORM_CASE("permute [4,33,5] (2,0,1)", f_permute_201, -1, 1, DIMS(4, 33, 5)),
+    UNIFORM_CASE("transpose [33,37] 0,1", f_transpose_01, -1, 1, DIMS(33, 37)),
+    UNIFORM_CASE("transpose [1,37] 0,1", f_transpose_01, -1, 1, DIMS(1, 37)),
+    UNIFORM_CASE("transpose [5,7,33] 0,2", f_transpose_02, -1, 1, DIMS(5, 7, 33)),
+    UNIFORM_CASE("transpose [5,7,33] 1,2", f_transpose_12, -1, 1, DIMS(5, 7, 33)),
+    UNIFORM_CASE("transpose [5,7,33] 0,1", f_transpose_01, -1, 1, DIMS(5, 7, 33)),
+    UNIFORM_CASE("transpose [2,3,5,7] 1,3", f_transpose_13, -1, 1, DIMS(2, 3, 5, 7)),
+    UNIFORM_CASE("transpose twice [9,9] (grad adds)", f_transpose_twice, -1, 1, DIMS(9, 9)),
+    /* concat of 3 pieces along the outer, middle and inner axes */
+    UNIFORM_CASE("concat axis 0 [1|3|2,5,33]", f_cat0, -1, 1, DIMS(1, 5, 33), DIMS(3, 5, 33), DIMS(2, 5, 33)),
+    UNIFORM_CASE("concat axis 1 [2,5|3|1,7]", f_cat1, -1, 1, DIMS(2, 5, 7), DIMS(2, 3, 7), DIMS(2, 1, 7)),
+    UNIFORM_CASE("concat axis 2 [4,5,1|33|7]", f_concat2, -1, 1, DIMS(4, 5, 1), DIMS(4, 5, 33), DIMS(4, 5, 7)),
+    UNIFORM_CASE("concat x0,x1,x0 (grad sums)", f_concat_repeat, -1, 1, DIMS(3, 37), DIMS(3, 5)),
+    /* slice: a view (outer 1), a middle axis, length 1 at the end, overlapping */
+    UNIFORM_CASE("slice [5,7,33] axis 0 [1,4)", f_slice0, -1, 1, DIMS(5, 7, 33)),
+    UNIFORM_CASE("slice [3,37,5] axis 1 [5,30)", f_slice1, -1, 1, DIMS(3, 37, 5)),
+    UNIFORM_CASE("slice [3,5,37] axis 2 [36,37)", f_slice2, -1, 1, DIMS(3, 5, 37)),
+    UNIFORM_CASE("slice overlapping [4,33]", f_slice_overlap_33, -1, 1, DIMS(4, 33)),
+    /* gathers: repeated indices sum their gradients (one id, d = 1: embedding/one_id, /3d_ids_d1) */
+    UNIFORM_CASE("index_select [7,5,3] axis 0", f_select0, -1, 1, DIMS(7, 5, 3)),
+    UNIFORM_CASE("index_select [3,7,33] axis 1", f_select1, -1, 1, DIMS(3, 7, 33)),
+    UNIFORM_CASE("index_select [2,3,7] axis 2", f_select2, -1, 1, DIMS(2, 3, 7)),
+    UNIFORM_CASE("index_select twice [3,7,33] (adds)", f_select_twice, -1, 1, DIMS(3, 7, 33)),
+    UNIFORM_CASE("index_select [4,3] no index", f_select_empty, -1, 1, DIMS(4, 3)),
+    UNIFORM_CASE("index_select [2,5,37] one index", f_select_one, -1, 1, DIMS(2, 5, 37)),
+    UNIFORM_CASE("embedding [37,33] ids [4,9] pad 0", f_embedding, -1, 1, DIMS(37, 33)),
+    UNIFORM_CASE("embedding twice [5,33] (adds)", f_embedding_twice, -1, 1, DIMS(5, 33)),
+    /* cross-entropy: ignored rows, odd class counts, 3-D logits, large logits, all ignored
+     * (1 class: cross_entropy/one_class) */
+    UNIFORM_CASE("cross_entropy [12,37] ignore", f_ce_spread, -3, 3, DIMS(12, 37)),
+    UNIFORM_CASE("cross_entropy [3,4,301]", f_ce_spread_all_counted, -3, 3, DIMS(3, 4, 301)),
+    UNIFORM_CASE("cross_entropy [6,33] logits 1e3", f_ce_spread, -1000, 1000, DIMS(6, 33)),
+    UNIFORM_CASE("cross_entropy [4,37] all ignored", f_ce_spread_none_counted, -3, 3, DIMS(4, 37)),
+    /* fused linear + cross-entropy: bias or not, W transposed, V 37/301, all ignored */
+    UNIFORM_CASE("linear_ce [9,33]@[33,37]+b", f_lce_spread, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
+    UNIFORM_CASE("linear_ce [7,33]@[33,301]", f_lce_spread_nobias, -1, 1, DIMS(7, 33), DIMS(33, 301)),
+    UNIFORM_CASE("linear_t_ce [2,5,33]@[37,33]^T+b", f_lce_t_spread, -1, 1, DIMS(2, 5, 33), DIMS(37, 33), DIMS(37)),
+    UNIFORM_CASE("linear_ce all ignored", f_lce_spread_none_counted, -1, 1, DIMS(4, 33), DIMS(33, 37), DIMS(37)),
+    /* MSE and KL to a soft target (zeros in the target, large logits; mse [1]: mse/one_element) */
+    UNIFORM_CASE("mse [7,33]", f_mse, -2, 2, DIMS(7, 33), DIMS(7, 33)),
+    UNIFORM_CASE("kl_div_soft [6,37]", f_kl_spread, -3, 3, DIMS(6, 37)),
+    UNIFORM_CASE("kl_div_soft [3,301] logits 1e3", f_kl_spread, -1000, 1000, DIMS(3, 301)),
+    /* dropout: the device draws the CPU's mask, 2-D and 3-D (row keyed), keep 0.5, 0.9, 1, eval */
+    UNIFORM_CASE("dropout [4,37] keep 0.5", f_dropout_05, -1, 1, DIMS(4, 37)),
+    UNIFORM_CASE("dropout [3,5,33] keep 0.9", f_dropout_09, -1, 1, DIMS(3, 5, 33)),
+    UNIFORM_CASE("dropout [1000] keep 0.5", f_dropout_05, -1, 1, DIMS(1000)),
+    /* rows of several 4096-element mask blocks, and tails that are not whole draws of 16 */
+    UNIFORM_CASE("dropout [3,4100] keep 0.5", f_dropout_05, -1, 1, DIMS(3, 4100)),
+    UNIFORM_CASE("dropout [8209] keep 0.9", f_dropout_09, -1, 1, DIMS(8209)),
+    UNIFORM_CASE("dropout [4,37] keep 1", f_dropout_keep1_plain, -1, 1, DIMS(4, 37)),
+    UNIFORM_CASE("dropout [4,37] eval", f_dropout_eval_plain, -1, 1, DIMS(4, 37)),
     {NULL, NULL, NULL, 0, 0},
 };

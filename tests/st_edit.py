@@ -8,6 +8,8 @@ library only (no numpy):
     st_edit.py flip IN OUT TENSOR BYTE BIT  flip one bit of a tensor's data
     st_edit.py flip-header IN OUT TEXT K BIT  flip one bit of byte K of TEXT's first place in the header
     st_edit.py strip-crc IN OUT             drop every checksum: a file of another writer
+    st_edit.py unseal IN OUT                drop the whole-file seal only: a checkpoint of
+                                            attngrad before the seal (tensor checksums kept)
     st_edit.py rename IN OUT OLD NEW        rename a tensor (its checksum too)
     st_edit.py reseal IN OUT                seal a file edited by other means again
 
@@ -90,6 +92,9 @@ def main(cmd, *args):
     elif cmd == "strip-crc":
         for k in [k for k in meta if k.startswith("crc32c.") or k in (FILE_CRC, "attngrad.sealed")]:
             del meta[k]
+    elif cmd == "unseal":
+        for k in (FILE_CRC, "attngrad.sealed"):
+            meta.pop(k, None)
     elif cmd == "reseal":
         pass
     elif cmd == "flip-header":

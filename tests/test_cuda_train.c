@@ -591,14 +591,32 @@ static void graphs_case(const variant *v) {
     ag_optim_init(&oe, &e.m.params, &oc);
     ag_optim_init(&og, &g.m.params, &oc);
     ag_mem_stats before = ag_memstats(), warm = before;
-    int differ = 0, first_differ = -1;
+    int differ = 0, first_differ = -1, launches_differ = 0;
+    /* launches and host waits of the last eager step of each batch: what a
+     * step costs the host on these small models (docs/performance.md) */
+    int64_t step_launches[3] = {0}, step_waits[3] = {0};
     for (int s = 0; s < GRAPH_STEPS; s++) {
         if (s == GRAPH_WARM_STEPS) warm = ag_memstats();
-        double le = train_like_step(&e, &oe, 1 + (uint64_t)s % 3, true, false),
-               lg = train_like_step(&g, &og, 1 + (uint64_t)s % 3, true, true);
+        ag_mem_stats m0 = ag_memstats();
+        double le = train_like_step(&e, &oe, 1 + (uint64_t)s % 3, true, false);
+        ag_mem_stats m1 = ag_memstats();
+        double lg = train_like_step(&g, &og, 1 + (uint64_t)s % 3, true, true);
+        ag_mem_stats m2 = ag_memstats();
         if (!(le == lg) && differ++ == 0) first_differ = s;
+        /* a graph replays the launches it captured: the same work is enqueued */
+        launches_differ += (m1.device_launches - m0.device_launches) != (m2.device_launches - m1.device_launches);
+        step_launches[s % 3] = m1.device_launches - m0.device_launches;
+        step_waits[s % 3] = m1.device_waits - m0.device_waits;
     }
     ag_mem_stats after = ag_memstats();
+    if (GPU == AG_CUDA) {
+        CHECK(step_launches[0] > 0, "%s: a step on the GPU counted no launch", v->label);
+        CHECK(launches_differ == 0, "%s: in %d of %d steps the CUDA-graph run enqueued another number of launches "
+              "than the eager run", v->label, launches_differ, GRAPH_STEPS);
+    }
+    printf("%-20s a training step on a tiny batch (3 batches): %lld / %lld / %lld launches, %lld / %lld / %lld host "
+           "waits\n", v->label, (long long)step_launches[0], (long long)step_launches[1], (long long)step_launches[2],
+           (long long)step_waits[0], (long long)step_waits[1], (long long)step_waits[2]);
     CHECK(differ == 0, "%s: with CUDA graphs %d of %d losses differ from the eager run's, the first at step %d", v->label,
           differ, GRAPH_STEPS, first_differ);
     int64_t params_differ = 0;

@@ -1186,6 +1186,52 @@ static void test_not_utf8(void) {
     ag_dataset_free(&ds);
 }
 
+/* ag_load_opts.max_words / ag_tree_opts.max_words: a sentence of more words
+ * is refused naming its line (skip_bad_lines or not), before its words are
+ * kept; LM text is not limited (its windows are); 0 is no limit. */
+static void test_max_words(void) {
+    static const struct { ag_format fmt; const char *text; const char *want; } cases[] = {
+        {AG_FORMAT_LABELED, "0 a b c d\n1 a b c d e\n", "w.txt:2: a sentence of 5 words, more than the limit of 4"},
+        {AG_FORMAT_SICK, "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+                         "1\ta b\tc d\t3\tNEUTRAL\n2\ta b c\td e\t3\tNEUTRAL\n",
+         "w.txt:3: a sentence of 5 words, more than the limit of 4"}, /* a pair's two together */
+        {AG_FORMAT_CONLLU, "1\ta\t_\t_\t_\t_\t0\t_\t_\t_\n\n# sent_id = x\n1\ta\t_\t_\t_\t_\t0\t_\t_\t_\n"
+                           "2\ta\t_\t_\t_\t_\t1\t_\t_\t_\n3\ta\t_\t_\t_\t_\t1\t_\t_\t_\n4\ta\t_\t_\t_\t_\t1\t_\t_\t_\n"
+                           "5\ta\t_\t_\t_\t_\t1\t_\t_\t_\n\n",
+         "w.txt:3: a sentence of 5 words, more than the limit of 4"}, /* its first line */
+        {AG_FORMAT_LM, "a b c d e f g\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *p = fixture("w.txt", cases[i].text, strlen(cases[i].text));
+        for (int skip = 0; skip < 2; skip++) {
+            ag_load_opts o = ag_load_opts_default();
+            o.max_words = 4;
+            o.skip_bad_lines = skip;
+            ag_dataset ds;
+            err[0] = 0;
+            int rc = ag_dataset_load(p, cases[i].fmt, &o, NULL, &ds, err, sizeof err);
+            if (cases[i].want)
+                CHECK(rc == AG_DATA_ELIMIT && contains(err, cases[i].want), "case %zu: %d '%s'", i, rc, err);
+            else
+                CHECK(rc == 0 && ds.n == 1, "case %zu: %s", i, err);
+            if (rc == 0) ag_dataset_free(&ds);
+        }
+        ag_load_opts o = ag_load_opts_default(); /* max_words 0: any length */
+        ag_dataset ds;
+        CHECK(ag_dataset_load(p, cases[i].fmt, &o, NULL, &ds, err, sizeof err) == 0, "case %zu: %s", i, err);
+        ag_dataset_free(&ds);
+    }
+    /* a tree's words, before its phrases are made */
+    const char *trees = "(2 (2 a) (2 b))\n(3 (3 (3 (3 a) (2 b)) (2 c)) (2 (2 d) (2 e)))\n";
+    ag_tree_opts to = {.phrases = 1, .max_words = 4};
+    ag_dataset ds;
+    CHECK(ag_trees_load_mem("t", trees, strlen(trees), &to, &ds, err, sizeof err) == AG_DATA_ELIMIT &&
+          contains(err, "t:2: a sentence of 5 words, more than the limit of 4"), "%s", err);
+    to.max_words = 0;
+    CHECK(ag_trees_load_mem("t", trees, strlen(trees), &to, &ds, err, sizeof err) == 0, "%s", err);
+    ag_dataset_free(&ds);
+}
+
 static void test_real_data(void) {
     const char *dir = getenv("AG_DATA_DIR");
     struct stat st;
@@ -1307,6 +1353,7 @@ int main(void) {
     test_synth_pair();
     test_garbage();
     test_not_utf8();
+    test_max_words();
     test_real_data();
     for (int i = 0; i < npaths; i++) remove(paths[i]);
     rmdir(tmpdir);

@@ -312,11 +312,23 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     return rc ? 1 : 0;
 }
 
+/* Text is bytes (docs/data.md): a line that is not UTF-8 is read as the
+ * data was, and said once, since its words miss UTF-8 pretrained vectors. */
+static void note_not_utf8(const char *line, size_t n, int64_t lineno, bool *said) {
+    long at = *said || ag_data_find_junk(line, n) >= 0 ? -1 : ag_utf8_error_at(line, n);
+    if (at < 0) return;
+    fprintf(stderr, "attngrad predict: stdin:%lld: note: not UTF-8 (byte 0x%02x at column %ld), read as bytes; later "
+            "lines like it are not reported\n", (long long)lineno, (unsigned char)line[at], at + 1);
+    *said = true;
+}
+
 /* predict --input conllu: one line of output for each CoNLL-U sentence of
  * stdin (blank-line separated), the parse given to the model. */
 static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o) {
     char *line = NULL, *text = NULL, err[1024];
-    size_t cap = 0, len = 0, text_cap = 0;
+    size_t cap = 0, len = 0, text_cap = 0, words = 0; /* words: token lines of the sentence */
+    bool said_utf8 = false;
+    size_t max_words = ag_line_word_limit(o) > 0 ? (size_t)ag_line_word_limit(o) : SIZE_MAX;
     int64_t lineno = 0, first = 0, errors = 0;
     ssize_t n;
     bool more = true;
@@ -336,6 +348,15 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
         if (!blank) { /* one more line of the sentence (the loader refuses control bytes, naming the line) */
             if (!first) first = lineno;
             if (len == SIZE_MAX) continue; /* refused already */
+            words += line[0] != '#';
+            note_not_utf8(line, (size_t)n, lineno, &said_utf8);
+            if (words > max_words) { /* no cut: its parse would lose heads */
+                fprintf(stderr, "attngrad predict: stdin:%lld: a CoNLL-U sentence of more than %zu words: refused "
+                        "(--max-line-words N takes longer ones)\n", (long long)first, max_words);
+                errors++;
+                len = SIZE_MAX;
+                continue;
+            }
             if (len + (size_t)n > 16 * max) { /* more than 16 lines of the limit: refused, not held */
                 fprintf(stderr, "attngrad predict: stdin:%lld: a CoNLL-U sentence of more than %zu bytes: refused "
                         "(--max-line-bytes sets a sixteenth of the limit)\n", (long long)first, 16 * max);
@@ -367,7 +388,7 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
         }
         fflush(stdout);
         first = 0;
-        len = 0;
+        len = words = 0;
     }
     if (ferror(stdin)) {
         fprintf(stderr, "attngrad predict: stdin: read error after line %lld: %s\n", (long long)lineno, strerror(errno));
@@ -397,6 +418,7 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     ssize_t n;
     size_t max = (size_t)(o.max_line_bytes > 0 ? o.max_line_bytes : AG_MAX_LINE_BYTES), dropped;
     bool said_utf8 = false;
+    size_t words;
     while ((n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0) {
         lineno++;
         if (dropped && ag_long_line(&o, line, &n, dropped, err, sizeof err)) {
@@ -411,15 +433,15 @@ static int cmd_predict(const command *c, int argc, char **argv) {
         /* control bytes, as the data loaders refuse them (ag_predict_line reads a
          * C string: a NUL would even end the line there unseen) */
         long junk = ag_data_find_junk(line, (size_t)n);
-        if (junk < 0 && !said_utf8 && ag_utf8_error_at(line, (size_t)n) >= 0) { /* read as bytes, as the data was */
-            fprintf(stderr, "attngrad predict: stdin:%lld: note: not UTF-8 (byte 0x%02x at column %ld), read as "
-                    "bytes; later lines like it are not reported\n", (long long)lineno,
-                    (unsigned char)line[ag_utf8_error_at(line, (size_t)n)], ag_utf8_error_at(line, (size_t)n) + 1);
-            said_utf8 = true;
-        }
-        if (junk >= 0)
+        note_not_utf8(line, (size_t)n, lineno, &said_utf8);
+        bool refused = junk >= 0;
+        if (refused)
             snprintf(err, sizeof err, "binary data (byte 0x%02x at column %ld)", (unsigned char)line[junk], junk + 1);
-        if (junk >= 0 || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
+        else if (!(refused = ag_many_words(&o, line, &n, &words, err, sizeof err)) && ag_line_word_limit(&o) > 0 &&
+                 words > (size_t)ag_line_word_limit(&o))
+            fprintf(stderr, "attngrad predict: stdin:%lld: note: a line of %zu words, cut to its first %lld (--long-lines "
+                    "cut)\n", (long long)lineno, words, (long long)ag_line_word_limit(&o));
+        if (refused || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
             fprintf(stderr, "attngrad predict: stdin:%lld: %s\n", (long long)lineno, err);
             fputc('\n', stdout);
             errors++;
@@ -462,6 +484,16 @@ static int cmd_heatmap(const command *c, int argc, char **argv) {
     const char *ckpt;
     if ((rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab))) return rc;
     char err[1024];
+    size_t max_words = ag_line_word_limit(&o) > 0 ? (size_t)ag_line_word_limit(&o) : SIZE_MAX, words = 0;
+    for (int i = 0; i < 2 && max_words != SIZE_MAX; i++) /* as predict's lines: maps in the square of the words */
+        words += sentences[i][1] ? ag_tokenize((char *)sentences[i][1], strlen(sentences[i][1]), 0, NULL, 0) : 0;
+    if (words > max_words) {
+        fprintf(stderr, "attngrad heatmap: --sentence: %zu words, more than --max-line-words %zu (a pair's two "
+                "sentences count together)\n", words, max_words);
+        ag_vocab_free(vocab);
+        ag_model_free(&m);
+        return EXIT_USAGE;
+    }
     rc = ag_sentence_heatmaps(&m, vocab, &o, x.sentence, x.sentence_b, x.out, stdout, err, sizeof err);
     if (rc) fprintf(stderr, "attngrad heatmap: %s\n", err);
     ag_vocab_free(vocab);

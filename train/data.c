@@ -98,19 +98,33 @@ static size_t line_limit(const ag_train_opts *o) {
     return (size_t)(o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES);
 }
 
+/* --max-line-words, so that one line of thousands of words is refused by
+ * its file and line before a batch of it (attention: memory in the square
+ * of its words) takes the machine. */
+int64_t ag_line_word_limit(const ag_train_opts *o) {
+    return o->max_line_words <= 0 || (o->max_len > 0 && o->max_len <= o->max_line_words) ? 0 : o->max_line_words;
+}
+
+/* What to do about a limit a file's line went past (AG_DATA_ELIMIT). */
+static int limit_advice(int rc, char *err, size_t errlen) {
+    size_t used = err ? strlen(err) : 0;
+    if (rc == AG_DATA_ELIMIT && err && used < errlen)
+        snprintf(err + used, errlen - used, strstr(err, " words, more than the limit of ")
+                 ? " (--max-line-words N takes longer ones, --max-len N cuts them)"
+                 : " (--max-line-bytes N reads longer lines)");
+    return rc;
+}
+
 static int load(const ag_train_opts *o, const char *path, ag_format fmt, int lowercase, int skip_bad, int32_t n_classes,
                 ag_dataset *ds, char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default();
     lo.max_line_bytes = line_limit(o);
+    lo.max_words = ag_line_word_limit(o);
     lo.lowercase = lowercase;
     lo.skip_bad_lines = skip_bad;
     lo.n_classes = n_classes;
     lo.require_labels = 1; /* a run trains CoNLL-U for classification only, and the loss skips label -1 */
-    int rc = ag_dataset_load(path, fmt, &lo, NULL, ds, err, errlen);
-    size_t used = err ? strlen(err) : 0;
-    if (rc == AG_DATA_ELIMIT && err && used < errlen) /* what to do about it */
-        snprintf(err + used, errlen - used, " (--max-line-bytes N reads longer lines)");
-    return rc;
+    return limit_advice(ag_dataset_load(path, fmt, &lo, NULL, ds, err, errlen), err, errlen);
 }
 
 /* The file name of a benchmark's path "folder/file". */
@@ -204,7 +218,8 @@ static int parse_file(const char *pdir, const char *file, char *path, size_t n) 
 static int load_parses(const ag_train_opts *o, const char *path, ag_dataset *parses, char *err, size_t errlen) {
     ag_load_opts lo = ag_load_opts_default(); /* labels or not: only the words and heads count */
     lo.max_line_bytes = line_limit(o);
-    return ag_dataset_load(path, AG_FORMAT_CONLLU, &lo, NULL, parses, err, errlen);
+    lo.max_words = ag_line_word_limit(o);
+    return limit_advice(ag_dataset_load(path, AG_FORMAT_CONLLU, &lo, NULL, parses, err, errlen), err, errlen);
 }
 
 /* The parses of data file `file` onto ds.  Without a parse file in the
@@ -236,7 +251,7 @@ static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const cha
                              "--phrases: no %s (SST's PTB trees, trainDevTestTrees_PTB's train.txt; docs/data.md)", trees);
     ag_dataset parses = {0};
     ag_tree_opts to = {.binary = !strcmp(b->name, "sst2"), .phrases = 1, .lowercase = 1,
-                       .max_line_bytes = line_limit(o)};
+                       .max_line_bytes = line_limit(o), .max_words = ag_line_word_limit(o)};
     int rc = 0;
     /* every tree's sentence, neutral ones too: the parses of stsa.fine.train
      * (SST-2's file drops the neutral sentences, whose phrases SST-2 keeps) */
@@ -247,7 +262,7 @@ static int load_phrases(const ag_train_opts *o, const ag_benchmark *b, const cha
     } else if (o->parses[0] && strcmp(o->parses, "none")) {
         return ag__train_fail(err, errlen, AG_DATA_EIO, "--parses %s: no %s for %s", o->parses, ppath, trees);
     }
-    rc = ag_trees_load(trees, &to, ds, err, errlen);
+    rc = limit_advice(ag_trees_load(trees, &to, ds, err, errlen), err, errlen);
     ag_dataset_free(&parses);
     return rc;
 }

@@ -110,6 +110,10 @@ static const opt_def opts[] = {
     {"max-line-bytes", O_I64, F(max_line_bytes), 1, 1099511627776.0, TR | EV | PR, false, "N",
      "longest input line, in bytes (default 1 MiB): a longer one is refused before memory in proportion to it is "
      "taken (predict: see --long-lines)", NULL},
+    {"max-line-words", O_I64, F(max_line_words), 0, 1e6, TR | EV | PR | HM, false, "N",
+     "most words in a sentence, a pair's two together (default 1000; 0: no limit): a longer one is refused naming "
+     "its line before it takes memory, as attention's grows in their square (not LM text; not with --max-len N "
+     "<= it, which cuts; predict: see --long-lines)", NULL},
     {"long-lines", O_STR, F(long_lines), 0, 0, PR, false, "HOW",
      "refuse (default: that line is an error) or cut (predict its first --max-line-bytes, at a word boundary)",
      check_long_lines},
@@ -148,6 +152,7 @@ ag_train_opts ag_train_opts_default(void) {
         .model = "mpsan", .vocab = -1, .classes = -1, .dim = -1, .hidden = -1, .heads = -1, .layers = -1,
         .fixed_len = -1, .bigrams = -1, .keep = -1, .l2 = -1, .min_count = 1, .folds = 10, .fold = -1,
         .dev_frac = 0.1, .synth_n = 4000, .epochs = 10, .batch = -1, .seed = 1, .clip = -1, .progress = "auto",
+        .max_line_words = AG_MAX_LINE_WORDS,
     };
 }
 

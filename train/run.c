@@ -15,13 +15,19 @@
 #include <unistd.h>
 
 /* A checkpoint read and verified (ag_st_read), with a note when some of
- * its tensors carry no checksum: a run saved before checksums, or a file
- * re-written by another tool. */
+ * its tensors carry no checksum (a run saved before checksums, or a file
+ * re-written by another tool), or when they all do but the file is not
+ * sealed whole: a run saved before the seal, whose config and metrics
+ * history no checksum covers.  Such files load (runs of before keep
+ * working); the note says what was not verified. */
 static int open_checkpoint(const char *path, ag_st_file *f, bool note, char *err, size_t errlen) {
     if (ag_st_read(path, f)) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
     if (note && f->unchecked)
         fprintf(stderr, "note: %s: %d of its %d tensors carry no checksum: they load unverified\n", path, f->unchecked,
                 f->count);
+    else if (note && !f->sealed)
+        fprintf(stderr, "note: %s: not sealed whole (saved before attngrad.file_crc32c): its tensors are verified, its "
+                "header (the config, the metrics history) loads unverified\n", path);
     return 0;
 }
 
@@ -213,6 +219,27 @@ int ag_long_line(const ag_train_opts *o, char *line, ssize_t *n, size_t dropped,
     while (k > 0 && line[k - 1] != ' ' && line[k - 1] != '\t') k--; /* no word cut in two */
     if (k > 0) *n = k;
     line[*n] = 0;
+    return 0;
+}
+
+int ag_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t *words, char *err, size_t errlen) {
+    int64_t limit = ag_line_word_limit(o);
+    *words = ag_tokenize(line, (size_t)*n, 0, NULL, 0);
+    if (limit <= 0 || *words <= (size_t)limit) return 0;
+    size_t max = (size_t)limit;
+    const char *tab = memchr(line, '\t', (size_t)*n);
+    ag_span *spans = strcmp(o->long_lines, "cut") ? NULL : malloc(max * sizeof *spans); /* a cut line's only */
+    size_t end = spans ? (ag_tokenize(line, (size_t)*n, 0, spans, max), spans[max - 1].start + spans[max - 1].len) : 0;
+    bool cut = spans != NULL;
+    free(spans);
+    if (!cut || (tab && (size_t)(tab - line) >= end)) { /* refused; a cut pair would lose its second sentence */
+        ag__train_fail(err, errlen, AG_ERR_FORMAT, "%zu words, more than --max-line-words %zu: refused before the model "
+                       "sees it (--max-line-words N takes longer lines%s)", *words, max,
+                       tab ? "; a pair's two sentences count together" : ", --long-lines cut predicts its first words");
+        return 1;
+    }
+    *n = (ssize_t)end;
+    line[end] = 0;
     return 0;
 }
 

@@ -79,6 +79,8 @@ typedef struct {
     char **meta;             /* key, value, ... sorted by key */
     int n_meta;
     int unchecked;           /* tensors without a checksum (other writers) */
+    bool sealed;             /* the whole file's CRC-32C (AG_ST_FILE_CRC) held; false: a file of another
+                                writer, or of attngrad before the seal, whose header loaded unverified */
 } ag_st_file;
 
 ag_status ag_st_read(const char *path, ag_st_file *f);

@@ -253,6 +253,8 @@ typedef struct {
     size_t arena_high;      /* most bytes a step has used */
     size_t device_arena_high; /* the same for the GPU's step arena (CUDA) */
     int64_t device_waits;     /* times the host waited for the GPU: value reads, ag_sync (CUDA) */
+    int64_t device_launches;  /* kernels, cuBLAS calls, copies and fills put on the GPU's stream (CUDA;
+                                 with ag_cuda_graphs, those replayed inside a graph launch too) */
     int64_t graph_launches, graph_captures, eager_segments; /* ag_cuda_graphs: stretches run each way */
 } ag_mem_stats;
 ag_mem_stats ag_memstats(void);

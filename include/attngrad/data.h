@@ -132,6 +132,12 @@ typedef struct {
                                (for classification); else its label is -1 */
     int64_t first_line;     /* number of the input's first line in messages and
                                ag_example.line (0 = 1): text cut from a longer input */
+    int64_t max_words;      /* > 0: a sentence of more words (a pair's two together,
+                               a CoNLL-U sentence's tokens) is an error (AG_DATA_ELIMIT,
+                               "FILE:LINE: a sentence of N words ..."), even with
+                               skip_bad_lines, before its words are kept: attention's
+                               memory grows in their square.  Not LM text, whose
+                               windows (lm_max_len) bound it.  0: no limit */
 } ag_load_opts;
 
 ag_load_opts ag_load_opts_default(void); /* no lowercase, strict, 35, 64 MiB */
@@ -206,6 +212,7 @@ typedef struct {
     int phrases;       /* every labelled node an example; else the sentences only */
     int lowercase;     /* ASCII lower-case, as the stsa files are */
     size_t max_line_bytes; /* 0: 64 MiB */
+    int64_t max_words;     /* > 0: a tree of more words is an error, as ag_load_opts.max_words */
     /* CoNLL-U parses of the same sentences (any order, found by the words,
      * lower-cased), or NULL.  A phrase keeps its sentence's heads inside it;
      * a word whose head is outside becomes a root.  A tree with no parse is

@@ -29,6 +29,11 @@ enum { AG_PATH_MAX = 1024 };
  * any sentence, so that a line of junk is refused before memory in
  * proportion to it (tokens, ids, a batch) is taken. */
 #define AG_MAX_LINE_BYTES ((int64_t)1 << 20)
+/* The most words of a sentence by default: a short line can hold many
+ * words, and attention's memory grows in their square (MPSAN's step takes
+ * 0.2 GB for 1000 words, all of a 24 GB machine for 20,000).  Far beyond
+ * any sentence of the benchmarks; LM text is not limited (its windows are). */
+#define AG_MAX_LINE_WORDS 1000
 
 /* Everything a run is made of.  Model sizes left at -1 (keep, l2 < 0) take
  * the kind's defaults; on the generated data set the kind's sizes are cut
@@ -65,6 +70,8 @@ typedef struct {
     char input[8];          /* predict: "" or lines (a sentence a line), conllu (CoNLL-U sentences with their parse) */
     int64_t max_line_bytes; /* longest input line (data files, predict's stdin); 0 = AG_MAX_LINE_BYTES */
     char long_lines[8];     /* predict: "" or refuse (a longer line is an error), cut (its first max_line_bytes) */
+    int64_t max_line_words; /* most words of a sentence (a pair's two together) in data files, predict's
+                               stdin and heatmap's sentence; 0 = no limit, nor with 0 < max_len <= it */
     /* loop */
     int epochs, batch;
     int64_t seed;
@@ -237,6 +244,15 @@ ssize_t ag_read_line(FILE *in, char **buf, size_t *cap, size_t max, size_t *drop
  * (1, err says why and what to do), or "cut": line[0..*n) shortened to
  * its last whole word (0). */
 int ag_long_line(const ag_train_opts *o, char *line, ssize_t *n, size_t dropped, char *err, size_t errlen);
+/* The most words of a sentence the run takes, o->max_line_words; 0 for no
+ * limit: where it is 0, or where 0 < o->max_len <= it (the run cuts every
+ * sentence to max_len words, in training, eval and predict). */
+int64_t ag_line_word_limit(const ag_train_opts *o);
+/* A line of more words than ag_line_word_limit: refused (1, err
+ * says why and what to do), or under o->long_lines "cut" line[0..*n) cut
+ * after its last allowed word (0).  *words gets the line's count (counting
+ * takes no memory); 0 and *words at most the limit for a line within it. */
+int ag_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t *words, char *err, size_t errlen);
 
 /* Predicts one input line ("a sentence", pairs "sentence_a<TAB>sentence_b")
  * and prints "label<TAB>probabilities" (the label by name where the run

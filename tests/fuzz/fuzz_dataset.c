@@ -11,7 +11,10 @@ static void load(const uint8_t *data, size_t size, int skip) {
     o.lowercase = size > 0 && data[0] & 1;
     o.skip_bad_lines = skip;
     o.max_line_bytes = 1 << 16;
+    o.max_words = size > 0 && data[0] & 2 ? 8 : 0; /* the word limit, or none */
     if (ag_dataset_load_mem("fuzz", data, size, FUZZ_FORMAT, &o, NULL, &ds, err, sizeof err)) return;
+    for (int64_t i = 0; o.max_words && FUZZ_FORMAT != AG_FORMAT_LM && i < ds.n; i++)
+        if (ds.ex[i].full_len + ds.ex[i].len_b > o.max_words) abort(); /* the bound is the point */
     ag_vocab *v = NULL;
     ag_vocab_opts vo = {.min_count = 1};
     if (!ag_vocab_build(&ds, NULL, ds.n, &vo, &v, err, sizeof err)) {
@@ -22,7 +25,7 @@ static void load(const uint8_t *data, size_t size, int skip) {
 }
 
 /* Loads with bad lines an error, then skipped (the paths differ at the end
- * of a file); lower-casing from the first byte. */
+ * of a file); lower-casing and a word limit from the first byte. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int skip = 0; skip < 2; skip++) load(data, size, skip);
     return 0;

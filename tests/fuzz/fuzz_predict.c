@@ -1,7 +1,7 @@
 /* fuzz_predict.c - `attngrad predict`'s input into a tiny MPSAN (a
  * classifier, or a pair model when the first byte is odd): read line by
- * line under a length limit, checked for binary data as the CLI does; a
- * line may be refused, it must not hurt the next one. */
+ * line under a length limit and a word limit, checked for binary data as
+ * the CLI does; a line may be refused, it must not hurt the next one. */
 #include "fuzz.h"
 #include "attngrad/train.h"
 #include "../../train/internal.h"
@@ -31,8 +31,9 @@ static void setup(void) {
 }
 
 /* The input as `attngrad predict` reads stdin: lines of at most 48 bytes
- * (ag_read_line, the limit of --max-line-bytes), a longer one refused or
- * cut (--long-lines, by the last byte's second bit), each line predicted. */
+ * (ag_read_line, the limit of --max-line-bytes) and 6 words (ag_many_words,
+ * --max-line-words), a longer one refused or cut (--long-lines, by the last
+ * byte's second bit), each line predicted. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!vocab) setup();
     FILE *in = fmemopen((void *)data, size, "r");
@@ -40,14 +41,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ag_train_opts o = ag_train_opts_default();
     o.lowercase = size > 0 && (data[size - 1] & 1);
     o.max_line_bytes = 48;
+    o.max_line_words = 6;
     if (size > 0 && (data[size - 1] & 2)) snprintf(o.long_lines, sizeof o.long_lines, "cut");
     char *line = NULL, err[1024];
-    size_t cap = 0, dropped;
+    size_t cap = 0, dropped, words;
     ssize_t n;
     while ((n = ag_read_line(in, &line, &cap, (size_t)o.max_line_bytes, &dropped)) >= 0) {
         if (n > o.max_line_bytes || cap > (size_t)o.max_line_bytes + 2) abort(); /* the bound is the point */
         if (dropped && ag_long_line(&o, line, &n, dropped, err, sizeof err)) continue;
         if (ag_data_find_junk(line, (size_t)n) >= 0) continue; /* refused before a model sees it */
+        if (ag_many_words(&o, line, &n, &words, err, sizeof err)) continue;
+        if (ag_tokenize(line, (size_t)n, 0, NULL, 0) > (size_t)o.max_line_words || (size_t)n != strlen(line)) abort();
         ag_predict_line(&models[size > 0 && (data[0] & 1)], vocab, &o, line, sink, err, sizeof err);
     }
     fclose(in);
