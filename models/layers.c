@@ -114,11 +114,47 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
     return ag_mul(m, ag_to(keep, x->device));
 }
 
-ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
-                           ag_tensor *w2, ag_tensor *b2, ag_act act) {
+/* A constant view of t's values (no node, no gradient): what a layer hands
+ * out for heatmaps, as ag_attention's probs. */
+static ag_tensor *constant_view(const ag_tensor *t, const char *what) {
+    ag_tensor *v = ag__arena_zalloc(sizeof *v);
+    v->ndim = t->ndim;
+    memcpy(v->shape, t->shape, sizeof v->shape);
+    v->size = t->size;
+    v->data = t->data;
+    v->device = t->device;
+    ag__stamp(v, what);
+    return v;
+}
+
+ag_tensor *ag_source2token_weights(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
+                                   ag_tensor *w2, ag_tensor *b2, ag_act act, ag_tensor **weights) {
     ag_tensor *scores = ag_linear(ag_dense(x, w1, b1, act), w2, b2);  /* [B,N,d] */
     ag_tensor *alpha = ag_softmax_axis_len(scores, 1, lengths);       /* over valid t */
+    if (weights) *weights = constant_view(alpha, "ag_source2token(weights)");
     return ag_sum_axis(ag_mul(alpha, x), 1, false);                   /* [B,d] */
+}
+
+ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
+                           ag_tensor *w2, ag_tensor *b2, ag_act act) {
+    return ag_source2token_weights(x, lengths, w1, b1, w2, b2, act, NULL);
+}
+
+ag_tensor *ag_feature_map(ag_tensor *w, int feature) {
+    const char *layer = "ag_feature_map";
+    char sw[64];
+    ag__check_live(layer, w);
+    if (w->ndim < 2) bad_shape(layer, w, "[..., d] with at least one dim before the features");
+    int d = w->shape[w->ndim - 1];
+    if (feature != AG_FEATURE_MEAN && (feature < 0 || feature >= d))
+        ag__fatal(layer, "feature %d of %s: want 0..%d or AG_FEATURE_MEAN", feature, ag_shape_str(w, sw, sizeof sw),
+                  d - 1);
+    bool was = ag_set_grad_enabled(false); /* a picture, not part of the model */
+    ag_tensor *m = feature == AG_FEATURE_MEAN ? ag_mean_axis(w, -1, false)
+                                              : ag_reshape(ag_slice(w, w->ndim - 1, feature, feature + 1), w->ndim - 1,
+                                                           w->shape);
+    ag_set_grad_enabled(was);
+    return m;
 }
 
 /* ---- positional encodings ---- */

@@ -407,6 +407,195 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
     return out;
 }
 
+/* ---- masked softmax along any axis: y = softmax(scale * x + mask) ----
+ *
+ * Along the last axis this is ag_masked_softmax (its row kernels).  Along
+ * another axis x is seen as [outer, n, inner]: every (outer o, inner k) is
+ * one softmax over t, and the loops run over inner (contiguous) innermost,
+ * as ag_softmax_axis_len's, so no transposed copy is made.  The mask is
+ * read through 4-D strides (ops/softmax.h ag__kaxis); its offset splits
+ * into a part from o (the dims before the axis), t * stride along the
+ * axis, and a part from k (the dims after it), computed once per op. */
+
+/* The mask offset of x's element (o, 0, k), from the dims before (o) or
+ * after (k) the axis. */
+static int64_t axis_mask_offset(const ag__kaxis *p, int64_t index, bool before) {
+    int64_t off = 0;
+    for (int d = before ? p->axis4 - 1 : 3; d >= 0 && (before || d > p->axis4); d--) {
+        off += index % p->shape4[d] * p->mstride4[d];
+        index /= p->shape4[d];
+    }
+    return off;
+}
+
+/* One [n, inner] block of column softmaxes; mo[k] is column k's mask
+ * offset (from the block's mask base m), mx and sum scratch [inner]. */
+AG_SIMD_CLONES
+static void softmax_axis_block(const ag_real *X, const ag_real *m, const int64_t *mo, int64_t mt, ag_real scale,
+                               ag_real *Y, int64_t n, int64_t inner, ag_real *mx, ag_real *sum) {
+    for (int64_t k = 0; k < inner; k++) mx[k] = -INFINITY, sum[k] = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const ag_real *x = X + t * inner, *mr = m ? m + t * mt : NULL;
+        ag_real *y = Y + t * inner;
+        if (mr)
+            for (int64_t k = 0; k < inner; k++) y[k] = scale * x[k] + mr[mo[k]];
+        else
+            for (int64_t k = 0; k < inner; k++) y[k] = scale * x[k];
+        for (int64_t k = 0; k < inner; k++) mx[k] = y[k] > mx[k] ? y[k] : mx[k];
+    }
+    /* A fully masked column (max -inf) has every z - max NaN or -inf: its
+     * shift is taken as 0, so each e^(-inf) is 0, and 1/sum is never used. */
+    for (int64_t k = 0; k < inner; k++) mx[k] = mx[k] == -INFINITY ? 0 : mx[k];
+    for (int64_t t = 0; t < n; t++) {
+        ag_real *y = Y + t * inner;
+        for (int64_t k = 0; k < inner; k++) {
+            y[k] = ag__vexp_nonpos(y[k] - mx[k]);
+            sum[k] += y[k];
+        }
+    }
+    for (int64_t k = 0; k < inner; k++) sum[k] = sum[k] > 0 ? 1 / sum[k] : 0;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t k = 0; k < inner; k++) Y[t * inner + k] *= sum[k];
+}
+
+/* Its backward: gx[t,k] (+)= scale y[t,k] (g[t,k] - sum_t' g y); dot scratch [inner]. */
+AG_SIMD_CLONES
+static void softmax_axis_block_grad(const ag_real *Y, const ag_real *G, ag_real scale, ag_real *GX, int64_t n,
+                                    int64_t inner, ag_real *dot, bool fresh) {
+    for (int64_t k = 0; k < inner; k++) dot[k] = 0;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t k = 0; k < inner; k++) dot[k] += G[t * inner + k] * Y[t * inner + k];
+    for (int64_t t = 0; t < n; t++) {
+        const ag_real *y = Y + t * inner, *g = G + t * inner;
+        ag_real *gx = GX + t * inner;
+        if (fresh)
+            for (int64_t k = 0; k < inner; k++) gx[k] = scale * y[k] * (g[k] - dot[k]);
+        else
+            for (int64_t k = 0; k < inner; k++) gx[k] += scale * y[k] * (g[k] - dot[k]);
+    }
+}
+
+typedef struct {
+    const ag__kaxis *p;
+    const ag_real *x, *mask, *g;
+    const ag_real *fy;       /* backward: the forward's output */
+    ag_real *y, *gx;
+    const int64_t *mo;       /* the mask offset of each inner k */
+    ag_real *scratch;        /* 2 * inner per part */
+    ag_real scale;
+    int64_t per_part;
+    bool fresh;
+} axis_job;
+
+static void softmax_axis_range(void *ctx, int64_t o0, int64_t o1) {
+    const axis_job *j = ctx;
+    const ag__kaxis *p = j->p;
+    ag_real *mx = j->scratch + o0 / j->per_part * 2 * p->inner, *sum = mx + p->inner;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t base = o * p->n * p->inner;
+        const ag_real *m = j->mask ? j->mask + axis_mask_offset(p, o, true) : NULL;
+        softmax_axis_block(j->x + base, m, j->mo, p->mstride4[p->axis4], j->scale, j->y + base, p->n, p->inner, mx,
+                           sum);
+    }
+}
+
+static void softmax_axis_grad_range(void *ctx, int64_t o0, int64_t o1) {
+    const axis_job *j = ctx;
+    const ag__kaxis *p = j->p;
+    ag_real *dot = j->scratch + o0 / j->per_part * 2 * p->inner;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t base = o * p->n * p->inner;
+        softmax_axis_block_grad(j->fy + base, j->g + base, j->scale, j->gx + base, p->n, p->inner, dot, j->fresh);
+    }
+}
+
+static void run_axis_blocks(axis_job *j, ag__range_fn fn) {
+    const ag__kaxis *p = j->p;
+    j->per_part = ag__units_per_part(p->n * p->inner);
+    int64_t parts = (p->outer + j->per_part - 1) / j->per_part;
+    j->scratch = ag__arena_alloc((size_t)(parts ? parts : 1) * 2 * (p->inner ? p->inner : 1) * sizeof(ag_real));
+    ag__parallel_range(p->outer, j->per_part, fn, j);
+}
+
+static void axis_forward_cpu(const ag__kaxis *p, const ag_real *x, const ag_real *mask, ag_real scale, ag_real *y) {
+    int64_t *mo = ag__arena_alloc((size_t)(p->inner ? p->inner : 1) * sizeof *mo);
+    for (int64_t k = 0; k < p->inner; k++) mo[k] = axis_mask_offset(p, k, false);
+    axis_job j = {.p = p, .x = x, .mask = mask, .y = y, .mo = mo, .scale = scale};
+    run_axis_blocks(&j, softmax_axis_range);
+}
+
+static void axis_backward_cpu(const ag__kaxis *p, const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx,
+                              bool fresh) {
+    axis_job j = {.p = p, .fy = y, .g = g, .gx = gx, .scale = scale, .fresh = fresh};
+    run_axis_blocks(&j, softmax_axis_grad_range);
+}
+
+/* n->saved: the plan. */
+static void masked_softmax_axis_backward(ag_node *n) {
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__softmax_on(n->op, n->out->device)
+        ->axis_backward(n->saved, n->out->data, n->out->grad, (ag_real)n->farg[0], gx, fresh);
+}
+
+/* Along an axis other than the last, the mask has x's dims, each equal to
+ * x's or 1, and x's size along the axis: with fewer dims, NumPy's right
+ * alignment would pair a [N,N] mask with the last two axes of [B,N,N,d]
+ * scores - the wrong ones for a softmax over axis 2 - and give weights
+ * without complaint. */
+static void check_axis_mask(const char *op, const ag_tensor *x, int axis, const ag_tensor *mask) {
+    char sm[64], sx[64];
+    bool ok = mask->ndim == x->ndim && mask->shape[axis] == x->shape[axis];
+    for (int d = 0; ok && d < x->ndim; d++) ok = mask->shape[d] == x->shape[d] || mask->shape[d] == 1;
+    if (!ok) {
+        char want[96] = "[";
+        size_t k = 1;
+        for (int d = 0; d < x->ndim && k < sizeof want; d++)
+            k += (size_t)snprintf(want + k, sizeof want - k, "%s%s%d", d ? "," : "", d == axis ? "" : "1|",
+                                  x->shape[d]);
+        if (k < sizeof want) snprintf(want + k, sizeof want - k, "]");
+        ag__fatal(op, "mask %s does not fit the softmax of %s along axis %d: along an axis other than the last the "
+                  "mask has the scores' %d dims (ag_reshape: a [Nq,Nk] mask over axis 2 of [B,Nq,Nk,d] is "
+                  "[1,Nq,Nk,1]), %d along the axis and each other dim equal or 1: %s",
+                  ag_shape_str(mask, sm, sizeof sm), ag_shape_str(x, sx, sizeof sx), axis, x->ndim, x->shape[axis],
+                  want);
+    }
+    if (mask->requires_grad)
+        ag__fatal(op, "the mask %s requires grad, but masks are constants and receive no gradient",
+                  ag_shape_str(mask, sm, sizeof sm));
+}
+
+ag_tensor *ag_masked_softmax_axis(ag_tensor *x, int axis, ag_tensor *mask, double scale) {
+    const char *op = "ag_masked_softmax_axis";
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    if (x->ndim < 1) ag__fatal(op, "softmax of a 0-dim tensor (it needs an axis)");
+    axis = ag__axis(op, x, axis);
+    if (axis == x->ndim - 1) return masked_softmax(op, x, mask, scale); /* the row kernels, the same rules */
+    if (mask) {
+        ag__check_live(op, mask);
+        if (mask->device != dev) ag__mask_plan_on(op, x->ndim, x->shape, dev, mask); /* fatal, naming both devices */
+        check_axis_mask(op, x, axis, mask);
+    }
+    axis_view v = view_along(x, axis);
+    ag__kaxis *p = ag__arena_alloc(sizeof *p);
+    *p = (ag__kaxis){.outer = v.outer, .n = v.n, .inner = v.inner, .axis4 = axis + 4 - x->ndim};
+    int64_t stride = 1;
+    for (int d = 3; d >= 0; d--) {
+        int xd = d - (4 - x->ndim), size = xd >= 0 ? x->shape[xd] : 1, msize = mask && xd >= 0 ? mask->shape[xd] : 1;
+        p->shape4[d] = size;
+        p->mstride4[d] = msize == 1 ? 0 : stride;
+        stride *= msize;
+    }
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
+    ag__softmax_on(op, dev)->axis_forward(p, x->data, mask ? mask->data : NULL, (ag_real)scale, out->data);
+    ag_node *n = ag__record(op, masked_softmax_axis_backward, out, 1, &x);
+    if (n) {
+        n->saved = p;
+        n->farg[0] = scale;
+    }
+    return out;
+}
+
 /* ---- softmax-gated mixture: out = sum_g softmax_g(z_g) * S_g, per feature ----
  *
  * z is [..., n*d] (source g's logits for feature l at g*d + l), each source
@@ -622,5 +811,7 @@ static const ag__softmax_kernels softmax_cpu = {
     .len_backward = len_backward_cpu,
     .mix_forward = mix_forward_cpu,
     .mix_backward = mix_backward_cpu,
+    .axis_forward = axis_forward_cpu,
+    .axis_backward = axis_backward_cpu,
 };
 AG_DISPATCH(softmax, softmax_cpu)

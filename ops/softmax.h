@@ -34,6 +34,19 @@ typedef struct {
     bool unused[7]; /* to the pointers' alignment: no padding (a kernel argument, prelude.cuh ag__no_padding) */
 } ag__kmix;
 
+/* A masked softmax along any axis (ag_masked_softmax_axis): x seen as
+ * [outer, n, inner] around the axis, and as shape4 (x's shape right-aligned
+ * in 4 dims, the axis at axis4).  The mask element that x's element at
+ * 4-D index (i0..i3) reads is at sum_d i_d mstride4[d] (0 where the mask
+ * repeats along d). */
+typedef struct {
+    int64_t outer, n, inner;
+    int64_t mstride4[4];
+    int shape4[4];
+    int axis4;
+    int unused; /* no padding (a kernel argument, prelude.cuh ag__no_padding) */
+} ag__kaxis;
+
 typedef struct {
     /* y = softmax(scale x + mask) over the last axis of [rows, plan->cols]
      * (mask NULL: none; y may alias x).  A row with no entry above -inf
@@ -58,6 +71,14 @@ typedef struct {
                          int64_t n, int64_t inner, int64_t per_example, bool fresh);
     void (*mix_forward)(const ag__kmix *j, int64_t rows);
     void (*mix_backward)(const ag__kmix *j, int64_t rows);
+    /* y = softmax(scale x + mask) along the plan's axis, each (outer o,
+     * inner k) column on its own (mask NULL: none); a column with no entry
+     * above -inf becomes zeros.  Backward: gx (+)= scale y (g - sum_t g y)
+     * along the axis (masked entries have y = 0: no gradient). */
+    void (*axis_forward)(const ag__kaxis *p, const ag__kreal *x, const ag__kreal *mask, ag__kreal scale,
+                         ag__kreal *y);
+    void (*axis_backward)(const ag__kaxis *p, const ag__kreal *y, const ag__kreal *g, ag__kreal scale,
+                          ag__kreal *gx, bool fresh);
 } ag__softmax_kernels;
 
 extern const ag__softmax_kernels ag__softmax_cuda;

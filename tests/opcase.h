@@ -103,7 +103,8 @@ ag_tensor *tc_to_device_of(const ag_tensor *ref, ag_tensor *host);
     X(core)      /* elementwise, reductions, matmul, linear, dense, to */                                      \
     X(shape)     /* shape ops, gathers, embedding, losses, dropout */                                         \
     X(attention) /* softmax family, masks, fused attention, heads */                                          \
-    X(seq)       /* gaussian scoring, layernorm, LSTM, MTSA attention */
+    X(seq)       /* gaussian scoring, layernorm, LSTM, MTSA attention */                                      \
+    X(feature)   /* softmax along any axis, feature-wise attention */
 
 #define OPCASE_DECLARE_SET(set) extern const op_case set##_cases[];
 OPCASE_SETS(OPCASE_DECLARE_SET)

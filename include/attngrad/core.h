@@ -441,6 +441,14 @@ ag_tensor *ag_log_softmax(ag_tensor *x);
  * t >= lengths[b] get weight 0 (all of them when lengths[b] = 0).  lengths
  * NULL: over the whole axis.  Source2token pooling: x[B,N,d], axis 1. */
 ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths);
+/* softmax(scale * x + mask) along any axis, without a transposed copy.
+ * Along the last axis it is ag_masked_softmax, mask rules included; along
+ * another axis the mask (a constant, or NULL) has x's dims, x's size along
+ * the axis and every other dim equal to x's or 1 - e.g. softmax over the
+ * keys j of per-feature scores S[B,Nq,Nk,d] (axis 2) under a direction mask
+ * [Nq,Nk] passed as [1,Nq,Nk,1].  A slice with no allowed entry gives
+ * zeros and no gradient. */
+ag_tensor *ag_masked_softmax_axis(ag_tensor *x, int axis, ag_tensor *mask, double scale);
 /* A softmax gate over n sources (1..8), per feature: out[..., l] =
  * sum_g softmax_g(z[..., g*d + l]) S_g[..., l], z [..., n*d] (or
  * [..., n, d]), every S_g [..., d].  MPSAN's position fusion in one pass. */
@@ -578,6 +586,22 @@ typedef enum { AG_MTSA_LOG_SIGMOID = 0, AG_MTSA_IDENTITY = 1 } ag_mtsa_score;
  * (all allowed), and len[B] or NULL.  Gradients to R, S and v. */
 ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
                              ag_mtsa_score score);
+
+/* Feature-wise (multi-dimensional) additive attention, DiSAN's
+ * token2token form, without the [B,Nq,Nk,d] tensor of scores:
+ *   out[b,i,l] = sum_j softmax_j(c tanh((q[b,i,l] + k[b,j,l]) / c) + mask[b,i,j]) v[b,j,l]
+ * q [B,Nq,d] (the query's projection W2 x_i + bias), k and v [B,Nk,d] ->
+ * [B,Nq,d]; c > 0 (DiSAN: 5).  mask: additive constant (0, -inf, finite
+ * penalties) broadcast against the scores [B,Nq,Nk] as in ag_masked_softmax
+ * ([Nq,Nk] direction masks from ag_mask, [B,1,Nk], [B,Nq,Nk]), or NULL.
+ * lengths (or NULL; self-attention, Nq == Nk) masks keys j >= lengths[b]
+ * and gives 0 at query rows i >= lengths[b].  A row with no allowed key
+ * gives 0 and no gradient.  Gradients to q, k and v.  If weights is not
+ * NULL it receives the weights [B,Nq,Nk,d] (read-only, no gradient, valid
+ * until ag_step_end; built only when asked: heatmaps).  Any other score
+ * tensor S[B,Nq,Nk,d]: ag_masked_softmax_axis(S, 2, mask, 1) (docs/layers.md). */
+ag_tensor *ag_feature_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, const int32_t *lengths,
+                                double c, ag_tensor **weights);
 
 /* ------------------------------------------------------------------------ */
 /* Custom ops (as torch.autograd.Function)                                   */
@@ -807,6 +831,9 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_softmax_axis_len(...) AG_AT(ag_softmax_axis_len, __VA_ARGS__)
 
 /* attention ops */
+#define ag_masked_softmax_axis(...) AG_AT(ag_masked_softmax_axis, __VA_ARGS__)
+
+/* attention ops */
 #define ag_softmax_mix(...) AG_AT(ag_softmax_mix, __VA_ARGS__)
 
 /* attention ops */
@@ -853,6 +880,9 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 
 /* sequence ops */
 #define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
+
+/* sequence ops */
+#define ag_feature_attention(...) AG_AT(ag_feature_attention, __VA_ARGS__)
 
 /* backward: errors (a finished step, a spent tape) name the caller's line */
 #define ag_backward(...) AG_AT_STMT(ag_backward, __VA_ARGS__)

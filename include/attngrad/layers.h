@@ -48,6 +48,22 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths);
  * x [B, N, d] -> [B, d]. */
 ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
                            ag_tensor *w2, ag_tensor *b2, ag_act act);
+/* The same, and *weights (if not NULL) receives alpha [B, N, d] - a
+ * distribution over the positions per feature, 0 on padding - read-only,
+ * no gradient, valid until ag_step_end (as ag_attention's probs), for
+ * heatmaps (ag_feature_map). */
+ag_tensor *ag_source2token_weights(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
+                                   ag_tensor *w2, ag_tensor *b2, ag_act act, ag_tensor **weights);
+
+/* ---- per-feature attention maps, for heatmaps ---- */
+
+enum { AG_FEATURE_MEAN = -1 };
+/* One map from per-feature weights w [..., d] (features last: the weights
+ * of ag_feature_attention [B,Nq,Nk,d], of ag_source2token_weights
+ * [B,N,d]): their mean over the features (feature = AG_FEATURE_MEAN) or
+ * feature `feature` alone, [...] - e.g. [B,Nq,Nk] for ag_model_capture.
+ * A constant (no gradient), in step memory. */
+ag_tensor *ag_feature_map(ag_tensor *w, int feature);
 
 
 /* ---- positional encodings ---- */
@@ -130,6 +146,8 @@ ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, con
 #define ag_add_learned_positions(...) AG_AT(ag_add_learned_positions, __VA_ARGS__)
 #define ag_mean_over_time(...) AG_AT(ag_mean_over_time, __VA_ARGS__)
 #define ag_attention_pool(...) AG_AT(ag_attention_pool, __VA_ARGS__)
+#define ag_source2token_weights(...) AG_AT(ag_source2token_weights, __VA_ARGS__)
+#define ag_feature_map(...) AG_AT(ag_feature_map, __VA_ARGS__)
 #define ag_mha_forward(...) AG_AT(ag_mha_forward, __VA_ARGS__)
 #define ag_encoder_layer_forward(...) AG_AT(ag_encoder_layer_forward, __VA_ARGS__)
 #endif

@@ -1,10 +1,11 @@
 /* softmax.cu - the CUDA side of ops/softmax.c: masked and scaled softmax and
  * log-softmax over the last axis, softmax along an axis over the valid
- * positions, and the softmax-gated mixture.
+ * positions, the softmax-gated mixture, and masked softmax along any axis.
  *
  * Last-axis rows: a warp per row; the row's max, sum of exponentials and
  * (backward) the dot product g.y are warp reductions in a fixed order.
- * Along an axis and the mixture: a thread per output column or feature,
+ * Along an axis (over lengths or under a mask) and the mixture: a thread
+ * per output column or feature,
  * its loop over the axis or the sources in the CPU's order.  e^x is
  * vecmath.h's ag__vexp_nonpos, the CPU's function, on arguments <= 0. */
 #include "../../graph/prelude.cuh"
@@ -266,7 +267,78 @@ static void softmax_mix_backward(const ag__kmix *j, int64_t rows) {
         ag__launch(softmax_mix_grad_kernel, ag__cuda_blocks(rows * j->d), AG_CUDA_THREADS, 0, *j, rows);
 }
 
+/* ---- masked softmax along any axis: a thread per (outer o, inner k)
+ * column, t in increasing order as the CPU; the threads of a warp take
+ * neighbouring k, so their reads are contiguous ---- */
+
+/* The mask offset of x's element (o, 0, k) (ops/softmax.h ag__kaxis). */
+__device__ static inline int64_t axis_mask_offset(const ag__kaxis &p, int64_t o, int64_t k) {
+    int64_t off = 0;
+    for (int d = 3; d > p.axis4; d--) {
+        off += k % p.shape4[d] * p.mstride4[d];
+        k /= p.shape4[d];
+    }
+    for (int d = p.axis4 - 1; d >= 0; d--) {
+        off += o % p.shape4[d] * p.mstride4[d];
+        o /= p.shape4[d];
+    }
+    return off;
+}
+
+__global__ void softmax_axis_kernel(ag__kaxis p, const ag_real *X, const ag_real *M, ag_real scale, ag_real *Y) {
+    AG_CUDA_FOR(i, p.outer * p.inner) {
+        int64_t o = i / p.inner, k = i % p.inner, n = p.n, inner = p.inner, at = o * n * inner + k;
+        const ag_real *x = X + at, *m = M ? M + axis_mask_offset(p, o, k) : NULL;
+        int64_t mt = p.mstride4[p.axis4];
+        ag_real *y = Y + at;
+        ag_real mx = -INFINITY;
+        for (int64_t t = 0; t < n; t++) {
+            ag_real z = m ? scale * x[t * inner] + m[t * mt] : scale * x[t * inner];
+            y[t * inner] = z;
+            mx = z > mx ? z : mx;
+        }
+        if (mx == -INFINITY) mx = 0; /* fully masked: every e^(-inf) is 0, as the CPU */
+        ag_real s = 0;
+        for (int64_t t = 0; t < n; t++) {
+            ag_real e = ag__vexp_nonpos(y[t * inner] - mx);
+            y[t * inner] = e;
+            s += e;
+        }
+        ag_real inv = s > 0 ? 1 / s : 0;
+        for (int64_t t = 0; t < n; t++) y[t * inner] *= inv;
+    }
+}
+
+__global__ void softmax_axis_grad_kernel(ag__kaxis p, const ag_real *Y, const ag_real *G, ag_real scale, ag_real *GX,
+                                         bool fresh) {
+    AG_CUDA_FOR(i, p.outer * p.inner) {
+        int64_t o = i / p.inner, k = i % p.inner, n = p.n, inner = p.inner, at = o * n * inner + k;
+        const ag_real *y = Y + at, *g = G + at;
+        ag_real *gx = GX + at;
+        ag_real dot = 0;
+        for (int64_t t = 0; t < n; t++) dot += g[t * inner] * y[t * inner];
+        for (int64_t t = 0; t < n; t++) {
+            ag_real d = scale * y[t * inner] * (g[t * inner] - dot); /* masked: y = 0, no gradient */
+            gx[t * inner] = fresh ? d : gx[t * inner] + d;
+        }
+    }
+}
+
+static void softmax_axis(const ag__kaxis *p, const ag_real *x, const ag_real *mask, ag_real scale, ag_real *y) {
+    if (p->outer * p->inner > 0 && p->n > 0)
+        ag__launch(softmax_axis_kernel, ag__cuda_blocks(p->outer * p->inner), AG_CUDA_THREADS, 0, *p, x, mask, scale,
+                   y);
+}
+
+static void softmax_axis_grad(const ag__kaxis *p, const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx,
+                              bool fresh) {
+    if (p->outer * p->inner > 0 && p->n > 0)
+        ag__launch(softmax_axis_grad_kernel, ag__cuda_blocks(p->outer * p->inner), AG_CUDA_THREADS, 0, *p, y, g,
+                   scale, gx, fresh);
+}
+
 extern "C" const ag__softmax_kernels ag__softmax_cuda = {
     softmax_rows_forward, softmax_rows_backward, log_softmax_rows, log_softmax_rows_grad,
     softmax_len,          softmax_len_grad,      softmax_mix_forward, softmax_mix_backward,
+    softmax_axis,         softmax_axis_grad,
 };

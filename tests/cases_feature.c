@@ -1,0 +1,206 @@
+/* cases_feature.c - op cases for attention along any axis: the masked
+ * softmax along an axis other than the last (ag_masked_softmax_axis) and
+ * feature-wise additive attention (ag_feature_attention, DiSAN's
+ * token2token).  Edge cases: length 1, padding and an empty example, fully
+ * masked slices and rows, finite penalties, saturated tanh; and each new op
+ * against the same function composed from the older ops (a difference that
+ * must be 0 with 0 gradients).  Masks are made on the inputs' device. */
+#include "opcase.h"
+
+#include <math.h>
+
+static const ag_mask_spec past = {.dir = AG_MASK_PAST};
+static const ag_mask_spec future = {.dir = AG_MASK_FUTURE};
+static const ag_mask_spec future_word = {.dir = AG_MASK_FUTURE_INCL, .dist = AG_DIST_WORD, .weight = 0.5};
+
+/* ---- masked softmax along an axis ---- */
+
+static int ax_2443(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 4, 4, 3)); return 1; }
+static int ax_354(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 5, 4)); return 1; }
+static int ax_253(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 5, 3)); return 1; }
+static int ax_314(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 1, 4)); return 1; }
+static int ax_23(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3)); return 1; }
+/* Logits ~1e3, multiples of 1/64 (f32 and f64 see the same values). */
+static int ax_large(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 900, 1100, true, SHAPE(2, 4, 3));
+    for (int64_t i = 0; i < in[0]->size; i++) in[0]->data[i] = (ag_real)(round((double)in[0]->data[i] * 64) / 64);
+    return 1;
+}
+
+/* Per-feature scores [B,Nq,Nk,d] over the keys (axis 2) under a direction
+ * mask [1,N,N,1]: the first query of every example is fully masked. */
+static ag_tensor *f_ax_past(ag_tensor **in) {
+    return ag_masked_softmax_axis(in[0], 2, ag_reshape(ag_mask(&past, 4), 4, (int[]){1, 4, 4, 1}), 0.8);
+}
+static ag_tensor *f_ax_nomask(ag_tensor **in) { return ag_masked_softmax_axis(in[0], 1, NULL, 0.7); }
+static ag_tensor *f_ax_neg_axis(ag_tensor **in) { return ag_masked_softmax_axis(in[0], -2, NULL, 1.0); }
+/* Key padding [B,N,1] over axis 1, lengths 5 and 0 (an empty example). */
+static ag_tensor *f_ax_padding(ag_tensor **in) {
+    ag_real m[10];
+    for (int t = 0; t < 10; t++) m[t] = t < 5 ? 0 : -INFINITY;
+    return ag_masked_softmax_axis(in[0], 1, tc_const_like(in[0], 3, (int[]){2, 5, 1}, m), 1.2);
+}
+/* Axis 0 of [2,3] under a full mask with finite penalties; column 1 fully masked. */
+static ag_tensor *f_ax_axis0(ag_tensor **in) {
+    ag_real m[6] = {0, -INFINITY, -0.5, 0.3, -INFINITY, 0};
+    return ag_masked_softmax_axis(in[0], 0, tc_const_like(in[0], 2, (int[]){2, 3}, m), 1.0);
+}
+static ag_tensor *f_ax_len1(ag_tensor **in) { return ag_masked_softmax_axis(in[0], 1, NULL, 2.0); }
+/* The last axis is ag_masked_softmax itself (a difference of 0). */
+static ag_tensor *f_ax_last(ag_tensor **in) {
+    return ag_sub(ag_masked_softmax_axis(in[0], 3, ag_mask(&past, 4), 0.5),
+                  ag_masked_softmax(in[0], ag_mask(&past, 4), 0.5));
+}
+static int ax_2344(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 4, 4)); return 1; }
+/* Against the composition it replaces: permute the axis last, mask, permute
+ * back.  The difference is 0 and so is its gradient. */
+static ag_tensor *f_ax_vs_permute(ag_tensor **in) {
+    ag_tensor *m = ag_reshape(ag_mask(&future_word, 4), 4, (int[]){1, 4, 4, 1});
+    ag_tensor *x_last = ag_permute(in[0], (int[]){0, 1, 3, 2});   /* [B,Nq,d,Nk] */
+    ag_tensor *m_last = ag_reshape(ag_mask(&future_word, 4), 4, (int[]){1, 4, 1, 4});
+    ag_tensor *composed = ag_permute(ag_masked_softmax(x_last, m_last, 0.9), (int[]){0, 1, 3, 2});
+    return ag_sub(ag_masked_softmax_axis(in[0], 2, m, 0.9), composed);
+}
+
+/* ---- feature-wise attention: in[0] = q [B,Nq,d], in[1] = k, in[2] = v [B,Nk,d] ---- */
+
+static int fa_setup(ag_tensor **in, ag_rng *r, int B, int Nq, int Nk, int d, double qk) {
+    in[0] = tc_uniform(r, -qk, qk, true, 3, (int[]){B, Nq, d});
+    in[1] = tc_uniform(r, -qk, qk, true, 3, (int[]){B, Nk, d});
+    in[2] = tc_uniform(r, -1, 1, true, 3, (int[]){B, Nk, d});
+    return 3;
+}
+static int fa_253(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 5, 5, 3, 2); }
+static int fa_n1(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 1, 1, 3, 2); }
+static int fa_large(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 4, 4, 3, 40); }
+static int fa_cross(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 3, 5, 4, 2); }
+static int fa_443(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 4, 4, 3, 2); }
+/* q and k constant: only v is checked (for the weights' case). */
+static int fa_v_only(ag_tensor **in, ag_rng *r) {
+    int n = fa_setup(in, r, 2, 4, 4, 3, 2);
+    in[0]->requires_grad = in[1]->requires_grad = false;
+    return n;
+}
+
+static const int32_t len_53[] = {5, 3}, len_40[] = {4, 0};
+
+/* DiSAN's forward direction with padding: query 0 has no key (output 0). */
+static ag_tensor *f_fa_past_len(ag_tensor **in) {
+    return ag_feature_attention(in[0], in[1], in[2], ag_mask(&past, 5), len_53, 5.0, NULL);
+}
+static ag_tensor *f_fa_future(ag_tensor **in) {
+    return ag_feature_attention(in[0], in[1], in[2], ag_mask(&future, 5), NULL, 1.0, NULL);
+}
+static ag_tensor *f_fa_nomask(ag_tensor **in) { return ag_feature_attention(in[0], in[1], in[2], NULL, NULL, 2.0, NULL); }
+/* An empty example (length 0) and a length-4 one, no direction mask. */
+static ag_tensor *f_fa_empty(ag_tensor **in) { return ag_feature_attention(in[0], in[1], in[2], NULL, len_40, 5.0, NULL); }
+/* N = 1: PAST leaves no key (zeros); with no mask the weight is 1. */
+static ag_tensor *f_fa_n1_past(ag_tensor **in) {
+    return ag_feature_attention(in[0], in[1], in[2], ag_mask(&past, 1), NULL, 5.0, NULL);
+}
+static ag_tensor *f_fa_n1(ag_tensor **in) { return ag_feature_attention(in[0], in[1], in[2], NULL, NULL, 5.0, NULL); }
+/* |q + k| up to 80 at c = 5: tanh saturates; finite distance penalties. */
+static ag_tensor *f_fa_large(ag_tensor **in) {
+    return ag_feature_attention(in[0], in[1], in[2], ag_mask(&future_word, 4), len_40 + 0, 5.0, NULL);
+}
+/* Cross attention, 3 queries over 5 keys, a per-example key mask [B,1,Nk]. */
+static ag_tensor *f_fa_cross(ag_tensor **in) {
+    ag_real m[10];
+    for (int t = 0; t < 10; t++) m[t] = t < 5 ? (t == 2 ? -INFINITY : 0) : t < 7 ? 0 : -INFINITY;
+    return ag_feature_attention(in[0], in[1], in[2], tc_const_like(in[0], 3, (int[]){2, 1, 5}, m), NULL, 3.0, NULL);
+}
+/* Against the [B,N,N,d] composition it replaces: scores by broadcasting,
+ * c tanh, the masked softmax over the keys, the weighted sum.  The
+ * difference is 0 and so are its gradients.  v is added to it: the two
+ * sides sum in different orders, so in f32 the difference is roundoff of
+ * terms of size 1, and f32_vs_f64 measures it against that scale. */
+static ag_tensor *f_fa_vs_composed(ag_tensor **in) {
+    int B = 2, N = 4, d = 3;
+    double c = 2.5;
+    ag_tensor *qi = ag_reshape(in[0], 4, (int[]){B, N, 1, d}), *kj = ag_reshape(in[1], 4, (int[]){B, 1, N, d});
+    ag_tensor *s = ag_mul_scalar(ag_tanh(ag_mul_scalar(ag_add(qi, kj), 1 / c)), c);
+    ag_tensor *m4 = ag_reshape(ag_mask(&future_word, N), 4, (int[]){1, N, N, 1});
+    ag_tensor *p = ag_masked_softmax_axis(s, 2, m4, 1.0);
+    ag_tensor *composed = ag_sum_axis(ag_mul(p, ag_reshape(in[2], 4, (int[]){B, 1, N, d})), 2, false);
+    ag_tensor *diff = ag_sub(ag_feature_attention(in[0], in[1], in[2], ag_mask(&future_word, N), NULL, c, NULL),
+                             composed);
+    return ag_add(diff, in[2]);
+}
+/* The weights it hands out for heatmaps are the ones it used: with q and k
+ * constant, out - sum_j w v is 0 for every v only if w is right (its
+ * gradient in v is the op's weights minus w). */
+static ag_tensor *f_fa_weights(ag_tensor **in) {
+    ag_tensor *w = NULL;
+    ag_tensor *out = ag_feature_attention(in[0], in[1], in[2], ag_mask(&past, 4), NULL, 5.0, &w);
+    ag_tensor *mixed = ag_sum_axis(ag_mul(w, ag_reshape(in[2], 4, (int[]){2, 1, 4, 3})), 2, false);
+    return ag_add(ag_sub(out, mixed), ag_mul_scalar(in[2], 0.25)); /* a nonzero gradient besides */
+}
+
+
+/* ---- sized for the device's kernels: x0 the scores, or q, k, v ---- */
+
+static const int32_t len_471[3] = {4, 7, 1}, len_507[3] = {5, 0, 7};
+#define NEG_INF (-(ag_real)INFINITY)
+
+/* [2,7,7,13] over the keys (axis 2) under PAST as [1,7,7,1]: query 0 fully masked */
+static ag_tensor *f_ax_keys(ag_tensor **x) {
+    return ag_masked_softmax_axis(x[0], 2, ag_reshape(ag_mask(&past, 7), 4, (int[]){1, 7, 7, 1}), 0.7);
+}
+/* [3,9,37] over axis 1 under key padding [3,9,1] (lengths 9, 0, 4) */
+static ag_tensor *f_ax_pad_keys(ag_tensor **x) {
+    ag_real m[27];
+    for (int b = 0; b < 3; b++)
+        for (int t = 0; t < 9; t++) m[b * 9 + t] = t < (int[]){9, 0, 4}[b] ? 0 : NEG_INF;
+    return ag_masked_softmax_axis(x[0], 1, tc_const_like(x[0], 3, (int[]){3, 9, 1}, m), 1.3);
+}
+static ag_tensor *f_ax0(ag_tensor **x) { return ag_masked_softmax_axis(x[0], 0, NULL, 1.0); }
+static ag_tensor *f_ax1_scale2(ag_tensor **x) { return ag_masked_softmax_axis(x[0], 1, NULL, 2.0); }
+
+static ag_tensor *f_fa_past_471(ag_tensor **x) {
+    return ag_feature_attention(x[0], x[1], x[2], ag_mask(&past, 7), len_471, 5.0, NULL);
+}
+static ag_tensor *f_fa_future_word_507(ag_tensor **x) {
+    return ag_feature_attention(x[0], x[1], x[2], ag_mask(&future_word, 7), len_507, 2.0, NULL);
+}
+static ag_tensor *f_fa_plain(ag_tensor **x) { return ag_feature_attention(x[0], x[1], x[2], NULL, NULL, 5.0, NULL); }
+/* 5 queries over 9 keys, a per-example key mask [2,1,9] (example 1 keeps 3 keys) */
+static ag_tensor *f_fa_cross_9(ag_tensor **x) {
+    ag_real m[18];
+    for (int t = 0; t < 18; t++) m[t] = t < 9 ? (t % 4 == 1 ? NEG_INF : 0) : t < 12 ? 0 : NEG_INF;
+    return ag_feature_attention(x[0], x[1], x[2], tc_const_like(x[0], 3, (int[]){2, 1, 9}, m), NULL, 3.0, NULL);
+}
+
+const op_case feature_cases[] = {
+    {"softmax_axis/past_mask_axis2", ax_2443, f_ax_past, 0, 0},
+    {"softmax_axis/no_mask_axis1", ax_354, f_ax_nomask, 0, 0},
+    {"softmax_axis/negative_axis", ax_354, f_ax_neg_axis, 0, 0},
+    {"softmax_axis/padding_empty_example", ax_253, f_ax_padding, 0, 0},
+    {"softmax_axis/axis0_penalties_masked_column", ax_23, f_ax_axis0, 0, 0},
+    {"softmax_axis/length_1", ax_314, f_ax_len1, 0, 0},
+    {"softmax_axis/large_logits", ax_large, f_ax_nomask, 0, 0},
+    {"softmax_axis/last_axis_is_masked_softmax", ax_2344, f_ax_last, .flags = OPCASE_DIFFERENCE},
+    {"softmax_axis/equals_permuted", ax_2443, f_ax_vs_permute, .flags = OPCASE_DIFFERENCE},
+    {"feature_attn/past_lengths_5_3", fa_253, f_fa_past_len, 0, 0},
+    {"feature_attn/future_c1", fa_253, f_fa_future, 0, 0},
+    {"feature_attn/no_mask", fa_253, f_fa_nomask, 0, 0},
+    {"feature_attn/lengths_4_0", fa_443, f_fa_empty, 0, 0},
+    {"feature_attn/N1_fully_masked", fa_n1, f_fa_n1_past, 0, 0},
+    {"feature_attn/N1", fa_n1, f_fa_n1, 0, 0},
+    {"feature_attn/saturated_penalties", fa_large, f_fa_large, 0, 0},
+    {"feature_attn/cross_key_mask", fa_cross, f_fa_cross, 0, 0},
+    {"feature_attn/equals_composed", fa_443, f_fa_vs_composed, .flags = OPCASE_DIFFERENCE},
+    {"feature_attn/weights", fa_v_only, f_fa_weights, 0, 0},
+    UNIFORM_CASE("softmax_axis [2,7,7,13] keys past", f_ax_keys, -3, 3, DIMS(2, 7, 7, 13)),
+    UNIFORM_CASE("softmax_axis [3,9,37] ax1 pad 9,0,4", f_ax_pad_keys, -3, 3, DIMS(3, 9, 37)),
+    UNIFORM_CASE("softmax_axis [40,33] ax0 to 1e3", f_ax0, -1000, 1000, DIMS(40, 33)),
+    UNIFORM_CASE("softmax_axis [4,1,5] length 1", f_ax1_scale2, -3, 3, DIMS(4, 1, 5)),
+    UNIFORM_CASE("feature_attn [3,7,13] past len 4,7,1", f_fa_past_471, -2, 2, DIMS(3, 7, 13), DIMS(3, 7, 13),
+                 DIMS(3, 7, 13)),
+    UNIFORM_CASE("feature_attn future+dist len 5,0,7", f_fa_future_word_507, -2, 2, DIMS(3, 7, 13), DIMS(3, 7, 13),
+                 DIMS(3, 7, 13)),
+    UNIFORM_CASE("feature_attn [2,33,40] q,k to 30", f_fa_plain, -30, 30, DIMS(2, 33, 40), DIMS(2, 33, 40),
+                 DIMS(2, 33, 40)),
+    UNIFORM_CASE("feature_attn [2,1,5] N 1", f_fa_plain, -2, 2, DIMS(2, 1, 5), DIMS(2, 1, 5), DIMS(2, 1, 5)),
+    UNIFORM_CASE("feature_attn 5 queries, 9 keys", f_fa_cross_9, -2, 2, DIMS(2, 5, 6), DIMS(2, 9, 6), DIMS(2, 9, 6)),
+    {NULL, NULL, NULL, 0, 0},
+};
