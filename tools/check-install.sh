@@ -66,6 +66,11 @@ check "the trainer from <attngrad/train.h> with pkg-config attngrad" bash -c "
   $cc_ -std=c11 -O2 '$src/tests/install/train_synth.c' \$(pkg-config --cflags --libs attngrad) -o '$tmp/ts' &&
   '$tmp/ts' '$tmp/run-installed'"
 check "the installed attngrad program" bash -c "'$prefix/bin/attngrad' models | grep -q mpsan"
+# the build tree without installing: meson-uninstalled/attngrad-uninstalled.pc
+check "examples/mlp.c with pkg-config attngrad-uninstalled (the build tree)" bash -c "
+  export PKG_CONFIG_PATH='$tmp/build/meson-uninstalled' LD_LIBRARY_PATH='$tmp/build' &&
+  $cc_ -std=c11 -O2 '$src/examples/mlp.c' \$(pkg-config --cflags --libs attngrad-uninstalled) -lm -o '$tmp/mlp-un' &&
+  '$tmp/mlp-un' 300"
 
 # -- 2. a meson subproject through a wrap file (not the installed copy) --
 unset PKG_CONFIG_PATH LD_LIBRARY_PATH
