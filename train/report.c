@@ -9,15 +9,6 @@
 
 /* ---- progress output --------------------------------------------------------- */
 
-typedef struct {
-    int mode;            /* 0 none, 1 plain lines, 2 a live bar */
-    FILE *f;
-    double t_start, t_last;
-    int64_t tokens, steps, n_batches, every;
-    double loss_sum;
-    int epoch, epochs;
-} progress;
-
 void ag__progress_start(ag__progress *p, const char *mode, int epoch, int epochs, int64_t n_batches) {
     p->f = stderr;
     p->mode = !strcmp(mode, "none") ? 0 : !strcmp(mode, "lines") ? 1 : !strcmp(mode, "bar") ? 2 : isatty(2) ? 2 : 1;
@@ -65,12 +56,6 @@ void ag__progress_end(ag__progress *p) {
  * training step AG_PROFILE_WARMUP + 1 and reports once, after K steps or at
  * the end of the epoch under way, whichever comes first: the evaluation
  * that follows an epoch is not training. */
-typedef struct {
-    int want;      /* K; 0 = off */
-    int64_t taken; /* training steps so far */
-    bool on;
-} step_profile;
-
 void ag__profile_step_begin(ag__step_profile *sp) {
     if (sp->want > 0 && sp->taken == AG_PROFILE_WARMUP) {
         ag_profile_start();
