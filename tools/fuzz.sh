@@ -50,31 +50,51 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # libFuzzer's limits: a slow input (10 s) or 2.5 GB is a finding too
 FLAGS=(-timeout=10 -rss_limit_mb=2560 -max_len=8192 -print_final_stats=0)
-passed=0 failed=0
 log=$DIR/fuzz-logs
 mkdir -p "$log" "$DIR/crashes"
-for h in "${HARNESSES[@]}"; do
-  exe=$DIR/tests/fuzz/fuzz_$h
+# one harness: replay its corpus, then fuzz it; its report lines go to
+# $log/$h.result, its count of failures is its exit status
+fuzz_one() {
+  local h=$1 exe=$DIR/tests/fuzz/fuzz_$1 failures=0 n
   n=$(find "$CORPUS/$h" -type f | wc -l)
-  if "$exe" "${FLAGS[@]}" -runs=0 -artifact_prefix="$DIR/crashes/$h-" "$CORPUS/$h" >"$log/$h-replay.log" 2>&1; then
-    echo "fuzz: $h: replayed $n corpus files"
-    passed=$((passed + 1))
-  else
-    echo "fuzz: $h: FAILED replaying its corpus (log: $log/$h-replay.log)"
-    tail -n 20 "$log/$h-replay.log"
-    failed=$((failed + 1))
-  fi
-  [ "$mode" = replay ] && continue
-  mkdir -p "$DIR/corpus/$h"
-  if "$exe" "${FLAGS[@]}" -max_total_time="$seconds" -artifact_prefix="$DIR/crashes/$h-" \
-       "$DIR/corpus/$h" "$CORPUS/$h" >"$log/$h.log" 2>&1; then
-    echo "fuzz: $h: $seconds s, $(grep -o 'Done [0-9]* runs' "$log/$h.log" | tail -n 1 | cut -d' ' -f2) runs, no finding"
-    passed=$((passed + 1))
-  else
-    echo "fuzz: $h: FOUND a crash, leak or hang (log: $log/$h.log; input: $(ls -t "$DIR/crashes/$h-"* 2>/dev/null | head -n 1))"
-    tail -n 30 "$log/$h.log"
-    failed=$((failed + 1))
-  fi
+  {
+    if "$exe" "${FLAGS[@]}" -runs=0 -artifact_prefix="$DIR/crashes/$h-" "$CORPUS/$h" >"$log/$h-replay.log" 2>&1; then
+      echo "fuzz: $h: replayed $n corpus files"
+    else
+      echo "fuzz: $h: FAILED replaying its corpus (log: $log/$h-replay.log)"
+      tail -n 20 "$log/$h-replay.log"
+      failures=$((failures + 1))
+    fi
+    if [ "$mode" = fuzz ]; then
+      mkdir -p "$DIR/corpus/$h"
+      if "$exe" "${FLAGS[@]}" -max_total_time="$seconds" -artifact_prefix="$DIR/crashes/$h-" \
+           "$DIR/corpus/$h" "$CORPUS/$h" >"$log/$h.log" 2>&1; then
+        echo "fuzz: $h: $seconds s, $(grep -o 'Done [0-9]* runs' "$log/$h.log" | tail -n 1 | cut -d' ' -f2) runs, no finding"
+      else
+        echo "fuzz: $h: FOUND a crash, leak or hang (log: $log/$h.log; input: $(ls -t "$DIR/crashes/$h-"* 2>/dev/null | head -n 1))"
+        tail -n 30 "$log/$h.log"
+        failures=$((failures + 1))
+      fi
+    fi
+  } >"$log/$h.result"
+  return $failures
+}
+
+# the harnesses run FUZZ_JOBS at a time (one per core): each is one process
+# on one core, so N cores fuzz N times as much in the same minutes
+jobs=${FUZZ_JOBS:-$(nproc)}
+rm -f "$log"/*.result
+for h in "${HARNESSES[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  fuzz_one "$h" &
+done
+wait
+passed=0 failed=0
+runs=1; [ "$mode" = fuzz ] && runs=2
+for h in "${HARNESSES[@]}"; do
+  cat "$log/$h.result"
+  f=$(grep -c -E "^fuzz: $h: (FAILED|FOUND)" "$log/$h.result")
+  passed=$((passed + runs - f)) failed=$((failed + f))
 done
 echo "fuzz: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
