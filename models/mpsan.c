@@ -5,6 +5,7 @@
  * encoder and a sigmoid head scores the pair over the bins 1..5. */
 #include "attngrad/model.h"
 #include "internal.h"
+#include "../ops/additive.h" /* ag__additive_self_attention: the masked unit in one op */
 
 #include <math.h>
 #include <stdio.h>
@@ -86,22 +87,21 @@ static ag_status mpsan_build(ag_model *m) {
 }
 
 /* e[q,k] = c tanh((h_k.U + h_q.V + b) / c), then masked softmax over k and
- * s_q = sum_k p[q,k] h_k: the values are h itself. */
+ * s_q = sum_k p[q,k] h_k: the values are h itself.  One op
+ * (ops/additive.c): the composition of products, adds, the scaled tanh,
+ * the masked softmax and the weighted sum was ten launches forward and
+ * more backward on the GPU, times four units. */
 static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag_tensor *mask, bool training) {
     mpsan *p = m->impl;
-    int B = w->shape[0], N = w->shape[1], d = w->shape[2];
     const double c = 5.0;
     ag_tensor *x = ag_dropout(w, m->cfg.keep, training, &m->rng);
     ag_tensor *h = ag_dense(x, p->unit[i].w, p->unit[i].b, AG_ACT_ELU);          /* [B,N,d] */
-    ag_tensor *hu = ag_matmul(h, ag_reshape(p->unit[i].u, 2, (int[]){d, 1}));    /* [B,N,1] */
-    ag_tensor *hv = ag_matmul(h, ag_reshape(p->unit[i].v, 2, (int[]){d, 1}));    /* [B,N,1] */
-    ag_tensor *z = ag_add(ag_add(ag_reshape(hu, 3, (int[]){B, 1, N}), hv), p->unit[i].bias); /* [q,k] */
-    ag_tensor *e = (m->cfg.flags & AG_FLAG_ELU_SCORE) ? ag_elu(ag_mul_scalar(z, 1 / c))
-                                                      : ag_mul_scalar(ag_tanh(ag_mul_scalar(z, 1 / c)), c);
-    ag_tensor *prob = ag_masked_softmax(e, mask, 1.0);                           /* [B,N,N] */
+    ag_tensor *prob = NULL;                                                      /* [B,N,N] */
+    ag_tensor *s = ag__additive_self_attention(h, p->unit[i].u, p->unit[i].v, p->unit[i].bias, mask, c,
+                                               m->cfg.flags & AG_FLAG_ELU_SCORE, m->capture_maps ? &prob : NULL);
     static const char *const names[UNITS] = {"fa2", "fa3", "past_sd", "future_sd"};
-    ag_model_capture_axes(m, names[i], prob, sentence);
-    return ag_matmul(prob, h);
+    if (prob) ag_model_capture_axes(m, names[i], prob, sentence);
+    return s;
 }
 
 /* The fusion's weights or bias [..., 5d] as differences from the last
