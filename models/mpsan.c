@@ -90,8 +90,8 @@ static ag_status mpsan_build(ag_model *m) {
 /* e[q,k] = c tanh((h_k.U + h_q.V + b) / c), then masked softmax over k and
  * s_q = sum_k p[q,k] h_k: the values are h itself.  One op
  * (ops/additive.c): the composition of products, adds, the scaled tanh,
- * the masked softmax and the weighted sum was ten launches forward and
- * more backward on the GPU, times four units. */
+ * the masked softmax and the weighted sum was 30 launches a unit on the
+ * GPU, forward and backward; the op takes 4. */
 static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag_tensor *mask, bool training) {
     mpsan *p = m->impl;
     const double c = 5.0;

@@ -4,9 +4,9 @@
  *     z[q,k] = (h_k.u + h_q.v) + bias,   e = c tanh(z / c)   (or ELU(z / c)),
  *     p[q,:] = softmax_k(e[q,k] + mask[q,k]),   out_q = sum_k p[q,k] h_k,
  *
- * in place of the ten ops the model composed it from (two products, two
- * adds, the scaled tanh, the masked softmax, the weighted sum, and their
- * backward), each a launch on the GPU: here forward is one kernel and
+ * in place of the ops the model composed it from (two products, two adds,
+ * the scaled tanh, the masked softmax, the weighted sum), 30 launches a
+ * unit on the GPU with their backward: here forward is one kernel and
  * backward three (ops/cuda/additive.cu).  The scores are [B,N,N], one per
  * pair, as the composition's were: no [B,N,N,d] tensor.  Forward keeps p
  * and (h_t.u, h_t.v) per position; backward, with G = dout:

@@ -1,7 +1,6 @@
 /* additive.cu - the CUDA side of ops/additive.c: MPSAN's masked unit
  * (scalar additive self-attention whose values are its inputs) in one
- * launch forward and three backward, where the composition took ten or so
- * each way.
+ * launch forward and three backward, where the composition took 30.
  *
  * Forward: a warp per query row (b, q).  Lane k computes h_k.u itself, so
  * no launch computes the projections first: the row's scores, its softmax
