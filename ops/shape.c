@@ -512,11 +512,64 @@ ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const in
 
 /* ---- the CPU's table (ops/shape.h; CUDA's is in ops/cuda/shape.cu) ---- */
 
+/* ---- differences from a reference block ---- */
+
+static void ref_diff_cpu(const ag_real *x, ag_real *y, int64_t rows, int g, int d) {
+    for (int64_t r = 0; r < rows; r++) {
+        const ag_real *xr = x + r * (g + 1) * d, *last = xr + (int64_t)g * d;
+        ag_real *yr = y + r * g * d;
+        for (int k = 0; k < g; k++)
+            for (int l = 0; l < d; l++) yr[(int64_t)k * d + l] = xr[(int64_t)k * d + l] - last[l];
+    }
+}
+
+static void ref_diff_backward_cpu(const ag_real *gy, ag_real *gx, int64_t rows, int g, int d, bool fresh) {
+    for (int64_t r = 0; r < rows; r++) {
+        const ag_real *gyr = gy + r * g * d;
+        ag_real *gxr = gx + r * (g + 1) * d, *last = gxr + (int64_t)g * d;
+        for (int64_t i = 0; i < (int64_t)g * d; i++) gxr[i] = fresh ? gyr[i] : gxr[i] + gyr[i];
+        for (int l = 0; l < d; l++) {
+            ag_real sum = 0;
+            for (int k = 0; k < g; k++) sum += gyr[(int64_t)k * d + l];
+            last[l] = fresh ? -sum : last[l] - sum;
+        }
+    }
+}
+
+static void ref_differences_backward(ag_node *n) {
+    ag_tensor *t = n->in[0];
+    int g = n->iarg[0], d = t->shape[t->ndim - 1] / (g + 1);
+    bool fresh;
+    ag_real *gx = ag__grad_write(t, &fresh);
+    ag__shape_on(n->op, t->device)->ref_diff_backward(n->out->grad, gx, d ? t->size / ((int64_t)(g + 1) * d) : 0, g, d,
+                                                       fresh);
+}
+
+ag_tensor *ag__ref_differences(ag_tensor *t, int g) {
+    const char *op = "ag__ref_differences";
+    ag_device dev = ag__check_same_device(op, t, NULL);
+    char st[64];
+    int last = t->ndim >= 1 ? t->shape[t->ndim - 1] : 0;
+    if (t->ndim < 1 || g < 1 || last % (g + 1) != 0)
+        ag__fatal(op, "t %s into %d blocks and a reference: want t [..., (g + 1) d] with g >= 1",
+                  ag_shape_str(t, st, sizeof st), g);
+    int d = last / (g + 1), shape[AG_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    shape[t->ndim - 1] = g * d;
+    ag_tensor *out = ag__empty_on(dev, t->ndim, shape);
+    ag__shape_on(op, dev)->ref_diff(t->data, out->data, d ? t->size / ((int64_t)(g + 1) * d) : 0, g, d);
+    ag_node *n = ag__record(op, ref_differences_backward, out, 1, &t);
+    if (n) n->iarg[0] = g;
+    return out;
+}
+
 static const ag__shape_kernels shape_cpu = {
     .strided_copy = strided_copy_cpu,
     .copy_rows = copy_rows_cpu,
     .permute = permute_cpu,
     .gather = gather_cpu,
     .gather_backward = gather_backward_cpu,
+    .ref_diff = ref_diff_cpu,
+    .ref_diff_backward = ref_diff_backward_cpu,
 };
 AG_DISPATCH(shape, shape_cpu)

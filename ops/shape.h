@@ -51,6 +51,12 @@ typedef struct {
      * add. */
     void (*gather_backward)(const ag__kreal *g, const int32_t *first, const int32_t *pos, ag__kreal *gx, int64_t outer,
                             int in_rows, int n, int64_t inner, bool fresh);
+    /* Differences from the last block (ag__ref_differences): x [rows, (g +
+     * 1) d] -> y [rows, g d], y's block k = x's block k - x's last block.
+     * Backward: gx's block k (+)= gy's block k, gx's last block (+)= minus
+     * the sum of gy's g blocks (in block order); fresh: stored. */
+    void (*ref_diff)(const ag__kreal *x, ag__kreal *y, int64_t rows, int g, int d);
+    void (*ref_diff_backward)(const ag__kreal *gy, ag__kreal *gx, int64_t rows, int g, int d, bool fresh);
 } ag__shape_kernels;
 
 extern const ag__shape_kernels ag__shape_cuda;
@@ -61,6 +67,13 @@ AG_KERNELS_END
 #include "attngrad.h"
 /* The table of dev's kernels (fatal, naming op, where this build has none). */
 const ag__shape_kernels *ag__shape_on(const char *op, ag_device dev);
+
+/* t [..., (g + 1) d] -> [..., g d]: block k of the last dim minus the last
+ * block, for k < g (a softmax over g + 1 logits sees only these: MPSAN's
+ * position fusion, ag_softmax_mix_ref).  The last block's gradient is minus
+ * the sum of the others'.  One launch each way on the GPU, where slices, a
+ * broadcast subtraction and reshapes took up to ten. */
+ag_tensor *ag__ref_differences(ag_tensor *t, int g);
 #endif
 
 #endif

@@ -1,11 +1,13 @@
 /* cases_feature.c - op cases for attention along any axis: the masked
- * softmax along an axis other than the last (ag_masked_softmax_axis) and
+ * softmax along an axis other than the last (ag_masked_softmax_axis),
  * feature-wise additive attention (ag_feature_attention, DiSAN's
- * token2token).  Edge cases: length 1, padding and an empty example, fully
+ * token2token) and scalar additive self-attention (MPSAN's masked unit,
+ * ag__additive_self_attention).  Edge cases: length 1, padding and an empty example, fully
  * masked slices and rows, finite penalties, saturated tanh; and each new op
  * against the same function composed from the older ops (a difference that
  * must be 0 with 0 gradients).  Masks are made on the inputs' device. */
 #include "opcase.h"
+#include "../ops/additive.h" /* ag__additive_self_attention: MPSAN's masked unit */
 
 #include <math.h>
 
@@ -137,6 +139,94 @@ static ag_tensor *f_fa_weights(ag_tensor **in) {
 }
 
 
+/* ---- MPSAN's masked unit (ag__additive_self_attention): in[0] = h
+ * [B,N,d], in[1] = u, in[2] = v [d], in[3] = bias [1] ---- */
+
+static int add_setup(ag_tensor **in, ag_rng *r, int B, int N, int d, double hmax, double uvmax) {
+    in[0] = tc_uniform(r, -hmax, hmax, true, 3, (int[]){B, N, d});
+    in[1] = tc_uniform(r, -uvmax, uvmax, true, 1, (int[]){d});
+    in[2] = tc_uniform(r, -uvmax, uvmax, true, 1, (int[]){d});
+    in[3] = tc_uniform(r, -0.5, 0.5, true, 1, (int[]){1});
+    return 4;
+}
+static int add_253(ag_tensor **in, ag_rng *r) { return add_setup(in, r, 2, 5, 3, 1, 1); }
+static int add_354(ag_tensor **in, ag_rng *r) { return add_setup(in, r, 3, 5, 4, 1, 1); }
+static int add_n1(ag_tensor **in, ag_rng *r) { return add_setup(in, r, 2, 1, 3, 1, 1); }
+/* |z| to ~240: the tanh saturates, and the ELU's logits reach ~48. */
+static int add_large(ag_tensor **in, ag_rng *r) { return add_setup(in, r, 2, 4, 3, 20, 2); }
+/* h, u, v and bias constant; in[4] [2,4,4] only gives the output a gradient. */
+static int add_const(ag_tensor **in, ag_rng *r) {
+    add_setup(in, r, 2, 4, 3, 1, 1);
+    for (int i = 0; i < 4; i++) in[i]->requires_grad = false;
+    in[4] = tc_uniform(r, -1, 1, true, 3, (int[]){2, 4, 4});
+    return 5;
+}
+
+static const ag_mask_spec past_sd = {.dir = AG_MASK_PAST, .dist = AG_DIST_LOG};
+static const ag_mask_spec fa2 = {.dir = AG_MASK_NONE, .faraway = 2};
+static const int32_t len_510[] = {5, 1, 0};
+
+/* MPSAN's masks as the model makes them (ag_mask_batch): [B,1,N,N] seen as
+ * [B,N,N], -inf at padded keys and on padded query rows. */
+static ag_tensor *batch_mask(const ag_mask_spec *spec, int B, int N, const int32_t *lengths) {
+    ag_tensor *m = NULL;
+    if (ag_mask_batch(spec, 1, B, N, lengths, NULL, &m) != AG_OK) return NULL;
+    return ag_reshape(m, 3, (int[]){B, N, N});
+}
+
+static ag_tensor *unit(ag_tensor **in, ag_tensor *mask, double c, bool elu) {
+    return ag__additive_self_attention(in[0], in[1], in[2], in[3], mask, c, elu, NULL);
+}
+/* PAST as [N,N] for every example: query 0 has no key (output 0). */
+static ag_tensor *f_add_past(ag_tensor **in) { return unit(in, ag_mask(&past, 5), 5.0, false); }
+static ag_tensor *f_add_nomask(ag_tensor **in) { return unit(in, NULL, 2.0, false); }
+/* The ELU score (AG_FLAG_ELU_SCORE) under FUTURE with finite distance penalties. */
+static ag_tensor *f_add_elu(ag_tensor **in) { return unit(in, ag_mask(&future_word, 5), 5.0, true); }
+/* past_sd with lengths 5, 1 and 0: padding, a length-1 example (its one
+ * query has no past key) and an empty one. */
+static ag_tensor *f_add_lengths(ag_tensor **in) { return unit(in, batch_mask(&past_sd, 3, 5, len_510), 5.0, false); }
+static ag_tensor *f_add_lengths_elu(ag_tensor **in) {
+    return unit(in, batch_mask(&fa2, 3, 5, len_510), 5.0, true);
+}
+/* N = 1: PAST leaves no key (zeros); with no mask the weight is 1. */
+static ag_tensor *f_add_n1_past(ag_tensor **in) { return unit(in, ag_mask(&past, 1), 5.0, false); }
+static ag_tensor *f_add_n1(ag_tensor **in) { return unit(in, NULL, 5.0, false); }
+static ag_tensor *f_add_large(ag_tensor **in) { return unit(in, ag_mask(&fa2, 4), 5.0, false); }
+static ag_tensor *f_add_large_elu(ag_tensor **in) { return unit(in, NULL, 5.0, true); }
+
+/* The composition MPSAN ran before the op (models/mpsan.c until issue 38):
+ * two products, the adds, the scaled tanh or the ELU, the masked softmax,
+ * the weighted sum.  *prob gets its probabilities. */
+static ag_tensor *unit_composed(ag_tensor **in, ag_tensor *mask, double c, bool elu, ag_tensor **prob) {
+    ag_tensor *h = in[0];
+    int B = h->shape[0], N = h->shape[1], d = h->shape[2];
+    ag_tensor *hu = ag_matmul(h, ag_reshape(in[1], 2, (int[]){d, 1}));
+    ag_tensor *hv = ag_matmul(h, ag_reshape(in[2], 2, (int[]){d, 1}));
+    ag_tensor *z = ag_add(ag_add(ag_reshape(hu, 3, (int[]){B, 1, N}), hv), in[3]);
+    ag_tensor *e = elu ? ag_elu(ag_mul_scalar(z, 1 / c)) : ag_mul_scalar(ag_tanh(ag_mul_scalar(z, 1 / c)), c);
+    *prob = ag_masked_softmax(e, mask, 1.0);
+    return ag_matmul(*prob, h);
+}
+/* The op against the composition: a difference of 0 with 0 gradients.  h
+ * is added to it: the two sides sum in different orders, so in f32 the
+ * difference is roundoff of terms of size 1, and f32_vs_f64 measures it
+ * against that scale. */
+static ag_tensor *vs_composed(ag_tensor **in, bool elu) {
+    ag_tensor *mask = batch_mask(&past_sd, 3, 5, len_510), *prob;
+    ag_tensor *diff = ag_sub(unit(in, mask, 5.0, elu), unit_composed(in, mask, 5.0, elu, &prob));
+    return ag_add(diff, in[0]);
+}
+static ag_tensor *f_add_vs_composed(ag_tensor **in) { return vs_composed(in, false); }
+static ag_tensor *f_add_vs_composed_elu(ag_tensor **in) { return vs_composed(in, true); }
+/* The probabilities it hands out for heatmaps are the composition's
+ * (inputs constant; in[4] gives the output a gradient). */
+static ag_tensor *f_add_probs(ag_tensor **in) {
+    ag_tensor *mask = ag_mask(&past_sd, 4), *probs = NULL, *composed;
+    ag__additive_self_attention(in[0], in[1], in[2], in[3], mask, 5.0, false, &probs);
+    unit_composed(in, mask, 5.0, false, &composed);
+    return ag_add(ag_sub(probs, composed), ag_mul_scalar(in[4], 0.25));
+}
+
 /* ---- sized for the device's kernels: x0 the scores, or q, k, v ---- */
 
 static const int32_t len_471[3] = {4, 7, 1}, len_507[3] = {5, 0, 7};
@@ -155,6 +245,21 @@ static ag_tensor *f_ax_pad_keys(ag_tensor **x) {
 }
 static ag_tensor *f_ax0(ag_tensor **x) { return ag_masked_softmax_axis(x[0], 0, NULL, 1.0); }
 static ag_tensor *f_ax1_scale2(ag_tensor **x) { return ag_masked_softmax_axis(x[0], 1, NULL, 2.0); }
+
+/* The unit with x[0] = h [B,N,d], x[1] = [u; v] [2,d], x[2] = bias [1]
+ * (a uniform case has at most three inputs). */
+static ag_tensor *unit_uv(ag_tensor **x, ag_tensor *mask, bool elu) {
+    int d = x[1]->shape[1];
+    ag_tensor *u = ag_reshape(ag_slice(x[1], 0, 0, 1), 1, (int[]){d});
+    ag_tensor *v = ag_reshape(ag_slice(x[1], 0, 1, 2), 1, (int[]){d});
+    return ag__additive_self_attention(x[0], u, v, x[2], mask, 5.0, elu, NULL);
+}
+static const int32_t len_37_0_20[3] = {37, 0, 20}, len_9_1[2] = {9, 1};
+/* N = 37 keys, more than a warp's lanes; d = 33 features */
+static ag_tensor *f_addu_past_sd(ag_tensor **x) { return unit_uv(x, batch_mask(&past_sd, 3, 37, len_37_0_20), false); }
+static ag_tensor *f_addu_fa2_elu(ag_tensor **x) { return unit_uv(x, batch_mask(&fa2, 3, 37, len_37_0_20), true); }
+static ag_tensor *f_addu_future(ag_tensor **x) { return unit_uv(x, batch_mask(&future_word, 2, 9, len_9_1), false); }
+static ag_tensor *f_addu_nomask_elu(ag_tensor **x) { return unit_uv(x, NULL, true); }
 
 static ag_tensor *f_fa_past_471(ag_tensor **x) {
     return ag_feature_attention(x[0], x[1], x[2], ag_mask(&past, 7), len_471, 5.0, NULL);
@@ -190,6 +295,18 @@ const op_case feature_cases[] = {
     {"feature_attn/cross_key_mask", fa_cross, f_fa_cross, 0, 0},
     {"feature_attn/equals_composed", fa_443, f_fa_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"feature_attn/weights", fa_v_only, f_fa_weights, 0, 0},
+    {"additive_unit/past_c5", add_253, f_add_past, 0, 0},
+    {"additive_unit/no_mask_c2", add_253, f_add_nomask, 0, 0},
+    {"additive_unit/elu_future_penalties", add_253, f_add_elu, 0, 0},
+    {"additive_unit/past_sd_lengths_5_1_0", add_354, f_add_lengths, 0, 0},
+    {"additive_unit/elu_fa2_lengths_5_1_0", add_354, f_add_lengths_elu, 0, 0},
+    {"additive_unit/N1_fully_masked", add_n1, f_add_n1_past, 0, 0},
+    {"additive_unit/N1", add_n1, f_add_n1, 0, 0},
+    {"additive_unit/saturated_tanh_fa2", add_large, f_add_large, 0, 0},
+    {"additive_unit/elu_large_logits", add_large, f_add_large_elu, 0, 0},
+    {"additive_unit/equals_composed", add_354, f_add_vs_composed, .flags = OPCASE_DIFFERENCE},
+    {"additive_unit/equals_composed_elu", add_354, f_add_vs_composed_elu, .flags = OPCASE_DIFFERENCE},
+    {"additive_unit/probs", add_const, f_add_probs, .flags = OPCASE_DIFFERENCE},
     UNIFORM_CASE("softmax_axis [2,7,7,13] keys past", f_ax_keys, -3, 3, DIMS(2, 7, 7, 13)),
     UNIFORM_CASE("softmax_axis [3,9,37] ax1 pad 9,0,4", f_ax_pad_keys, -3, 3, DIMS(3, 9, 37)),
     UNIFORM_CASE("softmax_axis [40,33] ax0 to 1e3", f_ax0, -1000, 1000, DIMS(40, 33)),
@@ -202,5 +319,13 @@ const op_case feature_cases[] = {
                  DIMS(2, 33, 40)),
     UNIFORM_CASE("feature_attn [2,1,5] N 1", f_fa_plain, -2, 2, DIMS(2, 1, 5), DIMS(2, 1, 5), DIMS(2, 1, 5)),
     UNIFORM_CASE("feature_attn 5 queries, 9 keys", f_fa_cross_9, -2, 2, DIMS(2, 5, 6), DIMS(2, 9, 6), DIMS(2, 9, 6)),
+    UNIFORM_CASE("additive_unit [3,37,33] past_sd len 37,0,20", f_addu_past_sd, -2, 2, DIMS(3, 37, 33), DIMS(2, 33),
+                 DIMS(1)),
+    UNIFORM_CASE("additive_unit [3,37,33] elu fa2 len 37,0,20", f_addu_fa2_elu, -2, 2, DIMS(3, 37, 33), DIMS(2, 33),
+                 DIMS(1)),
+    UNIFORM_CASE("additive_unit [2,9,13] future+dist len 9,1", f_addu_future, -2, 2, DIMS(2, 9, 13), DIMS(2, 13),
+                 DIMS(1)),
+    UNIFORM_CASE("additive_unit [2,33,5] elu logits to ~20", f_addu_nomask_elu, -3, 3, DIMS(2, 33, 5), DIMS(2, 5),
+                 DIMS(1)),
     {NULL, NULL, NULL, 0, 0},
 };

@@ -1,10 +1,12 @@
-/* cases_shape.c - op cases for permute/transpose, concat, slice,
+/* cases_shape.c - op cases for differences from a reference block,
+ * permute/transpose, concat, slice,
  * index_select, embedding, cross-entropy (plain and fused with the
  * classifier), soft-target KL, mse and dropout: several shapes each, size-1
  * dims, repeated indices and the edge cases of the losses; then the same
  * ops at the device's sizes (33, 37, 301 off multiples of 32, padding ids,
  * dropout rows over several mask blocks). */
 #include "opcase.h"
+#include "../ops/shape.h" /* ag__ref_differences: MPSAN's fusion columns */
 
 
 /* One input of the given shape, values in +-[0.1, 2). */
@@ -76,6 +78,27 @@ static ag_tensor *f_cat_many_repeated(ag_tensor **in) {
     for (int i = 0; i < 11; i++) xs[i] = in[i % 3];
     return ag_concat(xs, 11, 1);
 }
+
+/* ---- differences from a reference block (ag__ref_differences) ---- */
+
+ONE_INPUT(x_3_15, 3, 15)
+static ag_tensor *f_refdiff_g1(ag_tensor **in) { return ag__ref_differences(in[0], 1); }   /* [3,4] -> [3,2] */
+static ag_tensor *f_refdiff_d1(ag_tensor **in) { return ag__ref_differences(in[0], 3); }   /* [2,3,4], d = 1 */
+static ag_tensor *f_refdiff_1d(ag_tensor **in) { return ag__ref_differences(in[0], 6); }   /* [7] -> [6] */
+/* Used twice: the second backward adds to the gradient the first stored. */
+static ag_tensor *f_refdiff_twice(ag_tensor **in) {
+    return ag_add(ag__ref_differences(in[0], 4), ag_mul_scalar(ag__ref_differences(in[0], 4), 0.5));
+}
+/* Against MPSAN's former composition (slices, a broadcast subtraction):
+ * a difference of 0 with 0 gradients. */
+static ag_tensor *f_refdiff_vs_slices(ag_tensor **in) {
+    int lead = in[0]->shape[0], d = 3, g = 4;
+    ag_tensor *blocks = ag_reshape(ag_slice(in[0], 1, 0, g * d), 3, (int[]){lead, g, d});
+    ag_tensor *last = ag_reshape(ag_slice(in[0], 1, g * d, (g + 1) * d), 3, (int[]){lead, 1, d});
+    ag_tensor *composed = ag_reshape(ag_sub(blocks, last), 2, (int[]){lead, g * d});
+    return ag_add(ag_sub(ag__ref_differences(in[0], g), composed), ag_slice(in[0], 1, 0, g * d));
+}
+static ag_tensor *f_refdiff_g4(ag_tensor **x) { return ag__ref_differences(x[0], 4); }
 
 /* ---- slice ---- */
 
@@ -450,6 +473,11 @@ static ag_tensor *f_dropout_keep1_plain(ag_tensor **x) { return dropout_seeded(x
 static ag_tensor *f_dropout_eval_plain(ag_tensor **x) { return dropout_seeded(x[0], 0.5, false); }
 
 const op_case shape_cases[] = {
+    {"ref_differences/[3,4] g1", x_34, f_refdiff_g1, 0, 0},
+    {"ref_differences/[2,3,4] d1", x_234, f_refdiff_d1, 0, 0},
+    {"ref_differences/[7] g6", x_7, f_refdiff_1d, 0, 0},
+    {"ref_differences/used_twice", x_3_15, f_refdiff_twice, 0, 0},
+    {"ref_differences/equals_slices", x_3_15, f_refdiff_vs_slices, .flags = OPCASE_DIFFERENCE},
     {"permute/heads_0213", x_2345, f_perm_heads, 0, 0},
     {"permute/3102", x_2345, f_perm_3102, 0, 0},
     {"permute/1230", x_2345, f_perm_1230, 0, 0},
@@ -578,5 +606,7 @@ const op_case shape_cases[] = {
     UNIFORM_CASE("dropout [8209] keep 0.9", f_dropout_09, -1, 1, DIMS(8209)),
     UNIFORM_CASE("dropout [4,37] keep 1", f_dropout_keep1_plain, -1, 1, DIMS(4, 37)),
     UNIFORM_CASE("dropout [4,37] eval", f_dropout_eval_plain, -1, 1, DIMS(4, 37)),
+    UNIFORM_CASE("ref_differences [33,185] g4", f_refdiff_g4, -2, 2, DIMS(33, 185)),
+    UNIFORM_CASE("ref_differences [1500] g4", f_refdiff_g4, -2, 2, DIMS(1500)),
     {NULL, NULL, NULL, 0, 0},
 };

@@ -104,7 +104,7 @@ ag_tensor *tc_to_device_of(const ag_tensor *ref, ag_tensor *host);
     X(shape)     /* shape ops, gathers, embedding, losses, dropout */                                         \
     X(attention) /* softmax family, masks, fused attention, heads */                                          \
     X(seq)       /* gaussian scoring, layernorm, LSTM, MTSA attention */                                      \
-    X(feature)   /* softmax along any axis, feature-wise attention */
+    X(feature)   /* softmax along any axis, feature-wise attention, MPSAN's unit */
 
 #define OPCASE_DECLARE_SET(set) extern const op_case set##_cases[];
 OPCASE_SETS(OPCASE_DECLARE_SET)

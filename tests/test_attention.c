@@ -2,10 +2,12 @@
  * that a gradient check cannot see: the fused op equals matmul + masked
  * softmax + matmul (values and gradients), rows sum to 1, fully masked rows
  * are exact zeros with zero gradient, softmax matches a libm reference in
- * both builds (f32 uses a polynomial exp), error messages name the op and
+ * both builds (f32 uses a polynomial exp), MPSAN's masked unit in one op
+ * equals its former composition, error messages name the op and
  * the shapes, and a training-like loop stops allocating.
  * Built against the f32 and the f64 library; tolerances follow ag_real. */
 #include "attngrad.h"
+#include "../ops/additive.h" /* ag__additive_self_attention: MPSAN's masked unit */
 #include "check.h"
 #include "fatal.h"
 
@@ -98,6 +100,78 @@ static void test_fused_equals_composition(void) {
     ag_tensor *k3 = randn(&r, 1, true, 3, (int[]){2, 7, 4});
     ag_tensor *v3 = randn(&r, 1, true, 3, (int[]){2, 7, 9});
     compare_fused("cross, dv != d", q3, k3, v3, ag_mask_padding((int32_t[]){7, 3}, 2, 7, 3, false), 0.9);
+    ag_step_end();
+}
+
+/* ---- MPSAN's masked unit in one op == the composition it replaced ---- */
+
+/* out and p of ag__additive_self_attention and the gradients of h, u, v
+ * and bias against MPSAN's former composition (two products, the adds, the
+ * scaled tanh or the ELU, the masked softmax, the weighted sum). */
+static void compare_unit(const char *what, ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias, ag_tensor *mask,
+                         bool elu) {
+    ag_rng r;
+    ag_rng_seed(&r, 9);
+    int B = h->shape[0], N = h->shape[1], d = h->shape[2];
+    const double c = 5.0;
+    ag_tensor *in[4] = {h, u, v, bias}, *probs = NULL;
+    ag_tensor *fused = ag__additive_self_attention(h, u, v, bias, mask, c, elu, &probs);
+    ag_real *seed = ag_tensor_like(fused)->data;
+    for (int64_t i = 0; i < fused->size; i++) seed[i] = (ag_real)ag_rng_normal(&r);
+    ag_backward_seeded(fused, seed);
+    ag_real *grads[4];
+    for (int i = 0; i < 4; i++) {
+        grads[i] = ag_tensor_like(in[i])->data;
+        memcpy(grads[i], in[i]->grad, (size_t)in[i]->size * sizeof(ag_real));
+        in[i]->grad = NULL;
+    }
+
+    ag_tensor *hu = ag_matmul(h, ag_reshape(u, 2, (int[]){d, 1}));
+    ag_tensor *hv = ag_matmul(h, ag_reshape(v, 2, (int[]){d, 1}));
+    ag_tensor *z = ag_add(ag_add(ag_reshape(hu, 3, (int[]){B, 1, N}), hv), bias);
+    ag_tensor *e = elu ? ag_elu(ag_mul_scalar(z, 1 / c)) : ag_mul_scalar(ag_tanh(ag_mul_scalar(z, 1 / c)), c);
+    ag_tensor *p = ag_masked_softmax(e, mask, 1.0);
+    ag_tensor *composed = ag_matmul(p, h);
+    ag_backward_seeded(composed, seed);
+
+    CHECK(all_finite(fused), "%s: non-finite output", what);
+    CHECK(max_abs_diff(fused->data, composed->data, fused->size) <= 10 * TOL, "%s: outputs differ by %g", what,
+          max_abs_diff(fused->data, composed->data, fused->size));
+    CHECK(ag_same_shape(probs, p) && max_abs_diff(probs->data, p->data, p->size) <= TOL,
+          "%s: probabilities differ by %g", what, max_abs_diff(probs->data, p->data, p->size));
+    CHECK(!probs->requires_grad, "%s: the returned probabilities are constants", what);
+    static const char *const names[4] = {"h", "u", "v", "bias"};
+    for (int i = 0; i < 4; i++) { /* u, v and bias sum over every pair: their scale is B N N */
+        double tol = (i == 0 ? 10 : 10 * B * N) * TOL, diff = max_abs_diff(grads[i], in[i]->grad, in[i]->size);
+        CHECK(diff <= tol, "%s: d%s differs by %g (tolerance %g)", what, names[i], diff, tol);
+        in[i]->grad = NULL;
+    }
+}
+
+static void test_additive_unit(void) {
+    ag_rng r;
+    ag_rng_seed(&r, 3);
+    int B = 3, N = 6, d = 5;
+    ag_tensor *h = randn(&r, 1, true, 3, (int[]){B, N, d});
+    ag_tensor *u = randn(&r, 1, true, 1, (int[]){d}), *v = randn(&r, 1, true, 1, (int[]){d});
+    ag_tensor *bias = randn(&r, 1, true, 1, (int[]){1});
+    const int32_t len[3] = {6, 1, 0};
+    /* MPSAN's four masks, as it makes them: -inf at padding, -ln|k-q| penalties */
+    const ag_mask_spec specs[4] = {{.faraway = 2}, {.faraway = 3}, {.dir = AG_MASK_PAST, .dist = AG_DIST_LOG},
+                                   {.dir = AG_MASK_FUTURE, .dist = AG_DIST_LOG}};
+    ag_tensor *masks = NULL;
+    CHECK(ag_mask_batch(specs, 4, B, N, len, NULL, &masks) == AG_OK, "%s", ag_errmsg());
+    static const char *const names[4] = {"fa2, lengths 6,1,0", "fa3", "past_sd", "future_sd"};
+    for (int i = 0; i < 4; i++) {
+        ag_tensor *m = ag_reshape(ag_slice(masks, 1, i, i + 1), 3, (int[]){B, N, N});
+        compare_unit(names[i], h, u, v, bias, m, false);
+        compare_unit(names[i], h, u, v, bias, m, true);
+    }
+    compare_unit("no mask", h, u, v, bias, NULL, false);
+    compare_unit("PAST [N,N]", h, u, v, bias, ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST}, N), true);
+    ag_tensor *big = randn(&r, 20, true, 3, (int[]){B, N, d}); /* saturated tanh, ELU logits ~1e2 */
+    compare_unit("large logits", big, u, v, bias, NULL, false);
+    compare_unit("large logits, ELU", big, u, v, bias, NULL, true);
     ag_step_end();
 }
 
@@ -266,6 +340,16 @@ static void test_misuse(void) {
     EXPECT_FATAL_AT(ag_split_heads(ag_tensor_new(3, (int[]){2, 3, 10}), 3), "ag_split_heads", "[2,3,10]", "3 heads");
     EXPECT_FATAL_AT(ag_split_heads(ag_tensor_new(4, (int[]){2, 3, 4, 6}), 2), "ag_split_heads", "[2,3,4,6]", "2 heads");
     EXPECT_FATAL_AT(ag_merge_heads(ag_tensor_new(2, (int[]){3, 6})), "ag_merge_heads", "[3,6]", "[h, N, d]");
+
+    const char *unit = "ag__additive_self_attention";
+    ag_tensor *h = ag_tensor_new(3, (int[]){2, 4, 5}), *u5 = ag_tensor_new(1, (int[]){5});
+    ag_tensor *u4 = ag_tensor_new(1, (int[]){4}), *b1 = ag_tensor_new(1, (int[]){1}), *b2 = ag_tensor_new(1, (int[]){2});
+    EXPECT_FATAL(ag__additive_self_attention(h, u4, u5, b1, NULL, 5, false, NULL), unit, "[2,4,5]", "u [4]");
+    EXPECT_FATAL(ag__additive_self_attention(h, u5, u5, b2, NULL, 5, false, NULL), unit, "bias [2]", "one element");
+    EXPECT_FATAL(ag__additive_self_attention(x, u5, u5, b1, NULL, 5, false, NULL), unit, "[2,4,4]", "u [5]");
+    EXPECT_FATAL(ag__additive_self_attention(h, u5, u5, b1, NULL, 0, false, NULL), unit, "c = 0", "c > 0");
+    EXPECT_FATAL(ag__additive_self_attention(h, u5, u5, b1, ag_tensor_new(2, (int[]){4, 5}), 5, false, NULL), unit,
+                    "[4,5]", "[2,4,4]");
     ag_set_fatal_handler(old);
     ag_step_end();
 }
@@ -300,6 +384,7 @@ static void test_steady_state(void) {
 
 int main(void) {
     test_fused_equals_composition();
+    test_additive_unit();
     test_rows();
     test_against_reference();
     test_large_logits();

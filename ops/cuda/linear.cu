@@ -1,7 +1,8 @@
 /* linear.cu - the CUDA side of ops/matmul.c's linear layer beyond the
- * product (cuBLAS): the bias rows the product adds to, ag_dense's
- * activation and its derivative from the output, and the bias gradient's
- * column sums (blocks of rows, then the blocks in order: no atomics).
+ * product (cuBLAS): the bias and ag_dense's activation added to the
+ * product in one pass, the activation's derivative from the output, and the
+ * bias gradient's column sums (blocks of rows, then the blocks in order: no
+ * atomics), with the derivative in the same pass when there is one.
  * ops/cuda/matmul.c composes them with cuBLAS (ops/cuda/matmul.cuh). */
 #include "../../graph/prelude.cuh"
 #include "matmul.cuh"
@@ -11,30 +12,52 @@ __global__ void bias_rows_kernel(const ag_real *bias, ag_real *Y, int64_t rows, 
     AG_CUDA_FOR(i, rows * cols) Y[i] = bias ? bias[i % cols] : 0;
 }
 
-/* As matmul.c's act_row and act_grad_row. */
-__global__ void act_kernel(int act, ag_real *Y, int64_t n) {
-    AG_CUDA_FOR(i, n) {
-        ag_real y = Y[i];
-        switch (act) {
-        case AG_KACT_RELU: Y[i] = y > 0 ? y : 0; break;
-        case AG_KACT_ELU: Y[i] = y > 0 ? y : ag__vexpm1(y); break;
-        case AG_KACT_TANH: Y[i] = ag__vtanh(y); break;
-        case AG_KACT_SIGMOID: Y[i] = ag__vsigmoid(y); break;
-        default: break;
-        }
+/* As matmul.c's act_row and act_grad_row (the gradient from the output y). */
+__device__ static inline ag_real act_of(int act, ag_real y) {
+    switch (act) {
+    case AG_KACT_RELU: return y > 0 ? y : 0;
+    case AG_KACT_ELU: return y > 0 ? y : ag__vexpm1(y);
+    case AG_KACT_TANH: return ag__vtanh(y);
+    case AG_KACT_SIGMOID: return ag__vsigmoid(y);
+    default: return y;
     }
 }
 
+__device__ static inline ag_real act_grad_of(int act, ag_real dy, ag_real y) {
+    switch (act) {
+    case AG_KACT_RELU: return y > 0 ? dy : 0;
+    case AG_KACT_ELU: return y > 0 ? dy : dy * (y + 1);
+    case AG_KACT_TANH: return dy * (1 - y * y);
+    case AG_KACT_SIGMOID: return dy * (y * (1 - y));
+    default: return dy;
+    }
+}
+
+/* y = act(y + bias) after the product (bias NULL: act only): one pass for
+ * both, where a bias fill before the product and the activation after it
+ * were two launches. */
+__global__ void bias_act_kernel(const ag_real *bias, int act, ag_real *Y, int64_t rows, int cols) {
+    AG_CUDA_FOR(i, rows * cols) Y[i] = act_of(act, bias ? Y[i] + bias[i % cols] : Y[i]);
+}
+
 __global__ void act_grad_kernel(int act, const ag_real *DY, const ag_real *Y, ag_real *G, int64_t n) {
-    AG_CUDA_FOR(i, n) {
-        ag_real dy = DY[i], y = Y[i];
-        switch (act) {
-        case AG_KACT_RELU: G[i] = y > 0 ? dy : 0; break;
-        case AG_KACT_ELU: G[i] = y > 0 ? dy : dy * (y + 1); break;
-        case AG_KACT_TANH: G[i] = dy * (1 - y * y); break;
-        case AG_KACT_SIGMOID: G[i] = dy * (y * (1 - y)); break;
-        default: G[i] = dy; break;
+    AG_CUDA_FOR(i, n) G[i] = act_grad_of(act, DY[i], Y[i]);
+}
+
+/* act_grad_kernel and col_partials_kernel in one pass (ag_dense's
+ * backward with a bias): each thread writes its column of G over its block
+ * of rows and sums it, in the same order. */
+__global__ void act_grad_partials_kernel(int act, const ag_real *DY, const ag_real *Y, ag_real *G, int64_t rows,
+                                         int cols, int64_t blocks, ag_real *P) {
+    AG_CUDA_FOR(i, blocks * cols) {
+        int64_t b = i / cols, k = i - b * cols, r1 = (b + 1) * AG_KCOL_ROWS < rows ? (b + 1) * AG_KCOL_ROWS : rows;
+        ag_real s = 0;
+        for (int64_t r = b * AG_KCOL_ROWS; r < r1; r++) {
+            ag_real g = act_grad_of(act, DY[r * cols + k], Y[r * cols + k]);
+            G[r * cols + k] = g;
+            s += g;
         }
+        P[i] = s;
     }
 }
 
@@ -67,13 +90,24 @@ extern "C" void ag__bias_rows_cuda(const ag_real *bias, ag_real *y, int64_t rows
     if (n > 0) ag__launch(bias_rows_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, bias, y, rows, cols);
 }
 
-extern "C" void ag__act_forward_cuda(int act, ag_real *y, int64_t n) {
-    if (n > 0 && act != AG_KACT_NONE)
-        ag__launch(act_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, act, y, n);
+extern "C" void ag__bias_act_cuda(const ag_real *bias, int act, ag_real *y, int64_t rows, int cols) {
+    int64_t n = rows * cols;
+    if (n > 0 && (bias || act != AG_KACT_NONE))
+        ag__launch(bias_act_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, bias, act, y, rows, cols);
 }
 
 extern "C" void ag__act_backward_cuda(int act, const ag_real *dy, const ag_real *y, ag_real *g, int64_t n) {
     if (n > 0) ag__launch(act_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, act, dy, y, g, n);
+}
+
+extern "C" void ag__act_backward_col_sums_cuda(int act, const ag_real *dy, const ag_real *y, ag_real *g, int64_t rows,
+                                               int cols, ag_real *partial, ag_real *out) {
+    int64_t blocks = ag__col_blocks(rows);
+    if (cols <= 0 || blocks <= 0) return;
+    ag__launch(act_grad_partials_kernel, ag__cuda_blocks(blocks * cols), AG_CUDA_THREADS, 0, act, dy, y, g, rows, cols,
+               blocks, partial);
+    ag__launch(col_sums_kernel, ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, partial, blocks, cols, (const ag_real *)NULL,
+               out);
 }
 
 extern "C" void ag__col_sums_cuda(const ag_real *x, int64_t rows, int cols, const ag_real *scale, ag_real *partial,

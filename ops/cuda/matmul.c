@@ -35,29 +35,33 @@ static void tall_backward(bool tb, int rows, int K, int N, const ag_real *G, con
     if (dB && tb) ag__cuda_gemm(true, false, N, K, rows, 1, G, N, A, K, 1, dB, K);
 }
 
-/* ---- the linear layer: the bias rows, the product on cuBLAS adding to
- * them, the activation in place (ops/cuda/linear.cu).  No row packing:
- * zero rows cost the GPU little, and finding them would read the rows back
- * or add a pass.  Backward: G = dY act'(y) (a buffer only with an
- * activation), the bias gradient summed as the CPU sums it (blocks of 64
- * rows, then the blocks in order: the same bits), then the products. ---- */
+/* ---- the linear layer: the product on cuBLAS, then the bias and the
+ * activation in one pass (ops/cuda/linear.cu): two launches, as the CPU's
+ * bias rows + product then activation give the same sum (product + bias).
+ * No row packing: zero rows cost the GPU little, and finding them would
+ * read the rows back or add a pass.  Backward: G = dY act'(y) (a buffer
+ * only with an activation), the bias gradient summed as the CPU sums it
+ * (blocks of 64 rows, then the blocks in order: the same bits; with an
+ * activation in G's pass), then the products. ---- */
 
 static void linear_forward(ag__klinear *j) {
-    if (j->bias) ag__bias_rows_cuda(j->bias, j->y, j->rows, j->out);
-    if (j->rows > 0) ag__cuda_gemm_rows(false, j->tw, j->rows, j->out, j->in, 1, j->x, j->w, j->bias ? 1 : 0, j->y);
-    ag__act_forward_cuda(j->act, j->y, (int64_t)j->rows * j->out);
+    if (j->rows > 0) ag__cuda_gemm_rows(false, j->tw, j->rows, j->out, j->in, 1, j->x, j->w, 0, j->y);
+    ag__bias_act_cuda(j->bias, j->act, j->y, j->rows, j->out);
 }
 
 static void linear_backward(const ag__klinear *j) {
     int64_t cells = (int64_t)j->rows * j->out;
     const ag_real *G = j->dy;
+    ag_real *partial = j->db ? ag__cuda_arena_alloc((size_t)(ag__col_blocks(j->rows) * j->out + 1) * sizeof(ag_real))
+                             : NULL;
     if (j->act != AG_KACT_NONE) {
         ag_real *g = ag__cuda_arena_alloc((size_t)(cells > 0 ? cells : 1) * sizeof(ag_real));
-        ag__act_backward_cuda(j->act, j->dy, j->y, g, cells);
+        if (j->db)
+            ag__act_backward_col_sums_cuda(j->act, j->dy, j->y, g, j->rows, j->out, partial, j->db);
+        else
+            ag__act_backward_cuda(j->act, j->dy, j->y, g, cells);
         G = g;
-    }
-    if (j->db) {
-        ag_real *partial = ag__cuda_arena_alloc((size_t)(ag__col_blocks(j->rows) * j->out + 1) * sizeof(ag_real));
+    } else if (j->db) {
         ag__col_sums_cuda(G, j->rows, j->out, NULL, partial, j->db);
     }
     if (j->dx && j->rows > 0) /* no rows: x is empty, nothing to write */

@@ -12,9 +12,14 @@ AG_KERNELS_BEGIN
 void ag__bias_rows_cuda(const ag__kreal *bias, ag__kreal *y, int64_t rows, int cols);
 void ag__col_sums_cuda(const ag__kreal *x, int64_t rows, int cols, const ag__kreal *scale, ag__kreal *partial,
                        ag__kreal *out);
-/* act (an AG_KACT_) in place; backward g = dy act'(.) from the output y. */
-void ag__act_forward_cuda(int act, ag__kreal *y, int64_t n);
+/* y [rows, cols] = act(y + bias) in place, act an AG_KACT_ (bias NULL: act
+ * only; neither: no launch); backward g = dy act'(.) from the output y, and
+ * that with the column sums of g added to out (ag__col_sums_cuda's, in the
+ * same order) in one pass. */
+void ag__bias_act_cuda(const ag__kreal *bias, int act, ag__kreal *y, int64_t rows, int cols);
 void ag__act_backward_cuda(int act, const ag__kreal *dy, const ag__kreal *y, ag__kreal *g, int64_t n);
+void ag__act_backward_col_sums_cuda(int act, const ag__kreal *dy, const ag__kreal *y, ag__kreal *g, int64_t rows,
+                                    int cols, ag__kreal *partial, ag__kreal *out);
 
 AG_KERNELS_END
 

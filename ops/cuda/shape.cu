@@ -80,4 +80,42 @@ static void gather_backward(const ag_real *g, const int32_t *first, const int32_
                    fresh, size);
 }
 
-extern "C" const ag__shape_kernels ag__shape_cuda = {strided_copy, copy_rows, permute, gather, gather_backward};
+/* Differences from the last block: a thread per output element forward;
+ * backward a thread per (row, feature l), writing l in every block and
+ * summing them in block order, as the CPU. */
+__global__ void ref_diff_kernel(const ag_real *X, ag_real *Y, int g, int d, int64_t size) {
+    AG_CUDA_FOR(e, size) {
+        int64_t r = e / ((int64_t)g * d), i = e % ((int64_t)g * d);
+        const ag_real *xr = X + r * (g + 1) * d;
+        Y[e] = xr[i] - xr[(int64_t)g * d + i % d];
+    }
+}
+
+__global__ void ref_diff_grad_kernel(const ag_real *GY, ag_real *GX, int g, int d, bool fresh, int64_t size) {
+    AG_CUDA_FOR(e, size) {
+        int64_t r = e / d;
+        int l = (int)(e % d);
+        const ag_real *gyr = GY + r * g * d;
+        ag_real *gxr = GX + r * (g + 1) * d, sum = 0;
+        for (int k = 0; k < g; k++) {
+            ag_real v = gyr[(int64_t)k * d + l];
+            gxr[(int64_t)k * d + l] = fresh ? v : gxr[(int64_t)k * d + l] + v;
+            sum += v;
+        }
+        gxr[(int64_t)g * d + l] = fresh ? -sum : gxr[(int64_t)g * d + l] - sum;
+    }
+}
+
+static void ref_diff(const ag_real *x, ag_real *y, int64_t rows, int g, int d) {
+    int64_t size = rows * g * d;
+    if (size > 0) ag__launch(ref_diff_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, y, g, d, size);
+}
+
+static void ref_diff_backward(const ag_real *gy, ag_real *gx, int64_t rows, int g, int d, bool fresh) {
+    int64_t size = rows * d;
+    if (size > 0)
+        ag__launch(ref_diff_grad_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, gy, gx, g, d, fresh, size);
+}
+
+extern "C" const ag__shape_kernels ag__shape_cuda = {strided_copy, copy_rows,         permute, gather, gather_backward,
+                                                     ref_diff,     ref_diff_backward};

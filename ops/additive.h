@@ -1,0 +1,64 @@
+/* additive.h - scalar additive self-attention whose values are its inputs,
+ * MPSAN's masked unit (ag__additive_self_attention): the CPU's kernels in
+ * ops/additive.c, CUDA's in ops/cuda/additive.cu.  Every pointer is in the
+ * device's memory. */
+#ifndef AG_OPS_ADDITIVE_H
+#define AG_OPS_ADDITIVE_H
+
+#include "../graph/kreal.h"
+#include "softmax.h"
+
+AG_KERNELS_BEGIN
+
+/* h [B,N,d]; one score per (query q, key k) of an example,
+ *     z = (h_k.u + h_q.v) + bias,   e = c tanh(z / c)   (elu: ELU(z / c)),
+ * p[q,:] = softmax_k(e + mask[q,k]) (the mask broadcast over the scores
+ * [B,N,N] by `mask`, ops/softmax.h; a row with no key above -inf is 0),
+ * out_q = sum_k p[q,k] h_k.  What forward keeps for backward: probs
+ * [B,N,N] and huv [B,N,2] = (h_t.u, h_t.v) per position. */
+typedef struct {
+    ag__kmask mask;
+    int B, N, d;
+    bool elu;
+    ag__kreal c;
+    ag__kreal *probs, *huv;
+} ag__kadd;
+
+typedef struct {
+    /* out [B,N,d], and the plan's probs and huv. */
+    void (*forward)(const ag__kadd *p, const ag__kreal *h, const ag__kreal *u, const ag__kreal *v,
+                    const ag__kreal *bias, const ag__kreal *mask, ag__kreal *out);
+    /* From g = dout: gh [B,N,d], gu, gv [d], gbias [1] (any NULL: not
+     * wanted; fresh: stored, else added).  work: B N (N + 2) reals of step
+     * memory (dz [B,N,N], its column and row sums [B,N] each). */
+    void (*backward)(const ag__kadd *p, const ag__kreal *h, const ag__kreal *u, const ag__kreal *v,
+                     const ag__kreal *bias, const ag__kreal *g, ag__kreal *work, ag__kreal *gh, bool fresh_h, ag__kreal *gu, bool fresh_u, ag__kreal *gv,
+                     bool fresh_v, ag__kreal *gbias, bool fresh_bias);
+} ag__additive_kernels;
+
+extern const ag__additive_kernels ag__additive_cuda;
+
+AG_KERNELS_END
+
+#ifndef __cplusplus
+#include "attngrad.h"
+/* The table of dev's kernels (fatal, naming op, where this build has none). */
+const ag__additive_kernels *ag__additive_on(const char *op, ag_device dev);
+
+/* MPSAN's masked unit's attention (MODELS.md §1 steps 2-3) as one op:
+ *     e[b,q,k] = c tanh((h[b,k].u + h[b,q].v + bias) / c)   (elu: ELU((...) / c)),
+ *     p[b,q,:] = softmax_k(e[b,q,k] + mask[b,q,k]),   out[b,q] = sum_k p[b,q,k] h[b,k],
+ * h [B,N,d], u and v [d], bias [1] -> out [B,N,d]; c > 0 (DiSAN: 5).  The
+ * mask is an additive constant broadcast against the scores [B,N,N] as in
+ * ag_masked_softmax (or NULL); a query row with no allowed key gives 0 and
+ * no gradient (ag_mask_batch's masks make padded rows so).  Gradients to
+ * h, u, v and bias.  If probs is not NULL it receives p [B,N,N]
+ * (read-only, no gradient, valid until ag_step_end: heatmaps).  Forward is
+ * one launch on the GPU, backward three; the composition it replaces
+ * (two products, the adds, the scaled tanh, ag_masked_softmax, the
+ * weighted sum) took 30 in all. */
+ag_tensor *ag__additive_self_attention(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias, ag_tensor *mask,
+                                       double c, bool elu, ag_tensor **probs);
+#endif
+
+#endif
