@@ -12,6 +12,7 @@
 #include "vecmath.h"
 #include "dispatch.h"
 #include "gaussian.h"
+#include "gaussian_rows.h" /* the recurrence's rows, as CUDA runs them */
 #include "../graph/device.h"
 
 #define GAUSS_SUM_FLOOR ((ag_real)1e-12) /* gamma / max(sum, floor): never 0/0 */
@@ -34,27 +35,11 @@ typedef struct {
     uint8_t *above; /* 1 where mu_t took m_t . b_t, 0 where it sat on the floor t/len */
 } mu_saved; /* both arrays in the device's memory */
 
-/* Backward runs the recurrence in reverse: d(mu_{t-1}) picks up
- * d(mu_t) * m_t[0] only at steps where the max took the first argument.
- * A fresh gm is zeroed first: the loop adds where a step had gradient. */
 static void mu_backward_cpu(const ag_real *M, const ag_real *MU, const ag_real *G, const int32_t *len,
                             const uint8_t *above, ag_real *GM, int B, int N, bool fresh) {
-    if (fresh) memset(GM, 0, (size_t)B * N * 3 * sizeof *GM);
     for (int b = 0; b < B; b++) {
-        ag_real L = (ag_real)len[b], carry = 0;
-        for (int t = len[b] - 1; t >= 0; t--) {
-            int64_t bt = (int64_t)b * N + t;
-            ag_real d = G[bt] + carry;
-            carry = 0;
-            if (!above[bt]) continue; /* on the floor (or a tie): no gradient */
-            const ag_real *mt = M + bt * 3;
-            ag_real *gm = GM + bt * 3;
-            ag_real prev = t > 0 ? MU[bt - 1] : 0;
-            gm[0] += d * prev;
-            gm[1] += d / L;
-            gm[2] += d * (ag_real)(t + 1) / L;
-            carry = d * mt[0];
-        }
+        int64_t row = (int64_t)b * N;
+        ag__gaussian_mu_grad_row(M + row * 3, MU + row, G + row, len[b], above + row, GM + row * 3, N, fresh);
     }
 }
 
@@ -69,20 +54,8 @@ static void gaussian_mu_backward(ag_node *n) {
 
 static void mu_forward_cpu(const ag_real *M, const int32_t *len, ag_real *MU, uint8_t *above, int B, int N) {
     for (int b = 0; b < B; b++) {
-        ag_real L = (ag_real)len[b], prev = 0;
-        for (int t = 0; t < N; t++) {
-            int64_t bt = (int64_t)b * N + t;
-            if (t >= len[b]) {
-                MU[bt] = 0;
-                above[bt] = 0;
-                continue;
-            }
-            const ag_real *mt = M + bt * 3;
-            ag_real a = mt[0] * prev + mt[1] / L + mt[2] * (ag_real)(t + 1) / L;
-            ag_real floor_t = (ag_real)t / L;
-            above[bt] = a > floor_t; /* a tie goes to the floor, like ag_maximum(a, floor) */
-            prev = MU[bt] = a > floor_t ? a : floor_t;
-        }
+        int64_t row = (int64_t)b * N;
+        ag__gaussian_mu_row(M + row * 3, len[b], MU + row, above + row, N);
     }
 }
 

@@ -9,7 +9,7 @@
  * table, in ops/cuda/gaussian.c. */
 #include "../../graph/prelude.cuh"
 #include "gaussian.cuh"
-#include "../vecmath.h"
+#include "../gaussian_rows.h" /* the recurrence's rows, as the CPU runs them */
 
 #define GAUSS_SUM_FLOOR ((ag_real)1e-12) /* as ops/gaussian.c */
 
@@ -18,48 +18,16 @@
 __global__ void gaussian_mu_kernel(const ag_real *M, const int32_t *len, ag_real *MU, uint8_t *above, int B, int N) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
-    ag_real L = (ag_real)len[b], prev = 0;
-    for (int t = 0; t < N; t++) {
-        int64_t bt = (int64_t)b * N + t;
-        if (t >= len[b]) {
-            MU[bt] = 0;
-            above[bt] = 0;
-            continue;
-        }
-        const ag_real *mt = M + bt * 3;
-        ag_real a = mt[0] * prev + mt[1] / L + mt[2] * (ag_real)(t + 1) / L;
-        ag_real floor_t = (ag_real)t / L;
-        above[bt] = a > floor_t;
-        prev = MU[bt] = a > floor_t ? a : floor_t;
-    }
+    int64_t row = (int64_t)b * N;
+    ag__gaussian_mu_row(M + row * 3, len[b], MU + row, above + row, N);
 }
 
-/* Every m element of example b is written (0 where the floor or padding
- * took the step), so a fresh gradient needs no zeroing first. */
 __global__ void gaussian_mu_grad_kernel(const ag_real *M, const ag_real *MU, const ag_real *G, const int32_t *len,
                                         const uint8_t *above, ag_real *GM, int B, int N, bool fresh) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
-    ag_real L = (ag_real)len[b], carry = 0;
-    for (int t = N - 1; t >= 0; t--) {
-        int64_t bt = (int64_t)b * N + t;
-        ag_real d0 = 0, d1 = 0, d2 = 0;
-        if (t < len[b]) {
-            ag_real d = G[bt] + carry;
-            carry = 0;
-            if (above[bt]) {
-                ag_real prev = t > 0 ? MU[bt - 1] : 0;
-                d0 = d * prev;
-                d1 = d / L;
-                d2 = d * (ag_real)(t + 1) / L;
-                carry = d * M[bt * 3];
-            }
-        }
-        ag_real *gm = GM + bt * 3;
-        gm[0] = fresh ? d0 : gm[0] + d0;
-        gm[1] = fresh ? d1 : gm[1] + d1;
-        gm[2] = fresh ? d2 : gm[2] + d2;
-    }
+    int64_t row = (int64_t)b * N;
+    ag__gaussian_mu_grad_row(M + row * 3, MU + row, G + row, len[b], above + row, GM + row * 3, N, fresh);
 }
 
 static unsigned blocks_of(int64_t n) { return (unsigned)((n + AG_CUDA_THREADS - 1) / AG_CUDA_THREADS); }
