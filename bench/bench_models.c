@@ -444,6 +444,12 @@ static int bench_forked(const ag_model_kind *kind, int steps, int warmup, const 
     return got == (ssize_t)sizeof *res && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* The step's GEMM work at the sgemm peak (ms): no step with these
+ * products can be faster.  0 without a peak. */
+static double bound_ms(const result *r, double peak_gflops) {
+    return peak_gflops > 0 ? 1e3 * r->gemm_gflop / peak_gflops : 0;
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]\n"
                     "                    [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]\n"
@@ -535,7 +541,18 @@ int main(int argc, char **argv) {
     if (peak && threads > 0) openblas_set_num_threads(threads); /* as --peak-only measures it (the models are done) */
 #endif
     double pk = peak ? sgemm_peak(2048) : 0;
-    if (pk > 0) printf("OpenBLAS sgemm peak (2048^3, same threads): %.1f GFLOP/s\n", pk);
+    if (pk > 0) {
+        /* The bound: the step's products at the sgemm peak, nothing else
+         * (issue 39).  A step cannot beat it with the same FLOPs. */
+        printf("OpenBLAS sgemm peak (2048^3, same threads): %.1f GFLOP/s\n\n", pk);
+        printf("| %-10s | %8s | %8s | %12s |\n", "model", "step ms", "bound ms", "step / bound");
+        printf("|------------|----------|----------|--------------|\n");
+        for (int i = 0; i < n; i++)
+            printf("| %-10s | %8.1f | %8.1f | %12.2f |\n", names[i], rs[i].ms_med, bound_ms(&rs[i], pk),
+                   rs[i].ms_med / bound_ms(&rs[i], pk));
+        printf("\nbound ms = GEMM GFLOP per step / sgemm peak: the step's matrix products at the peak, nothing "
+               "else.\n");
+    }
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
         double rate = r->gemm_ms > 0 ? r->gemm_gflop / (r->gemm_ms / 1e3) : 0;
@@ -559,10 +576,12 @@ int main(int argc, char **argv) {
         printf("result: model=%s B=%d N=%d params=%lld ms_med=%.4f ms_q1=%.4f ms_q3=%.4f ms_min=%.4f ms_max=%.4f "
                "gemm_gflop=%.6f gemm_ms=%.4f gemm_calls=%.0f arena_mb=%.3f param_mb=%.3f optim_mb=%.3f rss_mb=%.2f "
                "loss_first=%.6f loss_last=%.6f loss_tail=%.6f peak_gflops=%.2f waits=%.1f launches=%.0f graph_launches=%.1f "
-               "eager_segments=%.1f optim=%s clip=%g l2=%g keep=%g keep_layers=%g losses=",
+               "eager_segments=%.1f bound_ms=%.4f step_over_bound=%.4f optim=%s clip=%g l2=%g keep=%g keep_layers=%g "
+               "losses=",
                names[i], r->B, r->N, (long long)r->params, r->ms_med, r->ms_q1, r->ms_q3, r->ms_min, r->ms_max,
                r->gemm_gflop, r->gemm_ms, r->gemm_calls, r->arena_mb, r->param_mb, r->optim_mb, r->rss_mb,
-               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->launches, r->graph_launches, r->eager_segments, c.optim, c.clip, c.l2,
+               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->launches, r->graph_launches, r->eager_segments,
+               bound_ms(r, pk), pk > 0 && r->gemm_gflop > 0 ? r->ms_med / bound_ms(r, pk) : 0, c.optim, c.clip, c.l2,
                c.keep, keep_between_layers(&c));
         for (int s = 0; s < r->n_losses; s++) printf("%s%.6f", s ? "," : "", r->losses[s]);
         printf("\n");
