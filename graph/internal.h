@@ -215,6 +215,12 @@ bool ag__in_parallel(void); /* inside a part: the arena and the tape are off lim
  * shorter), on the pool: for loops whose iterations are independent. */
 typedef void (*ag__range_fn)(void *ctx, int64_t begin, int64_t end);
 void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
+/* fn(ctx, s, begin, end) over [0, lens[s]) of count arrays, each cut into
+ * ranges of `grain` of its own, all in one parallel loop: one pass over
+ * many arrays (every parameter) that wakes the pool once.  A range never
+ * straddles two arrays, and the cut depends on the lengths alone. */
+typedef void (*ag__span_fn)(void *ctx, int s, int64_t begin, int64_t end);
+void ag__parallel_spans(int count, const int64_t *lens, int64_t grain, ag__span_fn fn, void *ctx);
 /* A grain for elementwise loops: 16K elements (64 KB of floats), about
  * 5-20 us of work, well above the cost of handing a range to a thread. */
 #define AG_GRAIN_ELEMENTWISE ((int64_t)1 << 14)
