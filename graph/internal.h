@@ -55,6 +55,7 @@ char *ag__strdup(const char *s);
 void *ag__arena_alloc(size_t bytes);     /* 64-byte aligned, uninitialised */
 void *ag__arena_zalloc(size_t bytes);
 void ag__zero(void *p, size_t bytes);   /* memset 0, on the pool when large */
+void ag__zero_many(void *const *p, const int64_t *bytes, int count); /* count arrays in one pass */
 
 /* An uninitialised step tensor (the usual op output). */
 ag_tensor *ag__empty(int ndim, const int *shape);
