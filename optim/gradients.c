@@ -41,6 +41,12 @@ AG_SIMD_CLONES static void block_squares(void *ctx, int64_t b0, int64_t b1) {
 
 static int64_t blocks_of(int64_t n) { return (n + SQ_BLOCK - 1) / SQ_BLOCK; }
 
+/* For the optimizer's pass (ag__optim_step_gated_params_sq): inside a part. */
+void ag__sum_squares_blocks_serial(const ag_real *x, int64_t n, double *block_sq) {
+    grad_job j = {.x = x, .n = n, .block_sq = block_sq};
+    block_squares(&j, 0, blocks_of(n));
+}
+
 static void sum_squares_blocks_cpu(const ag_real *x, int64_t n, double *block_sq) {
     grad_job j = {.x = x, .n = n, .block_sq = block_sq};
     ag__parallel_range(blocks_of(n), 16, block_squares, &j);
@@ -307,6 +313,38 @@ double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev) {
 }
 
 double *ag__params_sq_on(const ag_params *ps, ag_device dev) { return squares(ps, values, true, 0, NULL, &dev); }
+
+/* The training step's update and then its parameters' sum of squares, the
+ * trained parameters' squares taken by the update in its own pass (their
+ * values still in cache: a read of every parameter saved, 62 MB a step for
+ * dual-axial), the frozen ones' here; then the blocks added in order as
+ * ag__params_sq_on adds them.  The same blocks of the same values: the same
+ * bits.  Where the device runs one update per parameter, the two passes. */
+double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag_device dev) {
+    const ag_params *ps = opt->params;
+    ag_device on = dev;
+    if (!one_device(ps, values, &on) || on != AG_CPU || !ag__optim_on("ag_optim_step", on)->update_all) {
+        ag__optim_step_gated(opt, gate);
+        return ag__params_sq_on(ps, dev);
+    }
+    int arrays = 0;
+    int64_t blocks = 0;
+    for (int i = 0; i < ps->count; i++) arrays++, blocks += blocks_of(ps->items[i]->size);
+    int64_t *first = ag__arena_alloc((size_t)(arrays + 1) * sizeof *first);
+    double *block_sq = ag__arena_alloc((size_t)(blocks + 2) * sizeof(double)), *total = block_sq + blocks;
+    double **out = ag__arena_alloc((size_t)(arrays ? arrays : 1) * sizeof *out);
+    first[0] = 0;
+    for (int i = 0; i < ps->count; i++) {
+        out[i] = block_sq + first[i];
+        first[i + 1] = first[i] + blocks_of(ps->items[i]->size);
+    }
+    const ag__grads_kernels *k = ag__grads_on("gradient norm", AG_CPU);
+    if (!ag__optim_step_gated_sq(opt, gate, out)) ag__fatal("ag_optim_step", "no fused update on the CPU");
+    for (int i = 0; i < ps->count; i++) /* frozen: not in the update's pass */
+        if (!ps->items[i]->requires_grad) k->sum_squares_blocks(ps->items[i]->data, ps->items[i]->size, out[i]);
+    k->sum_blocks_in_order(block_sq, first, arrays, true, 0, total);
+    return total;
+}
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     ag_device dev = AG_CPU;

@@ -37,6 +37,11 @@ typedef struct {
     ag__kreal *p, *s0, *s1, *s2;
     const ag__kreal *g;
     int64_t n;
+    /* Not NULL: the block sums of squares of the values after the update
+     * (of the values as they are where the gate skips it), as
+     * sum_squares_blocks writes them, made in the same pass while the
+     * values are in cache: the training step's parameter norm. */
+    double *block_sq;
 } ag__update_span;
 typedef struct {
     /* One parameter's update.  c points at the coefficients in the
@@ -104,6 +109,15 @@ const ag__grads_kernels *ag__grads_on(const char *op, ag_device dev);
 double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev);
 double *ag__params_sq_on(const ag_params *ps, ag_device dev);
 void ag__optim_step_gated(ag_optimizer *opt, const double *gate);
+/* The same, and ag__params_sq_on's value for opt's parameters after it, the
+ * squares taken in the update's own pass where the device has update_all
+ * (the same bits: the same blocks of the same values). */
+double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag_device dev);
+/* The pieces of it: the update writing parameter i's block sums into
+ * block_sq[i] (false, nothing written, where the device has no update_all),
+ * and one host array's block sums on the caller (optim/gradients.c). */
+bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq);
+void ag__sum_squares_blocks_serial(const ag_real *x, int64_t n, double *block_sq);
 ag_status ag__check_params_norm(const ag_params *ps, double norm);
 #endif
 

@@ -317,6 +317,7 @@ static void adadelta_range(const ag__kadadelta *k, ag_real *P, const ag_real *G,
  * all in one parallel loop (ag__parallel_spans). */
 typedef struct {
     int kind;
+    bool gated_off; /* no update: the squares alone, where asked */
     const ag__update_span *spans;
 } update_job;
 
@@ -330,12 +331,14 @@ static void update_range(void *ctx, int s, int64_t begin, int64_t end) {
     ag_real *P = u->p + begin;
     const ag_real *G = u->g + begin;
     int64_t n = end - begin;
-    switch (j->kind) {
+    switch (j->gated_off ? -1 : j->kind) {
     case AG_SGD: sgd_range(u->coef, P, G, at(u->s0, begin), n); break;
     case AG_ADAM:
     case AG_ADAMW: adam_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), at(u->s2, begin), n); break;
     case AG_ADADELTA: adadelta_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), n); break;
+    default: break; /* skipped: the squares below only */
     }
+    if (u->block_sq) ag__sum_squares_blocks_serial(P, n, u->block_sq + begin / AG_SQ_BLOCK);
 }
 
 static bool gated_off(const double *gate) { return gate && !isfinite(*gate); }
@@ -346,11 +349,13 @@ static bool gated_off(const double *gate) { return gate && !isfinite(*gate); }
  * parameter.  Elements are independent, so the bits are those of one
  * loop per parameter. */
 static void update_all_cpu(int kind, const ag__update_span *spans, int count, const double *gate) {
-    if (gated_off(gate) || count <= 0) return;
+    bool squares = false;
+    for (int s = 0; s < count; s++) squares = squares || spans[s].block_sq;
+    if ((gated_off(gate) && !squares) || count <= 0) return;
     int64_t room[64];
     int64_t *lens = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)count * sizeof *lens);
     for (int s = 0; s < count; s++) lens[s] = spans[s].n;
-    update_job j = {.kind = kind, .spans = spans};
+    update_job j = {.kind = kind, .gated_off = gated_off(gate), .spans = spans};
     ag__parallel_spans(count, lens, UPDATE_CHUNK, update_range, &j);
 }
 
@@ -421,16 +426,22 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
                              .s2 = o->n_slots > 2 ? s[2 * np] : NULL};
 }
 
-static void optim_step(ag_optimizer *opt, const double *gate);
+static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq);
 
-void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL); }
+void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL); }
 
-void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate); }
+void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate, NULL); }
+
+/* block_sq[i]: where parameter i's block sums of squares go (sum_squares_blocks'
+ * layout); false, nothing written there, where the device has no update_all. */
+bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq) {
+    return optim_step(opt, gate, block_sq);
+}
 
 /* Every parameter's coefficients go to the device's memory in one (staged,
  * non-waiting) copy and the kernels read them there, so that the launches'
  * arguments stay the same from step to step (a CUDA graph replays them). */
-static void optim_step(ag_optimizer *opt, const double *gate) {
+static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq) {
     const char *op = "ag_optim_step";
     ag_params *ps = opt->params;
     if (!ps || ps->count != opt->n_params)
@@ -458,13 +469,17 @@ static void optim_step(ag_optimizer *opt, const double *gate) {
         ag__update_span *spans = ag__step_room_on(AG_CPU, span_room, sizeof span_room, (size_t)(n ? n : 1) * sizeof *spans);
         int count = 0;
         for (int i = 0; i < n; i++)
-            if (ps->items[i]->requires_grad) spans[count++] = span_of(opt, i, &on_device[i]);
+            if (ps->items[i]->requires_grad) {
+                spans[count] = span_of(opt, i, &on_device[i]);
+                spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
+            }
         k->update_all((int)opt->cfg.kind, spans, count, gate);
     } else {
         for (int i = 0; i < n; i++)
             if (ps->items[i]->requires_grad) update(k, opt, i, &on_device[i], gate);
     }
     ag__kernels_done(op, opt->device);
+    return k->update_all != NULL;
 }
 
 /* ---- parameter groups ---- */
