@@ -228,6 +228,37 @@ static double sgemm_peak(int n) {
     return best / 1e9;
 }
 
+/* ---- memory bandwidth, for the optimizer's floor ---- */
+
+typedef struct {
+    float *x;
+    const float *y;
+} rmw_job;
+
+static void rmw_range(void *ctx, int64_t i0, int64_t i1) {
+    const rmw_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->x[i] = j->x[i] * 0.999f + j->y[i];
+}
+
+/* Best GB/s of x = 0.999 x + y over two 128 MB arrays (2 reads and a write
+ * per element, the optimizer's pattern of reading what it writes back), on
+ * the engine's pool at the same threads as the steps. */
+static double memory_gbs(void) {
+    const int64_t n = (int64_t)1 << 25;
+    float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) x[i] = y[i] = 1e-3f * (float)(i % 7);
+    rmw_job j = {x, y};
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now();
+        ag__parallel_range(n, (int64_t)1 << 16, rmw_range, &j);
+        double dt = now() - t0;
+        if (r > 0 && 12.0 * (double)n / dt > best) best = 12.0 * (double)n / dt;
+    }
+    free(x), free(y);
+    return best / 1e9;
+}
+
 /* ---- the model's recipe ---- */
 
 static bool no_dropout; /* --no-dropout */
@@ -306,6 +337,7 @@ typedef struct {
     double loss_first, loss_last, loss_tail; /* tail: the median of the last five steps' */
     double losses[MAX_LOSSES];               /* warm-up included */
     int n_losses, steps;
+    int slots; /* the optimizer's state arrays per parameter */
     double waits;    /* per step: times the host waited for the GPU */
     double launches; /* per step: kernels, cuBLAS calls, copies and fills put on the GPU's stream */
     double graph_launches, eager_segments; /* per step, with --cuda-graphs */
@@ -406,6 +438,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         .arena_mb = (double)(device == AG_CUDA ? ag_memstats().device_arena_high : ag_memstats().arena_high) / (1 << 20),
         .param_mb = 2.0 * (double)numel * sizeof(ag_real) / (1 << 20),
         .optim_mb = (double)opt.n_slots * (double)numel * sizeof(ag_real) / (1 << 20),
+        .slots = opt.n_slots,
         .rss_mb = maxrss_mb() - rss0,
         .waits = (double)(ag_memstats().device_waits - waits0) / steps,
         .launches = (double)(ag_memstats().device_launches - stats0.device_launches) / steps,
@@ -443,6 +476,17 @@ static int bench_forked(const ag_model_kind *kind, int steps, int warmup, const 
     waitpid(pid, &status, 0);
     return got == (ssize_t)sizeof *res && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
+
+/* The step's GEMM work at the sgemm peak (ms): no step with these
+ * products can be faster.  0 without a peak. */
+static double bound_ms(const result *r, double peak_gflops) {
+    return peak_gflops > 0 ? 1e3 * r->gemm_gflop / peak_gflops : 0;
+}
+
+/* Bytes a step's dense passes over the parameters move at least: the
+ * optimizer reads the value, the gradient and each state slot and writes
+ * back the value and the slots; zeroing writes every gradient. */
+static double param_pass_mb(const result *r) { return (double)r->params * sizeof(ag_real) * (4 + 2 * r->slots) / 1e6; }
 
 static void usage(void) {
     fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]\n"
@@ -534,8 +578,26 @@ int main(int argc, char **argv) {
 #ifdef AG_HAVE_OPENBLAS_THREADS
     if (peak && threads > 0) openblas_set_num_threads(threads); /* as --peak-only measures it (the models are done) */
 #endif
-    double pk = peak ? sgemm_peak(2048) : 0;
-    if (pk > 0) printf("OpenBLAS sgemm peak (2048^3, same threads): %.1f GFLOP/s\n", pk);
+    double pk = peak ? sgemm_peak(2048) : 0, gbs = pk > 0 ? memory_gbs() : 0;
+    if (pk > 0) {
+        /* The bound: the step's products at the sgemm peak, nothing else
+         * (issue 39).  A step cannot beat it with the same FLOPs.  The
+         * memory floor is the other thing no kernel work removes: the
+         * optimizer's and zeroing's dense passes over every parameter. */
+        printf("OpenBLAS sgemm peak (2048^3, same threads): %.1f GFLOP/s; memory %.1f GB/s (read-modify-write, "
+               "same threads)\n\n", pk, gbs);
+        printf("| %-10s | %8s | %8s | %12s | %10s | %18s |\n", "model", "step ms", "bound ms", "step / bound",
+               "params MB", "param passes ms");
+        printf("|------------|----------|----------|--------------|------------|--------------------|\n");
+        for (int i = 0; i < n; i++)
+            printf("| %-10s | %8.1f | %8.1f | %12.2f | %10.0f | %18.1f |\n", names[i], rs[i].ms_med,
+                   bound_ms(&rs[i], pk), rs[i].ms_med / bound_ms(&rs[i], pk), param_pass_mb(&rs[i]),
+                   param_pass_mb(&rs[i]) / gbs);
+        printf("\nbound ms = GEMM GFLOP per step / sgemm peak: the step's matrix products at the peak, nothing "
+               "else.  params MB = what the optimizer and zero_grad move per step at least (value, gradient and "
+               "state read, value and state written, gradient zeroed); param passes ms = that at the measured "
+               "bandwidth.\n");
+    }
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
         double rate = r->gemm_ms > 0 ? r->gemm_gflop / (r->gemm_ms / 1e3) : 0;
@@ -559,10 +621,13 @@ int main(int argc, char **argv) {
         printf("result: model=%s B=%d N=%d params=%lld ms_med=%.4f ms_q1=%.4f ms_q3=%.4f ms_min=%.4f ms_max=%.4f "
                "gemm_gflop=%.6f gemm_ms=%.4f gemm_calls=%.0f arena_mb=%.3f param_mb=%.3f optim_mb=%.3f rss_mb=%.2f "
                "loss_first=%.6f loss_last=%.6f loss_tail=%.6f peak_gflops=%.2f waits=%.1f launches=%.0f graph_launches=%.1f "
-               "eager_segments=%.1f optim=%s clip=%g l2=%g keep=%g keep_layers=%g losses=",
+               "eager_segments=%.1f bound_ms=%.4f step_over_bound=%.4f mem_gbs=%.2f param_pass_ms=%.4f optim=%s clip=%g l2=%g keep=%g keep_layers=%g "
+               "losses=",
                names[i], r->B, r->N, (long long)r->params, r->ms_med, r->ms_q1, r->ms_q3, r->ms_min, r->ms_max,
                r->gemm_gflop, r->gemm_ms, r->gemm_calls, r->arena_mb, r->param_mb, r->optim_mb, r->rss_mb,
-               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->launches, r->graph_launches, r->eager_segments, c.optim, c.clip, c.l2,
+               r->loss_first, r->loss_last, r->loss_tail, pk, r->waits, r->launches, r->graph_launches, r->eager_segments,
+               bound_ms(r, pk), pk > 0 && r->gemm_gflop > 0 ? r->ms_med / bound_ms(r, pk) : 0, gbs,
+               gbs > 0 ? param_pass_mb(r) / gbs : 0, c.optim, c.clip, c.l2,
                c.keep, keep_between_layers(&c));
         for (int s = 0; s < r->n_losses; s++) printf("%s%.6f", s ? "," : "", r->losses[s]);
         printf("\n");

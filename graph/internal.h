@@ -55,6 +55,7 @@ char *ag__strdup(const char *s);
 void *ag__arena_alloc(size_t bytes);     /* 64-byte aligned, uninitialised */
 void *ag__arena_zalloc(size_t bytes);
 void ag__zero(void *p, size_t bytes);   /* memset 0, on the pool when large */
+void ag__zero_many(void *const *p, const int64_t *bytes, int count); /* count arrays in one pass */
 
 /* An uninitialised step tensor (the usual op output). */
 ag_tensor *ag__empty(int ndim, const int *shape);
@@ -215,6 +216,12 @@ bool ag__in_parallel(void); /* inside a part: the arena and the tape are off lim
  * shorter), on the pool: for loops whose iterations are independent. */
 typedef void (*ag__range_fn)(void *ctx, int64_t begin, int64_t end);
 void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
+/* fn(ctx, s, begin, end) over [0, lens[s]) of count arrays, each cut into
+ * ranges of `grain` of its own, all in one parallel loop: one pass over
+ * many arrays (every parameter) that wakes the pool once.  A range never
+ * straddles two arrays, and the cut depends on the lengths alone. */
+typedef void (*ag__span_fn)(void *ctx, int s, int64_t begin, int64_t end);
+void ag__parallel_spans(int count, const int64_t *lens, int64_t grain, ag__span_fn fn, void *ctx);
 /* A grain for elementwise loops: 16K elements (64 KB of floats), about
  * 5-20 us of work, well above the cost of handing a range to a thread. */
 #define AG_GRAIN_ELEMENTWISE ((int64_t)1 << 14)

@@ -345,6 +345,16 @@ void ag__zero(void *p, size_t bytes) {
     else ag__parallel_range((int64_t)bytes, ZERO_GRAIN, zero_range, p);
 }
 
+static void zero_span(void *ctx, int s, int64_t begin, int64_t end) {
+    memset((char *)((void **)ctx)[s] + begin, 0, (size_t)(end - begin));
+}
+
+/* count host arrays in one parallel loop: many arrays below 2 ZERO_GRAIN
+ * (a model's 300 x 300 weights) no longer go one by one on the caller. */
+void ag__zero_many(void *const *p, const int64_t *bytes, int count) {
+    ag__parallel_spans(count, bytes, ZERO_GRAIN, zero_span, (void *)p);
+}
+
 static void arena_free_all(void) {
     for (int i = 0; i < n_chunks; i++) {
         unpoison(chunks[i].base, chunks[i].cap);

@@ -249,6 +249,40 @@ void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx) {
     ag__parallel((n + grain - 1) / grain, range_part, &j);
 }
 
+typedef struct {
+    const int64_t *lens, *first; /* array s has ranges [first[s], first[s+1]) */
+    int64_t grain;
+    int count;
+    ag__span_fn fn;
+    void *ctx;
+} spans_job;
+
+/* Range `part` over all arrays: the array is the last whose first range is
+ * at or before it (empty arrays have none, so never the one found). */
+static void spans_part(void *ctx, int64_t part) {
+    const spans_job *j = ctx;
+    int lo = 0, hi = j->count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (j->first[mid] <= part) lo = mid;
+        else hi = mid - 1;
+    }
+    int64_t begin = (part - j->first[lo]) * j->grain, n = j->lens[lo];
+    j->fn(j->ctx, lo, begin, begin + j->grain < n ? begin + j->grain : n);
+}
+
+void ag__parallel_spans(int count, const int64_t *lens, int64_t grain, ag__span_fn fn, void *ctx) {
+    if (count <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t room[65];
+    int64_t *first = (size_t)count + 1 <= sizeof room / sizeof *room ? room
+                                                                       : ag__arena_alloc(((size_t)count + 1) * sizeof *first);
+    first[0] = 0;
+    for (int s = 0; s < count; s++) first[s + 1] = first[s] + (lens[s] > 0 ? (lens[s] + grain - 1) / grain : 0);
+    spans_job j = {lens, first, grain, count, fn, ctx};
+    ag__parallel(first[count], spans_part, &j);
+}
+
 void ag__parallel_shutdown(void) {
     pool_stop();
 }

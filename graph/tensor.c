@@ -233,12 +233,24 @@ int64_t ag_params_numel(const ag_params *ps) {
     return n;
 }
 
+/* The host's gradients in one parallel pass, up to ZERO_BATCH at a time
+ * (a frame-sized list: zeroing takes no step memory). */
+enum { ZERO_BATCH = 64 };
+
 void ag_params_zero_grad(ag_params *ps) {
+    void *grad[ZERO_BATCH];
+    int64_t bytes[ZERO_BATCH];
+    int n = 0;
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
-        if (t->device == AG_CUDA) ag__cuda_zero(t->grad, (size_t)t->size * sizeof(ag_real));
-        else ag__zero(t->grad, (size_t)t->size * sizeof(ag_real));
+        if (t->device == AG_CUDA) {
+            ag__cuda_zero(t->grad, (size_t)t->size * sizeof(ag_real));
+            continue;
+        }
+        grad[n] = t->grad, bytes[n++] = t->size * (int64_t)sizeof(ag_real);
+        if (n == ZERO_BATCH) ag__zero_many(grad, bytes, n), n = 0;
     }
+    ag__zero_many(grad, bytes, n);
 }
 
 void ag_param_freeze(ag_tensor *p) {

@@ -41,6 +41,12 @@ AG_SIMD_CLONES static void block_squares(void *ctx, int64_t b0, int64_t b1) {
 
 static int64_t blocks_of(int64_t n) { return (n + SQ_BLOCK - 1) / SQ_BLOCK; }
 
+/* For the optimizer's pass (ag__optim_step_gated_params_sq): inside a part. */
+void ag__sum_squares_blocks_serial(const ag_real *x, int64_t n, double *block_sq) {
+    grad_job j = {.x = x, .n = n, .block_sq = block_sq};
+    block_squares(&j, 0, blocks_of(n));
+}
+
 static void sum_squares_blocks_cpu(const ag_real *x, int64_t n, double *block_sq) {
     grad_job j = {.x = x, .n = n, .block_sq = block_sq};
     ag__parallel_range(blocks_of(n), 16, block_squares, &j);
@@ -94,6 +100,55 @@ static void step_values_cpu(const ag_real *loss, const double *sq, const double 
     out[0] = (double)*loss, out[1] = *sq, out[2] = *psq;
 }
 
+/* ---- the same over many arrays in one parallel loop (ag__parallel_spans) ---- */
+
+typedef struct {
+    const ag_real *const *x;
+    ag_real *const *y;
+    const int64_t *first; /* array a's first block in block_sq */
+    double *block_sq;
+    ag_real scale;
+} grads_all_job;
+
+/* Blocks [b0, b1) of array s: one range of ag__parallel_spans is 16 blocks. */
+static void squares_span(void *ctx, int s, int64_t begin, int64_t end) {
+    const grads_all_job *a = ctx;
+    int64_t n = end - begin, b0 = begin / SQ_BLOCK;
+    grad_job j = {.x = a->x[s] + begin, .n = n, .block_sq = a->block_sq + a->first[s] + b0};
+    block_squares(&j, 0, blocks_of(n));
+}
+
+static void sum_squares_blocks_all_cpu(const ag_real *const *x, const int64_t *n, int count, double *block_sq) {
+    int64_t room[64];
+    int64_t *first = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)(count > 0 ? count : 1) * sizeof *first);
+    for (int a = 0, b = 0; a < count; b += (int)blocks_of(n[a]), a++) first[a] = b;
+    grads_all_job j = {.x = x, .first = first, .block_sq = block_sq};
+    ag__parallel_spans(count, n, 16 * SQ_BLOCK, squares_span, &j); /* as sum_squares_blocks_cpu's 16 blocks */
+}
+
+static void scale_span(void *ctx, int s, int64_t begin, int64_t end) {
+    const grads_all_job *a = ctx;
+    grad_job j = {.y = a->y[s], .scale = a->scale};
+    scale_range(&j, begin, end);
+}
+
+static void scale_below_one_all_cpu(ag_real *const *x, const int64_t *n, int count, const double *coef) {
+    if (!(*coef < 1)) return;
+    grads_all_job j = {.y = x, .scale = (ag_real)*coef};
+    ag__parallel_spans(count, n, AG_GRAIN_ELEMENTWISE, scale_span, &j);
+}
+
+static void axpy_span(void *ctx, int s, int64_t begin, int64_t end) {
+    const grads_all_job *a = ctx;
+    grad_job j = {.x = a->x[s], .y = a->y[s], .scale = a->scale};
+    axpy_range(&j, begin, end);
+}
+
+static void axpy_all_cpu(ag_real alpha, const ag_real *const *x, ag_real *const *y, const int64_t *n, int count) {
+    grads_all_job j = {.x = x, .y = y, .scale = alpha};
+    ag__parallel_spans(count, n, AG_GRAIN_ELEMENTWISE, axpy_span, &j);
+}
+
 static const ag__grads_kernels grads_cpu = {
     .sum_squares_blocks = sum_squares_blocks_cpu,
     .sum_blocks_in_order = sum_blocks_in_order_cpu,
@@ -102,6 +157,9 @@ static const ag__grads_kernels grads_cpu = {
     .axpy = axpy_cpu,
     .step_gate = step_gate_cpu,
     .step_values = step_values_cpu,
+    .sum_squares_blocks_all = sum_squares_blocks_all_cpu,
+    .scale_below_one_all = scale_below_one_all_cpu,
+    .axpy_all = axpy_all_cpu,
 };
 AG_DISPATCH(grads, grads_cpu)
 
@@ -121,10 +179,42 @@ static const ag_real *l2_weights(const ag_tensor *p) {
  * memory, so that clipping, the L2 term and the norms leave the arena
  * alone (the GPU's sums always live in its step arena). */
 enum { SQ_ROOM = 64 };
+/* The picked arrays of a pass over many parameters, and their lengths. */
+typedef struct {
+    ag_real **x;
+    int64_t *n;
+    int count;
+} picked_arrays;
+
+typedef struct {
+    ag_real *x[SQ_ROOM];
+    int64_t n[SQ_ROOM];
+} arrays_room;
+
 typedef struct {
     double block_sq[SQ_ROOM + 2];
     int64_t first[SQ_ROOM + 1];
+    arrays_room arrays;
 } sq_room;
+
+/* The arrays pick takes from ps, in order: in room where they fit (NULL:
+ * no room), else in step memory. */
+static picked_arrays pick_arrays(const ag_params *ps, array_pick pick, arrays_room *room) {
+    int count = 0;
+    for (int i = 0; i < ps->count; i++) count += pick(ps->items[i]) != NULL;
+    picked_arrays p = {.count = count};
+    size_t want = (size_t)(count ? count : 1);
+    bool fits = room && count <= SQ_ROOM;
+    p.x = fits ? room->x : ag__arena_alloc(want * sizeof *p.x);
+    p.n = fits ? room->n : ag__arena_alloc(want * sizeof *p.n);
+    for (int i = 0, a = 0; i < ps->count; i++) {
+        const ag_real *x = pick(ps->items[i]);
+        if (!x) continue;
+        p.x[a] = (ag_real *)x; /* written through only where pick gives a gradient */
+        p.n[a++] = ps->items[i]->size;
+    }
+    return p;
+}
 
 /* The one device of the picked arrays of ps (false when they are on two). */
 static bool one_device(const ag_params *ps, array_pick pick, ag_device *dev) {
@@ -159,15 +249,13 @@ static double *squares(const ag_params *ps, array_pick pick, bool per_array, dou
                             : ag__step_alloc_on(*dev, sq_bytes);
     double *total = block_sq + blocks;
     const ag__grads_kernels *k = ag__grads_on(op, *dev);
-    int a = 0;
+    picked_arrays p = pick_arrays(ps, pick, room ? &room->arrays : NULL);
     first[0] = 0;
-    for (int i = 0; i < ps->count; i++) {
-        const ag_real *x = pick(ps->items[i]);
-        if (!x) continue;
-        k->sum_squares_blocks(x, ps->items[i]->size, block_sq + first[a]);
-        first[a + 1] = first[a] + blocks_of(ps->items[i]->size);
-        a++;
+    for (int a = 0; a < p.count; a++) {
+        if (!k->sum_squares_blocks_all) k->sum_squares_blocks(p.x[a], p.n[a], block_sq + first[a]);
+        first[a + 1] = first[a] + blocks_of(p.n[a]);
     }
+    if (k->sum_squares_blocks_all) k->sum_squares_blocks_all((const ag_real *const *)p.x, p.n, p.count, block_sq);
     const int64_t *first_there = ag__step_copy_on(*dev, first, (size_t)(arrays + 1) * sizeof *first); /* no wait */
     k->sum_blocks_in_order(block_sq, first_there, arrays, per_array, init, total);
     ag__kernels_done(op, *dev);
@@ -206,9 +294,14 @@ static double *grad_sq_clipped(ag_params *ps, double max_norm, sq_room *room, ag
     if (!total) return NULL;
     const ag__grads_kernels *k = ag__grads_on("ag_clip_grad_norm", *dev);
     k->clip_coef(total, max_norm, total + 1); /* any max_norm: 0 zeroes them */
-    for (int i = 0; i < ps->count; i++) {
-        ag_tensor *p = ps->items[i];
-        if (trained_grad(p)) k->scale_below_one(p->grad, p->size, total + 1);
+    if (k->scale_below_one_all) {
+        picked_arrays g = pick_arrays(ps, trained_grad, room ? &room->arrays : NULL);
+        k->scale_below_one_all(g.x, g.n, g.count, total + 1);
+    } else {
+        for (int i = 0; i < ps->count; i++) {
+            ag_tensor *p = ps->items[i];
+            if (trained_grad(p)) k->scale_below_one(p->grad, p->size, total + 1);
+        }
     }
     ag__kernels_done("ag_clip_grad_norm", *dev);
     return total;
@@ -220,6 +313,38 @@ double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev) {
 }
 
 double *ag__params_sq_on(const ag_params *ps, ag_device dev) { return squares(ps, values, true, 0, NULL, &dev); }
+
+/* The training step's update and then its parameters' sum of squares, the
+ * trained parameters' squares taken by the update in its own pass (their
+ * values still in cache: a read of every parameter saved, 62 MB a step for
+ * dual-axial), the frozen ones' here; then the blocks added in order as
+ * ag__params_sq_on adds them.  The same blocks of the same values: the same
+ * bits.  Where the device runs one update per parameter, the two passes. */
+double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag_device dev) {
+    const ag_params *ps = opt->params;
+    ag_device on = dev;
+    if (!one_device(ps, values, &on) || on != AG_CPU || !ag__optim_on("ag_optim_step", on)->update_all) {
+        ag__optim_step_gated(opt, gate);
+        return ag__params_sq_on(ps, dev);
+    }
+    int arrays = 0;
+    int64_t blocks = 0;
+    for (int i = 0; i < ps->count; i++) arrays++, blocks += blocks_of(ps->items[i]->size);
+    int64_t *first = ag__arena_alloc((size_t)(arrays + 1) * sizeof *first);
+    double *block_sq = ag__arena_alloc((size_t)(blocks + 2) * sizeof(double)), *total = block_sq + blocks;
+    double **out = ag__arena_alloc((size_t)(arrays ? arrays : 1) * sizeof *out);
+    first[0] = 0;
+    for (int i = 0; i < ps->count; i++) {
+        out[i] = block_sq + first[i];
+        first[i + 1] = first[i] + blocks_of(ps->items[i]->size);
+    }
+    const ag__grads_kernels *k = ag__grads_on("gradient norm", AG_CPU);
+    if (!ag__optim_step_gated_sq(opt, gate, out)) ag__fatal("ag_optim_step", "no fused update on the CPU");
+    for (int i = 0; i < ps->count; i++) /* frozen: not in the update's pass */
+        if (!ps->items[i]->requires_grad) k->sum_squares_blocks(ps->items[i]->data, ps->items[i]->size, out[i]);
+    k->sum_blocks_in_order(block_sq, first, arrays, true, 0, total);
+    return total;
+}
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm) {
     ag_device dev = AG_CPU;
@@ -310,6 +435,19 @@ static void l2_term(ag_params *ps, double gamma, double *sq) {
         if (l2_weights(p) && !p->grad) ag__fatal("ag_l2_penalty", "parameter '%s' has no gradient buffer", p->name);
     }
     if (sq) add_squares(ps, l2_weights, false, sq);
+    ag_device dev = AG_CPU;
+    const ag__grads_kernels *k = one_device(ps, l2_weights, &dev) ? ag__grads_on("ag_l2_penalty", dev) : NULL;
+    if (k && k->axpy_all) { /* one pass over every weight */
+        arrays_room room;
+        picked_arrays w = pick_arrays(ps, l2_weights, &room), g = w;
+        ag_real *grads[SQ_ROOM];
+        g.x = w.count <= SQ_ROOM ? grads : ag__arena_alloc((size_t)w.count * sizeof *g.x);
+        for (int i = 0, a = 0; i < ps->count; i++)
+            if (l2_weights(ps->items[i])) g.x[a++] = ps->items[i]->grad;
+        k->axpy_all((ag_real)gamma, (const ag_real *const *)w.x, g.x, w.n, w.count);
+        ag__kernels_done("ag_l2_penalty", dev);
+        return;
+    }
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *p = ps->items[i];
         if (!l2_weights(p)) continue; /* frozen: no L2 term either */

@@ -28,6 +28,21 @@ typedef struct {
  * on either device and for any thread count. */
 enum { AG_SQ_BLOCK = 4096, AG_SQ_LANES = 8 };
 
+/* One trained parameter's arrays for update_all: its slots in the order
+ * the per-parameter entries take them (NULL where unused), and its
+ * coefficients (an ag__ksgd, ag__kadam or ag__kadadelta) in the device's
+ * memory. */
+typedef struct {
+    const void *coef;
+    ag__kreal *p, *s0, *s1, *s2;
+    const ag__kreal *g;
+    int64_t n;
+    /* Not NULL: the block sums of squares of the values after the update
+     * (of the values as they are where the gate skips it), as
+     * sum_squares_blocks writes them, made in the same pass while the
+     * values are in cache: the training step's parameter norm. */
+    double *block_sq;
+} ag__update_span;
 typedef struct {
     /* One parameter's update.  c points at the coefficients in the
      * device's memory (read there, so a CUDA graph's recorded arguments stay
@@ -38,6 +53,11 @@ typedef struct {
                  int64_t n, const double *gate);
     void (*adadelta)(const ag__kadadelta *c, ag__kreal *p, const ag__kreal *g, ag__kreal *v, ag__kreal *u, int64_t n,
                      const double *gate);
+    /* The updates of `count` parameters (kind: an ag_optim_kind), in one
+     * parallel loop over all of them where the per-parameter entries run
+     * one loop each; the same bits.  spans in host memory.  NULL: the
+     * device runs the per-parameter entries (CUDA: one launch each). */
+    void (*update_all)(int kind, const ag__update_span *spans, int count, const double *gate);
 } ag__optim_kernels;
 
 /* The gradients' arithmetic between backward and the update (optim/gradients.c). */
@@ -60,6 +80,13 @@ typedef struct {
      * not finite; out[0..2] = loss, *sq, *psq, for one read. */
     void (*step_gate)(const ag__kreal *loss, const double *sq, double *gate);
     void (*step_values)(const ag__kreal *loss, const double *sq, const double *psq, double *out);
+    /* The same over `count` arrays in one pass (one parallel loop over all
+     * of them), the same bits; the pointer and length arrays in host
+     * memory.  NULL: the device runs the entries above once per array.
+     * sum_squares_blocks_all lays array a's blocks after array a-1's. */
+    void (*sum_squares_blocks_all)(const ag__kreal *const *x, const int64_t *n, int count, double *block_sq);
+    void (*scale_below_one_all)(ag__kreal *const *x, const int64_t *n, int count, const double *coef);
+    void (*axpy_all)(ag__kreal a, const ag__kreal *const *x, ag__kreal *const *y, const int64_t *n, int count);
 } ag__grads_kernels;
 
 extern const ag__optim_kernels ag__optim_cuda;
@@ -82,6 +109,15 @@ const ag__grads_kernels *ag__grads_on(const char *op, ag_device dev);
 double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev);
 double *ag__params_sq_on(const ag_params *ps, ag_device dev);
 void ag__optim_step_gated(ag_optimizer *opt, const double *gate);
+/* The same, and ag__params_sq_on's value for opt's parameters after it, the
+ * squares taken in the update's own pass where the device has update_all
+ * (the same bits: the same blocks of the same values). */
+double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag_device dev);
+/* The pieces of it: the update writing parameter i's block sums into
+ * block_sq[i] (false, nothing written, where the device has no update_all),
+ * and one host array's block sums on the caller (optim/gradients.c). */
+bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq);
+void ag__sum_squares_blocks_serial(const ag_real *x, int64_t n, double *block_sq);
 ag_status ag__check_params_norm(const ag_params *ps, double norm);
 #endif
 

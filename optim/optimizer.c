@@ -313,70 +313,70 @@ static void adadelta_range(const ag__kadadelta *k, ag_real *P, const ag_real *G,
     else adadelta_kernel(P, G, v, u, n, k, false);
 }
 
-/* The CPU's updates: chunks of one parameter on the thread pool. */
+/* The CPU's updates: chunks of UPDATE_CHUNK elements of every parameter,
+ * all in one parallel loop (ag__parallel_spans). */
 typedef struct {
-    const void *coef;
-    ag_real *P, *s0, *s1, *s2;
-    const ag_real *G;
-    int64_t n;
+    int kind;
+    bool gated_off; /* no update: the squares alone, where asked */
+    const ag__update_span *spans;
 } update_job;
-
-static int64_t chunk_len(const update_job *j, int64_t part, ag_real **P, const ag_real **G, int64_t *begin) {
-    *begin = part * UPDATE_CHUNK;
-    *P = j->P + *begin;
-    *G = j->G + *begin;
-    return j->n - *begin < UPDATE_CHUNK ? j->n - *begin : UPDATE_CHUNK;
-}
 
 static ag_real *at(ag_real *slot, int64_t begin) { return slot ? slot + begin : NULL; }
 
-static void sgd_part(void *ctx, int64_t part) {
+/* Elements [begin, end) of span s's arrays, with the kernel of the
+ * optimizer's kind. */
+static void update_range(void *ctx, int s, int64_t begin, int64_t end) {
     const update_job *j = ctx;
-    ag_real *P;
-    const ag_real *G;
-    int64_t begin, n = chunk_len(j, part, &P, &G, &begin);
-    sgd_range(j->coef, P, G, at(j->s0, begin), n);
-}
-
-static void adam_part(void *ctx, int64_t part) {
-    const update_job *j = ctx;
-    ag_real *P;
-    const ag_real *G;
-    int64_t begin, n = chunk_len(j, part, &P, &G, &begin);
-    adam_range(j->coef, P, G, at(j->s0, begin), at(j->s1, begin), at(j->s2, begin), n);
-}
-
-static void adadelta_part(void *ctx, int64_t part) {
-    const update_job *j = ctx;
-    ag_real *P;
-    const ag_real *G;
-    int64_t begin, n = chunk_len(j, part, &P, &G, &begin);
-    adadelta_range(j->coef, P, G, at(j->s0, begin), at(j->s1, begin), n);
+    const ag__update_span *u = &j->spans[s];
+    ag_real *P = u->p + begin;
+    const ag_real *G = u->g + begin;
+    int64_t n = end - begin;
+    switch (j->gated_off ? -1 : j->kind) {
+    case AG_SGD: sgd_range(u->coef, P, G, at(u->s0, begin), n); break;
+    case AG_ADAM:
+    case AG_ADAMW: adam_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), at(u->s2, begin), n); break;
+    case AG_ADADELTA: adadelta_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), n); break;
+    default: break; /* skipped: the squares below only */
+    }
+    if (u->block_sq) ag__sum_squares_blocks_serial(P, n, u->block_sq + begin / AG_SQ_BLOCK);
 }
 
 static bool gated_off(const double *gate) { return gate && !isfinite(*gate); }
 
+/* Every parameter's chunks in one parallel loop: with two threads the
+ * small parameters (biases, gates) no longer run one after the other on
+ * the caller, and a step wakes the pool once instead of once per
+ * parameter.  Elements are independent, so the bits are those of one
+ * loop per parameter. */
+static void update_all_cpu(int kind, const ag__update_span *spans, int count, const double *gate) {
+    bool squares = false;
+    for (int s = 0; s < count; s++) squares = squares || spans[s].block_sq;
+    if ((gated_off(gate) && !squares) || count <= 0) return;
+    int64_t room[64];
+    int64_t *lens = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)count * sizeof *lens);
+    for (int s = 0; s < count; s++) lens[s] = spans[s].n;
+    update_job j = {.kind = kind, .gated_off = gated_off(gate), .spans = spans};
+    ag__parallel_spans(count, lens, UPDATE_CHUNK, update_range, &j);
+}
+
+/* One parameter: a list of one. */
 static void sgd_cpu(const ag__ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n, const double *gate) {
-    if (gated_off(gate)) return;
-    update_job j = {.coef = c, .P = p, .G = g, .s0 = buf, .n = n};
-    ag__parallel((n + UPDATE_CHUNK - 1) / UPDATE_CHUNK, sgd_part, &j);
+    update_all_cpu(AG_SGD, &(ag__update_span){.coef = c, .p = p, .g = g, .s0 = buf, .n = n}, 1, gate);
 }
 
 static void adam_cpu(const ag__kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v, ag_real *vmax, int64_t n,
                      const double *gate) {
-    if (gated_off(gate)) return;
-    update_job j = {.coef = c, .P = p, .G = g, .s0 = m, .s1 = v, .s2 = vmax, .n = n};
-    ag__parallel((n + UPDATE_CHUNK - 1) / UPDATE_CHUNK, adam_part, &j);
+    update_all_cpu(AG_ADAM, &(ag__update_span){.coef = c, .p = p, .g = g, .s0 = m, .s1 = v, .s2 = vmax, .n = n}, 1,
+                   gate);
 }
 
 static void adadelta_cpu(const ag__kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u, int64_t n,
                          const double *gate) {
-    if (gated_off(gate)) return;
-    update_job j = {.coef = c, .P = p, .G = g, .s0 = v, .s1 = u, .n = n};
-    ag__parallel((n + UPDATE_CHUNK - 1) / UPDATE_CHUNK, adadelta_part, &j);
+    update_all_cpu(AG_ADADELTA, &(ag__update_span){.coef = c, .p = p, .g = g, .s0 = v, .s1 = u, .n = n}, 1, gate);
 }
 
-static const ag__optim_kernels optim_cpu = {.sgd = sgd_cpu, .adam = adam_cpu, .adadelta = adadelta_cpu};
+static const ag__optim_kernels optim_cpu = {
+    .sgd = sgd_cpu, .adam = adam_cpu, .adadelta = adadelta_cpu, .update_all = update_all_cpu};
 AG_DISPATCH(optim, optim_cpu)
 
 /* ---- the step ---- */
@@ -416,16 +416,32 @@ static void update(const ag__optim_kernels *k, const ag_optimizer *o, int i, con
     }
 }
 
-static void optim_step(ag_optimizer *opt, const double *gate);
+/* Parameter i's arrays for update_all, in update's order of slots. */
+static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *coef) {
+    ag_tensor *p = o->params->items[i];
+    ag_real *const *s = o->slot ? o->slot + i : NULL;
+    const int np = o->n_params;
+    return (ag__update_span){.coef = coef, .p = p->data, .g = p->grad, .n = p->size,
+                             .s0 = o->n_slots > 0 ? s[0] : NULL, .s1 = o->n_slots > 1 ? s[np] : NULL,
+                             .s2 = o->n_slots > 2 ? s[2 * np] : NULL};
+}
 
-void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL); }
+static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq);
 
-void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate); }
+void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL); }
+
+void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate, NULL); }
+
+/* block_sq[i]: where parameter i's block sums of squares go (sum_squares_blocks'
+ * layout); false, nothing written there, where the device has no update_all. */
+bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq) {
+    return optim_step(opt, gate, block_sq);
+}
 
 /* Every parameter's coefficients go to the device's memory in one (staged,
  * non-waiting) copy and the kernels read them there, so that the launches'
  * arguments stay the same from step to step (a CUDA graph replays them). */
-static void optim_step(ag_optimizer *opt, const double *gate) {
+static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq) {
     const char *op = "ag_optim_step";
     ag_params *ps = opt->params;
     if (!ps || ps->count != opt->n_params)
@@ -448,9 +464,22 @@ static void optim_step(ag_optimizer *opt, const double *gate) {
     }
     const update_coef *on_device = ag__step_copy_on(opt->device, coef, (size_t)n * sizeof *coef);
     const ag__optim_kernels *k = ag__optim_on(op, opt->device);
-    for (int i = 0; i < n; i++)
-        if (ps->items[i]->requires_grad) update(k, opt, i, &on_device[i], gate);
+    if (k->update_all) {
+        ag__update_span span_room[32];
+        ag__update_span *spans = ag__step_room_on(AG_CPU, span_room, sizeof span_room, (size_t)(n ? n : 1) * sizeof *spans);
+        int count = 0;
+        for (int i = 0; i < n; i++)
+            if (ps->items[i]->requires_grad) {
+                spans[count] = span_of(opt, i, &on_device[i]);
+                spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
+            }
+        k->update_all((int)opt->cfg.kind, spans, count, gate);
+    } else {
+        for (int i = 0; i < n; i++)
+            if (ps->items[i]->requires_grad) update(k, opt, i, &on_device[i], gate);
+    }
     ag__kernels_done(op, opt->device);
+    return k->update_all != NULL;
 }
 
 /* ---- parameter groups ---- */

@@ -10,6 +10,7 @@
  * One test per optimizer and option.  Then: option strings, clipping, the
  * L2 penalty, and zero allocations per step. */
 #include "optim_util.h"
+#include "../optim/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -550,8 +551,64 @@ static void test_weight_decay_groups(void) {
     EXPECT_FATAL(ag_scope_push("a.b"), "ag_scope_push", "'.'");
 }
 
+/* ---- the training step's fused update and parameter norm ----
+ * ag__optim_step_gated_params_sq takes the squares in the update's pass;
+ * they must be ag__params_sq_on's after ag__optim_step_gated to the bit,
+ * and the values the same, for parameters across chunks and blocks, a
+ * frozen one, an empty one, a skipped update (NaN gate), 1 and 2 threads. */
+static void fused_set(ag_params *ps) {
+    ag_param(ps, "w", 2, (int[]){300, 250}); /* 75000: three update chunks, 19 blocks */
+    ag_param(ps, "b", 1, (int[]){5});
+    ag_param(ps, "frozen", 1, (int[]){4100});
+    ag_param(ps, "empty", 1, (int[]){0});
+    ag_param(ps, "e", 2, (int[]){9, 4096});
+    uint64_t r = 12345;
+    for (int i = 0; i < ps->count; i++)
+        for (int64_t k = 0; k < ps->items[i]->size; k++) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            ps->items[i]->data[k] = (ag_real)((double)(r >> 40) / (1 << 24) - 0.5);
+            ps->items[i]->grad[k] = (ag_real)((double)((r >> 16) & 0xffffff) / (1 << 24) - 0.5) * (k % 7 != 0);
+        }
+    ag_param_freeze(ps->items[2]);
+}
+
+static void test_fused_params_sq(void) {
+    const char *specs[] = {"adam:weight_decay=0.01", "adadelta:lr=0.5,rho=0.95", "sgd:lr=0.1,momentum=0.9"};
+    for (int threads = 1; threads <= 2; threads++)
+        for (int i = 0; i < 3; i++)
+            for (int gated = 0; gated < 2; gated++) {
+                ag_set_num_threads(threads);
+                ag_params a = {0}, b = {0};
+                fused_set(&a);
+                fused_set(&b);
+                ag_optim_config c;
+                ag_optim_parse(specs[i], &c);
+                ag_optimizer oa, ob;
+                ag_optim_init(&oa, &a, &c);
+                ag_optim_init(&ob, &b, &c);
+                double gate = gated ? NAN : 1.0, sa = 0, sb = 0;
+                for (int step = 0; step < 3; step++) {
+                    ag__optim_step_gated(&oa, &gate);
+                    sa = *ag__params_sq_on(&a, AG_CPU);
+                    sb = *ag__optim_step_gated_params_sq(&ob, &gate, AG_CPU);
+                    ag_step_end();
+                }
+                bool same = memcmp(&sa, &sb, sizeof sa) == 0;
+                for (int p = 0; p < a.count; p++)
+                    same = same && !memcmp(a.items[p]->data, b.items[p]->data, (size_t)a.items[p]->size * sizeof(ag_real));
+                CHECK(same && sa > 0, "%s, %d threads%s: fused squares %.17g, separate %.17g", specs[i], threads,
+                      gated ? ", update skipped" : "", sb, sa);
+                ag_optim_free(&oa);
+                ag_optim_free(&ob);
+                ag_params_free(&a);
+                ag_params_free(&b);
+            }
+    ag_set_num_threads(1);
+}
+
 int main(void) {
     printf("%s build\n", IS_F64 ? "f64" : "f32");
+    test_fused_params_sq();
     test_weight_decay_groups();
     test_sgd();
     test_adam();

@@ -32,6 +32,45 @@ static void nested_part(void *ctx, int64_t p) {
     ag__parallel(8, count_part, base); /* runs inline on this thread */
 }
 
+/* ag__parallel_spans: element e of array s at hits[offset[s] + e]. */
+static const int span_offset[] = {0, 0, 7, 7, 7, 40, 40, 41};
+
+static void count_span(void *ctx, int s, int64_t begin, int64_t end) {
+    int64_t grain = *(const int64_t *)ctx;
+    if (end - begin > grain || begin % grain) atomic_fetch_add(&hits[4000], 1); /* a range the grain does not give */
+    for (int64_t e = begin; e < end; e++) atomic_fetch_add(&hits[span_offset[s] + e], 1);
+}
+
+/* Empty arrays first, between and last, lengths below, at and above the
+ * grain: every element once, no range past its array's end. */
+static void count_many(void *ctx, int s, int64_t begin, int64_t end) {
+    (void)ctx;
+    atomic_fetch_add(&hits[s], (int)(end - begin));
+}
+
+static void test_spans(int threads) {
+    const int64_t lens[] = {0, 7, 0, 0, 33, 0, 1, 0};
+    const int count = (int)(sizeof lens / sizeof *lens);
+    for (int64_t grain = 1; grain <= 40; grain += 3) {
+        memset(hits, 0, sizeof hits);
+        ag__parallel_spans(count, lens, grain, count_span, &grain);
+        bool ok = hits[4000] == 0;
+        for (int e = 0; e < 41; e++) ok = ok && hits[e] == 1;
+        CHECK(ok && hits[41] == 0, "%d threads, grain %lld: every element of every array once", threads,
+              (long long)grain);
+    }
+    /* more arrays than the caller-frame room (65 ranges' starts) */
+    static int64_t many[300];
+    for (int s = 0; s < 300; s++) many[s] = s % 3;
+    memset(hits, 0, sizeof hits);
+    int64_t one = 1;
+    ag__parallel_spans(300, many, 1, count_many, &one);
+    int total = 0;
+    for (int s = 0; s < 300; s++) total += hits[s];
+    CHECK(total == 300 && hits[2] == 2 && hits[3] == 0, "300 arrays: %d elements", total);
+    ag_step_end();
+}
+
 static void test_pool(void) {
     for (int threads = 1; threads <= 4; threads++) {
         ag_set_num_threads(threads);
@@ -48,6 +87,7 @@ static void test_pool(void) {
         ag__parallel(5, nested_part, NULL);
         CHECK(hits[0] == 5 && hits[7] == 5 && hits[8] == 0, "nested loops run inline: %d %d %d", hits[0], hits[7],
               hits[8]);
+        test_spans(threads);
     }
 }
 

@@ -113,8 +113,12 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
     const ag__grads_kernels *k = ag__grads_on("train step", dev);
     double *sq = ag__grad_sq_on(&m->params, t->clip, dev), *values = ag__step_alloc_on(dev, 4 * sizeof(double));
     k->step_gate(loss_there, sq, values + 3);
-    ag__optim_step_gated(&t->opt, values + 3);
-    k->step_values(loss_there, sq, ag__params_sq_on(&m->params, dev), values);
+    double *psq = t->opt.params == &m->params ? ag__optim_step_gated_params_sq(&t->opt, values + 3, dev) : NULL;
+    if (!psq) { /* an optimizer over another list: its update, then the model's squares */
+        ag__optim_step_gated(&t->opt, values + 3);
+        psq = ag__params_sq_on(&m->params, dev);
+    }
+    k->step_values(loss_there, sq, psq, values);
     ag__kernels_done("train step", dev);
     double host[3];
     ag__read_on(dev, host, values, sizeof host); /* the step's one wait */

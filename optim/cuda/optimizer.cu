@@ -174,8 +174,11 @@ static void axpy(ag_real a, const ag_real *x, ag_real *y, int64_t n) {
     LAUNCH(axpy_kernel, n, a, x, y, n);
 }
 
-extern "C" const ag__optim_kernels ag__optim_cuda = {sgd_update, adam_update, adadelta_update};
+/* update_all NULL: one launch per parameter (each reads its coefficients
+ * on the device, which a CUDA graph needs). */
+extern "C" const ag__optim_kernels ag__optim_cuda = {sgd_update, adam_update, adadelta_update, NULL};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
     sum_squares_blocks, sum_blocks_in_order, clip_coef, scale_below_one, axpy, step_gate, step_values,
+    NULL, NULL, NULL, /* the *_all entries: one launch per array */
 };
