@@ -86,7 +86,8 @@ emu_tests=(cuda_ops_f32 cuda_ops_f64 cuda_train_f32 cuda_train_f64 cuda_ops_boun
   graph_records)
 rc=0
 if [ ! -f build-emu/build.ninja ]; then
-  meson setup build-emu -Dgpu_emulator=true -Dbuildtype=debugoptimized >/dev/null || rc=1
+  # line tables only (-g1): backtraces keep file:line, and the compiler writes less
+  meson setup build-emu -Dgpu_emulator=true -Dbuildtype=debugoptimized -Dc_args=-g1 -Dcpp_args=-g1 >/dev/null || rc=1
 else # a tree set up before the emulated NCCL had it disabled; meson test skips unknown names silently
   meson configure build-emu -Dnccl=auto >/dev/null || rc=1
 fi
