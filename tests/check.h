@@ -7,7 +7,9 @@
 #define AG_CHECK_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int check_passed_, check_failed_;
 
@@ -36,6 +38,12 @@ static int check_passed_, check_failed_;
  * infinite: fmax and `>` would both pass over it, and a sweep whose every
  * result is NaN would report a worst error of 0. */
 static inline double check_worst(double worst, double err) { return isnan(err) ? INFINITY : err > worst ? err : worst; }
+
+/* An environment switch of the tests: on when set to "1". */
+static inline bool check_env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] == '1' && !v[1];
+}
 
 static inline int check_summary(const char *name) {
     printf("%s: %d passed, %d failed\n", name, check_passed_, check_failed_);

@@ -647,8 +647,7 @@ static void graphs_case(const variant *v) {
               late_eager = (long long)(after.eager_segments - warm.eager_segments);
     /* AG_CUDA_EXACT_ALLOC=1 (gpu-check --memcheck) gives every step new
      * addresses: nothing replays there, by design */
-    const char *exact = getenv("AG_CUDA_EXACT_ALLOC");
-    if (GPU == AG_CUDA && !(exact && *exact == '1')) {
+    if (GPU == AG_CUDA && !check_env_on("AG_CUDA_EXACT_ALLOC")) {
         CHECK(launches > 0, "%s: no stretch of %d steps replayed from a graph (%lld captured, %lld run eagerly)",
               v->label, GRAPH_STEPS, captures, eager);
         CHECK(late == 0, "%s: %lld graphs captured after step %d, where every stretch had been seen: equal steps "
@@ -722,8 +721,7 @@ static void anomaly_case(void) {
 
 int main(void) {
     char why[256];
-    const char *on_cpu = getenv("AG_TEST_CUDA_ON_CPU");
-    if (on_cpu && *on_cpu == '1') {
+    if (check_env_on("AG_TEST_CUDA_ON_CPU")) {
         GPU = AG_CPU;
         printf("AG_TEST_CUDA_ON_CPU: both sides on the cpu (the test's own check, not the GPU's)\n");
     } else if (!ag_cuda_available(why, sizeof why)) {
@@ -752,7 +750,12 @@ int main(void) {
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) graphs_case(&variants[i]);
     anomaly_case();
 #ifdef AG_REAL_DOUBLE
-    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) gradcheck_model_case(&variants[i]);
+    /* AG_TEST_NO_GRADCHECK=1: as in tests/opcase_run.c, the bounds_ runs
+     * leave the finite differences to the plain run */
+    if (check_env_on("AG_TEST_NO_GRADCHECK"))
+        printf("AG_TEST_NO_GRADCHECK: no model gradcheck on the %s\n", ag_device_name(GPU));
+    else
+        for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) gradcheck_model_case(&variants[i]);
 #endif
     ag_shutdown();
     return check_summary("test_cuda_train");
