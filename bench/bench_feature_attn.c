@@ -18,29 +18,14 @@
  *
  * Threads: the engine's pool (AG_NUM_THREADS, else one per core). */
 #include "attngrad.h"
+#include "bench_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { B = 64, N = 30, D = 300 };
 static const double C = 5.0;
-
-static double clock_ms(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static ag_tensor *q, *k, *v;
 
@@ -67,11 +52,11 @@ static ag_tensor *axis(void) {
 static ag_tensor *fused(void) { return ag_feature_attention(q, k, v, direction_mask(), NULL, C, NULL); }
 
 static void step(ag_tensor *(*f)(void), const ag_tensor *seed, double *wall, double *cpu) {
-    double c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID), t0 = clock_ms(CLOCK_MONOTONIC);
+    double c0 = bench_cpu_ms(), t0 = bench_wall_ms();
     ag_backward_seeded_tensor(f(), seed);
     ag_sync();
-    *wall = clock_ms(CLOCK_MONOTONIC) - t0;
-    *cpu = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    *wall = bench_wall_ms() - t0;
+    *cpu = bench_cpu_ms() - c0;
     ag_step_end();
 }
 
@@ -108,8 +93,8 @@ int main(int argc, char **argv) {
            ag_device_name(device), reps);
     double wall[3];
     for (int f = 0; f < 3; f++) {
-        wall[f] = median(t + 2 * f * reps, reps);
-        printf("  %-42s %9.2f ms wall %9.2f ms cpu\n", names[f], wall[f], median(t + (2 * f + 1) * reps, reps));
+        wall[f] = bench_median(t + 2 * f * reps, reps);
+        printf("  %-42s %9.2f ms wall %9.2f ms cpu\n", names[f], wall[f], bench_median(t + (2 * f + 1) * reps, reps));
     }
     printf("  composed / fused: %.1fx   axis / fused: %.1fx\n", wall[0] / wall[2], wall[1] / wall[2]);
     free(t);

@@ -8,16 +8,13 @@
  * shape), "packed" is ag__gemm_packed against a B packed once, and
  * "packed+pack" adds the packing spread over one LSTM layer's 35 steps. */
 #include "../graph/internal.h"
+#include "bench_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); /* CPU time: the machine is shared */
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+/* Every time below is this thread's CPU time: the machine is shared. */
 
 typedef struct {
     const char *name;
@@ -57,15 +54,15 @@ static void small_products(int rounds) {
         int lda = sh->ta ? M : K, ldb = sh->tb ? K : N;
         double flops = 2.0 * M * N * K * BATCH * 10, best_blas = 1e30, best_small = 1e30;
         for (int r = 0; r < rounds; r++) {
-            double t0 = now();
+            double t0 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             for (int rep = 0; rep < 10; rep++)
                 for (int i = 0; i < BATCH; i++)
                     ag__gemm_serial(sh->ta, sh->tb, M, N, K, 1, A + i * sa, B + i * sb, 1, C + i * sc);
-            double t1 = now();
+            double t1 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             for (int rep = 0; rep < 10; rep++)
                 for (int i = 0; i < BATCH; i++)
                     ag__gemm_small(sh->ta, sh->tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, 1, C + i * sc, N, NULL);
-            double t2 = now();
+            double t2 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             if (t1 - t0 < best_blas) best_blas = t1 - t0;
             if (t2 - t1 < best_small) best_small = t2 - t1;
         }
@@ -134,13 +131,13 @@ static void step_products(int rounds) {
         for (int64_t i = 0; i < (int64_t)M * N; i++) C[i] = 0;
         double flops = 2.0 * M * N * K, best_blas = 1e30, best_kernel = 1e30, best_nopack = 1e30;
         for (int r = 0; r < rounds; r++) {
-            double t0 = now();
+            double t0 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             ag__gemm_blas(sh->ta, sh->tb, M, N, K, 1, A, B, 1, C);
-            double t1 = now();
+            double t1 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             ag__packed_b P = ag__pack_b(sh->tb, K, N, B);
-            double t2 = now();
+            double t2 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             ag__gemm_packed_op(sh->ta, M, A, sh->ta ? M : K, &P, 1, 1, C, N);
-            double t3 = now();
+            double t3 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             ag_step_end();
             if (t1 - t0 < best_blas) best_blas = t1 - t0;
             if (t3 - t1 < best_kernel) best_kernel = t3 - t1;
@@ -181,13 +178,13 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < (int64_t)M * N; i++) C[i] = 0;
         double flops = 2.0 * M * N * K * STEPS, best_blas = 1e30, best_packed = 1e30, best_pack = 1e30;
         for (int r = 0; r < rounds; r++) {
-            double t0 = now();
+            double t0 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             for (int i = 0; i < STEPS; i++) ag__gemm_blas(false, sh->tb, M, N, K, 1, A, B, 1, C);
-            double t1 = now();
+            double t1 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             ag__packed_b P = ag__pack_b(sh->tb, K, N, B);
-            double t2 = now();
+            double t2 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             for (int i = 0; i < STEPS; i++) ag__gemm_packed(M, A, K, &P, 1, 1, C, N);
-            double t3 = now();
+            double t3 = bench_seconds(CLOCK_THREAD_CPUTIME_ID);
             ag_step_end();
             if (t1 - t0 < best_blas) best_blas = t1 - t0;
             if (t3 - t2 < best_packed) best_packed = t3 - t2;

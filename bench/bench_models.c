@@ -49,6 +49,7 @@
  * arithmetic, and their losses must agree step by step.
  */
 #include "bench_batch.h"
+#include "bench_time.h"
 #include "../graph/internal.h"
 
 #include <limits.h>
@@ -67,12 +68,6 @@
 #ifdef AG_HAVE_OPENBLAS_THREADS
 void openblas_set_num_threads(int num_threads);
 #endif
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- GEMM accounting: a link-time wrapper around cblas_sgemm ---- */
 
@@ -145,7 +140,7 @@ static double running_since;
 /* A product starts: its start time, and the start of a stretch of wall
  * time with products running if none was. */
 static double product_begin(void) {
-    double t0 = now();
+    double t0 = bench_seconds(CLOCK_MONOTONIC);
     pthread_mutex_lock(&gemm_lock);
     if (products_running++ == 0) running_since = t0;
     pthread_mutex_unlock(&gemm_lock);
@@ -153,7 +148,7 @@ static double product_begin(void) {
 }
 
 static void count_product(char lib, char ta, char tb, int M, int N, int K, double t0) {
-    double t1 = now(), dt = t1 - t0;
+    double t1 = bench_seconds(CLOCK_MONOTONIC), dt = t1 - t0;
     pthread_mutex_lock(&gemm_lock);
     if (--products_running == 0) gemm.wall += t1 - running_since;
     gemm.seconds += dt;
@@ -165,7 +160,7 @@ static void count_product(char lib, char ta, char tb, int M, int N, int K, doubl
 
 /* A call that turned out not to be a product (ag__gemm_small refusing). */
 static void product_end_uncounted(void) {
-    double t1 = now();
+    double t1 = bench_seconds(CLOCK_MONOTONIC);
     pthread_mutex_lock(&gemm_lock);
     if (--products_running == 0) gemm.wall += t1 - running_since;
     pthread_mutex_unlock(&gemm_lock);
@@ -219,9 +214,9 @@ static double sgemm_peak(int n) {
     for (int i = 0; i < n * n; i++) a[i] = b[i] = (float)((i % 17) - 8) / 16;
     double best = 0;
     for (int r = 0; r < 5; r++) {
-        double t0 = now();
+        double t0 = bench_seconds(CLOCK_MONOTONIC);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-        double dt = now() - t0;
+        double dt = bench_seconds(CLOCK_MONOTONIC) - t0;
         if (r > 0 && 2.0 * n * n * n / dt > best) best = 2.0 * n * n * n / dt;
     }
     free(a), free(b), free(c);
@@ -250,9 +245,9 @@ static double memory_gbs(void) {
     rmw_job j = {x, y};
     double best = 0;
     for (int r = 0; r < 5; r++) {
-        double t0 = now();
+        double t0 = bench_seconds(CLOCK_MONOTONIC);
         ag__parallel_range(n, (int64_t)1 << 16, rmw_range, &j);
-        double dt = now() - t0;
+        double dt = bench_seconds(CLOCK_MONOTONIC) - t0;
         if (r > 0 && 12.0 * (double)n / dt > best) best = 12.0 * (double)n / dt;
     }
     free(x), free(y);
@@ -345,11 +340,6 @@ typedef struct {
 /* bench_forked's child writes it in one write() and the parent reads it in one read() */
 _Static_assert(sizeof(result) <= PIPE_BUF, "a result must fit one atomic pipe write");
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double quantile(const double *sorted, int n, double q) {
     double pos = q * (n - 1);
     int i = (int)pos;
@@ -371,7 +361,7 @@ static void keep_losses(result *r, const double *losses, int n) {
     double tail[5];
     int k = n < 5 ? n : 5;
     memcpy(tail, losses + n - k, (size_t)k * sizeof *tail);
-    qsort(tail, (size_t)k, sizeof *tail, cmp_double);
+    qsort(tail, (size_t)k, sizeof *tail, bench_cmp_double);
     r->loss_first = losses[0];
     r->loss_last = losses[n - 1];
     r->loss_tail = quantile(tail, k, 0.5);
@@ -410,7 +400,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
     ag_mem_stats stats0 = {0};
     for (int s = -warmup; s < steps; s++) {
         if (s == 0) before = gemm, shapes_on = want_shapes, stats0 = ag_memstats(), waits0 = stats0.device_waits;
-        double t0 = now();
+        double t0 = bench_seconds(CLOCK_MONOTONIC);
         ag_params_zero_grad(&m.params);
         ag_tensor *loss = ag_model_loss(&m, &b, true);
         double value = ag_item(loss);
@@ -420,13 +410,13 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         ag_optim_step(&opt);
         ag_step_end();
         ag_sync(); /* the GPU's queue drained: the step's whole work is inside dt */
-        double dt = now() - t0;
+        double dt = bench_seconds(CLOCK_MONOTONIC) - t0;
         losses[warmup + s] = value;
         if (s >= 0) ms[s] = 1e3 * dt;
     }
     shapes_on = 0;
     if (want_shapes) print_shapes(kind->name, steps, 0);
-    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    qsort(ms, (size_t)steps, sizeof *ms, bench_cmp_double);
     int64_t numel = ag_params_numel(&m.params);
     *res = (result){
         .B = B, .N = N, .params = numel,

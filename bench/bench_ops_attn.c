@@ -19,6 +19,7 @@
  * per core; ag_set_num_threads), which runs the parallel loops and cuts the
  * large GEMMs; OpenBLAS runs single-threaded under it. */
 #include "attngrad.h"
+#include "bench_time.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,21 +30,6 @@
 enum { B = 64, N = 64, D = 300, H = 6, DH = D / H, MIX = 5 };
 enum { MTSA_H = 2, MTSA_DH = D / MTSA_H }; /* MTSA's heads: one PAST, one FUTURE */
 
-static double clock_ms(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
-/* CPU time of the process (all threads): unlike wall time it does not count
- * time spent preempted, so it stays meaningful on a loaded machine when
- * OpenBLAS runs one thread. */
-static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static ag_device device = AG_CPU;
 static ag_params params;
@@ -108,11 +94,6 @@ typedef struct {
     double fwd, fwd_bwd, fwd_bwd_cpu;
 } timing;
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
 /* d(out), a fixed pattern, made once per row where the op runs: a GPU
  * backward reads it in place (a host array would be copied over each time). */
 static ag_tensor *make_seed(ag_params *seeds, const ag_tensor *out) {
@@ -129,14 +110,14 @@ static timing measure(ag_tensor *(*f)(void), int reps) {
     ag_params seeds = {0};
     ag_tensor *seed = NULL;
     for (int i = -3; i < reps; i++) { /* 3 warm-up runs grow the arena to size */
-        double c0 = cpu_ms(), t0 = now_ms();
+        double c0 = bench_cpu_ms(), t0 = bench_wall_ms();
         ag_tensor *out = f();
         ag_sync();
-        double t1 = now_ms();
+        double t1 = bench_wall_ms();
         if (!seed) seed = make_seed(&seeds, out);
         ag_backward_seeded_tensor(out, seed);
         ag_sync();
-        double t2 = now_ms(), c2 = cpu_ms();
+        double t2 = bench_wall_ms(), c2 = bench_cpu_ms();
         ag_step_end();
         if (i >= 0) {
             tf[i] = t1 - t0;
@@ -144,7 +125,7 @@ static timing measure(ag_tensor *(*f)(void), int reps) {
             tc[i] = c2 - c0;
         }
     }
-    timing t = {median(tf, reps), median(tb, reps), median(tc, reps)};
+    timing t = {bench_median(tf, reps), bench_median(tb, reps), bench_median(tc, reps)};
     free(tf);
     ag_params_free(&seeds);
     return t;

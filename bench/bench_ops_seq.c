@@ -15,6 +15,7 @@
  * per core; ag_set_num_threads), which runs the parallel loops and cuts the
  * large GEMMs; OpenBLAS runs single-threaded under it. */
 #include "attngrad.h"
+#include "bench_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,21 +24,6 @@
 
 static ag_device device = AG_CPU;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void fill(ag_tensor *t, ag_rng *r, double lo, double hi) {
     for (int64_t i = 0; i < t->size; i++) t->data[i] = (ag_real)(lo + (hi - lo) * ag_rng_uniform(r));
@@ -81,19 +67,19 @@ static void bench(const workload *w, int repeats) {
     for (int pass = 0; pass < 2; pass++) /* pass 0: forward only; pass 1: forward + backward */
         for (int i = -3; i < repeats; i++) {  /* 3 warm-up runs */
             w->setup(w->ctx, &r);
-            double t0 = now();
+            double t0 = bench_seconds(CLOCK_MONOTONIC);
             ag_tensor *out = w->forward(w->ctx);
             if (pass) {
                 if (!seed) seed = ones_like(&seeds, out);
                 ag_backward_seeded_tensor(out, seed);
             }
             ag_sync(); /* the GPU's queued work inside dt (on the CPU it returns at once) */
-            double dt = now() - t0;
+            double dt = bench_seconds(CLOCK_MONOTONIC) - t0;
             ag_step_end();
             if (i >= 0) (pass ? both : fwd)[i] = dt;
         }
-    double f = median(fwd, repeats), fb = median(both, repeats);
-    double fmin = fwd[0], fbmin = both[0]; /* sorted by median() */
+    double f = bench_median(fwd, repeats), fb = bench_median(both, repeats);
+    double fmin = fwd[0], fbmin = both[0]; /* sorted by bench_median() */
     printf("| %-34s | %7.2f | %7.2f | %7.2f | %7.2f | %7.2f | %7.1f |\n", w->name, 1e3 * f, 1e3 * fb,
            1e3 * (fb - f), 1e3 * fmin, 1e3 * fbmin, (w->gflop_fwd + w->gflop_bwd) / fb);
     free(fwd);

@@ -23,29 +23,13 @@
  * The last column is a hash of every parameter after the run: it must not
  * depend on the thread count. */
 #include "bench_batch.h"
+#include "bench_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { WARMUP = 3 };
-
-static double clock_ms(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static void profile(const ag_model_kind *kind, int steps, bool ops) {
     ag_model_config cfg = bench_config(kind);
@@ -67,18 +51,18 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
     double loss = 0;
     for (int i = -WARMUP; i < steps; i++) {
         if (i == 0 && ops) ag_profile_start();
-        double c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID), t0 = clock_ms(CLOCK_MONOTONIC);
+        double c0 = bench_cpu_ms(), t0 = bench_wall_ms();
         ag_params_zero_grad(&m.params);
         ag_tensor *l = ag_model_loss(&m, &b, true);
-        double t1 = clock_ms(CLOCK_MONOTONIC);
+        double t1 = bench_wall_ms();
         ag_backward(l);
         if (cfg.l2 > 0) ag_l2_grad(&m.params, cfg.l2);
         if (cfg.clip > 0) ag_clip_grad_norm(&m.params, cfg.clip); /* the LM's 0.25, MODELS.md §3 */
-        double t2 = clock_ms(CLOCK_MONOTONIC);
+        double t2 = bench_wall_ms();
         ag_optim_step(&opt);
         loss = ag_item(l);
         ag_step_end();
-        double t3 = clock_ms(CLOCK_MONOTONIC), c3 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+        double t3 = bench_wall_ms(), c3 = bench_cpu_ms();
         if (i >= 0) {
             wall[i] = t3 - t0;
             cpu[i] = c3 - c0;
@@ -97,8 +81,8 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
     }
     printf("%-12s B=%-3d N=%-3d d=%-4d min %8.2f  median %8.2f  cpu %8.2f  | fwd %7.2f bwd %7.2f optim %6.2f"
            "  loss %.6f  params %016llx\n",
-           kind->name, B, N, cfg.dim, best, median(wall, steps), median(cpu, steps), median(fwd, steps),
-           median(bwd, steps), median(upd, steps), loss, (unsigned long long)hash);
+           kind->name, B, N, cfg.dim, best, bench_median(wall, steps), bench_median(cpu, steps), bench_median(fwd, steps),
+           bench_median(bwd, steps), bench_median(upd, steps), loss, (unsigned long long)hash);
     if (ops) {
         ag_profile_report(stdout, steps, 40);
         ag_profile_stop();

@@ -18,6 +18,7 @@
  * An argument that is not an option filters the cases by substring. */
 #include "check.h"
 #include "opcase.h"
+#include "../bench/bench_time.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -254,22 +255,6 @@ static void dump_case(const op_case *c) {
 
 /* ---- timing ---- */
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
 /* The case's inputs as parameters on dev (persistent, moved once), so a
  * timed run is the op's work alone: forward, backward from a fixed d(out)
  * made once where the op runs, ag_step_end.  Each time ends with ag_sync
@@ -291,10 +276,10 @@ static void time_case(const op_case *c, ag_device dev, int reps) {
     ag_device old = ag_get_device();
     ag_set_device(dev);
     for (int r = -3; r < reps; r++) { /* 3 warm-up runs grow the arena to size */
-        double t0 = now_ms();
+        double t0 = bench_wall_ms();
         ag_tensor *out = c->forward(p);
         ag_sync();
-        double t1 = now_ms();
+        double t1 = bench_wall_ms();
         if (out->requires_grad && out->size > 0) {
             if (!seed) {
                 seed = ag_param(&seeds, "seed", out->ndim, out->shape);
@@ -304,12 +289,12 @@ static void time_case(const op_case *c, ag_device dev, int reps) {
             ag_backward_seeded_tensor(out, seed);
             ag_sync();
         }
-        double t2 = now_ms();
+        double t2 = bench_wall_ms();
         ag_step_end();
         if (r >= 0) fwd[r] = t1 - t0, both[r] = t2 - t0;
     }
     ag_set_device(old);
-    printf("%-56s %10.4f %12.4f\n", c->name, median(fwd, reps), median(both, reps));
+    printf("%-56s %10.4f %12.4f\n", c->name, bench_median(fwd, reps), bench_median(both, reps));
     free(fwd);
     ag_params_free(&seeds);
     ag_params_free(&inputs);
