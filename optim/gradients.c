@@ -54,16 +54,7 @@ static void sum_squares_blocks_cpu(const ag_real *x, int64_t n, double *block_sq
 
 static void sum_blocks_in_order_cpu(const double *block_sq, const int64_t *first, int arrays, bool per_array,
                                     double init, double *out) {
-    double total = init;
-    for (int a = 0; a < arrays; a++) {
-        double own = 0;
-        for (int64_t b = first[a]; b < first[a + 1]; b++) {
-            if (per_array) own += block_sq[b];
-            else total += block_sq[b];
-        }
-        if (per_array) total += own;
-    }
-    *out = total;
+    *out = ag__sum_blocks_in_order(block_sq, first, arrays, per_array, init);
 }
 
 /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just

@@ -28,6 +28,26 @@ typedef struct {
  * on either device and for any thread count. */
 enum { AG_SQ_BLOCK = 4096, AG_SQ_LANES = 8 };
 
+#ifndef AG_HD /* __host__ __device__ under nvcc (graph/prelude.cuh) */
+#define AG_HD
+#endif
+
+/* sum_blocks_in_order below, as the CPU runs it and CUDA's one thread
+ * does: one source, so the two devices add in the same order. */
+AG_HD static inline double ag__sum_blocks_in_order(const double *block_sq, const int64_t *first, int arrays,
+                                                   bool per_array, double init) {
+    double total = init;
+    for (int a = 0; a < arrays; a++) {
+        double own = 0;
+        for (int64_t b = first[a]; b < first[a + 1]; b++) {
+            if (per_array) own += block_sq[b];
+            else total += block_sq[b];
+        }
+        if (per_array) total += own;
+    }
+    return total;
+}
+
 /* One trained parameter's arrays for update_all: its slots in the order
  * the per-parameter entries take them (NULL where unused), and its
  * coefficients (an ag__ksgd, ag__kadam or ag__kadadelta) in the device's

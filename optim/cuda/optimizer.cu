@@ -83,16 +83,7 @@ __global__ void sum_squares_kernel(const ag_real *X, int64_t n, double *block_sq
 __global__ void sum_blocks_in_order_kernel(const double *block_sq, const int64_t *first, int arrays, bool per_array,
                                            double init, double *out) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    double total = init;
-    for (int a = 0; a < arrays; a++) {
-        double own = 0;
-        for (int64_t b = first[a]; b < first[a + 1]; b++) {
-            if (per_array) own += block_sq[b];
-            else total += block_sq[b];
-        }
-        if (per_array) total += own;
-    }
-    *out = total;
+    *out = ag__sum_blocks_in_order(block_sq, first, arrays, per_array, init);
 }
 
 /* torch's clip_grad_norm_ coefficient, from the sum of squares: as the
