@@ -570,6 +570,10 @@ void ag__cuda_zero(void *p, size_t bytes) {
     (void)p, (void)bytes;
     ag__fatal("zero", "%s", NO_CUDA);
 }
+void ag__cuda_zero_reals(ag_real *const *x, const int64_t *n, int count) {
+    (void)x, (void)n;
+    if (count > 0) ag__fatal("zero", "%s", NO_CUDA);
+}
 void ag__cuda_check_launch(const char *op) { (void)op; }
 void ag__cuda_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
                    int ldb, ag_real beta, ag_real *C, int ldc) {

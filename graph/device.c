@@ -86,6 +86,8 @@ const void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes) {
     return copy;
 }
 
+const void *ag__cuda_step_upload(const void *host, size_t bytes) { return ag__step_copy_on(AG_CUDA, host, bytes); }
+
 void ag__read_on(ag_device dev, void *host, const void *src, size_t bytes) {
     if (dev == AG_CUDA) ag__cuda_copy(host, AG_CPU, src, AG_CUDA, bytes);
     else memcpy(host, src, bytes);

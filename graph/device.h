@@ -69,6 +69,9 @@ void ag__cuda_shutdown(void);
  * the host waits for it (the only synchronisation, where values are read). */
 void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes);
 void ag__cuda_zero(void *p, size_t bytes);
+/* count device arrays of n[i] reals zeroed in one launch (graph/cuda_zero.cu);
+ * the pointer and length arrays in host memory. */
+void ag__cuda_zero_reals(ag_real *const *x, const int64_t *n, int count);
 /* C = alpha op(A) op(B) + beta C on cuBLAS, row-major as ag__gemm. */
 void ag__cuda_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda, const ag_real *B,
                    int ldb, ag_real beta, ag_real *C, int ldc);
@@ -137,6 +140,9 @@ void *ag__step_room_on(ag_device dev, void *room, size_t room_bytes, size_t byte
 /* bytes from the host in the device's step memory (the host's own on the
  * CPU): a staged copy that does not wait for the GPU. */
 const void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes);
+/* ag__step_copy_on(AG_CUDA, ...), for a CUDA table's launcher that sends
+ * its own small table (graph/prelude.cuh declares it for the .cu files). */
+const void *ag__cuda_step_upload(const void *host, size_t bytes);
 /* A copy of bytes from the host in the device's step memory on every
  * device (at least one byte): what an op keeps for its backward. */
 void *ag__step_dup_on(ag_device dev, const void *host, size_t bytes);

@@ -92,6 +92,9 @@ template <int THREADS, typename T> __device__ static inline T ag__block_sum(T *p
 
 /* The engine's one stream (graph/cuda.c). */
 extern "C" cudaStream_t ag__cuda_stream(void);
+/* bytes from the host in the device's step arena: a staged copy that
+ * does not wait (graph/device.c), for a launcher's table of arrays. */
+extern "C" const void *ag__cuda_step_upload(const void *host, size_t bytes);
 
 /* ---- launches: now, or recorded for a CUDA graph ----
  * Every kernel goes through ag__launch(kernel, grid, block, shared bytes,

@@ -233,24 +233,32 @@ int64_t ag_params_numel(const ag_params *ps) {
     return n;
 }
 
-/* The host's gradients in one parallel pass, up to ZERO_BATCH at a time
- * (a frame-sized list: zeroing takes no step memory). */
+/* The host's gradients in one parallel pass, the GPU's in one launch, up
+ * to ZERO_BATCH at a time (frame-sized lists: zeroing takes no step memory
+ * on the host). */
 enum { ZERO_BATCH = 64 };
 
 void ag_params_zero_grad(ag_params *ps) {
     void *grad[ZERO_BATCH];
     int64_t bytes[ZERO_BATCH];
-    int n = 0;
+    ag_real *dev_grad[ZERO_BATCH];
+    int64_t dev_n[ZERO_BATCH];
+    int n = 0, on_dev = 0;
+    bool any_dev = false;
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
         if (t->device == AG_CUDA) {
-            ag__cuda_zero(t->grad, (size_t)t->size * sizeof(ag_real));
+            any_dev = true;
+            dev_grad[on_dev] = t->grad, dev_n[on_dev++] = t->size;
+            if (on_dev == ZERO_BATCH) ag__cuda_zero_reals(dev_grad, dev_n, on_dev), on_dev = 0;
             continue;
         }
         grad[n] = t->grad, bytes[n++] = t->size * (int64_t)sizeof(ag_real);
         if (n == ZERO_BATCH) ag__zero_many(grad, bytes, n), n = 0;
     }
-    ag__zero_many(grad, bytes, n);
+    if (n) ag__zero_many(grad, bytes, n);
+    if (on_dev) ag__cuda_zero_reals(dev_grad, dev_n, on_dev);
+    if (any_dev) ag__kernels_done("ag_params_zero_grad", AG_CUDA);
 }
 
 void ag_param_freeze(ag_tensor *p) {

@@ -130,9 +130,13 @@ static ag_tensor *constant_view(const ag_tensor *t, const char *what) {
 ag_tensor *ag_source2token_weights(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
                                    ag_tensor *w2, ag_tensor *b2, ag_act act, ag_tensor **weights) {
     ag_tensor *scores = ag_linear(ag_dense(x, w1, b1, act), w2, b2);  /* [B,N,d] */
-    ag_tensor *alpha = ag_softmax_axis_len(scores, 1, lengths);       /* over valid t */
+    /* softmax over valid t, then the weighted sum over t, in one op: what
+     * ag_sum_axis(ag_mul(ag_softmax_axis_len(scores, 1, lengths), x), 1)
+     * computes, to the bit, in one launch each way on the GPU */
+    ag_tensor *alpha;
+    ag_tensor *pooled = ag__softmax_pool(scores, x, lengths, weights ? &alpha : NULL); /* [B,d] */
     if (weights) *weights = constant_view(alpha, "ag_source2token(weights)");
-    return ag_sum_axis(ag_mul(alpha, x), 1, false);                   /* [B,d] */
+    return pooled;
 }
 
 ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,

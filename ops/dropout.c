@@ -166,6 +166,13 @@ static void mask_cpu(uint8_t *kept, int64_t rows, int64_t row_len, int64_t first
     ag__parallel_range(rows * j.blocks_per_row, (MASK_GRAIN + per_job - 1) / per_job, mask_blocks, &j);
 }
 
+/* The CPU's forward: the mask, then its application (each on the pool). */
+static void forward_cpu(uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t rows, int64_t row_len,
+                        int64_t first_row, const uint64_t *seed, int64_t below) {
+    mask_cpu(kept, rows, row_len, first_row, seed, below);
+    apply_cpu(kept, x, scale, y, rows * row_len);
+}
+
 void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
     uint64_t seed = ag_rng_next(rng); /* taken whatever the size: the rng advances as on any batch */
     mask_cpu(kept, rows, row_len, row_base, &seed, ag__mask_below(keep));
@@ -196,8 +203,8 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     int64_t row_len = rows ? x->size / rows : 0;
     const ag__dropout_kernels *k = ag__dropout_on("ag_dropout", dev);
     uint8_t *kept = ag__step_alloc_on(dev, (size_t)(x->size > 0 ? x->size : 1));
-    k->mask(kept, rows, row_len, row_base, draw_on(dev, rng), ag__mask_below(keep));
-    k->apply(kept, x->data, (ag_real)(1 / keep), out->data, x->size);
+    k->forward(kept, x->data, (ag_real)(1 / keep), out->data, rows, row_len, row_base, draw_on(dev, rng),
+               ag__mask_below(keep));
     ag_node *n = ag__record("ag_dropout", dropout_backward, out, 1, &x);
     if (n) {
         n->saved = kept;
@@ -210,7 +217,7 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
 
 static const ag__dropout_kernels dropout_cpu = {
     .mask = mask_cpu,
-    .apply = apply_cpu,
+    .forward = forward_cpu,
     .backward = backward_cpu,
 };
 AG_DISPATCH(dropout, dropout_cpu)

@@ -15,8 +15,12 @@ typedef struct {
      * units. */
     void (*mask)(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
                  int64_t below);
-    /* y = kept ? scale x : 0; backward gx (+)= kept ? scale g : 0. */
-    void (*apply)(const uint8_t *kept, const ag__kreal *x, ag__kreal scale, ag__kreal *y, int64_t n);
+    /* The forward: that mask over x's rows, and y = kept ? scale x : 0, in
+     * one pass where the device can (CUDA: one launch; each generator
+     * stream applies what it draws). */
+    void (*forward)(uint8_t *kept, const ag__kreal *x, ag__kreal scale, ag__kreal *y, int64_t rows, int64_t row_len,
+                    int64_t row_base, const uint64_t *seed, int64_t below);
+    /* gx (+)= kept ? scale g : 0. */
     void (*backward)(const uint8_t *kept, const ag__kreal *g, ag__kreal scale, ag__kreal *gx, int64_t n, bool fresh);
 } ag__dropout_kernels;
 

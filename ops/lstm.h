@@ -40,9 +40,10 @@ typedef struct {
     /* [B,H] gradients of this layer's final h and c (ag_lstm_opts.h_n/c_n),
      * set by the final states' backward, which runs first, or NULL */
     ag__kreal *dh_final, *dc_final;
-    /* CUDA: the kernels' copies of row_b and of src (row k's position
-     * b*N + t in x and the output), made by the forward; NULL on the CPU */
-    int32_t *row_b_dev, *src_dev;
+    /* CUDA: the kernels' copies of row_b, of src (row k's position b*N + t
+     * in x and the output) and of next (row k's row at t+1, or -1), made by
+     * the forward; NULL on the CPU */
+    int32_t *row_b_dev, *src_dev, *next_dev;
 } ag__klstm;
 
 /* A layer's operands: x [B,N,in], W_ih [in,4H], W_hh [H,4H], the biases

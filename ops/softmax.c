@@ -329,6 +329,11 @@ typedef struct {
     ag_real *scratch;
     int64_t per_part;
     bool fresh;              /* backward: gx is new, store instead of add */
+    /* softmax pooling: the pooled values, the pooled output [outer, inner],
+     * the values' gradient and whether it is new */
+    const ag_real *values;
+    ag_real *pooled, *gvalues;
+    bool fresh_values;
 } len_job;
 
 static void softmax_len_range(void *ctx, int64_t o0, int64_t o1) {
@@ -351,6 +356,65 @@ static void softmax_len_grad_range(void *ctx, int64_t o0, int64_t o1) {
     }
 }
 
+/* ---- softmax pooling (ag__softmax_pool): the len softmax above, then the
+ * weighted sum over t in increasing order, as ag_sum_axis of ag_mul's
+ * products adds them (the same bits) ---- */
+
+AG_SIMD_CLONES
+static void pool_block_sum(const ag_real *A, const ag_real *X, ag_real *out, int64_t len, int64_t inner) {
+    for (int64_t k = 0; k < inner; k++) out[k] = 0;
+    for (int64_t t = 0; t < len; t++)
+        for (int64_t k = 0; k < inner; k++) out[k] += A[t * inner + k] * X[t * inner + k];
+}
+
+static void softmax_pool_range(void *ctx, int64_t o0, int64_t o1) {
+    const len_job *j = ctx;
+    ag_real *sum = j->scratch + o0 / j->per_part * 2 * j->v.inner;
+    ag__key *kmax = (ag__key *)(sum + j->v.inner);
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t base = o * j->v.n * j->v.inner, len = valid_len(&j->v, j->lengths, o);
+        softmax_len_block(j->x + base, j->y + base, len, j->v.n, j->v.inner, kmax, sum);
+        pool_block_sum(j->y + base, j->values + base, j->pooled + o * j->v.inner, len, j->v.inner);
+    }
+}
+
+/* Its backward on one block: the weights' gradient is g x (ag_mul's), then
+ * len softmax's backward of it; x's is g alpha. */
+AG_SIMD_CLONES
+static void pool_block_grad(const ag_real *A, const ag_real *X, const ag_real *G, ag_real *GS, bool fresh_s,
+                            ag_real *GX, bool fresh_x, int64_t len, int64_t n, int64_t inner, ag_real *dot) {
+    if (GS) {
+        for (int64_t k = 0; k < inner; k++) dot[k] = 0;
+        for (int64_t t = 0; t < len; t++)
+            for (int64_t k = 0; k < inner; k++) dot[k] += G[k] * X[t * inner + k] * A[t * inner + k];
+        for (int64_t t = 0; t < len; t++)
+            for (int64_t k = 0; k < inner; k++) {
+                ag_real d = A[t * inner + k] * (G[k] * X[t * inner + k] - dot[k]);
+                GS[t * inner + k] = fresh_s ? d : GS[t * inner + k] + d;
+            }
+        if (fresh_s) memset(GS + len * inner, 0, (size_t)((n - len) * inner) * sizeof *GS);
+    }
+    if (GX) {
+        for (int64_t t = 0; t < len; t++)
+            for (int64_t k = 0; k < inner; k++) {
+                ag_real d = G[k] * A[t * inner + k];
+                GX[t * inner + k] = fresh_x ? d : GX[t * inner + k] + d;
+            }
+        if (fresh_x) memset(GX + len * inner, 0, (size_t)((n - len) * inner) * sizeof *GX);
+    }
+}
+
+static void softmax_pool_grad_range(void *ctx, int64_t o0, int64_t o1) {
+    const len_job *j = ctx;
+    ag_real *dot = j->scratch + o0 / j->per_part * 2 * j->v.inner;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t base = o * j->v.n * j->v.inner;
+        pool_block_grad(j->fy + base, j->values + base, j->g + o * j->v.inner, j->gx ? j->gx + base : NULL, j->fresh,
+                        j->gvalues ? j->gvalues + base : NULL, j->fresh_values, valid_len(&j->v, j->lengths, o),
+                        j->v.n, j->v.inner, dot);
+    }
+}
+
 static void run_len_blocks(len_job *j, ag__range_fn fn) {
     j->per_part = ag__units_per_part(j->v.n * j->v.inner);
     int64_t parts = (j->v.outer + j->per_part - 1) / j->per_part;
@@ -368,6 +432,20 @@ static void len_backward_cpu(const ag_real *y, const ag_real *g, ag_real *gx, co
                              int64_t n, int64_t inner, int64_t per_example, bool fresh) {
     len_job j = {.v = {outer, n, inner, per_example}, .lengths = len, .fy = y, .g = g, .gx = gx, .fresh = fresh};
     run_len_blocks(&j, softmax_len_grad_range);
+}
+
+static void pool_forward_cpu(const ag_real *s, const ag_real *x, ag_real *alpha, ag_real *out, const int32_t *len,
+                             int64_t outer, int64_t n, int64_t inner, int64_t per_example) {
+    len_job j = {.v = {outer, n, inner, per_example}, .lengths = len, .x = s, .y = alpha, .values = x, .pooled = out};
+    run_len_blocks(&j, softmax_pool_range);
+}
+
+static void pool_backward_cpu(const ag_real *alpha, const ag_real *x, const ag_real *g, ag_real *gs, bool fresh_s,
+                              ag_real *gx, bool fresh_x, const int32_t *len, int64_t outer, int64_t n, int64_t inner,
+                              int64_t per_example) {
+    len_job j = {.v = {outer, n, inner, per_example}, .lengths = len, .fy = alpha, .values = x, .g = g, .gx = gs,
+                 .fresh = fresh_s, .gvalues = gx, .fresh_values = fresh_x};
+    run_len_blocks(&j, softmax_pool_grad_range);
 }
 
 /* n->saved: the lengths, in the output's device memory (or NULL). */
@@ -403,6 +481,59 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
     if (n) {
         n->iarg[0] = axis;
         n->saved = saved_len;
+    }
+    return out;
+}
+
+/* What the pooling's backward reads, in the device's memory: the weights,
+ * and the lengths (or NULL). */
+typedef struct {
+    const ag_real *alpha;
+    const int32_t *len;
+} pool_saved;
+
+/* inputs scores, x; n->saved: a pool_saved. */
+static void softmax_pool_backward(ag_node *n) {
+    ag_tensor *scores = n->in[0], *x = n->in[1];
+    const pool_saved *ps = n->saved;
+    axis_view v = view_along(scores, 1);
+    bool fresh_s = false, fresh_x = false;
+    ag_real *gs = ag__wants(n, 0) ? ag__grad_write(scores, &fresh_s) : NULL;
+    ag_real *gx = ag__wants(n, 1) ? ag__grad_write(x, &fresh_x) : NULL;
+    ag__softmax_on(n->op, n->out->device)
+        ->pool_backward(ps->alpha, x->data, n->out->grad, gs, fresh_s, gx, fresh_x, ps->len, v.outer, v.n, v.inner,
+                        v.per_example);
+}
+
+ag_tensor *ag__softmax_pool(ag_tensor *scores, ag_tensor *x, const int32_t *lengths, ag_tensor **alpha) {
+    const char *op = "ag__softmax_pool";
+    char ss[64], sx[64];
+    ag_device dev = ag__check_same_device(op, scores, x);
+    if (scores->ndim != 3 || x->ndim != 3 || memcmp(scores->shape, x->shape, 3 * sizeof(int)) != 0)
+        ag__fatal(op, "scores %s and x %s: want both [B,N,d]", ag_shape_str(scores, ss, sizeof ss),
+                  ag_shape_str(x, sx, sizeof sx));
+    int B = x->shape[0], N = x->shape[1], d = x->shape[2];
+    int32_t *saved_len = NULL;
+    if (lengths) {
+        for (int b = 0; b < B; b++)
+            if (lengths[b] < 0 || lengths[b] > N)
+                ag__fatal(op, "lengths[%d] = %d is outside [0, %d] (x %s)", b, (int)lengths[b], N,
+                          ag_shape_str(x, sx, sizeof sx));
+        saved_len = ag__step_i32_on(dev, lengths, B); /* the caller's array may change before backward */
+    }
+    axis_view v = view_along(x, 1);
+    ag_tensor *weights = ag__empty_on(dev, 3, x->shape), *out = ag__empty_on(dev, 2, (int[]){B, d});
+    ag__softmax_on(op, dev)->pool_forward(scores->data, x->data, weights->data, out->data, saved_len, v.outer, v.n,
+                                          v.inner, v.per_example);
+    ag_node *n = ag__record(op, softmax_pool_backward, out, 2, (ag_tensor *[]){scores, x});
+    if (n) {
+        pool_saved *ps = ag__arena_alloc(sizeof *ps);
+        *ps = (pool_saved){weights->data, saved_len};
+        n->saved = ps;
+    }
+    if (alpha) { /* a constant view of the weights, for heatmaps */
+        ag__stamp(weights, "ag__softmax_pool(weights)");
+        *alpha = weights;
     }
     return out;
 }
@@ -809,6 +940,8 @@ static const ag__softmax_kernels softmax_cpu = {
     .log_rows_backward = log_rows_backward_cpu,
     .len_forward = len_forward_cpu,
     .len_backward = len_backward_cpu,
+    .pool_forward = pool_forward_cpu,
+    .pool_backward = pool_backward_cpu,
     .mix_forward = mix_forward_cpu,
     .mix_backward = mix_backward_cpu,
     .axis_forward = axis_forward_cpu,

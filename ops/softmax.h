@@ -69,6 +69,17 @@ typedef struct {
                         int64_t per_example);
     void (*len_backward)(const ag__kreal *y, const ag__kreal *g, ag__kreal *gx, const int32_t *len, int64_t outer,
                          int64_t n, int64_t inner, int64_t per_example, bool fresh);
+    /* Softmax pooling (ag__softmax_pool), per (outer o, inner k) column:
+     * alpha = len_forward's softmax of s, out[o,k] = sum_{t<len} alpha[t]
+     * x[t] in increasing t.  Backward from g [outer, inner]: gs (+)=
+     * alpha (g x - sum_t (g x) alpha) over t < len, and gx (+)= g alpha; a
+     * fresh buffer (fresh_s, fresh_x) gets 0 at padded positions; gs or gx
+     * NULL: not wanted. */
+    void (*pool_forward)(const ag__kreal *s, const ag__kreal *x, ag__kreal *alpha, ag__kreal *out, const int32_t *len,
+                         int64_t outer, int64_t n, int64_t inner, int64_t per_example);
+    void (*pool_backward)(const ag__kreal *alpha, const ag__kreal *x, const ag__kreal *g, ag__kreal *gs, bool fresh_s,
+                          ag__kreal *gx, bool fresh_x, const int32_t *len, int64_t outer, int64_t n, int64_t inner,
+                          int64_t per_example);
     void (*mix_forward)(const ag__kmix *j, int64_t rows);
     void (*mix_backward)(const ag__kmix *j, int64_t rows);
     /* y = softmax(scale x + mask) along the plan's axis, each (outer o,
@@ -89,6 +100,18 @@ AG_KERNELS_END
 #include "attngrad.h"
 /* The table of dev's kernels (fatal, naming op, where this build has none). */
 const ag__softmax_kernels *ag__softmax_on(const char *op, ag_device dev);
+
+/* Source2token's pooling as one op: scores and x [B,N,d], lengths [B] (or
+ * NULL: all N) ->
+ *     alpha[b,:,j] = softmax over t < len[b] of scores[b,:,j]  (0 past it),
+ *     out[b,j] = sum_{t<len[b]} alpha[b,t,j] x[b,t,j]            [B,d],
+ * what ag_sum_axis(ag_mul(ag_softmax_axis_len(scores, 1, lengths), x), 1)
+ * computes, to its bits (the same operations in the same order).  An empty
+ * example pools to 0 with no gradient.  Gradients to scores and x.  alpha
+ * (not NULL) receives the weights [B,N,d] (read-only, no gradient, valid
+ * until ag_step_end).  On the GPU one launch forward (and the lengths'
+ * copy) and one backward, where the composition took four and four. */
+ag_tensor *ag__softmax_pool(ag_tensor *scores, ag_tensor *x, const int32_t *lengths, ag_tensor **alpha);
 #endif
 
 #endif

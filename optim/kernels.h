@@ -48,6 +48,10 @@ AG_HD static inline double ag__sum_blocks_in_order(const double *block_sq, const
     return total;
 }
 
+/* update_all's kind: ag_optim_kind's values (attngrad/optim.h, which the
+ * CUDA side does not include; optim/optimizer.c checks that they agree). */
+enum { AG__OPTIM_SGD, AG__OPTIM_ADAM, AG__OPTIM_ADAMW, AG__OPTIM_ADADELTA };
+
 /* One trained parameter's arrays for update_all: its slots in the order
  * the per-parameter entries take them (NULL where unused), and its
  * coefficients (an ag__ksgd, ag__kadam or ag__kadadelta) in the device's
@@ -75,8 +79,9 @@ typedef struct {
                      const double *gate);
     /* The updates of `count` parameters (kind: an ag_optim_kind), in one
      * parallel loop over all of them where the per-parameter entries run
-     * one loop each; the same bits.  spans in host memory.  NULL: the
-     * device runs the per-parameter entries (CUDA: one launch each). */
+     * one loop each (CUDA: one launch, after one copy of the spans); the
+     * same bits.  spans in host memory.  NULL: the device runs the
+     * per-parameter entries. */
     void (*update_all)(int kind, const ag__update_span *spans, int count, const double *gate);
 } ag__optim_kernels;
 
@@ -101,8 +106,9 @@ typedef struct {
     void (*step_gate)(const ag__kreal *loss, const double *sq, double *gate);
     void (*step_values)(const ag__kreal *loss, const double *sq, const double *psq, double *out);
     /* The same over `count` arrays in one pass (one parallel loop over all
-     * of them), the same bits; the pointer and length arrays in host
-     * memory.  NULL: the device runs the entries above once per array.
+     * of them; CUDA: one launch after one copy of the arrays' table), the
+     * same bits; the pointer and length arrays in host memory.  NULL: the
+     * device runs the entries above once per array.
      * sum_squares_blocks_all lays array a's blocks after array a-1's. */
     void (*sum_squares_blocks_all)(const ag__kreal *const *x, const int64_t *n, int count, double *block_sq);
     void (*scale_below_one_all)(ag__kreal *const *x, const int64_t *n, int count, const double *coef);

@@ -375,6 +375,10 @@ static void adadelta_cpu(const ag__kadadelta *c, ag_real *p, const ag_real *g, a
     update_all_cpu(AG_ADADELTA, &(ag__update_span){.coef = c, .p = p, .g = g, .s0 = v, .s1 = u, .n = n}, 1, gate);
 }
 
+_Static_assert((int)AG__OPTIM_SGD == (int)AG_SGD && (int)AG__OPTIM_ADAM == (int)AG_ADAM &&
+                   (int)AG__OPTIM_ADAMW == (int)AG_ADAMW && (int)AG__OPTIM_ADADELTA == (int)AG_ADADELTA,
+               "optim/kernels.h's update kinds are ag_optim_kind's values");
+
 static const ag__optim_kernels optim_cpu = {
     .sgd = sgd_cpu, .adam = adam_cpu, .adadelta = adadelta_cpu, .update_all = update_all_cpu};
 AG_DISPATCH(optim, optim_cpu)

@@ -6,6 +6,7 @@
  * broadcast of a mask and the library's masks made on the device (its mask
  * cache: the runner sets the current device to the inputs'). */
 #include "opcase.h"
+#include "../ops/softmax.h" /* ag__softmax_pool: source2token's pooling in one op */
 
 #include <math.h>
 #include <stdlib.h>
@@ -88,6 +89,44 @@ static ag_tensor *f_pool_len(ag_tensor **in) { return ag_softmax_axis_len(in[0],
 static ag_tensor *f_pool_axis2(ag_tensor **in) { return ag_softmax_axis_len(in[0], 2, len_41); }
 static ag_tensor *f_pool_neg_axis(ag_tensor **in) { return ag_softmax_axis_len(in[0], -2, len_41); }
 static ag_tensor *f_pool_nolen(ag_tensor **in) { return ag_softmax_axis_len(in[0], 0, NULL); }
+
+/* ---- softmax pooling (ag__softmax_pool): in[0] the scores, in[1] the
+ * values, both [B,N,d]: an empty example, padding, length 1, no lengths,
+ * the same tensor as scores and values (its gradient stored, then added),
+ * logits ~1e3 ---- */
+static int spool_354(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(3, 5, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(3, 5, 4));
+    return 2;
+}
+static int spool_n1(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 1, 3));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 1, 3));
+    return 2;
+}
+static int spool_large(ag_tensor **in, ag_rng *r) { /* near ties at 1e3: only a max-subtracted softmax is finite */
+    in[0] = quantized(tc_uniform(r, 995, 1000, true, SHAPE(2, 6, 3)), 1.0 / 64);
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 6, 3));
+    return 2;
+}
+static ag_tensor *f_spool_len(ag_tensor **in) { return ag__softmax_pool(in[0], in[1], len_503, NULL); }
+static ag_tensor *f_spool_nolen(ag_tensor **in) { return ag__softmax_pool(in[0], in[1], NULL, NULL); }
+static ag_tensor *f_spool_n1(ag_tensor **in) { return ag__softmax_pool(in[0], in[1], (const int32_t[]){1, 0}, NULL); }
+static ag_tensor *f_spool_same(ag_tensor **in) { return ag__softmax_pool(in[0], in[0], len_503, NULL); }
+static ag_tensor *f_spool_large(ag_tensor **in) { return ag__softmax_pool(in[0], in[1], (const int32_t[]){6, 2}, NULL); }
+/* The weights it hands out (constants: the scores take no gradient here,
+ * so the check's differences do not move them), pooled once more by a
+ * product: twice the pooled values, forward compared on the device. */
+static int spool_const_scores(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 0.1, 2.0, false, SHAPE(3, 5, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(3, 5, 4));
+    return 2;
+}
+static ag_tensor *f_spool_weights(ag_tensor **in) {
+    ag_tensor *alpha;
+    ag_tensor *out = ag__softmax_pool(in[0], in[1], len_503, &alpha);
+    return ag_add(out, ag_sum_axis(ag_mul(alpha, in[1]), 1, false));
+}
 
 /* ---- heads ---- */
 
@@ -315,6 +354,10 @@ static ag_tensor *f_sm_len_4d(ag_tensor **x) { /* [2,5,4,3] along 2: several sli
 }
 static ag_tensor *f_sm_len_none(ag_tensor **x) { return ag_softmax_axis_len(x[0], 1, NULL); }
 
+/* pooling at the device's sizes: widths 37 and 33 off multiples of 32 */
+static ag_tensor *f_spool_mid(ag_tensor **x) { return ag__softmax_pool(x[0], x[1], (const int32_t[]){7, 1, 0}, NULL); }
+static ag_tensor *f_spool_none(ag_tensor **x) { return ag__softmax_pool(x[0], x[1], NULL, NULL); }
+
 /* mixtures of 2 sources: z [2,5,2*37] or [2,5,2,37] over sources [2,5,37] */
 static ag_tensor *f_mix2(ag_tensor **x) { return ag_softmax_mix(x[0], (ag_tensor *[]){x[1], x[2]}, 2); }
 static ag_tensor *f_mix2_len(ag_tensor **x) {
@@ -369,6 +412,12 @@ const op_case attention_cases[] = {
     {"softmax_axis_len 4-D axis 2", pool_2342, f_pool_axis2, 0, 0},
     {"softmax_axis_len axis -2", pool_2342, f_pool_neg_axis, 0, 0},
     {"softmax_axis_len no lengths, axis 0", pool_354, f_pool_nolen, 0, 0},
+    {"softmax_pool [3,5,4] len 5,0,3", spool_354, f_spool_len, 0, 0},
+    {"softmax_pool no lengths", spool_354, f_spool_nolen, 0, 0},
+    {"softmax_pool N=1, len 1,0", spool_n1, f_spool_n1, 0, 0},
+    {"softmax_pool scores = values", spool_354, f_spool_same, 0, 0},
+    {"softmax_pool logits ~1e3", spool_large, f_spool_large, 0, 0},
+    {"softmax_pool weights handed out", spool_const_scores, f_spool_weights, 0, 0},
     {"softmax_mix 5 sources [B,N,5d]", mix_5, f_mix_5, 0, 0},
     {"softmax_mix_len lengths 3, 1", mix_5, f_mix_len, 0, 0},
     {"softmax_mix_len an empty example", mix_5, f_mix_len_empty, 0, 0},
@@ -424,6 +473,8 @@ const op_case attention_cases[] = {
     UNIFORM_CASE("softmax_axis_len [3,37] last", f_sm_len_last, -3, 3, DIMS(3, 37)),
     UNIFORM_CASE("softmax_axis_len [2,5,4,3] ax 2", f_sm_len_4d, -3, 3, DIMS(2, 5, 4, 3)),
     UNIFORM_CASE("softmax_axis_len [4,6,33] none", f_sm_len_none, -1000, 1000, DIMS(4, 6, 33)),
+    UNIFORM_CASE("softmax_pool [3,7,37] len 7,1,0", f_spool_mid, -3, 3, DIMS(3, 7, 37), DIMS(3, 7, 37)),
+    UNIFORM_CASE("softmax_pool [4,6,33] 1e3", f_spool_none, -1000, 1000, DIMS(4, 6, 33), DIMS(4, 6, 33)),
     /* softmax-gated mixtures */
     UNIFORM_CASE("softmax_mix [2,5,74] 2x37", f_mix2, -3, 3, DIMS(2, 5, 74), DIMS(2, 5, 37), DIMS(2, 5, 37)),
     UNIFORM_CASE("softmax_mix split [2,5,2,37]", f_mix2, -3, 3, DIMS(2, 5, 2, 37), DIMS(2, 5, 37), DIMS(2, 5, 37)),

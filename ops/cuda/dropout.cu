@@ -1,6 +1,6 @@
 /* dropout.cu - the CUDA side of ops/dropout.c: the mask is drawn here by
- * the CPU's generator and keying (ops/dropout_mask.h), bit for bit, then
- * applied; and its backward. */
+ * the CPU's generator and keying (ops/dropout_mask.h), bit for bit, and
+ * applied in the same kernel; and its backward. */
 #include "../../graph/prelude.cuh"
 #include "../dropout.h"
 
@@ -20,8 +20,22 @@ __global__ void dropout_mask_kernel(uint8_t *kept, int64_t rows, int64_t row_len
     }
 }
 
-__global__ void dropout_apply_kernel(const uint8_t *kept, const ag_real *X, ag_real scale, ag_real *Y, int64_t n) {
-    AG_CUDA_FOR(i, n) Y[i] = kept[i] ? scale * X[i] : 0;
+/* The mask kernel's threads, each then applying the elements it drew
+ * (i = s mod 8 in its block: the bytes it just wrote, read back by the
+ * thread that wrote them): the forward in one launch, where a mask
+ * kernel and an elementwise one took two. */
+__global__ void dropout_forward_kernel(uint8_t *kept, const ag_real *X, ag_real scale, ag_real *Y, int64_t rows,
+                                       int64_t row_len, int64_t blocks_per_row, int64_t row_base,
+                                       const uint64_t *seed_at, int64_t below) {
+    const uint64_t seed = *seed_at;
+    AG_CUDA_FOR(t, rows * blocks_per_row * AG_MASK_STREAMS) {
+        int64_t job = t / AG_MASK_STREAMS, row = job / blocks_per_row, blk = job % blocks_per_row;
+        int64_t first = row * row_len + blk * AG_MASK_BLOCK, left = row_len - blk * AG_MASK_BLOCK;
+        int64_t n = left < AG_MASK_BLOCK ? left : (int64_t)AG_MASK_BLOCK;
+        int s = (int)(t % AG_MASK_STREAMS);
+        ag__mask_stream(kept + first, n, ag__mask_block_key(seed, row_base + row, blk), s, below);
+        for (int64_t i = first + s; i < first + n; i += AG_MASK_STREAMS) Y[i] = kept[i] ? scale * X[i] : 0;
+    }
 }
 
 __global__ void dropout_grad_kernel(const uint8_t *kept, const ag_real *G, ag_real scale, ag_real *GX, int64_t n,
@@ -40,9 +54,12 @@ static void draw_mask(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_
                rows, row_len, blocks_per_row, row_base, seed, below);
 }
 
-static void apply_mask(const uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t n) {
-    if (n > 0)
-        ag__launch(dropout_apply_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, x, scale, y, n);
+static void forward(uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t rows, int64_t row_len,
+                    int64_t row_base, const uint64_t *seed, int64_t below) {
+    if (rows <= 0 || row_len <= 0) return;
+    int64_t blocks_per_row = (row_len + AG_MASK_BLOCK - 1) / AG_MASK_BLOCK;
+    ag__launch(dropout_forward_kernel, ag__cuda_blocks(rows * blocks_per_row * AG_MASK_STREAMS), AG_CUDA_THREADS, 0,
+               kept, x, scale, y, rows, row_len, blocks_per_row, row_base, seed, below);
 }
 
 static void mask_backward(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int64_t n, bool fresh) {
@@ -50,4 +67,4 @@ static void mask_backward(const uint8_t *kept, const ag_real *g, ag_real scale, 
         ag__launch(dropout_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, g, scale, gx, n, fresh);
 }
 
-extern "C" const ag__dropout_kernels ag__dropout_cuda = {draw_mask, apply_mask, mask_backward};
+extern "C" const ag__dropout_kernels ag__dropout_cuda = {draw_mask, forward, mask_backward};

@@ -1,11 +1,13 @@
 /* lstm.c - the LSTM's CUDA table (ops/lstm.h): the CPU's structure on
  * cuBLAS.  The same packed rows (the index is built on the host from the
  * host lengths, as in ops/lstm.c, and copied once per layer), the input
- * projection of every step as one GEMM, then per step the states before it
- * gathered, one [B_t,H] x [H,4H] GEMM and one fused cell kernel
- * (ops/cuda/lstm.cu).  Backward through time likewise: per step the cell
- * kernel, one GEMM for dh_{t-1}, and the weights' gradients as one GEMM
- * each over all rows.  Dropout's mask is the CPU's, bit for bit, drawn on
+ * projection of every step as one GEMM, then per step one [B_t,H] x [H,4H]
+ * GEMM and one fused cell kernel (ops/cuda/lstm.cu), which also hands h
+ * and c to the example's next row and h to the output: two launches a
+ * step, where a gather of the states before each step took a third.
+ * Backward through time likewise: per step the cell kernel and one GEMM
+ * for dh_{t-1} (read by the next cell kernel in the GEMM's row order, no
+ * scatter), and the weights' gradients as one GEMM each over all rows.  Dropout's mask is the CPU's, bit for bit, drawn on
  * the device (ops/dropout_mask.h) and put in packed order there.  Compiled
  * only in CUDA builds. */
 #include "../dispatch.h"
@@ -14,19 +16,25 @@
 #include "lstm.cuh"
 #include "../elementwise.h"
 
-/* The kernels' index in one copy: row_b [na], src [na], prev [na], last
- * [B]; s keeps row_b's and src's, prev and last are the forward's. */
+/* The kernels' index in one copy: row_b [na], src [na], prev [na], next
+ * [na] (row k's row at t+1, or -1: inverse of prev), last [B]; s keeps
+ * row_b's and src's, the others are the forward's. */
 static int32_t *upload_index(ag__klstm *s, int B, int N) {
     int64_t na = s->na;
-    int32_t *idx = ag__arena_alloc((size_t)(3 * na + B + 1) * sizeof *idx);
+    int32_t *idx = ag__arena_alloc((size_t)(4 * na + B + 1) * sizeof *idx);
     memcpy(idx, s->row_b, (size_t)na * sizeof *idx);
     for (int t = 0; t < s->T; t++)
         for (int k = s->off[t]; k < s->off[t + 1]; k++) idx[na + k] = s->row_b[k] * N + t;
     memcpy(idx + 2 * na, s->prev, (size_t)na * sizeof *idx);
-    memcpy(idx + 3 * na, s->last, (size_t)B * sizeof *idx);
-    int32_t *dev_idx = ag__to_device_i32(idx, 3 * na + B);
+    int32_t *next = idx + 3 * na;
+    for (int64_t k = 0; k < na; k++) next[k] = -1;
+    for (int64_t k = 0; k < na; k++)
+        if (s->prev[k] >= 0) next[s->prev[k]] = (int32_t)k;
+    memcpy(idx + 4 * na, s->last, (size_t)B * sizeof *idx);
+    int32_t *dev_idx = ag__to_device_i32(idx, 4 * na + B);
     s->row_b_dev = dev_idx;
     s->src_dev = dev_idx + na;
+    s->next_dev = dev_idx + 3 * na;
     return dev_idx;
 }
 
@@ -35,7 +43,7 @@ static void forward(ag__klstm *s, const ag__klstm_args *a, ag_real *c, ag_real *
     int B = a->B, N = a->N, in = a->in, H = a->H, T = s->T;
     int64_t na = s->na;
     int32_t *dev_idx = upload_index(s, B, N);
-    int32_t *prev_dev = dev_idx + 2 * na, *last_dev = dev_idx + 3 * na;
+    int32_t *prev_dev = dev_idx + 2 * na, *last_dev = dev_idx + 4 * na;
     if (rng) { /* drop_mask's mask, drawn on the device per example over [T, in], then put in packed order */
         int64_t row_len = (int64_t)T * in;
         uint8_t *by_row = ag__cuda_arena_alloc((size_t)(B * row_len + 1));
@@ -48,17 +56,20 @@ static void forward(ag__klstm *s, const ag__klstm_args *a, ag_real *c, ag_real *
     ag__lstm_bias_rows_cuda(a->b_ih, a->b_hh, s->gates, na, 4 * H);
     if (na > 0 && H > 0 && in > 0)
         ag__cuda_gemm(false, false, (int)na, 4 * H, in, 1, s->xin, in, a->w_ih, 4 * H, 1, s->gates, 4 * H);
+    /* Step 0's states come from h0/c0 (zeros without them); each later
+     * step's are written by the cells of the step before, into the row's
+     * next row (s->next_dev), with its output: two launches a step. */
+    ag__cuda_zero(out, (size_t)B * N * H * sizeof(ag_real)); /* zeros past each length */
+    if (T > 0) ag__lstm_states_before_cuda(s->h, c, prev_dev, s->row_b_dev, a->h0, a->c0, s->hprev, s->cprev, 0, s->off[1], H);
     for (int t = 0; t < T; t++) {
         int k0 = s->off[t], ba = s->off[t + 1] - k0;
-        ag__lstm_states_before_cuda(s->h, c, prev_dev, s->row_b_dev, a->h0, a->c0, s->hprev, s->cprev, k0, ba, H);
         if ((t > 0 || a->h0) && H > 0) /* h_{-1} = 0 without h0: its product would add exact zeros */
             ag__cuda_gemm(false, false, ba, 4 * H, H, 1, s->hprev + (int64_t)k0 * H, H, a->w_hh, 4 * H, 1,
                           s->gates + (int64_t)k0 * 4 * H, 4 * H);
-        ag__lstm_cells_forward_cuda(s->gates, s->cprev, c, s->h, s->tc, k0, ba, H);
+        ag__lstm_cells_forward_cuda(s->gates, s->cprev, c, s->h, s->tc, s->next_dev, s->src_dev, s->hprev, out, k0, ba,
+                                    H);
     }
     ag__lstm_final_states_cuda(s->h, c, last_dev, a->h0, a->c0, h_final, c_final, B, H);
-    ag__cuda_zero(out, (size_t)B * N * H * sizeof(ag_real)); /* zeros past each length */
-    ag__lstm_scatter_output_cuda(s->h, s->src_dev, out, na, H);
 }
 
 static void backward(ag__klstm *s, const ag__klstm_args *a, const ag_real *dY, const ag__klstm_grads *g) {
@@ -73,15 +84,18 @@ static void backward(ag__klstm *s, const ag__klstm_args *a, const ag_real *dY, c
     if (s->dc_final) ag__cuda_copy(dc, AG_CUDA, s->dc_final, AG_CUDA, bh);
     else ag__cuda_zero(dc, bh);
     s->dh_final = s->dc_final = NULL;
+    /* dh_{t-1} = dG_t W_hh^T goes to dhc in step t's row order, where the
+     * cells of step t-1 read it through each row's next row (an example
+     * with no row at t holds its final state's gradient in dh): no scatter
+     * a step. */
     for (int t = T - 1; t >= 0; t--) {
         int k0 = s->off[t], ba = s->off[t + 1] - k0;
-        ag__lstm_cells_backward_cuda(dG, s->gates, s->cprev, s->tc, dh, dY, dc, s->src_dev, s->row_b_dev, k0, ba, H);
+        const ag_real *dh_next = t + 1 < T ? dhc : NULL; /* none after the last step */
+        ag__lstm_cells_backward_cuda(dG, s->gates, s->cprev, s->tc, dh, dh_next, s->next_dev, t + 1 < T ? s->off[t + 1] : 0,
+                                     dY, dc, s->src_dev, s->row_b_dev, k0, ba, H);
         if (!(t > 0 || g->h0) || H == 0) continue;
-        /* dh_{t-1} = dG_t W_hh^T on this step's rows; the others keep theirs */
-        bool all = ba == B;
-        ag__cuda_gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, 4 * H, a->w_hh, 4 * H, 0,
-                      all ? dh : dhc, H);
-        if (!all) ag__lstm_scatter_rows_cuda(dhc, s->row_b_dev, dh, k0, ba, H);
+        ag__cuda_gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, 4 * H, a->w_hh, 4 * H, 0, dhc, H);
+        if (t == 0) ag__lstm_scatter_rows_cuda(dhc, s->row_b_dev, dh, 0, ba, H); /* h0's gradient, by example */
     }
     if (g->h0) ag__elementwise_cuda.add_into(g->h0, dh, (int64_t)B * H);
     if (g->c0) ag__elementwise_cuda.add_into(g->c0, dc, (int64_t)B * H);

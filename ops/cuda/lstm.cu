@@ -66,9 +66,12 @@ __global__ void lstm_states_before_kernel(const ag_real *Hs, const ag_real *Cs, 
 }
 
 /* ops/lstm.c's cell_row_forward, element j of row k: the gates activated
- * in place, c, tanh(c) and h. */
+ * in place, c, tanh(c) and h; and what the CPU copies after the step, in
+ * the same pass: h and c into the row's next row's h_{t-1} and c_{t-1}
+ * (next[k] >= 0), h into the output at src[k] (the caller zeroed the rest). */
 __global__ void lstm_cells_forward_kernel(ag_real *GATES, const ag_real *CPREV, ag_real *C, ag_real *Hs, ag_real *TC,
-                                          int k0, int rows, int H) {
+                                          const int32_t *next, const int32_t *src, ag_real *HPREV_NEXT,
+                                          ag_real *CPREV_NEXT, ag_real *OUT, int k0, int rows, int H) {
     FOR_ROWS(x, rows, H) {
         int64_t k = k0 + x / H;
         int j = (int)(x % H);
@@ -76,19 +79,16 @@ __global__ void lstm_cells_forward_kernel(ag_real *GATES, const ag_real *CPREV, 
         ag_real i = ag__vsigmoid(a[j]), f = ag__vsigmoid(a[H + j]), g = ag__vtanh(a[2 * H + j]),
                 o = ag__vsigmoid(a[3 * H + j]);
         a[j] = i, a[H + j] = f, a[2 * H + j] = g, a[3 * H + j] = o;
-        ag_real cj = f * CPREV[k * H + j] + i * g, t = ag__vtanh(cj);
+        ag_real cj = f * CPREV[k * H + j] + i * g, t = ag__vtanh(cj), hj = o * t;
         C[k * H + j] = cj;
         TC[k * H + j] = t;
-        Hs[k * H + j] = o * t;
-    }
-}
-
-/* out[src[k]] = h[k]; the caller zeroed out (padded positions stay 0). */
-__global__ void lstm_scatter_output_kernel(const ag_real *Hs, const int32_t *src, ag_real *OUT, int64_t rows, int H) {
-    FOR_ROWS(x, rows, H) {
-        int64_t k = x / H;
-        int j = (int)(x % H);
-        OUT[(int64_t)src[k] * H + j] = Hs[x];
+        Hs[k * H + j] = hj;
+        OUT[(int64_t)src[k] * H + j] = hj;
+        int64_t n = next[k];
+        if (n >= 0) {
+            HPREV_NEXT[n * H + j] = hj;
+            CPREV_NEXT[n * H + j] = cj;
+        }
     }
 }
 
@@ -105,18 +105,23 @@ __global__ void lstm_final_states_kernel(const ag_real *Hs, const ag_real *C, co
 }
 
 /* ops/lstm.c's cell_row_backward, element j of row k: dh and dc are by
- * example (row_b[k]), dY [B,N,H] at row src[k]; dc is updated in place. */
+ * example (row_b[k]), dY [B,N,H] at row src[k]; dc is updated in place.
+ * dh_t from step t+1 is DH_NEXT's row next[k] - next_k0 (the product
+ * dG_{t+1} W_hh^T in step t+1's row order) where the example has a row at
+ * t+1, else DH's (its final state's gradient). */
 __global__ void lstm_cells_backward_kernel(ag_real *DG, const ag_real *GATES, const ag_real *CPREV, const ag_real *TC,
-                                           const ag_real *DH, const ag_real *DY, ag_real *DC, const int32_t *src,
-                                           const int32_t *row_b, int k0, int rows, int H) {
+                                           const ag_real *DH, const ag_real *DH_NEXT, const int32_t *next, int next_k0,
+                                           const ag_real *DY, ag_real *DC, const int32_t *src, const int32_t *row_b,
+                                           int k0, int rows, int H) {
     FOR_ROWS(x, rows, H) {
         int64_t k = k0 + x / H;
         int j = (int)(x % H);
-        int64_t bj = (int64_t)row_b[k] * H + j;
+        int64_t bj = (int64_t)row_b[k] * H + j, n = DH_NEXT ? next[k] : -1;
         const ag_real *a = GATES + k * 4 * H;
         ag_real *d = DG + k * 4 * H;
         ag_real i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], tc = TC[k * H + j];
-        ag_real dht = DH[bj] + DY[(int64_t)src[k] * H + j];
+        ag_real dh = n >= 0 ? DH_NEXT[(n - next_k0) * H + j] : DH[bj];
+        ag_real dht = dh + DY[(int64_t)src[k] * H + j];
         ag_real dct = DC[bj] + dht * o * (1 - tc * tc);
         d[j] = dct * g * i * (1 - i);
         d[H + j] = dct * CPREV[k * H + j] * f * (1 - f);
@@ -186,16 +191,12 @@ extern "C" void ag__lstm_states_before_cuda(const ag_real *h, const ag_real *c, 
                    h0, c0, hprev, cprev, k0, rows, H);
 }
 
-extern "C" void ag__lstm_cells_forward_cuda(ag_real *gates, const ag_real *cprev, ag_real *c, ag_real *h, ag_real *tc,
+extern "C" void ag__lstm_cells_forward_cuda(ag_real *gates, ag_real *cprev, ag_real *c, ag_real *h, ag_real *tc,
+                                            const int32_t *next, const int32_t *src, ag_real *hprev, ag_real *out,
                                             int k0, int rows, int H) {
     if ((int64_t)rows * H > 0)
-        ag__launch(lstm_cells_forward_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, gates, cprev, c,
-                   h, tc, k0, rows, H);
-}
-
-extern "C" void ag__lstm_scatter_output_cuda(const ag_real *h, const int32_t *src, ag_real *out, int64_t rows, int H) {
-    if (rows * H > 0)
-        ag__launch(lstm_scatter_output_kernel, ag__cuda_blocks(rows * H), AG_CUDA_THREADS, 0, h, src, out, rows, H);
+        ag__launch(lstm_cells_forward_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, gates,
+                   (const ag_real *)cprev, c, h, tc, next, src, hprev, cprev, out, k0, rows, H);
 }
 
 extern "C" void ag__lstm_final_states_cuda(const ag_real *h, const ag_real *c, const int32_t *last, const ag_real *h0,
@@ -206,11 +207,12 @@ extern "C" void ag__lstm_final_states_cuda(const ag_real *h, const ag_real *c, c
 }
 
 extern "C" void ag__lstm_cells_backward_cuda(ag_real *dG, const ag_real *gates, const ag_real *cprev, const ag_real *tc,
-                                             const ag_real *dh, const ag_real *dY, ag_real *dc, const int32_t *src,
-                                             const int32_t *row_b, int k0, int rows, int H) {
+                                             const ag_real *dh, const ag_real *dh_next, const int32_t *next, int next_k0,
+                                             const ag_real *dY, ag_real *dc, const int32_t *src, const int32_t *row_b,
+                                             int k0, int rows, int H) {
     if ((int64_t)rows * H > 0)
         ag__launch(lstm_cells_backward_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, dG, gates, cprev,
-                   tc, dh, dY, dc, src, row_b, k0, rows, H);
+                   tc, dh, dh_next, next, next_k0, dY, dc, src, row_b, k0, rows, H);
 }
 
 extern "C" void ag__lstm_scatter_rows_cuda(const ag_real *dhc, const int32_t *row_b, ag_real *dh, int k0, int rows,

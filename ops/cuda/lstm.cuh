@@ -23,14 +23,20 @@ void ag__lstm_bias_rows_cuda(const ag__kreal *b_ih, const ag__kreal *b_hh, ag__k
 void ag__lstm_states_before_cuda(const ag__kreal *h, const ag__kreal *c, const int32_t *prev, const int32_t *row_b,
                                  const ag__kreal *h0, const ag__kreal *c0, ag__kreal *hprev, ag__kreal *cprev, int k0,
                                  int rows, int H);
-void ag__lstm_cells_forward_cuda(ag__kreal *gates, const ag__kreal *cprev, ag__kreal *c, ag__kreal *h, ag__kreal *tc,
-                                 int k0, int rows, int H);
-void ag__lstm_scatter_output_cuda(const ag__kreal *h, const int32_t *src, ag__kreal *out, int64_t rows, int H);
+/* A step's cells; they also write each row's h and c into its next row's
+ * hprev and cprev (next[k] >= 0) and h into out at src[k], so the next
+ * step needs no gather and the layer no scatter. */
+void ag__lstm_cells_forward_cuda(ag__kreal *gates, ag__kreal *cprev, ag__kreal *c, ag__kreal *h, ag__kreal *tc,
+                                 const int32_t *next, const int32_t *src, ag__kreal *hprev, ag__kreal *out, int k0,
+                                 int rows, int H);
 void ag__lstm_final_states_cuda(const ag__kreal *h, const ag__kreal *c, const int32_t *last, const ag__kreal *h0,
                                 const ag__kreal *c0, ag__kreal *h_final, ag__kreal *c_final, int B, int H);
+/* dh_next (or NULL at the last step): dG_{t+1} W_hh^T in step t+1's row
+ * order, its first row next_k0; a row with no next row reads dh (by example). */
 void ag__lstm_cells_backward_cuda(ag__kreal *dG, const ag__kreal *gates, const ag__kreal *cprev, const ag__kreal *tc,
-                                  const ag__kreal *dh, const ag__kreal *dY, ag__kreal *dc, const int32_t *src,
-                                  const int32_t *row_b, int k0, int rows, int H);
+                                  const ag__kreal *dh, const ag__kreal *dh_next, const int32_t *next, int next_k0,
+                                  const ag__kreal *dY, ag__kreal *dc, const int32_t *src, const int32_t *row_b, int k0,
+                                  int rows, int H);
 void ag__lstm_scatter_rows_cuda(const ag__kreal *dhc, const int32_t *row_b, ag__kreal *dh, int k0, int rows, int H);
 void ag__lstm_column_sums_cuda(const ag__kreal *G, int64_t rows, int n, ag__kreal *g1, ag__kreal *g2);
 void ag__lstm_scatter_input_grad_cuda(const ag__kreal *dxin, const int32_t *src, const uint8_t *kept, ag__kreal scale,

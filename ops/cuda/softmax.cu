@@ -173,6 +173,79 @@ __global__ void softmax_len_grad_kernel(const ag_real *Y, const ag_real *G, ag_r
     }
 }
 
+/* Softmax pooling: softmax_len_kernel's column, then the weighted sum over
+ * t in increasing order (the CPU's pool_block_sum). */
+__global__ void softmax_pool_kernel(const ag_real *S, const ag_real *X, ag_real *A, ag_real *OUT, const int32_t *L,
+                                    int64_t outer, int64_t n, int64_t inner, int64_t per_example) {
+    AG_CUDA_FOR(i, outer * inner) {
+        int64_t o = i / inner, k = i % inner, len = L ? L[o / per_example] : n, at = o * n * inner + k;
+        const ag_real *s = S + at, *x = X + at;
+        ag_real *a = A + at;
+        for (int64_t t = len; t < n; t++) a[t * inner] = 0; /* padding: weight 0 */
+        ag_real pooled = 0;
+        if (len > 0) {
+            ag_real mx = s[0];
+            for (int64_t t = 1; t < len; t++) mx = fmax(mx, s[t * inner]);
+            ag_real sum = 0;
+            for (int64_t t = 0; t < len; t++) {
+                ag_real e = ag__vexp_nonpos(s[t * inner] - mx);
+                a[t * inner] = e;
+                sum += e;
+            }
+            ag_real inv = 1 / sum;
+            for (int64_t t = 0; t < len; t++) a[t * inner] *= inv;
+            for (int64_t t = 0; t < len; t++) pooled += a[t * inner] * x[t * inner];
+        }
+        OUT[o * inner + k] = pooled;
+    }
+}
+
+/* Its backward, the CPU's pool_block_grad for one column. */
+__global__ void softmax_pool_grad_kernel(const ag_real *A, const ag_real *X, const ag_real *G, ag_real *GS, bool fresh_s,
+                                         ag_real *GX, bool fresh_x, const int32_t *L, int64_t outer, int64_t n,
+                                         int64_t inner, int64_t per_example) {
+    AG_CUDA_FOR(i, outer * inner) {
+        int64_t o = i / inner, k = i % inner, len = L ? L[o / per_example] : n, at = o * n * inner + k;
+        const ag_real *a = A + at, *x = X + at;
+        const ag_real g = G[o * inner + k];
+        if (GS) {
+            ag_real *gs = GS + at;
+            ag_real dot = 0;
+            for (int64_t t = 0; t < len; t++) dot += g * x[t * inner] * a[t * inner];
+            for (int64_t t = 0; t < len; t++) {
+                ag_real d = a[t * inner] * (g * x[t * inner] - dot);
+                gs[t * inner] = fresh_s ? d : gs[t * inner] + d;
+            }
+            if (fresh_s)
+                for (int64_t t = len; t < n; t++) gs[t * inner] = 0;
+        }
+        if (GX) {
+            ag_real *gx = GX + at;
+            for (int64_t t = 0; t < len; t++) {
+                ag_real d = g * a[t * inner];
+                gx[t * inner] = fresh_x ? d : gx[t * inner] + d;
+            }
+            if (fresh_x)
+                for (int64_t t = len; t < n; t++) gx[t * inner] = 0;
+        }
+    }
+}
+
+static void softmax_pool(const ag_real *s, const ag_real *x, ag_real *alpha, ag_real *out, const int32_t *len,
+                         int64_t outer, int64_t n, int64_t inner, int64_t per_example) {
+    if (outer * inner > 0)
+        ag__launch(softmax_pool_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, s, x, alpha, out, len,
+                   outer, n, inner, per_example);
+}
+
+static void softmax_pool_grad(const ag_real *alpha, const ag_real *x, const ag_real *g, ag_real *gs, bool fresh_s,
+                              ag_real *gx, bool fresh_x, const int32_t *len, int64_t outer, int64_t n, int64_t inner,
+                              int64_t per_example) {
+    if (outer * inner > 0 && n > 0 && (gs || gx))
+        ag__launch(softmax_pool_grad_kernel, ag__cuda_blocks(outer * inner), AG_CUDA_THREADS, 0, alpha, x, g, gs,
+                   fresh_s, gx, fresh_x, len, outer, n, inner, per_example);
+}
+
 static void softmax_len(const ag_real *x, ag_real *y, const int32_t *len, int64_t outer, int64_t n,
                                      int64_t inner, int64_t per_example) {
     if (outer * inner > 0 && n > 0)
@@ -339,6 +412,7 @@ static void softmax_axis_grad(const ag__kaxis *p, const ag_real *y, const ag_rea
 
 extern "C" const ag__softmax_kernels ag__softmax_cuda = {
     softmax_rows_forward, softmax_rows_backward, log_softmax_rows, log_softmax_rows_grad,
-    softmax_len,          softmax_len_grad,      softmax_mix_forward, softmax_mix_backward,
+    softmax_len,          softmax_len_grad,      softmax_pool,        softmax_pool_grad,
+    softmax_mix_forward,  softmax_mix_backward,
     softmax_axis,         softmax_axis_grad,
 };

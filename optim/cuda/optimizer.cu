@@ -11,48 +11,87 @@
  * graph (graph/cuda_graph.cu).  gate, when not NULL, is a value on the
  * device that skips the update unless finite (the training step's loss and
  * gradient norm: the host learns of it after the step, not before). */
+__device__ static inline void sgd_element(const ag__ksgd &c, ag_real *P, const ag_real *G, ag_real *buf, int64_t j) {
+    ag_real g = G[j];
+    if (c.wd != 0) g += c.wd * P[j];
+    if (buf) {
+        buf[j] = c.first ? g : c.mu * buf[j] + c.keep * g;
+        g = c.nesterov ? g + c.mu * buf[j] : buf[j];
+    }
+    P[j] -= c.lr * g;
+}
+
+__device__ static inline void adam_element(const ag__kadam &c, ag_real *P, const ag_real *G, ag_real *m, ag_real *v,
+                                           ag_real *vmax, int64_t j) {
+    ag_real g = G[j];
+    if (c.coupled_decay) g += c.l2 * P[j];
+    if (c.decoupled_decay) P[j] *= c.decay;
+    m[j] = c.b1 * m[j] + c.one_b1 * g;
+    v[j] = c.b2 * v[j] + c.one_b2 * g * g;
+    ag_real second = v[j];
+    if (vmax) second = vmax[j] = v[j] > vmax[j] ? v[j] : vmax[j];
+    P[j] -= c.step_size * m[j] / (sqrt(second) / c.bc2_sqrt + c.eps);
+}
+
+__device__ static inline void adadelta_element(const ag__kadadelta &c, ag_real *P, const ag_real *G, ag_real *v,
+                                               ag_real *u, int64_t j) {
+    ag_real g = G[j];
+    if (c.wd != 0) g += c.wd * P[j];
+    v[j] = c.rho * v[j] + c.one_rho * g * g;
+    ag_real delta = sqrt(u[j] + c.eps) / sqrt(v[j] + c.eps) * g;
+    u[j] = c.rho * u[j] + c.one_rho * delta * delta;
+    P[j] -= c.lr * delta;
+}
+
 __global__ void sgd_kernel(const ag__ksgd *cp, ag_real *P, const ag_real *G, ag_real *buf, int64_t n,
                            const double *gate) {
     if (gate && !isfinite(*gate)) return;
     const ag__ksgd c = *cp;
-    AG_CUDA_FOR(j, n) {
-        ag_real g = G[j];
-        if (c.wd != 0) g += c.wd * P[j];
-        if (buf) {
-            buf[j] = c.first ? g : c.mu * buf[j] + c.keep * g;
-            g = c.nesterov ? g + c.mu * buf[j] : buf[j];
-        }
-        P[j] -= c.lr * g;
-    }
+    AG_CUDA_FOR(j, n) sgd_element(c, P, G, buf, j);
 }
 
 __global__ void adam_kernel(const ag__kadam *cp, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
                             int64_t n, const double *gate) {
     if (gate && !isfinite(*gate)) return;
     const ag__kadam c = *cp;
-    AG_CUDA_FOR(j, n) {
-        ag_real g = G[j];
-        if (c.coupled_decay) g += c.l2 * P[j];
-        if (c.decoupled_decay) P[j] *= c.decay;
-        m[j] = c.b1 * m[j] + c.one_b1 * g;
-        v[j] = c.b2 * v[j] + c.one_b2 * g * g;
-        ag_real second = v[j];
-        if (vmax) second = vmax[j] = v[j] > vmax[j] ? v[j] : vmax[j];
-        P[j] -= c.step_size * m[j] / (sqrt(second) / c.bc2_sqrt + c.eps);
-    }
+    AG_CUDA_FOR(j, n) adam_element(c, P, G, m, v, vmax, j);
 }
 
 __global__ void adadelta_kernel(const ag__kadadelta *cp, ag_real *P, const ag_real *G, ag_real *v, ag_real *u,
                                 int64_t n, const double *gate) {
     if (gate && !isfinite(*gate)) return;
     const ag__kadadelta c = *cp;
-    AG_CUDA_FOR(j, n) {
-        ag_real g = G[j];
-        if (c.wd != 0) g += c.wd * P[j];
-        v[j] = c.rho * v[j] + c.one_rho * g * g;
-        ag_real delta = sqrt(u[j] + c.eps) / sqrt(v[j] + c.eps) * g;
-        u[j] = c.rho * u[j] + c.one_rho * delta * delta;
-        P[j] -= c.lr * delta;
+    AG_CUDA_FOR(j, n) adadelta_element(c, P, G, v, u, j);
+}
+
+/* ---- many arrays in one launch (the *_all entries) ----
+ * blockIdx.y is the array (a span, or a table entry); the x blocks stride
+ * over its elements, those past a small array's end returning at once.  A
+ * step's update, norms, clipping and L2 term took one launch per parameter
+ * each; the table of arrays goes over in one staged copy per launch. */
+#define AG_FOR_ARRAY(i, n) AG_CUDA_FOR(i, n)
+
+__global__ void update_all_kernel(int kind, const ag__update_span *spans, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
+    const ag__update_span u = spans[blockIdx.y];
+    switch (kind) {
+    case AG__OPTIM_SGD: {
+        const ag__ksgd c = *(const ag__ksgd *)u.coef;
+        AG_FOR_ARRAY(j, u.n) sgd_element(c, u.p, u.g, u.s0, j);
+        break;
+    }
+    case AG__OPTIM_ADAM:
+    case AG__OPTIM_ADAMW: {
+        const ag__kadam c = *(const ag__kadam *)u.coef;
+        AG_FOR_ARRAY(j, u.n) adam_element(c, u.p, u.g, u.s0, u.s1, u.s2, j);
+        break;
+    }
+    case AG__OPTIM_ADADELTA: {
+        const ag__kadadelta c = *(const ag__kadadelta *)u.coef;
+        AG_FOR_ARRAY(j, u.n) adadelta_element(c, u.p, u.g, u.s0, u.s1, j);
+        break;
+    }
+    default: break;
     }
 }
 
@@ -60,9 +99,9 @@ __global__ void adadelta_kernel(const ag__kadadelta *cp, ag_real *P, const ag_re
  * increasing k, as the CPU's lane l does; lane 0 then adds the 8 lanes in
  * order.  A block of 8 threads per 4096 elements is slow next to a tree,
  * and bit-equal to the CPU, which is what the clipping's norm needs. */
-__global__ void sum_squares_kernel(const ag_real *X, int64_t n, double *block_sq, int64_t blocks) {
+__device__ static inline void sum_squares_blocks_of(const ag_real *X, int64_t n, double *block_sq, int64_t blocks,
+                                                    int64_t b) {
     __shared__ double lane[32][AG_SQ_LANES];
-    int64_t b = blockIdx.x * (int64_t)blockDim.y + threadIdx.y;
     double acc = 0;
     if (b < blocks) {
         int64_t begin = b * AG_SQ_BLOCK, end = begin + AG_SQ_BLOCK < n ? begin + AG_SQ_BLOCK : n;
@@ -75,6 +114,28 @@ __global__ void sum_squares_kernel(const ag_real *X, int64_t n, double *block_sq
         for (int l = 0; l < AG_SQ_LANES; l++) s += lane[threadIdx.y][l];
         block_sq[b] = s;
     }
+}
+
+__global__ void sum_squares_kernel(const ag_real *X, int64_t n, double *block_sq, int64_t blocks) {
+    sum_squares_blocks_of(X, n, block_sq, blocks, blockIdx.x * (int64_t)blockDim.y + threadIdx.y);
+}
+
+/* One array of the *_all entries' table: squares read x into block_sq,
+ * scaling writes y, axpy reads x into y. */
+typedef struct {
+    const ag_real *x;
+    ag_real *y;
+    int64_t n;
+    double *block_sq;
+} array_entry;
+
+/* The squares of table[blockIdx.y] (the grid's x covers the largest
+ * array's blocks; the whole CUDA block takes one array, so all its
+ * threads meet at the barrier). */
+__global__ void sum_squares_all_kernel(const array_entry *table) {
+    const array_entry a = table[blockIdx.y];
+    int64_t blocks = (a.n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+    sum_squares_blocks_of(a.x, a.n, a.block_sq, blocks, blockIdx.x * (int64_t)blockDim.y + threadIdx.y);
 }
 
 /* One thread adds the blocks in the CPU's order: each array's blocks in a
@@ -102,6 +163,19 @@ __global__ void scale_below_one_kernel(ag_real *X, int64_t n, const double *coef
 
 __global__ void axpy_kernel(ag_real a, const ag_real *X, ag_real *Y, int64_t n) {
     AG_CUDA_FOR(i, n) Y[i] += a * X[i];
+}
+
+__global__ void scale_below_one_all_kernel(const array_entry *table, const double *coef) {
+    const double c = *coef;
+    if (!(c < 1)) return;
+    const ag_real s = (ag_real)c;
+    const array_entry a = table[blockIdx.y];
+    AG_FOR_ARRAY(i, a.n) a.y[i] *= s;
+}
+
+__global__ void axpy_all_kernel(ag_real alpha, const array_entry *table) {
+    const array_entry a = table[blockIdx.y];
+    AG_FOR_ARRAY(i, a.n) a.y[i] += alpha * a.x[i];
 }
 
 #define LAUNCH(kernel, n, ...) \
@@ -165,11 +239,105 @@ static void axpy(ag_real a, const ag_real *x, ag_real *y, int64_t n) {
     LAUNCH(axpy_kernel, n, a, x, y, n);
 }
 
-/* update_all NULL: one launch per parameter (each reads its coefficients
- * on the device, which a CUDA graph needs). */
-extern "C" const ag__optim_kernels ag__optim_cuda = {sgd_update, adam_update, adadelta_update, NULL};
+/* Arrays per launch of the *_all entries: the table is built in the
+ * caller's frame (no step memory on the host); more arrays take a launch
+ * per TABLE of them. */
+enum { TABLE = 64 };
+
+static const array_entry *send(const array_entry *table, int count) {
+    return (const array_entry *)ag__cuda_step_upload(table, (size_t)count * sizeof *table);
+}
+
+/* The grid of a table: y the arrays, x the largest one's elements (or its
+ * sum blocks, 32 to a CUDA block of 8 x 32 threads). */
+static dim3 elements_grid(int64_t most, int count) { return dim3(ag__cuda_blocks(most), (unsigned)count); }
+static dim3 squares_grid(int64_t most, int count) {
+    int64_t blocks = (most + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+    return dim3((unsigned)((blocks + 31) / 32 > 0 ? (blocks + 31) / 32 : 1), (unsigned)count);
+}
+
+static void squares_table(const array_entry *table, int count, int64_t most) {
+    if (count > 0 && most > 0)
+        ag__launch(sum_squares_all_kernel, squares_grid(most, count), dim3(AG_SQ_LANES, 32), 0, send(table, count));
+}
+
+static void update_all(int kind, const ag__update_span *spans, int count, const double *gate) {
+    for (int at = 0; at < count; at += TABLE) {
+        int here = count - at < TABLE ? count - at : TABLE;
+        int64_t most = 0;
+        array_entry sq[TABLE];
+        int squares = 0;
+        int64_t most_sq = 0;
+        for (int s = at; s < at + here; s++) {
+            most = spans[s].n > most ? spans[s].n : most;
+            if (spans[s].block_sq && spans[s].n > 0) { /* the values after the update, in the CPU's blocks */
+                sq[squares++] = {spans[s].p, NULL, spans[s].n, spans[s].block_sq};
+                most_sq = spans[s].n > most_sq ? spans[s].n : most_sq;
+            }
+        }
+        if (most > 0) {
+            const ag__update_span *there =
+                (const ag__update_span *)ag__cuda_step_upload(spans + at, (size_t)here * sizeof *spans);
+            ag__launch(update_all_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0, kind, there, gate);
+        }
+        squares_table(sq, squares, most_sq);
+    }
+}
+
+/* The entries of arrays [at, at + here) of x (and y), their largest length in *most. */
+static int table_of(const ag_real *const *x, ag_real *const *y, const int64_t *n, int at, int here,
+                    array_entry *table, int64_t *most) {
+    int used = 0;
+    *most = 0;
+    for (int a = at; a < at + here; a++) {
+        if (n[a] <= 0) continue;
+        table[used++] = {x ? x[a] : NULL, y ? y[a] : NULL, n[a], NULL};
+        *most = n[a] > *most ? n[a] : *most;
+    }
+    return used;
+}
+
+static void sum_squares_blocks_all(const ag_real *const *x, const int64_t *n, int count, double *block_sq) {
+    int64_t first = 0; /* array a's blocks after array a-1's */
+    for (int at = 0; at < count; at += TABLE) {
+        int here = count - at < TABLE ? count - at : TABLE, used = 0;
+        array_entry table[TABLE];
+        int64_t most = 0;
+        for (int a = at; a < at + here; a++) {
+            if (n[a] > 0) {
+                table[used++] = {x[a], NULL, n[a], block_sq + first};
+                most = n[a] > most ? n[a] : most;
+            }
+            first += (n[a] + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+        }
+        squares_table(table, used, most);
+    }
+}
+
+static void scale_below_one_all(ag_real *const *x, const int64_t *n, int count, const double *coef) {
+    for (int at = 0; at < count; at += TABLE) {
+        array_entry table[TABLE];
+        int64_t most;
+        int used = table_of(NULL, x, n, at, count - at < TABLE ? count - at : TABLE, table, &most);
+        if (used) ag__launch(scale_below_one_all_kernel, elements_grid(most, used), AG_CUDA_THREADS, 0, send(table, used), coef);
+    }
+}
+
+static void axpy_all(ag_real a, const ag_real *const *x, ag_real *const *y, const int64_t *n, int count) {
+    for (int at = 0; at < count; at += TABLE) {
+        array_entry table[TABLE];
+        int64_t most;
+        int used = table_of(x, y, n, at, count - at < TABLE ? count - at : TABLE, table, &most);
+        if (used) ag__launch(axpy_all_kernel, elements_grid(most, used), AG_CUDA_THREADS, 0, a, send(table, used));
+    }
+}
+
+/* The per-parameter entries read their coefficients on the device (a CUDA
+ * graph needs it); update_all's spans point at them there too. */
+extern "C" const ag__optim_kernels ag__optim_cuda = {sgd_update, adam_update, adadelta_update, update_all};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
-    sum_squares_blocks, sum_blocks_in_order, clip_coef, scale_below_one, axpy, step_gate, step_values,
-    NULL, NULL, NULL, /* the *_all entries: one launch per array */
+    sum_squares_blocks, sum_blocks_in_order, clip_coef,           scale_below_one,
+    axpy,               step_gate,          step_values,         sum_squares_blocks_all,
+    scale_below_one_all, axpy_all,
 };
