@@ -135,24 +135,27 @@ static void log_softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real *g
  * (outer o, inner k) column, t in increasing order as the CPU; the threads
  * of a warp take neighbouring k, so their reads are contiguous ---- */
 
+/* One column: y = the softmax of x over t < len, 0 at the padding t >= len. */
+__device__ static inline void softmax_column(const ag_real *x, ag_real *y, int64_t len, int64_t n, int64_t inner) {
+    for (int64_t t = len; t < n; t++) y[t * inner] = 0; /* padding: weight 0 */
+    if (len == 0) return;
+    ag_real mx = x[0];
+    for (int64_t t = 1; t < len; t++) mx = fmax(mx, x[t * inner]);
+    ag_real s = 0;
+    for (int64_t t = 0; t < len; t++) {
+        ag_real e = ag__vexp_nonpos(x[t * inner] - mx);
+        y[t * inner] = e;
+        s += e;
+    }
+    ag_real inv = 1 / s;
+    for (int64_t t = 0; t < len; t++) y[t * inner] *= inv;
+}
+
 __global__ void softmax_len_kernel(const ag_real *X, ag_real *Y, const int32_t *L, int64_t outer, int64_t n,
                                    int64_t inner, int64_t per_example) {
     AG_CUDA_FOR(i, outer * inner) {
-        int64_t o = i / inner, k = i % inner, len = L ? L[o / per_example] : n;
-        const ag_real *x = X + o * n * inner + k;
-        ag_real *y = Y + o * n * inner + k;
-        for (int64_t t = len; t < n; t++) y[t * inner] = 0; /* padding: weight 0 */
-        if (len == 0) continue;
-        ag_real mx = x[0];
-        for (int64_t t = 1; t < len; t++) mx = fmax(mx, x[t * inner]);
-        ag_real s = 0;
-        for (int64_t t = 0; t < len; t++) {
-            ag_real e = ag__vexp_nonpos(x[t * inner] - mx);
-            y[t * inner] = e;
-            s += e;
-        }
-        ag_real inv = 1 / s;
-        for (int64_t t = 0; t < len; t++) y[t * inner] *= inv;
+        int64_t o = i / inner, k = i % inner, len = L ? L[o / per_example] : n, at = o * n * inner + k;
+        softmax_column(X + at, Y + at, len, n, inner);
     }
 }
 
@@ -173,29 +176,16 @@ __global__ void softmax_len_grad_kernel(const ag_real *Y, const ag_real *G, ag_r
     }
 }
 
-/* Softmax pooling: softmax_len_kernel's column, then the weighted sum over
- * t in increasing order (the CPU's pool_block_sum). */
+/* Softmax pooling: softmax_column, then the weighted sum over t in
+ * increasing order (the CPU's pool_block_sum). */
 __global__ void softmax_pool_kernel(const ag_real *S, const ag_real *X, ag_real *A, ag_real *OUT, const int32_t *L,
                                     int64_t outer, int64_t n, int64_t inner, int64_t per_example) {
     AG_CUDA_FOR(i, outer * inner) {
         int64_t o = i / inner, k = i % inner, len = L ? L[o / per_example] : n, at = o * n * inner + k;
-        const ag_real *s = S + at, *x = X + at;
-        ag_real *a = A + at;
-        for (int64_t t = len; t < n; t++) a[t * inner] = 0; /* padding: weight 0 */
+        const ag_real *x = X + at, *a = A + at;
+        softmax_column(S + at, A + at, len, n, inner);
         ag_real pooled = 0;
-        if (len > 0) {
-            ag_real mx = s[0];
-            for (int64_t t = 1; t < len; t++) mx = fmax(mx, s[t * inner]);
-            ag_real sum = 0;
-            for (int64_t t = 0; t < len; t++) {
-                ag_real e = ag__vexp_nonpos(s[t * inner] - mx);
-                a[t * inner] = e;
-                sum += e;
-            }
-            ag_real inv = 1 / sum;
-            for (int64_t t = 0; t < len; t++) a[t * inner] *= inv;
-            for (int64_t t = 0; t < len; t++) pooled += a[t * inner] * x[t * inner];
-        }
+        for (int64_t t = 0; t < len; t++) pooled += a[t * inner] * x[t * inner];
         OUT[o * inner + k] = pooled;
     }
 }
