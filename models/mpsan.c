@@ -91,15 +91,16 @@ static ag_status mpsan_build(ag_model *m) {
  * s_q = sum_k p[q,k] h_k: the values are h itself.  One op
  * (ops/additive.c): the composition of products, adds, the scaled tanh,
  * the masked softmax and the weighted sum was 30 launches a unit on the
- * GPU, forward and backward; the op takes 4. */
-static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag_tensor *mask, bool training) {
+ * GPU, forward and backward; the op takes 4.  It reads plane i of the
+ * four units' masks [B,4,N,N] where it lies (no slice: a launch a unit). */
+static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag_tensor *masks, bool training) {
     mpsan *p = m->impl;
     const double c = 5.0;
     ag_tensor *x = ag_dropout(w, m->cfg.keep, training, &m->rng);
     ag_tensor *h = ag_dense(x, p->unit[i].w, p->unit[i].b, AG_ACT_ELU);          /* [B,N,d] */
     ag_tensor *prob = NULL;                                                      /* [B,N,N] */
-    ag_tensor *s = ag__additive_self_attention(h, p->unit[i].u, p->unit[i].v, p->unit[i].bias, mask, c,
-                                               m->cfg.flags & AG_FLAG_ELU_SCORE, m->capture_maps ? &prob : NULL);
+    ag_tensor *s = ag__additive_self_attention_plane(h, p->unit[i].u, p->unit[i].v, p->unit[i].bias, masks, i, c,
+                                                     m->cfg.flags & AG_FLAG_ELU_SCORE, m->capture_maps ? &prob : NULL);
     static const char *const names[UNITS] = {"fa2", "fa3", "past_sd", "future_sd"};
     if (prob) ag_model_capture_axes(m, names[i], prob, sentence);
     return s;
@@ -133,10 +134,7 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
         return NULL; /* cannot happen without tree distances */
 
     ag_tensor *sources[SOURCES]; /* S = (s_fa2, s_fa3, s_past_sd, s_future_sd, w), each [B,N,d] */
-    for (int i = 0; i < UNITS; i++) {
-        ag_tensor *mask_i = ag_reshape(ag_slice(masks, 1, i, i + 1), 3, (int[]){B, N, N});
-        sources[i] = masked_unit(m, sentence, i, w, mask_i, training);
-    }
+    for (int i = 0; i < UNITS; i++) sources[i] = masked_unit(m, sentence, i, w, masks, training);
     sources[UNITS] = w;
 
     /* Position fusion: z_t = w_t Wp + bp [B,N,5d], a softmax over the five

@@ -201,20 +201,17 @@ static void check_shapes(const char *op, const ag_tensor *h, const ag_tensor *u,
     if (!(c > 0) || !isfinite(c)) ag__fatal(op, "c = %g: want a finite c > 0 (the scores are c tanh(z / c))", c);
 }
 
-ag_tensor *ag__additive_self_attention(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias, ag_tensor *mask,
-                                       double c, bool elu, ag_tensor **probs) {
-    const char *op = "ag__additive_self_attention";
-    check_shapes(op, h, u, v, bias, c);
+/* The op, its mask read through plan.mask from mask_data (NULL: none). */
+static ag_tensor *additive_unit(const char *op, ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
+                                ag__kadd plan, const ag_real *mask_data, ag_tensor **probs) {
     ag_device dev = h->device;
-    int B = h->shape[0], N = h->shape[1], d = h->shape[2];
+    int B = plan.B, N = plan.N;
     int scores[3] = {B, N, N};
-    ag__kadd plan = {.B = B, .N = N, .d = d, .elu = elu, .c = (ag_real)c};
-    plan.mask = ag__mask_plan_on(op, 3, scores, dev, mask); /* the rules of ag_masked_softmax */
     int64_t n_probs = (int64_t)B * N * N;
     plan.probs = ag__step_alloc_on(dev, (size_t)(n_probs + 1) * sizeof(ag_real));
     plan.huv = ag__step_alloc_on(dev, (size_t)(2 * (int64_t)B * N + 1) * sizeof(ag_real));
     ag_tensor *out = ag__empty_on(dev, 3, h->shape);
-    ag__additive_on(op, dev)->forward(&plan, h->data, u->data, v->data, bias->data, mask ? mask->data : NULL, out->data);
+    ag__additive_on(op, dev)->forward(&plan, h->data, u->data, v->data, bias->data, mask_data, out->data);
     /* backward reads p, never the mask: it is no input */
     ag_node *n = ag__record(op, additive_backward, out, 4, (ag_tensor *[]){h, u, v, bias});
     if (n) {
@@ -233,6 +230,40 @@ ag_tensor *ag__additive_self_attention(ag_tensor *h, ag_tensor *u, ag_tensor *v,
         *probs = t;
     }
     return out;
+}
+
+ag_tensor *ag__additive_self_attention(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias, ag_tensor *mask,
+                                       double c, bool elu, ag_tensor **probs) {
+    const char *op = "ag__additive_self_attention";
+    check_shapes(op, h, u, v, bias, c);
+    int B = h->shape[0], N = h->shape[1], scores[3] = {B, N, N};
+    ag__kadd plan = {.B = B, .N = N, .d = h->shape[2], .elu = elu, .c = (ag_real)c};
+    plan.mask = ag__mask_plan_on(op, 3, scores, h->device, mask); /* the rules of ag_masked_softmax */
+    return additive_unit(op, h, u, v, bias, plan, mask ? mask->data : NULL, probs);
+}
+
+/* Plane `plane` of masks [B,P,N,N] read where it lies: rows of example b
+ * P N N apart, no copy (the slice it replaces was a launch a unit). */
+ag_tensor *ag__additive_self_attention_plane(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
+                                             ag_tensor *masks, int plane, double c, bool elu, ag_tensor **probs) {
+    const char *op = "ag__additive_self_attention_plane";
+    check_shapes(op, h, u, v, bias, c);
+    int B = h->shape[0], N = h->shape[1], scores[3] = {B, N, N};
+    ag__check_live(op, masks);
+    char sm[64], sh[64];
+    ag_shape_str(masks, sm, sizeof sm), ag_shape_str(h, sh, sizeof sh);
+    if (masks->ndim != 4 || masks->shape[0] != B || masks->shape[2] != N || masks->shape[3] != N || plane < 0 ||
+        plane >= masks->shape[1])
+        ag__fatal(op, "masks %s, plane %d, h %s: want masks [%d,P,%d,%d] and 0 <= plane < P", sm, plane, sh, B, N, N);
+    if (masks->requires_grad) ag__fatal(op, "the masks %s require grad, but masks are constants", sm);
+    if (masks->device != h->device)
+        ag__fatal(op, "the masks %s are on %s but h %s is on %s", sm, ag_device_name(masks->device), sh,
+                  ag_device_name(h->device));
+    ag__kadd plan = {.B = B, .N = N, .d = h->shape[2], .elu = elu, .c = (ag_real)c};
+    plan.mask = ag__mask_plan_on(op, 3, scores, h->device, NULL); /* the scores' rows, then the plane's strides */
+    int64_t per_plane = (int64_t)N * N;
+    plan.mask.stride3[0] = 0, plan.mask.stride3[1] = masks->shape[1] * per_plane, plan.mask.stride3[2] = N;
+    return additive_unit(op, h, u, v, bias, plan, masks->data + plane * per_plane, probs);
 }
 
 /* ---- the CPU's table (ops/additive.h; CUDA's is in ops/cuda/additive.cu) ---- */

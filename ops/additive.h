@@ -59,6 +59,10 @@ const ag__additive_kernels *ag__additive_on(const char *op, ag_device dev);
  * weighted sum) took 30 in all. */
 ag_tensor *ag__additive_self_attention(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias, ag_tensor *mask,
                                        double c, bool elu, ag_tensor **probs);
+/* The same with the mask plane `plane` of masks [B,P,N,N] (ag_mask_batch's
+ * P masks), read in place: the same bits as passing that plane sliced out. */
+ag_tensor *ag__additive_self_attention_plane(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
+                                             ag_tensor *masks, int plane, double c, bool elu, ag_tensor **probs);
 #endif
 
 #endif

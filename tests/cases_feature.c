@@ -226,6 +226,34 @@ static ag_tensor *f_add_probs(ag_tensor **in) {
     unit_composed(in, mask, 5.0, false, &composed);
     return ag_add(ag_sub(probs, composed), ag_mul_scalar(in[4], 0.25));
 }
+/* MPSAN's four masks as ag_mask_batch makes them, [B,4,N,N]: each unit
+ * reads its plane in place (ag__additive_self_attention_plane). */
+static const ag_mask_spec mpsan_specs[4] = {
+    {.dir = AG_MASK_NONE, .faraway = 2},
+    {.dir = AG_MASK_NONE, .faraway = 3},
+    {.dir = AG_MASK_PAST, .dist = AG_DIST_LOG},
+    {.dir = AG_MASK_FUTURE, .dist = AG_DIST_LOG},
+};
+static ag_tensor *mpsan_masks(int B, int N, const int32_t *lengths) {
+    ag_tensor *m = NULL;
+    return ag_mask_batch(mpsan_specs, 4, B, N, lengths, NULL, &m) == AG_OK ? m : NULL;
+}
+/* Plane 2 (PAST) under lengths 5, 1 and 0. */
+static ag_tensor *f_add_plane(ag_tensor **in) {
+    return ag__additive_self_attention_plane(in[0], in[1], in[2], in[3], mpsan_masks(3, 5, len_510), 2, 5.0, false,
+                                             NULL);
+}
+/* Every plane read in place against the same plane sliced out: the same
+ * bits, so a difference of exactly 0 (in[0] added as in vs_composed). */
+static ag_tensor *f_add_plane_vs_slice(ag_tensor **in) {
+    ag_tensor *masks = mpsan_masks(3, 5, len_510), *sum = in[0];
+    for (int i = 0; i < 4; i++) {
+        ag_tensor *sliced = ag_reshape(ag_slice(masks, 1, i, i + 1), 3, (int[]){3, 5, 5});
+        ag_tensor *in_place = ag__additive_self_attention_plane(in[0], in[1], in[2], in[3], masks, i, 5.0, i == 1, NULL);
+        sum = ag_add(sum, ag_sub(in_place, unit(in, sliced, 5.0, i == 1)));
+    }
+    return sum;
+}
 
 /* ---- sized for the device's kernels: x0 the scores, or q, k, v ---- */
 
@@ -260,6 +288,13 @@ static ag_tensor *f_addu_past_sd(ag_tensor **x) { return unit_uv(x, batch_mask(&
 static ag_tensor *f_addu_fa2_elu(ag_tensor **x) { return unit_uv(x, batch_mask(&fa2, 3, 37, len_37_0_20), true); }
 static ag_tensor *f_addu_future(ag_tensor **x) { return unit_uv(x, batch_mask(&future_word, 2, 9, len_9_1), false); }
 static ag_tensor *f_addu_nomask_elu(ag_tensor **x) { return unit_uv(x, NULL, true); }
+/* Plane 3 (FUTURE) of MPSAN's [3,4,37,37] masks, read in place. */
+static ag_tensor *f_addu_plane3(ag_tensor **x) {
+    int d = x[1]->shape[1];
+    ag_tensor *u = ag_reshape(ag_slice(x[1], 0, 0, 1), 1, (int[]){d});
+    ag_tensor *v = ag_reshape(ag_slice(x[1], 0, 1, 2), 1, (int[]){d});
+    return ag__additive_self_attention_plane(x[0], u, v, x[2], mpsan_masks(3, 37, len_37_0_20), 3, 5.0, false, NULL);
+}
 
 static ag_tensor *f_fa_past_471(ag_tensor **x) {
     return ag_feature_attention(x[0], x[1], x[2], ag_mask(&past, 7), len_471, 5.0, NULL);
@@ -307,6 +342,8 @@ const op_case feature_cases[] = {
     {"additive_unit/equals_composed", add_354, f_add_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"additive_unit/equals_composed_elu", add_354, f_add_vs_composed_elu, .flags = OPCASE_DIFFERENCE},
     {"additive_unit/probs", add_const, f_add_probs, .flags = OPCASE_DIFFERENCE},
+    {"additive_unit/plane_2_of_4_lengths_5_1_0", add_354, f_add_plane, 0, 0},
+    {"additive_unit/plane_equals_slice", add_354, f_add_plane_vs_slice, .flags = OPCASE_DIFFERENCE},
     UNIFORM_CASE("softmax_axis [2,7,7,13] keys past", f_ax_keys, -3, 3, DIMS(2, 7, 7, 13)),
     UNIFORM_CASE("softmax_axis [3,9,37] ax1 pad 9,0,4", f_ax_pad_keys, -3, 3, DIMS(3, 9, 37)),
     UNIFORM_CASE("softmax_axis [40,33] ax0 to 1e3", f_ax0, -1000, 1000, DIMS(40, 33)),
@@ -327,5 +364,7 @@ const op_case feature_cases[] = {
                  DIMS(1)),
     UNIFORM_CASE("additive_unit [2,33,5] elu logits to ~20", f_addu_nomask_elu, -3, 3, DIMS(2, 33, 5), DIMS(2, 5),
                  DIMS(1)),
+    UNIFORM_CASE("additive_unit [3,37,33] plane 3 of 4, len 37,0,20", f_addu_plane3, -2, 2, DIMS(3, 37, 33),
+                 DIMS(2, 33), DIMS(1)),
     {NULL, NULL, NULL, 0, 0},
 };

@@ -166,6 +166,11 @@ static void test_additive_unit(void) {
         ag_tensor *m = ag_reshape(ag_slice(masks, 1, i, i + 1), 3, (int[]){B, N, N});
         compare_unit(names[i], h, u, v, bias, m, false);
         compare_unit(names[i], h, u, v, bias, m, true);
+        /* the plane read in place (MPSAN's way): the sliced mask's bits */
+        ag_tensor *sliced = ag__additive_self_attention(h, u, v, bias, m, 5.0, i == 2, NULL);
+        ag_tensor *in_place = ag__additive_self_attention_plane(h, u, v, bias, masks, i, 5.0, i == 2, NULL);
+        CHECK(!memcmp(sliced->data, in_place->data, (size_t)sliced->size * sizeof(ag_real)),
+              "%s: plane %d read in place differs from the sliced mask's result", names[i], i);
     }
     compare_unit("no mask", h, u, v, bias, NULL, false);
     compare_unit("PAST [N,N]", h, u, v, bias, ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST}, N), true);
@@ -350,6 +355,17 @@ static void test_misuse(void) {
     EXPECT_FATAL(ag__additive_self_attention(h, u5, u5, b1, NULL, 0, false, NULL), unit, "c = 0", "c > 0");
     EXPECT_FATAL(ag__additive_self_attention(h, u5, u5, b1, ag_tensor_new(2, (int[]){4, 5}), 5, false, NULL), unit,
                     "[4,5]", "[2,4,4]");
+    const char *plane = "ag__additive_self_attention_plane";
+    ag_tensor *masks = ag_tensor_new(4, (int[]){2, 4, 4, 4});
+    EXPECT_FATAL(ag__additive_self_attention_plane(h, u5, u5, b1, masks, 4, 5, false, NULL), plane, "plane 4",
+                 "[2,4,4,4]");
+    EXPECT_FATAL(ag__additive_self_attention_plane(h, u5, u5, b1, masks, -1, 5, false, NULL), plane, "plane -1",
+                 "0 <= plane < P");
+    EXPECT_FATAL(ag__additive_self_attention_plane(h, u5, u5, b1, ag_tensor_new(4, (int[]){2, 4, 3, 4}), 0, 5, false,
+                                                   NULL),
+                 plane, "[2,4,3,4]", "[2,P,4,4]");
+    EXPECT_FATAL(ag__additive_self_attention_plane(h, u5, u5, b1, ag_tensor_new(3, (int[]){2, 4, 4}), 0, 5, false, NULL),
+                 plane, "[2,4,4]", "[2,P,4,4]");
     ag_set_fatal_handler(old);
     ag_step_end();
 }

@@ -391,8 +391,8 @@ typedef struct {
 } variant;
 
 static const variant variants[] = {
-    {"mpsan", 0, 0, 0, "mpsan", 115},
-    {"mpsan", 0, AG_TASK_RELATEDNESS, 0, "mpsan/relatedness", 202},
+    {"mpsan", 0, 0, 0, "mpsan", 111},
+    {"mpsan", 0, AG_TASK_RELATEDNESS, 0, "mpsan/relatedness", 194},
     {"dual_axial", 0, 0, 0, "dual_axial", 142},
     {"ms_san", 0, 0, 0, "ms_san", 138},
     {"ms_san", 0, AG_TASK_PAIR, 0, "ms_san/pair", 259},
