@@ -8,6 +8,7 @@
  * Built against the f32 and the f64 library; tolerances follow ag_real. */
 #include "attngrad.h"
 #include "../ops/additive.h" /* ag__additive_self_attention: MPSAN's masked unit */
+#include "../ops/softmax.h"  /* ag__softmax_pool: source2token's pooling */
 #include "check.h"
 #include "fatal.h"
 
@@ -366,6 +367,12 @@ static void test_misuse(void) {
                  plane, "[2,4,3,4]", "[2,P,4,4]");
     EXPECT_FATAL(ag__additive_self_attention_plane(h, u5, u5, b1, ag_tensor_new(3, (int[]){2, 4, 4}), 0, 5, false, NULL),
                  plane, "[2,4,4]", "[2,P,4,4]");
+    const char *pool = "ag__softmax_pool";
+    EXPECT_FATAL(ag__softmax_pool(h, ag_tensor_new(3, (int[]){2, 4, 6}), NULL, NULL), pool, "[2,4,5]", "[2,4,6]",
+                 "[B,N,d]");
+    EXPECT_FATAL(ag__softmax_pool(ag_tensor_new(2, (int[]){8, 5}), h, NULL, NULL), pool, "[8,5]", "[B,N,d]");
+    EXPECT_FATAL(ag__softmax_pool(h, h, (int32_t[]){4, 5}, NULL), pool, "lengths[1] = 5", "[0, 4]", "[2,4,5]");
+    EXPECT_FATAL(ag__softmax_pool(h, h, (int32_t[]){-1, 2}, NULL), pool, "lengths[0] = -1");
     ag_set_fatal_handler(old);
     ag_step_end();
 }
