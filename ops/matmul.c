@@ -64,29 +64,43 @@ void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const
  * thread count would make results depend on it.)  Every part repacks the
  * operand it shares with the others, so parts keep at least GEMM_MIN_SIDE
  * rows or columns: at 32 the packing share of an MPSAN step doubled (+6% of
- * its cycles on one thread), at 256 it is back to that of one call. */
+ * its cycles on one thread), at 256 it is back to that of one call.  A
+ * product with no side that long (TREC's batches of 160-480 rows by 300,
+ * and their 300 x 300 weight gradients) would still run on one core, so it
+ * gets two parts of at least GEMM_PAIR_SIDE: each repacks an operand of at
+ * most K x 300 against 128 x 300 x K multiply-adds of its own. */
 #define GEMM_PART_FLOPS 4e6
 #define GEMM_MIN_SIDE 256 /* rows or columns per part: each part repacks the other operand */
+#define GEMM_PAIR_SIDE 128 /* the same for a product cut in two that no longer side would cut */
 
 typedef struct {
     int parts;
     char dim; /* 'm', 'n' or 'k' */
 } gemm_split;
 
+/* Which side to cut into `parts` of at least min_side, or 0 for none. */
+static char cut_dim(int M, int N, int K, int parts, int min_side) {
+    int side = M > N ? M : N;
+    bool k_fits = parts <= 4 && K >= min_side * parts;
+    if (K >= 2 * side && k_fits) return 'k'; /* K the long side: cut it */
+    if (M >= N && M >= min_side * parts) return 'm';
+    if (N >= min_side * parts) return 'n';
+    if (M >= min_side * parts) return 'm';
+    if (k_fits) return 'k'; /* e.g. 300x300 weights, K = 537 rows */
+    return 0;
+}
+
 static gemm_split split_of(int M, int N, int K) {
     double flops = 2.0 * M * N * K;
     int parts = 1;
     while (parts < 8 && flops / (2 * parts) >= GEMM_PART_FLOPS) parts *= 2;
-    int side = M > N ? M : N;
-    for (; parts > 1; parts /= 2) {
-        bool k_fits = parts <= 4 && K >= GEMM_MIN_SIDE * parts;
-        if (K >= 2 * side && k_fits) return (gemm_split){parts, 'k'}; /* K the long side: cut it */
-        if (M >= N && M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
-        if (N >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'n'};
-        if (M >= GEMM_MIN_SIDE * parts) return (gemm_split){parts, 'm'};
-        if (k_fits) return (gemm_split){parts, 'k'}; /* e.g. 300x300 weights, K = 537 rows */
+    if (parts == 1) return (gemm_split){1, 0};
+    for (int p = parts; p > 1; p /= 2) {
+        char dim = cut_dim(M, N, K, p, GEMM_MIN_SIDE);
+        if (dim) return (gemm_split){p, dim};
     }
-    return (gemm_split){1, 0};
+    char dim = cut_dim(M, N, K, 2, GEMM_PAIR_SIDE);
+    return dim ? (gemm_split){2, dim} : (gemm_split){1, 0};
 }
 
 /* Part p of `parts` over [0, n): [n p / parts, n (p + 1) / parts). */
@@ -804,10 +818,23 @@ AG_SIMD_CLONES static void act_rows(void *ctx, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) act_row(j->act, j->Y + r * j->out, j->out);
 }
 
+typedef struct {
+    const ag_real *bias;
+    ag_real *y;
+    int cols;
+} bias_job;
+
+static void bias_rows_range(void *ctx, int64_t r0, int64_t r1) {
+    const bias_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++)
+        if (j->bias) memcpy(j->y + r * j->cols, j->bias, (size_t)j->cols * sizeof(ag_real));
+        else memset(j->y + r * j->cols, 0, (size_t)j->cols * sizeof(ag_real));
+}
+
+/* y's rows = bias (or 0), on the pool: the product after it runs there. */
 static void bias_rows_cpu(const ag_real *bias, ag_real *y, int64_t rows, int cols) {
-    for (int64_t r = 0; r < rows; r++)
-        if (bias) memcpy(y + r * cols, bias, (size_t)cols * sizeof(ag_real));
-        else memset(y + r * cols, 0, (size_t)cols * sizeof(ag_real));
+    bias_job j = {bias, y, cols};
+    ag__parallel_range(rows, ag__units_per_part(cols), bias_rows_range, &j);
 }
 
 static void linear_forward_cpu(ag__klinear *kl) {

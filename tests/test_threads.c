@@ -230,6 +230,8 @@ static const op_run runs[] = {
     {"matmul cut by rows", 2, {{2, 2100, 300}, {2, 300, 300}}, f_matmul},
     {"matmul cut by columns", 2, {{2, 300, 300}, {2, 300, 2100}}, f_matmul},
     {"matmul cut by K", 2, {{2, 1900, 300}, {2, 1900, 300}}, f_matmul_tn},
+    {"matmul in two, a short batch", 2, {{2, 384, 300}, {2, 300, 300}}, f_matmul},
+    {"matmul in two by K, a short batch", 2, {{2, 288, 120}, {2, 288, 120}}, f_matmul_tn},
     {"matmul batched", 2, {{3, 40, 33, 64}, {3, 40, 50, 64}}, f_matmul_nt},
     {"matmul shared rhs", 2, {{3, 40, 33, 64}, {2, 64, 300}}, f_matmul},
     {"linear", 3, {{3, 64, 30, 300}, {2, 300, 500}, {1, 500}}, f_linear},
@@ -345,7 +347,10 @@ static void test_gemm_reference(void) {
         bool ta, tb;
         int M, N, K;
     } cases[] = {{false, false, 2100, 300, 300}, {false, true, 300, 2100, 300}, {true, false, 300, 300, 1900},
-                 {true, true, 257, 600, 1300}};
+                 {true, true, 257, 600, 1300},
+                 /* two parts of at least GEMM_PAIR_SIDE: rows, columns, rows of A^T, K */
+                 {false, false, 384, 300, 300}, {false, false, 64, 300, 384}, {true, false, 300, 300, 288},
+                 {true, false, 120, 120, 300}};
     ag_set_num_threads(3);
     ag_rng rng;
     ag_rng_seed(&rng, 9);
