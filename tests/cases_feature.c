@@ -126,7 +126,7 @@ static ag_tensor *f_fa_vs_composed(ag_tensor **in) {
     ag_tensor *composed = ag_sum_axis(ag_mul(p, ag_reshape(in[2], 4, (int[]){B, 1, N, d})), 2, false);
     ag_tensor *diff = ag_sub(ag_feature_attention(in[0], in[1], in[2], ag_mask(&future_word, N), NULL, c, NULL),
                              composed);
-    return ag_add(diff, in[2]);
+    return tc_difference(diff, in[2]);
 }
 /* The weights it hands out for heatmaps are the ones it used: with q and k
  * constant, out - sum_j w v is 0 for every v only if w is right (its
@@ -214,7 +214,7 @@ static ag_tensor *unit_composed(ag_tensor **in, ag_tensor *mask, double c, bool 
 static ag_tensor *vs_composed(ag_tensor **in, bool elu) {
     ag_tensor *mask = batch_mask(&past_sd, 3, 5, len_510), *prob;
     ag_tensor *diff = ag_sub(unit(in, mask, 5.0, elu), unit_composed(in, mask, 5.0, elu, &prob));
-    return ag_add(diff, in[0]);
+    return tc_difference(diff, in[0]);
 }
 static ag_tensor *f_add_vs_composed(ag_tensor **in) { return vs_composed(in, false); }
 static ag_tensor *f_add_vs_composed_elu(ag_tensor **in) { return vs_composed(in, true); }
@@ -224,7 +224,7 @@ static ag_tensor *f_add_probs(ag_tensor **in) {
     ag_tensor *mask = ag_mask(&past_sd, 4), *probs = NULL, *composed;
     ag__additive_self_attention(in[0], in[1], in[2], in[3], mask, 5.0, false, &probs);
     unit_composed(in, mask, 5.0, false, &composed);
-    return ag_add(ag_sub(probs, composed), ag_mul_scalar(in[4], 0.25));
+    return tc_difference(ag_sub(probs, composed), ag_mul_scalar(in[4], 0.25));
 }
 /* MPSAN's four masks as ag_mask_batch makes them, [B,4,N,N]: each unit
  * reads its plane in place (ag__additive_self_attention_plane). */
@@ -250,7 +250,7 @@ static ag_tensor *f_add_plane_vs_slice(ag_tensor **in) {
     for (int i = 0; i < 4; i++) {
         ag_tensor *sliced = ag_reshape(ag_slice(masks, 1, i, i + 1), 3, (int[]){3, 5, 5});
         ag_tensor *in_place = ag__additive_self_attention_plane(in[0], in[1], in[2], in[3], masks, i, 5.0, i == 1, NULL);
-        sum = ag_add(sum, ag_sub(in_place, unit(in, sliced, 5.0, i == 1)));
+        sum = ag_add(sum, tc_difference(ag_sub(in_place, unit(in, sliced, 5.0, i == 1)), NULL));
     }
     return sum;
 }

@@ -96,7 +96,7 @@ static ag_tensor *f_refdiff_vs_slices(ag_tensor **in) {
     ag_tensor *blocks = ag_reshape(ag_slice(in[0], 1, 0, g * d), 3, (int[]){lead, g, d});
     ag_tensor *last = ag_reshape(ag_slice(in[0], 1, g * d, (g + 1) * d), 3, (int[]){lead, 1, d});
     ag_tensor *composed = ag_reshape(ag_sub(blocks, last), 2, (int[]){lead, g * d});
-    return ag_add(ag_sub(ag__ref_differences(in[0], g), composed), ag_slice(in[0], 1, 0, g * d));
+    return tc_difference(ag_sub(ag__ref_differences(in[0], g), composed), ag_slice(in[0], 1, 0, g * d));
 }
 static ag_tensor *f_refdiff_g4(ag_tensor **x) { return ag__ref_differences(x[0], 4); }
 

@@ -22,3 +22,11 @@ ag_tensor *tc_const_like(const ag_tensor *ref, int ndim, const int *shape, const
 }
 
 ag_tensor *tc_to_device_of(const ag_tensor *ref, ag_tensor *host) { return ag_to(host, ref->device); }
+
+ag_tensor *tc_differences[TC_MAX_DIFFERENCES];
+int tc_n_differences;
+
+ag_tensor *tc_difference(ag_tensor *diff, ag_tensor *term) {
+    if (tc_n_differences < TC_MAX_DIFFERENCES) tc_differences[tc_n_differences++] = diff;
+    return term ? ag_add(diff, term) : diff;
+}

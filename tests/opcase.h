@@ -53,10 +53,21 @@ enum {
     /* The device run's output is on the CPU (an ag_to inside the case). */
     OPCASE_ENDS_ON_CPU = 1u << 0,
     /* The output is the difference of two computations of one function,
-     * 0 up to roundoff: the device comparison measures it against the
-     * terms' scale, 1, not against its own (tests/opcase_run.c). */
+     * 0 up to roundoff (or such differences plus a known term, made with
+     * tc_difference): the device comparison measures it against the terms'
+     * scale, 1, not against its own, and on the CPU the differences
+     * themselves must be 0 (tests/opcase_run.c). */
     OPCASE_DIFFERENCE = 1u << 1,
 };
+
+/* A difference case's output: diff, two computations of one function
+ * subtracted, plus term (NULL: none), a known function of the inputs that
+ * gives the output gradients worth checking.  Each call records diff for
+ * the runner, which checks on the CPU that every recorded diff is 0. */
+ag_tensor *tc_difference(ag_tensor *diff, ag_tensor *term);
+enum { TC_MAX_DIFFERENCES = 8 };
+extern ag_tensor *tc_differences[TC_MAX_DIFFERENCES];
+extern int tc_n_differences;
 
 typedef struct {
     const char *name;

@@ -103,7 +103,37 @@ static int64_t out_size(const op_case *c) {
     return size;
 }
 
+/* The largest |value| of t (NaN where one is NaN), and where. */
+static double largest_abs(const ag_tensor *t, int64_t *at) {
+    double worst = 0;
+    for (int64_t i = 0; i < t->size; i++)
+        if (!(fabs((double)t->data[i]) <= worst)) worst = fabs((double)t->data[i]), *at = i;
+    return worst;
+}
+
+/* A difference case (OPCASE_DIFFERENCE) is its own test on the CPU: its
+ * two computations of one function agree, so each difference it made
+ * (tc_difference; none recorded: the output is the difference) is 0 to
+ * f64's roundoff on terms of size ~1 (the inputs within [-4, 4]). */
+static void check_difference_is_zero(const op_case *c) {
+    ag_tensor *in[OPCASE_MAX_INPUTS] = {0};
+    int n = make_inputs(c, in, true);
+    tc_n_differences = 0;
+    ag_tensor *out = forward_on(c, in, n, AG_CPU);
+    int count = tc_n_differences ? tc_n_differences : 1;
+    for (int d = 0; d < count; d++) {
+        const ag_tensor *diff = tc_n_differences ? tc_differences[d] : out;
+        int64_t at = -1;
+        double worst = largest_abs(diff, &at);
+        printf("  %-48s cpu  difference %d of %d, largest |value| %.2e\n", c->name, d + 1, count, worst);
+        CHECK(worst <= 1e-10, "%s: difference %d: the two computations differ by %.3g at element %lld (want 0)",
+              c->name, d + 1, worst, (long long)at);
+    }
+    ag_step_end();
+}
+
 static void gradcheck_case(const op_case *c, ag_device dev) {
+    if ((c->flags & OPCASE_DIFFERENCE) && dev == AG_CPU) check_difference_is_zero(c);
     if (is_uniform(c) && out_size(c) > GRADCHECK_OUT_MAX) return;
     ag_tensor *in[OPCASE_MAX_INPUTS] = {0}, *wrt[OPCASE_MAX_INPUTS];
     int n = make_inputs(c, in, true), nw = 0;
