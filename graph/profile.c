@@ -7,6 +7,9 @@
  * charged to (op, file:line).  Nested calls split right: in f(g(x)), f's
  * stamp comes first, g runs and records, then f's own work runs until f
  * records.  Composite layers charge the innermost call site that records.
+ * An op called without a stamp (a library-internal ag__ op) is charged from
+ * the previous record, a backward sweep's end or the step's start, so a
+ * step's first op never takes the time of the step before.
  * Backward: the sweep times each
  * node's backward and charges it to the site the node was recorded at.
  * Whatever lies outside ops (optimizer, loss glue, data) shows as the rest

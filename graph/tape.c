@@ -130,6 +130,7 @@ static void sweep(ag_tensor *out, bool retain) {
         if (n->out->device == AG_CUDA) ag__cuda_check_launch(n->op);
         if (ag__anomaly_on) ag__anomaly_backward(n);
     }
+    if (ag__prof_on) ag__prof_site(); /* the sweep is charged node by node: no forward op's time */
 }
 
 /* bytes between any two places, host or GPU. */
@@ -197,6 +198,7 @@ void ag_backward(ag_tensor *loss) { backward_scalar(loss, false); }
 void ag_backward_retain(ag_tensor *loss) { backward_scalar(loss, true); }
 
 void ag_step_end(void) {
+    if (ag__prof_on) ag__prof_site(); /* a new step: no op's forward runs from the last one's */
     tape_len = 0;
     if (++ag__step_now == 0) ag__step_now = 1; /* 0 marks tensors that are not step memory */
     ag__arena_reset();

@@ -99,8 +99,8 @@ static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag
     ag_tensor *x = ag_dropout(w, m->cfg.keep, training, &m->rng);
     ag_tensor *h = ag_dense(x, p->unit[i].w, p->unit[i].b, AG_ACT_ELU);          /* [B,N,d] */
     ag_tensor *prob = NULL;                                                      /* [B,N,N] */
-    ag_tensor *s = ag__additive_self_attention_plane(h, p->unit[i].u, p->unit[i].v, p->unit[i].bias, masks, i, c,
-                                                     m->cfg.flags & AG_FLAG_ELU_SCORE, m->capture_maps ? &prob : NULL);
+    ag_tensor *s = AG_AT(ag__additive_self_attention_plane, h, p->unit[i].u, p->unit[i].v, p->unit[i].bias, masks, i,
+                         c, m->cfg.flags & AG_FLAG_ELU_SCORE, m->capture_maps ? &prob : NULL);
     static const char *const names[UNITS] = {"fa2", "fa3", "past_sd", "future_sd"};
     if (prob) ag_model_capture_axes(m, names[i], prob, sentence);
     return s;
@@ -112,7 +112,7 @@ static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag
  * sum of the others'), so fusion.weight trains as in the paper.  One op
  * (ops/shape.h): two launches each on the GPU, where the slices, the
  * subtraction and the reshapes of the two took 18 a step. */
-static ag_tensor *ref_columns(ag_tensor *t) { return ag__ref_differences(t, UNITS); }
+static ag_tensor *ref_columns(ag_tensor *t) { return AG_AT(ag__ref_differences, t, UNITS); }
 
 /* The position fusion's linear layer as differences from the reference
  * block (ref_columns): built once per forward, shared by both sentences of

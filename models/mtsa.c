@@ -162,7 +162,7 @@ static ag_tensor *mtsa_forward(ag_model *m, const ag_batch *b, bool training) {
      * inputs of both dense layers but pool the undropped u. */
     ag_tensor *a1 = ag_dense(drop(m, u, training), p->pool_w1, p->pool_b1, AG_ACT_RELU);
     ag_tensor *A = ag_linear(drop(m, a1, training), p->pool_w2, p->pool_b2);
-    ag_tensor *s = ag__softmax_pool(A, u, b->lengths, NULL); /* softmax over valid t per feature, sum: [B,hn] */
+    ag_tensor *s = AG_AT(ag__softmax_pool, A, u, b->lengths, NULL); /* softmax over valid t per feature, sum: [B,hn] */
 
     ag_tensor *hidden = ag_dense(drop(m, s, training), p->cls_w, p->cls_b, AG_ACT_RELU);
     return ag_linear(drop(m, hidden, training), p->out_w, NULL);

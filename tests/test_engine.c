@@ -369,6 +369,39 @@ static void test_profiler_names_sites(void) {
     ag_params_free(&ps);
 }
 
+/* Every interval of a profile is charged once: an op called without a
+ * stamp ((ag_tanh)(x) skips the call-site macro) as a step's first op is
+ * charged from the step's start, not from the previous step's last op, so
+ * forward + backward never exceed the wall time (before the fix the
+ * previous step's backward, a 256^3 product's, was charged to it again). */
+static void test_profiler_charges_once(void) {
+    ag_params ps = {0};
+    ag_tensor *w = ag_param(&ps, "w", 2, (int[]){256, 256});
+    for (int64_t i = 0; i < w->size; i++) w->data[i] = (ag_real)((i % 7) - 3) / 16;
+    ag_profile_start();
+    for (int step = 0; step < 3; step++) {
+        ag_tensor *x = ag_tensor_fill(0.25, 2, (int[]){256, 256});
+        ag_tensor *first = (ag_tanh)(x); /* no stamp */
+        ag_backward(ag_sum(ag_matmul(first, w)));
+        ag_step_end();
+    }
+    ag_profile_stop();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ag_profile_report(f, 3, 0);
+    fclose(f);
+    int steps = 0;
+    double wall = 0, fwd = 0, bwd = 0, outside = -1;
+    int got = sscanf(buf, "ops per step (%d steps, %lf ms wall each): forward %lf ms, backward %lf ms, outside ops %lf ms",
+                     &steps, &wall, &fwd, &bwd, &outside);
+    CHECK(got == 5 && steps == 3, "report's first line:\n%s", buf);
+    CHECK(outside >= 0 && fwd + bwd <= wall + 0.15, "forward %.1f + backward %.1f ms > wall %.1f ms:\n%s", fwd, bwd,
+          wall, buf);
+    free(buf);
+    ag_params_free(&ps);
+}
+
 /* Dropout's mask: values are 0 or x/keep, the kept fraction is keep within
  * 5 sigma, neighbours are independent (pairs kept ~ keep^2: element order
  * interleaves the generator's lanes and halves), one rng draw per call, and
@@ -552,6 +585,7 @@ int main(void) {
     test_dropout_mask_statistics();
     test_dropout_keyed_by_row();
     test_profiler_names_sites();
+    test_profiler_charges_once();
     test_no_grad_and_marks();
     test_zero_alloc_steady_state();
     test_errors_name_op_shapes_and_line();
