@@ -37,11 +37,17 @@ void ag_callsite_push(const char *file, int line) {
     ag_set_callsite(file, line);
 }
 
+/* The outermost call's return leaves no site: an op called later without
+ * one (a library-internal ag__ op called directly) names none, rather than
+ * a line it was not called from. */
 ag_tensor *ag_callsite_pop(ag_tensor *result) {
     if (site_depth > 0) site_depth--;
     if (site_depth > 0 && site_depth <= SITE_DEPTH) {
         callsite_file = site_stack[site_depth - 1].file;
         callsite_line = site_stack[site_depth - 1].line;
+    } else if (site_depth == 0) {
+        callsite_file = NULL;
+        callsite_line = 0;
     }
     return result;
 }

@@ -210,6 +210,12 @@ static void test_errors_name_op_shapes_and_line(void) {
     snprintf(at, sizeof at, "test_engine.c:%d", line);
     CHECK(strstr(fatal_msg, at), "message '%s' lacks the caller's line %s", fatal_msg, at);
     EXPECT_FATAL(ag_matmul(a, a), "ag_matmul", "[2,3]", "inner");
+    /* an op called without a stamp ((ag_add) skips the macro), after a
+     * stamped one has returned, names no line rather than that one's */
+    ag_tensor *t = ag_tanh(a);
+    (void)t;
+    EXPECT_FATAL((ag_add)(a, b), "ag_add", "[2,3]", "[4,3]");
+    CHECK(!strstr(fatal_msg, "(at "), "an unstamped call named a line: '%s'", fatal_msg);
     /* sizes no machine holds: a parameter beyond memory is refused by name, a
      * shape whose element count overflows before any allocation */
     ag_params huge = {0};
