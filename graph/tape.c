@@ -27,11 +27,15 @@ bool ag_set_grad_enabled(bool enabled) {
 
 bool ag_is_grad_enabled(void) { return grad_enabled; }
 
+/* Inside a backward sweep: an op a node's backward runs is that node's
+ * time, which the sweep charges, not a forward op's. */
+static bool sweeping;
+
 ag_node *ag__record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in,
                     ag_tensor *const *in) {
     int line;
     const char *file = ag__callsite(&line);
-    if (ag__prof_on) ag__prof_forward(op, file, line);
+    if (ag__prof_on && !sweeping) ag__prof_forward(op, file, line);
     ag__stamp(out, op); /* views are made here, not by ag__empty */
     /* The op's kernels were launched (ops/dispatch.h): a launch error is a
      * programmer error naming it. */
@@ -116,6 +120,8 @@ static void check_not_spent(const ag_tensor *out) {
 
 static void sweep(ag_tensor *out, bool retain) {
     if (!out->node) return; /* a leaf: nothing to propagate */
+    bool was = sweeping;
+    sweeping = true;
     for (int i = out->node->index; i >= 0; i--) {
         ag_node *n = tape[i];
         if (!n->out->grad) continue;
@@ -130,6 +136,7 @@ static void sweep(ag_tensor *out, bool retain) {
         if (n->out->device == AG_CUDA) ag__cuda_check_launch(n->op);
         if (ag__anomaly_on) ag__anomaly_backward(n);
     }
+    sweeping = was;
     if (ag__prof_on) ag__prof_site(); /* the sweep is charged node by node: no forward op's time */
 }
 
@@ -199,6 +206,7 @@ void ag_backward_retain(ag_tensor *loss) { backward_scalar(loss, true); }
 
 void ag_step_end(void) {
     if (ag__prof_on) ag__prof_site(); /* a new step: no op's forward runs from the last one's */
+    sweeping = false;                  /* a fatal error caught inside a sweep left it set */
     tape_len = 0;
     if (++ag__step_now == 0) ag__step_now = 1; /* 0 marks tensors that are not step memory */
     ag__arena_reset();
