@@ -685,8 +685,9 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
 /* Every op records the caller's file:line before it runs, so an error (and
  * the profiler) names the line in the user's model.  Sites nest: in
  * ag_dense(helper(x), w, b, act) the ops inside helper() stamp their own
- * lines and, returning, give the dense its line back.  The library itself
- * defines AG_INTERNAL.  Statements that return no tensor (masks' status,
+ * lines and, returning, give the dense its line back; the outermost call's
+ * return leaves no site, so a call without one names none.  The library
+ * itself defines AG_INTERNAL.  Statements that return no tensor (masks' status,
  * initialisers, the optimizer) just stamp. */
 void ag_set_callsite(const char *file, int line);
 void ag_callsite_push(const char *file, int line);
