@@ -61,6 +61,11 @@ typedef struct {
     ag__kreal *p, *s0, *s1, *s2;
     const ag__kreal *g;
     int64_t n;
+    /* Not NULL: g's memory, zeroed once the update has read it (not where
+     * the gate skips the update): the training step's zero_grad, in the
+     * update's pass over memory it reads anyway, where a pass of its own
+     * wrote all of it. */
+    ag__kreal *g_clear;
     /* Not NULL: the block sums of squares of the values after the update
      * (of the values as they are where the gate skips it), as
      * sum_squares_blocks writes them, made in the same pass while the
@@ -137,12 +142,17 @@ double *ag__params_sq_on(const ag_params *ps, ag_device dev);
 void ag__optim_step_gated(ag_optimizer *opt, const double *gate);
 /* The same, and ag__params_sq_on's value for opt's parameters after it, the
  * squares taken in the update's own pass where the device has update_all
- * (the same bits: the same blocks of the same values). */
-double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag_device dev);
+ * (the same bits: the same blocks of the same values).  clear_grads: the
+ * update also zeroes the gradients it reads, where the device has
+ * update_all (*cleared says whether it does); with the gate skipping the
+ * update they stay as they are. */
+double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag_device dev, bool clear_grads,
+                                       bool *cleared);
 /* The pieces of it: the update writing parameter i's block sums into
- * block_sq[i] (false, nothing written, where the device has no update_all),
- * and one host array's block sums on the caller (optim/gradients.c). */
-bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq);
+ * block_sq[i] and zeroing the gradients it read where clear_grads (false,
+ * neither done, where the device has no update_all), and one host array's
+ * block sums on the caller (optim/gradients.c). */
+bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
 void ag__sum_squares_blocks_serial(const ag_real *x, int64_t n, double *block_sq);
 ag_status ag__check_params_norm(const ag_params *ps, double norm);
 #endif

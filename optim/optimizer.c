@@ -323,22 +323,36 @@ typedef struct {
 
 static ag_real *at(ag_real *slot, int64_t begin) { return slot ? slot + begin : NULL; }
 
-/* Elements [begin, end) of span s's arrays, with the kernel of the
- * optimizer's kind. */
-static void update_range(void *ctx, int s, int64_t begin, int64_t end) {
-    const update_job *j = ctx;
-    const ag__update_span *u = &j->spans[s];
+/* Elements [begin, begin + n) of span u's arrays, with the kernel of kind. */
+static void update_elements(int kind, const ag__update_span *u, int64_t begin, int64_t n) {
     ag_real *P = u->p + begin;
     const ag_real *G = u->g + begin;
-    int64_t n = end - begin;
-    switch (j->gated_off ? -1 : j->kind) {
+    switch (kind) {
     case AG_SGD: sgd_range(u->coef, P, G, at(u->s0, begin), n); break;
     case AG_ADAM:
     case AG_ADAMW: adam_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), at(u->s2, begin), n); break;
     case AG_ADADELTA: adadelta_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), n); break;
-    default: break; /* skipped: the squares below only */
+    default: break;
     }
-    if (u->block_sq) ag__sum_squares_blocks_serial(P, n, u->block_sq + begin / AG_SQ_BLOCK);
+}
+
+/* Where the update clears g, it goes in pieces of CLEAR_PIECE elements, so
+ * that g's piece is still in L1 when it is zeroed (16 KB of floats). */
+enum { CLEAR_PIECE = 4096 };
+
+/* Elements [begin, end) of span s's arrays: the update (unless gated
+ * off), g's zeroing where asked, the squares where asked. */
+static void update_range(void *ctx, int s, int64_t begin, int64_t end) {
+    const update_job *j = ctx;
+    const ag__update_span *u = &j->spans[s];
+    if (!j->gated_off && !u->g_clear) update_elements(j->kind, u, begin, end - begin);
+    if (!j->gated_off && u->g_clear)
+        for (int64_t b = begin; b < end; b += CLEAR_PIECE) { /* elements are independent: the same bits */
+            int64_t n = end - b < CLEAR_PIECE ? end - b : CLEAR_PIECE;
+            update_elements(j->kind, u, b, n);
+            memset(u->g_clear + b, 0, (size_t)n * sizeof(ag_real));
+        }
+    if (u->block_sq) ag__sum_squares_blocks_serial(u->p + begin, end - begin, u->block_sq + begin / AG_SQ_BLOCK);
 }
 
 static bool gated_off(const double *gate) { return gate && !isfinite(*gate); }
@@ -430,22 +444,23 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
                              .s2 = o->n_slots > 2 ? s[2 * np] : NULL};
 }
 
-static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq);
+static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
 
-void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL); }
+void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL, false); }
 
-void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate, NULL); }
+void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate, NULL, false); }
 
 /* block_sq[i]: where parameter i's block sums of squares go (sum_squares_blocks'
- * layout); false, nothing written there, where the device has no update_all. */
-bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq) {
-    return optim_step(opt, gate, block_sq);
+ * layout); false, nothing written there and no gradient cleared, where the
+ * device has no update_all. */
+bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads) {
+    return optim_step(opt, gate, block_sq, clear_grads);
 }
 
 /* Every parameter's coefficients go to the device's memory in one (staged,
  * non-waiting) copy and the kernels read them there, so that the launches'
  * arguments stay the same from step to step (a CUDA graph replays them). */
-static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq) {
+static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads) {
     const char *op = "ag_optim_step";
     ag_params *ps = opt->params;
     if (!ps || ps->count != opt->n_params)
@@ -475,6 +490,7 @@ static bool optim_step(ag_optimizer *opt, const double *gate, double *const *blo
         for (int i = 0; i < n; i++)
             if (ps->items[i]->requires_grad) {
                 spans[count] = span_of(opt, i, &on_device[i]);
+                spans[count].g_clear = clear_grads ? ps->items[i]->grad : NULL;
                 spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
             }
         k->update_all((int)opt->cfg.kind, spans, count, gate);

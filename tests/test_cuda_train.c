@@ -311,13 +311,24 @@ static void gated_case(const char *spec) {
         copy(loss, GPU, &losses[step], AG_CPU, sizeof *loss);
         double *sq = ag__grad_sq_on(&gpu, 1.0, AG_CUDA);
         ag__grads_on("train step", AG_CUDA)->step_gate(loss, sq, gate);
-        ag__optim_step_gated(&og, gate);
-        ag__grads_on("train step", AG_CUDA)->step_values(loss, sq, ag__params_sq_on(&gpu, AG_CUDA), gate + 1);
+        bool cleared = false; /* as the trainer's step: the update zeroes the gradients it read */
+        double *psq = ag__optim_step_gated_params_sq(&og, gate, AG_CUDA, true, &cleared);
+        ag__grads_on("train step", AG_CUDA)->step_values(loss, sq, psq, gate + 1);
         copy(values, AG_CPU, gate + 1, GPU, sizeof values);
         double nc = ag_clip_grad_norm(&cpu, 1.0);
         bool update = isfinite(losses[step]) && isfinite(nc);
         if (update) ag_optim_step(&oc);
         else og.step--;
+        int64_t nonzero = 0; /* the GPU's gradients: zeroed by an update, kept where the gate skipped it */
+        for (int p = 0; p < gpu.count; p++) {
+            ag_real *g = malloc((size_t)gpu.items[p]->size * sizeof *g);
+            copy(g, AG_CPU, gpu.items[p]->grad, GPU, (size_t)gpu.items[p]->size * sizeof *g);
+            for (int64_t k = 0; k < gpu.items[p]->size; k++) nonzero += g[k] != 0;
+            free(g);
+        }
+        CHECK(cleared && (update ? nonzero == 0 : nonzero > 0), "%s step %d: %lld gradient elements not 0 after %s",
+              spec, step, (long long)nonzero, update ? "the update (want 0: it zeroes them)" : "a skipped update (want "
+              "them as they were)");
         CHECK(sqrt(values[1]) == nc || (isnan(nc) && isnan(values[1])) || (isinf(nc) && isinf(values[1])),
               "%s step %d: the gated step's gradient norm %.17g, the CPU's clip %.17g", spec, step, sqrt(values[1]), nc);
         CHECK(values[0] == (double)losses[step] || isnan(losses[step]), "%s step %d: the loss read back", spec, step);

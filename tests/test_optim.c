@@ -555,7 +555,11 @@ static void test_weight_decay_groups(void) {
  * ag__optim_step_gated_params_sq takes the squares in the update's pass;
  * they must be ag__params_sq_on's after ag__optim_step_gated to the bit,
  * and the values the same, for parameters across chunks and blocks, a
- * frozen one, an empty one, a skipped update (NaN gate), 1 and 2 threads. */
+ * frozen one, an empty one, a skipped update (NaN gate), 1 and 2 threads.
+ * With clear_grads the update also zeroes the gradients it read (the
+ * training step's next zero_grad): the same values, every trained
+ * gradient 0 after it, and every gradient as it was where the gate
+ * skipped the update or the parameter is frozen. */
 static void fused_set(ag_params *ps) {
     ag_param(ps, "w", 2, (int[]){300, 250}); /* 75000: three update chunks, 19 blocks */
     ag_param(ps, "b", 1, (int[]){5});
@@ -572,37 +576,60 @@ static void fused_set(ag_params *ps) {
     ag_param_freeze(ps->items[2]);
 }
 
+static bool same_reals(const ag_real *x, const ag_real *y, int64_t n) {
+    return n == 0 || !memcmp(x, y, (size_t)n * sizeof *x);
+}
+
+static bool all_zero(const ag_real *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] != 0) return false;
+    return true;
+}
+
 static void test_fused_params_sq(void) {
     const char *specs[] = {"adam:weight_decay=0.01", "adadelta:lr=0.5,rho=0.95", "sgd:lr=0.1,momentum=0.9"};
     for (int threads = 1; threads <= 2; threads++)
         for (int i = 0; i < 3; i++)
-            for (int gated = 0; gated < 2; gated++) {
-                ag_set_num_threads(threads);
-                ag_params a = {0}, b = {0};
-                fused_set(&a);
-                fused_set(&b);
-                ag_optim_config c;
-                ag_optim_parse(specs[i], &c);
-                ag_optimizer oa, ob;
-                ag_optim_init(&oa, &a, &c);
-                ag_optim_init(&ob, &b, &c);
-                double gate = gated ? NAN : 1.0, sa = 0, sb = 0;
-                for (int step = 0; step < 3; step++) {
-                    ag__optim_step_gated(&oa, &gate);
-                    sa = *ag__params_sq_on(&a, AG_CPU);
-                    sb = *ag__optim_step_gated_params_sq(&ob, &gate, AG_CPU);
-                    ag_step_end();
+            for (int gated = 0; gated < 2; gated++)
+                for (int clear = 0; clear < 2; clear++) {
+                    ag_set_num_threads(threads);
+                    ag_params a = {0}, b = {0};
+                    fused_set(&a);
+                    fused_set(&b);
+                    ag_optim_config c;
+                    ag_optim_parse(specs[i], &c);
+                    ag_optimizer oa, ob;
+                    ag_optim_init(&oa, &a, &c);
+                    ag_optim_init(&ob, &b, &c);
+                    double gate = gated ? NAN : 1.0, sa = 0, sb = 0;
+                    bool cleared = !clear, grads_ok = true;
+                    for (int step = 0; step < 3; step++) {
+                        for (int p = 0; p < a.count; p++) /* b's gradients as a's: a backward's */
+                            memcpy(b.items[p]->grad, a.items[p]->grad, (size_t)a.items[p]->size * sizeof(ag_real));
+                        ag__optim_step_gated(&oa, &gate);
+                        sa = *ag__params_sq_on(&a, AG_CPU);
+                        sb = *ag__optim_step_gated_params_sq(&ob, &gate, AG_CPU, clear, &cleared);
+                        for (int p = 0; p < a.count; p++) {
+                            const ag_tensor *pa = a.items[p], *pb = b.items[p];
+                            bool zeroed = clear && !gated && pb->requires_grad;
+                            grads_ok = grads_ok && (zeroed ? all_zero(pb->grad, pb->size)
+                                                           : same_reals(pa->grad, pb->grad, pa->size));
+                        }
+                        ag_step_end();
+                    }
+                    bool same = memcmp(&sa, &sb, sizeof sa) == 0;
+                    for (int p = 0; p < a.count; p++)
+                        same = same && same_reals(a.items[p]->data, b.items[p]->data, a.items[p]->size);
+                    CHECK(same && sa > 0, "%s, %d threads%s%s: fused squares %.17g, separate %.17g", specs[i],
+                          threads, gated ? ", update skipped" : "", clear ? ", gradients cleared" : "", sb, sa);
+                    CHECK(cleared == (bool)clear && grads_ok, "%s, %d threads%s%s: cleared %d, gradients %s", specs[i],
+                          threads, gated ? ", update skipped" : "", clear ? ", gradients cleared" : "", cleared,
+                          grads_ok ? "as expected" : "wrong (zeroed where they should stay, or left where cleared)");
+                    ag_optim_free(&oa);
+                    ag_optim_free(&ob);
+                    ag_params_free(&a);
+                    ag_params_free(&b);
                 }
-                bool same = memcmp(&sa, &sb, sizeof sa) == 0;
-                for (int p = 0; p < a.count; p++)
-                    same = same && !memcmp(a.items[p]->data, b.items[p]->data, (size_t)a.items[p]->size * sizeof(ag_real));
-                CHECK(same && sa > 0, "%s, %d threads%s: fused squares %.17g, separate %.17g", specs[i], threads,
-                      gated ? ", update skipped" : "", sb, sa);
-                ag_optim_free(&oa);
-                ag_optim_free(&ob);
-                ag_params_free(&a);
-                ag_params_free(&b);
-            }
     ag_set_num_threads(1);
 }
 

@@ -2,7 +2,9 @@
  * sizes step memory before the first.
  *
  * One training step is zero_grad, forward, loss, backward, L2, clipping,
- * optimizer step, ag_step_end: everything per step comes from the step
+ * optimizer step, ag_step_end (the update zeroes the gradients it has read,
+ * so the next step's zero_grad is done without a pass of its own unless
+ * the gate skipped the update): everything per step comes from the step
  * arena and the batch buffers allocated once, so after a warm-up step on
  * the widest batch a step performs no heap allocation (the result reports
  * the count, and test_train checks it is 0). */
@@ -88,7 +90,8 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
                       size_t errlen) {
     ag_model *m = &t->model;
     ag_device dev = t->opt.device;
-    ag_params_zero_grad(&m->params);
+    if (!t->grads_zero) ag_params_zero_grad(&m->params);
+    t->grads_zero = false;
     ag_tensor *out = NULL;
     if (t->batch.rows > 0 && !(out = ag__train_batch_loss(m, &t->batch, true, err, errlen))) {
         ag_step_end();
@@ -113,7 +116,13 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
     const ag__grads_kernels *k = ag__grads_on("train step", dev);
     double *sq = ag__grad_sq_on(&m->params, t->clip, dev), *values = ag__step_alloc_on(dev, 4 * sizeof(double));
     k->step_gate(loss_there, sq, values + 3);
-    double *psq = t->opt.params == &m->params ? ag__optim_step_gated_params_sq(&t->opt, values + 3, dev) : NULL;
+    /* The update zeroes the gradients once read (the next step's
+     * zero_grad), where it updates every one of the model's parameters:
+     * the frozen ones, which it skips, get no gradient. */
+    bool cleared = false;
+    double *psq = t->opt.params == &m->params
+                      ? ag__optim_step_gated_params_sq(&t->opt, values + 3, dev, true, &cleared)
+                      : NULL;
     if (!psq) { /* an optimizer over another list: its update, then the model's squares */
         ag__optim_step_gated(&t->opt, values + 3);
         psq = ag__params_sq_on(&m->params, dev);
@@ -127,6 +136,7 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
      * was launched: no update was made (Adam's bias correction and a
      * per-step rate follow opt.step) */
     if (!isfinite(host[0]) || !isfinite(host[1])) t->opt.step--;
+    else t->grads_zero = cleared; /* the gate let the update, and its zeroing, run */
     if (!isfinite(*loss)) {
         ag_step_end();
         char what[64];

@@ -21,6 +21,7 @@ typedef struct {
     ag_sampler sampler;
     double clip;
     ag__dist_grads grads; /* data-parallel: the flat buffer of the allreduce */
+    bool grads_zero;      /* the last step's update zeroed every gradient: the next step's zero_grad is done */
     ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
     bool have_best;
     ag_vectors vec;                 /* --embeddings of a fresh run: counts (rows freed once copied) */

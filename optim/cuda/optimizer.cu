@@ -71,24 +71,35 @@ __global__ void adadelta_kernel(const ag__kadadelta *cp, ag_real *P, const ag_re
  * each; the table of arrays goes over in one staged copy per launch. */
 #define AG_FOR_ARRAY(i, n) AG_CUDA_FOR(i, n)
 
+/* g_clear: each thread zeroes the gradient elements it updated, once read
+ * (the training step's zero_grad without a launch of its own). */
 __global__ void update_all_kernel(int kind, const ag__update_span *spans, const double *gate) {
     if (gate && !isfinite(*gate)) return;
     const ag__update_span u = spans[blockIdx.y];
     switch (kind) {
     case AG__OPTIM_SGD: {
         const ag__ksgd c = *(const ag__ksgd *)u.coef;
-        AG_FOR_ARRAY(j, u.n) sgd_element(c, u.p, u.g, u.s0, j);
+        AG_FOR_ARRAY(j, u.n) {
+            sgd_element(c, u.p, u.g, u.s0, j);
+            if (u.g_clear) u.g_clear[j] = 0;
+        }
         break;
     }
     case AG__OPTIM_ADAM:
     case AG__OPTIM_ADAMW: {
         const ag__kadam c = *(const ag__kadam *)u.coef;
-        AG_FOR_ARRAY(j, u.n) adam_element(c, u.p, u.g, u.s0, u.s1, u.s2, j);
+        AG_FOR_ARRAY(j, u.n) {
+            adam_element(c, u.p, u.g, u.s0, u.s1, u.s2, j);
+            if (u.g_clear) u.g_clear[j] = 0;
+        }
         break;
     }
     case AG__OPTIM_ADADELTA: {
         const ag__kadadelta c = *(const ag__kadadelta *)u.coef;
-        AG_FOR_ARRAY(j, u.n) adadelta_element(c, u.p, u.g, u.s0, u.s1, j);
+        AG_FOR_ARRAY(j, u.n) {
+            adadelta_element(c, u.p, u.g, u.s0, u.s1, j);
+            if (u.g_clear) u.g_clear[j] = 0;
+        }
         break;
     }
     default: break;
