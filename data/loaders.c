@@ -313,15 +313,36 @@ static int load_labeled_line(load_ctx *c) {
 
 /* ---- LM text ------------------------------------------------------------------------ */
 
+/* A token that ends a sentence of tokenised text: ".", "?" or "!" standing
+ * alone.  Abbreviations keep their point ("U.S.", "Dr."), so a lone point
+ * is a sentence's end; "..." is left inside (it often is not). */
+static int ends_sentence(const char *s, const ag_span *sp) {
+    return sp->len == 1 && (s[sp->start] == '.' || s[sp->start] == '?' || s[sp->start] == '!');
+}
+
+/* Tokens [from, to) of the line as one LM example, <eos> appended. */
+static int add_lm_example(load_ctx *c, int64_t from, int64_t to) {
+    int rc;
+    ag__ds_begin(c->ds);
+    if ((rc = add_spans(c, c->lr.buf, c->spans + from, to - from, 0))) return rc;
+    if (ag__ds_add(c->ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0)) return oom(c);
+    if (ag__ds_end(c->ds, -1, 0.0f, c->lr.lineno, c->o->lm_max_len + 1)) return oom(c);
+    return 0;
+}
+
+/* One example a line, or with lm_sentences one a sentence: a sentence ends
+ * after a run of end tokens ("! ?" stays whole) that more words follow. */
 static int load_lm_line(load_ctx *c) {
     int rc = 0;
     int64_t k = line_tokens(c, &rc);
     if (k <= 0) return rc; /* blank (counted), junk or out of memory */
-    ag__ds_begin(c->ds);
-    if ((rc = add_spans(c, c->lr.buf, c->spans, k, 0))) return rc;
-    if (ag__ds_add(c->ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0)) return oom(c);
-    if (ag__ds_end(c->ds, -1, 0.0f, c->lr.lineno, c->o->lm_max_len + 1)) return oom(c);
-    return 0;
+    int64_t from = 0;
+    for (int64_t t = 0; c->o->lm_sentences && t + 1 < k; t++)
+        if (ends_sentence(c->lr.buf, &c->spans[t]) && !ends_sentence(c->lr.buf, &c->spans[t + 1])) {
+            if ((rc = add_lm_example(c, from, t + 1))) return rc;
+            from = t + 1;
+        }
+    return add_lm_example(c, from, k);
 }
 
 /* ---- SICK TSV ------------------------------------------------------------------------ */
@@ -830,25 +851,25 @@ const char *ag_format_name(ag_format fmt) {
 }
 
 static const ag_benchmark benchmarks[] = {
-    /* name  format  train  dev  test  cv  classes  lowercase  label-only lines  label names */
+    /* name  format  train  dev  test  cv  classes  lowercase  label-only lines  label names  sentences */
     {"trec", AG_FORMAT_LABELED, "trec/TREC.train.all", NULL, "trec/TREC.test.all", 0, 6, 1, 0,
-     "DESC,ENTY,ABBR,HUM,LOC,NUM"},
+     "DESC,ENTY,ABBR,HUM,LOC,NUM", 0},
     {"sst5", AG_FORMAT_LABELED, "sst/stsa.fine.train", "sst/stsa.fine.dev",
      "sst/stsa.fine.test", 0, 5, 0, 0,
-     "very_negative,negative,neutral,positive,very_positive"},
+     "very_negative,negative,neutral,positive,very_positive", 0},
     {"sst2", AG_FORMAT_LABELED, "sst/stsa.binary.train", "sst/stsa.binary.dev",
-     "sst/stsa.binary.test", 0, 2, 0, 0, "negative,positive"},
-    {"mr", AG_FORMAT_LABELED, "mr/rt-polarity.all", NULL, NULL, 1, 2, 0, 0, "negative,positive"},
-    {"subj", AG_FORMAT_LABELED, "subj/subj.all", NULL, NULL, 1, 2, 0, 0, "subjective,objective"},
-    {"cr", AG_FORMAT_LABELED, "cr/custrev.all", NULL, NULL, 1, 2, 0, 4, "negative,positive"},
-    {"mpqa", AG_FORMAT_LABELED, "mpqa/mpqa.all", NULL, NULL, 1, 2, 0, 3, "negative,positive"},
+     "sst/stsa.binary.test", 0, 2, 0, 0, "negative,positive", 0},
+    {"mr", AG_FORMAT_LABELED, "mr/rt-polarity.all", NULL, NULL, 1, 2, 0, 0, "negative,positive", 0},
+    {"subj", AG_FORMAT_LABELED, "subj/subj.all", NULL, NULL, 1, 2, 0, 0, "subjective,objective", 0},
+    {"cr", AG_FORMAT_LABELED, "cr/custrev.all", NULL, NULL, 1, 2, 0, 4, "negative,positive", 0},
+    {"mpqa", AG_FORMAT_LABELED, "mpqa/mpqa.all", NULL, NULL, 1, 2, 0, 3, "negative,positive", 0},
     {"sick", AG_FORMAT_SICK, "sick/SICK_train.txt", "sick/SICK_trial.txt",
      "sick/SICK_test_annotated.txt", 0, 3, 1, 0,
-     "NEUTRAL,ENTAILMENT,CONTRADICTION"},
+     "NEUTRAL,ENTAILMENT,CONTRADICTION", 0},
     {"ptb", AG_FORMAT_LM, "ptb/ptb.train.txt", "ptb/ptb.valid.txt", "ptb/ptb.test.txt", 0, 0, 0,
-     0, NULL},
+     0, NULL, 0},
     {"wikitext2", AG_FORMAT_LM, "wikitext2/train.txt", "wikitext2/valid.txt",
-     "wikitext2/test.txt", 0, 0, 0, 0, NULL},
+     "wikitext2/test.txt", 0, 0, 0, 0, NULL, 1},
 };
 
 const ag_benchmark *ag_benchmark_find(const char *name) {

@@ -236,8 +236,19 @@ if [ -n "$D" ] && [ -d "$D/trec" ]; then
   expect 0 '^test +pearson .*\(4927 examples\)' "$AG" eval --ckpt "$T/sick-rel/best.safetensors"
   expect 1 'sick holds sentence pairs, but model mtsa does classification only' "$AG" train --model mtsa --data "$D/sick" "${B[@]}" --out "$T/sick-mtsa"
   expect 1 'ptb is language-model text' "$AG" train --data "$D/ptb" --out "$T/ptb"
+  # WikiText-2's paragraphs are cut into sentences, as its LM paper trains them; --lm-split line keeps lines
+  expect 0 'poslm on wikitext2: 83533 train / 8734 dev / 10112 test' "$AG" train --model poslm --data "$D/wikitext2" "${B[@]}" --max-steps 1 --out "$T/wt2"
+  expect 0 'poslm on wikitext2: 23767 train / 2461 dev / 2891 test' "$AG" train --model poslm --data "$D/wikitext2" --lm-split line "${B[@]}" --max-steps 1 --out "$T/wt2-lines"
   expect 1 'add --dataset sst5 or --dataset sst2' "$AG" train --data "$D/sst" --out "$T/sst"
 fi
+
+# ---- LM text: a line an example, or (--lm-split sentence) a sentence an example ----
+for i in $(seq 20); do echo " w$((i % 5)) saw w$((i % 3)) . then w$((i % 4)) left ! "; done > "$T/paras.txt"
+expect 0 'poslm on paras.txt: 36 train / 4 dev' "$AG" train --model poslm --data "$T/paras.txt" --format lm --lm-split sentence --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-sent"
+expect 0 'poslm on paras.txt: 18 train / 2 dev' "$AG" train --model poslm --data "$T/paras.txt" --format lm --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-line"
+expect 0 '^test|^dev' "$AG" eval --ckpt "$T/lm-sent/best.safetensors"
+expect 1 '--lm-split sentence: .*ten.txt is labeled data, not LM text' "$AG" train --data "$T/ten.txt" --lm-split sentence --out "$T/lm-bad"
+expect 2 "option --lm-split: 'word': expected line or sentence" "$AG" train --lm-split word
 
 # ---- bad data files ----
 printf '0 a good line\nno label here\n' > "$T/nolabel.txt"

@@ -472,6 +472,58 @@ static void test_lm(void) {
     CHECK(ag_dataset_load(p, AG_FORMAT_LM, &o, NULL, &ds, err, sizeof err) == AG_DATA_EINVAL);
 }
 
+/* Example i's words joined by spaces, <eos> included. */
+static const char *example_text(const ag_dataset *ds, int64_t i) {
+    static char buf[512];
+    size_t n = 0;
+    buf[0] = 0;
+    for (int32_t t = 0; t < ds->ex[i].full_len && n < sizeof buf; t++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", t ? " " : "", ag_dataset_word(ds, i, 0, t));
+    return buf;
+}
+
+/* WikiText-2's lines are paragraphs; its paper trains a sentence an example. */
+static void test_lm_sentences(void) {
+    const char *p = FIXTURE("wiki.txt",
+                            " = Heading = \n"
+                            " \n"
+                            " He went to the U.S. in 1990 . It rained ! ? Then Dr. Who came ... and left \n"
+                            " . a b . \n"
+                            " one \" two \" . \" Three \" \n");
+    ag_load_opts o = ag_load_opts_default();
+    o.lm_sentences = 1;
+    o.lm_max_len = 4;
+    ag_dataset ds;
+    CHECK(ag_dataset_load(p, AG_FORMAT_LM, &o, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    static const char *want[] = {
+        "= Heading = <eos>",
+        "He went to the U.S. in 1990 . <eos>", /* abbreviations keep their point */
+        "It rained ! ? <eos>",                  /* a run of end tokens stays whole */
+        "Then Dr. Who came ... and left <eos>", /* "..." does not end a sentence */
+        ". <eos>",
+        "a b . <eos>",                           /* the line's last token cuts nothing */
+        "one \" two \" . <eos>",
+        "\" Three \" <eos>",
+    };
+    static const int64_t line[] = {1, 3, 3, 3, 4, 4, 5, 5};
+    int n = (int)(sizeof want / sizeof *want);
+    CHECK(ds.n == n && ds.stats.lines == 5 && ds.stats.blank == 1, "%lld examples", (long long)ds.n);
+    for (int i = 0; i < n && i < ds.n; i++) {
+        CHECK(!strcmp(example_text(&ds, i), want[i]), "sentence %d: '%s', want '%s'", i, example_text(&ds, i),
+              want[i]);
+        CHECK(ds.ex[i].line == line[i], "sentence %d on line %lld", i, (long long)ds.ex[i].line);
+        int32_t full = ds.ex[i].full_len;
+        CHECK(ds.ex[i].len == (full > 5 ? 5 : full), "each sentence clipped to 4 + 1 on its own");
+    }
+    CHECK(ds.stats.clipped == 3 && ds.stats.tokens == 3 + 8 + 4 + 7 + 1 + 3 + 5 + 3);
+    ag_dataset_free(&ds);
+
+    o.lm_sentences = 0; /* a line an example */
+    CHECK(ag_dataset_load(p, AG_FORMAT_LM, &o, NULL, &ds, err, sizeof err) == 0, "%s", err);
+    CHECK(ds.n == 4 && ds.ex[1].full_len == 19 + 1 && ds.ex[1].line == 3);
+    ag_dataset_free(&ds);
+}
+
 /* ---- input the fuzz campaign found loading silently ---------------------------- */
 
 static void test_conllu_require_labels(void) {
@@ -1315,6 +1367,24 @@ static void test_real_data(void) {
         ag_vocab_free(v);
         ag_dataset_free(&tr);
     }
+    /* As its paper trains it, a sentence an example: the counts of the same
+     * rule in a few lines of Python over the files (docs/data.md). */
+    static const struct { const char *file; int64_t n, tokens, clipped; } wiki[] = {
+        {"wikitext2/train.txt", 83533, 2051910, 15202},
+        {"wikitext2/valid.txt", 8734, 213886, 1568},
+        {"wikitext2/test.txt", 10112, 241211, 1694},
+    };
+    for (int i = 0; i < 3; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, wiki[i].file);
+        ag_load_opts o = ag_load_opts_default();
+        o.lm_sentences = 1;
+        CHECK(ag_dataset_load(p, AG_FORMAT_LM, &o, NULL, &tr, err, sizeof err) == 0, "%s", err);
+        CHECK(tr.n == wiki[i].n && tr.stats.tokens == wiki[i].tokens && tr.stats.clipped == wiki[i].clipped,
+              "%s: %lld sentences, %lld tokens, %lld clipped", wiki[i].file, (long long)tr.n,
+              (long long)tr.stats.tokens, (long long)tr.stats.clipped);
+        ag_dataset_free(&tr);
+    }
     if (load_real(dir, "ptb/ptb.test.txt", AG_FORMAT_LM, 0, &te)) {
         CHECK(te.n == 3761 && te.stats.tokens == 78669);
         ag_dataset_free(&te);
@@ -1336,6 +1406,7 @@ int main(void) {
     test_conllu();
     test_conllu_roundtrip();
     test_lm();
+    test_lm_sentences();
     test_conllu_require_labels();
     test_conllu_cycles();
     test_label_range();

@@ -115,15 +115,27 @@ static int limit_advice(int rc, char *err, size_t errlen) {
     return rc;
 }
 
-static int load(const ag_train_opts *o, const char *path, ag_format fmt, int lowercase, int skip_bad, int32_t n_classes,
-                ag_dataset *ds, char *err, size_t errlen) {
+/* Whether LM text is cut into sentences: --lm-split, or the data set's way
+ * (b NULL: a file of the user's, a line an example unless told). */
+static int lm_sentences(const ag_train_opts *o, const ag_benchmark *b) {
+    if (o->lm_split[0]) return !strcmp(o->lm_split, "sentence");
+    return b && b->lm_sentences;
+}
+
+/* A data file of benchmark b, or of the user's (b NULL). */
+static int load(const ag_train_opts *o, const char *path, ag_format fmt, const ag_benchmark *b, ag_dataset *ds,
+                char *err, size_t errlen) {
+    if (o->lm_split[0] && fmt != AG_FORMAT_LM)
+        return ag__train_fail(err, errlen, AG_DATA_EINVAL, "--lm-split %s: %s is %s data, not LM text", o->lm_split,
+                             path, ag_format_name(fmt));
     ag_load_opts lo = ag_load_opts_default();
     lo.max_line_bytes = line_limit(o);
     lo.max_words = ag_line_word_limit(o);
-    lo.lowercase = lowercase;
-    lo.skip_bad_lines = skip_bad;
-    lo.n_classes = n_classes;
+    lo.lowercase = o->lowercase || (b && b->lowercase);
+    lo.skip_bad_lines = b && b->label_only_lines > 0;
+    lo.n_classes = b ? b->n_classes : 0;
     lo.require_labels = 1; /* a run trains CoNLL-U for classification only, and the loss skips label -1 */
+    lo.lm_sentences = lm_sentences(o, b);
     return limit_advice(ag_dataset_load(path, fmt, &lo, NULL, ds, err, errlen), err, errlen);
 }
 
@@ -286,8 +298,7 @@ static int open_benchmark(const ag_train_opts *o, int fold, ag_run_data *d, char
         d->lowercase = b->lowercase || o->lowercase;
         if (s == AG_SPLIT_TRAIN && o->phrases)
             rc = load_phrases(o, b, dir, pdir, &d->sets[s], err, errlen);
-        else if (!(rc = load(o, path, b->format, d->lowercase, b->label_only_lines > 0, b->n_classes, &d->sets[s], err,
-                             errlen)) && pdir[0])
+        else if (!(rc = load(o, path, b->format, b, &d->sets[s], err, errlen)) && pdir[0])
             rc = attach_parses(o, pdir, files[s], &d->sets[s], err, errlen);
         if (rc) return rc;
         if (use_whole(d, s, &d->sets[s])) return ag__train_fail(err, errlen, AG_DATA_ENOMEM, "out of memory");
@@ -328,7 +339,7 @@ static int open_file(const ag_train_opts *o, ag_run_data *d, char *err, size_t e
     if (o->phrases)
         return ag__train_fail(err, errlen, AG_DATA_EINVAL, "--phrases: %s is a file; pass SST's folder with --dataset sst5 or sst2",
                              o->data);
-    int rc = load(o, o->data, fmt, o->lowercase, 0, 0, &d->sets[0], err, errlen);
+    int rc = load(o, o->data, fmt, NULL, &d->sets[0], err, errlen);
     if (rc) return rc;
     char dir[AG_PATH_MAX], pdir[AG_PATH_MAX];
     snprintf(copy, sizeof copy, "%s", o->data);

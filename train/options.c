@@ -33,6 +33,7 @@ static const char *check_optim(const char *v);
 static const char *check_sched(const char *v);
 static const char *check_dataset(const char *v);
 static const char *check_format(const char *v);
+static const char *check_lm_split(const char *v);
 static const char *check_progress(const char *v);
 static const char *check_fingerprint(const char *v);
 static const char *check_device(const char *v);
@@ -79,6 +80,9 @@ static const opt_def opts[] = {
      "trec, sst5, sst2, mr, subj, cr, mpqa, sick, ptb, wikitext2 (default: the folder's name)", check_dataset},
     {"format", O_STR, F(format), 0, 0, DATA_CMDS, true, "F", "format of a single file: labeled, sick, conllu, lm",
      check_format},
+    {"lm-split", O_STR, F(lm_split), 0, 0, DATA_CMDS, true, "U",
+     "LM text: line (an example a line) or sentence (cut after a lone . ? or !) (default: sentence for "
+     "wikitext2, whose lines are paragraphs; else line)", check_lm_split},
     {"phrases", O_SWITCH, F(phrases), 0, 1, DATA_CMDS, true, NULL,
      "SST-5/SST-2: train on every labelled phrase of SST's trees (trees/train.txt); dev and test stay sentences",
      NULL},
@@ -239,6 +243,10 @@ static const char *check_format(const char *v) {
     ag_format f;
     if (!*v || ag_format_parse(v, &f) == 0) return NULL;
     return "expected labeled, sick, conllu or lm";
+}
+
+static const char *check_lm_split(const char *v) {
+    return !*v || !strcmp(v, "line") || !strcmp(v, "sentence") ? NULL : "expected line or sentence";
 }
 
 static const char *check_fingerprint(const char *v) {

@@ -125,6 +125,11 @@ typedef struct {
     int lowercase;          /* lower-case ASCII letters of every token */
     int skip_bad_lines;     /* skip malformed lines (counted) instead of failing */
     int32_t lm_max_len;     /* LM: x = s[0:max_len], y = s[1:max_len+1]; 35 */
+    int lm_sentences;       /* LM: an example per sentence, not per line: a line is
+                               cut after each standalone ".", "?" or "!" (a run of
+                               them stays together) that more words follow, and
+                               every piece gets its <eos>.  For text whose lines
+                               are paragraphs (WikiText-2); 0: a line an example */
     size_t max_line_bytes;  /* longer lines are an error (AG_DATA_ELIMIT) */
     int32_t n_classes;      /* > 0: a label outside [0, n_classes) is an error, even
                                with skip_bad_lines (benchmarks); 0: any label */
@@ -195,6 +200,8 @@ typedef struct {
     int32_t label_only_lines; /* CR 4, MPQA 3 lines hold a label and no text:
                                  load with skip_bad_lines and expect this many */
     const char *label_names;  /* the classes by id, comma-separated ("DESC,ENTY,..."); NULL for LM */
+    int lm_sentences;         /* LM text with a paragraph a line (WikiText-2): load with
+                                 ag_load_opts.lm_sentences, as its paper splits it */
 } ag_benchmark;
 
 const ag_benchmark *ag_benchmark_find(const char *name); /* NULL if unknown */

@@ -53,6 +53,7 @@ typedef struct {
     char data[AG_PATH_MAX]; /* "" = the generated task */
     char dataset[16];       /* benchmark name; "" = inferred from the folder */
     char format[16];        /* a single file: labeled, sick, conllu, lm */
+    char lm_split[12];      /* LM text: "line", "sentence" or "" (the data set's: sentence for WikiText-2) */
     int phrases;            /* SST: train on every labelled phrase of trees/train.txt */
     char parses[AG_PATH_MAX]; /* "" = a conllu/ folder beside the data if there is one; "none"; or a folder */
     char parse_source[AG_PATH_MAX]; /* set by train: the parses' folder the run used, or "chain" */

@@ -12,6 +12,8 @@ static void load(const uint8_t *data, size_t size, int skip) {
     o.skip_bad_lines = skip;
     o.max_line_bytes = 1 << 16;
     o.max_words = size > 0 && data[0] & 2 ? 8 : 0; /* the word limit, or none */
+    o.lm_sentences = size > 0 && data[0] & 4;          /* LM: a sentence an example */
+    o.lm_max_len = size > 0 && data[0] & 8 ? 3 : 35;   /* windows that cut */
     if (ag_dataset_load_mem("fuzz", data, size, FUZZ_FORMAT, &o, NULL, &ds, err, sizeof err)) return;
     for (int64_t i = 0; o.max_words && FUZZ_FORMAT != AG_FORMAT_LM && i < ds.n; i++)
         if (ds.ex[i].full_len + ds.ex[i].len_b > o.max_words) abort(); /* the bound is the point */
@@ -25,7 +27,8 @@ static void load(const uint8_t *data, size_t size, int skip) {
 }
 
 /* Loads with bad lines an error, then skipped (the paths differ at the end
- * of a file); lower-casing and a word limit from the first byte. */
+ * of a file); lower-casing, a word limit and the LM's splitting and
+ * windows from the first byte. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int skip = 0; skip < 2; skip++) load(data, size, skip);
     return 0;
