@@ -40,8 +40,9 @@ static ag_train_opts small_run(const char *name) {
     return o;
 }
 
-/* Every tensor of a is in b with the same dtype, shape and bytes. */
-static int same_tensors(const char *a, const char *b, bool verbose) {
+/* Every tensor of a (or its parameters alone: not "optim.*") is in b with
+ * the same dtype, shape and bytes. */
+static int same_tensors_of(const char *a, const char *b, bool verbose, bool params_only) {
     ag_st_file fa, fb;
     if (ag_st_read(a, &fa)) {
         fprintf(stderr, "%s\n", ag_errmsg());
@@ -52,19 +53,23 @@ static int same_tensors(const char *a, const char *b, bool verbose) {
         ag_st_close(&fa);
         return 0;
     }
-    int same = fa.count == fb.count;
+    int same = params_only || fa.count == fb.count;
     for (int i = 0; i < fa.count && same; i++) {
         const ag_st_tensor *x = &fa.tensors[i], *y = ag_st_get(&fb, x->name);
+        if (params_only && !strncmp(x->name, "optim.", 6)) continue;
         size_t bytes = (size_t)x->numel * (x->dtype == AG_F64 || x->dtype == AG_I64 ? 8 : 4);
         same = y && y->dtype == x->dtype && y->numel == x->numel && y->ndim == x->ndim &&
                !memcmp(x->shape, y->shape, sizeof x->shape[0] * (size_t)x->ndim) && !memcmp(x->data, y->data, bytes);
         if (!same && verbose) fprintf(stderr, "tensor '%s' differs between %s and %s\n", x->name, a, b);
     }
-    if (fa.count != fb.count && verbose) fprintf(stderr, "%d tensors in %s, %d in %s\n", fa.count, a, fb.count, b);
+    if (fa.count != fb.count && !params_only && verbose)
+        fprintf(stderr, "%d tensors in %s, %d in %s\n", fa.count, a, fb.count, b);
     ag_st_close(&fa);
     ag_st_close(&fb);
     return same;
 }
+
+static int same_tensors(const char *a, const char *b, bool verbose) { return same_tensors_of(a, b, verbose, false); }
 
 /* ---- options ---- */
 
@@ -242,6 +247,67 @@ static void test_resume(void) {
 
     /* a fresh run does not overwrite a run folder without --force */
     CHECK(ag_train(&full, &r, err, sizeof err) != 0 && strstr(err, "--force"), "%s", err);
+}
+
+/* --lr-steps scales each update's rate by its factor at the optimizer's
+ * step, on top of --sched's rate, which checkpoints keep. */
+static void test_lr_steps(void) {
+    /* linear:total=2 gives factors 0.5 and 0: two steps at lr 0.1 are one
+     * step at 0.05 (plain SGD: the second update adds 0 x g) */
+    ag_train_opts a = small_run("lrs-a"), b = small_run("lrs-b");
+    set(&a, "optim", "sgd:lr=0.1");
+    set(&a, "lr-steps", "linear:total=2");
+    set(&a, "max-steps", "2");
+    set(&b, "optim", "sgd:lr=0.05");
+    set(&b, "max-steps", "1");
+    ag_train_result r;
+    CHECK(ag_train(&a, &r, err, sizeof err) == 0 && r.steps == 2, "%s", err);
+    CHECK(ag_train(&b, &r, err, sizeof err) == 0 && r.steps == 1, "%s", err);
+    char pa[AG_PATH_MAX + 32], pb[AG_PATH_MAX + 32];
+    snprintf(pa, sizeof pa, "%s/last.safetensors", a.out);
+    snprintf(pb, sizeof pb, "%s/last.safetensors", b.out);
+    CHECK(same_tensors_of(pa, pb, true, true), "factors 0.5 and 0 at lr 0.1: one step at 0.05");
+    ag_st_file f;
+    CHECK(ag_st_read(pa, &f) == AG_OK, "%s", ag_errmsg());
+    const char *lr = ag_st_meta(&f, "optim.lr");
+    CHECK(lr && atof(lr) == 0.1, "the checkpoint keeps --sched's rate, not a step's: %s", lr ? lr : "(none)");
+    ag_st_close(&f);
+
+    /* warm-up and cosine decay across a stop mid-epoch and a resume, with
+     * Adam (whose bias correction counts the same steps) and a plateau
+     * schedule below it: the same bits as a run that never stopped */
+    ag_train_opts full = small_run("lrs-full"), cut = small_run("lrs-cut");
+    for (ag_train_opts *o = &full; o; o = o == &full ? &cut : NULL) {
+        set(o, "optim", "adam:lr=3e-3");
+        set(o, "sched", "plateau:factor=0.5,patience=0");
+        set(o, "lr-steps", "cosine:warmup=5,total=20,min_ratio=0.1");
+        set(o, "epochs", "3");
+    }
+    set(&cut, "max-steps", "11");
+    CHECK(ag_train(&full, &r, err, sizeof err) == 0 && r.steps == 24, "%s", err);
+    CHECK(ag_train(&cut, &r, err, sizeof err) == 0 && r.time_up && r.steps == 11, "%s", err);
+    ag_train_opts again;
+    CHECK(ag_run_config(cut.out, &again, err, sizeof err) == 0, "%s", err);
+    CHECK(!strcmp(again.lr_steps, "cosine:warmup=5,total=20,min_ratio=0.1"), "recorded: '%s'", again.lr_steps);
+    set(&again, "out", cut.out);
+    set(&again, "resume", NULL);
+    set(&again, "quiet", NULL);
+    CHECK(ag_train(&again, &r, err, sizeof err) == 0 && r.steps == 24, "%s", err);
+    snprintf(pa, sizeof pa, "%s/last.safetensors", full.out);
+    snprintf(pb, sizeof pb, "%s/last.safetensors", cut.out);
+    CHECK(same_tensors(pa, pb, true), "--lr-steps resumed mid-epoch");
+
+    /* and the factors matter: without them the run ends elsewhere */
+    ag_train_opts plain = small_run("lrs-plain");
+    set(&plain, "optim", "adam:lr=3e-3");
+    set(&plain, "sched", "plateau:factor=0.5,patience=0");
+    set(&plain, "epochs", "3");
+    CHECK(ag_train(&plain, &r, err, sizeof err) == 0, "%s", err);
+    snprintf(pb, sizeof pb, "%s/last.safetensors", plain.out);
+    CHECK(!same_tensors(pa, pb, false), "--lr-steps changed nothing");
+
+    CHECK(ag_train_set(&plain, "lr-steps", "cosine:warmup=5", err, sizeof err) != 0 && strstr(err, "total"), "%s",
+          err);
 }
 
 /* last.safetensors again with one "state.KEY=" line of its config replaced. */
@@ -676,6 +742,7 @@ int main(int argc, char **argv) {
     test_bad_data();
     test_dumps();
     test_resume();
+    test_lr_steps();
     test_resume_bad_state();
     test_learns();
     test_metrics();

@@ -31,6 +31,7 @@ static const char *check_flags(const char *v);
 static const char *check_attention(const char *v);
 static const char *check_optim(const char *v);
 static const char *check_sched(const char *v);
+static const char *check_lr_steps(const char *v);
 static const char *check_dataset(const char *v);
 static const char *check_format(const char *v);
 static const char *check_lm_split(const char *v);
@@ -74,6 +75,9 @@ static const opt_def opts[] = {
      check_optim},
     {"sched", O_STR, F(sched), 0, 0, TR, true, "SPEC",
      "LR schedule per epoch, e.g. plateau:factor=0.5,patience=5 (default: the model's)", check_sched},
+    {"lr-steps", O_STR, F(lr_steps), 0, 0, TR, true, "SPEC",
+     "per-step warm-up and decay of --sched's rate: cosine:warmup=500,total=20000, linear:total=N, "
+     "inv_sqrt:warmup=4000, constant:warmup=100 (total and warmup in optimizer steps)", check_lr_steps},
     {"data", O_STR, F(data), 0, 0, DATA_CMDS, true, "PATH", "benchmark folder or labeled file (none: generated task)",
      NULL},
     {"dataset", O_STR, F(dataset), 0, 0, DATA_CMDS, true, "NAME",
@@ -81,8 +85,7 @@ static const opt_def opts[] = {
     {"format", O_STR, F(format), 0, 0, DATA_CMDS, true, "F", "format of a single file: labeled, sick, conllu, lm",
      check_format},
     {"lm-split", O_STR, F(lm_split), 0, 0, DATA_CMDS, true, "U",
-     "LM text: line (an example a line) or sentence (cut after a lone . ? or !) (default: sentence for "
-     "wikitext2, whose lines are paragraphs; else line)", check_lm_split},
+     "LM text: line or sentence (cut after a lone . ? or !); default: sentence for wikitext2, else line", check_lm_split},
     {"phrases", O_SWITCH, F(phrases), 0, 1, DATA_CMDS, true, NULL,
      "SST-5/SST-2: train on every labelled phrase of SST's trees (trees/train.txt); dev and test stay sentences",
      NULL},
@@ -247,6 +250,14 @@ static const char *check_format(const char *v) {
 
 static const char *check_lm_split(const char *v) {
     return !*v || !strcmp(v, "line") || !strcmp(v, "sentence") ? NULL : "expected line or sentence";
+}
+
+static const char *check_lr_steps(const char *v) {
+    static char msg[400];
+    ag_lr_steps s;
+    if (!*v || ag_lr_steps_parse(v, &s) == AG_OK) return NULL;
+    snprintf(msg, sizeof msg, "%s", ag_errmsg());
+    return msg;
 }
 
 static const char *check_fingerprint(const char *v) {

@@ -145,8 +145,9 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
            ag_vocab_size(d->vocab));
     if (d->task == AG_TASK_RELATEDNESS) printf(", relatedness scores 1-%d", AG_RELATEDNESS_BINS);
     else if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
-    printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s\n  run folder %s\n",
-           (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched, out);
+    printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s%s%s\n  run folder %s\n",
+           (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched,
+           o->lr_steps[0] ? ", per step " : "", o->lr_steps, out);
     print_vectors(t, o);
     if (d->sets[0].stats.skipped)
         printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,

@@ -104,8 +104,10 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
     ag_optim_config oc;
     ag_sched_config sc;
     if (ag_optim_parse(o->optim, &oc) || ag_optim_init(&t->opt, &t->model.params, &oc) ||
-        ag_sched_parse(o->sched, &sc) || ag_sched_init(&t->sched, &sc))
+        ag_sched_parse(o->sched, &sc) || ag_sched_init(&t->sched, &sc) ||
+        (o->lr_steps[0] && ag_lr_steps_parse(o->lr_steps, &t->lr_steps)))
         return ag__train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    t->has_lr_steps = o->lr_steps[0] != 0;
     t->clip = o->clip;
 
     ag_batch_opts bo = ag_run_batch_opts(&t->model, o, d->max_width);

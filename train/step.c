@@ -120,6 +120,8 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
      * zero_grad), where it updates every one of the model's parameters:
      * the frozen ones, which it skips, get no gradient. */
     bool cleared = false;
+    double base_lr = t->opt.lr; /* --sched's rate: what checkpoints and the epoch's schedule keep */
+    if (t->has_lr_steps) ag_lr_steps_apply(&t->lr_steps, &t->opt, base_lr);
     double *psq = t->opt.params == &m->params
                       ? ag__optim_step_gated_params_sq(&t->opt, values + 3, dev, true, &cleared)
                       : NULL;
@@ -127,6 +129,7 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
         ag__optim_step_gated(&t->opt, values + 3);
         psq = ag__params_sq_on(&m->params, dev);
     }
+    t->opt.lr = base_lr;
     k->step_values(loss_there, sq, psq, values);
     ag__kernels_done("train step", dev);
     double host[3];

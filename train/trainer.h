@@ -16,6 +16,8 @@ typedef struct {
     ag_model model;
     ag_optimizer opt;
     ag_scheduler sched;
+    ag_lr_steps lr_steps; /* --lr-steps: each update's rate is opt.lr times its factor */
+    bool has_lr_steps;
     ag_run_data data;
     ag_batch batch;
     ag_sampler sampler;

@@ -49,6 +49,7 @@ typedef struct {
     char flags[160];        /* "elu_score,linear_dist" */
     char attention[16];     /* "", positional, standard, none (poslm) */
     char optim[160], sched[160];
+    char lr_steps[96];      /* per-step factor on sched's rate: "cosine:warmup=500,total=20000" ("" = none) */
     /* data */
     char data[AG_PATH_MAX]; /* "" = the generated task */
     char dataset[16];       /* benchmark name; "" = inferred from the folder */
