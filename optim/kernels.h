@@ -71,6 +71,14 @@ typedef struct {
      * sum_squares_blocks writes them, made in the same pass while the
      * values are in cache: the training step's parameter norm. */
     double *block_sq;
+    /* Lazy updates (ag_optim_config.lazy): row > 0 cuts the arrays into
+     * rows of `row` elements, and a row whose gradient is all zero is left
+     * as it is (value and slots).  live: n / row bytes of the device's step
+     * memory, which update_all fills (1: the row's gradient holds a
+     * nonzero) before it updates the live rows.  block_sq then sums the
+     * live rows alone, as if the dead ones were 0: they have not changed. */
+    int64_t row;
+    uint8_t *live;
 } ag__update_span;
 typedef struct {
     /* One parameter's update.  c points at the coefficients in the

@@ -32,7 +32,9 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
 
 /* ---- options: the keys each optimizer takes, in PyTorch's names ---- */
 
-static int fields_for(ag_optim_config *c, opt_field *f) {
+/* writing: a spec to read back, lazy only where set (the specs written
+ * before it existed stay as they were) */
+static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
     int n = 0;
     f[n++] = (opt_field){"lr", OPT_REAL, &c->lr, {0}};
     switch (c->kind) {
@@ -54,6 +56,7 @@ static int fields_for(ag_optim_config *c, opt_field *f) {
         break;
     }
     f[n++] = (opt_field){"weight_decay", OPT_REAL, &c->weight_decay, {0}};
+    if (!writing || c->lazy) f[n++] = (opt_field){"lazy", OPT_BOOL, &c->lazy, {0}};
     return n;
 }
 
@@ -95,8 +98,8 @@ ag_status ag_optim_parse(const char *spec, ag_optim_config *out) {
     ag_status st = ag__spec_kind("optimizer", spec, kind_names, 4, name, sizeof name, &rest, &kind);
     if (st) return st;
     ag_optim_config c = ag_optim_defaults((ag_optim_kind)kind);
-    opt_field f[8];
-    int n = fields_for(&c, f);
+    opt_field f[10];
+    int n = fields_for(&c, f, false);
     if ((st = ag__spec_apply("optimizer", name, rest, f, n))) return st;
     if ((st = ag_optim_check(&c))) return st;
     *out = c;
@@ -105,8 +108,8 @@ ag_status ag_optim_parse(const char *spec, ag_optim_config *out) {
 
 const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n) {
     ag_optim_config copy = *c;
-    opt_field f[8];
-    int nf = fields_for(&copy, f);
+    opt_field f[10];
+    int nf = fields_for(&copy, f, true);
     return ag__spec_format(ag_optim_name(c->kind), f, nf, buf, n);
 }
 
@@ -197,7 +200,7 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
  * combination compiles to its own branch-free loop that GCC vectorises
  * (a loop with an `if` on a setting inside stays scalar). */
 
-enum { UPDATE_CHUNK = 1 << 15 };
+enum { UPDATE_CHUNK = 1 << 15, LIVE_ROWS_GRAIN = 256 };
 
 #define KERNEL static inline __attribute__((always_inline))
 
@@ -340,19 +343,101 @@ static void update_elements(int kind, const ag__update_span *u, int64_t begin, i
  * that g's piece is still in L1 when it is zeroed (16 KB of floats). */
 enum { CLEAR_PIECE = 4096 };
 
+/* The update of elements [begin, end) of span u, and g's zeroing where
+ * asked.  Elements are independent: any cut gives the same bits. */
+static void update_and_clear(int kind, const ag__update_span *u, int64_t begin, int64_t end) {
+    if (!u->g_clear) {
+        update_elements(kind, u, begin, end - begin);
+        return;
+    }
+    for (int64_t b = begin; b < end; b += CLEAR_PIECE) {
+        int64_t n = end - b < CLEAR_PIECE ? end - b : CLEAR_PIECE;
+        update_elements(kind, u, b, n);
+        memset(u->g_clear + b, 0, (size_t)n * sizeof(ag_real));
+    }
+}
+
+/* Lazy: the live rows' pieces of [begin, end) (a range may start or end
+ * inside a row; the row's flag was set from all of it), a run of live rows
+ * at a time.  A dead row's gradient is zero already: nothing to clear. */
+static void update_live_rows(int kind, const ag__update_span *u, int64_t begin, int64_t end) {
+    const int64_t row = u->row, last = (end - 1) / row;
+    for (int64_t r = begin / row; r <= last;) {
+        if (!u->live[r]) {
+            r++;
+            continue;
+        }
+        int64_t r1 = r + 1;
+        while (r1 <= last && u->live[r1]) r1++;
+        update_and_clear(kind, u, r * row > begin ? r * row : begin, r1 * row < end ? r1 * row : end);
+        r = r1;
+    }
+}
+
+/* Lazy: the block sums of squares of the live rows' values in [begin,
+ * end) (begin a multiple of AG_SQ_BLOCK): the bits of the full blocks
+ * over values where the dead rows read 0 (each lane adds its elements in
+ * order, and x + 0.0 is x).  The dead rows have not changed, so the
+ * training step's check of the values skips reading them. */
+static void live_block_squares(const ag__update_span *u, int64_t begin, int64_t end) {
+    const int64_t row = u->row;
+    for (int64_t b = begin; b < end; b += AG_SQ_BLOCK) {
+        int64_t e = end - b < AG_SQ_BLOCK ? end : b + AG_SQ_BLOCK, first = b / row, last = (e - 1) / row, r = first;
+        while (r <= last && u->live[r]) r++;
+        if (r > last) { /* every row live: the usual block */
+            ag__sum_squares_blocks_serial(u->p + b, e - b, u->block_sq + b / AG_SQ_BLOCK);
+            continue;
+        }
+        double acc[AG_SQ_LANES] = {0};
+        for (r = first; r <= last; r++) {
+            if (!u->live[r]) continue;
+            int64_t i = r * row > b ? r * row : b, re = (r + 1) * row < e ? (r + 1) * row : e;
+            for (; i < re; i++) acc[(i - b) % AG_SQ_LANES] += (double)u->p[i] * (double)u->p[i];
+        }
+        double s = 0;
+        for (int l = 0; l < AG_SQ_LANES; l++) s += acc[l];
+        u->block_sq[b / AG_SQ_BLOCK] = s;
+    }
+}
+
 /* Elements [begin, end) of span s's arrays: the update (unless gated
  * off), g's zeroing where asked, the squares where asked. */
 static void update_range(void *ctx, int s, int64_t begin, int64_t end) {
     const update_job *j = ctx;
     const ag__update_span *u = &j->spans[s];
-    if (!j->gated_off && !u->g_clear) update_elements(j->kind, u, begin, end - begin);
-    if (!j->gated_off && u->g_clear)
-        for (int64_t b = begin; b < end; b += CLEAR_PIECE) { /* elements are independent: the same bits */
-            int64_t n = end - b < CLEAR_PIECE ? end - b : CLEAR_PIECE;
-            update_elements(j->kind, u, b, n);
-            memset(u->g_clear + b, 0, (size_t)n * sizeof(ag_real));
-        }
-    if (u->block_sq) ag__sum_squares_blocks_serial(u->p + begin, end - begin, u->block_sq + begin / AG_SQ_BLOCK);
+    if (!j->gated_off && u->row > 0) update_live_rows(j->kind, u, begin, end);
+    else if (!j->gated_off) update_and_clear(j->kind, u, begin, end);
+    if (u->block_sq && u->row > 0) live_block_squares(u, begin, end);
+    else if (u->block_sq) ag__sum_squares_blocks_serial(u->p + begin, end - begin, u->block_sq + begin / AG_SQ_BLOCK);
+}
+
+/* Whether n values are all zero, -0 too: the OR of their bits without the
+ * sign, in blocks of 64 (integer ORs, which vectorise; a float compare per
+ * element ran at a quarter of the memory's speed), one test a block.  The
+ * bits are read through a may_alias type, which C allows for any object. */
+#ifdef AG_REAL_DOUBLE
+typedef uint64_t __attribute__((may_alias)) real_bits;
+#else
+typedef uint32_t __attribute__((may_alias)) real_bits;
+#endif
+AG_SIMD_CLONES
+static bool all_zero(const ag_real *g, int64_t n) {
+    const real_bits *b = (const real_bits *)g;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        real_bits any = 0;
+        for (int k = 0; k < 64; k++) any |= b[i + k] << 1;
+        if (any) return false;
+    }
+    real_bits any = 0;
+    for (; i < n; i++) any |= b[i] << 1;
+    return any == 0;
+}
+
+/* live[r] of the lazy spans' rows [begin, end). */
+static void find_live_rows(void *ctx, int s, int64_t begin, int64_t end) {
+    const ag__update_span *u = &((const update_job *)ctx)->spans[s];
+    for (int64_t r = begin; r < end; r++) u->live[r] = !all_zero(u->g + r * u->row, u->row);
 }
 
 static bool gated_off(const double *gate) { return gate && !isfinite(*gate); }
@@ -368,8 +453,14 @@ static void update_all_cpu(int kind, const ag__update_span *spans, int count, co
     if ((gated_off(gate) && !squares) || count <= 0) return;
     int64_t room[64];
     int64_t *lens = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)count * sizeof *lens);
-    for (int s = 0; s < count; s++) lens[s] = spans[s].n;
     update_job j = {.kind = kind, .gated_off = gated_off(gate), .spans = spans};
+    bool lazy = false; /* first the lazy spans' live rows, in a pass of their own */
+    for (int s = 0; s < count; s++) {
+        lens[s] = spans[s].row > 0 ? spans[s].n / spans[s].row : 0;
+        lazy = lazy || lens[s] > 0;
+    }
+    if (lazy) ag__parallel_spans(count, lens, LIVE_ROWS_GRAIN, find_live_rows, &j);
+    for (int s = 0; s < count; s++) lens[s] = spans[s].n;
     ag__parallel_spans(count, lens, UPDATE_CHUNK, update_range, &j);
 }
 
@@ -439,9 +530,14 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
     ag_tensor *p = o->params->items[i];
     ag_real *const *s = o->slot ? o->slot + i : NULL;
     const int np = o->n_params;
-    return (ag__update_span){.coef = coef, .p = p->data, .g = p->grad, .n = p->size,
-                             .s0 = o->n_slots > 0 ? s[0] : NULL, .s1 = o->n_slots > 1 ? s[np] : NULL,
-                             .s2 = o->n_slots > 2 ? s[2 * np] : NULL};
+    ag__update_span u = {.coef = coef, .p = p->data, .g = p->grad, .n = p->size,
+                         .s0 = o->n_slots > 0 ? s[0] : NULL, .s1 = o->n_slots > 1 ? s[np] : NULL,
+                         .s2 = o->n_slots > 2 ? s[2 * np] : NULL};
+    if (o->cfg.lazy && p->size > 0) { /* rows along the last dim; a vector is one row */
+        u.row = p->ndim > 0 ? p->shape[p->ndim - 1] : 1;
+        u.live = ag__step_alloc_on(o->device, (size_t)(p->size / u.row));
+    }
+    return u;
 }
 
 static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
@@ -483,6 +579,8 @@ static bool optim_step(ag_optimizer *opt, const double *gate, double *const *blo
     }
     const update_coef *on_device = ag__step_copy_on(opt->device, coef, (size_t)n * sizeof *coef);
     const ag__optim_kernels *k = ag__optim_on(op, opt->device);
+    if (opt->cfg.lazy && !k->update_all)
+        ag__fatal(op, "lazy updates need the %s's update_all kernels", ag_device_name(opt->device));
     if (k->update_all) {
         ag__update_span span_room[32];
         ag__update_span *spans = ag__step_room_on(AG_CPU, span_room, sizeof span_room, (size_t)(n ? n : 1) * sizeof *spans);

@@ -141,6 +141,25 @@ static void compare_twins_and_free(const char *label, ag_params *cpu, ag_params 
     ag_params_free(gpu);
 }
 
+/* Gradients with rows of zeros, as an embedding's: row r of each
+ * parameter live on steps where (r + step) % 3 == 0, and row 5 of p0 live
+ * through its last element alone (a row a thread of the GPU's live-row
+ * pass reads to its end). */
+static void twin_sparse_grads(ag_params *cpu, ag_params *gpu, int step) {
+    for (int i = 0; i < cpu->count; i++) {
+        ag_tensor *a = cpu->items[i], *b = gpu->items[i];
+        int cols = a->shape[1];
+        random_fill(a->grad, a->size, 1);
+        for (int64_t k = 0; k < a->size; k++) {
+            int64_t r = k / cols, c = k % cols;
+            bool live = (r + step) % 3 == 0;
+            if (i == 0 && r == 5) live = c == cols - 1;
+            if (!live) a->grad[k] = 0;
+        }
+        copy(b->grad, GPU, a->grad, AG_CPU, (size_t)a->size * sizeof(ag_real));
+    }
+}
+
 static void optimizer_case(const char *spec) {
     ag_params cpu = {0}, gpu = {0};
     twin_params(&cpu, &gpu);
@@ -151,7 +170,8 @@ static void optimizer_case(const char *spec) {
     ag_optim_init(&og, &gpu, &cfg);
     CHECK(og.device == GPU, "%s: the state of GPU parameters is on the GPU", spec);
     for (int step = 0; step < 4; step++) {
-        twin_grads(&cpu, &gpu, 1);
+        if (cfg.lazy) twin_sparse_grads(&cpu, &gpu, step); /* rows to skip */
+        else twin_grads(&cpu, &gpu, 1);
         ag_optim_step(&oc);
         ag_optim_step(&og);
     }
@@ -341,6 +361,45 @@ static void gated_case(const char *spec) {
           (long long)og.step, (long long)oc.step);
     char label[96];
     snprintf(label, sizeof label, "%s gated, 3 of %d skipped", spec, STEPS);
+    compare_twins_and_free(label, &cpu, &gpu, &oc, &og);
+}
+
+/* The update's own squares (update_all's block_sq, which the CPU's
+ * training step uses): the GPU's block sums equal the CPU's bit for bit,
+ * lazy ones (the live rows alone) too, with the gradients cleared. */
+static void fused_squares_case(const char *spec) {
+    if (GPU != AG_CUDA) return;
+    ag_params cpu = {0}, gpu = {0};
+    twin_params(&cpu, &gpu);
+    ag_optim_config cfg;
+    CHECK(ag_optim_parse(spec, &cfg) == AG_OK, "%s: %s", spec, ag_errmsg());
+    ag_optimizer oc, og;
+    ag_optim_init(&oc, &cpu, &cfg);
+    ag_optim_init(&og, &gpu, &cfg);
+    bool same = true;
+    for (int step = 0; step < 3; step++) {
+        twin_sparse_grads(&cpu, &gpu, step);
+        double *on_cpu[3], *on_gpu[3];
+        int64_t blocks[3];
+        for (int i = 0; i < 3; i++) {
+            blocks[i] = (cpu.items[i]->size + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+            on_cpu[i] = malloc((size_t)blocks[i] * sizeof(double));
+            on_gpu[i] = ag__cuda_arena_alloc((size_t)blocks[i] * sizeof(double));
+        }
+        CHECK(ag__optim_step_gated_sq(&oc, NULL, on_cpu, true) && ag__optim_step_gated_sq(&og, NULL, on_gpu, true),
+              "%s: a fused update on both devices", spec);
+        for (int i = 0; i < 3; i++) {
+            double *back = malloc((size_t)blocks[i] * sizeof(double));
+            copy(back, AG_CPU, on_gpu[i], GPU, (size_t)blocks[i] * sizeof(double));
+            same = same && !memcmp(back, on_cpu[i], (size_t)blocks[i] * sizeof(double));
+            free(back);
+            free(on_cpu[i]);
+        }
+        ag_step_end();
+    }
+    CHECK(same, "%s: the update's block sums of squares differ between the CPU and the GPU", spec);
+    char label[96];
+    snprintf(label, sizeof label, "%s with its squares", spec);
     compare_twins_and_free(label, &cpu, &gpu, &oc, &og);
 }
 
@@ -753,9 +812,15 @@ int main(void) {
         "adam:lr=1e-2,amsgrad=1,weight_decay=1e-2",
         "adamw:lr=1e-2,weight_decay=0.1",
         "adadelta:lr=0.5,rho=0.95,weight_decay=1e-3",
+        "adam:lr=1e-2,weight_decay=1e-2,lazy=1", /* rows with a zero gradient skipped: the CPU's rows */
+        "adadelta:lr=0.5,rho=0.95,lazy=1",
+        "sgd:lr=0.1,momentum=0.9,lazy=1",
     };
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);
+    fused_squares_case("adam:lr=1e-2,weight_decay=1e-2");
+    fused_squares_case("adam:lr=1e-2,weight_decay=1e-2,lazy=1");
+    fused_squares_case("adadelta:lr=0.5,rho=0.95,lazy=1");
     gradients_case();
     clip_bits_case();
     freeze_case();

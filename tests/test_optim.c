@@ -325,7 +325,13 @@ static void test_parse(void) {
     CHECK(ag_optim_parse("adamw", &c) == AG_OK && c.kind == AG_ADAMW && c.weight_decay == 1e-2 && c.lr == 1e-3);
     CHECK(ag_optim_parse("adadelta", &c) == AG_OK && c.lr == 1.0 && c.rho == 0.9 && c.eps == 1e-6 && c.weight_decay == 0);
     CHECK(ag_optim_parse("adadelta:lr=0.5,rho=0.95", &c) == AG_OK && c.lr == 0.5 && c.rho == 0.95 && c.eps == 1e-6);
-    CHECK(ag_optim_parse("sgd", &c) == AG_OK && c.lr == 1e-3);
+    CHECK(ag_optim_parse("sgd", &c) == AG_OK && c.lr == 1e-3 && !c.lazy);
+    char spec[160];
+    CHECK(ag_optim_parse("adadelta:lazy=1", &c) == AG_OK && c.lazy);
+    CHECK(strstr(ag_optim_format(&c, spec, sizeof spec), ",lazy=1") && ag_optim_parse(spec, &c) == AG_OK && c.lazy,
+          "lazy written and read back: %s", spec);
+    CHECK(ag_optim_parse("adam", &c) == AG_OK && !strstr(ag_optim_format(&c, spec, sizeof spec), "lazy"),
+          "lazy=0 is left out, as in the specs written before it: %s", spec);
 
     EXPECT_ERROR(ag_optim_parse("sgd:lr=abc", &c), AG_ERR_ARG, "'lr'", "abc");
     EXPECT_ERROR(ag_optim_parse("sgd:lr=0.1x", &c), AG_ERR_ARG, "'lr'", "0.1x");
@@ -633,9 +639,130 @@ static void test_fused_params_sq(void) {
     ag_set_num_threads(1);
 }
 
+/* lazy=1: a row whose gradient is all zero keeps its value and state;
+ * the others get the dense rule's bits.  Against the dense optimizer on a
+ * copy whose dead rows are put back after each step, for rows that cross
+ * the update's chunks (a row live through its far end only), a vector, a
+ * skipped update, the gradients cleared or not, 1 and 2 threads. */
+enum { LAZY_PARAMS = 3 };
+static const int lazy_shape[LAZY_PARAMS][2] = {{300, 250}, {1, 7}, {2000, 54}};
+
+static void lazy_set(ag_params *ps) {
+    ag_param(ps, "e", 2, (int[]){300, 250}); /* rows cross the 32768-element chunks: row 131 holds 32750-32999 */
+    ag_param(ps, "v", 1, (int[]){7});
+    ag_param(ps, "t", 2, (int[]){2000, 54});
+    uint64_t r = 99;
+    for (int i = 0; i < ps->count; i++)
+        for (int64_t k = 0; k < ps->items[i]->size; k++) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            ps->items[i]->data[k] = (ag_real)((double)(r >> 40) / (1 << 24) - 0.5);
+        }
+}
+
+/* Step `step`'s gradients: every 7th row (shifting with the step) and
+ * row 131 of e through its last element only; v live on odd steps. */
+static void lazy_grads(ag_params *ps, int step) {
+    for (int i = 0; i < LAZY_PARAMS; i++) {
+        ag_tensor *p = ps->items[i];
+        int rows = lazy_shape[i][0], cols = lazy_shape[i][1];
+        for (int rr = 0; rr < rows; rr++)
+            for (int c = 0; c < cols; c++) {
+                bool live = i == 1 ? step % 2 == 1 : (rr + step) % 7 == 0;
+                if (i == 0 && rr == 131) live = c == cols - 1;
+                p->grad[(int64_t)rr * cols + c] = live ? (ag_real)(0.01 * ((rr * 31 + c * 7 + step) % 19) - 0.09) : 0;
+            }
+    }
+}
+
+static bool row_is_zero(const ag_real *g, int cols) {
+    for (int c = 0; c < cols; c++)
+        if (g[c] != 0) return false;
+    return true;
+}
+
+static void test_lazy(void) {
+    const char *specs[] = {"adam:weight_decay=0.01,lazy=1", "adamw:amsgrad=1,lazy=1",
+                           "adadelta:lr=0.5,rho=0.95,lazy=1", "sgd:lr=0.1,momentum=0.9,lazy=1"};
+    for (int threads = 1; threads <= 2; threads++)
+        for (int i = 0; i < 4; i++)
+            for (int variant = 0; variant < 3; variant++) { /* plain, gradients cleared, update skipped once */
+                ag_set_num_threads(threads);
+                ag_params a = {0}, b = {0};
+                lazy_set(&a);
+                lazy_set(&b);
+                ag_optim_config lazy, dense;
+                CHECK(ag_optim_parse(specs[i], &lazy) == AG_OK && lazy.lazy, "%s: %s", specs[i], ag_errmsg());
+                dense = lazy;
+                dense.lazy = false;
+                ag_optimizer oa, ob;
+                ag_optim_init(&oa, &a, &lazy);
+                ag_optim_init(&ob, &b, &dense);
+                bool same = true, cleared_ok = true;
+                for (int step = 0; step < 4; step++) {
+                    lazy_grads(&a, step);
+                    lazy_grads(&b, step);
+                    /* b's dead rows as they were: values and every slot */
+                    ag_tensor *kept[LAZY_PARAMS][4];
+                    for (int p = 0; p < LAZY_PARAMS; p++)
+                        for (int sl = -1; sl < ob.n_slots; sl++) {
+                            const ag_real *src = sl < 0 ? b.items[p]->data
+                                                        : ag_optim_state(&ob, b.items[p]->name, ag_optim_slot_name(&ob, sl));
+                            kept[p][sl + 1] = ag_tensor_new(1, (int[]){(int)b.items[p]->size});
+                            memcpy(kept[p][sl + 1]->data, src, (size_t)b.items[p]->size * sizeof(ag_real));
+                        }
+                    double gate = variant == 2 && step == 1 ? NAN : 1.0;
+                    bool cleared = false, clear = variant == 1;
+                    double psq = *ag__optim_step_gated_params_sq(&oa, &gate, AG_CPU, clear, &cleared);
+                    ag__optim_step_gated(&ob, &gate);
+                    ag_params z = {0}; /* the values with the dead rows 0: what the squares cover */
+                    for (int p = 0; p < LAZY_PARAMS; p++) {
+                        int rows = lazy_shape[p][0], cols = lazy_shape[p][1];
+                        ag_tensor *zp = ag_param(&z, b.items[p]->name, b.items[p]->ndim, b.items[p]->shape);
+                        for (int rr = 0; rr < rows; rr++) {
+                            int64_t at = (int64_t)rr * cols;
+                            bool dead = row_is_zero(b.items[p]->grad + at, cols);
+                            for (int c = 0; c < cols; c++) zp->data[at + c] = dead ? 0 : a.items[p]->data[at + c];
+                            if (!dead) continue;
+                            for (int sl = -1; sl < ob.n_slots; sl++) {
+                                ag_real *dst = sl < 0 ? b.items[p]->data
+                                                      : ag_optim_state(&ob, b.items[p]->name, ag_optim_slot_name(&ob, sl));
+                                memcpy(dst + at, kept[p][sl + 1]->data + at, (size_t)cols * sizeof(ag_real));
+                            }
+                        }
+                        same = same && same_reals(a.items[p]->data, b.items[p]->data, a.items[p]->size);
+                        for (int sl = 0; sl < oa.n_slots; sl++)
+                            same = same && same_reals(ag_optim_state(&oa, a.items[p]->name, ag_optim_slot_name(&oa, sl)),
+                                                      ag_optim_state(&ob, b.items[p]->name, ag_optim_slot_name(&ob, sl)),
+                                                      a.items[p]->size);
+                        if (clear && isfinite(gate)) cleared_ok = cleared_ok && cleared && all_zero(a.items[p]->grad, a.items[p]->size);
+                    }
+                    double want = *ag__params_sq_on(&z, AG_CPU);
+                    same = same && memcmp(&psq, &want, sizeof psq) == 0 && psq > 0;
+                    ag_params_free(&z);
+                    ag_step_end();
+                }
+                CHECK(same, "%s, %d threads, %s: lazy against dense with its dead rows put back", specs[i], threads,
+                      variant == 0 ? "plain" : variant == 1 ? "gradients cleared" : "an update skipped");
+                CHECK(cleared_ok, "%s, %d threads: gradients not all cleared", specs[i], threads);
+                /* row 1 of t is never live in these 4 steps: its first value as lazy_set made it,
+                 * where weight decay or momentum would have moved it */
+                ag_params fresh = {0};
+                lazy_set(&fresh);
+                CHECK(same_reals(a.items[2]->data + 54, fresh.items[2]->data + 54, 54), "%s: a dead row moved",
+                      specs[i]);
+                ag_params_free(&fresh);
+                ag_optim_free(&oa);
+                ag_optim_free(&ob);
+                ag_params_free(&a);
+                ag_params_free(&b);
+            }
+    ag_set_num_threads(1);
+}
+
 int main(void) {
     printf("%s build\n", IS_F64 ? "f64" : "f32");
     test_fused_params_sq();
+    test_lazy();
     test_weight_decay_groups();
     test_sgd();
     test_adam();

@@ -25,7 +25,15 @@ extern "C" {
  *             u = ρ u + (1-ρ) Δ²;  θ -= lr Δ
  * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
  * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6.  (The
- * MPSAN/MTSA papers use adadelta lr 0.5, rho 0.95: say so explicitly.) */
+ * MPSAN/MTSA papers use adadelta lr 0.5, rho 0.95: say so explicitly.)
+ * lazy (any kind, "adam:lazy=1"): a row (the slice along a parameter's
+ * last dim; a vector is one row) whose gradient is all zero is skipped:
+ * its values and state stay as they are, weight decay included, where the
+ * rule above would still move them (Adam's moments decay, and m moves θ).
+ * TensorFlow's LazyAdam, for embedding tables, whose rows a batch does not
+ * touch cost the dense rule a full pass each step; a different optimizer,
+ * not a faster Adam (docs/optim.md).  Plain SGD without weight decay gives
+ * the same result either way. */
 typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA } ag_optim_kind;
 
 typedef struct {
@@ -38,6 +46,7 @@ typedef struct {
     bool amsgrad;                        /* adam, adamw */
     double rho;                          /* adadelta */
     double eps;                          /* adam, adamw, adadelta */
+    bool lazy;                           /* all: rows with an all-zero gradient are left alone */
 } ag_optim_config;
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind);

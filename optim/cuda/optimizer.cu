@@ -71,15 +71,31 @@ __global__ void adadelta_kernel(const ag__kadadelta *cp, ag_real *P, const ag_re
  * each; the table of arrays goes over in one staged copy per launch. */
 #define AG_FOR_ARRAY(i, n) AG_CUDA_FOR(i, n)
 
+/* Lazy spans: live[r] = whether row r's gradient holds a nonzero, a
+ * thread a row (the CPU's find_live_rows). */
+__global__ void live_rows_all_kernel(const ag__update_span *spans) {
+    const ag__update_span u = spans[blockIdx.y];
+    if (u.row <= 0) return;
+    AG_FOR_ARRAY(r, u.n / u.row) {
+        const ag_real *g = u.g + r * u.row;
+        bool any = false;
+        for (int64_t i = 0; i < u.row && !any; i++) any = g[i] != 0;
+        u.live[r] = any;
+    }
+}
+
 /* g_clear: each thread zeroes the gradient elements it updated, once read
- * (the training step's zero_grad without a launch of its own). */
+ * (the training step's zero_grad without a launch of its own).  A lazy
+ * span's dead rows are skipped: their gradient is zero already. */
+#define SPAN_ELEMENTS(j, u) \
+    AG_FOR_ARRAY(j, u.n) if (u.row <= 0 || u.live[j / u.row])
 __global__ void update_all_kernel(int kind, const ag__update_span *spans, const double *gate) {
     if (gate && !isfinite(*gate)) return;
     const ag__update_span u = spans[blockIdx.y];
     switch (kind) {
     case AG__OPTIM_SGD: {
         const ag__ksgd c = *(const ag__ksgd *)u.coef;
-        AG_FOR_ARRAY(j, u.n) {
+        SPAN_ELEMENTS(j, u) {
             sgd_element(c, u.p, u.g, u.s0, j);
             if (u.g_clear) u.g_clear[j] = 0;
         }
@@ -88,7 +104,7 @@ __global__ void update_all_kernel(int kind, const ag__update_span *spans, const 
     case AG__OPTIM_ADAM:
     case AG__OPTIM_ADAMW: {
         const ag__kadam c = *(const ag__kadam *)u.coef;
-        AG_FOR_ARRAY(j, u.n) {
+        SPAN_ELEMENTS(j, u) {
             adam_element(c, u.p, u.g, u.s0, u.s1, u.s2, j);
             if (u.g_clear) u.g_clear[j] = 0;
         }
@@ -96,7 +112,7 @@ __global__ void update_all_kernel(int kind, const ag__update_span *spans, const 
     }
     case AG__OPTIM_ADADELTA: {
         const ag__kadadelta c = *(const ag__kadadelta *)u.coef;
-        AG_FOR_ARRAY(j, u.n) {
+        SPAN_ELEMENTS(j, u) {
             adadelta_element(c, u.p, u.g, u.s0, u.s1, j);
             if (u.g_clear) u.g_clear[j] = 0;
         }
@@ -110,13 +126,16 @@ __global__ void update_all_kernel(int kind, const ag__update_span *spans, const 
  * increasing k, as the CPU's lane l does; lane 0 then adds the 8 lanes in
  * order.  A block of 8 threads per 4096 elements is slow next to a tree,
  * and bit-equal to the CPU, which is what the clipping's norm needs. */
+/* live (not NULL): rows of `row` elements, the dead ones read as 0 (a
+ * lazy update's squares: the CPU's live_block_squares). */
 __device__ static inline void sum_squares_blocks_of(const ag_real *X, int64_t n, double *block_sq, int64_t blocks,
-                                                    int64_t b) {
+                                                    int64_t b, int64_t row = 0, const uint8_t *live = NULL) {
     __shared__ double lane[32][AG_SQ_LANES];
     double acc = 0;
     if (b < blocks) {
         int64_t begin = b * AG_SQ_BLOCK, end = begin + AG_SQ_BLOCK < n ? begin + AG_SQ_BLOCK : n;
-        for (int64_t i = begin + threadIdx.x; i < end; i += AG_SQ_LANES) acc += (double)X[i] * (double)X[i];
+        for (int64_t i = begin + threadIdx.x; i < end; i += AG_SQ_LANES)
+            if (!live || live[i / row]) acc += (double)X[i] * (double)X[i];
     }
     lane[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
@@ -138,6 +157,8 @@ typedef struct {
     ag_real *y;
     int64_t n;
     double *block_sq;
+    int64_t row;          /* squares of a lazy update: its rows, */
+    const uint8_t *live;  /* and which are live (NULL: all) */
 } array_entry;
 
 /* The squares of table[blockIdx.y] (the grid's x covers the largest
@@ -146,7 +167,7 @@ typedef struct {
 __global__ void sum_squares_all_kernel(const array_entry *table) {
     const array_entry a = table[blockIdx.y];
     int64_t blocks = (a.n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
-    sum_squares_blocks_of(a.x, a.n, a.block_sq, blocks, blockIdx.x * (int64_t)blockDim.y + threadIdx.y);
+    sum_squares_blocks_of(a.x, a.n, a.block_sq, blocks, blockIdx.x * (int64_t)blockDim.y + threadIdx.y, a.row, a.live);
 }
 
 /* One thread adds the blocks in the CPU's order: each array's blocks in a
@@ -275,20 +296,23 @@ static void squares_table(const array_entry *table, int count, int64_t most) {
 static void update_all(int kind, const ag__update_span *spans, int count, const double *gate) {
     for (int at = 0; at < count; at += TABLE) {
         int here = count - at < TABLE ? count - at : TABLE;
-        int64_t most = 0;
+        int64_t most = 0, most_rows = 0;
         array_entry sq[TABLE];
         int squares = 0;
         int64_t most_sq = 0;
         for (int s = at; s < at + here; s++) {
             most = spans[s].n > most ? spans[s].n : most;
+            int64_t rows = spans[s].row > 0 ? spans[s].n / spans[s].row : 0;
+            most_rows = rows > most_rows ? rows : most_rows;
             if (spans[s].block_sq && spans[s].n > 0) { /* the values after the update, in the CPU's blocks */
-                sq[squares++] = {spans[s].p, NULL, spans[s].n, spans[s].block_sq};
+                sq[squares++] = {spans[s].p, NULL, spans[s].n, spans[s].block_sq, spans[s].row, spans[s].live};
                 most_sq = spans[s].n > most_sq ? spans[s].n : most_sq;
             }
         }
         if (most > 0) {
             const ag__update_span *there =
                 (const ag__update_span *)ag__cuda_step_upload(spans + at, (size_t)here * sizeof *spans);
+            if (most_rows > 0) ag__launch(live_rows_all_kernel, elements_grid(most_rows, here), AG_CUDA_THREADS, 0, there);
             ag__launch(update_all_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0, kind, there, gate);
         }
         squares_table(sq, squares, most_sq);
@@ -302,7 +326,7 @@ static int table_of(const ag_real *const *x, ag_real *const *y, const int64_t *n
     *most = 0;
     for (int a = at; a < at + here; a++) {
         if (n[a] <= 0) continue;
-        table[used++] = {x ? x[a] : NULL, y ? y[a] : NULL, n[a], NULL};
+        table[used++] = {x ? x[a] : NULL, y ? y[a] : NULL, n[a], NULL, 0, NULL};
         *most = n[a] > *most ? n[a] : *most;
     }
     return used;
@@ -316,7 +340,7 @@ static void sum_squares_blocks_all(const ag_real *const *x, const int64_t *n, in
         int64_t most = 0;
         for (int a = at; a < at + here; a++) {
             if (n[a] > 0) {
-                table[used++] = {x[a], NULL, n[a], block_sq + first};
+                table[used++] = {x[a], NULL, n[a], block_sq + first, 0, NULL};
                 most = n[a] > most ? n[a] : most;
             }
             first += (n[a] + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
