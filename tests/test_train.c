@@ -12,6 +12,7 @@
 #include "check.h"
 #include "attngrad/train.h"
 #include "../train/internal.h"
+#include "../train/run_folder.h" /* the folder's lock */
 
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +309,29 @@ static void test_lr_steps(void) {
 
     CHECK(ag_train_set(&plain, "lr-steps", "cosine:warmup=5", err, sizeof err) != 0 && strstr(err, "total"), "%s",
           err);
+}
+
+/* A run told to stop evaluates for minutes before its last checkpoint;
+ * if its folder was removed and made anew by another run meanwhile, it
+ * must not write into the new one (the lock it holds is on the old file). */
+static void test_folder_taken(void) {
+    char out[512], cmd[1100];
+    snprintf(out, sizeof out, "%s/taken", tmp);
+    int lock = -1;
+    CHECK(ag__run_folder_make(out, true, &lock, err, sizeof err) == 0 && lock >= 0, "%s", err);
+    CHECK(ag__run_folder_still_ours(out, lock, err, sizeof err) == 0, "%s", err);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+    CHECK(system(cmd) == 0);
+    int other = -1; /* another run makes the folder again, with its own lock */
+    CHECK(ag__run_folder_make(out, true, &other, err, sizeof err) == 0 && other >= 0, "%s", err);
+    CHECK(ag__run_folder_still_ours(out, lock, err, sizeof err) == AG_ERR_IO && strstr(err, "made anew"), "%s", err);
+    CHECK(ag__run_folder_still_ours(out, other, err, sizeof err) == 0, "%s", err);
+    ag__run_folder_unlock(other);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", out); /* removed and not made again */
+    CHECK(system(cmd) == 0);
+    CHECK(ag__run_folder_still_ours(out, lock, err, sizeof err) == AG_ERR_IO, "a removed folder");
+    CHECK(ag__run_folder_still_ours(out, -1, err, sizeof err) == 0, "no lock held: nothing to check");
+    ag__run_folder_unlock(lock);
 }
 
 /* last.safetensors again with one "state.KEY=" line of its config replaced. */
@@ -743,6 +767,7 @@ int main(int argc, char **argv) {
     test_dumps();
     test_resume();
     test_lr_steps();
+    test_folder_taken();
     test_resume_bad_state();
     test_learns();
     test_metrics();

@@ -49,6 +49,7 @@ typedef struct {
     double deadline;     /* monotonic seconds; 0 = none */
     bool quiet;
     ag__step_profile *profile;
+    int lock;            /* the folder's lock (-1: none held) */
 } fold_ctx;
 
 /* Has the wall-clock limit passed?  Rank 0's clock decides for every rank,
@@ -109,6 +110,7 @@ static int end_of_epoch(const fold_ctx *c, ag__trainer *t, ag__run_state *s, dou
      * rewrites the metrics files from it. */
     if ((rc = ag__run_logs_add(&t->logs, t->data.task, &e, err, errlen))) return rc;
     if (ag__dist_rank() > 0) return 0; /* rank 0 alone writes */
+    if ((rc = ag__run_folder_still_ours(c->out, c->lock, err, errlen))) return rc;
     char path[AG_PATH_MAX + 32];
     ag__run_parts parts = run_parts(t);
     if (e.best) {
@@ -225,6 +227,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     if (!rc && !resume && writer) rc = ag__run_folder_make(out, o->quiet, &lock, err, errlen);
     if (!rc && writer) rc = ag__run_folder_clean(out, o->quiet, err, errlen);
     if (!rc && !resume && writer) rc = ag_vocab_save(t.data.vocab, path, err, errlen);
+    c.lock = lock;
     if (!rc && resume) rc = ag__run_resume(out, t.data.vocab, &parts, &s, err, errlen);
     /* early stopping is judged again by this command's --patience, as its
      * --epochs extends a run: a larger patience continues a run that stopped

@@ -285,6 +285,18 @@ int ag__run_folder_lock(const char *out, bool quiet, int *fd, char *err, size_t 
                          "another --out", out, path);
 }
 
+int ag__run_folder_still_ours(const char *out, int fd, char *err, size_t errlen) {
+    if (fd < 0) return 0;
+    char path[AG_PATH_MAX + 32];
+    ag__path_join(path, sizeof path, out, ".lock");
+    struct stat held, there;
+    if (fstat(fd, &held) == 0 && stat(path, &there) == 0 && held.st_dev == there.st_dev && held.st_ino == there.st_ino)
+        return 0;
+    return ag__train_fail(err, errlen, AG_ERR_IO,
+                         "%s was removed or made anew since this run locked it (its .lock is not this run's): "
+                         "nothing more is written there, so that another run's files stay as they are", out);
+}
+
 void ag__run_folder_unlock(int fd) {
     if (fd >= 0) close(fd); /* closing the file drops the lock; the file stays for the next run */
 }

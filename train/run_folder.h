@@ -85,6 +85,12 @@ int ag__run_folder_check(const char *out, bool resume, bool force, char *err, si
  * process ends); *fd is -1 when none is held. */
 int ag__run_folder_lock(const char *out, bool quiet, int *fd, char *err, size_t errlen);
 void ag__run_folder_unlock(int fd);
+/* Before each write into out: is <out>/.lock still the file the lock fd
+ * holds?  Removing a folder does not take a lock from the process holding
+ * it, so a run told to stop (which evaluates for minutes before its last
+ * checkpoint) could write into a new run's folder of the same name; this
+ * stops it first, naming the folder.  0 with fd -1 (no lock held). */
+int ag__run_folder_still_ours(const char *out, int fd, char *err, size_t errlen);
 /* A fresh run's folder: made, locked, emptied of an earlier run's files. */
 int ag__run_folder_make(const char *out, bool quiet, int *lock, char *err, size_t errlen);
 /* Removes the temporary files crashed writers left in out. */
