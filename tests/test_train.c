@@ -311,6 +311,20 @@ static void test_lr_steps(void) {
           err);
 }
 
+/* A lazy optimizer in a run: it learns, and its live-row flags come from
+ * the step arena, so steps after warm-up still allocate nothing. */
+static void test_lazy_run(void) {
+    ag_train_opts o = small_run("lazy");
+    set(&o, "synth-n", "800");
+    set(&o, "dim", "24");
+    set(&o, "epochs", "5");
+    set(&o, "optim", "adam:lr=3e-3,lazy=1");
+    ag_train_result r;
+    CHECK(ag_train(&o, &r, err, sizeof err) == 0, "%s", err);
+    CHECK(r.last_loss < 0.6 * r.first_loss, "lazy: loss %.4f -> %.4f", r.first_loss, r.last_loss);
+    CHECK(r.step_allocs == 0, "lazy: %lld heap allocations in training steps", (long long)r.step_allocs);
+}
+
 /* A run told to stop evaluates for minutes before its last checkpoint;
  * if its folder was removed and made anew by another run meanwhile, it
  * must not write into the new one (the lock it holds is on the old file). */
@@ -768,6 +782,7 @@ int main(int argc, char **argv) {
     test_resume();
     test_lr_steps();
     test_folder_taken();
+    test_lazy_run();
     test_resume_bad_state();
     test_learns();
     test_metrics();
