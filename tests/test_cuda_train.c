@@ -160,14 +160,22 @@ static void twin_sparse_grads(ag_params *cpu, ag_params *gpu, int step) {
     }
 }
 
-static void optimizer_case(const char *spec) {
-    ag_params cpu = {0}, gpu = {0};
-    twin_params(&cpu, &gpu);
-    ag_optim_config cfg;
+/* Twin parameter lists (twin_params) and an optimizer of spec on each. */
+static ag_optim_config twin_optimizers(const char *spec, ag_params *cpu, ag_params *gpu, ag_optimizer *oc,
+                                       ag_optimizer *og) {
+    *cpu = (ag_params){0}, *gpu = (ag_params){0};
+    twin_params(cpu, gpu);
+    ag_optim_config cfg = {0};
     CHECK(ag_optim_parse(spec, &cfg) == AG_OK, "%s: %s", spec, ag_errmsg());
+    ag_optim_init(oc, cpu, &cfg);
+    ag_optim_init(og, gpu, &cfg);
+    return cfg;
+}
+
+static void optimizer_case(const char *spec) {
+    ag_params cpu, gpu;
     ag_optimizer oc, og;
-    ag_optim_init(&oc, &cpu, &cfg);
-    ag_optim_init(&og, &gpu, &cfg);
+    ag_optim_config cfg = twin_optimizers(spec, &cpu, &gpu, &oc, &og);
     CHECK(og.device == GPU, "%s: the state of GPU parameters is on the GPU", spec);
     for (int step = 0; step < 4; step++) {
         if (cfg.lazy) twin_sparse_grads(&cpu, &gpu, step); /* rows to skip */
@@ -308,13 +316,9 @@ static void freeze_case(void) {
  * norm. */
 static void gated_case(const char *spec) {
     if (GPU != AG_CUDA) return; /* a gated step exists on the GPU only */
-    ag_params cpu = {0}, gpu = {0};
-    twin_params(&cpu, &gpu);
-    ag_optim_config cfg;
-    CHECK(ag_optim_parse(spec, &cfg) == AG_OK, "%s: %s", spec, ag_errmsg());
+    ag_params cpu, gpu;
     ag_optimizer oc, og;
-    ag_optim_init(&oc, &cpu, &cfg);
-    ag_optim_init(&og, &gpu, &cfg);
+    twin_optimizers(spec, &cpu, &gpu, &oc, &og);
     enum { STEPS = 5 };
     const ag_real losses[STEPS] = {1.5, (ag_real)NAN, 2, 0.5, (ag_real)INFINITY};
     for (int step = 0; step < STEPS; step++) {
@@ -369,13 +373,9 @@ static void gated_case(const char *spec) {
  * lazy ones (the live rows alone) too, with the gradients cleared. */
 static void fused_squares_case(const char *spec) {
     if (GPU != AG_CUDA) return;
-    ag_params cpu = {0}, gpu = {0};
-    twin_params(&cpu, &gpu);
-    ag_optim_config cfg;
-    CHECK(ag_optim_parse(spec, &cfg) == AG_OK, "%s: %s", spec, ag_errmsg());
+    ag_params cpu, gpu;
     ag_optimizer oc, og;
-    ag_optim_init(&oc, &cpu, &cfg);
-    ag_optim_init(&og, &gpu, &cfg);
+    twin_optimizers(spec, &cpu, &gpu, &oc, &og);
     bool same = true;
     for (int step = 0; step < 3; step++) {
         twin_sparse_grads(&cpu, &gpu, step);
