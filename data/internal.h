@@ -26,6 +26,12 @@ void ag__data_note_utf8(ag_corpus_stats *s, const char *path, int64_t line, cons
 int ag__data_too_many_words(const char *path, int64_t line, int64_t words, int64_t max_words, char *err,
                             size_t errlen);
 
+/* loaders.c: where the sentence that starts at token `from` of the k tokens
+ * spans[] of s ends (exclusive): after a run of lone ".", "?" or "!" tokens
+ * ("! ?" stays whole) that more words follow; k when none does.  LM text
+ * with lm_sentences is cut there, and so is a line `predict` scores. */
+int64_t ag__sentence_end(const char *s, const ag_span *spans, int64_t from, int64_t k);
+
 /* ---- interned strings: open addressing, FNV-1a, power-of-two slots ---- */
 
 typedef struct {

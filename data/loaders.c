@@ -330,19 +330,22 @@ static int add_lm_example(load_ctx *c, int64_t from, int64_t to) {
     return 0;
 }
 
-/* One example a line, or with lm_sentences one a sentence: a sentence ends
- * after a run of end tokens ("! ?" stays whole) that more words follow. */
+int64_t ag__sentence_end(const char *s, const ag_span *spans, int64_t from, int64_t k) {
+    for (int64_t t = from; t + 1 < k; t++)
+        if (ends_sentence(s, &spans[t]) && !ends_sentence(s, &spans[t + 1])) return t + 1;
+    return k;
+}
+
+/* One example a line, or with lm_sentences one a sentence. */
 static int load_lm_line(load_ctx *c) {
     int rc = 0;
     int64_t k = line_tokens(c, &rc);
     if (k <= 0) return rc; /* blank (counted), junk or out of memory */
-    int64_t from = 0;
-    for (int64_t t = 0; c->o->lm_sentences && t + 1 < k; t++)
-        if (ends_sentence(c->lr.buf, &c->spans[t]) && !ends_sentence(c->lr.buf, &c->spans[t + 1])) {
-            if ((rc = add_lm_example(c, from, t + 1))) return rc;
-            from = t + 1;
-        }
-    return add_lm_example(c, from, k);
+    for (int64_t from = 0, to; from < k; from = to) {
+        to = c->o->lm_sentences ? ag__sentence_end(c->lr.buf, c->spans, from, k) : k;
+        if ((rc = add_lm_example(c, from, to))) return rc;
+    }
+    return 0;
 }
 
 /* ---- SICK TSV ------------------------------------------------------------------------ */

@@ -650,6 +650,81 @@ static void test_relatedness_run(void) {
     ag_model_free(&m);
 }
 
+/* Whether a run's recorded options say its LM text was cut into sentences:
+ * --lm-split, else the data set (WikiText-2), never a user's file. */
+static void test_lm_sentences_of_a_run(void) {
+    static const struct {
+        const char *data, *dataset, *format, *lm_split;
+        int want;
+    } cases[] = {
+        {"/d/wikitext2", "", "", "", 1},   {"/d/wt2", "wikitext2", "", "", 1},     {"/d/wikitext2/", "", "", "", 1},
+        {"/d/ptb", "", "", "", 0},         {"/d/wikitext2", "", "", "line", 0},    {"/d/p.txt", "", "lm", "", 0},
+        {"/d/p.txt", "", "lm", "sentence", 1}, {"", "", "", "", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ag_train_opts o = ag_train_opts_default();
+        snprintf(o.data, sizeof o.data, "%s", cases[i].data);
+        snprintf(o.dataset, sizeof o.dataset, "%s", cases[i].dataset);
+        snprintf(o.format, sizeof o.format, "%s", cases[i].format);
+        snprintf(o.lm_split, sizeof o.lm_split, "%s", cases[i].lm_split);
+        CHECK(ag__train_lm_sentences(&o) == cases[i].want, "data '%s' dataset '%s' format '%s' lm-split '%s'",
+              cases[i].data, cases[i].dataset, cases[i].format, cases[i].lm_split);
+    }
+}
+
+/* predict's "ppl P\tnext W" of line, read back. */
+static double predict_lm(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *line, char *next) {
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", line);
+    FILE *f = tmpfile();
+    double ppl = NAN;
+    CHECK(ag_predict_line(m, vocab, o, copy, f, err, sizeof err) == 0, "%s: %s", line, err);
+    rewind(f);
+    CHECK(fscanf(f, "ppl %lf next %63s", &ppl, next) == 2, "%s", line);
+    fclose(f);
+    return ppl;
+}
+
+/* An LM trained on sentences (--lm-split sentence) is asked of a line the
+ * way it was trained: each sentence scored alone, the line's perplexity
+ * over all their words, the next word after the last one. */
+static void test_lm_predict_by_sentence(void) {
+    char data[512];
+    snprintf(data, sizeof data, "%s/paras.txt", tmp);
+    FILE *f = fopen(data, "w");
+    for (int i = 0; i < 40 && f; i++) fprintf(f, "w%d saw w%d . then w%d left !\n", i % 5, i % 3, i % 4);
+    CHECK(f && fclose(f) == 0, "%s", data);
+    ag_train_opts o = small_run("lm-sentences");
+    set(&o, "model", "poslm");
+    set(&o, "data", data);
+    set(&o, "format", "lm");
+    set(&o, "lm-split", "sentence");
+    set(&o, "hidden", "8");
+    set(&o, "optim", "adam:lr=3e-3");
+    set(&o, "max-steps", "3");
+    ag_train_result r;
+    int rc = ag_train(&o, &r, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    if (rc) return;
+    char ckpt[AG_PATH_MAX + 32], next[64], next_b[64], next_line[64];
+    snprintf(ckpt, sizeof ckpt, "%s/best.safetensors", o.out);
+    ag_train_opts lo;
+    ag_model m;
+    ag_vocab *vocab;
+    rc = ag_load_run(ckpt, NULL, &lo, &m, &vocab, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    if (rc) return;
+    double a = predict_lm(&m, vocab, &lo, "w1 saw w2 .", next);       /* 3 words and <eos> */
+    double b = predict_lm(&m, vocab, &lo, "then w3 left ! ?", next_b); /* 4 words and <eos> */
+    double both = predict_lm(&m, vocab, &lo, "w1 saw w2 . then w3 left ! ?", next);
+    CHECK_NEAR(log(both), (4 * log(a) + 5 * log(b)) / 9, 2e-4, 0); /* each printed to 3 decimals */
+    CHECK(!strcmp(next, next_b), "next '%s' after the line, '%s' after its last sentence", next, next_b);
+    snprintf(lo.lm_split, sizeof lo.lm_split, "line"); /* the whole line as one example: other contexts */
+    double whole = predict_lm(&m, vocab, &lo, "w1 saw w2 . then w3 left ! ?", next_line);
+    CHECK(fabs(whole - both) > 1e-3, "the line scored whole (%.4f) as by sentence (%.4f)", whole, both);
+    ag_model_free(&m);
+}
+
 /* Which task a run gets from the model and the data, and the refusals. */
 static void test_task_choice(void) {
     char sick[512], labeled[512], bad[512];
@@ -788,6 +863,8 @@ int main(int argc, char **argv) {
     test_metrics();
     test_relatedness_run();
     test_task_choice();
+    test_lm_sentences_of_a_run();
+    test_lm_predict_by_sentence();
     test_diverged_runs();
     test_anomaly_quiet_on_healthy_runs();
     char cmd[300];

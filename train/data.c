@@ -122,6 +122,13 @@ static int lm_sentences(const ag_train_opts *o, const ag_benchmark *b) {
     return b && b->lm_sentences;
 }
 
+int ag__train_lm_sentences(const ag_train_opts *o) {
+    if (o->lm_split[0] || o->format[0]) return lm_sentences(o, NULL);
+    char copy[AG_PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", o->data);
+    return lm_sentences(o, ag_benchmark_find(o->dataset[0] ? o->dataset : basename(copy)));
+}
+
 /* A data file of benchmark b, or of the user's (b NULL). */
 static int load(const ag_train_opts *o, const char *path, ag_format fmt, const ag_benchmark *b, ag_dataset *ds,
                 char *err, size_t errlen) {

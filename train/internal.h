@@ -25,6 +25,11 @@ int ag__train_fail(char *err, size_t errlen, int code, const char *fmt, ...) __a
  * -2 for anything else. */
 int ag__train_device_index(const char *device);
 
+/* Whether the run of these options (its recorded config, where the data
+ * need not be at hand: predict) trained on LM text cut into sentences:
+ * --lm-split, else the data set --dataset or --data's folder names. */
+int ag__train_lm_sentences(const ag_train_opts *o);
+
 /* The options that are set (sizes > 0, flags, task, seed...) onto cfg. */
 void ag__train_apply(const ag_train_opts *o, ag_model_config *cfg);
 /* cfg's values into o, so that ag_train_opts_format saves them. */

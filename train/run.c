@@ -247,26 +247,65 @@ int ag_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t *words,
 
 static const char *const sick_labels[] = {"NEUTRAL", "ENTAILMENT", "CONTRADICTION"};
 
-/* Tokens of s[0..n) added to the open sentence of ds: their count, or
- * -1 when out of memory.  Any number of them: the batch cuts a sentence
- * longer than the run's --max-len. */
+/* The tokens of s[0..n): their count, or -1 when out of memory; their
+ * spans in *spans, which is `few` (AG_FEW_SPANS of them) where they fit,
+ * else malloc'd: free it when it is not `few`.  Any number of them: the
+ * batch cuts a sentence longer than the run's --max-len. */
+#define AG_FEW_SPANS 512
+static int64_t tokens_of(char *s, size_t n, int lowercase, ag_span *few, ag_span **spans) {
+    *spans = few;
+    size_t k = ag_tokenize(s, n, lowercase, few, AG_FEW_SPANS);
+    if (k > INT32_MAX || (k > AG_FEW_SPANS && !(*spans = malloc(k * sizeof **spans)))) return *spans = few, -1;
+    if (k > AG_FEW_SPANS) ag_tokenize(s, n, lowercase, *spans, k);
+    return (int64_t)k;
+}
+
+/* Tokens [from, to) of s added to the open sentence of ds: 0, or -1 when
+ * out of memory. */
+static int add_spans(ag_dataset *ds, const char *s, const ag_span *spans, int64_t from, int64_t to) {
+    for (int64_t t = from; t < to; t++)
+        if (ag__ds_add(ds, s + spans[t].start, spans[t].len, 0)) return -1;
+    return 0;
+}
+
+/* Tokens of s[0..n) added to the open sentence of ds: their count, or -1
+ * when out of memory. */
 static int add_tokens(ag_dataset *ds, char *s, size_t n, int lowercase) {
-    ag_span few[512], *spans = few;
-    size_t k = ag_tokenize(s, n, lowercase, spans, 512);
-    if (k > INT32_MAX || (k > 512 && !(spans = malloc(k * sizeof *spans)))) return -1;
-    if (k > 512) ag_tokenize(s, n, lowercase, spans, k);
-    int rc = (int)k;
-    for (size_t t = 0; t < k && rc >= 0; t++)
-        if (ag__ds_add(ds, s + spans[t].start, spans[t].len, 0)) rc = -1;
+    ag_span few[AG_FEW_SPANS], *spans;
+    int64_t k = tokens_of(s, n, lowercase, few, &spans);
+    int rc = k >= 0 && !add_spans(ds, s, spans, 0, k) ? (int)k : -1;
     if (spans != few) free(spans);
     return rc;
 }
 
-/* A one-example dataset holding the line, in the model's format. */
-static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dataset *ds, char *err, size_t errlen) {
+/* An LM line as examples, <eos> after each: the whole line, or with
+ * `sentences` one a sentence, cut where the run's training text was. */
+static int lm_line_dataset(const ag_train_opts *o, char *line, bool sentences, ag_dataset *ds, char *err,
+                           size_t errlen) {
+    ag_span few[AG_FEW_SPANS], *spans;
+    int64_t k = tokens_of(line, strlen(line), o->lowercase, few, &spans);
+    int rc = k < 0 ? -1 : 0;
+    for (int64_t from = 0, to; !rc && from < k; from = to) {
+        to = sentences ? ag__sentence_end(line, spans, from, k) : k;
+        ag__ds_begin(ds);
+        rc = add_spans(ds, line, spans, from, to);
+        if (!rc && (ag__ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0) || ag__ds_end(ds, -1, 0, 1, 0))) rc = -1;
+    }
+    if (spans != few) free(spans);
+    if (rc) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (k == 0) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
+    ag__ds_finish(ds);
+    return 0;
+}
+
+/* The line as a dataset in the model's format: one example (pairs: its two
+ * sentences), or for an LM one a sentence where `sentences`. */
+static int line_dataset(const ag_train_opts *o, ag_task task, char *line, bool sentences, ag_dataset *ds, char *err,
+                        size_t errlen) {
     bool pair = task == AG_TASK_PAIR || task == AG_TASK_RELATEDNESS;
     ag_format fmt = task == AG_TASK_LM ? AG_FORMAT_LM : pair ? AG_FORMAT_SICK : AG_FORMAT_LABELED;
     if (ag__ds_init(ds, fmt)) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    if (task == AG_TASK_LM) return lm_line_dataset(o, line, sentences, ds, err, errlen);
     char *tab = strchr(line, '\t');
     if (pair && !tab) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
     if (pair && strchr(tab + 1, '\t')) /* else the words after a second tab would join sentence b unseen */
@@ -280,8 +319,6 @@ static int line_dataset(const ag_train_opts *o, ag_task task, char *line, ag_dat
     }
     if (ka < 0 || kb < 0) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     if (ka == 0 || kb == 0) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "empty sentence");
-    if (task == AG_TASK_LM && ag__ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0))
-        return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     if (ag__ds_end(ds, pair ? 0 : -1, 0, 1, 0)) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
     ag__ds_finish(ds);
     return 0;
@@ -294,25 +331,28 @@ static void print_probs(FILE *out, const ag_real *logits, int K) {
     for (int c = 0; c < K; c++) fprintf(out, "%s%.4f", c ? " " : "\t", exp(logits[c] - mx) / sum);
 }
 
-/* LM: perplexity of the line (its words and <eos>) and the likeliest word
- * after its last word. */
-static void print_lm(FILE *out, const ag_model *m, const ag_vocab *vocab, const ag_batch *b, ag_tensor *logits) {
-    int V = logits->shape[2], n = b->lengths[0];
+/* LM: perplexity of the line (the words and <eos> of each of its rows, a
+ * sentence each where the run was trained on sentences) and the likeliest
+ * word after its last word. */
+static void print_lm(FILE *out, const ag_vocab *vocab, const ag_batch *b, ag_tensor *logits) {
+    int N = logits->shape[1], V = logits->shape[2];
     const ag_real *values = ag_host_values(logits);
     double nll = 0;
-    for (int t = 0; t < n; t++) {
-        const ag_real *row = values + (int64_t)t * V;
-        double mx = row[0], sum = 0;
-        for (int v = 1; v < V; v++) mx = fmax(mx, row[v]);
-        for (int v = 0; v < V; v++) sum += exp(row[v] - mx);
-        nll += mx + log(sum) - row[b->targets[t]];
-    }
-    const ag_real *last = values + (int64_t)(n - 1) * V;
+    int64_t words = 0;
+    for (int r = 0; r < b->rows; r++)
+        for (int t = 0; t < b->lengths[r]; t++, words++) {
+            const ag_real *row = values + ((int64_t)r * N + t) * V;
+            double mx = row[0], sum = 0;
+            for (int v = 1; v < V; v++) mx = fmax(mx, row[v]);
+            for (int v = 0; v < V; v++) sum += exp(row[v] - mx);
+            nll += mx + log(sum) - row[b->targets[(int64_t)r * b->width + t]];
+        }
+    int r = b->rows - 1;
+    const ag_real *last = values + ((int64_t)r * N + b->lengths[r] - 1) * V;
     int best = 2; /* never predict <pad> or <unk> */
     for (int v = 3; v < V; v++)
         if (last[v] > last[best]) best = v;
-    (void)m;
-    fprintf(out, "ppl %.3f\tnext %s", exp(nll / n), ag_vocab_token(vocab, best));
+    fprintf(out, "ppl %.3f\tnext %s", exp(nll / words), ag_vocab_token(vocab, best));
 }
 
 int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t errlen) {
@@ -348,20 +388,25 @@ ag_batch_opts ag_run_batch_opts(const ag_model *m, const ag_train_opts *o, int32
     return bo;
 }
 
-/* ds (unencoded, one example) as a one-row batch for m. */
+/* ds (unencoded: a line's examples) as one batch for m, a row each. */
 static int example_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, ag_dataset *ds, ag_batch *b,
                          char *err, size_t errlen) {
+    if (ds->n > INT32_MAX) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%lld sentences in one line", (long long)ds->n);
+    int64_t one = 0, *rows = ds->n == 1 ? &one : malloc((size_t)ds->n * sizeof *rows);
+    if (!rows) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < ds->n; i++) rows[i] = i;
     int rc = ag_dataset_encode(ds, vocab, err, errlen);
     ag_batch_opts bo = ag_run_batch_opts(m, o, 0); /* cut as the run was trained */
-    if (!rc) rc = ag_batch_alloc(b, ds, 1, &bo, err, errlen);
-    if (!rc) rc = ag_batch_fill(b, ds, (int64_t[]){0}, 1, err, errlen);
+    if (!rc) rc = ag_batch_alloc(b, ds, (int32_t)ds->n, &bo, err, errlen);
+    if (!rc) rc = ag_batch_fill(b, ds, rows, (int32_t)ds->n, err, errlen);
+    if (rows != &one) free(rows);
     return rc;
 }
 
 int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
                   ag_batch *b, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
-    int rc = line_dataset(o, m->cfg.task, line, ds, err, errlen);
+    int rc = line_dataset(o, m->cfg.task, line, false, ds, err, errlen);
     return rc ? rc : example_batch(m, vocab, o, ds, b, err, errlen);
 }
 
@@ -417,7 +462,7 @@ static int predict_batch(ag_model *m, const ag_vocab *vocab, const ag_train_opts
     } else if (!logits) {
         rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
     } else if (task == AG_TASK_LM) {
-        print_lm(out, m, vocab, b, logits);
+        print_lm(out, vocab, b, logits);
     } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */
         const ag_real *p = ag_host_values(logits);
         fprintf(out, "%.4f", ag_relatedness_score(p));
@@ -445,8 +490,10 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
         return 0;
     }
     ag_dataset ds;
-    ag_batch b;
-    int rc = ag_line_batch(m, vocab, o, line, &ds, &b, err, errlen);
+    ag_batch b = {0};
+    bool sentences = m->cfg.task == AG_TASK_LM && ag__train_lm_sentences(o);
+    int rc = line_dataset(o, m->cfg.task, line, sentences, &ds, err, errlen);
+    if (!rc) rc = example_batch(m, vocab, o, &ds, &b, err, errlen);
     if (!rc) rc = predict_batch(m, vocab, o, &b, out, err, errlen);
     ag_batch_free(&b);
     ag_dataset_free(&ds);
