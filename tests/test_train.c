@@ -151,14 +151,21 @@ static void predict_survives_a_refused_line(ag_model *m, ag_vocab *vocab, ag_tra
     CHECK(before[0] && !strcmp(before, after), "'%s' then '%s'", before, after);
 }
 
-/* The generated task is learnable: the loss falls well below its start
- * (ln 4 for four balanced classes), and steps after warm-up allocate nothing. */
-static void test_learns(void) {
-    ag_train_opts o = small_run("learn");
+/* The generated task at a size where 5 epochs of `optim` learn it. */
+static ag_train_opts learning_run(const char *name, const char *optim) {
+    ag_train_opts o = small_run(name);
     set(&o, "synth-n", "800");
     set(&o, "dim", "24");
     set(&o, "epochs", "5");
-    set(&o, "optim", "adam:lr=3e-3");
+    set(&o, "optim", optim);
+    return o;
+}
+
+/* The generated task is learnable: the loss falls well below its start
+ * (ln 4 for four balanced classes), and steps after warm-up allocate nothing. */
+
+static void test_learns(void) {
+    ag_train_opts o = learning_run("learn", "adam:lr=3e-3");
     ag_train_result r;
     int rc = ag_train(&o, &r, err, sizeof err);
     CHECK(rc == 0, "%s", err);
@@ -314,11 +321,7 @@ static void test_lr_steps(void) {
 /* A lazy optimizer in a run: it learns, and its live-row flags come from
  * the step arena, so steps after warm-up still allocate nothing. */
 static void test_lazy_run(void) {
-    ag_train_opts o = small_run("lazy");
-    set(&o, "synth-n", "800");
-    set(&o, "dim", "24");
-    set(&o, "epochs", "5");
-    set(&o, "optim", "adam:lr=3e-3,lazy=1");
+    ag_train_opts o = learning_run("lazy", "adam:lr=3e-3,lazy=1");
     ag_train_result r;
     CHECK(ag_train(&o, &r, err, sizeof err) == 0, "%s", err);
     CHECK(r.last_loss < 0.6 * r.first_loss, "lazy: loss %.4f -> %.4f", r.first_loss, r.last_loss);

@@ -1,5 +1,7 @@
 /* fuzz_predict.c - `attngrad predict`'s input into a tiny MPSAN (a
- * classifier, or a pair model when the first byte is odd): read line by
+ * classifier, or a pair model when the first byte is odd) or, by the first
+ * byte's third bit, a tiny positional LM that scores a line whole or (the
+ * fourth bit) sentence by sentence: read line by
  * line under a length limit and a word limit, checked for binary data as
  * the CLI does; a line may be refused, it must not hurt the next one. */
 #include "fuzz.h"
@@ -8,7 +10,7 @@
 
 #include <stdio.h>
 
-static ag_model models[2];
+static ag_model models[3]; /* classifier, pair, LM */
 static ag_vocab *vocab;
 static FILE *sink;
 
@@ -26,6 +28,11 @@ static void setup(void) {
         cfg.classes = 3;
         if (ag_model_init(&models[i], kind, &cfg)) abort();
     }
+    const ag_model_kind *lm = ag_model_find("poslm");
+    ag_model_config cfg = ag_model_tiny(lm);
+    cfg.task = AG_TASK_LM;
+    cfg.vocab = ag_vocab_size(vocab);
+    if (ag_model_init(&models[2], lm, &cfg)) abort();
     sink = fopen("/dev/null", "w");
     if (!sink) abort();
 }
@@ -43,6 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.max_line_bytes = 48;
     o.max_line_words = 6;
     if (size > 0 && (data[size - 1] & 2)) snprintf(o.long_lines, sizeof o.long_lines, "cut");
+    int which = size > 0 && (data[0] & 4) ? 2 : size > 0 && (data[0] & 1);
+    if (size > 0 && (data[0] & 8)) snprintf(o.lm_split, sizeof o.lm_split, "sentence");
     char *line = NULL, err[1024];
     size_t cap = 0, dropped, words;
     ssize_t n;
@@ -52,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (ag_data_find_junk(line, (size_t)n) >= 0) continue; /* refused before a model sees it */
         if (ag_many_words(&o, line, &n, &words, err, sizeof err)) continue;
         if (ag_tokenize(line, (size_t)n, 0, NULL, 0) > (size_t)o.max_line_words || (size_t)n != strlen(line)) abort();
-        ag_predict_line(&models[size > 0 && (data[0] & 1)], vocab, &o, line, sink, err, sizeof err);
+        ag_predict_line(&models[which], vocab, &o, line, sink, err, sizeof err);
     }
     fclose(in);
     free(line);
