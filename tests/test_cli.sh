@@ -247,6 +247,16 @@ for i in $(seq 20); do echo " w$((i % 5)) saw w$((i % 3)) . then w$((i % 4)) lef
 expect 0 'poslm on paras.txt: 36 train / 4 dev' "$AG" train --model poslm --data "$T/paras.txt" --format lm --lm-split sentence --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-sent"
 expect 0 'poslm on paras.txt: 18 train / 2 dev' "$AG" train --model poslm --data "$T/paras.txt" --format lm --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-line"
 expect 0 '^test|^dev' "$AG" eval --ckpt "$T/lm-sent/best.safetensors"
+# generate: a line of drawn words for every prompt line, the same again for the same --seed
+printf 'w1 saw\n\nthen w2 . w3\n' > "$T/prompts.txt"
+"$AG" generate --ckpt "$T/lm-sent/best.safetensors" --words 4 --seed 3 < "$T/prompts.txt" > "$T/gen1.txt" 2>"$T/gen.err" &&
+  [ "$(wc -l < "$T/gen1.txt")" -eq 3 ] && [ -z "$(sed -n 2p "$T/gen1.txt")" ] &&
+  awk 'NR != 2 && NF > 4 { exit 1 }' "$T/gen1.txt" && ok || bad "generate: not one line of at most 4 words per prompt line: $(cat "$T/gen1.txt" "$T/gen.err")"
+"$AG" generate --ckpt "$T/lm-sent/best.safetensors" --words 4 --seed 3 < "$T/prompts.txt" > "$T/gen2.txt" 2>&1 &&
+  cmp -s "$T/gen1.txt" "$T/gen2.txt" && ok || bad "generate --seed 3 drew differently twice"
+expect 1 'generate continues text with a language model' sh -c "echo w1 | '$AG' generate --ckpt '$T/run/best.safetensors'"
+expect 2 "option --temperature: .*-1" "$AG" generate --ckpt "$T/lm-sent/best.safetensors" --temperature -1
+expect 1 "stdin:1: binary data" sh -c "printf 'w1\001\n' | '$AG' generate --ckpt '$T/lm-sent/best.safetensors'"
 expect 1 '--lm-split sentence: .*ten.txt is labeled data, not LM text' "$AG" train --data "$T/ten.txt" --lm-split sentence --out "$T/lm-bad"
 expect 2 "option --lm-split: 'word': expected line or sentence" "$AG" train --lm-split word
 

@@ -211,6 +211,15 @@ static void test_learns(void) {
     CHECK(fabs(p[0] + p[1] + p[2] + p[3] - 1) < 1e-3);
     fclose(f);
     predict_survives_a_refused_line(&m, vocab, &lo);
+    f = tmpfile();
+    char prompt[] = "w1 A";
+    ag_rng rng;
+    ag_rng_seed(&rng, 1);
+    CHECK(ag_generate_line(&m, vocab, &lo, prompt, &rng, f, err, sizeof err) == AG_ERR_ARG &&
+              strstr(err, "generate continues text with a language model: model mpsan does classify"), "%s", err);
+    rewind(f);
+    CHECK(fgetc(f) == '\n' && fgetc(f) == EOF, "generate's output line for a classifier: one blank line");
+    fclose(f);
     ag_batch_free(&b);
     ag_run_data_free(&d);
     ag_model_free(&m);
@@ -688,6 +697,78 @@ static double predict_lm(ag_model *m, const ag_vocab *vocab, const ag_train_opts
     return ppl;
 }
 
+/* The word drawn at u is the inverse of softmax(logits / T) over ids 2..:
+ * each id from its running share's start to its end, <pad> and <unk>
+ * never, the likeliest at T 0. */
+static void test_draw_word(void) {
+    /* <pad>, <unk> likeliest of all; then shares 1/6, 2/6, 3/6 */
+    const ag_real logits[] = {9, 9, 0, (ag_real)log(2.0), (ag_real)log(3.0)};
+    const struct {
+        double u;
+        int want;
+    } at[] = {{0, 2}, {0.16, 2}, {0.17, 3}, {0.49, 3}, {0.51, 4}, {0.999999, 4}};
+    for (size_t i = 0; i < sizeof at / sizeof *at; i++)
+        CHECK(ag__draw_word(logits, 5, 1.0, at[i].u) == at[i].want, "u %g: %d, want %d", at[i].u,
+              ag__draw_word(logits, 5, 1.0, at[i].u), at[i].want);
+    CHECK(ag__draw_word(logits, 5, 0, 0.1) == 4 && ag__draw_word(logits, 5, 0, 0.9) == 4, "T 0: the likeliest");
+    /* T 2 flattens: shares 1, sqrt 2, sqrt 3 */
+    double first = 1 / (1 + sqrt(2.0) + sqrt(3.0));
+    CHECK(ag__draw_word(logits, 5, 2.0, first - 1e-6) == 2 && ag__draw_word(logits, 5, 2.0, first + 1e-6) == 3);
+    /* a small T and large logits: no overflow, the likeliest; ties: the first */
+    const ag_real big[] = {0, 0, 3e4f, 2e4f, 3e4f};
+    CHECK(ag__draw_word(big, 5, 1e-3, 0.3) == 2 && ag__draw_word(big, 5, 1e-3, 0.7) == 4);
+    CHECK(ag__draw_word(big, 5, 0, 0.7) == 2);
+    /* a vocabulary of one word besides <pad> and <unk> */
+    CHECK(ag__draw_word(logits, 3, 1.0, 0.5) == 2);
+}
+
+/* generate's output line for prompt, drawn with a generator seeded `seed`. */
+static void generate(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *prompt, uint64_t seed,
+                     char *got, size_t n) {
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", prompt);
+    ag_rng rng;
+    ag_rng_seed(&rng, seed);
+    FILE *f = tmpfile();
+    CHECK(ag_generate_line(m, vocab, o, copy, &rng, f, err, sizeof err) == 0, "%s: %s", prompt, err);
+    rewind(f);
+    got[0] = 0;
+    CHECK(fgets(got, (int)n, f) && got[strlen(got) - 1] == '\n' && fgetc(f) == EOF, "%s: not one line", prompt);
+    got[strcspn(got, "\n")] = 0;
+    fclose(f);
+}
+
+/* A continuation drawn at T 0 is predict's next word, again and again; draws
+ * repeat with the seed; a run on sentences continues the last sentence. */
+static void test_generate(ag_model *m, const ag_vocab *vocab, ag_train_opts *o) {
+    char got[512], again[512], other[512], next[64];
+    o->words = 6;
+    o->temperature = 0;
+    snprintf(o->lm_split, sizeof o->lm_split, "line"); /* predict reads the growing prompt as one example */
+    generate(m, vocab, o, "w1 saw", 1, got, sizeof got);
+    char prompt[512] = "w1 saw", *word = got, *end;
+    int words = 0;
+    for (; *word; word = *end ? end + 1 : end, words++) {
+        end = word + strcspn(word, " ");
+        predict_lm(m, vocab, o, prompt, next);
+        CHECK((size_t)(end - word) == strlen(next) && !strncmp(word, next, strlen(next)),
+              "after '%s': drew '%.*s', predict's next is '%s'", prompt, (int)(end - word), word, next);
+        snprintf(prompt + strlen(prompt), sizeof prompt - strlen(prompt), " %.*s", (int)(end - word), word);
+    }
+    CHECK(words >= 1 && words <= 6, "%d words drawn (--words 6): '%s'", words, got);
+    printf("  generate: 'w1 saw' + '%s'\n", got);
+    snprintf(o->lm_split, sizeof o->lm_split, "sentence"); /* the run's */
+    o->temperature = 1;
+    o->words = 20;
+    generate(m, vocab, o, "then w2", 7, got, sizeof got);
+    generate(m, vocab, o, "then w2", 7, again, sizeof again);
+    CHECK(!strcmp(got, again), "seed 7 drew '%s', then '%s'", got, again);
+    generate(m, vocab, o, "w1 saw w0 . then w2", 7, other, sizeof other);
+    CHECK(!strcmp(got, other), "the prompt's last sentence: '%s', the whole line: '%s'", got, other);
+    generate(m, vocab, o, "  ", 7, got, sizeof got);
+    CHECK(!got[0], "a blank prompt drew '%s'", got);
+}
+
 /* An LM trained on sentences (--lm-split sentence) is asked of a line the
  * way it was trained: each sentence scored alone, the line's perplexity
  * over all their words, the next word after the last one. */
@@ -703,8 +784,9 @@ static void test_lm_predict_by_sentence(void) {
     set(&o, "format", "lm");
     set(&o, "lm-split", "sentence");
     set(&o, "hidden", "8");
-    set(&o, "optim", "adam:lr=3e-3");
-    set(&o, "max-steps", "3");
+    set(&o, "optim", "adam:lr=3e-2");
+    set(&o, "keep", "1");
+    set(&o, "epochs", "40"); /* the patterns learnt: what it draws depends on the words before */
     ag_train_result r;
     int rc = ag_train(&o, &r, err, sizeof err);
     CHECK(rc == 0, "%s", err);
@@ -725,6 +807,8 @@ static void test_lm_predict_by_sentence(void) {
     snprintf(lo.lm_split, sizeof lo.lm_split, "line"); /* the whole line as one example: other contexts */
     double whole = predict_lm(&m, vocab, &lo, "w1 saw w2 . then w3 left ! ?", next_line);
     CHECK(fabs(whole - both) > 1e-3, "the line scored whole (%.4f) as by sentence (%.4f)", whole, both);
+    snprintf(lo.lm_split, sizeof lo.lm_split, "sentence"); /* the run's */
+    test_generate(&m, vocab, &lo);
     ag_model_free(&m);
 }
 
@@ -868,6 +952,7 @@ int main(int argc, char **argv) {
     test_task_choice();
     test_lm_sentences_of_a_run();
     test_lm_predict_by_sentence();
+    test_draw_word();
     test_diverged_runs();
     test_anomaly_quiet_on_healthy_runs();
     char cmd[300];

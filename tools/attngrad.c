@@ -3,6 +3,7 @@
  *   attngrad train [--model mtsa] [--data DATA/trec] [options]
  *   attngrad eval --ckpt runs/x/best.safetensors [--data ...]
  *   attngrad predict --ckpt runs/x/best.safetensors < sentences.txt
+ *   attngrad generate --ckpt runs/lm/best.safetensors --words 30 < prompts.txt
  *   attngrad heatmap --ckpt runs/x/best.safetensors --sentence "the cat sat" --out maps/
  *   attngrad gradcheck --model mpsan [--flags elu_score]
  *   attngrad dump-step --model mpsan --out step.safetensors
@@ -38,6 +39,8 @@ static const command commands[] = {
     {"eval", AG_CMD_EVAL, "eval --ckpt FILE [options]", "dev and test metrics of a checkpoint"},
     {"predict", AG_CMD_PREDICT, "predict --ckpt FILE < lines",
      "label and probabilities per input line (pairs: two sentences separated by a tab; relatedness: the score)"},
+    {"generate", AG_CMD_GENERATE, "generate --ckpt FILE [--words N] [--temperature T] [--seed S] < prompts",
+     "a language model's continuation of each prompt line, drawn word by word"},
     {"heatmap", AG_CMD_HEATMAP, "heatmap --ckpt FILE --sentence TEXT [--sentence-b TEXT] --out DIR_OR_PREFIX",
      "SVG heatmaps of the model's attention on a sentence, one per map and head"},
     {"gradcheck", AG_CMD_GRADCHECK, "gradcheck --model NAME [options]",
@@ -56,7 +59,7 @@ static void usage(FILE *f) {
 
 static void command_help(const command *c) {
     printf("usage: attngrad %s\n%s\n", c->usage, c->what);
-    if (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT | AG_CMD_HEATMAP))
+    if (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT | AG_CMD_GENERATE | AG_CMD_HEATMAP))
         printf("  %-20s %s\n", "--ckpt FILE", "checkpoint of attngrad train");
     if (c->cmd & AG_CMD_HEATMAP) {
         printf("  %-20s %s\n", "--sentence TEXT", "the sentence, tokenized as the training data was");
@@ -85,7 +88,8 @@ typedef struct {
 } cli_extra;
 
 static const char **extra_option(const command *c, cli_extra *x, const char *key) {
-    if (!strcmp(key, "ckpt") && (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT | AG_CMD_HEATMAP))) return &x->ckpt;
+    if (!strcmp(key, "ckpt") && (c->cmd & (AG_CMD_EVAL | AG_CMD_PREDICT | AG_CMD_GENERATE | AG_CMD_HEATMAP)))
+        return &x->ckpt;
     if (!(c->cmd & AG_CMD_HEATMAP)) return NULL;
     if (!strcmp(key, "sentence")) return &x->sentence;
     if (!strcmp(key, "sentence-b") || !strcmp(key, "sentence_b")) return &x->sentence_b;
@@ -314,11 +318,11 @@ static int cmd_eval(const command *c, int argc, char **argv) {
 
 /* Text is bytes (docs/data.md): a line that is not UTF-8 is read as the
  * data was, and said once, since its words miss UTF-8 pretrained vectors. */
-static void note_not_utf8(const char *line, size_t n, int64_t lineno, bool *said) {
+static void note_not_utf8(const char *cmd, const char *line, size_t n, int64_t lineno, bool *said) {
     long at = *said || ag_data_find_junk(line, n) >= 0 ? -1 : ag_utf8_error_at(line, n);
     if (at < 0) return;
-    fprintf(stderr, "attngrad predict: stdin:%lld: note: not UTF-8 (byte 0x%02x at column %ld), read as bytes; later "
-            "lines like it are not reported\n", (long long)lineno, (unsigned char)line[at], at + 1);
+    fprintf(stderr, "attngrad %s: stdin:%lld: note: not UTF-8 (byte 0x%02x at column %ld), read as bytes; later "
+            "lines like it are not reported\n", cmd, (long long)lineno, (unsigned char)line[at], at + 1);
     *said = true;
 }
 
@@ -349,7 +353,7 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
             if (!first) first = lineno;
             if (len == SIZE_MAX) continue; /* refused already */
             words += line[0] != '#';
-            note_not_utf8(line, (size_t)n, lineno, &said_utf8);
+            note_not_utf8("predict", line, (size_t)n, lineno, &said_utf8);
             if (words > max_words) { /* no cut: its parse would lose heads */
                 fprintf(stderr, "attngrad predict: stdin:%lld: a CoNLL-U sentence of more than %zu words: refused "
                         "(--max-line-words N takes longer ones)\n", (long long)first, max_words);
@@ -399,6 +403,79 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
     return errors ? 1 : 0;
 }
 
+/* What predict and generate do with one line of stdin: print its output
+ * line and return 0, or return an error with err saying why. */
+typedef int (*line_action)(void *ctx, char *line, char *err, size_t errlen);
+
+/* Reads stdin a line at a time under the run's limits (--max-line-bytes,
+ * --long-lines, --max-line-words; binary data refused) and hands each line
+ * to act; a line that fails is named on stderr and the next one goes on,
+ * its output line blank (unless act prints one on error too).  1 when any
+ * line failed or stdin could not be read. */
+static int each_stdin_line(const command *c, const ag_train_opts *o, line_action act, void *ctx, bool prints_on_error) {
+    char *line = NULL, err[1024];
+    size_t cap = 0;
+    int64_t lineno = 0, errors = 0;
+    ssize_t n;
+    size_t max = (size_t)(o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES), dropped;
+    bool said_utf8 = false;
+    size_t words;
+    while ((n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0) {
+        lineno++;
+        if (dropped && ag_long_line(o, line, &n, dropped, err, sizeof err)) {
+            fprintf(stderr, "attngrad %s: stdin:%lld: %s\n", c->name, (long long)lineno, err);
+            fputc('\n', stdout);
+            errors++;
+            continue;
+        }
+        if (dropped)
+            fprintf(stderr, "attngrad %s: stdin:%lld: note: a line of more than %zu bytes, cut to its first %zd "
+                    "(--long-lines cut)\n", c->name, (long long)lineno, max, n);
+        /* control bytes, as the data loaders refuse them (the model reads a
+         * C string: a NUL would even end the line there unseen) */
+        long junk = ag_data_find_junk(line, (size_t)n);
+        note_not_utf8(c->name, line, (size_t)n, lineno, &said_utf8);
+        bool refused = junk >= 0;
+        if (refused)
+            snprintf(err, sizeof err, "binary data (byte 0x%02x at column %ld)", (unsigned char)line[junk], junk + 1);
+        else if (!(refused = ag_many_words(o, line, &n, &words, err, sizeof err)) && ag_line_word_limit(o) > 0 &&
+                 words > (size_t)ag_line_word_limit(o))
+            fprintf(stderr, "attngrad %s: stdin:%lld: note: a line of %zu words, cut to its first %lld (--long-lines "
+                    "cut)\n", c->name, (long long)lineno, words, (long long)ag_line_word_limit(o));
+        bool failed = !refused && act(ctx, line, err, sizeof err);
+        if (refused || failed) {
+            fprintf(stderr, "attngrad %s: stdin:%lld: %s\n", c->name, (long long)lineno, err);
+            if (refused || !prints_on_error) fputc('\n', stdout);
+            errors++;
+        }
+        fflush(stdout);
+    }
+    if (ferror(stdin)) { /* not the end of the input: the lines after it were never read */
+        fprintf(stderr, "attngrad %s: stdin: read error after line %lld: %s\n", c->name, (long long)lineno,
+                strerror(errno));
+        errors++;
+    }
+    free(line);
+    return errors ? 1 : 0;
+}
+
+typedef struct {
+    ag_model *m;
+    const ag_vocab *vocab;
+    const ag_train_opts *o;
+    ag_rng rng; /* generate's draws */
+} line_job;
+
+static int predict_one(void *ctx, char *line, char *err, size_t errlen) {
+    line_job *j = ctx;
+    return ag_predict_line(j->m, j->vocab, j->o, line, stdout, err, errlen);
+}
+
+static int generate_one(void *ctx, char *line, char *err, size_t errlen) {
+    line_job *j = ctx;
+    return ag_generate_line(j->m, j->vocab, j->o, line, &j->rng, stdout, err, errlen);
+}
+
 static int cmd_predict(const command *c, int argc, char **argv) {
     ag_train_opts o;
     ag_model m;
@@ -408,57 +485,37 @@ static int cmd_predict(const command *c, int argc, char **argv) {
     if (rc) return rc;
     if (!strcmp(o.input, "conllu")) {
         rc = predict_conllu(&m, vocab, &o);
-        ag_vocab_free(vocab);
-        ag_model_free(&m);
-        return rc;
+    } else {
+        line_job job = {&m, vocab, &o, {{0}}};
+        rc = each_stdin_line(c, &o, predict_one, &job, false);
     }
-    char *line = NULL, err[1024];
-    size_t cap = 0;
-    int64_t lineno = 0, errors = 0;
-    ssize_t n;
-    size_t max = (size_t)(o.max_line_bytes > 0 ? o.max_line_bytes : AG_MAX_LINE_BYTES), dropped;
-    bool said_utf8 = false;
-    size_t words;
-    while ((n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0) {
-        lineno++;
-        if (dropped && ag_long_line(&o, line, &n, dropped, err, sizeof err)) {
-            fprintf(stderr, "attngrad predict: stdin:%lld: %s\n", (long long)lineno, err);
-            fputc('\n', stdout);
-            errors++;
-            continue;
-        }
-        if (dropped)
-            fprintf(stderr, "attngrad predict: stdin:%lld: note: a line of more than %zu bytes, cut to its first %zd "
-                    "(--long-lines cut)\n", (long long)lineno, max, n);
-        /* control bytes, as the data loaders refuse them (ag_predict_line reads a
-         * C string: a NUL would even end the line there unseen) */
-        long junk = ag_data_find_junk(line, (size_t)n);
-        note_not_utf8(line, (size_t)n, lineno, &said_utf8);
-        bool refused = junk >= 0;
-        if (refused)
-            snprintf(err, sizeof err, "binary data (byte 0x%02x at column %ld)", (unsigned char)line[junk], junk + 1);
-        else if (!(refused = ag_many_words(&o, line, &n, &words, err, sizeof err)) && ag_line_word_limit(&o) > 0 &&
-                 words > (size_t)ag_line_word_limit(&o))
-            fprintf(stderr, "attngrad predict: stdin:%lld: note: a line of %zu words, cut to its first %lld (--long-lines "
-                    "cut)\n", (long long)lineno, words, (long long)ag_line_word_limit(&o));
-        if (refused || ag_predict_line(&m, vocab, &o, line, stdout, err, sizeof err)) {
-            fprintf(stderr, "attngrad predict: stdin:%lld: %s\n", (long long)lineno, err);
-            fputc('\n', stdout);
-            errors++;
-        }
-        fflush(stdout);
-    }
-    if (ferror(stdin)) { /* not the end of the input: the lines after it were never read */
-        fprintf(stderr, "attngrad predict: stdin: read error after line %lld: %s\n", (long long)lineno, strerror(errno));
-        errors++;
-    }
-    free(line);
     ag_vocab_free(vocab);
     ag_model_free(&m);
-    return errors ? 1 : 0;
+    return rc;
 }
 
-/* ---- heatmap ---- */
+/* generate: one line of drawn words for each prompt line; the draws are
+ * the seed's (--seed, else the run's), in the order of the lines. */
+static int cmd_generate(const command *c, int argc, char **argv) {
+    ag_train_opts o;
+    ag_model m;
+    ag_vocab *vocab;
+    const char *ckpt;
+    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
+    if (rc) return rc;
+    if (m.cfg.task != AG_TASK_LM) {
+        fprintf(stderr, "attngrad generate: %s holds model %s, which does %s: generate continues text with a language "
+                "model\n", ckpt, m.kind->name, ag_task_name(m.cfg.task));
+        rc = 1;
+    } else {
+        line_job job = {&m, vocab, &o, {{0}}};
+        ag_rng_seed(&job.rng, (uint64_t)o.seed);
+        rc = each_stdin_line(c, &o, generate_one, &job, true);
+    }
+    ag_vocab_free(vocab);
+    ag_model_free(&m);
+    return rc;
+}
 
 static int cmd_heatmap(const command *c, int argc, char **argv) {
     cli_extra x = {0};
@@ -636,6 +693,8 @@ int main(int argc, char **argv) {
         rc = cmd_eval(c, argc, argv);
     } else if (!strcmp(c->name, "predict")) {
         rc = cmd_predict(c, argc, argv);
+    } else if (!strcmp(c->name, "generate")) {
+        rc = cmd_generate(c, argc, argv);
     } else if (!strcmp(c->name, "heatmap")) {
         rc = cmd_heatmap(c, argc, argv);
     } else if (!strcmp(c->name, "gradcheck")) {

@@ -30,6 +30,26 @@ int ag__train_device_index(const char *device);
  * --lm-split, else the data set --dataset or --data's folder names. */
 int ag__train_lm_sentences(const ag_train_opts *o);
 
+/* ---- run.c: lines of text into a model (predict, generate) ---- */
+
+/* Cuts the line end (LF, CRLF or CR).  A CR or LF before it is an error
+ * (AG_ERR_FORMAT): cutting there would drop the words after it silently. */
+int ag__cut_line_end(char *line, char *err, size_t errlen);
+/* The line as a batch for m, tokenized and cut as the run's data were: one
+ * row (pairs: both sentences), or for an LM trained on sentences a row a
+ * sentence.  Free ds and b after an error too. */
+int ag__line_examples(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
+                      ag_batch *b, char *err, size_t errlen);
+/* m's forward of b, gradients off, under ag_try: a batch too big for step
+ * memory fails alone with err naming why, the engine as it was.  The
+ * logits live until the caller's ag_step_end(). */
+int ag__line_forward(ag_model *m, const ag_batch *b, ag_tensor **logits, char *err, size_t errlen);
+
+/* generate.c: the word drawn from softmax(logits[0..V) / temperature) at u
+ * in [0, 1) (the inverse of its distribution, in id order), never <pad>
+ * or <unk>; temperature 0: the likeliest. */
+int ag__draw_word(const ag_real *logits, int V, double temperature, double u);
+
 /* The options that are set (sizes > 0, flags, task, seed...) onto cfg. */
 void ag__train_apply(const ag_train_opts *o, ag_model_config *cfg);
 /* cfg's values into o, so that ag_train_opts_format saves them. */

@@ -44,7 +44,7 @@ static const char *check_long_lines(const char *v);
 #define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
 enum {
     TR = AG_CMD_TRAIN, EV = AG_CMD_EVAL, PR = AG_CMD_PREDICT, DU = AG_CMD_DUMP, GC = AG_CMD_GRADCHECK,
-    HM = AG_CMD_HEATMAP,
+    HM = AG_CMD_HEATMAP, GE = AG_CMD_GENERATE,
     SIZE_CMDS = TR | DU | GC, DATA_CMDS = TR | EV,
 };
 #define BIG 2147483647.0
@@ -114,27 +114,31 @@ static const opt_def opts[] = {
     {"input", O_STR, F(input), 0, 0, PR, false, "KIND",
      "lines (default: a sentence a line, pairs split by a tab) or conllu (CoNLL-U sentences, blank-line separated, "
      "read with their parse)", check_input},
-    {"max-line-bytes", O_I64, F(max_line_bytes), 1, 1099511627776.0, TR | EV | PR, false, "N",
+    {"max-line-bytes", O_I64, F(max_line_bytes), 1, 1099511627776.0, TR | EV | PR | GE, false, "N",
      "longest input line, in bytes (default 1 MiB): a longer one is refused before memory in proportion to it is "
      "taken (predict: see --long-lines)", NULL},
-    {"max-line-words", O_I64, F(max_line_words), 0, 1e6, TR | EV | PR | HM, false, "N",
+    {"max-line-words", O_I64, F(max_line_words), 0, 1e6, TR | EV | PR | HM | GE, false, "N",
      "most words in a sentence, a pair's two together (default 1000; 0: no limit): a longer one is refused naming "
      "its line before it takes memory, as attention's grows in their square (not LM text; not with --max-len N "
      "<= it, which cuts; predict: see --long-lines)", NULL},
     {"long-lines", O_STR, F(long_lines), 0, 0, PR, false, "HOW",
      "refuse (default: that line is an error) or cut (predict its first --max-line-bytes, at a word boundary)",
      check_long_lines},
+    {"words", O_INT, F(words), 1, 100000, GE, false, "N", "most words drawn after each prompt (default 50)", NULL},
+    {"temperature", O_REAL, F(temperature), 0, 1e6, GE, false, "T",
+     "draw each word from softmax(logits / T) (default 1; 0: always the likeliest)", NULL},
     {"len", O_INT, F(len), 1, 4096, DU, false, "N", "batch width of the dump (default: the tiny batch)", NULL},
     {"epochs", O_INT, F(epochs), 1, 1 << 20, TR, true, "N", "training epochs", NULL},
     {"batch", O_INT, F(batch), 1, 1 << 20, TR | EV | DU, true, "B", "batch size (default: the model's)", NULL},
-    {"seed", O_I64, F(seed), 0, 9e15, TR | DU | GC, true, "S", "seed of initialisation, data order and dropout", NULL},
+    {"seed", O_I64, F(seed), 0, 9e15, TR | DU | GC | GE, true, "S",
+     "seed of initialisation, data order and dropout (generate: of its draws; default: the run's)", NULL},
     {"clip", O_REAL, F(clip), 0, 1e30, TR, true, "NORM", "clip the global gradient norm (0: off; default: the model's)",
      NULL},
     {"patience", O_INT, F(patience), 0, 1 << 20, TR, true, "N", "stop after N epochs without a better dev score", NULL},
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop after N optimizer steps (CV: per fold)", NULL},
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command)", NULL},
-    {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR | GC | DU, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
-    {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU | GC | HM, false, "D",
+    {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR | GC | DU | GE, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
+    {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU | GC | HM | GE, false, "D",
      "where the steps run: cpu (default) or cuda (the first GPU; a build with CUDA)", check_device},
     {"cuda-graphs", O_SWITCH, F(cuda_graphs), 0, 1, TR, false, NULL,
      "with --device cuda: replay each repeated stretch of a step as one CUDA graph (the same results)", NULL},
@@ -159,7 +163,7 @@ ag_train_opts ag_train_opts_default(void) {
         .model = "mpsan", .vocab = -1, .classes = -1, .dim = -1, .hidden = -1, .heads = -1, .layers = -1,
         .fixed_len = -1, .bigrams = -1, .keep = -1, .l2 = -1, .min_count = 1, .folds = 10, .fold = -1,
         .dev_frac = 0.1, .synth_n = 4000, .epochs = 10, .batch = -1, .seed = 1, .clip = -1, .progress = "auto",
-        .max_line_words = AG_MAX_LINE_WORDS,
+        .max_line_words = AG_MAX_LINE_WORDS, .words = 50, .temperature = 1,
     };
 }
 

@@ -403,6 +403,14 @@ static int example_batch(const ag_model *m, const ag_vocab *vocab, const ag_trai
     return rc;
 }
 
+int ag__line_examples(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
+                      ag_batch *b, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    bool sentences = m->cfg.task == AG_TASK_LM && ag__train_lm_sentences(o);
+    int rc = line_dataset(o, m->cfg.task, line, sentences, ds, err, errlen);
+    return rc ? rc : example_batch(m, vocab, o, ds, b, err, errlen);
+}
+
 int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
                   ag_batch *b, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
@@ -410,9 +418,7 @@ int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts 
     return rc ? rc : example_batch(m, vocab, o, ds, b, err, errlen);
 }
 
-/* Cuts the line end (LF, CRLF or CR).  A CR or LF before it is an error:
- * cutting there would drop the words after it silently. */
-static int cut_line_end(char *line, char *err, size_t errlen) {
+int ag__cut_line_end(char *line, char *err, size_t errlen) {
     size_t n = strlen(line);
     if (n && line[n - 1] == '\n') line[--n] = 0;
     if (n && line[n - 1] == '\r') line[--n] = 0;
@@ -437,6 +443,22 @@ static void run_line_forward(void *ctx) {
     j->logits = ag_model_forward(j->m, j->b, false);
 }
 
+int ag__line_forward(ag_model *m, const ag_batch *b, ag_tensor **logits, char *err, size_t errlen) {
+    bool was = ag_set_grad_enabled(false);
+    line_forward job = {m, b, NULL};
+    ag_status st = ag_try(run_line_forward, &job);
+    ag_set_grad_enabled(was);
+    *logits = job.logits;
+    if (st) {
+        const char *msg = ag_errmsg();
+        if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
+        return ag__train_fail(err, errlen, st, "%s", msg);
+    }
+    if (!job.logits)
+        return ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
+    return 0;
+}
+
 /* Class `k` as the run names it: the k-th of o->labels, else the number. */
 static void print_class(FILE *out, const ag_train_opts *o, int k) {
     const char *p = o->labels;
@@ -450,17 +472,10 @@ static void print_class(FILE *out, const ag_train_opts *o, int k) {
 static int predict_batch(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const ag_batch *b, FILE *out,
                          char *err, size_t errlen) {
     ag_task task = m->cfg.task;
-    int rc = 0;
-    bool was = ag_set_grad_enabled(false);
-    line_forward job = {m, b, NULL};
-    ag_status st = ag_try(run_line_forward, &job);
-    ag_tensor *logits = job.logits;
-    if (st) {
-        const char *msg = ag_errmsg();
-        if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
-        rc = ag__train_fail(err, errlen, st, "%s", msg);
-    } else if (!logits) {
-        rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s cannot use this input: %s", m->kind->name, ag_errmsg());
+    ag_tensor *logits;
+    int rc = ag__line_forward(m, b, &logits, err, errlen);
+    if (rc) {
+        logits = NULL;
     } else if (task == AG_TASK_LM) {
         print_lm(out, vocab, b, logits);
     } else if (task == AG_TASK_RELATEDNESS) { /* the score, then p over 1..5 */
@@ -478,22 +493,19 @@ static int predict_batch(ag_model *m, const ag_vocab *vocab, const ag_train_opts
     }
     if (logits) fputc('\n', out);
     ag_step_end();
-    ag_set_grad_enabled(was);
     return rc;
 }
 
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen) {
-    if (cut_line_end(line, err, errlen)) return AG_ERR_FORMAT;
+    if (ag__cut_line_end(line, err, errlen)) return AG_ERR_FORMAT;
     if (ag_tokenize(line, strlen(line), 0, NULL, 0) == 0) { /* keep output lines aligned with input lines */
         fputc('\n', out);
         return 0;
     }
     ag_dataset ds;
-    ag_batch b = {0};
-    bool sentences = m->cfg.task == AG_TASK_LM && ag__train_lm_sentences(o);
-    int rc = line_dataset(o, m->cfg.task, line, sentences, &ds, err, errlen);
-    if (!rc) rc = example_batch(m, vocab, o, &ds, &b, err, errlen);
+    ag_batch b;
+    int rc = ag__line_examples(m, vocab, o, line, &ds, &b, err, errlen);
     if (!rc) rc = predict_batch(m, vocab, o, &b, out, err, errlen);
     ag_batch_free(&b);
     ag_dataset_free(&ds);

@@ -72,6 +72,8 @@ typedef struct {
     char input[8];          /* predict: "" or lines (a sentence a line), conllu (CoNLL-U sentences with their parse) */
     int64_t max_line_bytes; /* longest input line (data files, predict's stdin); 0 = AG_MAX_LINE_BYTES */
     char long_lines[8];     /* predict: "" or refuse (a longer line is an error), cut (its first max_line_bytes) */
+    int words;              /* generate: most words drawn after a prompt */
+    double temperature;     /* generate: words drawn from softmax(logits / temperature); 0 = the likeliest */
     int64_t max_line_words; /* most words of a sentence (a pair's two together) in data files, predict's
                                stdin and heatmap's sentence; 0 = no limit, nor with 0 < max_len <= it */
     /* loop */
@@ -96,7 +98,10 @@ typedef struct {
 ag_train_opts ag_train_opts_default(void);
 
 /* Commands, for options that apply to some of them only. */
-enum { AG_CMD_TRAIN = 1, AG_CMD_EVAL = 2, AG_CMD_PREDICT = 4, AG_CMD_DUMP = 8, AG_CMD_GRADCHECK = 16, AG_CMD_HEATMAP = 32 };
+enum {
+    AG_CMD_TRAIN = 1, AG_CMD_EVAL = 2, AG_CMD_PREDICT = 4, AG_CMD_DUMP = 8, AG_CMD_GRADCHECK = 16, AG_CMD_HEATMAP = 32,
+    AG_CMD_GENERATE = 64
+};
 
 /* Sets option `key` (the CLI name without "--", '-' or '_' alike) from its
  * text; value NULL for a switch.  Checks the value (ranges, known names,
@@ -262,6 +267,15 @@ int ag_many_words(const ag_train_opts *o, char *line, ssize_t *n, size_t *words,
  * relatedness: "score<TAB>probabilities of 1..5"). */
 int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, FILE *out, char *err,
                     size_t errlen);
+/* Continues the prompt `line` with an LM: up to o->words words, each drawn
+ * with rng from softmax(logits / o->temperature) after the words so far
+ * (temperature 0: the likeliest word), never <pad> or <unk>, ending at
+ * <eos>; prints them space-separated and a newline, one line for every
+ * prompt line: blank for a blank prompt, and after an error the words
+ * drawn before it.  A run trained on sentences continues the prompt's last
+ * sentence (ag_predict_line's cut). */
+int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_rng *rng, FILE *out,
+                     char *err, size_t errlen);
 /* The same for one CoNLL-U sentence text[0..n) (comments, token lines),
  * whose parse the model reads (MS-SAN's tree distances); name and
  * first_line place it in messages ("stdin", the sentence's first line).
