@@ -77,10 +77,23 @@ for cmd in "dump-step --out $T/dump-cuda99.st" gradcheck; do
   expect 1 "^attngrad ${cmd%% *}: --device cuda:99: (no cuda:99 here: [0-9]+ CUDA device|.*(no CUDA device|built without CUDA))" \
     "$AG64" $cmd --model mtsa --device cuda:99
 done
+# ... and the commands that read a checkpoint, which take the device after it (it is not part of the run's options)
+for cmd in eval predict generate "heatmap --sentence w1 --out $T/maps-cuda99/"; do
+  # shellcheck disable=SC2086
+  expect 1 "^attngrad ${cmd%% *}: --device cuda:99: (no cuda:99 here: [0-9]+ CUDA device|.*(no CUDA device|built without CUDA))" \
+    sh -c "echo w1 | '$AG' $cmd --ckpt '$T/run/best.safetensors' --device cuda:99"
+done
 out=$("$AG" train --device cuda "${SMALL[@]}" --max-steps 3 --out "$T/cuda" 2>&1); rc=$?
 if [ "$rc" -eq 0 ]; then
   [ -s "$T/cuda/last.safetensors" ] && ok || bad "--device cuda trained but wrote no checkpoint"
   expect 0 '^[0-9]'$'\t' sh -c "echo 'w1 A w2 B' | '$AG' predict --ckpt '$T/cuda/last.safetensors'" # a GPU run's checkpoint on the CPU
+  # eval and predict on the GPU give the CPU's figures (to the printed digits)
+  printf 'w1 A w2 B\nw3 B\nA A w1 w4 w2 w5\n' > "$T/gpu-lines.txt"
+  for cmd in eval predict; do
+    "$AG" $cmd --ckpt "$T/cuda/last.safetensors" --device cuda < "$T/gpu-lines.txt" > "$T/$cmd-gpu.out" 2>&1 &&
+      "$AG" $cmd --ckpt "$T/cuda/last.safetensors" < "$T/gpu-lines.txt" > "$T/$cmd-cpu.out" 2>&1 &&
+      cmp -s "$T/$cmd-gpu.out" "$T/$cmd-cpu.out" && ok || bad "$cmd --device cuda: $(diff "$T/$cmd-gpu.out" "$T/$cmd-cpu.out" | head -5)"
+  done
   # train's step on the GPU (one wait, a gated update) against the CPU's, in f64: 2 epochs of
   # every metric to 1e-9 relative (dropout draws the same masks on both devices)
   "$AG64" train --device cuda "${SMALL[@]}" --epochs 2 --out "$T/cuda64" >/dev/null 2>&1 &&

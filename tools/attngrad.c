@@ -271,7 +271,18 @@ static int load_checkpoint(const command *c, int argc, char **argv, const char *
         for (int k = 0; k < 3; k++)
             if (!strncmp(argv[i], data_keys[k], strlen(data_keys[k]))) o->dataset[0] = o->format[0] = 0;
     set_threads(first.threads);
-    return parse_args(c, argc, argv, o, &x);
+    rc = parse_args(c, argc, argv, o, &x);
+    /* the device is not part of the run's options: ag_load_run took the
+     * CPU, and the command line's --device moves the model */
+    if (!rc && ag_train_use_device(o, &m->params, err, sizeof err)) {
+        fprintf(stderr, "attngrad %s: %s\n", c->name, err);
+        rc = 1;
+    }
+    if (rc) {
+        ag_model_free(m);
+        ag_vocab_free(*vocab);
+    }
+    return rc;
 }
 
 static int cmd_eval(const command *c, int argc, char **argv) {
