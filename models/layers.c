@@ -60,6 +60,8 @@ ag_tensor *ag_activate(ag_tensor *x, ag_act act) {
     case AG_ACT_ELU: return ag_elu(x);
     case AG_ACT_TANH: return ag_tanh(x);
     case AG_ACT_SIGMOID: return ag_sigmoid(x);
+    case AG_ACT_GELU: return ag_gelu(x);
+    case AG_ACT_SILU: return ag_silu(x);
     case AG_ACT_NONE: break;
     }
     return x;

@@ -572,6 +572,7 @@ static inline void act_row(ag_act act, ag_real *y, int n) {
     case AG_ACT_TANH: for (int k = 0; k < n; k++) y[k] = ag__vtanh(y[k]); break;
     case AG_ACT_SIGMOID: for (int k = 0; k < n; k++) y[k] = ag__vsigmoid(y[k]); break;
     case AG_ACT_NONE: break;
+    case AG_ACT_GELU: case AG_ACT_SILU: break; /* never fused: ag_dense applies them after the linear */
     }
 }
 
@@ -582,7 +583,7 @@ static inline void act_grad_row(ag_act act, const ag_real *dy, const ag_real *y,
     case AG_ACT_ELU: for (int k = 0; k < n; k++) g[k] = y[k] > 0 ? dy[k] : dy[k] * (y[k] + 1); break;
     case AG_ACT_TANH: for (int k = 0; k < n; k++) g[k] = dy[k] * (1 - y[k] * y[k]); break;
     case AG_ACT_SIGMOID: for (int k = 0; k < n; k++) g[k] = dy[k] * (y[k] * (1 - y[k])); break;
-    case AG_ACT_NONE: memcpy(g, dy, (size_t)n * sizeof *g); break;
+    case AG_ACT_NONE: case AG_ACT_GELU: case AG_ACT_SILU: memcpy(g, dy, (size_t)n * sizeof *g); break;
     }
 }
 
@@ -918,6 +919,8 @@ ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
 }
 
 ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act) {
+    if (act == AG_ACT_GELU) return ag_gelu(linear("ag_dense", x, w, false, b, AG_ACT_NONE));
+    if (act == AG_ACT_SILU) return ag_silu(linear("ag_dense", x, w, false, b, AG_ACT_NONE));
     return linear("ag_dense", x, w, false, b, act);
 }
 

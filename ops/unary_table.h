@@ -17,7 +17,9 @@
     X(relu,         x > 0 ? x : 0,          x > 0)                    \
     X(elu,          ag__velu(x),            x > 0 ? 1 : y + 1)        \
     X(softplus,     ag__vsoftplus(x),       ag__vsigmoid(x))          \
-    X(log_sigmoid,  ag__vlog_sigmoid(x),    ag__vsigmoid(-x))
+    X(log_sigmoid,  ag__vlog_sigmoid(x),    ag__vsigmoid(-x))          \
+    X(gelu,         ag__vgelu(x),           ag__vgelu_grad(x))         \
+    X(silu,         x * ag__vsigmoid(x),    ag__vsigmoid(x) * (1 - y) + y)
 
 /* AG_UNARY_exp, AG_UNARY_log, ...: the op's index, for the CUDA launchers. */
 #define AG_UNARY_ENUM(NAME, FWD, DERIV) AG_UNARY_##NAME,

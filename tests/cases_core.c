@@ -72,6 +72,8 @@ static ag_tensor *f_relu(ag_tensor **in) { return ag_relu(in[0]); }
 static ag_tensor *f_elu(ag_tensor **in) { return ag_elu(in[0]); }
 static ag_tensor *f_softplus(ag_tensor **in) { return ag_softplus(in[0]); }
 static ag_tensor *f_log_sigmoid(ag_tensor **in) { return ag_log_sigmoid(in[0]); }
+static ag_tensor *f_gelu(ag_tensor **in) { return ag_gelu(in[0]); }
+static ag_tensor *f_silu(ag_tensor **in) { return ag_silu(in[0]); }
 static ag_tensor *f_clamp(ag_tensor **in) { return ag_clamp(in[0], -1.0, 1.5); }
 
 /* ---- reductions ---- */
@@ -260,6 +262,8 @@ static ag_tensor *f_dense_relu(ag_tensor **in) { return ag_dense(in[0], in[1], i
 static ag_tensor *f_dense_elu(ag_tensor **in) { return ag_dense(in[0], in[1], in[2], AG_ACT_ELU); }
 static ag_tensor *f_dense_tanh(ag_tensor **in) { return ag_dense(in[0], in[1], in[2], AG_ACT_TANH); }
 static ag_tensor *f_dense_sigmoid(ag_tensor **in) { return ag_dense(in[0], in[1], in[2], AG_ACT_SIGMOID); }
+static ag_tensor *f_dense_gelu(ag_tensor **in) { return ag_dense(in[0], in[1], in[2], AG_ACT_GELU); }
+static ag_tensor *f_dense_silu_masked(ag_tensor **in) { return ag_mul(ag_dense(in[0], in[1], in[2], AG_ACT_SILU), in[3]); }
 static ag_tensor *f_dense_none_nobias(ag_tensor **in) { return ag_dense(in[0], in[1], NULL, AG_ACT_NONE); }
 static ag_tensor *f_dense_elu_masked(ag_tensor **in) { return ag_mul(ag_dense(in[0], in[1], in[2], AG_ACT_ELU), in[3]); }
 static ag_tensor *f_dense_tanh_masked(ag_tensor **in) { return ag_mul(ag_dense(in[0], in[1], in[2], AG_ACT_TANH), in[3]); }
@@ -396,6 +400,10 @@ const op_case core_cases[] = {
     {"softplus/large", vec_large, f_softplus, 0, 0},
     {"log_sigmoid", vec_any, f_log_sigmoid, 0, 0},
     {"log_sigmoid/large", vec_large, f_log_sigmoid, 0, 0},
+    {"gelu", vec_any, f_gelu, 0, 0},
+    {"gelu/large", vec_large, f_gelu, 0, 0},
+    {"silu", vec_any, f_silu, 0, 0},
+    {"silu/large", vec_large, f_silu, 0, 0},
     {"clamp", vec_any, f_clamp, 0, 0},
     {"sum", red_234, f_sum, 0, 0},
     {"sum/1x1", red_1, f_sum, 0, 0},
@@ -451,6 +459,8 @@ const op_case core_cases[] = {
     {"linear/zero_rows_both_different", lin_zero_other, f_linear_padded, 0, 0},
     {"dense/relu", lin_3d, f_dense_relu, 0, 0},
     {"dense/elu", lin_3d, f_dense_elu, 0, 0},
+    {"dense/gelu", lin_3d, f_dense_gelu, 0, 0},
+    {"dense/silu_zero_rows_both_same", lin_zero_same, f_dense_silu_masked, 0, 0},
     {"dense/tanh", lin_3d, f_dense_tanh, 0, 0},
     {"dense/sigmoid", lin_3d, f_dense_sigmoid, 0, 0},
     {"dense/none_no_bias", lin_3d, f_dense_none_nobias, 0, 0},
@@ -491,6 +501,8 @@ const op_case core_cases[] = {
     UNIFORM_CASE("elu [1031]", f_elu, -10, 10, DIMS(1031)),
     UNIFORM_CASE("softplus [1031] (large |x|)", f_softplus, -100, 100, DIMS(1031)),
     UNIFORM_CASE("log_sigmoid [1031] (large |x|)", f_log_sigmoid, -100, 100, DIMS(1031)),
+    UNIFORM_CASE("gelu [1031] (to the tails)", f_gelu, -15, 15, DIMS(1031)),
+    UNIFORM_CASE("silu [1031] (large |x|)", f_silu, -100, 100, DIMS(1031)),
     /* reductions (sum [1]: sum/1x1 above) */
     UNIFORM_CASE("sum [100003]", f_sum, -1, 1, DIMS(100003)),
     UNIFORM_CASE("mean [3,1025]", f_mean, -1, 1, DIMS(3, 1025)),
@@ -523,6 +535,7 @@ const op_case core_cases[] = {
     UNIFORM_CASE("linear_t [9,33]@[37,33]^T+b", f_linear_t, -1, 1, DIMS(9, 33), DIMS(37, 33), DIMS(37)),
     UNIFORM_CASE("dense relu [70,33]@[33,37]+b", f_dense_relu, -1, 1, DIMS(70, 33), DIMS(33, 37), DIMS(37)),
     UNIFORM_CASE("dense elu [9,33]@[33,37]+b", f_dense_elu, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
+    UNIFORM_CASE("dense gelu [9,33]@[33,37]+b", f_dense_gelu, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
     UNIFORM_CASE("dense tanh [9,33]@[33,37]+b", f_dense_tanh, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
     UNIFORM_CASE("dense sigmoid [9,33]@[33,37]", f_dense_sigmoid_nobias, -1, 1, DIMS(9, 33), DIMS(33, 37)),
     /* reshape: a view on the device, its gradient copied or added back */

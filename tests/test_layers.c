@@ -90,8 +90,8 @@ static void test_max_over_time(ag_rng *r) {
 /* Source2token pooling through x and all four parameters, with each
  * smooth activation; an empty example pools to 0. */
 static void test_source2token(ag_rng *r) {
-    const ag_act acts[] = {AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID, AG_ACT_NONE};
-    for (int a = 0; a < 4; a++)
+    const ag_act acts[] = {AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID, AG_ACT_GELU, AG_ACT_SILU, AG_ACT_NONE};
+    for (int a = 0; a < (int)(sizeof acts / sizeof *acts); a++)
         for (int k = 0; k < 2; k++) {
             layer_ctx c;
             setup(&c, r, k ? lengths_empty : lengths_padded, acts[a]);
@@ -125,8 +125,8 @@ static void test_padding_and_activations(ag_rng *r) {
     layer_ctx c;
     setup(&c, r, lengths_empty, AG_ACT_NONE);
     gradcheck("zero_padding", zero_padding_fn, &c, &c.x, 1);
-    const ag_act acts[] = {AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID, AG_ACT_RELU, AG_ACT_NONE};
-    for (int a = 0; a < 5; a++) {
+    const ag_act acts[] = {AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID, AG_ACT_RELU, AG_ACT_GELU, AG_ACT_SILU, AG_ACT_NONE};
+    for (int a = 0; a < (int)(sizeof acts / sizeof *acts); a++) {
         c.act = acts[a];
         char label[32];
         snprintf(label, sizeof label, "activate %d", (int)acts[a]);

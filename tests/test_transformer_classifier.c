@@ -1,7 +1,8 @@
 /* test_transformer_classifier.c - examples/transformer_classifier.c (included
  * as is) at tiny sizes: an f64 gradient check of its loss through every
- * parameter, pre- and post-LN, with dropout on (a fixed mask), on a padded
- * batch; its parameter names; and padding invariance. */
+ * parameter, post-LN with ELU and pre-LN with GELU, with dropout on (a
+ * fixed mask), on a padded batch; its parameter names; and padding
+ * invariance. */
 #define TFENC_NO_MAIN
 #include "../examples/transformer_classifier.c"
 
@@ -30,7 +31,8 @@ int main(void) {
         ag_rng rng;
         ag_rng_seed(&rng, 11);
         ctx c = {.tokens = tokens};
-        ag_encoder_config cfg = {.d_model = 4, .heads = 2, .d_ff = 6, .pre_norm = pre, .keep = 0.8, .act = AG_ACT_ELU};
+        ag_encoder_config cfg = {.d_model = 4, .heads = 2, .d_ff = 6, .pre_norm = pre, .keep = 0.8,
+                                 .act = pre ? AG_ACT_GELU : AG_ACT_ELU}; /* pre-LN with GELU, as GPT-2 */
         tfenc_build(&c.m, V, C, 2, &cfg, &rng);
         CHECK(ag_params_find(&c.m.ps, "layer1.attn.out.weight") && ag_params_find(&c.m.ps, "layer0.ffn.b2") &&
               ag_params_find(&c.m.ps, "cls.weight"), "parameter names");
@@ -39,7 +41,8 @@ int main(void) {
         ag_gradcheck_result r = ag_gradcheck(loss_fn, &c, c.m.ps.items, c.m.ps.count, &o);
         CHECK(r.ok, "%s-LN: parameter %s element %lld analytic %.12g numeric %.12g", pre ? "pre" : "post",
               c.m.ps.items[r.worst_input]->name, (long long)r.worst_index, r.analytic, r.numeric);
-        printf("  %s-LN: %lld elements, max rel err %.2e\n", pre ? "pre" : "post", (long long)r.checked, r.max_rel_err);
+        printf("  %s: %lld elements, max rel err %.2e\n", pre ? "pre-LN, GELU" : "post-LN, ELU", (long long)r.checked,
+               r.max_rel_err);
         ag_step_end();
         /* other tokens at padded positions change nothing */
         int32_t other[B * N];

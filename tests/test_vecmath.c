@@ -2,8 +2,8 @@
  * (ops/vecmath.h) against double-precision libm, over the whole range the
  * LSTM can feed them, plus the saturated ends; of the softmax family's exp
  * over its whole domain x <= 0; and of the elementwise ops' kernels
- * (full-range exp, expm1, log, softplus, log-sigmoid) over a sweep of float
- * bit patterns, with their special values. */
+ * (full-range exp, expm1, log, softplus, log-sigmoid, GELU's Phi and phi,
+ * SiLU) over a sweep of float bit patterns, with their special values. */
 #include "../ops/vecmath.h"
 #include "check.h"
 
@@ -59,6 +59,43 @@ static void elementwise_kernels(void) {
     CHECK(ag__vsoftplus(-50.0f) > 0 && rel(ag__vsoftplus(-50.0f), exp(-50.0)) < 4 * ULP, "softplus tail");
     CHECK(ag__vlog_sigmoid(-INFINITY) == -INFINITY && ag__vlog_sigmoid(INFINITY) == 0, "log_sigmoid ends");
     CHECK(isnan(ag__vsoftplus(NAN)) && isnan(ag__vlog_sigmoid(NAN)), "NaN propagates");
+}
+
+/* GELU's pieces: Phi, phi, GELU and its derivative over every 257th float
+ * bit pattern of [-14, 14] (the left tail down to Phi ~ 1e-44, where the
+ * e^-87 flush ends it) and the tails beyond, against libm's erfc in
+ * double; and SiLU, x sigmoid(x). */
+static void gelu_kernels(void) {
+    double w_cdf = 0, w_pdf = 0, w_gelu = 0, w_grad = 0, w_silu = 0;
+    for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += 257) {
+        uint32_t bits = (uint32_t)b;
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        if (!(fabsf(x) <= 14)) continue;
+        double xd = x, cdf = 0.5 * erfc(-xd / sqrt(2.0)), pdf = exp(-0.5 * xd * xd) / sqrt(2 * M_PI);
+        if (cdf > 1e-37) w_cdf = check_worst(w_cdf, rel(ag__vnormal_cdf(x), cdf));
+        if (pdf > 1e-37) w_pdf = check_worst(w_pdf, rel(ag__vnormal_pdf(x), pdf));
+        if (cdf > 1.2e-38 && fabs(xd * cdf) > 1.2e-38) /* normal values on the way */
+            w_gelu = check_worst(w_gelu, rel(ag__vgelu(x), xd * cdf));
+        /* the derivative cancels near x = -0.75 (Phi + x phi = 0): absolute there */
+        double grad = cdf + xd * pdf;
+        if (cdf > 1e-37) w_grad = check_worst(w_grad, fabs(ag__vgelu_grad(x) - grad) / fmax(fabs(grad), 0.1));
+        double silu = xd / (1 + exp(-xd));
+        if (x != 0 && fabs(silu) > 1e-37) w_silu = check_worst(w_silu, rel(x * ag__vsigmoid(x), silu));
+    }
+    printf("  gelu kernels: Phi %.2f ulp, phi %.2f, gelu %.2f, its derivative %.2f (abs below 0.1), silu %.2f ulp\n",
+           w_cdf / ULP, w_pdf / ULP, w_gelu / ULP, w_grad / ULP, w_silu / ULP);
+    CHECK(w_cdf < 10 * ULP && w_pdf < 6 * ULP && w_gelu < 10 * ULP, "Phi %.3g, phi %.3g, gelu %.3g", w_cdf, w_pdf, w_gelu);
+    CHECK(w_grad < 32 * ULP && w_silu < 6 * ULP, "gelu' %.3g, silu %.3g", w_grad, w_silu);
+    /* the ends: Phi saturates, the tails flush to 0, NaN propagates */
+    CHECK(ag__vnormal_cdf(40.0f) == 1 && ag__vnormal_cdf(INFINITY) == 1 && ag__vnormal_cdf(-40.0f) == 0 &&
+          ag__vnormal_cdf(-INFINITY) == 0, "Phi ends");
+    CHECK(ag__vgelu(100.0f) == 100.0f && ag__vgelu(-100.0f) == 0 && ag__vgelu_grad(100.0f) == 1 &&
+          ag__vgelu_grad(-100.0f) == 0, "gelu ends");
+    CHECK(isnan(ag__vgelu(NAN)) && isnan(ag__vgelu_grad(NAN)), "NaN propagates");
+    /* PyTorch's torch.nn.functional.gelu(1.0), (-1.0), in double */
+    CHECK(rel(ag__vgelu(1.0f), 0.8413447460685429) < 2 * ULP && rel(ag__vgelu(-1.0f), -0.15865525393145707) < 4 * ULP,
+          "gelu(1) %.9g, gelu(-1) %.9g", ag__vgelu(1.0f), ag__vgelu(-1.0f));
 }
 
 static bool is_plus_zero(float f) { return f == 0 && !signbit(f); }
@@ -131,6 +168,7 @@ int main(void) {
     CHECK(ag__vtanh(1e30f) == 1.0f && ag__vtanh(-1e30f) == -1.0f && ag__vtanh(0.0f) == 0.0f, "tanh ends");
     softmax_exp();
     elementwise_kernels();
+    gelu_kernels();
     return check_summary("test_vecmath");
 #endif
 }

@@ -325,6 +325,8 @@ ag_tensor *ag_relu(ag_tensor *x);          /* gradient 0 at 0 */
 ag_tensor *ag_elu(ag_tensor *x);           /* alpha = 1 */
 ag_tensor *ag_softplus(ag_tensor *x);      /* log(1+e^x), stable for any x */
 ag_tensor *ag_log_sigmoid(ag_tensor *x);   /* -softplus(-x), stable */
+ag_tensor *ag_gelu(ag_tensor *x);          /* x Phi(x), the exact (erf) GELU, as PyTorch's default */
+ag_tensor *ag_silu(ag_tensor *x);          /* x sigmoid(x) (swish) */
 ag_tensor *ag_clamp(ag_tensor *x, double lo, double hi); /* gradient 0 outside */
 
 /* ------------------------------------------------------------------------ */
@@ -353,8 +355,10 @@ ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
  * decoder tied to an embedding table [V, d] is ag_linear_t(h, table, b). */
 ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 /* A dense layer act(x W + b), W [in,out], b [out] (may be NULL): one op,
- * the activation fused into the linear's passes (no pre-activation kept). */
-typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID } ag_act;
+ * the activation fused into the linear's passes (no pre-activation kept);
+ * GELU and SiLU, whose derivatives need the pre-activation, are the
+ * linear then ag_gelu / ag_silu. */
+typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID, AG_ACT_GELU, AG_ACT_SILU } ag_act;
 ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act);
 
 /* ------------------------------------------------------------------------ */
@@ -696,208 +700,82 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define AG_AT_STMT(fn, ...) (ag_set_callsite(__FILE__, __LINE__), fn(__VA_ARGS__))
 
 #ifndef AG_INTERNAL
+/* tensor ops */
 #define ag_add(...) AG_AT(ag_add, __VA_ARGS__)
 #define ag_sub(...) AG_AT(ag_sub, __VA_ARGS__)
 #define ag_mul(...) AG_AT(ag_mul, __VA_ARGS__)
 #define ag_div(...) AG_AT(ag_div, __VA_ARGS__)
 #define ag_maximum(...) AG_AT(ag_maximum, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_add_scalar(...) AG_AT(ag_add_scalar, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_mul_scalar(...) AG_AT(ag_mul_scalar, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_neg(...) AG_AT(ag_neg, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_exp(...) AG_AT(ag_exp, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_log(...) AG_AT(ag_log, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_sqrt(...) AG_AT(ag_sqrt, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_square(...) AG_AT(ag_square, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_abs(...) AG_AT(ag_abs, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_tanh(...) AG_AT(ag_tanh, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_sigmoid(...) AG_AT(ag_sigmoid, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_relu(...) AG_AT(ag_relu, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_elu(...) AG_AT(ag_elu, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_softplus(...) AG_AT(ag_softplus, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_log_sigmoid(...) AG_AT(ag_log_sigmoid, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
+#define ag_gelu(...) AG_AT(ag_gelu, __VA_ARGS__)
+#define ag_silu(...) AG_AT(ag_silu, __VA_ARGS__)
 #define ag_clamp(...) AG_AT(ag_clamp, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_sum(...) AG_AT(ag_sum, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_mean(...) AG_AT(ag_mean, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_matmul(...) AG_AT(ag_matmul, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_matmul_t(...) AG_AT(ag_matmul_t, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_linear(...) AG_AT(ag_linear, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_linear_t(...) AG_AT(ag_linear_t, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_dense(...) AG_AT(ag_dense, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_reshape(...) AG_AT(ag_reshape, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_permute(...) AG_AT(ag_permute, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_transpose(...) AG_AT(ag_transpose, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_concat(...) AG_AT(ag_concat, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_slice(...) AG_AT(ag_slice, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_index_select(...) AG_AT(ag_index_select, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_embedding(...) AG_AT(ag_embedding, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_sum_axis(...) AG_AT(ag_sum_axis, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_mean_axis(...) AG_AT(ag_mean_axis, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_max_axis(...) AG_AT(ag_max_axis, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_cross_entropy(...) AG_AT(ag_cross_entropy, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_linear_cross_entropy(...) AG_AT(ag_linear_cross_entropy, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_linear_t_cross_entropy(...) AG_AT(ag_linear_t_cross_entropy, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_kl_div_soft(...) AG_AT(ag_kl_div_soft, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)
-
-/* one-input ops and whole reductions: their lines for anomaly mode and the profiler */
 #define ag_custom_op(...) AG_AT(ag_custom_op, __VA_ARGS__)
-
 /* attention ops */
 #define ag_softmax(...) AG_AT(ag_softmax, __VA_ARGS__)
-
-/* attention ops */
 #define ag_masked_softmax(...) AG_AT(ag_masked_softmax, __VA_ARGS__)
-
-/* attention ops */
 #define ag_log_softmax(...) AG_AT(ag_log_softmax, __VA_ARGS__)
-
-/* attention ops */
 #define ag_softmax_axis_len(...) AG_AT(ag_softmax_axis_len, __VA_ARGS__)
-
-/* attention ops */
 #define ag_masked_softmax_axis(...) AG_AT(ag_masked_softmax_axis, __VA_ARGS__)
-
-/* attention ops */
 #define ag_softmax_mix(...) AG_AT(ag_softmax_mix, __VA_ARGS__)
-
-/* attention ops */
 #define ag_softmax_mix_len(...) AG_AT(ag_softmax_mix_len, __VA_ARGS__)
-
-/* attention ops */
 #define ag_softmax_mix_ref(...) AG_AT(ag_softmax_mix_ref, __VA_ARGS__)
-
-/* attention ops */
 #define ag_split_heads(...) AG_AT(ag_split_heads, __VA_ARGS__)
-
-/* attention ops */
 #define ag_merge_heads(...) AG_AT(ag_merge_heads, __VA_ARGS__)
-
-/* attention ops */
 #define ag_attention(...) AG_AT(ag_attention, __VA_ARGS__)
-
-/* attention ops */
 #define ag_mask(...) AG_AT(ag_mask, __VA_ARGS__)
-
-/* attention ops */
 #define ag_mask_heads(...) AG_AT(ag_mask_heads, __VA_ARGS__)
-
-/* attention ops */
 #define ag_mask_attenuation(...) AG_AT(ag_mask_attenuation, __VA_ARGS__)
-
-/* attention ops */
 #define ag_mask_padding(...) AG_AT(ag_mask_padding, __VA_ARGS__)
-
-/* attention ops */
 #define ag_mask_batch(...) AG_AT_STMT(ag_mask_batch, __VA_ARGS__)
-
 /* sequence ops */
 #define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
-
-/* sequence ops */
 #define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
-
-/* sequence ops */
 #define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
-
-/* sequence ops */
 #define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
-
-/* sequence ops */
 #define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
-
-/* sequence ops */
 #define ag_feature_attention(...) AG_AT(ag_feature_attention, __VA_ARGS__)
-
 /* backward: errors (a finished step, a spent tape) name the caller's line */
 #define ag_backward(...) AG_AT_STMT(ag_backward, __VA_ARGS__)
-
-/* backward: errors (a finished step, a spent tape) name the caller's line */
 #define ag_backward_retain(...) AG_AT_STMT(ag_backward_retain, __VA_ARGS__)
-
-/* backward: errors (a finished step, a spent tape) name the caller's line */
 #define ag_backward_seeded(...) AG_AT_STMT(ag_backward_seeded, __VA_ARGS__)
-
-/* backward: errors (a finished step, a spent tape) name the caller's line */
 #define ag_backward_seeded_retain(...) AG_AT_STMT(ag_backward_seeded_retain, __VA_ARGS__)
-
-/* backward: errors (a finished step, a spent tape) name the caller's line */
 #define ag_backward_seeded_tensor(...) AG_AT_STMT(ag_backward_seeded_tensor, __VA_ARGS__)
 #endif
 
