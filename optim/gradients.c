@@ -315,8 +315,9 @@ double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag
                                        bool *cleared) {
     const ag_params *ps = opt->params;
     ag_device on = dev;
-    if (!one_device(ps, values, &on) || on != AG_CPU || !ag__optim_on("ag_optim_step", on)->update_all) {
-        *cleared = ag__optim_step_gated_sq(opt, gate, NULL, clear_grads) && clear_grads;
+    *cleared = clear_grads;
+    if (!one_device(ps, values, &on) || on != AG_CPU) {
+        ag__optim_step_gated_sq(opt, gate, NULL, clear_grads);
         return ag__params_sq_on(ps, dev);
     }
     int arrays = 0;
@@ -331,8 +332,7 @@ double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag
         first[i + 1] = first[i] + blocks_of(ps->items[i]->size);
     }
     const ag__grads_kernels *k = ag__grads_on("gradient norm", AG_CPU);
-    if (!ag__optim_step_gated_sq(opt, gate, out, clear_grads)) ag__fatal("ag_optim_step", "no fused update on the CPU");
-    *cleared = clear_grads;
+    ag__optim_step_gated_sq(opt, gate, out, clear_grads);
     for (int i = 0; i < ps->count; i++) /* frozen: not in the update's pass */
         if (!ps->items[i]->requires_grad) k->sum_squares_blocks(ps->items[i]->data, ps->items[i]->size, out[i]);
     k->sum_blocks_in_order(block_sq, first, arrays, true, 0, total);

@@ -81,20 +81,12 @@ typedef struct {
     uint8_t *live;
 } ag__update_span;
 typedef struct {
-    /* One parameter's update.  c points at the coefficients in the
-     * device's memory (read there, so a CUDA graph's recorded arguments stay
-     * the same from step to step); gate, when not NULL, at a value there
-     * that skips the update unless finite.  vmax NULL: no amsgrad. */
-    void (*sgd)(const ag__ksgd *c, ag__kreal *p, const ag__kreal *g, ag__kreal *buf, int64_t n, const double *gate);
-    void (*adam)(const ag__kadam *c, ag__kreal *p, const ag__kreal *g, ag__kreal *m, ag__kreal *v, ag__kreal *vmax,
-                 int64_t n, const double *gate);
-    void (*adadelta)(const ag__kadadelta *c, ag__kreal *p, const ag__kreal *g, ag__kreal *v, ag__kreal *u, int64_t n,
-                     const double *gate);
     /* The updates of `count` parameters (kind: an ag_optim_kind), in one
-     * parallel loop over all of them where the per-parameter entries run
-     * one loop each (CUDA: one launch, after one copy of the spans); the
-     * same bits.  spans in host memory.  NULL: the device runs the
-     * per-parameter entries. */
+     * parallel loop over all of them (CUDA: one launch, after one copy of
+     * the spans).  Each span's coef points at its coefficients in the
+     * device's memory (read there, so a CUDA graph's recorded arguments
+     * stay the same from step to step); gate, when not NULL, at a value
+     * there that skips the updates unless finite.  spans in host memory. */
     void (*update_all)(int kind, const ag__update_span *spans, int count, const double *gate);
 } ag__optim_kernels;
 
@@ -149,18 +141,16 @@ double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev);
 double *ag__params_sq_on(const ag_params *ps, ag_device dev);
 void ag__optim_step_gated(ag_optimizer *opt, const double *gate);
 /* The same, and ag__params_sq_on's value for opt's parameters after it, the
- * squares taken in the update's own pass where the device has update_all
- * (the same bits: the same blocks of the same values).  clear_grads: the
- * update also zeroes the gradients it reads, where the device has
- * update_all (*cleared says whether it does); with the gate skipping the
- * update they stay as they are. */
+ * squares taken in the update's own pass on the CPU (the same bits: the
+ * same blocks of the same values).  clear_grads: the update also zeroes
+ * the gradients it reads (*cleared = clear_grads); with the gate skipping
+ * the update they stay as they are. */
 double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag_device dev, bool clear_grads,
                                        bool *cleared);
 /* The pieces of it: the update writing parameter i's block sums into
- * block_sq[i] and zeroing the gradients it read where clear_grads (false,
- * neither done, where the device has no update_all), and one host array's
- * block sums on the caller (optim/gradients.c). */
-bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
+ * block_sq[i] and zeroing the gradients it read where clear_grads, and
+ * one host array's block sums on the caller (optim/gradients.c). */
+void ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
 void ag__sum_squares_blocks_serial(const ag_real *x, int64_t n, double *block_sq);
 ag_status ag__check_params_norm(const ag_params *ps, double norm);
 #endif

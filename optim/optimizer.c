@@ -464,28 +464,11 @@ static void update_all_cpu(int kind, const ag__update_span *spans, int count, co
     ag__parallel_spans(count, lens, UPDATE_CHUNK, update_range, &j);
 }
 
-/* One parameter: a list of one. */
-static void sgd_cpu(const ag__ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n, const double *gate) {
-    update_all_cpu(AG_SGD, &(ag__update_span){.coef = c, .p = p, .g = g, .s0 = buf, .n = n}, 1, gate);
-}
-
-static void adam_cpu(const ag__kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v, ag_real *vmax, int64_t n,
-                     const double *gate) {
-    update_all_cpu(AG_ADAM, &(ag__update_span){.coef = c, .p = p, .g = g, .s0 = m, .s1 = v, .s2 = vmax, .n = n}, 1,
-                   gate);
-}
-
-static void adadelta_cpu(const ag__kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u, int64_t n,
-                         const double *gate) {
-    update_all_cpu(AG_ADADELTA, &(ag__update_span){.coef = c, .p = p, .g = g, .s0 = v, .s1 = u, .n = n}, 1, gate);
-}
-
 _Static_assert((int)AG__OPTIM_SGD == (int)AG_SGD && (int)AG__OPTIM_ADAM == (int)AG_ADAM &&
                    (int)AG__OPTIM_ADAMW == (int)AG_ADAMW && (int)AG__OPTIM_ADADELTA == (int)AG_ADADELTA,
                "optim/kernels.h's update kinds are ag_optim_kind's values");
 
-static const ag__optim_kernels optim_cpu = {
-    .sgd = sgd_cpu, .adam = adam_cpu, .adadelta = adadelta_cpu, .update_all = update_all_cpu};
+static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu};
 AG_DISPATCH(optim, optim_cpu)
 
 /* ---- the step ---- */
@@ -508,23 +491,6 @@ static update_coef coef_of(const ag_optimizer *opt, int i) {
     return (update_coef){.adadelta = adadelta_coef(opt, wd)};
 }
 
-/* Parameter i's update, its coefficients at coef in the device's memory;
- * its slots are s[k * n_params] (slot k). */
-static void update(const ag__optim_kernels *k, const ag_optimizer *o, int i, const update_coef *coef,
-                   const double *gate) {
-    ag_tensor *p = o->params->items[i];
-    ag_real *const *s = o->slot ? o->slot + i : NULL;
-    const int np = o->n_params;
-    switch (o->cfg.kind) {
-    case AG_SGD: k->sgd(&coef->sgd, p->data, p->grad, s ? s[0] : NULL, p->size, gate); break;
-    case AG_ADAM:
-    case AG_ADAMW:
-        k->adam(&coef->adam, p->data, p->grad, s[0], s[np], o->n_slots > 2 ? s[2 * np] : NULL, p->size, gate);
-        break;
-    case AG_ADADELTA: k->adadelta(&coef->adadelta, p->data, p->grad, s[0], s[np], p->size, gate); break;
-    }
-}
-
 /* Parameter i's arrays for update_all, in update's order of slots. */
 static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *coef) {
     ag_tensor *p = o->params->items[i];
@@ -540,23 +506,22 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
     return u;
 }
 
-static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
+static void optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
 
 void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL, false); }
 
 void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate, NULL, false); }
 
 /* block_sq[i]: where parameter i's block sums of squares go (sum_squares_blocks'
- * layout); false, nothing written there and no gradient cleared, where the
- * device has no update_all. */
-bool ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads) {
-    return optim_step(opt, gate, block_sq, clear_grads);
+ * layout). */
+void ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads) {
+    optim_step(opt, gate, block_sq, clear_grads);
 }
 
 /* Every parameter's coefficients go to the device's memory in one (staged,
  * non-waiting) copy and the kernels read them there, so that the launches'
  * arguments stay the same from step to step (a CUDA graph replays them). */
-static bool optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads) {
+static void optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads) {
     const char *op = "ag_optim_step";
     ag_params *ps = opt->params;
     if (!ps || ps->count != opt->n_params)
@@ -578,26 +543,17 @@ static bool optim_step(ag_optimizer *opt, const double *gate, double *const *blo
         coef[i] = coef_of(opt, i);
     }
     const update_coef *on_device = ag__step_copy_on(opt->device, coef, (size_t)n * sizeof *coef);
-    const ag__optim_kernels *k = ag__optim_on(op, opt->device);
-    if (opt->cfg.lazy && !k->update_all)
-        ag__fatal(op, "lazy updates need the %s's update_all kernels", ag_device_name(opt->device));
-    if (k->update_all) {
-        ag__update_span span_room[32];
-        ag__update_span *spans = ag__step_room_on(AG_CPU, span_room, sizeof span_room, (size_t)(n ? n : 1) * sizeof *spans);
-        int count = 0;
-        for (int i = 0; i < n; i++)
-            if (ps->items[i]->requires_grad) {
-                spans[count] = span_of(opt, i, &on_device[i]);
-                spans[count].g_clear = clear_grads ? ps->items[i]->grad : NULL;
-                spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
-            }
-        k->update_all((int)opt->cfg.kind, spans, count, gate);
-    } else {
-        for (int i = 0; i < n; i++)
-            if (ps->items[i]->requires_grad) update(k, opt, i, &on_device[i], gate);
-    }
+    ag__update_span span_room[32];
+    ag__update_span *spans = ag__step_room_on(AG_CPU, span_room, sizeof span_room, (size_t)(n ? n : 1) * sizeof *spans);
+    int count = 0;
+    for (int i = 0; i < n; i++)
+        if (ps->items[i]->requires_grad) {
+            spans[count] = span_of(opt, i, &on_device[i]);
+            spans[count].g_clear = clear_grads ? ps->items[i]->grad : NULL;
+            spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
+        }
+    ag__optim_on(op, opt->device)->update_all((int)opt->cfg.kind, spans, count, gate);
     ag__kernels_done(op, opt->device);
-    return k->update_all != NULL;
 }
 
 /* ---- parameter groups ---- */

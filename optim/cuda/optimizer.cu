@@ -43,27 +43,6 @@ __device__ static inline void adadelta_element(const ag__kadadelta &c, ag_real *
     P[j] -= c.lr * delta;
 }
 
-__global__ void sgd_kernel(const ag__ksgd *cp, ag_real *P, const ag_real *G, ag_real *buf, int64_t n,
-                           const double *gate) {
-    if (gate && !isfinite(*gate)) return;
-    const ag__ksgd c = *cp;
-    AG_CUDA_FOR(j, n) sgd_element(c, P, G, buf, j);
-}
-
-__global__ void adam_kernel(const ag__kadam *cp, ag_real *P, const ag_real *G, ag_real *m, ag_real *v, ag_real *vmax,
-                            int64_t n, const double *gate) {
-    if (gate && !isfinite(*gate)) return;
-    const ag__kadam c = *cp;
-    AG_CUDA_FOR(j, n) adam_element(c, P, G, m, v, vmax, j);
-}
-
-__global__ void adadelta_kernel(const ag__kadadelta *cp, ag_real *P, const ag_real *G, ag_real *v, ag_real *u,
-                                int64_t n, const double *gate) {
-    if (gate && !isfinite(*gate)) return;
-    const ag__kadadelta c = *cp;
-    AG_CUDA_FOR(j, n) adadelta_element(c, P, G, v, u, j);
-}
-
 /* ---- many arrays in one launch (the *_all entries) ----
  * blockIdx.y is the array (a span, or a table entry); the x blocks stride
  * over its elements, those past a small array's end returning at once.  A
@@ -213,21 +192,6 @@ __global__ void axpy_all_kernel(ag_real alpha, const array_entry *table) {
 #define LAUNCH(kernel, n, ...) \
     if ((n) > 0) ag__launch(kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, __VA_ARGS__)
 
-static void sgd_update(const ag__ksgd *c, ag_real *p, const ag_real *g, ag_real *buf, int64_t n,
-                                    const double *gate) {
-    LAUNCH(sgd_kernel, n, c, p, g, buf, n, gate);
-}
-
-static void adam_update(const ag__kadam *c, ag_real *p, const ag_real *g, ag_real *m, ag_real *v,
-                                     ag_real *vmax, int64_t n, const double *gate) {
-    LAUNCH(adam_kernel, n, c, p, g, m, v, vmax, n, gate);
-}
-
-static void adadelta_update(const ag__kadadelta *c, ag_real *p, const ag_real *g, ag_real *v, ag_real *u,
-                                         int64_t n, const double *gate) {
-    LAUNCH(adadelta_kernel, n, c, p, g, v, u, n, gate);
-}
-
 static void sum_squares_blocks(const ag_real *x, int64_t n, double *block_sq) {
     int64_t blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
     if (blocks == 0) return;
@@ -367,9 +331,8 @@ static void axpy_all(ag_real a, const ag_real *const *x, ag_real *const *y, cons
     }
 }
 
-/* The per-parameter entries read their coefficients on the device (a CUDA
- * graph needs it); update_all's spans point at them there too. */
-extern "C" const ag__optim_kernels ag__optim_cuda = {sgd_update, adam_update, adadelta_update, update_all};
+/* The spans' coefficients are read on the device (a CUDA graph needs it). */
+extern "C" const ag__optim_kernels ag__optim_cuda = {update_all};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
     sum_squares_blocks, sum_blocks_in_order, clip_coef,           scale_below_one,
