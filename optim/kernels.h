@@ -22,6 +22,12 @@ typedef struct {
 typedef struct {
     ag__kreal lr, wd, rho, one_rho, eps;
 } ag__kadadelta;
+typedef struct {
+    ag__kreal clr, wd, eps; /* clr: lr / (1 + (t-1) lr_decay) */
+} ag__kadagrad;
+typedef struct {
+    ag__kreal lr, wd, alpha, one_alpha, eps, mu;
+} ag__krmsprop;
 
 /* Sums of squares run in blocks of AG_SQ_BLOCK elements, each in
  * AG_SQ_LANES double lanes, the blocks then added in order: the same bits
@@ -50,12 +56,14 @@ AG_HD static inline double ag__sum_blocks_in_order(const double *block_sq, const
 
 /* update_all's kind: ag_optim_kind's values (attngrad/optim.h, which the
  * CUDA side does not include; optim/optimizer.c checks that they agree). */
-enum { AG__OPTIM_SGD, AG__OPTIM_ADAM, AG__OPTIM_ADAMW, AG__OPTIM_ADADELTA };
+enum { AG__OPTIM_SGD, AG__OPTIM_ADAM, AG__OPTIM_ADAMW, AG__OPTIM_ADADELTA, AG__OPTIM_ADAGRAD, AG__OPTIM_RMSPROP };
 
 /* One trained parameter's arrays for update_all: its slots in the order
  * the per-parameter entries take them (NULL where unused), and its
- * coefficients (an ag__ksgd, ag__kadam or ag__kadadelta) in the device's
- * memory. */
+ * coefficients (an ag__ksgd, ag__kadam, ag__kadadelta, ag__kadagrad or
+ * ag__krmsprop) in the device's memory.  RMSprop's: s0 square_avg, s1 the
+ * momentum buffer (NULL without momentum), s2 grad_avg (NULL unless
+ * centered). */
 typedef struct {
     const void *coef;
     ag__kreal *p, *s0, *s1, *s2;

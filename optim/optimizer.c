@@ -1,5 +1,5 @@
-/* optimizer.c - SGD, Adam/AdamW and Adadelta, exactly as torch.optim
- * documents them (see the formulas in attngrad.h).
+/* optimizer.c - SGD, Adam/AdamW, Adadelta, Adagrad and RMSprop, exactly as
+ * torch.optim documents them (see the formulas in attngrad/optim.h).
  *
  * An optimizer owns one block of state, allocated at init: `n_slots`
  * buffers per parameter, the parameter's size each.  A step walks the
@@ -11,22 +11,30 @@
 #include "kernels.h"
 #include "../graph/device.h"
 #include "../ops/dispatch.h"
+#include "../ops/elementwise.h" /* fill: Adagrad's initial sums */
 
 #include <stdio.h>
 
-static const char *const kind_names[] = {"sgd", "adam", "adamw", "adadelta"};
+static const char *const kind_names[] = {"sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop"};
+enum { N_KINDS = sizeof kind_names / sizeof *kind_names };
 
 const char *ag_optim_name(ag_optim_kind kind) {
-    return (unsigned)kind < 4 ? kind_names[kind] : "?";
+    return (unsigned)kind < N_KINDS ? kind_names[kind] : "?";
 }
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
-    ag_optim_config c = {.kind = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .rho = 0.9};
+    ag_optim_config c = {.kind = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .rho = 0.9,
+                         .alpha = 0.99};
     if (kind == AG_ADAMW) c.weight_decay = 1e-2;
     if (kind == AG_ADADELTA) {
         c.lr = 1.0;
         c.eps = 1e-6;
     }
+    if (kind == AG_ADAGRAD) {
+        c.lr = 1e-2;
+        c.eps = 1e-10;
+    }
+    if (kind == AG_RMSPROP) c.lr = 1e-2;
     return c;
 }
 
@@ -54,6 +62,17 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
         f[n++] = (opt_field){"rho", OPT_REAL, &c->rho, {0}};
         f[n++] = (opt_field){"eps", OPT_REAL, &c->eps, {0}};
         break;
+    case AG_ADAGRAD:
+        f[n++] = (opt_field){"lr_decay", OPT_REAL, &c->lr_decay, {0}};
+        f[n++] = (opt_field){"initial_accumulator_value", OPT_REAL, &c->initial_accumulator_value, {0}};
+        f[n++] = (opt_field){"eps", OPT_REAL, &c->eps, {0}};
+        break;
+    case AG_RMSPROP:
+        f[n++] = (opt_field){"alpha", OPT_REAL, &c->alpha, {0}};
+        f[n++] = (opt_field){"eps", OPT_REAL, &c->eps, {0}};
+        f[n++] = (opt_field){"momentum", OPT_REAL, &c->momentum, {0}};
+        f[n++] = (opt_field){"centered", OPT_BOOL, &c->centered, {0}};
+        break;
     }
     f[n++] = (opt_field){"weight_decay", OPT_REAL, &c->weight_decay, {0}};
     if (!writing || c->lazy) f[n++] = (opt_field){"lazy", OPT_BOOL, &c->lazy, {0}};
@@ -62,7 +81,7 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
 
 ag_status ag_optim_check(const ag_optim_config *c) {
     const char *name = ag_optim_name(c->kind);
-    if ((unsigned)c->kind > AG_ADADELTA) return ag__fail(AG_ERR_ARG, "unknown optimizer kind %d", (int)c->kind);
+    if ((unsigned)c->kind >= N_KINDS) return ag__fail(AG_ERR_ARG, "unknown optimizer kind %d", (int)c->kind);
     if (!(c->lr >= 0)) return ag__fail(AG_ERR_ARG, "optimizer '%s': lr %g must be >= 0", name, c->lr);
     if (!(c->weight_decay >= 0))
         return ag__fail(AG_ERR_ARG, "optimizer '%s': weight_decay %g must be >= 0", name, c->weight_decay);
@@ -87,6 +106,18 @@ ag_status ag_optim_check(const ag_optim_config *c) {
             return ag__fail(AG_ERR_ARG, "optimizer 'adadelta': rho %g must be in [0, 1]", c->rho);
         if (!(c->eps >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'adadelta': eps %g must be >= 0", c->eps);
         break;
+    case AG_ADAGRAD:
+        if (!(c->lr_decay >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'adagrad': lr_decay %g must be >= 0", c->lr_decay);
+        if (!(c->initial_accumulator_value >= 0) || !isfinite(c->initial_accumulator_value))
+            return ag__fail(AG_ERR_ARG, "optimizer 'adagrad': initial_accumulator_value %g must be finite and >= 0",
+                            c->initial_accumulator_value);
+        if (!(c->eps >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'adagrad': eps %g must be >= 0", c->eps);
+        break;
+    case AG_RMSPROP:
+        if (!(c->alpha >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': alpha %g must be >= 0", c->alpha);
+        if (!(c->eps >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': eps %g must be >= 0", c->eps);
+        if (!(c->momentum >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': momentum %g must be >= 0", c->momentum);
+        break;
     }
     return AG_OK;
 }
@@ -95,7 +126,7 @@ ag_status ag_optim_parse(const char *spec, ag_optim_config *out) {
     char name[32];
     const char *rest;
     int kind;
-    ag_status st = ag__spec_kind("optimizer", spec, kind_names, 4, name, sizeof name, &rest, &kind);
+    ag_status st = ag__spec_kind("optimizer", spec, kind_names, N_KINDS, name, sizeof name, &rest, &kind);
     if (st) return st;
     ag_optim_config c = ag_optim_defaults((ag_optim_kind)kind);
     opt_field f[10];
@@ -121,6 +152,8 @@ static int slots_for(const ag_optim_config *c) {
     case AG_ADAM:
     case AG_ADAMW: return c->amsgrad ? 3 : 2;
     case AG_ADADELTA: return 2;
+    case AG_ADAGRAD: return 1;
+    case AG_RMSPROP: return 1 + (c->momentum != 0) + c->centered;
     }
     return 0;
 }
@@ -133,6 +166,8 @@ const char *ag_optim_slot_name(const ag_optimizer *opt, int s) {
     case AG_ADAM:
     case AG_ADAMW: return adam[s];
     case AG_ADADELTA: return adadelta[s];
+    case AG_ADAGRAD: return "sum";
+    case AG_RMSPROP: return s == 0 ? "square_avg" : s == 1 && opt->cfg.momentum != 0 ? "momentum_buffer" : "grad_avg";
     }
     return NULL;
 }
@@ -170,6 +205,8 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
                 opt->slot[s * opt->n_params + i] = frozen ? NULL : next;
                 next += frozen ? 0 : ps->items[i]->size;
             }
+        if (cfg->kind == AG_ADAGRAD && cfg->initial_accumulator_value != 0) /* torch.full_like */
+            ag__elementwise_on("ag_optim_init", opt->device)->fill(opt->state, (ag_real)cfg->initial_accumulator_value, numel);
     }
     return AG_OK;
 }
@@ -236,6 +273,18 @@ static ag__kadadelta adadelta_coef(const ag_optimizer *o, double weight_decay) {
     const ag_optim_config *c = &o->cfg;
     return (ag__kadadelta){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .rho = (ag_real)c->rho,
                           .one_rho = (ag_real)(1 - c->rho), .eps = (ag_real)c->eps};
+}
+
+static ag__kadagrad adagrad_coef(const ag_optimizer *o, double weight_decay) {
+    const ag_optim_config *c = &o->cfg;
+    return (ag__kadagrad){.clr = (ag_real)(o->lr / (1 + (double)(o->step - 1) * c->lr_decay)),
+                         .wd = (ag_real)weight_decay, .eps = (ag_real)c->eps};
+}
+
+static ag__krmsprop rmsprop_coef(const ag_optimizer *o, double weight_decay) {
+    const ag_optim_config *c = &o->cfg;
+    return (ag__krmsprop){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .alpha = (ag_real)c->alpha,
+                         .one_alpha = (ag_real)(1 - c->alpha), .eps = (ag_real)c->eps, .mu = (ag_real)c->momentum};
 }
 
 KERNEL void sgd_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict buf, int64_t n,
@@ -316,6 +365,64 @@ static void adadelta_range(const ag__kadadelta *k, ag_real *P, const ag_real *G,
     else adadelta_kernel(P, G, v, u, n, k, false);
 }
 
+KERNEL void adagrad_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict sum, int64_t n,
+                           const ag__kadagrad *k, const bool decay) {
+    const ag_real clr = k->clr, wd = k->wd, eps = k->eps;
+    for (int64_t j = 0; j < n; j++) {
+        ag_real g = G[j];
+        if (decay) g += wd * P[j];
+        sum[j] += g * g;
+        P[j] -= clr * (g / (sqrt(sum[j]) + eps));
+    }
+}
+
+AG_SIMD_CLONES
+static void adagrad_range(const ag__kadagrad *k, ag_real *P, const ag_real *G, ag_real *sum, int64_t n) {
+    if (k->wd != 0) adagrad_kernel(P, G, sum, n, k, true);
+    else adagrad_kernel(P, G, sum, n, k, false);
+}
+
+/* PyTorch's order: the square average, then (centered) the gradient's
+ * average by lerp and the variance, the root plus eps; the momentum
+ * buffer takes g / d, and θ moves by lr times it. */
+KERNEL void rmsprop_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict v, ag_real *restrict buf,
+                           ag_real *restrict gavg, int64_t n, const ag__krmsprop *k, const bool decay,
+                           const bool momentum, const bool centered) {
+    const ag_real lr = k->lr, wd = k->wd, alpha = k->alpha, one_alpha = k->one_alpha, eps = k->eps, mu = k->mu;
+    for (int64_t j = 0; j < n; j++) {
+        ag_real g = G[j];
+        if (decay) g += wd * P[j];
+        v[j] = alpha * v[j] + one_alpha * g * g;
+        ag_real second = v[j];
+        if (centered) {
+            gavg[j] += one_alpha * (g - gavg[j]);
+            second = v[j] - gavg[j] * gavg[j];
+        }
+        ag_real d = sqrt(second) + eps;
+        if (momentum) {
+            buf[j] = mu * buf[j] + g / d;
+            P[j] -= lr * buf[j];
+        } else {
+            P[j] -= lr * (g / d);
+        }
+    }
+}
+
+AG_SIMD_CLONES
+static void rmsprop_range(const ag__krmsprop *k, ag_real *P, const ag_real *G, ag_real *v, ag_real *buf,
+                          ag_real *gavg, int64_t n) {
+#define RMSPROP(mom, cen)                                                    \
+    do {                                                                     \
+        if (k->wd != 0) rmsprop_kernel(P, G, v, buf, gavg, n, k, true, mom, cen); \
+        else rmsprop_kernel(P, G, v, buf, gavg, n, k, false, mom, cen);      \
+    } while (0)
+    if (buf && gavg) RMSPROP(true, true);
+    else if (buf) RMSPROP(true, false);
+    else if (gavg) RMSPROP(false, true);
+    else RMSPROP(false, false);
+#undef RMSPROP
+}
+
 /* The CPU's updates: chunks of UPDATE_CHUNK elements of every parameter,
  * all in one parallel loop (ag__parallel_spans). */
 typedef struct {
@@ -335,6 +442,8 @@ static void update_elements(int kind, const ag__update_span *u, int64_t begin, i
     case AG_ADAM:
     case AG_ADAMW: adam_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), at(u->s2, begin), n); break;
     case AG_ADADELTA: adadelta_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), n); break;
+    case AG_ADAGRAD: adagrad_range(u->coef, P, G, at(u->s0, begin), n); break;
+    case AG_RMSPROP: rmsprop_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), at(u->s2, begin), n); break;
     default: break;
     }
 }
@@ -465,7 +574,8 @@ static void update_all_cpu(int kind, const ag__update_span *spans, int count, co
 }
 
 _Static_assert((int)AG__OPTIM_SGD == (int)AG_SGD && (int)AG__OPTIM_ADAM == (int)AG_ADAM &&
-                   (int)AG__OPTIM_ADAMW == (int)AG_ADAMW && (int)AG__OPTIM_ADADELTA == (int)AG_ADADELTA,
+                   (int)AG__OPTIM_ADAMW == (int)AG_ADAMW && (int)AG__OPTIM_ADADELTA == (int)AG_ADADELTA &&
+                   (int)AG__OPTIM_ADAGRAD == (int)AG_ADAGRAD && (int)AG__OPTIM_RMSPROP == (int)AG_RMSPROP,
                "optim/kernels.h's update kinds are ag_optim_kind's values");
 
 static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu};
@@ -478,6 +588,8 @@ typedef union {
     ag__ksgd sgd;
     ag__kadam adam;
     ag__kadadelta adadelta;
+    ag__kadagrad adagrad;
+    ag__krmsprop rmsprop;
 } update_coef;
 
 static update_coef coef_of(const ag_optimizer *opt, int i) {
@@ -486,9 +598,11 @@ static update_coef coef_of(const ag_optimizer *opt, int i) {
     case AG_SGD: return (update_coef){.sgd = sgd_coef(opt, wd)};
     case AG_ADAM:
     case AG_ADAMW: return (update_coef){.adam = adam_coef(opt, wd)};
-    case AG_ADADELTA: break;
+    case AG_ADADELTA: return (update_coef){.adadelta = adadelta_coef(opt, wd)};
+    case AG_ADAGRAD: return (update_coef){.adagrad = adagrad_coef(opt, wd)};
+    case AG_RMSPROP: break;
     }
-    return (update_coef){.adadelta = adadelta_coef(opt, wd)};
+    return (update_coef){.rmsprop = rmsprop_coef(opt, wd)};
 }
 
 /* Parameter i's arrays for update_all, in update's order of slots. */
@@ -499,6 +613,8 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
     ag__update_span u = {.coef = coef, .p = p->data, .g = p->grad, .n = p->size,
                          .s0 = o->n_slots > 0 ? s[0] : NULL, .s1 = o->n_slots > 1 ? s[np] : NULL,
                          .s2 = o->n_slots > 2 ? s[2 * np] : NULL};
+    if (o->cfg.kind == AG_RMSPROP && o->cfg.momentum == 0) /* square_avg[, grad_avg]: no buffer at s1 */
+        u.s2 = u.s1, u.s1 = NULL;
     if (o->cfg.lazy && p->size > 0) { /* rows along the last dim; a vector is one row */
         u.row = p->ndim > 0 ? p->shape[p->ndim - 1] : 1;
         u.live = ag__step_alloc_on(o->device, (size_t)(p->size / u.row));

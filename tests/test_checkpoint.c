@@ -129,6 +129,8 @@ static void test_resume(void) {
     resume_case("adam:lr=0.01,amsgrad=1", "plateau:factor=0.5,patience=0,threshold=0.5");
     resume_case("adamw:lr=0.01,weight_decay=0.1", "exponential:gamma=0.9");
     resume_case("adadelta:lr=0.5,rho=0.95", "constant");
+    resume_case("adagrad:lr=0.1,lr_decay=0.01,initial_accumulator_value=0.1", "constant"); /* lr_decay reads the step */
+    resume_case("rmsprop:lr=0.01,momentum=0.9,centered=1", "step:step_size=2,gamma=0.5");
 }
 
 /* ---- determinism ---- */

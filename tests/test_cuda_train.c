@@ -815,12 +815,19 @@ int main(void) {
         "adam:lr=1e-2,weight_decay=1e-2,lazy=1", /* rows with a zero gradient skipped: the CPU's rows */
         "adadelta:lr=0.5,rho=0.95,lazy=1",
         "sgd:lr=0.1,momentum=0.9,lazy=1",
+        "adagrad:lr=0.1,lr_decay=0.01,weight_decay=1e-3",
+        "adagrad:lr=0.1,initial_accumulator_value=0.1,lazy=1", /* the initial sums filled on the device */
+        "rmsprop:lr=1e-2,weight_decay=1e-3",
+        "rmsprop:lr=1e-2,momentum=0.9",
+        "rmsprop:lr=1e-2,centered=1",
+        "rmsprop:lr=1e-2,momentum=0.9,centered=1,lazy=1",
     };
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);
     fused_squares_case("adam:lr=1e-2,weight_decay=1e-2");
     fused_squares_case("adam:lr=1e-2,weight_decay=1e-2,lazy=1");
     fused_squares_case("adadelta:lr=0.5,rho=0.95,lazy=1");
+    fused_squares_case("rmsprop:lr=1e-2,momentum=0.9,centered=1,lazy=1");
     gradients_case();
     clip_bits_case();
     freeze_case();

@@ -56,7 +56,7 @@ static void set_grads(problem *p) {
 /* ---- the reference: PyTorch's documented algorithms, in double ---- */
 
 typedef struct {
-    double x[K], s0[K], s1[K], s2[K]; /* momentum | m, v, vmax | v, u */
+    double x[K], s0[K], s1[K], s2[K]; /* momentum | m, v, vmax | v, u | sum | square avg, buffer, grad avg */
     int t;
 } reference;
 
@@ -96,6 +96,31 @@ static void ref_step(const ag_optim_config *c, reference *r, const problem *p) {
             double dx = sqrt(*u + c->eps) / sqrt(*v + c->eps) * g;
             *u = *u * c->rho + dx * dx * (1 - c->rho);
             x = x - c->lr * dx;
+            break;
+        }
+        case AG_ADAGRAD: { /* torch.optim.Adagrad's algorithm, as its documentation writes it */
+            double clr = c->lr / (1 + (t - 1) * c->lr_decay), *sum = &r->s0[k];
+            if (t == 1) *sum = c->initial_accumulator_value;
+            g = g + wd * x;
+            *sum = *sum + g * g;
+            x = x - clr * g / (sqrt(*sum) + c->eps);
+            break;
+        }
+        case AG_RMSPROP: { /* torch.optim.RMSprop's */
+            double *v = &r->s0[k], *b = &r->s1[k], *gave = &r->s2[k];
+            g = g + wd * x;
+            *v = c->alpha * *v + (1 - c->alpha) * g * g;
+            double vt = *v;
+            if (c->centered) {
+                *gave = *gave * c->alpha + (1 - c->alpha) * g;
+                vt = vt - *gave * *gave;
+            }
+            if (c->momentum > 0) {
+                *b = c->momentum * *b + g / (sqrt(vt) + c->eps);
+                x = x - c->lr * *b;
+            } else {
+                x = x - c->lr * g / (sqrt(vt) + c->eps);
+            }
             break;
         }
         }
@@ -294,6 +319,62 @@ static void test_adadelta(void) {
     ag_params_free(&p.ps);
 }
 
+static void test_adagrad(void) {
+    compare("adagrad defaults", "adagrad", false, 30);
+    compare("adagrad lr_decay", "adagrad:lr=0.3,lr_decay=0.05", false, 30);
+    compare("adagrad initial sum, eps", "adagrad:lr=0.3,initial_accumulator_value=0.1,eps=1e-3", false, 30);
+    compare("adagrad weight_decay", "adagrad:lr=0.3,weight_decay=0.2", false, 30);
+    /* the first step by hand, from the initial sum s0: s = s0 + g^2, x -= lr g / (sqrt(s) + eps) */
+    problem p;
+    problem_init(&p, false);
+    ag_optim_config c;
+    ag_optim_parse("adagrad:lr=0.3,initial_accumulator_value=0.5", &c);
+    ag_optimizer o;
+    ag_optim_init(&o, &p.ps, &c);
+    CHECK(*ag_optim_state(&o, "w", "sum") == (ag_real)0.5, "the sum starts at initial_accumulator_value");
+    set_grads(&p);
+    ag_optim_step(&o);
+    for (int k = 0; k < K; k++) {
+        double g = problem_grad(&p, k, p.x0[k]);
+        CHECK_NEAR(*elem(&p, k, false), p.x0[k] - 0.3 * g / (sqrt(0.5 + g * g) + 1e-10), ATOL, RTOL);
+    }
+    CHECK(o.n_slots == 1 && !strcmp(ag_optim_slot_name(&o, 0), "sum"));
+    ag_optim_free(&o);
+    ag_params_free(&p.ps);
+}
+
+static void test_rmsprop(void) {
+    compare("rmsprop defaults", "rmsprop", false, 30);
+    compare("rmsprop alpha eps", "rmsprop:lr=0.05,alpha=0.9,eps=1e-3", false, 30);
+    compare("rmsprop momentum", "rmsprop:lr=0.02,momentum=0.9", false, 40);
+    compare("rmsprop centered", "rmsprop:lr=0.02,alpha=0.9,centered=1", false, 40);
+    compare("rmsprop centered momentum", "rmsprop:lr=0.01,momentum=0.5,centered=1,weight_decay=0.1", false, 40);
+    compare("rmsprop weight_decay", "rmsprop:lr=0.05,weight_decay=0.2", false, 30);
+    /* the slots each setting keeps, by name */
+    const struct {
+        const char *spec;
+        int slots;
+        const char *names[3];
+    } kept[] = {{"rmsprop", 1, {"square_avg"}},
+                {"rmsprop:momentum=0.9", 2, {"square_avg", "momentum_buffer"}},
+                {"rmsprop:centered=1", 2, {"square_avg", "grad_avg"}},
+                {"rmsprop:momentum=0.9,centered=1", 3, {"square_avg", "momentum_buffer", "grad_avg"}}};
+    for (int i = 0; i < 4; i++) {
+        problem p;
+        problem_init(&p, false);
+        ag_optim_config c;
+        ag_optim_parse(kept[i].spec, &c);
+        ag_optimizer o;
+        ag_optim_init(&o, &p.ps, &c);
+        CHECK(o.n_slots == kept[i].slots, "%s: %d slots", kept[i].spec, o.n_slots);
+        for (int k = 0; k < kept[i].slots && k < o.n_slots; k++)
+            CHECK(!strcmp(ag_optim_slot_name(&o, k), kept[i].names[k]), "%s: slot %d is '%s'", kept[i].spec, k,
+                  ag_optim_slot_name(&o, k));
+        ag_optim_free(&o);
+        ag_params_free(&p.ps);
+    }
+}
+
 /* Schedules change opt->lr between steps; the next step must use it. */
 static void test_lr_change(void) {
     problem p;
@@ -346,7 +427,17 @@ static void test_parse(void) {
     EXPECT_ERROR(ag_optim_parse("sgd:lr=0.1,", &c), AG_ERR_ARG, "trailing");
     EXPECT_ERROR(ag_optim_parse("sgd:,lr=0.1", &c), AG_ERR_ARG, "empty key");
     EXPECT_ERROR(ag_optim_parse("sgd:nesterov=yes", &c), AG_ERR_ARG, "'nesterov'", "yes");
-    EXPECT_ERROR(ag_optim_parse("rmsprop:lr=0.1", &c), AG_ERR_ARG, "'rmsprop'");
+    EXPECT_ERROR(ag_optim_parse("rmsprp:lr=0.1", &c), AG_ERR_ARG, "'rmsprp'");
+    EXPECT_ERROR(ag_optim_parse("adagrad:momentum=0.9", &c), AG_ERR_ARG, "'momentum'", "adagrad");
+    EXPECT_ERROR(ag_optim_parse("rmsprop:nesterov=1", &c), AG_ERR_ARG, "'nesterov'");
+    EXPECT_ERROR(ag_optim_parse("adagrad:lr_decay=-1", &c), AG_ERR_ARG, "lr_decay");
+    EXPECT_ERROR(ag_optim_parse("adagrad:initial_accumulator_value=-0.1", &c), AG_ERR_ARG, "initial_accumulator_value");
+    EXPECT_ERROR(ag_optim_parse("rmsprop:alpha=-0.5", &c), AG_ERR_ARG, "alpha");
+    EXPECT_ERROR(ag_optim_parse("rmsprop:momentum=-0.5", &c), AG_ERR_ARG, "momentum");
+    CHECK(ag_optim_parse("adagrad", &c) == AG_OK && c.kind == AG_ADAGRAD && c.lr == 1e-2 && c.lr_decay == 0 &&
+          c.initial_accumulator_value == 0 && c.eps == 1e-10 && c.weight_decay == 0);
+    CHECK(ag_optim_parse("rmsprop", &c) == AG_OK && c.kind == AG_RMSPROP && c.lr == 1e-2 && c.alpha == 0.99 &&
+          c.eps == 1e-8 && c.momentum == 0 && !c.centered && c.weight_decay == 0);
     EXPECT_ERROR(ag_optim_parse("", &c), AG_ERR_ARG, "empty");
     EXPECT_ERROR(ag_optim_parse(":lr=1", &c), AG_ERR_ARG, "no name");
     /* values PyTorch refuses */
@@ -366,8 +457,10 @@ static void test_parse(void) {
     /* format then parse gives the same config, numbers included */
     const char *specs[] = {"sgd:lr=0.1,momentum=0.9,nesterov=1,weight_decay=1.2e-6",
                            "adam:lr=0.00033333333333333332,beta2=0.98,amsgrad=1",
-                           "adamw:lr=3e-4", "adadelta:lr=0.5,rho=0.95,eps=1e-7"};
-    for (int i = 0; i < 4; i++) {
+                           "adamw:lr=3e-4", "adadelta:lr=0.5,rho=0.95,eps=1e-7",
+                           "adagrad:lr=0.05,lr_decay=1e-4,initial_accumulator_value=0.1",
+                           "rmsprop:lr=1e-3,alpha=0.95,momentum=0.9,centered=1,weight_decay=1e-5"};
+    for (int i = 0; i < (int)(sizeof specs / sizeof *specs); i++) {
         ag_optim_config a, b;
         char buf[512];
         CHECK(ag_optim_parse(specs[i], &a) == AG_OK, "%s: %s", specs[i], ag_errmsg());
@@ -375,7 +468,9 @@ static void test_parse(void) {
         CHECK(ag_optim_parse(buf, &b) == AG_OK, "%s: %s", buf, ag_errmsg());
         CHECK(a.kind == b.kind && a.lr == b.lr && a.weight_decay == b.weight_decay && a.momentum == b.momentum &&
                   a.dampening == b.dampening && a.nesterov == b.nesterov && a.beta1 == b.beta1 && a.beta2 == b.beta2 &&
-                  a.amsgrad == b.amsgrad && a.rho == b.rho && a.eps == b.eps,
+                  a.amsgrad == b.amsgrad && a.rho == b.rho && a.eps == b.eps && a.lr_decay == b.lr_decay &&
+                  a.initial_accumulator_value == b.initial_accumulator_value && a.alpha == b.alpha &&
+                  a.centered == b.centered,
               "'%s' -> '%s' changed the config", specs[i], buf);
     }
     char buf[512];
@@ -682,9 +777,11 @@ static bool row_is_zero(const ag_real *g, int cols) {
 
 static void test_lazy(void) {
     const char *specs[] = {"adam:weight_decay=0.01,lazy=1", "adamw:amsgrad=1,lazy=1",
-                           "adadelta:lr=0.5,rho=0.95,lazy=1", "sgd:lr=0.1,momentum=0.9,lazy=1"};
+                           "adadelta:lr=0.5,rho=0.95,lazy=1", "sgd:lr=0.1,momentum=0.9,lazy=1",
+                           "adagrad:weight_decay=0.01,initial_accumulator_value=0.1,lazy=1",
+                           "rmsprop:momentum=0.9,centered=1,lazy=1"};
     for (int threads = 1; threads <= 2; threads++)
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < (int)(sizeof specs / sizeof *specs); i++)
             for (int variant = 0; variant < 3; variant++) { /* plain, gradients cleared, update skipped once */
                 ag_set_num_threads(threads);
                 ag_params a = {0}, b = {0};
@@ -767,6 +864,8 @@ int main(void) {
     test_sgd();
     test_adam();
     test_adadelta();
+    test_adagrad();
+    test_rmsprop();
     test_lr_change();
     test_parse();
     test_clip();

@@ -485,6 +485,7 @@ static void usage(FILE *f) {
             "order) and writes PREFIX_steps.csv, PREFIX_epochs.csv and SVG plots.\n"
             "  --optim SPEC     an optimizer, repeatable: sgd:lr=0.1,momentum=0.9  adam:lr=1e-3\n"
             "                   adamw:lr=1e-3,weight_decay=0.01  adadelta:lr=0.5,rho=0.95\n"
+            "                   adagrad:lr=0.05  rmsprop:lr=1e-3,momentum=0.9,centered=1\n"
             "                   (default: those three: sgd:lr=0.1 adam:lr=1e-3 adadelta:lr=0.5,rho=0.95)\n"
             "  --sched SPEC     schedule for every run, stepped each epoch on the validation loss:\n"
             "                   constant (default), step:step_size=10,gamma=0.5, exponential:gamma=0.9,\n"

@@ -1,5 +1,5 @@
-/* optim.h - optimizers (SGD, Adam/AdamW, Adadelta, as torch.optim documents
- * them), learning-rate schedules and initializers.  Part of attngrad.h; it
+/* optim.h - optimizers (SGD, Adam/AdamW, Adadelta, Adagrad, RMSprop, as
+ * torch.optim documents them), learning-rate schedules and initializers.  Part of attngrad.h; it
  * stands alone. */
 #ifndef ATTNGRAD_OPTIM_H
 #define ATTNGRAD_OPTIM_H
@@ -14,7 +14,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /* Update rules, option names and defaults are PyTorch's (torch.optim.SGD,
- * Adam, AdamW, Adadelta).  An optimizer updates every parameter of its list
+ * Adam, AdamW, Adadelta, Adagrad, RMSprop).  An optimizer updates every parameter of its list
  * from ->grad at every step; t counts steps from 1; wd is weight_decay.
  *   sgd       g += wd θ;  b = (t == 1) ? g : momentum b + (1 - dampening) g;
  *             g = nesterov ? g + momentum b : b  (when momentum != 0);  θ -= lr g
@@ -23,8 +23,15 @@ extern "C" {
  *             θ -= lr/(1-β1^t) · m / (sqrt(amsgrad ? vmax : v)/sqrt(1-β2^t) + eps)
  *   adadelta  g += wd θ;  v = ρ v + (1-ρ) g²;  Δ = sqrt(u + eps)/sqrt(v + eps) g;
  *             u = ρ u + (1-ρ) Δ²;  θ -= lr Δ
+ *   adagrad   g += wd θ;  s += g²;  θ -= lr/(1 + (t-1) lr_decay) · g / (sqrt(s) + eps),
+ *             s starting at initial_accumulator_value
+ *   rmsprop   g += wd θ;  v = α v + (1-α) g²;  centered: a = a + (1-α)(g - a), v̂ = v - a²;
+ *             d = sqrt(centered ? v̂ : v) + eps;  momentum: b = momentum b + g / d, θ -= lr b;
+ *             else θ -= lr g / d
  * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
- * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6.  (The
+ * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6; adagrad
+ * lr 1e-2, lr_decay 0, initial_accumulator_value 0, eps 1e-10; rmsprop lr
+ * 1e-2, alpha 0.99, eps 1e-8, momentum 0, centered 0.  (The
  * MPSAN/MTSA papers use adadelta lr 0.5, rho 0.95: say so explicitly.)
  * lazy (any kind, "adam:lazy=1"): a row (the slice along a parameter's
  * last dim; a vector is one row) whose gradient is all zero is skipped:
@@ -34,24 +41,29 @@ extern "C" {
  * touch cost the dense rule a full pass each step; a different optimizer,
  * not a faster Adam (docs/optim.md).  Plain SGD without weight decay gives
  * the same result either way. */
-typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA } ag_optim_kind;
+typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA, AG_ADAGRAD, AG_RMSPROP } ag_optim_kind;
 
 typedef struct {
     ag_optim_kind kind;
     double lr;
     double weight_decay;                 /* all: L2 added to g; adamw: decoupled */
-    double momentum, dampening;          /* sgd */
+    double momentum;                     /* sgd, rmsprop */
+    double dampening;                    /* sgd */
     bool nesterov;                       /* sgd */
     double beta1, beta2;                 /* adam, adamw */
     bool amsgrad;                        /* adam, adamw */
     double rho;                          /* adadelta */
-    double eps;                          /* adam, adamw, adadelta */
+    double lr_decay, initial_accumulator_value; /* adagrad */
+    double alpha;                        /* rmsprop: the square average's decay */
+    bool centered;                       /* rmsprop: divide by the gradient's variance, not its mean square */
+    double eps;                          /* adam, adamw, adadelta, adagrad, rmsprop */
     bool lazy;                           /* all: rows with an all-zero gradient are left alone */
 } ag_optim_config;
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind);
 /* Parses "sgd:lr=0.1,momentum=0.9", "adam:lr=1e-3,beta2=0.98,amsgrad=1",
- * "adamw:weight_decay=0.01", "adadelta:lr=0.5,rho=0.95"; keys left out keep
+ * "adamw:weight_decay=0.01", "adadelta:lr=0.5,rho=0.95", "adagrad:lr=0.05",
+ * "rmsprop:lr=1e-3,momentum=0.9,centered=1"; keys left out keep
  * their defaults.  AG_ERR_ARG names the bad key or value in ag_errmsg(). */
 ag_status ag_optim_parse(const char *spec, ag_optim_config *out);
 /* Every hyperparameter as a spec that parses back to the same config. */
@@ -61,7 +73,9 @@ ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch */
 /* An optimizer and its state.  State buffers ("slots") are allocated once,
  * one per parameter and slot, same size as the parameter, and named
  * sgd: "momentum" (when momentum != 0); adam/adamw: "m", "v", "vmax" (when
- * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta).  A
+ * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta); adagrad:
+ * "sum"; rmsprop: "square_avg", "momentum_buffer" (when momentum != 0),
+ * "grad_avg" (when centered).  A
  * parameter frozen before init (ag_param_freeze) has none: its slot
  * pointers are NULL, a step skips it and checkpoints hold no state for it. */
 typedef struct {
@@ -71,7 +85,7 @@ typedef struct {
     ag_params *params;   /* updated in place; not owned; must not grow */
     int n_params;        /* params->count at init */
     int n_slots;
-    ag_real *state;      /* every slot, one allocation, zero at first */
+    ag_real *state;      /* every slot, one allocation, zero at first (adagrad's sum: its initial value) */
     ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
     double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
     ag_device device;     /* where the state lives: the parameters' device at init */

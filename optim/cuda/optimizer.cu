@@ -43,6 +43,33 @@ __device__ static inline void adadelta_element(const ag__kadadelta &c, ag_real *
     P[j] -= c.lr * delta;
 }
 
+__device__ static inline void adagrad_element(const ag__kadagrad &c, ag_real *P, const ag_real *G, ag_real *sum,
+                                              int64_t j) {
+    ag_real g = G[j];
+    if (c.wd != 0) g += c.wd * P[j];
+    sum[j] += g * g;
+    P[j] -= c.clr * (g / (sqrt(sum[j]) + c.eps));
+}
+
+__device__ static inline void rmsprop_element(const ag__krmsprop &c, ag_real *P, const ag_real *G, ag_real *v,
+                                              ag_real *buf, ag_real *gavg, int64_t j) {
+    ag_real g = G[j];
+    if (c.wd != 0) g += c.wd * P[j];
+    v[j] = c.alpha * v[j] + c.one_alpha * g * g;
+    ag_real second = v[j];
+    if (gavg) {
+        gavg[j] += c.one_alpha * (g - gavg[j]);
+        second = v[j] - gavg[j] * gavg[j];
+    }
+    ag_real d = sqrt(second) + c.eps;
+    if (buf) {
+        buf[j] = c.mu * buf[j] + g / d;
+        P[j] -= c.lr * buf[j];
+    } else {
+        P[j] -= c.lr * (g / d);
+    }
+}
+
 /* ---- many arrays in one launch (the *_all entries) ----
  * blockIdx.y is the array (a span, or a table entry); the x blocks stride
  * over its elements, those past a small array's end returning at once.  A
@@ -93,6 +120,22 @@ __global__ void update_all_kernel(int kind, const ag__update_span *spans, const 
         const ag__kadadelta c = *(const ag__kadadelta *)u.coef;
         SPAN_ELEMENTS(j, u) {
             adadelta_element(c, u.p, u.g, u.s0, u.s1, j);
+            if (u.g_clear) u.g_clear[j] = 0;
+        }
+        break;
+    }
+    case AG__OPTIM_ADAGRAD: {
+        const ag__kadagrad c = *(const ag__kadagrad *)u.coef;
+        SPAN_ELEMENTS(j, u) {
+            adagrad_element(c, u.p, u.g, u.s0, j);
+            if (u.g_clear) u.g_clear[j] = 0;
+        }
+        break;
+    }
+    case AG__OPTIM_RMSPROP: {
+        const ag__krmsprop c = *(const ag__krmsprop *)u.coef;
+        SPAN_ELEMENTS(j, u) {
+            rmsprop_element(c, u.p, u.g, u.s0, u.s1, u.s2, j);
             if (u.g_clear) u.g_clear[j] = 0;
         }
         break;
