@@ -1,7 +1,8 @@
 /* fuzz_predict.c - `attngrad predict`'s input into a tiny MPSAN (a
  * classifier, or a pair model when the first byte is odd) or, by the first
  * byte's third bit, a tiny positional LM that scores a line whole or (the
- * fourth bit) sentence by sentence: read line by
+ * fourth bit) sentence by sentence, or (the fifth) continues it with
+ * `generate`'s drawn words: read line by
  * line under a length limit and a word limit, checked for binary data as
  * the CLI does; a line may be refused, it must not hurt the next one. */
 #include "fuzz.h"
@@ -52,6 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 0 && (data[size - 1] & 2)) snprintf(o.long_lines, sizeof o.long_lines, "cut");
     int which = size > 0 && (data[0] & 4) ? 2 : size > 0 && (data[0] & 1);
     if (size > 0 && (data[0] & 8)) snprintf(o.lm_split, sizeof o.lm_split, "sentence");
+    o.words = 3;
+    o.temperature = size > 1 ? data[1] % 4 * 0.5 : 1; /* 0 (the likeliest) to 1.5 */
+    ag_rng draws;
+    ag_rng_seed(&draws, size);
     char *line = NULL, err[1024];
     size_t cap = 0, dropped, words;
     ssize_t n;
@@ -61,7 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (ag_data_find_junk(line, (size_t)n) >= 0) continue; /* refused before a model sees it */
         if (ag_many_words(&o, line, &n, &words, err, sizeof err)) continue;
         if (ag_tokenize(line, (size_t)n, 0, NULL, 0) > (size_t)o.max_line_words || (size_t)n != strlen(line)) abort();
-        ag_predict_line(&models[which], vocab, &o, line, sink, err, sizeof err);
+        if (which == 2 && (data[0] & 16)) ag_generate_line(&models[2], vocab, &o, line, &draws, sink, err, sizeof err);
+        else ag_predict_line(&models[which], vocab, &o, line, sink, err, sizeof err);
     }
     fclose(in);
     free(line);
