@@ -767,6 +767,15 @@ static void test_generate(ag_model *m, const ag_vocab *vocab, ag_train_opts *o) 
     CHECK(!strcmp(got, other), "the prompt's last sentence: '%s', the whole line: '%s'", got, other);
     generate(m, vocab, o, "  ", 7, got, sizeof got);
     CHECK(!got[0], "a blank prompt drew '%s'", got);
+    o->temperature = -1; /* an API caller's options, past the CLI's checks */
+    char prompt_b[] = "then w2";
+    ag_rng rng;
+    ag_rng_seed(&rng, 1);
+    FILE *f = tmpfile();
+    CHECK(ag_generate_line(m, vocab, o, prompt_b, &rng, f, err, sizeof err) == AG_ERR_ARG && strstr(err, "temperature -1"),
+          "%s", err);
+    fclose(f);
+    o->temperature = 1;
 }
 
 /* An LM trained on sentences (--lm-split sentence) is asked of a line the

@@ -62,7 +62,10 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
         return ag__train_fail(err, errlen, AG_ERR_ARG, "generate continues text with a language model: model %s does %s",
                               m->kind->name, ag_task_name(m->cfg.task));
     }
-    int rc = ag__cut_line_end(line, err, errlen);
+    int rc = o->words >= 0 && isfinite(o->temperature) && o->temperature >= 0
+                 ? ag__cut_line_end(line, err, errlen)
+                 : ag__train_fail(err, errlen, AG_ERR_ARG, "generate: words %d and temperature %g must be >= 0", o->words,
+                                  o->temperature);
     if (rc || ag_tokenize(line, strlen(line), 0, NULL, 0) == 0) { /* a bad or a blank prompt: a blank line */
         fputc('\n', out);
         return rc;
