@@ -818,6 +818,7 @@ static void test_lm_predict_by_sentence(void) {
     CHECK(fabs(whole - both) > 1e-3, "the line scored whole (%.4f) as by sentence (%.4f)", whole, both);
     snprintf(lo.lm_split, sizeof lo.lm_split, "sentence"); /* the run's */
     test_generate(&m, vocab, &lo);
+    ag_vocab_free(vocab);
     ag_model_free(&m);
 }
 
