@@ -77,16 +77,22 @@ __device__ static inline void rmsprop_element(const ag__krmsprop &c, ag_real *P,
  * each; the table of arrays goes over in one staged copy per launch. */
 #define AG_FOR_ARRAY(i, n) AG_CUDA_FOR(i, n)
 
-/* Lazy spans: live[r] = whether row r's gradient holds a nonzero, a
- * thread a row (the CPU's find_live_rows). */
+/* Lazy spans: live[r] = whether row r's gradient holds a nonzero (the
+ * CPU's find_live_rows).  A warp a row: its lanes read the row side by
+ * side, so each load is one run of memory (a thread a row made every load
+ * of a warp touch 32 rows' lines), then OR what they saw by shuffles.  r
+ * is the same for a warp's 32 lanes, so all of them reach the shuffles. */
 __global__ void live_rows_all_kernel(const ag__update_span *spans) {
     const ag__update_span u = spans[blockIdx.y];
     if (u.row <= 0) return;
-    AG_FOR_ARRAY(r, u.n / u.row) {
+    const int lane = threadIdx.x % 32;
+    const int64_t rows = u.n / u.row, warps = (int64_t)gridDim.x * blockDim.x / 32;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
         const ag_real *g = u.g + r * u.row;
-        bool any = false;
-        for (int64_t i = 0; i < u.row && !any; i++) any = g[i] != 0;
-        u.live[r] = any;
+        unsigned any = 0;
+        for (int64_t i = lane; i < u.row; i += 32) any |= g[i] != 0;
+        for (int o = 16; o > 0; o /= 2) any |= __shfl_xor_sync(0xffffffffu, any, o);
+        if (lane == 0) u.live[r] = any != 0;
     }
 }
 
@@ -319,7 +325,8 @@ static void update_all(int kind, const ag__update_span *spans, int count, const 
         if (most > 0) {
             const ag__update_span *there =
                 (const ag__update_span *)ag__cuda_step_upload(spans + at, (size_t)here * sizeof *spans);
-            if (most_rows > 0) ag__launch(live_rows_all_kernel, elements_grid(most_rows, here), AG_CUDA_THREADS, 0, there);
+            if (most_rows > 0) /* a warp a row */
+                ag__launch(live_rows_all_kernel, elements_grid(32 * most_rows, here), AG_CUDA_THREADS, 0, there);
             ag__launch(update_all_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0, kind, there, gate);
         }
         squares_table(sq, squares, most_sq);
