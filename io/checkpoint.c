@@ -15,6 +15,8 @@
  * Numbers in the metadata are written so that they read back exactly. */
 #include "../optim/options.h"
 #include "../graph/device.h"
+#include "../ops/dispatch.h"
+#include "../ops/elementwise.h" /* fill: a slot the saved optimizer did not keep */
 
 #include <ctype.h>
 #include <errno.h>
@@ -183,11 +185,14 @@ static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, lo
         return ag__fail(AG_ERR_FORMAT, "%s: no integer scalar 'optim.step'", f->path);
     ag_st_to_i64(step, &plan->opt_step);
     if (plan->opt_step < 0) return ag__fail(AG_ERR_FORMAT, "%s: optim.step is negative", f->path);
+    /* a rate the caller changed stands; else the run's own (a schedule's) */
+    if (opt->cfg.lr != saved.lr) plan->opt_lr = opt->cfg.lr;
     char name[1024], role[64];
     snprintf(role, sizeof role, "%s state", ag_optim_name(opt->cfg.kind));
     for (int s = 0; s < opt->n_slots; s++)
         for (int i = 0; i < opt->n_params; i++) {
             if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
+            if (!ag__optim_keeps(&saved, ag_optim_slot_name(opt, s))) continue; /* new here: starts at zero */
             slot_name(name, sizeof name, opt, s, i);
             if ((st = find_real(f, name, opt->params->items[i], role, &plan->slot[s * opt->n_params + i]))) return st;
         }
@@ -265,8 +270,11 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
         for (int i = 0; i < ps->count; i++)
             load_real(plan->param[i], ps->items[i]->data, ps->items[i]->device, ps->items[i]->size);
         if (opt) {
-            for (int k = 0; k < n_slots; k++)
-                if (opt->slot[k]) load_real(plan->slot[k], opt->slot[k], opt->device, opt->params->items[k % opt->n_params]->size);
+            for (int k = 0; k < n_slots; k++) {
+                int64_t n = opt->params->items[k % opt->n_params]->size;
+                if (opt->slot[k] && plan->slot[k]) load_real(plan->slot[k], opt->slot[k], opt->device, n);
+                else if (opt->slot[k]) ag__elementwise_on("ag_checkpoint_load", opt->device)->fill(opt->slot[k], 0, n);
+            }
             opt->step = plan->opt_step;
             opt->lr = plan->opt_lr;
         }

@@ -122,13 +122,13 @@ ag_status ag_optim_check(const ag_optim_config *c) {
     return AG_OK;
 }
 
-ag_status ag_optim_parse(const char *spec, ag_optim_config *out) {
+ag_status ag_optim_parse_over(const char *spec, const ag_optim_config *base, ag_optim_config *out) {
     char name[32];
     const char *rest;
     int kind;
     ag_status st = ag__spec_kind("optimizer", spec, kind_names, N_KINDS, name, sizeof name, &rest, &kind);
     if (st) return st;
-    ag_optim_config c = ag_optim_defaults((ag_optim_kind)kind);
+    ag_optim_config c = base && base->kind == (ag_optim_kind)kind ? *base : ag_optim_defaults((ag_optim_kind)kind);
     opt_field f[10];
     int n = fields_for(&c, f, false);
     if ((st = ag__spec_apply("optimizer", name, rest, f, n))) return st;
@@ -136,6 +136,8 @@ ag_status ag_optim_parse(const char *spec, ag_optim_config *out) {
     *out = c;
     return AG_OK;
 }
+
+ag_status ag_optim_parse(const char *spec, ag_optim_config *out) { return ag_optim_parse_over(spec, NULL, out); }
 
 const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n) {
     ag_optim_config copy = *c;
@@ -158,18 +160,28 @@ static int slots_for(const ag_optim_config *c) {
     return 0;
 }
 
-const char *ag_optim_slot_name(const ag_optimizer *opt, int s) {
+const char *ag__optim_slot(const ag_optim_config *c, int s) {
     static const char *const sgd[] = {"momentum"}, *const adam[] = {"m", "v", "vmax"}, *const adadelta[] = {"v", "u"};
-    if (s < 0 || s >= opt->n_slots) return NULL;
-    switch (opt->cfg.kind) {
+    if (s < 0 || s >= slots_for(c)) return NULL;
+    switch (c->kind) {
     case AG_SGD: return sgd[s];
     case AG_ADAM:
     case AG_ADAMW: return adam[s];
     case AG_ADADELTA: return adadelta[s];
     case AG_ADAGRAD: return "sum";
-    case AG_RMSPROP: return s == 0 ? "square_avg" : s == 1 && opt->cfg.momentum != 0 ? "momentum_buffer" : "grad_avg";
+    case AG_RMSPROP: return s == 0 ? "square_avg" : s == 1 && c->momentum != 0 ? "momentum_buffer" : "grad_avg";
     }
     return NULL;
+}
+
+bool ag__optim_keeps(const ag_optim_config *c, const char *slot) {
+    for (int s = 0; s < slots_for(c); s++)
+        if (!strcmp(ag__optim_slot(c, s), slot)) return true;
+    return false;
+}
+
+const char *ag_optim_slot_name(const ag_optimizer *opt, int s) {
+    return s < opt->n_slots ? ag__optim_slot(&opt->cfg, s) : NULL;
 }
 
 ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg) {

@@ -34,4 +34,9 @@ const char *ag__spec_format(const char *name, const opt_field *fields, int n_fie
 /* Shortest "%g" form of x that strtod reads back to the same double. */
 const char *ag__fmt_real(double x, char *buf, size_t n);
 
+/* Slot s of an optimizer of this config ("momentum", "m", ...), or NULL
+ * past its last; and whether it keeps a slot of that name. */
+const char *ag__optim_slot(const ag_optim_config *c, int s);
+bool ag__optim_keeps(const ag_optim_config *c, const char *slot);
+
 #endif

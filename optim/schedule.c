@@ -67,13 +67,13 @@ ag_status ag_sched_check(const ag_sched_config *c) {
     return ag__fail(AG_ERR_ARG, "unknown schedule kind %d", (int)c->kind);
 }
 
-ag_status ag_sched_parse(const char *spec, ag_sched_config *out) {
+ag_status ag_sched_parse_over(const char *spec, const ag_sched_config *base, ag_sched_config *out) {
     char name[32];
     const char *rest;
     int kind;
     ag_status st = ag__spec_kind("schedule", spec, sched_names, 4, name, sizeof name, &rest, &kind);
     if (st) return st;
-    ag_sched_config c = ag_sched_defaults((ag_sched_kind)kind);
+    ag_sched_config c = base && base->kind == (ag_sched_kind)kind ? *base : ag_sched_defaults((ag_sched_kind)kind);
     opt_field f[8];
     int n = fields_for(&c, f);
     if ((st = ag__spec_apply("schedule", name, rest, f, n))) return st;
@@ -81,6 +81,8 @@ ag_status ag_sched_parse(const char *spec, ag_sched_config *out) {
     *out = c;
     return AG_OK;
 }
+
+ag_status ag_sched_parse(const char *spec, ag_sched_config *out) { return ag_sched_parse_over(spec, NULL, out); }
 
 const char *ag_sched_format(const ag_sched_config *c, char *buf, size_t n) {
     ag_sched_config copy = *c;
@@ -171,13 +173,13 @@ ag_status ag_lr_steps_check(const ag_lr_steps *s) {
     return AG_OK;
 }
 
-ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out) {
+ag_status ag_lr_steps_parse_over(const char *spec, const ag_lr_steps *base, ag_lr_steps *out) {
     char name[32];
     const char *rest;
     int kind;
     ag_status st = ag__spec_kind("per-step schedule", spec, lr_decay_names, 4, name, sizeof name, &rest, &kind);
     if (st) return st;
-    ag_lr_steps s = {.decay = (ag_lr_decay)kind};
+    ag_lr_steps s = base && base->decay == (ag_lr_decay)kind ? *base : (ag_lr_steps){.decay = (ag_lr_decay)kind};
     opt_field f[4];
     int n = lr_steps_fields(&s, f);
     if ((st = ag__spec_apply("schedule", name, rest, f, n))) return st;
@@ -185,6 +187,8 @@ ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out) {
     *out = s;
     return AG_OK;
 }
+
+ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out) { return ag_lr_steps_parse_over(spec, NULL, out); }
 
 const char *ag_lr_steps_format(const ag_lr_steps *s, char *buf, size_t n) {
     ag_lr_steps copy = *s;

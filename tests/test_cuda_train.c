@@ -435,6 +435,24 @@ static void checkpoint_case(void) {
     CHECK(ag_checkpoint_load(path, &gpu, &og, NULL, NULL) == AG_OK, "load on the GPU: %s", ag_errmsg());
     compare("checkpoint loaded on the GPU", cpu.items[0]->data, gpu.items[0]->data, cpu.items[0]->size, 0);
     printf("%-44s written from the GPU, read on the CPU and the GPU: equal\n", "checkpoint");
+    /* into an amsgrad Adam that has stepped: its vmax, which the file's Adam
+     * did not keep, starts at zero on the device as on the CPU */
+    ag_optim_config ams;
+    ag_optim_parse("adam:lr=1e-2,amsgrad=1", &ams);
+    ag_optimizer ag2, ac2;
+    ag_optim_init(&ag2, &gpu, &ams), ag_optim_init(&ac2, &cpu, &ams);
+    twin_grads(&cpu, &gpu, 1);
+    ag_optim_step(&ag2), ag_optim_step(&ac2);
+    CHECK(ag_checkpoint_load(path, &gpu, &ag2, NULL, NULL) == AG_OK, "amsgrad on the GPU: %s", ag_errmsg());
+    CHECK(ag_checkpoint_load(path, &cpu, &ac2, NULL, NULL) == AG_OK, "amsgrad on the CPU: %s", ag_errmsg());
+    for (int i = 0; i < cpu.count; i++) {
+        for (int64_t j = 0; j < cpu.items[i]->size; j++) CHECK(ac2.slot[2 * ac2.n_params + i][j] == 0, "CPU vmax");
+        for (int s = 0; s < ac2.n_slots; s++)
+            compare("checkpoint into amsgrad: state", ac2.slot[s * ac2.n_params + i], ag2.slot[s * ag2.n_params + i],
+                    cpu.items[i]->size, 0);
+    }
+    printf("%-44s read into amsgrad Adam: vmax from zero on both\n", "checkpoint");
+    ag_optim_free(&ag2), ag_optim_free(&ac2);
     unlink(path);
     ag_optim_free(&og);
     ag_optim_free(&oc);

@@ -414,6 +414,26 @@ static void test_parse(void) {
     CHECK(ag_optim_parse("adam", &c) == AG_OK && !strstr(ag_optim_format(&c, spec, sizeof spec), "lazy"),
           "lazy=0 is left out, as in the specs written before it: %s", spec);
 
+    /* over a config: the same kind keeps what the spec leaves out, another starts from its defaults */
+    ag_optim_config base, over;
+    ag_optim_parse("sgd:lr=0.1,momentum=0.9,nesterov=1,weight_decay=1e-4", &base);
+    CHECK(ag_optim_parse_over("sgd:lr=0.01", &base, &over) == AG_OK && over.lr == 0.01 && over.momentum == 0.9 &&
+          over.nesterov && over.weight_decay == 1e-4);
+    CHECK(ag_optim_parse_over("adam:eps=1e-6", &base, &over) == AG_OK && over.kind == AG_ADAM && over.lr == 1e-3 &&
+          over.eps == 1e-6 && over.weight_decay == 0);
+    CHECK(ag_optim_parse_over("sgd", NULL, &over) == AG_OK && over.lr == 1e-3 && over.momentum == 0);
+    EXPECT_ERROR(ag_optim_parse_over("sgd:dampening=0.5", &base, &over), AG_ERR_ARG, "nesterov", "dampening");
+    ag_sched_config sbase, sover;
+    ag_sched_parse("plateau:factor=0.5,patience=3,mode=max", &sbase);
+    CHECK(ag_sched_parse_over("plateau:patience=7", &sbase, &sover) == AG_OK && sover.patience == 7 &&
+          sover.factor == 0.5 && sover.mode_max);
+    CHECK(ag_sched_parse_over("step:step_size=2", &sbase, &sover) == AG_OK && sover.kind == AG_SCHED_STEP &&
+          sover.gamma == 0.1);
+    ag_lr_steps lbase, lover;
+    ag_lr_steps_parse("cosine:warmup=100,total=1000,min_ratio=0.1", &lbase);
+    CHECK(ag_lr_steps_parse_over("cosine:total=2000", &lbase, &lover) == AG_OK && lover.total == 2000 &&
+          lover.warmup == 100 && lover.min_ratio == 0.1);
+
     EXPECT_ERROR(ag_optim_parse("sgd:lr=abc", &c), AG_ERR_ARG, "'lr'", "abc");
     EXPECT_ERROR(ag_optim_parse("sgd:lr=0.1x", &c), AG_ERR_ARG, "'lr'", "0.1x");
     EXPECT_ERROR(ag_optim_parse("sgd:lr=1e999", &c), AG_ERR_ARG, "'lr'");

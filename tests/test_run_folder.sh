@@ -176,6 +176,27 @@ cp -r "$T/ref" "$T/huge-run"
 cp "$T/ref/huge.safetensors" "$T/huge-run/last.safetensors"
 expect 1 "does not fit the model's 31 parameters" "$AG" train --out "$T/huge-run" --resume
 
+# ---- --resume with other settings: only the keys given change ----
+MOM=(--model mpsan --synth-n 64 --dim 8 --batch 16 --progress none --quiet --optim sgd:lr=0.1,momentum=0.9)
+"$AG" train "${MOM[@]}" --epochs 2 --out "$T/mom" >/dev/null || bad "the momentum run failed"
+for k in 1 2 3; do "$AG" train "${MOM[@]}" --epochs 1 --out "$T/mom$k" >/dev/null || bad "momentum run $k failed"; done
+# the lr, or the momentum, given again: the run goes on as if never stopped (before: momentum 0, silently)
+expect 0 'sgd:lr=0.1,momentum=0.9,' "$AG" train --resume --out "$T/mom1" --epochs 2 --optim sgd:lr=0.1 --progress none
+expect 0 'sgd:lr=0.1,momentum=0.9,' "$AG" train --resume --out "$T/mom2" --epochs 2 --optim sgd:momentum=0.9 --progress none
+for k in 1 2; do
+  $ED same-tensors "$T/mom/last.safetensors" "$T/mom$k/last.safetensors" && ok || bad "--resume --optim (run $k) lost the run's state"
+done
+# a new rate stands (before: the file's rate, silently): lr 0 moves nothing
+cp "$T/mom3/last.safetensors" "$T/mom3-epoch1.safetensors"
+expect 0 "lr 0, this command's, is the rate from here on \(the run's was 0.1" "$AG" train --resume --out "$T/mom3" --epochs 2 --optim sgd:lr=0
+for p in embed unit fusion pool cls; do
+  $ED same-tensors "$T/mom3-epoch1.safetensors" "$T/mom3/last.safetensors" $p && ok || bad "lr=0 on --resume moved '$p*'"
+done
+expect 0 "its 'momentum' state is not carried on: this command's sgd keeps none" "$AG" train --resume --out "$T/mom3" --epochs 3 --optim sgd:momentum=0
+expect 0 "the run's sgd kept no 'momentum' state: it starts at zero" "$AG" train --resume --out "$T/mom3" --epochs 4 --optim sgd:lr=0.1,momentum=0.5
+expect 2 "'sgd:dampening=0.5' over 'sgd:lr=0.1,momentum=0.5.*nesterov=1.*: .*dampening" "$AG" train --resume --out "$T/mom3" --epochs 5 --optim sgd:nesterov=1 --optim sgd:dampening=0.5
+expect 1 "the file holds 'sgd' optimizer state, this run uses 'adam'" "$AG" train --resume --out "$T/mom3" --epochs 5 --optim adam
+
 # ---- train --init ----
 INIT=(--model mpsan --synth-n 64 --dim 8 --batch 16 --epochs 1 --progress none --optim sgd:lr=0 --l2 0)
 expect 0 'done in' "$AG" train "${INIT[@]}" --init "$CK" --out "$T/init"

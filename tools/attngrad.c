@@ -185,27 +185,38 @@ static void print_summary(const ag_train_opts *o, const ag_train_result *r) {
         printf("limit reached (--max-steps / --max-minutes): continue with --resume --out %s\n", r->out);
 }
 
+/* The value of --name (as "--name V" or "--name=V") on a command line, or
+ * NULL; a bare switch gives "".  Only what must be known before the
+ * options are read in full: --resume and its --out. */
+static const char *arg_of(int argc, char **argv, const char *name) {
+    size_t n = strlen(name);
+    for (int i = 2; i < argc; i++)
+        if (!strncmp(argv[i], name, n) && (argv[i][n] == '=' || !argv[i][n]))
+            return argv[i][n] ? argv[i] + n + 1 : i + 1 < argc && strncmp(argv[i + 1], "--", 2) ? argv[i + 1] : "";
+    return NULL;
+}
+
 static int cmd_train(const command *c, int argc, char **argv) {
     ag_train_opts o = ag_train_opts_default();
     cli_extra x = {0};
-    int rc = parse_args(c, argc, argv, &o, &x);
-    if (rc) return rc;
     char err[1024], unread[128];
-    if (!o.resume && ag_train_unread_options(&o, unread, sizeof unread)) /* a resumed config records every size */
-        fprintf(stderr, "attngrad train: note: model %s does not read %s: ignored\n", o.model, unread);
-    if (o.resume) { /* the run's own options, then this command line on top */
-        if (!o.out[0]) {
+    const char *resume = arg_of(argc, argv, "--resume"), *out = arg_of(argc, argv, "--out");
+    /* --resume: the run's own options, then this command line over them, so
+     * that a spec (--optim sgd:lr=0.01) is read as the keys it changes */
+    if (resume && (!*resume || !strcmp(resume, "1"))) {
+        if (!out || !*out) {
             fprintf(stderr, "attngrad train: --resume needs --out (the run folder)\n");
             return EXIT_USAGE;
         }
-        ag_train_opts base;
-        if (ag_run_config(o.out, &base, err, sizeof err)) {
+        if (ag_run_config(out, &o, err, sizeof err)) {
             fprintf(stderr, "attngrad train: %s%s\n", ag__dist_who(), err);
             return 1;
         }
-        if ((rc = parse_args(c, argc, argv, &base, &x))) return rc;
-        o = base;
     }
+    int rc = parse_args(c, argc, argv, &o, &x);
+    if (rc) return rc;
+    if (!o.resume && ag_train_unread_options(&o, unread, sizeof unread)) /* a resumed config records every size */
+        fprintf(stderr, "attngrad train: note: model %s does not read %s: ignored\n", o.model, unread);
     /* the generated task's matrices are small: one BLAS thread is faster than two that wait on each other */
     set_threads(o.threads > 0 ? o.threads : o.data[0] ? 0 : 1);
     /* SIGTERM or Ctrl-C: finish the step, save it, say how to go on (a

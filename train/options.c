@@ -71,8 +71,8 @@ static const opt_def opts[] = {
      check_flags},
     {"attention", O_STR, F(attention), 0, 0, SIZE_CMDS, true, "A", "poslm attention: positional, standard, none",
      check_attention},
-    {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer, e.g. adadelta:lr=0.5,rho=0.95 (default: the model's)",
-     check_optim},
+    {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer, e.g. adadelta:lr=0.5,rho=0.95 (default: the model's; "
+     "on --resume, the keys given change the run's own)", check_optim},
     {"sched", O_STR, F(sched), 0, 0, TR, true, "SPEC",
      "LR schedule per epoch, e.g. plateau:factor=0.5,patience=5 (default: the model's)", check_sched},
     {"lr-steps", O_STR, F(lr_steps), 0, 0, TR, true, "SPEC",
@@ -264,6 +264,48 @@ static const char *check_lr_steps(const char *v) {
     return msg;
 }
 
+/* A spec given over one already set (a resumed run's own, or an earlier
+ * --optim on the same line): when both name the same kind, only the keys
+ * it gives change, so `--resume --optim sgd:lr=0.01` keeps the run's
+ * momentum instead of silently resetting it; the result is written in
+ * full.  Another kind replaces the old spec. */
+static const char *spec_error(void) {
+    static char msg[400];
+    snprintf(msg, sizeof msg, "%s", ag_errmsg());
+    return msg;
+}
+
+static const char *optim_over(const char *old, const char *v, char *out, size_t n) {
+    ag_optim_config base, c;
+    if (ag_optim_parse(old, &base) || ag_optim_parse_over(v, &base, &c)) return spec_error();
+    ag_optim_format(&c, out, n);
+    return NULL;
+}
+
+static const char *sched_over(const char *old, const char *v, char *out, size_t n) {
+    ag_sched_config base, c;
+    if (ag_sched_parse(old, &base) || ag_sched_parse_over(v, &base, &c)) return spec_error();
+    ag_sched_format(&c, out, n);
+    return NULL;
+}
+
+static const char *lr_steps_over(const char *old, const char *v, char *out, size_t n) {
+    ag_lr_steps base, c;
+    if (ag_lr_steps_parse(old, &base) || ag_lr_steps_parse_over(v, &base, &c)) return spec_error();
+    ag_lr_steps_format(&c, out, n);
+    return NULL;
+}
+
+typedef const char *(*spec_over_fn)(const char *old, const char *value, char *out, size_t n);
+
+/* The merge of the spec options; NULL for every other. */
+static spec_over_fn spec_over(const opt_def *d) {
+    if (d->off == offsetof(ag_train_opts, optim)) return optim_over;
+    if (d->off == offsetof(ag_train_opts, sched)) return sched_over;
+    if (d->off == offsetof(ag_train_opts, lr_steps)) return lr_steps_over;
+    return NULL;
+}
+
 static const char *check_fingerprint(const char *v) {
     size_t n = strspn(v, "0123456789abcdef");
     return !*v || (n == 16 && !v[n]) ? NULL : "expected 16 lower-case hex digits";
@@ -348,6 +390,18 @@ int ag_train_set(ag_train_opts *o, const char *key, const char *value, char *err
     if (d->type != O_STR) return set_number(d, field, value, err, n);
     if (strlen(value) >= d->size) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.60s' is too long", d->name, value);
     if (strchr(value, '\n')) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: the value holds a line break", d->name);
+    spec_over_fn over = spec_over(d);
+    if (over && *(char *)field && *value) { /* checked as what it makes of the spec it goes over */
+        char merged[AG_CONFIG_MAX];
+        const char *why = over(field, value, merged, sizeof merged);
+        if (why)
+            return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.80s' over '%.80s': %s", d->name, value,
+                                  (char *)field, why);
+        if (strlen(merged) >= d->size)
+            return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.60s' is too long", d->name, merged);
+        strcpy(field, merged);
+        return 0;
+    }
     const char *why = d->check ? d->check(value) : NULL;
     if (why) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.80s': %s", d->name, value, why);
     strcpy(field, value);

@@ -4,6 +4,7 @@
  * anywhere loses nothing). */
 #include "run_folder.h"
 #include "../distributed/dist.h"
+#include "../optim/options.h" /* ag__optim_keeps: the state a resumed optimizer changed */
 
 #include <dirent.h>
 #include <errno.h>
@@ -408,6 +409,29 @@ static int restore_metrics(const char *out, const char *ckpt, ag__run_logs *l, c
     return csv && jsonl ? ag__run_logs_write(out, l, err, errlen) : 0;
 }
 
+/* What this command's --optim changed of the run's own optimizer, said
+ * once (ag_checkpoint_load has done it): a new rate, state that starts at
+ * zero, state not carried on. */
+static void note_optim_changes(const char *path, const char *config, const ag_optimizer *opt) {
+    const char *line = state_value(config, "optim");
+    char spec[AG_CONFIG_MAX];
+    ag_optim_config was;
+    snprintf(spec, sizeof spec, "%.*s", line ? (int)strcspn(line, "\n") : 0, line ? line : "");
+    if (!line || ag_optim_parse(spec, &was) || was.kind != opt->cfg.kind || ag__dist_rank() != 0) return;
+    const char *kind = ag_optim_name(opt->cfg.kind);
+    if (was.lr != opt->cfg.lr)
+        fprintf(stderr, "note: %s: lr %g, this command's, is the rate from here on (the run's was %g; its schedule "
+                "goes on from the new one)\n", path, opt->cfg.lr, was.lr);
+    for (int k = 0; ag__optim_slot(&opt->cfg, k); k++)
+        if (!ag__optim_keeps(&was, ag__optim_slot(&opt->cfg, k)))
+            fprintf(stderr, "note: %s: the run's %s kept no '%s' state: it starts at zero\n", path, kind,
+                    ag__optim_slot(&opt->cfg, k));
+    for (int k = 0; ag__optim_slot(&was, k); k++)
+        if (!ag__optim_keeps(&opt->cfg, ag__optim_slot(&was, k)))
+            fprintf(stderr, "note: %s: its '%s' state is not carried on: this command's %s keeps none\n", path,
+                    ag__optim_slot(&was, k), kind);
+}
+
 int ag__run_resume(const char *out, const ag_vocab *vocab, const ag__run_parts *p, ag__run_state *s, char *err,
                    size_t errlen) {
     char path[AG_PATH_MAX + 32];
@@ -425,6 +449,7 @@ int ag__run_resume(const char *out, const ag_vocab *vocab, const ag__run_parts *
                              "%s/vocab.txt is not the vocabulary this run was trained with (its words or their order "
                              "differ: fingerprint %s, the checkpoint's %.16s)", out, fp, saved);
     *p->rng = st.rng;
+    note_optim_changes(path, st.config, p->opt);
     int rc = state_parse(st.config, s, path, err, errlen);
     return rc ? rc : restore_metrics(out, path, p->logs, err, errlen);
 }

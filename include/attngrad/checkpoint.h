@@ -118,8 +118,13 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
                              const ag_scheduler *sched, const ag_train_state *st);
 /* Loads what save wrote into existing parameters (and opt/sched/st when not
  * NULL; the file must then hold them, for the same optimizer and schedule
- * kinds; of the optimizer's config only the current lr and the step are
- * restored, the rest stays the caller's).  F32 and F64 are both accepted.
+ * kinds).  The optimizer's config stays the caller's; the file gives its
+ * step, its state and its current lr, unless the caller's cfg.lr differs
+ * from the saved config's: a new rate, which then stands (schedules go on
+ * from it).  A slot the caller's optimizer keeps and the saved one did not
+ * (momentum, amsgrad's vmax, centered's grad_avg switched on) starts at
+ * zero; the file's state for a slot the caller's optimizer does not keep
+ * is not loaded.  F32 and F64 are both accepted.
  * Every parameter must be present with its shape; other tensors in the file
  * are ignored.  Everything is checked before anything is copied: on failure
  * nothing has changed. */

@@ -66,6 +66,11 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind);
  * "rmsprop:lr=1e-3,momentum=0.9,centered=1"; keys left out keep
  * their defaults.  AG_ERR_ARG names the bad key or value in ag_errmsg(). */
 ag_status ag_optim_parse(const char *spec, ag_optim_config *out);
+/* The same over base: when spec names base's kind, the keys it leaves out
+ * keep base's values ("sgd:lr=0.01" over sgd momentum 0.9 keeps the
+ * momentum); another kind starts from its defaults.  base NULL: defaults.
+ * How `attngrad train --resume --optim ...` changes a run's settings. */
+ag_status ag_optim_parse_over(const char *spec, const ag_optim_config *base, ag_optim_config *out);
 /* Every hyperparameter as a spec that parses back to the same config. */
 const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n);
 ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch */
@@ -163,6 +168,7 @@ ag_sched_config ag_sched_defaults(ag_sched_kind kind);
 /* "constant", "step:step_size=30,gamma=0.1", "exponential:gamma=0.95",
  * "plateau:mode=min,factor=0.5,patience=5,threshold_mode=abs,cooldown=2". */
 ag_status ag_sched_parse(const char *spec, ag_sched_config *out);
+ag_status ag_sched_parse_over(const char *spec, const ag_sched_config *base, ag_sched_config *out); /* as ag_optim_parse_over */
 const char *ag_sched_format(const ag_sched_config *c, char *buf, size_t n);
 ag_status ag_sched_check(const ag_sched_config *c);
 
@@ -198,6 +204,7 @@ typedef struct {
     double min_ratio;   /* linear, cosine: the final rate over the base; 0 */
 } ag_lr_steps;
 ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out);
+ag_status ag_lr_steps_parse_over(const char *spec, const ag_lr_steps *base, ag_lr_steps *out); /* as ag_optim_parse_over */
 const char *ag_lr_steps_format(const ag_lr_steps *s, char *buf, size_t n);
 ag_status ag_lr_steps_check(const ag_lr_steps *s);
 double ag_lr_steps_factor(const ag_lr_steps *s, int64_t t);
