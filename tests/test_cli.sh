@@ -260,6 +260,15 @@ for i in $(seq 20); do echo " w$((i % 5)) saw w$((i % 3)) . then w$((i % 4)) lef
 expect 0 'poslm on paras.txt: 36 train / 4 dev' "$AG" train --model poslm --data "$T/paras.txt" --format lm --lm-split sentence --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-sent"
 expect 0 'poslm on paras.txt: 18 train / 2 dev' "$AG" train --model poslm --data "$T/paras.txt" --format lm --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-line"
 expect 0 '^test|^dev' "$AG" eval --ckpt "$T/lm-sent/best.safetensors"
+# a run on a folder named wikitext2 (sentences by the data set's rule, nothing recorded): eval on a
+# file of the user's cuts it the same way, unless --lm-split says otherwise
+mkdir -p "$T/wikitext2" && for f in train valid test; do cp "$T/paras.txt" "$T/wikitext2/$f.txt"; done
+expect 0 'poslm on wikitext2: 40 train / 40 dev / 40 test' "$AG" train --model poslm --data "$T/wikitext2" --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-wt2"
+for split in "" sentence line; do
+  "$AG" eval --ckpt "$T/lm-wt2/best.safetensors" --data "$T/paras.txt" --format lm ${split:+--lm-split $split} > "$T/ev-$split.txt" 2>&1 || bad "eval --lm-split '$split' failed: $(cat "$T/ev-$split.txt")"
+done
+cmp -s "$T/ev-.txt" "$T/ev-sentence.txt" && ! cmp -s "$T/ev-.txt" "$T/ev-line.txt" && ok ||
+  bad "eval of a user's LM file does not follow the run's sentences: $(cat "$T/ev-.txt" "$T/ev-sentence.txt" "$T/ev-line.txt")"
 # generate: a line of drawn words for every prompt line, the same again for the same --seed
 printf 'w1 saw\n\nthen w2 . w3\n' > "$T/prompts.txt"
 "$AG" generate --ckpt "$T/lm-sent/best.safetensors" --words 4 --seed 3 < "$T/prompts.txt" > "$T/gen1.txt" 2>"$T/gen.err" &&

@@ -278,11 +278,16 @@ static int load_checkpoint(const command *c, int argc, char **argv, const char *
         return 1;
     }
     const char *data_keys[] = {"--data", "--dataset", "--format"};
+    bool run_sentences = !strcmp(o->task, "lm") && ag__train_lm_sentences(o), new_data = false;
     for (int i = 2; i < argc; i++) /* new data: the old data's name and format no longer apply */
         for (int k = 0; k < 3; k++)
-            if (!strncmp(argv[i], data_keys[k], strlen(data_keys[k]))) o->dataset[0] = o->format[0] = 0;
+            if (!strncmp(argv[i], data_keys[k], strlen(data_keys[k]))) o->dataset[0] = o->format[0] = 0, new_data = true;
     set_threads(first.threads);
     rc = parse_args(c, argc, argv, o, &x);
+    /* LM text of the user's, which has no way of its own: cut as the run's
+     * text was (a data set such as wikitext2 keeps its own; --lm-split rules) */
+    if (!rc && new_data && run_sentences && !o->lm_split[0] && !ag__train_benchmark(o))
+        snprintf(o->lm_split, sizeof o->lm_split, "sentence");
     /* the device is not part of the run's options: ag_load_run took the
      * CPU, and the command line's --device moves the model */
     if (!rc && ag_train_use_device(o, &m->params, err, sizeof err)) {

@@ -122,11 +122,14 @@ static int lm_sentences(const ag_train_opts *o, const ag_benchmark *b) {
     return b && b->lm_sentences;
 }
 
-int ag__train_lm_sentences(const ag_train_opts *o) {
-    if (o->lm_split[0] || o->format[0]) return lm_sentences(o, NULL);
+const ag_benchmark *ag__train_benchmark(const ag_train_opts *o) {
     char copy[AG_PATH_MAX];
     snprintf(copy, sizeof copy, "%s", o->data);
-    return lm_sentences(o, ag_benchmark_find(o->dataset[0] ? o->dataset : basename(copy)));
+    return ag_benchmark_find(o->dataset[0] ? o->dataset : basename(copy));
+}
+
+int ag__train_lm_sentences(const ag_train_opts *o) {
+    return lm_sentences(o, o->lm_split[0] || o->format[0] ? NULL : ag__train_benchmark(o));
 }
 
 /* A data file of benchmark b, or of the user's (b NULL). */
@@ -159,7 +162,7 @@ static int find_benchmark(const ag_train_opts *o, const ag_benchmark **bench, ch
     char copy[AG_PATH_MAX];
     snprintf(copy, sizeof copy, "%s", o->data);
     const char *name = o->dataset[0] ? o->dataset : basename(copy);
-    *bench = ag_benchmark_find(name);
+    *bench = ag__train_benchmark(o);
     if (!*bench && !strcmp(name, "sst"))
         return ag__train_fail(err, errlen, AG_DATA_EINVAL, "%s holds SST-5 and SST-2: add --dataset sst5 or --dataset sst2", o->data);
     if (!*bench)

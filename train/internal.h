@@ -29,6 +29,9 @@ int ag__train_device_index(const char *device);
  * need not be at hand: predict) trained on LM text cut into sentences:
  * --lm-split, else the data set --dataset or --data's folder names. */
 int ag__train_lm_sentences(const ag_train_opts *o);
+/* The benchmark --dataset, or else --data's last path part, names; NULL
+ * for the user's own file. */
+const ag_benchmark *ag__train_benchmark(const ag_train_opts *o);
 
 /* ---- run.c: lines of text into a model (predict, generate) ---- */
 
