@@ -259,11 +259,24 @@ static int cmd_train(const command *c, int argc, char **argv) {
 
 /* ---- eval and predict ---- */
 
-/* Loads the checkpoint named by --ckpt (its path to *ckpt); o gets the run's
- * options with the command line's on top. */
-static int load_checkpoint(const command *c, int argc, char **argv, const char **ckpt, ag_train_opts *o, ag_model *m,
-                           ag_vocab **vocab) {
-    ag_train_opts first = ag_train_opts_default();
+/* A finished run as eval, predict, generate and heatmap use it: the model
+ * and vocabulary of the checkpoint --ckpt names, and the run's options with
+ * the command line's on top. */
+typedef struct {
+    ag_train_opts o;
+    ag_model m;
+    ag_vocab *vocab; /* NULL once handed on (eval's data owns it) */
+    const char *ckpt;
+} loaded_run;
+
+static void loaded_run_free(loaded_run *r) {
+    ag_vocab_free(r->vocab);
+    ag_model_free(&r->m);
+}
+
+static int load_checkpoint(const command *c, int argc, char **argv, loaded_run *r) {
+    ag_train_opts first = ag_train_opts_default(), *o = &r->o;
+    ag_model *m = &r->m;
     cli_extra x = {0};
     int rc = parse_args(c, argc, argv, &first, &x);
     if (rc) return rc;
@@ -271,9 +284,9 @@ static int load_checkpoint(const command *c, int argc, char **argv, const char *
         fprintf(stderr, "attngrad %s: --ckpt FILE is required\n", c->name);
         return EXIT_USAGE;
     }
-    *ckpt = x.ckpt;
+    r->ckpt = x.ckpt;
     char err[1024];
-    if (ag_load_run(x.ckpt, NULL, o, m, vocab, err, sizeof err)) {
+    if (ag_load_run(x.ckpt, NULL, o, m, &r->vocab, err, sizeof err)) {
         fprintf(stderr, "attngrad %s: %s\n", c->name, err);
         return 1;
     }
@@ -294,39 +307,35 @@ static int load_checkpoint(const command *c, int argc, char **argv, const char *
         fprintf(stderr, "attngrad %s: %s\n", c->name, err);
         rc = 1;
     }
-    if (rc) {
-        ag_model_free(m);
-        ag_vocab_free(*vocab);
-    }
+    if (rc) loaded_run_free(r);
     return rc;
 }
 
 static int cmd_eval(const command *c, int argc, char **argv) {
-    ag_train_opts o;
-    ag_model m;
-    ag_vocab *vocab;
-    const char *ckpt;
-    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
+    loaded_run r;
+    int rc = load_checkpoint(c, argc, argv, &r);
     if (rc) return rc;
+    ag_train_opts *o = &r.o;
     char err[2 * AG_PATH_MAX + 128]; /* room for the data's and the checkpoint's paths */
-    o.phrases = 0; /* SST's phrases are training data: eval scores dev and test, whole sentences */
+    o->phrases = 0; /* SST's phrases are training data: eval scores dev and test, whole sentences */
     ag_run_data d;
     ag_batch b = {0};
-    int fold = o.fold >= 0 ? o.fold : 0;
-    rc = ag_run_data_open(&o, fold, vocab, &d, err, sizeof err); /* d owns vocab now */
-    if (!rc && d.task != AG_TASK_LM && d.classes > m.cfg.classes) {
-        snprintf(err, sizeof err, "data %s has %d classes, but the model in %s knows %d", o.data[0] ? o.data : d.name,
-                 d.classes, ckpt, m.cfg.classes);
+    int fold = o->fold >= 0 ? o->fold : 0;
+    rc = ag_run_data_open(o, fold, r.vocab, &d, err, sizeof err);
+    r.vocab = NULL; /* d owns it now */
+    if (!rc && d.task != AG_TASK_LM && d.classes > r.m.cfg.classes) {
+        snprintf(err, sizeof err, "data %s has %d classes, but the model in %s knows %d", o->data[0] ? o->data : d.name,
+                 d.classes, r.ckpt, r.m.cfg.classes);
         rc = 1;
     }
-    ag_batch_opts bo = ag_run_batch_opts(&m, &o, d.max_width); /* cut as the run was trained */
-    if (!rc) rc = ag_batch_alloc(&b, d.ds[AG_SPLIT_DEV], o.batch, &bo, err, sizeof err);
+    ag_batch_opts bo = ag_run_batch_opts(&r.m, o, d.max_width); /* cut as the run was trained */
+    if (!rc) rc = ag_batch_alloc(&b, d.ds[AG_SPLIT_DEV], o->batch, &bo, err, sizeof err);
     const char *names[] = {"train", "dev", "test"};
-    if (!rc) printf("%s%s%s on %s\n", o.model, o.flags[0] ? "/" : "", o.flags, d.name);
+    if (!rc) printf("%s%s%s on %s\n", o->model, o->flags[0] ? "/" : "", o->flags, d.name);
     for (int s = AG_SPLIT_DEV; s <= AG_SPLIT_TEST && !rc; s++) {
         if (!d.ds[s]) continue;
         ag_metrics x;
-        if ((rc = ag_evaluate(&m, d.ds[s], d.idx[s], d.n[s], &b, &x, err, sizeof err))) break;
+        if ((rc = ag_evaluate(&r.m, d.ds[s], d.idx[s], d.n[s], &b, &x, err, sizeof err))) break;
         if (d.task == AG_TASK_LM)
             printf("%-5s perplexity %.3f  loss %.4f  (%lld tokens)\n", names[s], x.perplexity, x.loss, (long long)x.tokens);
         else if (d.task == AG_TASK_RELATEDNESS)
@@ -339,7 +348,7 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     if (rc) fprintf(stderr, "attngrad eval: %s\n", err);
     ag_batch_free(&b);
     ag_run_data_free(&d);
-    ag_model_free(&m);
+    loaded_run_free(&r);
     return rc ? 1 : 0;
 }
 
@@ -504,43 +513,35 @@ static int generate_one(void *ctx, char *line, char *err, size_t errlen) {
 }
 
 static int cmd_predict(const command *c, int argc, char **argv) {
-    ag_train_opts o;
-    ag_model m;
-    ag_vocab *vocab;
-    const char *ckpt;
-    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
+    loaded_run r;
+    int rc = load_checkpoint(c, argc, argv, &r);
     if (rc) return rc;
-    if (!strcmp(o.input, "conllu")) {
-        rc = predict_conllu(&m, vocab, &o);
+    if (!strcmp(r.o.input, "conllu")) {
+        rc = predict_conllu(&r.m, r.vocab, &r.o);
     } else {
-        line_job job = {&m, vocab, &o, {{0}}};
-        rc = each_stdin_line(c, &o, predict_one, &job, false);
+        line_job job = {&r.m, r.vocab, &r.o, {{0}}};
+        rc = each_stdin_line(c, &r.o, predict_one, &job, false);
     }
-    ag_vocab_free(vocab);
-    ag_model_free(&m);
+    loaded_run_free(&r);
     return rc;
 }
 
 /* generate: one line of drawn words for each prompt line; the draws are
  * the seed's (--seed, else the run's), in the order of the lines. */
 static int cmd_generate(const command *c, int argc, char **argv) {
-    ag_train_opts o;
-    ag_model m;
-    ag_vocab *vocab;
-    const char *ckpt;
-    int rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab);
+    loaded_run r;
+    int rc = load_checkpoint(c, argc, argv, &r);
     if (rc) return rc;
-    if (m.cfg.task != AG_TASK_LM) {
+    if (r.m.cfg.task != AG_TASK_LM) {
         fprintf(stderr, "attngrad generate: %s holds model %s, which does %s: generate continues text with a language "
-                "model\n", ckpt, m.kind->name, ag_task_name(m.cfg.task));
+                "model\n", r.ckpt, r.m.kind->name, ag_task_name(r.m.cfg.task));
         rc = 1;
     } else {
-        line_job job = {&m, vocab, &o, {{0}}};
-        ag_rng_seed(&job.rng, (uint64_t)o.seed);
-        rc = each_stdin_line(c, &o, generate_one, &job, true);
+        line_job job = {&r.m, r.vocab, &r.o, {{0}}};
+        ag_rng_seed(&job.rng, (uint64_t)r.o.seed);
+        rc = each_stdin_line(c, &r.o, generate_one, &job, true);
     }
-    ag_vocab_free(vocab);
-    ag_model_free(&m);
+    loaded_run_free(&r);
     return rc;
 }
 
@@ -563,25 +564,21 @@ static int cmd_heatmap(const command *c, int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
-    ag_model m;
-    ag_vocab *vocab;
-    const char *ckpt;
-    if ((rc = load_checkpoint(c, argc, argv, &ckpt, &o, &m, &vocab))) return rc;
+    loaded_run r;
+    if ((rc = load_checkpoint(c, argc, argv, &r))) return rc;
     char err[1024];
-    size_t max_words = ag_line_word_limit(&o) > 0 ? (size_t)ag_line_word_limit(&o) : SIZE_MAX, words = 0;
+    size_t max_words = ag_line_word_limit(&r.o) > 0 ? (size_t)ag_line_word_limit(&r.o) : SIZE_MAX, words = 0;
     for (int i = 0; i < 2 && max_words != SIZE_MAX; i++) /* as predict's lines: maps in the square of the words */
         words += sentences[i][1] ? ag_tokenize((char *)sentences[i][1], strlen(sentences[i][1]), 0, NULL, 0) : 0;
     if (words > max_words) {
         fprintf(stderr, "attngrad heatmap: --sentence: %zu words, more than --max-line-words %zu (a pair's two "
                 "sentences count together)\n", words, max_words);
-        ag_vocab_free(vocab);
-        ag_model_free(&m);
+        loaded_run_free(&r);
         return EXIT_USAGE;
     }
-    rc = ag_sentence_heatmaps(&m, vocab, &o, x.sentence, x.sentence_b, x.out, stdout, err, sizeof err);
+    rc = ag_sentence_heatmaps(&r.m, r.vocab, &r.o, x.sentence, x.sentence_b, x.out, stdout, err, sizeof err);
     if (rc) fprintf(stderr, "attngrad heatmap: %s\n", err);
-    ag_vocab_free(vocab);
-    ag_model_free(&m);
+    loaded_run_free(&r);
     return rc ? 1 : 0;
 }
 
