@@ -511,6 +511,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_models: unknown model '%s'\n", only);
         return 2;
     }
+    printf("blas: %s\n", ag_blas_info()); /* its kernels chosen before the peak is measured */
 #ifdef AG_HAVE_OPENBLAS_THREADS
     if (threads > 0) openblas_set_num_threads(threads);
 #else

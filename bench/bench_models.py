@@ -259,6 +259,17 @@ def have_torch():
         return False
 
 
+def torch_version():
+    """PyTorch's version and the BLAS it was built with, as it says."""
+    try:
+        import torch
+    except ImportError:
+        return "missing"
+    blas = next((w.split("=", 1)[1] for w in torch.__config__.show().replace(",", " ").split()
+                 if w.startswith("BLAS_INFO=")), "?")
+    return f"{torch.__version__} (BLAS {blas})"
+
+
 def main_cuda(args):
     """Both sides on the GPU: attngrad, then PyTorch in each mode, per model."""
     modes = [m for m in args.modes.split(",") if m]
@@ -358,8 +369,10 @@ def main():
     if not torch_ok:
         print("PyTorch (or numpy) is missing: attngrad's figures only.\n")
 
-    peak = parse_result(subprocess.run(pin + [args.exe, "--peak-only", "--threads", str(args.threads)], env=env,
-                                       capture_output=True, text=True).stdout)
+    peak_out = subprocess.run(pin + [args.exe, "--peak-only", "--threads", str(args.threads)], env=env,
+                              capture_output=True, text=True).stdout
+    peak = parse_result(peak_out)
+    blas = next((l[len("blas: "):] for l in peak_out.splitlines() if l.startswith("blas: ")), "OpenBLAS")
     def run_pair(name, tmp):
         """One round of one model: attngrad's result and PyTorch's (or None)."""
         run = subprocess.run(pin + [args.exe, "--model", name, "--threads", str(args.threads), "--steps",
@@ -455,7 +468,8 @@ def main():
     print(f"Training step, float32, threads={args.threads}{' taskset ' + args.taskset if args.taskset else ''}, "
           f"median of {args.steps} steps after {args.warmup} warm-up (q1-q3 in brackets)"
           f"{f', then the median [range] over {args.rounds} rounds' if args.rounds > 1 else ''}; "
-          f"OpenBLAS sgemm peak {pk:.1f} GFLOP/s{'; dropout off' if args.no_dropout else ''}\n")
+          f"{blas}, sgemm peak {pk:.1f} GFLOP/s; PyTorch {torch_version()}"
+          f"{'; dropout off' if args.no_dropout else ''}\n")
     print("| model | BxN | attngrad ms | PyTorch ms | ratio | attngrad MB (rss) | PyTorch MB (rss) "
           "| attngrad MB (accounted) | GEMM share | GEMM GFLOP/s (% peak) "
           "| loss first->last (median of the last 5), ag / torch |")

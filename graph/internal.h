@@ -216,6 +216,13 @@ bool ag__in_parallel(void); /* inside a part: the arena and the tape are off lim
  * shorter), on the pool: for loops whose iterations are independent. */
 typedef void (*ag__range_fn)(void *ctx, int64_t begin, int64_t end);
 void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx);
+/* Once, before attngrad's first BLAS call: OpenBLAS single-threaded and on
+ * kernels that fit the CPU (graph/blas.c).  Thread-safe, cheap after. */
+void ag__blas_setup(void);
+/* Whether the BLAS runs 512-bit kernels (OpenBLAS's SkylakeX, Cooperlake,
+ * SapphireRapids): twice our kernel's 256-bit vectors (ops/gemm_kernel.c),
+ * which then wins only where it does less work, not where it is faster. */
+bool ag__blas_wide(void);
 /* fn(ctx, s, begin, end) over [0, lens[s]) of count arrays, each cut into
  * ranges of `grain` of its own, all in one parallel loop: one pass over
  * many arrays (every parameter) that wakes the pool once.  A range never

@@ -34,10 +34,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#ifdef AG_HAVE_OPENBLAS_THREADS
-#include <cblas.h>
-#endif
-
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
 #else
@@ -155,13 +151,6 @@ static void pool_start(void) {
     }
 }
 
-static void blas_single_threaded(void) {
-#ifdef AG_HAVE_OPENBLAS_THREADS
-    static bool done;
-    if (!done) openblas_set_num_threads(1);
-    done = true;
-#endif
-}
 
 static int default_team(void) {
     const char *env = getenv("AG_NUM_THREADS");
@@ -177,7 +166,7 @@ void ag_set_num_threads(int n) {
     if (n < 1) ag__fatal("ag_set_num_threads", "thread count %d must be >= 1", n);
     if (inside_job) ag__fatal("ag_set_num_threads", "called from inside a parallel loop");
     if (n > MAX_THREADS) n = MAX_THREADS;
-    blas_single_threaded();
+    ag__blas_setup(); /* OpenBLAS single-threaded (graph/blas.c) */
     if (n == pool.team) return;
     pool_stop(); /* started again, at the new size, by the next parallel loop */
     pool.team = n;
@@ -186,7 +175,7 @@ void ag_set_num_threads(int n) {
 int ag_get_num_threads(void) {
     if (!pool.team) {
         pool.team = default_team();
-        blas_single_threaded();
+        ag__blas_setup(); /* OpenBLAS single-threaded (graph/blas.c) */
     }
     return pool.team;
 }

@@ -31,6 +31,7 @@ static void scale_c(int M, int N, ag_real beta, ag_real *C, int ldc) {
 static void blas_gemm(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
                       const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc) {
     if (M == 0 || N == 0) return;
+    ag__blas_setup(); /* its kernels and threads, before the first call */
     if (K == 0) { /* BLAS may leave C alone when K = 0; the math says C = beta C */
         scale_c(M, N, beta, C, ldc);
         return;
@@ -183,9 +184,15 @@ void ag__gemm_blas(bool ta, bool tb, int M, int N, int K, ag_real alpha, const a
  *  - A^T B (the weight gradients) loses, 0.55-0.85: op(A)'s rows are
  *    columns of A, so each k of a tile reads a new row of A, M floats on.
  * Each element's bits still depend only on its row and column, so the
- * thread count changes nothing where the kernel runs. */
+ * thread count changes nothing where the kernel runs.
+ * Against OpenBLAS's 512-bit kernels on a CPU with two 512-bit FMA units
+ * (Intel's Emerald Rapids, 2026-12-05) the kernel's 256-bit vectors lose
+ * all these shapes, 0.36-0.62 (85 against 150 GFLOP/s, 52 against 153 at
+ * 10001x400x808): with ag__blas_wide() they all go to OpenBLAS (MS-SAN's
+ * step 99-118 -> 73-77 ms, MTSA's 164-172 -> 123-135).  On Zen 4, whose
+ * OpenBLAS runs the same kernels on 256-bit units, the two were even. */
 static bool packed_wins(bool ta, bool tb, int M, int N, int K) {
-    if (ta || N < 16 || N > 1024 || K < 16 || K > 2048) return false;
+    if (ta || N < 16 || N > 1024 || K < 16 || K > 2048 || ag__blas_wide()) return false;
     return tb ? M >= 64 : M >= 256 && (M >= 512 || K >= 512);
 }
 
@@ -265,7 +272,11 @@ typedef struct {
  * (MPSAN's dS h^T, 30x30x300: 49 -> 74; at 64x64x128 and 128x128x64 BLAS
  * wins, 80 -> 66 and 88 -> 50); A B up to 128 on the inner sides (MPSAN's
  * p h, 30x300x30: 72 -> 76; dual-axial's 128x64x128: 86 -> 95); A^T B with
- * a short K (MPSAN's p^T dS, 30x300x30: 72 -> 76; at 128x64x128 a tie). */
+ * a short K (MPSAN's p^T dS, 30x300x30: 72 -> 76; at 128x64x128 a tie).
+ * Against 512-bit OpenBLAS kernels these lose alone (109 against 67) but
+ * not in a step: the kernel skips the masked parts of attention rows
+ * (spans), which BLAS multiplies; sent to OpenBLAS, MPSAN's and MTSA's
+ * steps were slower (2026-12-05), so they stay here. */
 static bool small_kernel_wins(bool ta, bool tb, int M, int N, int K) {
     if (ta && tb) return false;
     if (tb) return M <= 32 && N <= 32;

@@ -269,6 +269,12 @@ void ag_shutdown(void);
  * the same for every count.  Not from inside a running op. */
 void ag_set_num_threads(int n);   /* n >= 1 */
 int ag_get_num_threads(void);
+/* The BLAS the CPU's products run on, e.g. "OpenBLAS 0.3.21, Cooperlake
+ * kernels".  An OpenBLAS that took kernels without AVX2 on a CPU it does
+ * not know (0.3.21 on Intel's Emerald Rapids: Prescott's, 5x slower) is
+ * moved to the ones it names for the CPU, unless OPENBLAS_CORETYPE is
+ * set; the text then says so.  Sets the BLAS up if nothing has yet. */
+const char *ag_blas_info(void);
 
 /* Anomaly mode, as PyTorch's detect_anomaly: every op checks its output and,
  * in backward, the gradients it produced for its inputs; the first inf or
