@@ -3,8 +3,10 @@
  *
  *     bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]
  *                  [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]
- *                  [--no-dropout]
+ *                  [--no-dropout] [--tile-256]
  *
+ * --tile-256 runs our GEMM kernel's 256-bit tile where the CPU has AVX-512
+ * (the 512-bit one's before/after; the same bits).
  * --device cuda runs the steps on the GPU (parameters and optimizer state
  * there, the batch copied per step as training does); each step ends with
  * ag_sync, so its time is the GPU's work, and "accounted" memory is the
@@ -481,7 +483,7 @@ static double param_pass_mb(const result *r) { return (double)r->params * sizeof
 static void usage(void) {
     fprintf(stderr, "usage: bench_models [--model NAME] [--threads N] [--steps K] [--warmup W] [--device cpu|cuda]\n"
                     "                    [--csv FILE] [--batch-dir DIR] [--no-peak | --peak-only] [--gemm-shapes]\n"
-                    "                    [--no-dropout] [--cuda-graphs]\n");
+                    "                    [--no-dropout] [--cuda-graphs] [--tile-256]\n");
     exit(2);
 }
 
@@ -494,6 +496,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--peak-only")) { peak = 2; continue; }
         if (!strcmp(a, "--gemm-shapes")) { want_shapes = 1; continue; }
         if (!strcmp(a, "--no-dropout")) { no_dropout = true; continue; }
+        if (!strcmp(a, "--tile-256")) { ag__gemm_kernel_256(true); continue; }
         if (!strcmp(a, "--cuda-graphs")) { cuda_graphs = 1; continue; }
         if (!v) usage();
         if (!strcmp(a, "--model")) only = v;

@@ -273,6 +273,9 @@ typedef struct {
     ag_real *panels; /* 16-column panels, K x 16 each, zero-padded */
 } ag__packed_b;
 bool ag__packed_gemm_ok(void);
+/* The 256-bit tile even where the CPU has AVX-512 (tests: both tiles give
+ * the same bits); not while a product runs. */
+void ag__gemm_kernel_256(bool on);
 ag__packed_b ag__pack_b(bool tb, int K, int N, const ag_real *B);
 void ag__gemm_packed(int M, const ag_real *A, int lda, const ag__packed_b *B, ag_real alpha, ag_real beta, ag_real *C,
                      int ldc);

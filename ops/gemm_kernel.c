@@ -36,12 +36,13 @@
 
 #include <stddef.h>
 
-enum { MR = 6, NR = 16 };
+enum { MR = 6, NR = 16, MR512 = 12 };
 
 #if !defined(AG_REAL_DOUBLE) && defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_KERNEL 1
 #include <immintrin.h>
 #define TARGET __attribute__((target("avx2,fma")))
+#define TARGET512 __attribute__((target("avx512f,avx2,fma")))
 #define INLINE static inline __attribute__((always_inline))
 #else
 #define HAVE_KERNEL 0
@@ -54,6 +55,25 @@ bool ag__packed_gemm_ok(void) {
     return false;
 #endif
 }
+
+/* The 512-bit tile where the CPU has AVX-512: a 16-column slice is one
+ * vector, so a tile holds 12 rows (12 accumulators: enough FMAs in flight
+ * for two FMA units of latency 4) where the 256-bit one holds 6 rows of
+ * two vectors.  The same FMA chain per element: the same bits. */
+static bool only_256; /* ag__gemm_kernel_256: the tests' way to the other tile */
+
+void ag__gemm_kernel_256(bool on) { only_256 = on; }
+
+#if HAVE_KERNEL
+static bool use_512(void) {
+    static int avx512 = -1;
+    if (avx512 < 0) avx512 = __builtin_cpu_supports("avx512f") != 0;
+    return avx512 && !only_256;
+}
+
+/* The tallest tile of the kernel this CPU runs. */
+static int tile_height(void) { return use_512() ? MR512 : MR; }
+#endif
 
 static int panels_of(int N) { return (N + NR - 1) / NR; }
 
@@ -209,8 +229,55 @@ TARGET INLINE void tile(const int mr, const bool masked, int nr, int K, const fl
     }
 }
 
-/* A tile of any height 1..6, each height (and B's last, masked slice) its
- * own unrolled copy. */
+/* The tile above with 512-bit vectors, up to 12 rows: one accumulator a
+ * row; B's masked slice and C's last nr < 16 columns through a lane mask. */
+TARGET512 INLINE void tile512(const int mr, const bool masked, int nr, int K, const float *A, ptrdiff_t a_rs,
+                              ptrdiff_t a_cs, const float *B, ptrdiff_t ldb, float alpha, float beta, float *C, int ldc) {
+    __m512 acc[MR512];
+    for (int i = 0; i < mr; i++) acc[i] = _mm512_setzero_ps();
+    __mmask16 m = (__mmask16)((1u << nr) - 1); /* C's columns (a panel's padding is not C) */
+    for (int k = 0; k < K; k++, A += a_cs, B += ldb) {
+        __m512 b = masked ? _mm512_maskz_loadu_ps(m, B) : _mm512_loadu_ps(B);
+#pragma GCC unroll 12
+        for (int i = 0; i < mr; i++) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(A[i * a_rs]), b, acc[i]);
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) {
+        float *c = C + (ptrdiff_t)i * ldc;
+        __m512 r = alpha == 1 ? acc[i] : _mm512_mul_ps(va, acc[i]);
+        if (beta != 0) { /* beta 0 must not read C: it may be uninitialised */
+            __m512 c0 = nr == NR ? _mm512_loadu_ps(c) : _mm512_maskz_loadu_ps(m, c);
+            r = _mm512_add_ps(beta == 1 ? c0 : _mm512_mul_ps(vb, c0), r);
+        }
+        if (nr == NR) _mm512_storeu_ps(c, r);
+        else _mm512_mask_storeu_ps(c, m, r);
+    }
+}
+
+#define TILE512_CASES(masked)                                                                       \
+    switch (mr) {                                                                                   \
+    case 12: tile512(12, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;         \
+    case 11: tile512(11, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;         \
+    case 10: tile512(10, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;         \
+    case 9: tile512(9, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    case 8: tile512(8, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    case 7: tile512(7, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    case 6: tile512(6, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    case 5: tile512(5, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    case 4: tile512(4, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    case 3: tile512(3, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    case 2: tile512(2, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    case 1: tile512(1, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
+    }
+TARGET512 static void tile_rows512(int mr, bool masked, int nr, int K, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                                   const float *B, ptrdiff_t ldb, float alpha, float beta, float *C, int ldc) {
+    if (masked) TILE512_CASES(true) else TILE512_CASES(false)
+}
+#undef TILE512_CASES
+
+/* A tile of any height 1..6 (1..12 with AVX-512), each height (and B's
+ * last, masked slice) its own unrolled copy. */
 #define TILE_CASES(masked)                                                                          \
     switch (mr) {                                                                                   \
     case 6: tile(6, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
@@ -222,18 +289,19 @@ TARGET INLINE void tile(const int mr, const bool masked, int nr, int K, const fl
     }
 TARGET static void tile_rows(int mr, bool masked, int nr, int K, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                              const float *B, ptrdiff_t ldb, float alpha, float beta, float *C, int ldc) {
-    if (masked) TILE_CASES(true) else TILE_CASES(false)
+    if (use_512()) tile_rows512(mr, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc);
+    else if (masked) TILE_CASES(true) else TILE_CASES(false)
 }
 #undef TILE_CASES
 
 /* Rows [0, M) of C against one 16-column slice of B, cut into as few
- * tiles as the 6-row kernel allows, of even height (32 rows: 6,6,5,5,5,5
- * rather than 6,6,6,6,6,2, whose last tile would spend a whole pass over
- * the slice on two rows). */
+ * tiles as the tile height allows (6, or 12 with AVX-512), of even height
+ * (32 rows: 6,6,5,5,5,5 rather than 6,6,6,6,6,2, whose last tile would
+ * spend a whole pass over the slice on two rows). */
 TARGET static void rows_against_slice(int M, bool masked, int nr, int K, const float *A, ptrdiff_t a_rs,
                                       ptrdiff_t a_cs, const float *B, ptrdiff_t ldb, float alpha, float beta,
                                       float *C, int ldc) {
-    int tiles = (M + MR - 1) / MR;
+    int tiles = (M + tile_height() - 1) / tile_height();
     for (int t = 0, i0 = 0; t < tiles; t++) {
         int mr = M / tiles + (t < M % tiles);
         tile_rows(mr, masked, nr, K, A + i0 * a_rs, a_rs, a_cs, B, ldb, alpha, beta, C + (ptrdiff_t)i0 * ldc, ldc);
@@ -356,7 +424,7 @@ static void tile_span(const ag__k_span *rows, int mr, int *lo, int *hi) {
 TARGET static void span_rows_against_slice(int M, bool masked, int nr, const ag__k_span *spans, const float *A,
                                            ptrdiff_t a_rs, ptrdiff_t a_cs, const float *B, ptrdiff_t ldb, float alpha,
                                            float beta, float *C, int ldc) {
-    int tiles = (M + MR - 1) / MR;
+    int tiles = (M + tile_height() - 1) / tile_height();
     for (int t = 0, i0 = 0; t < tiles; t++) {
         int mr = M / tiles + (t < M % tiles), lo, hi;
         tile_span(spans + i0, mr, &lo, &hi);
@@ -413,8 +481,8 @@ static int panels_per_part(int M, int N, int K) {
  * blocks 89, 160 KB (132 rows at K = 300) 91-101 against OpenBLAS's 94-99. */
 enum { BLOCK_BYTES = 160 << 10 };
 static int block_rows_of(int M, int K) {
-    int rows = BLOCK_BYTES / (K * (int)sizeof(float)) / MR * MR;
-    if (rows < MR) rows = MR;
+    int mr = tile_height(), rows = BLOCK_BYTES / (K * (int)sizeof(float)) / mr * mr;
+    if (rows < mr) rows = mr;
     return rows < M ? rows : M;
 }
 

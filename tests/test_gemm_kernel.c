@@ -375,6 +375,48 @@ static void test_blocked_bits(void) {
     free(A), free(B), free(C1), free(C2);
 }
 
+/* The two tiles give every element the same FMA chain: the same bits, on
+ * the packed path, the small products and the spans. */
+static void test_tiles_agree(void) {
+    uint64_t seed = 11;
+    const int sizes[][3] = {{37, 1600, 400}, {61, 40, 150}, {13, 33, 7}, {30, 300, 30}, {1, 17, 5}, {25, 16, 64}};
+    int same = 0;
+    for (int s = 0; s < 6; s++) {
+        int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
+        float *C[2][3];
+        for (int64_t i = 0; i < (int64_t)M * K; i++) A[i] = (i % 5 == 0) ? 0 : rnd(&seed); /* zeros: spans */
+        for (int64_t i = 0; i < (int64_t)K * N; i++) B[i] = rnd(&seed);
+        for (int w = 0; w < 2; w++) {
+            ag__gemm_kernel_256(w == 1);
+            for (int v = 0; v < 3; v++) C[w][v] = malloc(sizeof(float) * (size_t)M * N);
+            ag_mark_t m = ag_mark();
+            ag__packed_b P = ag__pack_b(false, K, N, B);
+            ag__gemm_packed(M, A, K, &P, 1, 0, C[w][0], N);
+            ag_rewind(m);
+            CHECK(ag__gemm_small(false, false, M, N, K, -0.5f, A, K, B, N, 0, C[w][1], N, NULL));
+            if (M <= AG_SPAN_ROWS) {
+                ag__k_span spans[AG_SPAN_ROWS];
+                int mm, kk;
+                ag__k_spans(A, false, M, K, K, spans, &mm, &kk);
+                CHECK(ag__gemm_small(false, false, M, N, K, 1, A, K, B, N, 0, C[w][2], N, spans));
+            } else {
+                memcpy(C[w][2], C[w][0], sizeof(float) * (size_t)M * N);
+            }
+        }
+        for (int v = 0; v < 3; v++) {
+            bool eq = !memcmp(C[0][v], C[1][v], sizeof(float) * (size_t)M * N);
+            CHECK(eq, "%dx%dx%d (%s): the 512-bit and 256-bit tiles differ", M, N, K,
+                  v == 0 ? "packed" : v == 1 ? "small" : "spans");
+            same += eq;
+            free(C[0][v]), free(C[1][v]);
+        }
+        free(A), free(B);
+    }
+    ag__gemm_kernel_256(false);
+    printf("  the 512-bit and 256-bit tiles: the same bits in %d of 18 products\n", same);
+}
+
 int main(void) {
 #ifdef AG_REAL_DOUBLE
     puts("f32 only: skipped");
@@ -384,12 +426,20 @@ int main(void) {
         puts("no AVX2+FMA: the kernel is not used here, skipped");
         return 77;
     }
-    test_sizes();
-    test_bits();
-    test_blocked();
-    test_blocked_bits();
-    test_small();
-    test_spans();
+    __builtin_cpu_init();
+    bool avx512 = __builtin_cpu_supports("avx512f");
+    for (int pass = 0; pass < (avx512 ? 2 : 1); pass++) { /* the 512-bit tile, then the 256-bit one */
+        ag__gemm_kernel_256(pass == 1 || !avx512);
+        printf("%s tile:\n", pass == 1 || !avx512 ? "256-bit" : "512-bit");
+        test_sizes();
+        test_bits();
+        test_blocked();
+        test_blocked_bits();
+        test_small();
+        test_spans();
+    }
+    if (avx512) test_tiles_agree();
+    else puts("no AVX-512: the 512-bit tile is not used here, not compared");
     ag_shutdown();
     return check_summary("gemm_kernel");
 #endif
