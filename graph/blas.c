@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h> /* strcasecmp */
 
 #ifdef AG_HAVE_OPENBLAS_THREADS
 #include <cblas.h>
@@ -76,7 +77,7 @@ static bool choose_kernels(char *took, size_t n) {
 static bool choose_kernels(char *took, size_t n) { return (void)took, (void)n, false; }
 #endif
 
-/* "OpenBLAS 0.3.21, Cooperlake kernels (it took Prescott, ...)" */
+/* blas_info: "OpenBLAS 0.3.21, Cooperlake kernels (chosen by attngrad: ...)" */
 static void setup(void) {
 #ifdef AG_HAVE_OPENBLAS_THREADS
     char took[32];
@@ -87,8 +88,8 @@ static void setup(void) {
     int k = snprintf(blas_info, sizeof blas_info, "%.*s, %s kernels", version, config,
                      openblas_get_corename ? openblas_get_corename() : "its own");
     if (chose)
-        snprintf(blas_info + k, sizeof blas_info - (size_t)k, " (chosen by attngrad: OpenBLAS took %s, without the "
-                 "CPU's AVX2)", took);
+        snprintf(blas_info + k, sizeof blas_info - (size_t)k, " (chosen by attngrad: OpenBLAS took %s, which lacks "
+                 "this CPU's AVX2)", took);
     const char *core = openblas_get_corename ? openblas_get_corename() : "";
     blas_wide = !strcasecmp(core, "SkylakeX") || !strcasecmp(core, "Cooperlake") || !strcasecmp(core, "SapphireRapids");
     openblas_set_num_threads(1);

@@ -149,6 +149,8 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
            (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched,
            o->lr_steps[0] ? ", per step " : "", o->lr_steps, out);
     print_vectors(t, o);
+    if (strstr(ag_blas_info(), "chosen by attngrad")) /* a BLAS that would have run 5x slower, said once */
+        printf("  BLAS: %s\n", ag_blas_info());
     if (d->sets[0].stats.skipped)
         printf("  note: %lld malformed lines skipped (%s)\n", (long long)d->sets[0].stats.skipped,
                d->sets[0].stats.first_warning);
