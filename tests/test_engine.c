@@ -24,8 +24,12 @@
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
-static long libc_allocs, blas_allocs;
-static int in_blas; /* > 0 while a BLAS routine runs (the wrappers below) */
+/* Counted from every thread (a GEMM cut into parts calls BLAS on the
+ * pool's workers too): atomic counts, and "inside BLAS" per thread - a
+ * shared plain counter lost an update when two threads entered BLAS at
+ * once, and from then on the BLAS's own mallocs counted as the process's. */
+static _Atomic long libc_allocs, blas_allocs;
+static _Thread_local int in_blas; /* > 0 while a BLAS routine runs on this thread (the wrappers below) */
 static void count_alloc(void) { if (in_blas) blas_allocs++; else libc_allocs++; }
 void *malloc(size_t n) { count_alloc(); return __libc_malloc(n); }
 void *calloc(size_t n, size_t s) { count_alloc(); return __libc_calloc(n, s); }
