@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
 #define cpu_relax() __builtin_ia32_pause()
 #else
 #define cpu_relax() ((void)0)
@@ -68,6 +69,65 @@ static struct {
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local bool inside_job; /* nested loops run inline */
+
+/* ---- subnormal numbers: flushed to zero, or kept ----
+ *
+ * Why: on x86 a float operation whose input or result is subnormal (below
+ * 1.2e-38) takes a microcode assist of ~100 cycles.  Adam with coupled L2
+ * drives the weights of an input that no longer reaches the loss through
+ * the subnormal range, where the rounding of lr*m/sqrt(v) holds them:
+ * MTSA's pooling weights were 26% subnormal after 40 epochs of SUBJ, and
+ * every product with them ran 10x slower (docs/performance.md).  Flushing
+ * (FTZ: subnormal results become 0; DAZ: subnormal inputs read as 0) is
+ * the MXCSR's (x86) or FPCR's (Arm) business, a per-thread register: the
+ * mode is one number here, and every thread that runs a parallel loop (the
+ * caller and the pool's workers) takes it before its first part, so the
+ * results stay bitwise the same for every thread count. */
+static _Atomic int flush_mode = -1;            /* 1 flush, 0 keep, -1 never set: registers left alone */
+static _Thread_local int thread_mode = -1;     /* the mode this thread's register holds; -1 unknown */
+
+static bool fp_register_flush(bool on) { /* this thread's register; false where the CPU has no such mode */
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned csr = _mm_getcsr(), bits = 0x8000 | 0x0040; /* FTZ | DAZ */
+    _mm_setcsr(on ? csr | bits : csr & ~bits);
+    return true;
+#elif defined(__aarch64__)
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    fpcr = on ? fpcr | (1u << 24) : fpcr & ~(uint64_t)(1u << 24); /* FZ */
+    __asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
+    return true;
+#else
+    (void)on;
+    return false;
+#endif
+}
+
+/* This thread takes the engine's mode (a load and a compare when it has). */
+static inline void fp_follow(void) {
+    int want = atomic_load_explicit(&flush_mode, memory_order_relaxed);
+    if (want >= 0 && thread_mode != want) {
+        fp_register_flush(want);
+        thread_mode = want;
+    }
+}
+
+bool ag_flush_denormals(bool on) {
+    int was = atomic_exchange(&flush_mode, on);
+    fp_register_flush(on);
+    thread_mode = on;
+    return was == 1;
+}
+
+bool ag_flush_denormals_enabled(void) { return atomic_load(&flush_mode) == 1; }
+
+bool ag_flush_denormals_supported(void) {
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+    return true;
+#else
+    return false;
+#endif
+}
 
 /* Claims and runs parts of generation gen until none is left or the job is
  * over. */
@@ -116,6 +176,7 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load(&pool.stop)) return NULL;
         seen = g;
+        fp_follow();
         run_parts(g);
     }
 }
@@ -182,6 +243,7 @@ int ag_get_num_threads(void) {
 
 void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx) {
     if (parts <= 0) return;
+    fp_follow();
     if (parts == 1 || inside_job || ag_get_num_threads() == 1) {
         bool was = inside_job;
         inside_job = true; /* the same rules as on the pool, whatever the thread count */
@@ -231,6 +293,7 @@ void ag__parallel_range(int64_t n, int64_t grain, ag__range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     if (n <= grain) {
+        fp_follow();
         fn(ctx, 0, n);
         return;
     }

@@ -44,6 +44,10 @@ expect 0 'no op table: the run ended after 2 training steps' "$AG" train "${SMAL
 expect 0 '--profile K +time every op' "$AG" train --help
 
 expect 0 '^test +accuracy [0-9.]+%  loss [0-9.]+  \(50 examples\)' "$AG" eval --ckpt "$T/run/best.safetensors"
+# subnormals flushed (the default) or kept: the same scores where the model has none
+[ "$("$AG" eval --ckpt "$T/run/best.safetensors" --denormals keep)" = "$("$AG" eval --ckpt "$T/run/best.safetensors")" ] &&
+  ok || bad "eval --denormals keep differs from the default"
+expect 2 "option --denormals: 'zero': expected flush or keep" "$AG" eval --ckpt "$T/run/best.safetensors" --denormals zero
 out=$(printf 'w1 A w2 B\n\nB w3 w4 w5 A w6\n' | "$AG" predict --ckpt "$T/run/best.safetensors")
 lines=$(printf '%s\n' "$out" | wc -l)
 [ "$lines" -eq 3 ] && ok || bad "predict: want 3 output lines, got $lines"

@@ -9,6 +9,9 @@
 #include "attngrad/model.h"
 #include "../train/internal.h"
 
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -298,6 +301,71 @@ static void test_ops_thread_invariant(void) {
     }
 }
 
+/* ---- subnormal numbers flushed (ag_flush_denormals) ---- */
+
+#ifdef AG_REAL_DOUBLE
+#define REAL_MIN DBL_MIN
+#else
+#define REAL_MIN FLT_MIN
+#endif
+
+static ag_real tiny_products[4096]; /* per part: tiny * tiny, 0 where flushed */
+
+static void tiny_product_part(void *ctx, int64_t p) {
+    volatile ag_real half_root = (ag_real)(sqrt(REAL_MIN) * 0.5); /* its square: REAL_MIN / 4, subnormal */
+    (void)ctx;
+    tiny_products[p] = half_root * half_root;
+}
+
+/* What every part computed: 1 all flushed, 0 none, -1 some (a thread behind). */
+static int parts_flushed(void) {
+    memset(tiny_products, 0xff, sizeof tiny_products);
+    ag__parallel(4096, tiny_product_part, NULL);
+    int zeros = 0;
+    for (int p = 0; p < 4096; p++) zeros += tiny_products[p] == 0;
+    return zeros == 4096 ? 1 : zeros == 0 ? 0 : -1;
+}
+
+/* ag_mul of a subnormal by one, over enough elements to be split: FTZ
+ * (results) and DAZ (inputs) alike; 1 all zero, 0 none. */
+static int op_flushed(void) {
+    int n[1] = {1 << 18};
+    ag_tensor *a = ag_tensor_new(1, n), *one = ag_tensor_new(1, n);
+    for (int64_t k = 0; k < a->size; k++) a->data[k] = REAL_MIN / 4, one->data[k] = 1;
+    ag_tensor *y = ag_mul(a, one);
+    int64_t zeros = 0, size = y->size;
+    for (int64_t k = 0; k < size; k++) zeros += y->data[k] == 0;
+    ag_step_end();
+    return zeros == size ? 1 : zeros == 0 ? 0 : -1;
+}
+
+static void *op_flushed_thread(void *arg) {
+    *(int *)arg = op_flushed();
+    return NULL;
+}
+
+static void test_flush_denormals(void) {
+    if (!ag_flush_denormals_supported()) {
+        printf("  flush denormals: not on this CPU, skipped\n");
+        return;
+    }
+    ag_set_num_threads(3);
+    CHECK(!ag_flush_denormals_enabled(), "the library leaves subnormals alone until asked");
+    int pf = parts_flushed(), of = op_flushed();
+    CHECK(pf == 0 && of == 0, "off: every part (%d) and op (%d) keeps subnormals", pf, of);
+    CHECK(!ag_flush_denormals(true) && ag_flush_denormals_enabled(), "returns the previous setting");
+    CHECK(parts_flushed() == 1, "on: every thread's parts flush");
+    CHECK(op_flushed() == 1, "on: an op reads subnormal inputs as 0");
+    int other = -2;
+    pthread_t t;
+    pthread_create(&t, NULL, op_flushed_thread, &other);
+    pthread_join(t, NULL);
+    CHECK(other == 1, "on: a thread that never asked follows at its first op (%d)", other);
+    ag_set_num_threads(2); /* new workers take the mode too */
+    CHECK(parts_flushed() == 1, "on: a new pool's workers flush");
+    CHECK(ag_flush_denormals(false) && parts_flushed() == 0 && op_flushed() == 0, "off again: the workers follow");
+}
+
 /* ---- large shapes against plain loops ---- */
 
 /* The broadcast ops at shapes above their split points, in f64 against a
@@ -460,6 +528,7 @@ int main(int argc, char **argv) {
     bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     test_pool();
     test_misuse();
+    test_flush_denormals();
     if (!quick) {
         test_ops_thread_invariant();
         test_broadcast_reference();

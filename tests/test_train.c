@@ -169,6 +169,7 @@ static void test_learns(void) {
     ag_train_result r;
     int rc = ag_train(&o, &r, err, sizeof err);
     CHECK(rc == 0, "%s", err);
+    CHECK(!ag_flush_denormals_enabled(), "ag_train gives the caller back its subnormals setting");
     printf("  generated task: loss %.4f -> %.4f, dev acc %.1f%%, test acc %.1f%%, %lld steps, %.1f s\n", r.first_loss,
            r.last_loss, 100 * r.dev.accuracy, 100 * r.test.accuracy, (long long)r.steps, r.seconds);
     CHECK(r.last_loss < 0.6 * r.first_loss, "loss %.4f -> %.4f", r.first_loss, r.last_loss);

@@ -142,9 +142,11 @@ static int parse_args(const command *c, int argc, char **argv, ag_train_opts *o,
 }
 
 /* --threads sets the engine's pool, which also keeps OpenBLAS at one
- * thread (docs/performance.md); 0 keeps the default (one per core). */
-static void set_threads(int n) {
-    if (n > 0) ag_set_num_threads(n);
+ * thread (docs/performance.md); 0 keeps the default (one per core).
+ * --denormals: subnormal floats flushed to zero unless "keep". */
+static void set_engine(int threads, const ag_train_opts *o) {
+    if (threads > 0) ag_set_num_threads(threads);
+    ag_flush_denormals(strcmp(o->denormals, "keep") != 0);
 }
 
 /* ---- train ---- */
@@ -218,7 +220,7 @@ static int cmd_train(const command *c, int argc, char **argv) {
     if (!o.resume && ag_train_unread_options(&o, unread, sizeof unread)) /* a resumed config records every size */
         fprintf(stderr, "attngrad train: note: model %s does not read %s: ignored\n", o.model, unread);
     /* the generated task's matrices are small: one BLAS thread is faster than two that wait on each other */
-    set_threads(o.threads > 0 ? o.threads : o.data[0] ? 0 : 1);
+    set_engine(o.threads > 0 ? o.threads : o.data[0] ? 0 : 1, &o);
     /* SIGTERM or Ctrl-C: finish the step, save it, say how to go on (a
      * second one ends the process at once).  Not under mpirun, whose ranks
      * would each stop at a step of their own and wait on each other. */
@@ -295,7 +297,7 @@ static int load_checkpoint(const command *c, int argc, char **argv, loaded_run *
     for (int i = 2; i < argc; i++) /* new data: the old data's name and format no longer apply */
         for (int k = 0; k < 3; k++)
             if (!strncmp(argv[i], data_keys[k], strlen(data_keys[k]))) o->dataset[0] = o->format[0] = 0, new_data = true;
-    set_threads(first.threads);
+    set_engine(first.threads, &first);
     rc = parse_args(c, argc, argv, o, &x);
     /* LM text of the user's, which has no way of its own: cut as the run's
      * text was (a data set such as wikitext2 keeps its own; --lm-split rules) */
@@ -611,7 +613,7 @@ static int cmd_gradcheck(const command *c, int argc, char **argv) {
     cli_extra x = {0};
     int rc = parse_args(c, argc, argv, &o, &x);
     if (rc) return rc;
-    set_threads(o.threads); /* the result does not depend on it: a check at any thread count */
+    set_engine(o.threads, &o); /* the result does not depend on it: a check at any thread count */
     char err[1024];
     rc = ag_model_gradcheck(&o, stdout, err, sizeof err);
     if (rc < 0) fprintf(stderr, "attngrad gradcheck: %s\n", err);
@@ -627,7 +629,7 @@ static int cmd_dump(const command *c, int argc, char **argv) {
         fprintf(stderr, "attngrad dump-step: --out FILE is required\n");
         return EXIT_USAGE;
     }
-    set_threads(o.threads);
+    set_engine(o.threads, &o);
     char err[1024];
     if (ag_dump_step(&o, o.out, err, sizeof err)) {
         fprintf(stderr, "attngrad dump-step: %s\n", err);

@@ -349,7 +349,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
                     o->data[0] ? o->data : "the generated task");
     ag__step_profile profile = {.want = o->profile};
     bool anomaly = ag_anomaly(o->detect_anomaly); /* warm-up, steps and evaluations alike */
+    bool flushed = ag_flush_denormals(strcmp(o->denormals, "keep") != 0); /* core.h: Adam+L2's subnormal weights */
     int rc = train_folds(o, folds, deadline, &profile, r, err, errlen);
+    ag_flush_denormals(flushed);
     ag_anomaly(anomaly);
     ag__profile_close(&profile, rc);
     r->seconds = ag__seconds() - t0;

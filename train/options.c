@@ -40,6 +40,7 @@ static const char *check_fingerprint(const char *v);
 static const char *check_device(const char *v);
 static const char *check_input(const char *v);
 static const char *check_long_lines(const char *v);
+static const char *check_denormals(const char *v);
 
 #define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
 enum {
@@ -137,7 +138,11 @@ static const opt_def opts[] = {
     {"patience", O_INT, F(patience), 0, 1 << 20, TR, true, "N", "stop after N epochs without a better dev score", NULL},
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop after N optimizer steps (CV: per fold)", NULL},
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command)", NULL},
-    {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR | GC | DU | GE, false, "N", "OpenBLAS threads (0: its default; 1 on the generated task)", NULL},
+    {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR | GC | DU | GE, false, "N",
+     "the engine's threads; OpenBLAS runs one in each (0: one per core; 1 on the generated task)", NULL},
+    {"denormals", O_STR, F(denormals), 0, 0, TR | EV | PR | GC | DU | HM | GE, false, "HOW",
+     "flush (default: subnormal floats computed as 0, as TensorFlow does; x86 is 10-100x slower on them) or keep",
+     check_denormals},
     {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU | GC | HM | GE, false, "D",
      "where the steps run: cpu (default) or cuda (the first GPU; a build with CUDA)", check_device},
     {"cuda-graphs", O_SWITCH, F(cuda_graphs), 0, 1, TR, false, NULL,
@@ -212,6 +217,10 @@ static const char *check_flags(const char *v) {
 
 static const char *check_long_lines(const char *v) {
     return one_of(v, (const char *[]){"", "refuse", "cut", NULL}, "expected refuse or cut");
+}
+
+static const char *check_denormals(const char *v) {
+    return one_of(v, (const char *[]){"", "flush", "keep", NULL}, "expected flush or keep");
 }
 
 static const char *check_input(const char *v) {

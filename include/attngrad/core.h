@@ -276,6 +276,20 @@ int ag_get_num_threads(void);
  * set; the text then says so.  Sets the BLAS up if nothing has yet. */
 const char *ag_blas_info(void);
 
+/* Subnormal floats (below 1.2e-38) flushed to zero on the CPU, as
+ * TensorFlow and XLA do: a subnormal input reads as 0, a subnormal result
+ * becomes 0.  x86 computes with them 10-100x slower, and Adam with L2
+ * leaves weights there (docs/performance.md, "Subnormal weights").  Sets
+ * the calling thread and the engine's, and every thread that runs an op
+ * follows, so results stay the same for every thread count.  Off in the
+ * library until asked (the caller's own arithmetic is its business); on in
+ * ag_train and the attngrad commands (--denormals keep turns it off).  A
+ * no-op where the CPU has no such mode (ag_flush_denormals_supported).
+ * Returns the previous setting. */
+bool ag_flush_denormals(bool on);
+bool ag_flush_denormals_enabled(void);
+bool ag_flush_denormals_supported(void);
+
 /* Anomaly mode, as PyTorch's detect_anomaly: every op checks its output and,
  * in backward, the gradients it produced for its inputs; the first inf or
  * NaN an op makes from finite inputs stops the program as a programmer

@@ -83,7 +83,8 @@ typedef struct {
     int patience;           /* early stopping; 0 = off */
     int64_t max_steps;      /* 0 = no limit */
     double max_minutes;     /* 0 = no limit */
-    int threads;            /* OpenBLAS threads; 0 = its default */
+    int threads;            /* the engine's threads (ag_set_num_threads); 0 = one per core */
+    char denormals[8];      /* "flush" (or "") or "keep": ag_flush_denormals while the command runs */
     char device[16];        /* where the step runs: "cpu" (or "") or "cuda" / "cuda:0" */
     int cuda_graphs;        /* with device cuda: ag_cuda_graphs(true) */
     char out[AG_PATH_MAX];  /* run folder; "" = runs/<model>-<data>-<time> */
