@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int check_passed_, check_failed_;
 
@@ -43,6 +44,17 @@ static inline double check_worst(double worst, double err) { return isnan(err) ?
 static inline bool check_env_on(const char *name) {
     const char *v = getenv(name);
     return v && v[0] == '1' && !v[1];
+}
+
+/* Whether `name` is one of the comma-separated names of `list`. */
+static inline bool check_listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n)) return true;
+        p += len;
+        if (!*p) return false;
+    }
 }
 
 static inline int check_summary(const char *name) {
