@@ -18,7 +18,7 @@
  *
  * Nothing else in the process may be inside OpenBLAS at that moment: the
  * setup runs at attngrad's first product or thread setting, normally
- * before any work. */
+ * before any work, and stops OpenBLAS's own threads first. */
 #include "internal.h"
 
 #include <pthread.h>
@@ -35,6 +35,7 @@ char *openblas_get_corename(void) __attribute__((weak));
 char *openblas_get_config(void) __attribute__((weak));
 void gotoblas_dynamic_init(void) __attribute__((weak));
 void gotoblas_dynamic_quit(void) __attribute__((weak));
+int blas_thread_shutdown_(void) __attribute__((weak)); /* pthreads builds: stops its server threads */
 #endif
 
 static char blas_info[160] = "a CBLAS (not OpenBLAS)";
@@ -67,6 +68,14 @@ static bool choose_kernels(char *took, size_t n) {
     snprintf(took, n, "%s", openblas_get_corename());
     const char *want = kernels_for_cpu();
     if (!want || vector_kernels(took)) return false;
+    /* The pthreads build starts its server threads at load, and each one's
+     * first act is blas_memory_alloc, which runs gotoblas_dynamic_init if
+     * it finds the kernel table unset: on a loaded machine one could start
+     * inside our quit-init window, store get_coretype()'s NULL (unknown
+     * CPU) over our choice and crash us (1 start in ~900 under load), or
+     * leave its Prescott table.  They are stopped first; OpenBLAS is at
+     * one thread already (setup), so none is started again. */
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
     setenv("OPENBLAS_CORETYPE", want, 0); /* what gotoblas_dynamic_init reads */
     gotoblas_dynamic_quit();
     gotoblas_dynamic_init();
@@ -80,6 +89,9 @@ static bool choose_kernels(char *took, size_t n) { return (void)took, (void)n, f
 /* blas_info: "OpenBLAS 0.3.21, Cooperlake kernels (chosen by attngrad: ...)" */
 static void setup(void) {
 #ifdef AG_HAVE_OPENBLAS_THREADS
+    /* first: it starts OpenBLAS's server threads again where they were
+     * stopped, and choose_kernels stops them for good */
+    openblas_set_num_threads(1);
     char took[32];
     bool chose = choose_kernels(took, sizeof took);
     const char *config = openblas_get_config ? openblas_get_config() : "OpenBLAS"; /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
@@ -92,7 +104,6 @@ static void setup(void) {
                  "this CPU's AVX2)", took);
     const char *core = openblas_get_corename ? openblas_get_corename() : "";
     blas_wide = !strcasecmp(core, "SkylakeX") || !strcasecmp(core, "Cooperlake") || !strcasecmp(core, "SapphireRapids");
-    openblas_set_num_threads(1);
 #endif
 }
 

@@ -498,6 +498,7 @@ static void usage(FILE *f) {
             "  --linear         linear y axis for the loss plots (log by default)\n"
             "  --out PREFIX     output prefix (optim)\n"
             "  --threads N      the engine's threads (0: one per core, the default)\n"
+            "  --denormals HOW  flush (default: subnormal floats computed as 0, as `attngrad train`) or keep\n"
             "  --device D       cpu (default), cuda or cuda:N: each run's parameters, optimizer and steps on a GPU\n"
             "  --max-minutes M  time for the whole comparison: each optimizer stops after M / count minutes\n"
             "                   (at a step's end; that epoch is evaluated where it stopped)\n"
@@ -569,7 +570,7 @@ static void fatal_exit(const char *msg) {
  * sched, out) are this tool's; stopping and run-folder options do not apply. */
 static bool trainer_option(const char *key, int *takes_value) {
     static const char *const not_here[] = {"patience", "max-steps", "max-minutes", "resume", "force",
-                                           "progress", "quiet", "threads", "model"};
+                                           "progress", "quiet", "threads", "denormals", "model"};
     for (size_t i = 0; i < sizeof not_here / sizeof *not_here; i++)
         if (!strcmp(key, not_here[i])) return false;
     return ag_train_option_info(key, AG_CMD_TRAIN, takes_value);
@@ -610,6 +611,7 @@ int main(int argc, char **argv) {
     argv[plugins] = argv[0]; /* the other options as if no --plugin came first */
     argv += plugins, argc -= plugins;
     double minutes = 0, threads = 0;
+    bool keep_denormals = false;
     static registered_setup setup;
     setup.o = ag_train_opts_default();
     const char *model_name = NULL;
@@ -649,6 +651,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--l2")) ok = parse_number(a, v, 0, INFINITY, &s.l2);
         else if (!strcmp(a, "--smooth")) ok = parse_number(a, v, 0, 0.9999, &s.smooth);
         else if (!strcmp(a, "--threads")) ok = parse_number(a, v, 0, 1024, &threads);
+        else if (!strcmp(a, "--denormals") && v && (!strcmp(v, "flush") || !strcmp(v, "keep")))
+            keep_denormals = !strcmp(v, "keep");
         else if (!strcmp(a, "--max-minutes")) ok = parse_number(a, v, 0, 1e9, &minutes);
         else if (!strcmp(a, "--device") && (!v || !*v || ag__train_device_index(v) < -1)) {
             fprintf(stderr, "optim_experiments: --device '%s': expected cpu, cuda or cuda:N (N a GPU's index)\n",
@@ -711,6 +715,7 @@ int main(int argc, char **argv) {
         specs[n++] = "adadelta:lr=0.5,rho=0.95";
     }
     if (threads > 0) ag_set_num_threads((int)threads);
+    ag_flush_denormals(!keep_denormals); /* as attngrad train: Adam+L2's subnormal weights (core.h) */
     s.seconds_per_run = 60 * minutes / n; /* equal shares: no optimizer is favoured by coming first */
     ag_sched_config sc;
     if (ag_sched_parse(s.sched, &sc)) {

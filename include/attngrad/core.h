@@ -280,8 +280,9 @@ const char *ag_blas_info(void);
  * TensorFlow and XLA do: a subnormal input reads as 0, a subnormal result
  * becomes 0.  x86 computes with them 10-100x slower, and Adam with L2
  * leaves weights there (docs/performance.md, "Subnormal weights").  Sets
- * the calling thread and the engine's, and every thread that runs an op
- * follows, so results stay the same for every thread count.  Off in the
+ * the calling thread and the engine's; another thread that runs ops takes
+ * it at its next parallel loop (nearly every op's kernel is one), so the
+ * results stay the same for every thread count.  Off in the
  * library until asked (the caller's own arithmetic is its business); on in
  * ag_train and the attngrad commands (--denormals keep turns it off).  A
  * no-op where the CPU has no such mode (ag_flush_denormals_supported).
