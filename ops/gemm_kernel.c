@@ -255,44 +255,33 @@ TARGET512 INLINE void tile512(const int mr, const bool masked, int nr, int K, co
     }
 }
 
-#define TILE512_CASES(masked)                                                                       \
-    switch (mr) {                                                                                   \
-    case 12: tile512(12, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;         \
-    case 11: tile512(11, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;         \
-    case 10: tile512(10, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;         \
-    case 9: tile512(9, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    case 8: tile512(8, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    case 7: tile512(7, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    case 6: tile512(6, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    case 5: tile512(5, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    case 4: tile512(4, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    case 3: tile512(3, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    case 2: tile512(2, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    case 1: tile512(1, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;           \
-    }
+/* A tile of any height 1..6 (1..12 with AVX-512), each height (and B's
+ * last, masked slice) its own unrolled copy: `tile_fn` at height h. */
+#define TILE_CASE(tile_fn, h, masked)                                                               \
+    case h: tile_fn(h, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;
+#define TILE_CASES_6(tile_fn, masked)                                                               \
+    TILE_CASE(tile_fn, 6, masked) TILE_CASE(tile_fn, 5, masked) TILE_CASE(tile_fn, 4, masked)       \
+    TILE_CASE(tile_fn, 3, masked) TILE_CASE(tile_fn, 2, masked) TILE_CASE(tile_fn, 1, masked)
+#define TILE_CASES_12(tile_fn, masked)                                                              \
+    TILE_CASE(tile_fn, 12, masked) TILE_CASE(tile_fn, 11, masked) TILE_CASE(tile_fn, 10, masked)    \
+    TILE_CASE(tile_fn, 9, masked) TILE_CASE(tile_fn, 8, masked) TILE_CASE(tile_fn, 7, masked)       \
+    TILE_CASES_6(tile_fn, masked)
+
 TARGET512 static void tile_rows512(int mr, bool masked, int nr, int K, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                                    const float *B, ptrdiff_t ldb, float alpha, float beta, float *C, int ldc) {
-    if (masked) TILE512_CASES(true) else TILE512_CASES(false)
+    if (masked) switch (mr) { TILE_CASES_12(tile512, true) }
+    else switch (mr) { TILE_CASES_12(tile512, false) }
 }
-#undef TILE512_CASES
 
-/* A tile of any height 1..6 (1..12 with AVX-512), each height (and B's
- * last, masked slice) its own unrolled copy. */
-#define TILE_CASES(masked)                                                                          \
-    switch (mr) {                                                                                   \
-    case 6: tile(6, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
-    case 5: tile(5, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
-    case 4: tile(4, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
-    case 3: tile(3, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
-    case 2: tile(2, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
-    case 1: tile(1, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc); break;              \
-    }
 TARGET static void tile_rows(int mr, bool masked, int nr, int K, const float *A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                              const float *B, ptrdiff_t ldb, float alpha, float beta, float *C, int ldc) {
     if (use_512()) tile_rows512(mr, masked, nr, K, A, a_rs, a_cs, B, ldb, alpha, beta, C, ldc);
-    else if (masked) TILE_CASES(true) else TILE_CASES(false)
+    else if (masked) switch (mr) { TILE_CASES_6(tile, true) }
+    else switch (mr) { TILE_CASES_6(tile, false) }
 }
-#undef TILE_CASES
+#undef TILE_CASES_12
+#undef TILE_CASES_6
+#undef TILE_CASE
 
 /* Rows [0, M) of C against one 16-column slice of B, cut into as few
  * tiles as the tile height allows (6, or 12 with AVX-512), of even height
