@@ -55,6 +55,10 @@ expect 2 'is an option of the MLP, not of --model mpsan' "$OX" --model mpsan --a
 expect 2 "the MLP takes no option '--data'" "$OX" --data "$T/x.txt"
 expect 2 "unknown or incomplete option '--max-steps'" "$OX" --model mpsan --max-steps 3
 expect 2 "unknown model" "$OX" --model nope
+# a two-valued option names both values
+expect 2 "--denormals is flush or keep, got 'zero'" "$OX" --model mpsan --denormals zero
+expect 2 "--act is tanh or relu, got 'gelu'" "$OX" --act gelu
+expect 2 "--act is tanh or relu, got ''" "$OX" --act
 expect 1 'nothere.txt' "$OX" --model mpsan --data "$T/nothere.txt" --out "$T/e"
 
 # the output files: an empty prefix is refused (it wrote _steps.csv into the current folder), and a file that

@@ -540,6 +540,17 @@ static bool parse_number(const char *flag, const char *v, double lo, double hi, 
     return true;
 }
 
+/* Whether v is `second` rather than `first`, the two values flag takes;
+ * false, after a message naming both, for anything else. */
+static bool parse_choice(const char *flag, const char *v, const char *first, const char *second, bool *is_second) {
+    if (!v || (strcmp(v, first) && strcmp(v, second))) {
+        fprintf(stderr, "optim_experiments: %s is %s or %s, got '%s'\n", flag, first, second, v ? v : "");
+        return false;
+    }
+    *is_second = !strcmp(v, second);
+    return true;
+}
+
 /* The CSV files, with a message naming the file that failed and why. */
 static FILE *open_csv(const char *path) {
     FILE *f = fopen(path, "w");
@@ -651,8 +662,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--l2")) ok = parse_number(a, v, 0, INFINITY, &s.l2);
         else if (!strcmp(a, "--smooth")) ok = parse_number(a, v, 0, 0.9999, &s.smooth);
         else if (!strcmp(a, "--threads")) ok = parse_number(a, v, 0, 1024, &threads);
-        else if (!strcmp(a, "--denormals") && v && (!strcmp(v, "flush") || !strcmp(v, "keep")))
-            keep_denormals = !strcmp(v, "keep");
+        else if (!strcmp(a, "--denormals")) ok = parse_choice(a, v, "flush", "keep", &keep_denormals);
         else if (!strcmp(a, "--max-minutes")) ok = parse_number(a, v, 0, 1e9, &minutes);
         else if (!strcmp(a, "--device") && (!v || !*v || ag__train_device_index(v) < -1)) {
             fprintf(stderr, "optim_experiments: --device '%s': expected cpu, cuda or cuda:N (N a GPU's index)\n",
@@ -687,9 +697,7 @@ int main(int argc, char **argv) {
         } else if (model_name && is_mlp_option(a)) {
             fprintf(stderr, "optim_experiments: %s is an option of the MLP, not of --model %s\n", a, model_name);
             ok = false;
-        } else if (!strcmp(a, "--act") && v && (!strcmp(v, "tanh") || !strcmp(v, "relu"))) {
-            s.task.relu = !strcmp(v, "relu");
-        }
+        } else if (!strcmp(a, "--act")) ok = parse_choice(a, v, "tanh", "relu", &s.task.relu);
         else if (!strcmp(a, "--noise")) ok = parse_number(a, v, 0, 1, &s.task.label_noise);
         else if (!strcmp(a, "--hidden")) ok = parse_number(a, v, 1, 1e5, &x), s.task.hidden = (int)x;
         else if (!strcmp(a, "--dim")) ok = parse_number(a, v, 1, 1e5, &x), s.task.dim = (int)x;
