@@ -2,6 +2,7 @@
 #include "attngrad/model.h"
 #include "internal.h"
 #include "../graph/internal.h" /* ag__fatal: a batch too big for memory ends with a message, not a crash */
+#include "../ops/softmax_rows.h" /* ag__max_row */
 
 #include <math.h>
 #include <stdio.h>
@@ -268,8 +269,7 @@ ag_status ag_relatedness_target(const float *scores, int rows, ag_real *target) 
 }
 
 double ag_relatedness_score(const ag_real *logits) {
-    double mx = logits[0], sum = 0, weighted = 0;
-    for (int i = 1; i < AG_RELATEDNESS_BINS; i++) mx = fmax(mx, (double)logits[i]);
+    double mx = ag__max_row(logits, AG_RELATEDNESS_BINS), sum = 0, weighted = 0;
     for (int i = 0; i < AG_RELATEDNESS_BINS; i++) {
         double e = exp((double)logits[i] - mx);
         sum += e;

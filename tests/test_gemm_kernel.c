@@ -426,8 +426,12 @@ int main(void) {
         puts("no AVX2+FMA: the kernel is not used here, skipped");
         return 77;
     }
+#ifdef __x86_64__ /* where ag__packed_gemm_ok() can be true */
     __builtin_cpu_init();
     bool avx512 = __builtin_cpu_supports("avx512f");
+#else
+    bool avx512 = false;
+#endif
     for (int pass = 0; pass < (avx512 ? 2 : 1); pass++) { /* the 512-bit tile, then the 256-bit one */
         ag__gemm_kernel_256(pass == 1 || !avx512);
         printf("%s tile:\n", pass == 1 || !avx512 ? "256-bit" : "512-bit");

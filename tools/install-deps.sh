@@ -14,10 +14,15 @@ check_only=0
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pc() { have_cmd pkg-config && pkg-config --exists "$1" 2>/dev/null; }
-# a shared library the linker would find (ldconfig's cache, or the multiarch dir)
+# a shared library the linker would find (ldconfig's cache, or this
+# machine's own multiarch dir: not another architecture's, such as the
+# arm64 OpenBLAS a cross build installs, tools/cross/aarch64-linux-gnu.ini)
+multiarch=$(cc -dumpmachine 2>/dev/null || echo "$(uname -m)-linux-gnu")
+libcache=$(ldconfig -p 2>/dev/null || true) # read whole: a reader that stops early would SIGPIPE under pipefail
+native_tag=$(awk '$1 == "libc.so.6" { tag = $2 } END { print tag }' <<<"$libcache") # "(libc6,x86-64)"
 have_lib() {
-  ldconfig -p 2>/dev/null | grep -q "/$1\.so\b" && return 0
-  compgen -G "/usr/lib/*/$1.so" >/dev/null || compgen -G "/usr/lib/$1.so" >/dev/null
+  [ -n "$native_tag" ] && grep "/$1\.so\b" <<<"$libcache" | grep -F "$native_tag" >/dev/null && return 0
+  [ -e "/usr/lib/$multiarch/$1.so" ] || [ -e "/usr/lib/$1.so" ]
 }
 
 have_cmd meson || need+=(meson)

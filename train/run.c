@@ -5,6 +5,7 @@
 #include "../distributed/dist.h"
 #include "../data/internal.h" /* ag__ds_*: a dataset made from typed lines */
 #include "../graph/internal.h" /* ag__arena_alloc: host copies of GPU values */
+#include "../ops/softmax_rows.h" /* ag__max_row */
 
 #include <inttypes.h>
 #include <libgen.h>
@@ -325,8 +326,7 @@ static int line_dataset(const ag_train_opts *o, ag_task task, char *line, bool s
 }
 
 static void print_probs(FILE *out, const ag_real *logits, int K) {
-    double mx = logits[0], sum = 0;
-    for (int c = 1; c < K; c++) mx = fmax(mx, logits[c]);
+    double mx = ag__max_row(logits, K), sum = 0;
     for (int c = 0; c < K; c++) sum += exp(logits[c] - mx);
     for (int c = 0; c < K; c++) fprintf(out, "%s%.4f", c ? " " : "\t", exp(logits[c] - mx) / sum);
 }
@@ -342,8 +342,7 @@ static void print_lm(FILE *out, const ag_vocab *vocab, const ag_batch *b, ag_ten
     for (int r = 0; r < b->rows; r++)
         for (int t = 0; t < b->lengths[r]; t++, words++) {
             const ag_real *row = values + ((int64_t)r * N + t) * V;
-            double mx = row[0], sum = 0;
-            for (int v = 1; v < V; v++) mx = fmax(mx, row[v]);
+            double mx = ag__max_row(row, V), sum = 0;
             for (int v = 0; v < V; v++) sum += exp(row[v] - mx);
             nll += mx + log(sum) - row[b->targets[(int64_t)r * b->width + t]];
         }
