@@ -3,7 +3,7 @@
  * variants, the init, the mean floor mu_t >= t/len, the attention window
  * (no weight on i > t, or i >= t when strict), causality of the whole LM
  * (logits at t do not move when the tokens after t change, which moves
- * h_i for every i > t), the loss over non-pad targets, no heap
+ * h_i for every i > t), generation's last-position logits, the loss over non-pad targets, no heap
  * allocation in steady training steps, and the training recipe lowering
  * the loss on one fixed batch; also the LSTM layer maker ag_param_lstm. */
 #include "check.h"
@@ -291,6 +291,38 @@ static void test_causality(void) {
         }
 }
 
+/* Generation's forward (m->last_logits): [B,1,V], each row's logits at its
+ * last position as the full forward gives them (lengths 7, 1 and 4). */
+static void test_last_logits(void) {
+    enum { B = 3, N = 7 };
+    static const int32_t lengths[] = {7, 1, 4};
+    const double tol = sizeof(ag_real) == 4 ? 2e-6 : 1e-13; /* the decoder's product on B rows, not B*N */
+    for (int vi = 0; vi < N_VARIANTS; vi++) {
+        const lm_variant *v = &variants[vi];
+        ag_model m;
+        init_model(&m, v, 5);
+        int V = m.cfg.vocab;
+        ag_batch b;
+        make_batch(&b, B, N, lengths, V, 3);
+        ag_tensor *all = ag_model_forward(&m, &b, false);
+        m.last_logits = true;
+        ag_tensor *last = ag_model_forward(&m, &b, false);
+        m.last_logits = false;
+        CHECK(last->ndim == 3 && last->shape[0] == B && last->shape[1] == 1 && last->shape[2] == V,
+              "%s: last-position logits are not [%d,1,%d]", v->label, B, V);
+        double worst = 0;
+        for (int i = 0; i < B && last->shape[1] == 1; i++)
+            for (int j = 0; j < V; j++) {
+                double want = all->data[((int64_t)i * N + lengths[i] - 1) * V + j], got = last->data[(int64_t)i * V + j];
+                worst = fmax(worst, fabs(got - want) / fmax(1, fabs(want)));
+            }
+        CHECK(worst <= tol, "%s: last-position logits differ from the full forward's by %.3g", v->label, worst);
+        ag_step_end();
+        ag_model_batch_free(&b);
+        ag_model_free(&m);
+    }
+}
+
 /* The loss is the mean cross-entropy of the logits over non-pad targets. */
 static void test_loss(void) {
     enum { B = 3, N = 7 };
@@ -407,6 +439,7 @@ int main(void) {
     test_mu_floor();
     test_window();
     test_causality();
+    test_last_logits();
     test_loss();
     test_steady_state();
     test_recipe_learns();

@@ -2,7 +2,8 @@
  * drawn word at a time (`attngrad generate`), as PyTorch's word-language-
  * model example does.  Each word is a forward over the prompt and the
  * words so far: the models are causal, so the last position's logits are
- * the next word's distribution, and no model needs a cache of its own. */
+ * the next word's distribution, and no model needs a cache of its own.
+ * The model decodes that position alone where it can (m->last_logits). */
 #include "attngrad/train.h"
 #include "internal.h"
 
@@ -38,17 +39,21 @@ static int prompt_ids(const ag_batch *b, int32_t *ids) {
     return n;
 }
 
-/* The next word after ids[0..n): a one-row forward of them in g. */
+/* The next word after ids[0..n): a one-row forward of them in g, asking
+ * the model for the last position's logits alone (m->last_logits). */
 static int next_word(ag_model *m, ag_batch *g, const int32_t *ids, int n, const ag_train_opts *o, ag_rng *rng,
                      int *word, char *err, size_t errlen) {
     g->width = g->width_b = n;
     g->lengths[0] = n;
     memcpy(g->tokens, ids, (size_t)n * sizeof *ids);
     ag_tensor *logits;
+    bool was = m->last_logits;
+    m->last_logits = true;
     int rc = ag__line_forward(m, g, &logits, err, errlen);
+    m->last_logits = was;
     if (!rc) {
-        int V = logits->shape[2];
-        const ag_real *values = ag_host_values(logits) + (int64_t)(n - 1) * V; /* the last position's */
+        int V = logits->shape[2], at = logits->shape[1] == 1 ? 0 : n - 1; /* [1,1,V] or a kind's [1,n,V] */
+        const ag_real *values = ag_host_values(logits) + (int64_t)at * V; /* the last position's */
         *word = ag__draw_word(values, V, o->temperature, ag_rng_uniform(rng));
     }
     ag_step_end();

@@ -181,6 +181,11 @@ struct ag_model {
     bool capture_maps;
     int n_maps;
     ag_attn_map maps[AG_MAX_MAPS];
+    /* Generation (ag_generate_line): with last_logits set, an LM's forward
+     * may return [B, 1, V], the logits of each row's last position
+     * (lengths[r] - 1) alone, and skip the decoder everywhere else.  A
+     * kind may ignore it and return [B, N, V] as always. */
+    bool last_logits;
 };
 
 /* Called by a model's forward for each attention distribution it computes;
