@@ -216,10 +216,10 @@ if [ $waits = 1 ]; then
       b=$(AG_CUDA_SYNC_UPLOADS=1 $B/bench/bench_models --device cuda --model $m --no-peak "${steps[@]}" 2>/dev/null |
           grep '^result:')
       c=$($B/bench/bench_models --device cuda --model $m --no-peak --cuda-graphs "${gsteps[@]}" 2>&1 |
-          grep -E '^result:|attngrad:')
+          grep -E '^result:|^attngrad:')
       v() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
       echo "| $m | $(v "$a" ms_med) | $(v "$a" waits) | $(v "$b" ms_med) | $(v "$b" waits) | $(v "$c" ms_med) | $(v "$c" waits) | $(v "$c" graph_launches) | $(v "$c" eager_segments) |"
-      echo "$c" | grep attngrad: | head -3
+      echo "$c" | grep '^attngrad:' | head -3
     done
   } 2>&1 | tee $B/bench-waits.md
 fi
