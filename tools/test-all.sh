@@ -2,7 +2,9 @@
 # Builds attngrad release and with address+undefined sanitizers and runs
 # every test in both; runs the README's subset under valgrind, the threaded
 # tests under ThreadSanitizer, and the GPU tests on the CUDA emulator
-# (emulator/); fuzzes each input parser briefly (tools/fuzz.sh);
+# (emulator/); cross-builds for 64-bit Arm and runs the gradient checks
+# there under qemu where the cross tools are installed; fuzzes each input
+# parser briefly (tools/fuzz.sh);
 # checks the installed library from outside the tree (tools/check-install.sh).  Ends with the line
 #   tests: N passed, M failed, K skipped
 # where a skipped test (exit 77: no GPU, no numpy, ...) is never a pass.
@@ -131,6 +133,27 @@ if command -v valgrind >/dev/null && [ -f build-emu/build.ninja ]; then
   read -r p f s < <(count build-emu/meson-logs/testlog-valgrind.json); add "$p" "$f" "$s" $rc "valgrind"
 else
   add 0 0 1 0 "valgrind (not installed: skipped)"
+fi
+
+# 64-bit Arm (tools/cross/aarch64-linux-gnu.ini): the whole tree cross-built,
+# so that a compiler's failure on Arm shows here (GCC 12's aarch64
+# vectoriser once died on the library's fmax reductions, and two tests
+# called x86-only builtins), then the finite-difference checks of every op
+# and model and a few fast tests under qemu-user (the whole suite there
+# takes an hour: docs/design.md, "Other CPUs").  Skipped where the cross
+# compiler, qemu or arm64's OpenBLAS is missing, as on a fresh machine.
+arm_tests=(gradcheck_ops models_gradcheck f32_vs_f64 engine_f32 optim_f32 attention_f32 layers masks dropout_mask)
+if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null &&
+   [ -e /usr/lib/aarch64-linux-gnu/libopenblas.so ]; then
+  rc=0
+  [ -f build-arm/build.ninja ] || meson setup build-arm --cross-file tools/cross/aarch64-linux-gnu.ini \
+    -Dcuda=disabled -Dmpi=disabled -Dbuildtype=release >/dev/null || rc=1
+  [ $rc -eq 0 ] && { ninja -C build-arm >/dev/null || { ninja -C build-arm | tail -30; rc=1; }; }
+  [ $rc -eq 0 ] && { meson test -C build-arm --print-errorlogs --num-processes 2 "${MESON_TEST_ARGS[@]}" \
+    "${arm_tests[@]}" | grep -v '^\[[0-9]*/[0-9]*\] '; rc=${PIPESTATUS[0]}; }
+  read -r p f s < <(count build-arm/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "64-bit Arm (cross build, qemu)"
+else
+  add 0 0 1 0 "64-bit Arm (no aarch64-linux-gnu-gcc, qemu-aarch64 or arm64 OpenBLAS: skipped)"
 fi
 
 # fuzzing: the seed corpora replayed, then each libFuzzer harness for
