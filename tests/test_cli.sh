@@ -118,6 +118,16 @@ PY
     sed -E 's/-?(nan|inf)/NONFINITE/g')
   [[ $div_cpu == *"training diverged at step"* ]] && [ "$div_cpu" = "$div_gpu" ] && ok ||
     bad "a diverging run on the GPU: '$div_gpu', on the CPU: '$div_cpu'"
+  # generate on the GPU (the LM's last-position decoder there) draws the CPU's words from the same
+  # seed: in f64, where the two devices' probabilities agree far closer than a draw could tell
+  printf 't1 010 :\nt3\n101 t2 t7\n' > "$T/gen-prompts.txt" # words of the generated lookup task
+  "$AG64" train --model poslm "${SMALL[@]}" --hidden 8 --max-steps 3 --out "$T/lm-cuda" >/dev/null 2>&1 &&
+    "$AG64" generate --ckpt "$T/lm-cuda/last.safetensors" --device cuda --words 6 --seed 5 \
+      < "$T/gen-prompts.txt" > "$T/gen-gpu.out" 2>&1 &&
+    "$AG64" generate --ckpt "$T/lm-cuda/last.safetensors" --words 6 --seed 5 < "$T/gen-prompts.txt" \
+      > "$T/gen-cpu.out" 2>&1 &&
+    [ "$(grep -c . "$T/gen-cpu.out")" -ge 1 ] && cmp -s "$T/gen-gpu.out" "$T/gen-cpu.out" && ok ||
+    bad "generate --device cuda: $(diff "$T/gen-gpu.out" "$T/gen-cpu.out" 2>&1 | head -5)"
   # CUDA graphs: the same run, the same losses and accuracies to the bit
   # cuda:0 is the GPU that cuda takes: the same run, the same metrics
   "$AG" train --device cuda:0 "${SMALL[@]}" --max-steps 3 --out "$T/cuda0" >/dev/null 2>&1 &&
