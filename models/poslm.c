@@ -184,6 +184,96 @@ static ag_tensor *poslm_loss(ag_model *m, const ag_batch *b, bool training) {
     return ag_linear_t_cross_entropy(o, p->embed, p->dec_bias, b->targets, AG_PAD_ID);
 }
 
+/* ---- word by word, for generation (models/internal.h) ----
+ * What the context at the next position reads, kept between calls: the
+ * LSTMs' states and every earlier position's top state h_i, with the
+ * positional mean's inputs m_i and widths sigma_i, or the standard score
+ * a_i.  Only the mean mu_t depends on the length (its floor t/len), so
+ * it is recomputed from the kept m_i; everything else is computed once
+ * per position. */
+struct ag__lm_state {
+    int capacity, n;      /* positions room for, fed so far */
+    ag_real *h, *c;       /* [layers,1,H]: the LSTM's state after the last position fed */
+    ag_real *ph, *pc;     /* [1,1,P]: the position LSTM's (positional) */
+    ag_real *hist;        /* [capacity,H]: h_i */
+    ag_real *mix, *sigma; /* [capacity,3], [capacity]: m_i and sigma_i (positional) */
+    ag_real *score;       /* [capacity]: a_i (standard) */
+};
+
+ag__lm_state *ag__poslm_state_new(const ag_model *m, int capacity) {
+    extern const ag_model_kind ag__poslm_kind;
+    if (m->kind != &ag__poslm_kind || capacity < 1) return NULL;
+    const ag_model_config *c = &m->cfg;
+    int64_t H = c->hidden, P = c->pos_hidden > 0 ? c->pos_hidden : 1, L = c->layers;
+    ag__lm_state *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->capacity = capacity;
+    s->h = calloc((size_t)(L * H), sizeof(ag_real)), s->c = calloc((size_t)(L * H), sizeof(ag_real));
+    s->ph = calloc((size_t)P, sizeof(ag_real)), s->pc = calloc((size_t)P, sizeof(ag_real));
+    s->hist = calloc((size_t)(capacity * H), sizeof(ag_real));
+    s->mix = calloc((size_t)capacity * 3, sizeof(ag_real)), s->sigma = calloc((size_t)capacity, sizeof(ag_real));
+    s->score = calloc((size_t)capacity, sizeof(ag_real));
+    if (!s->h || !s->c || !s->ph || !s->pc || !s->hist || !s->mix || !s->sigma || !s->score) {
+        ag__poslm_state_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int ag__lm_state_count(const ag__lm_state *s) { return s->n; }
+
+void ag__poslm_state_free(ag__lm_state *s) {
+    if (!s) return;
+    free(s->h), free(s->c), free(s->ph), free(s->pc), free(s->hist), free(s->mix), free(s->sigma), free(s->score);
+    free(s);
+}
+
+/* A kept array as a tensor where the step runs. */
+static ag_tensor *kept(const ag_real *host, int ndim, const int *shape) { return ag_tensor_from(host, ndim, shape); }
+
+/* ag_lstm over x [1,n,in] from the kept state h, c (none before the
+ * first position, as forward starts); h and c then keep its final state. */
+static ag_tensor *lstm_on(ag_tensor *x, const ag_lstm_layer *layers, int L, int H, bool first, ag_real *h, ag_real *c) {
+    ag_tensor *hn, *cn;
+    ag_lstm_opts lo = {.h_n = &hn, .c_n = &cn};
+    if (!first) lo.h0 = kept(h, 3, (int[]){L, 1, H}), lo.c0 = kept(c, 3, (int[]){L, 1, H});
+    ag_tensor *out = ag_lstm(x, layers, L, &lo);
+    ag_tensor_read(hn, h);
+    ag_tensor_read(cn, c);
+    return out;
+}
+
+ag_tensor *ag__poslm_feed(ag_model *m, ag__lm_state *s, const int32_t *ids, int n) {
+    poslm *p = m->impl;
+    const ag_model_config *c = &m->cfg;
+    int L = c->layers, H = c->hidden, P = c->pos_hidden, at = s->n, len = s->n + n;
+    if (n < 1 || len > s->capacity)
+        ag_fatal("poslm", "feeding %d words after %d: the state holds %d positions", n, at, s->capacity);
+    ag_tensor *x = ag_embedding(p->embed, ids, 2, (int[]){1, n});                                  /* [1,n,E] */
+    ag_tensor *h = lstm_on(x, p->lstm, L, H, at == 0, s->h, s->c);                                /* [1,n,H] */
+    ag_tensor_read(h, s->hist + (int64_t)at * H);
+    ag_tensor *h_last = ag_slice(h, 1, n - 1, n);                                                  /* [1,1,H] */
+    ag_tensor *hist = kept(s->hist, 3, (int[]){1, len, H});
+    ag_tensor *o = h_last;
+    if (c->attention == AG_LM_POSITIONAL) { /* positional_context at t = len - 1 */
+        ag_tensor *g = lstm_on(h, &p->pos_lstm, 1, P, at == 0, s->ph, s->pc);                     /* [1,n,P] */
+        ag_tensor_read(ag_dense(g, p->w_mu, p->b_mu, AG_ACT_RELU), s->mix + (int64_t)at * 3);
+        ag_tensor_read(ag_dense(g, p->w_sigma, p->b_sigma, AG_ACT_SIGMOID), s->sigma + at);
+        ag_tensor *mu = ag_gaussian_mu(kept(s->mix, 3, (int[]){1, len, 3}), &len);                /* [1,len] */
+        ag_tensor *ctx = ag_gaussian_context(hist, mu, kept(s->sigma, 3, (int[]){1, len, 1}), &len,
+                                             c->flags & AG_FLAG_STRICT, GAUSS_EPS, NULL);          /* [1,len,H] */
+        o = ag_concat((ag_tensor *[]){ag_slice(ctx, 1, len - 1, len), h_last}, 2, 2);
+    } else if (c->attention == AG_LM_STANDARD) { /* standard_context's last row: every i <= t */
+        ag_tensor *a = ag_linear(ag_dense(h, p->att_w1, p->att_b1, AG_ACT_TANH), p->att_w2, p->att_b2); /* [1,n,1] */
+        ag_tensor_read(a, s->score + at);
+        ag_tensor *w = ag_softmax(kept(s->score, 3, (int[]){1, 1, len}));                         /* [1,1,len] */
+        o = ag_concat((ag_tensor *[]){ag_matmul(w, hist), h_last}, 2, 2);
+    }
+    if (c->attention != AG_LM_NONE) o = ag_dense(o, p->cat_w, p->cat_b, AG_ACT_TANH);              /* [1,1,E] */
+    s->n = len;
+    return ag_linear_t(o, p->embed, p->dec_bias);                                                  /* [1,1,V] */
+}
+
 void ag__poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights) {
     extern const ag_model_kind ag__poslm_kind;
     if (m->kind != &ag__poslm_kind) {

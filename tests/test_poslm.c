@@ -3,7 +3,8 @@
  * variants, the init, the mean floor mu_t >= t/len, the attention window
  * (no weight on i > t, or i >= t when strict), causality of the whole LM
  * (logits at t do not move when the tokens after t change, which moves
- * h_i for every i > t), generation's last-position logits, the loss over non-pad targets, no heap
+ * h_i for every i > t), generation's last-position logits and its word by
+ * word feed, the loss over non-pad targets, no heap
  * allocation in steady training steps, and the training recipe lowering
  * the loss on one fixed batch; also the LSTM layer maker ag_param_lstm. */
 #include "check.h"
@@ -323,6 +324,52 @@ static void test_last_logits(void) {
     }
 }
 
+/* Word by word (ag__poslm_feed, generate's path): the logits after each
+ * prefix of 10 words, fed as 4, then 1, 2, 1, 1 and 1, against a forward
+ * over the prefix, in every variant; a full state and another model are
+ * refused. */
+static void test_feed(void) {
+    enum { N = 10 };
+    static const int chunks[] = {4, 1, 2, 1, 1, 1};
+    const double tol = sizeof(ag_real) == 4 ? 2e-5 : 1e-12; /* the LSTM's products on other row counts */
+    for (int vi = 0; vi < N_VARIANTS; vi++) {
+        const lm_variant *v = &variants[vi];
+        ag_model m;
+        init_model(&m, v, 6);
+        int V = m.cfg.vocab;
+        ag_batch b;
+        make_batch(&b, 1, N, (int32_t[]){N}, V, 4);
+        ag__lm_state *st = ag__poslm_state_new(&m, N);
+        CHECK(st != NULL, "%s: no state", v->label);
+        if (!st) continue;
+        double worst = 0;
+        int fed = 0;
+        for (size_t k = 0; k < sizeof chunks / sizeof *chunks; k++) {
+            ag_tensor *got = ag__poslm_feed(&m, st, b.tokens + fed, chunks[k]);
+            fed += chunks[k];
+            CHECK(got->ndim == 3 && got->shape[0] == 1 && got->shape[1] == 1 && got->shape[2] == V,
+                  "%s: feed's logits are not [1,1,%d]", v->label, V);
+            b.lengths[0] = b.width = fed;
+            m.last_logits = true;
+            ag_tensor *want = ag_model_forward(&m, &b, false);
+            m.last_logits = false;
+            for (int j = 0; j < V; j++)
+                worst = fmax(worst, fabs(got->data[j] - want->data[j]) / fmax(1, fabs(want->data[j])));
+            ag_step_end();
+        }
+        CHECK(worst <= tol, "%s: fed word by word, the logits differ from forward's by %.3g", v->label, worst);
+        ag__poslm_state_free(st);
+        ag_model_batch_free(&b);
+        ag_model_free(&m);
+    }
+    ag_model m;
+    ag_model_config c = ag_model_defaults(ag_model_find("mpsan"));
+    c.vocab = 10, c.classes = 3, c.dim = 4;
+    ag_model_init(&m, ag_model_find("mpsan"), &c);
+    CHECK(ag__poslm_state_new(&m, 4) == NULL, "a state for mpsan");
+    ag_model_free(&m);
+}
+
 /* The loss is the mean cross-entropy of the logits over non-pad targets. */
 static void test_loss(void) {
     enum { B = 3, N = 7 };
@@ -440,6 +487,7 @@ int main(void) {
     test_window();
     test_causality();
     test_last_logits();
+    test_feed();
     test_loss();
     test_steady_state();
     test_recipe_learns();

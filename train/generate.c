@@ -1,11 +1,14 @@
 /* generate.c - text from a trained language model: a prompt continued one
  * drawn word at a time (`attngrad generate`), as PyTorch's word-language-
- * model example does.  Each word is a forward over the prompt and the
- * words so far: the models are causal, so the last position's logits are
- * the next word's distribution, and no model needs a cache of its own.
- * The model decodes that position alone where it can (m->last_logits). */
+ * model example does.  The built-in positional LM keeps its LSTMs' states
+ * and what its context reads between words (ag__poslm_feed), so a word is
+ * one step of it.  Any other LM runs a forward over the prompt and the
+ * words so far for each word: the models are causal, so the last
+ * position's logits are the next word's distribution, and the model
+ * decodes that position alone where it can (m->last_logits). */
 #include "attngrad/train.h"
 #include "internal.h"
+#include "../models/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -39,18 +42,57 @@ static int prompt_ids(const ag_batch *b, int32_t *ids) {
     return n;
 }
 
-/* The next word after ids[0..n): a one-row forward of them in g, asking
- * the model for the last position's logits alone (m->last_logits). */
-static int next_word(ag_model *m, ag_batch *g, const int32_t *ids, int n, const ag_train_opts *o, ag_rng *rng,
-                     int *word, char *err, size_t errlen) {
+/* ag__poslm_feed under ag_try, gradients off, as ag__line_forward runs a
+ * forward: a failure (step memory refused) ends this line alone. */
+typedef struct {
+    ag_model *m;
+    ag__lm_state *state;
+    const int32_t *ids;
+    int n;
+    ag_tensor *logits;
+} feed_job;
+
+static void run_feed(void *ctx) {
+    feed_job *j = ctx;
+    j->logits = ag__poslm_feed(j->m, j->state, j->ids, j->n);
+}
+
+/* The logits after ids[0..n) from the positional LM's state: the words
+ * from its count on fed to it. */
+static int feed_logits(ag_model *m, ag__lm_state *state, const int32_t *ids, int n, ag_tensor **logits, char *err,
+                       size_t errlen) {
+    int fed = ag__lm_state_count(state);
+    feed_job j = {m, state, ids + fed, n - fed, NULL};
+    bool grads = ag_set_grad_enabled(false);
+    ag_status st = ag_try(run_feed, &j);
+    ag_set_grad_enabled(grads);
+    *logits = j.logits;
+    const char *msg = ag_errmsg();
+    if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
+    return st ? ag__train_fail(err, errlen, st, "%s", msg) : 0;
+}
+
+/* The logits after ids[0..n) from a one-row forward of them all in g,
+ * asking for the last position's alone (m->last_logits). */
+static int forward_logits(ag_model *m, ag_batch *g, const int32_t *ids, int n, ag_tensor **logits, char *err,
+                          size_t errlen) {
     g->width = g->width_b = n;
     g->lengths[0] = n;
     memcpy(g->tokens, ids, (size_t)n * sizeof *ids);
-    ag_tensor *logits;
     bool was = m->last_logits;
     m->last_logits = true;
-    int rc = ag__line_forward(m, g, &logits, err, errlen);
+    int rc = ag__line_forward(m, g, logits, err, errlen);
     m->last_logits = was;
+    return rc;
+}
+
+/* The next word after ids[0..n): from the LM's state where it keeps one,
+ * else from a forward. */
+static int next_word(ag_model *m, ag__lm_state *state, ag_batch *g, const int32_t *ids, int n, const ag_train_opts *o,
+                     ag_rng *rng, int *word, char *err, size_t errlen) {
+    ag_tensor *logits;
+    int rc = state ? feed_logits(m, state, ids, n, &logits, err, errlen)
+                   : forward_logits(m, g, ids, n, &logits, err, errlen);
     if (!rc) {
         int V = logits->shape[2], at = logits->shape[1] == 1 ? 0 : n - 1; /* [1,1,V] or a kind's [1,n,V] */
         const ag_real *values = ag_host_values(logits) + (int64_t)at * V; /* the last position's */
@@ -77,6 +119,7 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
     }
     ag_dataset ds;
     ag_batch b, g = {0};
+    ag__lm_state *state = NULL;
     int32_t *ids = NULL;
     rc = ag__line_examples(m, vocab, o, line, &ds, &b, err, errlen);
     int most = rc ? 0 : b.lengths[b.rows - 1] + o->words;
@@ -84,14 +127,16 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
         rc = ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for %d words", most);
     if (!rc) {
         int n = prompt_ids(&b, ids), eos = ag_vocab_find(vocab, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN));
-        ag_model_batch_alloc(m, 1, most, &g);
+        state = ag__poslm_state_new(m, most); /* NULL: forward each word */
+        if (!state) ag_model_batch_alloc(m, 1, most, &g);
         for (int k = 0, word; k < o->words; k++) {
-            if ((rc = next_word(m, &g, ids, n, o, rng, &word, err, errlen)) || word == eos) break;
+            if ((rc = next_word(m, state, &g, ids, n, o, rng, &word, err, errlen)) || word == eos) break;
             fprintf(out, "%s%s", k ? " " : "", ag_vocab_token(vocab, word));
             ids[n++] = word;
         }
     }
     fputc('\n', out); /* after the words drawn before an error too */
+    ag__poslm_state_free(state);
     ag_model_batch_free(&g);
     free(ids);
     ag_batch_free(&b);
