@@ -1,6 +1,7 @@
 /* internal.h - what models/ shares with the trainer, the tools and the tests
  * but does not publish in include/attngrad/: the built-in models' flag
- * names, and the positional LM's inspection hook and word-by-word stepper. */
+ * names, the positional LM's inspection hook, and which kinds generate
+ * from a kept state. */
 #ifndef AG_MODELS_INTERNAL_H
 #define AG_MODELS_INTERNAL_H
 
@@ -15,19 +16,8 @@ bool ag__flag_is_builtin(const char *name, size_t len);
  * weight of h_i in c_t (NULL for AG_LM_NONE).  Either pointer may be NULL. */
 void ag__poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights);
 
-/* The positional LM word by word, for generation: its LSTMs' states and
- * what its context reads of every earlier position, kept between calls,
- * so that a word costs one step of the LSTMs and a one-row decoder, not a
- * forward over the prompt so far.  state_new: room for `capacity`
- * positions; NULL when m is not poslm (generate then runs forward with
- * m->last_logits) or memory is short.  feed: ids[0..n) after the
- * positions fed before, evaluation mode; the next word's logits [1,1,V]
- * (step memory), the values forward gives at the last position to
- * roundoff. */
-typedef struct ag__lm_state ag__lm_state;
-ag__lm_state *ag__poslm_state_new(const ag_model *m, int capacity);
-ag_tensor *ag__poslm_feed(ag_model *m, ag__lm_state *s, const int32_t *ids, int n);
-int ag__lm_state_count(const ag__lm_state *s); /* positions fed so far */
-void ag__poslm_state_free(ag__lm_state *s);
+/* Does kind keep a state for generation (ag_model_kind.lm_*)?  False for
+ * a kind built against model API 1, whose struct ends before those fields. */
+bool ag__kind_feeds(const ag_model_kind *kind);
 
 #endif

@@ -167,7 +167,7 @@ static ag_tensor *last_positions(ag_tensor *o, const int32_t *len) {
  * products, and their logits are b_dec alone.  With m->last_logits only
  * each row's last position is decoded, [B,1,V]: a drawn word costs a
  * product of one row, not of the n words so far (the decoder is most of
- * the LM's multiply-adds, V = 33,278 on WikiText-2). */
+ * the LM's multiply-adds, V = 33,279 on WikiText-2). */
 static ag_tensor *poslm_forward(ag_model *m, const ag_batch *b, bool training) {
     poslm *p = m->impl;
     ag_tensor *o = decoder_input(m, b, training);
@@ -184,28 +184,34 @@ static ag_tensor *poslm_loss(ag_model *m, const ag_batch *b, bool training) {
     return ag_linear_t_cross_entropy(o, p->embed, p->dec_bias, b->targets, AG_PAD_ID);
 }
 
-/* ---- word by word, for generation (models/internal.h) ----
+/* ---- word by word, for generation (ag_model_kind.lm_*) ----
  * What the context at the next position reads, kept between calls: the
  * LSTMs' states and every earlier position's top state h_i, with the
  * positional mean's inputs m_i and widths sigma_i, or the standard score
  * a_i.  Only the mean mu_t depends on the length (its floor t/len), so
  * it is recomputed from the kept m_i; everything else is computed once
  * per position. */
-struct ag__lm_state {
+typedef struct {
     int capacity, n;      /* positions room for, fed so far */
     ag_real *h, *c;       /* [layers,1,H]: the LSTM's state after the last position fed */
     ag_real *ph, *pc;     /* [1,1,P]: the position LSTM's (positional) */
     ag_real *hist;        /* [capacity,H]: h_i */
     ag_real *mix, *sigma; /* [capacity,3], [capacity]: m_i and sigma_i (positional) */
     ag_real *score;       /* [capacity]: a_i (standard) */
-};
+} poslm_state;
 
-ag__lm_state *ag__poslm_state_new(const ag_model *m, int capacity) {
-    extern const ag_model_kind ag__poslm_kind;
-    if (m->kind != &ag__poslm_kind || capacity < 1) return NULL;
+static void poslm_state_free(void *state) {
+    poslm_state *s = state;
+    if (!s) return;
+    free(s->h), free(s->c), free(s->ph), free(s->pc), free(s->hist), free(s->mix), free(s->sigma), free(s->score);
+    free(s);
+}
+
+static void *poslm_state_new(const ag_model *m, int capacity) {
+    if (capacity < 1) return NULL;
     const ag_model_config *c = &m->cfg;
     int64_t H = c->hidden, P = c->pos_hidden > 0 ? c->pos_hidden : 1, L = c->layers;
-    ag__lm_state *s = calloc(1, sizeof *s);
+    poslm_state *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->capacity = capacity;
     s->h = calloc((size_t)(L * H), sizeof(ag_real)), s->c = calloc((size_t)(L * H), sizeof(ag_real));
@@ -214,18 +220,10 @@ ag__lm_state *ag__poslm_state_new(const ag_model *m, int capacity) {
     s->mix = calloc((size_t)capacity * 3, sizeof(ag_real)), s->sigma = calloc((size_t)capacity, sizeof(ag_real));
     s->score = calloc((size_t)capacity, sizeof(ag_real));
     if (!s->h || !s->c || !s->ph || !s->pc || !s->hist || !s->mix || !s->sigma || !s->score) {
-        ag__poslm_state_free(s);
+        poslm_state_free(s);
         return NULL;
     }
     return s;
-}
-
-int ag__lm_state_count(const ag__lm_state *s) { return s->n; }
-
-void ag__poslm_state_free(ag__lm_state *s) {
-    if (!s) return;
-    free(s->h), free(s->c), free(s->ph), free(s->pc), free(s->hist), free(s->mix), free(s->sigma), free(s->score);
-    free(s);
 }
 
 /* A kept array as a tensor where the step runs. */
@@ -243,12 +241,16 @@ static ag_tensor *lstm_on(ag_tensor *x, const ag_lstm_layer *layers, int L, int 
     return out;
 }
 
-ag_tensor *ag__poslm_feed(ag_model *m, ag__lm_state *s, const int32_t *ids, int n) {
+static ag_tensor *poslm_feed(ag_model *m, void *state, const int32_t *ids, int n) {
     poslm *p = m->impl;
+    poslm_state *s = state;
     const ag_model_config *c = &m->cfg;
     int L = c->layers, H = c->hidden, P = c->pos_hidden, at = s->n, len = s->n + n;
-    if (n < 1 || len > s->capacity)
-        ag_fatal("poslm", "feeding %d words after %d: the state holds %d positions", n, at, s->capacity);
+    if (n < 1 || n > s->capacity - at) {
+        ag_fail(AG_ERR_ARG, "poslm: feeding %d words after %d: the state holds %d positions", n, at, s->capacity);
+        return NULL;
+    }
+
     ag_tensor *x = ag_embedding(p->embed, ids, 2, (int[]){1, n});                                  /* [1,n,E] */
     ag_tensor *h = lstm_on(x, p->lstm, L, H, at == 0, s->h, s->c);                                /* [1,n,H] */
     ag_tensor_read(h, s->hist + (int64_t)at * H);
@@ -300,4 +302,7 @@ const ag_model_kind ag__poslm_kind = {
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,layers,attention,max-len",
     .flags = AG_FLAG_STRICT,
+    .lm_state_new = poslm_state_new,
+    .lm_feed = poslm_feed,
+    .lm_state_free = poslm_state_free,
 };

@@ -52,13 +52,13 @@ static ag_status add(const ag_model_kind *kind) {
     if (kind->abi == 0) /* left out of the initializer: the layout is this one, only unmarked */
         return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%.40s' has no .abi: set .abi = AG_MODEL_ABI",
                        kind->name ? kind->name : "(NULL)");
-    if (kind->abi != AG_MODEL_ABI) {
-        int version = kind->abi / 100, real = kind->abi % 100;
+    int version = kind->abi / 100, real = kind->abi % 100;
+    if (kind->abi != AG_MODEL_ABI && !(version == 1 && real == (int)sizeof(ag_real))) { /* API 1: lm_* left out */
         return ag_fail(AG_ERR_ARG,
                        "ag_model_register: a kind built against model API %d with %d-byte ag_real (abi %d), but this "
                        "program has API %d with %d-byte ag_real (abi %d): rebuild it against this attngrad%s",
                        version, real, kind->abi, AG_MODEL_API_VERSION, (int)sizeof(ag_real), AG_MODEL_ABI,
-                       version == AG_MODEL_API_VERSION && real != (int)sizeof(ag_real)
+                       (version == 1 || version == AG_MODEL_API_VERSION) && real != (int)sizeof(ag_real)
                            ? (sizeof(ag_real) == 8 ? " with -DAG_REAL_DOUBLE" : " without -DAG_REAL_DOUBLE")
                            : "");
     }
@@ -73,6 +73,10 @@ static ag_status add(const ag_model_kind *kind) {
     if (!(kind->tasks & (AG_TASK_BIT(AG_TASK_COUNT) - 1)))
         return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s' lists no task in .tasks (AG_TASK_BIT(AG_TASK_...))",
                        kind->name);
+    int lm_calls = version >= 2 ? !!kind->lm_state_new + !!kind->lm_feed + !!kind->lm_state_free : 0;
+    if (lm_calls % 3)
+        return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s' has %d of lm_state_new, lm_feed and lm_state_free: "
+                       "give all three or none", kind->name, lm_calls);
     for (int i = 0; i < n_kinds; i++)
         if (!strcmp(kinds[i]->name, kind->name))
             return ag_fail(AG_ERR_ARG, "ag_model_register: a model named '%s' is already registered", kind->name);
@@ -81,6 +85,10 @@ static ag_status add(const ag_model_kind *kind) {
                        AG_MODEL_MAX_KINDS);
     kinds[n_kinds++] = kind;
     return AG_OK;
+}
+
+bool ag__kind_feeds(const ag_model_kind *kind) {
+    return kind->abi / 100 >= 2 && kind->lm_feed; /* an API 1 kind's struct ends before lm_* */
 }
 
 /* The built-in kinds, before anything else can be registered or looked up. */

@@ -116,6 +116,90 @@ ag_status ag_plugin_init(void) { return ag_model_register(&tiny_attn_kind); }
 
 static char tmp[256], err[2048];
 
+/* ---- a language model that keeps a state for generation (model API 2's
+ * lm_* callbacks): logits_t = tanh(E[x_t] + F[x_{t-1}]) W + b, so the next
+ * word depends on the last two; the state is the last word read ---- */
+
+typedef struct {
+    ag_tensor *now, *before, *out_w, *out_b;
+} pair_lm;
+
+static ag_status pair_lm_build(ag_model *m) {
+    int V = m->cfg.vocab, d = m->cfg.dim;
+    pair_lm *p = calloc(1, sizeof *p);
+    if (!p) return ag_fail(AG_ERR_NOMEM, "pair_lm: out of memory");
+    m->impl = p;
+    p->now = ag_param(&m->params, "now", 2, (int[]){V, d});
+    p->before = ag_param(&m->params, "before", 2, (int[]){V, d});
+    p->out_w = ag_param(&m->params, "out.w", 2, (int[]){d, V});
+    p->out_b = ag_param(&m->params, "out.b", 1, (int[]){V});
+    ag_init_normal(p->now, 0, 1, &m->rng);
+    ag_init_normal(p->before, 0, 1, &m->rng);
+    ag_init_glorot_uniform(p->out_w, 1.0, &m->rng);
+    ag_init_uniform(p->out_b, -0.5, 0.5, &m->rng);
+    return AG_OK;
+}
+
+/* logits [rows, n, V] of ids [rows, n] whose words before are prev [rows, n] */
+static ag_tensor *pair_lm_logits(const pair_lm *p, const int32_t *ids, const int32_t *prev, int rows, int n) {
+    int shape[2] = {rows, n};
+    ag_tensor *h = ag_tanh(ag_add(ag_embedding(p->now, ids, 2, shape), ag_embedding(p->before, prev, 2, shape)));
+    return ag_linear(h, p->out_w, p->out_b);
+}
+
+static ag_tensor *pair_lm_forward(ag_model *m, const ag_batch *b, bool training) {
+    (void)training;
+    int B = b->rows, N = b->width;
+    int32_t *prev = malloc(((size_t)B * N + 1) * sizeof *prev);
+    if (!prev) return ag_fail(AG_ERR_NOMEM, "pair_lm: out of memory"), NULL;
+    for (int i = 0; i < B * N; i++) prev[i] = i % N ? b->tokens[i - 1] : AG_PAD_ID; /* <pad> before the first */
+    ag_tensor *logits = pair_lm_logits(m->impl, b->tokens, prev, B, N);
+    free(prev);
+    return logits;
+}
+
+static void pair_lm_destroy(ag_model *m) { free(m->impl); }
+
+typedef struct {
+    int capacity, fed; /* positions room for, read so far */
+    int32_t last;      /* the last word read (<pad> before any) */
+} pair_lm_state;
+
+static int words_fed; /* every word lm_feed read, over the test */
+
+static void *pair_lm_state_new(const ag_model *m, int capacity) {
+    (void)m;
+    pair_lm_state *s = malloc(sizeof *s);
+    if (s) *s = (pair_lm_state){capacity, 0, AG_PAD_ID};
+    return s;
+}
+
+static ag_tensor *pair_lm_feed(ag_model *m, void *state, const int32_t *ids, int n) {
+    pair_lm_state *s = state;
+    if (n < 1 || n > s->capacity - s->fed)
+        return ag_fail(AG_ERR_ARG, "pair_lm: %d words after %d, room for %d", n, s->fed, s->capacity), NULL;
+    int32_t prev[64];
+    if (n > 64) return ag_fail(AG_ERR_ARG, "pair_lm: %d words at once", n), NULL;
+    for (int i = 0; i < n; i++) prev[i] = i ? ids[i - 1] : s->last;
+    ag_tensor *logits = pair_lm_logits(m->impl, ids, prev, 1, n);
+    s->last = ids[n - 1], s->fed += n, words_fed += n;
+    return ag_slice(logits, 1, n - 1, n); /* [1,1,V] */
+}
+
+static void pair_lm_state_free(void *state) { free(state); }
+
+static const ag_model_kind pair_lm_kind = {
+    .abi = AG_MODEL_ABI,
+    .name = "pair_lm",
+    .build = pair_lm_build,
+    .forward = pair_lm_forward,
+    .destroy = pair_lm_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_LM),
+    .lm_state_new = pair_lm_state_new,
+    .lm_feed = pair_lm_feed,
+    .lm_state_free = pair_lm_state_free,
+};
+
 static void set(ag_train_opts *o, const char *key, const char *value) {
     int rc = ag_train_set(o, key, value, err, sizeof err);
     CHECK(rc == 0, "--%s %s: %s", key, value ? value : "", err);
@@ -135,9 +219,9 @@ static void refused(const ag_model_kind *kind, const char *want, const char *wan
 }
 
 static void test_register(void) {
-    int builtin = 0;
+    int builtin = 0; /* the kinds registered before: 5 built-in, 3 of test_generate_from_state */
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) builtin++;
-    CHECK(builtin == 5, "%d built-in kinds", builtin);
+    CHECK(builtin == 5 + 3, "%d kinds before", builtin);
     CHECK(ag_model_find("tiny_attn") == NULL);
     CHECK(ag_model_register(&tiny_attn_kind) == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_find("tiny_attn") == &tiny_attn_kind);
@@ -153,9 +237,17 @@ static void test_register(void) {
     k.abi = AG_MODEL_API_VERSION * 100 + (sizeof(ag_real) == 8 ? 4 : 8);
     refused(&k, sizeof(ag_real) == 8 ? "with -DAG_REAL_DOUBLE" : "without -DAG_REAL_DOUBLE", "-byte ag_real");
     k.abi = (AG_MODEL_API_VERSION + 1) * 100 + (int)sizeof(ag_real);
-    refused(&k, "model API 2", "rebuild it against this attngrad");
+    char api[32];
+    snprintf(api, sizeof api, "model API %d ", AG_MODEL_API_VERSION + 1);
+    refused(&k, api, "rebuild it against this attngrad");
+    k.abi = 100 + (sizeof(ag_real) == 8 ? 4 : 8); /* API 1, the other real type */
+    refused(&k, "model API 1 with", sizeof(ag_real) == 8 ? "with -DAG_REAL_DOUBLE" : "without -DAG_REAL_DOUBLE");
     k.abi = 0; /* a kind that never set .abi */
     refused(&k, "kind 'other' has no .abi: set .abi = AG_MODEL_ABI", NULL);
+    k = pair_lm_kind, k.name = "other", k.lm_feed = NULL; /* a state with nothing to feed it */
+    refused(&k, "kind 'other' has 2 of lm_state_new, lm_feed and lm_state_free: give all three or none", NULL);
+    k.lm_state_new = NULL;
+    refused(&k, "has 1 of lm_state_new", NULL);
     k = tiny_attn_kind, k.name = "two words";
     refused(&k, "'two words' is not 1-31 letters", NULL);
     k.name = "";
@@ -198,7 +290,7 @@ static void test_register(void) {
     CHECK(added == AG_MODEL_MAX_KINDS - builtin - 1, "%d added", added);
     /* unknown names list what is registered: the fillers too */
     ag_train_opts o = ag_train_opts_default();
-    CHECK(ag_train_set(&o, "model", "nope", err, sizeof err) && strstr(err, "tiny_attn") && strstr(err, "filler57") &&
+    CHECK(ag_train_set(&o, "model", "nope", err, sizeof err) && strstr(err, "tiny_attn") && strstr(err, "filler54") &&
               strstr(err, "--plugin"), "%s", err);
 
     /* plugins that cannot be loaded: dlerror's text, and the file named */
@@ -376,6 +468,98 @@ static void test_workflows(void) {
     }
 }
 
+/* A kind built against model API 1: its struct ends at flag_names, and
+ * what follows in memory is not its own (here: bytes of 0xA5, where the
+ * registry or generate reading lm_* would find a wild pointer; ASan sees
+ * any read past the end).  It registers, and generates by forward. */
+static void test_api1_kind(ag_vocab *vocab, ag_train_opts *o) {
+    enum { V1_SIZE = offsetof(ag_model_kind, lm_state_new) };
+    static union {
+        ag_model_kind whole; /* for the alignment */
+        unsigned char bytes[sizeof(ag_model_kind)];
+    } v1;
+    static ag_model_kind *kind = &v1.whole;
+    memset(v1.bytes, 0xA5, sizeof v1.bytes);
+    memcpy(v1.bytes, &pair_lm_kind, V1_SIZE);
+    kind->abi = 100 + (int)sizeof(ag_real), kind->name = "pair_lm_v1";
+    CHECK(ag_model_register(kind) == AG_OK, "an API 1 kind: %s", ag_errmsg());
+    ag_model m;
+    ag_model_config c = ag_model_defaults(kind);
+    c.vocab = ag_vocab_size(vocab), c.dim = 6, c.seed = 3, c.task = AG_TASK_LM;
+    CHECK(ag_model_init(&m, kind, &c) == AG_OK, "%s", ag_errmsg());
+    char line[] = "w1 w2 w3";
+    ag_rng rng;
+    ag_rng_seed(&rng, 9);
+    FILE *f = tmpfile();
+    int fed = words_fed;
+    CHECK(f && ag_generate_line(&m, vocab, o, line, &rng, f, err, sizeof err) == 0, "%s", err);
+    CHECK(words_fed == fed, "an API 1 kind's lm_feed was called");
+    if (f) fclose(f);
+    ag_model_free(&m);
+}
+
+/* generate's words, drawn with rng seeded `seed`, into got */
+static void generate(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *prompt, uint64_t seed,
+                     char *got, size_t n) {
+    char line[128];
+    snprintf(line, sizeof line, "%s", prompt);
+    ag_rng rng;
+    ag_rng_seed(&rng, seed);
+    FILE *f = tmpfile();
+    got[0] = 0;
+    CHECK(f && ag_generate_line(m, vocab, o, line, &rng, f, err, sizeof err) == 0, "%s", err);
+    if (!f) return;
+    rewind(f);
+    if (!fgets(got, (int)n, f)) got[0] = 0;
+    got[strcspn(got, "\n")] = 0;
+    fclose(f);
+}
+
+static int count_words(const char *text) {
+    int n = 0;
+    for (const char *w = text; *w; w += strcspn(w, " "), w += *w == ' ') n++;
+    return n;
+}
+
+/* An LM with lm_* draws, from its kept state, the words a forward per word
+ * draws (the same kind without them), reading each word once; a state that
+ * cannot be made falls back to forward. */
+static void test_generate_from_state(void) {
+    const char *words[] = {"<pad>", "<unk>", "<eos>", "w1", "w2", "w3", "w4", "w5", "w6", "w7"};
+    ag_vocab *vocab;
+    CHECK(ag_vocab_from_list(words, 10, &vocab, err, sizeof err) == 0, "%s", err);
+    CHECK(ag_model_register(&pair_lm_kind) == AG_OK, "%s", ag_errmsg());
+    static ag_model_kind by_forward;
+    by_forward = pair_lm_kind, by_forward.name = "pair_lm_forward";
+    by_forward.lm_state_new = NULL, by_forward.lm_feed = NULL, by_forward.lm_state_free = NULL;
+    CHECK(ag_model_register(&by_forward) == AG_OK, "%s", ag_errmsg());
+    ag_train_opts o = ag_train_opts_default();
+    o.words = 12, o.temperature = 1;
+    ag_model_config c = ag_model_defaults(&pair_lm_kind);
+    c.vocab = 10, c.dim = 6, c.seed = 3, c.task = AG_TASK_LM;
+    ag_model a, b;
+    CHECK(ag_model_init(&a, &pair_lm_kind, &c) == AG_OK && ag_model_init(&b, &by_forward, &c) == AG_OK, "%s",
+          ag_errmsg());
+    const char *prompts[] = {"w1 w2 w3", "w7", "w4 w4 w5 w1 w2"};
+    for (int i = 0; i < 3; i++) {
+        char kept[512], forward[512];
+        int before = words_fed;
+        generate(&a, vocab, &o, prompts[i], 11 + (uint64_t)i, kept, sizeof kept);
+        generate(&b, vocab, &o, prompts[i], 11 + (uint64_t)i, forward, sizeof forward);
+        CHECK(kept[0] && !strcmp(kept, forward), "'%s': from the state '%s', by forward '%s'", prompts[i], kept, forward);
+        /* the prompt, then each word drawn, but the 12th, which ends it
+         * unread (a draw of <eos> ends it after the words before are read) */
+        int prompt_words = count_words(prompts[i]), drawn = count_words(kept);
+        CHECK(words_fed - before == prompt_words + drawn - (drawn == o.words),
+              "'%s': %d words fed for %d prompt words and %d drawn", prompts[i], words_fed - before, prompt_words,
+              drawn);
+    }
+    test_api1_kind(vocab, &o);
+    ag_model_free(&a);
+    ag_model_free(&b);
+    ag_vocab_free(vocab);
+}
+
 int main(void) {
     test_stray_param();
     snprintf(tmp, sizeof tmp, "%s/test_custom_model.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -383,6 +567,7 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
+    test_generate_from_state(); /* first: test_register fills the registry */
     test_register();
     test_flags();
     test_workflows();

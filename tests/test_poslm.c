@@ -324,10 +324,10 @@ static void test_last_logits(void) {
     }
 }
 
-/* Word by word (ag__poslm_feed, generate's path): the logits after each
- * prefix of 10 words, fed as 4, then 1, 2, 1, 1 and 1, against a forward
- * over the prefix, in every variant; a full state and another model are
- * refused. */
+/* Word by word (the kind's lm_feed, generate's path): the logits after
+ * each prefix of 10 words, fed as 4, then 1, 2, 1, 1 and 1, against a
+ * forward over the prefix, in every variant; a word past the state's room
+ * is refused.  The other built-in kinds keep no state. */
 static void test_feed(void) {
     enum { N = 10 };
     static const int chunks[] = {4, 1, 2, 1, 1, 1};
@@ -336,17 +336,18 @@ static void test_feed(void) {
         const lm_variant *v = &variants[vi];
         ag_model m;
         init_model(&m, v, 6);
+        const ag_model_kind *k = m.kind;
         int V = m.cfg.vocab;
         ag_batch b;
         make_batch(&b, 1, N, (int32_t[]){N}, V, 4);
-        ag__lm_state *st = ag__poslm_state_new(&m, N);
+        void *st = k->lm_state_new(&m, N);
         CHECK(st != NULL, "%s: no state", v->label);
         if (!st) continue;
         double worst = 0;
         int fed = 0;
-        for (size_t k = 0; k < sizeof chunks / sizeof *chunks; k++) {
-            ag_tensor *got = ag__poslm_feed(&m, st, b.tokens + fed, chunks[k]);
-            fed += chunks[k];
+        for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+            ag_tensor *got = k->lm_feed(&m, st, b.tokens + fed, chunks[c]);
+            fed += chunks[c];
             CHECK(got->ndim == 3 && got->shape[0] == 1 && got->shape[1] == 1 && got->shape[2] == V,
                   "%s: feed's logits are not [1,1,%d]", v->label, V);
             b.lengths[0] = b.width = fed;
@@ -358,16 +359,15 @@ static void test_feed(void) {
             ag_step_end();
         }
         CHECK(worst <= tol, "%s: fed word by word, the logits differ from forward's by %.3g", v->label, worst);
-        ag__poslm_state_free(st);
+        CHECK(k->lm_feed(&m, st, b.tokens, 1) == NULL && strstr(ag_errmsg(), "feeding 1 words after 10: the state holds 10"),
+              "%s: an 11th word: %s", v->label, ag_errmsg());
+        k->lm_state_free(st);
         ag_model_batch_free(&b);
         ag_model_free(&m);
     }
-    ag_model m;
-    ag_model_config c = ag_model_defaults(ag_model_find("mpsan"));
-    c.vocab = 10, c.classes = 3, c.dim = 4;
-    ag_model_init(&m, ag_model_find("mpsan"), &c);
-    CHECK(ag__poslm_state_new(&m, 4) == NULL, "a state for mpsan");
-    ag_model_free(&m);
+    const char *others[] = {"mpsan", "dual_axial", "ms_san", "mtsa"};
+    for (int i = 0; i < 4; i++) CHECK(!ag__kind_feeds(ag_model_find(others[i])), "%s keeps a state", others[i]);
+    CHECK(ag__kind_feeds(ag_model_find("poslm")));
 }
 
 /* The loss is the mean cross-entropy of the logits over non-pad targets. */

@@ -1,11 +1,12 @@
 /* generate.c - text from a trained language model: a prompt continued one
  * drawn word at a time (`attngrad generate`), as PyTorch's word-language-
- * model example does.  The built-in positional LM keeps its LSTMs' states
- * and what its context reads between words (ag__poslm_feed), so a word is
- * one step of it.  Any other LM runs a forward over the prompt and the
- * words so far for each word: the models are causal, so the last
- * position's logits are the next word's distribution, and the model
- * decodes that position alone where it can (m->last_logits). */
+ * model example does.  An LM that keeps a state between words
+ * (ag_model_kind.lm_*: the built-in positional LM keeps its LSTMs' states
+ * and what its context reads) is fed each word once, so a word is one step
+ * of it.  Any other LM runs a forward over the prompt and the words so far
+ * for each word: the models are causal, so the last position's logits are
+ * the next word's distribution, and the model decodes that position alone
+ * where it can (m->last_logits). */
 #include "attngrad/train.h"
 #include "internal.h"
 #include "../models/internal.h"
@@ -42,11 +43,18 @@ static int prompt_ids(const ag_batch *b, int32_t *ids) {
     return n;
 }
 
-/* ag__poslm_feed under ag_try, gradients off, as ag__line_forward runs a
- * forward: a failure (step memory refused) ends this line alone. */
+/* What the LM keeps between words (ag_model_kind.lm_*) and how many of
+ * the words it has read. */
+typedef struct {
+    void *kept;
+    int fed;
+} lm_state;
+
+/* lm_feed under ag_try, gradients off, as ag__line_forward runs a forward:
+ * a failure (step memory refused) ends this line alone. */
 typedef struct {
     ag_model *m;
-    ag__lm_state *state;
+    void *kept;
     const int32_t *ids;
     int n;
     ag_tensor *logits;
@@ -54,19 +62,20 @@ typedef struct {
 
 static void run_feed(void *ctx) {
     feed_job *j = ctx;
-    j->logits = ag__poslm_feed(j->m, j->state, j->ids, j->n);
+    j->logits = j->m->kind->lm_feed(j->m, j->kept, j->ids, j->n);
 }
 
-/* The logits after ids[0..n) from the positional LM's state: the words
- * from its count on fed to it. */
-static int feed_logits(ag_model *m, ag__lm_state *state, const int32_t *ids, int n, ag_tensor **logits, char *err,
+/* The logits after ids[0..n) from the LM's state: the words from the
+ * count it has read on fed to it. */
+static int feed_logits(ag_model *m, lm_state *state, const int32_t *ids, int n, ag_tensor **logits, char *err,
                        size_t errlen) {
-    int fed = ag__lm_state_count(state);
-    feed_job j = {m, state, ids + fed, n - fed, NULL};
+    feed_job j = {m, state->kept, ids + state->fed, n - state->fed, NULL};
     bool grads = ag_set_grad_enabled(false);
     ag_status st = ag_try(run_feed, &j);
     ag_set_grad_enabled(grads);
+    if (!st && !j.logits) st = AG_ERR_ARG; /* lm_feed's ag_fail */
     *logits = j.logits;
+    if (!st) state->fed = n;
     const char *msg = ag_errmsg();
     if (!strncmp(msg, "attngrad: ", 10)) msg += 10; /* the CLI names the program already */
     return st ? ag__train_fail(err, errlen, st, "%s", msg) : 0;
@@ -88,10 +97,10 @@ static int forward_logits(ag_model *m, ag_batch *g, const int32_t *ids, int n, a
 
 /* The next word after ids[0..n): from the LM's state where it keeps one,
  * else from a forward. */
-static int next_word(ag_model *m, ag__lm_state *state, ag_batch *g, const int32_t *ids, int n, const ag_train_opts *o,
+static int next_word(ag_model *m, lm_state *state, ag_batch *g, const int32_t *ids, int n, const ag_train_opts *o,
                      ag_rng *rng, int *word, char *err, size_t errlen) {
     ag_tensor *logits;
-    int rc = state ? feed_logits(m, state, ids, n, &logits, err, errlen)
+    int rc = state->kept ? feed_logits(m, state, ids, n, &logits, err, errlen)
                    : forward_logits(m, g, ids, n, &logits, err, errlen);
     if (!rc) {
         int V = logits->shape[2], at = logits->shape[1] == 1 ? 0 : n - 1; /* [1,1,V] or a kind's [1,n,V] */
@@ -119,7 +128,7 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
     }
     ag_dataset ds;
     ag_batch b, g = {0};
-    ag__lm_state *state = NULL;
+    lm_state state = {0};
     int32_t *ids = NULL;
     rc = ag__line_examples(m, vocab, o, line, &ds, &b, err, errlen);
     int most = rc ? 0 : b.lengths[b.rows - 1] + o->words;
@@ -127,16 +136,16 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
         rc = ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for %d words", most);
     if (!rc) {
         int n = prompt_ids(&b, ids), eos = ag_vocab_find(vocab, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN));
-        state = ag__poslm_state_new(m, most); /* NULL: forward each word */
-        if (!state) ag_model_batch_alloc(m, 1, most, &g);
+        if (ag__kind_feeds(m->kind)) state.kept = m->kind->lm_state_new(m, most);
+        if (!state.kept) ag_model_batch_alloc(m, 1, most, &g); /* forward each word */
         for (int k = 0, word; k < o->words; k++) {
-            if ((rc = next_word(m, state, &g, ids, n, o, rng, &word, err, errlen)) || word == eos) break;
+            if ((rc = next_word(m, &state, &g, ids, n, o, rng, &word, err, errlen)) || word == eos) break;
             fprintf(out, "%s%s", k ? " " : "", ag_vocab_token(vocab, word));
             ids[n++] = word;
         }
     }
     fputc('\n', out); /* after the words drawn before an error too */
-    ag__poslm_state_free(state);
+    if (state.kept) m->kind->lm_state_free(state.kept);
     ag_model_batch_free(&g);
     free(ids);
     ag_batch_free(&b);

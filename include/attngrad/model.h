@@ -112,8 +112,10 @@ typedef struct ag_model ag_model;
  * records the version and the real type it was compiled against in .abi
  * (AG_MODEL_ABI), so ag_model_register refuses one built against another
  * header, or a float plugin loaded into the double program, instead of
- * calling it with the wrong layout. */
-#define AG_MODEL_API_VERSION 1
+ * calling it with the wrong layout.  Version 2 appended the lm_* fields;
+ * a kind built against version 1 (whose struct ends at flag_names) is
+ * still taken, and read no further. */
+#define AG_MODEL_API_VERSION 2
 #define AG_MODEL_ABI (AG_MODEL_API_VERSION * 100 + (int)sizeof(ag_real))
 
 typedef struct {
@@ -153,6 +155,19 @@ typedef struct {
     /* Its own variant switches for --flags, comma-separated ("no_pos,mean_pool"):
      * the i-th sets AG_FLAG_OWN(i) in cfg.flags.  NULL: none. */
     const char *flag_names;
+    /* Since API 2; optional, all three or none.  Generation word by word
+     * (ag_generate_line) for an LM that can keep what it has read, so a
+     * drawn word costs one step of it, not a forward over the text so far.
+     * lm_state_new: a state with room for `capacity` positions (NULL when
+     * it cannot make one: each word is then a forward with last_logits).
+     * lm_feed: reads ids[0..n) after the positions fed before, in
+     * evaluation mode with gradients off, and returns the next word's
+     * logits [1, 1, V] in step memory, forward's at the last position to
+     * roundoff; NULL with ag_fail when it cannot.  lm_state_free frees a
+     * state (NULL: nothing). */
+    void *(*lm_state_new)(const ag_model *m, int capacity);
+    ag_tensor *(*lm_feed)(ag_model *m, void *state, const int32_t *ids, int n);
+    void (*lm_state_free)(void *state);
 } ag_model_kind;
 
 enum { AG_MAX_MAPS = 8 };
@@ -214,10 +229,11 @@ enum { AG_MODEL_MAX_KINDS = 64, AG_MODEL_NAME_MAX = 32 };
  * built-in kinds are registered first, on the first call of any of these
  * four functions.  Not thread-safe: register before training starts.
  * AG_ERR_ARG with ag_errmsg() for a NULL kind, an .abi other than this
- * header's AG_MODEL_ABI (another API version or real type), a missing or
- * malformed name, a missing build or forward callback, no tasks, a bad
- * flag_names list (a malformed or built-in name, a repeat, more than
- * AG_FLAG_OWN_MAX), a name already registered, or a full registry. */
+ * header's AG_MODEL_ABI or API 1's (another API version or real type), a
+ * missing or malformed name, a missing build or forward callback, no
+ * tasks, a bad flag_names list (a malformed or built-in name, a repeat,
+ * more than AG_FLAG_OWN_MAX), one or two of the three lm_* callbacks, a
+ * name already registered, or a full registry. */
 ag_status ag_model_register(const ag_model_kind *kind);
 const ag_model_kind *ag_model_find(const char *name); /* NULL if unknown */
 const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated, in registration order */
