@@ -292,6 +292,13 @@ static void test_causality(void) {
         }
 }
 
+/* The largest |got - want| / max(1, |want|) over n values. */
+static double worst_relative(const ag_real *got, const ag_real *want, int64_t n) {
+    double worst = 0;
+    for (int64_t j = 0; j < n; j++) worst = fmax(worst, fabs(got[j] - want[j]) / fmax(1, fabs(want[j])));
+    return worst;
+}
+
 /* Generation's forward (m->last_logits): [B,1,V], each row's logits at its
  * last position as the full forward gives them (lengths 7, 1 and 4). */
 static void test_last_logits(void) {
@@ -313,10 +320,8 @@ static void test_last_logits(void) {
               "%s: last-position logits are not [%d,1,%d]", v->label, B, V);
         double worst = 0;
         for (int i = 0; i < B && last->shape[1] == 1; i++)
-            for (int j = 0; j < V; j++) {
-                double want = all->data[((int64_t)i * N + lengths[i] - 1) * V + j], got = last->data[(int64_t)i * V + j];
-                worst = fmax(worst, fabs(got - want) / fmax(1, fabs(want)));
-            }
+            worst = fmax(worst, worst_relative(last->data + (int64_t)i * V,
+                                               all->data + ((int64_t)i * N + lengths[i] - 1) * V, V));
         CHECK(worst <= tol, "%s: last-position logits differ from the full forward's by %.3g", v->label, worst);
         ag_step_end();
         ag_model_batch_free(&b);
@@ -354,8 +359,7 @@ static void test_feed(void) {
             m.last_logits = true;
             ag_tensor *want = ag_model_forward(&m, &b, false);
             m.last_logits = false;
-            for (int j = 0; j < V; j++)
-                worst = fmax(worst, fabs(got->data[j] - want->data[j]) / fmax(1, fabs(want->data[j])));
+            worst = fmax(worst, worst_relative(got->data, want->data, V));
             ag_step_end();
         }
         CHECK(worst <= tol, "%s: fed word by word, the logits differ from forward's by %.3g", v->label, worst);

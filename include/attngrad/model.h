@@ -1,7 +1,7 @@
 /* attngrad/model.h - the model API: a model kind is a struct of callbacks
  * (ag_model_kind) registered at run time; every workflow of the trainer
  * (include/attngrad/train.h) and of the `attngrad` program then works for
- * it: train, eval, predict, gradcheck, heatmap, dump-step, and the
+ * it: train, eval, predict, generate, gradcheck, heatmap, dump-step, and the
  * optimizer comparison.  The five built-in models (models/mpsan.c and the
  * others) register through the same call, so each is an example of it.
  *
