@@ -4,7 +4,7 @@
 # `attngrad train` (see build/tools/attngrad train --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install-deps.sh
+bash tools/install-deps.sh --build
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build >/dev/null
 exec build/tools/attngrad train "$@"
