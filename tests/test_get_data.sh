@@ -70,10 +70,10 @@ while IFS=$'\t' read -r set dest _ _ url; do
 done <"$REAL"
 for z in "${!zips[@]}"; do
   if command -v zip >/dev/null 2>&1; then (cd "${zips[$z]}" && zip -qr "$z" ptb __MACOSX)
-  else python3 -c 'import os, sys, zipfile
+  else (cd "${zips[$z]}" && python3 -c 'import os, sys, zipfile
 with zipfile.ZipFile(sys.argv[1], "w") as z:
     for d, _, fs in os.walk("."):
-        for f in fs: z.write(os.path.join(d, f), os.path.join(d, f)[2:])' "$z"; fi
+        for f in fs: z.write(os.path.join(d, f), os.path.join(d, f)[2:])' "$z"); fi # as zip does, from the stage
 done
 { echo "# a fake manifest: set, destination, sha256, bytes, url"
   for r in "${ROWS[@]}"; do
