@@ -188,6 +188,12 @@ static ag_tensor *pair_lm_feed(ag_model *m, void *state, const int32_t *ids, int
 
 static void pair_lm_state_free(void *state) { free(state); }
 
+/* A feed that breaks the contract: [1, V], not [1, 1, V] */
+static ag_tensor *pair_lm_feed_2d(ag_model *m, void *state, const int32_t *ids, int n) {
+    ag_tensor *logits = pair_lm_feed(m, state, ids, n);
+    return logits ? ag_reshape(logits, 2, (int[]){1, logits->shape[2]}) : NULL;
+}
+
 static const ag_model_kind pair_lm_kind = {
     .abi = AG_MODEL_ABI,
     .name = "pair_lm",
@@ -219,9 +225,9 @@ static void refused(const ag_model_kind *kind, const char *want, const char *wan
 }
 
 static void test_register(void) {
-    int builtin = 0; /* the kinds registered before: 5 built-in, 3 of test_generate_from_state */
+    int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state */
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) builtin++;
-    CHECK(builtin == 5 + 3, "%d kinds before", builtin);
+    CHECK(builtin == 5 + 4, "%d kinds before", builtin);
     CHECK(ag_model_find("tiny_attn") == NULL);
     CHECK(ag_model_register(&tiny_attn_kind) == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_find("tiny_attn") == &tiny_attn_kind);
@@ -290,7 +296,7 @@ static void test_register(void) {
     CHECK(added == AG_MODEL_MAX_KINDS - builtin - 1, "%d added", added);
     /* unknown names list what is registered: the fillers too */
     ag_train_opts o = ag_train_opts_default();
-    CHECK(ag_train_set(&o, "model", "nope", err, sizeof err) && strstr(err, "tiny_attn") && strstr(err, "filler54") &&
+    CHECK(ag_train_set(&o, "model", "nope", err, sizeof err) && strstr(err, "tiny_attn") && strstr(err, "filler53") &&
               strstr(err, "--plugin"), "%s", err);
 
     /* plugins that cannot be loaded: dlerror's text, and the file named */
@@ -554,6 +560,20 @@ static void test_generate_from_state(void) {
               "'%s': %d words fed for %d prompt words and %d drawn", prompts[i], words_fed - before, prompt_words,
               drawn);
     }
+    static ag_model_kind flat;
+    flat = pair_lm_kind, flat.name = "pair_lm_flat", flat.lm_feed = pair_lm_feed_2d;
+    CHECK(ag_model_register(&flat) == AG_OK, "%s", ag_errmsg());
+    ag_model f;
+    CHECK(ag_model_init(&f, &flat, &c) == AG_OK, "%s", ag_errmsg());
+    char line[] = "w1 w2";
+    ag_rng rng;
+    ag_rng_seed(&rng, 1);
+    FILE *out = tmpfile();
+    CHECK(out && ag_generate_line(&f, vocab, &o, line, &rng, out, err, sizeof err) == AG_ERR_ARG &&
+              strstr(err, "model pair_lm_flat's lm_feed gave logits [1,10] after 2 words, not [1,1,10]"),
+          "%s", err);
+    if (out) fclose(out);
+    ag_model_free(&f);
     test_api1_kind(vocab, &o);
     ag_model_free(&a);
     ag_model_free(&b);

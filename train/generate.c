@@ -101,9 +101,17 @@ static int next_word(ag_model *m, lm_state *state, ag_batch *g, const int32_t *i
                      ag_rng *rng, int *word, char *err, size_t errlen) {
     ag_tensor *logits;
     int rc = state->kept ? feed_logits(m, state, ids, n, &logits, err, errlen)
-                   : forward_logits(m, g, ids, n, &logits, err, errlen);
+                         : forward_logits(m, g, ids, n, &logits, err, errlen);
+    int V = m->cfg.vocab;
+    if (!rc && !(logits->ndim == 3 && logits->shape[0] == 1 && (logits->shape[1] == 1 || logits->shape[1] == n) &&
+                 logits->shape[2] == V)) { /* a kind's callback broke its contract: say so, read nothing */
+        char shape[64];
+        rc = ag__train_fail(err, errlen, AG_ERR_ARG, "generate: model %s's %s gave logits %s after %d words, not [1,1,%d]%s",
+                            m->kind->name, state->kept ? "lm_feed" : "forward", ag_shape_str(logits, shape, sizeof shape),
+                            n, V, state->kept ? "" : " or [1,n,V]");
+    }
     if (!rc) {
-        int V = logits->shape[2], at = logits->shape[1] == 1 ? 0 : n - 1; /* [1,1,V] or a kind's [1,n,V] */
+        int at = logits->shape[1] == 1 ? 0 : n - 1; /* [1,1,V] or a kind's [1,n,V] */
         const ag_real *values = ag_host_values(logits) + (int64_t)at * V; /* the last position's */
         *word = ag__draw_word(values, V, o->temperature, ag_rng_uniform(rng));
     }
