@@ -23,7 +23,10 @@ dir=${1:-/tmp/attngrad-fresh}
 root=$dir/root
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-rm -rf "$dir" && mkdir -p "$dir"
+if [ -e "$dir" ] && ! rm -rf "$dir"; then
+  echo "fresh-check: cannot remove $dir (a mount left inside it? see mount | grep $dir)" >&2; exit 1
+fi
+mkdir -p "$dir"
 echo "fresh-check: debootstrap into $root"
 debootstrap --variant=minbase \
   --include=gcc,g++,make,cmake,ninja-build,libblas-dev,git,python3,ca-certificates,valgrind,procps \
