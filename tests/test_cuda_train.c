@@ -538,6 +538,53 @@ static void free_run(model_run *r) {
     ag_model_free(&r->m);
 }
 
+/* Generation's kept state (ag_model_kind.lm_*) on the GPU: the logits after
+ * 4, then 1, 1 and 2 more words are the CPU's, and feeding a word waits for
+ * the GPU not once: the state stays on the device (the caller's read of
+ * the logits is the one wait a word). */
+static void feed_case(const variant *v) {
+    model_run c = {.dev = AG_CPU}, g = {.dev = GPU};
+    if (!init_model(&c, v) || !init_model(&g, v)) return;
+    const ag_model_kind *k = c.m.kind;
+    ag_params_to(&g.m.params, GPU);
+    void *sc = k->lm_state_new(&c.m, 8), *sg = k->lm_state_new(&g.m, 8);
+    CHECK(sc && sg, "%s: no generation state", v->label);
+    static const int32_t ids[8] = {3, 5, 2, 7, 4, 4, 6, 3}; /* the tiny vocabulary: 8 words */
+    static const int chunks[] = {4, 1, 1, 2};
+    bool grads = ag_set_grad_enabled(false);
+    double worst = 0;
+    int64_t waits = 0, launches = 0;
+    for (int i = 0, fed = 0; sc && sg && i < 4; fed += chunks[i++]) {
+        ag_set_device(AG_CPU);
+        ag_tensor *want = k->lm_feed(&c.m, sc, ids + fed, chunks[i]);
+        ag_set_device(GPU);
+        ag_mem_stats m0 = ag_memstats();
+        ag_tensor *got = k->lm_feed(&g.m, sg, ids + fed, chunks[i]);
+        waits += ag_memstats().device_waits - m0.device_waits;
+        launches += ag_memstats().device_launches - m0.device_launches;
+        CHECK(want && got && got->device == GPU, "%s: feed %d: %s", v->label, i, ag_errmsg());
+        if (!want || !got) break;
+        double *host = host_copy(got->data, got->size, got->device);
+        for (int64_t j = 0; j < want->size; j++)
+            worst = fmax(worst, fabs(host[j] - want->data[j]) / fmax(1, fabs(want->data[j])));
+        free(host);
+        ag_step_end();
+    }
+    ag_set_grad_enabled(grads);
+    ag_set_device(AG_CPU);
+    CHECK(worst <= TOL_MODEL, "%s: fed word by word, the GPU's logits differ from the CPU's by %.3g", v->label, worst);
+    if (GPU == AG_CUDA)
+        CHECK(waits == 0, "%s: feeding 8 words in 4 calls waited for the GPU %lld times (want 0)", v->label,
+              (long long)waits);
+    printf("%-20s fed word by word: worst rel diff %.2e, %lld waits, %lld launches in 4 calls\n", v->label, worst,
+           (long long)waits, (long long)launches);
+    if (sc) k->lm_state_free(sc);
+    if (sg) k->lm_state_free(sg);
+    ag_params_to(&g.m.params, AG_CPU);
+    free_run(&c);
+    free_run(&g);
+}
+
 /* One model: loss and every gradient on the CPU, then the same parameters
  * moved to the GPU; the GPU run is under ag_try, so an op without a CUDA
  * implementation fails this model by name and the next one runs. */
@@ -866,6 +913,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) model_case(&variants[i]);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) tracking_case(&variants[i]);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) graphs_case(&variants[i]);
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++)
+        if (!strcmp(variants[i].model, "poslm")) feed_case(&variants[i]);
     anomaly_case();
 #ifdef AG_REAL_DOUBLE
     /* AG_TEST_NO_GRADCHECK=1: as in tests/opcase_run.c, the bounds_ runs
