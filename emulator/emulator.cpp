@@ -353,14 +353,48 @@ void switch_to(void **from, void *to) {
 
 void set_coordinates(const fiber &f) { threadIdx = f.tid; }
 
+/* The order threads and blocks run in: AG_CUDA_EMULATOR_ORDER=forward
+ * (the default) or reverse.  A GPU promises none, so a kernel whose result
+ * depends on it has a race: a thread reading what another writes without a
+ * barrier between them reads the new value in one order and the old in the
+ * other, whichever thread comes first.  CI runs the op tests both ways. */
+bool reverse_order() {
+    const char *e = getenv("AG_CUDA_EMULATOR_ORDER");
+    if (!e || !*e || !strcmp(e, "forward")) return false;
+    if (!strcmp(e, "reverse")) return true;
+    die("AG_CUDA_EMULATOR_ORDER=%s: expected forward or reverse", e);
+}
+bool reversed;
+
+/* fibers[t], t-th in the run order */
+fiber &nth(int t, int n) { return fibers[(size_t)(reversed ? n - 1 - t : t)]; }
+
+/* The chain: until a thread of the block meets a barrier, a thread that
+ * finishes hands its stack to the next in the run order (chain_next of
+ * chain_n) and runs it, as the scheduler would have, without the two
+ * switches and a fresh stack a thread (most kernels meet no barrier).
+ * The first barrier ends the chain: the waiting thread keeps the stack, and
+ * the threads after it start on their own, as they always did. */
+int chain_next, chain_n;
+
 void fiber_main() {
-    (*body)();
-    current->state = fiber::DONE;
+    for (;;) {
+        (*body)();
+        current->state = fiber::DONE;
+        if (barrier_hit || chain_next >= chain_n) break;
+        fiber &next = nth(chain_next++, chain_n);
+        next.stack = current->stack;
+        current->stack = nullptr;
+        current = &next;
+        set_coordinates(next);
+        next.state = fiber::RELEASED;
+    }
     switch_to(&current->sp, scheduler_sp);
     die("a finished thread was resumed");
 }
 
-/* Runs f until it finishes or waits at a barrier. */
+/* Runs f (and, in the chain, the threads after it) until it finishes or
+ * waits at a barrier. */
 void resume(fiber &f) {
     current = &f;
     set_coordinates(f);
@@ -370,10 +404,11 @@ void resume(fiber &f) {
     }
     f.state = fiber::RELEASED;
     switch_to(&scheduler_sp, f.sp);
+    fiber *last = current; /* f, or the chain's last thread */
     current = nullptr;
-    if (f.state == fiber::DONE) {
-        free_stacks.push_back(f.stack);
-        f.stack = nullptr;
+    if (last->state == fiber::DONE) {
+        free_stacks.push_back(last->stack);
+        last->stack = nullptr;
     }
 }
 
@@ -433,22 +468,6 @@ bool release(int nthreads) {
     return any;
 }
 
-/* The order threads and blocks run in: AG_CUDA_EMULATOR_ORDER=forward
- * (the default) or reverse.  A GPU promises none, so a kernel whose result
- * depends on it has a race: a thread reading what another writes without a
- * barrier between them reads the new value in one order and the old in the
- * other, whichever thread comes first.  CI runs the op tests both ways. */
-bool reverse_order() {
-    const char *e = getenv("AG_CUDA_EMULATOR_ORDER");
-    if (!e || !*e || !strcmp(e, "forward")) return false;
-    if (!strcmp(e, "reverse")) return true;
-    die("AG_CUDA_EMULATOR_ORDER=%s: expected forward or reverse", e);
-}
-bool reversed;
-
-/* fibers[t], t-th in the run order */
-fiber &nth(int t, int n) { return fibers[(size_t)(reversed ? n - 1 - t : t)]; }
-
 void run_block(int nthreads) {
     for (int t = 0; t < nthreads; t++) {
         fiber &f = fibers[t];
@@ -456,7 +475,8 @@ void run_block(int nthreads) {
         f.stack = nullptr;
     }
     barrier_hit = false;
-    for (int t = 0; t < nthreads; t++) resume(nth(t, nthreads));
+    chain_n = nthreads;
+    for (chain_next = 0; chain_next < nthreads;) resume(nth(chain_next++, nthreads));
     if (!barrier_hit) return;
     for (;;) {
         bool all_done = true;
