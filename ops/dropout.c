@@ -157,34 +157,37 @@ int64_t ag_set_dropout_row_base(int64_t base) {
     return old;
 }
 
-static void mask_cpu(uint8_t *kept, int64_t rows, int64_t row_len, int64_t first_row, const uint64_t *seed,
-                     int64_t below) {
+static void mask_cpu(uint8_t *kept, int64_t rows, int64_t row_len, int64_t first_row, ag__seed seed, int64_t below) {
     if (rows <= 0 || row_len <= 0) return;
     mask_job j = {.kept = kept, .row_len = row_len, .blocks_per_row = (row_len + MASK_BLOCK - 1) / MASK_BLOCK,
-                  .row_base = first_row, .seed = *seed, .below = below};
+                  .row_base = first_row, .seed = seed.value, .below = below};
     int64_t per_job = row_len < MASK_BLOCK ? row_len : MASK_BLOCK;
     ag__parallel_range(rows * j.blocks_per_row, (MASK_GRAIN + per_job - 1) / per_job, mask_blocks, &j);
 }
 
 /* The CPU's forward: the mask, then its application (each on the pool). */
 static void forward_cpu(uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t rows, int64_t row_len,
-                        int64_t first_row, const uint64_t *seed, int64_t below) {
+                        int64_t first_row, ag__seed seed, int64_t below) {
     mask_cpu(kept, rows, row_len, first_row, seed, below);
     apply_cpu(kept, x, scale, y, rows * row_len);
 }
 
 void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
-    uint64_t seed = ag_rng_next(rng); /* taken whatever the size: the rng advances as on any batch */
-    mask_cpu(kept, rows, row_len, row_base, &seed, ag__mask_below(keep));
+    ag__seed seed = {.value = ag_rng_next(rng)}; /* taken whatever the size: the rng advances as on any batch */
+    mask_cpu(kept, rows, row_len, row_base, seed, ag__mask_below(keep));
 }
 
-/* One draw from rng in dev's memory, where the mask's kernel reads it: on
- * the GPU the launch then stays the same from step to step (a CUDA graph). */
-static const uint64_t *draw_on(ag_device dev, ag_rng *rng) {
-    uint64_t seed = ag_rng_next(rng);
+/* One draw from rng, for a mask on dev (ag__seed): by value, but under
+ * CUDA graphs in device memory, where the captured launch, the same from
+ * step to step, reads each step's draw. */
+static ag__seed draw_on(ag_device dev, ag_rng *rng) {
+    uint64_t draw = ag_rng_next(rng);
+    if (!(dev == AG_CUDA && ag_cuda_graphs_on())) return (ag__seed){.value = draw};
+    /* (value 0: a record's bytes are its identity, and the graph's launch
+     * must match from step to step) */
     int32_t words[2];
-    memcpy(words, &seed, sizeof seed);
-    return (const uint64_t *)(void *)ag__step_i32_on(dev, words, 2); /* step memory: aligned for any type */
+    memcpy(words, &draw, sizeof draw);
+    return (ag__seed){.at = (const uint64_t *)(void *)ag__step_i32_on(dev, words, 2)}; /* step memory: aligned */
 }
 
 void ag__dropout_mask_device(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {

@@ -10,8 +10,8 @@
  * (row, block) pairs, row-major, as the CPU's pool chunks are.  A warp's
  * threads write neighbouring bytes. */
 __global__ void dropout_mask_kernel(uint8_t *kept, int64_t rows, int64_t row_len, int64_t blocks_per_row,
-                                    int64_t row_base, const uint64_t *seed_at, int64_t below) {
-    const uint64_t seed = *seed_at;
+                                    int64_t row_base, ag__seed seed_arg, int64_t below) {
+    const uint64_t seed = seed_arg.at ? *seed_arg.at : seed_arg.value;
     AG_CUDA_FOR(t, rows * blocks_per_row * AG_MASK_STREAMS) {
         int64_t job = t / AG_MASK_STREAMS, row = job / blocks_per_row, blk = job % blocks_per_row;
         int64_t first = blk * AG_MASK_BLOCK, left = row_len - first;
@@ -26,8 +26,8 @@ __global__ void dropout_mask_kernel(uint8_t *kept, int64_t rows, int64_t row_len
  * kernel and an elementwise one took two. */
 __global__ void dropout_forward_kernel(uint8_t *kept, const ag_real *X, ag_real scale, ag_real *Y, int64_t rows,
                                        int64_t row_len, int64_t blocks_per_row, int64_t row_base,
-                                       const uint64_t *seed_at, int64_t below) {
-    const uint64_t seed = *seed_at;
+                                       ag__seed seed_arg, int64_t below) {
+    const uint64_t seed = seed_arg.at ? *seed_arg.at : seed_arg.value;
     AG_CUDA_FOR(t, rows * blocks_per_row * AG_MASK_STREAMS) {
         int64_t job = t / AG_MASK_STREAMS, row = job / blocks_per_row, blk = job % blocks_per_row;
         int64_t first = row * row_len + blk * AG_MASK_BLOCK, left = row_len - blk * AG_MASK_BLOCK;
@@ -46,8 +46,7 @@ __global__ void dropout_grad_kernel(const uint8_t *kept, const ag_real *G, ag_re
     }
 }
 
-static void draw_mask(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, const uint64_t *seed,
-                      int64_t below) {
+static void draw_mask(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_base, ag__seed seed, int64_t below) {
     if (rows <= 0 || row_len <= 0) return;
     int64_t blocks_per_row = (row_len + AG_MASK_BLOCK - 1) / AG_MASK_BLOCK;
     ag__launch(dropout_mask_kernel, ag__cuda_blocks(rows * blocks_per_row * AG_MASK_STREAMS), AG_CUDA_THREADS, 0, kept,
@@ -55,7 +54,7 @@ static void draw_mask(uint8_t *kept, int64_t rows, int64_t row_len, int64_t row_
 }
 
 static void forward(uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t rows, int64_t row_len,
-                    int64_t row_base, const uint64_t *seed, int64_t below) {
+                    int64_t row_base, ag__seed seed, int64_t below) {
     if (rows <= 0 || row_len <= 0) return;
     int64_t blocks_per_row = (row_len + AG_MASK_BLOCK - 1) / AG_MASK_BLOCK;
     ag__launch(dropout_forward_kernel, ag__cuda_blocks(rows * blocks_per_row * AG_MASK_STREAMS), AG_CUDA_THREADS, 0,
