@@ -44,6 +44,15 @@ void *ag__emu_warp_slot(int lane);
 int ag__emu_lane(void);
 
 inline void __syncthreads() { ag__emu_syncthreads(); }
+/* Blocks run one at a time, and a block's threads one at a time between
+ * barriers: an atomic is a plain read-modify-write, and a write is seen
+ * by every later thread and block as it is made. */
+inline unsigned atomicAdd(unsigned *p, unsigned v) {
+    unsigned old = *p;
+    *p = old + v;
+    return old;
+}
+inline void __threadfence() {}
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ag__emu_syncwarp(mask); }
 
 /* Every lane writes its value, all meet, each reads its partner's, all meet

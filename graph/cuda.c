@@ -29,6 +29,7 @@ static void wait_stream(void); /* cudaStreamSynchronize, counted */
 static int preferred, ordinal; /* ag__cuda_prefer_device's wish; the device in use */
 static bool preferred_exactly;  /* ag__cuda_use_device's: that index or none, never modulo the count */
 static void *cublas_workspace; /* cuBLAS's (start) */
+static unsigned *block_tickets; /* ag__cuda_block_tickets (start) */
 enum { CUBLAS_WORKSPACE = 32 << 20 }; /* the size cuBLAS recommends for Hopper */
 
 static void versions(char *buf, size_t n) {
@@ -84,8 +85,15 @@ static bool start(void) {
                  CUBLAS_WORKSPACE >> 20, v);
         return false;
     }
+    if (cudaMalloc((void **)&block_tickets, sizeof *block_tickets) != cudaSuccess ||
+        cudaMemset(block_tickets, 0, sizeof *block_tickets) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(why_not, sizeof why_not, "no device memory for the block counter (%s)", v);
+        return false;
+    }
     return true;
 }
+
 
 static bool init(void) {
     if (ready < 0) ready = start();
@@ -114,6 +122,13 @@ bool ag__cuda_use_device(int index, char *why, size_t n) {
 
 static void need_device(const char *op) {
     if (!init()) ag__fatal(op, "%s", why_not);
+}
+/* One counter of device memory, zero between kernels: a kernel that
+ * ends with its last block summing what all blocks wrote counts its
+ * finished blocks there and leaves it at zero (ops/cuda/linear.cu). */
+unsigned *ag__cuda_block_tickets(void) {
+    need_device("block tickets");
+    return block_tickets;
 }
 
 int ag__cuda_device(unsigned char uuid[16]) {
@@ -378,6 +393,8 @@ void ag__cuda_shutdown(void) {
     cudaStreamSynchronize(stream);
     if (cublas_workspace) cudaFree(cublas_workspace);
     cublas_workspace = NULL;
+    if (block_tickets) cudaFree(block_tickets);
+    block_tickets = NULL;
     ag__bump_release_all(&arena);
     exact_free_from(0);
     free(exact.at);

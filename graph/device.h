@@ -54,6 +54,7 @@ int ag__cuda_device(unsigned char uuid[16]);
 /* Device memory for parameters (persistent); fatal naming what and the
  * sizes when the device is full. */
 void *ag__cuda_malloc(size_t bytes, const char *what);
+unsigned *ag__cuda_block_tickets(void); /* graph/prelude.cuh */
 void ag__cuda_free(void *p);
 /* The step's device arena: 256-byte aligned, rewound by ag_step_end(). */
 void *ag__cuda_arena_alloc(size_t bytes);

@@ -92,6 +92,9 @@ template <int THREADS, typename T> __device__ static inline T ag__block_sum(T *p
 
 /* The engine's one stream (graph/cuda.c). */
 extern "C" cudaStream_t ag__cuda_stream(void);
+/* A counter in device memory, zero between kernels (graph/cuda.c): the
+ * finished blocks of a kernel whose last block sums what all wrote. */
+extern "C" unsigned *ag__cuda_block_tickets(void);
 /* bytes from the host in the device's step arena: a staged copy that
  * does not wait (graph/device.c), for a launcher's table of arrays. */
 extern "C" const void *ag__cuda_step_upload(const void *host, size_t bytes);

@@ -197,6 +197,15 @@ static int lin_3d(ag_tensor **in, ag_rng *r) {
     in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
     return 3;
 }
+/* 200 rows: the bias gradient's column sums over 4 blocks of 64 rows, and
+ * 4 x 130 partial sums, more than one GPU block (linear.cu: the last
+ * block to finish adds them) */
+static int lin_many_rows(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 100, 3));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(3, 130));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(130));
+    return 3;
+}
 static int lin_1row(ag_tensor **in, ag_rng *r) {
     in[0] = tc_uniform(r, -1, 1, true, SHAPE(4));
     in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 2));
@@ -449,6 +458,12 @@ const op_case core_cases[] = {
     {"linear/3d", lin_3d, f_linear, 0, 0},
     {"linear/no_bias", lin_3d, f_linear_nobias, 0, 0},
     {"linear/1d_input", lin_1row, f_linear, 0, 0},
+    /* 26,000 outputs: their projected sum's roundoff, over the central
+     * difference's 2e-6, is up to ~5e-7 (linear is exact in its inputs, and
+     * its worst element is 4e-7 off), so atol 1e-6 against gradients of
+     * 0.02-0.1; the device's gradients equal the CPU's bit for bit */
+    {"linear/many_rows", lin_many_rows, f_linear, 1e-6, 0},
+    {"dense/tanh_many_rows", lin_many_rows, f_dense_tanh, 1e-6, 0},
     {"linear/zero_gradient_rows", lin_padded, f_linear_padded, 0, 0},
     {"linear/zero_input_rows", lin_zero_rows, f_linear, 0, 0},
     {"matmul/shared_b_zero_gradient_rows", mm_shared_padded, f_mm_shared_padded, 0, 0},
