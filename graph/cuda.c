@@ -144,11 +144,17 @@ static const char *mib(double bytes, char *buf, size_t n) {
     return buf;
 }
 
-void *ag__cuda_malloc(size_t bytes, const char *what) {
+void *ag__cuda_try_malloc(size_t bytes, const char *what) {
     need_device(what);
     void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        cudaGetLastError(); /* clear it */
+    if (cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess) return p;
+    cudaGetLastError(); /* clear it */
+    return NULL;
+}
+
+void *ag__cuda_malloc(size_t bytes, const char *what) {
+    void *p = ag__cuda_try_malloc(bytes, what);
+    if (!p) {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
         char a[32], b[32], c[32];
@@ -552,6 +558,7 @@ void *ag__cuda_malloc(size_t bytes, const char *what) {
     (void)bytes;
     ag__fatal(what, "%s", NO_CUDA);
 }
+void *ag__cuda_try_malloc(size_t bytes, const char *what) { return ag__cuda_malloc(bytes, what); }
 void ag__cuda_free(void *p) { (void)p; }
 void ag__cuda_prefer_device(int index) { (void)index; }
 bool ag__cuda_use_device(int index, char *why, size_t n) {

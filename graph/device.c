@@ -105,6 +105,13 @@ void *ag__zeros_kept_on(ag_device dev, size_t bytes, const char *what) {
     return p;
 }
 
+void *ag__try_zeros_kept_on(ag_device dev, size_t bytes, const char *what) {
+    if (dev != AG_CUDA) return ag__try_calloc(bytes, 1);
+    void *p = ag__cuda_try_malloc(bytes, what);
+    if (p) ag__cuda_zero(p, bytes);
+    return p;
+}
+
 void ag__free_kept_on(ag_device dev, void *p) {
     if (dev == AG_CUDA) ag__cuda_free(p);
     else ag__free(p);

@@ -54,6 +54,7 @@ int ag__cuda_device(unsigned char uuid[16]);
 /* Device memory for parameters (persistent); fatal naming what and the
  * sizes when the device is full. */
 void *ag__cuda_malloc(size_t bytes, const char *what);
+void *ag__cuda_try_malloc(size_t bytes, const char *what); /* NULL where the device has no room */
 unsigned *ag__cuda_block_tickets(void); /* graph/prelude.cuh */
 void ag__cuda_free(void *p);
 /* The step's device arena: 256-byte aligned, rewound by ag_step_end(). */
@@ -156,6 +157,7 @@ void ag__write_on(ag_device dev, void *dst, const void *host, size_t bytes);
 /* Zeroed memory that outlives the step (an optimizer's state) on a
  * device, `what` naming it when the device is full; and its release. */
 void *ag__zeros_kept_on(ag_device dev, size_t bytes, const char *what);
+void *ag__try_zeros_kept_on(ag_device dev, size_t bytes, const char *what); /* NULL where there is no room */
 void ag__free_kept_on(ag_device dev, void *p);
 
 /* After kernels that no op records (the optimizers' updates): a launch

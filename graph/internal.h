@@ -49,6 +49,7 @@ struct ag_node {
 /* ---- memory ---- */
 void *ag__malloc(size_t bytes);          /* counted; aborts on failure */
 void *ag__calloc(size_t n, size_t size);
+void *ag__try_calloc(size_t n, size_t size); /* counted; NULL on failure */
 void *ag__realloc(void *p, size_t bytes);
 void ag__free(void *p);
 char *ag__strdup(const char *s);

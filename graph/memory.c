@@ -22,10 +22,15 @@ void *ag__malloc(size_t bytes) {
     return p;
 }
 
-void *ag__calloc(size_t n, size_t size) {
+void *ag__try_calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p) stats.allocs++;
+    return p;
+}
+
+void *ag__calloc(size_t n, size_t size) {
+    void *p = ag__try_calloc(n, size);
     if (!p) ag__fatal("alloc", "out of memory allocating %zu x %zu bytes", n, size);
-    stats.allocs++;
     return p;
 }
 

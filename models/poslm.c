@@ -208,10 +208,11 @@ typedef struct {
 } poslm_state;
 
 /* n zeroed reals of dev's memory that outlive the steps, as a tensor the
- * state reshapes at each use. */
-static void kept_alloc(ag_tensor *t, ag_device dev, int64_t n, const char *what) {
+ * state reshapes at each use; false where dev has no room. */
+static bool kept_alloc(ag_tensor *t, ag_device dev, int64_t n, const char *what) {
     *t = (ag_tensor){.ndim = 1, .shape = {(int)n}, .size = n, .device = dev, .persistent = true, .name = what};
-    t->data = ag__zeros_kept_on(dev, (size_t)n * sizeof(ag_real), what);
+    t->data = ag__try_zeros_kept_on(dev, (size_t)n * sizeof(ag_real), what);
+    return t->data != NULL;
 }
 
 /* The first elements of a kept array as a tensor of shape, for this step's ops. */
@@ -245,12 +246,18 @@ static void *poslm_state_new(const ag_model *m, int capacity) {
     poslm_state *s = capacity >= 1 ? calloc(1, sizeof *s) : NULL;
     if (!s) return NULL;
     s->capacity = capacity, s->dev = p->embed->device;
-    kept_alloc(&s->h, s->dev, L * H, "poslm state h"), kept_alloc(&s->c, s->dev, L * H, "poslm state c");
-    kept_alloc(&s->ph, s->dev, P, "poslm state ph"), kept_alloc(&s->pc, s->dev, P, "poslm state pc");
-    kept_alloc(&s->hist, s->dev, capacity * H, "poslm state h_i");
-    kept_alloc(&s->mix, s->dev, capacity * 3, "poslm state m_i");
-    kept_alloc(&s->sigma, s->dev, capacity, "poslm state sigma_i");
-    kept_alloc(&s->score, s->dev, capacity, "poslm state a_i");
+    /* no room (a full GPU, a text of 10^8 words): NULL, and generate
+     * falls back to a forward a word, as the kind contract says */
+    bool ok = kept_alloc(&s->h, s->dev, L * H, "poslm state h") && kept_alloc(&s->c, s->dev, L * H, "poslm state c") &&
+              kept_alloc(&s->ph, s->dev, P, "poslm state ph") && kept_alloc(&s->pc, s->dev, P, "poslm state pc") &&
+              kept_alloc(&s->hist, s->dev, (int64_t)capacity * H, "poslm state h_i") &&
+              kept_alloc(&s->mix, s->dev, (int64_t)capacity * 3, "poslm state m_i") &&
+              kept_alloc(&s->sigma, s->dev, capacity, "poslm state sigma_i") &&
+              kept_alloc(&s->score, s->dev, capacity, "poslm state a_i");
+    if (!ok) {
+        poslm_state_free(s);
+        return NULL;
+    }
     return s;
 }
 

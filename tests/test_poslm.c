@@ -11,8 +11,11 @@
 #include "attngrad/model.h"
 #include "../train/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct {
     const char *label;
@@ -374,6 +377,43 @@ static void test_feed(void) {
     CHECK(ag__kind_feeds(ag_model_find("poslm")));
 }
 
+/* A state there is no room for is NULL (generate then forwards each word),
+ * not the end of the program, and what was allocated before is freed: the
+ * address space capped 256 MB above what the process maps, a state of
+ * 2^27 positions needs 8.6 GB.  (ASan's allocator reports such a size
+ * itself, and maps terabytes of shadow a cap would cut.) */
+static void test_state_without_room(void) {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__has_feature)
+    ag_model m;
+    init_model(&m, &variants[0], 5);
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &pages) != 1) pages = 0;
+    if (f) fclose(f);
+    struct rlimit old, cap;
+    if (pages > 0 && getrlimit(RLIMIT_AS, &old) == 0) {
+        cap = old;
+        cap.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)256 << 20);
+        if (old.rlim_cur == RLIM_INFINITY || cap.rlim_cur < old.rlim_cur) {
+            setrlimit(RLIMIT_AS, &cap);
+            ag_mem_stats before = ag_memstats();
+            void *st = m.kind->lm_state_new(&m, 1 << 27);
+            ag_mem_stats after = ag_memstats();
+            setrlimit(RLIMIT_AS, &old);
+            CHECK(st == NULL, "a state of 2^27 positions under a 256 MB cap");
+            if (st) m.kind->lm_state_free(st);
+            CHECK(after.allocs - before.allocs == after.frees - before.frees,
+                  "the arrays made before the one without room: %lld allocated, %lld freed",
+                  (long long)(after.allocs - before.allocs), (long long)(after.frees - before.frees));
+        }
+    }
+    void *st = m.kind->lm_state_new(&m, 8);
+    CHECK(st != NULL, "a state of 8 positions after one without room");
+    m.kind->lm_state_free(st);
+    ag_model_free(&m);
+#endif
+}
+
 /* The loss is the mean cross-entropy of the logits over non-pad targets. */
 static void test_loss(void) {
     enum { B = 3, N = 7 };
@@ -492,6 +532,7 @@ int main(void) {
     test_causality();
     test_last_logits();
     test_feed();
+    test_state_without_room();
     test_loss();
     test_steady_state();
     test_recipe_learns();
