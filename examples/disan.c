@@ -57,7 +57,7 @@ static ag_tensor *disa_forward(const disa *a, ag_tensor *h, const int32_t *lengt
     ag_tensor *q = ag_linear(h, a->w1, a->b1), *k = ag_linear(h, a->w2, NULL);
     ag_tensor *s = ag_feature_attention(q, k, h, ag_mask(&spec, N), lengths, 5.0, weights);
     ag_tensor *f = ag_sigmoid(ag_add(ag_linear(s, a->wf1, a->bf), ag_linear(h, a->wf2, NULL)));
-    return ag_add(s, ag_mul(f, ag_sub(h, s))); /* F ⊙ h + (1 - F) ⊙ s */
+    return ag_lerp(s, h, f); /* F ⊙ h + (1 - F) ⊙ s */
 }
 
 /* Attention weights of the last forward that asked for them (heatmaps). */

@@ -153,7 +153,7 @@ static ag_tensor *dual_axial_forward(ag_model *m, const ag_batch *b, bool traini
         ag_tensor *y = ag_transpose(x, 1, 2);
         ag_tensor *hf = ag_transpose(axial_attention(m, "feature", AG_MAP_FEATURES, y, &p->feat, NULL, NULL), 1, 2);
         ag_tensor *f = ag_sigmoid(ag_add(ag_linear(hf, p->gate_wf, NULL), ag_linear(ht, p->gate_wt, p->gate_b)));
-        ag_tensor *fused = ag_add(hf, ag_mul(f, ag_sub(ht, hf)));                 /* f Ht + (1-f) Hf */
+        ag_tensor *fused = ag_lerp(hf, ht, f);                                     /* f Ht + (1-f) Hf */
         summed = ag_sum_axis(fused, 1, false);
     } else {
         summed = ag_sum_axis(ht, 1, false);

@@ -113,7 +113,7 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
     /* Fusion gate: G = f ⊙ Î + (1 - f) ⊙ Ô, written Ô + f ⊙ (Î - Ô). */
     ag_tensor *ei = ag_linear(e, p->gate_wi, NULL), *oo = ag_linear(o, p->gate_wo, NULL);
     ag_tensor *f = ag_sigmoid(ag_add(ag_linear(ei, p->gate_w1, NULL), ag_linear(oo, p->gate_w2, p->gate_b)));
-    ag_tensor *g = ag_add(oo, ag_mul(f, ag_sub(ei, oo)));
+    ag_tensor *g = ag_lerp(oo, ei, f);
 
     ag_tensor *ffn = ag_linear(ag_dense(g, p->ffn_w1, p->ffn_b1, AG_ACT_RELU), p->ffn_w2, p->ffn_b2);
     ag_tensor *u = ag_layernorm(ag_add(g, ag_dropout(ffn, keep, training, &m->rng)), p->ln_gamma, p->ln_beta, 1e-6);

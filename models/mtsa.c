@@ -146,7 +146,7 @@ static ag_tensor *mtsa_head_forward(ag_model *m, int c, ag_tensor *x, const int3
     }
     /* Fusion gate: H <- g v + (1 - g) H = H + g (v - H). */
     ag_tensor *g = ag_dense(drop(m, ag_concat((ag_tensor *[]){v, H}, 2, 2), training), p->wg, p->bg, AG_ACT_SIGMOID);
-    return ag_add(H, ag_mul(g, ag_sub(v, H)));
+    return ag_lerp(H, v, g);
 }
 
 static ag_tensor *mtsa_forward(ag_model *m, const ag_batch *b, bool training) {

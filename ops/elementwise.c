@@ -510,6 +510,74 @@ ag_tensor *ag_clamp(ag_tensor *x, double lo, double hi) {
     return out;
 }
 
+/* ---- lerp: a fusion gate's a + w (b - a) in one pass each way ----
+ *
+ * The same operations in the same order as ag_add(a, ag_mul(w, ag_sub(b,
+ * a))), forward and backward (a's gradient g - g w is the add's g plus the
+ * sub's -(g w)), so a model that writes its gate either way computes the
+ * same bits; one pass each way where the composition took three kernels
+ * forward and up to six backward (a binary op's two sides). */
+
+typedef struct {
+    const ag_real *a, *b, *w, *g;
+    ag_real *y, *ga, *gb, *gw;
+    bool fresh_a, fresh_b, fresh_w;
+} lerp_job;
+
+AG_SIMD_CLONES static void lerp_range(void *ctx, int64_t i0, int64_t i1) {
+    const lerp_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] = j->a[i] + j->w[i] * (j->b[i] - j->a[i]);
+}
+
+static inline void lerp_grad_store(ag_real *gx, bool fresh, int64_t i, ag_real v) { gx[i] = fresh ? v : gx[i] + v; }
+
+static void lerp_grad_range(void *ctx, int64_t i0, int64_t i1) {
+    const lerp_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        ag_real g = j->g[i], gw = g * j->w[i];
+        if (j->ga) lerp_grad_store(j->ga, j->fresh_a, i, g - gw);
+        if (j->gb) lerp_grad_store(j->gb, j->fresh_b, i, gw);
+        if (j->gw) lerp_grad_store(j->gw, j->fresh_w, i, g * (j->b[i] - j->a[i]));
+    }
+}
+
+static void lerp_forward_cpu(const ag_real *a, const ag_real *b, const ag_real *w, ag_real *y, int64_t n) {
+    lerp_job j = {.a = a, .b = b, .w = w, .y = y};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, lerp_range, &j);
+}
+
+static void lerp_backward_cpu(const ag_real *a, const ag_real *b, const ag_real *w, const ag_real *g, ag_real *ga,
+                              bool fresh_a, ag_real *gb, bool fresh_b, ag_real *gw, bool fresh_w, int64_t n) {
+    lerp_job j = {.a = a, .b = b, .w = w, .g = g, .ga = ga, .gb = gb, .gw = gw,
+                  .fresh_a = fresh_a, .fresh_b = fresh_b, .fresh_w = fresh_w};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, lerp_grad_range, &j);
+}
+
+static void lerp_backward(ag_node *n) {
+    bool fa = false, fb = false, fw = false;
+    ag_real *ga = ag__wants(n, 0) ? ag__grad_write(n->in[0], &fa) : NULL;
+    ag_real *gb = ag__wants(n, 1) ? ag__grad_write(n->in[1], &fb) : NULL;
+    ag_real *gw = ag__wants(n, 2) ? ag__grad_write(n->in[2], &fw) : NULL;
+    ag__elementwise_on(n->op, n->out->device)
+        ->lerp_backward(n->in[0]->data, n->in[1]->data, n->in[2]->data, n->out->grad, ga, fa, gb, fb, gw, fw,
+                        n->out->size);
+}
+
+ag_tensor *ag_lerp(ag_tensor *a, ag_tensor *b, ag_tensor *w) {
+    ag_device dev = ag__check_same_device("ag_lerp", a, b);
+    ag__check_same_device("ag_lerp", a, w);
+    if (!ag_same_shape(a, b) || !ag_same_shape(a, w)) {
+        char sa[64], sb[64], sw[64];
+        ag__fatal("ag_lerp", "a %s, b %s and w %s: lerp takes three tensors of one shape (for broadcasting, "
+                  "compose ag_add, ag_mul and ag_sub)", ag_shape_str(a, sa, sizeof sa), ag_shape_str(b, sb, sizeof sb),
+                  ag_shape_str(w, sw, sizeof sw));
+    }
+    ag_tensor *out = ag__empty_on(dev, a->ndim, a->shape);
+    ag__elementwise_on("ag_lerp", dev)->lerp_forward(a->data, b->data, w->data, out->data, a->size);
+    ag__record("ag_lerp", lerp_backward, out, 3, (ag_tensor *[]){a, b, w});
+    return out;
+}
+
 /* ---- fills and accumulation, for the engine and other families ---- */
 
 static void fill_cpu(ag_real *y, ag_real value, int64_t n) {
@@ -531,6 +599,8 @@ static const ag__elementwise_kernels elementwise_cpu = {
     .affine_backward = affine_backward_cpu,
     .clamp_forward = clamp_forward_cpu,
     .clamp_backward = clamp_backward_cpu,
+    .lerp_forward = lerp_forward_cpu,
+    .lerp_backward = lerp_backward_cpu,
     .fill = fill_cpu,
     .add_into = add_into_cpu,
 };

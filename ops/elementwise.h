@@ -42,6 +42,15 @@ typedef struct {
     void (*clamp_forward)(const ag__kreal *x, ag__kreal *y, ag__kreal lo, ag__kreal hi, int64_t n);
     void (*clamp_backward)(const ag__kreal *x, const ag__kreal *g, ag__kreal *gx, ag__kreal lo, ag__kreal hi, int64_t n,
                            bool fresh);
+    /* y = a + w (b - a); backward da (+)= g - g w, db (+)= g w, dw (+)=
+     * g (b - a), each only where its pointer is not NULL, each with its own
+     * fresh (store instead of add).  One thread an element writes all
+     * three in that order, so a gradient that aliases another (lerp(x, x,
+     * w)) sums both terms, the second added to the first. */
+    void (*lerp_forward)(const ag__kreal *a, const ag__kreal *b, const ag__kreal *w, ag__kreal *y, int64_t n);
+    void (*lerp_backward)(const ag__kreal *a, const ag__kreal *b, const ag__kreal *w, const ag__kreal *g,
+                          ag__kreal *ga, bool fresh_a, ag__kreal *gb, bool fresh_b, ag__kreal *gw, bool fresh_w,
+                          int64_t n);
     /* y = value; y += x */
     void (*fill)(ag__kreal *y, ag__kreal value, int64_t n);
     void (*add_into)(ag__kreal *y, const ag__kreal *x, int64_t n);

@@ -206,6 +206,13 @@ static int lin_many_rows(ag_tensor **in, ag_rng *r) {
     in[2] = tc_uniform(r, -1, 1, true, SHAPE(130));
     return 3;
 }
+/* a weight that wants no gradient (a fixed gate) */
+static int lerp_fixed_weight(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(4, 9));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 9));
+    in[2] = tc_uniform(r, 0, 1, false, SHAPE(4, 9));
+    return 3;
+}
 static int lin_1row(ag_tensor **in, ag_rng *r) {
     in[0] = tc_uniform(r, -1, 1, true, SHAPE(4));
     in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 2));
@@ -352,6 +359,12 @@ static ag_tensor *f_axis_mix_ms(ag_tensor **x) {
 }
 
 static ag_tensor *f_clamp_point(ag_tensor **x) { return ag_clamp(x[0], 0.25, 0.25); } /* no gradient at all */
+static ag_tensor *f_lerp(ag_tensor **x) { return ag_lerp(x[0], x[1], x[2]); }
+/* a gradient that aliases another: both terms summed into one buffer */
+static ag_tensor *f_lerp_same_ends(ag_tensor **x) { return ag_lerp(x[0], x[0], x[1]); }
+static ag_tensor *f_lerp_weight_is_start(ag_tensor **x) { return ag_lerp(x[0], x[1], x[0]); }
+/* a used again after the gate: its gradient added to by another op */
+static ag_tensor *f_lerp_then_mul(ag_tensor **x) { return ag_mul(ag_lerp(x[0], x[1], ag_sigmoid(x[2])), x[0]); }
 /* Clamp's input used twice, clamp's backward last: where it clamps, the
  * gradient stays as square's left it. */
 static ag_tensor *f_clamp_twice(ag_tensor **x) {
@@ -457,6 +470,7 @@ const op_case core_cases[] = {
     {"matmul/matrix_vector_shared", mv_batched, f_mm, 0, 0},
     {"linear/3d", lin_3d, f_linear, 0, 0},
     {"linear/no_bias", lin_3d, f_linear_nobias, 0, 0},
+    {"lerp/fixed_weight", lerp_fixed_weight, f_lerp, 0, 0},
     {"linear/1d_input", lin_1row, f_linear, 0, 0},
     /* 26,000 outputs: their projected sum's roundoff, over the central
      * difference's 2e-6, is up to ~5e-7 (linear is exact in its inputs, and
@@ -535,6 +549,15 @@ const op_case core_cases[] = {
     UNIFORM_CASE("clamp [1031] [-1, 1.5]", f_clamp, -3, 3, DIMS(1031)),
     UNIFORM_CASE("clamp [37] [0.25, 0.25]", f_clamp_point, -1, 1, DIMS(37)),
     UNIFORM_CASE("clamp + square [5,33]", f_clamp_twice, -1, 1, DIMS(5, 33)),
+    /* lerp: weights inside and outside [0, 1], ends and weight aliased, a
+     * sigmoid gate as the models write it, one element, large values */
+    UNIFORM_CASE("lerp [3,5,37]", f_lerp, -2, 2, DIMS(3, 5, 37), DIMS(3, 5, 37), DIMS(3, 5, 37)),
+    UNIFORM_CASE("lerp (x, x, w) [5,33]", f_lerp_same_ends, -2, 2, DIMS(5, 33), DIMS(5, 33)),
+    UNIFORM_CASE("lerp (a, b, a) [5,33]", f_lerp_weight_is_start, -2, 2, DIMS(5, 33), DIMS(5, 33)),
+    UNIFORM_CASE("lerp sigmoid gate, a reused [2,7,33]", f_lerp_then_mul, -3, 3, DIMS(2, 7, 33), DIMS(2, 7, 33),
+                 DIMS(2, 7, 33)),
+    UNIFORM_CASE("lerp [1]", f_lerp, -1, 1, DIMS(1), DIMS(1), DIMS(1)),
+    UNIFORM_CASE("lerp [6,300] values to 1e3", f_lerp, -1000, 1000, DIMS(6, 300), DIMS(6, 300), DIMS(6, 300)),
     /* products on cuBLAS: 2-D, the transposes, batched, a shared operand */
     UNIFORM_CASE("matmul [17,33]@[33,45]", f_mm, -1, 1, DIMS(17, 33), DIMS(33, 45)),
     UNIFORM_CASE("matmul_t TN [33,17]@[33,45]", f_mm_ta, -1, 1, DIMS(33, 17), DIMS(33, 45)),

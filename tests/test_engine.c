@@ -104,6 +104,38 @@ static void test_accumulation(void) {
     ag_params_free(&ps);
 }
 
+/* ag_lerp against the composition it stands for, wired as MTSA's fusion
+ * gate H + g (v - H) with g made from H and v (so H's and v's gradients
+ * also come from another op): the same loss and every gradient, bit for
+ * bit, in either precision. */
+static void gate_run(bool fused, ag_real out[4][24]) {
+    ag_params ps = {0};
+    ag_tensor *H = ag_param(&ps, "H", 2, (int[]){4, 6}), *v = ag_param(&ps, "v", 2, (int[]){4, 6});
+    ag_rng r;
+    ag_rng_seed(&r, 7);
+    for (int i = 0; i < 24; i++) H->data[i] = (ag_real)(2 * ag_rng_uniform(&r) - 1), v->data[i] = (ag_real)ag_rng_normal(&r);
+    ag_tensor *g = ag_sigmoid(ag_mul(ag_add(H, v), ag_tanh(v)));
+    ag_tensor *y = fused ? ag_lerp(H, v, g) : ag_add(H, ag_mul(g, ag_sub(v, H)));
+    ag_tensor *loss = ag_sum(ag_mul(y, ag_exp(y)));
+    ag_backward(loss);
+    memcpy(out[0], y->data, sizeof out[0]);
+    memcpy(out[1], H->grad, sizeof out[1]);
+    memcpy(out[2], v->grad, sizeof out[2]);
+    out[3][0] = ag_item(loss);
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
+static void test_lerp_is_the_composition(void) {
+    ag_real fused[4][24], composed[4][24];
+    gate_run(true, fused);
+    gate_run(false, composed);
+    CHECK(memcmp(fused[0], composed[0], sizeof fused[0]) == 0, "ag_lerp's values differ from the composition's");
+    CHECK(memcmp(fused[1], composed[1], sizeof fused[1]) == 0, "ag_lerp's gradient of a differs from the composition's");
+    CHECK(memcmp(fused[2], composed[2], sizeof fused[2]) == 0, "ag_lerp's gradient of b differs from the composition's");
+    CHECK(fused[3][0] == composed[3][0], "losses %.17g and %.17g", (double)fused[3][0], (double)composed[3][0]);
+}
+
 /* A bias broadcast over more rows than a part's grain of elements (MPSAN at
  * batch 1024): its column parts once became 0 wide, a division by zero. */
 static void test_broadcast_over_many_rows(void) {
@@ -590,6 +622,7 @@ static void test_anomaly_mode(void) {
 
 int main(void) {
     test_accumulation();
+    test_lerp_is_the_composition();
     test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
     test_dropout_mask_statistics();

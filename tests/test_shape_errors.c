@@ -33,6 +33,8 @@ static void test_errors(void) {
     EXPECT_FATAL(ag_transpose(x, 0, 3), "ag_transpose", "axis 3", "[2,3,4]");
 
     ag_tensor *a = ag_tensor_new(SHAPE(2, 3)), *b = ag_tensor_new(SHAPE(2, 4)), *c = ag_tensor_new(SHAPE(2, 3, 1));
+    EXPECT_FATAL(ag_lerp(a, a, c), "ag_lerp", "a [2,3]", "w [2,3,1]", "one shape", "test_shape_errors.c");
+    EXPECT_FATAL(ag_lerp(a, b, a), "ag_lerp", "b [2,4]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, b}, 2, 0), "ag_concat", "input 1", "[2,4]", "[2,3]", "axis 0");
     EXPECT_FATAL(ag_softmax_mix(a, (ag_tensor *[]){a, b}, 2), "ag_softmax_mix", "source 1", "[2,4]", "[2,3]");
     EXPECT_FATAL(ag_softmax_mix(b, (ag_tensor *[]){a, a}, 2), "ag_softmax_mix", "logits [2,4]", "2 sources of [2,3]",

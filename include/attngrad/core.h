@@ -333,6 +333,10 @@ ag_tensor *ag_div(ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_maximum(ag_tensor *a, ag_tensor *b); /* ties send the gradient to b */
 ag_tensor *ag_add_scalar(ag_tensor *a, double s);
 ag_tensor *ag_mul_scalar(ag_tensor *a, double s);
+/* a + w (b - a), a, b and w of one shape: a fusion gate w b + (1 - w) a in
+ * one op (torch.lerp with a tensor weight), the same bits as the
+ * composition ag_add(a, ag_mul(w, ag_sub(b, a))). */
+ag_tensor *ag_lerp(ag_tensor *a, ag_tensor *b, ag_tensor *w);
 
 ag_tensor *ag_neg(ag_tensor *x);
 ag_tensor *ag_exp(ag_tensor *x);
@@ -728,6 +732,7 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_div(...) AG_AT(ag_div, __VA_ARGS__)
 #define ag_maximum(...) AG_AT(ag_maximum, __VA_ARGS__)
 #define ag_add_scalar(...) AG_AT(ag_add_scalar, __VA_ARGS__)
+#define ag_lerp(...) AG_AT(ag_lerp, __VA_ARGS__)
 #define ag_mul_scalar(...) AG_AT(ag_mul_scalar, __VA_ARGS__)
 #define ag_neg(...) AG_AT(ag_neg, __VA_ARGS__)
 #define ag_exp(...) AG_AT(ag_exp, __VA_ARGS__)

@@ -182,7 +182,38 @@ static void clamp_backward(const ag_real *x, const ag_real *g, ag_real *gx, ag_r
     if (n > 0) ag__launch(clamp_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, g, gx, lo, hi, n, fresh);
 }
 
+/* ---- lerp: ops/elementwise.c's expressions, in its order ---- */
+
+__global__ void lerp_kernel(const ag_real *A, const ag_real *B, const ag_real *W, ag_real *Y, int64_t n) {
+    AG_CUDA_FOR(i, n) Y[i] = A[i] + W[i] * (B[i] - A[i]);
+}
+
+__device__ static inline void lerp_grad_store(ag_real *GX, bool fresh, int64_t i, ag_real v) {
+    GX[i] = fresh ? v : GX[i] + v;
+}
+
+__global__ void lerp_grad_kernel(const ag_real *A, const ag_real *B, const ag_real *W, const ag_real *G, ag_real *GA,
+                                 bool fresh_a, ag_real *GB, bool fresh_b, ag_real *GW, bool fresh_w, int64_t n) {
+    AG_CUDA_FOR(i, n) {
+        ag_real g = G[i], gw = g * W[i];
+        if (GA) lerp_grad_store(GA, fresh_a, i, g - gw);
+        if (GB) lerp_grad_store(GB, fresh_b, i, gw);
+        if (GW) lerp_grad_store(GW, fresh_w, i, g * (B[i] - A[i]));
+    }
+}
+
+static void lerp_forward(const ag_real *a, const ag_real *b, const ag_real *w, ag_real *y, int64_t n) {
+    if (n > 0) ag__launch(lerp_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, a, b, w, y, n);
+}
+
+static void lerp_backward(const ag_real *a, const ag_real *b, const ag_real *w, const ag_real *g, ag_real *ga,
+                          bool fresh_a, ag_real *gb, bool fresh_b, ag_real *gw, bool fresh_w, int64_t n) {
+    if (n > 0)
+        ag__launch(lerp_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, a, b, w, g, ga, fresh_a, gb, fresh_b, gw,
+                   fresh_w, n);
+}
+
 extern "C" const ag__elementwise_kernels ag__elementwise_cuda = {
-    unary_forward,   unary_backward, binary_forward, binary_backward, affine_forward,
-    affine_backward, clamp_forward,  clamp_backward, fill_values,     add_into,
+    unary_forward,  unary_backward, binary_forward, binary_backward, affine_forward, affine_backward,
+    clamp_forward,  clamp_backward, lerp_forward,   lerp_backward,   fill_values,    add_into,
 };
