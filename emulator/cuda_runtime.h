@@ -53,6 +53,7 @@ inline unsigned atomicAdd(unsigned *p, unsigned v) {
     return old;
 }
 inline void __threadfence() {}
+template <typename T> inline T __ldcg(const T *p) { return *p; } /* a load past L1: there is none here */
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ag__emu_syncwarp(mask); }
 
 /* Every lane writes its value, all meet, each reads its partner's, all meet

@@ -557,6 +557,9 @@ const op_case core_cases[] = {
     UNIFORM_CASE("lerp sigmoid gate, a reused [2,7,33]", f_lerp_then_mul, -3, 3, DIMS(2, 7, 33), DIMS(2, 7, 33),
                  DIMS(2, 7, 33)),
     UNIFORM_CASE("lerp [1]", f_lerp, -1, 1, DIMS(1), DIMS(1), DIMS(1)),
+    /* a bias gradient of 18 x 1000 partial sums: more than the last block
+     * of the GPU's column sums adds, so a kernel of their own (linear.cu) */
+    UNIFORM_CASE("linear [1100,1] x [1,1000] + bias", f_linear, -1, 1, DIMS(1100, 1), DIMS(1, 1000), DIMS(1000)),
     UNIFORM_CASE("lerp [6,300] values to 1e3", f_lerp, -1000, 1000, DIMS(6, 300), DIMS(6, 300), DIMS(6, 300)),
     /* products on cuBLAS: 2-D, the transposes, batched, a shared operand */
     UNIFORM_CASE("matmul [17,33]@[33,45]", f_mm, -1, 1, DIMS(17, 33), DIMS(33, 45)),

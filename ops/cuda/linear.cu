@@ -45,38 +45,61 @@ __global__ void act_grad_kernel(int act, const ag_real *DY, const ag_real *Y, ag
     AG_CUDA_FOR(i, n) G[i] = act_grad_of(act, DY[i], Y[i]);
 }
 
-/* The end of a column-sum kernel: the last of its blocks to finish adds
- * the partial sums P [blocks, cols] into out in block order, as the CPU
- * does (out + P[0] + P[1] + ...; with scale, out + *scale (P[0] + P[1] +
- * ...)), and sets the ticket counter back to zero for the next kernel.
- * Each block counts itself once its partials are visible to the others
- * (the fence), so the last one reads them all; the rest return.  One
- * launch where a second kernel over the partials was another. */
-__device__ static void add_partials_in_last_block(const volatile ag_real *P, int64_t blocks, int cols,
-                                                  const ag_real *scale, ag_real *out, unsigned *tickets) {
+/* out (+)= the partial sums P [blocks, cols] in block order, as the CPU
+ * adds them (out + P[0] + P[1] + ...; with scale, out + *scale (P[0] +
+ * P[1] + ...)), column k by threads k, k + stride, ...  P is read past L1
+ * (__ldcg): other blocks of the same kernel may have written it. */
+__device__ static inline void add_partials(const ag_real *P, int64_t blocks, int cols, const ag_real *scale,
+                                           ag_real *out, int64_t k0, int64_t stride) {
+    for (int64_t k = k0; k < cols; k += stride) {
+        if (!scale) {
+            ag_real acc = out[k];
+            for (int64_t b = 0; b < blocks; b++) acc += __ldcg(P + b * cols + k);
+            out[k] = acc;
+        } else {
+            ag_real s = 0;
+            for (int64_t b = 0; b < blocks; b++) s += __ldcg(P + b * cols + k);
+            out[k] += *scale * s;
+        }
+    }
+}
+
+/* Partials up to this many are added by the last block of the kernel that
+ * wrote them (one launch); more, by a kernel of their own spread over the
+ * GPU, where one block adding them all could take longer than the launch
+ * it saves (a vocabulary-wide bias: 10,000 columns).  The models' layers
+ * (300 columns, 15-30 blocks of rows) are under it.  Not yet timed on a
+ * GPU. */
+enum { LAST_BLOCK_PARTIALS_MAX = 16384 };
+
+/* The end of a column-sum kernel, where tickets is not NULL: the last of
+ * its blocks to finish adds the partials into out and sets the ticket
+ * counter back to zero for the next kernel.  Each block counts itself
+ * once its partials are visible to the others (the fence), so the last one
+ * reads them all; the rest return. */
+__device__ static void add_partials_in_last_block(const ag_real *P, int64_t blocks, int cols, const ag_real *scale,
+                                                  ag_real *out, unsigned *tickets) {
+    if (!tickets) return;
     __shared__ bool last;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(tickets, 1u) == gridDim.x - 1;
     __syncthreads();
     if (!last) return;
-    for (int k = (int)threadIdx.x; k < cols; k += (int)blockDim.x) {
-        if (!scale) {
-            ag_real acc = out[k];
-            for (int64_t b = 0; b < blocks; b++) acc += P[b * cols + k];
-            out[k] = acc;
-        } else {
-            ag_real s = 0;
-            for (int64_t b = 0; b < blocks; b++) s += P[b * cols + k];
-            out[k] += *scale * s;
-        }
-    }
+    add_partials(P, blocks, cols, scale, out, threadIdx.x, blockDim.x);
     if (threadIdx.x == 0) *tickets = 0;
+}
+
+/* The kernel of their own, a thread a column. */
+__global__ void add_partials_kernel(const ag_real *P, int64_t blocks, int cols, const ag_real *scale, ag_real *out) {
+    add_partials(P, blocks, cols, scale, out, blockIdx.x * (int64_t)blockDim.x + threadIdx.x,
+                 (int64_t)gridDim.x * blockDim.x);
 }
 
 /* act_grad_kernel and the column sums in one pass (ag_dense's backward
  * with a bias): each thread writes its column of G over its block of rows
- * and sums it, in the same order; out += the sums. */
+ * and sums it, in the same order; out += the sums (its last block, or
+ * add_partials_kernel after it). */
 __global__ void act_grad_col_sums_kernel(int act, const ag_real *DY, const ag_real *Y, ag_real *G, int64_t rows,
                                          int cols, int64_t blocks, ag_real *P, unsigned *tickets, ag_real *out) {
     AG_CUDA_FOR(i, blocks * cols) {
@@ -93,7 +116,7 @@ __global__ void act_grad_col_sums_kernel(int act, const ag_real *DY, const ag_re
 }
 
 /* Thread per (block of rows, column): the block's rows in order; then
- * out (+)= the sums. */
+ * out (+)= the sums (its last block, or add_partials_kernel after it). */
 __global__ void col_sums_kernel(const ag_real *X, int64_t rows, int cols, int64_t blocks, const ag_real *scale,
                                 ag_real *P, unsigned *tickets, ag_real *out) {
     AG_CUDA_FOR(i, blocks * cols) {
@@ -120,18 +143,34 @@ extern "C" void ag__act_backward_cuda(int act, const ag_real *dy, const ag_real 
     if (n > 0) ag__launch(act_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, act, dy, y, g, n);
 }
 
+/* The tickets for a kernel whose last block adds blocks x cols partials,
+ * or NULL: add_partials_kernel adds them after it. */
+static unsigned *last_block_tickets(int64_t blocks, int cols) {
+    return blocks * cols <= LAST_BLOCK_PARTIALS_MAX ? ag__cuda_block_tickets() : NULL;
+}
+
+static void add_partials_after(unsigned *tickets, const ag_real *partial, int64_t blocks, int cols,
+                               const ag_real *scale, ag_real *out) {
+    if (!tickets)
+        ag__launch(add_partials_kernel, ag__cuda_blocks(cols), AG_CUDA_THREADS, 0, partial, blocks, cols, scale, out);
+}
+
 extern "C" void ag__act_backward_col_sums_cuda(int act, const ag_real *dy, const ag_real *y, ag_real *g, int64_t rows,
                                                int cols, ag_real *partial, ag_real *out) {
     int64_t blocks = ag__col_blocks(rows);
     if (cols <= 0 || blocks <= 0) return;
+    unsigned *tickets = last_block_tickets(blocks, cols);
     ag__launch(act_grad_col_sums_kernel, ag__cuda_blocks(blocks * cols), AG_CUDA_THREADS, 0, act, dy, y, g, rows, cols,
-               blocks, partial, ag__cuda_block_tickets(), out);
+               blocks, partial, tickets, out);
+    add_partials_after(tickets, partial, blocks, cols, (const ag_real *)NULL, out);
 }
 
 extern "C" void ag__col_sums_cuda(const ag_real *x, int64_t rows, int cols, const ag_real *scale, ag_real *partial,
                                   ag_real *out) {
     int64_t blocks = ag__col_blocks(rows);
     if (cols <= 0 || blocks <= 0) return;
+    unsigned *tickets = last_block_tickets(blocks, cols);
     ag__launch(col_sums_kernel, ag__cuda_blocks(blocks * cols), AG_CUDA_THREADS, 0, x, rows, cols, blocks, scale,
-               partial, ag__cuda_block_tickets(), out);
+               partial, tickets, out);
+    add_partials_after(tickets, partial, blocks, cols, scale, out);
 }
