@@ -515,8 +515,10 @@ ag_tensor *ag_clamp(ag_tensor *x, double lo, double hi) {
  * The same operations in the same order as ag_add(a, ag_mul(w, ag_sub(b,
  * a))), forward and backward (a's gradient g - g w is the add's g plus the
  * sub's -(g w)), so a model that writes its gate either way computes the
- * same bits; one pass each way where the composition took three kernels
- * forward and up to six backward (a binary op's two sides). */
+ * same bits - unless a also takes gradient from ops after the gate: the
+ * composition adds g to that first and -(g w) after, lerp their sum, one
+ * rounding apart.  One pass each way where the composition took three
+ * kernels forward and up to six backward (a binary op's two sides). */
 
 typedef struct {
     const ag_real *a, *b, *w, *g;

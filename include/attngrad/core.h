@@ -334,8 +334,9 @@ ag_tensor *ag_maximum(ag_tensor *a, ag_tensor *b); /* ties send the gradient to 
 ag_tensor *ag_add_scalar(ag_tensor *a, double s);
 ag_tensor *ag_mul_scalar(ag_tensor *a, double s);
 /* a + w (b - a), a, b and w of one shape: a fusion gate w b + (1 - w) a in
- * one op (torch.lerp with a tensor weight), the same bits as the
- * composition ag_add(a, ag_mul(w, ag_sub(b, a))). */
+ * one op (torch.lerp with a tensor weight).  The same values and gradients
+ * as ag_add(a, ag_mul(w, ag_sub(b, a))), to the bit unless a is used again
+ * after the gate (its gradient's terms are then summed in another order). */
 ag_tensor *ag_lerp(ag_tensor *a, ag_tensor *b, ag_tensor *w);
 
 ag_tensor *ag_neg(ag_tensor *x);
