@@ -484,7 +484,7 @@ typedef struct {
      * 174, 144 and 143.  The bias gradient's column sums in one launch
      * (ops/cuda/linear.cu), not two: 118, 206, 143, 139, 259, 204, 170,
      * 140 and 142.  The fusion gates as ag_lerp, one kernel each way where
-     * the composition took three and four: the bounds below. */
+     * the composition took three and six: the bounds below. */
     int max_launches;
 } variant;
 
