@@ -88,10 +88,24 @@ static void forward_part(void *ctx, int64_t part) {
     for (int64_t b = part * j->per_part; b < end; b++) forward_example(j, b);
 }
 
+/* Unit g's plan: its probs and huv (a unit is the one-unit op on its slices). */
+static ag__kadd unit_plan(const ag__kadd *p, int g) {
+    ag__kadd one = *p;
+    one.G = 1;
+    one.probs += (int64_t)g * p->B * p->N * p->N;
+    one.huv += (int64_t)g * p->B * p->N * 2;
+    return one;
+}
+
 static void forward_cpu(const ag__kadd *p, const ag_real *h, const ag_real *u, const ag_real *v, const ag_real *bias,
                         const ag_real *mask, ag_real *out) {
-    add_job j = {.p = p, .h = h, .u = u, .v = v, .bias = bias, .mask = mask, .out = out};
-    ag__parallel(job_parts(&j), forward_part, &j);
+    int64_t plane = (int64_t)p->B * p->N * p->d;
+    for (int g = 0; g < p->G; g++) { /* unit after unit, each over the pool */
+        ag__kadd one = unit_plan(p, g);
+        add_job j = {.p = &one, .h = h + g * plane, .u = u + (int64_t)g * p->d, .v = v + (int64_t)g * p->d,
+                     .bias = bias + g, .mask = mask ? mask + g * p->mask_group : NULL, .out = out + g * plane};
+        ag__parallel(job_parts(&j), forward_part, &j);
+    }
 }
 
 /* ---- backward ---- */
@@ -154,9 +168,9 @@ static void weighted_rows(const ag_real *w, const ag_real *h, int64_t rows, int 
     for (int l = 0; l < d; l++) g[l] = fresh ? sum[l] : g[l] + sum[l];
 }
 
-static void backward_cpu(const ag__kadd *p, const ag_real *h, const ag_real *u, const ag_real *v, const ag_real *bias,
-                         const ag_real *g, ag_real *work, ag_real *gh, bool fresh_h, ag_real *gu, bool fresh_u, ag_real *gv,
-                         bool fresh_v, ag_real *gbias, bool fresh_bias) {
+static void backward_unit(const ag__kadd *p, const ag_real *h, const ag_real *u, const ag_real *v, const ag_real *bias,
+                          const ag_real *g, ag_real *work, ag_real *gh, bool fresh_h, ag_real *gu, bool fresh_u,
+                          ag_real *gv, bool fresh_v, ag_real *gbias, bool fresh_bias) {
     int64_t rows = (int64_t)p->B * p->N;
     add_job j = {.p = p, .h = h, .u = u, .v = v, .bias = bias, .g = g, .gh = gh, .fresh_h = fresh_h,
                  .dz = work, .dhu = work + rows * p->N, .dhv = work + rows * (p->N + 1)};
@@ -170,6 +184,21 @@ static void backward_cpu(const ag__kadd *p, const ag_real *h, const ag_real *u, 
     }
 }
 
+/* Unit after unit on its slices (NULL gradients stay NULL). */
+static void backward_cpu(const ag__kadd *p, const ag_real *h, const ag_real *u, const ag_real *v, const ag_real *bias,
+                         const ag_real *g, ag_real *work, ag_real *gh, bool fresh_h, ag_real *gu, bool fresh_u, ag_real *gv,
+                         bool fresh_v, ag_real *gbias, bool fresh_bias) {
+    int64_t plane = (int64_t)p->B * p->N * p->d, d = p->d, per_work = (int64_t)p->B * p->N * (p->N + 2);
+#define AT(ptr, stride) ((ptr) ? (ptr) + unit * (stride) : NULL)
+    for (int unit = 0; unit < p->G; unit++) {
+        ag__kadd one = unit_plan(p, unit);
+        backward_unit(&one, h + unit * plane, u + unit * d, v + unit * d, bias + unit, g + unit * plane,
+                      work + unit * per_work, AT(gh, plane), fresh_h, AT(gu, d), fresh_u, AT(gv, d), fresh_v,
+                      AT(gbias, 1), fresh_bias);
+    }
+#undef AT
+}
+
 /* ---- the op ---- */
 
 static void additive_backward(ag_node *n) {
@@ -180,24 +209,27 @@ static void additive_backward(ag_node *n) {
     ag_real *gu = ag__wants(n, 1) ? ag__grad_write(u, &fu) : NULL;
     ag_real *gv = ag__wants(n, 2) ? ag__grad_write(v, &fv) : NULL;
     ag_real *gb = ag__wants(n, 3) ? ag__grad_write(bias, &fb) : NULL;
-    ag_real *work = ag__step_alloc_on(n->out->device, (size_t)((int64_t)p->B * p->N * (p->N + 2) + 1) * sizeof(ag_real));
+    ag_real *work =
+        ag__step_alloc_on(n->out->device, (size_t)((int64_t)p->G * p->B * p->N * (p->N + 2) + 1) * sizeof(ag_real));
     ag__additive_on(n->op, n->out->device)
         ->backward(p, h->data, u->data, v->data, bias->data, n->out->grad, work, gh, fh, gu, fu, gv, fv, gb, fb);
 }
 
+/* h [B,N,d] with u, v [d] and bias [1] (grouped: h [G,B,N,d] with u, v
+ * [G,d] and bias [G]), all on one device, c finite and positive. */
 static void check_shapes(const char *op, const ag_tensor *h, const ag_tensor *u, const ag_tensor *v,
-                         const ag_tensor *bias, double c) {
+                         const ag_tensor *bias, double c, bool grouped) {
     char sh[64], su[64], sv[64], sb[64];
     ag__check_same_device(op, h, u);
     ag__check_same_device(op, h, v);
     ag__check_same_device(op, h, bias);
-    int d = h->ndim == 3 ? h->shape[2] : -1;
-    bool ok = h->ndim == 3 && u->ndim == 1 && u->shape[0] == d && v->ndim == 1 && v->shape[0] == d &&
-              bias->size == 1;
+    int lead = grouped, G = grouped && h->ndim == 4 ? h->shape[0] : 1, d = h->ndim == 3 + lead ? h->shape[2 + lead] : -1;
+    bool ok = h->ndim == 3 + lead && u->ndim == 1 + lead && u->shape[lead] == d && v->ndim == 1 + lead &&
+              v->shape[lead] == d && bias->size == G && (!grouped || (u->shape[0] == G && v->shape[0] == G));
     if (!ok)
-        ag__fatal(op, "h %s, u %s, v %s, bias %s: want h [B,N,d], u and v [d], bias of one element",
-                  ag_shape_str(h, sh, sizeof sh), ag_shape_str(u, su, sizeof su), ag_shape_str(v, sv, sizeof sv),
-                  ag_shape_str(bias, sb, sizeof sb));
+        ag__fatal(op, "h %s, u %s, v %s, bias %s: want %s", ag_shape_str(h, sh, sizeof sh),
+                  ag_shape_str(u, su, sizeof su), ag_shape_str(v, sv, sizeof sv), ag_shape_str(bias, sb, sizeof sb),
+                  grouped ? "h [G,B,N,d], u and v [G,d], bias [G]" : "h [B,N,d], u and v [d], bias of one element");
     if (!(c > 0) || !isfinite(c)) ag__fatal(op, "c = %g: want a finite c > 0 (the scores are c tanh(z / c))", c);
 }
 
@@ -205,12 +237,12 @@ static void check_shapes(const char *op, const ag_tensor *h, const ag_tensor *u,
 static ag_tensor *additive_unit(const char *op, ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
                                 ag__kadd plan, const ag_real *mask_data, ag_tensor **probs) {
     ag_device dev = h->device;
-    int B = plan.B, N = plan.N;
-    int scores[3] = {B, N, N};
-    int64_t n_probs = (int64_t)B * N * N;
+    int G = plan.G, B = plan.B, N = plan.N, grouped = h->ndim == 4;
+    int scores[4] = {G, B, N, N};
+    int64_t n_probs = (int64_t)G * B * N * N;
     plan.probs = ag__step_alloc_on(dev, (size_t)(n_probs + 1) * sizeof(ag_real));
-    plan.huv = ag__step_alloc_on(dev, (size_t)(2 * (int64_t)B * N + 1) * sizeof(ag_real));
-    ag_tensor *out = ag__empty_on(dev, 3, h->shape);
+    plan.huv = ag__step_alloc_on(dev, (size_t)(2 * (int64_t)G * B * N + 1) * sizeof(ag_real));
+    ag_tensor *out = ag__empty_on(dev, h->ndim, h->shape);
     ag__additive_on(op, dev)->forward(&plan, h->data, u->data, v->data, bias->data, mask_data, out->data);
     /* backward reads p, never the mask: it is no input */
     ag_node *n = ag__record(op, additive_backward, out, 4, (ag_tensor *[]){h, u, v, bias});
@@ -221,8 +253,8 @@ static ag_tensor *additive_unit(const char *op, ag_tensor *h, ag_tensor *u, ag_t
     }
     if (probs) { /* a constant view of p, for heatmaps */
         ag_tensor *t = ag__arena_zalloc(sizeof *t);
-        t->ndim = 3;
-        for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = i < 3 ? scores[i] : 1;
+        t->ndim = 3 + grouped;
+        for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = i < t->ndim ? scores[i + !grouped] : 1;
         t->size = n_probs;
         t->data = plan.probs;
         t->device = dev;
@@ -235,35 +267,47 @@ static ag_tensor *additive_unit(const char *op, ag_tensor *h, ag_tensor *u, ag_t
 ag_tensor *ag__additive_self_attention(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias, ag_tensor *mask,
                                        double c, bool elu, ag_tensor **probs) {
     const char *op = "ag__additive_self_attention";
-    check_shapes(op, h, u, v, bias, c);
+    check_shapes(op, h, u, v, bias, c, false);
     int B = h->shape[0], N = h->shape[1], scores[3] = {B, N, N};
-    ag__kadd plan = {.B = B, .N = N, .d = h->shape[2], .elu = elu, .c = (ag_real)c};
+    ag__kadd plan = {.G = 1, .B = B, .N = N, .d = h->shape[2], .elu = elu, .c = (ag_real)c};
     plan.mask = ag__mask_plan_on(op, 3, scores, h->device, mask); /* the rules of ag_masked_softmax */
     return additive_unit(op, h, u, v, bias, plan, mask ? mask->data : NULL, probs);
 }
 
-/* Plane `plane` of masks [B,P,N,N] read where it lies: rows of example b
- * P N N apart, no copy (the slice it replaces was a launch a unit). */
-ag_tensor *ag__additive_self_attention_plane(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
-                                             ag_tensor *masks, int plane, double c, bool elu, ag_tensor **probs) {
-    const char *op = "ag__additive_self_attention_plane";
-    check_shapes(op, h, u, v, bias, c);
-    int B = h->shape[0], N = h->shape[1], scores[3] = {B, N, N};
+/* Planes first .. first + G - 1 of masks [B,P,N,N] read where they lie:
+ * rows of example b P N N apart, a unit's plane N N after the last one's,
+ * no copy (the slice it replaces was a launch a unit). */
+static ag_tensor *planes_op(const char *op, ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
+                            ag_tensor *masks, int first, double c, bool elu, ag_tensor **probs, bool grouped) {
+    check_shapes(op, h, u, v, bias, c, grouped);
+    int G = grouped ? h->shape[0] : 1, B = h->shape[grouped], N = h->shape[grouped + 1], scores[3] = {B, N, N};
     ag__check_live(op, masks);
     char sm[64], sh[64];
     ag_shape_str(masks, sm, sizeof sm), ag_shape_str(h, sh, sizeof sh);
-    if (masks->ndim != 4 || masks->shape[0] != B || masks->shape[2] != N || masks->shape[3] != N || plane < 0 ||
-        plane >= masks->shape[1])
-        ag__fatal(op, "masks %s, plane %d, h %s: want masks [%d,P,%d,%d] and 0 <= plane < P", sm, plane, sh, B, N, N);
+    if (masks->ndim != 4 || masks->shape[0] != B || masks->shape[2] != N || masks->shape[3] != N || first < 0 ||
+        first + G > masks->shape[1])
+        ag__fatal(op, "masks %s, plane %d, h %s: want masks [%d,P,%d,%d] and 0 <= plane%s < P", sm, first, sh, B, N, N,
+                  grouped ? " + G - 1" : "");
     if (masks->requires_grad) ag__fatal(op, "the masks %s require grad, but masks are constants", sm);
     if (masks->device != h->device)
         ag__fatal(op, "the masks %s are on %s but h %s is on %s", sm, ag_device_name(masks->device), sh,
                   ag_device_name(h->device));
-    ag__kadd plan = {.B = B, .N = N, .d = h->shape[2], .elu = elu, .c = (ag_real)c};
-    plan.mask = ag__mask_plan_on(op, 3, scores, h->device, NULL); /* the scores' rows, then the plane's strides */
     int64_t per_plane = (int64_t)N * N;
+    ag__kadd plan = {.G = G, .B = B, .N = N, .d = h->shape[grouped + 2], .elu = elu, .c = (ag_real)c,
+                     .mask_group = per_plane};
+    plan.mask = ag__mask_plan_on(op, 3, scores, h->device, NULL); /* the scores' rows, then the plane's strides */
     plan.mask.stride3[0] = 0, plan.mask.stride3[1] = masks->shape[1] * per_plane, plan.mask.stride3[2] = N;
-    return additive_unit(op, h, u, v, bias, plan, masks->data + plane * per_plane, probs);
+    return additive_unit(op, h, u, v, bias, plan, masks->data + first * per_plane, probs);
+}
+
+ag_tensor *ag__additive_self_attention_plane(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
+                                             ag_tensor *masks, int plane, double c, bool elu, ag_tensor **probs) {
+    return planes_op("ag__additive_self_attention_plane", h, u, v, bias, masks, plane, c, elu, probs, false);
+}
+
+ag_tensor *ag__additive_self_attention_planes(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
+                                              ag_tensor *masks, int first, double c, bool elu, ag_tensor **probs) {
+    return planes_op("ag__additive_self_attention_planes", h, u, v, bias, masks, first, c, elu, probs, true);
 }
 
 /* ---- the CPU's table (ops/additive.h; CUDA's is in ops/cuda/additive.cu) ---- */

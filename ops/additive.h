@@ -10,15 +10,20 @@
 
 AG_KERNELS_BEGIN
 
-/* h [B,N,d]; one score per (query q, key k) of an example,
+/* G units at once (G >= 1), unit g on h [g] of h [G,B,N,d] with its own
+ * u [g], v [g] of [G,d] and bias [g] of [G]; one score per (query q, key
+ * k) of an example,
  *     z = (h_k.u + h_q.v) + bias,   e = c tanh(z / c)   (elu: ELU(z / c)),
  * p[q,:] = softmax_k(e + mask[q,k]) (the mask broadcast over the scores
- * [B,N,N] by `mask`, ops/softmax.h; a row with no key above -inf is 0),
- * out_q = sum_k p[q,k] h_k.  What forward keeps for backward: probs
- * [B,N,N] and huv [B,N,2] = (h_t.u, h_t.v) per position. */
+ * [B,N,N] by `mask`, ops/softmax.h, unit g's mask mask_group elements
+ * after unit 0's; a row with no key above -inf is 0), out_q = sum_k p[q,k]
+ * h_k.  What forward keeps for backward: probs [G,B,N,N] and huv [G,B,N,2]
+ * = (h_t.u, h_t.v) per position.  Every gradient (and the work) is laid
+ * out as its tensor, [G, ...]. */
 typedef struct {
     ag__kmask mask;
-    int B, N, d;
+    int G, B, N, d;
+    int64_t mask_group;
     bool elu;
     ag__kreal c;
     ag__kreal *probs, *huv;
@@ -28,9 +33,10 @@ typedef struct {
     /* out [B,N,d], and the plan's probs and huv. */
     void (*forward)(const ag__kadd *p, const ag__kreal *h, const ag__kreal *u, const ag__kreal *v,
                     const ag__kreal *bias, const ag__kreal *mask, ag__kreal *out);
-    /* From g = dout: gh [B,N,d], gu, gv [d], gbias [1] (any NULL: not
-     * wanted; fresh: stored, else added).  work: B N (N + 2) reals of step
-     * memory (dz [B,N,N], its column and row sums [B,N] each). */
+    /* From g = dout: gh [G,B,N,d], gu, gv [G,d], gbias [G] (any NULL:
+     * not wanted; fresh: stored, else added).  work: G B N (N + 2) reals
+     * of step memory (each unit's dz [B,N,N] and its column and row sums
+     * [B,N], in the order the device's kernels choose). */
     void (*backward)(const ag__kadd *p, const ag__kreal *h, const ag__kreal *u, const ag__kreal *v,
                      const ag__kreal *bias, const ag__kreal *g, ag__kreal *work, ag__kreal *gh, bool fresh_h, ag__kreal *gu, bool fresh_u, ag__kreal *gv,
                      bool fresh_v, ag__kreal *gbias, bool fresh_bias);
@@ -63,6 +69,13 @@ ag_tensor *ag__additive_self_attention(ag_tensor *h, ag_tensor *u, ag_tensor *v,
  * P masks), read in place: the same bits as passing that plane sliced out. */
 ag_tensor *ag__additive_self_attention_plane(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
                                              ag_tensor *masks, int plane, double c, bool elu, ag_tensor **probs);
+/* G units in one op (MPSAN's four): h [G,B,N,d], u and v [G,d], bias [G]
+ * -> out [G,B,N,d], unit g under mask plane first + g of masks [B,P,N,N],
+ * each unit the same bits as ag__additive_self_attention_plane on its own
+ * slices, in the launches of one (forward one, backward three).  probs, if
+ * not NULL, receives p [G,B,N,N]. */
+ag_tensor *ag__additive_self_attention_planes(ag_tensor *h, ag_tensor *u, ag_tensor *v, ag_tensor *bias,
+                                              ag_tensor *masks, int first, double c, bool elu, ag_tensor **probs);
 #endif
 
 #endif

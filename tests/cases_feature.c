@@ -255,6 +255,51 @@ static ag_tensor *f_add_plane_vs_slice(ag_tensor **in) {
     return sum;
 }
 
+/* ---- MPSAN's four units as one op (ag__additive_self_attention_planes):
+ * in[0] = h [G,B,N,d], in[1] = u, in[2] = v [G,d], in[3] = bias [G] ---- */
+
+static int units_setup(ag_tensor **in, ag_rng *r, int G, int B, int N, int d) {
+    in[0] = tc_uniform(r, -1, 1, true, 4, (int[]){G, B, N, d});
+    in[1] = tc_uniform(r, -1, 1, true, 2, (int[]){G, d});
+    in[2] = tc_uniform(r, -1, 1, true, 2, (int[]){G, d});
+    in[3] = tc_uniform(r, -0.5, 0.5, true, 1, (int[]){G});
+    return 4;
+}
+static int units_4354(ag_tensor **in, ag_rng *r) { return units_setup(in, r, 4, 3, 5, 4); }
+static int units_2354(ag_tensor **in, ag_rng *r) { return units_setup(in, r, 2, 3, 5, 4); }
+
+/* The four planes under lengths 5, 1 and 0 (padding, length 1, empty). */
+static ag_tensor *f_units_4(ag_tensor **in) {
+    return ag__additive_self_attention_planes(in[0], in[1], in[2], in[3], mpsan_masks(3, 5, len_510), 0, 5.0, false,
+                                              NULL);
+}
+/* Two units on planes 1 and 2, ELU scores: the units' offsets into the masks. */
+static ag_tensor *f_units_2_from_1_elu(ag_tensor **in) {
+    return ag__additive_self_attention_planes(in[0], in[1], in[2], in[3], mpsan_masks(3, 5, len_510), 1, 5.0, true,
+                                              NULL);
+}
+/* Unit g of the op against the one-unit op on the slices of unit g: the
+ * same bits, a difference of exactly 0 (in[0] added as in vs_composed). */
+static ag_tensor *units_vs_one_by_one(ag_tensor **in, int first, bool elu) {
+    ag_tensor *masks = mpsan_masks(3, 5, len_510);
+    int G = in[0]->shape[0], B = 3, N = 5, d = in[0]->shape[3];
+    ag_tensor *all = ag__additive_self_attention_planes(in[0], in[1], in[2], in[3], masks, first, 5.0, elu, NULL);
+    ag_tensor *sum = in[0];
+    for (int g = 0; g < G; g++) {
+        ag_tensor *h = ag_reshape(ag_slice(in[0], 0, g, g + 1), 3, (int[]){B, N, d});
+        ag_tensor *u = ag_reshape(ag_slice(in[1], 0, g, g + 1), 1, (int[]){d});
+        ag_tensor *v = ag_reshape(ag_slice(in[2], 0, g, g + 1), 1, (int[]){d});
+        ag_tensor *one = ag__additive_self_attention_plane(h, u, v, ag_slice(in[3], 0, g, g + 1), masks, first + g,
+                                                           5.0, elu, NULL);
+        ag_tensor *of_all = ag_reshape(ag_slice(all, 0, g, g + 1), 3, (int[]){B, N, d});
+        ag_tensor *diff = tc_difference(ag_sub(of_all, one), NULL);
+        sum = ag_add(sum, ag_reshape(diff, 4, (int[]){1, B, N, d}));
+    }
+    return sum;
+}
+static ag_tensor *f_units_vs_one_by_one(ag_tensor **in) { return units_vs_one_by_one(in, 0, false); }
+static ag_tensor *f_units_vs_one_by_one_elu(ag_tensor **in) { return units_vs_one_by_one(in, 2, true); }
+
 /* ---- sized for the device's kernels: x0 the scores, or q, k, v ---- */
 
 static const int32_t len_471[3] = {4, 7, 1}, len_507[3] = {5, 0, 7};
@@ -294,6 +339,14 @@ static ag_tensor *f_addu_plane3(ag_tensor **x) {
     ag_tensor *u = ag_reshape(ag_slice(x[1], 0, 0, 1), 1, (int[]){d});
     ag_tensor *v = ag_reshape(ag_slice(x[1], 0, 1, 2), 1, (int[]){d});
     return ag__additive_self_attention_plane(x[0], u, v, x[2], mpsan_masks(3, 37, len_37_0_20), 3, 5.0, false, NULL);
+}
+
+/* Four units on [3,37,33] each: x[1] = [u; v] per unit [4,2,33], x[2] the biases [4]. */
+static ag_tensor *f_addu_units4(ag_tensor **x) {
+    int G = x[1]->shape[0], d = x[1]->shape[2];
+    ag_tensor *u = ag_reshape(ag_slice(x[1], 1, 0, 1), 2, (int[]){G, d});
+    ag_tensor *v = ag_reshape(ag_slice(x[1], 1, 1, 2), 2, (int[]){G, d});
+    return ag__additive_self_attention_planes(x[0], u, v, x[2], mpsan_masks(3, 37, len_37_0_20), 0, 5.0, false, NULL);
 }
 
 static ag_tensor *f_fa_past_471(ag_tensor **x) {
@@ -344,6 +397,10 @@ const op_case feature_cases[] = {
     {"additive_unit/probs", add_const, f_add_probs, .flags = OPCASE_DIFFERENCE},
     {"additive_unit/plane_2_of_4_lengths_5_1_0", add_354, f_add_plane, 0, 0},
     {"additive_unit/plane_equals_slice", add_354, f_add_plane_vs_slice, .flags = OPCASE_DIFFERENCE},
+    {"additive_units/4_planes_lengths_5_1_0", units_4354, f_units_4, 0, 0},
+    {"additive_units/2_from_plane_1_elu", units_2354, f_units_2_from_1_elu, 0, 0},
+    {"additive_units/equal_one_by_one", units_4354, f_units_vs_one_by_one, .flags = OPCASE_DIFFERENCE},
+    {"additive_units/equal_one_by_one_elu_from_2", units_2354, f_units_vs_one_by_one_elu, .flags = OPCASE_DIFFERENCE},
     UNIFORM_CASE("softmax_axis [2,7,7,13] keys past", f_ax_keys, -3, 3, DIMS(2, 7, 7, 13)),
     UNIFORM_CASE("softmax_axis [3,9,37] ax1 pad 9,0,4", f_ax_pad_keys, -3, 3, DIMS(3, 9, 37)),
     UNIFORM_CASE("softmax_axis [40,33] ax0 to 1e3", f_ax0, -1000, 1000, DIMS(40, 33)),
@@ -366,5 +423,7 @@ const op_case feature_cases[] = {
                  DIMS(1)),
     UNIFORM_CASE("additive_unit [3,37,33] plane 3 of 4, len 37,0,20", f_addu_plane3, -2, 2, DIMS(3, 37, 33),
                  DIMS(2, 33), DIMS(1)),
+    UNIFORM_CASE("additive_units 4 x [3,37,33] len 37,0,20", f_addu_units4, -2, 2, DIMS(4, 3, 37, 33),
+                 DIMS(4, 2, 33), DIMS(4)),
     {NULL, NULL, NULL, 0, 0},
 };
