@@ -836,10 +836,18 @@ static void mix_backward_cpu(const ag__kmix *j, int64_t rows) {
     ag__parallel_range(rows, mix_grain(j->n, j->d), mix_backward_rows, (void *)j);
 }
 
+/* Source g of a mixture: the elements of input `input` (of the node: 1..)
+ * from `at` on - a whole tensor (at 0), or a plane of a stack. */
+typedef struct {
+    int input;
+    int64_t at;
+} mix_source;
+
 /* What backward needs besides the inputs. */
 typedef struct {
     ag_real *gate;
     int32_t *len; /* a copy of the lengths, or NULL */
+    mix_source src[MIX_MAX_SOURCES];
 } mix_saved;
 
 static void softmax_mix_backward(ag_node *n) {
@@ -849,67 +857,63 @@ static void softmax_mix_backward(ag_node *n) {
     mix_job j = {.n = ns, .d = d, .nz = n->iarg[3], .gate = sv->gate, .out = n->out->data, .dout = n->out->grad,
                  .len = sv->len, .N = n->iarg[2]};
     if (ag__wants(n, 0)) j.dz = ag__grad_write(z, &j.fresh_z);
+    ag_real *grad[1 + MIX_MAX_SOURCES] = {0};
+    bool fresh[1 + MIX_MAX_SOURCES] = {0};
     for (int g = 0; g < ns; g++) {
-        j.src[g] = n->in[1 + g]->data;
-        /* a tensor given twice as a source accumulates: its first use may
-         * store into a fresh buffer, the repeats add (rows run the sources
-         * in order, so the store comes first) */
-        if (ag__wants(n, 1 + g)) {
-            bool repeat = false;
-            for (int h = 0; h < g; h++) repeat |= n->in[1 + h] == n->in[1 + g];
-            j.dsrc[g] = repeat ? ag__grad(n->in[1 + g]) : ag__grad_write(n->in[1 + g], &j.fresh_src[g]);
-        }
+        const mix_source *s = &sv->src[g];
+        j.src[g] = n->in[s->input]->data + s->at;
+        if (!ag__wants(n, s->input)) continue;
+        if (!grad[s->input]) grad[s->input] = ag__grad_write(n->in[s->input], &fresh[s->input]);
+        /* a source given twice accumulates: its first use may store into
+         * a fresh buffer, the repeats add (rows run the sources in order,
+         * so the store comes first); planes of one stack are apart */
+        bool repeat = false;
+        for (int h = 0; h < g; h++) repeat |= sv->src[h].input == s->input && sv->src[h].at == s->at;
+        j.dsrc[g] = grad[s->input] + s->at;
+        j.fresh_src[g] = fresh[s->input] && !repeat;
     }
     ag__softmax_on(n->op, n->out->device)->mix_backward(&j, d > 0 ? n->out->size / d : 0);
 }
 
-static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths,
-                              bool ref) {
-    char sz[64], ss[64], s0[64];
-    if (n < 1 + ref || n > MIX_MAX_SOURCES) ag__fatal(op, "%d sources (want %d to %d)", n, 1 + ref, MIX_MAX_SOURCES);
-    ag_device dev = ag__check_same_device(op, z, NULL);
-    const ag_tensor *first = sources[0];
-    if (!first) ag__fatal(op, "source 0 is NULL");
-    if (first->ndim < 1) ag__fatal(op, "sources must have a feature axis, got %s", ag_shape_str(first, s0, sizeof s0));
-    for (int g = 0; g < n; g++) {
-        if (!sources[g]) ag__fatal(op, "source %d is NULL", g);
-        ag__check_same_device(op, z, sources[g]);
-        if (!ag_same_shape(sources[g], first))
-            ag__fatal(op, "source %d is %s but source 0 is %s (all sources share one shape)", g,
-                      ag_shape_str(sources[g], ss, sizeof ss), ag_shape_str(first, s0, sizeof s0));
-    }
-    int d = first->ndim > 0 ? first->shape[first->ndim - 1] : 1, lead = first->ndim - 1, nz = n - ref;
-    bool flat = z->ndim == first->ndim && z->ndim >= 1 && z->shape[lead] == nz * d;
-    bool split = z->ndim == first->ndim + 1 && z->shape[lead] == nz && z->shape[lead + 1] == d;
-    for (int k = 0; k < lead; k++) flat = flat && z->shape[k] == first->shape[k], split = split && z->shape[k] == first->shape[k];
+/* The mixture of the n sources src (each of `shape`, inputs[src[g].input]
+ * from src[g].at), the node's inputs z and then `inputs` (n_inputs). */
+static ag_tensor *mix_of(const char *op, ag_tensor *z, const ag_tensor *shape, ag_tensor *const *inputs,
+                         int n_inputs, const mix_source *src, int n, const int32_t *lengths, bool ref) {
+    char sz[64], s0[64];
+    ag_device dev = z->device;
+    int d = shape->ndim > 0 ? shape->shape[shape->ndim - 1] : 1, lead = shape->ndim - 1, nz = n - ref;
+    bool flat = z->ndim == shape->ndim && z->ndim >= 1 && z->shape[lead] == nz * d;
+    bool split = z->ndim == shape->ndim + 1 && z->shape[lead] == nz && z->shape[lead + 1] == d;
+    for (int k = 0; k < lead; k++) flat = flat && z->shape[k] == shape->shape[k], split = split && z->shape[k] == shape->shape[k];
     if (!flat && !split)
         ag__fatal(op, "logits %s do not fit %d sources of %s%s (want [..., %d] or [..., %d, %d])",
-                  ag_shape_str(z, sz, sizeof sz), n, ag_shape_str(first, s0, sizeof s0),
+                  ag_shape_str(z, sz, sizeof sz), n, ag_shape_str(shape, s0, sizeof s0),
                   ref ? ", the last one the reference" : "", nz * d, nz, d);
     int32_t *len = NULL;
     if (lengths) {
-        if (first->ndim != 3)
-            ag__fatal(op, "lengths need sources [B, N, d], got %s", ag_shape_str(first, s0, sizeof s0));
-        int B = first->shape[0], N = first->shape[1];
+        if (shape->ndim != 3)
+            ag__fatal(op, "lengths need sources [B, N, d], got %s", ag_shape_str(shape, s0, sizeof s0));
+        int B = shape->shape[0], N = shape->shape[1];
         for (int b = 0; b < B; b++)
             if (lengths[b] < 0 || lengths[b] > N)
                 ag__fatal(op, "lengths[%d] = %d is outside [0, %d] (sources %s)", b, (int)lengths[b], N,
-                          ag_shape_str(first, s0, sizeof s0));
+                          ag_shape_str(shape, s0, sizeof s0));
         len = ag__step_i32_on(dev, lengths, B); /* the caller's may change before backward */
     }
-    ag_tensor *out = ag__empty_on(dev, first->ndim, first->shape);
-    int64_t rows = d > 0 ? first->size / d : 0;
+    ag_tensor *out = ag__empty_on(dev, shape->ndim, shape->shape);
+    int64_t rows = d > 0 ? shape->size / d : 0;
     size_t gate_bytes = (size_t)(rows * n * d > 0 ? rows * n * d : 1) * sizeof(ag_real);
-    mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d, .nz = nz, .len = len, .N = len ? first->shape[1] : 1,
+    mix_job j = {.z = z->data, .y = out->data, .n = n, .d = d, .nz = nz, .len = len, .N = len ? shape->shape[1] : 1,
                  .gate = ag__step_alloc_on(dev, gate_bytes)};
-    for (int g = 0; g < n; g++) j.src[g] = sources[g]->data;
+    for (int g = 0; g < n; g++) j.src[g] = inputs[src[g].input - 1]->data + src[g].at;
     ag__softmax_on(op, dev)->mix_forward(&j, rows);
     ag_tensor *in[1 + MIX_MAX_SOURCES] = {z};
-    for (int g = 0; g < n; g++) in[1 + g] = sources[g];
-    ag_node *node = ag__record(op, softmax_mix_backward, out, 1 + n, in);
+    for (int k = 0; k < n_inputs; k++) in[1 + k] = inputs[k];
+    ag_node *node = ag__record(op, softmax_mix_backward, out, 1 + n_inputs, in);
     if (node) {
         mix_saved *sv = ag__arena_alloc(sizeof *sv);
         *sv = (mix_saved){.gate = j.gate, .len = len};
+        memcpy(sv->src, src, (size_t)n * sizeof *src);
         node->saved = sv;
         node->iarg[0] = n;
         node->iarg[1] = d;
@@ -917,6 +921,45 @@ static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *so
         node->iarg[3] = nz;
     }
     return out;
+}
+
+static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths,
+                              bool ref) {
+    char ss[64], s0[64];
+    if (n < 1 + ref || n > MIX_MAX_SOURCES) ag__fatal(op, "%d sources (want %d to %d)", n, 1 + ref, MIX_MAX_SOURCES);
+    ag__check_same_device(op, z, NULL);
+    const ag_tensor *first = sources[0];
+    if (!first) ag__fatal(op, "source 0 is NULL");
+    if (first->ndim < 1) ag__fatal(op, "sources must have a feature axis, got %s", ag_shape_str(first, s0, sizeof s0));
+    mix_source src[MIX_MAX_SOURCES];
+    for (int g = 0; g < n; g++) {
+        if (!sources[g]) ag__fatal(op, "source %d is NULL", g);
+        ag__check_same_device(op, z, sources[g]);
+        if (!ag_same_shape(sources[g], first))
+            ag__fatal(op, "source %d is %s but source 0 is %s (all sources share one shape)", g,
+                      ag_shape_str(sources[g], ss, sizeof ss), ag_shape_str(first, s0, sizeof s0));
+        src[g] = (mix_source){.input = 1 + g};
+        for (int h = 0; h < g; h++) /* a tensor given twice: one input, its first */
+            if (sources[h] == sources[g] && src[g].input == 1 + g) src[g].input = 1 + h;
+    }
+    return mix_of(op, z, first, sources, n, src, n, lengths, ref);
+}
+
+ag_tensor *ag__softmax_mix_ref_planes(ag_tensor *z, ag_tensor *stack, ag_tensor *ref, const int32_t *lengths) {
+    const char *op = "ag__softmax_mix_ref_planes";
+    char ss[64], sr[64];
+    ag__check_same_device(op, z, stack);
+    ag__check_same_device(op, z, ref);
+    int G = stack->ndim >= 2 ? stack->shape[0] : 0;
+    bool fits = stack->ndim == ref->ndim + 1 && G >= 1 && G + 1 <= MIX_MAX_SOURCES;
+    for (int k = 0; fits && k < ref->ndim; k++) fits = stack->shape[k + 1] == ref->shape[k];
+    if (!fits || ref->ndim < 1)
+        ag__fatal(op, "stack %s and reference %s: want the stack [G, ...] of G <= %d planes of the reference's shape",
+                  ag_shape_str(stack, ss, sizeof ss), ag_shape_str(ref, sr, sizeof sr), MIX_MAX_SOURCES - 1);
+    mix_source src[MIX_MAX_SOURCES];
+    for (int g = 0; g < G; g++) src[g] = (mix_source){.input = 1, .at = g * ref->size};
+    src[G] = (mix_source){.input = 2};
+    return mix_of(op, z, ref, (ag_tensor *[]){stack, ref}, 2, src, G + 1, lengths, true);
 }
 
 ag_tensor *ag_softmax_mix(ag_tensor *z, ag_tensor *const *sources, int n) {

@@ -112,6 +112,12 @@ const ag__softmax_kernels *ag__softmax_on(const char *op, ag_device dev);
  * until ag_step_end).  On the GPU one launch forward (and the lengths'
  * copy) and one backward, where the composition took four and four. */
 ag_tensor *ag__softmax_pool(ag_tensor *scores, ag_tensor *x, const int32_t *lengths, ag_tensor **alpha);
+
+/* ag_softmax_mix_ref over the G planes of stack [G, ...] and then ref
+ * [...] (G + 1 sources, ref the reference): the same bits as passing the
+ * planes sliced out, without the slices (MPSAN's four units, made as one
+ * stack, and its input).  Gradients to z, every plane and ref. */
+ag_tensor *ag__softmax_mix_ref_planes(ag_tensor *z, ag_tensor *stack, ag_tensor *ref, const int32_t *lengths);
 #endif
 
 #endif

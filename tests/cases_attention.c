@@ -6,7 +6,7 @@
  * broadcast of a mask and the library's masks made on the device (its mask
  * cache: the runner sets the current device to the inputs'). */
 #include "opcase.h"
-#include "../ops/softmax.h" /* ag__softmax_pool: source2token's pooling in one op */
+#include "../ops/softmax.h" /* ag__softmax_pool, ag__softmax_mix_ref_planes: ops for one model each */
 
 #include <math.h>
 #include <stdlib.h>
@@ -206,6 +206,27 @@ static ag_tensor *f_mix_ref_minus_plain(ag_tensor **in) {
 }
 static ag_tensor *f_mix_ref_repeat(ag_tensor **in) { /* the reference also given as a gated source */
     return ag_softmax_mix_ref(in[0], (ag_tensor *[]){in[1], in[2], in[3], in[4], in[1]}, 5, mix_lengths_empty);
+}
+
+/* The gated sources as the planes of one stack (ag__softmax_mix_ref_planes,
+ * MPSAN's four units): in[1] the stack [4,2,3,4], in[2] the reference. */
+static int mix_planes_4(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 3, 16));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 2, 3, 4));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    return 3;
+}
+static ag_tensor *f_mix_planes(ag_tensor **in) { return ag__softmax_mix_ref_planes(in[0], in[1], in[2], mix_lengths); }
+static ag_tensor *f_mix_planes_empty(ag_tensor **in) {
+    return ag__softmax_mix_ref_planes(in[0], in[1], in[2], mix_lengths_empty);
+}
+/* Against the planes sliced out: the same bits, a difference of 0. */
+static ag_tensor *f_mix_planes_vs_slices(ag_tensor **in) {
+    ag_tensor *src[5];
+    for (int g = 0; g < 4; g++) src[g] = ag_reshape(ag_slice(in[1], 0, g, g + 1), 3, (int[]){2, 3, 4});
+    src[4] = in[2];
+    return ag_sub(ag__softmax_mix_ref_planes(in[0], in[1], in[2], mix_lengths),
+                  ag_softmax_mix_ref(in[0], src, 5, mix_lengths));
 }
 
 static int heads_2_3_12(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 0.1, 2.0, true, SHAPE(2, 3, 12)); return 1; }
@@ -428,6 +449,9 @@ const op_case attention_cases[] = {
     {"softmax_mix one source", mix_one, f_mix_1, 0, 0},
     {"softmax_mix a source given twice", mix_split, f_mix_repeat, 0, 0},
     {"softmax_mix_ref 5 sources [B,N,4d]", mix_ref_5, f_mix_ref, 0, 0},
+    {"softmax_mix_ref planes 4 of a stack, lengths 3,1", mix_planes_4, f_mix_planes, 0, 0},
+    {"softmax_mix_ref planes, an empty example", mix_planes_4, f_mix_planes_empty, 0, 0},
+    {"softmax_mix_ref planes equal the slices", mix_planes_4, f_mix_planes_vs_slices, .flags = OPCASE_DIFFERENCE},
     {"softmax_mix_ref lengths 3, 1", mix_ref_5, f_mix_ref_len, 0, 0},
     {"softmax_mix_ref an empty example", mix_ref_5, f_mix_ref_empty, 0, 0},
     {"softmax_mix_ref minus softmax_mix_len with a 0 block", mix_ref_5, f_mix_ref_minus_plain, .flags = OPCASE_DIFFERENCE},

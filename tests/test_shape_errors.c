@@ -4,6 +4,8 @@
 #include "attngrad.h"
 #include "check.h"
 #include "fatal.h"
+#include "../ops/additive.h" /* MPSAN's grouped ops, internal */
+#include "../ops/softmax.h"
 
 #include <setjmp.h>
 #include <string.h>
@@ -47,6 +49,15 @@ static void test_errors(void) {
     EXPECT_FATAL(ag_softmax_mix_ref(ag_tensor_new(SHAPE(2, 3, 8)), (ag_tensor *[]){s3, s3}, 2, NULL),
                  "ag_softmax_mix_ref", "logits [2,3,8]", "the last one the reference", "[..., 4]");
     EXPECT_FATAL(ag_softmax_mix_ref(s3, (ag_tensor *[]){s3}, 1, NULL), "ag_softmax_mix_ref", "1 sources", "2 to 8");
+    /* the planes of a stack as sources: a plane's shape must be the reference's */
+    EXPECT_FATAL(ag__softmax_mix_ref_planes(ag_tensor_new(SHAPE(2, 3, 16)), ag_tensor_new(SHAPE(4, 2, 3, 5)), s3, NULL),
+                 "ag__softmax_mix_ref_planes", "stack [4,2,3,5]", "reference [2,3,4]");
+    EXPECT_FATAL(ag__softmax_mix_ref_planes(ag_tensor_new(SHAPE(2, 3, 12)), ag_tensor_new(SHAPE(4, 2, 3, 4)), s3, NULL),
+                 "ag__softmax_mix_ref_planes", "logits [2,3,12]", "[..., 16]");
+    EXPECT_FATAL(ag__additive_self_attention_planes(ag_tensor_new(SHAPE(4, 2, 3, 5)), ag_tensor_new(SHAPE(4, 5)),
+                                                    ag_tensor_new(SHAPE(3, 5)), ag_tensor_new(SHAPE(4)), NULL, 0, 5.0,
+                                                    false, NULL),
+                 "ag__additive_self_attention_planes", "v [3,5]", "u and v [G,d], bias [G]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, a, c}, 3, 1), "ag_concat", "input 2", "[2,3,1]", "[2,3]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a}, 0, 0), "ag_concat", "at least one");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, b}, 2, 2), "ag_concat", "axis 2", "[2,3]");
