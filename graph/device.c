@@ -151,10 +151,16 @@ void ag_params_to(ag_params *ps, ag_device d) {
     ag__need_device("ag_params_to", d);
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
-        if (t->device == d) continue;
-        t->data = moved(t->data, t->size, t->device, d, t->name);
-        t->grad = moved(t->grad, t->size, t->device, d, t->name);
-        t->device = d;
+        if (t->device == d || t->stack < 0) continue; /* a stack's planes move with its first member */
+        int G = t->stack > 0 ? t->stack : 1;
+        ag_device from = t->device;
+        ag_real *data = moved(t->data, G * t->size, from, d, t->name), *grad = moved(t->grad, G * t->size, from, d, t->name);
+        for (int g = 0; g < G; g++) {
+            ag_tensor *m = ps->items[i + g];
+            m->data = data + g * t->size;
+            m->grad = grad + g * t->size;
+            m->device = d;
+        }
     }
 }
 

@@ -221,6 +221,56 @@ ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape)
     return t;
 }
 
+/* The members are made by ag_param, then rehomed: one block of G planes
+ * for their values and one for their gradients, held by the first member
+ * (stack = G), the others marking themselves planes of it (stack = -1);
+ * ag_params_to moves and ag_params_free frees the blocks whole. */
+void ag_param_stack(ag_params *ps, const char *name_fmt, int G, int ndim, const int *shape, ag_tensor **members) {
+    if (G < 2 || G > 64) ag__fatal("ag_param_stack", "%d members (want 2 to 64)", G);
+    char name[256];
+    for (int g = 0; g < G; g++) {
+        if ((size_t)snprintf(name, sizeof name, name_fmt, g) >= sizeof name)
+            ag__fatal("ag_param_stack", "name '%s' is too long", name_fmt);
+        members[g] = ag_param(ps, name, ndim, shape);
+    }
+    if (ps->shapes_only) return; /* names and shapes only: no memory to share */
+    int64_t n = members[0]->size;
+    ag_real *data = ag__calloc((size_t)(G * n > 0 ? G * n : 1), sizeof(ag_real));
+    ag_real *grad = ag__calloc((size_t)(G * n > 0 ? G * n : 1), sizeof(ag_real));
+    for (int g = 0; g < G; g++) {
+        ag__free(members[g]->data);
+        ag__free(members[g]->grad);
+        members[g]->data = data + g * n;
+        members[g]->grad = grad + g * n;
+        members[g]->stack = g == 0 ? (int8_t)G : -1;
+    }
+}
+
+ag_tensor *ag_param_stack_view(ag_tensor *first) {
+    const char *op = "ag_param_stack_view";
+    if (!first || first->stack < 2)
+        ag__fatal(op, "'%s' is not the first member of a stack (ag_param_stack)", first && first->name ? first->name : "?");
+    if (!first->data) ag__fatal(op, "'%s' has no memory (a shapes-only model)", first->name);
+    int G = first->stack;
+    ag_tensor *t = ag__arena_zalloc(sizeof *t);
+    t->ndim = first->ndim + 1;
+    if (t->ndim > AG_MAX_DIMS) ag__fatal(op, "'%s' has %d dims: a view would have more than %d", first->name, first->ndim, AG_MAX_DIMS);
+    t->shape[0] = G;
+    for (int i = 1; i < AG_MAX_DIMS; i++) t->shape[i] = i < t->ndim ? first->shape[i - 1] : 1;
+    t->size = G * first->size;
+    t->data = first->data;
+    t->grad = first->grad;
+    t->device = first->device;
+    t->requires_grad = first->requires_grad;
+    /* persistent: an op adds its gradient into the members' (ag__grad_write
+     * sees a gradient); of this step: refused once the step has ended */
+    t->persistent = true;
+    t->name = first->name;
+    t->step = ag__step_now;
+    ag__stamp(t, op);
+    return t;
+}
+
 ag_tensor *ag_params_find(const ag_params *ps, const char *name) {
     for (int i = 0; i < ps->count; i++)
         if (strcmp(ps->items[i]->name, name) == 0) return ps->items[i];
@@ -271,7 +321,8 @@ void ag_param_freeze(ag_tensor *p) {
 void ag_params_free(ag_params *ps) {
     for (int i = 0; i < ps->count; i++) {
         ag_tensor *t = ps->items[i];
-        if (t->device == AG_CUDA) {
+        if (t->stack < 0) { /* a plane of the stack before it, freed with it */
+        } else if (t->device == AG_CUDA) {
             ag__cuda_free(t->data);
             ag__cuda_free(t->grad);
         } else {

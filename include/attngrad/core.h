@@ -95,6 +95,8 @@ typedef struct ag_tensor {
     ag_device device;
     bool requires_grad;
     bool persistent;       /* a parameter: not freed by ag_step_end() */
+    int8_t stack;          /* ag_param_stack: G on a stack's first member (it holds the G
+                            * members' memory), -1 on the others, 0 on any other tensor */
     const char *name;      /* stable for parameters ("encoder.wq") */
     ag_node *node;         /* the tape entry that produced it, or NULL */
     const char *op;        /* the op or constructor that made it ("ag_matmul"), for messages */
@@ -145,6 +147,19 @@ typedef struct {
 /* Creates a zero-filled persistent parameter (requires_grad, grad allocated,
  * name copied) and appends it to `ps`.  Names must be unique in `ps`. */
 ag_tensor *ag_param(ag_params *ps, const char *name, int ndim, const int *shape);
+/* G parameters of one shape stored one after another in one block (2 <= G
+ * <= 64), named printf-style by name_fmt with each index ("unit%d.u":
+ * "unit0.u", ...; scopes apply) and returned in members[0..G-1].  Each is
+ * a parameter of its own - name, shape, optimizer state, checkpoint entry,
+ * L2 and gradient clipping - and together they are one [G, ...] tensor to
+ * ops that run G layers at once (ag_dense with a [G, in, out] weight):
+ * ag_param_stack_view.  Moved between devices as one block. */
+void ag_param_stack(ag_params *ps, const char *name_fmt, int G, int ndim, const int *shape, ag_tensor **members);
+/* The [G, ...] tensor of the stack whose first member is `first`, for this
+ * step: its values and gradient are the members' (an op's gradient to it
+ * is added to theirs).  Make it in each forward: it is not valid after
+ * ag_step_end or ag_params_to. */
+ag_tensor *ag_param_stack_view(ag_tensor *first);
 /* Name scopes, as torch's module paths: between ag_scope_push("layer0") and
  * ag_scope_pop(), ag_param(ps, "wq", ...) is named "layer0.wq"; scopes nest
  * ("enc.layer0.wq", at most 16 deep).  The name is printf-style, for a
