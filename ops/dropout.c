@@ -6,7 +6,11 @@
  * On the GPU the mask is drawn there (ops/cuda/dropout.cu) from the same
  * draw by the same generator (ops/dropout_mask.h): a seeded GPU run drops
  * exactly the units the CPU run drops, and no mask is copied.  The loops
- * here are the CPU's kernels (ops/dropout.h). */
+ * here are the CPU's kernels (ops/dropout.h).
+ *
+ * ag__dropout_copies is `copies` such calls on one input, stacked, in one
+ * op: MPSAN drops its input apart before each of its four attention units,
+ * and on the GPU that was four launches each way. */
 #include "dispatch.h"
 #include "dropout.h"
 #include "dropout_mask.h"
@@ -41,9 +45,18 @@ static void apply_range(void *ctx, int64_t i0, int64_t i1) {
     dropout_apply(j->kept + i0, j->x + i0, j->scale, j->y + i0, i1 - i0);
 }
 
+/* No mask (kept NULL): every unit kept at scale 1, the gradient as is. */
+AG_SIMD_CLONES
+static void add_loop(const ag_real *restrict G, ag_real *restrict GX, int64_t n, bool fresh) {
+    if (fresh) memcpy(GX, G, (size_t)n * sizeof *GX);
+    else
+        for (int64_t i = 0; i < n; i++) GX[i] += G[i];
+}
+
 static void backward_range(void *ctx, int64_t i0, int64_t i1) {
     const dropout_job *j = ctx;
-    dropout_backward_loop(j->kept + i0, j->x + i0, j->scale, j->y + i0, i1 - i0, j->fresh);
+    if (j->kept) dropout_backward_loop(j->kept + i0, j->x + i0, j->scale, j->y + i0, i1 - i0, j->fresh);
+    else add_loop(j->x + i0, j->y + i0, i1 - i0, j->fresh);
 }
 
 static void apply_cpu(const uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int64_t n) {
@@ -172,22 +185,56 @@ static void forward_cpu(uint8_t *kept, const ag_real *x, ag_real scale, ag_real 
     apply_cpu(kept, x, scale, y, rows * row_len);
 }
 
+/* The copies' forward: each plane as forward_cpu makes it, from its draw. */
+static void copies_forward_cpu(uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int copies, int64_t rows,
+                               int64_t row_len, int64_t first_row, ag__seeds seeds, int64_t below) {
+    int64_t n = rows * row_len;
+    for (int c = 0; c < copies && n > 0; c++) {
+        if (kept)
+            forward_cpu(kept + c * n, x, scale, y + c * n, rows, row_len, first_row,
+                        (ag__seed){.value = seeds.value[c]}, below);
+        else
+            memcpy(y + c * n, x, (size_t)n * sizeof *y);
+    }
+}
+
+/* Their backwards in tape order: the last plane's first, it alone fresh. */
+static void copies_backward_cpu(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int copies,
+                                int64_t n, bool fresh) {
+    for (int c = copies - 1; c >= 0; c--, fresh = false)
+        backward_cpu(kept ? kept + c * n : NULL, g + c * n, scale, gx, n, fresh);
+}
+
 void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
     ag__seed seed = {.value = ag_rng_next(rng)}; /* taken whatever the size: the rng advances as on any batch */
     mask_cpu(kept, rows, row_len, row_base, seed, ag__mask_below(keep));
 }
 
-/* One draw from rng, for a mask on dev (ag__seed): by value, but under
- * CUDA graphs in device memory, where the captured launch, the same from
- * step to step, reads each step's draw. */
+/* Where a launch captured in a CUDA graph reads n draws: each step's copy
+ * in dev's step memory, the launch being the same from step to step; NULL
+ * where launches run eagerly and carry the draws by value. */
+static const uint64_t *draws_for_graph(ag_device dev, const uint64_t *draws, int n) {
+    if (!(dev == AG_CUDA && ag_cuda_graphs_on())) return NULL;
+    int32_t words[2 * AG_DROPOUT_MAX_COPIES];
+    memcpy(words, draws, (size_t)n * sizeof *draws);
+    return (const uint64_t *)(void *)ag__step_i32_on(dev, words, 2 * n); /* step memory: aligned */
+}
+
+/* One draw from rng, for a mask on dev (ag__seed): by value, or under
+ * graphs in device memory (value 0 then: a record's bytes are its
+ * identity, and the graph's launch must match from step to step). */
 static ag__seed draw_on(ag_device dev, ag_rng *rng) {
     uint64_t draw = ag_rng_next(rng);
-    if (!(dev == AG_CUDA && ag_cuda_graphs_on())) return (ag__seed){.value = draw};
-    /* (value 0: a record's bytes are its identity, and the graph's launch
-     * must match from step to step) */
-    int32_t words[2];
-    memcpy(words, &draw, sizeof draw);
-    return (ag__seed){.at = (const uint64_t *)(void *)ag__step_i32_on(dev, words, 2)}; /* step memory: aligned */
+    const uint64_t *at = draws_for_graph(dev, &draw, 1);
+    return at ? (ag__seed){.at = at} : (ag__seed){.value = draw};
+}
+
+/* `copies` draws, in order, the same way (one staged copy for them all). */
+static ag__seeds draws_on(ag_device dev, ag_rng *rng, int copies) {
+    ag__seeds s = {0};
+    for (int c = 0; c < copies; c++) s.value[c] = ag_rng_next(rng);
+    const uint64_t *at = draws_for_graph(dev, s.value, copies);
+    return at ? (ag__seeds){.at = at} : s;
 }
 
 void ag__dropout_mask_device(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
@@ -216,11 +263,51 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     return out;
 }
 
+/* n->saved: the masks [copies, x.size] (NULL: none, eval); iarg[0]:
+ * copies; farg[0]: 1/keep (1 without masks). */
+static void dropout_copies_backward(ag_node *n) {
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__dropout_on(n->op, n->out->device)
+        ->copies_backward(n->saved, n->out->grad, (ag_real)n->farg[0], gx, n->iarg[0], n->in[0]->size, fresh);
+}
+
+ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool training, ag_rng *rng) {
+    const char *op = "ag__dropout_copies";
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    if (!(keep > 0 && keep <= 1)) ag__fatal(op, "keep probability %g is not in (0, 1]", keep);
+    if (copies < 1 || copies > AG_DROPOUT_MAX_COPIES)
+        ag__fatal(op, "%d copies: want 1 to %d (the draws ride in a launch's arguments)", copies,
+                  AG_DROPOUT_MAX_COPIES);
+    if (x->ndim >= AG_MAX_DIMS) ag__fatal(op, "x has %d dims: the copies' axis makes one too many", x->ndim);
+    bool masks = training && keep < 1; /* else ag_dropout would return x: no draw */
+    if (masks && !rng) ag__fatal(op, "training mode needs an rng");
+    ag__seeds seeds = masks ? draws_on(dev, rng, copies) : (ag__seeds){0}; /* before anything else, as the calls */
+    int shape[AG_MAX_DIMS] = {copies};
+    memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
+    ag_tensor *out = ag__empty_on(dev, x->ndim + 1, shape);
+    int64_t rows = x->ndim >= 2 ? x->shape[0] : 1; /* ag_dropout's rows, of x's shape */
+    int64_t row_len = rows ? x->size / rows : 0;
+    ag_real scale = masks ? (ag_real)(1 / keep) : 1;
+    uint8_t *kept = masks ? ag__step_alloc_on(dev, (size_t)(out->size > 0 ? out->size : 1)) : NULL;
+    ag__dropout_on(op, dev)->copies_forward(kept, x->data, scale, out->data, copies, rows, row_len, row_base, seeds,
+                                            ag__mask_below(keep));
+    ag_node *n = ag__record(op, dropout_copies_backward, out, 1, &x);
+    if (n) {
+        n->saved = kept;
+        n->iarg[0] = copies;
+        n->farg[0] = masks ? 1 / keep : 1;
+    }
+    return out;
+}
+
 /* ---- the CPU's table (ops/dropout.h; CUDA's is in ops/cuda/dropout.cu) ---- */
 
 static const ag__dropout_kernels dropout_cpu = {
     .mask = mask_cpu,
     .forward = forward_cpu,
     .backward = backward_cpu,
+    .copies_forward = copies_forward_cpu,
+    .copies_backward = copies_backward_cpu,
 };
 AG_DISPATCH(dropout, dropout_cpu)
