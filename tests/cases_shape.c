@@ -4,9 +4,11 @@
  * classifier), soft-target KL, mse and dropout: several shapes each, size-1
  * dims, repeated indices and the edge cases of the losses; then the same
  * ops at the device's sizes (33, 37, 301 off multiples of 32, padding ids,
- * dropout rows over several mask blocks). */
+ * dropout rows over several mask blocks); dropout copies beside dropout. */
 #include "opcase.h"
-#include "../ops/shape.h" /* ag__ref_differences: MPSAN's fusion columns */
+#include <string.h>
+#include "../ops/dropout.h" /* ag__dropout_copies: MPSAN's four masks of one input */
+#include "../ops/shape.h"   /* ag__ref_differences: MPSAN's fusion columns */
 
 
 /* One input of the given shape, values in +-[0.1, 2). */
@@ -24,6 +26,7 @@ ONE_INPUT(x_1_5, 1, 5)
 ONE_INPUT(x_7, 7)
 ONE_INPUT(x_523, 5, 2, 3)
 ONE_INPUT(x_1234, 1, 2, 3, 4)
+ONE_INPUT(x_356, 3, 5, 6)
 
 /* ---- permute and transpose ---- */
 
@@ -366,6 +369,45 @@ static ag_tensor *f_dropout_then_tanh(ag_tensor **in) {
     return ag_tanh(dropout_seeded(in[0], 0.8, true));
 }
 
+/* ---- dropout copies: G masks of one input, the same re-seeding ---- */
+
+static ag_tensor *copies_seeded(ag_tensor *x, int copies, double keep, bool training) {
+    ag_rng rng;
+    ag_rng_seed(&rng, 7);
+    return ag__dropout_copies(x, copies, keep, training, &rng);
+}
+static ag_tensor *f_copies4_tanh(ag_tensor **in) { return ag_tanh(copies_seeded(in[0], 4, 0.7, true)); }
+static ag_tensor *f_copies1_tanh(ag_tensor **in) { return ag_tanh(copies_seeded(in[0], 1, 0.7, true)); }
+static ag_tensor *f_copies_eval(ag_tensor **in) { return ag_tanh(copies_seeded(in[0], 3, 0.5, false)); }
+/* x used again after the copies: their backward adds to a gradient already there */
+static ag_tensor *f_copies_times_x(ag_tensor **in) { return ag_mul(copies_seeded(in[0], 4, 0.7, true), in[0]); }
+static ag_tensor *f_copies_keep1_times_x(ag_tensor **in) { return ag_mul(copies_seeded(in[0], 3, 1.0, true), in[0]); }
+/* The op against the calls it stands for, with one seed: the planes are
+ * the calls' outputs exactly (the difference is 0), and through the term
+ * the gradient check reaches the op's own gradient. */
+static ag_tensor *f_copies_minus_calls(ag_tensor **in) {
+    enum { COPIES = 4 };
+    ag_tensor *x = in[0], *calls[COPIES];
+    ag_rng rng;
+    ag_rng_seed(&rng, 7);
+    for (int c = 0; c < COPIES; c++) calls[c] = ag_dropout(x, 0.7, true, &rng);
+    int shape[4] = {COPIES};
+    memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
+    ag_tensor *stacked = ag_reshape(ag_concat(calls, COPIES, 0), x->ndim + 1, shape);
+    ag_tensor *y = copies_seeded(x, COPIES, 0.7, true);
+    return tc_difference(ag_sub(y, stacked), ag_tanh(y));
+}
+/* With CUDA graphs on for the op (on the device only: the CPU has none),
+ * its draws go to device memory in one staged copy and the kernel reads
+ * them there; the device must still draw the CPU's masks. */
+static ag_tensor *f_copies_graphs(ag_tensor **in) {
+    bool graphs = in[0]->device == AG_CUDA;
+    if (graphs) ag_cuda_graphs(true);
+    ag_tensor *y = copies_seeded(in[0], 4, 0.7, true);
+    if (graphs) ag_cuda_graphs(false); /* runs what was recorded */
+    return ag_tanh(y);
+}
+
 /* ---- the device's sizes ---- */
 
 static ag_tensor *f_permute_3120(ag_tensor **x) { return ag_permute(x[0], (int[]){3, 1, 2, 0}); }
@@ -471,6 +513,10 @@ static ag_tensor *f_kl_spread(ag_tensor **x) {
 static ag_tensor *f_dropout_09(ag_tensor **x) { return dropout_seeded(x[0], 0.9, true); }
 static ag_tensor *f_dropout_keep1_plain(ag_tensor **x) { return dropout_seeded(x[0], 1.0, true); }
 static ag_tensor *f_dropout_eval_plain(ag_tensor **x) { return dropout_seeded(x[0], 0.5, false); }
+static ag_tensor *f_copies4_07(ag_tensor **x) { return copies_seeded(x[0], 4, 0.7, true); }
+static ag_tensor *f_copies3_09(ag_tensor **x) { return copies_seeded(x[0], 3, 0.9, true); }
+static ag_tensor *f_copies8_05(ag_tensor **x) { return copies_seeded(x[0], 8, 0.5, true); }
+static ag_tensor *f_copies4_eval(ag_tensor **x) { return copies_seeded(x[0], 4, 0.5, false); }
 
 const op_case shape_cases[] = {
     {"ref_differences/[3,4] g1", x_34, f_refdiff_g1, 0, 0},
@@ -550,6 +596,14 @@ const op_case shape_cases[] = {
     {"dropout/keep_1_identity", x_234, f_dropout_keep1, 0, 0},
     {"dropout/eval_identity", x_234, f_dropout_eval, 0, 0},
     {"dropout/then_tanh", x_523, f_dropout_then_tanh, 0, 0},
+    {"dropout_copies/4_keep_0.7_tanh", x_356, f_copies4_tanh, 0, 0},
+    {"dropout_copies/1_copy", x_356, f_copies1_tanh, 0, 0},
+    {"dropout_copies/eval", x_356, f_copies_eval, 0, 0},
+    {"dropout_copies/times_x", x_356, f_copies_times_x, 0, 0},
+    {"dropout_copies/keep_1_times_x", x_356, f_copies_keep1_times_x, 0, 0},
+    {"dropout_copies/1d", x_7, f_copies4_tanh, 0, 0},
+    {"dropout_copies/equals_calls", x_356, f_copies_minus_calls, .flags = OPCASE_DIFFERENCE},
+    {"dropout_copies/cuda_graphs", x_356, f_copies_graphs, 0, 0},
     /* ---- the device's sizes ---- */
     /* permute and transpose: every axis of 3-D and 4-D shapes */
     UNIFORM_CASE("permute [2,3,5,37] (3,1,2,0)", f_permute_3120, -1, 1, DIMS(2, 3, 5, 37)),
@@ -606,6 +660,11 @@ const op_case shape_cases[] = {
     UNIFORM_CASE("dropout [8209] keep 0.9", f_dropout_09, -1, 1, DIMS(8209)),
     UNIFORM_CASE("dropout [4,37] keep 1", f_dropout_keep1_plain, -1, 1, DIMS(4, 37)),
     UNIFORM_CASE("dropout [4,37] eval", f_dropout_eval_plain, -1, 1, DIMS(4, 37)),
+    /* dropout copies: every plane the CPU's mask, over several blocks too; 8, the most */
+    UNIFORM_CASE("dropout_copies 4 [4,37] keep 0.7", f_copies4_07, -1, 1, DIMS(4, 37)),
+    UNIFORM_CASE("dropout_copies 3 [3,4100] keep 0.9", f_copies3_09, -1, 1, DIMS(3, 4100)),
+    UNIFORM_CASE("dropout_copies 8 [2,3,33] keep 0.5", f_copies8_05, -1, 1, DIMS(2, 3, 33)),
+    UNIFORM_CASE("dropout_copies 4 [4,37] eval", f_copies4_eval, -1, 1, DIMS(4, 37)),
     UNIFORM_CASE("ref_differences [33,185] g4", f_refdiff_g4, -2, 2, DIMS(33, 185)),
     UNIFORM_CASE("ref_differences [1500] g4", f_refdiff_g4, -2, 2, DIMS(1500)),
     {NULL, NULL, NULL, 0, 0},

@@ -7,6 +7,7 @@
 #include "fatal.h"
 #include "attngrad.h"
 #include "../graph/internal.h" /* ag__param_bytes_limit */
+#include "../ops/dropout.h"   /* ag__dropout_copies */
 
 #include <math.h>
 #include <setjmp.h>
@@ -134,6 +135,59 @@ static void test_lerp_is_the_composition(void) {
     CHECK(memcmp(fused[1], composed[1], sizeof fused[1]) == 0, "ag_lerp's gradient of a differs from the composition's");
     CHECK(memcmp(fused[2], composed[2], sizeof fused[2]) == 0, "ag_lerp's gradient of b differs from the composition's");
     CHECK(fused[3][0] == composed[3][0], "losses %.17g and %.17g", (double)fused[3][0], (double)composed[3][0]);
+}
+
+/* ag__dropout_copies against the ag_dropout calls it stands for, stacked
+ * by a concat and reshape, then through one loss; x also used after them
+ * (x_again: their backward adds to a gradient already there) or not (it
+ * stores).  Values, x's gradient and the rng's state after, bit for bit. */
+enum { COPIES = 4, CROWS = 8, CCOLS = 64, CX = CROWS * CCOLS };
+static void copies_run(bool fused, bool x_again, ag_real y_out[COPIES * CX], ag_real gx[CX], ag_rng *after) {
+    ag_params ps = {0};
+    ag_tensor *x = ag_param(&ps, "x", 2, (int[]){CROWS, CCOLS});
+    ag_rng r;
+    ag_rng_seed(&r, 3);
+    for (int i = 0; i < CX; i++) x->data[i] = (ag_real)(4 * ag_rng_uniform(&r) - 2);
+    ag_rng_seed(&r, 11);
+    ag_tensor *y;
+    if (fused) y = ag__dropout_copies(x, COPIES, 0.7, true, &r);
+    else {
+        ag_tensor *calls[COPIES];
+        for (int c = 0; c < COPIES; c++) calls[c] = ag_dropout(x, 0.7, true, &r);
+        y = ag_reshape(ag_concat(calls, COPIES, 0), 3, (int[]){COPIES, CROWS, CCOLS});
+    }
+    *after = r;
+    /* a weight per element of each plane: the planes' gradients differ, and
+     * the order they are summed in shows in the bits */
+    ag_tensor *w = ag_tensor_new(3, (int[]){COPIES, CROWS, CCOLS});
+    ag_rng_seed(&r, 5);
+    for (int i = 0; i < COPIES * CX; i++) w->data[i] = (ag_real)(2 * ag_rng_uniform(&r) - 1);
+    ag_tensor *loss = ag_sum(ag_exp(ag_mul(y, w)));
+    if (x_again) loss = ag_add(loss, ag_sum(ag_mul(x, x)));
+    ag_backward(loss);
+    memcpy(y_out, y->data, COPIES * CX * sizeof *y_out);
+    memcpy(gx, x->grad, CX * sizeof *gx);
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
+static void test_dropout_copies_are_the_calls(void) {
+    for (int x_again = 0; x_again < 2; x_again++) {
+        ag_real y[2][COPIES * CX], gx[2][CX];
+        ag_rng after[2];
+        copies_run(true, x_again, y[0], gx[0], &after[0]);
+        copies_run(false, x_again, y[1], gx[1], &after[1]);
+        CHECK(memcmp(y[0], y[1], sizeof y[0]) == 0, "x_again %d: the copies' values differ from the calls'", x_again);
+        CHECK(memcmp(gx[0], gx[1], sizeof gx[0]) == 0, "x_again %d: x's gradient differs from the calls'", x_again);
+        CHECK(memcmp(&after[0], &after[1], sizeof after[0]) == 0, "x_again %d: the rng's state differs after", x_again);
+        int dropped = 0, same = 0; /* the masks are there, and are not one mask four times */
+        for (int i = 0; i < CX; i++) {
+            dropped += y[0][i] == 0;
+            same += (y[0][i] == 0) == (y[0][CX + i] == 0);
+        }
+        CHECK(dropped > 0 && same < CX, "x_again %d: %d of %d dropped in plane 0, %d alike in plane 1", x_again,
+              dropped, CX, same);
+    }
 }
 
 /* A bias broadcast over more rows than a part's grain of elements (MPSAN at
@@ -623,6 +677,7 @@ static void test_anomaly_mode(void) {
 int main(void) {
     test_accumulation();
     test_lerp_is_the_composition();
+    test_dropout_copies_are_the_calls();
     test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
     test_dropout_mask_statistics();

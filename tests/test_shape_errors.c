@@ -4,7 +4,8 @@
 #include "attngrad.h"
 #include "check.h"
 #include "fatal.h"
-#include "../ops/additive.h" /* MPSAN's grouped ops, internal */
+#include "../ops/additive.h" /* MPSAN's ops for G units at once, internal */
+#include "../ops/dropout.h"
 #include "../ops/softmax.h"
 
 #include <setjmp.h>
@@ -117,6 +118,15 @@ static void test_errors(void) {
     EXPECT_FATAL(ag_dropout(a, -0.1, false, &rng), "ag_dropout", "-0.1"); /* checked in eval too */
     EXPECT_FATAL(ag_dropout(a, NAN, true, &rng), "ag_dropout", "nan");
     EXPECT_FATAL(ag_dropout(a, 0.5, true, NULL), "ag_dropout", "rng");
+    EXPECT_FATAL(ag__dropout_copies(a, 0, 0.5, true, &rng), "ag__dropout_copies", "0 copies", "1 to 8");
+    EXPECT_FATAL(ag__dropout_copies(a, AG_DROPOUT_MAX_COPIES + 1, 0.5, true, &rng), "ag__dropout_copies",
+                 "9 copies");
+    EXPECT_FATAL(ag__dropout_copies(a, -1, 0.5, false, &rng), "ag__dropout_copies", "-1 copies"); /* eval too */
+    EXPECT_FATAL(ag__dropout_copies(a, 4, 0.0, true, &rng), "ag__dropout_copies", "keep probability 0 ");
+    EXPECT_FATAL(ag__dropout_copies(a, 4, 1.5, false, &rng), "ag__dropout_copies", "1.5");
+    EXPECT_FATAL(ag__dropout_copies(a, 4, 0.5, true, NULL), "ag__dropout_copies", "rng");
+    EXPECT_FATAL(ag__dropout_copies(ag_tensor_new(SHAPE(1, 2, 3, 4)), 2, 0.5, true, &rng), "ag__dropout_copies",
+                 "4 dims");
 
     ag_set_fatal_handler(old);
     ag_step_end();
