@@ -652,8 +652,10 @@ typedef struct {
 typedef struct {
     bool tw;              /* W stored [out, in] (ag_linear_t) */
     ag_act act;           /* ag_dense's activation, applied to the output */
+    int groups, rows;     /* ag__klinear's: layers (W [G, in, out]), and the rows of one */
     row_pack pk;          /* x's packed rows, or kept = -1: not packed */
     const ag_real *Xc;
+    const ag__kgroup_pack *group_packs; /* the same per group, when grouped */
 } linear_saved;
 
 AG_SIMD_CLONES static void scan_block(void *ctx, int64_t block) {
@@ -752,7 +754,7 @@ static bool same_pack(const row_pack *a, const row_pack *b) {
     return a->kept == b->kept && !memcmp(a->idx, b->idx, (size_t)a->kept * sizeof *a->idx);
 }
 
-static void linear_backward_cpu(const ag__klinear *kl) {
+static void linear_backward_layer(const ag__klinear *kl) {
     bool tw = kl->tw;
     int in = kl->in, out = kl->out, rows = kl->rows;
     bool want_x = kl->dx, want_w = kl->dw, want_b = kl->db;
@@ -849,13 +851,65 @@ static void bias_rows_cpu(const ag_real *bias, ag_real *y, int64_t rows, int col
     ag__parallel_range(rows, ag__units_per_part(cols), bias_rows_range, &j);
 }
 
-static void linear_forward_cpu(ag__klinear *kl) {
+static void linear_forward_layer(ag__klinear *kl) {
     if (linear_packed(kl)) return;
     if (kl->bias) bias_rows_cpu(kl->bias, kl->y, kl->rows, kl->out);
     ag__gemm(false, kl->tw, kl->rows, kl->out, kl->in, 1, kl->x, kl->w, kl->bias ? 1 : 0, kl->y);
     if (kl->act != AG_ACT_NONE) {
         act_job aj = {kl->y, kl->out, (ag_act)kl->act};
         ag__parallel_range(kl->rows, ag__units_per_part(kl->out), act_rows, &aj);
+    }
+}
+
+/* ---- grouped layers (W [G, in, out]): one layer after another ----
+ * Each group runs the one-layer kernels above on its own planes, so its
+ * values and gradients are those of a layer of its own to the bit (its
+ * rows packed or not by themselves, its bias summed in its own blocks).
+ * The planes are disjoint, so dX's fresh flag holds for each. */
+
+#define GROUP_AT(p, off) ((p) ? (p) + (off) : (p)) /* an absent array stays NULL */
+
+/* Group g of kl as a layer of its own, with forward's pack when kept. */
+static ag__klinear group_layer(const ag__klinear *kl, int g) {
+    int64_t xs = (int64_t)g * kl->rows * kl->in, ys = (int64_t)g * kl->rows * kl->out;
+    int64_t ws = (int64_t)g * kl->in * kl->out, bs = (int64_t)g * kl->out;
+    ag__klinear j = *kl;
+    j.groups = 1;
+    j.x = GROUP_AT(kl->x, xs), j.dx = GROUP_AT(kl->dx, xs);
+    j.y = GROUP_AT(kl->y, ys), j.dy = GROUP_AT(kl->dy, ys);
+    j.w = GROUP_AT(kl->w, ws), j.dw = GROUP_AT(kl->dw, ws);
+    j.bias = GROUP_AT(kl->bias, bs), j.db = GROUP_AT(kl->db, bs);
+    j.pack = kl->group_packs ? kl->group_packs[g].pack : (row_pack){.kept = -1};
+    j.xc = kl->group_packs ? kl->group_packs[g].xc : NULL;
+    j.group_packs = NULL;
+    return j;
+}
+
+static void linear_forward_cpu(ag__klinear *kl) {
+    int groups = ag__klinear_groups(kl);
+    if (groups == 1) {
+        linear_forward_layer(kl);
+        return;
+    }
+    ag__kgroup_pack *packs = ag__arena_alloc((size_t)groups * sizeof *packs);
+    kl->group_packs = NULL; /* none yet: each group packs its own rows */
+    for (int g = 0; g < groups; g++) {
+        ag__klinear j = group_layer(kl, g);
+        linear_forward_layer(&j);
+        packs[g] = (ag__kgroup_pack){j.pack, j.xc};
+    }
+    kl->group_packs = packs;
+}
+
+static void linear_backward_cpu(const ag__klinear *kl) {
+    int groups = ag__klinear_groups(kl);
+    if (groups == 1) {
+        linear_backward_layer(kl);
+        return;
+    }
+    for (int g = 0; g < groups; g++) {
+        ag__klinear j = group_layer(kl, g);
+        linear_backward_layer(&j);
     }
 }
 
@@ -882,40 +936,61 @@ static void col_sums_cpu(const ag_real *x, int64_t rows, int cols, const ag_real
 static void linear_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
     const linear_saved *sv = n->saved;
-    int in = w->shape[sv->tw], out = w->shape[!sv->tw];
-    ag__klinear j = {.x = x->data, .w = w->data, .y = n->out->data, .dy = n->out->grad,
-                    .rows = (int)(x->size / (in ? in : 1)), .in = in, .out = out, .act = (int)sv->act, .tw = sv->tw,
-                    .pack = sv->pk, .xc = sv->Xc};
+    int lead = w->ndim - 2; /* 1: grouped, W [G, in, out] */
+    int in = w->shape[lead + sv->tw], out = w->shape[lead + !sv->tw];
+    ag__klinear j = {.x = x->data, .w = w->data, .y = n->out->data, .dy = n->out->grad, .rows = sv->rows, .in = in,
+                    .out = out, .act = (int)sv->act, .groups = sv->groups, .tw = sv->tw, .pack = sv->pk, .xc = sv->Xc,
+                    .group_packs = sv->group_packs};
     j.db = bias && ag__wants(n, 2) ? ag__grad(bias) : NULL;
     j.dx = ag__wants(n, 0) ? ag__grad_write(x, &j.fresh_x) : NULL;
     j.dw = ag__wants(n, 1) ? ag__grad(w) : NULL;
     ag__matmul_on(n->op, x->device)->linear_backward(&j);
 }
 
-static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias, ag_act act) {
+/* x [..., in] and W [in, out] ([out, in] when tw), or G layers: x [G, ...,
+ * in] and W [G, in, out]; bias [out], [G, out] for G layers.  Fatal, naming
+ * op and the shapes, where they do not fit. */
+static void linear_check(const char *op, const ag_tensor *x, const ag_tensor *w, bool tw, const ag_tensor *bias) {
     char sx[64], sw[64], sb[64];
+    bool grouped = w->ndim == 3;
+    int lead = grouped; /* W's dims before [in, out] */
+    bool x_fits = (w->ndim == 2 || (grouped && x->ndim >= 2 && x->shape[0] == w->shape[0])) && x->ndim >= 1 &&
+                  x->shape[x->ndim - 1] == w->shape[lead + tw];
+    if (!x_fits) {
+        const char *io = tw ? "out, in" : "in, out";
+        ag__fatal(op, "x %s does not fit weight %s (want x[..., in], W[%s] or W[G, %s] with x[G, ..., in])",
+                  ag_shape_str(x, sx, sizeof sx), ag_shape_str(w, sw, sizeof sw), io, io);
+    }
+    int out = w->shape[lead + !tw];
+    bool bias_fits = !bias || (grouped ? bias->ndim == 2 && bias->shape[0] == w->shape[0] && bias->shape[1] == out
+                                       : bias->ndim == 1 && bias->shape[0] == out);
+    if (!bias_fits)
+        ag__fatal(op, "bias %s does not fit weight %s (want [%s])", ag_shape_str(bias, sb, sizeof sb),
+                  ag_shape_str(w, sw, sizeof sw), grouped ? "G, out" : "out");
+}
+
+static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias, ag_act act) {
     ag_device dev = ag__check_same_device(op, x, w);
     if (bias) ag__check_same_device(op, x, bias); /* alive before its shape is read */
-    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[tw])
-        ag__fatal(op, "x %s does not fit weight %s (want x[..., in], W[%s])", ag_shape_str(x, sx, sizeof sx),
-                  ag_shape_str(w, sw, sizeof sw), tw ? "out, in" : "in, out");
-    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[!tw]))
-        ag__fatal(op, "bias %s does not fit weight %s (want [out])", ag_shape_str(bias, sb, sizeof sb),
-                  ag_shape_str(w, sw, sizeof sw));
+    linear_check(op, x, w, tw, bias);
     if (act < AG_ACT_NONE || act > AG_ACT_SIGMOID) ag__fatal(op, "unknown activation %d", (int)act);
-    int in = w->shape[tw], out_dim = w->shape[!tw];
-    int rows = (int)(x->size / (in ? in : 1));
+    int lead = w->ndim - 2, groups = lead ? w->shape[0] : 1;
+    int in = w->shape[lead + tw], out_dim = w->shape[lead + !tw];
+    int64_t rows = 1; /* of one group: x's dims between G and in */
+    for (int d = lead; d < x->ndim - 1; d++) rows *= x->shape[d];
+    if (groups == 0) rows = 0; /* no layer: nothing to read or write */
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_dim;
     ag_tensor *out = ag__empty_on(dev, x->ndim, shape);
-    ag__klinear j = {.x = x->data, .w = w->data, .bias = bias ? bias->data : NULL, .y = out->data, .rows = rows,
-                    .in = in, .out = out_dim, .act = (int)act, .tw = tw, .pack = {.kept = -1}};
+    ag__klinear j = {.x = x->data, .w = w->data, .bias = bias ? bias->data : NULL, .y = out->data, .rows = (int)rows,
+                    .in = in, .out = out_dim, .act = (int)act, .groups = groups, .tw = tw, .pack = {.kept = -1}};
     ag__matmul_on(op, dev)->linear_forward(&j);
     ag_node *n = ag__record(op, linear_backward, out, 3, (ag_tensor *[]){x, w, bias});
     if (n) {
         linear_saved *keep = ag__arena_alloc(sizeof *keep);
-        *keep = (linear_saved){.tw = tw, .act = act, .pk = j.pack, .Xc = j.xc};
+        *keep = (linear_saved){.tw = tw, .act = act, .groups = groups, .rows = (int)rows, .pk = j.pack, .Xc = j.xc,
+                               .group_packs = j.group_packs};
         n->saved = keep;
     }
     return out;

@@ -36,21 +36,36 @@ typedef struct {
     int kept;
 } ag__krow_pack;
 
+/* One group's packed x (ag__klinear's pack and xc), kept for backward. */
+typedef struct {
+    ag__krow_pack pack;
+    const ag__kreal *xc;
+} ag__kgroup_pack;
+
 /* The linear layer y = act(x op(W) + bias): x [rows, in], W [in, out]
  * ([out, in] when tw), bias [out] or NULL, act an AG_KACT_.  Forward writes
  * y (and may keep x's packed rows in pack and xc); backward reads dy and y
  * and adds to dw and db, stores (fresh_x) or adds dx; a gradient not wanted
- * is NULL. */
+ * is NULL.
+ * groups > 1: that many independent layers, each of the shapes above, laid
+ * one after another in every array: group g's x is at x + g rows in, its W
+ * at w + g in out, its bias at bias + g out, its y (and dy) at y + g rows
+ * out, the gradients likewise (rows is one group's).  fresh_x is dx's as a
+ * whole.  The CPU's forward keeps each group's packed x in group_packs
+ * ([groups], in the arena; pack and xc unused).  0 or 1: one layer. */
 typedef struct {
     const ag__kreal *x, *w, *bias;
     ag__kreal *y;
     const ag__kreal *dy;
     ag__kreal *dx, *dw, *db;
-    int rows, in, out, act;
+    int rows, in, out, act, groups;
     bool tw, fresh_x;
     ag__krow_pack pack;
     const ag__kreal *xc; /* the packed rows of x, [pack.kept, in] */
+    const ag__kgroup_pack *group_packs;
 } ag__klinear;
+
+static inline int ag__klinear_groups(const ag__klinear *j) { return j->groups > 1 ? j->groups : 1; }
 
 /* Column sums in blocks of AG_KCOL_ROWS rows (the bias gradient's order). */
 enum { AG_KCOL_ROWS = 64 };

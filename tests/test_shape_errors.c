@@ -95,6 +95,22 @@ static void test_errors(void) {
     EXPECT_FATAL(ag_linear_t_cross_entropy(hid, dec, NULL, (int32_t[]){0, 1, 0, 5, 0, 0}, 0),
                  "ag_linear_t_cross_entropy", "label 5", "row 3", "[0, 5)", "ignore_index 0");
 
+    /* ag_linear: one layer, and G layers W [G, in, out] */
+    ag_tensor *w3 = ag_tensor_new(SHAPE(3, 4, 5));
+    EXPECT_FATAL(ag_linear(x, ag_tensor_new(SHAPE(5, 5)), NULL), "ag_linear", "x [2,3,4]", "weight [5,5]",
+                 "W[in, out] or W[G, in, out] with x[G, ..., in]");
+    EXPECT_FATAL(ag_linear(x, w3, NULL), "ag_linear", "x [2,3,4]", "weight [3,4,5]", "x[G, ..., in]");
+    /* x[G, ..., in]: G first, so 2 dims at least ([3,4] would be one row a group) */
+    EXPECT_FATAL(ag_dense(ag_tensor_new(SHAPE(4)), w3, NULL, AG_ACT_TANH), "ag_dense", "x [4]", "[3,4,5]");
+    EXPECT_FATAL(ag_linear(ag_tensor_new(SHAPE(3, 2, 4)), w3, ag_tensor_new(SHAPE(5))), "ag_linear", "bias [5]",
+                 "weight [3,4,5]", "want [G, out]");
+    EXPECT_FATAL(ag_dense(ag_tensor_new(SHAPE(3, 2, 4)), w3, ag_tensor_new(SHAPE(2, 5)), AG_ACT_ELU), "ag_dense",
+                 "bias [2,5]", "weight [3,4,5]", "want [G, out]");
+    EXPECT_FATAL(ag_linear(x, ag_tensor_new(SHAPE(4, 5)), ag_tensor_new(SHAPE(2, 5))), "ag_linear", "bias [2,5]",
+                 "weight [4,5]", "want [out]");
+    EXPECT_FATAL(ag_linear_t(ag_tensor_new(SHAPE(3, 2, 4)), w3, NULL), "ag_linear_t", "x [3,2,4]",
+                 "W[out, in] or W[G, out, in]");
+    EXPECT_FATAL(ag_linear(x, ag_tensor_new(SHAPE(1, 2, 4, 5)), NULL), "ag_linear", "weight [1,2,4,5]");
     EXPECT_FATAL(ag_mse(a, ag_tensor_new(SHAPE(3, 2))), "ag_mse", "[2,3]", "[3,2]");
 
     const ag_real ok_t[4 * 5] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0};

@@ -390,15 +390,22 @@ ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim);
 ag_tensor *ag_matmul(ag_tensor *a, ag_tensor *b);
 /* Same with either operand transposed in its last two dims. */
 ag_tensor *ag_matmul_t(ag_tensor *a, bool trans_a, ag_tensor *b, bool trans_b);
-/* x[..., in] @ W[in, out] + bias[out] (bias may be NULL): one GEMM. */
+/* x[..., in] @ W[in, out] + bias[out] (bias may be NULL): one GEMM.
+ * Grouped, G independent layers in one op: W[G, in, out], x[G, ..., in],
+ * bias [G, out] or NULL -> y[G, ..., out], y[g] = ag_linear(x[g], W[g],
+ * bias[g]).  On the CPU each group's values and gradients are those of
+ * the G separate calls, bit for bit; on the GPU the G layers take the
+ * launches of one (batched products). */
 ag_tensor *ag_linear(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 /* x[..., in] W^T + bias with W stored [out, in] (PyTorch's layout): a
- * decoder tied to an embedding table [V, d] is ag_linear_t(h, table, b). */
+ * decoder tied to an embedding table [V, d] is ag_linear_t(h, table, b).
+ * Grouped as ag_linear: W[G, out, in], x[G, ..., in], bias [G, out]. */
 ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 /* A dense layer act(x W + b), W [in,out], b [out] (may be NULL): one op,
  * the activation fused into the linear's passes (no pre-activation kept);
  * GELU and SiLU, whose derivatives need the pre-activation, are the
- * linear then ag_gelu / ag_silu. */
+ * linear then ag_gelu / ag_silu.  Grouped as ag_linear (W[G, in, out],
+ * x[G, ..., in], b [G, out]): G layers of one activation in one op. */
 typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID, AG_ACT_GELU, AG_ACT_SILU } ag_act;
 ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act);
 

@@ -42,32 +42,49 @@ static void tall_backward(bool tb, int rows, int K, int N, const ag_real *G, con
  * read the rows back or add a pass.  Backward: G = dY act'(y) (a buffer
  * only with an activation), the bias gradient summed as the CPU sums it
  * (blocks of 64 rows, then the blocks in order: the same bits; with an
- * activation in G's pass), then the products. ---- */
+ * activation in G's pass), then the products.  G grouped layers take the
+ * same launches: each product one strided-batched call over the groups,
+ * each pass over all groups at once. ---- */
+
+/* C = op(A) op(B) + beta C for each group's contiguous operands (A [M, K]
+ * or [K, M], B [K, N] or [N, K], C [M, N], group after group). */
+static void group_gemm(int groups, bool ta, bool tb, int M, int N, int K, const ag_real *A, const ag_real *B,
+                       ag_real beta, ag_real *C) {
+    if (groups == 1) {
+        ag__cuda_gemm_rows(ta, tb, M, N, K, 1, A, B, beta, C);
+        return;
+    }
+    ag__cuda_gemm_batched(ta, tb, M, N, K, A, ag__cuda_ld(ta ? M : K), (int64_t)M * K, B, ag__cuda_ld(tb ? K : N),
+                          (int64_t)K * N, beta, C, ag__cuda_ld(N), (int64_t)M * N, groups);
+}
 
 static void linear_forward(ag__klinear *j) {
-    if (j->rows > 0) ag__cuda_gemm_rows(false, j->tw, j->rows, j->out, j->in, 1, j->x, j->w, 0, j->y);
-    ag__bias_act_cuda(j->bias, j->act, j->y, j->rows, j->out);
+    int groups = ag__klinear_groups(j);
+    if (j->rows > 0) group_gemm(groups, false, j->tw, j->rows, j->out, j->in, j->x, j->w, 0, j->y);
+    ag__bias_act_cuda(j->bias, j->act, j->y, groups, j->rows, j->out);
 }
 
 static void linear_backward(const ag__klinear *j) {
-    int64_t cells = (int64_t)j->rows * j->out;
+    int groups = ag__klinear_groups(j);
+    int64_t cells = (int64_t)groups * j->rows * j->out;
     const ag_real *G = j->dy;
-    ag_real *partial = j->db ? ag__cuda_arena_alloc((size_t)(ag__col_blocks(j->rows) * j->out + 1) * sizeof(ag_real))
+    ag_real *partial = j->db ? ag__cuda_arena_alloc((size_t)(groups * ag__col_blocks(j->rows) * j->out + 1) *
+                                                    sizeof(ag_real))
                              : NULL;
     if (j->act != AG_KACT_NONE) {
         ag_real *g = ag__cuda_arena_alloc((size_t)(cells > 0 ? cells : 1) * sizeof(ag_real));
         if (j->db)
-            ag__act_backward_col_sums_cuda(j->act, j->dy, j->y, g, j->rows, j->out, partial, j->db);
+            ag__act_backward_col_sums_cuda(j->act, j->dy, j->y, g, groups, j->rows, j->out, partial, j->db);
         else
             ag__act_backward_cuda(j->act, j->dy, j->y, g, cells);
         G = g;
     } else if (j->db) {
-        ag__col_sums_cuda(G, j->rows, j->out, NULL, partial, j->db);
+        ag__col_sums_groups_cuda(G, groups, j->rows, j->out, NULL, partial, j->db);
     }
-    if (j->dx && j->rows > 0) /* no rows: x is empty, nothing to write */
-        ag__cuda_gemm_rows(false, !j->tw, j->rows, j->in, j->out, 1, G, j->w, j->fresh_x ? 0 : 1, j->dx);
-    if (j->dw && !j->tw) ag__cuda_gemm_rows(true, false, j->in, j->out, j->rows, 1, j->x, G, 1, j->dw);
-    if (j->dw && j->tw) ag__cuda_gemm_rows(true, false, j->out, j->in, j->rows, 1, G, j->x, 1, j->dw);
+    if (j->rows == 0) return; /* x is empty and nothing adds to W */
+    if (j->dx) group_gemm(groups, false, !j->tw, j->rows, j->in, j->out, G, j->w, j->fresh_x ? 0 : 1, j->dx);
+    if (j->dw && !j->tw) group_gemm(groups, true, false, j->in, j->out, j->rows, j->x, G, 1, j->dw);
+    if (j->dw && j->tw) group_gemm(groups, true, false, j->out, j->in, j->rows, G, j->x, 1, j->dw);
 }
 
 const ag__matmul_kernels ag__matmul_cuda = {
