@@ -305,6 +305,71 @@ static ag_tensor *f_linear_t(ag_tensor **in) { return ag_linear_t(in[0], in[1], 
 static ag_tensor *f_linear_t_nobias(ag_tensor **in) { return ag_linear_t(in[0], in[1], NULL); }
 static ag_tensor *f_linear_t_padded(ag_tensor **in) { return ag_mul(ag_linear_t(in[0], in[1], in[2]), in[3]); }
 
+/* Grouped layers, W [G, in, out]: G independent layers in one op (MPSAN's
+ * attention units), each group checked as a layer of its own would be. */
+static int grp_elu(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(4, 3, 5, 6));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 6, 7));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(4, 7));
+    return 3;
+}
+static int grp_plain(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(3, 2, 5));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(3, 5, 4));
+    return 2;
+}
+static int grp_one(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(1, 4, 3));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(1, 3, 5));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(1, 5));
+    return 3;
+}
+/* 200 rows a group: 4 blocks of 64 rows each, and 2 x 4 x 130 partial
+ * sums, several GPU blocks (as lin_many_rows) */
+static int grp_many_rows(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 200, 9));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 9, 130));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(2, 130));
+    return 3;
+}
+static int grp_t(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 5, 4));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(2, 5));
+    return 3;
+}
+/* 3 groups of 80 rows, zero rows of x (mask in[3]) and of dY (mask in[4]):
+ * group 0 has 20 of each (packed), group 1 10 (an eighth: packed), group
+ * 2 only 4 (not packed), so packed and plain groups sit side by side.
+ * same: dY's zero rows are x's (backward reuses forward's packed x). */
+static bool grp_row_zero(int g, int row, bool other) {
+    int n = g == 0 ? 20 : g == 1 ? 10 : 4, first = other ? 80 - n : 3;
+    return row >= first && row < first + n;
+}
+static int grp_padded(ag_tensor **in, ag_rng *r, bool same) {
+    in[0] = tc_away(r, 0.1, 0.5, true, SHAPE(3, 80, IN));
+    in[1] = tc_away(r, 0.1, 0.5, true, SHAPE(3, IN, OUT));
+    in[2] = tc_away(r, 0.1, 0.5, true, SHAPE(3, OUT));
+    in[3] = tc_uniform(r, 0, 1, false, SHAPE(3, 80, 1));
+    in[4] = tc_uniform(r, 0, 1, false, SHAPE(3, 80, 1));
+    for (int i = 0; i < 240; i++) {
+        in[3]->data[i] = !grp_row_zero(i / 80, i % 80, false);
+        in[4]->data[i] = !grp_row_zero(i / 80, i % 80, !same);
+    }
+    return 5;
+}
+static int grp_padded_same(ag_tensor **in, ag_rng *r) { return grp_padded(in, r, true); }
+static int grp_padded_other(ag_tensor **in, ag_rng *r) { return grp_padded(in, r, false); }
+static ag_tensor *f_linear_grp_padded(ag_tensor **in) {
+    return ag_mul(ag_linear(ag_mul(in[0], in[3]), in[1], in[2]), in[4]);
+}
+static ag_tensor *f_dense_elu_grp_padded(ag_tensor **in) {
+    return ag_mul(ag_dense(ag_mul(in[0], in[3]), in[1], in[2], AG_ACT_ELU), in[4]);
+}
+static ag_tensor *f_dense_tanh_grp_padded(ag_tensor **in) {
+    return ag_mul(ag_dense(ag_mul(in[0], in[3]), in[1], NULL, AG_ACT_TANH), in[4]);
+}
+
 /* ---- reshape, and a tensor feeding two consumers ---- */
 
 static ag_tensor *f_reshape(ag_tensor **in) { return ag_reshape(in[0], 2, (int[]){4, -1}); }
@@ -500,6 +565,18 @@ const op_case core_cases[] = {
     {"linear_t/no_bias", lin_t_3d, f_linear_t_nobias, 0, 0},
     {"linear_t/zero_gradient_rows", lin_t_padded, f_linear_t_padded, 0, 0},
     {"linear_t/zero_input_rows", lin_t_zero_rows, f_linear_t, 0, 0},
+    {"linear_grouped/elu_bias", grp_elu, f_dense_elu, 0, 0},
+    {"linear_grouped/no_act_no_bias", grp_plain, f_linear_nobias, 0, 0},
+    {"linear_grouped/one_group", grp_one, f_linear, 0, 0},
+    {"linear_grouped/transposed", grp_t, f_linear_t, 0, 0},
+    /* 52,000 outputs: atol as linear/many_rows's */
+    {"linear_grouped/tanh_many_rows", grp_many_rows, f_dense_tanh, 1e-6, 0},
+    /* 4,080 outputs: their projected sum carries ~2e-8 of the central
+     * difference's roundoff (opcase_run.c), so the uniform cases' atol */
+    {"linear_grouped/zero_rows_both_same", grp_padded_same, f_linear_grp_padded, 1e-7, 0},
+    {"linear_grouped/zero_rows_both_different", grp_padded_other, f_linear_grp_padded, 1e-7, 0},
+    {"linear_grouped/elu_zero_rows_both_same", grp_padded_same, f_dense_elu_grp_padded, 1e-7, 0},
+    {"linear_grouped/tanh_no_bias_zero_rows_different", grp_padded_other, f_dense_tanh_grp_padded, 1e-7, 0},
     {"reshape", red_234, f_reshape, 0, 0},
     {"reshape/two_views", red_234, f_reshape_chain, 0, 0},
     {"graph/tensor_used_twice", vec_any, f_two_uses, 0, 0},
@@ -579,6 +656,18 @@ const op_case core_cases[] = {
     UNIFORM_CASE("dense gelu [9,33]@[33,37]+b", f_dense_gelu, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
     UNIFORM_CASE("dense tanh [9,33]@[33,37]+b", f_dense_tanh, -1, 1, DIMS(9, 33), DIMS(33, 37), DIMS(37)),
     UNIFORM_CASE("dense sigmoid [9,33]@[33,37]", f_dense_sigmoid_nobias, -1, 1, DIMS(9, 33), DIMS(33, 37)),
+    /* grouped: one batched product, each group's bias and column sums */
+    UNIFORM_CASE("dense elu grouped [3,9,33]@[3,33,37]+b", f_dense_elu, -1, 1, DIMS(3, 9, 33), DIMS(3, 33, 37),
+                 DIMS(3, 37)),
+    UNIFORM_CASE("linear_t grouped [3,5,33]@[3,37,33]^T", f_linear_t_nobias, -1, 1, DIMS(3, 5, 33), DIMS(3, 37, 33)),
+    UNIFORM_CASE("linear grouped [2,70,33]@[2,33,37]+b", f_linear, -1, 1, DIMS(2, 70, 33), DIMS(2, 33, 37),
+                 DIMS(2, 37)),
+    /* 2 x 18 x 500 partial sums: each group's under what the last block
+     * adds, the two together over it (add_partials_kernel) */
+    UNIFORM_CASE("linear grouped [2,1100,1]@[2,1,500]+b", f_linear, -1, 1, DIMS(2, 1100, 1), DIMS(2, 1, 500),
+                 DIMS(2, 500)),
+    UNIFORM_CASE("dense tanh grouped [2,1100,1]@[2,1,500]+b", f_dense_tanh, -1, 1, DIMS(2, 1100, 1), DIMS(2, 1, 500),
+                 DIMS(2, 500)),
     /* reshape: a view on the device, its gradient copied or added back */
     UNIFORM_CASE("reshape [5,7,33]->[-1,33]", f_reshape_rows_33, -1, 1, DIMS(5, 7, 33)),
     UNIFORM_CASE("reshape twice [7,37]", f_reshape_twice, -1, 1, DIMS(7, 37)),
