@@ -190,6 +190,91 @@ static void test_dropout_copies_are_the_calls(void) {
     }
 }
 
+/* A grouped dense layer (W [G, in, out], one op) against G separate
+ * ag_dense calls on copies of its planes: the same outputs and gradients
+ * of x, W and the bias, bit for bit, in either precision.  x's and dY's
+ * zero rows (a row mask, padding) are 20 and 10 of 80 in groups 0 and 2,
+ * none in group 1, so packed and plain groups sit side by side. */
+enum { GL_G = 3, GL_ROWS = 80, GL_IN = 16, GL_OUT = 17 };
+typedef struct {
+    ag_real y[GL_G * GL_ROWS * GL_OUT], dx[GL_G * GL_ROWS * GL_IN], dw[GL_G * GL_IN * GL_OUT], db[GL_G * GL_OUT];
+} grouped_results;
+
+/* loss = sum(m y^2) for y = dense(m x): dY = 2 m y, 0 on the masked rows. */
+static ag_tensor *grouped_layer_loss(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_tensor *m, ag_act act,
+                                     ag_tensor **y) {
+    *y = ag_dense(ag_mul(x, m), w, b, act);
+    return ag_sum(ag_mul(ag_mul(*y, *y), m));
+}
+
+static void grouped_dense_run(bool grouped, ag_act act, bool bias, grouped_results *out) {
+    enum { X = GL_ROWS * GL_IN, W = GL_IN * GL_OUT, Y = GL_ROWS * GL_OUT };
+    static ag_real xs[GL_G * X], ws[GL_G * W], bs[GL_G * GL_OUT], ms[GL_G * GL_ROWS];
+    ag_rng r;
+    ag_rng_seed(&r, 11);
+    for (int i = 0; i < GL_G * X; i++) xs[i] = (ag_real)(2 * ag_rng_uniform(&r) - 1);
+    for (int i = 0; i < GL_G * W; i++) ws[i] = (ag_real)(0.5 * ag_rng_normal(&r));
+    for (int i = 0; i < GL_G * GL_OUT; i++) bs[i] = (ag_real)ag_rng_normal(&r);
+    for (int i = 0; i < GL_G * GL_ROWS; i++) {
+        int g = i / GL_ROWS, row = i % GL_ROWS;
+        ms[i] = (g == 0 && row >= 50 && row < 70) || (g == 2 && row % 8 == 3) ? 0 : 1;
+    }
+    ag_params ps = {0};
+    if (grouped) {
+        ag_tensor *x = ag_param(&ps, "x", 3, (int[]){GL_G, GL_ROWS, GL_IN});
+        ag_tensor *w = ag_param(&ps, "w", 3, (int[]){GL_G, GL_IN, GL_OUT});
+        ag_tensor *b = bias ? ag_param(&ps, "b", 2, (int[]){GL_G, GL_OUT}) : NULL, *y;
+        memcpy(x->data, xs, sizeof xs);
+        memcpy(w->data, ws, sizeof ws);
+        if (b) memcpy(b->data, bs, sizeof bs);
+        ag_tensor *m = ag_tensor_from(ms, 3, (int[]){GL_G, GL_ROWS, 1});
+        ag_backward(grouped_layer_loss(x, w, b, m, act, &y));
+        memcpy(out->y, y->data, sizeof out->y);
+        memcpy(out->dx, x->grad, sizeof out->dx);
+        memcpy(out->dw, w->grad, sizeof out->dw);
+        if (b) memcpy(out->db, b->grad, sizeof out->db);
+    } else {
+        ag_tensor *x[GL_G], *w[GL_G], *b[GL_G], *y[GL_G], *loss = NULL;
+        for (int g = 0; g < GL_G; g++) {
+            char xn[8], wn[8], bn[8];
+            snprintf(xn, sizeof xn, "x%d", g), snprintf(wn, sizeof wn, "w%d", g), snprintf(bn, sizeof bn, "b%d", g);
+            x[g] = ag_param(&ps, xn, 2, (int[]){GL_ROWS, GL_IN});
+            w[g] = ag_param(&ps, wn, 2, (int[]){GL_IN, GL_OUT});
+            b[g] = bias ? ag_param(&ps, bn, 1, (int[]){GL_OUT}) : NULL;
+            memcpy(x[g]->data, xs + g * X, sizeof(ag_real) * X);
+            memcpy(w[g]->data, ws + g * W, sizeof(ag_real) * W);
+            if (b[g]) memcpy(b[g]->data, bs + g * GL_OUT, sizeof(ag_real) * GL_OUT);
+            ag_tensor *m = ag_tensor_from(ms + g * GL_ROWS, 2, (int[]){GL_ROWS, 1});
+            ag_tensor *l = grouped_layer_loss(x[g], w[g], b[g], m, act, &y[g]);
+            loss = loss ? ag_add(loss, l) : l; /* dL/dl is 1 whatever the order: each group's gradients alone */
+        }
+        ag_backward(loss);
+        for (int g = 0; g < GL_G; g++) {
+            memcpy(out->y + g * Y, y[g]->data, sizeof(ag_real) * Y);
+            memcpy(out->dx + g * X, x[g]->grad, sizeof(ag_real) * X);
+            memcpy(out->dw + g * W, w[g]->grad, sizeof(ag_real) * W);
+            if (b[g]) memcpy(out->db + g * GL_OUT, b[g]->grad, sizeof(ag_real) * GL_OUT);
+        }
+    }
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
+static void test_grouped_dense_is_separate_layers(void) {
+    static grouped_results one, sep;
+    const struct { ag_act act; bool bias; } runs[] = {{AG_ACT_ELU, true}, {AG_ACT_TANH, false}, {AG_ACT_NONE, true}};
+    for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+        memset(&one, 0, sizeof one);
+        memset(&sep, 0, sizeof sep);
+        grouped_dense_run(true, runs[k].act, runs[k].bias, &one);
+        grouped_dense_run(false, runs[k].act, runs[k].bias, &sep);
+        CHECK(memcmp(one.y, sep.y, sizeof one.y) == 0, "act %d: grouped ag_dense's values differ", (int)runs[k].act);
+        CHECK(memcmp(one.dx, sep.dx, sizeof one.dx) == 0, "act %d: the gradients of x differ", (int)runs[k].act);
+        CHECK(memcmp(one.dw, sep.dw, sizeof one.dw) == 0, "act %d: the gradients of W differ", (int)runs[k].act);
+        CHECK(memcmp(one.db, sep.db, sizeof one.db) == 0, "act %d: the bias gradients differ", (int)runs[k].act);
+    }
+}
+
 /* A bias broadcast over more rows than a part's grain of elements (MPSAN at
  * batch 1024): its column parts once became 0 wide, a division by zero. */
 static void test_broadcast_over_many_rows(void) {
@@ -677,6 +762,7 @@ static void test_anomaly_mode(void) {
 int main(void) {
     test_accumulation();
     test_lerp_is_the_composition();
+    test_grouped_dense_is_separate_layers();
     test_dropout_copies_are_the_calls();
     test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
