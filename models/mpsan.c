@@ -5,18 +5,21 @@
  * encoder and a sigmoid head scores the pair over the bins 1..5. */
 #include "attngrad/model.h"
 #include "internal.h"
-#include "../ops/additive.h" /* ag__additive_self_attention: the masked unit in one op */
+#include "../ops/additive.h" /* ag__additive_self_attention_planes: the four masked units in one op */
+#include "../ops/dropout.h"  /* ag__dropout_copies: the units' four dropouts of w in one */
 #include "../ops/shape.h"    /* ag__ref_differences: the fusion's columns against the reference */
+#include "../ops/softmax.h"  /* ag__softmax_mix_ref_planes: the fusion over the units' stack and w */
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 enum { UNITS = 4, SOURCES = UNITS + 1 };
 
 typedef struct {
     ag_tensor *embed;
-    struct { ag_tensor *w, *b, *u, *v, *bias; } unit[UNITS];
+    /* The four units' parameters, each kind one stack (ag_param_stack):
+     * unit i's are member i, named as MODELS.md names them. */
+    struct { ag_tensor *w[UNITS], *b[UNITS], *u[UNITS], *v[UNITS], *bias[UNITS]; } unit;
     ag_tensor *fusion_w, *fusion_b;
     ag_tensor *pool_w1, *pool_b1, *pool_w2, *pool_b2;
     ag_tensor *cls_w, *cls_b, *out_w, *out_b; /* the classifier, or the relatedness head */
@@ -51,20 +54,17 @@ static ag_status mpsan_build(ag_model *m) {
     int d = m->cfg.dim, K = m->cfg.classes;
     ag_params *ps = &m->params;
     ag_rng *r = &m->rng;
-    char name[64];
     p->embed = ag_param_embedding(ps, "embed.weight", m->cfg.vocab, d, 0.05, 0, r);
     double uv_bound = sqrt(6.0 / (d + 1)); /* Glorot for a [d, 1] map */
-    for (int i = 0; i < UNITS; i++) {
-        snprintf(name, sizeof name, "unit%d.dense.weight", i);
-        p->unit[i].w = ag_param_glorot(ps, name, d, d, r);
-        snprintf(name, sizeof name, "unit%d.dense.bias", i);
-        p->unit[i].b = ag_param_bias(ps, name, d);
-        snprintf(name, sizeof name, "unit%d.u", i);
-        p->unit[i].u = ag_param_uniform(ps, name, 1, (int[]){d}, uv_bound, r);
-        snprintf(name, sizeof name, "unit%d.v", i);
-        p->unit[i].v = ag_param_uniform(ps, name, 1, (int[]){d}, uv_bound, r);
-        snprintf(name, sizeof name, "unit%d.b", i);
-        p->unit[i].bias = ag_param(ps, name, 1, (int[]){1});
+    ag_param_stack(ps, "unit%d.dense.weight", UNITS, 2, (int[]){d, d}, p->unit.w);
+    ag_param_stack(ps, "unit%d.dense.bias", UNITS, 1, (int[]){d}, p->unit.b);
+    ag_param_stack(ps, "unit%d.u", UNITS, 1, (int[]){d}, p->unit.u);
+    ag_param_stack(ps, "unit%d.v", UNITS, 1, (int[]){d}, p->unit.v);
+    ag_param_stack(ps, "unit%d.b", UNITS, 1, (int[]){1}, p->unit.bias);
+    for (int i = 0; i < UNITS; i++) { /* unit by unit, as the draws always came */
+        ag_init_glorot_uniform(p->unit.w[i], 1.0, r);
+        ag_init_uniform(p->unit.u[i], -uv_bound, uv_bound, r);
+        ag_init_uniform(p->unit.v[i], -uv_bound, uv_bound, r);
     }
     p->fusion_w = ag_param_glorot(ps, "fusion.weight", d, SOURCES * d, r);
     p->fusion_b = ag_param_bias(ps, "fusion.bias", SOURCES * d);
@@ -87,22 +87,29 @@ static ag_status mpsan_build(ag_model *m) {
     return AG_OK;
 }
 
-/* e[q,k] = c tanh((h_k.U + h_q.V + b) / c), then masked softmax over k and
- * s_q = sum_k p[q,k] h_k: the values are h itself.  One op
- * (ops/additive.c): the composition of products, adds, the scaled tanh,
- * the masked softmax and the weighted sum was 30 launches a unit on the
- * GPU, forward and backward; the op takes 4.  It reads plane i of the
- * four units' masks [B,4,N,N] where it lies (no slice: a launch a unit). */
-static ag_tensor *masked_unit(ag_model *m, int sentence, int i, ag_tensor *w, ag_tensor *masks, bool training) {
+/* The four masked units, each
+ *     h = ELU(drop(w) Wh + bh),
+ *     e[q,k] = c tanh((h_k.U + h_q.V + b) / c), masked softmax over k,
+ *     s_q = sum_k p[q,k] h_k (the values are h itself),
+ * as one stack [4,B,N,d]: unit i is plane i.  The four run as one in each
+ * op - four dropouts of w (ag__dropout_copies), one grouped dense on the
+ * [4,d,d] stack of weights, one attention op over the four mask planes of
+ * masks [B,4,N,N] (ops/additive.c) - so a step launches what one unit
+ * did, and each unit computes what it computed alone, to the bit. */
+static ag_tensor *masked_units(ag_model *m, int sentence, ag_tensor *w, ag_tensor *masks, bool training) {
     mpsan *p = m->impl;
     const double c = 5.0;
-    ag_tensor *x = ag_dropout(w, m->cfg.keep, training, &m->rng);
-    ag_tensor *h = ag_dense(x, p->unit[i].w, p->unit[i].b, AG_ACT_ELU);          /* [B,N,d] */
-    ag_tensor *prob = NULL;                                                      /* [B,N,N] */
-    ag_tensor *s = AG_AT(ag__additive_self_attention_plane, h, p->unit[i].u, p->unit[i].v, p->unit[i].bias, masks, i,
-                         c, m->cfg.flags & AG_FLAG_ELU_SCORE, m->capture_maps ? &prob : NULL);
+    ag_tensor *x = ag__dropout_copies(w, UNITS, m->cfg.keep, training, &m->rng);            /* [4,B,N,d] */
+    ag_tensor *h = ag_dense(x, ag_param_stack_view(p->unit.w[0]), ag_param_stack_view(p->unit.b[0]), AG_ACT_ELU);
+    ag_tensor *prob = NULL;                                                                  /* [4,B,N,N] */
+    ag_tensor *s = AG_AT(ag__additive_self_attention_planes, h, ag_param_stack_view(p->unit.u[0]),
+                         ag_param_stack_view(p->unit.v[0]), ag_param_stack_view(p->unit.bias[0]), masks, 0, c,
+                         m->cfg.flags & AG_FLAG_ELU_SCORE, m->capture_maps ? &prob : NULL);
     static const char *const names[UNITS] = {"fa2", "fa3", "past_sd", "future_sd"};
-    if (prob) ag_model_capture_axes(m, names[i], prob, sentence);
+    for (int i = 0; prob && i < UNITS; i++) {
+        int B = w->shape[0], N = w->shape[1];
+        ag_model_capture_axes(m, names[i], ag_reshape(ag_slice(prob, 0, i, i + 1), 3, (int[]){B, N, N}), sentence);
+    }
     return s;
 }
 
@@ -133,16 +140,15 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
     if (ag_mask_batch(spec, UNITS, B, N, lengths, NULL, &masks) != AG_OK)
         return NULL; /* cannot happen without tree distances */
 
-    ag_tensor *sources[SOURCES]; /* S = (s_fa2, s_fa3, s_past_sd, s_future_sd, w), each [B,N,d] */
-    for (int i = 0; i < UNITS; i++) sources[i] = masked_unit(m, sentence, i, w, masks, training);
-    sources[UNITS] = w;
+    /* S = (s_fa2, s_fa3, s_past_sd, s_future_sd, w): the units' stack [4,B,N,d], then w */
+    ag_tensor *units = masked_units(m, sentence, w, masks, training);
 
     /* Position fusion: z_t = w_t Wp + bp [B,N,5d], a softmax over the five
      * sources per feature, o_t = sum_g a_g S_g.  The softmax sees only the
      * differences z_g - z_w (w the reference source), so those are what
      * the linear layer computes: four products of [d,d] columns, not five. */
     ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), fd.w, fd.b); /* [B,N,4d] */
-    ag_tensor *o = ag_softmax_mix_ref(z, sources, SOURCES, lengths); /* [B,N,d], 0 at padding */
+    ag_tensor *o = AG_AT(ag__softmax_mix_ref_planes, z, units, w, lengths); /* [B,N,d], 0 at padding */
 
     return ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), lengths, p->pool_w1, p->pool_b1,
                            p->pool_w2, p->pool_b2, AG_ACT_ELU);
