@@ -109,7 +109,7 @@ __global__ void add_partials_kernel(const ag_real *P, int groups, int64_t blocks
  * how many rows it sums. */
 __device__ static inline int64_t col_block(int64_t i, int64_t rows, int cols, int64_t blocks, int64_t *n) {
     int64_t gb = i / cols, k = i - gb * cols, g = gb / blocks, b = gb - g * blocks, r0 = b * AG_KCOL_ROWS;
-    *n = rows - r0 < AG_KCOL_ROWS ? rows - r0 : AG_KCOL_ROWS;
+    *n = rows - r0 < AG_KCOL_ROWS ? rows - r0 : (int64_t)AG_KCOL_ROWS;
     return (g * rows + r0) * cols + k;
 }
 
