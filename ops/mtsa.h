@@ -10,12 +10,14 @@
 AG_KERNELS_BEGIN
 
 /* `slices` [N,N] score slices, per_b of them per example (len[slice /
- * per_b] its length), dh features; identity: ER = M ⊙ exp(R), else the
- * log-sigmoid score.  What the forward keeps for backward: ER, [ES | v ⊙
- * ES] and [Z | Num] = ER [ES | v ⊙ ES], at slice i's i*N*N, i*N*2dh,
- * i*N*2dh.  Their layout is the device's: the CPU stores [L,L] and [L,2dh]
- * blocks (its GEMMs stop at L), CUDA full [N,N] and [N,2dh] blocks, 0 on
- * padded queries and keys (one batched product serves every length). */
+ * per_b] its length: ag__mtsa_attention_groups's G heads of B examples
+ * are G*B examples, head g's copy of len at g*B), dh features; identity:
+ * ER = M ⊙ exp(R), else the log-sigmoid score.  What the forward keeps
+ * for backward: ER, [ES | v ⊙ ES] and [Z | Num] = ER [ES | v ⊙ ES], at
+ * slice i's i*N*N, i*N*2dh, i*N*2dh.  Their layout is the device's: the
+ * CPU stores [L,L] and [L,2dh] blocks (its GEMMs stop at L), CUDA full
+ * [N,N] and [N,2dh] blocks, 0 on padded queries and keys (one batched
+ * product serves every length). */
 typedef struct {
     const int32_t *len;
     ag__kreal *er, *ep, *zn;
@@ -24,11 +26,14 @@ typedef struct {
 } ag__kmtsa;
 
 typedef struct {
-    /* out [slices,N,dh] = H from R, S, v and the {0,1} mask (repeating
-     * every mask_slices slices, or NULL); 0 on padded queries.  Backward
-     * from g = dH: gr, gs, gv (any NULL: not wanted; fresh: stored). */
+    /* out [slices,N,dh] = H from R, S, v and the {0,1} mask (or NULL):
+     * slice i reads mask slice (i / mask_run) % mask_slices, so runs of
+     * mask_run consecutive slices share one (ag_mtsa_attention's mask
+     * [h,N,N] repeats every h slices: run 1; a head's B slices share its
+     * mask: run B).  0 on padded queries.  Backward from g = dH: gr, gs,
+     * gv (any NULL: not wanted; fresh: stored). */
     void (*forward)(const ag__kmtsa *p, const ag__kreal *r, const ag__kreal *s, const ag__kreal *v, const ag__kreal *mask,
-                    int mask_slices, ag__kreal *out);
+                    int mask_slices, int mask_run, ag__kreal *out);
     void (*backward)(const ag__kmtsa *p, const ag__kreal *r, const ag__kreal *v, const ag__kreal *g, const ag__kreal *out,
                      ag__kreal *gr, bool fresh_r, ag__kreal *gs, bool fresh_s, ag__kreal *gv, bool fresh_v);
 } ag__mtsa_kernels;
@@ -41,6 +46,15 @@ AG_KERNELS_END
 #include "attngrad.h"
 /* The table of dev's kernels (fatal, naming op, where this build has none). */
 const ag__mtsa_kernels *ag__mtsa_on(const char *op, ag_device dev);
+
+/* G heads of MTSA in one op (models/mtsa.c's heads, stacked head-major):
+ * r [G,B,N,N], s and v [G,B,N,dh] -> out [G,B,N,dh], head g under mask g
+ * of masks [G,N,N] (or one [N,N] for all heads, or NULL: all allowed),
+ * every head under the examples' lengths len[B] (or NULL: all N).  Head g
+ * is ag_mtsa_attention(r[g], s[g], v[g], masks[g], len, score), the same
+ * bits on the CPU, forward and backward, in the launches of one call. */
+ag_tensor *ag__mtsa_attention_groups(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *masks,
+                                     const int32_t *len, ag_mtsa_score score);
 #endif
 
 #endif

@@ -79,7 +79,7 @@ typedef struct {
     const ag_real *r, *s, *v;
     const ag_real *mask;
     ag_mtsa_score score;
-    int mask_slices, N, dh;
+    int mask_slices, mask_run, N, dh; /* slice i's mask: (i / mask_run) % mask_slices */
     const ag_real *G, *OUT;
     ag_real *out, *gr, *gs, *gv;
     ag_real *scratch;        /* per part: forward colmax [dh]; backward d, dep [N,2dh] and der [N,N] */
@@ -187,22 +187,27 @@ static void mtsa_backward(ag_node *n) {
         ->backward(sv, r->data, v->data, n->out->grad, n->out->data, gr, fresh_r, gs, fresh_s, gv, fresh_v);
 }
 
-/* The mask's shape must be a suffix of R's ([N,N], [h,N,N], ...), with
- * values 0 or 1 (an additive -inf mask passed by mistake is caught here;
- * on the GPU the values are not read: that would wait for the device,
- * and the kernels, like the CPU, treat any nonzero as allowed). */
+/* A mask's values must be 0 or 1 (an additive -inf mask passed by mistake
+ * is caught here; on the GPU the values are not read: that would wait for
+ * the device, and the kernels, like the CPU, treat any nonzero as allowed). */
+static void check_mask_values(const char *op, const ag_tensor *mask) {
+    char sm[64];
+    for (int64_t k = 0; k < mask->size && mask->device == AG_CPU; k++)
+        if (mask->data[k] != 0 && mask->data[k] != 1)
+            ag__fatal(op, "mask %s holds %g at %lld: want 0 or 1 (a multiplicative mask)",
+                      ag_shape_str(mask, sm, sizeof sm), (double)mask->data[k], (long long)k);
+}
+
+/* The mask's shape must be a suffix of R's ([N,N], [h,N,N], ...). */
 static int check_mask(const ag_tensor *r, const ag_tensor *mask) {
     char sr[64], sm[64];
-    ag_device dev = ag__check_same_device("ag_mtsa_attention", r, mask);
+    ag__check_same_device("ag_mtsa_attention", r, mask);
     bool ok = mask->ndim >= 2 && mask->ndim <= r->ndim;
     for (int j = 0; ok && j < mask->ndim; j++) ok = mask->shape[j] == r->shape[r->ndim - mask->ndim + j];
     if (!ok)
         ag__fatal("ag_mtsa_attention", "mask %s does not fit R %s (want a suffix of R's shape, e.g. [N,N])",
                   ag_shape_str(mask, sm, sizeof sm), ag_shape_str(r, sr, sizeof sr));
-    for (int64_t k = 0; k < mask->size && dev == AG_CPU; k++)
-        if (mask->data[k] != 0 && mask->data[k] != 1)
-            ag__fatal("ag_mtsa_attention", "mask %s holds %g at %lld: want 0 or 1 (a multiplicative mask)",
-                      ag_shape_str(mask, sm, sizeof sm), (double)mask->data[k], (long long)k);
+    check_mask_values("ag_mtsa_attention", mask);
     int64_t n = mask->size / ((int64_t)r->shape[r->ndim - 1] * r->shape[r->ndim - 1]);
     return (int)n;
 }
@@ -231,7 +236,7 @@ static void mtsa_forward_part(void *ctx, int64_t part) {
         ag_real *o = j->out + so;
         memset(o + (int64_t)L * dh, 0, (size_t)(N - L) * dh * sizeof *o); /* padded queries */
         if (L == 0) continue;
-        const ag_real *m = j->mask ? j->mask + (int64_t)(i % j->mask_slices) * N * N : NULL;
+        const ag_real *m = j->mask ? j->mask + (i / j->mask_run % j->mask_slices) * N * N : NULL;
         ag_real *er = sv->er + ro, *ep = sv->ep + eo, *zn = sv->zn + eo;
         slice_er(er, j->r + ro, m, N, L, j->score);
         slice_ep(ep, j->s + so, j->v + so, L, dh, colmax);
@@ -244,44 +249,98 @@ static void mtsa_forward_part(void *ctx, int64_t part) {
 }
 
 static void mtsa_forward_cpu(const mtsa_saved *sv, const ag_real *r, const ag_real *s, const ag_real *v,
-                             const ag_real *mask, int mask_slices, ag_real *out) {
+                             const ag_real *mask, int mask_slices, int mask_run, ag_real *out) {
     mtsa_job j = {.sv = sv, .r = r, .s = s, .v = v, .mask = mask, .score = score_of_plan(sv),
-                  .mask_slices = mask_slices, .N = sv->N, .dh = sv->dh, .out = out};
+                  .mask_slices = mask_slices, .mask_run = mask_run, .N = sv->N, .dh = sv->dh, .out = out};
     mtsa_job_parts(&j, sv->dh);
     ag__parallel(mtsa_parts(&j), mtsa_forward_part, &j);
 }
 
-ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
-                             ag_mtsa_score score) {
-    check_shapes(r, s, v);
-    if (score != AG_MTSA_LOG_SIGMOID && score != AG_MTSA_IDENTITY)
-        ag__fatal("ag_mtsa_attention", "unknown score function %d", (int)score);
-    ag_device dev = r->device; /* check_shapes: all three on it */
-    int B = r->shape[0], N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
-    int per_b = r->ndim == 4 ? r->shape[1] : 1;
-    mtsa_saved sv = {.slices = B * per_b, .per_b = per_b, .N = N, .dh = dh, .identity = score == AG_MTSA_IDENTITY};
-    int mask_slices = mask ? check_mask(r, mask) : 1; /* the mask repeats every mask_slices slices */
-    int32_t *host_len = ag__arena_alloc((size_t)(B ? B : 1) * sizeof *host_len);
+static void check_score(const char *op, ag_mtsa_score score) {
+    if (score != AG_MTSA_LOG_SIGMOID && score != AG_MTSA_IDENTITY) ag__fatal(op, "unknown score function %d", (int)score);
+}
+
+/* len[B] (NULL: all N) on the host, written `copies` times over: the
+ * plan's lengths, one per example of the slices (ops/mtsa.h). */
+static const int32_t *host_lengths(const char *op, const int32_t *len, int B, int N, int copies) {
+    int32_t *host = ag__arena_alloc((size_t)(B * copies > 0 ? B * copies : 1) * sizeof *host);
     for (int b = 0; b < B; b++) {
-        host_len[b] = len ? len[b] : N;
-        if (host_len[b] < 0 || host_len[b] > N)
-            ag__fatal("ag_mtsa_attention", "len[%d] = %d is outside [0, %d]", b, (int)host_len[b], N);
+        host[b] = len ? len[b] : N;
+        if (host[b] < 0 || host[b] > N) ag__fatal(op, "len[%d] = %d is outside [0, %d]", b, (int)host[b], N);
     }
+    for (int c = 1; c < copies; c++) memcpy(host + (int64_t)c * B, host, (size_t)B * sizeof *host);
+    return host;
+}
+
+/* The op over slices = examples * per_b slices of r, s and v, after its
+ * checks: lens[examples] on the host, the mask (or NULL) read as the
+ * kernels' forward says (ops/mtsa.h). */
+static ag_tensor *mtsa_op(const char *op, ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_real *mask,
+                          int mask_slices, int mask_run, const int32_t *lens, int examples, int per_b,
+                          ag_mtsa_score score) {
+    ag_device dev = r->device; /* checked: all three on it */
+    int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
+    mtsa_saved sv = {.slices = examples * per_b, .per_b = per_b, .N = N, .dh = dh,
+                     .identity = score == AG_MTSA_IDENTITY};
     int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
-    sv.len = ag__step_i32_on(dev, host_len, B);
+    sv.len = ag__step_i32_on(dev, lens, examples);
     sv.er = ag__step_alloc_on(dev, (size_t)(sv.slices * nn + 1) * sizeof(ag_real));
     sv.ep = ag__step_alloc_on(dev, (size_t)(sv.slices * n2 + 1) * sizeof(ag_real));
     sv.zn = ag__step_alloc_on(dev, (size_t)(sv.slices * n2 + 1) * sizeof(ag_real));
     ag_tensor *out = ag__empty_on(dev, s->ndim, s->shape);
-    ag__mtsa_on("ag_mtsa_attention", dev)
-        ->forward(&sv, r->data, s->data, v->data, mask ? mask->data : NULL, mask_slices, out->data);
-    ag_node *n = ag__record("ag_mtsa_attention", mtsa_backward, out, 3, (ag_tensor *[]){r, s, v});
+    ag__mtsa_on(op, dev)->forward(&sv, r->data, s->data, v->data, mask, mask_slices, mask_run, out->data);
+    ag_node *n = ag__record(op, mtsa_backward, out, 3, (ag_tensor *[]){r, s, v});
     if (n) {
         mtsa_saved *p = ag__arena_alloc(sizeof *p);
         *p = sv;
         n->saved = p;
     }
     return out;
+}
+
+ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
+                             ag_mtsa_score score) {
+    const char *op = "ag_mtsa_attention";
+    check_shapes(r, s, v);
+    check_score(op, score);
+    int B = r->shape[0], N = r->shape[r->ndim - 1], per_b = r->ndim == 4 ? r->shape[1] : 1;
+    int mask_slices = mask ? check_mask(r, mask) : 1; /* the mask repeats every mask_slices slices: run 1 */
+    return mtsa_op(op, r, s, v, mask ? mask->data : NULL, mask_slices, 1, host_lengths(op, len, B, N, 1), B, per_b,
+                   score);
+}
+
+/* r [G,B,N,N], s and v [G,B,N,dh], masks [G,N,N], [N,N] or NULL. */
+static void check_groups(const char *op, const ag_tensor *r, const ag_tensor *s, const ag_tensor *v,
+                         const ag_tensor *masks) {
+    char sr[64], ss[64], svv[64], sm[64] = "NULL";
+    ag__check_same_device(op, r, s);
+    ag__check_same_device(op, r, v);
+    if (masks) ag__check_same_device(op, r, masks);
+    bool ok = r->ndim == 4 && r->shape[2] == r->shape[3] && s->ndim == 4 && ag_same_shape(s, v);
+    for (int j = 0; ok && j < 3; j++) ok = s->shape[j] == r->shape[j];
+    if (ok && masks) {
+        int m = masks->ndim;
+        ok = (m == 2 || (m == 3 && masks->shape[0] == r->shape[0])) && masks->shape[m - 2] == r->shape[2] &&
+             masks->shape[m - 1] == r->shape[3];
+    }
+    if (masks) ag_shape_str(masks, sm, sizeof sm);
+    if (!ok)
+        ag__fatal(op, "r %s, s %s, v %s, masks %s: want r [G,B,N,N], s and v [G,B,N,dh], masks [G,N,N], [N,N] or NULL",
+                  ag_shape_str(r, sr, sizeof sr), ag_shape_str(s, ss, sizeof ss), ag_shape_str(v, svv, sizeof svv), sm);
+    if (masks) check_mask_values(op, masks);
+}
+
+/* Head g's B examples are slices g*B .. g*B + B - 1: G*B examples of one
+ * call, len copied per head and mask g shared by a run of B slices. */
+ag_tensor *ag__mtsa_attention_groups(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *masks,
+                                     const int32_t *len, ag_mtsa_score score) {
+    const char *op = "ag__mtsa_attention_groups";
+    check_groups(op, r, s, v, masks);
+    check_score(op, score);
+    int G = r->shape[0], B = r->shape[1], N = r->shape[2];
+    int mask_slices = masks && masks->ndim == 3 ? G : 1, mask_run = B > 0 ? B : 1;
+    return mtsa_op(op, r, s, v, masks ? masks->data : NULL, mask_slices, mask_run, host_lengths(op, len, B, N, G),
+                   G * B, 1, score);
 }
 
 /* ---- the CPU's table (ops/mtsa.h; CUDA's is in ops/cuda/mtsa.c) ---- */

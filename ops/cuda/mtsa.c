@@ -10,10 +10,10 @@
 #include "mtsa.cuh"
 
 static void forward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, const ag_real *v, const ag_real *mask,
-                    int mask_slices, ag_real *out) {
+                    int mask_slices, int mask_run, ag_real *out) {
     int N = sv->N, dh = sv->dh, S = sv->slices;
     int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
-    ag__mtsa_er_cuda(r, mask, mask_slices, sv->len, sv->per_b, sv->er, S, N, sv->identity);
+    ag__mtsa_er_cuda(r, mask, mask_slices, mask_run, sv->len, sv->per_b, sv->er, S, N, sv->identity);
     ag__mtsa_ep_cuda(s, v, sv->len, sv->per_b, sv->ep, S, N, dh);
     if (S > 0 && N > 0 && dh > 0) /* [Z | Num] = ER [ES | v ⊙ ES] */
         ag__cuda_gemm_batched(false, false, N, 2 * dh, N, sv->er, N, nn, sv->ep, 2 * dh, n2, 0, sv->zn, 2 * dh, n2, S);

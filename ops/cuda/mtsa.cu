@@ -24,14 +24,14 @@ static unsigned blocks_of(int64_t n) {
 
 /* ER of row (slice i, query q): exp(score - max over allowed k), 0 where
  * the mask or padding forbids; a row with no allowed key is all 0. */
-__global__ void mtsa_er_kernel(const ag_real *R, const ag_real *MASK, int mask_slices, const int32_t *len, int per_b,
-                               ag_real *ER, int64_t slices, int N, bool identity) {
+__global__ void mtsa_er_kernel(const ag_real *R, const ag_real *MASK, int mask_slices, int mask_run,
+                               const int32_t *len, int per_b, ag_real *ER, int64_t slices, int N, bool identity) {
     int64_t iq = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (iq >= slices * N) return;
     int64_t i = iq / N;
     int q = (int)(iq % N), L = len[i / per_b];
     const ag_real *rq = R + iq * N;
-    const ag_real *mq = MASK ? MASK + ((i % mask_slices) * N + q) * N : NULL;
+    const ag_real *mq = MASK ? MASK + ((i / mask_run % mask_slices) * N + q) * N : NULL;
     ag_real *e = ER + iq * N;
     int valid = q < L ? L : 0; /* a padded query has no key */
     ag_real mx = -INFINITY;
@@ -126,11 +126,11 @@ __global__ void mtsa_sv_grad_kernel(const ag_real *DEP, const ag_real *EP, const
     }
 }
 
-extern "C" void ag__mtsa_er_cuda(const ag_real *r, const ag_real *mask, int mask_slices, const int32_t *len, int per_b,
-                                 ag_real *er, int64_t slices, int N, bool identity) {
+extern "C" void ag__mtsa_er_cuda(const ag_real *r, const ag_real *mask, int mask_slices, int mask_run,
+                                 const int32_t *len, int per_b, ag_real *er, int64_t slices, int N, bool identity) {
     if (slices > 0 && N > 0)
-        ag__launch(mtsa_er_kernel, blocks_of(slices * N), AG_CUDA_THREADS, 0, r, mask, mask_slices, len, per_b, er,
-                   slices, N, identity);
+        ag__launch(mtsa_er_kernel, blocks_of(slices * N), AG_CUDA_THREADS, 0, r, mask, mask_slices, mask_run, len,
+                   per_b, er, slices, N, identity);
 }
 
 extern "C" void ag__mtsa_ep_cuda(const ag_real *s, const ag_real *v, const int32_t *len, int per_b, ag_real *ep,

@@ -10,12 +10,13 @@ AG_KERNELS_BEGIN
 
 /* MTSA's token2token attention (ops/mtsa_attn.c), over `slices` [N,N]
  * score slices (per_b of them per example, len[slice / per_b]): ER
- * [slices,N,N] from R and the {0,1} mask (repeating every mask_slices
- * slices, or NULL), [ES | v ⊙ ES] [slices,N,2dh] from S and v, H from
- * [Z | Num] = ER [ES | v ⊙ ES]; backward [dZ | dNum] into d, then dR from
- * dER, dS and dv from [dES | d(v ⊙ ES)] (gs or gv may be NULL). */
-void ag__mtsa_er_cuda(const ag__kreal *r, const ag__kreal *mask, int mask_slices, const int32_t *len, int per_b,
-                      ag__kreal *er, int64_t slices, int N, bool identity);
+ * [slices,N,N] from R and the {0,1} mask (slice i's is mask slice
+ * (i / mask_run) % mask_slices, or NULL), [ES | v ⊙ ES] [slices,N,2dh]
+ * from S and v, H from [Z | Num] = ER [ES | v ⊙ ES]; backward [dZ | dNum]
+ * into d, then dR from dER, dS and dv from [dES | d(v ⊙ ES)] (gs or gv
+ * may be NULL). */
+void ag__mtsa_er_cuda(const ag__kreal *r, const ag__kreal *mask, int mask_slices, int mask_run, const int32_t *len,
+                      int per_b, ag__kreal *er, int64_t slices, int N, bool identity);
 void ag__mtsa_ep_cuda(const ag__kreal *s, const ag__kreal *v, const int32_t *len, int per_b, ag__kreal *ep,
                       int64_t slices, int N, int dh);
 void ag__mtsa_out_cuda(const ag__kreal *zn, const int32_t *len, int per_b, ag__kreal *out, int64_t slices, int N,
