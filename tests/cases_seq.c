@@ -6,6 +6,7 @@
  * a warp's lanes), unsorted lengths with padding, a length-1 and a length-0
  * example, T < N, masks with fully masked rows. */
 #include "opcase.h"
+#include "../ops/mtsa.h" /* ag__mtsa_attention_groups: MTSA's heads in one op */
 
 #include <math.h>
 #include <stdlib.h>
@@ -278,6 +279,79 @@ static ag_tensor *f_mtsa_heads(ag_tensor **in) { /* head 0 past, head 1 future: 
     return ag_mtsa_attention(in[0], in[1], in[2], tc_to_device_of(in[0], m), len_42, AG_MTSA_LOG_SIGMOID);
 }
 
+/* ---- MTSA's heads in one op: in[0] = r [G,B,N,N], in[1] = s, in[2] = v [G,B,N,dh] ---- */
+
+static const int32_t len_4103[4] = {4, 1, 0, 3}; /* N = 4: full, length 1, empty, padded */
+
+/* A {0,1} mask on ref's device: 1 where key k < query q (strict past:
+ * query 0 has no key) in slice 0, k != q in slice 1, all but key 2 in slice 2. */
+static ag_tensor *mtsa_mask(const ag_tensor *ref, int slices, int N) {
+    ag_tensor *t = ag_tensor_new_host(slices > 1 ? 3 : 2, slices > 1 ? (int[]){slices, N, N} : (int[]){N, N});
+    for (int i = 0; i < slices; i++)
+        for (int q = 0; q < N; q++)
+            for (int k = 0; k < N; k++)
+                t->data[((int64_t)i * N + q) * N + k] = (ag_real)(i % 3 == 0 ? k < q : i % 3 == 1 ? k != q : k != 2);
+    return tc_to_device_of(ref, t);
+}
+/* models/mtsa.c's direction masks stacked, [G,N,N]: heads g < G/2 past
+ * (k < q), the rest future (k > q), the diagonal excluded in both. */
+static ag_tensor *head_masks(const ag_tensor *ref, int G, int N) {
+    ag_tensor *m = ag_tensor_new_host(3, (int[]){G, N, N});
+    for (int g = 0; g < G; g++)
+        for (int q = 0; q < N; q++)
+            for (int k = 0; k < N; k++) m->data[((int64_t)g * N + q) * N + k] = g < G / 2 ? k < q : k > q;
+    return tc_to_device_of(ref, m);
+}
+static int groups_setup(ag_tensor **in, ag_rng *r, int G, int B, int N, int dh) {
+    in[0] = tc_uniform(r, -2, 2, true, 4, (int[]){G, B, N, N});
+    in[1] = tc_uniform(r, -1, 1, true, 4, (int[]){G, B, N, dh});
+    in[2] = tc_uniform(r, -1, 1, true, 4, (int[]){G, B, N, dh});
+    return 3;
+}
+static int groups_2443(ag_tensor **in, ag_rng *r) { return groups_setup(in, r, 2, 4, 4, 3); }
+static int groups_3442(ag_tensor **in, ag_rng *r) { return groups_setup(in, r, 3, 4, 4, 2); }
+
+static ag_tensor *f_groups_past_future(ag_tensor **in) {
+    return ag__mtsa_attention_groups(in[0], in[1], in[2], head_masks(in[0], 2, 4), len_4103, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_groups_past_future_id(ag_tensor **in) {
+    return ag__mtsa_attention_groups(in[0], in[1], in[2], head_masks(in[0], 2, 4), len_4103, AG_MTSA_IDENTITY);
+}
+static ag_tensor *f_groups_shared_mask(ag_tensor **in) { /* one [N,N] for every head */
+    return ag__mtsa_attention_groups(in[0], in[1], in[2], dir_mask(in[0], 4, true), len_4103, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_groups_no_mask_no_len(ag_tensor **in) {
+    return ag__mtsa_attention_groups(in[0], in[1], in[2], NULL, NULL, AG_MTSA_LOG_SIGMOID);
+}
+/* Three heads under three different masks (past, k != q, all but key 2):
+ * a head reading its neighbour's mask shows. */
+static ag_tensor *f_groups_3_heads(ag_tensor **in) {
+    return ag__mtsa_attention_groups(in[0], in[1], in[2], mtsa_mask(in[0], 3, 4), len_4103, AG_MTSA_LOG_SIGMOID);
+}
+
+/* The op against ag_mtsa_attention on each head's slices, stacked back:
+ * the same kernels on the same data, a difference of exactly 0 (v added
+ * so that the output has a gradient worth checking). */
+static ag_tensor *groups_vs_head_by_head(ag_tensor **in, ag_tensor *masks, const int32_t *len, ag_mtsa_score score) {
+    int G = in[0]->shape[0], B = in[0]->shape[1], N = in[0]->shape[2], dh = in[1]->shape[3];
+    ag_tensor *heads[4]; /* G <= 4 in the cases */
+    for (int g = 0; g < G; g++) {
+        ag_tensor *r = ag_reshape(ag_slice(in[0], 0, g, g + 1), 3, (int[]){B, N, N});
+        ag_tensor *s = ag_reshape(ag_slice(in[1], 0, g, g + 1), 3, (int[]){B, N, dh});
+        ag_tensor *v = ag_reshape(ag_slice(in[2], 0, g, g + 1), 3, (int[]){B, N, dh});
+        ag_tensor *m = ag_reshape(ag_slice(masks, 0, g, g + 1), 2, (int[]){N, N});
+        heads[g] = ag_reshape(ag_mtsa_attention(r, s, v, m, len, score), 4, (int[]){1, B, N, dh});
+    }
+    ag_tensor *all = ag__mtsa_attention_groups(in[0], in[1], in[2], masks, len, score);
+    return tc_difference(ag_sub(all, ag_concat(heads, G, 0)), in[2]);
+}
+static ag_tensor *f_groups_vs_heads(ag_tensor **in) {
+    return groups_vs_head_by_head(in, head_masks(in[0], 2, 4), len_4103, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_groups_vs_heads_3_id(ag_tensor **in) {
+    return groups_vs_head_by_head(in, mtsa_mask(in[0], 3, 4), len_4103, AG_MTSA_IDENTITY);
+}
+
 /* ---- the device's sizes ---- */
 
 static const int32_t seq_len[3] = {4, 7, 1};       /* B = 3, N = 7; unsorted: the LSTM's active rows are not a prefix */
@@ -315,16 +389,6 @@ static ag_tensor *f_gaussian_weights(ag_tensor **x) {
 }
 
 /* ---- MTSA: x0 = R [..,N,N], x1 = S, x2 = v [..,N,dh] ---- */
-/* A {0,1} mask on ref's device: 1 where key k < query q (strict past:
- * query 0 has no key) in slice 0, k != q in slice 1, all but key 2 in slice 2. */
-static ag_tensor *mtsa_mask(const ag_tensor *ref, int slices, int N) {
-    ag_tensor *t = ag_tensor_new_host(slices > 1 ? 3 : 2, slices > 1 ? (int[]){slices, N, N} : (int[]){N, N});
-    for (int i = 0; i < slices; i++)
-        for (int q = 0; q < N; q++)
-            for (int k = 0; k < N; k++)
-                t->data[((int64_t)i * N + q) * N + k] = (ag_real)(i % 3 == 0 ? k < q : i % 3 == 1 ? k != q : k != 2);
-    return tc_to_device_of(ref, t);
-}
 static ag_tensor *f_mtsa_len(ag_tensor **x) {
     return ag_mtsa_attention(x[0], x[1], x[2], NULL, seq_len, AG_MTSA_LOG_SIGMOID);
 }
@@ -336,6 +400,11 @@ static ag_tensor *f_mtsa_mask_hnn(ag_tensor **x) {
 }
 static ag_tensor *f_mtsa_full(ag_tensor **x) {
     return ag_mtsa_attention(x[0], x[1], x[2], NULL, NULL, AG_MTSA_IDENTITY);
+}
+/* Two heads past and future over N = 33 (a warp's lanes and one), dh = 37. */
+static ag_tensor *f_groups_sized(ag_tensor **x) {
+    return ag__mtsa_attention_groups(x[0], x[1], x[2], head_masks(x[0], 2, 33), (const int32_t[]){33, 20},
+                                     AG_MTSA_LOG_SIGMOID);
 }
 
 /* ---- LSTM: x0 = x [B,N,in]; the rest as each case says ---- */
@@ -429,6 +498,13 @@ const op_case seq_cases[] = {
     {"mtsa/large_logits", mtsa_large, f_mtsa_large, 0, 0},
     {"mtsa/large_logits_identity", mtsa_large, f_mtsa_large_id, 0, 0},
     {"mtsa/heads_past_future", mtsa_heads, f_mtsa_heads, 0, 0},
+    {"mtsa_groups/past_future_lengths_4_1_0_3", groups_2443, f_groups_past_future, 0, 0},
+    {"mtsa_groups/past_future_identity", groups_2443, f_groups_past_future_id, 0, 0},
+    {"mtsa_groups/shared_mask", groups_2443, f_groups_shared_mask, 0, 0},
+    {"mtsa_groups/no_mask_no_len", groups_2443, f_groups_no_mask_no_len, 0, 0},
+    {"mtsa_groups/3_heads_3_masks", groups_3442, f_groups_3_heads, 0, 0},
+    {"mtsa_groups/equal_head_by_head", groups_2443, f_groups_vs_heads, .flags = OPCASE_DIFFERENCE},
+    {"mtsa_groups/equal_head_by_head_3_identity", groups_3442, f_groups_vs_heads_3_id, .flags = OPCASE_DIFFERENCE},
     /* ---- the device's sizes ---- */
     /* layer norm: width 33, 64; gamma and beta or not; 3-D (width 1: layernorm/one_feature) */
     UNIFORM_CASE("layernorm [7,33] gamma beta", f_ln_1e5, -2, 2, DIMS(7, 33), DIMS(33), DIMS(33)),
@@ -447,6 +523,8 @@ const op_case seq_cases[] = {
                  DIMS(3, 3, 7, 13)),
     UNIFORM_CASE("mtsa [2,33,33] logits to 30", f_mtsa_full, -30, 30, DIMS(2, 33, 33), DIMS(2, 33, 5),
                  DIMS(2, 33, 5)),
+    UNIFORM_CASE("mtsa_groups [2,2,33,33] dh 37 len 33,20", f_groups_sized, -4, 4, DIMS(2, 2, 33, 33),
+                 DIMS(2, 2, 33, 37), DIMS(2, 2, 33, 37)),
     UNIFORM_CASE("lstm [3,7,13] H 5 len 4,7,1", f_lstm_const_biases, -1, 1, DIMS(3, 7, 13), DIMS(13, 20),
                  DIMS(5, 20)),
     UNIFORM_CASE("lstm 2 layers h_n+c_n len 5,0,1", f_lstm_2l_finals_const, -1, 1, DIMS(3, 7, 13), DIMS(13, 20),

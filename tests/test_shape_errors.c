@@ -6,6 +6,7 @@
 #include "fatal.h"
 #include "../ops/additive.h" /* MPSAN's ops for G units at once, internal */
 #include "../ops/dropout.h"
+#include "../ops/mtsa.h" /* MTSA's heads in one op, internal */
 #include "../ops/softmax.h"
 
 #include <setjmp.h>
@@ -59,6 +60,16 @@ static void test_errors(void) {
                                                     ag_tensor_new(SHAPE(3, 5)), ag_tensor_new(SHAPE(4)), NULL, 0, 5.0,
                                                     false, NULL),
                  "ag__additive_self_attention_planes", "v [3,5]", "u and v [G,d], bias [G]");
+    /* MTSA's G heads: r [G,B,N,N], s and v [G,B,N,dh], masks [G,N,N] or [N,N] */
+    ag_tensor *mr = ag_tensor_new(SHAPE(2, 3, 4, 4)), *ms = ag_tensor_new(SHAPE(2, 3, 4, 5));
+    EXPECT_FATAL(ag__mtsa_attention_groups(mr, ms, ms, ag_tensor_new(SHAPE(3, 4, 4)), NULL, AG_MTSA_LOG_SIGMOID),
+                 "ag__mtsa_attention_groups", "r [2,3,4,4]", "masks [3,4,4]", "masks [G,N,N], [N,N] or NULL");
+    ag_tensor *ms3 = ag_tensor_new(SHAPE(3, 3, 4, 5));
+    EXPECT_FATAL(ag__mtsa_attention_groups(mr, ms3, ms3, NULL, NULL, AG_MTSA_LOG_SIGMOID), "ag__mtsa_attention_groups",
+                 "r [2,3,4,4], s [3,3,4,5], v [3,3,4,5], masks NULL", "s and v [G,B,N,dh]");
+    EXPECT_FATAL(ag__mtsa_attention_groups(ag_tensor_new(SHAPE(3, 4, 4)), ag_tensor_new(SHAPE(3, 4, 5)),
+                                           ag_tensor_new(SHAPE(3, 4, 5)), NULL, NULL, AG_MTSA_IDENTITY),
+                 "ag__mtsa_attention_groups", "r [3,4,4]", "want r [G,B,N,N]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, a, c}, 3, 1), "ag_concat", "input 2", "[2,3,1]", "[2,3]");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a}, 0, 0), "ag_concat", "at least one");
     EXPECT_FATAL(ag_concat((ag_tensor *[]){a, b}, 2, 2), "ag_concat", "axis 2", "[2,3]");
