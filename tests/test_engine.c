@@ -8,6 +8,7 @@
 #include "attngrad.h"
 #include "../graph/internal.h" /* ag__param_bytes_limit */
 #include "../ops/dropout.h"   /* ag__dropout_copies */
+#include "../ops/mtsa.h"      /* ag__mtsa_attention_groups */
 
 #include <math.h>
 #include <setjmp.h>
@@ -272,6 +273,83 @@ static void test_grouped_dense_is_separate_layers(void) {
         CHECK(memcmp(one.dx, sep.dx, sizeof one.dx) == 0, "act %d: the gradients of x differ", (int)runs[k].act);
         CHECK(memcmp(one.dw, sep.dw, sizeof one.dw) == 0, "act %d: the gradients of W differ", (int)runs[k].act);
         CHECK(memcmp(one.db, sep.db, sizeof one.db) == 0, "act %d: the bias gradients differ", (int)runs[k].act);
+    }
+}
+
+/* MTSA's G heads in one op against G ag_mtsa_attention calls on copies of
+ * their slices: the same outputs and gradients of r, s and v, bit for
+ * bit, in either precision (the op cases' difference holds the values and
+ * the gradients only to roundoff).  Heads past and future as models/mtsa.c
+ * makes them, lengths 6, 1, 0 and 4 of N = 6; loss = sum(H^2), so dH = 2H
+ * whatever order the sum adds in. */
+enum { MG_G = 2, MG_B = 4, MG_N = 6, MG_DH = 5 };
+enum { MG_R = MG_B * MG_N * MG_N, MG_S = MG_B * MG_N * MG_DH };
+typedef struct {
+    ag_real h[MG_G * MG_S], dr[MG_G * MG_R], ds[MG_G * MG_S], dv[MG_G * MG_S];
+} mtsa_heads_results;
+
+static void mtsa_heads_run(bool grouped, ag_mtsa_score score, mtsa_heads_results *out) {
+    static const int32_t len[MG_B] = {6, 1, 0, 4};
+    static ag_real rs[MG_G * MG_R], ss[MG_G * MG_S], vs[MG_G * MG_S], ms[MG_G * MG_N * MG_N];
+    ag_rng rng;
+    ag_rng_seed(&rng, 5);
+    for (int i = 0; i < MG_G * MG_R; i++) rs[i] = (ag_real)(4 * ag_rng_uniform(&rng) - 2);
+    for (int i = 0; i < MG_G * MG_S; i++) ss[i] = (ag_real)(2 * ag_rng_uniform(&rng) - 1);
+    for (int i = 0; i < MG_G * MG_S; i++) vs[i] = (ag_real)(2 * ag_rng_uniform(&rng) - 1);
+    for (int g = 0; g < MG_G; g++)
+        for (int q = 0; q < MG_N; q++)
+            for (int k = 0; k < MG_N; k++) ms[(g * MG_N + q) * MG_N + k] = g < MG_G / 2 ? k < q : k > q;
+    ag_params ps = {0};
+    if (grouped) {
+        ag_tensor *r = ag_param(&ps, "r", 4, (int[]){MG_G, MG_B, MG_N, MG_N});
+        ag_tensor *s = ag_param(&ps, "s", 4, (int[]){MG_G, MG_B, MG_N, MG_DH});
+        ag_tensor *v = ag_param(&ps, "v", 4, (int[]){MG_G, MG_B, MG_N, MG_DH});
+        memcpy(r->data, rs, sizeof rs), memcpy(s->data, ss, sizeof ss), memcpy(v->data, vs, sizeof vs);
+        ag_tensor *m = ag_tensor_from(ms, 3, (int[]){MG_G, MG_N, MG_N});
+        ag_tensor *h = ag__mtsa_attention_groups(r, s, v, m, len, score);
+        ag_backward(ag_sum(ag_mul(h, h)));
+        memcpy(out->h, h->data, sizeof out->h);
+        memcpy(out->dr, r->grad, sizeof out->dr), memcpy(out->ds, s->grad, sizeof out->ds);
+        memcpy(out->dv, v->grad, sizeof out->dv);
+    } else {
+        ag_tensor *r[MG_G], *s[MG_G], *v[MG_G], *h[MG_G], *loss = NULL;
+        for (int g = 0; g < MG_G; g++) {
+            char rn[8], sn[8], vn[8];
+            snprintf(rn, sizeof rn, "r%d", g), snprintf(sn, sizeof sn, "s%d", g), snprintf(vn, sizeof vn, "v%d", g);
+            r[g] = ag_param(&ps, rn, 3, (int[]){MG_B, MG_N, MG_N});
+            s[g] = ag_param(&ps, sn, 3, (int[]){MG_B, MG_N, MG_DH});
+            v[g] = ag_param(&ps, vn, 3, (int[]){MG_B, MG_N, MG_DH});
+            memcpy(r[g]->data, rs + g * MG_R, sizeof(ag_real) * MG_R);
+            memcpy(s[g]->data, ss + g * MG_S, sizeof(ag_real) * MG_S);
+            memcpy(v[g]->data, vs + g * MG_S, sizeof(ag_real) * MG_S);
+            ag_tensor *m = ag_tensor_from(ms + g * MG_N * MG_N, 2, (int[]){MG_N, MG_N});
+            h[g] = ag_mtsa_attention(r[g], s[g], v[g], m, len, score);
+            ag_tensor *l = ag_sum(ag_mul(h[g], h[g]));
+            loss = loss ? ag_add(loss, l) : l;
+        }
+        ag_backward(loss);
+        for (int g = 0; g < MG_G; g++) {
+            memcpy(out->h + g * MG_S, h[g]->data, sizeof(ag_real) * MG_S);
+            memcpy(out->dr + g * MG_R, r[g]->grad, sizeof(ag_real) * MG_R);
+            memcpy(out->ds + g * MG_S, s[g]->grad, sizeof(ag_real) * MG_S);
+            memcpy(out->dv + g * MG_S, v[g]->grad, sizeof(ag_real) * MG_S);
+        }
+    }
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
+static void test_mtsa_heads_are_separate_calls(void) {
+    static mtsa_heads_results one, sep;
+    const ag_mtsa_score scores[] = {AG_MTSA_LOG_SIGMOID, AG_MTSA_IDENTITY};
+    for (int k = 0; k < 2; k++) {
+        memset(&one, 0, sizeof one), memset(&sep, 0, sizeof sep);
+        mtsa_heads_run(true, scores[k], &one);
+        mtsa_heads_run(false, scores[k], &sep);
+        CHECK(memcmp(one.h, sep.h, sizeof one.h) == 0, "score %d: the heads' outputs differ", k);
+        CHECK(memcmp(one.dr, sep.dr, sizeof one.dr) == 0, "score %d: the gradients of r differ", k);
+        CHECK(memcmp(one.ds, sep.ds, sizeof one.ds) == 0, "score %d: the gradients of s differ", k);
+        CHECK(memcmp(one.dv, sep.dv, sizeof one.dv) == 0, "score %d: the gradients of v differ", k);
     }
 }
 
@@ -763,6 +841,7 @@ int main(void) {
     test_accumulation();
     test_lerp_is_the_composition();
     test_grouped_dense_is_separate_layers();
+    test_mtsa_heads_are_separate_calls();
     test_dropout_copies_are_the_calls();
     test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
