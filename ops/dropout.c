@@ -10,7 +10,10 @@
  *
  * ag__dropout_copies is `copies` such calls on one input, stacked, in one
  * op: MPSAN drops its input apart before each of its four attention units,
- * and on the GPU that was four launches each way. */
+ * and on the GPU that was four launches each way.  ag__dropout_planes is
+ * such a call on each plane of a stack, from draws the caller took: MTSA's
+ * heads as one stack.  Both run on the same kernels, an input shared by
+ * the planes or one a plane. */
 #include "dispatch.h"
 #include "dropout.h"
 #include "dropout_mask.h"
@@ -185,24 +188,27 @@ static void forward_cpu(uint8_t *kept, const ag_real *x, ag_real scale, ag_real 
     apply_cpu(kept, x, scale, y, rows * row_len);
 }
 
-/* The copies' forward: each plane as forward_cpu makes it, from its draw. */
-static void copies_forward_cpu(uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int copies, int64_t rows,
-                               int64_t row_len, int64_t first_row, ag__seeds seeds, int64_t below) {
+/* The planes' forward: each as forward_cpu makes it, from its draw, its
+ * input x or x's plane. */
+static void copies_forward_cpu(uint8_t *kept, const ag_real *x, bool stacked, ag_real scale, ag_real *y, int copies,
+                               int64_t rows, int64_t row_len, int64_t first_row, ag__seeds seeds, int64_t below) {
     int64_t n = rows * row_len;
     for (int c = 0; c < copies && n > 0; c++) {
+        const ag_real *xc = stacked ? x + c * n : x;
         if (kept)
-            forward_cpu(kept + c * n, x, scale, y + c * n, rows, row_len, first_row,
+            forward_cpu(kept + c * n, xc, scale, y + c * n, rows, row_len, first_row,
                         (ag__seed){.value = seeds.value[c]}, below);
         else
-            memcpy(y + c * n, x, (size_t)n * sizeof *y);
+            memcpy(y + c * n, xc, (size_t)n * sizeof *y);
     }
 }
 
-/* Their backwards in tape order: the last plane's first, it alone fresh. */
-static void copies_backward_cpu(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int copies,
-                                int64_t n, bool fresh) {
-    for (int c = copies - 1; c >= 0; c--, fresh = false)
-        backward_cpu(kept ? kept + c * n : NULL, g + c * n, scale, gx, n, fresh);
+/* Their backwards in tape order, the last plane's first: into one gx, it
+ * alone fresh; stacked, each into its own plane of gx. */
+static void copies_backward_cpu(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, bool stacked,
+                                int copies, int64_t n, bool fresh) {
+    for (int c = copies - 1; c >= 0; c--, fresh = fresh && stacked)
+        backward_cpu(kept ? kept + c * n : NULL, g + c * n, scale, stacked ? gx + c * n : gx, n, fresh);
 }
 
 void ag__dropout_mask(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
@@ -229,12 +235,19 @@ static ag__seed draw_on(ag_device dev, ag_rng *rng) {
     return at ? (ag__seed){.at = at} : (ag__seed){.value = draw};
 }
 
-/* `copies` draws, in order, the same way (one staged copy for them all). */
-static ag__seeds draws_on(ag_device dev, ag_rng *rng, int copies) {
+/* n (<= AG_DROPOUT_MAX_COPIES) draws for masks on dev, the same way (one
+ * staged copy for them all). */
+static ag__seeds seeds_on(ag_device dev, const uint64_t *draws, int n) {
     ag__seeds s = {0};
-    for (int c = 0; c < copies; c++) s.value[c] = ag_rng_next(rng);
-    const uint64_t *at = draws_for_graph(dev, s.value, copies);
+    memcpy(s.value, draws, (size_t)n * sizeof *draws);
+    const uint64_t *at = draws_for_graph(dev, s.value, n);
     return at ? (ag__seeds){.at = at} : s;
+}
+
+void ag__dropout_draws(ag_rng *rng, bool training, double keep, uint64_t *out, int n) {
+    if (!(training && keep < 1)) return; /* ag_dropout returns x: no draw */
+    if (!rng) ag__fatal("ag__dropout_draws", "training mode needs an rng");
+    for (int i = 0; i < n; i++) out[i] = ag_rng_next(rng);
 }
 
 void ag__dropout_mask_device(uint8_t *kept, int64_t rows, int64_t row_len, double keep, ag_rng *rng) {
@@ -263,13 +276,16 @@ ag_tensor *ag_dropout(ag_tensor *x, double keep, bool training, ag_rng *rng) {
     return out;
 }
 
-/* n->saved: the masks [copies, x.size] (NULL: none, eval); iarg[0]:
- * copies; farg[0]: 1/keep (1 without masks). */
+/* Both ops': n->saved: the masks [copies, plane] (NULL: none, eval);
+ * iarg[0]: copies; iarg[1]: stacked (planes: x a plane each); farg[0]:
+ * 1/keep (1 without masks). */
 static void dropout_copies_backward(ag_node *n) {
     bool fresh;
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    int copies = n->iarg[0];
     ag__dropout_on(n->op, n->out->device)
-        ->copies_backward(n->saved, n->out->grad, (ag_real)n->farg[0], gx, n->iarg[0], n->in[0]->size, fresh);
+        ->copies_backward(n->saved, n->out->grad, (ag_real)n->farg[0], gx, n->iarg[1], copies,
+                          n->out->size / copies, fresh);
 }
 
 ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool training, ag_rng *rng) {
@@ -282,7 +298,9 @@ ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool traini
     if (x->ndim >= AG_MAX_DIMS) ag__fatal(op, "x has %d dims: the copies' axis makes one too many", x->ndim);
     bool masks = training && keep < 1; /* else ag_dropout would return x: no draw */
     if (masks && !rng) ag__fatal(op, "training mode needs an rng");
-    ag__seeds seeds = masks ? draws_on(dev, rng, copies) : (ag__seeds){0}; /* before anything else, as the calls */
+    uint64_t draws[AG_DROPOUT_MAX_COPIES];
+    ag__dropout_draws(rng, training, keep, draws, copies); /* before anything else, as the calls */
+    ag__seeds seeds = masks ? seeds_on(dev, draws, copies) : (ag__seeds){0};
     int shape[AG_MAX_DIMS] = {copies};
     memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
     ag_tensor *out = ag__empty_on(dev, x->ndim + 1, shape);
@@ -290,13 +308,43 @@ ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool traini
     int64_t row_len = rows ? x->size / rows : 0;
     ag_real scale = masks ? (ag_real)(1 / keep) : 1;
     uint8_t *kept = masks ? ag__step_alloc_on(dev, (size_t)(out->size > 0 ? out->size : 1)) : NULL;
-    ag__dropout_on(op, dev)->copies_forward(kept, x->data, scale, out->data, copies, rows, row_len, row_base, seeds,
-                                            ag__mask_below(keep));
+    ag__dropout_on(op, dev)->copies_forward(kept, x->data, false, scale, out->data, copies, rows, row_len, row_base,
+                                            seeds, ag__mask_below(keep));
     ag_node *n = ag__record(op, dropout_copies_backward, out, 1, &x);
     if (n) {
         n->saved = kept;
         n->iarg[0] = copies;
+        n->iarg[1] = false;
         n->farg[0] = masks ? 1 / keep : 1;
+    }
+    return out;
+}
+
+ag_tensor *ag__dropout_planes(ag_tensor *x, double keep, bool training, const uint64_t *draws) {
+    const char *op = "ag__dropout_planes";
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    if (!(keep > 0 && keep <= 1)) ag__fatal(op, "keep probability %g is not in (0, 1]", keep);
+    char sx[64];
+    if (x->ndim < 2)
+        ag__fatal(op, "x %s has %d dim: want a stack [G, ...] of 2 or more", ag_shape_str(x, sx, sizeof sx), x->ndim);
+    int planes = x->shape[0];
+    if (planes < 1 || planes > AG_DROPOUT_MAX_COPIES)
+        ag__fatal(op, "x %s has %d planes: want 1 to %d (the draws ride in a launch's arguments)",
+                  ag_shape_str(x, sx, sizeof sx), planes, AG_DROPOUT_MAX_COPIES);
+    if (!training || keep == 1) return x; /* as ag_dropout: no node, the gradient flows to x as is */
+    if (!draws) ag__fatal(op, "training mode needs draws (NULL)");
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
+    /* ag_dropout's rows, of a plane's shape x.shape[1:] */
+    int64_t plane = x->size / planes, rows = x->ndim >= 3 ? x->shape[1] : 1, row_len = rows ? plane / rows : 0;
+    uint8_t *kept = ag__step_alloc_on(dev, (size_t)(out->size > 0 ? out->size : 1));
+    ag__dropout_on(op, dev)->copies_forward(kept, x->data, true, (ag_real)(1 / keep), out->data, planes, rows,
+                                            row_len, row_base, seeds_on(dev, draws, planes), ag__mask_below(keep));
+    ag_node *n = ag__record(op, dropout_copies_backward, out, 1, &x);
+    if (n) {
+        n->saved = kept;
+        n->iarg[0] = planes;
+        n->iarg[1] = true;
+        n->farg[0] = 1 / keep;
     }
     return out;
 }

@@ -40,18 +40,24 @@ typedef struct {
                     int64_t row_base, ag__seed seed, int64_t below);
     /* gx (+)= kept ? scale g : 0. */
     void (*backward)(const uint8_t *kept, const ag__kreal *g, ag__kreal scale, ag__kreal *gx, int64_t n, bool fresh);
-    /* `copies` forwards of x (n = rows row_len elements) into planes of
-     * kept and y [copies, n], plane c keyed by draw c of seeds (CUDA: one
-     * launch for all).  kept NULL: no masks (eval), each plane is x. */
-    void (*copies_forward)(uint8_t *kept, const ag__kreal *x, ag__kreal scale, ag__kreal *y, int copies, int64_t rows,
-                           int64_t row_len, int64_t row_base, ag__seeds seeds, int64_t below);
-    /* Their backwards in tape order, the last plane's first: for c =
-     * copies-1 down to 0, gx (+)= kept_c ? scale g_c : 0, each step the
-     * backward's expression (fresh: the first step stores), so gx is that
-     * of `copies` separate dropouts to the bit.  kept NULL: every unit
-     * kept and scale 1, the planes' sum.  CUDA: one launch. */
-    void (*copies_backward)(const uint8_t *kept, const ag__kreal *g, ag__kreal scale, ag__kreal *gx, int copies,
-                            int64_t n, bool fresh);
+    /* `copies` forwards into planes of kept and y [copies, n] (n = rows
+     * row_len), plane c keyed by draw c of seeds, all on ag_dropout's rows
+     * of one plane and the same row_base (CUDA: one launch for all).  Plane
+     * c's input: x itself (!stacked: ag__dropout_copies), or plane c of x
+     * [copies, n] (stacked: ag__dropout_planes).  kept NULL: no masks
+     * (eval), each plane its input. */
+    void (*copies_forward)(uint8_t *kept, const ag__kreal *x, bool stacked, ag__kreal scale, ag__kreal *y,
+                           int copies, int64_t rows, int64_t row_len, int64_t row_base, ag__seeds seeds,
+                           int64_t below);
+    /* Their backwards, each plane c's step gx (+)= kept_c ? scale g_c : 0
+     * with the backward's expression (fresh: it stores).  !stacked: the
+     * copies share gx [n], so the steps run in tape order, the last
+     * plane's first, fresh the first step only, and gx is that of
+     * `copies` separate dropouts to the bit; stacked: gx [copies, n], a
+     * plane each, disjoint.  kept NULL: every unit kept and scale 1.
+     * CUDA: one launch. */
+    void (*copies_backward)(const uint8_t *kept, const ag__kreal *g, ag__kreal scale, ag__kreal *gx, bool stacked,
+                            int copies, int64_t n, bool fresh);
 } ag__dropout_kernels;
 
 extern const ag__dropout_kernels ag__dropout_cuda;
@@ -73,6 +79,22 @@ const ag__dropout_kernels *ag__dropout_on(const char *op, ag_device dev);
  * forward and one backward, where separate dropouts took one each a copy.
  * copies in [1, AG_DROPOUT_MAX_COPIES]. */
 ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool training, ag_rng *rng);
+
+/* The draws ag_dropout takes, for a caller that must take them itself (so
+ * their order in its rng stays what it was): n draws of rng into out, in
+ * order, where ag_dropout(x, keep, training, rng) would draw (training and
+ * keep < 1: one a call), none otherwise. */
+void ag__dropout_draws(ag_rng *rng, bool training, double keep, uint64_t *out, int n);
+
+/* y [G, ...] = x's G planes each dropped on its own: plane g is, to the
+ * bit, ag_dropout(x[g], keep, training, rng) on the slice x[g] (shape
+ * x.shape[1:], keyed on the slice's rows) when that call's one draw is
+ * draws[g], and x's gradient is theirs.  A model with a head a plane
+ * takes the heads' draws in its old order (ag__dropout_draws) and drops
+ * them all in one op: on the GPU one launch forward and one backward.
+ * Eval or keep 1: x itself, no node, draws unread (may be NULL).  x has 2
+ * or more dims and G in [1, AG_DROPOUT_MAX_COPIES]. */
+ag_tensor *ag__dropout_planes(ag_tensor *x, double keep, bool training, const uint64_t *draws);
 #endif
 
 #endif

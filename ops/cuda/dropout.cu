@@ -46,12 +46,12 @@ __global__ void dropout_grad_kernel(const uint8_t *kept, const ag_real *G, ag_re
     }
 }
 
-/* The copies' forward: dropout_forward_kernel's threads for each of the
+/* The planes' forward: dropout_forward_kernel's threads for each of the
  * planes in one launch, thread t's plane being t / per_plane, its draw the
- * plane's. */
-__global__ void dropout_copies_kernel(uint8_t *kept, const ag_real *X, ag_real scale, ag_real *Y, int copies,
-                                      int64_t rows, int64_t row_len, int64_t blocks_per_row, int64_t row_base,
-                                      ag__seeds seeds, int64_t below) {
+ * plane's, its input X (copies) or X's plane (stacked). */
+__global__ void dropout_copies_kernel(uint8_t *kept, const ag_real *X, bool stacked, ag_real scale, ag_real *Y,
+                                      int copies, int64_t rows, int64_t row_len, int64_t blocks_per_row,
+                                      int64_t row_base, ag__seeds seeds, int64_t below) {
     const int64_t per_plane = rows * blocks_per_row * AG_MASK_STREAMS, n = rows * row_len;
     AG_CUDA_FOR(t, copies * per_plane) {
         int64_t c = t / per_plane, u = t % per_plane;
@@ -61,30 +61,36 @@ __global__ void dropout_copies_kernel(uint8_t *kept, const ag_real *X, ag_real s
         int64_t len = left < AG_MASK_BLOCK ? left : (int64_t)AG_MASK_BLOCK;
         int s = (int)(u % AG_MASK_STREAMS);
         uint8_t *k = kept + c * n;
+        const ag_real *x = stacked ? X + c * n : X;
         ag_real *y = Y + c * n;
         ag__mask_stream(k + first, len, ag__mask_block_key(seed, row_base + row, blk), s, below);
-        for (int64_t i = first + s; i < first + len; i += AG_MASK_STREAMS) y[i] = k[i] ? scale * X[i] : 0;
+        for (int64_t i = first + s; i < first + len; i += AG_MASK_STREAMS) y[i] = k[i] ? scale * x[i] : 0;
     }
 }
 
-/* Without masks (eval): x in each plane. */
-__global__ void dropout_copies_plain_kernel(const ag_real *X, ag_real *Y, int64_t n, int copies) {
-    AG_CUDA_FOR(i, copies * n) Y[i] = X[i % n];
+/* Without masks (eval): each plane its input. */
+__global__ void dropout_copies_plain_kernel(const ag_real *X, bool stacked, ag_real *Y, int64_t n, int copies) {
+    AG_CUDA_FOR(i, copies * n) Y[i] = X[stacked ? i : i % n];
 }
 
-/* A thread an element of x, running the planes' backwards in tape order
- * (the last plane's first) with dropout_grad_kernel's expressions, so the
- * sum is the separate dropouts' to the bit; no mask: every unit kept. */
+/* A thread an element of gx, running the backwards of the planes that
+ * reach it in tape order (the last plane's first) with
+ * dropout_grad_kernel's expressions: all of them where the copies share
+ * x, so the sum is the separate dropouts' to the bit; its own plane's
+ * alone where x is stacked.  No mask: every unit kept. */
 __global__ void dropout_copies_grad_kernel(const uint8_t *kept, const ag_real *G, ag_real scale, ag_real *GX,
-                                           int copies, int64_t n, bool fresh) {
-    AG_CUDA_FOR(i, n) {
-        ag_real gx = fresh ? 0 : GX[i];
-        for (int c = copies - 1; c >= 0; c--) {
+                                           bool stacked, int copies, int64_t n, bool fresh) {
+    AG_CUDA_FOR(t, (stacked ? copies : 1) * n) {
+        int64_t i = t % n, first = t / n; /* t < n where shared: planes 0 to copies-1 */
+        int64_t last = stacked ? first : copies - 1;
+        bool fresh_t = fresh;
+        ag_real gx = fresh_t ? 0 : GX[t];
+        for (int64_t c = last; c >= first; c--) {
             int64_t at = c * n + i;
-            if (!kept || kept[at]) gx = fresh ? scale * G[at] : gx + scale * G[at];
-            fresh = false;
+            if (!kept || kept[at]) gx = fresh_t ? scale * G[at] : gx + scale * G[at];
+            fresh_t = false;
         }
-        GX[i] = gx;
+        GX[t] = gx;
     }
 }
 
@@ -108,24 +114,25 @@ static void mask_backward(const uint8_t *kept, const ag_real *g, ag_real scale, 
         ag__launch(dropout_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, g, scale, gx, n, fresh);
 }
 
-static void copies_forward(uint8_t *kept, const ag_real *x, ag_real scale, ag_real *y, int copies, int64_t rows,
-                           int64_t row_len, int64_t row_base, ag__seeds seeds, int64_t below) {
+static void copies_forward(uint8_t *kept, const ag_real *x, bool stacked, ag_real scale, ag_real *y, int copies,
+                           int64_t rows, int64_t row_len, int64_t row_base, ag__seeds seeds, int64_t below) {
     if (rows <= 0 || row_len <= 0) return;
     if (!kept) {
-        ag__launch(dropout_copies_plain_kernel, ag__cuda_blocks(copies * rows * row_len), AG_CUDA_THREADS, 0, x, y,
-                   rows * row_len, copies);
+        ag__launch(dropout_copies_plain_kernel, ag__cuda_blocks(copies * rows * row_len), AG_CUDA_THREADS, 0, x,
+                   stacked, y, rows * row_len, copies);
         return;
     }
     int64_t blocks_per_row = (row_len + AG_MASK_BLOCK - 1) / AG_MASK_BLOCK;
     ag__launch(dropout_copies_kernel, ag__cuda_blocks(copies * rows * blocks_per_row * AG_MASK_STREAMS),
-               AG_CUDA_THREADS, 0, kept, x, scale, y, copies, rows, row_len, blocks_per_row, row_base, seeds, below);
+               AG_CUDA_THREADS, 0, kept, x, stacked, scale, y, copies, rows, row_len, blocks_per_row, row_base, seeds,
+               below);
 }
 
-static void copies_backward(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, int copies, int64_t n,
-                            bool fresh) {
+static void copies_backward(const uint8_t *kept, const ag_real *g, ag_real scale, ag_real *gx, bool stacked,
+                            int copies, int64_t n, bool fresh) {
     if (n > 0)
-        ag__launch(dropout_copies_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, kept, g, scale, gx, copies, n,
-                   fresh);
+        ag__launch(dropout_copies_grad_kernel, ag__cuda_blocks((stacked ? copies : 1) * n), AG_CUDA_THREADS, 0, kept,
+                   g, scale, gx, stacked, copies, n, fresh);
 }
 
 extern "C" const ag__dropout_kernels ag__dropout_cuda = {draw_mask, forward, mask_backward, copies_forward,
