@@ -7,7 +7,7 @@
  * dropout rows over several mask blocks); dropout copies beside dropout. */
 #include "opcase.h"
 #include <string.h>
-#include "../ops/dropout.h" /* ag__dropout_copies: MPSAN's four masks of one input */
+#include "../ops/dropout.h" /* ag__dropout_copies: MPSAN's four masks of one input; ag__dropout_planes */
 #include "../ops/shape.h"   /* ag__ref_differences: MPSAN's fusion columns */
 
 
@@ -27,6 +27,7 @@ ONE_INPUT(x_7, 7)
 ONE_INPUT(x_523, 5, 2, 3)
 ONE_INPUT(x_1234, 1, 2, 3, 4)
 ONE_INPUT(x_356, 3, 5, 6)
+ONE_INPUT(x_2356, 2, 3, 5, 6)
 
 /* ---- permute and transpose ---- */
 
@@ -408,6 +409,46 @@ static ag_tensor *f_copies_graphs(ag_tensor **in) {
     return ag_tanh(y);
 }
 
+/* ---- dropout planes: each plane of a stack dropped as its own call, the
+ * calls' draws taken before (ag__dropout_draws) from a rng re-seeded ---- */
+
+static ag_tensor *planes_seeded(ag_tensor *x, double keep, bool training) {
+    uint64_t draws[AG_DROPOUT_MAX_COPIES];
+    ag_rng rng;
+    ag_rng_seed(&rng, 7);
+    ag__dropout_draws(&rng, training, keep, draws, x->shape[0]);
+    return ag__dropout_planes(x, keep, training, draws);
+}
+static ag_tensor *f_planes_tanh(ag_tensor **in) { return ag_tanh(planes_seeded(in[0], 0.7, true)); }
+static ag_tensor *f_planes_eval(ag_tensor **in) { /* x itself, no draws to read */
+    return ag_tanh(ag__dropout_planes(in[0], 0.5, false, NULL));
+}
+/* x used again: the planes' backward adds to a gradient already there */
+static ag_tensor *f_planes_times_x(ag_tensor **in) { return ag_mul(planes_seeded(in[0], 0.7, true), in[0]); }
+/* The op against ag_dropout on each plane's slice, the calls drawing in
+ * plane order from the same seed (so call g's draw is draws[g]), stacked
+ * back: the difference is 0, and the term checks the op's gradient. */
+static ag_tensor *f_planes_minus_calls(ag_tensor **in) {
+    ag_tensor *x = in[0], *calls[AG_DROPOUT_MAX_COPIES];
+    int planes = x->shape[0];
+    ag_rng rng;
+    ag_rng_seed(&rng, 7);
+    for (int g = 0; g < planes; g++)
+        calls[g] = ag_dropout(ag_reshape(ag_slice(x, 0, g, g + 1), x->ndim - 1, x->shape + 1), 0.7, true, &rng);
+    ag_tensor *stacked = ag_reshape(ag_concat(calls, planes, 0), x->ndim, x->shape);
+    ag_tensor *y = planes_seeded(x, 0.7, true);
+    return tc_difference(ag_sub(y, stacked), ag_tanh(y));
+}
+/* CUDA graphs on for the op, as f_copies_graphs: the draws staged in
+ * device memory, the masks still the CPU's. */
+static ag_tensor *f_planes_graphs(ag_tensor **in) {
+    bool graphs = in[0]->device == AG_CUDA;
+    if (graphs) ag_cuda_graphs(true);
+    ag_tensor *y = planes_seeded(in[0], 0.7, true);
+    if (graphs) ag_cuda_graphs(false); /* runs what was recorded */
+    return ag_tanh(y);
+}
+
 /* ---- the device's sizes ---- */
 
 static ag_tensor *f_permute_3120(ag_tensor **x) { return ag_permute(x[0], (int[]){3, 1, 2, 0}); }
@@ -517,6 +558,8 @@ static ag_tensor *f_copies4_07(ag_tensor **x) { return copies_seeded(x[0], 4, 0.
 static ag_tensor *f_copies3_09(ag_tensor **x) { return copies_seeded(x[0], 3, 0.9, true); }
 static ag_tensor *f_copies8_05(ag_tensor **x) { return copies_seeded(x[0], 8, 0.5, true); }
 static ag_tensor *f_copies4_eval(ag_tensor **x) { return copies_seeded(x[0], 4, 0.5, false); }
+static ag_tensor *f_planes_07(ag_tensor **x) { return planes_seeded(x[0], 0.7, true); }
+static ag_tensor *f_planes_09(ag_tensor **x) { return planes_seeded(x[0], 0.9, true); }
 
 const op_case shape_cases[] = {
     {"ref_differences/[3,4] g1", x_34, f_refdiff_g1, 0, 0},
@@ -604,6 +647,14 @@ const op_case shape_cases[] = {
     {"dropout_copies/1d", x_7, f_copies4_tanh, 0, 0},
     {"dropout_copies/equals_calls", x_356, f_copies_minus_calls, .flags = OPCASE_DIFFERENCE},
     {"dropout_copies/cuda_graphs", x_356, f_copies_graphs, 0, 0},
+    {"dropout_planes/2_keep_0.7_tanh", x_2356, f_planes_tanh, 0, 0},
+    {"dropout_planes/1_plane", x_1314, f_planes_tanh, 0, 0},
+    {"dropout_planes/eval", x_2356, f_planes_eval, 0, 0},
+    {"dropout_planes/times_x", x_2356, f_planes_times_x, 0, 0},
+    {"dropout_planes/2d_one_row_a_plane", x_34, f_planes_tanh, 0, 0},
+    {"dropout_planes/equals_calls", x_2356, f_planes_minus_calls, .flags = OPCASE_DIFFERENCE},
+    {"dropout_planes/equals_calls_2d", x_34, f_planes_minus_calls, .flags = OPCASE_DIFFERENCE},
+    {"dropout_planes/cuda_graphs", x_2356, f_planes_graphs, 0, 0},
     /* ---- the device's sizes ---- */
     /* permute and transpose: every axis of 3-D and 4-D shapes */
     UNIFORM_CASE("permute [2,3,5,37] (3,1,2,0)", f_permute_3120, -1, 1, DIMS(2, 3, 5, 37)),
@@ -665,6 +716,9 @@ const op_case shape_cases[] = {
     UNIFORM_CASE("dropout_copies 3 [3,4100] keep 0.9", f_copies3_09, -1, 1, DIMS(3, 4100)),
     UNIFORM_CASE("dropout_copies 8 [2,3,33] keep 0.5", f_copies8_05, -1, 1, DIMS(2, 3, 33)),
     UNIFORM_CASE("dropout_copies 4 [4,37] eval", f_copies4_eval, -1, 1, DIMS(4, 37)),
+    /* dropout planes: a plane's rows of 1 and of several blocks (rows 4100 long) */
+    UNIFORM_CASE("dropout_planes [4,37] keep 0.7", f_planes_07, -1, 1, DIMS(4, 37)),
+    UNIFORM_CASE("dropout_planes [2,2,4100] keep 0.9", f_planes_09, -1, 1, DIMS(2, 2, 4100)),
     UNIFORM_CASE("ref_differences [33,185] g4", f_refdiff_g4, -2, 2, DIMS(33, 185)),
     UNIFORM_CASE("ref_differences [1500] g4", f_refdiff_g4, -2, 2, DIMS(1500)),
     {NULL, NULL, NULL, 0, 0},

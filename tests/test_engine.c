@@ -7,7 +7,7 @@
 #include "fatal.h"
 #include "attngrad.h"
 #include "../graph/internal.h" /* ag__param_bytes_limit */
-#include "../ops/dropout.h"   /* ag__dropout_copies */
+#include "../ops/dropout.h"   /* ag__dropout_copies, ag__dropout_planes */
 #include "../ops/mtsa.h"      /* ag__mtsa_attention_groups */
 
 #include <math.h>
@@ -189,6 +189,68 @@ static void test_dropout_copies_are_the_calls(void) {
         CHECK(dropped > 0 && same < CX, "x_again %d: %d of %d dropped in plane 0, %d alike in plane 1", x_again,
               dropped, CX, same);
     }
+}
+
+/* ag__dropout_planes against ag_dropout on each plane's slice, the calls
+ * drawing from the rng the op's draws came from (ag__dropout_draws), in
+ * plane order, stacked back; through one loss, x used after or not.  Two
+ * stacks: [G, 8, 64] (a plane's rows 8) and [G, 512] (a plane one row).
+ * Values, x's gradient and the rng's state after, bit for bit. */
+enum { PLANES = 3, PX = 512 };
+static void planes_run(bool fused, bool x_again, int ndim, ag_real y_out[PLANES * PX], ag_real gx[PLANES * PX],
+                       ag_rng *after) {
+    int shape[3] = {PLANES, ndim == 3 ? 8 : PX, 64};
+    ag_params ps = {0};
+    ag_tensor *x = ag_param(&ps, "x", ndim, shape);
+    ag_rng r;
+    ag_rng_seed(&r, 3);
+    for (int i = 0; i < PLANES * PX; i++) x->data[i] = (ag_real)(4 * ag_rng_uniform(&r) - 2);
+    ag_rng_seed(&r, 11);
+    ag_tensor *y;
+    if (fused) {
+        uint64_t draws[PLANES];
+        ag__dropout_draws(&r, true, 0.7, draws, PLANES);
+        y = ag__dropout_planes(x, 0.7, true, draws);
+    } else {
+        ag_tensor *calls[PLANES];
+        for (int g = 0; g < PLANES; g++)
+            calls[g] = ag_dropout(ag_reshape(ag_slice(x, 0, g, g + 1), ndim - 1, shape + 1), 0.7, true, &r);
+        y = ag_reshape(ag_concat(calls, PLANES, 0), ndim, shape);
+    }
+    *after = r;
+    ag_tensor *w = ag_tensor_new(ndim, shape); /* a weight an element: every gradient differs */
+    ag_rng_seed(&r, 5);
+    for (int i = 0; i < PLANES * PX; i++) w->data[i] = (ag_real)(2 * ag_rng_uniform(&r) - 1);
+    ag_tensor *loss = ag_sum(ag_exp(ag_mul(y, w)));
+    if (x_again) loss = ag_add(loss, ag_sum(ag_mul(x, x)));
+    ag_backward(loss);
+    memcpy(y_out, y->data, PLANES * PX * sizeof *y_out);
+    memcpy(gx, x->grad, PLANES * PX * sizeof *gx);
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
+static void test_dropout_planes_are_the_calls(void) {
+    for (int ndim = 2; ndim <= 3; ndim++)
+        for (int x_again = 0; x_again < 2; x_again++) {
+            ag_real y[2][PLANES * PX], gx[2][PLANES * PX];
+            ag_rng after[2];
+            planes_run(true, x_again, ndim, y[0], gx[0], &after[0]);
+            planes_run(false, x_again, ndim, y[1], gx[1], &after[1]);
+            CHECK(memcmp(y[0], y[1], sizeof y[0]) == 0, "%d-D, x_again %d: the planes' values differ from the calls'",
+                  ndim, x_again);
+            CHECK(memcmp(gx[0], gx[1], sizeof gx[0]) == 0, "%d-D, x_again %d: x's gradient differs from the calls'",
+                  ndim, x_again);
+            CHECK(memcmp(&after[0], &after[1], sizeof after[0]) == 0, "%d-D, x_again %d: the rng's state differs",
+                  ndim, x_again);
+            int dropped = 0, same = 0; /* masks there, and plane 1's not plane 0's */
+            for (int i = 0; i < PX; i++) {
+                dropped += y[0][i] == 0;
+                same += (y[0][i] == 0) == (y[0][PX + i] == 0);
+            }
+            CHECK(dropped > 0 && same < PX, "%d-D, x_again %d: %d of %d dropped in plane 0, %d alike in plane 1", ndim,
+                  x_again, dropped, PX, same);
+        }
 }
 
 /* A grouped dense layer (W [G, in, out], one op) against G separate
@@ -843,6 +905,7 @@ int main(void) {
     test_grouped_dense_is_separate_layers();
     test_mtsa_heads_are_separate_calls();
     test_dropout_copies_are_the_calls();
+    test_dropout_planes_are_the_calls();
     test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
     test_dropout_mask_statistics();

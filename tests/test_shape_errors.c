@@ -154,6 +154,16 @@ static void test_errors(void) {
     EXPECT_FATAL(ag__dropout_copies(a, 4, 0.5, true, NULL), "ag__dropout_copies", "rng");
     EXPECT_FATAL(ag__dropout_copies(ag_tensor_new(SHAPE(1, 2, 3, 4)), 2, 0.5, true, &rng), "ag__dropout_copies",
                  "4 dims");
+    const uint64_t draws[AG_DROPOUT_MAX_COPIES + 1] = {1, 2, 3};
+    ag_tensor *stack = ag_tensor_new(SHAPE(3, 4, 5));
+    EXPECT_FATAL(ag__dropout_planes(stack, 0.0, true, draws), "ag__dropout_planes", "keep probability 0 ");
+    EXPECT_FATAL(ag__dropout_planes(stack, 1.5, false, draws), "ag__dropout_planes", "1.5"); /* eval too */
+    EXPECT_FATAL(ag__dropout_planes(ag_tensor_new(SHAPE(AG_DROPOUT_MAX_COPIES + 1, 2)), 0.5, true, draws),
+                 "ag__dropout_planes", "9 planes", "1 to 8");
+    EXPECT_FATAL(ag__dropout_planes(ag_tensor_new(SHAPE(0, 2)), 0.5, true, draws), "ag__dropout_planes", "0 planes");
+    EXPECT_FATAL(ag__dropout_planes(ag_tensor_new(SHAPE(3)), 0.5, true, draws), "ag__dropout_planes", "1 dim");
+    EXPECT_FATAL(ag__dropout_planes(stack, 0.5, true, NULL), "ag__dropout_planes", "draws");
+    EXPECT_FATAL(ag__dropout_draws(NULL, true, 0.5, (uint64_t[1]){0}, 1), "ag__dropout_draws", "rng");
 
     ag_set_fatal_handler(old);
     ag_step_end();
