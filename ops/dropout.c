@@ -288,18 +288,11 @@ static void dropout_copies_backward(ag_node *n) {
                           n->out->size / copies, fresh);
 }
 
-ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool training, ag_rng *rng) {
-    const char *op = "ag__dropout_copies";
-    ag_device dev = ag__check_same_device(op, x, NULL);
-    if (!(keep > 0 && keep <= 1)) ag__fatal(op, "keep probability %g is not in (0, 1]", keep);
-    if (copies < 1 || copies > AG_DROPOUT_MAX_COPIES)
-        ag__fatal(op, "%d copies: want 1 to %d (the draws ride in a launch's arguments)", copies,
-                  AG_DROPOUT_MAX_COPIES);
-    if (x->ndim >= AG_MAX_DIMS) ag__fatal(op, "x has %d dims: the copies' axis makes one too many", x->ndim);
+/* The copies' op from their draws (unread without masks). */
+static ag_tensor *copies_op(const char *op, ag_tensor *x, int copies, double keep, bool training,
+                            const uint64_t *draws) {
+    ag_device dev = x->device;
     bool masks = training && keep < 1; /* else ag_dropout would return x: no draw */
-    if (masks && !rng) ag__fatal(op, "training mode needs an rng");
-    uint64_t draws[AG_DROPOUT_MAX_COPIES];
-    ag__dropout_draws(rng, training, keep, draws, copies); /* before anything else, as the calls */
     ag__seeds seeds = masks ? seeds_on(dev, draws, copies) : (ag__seeds){0};
     int shape[AG_MAX_DIMS] = {copies};
     memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
@@ -318,6 +311,32 @@ ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool traini
         n->farg[0] = masks ? 1 / keep : 1;
     }
     return out;
+}
+
+/* What both forms of the copies refuse, fatal naming op. */
+static void check_copies(const char *op, const ag_tensor *x, int copies, double keep) {
+    ag__check_same_device(op, x, NULL);
+    if (!(keep > 0 && keep <= 1)) ag__fatal(op, "keep probability %g is not in (0, 1]", keep);
+    if (copies < 1 || copies > AG_DROPOUT_MAX_COPIES)
+        ag__fatal(op, "%d copies: want 1 to %d (the draws ride in a launch's arguments)", copies,
+                  AG_DROPOUT_MAX_COPIES);
+    if (x->ndim >= AG_MAX_DIMS) ag__fatal(op, "x has %d dims: the copies' axis makes one too many", x->ndim);
+}
+
+ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool training, ag_rng *rng) {
+    const char *op = "ag__dropout_copies";
+    check_copies(op, x, copies, keep);
+    if (training && keep < 1 && !rng) ag__fatal(op, "training mode needs an rng");
+    uint64_t draws[AG_DROPOUT_MAX_COPIES];
+    ag__dropout_draws(rng, training, keep, draws, copies); /* before anything else, as the calls */
+    return copies_op(op, x, copies, keep, training, draws);
+}
+
+ag_tensor *ag__dropout_copies_drawn(ag_tensor *x, int copies, double keep, bool training, const uint64_t *draws) {
+    const char *op = "ag__dropout_copies_drawn";
+    check_copies(op, x, copies, keep);
+    if (training && keep < 1 && !draws) ag__fatal(op, "training mode needs draws (NULL)");
+    return copies_op(op, x, copies, keep, training, draws);
 }
 
 ag_tensor *ag__dropout_planes(ag_tensor *x, double keep, bool training, const uint64_t *draws) {

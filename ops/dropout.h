@@ -21,7 +21,7 @@ typedef struct {
 /* ag__dropout_copies' draws, one a copy, the same way: by value (unused
  * ones 0), or at non-NULL `at`, `copies` of them in device memory.  By
  * value they must fit in a launch's arguments, hence the bound. */
-enum { AG_DROPOUT_MAX_COPIES = 8 };
+enum { AG_DROPOUT_MAX_COPIES = 16 }; /* MTSA's most heads */
 typedef struct {
     const uint64_t *at;
     uint64_t value[AG_DROPOUT_MAX_COPIES];
@@ -79,6 +79,9 @@ const ag__dropout_kernels *ag__dropout_on(const char *op, ag_device dev);
  * forward and one backward, where separate dropouts took one each a copy.
  * copies in [1, AG_DROPOUT_MAX_COPIES]. */
 ag_tensor *ag__dropout_copies(ag_tensor *x, int copies, double keep, bool training, ag_rng *rng);
+/* The same with the draws given (draws[c] copy c's, taken by the caller:
+ * ag__dropout_draws), for a model that must keep their order in its rng. */
+ag_tensor *ag__dropout_copies_drawn(ag_tensor *x, int copies, double keep, bool training, const uint64_t *draws);
 
 /* The draws ag_dropout takes, for a caller that must take them itself (so
  * their order in its rng stays what it was): n draws of rng into out, in

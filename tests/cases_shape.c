@@ -401,6 +401,18 @@ static ag_tensor *f_copies_minus_calls(ag_tensor **in) {
 /* With CUDA graphs on for the op (on the device only: the CPU has none),
  * its draws go to device memory in one staged copy and the kernel reads
  * them there; the device must still draw the CPU's masks. */
+/* The copies from draws taken beforehand (MTSA's heads take theirs in
+ * their old order) against the copies drawing from the same rng: 0. */
+static ag_tensor *f_copies_drawn_minus_copies(ag_tensor **in) {
+    ag_rng rng;
+    ag_rng_seed(&rng, 7);
+    uint64_t draws[5];
+    ag__dropout_draws(&rng, true, 0.7, draws, 5);
+    return ag_sub(ag__dropout_copies_drawn(in[0], 5, 0.7, true, draws), copies_seeded(in[0], 5, 0.7, true));
+}
+static ag_tensor *f_copies_drawn_eval(ag_tensor **in) {
+    return ag_tanh(ag__dropout_copies_drawn(in[0], 2, 0.7, false, NULL));
+}
 static ag_tensor *f_copies_graphs(ag_tensor **in) {
     bool graphs = in[0]->device == AG_CUDA;
     if (graphs) ag_cuda_graphs(true);
@@ -647,6 +659,8 @@ const op_case shape_cases[] = {
     {"dropout_copies/1d", x_7, f_copies4_tanh, 0, 0},
     {"dropout_copies/equals_calls", x_356, f_copies_minus_calls, .flags = OPCASE_DIFFERENCE},
     {"dropout_copies/cuda_graphs", x_356, f_copies_graphs, 0, 0},
+    {"dropout_copies/drawn_equals_drawing", x_356, f_copies_drawn_minus_copies, .flags = OPCASE_DIFFERENCE},
+    {"dropout_copies/drawn_eval_no_draws", x_356, f_copies_drawn_eval, 0, 0},
     {"dropout_planes/2_keep_0.7_tanh", x_2356, f_planes_tanh, 0, 0},
     {"dropout_planes/1_plane", x_1314, f_planes_tanh, 0, 0},
     {"dropout_planes/eval", x_2356, f_planes_eval, 0, 0},

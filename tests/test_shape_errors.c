@@ -145,13 +145,15 @@ static void test_errors(void) {
     EXPECT_FATAL(ag_dropout(a, -0.1, false, &rng), "ag_dropout", "-0.1"); /* checked in eval too */
     EXPECT_FATAL(ag_dropout(a, NAN, true, &rng), "ag_dropout", "nan");
     EXPECT_FATAL(ag_dropout(a, 0.5, true, NULL), "ag_dropout", "rng");
-    EXPECT_FATAL(ag__dropout_copies(a, 0, 0.5, true, &rng), "ag__dropout_copies", "0 copies", "1 to 8");
+    EXPECT_FATAL(ag__dropout_copies(a, 0, 0.5, true, &rng), "ag__dropout_copies", "0 copies", "1 to 16");
     EXPECT_FATAL(ag__dropout_copies(a, AG_DROPOUT_MAX_COPIES + 1, 0.5, true, &rng), "ag__dropout_copies",
-                 "9 copies");
+                 "17 copies");
     EXPECT_FATAL(ag__dropout_copies(a, -1, 0.5, false, &rng), "ag__dropout_copies", "-1 copies"); /* eval too */
     EXPECT_FATAL(ag__dropout_copies(a, 4, 0.0, true, &rng), "ag__dropout_copies", "keep probability 0 ");
     EXPECT_FATAL(ag__dropout_copies(a, 4, 1.5, false, &rng), "ag__dropout_copies", "1.5");
     EXPECT_FATAL(ag__dropout_copies(a, 4, 0.5, true, NULL), "ag__dropout_copies", "rng");
+    EXPECT_FATAL(ag__dropout_copies_drawn(a, 4, 0.5, true, NULL), "ag__dropout_copies_drawn", "draws");
+    EXPECT_FATAL(ag__dropout_copies_drawn(a, 0, 0.5, false, NULL), "ag__dropout_copies_drawn", "0 copies");
     EXPECT_FATAL(ag__dropout_copies(ag_tensor_new(SHAPE(1, 2, 3, 4)), 2, 0.5, true, &rng), "ag__dropout_copies",
                  "4 dims");
     const uint64_t draws[AG_DROPOUT_MAX_COPIES + 1] = {1, 2, 3};
@@ -159,7 +161,7 @@ static void test_errors(void) {
     EXPECT_FATAL(ag__dropout_planes(stack, 0.0, true, draws), "ag__dropout_planes", "keep probability 0 ");
     EXPECT_FATAL(ag__dropout_planes(stack, 1.5, false, draws), "ag__dropout_planes", "1.5"); /* eval too */
     EXPECT_FATAL(ag__dropout_planes(ag_tensor_new(SHAPE(AG_DROPOUT_MAX_COPIES + 1, 2)), 0.5, true, draws),
-                 "ag__dropout_planes", "9 planes", "1 to 8");
+                 "ag__dropout_planes", "17 planes", "1 to 16");
     EXPECT_FATAL(ag__dropout_planes(ag_tensor_new(SHAPE(0, 2)), 0.5, true, draws), "ag__dropout_planes", "0 planes");
     EXPECT_FATAL(ag__dropout_planes(ag_tensor_new(SHAPE(3)), 0.5, true, draws), "ag__dropout_planes", "1 dim");
     EXPECT_FATAL(ag__dropout_planes(stack, 0.5, true, NULL), "ag__dropout_planes", "draws");
