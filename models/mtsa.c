@@ -3,8 +3,11 @@
  * S[k,l] under its own direction mask (head 0 PAST, head 1 FUTURE, the
  * diagonal excluded), fuses the result with its values through a gate, and
  * the concatenated heads go through source2token pooling and a ReLU
- * classifier.  The [N,N,dh] tensor of scores is never formed: the product
- * of the two exponentials factorises into two GEMMs (ag_mtsa_attention). */
+ * classifier.  The heads run as one in every op, on [heads, ...] tensors
+ * (their parameters stacked, ag_param_stack), so a step launches what one
+ * head did.  The [N,N,dh] tensor of scores is never formed: the product
+ * of the two exponentials factorises into two GEMMs
+ * (ag__mtsa_attention_groups, ag_mtsa_attention's kernels). */
 #include "attngrad/model.h"
 #include "internal.h"
 #include "../ops/dropout.h"  /* ag__dropout_planes: the heads' dropouts in one op each */
