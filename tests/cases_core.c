@@ -324,12 +324,12 @@ static int grp_one(ag_tensor **in, ag_rng *r) {
     in[2] = tc_uniform(r, -1, 1, true, SHAPE(1, 5));
     return 3;
 }
-/* 200 rows a group: 4 blocks of 64 rows each, and 2 x 4 x 130 partial
- * sums, several GPU blocks (as lin_many_rows) */
+/* 130 rows a group: 3 blocks of 64 rows (the last of 2), and 2 x 3 x 70
+ * partial sums, over one GPU block's 256 threads (as lin_many_rows) */
 static int grp_many_rows(ag_tensor **in, ag_rng *r) {
-    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 200, 9));
-    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 9, 130));
-    in[2] = tc_uniform(r, -1, 1, true, SHAPE(2, 130));
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 130, 9));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(2, 9, 70));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(2, 70));
     return 3;
 }
 static int grp_t(ag_tensor **in, ag_rng *r) {
@@ -569,7 +569,7 @@ const op_case core_cases[] = {
     {"linear_grouped/no_act_no_bias", grp_plain, f_linear_nobias, 0, 0},
     {"linear_grouped/one_group", grp_one, f_linear, 0, 0},
     {"linear_grouped/transposed", grp_t, f_linear_t, 0, 0},
-    /* 52,000 outputs: atol as linear/many_rows's */
+    /* 18,200 outputs: atol as linear/many_rows's */
     {"linear_grouped/tanh_many_rows", grp_many_rows, f_dense_tanh, 1e-6, 0},
     /* 4,080 outputs: their projected sum carries ~2e-8 of the central
      * difference's roundoff (opcase_run.c), so the uniform cases' atol */
@@ -634,9 +634,10 @@ const op_case core_cases[] = {
     UNIFORM_CASE("lerp sigmoid gate, a reused [2,7,33]", f_lerp_then_mul, -3, 3, DIMS(2, 7, 33), DIMS(2, 7, 33),
                  DIMS(2, 7, 33)),
     UNIFORM_CASE("lerp [1]", f_lerp, -1, 1, DIMS(1), DIMS(1), DIMS(1)),
-    /* a bias gradient of 18 x 1000 partial sums: more than the last block
-     * of the GPU's column sums adds, so a kernel of their own (linear.cu) */
-    UNIFORM_CASE("linear [1100,1] x [1,1000] + bias", f_linear, -1, 1, DIMS(1100, 1), DIMS(1, 1000), DIMS(1000)),
+    /* a bias gradient of 16,400 partial sums (one block of rows): more
+     * than the last block of the GPU's column sums adds, so a kernel of
+     * their own (linear.cu) */
+    UNIFORM_CASE("linear [1,1] x [1,16400] + bias", f_linear, -1, 1, DIMS(1, 1), DIMS(1, 16400), DIMS(16400)),
     UNIFORM_CASE("lerp [6,300] values to 1e3", f_lerp, -1000, 1000, DIMS(6, 300), DIMS(6, 300), DIMS(6, 300)),
     /* products on cuBLAS: 2-D, the transposes, batched, a shared operand */
     UNIFORM_CASE("matmul [17,33]@[33,45]", f_mm, -1, 1, DIMS(17, 33), DIMS(33, 45)),
@@ -662,12 +663,14 @@ const op_case core_cases[] = {
     UNIFORM_CASE("linear_t grouped [3,5,33]@[3,37,33]^T", f_linear_t_nobias, -1, 1, DIMS(3, 5, 33), DIMS(3, 37, 33)),
     UNIFORM_CASE("linear grouped [2,70,33]@[2,33,37]+b", f_linear, -1, 1, DIMS(2, 70, 33), DIMS(2, 33, 37),
                  DIMS(2, 37)),
-    /* 2 x 18 x 500 partial sums: each group's under what the last block
-     * adds, the two together over it (add_partials_kernel) */
-    UNIFORM_CASE("linear grouped [2,1100,1]@[2,1,500]+b", f_linear, -1, 1, DIMS(2, 1100, 1), DIMS(2, 1, 500),
-                 DIMS(2, 500)),
-    UNIFORM_CASE("dense tanh grouped [2,1100,1]@[2,1,500]+b", f_dense_tanh, -1, 1, DIMS(2, 1100, 1), DIMS(2, 1, 500),
-                 DIMS(2, 500)),
+    /* 16 x 1 x 1025 partial sums: each group's far under what the last
+     * block adds, the sixteen together over it (add_partials_kernel), in
+     * 16,400 outputs (a million, at fewer groups, slowed the emulator's
+     * whole run: its waits scan the memory the run has taken) */
+    UNIFORM_CASE("linear grouped [16,1,1]@[16,1,1025]+b", f_linear, -1, 1, DIMS(16, 1, 1), DIMS(16, 1, 1025),
+                 DIMS(16, 1025)),
+    UNIFORM_CASE("dense tanh grouped [16,1,1]@[16,1,1025]+b", f_dense_tanh, -1, 1, DIMS(16, 1, 1),
+                 DIMS(16, 1, 1025), DIMS(16, 1025)),
     /* reshape: a view on the device, its gradient copied or added back */
     UNIFORM_CASE("reshape [5,7,33]->[-1,33]", f_reshape_rows_33, -1, 1, DIMS(5, 7, 33)),
     UNIFORM_CASE("reshape twice [7,37]", f_reshape_twice, -1, 1, DIMS(7, 37)),
