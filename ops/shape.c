@@ -65,9 +65,18 @@ static void strided_copy_cpu(const ag__kstrided *p, const ag_real *src, ag_real 
 
 /* ---- reshape: a zero-copy view; backward adds the gradient back ---- */
 
+/* The view's gradient is x's, element for element: where x has none yet
+ * (a step tensor's first gradient), x takes the view's buffer as its own -
+ * no copy, no launch (the view's gradient is not read again: its node is
+ * done).  A parameter's, or one already started, gets it added. */
 static void reshape_backward(ag_node *n) {
+    ag_tensor *x = n->in[0];
+    if (!x->grad && !x->persistent) {
+        x->grad = n->out->grad;
+        return;
+    }
     bool fresh;
-    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag_real *gx = ag__grad_write(x, &fresh);
     ag__shape_on(n->op, n->out->device)->copy_rows(1, n->out->size, n->out->grad, 0, gx, 0, !fresh);
 }
 
