@@ -192,6 +192,8 @@ static void mtsa_backward(ag_node *n) {
  * the device, and the kernels, like the CPU, treat any nonzero as allowed). */
 static void check_mask_values(const char *op, const ag_tensor *mask) {
     char sm[64];
+    if (mask->requires_grad) /* it would get none, silently */
+        ag__fatal(op, "the mask %s requires grad, but masks are constants", ag_shape_str(mask, sm, sizeof sm));
     for (int64_t k = 0; k < mask->size && mask->device == AG_CPU; k++)
         if (mask->data[k] != 0 && mask->data[k] != 1)
             ag__fatal(op, "mask %s holds %g at %lld: want 0 or 1 (a multiplicative mask)",
@@ -208,8 +210,8 @@ static int check_mask(const ag_tensor *r, const ag_tensor *mask) {
         ag__fatal("ag_mtsa_attention", "mask %s does not fit R %s (want a suffix of R's shape, e.g. [N,N])",
                   ag_shape_str(mask, sm, sizeof sm), ag_shape_str(r, sr, sizeof sr));
     check_mask_values("ag_mtsa_attention", mask);
-    int64_t n = mask->size / ((int64_t)r->shape[r->ndim - 1] * r->shape[r->ndim - 1]);
-    return (int)n;
+    int64_t nn = (int64_t)r->shape[r->ndim - 1] * r->shape[r->ndim - 1];
+    return nn ? (int)(mask->size / nn) : 1; /* N = 0: no slice reads a mask */
 }
 
 static void check_shapes(const ag_tensor *r, const ag_tensor *s, const ag_tensor *v) {

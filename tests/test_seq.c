@@ -437,6 +437,18 @@ static void test_mtsa_overflow(void) {
     ag_step_end();
 }
 
+/* A batch of width 0 (N = 0) with a mask [0,0]: empty outputs, no
+ * gradient, no division by the mask's N N (it was a SIGFPE). */
+static void test_mtsa_empty(void) {
+    ag_tensor *R = ag_tensor_new(3, (int[]){2, 0, 0}), *S = ag_tensor_new(3, (int[]){2, 0, 3});
+    ag_tensor *V = ag_tensor_new(3, (int[]){2, 0, 3}), *mask = ag_tensor_new(2, (int[]){0, 0});
+    R->requires_grad = S->requires_grad = V->requires_grad = true;
+    ag_tensor *H = ag_mtsa_attention(R, S, V, mask, (const int32_t[]){0, 0}, AG_MTSA_LOG_SIGMOID);
+    CHECK(H->ndim == 3 && H->shape[0] == 2 && H->shape[1] == 0 && H->shape[2] == 3 && H->size == 0);
+    ag_backward(ag_sum(H));
+    ag_step_end();
+}
+
 /* ======================================================================== */
 /* Gaussian scoring                                                          */
 /* ======================================================================== */
@@ -735,6 +747,10 @@ static void test_errors(void) {
     ag_tensor *additive = zeros(2, (int[]){5, 5});
     additive->data[3] = -INFINITY;
     EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, additive, NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention", "mask", "0 or 1");
+    ag_tensor *trained = zeros(2, (int[]){5, 5});
+    trained->requires_grad = true;
+    EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, trained, NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention", "requires grad",
+                    "constants");
     EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, NULL, (const int32_t[]){5, 7}, AG_MTSA_IDENTITY), "ag_mtsa_attention",
                  "len[1] = 7");
     EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, NULL, NULL, (ag_mtsa_score)7), "ag_mtsa_attention", "score");
@@ -795,6 +811,7 @@ int main(void) {
     test_lstm_steady_state();
     test_mtsa();
     test_mtsa_overflow();
+    test_mtsa_empty();
     test_gaussian_values();
     test_gaussian_mu();
     test_layernorm_values();
