@@ -489,7 +489,9 @@ typedef struct {
      * parameters, ag__dropout_copies, a grouped dense, one attention op
      * and the fusion over the stack): 85 and 140.  MTSA's heads likewise
      * (ag__dropout_planes, grouped dense layers, batched products,
-     * ag__mtsa_attention_groups): 190 -> 125.  The bounds below. */
+     * ag__mtsa_attention_groups): 190 -> 125.  ag_reshape's backward
+     * handing its buffer to an input with none: poslm/standard 140 ->
+     * 139 (MTSA's 125 counts it).  The bounds below. */
     int max_launches;
 } variant;
 
@@ -501,7 +503,7 @@ static const variant variants[] = {
     {"ms_san", 0, AG_TASK_PAIR, 0, "ms_san/pair", 245},
     {"mtsa", 0, 0, 0, "mtsa", 125},
     {"poslm", 0, 0, 0, "poslm", 170},
-    {"poslm", 0, 0, AG_LM_STANDARD, "poslm/standard", 140},
+    {"poslm", 0, 0, AG_LM_STANDARD, "poslm/standard", 139},
     {"poslm", 0, 0, AG_LM_NONE, "poslm/none", 142},
 };
 
