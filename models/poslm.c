@@ -7,9 +7,9 @@
  *   standard    softmax over i <= t of a query-independent score of h_i;
  *   none        no context: the LSTM baseline, o_t = h_t.
  * Every context at t reads only h_0..h_t, so the model stays causal. */
-#include "../graph/internal.h" /* ag__stamp: the generation state's arrays as tensors (first: AG_INTERNAL) */
-#include "attngrad/model.h"
+#include "attngrad/model.h" /* first: the public ops' call-site macros, so errors and the profiler name this file's lines */
 #include "internal.h"
+#include "../graph/internal.h" /* ag__stamp: the generation state's arrays as tensors */
 #include "../graph/device.h" /* ag__zeros_kept_on, ag__cuda_copy: that state on the model's device */
 
 #include <math.h>

@@ -1,5 +1,6 @@
 /* to_device.c - ag_to: a copy to another device, whose gradient is copied
  * back and added. */
+#include "../graph/internal.h"
 #include "elementwise.h"
 #include "../graph/device.h"
 

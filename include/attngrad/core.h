@@ -785,6 +785,7 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_concat(...) AG_AT(ag_concat, __VA_ARGS__)
 #define ag_slice(...) AG_AT(ag_slice, __VA_ARGS__)
 #define ag_index_select(...) AG_AT(ag_index_select, __VA_ARGS__)
+#define ag_to(...) AG_AT(ag_to, __VA_ARGS__)
 #define ag_embedding(...) AG_AT(ag_embedding, __VA_ARGS__)
 #define ag_sum_axis(...) AG_AT(ag_sum_axis, __VA_ARGS__)
 #define ag_mean_axis(...) AG_AT(ag_mean_axis, __VA_ARGS__)

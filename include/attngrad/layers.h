@@ -142,6 +142,11 @@ ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, con
 
 /* Errors inside a layer name the caller's line, as an op's do. */
 #ifndef AG_INTERNAL
+#define ag_activate(...) AG_AT(ag_activate, __VA_ARGS__)
+#define ag_valid_mask(...) AG_AT(ag_valid_mask, __VA_ARGS__)
+#define ag_zero_padding(...) AG_AT(ag_zero_padding, __VA_ARGS__)
+#define ag_max_over_time(...) AG_AT(ag_max_over_time, __VA_ARGS__)
+#define ag_source2token(...) AG_AT(ag_source2token, __VA_ARGS__)
 #define ag_add_sinusoidal_positions(...) AG_AT(ag_add_sinusoidal_positions, __VA_ARGS__)
 #define ag_add_learned_positions(...) AG_AT(ag_add_learned_positions, __VA_ARGS__)
 #define ag_mean_over_time(...) AG_AT(ag_mean_over_time, __VA_ARGS__)
