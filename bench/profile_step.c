@@ -2,10 +2,13 @@
  * paper's sizes, for profiling (perf record -g, valgrind --tool=callgrind)
  * and for before/after timings of engine changes.
  *
- *     ./build/bench/profile_step [model|all] [steps] [threads] [ops]
+ *     ./build/bench/profile_step [model|all] [steps] [threads] [ops] [cuda]
  *
  * "ops" adds attngrad's op profiler table (ag_profile_report): forward and
- * backward time per op and call site over the timed steps.
+ * backward time per op and call site over the timed steps, and on the GPU
+ * the launches each site puts on the stream.  "cuda" runs the steps on the
+ * GPU (a build with CUDA, or the emulator, where only the launch counts
+ * mean anything); every step then ends with ag_sync, so its time is whole.
  * threads: ag_set_num_threads (default: the engine's, one per core).
  * A step is what a training loop does: zero the gradients, forward with
  * dropout (training), the model's loss, backward, the L2 term when the
@@ -31,6 +34,8 @@
 
 enum { WARMUP = 3 };
 
+static ag_device device = AG_CPU;
+
 static void profile(const ag_model_kind *kind, int steps, bool ops) {
     ag_model_config cfg = bench_config(kind);
     ag_model m;
@@ -38,6 +43,10 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
     int B = cfg.batch, N = bench_width(&m.cfg);
     ag_batch b;
     bench_batch_make(&m, B, N, 1, &b);
+    if (device == AG_CUDA) {
+        ag_params_to(&m.params, AG_CUDA);
+        ag_set_device(AG_CUDA);
+    }
     ag_optim_config oc;
     if (ag_optim_parse(cfg.optim, &oc) != AG_OK) {
         fprintf(stderr, "%s: %s\n", kind->name, ag_errmsg());
@@ -62,6 +71,7 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
         ag_optim_step(&opt);
         loss = ag_item(l);
         ag_step_end();
+        ag_sync();
         double t3 = bench_wall_ms(), c3 = bench_cpu_ms();
         if (i >= 0) {
             wall[i] = t3 - t0;
@@ -73,6 +83,8 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
     }
     double best = wall[0];
     for (int i = 1; i < steps; i++) best = wall[i] < best ? wall[i] : best;
+    if (ops) ag_profile_stop(); /* the report below counts the timed steps alone */
+    if (device == AG_CUDA) ag_params_to(&m.params, AG_CPU); /* the hash reads them on the host */
     uint64_t hash = 1469598103934665603ULL; /* FNV-1a over the parameters' bytes */
     for (int i = 0; i < m.params.count; i++) {
         const unsigned char *bytes = (const unsigned char *)m.params.items[i]->data;
@@ -84,8 +96,7 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
            kind->name, B, N, cfg.dim, best, bench_median(wall, steps), bench_median(cpu, steps), bench_median(fwd, steps),
            bench_median(bwd, steps), bench_median(upd, steps), loss, (unsigned long long)hash);
     if (ops) {
-        ag_profile_report(stdout, steps, 40);
-        ag_profile_stop();
+        ag_profile_report(stdout, steps, device == AG_CUDA ? 0 : 40); /* on the GPU: every site's launches */
     }
     fflush(stdout);
     free(t);
@@ -100,9 +111,17 @@ int main(int argc, char **argv) {
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     if (steps < 1) steps = 1;
     if (argc > 3) ag_set_num_threads(atoi(argv[3]));
-    bool ops = argc > 4 && !strcmp(argv[4], "ops");
-    printf("training steps, f32, %d timed after %d warm-up, %d threads; ms per step\n", steps, WARMUP,
-           ag_get_num_threads());
+    bool ops = false;
+    for (int i = 4; i < argc; i++) {
+        if (!strcmp(argv[i], "ops")) ops = true;
+        else if (!strcmp(argv[i], "cuda")) device = AG_CUDA;
+        else {
+            fprintf(stderr, "profile_step: unknown argument '%s' (ops, cuda)\n", argv[i]);
+            return 2;
+        }
+    }
+    printf("training steps, f32, %d timed after %d warm-up, %d threads, on %s; ms per step\n", steps, WARMUP,
+           ag_get_num_threads(), ag_device_name(device));
     bool found = false;
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) {
         if (strcmp(which, "all") != 0 && strcmp(which, (*k)->name) != 0) continue;

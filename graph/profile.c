@@ -14,6 +14,7 @@
  * node's backward and charges it to the site the node was recorded at.
  * Whatever lies outside ops (optimizer, loss glue, data) shows as the rest
  * of the wall time.  Off by default; when off it costs one branch per op. */
+#include "device.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -24,11 +25,13 @@ typedef struct {
     const char *op, *file;
     int line;
     long calls, bwd_calls;
-    double fwd, bwd; /* seconds */
+    double fwd, bwd;                  /* seconds */
+    int64_t fwd_launches, bwd_launches; /* put on the GPU's stream (device.h) */
 } prof_entry;
 
 bool ag__prof_on;
 static double mark, started; /* mark: the last stamp or record */
+static int64_t mark_launches, started_launches; /* the same points, counted in GPU launches */
 static prof_entry *entries;
 static int n_entries, cap_entries;
 
@@ -42,11 +45,24 @@ void ag_profile_start(void) {
     n_entries = 0;
     ag__prof_on = true;
     started = mark = ag__seconds();
+    started_launches = mark_launches = ag__cuda_launches();
 }
 
-void ag_profile_stop(void) { ag__prof_on = false; }
+/* The report covers start to stop, whatever runs between stop and report. */
+static double stopped;
+static int64_t stopped_launches;
 
-void ag__prof_site(void) { mark = ag__seconds(); }
+void ag_profile_stop(void) {
+    if (!ag__prof_on) return;
+    ag__prof_on = false;
+    stopped = ag__seconds();
+    stopped_launches = ag__cuda_launches();
+}
+
+void ag__prof_site(void) {
+    mark = ag__seconds();
+    mark_launches = ag__cuda_launches();
+}
 
 /* A linear scan: a model has a few hundred sites, and this runs only while
  * profiling (the counting allocator stays out of the steady state). */
@@ -66,16 +82,20 @@ static prof_entry *entry(const char *op, const char *file, int line) {
 
 void ag__prof_forward(const char *op, const char *file, int line) {
     double t = ag__seconds();
+    int64_t launched = ag__cuda_launches();
     prof_entry *e = entry(op, file, line);
     e->calls++;
     e->fwd += t - mark;
+    e->fwd_launches += launched - mark_launches;
     mark = t;
+    mark_launches = launched;
 }
 
-void ag__prof_backward(const ag_node *n, double seconds) {
+void ag__prof_backward(const ag_node *n, double seconds, int64_t launches) {
     prof_entry *e = entry(n->op, n->file, n->line);
     e->bwd_calls++;
     e->bwd += seconds;
+    e->bwd_launches += launches;
 }
 
 
@@ -90,22 +110,36 @@ static const char *base_name(const char *path) {
     return slash ? slash + 1 : path ? path : "?";
 }
 
+/* On a GPU a small model's step costs its launches more than its flops, so
+ * the table counts them too (a column only when the step launched any):
+ * what each site's ops put on the stream, forward and backward. */
 void ag_profile_report(FILE *f, int steps, int top) {
-    double wall = ag__seconds() - started, fwd = 0, bwd = 0;
+    double wall = (ag__prof_on ? ag__seconds() : stopped) - started, fwd = 0, bwd = 0;
+    int64_t launched = (ag__prof_on ? ag__cuda_launches() : stopped_launches) - started_launches, in_ops = 0;
     if (steps < 1) steps = 1;
     qsort(entries, (size_t)n_entries, sizeof *entries, by_total);
-    for (int i = 0; i < n_entries; i++) fwd += entries[i].fwd, bwd += entries[i].bwd;
+    for (int i = 0; i < n_entries; i++) {
+        fwd += entries[i].fwd, bwd += entries[i].bwd;
+        in_ops += entries[i].fwd_launches + entries[i].bwd_launches;
+    }
     double ms = 1e3 / steps;
     fprintf(f, "ops per step (%d steps, %.1f ms wall each): forward %.1f ms, backward %.1f ms, outside ops %.1f ms\n",
             steps, wall * ms, fwd * ms, bwd * ms, (wall - fwd - bwd) * ms);
-    fprintf(f, "  %-24s %-26s %6s %9s %9s %9s %6s\n", "op", "called at", "calls", "fwd ms", "bwd ms", "total ms",
+    if (launched > 0)
+        fprintf(f, "GPU launches per step: %.1f, %.1f by ops, %.1f outside ops (optimizer, gradient zeroing, copies)\n",
+                (double)launched / steps, (double)in_ops / steps, (double)(launched - in_ops) / steps);
+    fprintf(f, "  %-24s %-26s %6s %9s %9s %9s %6s", "op", "called at", "calls", "fwd ms", "bwd ms", "total ms",
             "%wall");
+    fprintf(f, launched > 0 ? " %13s\n" : "\n", "launches f+b");
     for (int i = 0; i < n_entries && (top <= 0 || i < top); i++) {
         const prof_entry *e = &entries[i];
         char site[64];
         snprintf(site, sizeof site, "%s:%d", base_name(e->file), e->line);
-        fprintf(f, "  %-24s %-26s %6.1f %9.2f %9.2f %9.2f %5.1f%%\n", e->op, site, (double)e->calls / steps,
+        fprintf(f, "  %-24s %-26s %6.1f %9.2f %9.2f %9.2f %5.1f%%", e->op, site, (double)e->calls / steps,
                 e->fwd * ms, e->bwd * ms, (e->fwd + e->bwd) * ms, 100 * (e->fwd + e->bwd) / wall);
+        if (launched > 0)
+            fprintf(f, " %6.1f+%-6.1f", (double)e->fwd_launches / steps, (double)e->bwd_launches / steps);
+        fputc('\n', f);
     }
 }
 

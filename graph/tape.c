@@ -128,8 +128,9 @@ static void sweep(ag_tensor *out, bool retain) {
         n->spent = n->spent || !retain;
         if (ag__prof_on) {
             double t0 = ag__seconds();
+            int64_t l0 = ag__cuda_launches();
             n->backward(n);
-            ag__prof_backward(n, ag__seconds() - t0);
+            ag__prof_backward(n, ag__seconds() - t0, ag__cuda_launches() - l0);
         } else {
             n->backward(n);
         }

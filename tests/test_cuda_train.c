@@ -661,6 +661,58 @@ static void model_case(const variant *v) {
     free_run(&g);
 }
 
+/* The op profiler on the GPU counts each call site's launches: the rows'
+ * forward and backward launches add up to what it says ops launched, that
+ * and what ran outside ops to every launch of the step (the engine's own
+ * counter), and the model's own lines are named (the profiler's whole use:
+ * which line to fuse next). */
+static void profile_launches_case(const variant *v) {
+    model_run g = {.dev = GPU};
+    if (!init_model(&g, v)) return;
+    ag_params_to(&g.m.params, GPU);
+    model_step(&g); /* warm: the arena and the kernels' first uses */
+    for (int i = 0; i < g.m.params.count && i < 256; i++) free(g.grads[i]), g.grads[i] = NULL;
+    int64_t before = ag_memstats().device_launches;
+    ag_profile_start();
+    model_step(&g);
+    ag_profile_stop();
+    int64_t launched = ag_memstats().device_launches - before;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ag_profile_report(f, 1, 0);
+    fclose(f);
+    ag_set_device(AG_CPU);
+    if (GPU == AG_CPU) {
+        CHECK(!strstr(buf, "GPU launches"), "%s: a CPU step's profile names launches:\n%s", v->label, buf);
+    } else {
+        double total = -1, by_ops = -1, outside = -1, rows = 0;
+        const char *head = strstr(buf, "GPU launches per step: ");
+        CHECK(head && sscanf(head, "GPU launches per step: %lf, %lf by ops, %lf outside", &total, &by_ops, &outside) == 3,
+              "%s: no launch line:\n%s", v->label, buf);
+        CHECK(total == (double)launched && by_ops + outside == total && by_ops > 0,
+              "%s: launches %g = %g by ops + %g outside, the engine counted %lld:\n%s", v->label, total, by_ops, outside,
+              (long long)launched, buf);
+        char *copy = strdup(buf), *save = NULL; /* a site's row ends "fwd+bwd" */
+        for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            char *plus = strrchr(line, '+'), *start = plus;
+            while (start && start > line && start[-1] != ' ') start--;
+            double fwd = 0, bwd = 0;
+            if (start && sscanf(start, "%lf+%lf", &fwd, &bwd) == 2) rows += fwd + bwd;
+        }
+        free(copy);
+        CHECK(rows == by_ops, "%s: the sites' launches add to %g, not %g:\n%s", v->label, rows, by_ops, buf);
+        char site[32];
+        snprintf(site, sizeof site, "%s.c:", v->model);
+        CHECK(strstr(buf, site) != NULL, "%s: no site in %s:\n%s", v->label, site, buf);
+        printf("%-20s profiled: %g launches, %g by ops at their lines, %g outside ops\n", v->label, total, by_ops,
+               outside);
+    }
+    free(buf);
+    ag_params_to(&g.m.params, AG_CPU);
+    free_run(&g);
+}
+
 /* 200 steps from the same start on both devices: tiny batches from 7
  * seeds in turn, the model's optimizer, L2 term and clip.
  * AG_TEST_TRACK_STEPS=N: N steps instead, for the bounds_ runs on the
@@ -957,6 +1009,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++)
         if (!strcmp(variants[i].model, "poslm")) feed_case(&variants[i]);
     anomaly_case();
+    profile_launches_case(&variants[0]); /* MPSAN */
+    profile_launches_case(&variants[6]); /* the LM: its own model file's sites, not the trainer's */
 #ifdef AG_REAL_DOUBLE
     /* AG_TEST_NO_GRADCHECK=1: as in tests/opcase_run.c, the bounds_ runs
      * leave the finite differences to the plain run */

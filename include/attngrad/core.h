@@ -321,7 +321,9 @@ bool ag_anomaly_enabled(void);
  * forward and backward apart, like torch.profiler's table.  Start it after
  * the warm-up steps, run K steps, then report per step; top <= 0 lists
  * every site.  The optimizer and other work outside ops show as the rest.
- * Times are wall clock on the calling thread (parallel parts included). */
+ * Times are wall clock on the calling thread (parallel parts included).
+ * On a GPU it also counts each site's launches (kernels, cuBLAS calls,
+ * copies, fills): what to fuse next when launches, not flops, bound a step. */
 void ag_profile_start(void);
 void ag_profile_stop(void);
 void ag_profile_report(FILE *f, int steps, int top);
