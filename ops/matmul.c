@@ -530,23 +530,27 @@ static void matmul_backward(ag_node *n) {
     }
     int arows = p->ta ? K : M, acols = p->ta ? M : K;
     int brows = p->tb ? N : K, bcols = p->tb ? K : N;
+    /* A gradient the products write whole: stored (beta 0) where the input
+     * had none yet, which saves zeroing it first (a fill launch on a GPU)
+     * and reading the zeros back; added (beta 1) where it had one. */
+    bool fresh;
     if (ag__wants(n, 0)) { /* dA = G op(B)^T, or its transpose when A was transposed */
-        ag_real *GA = ag__grad(a);
+        ag_real *GA = ag__grad_write(a, &fresh);
         if (!p->ta)
             mm_run(kern, p, G, false, false, M, N, b->data, !p->tb, p->b_shared, brows, bcols, GA, p->a_shared, M, K,
-                   N, 1);
+                   N, fresh ? 0 : 1);
         else
             mm_run(kern, p, b->data, p->tb, p->b_shared, brows, bcols, G, true, false, M, N, GA, p->a_shared, K, M,
-                   N, 1);
+                   N, fresh ? 0 : 1);
     }
     if (ag__wants(n, 1)) { /* dB = op(A)^T G, or its transpose when B was transposed */
-        ag_real *GB = ag__grad(b);
+        ag_real *GB = ag__grad_write(b, &fresh);
         if (!p->tb)
             mm_run(kern, p, a->data, !p->ta, p->a_shared, arows, acols, G, false, false, M, N, GB, p->b_shared, K, N,
-                   M, 1);
+                   M, fresh ? 0 : 1);
         else
             mm_run(kern, p, G, true, false, M, N, a->data, p->ta, p->a_shared, arows, acols, GB, p->b_shared, N, K,
-                   M, 1);
+                   M, fresh ? 0 : 1);
     }
 }
 
