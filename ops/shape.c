@@ -443,14 +443,14 @@ static void gather_backward_cpu(const ag_real *g, const int32_t *first, const in
 /* Each element of gx sums its own sources in increasing position: the
  * positions reading each row, listed by a counting sort of the index on
  * the host (pos[first[r] .. first[r+1]) read row r), go to the device with
- * the index's size. */
+ * the index's size, in one array (one upload): first, then pos. */
 static void gather_backward(ag_node *n) {
     const gather_plan *p = n->saved;
     const rows_plan *r = &p->rows;
     int rows = (int)r->in_rows, count = (int)r->out_rows;
-    int32_t *first = ag__arena_zalloc(((size_t)rows + 1) * sizeof *first);
+    int32_t *first = ag__arena_zalloc(((size_t)rows + 1 + (size_t)count) * sizeof *first);
     int32_t *next = ag__arena_alloc(((size_t)rows + 1) * sizeof *next); /* where row k's next position goes */
-    int32_t *pos = ag__arena_alloc((size_t)(count ? count : 1) * sizeof *pos);
+    int32_t *pos = first + rows + 1;
     for (int i = 0; i < count; i++) first[p->index[i] + 1]++;
     for (int k = 0; k < rows; k++) first[k + 1] += first[k];
     memcpy(next, first, ((size_t)rows + 1) * sizeof *next);
@@ -458,9 +458,9 @@ static void gather_backward(ag_node *n) {
     ag_device dev = n->out->device;
     bool fresh;
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
-    ag__shape_on(n->op, dev)->gather_backward(n->out->grad, ag__step_i32_on(dev, first, rows + 1),
-                                              ag__step_i32_on(dev, pos, count), gx, r->outer, rows, count, r->inner,
-                                              fresh);
+    const int32_t *there = ag__step_i32_on(dev, first, (int64_t)rows + 1 + count);
+    ag__shape_on(n->op, dev)->gather_backward(n->out->grad, there, there + rows + 1, gx, r->outer, rows, count,
+                                              r->inner, fresh);
 }
 
 /* Indices already checked; out has the gathered size, on x's device. */
