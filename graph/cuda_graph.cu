@@ -54,7 +54,7 @@ char *buf;
 size_t len, cap, labeled; /* the records before `labeled` have their op */
 int records;
 ag__seg_cache cache; /* graph/segment_cache.c: what runs how (destroy set when graphs go on) */
-long long replays, captures, eager_segments;
+long long replays, captures, eager_segments, short_segments;
 
 /* Runs n bytes of records on the stream, one by one.  check: a record that
  * fails ends the process, named by its op; else (under a capture, which
@@ -207,6 +207,7 @@ extern "C" void ag__graph_flush(void) {
         replays++;
     } else {
         eager_segments++;
+        short_segments += small;
         run_records(buf, n, true, nullptr, 0);
     }
 }
@@ -219,8 +220,8 @@ extern "C" void ag__graph_enable(bool enable) {
 
 extern "C" bool ag__graph_enabled(void) { return on; }
 
-extern "C" void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager) {
-    *graph_launches = replays, *graph_captures = captures, *eager = eager_segments;
+extern "C" void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager, int64_t *short_ones) {
+    *graph_launches = replays, *graph_captures = captures, *eager = eager_segments, *short_ones = short_segments;
 }
 
 /* Tests only (tests/test_graph_records.c, no GPU needed): the segment

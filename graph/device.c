@@ -50,18 +50,15 @@ ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_ten
     return a->device;
 }
 
-int32_t *ag__to_device_i32(const int32_t *host, int64_t n) {
-    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(int32_t);
-    int32_t *d = ag__cuda_arena_alloc(bytes);
-    if (n > 0) ag__cuda_copy(d, AG_CUDA, host, AG_CPU, (size_t)n * sizeof(int32_t));
-    return d;
+const int32_t *ag__to_device_i32(const int32_t *host, int64_t n) {
+    return ag__cuda_upload_const(host, (size_t)(n > 0 ? n : 0) * sizeof(int32_t));
 }
 
 void *ag__step_alloc_on(ag_device dev, size_t bytes) {
     return dev == AG_CUDA ? ag__cuda_arena_alloc(bytes) : ag__arena_alloc(bytes);
 }
 
-int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n) {
+const int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n) {
     if (dev == AG_CUDA) return ag__to_device_i32(host, n);
     int32_t *copy = ag__arena_alloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
     if (n > 0) memcpy(copy, host, (size_t)n * sizeof *copy);
@@ -80,13 +77,10 @@ void *ag__step_room_on(ag_device dev, void *room, size_t room_bytes, size_t byte
 }
 
 const void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes) {
-    if (dev != AG_CUDA) return host;
-    void *copy = ag__cuda_arena_alloc(bytes ? bytes : 1);
-    if (bytes) ag__cuda_copy(copy, AG_CUDA, host, AG_CPU, bytes);
-    return copy;
+    return dev == AG_CUDA ? ag__cuda_upload_const(host, bytes) : host;
 }
 
-const void *ag__cuda_step_upload(const void *host, size_t bytes) { return ag__step_copy_on(AG_CUDA, host, bytes); }
+const void *ag__cuda_step_upload(const void *host, size_t bytes) { return ag__cuda_upload_const(host, bytes); }
 
 void ag__read_on(ag_device dev, void *host, const void *src, size_t bytes) {
     if (dev == AG_CUDA) ag__cuda_copy(host, AG_CPU, src, AG_CUDA, bytes);

@@ -63,7 +63,9 @@ void ag__cuda_arena_reset(void);
 size_t ag__cuda_arena_high(void); /* the most bytes a step has taken */
 int64_t ag__cuda_host_waits(void); /* times the host waited for the GPU (reads, ag_sync, a staging arena) */
 int64_t ag__cuda_launches(void);   /* kernels, cuBLAS calls, copies and fills put on the stream */
-void ag__cuda_graph_counts(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments);
+int64_t ag__cuda_kept_uploads(void); /* uploads that found their bytes kept on the GPU (no copy) */
+void ag__cuda_graph_counts(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments,
+                           int64_t *short_segments);
 void ag__cuda_arena_mark(size_t *pos, int *chunk);
 void ag__cuda_arena_rewind(size_t pos, int chunk);
 void ag__cuda_shutdown(void);
@@ -109,7 +111,8 @@ void ag__record_label(const char *op);
 void ag__graph_flush(void);
 void ag__graph_enable(bool on);
 bool ag__graph_enabled(void);
-void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments);
+void ag__graph_stats(int64_t *graph_launches, int64_t *graph_captures, int64_t *eager_segments,
+                     int64_t *short_segments);
 /* Operations put on the stream so far (ag__record_begin counts them; a copy
  * the host waits for, which is not recorded, says so with count_launch). */
 void ag__count_launch(void);
@@ -129,13 +132,13 @@ ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape);
 /* n int32 values from the host (ids, labels, lengths) in the device step
  * arena, for an op's kernels; the host array may change once this returns
  * (a pageable copy is staged before cudaMemcpyAsync returns). */
-int32_t *ag__to_device_i32(const int32_t *host, int64_t n);
+const int32_t *ag__to_device_i32(const int32_t *host, int64_t n);
 /* Memory on a device for ops and optimizers, whatever the device: */
 /* Step memory on a device (the step arena of the CPU or of the GPU), and n
  * int32 values from the host copied into it: an op's lengths or labels,
  * kept for its backward (the caller's array may change before it runs). */
 void *ag__step_alloc_on(ag_device dev, size_t bytes);
-int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n);
+const int32_t *ag__step_i32_on(ag_device dev, const int32_t *host, int64_t n);
 /* The same, but the caller's room (room_bytes of host memory) where dev is
  * the CPU and it fits: a small scratch that leaves the arena alone. */
 void *ag__step_room_on(ag_device dev, void *room, size_t room_bytes, size_t bytes);
@@ -145,6 +148,11 @@ const void *ag__step_copy_on(ag_device dev, const void *host, size_t bytes);
 /* ag__step_copy_on(AG_CUDA, ...), for a CUDA table's launcher that sends
  * its own small table (graph/prelude.cuh declares it for the .cu files). */
 const void *ag__cuda_step_upload(const void *host, size_t bytes);
+/* Bytes from the host that the GPU only reads, at least until the step
+ * ends: a kept copy when the same bytes went up before and are still kept
+ * (no copy at all), else a staged copy (graph/cuda.c says why that is
+ * safe).  Small tables, lengths, ids: what repeats within or across steps. */
+const void *ag__cuda_upload_const(const void *host, size_t bytes);
 /* A copy of bytes from the host in the device's step memory on every
  * device (at least one byte): what an op keeps for its backward. */
 void *ag__step_dup_on(ag_device dev, const void *host, size_t bytes);

@@ -412,6 +412,7 @@ ag_mem_stats ag_memstats(void) {
     s.device_arena_high = ag__cuda_arena_high();
     s.device_waits = ag__cuda_host_waits();
     s.device_launches = ag__cuda_launches();
-    ag__cuda_graph_counts(&s.graph_launches, &s.graph_captures, &s.eager_segments);
+    s.device_kept_uploads = ag__cuda_kept_uploads();
+    ag__cuda_graph_counts(&s.graph_launches, &s.graph_captures, &s.eager_segments, &s.short_segments);
     return s;
 }

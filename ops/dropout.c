@@ -223,7 +223,7 @@ static const uint64_t *draws_for_graph(ag_device dev, const uint64_t *draws, int
     if (!(dev == AG_CUDA && ag_cuda_graphs_on())) return NULL;
     int32_t words[2 * AG_DROPOUT_MAX_COPIES];
     memcpy(words, draws, (size_t)n * sizeof *draws);
-    return (const uint64_t *)(void *)ag__step_i32_on(dev, words, 2 * n); /* step memory: aligned */
+    return (const uint64_t *)(const void *)ag__step_i32_on(dev, words, 2 * n); /* step memory: aligned */
 }
 
 /* One draw from rng, for a mask on dev (ag__seed): by value, or under

@@ -31,7 +31,7 @@ static int32_t *lengths(const char *op, const int32_t *len, int B, int N) {
 /* ---- the mean recurrence ---- */
 
 typedef struct {
-    int32_t *len;
+    const int32_t *len;
     uint8_t *above; /* 1 where mu_t took m_t . b_t, 0 where it sat on the floor t/len */
 } mu_saved; /* both arrays in the device's memory */
 

@@ -29,7 +29,7 @@ static ag_real *step_reals(ag_device dev, int64_t n) {
 }
 
 typedef struct {
-    int32_t *labels;    /* copy of the caller's labels (on the logits' device) */
+    const int32_t *labels; /* copy of the caller's labels (on the logits' device) */
     ag_real *row_max;   /* m per row (unset for ignored rows) */
     ag_real *row_lse;   /* s per row (unset for ignored rows) */
     int64_t rows;
@@ -328,7 +328,7 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
     int64_t N = sv->n;
     bool grad = ag_is_grad_enabled() && (x->requires_grad || w->requires_grad || (bias && bias->requires_grad));
     /* The counted rows' index in x's memory, X and Z = P there too. */
-    int32_t *labels_on = ag__step_i32_on(dev, ys, N);
+    const int32_t *labels_on = ag__step_i32_on(dev, ys, N);
     sv->kept = ag__step_i32_on(dev, kept, N);
     sv->pos = ag__step_i32_on(dev, pos, rows);
     sv->X = step_reals(dev, N * in);

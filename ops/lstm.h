@@ -43,7 +43,7 @@ typedef struct {
     /* CUDA: the kernels' copies of row_b, of src (row k's position b*N + t
      * in x and the output) and of next (row k's row at t+1, or -1), made by
      * the forward; NULL on the CPU */
-    int32_t *row_b_dev, *src_dev, *next_dev;
+    const int32_t *row_b_dev, *src_dev, *next_dev;
 } ag__klstm;
 
 /* A layer's operands: x [B,N,in], W_ih [in,4H], W_hh [H,4H], the biases

@@ -465,7 +465,7 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
     if (lengths && axis == 0)
         ag__fatal(op, "lengths index dim 0 of %s, so the softmax axis cannot be 0", ag_shape_str(x, sx, sizeof sx));
     axis_view v = view_along(x, axis);
-    int32_t *saved_len = NULL;
+    const int32_t *saved_len = NULL;
     if (lengths) {
         for (int b = 0; b < x->shape[0]; b++)
             if (lengths[b] < 0 || lengths[b] > v.n)
@@ -480,7 +480,7 @@ ag_tensor *ag_softmax_axis_len(ag_tensor *x, int axis, const int32_t *lengths) {
     ag_node *n = ag__record(op, softmax_axis_len_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;
-        n->saved = saved_len;
+        n->saved = (void *)saved_len; /* read only: the backward reads the lengths */
     }
     return out;
 }
@@ -513,7 +513,7 @@ ag_tensor *ag__softmax_pool(ag_tensor *scores, ag_tensor *x, const int32_t *leng
         ag__fatal(op, "scores %s and x %s: want both [B,N,d]", ag_shape_str(scores, ss, sizeof ss),
                   ag_shape_str(x, sx, sizeof sx));
     int B = x->shape[0], N = x->shape[1], d = x->shape[2];
-    int32_t *saved_len = NULL;
+    const int32_t *saved_len = NULL;
     if (lengths) {
         for (int b = 0; b < B; b++)
             if (lengths[b] < 0 || lengths[b] > N)
@@ -846,7 +846,7 @@ typedef struct {
 /* What backward needs besides the inputs. */
 typedef struct {
     ag_real *gate;
-    int32_t *len; /* a copy of the lengths, or NULL */
+    const int32_t *len; /* a copy of the lengths, or NULL */
     mix_source src[MIX_MAX_SOURCES];
 } mix_saved;
 
@@ -889,7 +889,7 @@ static ag_tensor *mix_of(const char *op, ag_tensor *z, const ag_tensor *shape, a
         ag__fatal(op, "logits %s do not fit %d sources of %s%s (want [..., %d] or [..., %d, %d])",
                   ag_shape_str(z, sz, sizeof sz), n, ag_shape_str(shape, s0, sizeof s0),
                   ref ? ", the last one the reference" : "", nz * d, nz, d);
-    int32_t *len = NULL;
+    const int32_t *len = NULL;
     if (lengths) {
         if (shape->ndim != 3)
             ag__fatal(op, "lengths need sources [B, N, d], got %s", ag_shape_str(shape, s0, sizeof s0));

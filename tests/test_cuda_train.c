@@ -493,20 +493,25 @@ typedef struct {
      * handing its buffer to an input with none: poslm/standard 140 ->
      * 139 (MTSA's 125 counts it).  ag_matmul's backward storing a fresh
      * gradient (beta 0) where it zeroed it first: dual_axial 136 -> 128,
-     * mtsa 125 -> 123, poslm/standard 139 -> 138.  The bounds below. */
+     * mtsa 125 -> 123, poslm/standard 139 -> 138.  Small uploads sent
+     * once (the same bytes again in a step: its earlier copy; the same in
+     * every step: kept on the device) and the embedding's backward
+     * sending its two index arrays as one: 79, 131, 124, 128, 239, 117,
+     * 159, 130 and 133 (here the two runs and three batches take turns,
+     * so only the repeats within a step count).  The bounds below. */
     int max_launches;
 } variant;
 
 static const variant variants[] = {
-    {"mpsan", 0, 0, 0, "mpsan", 85},
-    {"mpsan", 0, AG_TASK_RELATEDNESS, 0, "mpsan/relatedness", 140},
-    {"dual_axial", 0, 0, 0, "dual_axial", 128},
-    {"ms_san", 0, 0, 0, "ms_san", 132},
-    {"ms_san", 0, AG_TASK_PAIR, 0, "ms_san/pair", 245},
-    {"mtsa", 0, 0, 0, "mtsa", 123},
-    {"poslm", 0, 0, 0, "poslm", 170},
-    {"poslm", 0, 0, AG_LM_STANDARD, "poslm/standard", 138},
-    {"poslm", 0, 0, AG_LM_NONE, "poslm/none", 142},
+    {"mpsan", 0, 0, 0, "mpsan", 79},
+    {"mpsan", 0, AG_TASK_RELATEDNESS, 0, "mpsan/relatedness", 131},
+    {"dual_axial", 0, 0, 0, "dual_axial", 124},
+    {"ms_san", 0, 0, 0, "ms_san", 128},
+    {"ms_san", 0, AG_TASK_PAIR, 0, "ms_san/pair", 239},
+    {"mtsa", 0, 0, 0, "mtsa", 117},
+    {"poslm", 0, 0, 0, "poslm", 159},
+    {"poslm", 0, 0, AG_LM_STANDARD, "poslm/standard", 130},
+    {"poslm", 0, 0, AG_LM_NONE, "poslm/none", 133},
 };
 
 typedef struct {
@@ -852,8 +857,12 @@ static void graphs_case(const variant *v) {
         if (!(le == lg) && differ++ == 0) first_differ = s;
         /* a graph replays the launches it captured: the eager run's work,
          * and a copy of each dropout's draw to device memory, where the
-         * captured launch reads it (eagerly the draw goes with the launch) */
-        int64_t extra = (m2.device_launches - m1.device_launches) - (m1.device_launches - m0.device_launches);
+         * captured launch reads it (eagerly the draw goes with the launch).
+         * An upload whose bytes were kept on the GPU is no launch: which
+         * run's step found them kept first is the order of the two, so each
+         * counts as the launch it would have been. */
+        int64_t extra = (m2.device_launches + m2.device_kept_uploads - m1.device_launches - m1.device_kept_uploads) -
+                        (m1.device_launches + m1.device_kept_uploads - m0.device_launches - m0.device_kept_uploads);
         if (s == 0) seed_copies = extra;
         launches_differ += extra != seed_copies;
         step_launches[s % 3] = m1.device_launches - m0.device_launches;
@@ -862,7 +871,9 @@ static void graphs_case(const variant *v) {
     ag_mem_stats after = ag_memstats();
     if (GPU == AG_CUDA) {
         CHECK(step_launches[0] > 0, "%s: a step on the GPU counted no launch", v->label);
-        for (int i = 0; i < 3; i++)
+        /* the bounds count uploads sent once (graph/cuda.c), which
+         * AG_CUDA_EXACT_ALLOC (the bounds_ runs) switches off */
+        for (int i = 0; i < 3 && !check_env_on("AG_CUDA_EXACT_ALLOC"); i++)
             CHECK(step_launches[i] <= v->max_launches, "%s: a training step on tiny batch %d took %lld launches, more "
                   "than the %d it took when last counted (variants[]: fewer launches are the GPU step's cost on "
                   "these models; raise the bound only knowingly)", v->label, i, (long long)step_launches[i],
@@ -891,7 +902,8 @@ static void graphs_case(const variant *v) {
               captures = (long long)(after.graph_captures - before.graph_captures),
               eager = (long long)(after.eager_segments - before.eager_segments),
               late = (long long)(after.graph_captures - warm.graph_captures),
-              late_eager = (long long)(after.eager_segments - warm.eager_segments);
+              late_eager = (long long)(after.eager_segments - after.short_segments - warm.eager_segments +
+                                       warm.short_segments); /* a stretch too short for a graph runs eagerly */
     /* AG_CUDA_EXACT_ALLOC=1 (gpu-check --memcheck) gives every step new
      * addresses: nothing replays there, by design */
     if (GPU == AG_CUDA && !check_env_on("AG_CUDA_EXACT_ALLOC")) {

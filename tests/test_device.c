@@ -197,6 +197,77 @@ static void test_cuda_use(void) {
     CHECK(!ag_cuda_use(99, why, sizeof why) && strstr(why, "already runs on cuda:0"), "ag_cuda_use(99): \"%s\"", why);
 }
 
+/* ---- uploads sent once (graph/cuda.c's ag__cuda_upload_const) ---- */
+
+static int64_t launches(void) { return ag_memstats().device_launches; }
+
+/* What the device holds at there equals want[0..n). */
+static bool holds(const int32_t *there, const int32_t *want, int n) {
+    int32_t back[128];
+    ag__read_on(AG_CUDA, back, there, (size_t)n * sizeof *back);
+    return !memcmp(back, want, (size_t)n * sizeof *back);
+}
+
+static void test_uploads_sent_once(void) {
+    if (!have_gpu || getenv("AG_CUDA_EXACT_ALLOC")) return;
+    ag_step_end();
+    int32_t a[64], b[64];
+    for (int i = 0; i < 64; i++) a[i] = i * 7 - 3, b[i] = i;
+    /* the same bytes again in a step: the step's copy, no launch; other bytes, or the same array changed: a copy */
+    int64_t l0 = launches(), k0 = ag_memstats().device_kept_uploads;
+    const int32_t *first = ag__to_device_i32(a, 64), *again = ag__to_device_i32(a, 64);
+    CHECK(again == first && launches() - l0 == 1 && ag_memstats().device_kept_uploads - k0 == 1,
+          "the same 64 ints twice in a step: %lld launches, the same copy %d", (long long)(launches() - l0),
+          again == first);
+    const int32_t *other = ag__to_device_i32(b, 64);
+    a[5] = 1000; /* the caller's array changed: its new bytes go up */
+    const int32_t *changed = ag__to_device_i32(a, 64);
+    CHECK(other != first && changed != first && launches() - l0 == 3, "other bytes: %lld launches, want 3",
+          (long long)(launches() - l0));
+    CHECK(holds(changed, a, 64) && holds(other, b, 64), "the device holds each upload's own bytes");
+    a[5] = 32;
+    CHECK(holds(first, a, 64), "the first copy keeps its bytes");
+    /* the arena rewound past a copy: the memo forgets it */
+    size_t pos;
+    int chunk;
+    ag__cuda_arena_mark(&pos, &chunk);
+    int32_t c[16] = {9, 8, 7};
+    ag__to_device_i32(c, 16);
+    ag__cuda_arena_rewind(pos, chunk);
+    int64_t l1 = launches();
+    const int32_t *after = ag__to_device_i32(c, 16);
+    CHECK(launches() - l1 == 1 && holds(after, c, 16), "after a rewind the bytes go up again");
+    ag_step_end();
+    /* the same bytes every step: kept from the third step on, no launch */
+    int64_t per_step[5];
+    int32_t d[32];
+    for (int i = 0; i < 32; i++) d[i] = 5 - i * i;
+    for (int s = 0; s < 5; s++) {
+        int64_t l = launches();
+        const int32_t *there = ag__to_device_i32(d, 32);
+        per_step[s] = launches() - l;
+        CHECK(holds(there, d, 32), "step %d: the kept copy holds the bytes", s);
+        ag_step_end();
+    }
+    CHECK(per_step[0] == 1 && per_step[1] == 1 && per_step[2] == 1 && per_step[3] == 0 && per_step[4] == 0,
+          "launches per step of one repeated upload: %lld %lld %lld %lld %lld (want 1 1 1 0 0)", (long long)per_step[0],
+          (long long)per_step[1], (long long)per_step[2], (long long)per_step[3], (long long)per_step[4]);
+    /* more repeated arrays than slots: every step's copies hold their own bytes */
+    enum { MANY = 80 };
+    static int32_t many[MANY][8];
+    bool right = true;
+    for (int s = 0; s < 5; s++) {
+        const int32_t *there[MANY];
+        for (int i = 0; i < MANY; i++) {
+            for (int k = 0; k < 8; k++) many[i][k] = i * 100 + k;
+            there[i] = ag__to_device_i32(many[i], 8);
+        }
+        for (int i = 0; i < MANY; i++) right = right && holds(there[i], many[i], 8);
+        ag_step_end();
+    }
+    CHECK(right, "%d arrays repeated every step, more than the slots: a copy lost its bytes", MANY);
+}
+
 int main(void) {
     test_bump_arena();
     test_no_gpu();
@@ -204,6 +275,7 @@ int main(void) {
     test_dispatch_errors();
     test_seeded_tensor();
     test_device_names();
+    test_uploads_sent_once();
     ag_shutdown();
     return check_summary("test_device");
 }

@@ -271,6 +271,8 @@ typedef struct {
     int64_t device_launches;  /* kernels, cuBLAS calls, copies and fills put on the GPU's stream (CUDA;
                                  with ag_cuda_graphs, those replayed inside a graph launch too) */
     int64_t graph_launches, graph_captures, eager_segments; /* ag_cuda_graphs: stretches run each way */
+    int64_t device_kept_uploads; /* small uploads whose bytes were still on the GPU: no copy (CUDA) */
+    int64_t short_segments;      /* of the eager stretches, those too short to pay for a graph launch */
 } ag_mem_stats;
 ag_mem_stats ag_memstats(void);
 

@@ -19,7 +19,7 @@
 /* The kernels' index in one copy: row_b [na], src [na], prev [na], next
  * [na] (row k's row at t+1, or -1: inverse of prev), last [B]; s keeps
  * row_b's and src's, the others are the forward's. */
-static int32_t *upload_index(ag__klstm *s, int B, int N) {
+static const int32_t *upload_index(ag__klstm *s, int B, int N) {
     int64_t na = s->na;
     int32_t *idx = ag__arena_alloc((size_t)(4 * na + B + 1) * sizeof *idx);
     memcpy(idx, s->row_b, (size_t)na * sizeof *idx);
@@ -31,7 +31,7 @@ static int32_t *upload_index(ag__klstm *s, int B, int N) {
     for (int64_t k = 0; k < na; k++)
         if (s->prev[k] >= 0) next[s->prev[k]] = (int32_t)k;
     memcpy(idx + 4 * na, s->last, (size_t)B * sizeof *idx);
-    int32_t *dev_idx = ag__to_device_i32(idx, 4 * na + B);
+    const int32_t *dev_idx = ag__to_device_i32(idx, 4 * na + B);
     s->row_b_dev = dev_idx;
     s->src_dev = dev_idx + na;
     s->next_dev = dev_idx + 3 * na;
@@ -42,8 +42,8 @@ static void forward(ag__klstm *s, const ag__klstm_args *a, ag_real *c, ag_real *
                     ag_real *c_final, double keep, ag_rng *rng) {
     int B = a->B, N = a->N, in = a->in, H = a->H, T = s->T;
     int64_t na = s->na;
-    int32_t *dev_idx = upload_index(s, B, N);
-    int32_t *prev_dev = dev_idx + 2 * na, *last_dev = dev_idx + 4 * na;
+    const int32_t *dev_idx = upload_index(s, B, N);
+    const int32_t *prev_dev = dev_idx + 2 * na, *last_dev = dev_idx + 4 * na;
     if (rng) { /* drop_mask's mask, drawn on the device per example over [T, in], then put in packed order */
         int64_t row_len = (int64_t)T * in;
         uint8_t *by_row = ag__cuda_arena_alloc((size_t)(B * row_len + 1));
