@@ -42,6 +42,7 @@ ag_tensor *ag__on_current(ag_tensor *host) {
 }
 
 ag_device ag__check_same_device(const char *op, const ag_tensor *a, const ag_tensor *b) {
+    if (!a) ag__fatal(op, "an input tensor is NULL (the result of a call that failed?)");
     ag__check_live(op, a);
     ag__check_live(op, b);
     if (b && a->device != b->device)

@@ -186,6 +186,7 @@ void ag__check_same_shape(const char *op, const ag_tensor *a, const ag_tensor *b
 }
 
 int ag__axis(const char *op, const ag_tensor *t, int axis) {
+    ag__need(op, "the input", t);
     int a = axis < 0 ? axis + t->ndim : axis;
     if (a < 0 || a >= t->ndim) {
         char s[64];

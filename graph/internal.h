@@ -197,6 +197,12 @@ AG_NO_ASAN static inline void ag__check_live(const char *op, const ag_tensor *t)
     if (t) AG_QUIET_VALGRIND(step = t->step);
     if (step && step != ag__step_now) ag__stale(op, t);
 }
+/* A tensor an op cannot do without (a weight, a second operand): NULL is
+ * refused by name, as ag__check_same_device refuses a NULL first input,
+ * before anything reads it. */
+static inline void ag__need(const char *op, const char *what, const ag_tensor *t) {
+    if (!t) ag__fatal(op, "%s is NULL (the result of a call that failed?)", what);
+}
 /* The common check of an op's tensor inputs, a and b (b may be NULL):
  * alive (ag__check_live) and on the CPU.  Every op passes each of its
  * tensors through it before reading them. */

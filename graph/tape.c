@@ -167,6 +167,7 @@ static void add_seed(ag_tensor *out, const ag_real *seed, ag_device seed_dev) {
 
 /* seed: out->size values of d(out) in seed_dev's memory. */
 static void backward(ag_tensor *out, const ag_real *seed, ag_device seed_dev, bool retain) {
+    ag__need("backward", "the output", out);
     ag__check_live("backward", out);
     if (!out->requires_grad)
         ag__fatal("backward", "the output does not require grad (no parameter or input with requires_grad reached it)");
@@ -192,6 +193,7 @@ void ag_backward_seeded_tensor(ag_tensor *out, const ag_tensor *seed) {
 }
 
 static void backward_scalar(ag_tensor *loss, bool retain) {
+    ag__need("backward", "the loss", loss);
     ag__check_live("backward", loss);
     if (loss->size != 1) {
         char s[64];

@@ -110,6 +110,7 @@ ag_tensor *ag_tensor_fill(ag_real value, int ndim, const int *shape) {
 ag_tensor *ag_scalar(ag_real value) { return ag_tensor_fill(value, 0, NULL); }
 
 ag_tensor *ag_tensor_like(const ag_tensor *t) {
+    ag__need("ag_tensor_like", "the tensor", t);
     ag__check_live("ag_tensor_like", t);
     return ag_tensor_new(t->ndim, t->shape);
 }

@@ -88,6 +88,7 @@ ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N) {
 }
 
 ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
+    ag__need("ag_zero_padding", "x", x);
     if (x->ndim < 2) bad_shape("ag_zero_padding", x, "[B, N, ...]");
     int shape[AG_MAX_DIMS] = {x->shape[0], x->shape[1]}; /* [B, N, 1, ...] as deep as x */
     for (int i = 2; i < x->ndim; i++) shape[i] = 1;
@@ -95,6 +96,7 @@ ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
 }
 
 ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
+    ag__need("ag_max_over_time", "x", x);
     if (x->ndim != 3) bad_shape("ag_max_over_time", x, "[B, N, d]");
     int B = x->shape[0], N = x->shape[1];
     check_lengths("ag_max_over_time", lengths, B, N);
@@ -149,6 +151,7 @@ ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, 
 ag_tensor *ag_feature_map(ag_tensor *w, int feature) {
     const char *layer = "ag_feature_map";
     char sw[64];
+    ag__need(layer, "w", w);
     ag__check_live(layer, w);
     if (w->ndim < 2) bad_shape(layer, w, "[..., d] with at least one dim before the features");
     int d = w->shape[w->ndim - 1];
@@ -179,6 +182,7 @@ ag_tensor *ag_sinusoidal_positions(int N, int d) {
 }
 
 ag_tensor *ag_add_sinusoidal_positions(ag_tensor *x) {
+    ag__need("ag_add_sinusoidal_positions", "x", x);
     if (x->ndim != 3) bad_shape("ag_add_sinusoidal_positions", x, "[B, N, d]");
     return ag_add(x, ag_sinusoidal_positions(x->shape[1], x->shape[2]));
 }
@@ -192,6 +196,7 @@ ag_tensor *ag_param_positions(ag_params *ps, const char *name, int max_len, int 
 ag_tensor *ag_add_learned_positions(ag_tensor *x, ag_tensor *table) {
     const char *layer = "ag_add_learned_positions";
     char st[64];
+    ag__need(layer, "x", x), ag__need(layer, "the table", table);
     if (x->ndim != 3) bad_shape(layer, x, "[B, N, d]");
     if (table->ndim != 2 || table->shape[1] != x->shape[2] || table->shape[0] < x->shape[1])
         ag__fatal(layer, "table %s for x with %d positions of %d features: want [max_len >= %d, %d]",
@@ -202,6 +207,7 @@ ag_tensor *ag_add_learned_positions(ag_tensor *x, ag_tensor *table) {
 /* ---- pooling ---- */
 
 ag_tensor *ag_mean_over_time(ag_tensor *x, const int32_t *lengths) {
+    ag__need("ag_mean_over_time", "x", x);
     if (x->ndim != 3) bad_shape("ag_mean_over_time", x, "[B, N, d]");
     int B = x->shape[0], N = x->shape[1];
     if (lengths) check_lengths("ag_mean_over_time", lengths, B, N);
@@ -214,6 +220,7 @@ ag_tensor *ag_mean_over_time(ag_tensor *x, const int32_t *lengths) {
 }
 
 ag_tensor *ag_attention_pool(ag_tensor *x, const int32_t *lengths, ag_tensor *w, ag_tensor *b) {
+    ag__need("ag_attention_pool", "x", x);
     if (x->ndim != 3) bad_shape("ag_attention_pool", x, "[B, N, d]");
     if (lengths) check_lengths("ag_attention_pool", lengths, x->shape[0], x->shape[1]);
     ag_tensor *alpha = ag_softmax_axis_len(ag_linear(x, w, b), 1, lengths); /* [B, N, 1], 0 past the length */
@@ -236,6 +243,8 @@ ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng) {
 ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                           ag_tensor **probs) {
     const char *layer = "ag_mha_forward";
+    if (!m) ag__fatal(layer, "the layer is NULL");
+    ag__need(layer, "x", x);
     if (x->ndim != 3 || x->shape[2] != m->d_model) {
         char want[48];
         snprintf(want, sizeof want, "[B, N, %d]", m->d_model);
@@ -292,6 +301,8 @@ static ag_tensor *residual(const ag_encoder_layer *l, ag_tensor *x, ag_tensor *f
 
 ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                                     bool training, ag_rng *rng) {
+    if (!l) ag__fatal("ag_encoder_layer_forward", "the layer is NULL");
+    ag__need("ag_encoder_layer_forward", "x", x);
     const ag_encoder_config *c = &l->cfg;
     if (training && c->keep < 1 && !rng)
         ag__fatal("ag_encoder_layer_forward", "training with dropout (keep %g) needs an rng", c->keep);

@@ -132,6 +132,7 @@ static void attention_shapes(const char *op, const ag_tensor *q, const ag_tensor
 
 ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale, ag_tensor **probs) {
     const char *op = "ag_attention";
+    ag__need(op, "q", q), ag__need(op, "k", k), ag__need(op, "v", v);
     attention_shapes(op, q, k, v);
     ag_device dev = q->device;
     int nd = q->ndim;

@@ -307,6 +307,7 @@ static void binary_backward(ag_node *n) {
 }
 
 static ag_tensor *binary(const char *op, int code, ag_tensor *x, ag_tensor *y) {
+    ag__need(op, "the second input", y);
     int ndim;
     bcast bc = broadcast(op, x, y, &ndim);
     ag_tensor *out = bcast_out(&bc, ndim, x->device);
@@ -566,6 +567,8 @@ static void lerp_backward(ag_node *n) {
 }
 
 ag_tensor *ag_lerp(ag_tensor *a, ag_tensor *b, ag_tensor *w) {
+    ag__need("ag_lerp", "b", b);
+    ag__need("ag_lerp", "the weight w", w);
     ag_device dev = ag__check_same_device("ag_lerp", a, b);
     ag__check_same_device("ag_lerp", a, w);
     if (!ag_same_shape(a, b) || !ag_same_shape(a, w)) {

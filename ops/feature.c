@@ -248,6 +248,7 @@ static void check_shapes(const char *op, const ag_tensor *q, const ag_tensor *k,
 ag_tensor *ag_feature_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, const int32_t *lengths,
                                 double c, ag_tensor **weights) {
     const char *op = "ag_feature_attention";
+    ag__need(op, "q", q), ag__need(op, "k", k), ag__need(op, "v", v);
     check_shapes(op, q, k, v, c);
     ag_device dev = q->device;
     int B = q->shape[0], Nq = q->shape[1], Nk = k->shape[1], d = q->shape[2];

@@ -231,6 +231,7 @@ static void expand_weights_cpu(const gauss_saved *s, ag_real *out) {
 ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *len, bool strict,
                                double eps, ag_tensor **weights) {
     char sh[64];
+    ag__need("ag_gaussian_context", "mu", mu), ag__need("ag_gaussian_context", "sigma", sigma);
     ag_device dev = ag__check_same_device("ag_gaussian_context", h, NULL);
     if (h->ndim != 3) ag__fatal("ag_gaussian_context", "h %s must be [B,N,H]", ag_shape_str(h, sh, sizeof sh));
     check_per_query("mu", h, mu);

@@ -299,6 +299,7 @@ static void linear_ce_backward(ag_node *n) {
 static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias,
                             const int32_t *labels, int ignore_index) {
     char sx[64], sw[64], sb[64];
+    ag__need(op, "the weight", w);
     ag_device dev = ag__check_same_device(op, x, w);
     if (bias) ag__check_same_device(op, x, bias);
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[tw] || w->shape[!tw] < 1)
@@ -485,6 +486,7 @@ static void mse_backward(ag_node *n) {
 }
 
 ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target) {
+    ag__need("ag_mse", "the target", target);
     ag_device dev = ag__check_same_device("ag_mse", pred, target);
     ag__check_same_shape("ag_mse", pred, target);
     if (pred->size == 0) ag__fatal("ag_mse", "mean over empty tensors");

@@ -218,6 +218,7 @@ typedef struct {
 } mm_plan;
 
 static ag_tensor *mm_forward(const char *op, ag_tensor *a, bool ta, ag_tensor *b, bool tb, mm_plan *p) {
+    ag__need(op, "the second operand", b);
     p->device = ag__check_same_device(op, a, b);
     char sa[64], sb[64];
     if (a->ndim < 2 || b->ndim < 2)
@@ -974,6 +975,7 @@ static void linear_check(const char *op, const ag_tensor *x, const ag_tensor *w,
 }
 
 static ag_tensor *linear(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias, ag_act act) {
+    ag__need(op, "the weight", w);
     ag_device dev = ag__check_same_device(op, x, w);
     if (bias) ag__check_same_device(op, x, bias); /* alive before its shape is read */
     linear_check(op, x, w, tw, bias);

@@ -303,6 +303,7 @@ static ag_tensor *mtsa_op(const char *op, ag_tensor *r, ag_tensor *s, ag_tensor 
 ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
                              ag_mtsa_score score) {
     const char *op = "ag_mtsa_attention";
+    ag__need(op, "r", r), ag__need(op, "s", s), ag__need(op, "v", v);
     check_shapes(r, s, v);
     check_score(op, score);
     int B = r->shape[0], N = r->shape[r->ndim - 1], per_b = r->ndim == 4 ? r->shape[1] : 1;

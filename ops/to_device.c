@@ -20,6 +20,7 @@ static void to_backward(ag_node *n) {
 }
 
 ag_tensor *ag_to(ag_tensor *x, ag_device d) {
+    ag__need("ag_to", "the tensor", x);
     ag__check_live("ag_to", x);
     ag__need_device("ag_to", d);
     if (x->device == d) return x;
