@@ -99,6 +99,17 @@ def source2token(x, valid, w1, b1, w2, b2, act):
     return (alpha * x).sum(1)
 
 
+def stacked_dense(x, w, b=None):
+    """U independent dense layers as one batched product: x [U,...,in] @
+    w [U,in,out] (+ b [U,out]) -> [U,...,out].  The models stack their
+    per-unit (per-head) parameters into w and b at forward time; the
+    gradients flow back through torch.stack to each named parameter."""
+    U, rows = x.shape[0], x.shape[1:-1]
+    x2 = x.reshape(U, -1, x.shape[-1])
+    y = torch.bmm(x2, w) if b is None else torch.baddbmm(b[:, None, :], x2, w)
+    return y.view(U, *rows, w.shape[-1])
+
+
 def position_mask(N, direction="none", faraway=0, dist="none", weight=1.0, device=None, dtype=torch.float64):
     """M[q, k] (q = query row, k = key column): -inf where disallowed, else
     the distance penalty times weight.  direction: none, past (k < q),
@@ -304,12 +315,24 @@ class MPSAN(NamedModel):
         return [position_mask(N, "none", 2, **kw), position_mask(N, "none", 3, **kw),
                 position_mask(N, "past", dist=dist, **kw), position_mask(N, "future", dist=dist, **kw)]
 
-    def unit(self, i, w, mask):
-        p = self.p
-        h = F.elu(self.drop(w) @ p[f"unit{i}.dense.weight"] + p[f"unit{i}.dense.bias"])  # [B,N,d]
-        hu, hv = h @ p[f"unit{i}.u"], h @ p[f"unit{i}.v"]                                # [B,N]
-        z = (hu[:, None, :] + hv[:, :, None] + p[f"unit{i}.b"]) / self.C                # z[q,k]
+    UNITS = 4
+
+    def units(self, w, pad):
+        """The four units at once, each on its own dropout mask of w: their
+        parameters stacked along a leading unit axis (gradients reach each
+        unit{i}.* through the stack), one batched product per dense layer,
+        the scores and the masked softmax of all four in one go.
+        w [B,N,d], pad [B,N,N] -> [4,B,N,d]."""
+        p, U = self.p, self.UNITS
+        B, N, d = w.shape
+        stack = lambda leaf: torch.stack([p[f"unit{i}.{leaf}"] for i in range(U)])
+        x = self.drop(w.expand(U, B, N, d))                                            # a mask per unit
+        h = F.elu(stacked_dense(x, stack("dense.weight"), stack("dense.bias")))        # [4,B,N,d]
+        huv = stacked_dense(h, torch.stack([stack("u"), stack("v")], -1))              # [4,B,N,2]
+        hu, hv = huv[..., 0], huv[..., 1]                                              # [4,B,N]
+        z = (hu[:, :, None, :] + hv[:, :, :, None] + stack("b").view(U, 1, 1, 1)) / self.C  # z[q,k]
         e = F.elu(z) if "elu_score" in self.cfg.flags else self.C * torch.tanh(z)
+        mask = torch.stack(self.unit_masks(N, w.device))[:, None] + pad[None]          # [4,B,N,N]
         return masked_softmax(e, mask) @ h
 
     def forward(self, batch):
@@ -319,8 +342,7 @@ class MPSAN(NamedModel):
         valid = valid_mask(lengths, N)
         w = p["embed.weight"][tokens]                                                    # [B,N,d]
         pad = padding_mask(lengths, N, self.dtype)
-        S = [self.unit(i, w, m + pad) for i, m in enumerate(self.unit_masks(N, tokens.device))] + [w]
-        S = torch.stack(S, 2)                                                            # [B,N,5,d]
+        S = torch.cat([self.units(w, pad).permute(1, 2, 0, 3), w[:, :, None]], 2)       # [B,N,5,d]
         z = self.drop(w) @ p["fusion.weight"] + p["fusion.bias"]
         gate = torch.softmax(z.view(B, N, 5, d), dim=2)
         o = (gate * S).sum(2) * valid[..., None]
@@ -654,39 +676,50 @@ class MTSA(NamedModel):
 
     def attention(self, R, S, v, allowed, valid):
         """H[q,l] = sum_k softmax_k(sigma_t(R[q,k]) + S[k,l] + log M[q,k]) v[k,l]
-        with M = allowed ∧ valid(q) ∧ valid(k); 0 on rows with no key."""
-        M = allowed[None] & valid[:, :, None] & valid[:, None, :]                      # [B,N,N]
+        with M = allowed ∧ valid(q) ∧ valid(k); 0 on rows with no key.  All
+        heads at once: R [h,B,N,N], S, v [h,B,N,dh], allowed [h,N,N]."""
+        M = allowed[:, None] & valid[:, :, None] & valid[:, None, :]                   # [h,B,N,N]
         if "exp_score" in self.cfg.flags:  # exp(R), shifted by the row max (cancels in H)
             top = R.masked_fill(~M, NEG_INF).amax(-1, keepdim=True).detach()
             top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
             ER = torch.exp(R - top) * M
         else:
             ER = torch.sigmoid(R) * M
-        kv = valid[..., None]
-        top_s = S.masked_fill(~kv, NEG_INF).amax(1, keepdim=True).detach()
-        ES = torch.exp(S - top_s) * kv                                                  # [B,N,dh]
+        kv = valid[..., None]                                                            # [B,N,1]
+        top_s = S.masked_fill(~kv, NEG_INF).amax(-2, keepdim=True).detach()
+        ES = torch.exp(S - top_s) * kv                                                  # [h,B,N,dh]
         Z = ER @ ES
         Z = torch.where(Z <= 0, torch.ones_like(Z), Z)
         return (ER @ (v * ES)) / Z
 
-    def head(self, c, x, valid):
-        p, dh, N = self.p, self.cfg.hidden, x.shape[1]
-        w = lambda n: p[f"head{c}.{n}"]
-        v = F.relu(self.drop(x) @ w("wv") + w("bv"))
-        q, k = self.drop(v) @ w("wq"), self.drop(v) @ w("wk")
+    def heads(self, x, valid):
+        """Every head at once, each on its own dropout masks: the heads'
+        parameters stacked along a leading head axis (gradients reach each
+        head{c}.* through the stack), one batched product per dense layer.
+        Heads 0..h/2-1 attend to the past, the others to the future.
+        x [B,N,de] -> [h,B,N,dh]."""
+        p, nh, dh = self.p, self.cfg.heads, self.cfg.hidden
+        B, N, de = x.shape
+        stack = lambda n: torch.stack([p[f"head{c}.{n}"] for c in range(nh)])
+        dense = lambda t, wn, bn=None: stacked_dense(t, stack(wn), None if bn is None else stack(bn))
+        v = F.relu(dense(self.drop(x.expand(nh, B, N, de)), "wv", "bv"))               # [h,B,N,dh]
+        q, k = dense(self.drop(v), "wq"), dense(self.drop(v), "wk")
         R = q @ k.transpose(-1, -2) / math.sqrt(dh)
-        S = self.drop(F.relu(self.drop(v) @ w("ws1") + w("bs1"))) @ w("ws2") + w("bs2")
+        S = dense(self.drop(F.relu(dense(self.drop(v), "ws1", "bs1"))), "ws2", "bs2")
         ti = torch.arange(N, device=x.device)
-        allowed = ti[None, :] < ti[:, None] if c < self.cfg.heads // 2 else ti[None, :] > ti[:, None]
+        past, future = ti[None, :] < ti[:, None], ti[None, :] > ti[:, None]
+        allowed = torch.stack([past if c < nh // 2 else future for c in range(nh)])    # [h,N,N]
         H = self.attention(R, S, v, allowed, valid)
-        g = torch.sigmoid(self.drop(torch.cat([v, H], -1)) @ w("wg") + w("bg"))
+        g = torch.sigmoid(dense(self.drop(torch.cat([v, H], -1)), "wg", "bg"))
         return g * v + (1 - g) * H
 
     def forward(self, batch):
         p, tokens, lengths = self.p, batch["tokens"], batch["lengths"]
-        valid = valid_mask(lengths, tokens.shape[1])
+        B, N = tokens.shape
+        valid = valid_mask(lengths, N)
         x = p["embed.weight"][tokens]
-        u = torch.cat([self.head(c, x, valid) for c in range(self.cfg.heads)], -1) * valid[..., None]
+        # the heads' outputs side by side, head 0 first: [B,N,h*dh]
+        u = self.heads(x, valid).permute(1, 2, 0, 3).reshape(B, N, -1) * valid[..., None]
         # source2token written out: the dense inputs are dropped, the pooled u is not
         A = self.drop(F.relu(self.drop(u) @ p["pool.w1"] + p["pool.b1"])) @ p["pool.w2"] + p["pool.b2"]
         s = (softmax_over_valid(A, valid) * u).sum(1)
