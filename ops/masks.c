@@ -18,12 +18,17 @@
  * (ag_set_device): a cached one keeps a device copy beside it, made on first
  * use and freed with the cache; a step one is copied once into the device
  * step arena.  So a model that sets the device before building its masks
- * gets GPU masks and uploads each cached one once per run.
+ * gets GPU masks and uploads each cached one once per run.  A batch's
+ * masks without tree terms are the cached planes and the lengths, so the
+ * device composes them itself (ops/masks.h's pad_planes): MPSAN's
+ * [64,4,30,30] is then neither filled on the host nor sent each step.
  *
  * The log distance -ln|q-k| is -ln(max(|q-k|, 1)): 0 on the diagonal, like
  * at distance 1, rather than +inf.  (MODELS.md only uses it with strict
  * PAST/FUTURE, where the diagonal is masked anyway.) */
 #include "../graph/device.h"
+#include "dispatch.h"
+#include "masks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +321,18 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
     }
     if (tree && !heads) ag__fatal(op, "a spec uses AG_DIST_TREE but heads is NULL");
 
+    if (!tree) { /* the cached planes and the lengths, composed where the masks are used */
+        ag_tensor *pos_mask;
+        cache_entry *e = cached_mask(op, specs, h, 3, N, &pos_mask);
+        ag_tensor *pos_here = on_current(e, pos_mask);
+        ag_device dev = ag_get_device();
+        ag_tensor *m = ag__empty_on(dev, 4, (int[]){B, h, N, N});
+        ag__masks_on(op, dev)->pad_planes(pos_here->data, ag__step_i32_on(dev, lengths, B), m->data, B, h, N);
+        ag__kernels_done(op, dev);
+        *out = m;
+        return AG_OK;
+    }
+
     /* The positional part of every head, from the cache (tree terms later). */
     ag_mask_spec *positional = ag__arena_alloc((size_t)h * sizeof *positional);
     for (int i = 0; i < h; i++) {
@@ -356,3 +373,20 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
     *out = on_current(NULL, m);
     return AG_OK;
 }
+
+/* ---- the CPU's kernels ---- */
+
+static void pad_planes_cpu(const ag_real *pos, const int32_t *lengths, ag_real *out, int B, int h, int N) {
+    for (int b = 0; b < B; b++) {
+        int len = lengths[b];
+        for (int i = 0; i < h; i++) {
+            ag_real *plane = out + ((int64_t)b * h + i) * N * N;
+            memcpy(plane, pos + (int64_t)i * N * N, (size_t)N * N * sizeof *plane);
+            for (int q = 0; q < N; q++)
+                for (int k = q >= len ? 0 : len; k < N; k++) plane[(int64_t)q * N + k] = -INFINITY;
+        }
+    }
+}
+
+static const ag__masks_kernels masks_cpu = {pad_planes_cpu};
+AG_DISPATCH(masks, masks_cpu)

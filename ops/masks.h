@@ -1,0 +1,29 @@
+/* masks.h - the mask family's kernels (ops/dispatch.h): the CPU's in
+ * ops/masks.c, CUDA's in ops/cuda/masks.cu.  Every pointer is in the
+ * device's memory. */
+#ifndef AG_OPS_MASKS_H
+#define AG_OPS_MASKS_H
+
+#include "../graph/kreal.h"
+
+AG_KERNELS_BEGIN
+
+typedef struct {
+    /* A batch's masks without tree terms, out [B,h,N,N]: plane i of the
+     * positional masks pos [h,N,N] for every example b, and -inf where the
+     * query or the key is at or past lengths[b] (a padded query attends to
+     * nothing).  On a GPU this replaces the host's fill and its upload. */
+    void (*pad_planes)(const ag__kreal *pos, const int32_t *lengths, ag__kreal *out, int B, int h, int N);
+} ag__masks_kernels;
+
+extern const ag__masks_kernels ag__masks_cuda;
+
+AG_KERNELS_END
+
+#ifndef __cplusplus
+#include "attngrad.h"
+/* The table of dev's kernels (fatal, naming op, where this build has none). */
+const ag__masks_kernels *ag__masks_on(const char *op, ag_device dev);
+#endif
+
+#endif
