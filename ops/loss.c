@@ -312,10 +312,10 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
     int64_t rows = in ? x->size / in : 0;
     lce_saved *sv = ag__arena_alloc(sizeof *sv);
     *sv = (lce_saved){.rows = rows, .in = in, .C = C, .tw = tw};
-    /* the counted rows, found on the host */
-    int32_t *kept = ag__arena_alloc((size_t)(rows ? rows : 1) * sizeof *kept);
-    int32_t *pos = ag__arena_alloc((size_t)(rows ? rows : 1) * sizeof *pos);
-    int32_t *ys = ag__arena_alloc((size_t)(rows ? rows : 1) * sizeof *ys);
+    /* the counted rows, found on the host, then sent in one array (one
+     * upload) of every byte set: each row's place among them (-1: ignored),
+     * their labels, their rows */
+    int32_t *pos = ag__arena_alloc((size_t)(rows ? 3 * rows : 1) * sizeof *pos), *ys = pos + rows, *kept = ys + rows;
     for (int64_t r = 0; r < rows; r++) {
         pos[r] = -1;
         if (labels[r] == ignore_index) continue;
@@ -329,9 +329,10 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
     int64_t N = sv->n;
     bool grad = ag_is_grad_enabled() && (x->requires_grad || w->requires_grad || (bias && bias->requires_grad));
     /* The counted rows' index in x's memory, X and Z = P there too. */
-    const int32_t *labels_on = ag__step_i32_on(dev, ys, N);
-    sv->kept = ag__step_i32_on(dev, kept, N);
-    sv->pos = ag__step_i32_on(dev, pos, rows);
+    memmove(ys + N, kept, (size_t)N * sizeof *kept);
+    sv->pos = ag__step_i32_on(dev, pos, rows + 2 * N);
+    const int32_t *labels_on = sv->pos + rows;
+    sv->kept = labels_on + N;
     sv->X = step_reals(dev, N * in);
     sv->P = step_reals(dev, N * C);
     ag_real *loss = step_reals(dev, N);
