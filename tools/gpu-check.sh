@@ -24,7 +24,8 @@
 # --waits: attngrad's step of each model with uploads staged (the default),
 # with AG_CUDA_SYNC_UPLOADS=1 (every upload waits) and with --cuda-graphs:
 # ms, host waits and graph launches a step side by side, into
-# build-gpu/bench-waits.md (~45 s);
+# build-gpu/bench-waits.md (~45 s), then the op profiler's table of each
+# model's step (ms and launches per call site) into build-gpu/bench-profile.md;
 # --memcheck: compute-sanitizer over the GPU tests (f32): memcheck over the
 # ops and the models' steps with every arena allocation a cudaMalloc of its
 # own (AG_CUDA_EXACT_ALLOC=1), so it sees each tensor's bounds, then
@@ -132,7 +133,7 @@ fi
 targets=()
 [ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
   tests/test_cuda_train_f32 tests/test_train tests/st_compare tools/attngrad tools/attngrad-f64 bench/bench_models
-  bench/bench_ops_attn bench/bench_ops_seq)
+  bench/bench_ops_attn bench/bench_ops_seq bench/profile_step)
 if ! ninja -C $B "${targets[@]}" >$B.ninja.log 2>&1; then
   grep -E "error|FAILED" $B.ninja.log | head -40
   echo "gpu-check: 0 passed, 1 failed, 0 skipped"
@@ -207,10 +208,11 @@ if [ $waits = 1 ]; then
     echo "| model | staged ms | waits/step | sync uploads ms | waits/step | --cuda-graphs ms | waits/step | graph launches/step | eager stretches/step |"
     echo "|---|---|---|---|---|---|---|---|---|"
     # the emulator takes 10-15 s for a paper-size step: there 3 steps check
-    # the table, not the time.  With --cuda-graphs a fixed-shape step first
-    # replays at the 5th (docs/design.md, "CUDA graphs"): 6 steps there, the
-    # last two timed, so its columns show the replays
-    steps=() gsteps=(); [ $emulator = 1 ] && steps=(--warmup 1 --steps 2) gsteps=(--warmup 4 --steps 2)
+    # the table, not the time.  With --cuda-graphs a fixed-shape step
+    # replays whole from the 8th (docs/design.md, "CUDA graphs"): 7 steps
+    # of warm-up, so the timed ones are replays (9 steps on the emulator,
+    # the last two timed)
+    steps=() gsteps=(--warmup 7); [ $emulator = 1 ] && steps=(--warmup 1 --steps 2) gsteps=(--warmup 7 --steps 2)
     for m in mpsan dual_axial poslm ms_san mtsa; do
       a=$($B/bench/bench_models --device cuda --model $m --no-peak "${steps[@]}" 2>/dev/null | grep '^result:')
       b=$(AG_CUDA_SYNC_UPLOADS=1 $B/bench/bench_models --device cuda --model $m --no-peak "${steps[@]}" 2>/dev/null |
@@ -222,6 +224,12 @@ if [ $waits = 1 ]; then
       echo "$c" | grep '^attngrad:' | head -3
     done
   } 2>&1 | tee $B/bench-waits.md
+  # where each model's GPU step goes, call site by call site: the host's
+  # ms (the GPU runs behind it) and the launches, forward + backward
+  say "== the op profile of each model's step on the GPU, into $B/bench-profile.md"
+  psteps=5; [ $emulator = 1 ] && psteps=1
+  $B/bench/profile_step all $psteps 1 ops cuda >$B/bench-profile.md 2>&1
+  grep -E "^[a-z_]+ +B=|^GPU launches" $B/bench-profile.md
 fi
 if [ $memcheck = 1 ]; then
   if [ $emulator = 1 ]; then
