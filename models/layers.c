@@ -87,14 +87,6 @@ ag_tensor *ag_valid_mask(const int32_t *lengths, int B, int N) {
     return ag_to(m, ag_get_device());
 }
 
-ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
-    ag__need("ag_zero_padding", "x", x);
-    if (x->ndim < 2) bad_shape("ag_zero_padding", x, "[B, N, ...]");
-    int shape[AG_MAX_DIMS] = {x->shape[0], x->shape[1]}; /* [B, N, 1, ...] as deep as x */
-    for (int i = 2; i < x->ndim; i++) shape[i] = 1;
-    return ag_mul(x, ag_reshape(ag_valid_mask(lengths, x->shape[0], x->shape[1]), x->ndim, shape));
-}
-
 ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
     ag__need("ag_max_over_time", "x", x);
     if (x->ndim != 3) bad_shape("ag_max_over_time", x, "[B, N, d]");

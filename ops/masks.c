@@ -374,6 +374,45 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
     return AG_OK;
 }
 
+/* ---- ag_zero_padding: the rows at or past each example's length set to 0 ----
+ * One kernel each way, the lengths on the device (sent once a step with
+ * the other ops' copies of them), where multiplying by a 0/1 mask built on
+ * the host took its upload as well; a padded row's inf or NaN gives 0,
+ * as padding should, not NaN. */
+
+typedef struct {
+    const int32_t *len;
+    int B, N;
+    int64_t inner;
+} padding_saved;
+
+static void zero_padding_backward(ag_node *n) {
+    const padding_saved *s = n->saved;
+    bool fresh;
+    ag_real *gx = ag__grad_write(n->in[0], &fresh);
+    ag__masks_on(n->op, n->out->device)->pad_rows(n->out->grad, s->len, gx, s->B, s->N, s->inner, !fresh);
+}
+
+ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
+    const char *op = "ag_zero_padding";
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    char sx[64];
+    if (x->ndim < 2) ag__fatal(op, "x %s: want [B, N, ...]", ag_shape_str(x, sx, sizeof sx));
+    int B = x->shape[0], N = x->shape[1];
+    check_lengths(op, lengths, B, N);
+    int64_t inner = (int64_t)B * N > 0 ? x->size / ((int64_t)B * N) : 0;
+    const int32_t *len = ag__step_i32_on(dev, lengths, B);
+    ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
+    ag__masks_on(op, dev)->pad_rows(x->data, len, out->data, B, N, inner, false);
+    ag_node *n = ag__record(op, zero_padding_backward, out, 1, &x);
+    if (n) {
+        padding_saved *s = ag__arena_alloc(sizeof *s);
+        *s = (padding_saved){len, B, N, inner};
+        n->saved = s;
+    }
+    return out;
+}
+
 /* ---- the CPU's kernels ---- */
 
 static void pad_planes_cpu(const ag_real *pos, const int32_t *lengths, ag_real *out, int B, int h, int N) {
@@ -388,5 +427,19 @@ static void pad_planes_cpu(const ag_real *pos, const int32_t *lengths, ag_real *
     }
 }
 
-static const ag__masks_kernels masks_cpu = {pad_planes_cpu};
+static void pad_rows_cpu(const ag_real *x, const int32_t *lengths, ag_real *y, int B, int N, int64_t inner, bool add) {
+    for (int64_t row = 0; row < (int64_t)B * N; row++) {
+        const ag_real *xr = x + row * inner;
+        ag_real *yr = y + row * inner;
+        bool kept = row % N < lengths[row / N];
+        if (add && kept)
+            for (int64_t k = 0; k < inner; k++) yr[k] += xr[k];
+        else if (!add && kept)
+            memcpy(yr, xr, (size_t)inner * sizeof *yr);
+        else if (!add)
+            memset(yr, 0, (size_t)inner * sizeof *yr);
+    }
+}
+
+static const ag__masks_kernels masks_cpu = {pad_planes_cpu, pad_rows_cpu};
 AG_DISPATCH(masks, masks_cpu)

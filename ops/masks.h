@@ -14,6 +14,9 @@ typedef struct {
      * query or the key is at or past lengths[b] (a padded query attends to
      * nothing).  On a GPU this replaces the host's fill and its upload. */
     void (*pad_planes)(const ag__kreal *pos, const int32_t *lengths, ag__kreal *out, int B, int h, int N);
+    /* ag_zero_padding, both ways: y[b,t,:] = x[b,t,:] for t < lengths[b],
+     * else 0, over x [B,N,inner]; with add, y += that instead. */
+    void (*pad_rows)(const ag__kreal *x, const int32_t *lengths, ag__kreal *y, int B, int N, int64_t inner, bool add);
 } ag__masks_kernels;
 
 extern const ag__masks_kernels ag__masks_cuda;

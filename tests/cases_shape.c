@@ -7,6 +7,7 @@
  * dropout rows over several mask blocks); dropout copies beside dropout. */
 #include "opcase.h"
 #include <string.h>
+#include "attngrad/layers.h" /* ag_zero_padding */
 #include "../ops/dropout.h" /* ag__dropout_copies: MPSAN's four masks of one input; ag__dropout_planes */
 #include "../ops/shape.h"   /* ag__ref_differences: MPSAN's fusion columns */
 
@@ -103,6 +104,13 @@ static ag_tensor *f_refdiff_vs_slices(ag_tensor **in) {
     return tc_difference(ag_sub(ag__ref_differences(in[0], g), composed), ag_slice(in[0], 1, 0, g * d));
 }
 static ag_tensor *f_refdiff_g4(ag_tensor **x) { return ag__ref_differences(x[0], 4); }
+
+/* ag_zero_padding (layers.h): rows at or past the lengths 0, an empty
+ * example and a full one; a 4-D x; x used again beside it, so its
+ * gradient adds to one that is there already */
+static const int32_t pad_len[3] = {5, 0, 2};
+static ag_tensor *f_zero_padding(ag_tensor **in) { return ag_zero_padding(in[0], pad_len); }
+static ag_tensor *f_zero_padding_twice(ag_tensor **in) { return ag_mul(ag_zero_padding(in[0], pad_len), in[0]); }
 
 /* ---- slice ---- */
 
@@ -734,6 +742,9 @@ const op_case shape_cases[] = {
     UNIFORM_CASE("dropout_planes [4,37] keep 0.7", f_planes_07, -1, 1, DIMS(4, 37)),
     UNIFORM_CASE("dropout_planes [2,2,4100] keep 0.9", f_planes_09, -1, 1, DIMS(2, 2, 4100)),
     UNIFORM_CASE("ref_differences [33,185] g4", f_refdiff_g4, -2, 2, DIMS(33, 185)),
+    UNIFORM_CASE("zero_padding [3,5,37] len 5,0,2", f_zero_padding, -2, 2, DIMS(3, 5, 37)),
+    UNIFORM_CASE("zero_padding [3,5,2,33] len 5,0,2", f_zero_padding, -2, 2, DIMS(3, 5, 2, 33)),
+    UNIFORM_CASE("zero_padding [3,5] times x", f_zero_padding_twice, -2, 2, DIMS(3, 5)),
     UNIFORM_CASE("ref_differences [1500] g4", f_refdiff_g4, -2, 2, DIMS(1500)),
     {NULL, NULL, NULL, 0, 0},
 };

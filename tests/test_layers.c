@@ -167,7 +167,7 @@ static void test_misuse(ag_rng *r) {
     EXPECT_FATAL(ag_max_over_time(x, negative), "ag_max_over_time", "lengths[1] = -1", "[0, 4]");
     EXPECT_FATAL(ag_max_over_time(x, too_long), "ag_max_over_time", "lengths[1] = 5");
     EXPECT_FATAL(ag_max_over_time(flat, lengths_padded), "ag_max_over_time", "[3,4]", "[B, N, d]");
-    EXPECT_FATAL(ag_zero_padding(x, too_long), "ag_valid_mask", "lengths[1] = 5");
+    EXPECT_FATAL(ag_zero_padding(x, too_long), "ag_zero_padding", "lengths[1] = 5");
     EXPECT_FATAL(ag_zero_padding(one, lengths_padded), "ag_zero_padding", "[3]");
     EXPECT_FATAL(ag_valid_mask(negative, B, N), "ag_valid_mask", "lengths[1] = -1");
     /* and the caller's line, as an op's message does */
@@ -175,7 +175,7 @@ static void test_misuse(ag_rng *r) {
     snprintf(at, sizeof at, "test_layers.c:%d", __LINE__ + 1);
     EXPECT_FATAL(ag_max_over_time(x, too_long), "ag_max_over_time", at);
     snprintf(at, sizeof at, "test_layers.c:%d", __LINE__ + 1);
-    EXPECT_FATAL(ag_zero_padding(x, too_long), "ag_valid_mask", at);
+    EXPECT_FATAL(ag_zero_padding(x, too_long), "ag_zero_padding", at);
     ag_tensor *w = ag_param_uniform(&ps, "w", 2, (int[]){D, D}, 1, r), *b = ag_param_uniform(&ps, "b", 1, (int[]){D}, 1, r);
     snprintf(at, sizeof at, "test_layers.c:%d", __LINE__ + 1);
     EXPECT_FATAL(ag_source2token(x, too_long, w, b, w, b, AG_ACT_ELU), "lengths[1] = 5", at);

@@ -1,6 +1,6 @@
-/* masks.cu - the CUDA side of ops/masks.c: a batch's masks from the cached
- * positional planes and the lengths, a thread an element, so the host
- * neither fills [B,h,N,N] nor uploads it. */
+/* masks.cu - the CUDA side of ops/masks.c, a thread an element: a batch's
+ * masks from the cached positional planes and the lengths, so the host
+ * neither fills [B,h,N,N] nor uploads it; ag_zero_padding's rows. */
 #include "../../graph/prelude.cuh"
 #include "../masks.h"
 
@@ -19,4 +19,18 @@ static void pad_planes(const ag_real *pos, const int32_t *lengths, ag_real *out,
     if (n > 0) ag__launch(pad_planes_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, pos, lengths, out, B, h, N);
 }
 
-extern "C" const ag__masks_kernels ag__masks_cuda = {pad_planes};
+__global__ void pad_rows_kernel(const ag_real *x, const int32_t *lengths, ag_real *y, int N, int64_t inner,
+                                bool add, int64_t n) {
+    AG_CUDA_FOR(e, n) {
+        int64_t row = e / inner;
+        ag_real v = row % N < lengths[row / N] ? x[e] : (ag_real)0;
+        y[e] = add ? y[e] + v : v;
+    }
+}
+
+static void pad_rows(const ag_real *x, const int32_t *lengths, ag_real *y, int B, int N, int64_t inner, bool add) {
+    int64_t n = (int64_t)B * N * inner;
+    if (n > 0) ag__launch(pad_rows_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, x, lengths, y, N, inner, add, n);
+}
+
+extern "C" const ag__masks_kernels ag__masks_cuda = {pad_planes, pad_rows};
