@@ -270,8 +270,26 @@ def torch_version():
     return f"{torch.__version__} (BLAS {blas})"
 
 
+# A fixed-shape step replays whole as CUDA graphs from its eighth step
+# (docs/design.md, "CUDA graphs"): attngrad's graph run warms up this long.
+GRAPH_WARMUP = 7
+
+
+def graphs_against_eager(name, a, g):
+    """Whether attngrad's CUDA-graph run gave its eager run's losses, step for step."""
+    pairs = list(zip(losses_of(a), losses_of(g)))
+    differ = [i for i, (x, y) in enumerate(pairs) if x != y]
+    if differ:
+        print(f"{name}: CUDA GRAPHS CHANGED THE LOSSES: {len(differ)} of {len(pairs)} steps differ from eager's, "
+              f"the first at step {differ[0]}", flush=True)
+    else:
+        print(f"{name}: with CUDA graphs the same losses as eager over {len(pairs)} steps", flush=True)
+    return not differ
+
+
 def main_cuda(args):
-    """Both sides on the GPU: attngrad, then PyTorch in each mode, per model."""
+    """Both sides on the GPU: attngrad (eager, then with its CUDA graphs), then
+    PyTorch in each mode, per model."""
     modes = [m for m in args.modes.split(",") if m]
     no_dropout = ["--no-dropout"] if args.no_dropout else []
     torch_ok = have_torch()
@@ -288,6 +306,15 @@ def main_cuda(args):
                 print(f"{name}: bench_models --device cuda failed: {run.stderr.strip()[-600:]}", flush=True)
                 continue
             a, t = res[0], {}
+            run = subprocess.run([args.exe, "--model", name, "--device", "cuda", "--cuda-graphs", "--steps",
+                                  str(args.steps), "--warmup", str(max(args.warmup, GRAPH_WARMUP)), "--no-peak"]
+                                 + no_dropout, capture_output=True, text=True)
+            res = parse_result(run.stdout)
+            g = res[0] if run.returncode == 0 and res else None
+            if not g:
+                print(f"{name}: bench_models --cuda-graphs failed: {run.stderr.strip()[-600:]}", flush=True)
+            elif not graphs_against_eager(name, a, g):
+                g = None  # a graph run that is not the eager step is no time to report
             for mode in modes if torch_ok else []:
                 cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", os.path.join(tmp, name + ".safetensors"),
                        "--device", "cuda", "--mode", mode, "--steps", str(args.steps), "--warmup", str(args.warmup)]
@@ -301,18 +328,23 @@ def main_cuda(args):
                 except subprocess.TimeoutExpired:
                     print(f"{name}: PyTorch {mode} took over {args.timeout:.0f} s, skipped", flush=True)
             acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
-            print(f"{name}: attngrad {a['ms_med']:.2f} ms, {acct:.0f} MB, {a.get('launches', 0):.0f} launches and {a.get('waits', 0):.0f} host waits a step; " +
+            graphs = f", with CUDA graphs {g['ms_med']:.2f} ms" if g else ""
+            print(f"{name}: attngrad {a['ms_med']:.2f} ms{graphs}, {acct:.0f} MB, {a.get('launches', 0):.0f} launches and "
+                  f"{a.get('waits', 0):.0f} host waits a step; " +
                   ", ".join(f"{m} {r['ms_med']:.2f} ms {r['device_mb']:.0f} MB" for m, r in t.items()), flush=True)
             report_losses(name, a, t.get("eager"), args.no_dropout)
-            rows.append((name, a, t))
+            rows.append((name, a, g, t))
     print(f"\nTraining step on the GPU, float32, median of {args.steps} steps after {args.warmup} warm-up "
-          f"(q1-q3); memory: attngrad's accounted device bytes, PyTorch's max_memory_allocated\n")
+          f"({max(args.warmup, GRAPH_WARMUP)} with attngrad's CUDA graphs) (q1-q3); ratios: attngrad eager to each "
+          f"mode, and attngrad's best to PyTorch's best; memory: attngrad's accounted device bytes, PyTorch's "
+          f"max_memory_allocated\n")
     head = "".join(f" PyTorch {m} ms | ratio |" for m in modes)
-    print(f"| model | BxN | attngrad ms |{head} ratio to best | attngrad MB | PyTorch MB (eager) "
+    print(f"| model | BxN | attngrad ms | attngrad graphs ms |{head} best to best | attngrad MB | PyTorch MB (eager) "
           f"| loss first->last (median of the last 5), ag / eager |")
-    print("|---|---|---|" + "---|---|" * len(modes) + "---|---|---|---|")
-    csv = ["model,attngrad_ms," + ",".join(f"torch_{m}_ms" for m in modes) + ",ratio_eager,ratio_best,attngrad_mb,torch_mb"]
-    for name, a, t in rows:
+    print("|---|---|---|---|" + "---|---|" * len(modes) + "---|---|---|---|")
+    csv = ["model,attngrad_ms,attngrad_graphs_ms," + ",".join(f"torch_{m}_ms" for m in modes) +
+           ",ratio_eager,ratio_best,attngrad_mb,torch_mb"]
+    for name, a, g, t in rows:
         cols, best = "", None
         for m in modes:
             r = t.get(m)
@@ -321,11 +353,14 @@ def main_cuda(args):
                 best = r["ms_med"]
         e = t.get("eager")
         acct = a["arena_mb"] + a["param_mb"] + a["optim_mb"]
-        print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {a['ms_med']:.2f} [{a['ms_q1']:.2f}-{a['ms_q3']:.2f}] |{cols} "
-              f"{'%.2f' % (a['ms_med'] / best) if best else '-'} | {acct:.0f} | {'%.0f' % e['device_mb'] if e else '-'} "
+        ours = min(a["ms_med"], g["ms_med"]) if g else a["ms_med"]
+        gcol = f"{g['ms_med']:.2f} [{g['ms_q1']:.2f}-{g['ms_q3']:.2f}]" if g else "-"
+        print(f"| {name} | {int(a['B'])}x{int(a['N'])} | {a['ms_med']:.2f} [{a['ms_q1']:.2f}-{a['ms_q3']:.2f}] | {gcol} |"
+              f"{cols} {'%.2f' % (ours / best) if best else '-'} | {acct:.0f} | {'%.0f' % e['device_mb'] if e else '-'} "
               f"| {loss_str(a)} / {loss_str(e) if e else '-'} |")
-        csv.append(f"{name},{a['ms_med']:.3f}," + ",".join(f"{t[m]['ms_med']:.3f}" if m in t else "" for m in modes) +
-                   f",{a['ms_med'] / e['ms_med'] if e else float('nan'):.3f},{a['ms_med'] / best if best else float('nan'):.3f}"
+        csv.append(f"{name},{a['ms_med']:.3f},{g['ms_med'] if g else float('nan'):.3f}," +
+                   ",".join(f"{t[m]['ms_med']:.3f}" if m in t else "" for m in modes) +
+                   f",{a['ms_med'] / e['ms_med'] if e else float('nan'):.3f},{ours / best if best else float('nan'):.3f}"
                    f",{acct:.1f},{e['device_mb'] if e else float('nan'):.1f}")
     if args.csv:
         with open(args.csv, "w") as f:

@@ -56,12 +56,15 @@ def torch_output(losses, recipe):
                             r["clip"]) + "\n"
 
 
-def run_driver(argv, ag, torch_out=None):
-    """main() with argv, the subprocesses faked; returns (stdout, the commands run)."""
+def run_driver(argv, ag, torch_out=None, ag_graphs=None):
+    """main() with argv, the subprocesses faked (attngrad's CUDA-graph run
+    answers ag_graphs when given, else ag); returns (stdout, the commands run)."""
     calls = []
 
     def fake_run(cmd, **kw):
         calls.append(cmd)
+        if "--cuda-graphs" in cmd and ag_graphs is not None:
+            return types.SimpleNamespace(returncode=0, stdout=ag_graphs, stderr="")
         if "--peak-only" in cmd:
             return types.SimpleNamespace(returncode=0, stdout="result: peak_gflops=100.00\n", stderr="")
         if "--torch-worker" in cmd:
@@ -141,8 +144,26 @@ def test_cuda_passes_no_dropout():
     text, calls = run_driver(["--device", "cuda", "--modes", "eager", "--no-dropout"], ag_output(AG_LOSSES, recipe),
                              torch_output(AG_LOSSES, recipe))
     runs = bench_calls(calls)
-    check(len(runs) == 1 and "--no-dropout" in runs[0] and "cuda" in runs[0], f"cuda: --no-dropout passed: {runs}")
+    check(len(runs) == 2 and all("--no-dropout" in r and "cuda" in r for r in runs),
+          f"cuda: --no-dropout passed to both attngrad runs: {runs}")
+    check("--cuda-graphs" in runs[1] and runs[1][runs[1].index("--warmup") + 1] == str(bm.GRAPH_WARMUP),
+          f"cuda: the second run is attngrad's CUDA graphs, warmed up {bm.GRAPH_WARMUP} steps: {runs[1]}")
+    check("with CUDA graphs the same losses as eager over 23 steps" in text, "cuda: graphs against eager, step by step")
     check("loss gap 0.00e+00" in text, f"cuda: the gap of equal losses is 0")
+    row = table_row(text, "poslm")
+    check(len(row) > 6 and row[3].startswith("390.73") and row[6] == "0.55", f"cuda: the graphs column and ratio: {row}")
+
+
+def test_cuda_graphs_differ():
+    recipe = dict(RECIPE, keep=1.0, keep_layers=1.0)
+    other = list(AG_LOSSES)
+    other[4] += 1e-6
+    text, _ = run_driver(["--device", "cuda", "--modes", "eager", "--no-dropout"], ag_output(AG_LOSSES, recipe),
+                         torch_output(AG_LOSSES, recipe), ag_graphs=ag_output(other, recipe))
+    check("CUDA GRAPHS CHANGED THE LOSSES: 1 of 23 steps differ from eager's, the first at step 4" in text,
+          "cuda: a graph run off the eager losses is named")
+    row = table_row(text, "poslm")
+    check(len(row) > 3 and row[3] == "-", f"cuda: and its time is not reported: {row}")
 
 
 test_dropout_on()
@@ -150,5 +171,6 @@ test_no_dropout()
 test_recipes_differ()
 test_no_torch()
 test_cuda_passes_no_dropout()
+test_cuda_graphs_differ()
 print(f"test_bench_models: {'FAILED, ' + str(failures) + ' checks' if failures else 'all checks passed'}")
 sys.exit(1 if failures else 0)
