@@ -321,56 +321,46 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
     }
     if (tree && !heads) ag__fatal(op, "a spec uses AG_DIST_TREE but heads is NULL");
 
-    if (!tree) { /* the cached planes and the lengths, composed where the masks are used */
-        ag_tensor *pos_mask;
-        cache_entry *e = cached_mask(op, specs, h, 3, N, &pos_mask);
-        ag_tensor *pos_here = on_current(e, pos_mask);
-        ag_device dev = ag_get_device();
-        ag_tensor *m = ag__empty_on(dev, 4, (int[]){B, h, N, N});
-        ag__masks_on(op, dev)->pad_planes(pos_here->data, ag__step_i32_on(dev, lengths, B), m->data, B, h, N);
-        ag__kernels_done(op, dev);
-        *out = m;
-        return AG_OK;
-    }
-
-    /* The positional part of every head, from the cache (tree terms later). */
+    /* The positional part of every head from the cache; the tree terms
+     * from the distances, found on the host (a sentence's tree is checked
+     * there), composed with the padding where the masks are used: a GPU
+     * gets the distances [B,N,N], not the masks [B,h,N,N]. */
     ag_mask_spec *positional = ag__arena_alloc((size_t)h * sizeof *positional);
+    ag_real *weight = ag__arena_alloc((size_t)h * sizeof *weight); /* a tree head's; 0: no tree term */
     for (int i = 0; i < h; i++) {
         positional[i] = specs[i];
-        if (specs[i].dist == AG_DIST_TREE)
+        weight[i] = 0;
+        if (specs[i].dist == AG_DIST_TREE) {
             positional[i] = (ag_mask_spec){.dir = specs[i].dir, .faraway = specs[i].faraway};
+            weight[i] = (ag_real)spec_weight(&specs[i]);
+        }
+    }
+    int32_t *dists = NULL;
+    if (tree) {
+        dists = ag__arena_zalloc(((size_t)B * N * N + 1) * sizeof *dists); /* every byte sent is set */
+        int32_t *dist = ag__arena_alloc(((size_t)N * N + 1) * sizeof *dist);
+        int32_t *scratch = ag__arena_alloc((size_t)(3 * N + 1) * sizeof *scratch);
+        for (int b = 0; b < B; b++) {
+            int len = lengths[b];
+            if (tree_distance(heads + (int64_t)b * N, len, dist, scratch) != AG_OK) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", ag_errmsg());
+                return ag__fail(AG_ERR_FORMAT, "sentence %d: %s", b, why);
+            }
+            for (int q = 0; q < len; q++) /* rows and columns past len are padding: 0, never read */
+                memcpy(dists + ((int64_t)b * N + q) * N, dist + (int64_t)q * len, (size_t)len * sizeof *dists);
+        }
     }
     ag_tensor *pos_mask;
-    cached_mask(op, positional, h, 3, N, &pos_mask);
-    const ag_real *pos = pos_mask->data;
-
-    ag_tensor *m = ag__empty(4, (int[]){B, h, N, N});
-    int32_t *dist = tree ? ag__arena_alloc(((size_t)N * N + 1) * sizeof *dist) : NULL;
-    int32_t *scratch = tree ? ag__arena_alloc((size_t)(3 * N + 1) * sizeof *scratch) : NULL;
-    for (int b = 0; b < B; b++) {
-        int len = lengths[b];
-        if (tree && tree_distance(heads + (int64_t)b * N, len, dist, scratch) != AG_OK) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", ag_errmsg());
-            return ag__fail(AG_ERR_FORMAT, "sentence %d: %s", b, why);
-        }
-        for (int i = 0; i < h; i++) {
-            ag_real *plane = m->data + ((int64_t)b * h + i) * N * N;
-            memcpy(plane, pos + (int64_t)i * N * N, (size_t)N * N * sizeof *plane);
-            ag_real w = (ag_real)spec_weight(&specs[i]);
-            for (int q = 0; q < N; q++) {
-                ag_real *row = plane + (int64_t)q * N;
-                if (q >= len) { /* a padded query attends to nothing: its output is 0 */
-                    for (int k = 0; k < N; k++) row[k] = -INFINITY;
-                    continue;
-                }
-                if (specs[i].dist == AG_DIST_TREE)
-                    for (int k = 0; k < len; k++) row[k] -= w * (ag_real)dist[q * len + k];
-                for (int k = len; k < N; k++) row[k] = -INFINITY;
-            }
-        }
-    }
-    *out = on_current(NULL, m);
+    cache_entry *e = cached_mask(op, positional, h, 3, N, &pos_mask);
+    ag_tensor *pos_here = on_current(e, pos_mask);
+    ag_device dev = ag_get_device();
+    ag_tensor *m = ag__empty_on(dev, 4, (int[]){B, h, N, N});
+    const ag__masks_kernels *k = ag__masks_on(op, dev);
+    k->pad_planes(pos_here->data, ag__step_i32_on(dev, lengths, B), tree ? ag__step_i32_on(dev, dists, (int64_t)B * N * N) : NULL,
+                  tree ? ag__step_copy_on(dev, weight, (size_t)h * sizeof *weight) : NULL, m->data, B, h, N);
+    ag__kernels_done(op, dev);
+    *out = m;
     return AG_OK;
 }
 
@@ -415,14 +405,20 @@ ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths) {
 
 /* ---- the CPU's kernels ---- */
 
-static void pad_planes_cpu(const ag_real *pos, const int32_t *lengths, ag_real *out, int B, int h, int N) {
+static void pad_planes_cpu(const ag_real *pos, const int32_t *lengths, const int32_t *dists, const ag_real *weight,
+                           ag_real *out, int B, int h, int N) {
     for (int b = 0; b < B; b++) {
         int len = lengths[b];
         for (int i = 0; i < h; i++) {
             ag_real *plane = out + ((int64_t)b * h + i) * N * N;
             memcpy(plane, pos + (int64_t)i * N * N, (size_t)N * N * sizeof *plane);
-            for (int q = 0; q < N; q++)
-                for (int k = q >= len ? 0 : len; k < N; k++) plane[(int64_t)q * N + k] = -INFINITY;
+            for (int q = 0; q < N; q++) {
+                ag_real *row = plane + (int64_t)q * N;
+                const int32_t *d = dists ? dists + ((int64_t)b * N + q) * N : NULL;
+                if (d && weight[i] != 0 && q < len)
+                    for (int k = 0; k < len; k++) row[k] -= weight[i] * (ag_real)d[k];
+                for (int k = q >= len ? 0 : len; k < N; k++) row[k] = -INFINITY;
+            }
         }
     }
 }

@@ -9,11 +9,14 @@
 AG_KERNELS_BEGIN
 
 typedef struct {
-    /* A batch's masks without tree terms, out [B,h,N,N]: plane i of the
-     * positional masks pos [h,N,N] for every example b, and -inf where the
-     * query or the key is at or past lengths[b] (a padded query attends to
-     * nothing).  On a GPU this replaces the host's fill and its upload. */
-    void (*pad_planes)(const ag__kreal *pos, const int32_t *lengths, ag__kreal *out, int B, int h, int N);
+    /* A batch's masks, out [B,h,N,N]: plane i of the positional masks pos
+     * [h,N,N] for every example b, minus weight[i] times the tree distance
+     * dists [B,N,N] where weight[i] != 0 (dists and weight NULL: no tree
+     * head), and -inf where the query or the key is at or past lengths[b]
+     * (a padded query attends to nothing).  On a GPU this replaces the
+     * host's fill of [B,h,N,N] and its upload. */
+    void (*pad_planes)(const ag__kreal *pos, const int32_t *lengths, const int32_t *dists, const ag__kreal *weight,
+                       ag__kreal *out, int B, int h, int N);
     /* ag_zero_padding, both ways: y[b,t,:] = x[b,t,:] for t < lengths[b],
      * else 0, over x [B,N,inner]; with add, y += that instead. */
     void (*pad_rows)(const ag__kreal *x, const int32_t *lengths, ag__kreal *y, int B, int N, int64_t inner, bool add);

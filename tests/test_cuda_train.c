@@ -508,7 +508,7 @@ static const variant variants[] = {
     {"dual_axial", 0, 0, 0, "dual_axial", 124},
     {"ms_san", 0, 0, 0, "ms_san", 128},
     {"ms_san", 0, AG_TASK_PAIR, 0, "ms_san/pair", 239},
-    {"mtsa", 0, 0, 0, "mtsa", 117},
+    {"mtsa", 0, 0, 0, "mtsa", 116},
     {"poslm", 0, 0, 0, "poslm", 159},
     {"poslm", 0, 0, AG_LM_STANDARD, "poslm/standard", 130},
     {"poslm", 0, 0, AG_LM_NONE, "poslm/none", 133},

@@ -4,19 +4,26 @@
 #include "../../graph/prelude.cuh"
 #include "../masks.h"
 
-__global__ void pad_planes_kernel(const ag_real *pos, const int32_t *lengths, ag_real *out, int B, int h, int N) {
+/* The CPU's sums exactly: pos - w d, two roundings (nvcc runs -fmad=false). */
+__global__ void pad_planes_kernel(const ag_real *pos, const int32_t *lengths, const int32_t *dists,
+                                  const ag_real *weight, ag_real *out, int B, int h, int N) {
     int64_t plane = (int64_t)N * N, n = (int64_t)B * h * plane;
     AG_CUDA_FOR(e, n) {
         int64_t b = e / (h * plane), in_plane = e % plane;
         int q = (int)(in_plane / N), k = (int)(in_plane % N), len = lengths[b];
         int64_t i = (e / plane) % h;
-        out[e] = q >= len || k >= len ? (ag_real)-INFINITY : pos[i * plane + in_plane];
+        ag_real v = pos[i * plane + in_plane];
+        if (dists && weight[i] != 0 && q < len && k < len) v -= weight[i] * (ag_real)dists[b * plane + in_plane];
+        out[e] = q >= len || k >= len ? (ag_real)-INFINITY : v;
     }
 }
 
-static void pad_planes(const ag_real *pos, const int32_t *lengths, ag_real *out, int B, int h, int N) {
+static void pad_planes(const ag_real *pos, const int32_t *lengths, const int32_t *dists, const ag_real *weight,
+                       ag_real *out, int B, int h, int N) {
     int64_t n = (int64_t)B * h * N * N;
-    if (n > 0) ag__launch(pad_planes_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, pos, lengths, out, B, h, N);
+    if (n > 0)
+        ag__launch(pad_planes_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, pos, lengths, dists, weight, out, B, h,
+                   N);
 }
 
 __global__ void pad_rows_kernel(const ag_real *x, const int32_t *lengths, ag_real *y, int N, int64_t inner,
