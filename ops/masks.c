@@ -19,9 +19,10 @@
  * use and freed with the cache; a step one is copied once into the device
  * step arena.  So a model that sets the device before building its masks
  * gets GPU masks and uploads each cached one once per run.  A batch's
- * masks without tree terms are the cached planes and the lengths, so the
- * device composes them itself (ops/masks.h's pad_planes): MPSAN's
- * [64,4,30,30] is then neither filled on the host nor sent each step.
+ * masks are the cached planes, the lengths and, for tree heads, the
+ * sentences' distances, so the device composes them itself (ops/masks.h's
+ * pad_planes): MPSAN's [64,4,30,30] is neither filled on the host nor sent
+ * each step, and MS-SAN sends its distances [32,30,30], not [32,6,30,30].
  *
  * The log distance -ln|q-k| is -ln(max(|q-k|, 1)): 0 on the diagonal, like
  * at distance 1, rather than +inf.  (MODELS.md only uses it with strict
