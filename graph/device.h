@@ -153,6 +153,14 @@ const void *ag__cuda_step_upload(const void *host, size_t bytes);
  * (no copy at all), else a staged copy (graph/cuda.c says why that is
  * safe).  Small tables, lengths, ids: what repeats within or across steps. */
 const void *ag__cuda_upload_const(const void *host, size_t bytes);
+/* graph/cuda_uploads.c's part in graph/cuda.c's step: the step's end (its
+ * slots and memo let go), the arena rewound, the runtime shut down; and
+ * whether AG_CUDA_EXACT_ALLOC gives every allocation its own (then every
+ * upload is its own too). */
+void ag__cuda_uploads_step_end(void);
+void ag__cuda_uploads_rewound(void);
+void ag__cuda_uploads_release(void);
+bool ag__cuda_exact_alloc(void);
 /* A copy of bytes from the host in the device's step memory on every
  * device (at least one byte): what an op keeps for its backward. */
 void *ag__step_dup_on(ag_device dev, const void *host, size_t bytes);
