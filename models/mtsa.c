@@ -171,7 +171,7 @@ static ag_tensor *scores(ag_model *m, ag_tensor *v, const head_draws *d, bool tr
     const mtsa_heads *p = &((mtsa *)m->impl)->head;
     int dh = m->cfg.hidden, rows = (int)(v->size / v->shape[0] / dh);
     double scale = 1 / sqrt((double)dh);
-    ag_tensor *x1 = drop_heads(m, v, d, DROP_Q, training), *x2 = drop_heads(m, v, d, DROP_K, training);
+    ag_tensor *x1 = AG_AT(drop_heads, m, v, d, DROP_Q, training), *x2 = AG_AT(drop_heads, m, v, d, DROP_K, training);
     ag_tensor *wq = stack_of(p->wq), *wk = stack_of(p->wk);
     if (rows <= dh) /* a small batch: k itself is cheaper */
         return ag_mul_scalar(ag_matmul_t(ag_linear(x1, wq, NULL), false, ag_linear(x2, wk, NULL), true), scale);
@@ -187,7 +187,7 @@ static ag_tensor *heads_forward(ag_model *m, ag_tensor *x, const int32_t *len, b
     int heads = m->cfg.heads, B = x->shape[0], N = x->shape[1];
     head_draws d;
     draw_heads(m, training, &d);
-    ag_tensor *xs = ag__dropout_copies_drawn(x, heads, m->cfg.keep, training, d.at[DROP_X]); /* [heads,B,N,d_e] */
+    ag_tensor *xs = AG_AT(ag__dropout_copies_drawn, x, heads, m->cfg.keep, training, d.at[DROP_X]); /* [heads,B,N,d_e] */
     ag_tensor *v = ag_dense(xs, stack_of(p->wv), stack_of(p->bv), AG_ACT_RELU);             /* [heads,B,N,dh] */
     ag_tensor *R = scores(m, v, &d, training);                                               /* [heads,B,N,N] */
     ag_tensor *hidden = ag_dense(drop_heads(m, v, &d, DROP_S1, training), stack_of(p->ws1), stack_of(p->bs1),
