@@ -203,6 +203,10 @@ AG_NO_ASAN static inline void ag__check_live(const char *op, const ag_tensor *t)
 static inline void ag__need(const char *op, const char *what, const ag_tensor *t) {
     if (!t) ag__fatal(op, "%s is NULL (the result of a call that failed?)", what);
 }
+/* The same for an array the op reads (lengths, labels, a shape). */
+static inline void ag__need_array(const char *op, const char *what, const void *p) {
+    if (!p) ag__fatal(op, "%s is NULL", what);
+}
 /* The common check of an op's tensor inputs, a and b (b may be NULL):
  * alive (ag__check_live) and on the CPU.  Every op passes each of its
  * tensors through it before reading them. */

@@ -84,6 +84,7 @@ ag_tensor *ag_reshape(ag_tensor *x, int ndim, const int *shape) {
     ag__check_same_device("ag_reshape", x, NULL); /* a view: on x's device */
     char sx[64];
     if (ndim < 0 || ndim > AG_MAX_DIMS) ag__fatal("ag_reshape", "%d dims (at most %d)", ndim, AG_MAX_DIMS);
+    if (ndim > 0) ag__need_array("ag_reshape", "the shape", shape);
     int s[AG_MAX_DIMS], infer = -1;
     int64_t known = 1;
     for (int i = 0; i < ndim; i++) {
@@ -198,6 +199,7 @@ static const char *perm_str(const int *perm, int n, char *buf, size_t size) {
 
 static ag_tensor *permute(const char *op, ag_tensor *x, const int *perm) {
     ag_device dev = ag__check_same_device(op, x, NULL);
+    ag__need_array(op, "the permutation", perm);
     int nd = x->ndim;
     bool seen[AG_MAX_DIMS] = {0};
     for (int i = 0; i < nd; i++) {
@@ -481,6 +483,7 @@ static ag_tensor *gather(const char *op, ag_tensor *x, int axis, const int32_t *
 
 ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n) {
     ag_device dev = ag__check_same_device("ag_index_select", x, NULL);
+    if (n > 0) ag__need_array("ag_index_select", "the index", index);
     axis = ag__axis("ag_index_select", x, axis);
     char sx[64];
     if (n < 0) ag__fatal("ag_index_select", "negative index count %d", n);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the calls of tests/test_null_inputs.c: every public function of
-the given headers that returns a tensor, once for each of its tensor
-parameters, with that one NULL and the others a small valid value.  Read
+the given headers that returns a tensor, once for each of its pointer
+parameters (tensors, arrays of tensors, lengths, labels, indices,
+shapes), with that one NULL and the others a small valid value.  Read
 from the headers at build time, so a new op is covered the day it lands.
 
     null_calls.py HEADER... OUTPUT
@@ -14,6 +15,9 @@ import sys
 NOT_OPS = {'ag_callsite_pop', 'ag_tensor_new', 'ag_tensor_from', 'ag_tensor_fill', 'ag_scalar', 'ag_tensor_new_host',
            'ag_param', 'ag_params_find', 'ag_param_glorot', 'ag_param_bias', 'ag_param_uniform', 'ag_param_embedding',
            'ag_param_positions', 'ag_sinusoidal_positions', 'ag_valid_mask', 'ag_custom', 'ag_param_stack_view'}
+
+# The parameters made NULL, one at a time.
+NULLED = {'ag_tensor *', 'const ag_tensor *', 'ag_tensor *const *', 'const int32_t *', 'const int *'}
 
 # A value for each parameter type (test_null_inputs.c defines the names).
 VALUES = {'ag_tensor *': 'X', 'const ag_tensor *': 'X', 'ag_tensor *const *': 'XS', 'ag_tensor **': 'XS',
@@ -42,7 +46,7 @@ def main():
             m = re.match(r'(.*?)([A-Za-z_][A-Za-z_0-9]*)$', p.strip())
             parsed.append((' '.join(m.group(1).split()), m.group(2)))
         for i, (ptype, pname) in enumerate(parsed):
-            if ptype not in ('ag_tensor *', 'const ag_tensor *'):
+            if ptype not in NULLED:
                 continue
             args = ', '.join('NULL' if j == i else value(t, n) for j, (t, n) in enumerate(parsed))
             lines.append(f'CALL("{fn}", "{pname}", ({fn})({args}))\n')
