@@ -69,7 +69,7 @@ ag_tensor *ag_activate(ag_tensor *x, ag_act act) {
 
 /* lengths[b] in [0, N] for every example, or a fatal error naming the layer. */
 static void check_lengths(const char *layer, const int32_t *lengths, int B, int N) {
-    ag__need_array(layer, "the lengths", lengths);
+    ag__need_array(layer, "the lengths array", lengths);
     for (int b = 0; b < B; b++)
         if (lengths[b] < 0 || lengths[b] > N)
             ag__fatal(layer, "lengths[%d] = %d is outside [0, %d]", b, (int)lengths[b], N);

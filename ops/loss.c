@@ -140,7 +140,7 @@ static void row_mean_f64_cpu(const double *row_loss, int64_t rows, int64_t n, ag
 
 ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index) {
     ag_device dev = ag__check_same_device("ag_cross_entropy", logits, NULL);
-    ag__need_array("ag_cross_entropy", "the labels", labels);
+    ag__need_array("ag_cross_entropy", "the labels array", labels);
     char sl[64];
     if (logits->ndim < 1 || logits->shape[logits->ndim - 1] < 1)
         ag__fatal("ag_cross_entropy", "logits must be [..., C] with C >= 1, got %s",

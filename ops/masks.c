@@ -227,7 +227,7 @@ ag_tensor *ag_mask_attenuation(double w, double c, int N) {
 
 static void check_lengths(const char *op, const int32_t *lengths, int B, int N) {
     if (B < 0 || N < 0) ag__fatal(op, "negative batch %d or length %d", B, N);
-    ag__need_array(op, "the lengths", lengths);
+    ag__need_array(op, "the lengths array", lengths);
     for (int b = 0; b < B; b++)
         if (lengths[b] < 0 || lengths[b] > N)
             ag__fatal(op, "lengths[%d] = %d is outside [0, %d]", b, (int)lengths[b], N);

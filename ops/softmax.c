@@ -926,7 +926,7 @@ static ag_tensor *mix_of(const char *op, ag_tensor *z, const ag_tensor *shape, a
 static ag_tensor *softmax_mix(const char *op, ag_tensor *z, ag_tensor *const *sources, int n, const int32_t *lengths,
                               bool ref) {
     char ss[64], s0[64];
-    ag__need_array(op, "the sources", sources);
+    ag__need_array(op, "the sources array", sources);
     if (n < 1 + ref || n > MIX_MAX_SOURCES) ag__fatal(op, "%d sources (want %d to %d)", n, 1 + ref, MIX_MAX_SOURCES);
     ag__check_same_device(op, z, NULL);
     const ag_tensor *first = sources[0];
