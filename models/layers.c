@@ -5,6 +5,7 @@
 #include "../graph/internal.h" /* ag__fatal: misuse names the layer, as an op would (first: AG_INTERNAL) */
 #include "attngrad/layers.h"
 #include "../ops/softmax_rows.h" /* ag__mask_plan_make: a layer's mask checked as ag_attention would */
+#include "../ops/reduce.h"       /* ag__max_over_lengths: ag_max_over_time as one op */
 #include "../graph/device.h"     /* ag__on_current: masks built on the host, used on the current device */
 
 #include <math.h>
@@ -93,22 +94,11 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
     if (x->ndim != 3) bad_shape("ag_max_over_time", x, "[B, N, d]");
     int B = x->shape[0], N = x->shape[1];
     check_lengths("ag_max_over_time", lengths, B, N);
-    ag_tensor *pad = ag_tensor_new_host(3, (int[]){B, N, 1});
-    bool empty = false;
-    for (int b = 0; b < B; b++) {
-        if (lengths[b] <= 0) { /* no -inf here: max over all -inf would be -inf */
-            empty = true;
-            continue;
-        }
-        for (int t = lengths[b]; t < N; t++) pad->data[b * N + t] = -INFINITY;
-    }
-    ag_tensor *m = ag_max_axis(ag_add(x, ag_to(pad, x->device)), 1, false); /* [B, d] */
-    if (!empty) return m;
-    /* An empty example pools to 0 with no gradient, as ag_source2token's
+    /* One op: the max over the valid positions only, where a -inf padding
+     * made on the host, its upload and an add took three launches more.
+     * An empty example pools to 0 with no gradient, as ag_source2token's
      * does (its softmax gives every position weight 0). */
-    ag_tensor *keep = ag_tensor_new_host(2, (int[]){B, 1});
-    for (int b = 0; b < B; b++) keep->data[b] = lengths[b] > 0;
-    return ag_mul(m, ag_to(keep, x->device));
+    return ag__max_over_lengths(x, lengths); /* [B, d] */
 }
 
 /* A constant view of t's values (no node, no gradient): what a layer hands

@@ -217,7 +217,8 @@ ag_tensor *ag_mean(ag_tensor *x) { return total("ag_mean", x, true); }
 typedef struct {
     reduce_job r;
     int32_t *arg;          /* forward: written */
-    const int32_t *chosen; /* backward: the forward's arg */
+    const int32_t *chosen; /* backward: the forward's arg (-1: none) */
+    const int32_t *len;    /* forward: positions per outer index, or NULL (all) */
 } max_job;
 
 /* Per output element, the first maximal input; the k loop innermost so the
@@ -231,11 +232,16 @@ AG_SIMD_CLONES static void max_axis_range(void *ctx, int64_t u0, int64_t u1) {
         const ag_real *x = j->r.x + o * v->n * v->inner;
         ag_real *best = j->r.y + o * v->inner;
         int32_t *arg = j->arg + o * v->inner;
+        int64_t n = j->len ? j->len[o] : v->n;
+        if (n == 0) { /* an empty example: 0, and no gradient */
+            for (int64_t k = k0; k < k1; k++) best[k] = 0, arg[k] = -1;
+            continue;
+        }
         for (int64_t k = k0; k < k1; k++) {
             best[k] = x[k];
             arg[k] = 0;
         }
-        for (int64_t i = 1; i < v->n; i++)
+        for (int64_t i = 1; i < n; i++)
             for (int64_t k = k0; k < k1; k++) {
                 ag_real xi = x[i * v->inner + k];
                 bool more = xi > best[k];
@@ -251,13 +257,15 @@ static void max_axis_grad_range(void *ctx, int64_t u0, int64_t u1) {
     int64_t o0 = j->r.by_inner ? 0 : u0, o1 = j->r.by_inner ? 1 : u1;
     int64_t k0 = j->r.by_inner ? u0 : 0, k1 = j->r.by_inner ? u1 : v->inner;
     for (int64_t o = o0; o < o1; o++)
-        for (int64_t k = k0; k < k1; k++)
-            j->r.gx[(o * v->n + j->chosen[o * v->inner + k]) * v->inner + k] += j->r.g[o * v->inner + k];
+        for (int64_t k = k0; k < k1; k++) {
+            int32_t at = j->chosen[o * v->inner + k];
+            if (at >= 0) j->r.gx[(o * v->n + at) * v->inner + k] += j->r.g[o * v->inner + k];
+        }
 }
 
 static void max_axis_forward_cpu(const ag_real *x, ag_real *y, int32_t *arg, int64_t outer, int64_t n,
-                                 int64_t inner) {
-    max_job j = {.r = {.v = {outer, n, inner}, .x = x, .y = y}, .arg = arg};
+                                 int64_t inner, const int32_t *len) {
+    max_job j = {.r = {.v = {outer, n, inner}, .x = x, .y = y}, .arg = arg, .len = len};
     reduce_ranges(&j.r, max_axis_range);
 }
 
@@ -278,20 +286,30 @@ static void max_axis_backward(ag_node *n) {
     ag__reduce_on(n->op, n->out->device)->max_axis_backward(n->out->grad, n->saved, gx, v.outer, v.n, v.inner, fresh);
 }
 
-ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim) {
-    ag_device dev = ag__check_same_device("ag_max_axis", x, NULL);
-    axis = ag__axis("ag_max_axis", x, axis);
+static ag_tensor *max_axis(const char *op, ag_tensor *x, int axis, bool keepdim, const int32_t *lengths) {
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    axis = ag__axis(op, x, axis);
     axis_view v = view_along(x, axis);
-    if (v.n == 0) ag__fatal("ag_max_axis", "max over an empty axis %d", axis);
+    if (v.n == 0 && !lengths) ag__fatal(op, "max over an empty axis %d", axis);
     ag_tensor *out = reduced_out(x, axis, keepdim);
-    int32_t *arg = ag__step_alloc_on(dev, (size_t)out->size * sizeof(int32_t));
-    ag__reduce_on("ag_max_axis", dev)->max_axis_forward(x->data, out->data, arg, v.outer, v.n, v.inner);
-    ag_node *n = ag__record("ag_max_axis", max_axis_backward, out, 1, &x);
+    int32_t *arg = ag__step_alloc_on(dev, (size_t)(out->size ? out->size : 1) * sizeof(int32_t));
+    const int32_t *len = lengths ? ag__step_i32_on(dev, lengths, v.outer) : NULL;
+    ag__reduce_on(op, dev)->max_axis_forward(x->data, out->data, arg, v.outer, v.n, v.inner, len);
+    ag_node *n = ag__record(op, max_axis_backward, out, 1, &x);
     if (n) {
         n->iarg[0] = axis;
         n->saved = arg;
     }
     return out;
+}
+
+ag_tensor *ag_max_axis(ag_tensor *x, int axis, bool keepdim) { return max_axis("ag_max_axis", x, axis, keepdim, NULL); }
+
+/* The max of x [B, N, d] over the first lengths[b] positions of each
+ * example, 0 (no gradient) for an empty one; lengths checked by the
+ * caller (ag_max_over_time). */
+ag_tensor *ag__max_over_lengths(ag_tensor *x, const int32_t *lengths) {
+    return max_axis("ag_max_over_time", x, 1, false, lengths);
 }
 
 /* ---- the CPU's table (ops/reduce.h; CUDA's is in ops/cuda/reduce.cu) ---- */

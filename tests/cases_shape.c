@@ -111,6 +111,8 @@ static ag_tensor *f_refdiff_g4(ag_tensor **x) { return ag__ref_differences(x[0],
 static const int32_t pad_len[3] = {5, 0, 2};
 static ag_tensor *f_zero_padding(ag_tensor **in) { return ag_zero_padding(in[0], pad_len); }
 static ag_tensor *f_zero_padding_twice(ag_tensor **in) { return ag_mul(ag_zero_padding(in[0], pad_len), in[0]); }
+/* ag_max_over_time: the max over each example's valid positions, 0 for the empty one */
+static ag_tensor *f_max_over_time(ag_tensor **in) { return ag_max_over_time(in[0], pad_len); }
 
 /* ---- slice ---- */
 
@@ -745,6 +747,7 @@ const op_case shape_cases[] = {
     UNIFORM_CASE("zero_padding [3,5,37] len 5,0,2", f_zero_padding, -2, 2, DIMS(3, 5, 37)),
     UNIFORM_CASE("zero_padding [3,5,2,33] len 5,0,2", f_zero_padding, -2, 2, DIMS(3, 5, 2, 33)),
     UNIFORM_CASE("zero_padding [3,5] times x", f_zero_padding_twice, -2, 2, DIMS(3, 5)),
+    UNIFORM_CASE("max_over_time [3,5,37] len 5,0,2", f_max_over_time, -2, 2, DIMS(3, 5, 37)),
     UNIFORM_CASE("ref_differences [1500] g4", f_refdiff_g4, -2, 2, DIMS(1500)),
     {NULL, NULL, NULL, 0, 0},
 };

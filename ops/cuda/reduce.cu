@@ -57,13 +57,19 @@ __global__ void sum_axis_grad_kernel(const ag_real *G, ag_real *GX, ag_real scal
     }
 }
 
-__global__ void max_axis_kernel(const ag_real *X, ag_real *Y, int32_t *arg, int64_t n, int64_t inner, int64_t size) {
+__global__ void max_axis_kernel(const ag_real *X, ag_real *Y, int32_t *arg, int64_t n, int64_t inner,
+                                const int32_t *len, int64_t size) {
     AG_CUDA_FOR(e, size) {
-        int64_t k = e % inner, o = e / inner;
+        int64_t k = e % inner, o = e / inner, m = len ? len[o] : n;
         const ag_real *x = X + o * n * inner + k;
+        if (m == 0) { /* an empty example: 0, and no gradient */
+            Y[e] = 0;
+            arg[e] = -1;
+            continue;
+        }
         ag_real best = x[0];
         int32_t at = 0;
-        for (int64_t i = 1; i < n; i++)
+        for (int64_t i = 1; i < m; i++)
             if (x[i * inner] > best) { /* strictly: a tie keeps the first */
                 best = x[i * inner];
                 at = (int32_t)i;
@@ -100,10 +106,11 @@ static void sum_axis_backward(const ag_real *g, ag_real *gx, ag_real scale, int6
                    size);
 }
 
-static void max_axis_forward(const ag_real *x, ag_real *y, int32_t *arg, int64_t outer, int64_t n, int64_t inner) {
+static void max_axis_forward(const ag_real *x, ag_real *y, int32_t *arg, int64_t outer, int64_t n, int64_t inner,
+                             const int32_t *len) {
     int64_t size = outer * inner;
-    if (size > 0 && n > 0)
-        ag__launch(max_axis_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, y, arg, n, inner, size);
+    if (size > 0 && (n > 0 || len))
+        ag__launch(max_axis_kernel, ag__cuda_blocks(size), AG_CUDA_THREADS, 0, x, y, arg, n, inner, len, size);
 }
 
 static void max_axis_backward(const ag_real *g, const int32_t *arg, ag_real *gx, int64_t outer, int64_t n,
