@@ -255,48 +255,51 @@ enum { UPDATE_CHUNK = 1 << 15, LIVE_ROWS_GRAIN = 256 };
 
 /* The coefficients of a step, computed once for both devices (the CUDA
  * kernels of optim/cuda/optimizer.cu take the same structs). */
-static ag__ksgd sgd_coef(const ag_optimizer *o, double weight_decay) {
+/* The coefficients are filled field by field into zeroed memory (the
+ * caller's): their padding and the union's unused tail stay 0, so the table
+ * the device gets has no undefined byte, and the same coefficients are the
+ * same bytes (graph/cuda_uploads.c sends bytes it saw before only once). */
+static void sgd_coef(const ag_optimizer *o, double weight_decay, ag__ksgd *k) {
     const ag_optim_config *c = &o->cfg;
-    return (ag__ksgd){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .mu = (ag_real)c->momentum,
-                     .keep = (ag_real)(1 - c->dampening), .first = o->step == 1, /* the buffer starts as g */
-                     .nesterov = c->nesterov};
+    k->lr = (ag_real)o->lr, k->wd = (ag_real)weight_decay, k->mu = (ag_real)c->momentum;
+    k->keep = (ag_real)(1 - c->dampening), k->first = o->step == 1; /* the buffer starts as g */
+    k->nesterov = c->nesterov;
 }
 
 /* PyTorch's implementation keeps vmax as the running max of the raw second
  * moment and bias-corrects it with the current step (older versions of its
  * documentation wrote the max of the corrected values instead); we follow
  * the implementation, which is what users compare against. */
-static ag__kadam adam_coef(const ag_optimizer *o, double weight_decay) {
+static void adam_coef(const ag_optimizer *o, double weight_decay, ag__kadam *k) {
     const ag_optim_config *c = &o->cfg;
     const double t = (double)o->step;
     const bool decoupled = c->kind == AG_ADAMW;
-    ag__kadam k = {.b1 = (ag_real)c->beta1, .b2 = (ag_real)c->beta2, .eps = (ag_real)c->eps,
-                  .one_b1 = (ag_real)(1 - c->beta1), .one_b2 = (ag_real)(1 - c->beta2),
-                  .step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t))),
-                  .bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t)),
-                  .l2 = decoupled ? 0 : (ag_real)weight_decay,
-                  .decay = (ag_real)(1 - o->lr * weight_decay)}; /* AdamW's shrink of θ */
-    k.coupled_decay = k.l2 != 0;
-    k.decoupled_decay = decoupled && weight_decay != 0;
-    return k;
+    k->b1 = (ag_real)c->beta1, k->b2 = (ag_real)c->beta2, k->eps = (ag_real)c->eps;
+    k->one_b1 = (ag_real)(1 - c->beta1), k->one_b2 = (ag_real)(1 - c->beta2);
+    k->step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t)));
+    k->bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t));
+    k->l2 = decoupled ? 0 : (ag_real)weight_decay;
+    k->decay = (ag_real)(1 - o->lr * weight_decay); /* AdamW's shrink of θ */
+    k->coupled_decay = k->l2 != 0;
+    k->decoupled_decay = decoupled && weight_decay != 0;
 }
 
-static ag__kadadelta adadelta_coef(const ag_optimizer *o, double weight_decay) {
+static void adadelta_coef(const ag_optimizer *o, double weight_decay, ag__kadadelta *k) {
     const ag_optim_config *c = &o->cfg;
-    return (ag__kadadelta){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .rho = (ag_real)c->rho,
-                          .one_rho = (ag_real)(1 - c->rho), .eps = (ag_real)c->eps};
+    k->lr = (ag_real)o->lr, k->wd = (ag_real)weight_decay, k->rho = (ag_real)c->rho;
+    k->one_rho = (ag_real)(1 - c->rho), k->eps = (ag_real)c->eps;
 }
 
-static ag__kadagrad adagrad_coef(const ag_optimizer *o, double weight_decay) {
+static void adagrad_coef(const ag_optimizer *o, double weight_decay, ag__kadagrad *k) {
     const ag_optim_config *c = &o->cfg;
-    return (ag__kadagrad){.clr = (ag_real)(o->lr / (1 + (double)(o->step - 1) * c->lr_decay)),
-                         .wd = (ag_real)weight_decay, .eps = (ag_real)c->eps};
+    k->clr = (ag_real)(o->lr / (1 + (double)(o->step - 1) * c->lr_decay));
+    k->wd = (ag_real)weight_decay, k->eps = (ag_real)c->eps;
 }
 
-static ag__krmsprop rmsprop_coef(const ag_optimizer *o, double weight_decay) {
+static void rmsprop_coef(const ag_optimizer *o, double weight_decay, ag__krmsprop *k) {
     const ag_optim_config *c = &o->cfg;
-    return (ag__krmsprop){.lr = (ag_real)o->lr, .wd = (ag_real)weight_decay, .alpha = (ag_real)c->alpha,
-                         .one_alpha = (ag_real)(1 - c->alpha), .eps = (ag_real)c->eps, .mu = (ag_real)c->momentum};
+    k->lr = (ag_real)o->lr, k->wd = (ag_real)weight_decay, k->alpha = (ag_real)c->alpha;
+    k->one_alpha = (ag_real)(1 - c->alpha), k->eps = (ag_real)c->eps, k->mu = (ag_real)c->momentum;
 }
 
 KERNEL void sgd_kernel(ag_real *restrict P, const ag_real *restrict G, ag_real *restrict buf, int64_t n,
@@ -604,17 +607,18 @@ typedef union {
     ag__krmsprop rmsprop;
 } update_coef;
 
-static update_coef coef_of(const ag_optimizer *opt, int i) {
+/* *c is zeroed: the fields of opt's kind are filled in (sgd_coef says why). */
+static void coef_of(const ag_optimizer *opt, int i, update_coef *c) {
     double wd = opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay;
     switch (opt->cfg.kind) {
-    case AG_SGD: return (update_coef){.sgd = sgd_coef(opt, wd)};
+    case AG_SGD: sgd_coef(opt, wd, &c->sgd); return;
     case AG_ADAM:
-    case AG_ADAMW: return (update_coef){.adam = adam_coef(opt, wd)};
-    case AG_ADADELTA: return (update_coef){.adadelta = adadelta_coef(opt, wd)};
-    case AG_ADAGRAD: return (update_coef){.adagrad = adagrad_coef(opt, wd)};
+    case AG_ADAMW: adam_coef(opt, wd, &c->adam); return;
+    case AG_ADADELTA: adadelta_coef(opt, wd, &c->adadelta); return;
+    case AG_ADAGRAD: adagrad_coef(opt, wd, &c->adagrad); return;
     case AG_RMSPROP: break;
     }
-    return (update_coef){.rmsprop = rmsprop_coef(opt, wd)};
+    rmsprop_coef(opt, wd, &c->rmsprop);
 }
 
 /* Parameter i's arrays for update_all, in update's order of slots. */
@@ -668,7 +672,7 @@ static void optim_step(ag_optimizer *opt, const double *gate, double *const *blo
                       "(ag_params_to) before ag_optim_init", p->name, ag_device_name(p->device),
                       ag_device_name(opt->device));
         if (!p->grad) ag__fatal(op, "parameter '%s' has no gradient buffer", p->name);
-        coef[i] = coef_of(opt, i);
+        coef_of(opt, i, &coef[i]);
     }
     const update_coef *on_device = ag__step_copy_on(opt->device, coef, (size_t)n * sizeof *coef);
     ag__update_span span_room[32];
