@@ -119,6 +119,7 @@ extern bool ag__prof_on;
 double ag__seconds(void);
 void ag__prof_site(void);
 void ag__prof_forward(const char *op, const char *file, int line);
+void ag__prof_untaped(const char *op);
 void ag__prof_backward(const ag_node *n, double seconds, int64_t launches);
 /* The last call site stamped by AG_AT (file NULL when none). */
 const char *ag__callsite(int *line);

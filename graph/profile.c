@@ -91,6 +91,14 @@ void ag__prof_forward(const char *op, const char *file, int line) {
     mark_launches = launched;
 }
 
+/* Work that records no node (ag_mask_batch's kernel and uploads): charged
+ * to its own call site under op, not to the next op the model records. */
+void ag__prof_untaped(const char *op) {
+    int line;
+    const char *file = ag__callsite(&line);
+    ag__prof_forward(op, file, line);
+}
+
 void ag__prof_backward(const ag_node *n, double seconds, int64_t launches) {
     prof_entry *e = entry(n->op, n->file, n->line);
     e->bwd_calls++;

@@ -99,7 +99,7 @@ static ag_status mpsan_build(ag_model *m) {
 static ag_tensor *masked_units(ag_model *m, int sentence, ag_tensor *w, ag_tensor *masks, bool training) {
     mpsan *p = m->impl;
     const double c = 5.0;
-    ag_tensor *x = ag__dropout_copies(w, UNITS, m->cfg.keep, training, &m->rng);            /* [4,B,N,d] */
+    ag_tensor *x = AG_AT(ag__dropout_copies, w, UNITS, m->cfg.keep, training, &m->rng);     /* [4,B,N,d] */
     ag_tensor *h = ag_dense(x, ag_param_stack_view(p->unit.w[0]), ag_param_stack_view(p->unit.b[0]), AG_ACT_ELU);
     ag_tensor *prob = NULL;                                                                  /* [4,B,N,N] */
     ag_tensor *s = AG_AT(ag__additive_self_attention_planes, h, ag_param_stack_view(p->unit.u[0]),

@@ -362,6 +362,7 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
     k->pad_planes(pos_here->data, ag__step_i32_on(dev, lengths, B), tree ? ag__step_i32_on(dev, dists, (int64_t)B * N * N) : NULL,
                   tree ? ag__step_copy_on(dev, weight, (size_t)h * sizeof *weight) : NULL, m->data, B, h, N);
     ag__kernels_done(op, dev);
+    if (ag__prof_on) ag__prof_untaped(op); /* no node: its kernel and uploads are its own line's */
     *out = m;
     return AG_OK;
 }
