@@ -37,11 +37,11 @@ void ag_callsite_push(const char *file, int line) {
     ag_set_callsite(file, line);
 }
 
-/* The outermost call's return leaves no site: an op called later without
- * one (a library-internal ag__ op called directly) names none, rather than
- * a line it was not called from. */
-ag_tensor *ag_callsite_pop(ag_tensor *result) {
-    if (site_depth > 0) site_depth--;
+/* The site of the op call in progress around this point, or none outside
+ * every AG_AT: an op called later without a site of its own (a
+ * library-internal ag__ op called directly) names none, rather than a line
+ * it was not called from. */
+static void enclosing_site(void) {
     if (site_depth > 0 && site_depth <= SITE_DEPTH) {
         callsite_file = site_stack[site_depth - 1].file;
         callsite_line = site_stack[site_depth - 1].line;
@@ -49,7 +49,21 @@ ag_tensor *ag_callsite_pop(ag_tensor *result) {
         callsite_file = NULL;
         callsite_line = 0;
     }
+}
+
+ag_tensor *ag_callsite_pop(ag_tensor *result) {
+    if (site_depth > 0) site_depth--;
+    enclosing_site();
     return result;
+}
+
+/* A statement's return (AG_AT_STMT, AG_AT_STATUS) gives the site back as
+ * an op's does. */
+void ag_callsite_end(void) { enclosing_site(); }
+
+ag_status ag_callsite_end_status(ag_status status) {
+    enclosing_site();
+    return status;
 }
 
 /* A fatal error leaves through the handler (abort, or a test's longjmp):

@@ -531,6 +531,16 @@ static void test_errors_name_op_shapes_and_line(void) {
     (void)t;
     EXPECT_FATAL((ag_add)(a, b), "ag_add", "[2,3]", "[4,3]");
     CHECK(!strstr(fatal_msg, "(at "), "an unstamped call named a line: '%s'", fatal_msg);
+    /* nor after a call that returns no tensor (a statement's stamp) */
+    ag_tensor *masks;
+    CHECK(ag_mask_batch(&(ag_mask_spec){.dir = AG_MASK_PAST}, 1, 1, 2, (int32_t[]){2}, NULL, &masks) == AG_OK);
+    EXPECT_FATAL((ag_add)(a, b), "ag_add", "[2,3]", "[4,3]");
+    CHECK(!strstr(fatal_msg, "(at "), "a call after ag_mask_batch named its line: '%s'", fatal_msg);
+    ag_params one = {0};
+    ag_backward(ag_sum(ag_param(&one, "x", 1, (int[]){1})));
+    EXPECT_FATAL((ag_add)(a, b), "ag_add", "[2,3]", "[4,3]");
+    CHECK(!strstr(fatal_msg, "(at "), "a call after ag_backward named its line: '%s'", fatal_msg);
+    ag_params_free(&one);
     /* sizes no machine holds: a parameter beyond memory is refused by name, a
      * shape whose element count overflows before any allocation */
     ag_params huge = {0};

@@ -743,13 +743,17 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
  * ag_dense(helper(x), w, b, act) the ops inside helper() stamp their own
  * lines and, returning, give the dense its line back; the outermost call's
  * return leaves no site, so a call without one names none.  The library
- * itself defines AG_INTERNAL.  Statements that return no tensor (masks' status,
- * initialisers, the optimizer) just stamp. */
+ * itself defines AG_INTERNAL.  Calls that return no tensor (ag_mask_batch's
+ * status, initialisers, the optimizer, ag_backward) stamp their line while
+ * they run and give the enclosing site back. */
 void ag_set_callsite(const char *file, int line);
 void ag_callsite_push(const char *file, int line);
 ag_tensor *ag_callsite_pop(ag_tensor *result);
+void ag_callsite_end(void);
+ag_status ag_callsite_end_status(ag_status status);
 #define AG_AT(fn, ...) (ag_callsite_push(__FILE__, __LINE__), ag_callsite_pop(fn(__VA_ARGS__)))
-#define AG_AT_STMT(fn, ...) (ag_set_callsite(__FILE__, __LINE__), fn(__VA_ARGS__))
+#define AG_AT_STMT(fn, ...) (ag_set_callsite(__FILE__, __LINE__), fn(__VA_ARGS__), ag_callsite_end())
+#define AG_AT_STATUS(fn, ...) ag_callsite_end_status((ag_set_callsite(__FILE__, __LINE__), fn(__VA_ARGS__)))
 
 #ifndef AG_INTERNAL
 /* tensor ops */
@@ -817,7 +821,7 @@ ag_tensor *ag_callsite_pop(ag_tensor *result);
 #define ag_mask_heads(...) AG_AT(ag_mask_heads, __VA_ARGS__)
 #define ag_mask_attenuation(...) AG_AT(ag_mask_attenuation, __VA_ARGS__)
 #define ag_mask_padding(...) AG_AT(ag_mask_padding, __VA_ARGS__)
-#define ag_mask_batch(...) AG_AT_STMT(ag_mask_batch, __VA_ARGS__)
+#define ag_mask_batch(...) AG_AT_STATUS(ag_mask_batch, __VA_ARGS__)
 /* sequence ops */
 #define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
 #define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
