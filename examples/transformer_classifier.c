@@ -2,7 +2,8 @@
  * sinusoidal positions, 4-head masked self-attention, residual + LayerNorm, FFN, masked mean pooling, a linear
  * classifier.  main() trains it with AdamW (no decay on biases and LayerNorm; warm-up, then cosine per step) on
  * the generated order task (data/synth.c: a bag of words sits at 25%), or on TREC given the data folder
- * (`transformer_classifier ../shared/data`).  tests/test_transformer_classifier.c gradchecks it. */
+ * (`transformer_classifier DATA`, DATA as tools/get-data.sh fills it: docs/data.md).
+ * tests/test_transformer_classifier.c gradchecks it. */
 #include "attngrad.h"
 #include "attngrad/data.h"
 #include "attngrad/layers.h"
