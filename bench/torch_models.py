@@ -1,4 +1,4 @@
-"""torch_models.py - the five models of /work/shared/MODELS.md in PyTorch.
+"""torch_models.py - the five models of docs/models.md in PyTorch.
 
 A second, independent implementation of MODELS.md, used for two things:
   * reference checks: tests/torch_reference.py rebuilds a model from an

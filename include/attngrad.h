@@ -7,7 +7,7 @@
  *     ag_tensor *x = ag_tensor_from(data, 2, (int[]){8, 4});   // per-step
  *     ag_tensor *loss = ag_cross_entropy(ag_matmul(x, W), labels, -1);
  *     ag_backward(loss);                                       // grads in W->grad
- *     ag_sgd_step(&opt); ag_step_end();                        // update, free the step
+ *     ag_optim_step(&opt); ag_step_end();                      // update, free the step
  *
  * Memory.  Parameters are persistent (malloc'd once).  Everything else made
  * during a step - activations, their gradients, tape nodes, scratch - comes
@@ -19,7 +19,7 @@
  *
  * Precision.  `ag_real` is float, or double when compiled with
  * -DAG_REAL_DOUBLE.  The library is built twice from the same sources:
- * libattngrad_f32 for training, libattngrad_f64 for gradient checks.
+ * libattngrad for training, libattngrad-f64 for gradient checks.
  *
  * Errors.  Programmer errors (shape or device mismatch, bad axis) stop the
  * program with a message that names the op, the shapes and the caller's

@@ -562,7 +562,7 @@ ag_tensor *ag_mask(const ag_mask_spec *spec, int N);
  * [h,N,N] there is refused as ambiguous when B == h. */
 ag_tensor *ag_mask_heads(const ag_mask_spec *specs, int h, int N);
 /* Dual-axial attenuation factor [N,N] = 1 / ln(w|q-k| + c), to multiply
- * (MODELS.md §2: w = c = e); needs w >= 0, c > 1; cached likewise. */
+ * (docs/models.md, dual-axial: w = c = e); needs w >= 0, c > 1; cached likewise. */
 ag_tensor *ag_mask_attenuation(double w, double c, int N);
 /* Padding mask from lengths (step arena): -inf for keys k >= lengths[b]
  * and, with queries, for whole rows q >= lengths[b].  ndim 3 gives [B,1,N]
@@ -590,13 +590,13 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
  * (either may be NULL: no scale, no shift). */
 ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps);
 
-/* The positional LM's mean recurrence (MODELS.md §3 step 3): m[B,N,3] ->
+/* The positional LM's mean recurrence (docs/models.md, positional LM, step 3): m[B,N,3] ->
  * mu[B,N], mu_t = max(m_t . [mu_{t-1}, 1/len, (t+1)/len], t/len), mu_{-1} = 0.
  * The gradient flows through the recurrence; on a tie it goes to the floor
  * t/len, i.e. nowhere.  0 at padded t.  len[B], or NULL: all N. */
 ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len);
 
-/* Gaussian positional context (MODELS.md §3 steps 4-5), per example of length len:
+/* Gaussian positional context (docs/models.md, positional LM, steps 4-5), per example of length len:
  *   gamma[t,i] = exp(-(i/len - mu_t)^2 / (2 sigma_t^2 + eps)) over the window
  *   i <= t (strict: i < t, so c_0 = 0), divided by max(sum over the window, 1e-12);
  *   c_t = sum_i gamma[t,i] h_i.
@@ -634,7 +634,7 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
 /* MTSA's sigma_t: log-sigmoid (the paper: ER = M ⊙ sigmoid(R)) or identity (FLAG: ER = M ⊙ exp(R)). */
 typedef enum { AG_MTSA_LOG_SIGMOID = 0, AG_MTSA_IDENTITY = 1 } ag_mtsa_score;
 
-/* MTSA multi-dim token2token attention (MODELS.md §5 steps 2-4), without
+/* MTSA multi-dim token2token attention (docs/models.md, MTSA, steps 2-4), without
  * forming [N,N,dh]:  H[q,l] = sum_k softmax_k(sigma_t(R[q,k]) + S[k,l] + log M[q,k]) v[k,l],
  * 0 on rows with no allowed key.  R[B,N,N] or [B,h,N,N] (query rows, key
  * columns), S and v [B,(h,)N,dh] -> H like v.  M = mask ∧ valid(q) ∧ valid(k),

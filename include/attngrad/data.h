@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- conventions (MODELS.md §0) ---------------------------------------- */
+/* ---- conventions (docs/models.md) --------------------------------------- */
 
 enum { AG_PAD_ID = 0, AG_UNK_ID = 1 }; /* fixed ids of <pad> and <unk> */
 #define AG_PAD_TOKEN "<pad>"
@@ -186,7 +186,7 @@ int ag_dataset_save(const ag_dataset *ds, const char *path, char *err, size_t er
 int ag_format_parse(const char *name, ag_format *fmt); /* "labeled","sick","conllu","lm" */
 const char *ag_format_name(ag_format fmt);
 
-/* The benchmark files under AG_DATA_DIR (see /work/shared/data/README.md).
+/* The benchmark files under AG_DATA_DIR (docs/data.md; tools/get-data.sh fetches them).
  * Paths are relative to the data dir; dev == NULL means "split one off
  * train" (ag_split_holdout); cv means no split at all: 10-fold CV. */
 typedef struct {
@@ -391,7 +391,7 @@ const int64_t *ag_sampler_batch(const ag_sampler *s, int64_t i, int32_t *rows);
 
 typedef struct {
     int32_t fixed_len; /* > 0: every row exactly this wide, longer cut (dual-axial L) */
-    int32_t n_bigram;  /* > 1: fill bigram ids with this many buckets (MODELS.md §2) */
+    int32_t n_bigram;  /* > 1: fill bigram ids with this many buckets (docs/models.md, dual-axial) */
     int heads;         /* fill heads: the parse, or the chain i -> i+1 without one */
     int32_t max_width; /* capacity; 0 = longest example of the dataset */
     int32_t max_len;   /* > 0: longer rows cut to their first max_len tokens (a
@@ -425,7 +425,7 @@ void ag_batch_free(ag_batch *b);
 int ag_batch_fill(ag_batch *b, const ag_dataset *ds, const int64_t *idx, int32_t rows,
                   char *err, size_t errlen);
 
-/* MODELS.md §2: 1 + (w*1000003 + w_next) mod (n_bi - 1), in 64-bit. */
+/* docs/models.md, dual-axial: 1 + (w*1000003 + w_next) mod (n_bi - 1), in 64-bit. */
 int32_t ag_bigram_id(int32_t w, int32_t w_next, int32_t n_bi);
 
 /* ---- synthetic tasks (no files; deterministic from the seeds) ------------- */

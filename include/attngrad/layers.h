@@ -43,7 +43,7 @@ ag_tensor *ag_zero_padding(ag_tensor *x, const int32_t *lengths);
 /* Max over the valid positions of x [B, N, d] -> [B, d]; an empty example
  * (lengths[b] = 0) gives 0 and no gradient, as in ag_source2token. */
 ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths);
-/* Source2token multi-dim pooling (MODELS.md §0): A = act(x W1 + b1) W2 + b2,
+/* Source2token multi-dim pooling (docs/models.md, conventions): A = act(x W1 + b1) W2 + b2,
  * alpha = softmax over valid t per feature, s = sum_t alpha_t * x_t.
  * x [B, N, d] -> [B, d]. */
 ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,

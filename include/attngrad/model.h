@@ -31,7 +31,7 @@
 #include "../attngrad.h"
 #include "data.h"
 
-/* Variant switches (MODELS.md's FLAGs); each model reads the ones it has. */
+/* Variant switches (docs/models.md's FLAGs); each model reads the ones it has. */
 enum {
     AG_FLAG_ELU_SCORE = 1 << 0,   /* MPSAN: ELU((..)/c) instead of c*tanh((..)/c) */
     AG_FLAG_LINEAR_DIST = 1 << 1, /* MPSAN: -|k-q| instead of -ln|k-q| */
@@ -67,7 +67,7 @@ typedef enum {
 const char *ag_task_name(ag_task t);                /* "classify", "pair", "lm", "relatedness" */
 int ag_task_parse(const char *name, ag_task *t);    /* 0, or -1 for an unknown name */
 
-/* Relatedness (Tai et al. 2015, MODELS.md §1): the model's logits are over
+/* Relatedness (Tai et al. 2015; docs/models.md, MPSAN): the model's logits are over
  * the AG_RELATEDNESS_BINS scores 1..5; the predicted score is sum_i i p_i
  * and the target of a score y puts y - floor y on floor y + 1 and the rest
  * on floor y. */
@@ -281,7 +281,7 @@ void ag_model_free(ag_model *m);
 void ag_model_batch_alloc(const ag_model *m, int B, int N, ag_batch *b);
 void ag_model_batch_free(ag_batch *b);
 
-/* The tiny gradient-check setup of MODELS.md: config of the kind at its
+/* The tiny gradient-check setup of docs/models.md: config of the kind at its
  * tiny sizes, and a batch B=2, lengths {5,3}, N=5 with fixed random tokens,
  * labels (and pairs, heads, bigrams, targets as the model needs), freed
  * with ag_model_batch_free. */

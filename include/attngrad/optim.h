@@ -136,7 +136,7 @@ ag_status ag_check_params_finite(const ag_params *ps, double *norm);
 /* The first parameter whose values (grads false) or gradient (true) hold an
  * inf or NaN, and the element's flat index in *at; NULL when all are finite. */
 ag_tensor *ag_params_find_nonfinite(const ag_params *ps, bool grads, int64_t *at);
-/* The weight matrices of MODELS.md's L2 term: parameters with 2 or more
+/* The weight matrices of docs/models.md's L2 term: parameters with 2 or more
  * dims, except embedding tables (names starting with "embed" or "bigram").
  * Biases, gains, vectors and embeddings are not weight matrices. */
 bool ag_is_weight_matrix(const ag_tensor *p);

@@ -294,7 +294,7 @@ int ag_train_stop_requested(void); /* the signal asked for, -1 without one, or 0
 
 /* ---- reference dumps and gradient checks at small sizes ----------------- */
 
-/* The model of o at MODELS.md's tiny sizes (sizes set in o override them)
+/* The model of o at docs/models.md's tiny sizes (sizes set in o override them)
  * and its batch: the tiny batch, or with o->batch / o->len set a random one
  * of that many rows and that width.  Free with ag_model_free and
  * ag_model_batch_free. */
