@@ -3,8 +3,8 @@
  * equations (every FLAG), independence of an example's logits from the
  * rest of the batch and from anything beyond its length, the bigram row 0
  * that must stay zero through training, --bigrams 0 as no bigram embedding,
- * a batch of the wrong width, a batch too big for memory, and training steps
- * that allocate nothing. */
+ * a batch of the wrong width, a batch too big for memory, training steps
+ * that allocate nothing, and a step that never holds an [L,L,d] tensor. */
 #include "model_util.h"
 #include "attngrad/train.h"
 #include "../train/internal.h"
@@ -160,6 +160,45 @@ static void bigram_row_zero(void) {
     ag_model_free(&m);
 }
 
+/* Bytes of step arena for one forward and backward, B = 1, L = d = n, the
+ * whole width valid (the arena's high-water mark only grows: call with
+ * growing n, before larger steps). */
+static size_t step_bytes(int n) {
+    const ag_model_kind *kind = ag_model_find("dual_axial");
+    ag_model_config c = ag_model_defaults(kind);
+    c.vocab = 50, c.classes = 3, c.n_bigram = 64;
+    c.dim = c.fixed_len = n;
+    ag_model m;
+    CHECK(ag_model_init(&m, kind, &c) == AG_OK, "%s", ag_errmsg());
+    ag_batch b;
+    ag_model_batch_alloc(&m, 1, n, &b);
+    b.lengths[0] = n;
+    for (int t = 0; t < n; t++) b.tokens[t] = 2 + t % (c.vocab - 2);
+    for (int t = 0; t + 1 < n; t++) b.bigrams[t] = ag_bigram_id(b.tokens[t], b.tokens[t + 1], c.n_bigram);
+    ag_backward(ag_model_loss(&m, &b, true));
+    ag_step_end();
+    ag_model_batch_free(&b);
+    ag_model_free(&m);
+    return ag_memstats().arena_high;
+}
+
+/* A step holds [L,L], [L,d] and [d,d] tensors, never [L,L,d] or [L,d,d]
+ * (docs/models.md: one score per pair along each axis): doubling L and d
+ * together multiplies its memory by about 4.  One such cube would add
+ * 8 c - 4 c = 4 c over that, c being its size at n/2; the check allows half
+ * of it, as test_mtsa's does. */
+static void no_cube(void) {
+    size_t prev = 0, prev_cube = 0;
+    for (int n = 16; n <= 128; n *= 2) {
+        size_t used = step_bytes(n), cube = (size_t)n * n * n * sizeof(ag_real);
+        printf("  L = d = %3d: arena %9zu bytes, one [L,L,d] tensor %9zu\n", n, used, cube);
+        if (prev)
+            CHECK(used <= 4 * prev + 2 * prev_cube, "L = d = %d: %zu bytes after %zu at n/2 (one cube there: %zu)", n,
+                  used, prev, prev_cube);
+        prev = used, prev_cube = cube;
+    }
+}
+
 /* A batch wider than fixed_len cannot fit the feature axis' [L,L] maps. */
 static void wrong_width(void) {
     ag_model m = tiny_model(0);
@@ -249,6 +288,7 @@ int main(void) {
         {AG_FLAG_TEXT_ONLY, "text_only"},
         {AG_FLAG_SOFTMAX | AG_FLAG_NO_ZETA | AG_FLAG_TEXT_ONLY, "all"},
     };
+    no_cube(); /* first: it reads the arena's high-water mark */
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         against_reference(variants[i].flags, variants[i].label);
         independence(variants[i].flags);
