@@ -157,10 +157,18 @@ static const char *where(const reader *r, int64_t rec, int64_t byte, char *buf, 
     return buf;
 }
 
-/* What every word must be, used or not: not empty, UTF-8. */
+/* What every word must be, used or not: not empty, no control bytes,
+ * UTF-8.  A NUL or another control byte is valid UTF-8, so without its own
+ * check a damaged file (or a binary one read as text) would pass silently:
+ * its words would just never match a token, as the data loaders refuse
+ * those bytes. */
 static int check_word(reader *r, const char *w, size_t n, int64_t rec, int64_t byte) {
     char at[AG_ERR_LEN];
     if (!n) return fail(r, AG_DATA_EFORMAT, "%s: empty word", where(r, rec, byte, at, sizeof at));
+    long junk = ag_data_find_junk(w, n);
+    if (junk >= 0)
+        return fail(r, AG_DATA_EFORMAT, "%s: binary data in the word (byte 0x%02x at offset %ld)",
+                    where(r, rec, byte, at, sizeof at), (unsigned char)w[junk], junk);
     long bad = ag_utf8_error_at(w, n);
     if (bad >= 0)
         return fail(r, AG_DATA_EFORMAT, "%s: the word is not UTF-8 (byte 0x%02x at offset %ld of '%.40s')",
@@ -277,6 +285,18 @@ typedef struct {
     size_t *len, cap;
 } fields;
 
+/* Value k of the line is no decimal number: say which, and say binary data
+ * when a control byte is why (quoted, a NUL would cut the value short). */
+static int bad_value(reader *r, const char *s, size_t n, size_t k) {
+    char at[AG_ERR_LEN];
+    long junk = ag_data_find_junk(s, n);
+    if (junk >= 0)
+        return fail(r, AG_DATA_EFORMAT, "%s: value %zu: binary data (byte 0x%02x at offset %ld)",
+                    where(r, r->lr.lineno, -1, at, sizeof at), k, (unsigned char)s[junk], junk);
+    return fail(r, AG_DATA_EFORMAT, "%s: value %zu ('%.*s') is not a number", where(r, r->lr.lineno, -1, at, sizeof at),
+                k, (int)(n < 40 ? n : 40), s);
+}
+
 static int text_line(reader *r, fields *fs) {
     ag__data_line_reader *lr = &r->lr;
     char at[AG_ERR_LEN];
@@ -305,8 +325,7 @@ static int text_line(reader *r, fields *fs) {
                     (int)(fs->len[0] < 40 ? fs->len[0] : 40), fs->f[0], nf - 1, d);
     for (size_t i = words; i < nf; i++)
         if (!is_decimal(fs->f[i], fs->len[i]))
-            return fail(r, AG_DATA_EFORMAT, "%s: value %zu ('%.*s') is not a number", where(r, lr->lineno, -1, at, sizeof at),
-                        i - words + 1, (int)(fs->len[i] < 40 ? fs->len[i] : 40), fs->f[i]);
+            return bad_value(r, fs->f[i], fs->len[i], i - words + 1);
     size_t wlen = (size_t)(fs->f[words - 1] + fs->len[words - 1] - fs->f[0]);
     char *word = (char *)fs->f[0];
     word[wlen] = 0; /* ends the word (the blank after it; values are kept by length) */

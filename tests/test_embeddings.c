@@ -273,6 +273,11 @@ static void test_errors(const ag_vocab *vocab) {
     BAD("empty.txt", "", AG_DATA_EFORMAT, "empty.txt: empty file", NULL);
     BAD("blank.txt", "\n\n", AG_DATA_EFORMAT, "blank.txt: no vectors", NULL);
     BAD("nul.txt", "the 1 2\nc\rat 3 4\n", AG_DATA_EFORMAT, "nul.txt:2: carriage return", NULL);
+    /* control bytes are valid UTF-8: a damaged word or value is still refused, not passed over unmatched */
+    BAD("nulword.txt", "the 1 2\nc\0at 3 4\n", AG_DATA_EFORMAT, "nulword.txt:2: binary data in the word (byte 0x00 at offset 1)", NULL);
+    BAD("ctlword.txt", "\x01the 1 2\n", AG_DATA_EFORMAT, "ctlword.txt:1: binary data in the word (byte 0x01 at offset 0)", NULL);
+    BAD("nulvalue.txt", "the 1 2\ncat 3 4\0\n", AG_DATA_EFORMAT, "nulvalue.txt:2: value 2: binary data (byte 0x00 at offset 1)", NULL);
+    BAD("nulbin.txt", "1 1\nc\0t \0\0\x80\x3f", AG_DATA_EFORMAT, "nulbin.txt: record 1 (byte 0 after the header): binary data in the word", NULL);
     char err[AG_ERR_LEN];
     ag_vectors v;
     CHECK(read_vec("/nonexistent/vectors.txt", vocab, 0, &v, err) == AG_DATA_EIO && strstr(err, "/nonexistent/vectors.txt"));
