@@ -364,6 +364,16 @@ static void note_not_utf8(const char *cmd, const char *line, size_t n, int64_t l
     *said = true;
 }
 
+/* A UTF-8 byte order mark before stdin's first line is dropped, as the data
+ * loaders drop it (data/text.c): editors on Windows write one, and kept, it
+ * would silently make the first word another one (<unk>, or a CoNLL-U ID
+ * that is no number). */
+static void drop_bom(char *line, ssize_t *n, int64_t lineno) {
+    if (lineno != 1 || *n < 3 || memcmp(line, "\xEF\xBB\xBF", 3)) return;
+    memmove(line, line + 3, (size_t)*n - 2); /* with the NUL */
+    *n -= 3;
+}
+
 /* predict --input conllu: one line of output for each CoNLL-U sentence of
  * stdin (blank-line separated), the parse given to the model. */
 static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o) {
@@ -377,7 +387,7 @@ static int predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opt
     size_t max = (size_t)(o->max_line_bytes > 0 ? o->max_line_bytes : AG_MAX_LINE_BYTES), dropped;
     while (more) {
         more = (n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0;
-        if (more) lineno++;
+        if (more) drop_bom(line, &n, ++lineno);
         if (more && dropped) { /* a CoNLL-U line is one token: its sentence is no parse */
             fprintf(stderr, "attngrad predict: stdin:%lld: line longer than %zu bytes: not CoNLL-U (--max-line-bytes)\n",
                     (long long)lineno, max);
@@ -459,7 +469,7 @@ static int each_stdin_line(const command *c, const ag_train_opts *o, line_action
     bool said_utf8 = false;
     size_t words;
     while ((n = ag_read_line(stdin, &line, &cap, max, &dropped)) >= 0) {
-        lineno++;
+        drop_bom(line, &n, ++lineno);
         if (dropped && ag_long_line(o, line, &n, dropped, err, sizeof err)) {
             fprintf(stderr, "attngrad %s: stdin:%lld: %s\n", c->name, (long long)lineno, err);
             fputc('\n', stdout);
