@@ -5,6 +5,7 @@
  * so every key must be known, given once, and its value read in full. */
 #include "options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,13 @@ static void known_keys(const opt_field *f, int n, char *buf, size_t cap) {
     for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, i ? ", %s" : "%s", f[i].key);
 }
 
+/* What a number may start with.  strtod and strtol also read leading
+ * blanks, and strtod hex ("0x1p-3") and "inf": "lr= 1" or "lr=0x10" would
+ * run an experiment with a value nobody wrote in decimal. */
+static bool plain_number(const char *v) {
+    return (isdigit((unsigned char)v[0]) || v[0] == '-' || v[0] == '+' || v[0] == '.') && !strpbrk(v, "xX");
+}
+
 /* Reads one value of the field's type from exactly value[0..len). */
 static ag_status set_value(const char *what, const char *name, const opt_field *f, const char *value,
                            size_t len) {
@@ -61,14 +69,16 @@ static ag_status set_value(const char *what, const char *name, const opt_field *
     switch (f->type) {
     case OPT_REAL: {
         double x = strtod(v, &end);
-        if (*end || end == v || errno == ERANGE || !isfinite(x))
+        if (plain_number(v) && !*end && errno == ERANGE && isfinite(x)) /* 1e-400: a number, but no double's */
+            return ag__fail(AG_ERR_ARG, "%s '%s': key '%s': '%s' is too close to 0 for a double", what, name, f->key, v);
+        if (!plain_number(v) || *end || end == v || errno == ERANGE || !isfinite(x))
             return ag__fail(AG_ERR_ARG, "%s '%s': key '%s': '%s' is not a finite number", what, name, f->key, v);
         *(double *)f->dst = x;
         return AG_OK;
     }
     case OPT_INT: {
         long x = strtol(v, &end, 10);
-        if (*end || end == v || errno == ERANGE || x < -2147483647L || x > 2147483647L)
+        if (!plain_number(v) || *end || end == v || errno == ERANGE || x < -2147483647L || x > 2147483647L)
             return ag__fail(AG_ERR_ARG, "%s '%s': key '%s': '%s' is not an integer", what, name, f->key, v);
         *(int *)f->dst = (int)x;
         return AG_OK;

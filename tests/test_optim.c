@@ -438,6 +438,14 @@ static void test_parse(void) {
     EXPECT_ERROR(ag_optim_parse("sgd:lr=0.1x", &c), AG_ERR_ARG, "'lr'", "0.1x");
     EXPECT_ERROR(ag_optim_parse("sgd:lr=1e999", &c), AG_ERR_ARG, "'lr'");
     EXPECT_ERROR(ag_optim_parse("sgd:lr=nan", &c), AG_ERR_ARG, "'lr'");
+    /* decimal only: strtod's hex, its leading blanks and inf are refused (they read as values nobody wrote) */
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=0x1", &c), AG_ERR_ARG, "'lr'", "'0x1' is not a finite number");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr= 0.1", &c), AG_ERR_ARG, "'lr'", "' 0.1' is not a finite number");
+    EXPECT_ERROR(ag_optim_parse("sgd:lr=-inf", &c), AG_ERR_ARG, "'lr'", "not a finite number");
+    EXPECT_ERROR(ag_sched_parse("step:step_size= 2", &sbase), AG_ERR_ARG, "'step_size'", "not an integer");
+    EXPECT_ERROR(ag_sched_parse("step:step_size=0x2", &sbase), AG_ERR_ARG, "'step_size'", "not an integer");
+    EXPECT_ERROR(ag_optim_parse("adam:lr=1e-400", &c), AG_ERR_ARG, "'lr'", "'1e-400' is too close to 0 for a double");
+    CHECK(ag_optim_parse("sgd:lr=+.5e-1,momentum=-0", &c) == AG_OK && c.lr == 0.05, "%s", ag_errmsg());
     EXPECT_ERROR(ag_optim_parse("sgd:lr=", &c), AG_ERR_ARG, "'lr'", "empty");
     EXPECT_ERROR(ag_optim_parse("sgd:momentun=0.9", &c), AG_ERR_ARG, "'momentun'", "momentum");
     EXPECT_ERROR(ag_optim_parse("adam:momentum=0.9", &c), AG_ERR_ARG, "'momentum'", "adam");
