@@ -830,9 +830,9 @@ int ag_dataset_save(const ag_dataset *ds, const char *path, char *err, size_t er
     if (ds->format == AG_FORMAT_SICK)
         fputs("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n", f);
     for (int64_t i = 0; i < ds->n; i++) save_example(f, ds, i);
-    int bad = ferror(f);
+    int bad = ferror(f) ? errno : 0; /* why: a full disk says so, not just that it failed */
     if (fclose(f) != 0 || bad)
-        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed", path);
+        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed: %s", path, strerror(bad ? bad : errno));
     return 0;
 }
 

@@ -288,9 +288,9 @@ int ag_vocab_save(const ag_vocab *v, const char *path, char *err, size_t errlen)
         fwrite(ag__strtab_str(&v->tab, id), 1, v->tab.len[id], f);
         fputc('\n', f);
     }
-    int bad = ferror(f);
+    int bad = ferror(f) ? errno : 0; /* why: a full disk says so, not just that it failed */
     if (fclose(f) != 0 || bad)
-        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed", path);
+        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed: %s", path, strerror(bad ? bad : errno));
     return 0;
 }
 

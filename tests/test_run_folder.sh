@@ -136,6 +136,22 @@ head -n 1 "$T/ref/metrics.jsonl" > "$T/full/metrics.jsonl"
 cmp -s "$T/ref/metrics.csv" "$T/full/metrics.csv" && cmp -s "$T/ref/metrics.jsonl" "$T/full/metrics.jsonl" \
   && ok || bad "metrics after a full disk: $(head -c 300 "$T/full/metrics.csv")"
 
+# ---- a disk that fills up while a run writes ----
+# simulated with a file size limit (ulimit -f; SIGXFSZ ignored, so a write
+# past it fails with EFBIG as on a full disk): a resumed run stops naming
+# the file and why, and the checkpoints it had are there byte for byte, with
+# no temporary file left; a new run says which file it could not write
+cp -r "$T/ref" "$T/disk-full"
+out=$( (trap '' XFSZ; ulimit -f 8; "$AG" train --out "$T/disk-full" --resume --epochs 5 --progress none --quiet) 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "disk-full/\(best\|last\).safetensors: write failed: File too large" <<<"$out" && ok ||
+  bad "a full disk on resume: exit $rc, want 1 naming the checkpoint and why: $out"
+cmp -s "$T/ref/last.safetensors" "$T/disk-full/last.safetensors" && cmp -s "$T/ref/best.safetensors" "$T/disk-full/best.safetensors" &&
+  ok || bad "a full disk on resume changed the run's checkpoints"
+[ "$(ls "$T/disk-full" | grep -c '\.tmp\.')" -eq 0 ] && ok || bad "a full disk left temporary files: $(ls "$T/disk-full")"
+out=$( (trap '' XFSZ; ulimit -f 0; "$AG" train "${RUN[@]}" --out "$T/disk-full-new") 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "disk-full-new/vocab.txt: write failed: File too large" <<<"$out" && ok ||
+  bad "a full disk on a new run: exit $rc, want 1 naming vocab.txt and why: $out"
+
 # ---- integrity: flipped bits, files without checksums ----
 CK=$T/ref/last.safetensors
 for t in embed.weight unit2.dense.weight cls.out.bias optim.adadelta.v.fusion.weight optim.adadelta.u.pool.w1; do
