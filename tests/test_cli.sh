@@ -319,6 +319,13 @@ expect 1 'empty.txt:2: empty sentence' "$AG" train "${SMALL[@]}" --data "$T/empt
 expect 1 'junk.txt:2: binary data' "$AG" train "${SMALL[@]}" --data "$T/junk.txt" --out "$T/e3"
 expect 1 'random.bin:[0-9]+: ' "$AG" train "${SMALL[@]}" --data "$T/random.bin" --out "$T/e4"
 expect 1 'blank.txt: no examples' "$AG" train "${SMALL[@]}" --data "$T/blank.txt" --out "$T/e5"
+# labels number the classes from 0: a file labelled 1-2 (or with a stray large label) trains outputs no example
+# has, said in the header rather than hidden in the class count
+for i in $(seq 30); do echo "$((i % 2 + 1)) w$((i % 5)) w1"; done > "$T/labels12.txt"
+expect 0 'note: 1 of the 3 classes has no training example \(the first: label 0\)' \
+  "$AG" train "${SMALL[@]}" --data "$T/labels12.txt" --epochs 1 --out "$T/labels12"
+out=$("$AG" train "${SMALL[@]}" --epochs 1 --out "$T/all-classes" 2>&1)
+grep -q 'has no training example\|have no training example' <<<"$out" && bad "a note of empty classes on the generated task: $out" || ok
 expect 1 'nothere.txt: no such file' "$AG" train --data "$T/nothere.txt" --out "$T/e6"
 expect 1 'not a known benchmark folder' "$AG" train --data "$T" --out "$T/e7"
 

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -138,6 +139,29 @@ static void print_vectors(const ag__trainer *t, const ag_train_opts *o) {
         printf("  note: %lld vector%s skipped: a word with spaces\n", (long long)v->spaced, v->spaced == 1 ? "" : "s");
 }
 
+/* A class no training example has: a file labelled 1..K (0 unused), or one
+ * stray label far above the rest (a 65535 typed for a 5: 65536 outputs),
+ * trains outputs that never occur, which the class count alone does not
+ * show.  Said, not refused: a small split can lack a class by chance. */
+static void note_empty_classes(const ag_run_data *d, int classes) {
+    const ag_dataset *ds = d->ds[AG_SPLIT_TRAIN];
+    if (classes <= 0 || !ds || (d->task != AG_TASK_CLASSIFY && d->task != AG_TASK_PAIR)) return;
+    bool *seen = calloc((size_t)classes, sizeof *seen);
+    if (!seen) return;
+    for (int64_t k = 0; k < d->n[AG_SPLIT_TRAIN]; k++) {
+        int32_t label = ds->ex[d->idx[AG_SPLIT_TRAIN] ? d->idx[AG_SPLIT_TRAIN][k] : k].label;
+        if (label >= 0 && label < classes) seen[label] = true;
+    }
+    int empty = 0, first = -1;
+    for (int c = 0; c < classes; c++)
+        if (!seen[c]) empty++, first = first < 0 ? c : first;
+    free(seen);
+    if (empty)
+        printf("  note: %d of the %d classes ha%s no training example (the first: label %d): labels number the "
+               "classes from 0, and the largest label sets how many there are\n", empty, classes, empty == 1 ? "s" : "ve",
+               first);
+}
+
 void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *out) {
     const ag_run_data *d = &t->data;
     printf("%s on %s: %lld train / %lld dev / %lld test examples, vocab %d", o->model, d->name,
@@ -149,6 +173,7 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
            (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched,
            o->lr_steps[0] ? ", per step " : "", o->lr_steps, out);
     print_vectors(t, o);
+    note_empty_classes(d, o->classes);
     if (strstr(ag_blas_info(), "chosen by attngrad")) /* a BLAS that would have run 5x slower, said once */
         printf("  BLAS: %s\n", ag_blas_info());
     if (d->sets[0].stats.skipped)
