@@ -394,6 +394,11 @@ expect 1 "model mtsa does not read flag strict \\(its flags: exp_score\\)" "$AG"
 expect 1 "'bigram.weight' \\[2000000000,65536\\] would take .* GiB" "$AG" train "${SMALL[@]}" --model dual_axial --dim 65536 --bigrams 2000000000 --out "$T/too-big"
 [ ! -e "$T/too-big" ] && ok || bad "a model too big for memory left a run folder"
 expect 2 "unknown option --bogus" "$AG" train --bogus 1
+# the last --out is the run resumed, with its own options: they were read from the first, so run B went on with
+# run A's L2
+"$AG" train "${SMALL[@]}" --epochs 1 --l2 0.5 --out "$T/resume-a" >/dev/null 2>&1 &&
+  "$AG" train "${SMALL[@]}" --epochs 1 --l2 0.25 --out "$T/resume-b" >/dev/null 2>&1 || bad "the runs to resume failed"
+expect 0 'l2 0\.25, schedule' "$AG" train --resume --out "$T/resume-a" --out "$T/resume-b" --epochs 2
 expect 1 "training diverged at step [0-9]+: the training loss is (-?nan|-?inf); lower the learning rate \(now 1e\+09, --optim sgd\)" "$AG" train "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/nan"
 expect 1 "not a cross-validation data set" "$AG" train "${SMALL[@]}" --fold 3 --out "$T/fold"
 expect 2 "takes no option --epochs" "$AG" eval --ckpt "$T/run/best.safetensors" --epochs 2

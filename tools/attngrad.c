@@ -189,13 +189,16 @@ static void print_summary(const ag_train_opts *o, const ag_train_result *r) {
 
 /* The value of --name (as "--name V" or "--name=V") on a command line, or
  * NULL; a bare switch gives "".  Only what must be known before the
- * options are read in full: --resume and its --out. */
+ * options are read in full: --resume and its --out.  The last one given,
+ * as parse_args keeps the last: with the first, `--resume --out A --out B`
+ * resumed B's checkpoint under A's options (its L2, its optimizer). */
 static const char *arg_of(int argc, char **argv, const char *name) {
     size_t n = strlen(name);
+    const char *value = NULL;
     for (int i = 2; i < argc; i++)
         if (!strncmp(argv[i], name, n) && (argv[i][n] == '=' || !argv[i][n]))
-            return argv[i][n] ? argv[i] + n + 1 : i + 1 < argc && strncmp(argv[i + 1], "--", 2) ? argv[i + 1] : "";
-    return NULL;
+            value = argv[i][n] ? argv[i] + n + 1 : i + 1 < argc && strncmp(argv[i + 1], "--", 2) ? argv[i + 1] : "";
+    return value;
 }
 
 static int cmd_train(const command *c, int argc, char **argv) {
