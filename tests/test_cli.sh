@@ -399,6 +399,10 @@ expect 2 "unknown option --bogus" "$AG" train --bogus 1
 "$AG" train "${SMALL[@]}" --epochs 1 --l2 0.5 --out "$T/resume-a" >/dev/null 2>&1 &&
   "$AG" train "${SMALL[@]}" --epochs 1 --l2 0.25 --out "$T/resume-b" >/dev/null 2>&1 || bad "the runs to resume failed"
 expect 0 'l2 0\.25, schedule' "$AG" train --resume --out "$T/resume-a" --out "$T/resume-b" --epochs 2
+# another model cannot go on from a run: said so, not as that model's check of the run's sizes
+expect 2 "option --model: 'mtsa', but the run in $T/resume-b is mpsan: --resume goes on with its own model" \
+  "$AG" train --resume --out "$T/resume-b" --model mtsa --epochs 3
+expect 0 'done in' "$AG" train --resume --out "$T/resume-b" --model mpsan --epochs 3
 expect 1 "training diverged at step [0-9]+: the training loss is (-?nan|-?inf); lower the learning rate \(now 1e\+09, --optim sgd\)" "$AG" train "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/nan"
 expect 1 "not a cross-validation data set" "$AG" train "${SMALL[@]}" --fold 3 --out "$T/fold"
 expect 2 "takes no option --epochs" "$AG" eval --ckpt "$T/run/best.safetensors" --epochs 2

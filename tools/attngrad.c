@@ -206,6 +206,7 @@ static int cmd_train(const command *c, int argc, char **argv) {
     cli_extra x = {0};
     char err[1024], unread[128];
     const char *resume = arg_of(argc, argv, "--resume"), *out = arg_of(argc, argv, "--out");
+    char run_model[sizeof o.model] = ""; /* the resumed run's own */
     /* --resume: the run's own options, then this command line over them, so
      * that a spec (--optim sgd:lr=0.01) is read as the keys it changes */
     if (resume && (!*resume || !strcmp(resume, "1"))) {
@@ -217,9 +218,17 @@ static int cmd_train(const command *c, int argc, char **argv) {
             fprintf(stderr, "attngrad train: %s%s\n", ag__dist_who(), err);
             return 1;
         }
+        snprintf(run_model, sizeof run_model, "%s", o.model);
     }
     int rc = parse_args(c, argc, argv, &o, &x);
     if (rc) return rc;
+    /* Another model cannot go on from a run's weights; said as such, not as
+     * the new model's check of sizes it never chose (mtsa: "heads = 1"). */
+    if (o.resume && run_model[0] && strcmp(o.model, run_model)) {
+        fprintf(stderr, "attngrad train: option --model: '%s', but the run in %s is %s: --resume goes on with its own "
+                "model (a new run in another folder trains another)\n", o.model, out, run_model);
+        return EXIT_USAGE;
+    }
     if (!o.resume && ag_train_unread_options(&o, unread, sizeof unread)) /* a resumed config records every size */
         fprintf(stderr, "attngrad train: note: model %s does not read %s: ignored\n", o.model, unread);
     /* the generated task's matrices are small: one BLAS thread is faster than two that wait on each other */
