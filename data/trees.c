@@ -246,8 +246,10 @@ static int trees_load(const char *path, const void *mem, size_t mem_len, const a
         long junk = ag_data_find_junk(lr.buf, lr.len);
         if (junk < 0) ag__data_note_utf8(&ds->stats, path, lr.lineno, lr.buf, lr.len);
         if (ag_tokenize(lr.buf, lr.len, 0, NULL, 0) == 0) ds->stats.blank++;
+        char why[40]; /* the byte, as every other reader names it (data files, parses, stdin) */
+        snprintf(why, sizeof why, "binary data (byte 0x%02x)", junk >= 0 ? (unsigned char)lr.buf[junk] : 0);
         rc = ag_tokenize(lr.buf, lr.len, 0, NULL, 0) == 0 ? 0
-           : junk >= 0 ? tree_bad(&c, (size_t)junk, "binary junk (a control byte)") : tree_line(&c, lr.buf, lr.len);
+           : junk >= 0 ? tree_bad(&c, (size_t)junk, why) : tree_line(&c, lr.buf, lr.len);
     }
     if (rc == AG_DATA_ENOMEM)
         rc = ag__data_fail(err, errlen, AG_DATA_ENOMEM, "%s:%lld: out of memory", path, (long long)c.line);

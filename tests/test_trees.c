@@ -127,7 +127,8 @@ static void test_trees_errors(void) {
     expect_tree_error("(3 (2 a b))\n", 1, 8, "a word ends at ')'");
     expect_tree_error("3 (2 a)\n", 1, 1, "expected '(' opening a node");
     expect_tree_error("(3 (2 a) x)\n", 1, 10, "expected '(' or ')'");
-    expect_tree_error("(3 (2 a\x01) (2 b))\n", 1, 8, "binary junk");
+    expect_tree_error("(3 (2 a\x01) (2 b))\n", 1, 8, "binary data (byte 0x01)");
+    expect_tree_error("(3 (2 a) (2 \x7f))\n", 1, 13, "binary data (byte 0x7f)");
     expect_tree_error("(3 (2 wo(rd)) (2 b))\n", 1, 9, "a word ends at ')'");
     ag_dataset ds;
     CHECK(ag_trees_load(fixture("e.txt", "\n\n"), NULL, &ds, err, sizeof err) == AG_DATA_EFORMAT && contains(err, "no trees"));
