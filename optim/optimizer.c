@@ -99,23 +99,23 @@ ag_status ag_optim_check(const ag_optim_config *c) {
             return ag__fail(AG_ERR_ARG, "optimizer '%s': beta1 %g must be in [0, 1)", name, c->beta1);
         if (!(c->beta2 >= 0 && c->beta2 < 1))
             return ag__fail(AG_ERR_ARG, "optimizer '%s': beta2 %g must be in [0, 1)", name, c->beta2);
-        if (!(c->eps >= 0)) return ag__fail(AG_ERR_ARG, "optimizer '%s': eps %g must be >= 0", name, c->eps);
+        if (!(c->eps > 0)) return ag__fail(AG_ERR_ARG, "optimizer '%s': eps %g must be > 0 (0 makes 0/0 of every gradient element that is 0)", name, c->eps);
         break;
     case AG_ADADELTA:
         if (!(c->rho >= 0 && c->rho <= 1))
             return ag__fail(AG_ERR_ARG, "optimizer 'adadelta': rho %g must be in [0, 1]", c->rho);
-        if (!(c->eps >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'adadelta': eps %g must be >= 0", c->eps);
+        if (!(c->eps > 0)) return ag__fail(AG_ERR_ARG, "optimizer 'adadelta': eps %g must be > 0 (0 makes 0/0 of every gradient element that is 0)", c->eps);
         break;
     case AG_ADAGRAD:
         if (!(c->lr_decay >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'adagrad': lr_decay %g must be >= 0", c->lr_decay);
         if (!(c->initial_accumulator_value >= 0) || !isfinite(c->initial_accumulator_value))
             return ag__fail(AG_ERR_ARG, "optimizer 'adagrad': initial_accumulator_value %g must be finite and >= 0",
                             c->initial_accumulator_value);
-        if (!(c->eps >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'adagrad': eps %g must be >= 0", c->eps);
+        if (!(c->eps > 0)) return ag__fail(AG_ERR_ARG, "optimizer 'adagrad': eps %g must be > 0 (0 makes 0/0 of every gradient element that is 0)", c->eps);
         break;
     case AG_RMSPROP:
         if (!(c->alpha >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': alpha %g must be >= 0", c->alpha);
-        if (!(c->eps >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': eps %g must be >= 0", c->eps);
+        if (!(c->eps > 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': eps %g must be > 0 (0 makes 0/0 of every gradient element that is 0)", c->eps);
         if (!(c->momentum >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': momentum %g must be >= 0", c->momentum);
         break;
     }

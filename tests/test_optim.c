@@ -407,6 +407,12 @@ static void test_parse(void) {
     CHECK(ag_optim_parse("adadelta", &c) == AG_OK && c.lr == 1.0 && c.rho == 0.9 && c.eps == 1e-6 && c.weight_decay == 0);
     CHECK(ag_optim_parse("adadelta:lr=0.5,rho=0.95", &c) == AG_OK && c.lr == 0.5 && c.rho == 0.95 && c.eps == 1e-6);
     CHECK(ag_optim_parse("sgd", &c) == AG_OK && c.lr == 1e-3 && !c.lazy);
+    /* eps 0 would divide 0 by 0 wherever a gradient element is 0 (an unused
+     * embedding row): refused by name in every optimizer that has one */
+    static const char *const zero_eps[] = {"adam:eps=0", "adamw:eps=0", "adadelta:eps=0", "adagrad:eps=0", "rmsprop:eps=0"};
+    for (int i = 0; i < 5; i++)
+        CHECK(ag_optim_parse(zero_eps[i], &c) == AG_ERR_ARG && strstr(ag_errmsg(), "eps 0 must be > 0"), "%s: %s",
+              zero_eps[i], ag_errmsg());
     char spec[160];
     CHECK(ag_optim_parse("adadelta:lazy=1", &c) == AG_OK && c.lazy);
     CHECK(strstr(ag_optim_format(&c, spec, sizeof spec), ",lazy=1") && ag_optim_parse(spec, &c) == AG_OK && c.lazy,
