@@ -61,6 +61,15 @@ static int vec_large(ag_tensor **in, ag_rng *r) {
     return 1;
 }
 
+/* Magnitudes ~1e3, the standard's large logits (multiples of 1/64: the
+ * f32 build sees the same numbers): e^-|x| underflows to exactly 0, so only
+ * the stable forms give finite values and exact 0/1 gradients. */
+static int vec_1e3(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 900, 1100, true, SHAPE(2, 4));
+    for (int64_t i = 0; i < in[0]->size; i++) in[0]->data[i] = (ag_real)(round((double)in[0]->data[i] * 64) / 64);
+    return 1;
+}
+
 static ag_tensor *f_exp(ag_tensor **in) { return ag_exp(in[0]); }
 static ag_tensor *f_log(ag_tensor **in) { return ag_log(in[0]); }
 static ag_tensor *f_sqrt(ag_tensor **in) { return ag_sqrt(in[0]); }
@@ -491,6 +500,12 @@ const op_case core_cases[] = {
     {"gelu/large", vec_large, f_gelu, 0, 0},
     {"silu", vec_any, f_silu, 0, 0},
     {"silu/large", vec_large, f_silu, 0, 0},
+    {"softplus/logits_1e3", vec_1e3, f_softplus, 0, 0},
+    {"log_sigmoid/logits_1e3", vec_1e3, f_log_sigmoid, 0, 0},
+    {"sigmoid/logits_1e3", vec_1e3, f_sigmoid, 0, 0},
+    {"silu/logits_1e3", vec_1e3, f_silu, 0, 0},
+    {"elu/logits_1e3", vec_1e3, f_elu, 0, 0},
+    {"gelu/logits_1e3", vec_1e3, f_gelu, 0, 0},
     {"clamp", vec_any, f_clamp, 0, 0},
     {"sum", red_234, f_sum, 0, 0},
     {"sum/1x1", red_1, f_sum, 0, 0},
