@@ -48,6 +48,16 @@ static int sm_large_44(ag_tensor **in, ag_rng *r) {
     return 1;
 }
 
+/* Near ties at magnitude 1e3, rows of either sign: the weights spread
+ * over a row's keys (with +-1e3 mixed they would be one-hot, gradients 0). */
+static int sm_ties_44(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, 997, 1000, true, SHAPE(2, 4, 4));
+    for (int64_t i = 0; i < in[0]->size; i++)
+        if ((i / 4) % 2) in[0]->data[i] = -in[0]->data[i];
+    quantized(in[0], 1.0 / 64);
+    return 1;
+}
+
 /* PAST on [N,N]: the first query of every slice is fully masked. */
 static ag_tensor *f_msm_past(ag_tensor **in) { return ag_masked_softmax(in[0], ag_mask(&past, 4), 0.7); }
 
@@ -79,6 +89,17 @@ static ag_tensor *f_msm_n1_past(ag_tensor **in) { return ag_masked_softmax(in[0]
 static ag_tensor *f_msm_n1_incl(ag_tensor **in) { return ag_masked_softmax(in[0], ag_mask(&past_incl, 1), 1.0); }
 
 static ag_tensor *f_msm_large(ag_tensor **in) { return ag_masked_softmax(in[0], ag_mask(&past_incl, 4), 1.0); }
+/* Logits ~1e3 where rows are fully masked: query 0 under PAST, and every
+ * row of an empty example (key and query padding, lengths 4 and 0). */
+static ag_tensor *f_msm_large_past(ag_tensor **in) { return ag_masked_softmax(in[0], ag_mask(&past, 4), 0.9); }
+static const int32_t len_40[] = {4, 0}, len_31[] = {3, 1};
+static ag_tensor *f_msm_large_pad0(ag_tensor **in) {
+    return ag_masked_softmax(in[0], ag_mask_padding(len_40, 2, 4, 3, true), 1.0);
+}
+/* Query padding with a length-1 example: its one live row has one key. */
+static ag_tensor *f_msm_pad_len1(ag_tensor **in) {
+    return ag_masked_softmax(in[0], ag_mask_padding(len_31, 2, 4, 4, true), 1.0);
+}
 
 /* ---- softmax over an axis, valid positions only ---- */
 
@@ -89,6 +110,13 @@ static ag_tensor *f_pool_len(ag_tensor **in) { return ag_softmax_axis_len(in[0],
 static ag_tensor *f_pool_axis2(ag_tensor **in) { return ag_softmax_axis_len(in[0], 2, len_41); }
 static ag_tensor *f_pool_neg_axis(ag_tensor **in) { return ag_softmax_axis_len(in[0], -2, len_41); }
 static ag_tensor *f_pool_nolen(ag_tensor **in) { return ag_softmax_axis_len(in[0], 0, NULL); }
+/* Logits ~1e3 over lengths 5, 1 and 0 (near ties: only a max-subtracted
+ * softmax over the valid positions is finite). */
+static int pool_large(ag_tensor **in, ag_rng *r) {
+    in[0] = quantized(tc_away(r, 900, 1100, true, SHAPE(3, 5, 4)), 1.0 / 64);
+    return 1;
+}
+static ag_tensor *f_pool_len_large(ag_tensor **in) { return ag_softmax_axis_len(in[0], 1, (const int32_t[]){5, 1, 0}); }
 
 /* ---- softmax pooling (ag__softmax_pool): in[0] the scores, in[1] the
  * values, both [B,N,d]: an empty example, padding, length 1, no lengths,
@@ -145,6 +173,25 @@ static int mix_large(ag_tensor **in, ag_rng *r) { /* logits ~ +-60: one source t
     in[0] = tc_uniform(r, -60, 60, true, SHAPE(2, 9));
     for (int g = 1; g <= 3; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(2, 3));
     return 4;
+}
+/* Logits ~1e3 (multiples of 1/64: f32 sees the same numbers), near ties
+ * within a feature, so no source takes all: only a max-subtracted gate is
+ * finite. */
+static int mix_1e3(ag_tensor **in, ag_rng *r) {
+    in[0] = quantized(tc_away(r, 995, 1000, true, SHAPE(2, 3, 20)), 1.0 / 64);
+    for (int g = 1; g <= 5; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    return 6;
+}
+static int mix_ref_1e3(ag_tensor **in, ag_rng *r) { /* against the reference's 0: it weighs e^-1e3, exactly 0 */
+    in[0] = quantized(tc_away(r, 995, 1000, true, SHAPE(2, 3, 16)), 1.0 / 64);
+    for (int g = 1; g <= 5; g++) in[g] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    return 6;
+}
+static int mix_planes_1e3(ag_tensor **in, ag_rng *r) {
+    in[0] = quantized(tc_away(r, 995, 1000, true, SHAPE(2, 3, 16)), 1.0 / 64);
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(4, 2, 3, 4));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(2, 3, 4));
+    return 3;
 }
 static int mix_one(ag_tensor **in, ag_rng *r) {
     in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 5));
@@ -292,6 +339,16 @@ static ag_tensor *f_attn_batch_mask(ag_tensor **in) {
     return ag_attention(in[0], in[1], in[2], m, 0.5, NULL);
 }
 /* Key padding [B,1,1,N] against [B,h,Nq,Nk]. */
+static ag_tensor *f_attn_keypad_len0(ag_tensor **in) { /* example 1 empty: every row fully masked */
+    return ag_attention(in[0], in[1], in[2], ag_mask_padding((const int32_t[]){5, 0}, 2, 5, 4, false), 0.8, NULL);
+}
+static ag_tensor *f_attn_pad_len1(ag_tensor **in) { /* keys and queries, example 1 of length 1 */
+    return ag_attention(in[0], in[1], in[2], ag_mask_padding((const int32_t[]){4, 1}, 2, 5, 4, true), 0.8, NULL);
+}
+/* Logits ~1e3 under PAST: query 0 fully masked. */
+static ag_tensor *f_attn_large_past(ag_tensor **in) {
+    return ag_attention(in[0], in[1], in[2], ag_mask(&past, 4), 1.0, NULL);
+}
 static ag_tensor *f_attn_keypad(ag_tensor **in) {
     return ag_attention(in[0], in[1], in[2], ag_mask_padding(len_53, 2, 5, 4, false), 0.8, NULL);
 }
@@ -426,6 +483,9 @@ const op_case attention_cases[] = {
     {"masked_softmax N=1 PAST (all masked)", sm_b_h_11, f_msm_n1_past, 0, 0},
     {"masked_softmax N=1 PAST_INCL", sm_b_h_11, f_msm_n1_incl, 0, 0},
     {"masked_softmax logits ~1e3", sm_large_44, f_msm_large, 0, 0},
+    {"masked_softmax logits ~1e3 PAST (first row masked)", sm_ties_44, f_msm_large_past, 0, 0},
+    {"masked_softmax logits ~1e3 padding, len 0", sm_ties_44, f_msm_large_pad0, 0, 0},
+    {"masked_softmax padding [B,1,N,N], len 1", sm_b_h_44, f_msm_pad_len1, 0, 0},
     {"log_softmax [3,5]", sm_35, f_log_softmax, 0, 0},
     {"log_softmax N=1", sm_n1, f_log_softmax, 0, 0},
     {"log_softmax logits ~1e3", sm_large, f_log_softmax, 0, 0},
@@ -433,6 +493,7 @@ const op_case attention_cases[] = {
     {"softmax_axis_len 4-D axis 2", pool_2342, f_pool_axis2, 0, 0},
     {"softmax_axis_len axis -2", pool_2342, f_pool_neg_axis, 0, 0},
     {"softmax_axis_len no lengths, axis 0", pool_354, f_pool_nolen, 0, 0},
+    {"softmax_axis_len logits ~1e3, len 5,1,0", pool_large, f_pool_len_large, 0, 0},
     {"softmax_pool [3,5,4] len 5,0,3", spool_354, f_spool_len, 0, 0},
     {"softmax_pool no lengths", spool_354, f_spool_nolen, 0, 0},
     {"softmax_pool N=1, len 1,0", spool_n1, f_spool_n1, 0, 0},
@@ -447,6 +508,8 @@ const op_case attention_cases[] = {
     {"softmax_mix logits [N,3,d]", mix_split, f_mix_3, 0, 0},
     {"softmax_mix large logits", mix_large, f_mix_3, 0, 0},
     {"softmax_mix one source", mix_one, f_mix_1, 0, 0},
+    {"softmax_mix logits ~1e3", mix_1e3, f_mix_5, 0, 0},
+    {"softmax_mix_len logits ~1e3, lengths 0, 2", mix_1e3, f_mix_len_empty, 0, 0},
     {"softmax_mix a source given twice", mix_split, f_mix_repeat, 0, 0},
     {"softmax_mix_ref 5 sources [B,N,4d]", mix_ref_5, f_mix_ref, 0, 0},
     {"softmax_mix_ref planes 4 of a stack, lengths 3,1", mix_planes_4, f_mix_planes, 0, 0},
@@ -458,6 +521,8 @@ const op_case attention_cases[] = {
     {"softmax_mix_ref the reference given twice", mix_ref_5, f_mix_ref_repeat, 0, 0},
     {"softmax_mix_ref logits [N,2,d]", mix_ref_split, f_mix_ref_3, 0, 0},
     {"softmax_mix_ref large logits", mix_ref_large, f_mix_ref_3, 0, 0},
+    {"softmax_mix_ref logits ~1e3, lengths 3, 1", mix_ref_1e3, f_mix_ref_len, 0, 0},
+    {"softmax_mix_ref planes logits ~1e3, lengths 3, 1", mix_planes_1e3, f_mix_planes, 0, 0},
     {"softmax_mix_ref two sources, length 1", mix_ref_two, f_mix_ref_2, 0, 0},
     {"split_heads [B,N,h*d]", heads_2_3_12, f_split3, 0, 0},
     {"split_heads [N,h*d]", heads_3_6, f_split2, 0, 0},
@@ -474,6 +539,9 @@ const op_case attention_cases[] = {
     {"attention batch mask tree+pad", attn_self5, f_attn_batch_mask, 0, 0},
     {"attention key padding", attn_self5, f_attn_keypad, 0, 0},
     {"attention logits ~1e3", attn_large, f_attn_large, 0, 0},
+    {"attention logits ~1e3 PAST (first row masked)", attn_large, f_attn_large_past, 0, 0},
+    {"attention key padding, len 0", attn_self5, f_attn_keypad_len0, 0, 0},
+    {"attention padding, len 1", attn_self5, f_attn_pad_len1, 0, 0},
     /* ---- the device's sizes ---- */
     /* softmax: odd widths, large logits (length 1: softmax N=1) */
     UNIFORM_CASE("softmax [3,5,37]", f_softmax, -3, 3, DIMS(3, 5, 37)),
