@@ -17,13 +17,33 @@ AG_KERNELS_BEGIN
  * slice i's i*N*N, i*N*2dh, i*N*2dh.  Their layout is the device's: the
  * CPU stores [L,L] and [L,2dh] blocks (its GEMMs stop at L), CUDA full
  * [N,N] and [N,2dh] blocks, 0 on padded queries and keys (one batched
- * product serves every length). */
+ * product serves every length).
+ *
+ * The row and column maxima are taken apart, so a live entry's Z is
+ * e^-(its best key's distance below both maxima) at the least: with
+ * scores ~1e3 (or ~50 in f32) that underflows, and H = Num / Z would be 0
+ * or roundoff.  Such an entry (Z < AG_KMTSA_Z_MIN on a query row with an
+ * allowed key) is computed directly, its own max over the keys
+ * subtracted, and marked in [Z | Num]: Z = -(its sum), <= -1, and Num =
+ * that max; backward takes it out of the products and adds its gradient
+ * directly, reading S and the mask again (mask, mask_slices, mask_run:
+ * what forward read, or NULL). */
 typedef struct {
     const int32_t *len;
     ag__kreal *er, *ep, *zn;
+    const ag__kreal *mask;
+    int mask_slices, mask_run;
     int slices, per_b, N, dh;
     bool identity;
 } ag__kmtsa;
+
+/* Far above the smallest normal number over the roundoff of a sum of up
+ * to 2^20 terms: a Z above it lost nothing to underflow. */
+#ifdef AG_REAL_DOUBLE
+#define AG_KMTSA_Z_MIN 1e-250
+#else
+#define AG_KMTSA_Z_MIN 1e-18f
+#endif
 
 typedef struct {
     /* out [slices,N,dh] = H from R, S, v and the {0,1} mask (or NULL):
@@ -31,11 +51,13 @@ typedef struct {
      * mask_run consecutive slices share one (ag_mtsa_attention's mask
      * [h,N,N] repeats every h slices: run 1; a head's B slices share its
      * mask: run B).  0 on padded queries.  Backward from g = dH: gr, gs,
-     * gv (any NULL: not wanted; fresh: stored). */
+     * gv (any NULL: not wanted; fresh: stored); s for the entries
+     * computed directly. */
     void (*forward)(const ag__kmtsa *p, const ag__kreal *r, const ag__kreal *s, const ag__kreal *v, const ag__kreal *mask,
                     int mask_slices, int mask_run, ag__kreal *out);
-    void (*backward)(const ag__kmtsa *p, const ag__kreal *r, const ag__kreal *v, const ag__kreal *g, const ag__kreal *out,
-                     ag__kreal *gr, bool fresh_r, ag__kreal *gs, bool fresh_s, ag__kreal *gv, bool fresh_v);
+    void (*backward)(const ag__kmtsa *p, const ag__kreal *r, const ag__kreal *s, const ag__kreal *v, const ag__kreal *g,
+                     const ag__kreal *out, ag__kreal *gr, bool fresh_r, ag__kreal *gs, bool fresh_s, ag__kreal *gv,
+                     bool fresh_v);
 } ag__mtsa_kernels;
 
 extern const ag__mtsa_kernels ag__mtsa_cuda;

@@ -13,7 +13,10 @@
  * cancel between numerator and denominator, so subtracting them changes
  * nothing but overflow and underflow; their derivative is exactly 0.
  * Where the denominator is 0 (a fully masked or padded query row) it is set
- * to 1, making H = 0 there with no gradient. */
+ * to 1, making H = 0 there with no gradient.  The maxima are taken apart,
+ * though, so where an entry's best key is far below both (scores ~1e3, or
+ * ~50 in f32) its Z underflows as well: such entries are computed directly
+ * (ops/mtsa.h says how they are marked). */
 #include "vecmath.h"
 #include "dispatch.h"
 #include "mtsa.h"
@@ -60,6 +63,74 @@ static void slice_ep(ag_real *ep, const ag_real *s, const ag_real *v, int L, int
         for (int l = 0; l < dh; l++) {
             row[l] = ag__vexp_nonpos(sk[l] - colmax[l]);
             row[dh + l] = row[l] * vk[l];
+        }
+    }
+}
+
+/* Slice i's mask (or NULL), as forward read it. */
+static const ag_real *slice_mask(const ag_real *mask, int mask_slices, int mask_run, int64_t i, int N) {
+    return mask ? mask + (i / mask_run % mask_slices) * N * N : NULL;
+}
+
+/* Entry (q, l) in its direct form: over the keys the row allows (mq: the
+ * mask's row q, or NULL), a = sigma_t(R[q,k]) + S[k,l] less its max *mx,
+ * *z = sum e^a and *num = sum e^a v[k,l].  False where no key is allowed. */
+static bool direct_entry(const ag_real *rq, const ag_real *mq, const ag_real *s, const ag_real *v, int L, int dh,
+                         int l, ag_mtsa_score score, ag_real *mx, ag_real *z, ag_real *num) {
+    ag_real m = -INFINITY, zs = 0, ns = 0;
+    for (int k = 0; k < L; k++) {
+        ag_real a = score_of(rq[k], score) + s[(int64_t)k * dh + l];
+        m = (!mq || mq[k] != 0) && a > m ? a : m;
+    }
+    if (m == -INFINITY) return false;
+    for (int k = 0; k < L; k++) {
+        if (mq && mq[k] == 0) continue;
+        ag_real e = ag__vexp_nonpos(score_of(rq[k], score) + s[(int64_t)k * dh + l] - m);
+        zs += e;
+        ns += e * v[(int64_t)k * dh + l];
+    }
+    *mx = m, *z = zs, *num = ns;
+    return true;
+}
+
+/* Slice i's entries whose Z underflowed, computed directly into o and
+ * marked in zn ([Z | Num] = [-sum, max]: ops/mtsa.h). */
+static void direct_forward(ag_real *o, ag_real *zn, const ag_real *r, const ag_real *mask, const ag_real *s,
+                           const ag_real *v, int N, int L, int dh, ag_mtsa_score score) {
+    for (int q = 0; q < L; q++) {
+        ag_real *z = zn + (int64_t)q * 2 * dh, mx, sum, num;
+        for (int l = 0; l < dh; l++) {
+            if (z[l] >= AG_KMTSA_Z_MIN) continue;
+            if (!direct_entry(r + (int64_t)q * N, mask ? mask + (int64_t)q * N : NULL, s, v, L, dh, l, score, &mx,
+                              &sum, &num))
+                continue; /* no allowed key: Z is 0, H 0 */
+            o[(int64_t)q * dh + l] = num / sum;
+            z[l] = -sum;
+            z[dh + l] = mx;
+        }
+    }
+}
+
+/* The gradients of slice i's direct entries: with p_k = e^(a_k - max) / sum,
+ * da_k = dH p_k (v[k,l] - H), to R through sigma_t', to S as it is, and
+ * dv[k,l] = dH p_k. */
+static void direct_backward(const ag_real *zn, const ag_real *r, const ag_real *mask, const ag_real *s,
+                            const ag_real *v, const ag_real *g, const ag_real *out, ag_real *gr, ag_real *gs, ag_real *gv,
+                            int N, int L, int dh, ag_mtsa_score score) {
+    for (int q = 0; q < L; q++) {
+        const ag_real *z = zn + (int64_t)q * 2 * dh, *rq = r + (int64_t)q * N;
+        const ag_real *mq = mask ? mask + (int64_t)q * N : NULL;
+        for (int l = 0; l < dh; l++) {
+            if (!(z[l] < 0)) continue;
+            ag_real sum = -z[l], mx = z[dh + l], dh_ = g[(int64_t)q * dh + l], h = out[(int64_t)q * dh + l];
+            for (int k = 0; k < L; k++) {
+                if (mq && mq[k] == 0) continue;
+                int64_t kl = (int64_t)k * dh + l;
+                ag_real p = ag__vexp_nonpos(score_of(rq[k], score) + s[kl] - mx) / sum, da = dh_ * p * (v[kl] - h);
+                if (gr) gr[(int64_t)q * N + k] += score == AG_MTSA_IDENTITY ? da : da * ag__vsigmoid(-rq[k]);
+                if (gs) gs[kl] += da;
+                if (gv) gv[kl] += dh_ * p;
+            }
         }
     }
 }
@@ -122,15 +193,17 @@ static void mtsa_backward_part(void *ctx, int64_t part) {
         if (L == 0) continue;
         int64_t so = i * N * dh, ro = i * N * N, eo = i * N * 2 * dh;
         const ag_real *er = sv->er + ro, *ep = sv->ep + eo, *zn = sv->zn + eo;
+        bool direct = false; /* entries computed directly: no part in the products */
         for (int q = 0; q < L; q++) {
             const ag_real *g = j->G + so + (int64_t)q * dh, *h = j->OUT + so + (int64_t)q * dh;
             const ag_real *z = zn + (int64_t)q * 2 * dh;
             ag_real *dq = d + (int64_t)q * 2 * dh;
             for (int l = 0; l < dh; l++) {
-                bool set_to_one = !(z[l] > 0);
+                bool set_to_one = !(z[l] > 0), marked = z[l] < 0;
                 ag_real dnum = set_to_one ? g[l] : g[l] / z[l];
                 dq[l] = set_to_one ? 0 : -dnum * h[l];
-                dq[dh + l] = dnum;
+                dq[dh + l] = marked ? 0 : dnum;
+                direct |= marked;
             }
         }
         if (j->gr) {
@@ -151,6 +224,10 @@ static void mtsa_backward_part(void *ctx, int64_t part) {
                 }
             }
         }
+        if (direct)
+            direct_backward(zn, j->r + ro, slice_mask(sv->mask, sv->mask_slices, sv->mask_run, i, N), j->s + so,
+                            j->v + so, j->G + so, j->OUT + so, j->gr ? j->gr + ro : NULL, j->gs ? j->gs + so : NULL,
+                            j->gv ? j->gv + so : NULL, N, L, dh, j->score);
     }
 }
 
@@ -163,14 +240,14 @@ static void zero_if_fresh(ag_real *g, bool fresh, int64_t n) {
     if (g && fresh) memset(g, 0, (size_t)n * sizeof *g);
 }
 
-static void mtsa_backward_cpu(const mtsa_saved *sv, const ag_real *r, const ag_real *v, const ag_real *g,
-                              const ag_real *out, ag_real *gr, bool fresh_r, ag_real *gs, bool fresh_s, ag_real *gv,
-                              bool fresh_v) {
+static void mtsa_backward_cpu(const mtsa_saved *sv, const ag_real *r, const ag_real *s, const ag_real *v,
+                              const ag_real *g, const ag_real *out, ag_real *gr, bool fresh_r, ag_real *gs, bool fresh_s,
+                              ag_real *gv, bool fresh_v) {
     int N = sv->N, dh = sv->dh;
     zero_if_fresh(gr, fresh_r, (int64_t)sv->slices * N * N);
     zero_if_fresh(gs, fresh_s, (int64_t)sv->slices * N * dh);
     zero_if_fresh(gv, fresh_v, (int64_t)sv->slices * N * dh);
-    mtsa_job j = {.sv = sv, .r = r, .v = v, .score = score_of_plan(sv), .N = N, .dh = dh, .G = g, .OUT = out,
+    mtsa_job j = {.sv = sv, .r = r, .s = s, .v = v, .score = score_of_plan(sv), .N = N, .dh = dh, .G = g, .OUT = out,
                   .gr = gr, .gs = gs, .gv = gv};
     mtsa_job_parts(&j, (int64_t)N * 4 * dh + (int64_t)N * N);
     ag__parallel(mtsa_parts(&j), mtsa_backward_part, &j);
@@ -184,7 +261,7 @@ static void mtsa_backward(ag_node *n) {
     ag_real *gs = ag__wants(n, 1) ? ag__grad_write(s, &fresh_s) : NULL;
     ag_real *gv = ag__wants(n, 2) ? ag__grad_write(v, &fresh_v) : NULL;
     ag__mtsa_on(n->op, n->out->device)
-        ->backward(sv, r->data, v->data, n->out->grad, n->out->data, gr, fresh_r, gs, fresh_s, gv, fresh_v);
+        ->backward(sv, r->data, s->data, v->data, n->out->grad, n->out->data, gr, fresh_r, gs, fresh_s, gv, fresh_v);
 }
 
 /* A mask's values must be 0 or 1 (an additive -inf mask passed by mistake
@@ -238,7 +315,7 @@ static void mtsa_forward_part(void *ctx, int64_t part) {
         ag_real *o = j->out + so;
         memset(o + (int64_t)L * dh, 0, (size_t)(N - L) * dh * sizeof *o); /* padded queries */
         if (L == 0) continue;
-        const ag_real *m = j->mask ? j->mask + (i / j->mask_run % j->mask_slices) * N * N : NULL;
+        const ag_real *m = slice_mask(j->mask, j->mask_slices, j->mask_run, i, N);
         ag_real *er = sv->er + ro, *ep = sv->ep + eo, *zn = sv->zn + eo;
         slice_er(er, j->r + ro, m, N, L, j->score);
         slice_ep(ep, j->s + so, j->v + so, L, dh, colmax);
@@ -247,6 +324,7 @@ static void mtsa_forward_part(void *ctx, int64_t part) {
             const ag_real *z = zn + (int64_t)q * 2 * dh;
             for (int l = 0; l < dh; l++) o[(int64_t)q * dh + l] = z[l] > 0 ? z[dh + l] / z[l] : z[dh + l];
         }
+        direct_forward(o, zn, j->r + ro, m, j->s + so, j->v + so, N, L, dh, j->score);
     }
 }
 
@@ -282,8 +360,8 @@ static ag_tensor *mtsa_op(const char *op, ag_tensor *r, ag_tensor *s, ag_tensor 
                           ag_mtsa_score score) {
     ag_device dev = r->device; /* checked: all three on it */
     int N = r->shape[r->ndim - 1], dh = s->shape[s->ndim - 1];
-    mtsa_saved sv = {.slices = examples * per_b, .per_b = per_b, .N = N, .dh = dh,
-                     .identity = score == AG_MTSA_IDENTITY};
+    mtsa_saved sv = {.mask = mask, .mask_slices = mask_slices, .mask_run = mask_run, .slices = examples * per_b,
+                     .per_b = per_b, .N = N, .dh = dh, .identity = score == AG_MTSA_IDENTITY};
     int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
     sv.len = ag__step_i32_on(dev, lens, examples);
     sv.er = ag__step_alloc_on(dev, (size_t)(sv.slices * nn + 1) * sizeof(ag_real));

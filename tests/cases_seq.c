@@ -279,6 +279,44 @@ static ag_tensor *f_mtsa_heads(ag_tensor **in) { /* head 0 past, head 1 future: 
     return ag_mtsa_attention(in[0], in[1], in[2], tc_to_device_of(in[0], m), len_42, AG_MTSA_LOG_SIGMOID);
 }
 
+/* The op against the [B,N,N,dh] composition it replaces: scores
+ * sigma_t(R[q,k]) + S[k,l] under the direction mask (-inf where it is 0),
+ * the softmax over the keys, the weighted sum of v.  The difference is 0
+ * and so are its gradients; v is added so the output has a gradient. */
+static ag_tensor *mtsa_composed(ag_tensor **in, int N, bool past, ag_mtsa_score score) {
+    int B = in[0]->shape[0], dh = in[1]->shape[2];
+    ag_tensor *m = ag_tensor_new_host(4, (int[]){1, N, N, 1});
+    for (int q = 0; q < N; q++)
+        for (int k = 0; k < N; k++) m->data[q * N + k] = (past ? k < q : k > q) ? 0 : -INFINITY;
+    ag_tensor *sr = score == AG_MTSA_IDENTITY ? in[0] : ag_log_sigmoid(in[0]);
+    ag_tensor *scores = ag_add(ag_reshape(sr, 4, (int[]){B, N, N, 1}), ag_reshape(in[1], 4, (int[]){B, 1, N, dh}));
+    ag_tensor *p = ag_masked_softmax_axis(scores, 2, tc_to_device_of(in[0], m), 1.0);
+    return ag_sum_axis(ag_mul(p, ag_reshape(in[2], 4, (int[]){B, 1, N, dh})), 2, false);
+}
+static ag_tensor *mtsa_vs_composed(ag_tensor **in, bool past, ag_mtsa_score score) {
+    int N = in[0]->shape[1];
+    ag_tensor *op = ag_mtsa_attention(in[0], in[1], in[2], dir_mask(in[0], N, past), NULL, score);
+    return tc_difference(ag_sub(op, mtsa_composed(in, N, past, score)), in[2]);
+}
+static ag_tensor *f_mtsa_vs_composed(ag_tensor **in) { return mtsa_vs_composed(in, true, AG_MTSA_LOG_SIGMOID); }
+static ag_tensor *f_mtsa_vs_composed_id(ag_tensor **in) { return mtsa_vs_composed(in, false, AG_MTSA_IDENTITY); }
+/* R and S ~1e3 (multiples of 1/64): each part's own maximum is far from
+ * the best key's, so ER ES alone would underflow to 0 */
+static int mtsa_1e3(ag_tensor **in, ag_rng *r) {
+    mtsa_setup(in, r, 2, 4, 3, 1, 1);
+    in[0] = tc_away(r, 900, 1100, true, SHAPE(2, 4, 4));
+    in[1] = tc_away(r, 900, 1100, true, SHAPE(2, 4, 3));
+    for (int i = 0; i < 2; i++)
+        for (int64_t j = 0; j < in[i]->size; j++) in[i]->data[j] = (ag_real)(round((double)in[i]->data[j] * 64) / 64);
+    return 3;
+}
+static ag_tensor *f_mtsa_1e3(ag_tensor **in) {
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(in[0], 4, true), len_42, AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_mtsa_1e3_id(ag_tensor **in) {
+    return ag_mtsa_attention(in[0], in[1], in[2], dir_mask(in[0], 4, false), len_42, AG_MTSA_IDENTITY);
+}
+
 /* ---- MTSA's heads in one op: in[0] = r [G,B,N,N], in[1] = s, in[2] = v [G,B,N,dh] ---- */
 
 static const int32_t len_4103[4] = {4, 1, 0, 3}; /* N = 4: full, length 1, empty, padded */
@@ -350,6 +388,24 @@ static ag_tensor *f_groups_vs_heads(ag_tensor **in) {
 }
 static ag_tensor *f_groups_vs_heads_3_id(ag_tensor **in) {
     return groups_vs_head_by_head(in, mtsa_mask(in[0], 3, 4), len_4103, AG_MTSA_IDENTITY);
+}
+/* r and s ~1e3 (multiples of 1/64), entries computed directly in both */
+static int groups_1e3(ag_tensor **in, ag_rng *r) {
+    groups_setup(in, r, 2, 4, 4, 3);
+    in[0] = tc_away(r, 900, 1100, true, SHAPE(2, 4, 4, 4));
+    in[1] = tc_away(r, 900, 1100, true, SHAPE(2, 4, 4, 3));
+    for (int i = 0; i < 2; i++)
+        for (int64_t j = 0; j < in[i]->size; j++) in[i]->data[j] = (ag_real)(round((double)in[i]->data[j] * 64) / 64);
+    return 3;
+}
+/* N = 1 under past and future: every head's only query has no key (0) */
+static int groups_n1(ag_tensor **in, ag_rng *r) { return groups_setup(in, r, 2, 3, 1, 2); }
+static ag_tensor *f_groups_n1(ag_tensor **in) {
+    return ag__mtsa_attention_groups(in[0], in[1], in[2], head_masks(in[0], 2, 1), (const int32_t[]){1, 0, 1},
+                                     AG_MTSA_LOG_SIGMOID);
+}
+static ag_tensor *f_groups_n1_nomask(ag_tensor **in) { /* one key, weight 1: H = v */
+    return ag__mtsa_attention_groups(in[0], in[1], in[2], NULL, (const int32_t[]){1, 0, 1}, AG_MTSA_IDENTITY);
 }
 
 /* ---- the device's sizes ---- */
@@ -498,6 +554,12 @@ const op_case seq_cases[] = {
     {"mtsa/large_logits", mtsa_large, f_mtsa_large, 0, 0},
     {"mtsa/large_logits_identity", mtsa_large, f_mtsa_large_id, 0, 0},
     {"mtsa/heads_past_future", mtsa_heads, f_mtsa_heads, 0, 0},
+    {"mtsa/equals_composed", mtsa_253, f_mtsa_vs_composed, .flags = OPCASE_DIFFERENCE},
+    {"mtsa/equals_composed_identity", mtsa_253, f_mtsa_vs_composed_id, .flags = OPCASE_DIFFERENCE},
+    {"mtsa/equals_composed_logits_1e3", mtsa_1e3, f_mtsa_vs_composed, .flags = OPCASE_DIFFERENCE},
+    {"mtsa/equals_composed_logits_1e3_identity", mtsa_1e3, f_mtsa_vs_composed_id, .flags = OPCASE_DIFFERENCE},
+    {"mtsa/logits_1e3", mtsa_1e3, f_mtsa_1e3, 0, 0},
+    {"mtsa/logits_1e3_identity", mtsa_1e3, f_mtsa_1e3_id, 0, 0},
     {"mtsa_groups/past_future_lengths_4_1_0_3", groups_2443, f_groups_past_future, 0, 0},
     {"mtsa_groups/past_future_identity", groups_2443, f_groups_past_future_id, 0, 0},
     {"mtsa_groups/shared_mask", groups_2443, f_groups_shared_mask, 0, 0},
@@ -505,6 +567,10 @@ const op_case seq_cases[] = {
     {"mtsa_groups/3_heads_3_masks", groups_3442, f_groups_3_heads, 0, 0},
     {"mtsa_groups/equal_head_by_head", groups_2443, f_groups_vs_heads, .flags = OPCASE_DIFFERENCE},
     {"mtsa_groups/equal_head_by_head_3_identity", groups_3442, f_groups_vs_heads_3_id, .flags = OPCASE_DIFFERENCE},
+    {"mtsa_groups/logits_1e3_past_future", groups_1e3, f_groups_past_future, 0, 0},
+    {"mtsa_groups/logits_1e3_equal_head_by_head", groups_1e3, f_groups_vs_heads, .flags = OPCASE_DIFFERENCE},
+    {"mtsa_groups/N1_fully_masked", groups_n1, f_groups_n1, 0, 0},
+    {"mtsa_groups/N1_no_mask", groups_n1, f_groups_n1_nomask, 0, 0},
     /* ---- the device's sizes ---- */
     /* layer norm: width 33, 64; gamma and beta or not; 3-D (width 1: layernorm/one_feature) */
     UNIFORM_CASE("layernorm [7,33] gamma beta", f_ln_1e5, -2, 2, DIMS(7, 33), DIMS(33), DIMS(33)),

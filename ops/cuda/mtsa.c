@@ -20,8 +20,9 @@ static void forward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, con
     ag__mtsa_out_cuda(sv->zn, sv->len, sv->per_b, out, S, N, dh);
 }
 
-static void backward(const ag__kmtsa *sv, const ag_real *r, const ag_real *v, const ag_real *g, const ag_real *out,
-                     ag_real *gr, bool fresh_r, ag_real *gs, bool fresh_s, ag_real *gv, bool fresh_v) {
+static void backward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, const ag_real *v, const ag_real *g,
+                     const ag_real *out, ag_real *gr, bool fresh_r, ag_real *gs, bool fresh_s, ag_real *gv, bool fresh_v) {
+    (void)s; /* read by the CPU's direct entries only */
     int N = sv->N, dh = sv->dh, S = sv->slices;
     int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
     if (S == 0 || N == 0) return; /* nothing to write */
