@@ -9,6 +9,13 @@
 #include "../../graph/device.h"
 #include "mtsa.cuh"
 
+/* What the kernels of the entries computed directly read (ops/mtsa.h). */
+static ag__kmtsa_direct direct_of(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, const ag_real *v) {
+    return (ag__kmtsa_direct){.r = r, .s = s, .v = v, .mask = sv->mask, .mask_slices = sv->mask_slices,
+                              .mask_run = sv->mask_run, .len = sv->len, .per_b = sv->per_b, .N = sv->N, .dh = sv->dh,
+                              .slices = sv->slices, .identity = sv->identity};
+}
+
 static void forward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, const ag_real *v, const ag_real *mask,
                     int mask_slices, int mask_run, ag_real *out) {
     int N = sv->N, dh = sv->dh, S = sv->slices;
@@ -18,11 +25,12 @@ static void forward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, con
     if (S > 0 && N > 0 && dh > 0) /* [Z | Num] = ER [ES | v ⊙ ES] */
         ag__cuda_gemm_batched(false, false, N, 2 * dh, N, sv->er, N, nn, sv->ep, 2 * dh, n2, 0, sv->zn, 2 * dh, n2, S);
     ag__mtsa_out_cuda(sv->zn, sv->len, sv->per_b, out, S, N, dh);
+    ag__kmtsa_direct p = direct_of(sv, r, s, v);
+    ag__mtsa_direct_cuda(&p, sv->zn, out); /* entries whose Z underflowed */
 }
 
 static void backward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, const ag_real *v, const ag_real *g,
                      const ag_real *out, ag_real *gr, bool fresh_r, ag_real *gs, bool fresh_s, ag_real *gv, bool fresh_v) {
-    (void)s; /* read by the CPU's direct entries only */
     int N = sv->N, dh = sv->dh, S = sv->slices;
     int64_t nn = (int64_t)N * N, n2 = (int64_t)N * 2 * dh;
     if (S == 0 || N == 0) return; /* nothing to write */
@@ -41,6 +49,8 @@ static void backward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, co
         ag__cuda_gemm_batched(true, false, N, 2 * dh, N, sv->er, N, nn, d, 2 * dh, n2, 0, dep, 2 * dh, n2, S);
         ag__mtsa_sv_grad_cuda(dep, sv->ep, v, sv->len, sv->per_b, gs, gv, S, N, dh, fresh_s, fresh_v);
     }
+    ag__kmtsa_direct p = direct_of(sv, r, s, v);
+    ag__mtsa_direct_grad_cuda(&p, sv->zn, g, out, gr, gs, gv); /* added to what the products stored */
 }
 
 const ag__mtsa_kernels ag__mtsa_cuda = {

@@ -13,6 +13,7 @@
  * threads, the same bits every run. */
 #include "../../graph/prelude.cuh"
 #include "mtsa.cuh"
+#include "../mtsa.h" /* AG_KMTSA_Z_MIN */
 #include "../vecmath.h"
 
 __device__ static inline ag_real score_of(ag_real r, bool identity) { return identity ? r : ag__vlog_sigmoid(r); }
@@ -74,7 +75,8 @@ __global__ void mtsa_out_kernel(const ag_real *ZN, const int32_t *len, int per_b
 }
 
 /* [dZ | dNum] of each query row: dNum = dH / Z, dZ = -dNum H (dNum = dH,
- * dZ = 0 where Z was set to 1); 0 on padded queries. */
+ * dZ = 0 where Z was set to 1); 0 on padded queries and at the entries
+ * computed directly (Z < 0: their gradient is added apart). */
 __global__ void mtsa_d_kernel(const ag_real *G, const ag_real *OUT, const ag_real *ZN, const int32_t *len, int per_b,
                               ag_real *D, int64_t slices, int N, int dh) {
     int64_t n = slices * N * dh;
@@ -90,7 +92,7 @@ __global__ void mtsa_d_kernel(const ag_real *G, const ag_real *OUT, const ag_rea
         bool set_to_one = !(z[l] > 0);
         ag_real dnum = set_to_one ? G[x] : G[x] / z[l];
         d[l] = set_to_one ? 0 : -dnum * OUT[x];
-        d[dh + l] = dnum;
+        d[dh + l] = z[l] < 0 ? 0 : dnum;
     }
 }
 
@@ -123,6 +125,94 @@ __global__ void mtsa_sv_grad_kernel(const ag_real *DEP, const ag_real *EP, const
         }
         if (GS) GS[x] = fresh_s ? ds : GS[x] + ds;
         if (GV) GV[x] = fresh_v ? dv : GV[x] + dv;
+    }
+}
+
+/* ---- the entries computed directly (ops/mtsa.h), in the CPU's order of
+ * operations: the same bits ---- */
+
+/* Row q of slice i's mask, or NULL. */
+__device__ static inline const ag_real *mask_row(const ag__kmtsa_direct &p, int64_t i, int q) {
+    return p.mask ? p.mask + ((i / p.mask_run % p.mask_slices) * p.N + q) * (int64_t)p.N : NULL;
+}
+
+/* a_k = sigma_t(R[q,k]) + S[k,l] of entry (slice i, q, l). */
+__device__ static inline ag_real direct_score(const ag__kmtsa_direct &p, int64_t i, int q, int k, int l) {
+    return score_of(p.r[(i * p.N + q) * p.N + k], p.identity) + p.s[(i * p.N + k) * p.dh + l];
+}
+
+/* One thread per entry: where Z underflowed on a row with an allowed
+ * key, H over its own max, and the mark [Z | Num] = [-sum, max]. */
+__global__ void mtsa_direct_kernel(ag__kmtsa_direct p, ag_real *ZN, ag_real *OUT) {
+    int64_t n = p.slices * p.N * p.dh;
+    AG_CUDA_FOR(x, n) {
+        int64_t iq = x / p.dh, i = iq / p.N;
+        int l = (int)(x % p.dh), q = (int)(iq % p.N), L = p.len[i / p.per_b];
+        ag_real *z = ZN + iq * 2 * p.dh;
+        if (q >= L || z[l] >= AG_KMTSA_Z_MIN) continue;
+        const ag_real *mq = mask_row(p, i, q);
+        ag_real mx = -INFINITY, sum = 0, num = 0;
+        for (int k = 0; k < L; k++) {
+            ag_real a = direct_score(p, i, q, k, l);
+            mx = (!mq || mq[k] != 0) && a > mx ? a : mx;
+        }
+        if (mx == -INFINITY) continue; /* no allowed key: Z is 0, H 0 */
+        for (int k = 0; k < L; k++) {
+            if (mq && mq[k] == 0) continue;
+            ag_real e = ag__vexp_nonpos(direct_score(p, i, q, k, l) - mx);
+            sum += e;
+            num += e * p.v[(i * p.N + k) * p.dh + l];
+        }
+        OUT[x] = num / sum;
+        z[l] = -sum;
+        z[p.dh + l] = mx;
+    }
+}
+
+/* One thread per query row (it alone writes dR's row): with p_k = e^(a_k -
+ * max) / sum, dR[q,k] += dH p_k (v[k,l] - H) sigma_t'(R[q,k]) over the
+ * row's marked entries l. */
+__global__ void mtsa_direct_r_grad_kernel(ag__kmtsa_direct p, const ag_real *ZN, const ag_real *G, const ag_real *OUT,
+                                          ag_real *GR) {
+    int64_t iq = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (iq >= p.slices * p.N) return;
+    int64_t i = iq / p.N;
+    int q = (int)(iq % p.N), L = p.len[i / p.per_b];
+    if (q >= L) return;
+    const ag_real *z = ZN + iq * 2 * p.dh, *rq = p.r + iq * p.N, *mq = mask_row(p, i, q);
+    for (int l = 0; l < p.dh; l++) {
+        if (!(z[l] < 0)) continue;
+        ag_real sum = -z[l], mx = z[p.dh + l], g = G[iq * p.dh + l], h = OUT[iq * p.dh + l];
+        for (int k = 0; k < L; k++) {
+            if (mq && mq[k] == 0) continue;
+            int64_t kl = (i * p.N + k) * p.dh + l;
+            ag_real pk = ag__vexp_nonpos(direct_score(p, i, q, k, l) - mx) / sum, da = g * pk * (p.v[kl] - h);
+            GR[iq * p.N + k] += p.identity ? da : da * ag__vsigmoid(-rq[k]);
+        }
+    }
+}
+
+/* One thread per feature column of a slice (it alone writes that column
+ * of dS and dv): dS[k,l] += dH p_k (v[k,l] - H), dv[k,l] += dH p_k over
+ * the column's marked entries q. */
+__global__ void mtsa_direct_sv_grad_kernel(ag__kmtsa_direct p, const ag_real *ZN, const ag_real *G, const ag_real *OUT,
+                                           ag_real *GS, ag_real *GV) {
+    int64_t il = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (il >= p.slices * p.dh) return;
+    int64_t i = il / p.dh;
+    int l = (int)(il % p.dh), L = p.len[i / p.per_b];
+    for (int q = 0; q < L; q++) {
+        int64_t iq = i * p.N + q;
+        const ag_real *z = ZN + iq * 2 * p.dh, *mq = mask_row(p, i, q);
+        if (!(z[l] < 0)) continue;
+        ag_real sum = -z[l], mx = z[p.dh + l], g = G[iq * p.dh + l], h = OUT[iq * p.dh + l];
+        for (int k = 0; k < L; k++) {
+            if (mq && mq[k] == 0) continue;
+            int64_t kl = (i * p.N + k) * p.dh + l;
+            ag_real pk = ag__vexp_nonpos(direct_score(p, i, q, k, l) - mx) / sum, da = g * pk * (p.v[kl] - h);
+            if (GS) GS[kl] += da;
+            if (GV) GV[kl] += g * pk;
+        }
     }
 }
 
@@ -166,4 +256,19 @@ extern "C" void ag__mtsa_sv_grad_cuda(const ag_real *dep, const ag_real *ep, con
     if (n > 0)
         ag__launch(mtsa_sv_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, dep, ep, v, len, per_b, gs, gv, slices,
                    N, dh, fresh_s, fresh_v);
+}
+
+extern "C" void ag__mtsa_direct_cuda(const ag__kmtsa_direct *p, ag_real *zn, ag_real *out) {
+    int64_t n = p->slices * p->N * p->dh;
+    if (n > 0) ag__launch(mtsa_direct_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, *p, zn, out);
+}
+
+extern "C" void ag__mtsa_direct_grad_cuda(const ag__kmtsa_direct *p, const ag_real *zn, const ag_real *g,
+                                          const ag_real *out, ag_real *gr, ag_real *gs, ag_real *gv) {
+    if (p->slices <= 0 || p->N <= 0 || p->dh <= 0) return;
+    if (gr)
+        ag__launch(mtsa_direct_r_grad_kernel, blocks_of(p->slices * p->N), AG_CUDA_THREADS, 0, *p, zn, g, out, gr);
+    if (gs || gv)
+        ag__launch(mtsa_direct_sv_grad_kernel, blocks_of(p->slices * p->dh), AG_CUDA_THREADS, 0, *p, zn, g, out, gs,
+                   gv);
 }

@@ -13,8 +13,8 @@ AG_KERNELS_BEGIN
  * [slices,N,N] from R and the {0,1} mask (slice i's is mask slice
  * (i / mask_run) % mask_slices, or NULL), [ES | v ⊙ ES] [slices,N,2dh]
  * from S and v, H from [Z | Num] = ER [ES | v ⊙ ES]; backward [dZ | dNum]
- * into d, then dR from dER, dS and dv from [dES | d(v ⊙ ES)] (gs or gv
- * may be NULL). */
+ * into d (0 at the entries computed directly), then dR from dER, dS and dv
+ * from [dES | d(v ⊙ ES)] (gs or gv may be NULL). */
 void ag__mtsa_er_cuda(const ag__kreal *r, const ag__kreal *mask, int mask_slices, int mask_run, const int32_t *len,
                       int per_b, ag__kreal *er, int64_t slices, int N, bool identity);
 void ag__mtsa_ep_cuda(const ag__kreal *s, const ag__kreal *v, const int32_t *len, int per_b, ag__kreal *ep,
@@ -27,6 +27,24 @@ void ag__mtsa_r_grad_cuda(const ag__kreal *der, const ag__kreal *er, const ag__k
                           bool identity, bool fresh);
 void ag__mtsa_sv_grad_cuda(const ag__kreal *dep, const ag__kreal *ep, const ag__kreal *v, const int32_t *len, int per_b,
                            ag__kreal *gs, ag__kreal *gv, int64_t slices, int N, int dh, bool fresh_s, bool fresh_v);
+
+/* The entries computed directly (ops/mtsa.h: Z underflowed on a query
+ * row with an allowed key), what their kernels read besides [Z | Num]: a
+ * kernel argument, so without padding (ints, widest fields first). */
+typedef struct {
+    const ag__kreal *r, *s, *v, *mask;
+    const int32_t *len;
+    int64_t slices;
+    int mask_slices, mask_run, per_b, N, dh;
+    int identity; /* ER = M ⊙ exp(R), else the log-sigmoid score */
+} ag__kmtsa_direct;
+
+/* Forward: every such entry's H into out, marked in zn.  Backward (after
+ * the products' gradients, which d left them out of): their gradients
+ * added to gr, gs, gv (any NULL: not wanted). */
+void ag__mtsa_direct_cuda(const ag__kmtsa_direct *p, ag__kreal *zn, ag__kreal *out);
+void ag__mtsa_direct_grad_cuda(const ag__kmtsa_direct *p, const ag__kreal *zn, const ag__kreal *g,
+                               const ag__kreal *out, ag__kreal *gr, ag__kreal *gs, ag__kreal *gv);
 
 AG_KERNELS_END
 
