@@ -113,6 +113,20 @@ static ag_tensor *f_zero_padding(ag_tensor **in) { return ag_zero_padding(in[0],
 static ag_tensor *f_zero_padding_twice(ag_tensor **in) { return ag_mul(ag_zero_padding(in[0], pad_len), in[0]); }
 /* ag_max_over_time: the max over each example's valid positions, 0 for the empty one */
 static ag_tensor *f_max_over_time(ag_tensor **in) { return ag_max_over_time(in[0], pad_len); }
+/* Lengths 1, 0, 4 and 2 of N = 4: a length-1 example (its max is its first
+ * row), an empty one, a full one, padding; values distinct (no ties: the
+ * max's gradient is one-sided at them) */
+static int x_distinct_443(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, 0, 1, true, SHAPE(4, 4, 3));
+    for (int64_t i = 0; i < in[0]->size; i++) in[0]->data[i] += (ag_real)(0.1 * (double)((i * 7) % 48));
+    return 1;
+}
+static const int32_t len_1042[4] = {1, 0, 4, 2};
+static ag_tensor *f_max_over_time_1042(ag_tensor **in) { return ag_max_over_time(in[0], len_1042); }
+static ag_tensor *f_zero_padding_1042(ag_tensor **in) { return ag_zero_padding(in[0], len_1042); }
+/* N = 1: lengths 1 and 0 */
+ONE_INPUT(x_213, 2, 1, 3)
+static ag_tensor *f_max_over_time_n1(ag_tensor **in) { return ag_max_over_time(in[0], (const int32_t[]){1, 0}); }
 
 /* ---- slice ---- */
 
@@ -282,6 +296,29 @@ static ag_tensor *f_lce_plain(ag_tensor **in) {
 static ag_tensor *f_lce_all_ignored(ag_tensor **in) {
     static const int32_t y[] = {-1, -1, -1, -1, -1, -1};
     return ag_linear_cross_entropy(in[0], in[1], in[2], y, -1);
+}
+/* The plain layout (W [in, C]) at logits of a few hundred too. */
+static int lce_plain_large(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 5, 10, true, SHAPE(3, 4));
+    in[1] = tc_away(r, 5, 10, true, SHAPE(4, 5));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
+    return 3;
+}
+static ag_tensor *f_lce_plain_large(ag_tensor **in) {
+    static const int32_t y[] = {2, 0, 4};
+    return ag_linear_cross_entropy(in[0], in[1], in[2], y, -1);
+}
+/* One row (a batch of one example), and the tied layout with every row ignored. */
+static int lce_one_row(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(1, 4));
+    in[1] = tc_uniform(r, -1, 1, true, SHAPE(5, 4));
+    in[2] = tc_uniform(r, -1, 1, true, SHAPE(5));
+    return 3;
+}
+static ag_tensor *f_lce_one_row(ag_tensor **in) { return ag_linear_t_cross_entropy(in[0], in[1], in[2], (const int32_t[]){3}, -1); }
+static ag_tensor *f_lce_t_all_ignored(ag_tensor **in) {
+    static const int32_t y[] = {0, 0, 0, 0, 0, 0};
+    return ag_add(ag_linear_t_cross_entropy(in[0], in[1], in[2], y, 0), ag_sum(ag_mul(in[0], in[0])));
 }
 static ag_tensor *f_lce_large(ag_tensor **in) {
     static const int32_t y[] = {1, 4, 0};
@@ -589,6 +626,9 @@ const op_case shape_cases[] = {
     {"ref_differences/[7] g6", x_7, f_refdiff_1d, 0, 0},
     {"ref_differences/used_twice", x_3_15, f_refdiff_twice, 0, 0},
     {"ref_differences/equals_slices", x_3_15, f_refdiff_vs_slices, .flags = OPCASE_DIFFERENCE},
+    {"max_over_time/lengths_1_0_4_2", x_distinct_443, f_max_over_time_1042, 0, 0},
+    {"max_over_time/N1_lengths_1_0", x_213, f_max_over_time_n1, 0, 0},
+    {"zero_padding/lengths_1_0_4_2", x_distinct_443, f_zero_padding_1042, 0, 0},
     {"permute/heads_0213", x_2345, f_perm_heads, 0, 0},
     {"permute/3102", x_2345, f_perm_3102, 0, 0},
     {"permute/1230", x_2345, f_perm_1230, 0, 0},
@@ -646,6 +686,9 @@ const op_case shape_cases[] = {
     {"linear_t_cross_entropy/used_twice", lce_tied, f_lce_twice, 0, 0},
     {"linear_cross_entropy/2d", lce_plain, f_lce_plain, 0, 0},
     {"linear_cross_entropy/all_ignored", lce_plain, f_lce_all_ignored, 0, 0},
+    {"linear_cross_entropy/large_logits", lce_plain_large, f_lce_plain_large, 0, 0},
+    {"linear_t_cross_entropy/one_row", lce_one_row, f_lce_one_row, 0, 0},
+    {"linear_t_cross_entropy/all_ignored", lce_tied, f_lce_t_all_ignored, 0, 0},
     {"kl_div_soft/tai_targets", logits_45, f_kl_tai, 0, 0},
     {"kl_div_soft/3d_logits", logits_234, f_kl_3d, 0, 0},
     {"kl_div_soft/1d_logits", logits_1d, f_kl_1d, 0, 0},
