@@ -47,6 +47,12 @@ static ag_tensor *f_ax_axis0(ag_tensor **in) {
     ag_real m[6] = {0, -INFINITY, -0.5, 0.3, -INFINITY, 0};
     return ag_masked_softmax_axis(in[0], 0, tc_const_like(in[0], 2, (int[]){2, 3}, m), 1.0);
 }
+/* Logits ~1e3 over the keys under PAST: query 0 fully masked. */
+static int ax_large_2443(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_away(r, 997, 1000, true, SHAPE(2, 4, 4, 3));
+    for (int64_t i = 0; i < in[0]->size; i++) in[0]->data[i] = (ag_real)(round((double)in[0]->data[i] * 64) / 64);
+    return 1;
+}
 static ag_tensor *f_ax_len1(ag_tensor **in) { return ag_masked_softmax_axis(in[0], 1, NULL, 2.0); }
 /* The last axis is ag_masked_softmax itself (a difference of 0). */
 static ag_tensor *f_ax_last(ag_tensor **in) {
@@ -75,6 +81,19 @@ static int fa_setup(ag_tensor **in, ag_rng *r, int B, int Nq, int Nk, int d, dou
 static int fa_253(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 5, 5, 3, 2); }
 static int fa_n1(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 1, 1, 3, 2); }
 static int fa_large(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 4, 4, 3, 40); }
+/* q, k ~1e3 at c = 1000: logits c tanh((q + k) / c) to ~760, near ties
+ * (q, k within 1000 - [0, 3), multiples of 1/64).  f32's tanh is good to
+ * an ulp, which c makes ~1e-4 of a logit: v within [0.9, 1) keeps what
+ * that moves in the output under f32_vs_f64's 2e-5 of its scale. */
+static int fa_1e3(ag_tensor **in, ag_rng *r) {
+    int n = fa_setup(in, r, 2, 4, 4, 3, 1);
+    for (int i = 0; i < 2; i++) {
+        in[i] = tc_uniform(r, 997, 1000, true, SHAPE(2, 4, 3));
+        for (int64_t j = 0; j < in[i]->size; j++) in[i]->data[j] = (ag_real)(round((double)in[i]->data[j] * 64) / 64);
+    }
+    in[2] = tc_uniform(r, 0.9, 1, true, SHAPE(2, 4, 3));
+    return n;
+}
 static int fa_cross(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 3, 5, 4, 2); }
 static int fa_443(ag_tensor **in, ag_rng *r) { return fa_setup(in, r, 2, 4, 4, 3, 2); }
 /* q and k constant: only v is checked (for the weights' case). */
@@ -104,6 +123,10 @@ static ag_tensor *f_fa_n1(ag_tensor **in) { return ag_feature_attention(in[0], i
 /* |q + k| up to 80 at c = 5: tanh saturates; finite distance penalties. */
 static ag_tensor *f_fa_large(ag_tensor **in) {
     return ag_feature_attention(in[0], in[1], in[2], ag_mask(&future_word, 4), len_40 + 0, 5.0, NULL);
+}
+/* Logits ~1e3 under PAST (query 0 fully masked) with lengths 4 and 1. */
+static ag_tensor *f_fa_1e3(ag_tensor **in) {
+    return ag_feature_attention(in[0], in[1], in[2], ag_mask(&past, 4), (const int32_t[]){4, 1}, 1000.0, NULL);
 }
 /* Cross attention, 3 queries over 5 keys, a per-example key mask [B,1,Nk]. */
 static ag_tensor *f_fa_cross(ag_tensor **in) {
@@ -155,6 +178,22 @@ static int add_n1(ag_tensor **in, ag_rng *r) { return add_setup(in, r, 2, 1, 3, 
 /* |z| to ~240: the tanh saturates, and the ELU's logits reach ~48. */
 static int add_large(ag_tensor **in, ag_rng *r) { return add_setup(in, r, 2, 4, 3, 20, 2); }
 /* h, u, v and bias constant; in[4] [2,4,4] only gives the output a gradient. */
+/* ELU scores ~1e3: z = h.u + h.v + bias ~ 6000 at c = 4 (where the ELU
+ * is linear), keys within a few units of each other.  The large factor is
+ * u and v (integers), h stays ~1 (multiples of 1/256) so the outputs do:
+ * outputs ~1e3 would put the central differences' roundoff at ~1e-7.
+ * Every product and sum is exact in f32, and so is z / 4. */
+static int add_1e3(ag_tensor **in, ag_rng *r) {
+    add_setup(in, r, 3, 5, 3, 1, 1);
+    in[0] = tc_uniform(r, 0.99, 1.01, true, SHAPE(3, 5, 3));
+    in[1] = tc_uniform(r, 990, 1010, true, SHAPE(3));
+    in[2] = tc_uniform(r, 990, 1010, true, SHAPE(3));
+    double step[4] = {1.0 / 256, 1, 1, 1.0 / 64};
+    for (int i = 0; i < 4; i++)
+        for (int64_t j = 0; j < in[i]->size; j++)
+            in[i]->data[j] = (ag_real)(step[i] * round((double)in[i]->data[j] / step[i]));
+    return 4;
+}
 static int add_const(ag_tensor **in, ag_rng *r) {
     add_setup(in, r, 2, 4, 3, 1, 1);
     for (int i = 0; i < 4; i++) in[i]->requires_grad = false;
@@ -193,6 +232,8 @@ static ag_tensor *f_add_n1_past(ag_tensor **in) { return unit(in, ag_mask(&past,
 static ag_tensor *f_add_n1(ag_tensor **in) { return unit(in, NULL, 5.0, false); }
 static ag_tensor *f_add_large(ag_tensor **in) { return unit(in, ag_mask(&fa2, 4), 5.0, false); }
 static ag_tensor *f_add_large_elu(ag_tensor **in) { return unit(in, NULL, 5.0, true); }
+/* ELU logits ~1500 under past_sd with lengths 5, 1 and 0 */
+static ag_tensor *f_add_1e3_elu(ag_tensor **in) { return unit(in, batch_mask(&past_sd, 3, 5, len_510), 4.0, true); }
 
 /* The composition MPSAN ran before the op (models/mpsan.c until issue 38):
  * two products, the adds, the scaled tanh or the ELU, the masked softmax,
@@ -371,6 +412,7 @@ const op_case feature_cases[] = {
     {"softmax_axis/axis0_penalties_masked_column", ax_23, f_ax_axis0, 0, 0},
     {"softmax_axis/length_1", ax_314, f_ax_len1, 0, 0},
     {"softmax_axis/large_logits", ax_large, f_ax_nomask, 0, 0},
+    {"softmax_axis/logits_1e3_past_mask_axis2", ax_large_2443, f_ax_past, 0, 0},
     {"softmax_axis/last_axis_is_masked_softmax", ax_2344, f_ax_last, .flags = OPCASE_DIFFERENCE},
     {"softmax_axis/equals_permuted", ax_2443, f_ax_vs_permute, .flags = OPCASE_DIFFERENCE},
     {"feature_attn/past_lengths_5_3", fa_253, f_fa_past_len, 0, 0},
@@ -381,6 +423,7 @@ const op_case feature_cases[] = {
     {"feature_attn/N1", fa_n1, f_fa_n1, 0, 0},
     {"feature_attn/saturated_penalties", fa_large, f_fa_large, 0, 0},
     {"feature_attn/cross_key_mask", fa_cross, f_fa_cross, 0, 0},
+    {"feature_attn/logits_1e3_c1000_past_lengths_4_1", fa_1e3, f_fa_1e3, 0, 0},
     {"feature_attn/equals_composed", fa_443, f_fa_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"feature_attn/weights", fa_v_only, f_fa_weights, 0, 0},
     {"additive_unit/past_c5", add_253, f_add_past, 0, 0},
@@ -392,6 +435,7 @@ const op_case feature_cases[] = {
     {"additive_unit/N1", add_n1, f_add_n1, 0, 0},
     {"additive_unit/saturated_tanh_fa2", add_large, f_add_large, 0, 0},
     {"additive_unit/elu_large_logits", add_large, f_add_large_elu, 0, 0},
+    {"additive_unit/elu_logits_1e3_lengths_5_1_0", add_1e3, f_add_1e3_elu, 0, 0},
     {"additive_unit/equals_composed", add_354, f_add_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"additive_unit/equals_composed_elu", add_354, f_add_vs_composed_elu, .flags = OPCASE_DIFFERENCE},
     {"additive_unit/probs", add_const, f_add_probs, .flags = OPCASE_DIFFERENCE},
