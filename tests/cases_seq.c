@@ -79,6 +79,14 @@ static int mu_setup(ag_tensor **in, ag_rng *r) {
     m11[2] = (ag_real)0.1;
     return 1;
 }
+/* N = 1: mu_0 = max((m1 + m2) / len, 0), m1 + m2 clear of 0 both ways
+ * (example 1 below: no gradient); lengths 1, 1, 0. */
+static int mu_n1(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, 0.2, 0.5, true, SHAPE(3, 1, 3));
+    in[0]->data[4] = -1;
+    return 1;
+}
+static ag_tensor *f_mu_n1(ag_tensor **in) { return ag_gaussian_mu(in[0], (const int32_t[]){1, 1, 0}); }
 static ag_tensor *f_mu(ag_tensor **in) { return ag_gaussian_mu(in[0], len_53); }
 static ag_tensor *f_mu_full(ag_tensor **in) { return ag_gaussian_mu(in[0], NULL); }
 
@@ -173,6 +181,15 @@ static int lstm_setup(ag_tensor **in, ag_rng *r, int B, int N, int I, int H, boo
 static int lstm_full(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 4, 3, 2, true, false); }
 static int lstm_53(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 5, 3, 2, true, true); }
 static int lstm_n1(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 3, 1, 2, 3, true, true); }
+/* Inputs ~1e3: every gate pre-activation far past the sigmoid's and
+ * tanh's saturation (e^-1e3 is 0), gradients exactly 0 through the gates;
+ * what reaches h0 and c0 goes through the cell (f = 1) and tanh(c). */
+static int lstm_saturated(ag_tensor **in, ag_rng *r) {
+    int n = lstm_setup(in, r, 2, 3, 2, 2, true, true);
+    in[0] = tc_away(r, 900, 1100, true, SHAPE(2, 3, 2));
+    for (int64_t j = 0; j < in[0]->size; j++) in[0]->data[j] = (ag_real)(round((double)in[0]->data[j] * 64) / 64);
+    return n;
+}
 static int lstm_nobias(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 2, 3, 2, 2, false, false); }
 /* No h0: step 0's recurrent product and its rows of dW_hh are skipped (h_{-1} = 0) */
 static int lstm_n1_zero_state(ag_tensor **in, ag_rng *r) { return lstm_setup(in, r, 3, 1, 2, 3, true, false); }
@@ -188,6 +205,7 @@ static ag_tensor *f_lstm(ag_tensor **in) { return run_lstm(in, true, false, NULL
 static ag_tensor *f_lstm_53(ag_tensor **in) { return run_lstm(in, true, true, len_53); }
 static ag_tensor *f_lstm_02(ag_tensor **in) { return run_lstm(in, true, true, len_02); }
 static ag_tensor *f_lstm_n1(ag_tensor **in) { return run_lstm(in, true, true, NULL); }
+static ag_tensor *f_lstm_saturated(ag_tensor **in) { return run_lstm(in, true, true, (const int32_t[]){3, 1}); }
 static ag_tensor *f_lstm_nobias(ag_tensor **in) { return run_lstm(in, false, false, NULL); }
 static ag_tensor *f_lstm_zero_state(ag_tensor **in) { return run_lstm(in, true, false, NULL); }
 static ag_tensor *f_lstm_02_zero_state(ag_tensor **in) { return run_lstm(in, true, false, len_02); }
@@ -531,6 +549,7 @@ const op_case seq_cases[] = {
     {"maximum/constant_floor", max_floor, f_max_floor, 0, 0},
     {"gaussian_mu/lengths_5_3", mu_setup, f_mu, 0, 0},
     {"gaussian_mu/full", mu_setup, f_mu_full, 0, 0},
+    {"gaussian_mu/N1_lengths_1_1_0", mu_n1, f_mu_n1, 0, 0},
     {"gaussian/full", gauss_253, f_gauss, 0, 0},
     {"gaussian/lengths_5_3", gauss_253, f_gauss_len, 0, 0},
     {"gaussian/strict_lengths_5_3", gauss_253, f_gauss_strict, 0, 0},
@@ -545,6 +564,7 @@ const op_case seq_cases[] = {
     {"lstm/lengths_0_2_state", lstm_53, f_lstm_02, 0, 0},
     {"lstm/N1_state", lstm_n1, f_lstm_n1, 0, 0},
     {"lstm/no_bias", lstm_nobias, f_lstm_nobias, 0, 0},
+    {"lstm/saturated_gates_inputs_1e3_lengths_3_1", lstm_saturated, f_lstm_saturated, 0, 0},
     {"lstm/N1_zero_state", lstm_n1_zero_state, f_lstm_zero_state, 0, 0},
     {"lstm/lengths_0_2_zero_state", lstm_02_zero_state, f_lstm_02_zero_state, 0, 0},
     {"lstm/2_layers_lengths_5_3", lstm_2l, f_lstm_2l, 0, 0},
