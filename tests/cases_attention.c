@@ -142,6 +142,13 @@ static ag_tensor *f_spool_nolen(ag_tensor **in) { return ag__softmax_pool(in[0],
 static ag_tensor *f_spool_n1(ag_tensor **in) { return ag__softmax_pool(in[0], in[1], (const int32_t[]){1, 0}, NULL); }
 static ag_tensor *f_spool_same(ag_tensor **in) { return ag__softmax_pool(in[0], in[0], len_503, NULL); }
 static ag_tensor *f_spool_large(ag_tensor **in) { return ag__softmax_pool(in[0], in[1], (const int32_t[]){6, 2}, NULL); }
+/* Against softmax_axis_len, product, sum (what it fuses) at logits ~1e3,
+ * lengths 6 and 1 (v added for a gradient). */
+static ag_tensor *f_spool_large_vs_composed(ag_tensor **in) {
+    static const int32_t len[2] = {6, 1};
+    ag_tensor *composed = ag_sum_axis(ag_mul(ag_softmax_axis_len(in[0], 1, len), in[1]), 1, false);
+    return tc_difference(ag_sub(ag__softmax_pool(in[0], in[1], len, NULL), composed), ag_sum_axis(in[1], 1, false));
+}
 /* The weights it hands out (constants: the scores take no gradient here,
  * so the check's differences do not move them), pooled once more by a
  * product: twice the pooled values, forward compared on the device. */
@@ -325,6 +332,13 @@ static ag_tensor *f_attn_n1_incl(ag_tensor **in) {
 static ag_tensor *f_attn_large(ag_tensor **in) {
     return ag_attention(in[0], in[1], in[2], ag_mask(&past_incl, 4), 1.0, NULL);
 }
+/* The fused op against matmul, masked_softmax, matmul at logits ~1e3 with
+ * a fully masked first row: a difference of 0 (v added for a gradient). */
+static ag_tensor *f_attn_large_vs_composed(ag_tensor **in) {
+    ag_tensor *m = ag_mask(&past, 4);
+    ag_tensor *p = ag_masked_softmax(ag_matmul_t(in[0], false, in[1], true), m, 1.0);
+    return tc_difference(ag_sub(ag_attention(in[0], in[1], in[2], m, 1.0, NULL), ag_matmul(p, in[2])), in[2]);
+}
 /* MS-SAN style: per-sentence, per-head masks (direction + 1.5 * word or tree
  * distance) with a padded sentence, all in one [B,h,N,N] mask. */
 static const int32_t len_53[] = {5, 3};
@@ -499,6 +513,7 @@ const op_case attention_cases[] = {
     {"softmax_pool N=1, len 1,0", spool_n1, f_spool_n1, 0, 0},
     {"softmax_pool scores = values", spool_354, f_spool_same, 0, 0},
     {"softmax_pool logits ~1e3", spool_large, f_spool_large, 0, 0},
+    {"softmax_pool logits ~1e3 equals the composition", spool_large, f_spool_large_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"softmax_pool weights handed out", spool_const_scores, f_spool_weights, 0, 0},
     {"softmax_mix 5 sources [B,N,5d]", mix_5, f_mix_5, 0, 0},
     {"softmax_mix_len lengths 3, 1", mix_5, f_mix_len, 0, 0},
@@ -510,6 +525,8 @@ const op_case attention_cases[] = {
     {"softmax_mix one source", mix_one, f_mix_1, 0, 0},
     {"softmax_mix logits ~1e3", mix_1e3, f_mix_5, 0, 0},
     {"softmax_mix_len logits ~1e3, lengths 0, 2", mix_1e3, f_mix_len_empty, 0, 0},
+    {"softmax_mix_len minus zero_padding(softmax_mix), logits ~1e3", mix_1e3, f_mix_len_minus_padded,
+     .flags = OPCASE_DIFFERENCE},
     {"softmax_mix a source given twice", mix_split, f_mix_repeat, 0, 0},
     {"softmax_mix_ref 5 sources [B,N,4d]", mix_ref_5, f_mix_ref, 0, 0},
     {"softmax_mix_ref planes 4 of a stack, lengths 3,1", mix_planes_4, f_mix_planes, 0, 0},
@@ -523,6 +540,8 @@ const op_case attention_cases[] = {
     {"softmax_mix_ref large logits", mix_ref_large, f_mix_ref_3, 0, 0},
     {"softmax_mix_ref logits ~1e3, lengths 3, 1", mix_ref_1e3, f_mix_ref_len, 0, 0},
     {"softmax_mix_ref planes logits ~1e3, lengths 3, 1", mix_planes_1e3, f_mix_planes, 0, 0},
+    {"softmax_mix_ref minus softmax_mix_len with a 0 block, logits ~1e3", mix_ref_1e3, f_mix_ref_minus_plain,
+     .flags = OPCASE_DIFFERENCE},
     {"softmax_mix_ref two sources, length 1", mix_ref_two, f_mix_ref_2, 0, 0},
     {"split_heads [B,N,h*d]", heads_2_3_12, f_split3, 0, 0},
     {"split_heads [N,h*d]", heads_3_6, f_split2, 0, 0},
@@ -540,6 +559,7 @@ const op_case attention_cases[] = {
     {"attention key padding", attn_self5, f_attn_keypad, 0, 0},
     {"attention logits ~1e3", attn_large, f_attn_large, 0, 0},
     {"attention logits ~1e3 PAST (first row masked)", attn_large, f_attn_large_past, 0, 0},
+    {"attention logits ~1e3 equals the composition", attn_large, f_attn_large_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"attention key padding, len 0", attn_self5, f_attn_keypad_len0, 0, 0},
     {"attention padding, len 1", attn_self5, f_attn_pad_len1, 0, 0},
     /* ---- the device's sizes ---- */

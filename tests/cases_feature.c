@@ -139,9 +139,8 @@ static ag_tensor *f_fa_cross(ag_tensor **in) {
  * difference is 0 and so are its gradients.  v is added to it: the two
  * sides sum in different orders, so in f32 the difference is roundoff of
  * terms of size 1, and f32_vs_f64 measures it against that scale. */
-static ag_tensor *f_fa_vs_composed(ag_tensor **in) {
+static ag_tensor *fa_vs_composed(ag_tensor **in, double c) {
     int B = 2, N = 4, d = 3;
-    double c = 2.5;
     ag_tensor *qi = ag_reshape(in[0], 4, (int[]){B, N, 1, d}), *kj = ag_reshape(in[1], 4, (int[]){B, 1, N, d});
     ag_tensor *s = ag_mul_scalar(ag_tanh(ag_mul_scalar(ag_add(qi, kj), 1 / c)), c);
     ag_tensor *m4 = ag_reshape(ag_mask(&future_word, N), 4, (int[]){1, N, N, 1});
@@ -151,6 +150,10 @@ static ag_tensor *f_fa_vs_composed(ag_tensor **in) {
                              composed);
     return tc_difference(diff, in[2]);
 }
+static ag_tensor *f_fa_vs_composed(ag_tensor **in) { return fa_vs_composed(in, 2.5); }
+/* At logits ~1e3 (fa_1e3, c = 1000): the fused op's own shifts must not
+ * lose what the composition's softmax keeps. */
+static ag_tensor *f_fa_vs_composed_1e3(ag_tensor **in) { return fa_vs_composed(in, 1000); }
 /* The weights it hands out for heatmaps are the ones it used: with q and k
  * constant, out - sum_j w v is 0 for every v only if w is right (its
  * gradient in v is the op's weights minus w). */
@@ -252,13 +255,16 @@ static ag_tensor *unit_composed(ag_tensor **in, ag_tensor *mask, double c, bool 
  * is added to it: the two sides sum in different orders, so in f32 the
  * difference is roundoff of terms of size 1, and f32_vs_f64 measures it
  * against that scale. */
-static ag_tensor *vs_composed(ag_tensor **in, bool elu) {
+static ag_tensor *vs_composed_c(ag_tensor **in, bool elu, double c) {
     ag_tensor *mask = batch_mask(&past_sd, 3, 5, len_510), *prob;
-    ag_tensor *diff = ag_sub(unit(in, mask, 5.0, elu), unit_composed(in, mask, 5.0, elu, &prob));
+    ag_tensor *diff = ag_sub(unit(in, mask, c, elu), unit_composed(in, mask, c, elu, &prob));
     return tc_difference(diff, in[0]);
 }
+static ag_tensor *vs_composed(ag_tensor **in, bool elu) { return vs_composed_c(in, elu, 5.0); }
 static ag_tensor *f_add_vs_composed(ag_tensor **in) { return vs_composed(in, false); }
 static ag_tensor *f_add_vs_composed_elu(ag_tensor **in) { return vs_composed(in, true); }
+/* ELU logits ~1500 (add_1e3, c = 4) */
+static ag_tensor *f_add_vs_composed_elu_1e3(ag_tensor **in) { return vs_composed_c(in, true, 4.0); }
 /* The probabilities it hands out for heatmaps are the composition's
  * (inputs constant; in[4] gives the output a gradient). */
 static ag_tensor *f_add_probs(ag_tensor **in) {
@@ -424,6 +430,7 @@ const op_case feature_cases[] = {
     {"feature_attn/saturated_penalties", fa_large, f_fa_large, 0, 0},
     {"feature_attn/cross_key_mask", fa_cross, f_fa_cross, 0, 0},
     {"feature_attn/logits_1e3_c1000_past_lengths_4_1", fa_1e3, f_fa_1e3, 0, 0},
+    {"feature_attn/equals_composed_logits_1e3", fa_1e3, f_fa_vs_composed_1e3, .flags = OPCASE_DIFFERENCE},
     {"feature_attn/equals_composed", fa_443, f_fa_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"feature_attn/weights", fa_v_only, f_fa_weights, 0, 0},
     {"additive_unit/past_c5", add_253, f_add_past, 0, 0},
@@ -436,6 +443,7 @@ const op_case feature_cases[] = {
     {"additive_unit/saturated_tanh_fa2", add_large, f_add_large, 0, 0},
     {"additive_unit/elu_large_logits", add_large, f_add_large_elu, 0, 0},
     {"additive_unit/elu_logits_1e3_lengths_5_1_0", add_1e3, f_add_1e3_elu, 0, 0},
+    {"additive_unit/equals_composed_elu_logits_1e3", add_1e3, f_add_vs_composed_elu_1e3, .flags = OPCASE_DIFFERENCE},
     {"additive_unit/equals_composed", add_354, f_add_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"additive_unit/equals_composed_elu", add_354, f_add_vs_composed_elu, .flags = OPCASE_DIFFERENCE},
     {"additive_unit/probs", add_const, f_add_probs, .flags = OPCASE_DIFFERENCE},
