@@ -24,9 +24,8 @@ static void forward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, con
     ag__mtsa_ep_cuda(s, v, sv->len, sv->per_b, sv->ep, S, N, dh);
     if (S > 0 && N > 0 && dh > 0) /* [Z | Num] = ER [ES | v ⊙ ES] */
         ag__cuda_gemm_batched(false, false, N, 2 * dh, N, sv->er, N, nn, sv->ep, 2 * dh, n2, 0, sv->zn, 2 * dh, n2, S);
-    ag__mtsa_out_cuda(sv->zn, sv->len, sv->per_b, out, S, N, dh);
     ag__kmtsa_direct p = direct_of(sv, r, s, v);
-    ag__mtsa_direct_cuda(&p, sv->zn, out); /* entries whose Z underflowed */
+    ag__mtsa_out_cuda(&p, sv->zn, out); /* H, the entries whose Z underflowed computed directly */
 }
 
 static void backward(const ag__kmtsa *sv, const ag_real *r, const ag_real *s, const ag_real *v, const ag_real *g,

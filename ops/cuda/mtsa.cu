@@ -62,18 +62,6 @@ __global__ void mtsa_ep_kernel(const ag_real *S, const ag_real *V, const int32_t
     }
 }
 
-/* H = Num / Z, or Num (= 0) where Z is 0; 0 on padded queries. */
-__global__ void mtsa_out_kernel(const ag_real *ZN, const int32_t *len, int per_b, ag_real *OUT, int64_t slices, int N,
-                                int dh) {
-    int64_t n = slices * N * dh;
-    AG_CUDA_FOR(x, n) {
-        int64_t iq = x / dh, i = iq / N;
-        int l = (int)(x % dh), q = (int)(iq % N);
-        const ag_real *z = ZN + iq * 2 * dh;
-        OUT[x] = q >= len[i / per_b] ? 0 : z[l] > 0 ? z[dh + l] / z[l] : z[dh + l];
-    }
-}
-
 /* [dZ | dNum] of each query row: dNum = dH / Z, dZ = -dNum H (dNum = dH,
  * dZ = 0 where Z was set to 1); 0 on padded queries and at the entries
  * computed directly (Z < 0: their gradient is added apart). */
@@ -141,15 +129,22 @@ __device__ static inline ag_real direct_score(const ag__kmtsa_direct &p, int64_t
     return score_of(p.r[(i * p.N + q) * p.N + k], p.identity) + p.s[(i * p.N + k) * p.dh + l];
 }
 
-/* One thread per entry: where Z underflowed on a row with an allowed
- * key, H over its own max, and the mark [Z | Num] = [-sum, max]. */
-__global__ void mtsa_direct_kernel(ag__kmtsa_direct p, ag_real *ZN, ag_real *OUT) {
+/* One thread per entry: H = Num / Z, or Num (= 0) where Z is 0, and 0 on
+ * padded queries; where Z underflowed on a row with an allowed key, H over
+ * the entry's own max, marked [Z | Num] = [-sum, max] (the CPU's
+ * mtsa_forward_part and direct_forward, in one pass). */
+__global__ void mtsa_out_kernel(ag__kmtsa_direct p, ag_real *ZN, ag_real *OUT) {
     int64_t n = p.slices * p.N * p.dh;
     AG_CUDA_FOR(x, n) {
         int64_t iq = x / p.dh, i = iq / p.N;
         int l = (int)(x % p.dh), q = (int)(iq % p.N), L = p.len[i / p.per_b];
         ag_real *z = ZN + iq * 2 * p.dh;
-        if (q >= L || z[l] >= AG_KMTSA_Z_MIN) continue;
+        if (q >= L) {
+            OUT[x] = 0;
+            continue;
+        }
+        OUT[x] = z[l] > 0 ? z[p.dh + l] / z[l] : z[p.dh + l];
+        if (z[l] >= AG_KMTSA_Z_MIN) continue;
         const ag_real *mq = mask_row(p, i, q);
         ag_real mx = -INFINITY, sum = 0, num = 0;
         for (int k = 0; k < L; k++) {
@@ -169,13 +164,11 @@ __global__ void mtsa_direct_kernel(ag__kmtsa_direct p, ag_real *ZN, ag_real *OUT
     }
 }
 
-/* One thread per query row (it alone writes dR's row): with p_k = e^(a_k -
+/* Query row iq (its thread alone writes dR's row): with p_k = e^(a_k -
  * max) / sum, dR[q,k] += dH p_k (v[k,l] - H) sigma_t'(R[q,k]) over the
  * row's marked entries l. */
-__global__ void mtsa_direct_r_grad_kernel(ag__kmtsa_direct p, const ag_real *ZN, const ag_real *G, const ag_real *OUT,
-                                          ag_real *GR) {
-    int64_t iq = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (iq >= p.slices * p.N) return;
+__device__ static void direct_r_grad(const ag__kmtsa_direct &p, const ag_real *ZN, const ag_real *G, const ag_real *OUT,
+                                     ag_real *GR, int64_t iq) {
     int64_t i = iq / p.N;
     int q = (int)(iq % p.N), L = p.len[i / p.per_b];
     if (q >= L) return;
@@ -192,13 +185,11 @@ __global__ void mtsa_direct_r_grad_kernel(ag__kmtsa_direct p, const ag_real *ZN,
     }
 }
 
-/* One thread per feature column of a slice (it alone writes that column
- * of dS and dv): dS[k,l] += dH p_k (v[k,l] - H), dv[k,l] += dH p_k over
- * the column's marked entries q. */
-__global__ void mtsa_direct_sv_grad_kernel(ag__kmtsa_direct p, const ag_real *ZN, const ag_real *G, const ag_real *OUT,
-                                           ag_real *GS, ag_real *GV) {
-    int64_t il = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (il >= p.slices * p.dh) return;
+/* Feature column il of a slice (its thread alone writes that column of dS
+ * and dv): dS[k,l] += dH p_k (v[k,l] - H), dv[k,l] += dH p_k over the
+ * column's marked entries q. */
+__device__ static void direct_sv_grad(const ag__kmtsa_direct &p, const ag_real *ZN, const ag_real *G, const ag_real *OUT,
+                                      ag_real *GS, ag_real *GV, int64_t il) {
     int64_t i = il / p.dh;
     int l = (int)(il % p.dh), L = p.len[i / p.per_b];
     for (int q = 0; q < L; q++) {
@@ -216,6 +207,20 @@ __global__ void mtsa_direct_sv_grad_kernel(ag__kmtsa_direct p, const ag_real *ZN
     }
 }
 
+/* The direct entries' gradients in one launch of two kinds of thread: the
+ * first slices * N one per query row (dR), the next slices * dh one per
+ * feature column (dS, dv).  Each output has one writer: no atomics, the
+ * CPU's order of the sums. */
+__global__ void mtsa_direct_grad_kernel(ag__kmtsa_direct p, const ag_real *ZN, const ag_real *G, const ag_real *OUT,
+                                        ag_real *GR, ag_real *GS, ag_real *GV) {
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, rows = p.slices * p.N;
+    if (t < rows) {
+        if (GR) direct_r_grad(p, ZN, G, OUT, GR, t);
+    } else if (t - rows < p.slices * p.dh && (GS || GV)) {
+        direct_sv_grad(p, ZN, G, OUT, GS, GV, t - rows);
+    }
+}
+
 extern "C" void ag__mtsa_er_cuda(const ag_real *r, const ag_real *mask, int mask_slices, int mask_run,
                                  const int32_t *len, int per_b, ag_real *er, int64_t slices, int N, bool identity) {
     if (slices > 0 && N > 0)
@@ -227,13 +232,6 @@ extern "C" void ag__mtsa_ep_cuda(const ag_real *s, const ag_real *v, const int32
                                  int64_t slices, int N, int dh) {
     if (slices > 0 && N > 0 && dh > 0)
         ag__launch(mtsa_ep_kernel, blocks_of(slices * dh), AG_CUDA_THREADS, 0, s, v, len, per_b, ep, slices, N, dh);
-}
-
-extern "C" void ag__mtsa_out_cuda(const ag_real *zn, const int32_t *len, int per_b, ag_real *out, int64_t slices, int N,
-                                  int dh) {
-    int64_t n = slices * N * dh;
-    if (n > 0)
-        ag__launch(mtsa_out_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, zn, len, per_b, out, slices, N, dh);
 }
 
 extern "C" void ag__mtsa_d_cuda(const ag_real *g, const ag_real *out, const ag_real *zn, const int32_t *len, int per_b,
@@ -258,17 +256,15 @@ extern "C" void ag__mtsa_sv_grad_cuda(const ag_real *dep, const ag_real *ep, con
                    N, dh, fresh_s, fresh_v);
 }
 
-extern "C" void ag__mtsa_direct_cuda(const ag__kmtsa_direct *p, ag_real *zn, ag_real *out) {
+extern "C" void ag__mtsa_out_cuda(const ag__kmtsa_direct *p, ag_real *zn, ag_real *out) {
     int64_t n = p->slices * p->N * p->dh;
-    if (n > 0) ag__launch(mtsa_direct_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, *p, zn, out);
+    if (n > 0) ag__launch(mtsa_out_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, *p, zn, out);
 }
 
 extern "C" void ag__mtsa_direct_grad_cuda(const ag__kmtsa_direct *p, const ag_real *zn, const ag_real *g,
                                           const ag_real *out, ag_real *gr, ag_real *gs, ag_real *gv) {
     if (p->slices <= 0 || p->N <= 0 || p->dh <= 0) return;
-    if (gr)
-        ag__launch(mtsa_direct_r_grad_kernel, blocks_of(p->slices * p->N), AG_CUDA_THREADS, 0, *p, zn, g, out, gr);
-    if (gs || gv)
-        ag__launch(mtsa_direct_sv_grad_kernel, blocks_of(p->slices * p->dh), AG_CUDA_THREADS, 0, *p, zn, g, out, gs,
-                   gv);
+    if (gr || gs || gv)
+        ag__launch(mtsa_direct_grad_kernel, blocks_of(p->slices * (p->N + p->dh)), AG_CUDA_THREADS, 0, *p, zn, g, out,
+                   gr, gs, gv);
 }
