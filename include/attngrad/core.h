@@ -639,7 +639,9 @@ typedef enum { AG_MTSA_LOG_SIGMOID = 0, AG_MTSA_IDENTITY = 1 } ag_mtsa_score;
  * 0 on rows with no allowed key.  R[B,N,N] or [B,h,N,N] (query rows, key
  * columns), S and v [B,(h,)N,dh] -> H like v.  M = mask ∧ valid(q) ∧ valid(k),
  * with mask {0,1} shaped like a suffix of R ([N,N], [h,N,N], ...) or NULL
- * (all allowed), and len[B] or NULL.  Gradients to R, S and v. */
+ * (all allowed), and len[B] or NULL.  Gradients to R, S and v.  Exact at
+ * any magnitude of the scores (an entry whose factorised denominator
+ * underflows is summed directly). */
 ag_tensor *ag_mtsa_attention(ag_tensor *r, ag_tensor *s, ag_tensor *v, const ag_tensor *mask, const int32_t *len,
                              ag_mtsa_score score);
 
