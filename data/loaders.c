@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "atomic_file.h"
 
 enum { AG_MAX_LABEL = 65535 }; /* more classes than this is surely garbage */
 
@@ -824,15 +825,14 @@ static void save_example(FILE *f, const ag_dataset *ds, int64_t i) {
 
 int ag_dataset_save(const ag_dataset *ds, const char *path, char *err, size_t errlen) {
     if (!ds->store) return ag__data_fail(err, errlen, AG_DATA_EINVAL, "save: empty dataset");
-    FILE *f = fopen(path, "wb");
-    if (!f) return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: cannot write: %s", path,
-                                strerror(errno));
+    ag__atomic_file file; /* a data set written whole, or the old file kept */
+    int e = ag__atomic_open(&file, path);
+    if (e) return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: cannot write: %s", path, strerror(e));
     if (ds->format == AG_FORMAT_SICK)
-        fputs("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n", f);
-    for (int64_t i = 0; i < ds->n; i++) save_example(f, ds, i);
-    int bad = ferror(f) ? errno : 0; /* why: a full disk says so, not just that it failed */
-    if (fclose(f) != 0 || bad)
-        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed: %s", path, strerror(bad ? bad : errno));
+        fputs("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n", file.f);
+    for (int64_t i = 0; i < ds->n; i++) save_example(file.f, ds, i);
+    if ((e = ag__atomic_close(&file)) != 0) /* why: a full disk says so, not just that it failed */
+        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed: %s", path, strerror(e));
     return 0;
 }
 

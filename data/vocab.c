@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "atomic_file.h"
 
 /* ---- tokenizer ------------------------------------------------------------ */
 
@@ -281,16 +282,15 @@ done:
 }
 
 int ag_vocab_save(const ag_vocab *v, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: cannot write: %s", path,
-                                strerror(errno));
+    ag__atomic_file file; /* a vocabulary written whole, or the old one kept */
+    int e = ag__atomic_open(&file, path);
+    if (e) return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: cannot write: %s", path, strerror(e));
     for (int32_t id = 0; id < v->tab.n; id++) {
-        fwrite(ag__strtab_str(&v->tab, id), 1, v->tab.len[id], f);
-        fputc('\n', f);
+        fwrite(ag__strtab_str(&v->tab, id), 1, v->tab.len[id], file.f);
+        fputc('\n', file.f);
     }
-    int bad = ferror(f) ? errno : 0; /* why: a full disk says so, not just that it failed */
-    if (fclose(f) != 0 || bad)
-        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed: %s", path, strerror(bad ? bad : errno));
+    if ((e = ag__atomic_close(&file)) != 0) /* why: a full disk says so, not just that it failed */
+        return ag__data_fail(err, errlen, AG_DATA_EIO, "%s: write failed: %s", path, strerror(e));
     return 0;
 }
 

@@ -13,6 +13,7 @@
  * syntax, no duplicate keys, integers without sign, fraction or exponent
  * where integers are expected) and nothing else. */
 #include "../graph/device.h"
+#include "../data/atomic_file.h" /* the temporary and the folder sync every atomic writer shares */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -314,36 +315,6 @@ static ag_status write_all(int fd, const void *data, size_t n, const char *path)
     return AG_OK;
 }
 
-/* A fresh temporary file next to `path` (same folder, so rename is atomic). */
-static int open_temp(const char *path, char *tmp, size_t n) {
-    static unsigned counter;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        snprintf(tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    return -1;
-}
-
-/* Makes the rename itself durable.  Some filesystems cannot sync a folder
- * (EINVAL); there the rename is as durable as the system makes it. */
-static ag_status sync_folder(const char *path) {
-    size_t n = strlen(path);
-    char *dir = ag__malloc(n + 2);
-    memcpy(dir, path, n + 1);
-    char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    ag_status st = AG_OK;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
-        st = ag__fail(AG_ERR_IO, "%s: written, but syncing the folder '%s' failed: %s", path, dir, strerror(errno));
-    if (fd >= 0) close(fd);
-    ag__free(dir);
-    return st;
-}
-
 ag_status ag_st_write(const ag_st_writer *w, const char *path) {
     const int n = w->count;
     const ag_st_tensor **by_name = ag__malloc((size_t)(n ? n : 1) * sizeof *by_name);
@@ -359,14 +330,10 @@ ag_status ag_st_write(const ag_st_writer *w, const char *path) {
     }
 
     strbuf h = {0};
-    char tmp[4096];
+    char tmp[AG__TEMP_PATH_MAX];
     int fd = -1;
     ag_status st = build_header(w, by_name, begin, &h);
     if (st) goto done;
-    if (strlen(path) + 40 > sizeof tmp) {
-        st = ag__fail(AG_ERR_IO, "%s: path too long", path);
-        goto done;
-    }
     /* The rename below replaces whatever `path` names: as root that could be
      * /dev/null itself.  Only a regular file (or nothing yet) is replaced. */
     struct stat sb;
@@ -374,7 +341,7 @@ ag_status ag_st_write(const ag_st_writer *w, const char *path) {
         st = ag__fail(AG_ERR_IO, "%s exists and is not a regular file (a folder, device or pipe): not replaced", path);
         goto done;
     }
-    fd = open_temp(path, tmp, sizeof tmp);
+    fd = ag__temp_open(path, tmp, sizeof tmp);
     if (fd < 0) {
         st = ag__fail(AG_ERR_IO, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
         goto done;
@@ -400,7 +367,10 @@ ag_status ag_st_write(const ag_st_writer *w, const char *path) {
     if (!st && rename(tmp, path) != 0)
         st = ag__fail(AG_ERR_IO, "%s: cannot rename the temporary file over it: %s", path, strerror(errno));
     if (st) unlink(tmp); /* the previous file, if any, is untouched */
-    else st = sync_folder(path);
+    else {
+        int e = ag__sync_folder(path);
+        if (e) st = ag__fail(AG_ERR_IO, "%s: written, but syncing its folder failed: %s", path, strerror(e));
+    }
 done:
     ag__free(h.s);
     ag__free(by_name);

@@ -2,6 +2,7 @@
  * browser, and scales without blurring the cells. */
 #include "attngrad/model.h"
 #include "internal.h"
+#include "../data/atomic_file.h" /* an existing map is replaced whole, or kept */
 
 #include <errno.h>
 #include <math.h>
@@ -85,8 +86,10 @@ ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, 
     ag_status st = check_labels(path, col_labels, cols, "column");
     if (st == AG_OK) st = check_labels(path, row_labels, rows, "row");
     if (st != AG_OK) return st;
-    FILE *f = fopen(path, "w");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot write the heatmap: %s", path, strerror(errno));
+    ag__atomic_file file;
+    int e = ag__atomic_open(&file, path);
+    if (e) return ag_fail(AG_ERR_IO, "%s: cannot write the heatmap: %s", path, strerror(e));
+    FILE *f = file.f;
 
     int title_lines = 0, title_chars = 0;
     for (const char *p = title; p && *p; title_lines++) {
@@ -152,7 +155,6 @@ ag_status ag_heatmap_svg(const char *path, const char *title, const ag_real *w, 
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">%.2g</text>\n", lx + 18, top + 9, hi);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0</text>\n", lx + 18, top + 109);
     fputs("</svg>\n", f);
-    bool failed = ferror(f);
-    if (fclose(f) != 0 || failed) return ag_fail(AG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if ((e = ag__atomic_close(&file)) != 0) return ag_fail(AG_ERR_IO, "%s: write failed: %s", path, strerror(e));
     return AG_OK;
 }

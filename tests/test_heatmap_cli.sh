@@ -120,5 +120,15 @@ fi
 # control bytes cannot be in an SVG (not even as &#x1;): refused, as predict and the loaders refuse them
 expect 2 '^attngrad heatmap: --sentence: binary data \(byte 0x01 at column 4\)' "$AG" heatmap --ckpt "$CK" --sentence $'w1 \x01 w2' --out "$T/e"
 ls "$T"/e* >/dev/null 2>&1 && bad "a failed heatmap command left files: $(ls -d "$T"/e*)" || ok
+# a disk that fills up while a map is written (ulimit -f, SIGXFSZ ignored:
+# writes fail with EFBIG): the map drawn before stays byte for byte, and no
+# temporary file is left beside it
+old_map="$T/maps/mpsan-fa2.svg"
+cp "$old_map" "$T/fa2-before.svg"
+out=$( (trap '' XFSZ; ulimit -f 1; "$AG" heatmap --ckpt "$CK" --sentence "w3 w2 w1 A" --out "$T/maps/") 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "mpsan-fa2.svg: write failed: File too large" <<<"$out" && ok ||
+  bad "a full disk under heatmap: exit $rc, want 1 naming the map and why: $out"
+cmp -s "$old_map" "$T/fa2-before.svg" && ok || bad "a full disk under heatmap changed the map already there"
+[ "$(ls "$T/maps" | grep -c '\.tmp\.')" -eq 0 ] && ok || bad "a full disk under heatmap left temporary files: $(ls "$T/maps")"
 
 summary

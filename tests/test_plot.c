@@ -4,6 +4,7 @@
 #include "check.h"
 #include "../tools/plot_curves.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,10 @@ static void test_svg(void) {
     spec.n_series = 0;
     CHECK(plot_svg(&spec, path) == 0);
     CHECK(plot_svg(&spec, "/nonexistent-dir/x.svg") == -1);
+    /* a device is written in place (a rename would replace the node), a
+     * folder is refused by name */
+    CHECK(plot_svg(&spec, "/dev/null") == 0, "/dev/null: %s", strerror(errno));
+    CHECK(plot_svg(&spec, "/tmp") == -1 && errno == EISDIR, "a folder: %s", strerror(errno));
     free(svg);
     unlink(path);
 }

@@ -2,6 +2,7 @@
  * a fixed layout: title on top, y label on the left, x label below, the
  * legend in whichever inside corner the curves cross least. */
 #include "plot_curves.h"
+#include "../data/atomic_file.h" /* a plot replaces an old one whole, or not at all */
 
 #include <errno.h>
 #include <math.h>
@@ -204,8 +205,9 @@ int plot_svg(const plot_spec *p, const char *path) {
         f.ymax = yt[ny - 1];
     }
 
-    FILE *out = fopen(path, "w");
-    if (!out) return -1;
+    ag__atomic_file file;
+    if ((errno = ag__atomic_open(&file, path)) != 0) return -1;
+    FILE *out = file.f;
     fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                  "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\" fill=\"#222222\">\n", W, H, W, H);
     fprintf(out, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
@@ -250,10 +252,6 @@ int plot_svg(const plot_spec *p, const char *path) {
     draw_series(out, p, &f);
     draw_legend(out, p, &f);
     fputs("</svg>\n", out);
-    int err = ferror(out);
-    if (fclose(out) != 0 || err) {
-        if (!errno) errno = EIO;
-        return -1;
-    }
-    return 0;
+    errno = ag__atomic_close(&file);
+    return errno ? -1 : 0;
 }

@@ -25,7 +25,8 @@ typedef struct {
     int n_series;
 } plot_spec;
 
-/* Writes the chart to path; 0 on success, -1 with errno set otherwise. */
+/* Writes the chart to path, replacing what was there only once it is all
+ * written; 0 on success, -1 with errno set otherwise. */
 int plot_svg(const plot_spec *p, const char *path);
 
 /* Ticks at 1, 2 or 5 times a power of ten, about max_ticks of them, from

@@ -5,6 +5,7 @@
 #include "run_folder.h"
 #include "../distributed/dist.h"
 #include "../optim/options.h" /* ag__optim_keeps: the state a resumed optimizer changed */
+#include "../data/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -183,14 +184,13 @@ void ag__crash_point(const char *point) {
 /* `path` holds exactly text[0..n) or what it held before, whenever the
  * process dies: a temporary file next to it, then rename. */
 static int write_atomic(const char *path, const char *text, size_t n, char *err, size_t errlen) {
-    char tmp[AG_PATH_MAX + 64];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.0", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f)) ok = false;
-    if (ok && rename(tmp, path) == 0) return 0;
-    int e = errno;
-    unlink(tmp);
+    ag__atomic_file file;
+    int e = ag__atomic_open(&file, path);
+    if (!e) {
+        fwrite(text, 1, n, file.f);
+        e = ag__atomic_close(&file);
+    }
+    if (!e) return 0;
     return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
 }
 
