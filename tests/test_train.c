@@ -857,7 +857,7 @@ static void test_task_choice(void) {
         {"mtsa", "", sick, 0, "pairs.tsv holds sentence pairs, but model mtsa does classification only"},
         {"dual_axial", "relatedness", "", 0, "model dual_axial has no head for the relatedness task"},
         {"mpsan", "relatedness", labeled, 0, "--task relatedness does not fit labeled.txt"},
-        {"mpsan", "relatedness", bad, 0, "bad_score.tsv: line 3: relatedness score 6 is outside [1, 5]"},
+        {"mpsan", "relatedness", bad, 0, "bad_score.tsv:3: relatedness score 6 is outside [1, 5]"},
         {"poslm", "", sick, 0, "model poslm is a language model"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -391,7 +391,7 @@ static int check_scores(const ag_run_data *d, char *err, size_t errlen) {
         for (int64_t i = 0; i < ds->n; i++) {
             float y = ds->ex[i].score;
             if (!(y >= 1 && y <= AG_RELATEDNESS_BINS))
-                return ag__train_fail(err, errlen, AG_DATA_EFORMAT, "%s: line %lld: relatedness score %g is outside [1, %d]",
+                return ag__train_fail(err, errlen, AG_DATA_EFORMAT, "%s:%lld: relatedness score %g is outside [1, %d]",
                             file, (long long)ds->ex[i].line, (double)y, AG_RELATEDNESS_BINS);
         }
     }
