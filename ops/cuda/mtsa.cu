@@ -164,6 +164,14 @@ __global__ void mtsa_out_kernel(ag__kmtsa_direct p, ag_real *ZN, ag_real *OUT) {
     }
 }
 
+/* Key k's share of marked entry (slice i, q, l), whose [Z | Num] holds
+ * [-sum, max]: *pk = e^(a_k - max) / sum, and da_k = dH p_k (v[k,l] - H). */
+__device__ static inline ag_real direct_term(const ag__kmtsa_direct &p, int64_t i, int q, int k, int l, ag_real mx,
+                                             ag_real sum, ag_real g, ag_real h, ag_real *pk) {
+    *pk = ag__vexp_nonpos(direct_score(p, i, q, k, l) - mx) / sum;
+    return g * *pk * (p.v[(i * p.N + k) * p.dh + l] - h);
+}
+
 /* Query row iq (its thread alone writes dR's row): with p_k = e^(a_k -
  * max) / sum, dR[q,k] += dH p_k (v[k,l] - H) sigma_t'(R[q,k]) over the
  * row's marked entries l. */
@@ -178,8 +186,7 @@ __device__ static void direct_r_grad(const ag__kmtsa_direct &p, const ag_real *Z
         ag_real sum = -z[l], mx = z[p.dh + l], g = G[iq * p.dh + l], h = OUT[iq * p.dh + l];
         for (int k = 0; k < L; k++) {
             if (mq && mq[k] == 0) continue;
-            int64_t kl = (i * p.N + k) * p.dh + l;
-            ag_real pk = ag__vexp_nonpos(direct_score(p, i, q, k, l) - mx) / sum, da = g * pk * (p.v[kl] - h);
+            ag_real pk, da = direct_term(p, i, q, k, l, mx, sum, g, h, &pk);
             GR[iq * p.N + k] += p.identity ? da : da * ag__vsigmoid(-rq[k]);
         }
     }
@@ -200,7 +207,7 @@ __device__ static void direct_sv_grad(const ag__kmtsa_direct &p, const ag_real *
         for (int k = 0; k < L; k++) {
             if (mq && mq[k] == 0) continue;
             int64_t kl = (i * p.N + k) * p.dh + l;
-            ag_real pk = ag__vexp_nonpos(direct_score(p, i, q, k, l) - mx) / sum, da = g * pk * (p.v[kl] - h);
+            ag_real pk, da = direct_term(p, i, q, k, l, mx, sum, g, h, &pk);
             if (GS) GS[kl] += da;
             if (GV) GV[kl] += g * pk;
         }
