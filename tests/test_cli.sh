@@ -18,6 +18,8 @@ SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none)
 expect 0 '^mpsan ' "$AG" models
 expect 0 'note: model mpsan does not read --heads, --attention: ignored' "$AG" train --model mpsan --heads 4 --attention none "${SMALL[@]}" --max-steps 1 --out "$T/unread"
 expect 0 'note: model dual_axial does not read --max-len: ignored' "$AG" train --model dual_axial --max-len 5 "${SMALL[@]}" --max-steps 1 --out "$T/unread-da"
+expect 0 'note: the generated task is not a cross-validation set \(mr, subj, cr, mpqa\): --folds ignored' \
+  "$AG" train --folds 3 "${SMALL[@]}" --max-steps 1 --out "$T/unread-folds"
 expect 2 'models: takes no arguments' "$AG" models --bogus
 models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm|relatedness)$/ && !seen[$1]++ { print $1 }')
 

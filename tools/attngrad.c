@@ -231,6 +231,12 @@ static int cmd_train(const command *c, int argc, char **argv) {
     }
     if (!o.resume && ag_train_unread_options(&o, unread, sizeof unread)) /* a resumed config records every size */
         fprintf(stderr, "attngrad train: note: model %s does not read %s: ignored\n", o.model, unread);
+    /* --folds cuts a cross-validation set (MR, SUBJ, CR, MPQA); with a file
+     * of one's own or another set it would do nothing unsaid (--fold is
+     * refused there: it names one fold to run) */
+    if (!o.resume && arg_of(argc, argv, "--folds") && o.fold < 0 && ag_run_data_folds(&o, err, sizeof err) == 0)
+        fprintf(stderr, "attngrad train: note: %s is not a cross-validation set (mr, subj, cr, mpqa): --folds "
+                "ignored\n", o.data[0] ? o.data : "the generated task");
     /* the generated task's matrices are small: one BLAS thread is faster than two that wait on each other */
     set_engine(o.threads > 0 ? o.threads : o.data[0] ? 0 : 1, &o);
     /* SIGTERM or Ctrl-C: finish the step, save it, say how to go on (a
