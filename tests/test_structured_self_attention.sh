@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# test_structured_self_attention.sh - the plugin model of examples/structured_self_attention.c (Lin et al. 2017):
+# attngrad gradcheck (f64, in attngrad-f64 with structured_self_attention-f64.so) on the tiny batch (lengths 5
+# and 3), on a batch of lengths 5, 1 and 3 from a CoNLL-U file (padding and a length-1 sentence), without the
+# penalization term; a few training steps whose loss falls, and the heatmap of its hops.
+#
+#   tests/test_structured_self_attention.sh attngrad structured_self_attention.so
+set -u
+AG=$1 P=$2
+[ -x "$AG" ] && [ -f "$P" ] || { echo "usage: $0 attngrad structured_self_attention.so"; exit 2; }
+. "$(dirname "$0")/cli_lib.sh" test_structured_self_attention
+
+expect 0 'worst relative error .*: PASS' "$AG" --plugin "$P" gradcheck --model ssa
+expect 0 'worst relative error .*: PASS' "$AG" --plugin "$P" gradcheck --model ssa --flags no_penalty
+printf '%s\n' "1	the	_	_	_	_	2	_	_	_" "2	cat	_	_	_	_	3	_	_	_" "3	sat	_	_	_	_	0	_	_	_" \
+  "4	on	_	_	_	_	5	_	_	_" "5	mats	_	_	_	_	3	_	_	_" "" "1	hi	_	_	_	_	0	_	_	_" "" \
+  "1	a	_	_	_	_	2	_	_	_" "2	dog	_	_	_	_	3	_	_	_" "3	ran	_	_	_	_	0	_	_	_" "" > "$T/batch.conllu"
+expect 0 'worst relative error .*: PASS' "$AG" --plugin "$P" gradcheck --model ssa --heads 3 --parses "$T/batch.conllu"
+# the loss (penalization included) falls by a fifth on the generated task, and the hops are drawn
+out=$("$AG" --plugin "$P" train --model ssa --heads 4 --dim 16 --hidden 16 --keep 1 --optim adam:lr=3e-3 \
+      --synth-n 800 --max-steps 150 --progress none --out "$T/run" 2>&1)
+if [[ $out =~ training\ loss\ ([0-9.]+)\ -\>\ ([0-9.]+) ]] && awk "BEGIN{exit !(${BASH_REMATCH[2]} < 0.8 * ${BASH_REMATCH[1]})}"; then ok
+else bad "training loss did not fall: $(tail -n 3 <<<"$out")"; fi
+expect 0 'hops\.svg' "$AG" --plugin "$P" heatmap --ckpt "$T/run/best.safetensors" --sentence "w1 A w2 B" --out "$T/maps/"
+summary
