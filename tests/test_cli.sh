@@ -210,6 +210,8 @@ for m in $models; do
   expect 0 'wrote' "$AG" dump-step --model "$m" --out "$T/dump-$m.safetensors"
   "$TT" verify-dump "$T/dump-$m.safetensors" "$m" >/dev/null && ok || bad "dump-step of $m does not reload bit-exactly"
 done
+# a random batch of the user's size (more rows, lengths 1 to N) for the check too
+expect 0 'PASS' "$AG" gradcheck --model mpsan --batch 4 --len 6
 # every model trains a few steps on its generated task (LM: lookup, pairs with
 # --task pair), and its checkpoint evaluates and predicts
 TINY=(--synth-n 64 --dim 12 --hidden 8 --fixed-len 24 --batch 16 --epochs 1 --max-steps 3 --progress none)

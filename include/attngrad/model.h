@@ -137,9 +137,13 @@ typedef struct {
      * distribution it computes (heatmaps).  NULL when the batch holds bad
      * input (e.g. a parse), ag_errmsg() says why. */
     ag_tensor *(*forward)(ag_model *m, const ag_batch *b, bool training);
-    /* The batch loss straight from the model, for a kind whose loss need not
-     * build the logits (the LM fuses its decoder with the cross-entropy);
-     * the same value as ag_model_loss_of(forward).  NULL: that is used. */
+    /* The training objective of a batch, what ag_model_loss returns and so
+     * what train, gradcheck, dump-step and optim_experiments minimise: a
+     * fused form of ag_model_loss_of(forward) (the LM never builds its
+     * logits), or that loss plus terms of the model's own (a penalty on its
+     * attention, an auxiliary loss).  Evaluation (dev and test loss,
+     * accuracy) reads forward's logits: the data loss, without such terms.
+     * NULL: ag_model_loss_of(forward). */
     ag_tensor *(*loss)(ag_model *m, const ag_batch *b, bool training);
     /* What the model needs in a batch (fixed length, bigrams, heads); NULL:
      * plain padded rows. */
