@@ -11,8 +11,7 @@
  *   build/tools/attngrad --plugin $P train --model ssa --heads 4 --optim adam:lr=3e-3 --max-steps 300 --out runs/ssa
  *   build/tools/optim_experiments --plugin $P --model ssa --heads 4 --optim adam:lr=3e-3 --optim sgd:lr=0.06
  *   build/tools/attngrad --plugin $P heatmap --ckpt runs/ssa/best.safetensors --sentence "w1 A w2 B" --out maps/
- * The heatmap of A (rows: hops, columns: word positions, by index) is captured with AG_MAP_FEATURES: `heatmap`
- * takes a sentence map only when it is square ([B,N,N]), and has no axis kind for hops.  The defaults are the
+ * The heatmap of A has the hops as rows and the sentence's words as columns (AG_MAP_SLOTS).  The defaults are the
  * paper's (r 30, SGD lr 0.06); on the short sentences of the generated task r 4 and Adam learn in 300 steps.
  * (cc -shared -fPIC -O2 -std=c11 -I include examples/structured_self_attention.c -o ssa.so, and again with
  * -DAG_REAL_DOUBLE -o ssa-f64.so, builds it outside meson.)  tests/test_structured_self_attention.sh
@@ -79,8 +78,8 @@ static ag_tensor *ssa_forward(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *h = ag_concat((ag_tensor *[]){hf, hb}, 2, 2); /* H [B,N,2u], 0 at padding */
     ag_tensor *scores = ag_linear(ag_dense(h, p->ws1, NULL, AG_ACT_TANH), p->ws2, NULL); /* [B,N,r] */
     p->attn = ag_softmax_axis_len(scores, 1, b->lengths);        /* A^T: over valid positions, per hop */
-    if (m->capture_maps) /* A [B,r,N]: not square, so drawn as a map of "features" (see the top) */
-        ag_model_capture_axes(m, "hops", ag_transpose(p->attn, 1, 2), AG_MAP_FEATURES);
+    if (m->capture_maps) /* A [B,r,N]: rows the hops, columns the words */
+        ag_model_capture_axes(m, "hops", ag_transpose(p->attn, 1, 2), AG_MAP_SLOTS);
     ag_tensor *mm = ag_matmul_t(p->attn, true, h, false);       /* M = A H [B,r,2u] */
     ag_tensor *z = ag_dense(ag_reshape(mm, 2, (int[]){B, r * 2 * u}), p->w_mlp, p->b_mlp, AG_ACT_RELU);
     return ag_linear(ag_dropout(z, m->cfg.keep, training, &m->rng), p->w_out, p->b_out);

@@ -22,4 +22,8 @@ out=$("$AG" --plugin "$P" train --model ssa --heads 4 --dim 16 --hidden 16 --kee
 if [[ $out =~ training\ loss\ ([0-9.]+)\ -\>\ ([0-9.]+) ]] && awk "BEGIN{exit !(${BASH_REMATCH[2]} < 0.8 * ${BASH_REMATCH[1]})}"; then ok
 else bad "training loss did not fall: $(tail -n 3 <<<"$out")"; fi
 expect 0 'hops\.svg' "$AG" --plugin "$P" heatmap --ckpt "$T/run/best.safetensors" --sentence "w1 A w2 B" --out "$T/maps/"
+# the hops are rows (4 of them), the sentence's words the columns: 4 x 4 cells, labelled by the words
+svg=$(cat "$T"/maps/*hops.svg 2>/dev/null)
+[ "$(grep -o '<title>' <<<"$svg" | wc -l)" -eq 16 ] && grep -q '>w2</text>' <<<"$svg" && grep -q 'rows: slot' <<<"$svg" && ok ||
+  bad "the hops map: want 16 cells, the words as column labels, rows named as slots"
 summary

@@ -92,19 +92,21 @@ static int write_map(const ag_model *m, const char *model, int i, const ag_batch
     const ag_attn_map *map = &m->maps[i];
     const ag_tensor *w = map->w;
     bool lm = m->cfg.task == AG_TASK_LM, pair = m->cfg.task == AG_TASK_PAIR || m->cfg.task == AG_TASK_RELATEDNESS;
-    bool second = map->axes == AG_MAP_SENTENCE_B, features = map->axes == AG_MAP_FEATURES;
+    bool second = map->axes == AG_MAP_SENTENCE_B, features = map->axes == AG_MAP_FEATURES, slots = map->axes == AG_MAP_SLOTS;
     int heads = w->ndim == 4 ? w->shape[1] : 1, Nq = w->shape[w->ndim - 2], Nk = w->shape[w->ndim - 1];
     int width = second ? b->width_b : b->width, n = second ? b->lengths_b[0] : b->lengths[0];
-    if ((w->ndim != 3 && w->ndim != 4) || w->shape[0] != 1 || (!features && (Nq != width || Nk != width))) {
-        char shape[64];
-        return ag__train_fail(err, errlen, AG_ERR_SHAPE, "model %s: attention map '%s' is %s, want [1,%d,%d] or [1,h,%d,%d]",
-                    m->kind->name, map->name, ag_shape_str(w, shape, sizeof shape), width, width, width, width);
+    if ((w->ndim != 3 && w->ndim != 4) || w->shape[0] != 1 || (!features && (Nk != width || (!slots && Nq != width)))) {
+        char shape[64], rows_want[16] = "r";
+        if (!slots) snprintf(rows_want, sizeof rows_want, "%d", width);
+        return ag__train_fail(err, errlen, AG_ERR_SHAPE, "model %s: attention map '%s' is %s, want [1,%s,%d] or [1,h,%s,%d]",
+                    m->kind->name, map->name, ag_shape_str(w, shape, sizeof shape), rows_want, width, rows_want, width);
     }
-    int rows = features ? Nq : n, cols = features ? Nk : n;
-    /* LM rows are the targets: the word after each input, so labels shift by one */
+    int rows = features || slots ? Nq : n, cols = features ? Nk : n;
+    /* LM rows are the targets: the word after each input, so labels shift by one; slots are numbered */
     const char *const *col_labels = features ? NULL : words[second].labels;
-    const char *const *row_labels = features ? NULL : lm ? words[0].labels + 1 : col_labels;
+    const char *const *row_labels = features || slots ? NULL : lm ? words[0].labels + 1 : col_labels;
     const char *what = features ? "rows and columns: features (the feature axis attends over features)"
+                       : slots  ? "rows: slot (a learnt query: hop, memory), columns: the word it attends to"
                        : lm     ? "rows: target (the next word, predicted at that step), columns: input"
                                 : "rows: query word, columns: the word it attends to";
 

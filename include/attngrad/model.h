@@ -177,9 +177,11 @@ typedef struct {
 enum { AG_MAX_MAPS = 8 };
 
 /* What the rows and columns of an attention map index: the positions of the
- * batch's sentence (tokens), of the second sentence of a pair (tokens_b), or
- * features (dual-axial's feature axis). */
-enum { AG_MAP_SENTENCE = 0, AG_MAP_SENTENCE_B = 1, AG_MAP_FEATURES = 2 };
+ * batch's sentence (tokens), of the second sentence of a pair (tokens_b),
+ * features (dual-axial's feature axis), or slots over the sentence: rows
+ * any number of learnt queries (hops, memory slots, labels), columns the
+ * sentence's positions ([B, r, N]: Lin et al.'s attention hops). */
+enum { AG_MAP_SENTENCE = 0, AG_MAP_SENTENCE_B = 1, AG_MAP_FEATURES = 2, AG_MAP_SLOTS = 3 };
 
 /* An attention distribution of the last forward, [B, Nq, Nk] or [B, h, Nq, Nk]
  * (rows: queries or targets, columns: attended positions), in step memory. */
