@@ -235,6 +235,25 @@ EOS
   else
     fail "rank 1's view of the run folder overruled rank 0's"; tail -5 folders.log
   fi
+
+  # (d) --resume: rank 0 alone writes, the metrics files it rewrites from
+  # the checkpoint included.  Rank 1 resumes from a copy of the run whose
+  # metrics.csv is a marker: a rank that wrote there would replace it.
+  rm -rf r0/run r1/run
+  "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max-steps 3 --progress none --quiet \
+    --out "$PWD/r0/run" >resume-folders.log 2>&1 || fail "the run to resume failed"
+  cp -r r0/run r1/run && echo "rank 1 must not write here" >r1/run/metrics.csv
+  cat >rank-resume.sh <<EOS
+#!/bin/sh
+cd "$PWD/r\$$RANK_VAR" && exec "$f64" train --resume --out run --max-steps 5 --progress none --quiet
+EOS
+  chmod +x rank-resume.sh
+  timeout -k 5 $HANG "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-resume.sh >>resume-folders.log 2>&1 || fail "resuming on 2 ranks failed"
+  if [ "$(cat r1/run/metrics.csv)" = "rank 1 must not write here" ] && grep -q "^epoch," r0/run/metrics.csv; then
+    echo "ok --resume on 2 ranks: rank 0 alone rewrote the metrics files"
+  else
+    fail "--resume: rank 1 wrote the run folder's metrics.csv"; tail -5 resume-folders.log
+  fi
   ;;
 cuda | nccl)
   [ "$gpu_build" != none ] || skip "this build has no CUDA (meson -Dcuda=enabled needs nvcc and cuBLAS)"

@@ -391,8 +391,9 @@ static char *read_text(const char *path, size_t *n) {
 
 /* The metrics logs of a resumed run: the rows last.safetensors holds (the
  * epochs whose state it is), and the files rewritten to exactly those,
- * header included, whatever a crash or a full disk left in them.  A run
- * saved before its checkpoints held the rows keeps its files as they are. */
+ * header included, whatever a crash or a full disk left in them (by rank 0
+ * under mpirun).  A run saved before its checkpoints held the rows keeps
+ * its files as they are. */
 static int restore_metrics(const char *out, const char *ckpt, ag__run_logs *l, char *err, size_t errlen) {
     ag_st_file f;
     if (ag_st_read(ckpt, &f)) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
@@ -406,7 +407,9 @@ static int restore_metrics(const char *out, const char *ckpt, ag__run_logs *l, c
         if (logs[k]->s) logs[k]->len = strlen(logs[k]->s);
     }
     ag_st_close(&f);
-    return csv && jsonl ? ag__run_logs_write(out, l, err, errlen) : 0;
+    /* every rank keeps the rows (each checkpoint carries them); rank 0 alone
+     * writes the folder, which it alone has locked */
+    return csv && jsonl && ag__dist_rank() == 0 ? ag__run_logs_write(out, l, err, errlen) : 0;
 }
 
 /* What this command's --optim changed of the run's own optimizer, said
