@@ -254,6 +254,35 @@ EOS
   else
     fail "--resume: rank 1 wrote the run folder's metrics.csv"; tail -5 resume-folders.log
   fi
+
+  # (e) ranks that would not train the same run: rank 1 started with other
+  # options (a launcher's per-rank line, as mpirun's "A : B" gives), or
+  # reading other data at the same path (a copy on its own disk).  Their
+  # collectives would not match (a crash, MPI_ERR_TRUNCATE, a hang, or a
+  # run silently wrong); each job must end instead, rank 1 saying what
+  # differs from rank 0.
+  printf '%s\n' "0 a b c" "1 d e f" "0 a c b" "1 f e d" "0 b a c" "1 e d f" "0 c a b" "1 d f e" "0 b c a" "1 e f d" \
+    "0 a a b" "1 d d e" >r0/data.txt
+  sed 's/^0 b a c$/1 b a c/' r0/data.txt >r1/data.txt # one label differs
+  cat >rank-differs.sh <<EOS
+#!/bin/sh
+# rank-differs.sh WHAT: rank 1 takes another WHAT
+what=\$1 extra=
+if [ "\$$RANK_VAR" = 1 ]; then case \$what in dim) extra="--dim 16" ;; seed) extra="--seed 6" ;; esac; fi
+case \$what in data) cd "$PWD/r\$$RANK_VAR" && set -- --data data.txt --format labeled --dev-frac 0.25 ;; *) set -- ;; esac
+exec "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 57 --batch 8 --max-steps 5 --progress none --quiet \
+  --out "$PWD/differs-\$what" --force "\$@" \$extra
+EOS
+  chmod +x rank-differs.sh
+  for what in dim seed data; do
+    timeout -k 5 $HANG "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-differs.sh $what >differs-$what.log 2>&1; rc=$?
+    msg=$(grep -m1 "rank 1 of 2:.*differ.*rank 0" differs-$what.log)
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] && [ -n "$msg" ]; then
+      echo "ok rank 1 with another $what: the job ended (exit $rc): $msg"
+    else
+      fail "rank 1 with another $what: exit $rc, no message naming rank 1 and what differs"; tail -3 differs-$what.log
+    fi
+  done
   ;;
 cuda | nccl)
   [ "$gpu_build" != none ] || skip "this build has no CUDA (meson -Dcuda=enabled needs nvcc and cuBLAS)"

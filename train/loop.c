@@ -233,6 +233,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
      * --epochs extends a run: a larger patience continues a run that stopped
      * early, exactly as a run with that patience from the start would have */
     if (!rc && resume) s.stopped = o->patience > 0 && s.bad_epochs >= o->patience;
+    if (!rc) rc = ag__train_ranks_agree(o, &t, &s, err, errlen); /* before the first collective on the model */
     if (!rc) ag__dist_bcast_params(&t.model.params); /* every rank starts from rank 0's parameters */
     if (!rc && !o->quiet) ag__print_header(&t, o, out);
     if (!rc) rc = ag__train_warm_up(&t, err, errlen);

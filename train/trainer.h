@@ -41,6 +41,15 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
                      size_t errlen);
 void ag__trainer_free(ag__trainer *t);
 
+/* ---- agree.c ---------------------------------------------------------------- */
+
+/* Under mpirun: fails (err says what differs) on a rank whose options,
+ * data, parameters or resumed state are not rank 0's, before the ranks'
+ * collectives on them could crash, hang or mix two runs.  Collective;
+ * 0 in one process. */
+int ag__train_ranks_agree(const ag_train_opts *o, const ag__trainer *t, const ag__run_state *s, char *err,
+                          size_t errlen);
+
 /* ---- step.c ----------------------------------------------------------------- */
 
 /* The model's forward, loss of given logits, and loss of a batch (the LM's
