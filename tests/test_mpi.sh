@@ -283,6 +283,25 @@ EOS
       fail "rank 1 with another $what: exit $rc, no message naming rank 1 and what differs"; tail -3 differs-$what.log
     fi
   done
+
+  # (f) the final metrics of a resumed run that took no step come from
+  # best.safetensors, which rank 0 judges for all, as the run folder: here
+  # rank 1's copy of the run (at step 5, as (d) left it) lacks it.  Rank 0
+  # evaluates it, so rank 1 must too (and say it cannot) rather than leave
+  # rank 0 waiting in the evaluation.
+  rm -rf r1/run && cp -r r0/run r1/run && rm r1/run/best.safetensors
+  cat >rank-no-best.sh <<EOS
+#!/bin/sh
+cd "$PWD/r\$$RANK_VAR" && exec "$f64" train --resume --out run --max-steps 5 --progress none --quiet
+EOS
+  chmod +x rank-no-best.sh
+  timeout -k 5 $HANG "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-no-best.sh >no-best.log 2>&1; rc=$?
+  msg=$(grep -m1 "rank 1 of 2:.*best.safetensors" no-best.log)
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] && [ -n "$msg" ]; then
+    echo "ok rank 1 without best.safetensors: the job ended (exit $rc): $msg"
+  else
+    fail "rank 1 without best.safetensors: exit $rc, no message naming rank 1 and the file"; tail -3 no-best.log
+  fi
   ;;
 cuda | nccl)
   [ "$gpu_build" != none ] || skip "this build has no CUDA (meson -Dcuda=enabled needs nvcc and cuBLAS)"

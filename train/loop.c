@@ -188,11 +188,14 @@ static int evaluate_best(const fold_ctx *c, ag__trainer *t, fold_result *r, char
     }
     char path[AG_PATH_MAX + 32];
     ag__path_join(path, sizeof path, c->out, "best.safetensors");
-    if (!ag__path_exists(path)) /* only a limit reached before the first step gets here */
+    /* rank 0's view decides, as for the run folder: a rank that saw
+     * otherwise would skip the evaluation's collectives the others wait in */
+    if (!ag__rank0_sees(path)) /* only a limit reached before the first step gets here */
         return r->time_up ? 0 : ag__train_fail(err, errlen, AG_ERR_IO, "%s: no best checkpoint", path);
     r->valid = true;
     if (ag_checkpoint_load(path, &t->model.params, NULL, NULL, NULL))
         return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    ag__dist_bcast_params(&t->model.params); /* rank 0's best, should a rank read another copy */
     ag_run_data *d = &t->data;
     int rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_DEV], d->idx[AG_SPLIT_DEV], d->n[AG_SPLIT_DEV], &t->batch, &r->dev,
                          err, errlen);
