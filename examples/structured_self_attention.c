@@ -56,25 +56,12 @@ static ag_status ssa_build(ag_model *m) {
     return AG_OK;
 }
 
-/* x [B,N,d] with each row's first lengths[b] positions reversed (padding stays): its own inverse. */
-static ag_tensor *reverse_valid(ag_tensor *x, const int32_t *lengths) {
-    int B = x->shape[0], N = x->shape[1], d = x->shape[2];
-    int32_t *idx = malloc(sizeof *idx * (size_t)B * N);
-    if (!idx) ag_fatal("ssa", "out of memory");
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < N; t++) idx[b * N + t] = b * N + (t < lengths[b] ? lengths[b] - 1 - t : t);
-    ag_tensor *y = ag_index_select(ag_reshape(x, 2, (int[]){B * N, d}), 0, idx, B * N);
-    free(idx); /* ag_index_select copied it */
-    return ag_reshape(y, 3, (int[]){B, N, d});
-}
-
 static ag_tensor *ssa_forward(ag_model *m, const ag_batch *b, bool training) {
     ssa *p = m->impl;
     int B = b->rows, N = b->width, u = m->cfg.hidden, r = m->cfg.heads;
     ag_tensor *x = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N});
-    ag_lstm_opts lo = {.len = b->lengths};
-    ag_tensor *hf = ag_lstm(x, &p->fw, 1, &lo);
-    ag_tensor *hb = reverse_valid(ag_lstm(reverse_valid(x, b->lengths), &p->bw, 1, &lo), b->lengths);
+    ag_tensor *hf = ag_lstm(x, &p->fw, 1, &(ag_lstm_opts){.len = b->lengths});
+    ag_tensor *hb = ag_lstm(x, &p->bw, 1, &(ag_lstm_opts){.len = b->lengths, .reverse = true}); /* right to left */
     ag_tensor *h = ag_concat((ag_tensor *[]){hf, hb}, 2, 2); /* H [B,N,2u], 0 at padding */
     ag_tensor *scores = ag_linear(ag_dense(h, p->ws1, NULL, AG_ACT_TANH), p->ws2, NULL); /* [B,N,r] */
     p->attn = ag_softmax_axis_len(scores, 1, b->lengths);        /* A^T: over valid positions, per hop */

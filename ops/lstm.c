@@ -437,7 +437,7 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
     ag_tensor *hn = o->h_n ? ag__empty_on(dev, 3, (int[]){num_layers, B, H}) : NULL;
     ag_tensor *cn = o->c_n ? ag__empty_on(dev, 3, (int[]){num_layers, B, H}) : NULL;
     ag_tensor *outs[AG_MAX_INPUTS];
-    ag_tensor *h = x;
+    ag_tensor *h = o->reverse ? ag_reverse_padded(x, len) : x; /* right to left: reversed in, reversed back out */
     for (int l = 0; l < num_layers; l++) {
         h = lstm_layer(h, &layers[l], l, len, T, o->h0, o->c0, l > 0 && dropout ? keep : 1, o->rng,
                        hn ? hn->data + (int64_t)l * B * H : NULL, cn ? cn->data + (int64_t)l * B * H : NULL);
@@ -447,7 +447,7 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
     if (cn) record_final(cn, outs, num_layers, true);
     if (o->h_n) *o->h_n = hn;
     if (o->c_n) *o->c_n = cn;
-    return h;
+    return o->reverse ? ag_reverse_padded(h, len) : h;
 }
 
 /* ---- the CPU's table (ops/lstm.h; CUDA's is in ops/cuda/lstm.c) ---- */

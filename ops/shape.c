@@ -497,6 +497,31 @@ ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n) 
     return gather("ag_index_select", x, axis, index, n, ag__empty_on(dev, x->ndim, shape));
 }
 
+/* Each example's valid positions in reverse order, its padding in place:
+ * a gather of the rows of x seen as [B*N, ...], by one index for all. */
+ag_tensor *ag_reverse_padded(ag_tensor *x, const int32_t *lengths) {
+    const char *op = "ag_reverse_padded";
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    char sx[64];
+    if (x->ndim < 2) ag__fatal(op, "x %s: want [B, N, ...]", ag_shape_str(x, sx, sizeof sx));
+    int B = x->shape[0], N = x->shape[1];
+    int64_t rows = (int64_t)B * N;
+    if (rows > INT32_MAX) ag__fatal(op, "x %s: %lld positions (at most %d)", ag_shape_str(x, sx, sizeof sx),
+                                    (long long)rows, INT32_MAX);
+    int32_t *index = ag__arena_alloc((size_t)(rows + 1) * sizeof *index);
+    for (int b = 0; b < B; b++) {
+        int len = lengths ? lengths[b] : N;
+        if (len < 0 || len > N) ag__fatal(op, "lengths[%d] = %d is outside [0, %d]", b, len, N);
+        for (int t = 0; t < N; t++) index[(int64_t)b * N + t] = (int32_t)((int64_t)b * N + (t < len ? len - 1 - t : t));
+    }
+    int flat[AG_MAX_DIMS]; /* x as [B*N, ...]: the positions one axis */
+    flat[0] = (int)rows;
+    for (int d = 2; d < x->ndim; d++) flat[d - 1] = x->shape[d];
+    ag_tensor *rows_of_x = ag_reshape(x, x->ndim - 1, flat);
+    ag_tensor *y = gather(op, rows_of_x, 0, index, (int)rows, ag__empty_on(dev, x->ndim - 1, flat));
+    return ag_reshape(y, x->ndim, x->shape);
+}
+
 /* "[1,2]": the position of flat element i in a tensor of the given shape. */
 static const char *position_str(int64_t i, int ndim, const int *shape, char *buf, size_t size) {
     ag_tensor pos = {.ndim = ndim};

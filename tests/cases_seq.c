@@ -225,6 +225,37 @@ static ag_tensor *f_lstm_2l(ag_tensor **in) {
     return ag_lstm(in[0], ls, 2, &o);
 }
 
+/* Right to left (the backward half of a bidirectional LSTM): lengths 5 and
+ * 3 with h0/c0, and lengths 0 and 2 with the final states (after position 0). */
+static ag_tensor *f_lstm_reverse_53(ag_tensor **in) {
+    ag_lstm_layer l = {in[1], in[2], in[3], in[4]};
+    ag_lstm_opts o = {.len = len_53, .h0 = in[5], .c0 = in[6], .reverse = true};
+    return ag_lstm(in[0], &l, 1, &o);
+}
+static ag_tensor *flat(ag_tensor *t);
+static ag_tensor *f_lstm_reverse_finals(ag_tensor **in) {
+    ag_lstm_layer l = {in[1], in[2], in[3], in[4]};
+    ag_tensor *hn, *cn;
+    ag_lstm_opts o = {.len = len_02, .h0 = in[5], .c0 = in[6], .h_n = &hn, .c_n = &cn, .reverse = true};
+    ag_tensor *y = ag_lstm(in[0], &l, 1, &o);
+    return ag_concat((ag_tensor *[]){flat(y), flat(hn), flat(cn)}, 3, 0);
+}
+/* The last valid position's output of a right-to-left pass is the first
+ * step: the LSTM of that one word from h0/c0, a left-to-right run of length 1. */
+static ag_tensor *f_lstm_reverse_first_step(ag_tensor **in) {
+    ag_lstm_layer l = {in[1], in[2], in[3], in[4]};
+    ag_lstm_opts rev = {.len = len_53, .h0 = in[5], .c0 = in[6], .reverse = true};
+    ag_tensor *y = ag_lstm(in[0], &l, 1, &rev);                                  /* [2,5,H] */
+    static const int32_t last[] = {4, 2};                                        /* len - 1 */
+    ag_tensor *x_last = ag_concat((ag_tensor *[]){ag_slice(ag_slice(in[0], 0, 0, 1), 1, last[0], last[0] + 1),
+                                                  ag_slice(ag_slice(in[0], 0, 1, 2), 1, last[1], last[1] + 1)}, 2, 0);
+    ag_lstm_opts one = {.h0 = in[5], .c0 = in[6]};
+    ag_tensor *want = ag_lstm(x_last, &l, 1, &one);                              /* [2,1,H] */
+    ag_tensor *got = ag_concat((ag_tensor *[]){ag_slice(ag_slice(y, 0, 0, 1), 1, last[0], last[0] + 1),
+                                               ag_slice(ag_slice(y, 0, 1, 2), 1, last[1], last[1] + 1)}, 2, 0);
+    return tc_difference(ag_sub(got, want), want);
+}
+
 /* Final states h_n, c_n [L,B,H] next to the outputs, flattened together:
  * lengths {0, 2} (the empty example's final state is its h0/c0, so its
  * gradient goes straight there), and two layers whose outputs nothing else
@@ -571,6 +602,9 @@ const op_case seq_cases[] = {
     {"lstm/final_states_lengths_0_2", lstm_53, f_lstm_finals, 0, 0},
     {"lstm/2_layers_final_states_only", lstm_2l, f_lstm_2l_finals_only, 0, 0},
     {"lstm/2_layers_h_n_lengths_0_2", lstm_2l, f_lstm_2l_h_n, 0, 0},
+    {"lstm/reverse_lengths_5_3_state", lstm_53, f_lstm_reverse_53, 0, 0},
+    {"lstm/reverse_final_states_lengths_0_2", lstm_53, f_lstm_reverse_finals, 0, 0},
+    {"lstm/reverse_last_word_is_first_step", lstm_53, f_lstm_reverse_first_step, .flags = OPCASE_DIFFERENCE},
     {"mtsa/past_lengths_5_3", mtsa_253, f_mtsa_past, 0, 0},
     {"mtsa/future_identity", mtsa_253, f_mtsa_future_id, 0, 0},
     {"mtsa/no_mask", mtsa_253, f_mtsa_nomask, 0, 0},

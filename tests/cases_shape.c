@@ -28,6 +28,7 @@ ONE_INPUT(x_7, 7)
 ONE_INPUT(x_523, 5, 2, 3)
 ONE_INPUT(x_1234, 1, 2, 3, 4)
 ONE_INPUT(x_356, 3, 5, 6)
+ONE_INPUT(x_453, 4, 5, 3)
 ONE_INPUT(x_2356, 2, 3, 5, 6)
 
 /* ---- permute and transpose ---- */
@@ -162,6 +163,23 @@ static ag_tensor *f_isel_last(ag_tensor **in) {
 static ag_tensor *f_isel_one(ag_tensor **in) {
     static const int32_t idx[] = {4};
     return ag_index_select(in[0], 0, idx, 1);
+}
+
+/* ---- reverse_padded: each example's valid positions reversed ---- */
+
+static const int32_t rev_len[] = {5, 1, 0, 3}; /* full, one word, empty, padded */
+static ag_tensor *f_reverse_lengths(ag_tensor **in) { return ag_reverse_padded(in[0], rev_len); }
+static ag_tensor *f_reverse_all(ag_tensor **in) { return ag_reverse_padded(in[0], NULL); } /* [2,3,4,5]: 4-D rows */
+/* Its own inverse: twice is x again (0 up to nothing at all), plus x for a gradient to measure. */
+static ag_tensor *f_reverse_twice(ag_tensor **in) {
+    return tc_difference(ag_sub(ag_reverse_padded(ag_reverse_padded(in[0], rev_len), rev_len), in[0]), in[0]);
+}
+/* Position t of example b holds x's position len - 1 - t: the first word read is the last one. */
+static ag_tensor *f_reverse_vs_select(ag_tensor **in) {
+    static const int32_t last_of_b3[] = {2, 1, 0, 3, 4}; /* example 3 (length 3), by hand */
+    ag_tensor *b3 = ag_slice(in[0], 0, 3, 4);
+    ag_tensor *want = ag_index_select(b3, 1, last_of_b3, 5);
+    return tc_difference(ag_sub(ag_slice(ag_reverse_padded(in[0], rev_len), 0, 3, 4), want), want);
 }
 
 static int emb_table(ag_tensor **in, ag_rng *r) {
@@ -664,6 +682,10 @@ const op_case shape_cases[] = {
     {"index_select/middle_axis", x_234, f_isel_mid, 0, 0},
     {"index_select/last_axis_repeated", x_234, f_isel_last, 0, 0},
     {"index_select/one_index", x_523, f_isel_one, 0, 0},
+    {"reverse_padded/lengths_5_1_0_3", x_453, f_reverse_lengths, 0, 0},
+    {"reverse_padded/4d_no_lengths", x_2345, f_reverse_all, 0, 0},
+    {"reverse_padded/twice_is_identity", x_453, f_reverse_twice, .flags = OPCASE_DIFFERENCE},
+    {"reverse_padded/equals_index_select", x_453, f_reverse_vs_select, .flags = OPCASE_DIFFERENCE},
     {"embedding/2d_ids_repeated", emb_table, f_emb_2d, 0, 0},
     {"embedding/1d_ids", emb_table, f_emb_1d, 0, 0},
     {"embedding/3d_ids_d1", emb_table_d1, f_emb_3d_ids, 0, 0},

@@ -431,6 +431,11 @@ ag_tensor *ag_slice(ag_tensor *x, int axis, int start, int end);
 /* out[..., i, ...] = x[..., index[i], ...] along axis, i < n; indices may
  * repeat (their gradients add up).  The index array is copied. */
 ag_tensor *ag_index_select(ag_tensor *x, int axis, const int32_t *index, int n);
+/* x [B, N, ...] with each example's first lengths[b] positions in reverse
+ * order and its padding in place (lengths NULL: all N): what a recurrence
+ * running right to left reads (ag_lstm_opts.reverse).  Its own inverse;
+ * the gradient is reversed alike. */
+ag_tensor *ag_reverse_padded(ag_tensor *x, const int32_t *lengths);
 /* table[V, d] looked up with ids of shape [shape...] (ndim <= 3, each id in
  * [0, V)) -> [shape..., d].  The ids are copied. */
 ag_tensor *ag_embedding(ag_tensor *table, const int32_t *ids, int ndim, const int *shape);
@@ -621,6 +626,9 @@ typedef struct {
     bool training;       /* dropout only when training */
     ag_rng *rng;         /* needed when training with keep < 1 */
     ag_tensor **h_n, **c_n; /* if set: receive the final states [layers,B,H] (gradients flow back) */
+    bool reverse;        /* right to left over each example's valid positions (the backward half of a
+                          * bidirectional LSTM): the output stays in the input's order, the final state
+                          * is the one after position 0 */
 } ag_lstm_opts;
 
 /* Multi-layer LSTM over whole sequences: x[B,N,in] -> the top layer's
@@ -795,6 +803,7 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_concat(...) AG_AT(ag_concat, __VA_ARGS__)
 #define ag_slice(...) AG_AT(ag_slice, __VA_ARGS__)
 #define ag_index_select(...) AG_AT(ag_index_select, __VA_ARGS__)
+#define ag_reverse_padded(...) AG_AT(ag_reverse_padded, __VA_ARGS__)
 #define ag_to(...) AG_AT(ag_to, __VA_ARGS__)
 #define ag_embedding(...) AG_AT(ag_embedding, __VA_ARGS__)
 #define ag_sum_axis(...) AG_AT(ag_sum_axis, __VA_ARGS__)
