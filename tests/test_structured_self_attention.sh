@@ -10,6 +10,8 @@ AG=$1 P=$2
 [ -x "$AG" ] && [ -f "$P" ] || { echo "usage: $0 attngrad structured_self_attention.so"; exit 2; }
 . "$(dirname "$0")/cli_lib.sh" test_structured_self_attention
 
+# its own switch is listed where the built-in ones are
+expect 0 'flags LIST .*; ssa: no_penalty' "$AG" --plugin "$P" train --help
 expect 0 'worst relative error .*: PASS' "$AG" --plugin "$P" gradcheck --model ssa
 expect 0 'worst relative error .*: PASS' "$AG" --plugin "$P" gradcheck --model ssa --flags no_penalty
 printf '%s\n' "1	the	_	_	_	_	2	_	_	_" "2	cat	_	_	_	_	3	_	_	_" "3	sat	_	_	_	_	0	_	_	_" \

@@ -424,7 +424,11 @@ void ag_train_print_options(FILE *f, unsigned cmd) {
         if (!(opts[i].cmds & cmd)) continue;
         char head[40];
         snprintf(head, sizeof head, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
-        fprintf(f, "  %-20s %s\n", head, opts[i].help);
+        fprintf(f, "  %-20s %s", head, opts[i].help);
+        if (!strcmp(opts[i].name, "flags")) /* the switches of the kinds a plugin registered, by model */
+            for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++)
+                if ((*k)->flag_names && (*k)->flag_names[0]) fprintf(f, "; %s: %s", (*k)->name, (*k)->flag_names);
+        fputc('\n', f);
     }
 }
 
