@@ -2,8 +2,8 @@
  * a plugin model for the attngrad programs: word embeddings -> a bidirectional LSTM (u units per direction) ->
  * H [B,N,2u]; r attention hops A = softmax over the valid positions of W_s2 tanh(W_s1 H^T) [B,r,N]; M = A H
  * [B,r,2u], flattened -> a ReLU layer -> logits.  The loss adds the penalization P = ||A A^T - I||_F^2 (mean over
- * the batch, coefficient PENALTY) to the cross-entropy.  Sizes: --dim (embedding), --hidden (u; also d_a and the
- * MLP's width is 2u), --heads (r hops).  --flags no_penalty drops P.
+ * the batch, times --hparams penalty=C, 1 by default) to the cross-entropy.  Sizes: --dim (embedding), --hidden (u;
+ * also d_a, and the MLP's width is 2u), --heads (r hops).  --flags no_penalty drops P.
  *
  *   ninja -C build examples/structured_self_attention.so examples/structured_self_attention-f64.so
  *   P=build/examples/structured_self_attention.so
@@ -20,7 +20,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-static const double PENALTY = 1.0; /* the paper's coefficient of P */
 enum { NO_PENALTY = AG_FLAG_OWN(0) };
 
 typedef struct {
@@ -85,7 +84,8 @@ static ag_tensor *ssa_loss(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *logits = ssa_forward(m, b, training);
     ag_tensor *ce = logits ? ag_model_loss_of(m, b, logits) : NULL;
     if (!ce || (m->cfg.flags & NO_PENALTY)) return ce;
-    return ag_add(ce, ag_mul_scalar(penalization(((ssa *)m->impl)->attn), PENALTY));
+    double coef = ag_model_hparam(m, "penalty", 1.0); /* the paper's coefficient of P, --hparams penalty=C */
+    return ag_add(ce, ag_mul_scalar(penalization(((ssa *)m->impl)->attn), coef));
 }
 
 static void ssa_destroy(ag_model *m) { free(m->impl); }
@@ -98,6 +98,7 @@ static const ag_model_kind ssa_kind = {
     .tasks = AG_TASK_BIT(AG_TASK_CLASSIFY),
     .reads = "hidden,heads,max-len",
     .flag_names = "no_penalty",
+    .hparams = "penalty",
 };
 
 ag_status ag_plugin_init(void);

@@ -113,6 +113,46 @@ ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task) 
 
 ag_model_config ag_model_defaults(const ag_model_kind *kind) { return ag_model_task_defaults(kind, AG_TASK_CLASSIFY); }
 
+/* Whether `name` (len bytes) is one of the comma-separated names of list. */
+static bool listed(const char *list, const char *name, size_t len) {
+    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',')
+        if (strcspn(p, ",") == len && !strncmp(p, name, len)) return true;
+    return false;
+}
+
+/* cfg.hparams, "name=value,...": every name the kind's, once, every value a
+ * finite number; AG_ERR_ARG naming the first that is not. */
+static ag_status check_hparams(const ag_model_kind *kind, const char *given) {
+    const char *own = ag__kind_hparams(kind);
+    for (const char *p = given; p && *p; p += strcspn(p, ","), p += *p == ',') {
+        size_t len = strcspn(p, ","), name = strcspn(p, "=");
+        if (name >= len)
+            return ag_fail(AG_ERR_ARG, "model %s: --hparams '%.*s': want name=value", kind->name, (int)len, p);
+        if (!listed(own, p, name))
+            return ag_fail(AG_ERR_ARG, "model %s has no setting '%.*s' (its --hparams: %s)", kind->name, (int)name, p,
+                           own ? own : "none");
+        for (const char *q = given; q < p; q += strcspn(q, ","), q += *q == ',')
+            if (strcspn(q, "=") == name && !strncmp(q, p, name))
+                return ag_fail(AG_ERR_ARG, "model %s: --hparams sets '%.*s' twice", kind->name, (int)name, p);
+        char value[64], *end;
+        snprintf(value, sizeof value, "%.*s", (int)(len - name - 1), p + name + 1);
+        double v = strtod(value, &end);
+        if (!value[0] || *end || !isfinite(v) || len - name - 1 >= sizeof value)
+            return ag_fail(AG_ERR_ARG, "model %s: --hparams %.*s: '%s' is not a finite number", kind->name, (int)name,
+                           p, value);
+    }
+    return AG_OK;
+}
+
+double ag_model_hparam(const ag_model *m, const char *name, double fallback) {
+    size_t n = strlen(name);
+    if (!listed(ag__kind_hparams(m->kind), name, n))
+        ag__fatal("ag_model_hparam", "model %s lists no setting '%s' in its kind's .hparams", m->kind->name, name);
+    for (const char *p = m->cfg.hparams; p && *p; p += strcspn(p, ","), p += *p == ',')
+        if (strcspn(p, "=") == n && !strncmp(p, name, n)) return strtod(p + n + 1, NULL); /* checked when made */
+    return fallback;
+}
+
 static ag_status model_build(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg, bool shapes_only) {
     memset(m, 0, sizeof *m);
     m->params.shapes_only = shapes_only;
@@ -124,6 +164,8 @@ static ag_status model_build(ag_model *m, const ag_model_kind *kind, const ag_mo
         return ag_fail(AG_ERR_ARG, "model %s does not read flag %s (its flags: %s)", kind->name,
                        foreign[0] ? foreign : "(unknown bits)", own[0] ? own : "none");
     }
+    ag_status bad = check_hparams(kind, cfg->hparams); /* a setting the kind does not have would be ignored */
+    if (bad != AG_OK) return bad;
     m->kind = kind;
     m->cfg = *cfg;
     ag_rng_seed(&m->rng, cfg->seed);

@@ -30,8 +30,9 @@ static bool good_name(const char *name) {
     return true;
 }
 
-/* What is wrong with a kind's own --flags names, or NULL. */
-static const char *flag_names_problem(const char *list) {
+/* What is wrong with a kind's list of own names (--flags switches, or
+ * --hparams settings), or NULL. */
+static const char *names_problem(const char *list, bool flags) {
     static const char malformed[] = "names are lower-case letters, digits and '_', separated by ','";
     if (!list) return NULL;
     if (!*list || list[strlen(list) - 1] == ',') return malformed;
@@ -39,12 +40,15 @@ static const char *flag_names_problem(const char *list) {
     for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',', count++) {
         size_t len = strcspn(p, ",");
         if (len == 0 || strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_") < len) return malformed;
-        if (ag__flag_is_builtin(p, len)) return "a name of a built-in model's flag (names must say one thing)";
+        if (flags && ag__flag_is_builtin(p, len)) return "a name of a built-in model's flag (names must say one thing)";
         for (const char *q = list; q < p; q += strcspn(q, ","), q += *q == ',')
             if (strcspn(q, ",") == len && !strncmp(q, p, len)) return "a name given twice";
     }
-    return count > AG_FLAG_OWN_MAX ? "more than 16 names" : NULL;
+    return flags && count > AG_FLAG_OWN_MAX ? "more than 16 names" : NULL;
 }
+
+/* The kind's hparams list: NULL for a kind built before API 3, whose struct ends before it. */
+const char *ag__kind_hparams(const ag_model_kind *kind) { return kind->abi / 100 >= 3 ? kind->hparams : NULL; }
 
 static ag_status add(const ag_model_kind *kind) {
     if (!kind) return ag_fail(AG_ERR_ARG, "ag_model_register: kind is NULL");
@@ -53,12 +57,12 @@ static ag_status add(const ag_model_kind *kind) {
         return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%.40s' has no .abi: set .abi = AG_MODEL_ABI",
                        kind->name ? kind->name : "(NULL)");
     int version = kind->abi / 100, real = kind->abi % 100;
-    if (kind->abi != AG_MODEL_ABI && !(version == 1 && real == (int)sizeof(ag_real))) { /* API 1: lm_* left out */
+    if (!(version >= 1 && version <= AG_MODEL_API_VERSION && real == (int)sizeof(ag_real))) { /* earlier: read less */
         return ag_fail(AG_ERR_ARG,
                        "ag_model_register: a kind built against model API %d with %d-byte ag_real (abi %d), but this "
                        "program has API %d with %d-byte ag_real (abi %d): rebuild it against this attngrad%s",
                        version, real, kind->abi, AG_MODEL_API_VERSION, (int)sizeof(ag_real), AG_MODEL_ABI,
-                       (version == 1 || version == AG_MODEL_API_VERSION) && real != (int)sizeof(ag_real)
+                       version >= 1 && version <= AG_MODEL_API_VERSION && real != (int)sizeof(ag_real)
                            ? (sizeof(ag_real) == 8 ? " with -DAG_REAL_DOUBLE" : " without -DAG_REAL_DOUBLE")
                            : "");
     }
@@ -67,9 +71,12 @@ static ag_status add(const ag_model_kind *kind) {
                        kind->name ? kind->name : "(NULL)");
     const char *missing = !kind->build ? "build" : !kind->forward ? "forward" : NULL;
     if (missing) return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s' has no %s callback", kind->name, missing);
-    const char *bad_flags = flag_names_problem(kind->flag_names);
+    const char *bad_flags = names_problem(kind->flag_names, true);
     if (bad_flags) return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s': flag_names \"%.80s\": %s", kind->name,
                                   kind->flag_names, bad_flags);
+    const char *bad_hparams = names_problem(ag__kind_hparams(kind), false);
+    if (bad_hparams) return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s': hparams \"%.80s\": %s", kind->name,
+                                    kind->hparams, bad_hparams);
     if (!(kind->tasks & (AG_TASK_BIT(AG_TASK_COUNT) - 1)))
         return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%s' lists no task in .tasks (AG_TASK_BIT(AG_TASK_...))",
                        kind->name);

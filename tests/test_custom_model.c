@@ -111,6 +111,7 @@ ag_status ag_plugin_init(void) { return ag_model_register(&tiny_attn_kind); }
 #else
 
 #include "check.h"
+#include "fatal.h"
 
 #include <unistd.h>
 
@@ -225,9 +226,9 @@ static void refused(const ag_model_kind *kind, const char *want, const char *wan
 }
 
 static void test_register(void) {
-    int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state */
+    int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state, 2 of the API tests */
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) builtin++;
-    CHECK(builtin == 5 + 4, "%d kinds before", builtin);
+    CHECK(builtin == 5 + 4 + 2, "%d kinds before", builtin);
     CHECK(ag_model_find("tiny_attn") == NULL);
     CHECK(ag_model_register(&tiny_attn_kind) == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_find("tiny_attn") == &tiny_attn_kind);
@@ -296,7 +297,7 @@ static void test_register(void) {
     CHECK(added == AG_MODEL_MAX_KINDS - builtin - 1, "%d added", added);
     /* unknown names list what is registered: the fillers too */
     ag_train_opts o = ag_train_opts_default();
-    CHECK(ag_train_set(&o, "model", "nope", err, sizeof err) && strstr(err, "tiny_attn") && strstr(err, "filler53") &&
+    CHECK(ag_train_set(&o, "model", "nope", err, sizeof err) && strstr(err, "tiny_attn") && strstr(err, "filler51") &&
               strstr(err, "--plugin"), "%s", err);
 
     /* plugins that cannot be loaded: dlerror's text, and the file named */
@@ -504,6 +505,62 @@ static void test_api1_kind(ag_vocab *vocab, ag_train_opts *o) {
     ag_model_free(&m);
 }
 
+/* A kind built against model API 2: its struct ends at lm_state_free, and
+ * the bytes after it (hparams since API 3) are not its own.  It registers,
+ * has no settings, and a setting given to it is refused by name. */
+static void test_api2_kind(void) {
+    enum { V2_SIZE = offsetof(ag_model_kind, hparams) };
+    static union {
+        ag_model_kind whole;
+        unsigned char bytes[sizeof(ag_model_kind)];
+    } v2;
+    static ag_model_kind *kind = &v2.whole;
+    memset(v2.bytes, 0xA5, sizeof v2.bytes);
+    memcpy(v2.bytes, &tiny_attn_kind, V2_SIZE);
+    kind->abi = 200 + (int)sizeof(ag_real), kind->name = "tiny_attn_v2";
+    CHECK(ag_model_register(kind) == AG_OK, "an API 2 kind: %s", ag_errmsg());
+    ag_model m;
+    ag_model_config c = ag_model_defaults(kind);
+    c.hparams = "penalty=1";
+    CHECK(ag_model_init(&m, kind, &c) == AG_ERR_ARG && strstr(ag_errmsg(), "has no setting 'penalty' (its --hparams: none)"),
+          "%s", ag_errmsg());
+    c.hparams = NULL;
+    CHECK(ag_model_init(&m, kind, &c) == AG_OK, "%s", ag_errmsg());
+    ag_model_free(&m);
+}
+
+/* A kind's settings: read as given or as its default, refused when not its
+ * own, malformed, twice or not a number; a malformed list is refused when
+ * the kind registers. */
+static void test_hparams(void) {
+    static ag_model_kind k; /* registered: it must outlive every use */
+    k = tiny_attn_kind;
+    k.name = "tiny_hparams", k.hparams = "alpha,beta_2";
+    CHECK(ag_model_register(&k) == AG_OK, "%s", ag_errmsg());
+    ag_model m;
+    ag_model_config c = ag_model_defaults(&k);
+    c.hparams = "beta_2=0.25";
+    CHECK(ag_model_init(&m, &k, &c) == AG_OK, "%s", ag_errmsg());
+    CHECK(ag_model_hparam(&m, "beta_2", 9) == 0.25 && ag_model_hparam(&m, "alpha", 7) == 7);
+    EXPECT_FATAL(ag_model_hparam(&m, "gamma", 0), "ag_model_hparam", "no setting 'gamma'");
+    ag_model_free(&m);
+    static const struct {
+        const char *given, *says;
+    } bad[] = {{"gamma=1", "no setting 'gamma' (its --hparams: alpha,beta_2)"}, {"alpha", "want name=value"},
+               {"alpha=1,alpha=2", "sets 'alpha' twice"}, {"alpha=1e400", "not a finite number"},
+               {"alpha=", "not a finite number"}, {"alpha=2x", "not a finite number"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        c.hparams = bad[i].given;
+        CHECK(ag_model_init(&m, &k, &c) == AG_ERR_ARG && strstr(ag_errmsg(), bad[i].says), "%s: %s", bad[i].given,
+              ag_errmsg());
+    }
+    ag_model_kind w = tiny_attn_kind;
+    w.name = "bad_hparams", w.hparams = "Alpha";
+    refused(&w, "hparams \"Alpha\": names are lower-case", NULL);
+    w.hparams = "a,a";
+    refused(&w, "a name given twice", NULL);
+}
+
 /* generate's words, drawn with rng seeded `seed`, into got */
 static void generate(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *prompt, uint64_t seed,
                      char *got, size_t n) {
@@ -588,6 +645,8 @@ int main(void) {
         return 1;
     }
     test_generate_from_state(); /* first: test_register fills the registry */
+    test_api2_kind();
+    test_hparams();
     test_register();
     test_flags();
     test_workflows();

@@ -680,6 +680,12 @@ static int cmd_models(void) {
                    c.batch, c.keep, c.l2, c.optim);
         }
     }
+    for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) { /* a kind's own switches and settings */
+        const char *flags = (*k)->flag_names, *hparams = (*k)->abi / 100 >= 3 ? (*k)->hparams : NULL;
+        if (flags || hparams)
+            printf("(%s: %s%s%s%s%s)\n", (*k)->name, flags ? "--flags " : "", flags ? flags : "",
+                   flags && hparams ? "; " : "", hparams ? "--hparams " : "", hparams ? hparams : "");
+    }
     /* said of tasks, not of named models: a plugin's kinds are listed here too */
     printf("(a model's first row is its default task; on SICK pairs a model takes its first pair head: the\n"
            " pair classes before relatedness scores)\n");

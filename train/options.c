@@ -67,6 +67,8 @@ static const opt_def opts[] = {
     {"bigrams", O_INT, F(bigrams), 0, BIG, SIZE_CMDS, true, "N", "dual-axial bigram buckets (0: none)", NULL},
     {"keep", O_REAL, F(keep), 1e-9, 1, TR, true, "P", "dropout keep probability (1 = off)", NULL},
     {"l2", O_REAL, F(l2), 0, 1e9, TR, true, "G", "L2 weight of 1/2 |W|^2 over weight matrices", NULL},
+    {"hparams", O_STR, F(hparams), 0, 0, SIZE_CMDS, true, "LIST",
+     "the model's own settings, name=value,... (a plugin's; `attngrad models` lists them)", NULL},
     {"flags", O_STR, F(flags), 0, 0, SIZE_CMDS, true, "LIST",
      "variants: elu_score, linear_dist, no_bigram, softmax, no_zeta, text_only, no_dist, exp_score, strict",
      check_flags},
@@ -513,6 +515,7 @@ void ag__train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (o->l2 >= 0) c->l2 = o->l2;
     if (o->batch > 0) c->batch = o->batch;
     if (ag__train_flags(o, ag_model_find(o->model), &c->flags, NULL, 0)) c->flags = 0; /* checked when resolved */
+    c->hparams = o->hparams[0] ? o->hparams : NULL; /* checked when the model is made */
     if (!strcmp(o->attention, "positional")) c->attention = 0;
     if (!strcmp(o->attention, "standard")) c->attention = 1;
     if (!strcmp(o->attention, "none")) c->attention = 2;

@@ -101,6 +101,8 @@ typedef struct {
     int batch;          /* the paper's batch size */
     double clip;        /* the paper's global gradient-norm clip (0 = none) */
     const char *sched;  /* the paper's schedule, "plateau:mode=min,factor=0.5,patience=5" (NULL = constant) */
+    const char *hparams; /* the kind's own numeric settings given, "penalty=0.3,da=350" (NULL: none); read
+                          * with ag_model_hparam, checked against ag_model_kind.hparams */
 } ag_model_config;
 
 /* The positional LM's context (cfg.attention). */
@@ -112,10 +114,10 @@ typedef struct ag_model ag_model;
  * records the version and the real type it was compiled against in .abi
  * (AG_MODEL_ABI), so ag_model_register refuses one built against another
  * header, or a float plugin loaded into the double program, instead of
- * calling it with the wrong layout.  Version 2 appended the lm_* fields;
- * a kind built against version 1 (whose struct ends at flag_names) is
- * still taken, and read no further. */
-#define AG_MODEL_API_VERSION 2
+ * calling it with the wrong layout.  Version 2 appended the lm_* fields,
+ * version 3 hparams; a kind built against an earlier version (whose struct
+ * ends before them) is still taken, and read no further. */
+#define AG_MODEL_API_VERSION 3
 #define AG_MODEL_ABI (AG_MODEL_API_VERSION * 100 + (int)sizeof(ag_real))
 
 typedef struct {
@@ -172,6 +174,12 @@ typedef struct {
     void *(*lm_state_new)(const ag_model *m, int capacity);
     ag_tensor *(*lm_feed)(ag_model *m, void *state, const int32_t *ids, int n);
     void (*lm_state_free)(void *state);
+    /* Since API 3; optional.  Its own numeric settings, comma-separated
+     * ("penalty,da"): train --hparams penalty=0.3 sets one for a run (saved
+     * with it, so eval and --resume build the same model), and the kind
+     * reads it with ag_model_hparam(m, "penalty", its default).  Names as
+     * flag_names'; a name not listed is refused when the model is made. */
+    const char *hparams;
 } ag_model_kind;
 
 enum { AG_MAX_MAPS = 8 };
@@ -209,6 +217,11 @@ struct ag_model {
     bool last_logits;
 };
 
+/* Setting `name` of the kind's hparams as given in m->cfg.hparams, else
+ * fallback (the kind's default).  A name the kind does not list is a
+ * programmer error. */
+double ag_model_hparam(const ag_model *m, const char *name, double fallback);
+
 /* Called by a model's forward for each attention distribution it computes;
  * a no-op unless m->capture_maps.  ag_model_capture is for maps over the
  * positions of the (first) sentence; ag_model_capture_axes says what the
@@ -235,7 +248,7 @@ enum { AG_MODEL_MAX_KINDS = 64, AG_MODEL_NAME_MAX = 32 };
  * built-in kinds are registered first, on the first call of any of these
  * four functions.  Not thread-safe: register before training starts.
  * AG_ERR_ARG with ag_errmsg() for a NULL kind, an .abi other than this
- * header's AG_MODEL_ABI or API 1's (another API version or real type), a
+ * header's AG_MODEL_ABI or an earlier API's (another API version or real type), a
  * missing or malformed name, a missing build or forward callback, no
  * tasks, a bad flag_names list (a malformed or built-in name, a repeat,
  * more than AG_FLAG_OWN_MAX), one or two of the three lm_* callbacks, a

@@ -47,6 +47,7 @@ typedef struct {
     int dim, hidden, heads, layers, fixed_len, bigrams;
     double keep, l2;
     char flags[160];        /* "elu_score,linear_dist" */
+    char hparams[160];      /* the model's own settings, "penalty=0.3" (ag_model_kind.hparams) */
     char attention[16];     /* "", positional, standard, none (poslm) */
     char optim[160], sched[160];
     char lr_steps[96];      /* per-step factor on sched's rate: "cosine:warmup=500,total=20000" ("" = none) */
