@@ -261,28 +261,35 @@ void ag_model_batch_alloc(const ag_model *m, int B, int N, ag_batch *b) {
 void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed) {
     enum { B = 2, N = 5 };
     static const int32_t lengths[B] = {5, 3};
-    ag_rng r;
+    /* The second sentence has lengths of its own: a pair model that masked
+     * it with the first one's would pass a check on equal lengths. */
+    static const int32_t lengths_b[B] = {2, 4};
+    ag_rng r, rb; /* rb: the second sentence's words, so the first's stay the draws they always were */
     ag_rng_seed(&r, seed);
+    ag_rng_seed(&rb, seed ^ 0xb5e7b5e7u);
     ag_model_batch_alloc(m, B, N, b);
     static const float scores[B] = {3.6f, 1.7f}; /* relatedness: two targets, each over two bins */
     memcpy(b->scores, scores, sizeof scores);
     int V = m->cfg.vocab, nbi = m->cfg.n_bigram;
     for (int i = 0; i < B; i++) {
-        b->lengths[i] = b->lengths_b[i] = lengths[i];
+        b->lengths[i] = lengths[i], b->lengths_b[i] = lengths_b[i];
         b->labels[i] = (int32_t)(ag_rng_next(&r) % (uint64_t)m->cfg.classes);
         for (int t = 0; t < N; t++) {
-            bool valid = t < lengths[i];
+            bool valid = t < lengths[i], valid_b = t < lengths_b[i];
             int k = i * N + t;
             b->tokens[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
-            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
+            if (valid) (void)ag_rng_next(&r); /* where the second sentence's word was drawn until 2026-12-06 */
+            b->tokens_b[k] = valid_b ? 2 + (int32_t)(ag_rng_next(&rb) % (uint64_t)(V - 2)) : 0;
             b->targets[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
             /* a small tree: t -> t+1 except a second root at t = 2 */
-            b->heads[k] = b->heads_b[k] = !valid ? AG_HEAD_PAD : (t == lengths[i] - 1 || t == 2) ? -1 : t + 1;
+            b->heads[k] = !valid ? AG_HEAD_PAD : (t == lengths[i] - 1 || t == 2) ? -1 : t + 1;
+            b->heads_b[k] = !valid_b ? AG_HEAD_PAD : (t == lengths_b[i] - 1 || t == 2) ? -1 : t + 1;
         }
         for (int t = 0; t < N; t++) {
             int k = i * N + t;
             b->bigrams[k] = (nbi > 1 && t + 1 < lengths[i]) ? ag_bigram_id(b->tokens[k], b->tokens[k + 1], nbi) : 0;
-            b->bigrams_b[k] = (nbi > 1 && t + 1 < lengths[i]) ? ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], nbi) : 0;
+            b->bigrams_b[k] =
+                (nbi > 1 && t + 1 < lengths_b[i]) ? ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], nbi) : 0;
         }
     }
 }

@@ -11,30 +11,45 @@
 
 /* rows x width of random sentences: the first row full, the others of random
  * length; tokens, labels, scores, targets, heads (a chain) and bigrams as the
- * tiny batch has them (ag_model_batch_free frees it). */
+ * tiny batch has them (ag_model_batch_free frees it).  A pair's second
+ * sentence is narrower (width - 2, at least 1) with lengths of its own: a
+ * model that read it at the first one's width or lengths fails the check. */
 static void random_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b) {
-    ag_rng r;
+    ag_rng r, rb; /* rb: the second sentence's, so the first's draws stay what they were */
     ag_rng_seed(&r, seed);
+    ag_rng_seed(&rb, seed ^ 0xb5e7b5e7u);
     ag_model_batch_alloc(m, B, N, b);
+    int Nb = N > 2 ? N - 2 : N;
+    b->width_b = Nb; /* its arrays [B, Nb] in the [B, N] room */
     ag_rng rs; /* a generator of their own: the other arrays stay as they were before scores */
     ag_rng_seed(&rs, seed ^ 0x5c0e5);
     for (int i = 0; i < B; i++) b->scores[i] = (float)(1 + 4 * ag_rng_uniform(&rs));
     int V = m->cfg.vocab;
     for (int i = 0; i < B; i++) {
         int n = i == 0 ? N : 1 + (int)(ag_rng_next(&r) % (uint64_t)N);
-        b->lengths[i] = b->lengths_b[i] = n;
+        int nb = i == 0 ? Nb : 1 + (int)(ag_rng_next(&rb) % (uint64_t)Nb);
+        b->lengths[i] = n, b->lengths_b[i] = nb;
         b->labels[i] = (int32_t)(ag_rng_next(&r) % (uint64_t)m->cfg.classes);
         for (int t = 0; t < N; t++) {
             size_t k = (size_t)i * N + t;
             bool valid = t < n;
             b->tokens[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
-            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
+            if (valid) (void)ag_rng_next(&r); /* where the second sentence's word was drawn until 2026-12-06 */
             b->targets[k] = valid ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
-            b->heads[k] = b->heads_b[k] = !valid ? AG_HEAD_PAD : t + 1 < n ? t + 1 : AG_HEAD_ROOT;
+            b->heads[k] = !valid ? AG_HEAD_PAD : t + 1 < n ? t + 1 : AG_HEAD_ROOT;
+        }
+        for (int t = 0; t < Nb; t++) {
+            size_t k = (size_t)i * Nb + t;
+            bool valid = t < nb;
+            b->tokens_b[k] = valid ? 2 + (int32_t)(ag_rng_next(&rb) % (uint64_t)(V - 2)) : 0;
+            b->heads_b[k] = !valid ? AG_HEAD_PAD : t + 1 < nb ? t + 1 : AG_HEAD_ROOT;
         }
         for (int t = 0; t + 1 < n; t++) {
             size_t k = (size_t)i * N + t;
             b->bigrams[k] = ag_bigram_id(b->tokens[k], b->tokens[k + 1], m->cfg.n_bigram);
+        }
+        for (int t = 0; t + 1 < nb; t++) {
+            size_t k = (size_t)i * Nb + t;
             b->bigrams_b[k] = ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], m->cfg.n_bigram);
         }
     }

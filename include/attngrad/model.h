@@ -302,8 +302,8 @@ void ag_model_batch_free(ag_batch *b);
 
 /* The tiny gradient-check setup of docs/models.md: config of the kind at its
  * tiny sizes, and a batch B=2, lengths {5,3}, N=5 with fixed random tokens,
- * labels (and pairs, heads, bigrams, targets as the model needs), freed
- * with ag_model_batch_free. */
+ * labels (and a second sentence of lengths {2,4}, heads, bigrams, targets
+ * as the model needs), freed with ag_model_batch_free. */
 ag_model_config ag_model_tiny(const ag_model_kind *kind);
 void ag_tiny_batch(const ag_model *m, ag_batch *b, uint64_t seed);
 /* Loss of one batch: mean cross-entropy over examples (LM: over non-pad
