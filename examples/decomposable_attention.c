@@ -19,7 +19,8 @@
  *   build/tools/attngrad --plugin $P train --model dam --data DATA/sick --out runs/dam-sick   # SICK entailment
  *   build/tools/attngrad --plugin $P heatmap --ckpt runs/dam/best.safetensors --sentence "w1 w2 w3" \
  *       --sentence-b "w2 w3" --out maps/
- * The heatmap "attend" is softmax_j(e_ij): rows sentence a's words, columns sentence b's (AG_MAP_SENTENCE_B).
+ * The heatmap "attend" is softmax_i(e_ij), [B,Nb,Na]: a row per word j of sentence b (numbered: no map kind labels
+ * rows with sentence b's words and columns with a's), its distribution over sentence a's words (the columns).
  * (cc -shared -fPIC -O2 -std=c11 -I include examples/decomposable_attention.c -o dam.so, and again with
  * -DAG_REAL_DOUBLE -o dam-f64.so, builds it outside meson.)  tests/test_decomposable_attention.sh gradchecks it on
  * a random padded batch and checks that a few training steps lower the loss. */
@@ -82,7 +83,8 @@ static ag_tensor *dam_forward(ag_model *m, const ag_batch *bt, bool training) {
     ag_tensor *e = ag_matmul_t(two_layers(m, F1, a, training), false, two_layers(m, F1, b, training), true);
     ag_tensor *to_b = ag_softmax_axis_len(e, 2, bt->lengths_b); /* [B,Na,Nb]: row i over the valid j */
     ag_tensor *to_a = ag_softmax_axis_len(e, 1, bt->lengths);   /* [B,Na,Nb]: column j over the valid i */
-    if (m->capture_maps) ag_model_capture_axes(m, "attend", to_b, AG_MAP_SENTENCE_B);
+    if (m->capture_maps) /* b's words as numbered rows, each a distribution over a's words (columns) */
+        ag_model_capture_axes(m, "attend", ag_transpose(to_a, 1, 2), AG_MAP_SLOTS);
     ag_tensor *beta = ag_matmul(to_b, b);                       /* [B,Na,d] */
     ag_tensor *alpha = ag_matmul_t(to_a, true, a, false);       /* [B,Nb,d] */
     /* Compare */
