@@ -22,8 +22,11 @@
  * The heatmap "attend" is softmax_i(e_ij), [B,Nb,Na]: a row per word j of sentence b (numbered: no map kind labels
  * rows with sentence b's words and columns with a's), its distribution over sentence a's words (the columns).
  * (cc -shared -fPIC -O2 -std=c11 -I include examples/decomposable_attention.c -o dam.so, and again with
- * -DAG_REAL_DOUBLE -o dam-f64.so, builds it outside meson.)  tests/test_decomposable_attention.sh gradchecks it on
- * a random padded batch and checks that a few training steps lower the loss. */
+ * -DAG_REAL_DOUBLE -o dam-f64.so, builds it outside meson.)  Give --task pair without --data: the generated task
+ * otherwise defaults to classify, which dam has no head for.  The model sees no word order, so on the generated
+ * pairs (span vs reversed span) 2/3 accuracy is its ceiling.  tests/test_decomposable_attention.sh gradchecks it
+ * on padded pair batches and checks that a few training steps lower the loss; test_decomposable_attention_pairs.c
+ * gradchecks it on pairs whose two sentences differ in lengths and width, which the CLI's batches never do. */
 #include "attngrad/model.h"
 #include <stdio.h>
 #include <stdlib.h>
