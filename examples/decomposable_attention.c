@@ -13,20 +13,18 @@
  *
  *   ninja -C build examples/decomposable_attention.so examples/decomposable_attention-f64.so
  *   P=build/examples/decomposable_attention.so
- *   build/tools/attngrad --plugin $P gradcheck --model dam --task pair --batch 4 --len 6   # f64 (loads ...-f64.so)
- *   build/tools/attngrad --plugin $P train --model dam --task pair --optim adam:lr=3e-3 --batch 32 --max-steps 300 \
- *       --out runs/dam
+ *   build/tools/attngrad --plugin $P gradcheck --model dam --batch 4 --len 6   # f64 (loads ...-f64.so)
+ *   build/tools/attngrad --plugin $P train --model dam --optim adam:lr=3e-3 --batch 32 --max-steps 300 --out runs/dam
  *   build/tools/attngrad --plugin $P train --model dam --data DATA/sick --out runs/dam-sick   # SICK entailment
  *   build/tools/attngrad --plugin $P heatmap --ckpt runs/dam/best.safetensors --sentence "w1 w2 w3" \
  *       --sentence-b "w2 w3" --out maps/
- * The heatmap "attend" is softmax_i(e_ij), [B,Nb,Na]: a row per word j of sentence b (numbered: no map kind labels
- * rows with sentence b's words and columns with a's), its distribution over sentence a's words (the columns).
- * (cc -shared -fPIC -O2 -std=c11 -I include examples/decomposable_attention.c -o dam.so, and again with
- * -DAG_REAL_DOUBLE -o dam-f64.so, builds it outside meson.)  Give --task pair without --data: the generated task
- * otherwise defaults to classify, which dam has no head for.  The model sees no word order, so on the generated
- * pairs (span vs reversed span) 2/3 accuracy is its ceiling.  tests/test_decomposable_attention.sh gradchecks it
- * on padded pair batches and checks that a few training steps lower the loss; test_decomposable_attention_pairs.c
- * gradchecks it on pairs whose two sentences differ in lengths and width, which the CLI's batches never do. */
+ * The heatmap "attend" is softmax_j(e_ij), [B,Na,Nb] (AG_MAP_CROSS): a row per word of sentence a, its
+ * distribution over sentence b's words.  (cc -shared -fPIC -O2 -std=c11 -I include examples/decomposable_attention.c
+ * -o dam.so, and again with -DAG_REAL_DOUBLE -o dam-f64.so, builds it outside meson.)  Its task is the pair task,
+ * the only one it has a head for.  The model sees no word order, so on the generated pairs (span vs reversed span)
+ * 2/3 accuracy is its ceiling.  tests/test_decomposable_attention.sh gradchecks it on padded pair batches (the
+ * second sentence of its own lengths and width) and checks that a few training steps lower the loss;
+ * test_decomposable_attention_pairs.c gradchecks it on pairs where b is wider than a, and narrower. */
 #include "attngrad/model.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,8 +84,8 @@ static ag_tensor *dam_forward(ag_model *m, const ag_batch *bt, bool training) {
     ag_tensor *e = ag_matmul_t(two_layers(m, F1, a, training), false, two_layers(m, F1, b, training), true);
     ag_tensor *to_b = ag_softmax_axis_len(e, 2, bt->lengths_b); /* [B,Na,Nb]: row i over the valid j */
     ag_tensor *to_a = ag_softmax_axis_len(e, 1, bt->lengths);   /* [B,Na,Nb]: column j over the valid i */
-    if (m->capture_maps) /* b's words as numbered rows, each a distribution over a's words (columns) */
-        ag_model_capture_axes(m, "attend", ag_transpose(to_a, 1, 2), AG_MAP_SLOTS);
+    if (m->capture_maps) /* a's words as rows, each a distribution over b's words */
+        ag_model_capture_axes(m, "attend", to_b, AG_MAP_CROSS);
     ag_tensor *beta = ag_matmul(to_b, b);                       /* [B,Na,d] */
     ag_tensor *alpha = ag_matmul_t(to_a, true, a, false);       /* [B,Nb,d] */
     /* Compare */

@@ -111,7 +111,13 @@ ag_model_config ag_model_task_defaults(const ag_model_kind *kind, ag_task task) 
     return c;
 }
 
-ag_model_config ag_model_defaults(const ag_model_kind *kind) { return ag_model_task_defaults(kind, AG_TASK_CLASSIFY); }
+/* The kind's own task: the first it has a head for (classify, pair, lm,
+ * relatedness), unless its defaults say another. */
+ag_model_config ag_model_defaults(const ag_model_kind *kind) {
+    ag_task first = AG_TASK_CLASSIFY;
+    while (first + 1 < AG_TASK_COUNT && !ag_model_supports(kind, first)) first++;
+    return ag_model_task_defaults(kind, first);
+}
 
 /* Whether `name` (len bytes) is one of the comma-separated names of list. */
 static bool listed(const char *list, const char *name, size_t len) {

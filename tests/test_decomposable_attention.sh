@@ -22,10 +22,12 @@ out=$("$AG" --plugin "$P" train --model dam --task pair --dim 32 --hidden 32 --k
       --optim adam:lr=3e-3 --max-steps 300 --progress none --out "$T/run" 2>&1)
 if [[ $out =~ training\ loss\ ([0-9.]+)\ -\>\ ([0-9.]+) ]] && awk "BEGIN{exit !(${BASH_REMATCH[2]} < 0.8 * ${BASH_REMATCH[1]})}"; then ok
 else bad "training loss did not fall: $(tail -n 3 <<<"$out")"; fi
-# its cross attention: a row per word of sentence b (2), a column per word of sentence a (3), labelled by a's words
-expect 0 'attend.*\.svg' "$AG" --plugin "$P" heatmap --ckpt "$T/run/best.safetensors" --sentence "w1 w2 w3" \
-  --sentence-b "w2 w3" --out "$T/maps/"
+# its cross attention: a row per word of sentence a (3), a column per word of sentence b (2), both labelled
+expect 0 'attend-ab\.svg' "$AG" --plugin "$P" heatmap --ckpt "$T/run/best.safetensors" --sentence "w1 w2 w3" \
+  --sentence-b "w2 zebra" --out "$T/maps/"
 svg=$(cat "$T"/maps/*attend*.svg 2>/dev/null)
-[ "$(grep -o '<title>' <<<"$svg" | wc -l)" -eq 6 ] && grep -q '>w3</text>' <<<"$svg" && ok ||
-  bad "the attend map: want 2 x 3 cells, sentence a's words as column labels"
+[ "$(grep -o '<title>' <<<"$svg" | wc -l)" -eq 6 ] && grep -q '>w1</text>' <<<"$svg" && grep -q '>&lt;unk&gt;(zebra)</text>' <<<"$svg" &&
+  grep -q 'sentence a to b' <<<"$svg" && ok || bad "the attend map: want 3 x 2 cells, a's words as rows, b's as columns"
+# the model's own task is its first (pair): no --task needed
+expect 0 'worst relative error .*: PASS' "$AG" --plugin "$P" gradcheck --model dam
 summary

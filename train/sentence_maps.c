@@ -69,6 +69,12 @@ static int output_base(const char *out, const char *model, char *base, size_t n,
     return 0;
 }
 
+typedef struct {
+    int want;                  /* the map's size along the axis: a sentence's width, or -1: any */
+    int n;                     /* the entries drawn: the sentence's length, or all */
+    const char *const *labels; /* its words, or NULL: numbered */
+} map_axis;
+
 /* The first n_rows x n_cols entries (the sentence's, padding cut off) of
  * head h of map w [1,Nq,Nk] or [1,h,Nq,Nk], copied contiguous into dst. */
 static void cut(const ag_tensor *w, int h, int n_rows, int n_cols, ag_real *dst) {
@@ -92,27 +98,45 @@ static int write_map(const ag_model *m, const char *model, int i, const ag_batch
     const ag_attn_map *map = &m->maps[i];
     const ag_tensor *w = map->w;
     bool lm = m->cfg.task == AG_TASK_LM, pair = m->cfg.task == AG_TASK_PAIR || m->cfg.task == AG_TASK_RELATEDNESS;
-    bool second = map->axes == AG_MAP_SENTENCE_B, features = map->axes == AG_MAP_FEATURES, slots = map->axes == AG_MAP_SLOTS;
+    bool second = map->axes == AG_MAP_SENTENCE_B;
     int heads = w->ndim == 4 ? w->shape[1] : 1, Nq = w->shape[w->ndim - 2], Nk = w->shape[w->ndim - 1];
-    int width = second ? b->width_b : b->width, n = second ? b->lengths_b[0] : b->lengths[0];
-    if ((w->ndim != 3 && w->ndim != 4) || w->shape[0] != 1 || (!features && (Nk != width || (!slots && Nq != width)))) {
-        char shape[64], rows_want[16] = "r";
-        if (!slots) snprintf(rows_want, sizeof rows_want, "%d", width);
-        return ag__train_fail(err, errlen, AG_ERR_SHAPE, "model %s: attention map '%s' is %s, want [1,%s,%d] or [1,h,%s,%d]",
-                    m->kind->name, map->name, ag_shape_str(w, shape, sizeof shape), rows_want, width, rows_want, width);
+    /* What each axis indexes: a sentence's positions (its width, its words
+     * up to its length) or numbered rows of any count (want -1). */
+    map_axis sa = {b->width, b->lengths[0], words[0].labels}, sb = sa; /* a one-sentence batch has no b */
+    if (pair) sb = (map_axis){b->width_b, b->lengths_b[0], words[1].labels};
+    map_axis any_q = {-1, Nq, NULL}, any_k = {-1, Nk, NULL}, row = second ? sb : sa, col = row;
+    const char *what = "rows: query word, columns: the word it attends to";
+    switch (map->axes) {
+    case AG_MAP_FEATURES:
+        row = any_q, col = any_k, what = "rows and columns: features (the feature axis attends over features)";
+        break;
+    case AG_MAP_SLOTS:
+        row = any_q, col = sa, what = "rows: slot (a learnt query: hop, memory), columns: the word it attends to";
+        break;
+    case AG_MAP_CROSS:
+        if (!pair)
+            return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s: attention map '%s' is between two sentences, but "
+                                  "the %s task has one", m->kind->name, map->name, ag_task_name(m->cfg.task));
+        row = sa, col = sb, what = "rows: a word of sentence a, columns: the word of sentence b it attends to";
+        break;
+    default:
+        if (lm) /* LM rows are the targets: the word after each input, so labels shift by one */
+            row.labels = words[0].labels + 1, what = "rows: target (the next word, predicted at that step), columns: input";
     }
-    int rows = features || slots ? Nq : n, cols = features ? Nk : n;
-    /* LM rows are the targets: the word after each input, so labels shift by one; slots are numbered */
-    const char *const *col_labels = features ? NULL : words[second].labels;
-    const char *const *row_labels = features || slots ? NULL : lm ? words[0].labels + 1 : col_labels;
-    const char *what = features ? "rows and columns: features (the feature axis attends over features)"
-                       : slots  ? "rows: slot (a learnt query: hop, memory), columns: the word it attends to"
-                       : lm     ? "rows: target (the next word, predicted at that step), columns: input"
-                                : "rows: query word, columns: the word it attends to";
+    if ((w->ndim != 3 && w->ndim != 4) || w->shape[0] != 1 || (row.want >= 0 && Nq != row.want) ||
+        (col.want >= 0 && Nk != col.want)) {
+        char shape[64], r[16] = "r", c[16] = "c";
+        if (row.want >= 0) snprintf(r, sizeof r, "%d", row.want);
+        if (col.want >= 0) snprintf(c, sizeof c, "%d", col.want);
+        return ag__train_fail(err, errlen, AG_ERR_SHAPE, "model %s: attention map '%s' is %s, want [1,%s,%s] or [1,h,%s,%s]",
+                    m->kind->name, map->name, ag_shape_str(w, shape, sizeof shape), r, c, r, c);
+    }
+    int rows = row.n, cols = col.n;
+    const char *const *row_labels = row.labels, *const *col_labels = col.labels;
 
     char name[48], path[AG_PATH_MAX + 128], title[512], sentence_tag[16] = "", twin[16] = "";
     slug(map->name, name, sizeof name);
-    if (pair) snprintf(sentence_tag, sizeof sentence_tag, "-%s", second ? "b" : "a");
+    if (pair) snprintf(sentence_tag, sizeof sentence_tag, "-%s", map->axes == AG_MAP_CROSS ? "ab" : second ? "b" : "a");
     int twins = earlier_twins(m, i);
     if (twins) snprintf(twin, sizeof twin, "-%d", twins + 1);
     ag_real *cells = malloc(sizeof *cells * (size_t)rows * (size_t)cols);
@@ -126,7 +150,7 @@ static int write_map(const ag_model *m, const char *model, int i, const ag_batch
         }
         snprintf(path, sizeof path, "%s-%s%s%s%s.svg", base, name, sentence_tag, twin, head_tag);
         snprintf(title, sizeof title, "%s: %s%s%s\n%s", model, map->name, head,
-                 pair ? second ? ", sentence b" : ", sentence a" : "", what);
+                 !pair ? "" : map->axes == AG_MAP_CROSS ? ", sentence a to b" : second ? ", sentence b" : ", sentence a", what);
         cut(w, h, rows, cols, cells);
         if (ag_heatmap_svg(path, title, cells, rows, cols, row_labels, col_labels) != AG_OK)
             rc = ag__train_fail(err, errlen, AG_ERR_IO, "%s", ag_errmsg());

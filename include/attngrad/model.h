@@ -186,10 +186,12 @@ enum { AG_MAX_MAPS = 8 };
 
 /* What the rows and columns of an attention map index: the positions of the
  * batch's sentence (tokens), of the second sentence of a pair (tokens_b),
- * features (dual-axial's feature axis), or slots over the sentence: rows
- * any number of learnt queries (hops, memory slots, labels), columns the
- * sentence's positions ([B, r, N]: Lin et al.'s attention hops). */
-enum { AG_MAP_SENTENCE = 0, AG_MAP_SENTENCE_B = 1, AG_MAP_FEATURES = 2, AG_MAP_SLOTS = 3 };
+ * features (dual-axial's feature axis), slots over the sentence (rows any
+ * number of learnt queries: hops, memory slots, labels; columns the
+ * sentence's positions: [B, r, N], Lin et al.'s attention hops), or one
+ * sentence of a pair over the other (rows sentence a's positions, columns
+ * sentence b's: [B, Na, Nb], cross-attention). */
+enum { AG_MAP_SENTENCE = 0, AG_MAP_SENTENCE_B = 1, AG_MAP_FEATURES = 2, AG_MAP_SLOTS = 3, AG_MAP_CROSS = 4 };
 
 /* An attention distribution of the last forward, [B, Nq, Nk] or [B, h, Nq, Nk]
  * (rows: queries or targets, columns: attended positions), in step memory. */
@@ -275,6 +277,8 @@ const char *ag_model_flags_str(const ag_model_kind *kind, unsigned bits, char *b
 /* Every bit kind reads: its flags and one AG_FLAG_OWN per own name. */
 unsigned ag_model_flags_read(const ag_model_kind *kind);
 
+/* The defaults for the kind's own task: the first it has a head for
+ * (classify, pair, lm, relatedness) unless its defaults set another. */
 ag_model_config ag_model_defaults(const ag_model_kind *kind);
 /* The defaults for a task (cfg.task preset, so a kind may set its paper's
  * settings for that task, as MPSAN does for SICK relatedness). */
