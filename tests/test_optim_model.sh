@@ -80,6 +80,23 @@ expect 0 'adam:lr=1e300: diverged at step 1 \(the global parameter norm is [-a-z
 [ "$(grep -c '^"*sgd:lr=0.1"*,' "$T/div_steps.csv")" -eq 8 ] && ok || bad "sgd's steps after adam diverged: $(grep -c sgd "$T/div_steps.csv")"
 expect 0 'sgd:lr=1e8: diverged at step 13 \(after epoch 1 the validation perplexity is inf' "$OX" --model poslm \
   --synth-n 400 --epochs 2 --optim sgd:lr=1e8 --optim sgd:lr=1 --out "$T/div-lm"
+# --lr-steps: each step's rate is the schedule's times its factor, and the steps CSV has the rate used
+# (a warm-up of 4 steps: adam's 1e-3 at a quarter, a half, ..., then cosine to 0 at step 16)
+"$OX" --model mpsan --dim 8 --synth-n 200 --batch 25 --epochs 2 --optim adam:lr=1e-3 \
+  --lr-steps cosine:warmup=4,total=16,min_ratio=0 --out "$T/cos" >/dev/null 2>&1 || bad "optim_experiments --lr-steps"
+awk -F, 'NR == 2 && $4 == 0.00025 { a = 1 } NR == 5 && $4 == 0.001 { b = 1 } NR == 17 && $4 < 1e-5 { c = 1 }
+  END { exit !(a && b && c) }' "$T/cos_steps.csv" && ok || bad "--lr-steps: the rates in cos_steps.csv: $(cut -d, -f4 "$T/cos_steps.csv" | tr '\n' ' ')"
+# train's options that the tool would take and not apply are refused by name
+expect 2 "--init is train's" "$OX" --model mpsan --init "$T/x.safetensors" --out "$T/e"
+expect 2 "--profile is train's" "$OX" --model mpsan --profile 3 --out "$T/e"
+# plateau:mode=max watches the validation accuracy: after each epoch the rate is halved exactly when the
+# accuracy did not rise past the best so far (threshold 1e-4 relative, patience 0), as attngrad train does
+"$OX" --model mpsan --dim 8 --synth-n 200 --batch 25 --epochs 5 --optim adam:lr=3e-3 \
+  --sched plateau:mode=max,factor=0.5,patience=0 --out "$T/pmax" >/dev/null 2>&1 || bad "optim_experiments plateau max"
+awk -F, 'NR > 2 { if (NR > 3) { want = better ? lr : lr / 2; if ($4 < 0.999 * want || $4 > 1.001 * want) bad = 1 }
+  lr = $4; better = ($7 > best * 1.0001); if (better) best = $7 }
+  NR == 2 { best = -1 } END { exit bad }' "$T/pmax_epochs.csv" && ok ||
+  bad "plateau:mode=max: the rates do not follow the accuracy: $(cut -d, -f2,4,7 "$T/pmax_epochs.csv" | tr '\n' ' ')"
 # sizes too big for memory end with a message, not a crash (skipped where the kernel grants any size)
 if [ "$(cat /proc/sys/vm/overcommit_memory 2>/dev/null)" != 1 ]; then
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \

@@ -29,6 +29,7 @@
 #include "../train/internal.h"
 #include "../graph/internal.h" /* ag__malloc: sizes too big for memory end with a message (fatal_exit), not a crash */
 #include "plot_curves.h"
+#include "../data/atomic_file.h" /* the CSVs replace the old ones whole, or not at all */
 
 #include <errno.h>
 #include <math.h>
@@ -56,6 +57,8 @@ typedef struct {
     double clip, l2, smooth;
     bool linear;
     const char *out, *sched;
+    ag_lr_steps lr_steps;          /* --lr-steps: each update's rate is the --sched rate times its factor */
+    bool has_lr_steps;
     task_options task;             /* the MLP's */
     const registered_setup *setup; /* --model's: data and config shared by every run */
     ag_device device;              /* --device: where each run's parameters and steps live */
@@ -359,6 +362,7 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
             }
             for (int b = 0; b < n && !r->diverged_at && !r->time_up; b += s->batch) {
                 int rows = n - b < s->batch ? n - b : s->batch;
+                double step_lr = opt.lr; /* the rate this step ran at: --lr-steps' factor included */
                 ag_tensor *loss = model->loss(self, perm + b, rows);
                 if (!loss) {
                     rc = 1;
@@ -372,13 +376,17 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
                 double l = ag_item(loss), norm = s->clip > 0 ? ag_clip_grad_norm(ps, s->clip) : ag_grad_norm(ps);
                 ag_status st = isfinite(l) ? ag_check_grads_finite(ps, norm) : ag_fail(AG_ERR_NONFINITE, "the loss is %g", l);
                 if (!st) {
+                    double base_lr = opt.lr; /* --sched's rate, which the epoch's schedule keeps */
+                    if (s->has_lr_steps) ag_lr_steps_apply(&s->lr_steps, &opt, base_lr);
+                    step_lr = opt.lr;
                     ag_optim_step(&opt);
+                    opt.lr = base_lr;
                     st = ag_check_params_finite(ps, NULL);
                 }
                 ag_step_end();
                 r->step_x[r->steps] = r->steps + 1;
                 r->step_loss[r->steps++] = l;
-                fprintf(steps_csv, "%s,%d,%d,%.9g,%.9g\n", r->csv_name, r->steps, epoch, opt.lr, l);
+                fprintf(steps_csv, "%s,%d,%d,%.9g,%.9g\n", r->csv_name, r->steps, epoch, step_lr, l);
                 if (st) {
                     r->diverged_at = r->steps;
                     snprintf(r->diverged, sizeof r->diverged, "%s", ag_errmsg());
@@ -404,7 +412,8 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
                      model->metric, metric, val_loss);
         }
         double lr = opt.lr;
-        if (epoch > 0) ag_sched_step(&sched, &opt, val_loss);
+        /* plateau:mode=max watches the metric (accuracy), as attngrad train's dev score; min the loss */
+        if (epoch > 0) ag_sched_step(&sched, &opt, sc.mode_max ? metric : val_loss);
         fprintf(epochs_csv, "%s,%d,%d,%.9g,%.9g,%.9g,%.9g,%.3f\n", r->csv_name, epoch, r->steps, lr,
                 count ? sum / count : NAN, val_loss, metric, now() - t0);
         /* progress as it goes: a long comparison shows each epoch, not only each finished optimizer */
@@ -487,9 +496,11 @@ static void usage(FILE *f) {
             "                   adamw:lr=1e-3,weight_decay=0.01  adadelta:lr=0.5,rho=0.95\n"
             "                   adagrad:lr=0.05  rmsprop:lr=1e-3,momentum=0.9,centered=1\n"
             "                   (default: those three: sgd:lr=0.1 adam:lr=1e-3 adadelta:lr=0.5,rho=0.95)\n"
-            "  --sched SPEC     schedule for every run, stepped each epoch on the validation loss:\n"
-            "                   constant (default), step:step_size=10,gamma=0.5, exponential:gamma=0.9,\n"
-            "                   plateau:factor=0.5,patience=2\n"
+            "  --sched SPEC     schedule for every run, stepped each epoch on the validation loss\n"
+            "                   (plateau:mode=max: on the validation metric): constant (default),\n"
+            "                   step:step_size=10,gamma=0.5, exponential:gamma=0.9, plateau:factor=0.5,patience=2\n"
+            "  --lr-steps SPEC  a per-step factor on --sched's rate: cosine:warmup=100,total=2000,min_ratio=0.1,\n"
+            "                   linear:total=1000, inv_sqrt:warmup=4000 (the steps CSV's lr column is the rate used)\n"
             "  --epochs N       epochs (20)            --batch N     batch size (32; --model: the model's)\n"
             "  --seed N         data, initial values and batch order (1)\n"
             "  --clip X         clip the global gradient norm at X (off; --model: the model's)\n"
@@ -551,22 +562,22 @@ static bool parse_choice(const char *flag, const char *v, const char *first, con
     return true;
 }
 
-/* The CSV files, with a message naming the file that failed and why. */
-static FILE *open_csv(const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) fprintf(stderr, "optim_experiments: cannot write %s: %s\n", path, strerror(errno));
-    return f;
+/* The CSV files, written whole or not at all (data/atomic_file.h): a
+ * comparison stopped before its end (Ctrl-C, a closed pipe) leaves the
+ * previous comparison's files as they were, beside its plots.  NULL with
+ * a message naming the file and why. */
+static FILE *open_csv(ag__atomic_file *a, const char *path) {
+    int e = ag__atomic_open(a, path);
+    if (e) fprintf(stderr, "optim_experiments: cannot write %s: %s\n", path, strerror(e));
+    return e ? NULL : a->f;
 }
 
 /* Nonzero, with the message, when a row never reached the file: a full disk
  * often shows only here, when the buffered rows are written. */
-static int close_csv(FILE *f, const char *path) {
-    errno = 0;
-    bool failed = fflush(f) != 0 || ferror(f);
-    int err = errno;
-    if (fclose(f) != 0 && !failed) failed = true, err = errno;
-    if (failed) fprintf(stderr, "optim_experiments: cannot write %s: %s\n", path, strerror(err ? err : EIO));
-    return failed;
+static int close_csv(ag__atomic_file *a) {
+    int e = ag__atomic_close(a);
+    if (e) fprintf(stderr, "optim_experiments: cannot write %s: %s\n", a->path, strerror(e));
+    return e != 0;
 }
 
 /* A programmer error (e.g. sizes a model cannot take: --heads not dividing
@@ -581,7 +592,8 @@ static void fatal_exit(const char *msg) {
  * sched, out) are this tool's; stopping and run-folder options do not apply. */
 static bool trainer_option(const char *key, int *takes_value) {
     static const char *const not_here[] = {"patience", "max-steps", "max-minutes", "resume", "force",
-                                           "progress", "quiet", "threads", "denormals", "model"};
+                                           "progress", "quiet", "threads", "denormals", "model", "init",
+                                           "profile", "cuda-graphs", "lr-steps"};
     for (size_t i = 0; i < sizeof not_here / sizeof *not_here; i++)
         if (!strcmp(key, not_here[i])) return false;
     return ag_train_option_info(key, AG_CMD_TRAIN, takes_value);
@@ -651,6 +663,13 @@ int main(int argc, char **argv) {
             if (n == 64) ok = false;
             else specs[n++] = v;
         } else if (!strcmp(a, "--sched") && v) s.sched = v;
+        else if (!strcmp(a, "--lr-steps") && v) {
+            if (ag_lr_steps_parse(v, &s.lr_steps) != AG_OK) {
+                fprintf(stderr, "optim_experiments: --lr-steps: %s\n", ag_errmsg());
+                ok = false;
+            }
+            s.has_lr_steps = true;
+        }
         else if (!strcmp(a, "--out") && v && !*v) { /* '' would write _steps.csv into the current folder */
             fprintf(stderr, "optim_experiments: --out needs a file prefix, got ''\n");
             ok = false;
@@ -677,6 +696,14 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--plugin")) {
             fprintf(stderr, "optim_experiments: --plugin comes before every other option\n");
+            ok = false;
+        }
+        else if (!strcmp(a, "--init") || !strcmp(a, "--profile") || !strcmp(a, "--cuda-graphs")) {
+            /* train's, and once taken here without effect */
+            fprintf(stderr, "optim_experiments: %s is train's: %s\n", a,
+                    !strcmp(a, "--init") ? "every optimizer here starts from the model's own initialisation from --seed"
+                    : !strcmp(a, "--profile") ? "the tool times each optimizer's run as a whole (its seconds column)"
+                                              : "the tool's steps run eagerly, one launch an op");
             ok = false;
         }
         else if (!strncmp(a, "--embeddings", 12) || !strcmp(a, "--freeze-embeddings")) {
@@ -767,10 +794,12 @@ int main(int argc, char **argv) {
     char steps_path[1024], epochs_path[1024];
     snprintf(steps_path, sizeof steps_path, "%s_steps.csv", s.out);
     snprintf(epochs_path, sizeof epochs_path, "%s_epochs.csv", s.out);
-    FILE *steps_csv = open_csv(steps_path);
-    FILE *epochs_csv = steps_csv ? open_csv(epochs_path) : NULL;
+    ag__atomic_file steps_file, epochs_file;
+    FILE *steps_csv = open_csv(&steps_file, steps_path);
+    FILE *epochs_csv = steps_csv ? open_csv(&epochs_file, epochs_path) : NULL;
     if (!epochs_csv) {
-        if (steps_csv) fclose(steps_csv);
+        if (steps_csv) (void)ag__atomic_close(&steps_file); /* an empty file would replace the old one: */
+        if (steps_csv) fprintf(stderr, "optim_experiments: %s was replaced by an empty one\n", steps_path);
         free(runs);
         return 1;
     }
@@ -816,7 +845,7 @@ int main(int argc, char **argv) {
             printf("  %s: its share of --max-minutes (%.1f s) ran out after %d steps, in epoch %d\n", r->spec,
                    s.seconds_per_run, r->steps, r->epochs - 1);
     }
-    if (close_csv(steps_csv, steps_path) | close_csv(epochs_csv, epochs_path)) rc = 1;
+    if (close_csv(&steps_file) | close_csv(&epochs_file)) rc = 1;
     if (!rc && write_plots(model, &s, runs, n)) {
         fprintf(stderr, "optim_experiments: cannot write the plots under %s: %s\n", s.out, strerror(errno));
         rc = 1;
