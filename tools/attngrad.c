@@ -690,7 +690,7 @@ static int cmd_models(void) {
     printf("(a model's first row is its default task; on SICK pairs a model takes its first pair head: the\n"
            " pair classes before relatedness scores)\n");
     printf("(without --data, train uses a generated task: d and hidden at most 64, bigram buckets at most 1024,\n"
-           " and the LM trains with adam:lr=3e-3, as SGD at lr 30 is tuned to PTB)\n");
+           " and the LM trains with adam:lr=3e-3, no clipping and a constant rate, as SGD at lr 30 is tuned to PTB)\n");
     return 0;
 }
 
