@@ -169,8 +169,10 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
            ag_vocab_size(d->vocab));
     if (d->task == AG_TASK_RELATEDNESS) printf(", relatedness scores 1-%d", AG_RELATEDNESS_BINS);
     else if (d->task != AG_TASK_LM) printf(", %d classes", o->classes);
-    printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, schedule %s%s%s\n  run folder %s\n",
-           (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, o->sched,
+    char clip[32] = "no clipping"; /* the paper's clip is part of the recipe: said as the rest is */
+    if (o->clip > 0) snprintf(clip, sizeof clip, "clip %g", o->clip);
+    printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, %s, schedule %s%s%s\n  run folder %s\n",
+           (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, clip, o->sched,
            o->lr_steps[0] ? ", per step " : "", o->lr_steps, out);
     print_vectors(t, o);
     note_empty_classes(d, o->classes);
