@@ -141,7 +141,7 @@ static const opt_def opts[] = {
      NULL},
     {"patience", O_INT, F(patience), 0, 1 << 20, TR, true, "N", "stop after N epochs without a better dev score (0, the default: never)", NULL},
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop once the run has taken N optimizer steps, those before a --resume included (CV: per fold; 0, the default: no limit)", NULL},
-    {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop after M minutes (the whole command: a --resume counts its own time only; 0, the default: no limit)", NULL},
+    {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop training M minutes after the command started (a --resume: its own time only), then evaluate and save (0, the default: no limit)", NULL},
     {"threads", O_INT, F(threads), 0, 1024, TR | EV | PR | GC | DU | GE, false, "N",
      "the engine's threads; OpenBLAS runs one in each (0: one per core; 1 on the generated task)", NULL},
     {"denormals", O_STR, F(denormals), 0, 0, TR | EV | PR | GC | DU | HM | GE, false, "HOW",
