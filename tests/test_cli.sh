@@ -290,6 +290,14 @@ for i in $(seq 20); do echo " w$((i % 5)) saw w$((i % 3)) . then w$((i % 4)) lef
 expect 0 'poslm on paras.txt: 36 train / 4 dev' "$AG" train --model poslm --data "$T/paras.txt" --format lm --lm-split sentence --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-sent"
 expect 0 'poslm on paras.txt: 18 train / 2 dev' "$AG" train --model poslm --data "$T/paras.txt" --format lm --dim 8 --hidden 8 --max-steps 1 --progress none --out "$T/lm-line"
 expect 0 '^test|^dev' "$AG" eval --ckpt "$T/lm-sent/best.safetensors"
+# eval on a file of the user's scores all of it (the 40 sentences, as one "file" row, not a 10% dev share),
+# read as LM text for an LM run without --format; a classifier's file likewise, whole
+cp "$T/paras.txt" "$T/other.txt"
+expect 0 '^file +perplexity [0-9.]+ .*\([0-9]+ tokens\)' "$AG" eval --ckpt "$T/lm-sent/best.safetensors" --data "$T/other.txt"
+"$AG" eval --ckpt "$T/lm-sent/best.safetensors" --data "$T/other.txt" --format lm --lm-split sentence | grep -q '^dev' &&
+  bad "eval of a file of the user's printed a dev row" || ok
+# the run's own file named again keeps the run's dev split
+expect 0 '^dev +perplexity' "$AG" eval --ckpt "$T/lm-sent/best.safetensors" --data "$T/paras.txt"
 # a run on a folder named wikitext2 (sentences by the data set's rule, nothing recorded): eval on a
 # file of the user's cuts it the same way, unless --lm-split says otherwise
 mkdir -p "$T/wikitext2" && for f in train valid test; do cp "$T/paras.txt" "$T/wikitext2/$f.txt"; done

@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { EXIT_USAGE = 2 };
@@ -287,6 +288,7 @@ typedef struct {
     ag_model m;
     ag_vocab *vocab; /* NULL once handed on (eval's data owns it) */
     const char *ckpt;
+    bool new_data;   /* --data, --dataset or --format given: not the run's own data */
 } loaded_run;
 
 static void loaded_run_free(loaded_run *r) {
@@ -316,7 +318,14 @@ static int load_checkpoint(const command *c, int argc, char **argv, loaded_run *
         for (int k = 0; k < 3; k++)
             if (!strncmp(argv[i], data_keys[k], strlen(data_keys[k]))) o->dataset[0] = o->format[0] = 0, new_data = true;
     set_engine(first.threads, &first);
+    char run_data[AG_PATH_MAX]; /* the run's own: named again, it is no file of the user's */
+    snprintf(run_data, sizeof run_data, "%s", o->data);
     rc = parse_args(c, argc, argv, o, &x);
+    char a[PATH_MAX], b[PATH_MAX];
+    r->new_data = new_data && !(realpath(run_data, a) && realpath(o->data, b) && !strcmp(a, b));
+    /* an LM run reads a file of the user's as LM text unless told otherwise
+     * (read as labelled data it failed on its first word: "label 'no'") */
+    if (!rc && new_data && !strcmp(o->task, "lm") && !o->format[0]) snprintf(o->format, sizeof o->format, "lm");
     /* LM text of the user's, which has no way of its own: cut as the run's
      * text was (a data set such as wikitext2 keeps its own; --lm-split rules) */
     if (!rc && new_data && run_sentences && !o->lm_split[0] && !ag__train_benchmark(o))
@@ -352,10 +361,25 @@ static int cmd_eval(const command *c, int argc, char **argv) {
     if (!rc) rc = ag_batch_alloc(&b, d.ds[AG_SPLIT_DEV], o->batch, &bo, err, sizeof err);
     const char *names[] = {"train", "dev", "test"};
     if (!rc) printf("%s%s%s on %s\n", o->model, o->flags[0] ? "/" : "", o->flags, d.name);
+    /* A file of the user's is scored whole: the dev share a run would split
+     * off it is the run's business, not this command's.  The run's own
+     * file, named again, keeps the run's dev split. */
+    struct stat st;
+    bool whole = !rc && r.new_data && stat(o->data, &st) == 0 && S_ISREG(st.st_mode) && !d.ds[AG_SPLIT_TEST];
+    int64_t *all = NULL;
+    if (whole) {
+        int64_t n = d.ds[AG_SPLIT_TRAIN]->n;
+        all = malloc(((size_t)n + 1) * sizeof *all);
+        if (!all) rc = 1, snprintf(err, sizeof err, "out of memory for %lld examples", (long long)n);
+        for (int64_t i = 0; all && i < n; i++) all[i] = i;
+    }
     for (int s = AG_SPLIT_DEV; s <= AG_SPLIT_TEST && !rc; s++) {
-        if (!d.ds[s]) continue;
+        if (!d.ds[s] && !(whole && s == AG_SPLIT_TEST)) continue;
+        if (whole && s == AG_SPLIT_DEV) continue; /* the whole file below, once */
+        const ag_dataset *ds = whole ? d.ds[AG_SPLIT_TRAIN] : d.ds[s];
         ag_metrics x;
-        if ((rc = ag_evaluate(&r.m, d.ds[s], d.idx[s], d.n[s], &b, &x, err, sizeof err))) break;
+        if ((rc = ag_evaluate(&r.m, ds, whole ? all : d.idx[s], whole ? ds->n : d.n[s], &b, &x, err, sizeof err))) break;
+        if (whole) names[s] = "file";
         if (d.task == AG_TASK_LM)
             printf("%-5s perplexity %.3f  loss %.4f  (%lld tokens)\n", names[s], x.perplexity, x.loss, (long long)x.tokens);
         else if (d.task == AG_TASK_RELATEDNESS)
@@ -366,6 +390,7 @@ static int cmd_eval(const command *c, int argc, char **argv) {
                    (long long)x.examples);
     }
     if (rc) fprintf(stderr, "attngrad eval: %s\n", err);
+    free(all);
     ag_batch_free(&b);
     ag_run_data_free(&d);
     loaded_run_free(&r);
