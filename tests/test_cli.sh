@@ -414,6 +414,11 @@ expect 0 'l2 0\.25, (no clipping|clip [0-9.e-]+), schedule' "$AG" train --resume
 # another model cannot go on from a run: said so, not as that model's check of the run's sizes
 expect 2 "option --model: 'mtsa', but the run in $T/resume-b is mpsan: --resume goes on with its own model" \
   "$AG" train --resume --out "$T/resume-b" --model mtsa --epochs 3
+# nor another size or variant of its model (the checkpoint's tensors would not fit)
+expect 2 "option --dim: '24', but the run has '[0-9]+' in $T/resume-b: --resume goes on with the run's own model" \
+  "$AG" train --resume --out "$T/resume-b" --dim 24 --epochs 3
+expect 2 "option --flags: 'elu_score', but the run has '' in $T/resume-b" "$AG" train --resume --out "$T/resume-b" \
+  --flags elu_score --epochs 3
 expect 0 'done in' "$AG" train --resume --out "$T/resume-b" --model mpsan --epochs 3
 expect 1 "training diverged at step [0-9]+: the training loss is (-?nan|-?inf); lower the learning rate \(now 1e\+09, --optim sgd\)" "$AG" train "${SMALL[@]}" --optim sgd:lr=1e9 --out "$T/nan"
 expect 1 "not a cross-validation data set" "$AG" train "${SMALL[@]}" --fold 3 --out "$T/fold"

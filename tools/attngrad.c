@@ -202,6 +202,25 @@ static const char *arg_of(int argc, char **argv, const char *name) {
     return value;
 }
 
+/* The first option that shapes the model (its sizes, variant, task) and
+ * differs between a run's formatted options and this command's, as
+ * "--dim: 32, but the run has 64"; false when none does. */
+static bool model_option_changed(const char *run, const char *now, char *what, size_t n) {
+    static const char *const keys[] = {"task", "dim", "hidden", "heads", "layers", "fixed-len", "bigrams",
+                                       "attention", "flags", "hparams"};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        char at[40];
+        snprintf(at, sizeof at, "\n%s=", keys[k]);
+        const char *a = strstr(run, at), *b = strstr(now, at);
+        int la = a ? (int)strcspn(a + strlen(at), "\n") : 0, lb = b ? (int)strcspn(b + strlen(at), "\n") : 0;
+        if (la == lb && (!la || !strncmp(a + strlen(at), b + strlen(at), (size_t)la))) continue;
+        snprintf(what, n, "--%s: '%.*s', but the run has '%.*s'", keys[k], lb, b ? b + strlen(at) : "", la,
+                 a ? a + strlen(at) : "");
+        return true;
+    }
+    return false;
+}
+
 static int cmd_train(const command *c, int argc, char **argv) {
     ag_train_opts o = ag_train_opts_default();
     cli_extra x = {0};
@@ -221,6 +240,8 @@ static int cmd_train(const command *c, int argc, char **argv) {
         }
         snprintf(run_model, sizeof run_model, "%s", o.model);
     }
+    static char run_opts[AG_CONFIG_MAX + 1], now_opts[AG_CONFIG_MAX + 1]; /* "\n" + the options, off the stack */
+    if (run_model[0]) run_opts[0] = '\n', ag_train_opts_format(&o, run_opts + 1, sizeof run_opts - 1);
     int rc = parse_args(c, argc, argv, &o, &x);
     if (rc) return rc;
     /* Another model cannot go on from a run's weights; said as such, not as
@@ -229,6 +250,17 @@ static int cmd_train(const command *c, int argc, char **argv) {
         fprintf(stderr, "attngrad train: option --model: '%s', but the run in %s is %s: --resume goes on with its own "
                 "model (a new run in another folder trains another)\n", o.model, out, run_model);
         return EXIT_USAGE;
+    }
+    /* ... nor another size or variant of it: the checkpoint's tensors would
+     * not fit ("missing: 'pos.lstm...'"), or the sizes' own check fails */
+    char changed[256];
+    if (o.resume && run_model[0]) {
+        now_opts[0] = '\n', ag_train_opts_format(&o, now_opts + 1, sizeof now_opts - 1);
+        if (model_option_changed(run_opts, now_opts, changed, sizeof changed)) {
+            fprintf(stderr, "attngrad train: option %s in %s: --resume goes on with the run's own model (a new run in "
+                    "another folder trains another)\n", changed, out);
+            return EXIT_USAGE;
+        }
     }
     if (!o.resume && ag_train_unread_options(&o, unread, sizeof unread)) /* a resumed config records every size */
         fprintf(stderr, "attngrad train: note: model %s does not read %s: ignored\n", o.model, unread);
