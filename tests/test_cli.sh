@@ -345,7 +345,7 @@ expect 1 'not a known benchmark folder' "$AG" train --data "$T" --out "$T/e7"
 { for i in $(seq 60); do echo "$((i % 2)) w$((i % 5)) w$((i % 3)) w1"; done
   printf '1'; for i in $(seq 3000); do printf ' w%d' $((i % 7)); done; echo; } > "$T/long.txt"
 out=$("$AG" train "${SMALL[@]}" --model ms_san --dim 12 --data "$T/long.txt" --max-len 8 --epochs 2 --out "$T/maxlen" 2>&1)
-grep -q 'note: --max-len 8 cuts 1 sentences (the longest: 3000 tokens)' <<<"$out" && ok || bad "--max-len note: $out"
+grep -q 'note: --max-len 8 cuts 1 sentences of train, dev and test (the longest as read: 3000 tokens)' <<<"$out" && ok || bad "--max-len note: $out"
 dev=$(grep -Eo 'dev accuracy [0-9.]+%' <<<"$out" | tail -1 | grep -Eo '[0-9.]+%')
 expect 0 "dev +accuracy $dev" "$AG" eval --ckpt "$T/maxlen/best.safetensors" --data "$T/long.txt"
 expect 0 '^[01]'$'\t' sh -c "sed -n 61p '$T/long.txt' | cut -d' ' -f2- | '$AG' predict --ckpt '$T/maxlen/best.safetensors'"

@@ -196,7 +196,7 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
     int split;
     int64_t i, cut = ag__longest_sentence(d, o->max_len, &split, &i, &(int32_t){0});
     if (cut && !t->batch.opts.fixed_len)
-        printf("  note: --max-len %d cuts %lld sentences (the longest: %d tokens)\n", o->max_len, (long long)cut,
-               ag__example_len(d, split, i));
+        printf("  note: --max-len %d cuts %lld sentences of train, dev and test (the longest as read: %d tokens)\n",
+               o->max_len, (long long)cut, ag__example_len(d, split, i));
     fflush(stdout);
 }
