@@ -137,7 +137,9 @@ expect 2 "option --input: 'xml': expected lines or conllu" "$AG" predict --ckpt 
 # eval reads a CoNLL-U file too, its parses given to the model
 cat "$S/conllu/stsa.fine.train.conllu" "$S/conllu/stsa.fine.train.conllu" > "$T/eval.conllu"
 sed -i 's/^# sent_id = .*/# label = 3/' "$T/eval.conllu"
-expect 0 '^dev +accuracy [0-9.]+%  loss [0-9.]+  \(1 examples\)' "$AG" eval --ckpt "$T/phr/best.safetensors" --data "$T/eval.conllu" --format conllu
+# (a file of the user's: every sentence of it scored, as one 'file' row)
+n=$(grep -c '^# label = 3' "$T/eval.conllu")
+expect 0 "^file +accuracy [0-9.]+%  loss [0-9.]+  \\($n examples\\)" "$AG" eval --ckpt "$T/phr/best.safetensors" --data "$T/eval.conllu" --format conllu
 
 # ---- gradcheck and dump-step with a parse from a file ----
 P=$T/parse.conllu
