@@ -39,7 +39,8 @@ static const command commands[] = {
     {"train", AG_CMD_TRAIN, "train [options]", "train a model (no --data: a generated task, no download needed)"},
     {"eval", AG_CMD_EVAL, "eval --ckpt FILE [options]", "dev and test metrics of a checkpoint"},
     {"predict", AG_CMD_PREDICT, "predict --ckpt FILE < lines",
-     "label and probabilities per input line (pairs: two sentences separated by a tab; relatedness: the score)"},
+     "label and probabilities per input line (pairs: two sentences separated by a tab; relatedness: the score; "
+     "a language model: the line's perplexity and the likeliest next word)"},
     {"generate", AG_CMD_GENERATE, "generate --ckpt FILE [--words N] [--temperature T] [--seed S] < prompts",
      "a language model's continuation of each prompt line, drawn word by word"},
     {"heatmap", AG_CMD_HEATMAP, "heatmap --ckpt FILE --sentence TEXT [--sentence-b TEXT] --out DIR_OR_PREFIX",

@@ -90,7 +90,8 @@ static const opt_def opts[] = {
     {"lm-split", O_STR, F(lm_split), 0, 0, DATA_CMDS, true, "U",
      "LM text: line or sentence (cut after a lone . ? or !); default: sentence for wikitext2, else line", check_lm_split},
     {"phrases", O_SWITCH, F(phrases), 0, 1, DATA_CMDS, true, NULL,
-     "SST-5/SST-2: train on every labelled phrase of SST's trees (trees/train.txt); dev and test stay sentences",
+     "SST-5/SST-2: train on every labelled phrase of SST's trees (trees/train.txt); dev and test stay sentences "
+     "(eval scores those sentences either way)",
      NULL},
     {"parses", O_STR, F(parses), 0, 0, DATA_CMDS | DU | GC, true, "DIR",
      "dependency parses (CoNLL-U, FILE.conllu per data file) for models that read them; none: the chain "
