@@ -408,7 +408,7 @@ static int bench_one(const ag_model_kind *kind, int steps, int warmup, const cha
         double value = ag_item(loss);
         ag_backward(loss);
         if (cfg.l2 > 0) ag_l2_grad(&m.params, cfg.l2);
-        if (cfg.clip > 0) ag_clip_grad_norm(&m.params, cfg.clip); /* the LM's 0.25, MODELS.md §3 */
+        if (cfg.clip > 0) ag_clip_grad_norm(&m.params, cfg.clip); /* the LM's 0.25, docs/models.md, positional LM */
         ag_optim_step(&opt);
         ag_step_end();
         ag_sync(); /* the GPU's queue drained: the step's whole work is inside dt */

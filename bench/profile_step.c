@@ -66,7 +66,7 @@ static void profile(const ag_model_kind *kind, int steps, bool ops) {
         double t1 = bench_wall_ms();
         ag_backward(l);
         if (cfg.l2 > 0) ag_l2_grad(&m.params, cfg.l2);
-        if (cfg.clip > 0) ag_clip_grad_norm(&m.params, cfg.clip); /* the LM's 0.25, MODELS.md §3 */
+        if (cfg.clip > 0) ag_clip_grad_norm(&m.params, cfg.clip); /* the LM's 0.25, docs/models.md, positional LM */
         double t2 = bench_wall_ms();
         ag_optim_step(&opt);
         loss = ag_item(l);

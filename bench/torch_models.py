@@ -1,17 +1,17 @@
 """torch_models.py - the five models of docs/models.md in PyTorch.
 
-A second, independent implementation of MODELS.md, used for two things:
+A second, independent implementation of docs/models.md, used for two things:
   * reference checks: tests/torch_reference.py rebuilds a model from an
     attngrad dump (parameters by name), runs the same batch in float64 and
     compares the loss and every gradient;
   * benchmarks: bench/bench_models.py times a training step against attngrad.
 
-Conventions, as in attngrad: parameters carry MODELS.md's names
+Conventions, as in attngrad: parameters carry docs/models.md's names
 (`model.named_parameters()` yields exactly "unit0.dense.weight", ...), linear
 maps are `y = x W + b` with `W` stored `[in, out]`, batches are `[B, N]`
 token ids with true lengths, padded positions never change a result.
 Dropout ("keep p") acts only in training mode, on the inputs of the dense
-layers attngrad drops (see each class).  Where MODELS.md is silent the
+layers attngrad drops (see each class).  Where docs/models.md is silent the
 choices follow attngrad's models/*.c and docs/models.md.
 
     cfg = Config(vocab=20000, classes=5)
@@ -65,7 +65,7 @@ FLAGS = {
 }
 
 # --------------------------------------------------------------------------
-# Shared pieces (MODELS.md §0)
+# Shared pieces (docs/models.md, Conventions)
 # --------------------------------------------------------------------------
 
 
@@ -176,7 +176,7 @@ def lstm(x, lengths, layers, keep_between=1.0, training=False):
     top h [B,N,H], 0 at t >= len.  layers: list of (w_ih [in,4H],
     w_hh [H,4H], b_ih, b_hh).  Runs PyTorch's fused LSTM (the kernel behind
     nn.LSTM) on a packed sequence, with the [in,4H] weights passed as
-    transposed views, so gradients land in MODELS.md's layout."""
+    transposed views, so gradients land in docs/models.md's layout."""
     B, N, _ = x.shape
     H = layers[0][1].shape[0]
     packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -193,13 +193,13 @@ def lstm(x, lengths, layers, keep_between=1.0, training=False):
 
 
 # --------------------------------------------------------------------------
-# Parameters under MODELS.md's dotted names
+# Parameters under docs/models.md's dotted names
 # --------------------------------------------------------------------------
 
 
 class NamedModel(nn.Module):
     """Base: parameters live in nested sub-modules so that named_parameters()
-    gives MODELS.md's names; self.p maps name -> parameter for the forward."""
+    gives docs/models.md's names; self.p maps name -> parameter for the forward."""
 
     name = ""
 
@@ -242,7 +242,7 @@ class NamedModel(nn.Module):
         return F.dropout(x, p=1.0 - keep, training=self.training) if keep < 1.0 else x
 
     def weight_matrices(self):
-        """MODELS.md's L2 set: >= 2 dims, not the embedding tables."""
+        """docs/models.md's L2 set: >= 2 dims, not the embedding tables."""
         return [p for n, p in self.p.items() if p.dim() >= 2 and not n.startswith(("embed", "bigram"))]
 
     def l2_term(self, gamma=None):

@@ -252,7 +252,7 @@ int ag_batch_alloc(ag_batch *b, const ag_dataset *ds, int32_t max_rows,
 
 /* One sentence into row r of [rows, width] arrays: tokens (and heads,
  * bigrams when wanted), padding after n. heads == NULL means no parse: the
- * chain i -> i+1 with the last token as root (MODELS.md §4). */
+ * chain i -> i+1 with the last token as root (docs/models.md, MS-SAN). */
 static void fill_row(int32_t *tok_out, int32_t *head_out, int32_t *bi_out, int32_t width,
                      const int32_t *tok, const int32_t *heads, int32_t n, int32_t n_bi) {
     for (int32_t t = 0; t < width; t++) tok_out[t] = t < n ? tok[t] : AG_PAD_ID;

@@ -1,4 +1,4 @@
-/* dual_axial.c - dual-axial self-attention (MODELS.md §2): one light
+/* dual_axial.c - dual-axial self-attention (docs/models.md, dual-axial): one light
  * multi-dimensional self-attention module applied along the text axis (with
  * the distance attenuation zeta and 1/len) and, on the transposed input,
  * along the feature axis; a fusion gate sums both over the text and a

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#define OOV_BOUND 0.05 /* U(-0.05, 0.05) for the words the file lacks (MODELS.md §0) */
+#define OOV_BOUND 0.05 /* U(-0.05, 0.05) for the words the file lacks (docs/models.md, Conventions) */
 
 ag_tensor *ag_model_embedding(const ag_model *m) {
     ag_tensor *t = ag_params_find(&m->params, "embed.weight");

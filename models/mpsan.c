@@ -1,4 +1,4 @@
-/* mpsan.c - MPSAN (MODELS.md §1): four masked self-attention units with
+/* mpsan.c - MPSAN (docs/models.md, MPSAN): four masked self-attention units with
  * DiSAN-style scores, a position-wise fusion gate over the four outputs and
  * the input, source2token pooling and an ELU classifier.  For SICK
  * relatedness (AG_TASK_RELATEDNESS) both sentences go through the same
@@ -18,7 +18,7 @@ enum { UNITS = 4, SOURCES = UNITS + 1 };
 typedef struct {
     ag_tensor *embed;
     /* The four units' parameters, each kind one stack (ag_param_stack):
-     * unit i's are member i, named as MODELS.md names them. */
+     * unit i's are member i, named as docs/models.md names them. */
     struct { ag_tensor *w[UNITS], *b[UNITS], *u[UNITS], *v[UNITS], *bias[UNITS]; } unit;
     ag_tensor *fusion_w, *fusion_b;
     ag_tensor *pool_w1, *pool_b1, *pool_w2, *pool_b2;

@@ -1,4 +1,4 @@
-/* ms_san.c - MS-SAN (MODELS.md §4): multi-head self-attention whose heads
+/* ms_san.c - MS-SAN (docs/models.md, MS-SAN): multi-head self-attention whose heads
  * each see another structural prior (direction + 1.5 x word or dependency
  * distance), a fusion gate instead of the residual, a position-wise FFN with
  * LayerNorm, attentive + max pooling and a ReLU classifier.  Sentence pairs

@@ -1,4 +1,4 @@
-/* mtsa.c - MTSA (MODELS.md §5): multi-mask tensorized self-attention.  Each
+/* mtsa.c - MTSA (docs/models.md, MTSA): multi-mask tensorized self-attention.  Each
  * head mixes a token2token score R[q,k] with a multi-dim source2token score
  * S[k,l] under its own direction mask (head 0 PAST, head 1 FUTURE, the
  * diagonal excluded), fuses the result with its values through a gate, and
@@ -21,7 +21,7 @@
 enum { MAX_HEADS = 16 };
 
 /* The heads' parameters, each kind one stack (ag_param_stack): head c's
- * are member c, named head{c}.wv, ... as MODELS.md names them.  The heads
+ * are member c, named head{c}.wv, ... as docs/models.md names them.  The heads
  * run as one in every op, on [heads, ...] tensors. */
 typedef struct {
     ag_tensor *wv[MAX_HEADS], *bv[MAX_HEADS], *wq[MAX_HEADS], *wk[MAX_HEADS], *ws1[MAX_HEADS], *bs1[MAX_HEADS],

@@ -1,4 +1,4 @@
-/* poslm.c - the positional attentive language model (MODELS.md §3): a
+/* poslm.c - the positional attentive language model (docs/models.md, positional LM): a
  * multi-layer LSTM whose top states h_0..h_t are summarised into a context
  * c_t, combined with h_t and decoded through the tied embedding.  The
  * context is, by cfg.attention,
@@ -106,7 +106,7 @@ static ag_status poslm_build(ag_model *m) {
     return AG_OK;
 }
 
-/* c_t = sum_{i<=t} gamma[t,i] h_i around mu_t (MODELS.md §3 steps 1-5). */
+/* c_t = sum_{i<=t} gamma[t,i] h_i around mu_t (docs/models.md, positional LM). */
 static ag_tensor *positional_context(ag_model *m, ag_tensor *h, const int32_t *len) {
     poslm *p = m->impl;
     ag_tensor *g = ag_lstm(h, &p->pos_lstm, 1, &(ag_lstm_opts){.len = len});          /* [B,N,P] */
@@ -132,7 +132,7 @@ static ag_tensor *standard_context(ag_model *m, ag_tensor *h, const int32_t *len
     return ag_matmul(p->last_weights, h);                                             /* [B,N,H] */
 }
 
-/* The decoder's input o_t [B,N,E] (MODELS.md §3), dropout included. */
+/* The decoder's input o_t [B,N,E] (docs/models.md, positional LM), dropout included. */
 static ag_tensor *decoder_input(ag_model *m, const ag_batch *b, bool training) {
     poslm *p = m->impl;
     const ag_model_config *c = &m->cfg;

@@ -1,5 +1,5 @@
 /* additive.c - scalar additive self-attention whose values are its inputs:
- * MPSAN's masked unit (MODELS.md §1 steps 2-3) as one op,
+ * MPSAN's masked unit (docs/models.md, MPSAN's masked units) as one op,
  *
  *     z[q,k] = (h_k.u + h_q.v) + bias,   e = c tanh(z / c)   (or ELU(z / c)),
  *     p[q,:] = softmax_k(e[q,k] + mask[q,k]),   out_q = sum_k p[q,k] h_k,

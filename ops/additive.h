@@ -51,7 +51,7 @@ AG_KERNELS_END
 /* The table of dev's kernels (fatal, naming op, where this build has none). */
 const ag__additive_kernels *ag__additive_on(const char *op, ag_device dev);
 
-/* MPSAN's masked unit's attention (MODELS.md §1 steps 2-3) as one op:
+/* MPSAN's masked unit's attention (docs/models.md, MPSAN's masked units) as one op:
  *     e[b,q,k] = c tanh((h[b,k].u + h[b,q].v + bias) / c)   (elu: ELU((...) / c)),
  *     p[b,q,:] = softmax_k(e[b,q,k] + mask[b,q,k]),   out[b,q] = sum_k p[b,q,k] h[b,k],
  * h [B,N,d], u and v [d], bias [1] -> out [B,N,d]; c > 0 (DiSAN: 5).  The

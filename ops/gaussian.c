@@ -1,5 +1,5 @@
 /* gaussian.c - the positional attention of the positional attentive LM
- * (MODELS.md §3 steps 3-5):
+ * (docs/models.md, positional LM):
  *
  *   ag_gaussian_mu       mu_t = max(m_t . [mu_{t-1}, 1/len, (t+1)/len], t/len)
  *   ag_gaussian_context  gamma[t,i] = exp(-(i/len - mu_t)^2 / (2 sigma_t^2 + eps))

@@ -1,7 +1,7 @@
 /* masks.c - additive attention masks (and the dual-axial attenuation factor)
  * built from a small spec.
  *
- * Conventions (MODELS.md §0): M[q, k] with q the query (row) and k the key
+ * Conventions (docs/models.md, Conventions): M[q, k] with q the query (row) and k the key
  * (column); 0 where attention is allowed, -inf where not, a finite penalty
  * for distances.  Masks that depend only on (spec, N) are built on first use
  * and kept in a small persistent cache, so a training loop never rebuilds or
@@ -25,7 +25,7 @@
  * each step, and MS-SAN sends its distances [32,30,30], not [32,6,30,30].
  *
  * The log distance -ln|q-k| is -ln(max(|q-k|, 1)): 0 on the diagonal, like
- * at distance 1, rather than +inf.  (MODELS.md only uses it with strict
+ * at distance 1, rather than +inf.  (docs/models.md only uses it with strict
  * PAST/FUTURE, where the diagonal is masked anyway.) */
 #include "../graph/device.h"
 #include "dispatch.h"

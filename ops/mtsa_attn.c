@@ -1,5 +1,5 @@
-/* mtsa_attn.c - MTSA's multi-dim token2token attention (MODELS.md §5 steps
- * 2-4) without the [N,N,dh] tensor.  The score of query q, key k, feature l
+/* mtsa_attn.c - MTSA's multi-dim token2token attention (docs/models.md, MTSA,
+ * its token2token steps) without the [N,N,dh] tensor.  The score of query q, key k, feature l
  * is sigma_t(R[q,k]) + S[k,l]: a token2token part plus a source2token part,
  * so its softmax over k factorises,
  *

@@ -1,6 +1,6 @@
 /* cases_seq.c - op cases for the sequence ops: layer norm, the positional
  * LM's Gaussian scoring (mu recurrence and context), the LSTM and MTSA's
- * multi-dim attention.  Lengths {5,3} (MODELS.md's tiny gradcheck size),
+ * multi-dim attention.  Lengths {5,3} (docs/models.md's tiny gradcheck size),
  * N = 1, empty and fully masked windows are covered for each; then the
  * same at the device's sizes: odd sizes (N = 7, d = 13, H = 33, N = 40 past
  * a warp's lanes), unsorted lengths with padding, a length-1 and a length-0

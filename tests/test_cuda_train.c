@@ -8,7 +8,7 @@
  *   - global-norm clipping (the norm to the CPU's bits: the same blocks and
  *     lanes; a product, -0 kept, on any mix of devices) and the L2 term;
  *   - a checkpoint written from the GPU read on the CPU;
- *   - every model variant's loss and gradients (MODELS.md's tiny sizes);
+ *   - every model variant's loss and gradients (docs/models.md's tiny sizes);
  *   - 200 training steps of every variant with the paper's optimizer, L2
  *     and clipping, dropout off: the GPU's losses track the CPU's (f64
  *     1e-8 relative at every step; f32 printed: the two devices sum in

@@ -1,4 +1,4 @@
-/* test_dual_axial.c - the dual-axial model (MODELS.md §2) beyond its
+/* test_dual_axial.c - the dual-axial model (docs/models.md, dual-axial) beyond its
  * gradient check: its logits against a naive loop transcription of the
  * equations (every FLAG), independence of an example's logits from the
  * rest of the batch and from anything beyond its length, the bigram row 0
@@ -54,7 +54,7 @@ static double zeta_valid(int q, int k, int len) { return k < len ? 1 / log(M_E *
 static double valid_only(int q, int k, int len) { return (void)q, k < len ? 1 : 0; }
 static double every_key(int q, int k, int len) { return (void)q, (void)k, (void)len, 1; }
 
-/* The logits of row i, straight from MODELS.md §2. */
+/* The logits of row i, straight from docs/models.md, dual-axial. */
 static void reference_logits(const ag_model *m, const ag_batch *b, int i, double *logits) {
     const ag_model_config *c = &m->cfg;
     int d = c->dim, L = c->fixed_len, K = c->classes, len = b->lengths[i];

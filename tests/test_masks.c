@@ -82,7 +82,7 @@ static void test_distances(void) {
         -1,  0, -1, -2,
         -2, -1,  0, -1,
         -3, -2, -1,  0});
-    /* MODELS.md §1 past_sd and future_sd. */
+    /* docs/models.md's MPSAN masks past_sd and future_sd. */
     check_matrix("past_sd", ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST, .dist = AG_DIST_LOG}, 4), DIMS(4, 4),
                  (double[]){
            I,    I, I, I,

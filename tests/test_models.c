@@ -1,4 +1,4 @@
-/* test_models.c - every registered model at MODELS.md's tiny sizes, in f64:
+/* test_models.c - every registered model at docs/models.md's tiny sizes, in f64:
  * a gradient check of every parameter, padding invariance (extra pad
  * columns change nothing) and finiteness, for each variant in the tables
  * below and for any other registered kind at its defaults; and the

@@ -1,4 +1,4 @@
-/* test_ms_san.c - MS-SAN (MODELS.md §4) beyond its gradient check: its
+/* test_ms_san.c - MS-SAN (docs/models.md, MS-SAN) beyond its gradient check: its
  * logits against a naive loop transcription of the equations (single
  * sentences and pairs, with and without distance priors), how far the tiny
  * gradient-check inputs sit from the ReLU/max/abs kinks, independence of an
@@ -102,7 +102,7 @@ static void encode(ref *r, const int32_t *tokens, const int32_t *heads, int len,
     }
 }
 
-/* The logits of row i, straight from MODELS.md §4. */
+/* The logits of row i, straight from docs/models.md, MS-SAN. */
 static void reference_logits(ref *r, const ag_batch *b, int i, double *logits) {
     const ag_model_config *c = &r->m->cfg;
     int d = c->dim, H = c->hidden, K = c->classes, n = 2 * d;

@@ -1,4 +1,4 @@
-/* test_mtsa.c - MTSA (MODELS.md §5) beyond its gradient check
+/* test_mtsa.c - MTSA (docs/models.md, MTSA) beyond its gradient check
  * (test_models): a whole training step never holds the [N,N,dh] score
  * tensor, the FLAG changes the scores, both ways of computing the scores
  * agree, and steady steps allocate nothing. */

@@ -1,4 +1,4 @@
-/* test_poslm.c - the positional attentive LM (MODELS.md §3) beyond its
+/* test_poslm.c - the positional attentive LM (docs/models.md, positional LM) beyond its
  * gradient check (test_models): the parameter names and shapes of the three
  * variants, the init, the mean floor mu_t >= t/len, the attention window
  * (no weight on i > t, or i >= t when strict), causality of the whole LM
@@ -73,7 +73,7 @@ static void check_param(const ag_model *m, const char *name, int d0, int d1) {
           name);
 }
 
-/* MODELS.md's names and shapes, and nothing else, in each variant. */
+/* docs/models.md's names and shapes, and nothing else, in each variant. */
 static void test_names(void) {
     for (int vi = 0; vi < N_VARIANTS; vi++) {
         const lm_variant *v = &variants[vi];

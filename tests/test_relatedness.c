@@ -1,4 +1,4 @@
-/* test_relatedness.c - SICK relatedness (MODELS.md §1) beyond the gradient
+/* test_relatedness.c - SICK relatedness (docs/models.md, MPSAN) beyond the gradient
  * check of mpsan/relatedness in test_models: Tai et al.'s target and the
  * predicted score, MPSAN's relatedness head against a transcription of its
  * equations, symmetry in the two sentences, the loss as a KL divergence,
@@ -119,7 +119,7 @@ static void test_head_reference(void) {
     ag_model_free(&m);
 }
 
-/* Parameters: the rel.* head replaces cls.*; sizes as MODELS.md's head. */
+/* Parameters: the rel.* head replaces cls.*; sizes as docs/models.md's head. */
 static void test_params(void) {
     ag_model_config c = ag_model_tiny(ag_model_find("mpsan"));
     c.task = AG_TASK_RELATEDNESS;
@@ -234,7 +234,7 @@ static void test_kind_tasks(void) {
     ag_model_free(&m);
 }
 
-/* MODELS.md's SICK settings as the defaults of the task. */
+/* docs/models.md's SICK settings as the defaults of the task. */
 static void test_defaults(void) {
     ag_model_config c = ag_model_task_defaults(ag_model_find("mpsan"), AG_TASK_RELATEDNESS);
     CHECK(c.task == AG_TASK_RELATEDNESS && c.keep == 0.55 && c.l2 == 5e-4);

@@ -9,7 +9,7 @@
  *   - Gaussian context against naive loops; the mu recurrence against a
  *     per-step composition with ag_maximum, and the tie rule
  *   - layer norm against naive loops
- *   - MODELS.md §2's dual-axial module composed from core ops (no fused op
+ *   - docs/models.md's dual-axial module composed from core ops (no fused op
  *     needed), checked against naive loops and gradchecked at d=4, L=5
  *   - error messages of every op */
 #include "attngrad.h"
@@ -580,7 +580,7 @@ static void test_layernorm_values(void) {
 }
 
 /* ======================================================================== */
-/* Dual-axial module (MODELS.md §2), composed from core ops                  */
+/* Dual-axial module (docs/models.md, dual-axial), composed from core ops    */
 /* ======================================================================== */
 
 typedef struct {
@@ -621,7 +621,7 @@ static ag_tensor *dual_fn(void *ctx) {
 
 static double softplus_d(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
 
-/* MODELS.md §2 written out index by index. */
+/* docs/models.md's dual-axial module written out index by index. */
 static void dual_naive(const dual_case *c, double *ht, double *hf) {
     int B = c->x->shape[0], L = c->x->shape[1], d = c->x->shape[2];
     const ag_real *X = c->x->data;
@@ -693,7 +693,7 @@ static void test_dual_axial(void) {
         dt = fmax(dt, fabs(t->data[i] - ht[i]));
         df = fmax(df, fabs(f->data[i] - hf[i]));
     }
-    CHECK(dt < 1e-13 && df < 1e-13, "dual-axial composition vs MODELS.md: text %.3g, feature %.3g", dt, df);
+    CHECK(dt < 1e-13 && df < 1e-13, "dual-axial composition vs docs/models.md: text %.3g, feature %.3g", dt, df);
     ag_tensor *wrt[7] = {c.x, c.wq, c.wk, c.wv, c.fq, c.fk, c.fv};
     for (int feat = 0; feat < 2; feat++) {
         c.feature = feat;

@@ -8,7 +8,7 @@ implementation (bench/torch_models.py), gradient by gradient.
                                                 variants, run `EXE dump-step
                                                 --model X --out F [...]`, check F
 
-A dump (MODELS.md "Reference dump") holds one forward/backward with dropout
+A dump (docs/models.md, "The reference dump") holds one forward/backward with dropout
 off: every parameter, grad.<name>, loss and batch.*.  We rebuild the model in
 PyTorch float64 from the dumped parameters, run the same batch, and compare
 the loss and every gradient: |attngrad - torch| <= rtol * scale per tensor,
@@ -39,7 +39,7 @@ except ImportError as e:  # never in CI: the check needs PyTorch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import torch_models as tm  # noqa: E402
 
-# The FLAG variants of MODELS.md, as dump-step options, per model.
+# The FLAG variants of docs/models.md, as dump-step options, per model.
 VARIANTS = {
     "mpsan": [[], ["--flags", "elu_score"], ["--flags", "linear_dist"]],
     "dual_axial": [[], ["--flags", "no_bigram"], ["--flags", "softmax"], ["--flags", "no_zeta"],

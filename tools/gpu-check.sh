@@ -32,7 +32,7 @@
 # racecheck and synccheck over the ops (the kernels with shared memory and
 # warp shuffles); each run capped at 150 s, logs build-gpu/sanitizer-*.log;
 # --ptb MINUTES: the positional LM and its LSTM baseline trained on PTB at
-# once on this GPU, MODELS.md's recipe (docs/results.md), --max-minutes
+# once on this GPU, docs/models.md's recipe (docs/results.md), --max-minutes
 # MINUTES each, run folders in build-gpu/runs/ (a second call resumes them),
 # progress in build-gpu/ptb-*.log.  The PTB files come from ../shared/data/ptb,
 # or, on a machine without ../shared, from the copy --fetch-deps puts in
@@ -275,7 +275,7 @@ if [ -n "$ptb" ]; then
     for v in positional none; do
       args=(train --model poslm --attention $v --data "$data" --device cuda --epochs 40 --max-minutes "$ptb"
         --out $B/runs/ptb-$v)
-      # MODELS.md's lr 30 blows the attention variant up (docs/results.md): lr 10 for it
+      # docs/models.md's lr 30 blows the attention variant up (docs/results.md): lr 10 for it
       [ $v = positional ] && args+=(--optim sgd:lr=10,weight_decay=1.2e-6)
       [ -d $B/runs/ptb-$v ] && args+=(--resume)
       $B/tools/attngrad "${args[@]}" >>$B/ptb-$v.log 2>&1 &
