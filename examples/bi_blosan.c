@@ -41,8 +41,6 @@ typedef struct {
 typedef struct {
     ag_tensor *embed, *pw1, *pb1, *pw2, *pb2, *cw, *cb, *ow, *ob;
     mblosa dirs[2];
-    int32_t *buf; /* block lengths, blocks per row, token -> block: alive until the next forward */
-    int cap;
 } blosan;
 
 static void blosan_defaults(ag_model_config *c) {
@@ -132,12 +130,7 @@ static int block_len(const ag_model *m, int N) {
 static ag_tensor *blosan_forward(ag_model *m, const ag_batch *b, bool training) {
     blosan *p = m->impl;
     int B = b->rows, N = b->width, E = m->cfg.dim, r = block_len(m, N), nb = (N + r - 1) / r, M = nb * r;
-    if (B * nb + B + M > p->cap) {
-        int32_t *grown = realloc(p->buf, (size_t)(B * nb + B + M) * sizeof *grown);
-        if (!grown) return ag_fail(AG_ERR_NOMEM, "bi_blosan: out of memory"), NULL;
-        p->buf = grown, p->cap = B * nb + B + M;
-    }
-    int32_t *blen = p->buf, *nblocks = blen + B * nb, *block_of = nblocks + B;
+    int32_t blen[B * nb + 1], nblocks[B + 1], block_of[M + 1]; /* the ops copy such arrays when called */
     for (int i = 0; i < B; i++) {
         nblocks[i] = (b->lengths[i] + r - 1) / r;
         for (int l = 0; l < nb; l++) {
@@ -156,11 +149,7 @@ static ag_tensor *blosan_forward(ag_model *m, const ag_batch *b, bool training) 
     return ag_linear(ag_dropout(hid, keep, training, &m->rng), p->ow, p->ob);
 }
 
-static void blosan_destroy(ag_model *m) {
-    blosan *p = m->impl;
-    if (p) free(p->buf);
-    free(p);
-}
+static void blosan_destroy(ag_model *m) { free(m->impl); }
 
 static const ag_model_kind blosan_kind = {
     .abi = AG_MODEL_ABI,
