@@ -1,9 +1,9 @@
 /* disan.c - a DiSAN-like classifier (directional multi-dimensional self-attention, Shen et al. 2018) on the ops
  * for attention along any axis: embeddings, h = elu(x W_h + b_h), a forward and a backward DiSA block each
  * computing s_i = sum_j softmax_j(c tanh((W1 h_i + b + W2 h_j) / c) + M_ij) ⊙ h_j per feature with
- * ag_feature_attention (no [B,N,N,d] tensor) under the direction masks M^fw (j > i), M^bw (j < i), a fusion gate
- * u = F ⊙ h + (1 - F) ⊙ s, multi-dimensional source2token pooling of [u_fw, u_bw], an ELU layer and the
- * classifier.  main() trains it with Adam on the generated order task (data/synth.c: which marker comes first,
+ * ag_feature_attention (no [B,N,N,d] tensor) under the direction masks M^fw (j < i: a word reads the words
+ * before it, as in the authors' code) and M^bw (j > i), a fusion gate u = F ⊙ h + (1 - F) ⊙ s, multi-dimensional
+ * source2token pooling of [u_fw, u_bw], an ELU layer and the classifier.  main() trains it with Adam on the generated order task (data/synth.c: which marker comes first,
  * and how far apart - a bag of words sits at 25%) and writes heatmaps of one test sentence: each direction's
  * weights averaged over the features, and the pooling's weights per feature (disan [OUT_PREFIX]).
  * tests/test_disan.c gradchecks it and checks that it learns. */
@@ -41,8 +41,8 @@ static void disan_build(disan *m, int vocab, int classes, int dim, ag_rng *rng) 
     ag_params *ps = &m->ps;
     m->embed = ag_param_embedding(ps, "embed.weight", vocab, dim, 0.3, 0, rng);
     m->wh = ag_param_glorot(ps, "fuse.w", dim, dim, rng), m->bh = ag_param_bias(ps, "fuse.b", dim);
-    m->fw = disa_new(ps, "fw", dim, AG_MASK_FUTURE, rng); /* DiSAN's M^fw: 0 where i < j */
-    m->bw = disa_new(ps, "bw", dim, AG_MASK_PAST, rng);
+    m->fw = disa_new(ps, "fw", dim, AG_MASK_PAST, rng); /* the paper's M^fw_ij = 0 for i < j, i the key (docs/layers.md) */
+    m->bw = disa_new(ps, "bw", dim, AG_MASK_FUTURE, rng);
     m->pw1 = ag_param_glorot(ps, "pool.w1", 2 * dim, 2 * dim, rng), m->pb1 = ag_param_bias(ps, "pool.b1", 2 * dim);
     m->pw2 = ag_param_glorot(ps, "pool.w2", 2 * dim, 2 * dim, rng), m->pb2 = ag_param_bias(ps, "pool.b2", 2 * dim);
     m->wc = ag_param_glorot(ps, "hidden.w", 2 * dim, dim, rng), m->bc = ag_param_bias(ps, "hidden.b", dim);

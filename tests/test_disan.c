@@ -50,12 +50,12 @@ static void test_gradcheck(void) {
                 double sum_fw = 0, sum_bw = 0, wrong = 0;
                 for (int j = 0; j < N; j++) {
                     int64_t at = (((int64_t)b * N + i) * N + j) * 4 + l;
-                    bool fw_ok = j > i && j < lengths[b] && i < lengths[b], bw_ok = j < i && i < lengths[b];
+                    bool fw_ok = j < i && i < lengths[b], bw_ok = j > i && j < lengths[b] && i < lengths[b];
                     sum_fw += maps.fw->data[at], sum_bw += maps.bw->data[at];
                     wrong += fw_ok ? 0 : fabs(maps.fw->data[at]);
                     wrong += bw_ok ? 0 : fabs(maps.bw->data[at]);
                 }
-                bool any_fw = i < lengths[b] - 1, any_bw = i > 0 && i < lengths[b];
+                bool any_fw = i > 0 && i < lengths[b], any_bw = i < lengths[b] - 1;
                 CHECK_NEAR(sum_fw, any_fw ? 1.0 : 0.0, 1e-12, 0);
                 CHECK_NEAR(sum_bw, any_bw ? 1.0 : 0.0, 1e-12, 0);
                 CHECK(wrong == 0, "weight where the mask forbids (b %d, i %d)", b, i);
