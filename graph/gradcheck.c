@@ -127,6 +127,7 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
             if (isnan(rel)) rel = err = INFINITY;
             double big = fmax(fabs(ana), fabs(num)), true_rel = err == 0 ? 0 : big > 0 ? err / big : INFINITY;
             res.max_true_rel_err = fmax(res.max_true_rel_err, true_rel);
+            res.max_grad = fmax(res.max_grad, big);
             res.checked++;
             if (!(err <= o.atol + o.rtol * fabs(num))) res.ok = false;
             if (err > res.max_abs_err) res.max_abs_err = err;

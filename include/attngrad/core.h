@@ -735,6 +735,10 @@ typedef struct {
      * error, without max_rel_err's floor, so it is large where a gradient
      * too small for finite differences to resolve disagrees with them */
     double max_true_rel_err;
+    /* max(|a|, |n|) over the checked elements: the largest gradient the
+     * check saw.  Under about 10 atol every gradient passes whatever it is
+     * (a wrong one as well): such a PASS checked nothing. */
+    double max_grad;
 } ag_gradcheck_result;
 
 ag_gradcheck_opts ag_gradcheck_defaults(void);
