@@ -265,6 +265,7 @@ void *ag__cuda_arena_alloc(size_t bytes) {
 }
 
 size_t ag__cuda_arena_high(void) { return arena.high; }
+void ag__cuda_arena_reset_high(void) { arena.high = exact_on() ? exact.bytes : arena.step_used; }
 
 void ag_sync(void) {
     if (stream) wait_stream();
@@ -582,6 +583,7 @@ void *ag__cuda_arena_alloc(size_t bytes) {
 }
 void ag__cuda_arena_reset(void) {}
 size_t ag__cuda_arena_high(void) { return 0; }
+void ag__cuda_arena_reset_high(void) {}
 int64_t ag__cuda_host_waits(void) { return 0; }
 int64_t ag__cuda_launches(void) { return 0; }
 

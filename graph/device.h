@@ -61,6 +61,7 @@ void ag__cuda_free(void *p);
 void *ag__cuda_arena_alloc(size_t bytes);
 void ag__cuda_arena_reset(void);
 size_t ag__cuda_arena_high(void); /* the most bytes a step has taken */
+void ag__cuda_arena_reset_high(void); /* that most from what the step holds now */
 int64_t ag__cuda_host_waits(void); /* times the host waited for the GPU (reads, ag_sync, a staging arena) */
 int64_t ag__cuda_launches(void);   /* kernels, cuBLAS calls, copies and fills put on the stream */
 int64_t ag__cuda_kept_uploads(void); /* uploads that found their bytes kept on the GPU (no copy) */

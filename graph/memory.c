@@ -407,6 +407,11 @@ void ag__arena_rewind(size_t pos, int chunk_index) {
 
 void ag__arena_shutdown(void) { arena_free_all(); }
 
+void ag_memstats_reset_high(void) {
+    stats.arena_high = step_used;
+    ag__cuda_arena_reset_high();
+}
+
 ag_mem_stats ag_memstats(void) {
     ag_mem_stats s = stats;
     s.device_arena_high = ag__cuda_arena_high();

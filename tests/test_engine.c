@@ -458,6 +458,20 @@ static void test_no_grad_and_marks(void) {
     CHECK(ag_memstats().arena_high - before < 4096, "rewind must reuse memory");
     ag_rewind(m);
     ag_step_end();
+
+    /* the high-water mark starts again from what the step holds: a small
+     * step measured after a large one reads its own peak */
+    ag_tensor *big = ag_exp(ag_tensor_fill(1, 1, (int[]){1 << 16}));
+    (void)big;
+    ag_step_end();
+    size_t large = ag_memstats().arena_high;
+    ag_memstats_reset_high();
+    CHECK(ag_memstats().arena_high == 0, "reset between steps: high %zu, want 0", ag_memstats().arena_high);
+    ag_sum(ag_exp(w));
+    size_t small = ag_memstats().arena_high;
+    CHECK(small > 0 && small < 4096 && large >= (1 << 16) * sizeof(ag_real),
+          "after the reset the small step's peak: %zu (the large one's %zu)", small, large);
+    ag_step_end();
     ag_params_free(&ps);
 }
 

@@ -275,6 +275,10 @@ typedef struct {
     int64_t short_segments;      /* of the eager stretches, those too short to pay for a graph launch */
 } ag_mem_stats;
 ag_mem_stats ag_memstats(void);
+/* arena_high and device_arena_high start again from the step memory in
+ * use now: to measure one model's or one size's peak after another's in
+ * the same process (call it between steps, after ag_step_end). */
+void ag_memstats_reset_high(void);
 
 /* Frees the arena and all library state (for leak checkers). */
 void ag_shutdown(void);
