@@ -1,9 +1,10 @@
 /* test_models.c - every registered model at docs/models.md's tiny sizes, in f64:
- * a gradient check of every parameter, padding invariance (extra pad
+ * a gradient check of every parameter, at the tiny init and drawn wide
+ * (every gradient resolved or zero), padding invariance (extra pad
  * columns change nothing) and finiteness, for each variant in the tables
- * below and for any other registered kind at its defaults; and the
- * gradient check again in training mode, dropout on with fixed masks.
- * Optional argument: a model name. */
+ * below and for any other registered kind at its defaults; the gradient
+ * check again on a batch with a one-word sentence, and in training mode,
+ * dropout on with fixed masks.  Optional argument: a model name. */
 #include "check.h"
 #include "attngrad/model.h"
 #include "../train/internal.h"
@@ -105,6 +106,59 @@ static void gradcheck_config(const ag_model_kind *kind, const ag_model_config *c
     ag_model_free(&m);
 }
 
+/* The edge cases the tiny batch lacks: a one-word sentence between a full
+ * and a padded one (a pair's second sentences too, at other lengths), with
+ * random words, chain heads, bigrams, labels, targets and scores. */
+static void edge_batch(const ag_model *m, ag_batch *b) {
+    enum { B = 3, N = 5 };
+    static const int32_t lengths[B] = {5, 1, 3}, lengths_b[B] = {2, 4, 1};
+    static const float scores[B] = {3.6f, 1.0f, 4.2f};
+    ag_rng r;
+    ag_rng_seed(&r, 5);
+    ag_model_batch_alloc(m, B, N, b);
+    int V = m->cfg.vocab;
+    for (int i = 0; i < B; i++) {
+        b->lengths[i] = lengths[i], b->lengths_b[i] = lengths_b[i], b->scores[i] = scores[i];
+        b->labels[i] = (int32_t)(ag_rng_next(&r) % (uint64_t)m->cfg.classes);
+        for (int t = 0; t < N; t++) {
+            int k = i * N + t, n = lengths[i], nb = lengths_b[i];
+            b->tokens[k] = t < n ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
+            b->tokens_b[k] = t < nb ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
+            b->targets[k] = t < n ? 2 + (int32_t)(ag_rng_next(&r) % (uint64_t)(V - 2)) : 0;
+            b->heads[k] = t >= n ? AG_HEAD_PAD : t + 1 < n ? t + 1 : AG_HEAD_ROOT;
+            b->heads_b[k] = t >= nb ? AG_HEAD_PAD : t + 1 < nb ? t + 1 : AG_HEAD_ROOT;
+        }
+        for (int t = 0; t + 1 < N; t++) {
+            int k = i * N + t;
+            if (t + 1 < lengths[i]) b->bigrams[k] = ag_bigram_id(b->tokens[k], b->tokens[k + 1], m->cfg.n_bigram);
+            if (t + 1 < lengths_b[i])
+                b->bigrams_b[k] = ag_bigram_id(b->tokens_b[k], b->tokens_b[k + 1], m->cfg.n_bigram);
+        }
+    }
+}
+
+/* Every gradient, drawn wide, on the edge batch: a one-word sentence's
+ * rows (masks with one key or none, a pooling over one position, an LM
+ * with one target) and padding beside it. */
+static void gradcheck_edges(const ag_model_kind *kind, const ag_model_config *cfg, const char *label) {
+    ag_model m;
+    if (ag_model_init(&m, kind, cfg) != AG_OK) {
+        CHECK(false, "%s: init: %s", label, ag_errmsg());
+        return;
+    }
+    ag_batch b;
+    edge_batch(&m, &b);
+    loss_ctx c = {&m, &b, false, m.rng};
+    double loss = ag_item(tiny_loss(&c));
+    ag_step_end();
+    CHECK(isfinite(loss), "%s: loss %g on a batch with a one-word sentence", label, loss);
+    char name[64];
+    snprintf(name, sizeof name, "%s (length 1)", label);
+    check_params(&c, name, true);
+    ag_model_batch_free(&b);
+    ag_model_free(&m);
+}
+
 static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task task, int attention,
                             const char *label) {
     ag_model_config cfg = ag_model_tiny(kind);
@@ -112,6 +166,7 @@ static void gradcheck_model(const ag_model_kind *kind, unsigned flags, ag_task t
     if (task) cfg.task = task;
     cfg.attention = attention;
     gradcheck_config(kind, &cfg, false, label);
+    gradcheck_edges(kind, &cfg, label);
 }
 
 /* The training step's gradients, dropout on (keep 0.6; the LM's 0.7 between
