@@ -64,11 +64,13 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # 57 training examples in batches of 8: 7 full batches and one of a single
 # row, so rank 1 also takes steps with no rows; 30 steps cross 3 epochs.
-COMMON=(--max-steps 30 --keep 0.8 --batch 8 --synth-n 57 --seed 5 --progress none --quiet)
+# steps.csv (--log-steps 1), rank 0's alone, holds the global batch's loss,
+# gradient norm, examples and tokens: the single process's, row for row.
+COMMON=(--max-steps 30 --keep 0.8 --batch 8 --synth-n 57 --seed 5 --progress none --quiet --log-steps 1)
 CASES=("mpsan --dim 12" "mpsan --task relatedness --dim 12" "dual_axial --dim 12" "ms_san --dim 12 --hidden 12"
        "ms_san --task pair --dim 12 --hidden 12" "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12")
 
-# The columns that must agree of metrics.csv (all but seconds), one per line.
+# The columns that must agree of metrics.csv or steps.csv (all but seconds), one per line.
 metrics() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i != "seconds") keep[i] = 1; next }
                      { for (i = 1; i <= NF; i++) if (keep[i]) print $i }' "$1"; }
 
@@ -77,6 +79,12 @@ same_metrics() {
   paste <(metrics "$1") <(metrics "$2") | awk -v tol="$3" '
     { d = $1 - $2; d = d < 0 ? -d : d; s = $1 < 0 ? -$1 : $1; if (d > tol * s && d > 1e-12) { bad++; print "  metrics differ: " $1 " against " $2 } }
     END { exit bad > 0 }'
+}
+
+# same_steps DIR_A DIR_B TOL: the same rows of steps.csv (a second writer would add rows).
+same_steps() {
+  [ "$(wc -l < "$1/steps.csv")" -eq "$(wc -l < "$2/steps.csv")" ] && same_metrics "$1/steps.csv" "$2/steps.csv" "$3" ||
+    { echo "  steps.csv: $(wc -l < "$1/steps.csv") lines against $(wc -l < "$2/steps.csv")"; return 1; }
 }
 
 # check_case EXE TOL LAUNCH... : the case "$case" on one process, then
@@ -96,6 +104,7 @@ check_case() {
   local res
   res=$("$compare" "one-$name/last.safetensors" "two-$name/last.safetensors" "$tol") || { fail "$case: $res"; return; }
   same_metrics "one-$name/metrics.csv" "two-$name/metrics.csv" "$tol" || { fail "$case: metrics.csv"; return; }
+  same_steps "one-$name" "two-$name" "$tol" || { fail "$case: steps.csv"; return; }
   echo "ok $(basename "$exe") $case: $res"
 }
 
@@ -122,6 +131,8 @@ equal)
     "${launch[@]}" "$f64" train --resume --out "$PWD/resumed$n" --max-steps 30 >>"resumed$n.log" 2>&1 || fail "resume on $n"
     res=$("$compare" "one-${case// /_}/last.safetensors" "resumed$n/last.safetensors" 1e-6) &&
       echo "ok 13 steps on 2 ranks, resumed on $n to 30: $res" || fail "resumed on $n: $res"
+    same_steps "one-${case// /_}" "resumed$n" 1e-6 && echo "ok steps.csv of 13 steps on 2 ranks, resumed on $n" ||
+      fail "resumed on $n: steps.csv"
   done
   for case in "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12"; do check_case "$f32" $F32_TOL "${MPIRUN[@]}"; done
   # what runs after the reduction, once on the summed gradient: clipping

@@ -5,8 +5,8 @@
 #    checkpoint, after last.safetensors' rename and before the metrics,
 #    between metrics.csv and metrics.jsonl (AG_CRASH_AT, a test-only hook),
 #    and at random moments - then resumed, ends with the parameters (bit
-#    for bit) and the metrics rows of a run never interrupted, and no
-#    temporary file left;
+#    for bit), the metrics rows and the steps.csv rows (--log-steps) of a
+#    run never interrupted, and no temporary file left;
 #  - metrics files a full disk emptied come back, header included;
 #  - a flipped bit in a weight or in optimizer state is refused, naming the
 #    tensor; a file without checksums loads with a note;
@@ -26,11 +26,11 @@ command -v python3 >/dev/null || { echo "python3 is not installed: skipping"; ex
 . "$(dirname "$0")/cli_lib.sh" test_run_folder
 ED="python3 $(dirname "$0")/st_edit.py"
 
-RUN=(--model mpsan --synth-n 64 --dim 8 --batch 16 --epochs 4 --progress none --quiet)
+RUN=(--model mpsan --synth-n 64 --dim 8 --batch 16 --epochs 4 --progress none --quiet --log-steps 1)
 "$AG" train "${RUN[@]}" --out "$T/ref" >/dev/null || bad "the reference run failed"
 
-# metrics rows without their seconds column/field, which timing changes
-rows() { cut -d, -f1-8,10- "$1/metrics.csv"; sed 's/"seconds":[0-9.]*,//' "$1/metrics.jsonl"; }
+# metrics and step rows without their seconds column/field, which timing changes
+rows() { cut -d, -f1-8,10- "$1/metrics.csv"; sed 's/"seconds":[0-9.]*,//' "$1/metrics.jsonl"; cut -d, -f1-7 "$1/steps.csv"; }
 
 # The folder of an interrupted run, once resumed to the end, against the
 # reference: same rows, same parameters and optimizer state, no leftovers.

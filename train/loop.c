@@ -50,6 +50,7 @@ typedef struct {
     bool quiet;
     ag__step_profile *profile;
     int lock;            /* the folder's lock (-1: none held) */
+    ag__step_log *steps; /* --log-steps (f NULL: none, or not rank 0) */
 } fold_ctx;
 
 /* Has the wall-clock limit passed?  Rank 0's clock decides for every rank,
@@ -111,6 +112,8 @@ static int end_of_epoch(const fold_ctx *c, ag__trainer *t, ag__run_state *s, dou
     if ((rc = ag__run_logs_add(&t->logs, t->data.task, &e, err, errlen))) return rc;
     if (ag__dist_rank() > 0) return 0; /* rank 0 alone writes */
     if ((rc = ag__run_folder_still_ours(c->out, c->lock, err, errlen))) return rc;
+    /* the rows up to this step reach the disk before a checkpoint says the run got there */
+    if ((rc = ag__step_log_sync(c->steps, err, errlen))) return rc;
     char path[AG_PATH_MAX + 32];
     ag__run_parts parts = run_parts(t);
     if (e.best) {
@@ -125,6 +128,16 @@ static int end_of_epoch(const fold_ctx *c, ag__trainer *t, ag__run_state *s, dou
     ag__crash_point("jsonl");
     if (!c->quiet) ag__print_epoch(&e, c->o->epochs, t->data.task);
     return 0;
+}
+
+/* A row of steps.csv: values the step has read already, so no wait on the
+ * device; t0 is when the epoch under way began. */
+static void log_step(ag__step_log *l, const ag__trainer *t, const ag__run_state *s, int64_t rows, double loss,
+                     double tokens, double t0) {
+    ag__step_row r = {.step = s->step, .epoch = s->epoch + 1, .lr = t->step_lr, .loss = loss,
+                      .grad_norm = t->step_grad_norm, .examples = rows, .tokens = (int64_t)tokens,
+                      .seconds = s->seconds + ag__seconds() - t0};
+    ag__step_log_add(l, &r);
 }
 
 /* Trains until the epochs are done, early stopping or a limit; r gets the
@@ -157,6 +170,7 @@ static int train_loop(const fold_ctx *c, ag__trainer *t, ag__run_state *s, fold_
             ag__profile_step_end(c->profile);
             s->step++;
             s->batch++;
+            if (ag__step_log_due(c->steps, s->step)) log_step(c->steps, t, s, rows, loss, tokens, t0);
             if (first_n == 0) r->initial_loss = loss;
             if (first_n < 10) first_sum += loss, first_n++;
             ag__progress_step(&p, s->batch, (int64_t)tokens, loss);
@@ -223,7 +237,8 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     ag__trainer t;
     ag__run_parts parts = run_parts(&t);
     ag__run_state s = {.best = -INFINITY};
-    fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile};
+    ag__step_log steps = {0};
+    fold_ctx c = {.o = o, .out = out, .deadline = deadline, .quiet = o->quiet, .profile = profile, .steps = &steps};
     ag__path_join(path, sizeof path, out, "last.safetensors");
     rc = ag__trainer_init(&t, o, fold, vocab, resume ? path : o->init[0] ? o->init : NULL, err, errlen);
     ag__path_join(path, sizeof path, out, "vocab.txt");
@@ -239,6 +254,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     if (!rc) rc = ag__train_ranks_agree(o, &t, &s, err, errlen); /* before the first collective on the model */
     if (!rc) ag__dist_bcast_params(&t.model.params); /* every rank starts from rank 0's parameters */
     if (!rc && !o->quiet) ag__print_header(&t, o, out);
+    if (!rc && writer && o->log_steps > 0) rc = ag__step_log_open(&steps, out, o->log_steps, s.step, o->quiet, err, errlen);
     if (!rc) rc = ag__train_warm_up(&t, err, errlen);
     double reduce0 = ag__dist_reduce_seconds(NULL), train0 = s.seconds;
     if (!rc) rc = train_loop(&c, &t, &s, r, err, errlen);
@@ -250,6 +266,8 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     r->steps = s.step;
     r->epochs = s.epoch;
     r->seconds = s.seconds;
+    int closed = ag__step_log_close(&steps, rc ? NULL : err, rc ? 0 : errlen); /* a failed write, unless one failed before */
+    if (!rc) rc = closed;
     ag__trainer_free(&t);
     ag__run_folder_unlock(lock);
     return rc;

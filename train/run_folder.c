@@ -205,6 +205,52 @@ int ag__run_logs_write(const char *out, const ag__run_logs *l, char *err, size_t
     return rc;
 }
 
+/* ---- steps.csv (--log-steps) ------------------------------------------------ */
+
+/* Appended, not rewritten: a row every step can grow the file past what a
+ * checkpoint should carry.  Line-buffered, so each row is written as it is
+ * taken (a `tail -f` or a plot follows the run) and a crash loses none that
+ * was; rows of steps after the last checkpoint that a crash leaves there
+ * are cut on --resume (cut_step_log), which takes those steps again. */
+int ag__step_log_open(ag__step_log *l, const char *out, int every, int64_t resumed_at, bool quiet, char *err,
+                      size_t errlen) {
+    *l = (ag__step_log){.every = every};
+    ag__path_join(l->path, sizeof l->path, out, "steps.csv");
+    l->f = fopen(l->path, "a");
+    if (!l->f) return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot open: %s", l->path, strerror(errno));
+    setvbuf(l->f, NULL, _IOLBF, 0);
+    if (fseek(l->f, 0, SEEK_END) == 0 && ftell(l->f) > 0) return 0; /* a resumed run's rows, cut back to its checkpoint */
+    fputs(AG__STEP_LOG_HEADER "\n", l->f);
+    if (resumed_at > 0 && !quiet)
+        fprintf(stderr, "note: %s: the run logged no steps before this one: its rows start after step %lld\n", l->path,
+                (long long)resumed_at);
+    return 0;
+}
+
+void ag__step_log_add(ag__step_log *l, const ag__step_row *r) {
+    /* a failed write keeps the stream's error, which the next sync reports */
+    fprintf(l->f, "%lld,%d,%.9g,%.9g,%.9g,%lld,%lld,%.3f\n", (long long)r->step, r->epoch, r->lr, r->loss,
+            r->grad_norm, (long long)r->examples, (long long)r->tokens, r->seconds);
+}
+
+int ag__step_log_sync(ag__step_log *l, char *err, size_t errlen) {
+    if (!l->f) return 0;
+    errno = 0;
+    int e = fflush(l->f) != 0 || ferror(l->f) ? (errno ? errno : EIO) : fsync(fileno(l->f)) != 0 ? errno : 0;
+    if (e == EINVAL) e = 0; /* no file to sync (a device): as durable as it can be */
+    if (!e && !l->synced_folder) e = ag__sync_folder(l->path); /* a new file's name, once */
+    if (e) return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot write: %s", l->path, strerror(e));
+    l->synced_folder = true;
+    return 0;
+}
+
+int ag__step_log_close(ag__step_log *l, char *err, size_t errlen) {
+    int rc = ag__step_log_sync(l, err, errlen);
+    if (l->f) fclose(l->f);
+    l->f = NULL;
+    return rc;
+}
+
 /* A checkpoint: the run's options and counters travel in its config. */
 int ag__run_save(const char *path, const ag_train_opts *o, const ag__run_state *s, const ag__run_parts *p, char *err,
                  size_t errlen) {
@@ -325,8 +371,8 @@ int ag__run_folder_make(const char *out, bool quiet, int *lock, char *err, size_
     char path[AG_PATH_MAX + 32];
     int rc = make_dirs(out, err, errlen);
     if (!rc) rc = ag__run_folder_lock(out, quiet, lock, err, errlen);
-    const char *stale[] = {"metrics.csv", "metrics.jsonl", "best.safetensors", "last.safetensors"};
-    for (int i = 0; !rc && i < 4; i++) {
+    const char *stale[] = {"metrics.csv", "metrics.jsonl", "best.safetensors", "last.safetensors", "steps.csv"};
+    for (int i = 0; !rc && i < 5; i++) {
         ag__path_join(path, sizeof path, out, stale[i]);
         if (ag__path_exists(path) && unlink(path))
             rc = ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
@@ -338,8 +384,9 @@ int ag__run_folder_make(const char *out, bool quiet, int *lock, char *err, size_
  * <file> one of the run's own) that no live process is writing?  A crash
  * leaves those behind; a live writer's pid is not ours and answers kill 0. */
 static bool stale_temp(const char *name) {
-    static const char *const own[] = {"last.safetensors", "best.safetensors", "metrics.csv", "metrics.jsonl"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const own[] = {"last.safetensors", "best.safetensors", "metrics.csv", "metrics.jsonl",
+                                      "steps.csv"};
+    for (int i = 0; i < 5; i++) {
         size_t n = strlen(own[i]);
         if (strncmp(name, own[i], n) || strncmp(name + n, ".tmp.", 5)) continue;
         const char *p = name + n + 5;
@@ -412,6 +459,53 @@ static int restore_metrics(const char *out, const char *ckpt, ag__run_logs *l, c
     return csv && jsonl && ag__dist_rank() == 0 ? ag__run_logs_write(out, l, err, errlen) : 0;
 }
 
+/* The length of the start of steps.csv's text[0..n) to keep on resuming
+ * from `step`: the header and the rows after it, in order, up to the row of
+ * that step; not a row after it (the resumed run takes those steps again),
+ * nor a line a crash cut short, nor anything after one that does not read
+ * as a row.  -1 when the first line is no step log's header. */
+static long step_rows_upto(const char *text, size_t n, int64_t step) {
+    size_t h = strlen(AG__STEP_LOG_HEADER "\n");
+    if (n < h) return memcmp(text, AG__STEP_LOG_HEADER "\n", n) ? -1 : 0; /* the header cut short: none */
+    if (memcmp(text, AG__STEP_LOG_HEADER "\n", h)) return -1;
+    size_t keep = h;
+    for (int64_t last = 0;;) {
+        const char *line = text + keep, *end = memchr(line, '\n', n - keep);
+        if (!end) break;
+        char *after;
+        errno = 0;
+        long long v = *line >= '0' && *line <= '9' ? strtoll(line, &after, 10) : -1;
+        if (v <= last || v > step || errno || *after != ',' || after > end) break;
+        last = v;
+        keep = (size_t)(end + 1 - text);
+    }
+    return (long)keep;
+}
+
+/* steps.csv of a resumed run cut back to the rows of the steps
+ * last.safetensors holds, rewritten atomically (so a crash now leaves the
+ * file as it was, which a next --resume cuts the same); as it is when
+ * nothing follows them.  The run appends to it (or, with --log-steps 0,
+ * leaves it as the curve up to here). */
+static int cut_step_log(const char *out, int64_t step, char *err, size_t errlen) {
+    char path[AG_PATH_MAX + 32];
+    ag__path_join(path, sizeof path, out, "steps.csv");
+    if (!ag__path_exists(path)) return 0;
+    size_t n;
+    char *text = read_text(path, &n);
+    if (!text) return ag__train_fail(err, errlen, AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    long keep = step_rows_upto(text, n, step);
+    int rc = 0;
+    if (keep < 0)
+        rc = ag__train_fail(err, errlen, AG_ERR_FORMAT,
+                            "%s: its first line is not '%s', so which rows the checkpoint's step %lld keeps is "
+                            "unknown: move it away to resume", path, AG__STEP_LOG_HEADER, (long long)step);
+    else if ((size_t)keep < n)
+        rc = write_atomic(path, text, (size_t)keep, err, errlen);
+    free(text);
+    return rc;
+}
+
 /* What this command's --optim changed of the run's own optimizer, said
  * once (ag_checkpoint_load has done it): a new rate, state that starts at
  * zero, state not carried on. */
@@ -454,5 +548,7 @@ int ag__run_resume(const char *out, const ag_vocab *vocab, const ag__run_parts *
     *p->rng = st.rng;
     note_optim_changes(path, st.config, p->opt);
     int rc = state_parse(st.config, s, path, err, errlen);
-    return rc ? rc : restore_metrics(out, path, p->logs, err, errlen);
+    if (!rc) rc = restore_metrics(out, path, p->logs, err, errlen);
+    /* rank 0 alone writes the folder, which it alone has locked */
+    return !rc && ag__dist_rank() == 0 ? cut_step_log(out, s->step, err, errlen) : rc;
 }

@@ -8,11 +8,15 @@
  *                            and the metrics logs, all of one moment
  *   <out>/metrics.csv        one row an epoch, rewritten atomically from
  *   <out>/metrics.jsonl      the logs after every checkpoint
+ *   <out>/steps.csv          --log-steps N: a row every N steps, appended
+ *                            as they are taken, on disk before each checkpoint
  *
- * A crash at any point leaves last.safetensors a whole state and the
- * metrics files at most that state's rows behind it: --resume rewrites them
- * from the checkpoint and removes what crashed writers left.  Rank 0 alone
- * writes; every rank takes rank 0's answer where one decides. */
+ * A crash at any point leaves last.safetensors a whole state, the metrics
+ * files at most that state's rows behind it and steps.csv every row up to
+ * its step (and perhaps more): --resume rewrites the metrics from the
+ * checkpoint, cuts steps.csv back to the checkpoint's step and removes what
+ * crashed writers left.  Rank 0 alone writes; every rank takes rank 0's
+ * answer where one decides. */
 #ifndef AG_RUN_FOLDER_H
 #define AG_RUN_FOLDER_H
 
@@ -59,6 +63,42 @@ int ag__run_logs_add(ag__run_logs *l, ag_task task, const ag__epoch_row *e, char
 int ag__run_logs_write(const char *out, const ag__run_logs *l, char *err, size_t errlen);
 void ag__run_logs_free(ag__run_logs *l);
 
+/* --log-steps N: steps.csv, open for appending on rank 0 (f NULL: no log).
+ * The step's values are those the step read anyway (its one wait), so a
+ * row costs no wait on the device, only its line. */
+typedef struct {
+    FILE *f;
+    int every;
+    bool synced_folder; /* the file's name is on disk, not only its rows */
+    char path[AG_PATH_MAX + 32];
+} ag__step_log;
+
+/* One step's row. */
+typedef struct {
+    int64_t step;
+    int epoch;        /* the epoch the step belongs to, from 1 */
+    double lr;        /* the rate the update ran at (--lr-steps' factor included) */
+    double loss;      /* the global batch's, as the epoch's train_loss averages it */
+    double grad_norm; /* the global gradient norm before clipping */
+    int64_t examples, tokens;
+    double seconds;   /* training time so far, as metrics.csv counts it */
+} ag__step_row;
+
+#define AG__STEP_LOG_HEADER "step,epoch,lr,loss,grad_norm,examples,tokens,seconds"
+
+/* Opens <out>/steps.csv for a row every `every` steps, the header first
+ * into an empty file; resumed_at > 0 (the step a --resume goes on from)
+ * with no rows there gets a note that the file starts after it. */
+int ag__step_log_open(ag__step_log *l, const char *out, int every, int64_t resumed_at, bool quiet, char *err,
+                      size_t errlen);
+/* Is step one the log takes? */
+static inline bool ag__step_log_due(const ag__step_log *l, int64_t step) { return l->f && step % l->every == 0; }
+void ag__step_log_add(ag__step_log *l, const ag__step_row *r);
+/* The rows so far on disk (before a checkpoint says the run got there); a
+ * failed write is reported here, naming the file.  0 with no log. */
+int ag__step_log_sync(ag__step_log *l, char *err, size_t errlen);
+int ag__step_log_close(ag__step_log *l, char *err, size_t errlen);
+
 /* What a checkpoint of the run holds besides its counters. */
 typedef struct {
     ag_params *params;
@@ -73,8 +113,8 @@ typedef struct {
 int ag__run_save(const char *path, const ag_train_opts *o, const ag__run_state *s, const ag__run_parts *p, char *err,
                  size_t errlen);
 /* --resume: the parts and counters from <out>/last.safetensors, which must
- * have been trained with `vocab`, and the metrics files rewritten to the
- * rows it holds. */
+ * have been trained with `vocab`, the metrics files rewritten to the rows
+ * it holds and steps.csv cut back to its step. */
 int ag__run_resume(const char *out, const ag_vocab *vocab, const ag__run_parts *p, ag__run_state *s, char *err,
                    size_t errlen);
 

@@ -74,7 +74,8 @@ static int64_t batch_tokens(const ag_batch *b) {
 
 /* One step on t->batch, this rank's share of a global batch of
  * global_rows rows; *loss gets the global batch's loss (without the L2
- * term), *tokens its input tokens.  Fails if the model refuses the batch,
+ * term), *tokens its input tokens, t->step_lr the rate of its update and
+ * t->step_grad_norm the global gradient norm before clipping.  Fails if the model refuses the batch,
  * or when the loss, the global gradient norm or, after the update, the
  * parameters' norm is not finite; the gradients are the reduced ones, so
  * every rank stops at the same step.
@@ -129,12 +130,14 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
         ag__optim_step_gated(&t->opt, values + 3);
         psq = ag__params_sq_on(&m->params, dev);
     }
+    t->step_lr = t->opt.lr;
     t->opt.lr = base_lr;
     k->step_values(loss_there, sq, psq, values);
     ag__kernels_done("train step", dev);
     double host[3];
     ag__read_on(dev, host, values, sizeof host); /* the step's one wait */
     *loss = host[0];
+    t->step_grad_norm = sqrt(host[1]);
     /* the update was skipped (the gate was NaN or inf) but counted when it
      * was launched: no update was made (Adam's bias correction and a
      * per-step rate follow opt.step) */
