@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* What the trainer's checkpoints hold besides the run's counters. */
@@ -348,6 +349,24 @@ static int train_folds(ag_train_opts *o, int folds, double deadline, ag__step_pr
     return 0;
 }
 
+/* --dataset names a benchmark folder's data set (its files, splits and
+ * labels): with a file of one's own or the generated task the run would
+ * train without it, unsaid.  Refused here, at train only: eval and predict
+ * still read it from the configs of runs trained on a folder. */
+static int check_dataset_used(const ag_train_opts *o, char *err, size_t errlen) {
+    struct stat st;
+    const char *clear = o->resume ? " (on --resume, --dataset '' clears the run's own)" : "";
+    if (!o->dataset[0] || (!o->data[0] && !strcmp(o->dataset, "synth"))) return 0;
+    if (!o->data[0])
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --dataset %s: there is no --data, so the run would "
+                              "train on the generated task: give the data set's folder with --data%s", o->dataset, clear);
+    if (stat(o->data, &st) == 0 && !S_ISDIR(st.st_mode))
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --dataset %s: --data %s is a file, which the run would "
+                              "read without it: --dataset names a benchmark folder's data set; give that folder with "
+                              "--data, or drop --dataset (a file's format is --format)%s", o->dataset, o->data, clear);
+    return 0;
+}
+
 int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     double t0 = ag__seconds(), deadline = o->max_minutes > 0 ? t0 + 60 * o->max_minutes : 0;
@@ -360,6 +379,8 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     }
     if (o->resume && o->init[0])
         return ag__train_fail(err, errlen, AG_ERR_ARG, "--init starts a run from a file, --resume continues one: not both");
+    int rc = check_dataset_used(o, err, errlen);
+    if (rc) return rc;
     if (ag__dist_rank() > 0) o->quiet = 1, o->profile = 0; /* rank 0 alone prints */
     snprintf(r->out, sizeof r->out, "%s", o->out);
     int folds = ag_run_data_folds(o, err, errlen);
@@ -372,7 +393,7 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     ag__step_profile profile = {.want = o->profile};
     bool anomaly = ag_anomaly(o->detect_anomaly); /* warm-up, steps and evaluations alike */
     bool flushed = ag_flush_denormals(strcmp(o->denormals, "keep") != 0); /* core.h: Adam+L2's subnormal weights */
-    int rc = train_folds(o, folds, deadline, &profile, r, err, errlen);
+    rc = train_folds(o, folds, deadline, &profile, r, err, errlen);
     ag_flush_denormals(flushed);
     ag_anomaly(anomaly);
     ag__profile_close(&profile, rc);

@@ -84,7 +84,8 @@ static const opt_def opts[] = {
     {"data", O_STR, F(data), 0, 0, DATA_CMDS, true, "PATH", "benchmark folder or labeled file (none: generated task)",
      NULL},
     {"dataset", O_STR, F(dataset), 0, 0, DATA_CMDS, true, "NAME",
-     "trec, sst5, sst2, mr, subj, cr, mpqa, sick, ptb, wikitext2 (default: the folder's name)", check_dataset},
+     "trec, sst5, sst2, mr, subj, cr, mpqa, sick, ptb, wikitext2: the data set of a --data folder (default: the "
+     "folder's name; train refuses it with a file, or without --data)", check_dataset},
     {"format", O_STR, F(format), 0, 0, DATA_CMDS, true, "F", "format of a single file: labeled, sick, conllu, lm",
      check_format},
     {"lm-split", O_STR, F(lm_split), 0, 0, DATA_CMDS, true, "U",
