@@ -472,7 +472,7 @@ static long step_rows_upto(const char *text, size_t n, int64_t step) {
     for (int64_t last = 0;;) {
         const char *line = text + keep, *end = memchr(line, '\n', n - keep);
         if (!end) break;
-        char *after;
+        char *after = (char *)line;
         errno = 0;
         long long v = *line >= '0' && *line <= '9' ? strtoll(line, &after, 10) : -1;
         if (v <= last || v > step || errno || *after != ',' || after > end) break;
