@@ -4,7 +4,8 @@
  * the middle of an epoch), eval of a checkpoint, reference dumps of every
  * registered model reloaded bit-exactly, clean errors for bad input, and the
  * relatedness task: its metrics, a run, its choice on pair data, and the
- * refusal of a task a model has no head for.
+ * refusal of a task a model has no head for; on a GPU (or the emulator),
+ * --log-steps adding no wait for the device.
  *
  * Helper modes for tests/test_cli.sh:
  *   test_train compare A.safetensors B.safetensors   same tensors, bit for bit
@@ -326,6 +327,49 @@ static void test_lr_steps(void) {
 
     CHECK(ag_train_set(&plain, "lr-steps", "cosine:warmup=5", err, sizeof err) != 0 && strstr(err, "total"), "%s",
           err);
+}
+
+/* Lines of a text file (0 when it cannot be read). */
+static int count_lines(const char *path) {
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    for (int c; f && (c = fgetc(f)) != EOF;) n += c == '\n';
+    if (f) fclose(f);
+    return n;
+}
+
+/* --log-steps 1 on the GPU: the rows cost no wait for the device (the step
+ * reads its loss and norm in the one wait it has anyway), so a run that
+ * logs every step waits as often as one that logs none, and writes its
+ * header and a row a step.  Both after a first run, which sets the device
+ * up.  Without a GPU (or the emulator) the part says so and passes. */
+static void test_step_log_waits(void) {
+    char why[256];
+    if (!ag_cuda_available(why, sizeof why)) {
+        printf("step log on the GPU: skipped (%s)\n", why);
+        return;
+    }
+    int64_t waits[3];
+    ag_train_result r;
+    for (int i = 0; i < 3; i++) { /* off (setting the device up), on, off */
+        char name[32];
+        snprintf(name, sizeof name, "gpu-log%d", i);
+        ag_train_opts o = small_run(name);
+        set(&o, "device", "cuda");
+        if (i == 1) set(&o, "log-steps", "1");
+        int64_t w0 = ag_memstats().device_waits;
+        CHECK(ag_train(&o, &r, err, sizeof err) == 0, "%s", err);
+        waits[i] = ag_memstats().device_waits - w0;
+        char path[AG_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/steps.csv", o.out);
+        if (i == 1)
+            CHECK(count_lines(path) == r.steps + 1, "--log-steps 1 on the GPU: %d lines in steps.csv after %lld steps",
+                  count_lines(path), (long long)r.steps);
+    }
+    CHECK(waits[1] == waits[2], "a run logging every step on the GPU waited %lld times, one logging none %lld",
+          (long long)waits[1], (long long)waits[2]);
+    printf("step log on the GPU: %lld host waits in a run of %lld steps, logging every step or none\n",
+           (long long)waits[1], (long long)r.steps);
 }
 
 /* A lazy optimizer in a run: it learns, and its live-row flags come from
@@ -960,6 +1004,7 @@ int main(int argc, char **argv) {
         {"dumps", test_dumps},
         {"resume", test_resume},
         {"lr_steps", test_lr_steps},
+        {"step_log_waits", test_step_log_waits},
         {"folder_taken", test_folder_taken},
         {"lazy_run", test_lazy_run},
         {"resume_bad_state", test_resume_bad_state},
