@@ -174,8 +174,8 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
     printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, %s, schedule %s%s%s\n  run folder %s\n",
            (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, clip, o->sched,
            o->lr_steps[0] ? ", per step " : "", o->lr_steps, out);
-    if (o->log_steps > 0)
-        printf("  steps.csv: a row every %d step%s\n", o->log_steps, o->log_steps > 1 ? "s" : "");
+    if (o->log_steps == 1) printf("  steps.csv: a row every step\n");
+    else if (o->log_steps > 1) printf("  steps.csv: a row every %d steps\n", o->log_steps);
     print_vectors(t, o);
     note_empty_classes(d, o->classes);
     if (strstr(ag_blas_info(), "chosen by attngrad")) /* a BLAS that would have run 5x slower, said once */
