@@ -942,9 +942,16 @@ static ag_tensor *gc_loss(void *ctx) {
     return ag_model_loss(&r->m, &r->b, false);
 }
 
+/* With every parameter drawn from U(-1, 1), as test_models does: at the
+ * tiny init many gradients are too small for finite differences (1e-9 to
+ * 1e-11), where any value passes; drawn wide each is resolved (>= 1e-6)
+ * or zero by structure (<= 1e-9). */
 static void gradcheck_model_case(const variant *v) {
     model_run g = {.dev = GPU};
     if (!init_model(&g, v)) return;
+    ag_rng wide;
+    ag_rng_seed(&wide, 11);
+    for (int i = 0; i < g.m.params.count; i++) ag_init_uniform(g.m.params.items[i], -1, 1, &wide);
     ag_params_to(&g.m.params, GPU);
     ag_set_device(GPU);
     double worst = 0;
@@ -957,6 +964,8 @@ static void gradcheck_model_case(const variant *v) {
         worst = check_worst(worst, r.max_rel_err);
         CHECK(r.ok, "%s on the GPU: gradcheck of %s: element %lld analytic %.12g numeric %.12g", v->label, p->name,
               (long long)r.worst_index, r.analytic, r.numeric);
+        CHECK(r.max_grad >= 1e-6 || r.max_grad <= 1e-9, "%s on the GPU: %s's largest gradient %.3g is too small for "
+              "the check to resolve and not zero", v->label, p->name, r.max_grad);
         ag_step_end();
     }
     ag_set_device(AG_CPU);
