@@ -5,6 +5,7 @@
  * What goes where (the file stays readable by any safetensors reader):
  *   <param name>                  the parameter, F32 (F64 in the f64 build)
  *   optim.<kind>.<slot>.<param>   optimizer state, e.g. optim.adam.m.cls.out.weight
+ *                                 (a registered rule's: optim.lion.m.cls.out.weight)
  *   optim.step                    I64 scalar: updates made (Adam's t)
  *   sched.state                   F64 [4]: last_epoch, best, num_bad_epochs,
  *                                 cooldown_counter
@@ -192,7 +193,7 @@ static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, lo
     for (int s = 0; s < opt->n_slots; s++)
         for (int i = 0; i < opt->n_params; i++) {
             if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
-            if (!ag__optim_keeps(&saved, ag_optim_slot_name(opt, s))) continue; /* new here: starts at zero */
+            if (!ag__optim_keeps(&saved, ag_optim_slot_name(opt, s))) continue; /* new here: starts as at init */
             slot_name(name, sizeof name, opt, s, i);
             if ((st = find_real(f, name, opt->params->items[i], role, &plan->slot[s * opt->n_params + i]))) return st;
         }
@@ -273,7 +274,9 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
             for (int k = 0; k < n_slots; k++) {
                 int64_t n = opt->params->items[k % opt->n_params]->size;
                 if (opt->slot[k] && plan->slot[k]) load_real(plan->slot[k], opt->slot[k], opt->device, n);
-                else if (opt->slot[k]) ag__elementwise_on("ag_checkpoint_load", opt->device)->fill(opt->slot[k], 0, n);
+                else if (opt->slot[k]) /* as ag_optim_init set it */
+                    ag__elementwise_on("ag_checkpoint_load", opt->device)
+                        ->fill(opt->slot[k], (ag_real)ag__optim_slot_init(&opt->cfg, k / opt->n_params), n);
             }
             opt->step = plan->opt_step;
             opt->lr = plan->opt_lr;

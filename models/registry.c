@@ -5,6 +5,7 @@
 #include "attngrad/model.h"
 #include "internal.h"
 #include "../graph/internal.h" /* ag__fatal: a built-in kind the registry refuses is a bug of ours */
+#include "../optim/options.h"   /* ag__optim_rule_count: a plugin's optimizer rules keep it loaded too */
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -159,14 +160,14 @@ ag_status ag_model_load_plugin(const char *path) {
         dlclose(so);
         return ag_fail(AG_ERR_ARG, "plugin %s: no ag_plugin_init (it must export ag_status ag_plugin_init(void))", file);
     }
-    int before = n_kinds;
+    int before = n_kinds, rules_before = ag__optim_rule_count();
     ag_status st = init();
     if (st != AG_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", ag_errmsg());
-        /* its kinds registered before the failure stay: their code must stay loaded too */
-        if (n_kinds == before) dlclose(so);
+        /* its kinds and optimizer rules registered before the failure stay: their code must stay loaded too */
+        if (n_kinds == before && ag__optim_rule_count() == rules_before) dlclose(so);
         return ag_fail(st, "plugin %s: ag_plugin_init failed: %s", file, why);
     }
-    return AG_OK; /* never closed: its kinds point into it */
+    return AG_OK; /* never closed: its kinds and rules point into it */
 }

@@ -1,5 +1,6 @@
 /* optimizer.c - SGD, Adam/AdamW, Adadelta, Adagrad and RMSprop, exactly as
- * torch.optim documents them (see the formulas in attngrad/optim.h).
+ * torch.optim documents them (see the formulas in attngrad/optim.h), and
+ * the rules a program or a plugin registers (ag_optim_register).
  *
  * An optimizer owns one block of state, allocated at init: `n_slots`
  * buffers per parameter, the parameter's size each.  A step walks the
@@ -13,18 +14,181 @@
 #include "../ops/dispatch.h"
 #include "../ops/elementwise.h" /* fill: Adagrad's initial sums */
 
+#include <ctype.h>
 #include <stdio.h>
 
 static const char *const kind_names[] = {"sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop"};
 enum { N_KINDS = sizeof kind_names / sizeof *kind_names };
 
+/* ---- registered rules ----
+ * Kept with their counts of hyperparameters and slots (their arrays end at
+ * a NULL name), counted once when registered.  A rule's kind is
+ * AG_OPTIM_RULE_FIRST + its index here: the registry only grows, so a
+ * kind keeps its rule for the life of the process. */
+typedef struct {
+    const ag_optim_rule *rule;
+    int n_hparams, n_slots;
+} registered_rule;
+
+static registered_rule rules[AG_OPTIM_MAX_RULES];
+static int n_rules;
+
+static const registered_rule *registered(ag_optim_kind kind) {
+    int i = (int)kind - AG_OPTIM_RULE_FIRST;
+    return i >= 0 && i < n_rules ? &rules[i] : NULL;
+}
+
+const ag_optim_rule *ag_optim_rule_of(ag_optim_kind kind) {
+    const registered_rule *r = registered(kind);
+    return r ? r->rule : NULL;
+}
+
+int ag__optim_rule_count(void) { return n_rules; }
+
 const char *ag_optim_name(ag_optim_kind kind) {
-    return (unsigned)kind < N_KINDS ? kind_names[kind] : "?";
+    const registered_rule *r = registered(kind);
+    return (unsigned)kind < N_KINDS ? kind_names[kind] : r ? r->rule->name : "?";
+}
+
+bool ag_optim_find(const char *name, ag_optim_kind *kind) {
+    for (int k = 0; name && k < N_KINDS + n_rules; k++) {
+        ag_optim_kind as = k < N_KINDS ? (ag_optim_kind)k : (ag_optim_kind)(AG_OPTIM_RULE_FIRST + k - N_KINDS);
+        if (!strcmp(ag_optim_name(as), name)) {
+            *kind = as;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A rule's name goes into specs and checkpoints' tensor names: as a model
+ * kind's, 1-31 letters, digits, '_' and '-' (no ':', ',', '=' or '.'). */
+static bool good_rule_name(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n >= AG_OPTIM_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-') return false;
+    return true;
+}
+
+/* A hyperparameter's or slot's name: a spec's key, a part of a tensor's name. */
+static bool good_key(const char *key) {
+    size_t n = strlen(key);
+    return n > 0 && n < AG_OPTIM_NAME_MAX && strspn(key, "abcdefghijklmnopqrstuvwxyz0123456789_") == n;
+}
+
+/* "in [0, 1)", "> 0", ">= 0", "finite": the values h takes, for messages. */
+static const char *range_text(const ag_optim_hparam *h, char *buf, size_t n) {
+    bool lo = h->min > -HUGE_VAL, hi = h->max < HUGE_VAL, lo_open = h->flags & AG_HPARAM_MIN_OPEN,
+         hi_open = h->flags & AG_HPARAM_MAX_OPEN;
+    const char *what = h->flags & AG_HPARAM_INT ? "an integer" : "";
+    if (lo && hi) snprintf(buf, n, "%s%sin %c%g, %g%c", what, *what ? " " : "", lo_open ? '(' : '[', h->min, h->max, hi_open ? ')' : ']');
+    else if (lo) snprintf(buf, n, "%s%s%s %g", what, *what ? " " : "", lo_open ? ">" : ">=", h->min);
+    else if (hi) snprintf(buf, n, "%s%s%s %g", what, *what ? " " : "", hi_open ? "<" : "<=", h->max);
+    else snprintf(buf, n, "%s", *what ? "a finite integer" : "finite");
+    return buf;
+}
+
+static bool in_range(const ag_optim_hparam *h, double x) {
+    if (!isfinite(x) || ((h->flags & AG_HPARAM_INT) && x != floor(x))) return false;
+    bool above = h->flags & AG_HPARAM_MIN_OPEN ? x > h->min : x >= h->min;
+    bool below = h->flags & AG_HPARAM_MAX_OPEN ? x < h->max : x <= h->max;
+    return above && below;
+}
+
+/* What is wrong with rule r's hyperparameters, into why[cap] ("hyperparameter
+ * 'x': ..."), or false; their count in *n. */
+static bool hparams_problem(const ag_optim_rule *r, int *n, char *why, size_t cap) {
+    static const char *const reserved[] = {"lr", "weight_decay", "lazy"};
+    const ag_optim_hparam *h = r->hparams;
+    for (*n = 0; h && h[*n].name; (*n)++) {
+        const ag_optim_hparam *x = &h[*n];
+        const char *bad = NULL;
+        char range[96];
+        if (*n == AG_OPTIM_MAX_HPARAMS) bad = "one more than the 8 a rule may have";
+        else if (!good_key(x->name)) bad = "not a name (1-31 lower-case letters, digits, '_')";
+        for (int k = 0; !bad && k < 3; k++)
+            if (!strcmp(x->name, reserved[k])) bad = "a key every optimizer has (lr, weight_decay, lazy)";
+        for (int k = 0; !bad && k < *n; k++)
+            if (!strcmp(h[k].name, x->name)) bad = "a name given twice";
+        if (!bad && x->flags & ~(unsigned)(AG_HPARAM_MIN_OPEN | AG_HPARAM_MAX_OPEN | AG_HPARAM_INT))
+            bad = "flags other than AG_HPARAM_*";
+        if (!bad && (isnan(x->min) || isnan(x->max) || !(x->min <= x->max))) bad = "an empty range (min > max, or NaN)";
+        if (bad) {
+            snprintf(why, cap, "hyperparameter '%.40s': %s", x->name, bad);
+            return true;
+        }
+        if (!in_range(x, x->value)) { /* a bound left out of the initializer is 0 */
+            snprintf(why, cap, "hyperparameter '%.40s': its default %g is not %s (-HUGE_VAL, HUGE_VAL: no bound)",
+                     x->name, x->value, range_text(x, range, sizeof range));
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool slots_problem(const ag_optim_rule *r, int *n, char *why, size_t cap) {
+    const ag_optim_slot *sl = r->slots;
+    for (*n = 0; sl && sl[*n].name; (*n)++) {
+        const char *bad = NULL;
+        if (*n == AG_OPTIM_MAX_SLOTS) bad = "one more than the 4 a rule may have";
+        else if (!good_key(sl[*n].name)) bad = "not a name (1-31 lower-case letters, digits, '_')";
+        for (int k = 0; !bad && k < *n; k++)
+            if (!strcmp(sl[k].name, sl[*n].name)) bad = "a name given twice";
+        if (!bad && !isfinite(sl[*n].init)) bad = "an initial value that is not finite";
+        if (bad) {
+            snprintf(why, cap, "slot '%.40s': %s", sl[*n].name, bad);
+            return true;
+        }
+    }
+    return false;
+}
+
+ag_status ag_optim_register(const ag_optim_rule *r) {
+    const char *op = "ag_optim_register";
+    if (!r) return ag__fail(AG_ERR_ARG, "%s: rule is NULL", op);
+    const char *name = r->name && good_rule_name(r->name) ? r->name : NULL;
+    if (r->abi == 0) /* left out of the initializer */
+        return ag__fail(AG_ERR_ARG, "%s: rule '%.40s' has no .abi: set .abi = AG_OPTIM_RULE_ABI", op,
+                        name ? name : "(bad name)");
+    int version = r->abi / 100, real = r->abi % 100;
+    if (!(version >= 1 && version <= AG_OPTIM_RULE_API_VERSION && real == (int)sizeof(ag_real)))
+        return ag__fail(AG_ERR_ARG, "%s: rule '%.40s' was built against optimizer rule API %d with %d-byte ag_real "
+                        "(abi %d), but this program has API %d with %d-byte ag_real (abi %d): rebuild it against "
+                        "this attngrad%s", op, name ? name : "(bad name)", version, real, r->abi,
+                        AG_OPTIM_RULE_API_VERSION, (int)sizeof(ag_real), AG_OPTIM_RULE_ABI,
+                        version >= 1 && version <= AG_OPTIM_RULE_API_VERSION && real != (int)sizeof(ag_real)
+                            ? (sizeof(ag_real) == 8 ? " with -DAG_REAL_DOUBLE" : " without -DAG_REAL_DOUBLE")
+                            : "");
+    if (!name)
+        return ag__fail(AG_ERR_ARG, "%s: rule name '%.40s' is not 1-31 letters, digits, '_' or '-'", op,
+                        r->name ? r->name : "(NULL)");
+    ag_optim_kind clash;
+    if (ag_optim_find(name, &clash))
+        return ag__fail(AG_ERR_ARG, "%s: '%s' is %s", op, name,
+                        (int)clash < N_KINDS ? "a built-in optimizer" : "already registered");
+    if (!r->update) return ag__fail(AG_ERR_ARG, "%s: rule '%s' has no update function", op, name);
+    if (!(r->lr >= 0) || !isfinite(r->lr) || !(r->weight_decay >= 0) || !isfinite(r->weight_decay))
+        return ag__fail(AG_ERR_ARG, "%s: rule '%s': default lr %g and weight_decay %g must be finite and >= 0", op,
+                        name, r->lr, r->weight_decay);
+    registered_rule reg = {.rule = r};
+    char why[256];
+    if (hparams_problem(r, &reg.n_hparams, why, sizeof why) || slots_problem(r, &reg.n_slots, why, sizeof why))
+        return ag__fail(AG_ERR_ARG, "%s: rule '%s': %s", op, name, why);
+    if (n_rules == AG_OPTIM_MAX_RULES)
+        return ag__fail(AG_ERR_ARG, "%s: '%s': the registry is full (%d rules)", op, name, AG_OPTIM_MAX_RULES);
+    rules[n_rules++] = reg;
+    return AG_OK;
 }
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
     ag_optim_config c = {.kind = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .rho = 0.9,
                          .alpha = 0.99};
+    const registered_rule *r = registered(kind);
+    if (r) {
+        c.lr = r->rule->lr, c.weight_decay = r->rule->weight_decay;
+        for (int i = 0; i < r->n_hparams; i++) c.hparam[i] = r->rule->hparams[i].value;
+    }
     if (kind == AG_ADAMW) c.weight_decay = 1e-2;
     if (kind == AG_ADADELTA) {
         c.lr = 1.0;
@@ -40,11 +204,17 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
 
 /* ---- options: the keys each optimizer takes, in PyTorch's names ---- */
 
+/* The most keys of one optimizer: lr, a rule's own, weight_decay, lazy. */
+enum { MAX_FIELDS = AG_OPTIM_MAX_HPARAMS + 3 };
+
 /* writing: a spec to read back, lazy only where set (the specs written
  * before it existed stay as they were) */
 static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
     int n = 0;
     f[n++] = (opt_field){"lr", OPT_REAL, &c->lr, {0}};
+    const registered_rule *r = registered(c->kind);
+    for (int i = 0; r && i < r->n_hparams; i++) /* an integer one too: a double, checked whole by ag_optim_check */
+        f[n++] = (opt_field){r->rule->hparams[i].name, OPT_REAL, &c->hparam[i], {0}};
     switch (c->kind) {
     case AG_SGD:
         f[n++] = (opt_field){"momentum", OPT_REAL, &c->momentum, {0}};
@@ -73,6 +243,7 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
         f[n++] = (opt_field){"momentum", OPT_REAL, &c->momentum, {0}};
         f[n++] = (opt_field){"centered", OPT_BOOL, &c->centered, {0}};
         break;
+    default: break; /* a rule's: above */
     }
     f[n++] = (opt_field){"weight_decay", OPT_REAL, &c->weight_decay, {0}};
     if (!writing || c->lazy) f[n++] = (opt_field){"lazy", OPT_BOOL, &c->lazy, {0}};
@@ -81,7 +252,8 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
 
 ag_status ag_optim_check(const ag_optim_config *c) {
     const char *name = ag_optim_name(c->kind);
-    if ((unsigned)c->kind >= N_KINDS) return ag__fail(AG_ERR_ARG, "unknown optimizer kind %d", (int)c->kind);
+    const registered_rule *r = registered(c->kind);
+    if ((unsigned)c->kind >= N_KINDS && !r) return ag__fail(AG_ERR_ARG, "unknown optimizer kind %d", (int)c->kind);
     if (!(c->lr >= 0)) return ag__fail(AG_ERR_ARG, "optimizer '%s': lr %g must be >= 0", name, c->lr);
     if (!(c->weight_decay >= 0))
         return ag__fail(AG_ERR_ARG, "optimizer '%s': weight_decay %g must be >= 0", name, c->weight_decay);
@@ -118,18 +290,30 @@ ag_status ag_optim_check(const ag_optim_config *c) {
         if (!(c->eps > 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': eps %g must be > 0 (0 makes 0/0 of every gradient element that is 0)", c->eps);
         if (!(c->momentum >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': momentum %g must be >= 0", c->momentum);
         break;
+    default: /* a rule's, as it declared them */
+        for (int i = 0; i < r->n_hparams; i++) {
+            const ag_optim_hparam *h = &r->rule->hparams[i];
+            char range[96];
+            if (!in_range(h, c->hparam[i]))
+                return ag__fail(AG_ERR_ARG, "optimizer '%s': %s %g must be %s", name, h->name, c->hparam[i],
+                                range_text(h, range, sizeof range));
+        }
+        break;
     }
     return AG_OK;
 }
 
 ag_status ag_optim_parse_over(const char *spec, const ag_optim_config *base, ag_optim_config *out) {
-    char name[32];
+    char name[AG_OPTIM_NAME_MAX];
     const char *rest;
-    int kind;
-    ag_status st = ag__spec_kind("optimizer", spec, kind_names, N_KINDS, name, sizeof name, &rest, &kind);
+    const char *names[N_KINDS + AG_OPTIM_MAX_RULES]; /* the built-in kinds, then the rules */
+    for (int k = 0; k < N_KINDS + n_rules; k++) names[k] = k < N_KINDS ? kind_names[k] : rules[k - N_KINDS].rule->name;
+    int at;
+    ag_status st = ag__spec_kind("optimizer", spec, names, N_KINDS + n_rules, name, sizeof name, &rest, &at);
     if (st) return st;
-    ag_optim_config c = base && base->kind == (ag_optim_kind)kind ? *base : ag_optim_defaults((ag_optim_kind)kind);
-    opt_field f[10];
+    ag_optim_kind kind = at < N_KINDS ? (ag_optim_kind)at : (ag_optim_kind)(AG_OPTIM_RULE_FIRST + at - N_KINDS);
+    ag_optim_config c = base && base->kind == kind ? *base : ag_optim_defaults(kind);
+    opt_field f[MAX_FIELDS];
     int n = fields_for(&c, f, false);
     if ((st = ag__spec_apply("optimizer", name, rest, f, n))) return st;
     if ((st = ag_optim_check(&c))) return st;
@@ -141,7 +325,7 @@ ag_status ag_optim_parse(const char *spec, ag_optim_config *out) { return ag_opt
 
 const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n) {
     ag_optim_config copy = *c;
-    opt_field f[10];
+    opt_field f[MAX_FIELDS];
     int nf = fields_for(&copy, f, true);
     return ag__spec_format(ag_optim_name(c->kind), f, nf, buf, n);
 }
@@ -156,8 +340,10 @@ static int slots_for(const ag_optim_config *c) {
     case AG_ADADELTA: return 2;
     case AG_ADAGRAD: return 1;
     case AG_RMSPROP: return 1 + (c->momentum != 0) + c->centered;
+    default: break;
     }
-    return 0;
+    const registered_rule *r = registered(c->kind);
+    return r ? r->n_slots : 0;
 }
 
 const char *ag__optim_slot(const ag_optim_config *c, int s) {
@@ -170,8 +356,14 @@ const char *ag__optim_slot(const ag_optim_config *c, int s) {
     case AG_ADADELTA: return adadelta[s];
     case AG_ADAGRAD: return "sum";
     case AG_RMSPROP: return s == 0 ? "square_avg" : s == 1 && c->momentum != 0 ? "momentum_buffer" : "grad_avg";
+    default: return ag_optim_rule_of(c->kind)->slots[s].name;
     }
-    return NULL;
+}
+
+double ag__optim_slot_init(const ag_optim_config *c, int s) {
+    if (c->kind == AG_ADAGRAD) return c->initial_accumulator_value; /* torch.full_like */
+    const ag_optim_rule *r = ag_optim_rule_of(c->kind);
+    return r && s >= 0 && s < slots_for(c) ? r->slots[s].init : 0;
 }
 
 bool ag__optim_keeps(const ag_optim_config *c, const char *slot) {
@@ -206,6 +398,13 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
                       ag_device_name(p->device));
     }
     opt->device = first ? first->device : AG_CPU;
+    if (opt->device != AG_CPU && registered(cfg->kind)) {
+        ag_device dev = opt->device;
+        *opt = (ag_optimizer){0};
+        return ag__fail(AG_ERR_ARG, "ag_optim_init: optimizer '%s' is a registered rule, whose update runs on the CPU "
+                        "only, but the parameters are on the %s: train on the CPU, or use a built-in optimizer "
+                        "(sgd, adam, ...), which has kernels there", ag_optim_name(cfg->kind), ag_device_name(dev));
+    }
     if (opt->n_slots > 0 && opt->n_params > 0) {
         size_t bytes = ((size_t)(numel * opt->n_slots) + 1) * sizeof(ag_real);
         opt->state = ag__zeros_kept_on(opt->device, bytes, "the optimizer's state");
@@ -217,8 +416,10 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
                 opt->slot[s * opt->n_params + i] = frozen ? NULL : next;
                 next += frozen ? 0 : ps->items[i]->size;
             }
-        if (cfg->kind == AG_ADAGRAD && cfg->initial_accumulator_value != 0) /* torch.full_like */
-            ag__elementwise_on("ag_optim_init", opt->device)->fill(opt->state, (ag_real)cfg->initial_accumulator_value, numel);
+        for (int s = 0; s < opt->n_slots; s++) /* slot s is numel reals from state + s * numel */
+            if (ag__optim_slot_init(cfg, s) != 0)
+                ag__elementwise_on("ag_optim_init", opt->device)->fill(opt->state + s * numel,
+                                                                      (ag_real)ag__optim_slot_init(cfg, s), numel);
     }
     return AG_OK;
 }
@@ -438,6 +639,31 @@ static void rmsprop_range(const ag__krmsprop *k, ag_real *P, const ag_real *G, a
 #undef RMSPROP
 }
 
+/* A registered rule's coefficients: its update, the arguments of this
+ * parameter's step, and the parameter's slots (host memory: rules run on
+ * the CPU alone). */
+typedef struct {
+    ag_optim_update_fn update;
+    int n_slots;
+    ag_optim_args args;
+    ag_real *slot[AG_OPTIM_MAX_SLOTS];
+} rule_coef;
+
+static void rule_coef_of(const ag_optimizer *o, int i, double weight_decay, rule_coef *k) {
+    const ag_optim_rule *r = ag_optim_rule_of(o->cfg.kind);
+    k->update = r->update, k->n_slots = o->n_slots;
+    k->args = (ag_optim_args){.t = o->step, .lr = o->lr, .weight_decay = weight_decay, .hparam = o->cfg.hparam};
+    for (int s = 0; s < o->n_slots; s++) k->slot[s] = o->slot[s * o->n_params + i];
+}
+
+/* Elements [begin, begin + n) of a rule's span: its update on that piece. */
+static void rule_elements(const ag__update_span *u, int64_t begin, int64_t n) {
+    const rule_coef *k = u->coef;
+    ag_real *slot[AG_OPTIM_MAX_SLOTS] = {0};
+    for (int s = 0; s < k->n_slots; s++) slot[s] = k->slot[s] + begin;
+    if (n > 0) k->update(u->p + begin, u->g + begin, slot, n, &k->args);
+}
+
 /* The CPU's updates: chunks of UPDATE_CHUNK elements of every parameter,
  * all in one parallel loop (ag__parallel_spans). */
 typedef struct {
@@ -459,7 +685,7 @@ static void update_elements(int kind, const ag__update_span *u, int64_t begin, i
     case AG_ADADELTA: adadelta_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), n); break;
     case AG_ADAGRAD: adagrad_range(u->coef, P, G, at(u->s0, begin), n); break;
     case AG_RMSPROP: rmsprop_range(u->coef, P, G, at(u->s0, begin), at(u->s1, begin), at(u->s2, begin), n); break;
-    default: break;
+    default: rule_elements(u, begin, n); break; /* a registered rule (ag_optim_init kept it on the CPU) */
     }
 }
 
@@ -605,6 +831,7 @@ typedef union {
     ag__kadadelta adadelta;
     ag__kadagrad adagrad;
     ag__krmsprop rmsprop;
+    rule_coef rule;
 } update_coef;
 
 /* *c is zeroed: the fields of opt's kind are filled in (sgd_coef says why). */
@@ -616,9 +843,10 @@ static void coef_of(const ag_optimizer *opt, int i, update_coef *c) {
     case AG_ADAMW: adam_coef(opt, wd, &c->adam); return;
     case AG_ADADELTA: adadelta_coef(opt, wd, &c->adadelta); return;
     case AG_ADAGRAD: adagrad_coef(opt, wd, &c->adagrad); return;
-    case AG_RMSPROP: break;
+    case AG_RMSPROP: rmsprop_coef(opt, wd, &c->rmsprop); return;
+    default: break;
     }
-    rmsprop_coef(opt, wd, &c->rmsprop);
+    rule_coef_of(opt, i, wd, &c->rule);
 }
 
 /* Parameter i's arrays for update_all, in update's order of slots. */

@@ -38,5 +38,11 @@ const char *ag__fmt_real(double x, char *buf, size_t n);
  * past its last; and whether it keeps a slot of that name. */
 const char *ag__optim_slot(const ag_optim_config *c, int s);
 bool ag__optim_keeps(const ag_optim_config *c, const char *slot);
+/* Slot s's value at ag_optim_init: 0, Adagrad's initial_accumulator_value,
+ * a registered rule's ag_optim_slot.init. */
+double ag__optim_slot_init(const ag_optim_config *c, int s);
+/* How many rules ag_optim_register took (a plugin that registered one
+ * must stay loaded: models/registry.c). */
+int ag__optim_rule_count(void);
 
 #endif

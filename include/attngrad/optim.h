@@ -1,5 +1,6 @@
 /* optim.h - optimizers (SGD, Adam/AdamW, Adadelta, Adagrad, RMSprop, as
- * torch.optim documents them), learning-rate schedules and initializers.  Part of attngrad.h; it
+ * torch.optim documents them, and update rules registered at run time),
+ * learning-rate schedules and initializers.  Part of attngrad.h; it
  * stands alone. */
 #ifndef ATTNGRAD_OPTIM_H
 #define ATTNGRAD_OPTIM_H
@@ -43,6 +44,15 @@ extern "C" {
  * the same result either way. */
 typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA, AG_ADAGRAD, AG_RMSPROP } ag_optim_kind;
 
+/* The kind of a registered rule (ag_optim_register, below) is
+ * AG_OPTIM_RULE_FIRST + its place in this process's registry, so the
+ * number means nothing in another process (save the spec, ag_optim_format,
+ * not the kind).  Not an enumerator of ag_optim_kind: a switch over the
+ * built-in kinds stays complete.  At most AG_OPTIM_MAX_HPARAMS
+ * hyperparameters of a rule, read from the spec into ag_optim_config.hparam. */
+#define AG_OPTIM_RULE_FIRST 64
+enum { AG_OPTIM_MAX_HPARAMS = 8 };
+
 typedef struct {
     ag_optim_kind kind;
     double lr;
@@ -58,12 +68,17 @@ typedef struct {
     bool centered;                       /* rmsprop: divide by the gradient's variance, not its mean square */
     double eps;                          /* adam, adamw, adadelta, adagrad, rmsprop */
     bool lazy;                           /* all: rows with an all-zero gradient are left alone */
+    /* A registered rule's own hyperparameters, in the order of its
+     * .hparams (AG_OPTIM_RULE_FIRST kinds only; 0 for the built-in ones).
+     * Appended with optimizer rule API 1: the fields above keep their places. */
+    double hparam[AG_OPTIM_MAX_HPARAMS];
 } ag_optim_config;
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind);
 /* Parses "sgd:lr=0.1,momentum=0.9", "adam:lr=1e-3,beta2=0.98,amsgrad=1",
  * "adamw:weight_decay=0.01", "adadelta:lr=0.5,rho=0.95", "adagrad:lr=0.05",
- * "rmsprop:lr=1e-3,momentum=0.9,centered=1"; keys left out keep
+ * "rmsprop:lr=1e-3,momentum=0.9,centered=1", and a registered rule's
+ * ("lion:lr=1e-4,beta2=0.98", ag_optim_register below); keys left out keep
  * their defaults.  AG_ERR_ARG names the bad key or value in ag_errmsg(). */
 ag_status ag_optim_parse(const char *spec, ag_optim_config *out);
 /* The same over base: when spec names base's kind, the keys it leaves out
@@ -73,14 +88,14 @@ ag_status ag_optim_parse(const char *spec, ag_optim_config *out);
 ag_status ag_optim_parse_over(const char *spec, const ag_optim_config *base, ag_optim_config *out);
 /* Every hyperparameter as a spec that parses back to the same config. */
 const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n);
-ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch */
+ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch; a rule's, as it declares them */
 
 /* An optimizer and its state.  State buffers ("slots") are allocated once,
  * one per parameter and slot, same size as the parameter, and named
  * sgd: "momentum" (when momentum != 0); adam/adamw: "m", "v", "vmax" (when
  * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta); adagrad:
  * "sum"; rmsprop: "square_avg", "momentum_buffer" (when momentum != 0),
- * "grad_avg" (when centered).  A
+ * "grad_avg" (when centered); a registered rule: its .slots.  A
  * parameter frozen before init (ag_param_freeze) has none: its slot
  * pointers are NULL, a step skips it and checkpoints hold no state for it. */
 typedef struct {
@@ -90,17 +105,20 @@ typedef struct {
     ag_params *params;   /* updated in place; not owned; must not grow */
     int n_params;        /* params->count at init */
     int n_slots;
-    ag_real *state;      /* every slot, one allocation, zero at first (adagrad's sum: its initial value) */
+    ag_real *state;      /* every slot, one allocation, zero at first (adagrad's sum, a rule's slots: their initial values) */
     ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
     double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
     ag_device device;     /* where the state lives: the parameters' device at init */
 } ag_optimizer;
 
+/* AG_ERR_ARG (opt then holds nothing to free) for a config ag_optim_check
+ * refuses, and for a registered rule's when the parameters are on a GPU:
+ * its update runs on the CPU only. */
 ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg);
 /* One update of every parameter from its gradient; allocates nothing. */
 void ag_optim_step(ag_optimizer *opt);
 void ag_optim_free(ag_optimizer *opt);
-const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ... */
+const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ..., a registered rule's name */
 /* Parameter groups (torch's param_groups, for the one option that differs
  * in practice): every parameter p of the optimizer's list with match(p,
  * ctx) gets this weight decay instead of cfg.weight_decay; returns how
@@ -115,6 +133,89 @@ const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
 /* The state buffer of a parameter by names, or NULL; on opt->device (a GPU
  * one is read back with the checkpoint functions). */
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
+
+/* Update rules of one's own (docs/optim.md, "Your own update rule";
+ * examples/lion.c).  A rule is a struct registered at run time; from then
+ * on its name is an optimizer like the built-in ones: ag_optim_parse reads
+ * "lion:lr=1e-4,beta1=0.9,beta2=0.99,weight_decay=0.1" (the keys: lr, the
+ * rule's hyperparameters, weight_decay, lazy), ag_optim_format writes it
+ * back, its state lives in named slots (ag_optim_state, checkpoints as
+ * optim.<rule>.<slot>.<param>), and per-parameter weight decay, lazy
+ * rows, clipping, schedules and the parallel step apply as for the others.
+ * `attngrad --plugin FILE.so train --optim lion:...` and optim_experiments
+ * take a plugin's: its ag_plugin_init may register rules as well as model
+ * kinds (attngrad/model.h).
+ *
+ * The update is a CPU function over one contiguous piece of one parameter:
+ * value[j], grad[j] and slot[s][j] for j < n, each element on its own.  A
+ * step calls it on pieces of every parameter from the thread pool, several
+ * at once, and on the live rows alone with lazy=1, so it must treat every
+ * element alike whatever the piece (no sums over the parameter, no state
+ * of its own): then any cut gives the same bits, at any thread count.
+ * It runs on the CPU only: ag_optim_init refuses a rule for parameters on
+ * a GPU (the built-in rules have CUDA kernels; a host function cannot run
+ * there). */
+
+/* The version of ag_optim_rule and of ag_optim_args, and the real type a
+ * rule was compiled against, as AG_MODEL_ABI (attngrad/model.h): a later
+ * version appends fields to the structs; a rule of an earlier one is still
+ * taken, and read no further than its struct went. */
+#define AG_OPTIM_RULE_API_VERSION 1
+#define AG_OPTIM_RULE_ABI (AG_OPTIM_RULE_API_VERSION * 100 + (int)sizeof(ag_real))
+enum { AG_OPTIM_MAX_SLOTS = 4, AG_OPTIM_MAX_RULES = 32, AG_OPTIM_NAME_MAX = 32 };
+
+/* ag_optim_hparam.flags: an open bound (min < x, x < max), an integer. */
+enum { AG_HPARAM_MIN_OPEN = 1, AG_HPARAM_MAX_OPEN = 2, AG_HPARAM_INT = 4 };
+typedef struct {
+    const char *name;  /* the spec's key: lower-case letters, digits, '_'; not lr, weight_decay or lazy */
+    double value;      /* the default */
+    double min, max;   /* the values it takes, bounds included unless flags say otherwise; -HUGE_VAL, HUGE_VAL: no bound */
+    unsigned flags;    /* AG_HPARAM_* */
+} ag_optim_hparam;
+
+typedef struct {
+    const char *name;  /* lower-case letters, digits, '_' (checkpoints: optim.<rule>.<name>.<param>) */
+    double init;       /* every element's value at ag_optim_init */
+} ag_optim_slot;
+
+/* What a step hands the update besides the arrays. */
+typedef struct {
+    int64_t t;            /* the step being made, counted from 1 (ag_optimizer.step) */
+    double lr;            /* its learning rate, schedules applied (ag_optimizer.lr) */
+    double weight_decay;  /* this parameter's: ag_optim_set_weight_decay's, else cfg.weight_decay */
+    const double *hparam; /* the rule's hyperparameters, in the order of its .hparams */
+} ag_optim_args;
+
+/* value, grad and slot[s] point at the same element of one parameter; the
+ * update changes value and the slots in place. */
+typedef void (*ag_optim_update_fn)(ag_real *value, const ag_real *grad, ag_real *const *slot, int64_t n,
+                                   const ag_optim_args *a);
+
+typedef struct {
+    int abi;                        /* AG_OPTIM_RULE_ABI: always the first field */
+    const char *name;               /* the spec's name: 1-31 letters, digits, '_', '-' */
+    double lr, weight_decay;        /* their defaults (finite, >= 0) */
+    const ag_optim_hparam *hparams; /* ends at the first entry whose name is NULL; NULL: none (at most 8) */
+    const ag_optim_slot *slots;     /* the state, ended the same way; NULL: none (at most AG_OPTIM_MAX_SLOTS) */
+    ag_optim_update_fn update;      /* required */
+} ag_optim_rule;
+
+/* Adds a rule, which must outlive every use (a static const struct and
+ * arrays).  Not thread-safe: register before training starts.  AG_ERR_ARG
+ * with ag_errmsg() naming the rule for a NULL rule, an .abi of a later API
+ * or the other real type, a missing or malformed name, a name of a
+ * built-in optimizer or of a rule already registered, no update, a default
+ * lr or weight_decay that is not finite and >= 0, a malformed, reserved
+ * or repeated hyperparameter or slot name, a range that is empty or
+ * leaves out its default, too many hyperparameters or slots, a full
+ * registry. */
+ag_status ag_optim_register(const ag_optim_rule *rule);
+/* The kind named name, built-in or registered, into *kind; false if none
+ * (then *kind is left as it was).  ag_optim_defaults(*kind) is a rule's
+ * defaults as it is a built-in's. */
+bool ag_optim_find(const char *name, ag_optim_kind *kind);
+/* The rule of a registered kind; NULL for a built-in or unknown one. */
+const ag_optim_rule *ag_optim_rule_of(ag_optim_kind kind);
 
 /* Global-norm clipping, as torch.nn.utils.clip_grad_norm_: when the L2 norm
  * of all gradients together exceeds max_norm, scales them all by
