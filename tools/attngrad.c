@@ -9,6 +9,7 @@
  *   attngrad dump-step --model mpsan --out step.safetensors
  *   attngrad models
  *   attngrad --plugin my_model.so train --model mine    (any command: kinds of a plugin)
+ *   attngrad --plugin lion.so train --optim lion:lr=1e-4  (and its optimizer rules)
  *
  * The work is done by the trainer library (include/attngrad/train.h); this file reads
  * the command line and prints.  The program is built twice: `attngrad`
@@ -56,7 +57,8 @@ enum { N_COMMANDS = sizeof commands / sizeof *commands };
 static void usage(FILE *f) {
     fprintf(f, "usage: attngrad [--plugin FILE.so]... COMMAND [options]   (attngrad COMMAND --help for its options)\n\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
-    fprintf(f, "\n  --plugin FILE.so   load the model kinds a shared object registers (docs/extending.md)\n");
+    fprintf(f, "\n  --plugin FILE.so   load the model kinds and optimizer rules a shared object registers "
+               "(docs/extending.md)\n");
 }
 
 static void command_help(const command *c) {
@@ -759,7 +761,8 @@ static int load_plugins(int argc, char **argv, bool load, int *used) {
     for (; i < argc && !strncmp(argv[i], "--plugin", 8) && (!argv[i][8] || argv[i][8] == '='); i++) {
         const char *path = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : NULL;
         if (!path || !*path) {
-            fprintf(stderr, "attngrad: --plugin needs a file (a shared object that registers model kinds)\n");
+            fprintf(stderr, "attngrad: --plugin needs a file (a shared object that registers model kinds or "
+                    "optimizer rules)\n");
             return EXIT_USAGE;
         }
         if (load && ag_model_load_plugin(path)) {

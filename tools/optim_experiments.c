@@ -22,8 +22,8 @@
  * generated task, or a benchmark with --data), built from the trainer
  * library (include/attngrad/train.h): its data splits and vocabulary, the model's
  * loss and its evaluation, so the numbers are those `attngrad train` gets;
- * --plugin FILE.so first loads the kinds a plugin registers, as `attngrad
- * --plugin` does.  Each epoch prints a progress line; --max-minutes bounds
+ * --plugin FILE.so first loads the kinds and optimizer rules a plugin
+ * registers, as `attngrad --plugin` does.  Each epoch prints a progress line; --max-minutes bounds
  * the whole comparison, each optimizer getting an equal share of it. */
 #include "attngrad/train.h"
 #include "../train/internal.h"
@@ -494,7 +494,8 @@ static void usage(FILE *f) {
             "order) and writes PREFIX_steps.csv, PREFIX_epochs.csv and SVG plots.\n"
             "  --optim SPEC     an optimizer, repeatable: sgd:lr=0.1,momentum=0.9  adam:lr=1e-3\n"
             "                   adamw:lr=1e-3,weight_decay=0.01  adadelta:lr=0.5,rho=0.95\n"
-            "                   adagrad:lr=0.05  rmsprop:lr=1e-3,momentum=0.9,centered=1\n"
+            "                   adagrad:lr=0.05  rmsprop:lr=1e-3,momentum=0.9,centered=1, or a plugin's\n"
+            "                   rule after --plugin (examples/lion.c: lion:lr=1e-4,weight_decay=0.1)\n"
             "                   (default: those three: sgd:lr=0.1 adam:lr=1e-3 adadelta:lr=0.5,rho=0.95)\n"
             "  --sched SPEC     schedule for every run, stepped each epoch on the validation loss\n"
             "                   (plateau:mode=max: on the validation metric): constant (default),\n"
@@ -513,7 +514,7 @@ static void usage(FILE *f) {
             "  --device D       cpu (default), cuda or cuda:N: each run's parameters, optimizer and steps on a GPU\n"
             "  --max-minutes M  time for the whole comparison: each optimizer stops after M / count minutes\n"
             "                   (at a step's end; that epoch is evaluated where it stopped)\n"
-            "  --plugin FILE    first option(s): load the model kinds a shared object registers\n"
+            "  --plugin FILE    first option(s): load the model kinds and optimizer rules a shared object registers\n"
             "The model: a 2-layer MLP on a generated task by default,\n"
             "  --hidden N       hidden units (64)      --act tanh|relu (tanh)\n"
             "  --dim N          input dimensions (10)  --classes N   (4)\n"
@@ -613,7 +614,8 @@ static int load_plugins(int argc, char **argv) {
     int i = 1;
     for (; i < argc && !strcmp(argv[i], "--plugin"); i += 2) {
         if (i + 1 >= argc) {
-            fprintf(stderr, "optim_experiments: --plugin needs a file (a shared object that registers model kinds)\n");
+            fprintf(stderr, "optim_experiments: --plugin needs a file (a shared object that registers model kinds "
+                    "or optimizer rules)\n");
             return -1;
         }
         if (ag_model_load_plugin(argv[i + 1])) {

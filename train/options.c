@@ -74,8 +74,9 @@ static const opt_def opts[] = {
      check_flags},
     {"attention", O_STR, F(attention), 0, 0, SIZE_CMDS, true, "A", "poslm attention: positional, standard, none",
      check_attention},
-    {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer, e.g. adadelta:lr=0.5,rho=0.95 (default: the model's; "
-     "on --resume, the keys given change the run's own)", check_optim},
+    {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer: sgd, adam, adamw, adadelta, adagrad, rmsprop or a "
+     "plugin's rule, e.g. adadelta:lr=0.5,rho=0.95 (default: the model's; on --resume, the keys given change the run's own)",
+     check_optim},
     {"sched", O_STR, F(sched), 0, 0, TR, true, "SPEC",
      "LR schedule per epoch, e.g. plateau:factor=0.5,patience=5 (default: the model's)", check_sched},
     {"lr-steps", O_STR, F(lr_steps), 0, 0, TR, true, "SPEC",
@@ -247,7 +248,10 @@ static const char *check_optim(const char *v) {
     ag_optim_config c;
     if (!*v) return NULL; /* the model's default */
     if (ag_optim_parse(v, &c) == AG_OK && ag_optim_check(&c) == AG_OK) return NULL;
-    snprintf(msg, sizeof msg, "%s", ag_errmsg());
+    size_t k = (size_t)snprintf(msg, sizeof msg, "%s", ag_errmsg());
+    /* a rule from a plugin is known only where the plugin is loaded again (as a model kind) */
+    if (!strncmp(msg, "unknown optimizer '", 19) && k < sizeof msg)
+        snprintf(msg + k, sizeof msg - k, "; a plugin's rule needs --plugin FILE before the command");
     return msg;
 }
 

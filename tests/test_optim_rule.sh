@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# test_optim_rule.sh - an optimizer rule from a plugin (examples/lion.c) in
+# the programs: `attngrad --plugin lion.so train --optim lion:...` trains,
+# resumes to the bits of an uninterrupted run, gives the same bits at 1 and
+# 2 threads, takes a new rate on --resume; optim_experiments compares it
+# with a built-in optimizer; and what cannot work is refused by name (the
+# rule without its plugin, on a fresh run and on --resume, an unknown key,
+# a bad value, the plugin loaded twice).
+#
+#   tests/test_optim_rule.sh attngrad optim_experiments lion.so test_train
+set -u
+AG=$1 OX=$2 P=$3 TT=$4
+[ -x "$AG" ] && [ -x "$OX" ] && [ -f "$P" ] && [ -x "$TT" ] || { echo "usage: $0 attngrad optim_experiments lion.so test_train"; exit 2; }
+. "$(dirname "$0")/cli_lib.sh" test_optim_rule
+
+SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none --optim lion:lr=3e-3,beta2=0.98,weight_decay=0.1)
+
+# resume == uninterrupted, bit for bit (parameters, the rule's state, the step)
+expect 0 'done in .* 3 epochs, 24 steps' "$AG" --plugin "$P" train "${SMALL[@]}" --threads 1 --epochs 3 --out "$T/full"
+expect 0 'limit reached' "$AG" --plugin "$P" train "${SMALL[@]}" --threads 1 --epochs 3 --max-steps 11 --out "$T/cut"
+expect 0 'done in .* 3 epochs, 24 steps' "$AG" --plugin "$P" train --resume --out "$T/cut" --progress none
+"$TT" compare "$T/full/last.safetensors" "$T/cut/last.safetensors" && ok || bad "the resumed lion run differs from the uninterrupted one"
+# the same bits at 2 threads
+expect 0 'done in .* 3 epochs, 24 steps' "$AG" --plugin "$P" train "${SMALL[@]}" --threads 2 --epochs 3 --out "$T/two"
+"$TT" compare "$T/full/last.safetensors" "$T/two/last.safetensors" && ok || bad "lion at 2 threads differs from 1 thread"
+# a new rate on --resume: the keys given change the run's own rule settings, the others stay
+expect 0 'lr 0\.0005, this command.s, is the rate from here on' "$AG" --plugin "$P" train --resume --out "$T/cut" \
+  --epochs 4 --optim lion:lr=5e-4 --progress none
+# lazy rows and a schedule run through the CLI too
+expect 0 'done in .* 2 epochs' "$AG" --plugin "$P" train "${SMALL[@]}" --optim lion:lr=1e-3,lazy=1 \
+  --lr-steps cosine:warmup=4,total=16 --clip 0.5 --epochs 2 --out "$T/lazy"
+
+# optim_experiments: the rule beside a built-in optimizer
+expect 0 'lion:lr=3e-3 epoch 2/2: .*val accuracy' "$OX" --plugin "$P" --optim lion:lr=3e-3 --optim adam:lr=1e-3 \
+  --epochs 2 --train 256 --val 128 --threads 1 --out "$T/ox"
+[ -s "$T/ox_epochs.csv" ] && grep -q '^"lion:lr=3e-3",2,16,' "$T/ox_epochs.csv" && ok || bad "no lion rows in $T/ox_epochs.csv"
+
+# refusals
+expect 2 "unknown optimizer 'lion' \(known: .*rmsprop\); a plugin's rule needs --plugin FILE" \
+  "$AG" train "${SMALL[@]}" --out "$T/none"
+expect 1 "bad config entry 'optim'.*unknown optimizer 'lion'.*needs --plugin FILE" "$AG" train --resume --out "$T/full"
+expect 2 "optimizer 'lion': unknown key 'eps' \(it takes: lr, beta1, beta2, weight_decay, lazy\)" \
+  "$AG" --plugin "$P" train --optim lion:eps=1e-8 --out "$T/none"
+expect 2 "optimizer 'lion': beta1 1 must be in \[0, 1\)" "$AG" --plugin "$P" train --optim lion:beta1=1 --out "$T/none"
+expect 1 "ag_plugin_init failed: ag_optim_register: 'lion' is already registered" "$AG" --plugin "$P" --plugin "$P" models
+expect 2 "unknown optimizer 'lion'" "$OX" --optim lion --epochs 1 --out "$T/oy"
+
+summary
