@@ -15,6 +15,8 @@ AG=$1 OX=$2 P=$3 TT=$4
 
 SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none --optim lion:lr=3e-3,beta2=0.98,weight_decay=0.1)
 
+expect 0 '^\(optimizer rule lion: --optim lion:lr=0\.0001,beta1=0\.9,beta2=0\.99,weight_decay=0\)$' "$AG" --plugin "$P" models
+
 # resume == uninterrupted, bit for bit (parameters, the rule's state, the step)
 expect 0 'done in .* 3 epochs, 24 steps' "$AG" --plugin "$P" train "${SMALL[@]}" --threads 1 --epochs 3 --out "$T/full"
 expect 0 'limit reached' "$AG" --plugin "$P" train "${SMALL[@]}" --threads 1 --epochs 3 --max-steps 11 --out "$T/cut"

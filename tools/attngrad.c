@@ -50,7 +50,7 @@ static const command commands[] = {
      "f64 gradient check of every parameter at the tiny sizes"},
     {"dump-step", AG_CMD_DUMP, "dump-step --model NAME --out FILE [options]",
      "one forward/backward (dropout off) to safetensors: parameters, grad.*, loss, batch.*"},
-    {"models", 0, "models", "list the registered models and their defaults"},
+    {"models", 0, "models", "list the registered models and their defaults (and a plugin's optimizer rules)"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
@@ -746,6 +746,11 @@ static int cmd_models(void) {
             printf("(%s: %s%s%s%s%s)\n", (*k)->name, flags ? "--flags " : "", flags ? flags : "",
                    flags && hparams ? "; " : "", hparams ? "--hparams " : "", hparams ? hparams : "");
     }
+    for (ag_optim_kind k = AG_OPTIM_RULE_FIRST; ag_optim_rule_of(k); k++) { /* a plugin's optimizer rules */
+        char spec[AG_CONFIG_MAX];
+        ag_optim_config c = ag_optim_defaults(k);
+        printf("(optimizer rule %s: --optim %s)\n", ag_optim_name(k), ag_optim_format(&c, spec, sizeof spec));
+    }
     /* said of tasks, not of named models: a plugin's kinds are listed here too */
     printf("(a model's first row is its default task; on SICK pairs a model takes its first pair head: the\n"
            " pair classes before relatedness scores)\n");
@@ -823,7 +828,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c->name, "dump-step")) {
         rc = cmd_dump(c, argc, argv);
     } else if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
-        printf("usage: attngrad models\n  the registered models, one row per task, with their paper defaults\n");
+        printf("usage: attngrad models\n  the registered models, one row per task, with their paper defaults, and the "
+               "optimizer rules plugins registered, with theirs\n");
         rc = 0;
     } else if (argc > 2) { /* models takes nothing: a typo must not pass for a listing */
         fprintf(stderr, "attngrad models: takes no arguments (got '%s')\n", argv[2]);
