@@ -260,7 +260,7 @@ const ag_model_kind *ag_model_find(const char *name); /* NULL if unknown */
 const ag_model_kind *const *ag_model_kinds(void);   /* NULL-terminated, in registration order */
 /* Loads a plugin: a shared object exporting
  *     ag_status ag_plugin_init(void);
- * which registers its kinds.  The program must export the library's
+ * which registers its kinds (and optimizer rules, ag_optim_register).  The program must export the library's
  * symbols to it (the attngrad programs do); the object stays loaded until
  * exit.  In a double program (attngrad-f64, which runs gradcheck), PATH.so
  * is loaded as PATH-f64.so when that file exists: the plugin compiled with
