@@ -5,7 +5,7 @@
 # 2 threads, takes a new rate on --resume; optim_experiments compares it
 # with a built-in optimizer; and what cannot work is refused by name (the
 # rule without its plugin, on a fresh run and on --resume, an unknown key,
-# a bad value, the plugin loaded twice).
+# a bad value, the plugin loaded twice, and on a GPU where there is one).
 #
 #   tests/test_optim_rule.sh attngrad optim_experiments lion.so test_train
 set -u
@@ -46,5 +46,13 @@ expect 2 "optimizer 'lion': unknown key 'eps' \(it takes: lr, beta1, beta2, weig
 expect 2 "optimizer 'lion': beta1 1 must be in \[0, 1\)" "$AG" --plugin "$P" train --optim lion:beta1=1 --out "$T/none"
 expect 1 "ag_plugin_init failed: ag_optim_register: 'lion' is already registered" "$AG" --plugin "$P" --plugin "$P" models
 expect 2 "unknown optimizer 'lion'" "$OX" --optim lion --epochs 1 --out "$T/oy"
+
+# on a GPU (or the CUDA emulator) the rule is refused at the optimizer's init, naming it and the device
+if "$AG" train --synth-n 50 --dim 8 --epochs 1 --device cuda --progress none --out "$T/gpu" >/dev/null 2>&1; then
+  expect 1 "optimizer 'lion' is a registered rule, whose update runs on the CPU only, but the parameters are on the cuda" \
+    "$AG" --plugin "$P" train "${SMALL[@]}" --device cuda --epochs 1 --out "$T/gpu-lion"
+else
+  echo "(no usable GPU: the refusal on one is not tested here)"
+fi
 
 summary

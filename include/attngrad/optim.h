@@ -153,7 +153,7 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
  * element alike whatever the piece (no sums over the parameter, no state
  * of its own): then any cut gives the same bits, at any thread count.
  * It runs on the CPU only: ag_optim_init refuses a rule for parameters on
- * a GPU (the built-in rules have CUDA kernels; a host function cannot run
+ * a GPU (the built-in optimizers have CUDA kernels; a host function cannot run
  * there). */
 
 /* The version of ag_optim_rule and of ag_optim_args, and the real type a
