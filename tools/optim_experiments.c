@@ -790,6 +790,7 @@ int main(int argc, char **argv) {
         csv_quote(specs[i], runs[i].csv_name, sizeof runs[i].csv_name);
         if (ag_optim_parse(specs[i], &runs[i].cfg)) {
             fprintf(stderr, "optim_experiments: %s\n", ag_errmsg());
+            free(runs); /* LeakSanitizer's exit status would hide the usage error's */
             return 2;
         }
     }
