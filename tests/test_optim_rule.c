@@ -9,8 +9,13 @@
  *   - checkpoints: state saved as optim.lion.m.<param>, N steps + save + load +
  *     M steps = N + M steps, bit for bit;
  *   - the registry's refusals, each by name, and (where a CUDA device or the
- *     emulator is there) ag_optim_init's for parameters on the GPU. */
+ *     emulator is there) ag_optim_init's for parameters on the GPU;
+ *   - with a plugin's path (tests/rule_then_fail_plugin.c), that a plugin whose
+ *     ag_plugin_init registered a rule and then failed stays loaded.
+ *
+ *   test_optim_rule_f64 [rule_then_fail_plugin-f64.so] */
 #include "optim_util.h"
+#include "attngrad/model.h" /* ag_model_load_plugin */
 #include "../examples/lion.c"
 
 #include <math.h>
@@ -430,6 +435,27 @@ static void test_checkpoint(void) {
     rmdir(dir);
 }
 
+/* ---- a plugin that registered a rule, then failed: kept loaded ---- */
+
+static void test_failed_plugin(const char *path) {
+    if (!path) {
+        printf("  plugin: not tested (no rule_then_fail_plugin.so given)\n");
+        return;
+    }
+    EXPECT_ERROR(ag_model_load_plugin(path), AG_ERR_ARG, "ag_plugin_init failed: fails after registering its rule");
+    ag_optim_config c;
+    CHECK(ag_optim_parse("halve", &c) == AG_OK, "the rule stays registered: %s", ag_errmsg());
+    ag_params ps = {0};
+    ag_tensor *x = ag_param(&ps, "x", 1, (int[]){3});
+    x->data[1] = 3;
+    ag_optimizer o;
+    CHECK(ag_optim_init(&o, &ps, &c) == AG_OK, "%s", ag_errmsg());
+    ag_optim_step(&o); /* the plugin's code: a crash if it had been unloaded */
+    CHECK(x->data[1] == (ag_real)1.5, "halve gave %g", (double)x->data[1]);
+    ag_optim_free(&o);
+    ag_params_free(&ps);
+}
+
 /* ---- a GPU: refused at init, naming the rule and the device ---- */
 
 static void test_cuda(void) {
@@ -454,7 +480,7 @@ static void test_cuda(void) {
     printf("  cuda: lion refused on the GPU, adam taken\n");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     printf("%s build\n", IS_F64 ? "f64" : "f32");
     test_register();
     test_specs();
@@ -463,6 +489,7 @@ int main(void) {
     test_threads();
     test_no_allocation();
     test_checkpoint();
+    test_failed_plugin(argc > 1 ? argv[1] : NULL);
     test_cuda();
     ag_shutdown();
     return check_summary("optim_rule");
