@@ -1,5 +1,5 @@
 /* gradients.c - what happens to gradients between backward and the
- * optimizer step: global-norm clipping and the L2 penalty of MODELS.md.
+ * optimizer step: global-norm clipping and the L2 penalty of docs/models.md.
  * Sums run in double so the norm does not depend on the real type's
  * rounding more than it must.  The arithmetic runs on the device that
  * holds the parameters (optim/kernels.h's grads table), the values staying

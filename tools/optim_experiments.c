@@ -140,7 +140,7 @@ static void *mlp_create(const settings *s, ag_rng *rng, ag_params **params) {
     m->b1 = ag_param(ps, "l1.bias", 1, (int[]){o->hidden});
     m->w2 = ag_param(ps, "l2.weight", 2, (int[]){o->hidden, o->classes});
     m->b2 = ag_param(ps, "l2.bias", 1, (int[]){o->classes});
-    ag_init_glorot_uniform(m->w1, 1.0, rng); /* MODELS.md: Glorot weights, zero biases */
+    ag_init_glorot_uniform(m->w1, 1.0, rng); /* as docs/models.md: Glorot weights, zero biases */
     ag_init_glorot_uniform(m->w2, 1.0, rng);
     *params = ps;
     return m;
