@@ -64,6 +64,11 @@ int ag__dist_init(char *err, size_t errlen) {
 }
 
 void ag__dist_finalize(void) {
+    /* a rank's non-zero exit (a stop on a signal gives every rank one)
+     * makes Open MPI's mpirun end the others, maybe before their exit
+     * flushes: what they printed leaves now */
+    fflush(stdout);
+    fflush(stderr);
     if (nccl) nccl->finalize();
     if (be) be->finalize();
     be = NULL, nccl = NULL, gpu_path = GPU_UNSET;
@@ -116,6 +121,20 @@ static void *checked_malloc(size_t bytes, const char *what) {
         exit(1); /* one process: ag__dist_abort returned */
     }
     return p;
+}
+
+/* Allgather, then the largest nonzero: a max of ints is not what the
+ * backend's sum of doubles gives (two ranks' SIGINT and SIGTERM). */
+int ag__dist_any(int mine) {
+    if (!be) return mine;
+    int *all = checked_malloc((size_t)be->size * sizeof *all, "the ranks' stop requests");
+    all[be->rank] = mine;
+    be->allgather(all, sizeof *all);
+    int any = 0;
+    for (int r = 0; r < be->size; r++)
+        if (all[r] && (!any || all[r] > any)) any = all[r];
+    free(all);
+    return any;
 }
 
 /* Two ranks sharing a GPU (their devices' UUIDs, gathered): *a < *b, or
@@ -208,8 +227,9 @@ void ag__dist_gather_shares(double *all, int64_t n) {
 }
 
 /* Layout of the flat buffer: every gradient in parameter order, then the
- * loss sum, the count and the tokens, so one allreduce carries them all. */
-enum { TAIL = 3 };
+ * loss sum, the count, the tokens and how many ranks ask to stop, so one
+ * allreduce carries them all. */
+enum { TAIL = 4 };
 
 /* A host copy of the flat buffer, for MPI's sum of a GPU's buffer. */
 static ag_real *host_flat(ag__dist_grads *g, int64_t n) {
@@ -227,7 +247,7 @@ static double from_tail(const ag_real *sums, double *tokens) {
 /* ---- the CPU's kernels (distributed/cuda/dist.cu has CUDA's) ---- */
 
 static void pack_cpu(const ag__kgrad_slot *slots, int count, int64_t largest, ag_real w, bool zero, ag_real *flat,
-                     int64_t n, const ag_real tail[3]) {
+                     int64_t n, const ag_real tail[4]) {
     (void)largest;
     for (int i = 0; i < count; i++)
         for (int64_t k = 0; k < slots[i].size; k++) flat[slots[i].offset + k] = zero ? 0 : w * slots[i].grad[k];
@@ -293,7 +313,8 @@ static bool sum_flat(ag__dist_grads *g, int64_t n) {
     return false;
 }
 
-double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens) {
+double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens,
+                             int *stop) {
     if (!be) return loss_local;
     const char *op = "ag__dist_reduce_grads";
     ag_device dev = ps->count > 0 ? ps->items[0]->device : AG_CPU;
@@ -302,7 +323,7 @@ double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, d
     /* the weight n_local is applied in the pack and 1/N after the sum: N is
      * known only then, and the product is the same up to rounding */
     ag_real tail[TAIL] = {n_local > 0 ? (ag_real)(loss_local * n_local) : 0, (ag_real)n_local,
-                          tokens ? (ag_real)*tokens : 0};
+                          tokens ? (ag_real)*tokens : 0, stop && *stop ? 1 : 0};
     const ag__dist_kernels *k = ag__dist_on(op, dev);
     if (g->count > 0) k->pack(g->slots, g->count, g->largest, (ag_real)n_local, !(n_local > 0), g->flat, numel, tail);
     else ag__write_on(dev, g->flat + numel, tail, sizeof tail);
@@ -314,6 +335,7 @@ double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, d
     ag__read_on(dev, sums, g->flat + numel, sizeof sums); /* the loss is read now anyway */
     if (by_events) reduce_seconds += nccl->last_seconds();
     reduce_calls++;
+    if (stop) *stop = sums[3] > 0 ? ag__dist_any(*stop) : 0; /* every rank sees the same sum: all or none call it */
     return from_tail(sums, tokens);
 }
 

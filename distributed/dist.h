@@ -63,6 +63,10 @@ void ag__dist_split(int64_t rows, int r, int size, int64_t *first, int64_t *coun
 
 /* x[0..n) summed over the ranks, in place, on every rank. */
 void ag__dist_sum(double *x, int n);
+/* 0 when every rank's `mine` is 0, else the largest nonzero one of any
+ * rank (a stop request: its signal number, or -1 without one): one small
+ * collective; in one process, mine. */
+int ag__dist_any(int mine);
 /* Rank 0's bytes to every rank. */
 void ag__dist_bcast(void *buf, size_t bytes);
 /* Rank 0's parameter values to every rank, so all start from the same. */
@@ -87,10 +91,14 @@ typedef struct {
  * tokens) weighted by n_local / N, summed over the ranks, N being the sum of
  * n_local.  Returns the global mean loss from this rank's mean loss_local;
  * *tokens (may be NULL), this rank's input tokens, becomes the global
- * batch's (for tokens/s).  One MPI_Allreduce; in one process it returns
- * loss_local and touches nothing.  n_local 0 (a rank without rows)
- * contributes zeros. */
-double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens);
+ * batch's (for tokens/s).  *stop (may be NULL), this rank's request to
+ * stop (nonzero), becomes every rank's verdict, as ag__dist_any's: it
+ * rides in the same allreduce, and only a step where some rank asked pays
+ * the small collective that says which signal.  One MPI_Allreduce; in one
+ * process it returns loss_local and touches nothing.  n_local 0 (a rank
+ * without rows) contributes zeros. */
+double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens,
+                             int *stop);
 void ag__dist_grads_free(ag__dist_grads *g);
 /* Seconds this process spent in ag__dist_reduce_grads' allreduce, waiting
  * for slower ranks included, and in how many calls (*calls may be NULL). */

@@ -18,9 +18,9 @@ typedef struct {
 typedef struct {
     /* slots[0..count) (count >= 1), largest the longest size:
      * flat[offset + k] = w grad[k] (0 when zero: a rank without rows), and
-     * flat[n..n+3) = tail. */
+     * flat[n..n+4) = tail. */
     void (*pack)(const ag__kgrad_slot *slots, int count, int64_t largest, ag__kreal w, bool zero, ag__kreal *flat,
-                 int64_t n, const ag__kreal tail[3]);
+                 int64_t n, const ag__kreal tail[4]);
     /* After the sum: grad[k] = flat[offset + k] inv, inv = (ag__kreal)(1 /
      * flat[n + 1]) (the summed count, in double), 0 when that is 0. */
     void (*unpack)(const ag__kgrad_slot *slots, int count, int64_t largest, const ag__kreal *flat, int64_t n);

@@ -46,7 +46,9 @@ static void test_one_process(void) {
     for (int i = 0; i < 3; i++) w->grad[i] = i + 0.5;
     ag__dist_grads g = {0};
     double tokens = 12;
-    CHECK(ag__dist_reduce_grads(&g, &ps, 4, 0.25, &tokens) == 0.25 && tokens == 12);
+    int stop = 15;
+    CHECK(ag__dist_reduce_grads(&g, &ps, 4, 0.25, &tokens, &stop) == 0.25 && tokens == 12 && stop == 15);
+    CHECK(ag__dist_any(0) == 0 && ag__dist_any(-1) == -1 && ag__dist_any(2) == 2, "one process: its own request");
     CHECK(w->grad[0] == 0.5 && w->grad[2] == 2.5 && !g.flat, "one process: gradients as they were, no buffer");
     double x[2] = {1, 2};
     ag__dist_sum(x, 2);

@@ -325,6 +325,78 @@ EOS
   else
     fail "rank 1 without best.safetensors: exit $rc, no message naming rank 1 and the file"; tail -3 no-best.log
   fi
+
+  # (g) a signal stops every rank after the same step, and saves it, as
+  # one process stops.  The signals are raised by the ranks themselves, at
+  # a step the test chooses (AG_SIGNAL_AT, test-only: the handler's whole
+  # path without a race against a kill from outside).  Each rank writes
+  # its exit status to a file and the wrapper exits 0: a rank's non-zero
+  # exit makes mpirun end the others, maybe before they wrote theirs.
+  cat >rank-signal.sh <<EOS
+#!/bin/sh
+# rank-signal.sh OUT SIGNAL0 SIGNAL1 ARGS...: rank R raises at AG_SIGNAL_AT=SIGNALR ("-": none)
+out=\$1 s0=\$2 s1=\$3; shift 3
+at=\$s0; [ "\$$RANK_VAR" = 1 ] && at=\$s1
+[ "\$at" = - ] || export AG_SIGNAL_AT=\$at
+"$f64" train --model mtsa --dim 12 --hidden 12 "\$@" --out "$PWD/\$out"
+echo \$? >"$PWD/\$out.status\$$RANK_VAR"
+EOS
+  chmod +x rank-signal.sh
+  # signal_case OUT SIGNAL0 SIGNAL1 STATUS STEP WHAT ARGS...: every rank exits
+  # STATUS, and last.safetensors and rank 0's message name STEP
+  signal_case() {
+    local out=$1 s0=$2 s1=$3 want=$4 step=$5 what=$6; shift 6
+    rm -rf "$out" "$out".status*
+    timeout -k 5 $HANG "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-signal.sh "$out" "$s0" "$s1" "$@" >"$out.log" 2>&1
+    local got saved
+    got="$(cat "$out.status0" 2>/dev/null) $(cat "$out.status1" 2>/dev/null)"
+    saved=$(grep -a -o 'state\.step=[0-9]*' "$out/last.safetensors" 2>/dev/null | head -1 | cut -d= -f2)
+    if [ "$got" = "$want $want" ] && [ "$saved" = "$step" ] && grep -q "after step $step on all 2 ranks" "$out.log"; then
+      echo "ok $what: both ranks exit $want, last.safetensors at step $step"
+    else
+      fail "$what: exit statuses '$got' (want $want on both), checkpoint at step '$saved' (want $step)"; tail -5 "$out.log"
+    fi
+  }
+  STOP=(--synth-n 57 --batch 8 --keep 0.8 --seed 5 --progress none --quiet) # 8 steps an epoch
+  # rank 1's SIGTERM as step 11 begins rides in that step's gradient
+  # allreduce: rank 0 stops after step 11 too, and saves it; resumed to 30
+  # on 2 ranks it ends bit for bit where 2 ranks running 30 steps end
+  signal_case sigterm - step:11 143 11 "SIGTERM to rank 1 at step 11" --max-steps 30 "${STOP[@]}"
+  "${MPIRUN[@]}" "$f64" train --model mtsa --dim 12 --hidden 12 --max-steps 30 "${STOP[@]}" --out "$PWD/nonstop" \
+    >nonstop.log 2>&1 || fail "2 ranks, 30 steps without a stop"
+  "${MPIRUN[@]}" "$f64" train --resume --out "$PWD/sigterm" --max-steps 30 --progress none --quiet >>sigterm.log 2>&1 ||
+    fail "resuming the stopped run on 2 ranks"
+  res=$("$compare" nonstop/last.safetensors sigterm/last.safetensors 0) &&
+    echo "ok stopped at step 11 and resumed to 30: $res" || fail "stopped at 11, resumed to 30: $res"
+  # rank 0's SIGINT after epoch 1's checkpoint, between two steps: the
+  # ranks agree before epoch 2's first step and take none
+  signal_case sigint jsonl:1:2 - 130 8 "SIGINT to rank 0 between epochs" --max-steps 30 "${STOP[@]}"
+  # ... and after the last epoch's: the run is done, but every rank's
+  # command says it was stopped, as one process's does
+  signal_case sigint-end jsonl:2:2 - 130 16 "SIGINT to rank 0 after the last epoch" --epochs 2 "${STOP[@]}"
+  # a signal to every rank at once, as a launcher forwards one: SIGINT and
+  # SIGUSR1 at the same step give every rank the larger, SIGUSR1
+  signal_case both step:5:2 step:5:10 138 5 "SIGINT and SIGUSR1 at step 5" --max-steps 30 "${STOP[@]}"
+  # (h) SIGUSR1 to Open MPI's mpirun, which forwards it to every rank (its
+  # SIGTERM ends the job at once): stopped and saved after one step for all
+  if mpirun --version 2>&1 | grep -q "Open MPI"; then
+    rm -rf usr1
+    "${RANK_ENV[@]}" "${LAUNCH2[@]}" "$f64" train --model mtsa --dim 12 --hidden 12 --synth-n 1500 --batch 8 --epochs 50 \
+      --keep 0.8 --progress none --quiet --out "$PWD/usr1" >usr1.log 2>&1 &
+    launcher=$!
+    for _ in $(seq $((HANG * 10))); do [ -f usr1/last.safetensors ] && break; sleep 0.1; done # a bound, not a speed
+    kill -USR1 $launcher
+    for _ in $(seq $((HANG * 10))); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+    kill -0 $launcher 2>/dev/null && { fail "the job still runs $HANG s after SIGUSR1"; kill -9 $launcher; }
+    wait $launcher; rc=$?
+    step=$(grep -o 'stopped by SIGUSR1 after step [0-9]* on all 2 ranks' usr1.log | grep -o 'step [0-9]*' | cut -d' ' -f2)
+    saved=$(grep -a -o 'state\.step=[0-9]*' usr1/last.safetensors | head -1 | cut -d= -f2)
+    if [ $rc -eq 138 ] && [ -n "$step" ] && [ "$saved" = "$step" ]; then
+      echo "ok SIGUSR1 to mpirun: exit 138, both ranks stopped after step $step, which last.safetensors holds"
+    else
+      fail "SIGUSR1 to mpirun: exit $rc (want 138), message's step '$step', checkpoint's '$saved'"; tail -5 usr1.log
+    fi
+  fi
   ;;
 cuda | nccl)
   [ "$gpu_build" != none ] || skip "this build has no CUDA (meson -Dcuda=enabled needs nvcc and cuBLAS)"

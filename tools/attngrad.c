@@ -275,15 +275,17 @@ static int cmd_train(const command *c, int argc, char **argv) {
                 "ignored\n", o.data[0] ? o.data : "the generated task");
     /* the generated task's matrices are small: one BLAS thread is faster than two that wait on each other */
     set_engine(o.threads > 0 ? o.threads : o.data[0] ? 0 : 1, &o);
-    /* SIGTERM or Ctrl-C: finish the step, save it, say how to go on (a
-     * second one ends the process at once).  Not under mpirun, whose ranks
-     * would each stop at a step of their own and wait on each other. */
-    if (ag__dist_size() == 1) {
-        struct sigaction sa = {.sa_handler = ag_train_request_stop, .sa_flags = SA_RESETHAND};
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-    }
+    /* SIGTERM, Ctrl-C or SIGUSR1: finish the step, save it, say how to go
+     * on (a second one ends the process at once).  Under mpirun the ranks
+     * agree, so a signal to any of them stops all after the same step;
+     * SIGUSR1 is the one Open MPI's mpirun forwards to every rank (its
+     * SIGTERM and SIGINT end the job at once), and a scheduler's choice
+     * for a warning before preemption. */
+    struct sigaction sa = {.sa_handler = ag_train_request_stop, .sa_flags = SA_RESETHAND};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     ag_train_result r;
     if (ag_train(&o, &r, err, sizeof err)) {
         fprintf(stderr, "attngrad train: %s%s\n", ag__dist_who(), err);
@@ -291,11 +293,14 @@ static int cmd_train(const command *c, int argc, char **argv) {
         return 1;
     }
     if (ag__dist_rank() == 0) print_summary(&o, &r);
-    int signo = ag_train_stop_requested();
+    int signo = ag_train_stop_requested(); /* under mpirun the ranks': every rank ends alike */
     if (signo > 0) {
-        fprintf(stderr, "attngrad train: stopped by %s after step %lld, which the last checkpoint holds: continue with "
-                "--resume --out %s\n", signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" : "a signal",
-                (long long)r.steps, r.out);
+        char ranks[48] = "";
+        if (ag__dist_size() > 1) snprintf(ranks, sizeof ranks, " on all %d ranks", ag__dist_size());
+        if (ag__dist_rank() == 0)
+            fprintf(stderr, "attngrad train: stopped by %s after step %lld%s, which the last checkpoint holds: continue "
+                    "with --resume --out %s\n", signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" :
+                    signo == SIGUSR1 ? "SIGUSR1" : "a signal", (long long)r.steps, ranks, r.out);
         return 128 + signo;
     }
     /* Diverged with every value finite (Adam at lr 1e6: a training loss of
@@ -838,8 +843,9 @@ int main(int argc, char **argv) {
         rc = cmd_models();
     }
     /* a rank that failed alone (say, its copy of the run folder is missing)
-     * must not wait in MPI_Finalize for ranks that wait for it */
-    if (rc && !refused) ag__dist_abort(rc);
+     * must not wait in MPI_Finalize for ranks that wait for it; a stop on a
+     * signal is every rank's (they agreed), so all finalize */
+    if (rc && !refused && ag_train_stop_requested() <= 0) ag__dist_abort(rc);
     ag__dist_finalize();
     ag_shutdown();
     free(full_argv);

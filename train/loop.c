@@ -64,13 +64,30 @@ static bool past(double deadline) {
 }
 
 /* Set from a signal handler (ag_train_request_stop): the run stops after
- * the step in progress, as at --max-steps, and saves where it is. */
+ * the step in progress, as at --max-steps, and saves where it is.  Under
+ * mpirun a signal reaches one rank, or each at another step, so a rank's
+ * own request is not when it stops: every rank stops after the same step,
+ * the first whose gradient allreduce carried any rank's request
+ * (ag__train_step), or before an epoch's first step when they agreed
+ * there (ag__train_stop_agree).  stop_agreed keeps what they agreed on. */
 static volatile sig_atomic_t stop_signal;
+static int stop_agreed;
 void ag_train_request_stop(int signo) { stop_signal = signo ? signo : -1; }
-int ag_train_stop_requested(void) { return stop_signal; }
+int ag_train_stop_requested(void) { return ag__dist_size() > 1 ? stop_agreed : stop_signal; }
+int ag__train_stop_mine(void) { return stop_signal; }
+void ag__train_stop_agreed(int stop) {
+    if (stop) stop_agreed = stop;
+}
+int ag__train_stop_agree(void) {
+    if (ag__dist_size() > 1 && !stop_agreed) stop_agreed = ag__dist_any(stop_signal); /* every rank, or none, calls it */
+    return ag_train_stop_requested();
+}
 
-static bool limit_reached(const fold_ctx *c, const ag__run_state *s) {
-    return (c->o->max_steps > 0 && s->step >= c->o->max_steps) || past(c->deadline) || stop_signal;
+/* after_step: right after a step, whose allreduce has agreed on a stop;
+ * else the ranks agree now. */
+static bool limit_reached(const fold_ctx *c, const ag__run_state *s, bool after_step) {
+    return (c->o->max_steps > 0 && s->step >= c->o->max_steps) || past(c->deadline) ||
+           (after_step ? ag_train_stop_requested() : ag__train_stop_agree());
 }
 
 static void epoch_rng(ag_data_rng *r, uint64_t seed, int epoch) {
@@ -147,7 +164,7 @@ static int train_loop(const fold_ctx *c, ag__trainer *t, ag__run_state *s, fold_
     int64_t n_batches = t->sampler.n_batches, first_n = 0;
     double first_sum = 0;
     r->initial_loss = r->last_loss = NAN; /* no step yet */
-    while (s->epoch < c->o->epochs && !s->stopped && !limit_reached(c, s)) {
+    while (s->epoch < c->o->epochs && !s->stopped && !limit_reached(c, s, false)) {
         ag_data_rng r_epoch;
         epoch_rng(&r_epoch, (uint64_t)c->o->seed, s->epoch);
         ag_sampler_epoch(&t->sampler, &r_epoch);
@@ -175,7 +192,7 @@ static int train_loop(const fold_ctx *c, ag__trainer *t, ag__run_state *s, fold_
             if (first_n == 0) r->initial_loss = loss;
             if (first_n < 10) first_sum += loss, first_n++;
             ag__progress_step(&p, s->batch, (int64_t)tokens, loss);
-            stop = limit_reached(c, s);
+            stop = limit_reached(c, s, true);
         }
         ag__progress_end(&p);
         ag__profile_epoch_end(c->profile);
@@ -394,6 +411,7 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     bool anomaly = ag_anomaly(o->detect_anomaly); /* warm-up, steps and evaluations alike */
     bool flushed = ag_flush_denormals(strcmp(o->denormals, "keep") != 0); /* core.h: Adam+L2's subnormal weights */
     rc = train_folds(o, folds, deadline, &profile, r, err, errlen);
+    if (!rc) ag__train_stop_agree(); /* a signal after the last step: every rank's command says so alike */
     ag_flush_denormals(flushed);
     ag_anomaly(anomaly);
     ag__profile_close(&profile, rc);

@@ -169,16 +169,33 @@ void ag__run_logs_free(ag__run_logs *l) {
 
 /* ---- writes a crash cannot tear ---------------------------------------------- */
 
+/* Is `var` (POINT:N...) at `point` the N-th time this is asked for it?
+ * *rest: what follows N. */
+static bool passing(const char *var, const char *point, int *passed, const char **rest) {
+    const char *at = getenv(var);
+    size_t n = strlen(point);
+    if (!at || strncmp(at, point, n) || at[n] != ':') return false;
+    char *end;
+    long want = strtol(at + n + 1, &end, 10);
+    *rest = end;
+    return ++*passed == want;
+}
+
 /* Test-only: AG_CRASH_AT=POINT:N kills the process with SIGKILL, as a crash
  * would, the N-th time it passes POINT, so that a test can stop a run
- * between any two of its writes.  Unset (always, outside tests) it costs a
- * getenv per epoch. */
+ * between any two of its writes.  AG_SIGNAL_AT=POINT:N[:SIGNO] raises
+ * SIGNO (SIGTERM unless given) there instead, as a `kill` at that moment
+ * would: the graceful stop's whole path at a moment the test chooses
+ * rather than races for (under mpirun, a wrapper sets it for one rank).
+ * Points: "step" as a training step begins (before its gradient
+ * allreduce), "best", "last" and "jsonl" after each of an epoch's writes
+ * (rank 0's), "csv" in the metrics' write.  Unset (always, outside tests)
+ * they cost two getenv per step. */
 void ag__crash_point(const char *point) {
-    static int passed;
-    const char *at = getenv("AG_CRASH_AT");
-    size_t n = strlen(point);
-    if (!at || strncmp(at, point, n) || at[n] != ':') return;
-    if (++passed == atoi(at + n + 1)) raise(SIGKILL);
+    static int crashes, signals;
+    const char *rest;
+    if (passing("AG_CRASH_AT", point, &crashes, &rest)) raise(SIGKILL);
+    if (passing("AG_SIGNAL_AT", point, &signals, &rest)) raise(*rest == ':' ? atoi(rest + 1) : SIGTERM);
 }
 
 /* `path` holds exactly text[0..n) or what it held before, whenever the

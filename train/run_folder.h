@@ -140,7 +140,8 @@ int ag__run_folder_clean(const char *out, bool quiet, char *err, size_t errlen);
  * rank takes its answer. */
 bool ag__rank0_sees(const char *path);
 /* Test-only: AG_CRASH_AT=POINT:N kills the process the N-th time it passes
- * POINT (a no-op when unset). */
+ * POINT, AG_SIGNAL_AT=POINT:N[:SIGNO] raises a signal there (no-ops when
+ * unset; run_folder.c lists the points). */
 void ag__crash_point(const char *point);
 
 static inline void ag__path_join(char *dst, size_t n, const char *dir, const char *file) {

@@ -91,6 +91,7 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
                       size_t errlen) {
     ag_model *m = &t->model;
     ag_device dev = t->opt.device;
+    ag__crash_point("step"); /* a test's signal (AG_SIGNAL_AT) comes before this step's allreduce */
     if (!t->grads_zero) ag_params_zero_grad(&m->params);
     t->grads_zero = false;
     ag_tensor *out = NULL;
@@ -105,7 +106,11 @@ int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *lo
         double mine = out ? ag_item(out) : 0; /* a rank without rows joins the allreduce with zeros */
         double n_mine = !out ? 0 : m->cfg.task == AG_TASK_LM ? (double)ag__count_targets(&t->batch) : t->batch.rows;
         if (out && isfinite(mine)) ag_backward(out);
-        global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens);
+        /* a request to stop rides in the same allreduce: any rank's stops
+         * every rank after this step, at no cost of its own */
+        int stop = ag__train_stop_mine();
+        global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens, &stop);
+        ag__train_stop_agreed(stop);
         /* a rank without rows drew no dropout masks: it takes rank 0's generator */
         if (global_rows < ag__dist_size()) ag__dist_bcast(&m->rng, sizeof m->rng);
         loss_there = ag__step_copy_on(dev, &global, sizeof global); /* staged on the GPU */

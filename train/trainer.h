@@ -51,6 +51,18 @@ void ag__trainer_free(ag__trainer *t);
 int ag__train_ranks_agree(const ag_train_opts *o, const ag__trainer *t, const ag__run_state *s, char *err,
                           size_t errlen);
 
+/* ---- loop.c: stopping on a signal ------------------------------------------ */
+
+/* This process's request to stop (ag_train_request_stop): a signal
+ * number, -1 (asked without one) or 0; what a step's allreduce carries. */
+int ag__train_stop_mine(void);
+/* What the ranks agreed on (a step's allreduce, dist.h's ag__dist_any):
+ * once nonzero, every rank stops after this step. */
+void ag__train_stop_agreed(int stop);
+/* The ranks agree now: collective under mpirun (every rank or none calls
+ * it); ag_train_stop_requested after. */
+int ag__train_stop_agree(void);
+
 /* ---- step.c ----------------------------------------------------------------- */
 
 /* The model's forward, loss of given logits, and loss of a batch (the LM's

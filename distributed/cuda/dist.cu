@@ -11,15 +11,15 @@ static const int MAX_SLOTS = 65535;
 static const unsigned MAX_BLOCKS = 1024;
 
 typedef struct {
-    ag_real v[3];
-} tail3;
-static_assert(sizeof(tail3) == 3 * sizeof(ag_real), "tail3: no padding");
-template <> struct ag__no_padding<tail3> : std::true_type {}; /* reals only, no padding: a launch's bytes are its own */
+    ag_real v[4];
+} tail4;
+static_assert(sizeof(tail4) == 4 * sizeof(ag_real), "tail4: no padding");
+template <> struct ag__no_padding<tail4> : std::true_type {}; /* reals only, no padding: a launch's bytes are its own */
 
 /* Block row y copies slot y; the first block also writes the tail. */
-__global__ void pack_kernel(const ag__kgrad_slot *slots, ag_real w, bool zero, ag_real *flat, int64_t n, tail3 tail,
+__global__ void pack_kernel(const ag__kgrad_slot *slots, ag_real w, bool zero, ag_real *flat, int64_t n, tail4 tail,
                             bool first) {
-    if (first && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < 3) flat[n + threadIdx.x] = tail.v[threadIdx.x];
+    if (first && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < 4) flat[n + threadIdx.x] = tail.v[threadIdx.x];
     ag__kgrad_slot s = slots[blockIdx.y];
     AG_CUDA_FOR(k, s.size) flat[s.offset + k] = zero ? 0 : w * s.grad[k];
 }
@@ -37,8 +37,8 @@ static dim3 grid(int64_t largest, int slots) {
 }
 
 static void pack(const ag__kgrad_slot *slots, int count, int64_t largest, ag__kreal w, bool zero,
-                                    ag__kreal *flat, int64_t n, const ag__kreal tail[3]) {
-    tail3 t = {{tail[0], tail[1], tail[2]}};
+                                    ag__kreal *flat, int64_t n, const ag__kreal tail[4]) {
+    tail4 t = {{tail[0], tail[1], tail[2], tail[3]}};
     for (int first = 0; first < count; first += MAX_SLOTS) {
         int k = count - first < MAX_SLOTS ? count - first : MAX_SLOTS;
         ag__launch(pack_kernel, grid(largest, k), AG_CUDA_THREADS, 0, slots + first, w, zero, flat, n, t, first == 0);

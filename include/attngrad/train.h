@@ -288,11 +288,14 @@ int ag_predict_conllu(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o
 
 /* Asks a training run in progress to stop after its current step and save
  * what it has, as --max-steps does (the last checkpoint holds that step;
- * --resume goes on from it): async-signal-safe, for a SIGTERM or SIGINT
- * handler (the attngrad program installs one).  signo is kept for
- * ag_train_stop_requested. */
+ * --resume goes on from it): async-signal-safe, for a SIGTERM, SIGINT or
+ * SIGUSR1 handler (the attngrad program installs one).  signo is kept for
+ * ag_train_stop_requested.  Under mpirun a request to any rank stops every
+ * rank after the same step (docs/distributed.md). */
 void ag_train_request_stop(int signo);
-int ag_train_stop_requested(void); /* the signal asked for, -1 without one, or 0 */
+/* The signal asked for, -1 without one, or 0; under mpirun the ranks'
+ * verdict (the largest signal any rank got), once they have agreed on it. */
+int ag_train_stop_requested(void);
 
 /* ---- reference dumps and gradient checks at small sizes ----------------- */
 
