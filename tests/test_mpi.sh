@@ -32,6 +32,7 @@ set -uo pipefail
 mode=$1 found=$5 gpu_build=${6:-none}
 f64=$(realpath "$2") f32=$(realpath "$3") compare=$(realpath "$4") # meson passes them relative to the build dir
 program=${7:+$(realpath "$7")}
+edit=$(dirname "$(realpath "$0")")/st_edit.py # small edits of checkpoints
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$found" = true ] || skip "this build has no MPI (meson -Dmpi=enabled needs libopenmpi-dev openmpi-bin)"
 command -v mpirun >/dev/null || skip "mpirun is not on PATH"
@@ -396,6 +397,42 @@ EOS
     else
       fail "SIGUSR1 to mpirun: exit $rc (want 138), message's step '$step', checkpoint's '$saved'"; tail -5 usr1.log
     fi
+  fi
+
+  # (i) --resume from a copy of the run folder whose optimizer state, or
+  # parameters, differ from rank 0's while every counter agrees: rank 1
+  # would take other steps from the same gradients.  Its copy is rank 0's
+  # last.safetensors without checksums (another writer's file, which loads)
+  # and one bit of one tensor flipped; the copy unflipped goes ahead.
+  if command -v python3 >/dev/null; then
+    rm -rf s0 s1 && mkdir -p s0 s1
+    "$f64" train --model mtsa --dim 12 --hidden 12 --optim adam --synth-n 57 --batch 8 --max-steps 3 --progress none \
+      --quiet --out "$PWD/s0/run" >values.log 2>&1 || fail "the run to resume failed"
+    cat >rank-values.sh <<EOS
+#!/bin/sh
+cd "$PWD/s\$$RANK_VAR" && exec "$f64" train --resume --out run --max-steps 5 --progress none --quiet
+EOS
+    chmod +x rank-values.sh
+    for tensor in optim.adam.v.cls.out.weight cls.out.weight none; do
+      case $tensor in none) what= ;; optim.*) what="optimizer state differs" ;; *) what="parameters differ" ;; esac
+      rm -rf s1/run && cp -r s0/run s1/run && python3 "$edit" strip-crc s0/run/last.safetensors s1/run/plain.st &&
+        { [ $tensor = none ] || python3 "$edit" flip s1/run/plain.st s1/run/plain.st $tensor 3 0; } &&
+        mv s1/run/plain.st s1/run/last.safetensors || fail "editing rank 1's copy of the run"
+      timeout -k 5 $HANG "${RANK_ENV[@]}" "${LAUNCH2[@]}" ./rank-values.sh >values-$tensor.log 2>&1; rc=$?
+      if [ $tensor = none ]; then
+        [ $rc -eq 0 ] && echo "ok rank 1's copy without checksums, values the same: resumed" ||
+          { fail "rank 1's copy without checksums: exit $rc"; tail -3 values-$tensor.log; }
+        continue
+      fi
+      msg=$(grep -m1 "rank 1 of 2: its $what from rank 0's ('$tensor'" values-$tensor.log)
+      if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] && [ -n "$msg" ]; then
+        echo "ok rank 1 resuming another $tensor: the job ended (exit $rc): $msg"
+      else
+        fail "rank 1 resuming another $tensor: exit $rc, no message naming rank 1 and the tensor"; tail -3 values-$tensor.log
+      fi
+    done
+  else
+    echo "skipped (i): no python3 to edit a checkpoint"
   fi
   ;;
 cuda | nccl)

@@ -10,9 +10,14 @@
  * never reach (a hang), and ranks with other data of the same shapes train
  * silently on a mixture.  So the ranks compare, once per fold, what decides
  * their collectives and their steps with rank 0's: a rank that differs
- * says what and ends the job (ag__dist_abort, by its caller). */
+ * says what and ends the job (ag__dist_abort, by its caller).  After
+ * --resume that includes the values a rank read from its last.safetensors
+ * (parameters, optimizer and schedule state), which a stale copy of the
+ * run folder would make its own. */
 #include "trainer.h"
+#include "../graph/device.h" /* ag__read_on: a GPU's values to hash */
 
+#include <stdlib.h>
 #include <string.h>
 
 /* FNV-1a, 64 bits: n bytes at p into h. */
@@ -58,9 +63,108 @@ static uint64_t model_digest(const ag_params *ps) {
     return h;
 }
 
+/* The best dev score too: it decides which epochs count as bad, so a rank
+ * with another would stop early (--patience) where the others go on. */
 static uint64_t state_digest(const ag__run_state *s, const ag_rng *rng) {
-    int64_t counters[5] = {s->step, s->epoch, s->batch, s->bad_epochs, s->stopped};
-    return mix(mix(0xcbf29ce484222325ull, counters, sizeof counters), rng->s, sizeof rng->s);
+    int64_t counters[6] = {s->step, s->epoch, s->batch, s->bad_epochs, s->stopped, s->best_epoch};
+    uint64_t h = mix(0xcbf29ce484222325ull, counters, sizeof counters);
+    return mix(mix(h, &s->best, sizeof s->best), rng->s, sizeof rng->s);
+}
+
+/* ---- the values a run goes on from ---- */
+
+/* What every rank must hold alike beside the counters, each named as a
+ * checkpoint names it: after --resume the parameters (a fresh run's are
+ * rank 0's, broadcast before the first step, whatever a rank made of the
+ * seed or its --init file), and always the optimizer's state, its step
+ * count and rate, and the schedule's state, which no broadcast makes
+ * equal: a rank that resumed another copy of last.safetensors would take
+ * other steps than rank 0 from the same gradients.  One CRC-32C each. */
+typedef struct {
+    const ag__trainer *t;
+    int params; /* the parameters, counted first: 0 on a fresh run */
+    int slots;  /* the optimizer's state tensors, slot by slot */
+    int count;  /* params + slots + 3: optim.step, optim.lr, sched.state */
+} run_values;
+
+static run_values values_of(const ag__trainer *t, bool resumed) {
+    run_values v = {.t = t, .params = resumed ? t->model.params.count : 0, .slots = t->opt.n_slots * t->opt.n_params};
+    v.count = v.params + v.slots + 3;
+    return v;
+}
+
+/* CRC-32C of n values at p in the memory of dev; a GPU's through buf. */
+static uint32_t crc_on(ag_device dev, const ag_real *p, int64_t n, ag_real *buf) {
+    if (!p || n <= 0) return 0; /* a frozen parameter has no optimizer state */
+    if (dev != AG_CPU) ag__read_on(dev, buf, p, (size_t)n * sizeof *p), p = buf;
+    return ag_crc32c(0, p, (size_t)n * sizeof *p);
+}
+
+/* Value k's CRC-32C, and its name into name[0..n) when name is not NULL. */
+static uint32_t value_crc(const run_values *v, int k, ag_real *buf, char *name, size_t n) {
+    const ag_optimizer *o = &v->t->opt;
+    if (k < v->params) {
+        const ag_tensor *p = v->t->model.params.items[k];
+        if (name) snprintf(name, n, "%s", p->name ? p->name : "(unnamed)");
+        return crc_on(p->device, p->data, p->size, buf);
+    }
+    if ((k -= v->params) < v->slots) {
+        const ag_tensor *p = o->params->items[k % o->n_params];
+        if (name)
+            snprintf(name, n, "optim.%s.%s.%s", ag_optim_name(o->cfg.kind), ag_optim_slot_name(o, k / o->n_params),
+                     p->name ? p->name : "(unnamed)");
+        return crc_on(o->device, o->slot[k], p->size, buf);
+    }
+    const ag_scheduler *sc = &v->t->sched;
+    double sched[4] = {(double)sc->last_epoch, sc->best, sc->num_bad_epochs, sc->cooldown_counter};
+    static const char *const names[3] = {"optim.step", "optim.lr", "sched.state"};
+    const void *at[3] = {&o->step, &o->lr, sched};
+    size_t bytes[3] = {sizeof o->step, sizeof o->lr, sizeof sched};
+    k -= v->slots;
+    if (name) snprintf(name, n, "%s", names[k]);
+    return ag_crc32c(0, at[k], bytes[k]);
+}
+
+/* The largest tensor of v on a GPU, in values (0: none is). */
+static int64_t gpu_largest(const run_values *v) {
+    int64_t n = 0;
+    const ag_params *lists[2] = {&v->t->model.params, v->slots ? v->t->opt.params : NULL};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; lists[l] && i < lists[l]->count; i++) {
+            const ag_tensor *p = lists[l]->items[i];
+            bool gpu = l ? v->t->opt.device != AG_CPU : v->params && p->device != AG_CPU;
+            if (gpu && p->size > n) n = p->size;
+        }
+    return n;
+}
+
+/* Compares v's values with rank 0's (one broadcast of their CRCs, every
+ * rank in it); fails on this rank naming the first that differs. */
+static int values_agree(const run_values *v, bool resumed, const char *how, char *err, size_t errlen) {
+    int64_t largest = gpu_largest(v);
+    uint32_t *crc = malloc(2 * (size_t)v->count * sizeof *crc);
+    ag_real *buf = largest ? malloc((size_t)largest * sizeof *buf) : NULL;
+    if (!crc || (largest && !buf)) {
+        free(crc), free(buf);
+        return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for the digests of the run's %d tensors",
+                              v->count);
+    }
+    uint32_t *first = crc + v->count;
+    for (int k = 0; k < v->count; k++) first[k] = crc[k] = value_crc(v, k, buf, NULL, 0);
+    ag__dist_bcast(first, (size_t)v->count * sizeof *first);
+    int k = 0;
+    while (k < v->count && crc[k] == first[k]) k++;
+    int rc = 0;
+    if (k < v->count) {
+        char name[512];
+        value_crc(v, k, buf, name, sizeof name);
+        const char *from = resumed ? " as this rank resumed it from last.safetensors: another copy of the run folder?"
+                                   : "";
+        rc = ag__train_fail(err, errlen, AG_ERR_ARG, "its %s from rank 0's ('%s'%s): %s",
+                            k < v->params ? "parameters differ" : "optimizer state differs", name, from, how);
+    }
+    free(crc), free(buf);
+    return rc;
 }
 
 /* Options that are a rank's own: paths, which may name the same contents
@@ -112,6 +216,7 @@ static void first_difference(const char *mine, const char *theirs, char *out, si
 typedef struct {
     char options[AG_CONFIG_MAX];
     uint64_t data, model, state;
+    int32_t values; /* run_values' count: the size of the second broadcast */
 } run_digest;
 
 int ag__train_ranks_agree(const ag_train_opts *o, const ag__trainer *t, const ag__run_state *s, char *err,
@@ -123,6 +228,8 @@ int ag__train_ranks_agree(const ag_train_opts *o, const ag__trainer *t, const ag
     mine.data = data_digest(&t->data);
     mine.model = model_digest(&t->model.params);
     mine.state = state_digest(s, &t->model.rng);
+    run_values v = values_of(t, o->resume);
+    mine.values = v.count;
     first = mine;
     ag__dist_bcast(&first, sizeof first);
     const char *how = "ranks must train one run (docs/distributed.md)";
@@ -139,7 +246,10 @@ int ag__train_ranks_agree(const ag_train_opts *o, const ag__trainer *t, const ag
         return ag__train_fail(err, errlen, AG_ERR_ARG, "its model's parameters differ from rank 0's (a --plugin on "
                               "one rank only?): %s", how);
     if (mine.state != first.state)
-        return ag__train_fail(err, errlen, AG_ERR_ARG, "the run it resumes differs from rank 0's (its step, epoch "
-                              "or dropout generator: another copy of last.safetensors?): %s", how);
-    return 0;
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "the run it resumes differs from rank 0's (its step, epoch, "
+                              "best dev score or dropout generator: another copy of last.safetensors?): %s", how);
+    if (mine.values != first.values) /* the same model and optimizer: only --resume changes the count */
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "it %s, rank 0 %s: %s", o->resume ? "resumes a run" :
+                              "starts a new run", o->resume ? "starts a new one" : "resumes one", how);
+    return values_agree(&v, o->resume, how, err, errlen);
 }

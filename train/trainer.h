@@ -45,7 +45,8 @@ void ag__trainer_free(ag__trainer *t);
 /* ---- agree.c ---------------------------------------------------------------- */
 
 /* Under mpirun: fails (err says what differs) on a rank whose options,
- * data, parameters or resumed state are not rank 0's, before the ranks'
+ * data, parameters (names and sizes; after --resume their values),
+ * optimizer state or resumed counters are not rank 0's, before the ranks'
  * collectives on them could crash, hang or mix two runs.  Collective;
  * 0 in one process. */
 int ag__train_ranks_agree(const ag_train_opts *o, const ag__trainer *t, const ag__run_state *s, char *err,
