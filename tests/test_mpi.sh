@@ -13,7 +13,10 @@
 #          joined by a veth pair, Open MPI over TCP between them.
 #   fault  a rank killed mid-run: the job ends on every rank within a
 #          timeout with a message, and the last checkpoint still loads;
-#          rank 0's view of the run folder decides for every rank.
+#          rank 0's view of the run folder decides for every rank; ranks
+#          that differ (options, data, a resumed optimizer state) are
+#          refused; a signal to one rank stops and saves every rank after
+#          the same step, and resumes bit for bit.
 #   cuda   `--device cuda`: 2 ranks sharing this machine's first GPU, the
 #          gradients through host memory (AG_DIST_REDUCE=host), against one
 #          process on that GPU, as equal does.
