@@ -95,6 +95,13 @@ saved=$(grep -a -o 'state\.step=[0-9]*' "$dir/last.safetensors" | head -1 | cut 
 [ -n "$step" ] && [ "$saved" = "$step" ] && ok || bad "SIGTERM: the message says step $step, last.safetensors holds step $saved"
 expect 0 'done in' "$AG" train --out "$dir" --resume --epochs 2 --progress none
 
+# a signal before the first step of a fresh run: no checkpoint to resume from, and the message says so
+dir="$T/sigterm-start"
+expect 143 'stopped by SIGTERM before its first step: nothing to resume, .* holds no checkpoint; run it again' \
+  env AG_SIGNAL_AT=start:1 "$AG" train "${RUN[@]}" --out "$dir"
+[ ! -e "$dir/last.safetensors" ] && ok || bad "a stop before the first step left a checkpoint"
+expect 0 'done in' "$AG" train "${RUN[@]}" --epochs 1 --out "$dir" --progress none
+
 # ---- temporary files: a dead writer's go, a live one's stay ----
 dir="$T/crash-last-2"
 sleep 30 & live=$!

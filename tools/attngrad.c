@@ -297,10 +297,16 @@ static int cmd_train(const command *c, int argc, char **argv) {
     if (signo > 0) {
         char ranks[48] = "";
         if (ag__dist_size() > 1) snprintf(ranks, sizeof ranks, " on all %d ranks", ag__dist_size());
-        if (ag__dist_rank() == 0)
+        const char *sig = signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" : signo == SIGUSR1 ? "SIGUSR1"
+                                                                                                    : "a signal";
+        char last[PATH_MAX];
+        snprintf(last, sizeof last, "%s/last.safetensors", r.out);
+        if (ag__dist_rank() == 0 && access(last, F_OK) != 0) /* stopped before a first step of a fresh run */
+            fprintf(stderr, "attngrad train: stopped by %s before its first step%s: nothing to resume, %s holds no "
+                    "checkpoint; run it again\n", sig, ranks, r.out);
+        else if (ag__dist_rank() == 0)
             fprintf(stderr, "attngrad train: stopped by %s after step %lld%s, which the last checkpoint holds: continue "
-                    "with --resume --out %s\n", signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" :
-                    signo == SIGUSR1 ? "SIGUSR1" : "a signal", (long long)r.steps, ranks, r.out);
+                    "with --resume --out %s\n", sig, (long long)r.steps, ranks, r.out);
         return 128 + signo;
     }
     /* Diverged with every value finite (Adam at lr 1e6: a training loss of

@@ -273,6 +273,7 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     if (!rc) ag__dist_bcast_params(&t.model.params); /* every rank starts from rank 0's parameters */
     if (!rc && !o->quiet) ag__print_header(&t, o, out);
     if (!rc && writer && o->log_steps > 0) rc = ag__step_log_open(&steps, out, o->log_steps, s.step, o->quiet, err, errlen);
+    ag__crash_point("start"); /* a test's signal before the first step */
     if (!rc) rc = ag__train_warm_up(&t, err, errlen);
     double reduce0 = ag__dist_reduce_seconds(NULL), train0 = s.seconds;
     if (!rc) rc = train_loop(&c, &t, &s, r, err, errlen);

@@ -187,7 +187,8 @@ static bool passing(const char *var, const char *point, int *passed, const char 
  * SIGNO (SIGTERM unless given) there instead, as a `kill` at that moment
  * would: the graceful stop's whole path at a moment the test chooses
  * rather than races for (under mpirun, a wrapper sets it for one rank).
- * Points: "step" as a training step begins (before its gradient
+ * Points: "start" once the run is set up, before its first step; "step"
+ * as a training step begins (before its gradient
  * allreduce), "best", "last" and "jsonl" after each of an epoch's writes
  * (rank 0's), "csv" in the metrics' write.  Unset (always, outside tests)
  * they cost two getenv per step. */
