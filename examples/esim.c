@@ -1,0 +1,121 @@
+/* esim.c - Chen et al. 2017, "Enhanced LSTM for Natural Language Inference" (ACL 2017), ESIM without the tree-LSTM
+ * variant, as a plugin model for the sentence-pair task of the attngrad programs (--task pair: SICK entailment, or
+ * the generated span / reversed-span pairs).  Each sentence at its own width and lengths (tokens, lengths; tokens_b,
+ * lengths_b); every layer is shared by the two sentences:
+ *   Input encoding:   a = BiLSTM(E a) [B,Na,2h], b = BiLSTM(E b) [B,Nb,2h] (0 at padding);
+ *   Local inference:  e_ij = a_i . b_j [B,Na,Nb]; a~_i = sum_j softmax_j(e_ij) b_j over b's valid words
+ *                     (ag_softmax_axis_len along axis 2, lengths_b), b~_j = sum_i softmax_i(e_ij) a_i over a's
+ *                     (axis 1, lengths); m_a = [a; a~; a - a~; a * a~] [B,Na,8h], m_b likewise;
+ *   Composition:      v_a = BiLSTM(ReLU(m_a W_F + b_F)) [B,Na,2h] (F: 8h -> h), v_b likewise;
+ *   Pooling:          v = [mean_a; max_a; mean_b; max_b] over each sentence's valid words [B,8h];
+ *   Classifier:       logits = tanh(drop(v) W_1 + b_1) W_2 + b_2 (one hidden layer of h).
+ * Dropout (keep) on the word vectors, on F's input and on both classifier layers' inputs: the paper's "dropout on
+ * all feedforward connections".  Sizes: --dim (word vectors), --hidden (h: each LSTM direction, F and the MLP).
+ * Defaults, the paper's (SNLI): d 300, h 300, keep 0.5, Adam lr 4e-4, batch 32; gradient-norm clip 10 is the
+ * authors' code's.  Differences: LSTM weights from U(-1/sqrt(h), 1/sqrt(h)) (nn.LSTM's), not orthogonal; the word
+ * table's words missing from --embeddings from U(-0.05, 0.05), not N(0, 1); no tree-LSTM (HIM) variant.
+ *
+ *   ninja -C build examples/esim.so examples/esim-f64.so
+ *   P=build/examples/esim.so
+ *   build/tools/attngrad --plugin $P gradcheck --model esim --task pair --batch 4 --len 6   # f64 (loads ...-f64.so)
+ *   build/tools/attngrad --plugin $P train --model esim --task pair --dim 32 --hidden 32 --keep 1 --out runs/esim
+ *   build/tools/attngrad --plugin $P train --model esim --data DATA/sick \
+ *       --embeddings DATA/glove/glove.6B.50d.datasets.txt --out runs/esim-sick   # SICK entailment
+ *   build/tools/attngrad --plugin $P heatmap --ckpt runs/esim/best.safetensors --sentence "w1 w2 w3" \
+ *       --sentence-b "w2 w3" --out maps/
+ * The heatmap "align" is softmax_j(e_ij) [B,Na,Nb] (AG_MAP_CROSS): a row per word of a over b's words.
+ * tests/test_esim.sh gradchecks it (tiny, random padded pairs, a length-1 sentence on either side) and trains it. */
+#include "attngrad/model.h"
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct {
+    ag_tensor *embed, *proj_w, *proj_b, *mlp_w, *mlp_b, *out_w, *out_b;
+    ag_lstm_layer enc_fw, enc_bw, comp_fw, comp_bw;
+} esim;
+
+static void esim_defaults(ag_model_config *c) { /* the paper's SNLI settings */
+    c->dim = 300, c->hidden = 300, c->keep = 0.5, c->batch = 32, c->clip = 10, c->optim = "adam:lr=4e-4";
+}
+
+/* F's bias stays 0: no row of m is 0 (a padded row holds a~), so no ReLU sits on its kink, and a bias drawn
+ * negative could leave all 3 of F's units dead at the tiny sizes (every gradient before F then 0). */
+static void esim_tiny(ag_model_config *c) { c->dim = 4, c->hidden = 3, c->keep = 1; }
+
+static ag_status esim_build(ag_model *m) {
+    const ag_model_config *c = &m->cfg;
+    int d = c->dim, h = c->hidden;
+    if (d < 1 || h < 1) return ag_fail(AG_ERR_ARG, "esim: dim and hidden must be >= 1");
+    esim *p = calloc(1, sizeof *p);
+    if (!p) return ag_fail(AG_ERR_NOMEM, "esim: out of memory");
+    m->impl = p;
+    ag_params *ps = &m->params;
+    double lb = 1 / sqrt(h);
+    p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng);
+    p->enc_fw = ag_param_lstm(ps, "encode.fw", d, h, lb, &m->rng);
+    p->enc_bw = ag_param_lstm(ps, "encode.bw", d, h, lb, &m->rng);
+    p->proj_w = ag_param_glorot(ps, "project.weight", 8 * h, h, &m->rng);
+    p->proj_b = c->bias_init > 0 ? ag_param_uniform(ps, "project.bias", 1, &h, c->bias_init, &m->rng)
+                                 : ag_param_bias(ps, "project.bias", h);
+    p->comp_fw = ag_param_lstm(ps, "compose.fw", h, h, lb, &m->rng);
+    p->comp_bw = ag_param_lstm(ps, "compose.bw", h, h, lb, &m->rng);
+    p->mlp_w = ag_param_glorot(ps, "mlp.weight", 8 * h, h, &m->rng);
+    p->mlp_b = ag_param_bias(ps, "mlp.bias", h);
+    p->out_w = ag_param_glorot(ps, "out.weight", h, c->classes, &m->rng);
+    p->out_b = ag_param_bias(ps, "out.bias", c->classes);
+    return AG_OK;
+}
+
+static ag_tensor *drop(ag_model *m, ag_tensor *x, bool training) {
+    return ag_dropout(x, m->cfg.keep, training, &m->rng);
+}
+
+/* [forward LSTM ; backward LSTM] over each row's valid positions, [B,N,2h], 0 at padding. */
+static ag_tensor *bilstm(const ag_lstm_layer *fw, const ag_lstm_layer *bw, ag_tensor *x, const int32_t *len) {
+    ag_tensor *f = ag_lstm(x, fw, 1, &(ag_lstm_opts){.len = len});
+    ag_tensor *r = ag_lstm(x, bw, 1, &(ag_lstm_opts){.len = len, .reverse = true});
+    return ag_concat((ag_tensor *[]){f, r}, 2, 2);
+}
+
+/* One side's enhancement, projection, composition and pooling: [mean; max] [B,4h]. */
+static ag_tensor *compose(ag_model *m, ag_tensor *x, ag_tensor *xt, const int32_t *len, bool training) {
+    esim *p = m->impl;
+    ag_tensor *mx = ag_concat((ag_tensor *[]){x, xt, ag_sub(x, xt), ag_mul(x, xt)}, 4, 2); /* [B,N,8h] */
+    ag_tensor *f = ag_dense(drop(m, mx, training), p->proj_w, p->proj_b, AG_ACT_RELU);   /* [B,N,h] */
+    ag_tensor *v = bilstm(&p->comp_fw, &p->comp_bw, f, len);                             /* [B,N,2h] */
+    return ag_concat((ag_tensor *[]){ag_mean_over_time(v, len), ag_max_over_time(v, len)}, 2, 1);
+}
+
+static ag_tensor *esim_forward(ag_model *m, const ag_batch *bt, bool training) {
+    esim *p = m->impl;
+    int B = bt->rows, Na = bt->width, Nb = bt->width_b;
+    ag_tensor *ea = drop(m, ag_embedding(p->embed, bt->tokens, 2, (int[]){B, Na}), training);
+    ag_tensor *eb = drop(m, ag_embedding(p->embed, bt->tokens_b, 2, (int[]){B, Nb}), training);
+    ag_tensor *a = bilstm(&p->enc_fw, &p->enc_bw, ea, bt->lengths);   /* [B,Na,2h] */
+    ag_tensor *b = bilstm(&p->enc_fw, &p->enc_bw, eb, bt->lengths_b); /* [B,Nb,2h] */
+    /* Local inference: soft alignment each way, over the other sentence's valid words */
+    ag_tensor *e = ag_matmul_t(a, false, b, true);              /* [B,Na,Nb] */
+    ag_tensor *to_b = ag_softmax_axis_len(e, 2, bt->lengths_b); /* row i over b's valid j */
+    ag_tensor *to_a = ag_softmax_axis_len(e, 1, bt->lengths);   /* column j over a's valid i */
+    if (m->capture_maps) ag_model_capture_axes(m, "align", to_b, AG_MAP_CROSS);
+    ag_tensor *at = ag_matmul(to_b, b);                 /* a~ [B,Na,2h] */
+    ag_tensor *bt_ = ag_matmul_t(to_a, true, a, false); /* b~ [B,Nb,2h] */
+    ag_tensor *v = ag_concat((ag_tensor *[]){compose(m, a, at, bt->lengths, training),
+                                             compose(m, b, bt_, bt->lengths_b, training)}, 2, 1); /* [B,8h] */
+    ag_tensor *hid = ag_dense(drop(m, v, training), p->mlp_w, p->mlp_b, AG_ACT_TANH);
+    return ag_linear(drop(m, hid, training), p->out_w, p->out_b);
+}
+
+static void esim_destroy(ag_model *m) { free(m->impl); }
+
+static const ag_model_kind esim_kind = {
+    .abi = AG_MODEL_ABI,
+    .name = "esim",
+    .defaults = esim_defaults, .tiny = esim_tiny,
+    .build = esim_build, .forward = esim_forward, .destroy = esim_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_PAIR),
+    .reads = "hidden,max-len",
+};
+
+ag_status ag_plugin_init(void);
+ag_status ag_plugin_init(void) { return ag_model_register(&esim_kind); }
