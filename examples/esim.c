@@ -23,8 +23,11 @@
  *       --embeddings DATA/glove/glove.6B.50d.datasets.txt --out runs/esim-sick   # SICK entailment
  *   build/tools/attngrad --plugin $P heatmap --ckpt runs/esim/best.safetensors --sentence "w1 w2 w3" \
  *       --sentence-b "w2 w3" --out maps/
- * The heatmap "align" is softmax_j(e_ij) [B,Na,Nb] (AG_MAP_CROSS): a row per word of a over b's words.
- * tests/test_esim.sh gradchecks it (tiny, random padded pairs, a length-1 sentence on either side) and trains it. */
+ * The heatmap "align" is softmax_j(e_ij) [B,Na,Nb] (AG_MAP_CROSS): a row per word of a over b's words.  On the
+ * generated pairs word order decides, so it reaches 95% dev accuracy where decomposable attention stops at 2/3; on
+ * SICK with 50d vectors the paper's keep 0.5 underfits in 10 epochs (docs/results.md, a smoke run).
+ * tests/test_esim.sh gradchecks it through the CLI and trains it; tests/test_esim_pairs.c gradchecks it on pairs
+ * with a length-1 sentence on either side, b narrower and wider than a, and checks padding invariance. */
 #include "attngrad/model.h"
 #include <math.h>
 #include <stdlib.h>
