@@ -51,6 +51,7 @@ static void set(ag_real *p, ag_device dev, int64_t j, ag_real v) {
 static double eval_projected(ag_forward_fn f, void *ctx, const double *r, int64_t out_size) {
     ag_mark_t m = ag_mark();
     ag_tensor *out = f(ctx);
+    if (!out) ag__fatal("gradcheck", "the function returned no tensor: %s", ag_errmsg());
     if (out->size != out_size) ag__fatal("gradcheck", "the function's output changed size between calls");
     double v = project(out, r);
     ag_rewind(m);
@@ -72,6 +73,7 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
     /* Analytic pass: backward seeded with the projection direction. */
     ag_mark_t m = ag_mark();
     ag_tensor *out = f(ctx);
+    if (!out) ag__fatal("gradcheck", "the function returned no tensor: %s", ag_errmsg());
     int64_t out_size = out->size;
     double *r = ag__malloc((size_t)(out_size ? out_size : 1) * sizeof *r);
     ag_real *seed = ag__malloc((size_t)(out_size ? out_size : 1) * sizeof *seed);
@@ -100,6 +102,8 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
     for (int i = 0; i < n; i++)
         if (!wrt[i]->persistent) wrt[i]->grad = NULL;
 
+    if (o.input_max_grad)
+        for (int i = 0; i < n; i++) o.input_max_grad[i] = 0;
     /* Numeric pass, with recording off: only values are needed. */
     bool was = ag_set_grad_enabled(false);
     for (int i = 0, off = 0; i < n; off += (int)wrt[i]->size, i++) {
@@ -128,6 +132,7 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
             double big = fmax(fabs(ana), fabs(num)), true_rel = err == 0 ? 0 : big > 0 ? err / big : INFINITY;
             res.max_true_rel_err = fmax(res.max_true_rel_err, true_rel);
             res.max_grad = fmax(res.max_grad, big);
+            if (o.input_max_grad) o.input_max_grad[i] = fmax(o.input_max_grad[i], big);
             res.checked++;
             if (!(err <= o.atol + o.rtol * fabs(num))) res.ok = false;
             if (err > res.max_abs_err) res.max_abs_err = err;

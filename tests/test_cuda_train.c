@@ -994,6 +994,30 @@ static void anomaly_case(void) {
     printf("%-44s %s\n", "anomaly mode", st ? ag_errmsg() : "no error");
 }
 
+/* The initializers write host memory: a GPU tensor is refused by name
+ * (on a GPU the write would crash; on the emulator it would pass). */
+static ag_tensor *init_x;
+static void init_on_device(void *ctx) {
+    (void)ctx;
+    ag_rng r;
+    ag_rng_seed(&r, 1);
+    ag_init_uniform(init_x, -1, 1, &r);
+}
+
+static void init_on_device_case(void) {
+    if (GPU == AG_CPU) return; /* AG_TEST_CUDA_ON_CPU: no device tensor to refuse */
+    ag_params ps = {0};
+    init_x = ag_param(&ps, "w", 1, (int[]){4});
+    ag_params_to(&ps, GPU);
+    ag_status st = ag_try(init_on_device, NULL);
+    CHECK(st != AG_OK && strstr(ag_errmsg(), "ag_init_uniform") && strstr(ag_errmsg(), "w is on the") &&
+              strstr(ag_errmsg(), "initialise it on the CPU"),
+          "ag_init_uniform of a GPU tensor: %s", st ? ag_errmsg() : "no error");
+    printf("%-44s %s\n", "an initializer on the GPU", st ? ag_errmsg() : "no error");
+    ag_params_to(&ps, AG_CPU);
+    ag_params_free(&ps);
+}
+
 int main(void) {
     char why[256];
     if (check_env_on("AG_TEST_CUDA_ON_CPU")) {
@@ -1039,6 +1063,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++)
         if (!strcmp(variants[i].model, "poslm")) feed_case(&variants[i]);
     anomaly_case();
+    init_on_device_case();
     profile_launches_case(&variants[0]); /* MPSAN */
     profile_launches_case(&variants[6]); /* the LM: its own model file's sites, not the trainer's */
 #ifdef AG_REAL_DOUBLE

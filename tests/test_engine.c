@@ -842,6 +842,29 @@ static void test_gradcheck_fails_what_is_wrong(void) {
     ag_params_free(&ps);
 }
 
+/* sum(x²) + 1e-12 sum(y): y's gradient, 1e-12, is under what the check
+ * resolves, so a wrong one would pass; max_grad (over both inputs) hides
+ * that, input_max_grad shows it. */
+static ag_tensor *loud_and_quiet_fn(void *p) {
+    ag_tensor **xy = p;
+    return ag_add(ag_sum(ag_mul(xy[0], xy[0])), ag_mul_scalar(ag_sum(xy[1]), 1e-12));
+}
+
+static void test_gradcheck_max_grad_per_input(void) {
+    ag_params ps = {0};
+    ag_tensor *xy[2] = {ag_param(&ps, "x", 1, (int[]){3}), ag_param(&ps, "y", 1, (int[]){2})};
+    for (int i = 0; i < 3; i++) xy[0]->data[i] = 0.5 + 0.25 * i;
+    double per_input[2] = {-1, -1};
+    ag_gradcheck_opts o = ag_gradcheck_defaults();
+    o.input_max_grad = per_input;
+    ag_gradcheck_result r = ag_gradcheck(loud_and_quiet_fn, xy, xy, 2, &o);
+    CHECK(r.ok && r.max_grad > 1, "max_grad is the loud input's: %g", r.max_grad);
+    CHECK(per_input[0] > 1 && per_input[1] < 1e-9, "per input: x %g (want ~2), y %g (want ~1e-12)", per_input[0],
+          per_input[1]);
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
 
 /* ---- ag_try: a programmer error returns instead of ending the program ---- */
 
@@ -932,6 +955,7 @@ int main(void) {
     test_dropout_planes_are_the_calls();
     test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
+    test_gradcheck_max_grad_per_input();
     test_dropout_mask_statistics();
     test_dropout_keyed_by_row();
     test_profiler_names_sites();

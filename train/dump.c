@@ -252,13 +252,94 @@ static check_summary check_every_parameter(ag_model *m, loss_ctx *ctx, bool wide
     return s;
 }
 
-/* Two passes: at the model's tiny init, then with every parameter drawn
- * from U(-1, 1).  At the init (weights ~0.1, embeddings U(-0.05, 0.05))
- * many gradients are 1e-9 to 1e-11 (attention scores nearly equal; a
+/* Host copies of every parameter's values, and putting them back. */
+static ag_real **save_values(ag_params *ps) {
+    ag_device dev = ps->count ? ps->items[0]->device : AG_CPU;
+    ag_params_to(ps, AG_CPU);
+    ag_real **saved = ag__malloc((size_t)(ps->count + 1) * sizeof *saved);
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *p = ps->items[i];
+        saved[i] = ag__malloc((size_t)(p->size + 1) * sizeof(ag_real));
+        if (p->data) memcpy(saved[i], p->data, (size_t)p->size * sizeof(ag_real));
+    }
+    ag_params_to(ps, dev);
+    return saved;
+}
+
+static void restore_values(ag_params *ps, ag_real **saved) {
+    ag_device dev = ps->count ? ps->items[0]->device : AG_CPU;
+    ag_params_to(ps, AG_CPU);
+    for (int i = 0; i < ps->count; i++) {
+        ag_tensor *p = ps->items[i];
+        if (p->data) memcpy(p->data, saved[i], (size_t)p->size * sizeof(ag_real));
+        ag__free(saved[i]);
+    }
+    ag__free(saved);
+    ag_params_to(ps, dev);
+}
+
+/* Every parameter drawn from U(-1, 1) on the host (the initializers write
+ * host memory), back on its device. */
+static void draw_wide(ag_params *ps) {
+    ag_rng rng;
+    ag_rng_seed(&rng, 11);
+    ag_device dev = ps->count ? ps->items[0]->device : AG_CPU;
+    ag_params_to(ps, AG_CPU);
+    for (int i = 0; i < ps->count; i++) ag_init_uniform(ps->items[i], -1, 1, &rng);
+    ag_params_to(ps, dev);
+}
+
+/* Two passes: at the parameters' values, then with every parameter drawn
+ * from U(-1, 1).  At a model's init (weights ~0.1, embeddings U(-0.05,
+ * 0.05)) many gradients are 1e-9 to 1e-11 (attention scores nearly equal; a
  * query's vector reaching a softmax over keys only through a curvature),
  * which finite differences cannot resolve; drawn wide they are resolved or
  * zero.  A model whose loss is not finite at such values (a parameter that
- * must stay positive) is checked at its init alone, and told so. */
+ * must stay positive) is checked at its values alone, and told so.  The
+ * parameters get their values back. */
+static bool two_passes(ag_model *m, const ag_batch *b, const char *label, FILE *out) {
+    loss_ctx ctx = {m, (ag_batch *)b};
+    if (!tiny_loss(&ctx)) { /* a kind may refuse a batch (model.h): say so, as train does */
+        fprintf(out, "%s: the model refused the batch: %s\nFAIL\n", label, ag_errmsg());
+        ag_step_end();
+        return false;
+    }
+    ag_step_end();
+    /* rel is the measure the tolerance bounds (relative, floored at atol/rtol
+     * = 1e-2 for gradients too small to resolve); true is |a - n| / max(|a|, |n|) */
+    fprintf(out, "%s: f64 gradient check of %d parameters (pass: |a - n| <= 1e-8 + 1e-6 |n|; rel = |a - n| / "
+            "max(|a|, |n|, 1e-2), true = |a - n| / max(|a|, |n|), |g| = the largest max(|a|, |n|): weak under %g, "
+            "zero under %g)\n", label, m->params.count, RESOLVED_GRAD, ZERO_GRAD);
+    fprintf(out, " at the model's init:\n");
+    check_summary init = check_every_parameter(m, &ctx, false, out);
+
+    ag_real **saved = save_values(&m->params);
+    draw_wide(&m->params);
+    double loss = ag_item(tiny_loss(&ctx));
+    ag_step_end();
+    check_summary wide = {.ok = true, .weak = init.weak};
+    if (isfinite(loss)) {
+        fprintf(out, " every parameter drawn from U(-1, 1), where gradients the init leaves too small are resolved:\n");
+        wide = check_every_parameter(m, &ctx, true, out);
+    } else {
+        fprintf(out, " not drawn from U(-1, 1): the loss is %g there; the init's check stands alone\n", loss);
+    }
+    restore_values(&m->params, saved);
+    bool ok = init.ok && wide.ok;
+    if (wide.weak)
+        fprintf(out, "%d of %d parameters weak in the last pass: every gradient checked under %g, where any value would "
+                "pass; docs/extending.md, \"Checking it\"\n", wide.weak, m->params.count, RESOLVED_GRAD);
+    fprintf(out, "worst relative error %.2e (true %.2e): %s\n", fmax(init.worst, wide.worst),
+            fmax(init.worst_true, wide.worst_true), ok ? "PASS" : "FAIL");
+    return ok;
+}
+
+bool ag_model_gradcheck_batch(ag_model *m, const ag_batch *b, FILE *out) {
+    if (sizeof(ag_real) != sizeof(double))
+        ag__fatal("ag_model_gradcheck_batch", "needs double precision (an AG_REAL_DOUBLE build: attngrad-f64)");
+    return two_passes(m, b, m->kind->name, out);
+}
+
 int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errlen) {
     if (sizeof(ag_real) != sizeof(double))
         return ag__train_fail(err, errlen, AG_ERR_ARG, "gradcheck needs double precision: run attngrad-f64 gradcheck");
@@ -266,33 +347,17 @@ int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errl
     ag_batch b;
     int rc = ag_dump_setup(o, &m, &b, err, errlen);
     if (rc) return rc;
-    loss_ctx ctx = {&m, &b};
-    /* rel is the measure the tolerance bounds (relative, floored at atol/rtol
-     * = 1e-2 for gradients too small to resolve); true is |a - n| / max(|a|, |n|) */
-    fprintf(out, "%s%s%s: f64 gradient check of %d parameters (pass: |a - n| <= 1e-8 + 1e-6 |n|; rel = |a - n| / "
-            "max(|a|, |n|, 1e-2), true = |a - n| / max(|a|, |n|), |g| = the largest max(|a|, |n|): weak under %g, "
-            "zero under %g)\n", o->model, o->flags[0] ? "/" : "", o->flags, m.params.count, RESOLVED_GRAD, ZERO_GRAD);
-    fprintf(out, " at the model's init:\n");
-    check_summary init = check_every_parameter(&m, &ctx, false, out);
-
-    ag_rng rng;
-    ag_rng_seed(&rng, 11);
-    for (int i = 0; i < m.params.count; i++) ag_init_uniform(m.params.items[i], -1, 1, &rng);
-    double loss = ag_item(tiny_loss(&ctx));
-    ag_step_end();
-    check_summary wide = {.ok = true, .weak = init.weak};
-    if (isfinite(loss)) {
-        fprintf(out, " every parameter drawn from U(-1, 1), where gradients the init leaves too small are resolved:\n");
-        wide = check_every_parameter(&m, &ctx, true, out);
-    } else {
-        fprintf(out, " not drawn from U(-1, 1): the loss is %g there; the init's check stands alone\n", loss);
+    if (!tiny_loss(&(loss_ctx){&m, &b})) {
+        rc = ag__train_fail(err, errlen, AG_ERR_FORMAT, "model %s refused the batch: %s", o->model, ag_errmsg());
+        ag_step_end();
+        ag_model_batch_free(&b);
+        ag_model_free(&m);
+        return rc;
     }
-    bool ok = init.ok && wide.ok;
-    if (wide.weak)
-        fprintf(out, "%d of %d parameters weak in the last pass: every gradient checked under %g, where any value would "
-                "pass; docs/extending.md, \"Checking it\"\n", wide.weak, m.params.count, RESOLVED_GRAD);
-    fprintf(out, "worst relative error %.2e (true %.2e): %s\n", fmax(init.worst, wide.worst),
-            fmax(init.worst_true, wide.worst_true), ok ? "PASS" : "FAIL");
+    ag_step_end();
+    char label[sizeof o->model + sizeof o->flags + 2];
+    snprintf(label, sizeof label, "%s%s%s", o->model, o->flags[0] ? "/" : "", o->flags);
+    bool ok = two_passes(&m, &b, label, out);
     ag_model_batch_free(&b);
     ag_model_free(&m);
     return ok ? 1 : 0;

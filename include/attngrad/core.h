@@ -725,6 +725,11 @@ typedef struct {
     double atol, rtol;  /* pass iff |a - n| <= atol + rtol * |n| per element */
     int64_t max_checks; /* elements checked per input, spread evenly; 0 = all */
     uint64_t seed;      /* of the projection direction */
+    /* Optional (NULL: none): n entries, set to each input's largest
+     * max(|a|, |n|) checked, as max_grad below is over all of them: an
+     * input whose gradients all sit under ~10 atol passed without being
+     * checked, even where another input's are large. */
+    double *input_max_grad;
 } ag_gradcheck_opts;
 
 typedef struct {

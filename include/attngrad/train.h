@@ -311,6 +311,12 @@ int ag_dump_step(const ag_train_opts *o, const char *path, char *err, size_t err
  * worst relative error per parameter and returns 1 if all pass, 0 if not,
  * negative on bad options. */
 int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errlen);
+/* The same check of a model and batch of the program's own (a one-word
+ * sentence, a pair's own lengths): every parameter at its values, then
+ * drawn from U(-1, 1) where the init's gradients are too small to resolve
+ * (docs/cli.md, "gradcheck"), printed to out; true when both pass.  The
+ * parameters get their values back.  In a double build (AG_REAL_DOUBLE). */
+bool ag_model_gradcheck_batch(ag_model *m, const ag_batch *b, FILE *out);
 
 /* ---- attention heatmaps of a trained model ------------------------------ */
 
