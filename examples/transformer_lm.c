@@ -1,0 +1,106 @@
+/* transformer_lm.c - a small decoder-only Transformer language model (GPT-style) as a plugin model for the `lm`
+ * task, from <attngrad/layers.h>: token embedding + learned positions -> dropout -> L pre-LayerNorm blocks of
+ * causal multi-head self-attention and a GELU FFN (ag_encoder_layer with pre_norm, a PAST_INCL mask and the
+ * batch's lengths: a position reads itself, the positions before it and no padding) -> a final LayerNorm ->
+ * logits through the embedding (tied decoder, no bias).  The loss is the fused ag_linear_t_cross_entropy, which
+ * never builds the [B,N,V] logits.  Sizes: --dim (d, 128), --heads (4), --layers (2), --hidden (the FFN's width,
+ * 4d), --keep (0.9: after the embedding and on each sublayer's output), --hparams ctx=N (positions of the
+ * learned table, 128: a longer input, e.g. a long `generate`, is refused).
+ *
+ *   ninja -C build examples/transformer_lm.so examples/transformer_lm-f64.so
+ *   P=build/examples/transformer_lm.so
+ *   build/tools/attngrad --plugin $P gradcheck --model tlm            # f64 (loads ...-f64.so)
+ *   build/tools/attngrad --plugin $P train --model tlm --epochs 20 --out runs/tlm   # the generated LM task
+ *   build/tools/attngrad --plugin $P train --model tlm --data DATA/ptb --lr-steps cosine:warmup=500,total=20000
+ *
+ * AdamW through --optim decays every parameter (the CLI has no parameter groups, docs/optim.md), so the
+ * default decay is small.  tests/test_transformer_lm.sh gradchecks it, checks causality and that it learns. */
+#include "attngrad/model.h"
+#include <stdlib.h>
+
+typedef struct {
+    int ctx, n_layers;
+    ag_tensor *embed, *pos, *lnf_g, *lnf_b;
+    ag_encoder_layer layer[]; /* n_layers */
+} tlm;
+
+static void tlm_defaults(ag_model_config *c) {
+    c->dim = 128, c->heads = 4, c->layers = 2, c->hidden = 512, c->keep = 0.9, c->batch = 32, c->clip = 1;
+    c->optim = "adamw:lr=1e-3,beta2=0.98,weight_decay=0.01";
+}
+
+static void tlm_tiny(ag_model_config *c) { c->dim = 8, c->heads = 2, c->layers = 2, c->hidden = 12, c->keep = 1; }
+
+static ag_status tlm_build(ag_model *m) {
+    const ag_model_config *c = &m->cfg;
+    int d = c->dim, ctx = (int)ag_model_hparam(m, "ctx", 128);
+    if (d < 1 || c->heads < 1 || d % c->heads || c->layers < 1 || c->hidden < 1 || ctx < 1)
+        return ag_fail(AG_ERR_ARG, "tlm: want dim a multiple of heads, and layers, hidden, ctx >= 1 "
+                       "(dim %d, heads %d, layers %d, hidden %d, ctx %d)", d, c->heads, c->layers, c->hidden, ctx);
+    tlm *p = calloc(1, sizeof *p + (size_t)c->layers * sizeof p->layer[0]);
+    if (!p) return ag_fail(AG_ERR_NOMEM, "tlm: out of memory");
+    m->impl = p;
+    p->ctx = ctx, p->n_layers = c->layers;
+    ag_params *ps = &m->params;
+    p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng); /* also the decoder */
+    p->pos = ag_param_positions(ps, "pos.weight", ctx, d, 0.02, &m->rng);
+    ag_encoder_config ec = {.d_model = d, .heads = c->heads, .d_ff = c->hidden, .pre_norm = true,
+                            .keep = c->keep, .act = AG_ACT_GELU};
+    for (int l = 0; l < c->layers; l++) {
+        ag_scope_push("layer%d", l);
+        p->layer[l] = ag_encoder_layer_new(ps, &ec, &m->rng);
+        ag_scope_pop();
+    }
+    p->lnf_g = ag_param(ps, "ln_f.gain", 1, (int[]){d});
+    p->lnf_b = ag_param(ps, "ln_f.bias", 1, (int[]){d});
+    ag_init_constant(p->lnf_g, 1);
+    return AG_OK;
+}
+
+/* The final LayerNorm's output [B,N,d]: position t reads tokens 0..t of its row and nothing else. */
+static ag_tensor *tlm_hidden(ag_model *m, const ag_batch *b, bool training) {
+    tlm *p = m->impl;
+    int B = b->rows, N = b->width;
+    if (N > p->ctx) {
+        ag_fail(AG_ERR_ARG, "tlm: %d positions, more than the %d of its position table (--hparams ctx)", N, p->ctx);
+        return NULL;
+    }
+    ag_tensor *h = ag_add_learned_positions(ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}), p->pos);
+    h = ag_dropout(h, m->cfg.keep, training, &m->rng);
+    ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, N); /* key k <= query q */
+    for (int l = 0; l < p->n_layers; l++) /* padded keys masked by lengths, on top of the causal mask */
+        h = ag_encoder_layer_forward(&p->layer[l], h, b->lengths, causal, training, &m->rng);
+    return ag_layernorm(h, p->lnf_g, p->lnf_b, 1e-5);
+}
+
+static ag_tensor *tlm_forward(ag_model *m, const ag_batch *b, bool training) {
+    ag_tensor *h = tlm_hidden(m, b, training);
+    if (!h) return NULL;
+    int B = b->rows, N = b->width, d = m->cfg.dim;
+    if (m->last_logits) { /* generate: each row's last position alone, [B,1,V] */
+        int32_t last[B];
+        for (int r = 0; r < B; r++) last[r] = r * N + (b->lengths[r] > 0 ? b->lengths[r] - 1 : 0);
+        h = ag_reshape(ag_index_select(ag_reshape(h, 2, (int[]){B * N, d}), 0, last, B), 3, (int[]){B, 1, d});
+    }
+    return ag_linear_t(h, ((tlm *)m->impl)->embed, NULL); /* [B,N,V] */
+}
+
+static ag_tensor *tlm_loss(ag_model *m, const ag_batch *b, bool training) {
+    ag_tensor *h = tlm_hidden(m, b, training);
+    return h ? ag_linear_t_cross_entropy(h, ((tlm *)m->impl)->embed, NULL, b->targets, AG_PAD_ID) : NULL;
+}
+
+static void tlm_destroy(ag_model *m) { free(m->impl); }
+
+static const ag_model_kind tlm_kind = {
+    .abi = AG_MODEL_ABI,
+    .name = "tlm",
+    .defaults = tlm_defaults, .tiny = tlm_tiny,
+    .build = tlm_build, .forward = tlm_forward, .loss = tlm_loss, .destroy = tlm_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_LM),
+    .reads = "hidden,heads,layers,max-len",
+    .hparams = "ctx",
+};
+
+ag_status ag_plugin_init(void);
+ag_status ag_plugin_init(void) { return ag_model_register(&tlm_kind); }
