@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# test_transformer_lm.sh - the plugin model of examples/transformer_lm.c (a GPT-style decoder-only Transformer LM):
+# attngrad gradcheck (f64, in attngrad-f64 with transformer_lm-f64.so) on the tiny batch (lengths 5 and 3) and on a
+# random padded batch, each passing with no parameter weak in the last pass (every parameter drawn from U(-1, 1));
+# bad sizes and a batch longer than the position table refused by name; a short training run on the generated LM
+# task, checked on its run folder's metrics.csv (the training loss falls by more than half, dev perplexity well
+# under the 6 of its first epoch); eval, predict (a one-word line) and generate from its checkpoint.
+# (tests/test_transformer_lm_model.c checks causality, padding and its gradients in depth.)
+#
+#   tests/test_transformer_lm.sh attngrad transformer_lm.so
+set -u
+AG=$1 P=$2
+[ -x "$AG" ] && [ -f "$P" ] || { echo "usage: $0 attngrad transformer_lm.so"; exit 2; }
+. "$(dirname "$0")/cli_lib.sh" test_transformer_lm
+
+expect 0 '^\(tlm: --hparams ctx\)$' "$AG" --plugin "$P" models
+# PASS, and nothing weak once every parameter is drawn wide (the second pass)
+gradcheck() {
+  local out
+  out=$("$AG" --plugin "$P" gradcheck --model tlm --task lm "$@" 2>&1)
+  if grep -q ': PASS$' <<<"$out" && ! grep -q 'weak in the last pass' <<<"$out" &&
+     ! sed -n '/every parameter drawn/,$p' <<<"$out" | grep -q 'weak'; then ok
+  else bad "gradcheck $*: $(tail -n 4 <<<"$out")"; fi
+}
+gradcheck
+gradcheck --batch 3 --len 6
+gradcheck --batch 4 --len 9 --heads 4 --layers 1
+expect 1 'tlm: 6 positions, more than the 5 of its position table \(--hparams ctx\)' \
+  "$AG" --plugin "$P" dump-step --model tlm --batch 3 --len 6 --hparams ctx=5 --out "$T/step.safetensors"
+expect 1 'tlm: want dim a multiple of heads' "$AG" --plugin "$P" gradcheck --model tlm --dim 10 --heads 4
+
+# it learns the generated lookup task: judged on the run's own record, metrics.csv, by column name
+"$AG" --plugin "$P" train --model tlm --dim 32 --hidden 64 --keep 1 --synth-n 1000 --epochs 12 --progress none \
+  --out "$T/run" >"$T/train.log" 2>&1 || bad "train: $(tail -n 3 "$T/train.log")"
+col() { awk -F, -v name="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } c { print $c }' "$T/run/metrics.csv"; }
+first=$(col train_loss | head -n 1) last=$(col train_loss | tail -n 1) best=$(col dev_ppl | sort -g | head -n 1)
+if [ -n "$first" ] && [ -n "$last" ] && awk "BEGIN { exit !($last < 0.5 * $first) }"; then ok
+else bad "the training loss did not halve: metrics.csv train_loss $first -> $last"; fi
+if [ -n "$best" ] && awk "BEGIN { exit !($best < 3.6) }"; then ok # 3.02 at this commit; uniform: 18
+else bad "best dev perplexity '$best' (want under 3.6)"; fi
+expect 0 'test +perplexity' "$AG" --plugin "$P" eval --ckpt "$T/run/best.safetensors"
+# a one-word line scores <eos> after it (a batch of width 1); generate draws from the last position
+expect 0 '^ppl [0-9.]+	next ' "$AG" --plugin "$P" predict --ckpt "$T/run/best.safetensors" <<<"101"
+expect 0 '' "$AG" --plugin "$P" generate --ckpt "$T/run/best.safetensors" --words 5 <<<"101 t0 t3 :"
+summary
