@@ -27,6 +27,9 @@ gradcheck --batch 3 --len 6
 gradcheck --batch 4 --len 9 --heads 4 --layers 1
 expect 1 'tlm: 6 positions, more than the 5 of its position table \(--hparams ctx\)' \
   "$AG" --plugin "$P" dump-step --model tlm --batch 3 --len 6 --hparams ctx=5 --out "$T/step.safetensors"
+# the same refusal in gradcheck: named, not a crash (it read the NULL loss until 2026-12-06)
+expect 1 'gradcheck: model tlm refused the batch: tlm: 6 positions, more than the 5 of its position table' \
+  "$AG" --plugin "$P" gradcheck --model tlm --batch 3 --len 6 --hparams ctx=5
 expect 1 'tlm: want dim a multiple of heads' "$AG" --plugin "$P" gradcheck --model tlm --dim 10 --heads 4
 
 # it learns the generated lookup task: judged on the run's own record, metrics.csv, by column name
