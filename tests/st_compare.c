@@ -20,8 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameters form one group, each optimizer slot ("optim.adam.m.*") one. */
+/* Parameters form one group, each optimizer slot ("optim.adam.m.*") one;
+ * the schedule's state ("sched.state": its best score, +-inf until there
+ * is one) is none of them.  In the parameters' group its inf made every
+ * parameter's scale inf, which let any difference in them pass. */
 static bool same_group(const char *a, const char *b) {
+    if (!strncmp(a, "sched.", 6) || !strncmp(b, "sched.", 6)) return !strcmp(a, b);
     bool oa = !strncmp(a, "optim.", 6), ob = !strncmp(b, "optim.", 6);
     if (!oa || !ob) return oa == ob;
     const char *ea = strchr(a + 6, '.'), *eb = strchr(b + 6, '.');
@@ -97,7 +101,7 @@ int main(int argc, char **argv) {
         }
         double group = 0;
         for (int j = 0; j < a.count; j++)
-            if (same_group(x->name, a.tensors[j].name)) group = fmax(group, scales[j]);
+            if (same_group(x->name, a.tensors[j].name) && isfinite(scales[j])) group = fmax(group, scales[j]);
         scale = fmax(scale, 1e-3 * group);
         double rel = diff / (scale > 0 ? scale : 1);
         if (!(rel <= tol)) {
