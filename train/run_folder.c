@@ -269,13 +269,36 @@ int ag__step_log_close(ag__step_log *l, char *err, size_t errlen) {
     return rc;
 }
 
+/* The device the run's steps so far ran on, as state.device=cpu|cuda: a
+ * --resume on the other one goes on from the same state, but the devices
+ * round some sums in another order (BLAS against cuBLAS and the kernels),
+ * so it ends near the run never stopped, not on its bits; note_device
+ * says so.  Not an option (--device): where a run resumes is the resuming
+ * command's choice. */
+static int device_format(ag_device d, char *buf, size_t n) {
+    int w = snprintf(buf, n, "state.device=%s\n", ag_device_name(d));
+    return w < 0 || (size_t)w >= n ? AG_ERR_ARG : 0;
+}
+
+static void note_device(const char *path, const char *config, ag_device now) {
+    const char *was = state_value(config, "state.device"); /* none: a run saved before it was recorded */
+    size_t len = was ? strcspn(was, "\n") : 0;
+    const char *name = ag_device_name(now);
+    if (!was || (strlen(name) == len && !strncmp(was, name, len)) || ag__dist_rank() != 0) return;
+    fprintf(stderr, "note: %s: the run trained on %.*s, this command trains on %s (--device): it goes on from the "
+            "saved state, but the two devices add some sums in other orders, so its steps match those on %.*s within "
+            "rounding, not bit for bit (--device %.*s keeps the run on %.*s)\n", path, (int)len, was, name, (int)len,
+            was, (int)len, was, (int)len, was);
+}
+
 /* A checkpoint: the run's options and counters travel in its config. */
 int ag__run_save(const char *path, const ag_train_opts *o, const ag__run_state *s, const ag__run_parts *p, char *err,
                  size_t errlen) {
     ag_train_state st = {.step = s->step, .epoch = s->epoch, .rng = *p->rng};
     bool fits = ag_train_opts_format(o, st.config, sizeof st.config) == 0;
     size_t k = strlen(st.config);
-    if (!fits || state_format(s, st.config + k, sizeof st.config - k))
+    if (!fits || state_format(s, st.config + k, sizeof st.config - k) ||
+        (p->opt && device_format(p->opt->device, st.config + strlen(st.config), sizeof st.config - strlen(st.config))))
         return ag__train_fail(err, errlen, AG_ERR_ARG,
                              "%s: the run's config does not fit in %d bytes (shorter --data path?)", path,
                              AG_CONFIG_MAX);
@@ -565,6 +588,7 @@ int ag__run_resume(const char *out, const ag_vocab *vocab, const ag__run_parts *
                              "differ: fingerprint %s, the checkpoint's %.16s)", out, fp, saved);
     *p->rng = st.rng;
     note_optim_changes(path, st.config, p->opt);
+    note_device(path, st.config, p->opt->device);
     int rc = state_parse(st.config, s, path, err, errlen);
     if (!rc) rc = restore_metrics(out, path, p->logs, err, errlen);
     /* rank 0 alone writes the folder, which it alone has locked */
