@@ -99,7 +99,7 @@ unset TSAN_OPTIONS
 # arena_checks, the step arena's marks under valgrind, which in the CUDA
 # release build would read cuBLAS's symbols for half a minute first.
 emu_tests=(cuda_ops_f32 cuda_ops_f64 cuda_train_f32 cuda_train_f64 cuda_ops_bounds_f32 cuda_ops_bounds_f64
-  cuda_train_bounds_f32 cuda_train_bounds_f64 cuda_dump cuda_resume cuda_emulator mpi_cuda mpi_nccl nccl_emulator device param_stack cli
+  cuda_train_bounds_f32 cuda_train_bounds_f64 cuda_dump cuda_resume train_device cuda_emulator mpi_cuda mpi_nccl nccl_emulator device param_stack cli
   graph_records arena_checks)
 rc=0
 if [ ! -f build-emu/build.ninja ]; then

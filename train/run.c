@@ -357,6 +357,11 @@ static void print_lm(FILE *out, const ag_vocab *vocab, const ag_batch *b, ag_ten
 int ag_train_use_device(const ag_train_opts *o, ag_params *ps, char *err, size_t errlen) {
     if (!o->device[0] || !strcmp(o->device, "cpu")) {
         if (o->cuda_graphs) return ag__train_fail(err, errlen, AG_ERR_ARG, "--cuda-graphs needs --device cuda");
+        /* the current device is the process's: a run on the CPU after one on
+         * the GPU in the same program (the library's callers, not the CLI)
+         * would otherwise make its masks and constants there */
+        ag_set_device(AG_CPU);
+        ag_cuda_graphs(false);
         return 0;
     }
     int index = ag__train_device_index(o->device); /* -1 for "cuda": the default GPU */
