@@ -428,6 +428,7 @@ void ag_optim_free(ag_optimizer *opt) {
     ag__free_kept_on(opt->device, opt->state);
     ag__free(opt->slot);
     ag__free(opt->weight_decay);
+    ag__free(opt->lr_scale);
     *opt = (ag_optimizer){0};
 }
 
@@ -460,9 +461,9 @@ enum { UPDATE_CHUNK = 1 << 15, LIVE_ROWS_GRAIN = 256 };
  * caller's): their padding and the union's unused tail stay 0, so the table
  * the device gets has no undefined byte, and the same coefficients are the
  * same bytes (graph/cuda_uploads.c sends bytes it saw before only once). */
-static void sgd_coef(const ag_optimizer *o, double weight_decay, ag__ksgd *k) {
+static void sgd_coef(const ag_optimizer *o, double lr, double weight_decay, ag__ksgd *k) {
     const ag_optim_config *c = &o->cfg;
-    k->lr = (ag_real)o->lr, k->wd = (ag_real)weight_decay, k->mu = (ag_real)c->momentum;
+    k->lr = (ag_real)lr, k->wd = (ag_real)weight_decay, k->mu = (ag_real)c->momentum;
     k->keep = (ag_real)(1 - c->dampening), k->first = o->step == 1; /* the buffer starts as g */
     k->nesterov = c->nesterov;
 }
@@ -471,35 +472,35 @@ static void sgd_coef(const ag_optimizer *o, double weight_decay, ag__ksgd *k) {
  * moment and bias-corrects it with the current step (older versions of its
  * documentation wrote the max of the corrected values instead); we follow
  * the implementation, which is what users compare against. */
-static void adam_coef(const ag_optimizer *o, double weight_decay, ag__kadam *k) {
+static void adam_coef(const ag_optimizer *o, double lr, double weight_decay, ag__kadam *k) {
     const ag_optim_config *c = &o->cfg;
     const double t = (double)o->step;
     const bool decoupled = c->kind == AG_ADAMW;
     k->b1 = (ag_real)c->beta1, k->b2 = (ag_real)c->beta2, k->eps = (ag_real)c->eps;
     k->one_b1 = (ag_real)(1 - c->beta1), k->one_b2 = (ag_real)(1 - c->beta2);
-    k->step_size = (ag_real)(o->lr / (1 - pow(c->beta1, t)));
+    k->step_size = (ag_real)(lr / (1 - pow(c->beta1, t)));
     k->bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t));
     k->l2 = decoupled ? 0 : (ag_real)weight_decay;
-    k->decay = (ag_real)(1 - o->lr * weight_decay); /* AdamW's shrink of θ */
+    k->decay = (ag_real)(1 - lr * weight_decay); /* AdamW's shrink of θ, at the parameter's own rate (torch's group lr) */
     k->coupled_decay = k->l2 != 0;
     k->decoupled_decay = decoupled && weight_decay != 0;
 }
 
-static void adadelta_coef(const ag_optimizer *o, double weight_decay, ag__kadadelta *k) {
+static void adadelta_coef(const ag_optimizer *o, double lr, double weight_decay, ag__kadadelta *k) {
     const ag_optim_config *c = &o->cfg;
-    k->lr = (ag_real)o->lr, k->wd = (ag_real)weight_decay, k->rho = (ag_real)c->rho;
+    k->lr = (ag_real)lr, k->wd = (ag_real)weight_decay, k->rho = (ag_real)c->rho;
     k->one_rho = (ag_real)(1 - c->rho), k->eps = (ag_real)c->eps;
 }
 
-static void adagrad_coef(const ag_optimizer *o, double weight_decay, ag__kadagrad *k) {
+static void adagrad_coef(const ag_optimizer *o, double lr, double weight_decay, ag__kadagrad *k) {
     const ag_optim_config *c = &o->cfg;
-    k->clr = (ag_real)(o->lr / (1 + (double)(o->step - 1) * c->lr_decay));
+    k->clr = (ag_real)(lr / (1 + (double)(o->step - 1) * c->lr_decay));
     k->wd = (ag_real)weight_decay, k->eps = (ag_real)c->eps;
 }
 
-static void rmsprop_coef(const ag_optimizer *o, double weight_decay, ag__krmsprop *k) {
+static void rmsprop_coef(const ag_optimizer *o, double lr, double weight_decay, ag__krmsprop *k) {
     const ag_optim_config *c = &o->cfg;
-    k->lr = (ag_real)o->lr, k->wd = (ag_real)weight_decay, k->alpha = (ag_real)c->alpha;
+    k->lr = (ag_real)lr, k->wd = (ag_real)weight_decay, k->alpha = (ag_real)c->alpha;
     k->one_alpha = (ag_real)(1 - c->alpha), k->eps = (ag_real)c->eps, k->mu = (ag_real)c->momentum;
 }
 
@@ -649,10 +650,10 @@ typedef struct {
     ag_real *slot[AG_OPTIM_MAX_SLOTS];
 } rule_coef;
 
-static void rule_coef_of(const ag_optimizer *o, int i, double weight_decay, rule_coef *k) {
+static void rule_coef_of(const ag_optimizer *o, int i, double lr, double weight_decay, rule_coef *k) {
     const ag_optim_rule *r = ag_optim_rule_of(o->cfg.kind);
     k->update = r->update, k->n_slots = o->n_slots;
-    k->args = (ag_optim_args){.t = o->step, .lr = o->lr, .weight_decay = weight_decay, .hparam = o->cfg.hparam};
+    k->args = (ag_optim_args){.t = o->step, .lr = lr, .weight_decay = weight_decay, .hparam = o->cfg.hparam};
     for (int s = 0; s < o->n_slots; s++) k->slot[s] = o->slot[s * o->n_params + i];
 }
 
@@ -834,19 +835,24 @@ typedef union {
     rule_coef rule;
 } update_coef;
 
-/* *c is zeroed: the fields of opt's kind are filled in (sgd_coef says why). */
+/* *c is zeroed: the fields of opt's kind are filled in (sgd_coef says why).
+ * The parameter's rate is the current one times its scale, one product in
+ * double: scale s gives the coefficients, to the bit, of an optimizer whose
+ * rate is lr * s, and a schedule, which changes opt->lr, moves every
+ * group's rate alike (as torch's schedulers scale each group's lr). */
 static void coef_of(const ag_optimizer *opt, int i, update_coef *c) {
     double wd = opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay;
+    double lr = opt->lr_scale ? opt->lr * opt->lr_scale[i] : opt->lr;
     switch (opt->cfg.kind) {
-    case AG_SGD: sgd_coef(opt, wd, &c->sgd); return;
+    case AG_SGD: sgd_coef(opt, lr, wd, &c->sgd); return;
     case AG_ADAM:
-    case AG_ADAMW: adam_coef(opt, wd, &c->adam); return;
-    case AG_ADADELTA: adadelta_coef(opt, wd, &c->adadelta); return;
-    case AG_ADAGRAD: adagrad_coef(opt, wd, &c->adagrad); return;
-    case AG_RMSPROP: rmsprop_coef(opt, wd, &c->rmsprop); return;
+    case AG_ADAMW: adam_coef(opt, lr, wd, &c->adam); return;
+    case AG_ADADELTA: adadelta_coef(opt, lr, wd, &c->adadelta); return;
+    case AG_ADAGRAD: adagrad_coef(opt, lr, wd, &c->adagrad); return;
+    case AG_RMSPROP: rmsprop_coef(opt, lr, wd, &c->rmsprop); return;
     default: break;
     }
-    rule_coef_of(opt, i, wd, &c->rule);
+    rule_coef_of(opt, i, lr, wd, &c->rule);
 }
 
 /* Parameter i's arrays for update_all, in update's order of slots. */
@@ -923,20 +929,39 @@ bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx) {
     return p->ndim <= 1;
 }
 
+/* A per-parameter array of opt's, made on first use with every entry
+ * `all` (what the config gives every parameter). */
+static double *per_param(const ag_optimizer *opt, double **arr, double all) {
+    if (!*arr) {
+        *arr = ag__malloc((size_t)(opt->n_params ? opt->n_params : 1) * sizeof **arr);
+        for (int i = 0; i < opt->n_params; i++) (*arr)[i] = all;
+    }
+    return *arr;
+}
+
+/* Sets v[i] for every parameter i that match takes; returns how many. */
+static int set_matching(const ag_optimizer *opt, ag_param_pred match, void *ctx, double *v, double value) {
+    int matched = 0;
+    for (int i = 0; i < opt->n_params; i++)
+        if (match(opt->params->items[i], ctx)) {
+            v[i] = value;
+            matched++;
+        }
+    return matched;
+}
+
 int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay) {
     if (!(weight_decay >= 0) || !isfinite(weight_decay))
         ag__fatal("ag_optim_set_weight_decay", "weight_decay %g must be finite and >= 0", weight_decay);
     if (!opt->params || opt->params->count != opt->n_params)
         ag__fatal("ag_optim_set_weight_decay", "the parameter list changed after ag_optim_init");
-    if (!opt->weight_decay) {
-        opt->weight_decay = ag__malloc((size_t)(opt->n_params ? opt->n_params : 1) * sizeof *opt->weight_decay);
-        for (int i = 0; i < opt->n_params; i++) opt->weight_decay[i] = opt->cfg.weight_decay;
-    }
-    int matched = 0;
-    for (int i = 0; i < opt->n_params; i++)
-        if (match(opt->params->items[i], ctx)) {
-            opt->weight_decay[i] = weight_decay;
-            matched++;
-        }
-    return matched;
+    return set_matching(opt, match, ctx, per_param(opt, &opt->weight_decay, opt->cfg.weight_decay), weight_decay);
+}
+
+int ag_optim_set_lr_scale(ag_optimizer *opt, ag_param_pred match, void *ctx, double scale) {
+    if (!(scale >= 0) || !isfinite(scale))
+        ag__fatal("ag_optim_set_lr_scale", "scale %g must be finite and >= 0 (0: the parameters do not move)", scale);
+    if (!opt->params || opt->params->count != opt->n_params)
+        ag__fatal("ag_optim_set_lr_scale", "the parameter list changed after ag_optim_init");
+    return set_matching(opt, match, ctx, per_param(opt, &opt->lr_scale, 1), scale);
 }

@@ -3,6 +3,8 @@
  *   - each optimizer (SGD with momentum/nesterov/decay, Adam, AdamW,
  *     amsgrad, Adadelta) over a few steps of the same gradients: parameters
  *     and state;
+ *   - a per-parameter rate (ag_optim_set_lr_scale) on the GPU: the bits
+ *     of the same optimizer at lr * scale there, every kind (lr_scale_case.h);
  *   - train's gated step on the GPU: a non-finite loss or gradient skips
  *     the update on the device, a finite one is ag_optim_step's;
  *   - global-norm clipping (the norm to the CPU's bits: the same blocks and
@@ -32,6 +34,7 @@
 #include "../optim/kernels.h" /* the training step's gate, as train/step.c makes it */
 #include "attngrad/model.h"
 #include "../train/internal.h"
+#include "lr_scale_case.h" /* per-parameter rates on the GPU */
 
 #include <limits.h>
 #include <math.h>
@@ -1053,6 +1056,7 @@ int main(void) {
     fused_squares_case("adam:lr=1e-2,weight_decay=1e-2,lazy=1");
     fused_squares_case("adadelta:lr=0.5,rho=0.95,lazy=1");
     fused_squares_case("rmsprop:lr=1e-2,momentum=0.9,centered=1,lazy=1");
+    lr_scale_all(GPU); /* a scale on one parameter: the bits of lr * scale there too */
     gradients_case();
     clip_bits_case();
     freeze_case();

@@ -11,6 +11,7 @@
  * L2 penalty, and zero allocations per step. */
 #include "optim_util.h"
 #include "../optim/kernels.h"
+#include "lr_scale_case.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -686,6 +687,28 @@ static void test_weight_decay_groups(void) {
     EXPECT_FATAL(ag_scope_push("a.b"), "ag_scope_push", "'.'");
 }
 
+/* Per-parameter rates: a scale s on one parameter updates it to the bit as
+ * the optimizer at lr * s, every kind, with a per-step schedule on top;
+ * scale 0 keeps it as it was; a later call wins; bad scales stop. */
+static void test_lr_scale_groups(void) {
+    lr_scale_all(AG_CPU);
+    ag_params ps;
+    lr_scale_params(&ps, AG_CPU);
+    ag_optim_config c = ag_optim_defaults(AG_SGD);
+    ag_optimizer o;
+    CHECK(ag_optim_init(&o, &ps, &c) == AG_OK && !o.lr_scale, "no scale until one is set");
+    CHECK(ag_optim_set_lr_scale(&o, ag_param_is_bias_or_norm, NULL, 0.5) == 1 && o.lr_scale[0] == 1 &&
+          o.lr_scale[1] == 0.5);
+    CHECK(ag_optim_set_lr_scale(&o, lr_scale_named, "b", 2) == 1 && o.lr_scale[1] == 2, "the later call wins");
+    CHECK(ag_optim_set_lr_scale(&o, lr_scale_named, "nothing", 3) == 0 && o.lr_scale[0] == 1);
+    EXPECT_FATAL(ag_optim_set_lr_scale(&o, lr_scale_named, "b", -1), "ag_optim_set_lr_scale", "scale -1",
+                 "finite and >= 0");
+    EXPECT_FATAL(ag_optim_set_lr_scale(&o, lr_scale_named, "b", NAN), "ag_optim_set_lr_scale", "scale nan");
+    EXPECT_FATAL(ag_optim_set_lr_scale(&o, lr_scale_named, "b", INFINITY), "ag_optim_set_lr_scale", "scale inf");
+    ag_optim_free(&o);
+    ag_params_free(&ps);
+}
+
 /* ---- the training step's fused update and parameter norm ----
  * ag__optim_step_gated_params_sq takes the squares in the update's pass;
  * they must be ag__params_sq_on's after ag__optim_step_gated to the bit,
@@ -895,6 +918,7 @@ int main(void) {
     test_fused_params_sq();
     test_lazy();
     test_weight_decay_groups();
+    test_lr_scale_groups();
     test_sgd();
     test_adam();
     test_adadelta();

@@ -17,6 +17,7 @@
 #include "optim_util.h"
 #include "attngrad/model.h" /* ag_model_load_plugin */
 #include "../examples/lion.c"
+#include "lr_scale_case.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -242,6 +243,13 @@ static void test_lion_reference(void) {
     /* the lazy case's dead rows matter: the dense rule on the same gradients is far from the lazy reference */
     double dense = lion_case("lion:lr=0.02,beta1=0.5,beta2=0.9,weight_decay=0.3", true);
     CHECK(dense > 1e-3, "the dense rule matches the lazy reference (%.3g): the test sees no dead row", dense);
+}
+
+/* A rule's ag_optim_args.lr is the parameter's own rate: a scale s on b
+ * updates it as Lion at lr * s (and scale 0 not at all, decay included). */
+static void test_lr_scale(void) {
+    lr_scale_case("lion:lr=0.01,beta1=0.9,beta2=0.99,weight_decay=0.1", 0.25, AG_CPU, 6);
+    lr_scale_case("lion:lr=0.01,beta1=0.9,beta2=0.99,weight_decay=0.1", 0, AG_CPU, 6);
 }
 
 /* ---- a rule's slots' initial values, an integer hyperparameter, t ---- */
@@ -485,6 +493,7 @@ int main(int argc, char **argv) {
     test_register();
     test_specs();
     test_lion_reference();
+    test_lr_scale();
     test_probe();
     test_threads();
     test_no_allocation();

@@ -109,6 +109,7 @@ typedef struct {
     ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
     double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
     ag_device device;     /* where the state lives: the parameters' device at init */
+    double *lr_scale;     /* per parameter (ag_optim_set_lr_scale), or NULL: 1 for all */
 } ag_optimizer;
 
 /* AG_ERR_ARG (opt then holds nothing to free) for a config ag_optim_check
@@ -119,14 +120,27 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
 void ag_optim_step(ag_optimizer *opt);
 void ag_optim_free(ag_optimizer *opt);
 const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ..., a registered rule's name */
-/* Parameter groups (torch's param_groups, for the one option that differs
- * in practice): every parameter p of the optimizer's list with match(p,
- * ctx) gets this weight decay instead of cfg.weight_decay; returns how
- * many matched.  Transformers decay no bias and no LayerNorm gain or shift:
+/* Parameter groups (torch's param_groups, for the options that differ in
+ * practice): every parameter p of the optimizer's list with match(p, ctx)
+ * gets this weight decay instead of cfg.weight_decay, or its rate scaled;
+ * each returns how many matched, and a later call wins where two match.
+ * Transformers decay no bias and no LayerNorm gain or shift:
  *   ag_optim_set_weight_decay(&opt, ag_param_is_bias_or_norm, NULL, 0);
- * Not saved in checkpoints (like cfg, it is the caller's setup). */
+ * ag_optim_set_lr_scale: the parameter's rate is opt->lr * scale (one
+ * product in double), so schedules, which change opt->lr, move every group
+ * alike, as torch's schedulers scale each group's lr, and scale s updates
+ * the parameter to the bit as the same optimizer at lr * s would: every
+ * use of lr is scaled (AdamW's decoupled decay lr wd θ, Adagrad's lr_decay,
+ * a registered rule's ag_optim_args.lr); the state moves as it would at
+ * that rate.  Scale 0 keeps the values as they are (the state still
+ * follows the gradient; ag_param_freeze before ag_optim_init keeps none).
+ * A scale or weight decay that is negative, NaN or infinite stops the
+ * program (ag__fatal).  Neither is saved in checkpoints (like cfg, it is
+ * the caller's setup: `attngrad train --param-group` rebuilds both from
+ * the run's config). */
 typedef bool (*ag_param_pred)(const ag_tensor *p, void *ctx);
 int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay);
+int ag_optim_set_lr_scale(ag_optimizer *opt, ag_param_pred match, void *ctx, double scale);
 /* Biases, gains and shifts: parameters of at most one dim. */
 bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
 const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
@@ -181,7 +195,8 @@ typedef struct {
 /* What a step hands the update besides the arrays. */
 typedef struct {
     int64_t t;            /* the step being made, counted from 1 (ag_optimizer.step) */
-    double lr;            /* its learning rate, schedules applied (ag_optimizer.lr) */
+    double lr;            /* its learning rate, schedules applied (ag_optimizer.lr), times this parameter's
+                             ag_optim_set_lr_scale */
     double weight_decay;  /* this parameter's: ag_optim_set_weight_decay's, else cfg.weight_decay */
     const double *hparam; /* the rule's hyperparameters, in the order of its .hparams */
 } ag_optim_args;
