@@ -9,12 +9,14 @@
  * rounded to ag_real once per step, and the per-element arithmetic runs in
  * ag_real, which is what a float32 PyTorch tensor op does too. */
 #include "options.h"
+#include "param_groups.h"
 #include "kernels.h"
 #include "../graph/device.h"
 #include "../ops/dispatch.h"
 #include "../ops/elementwise.h" /* fill: Adagrad's initial sums */
 
 #include <ctype.h>
+#include <fnmatch.h>
 #include <stdio.h>
 
 static const char *const kind_names[] = {"sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop"};
@@ -964,4 +966,56 @@ int ag_optim_set_lr_scale(ag_optimizer *opt, ag_param_pred match, void *ctx, dou
     if (!opt->params || opt->params->count != opt->n_params)
         ag__fatal("ag_optim_set_lr_scale", "the parameter list changed after ag_optim_init");
     return set_matching(opt, match, ctx, per_param(opt, &opt->lr_scale, 1), scale);
+}
+
+/* ---- --param-group: a group as the command line gives it ---- */
+
+static bool is_weight_matrix(const ag_tensor *p, void *ctx) {
+    (void)ctx;
+    return ag_is_weight_matrix(p);
+}
+
+static const struct {
+    const char *name;
+    ag_param_pred match;
+} param_sets[] = {{"@bias_norm", ag_param_is_bias_or_norm}, {"@matrices", is_weight_matrix}};
+const char *const ag__param_sets = "@bias_norm (parameters of at most one dim: biases, norms' gains and shifts), "
+                                   "@matrices (2 or more dims, embedding tables not)";
+
+static ag_param_pred param_set(const char *pattern) {
+    for (size_t k = 0; k < sizeof param_sets / sizeof *param_sets; k++)
+        if (!strcmp(pattern, param_sets[k].name)) return param_sets[k].match;
+    return NULL;
+}
+
+bool ag__param_group_match(const ag_tensor *p, void *group) {
+    const ag__param_group *g = group;
+    ag_param_pred set = param_set(g->pattern);
+    return set ? set(p, NULL) : p->name && fnmatch(g->pattern, p->name, 0) == 0;
+}
+
+ag_status ag__param_group_parse(const char *spec, ag__param_group *g) {
+    *g = (ag__param_group){.lr_scale = NAN, .weight_decay = NAN, .freeze = -1};
+    const char *rest;
+    ag_status st = ag__spec_split("param group", spec, g->pattern, sizeof g->pattern, &rest);
+    if (st) return st;
+    if (g->pattern[0] == '@' && !param_set(g->pattern))
+        return ag__fail(AG_ERR_ARG, "param group '%s': unknown set '%s' (the sets: %s; a glob needs no '@')", spec,
+                        g->pattern, ag__param_sets);
+    const opt_field f[] = {{"lr_scale", OPT_REAL, &g->lr_scale, {0}},
+                           {"weight_decay", OPT_REAL, &g->weight_decay, {0}},
+                           {"freeze", OPT_INT, &g->freeze, {0}}};
+    if ((st = ag__spec_apply("param group", g->pattern, rest, f, 3))) return st;
+    if (isnan(g->lr_scale) && isnan(g->weight_decay) && g->freeze < 0)
+        return ag__fail(AG_ERR_ARG, "param group '%s' sets nothing: write %s:lr_scale=S, weight_decay=W or freeze=1",
+                        spec, g->pattern);
+    if (g->lr_scale < 0) return ag__fail(AG_ERR_ARG, "param group '%s': lr_scale %g must be >= 0", g->pattern, g->lr_scale);
+    if (g->weight_decay < 0)
+        return ag__fail(AG_ERR_ARG, "param group '%s': weight_decay %g must be >= 0", g->pattern, g->weight_decay);
+    if (g->freeze != -1 && g->freeze != 0 && g->freeze != 1)
+        return ag__fail(AG_ERR_ARG, "param group '%s': freeze %d must be 0 or 1", g->pattern, g->freeze);
+    if (g->freeze == 1 && !(isnan(g->lr_scale) && isnan(g->weight_decay)))
+        return ag__fail(AG_ERR_ARG, "param group '%s': freeze=1 keeps its parameters as they are: lr_scale and "
+                        "weight_decay would do nothing", g->pattern);
+    return AG_OK;
 }

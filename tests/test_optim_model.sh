@@ -15,6 +15,9 @@ OX=$1
 expect 2 "--embeddings is train's: every optimizer here starts from the same random initialisation" \
   "$OX" --model mpsan --embeddings /nonexistent.txt --out "$T/emb"
 expect 2 "--freeze-embeddings is train's" "$OX" --model mpsan --freeze-embeddings --out "$T/emb"
+# so are parameter groups: a train option --model would otherwise take and no run here read
+expect 2 "--param-group is train's" "$OX" --model mpsan --param-group 'embed.*:lr_scale=0' --out "$T/emb"
+expect 2 "--param-group is train's" "$OX" --param-group 'embed.*:lr_scale=0' --out "$T/emb"
 
 # 200 examples in batches of 25: 8 steps per epoch, 2 epochs
 expect 0 'model mpsan on synth-order: .* 200 train / 50 dev' "$OX" --model mpsan --dim 8 --synth-n 200 --batch 25 \

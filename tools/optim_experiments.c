@@ -714,6 +714,12 @@ int main(int argc, char **argv) {
                     "initialisation of the model, without pretrained vectors (docs/optim.md)\n", a);
             ok = false;
         }
+        else if (!strcmp(a, "--param-group")) {
+            /* a train option, so --model would take it and no optimizer here would read it */
+            fprintf(stderr, "optim_experiments: --param-group is train's: the tool compares optimizers that each "
+                    "train every parameter at their own rate and weight decay (docs/optim.md)\n");
+            ok = false;
+        }
         else if (model_name && !strncmp(a, "--", 2) && trainer_option(a + 2, &takes_value)) {
             if (takes_value && !v) {
                 fprintf(stderr, "optim_experiments: %s needs a value\n", a);

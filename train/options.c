@@ -2,6 +2,7 @@
  * the checks, the help text and the "key=value" config saved in checkpoints. */
 #include "attngrad/train.h"
 #include "internal.h"
+#include "../optim/param_groups.h" /* ag__param_group_parse: --param-group's check */
 
 #include <ctype.h>
 #include <errno.h>
@@ -32,6 +33,7 @@ static const char *check_attention(const char *v);
 static const char *check_optim(const char *v);
 static const char *check_sched(const char *v);
 static const char *check_lr_steps(const char *v);
+static const char *check_param_group(const char *v);
 static const char *check_dataset(const char *v);
 static const char *check_format(const char *v);
 static const char *check_lm_split(const char *v);
@@ -82,6 +84,11 @@ static const opt_def opts[] = {
     {"lr-steps", O_STR, F(lr_steps), 0, 0, TR, true, "SPEC",
      "per-step warm-up and decay of --sched's rate: cosine:warmup=500,total=20000, linear:total=N, "
      "inv_sqrt:warmup=4000, constant:warmup=100 (total and warmup in optimizer steps)", check_lr_steps},
+    {"param-group", O_STR, F(param_groups), 0, 0, TR, true, "GROUP",
+     "per-parameter settings, PATTERN:SET, repeatable, a later group winning where two set the same: PATTERN a "
+     "glob over parameter names (embed.*, *.bias) or @bias_norm, @matrices; SET lr_scale=S (the rate times S), "
+     "weight_decay=W, freeze=1, e.g. 'embed.*:lr_scale=0.1' '@bias_norm:weight_decay=0' (on --resume added after "
+     "the run's own; '' clears those before it)", check_param_group},
     {"data", O_STR, F(data), 0, 0, DATA_CMDS, true, "PATH", "benchmark folder or labeled file (none: generated task)",
      NULL},
     {"dataset", O_STR, F(dataset), 0, 0, DATA_CMDS, true, "NAME",
@@ -287,6 +294,31 @@ static const char *check_lr_steps(const char *v) {
     return msg;
 }
 
+/* Which parameters a group matches is known once the model is made
+ * (train/setup.c): here its syntax and values. */
+static const char *check_param_group(const char *v) {
+    static char msg[400];
+    ag__param_group g;
+    if (!*v || ag__param_group_parse(v, &g) == AG_OK) return NULL;
+    snprintf(msg, sizeof msg, "%s", ag_errmsg());
+    return msg;
+}
+
+/* --param-group adds a group after those set before it (an earlier
+ * --param-group, a resumed run's own: a later group wins where two set the
+ * same), a line each; '' clears them.  0, or an error into err. */
+static int add_param_group(const opt_def *d, char *field, const char *v, char *err, size_t n) {
+    const char *why = check_param_group(v);
+    if (why) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.80s': %s", d->name, v, why);
+    size_t have = strlen(field);
+    if (!*v) field[0] = 0;
+    else if (have + 1 + strlen(v) >= d->size)
+        return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.60s': the groups take more than %zu bytes", d->name,
+                              v, d->size - 1);
+    else snprintf(field + have, d->size - have, "%s%s", have ? "\n" : "", v);
+    return 0;
+}
+
 /* A spec given over one already set (a resumed run's own, or an earlier
  * --optim on the same line): when both name the same kind, only the keys
  * it gives change, so `--resume --optim sgd:lr=0.01` keeps the run's
@@ -413,6 +445,7 @@ int ag_train_set(ag_train_opts *o, const char *key, const char *value, char *err
     if (d->type != O_STR) return set_number(d, field, value, err, n);
     if (strlen(value) >= d->size) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.60s' is too long", d->name, value);
     if (strchr(value, '\n')) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: the value holds a line break", d->name);
+    if (d->off == offsetof(ag_train_opts, param_groups)) return add_param_group(d, field, value, err, n);
     spec_over_fn over = spec_over(d);
     if (over && *(char *)field && *value) { /* checked as what it makes of the spec it goes over */
         char merged[AG_CONFIG_MAX];
@@ -455,6 +488,20 @@ static const char *real_str(double x, char *buf, size_t n) {
     return buf;
 }
 
+/* A string option's line; --param-group's groups a line each (read back
+ * in order, each added after the one before), none when there are none. */
+static int format_string(const opt_def *d, const char *field, char *buf, size_t n) {
+    if (d->off != offsetof(ag_train_opts, param_groups)) return snprintf(buf, n, "%s=%s\n", d->name, field);
+    size_t k = 0;
+    for (const char *p = field; *p; p += strcspn(p, "\n"), p += *p == '\n') {
+        int w = snprintf(buf + k, n - k, "%s=%.*s\n", d->name, (int)strcspn(p, "\n"), p);
+        if (w < 0 || (size_t)w >= n - k) return w < 0 ? w : (int)(n - k);
+        k += (size_t)w;
+    }
+    if (n) buf[k] = 0;
+    return (int)k;
+}
+
 int ag_train_opts_format(const ag_train_opts *o, char *buf, size_t n) {
     size_t k = 0;
     for (int i = 0; i < N_OPTS; i++) {
@@ -470,7 +517,7 @@ int ag_train_opts_format(const ag_train_opts *o, char *buf, size_t n) {
         case O_SWITCH: w = snprintf(buf + k, n - k, "%s=%d\n", d->name, *(const int *)field); break;
         case O_I64: w = snprintf(buf + k, n - k, "%s=%lld\n", d->name, (long long)*(const int64_t *)field); break;
         case O_REAL: w = snprintf(buf + k, n - k, "%s=%s\n", d->name, real_str(*(const double *)field, real, sizeof real)); break;
-        default: w = snprintf(buf + k, n - k, "%s=%s\n", d->name, (const char *)field); break;
+        default: w = format_string(d, field, buf + k, n - k); break;
         }
         if (w < 0 || (size_t)w >= n - k) return AG_ERR_ARG;
         k += (size_t)w;

@@ -162,6 +162,30 @@ static void note_empty_classes(const ag_run_data *d, int classes) {
                first);
 }
 
+/* Each --param-group and what it matched: how many parameters and values,
+ * the first few by name. */
+static void print_groups(const ag__trainer *t, const ag_train_opts *o) {
+    ag__train_group g[AG__MAX_PARAM_GROUPS];
+    int n = ag__train_groups(o, g);
+    const ag_params *ps = &t->model.params;
+    for (int k = 0; k < n; k++) {
+        int count = 0;
+        int64_t values = 0;
+        char names[160] = "";
+        size_t at = 0;
+        for (int i = 0; i < ps->count; i++) {
+            if (!ag__param_group_match(ps->items[i], &g[k].g)) continue;
+            if (count < 4 && at < sizeof names)
+                at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", count ? ", " : "", ps->items[i]->name);
+            else if (count == 4 && at < sizeof names)
+                at += (size_t)snprintf(names + at, sizeof names - at, ", ...");
+            count++, values += ps->items[i]->size;
+        }
+        printf("  param group '%.*s': %d parameter%s, %lld values (%s)\n", g[k].len, g[k].spec, count,
+               count == 1 ? "" : "s", (long long)values, names);
+    }
+}
+
 void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *out) {
     const ag_run_data *d = &t->data;
     printf("%s on %s: %lld train / %lld dev / %lld test examples, vocab %d", o->model, d->name,
@@ -176,6 +200,7 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
            o->lr_steps[0] ? ", per step " : "", o->lr_steps, out);
     if (o->log_steps == 1) printf("  steps.csv: a row every step\n");
     else if (o->log_steps > 1) printf("  steps.csv: a row every %d steps\n", o->log_steps);
+    print_groups(t, o);
     print_vectors(t, o);
     note_empty_classes(d, o->classes);
     if (strstr(ag_blas_info(), "chosen by attngrad")) /* a BLAS that would have run 5x slower, said once */

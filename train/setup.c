@@ -1,8 +1,10 @@
 /* setup.c - one fold's trainer: its data, model (with --embeddings'
  * pretrained vectors), optimizer, schedule, batch and sampler. */
 #include "trainer.h"
+#include "../optim/options.h" /* ag__optim_keeps: the state a resumed run's optimizer kept */
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +67,123 @@ static int apply_vectors(ag__trainer *t, const ag_train_opts *o, char *err, size
     return 0;
 }
 
+/* ---- --param-group ------------------------------------------------------------ */
+
+int ag__train_groups(const ag_train_opts *o, ag__train_group *g) {
+    int n = 0;
+    for (const char *p = o->param_groups; *p && n < AG__MAX_PARAM_GROUPS; p += strcspn(p, "\n"), p += *p == '\n') {
+        char spec[sizeof o->param_groups];
+        int len = (int)strcspn(p, "\n");
+        snprintf(spec, sizeof spec, "%.*s", len, p);
+        if (ag__param_group_parse(spec, &g[n].g) == AG_OK) /* checked when set: always */
+            g[n].spec = p, g[n].len = len, n++;
+    }
+    return n;
+}
+
+/* A group that matches nothing is a typo or another model's name: refused,
+ * with the first parameter names to write one from. */
+static int group_matches_none(const ag__train_group *g, const ag_params *ps, const char *model, char *err,
+                              size_t errlen) {
+    char names[256] = "";
+    size_t k = 0;
+    for (int i = 0; i < ps->count && i < 6 && k < sizeof names; i++)
+        k += (size_t)snprintf(names + k, sizeof names - k, "%s%.60s", i ? ", " : "", ps->items[i]->name);
+    if (ps->count > 6 && k < sizeof names) snprintf(names + k, sizeof names - k, ", ...");
+    return ag__train_fail(err, errlen, AG_ERR_ARG, "option --param-group '%.*s': pattern '%s' matches no parameter of "
+                          "model %s (its %d: %s)", g->len, g->spec, g->g.pattern, model, ps->count, names);
+}
+
+/* Before the optimizer is made: every group must match a parameter, and
+ * the parameters whose last group that sets freeze says 1 are frozen (no
+ * gradient, no optimizer state). */
+static int freeze_groups(ag__trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
+    ag__train_group g[AG__MAX_PARAM_GROUPS];
+    int n = ag__train_groups(o, g);
+    ag_params *ps = &t->model.params;
+    for (int k = 0; k < n; k++) {
+        bool any = false;
+        for (int i = 0; i < ps->count && !any; i++) any = ag__param_group_match(ps->items[i], &g[k].g);
+        if (!any) return group_matches_none(&g[k], ps, o->model, err, errlen);
+    }
+    for (int i = 0; i < ps->count; i++) {
+        int freeze = -1;
+        for (int k = 0; k < n; k++)
+            if (g[k].g.freeze >= 0 && ag__param_group_match(ps->items[i], &g[k].g)) freeze = g[k].g.freeze;
+        if (freeze == 1 && ps->items[i]->requires_grad) ag_param_freeze(ps->items[i]);
+    }
+    return 0;
+}
+
+/* After: each group's rate and weight decay, in order (a later one wins). */
+static void optim_groups(ag__trainer *t, const ag_train_opts *o) {
+    ag__train_group g[AG__MAX_PARAM_GROUPS];
+    int n = ag__train_groups(o, g);
+    for (int k = 0; k < n; k++) {
+        if (!isnan(g[k].g.lr_scale)) ag_optim_set_lr_scale(&t->opt, ag__param_group_match, &g[k].g, g[k].g.lr_scale);
+        if (!isnan(g[k].g.weight_decay))
+            ag_optim_set_weight_decay(&t->opt, ag__param_group_match, &g[k].g, g[k].g.weight_decay);
+    }
+}
+
+/* Groups a line each as "'a' 'b'", or "none". */
+static const char *quoted_groups(const char *lines, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "%s", *lines ? "" : "none");
+    for (const char *p = lines; *p && k < n; p += strcspn(p, "\n"), p += *p == '\n')
+        k += (size_t)snprintf(buf + k, n - k, "%s'%.*s'", p == lines ? "" : " ", (int)strcspn(p, "\n"), p);
+    return buf;
+}
+
+/* The run's --param-group lines of a config text ("param-group=G\n" each),
+ * as o->param_groups holds them, into buf. */
+static void config_groups(const char *config, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (const char *p = config; p && *p; p += strcspn(p, "\n"), p += *p == '\n') {
+        if (strncmp(p, "param-group=", 12)) continue;
+        int len = (int)strcspn(p + 12, "\n");
+        int w = snprintf(buf + k, n - k, "%s%.*s", k ? "\n" : "", len, p + 12);
+        if (w < 0 || (size_t)w >= n - k) return;
+        k += (size_t)w;
+    }
+}
+
+/* --resume: a parameter the run kept frozen has no optimizer state in its
+ * checkpoint, so no group (nor --freeze-embeddings 0) may train it now: its
+ * state never was (a frozen one more is fine: its state stays unread).
+ * Groups that differ from the run's are said, as a changed --optim is. */
+static int resumed_groups(const ag__trainer *t, const ag_train_opts *o, const char *ckpt, char *err, size_t errlen) {
+    ag_st_file f;
+    if (ag_st_read(ckpt, &f)) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s", ag_errmsg());
+    const ag_optimizer *opt = &t->opt;
+    const char *spec = ag_st_meta(&f, "optim"), *config = ag_st_meta(&f, "config");
+    ag_optim_config saved;
+    int rc = 0;
+    if (spec && ag_optim_parse(spec, &saved) == AG_OK && saved.kind == opt->cfg.kind) /* else the load says why */
+        for (int s = 0; s < opt->n_slots && !rc; s++) {
+            const char *slot = ag_optim_slot_name(opt, s);
+            if (!ag__optim_keeps(&saved, slot)) continue;
+            for (int i = 0; i < opt->n_params && !rc; i++) {
+                char name[1024];
+                const ag_tensor *p = opt->params->items[i];
+                snprintf(name, sizeof name, "optim.%s.%s.%s", ag_optim_name(saved.kind), slot, p->name);
+                if (p->requires_grad && !ag_st_get(&f, name))
+                    rc = ag__train_fail(err, errlen, AG_ERR_ARG, "%s: parameter '%s' was frozen in the run (no '%s' "
+                                        "state): --resume cannot train it, its optimizer state never was; keep it "
+                                        "frozen as the run did, or start a new run from these weights with --init",
+                                        ckpt, p->name, slot);
+            }
+        }
+    char was[sizeof o->param_groups], now_text[sizeof o->param_groups + 192], was_text[sizeof now_text];
+    config_groups(config, was, sizeof was);
+    if (!rc && strcmp(was, o->param_groups) && ag__dist_rank() == 0)
+        fprintf(stderr, "note: %s: the parameter groups are this command's from here on: %s (the run's: %s)\n", ckpt,
+                quoted_groups(o->param_groups, now_text, sizeof now_text),
+                quoted_groups(was, was_text, sizeof was_text));
+    ag_st_close(&f);
+    return rc;
+}
+
 /* ag_model_init refused the config (ag_errmsg says why); with vectors, the
  * width came from them: say so, with the model's own (e.g. MS-SAN's heads
  * must divide d). */
@@ -100,6 +219,7 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
         return ag__train_fail(err, errlen, AG_ERR_FORMAT, "--init: %s", ag_errmsg());
     if ((rc = apply_vectors(t, o, err, errlen))) return rc;
     if ((rc = ag_train_use_device(o, &t->model.params, err, errlen))) return rc; /* the optimizer's state follows */
+    if ((rc = freeze_groups(t, o, err, errlen))) return rc;
 
     ag_optim_config oc;
     ag_sched_config sc;
@@ -107,6 +227,8 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
         ag_sched_parse(o->sched, &sc) || ag_sched_init(&t->sched, &sc) ||
         (o->lr_steps[0] && ag_lr_steps_parse(o->lr_steps, &t->lr_steps)))
         return ag__train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
+    optim_groups(t, o);
+    if (ckpt && o->resume && (rc = resumed_groups(t, o, ckpt, err, errlen))) return rc;
     t->has_lr_steps = o->lr_steps[0] != 0;
     t->clip = o->clip;
 

@@ -8,6 +8,7 @@
 #include "run_folder.h"
 #include "../distributed/dist.h"
 #include "../graph/internal.h" /* ag__seconds */
+#include "../optim/param_groups.h" /* --param-group */
 
 #include <stdio.h>
 
@@ -41,6 +42,16 @@ typedef struct {
 int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, const char *ckpt, char *err,
                      size_t errlen);
 void ag__trainer_free(ag__trainer *t);
+
+/* --param-group's groups of o in order (set and checked by ag_train_set), each
+ * with its text (spec[0..len), a line of o->param_groups); their count. */
+enum { AG__MAX_PARAM_GROUPS = 64 }; /* more than 512 bytes of groups can hold */
+typedef struct {
+    ag__param_group g;
+    const char *spec;
+    int len;
+} ag__train_group;
+int ag__train_groups(const ag_train_opts *o, ag__train_group *g);
 
 /* ---- agree.c ---------------------------------------------------------------- */
 

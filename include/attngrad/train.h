@@ -51,6 +51,7 @@ typedef struct {
     char attention[16];     /* "", positional, standard, none (poslm) */
     char optim[160], sched[160];
     char lr_steps[96];      /* per-step factor on sched's rate: "cosine:warmup=500,total=20000" ("" = none) */
+    char param_groups[512]; /* --param-group: "PATTERN:key=value,..." a line each, later ones winning ("" = none) */
     /* data */
     char data[AG_PATH_MAX]; /* "" = the generated task */
     char dataset[16];       /* benchmark name; "" = inferred from the folder */
