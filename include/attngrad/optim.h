@@ -135,9 +135,9 @@ const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ..., a r
  * that rate.  Scale 0 keeps the values as they are (the state still
  * follows the gradient; ag_param_freeze before ag_optim_init keeps none).
  * A scale or weight decay that is negative, NaN or infinite stops the
- * program (ag__fatal).  Neither is saved in checkpoints (like cfg, it is
- * the caller's setup: `attngrad train --param-group` rebuilds both from
- * the run's config). */
+ * program as a misuse does (the fatal handler, or ag_try).  Neither is
+ * saved in checkpoints (like cfg, it is the caller's setup: `attngrad
+ * train --param-group` rebuilds both from the run's config). */
 typedef bool (*ag_param_pred)(const ag_tensor *p, void *ctx);
 int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay);
 int ag_optim_set_lr_scale(ag_optimizer *opt, ag_param_pred match, void *ctx, double scale);
