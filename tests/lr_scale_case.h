@@ -33,36 +33,43 @@ static inline bool lr_scale_same(const ag_params *a, const ag_params *b, int i) 
  * cosine schedule (ag_lr_steps_apply): A with scale s on b; B, spec at lr
  * * s, its rate each step A's times s (what a group's rate is); C, spec as
  * given.  A's b must be B's and A's w C's, to the bit; with s = 0, A's b
- * must be as it started. */
+ * must be as it started.  On a GPU, D: A again on the CPU, whose bits A's
+ * must be (the coefficients are the host's for both). */
 static inline void lr_scale_case(const char *spec, double s, ag_device dev, int steps) {
-    ag_params ps[3], init;
-    ag_optimizer o[3];
+    ag_params ps[4], init;
+    ag_optimizer o[4];
+    const int runs = dev != AG_CPU ? 4 : 3;
     ag_optim_config c;
     ag_lr_steps sched;
     CHECK(ag_optim_parse(spec, &c) == AG_OK, "%s: %s", spec, ag_errmsg());
     CHECK(ag_lr_steps_parse("cosine:warmup=2,total=8,min_ratio=0.1", &sched) == AG_OK, "%s", ag_errmsg());
     lr_scale_params(&init, AG_CPU);
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < runs; r++) {
         ag_optim_config cr = c;
         if (r == 1) cr.lr = c.lr * s;
-        lr_scale_params(&ps[r], dev);
+        lr_scale_params(&ps[r], r == 3 ? AG_CPU : dev);
         CHECK(ag_optim_init(&o[r], &ps[r], &cr) == AG_OK, "%s: %s", spec, ag_errmsg());
     }
     CHECK(ag_optim_set_lr_scale(&o[0], lr_scale_named, "b", s) == 1, "%s: the scale matched one parameter", spec);
+    if (runs == 4) ag_optim_set_lr_scale(&o[3], lr_scale_named, "b", s);
     for (int t = 0; t < steps; t++) {
         ag_lr_steps_apply(&sched, &o[0], c.lr);
         ag_lr_steps_apply(&sched, &o[2], c.lr);
+        if (runs == 4) ag_lr_steps_apply(&sched, &o[3], c.lr);
         o[1].lr = o[0].lr * s;
-        for (int r = 0; r < 3; r++) ag_optim_step(&o[r]);
+        for (int r = 0; r < runs; r++) ag_optim_step(&o[r]);
     }
     bool b_same = lr_scale_same(&ps[0], &ps[1], 1), w_same = lr_scale_same(&ps[0], &ps[2], 0);
     bool still = s != 0 || lr_scale_same(&ps[0], &init, 1);
+    bool host = runs == 3 || (lr_scale_same(&ps[0], &ps[3], 0) && lr_scale_same(&ps[0], &ps[3], 1));
     CHECK(b_same, "%s on the %s: b at scale %g is not the optimizer's at lr * %g", spec, ag_device_name(dev), s, s);
     CHECK(w_same, "%s on the %s: w (no scale) is not the optimizer's as given", spec, ag_device_name(dev));
     CHECK(still, "%s on the %s: b moved at scale 0", spec, ag_device_name(dev));
+    CHECK(host, "%s on the %s: the scaled run is not the CPU's", spec, ag_device_name(dev));
     printf("  %-52s scale %-5g %d steps on the %s: %s\n", spec, s, steps, ag_device_name(dev),
-           b_same && w_same && still ? "the bits of lr * scale" : "DIFFERENT");
-    for (int r = 0; r < 3; r++) {
+           !(b_same && w_same && still && host) ? "DIFFERENT"
+           : runs == 4 ? "the bits of lr * scale, and the CPU's" : "the bits of lr * scale");
+    for (int r = 0; r < runs; r++) {
         ag_optim_free(&o[r]);
         ag_params_free(&ps[r]);
     }
