@@ -73,3 +73,74 @@ void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng) {
     double fans = glorot_fans("ag_init_glorot_normal", t);
     fill_normal(t, 0, fans > 0 ? gain * sqrt(2.0 / fans) : 0, rng);
 }
+
+/* One [r, c] matrix: Q of the QR of a normal draw (in double), the signs of
+ * R's diagonal moved into Q, times gain: nn.init.orthogonal_ for a weight
+ * stored [in, out].  M [r, c] is drawn row-major; A is M or M^T, whichever
+ * is tall (m x n, m >= n); Householder QR gives A's thin Q (m x n) with
+ * orthonormal columns; W = Q or Q^T, so W W^T = I when r <= c and
+ * W^T W = I when r >= c.  work: 3 m n + n doubles. */
+static void orthogonal_matrix(ag_real *w, int r, int c, double gain, ag_rng *rng, double *work) {
+    bool tall = r >= c;
+    int m = tall ? r : c, n = tall ? c : r;
+    double *A = work, *Q = A + (size_t)m * n, *V = Q + (size_t)m * n; /* V: the n reflectors, m each */
+    double *sign = V + (size_t)n * m;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < c; j++) {
+            double z = ag_rng_normal(rng);
+            if (tall) A[(size_t)i * n + j] = z;
+            else A[(size_t)j * n + i] = z;
+        }
+    for (int k = 0; k < n; k++) {
+        double norm = 0;
+        for (int i = k; i < m; i++) norm += A[(size_t)i * n + k] * A[(size_t)i * n + k];
+        norm = sqrt(norm);
+        double x0 = A[(size_t)k * n + k], alpha = x0 >= 0 ? -norm : norm; /* R_kk, the stable sign */
+        double *vk = V + (size_t)k * m;
+        for (int i = 0; i < m; i++) vk[i] = i < k ? 0 : A[(size_t)i * n + k];
+        vk[k] -= alpha;
+        double vn = 0;
+        for (int i = k; i < m; i++) vn += vk[i] * vk[i];
+        if (vn > 0) { /* A[k:, k:] -= 2 v (v^T A[k:, k:]) / (v^T v) */
+            for (int j = k; j < n; j++) {
+                double s = 0;
+                for (int i = k; i < m; i++) s += vk[i] * A[(size_t)i * n + j];
+                s *= 2 / vn;
+                for (int i = k; i < m; i++) A[(size_t)i * n + j] -= s * vk[i];
+            }
+            for (int i = k; i < m; i++) vk[i] /= sqrt(vn);
+        } else {
+            for (int i = 0; i < m; i++) vk[i] = 0; /* a zero column: no reflection */
+        }
+        sign[k] = A[(size_t)k * n + k] < 0 ? -1 : 1; /* torch's d.sign(), with +1 for an exact 0 */
+    }
+    /* Q = H_0 ... H_{n-1} I[:, :n], applied right to left */
+    for (size_t i = 0; i < (size_t)m * n; i++) Q[i] = 0;
+    for (int j = 0; j < n; j++) Q[(size_t)j * n + j] = 1;
+    for (int k = n - 1; k >= 0; k--) {
+        const double *vk = V + (size_t)k * m;
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int i = k; i < m; i++) s += vk[i] * Q[(size_t)i * n + j];
+            for (int i = k; i < m; i++) Q[(size_t)i * n + j] -= 2 * s * vk[i];
+        }
+    }
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double q = gain * sign[j] * Q[(size_t)i * n + j];
+            if (tall) w[(size_t)i * c + j] = (ag_real)q;
+            else w[(size_t)j * c + i] = (ag_real)q;
+        }
+}
+
+void ag_init_orthogonal(ag_tensor *t, double gain, ag_rng *rng) {
+    need_host("ag_init_orthogonal", t);
+    (void)glorot_fans("ag_init_orthogonal", t); /* at least 2 dims, named as Glorot's */
+    if (!t->data || t->size == 0) return;
+    int r = t->shape[t->ndim - 2], c = t->shape[t->ndim - 1];
+    int m = r > c ? r : c, n = r > c ? c : r;
+    int64_t per = (int64_t)r * c, count = t->size / per;
+    double *work = ag__malloc(((size_t)3 * m * n + (size_t)n) * sizeof *work);
+    for (int64_t s = 0; s < count; s++) orthogonal_matrix(t->data + s * per, r, c, gain, rng, work);
+    ag__free(work);
+}

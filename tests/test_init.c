@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* Mean and variance of a tensor, in double. */
 static void moments(const ag_tensor *t, double *mean, double *var) {
@@ -94,6 +95,102 @@ static void test_distributions(void) {
     ag_params_free(&ps);
 }
 
+/* Largest |G - gain^2 I| of the Gram matrix of one [r, c] matrix w: W W^T
+ * (r x r) when r <= c, W^T W (c x c) when r >= c; in double. */
+static double gram_error(const ag_real *w, int r, int c, double gain) {
+    bool rows = r <= c;
+    int k = rows ? r : c, len = rows ? c : r;
+    double worst = 0;
+    for (int i = 0; i < k; i++)
+        for (int j = 0; j < k; j++) {
+            double s = 0;
+            for (int l = 0; l < len; l++)
+                s += rows ? (double)w[i * c + l] * w[j * c + l] : (double)w[l * c + i] * w[l * c + j];
+            worst = fmax(worst, fabs(s - (i == j ? gain * gain : 0)));
+        }
+    return worst;
+}
+
+/* Orthogonal: the Gram matrix of the short side is gain^2 I (to 1e-12 in
+ * f64, to f32's rounding in f32), Q is the QR of the seed's normal draws with
+ * R's diagonal positive (Q^T A upper triangular, diagonal > 0), stacked
+ * matrices each orthogonal and drawn one after another, same seed same
+ * values, and the f32 values are the f64 ones rounded. */
+static void test_orthogonal(void) {
+    ag_params ps = {0};
+    const double tol = IS_F64 ? 1e-12 : 1e-5;
+    const int shapes[][2] = {{4, 4}, {3, 7}, {7, 3}, {1, 5}, {5, 1}, {1, 1}, {40, 25}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int r = shapes[s][0], c = shapes[s][1];
+        ag_tensor *w = ag_param(&ps, "w", 2, (int[]){r, c});
+        ag_rng r1, r2;
+        ag_rng_seed(&r1, 7 + s);
+        ag_rng_seed(&r2, 7 + s);
+        double gain = s % 2 ? 1.0 : 1.7;
+        ag_init_orthogonal(w, gain, &r1);
+        double err = gram_error(w->data, r, c, gain);
+        CHECK(err <= tol * gain * gain, "[%d,%d] gain %g: |Gram - gain^2 I| %g", r, c, gain, err);
+        /* the draws: M [r, c] row-major; A = M if r >= c else M^T (m x n, tall).
+         * Q^T A = R with R upper triangular and its diagonal positive. */
+        bool tall = r >= c;
+        int m = tall ? r : c, n = tall ? c : r;
+        double *A = calloc((size_t)m * n, sizeof *A);
+        for (int i = 0; i < r; i++)
+            for (int j = 0; j < c; j++) A[tall ? i * n + j : j * n + i] = ag_rng_normal(&r2);
+        CHECK(memcmp(&r1, &r2, sizeof r1) == 0, "[%d,%d]: one normal draw per element", r, c);
+        double worst_low = 0, min_diag = INFINITY, scale = 0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                double rij = 0; /* (Q^T A)[i, j], Q[:, i] = W's row i (wide) or column i (tall), over gain */
+                for (int l = 0; l < m; l++) rij += (tall ? w->data[l * c + i] : w->data[i * c + l]) / gain * A[l * n + j];
+                scale = fmax(scale, fabs(rij));
+                if (i > j) worst_low = fmax(worst_low, fabs(rij));
+                if (i == j) min_diag = fmin(min_diag, rij);
+            }
+        CHECK(worst_low <= tol * 10 * scale && min_diag > 0, "[%d,%d]: Q^T A not upper triangular with a positive "
+              "diagonal (below %g, diagonal min %g)", r, c, worst_low, min_diag);
+        if (r == 1 && c == 1) CHECK(w->data[0] == (ag_real)gain, "[1,1] is gain: %g", (double)w->data[0]);
+        free(A);
+        /* the same seed, the same bits */
+        ag_tensor *u = ag_param(&ps, "u", 2, (int[]){r, c});
+        ag_rng_seed(&r2, 7 + s);
+        ag_init_orthogonal(u, gain, &r2);
+        CHECK(memcmp(w->data, u->data, (size_t)w->size * sizeof(ag_real)) == 0, "[%d,%d]: not reproducible", r, c);
+        ag_params_free(&ps);
+        ps = (ag_params){0};
+    }
+    /* [3, 4, 6]: three matrices, each orthogonal, each from its own draws
+     * (the first equal to a [4, 6] drawn from the same seed) */
+    ag_tensor *st = ag_param(&ps, "stack", 3, (int[]){3, 4, 6}), *one = ag_param(&ps, "one", 2, (int[]){4, 6});
+    ag_rng r1, r2;
+    ag_rng_seed(&r1, 3);
+    ag_rng_seed(&r2, 3);
+    ag_init_orthogonal(st, 1.0, &r1);
+    ag_init_orthogonal(one, 1.0, &r2);
+    for (int k = 0; k < 3; k++) CHECK(gram_error(st->data + k * 24, 4, 6, 1.0) <= tol, "stacked matrix %d", k);
+    CHECK(memcmp(st->data, one->data, 24 * sizeof(ag_real)) == 0, "the first stacked matrix is drawn first");
+    CHECK(memcmp(st->data, st->data + 24, 24 * sizeof(ag_real)) != 0, "stacked matrices differ");
+    /* different seeds, different matrices */
+    ag_rng_seed(&r2, 4);
+    ag_init_orthogonal(one, 1.0, &r2);
+    CHECK(memcmp(st->data, one->data, 24 * sizeof(ag_real)) != 0, "another seed");
+    /* drawn and factored in double: the f32 build's values are the f64 build's
+     * (these, from it) rounded to float */
+    ag_rng_seed(&r1, 11);
+    ag_init_orthogonal(one, 1.0, &r1);
+    const double ref[3] = {0.51755087917624865, 0.081046204499435837, 0.16332121112247458}; /* [0], [7], [23] */
+    const int at[3] = {0, 7, 23};
+    for (int k = 0; k < 3; k++)
+        CHECK(one->data[at[k]] == (ag_real)ref[k] || (IS_F64 && fabs(one->data[at[k]] - ref[k]) <= 1e-15),
+              "seed 11 [%d] = %.17g, the f64 build's %.17g", at[k], (double)one->data[at[k]], ref[k]);
+    /* misuse: fewer than 2 dims, by name and shape; a zero-size one is left alone */
+    ag_tensor *bias = ag_param(&ps, "cls.bias", 1, (int[]){5});
+    EXPECT_FATAL(ag_init_orthogonal(bias, 1.0, &r1), "ag_init_orthogonal", "[5]", "cls.bias", "test_init.c");
+    ag_tensor *empty = ag_param(&ps, "empty", 2, (int[]){0, 3});
+    ag_init_orthogonal(empty, 1.0, &r1);
+    ag_params_free(&ps);
+}
+
 static void test_misuse(void) {
     ag_params ps = {0};
     ag_rng rng;
@@ -109,6 +206,7 @@ static void test_misuse(void) {
 int main(void) {
     test_exact_values();
     test_distributions();
+    test_orthogonal();
     test_misuse();
     ag_shutdown();
     return check_summary(IS_F64 ? "test_init_f64" : "test_init_f32");

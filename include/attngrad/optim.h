@@ -340,6 +340,13 @@ void ag_init_normal(ag_tensor *t, double mean, double std, ag_rng *rng);
  * uniform, std gain * sqrt(2 / (in + out)) for normal. */
 void ag_init_glorot_uniform(ag_tensor *t, double gain, ag_rng *rng);
 void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng);
+/* Orthogonal, as PyTorch's nn.init.orthogonal_, for weights stored [in, out]
+ * (the last two dims; leading dims stack independent matrices, drawn one
+ * after another): gain * Q from the QR of a matrix of N(0, 1) draws (in
+ * double, row-major), the signs of R's diagonal folded into Q so that Q is
+ * unique.  W W^T = gain^2 I when in <= out (orthonormal rows), W^T W =
+ * gain^2 I when in >= out. */
+void ag_init_orthogonal(ag_tensor *t, double gain, ag_rng *rng);
 
 /* ------------------------------------------------------------------------ */
 
@@ -359,6 +366,9 @@ void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng);
 
 /* optimizers, initializers, checkpoints */
 #define ag_init_glorot_normal(...) AG_AT_STMT(ag_init_glorot_normal, __VA_ARGS__)
+
+/* optimizers, initializers, checkpoints */
+#define ag_init_orthogonal(...) AG_AT_STMT(ag_init_orthogonal, __VA_ARGS__)
 #endif
 
 #ifdef __cplusplus
