@@ -55,6 +55,30 @@ ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, do
     return l;
 }
 
+ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
+    size_t n = strlen(prefix) + 4;
+    char *name = ag__malloc(n);
+    ag_bilstm_layer l;
+    snprintf(name, n, "%s.fw", prefix);
+    l.fw = ag_param_lstm(ps, name, in, H, bound, rng);
+    snprintf(name, n, "%s.bw", prefix);
+    l.bw = ag_param_lstm(ps, name, in, H, bound, rng);
+    ag__free(name);
+    return l;
+}
+
+void ag_param_layernorm(ag_params *ps, const char *prefix, int d, ag_tensor **gain, ag_tensor **bias) {
+    if (!gain || !bias) ag__fatal("ag_param_layernorm", "%s: gain and bias must not be NULL", prefix);
+    size_t n = strlen(prefix) + 6;
+    char *name = ag__malloc(n);
+    snprintf(name, n, "%s.gain", prefix);
+    *gain = ag_param(ps, name, 1, (int[]){d});
+    ag_init_constant(*gain, 1);
+    snprintf(name, n, "%s.bias", prefix);
+    *bias = ag_param_bias(ps, name, d);
+    ag__free(name);
+}
+
 ag_tensor *ag_activate(ag_tensor *x, ag_act act) {
     switch (act) {
     case AG_ACT_RELU: return ag_relu(x);
@@ -99,6 +123,108 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
      * An empty example pools to 0 with no gradient, as ag_source2token's
      * does (its softmax gives every position weight 0). */
     return ag__max_over_lengths(x, lengths); /* [B, d] */
+}
+
+ag_tensor *ag_bilstm(ag_tensor *x, const ag_bilstm_layer *l, const int32_t *lengths) {
+    const char *layer = "ag_bilstm";
+    if (!l) ag__fatal(layer, "the layer is NULL");
+    ag__need(layer, "x", x);
+    ag__need(layer, "fw.w_ih", l->fw.w_ih), ag__need(layer, "bw.w_ih", l->bw.w_ih);
+    int in = l->fw.w_ih->shape[0];
+    if (x->ndim != 3 || x->shape[2] != in) {
+        char want[48];
+        snprintf(want, sizeof want, "[B, N, %d] (fw.w_ih's rows)", in);
+        bad_shape(layer, x, want);
+    }
+    if (l->bw.w_ih->shape[0] != in || l->bw.w_ih->ndim != 2 || l->fw.w_ih->ndim != 2) {
+        char sf[64], sb[64];
+        ag__fatal(layer, "fw.w_ih %s and bw.w_ih %s: want both [%d, 4H]", ag_shape_str(l->fw.w_ih, sf, sizeof sf),
+                  ag_shape_str(l->bw.w_ih, sb, sizeof sb), in);
+    }
+    if (lengths) check_lengths(layer, lengths, x->shape[0], x->shape[1]);
+    ag_tensor *f = ag_lstm(x, &l->fw, 1, &(ag_lstm_opts){.len = lengths});
+    ag_tensor *r = ag_lstm(x, &l->bw, 1, &(ag_lstm_opts){.len = lengths, .reverse = true});
+    return ag_concat((ag_tensor *[]){f, r}, 2, 2);
+}
+
+ag_tensor *ag_last_positions(ag_tensor *x, const int32_t *lengths) {
+    const char *layer = "ag_last_positions";
+    ag__need(layer, "x", x);
+    if (x->ndim != 3) bad_shape(layer, x, "[B, N, d]");
+    int B = x->shape[0], N = x->shape[1], d = x->shape[2];
+    if (lengths) check_lengths(layer, lengths, B, N);
+    int32_t *rows = ag__malloc((size_t)(B + 1) * sizeof *rows);
+    bool empty = N == 0;
+    for (int b = 0; b < B; b++) {
+        int len = lengths ? lengths[b] : N;
+        empty |= len == 0;
+        rows[b] = b * N + (len > 0 ? len - 1 : 0);
+    }
+    ag_tensor *y;
+    if (N == 0) { /* nothing to select: every example is empty */
+        y = ag_tensor_new(2, (int[]){B, d});
+    } else {
+        y = ag_index_select(ag_reshape(x, 2, (int[]){B * N, d}), 0, rows, B); /* [B, d] */
+        if (empty) { /* an empty example's row is 0, with no gradient to position 0 */
+            ag_tensor *keep = ag_tensor_new_host(2, (int[]){B, 1});
+            for (int b = 0; b < B; b++) keep->data[b] = (lengths ? lengths[b] : N) > 0;
+            y = ag_mul(y, ag_to(keep, x->device));
+        }
+    }
+    ag__free(rows);
+    return y;
+}
+
+/* ---- cross-sentence soft alignment ---- */
+
+static void need_sentence(const char *layer, const char *what, const ag_tensor *t, const int32_t *len, int B) {
+    char st[64];
+    ag__need(layer, what, t);
+    if (t->ndim != 3 || t->shape[0] != B)
+        ag__fatal(layer, "%s %s: want [%d, N, d] (the batch of %d)", what, ag_shape_str(t, st, sizeof st), B, B);
+    if (len) check_lengths(layer, len, B, t->shape[1]);
+}
+
+static void align(ag_tensor *e, ag_tensor *a, ag_tensor *b, const int32_t *len_a,
+                  const int32_t *len_b, ag_tensor **a_tilde, ag_tensor **b_tilde, ag_tensor **probs_ab) {
+    if (a_tilde || probs_ab) {
+        ag_tensor *to_b = ag_softmax_axis_len(e, 2, len_b); /* row i over b's valid j */
+        if (probs_ab) *probs_ab = to_b;
+        if (a_tilde) *a_tilde = ag_matmul(to_b, b);          /* [B, Na, db] */
+    }
+    if (b_tilde) {
+        ag_tensor *to_a = ag_softmax_axis_len(e, 1, len_a);  /* column j over a's valid i */
+        *b_tilde = ag_matmul_t(to_a, true, a, false);        /* [B, Nb, da] */
+    }
+}
+
+void ag_soft_align(ag_tensor *a, ag_tensor *b, const int32_t *len_a, const int32_t *len_b, ag_tensor **a_tilde,
+                   ag_tensor **b_tilde, ag_tensor **probs_ab) {
+    const char *layer = "ag_soft_align";
+    ag__need(layer, "a", a);
+    need_sentence(layer, "a", a, len_a, a->shape[0]);
+    need_sentence(layer, "b", b, len_b, a->shape[0]);
+    if (a->shape[2] != b->shape[2]) {
+        char sa[64], sb[64];
+        ag__fatal(layer, "a %s and b %s: want the same width d (e = a b^T)", ag_shape_str(a, sa, sizeof sa),
+                  ag_shape_str(b, sb, sizeof sb));
+    }
+    align(ag_matmul_t(a, false, b, true), a, b, len_a, len_b, a_tilde, b_tilde, probs_ab);
+}
+
+void ag_soft_align_scores(ag_tensor *e, ag_tensor *a, ag_tensor *b, const int32_t *len_a, const int32_t *len_b,
+                          ag_tensor **a_tilde, ag_tensor **b_tilde, ag_tensor **probs_ab) {
+    const char *layer = "ag_soft_align_scores";
+    ag__need(layer, "a", a);
+    need_sentence(layer, "a", a, len_a, a->shape[0]);
+    need_sentence(layer, "b", b, len_b, a->shape[0]);
+    ag__need(layer, "e", e);
+    if (e->ndim != 3 || e->shape[0] != a->shape[0] || e->shape[1] != a->shape[1] || e->shape[2] != b->shape[1]) {
+        char se[64];
+        ag__fatal(layer, "scores e %s: want [%d, %d, %d] (B, a's positions, b's)", ag_shape_str(e, se, sizeof se),
+                  a->shape[0], a->shape[1], b->shape[1]);
+    }
+    align(e, a, b, len_a, len_b, a_tilde, b_tilde, probs_ab);
 }
 
 /* A constant view of t's values (no node, no gradient): what a layer hands
@@ -261,16 +387,12 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
     ag_scope_push("attn");
     l.attn = ag_mha_new(ps, d, cfg->heads, rng);
     ag_scope_pop();
-    l.ln1_g = ag_param(ps, "ln1.gain", 1, (int[]){d});
-    ag_init_constant(l.ln1_g, 1);
-    l.ln1_b = ag_param_bias(ps, "ln1.bias", d);
+    ag_param_layernorm(ps, "ln1", d, &l.ln1_g, &l.ln1_b);
     l.w1 = ag_param_glorot(ps, "ffn.w1", d, cfg->d_ff, rng);
     l.b1 = ag_param_bias(ps, "ffn.b1", cfg->d_ff);
     l.w2 = ag_param_glorot(ps, "ffn.w2", cfg->d_ff, d, rng);
     l.b2 = ag_param_bias(ps, "ffn.b2", d);
-    l.ln2_g = ag_param(ps, "ln2.gain", 1, (int[]){d});
-    ag_init_constant(l.ln2_g, 1);
-    l.ln2_b = ag_param_bias(ps, "ln2.bias", d);
+    ag_param_layernorm(ps, "ln2", d, &l.ln2_g, &l.ln2_b);
     return l;
 }
 
@@ -282,16 +404,25 @@ static ag_tensor *residual(const ag_encoder_layer *l, ag_tensor *x, ag_tensor *f
     return l->cfg.pre_norm ? y : ag_layernorm(y, g, b, l->cfg.ln_eps);
 }
 
-ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
-                                    bool training, ag_rng *rng) {
-    if (!l) ag__fatal("ag_encoder_layer_forward", "the layer is NULL");
-    ag__need("ag_encoder_layer_forward", "x", x);
+static ag_tensor *encoder_forward(const char *layer, const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
+                                  ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs) {
+    if (!l) ag__fatal(layer, "the layer is NULL");
+    ag__need(layer, "x", x);
     const ag_encoder_config *c = &l->cfg;
-    if (training && c->keep < 1 && !rng)
-        ag__fatal("ag_encoder_layer_forward", "training with dropout (keep %g) needs an rng", c->keep);
+    if (training && c->keep < 1 && !rng) ag__fatal(layer, "training with dropout (keep %g) needs an rng", c->keep);
     ag_tensor *a_in = c->pre_norm ? ag_layernorm(x, l->ln1_g, l->ln1_b, c->ln_eps) : x;
-    x = residual(l, x, ag_mha_forward(&l->attn, a_in, lengths, mask, NULL), l->ln1_g, l->ln1_b, training, rng);
+    x = residual(l, x, ag_mha_forward(&l->attn, a_in, lengths, mask, probs), l->ln1_g, l->ln1_b, training, rng);
     ag_tensor *f_in = c->pre_norm ? ag_layernorm(x, l->ln2_g, l->ln2_b, c->ln_eps) : x;
     ag_tensor *f = ag_linear(ag_dense(f_in, l->w1, l->b1, c->act), l->w2, l->b2);
     return residual(l, x, f, l->ln2_g, l->ln2_b, training, rng);
+}
+
+ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
+                                    bool training, ag_rng *rng) {
+    return encoder_forward("ag_encoder_layer_forward", l, x, lengths, mask, training, rng, NULL);
+}
+
+ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
+                                          ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs) {
+    return encoder_forward("ag_encoder_layer_forward_probs", l, x, lengths, mask, training, rng, probs);
 }

@@ -369,6 +369,239 @@ static void test_encoder_layer(ag_rng *r) {
     ag_params_free(&ps);
 }
 
+/* ---- bidirectional LSTM, last positions, soft alignment, encoder weights ---- */
+
+/* A gradient check that also requires every input's largest gradient to be
+ * resolvable (>= 1e-6): an input whose gradients all vanish passes a
+ * gradient check without being checked. */
+static void gradcheck_resolved(const char *label, ag_forward_fn f, void *ctx, ag_tensor **wrt, int n) {
+    double big[16] = {0};
+    ag_gradcheck_opts o = ag_gradcheck_defaults();
+    o.input_max_grad = big;
+    ag_gradcheck_result r = ag_gradcheck(f, ctx, wrt, n, &o);
+    CHECK(r.ok, "%s: input %d element %lld analytic %.12g numeric %.12g", label, r.worst_input,
+          (long long)r.worst_index, r.analytic, r.numeric);
+    for (int i = 0; i < n; i++) CHECK(big[i] >= 1e-6, "%s: input %d's gradients all under 1e-6 (%g)", label, i, big[i]);
+    ag_step_end();
+}
+
+/* A tensor's values flattened, for one output of several. */
+static ag_tensor *flat(ag_tensor *t) { return ag_reshape(t, 1, (int[]){(int)t->size}); }
+
+typedef struct {
+    ag_params ps;
+    ag_tensor *x, *a, *b, *e;
+    ag_bilstm_layer bl;
+    const int32_t *lengths, *len_a, *len_b;
+    bool scores;
+} seq_ctx;
+
+static ag_tensor *bilstm_fn(void *p) {
+    seq_ctx *c = p;
+    return ag_bilstm(c->x, &c->bl, c->lengths);
+}
+static ag_tensor *last_fn(void *p) {
+    seq_ctx *c = p;
+    return ag_last_positions(c->x, c->lengths);
+}
+static ag_tensor *align_fn(void *p) {
+    seq_ctx *c = p;
+    ag_tensor *at, *bt, *probs;
+    if (c->scores) ag_soft_align_scores(c->e, c->a, c->b, c->len_a, c->len_b, &at, &bt, &probs);
+    else ag_soft_align(c->a, c->b, c->len_a, c->len_b, &at, &bt, &probs);
+    return ag_concat((ag_tensor *[]){flat(at), flat(bt), flat(probs)}, 3, 0);
+}
+
+/* The BiLSTM is [forward ; right to left] of ag_lstm, 0 at padding, through
+ * x and all eight parameters, with padding, a length-1 and an empty example;
+ * its parameters are named <prefix>.fw.* then <prefix>.bw.*. */
+static void test_bilstm(ag_rng *r) {
+    const int32_t *cases[3] = {lengths_padded, lengths_empty, NULL};
+    for (int k = 0; k < 3; k++) {
+        seq_ctx c = {0};
+        c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, D}, 1, r);
+        c.bl = ag_param_bilstm(&c.ps, "enc", D, 2, 0.8, r);
+        c.lengths = cases[k];
+        CHECK(c.ps.count == 9 && !strcmp(c.ps.items[1]->name, "enc.fw.w_ih") &&
+              !strcmp(c.ps.items[5]->name, "enc.bw.w_ih") && !strcmp(c.ps.items[8]->name, "enc.bw.b_hh"),
+              "bilstm parameter names and order");
+        CHECK(c.bl.bw.w_hh == ag_params_find(&c.ps, "enc.bw.w_hh") && c.bl.fw.w_hh->shape[1] == 8);
+        ag_tensor *y = ag_bilstm(c.x, &c.bl, c.lengths);
+        ag_tensor *f = ag_lstm(c.x, &c.bl.fw, 1, &(ag_lstm_opts){.len = c.lengths});
+        ag_tensor *rv = ag_lstm(c.x, &c.bl.bw, 1, &(ag_lstm_opts){.len = c.lengths, .reverse = true});
+        CHECK(y->ndim == 3 && y->shape[2] == 4);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < N; t++)
+                for (int j = 0; j < 4; j++) {
+                    ag_real want = j < 2 ? f->data[(b * N + t) * 2 + j] : rv->data[(b * N + t) * 2 + j - 2];
+                    int len = c.lengths ? c.lengths[b] : N;
+                    CHECK(y->data[(b * N + t) * 4 + j] == want && (t < len || want == 0), "bilstm [%d,%d,%d]", b, t, j);
+                }
+        ag_step_end();
+        const char *labels[3] = {"bilstm, padding", "bilstm, empty example", "bilstm, no lengths"};
+        gradcheck_resolved(labels[k], bilstm_fn, &c, c.ps.items, c.ps.count);
+        if (k == 0) {
+            ag_tensor *narrow = ag_param_uniform(&c.ps, "narrow", 3, (int[]){B, N, D + 1}, 1, r);
+            EXPECT_FATAL_AT(ag_bilstm(narrow, &c.bl, NULL), "ag_bilstm", "[3,4,4]", "[B, N, 3]");
+            EXPECT_FATAL_AT(ag_bilstm(c.x, &c.bl, (const int32_t[]){4, 5, 1}), "ag_bilstm", "lengths[1] = 5");
+            EXPECT_FATAL(ag_bilstm(c.x, NULL, NULL), "ag_bilstm", "NULL");
+            ag_step_end();
+        }
+        ag_params_free(&c.ps);
+    }
+}
+
+/* Each example's last valid row, its gradient to that row alone; an empty
+ * example gives 0; NULL lengths take row N-1. */
+static void test_last_positions(ag_rng *r) {
+    const int32_t *cases[3] = {lengths_padded, lengths_empty, NULL};
+    for (int k = 0; k < 3; k++) {
+        seq_ctx c = {0};
+        c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, D}, 1, r);
+        c.lengths = cases[k];
+        ag_tensor *y = last_fn(&c);
+        CHECK(y->ndim == 2 && y->shape[0] == B && y->shape[1] == D);
+        for (int b = 0; b < B; b++) {
+            int len = c.lengths ? c.lengths[b] : N;
+            for (int j = 0; j < D; j++)
+                CHECK(y->data[b * D + j] == (len ? c.x->data[(b * N + len - 1) * D + j] : 0), "last [%d,%d]", b, j);
+        }
+        ag_step_end();
+        const char *labels[3] = {"last_positions, padding", "last_positions, empty", "last_positions, no lengths"};
+        gradcheck_resolved(labels[k], last_fn, &c, &c.x, 1);
+        if (k == 1) { /* the empty example's position 0 gets no gradient */
+            ag_params_zero_grad(&c.ps);
+            ag_backward_seeded(last_fn(&c), ag_tensor_fill(1, 2, (int[]){B, D})->data);
+            CHECK(c.x->grad[(1 * N) * D] == 0 && c.x->grad[(0 * N + 2) * D] == 1 && c.x->grad[(2 * N + 1) * D] == 1);
+            ag_step_end();
+        }
+        ag_params_free(&c.ps);
+    }
+    ag_params ps = {0};
+    ag_tensor *flat2 = ag_param_uniform(&ps, "flat", 2, (int[]){B, N}, 1, r);
+    ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){B, N, D}, 1, r);
+    EXPECT_FATAL_AT(ag_last_positions(flat2, NULL), "ag_last_positions", "[3,4]", "[B, N, d]");
+    EXPECT_FATAL_AT(ag_last_positions(x, (const int32_t[]){1, -1, 2}), "ag_last_positions", "lengths[1] = -1");
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
+/* Soft alignment of a [B,Na,d] and b [B,Nb,d], b narrower (Nb 3) and wider
+ * (Nb 5) than a (Na 4), against the ops written out; through a and b (and
+ * the scores in ag_soft_align_scores, a and b of different widths); a
+ * length-1 sentence on either side and an empty one. */
+static void test_soft_align(ag_rng *r) {
+    static const int32_t la[2][B] = {{4, 1, 2}, {3, 2, 0}}, lb3[2][B] = {{1, 3, 2}, {0, 1, 3}},
+                         lb5[2][B] = {{5, 2, 1}, {2, 0, 5}};
+    for (int wide = 0; wide < 2; wide++)
+        for (int k = 0; k < 2; k++)
+            for (int scores = 0; scores < 2; scores++) {
+                int Nb = wide ? 5 : 3, db = scores ? D + 2 : D;
+                seq_ctx c = {0};
+                c.a = ag_param_uniform(&c.ps, "a", 3, (int[]){B, N, D}, 1, r);
+                c.b = ag_param_uniform(&c.ps, "b", 3, (int[]){B, Nb, db}, 1, r);
+                c.e = ag_param_uniform(&c.ps, "e", 3, (int[]){B, N, Nb}, 2, r);
+                c.len_a = la[k], c.len_b = wide ? lb5[k] : lb3[k], c.scores = scores;
+                ag_tensor *at, *bt, *probs;
+                if (scores) ag_soft_align_scores(c.e, c.a, c.b, c.len_a, c.len_b, &at, &bt, &probs);
+                else ag_soft_align(c.a, c.b, c.len_a, c.len_b, &at, &bt, &probs);
+                ag_tensor *e = scores ? c.e : ag_matmul_t(c.a, false, c.b, true);
+                ag_tensor *want_at = ag_matmul(ag_softmax_axis_len(e, 2, c.len_b), c.b);
+                ag_tensor *want_bt = ag_matmul_t(ag_softmax_axis_len(e, 1, c.len_a), true, c.a, false);
+                CHECK(at->ndim == 3 && at->shape[1] == N && at->shape[2] == db && bt->shape[1] == Nb &&
+                      bt->shape[2] == D && probs->shape[1] == N && probs->shape[2] == Nb, "soft_align shapes");
+                for (int64_t i = 0; i < at->size; i++) CHECK(at->data[i] == want_at->data[i], "a~ [%lld]", (long long)i);
+                for (int64_t i = 0; i < bt->size; i++) CHECK(bt->data[i] == want_bt->data[i], "b~ [%lld]", (long long)i);
+                for (int b = 0; b < B; b++)
+                    for (int i = 0; i < N; i++) { /* a row of probs: a distribution over b's valid words, or 0 */
+                        double sum = 0;
+                        for (int j = 0; j < Nb; j++) {
+                            double p = probs->data[(b * N + i) * Nb + j];
+                            sum += p;
+                            if (j >= c.len_b[b]) CHECK(p == 0, "probs past b's length");
+                        }
+                        CHECK_NEAR(sum, c.len_b[b] ? 1 : 0, 1e-14, 0);
+                        if (c.len_b[b] == 0)
+                            for (int j = 0; j < db; j++) CHECK(at->data[(b * N + i) * db + j] == 0, "a~ against empty b");
+                        if (c.len_b[b] == 1)
+                            for (int j = 0; j < db; j++)
+                                CHECK_NEAR(at->data[(b * N + i) * db + j], c.b->data[b * Nb * db + j], 1e-15, 0);
+                    }
+                ag_step_end();
+                char label[80];
+                snprintf(label, sizeof label, "soft_align%s, b %s, lengths %d", scores ? "_scores" : "",
+                         wide ? "wider" : "narrower", k);
+                if (scores) gradcheck_resolved(label, align_fn, &c, (ag_tensor *[]){c.e, c.a, c.b}, 3);
+                else gradcheck_resolved(label, align_fn, &c, (ag_tensor *[]){c.a, c.b}, 2);
+                ag_params_free(&c.ps);
+            }
+    /* outputs may be NULL; NULL lengths are every position */
+    ag_params ps = {0};
+    ag_tensor *a = ag_param_uniform(&ps, "a", 3, (int[]){B, N, D}, 1, r);
+    ag_tensor *b = ag_param_uniform(&ps, "b", 3, (int[]){B, 2, D}, 1, r);
+    ag_tensor *at = NULL, *bt = NULL, *pr = NULL, *at2 = NULL;
+    ag_soft_align(a, b, NULL, NULL, &at, NULL, NULL);
+    ag_soft_align(a, b, NULL, (const int32_t[]){2, 2, 2}, &at2, &bt, &pr);
+    CHECK(at && at2 && bt && pr && !memcmp(at->data, at2->data, (size_t)at->size * sizeof(ag_real)));
+    ag_step_end();
+    /* misuse names the layer and the shapes */
+    ag_tensor *b4 = ag_param_uniform(&ps, "b4", 3, (int[]){B, 2, D + 1}, 1, r);
+    ag_tensor *b2 = ag_param_uniform(&ps, "b2", 3, (int[]){2, 2, D}, 1, r);
+    ag_tensor *e = ag_param_uniform(&ps, "e", 3, (int[]){B, 2, N}, 1, r);
+    EXPECT_FATAL_AT(ag_soft_align(a, b4, NULL, NULL, &at, &bt, NULL), "ag_soft_align", "[3,4,3]", "[3,2,4]", "width");
+    EXPECT_FATAL_AT(ag_soft_align(a, b2, NULL, NULL, &at, &bt, NULL), "ag_soft_align", "b [2,2,3]", "batch of 3");
+    EXPECT_FATAL_AT(ag_soft_align(a, b, NULL, (const int32_t[]){2, 3, 1}, &at, NULL, NULL), "ag_soft_align",
+                    "lengths[1] = 3", "[0, 2]");
+    EXPECT_FATAL_AT(ag_soft_align_scores(e, a, b, NULL, NULL, &at, &bt, NULL), "ag_soft_align_scores", "[3,2,4]",
+                    "[3, 4, 2]");
+    ag_step_end();
+    ag_params_free(&ps);
+}
+
+/* ag_encoder_layer_forward_probs: the same output as ag_encoder_layer_forward,
+ * and the attention weights [B,h,N,N], rows distributions over the valid
+ * keys. */
+static void test_encoder_probs(ag_rng *r) {
+    ag_params ps = {0};
+    ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){B, N, DM}, 1, r);
+    ag_encoder_config cfg = {.d_model = DM, .heads = H, .d_ff = 6, .pre_norm = true};
+    ag_encoder_layer l = ag_encoder_layer_new(&ps, &cfg, r);
+    CHECK(ag_params_find(&ps, "ln1.gain") == l.ln1_g && ag_params_find(&ps, "ln2.bias") == l.ln2_b);
+    ag_tensor *probs = NULL;
+    ag_tensor *y0 = ag_encoder_layer_forward(&l, x, lengths_padded, NULL, false, NULL);
+    ag_tensor *y1 = ag_encoder_layer_forward_probs(&l, x, lengths_padded, NULL, false, NULL, &probs);
+    CHECK(!memcmp(y0->data, y1->data, (size_t)y0->size * sizeof(ag_real)), "the same output with probs");
+    CHECK(probs && probs->ndim == 4 && probs->shape[0] == B && probs->shape[1] == H && probs->shape[2] == N &&
+          probs->shape[3] == N);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int q = 0; q < N; q++) {
+                double sum = 0;
+                for (int k = 0; k < N; k++) {
+                    double p = probs->data[((b * H + h) * N + q) * N + k];
+                    sum += p;
+                    if (k >= lengths_padded[b]) CHECK(p == 0, "padded key weighted");
+                }
+                CHECK_NEAR(sum, 1, 1e-14, 0);
+            }
+    (void)ag_encoder_layer_forward_probs(&l, x, NULL, NULL, false, NULL, NULL); /* probs may be NULL */
+    ag_step_end();
+    cfg.keep = 0.5;
+    ag_scope_push("dropped");
+    ag_encoder_layer ld = ag_encoder_layer_new(&ps, &cfg, r);
+    ag_scope_pop();
+    EXPECT_FATAL_AT(ag_encoder_layer_forward_probs(&ld, x, NULL, NULL, true, NULL, &probs),
+                    "ag_encoder_layer_forward_probs", "needs an rng");
+    ag_step_end();
+    ag_params_free(&ps);
+    /* ag_param_layernorm: <prefix>.gain 1, <prefix>.bias 0, in that order */
+    ag_tensor *g, *bias;
+    ag_param_layernorm(&ps, "ln_f", 5, &g, &bias);
+    CHECK(ps.count == 2 && ps.items[0] == g && !strcmp(g->name, "ln_f.gain") && !strcmp(bias->name, "ln_f.bias") &&
+          g->shape[0] == 5 && g->data[4] == 1 && bias->data[4] == 0);
+    ag_params_free(&ps);
+}
+
 int main(void) {
     ag_rng r;
     ag_rng_seed(&r, 5);
@@ -382,6 +615,10 @@ int main(void) {
     test_padding_and_activations(&r);
     test_zero_padding_ranks(&r);
     test_misuse(&r);
+    test_bilstm(&r);
+    test_last_positions(&r);
+    test_soft_align(&r);
+    test_encoder_probs(&r);
     ag_shutdown();
     return check_summary("test_layers");
 }

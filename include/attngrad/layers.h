@@ -31,6 +31,16 @@ ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, dou
  * .b_hh [4H], each drawn from U(-bound, bound) in that order (nn.LSTM's
  * default is bound = 1/sqrt(H)). */
 ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng);
+/* A bidirectional LSTM layer for ag_bilstm: ag_param_lstm's four under
+ * <prefix>.fw, then four under <prefix>.bw (so "encode" gives encode.fw.w_ih
+ * ... encode.bw.b_hh), each from U(-bound, bound). */
+typedef struct {
+    ag_lstm_layer fw, bw;
+} ag_bilstm_layer;
+ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng);
+/* LayerNorm parameters for ag_layernorm: *gain = <prefix>.gain [d] filled
+ * with 1, *bias = <prefix>.bias [d] with 0, in that order. */
+void ag_param_layernorm(ag_params *ps, const char *prefix, int d, ag_tensor **gain, ag_tensor **bias);
 
 /* act(x) by the ag_act above: ag_relu, ag_elu, ag_tanh, ag_sigmoid or x. */
 ag_tensor *ag_activate(ag_tensor *x, ag_act act);
@@ -54,6 +64,35 @@ ag_tensor *ag_source2token(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, 
  * heatmaps (ag_feature_map). */
 ag_tensor *ag_source2token_weights(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,
                                    ag_tensor *w2, ag_tensor *b2, ag_act act, ag_tensor **weights);
+
+/* x [B, N, in] -> [B, N, 2H]: [forward LSTM ; LSTM right to left] over each
+ * example's valid positions (ag_lstm with ag_lstm_opts.reverse for the
+ * second half), 0 at padding.  lengths NULL: all N. */
+ag_tensor *ag_bilstm(ag_tensor *x, const ag_bilstm_layer *l, const int32_t *lengths);
+
+/* Each example's last valid position: x [B, N, d] -> [B, d], row b is
+ * x[b, lengths[b] - 1] (lengths NULL: x[b, N - 1]); an empty example
+ * (lengths[b] = 0) gives 0 and no gradient, as the pooling below. */
+ag_tensor *ag_last_positions(ag_tensor *x, const int32_t *lengths);
+
+/* ---- cross-sentence soft alignment (decomposable attention, ESIM) ----
+ * Sentences a [B, Na, d] and b [B, Nb, d], each of its own width and
+ * lengths (len_a, len_b; NULL: all positions), scores e_ij = a_i . b_j
+ * [B, Na, Nb]:
+ *   a~_i = sum_j softmax_j(e_ij) b_j over b's valid j      -> *a_tilde [B, Na, d]
+ *   b~_j = sum_i softmax_i(e_ij) a_i over a's valid i      -> *b_tilde [B, Nb, d]
+ * *probs_ab receives softmax_j(e_ij) [B, Na, Nb] (a's words as rows, each a
+ * distribution over b's valid words; for heatmaps, ag_model_capture_axes
+ * with AG_MAP_CROSS).  Any of the three may be NULL.  Rows at a's padded
+ * positions still hold their alignment with b (pool with lengths); against
+ * an empty sentence the alignment is 0. */
+void ag_soft_align(ag_tensor *a, ag_tensor *b, const int32_t *len_a, const int32_t *len_b, ag_tensor **a_tilde,
+                   ag_tensor **b_tilde, ag_tensor **probs_ab);
+/* The same from scores e [B, Na, Nb] the caller made, e.g. F(a) F(b)^T
+ * (decomposable attention's): a~ = softmax_j(e) b, b~ = softmax_i(e)^T a;
+ * a [B, Na, da] and b [B, Nb, db] may differ in width then. */
+void ag_soft_align_scores(ag_tensor *e, ag_tensor *a, ag_tensor *b, const int32_t *len_a, const int32_t *len_b,
+                          ag_tensor **a_tilde, ag_tensor **b_tilde, ag_tensor **probs_ab);
 
 /* ---- per-feature attention maps, for heatmaps ---- */
 
@@ -139,6 +178,10 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
  * pool with lengths. */
 ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                                     bool training, ag_rng *rng);
+/* The same, and *probs (if not NULL) receives the self-attention's weights
+ * [B, h, N, N] (as ag_mha_forward's), for heatmaps. */
+ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
+                                          ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs);
 
 /* Errors inside a layer name the caller's line, as an op's do. */
 #ifndef AG_INTERNAL
@@ -155,6 +198,11 @@ ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, con
 #define ag_feature_map(...) AG_AT(ag_feature_map, __VA_ARGS__)
 #define ag_mha_forward(...) AG_AT(ag_mha_forward, __VA_ARGS__)
 #define ag_encoder_layer_forward(...) AG_AT(ag_encoder_layer_forward, __VA_ARGS__)
+#define ag_encoder_layer_forward_probs(...) AG_AT(ag_encoder_layer_forward_probs, __VA_ARGS__)
+#define ag_bilstm(...) AG_AT(ag_bilstm, __VA_ARGS__)
+#define ag_last_positions(...) AG_AT(ag_last_positions, __VA_ARGS__)
+#define ag_soft_align(...) AG_AT_STMT(ag_soft_align, __VA_ARGS__)
+#define ag_soft_align_scores(...) AG_AT_STMT(ag_soft_align_scores, __VA_ARGS__)
 #endif
 
 #ifdef __cplusplus
