@@ -2,10 +2,10 @@
  * variant, as a plugin model for the sentence-pair task of the attngrad programs (--task pair: SICK entailment, or
  * the generated span / reversed-span pairs).  Each sentence at its own width and lengths (tokens, lengths; tokens_b,
  * lengths_b); every layer is shared by the two sentences:
- *   Input encoding:   a = BiLSTM(E a) [B,Na,2h], b = BiLSTM(E b) [B,Nb,2h] (0 at padding);
- *   Local inference:  e_ij = a_i . b_j [B,Na,Nb]; a~_i = sum_j softmax_j(e_ij) b_j over b's valid words
- *                     (ag_softmax_axis_len along axis 2, lengths_b), b~_j = sum_i softmax_i(e_ij) a_i over a's
- *                     (axis 1, lengths); m_a = [a; a~; a - a~; a * a~] [B,Na,8h], m_b likewise;
+ *   Input encoding:   a = BiLSTM(E a) [B,Na,2h], b = BiLSTM(E b) [B,Nb,2h] (ag_bilstm, 0 at padding);
+ *   Local inference:  e_ij = a_i . b_j [B,Na,Nb]; a~_i = sum_j softmax_j(e_ij) b_j over b's valid words,
+ *                     b~_j = sum_i softmax_i(e_ij) a_i over a's (ag_soft_align, each sentence's lengths);
+ *                     m_a = [a; a~; a - a~; a * a~] [B,Na,8h], m_b likewise;
  *   Composition:      v_a = BiLSTM(ReLU(m_a W_F + b_F)) [B,Na,2h] (F: 8h -> h), v_b likewise;
  *   Pooling:          v = [mean_a; max_a; mean_b; max_b] over each sentence's valid words [B,8h];
  *   Classifier:       logits = tanh(drop(v) W_1 + b_1) W_2 + b_2 (one hidden layer of h).
@@ -34,7 +34,7 @@
 
 typedef struct {
     ag_tensor *embed, *proj_w, *proj_b, *mlp_w, *mlp_b, *out_w, *out_b;
-    ag_lstm_layer enc_fw, enc_bw, comp_fw, comp_bw;
+    ag_bilstm_layer enc, comp;
 } esim;
 
 static void esim_defaults(ag_model_config *c) { /* the paper's SNLI settings */
@@ -55,13 +55,11 @@ static ag_status esim_build(ag_model *m) {
     ag_params *ps = &m->params;
     double lb = 1 / sqrt(h);
     p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng);
-    p->enc_fw = ag_param_lstm(ps, "encode.fw", d, h, lb, &m->rng);
-    p->enc_bw = ag_param_lstm(ps, "encode.bw", d, h, lb, &m->rng);
+    p->enc = ag_param_bilstm(ps, "encode", d, h, lb, &m->rng); /* encode.fw.*, encode.bw.* */
     p->proj_w = ag_param_glorot(ps, "project.weight", 8 * h, h, &m->rng);
     p->proj_b = c->bias_init > 0 ? ag_param_uniform(ps, "project.bias", 1, &h, c->bias_init, &m->rng)
                                  : ag_param_bias(ps, "project.bias", h);
-    p->comp_fw = ag_param_lstm(ps, "compose.fw", h, h, lb, &m->rng);
-    p->comp_bw = ag_param_lstm(ps, "compose.bw", h, h, lb, &m->rng);
+    p->comp = ag_param_bilstm(ps, "compose", h, h, lb, &m->rng);
     p->mlp_w = ag_param_glorot(ps, "mlp.weight", 8 * h, h, &m->rng);
     p->mlp_b = ag_param_bias(ps, "mlp.bias", h);
     p->out_w = ag_param_glorot(ps, "out.weight", h, c->classes, &m->rng);
@@ -73,19 +71,12 @@ static ag_tensor *drop(ag_model *m, ag_tensor *x, bool training) {
     return ag_dropout(x, m->cfg.keep, training, &m->rng);
 }
 
-/* [forward LSTM ; backward LSTM] over each row's valid positions, [B,N,2h], 0 at padding. */
-static ag_tensor *bilstm(const ag_lstm_layer *fw, const ag_lstm_layer *bw, ag_tensor *x, const int32_t *len) {
-    ag_tensor *f = ag_lstm(x, fw, 1, &(ag_lstm_opts){.len = len});
-    ag_tensor *r = ag_lstm(x, bw, 1, &(ag_lstm_opts){.len = len, .reverse = true});
-    return ag_concat((ag_tensor *[]){f, r}, 2, 2);
-}
-
 /* One side's enhancement, projection, composition and pooling: [mean; max] [B,4h]. */
 static ag_tensor *compose(ag_model *m, ag_tensor *x, ag_tensor *xt, const int32_t *len, bool training) {
     esim *p = m->impl;
     ag_tensor *mx = ag_concat((ag_tensor *[]){x, xt, ag_sub(x, xt), ag_mul(x, xt)}, 4, 2); /* [B,N,8h] */
     ag_tensor *f = ag_dense(drop(m, mx, training), p->proj_w, p->proj_b, AG_ACT_RELU);   /* [B,N,h] */
-    ag_tensor *v = bilstm(&p->comp_fw, &p->comp_bw, f, len);                             /* [B,N,2h] */
+    ag_tensor *v = ag_bilstm(f, &p->comp, len);                                          /* [B,N,2h] */
     return ag_concat((ag_tensor *[]){ag_mean_over_time(v, len), ag_max_over_time(v, len)}, 2, 1);
 }
 
@@ -94,15 +85,11 @@ static ag_tensor *esim_forward(ag_model *m, const ag_batch *bt, bool training) {
     int B = bt->rows, Na = bt->width, Nb = bt->width_b;
     ag_tensor *ea = drop(m, ag_embedding(p->embed, bt->tokens, 2, (int[]){B, Na}), training);
     ag_tensor *eb = drop(m, ag_embedding(p->embed, bt->tokens_b, 2, (int[]){B, Nb}), training);
-    ag_tensor *a = bilstm(&p->enc_fw, &p->enc_bw, ea, bt->lengths);   /* [B,Na,2h] */
-    ag_tensor *b = bilstm(&p->enc_fw, &p->enc_bw, eb, bt->lengths_b); /* [B,Nb,2h] */
-    /* Local inference: soft alignment each way, over the other sentence's valid words */
-    ag_tensor *e = ag_matmul_t(a, false, b, true);              /* [B,Na,Nb] */
-    ag_tensor *to_b = ag_softmax_axis_len(e, 2, bt->lengths_b); /* row i over b's valid j */
-    ag_tensor *to_a = ag_softmax_axis_len(e, 1, bt->lengths);   /* column j over a's valid i */
-    if (m->capture_maps) ag_model_capture_axes(m, "align", to_b, AG_MAP_CROSS);
-    ag_tensor *at = ag_matmul(to_b, b);                 /* a~ [B,Na,2h] */
-    ag_tensor *bt_ = ag_matmul_t(to_a, true, a, false); /* b~ [B,Nb,2h] */
+    ag_tensor *a = ag_bilstm(ea, &p->enc, bt->lengths);   /* [B,Na,2h] */
+    ag_tensor *b = ag_bilstm(eb, &p->enc, bt->lengths_b); /* [B,Nb,2h] */
+    ag_tensor *at, *bt_, *align; /* local inference: a~ [B,Na,2h], b~ [B,Nb,2h], softmax_j(e_ij) [B,Na,Nb] */
+    ag_soft_align(a, b, bt->lengths, bt->lengths_b, &at, &bt_, &align);
+    if (m->capture_maps) ag_model_capture_axes(m, "align", align, AG_MAP_CROSS);
     ag_tensor *v = ag_concat((ag_tensor *[]){compose(m, a, at, bt->lengths, training),
                                              compose(m, b, bt_, bt->lengths_b, training)}, 2, 1); /* [B,8h] */
     ag_tensor *hid = ag_dense(drop(m, v, training), p->mlp_w, p->mlp_b, AG_ACT_TANH);

@@ -24,7 +24,7 @@ enum { NO_PENALTY = AG_FLAG_OWN(0) };
 
 typedef struct {
     ag_tensor *embed, *ws1, *ws2, *w_mlp, *b_mlp, *w_out, *b_out;
-    ag_lstm_layer fw, bw;
+    ag_bilstm_layer lstm;
     ag_tensor *attn; /* A^T [B,N,r] of the last forward, for the penalization */
 } ssa;
 
@@ -44,8 +44,7 @@ static ag_status ssa_build(ag_model *m) {
     m->impl = p;
     ag_params *ps = &m->params;
     p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, E, 0.1, AG_PAD_ID, &m->rng);
-    p->fw = ag_param_lstm(ps, "lstm.fw", E, u, 1 / sqrt(u), &m->rng);
-    p->bw = ag_param_lstm(ps, "lstm.bw", E, u, 1 / sqrt(u), &m->rng);
+    p->lstm = ag_param_bilstm(ps, "lstm", E, u, 1 / sqrt(u), &m->rng); /* lstm.fw.*, lstm.bw.* */
     p->ws1 = ag_param_glorot(ps, "attn.ws1", 2 * u, u, &m->rng); /* d_a = u */
     p->ws2 = ag_param_glorot(ps, "attn.ws2", u, r, &m->rng);
     p->w_mlp = ag_param_glorot(ps, "mlp.w", r * 2 * u, 2 * u, &m->rng);
@@ -59,9 +58,7 @@ static ag_tensor *ssa_forward(ag_model *m, const ag_batch *b, bool training) {
     ssa *p = m->impl;
     int B = b->rows, N = b->width, u = m->cfg.hidden, r = m->cfg.heads;
     ag_tensor *x = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N});
-    ag_tensor *hf = ag_lstm(x, &p->fw, 1, &(ag_lstm_opts){.len = b->lengths});
-    ag_tensor *hb = ag_lstm(x, &p->bw, 1, &(ag_lstm_opts){.len = b->lengths, .reverse = true}); /* right to left */
-    ag_tensor *h = ag_concat((ag_tensor *[]){hf, hb}, 2, 2); /* H [B,N,2u], 0 at padding */
+    ag_tensor *h = ag_bilstm(x, &p->lstm, b->lengths); /* H [B,N,2u], 0 at padding */
     ag_tensor *scores = ag_linear(ag_dense(h, p->ws1, NULL, AG_ACT_TANH), p->ws2, NULL); /* [B,N,r] */
     p->attn = ag_softmax_axis_len(scores, 1, b->lengths);        /* A^T: over valid positions, per hop */
     if (m->capture_maps) /* A [B,r,N]: rows the hops, columns the words */
