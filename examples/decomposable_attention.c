@@ -3,8 +3,8 @@
  * the attngrad programs (--task pair: SICK entailment, or the generated span / reversed-span pairs):
  *   embeddings a [B,Na,d] (tokens, lengths), b [B,Nb,d] (tokens_b, lengths_b), each sentence at its own width;
  *   Attend:    e_ij = F(a_i) . F(b_j) [B,Na,Nb], F a two-layer ReLU net;
- *              beta_i  = sum_j softmax_j(e_ij) b_j over the valid j (ag_softmax_axis_len along axis 2, lengths_b),
- *              alpha_j = sum_i softmax_i(e_ij) a_i over the valid i (along axis 1, lengths);
+ *              beta_i  = sum_j softmax_j(e_ij) b_j over the valid j, alpha_j = sum_i softmax_i(e_ij) a_i over
+ *              the valid i (ag_soft_align_scores, each sentence's lengths);
  *   Compare:   v1_i = G([a_i ; beta_i]), v2_j = G([b_j ; alpha_j]), G a two-layer ReLU net (shared);
  *   Aggregate: v = [sum_{valid i} v1_i ; sum_{valid j} v2_j], logits = ReLU(drop(v) W_h + b_h) W_out + b_out.
  * Dropout (keep) on the input of every layer of F, G and H, as the paper.  Sizes: --dim (d), --hidden (F's, G's and
@@ -82,12 +82,10 @@ static ag_tensor *dam_forward(ag_model *m, const ag_batch *bt, bool training) {
     ag_tensor *b = ag_embedding(p->embed, bt->tokens_b, 2, (int[]){B, Nb}); /* [B,Nb,d] */
     /* Attend */
     ag_tensor *e = ag_matmul_t(two_layers(m, F1, a, training), false, two_layers(m, F1, b, training), true);
-    ag_tensor *to_b = ag_softmax_axis_len(e, 2, bt->lengths_b); /* [B,Na,Nb]: row i over the valid j */
-    ag_tensor *to_a = ag_softmax_axis_len(e, 1, bt->lengths);   /* [B,Na,Nb]: column j over the valid i */
+    ag_tensor *beta, *alpha, *attend; /* [B,Na,d], [B,Nb,d], softmax_j(e_ij) [B,Na,Nb] */
+    ag_soft_align_scores(e, a, b, bt->lengths, bt->lengths_b, &beta, &alpha, &attend);
     if (m->capture_maps) /* a's words as rows, each a distribution over b's words */
-        ag_model_capture_axes(m, "attend", to_b, AG_MAP_CROSS);
-    ag_tensor *beta = ag_matmul(to_b, b);                       /* [B,Na,d] */
-    ag_tensor *alpha = ag_matmul_t(to_a, true, a, false);       /* [B,Nb,d] */
+        ag_model_capture_axes(m, "attend", attend, AG_MAP_CROSS);
     /* Compare */
     ag_tensor *v1 = two_layers(m, G1, ag_concat((ag_tensor *[]){a, beta}, 2, 2), training);  /* [B,Na,h] */
     ag_tensor *v2 = two_layers(m, G1, ag_concat((ag_tensor *[]){b, alpha}, 2, 2), training); /* [B,Nb,h] */
