@@ -12,10 +12,13 @@
  *   build/tools/attngrad --plugin $P gradcheck --model tlm            # f64 (loads ...-f64.so)
  *   build/tools/attngrad --plugin $P train --model tlm --epochs 20 --out runs/tlm   # the generated LM task
  *   build/tools/attngrad --plugin $P train --model tlm --data DATA/ptb --lr-steps cosine:warmup=500,total=20000
+ *   build/tools/attngrad --plugin $P heatmap --ckpt runs/tlm/best.safetensors --sentence "w1 w2 w3" --out maps/
+ * The heatmaps "layer0", "layer1", ... are each layer's causal attention weights [B,h,N,N], a map per head.
  *
  * AdamW through --optim decays every parameter (the CLI has no parameter groups, docs/optim.md), so the
  * default decay is small.  tests/test_transformer_lm.sh gradchecks it, checks causality and that it learns. */
 #include "attngrad/model.h"
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -51,9 +54,7 @@ static ag_status tlm_build(ag_model *m) {
         p->layer[l] = ag_encoder_layer_new(ps, &ec, &m->rng);
         ag_scope_pop();
     }
-    p->lnf_g = ag_param(ps, "ln_f.gain", 1, (int[]){d});
-    p->lnf_b = ag_param(ps, "ln_f.bias", 1, (int[]){d});
-    ag_init_constant(p->lnf_g, 1);
+    ag_param_layernorm(ps, "ln_f", d, &p->lnf_g, &p->lnf_b);
     return AG_OK;
 }
 
@@ -68,20 +69,22 @@ static ag_tensor *tlm_hidden(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *h = ag_add_learned_positions(ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}), p->pos);
     h = ag_dropout(h, m->cfg.keep, training, &m->rng);
     ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, N); /* key k <= query q */
-    for (int l = 0; l < p->n_layers; l++) /* padded keys masked by lengths, on top of the causal mask */
-        h = ag_encoder_layer_forward(&p->layer[l], h, b->lengths, causal, training, &m->rng);
+    for (int l = 0; l < p->n_layers; l++) { /* padded keys masked by lengths, on top of the causal mask */
+        ag_tensor *probs = NULL; /* [B,h,N,N], for heatmaps: "layer0", "layer1", ... */
+        h = ag_encoder_layer_forward_probs(&p->layer[l], h, b->lengths, causal, training, &m->rng,
+                                           m->capture_maps ? &probs : NULL);
+        char name[16];
+        snprintf(name, sizeof name, "layer%d", l);
+        if (probs) ag_model_capture(m, name, probs);
+    }
     return ag_layernorm(h, p->lnf_g, p->lnf_b, 1e-5);
 }
 
 static ag_tensor *tlm_forward(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *h = tlm_hidden(m, b, training);
     if (!h) return NULL;
-    int B = b->rows, N = b->width, d = m->cfg.dim;
-    if (m->last_logits) { /* generate: each row's last position alone, [B,1,V] */
-        int32_t last[B];
-        for (int r = 0; r < B; r++) last[r] = r * N + (b->lengths[r] > 0 ? b->lengths[r] - 1 : 0);
-        h = ag_reshape(ag_index_select(ag_reshape(h, 2, (int[]){B * N, d}), 0, last, B), 3, (int[]){B, 1, d});
-    }
+    if (m->last_logits) /* generate: each row's last position alone, [B,1,V] */
+        h = ag_reshape(ag_last_positions(h, b->lengths), 3, (int[]){b->rows, 1, m->cfg.dim});
     return ag_linear_t(h, ((tlm *)m->impl)->embed, NULL); /* [B,N,V] */
 }
 
