@@ -485,6 +485,25 @@ static ag_tensor *f_attn_heads(ag_tensor **x) {
     return ag_attention(x[0], x[1], x[2], ag_mask_heads(softmax_specs, 4, 9), 0.5, NULL);
 }
 
+/* ag_soft_align (models/layers.c): a [3,5,4] against b [3,7,4], a length-1
+ * and an empty sentence on either side; its three outputs flattened, one
+ * after another.  The scores variant: e [3,5,7], b of another width. */
+static ag_tensor *flat_all(ag_tensor *a, ag_tensor *b, ag_tensor *c) {
+    ag_tensor *xs[3] = {ag_reshape(a, 1, (int[]){(int)a->size}), ag_reshape(b, 1, (int[]){(int)b->size}),
+                        ag_reshape(c, 1, (int[]){(int)c->size})};
+    return ag_concat(xs, 3, 0);
+}
+static ag_tensor *f_soft_align(ag_tensor **x) {
+    ag_tensor *at, *bt, *pr;
+    ag_soft_align(x[0], x[1], (const int32_t[]){5, 1, 0}, (const int32_t[]){2, 0, 7}, &at, &bt, &pr);
+    return flat_all(at, bt, pr);
+}
+static ag_tensor *f_soft_align_scores(ag_tensor **x) {
+    ag_tensor *at, *bt, *pr;
+    ag_soft_align_scores(x[0], x[1], x[2], (const int32_t[]){5, 1, 0}, (const int32_t[]){2, 0, 7}, &at, &bt, &pr);
+    return flat_all(at, bt, pr);
+}
+
 const op_case attention_cases[] = {
     {"softmax [3,5]", sm_35, f_softmax, 0, 0},
     {"softmax N=1", sm_n1, f_softmax, 0, 0},
@@ -608,5 +627,9 @@ const op_case attention_cases[] = {
     UNIFORM_CASE("attention self q=k pad [2,2,6,5]", f_attn_self, -1, 1, DIMS(2, 2, 6, 5), DIMS(2, 2, 6, 3)),
     UNIFORM_CASE("attention heads [2,4,9,8]", f_attn_heads, -1, 1, DIMS(2, 4, 9, 8), DIMS(2, 4, 9, 8),
                  DIMS(2, 4, 9, 8)),
+    /* the layers' cross-sentence alignment */
+    UNIFORM_CASE("soft_align [3,5,4]x[3,7,4] len 5,1,0 | 2,0,7", f_soft_align, -1, 1, DIMS(3, 5, 4), DIMS(3, 7, 4)),
+    UNIFORM_CASE("soft_align_scores [3,5,7] a [3,5,4] b [3,7,6]", f_soft_align_scores, -2, 2, DIMS(3, 5, 7),
+                 DIMS(3, 5, 4), DIMS(3, 7, 6)),
     {NULL, NULL, NULL, 0, 0},
 };

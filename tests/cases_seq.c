@@ -570,6 +570,26 @@ static ag_tensor *f_lstm_long(ag_tensor **x) {
     return ag_lstm(x[0], &l, 1, &(ag_lstm_opts){.len = seq_len_long});
 }
 
+/* ag_bilstm (models/layers.c): each direction its own w_ih, w_hh and one bias;
+ * a full, an empty and a length-1 example. */
+static int bilstm_setup(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(3, 6, 5));
+    for (int d = 0; d < 2; d++) {
+        in[1 + 3 * d] = tc_uniform(r, -0.6, 0.6, true, SHAPE(5, 12));
+        in[2 + 3 * d] = tc_uniform(r, -0.6, 0.6, true, SHAPE(3, 12));
+        in[3 + 3 * d] = tc_uniform(r, -0.5, 0.5, true, SHAPE(12));
+    }
+    return 7;
+}
+static ag_tensor *f_bilstm(ag_tensor **in) {
+    ag_bilstm_layer l = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    return ag_bilstm(in[0], &l, (const int32_t[]){6, 0, 1});
+}
+static ag_tensor *f_bilstm_full(ag_tensor **in) {
+    ag_bilstm_layer l = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    return ag_bilstm(in[0], &l, NULL);
+}
+
 const op_case seq_cases[] = {
     {"layernorm/3d", ln_3d, f_ln, 0, 0},
     {"layernorm/1d_row", ln_row, f_ln, 0, 0},
@@ -598,6 +618,8 @@ const op_case seq_cases[] = {
     {"lstm/saturated_gates_inputs_1e3_lengths_3_1", lstm_saturated, f_lstm_saturated, 0, 0},
     {"lstm/N1_zero_state", lstm_n1_zero_state, f_lstm_zero_state, 0, 0},
     {"lstm/lengths_0_2_zero_state", lstm_02_zero_state, f_lstm_02_zero_state, 0, 0},
+    {"bilstm/lengths_6_0_1", bilstm_setup, f_bilstm, 0, 0},
+    {"bilstm/full", bilstm_setup, f_bilstm_full, 0, 0},
     {"lstm/2_layers_lengths_5_3", lstm_2l, f_lstm_2l, 0, 0},
     {"lstm/final_states_lengths_0_2", lstm_53, f_lstm_finals, 0, 0},
     {"lstm/2_layers_final_states_only", lstm_2l, f_lstm_2l_finals_only, 0, 0},

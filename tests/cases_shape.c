@@ -638,6 +638,10 @@ static ag_tensor *f_copies4_eval(ag_tensor **x) { return copies_seeded(x[0], 4, 
 static ag_tensor *f_planes_07(ag_tensor **x) { return planes_seeded(x[0], 0.7, true); }
 static ag_tensor *f_planes_09(ag_tensor **x) { return planes_seeded(x[0], 0.9, true); }
 
+/* ag_last_positions (models/layers.c): the last valid row, 0 for the empty example */
+static ag_tensor *f_last_positions(ag_tensor **in) { return ag_last_positions(in[0], (const int32_t[]){4, 0, 1}); }
+static ag_tensor *f_last_positions_full(ag_tensor **in) { return ag_last_positions(in[0], NULL); }
+
 const op_case shape_cases[] = {
     {"ref_differences/[3,4] g1", x_34, f_refdiff_g1, 0, 0},
     {"ref_differences/[2,3,4] d1", x_234, f_refdiff_d1, 0, 0},
@@ -813,6 +817,8 @@ const op_case shape_cases[] = {
     UNIFORM_CASE("zero_padding [3,5,2,33] len 5,0,2", f_zero_padding, -2, 2, DIMS(3, 5, 2, 33)),
     UNIFORM_CASE("zero_padding [3,5] times x", f_zero_padding_twice, -2, 2, DIMS(3, 5)),
     UNIFORM_CASE("max_over_time [3,5,37] len 5,0,2", f_max_over_time, -2, 2, DIMS(3, 5, 37)),
+    UNIFORM_CASE("last_positions [3,4,37] len 4,0,1", f_last_positions, -2, 2, DIMS(3, 4, 37)),
+    UNIFORM_CASE("last_positions [3,4,37] no lengths", f_last_positions_full, -2, 2, DIMS(3, 4, 37)),
     UNIFORM_CASE("ref_differences [1500] g4", f_refdiff_g4, -2, 2, DIMS(1500)),
     {NULL, NULL, NULL, 0, 0},
 };
