@@ -36,6 +36,12 @@ ag_tensor *ag_param_embedding(ag_params *ps, const char *name, int V, int d, dou
 }
 
 /* ag_param_uniform under the name prefix + suffix (any length). */
+/* A layer's parameters are named from its prefix: a NULL one is the
+ * caller's mistake, named, not a crash in strlen. */
+static void need_prefix(const char *layer, const char *prefix) {
+    if (!prefix) ag__fatal(layer, "the parameters' name prefix is NULL");
+}
+
 static ag_tensor *param_suffixed(ag_params *ps, const char *prefix, const char *suffix, int ndim, const int *shape,
                                  double bound, ag_rng *rng) {
     size_t n = strlen(prefix) + strlen(suffix) + 1;
@@ -47,6 +53,7 @@ static ag_tensor *param_suffixed(ag_params *ps, const char *prefix, const char *
 }
 
 ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
+    need_prefix("ag_param_lstm", prefix);
     ag_lstm_layer l;
     l.w_ih = param_suffixed(ps, prefix, ".w_ih", 2, (int[]){in, 4 * H}, bound, rng);
     l.w_hh = param_suffixed(ps, prefix, ".w_hh", 2, (int[]){H, 4 * H}, bound, rng);
@@ -56,6 +63,7 @@ ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, do
 }
 
 ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
+    need_prefix("ag_param_bilstm", prefix);
     size_t n = strlen(prefix) + 4;
     char *name = ag__malloc(n);
     ag_bilstm_layer l;
@@ -68,6 +76,7 @@ ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H
 }
 
 void ag_param_layernorm(ag_params *ps, const char *prefix, int d, ag_tensor **gain, ag_tensor **bias) {
+    need_prefix("ag_param_layernorm", prefix);
     if (!gain || !bias) ag__fatal("ag_param_layernorm", "%s: gain and bias must not be NULL", prefix);
     size_t n = strlen(prefix) + 6;
     char *name = ag__malloc(n);

@@ -554,6 +554,11 @@ static void test_soft_align(ag_rng *r) {
                     "lengths[1] = 3", "[0, 2]");
     EXPECT_FATAL_AT(ag_soft_align_scores(e, a, b, NULL, NULL, &at, &bt, NULL), "ag_soft_align_scores", "[3,2,4]",
                     "[3, 4, 2]");
+    /* a NULL name prefix is named, not a crash in strlen */
+    ag_tensor *g = NULL, *bb = NULL;
+    EXPECT_FATAL(ag_param_lstm(&ps, NULL, 2, 3, 0.1, r), "ag_param_lstm", "prefix is NULL");
+    EXPECT_FATAL(ag_param_bilstm(&ps, NULL, 2, 3, 0.1, r), "ag_param_bilstm", "prefix is NULL");
+    EXPECT_FATAL(ag_param_layernorm(&ps, NULL, 3, &g, &bb), "ag_param_layernorm", "prefix is NULL");
     ag_step_end();
     ag_params_free(&ps);
 }
