@@ -198,6 +198,20 @@ AG_NO_ASAN static inline void ag__check_live(const char *op, const ag_tensor *t)
     if (t) AG_QUIET_VALGRIND(step = t->step);
     if (step && step != ag__step_now) ag__stale(op, t);
 }
+/* A name that options, specs, run folders and checkpoints carry (a model
+ * kind's, an optimizer rule's): 1 to max - 1 letters, digits, '_' and '-',
+ * so it reads back from "key=value" and "kind:key=value,...". */
+static inline bool ag__is_name(const char *name, size_t max) {
+    size_t n = strlen(name);
+    if (n == 0 || n >= max) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 /* A tensor an op cannot do without (a weight, a second operand): NULL is
  * refused by name, as ag__check_same_device refuses a NULL first input,
  * before anything reads it. */

@@ -7,7 +7,6 @@
 #include "../graph/internal.h" /* ag__fatal: a built-in kind the registry refuses is a bug of ours */
 #include "../optim/options.h"   /* ag__optim_rule_count: a plugin's optimizer rules keep it loaded too */
 
-#include <ctype.h>
 #include <dlfcn.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,13 +22,7 @@ static int n_kinds;
 
 /* The name is what --model, the run folders and the checkpoints' config
  * carry: it must fit AG_MODEL_NAME_MAX and read back from "key=value". */
-static bool good_name(const char *name) {
-    size_t n = strlen(name);
-    if (n == 0 || n >= AG_MODEL_NAME_MAX) return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-') return false;
-    return true;
-}
+static bool good_name(const char *name) { return ag__is_name(name, AG_MODEL_NAME_MAX); }
 
 /* What is wrong with a kind's list of own names (--flags switches, or
  * --hparams settings), or NULL. */

@@ -15,7 +15,6 @@
 #include "../ops/dispatch.h"
 #include "../ops/elementwise.h" /* fill: Adagrad's initial sums */
 
-#include <ctype.h>
 #include <fnmatch.h>
 #include <stdio.h>
 
@@ -65,13 +64,7 @@ bool ag_optim_find(const char *name, ag_optim_kind *kind) {
 
 /* A rule's name goes into specs and checkpoints' tensor names: as a model
  * kind's, 1-31 letters, digits, '_' and '-' (no ':', ',', '=' or '.'). */
-static bool good_rule_name(const char *name) {
-    size_t n = strlen(name);
-    if (n == 0 || n >= AG_OPTIM_NAME_MAX) return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-') return false;
-    return true;
-}
+static bool good_rule_name(const char *name) { return ag__is_name(name, AG_OPTIM_NAME_MAX); }
 
 /* A hyperparameter's or slot's name: a spec's key, a part of a tensor's name. */
 static bool good_key(const char *key) {
