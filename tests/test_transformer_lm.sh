@@ -32,8 +32,16 @@ expect 1 'gradcheck: model tlm refused the batch: tlm: 6 positions, more than th
   "$AG" --plugin "$P" gradcheck --model tlm --batch 3 --len 6 --hparams ctx=5
 expect 1 'tlm: want dim a multiple of heads' "$AG" --plugin "$P" gradcheck --model tlm --dim 10 --heads 4
 
-# it learns the generated lookup task: judged on the run's own record, metrics.csv, by column name
+# the generated LM task replaces SGD recipes only (poslm's lr 30): tlm's AdamW and clip stay, as the header says
+expect 0 ' adamw:lr=1e-3,beta2=0.98,weight_decay=0.01, batch 32, keep 0.9, l2 0, clip 1,' "$AG" --plugin "$P" train \
+  --model tlm --dim 8 --heads 2 --hidden 8 --synth-n 64 --max-steps 1 --progress none --out "$T/recipe"
+expect 0 ' adam:lr=3e-3, batch 32, keep 0.5, l2 0, no clipping, schedule constant' "$AG" train --model poslm --dim 8 \
+  --synth-n 64 --max-steps 1 --progress none --out "$T/recipe-poslm"
+# it learns the generated lookup task: judged on the run's own record, metrics.csv, by column name.  The
+# generated LM task keeps tlm's own AdamW (it replaces SGD recipes only); the rate this check was tuned at
+# is given, so it judges the model, not the recipe
 "$AG" --plugin "$P" train --model tlm --dim 32 --hidden 64 --keep 1 --synth-n 1000 --epochs 12 --progress none \
+  --optim adam:lr=3e-3 --clip 0 \
   --out "$T/run" >"$T/train.log" 2>&1 || bad "train: $(tail -n 3 "$T/train.log")"
 col() { awk -F, -v name="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } c { print $c }' "$T/run/metrics.csv"; }
 first=$(col train_loss | head -n 1) last=$(col train_loss | tail -n 1) best=$(col dev_ppl | sort -g | head -n 1)

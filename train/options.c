@@ -628,6 +628,13 @@ void ag__train_record(ag_train_opts *o, const ag_model_config *c) {
     if ((unsigned)c->attention < 3) strcpy(o->attention, attentions[c->attention]);
 }
 
+/* Is the kind's optimizer plain SGD (poslm's lr 30 recipe), which the
+ * generated LM task replaces? */
+static bool lm_sgd_recipe(const char *optim) {
+    ag_optim_config oc;
+    return optim && ag_optim_parse(optim, &oc) == AG_OK && oc.kind == AG_SGD;
+}
+
 int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t errlen) {
     const ag_model_kind *kind = ag_model_find(o->model);
     if (!kind) return ag__train_fail(err, errlen, AG_ERR_ARG, "option --model: '%s': %s", o->model, check_model(o->model));
@@ -649,8 +656,11 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
     ag__train_apply(o, c);
     if (!o->data[0]) {
         if (c->n_bigram > 1024 && o->bigrams < 0) c->n_bigram = 1024; /* a vocab of a few dozen words */
-        if (c->task == AG_TASK_LM) { /* the LM's SGD at lr 30 is tuned to PTB: it diverges on the lookup task */
-            c->optim = "adam:lr=3e-3";
+        /* poslm's SGD at lr 30 is tuned to PTB: it diverges on the lookup
+         * task.  An LM kind whose own optimizer is adaptive (a plugin's
+         * Adam, AdamW) keeps its recipe: it was chosen for that kind. */
+        if (c->task == AG_TASK_LM && lm_sgd_recipe(c->optim)) {
+            c->optim = "adam:lr=3e-3"; /* the whole recipe: its schedules and clip were for that SGD */
             c->sched = NULL;
             c->clip = 0;
         }
