@@ -207,6 +207,87 @@ static const ag_model_kind pair_lm_kind = {
     .lm_state_free = pair_lm_state_free,
 };
 
+/* ---- a model with a table per position, sized by the run's --max-len
+ * (model API 4's cfg.max_len), as learned positions are: it refuses a
+ * wider batch, so generation must keep to the last max_len words.  Its
+ * own recipe (AdamW, a warm-up and decay over the run's steps) is what
+ * the generated LM task must leave alone. ---- */
+
+typedef struct {
+    pair_lm base;
+    ag_tensor *pos;
+} pos_lm;
+
+static void pos_lm_defaults(ag_model_config *c) {
+    c->dim = 8;
+    c->optim = "adamw:lr=3e-3,weight_decay=0.01";
+    c->clip = 2;
+    c->lr_steps = "linear:warmup=2,total=run";
+}
+
+static ag_status pos_lm_build(ag_model *m) {
+    int V = m->cfg.vocab, d = m->cfg.dim, L = m->cfg.max_len;
+    if (L < 1) return ag_fail(AG_ERR_ARG, "pos_lm: its position table needs --max-len (got %d)", L);
+    pos_lm *p = calloc(1, sizeof *p);
+    if (!p) return ag_fail(AG_ERR_NOMEM, "pos_lm: out of memory");
+    m->impl = p;
+    p->base.now = ag_param(&m->params, "now", 2, (int[]){V, d});
+    p->base.before = ag_param(&m->params, "before", 2, (int[]){V, d});
+    p->pos = ag_param(&m->params, "pos", 2, (int[]){L, d});
+    p->base.out_w = ag_param(&m->params, "out.w", 2, (int[]){d, V});
+    p->base.out_b = ag_param(&m->params, "out.b", 1, (int[]){V});
+    ag_init_normal(p->base.now, 0, 1, &m->rng);
+    ag_init_normal(p->base.before, 0, 1, &m->rng);
+    ag_init_normal(p->pos, 0, 1, &m->rng);
+    ag_init_glorot_uniform(p->base.out_w, 1.0, &m->rng);
+    ag_init_uniform(p->base.out_b, -0.5, 0.5, &m->rng);
+    return AG_OK;
+}
+
+/* logits [rows, n, V] of ids whose words before are prev, at positions at */
+static ag_tensor *pos_lm_logits(const pos_lm *p, const int32_t *ids, const int32_t *prev, const int32_t *at, int rows,
+                                int n) {
+    int shape[2] = {rows, n};
+    ag_tensor *h = ag_add(ag_embedding(p->base.now, ids, 2, shape), ag_embedding(p->base.before, prev, 2, shape));
+    return ag_linear(ag_tanh(ag_add(h, ag_embedding(p->pos, at, 2, shape))), p->base.out_w, p->base.out_b);
+}
+
+static ag_tensor *pos_lm_forward(ag_model *m, const ag_batch *b, bool training) {
+    (void)training;
+    int B = b->rows, N = b->width;
+    if (N > m->cfg.max_len)
+        return ag_fail(AG_ERR_ARG, "pos_lm: %d positions, more than its table's %d", N, m->cfg.max_len), NULL;
+    int32_t prev[4096], at[4096];
+    if ((int64_t)B * N > 4096) return ag_fail(AG_ERR_ARG, "pos_lm: a batch of %d x %d", B, N), NULL;
+    for (int i = 0; i < B * N; i++) prev[i] = i % N ? b->tokens[i - 1] : AG_PAD_ID, at[i] = i % N;
+    return pos_lm_logits(m->impl, b->tokens, prev, at, B, N);
+}
+
+static ag_tensor *pos_lm_feed(ag_model *m, void *state, const int32_t *ids, int n) {
+    pair_lm_state *s = state;
+    if (n < 1 || n > s->capacity - s->fed || s->fed + n > m->cfg.max_len || n > 64)
+        return ag_fail(AG_ERR_ARG, "pos_lm: %d words after %d, room for %d", n, s->fed, s->capacity), NULL;
+    int32_t prev[64], at[64];
+    for (int i = 0; i < n; i++) prev[i] = i ? ids[i - 1] : s->last, at[i] = s->fed + i;
+    ag_tensor *logits = pos_lm_logits(m->impl, ids, prev, at, 1, n);
+    s->last = ids[n - 1], s->fed += n, words_fed += n;
+    return ag_slice(logits, 1, n - 1, n);
+}
+
+static const ag_model_kind pos_lm_kind = {
+    .abi = AG_MODEL_ABI,
+    .name = "pos_lm",
+    .defaults = pos_lm_defaults,
+    .build = pos_lm_build,
+    .forward = pos_lm_forward,
+    .destroy = pair_lm_destroy,
+    .tasks = AG_TASK_BIT(AG_TASK_LM),
+    .reads = "max-len",
+    .lm_state_new = pair_lm_state_new,
+    .lm_feed = pos_lm_feed,
+    .lm_state_free = pair_lm_state_free,
+};
+
 static void set(ag_train_opts *o, const char *key, const char *value) {
     int rc = ag_train_set(o, key, value, err, sizeof err);
     CHECK(rc == 0, "--%s %s: %s", key, value ? value : "", err);
@@ -226,9 +307,10 @@ static void refused(const ag_model_kind *kind, const char *want, const char *wan
 }
 
 static void test_register(void) {
-    int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state, 2 of the API tests */
+    int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state, 2 of the API tests,
+                      * 3 of test_max_len */
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) builtin++;
-    CHECK(builtin == 5 + 4 + 2, "%d kinds before", builtin);
+    CHECK(builtin == 5 + 4 + 2 + 3, "%d kinds before", builtin);
     CHECK(ag_model_find("tiny_attn") == NULL);
     CHECK(ag_model_register(&tiny_attn_kind) == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_find("tiny_attn") == &tiny_attn_kind);
@@ -297,7 +379,9 @@ static void test_register(void) {
     CHECK(added == AG_MODEL_MAX_KINDS - builtin - 1, "%d added", added);
     /* unknown names list what is registered: the fillers too */
     ag_train_opts o = ag_train_opts_default();
-    CHECK(ag_train_set(&o, "model", "nope", err, sizeof err) && strstr(err, "tiny_attn") && strstr(err, "filler51") &&
+    char last_filler[16];
+    snprintf(last_filler, sizeof last_filler, "filler%d;", added - 1); /* the last, whole */
+    CHECK(ag_train_set(&o, "model", "nope", err, sizeof err) && strstr(err, "tiny_attn") && strstr(err, last_filler) &&
               strstr(err, "--plugin"), "%s", err);
 
     /* plugins that cannot be loaded: dlerror's text, and the file named */
@@ -637,6 +721,107 @@ static void test_generate_from_state(void) {
     ag_vocab_free(vocab);
 }
 
+/* The last lr of a run's steps.csv (step,epoch,lr,...), and its rows */
+static double last_lr(const char *dir, int *rows) {
+    char path[AG_PATH_MAX + 32], line[512];
+    snprintf(path, sizeof path, "%s/steps.csv", dir);
+    FILE *f = fopen(path, "r");
+    double lr = NAN;
+    *rows = 0;
+    if (!f) return lr;
+    while (fgets(line, sizeof line, f))
+        if (line[0] >= '0' && line[0] <= '9') {
+            char *p = strchr(strchr(line, ',') + 1, ',');
+            lr = strtod(p + 1, NULL), (*rows)++;
+        }
+    fclose(f);
+    return lr;
+}
+
+/* cfg.max_len (model API 4): the run's --max-len reaches the kind, is
+ * saved with the run, and generation keeps to the last max_len words;
+ * an API 3 kind still registers. */
+static void test_max_len(void) {
+    static ag_model_kind v3;
+    v3 = tiny_attn_kind, v3.abi = 300 + (int)sizeof(ag_real), v3.name = "tiny_attn_v3";
+    CHECK(ag_model_register(&v3) == AG_OK, "an API 3 kind: %s", ag_errmsg());
+    CHECK(ag_model_register(&pos_lm_kind) == AG_OK, "%s", ag_errmsg());
+    static ag_model_kind by_forward;
+    by_forward = pos_lm_kind, by_forward.name = "pos_lm_forward";
+    by_forward.lm_state_new = NULL, by_forward.lm_feed = NULL, by_forward.lm_state_free = NULL;
+    CHECK(ag_model_register(&by_forward) == AG_OK, "%s", ag_errmsg());
+
+    const char *words[] = {"<pad>", "<unk>", "<eos>", "w1", "w2", "w3", "w4", "w5", "w6", "w7"};
+    ag_vocab *vocab;
+    CHECK(ag_vocab_from_list(words, 10, &vocab, err, sizeof err) == 0, "%s", err);
+    ag_model_config c = ag_model_defaults(&pos_lm_kind);
+    c.vocab = 10, c.seed = 3;
+    ag_model a, b;
+    CHECK(ag_model_init(&a, &pos_lm_kind, &c) == AG_ERR_ARG && strstr(ag_errmsg(), "needs --max-len"), "%s",
+          ag_errmsg());
+    c.max_len = 4;
+    CHECK(ag_model_init(&a, &pos_lm_kind, &c) == AG_OK && ag_model_init(&b, &by_forward, &c) == AG_OK, "%s",
+          ag_errmsg());
+    ag_train_opts o = ag_train_opts_default();
+    o.words = 12, o.temperature = 1, o.max_len = 4;
+    /* a prompt of 7 words, 12 drawn: every forward and feed within the
+     * table's 4 positions, the same words either way, and the prompt's
+     * first 3 words never read */
+    char kept[512], forward[512], last4[512];
+    generate(&a, vocab, &o, "w1 w2 w3 w4 w5 w6 w7", 5, kept, sizeof kept);
+    generate(&b, vocab, &o, "w1 w2 w3 w4 w5 w6 w7", 5, forward, sizeof forward);
+    generate(&b, vocab, &o, "w4 w5 w6 w7", 5, last4, sizeof last4);
+    CHECK(kept[0] && !strcmp(kept, forward) && !strcmp(kept, last4), "from the state '%s', by forward '%s', from "
+          "the last 4 words '%s'", kept, forward, last4);
+    ag_model_free(&a);
+    ag_model_free(&b);
+    ag_vocab_free(vocab);
+
+    /* train sets it from --max-len and saves it: the checkpoint builds the
+     * same table; the kind's AdamW survives the generated LM task (poslm's
+     * SGD does not), and its warm-up and decay run to the run's last step */
+    ag_train_opts t = ag_train_opts_default(), back;
+    char out[512];
+    snprintf(out, sizeof out, "%s/pos_lm", tmp);
+    set(&t, "model", "pos_lm");
+    set(&t, "out", out);
+    set(&t, "synth-n", "200");
+    set(&t, "max-len", "6");
+    set(&t, "epochs", "2");
+    set(&t, "log-steps", "1");
+    set(&t, "progress", "none");
+    set(&t, "quiet", NULL);
+    ag_train_result r;
+    CHECK(ag_train(&t, &r, err, sizeof err) == 0, "%s", err);
+    CHECK(!strcmp(t.optim, "adamw:lr=3e-3,weight_decay=0.01") && t.clip == 2, "the generated LM task changed "
+          "pos_lm's recipe: %s, clip %g", t.optim, t.clip);
+    CHECK(!strcmp(t.lr_steps, "linear:warmup=2,total=run"), "lr_steps '%s'", t.lr_steps);
+    int rows;
+    double lr = last_lr(out, &rows);
+    CHECK(rows == r.steps && rows > 2 && lr == 0, "%d rows for %lld steps, the last at lr %g (total=run: 0)", rows,
+          (long long)r.steps, lr);
+    ag_model m;
+    char ckpt[600];
+    snprintf(ckpt, sizeof ckpt, "%s/last.safetensors", out);
+    CHECK(ag_load_run(ckpt, NULL, &back, &m, &vocab, err, sizeof err) == 0, "%s", err);
+    CHECK(m.cfg.max_len == 6 && back.max_len == 6 && !strcmp(back.lr_steps, "linear:warmup=2,total=run"),
+          "loaded: cfg.max_len %d, lr_steps '%s'", m.cfg.max_len, back.lr_steps);
+    ag_model_free(&m);
+    ag_vocab_free(vocab);
+
+    /* --lr-steps given wins over the kind's; poslm's SGD is replaced */
+    ag_model_config cfg;
+    ag_train_opts q = ag_train_opts_default();
+    set(&q, "model", "pos_lm");
+    set(&q, "lr-steps", "constant");
+    CHECK(ag_train_resolve(&q, &cfg, err, sizeof err) == 0 && !strcmp(q.lr_steps, "constant") &&
+              !strcmp(cfg.lr_steps, "constant"), "%s / %s", err, q.lr_steps);
+    q = ag_train_opts_default();
+    set(&q, "model", "poslm");
+    CHECK(ag_train_resolve(&q, &cfg, err, sizeof err) == 0 && !strcmp(q.optim, "adam:lr=3e-3") && q.clip == 0,
+          "poslm on the generated task: %s, clip %g", q.optim, q.clip);
+}
+
 int main(void) {
     test_stray_param();
     snprintf(tmp, sizeof tmp, "%s/test_custom_model.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -645,6 +830,7 @@ int main(void) {
         return 1;
     }
     test_generate_from_state(); /* first: test_register fills the registry */
+    test_max_len();
     test_api2_kind();
     test_hparams();
     test_register();

@@ -51,6 +51,24 @@ expect 0 '^test +accuracy' "$AG" eval --ckpt "$T/ref/best.safetensors" # a confi
 "$AG" train "${RUN[@]}" --epochs 2 --log-steps 1 --lr-steps constant:warmup=4 --out "$T/warm" >/dev/null || bad "--lr-steps run failed"
 [ "$(tail -n +2 "$T/warm/steps.csv" | cut -d, -f3 | tr '\n' ' ')" == "0.125 0.25 0.375 0.5 0.5 0.5 0.5 0.5 " ] && ok ||
   bad "--lr-steps warm-up: lr column $(tail -n +2 "$T/warm/steps.csv" | cut -d, -f3 | tr '\n' ' ')"
+# total=run: the decay ends at the run's last planned step, --epochs x batches (8 here) or --max-steps
+# where fewer; the header says the count; a --resume plans its own (one more epoch: 12) from the saved spec,
+# a warm-up given over it keeping total=run
+lrs() { tail -n +2 "$1/steps.csv" | cut -d, -f3 | tr '\n' ' '; }
+expect 0 'per step linear:total=run \(total 8 steps\)' "$AG" train "${RUN[@]:0:10}" --epochs 2 --log-steps 1 \
+  --lr-steps linear:total=run --out "$T/run-total"
+[ "$(lrs "$T/run-total")" == "0.4375 0.375 0.3125 0.25 0.1875 0.125 0.0625 0 " ] && ok ||
+  bad "--lr-steps linear:total=run over 8 steps: lr column $(lrs "$T/run-total")"
+"$AG" train "${RUN[@]}" --epochs 2 --max-steps 5 --log-steps 1 --lr-steps linear:total=run --out "$T/run-max" >/dev/null ||
+  bad "total=run with --max-steps failed"
+[ "$(lrs "$T/run-max")" == "0.4 0.3 0.2 0.1 0 " ] && ok || bad "total=run, --max-steps 5: lr column $(lrs "$T/run-max")"
+expect 0 'per step linear:warmup=2,total=run,min_ratio=0 \(total 12 steps\)' "$AG" train --resume --out "$T/run-total" \
+  --epochs 3 --lr-steps linear:warmup=2 --progress none
+[ "$(lrs "$T/run-total" | cut -d' ' -f9-)" == "0.15 0.1 0.05 0 " ] && ok ||
+  bad "total=run resumed to 12 steps: lr column $(lrs "$T/run-total")"
+expect 1 "option --lr-steps 'linear:warmup=100,total=run': total=run is the run's 4 planned steps \(--epochs 1 x 4 batches\), not above its warmup 100" \
+  "$AG" train "${RUN[@]}" --epochs 1 --lr-steps linear:warmup=100,total=run --out "$T/run-short"
+expect 2 "option --lr-steps: 'inv_sqrt:total=run': schedule 'inv_sqrt': unknown key 'total'" "$AG" train "${RUN[@]}" --lr-steps inv_sqrt:total=run --out "$T/run-bad"
 # the norm before clipping: the first step's is the unclipped run's, far above the clip
 "$AG" train "${RUN[@]}" --epochs 1 --log-steps 1 --clip 1e-4 --out "$T/clip" >/dev/null || bad "--clip run failed"
 n1=$(sed -n 2p "$T/ref/steps.csv" | cut -d, -f5) n2=$(sed -n 2p "$T/clip/steps.csv" | cut -d, -f5)

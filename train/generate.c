@@ -43,11 +43,12 @@ static int prompt_ids(const ag_batch *b, int32_t *ids) {
     return n;
 }
 
-/* What the LM keeps between words (ag_model_kind.lm_*) and how many of
- * the words it has read. */
+/* What the LM keeps between words (ag_model_kind.lm_*), how many of the
+ * words it has read, and where they began among the words so far (past
+ * cfg.max_len words the window moves on, and a state starts over at it). */
 typedef struct {
     void *kept;
-    int fed;
+    int fed, from, capacity;
 } lm_state;
 
 /* lm_feed under ag_try, gradients off, as ag__line_forward runs a forward:
@@ -95,23 +96,40 @@ static int forward_logits(ag_model *m, ag_batch *g, const int32_t *ids, int n, a
     return rc;
 }
 
+/* A model of a run with --max-len N never saw more than N positions (a
+ * table per position may have no more): it reads the last N words so far,
+ * as a window that moves on with each word drawn.  A kept state that read
+ * words now before the window starts over from the window's first. */
+static int window_start(const ag_model *m, int n) {
+    return m->cfg.max_len > 0 && n > m->cfg.max_len ? n - m->cfg.max_len : 0;
+}
+
+static void restart_state(ag_model *m, lm_state *state, int from) {
+    m->kind->lm_state_free(state->kept);
+    state->kept = m->kind->lm_state_new(m, state->capacity); /* NULL: a forward for each word from here */
+    state->fed = 0, state->from = from;
+}
+
 /* The next word after ids[0..n): from the LM's state where it keeps one,
  * else from a forward. */
 static int next_word(ag_model *m, lm_state *state, ag_batch *g, const int32_t *ids, int n, const ag_train_opts *o,
                      ag_rng *rng, int *word, char *err, size_t errlen) {
     ag_tensor *logits;
-    int rc = state->kept ? feed_logits(m, state, ids, n, &logits, err, errlen)
-                         : forward_logits(m, g, ids, n, &logits, err, errlen);
+    int from = window_start(m, n);
+    if (state->kept && from != state->from) restart_state(m, state, from);
+    if (!state->kept && !g->tokens) ag_model_batch_alloc(m, 1, state->capacity, g);
+    int rc = state->kept ? feed_logits(m, state, ids + from, n - from, &logits, err, errlen)
+                         : forward_logits(m, g, ids + from, n - from, &logits, err, errlen);
     int V = m->cfg.vocab;
-    if (!rc && !(logits->ndim == 3 && logits->shape[0] == 1 && (logits->shape[1] == 1 || logits->shape[1] == n) &&
+    if (!rc && !(logits->ndim == 3 && logits->shape[0] == 1 && (logits->shape[1] == 1 || logits->shape[1] == n - from) &&
                  logits->shape[2] == V)) { /* a kind's callback broke its contract: say so, read nothing */
         char shape[64];
         rc = ag__train_fail(err, errlen, AG_ERR_ARG, "generate: model %s's %s gave logits %s after %d words, not [1,1,%d]%s",
                             m->kind->name, state->kept ? "lm_feed" : "forward", ag_shape_str(logits, shape, sizeof shape),
-                            n, V, state->kept ? "" : " or [1,n,V]");
+                            n - from, V, state->kept ? "" : " or [1,n,V]");
     }
     if (!rc) {
-        int at = logits->shape[1] == 1 ? 0 : n - 1; /* [1,1,V] or a kind's [1,n,V] */
+        int at = logits->shape[1] == 1 ? 0 : n - from - 1; /* [1,1,V] or a kind's [1,n,V] over the window */
         const ag_real *values = ag_host_values(logits) + (int64_t)at * V; /* the last position's */
         *word = ag__draw_word(values, V, o->temperature, ag_rng_uniform(rng));
     }
@@ -144,8 +162,9 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
         rc = ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for %d words", most);
     if (!rc) {
         int n = prompt_ids(&b, ids), eos = ag_vocab_find(vocab, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN));
-        if (ag__kind_feeds(m->kind)) state.kept = m->kind->lm_state_new(m, most);
-        if (!state.kept) ag_model_batch_alloc(m, 1, most, &g); /* forward each word */
+        state.capacity = m->cfg.max_len > 0 && most > m->cfg.max_len ? m->cfg.max_len : most; /* the window's */
+        if (ag__kind_feeds(m->kind)) state.kept = m->kind->lm_state_new(m, state.capacity);
+        /* without a state: a forward for each word, in g (next_word makes it) */
         for (int k = 0, word; k < o->words; k++) {
             if ((rc = next_word(m, &state, &g, ids, n, o, rng, &word, err, errlen)) || word == eos) break;
             fprintf(out, "%s%s", k ? " " : "", ag_vocab_token(vocab, word));

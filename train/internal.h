@@ -61,6 +61,11 @@ void ag__train_record(ag_train_opts *o, const ag_model_config *cfg);
 /* o->flags as bits of kind (its built-in and own names); AG_ERR_ARG with
  * "model K does not read flag F (its flags: ...)" in err for another's. */
 int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned *bits, char *err, size_t errlen);
+/* --lr-steps' spec (over base, NULL: none), whose total may be "run": the
+ * run's planned optimizer steps, which train/setup.c puts in place of
+ * AG__LR_TOTAL_RUN; *run (may be NULL) says whether it stands there. */
+enum { AG__LR_TOTAL_RUN = 2147483647 };
+ag_status ag__lr_steps_read(const char *spec, const ag_lr_steps *base, ag_lr_steps *out, bool *run);
 
 /* The run's own counters as --resume reads them from a checkpoint's config
  * ("state.step=..." lines): 0 when they all parse and are in range, else a

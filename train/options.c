@@ -83,7 +83,8 @@ static const opt_def opts[] = {
      "LR schedule per epoch, e.g. plateau:factor=0.5,patience=5 (default: the model's)", check_sched},
     {"lr-steps", O_STR, F(lr_steps), 0, 0, TR, true, "SPEC",
      "per-step warm-up and decay of --sched's rate: cosine:warmup=500,total=20000, linear:total=N, "
-     "inv_sqrt:warmup=4000, constant:warmup=100 (total and warmup in optimizer steps)", check_lr_steps},
+     "inv_sqrt:warmup=4000, constant:warmup=100 (total and warmup in optimizer steps; total=run: the steps the run "
+     "plans, --epochs x batches or --max-steps where fewer; default: the model's, constant: none)", check_lr_steps},
     {"param-group", O_STR, F(param_groups), 0, 0, TR, true, "GROUP",
      "per-parameter settings, PATTERN:SET, repeatable, a later group winning where two set the same: PATTERN a "
      "glob over parameter names (embed.*, *.bias) or @bias_norm, @matrices; SET lr_scale=S (the rate times S), "
@@ -286,10 +287,44 @@ static const char *check_lm_split(const char *v) {
     return !*v || !strcmp(v, "line") || !strcmp(v, "sentence") ? NULL : "expected line or sentence";
 }
 
+/* --lr-steps' total=run, the run's planned steps (known once its data is:
+ * train/setup.c), stands in the spec as total=AG__LR_TOTAL_RUN while it is
+ * read, checked and merged, and is written back as "run", so a saved run
+ * keeps asking for its own count. */
+#define RUN_TOTAL "2147483647" /* AG__LR_TOTAL_RUN */
+static bool run_total_at(const char *spec, const char *p) {
+    return !strncmp(p, "total=run", 9) && (p[9] == ',' || !p[9]) && p > spec && (p[-1] == ':' || p[-1] == ',');
+}
+
+ag_status ag__lr_steps_read(const char *spec, const ag_lr_steps *base, ag_lr_steps *out, bool *run) {
+    char text[AG_CONFIG_MAX];
+    size_t k = 0;
+    for (const char *p = spec; *p && k + sizeof RUN_TOTAL + 8 < sizeof text; p++)
+        if (run_total_at(spec, p)) {
+            k += (size_t)snprintf(text + k, sizeof text - k, "total=" RUN_TOTAL);
+            p += 8;
+        } else {
+            text[k++] = *p;
+        }
+    text[k] = 0;
+    ag_status st = ag_lr_steps_parse_over(text, base, out);
+    if (run) *run = !st && (out->decay == AG_LR_LINEAR || out->decay == AG_LR_COSINE) && out->total == AG__LR_TOTAL_RUN;
+    return st;
+}
+
+/* The spec s written out, its total "run" where it stands for the run's. */
+static void lr_steps_write(const ag_lr_steps *s, char *out, size_t n) {
+    char text[AG_CONFIG_MAX];
+    ag_lr_steps_format(s, text, sizeof text);
+    char *at = strstr(text, "total=" RUN_TOTAL);
+    if (!at) snprintf(out, n, "%s", text);
+    else snprintf(out, n, "%.*stotal=run%s", (int)(at - text), text, at + strlen("total=" RUN_TOTAL));
+}
+
 static const char *check_lr_steps(const char *v) {
     static char msg[400];
     ag_lr_steps s;
-    if (!*v || ag_lr_steps_parse(v, &s) == AG_OK) return NULL;
+    if (!*v || ag__lr_steps_read(v, NULL, &s, NULL) == AG_OK) return NULL;
     snprintf(msg, sizeof msg, "%s", ag_errmsg());
     return msg;
 }
@@ -346,8 +381,8 @@ static const char *sched_over(const char *old, const char *v, char *out, size_t 
 
 static const char *lr_steps_over(const char *old, const char *v, char *out, size_t n) {
     ag_lr_steps base, c;
-    if (ag_lr_steps_parse(old, &base) || ag_lr_steps_parse_over(v, &base, &c)) return spec_error();
-    ag_lr_steps_format(&c, out, n);
+    if (ag__lr_steps_read(old, NULL, &base, NULL) || ag__lr_steps_read(v, &base, &c, NULL)) return spec_error();
+    lr_steps_write(&c, out, n);
     return NULL;
 }
 
@@ -573,6 +608,7 @@ void ag__train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (o->batch > 0) c->batch = o->batch;
     if (ag__train_flags(o, ag_model_find(o->model), &c->flags, NULL, 0)) c->flags = 0; /* checked when resolved */
     c->hparams = o->hparams[0] ? o->hparams : NULL; /* checked when the model is made */
+    c->max_len = o->max_len; /* a table per position is sized by the run's widest batch */
     if (!strcmp(o->attention, "positional")) c->attention = 0;
     if (!strcmp(o->attention, "standard")) c->attention = 1;
     if (!strcmp(o->attention, "none")) c->attention = 2;
@@ -662,6 +698,7 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
         if (c->task == AG_TASK_LM && lm_sgd_recipe(c->optim)) {
             c->optim = "adam:lr=3e-3"; /* the whole recipe: its schedules and clip were for that SGD */
             c->sched = NULL;
+            c->lr_steps = NULL;
             c->clip = 0;
         }
     }
@@ -671,6 +708,17 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
     c->sched = o->sched;
     if (o->clip < 0) o->clip = c->clip;
     c->clip = o->clip;
+    /* the kind's warm-up where --lr-steps gives none; recorded, so a
+     * --resume, and the saved config, keep it */
+    if (!o->lr_steps[0] && c->lr_steps && c->lr_steps[0]) {
+        ag_lr_steps ls;
+        if (ag__lr_steps_read(c->lr_steps, NULL, &ls, NULL) || strlen(c->lr_steps) >= sizeof o->lr_steps)
+            return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s's default per-step schedule '%.80s' (its "
+                                  "defaults' lr_steps): %s", kind->name, c->lr_steps,
+                                  strlen(c->lr_steps) >= sizeof o->lr_steps ? "too long" : ag_errmsg());
+        snprintf(o->lr_steps, sizeof o->lr_steps, "%s", c->lr_steps);
+    }
+    c->lr_steps = o->lr_steps[0] ? o->lr_steps : NULL;
     ag__train_record(o, c);
     return 0;
 }

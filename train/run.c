@@ -288,8 +288,11 @@ static int lm_line_dataset(const ag_train_opts *o, char *line, bool sentences, a
     int rc = k < 0 ? -1 : 0;
     for (int64_t from = 0, to; !rc && from < k; from = to) {
         to = sentences ? ag__sentence_end(line, spans, from, k) : k;
+        /* a run with --max-len N: the last N words, those before the next
+         * word (generate's prompt, predict's "next"), not the first N */
+        int64_t first = o->max_len > 0 && to - from > o->max_len ? to - o->max_len : from;
         ag__ds_begin(ds);
-        rc = add_spans(ds, line, spans, from, to);
+        rc = add_spans(ds, line, spans, first, to);
         if (!rc && (ag__ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0) || ag__ds_end(ds, -1, 0, 1, 0))) rc = -1;
     }
     if (spans != few) free(spans);

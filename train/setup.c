@@ -195,6 +195,25 @@ static int model_refused(const ag__trainer *t, const ag_train_opts *o, char *err
                          ag_errmsg(), t->vec.dim, t->vec.dim);
 }
 
+/* --lr-steps ...,total=run: the steps this command plans, --epochs times
+ * the batches of an epoch, or --max-steps where that is fewer (counted
+ * from the run's start, as the optimizer's step is), so a run bounded by
+ * either decays to its end without a count worked out by hand.  Each
+ * command plans its own: a --resume with more epochs stretches the decay. */
+static int run_total(ag__trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
+    int64_t planned = (int64_t)o->epochs * t->sampler.n_batches;
+    if (o->max_steps > 0 && o->max_steps < planned) planned = o->max_steps;
+    if (planned >= AG__LR_TOTAL_RUN) planned = AG__LR_TOTAL_RUN - 1;
+    if (planned <= t->lr_steps.warmup)
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --lr-steps '%s': total=run is the run's %lld planned "
+                              "steps (--epochs %d x %lld batches%s), not above its warmup %d", o->lr_steps,
+                              (long long)planned, o->epochs, (long long)t->sampler.n_batches,
+                              o->max_steps > 0 && o->max_steps == planned ? ", cut by --max-steps" : "",
+                              t->lr_steps.warmup);
+    t->lr_steps.total = (int)planned;
+    return 0;
+}
+
 /* trainer.h says what this builds and checks. */
 int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab, const char *ckpt, char *err,
                      size_t errlen) {
@@ -225,7 +244,7 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
     ag_sched_config sc;
     if (ag_optim_parse(o->optim, &oc) || ag_optim_init(&t->opt, &t->model.params, &oc) ||
         ag_sched_parse(o->sched, &sc) || ag_sched_init(&t->sched, &sc) ||
-        (o->lr_steps[0] && ag_lr_steps_parse(o->lr_steps, &t->lr_steps)))
+        (o->lr_steps[0] && ag__lr_steps_read(o->lr_steps, NULL, &t->lr_steps, &t->lr_steps_run)))
         return ag__train_fail(err, errlen, AG_ERR_ARG, "%s", ag_errmsg());
     optim_groups(t, o);
     if (ckpt && o->resume && (rc = resumed_groups(t, o, ckpt, err, errlen))) return rc;
@@ -243,6 +262,6 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
                               err, errlen)))
         return rc;
     if (t->sampler.n_batches < 1) return ag__train_fail(err, errlen, AG_ERR_ARG, "%s: no training examples", d->name);
-    return 0;
+    return t->lr_steps_run ? run_total(t, o, err, errlen) : 0;
 }
 

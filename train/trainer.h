@@ -19,6 +19,7 @@ typedef struct {
     ag_scheduler sched;
     ag_lr_steps lr_steps; /* --lr-steps: each update's rate is opt.lr times its factor */
     bool has_lr_steps;
+    bool lr_steps_run;    /* its total is the run's planned steps (total=run) */
     ag_run_data data;
     ag_batch batch;
     ag_sampler sampler;

@@ -103,6 +103,12 @@ typedef struct {
     const char *sched;  /* the paper's schedule, "plateau:mode=min,factor=0.5,patience=5" (NULL = constant) */
     const char *hparams; /* the kind's own numeric settings given, "penalty=0.3,da=350" (NULL: none); read
                           * with ag_model_hparam, checked against ag_model_kind.hparams */
+    /* Since API 4 (a kind built before it neither reads nor sets these): */
+    int max_len;         /* the run's --max-len: no batch is wider (0: no limit given), so a table per
+                          * position can be sized by it; generate and predict of an LM feed it the
+                          * last max_len words of a longer text */
+    const char *lr_steps; /* the paper's per-step schedule, "cosine:warmup=500,total=run" (NULL: none),
+                           * used where --lr-steps is not given; total=run: the run's planned steps */
 } ag_model_config;
 
 /* The positional LM's context (cfg.attention). */
@@ -115,17 +121,18 @@ typedef struct ag_model ag_model;
  * (AG_MODEL_ABI), so ag_model_register refuses one built against another
  * header, or a float plugin loaded into the double program, instead of
  * calling it with the wrong layout.  Version 2 appended the lm_* fields,
- * version 3 hparams; a kind built against an earlier version (whose struct
- * ends before them) is still taken, and read no further. */
-#define AG_MODEL_API_VERSION 3
+ * version 3 hparams (to both structs), version 4 ag_model_config's max_len
+ * and lr_steps; a kind built against an earlier version (whose struct ends
+ * before them) is still taken, and read no further. */
+#define AG_MODEL_API_VERSION 4
 #define AG_MODEL_ABI (AG_MODEL_API_VERSION * 100 + (int)sizeof(ag_real))
 
 typedef struct {
     int abi;          /* AG_MODEL_ABI: always the first field */
     const char *name; /* --model NAME: letters, digits, '_' and '-', at most 31 bytes */
     /* Fills the paper's sizes and training settings over the generic ones
-     * (vocab, classes, keep 1, batch 32, adam:lr=1e-3; cfg->task preset).
-     * May be NULL: the generic ones stay. */
+     * (vocab, classes, keep 1, batch 32, adam:lr=1e-3, no lr_steps;
+     * cfg->task preset).  May be NULL: the generic ones stay. */
     void (*defaults)(ag_model_config *cfg);
     /* Shrinks cfg to small gradient-check sizes (vocab 10, classes 3 are
      * preset; keep dropout off).  May be NULL: the defaults are checked. */
@@ -155,7 +162,7 @@ typedef struct {
     /* The size options it reads besides --dim, and --max-len unless its rows
      * have a fixed length, comma-separated ("hidden,heads,max-len"): train
      * notes any other one given, which would be ignored silently.  NULL:
-     * no note. */
+     * no note.  (--max-len's value reaches every kind as cfg.max_len.) */
     const char *reads;
     unsigned flags; /* the built-in AG_FLAG_* bits it reads: ag_model_init refuses any other */
     /* Its own variant switches for --flags, comma-separated ("no_pos,mean_pool"):

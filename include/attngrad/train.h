@@ -50,7 +50,8 @@ typedef struct {
     char hparams[160];      /* the model's own settings, "penalty=0.3" (ag_model_kind.hparams) */
     char attention[16];     /* "", positional, standard, none (poslm) */
     char optim[160], sched[160];
-    char lr_steps[96];      /* per-step factor on sched's rate: "cosine:warmup=500,total=20000" ("" = none) */
+    char lr_steps[96];      /* per-step factor on sched's rate: "cosine:warmup=500,total=20000" ("" = the
+                               model's cfg.lr_steps, if any); total=run: the run's planned steps */
     char param_groups[512]; /* --param-group: "PATTERN:key=value,..." a line each, later ones winning ("" = none) */
     /* data */
     char data[AG_PATH_MAX]; /* "" = the generated task */
@@ -61,7 +62,8 @@ typedef struct {
     char parses[AG_PATH_MAX]; /* "" = a conllu/ folder beside the data if there is one; "none"; or a folder */
     char parse_source[AG_PATH_MAX]; /* set by train: the parses' folder the run used, or "chain" */
     char labels[256];       /* set by train: the data set's class names by id, "DESC,ENTY,..." ("": none) */
-    int max_len;            /* > 0: sentences cut to their first max_len tokens (train, eval, predict) */
+    int max_len;            /* > 0: sentences cut to their first max_len tokens (train, eval, predict; an LM's
+                               lines in predict and generate to their last); the model's cfg.max_len */
     int lowercase;
     int min_count;
     char embeddings[AG_PATH_MAX]; /* pretrained word vectors for the embedding ("" = random) */
