@@ -5,11 +5,13 @@
 # the CPU (test_run_folder.sh): stopped by --max-steps, by a signal
 # (AG_SIGNAL_AT) and by a crash (AG_CRASH_AT); Adam (lazy, AMSGrad) and
 # Adadelta; f64 and f32; with --cuda-graphs.  And the case that looked
-# like a GPU resume that is not exact: a GPU run resumed without --device
+# like a GPU resume that is not exact: a GPU run resumed with --device cpu
 # goes on on the CPU, whose sums round in other orders, so it ends near,
 # not on, the run's bits - --resume says so, and st_compare names the
 # parameters that differ (it once scaled them by sched.state's inf and saw
-# the optimizer state alone differ).  Exit 77 where no GPU can run.
+# the optimizer state alone differ).  Without --device a resume goes on
+# where the run trained, on the GPU, to the bit.  Exit 77 where no GPU can
+# run.
 #
 #   test_cuda_resume.sh ATTNGRAD ATTNGRAD_F64 ST_COMPARE
 set -u
@@ -54,7 +56,19 @@ resume_case adadelta-f64-signal "$AG64" AG_SIGNAL_AT=step:11 143 "--model mpsan 
 resume_case adadelta-f32-signal "$AG" AG_SIGNAL_AT=step:11 143 "--model mpsan --optim adadelta"
 resume_case lazy-amsgrad-graphs-crash "$AG64" AG_CRASH_AT=step:11 137 "--model mtsa --optim adam:lazy=1,amsgrad=1 --cuda-graphs" --cuda-graphs
 
-# Resumed without --device: on the CPU.  A note says the device changed,
+# Resumed without --device: where the run trained (its state.device), on
+# the GPU, with no note, to the bit.
+dir="$T/own-device"
+"$AG64" train --model mtsa --optim adam "${BASE[@]}" --max-steps 12 --out "$dir/ref" >/dev/null 2>&1 &&
+  "$AG64" train --model mtsa --optim adam "${BASE[@]}" --max-steps 8 --out "$dir/run" >/dev/null 2>&1 ||
+  bad "own-device: the GPU runs failed"
+"$AG64" train --resume --out "$dir/run" --max-steps 12 --progress none --quiet >"$T/own.out" 2>&1 ||
+  bad "own-device: the resume without --device failed: $(tail -3 "$T/own.out")"
+grep -q "note:.*--device" "$T/own.out" && bad "own-device: a note though it stayed on the GPU: $(cat "$T/own.out")" || ok
+if res=$("$CMP" "$dir/ref/last.safetensors" "$dir/run/last.safetensors" 0); then ok
+else bad "own-device: resumed without --device, not the run never stopped:"; echo "$res" | tail -5 >&2; fi
+
+# Resumed with --device cpu: on the CPU.  A note says the device changed,
 # and the result is not the GPU run's (gradients 1e-16 apart from the
 # first step on), parameters included.
 dir="$T/on-cpu"
@@ -62,7 +76,7 @@ dir="$T/on-cpu"
   "$AG64" train --model mtsa --optim adam "${BASE[@]}" --max-steps 8 --out "$dir/run" >/dev/null 2>&1 ||
   bad "on-cpu: the GPU runs failed"
 expect 0 "the run trained on cuda, this command trains on cpu \(--device\).*--device cuda keeps the run on cuda" \
-  "$AG64" train --resume --out "$dir/run" --max-steps 12 --progress none --quiet
+  "$AG64" train --resume --out "$dir/run" --device cpu --max-steps 12 --progress none --quiet
 res=$("$CMP" "$dir/ref/last.safetensors" "$dir/run/last.safetensors" 0)
 [ $? -eq 1 ] && ok || bad "on-cpu: resumed on the CPU, st_compare found no difference: $res"
 grep -Eq '^(embed|cls|pool|head)[^ ]*: differs' <<<"$res" && ok ||

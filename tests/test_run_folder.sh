@@ -16,7 +16,9 @@
 #    and mis-shaped tensor listed;
 #  - one writer per folder: a --resume or --force into a folder another
 #    process trains into stops naming it, having removed nothing, and the
-#    lock dies with its holder.
+#    lock dies with its holder;
+#  - --resume of a run recorded on a GPU, where none can run, is refused
+#    naming --device cpu.
 #
 #   tests/test_run_folder.sh build/tools/attngrad
 set -u
@@ -235,5 +237,23 @@ expect 1 "26 of another shape" "$AG" train "${INIT[@]}" --dim 12 --init "$CK" --
 [ -e "$T/init2" ] && bad "a refused --init left a run folder" || ok
 expect 1 "--init starts a run from a file, --resume continues one" "$AG" train --init "$CK" --resume --out "$T/ref"
 expect 1 "nothing.safetensors: cannot open" "$AG" train "${INIT[@]}" --init "$T/nothing.safetensors" --out "$T/init3"
+
+# --resume goes on where the run trained (state.device): a run recorded on
+# cuda, where no GPU can run, is refused naming --device cpu, and moves
+# nowhere; with --device cpu it goes on, noting the change of device.  (A
+# GPU, or the emulator: test_cuda_resume.sh resumes on it.)
+if "$AG" dump-step --model mpsan --device cuda --out "$T/probe.st" >/dev/null 2>&1; then
+  echo "ok # a GPU runs here: the refusal is for a machine without one"
+else
+  "$AG" train "${RUN[@]}" --epochs 1 --out "$T/gpu-run" >/dev/null || bad "the run to mark as a GPU's failed"
+  $ED config "$T/gpu-run/last.safetensors" "$T/gpu.st" state.device=cuda && mv "$T/gpu.st" "$T/gpu-run/last.safetensors" ||
+    bad "st_edit config state.device failed"
+  cp "$T/gpu-run/last.safetensors" "$T/gpu.before"
+  expect 1 "--resume: the run in $T/gpu-run trained on cuda, where it goes on, but .*: give --device cpu to continue it on the CPU" \
+    "$AG" train --resume --out "$T/gpu-run" --epochs 2 --progress none --quiet
+  cmp -s "$T/gpu.before" "$T/gpu-run/last.safetensors" && ok || bad "a refused --resume changed last.safetensors"
+  expect 0 "the run trained on cuda, this command trains on cpu \(--device\)" \
+    "$AG" train --resume --out "$T/gpu-run" --epochs 2 --device cpu --progress none --quiet
+fi
 
 summary

@@ -243,6 +243,9 @@ static int cmd_train(const command *c, int argc, char **argv) {
         }
         snprintf(run_model, sizeof run_model, "%s", o.model);
     }
+    /* ag_run_config took the device the run trained on: a resume goes on
+     * where it ran, unless --device says otherwise */
+    bool run_device = run_model[0] && o.device[0] && !arg_of(argc, argv, "--device");
     static char run_opts[AG_CONFIG_MAX + 1], now_opts[AG_CONFIG_MAX + 1]; /* "\n" + the options, off the stack */
     if (run_model[0]) run_opts[0] = '\n', ag_train_opts_format(&o, run_opts + 1, sizeof run_opts - 1);
     int rc = parse_args(c, argc, argv, &o, &x);
@@ -264,6 +267,15 @@ static int cmd_train(const command *c, int argc, char **argv) {
                     "another folder trains another)\n", changed, out);
             return EXIT_USAGE;
         }
+    }
+    /* ... and where that device is not here, the run is not moved to the
+     * CPU unasked: its steps would no longer be the GPU's to the bit */
+    char why[256];
+    if (o.resume && run_device && !ag_cuda_available(why, sizeof why)) {
+        fprintf(stderr, "attngrad train: --resume: the run in %s trained on %s, where it goes on, but %s: give "
+                "--device cpu to continue it on the CPU (its steps then match the GPU's within rounding, not bit for "
+                "bit)\n", out, o.device, why);
+        return 1;
     }
     if (!o.resume && ag_train_unread_options(&o, unread, sizeof unread)) /* a resumed config records every size */
         fprintf(stderr, "attngrad train: note: model %s does not read %s: ignored\n", o.model, unread);

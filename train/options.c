@@ -163,7 +163,8 @@ static const opt_def opts[] = {
      "flush (default: subnormal floats computed as 0, as TensorFlow does; x86 is 10-100x slower on them) or keep",
      check_denormals},
     {"device", O_STR, F(device), 0, 0, TR | EV | PR | DU | GC | HM | GE, false, "D",
-     "where the steps run: cpu (default) or cuda (the first GPU; a build with CUDA)", check_device},
+     "where the steps run: cpu (default; train --resume: the device the run trained on) or cuda (the first GPU; a "
+     "build with CUDA)", check_device},
     {"cuda-graphs", O_SWITCH, F(cuda_graphs), 0, 1, TR, false, NULL,
      "with --device cuda: replay each repeated stretch of a step as one CUDA graph (the same results)", NULL},
     {"out", O_STR, F(out), 0, 0, TR | DU, false, "DIR", "run folder (dump-step: the file)", NULL},

@@ -105,14 +105,25 @@ int ag_checkpoint_fits(const char *path, const ag_model_kind *kind, const ag_mod
     return rc;
 }
 
-/* The "config" metadata of a checkpoint parsed into o (on top of defaults). */
-static int read_config(const char *ckpt, ag_train_opts *o, char *err, size_t errlen) {
+/* The device the run's steps ran on, its config's state.device (train/
+ * run_folder.c), as --device names it: "cuda", or "" for the CPU and for
+ * a run saved before it was recorded. */
+static void recorded_device(const char *config, ag_train_opts *o) {
+    static const char key[] = "\nstate.device=cuda";
+    const char *at = config ? strstr(config, key) : NULL;
+    if (at && (at[sizeof key - 1] == '\n' || !at[sizeof key - 1])) snprintf(o->device, sizeof o->device, "cuda");
+}
+
+/* The "config" metadata of a checkpoint parsed into o (on top of defaults);
+ * with device, the device the run trained on too. */
+static int read_config(const char *ckpt, ag_train_opts *o, bool device, char *err, size_t errlen) {
     ag_st_file f;
     if (open_checkpoint(ckpt, &f, true, err, errlen)) return AG_ERR_FORMAT;
     const char *config = ag_st_meta(&f, "config");
     int rc = config ? 0 : ag__train_fail(err, errlen, AG_ERR_FORMAT, "%s: no 'config' metadata: not a checkpoint of attngrad train", ckpt);
     *o = ag_train_opts_default();
     if (!rc) rc = ag_train_opts_parse(o, config, ckpt, err, errlen);
+    if (!rc && device) recorded_device(config, o);
     ag_st_close(&f);
     return rc;
 }
@@ -120,11 +131,11 @@ static int read_config(const char *ckpt, ag_train_opts *o, char *err, size_t err
 int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen) {
     char path[AG_PATH_MAX + 48];
     snprintf(path, sizeof path, "%s/last.safetensors", out);
-    if (access(path, F_OK) == 0) return read_config(path, o, err, errlen);
+    if (access(path, F_OK) == 0) return read_config(path, o, true, err, errlen);
     snprintf(path, sizeof path, "%s/fold0/last.safetensors", out);
     if (access(path, F_OK) != 0)
         return ag__train_fail(err, errlen, AG_ERR_IO, "%s: no run to resume here (no last.safetensors)", out);
-    int rc = read_config(path, o, err, errlen);
+    int rc = read_config(path, o, true, err, errlen);
     o->fold = -1; /* a cross-validation run over all folds */
     return rc;
 }
@@ -133,7 +144,7 @@ int ag_load_run(const char *ckpt, const char *vocab_path, ag_train_opts *o, ag_m
                 size_t errlen) {
     memset(m, 0, sizeof *m);
     *vocab = NULL;
-    int rc = read_config(ckpt, o, err, errlen);
+    int rc = read_config(ckpt, o, false, err, errlen); /* eval and predict run where --device says */
     if (rc) return rc;
     if (o->vocab <= 0) /* train always records it: without it the vocab.txt check below means nothing */
         return ag__train_fail(err, errlen, AG_ERR_FORMAT,

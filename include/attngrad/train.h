@@ -212,7 +212,9 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen);
 
 /* The options of the run in folder `out` (from its last.safetensors, or
  * fold0/last.safetensors of a cross-validation run), for --resume: the
- * command line is applied on top of them. */
+ * command line is applied on top of them.  o->device is the device the
+ * run's steps last ran on ("cuda", or "" for the CPU), so that a resume
+ * goes on there unless told otherwise. */
 int ag_run_config(const char *out, ag_train_opts *o, char *err, size_t errlen);
 
 /* Every parameter of ps (names and shapes: a shapes-only list will do)
