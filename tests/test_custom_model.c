@@ -809,6 +809,25 @@ static void test_max_len(void) {
     ag_model_free(&m);
     ag_vocab_free(vocab);
 
+    /* dump-step and gradcheck size the table to their batch: the tiny one, or --len's */
+    ag_train_opts d = ag_train_opts_default();
+    set(&d, "model", "pos_lm");
+    ag_batch db;
+    CHECK(ag_dump_setup(&d, &m, &db, err, sizeof err) == 0 && m.cfg.max_len == 5, "%s (max_len %d)", err,
+          m.cfg.max_len);
+    ag_model_batch_free(&db);
+    ag_model_free(&m);
+    set(&d, "len", "7");
+    set(&d, "batch", "2");
+    CHECK(ag_dump_setup(&d, &m, &db, err, sizeof err) == 0 && m.cfg.max_len == 7 && db.width == 7, "%s", err);
+    ag_model_batch_free(&db);
+    ag_model_free(&m);
+    if (sizeof(ag_real) == sizeof(double)) {
+        FILE *f = tmpfile();
+        CHECK(f && ag_model_gradcheck(&d, f, err, sizeof err) == 1, "pos_lm gradcheck: %s", err);
+        if (f) fclose(f);
+    }
+
     /* --lr-steps given wins over the kind's; poslm's SGD is replaced */
     ag_model_config cfg;
     ag_train_opts q = ag_train_opts_default();

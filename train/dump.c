@@ -113,6 +113,10 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
     if (ag__train_flags(o, kind, &flags, err, errlen)) return AG_ERR_ARG; /* another kind's own switch */
     ag__train_apply(o, &cfg);
     cfg.keep = 1.0;
+    /* no --max-len here: a table per position (cfg.max_len) is sized to
+     * hold the check's batch, the tiny one's 5 positions or --len's (a
+     * CoNLL-U file's sentences are as long as they are: no limit) */
+    if (cfg.max_len == 0 && !o->parses[0]) cfg.max_len = cfg.fixed_len > 0 ? cfg.fixed_len : o->len > 0 ? o->len : 5;
     if (!ag_model_supports(kind, cfg.task)) {
         char tasks[64];
         return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
