@@ -225,6 +225,11 @@ static void pos_lm_defaults(ag_model_config *c) {
     c->lr_steps = "linear:warmup=2,total=run";
 }
 
+static void pos_lm_bad_defaults(ag_model_config *c) {
+    pos_lm_defaults(c);
+    c->lr_steps = "cosine:warmup=5"; /* no total */
+}
+
 static ag_status pos_lm_build(ag_model *m) {
     int V = m->cfg.vocab, d = m->cfg.dim, L = m->cfg.max_len;
     if (L < 1) return ag_fail(AG_ERR_ARG, "pos_lm: its position table needs --max-len (got %d)", L);
@@ -308,9 +313,9 @@ static void refused(const ag_model_kind *kind, const char *want, const char *wan
 
 static void test_register(void) {
     int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state, 2 of the API tests,
-                      * 3 of test_max_len */
+                      * 4 of test_max_len */
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) builtin++;
-    CHECK(builtin == 5 + 4 + 2 + 3, "%d kinds before", builtin);
+    CHECK(builtin == 5 + 4 + 2 + 4, "%d kinds before", builtin);
     CHECK(ag_model_find("tiny_attn") == NULL);
     CHECK(ag_model_register(&tiny_attn_kind) == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_find("tiny_attn") == &tiny_attn_kind);
@@ -828,9 +833,19 @@ static void test_max_len(void) {
         if (f) fclose(f);
     }
 
-    /* --lr-steps given wins over the kind's; poslm's SGD is replaced */
+    /* a kind's malformed default is refused naming the kind, when a run is resolved */
     ag_model_config cfg;
+    static ag_model_kind bad_steps;
+    bad_steps = pos_lm_kind, bad_steps.name = "pos_lm_bad_steps", bad_steps.defaults = pos_lm_bad_defaults;
+    CHECK(ag_model_register(&bad_steps) == AG_OK, "%s", ag_errmsg());
     ag_train_opts q = ag_train_opts_default();
+    set(&q, "model", "pos_lm_bad_steps");
+    CHECK(ag_train_resolve(&q, &cfg, err, sizeof err) == AG_ERR_ARG &&
+              strstr(err, "model pos_lm_bad_steps's default per-step schedule 'cosine:warmup=5' (its defaults' "
+                     "lr_steps): schedule 'cosine': total 0 must be given"), "%s", err);
+
+    /* --lr-steps given wins over the kind's; poslm's SGD is replaced */
+    q = ag_train_opts_default();
     set(&q, "model", "pos_lm");
     set(&q, "lr-steps", "constant");
     CHECK(ag_train_resolve(&q, &cfg, err, sizeof err) == 0 && !strcmp(q.lr_steps, "constant") &&
