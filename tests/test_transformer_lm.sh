@@ -4,7 +4,8 @@
 # random padded batch, each passing with no parameter weak in the last pass (every parameter drawn from U(-1, 1));
 # bad sizes and a batch longer than the position table refused by name; a short training run on the generated LM
 # task, checked on its run folder's metrics.csv (the training loss falls by more than half, dev perplexity well
-# under the 6 of its first epoch); eval, predict (a one-word line) and generate from its checkpoint.
+# under the 6 of its first epoch); eval, predict (a one-word line) and generate from its checkpoint; with
+# --max-len, generate and predict keep to the run's last N words.
 # (tests/test_transformer_lm_model.c checks causality, padding and its gradients in depth.)
 #
 #   tests/test_transformer_lm.sh attngrad transformer_lm.so
@@ -53,4 +54,15 @@ expect 0 'test +perplexity' "$AG" --plugin "$P" eval --ckpt "$T/run/best.safeten
 # a one-word line scores <eos> after it (a batch of width 1); generate draws from the last position
 expect 0 '^ppl [0-9.]+	next ' "$AG" --plugin "$P" predict --ckpt "$T/run/best.safetensors" <<<"101"
 expect 0 '' "$AG" --plugin "$P" generate --ckpt "$T/run/best.safetensors" --words 5 <<<"101 t0 t3 :"
+# a run with --max-len 8 and a table of 8 positions: generate reads the last 8 words of a longer prompt and
+# then a window that moves on, so 30 words after 12 never ask for a 9th position (before: the prompt's
+# first 8, and "9 positions, more than the 8 of its position table"); predict's line is its last 8 words
+"$AG" --plugin "$P" train --model tlm --dim 8 --heads 2 --hidden 8 --synth-n 64 --max-len 8 --hparams ctx=8 \
+  --max-steps 2 --progress none --quiet --out "$T/ctx8" >/dev/null 2>&1 || bad "train --max-len 8 --hparams ctx=8 failed"
+prompt="101 t0 t3 : 102 t1 t2 : 103 t0 t1 :"
+out=$("$AG" --plugin "$P" generate --ckpt "$T/ctx8/last.safetensors" --words 30 --seed 4 <<<"$prompt" 2>&1) &&
+  [ -n "$out" ] && ok || bad "generate past the table's 8 positions: $out"
+a=$("$AG" --plugin "$P" predict --ckpt "$T/ctx8/last.safetensors" <<<"$prompt" 2>&1)
+b=$("$AG" --plugin "$P" predict --ckpt "$T/ctx8/last.safetensors" <<<"${prompt#101 t0 t3 : }" 2>&1)
+[ -n "$a" ] && [ "$a" == "$b" ] && ok || bad "predict with --max-len 8: '$a' for 12 words, '$b' for their last 8"
 summary
