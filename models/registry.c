@@ -51,7 +51,13 @@ static ag_status add(const ag_model_kind *kind) {
         return ag_fail(AG_ERR_ARG, "ag_model_register: kind '%.40s' has no .abi: set .abi = AG_MODEL_ABI",
                        kind->name ? kind->name : "(NULL)");
     int version = kind->abi / 100, real = kind->abi % 100;
-    if (!(version >= 1 && version <= AG_MODEL_API_VERSION && real == (int)sizeof(ag_real))) { /* earlier: read less */
+    if (version >= 1 && version < AG_MODEL_API_OLDEST && real == (int)sizeof(ag_real))
+        return ag_fail(AG_ERR_ARG,
+                       "ag_model_register: kind '%.40s' was built against model API %d, but ag_model's layout changed "
+                       "since (its config grew in API 3 and 4, moving m->params, m->rng and m->impl): rebuild it "
+                       "against this attngrad (its source compiles unchanged)",
+                       kind->name ? kind->name : "(NULL)", version);
+    if (!(version >= 1 && version <= AG_MODEL_API_VERSION && real == (int)sizeof(ag_real))) {
         return ag_fail(AG_ERR_ARG,
                        "ag_model_register: a kind built against model API %d with %d-byte ag_real (abi %d), but this "
                        "program has API %d with %d-byte ag_real (abi %d): rebuild it against this attngrad%s",

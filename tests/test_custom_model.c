@@ -312,10 +312,10 @@ static void refused(const ag_model_kind *kind, const char *want, const char *wan
 }
 
 static void test_register(void) {
-    int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state, 2 of the API tests,
-                      * 4 of test_max_len */
+    int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state, 3 of test_max_len
+                      * (the older API's kinds are refused) */
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) builtin++;
-    CHECK(builtin == 5 + 4 + 2 + 4, "%d kinds before", builtin);
+    CHECK(builtin == 5 + 4 + 3, "%d kinds before", builtin);
     CHECK(ag_model_find("tiny_attn") == NULL);
     CHECK(ag_model_register(&tiny_attn_kind) == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_find("tiny_attn") == &tiny_attn_kind);
@@ -564,58 +564,38 @@ static void test_workflows(void) {
     }
 }
 
-/* A kind built against model API 1: its struct ends at flag_names, and
- * what follows in memory is not its own (here: bytes of 0xA5, where the
- * registry or generate reading lm_* would find a wild pointer; ASan sees
- * any read past the end).  It registers, and generates by forward. */
-static void test_api1_kind(ag_vocab *vocab, ag_train_opts *o) {
-    enum { V1_SIZE = offsetof(ag_model_kind, lm_state_new) };
+/* Kinds built against model API 1, 2 or 3: their structs end earlier (API
+ * 1 at flag_names, 2 at lm_state_free, 3 at hparams; what follows in
+ * memory is not theirs: bytes of 0xA5, where a read past the end finds a
+ * wild pointer and ASan a read out of bounds), and their build and forward
+ * read ag_model's fields where API 3 and 4 no longer keep them.  Each is
+ * refused by name, to be rebuilt. */
+static void test_older_kinds_refused(void) {
+    static const struct {
+        int version;
+        size_t size;
+        const char *name;
+    } older[] = {
+        {1, offsetof(ag_model_kind, lm_state_new), "pair_lm_v1"},
+        {2, offsetof(ag_model_kind, hparams), "tiny_attn_v2"},
+        {3, sizeof(ag_model_kind), "tiny_attn_v3"},
+    };
     static union {
         ag_model_kind whole; /* for the alignment */
         unsigned char bytes[sizeof(ag_model_kind)];
-    } v1;
-    static ag_model_kind *kind = &v1.whole;
-    memset(v1.bytes, 0xA5, sizeof v1.bytes);
-    memcpy(v1.bytes, &pair_lm_kind, V1_SIZE);
-    kind->abi = 100 + (int)sizeof(ag_real), kind->name = "pair_lm_v1";
-    CHECK(ag_model_register(kind) == AG_OK, "an API 1 kind: %s", ag_errmsg());
-    ag_model m;
-    ag_model_config c = ag_model_defaults(kind);
-    c.vocab = ag_vocab_size(vocab), c.dim = 6, c.seed = 3, c.task = AG_TASK_LM;
-    CHECK(ag_model_init(&m, kind, &c) == AG_OK, "%s", ag_errmsg());
-    char line[] = "w1 w2 w3";
-    ag_rng rng;
-    ag_rng_seed(&rng, 9);
-    FILE *f = tmpfile();
-    int fed = words_fed;
-    CHECK(f && ag_generate_line(&m, vocab, o, line, &rng, f, err, sizeof err) == 0, "%s", err);
-    CHECK(words_fed == fed, "an API 1 kind's lm_feed was called");
-    if (f) fclose(f);
-    ag_model_free(&m);
-}
-
-/* A kind built against model API 2: its struct ends at lm_state_free, and
- * the bytes after it (hparams since API 3) are not its own.  It registers,
- * has no settings, and a setting given to it is refused by name. */
-static void test_api2_kind(void) {
-    enum { V2_SIZE = offsetof(ag_model_kind, hparams) };
-    static union {
-        ag_model_kind whole;
-        unsigned char bytes[sizeof(ag_model_kind)];
-    } v2;
-    static ag_model_kind *kind = &v2.whole;
-    memset(v2.bytes, 0xA5, sizeof v2.bytes);
-    memcpy(v2.bytes, &tiny_attn_kind, V2_SIZE);
-    kind->abi = 200 + (int)sizeof(ag_real), kind->name = "tiny_attn_v2";
-    CHECK(ag_model_register(kind) == AG_OK, "an API 2 kind: %s", ag_errmsg());
-    ag_model m;
-    ag_model_config c = ag_model_defaults(kind);
-    c.hparams = "penalty=1";
-    CHECK(ag_model_init(&m, kind, &c) == AG_ERR_ARG && strstr(ag_errmsg(), "has no setting 'penalty' (its --hparams: none)"),
-          "%s", ag_errmsg());
-    c.hparams = NULL;
-    CHECK(ag_model_init(&m, kind, &c) == AG_OK, "%s", ag_errmsg());
-    ag_model_free(&m);
+    } v;
+    for (size_t i = 0; i < sizeof older / sizeof *older; i++) {
+        memset(v.bytes, 0xA5, sizeof v.bytes);
+        memcpy(v.bytes, older[i].version == 1 ? (const void *)&pair_lm_kind : (const void *)&tiny_attn_kind,
+               older[i].size);
+        v.whole.abi = older[i].version * 100 + (int)sizeof(ag_real), v.whole.name = older[i].name;
+        char want[64];
+        snprintf(want, sizeof want, "kind '%s' was built against model API %d", older[i].name, older[i].version);
+        CHECK(ag_model_register(&v.whole) == AG_ERR_ARG && strstr(ag_errmsg(), want) &&
+                  strstr(ag_errmsg(), "rebuild it against this attngrad"),
+              "an API %d kind: %s", older[i].version, ag_errmsg());
+        CHECK(!ag_model_find(older[i].name), "a refused API %d kind is not registered", older[i].version);
+    }
 }
 
 /* A kind's settings: read as given or as its default, refused when not its
@@ -720,7 +700,7 @@ static void test_generate_from_state(void) {
           "%s", err);
     if (out) fclose(out);
     ag_model_free(&f);
-    test_api1_kind(vocab, &o);
+    test_older_kinds_refused();
     ag_model_free(&a);
     ag_model_free(&b);
     ag_vocab_free(vocab);
@@ -744,12 +724,8 @@ static double last_lr(const char *dir, int *rows) {
 }
 
 /* cfg.max_len (model API 4): the run's --max-len reaches the kind, is
- * saved with the run, and generation keeps to the last max_len words;
- * an API 3 kind still registers. */
+ * saved with the run, and generation keeps to the last max_len words. */
 static void test_max_len(void) {
-    static ag_model_kind v3;
-    v3 = tiny_attn_kind, v3.abi = 300 + (int)sizeof(ag_real), v3.name = "tiny_attn_v3";
-    CHECK(ag_model_register(&v3) == AG_OK, "an API 3 kind: %s", ag_errmsg());
     CHECK(ag_model_register(&pos_lm_kind) == AG_OK, "%s", ag_errmsg());
     static ag_model_kind by_forward;
     by_forward = pos_lm_kind, by_forward.name = "pos_lm_forward";
@@ -865,7 +841,6 @@ int main(void) {
     }
     test_generate_from_state(); /* first: test_register fills the registry */
     test_max_len();
-    test_api2_kind();
     test_hparams();
     test_register();
     test_flags();

@@ -122,9 +122,12 @@ typedef struct ag_model ag_model;
  * header, or a float plugin loaded into the double program, instead of
  * calling it with the wrong layout.  Version 2 appended the lm_* fields,
  * version 3 hparams (to both structs), version 4 ag_model_config's max_len
- * and lr_steps; a kind built against an earlier version (whose struct ends
- * before them) is still taken, and read no further. */
+ * and lr_steps.  ag_model holds an ag_model_config, so versions 3 and 4
+ * moved the fields after it (params, rng, impl) that a kind's build and
+ * forward read: a kind built before AG_MODEL_API_OLDEST is refused, to be
+ * rebuilt from its source (which compiles unchanged). */
 #define AG_MODEL_API_VERSION 4
+#define AG_MODEL_API_OLDEST 4
 #define AG_MODEL_ABI (AG_MODEL_API_VERSION * 100 + (int)sizeof(ag_real))
 
 typedef struct {
