@@ -4,8 +4,9 @@
  * batch's lengths: a position reads itself, the positions before it and no padding) -> a final LayerNorm ->
  * logits through the embedding (tied decoder, no bias).  The loss is the fused ag_linear_t_cross_entropy, which
  * never builds the [B,N,V] logits.  Sizes: --dim (d, 128), --heads (4), --layers (2), --hidden (the FFN's width,
- * 4d), --keep (0.9: after the embedding and on each sublayer's output), --hparams ctx=N (positions of the
- * learned table, 128: a longer input, e.g. a long `generate`, is refused).
+ * 4d), --keep (0.9: after the embedding and on each sublayer's output); the learned position table has the run's
+ * --max-len positions (cfg.max_len: no batch is wider, and generate keeps to the last max-len words), else
+ * --hparams ctx=N (128), beyond which an input is refused.
  *
  *   ninja -C build examples/transformer_lm.so examples/transformer_lm-f64.so
  *   P=build/examples/transformer_lm.so
@@ -15,8 +16,8 @@
  *   build/tools/attngrad --plugin $P heatmap --ckpt runs/tlm/best.safetensors --sentence "w1 w2 w3" --out maps/
  * The heatmaps "layer0", "layer1", ... are each layer's causal attention weights [B,h,N,N], a map per head.
  *
- * AdamW through --optim decays every parameter (the CLI has no parameter groups, docs/optim.md), so the
- * default decay is small.  tests/test_transformer_lm.sh gradchecks it, checks causality and that it learns. */
+ * AdamW through --optim decays every parameter; transformers decay no bias or LayerNorm parameter:
+ * --param-group '@bias_norm:weight_decay=0' (docs/optim.md).  tests/test_transformer_lm.sh gradchecks it, checks causality and that it learns. */
 #include "attngrad/model.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ static void tlm_tiny(ag_model_config *c) { c->dim = 8, c->heads = 2, c->layers =
 
 static ag_status tlm_build(ag_model *m) {
     const ag_model_config *c = &m->cfg;
-    int d = c->dim, ctx = (int)ag_model_hparam(m, "ctx", 128);
+    int d = c->dim, ctx = c->max_len > 0 ? c->max_len : (int)ag_model_hparam(m, "ctx", 128);
     if (d < 1 || c->heads < 1 || d % c->heads || c->layers < 1 || c->hidden < 1 || ctx < 1)
         return ag_fail(AG_ERR_ARG, "tlm: want dim a multiple of heads, and layers, hidden, ctx >= 1 "
                        "(dim %d, heads %d, layers %d, hidden %d, ctx %d)", d, c->heads, c->layers, c->hidden, ctx);
@@ -63,7 +64,8 @@ static ag_tensor *tlm_hidden(ag_model *m, const ag_batch *b, bool training) {
     tlm *p = m->impl;
     int B = b->rows, N = b->width;
     if (N > p->ctx) {
-        ag_fail(AG_ERR_ARG, "tlm: %d positions, more than the %d of its position table (--hparams ctx)", N, p->ctx);
+        ag_fail(AG_ERR_ARG, "tlm: %d positions, more than the %d of its position table (--max-len, or --hparams ctx)",
+                N, p->ctx);
         return NULL;
     }
     ag_tensor *h = ag_add_learned_positions(ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}), p->pos);

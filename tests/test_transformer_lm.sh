@@ -26,11 +26,15 @@ gradcheck() {
 gradcheck
 gradcheck --batch 3 --len 6
 gradcheck --batch 4 --len 9 --heads 4 --layers 1
-expect 1 'tlm: 6 positions, more than the 5 of its position table \(--hparams ctx\)' \
-  "$AG" --plugin "$P" dump-step --model tlm --batch 3 --len 6 --hparams ctx=5 --out "$T/step.safetensors"
-# the same refusal in gradcheck: named, not a crash (it read the NULL loss until 2026-12-06)
-expect 1 'gradcheck: model tlm refused the batch: tlm: 6 positions, more than the 5 of its position table' \
-  "$AG" --plugin "$P" gradcheck --model tlm --batch 3 --len 6 --hparams ctx=5
+# the position table has the run's --max-len positions (gradcheck and dump-step: their batch width), else
+# --hparams ctx: a run without --max-len refuses a longer line by name, in predict as in train
+"$AG" --plugin "$P" dump-step --model tlm --batch 3 --len 6 --hparams ctx=5 --out "$T/step.safetensors" >/dev/null 2>&1 &&
+  "$AG" --plugin "$P" gradcheck --model tlm --batch 3 --len 6 --hparams ctx=5 >/dev/null 2>&1 && ok ||
+  bad "dump-step/gradcheck --len 6 --hparams ctx=5: the table should follow the batch width (cfg.max_len)"
+"$AG" --plugin "$P" train --model tlm --dim 8 --heads 2 --hidden 8 --synth-n 64 --hparams ctx=12 --max-steps 1 \
+  --progress none --quiet --out "$T/ctx12" >/dev/null 2>&1 || bad "train --hparams ctx=12 failed"
+expect 1 'stdin:1: model tlm cannot use this input: tlm: 13 positions, more than the 12 of its position table \(--max-len, or --hparams ctx\)' \
+  "$AG" --plugin "$P" predict --ckpt "$T/ctx12/last.safetensors" <<<"101 t0 t3 : 102 t1 t2 : 103 t0 t1 : 104"
 expect 1 'tlm: want dim a multiple of heads' "$AG" --plugin "$P" gradcheck --model tlm --dim 10 --heads 4
 
 # the generated LM task replaces SGD recipes only (poslm's lr 30): tlm's AdamW and clip stay, as the header says
