@@ -407,6 +407,15 @@ expect 0 'stdin:1: note: not UTF-8 \(byte 0xff at column 4\), read as bytes' \
 # the engine's threads for gradcheck and dump-step too: the same check at 1 thread
 expect 0 'worst relative error .*: PASS' "$AG" gradcheck --model ms_san --threads 1
 
+# gradcheck and dump-step on rows of chosen lengths: a one-word sentence, a pair's second sentence wider
+# than the first (its own width), and the refusals
+expect 0 'worst relative error .*: PASS' "$AG" gradcheck --model mpsan --lengths 5,1,3
+expect 0 'worst relative error .*: PASS' "$AG" gradcheck --model ms_san --task pair --lengths 4,1,3 --lengths-b 1,5,2 --strict
+expect 0 'wrote ' "$AG" dump-step --model poslm --lengths 1,6 --out "$T/dump-lengths.safetensors"
+expect 2 "option --lengths: '5,x': expected 1 to 64 lengths in \[1, 4096\]" "$AG" gradcheck --model mpsan --lengths 5,x
+expect 2 "option --lengths: '0,3'" "$AG" gradcheck --model mpsan --lengths 0,3
+expect 1 '--lengths-b gives 1 lengths for the 2 rows of --lengths' "$AG" gradcheck --model ms_san --task pair --lengths 4,1 --lengths-b 1
+
 # gradcheck's second pass, every parameter drawn from U(-1, 1): MPSAN's query
 # vectors unit*.v reach a softmax over keys only through the tanh's curvature,
 # so at the init their gradients (~1e-10) are too small for finite differences

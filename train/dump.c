@@ -14,20 +14,24 @@
  * tiny batch has them (ag_model_batch_free frees it).  A pair's second
  * sentence is narrower (width - 2, at least 1) with lengths of its own: a
  * model that read it at the first one's width or lengths fails the check. */
-static void random_batch(const ag_model *m, int B, int N, uint64_t seed, ag_batch *b) {
+static void random_batch(const ag_model *m, int B, int N, const int32_t *given, const int32_t *given_b, uint64_t seed,
+                         ag_batch *b) {
     ag_rng r, rb; /* rb: the second sentence's, so the first's draws stay what they were */
     ag_rng_seed(&r, seed);
     ag_rng_seed(&rb, seed ^ 0xb5e7b5e7u);
-    ag_model_batch_alloc(m, B, N, b);
     int Nb = N > 2 ? N - 2 : N;
+    if (given_b)
+        for (int i = 0, most = 1; i < B; i++) Nb = most = given_b[i] > most ? given_b[i] : most;
+    ag_model_batch_alloc(m, B, Nb > N ? Nb : N, b); /* room for either sentence, the wider given */
+    b->width = N;
     b->width_b = Nb; /* its arrays [B, Nb] in the [B, N] room */
     ag_rng rs; /* a generator of their own: the other arrays stay as they were before scores */
     ag_rng_seed(&rs, seed ^ 0x5c0e5);
     for (int i = 0; i < B; i++) b->scores[i] = (float)(1 + 4 * ag_rng_uniform(&rs));
     int V = m->cfg.vocab;
     for (int i = 0; i < B; i++) {
-        int n = i == 0 ? N : 1 + (int)(ag_rng_next(&r) % (uint64_t)N);
-        int nb = i == 0 ? Nb : 1 + (int)(ag_rng_next(&rb) % (uint64_t)Nb);
+        int n = given ? given[i] : i == 0 ? N : 1 + (int)(ag_rng_next(&r) % (uint64_t)N);
+        int nb = given_b ? given_b[i] : i == 0 ? Nb : 1 + (int)(ag_rng_next(&rb) % (uint64_t)Nb);
         b->lengths[i] = n, b->lengths_b[i] = nb;
         b->labels[i] = (int32_t)(ag_rng_next(&r) % (uint64_t)m->cfg.classes);
         for (int t = 0; t < N; t++) {
@@ -104,6 +108,13 @@ static int parsed_batch(const ag_model *m, const char *path, int rows, uint64_t 
     return 0;
 }
 
+/* "5,1,3" (checked by the option) into len[64]; returns the count. */
+static int parse_lengths(const char *s, int32_t *len) {
+    int n = 0;
+    for (char *end; *s && n < 64; s = *end ? end + 1 : end) len[n++] = (int32_t)strtol(s, &end, 10);
+    return n;
+}
+
 int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, size_t errlen) {
     const ag_model_kind *kind = ag_model_find(o->model);
     if (!kind) return ag__train_fail(err, errlen, AG_ERR_ARG, "unknown model '%s'", o->model);
@@ -116,7 +127,14 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
     /* no --max-len here: a table per position (cfg.max_len) is sized to
      * hold the check's batch, the tiny one's 5 positions or --len's (a
      * CoNLL-U file's sentences are as long as they are: no limit) */
-    if (cfg.max_len == 0 && !o->parses[0]) cfg.max_len = cfg.fixed_len > 0 ? cfg.fixed_len : o->len > 0 ? o->len : 5;
+    int widest = o->len;
+    for (const char *p = o->lengths; *p; p += *p == ',') { /* --lengths: the batch is as wide as its longest */
+        char *end;
+        long x = strtol(p, &end, 10);
+        widest = x > widest ? (int)x : widest;
+        p = end;
+    }
+    if (cfg.max_len == 0 && !o->parses[0]) cfg.max_len = cfg.fixed_len > 0 ? cfg.fixed_len : widest > 0 ? widest : 5;
     if (!ag_model_supports(kind, cfg.task)) {
         char tasks[64];
         return ag__train_fail(err, errlen, AG_ERR_ARG, "model %s has no head for the %s task (it does: %s)", kind->name,
@@ -134,9 +152,22 @@ int ag_dump_setup(const ag_train_opts *o, ag_model *m, ag_batch *b, char *err, s
             ag_model_free(m);
             return rc;
         }
+    } else if (o->lengths[0]) { /* rows of the lengths asked for: a one-word sentence, a pair's own */
+        int32_t len[64], len_b[64];
+        int B = parse_lengths(o->lengths, len), Bb = o->lengths_b[0] ? parse_lengths(o->lengths_b, len_b) : B;
+        int N = o->len;
+        for (int i = 0; i < B; i++) N = len[i] > N ? len[i] : N;
+        if (Bb != B || (cfg.fixed_len > 0 && N != cfg.fixed_len)) {
+            ag_model_free(m);
+            return Bb != B ? ag__train_fail(err, errlen, AG_ERR_ARG, "--lengths-b gives %d lengths for the %d rows of "
+                                            "--lengths", Bb, B)
+                           : ag__train_fail(err, errlen, AG_ERR_ARG, "model %s takes sentences of %d positions, not "
+                                            "--lengths up to %d", kind->name, cfg.fixed_len, N);
+        }
+        random_batch(m, B, N, len, o->lengths_b[0] ? len_b : NULL, 3, b);
     } else if (o->batch > 0 || o->len > 0) {
         int N = cfg.fixed_len > 0 ? cfg.fixed_len : o->len > 0 ? o->len : 5;
-        random_batch(m, o->batch > 0 ? o->batch : 2, N, 3, b);
+        random_batch(m, o->batch > 0 ? o->batch : 2, N, NULL, NULL, 3, b);
     } else {
         ag_tiny_batch(m, b, 3);
     }
@@ -301,7 +332,7 @@ static void draw_wide(ag_params *ps) {
  * zero.  A model whose loss is not finite at such values (a parameter that
  * must stay positive) is checked at its values alone, and told so.  The
  * parameters get their values back. */
-static bool two_passes(ag_model *m, const ag_batch *b, const char *label, FILE *out) {
+static bool two_passes(ag_model *m, const ag_batch *b, const char *label, bool strict, FILE *out) {
     loss_ctx ctx = {m, (ag_batch *)b};
     if (!tiny_loss(&ctx)) { /* a kind may refuse a batch (model.h): say so, as train does */
         fprintf(out, "%s: the model refused the batch: %s\nFAIL\n", label, ag_errmsg());
@@ -329,10 +360,11 @@ static bool two_passes(ag_model *m, const ag_batch *b, const char *label, FILE *
         fprintf(out, " not drawn from U(-1, 1): the loss is %g there; the init's check stands alone\n", loss);
     }
     restore_values(&m->params, saved);
-    bool ok = init.ok && wide.ok;
+    bool ok = init.ok && wide.ok && !(strict && wide.weak);
     if (wide.weak)
         fprintf(out, "%d of %d parameters weak in the last pass: every gradient checked under %g, where any value would "
-                "pass; docs/extending.md, \"Checking it\"\n", wide.weak, m->params.count, RESOLVED_GRAD);
+                "pass%s; docs/extending.md, \"Checking it\"\n", wide.weak, m->params.count, RESOLVED_GRAD,
+                strict ? " (--strict: a failure)" : "");
     fprintf(out, "worst relative error %.2e (true %.2e): %s\n", fmax(init.worst, wide.worst),
             fmax(init.worst_true, wide.worst_true), ok ? "PASS" : "FAIL");
     return ok;
@@ -341,7 +373,7 @@ static bool two_passes(ag_model *m, const ag_batch *b, const char *label, FILE *
 bool ag_model_gradcheck_batch(ag_model *m, const ag_batch *b, FILE *out) {
     if (sizeof(ag_real) != sizeof(double))
         ag__fatal("ag_model_gradcheck_batch", "needs double precision (an AG_REAL_DOUBLE build: attngrad-f64)");
-    return two_passes(m, b, m->kind->name, out);
+    return two_passes(m, b, m->kind->name, false, out);
 }
 
 int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errlen) {
@@ -361,7 +393,7 @@ int ag_model_gradcheck(const ag_train_opts *o, FILE *out, char *err, size_t errl
     ag_step_end();
     char label[sizeof o->model + sizeof o->flags + 2];
     snprintf(label, sizeof label, "%s%s%s", o->model, o->flags[0] ? "/" : "", o->flags);
-    bool ok = two_passes(&m, &b, label, out);
+    bool ok = two_passes(&m, &b, label, o->strict, out);
     ag_model_batch_free(&b);
     ag_model_free(&m);
     return ok ? 1 : 0;

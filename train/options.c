@@ -42,6 +42,7 @@ static const char *check_fingerprint(const char *v);
 static const char *check_device(const char *v);
 static const char *check_input(const char *v);
 static const char *check_long_lines(const char *v);
+static const char *check_lengths(const char *v);
 static const char *check_denormals(const char *v);
 
 #define F(field) offsetof(ag_train_opts, field), sizeof(((ag_train_opts *)0)->field)
@@ -143,6 +144,13 @@ static const opt_def opts[] = {
      "draw each word from softmax(logits / T) (default 1; 0: always the likeliest)", NULL},
     {"len", O_INT, F(len), 1, 4096, DU | GC, false, "N",
      "width of a random batch for the dump or the check, its rows of random lengths (default: the tiny batch)", NULL},
+    {"lengths", O_STR, F(lengths), 0, 0, DU | GC, false, "L,L,...",
+     "a random batch of rows of these lengths, e.g. 5,1,3 (a one-word sentence; width: the longest, or --len)",
+     check_lengths},
+    {"lengths-b", O_STR, F(lengths_b), 0, 0, DU | GC, false, "L,L,...",
+     "with --lengths, a pair's second sentences' lengths, one a row (default: drawn)", check_lengths},
+    {"strict", O_SWITCH, F(strict), 0, 1, GC, false, NULL,
+     "fail where a parameter's gradients stay too small to check with the parameters drawn wide (|g| < 1e-6)", NULL},
     {"epochs", O_INT, F(epochs), 1, 1 << 20, TR, true, "N", "training epochs (default 10)", NULL},
     {"batch", O_INT, F(batch), 1, 1 << 20, TR | EV | DU | GC, true, "B",
      "batch size (default: the model's; dump-step, gradcheck: rows of a random batch, default the tiny batch)", NULL},
@@ -237,6 +245,19 @@ static const char *check_flags(const char *v) {
 
 static const char *check_long_lines(const char *v) {
     return one_of(v, (const char *[]){"", "refuse", "cut", NULL}, "expected refuse or cut");
+}
+
+/* "5,1,3": 1 to 64 lengths, each in [1, 4096], digits only ("" = none given). */
+static const char *check_lengths(const char *v) {
+    static const char want[] = "expected 1 to 64 lengths in [1, 4096], comma-separated (\"5,1,3\")";
+    if (!*v) return NULL;
+    for (int n = 0;; n++) {
+        char *end;
+        long x = *v >= '0' && *v <= '9' ? strtol(v, &end, 10) : 0;
+        if (x < 1 || x > 4096 || n == 64 || (*end && *end != ',')) return want;
+        if (!*end) return NULL;
+        v = end + 1;
+    }
 }
 
 static const char *check_denormals(const char *v) {

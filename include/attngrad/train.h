@@ -73,6 +73,9 @@ typedef struct {
     double dev_frac;        /* dev share split off when there is no dev file */
     int synth_n;            /* generated training examples */
     int len;                /* dump-step: batch width (0 = tiny batch) */
+    char lengths[128];      /* dump-step, gradcheck: "5,1,3", a batch of rows of these lengths ("" = drawn) */
+    char lengths_b[128];    /* the same for a pair's second sentences (one per row of lengths) */
+    int strict;             /* gradcheck: a parameter still weak drawn wide fails the check */
     char input[8];          /* predict: "" or lines (a sentence a line), conllu (CoNLL-U sentences with their parse) */
     int64_t max_line_bytes; /* longest input line (data files, predict's stdin); 0 = AG_MAX_LINE_BYTES */
     char long_lines[8];     /* predict: "" or refuse (a longer line is an error), cut (its first max_line_bytes) */
