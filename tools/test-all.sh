@@ -26,11 +26,13 @@ SUITE_ARGS=()
 count() { python3 tools/testlog-counts.py "$1" 2>/dev/null || echo "0 1 0"; }
 
 total_p=0 total_f=0 total_s=0
-add() { # passed failed skipped rc label
+step_start=$SECONDS
+add() { # passed failed skipped rc label  (also says how long the step took, build included)
   local p=$1 f=$2 s=$3 rc=$4 label=$5
   # a step that failed without a failed test (a build error) counts once
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-  echo "$label: $p passed, $f failed, $s skipped"
+  echo "$label: $p passed, $f failed, $s skipped  ($((SECONDS - step_start)) s)"
+  step_start=$SECONDS
   total_p=$((total_p + p)) total_f=$((total_f + f)) total_s=$((total_s + s))
 }
 
@@ -185,5 +187,5 @@ cat build/check-install.log
 read -r p f < <(sed -n 's/^install: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' build/check-install.log)
 add "${p:-0}" "${f:-0}" 0 $rc "install"
 
-echo "tests: $total_p passed, $total_f failed, $total_s skipped"
+echo "tests: $total_p passed, $total_f failed, $total_s skipped  ($SECONDS s in all)"
 [ "$total_f" -eq 0 ]
