@@ -263,16 +263,20 @@ expect 1 "my-cr: no trec data here \\(looked for .*my-cr/trec/TREC.train.all and
 # --dataset names a folder's data set: train refuses it where the run would not read it (a file, no
 # --data), naming the option, instead of training without it; eval still reads a config holding it
 for i in $(seq 40); do echo "$((i % 2)) w$((i % 3)) A w$((i % 5)) B"; done > "$T/forty.txt"
-expect 1 "option --dataset trec: --data .*forty.txt is a file, which the run would read without it" \
+expect 1 "option --dataset trec: --data .*forty.txt is a file, which would be read without it" \
   "$AG" train --data "$T/forty.txt" --dataset trec --out "$T/ds-file"
 [ ! -e "$T/ds-file" ] && ok || bad "a refused --dataset left a run folder"
-expect 1 "option --dataset sst2: there is no --data, so the run would train on the generated task" \
+expect 1 "option --dataset sst2: there is no --data, so the data would be the generated task" \
   "$AG" train --dataset sst2 --out "$T/ds-none"
 expect 0 'stopped in .* 1 steps' "$AG" train --dataset synth "${SMALL[@]}" --max-steps 1 --out "$T/ds-synth" # the generated task's name
 if command -v python3 >/dev/null; then # a run saved with --dataset beside a file, before train refused it
   "$AG" train --data "$T/forty.txt" --dim 8 --batch 8 --epochs 1 --progress none --out "$T/ds-old" >/dev/null || bad "the file run failed"
   for f in best last; do python3 "$(dirname "$0")/st_edit.py" config "$T/ds-old/$f.safetensors" "$T/ds-old/$f.safetensors" dataset=trec; done
   expect 0 '^dev +accuracy' "$AG" eval --ckpt "$T/ds-old/best.safetensors"
+  # given with new data on the command line, eval refuses it as train does, instead of scoring the file without it
+  expect 2 "attngrad eval: option --dataset trec: --data .*forty.txt is a file, which would be read without it" \
+    "$AG" eval --ckpt "$T/ds-old/best.safetensors" --data "$T/forty.txt" --dataset trec
+  expect 0 '^dev +accuracy' "$AG" eval --ckpt "$T/ds-old/best.safetensors" --data "$T/forty.txt"
   expect 1 "option --dataset trec: --data .*forty.txt is a file.*\(on --resume, --dataset '' clears the run's own\)" \
     "$AG" train --resume --out "$T/ds-old" --epochs 2 --progress none
   expect 0 'done in' "$AG" train --resume --out "$T/ds-old" --epochs 2 --dataset '' --progress none

@@ -63,6 +63,11 @@ expect 2 "--denormals is flush or keep, got 'zero'" "$OX" --model mpsan --denorm
 expect 2 "--act is tanh or relu, got 'gelu'" "$OX" --act gelu
 expect 2 "--act is tanh or relu, got ''" "$OX" --act
 expect 1 'nothere.txt' "$OX" --model mpsan --data "$T/nothere.txt" --out "$T/e"
+# --dataset names a benchmark folder's data set: with a file, or no --data, it would be ignored (as train refuses it)
+for i in $(seq 40); do echo "$((i % 2)) w$((i % 3)) A w$((i % 5)) B"; done > "$T/forty.txt"
+expect 1 "option --dataset trec: --data .*forty.txt is a file, which would be read without it" \
+  "$OX" --model mpsan --data "$T/forty.txt" --dataset trec --out "$T/e"
+expect 1 "option --dataset sst2: there is no --data" "$OX" --model mpsan --dataset sst2 --out "$T/e"
 
 # the output files: an empty prefix is refused (it wrote _steps.csv into the current folder), and a file that
 # cannot be written or filled is named with the reason (the MLP: nothing to load first)

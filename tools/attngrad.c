@@ -381,6 +381,11 @@ static int load_checkpoint(const command *c, int argc, char **argv, loaded_run *
     rc = parse_args(c, argc, argv, o, &x);
     char a[PATH_MAX], b[PATH_MAX];
     r->new_data = new_data && !(realpath(run_data, a) && realpath(o->data, b) && !strcmp(a, b));
+    /* a --dataset of the command line's with a file of the user's would be ignored */
+    if (!rc && new_data && ag__train_check_dataset(o, err, sizeof err)) {
+        fprintf(stderr, "attngrad %s: %s\n", c->name, err);
+        rc = EXIT_USAGE;
+    }
     /* an LM run reads a file of the user's as LM text unless told otherwise
      * (read as labelled data it failed on its first word: "label 'no'") */
     if (!rc && new_data && !strcmp(o->task, "lm") && !o->format[0]) snprintf(o->format, sizeof o->format, "lm");

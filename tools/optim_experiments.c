@@ -228,7 +228,9 @@ typedef struct {
  * trainer does before a run (task, vocabulary size and classes from the data). */
 static int registered_setup_open(registered_setup *r, char *err, size_t errlen) {
     ag_train_opts *o = &r->o;
-    int rc = ag_run_data_open(o, o->fold >= 0 ? o->fold : 0, NULL, &r->data, err, errlen);
+    int rc = ag__train_check_dataset(o, err, errlen);
+    if (rc) return rc;
+    rc = ag_run_data_open(o, o->fold >= 0 ? o->fold : 0, NULL, &r->data, err, errlen);
     if (rc) return rc;
     const ag_run_data *d = &r->data;
     snprintf(o->task, sizeof o->task, "%s", ag_task_name(d->task)); /* relatedness too */

@@ -20,6 +20,8 @@ const char *ag__train_doing(void);
 /* The error convention of the trainer: writes the message into err (errlen
  * bytes) and returns code. */
 int ag__train_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* --dataset with a file or without --data: refused (train/loop.c) */
+int ag__train_check_dataset(const ag_train_opts *o, char *err, size_t errlen);
 
 /* A --device value: -1 for cpu or cuda (the default GPU), N for cuda:N,
  * -2 for anything else. */

@@ -368,19 +368,20 @@ static int train_folds(ag_train_opts *o, int folds, double deadline, ag__step_pr
 }
 
 /* --dataset names a benchmark folder's data set (its files, splits and
- * labels): with a file of one's own or the generated task the run would
- * train without it, unsaid.  Refused here, at train only: eval and predict
- * still read it from the configs of runs trained on a folder. */
-static int check_dataset_used(const ag_train_opts *o, char *err, size_t errlen) {
+ * labels): with a file of one's own or the generated task a command would
+ * read the data without it, unsaid.  Refused by train, optim_experiments,
+ * and eval or predict given new data; their runs' own configs name a
+ * dataset only with the folder it belongs to. */
+int ag__train_check_dataset(const ag_train_opts *o, char *err, size_t errlen) {
     struct stat st;
     const char *clear = o->resume ? " (on --resume, --dataset '' clears the run's own)" : "";
     if (!o->dataset[0] || (!o->data[0] && !strcmp(o->dataset, "synth"))) return 0;
     if (!o->data[0])
-        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --dataset %s: there is no --data, so the run would "
-                              "train on the generated task: give the data set's folder with --data%s", o->dataset, clear);
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --dataset %s: there is no --data, so the data would "
+                              "be the generated task: give the data set's folder with --data%s", o->dataset, clear);
     if (stat(o->data, &st) == 0 && !S_ISDIR(st.st_mode))
-        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --dataset %s: --data %s is a file, which the run would "
-                              "read without it: --dataset names a benchmark folder's data set; give that folder with "
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --dataset %s: --data %s is a file, which would be read "
+                              "without it: --dataset names a benchmark folder's data set; give that folder with "
                               "--data, or drop --dataset (a file's format is --format)%s", o->dataset, o->data, clear);
     return 0;
 }
@@ -397,7 +398,7 @@ int ag_train(ag_train_opts *o, ag_train_result *r, char *err, size_t errlen) {
     }
     if (o->resume && o->init[0])
         return ag__train_fail(err, errlen, AG_ERR_ARG, "--init starts a run from a file, --resume continues one: not both");
-    int rc = check_dataset_used(o, err, errlen);
+    int rc = ag__train_check_dataset(o, err, errlen);
     if (rc) return rc;
     if (ag__dist_rank() > 0) o->quiet = 1, o->profile = 0; /* rank 0 alone prints */
     snprintf(r->out, sizeof r->out, "%s", o->out);
