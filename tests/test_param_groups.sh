@@ -70,6 +70,11 @@ if command -v python3 >/dev/null; then
   expect 0 "note: .*/last.safetensors: the parameter groups are this command's from here on: 'embed\.\*:lr_scale=0' 'embed\.\*:lr_scale=1' \(the run's: 'embed\.\*:lr_scale=0'\)" \
     "$AG" train "${SMALL[@]}" --resume --max-steps 18 --param-group 'embed.*:lr_scale=1' --out "$T/scaled"
   [ "$(tensor_hex "$T/scaled/last.safetensors" embed.weight)" != "$init" ] && ok || bad "lr_scale=1 on resume did not train"
+  # the same command line again (a group the run has): the group moves to the end, not added twice
+  out=$("$AG" train "${SMALL[@]}" --resume --max-steps 20 --param-group 'embed.*:lr_scale=1' --out "$T/scaled" 2>&1) && ok ||
+    bad "resume with the run's own group: $out"
+  grep -q "parameter groups are" <<<"$out" && bad "a group the run had, given again, changed the groups: $out" || ok
+  [ "$(grep -ao 'embed\.\*:lr_scale=1' "$T/scaled/last.safetensors" | wc -l)" -eq 1 ] && ok || bad "the group given again was added twice"
 fi
 # '' clears the groups before it: the run's own
 expect 0 "the parameter groups are this command's from here on: none \(the run's: '\*:weight_decay=0\.01' '@bias_norm:weight_decay=0'\)" \

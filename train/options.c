@@ -361,12 +361,30 @@ static const char *check_param_group(const char *v) {
     return msg;
 }
 
+/* Drops the lines of field (groups a line each) equal to line. */
+static void drop_group_line(char *field, const char *line) {
+    size_t len = strlen(line);
+    for (char *p = field; *p;) {
+        size_t n = strcspn(p, "\n");
+        if (n == len && !strncmp(p, line, len)) {
+            char *next = p + n + (p[n] == '\n');
+            memmove(p, next, strlen(next) + 1);
+            if (!*p && p > field) p[-1] = 0; /* the last line went: no trailing newline */
+        } else
+            p += n + (p[n] == '\n');
+    }
+}
+
 /* --param-group adds a group after those set before it (an earlier
  * --param-group, a resumed run's own: a later group wins where two set the
- * same), a line each; '' clears them.  0, or an error into err. */
+ * same), a line each; '' clears them.  The same group given again moves to
+ * the end instead of being added twice, so a run resumed with the command
+ * line it started with keeps its groups as they were.  0, or an error into
+ * err. */
 static int add_param_group(const opt_def *d, char *field, const char *v, char *err, size_t n) {
     const char *why = check_param_group(v);
     if (why) return ag__train_fail(err, n, AG_ERR_ARG, "option --%s: '%.80s': %s", d->name, v, why);
+    if (*v) drop_group_line(field, v);
     size_t have = strlen(field);
     if (!*v) field[0] = 0;
     else if (have + 1 + strlen(v) >= d->size)
