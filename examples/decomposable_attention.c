@@ -67,7 +67,7 @@ static ag_status dam_build(ag_model *m) {
 /* Layer l of the model on drop(x): ReLU, the output layer linear. */
 static ag_tensor *layer(ag_model *m, int l, ag_tensor *x, bool training) {
     dam *p = m->impl;
-    x = ag_dropout(x, m->cfg.keep, training, &m->rng);
+    x = ag_model_dropout(m, x, training);
     return ag_dense(x, p->w[l], p->b[l], l == OUT ? AG_ACT_NONE : AG_ACT_RELU);
 }
 

@@ -67,15 +67,11 @@ static ag_status esim_build(ag_model *m) {
     return AG_OK;
 }
 
-static ag_tensor *drop(ag_model *m, ag_tensor *x, bool training) {
-    return ag_dropout(x, m->cfg.keep, training, &m->rng);
-}
-
 /* One side's enhancement, projection, composition and pooling: [mean; max] [B,4h]. */
 static ag_tensor *compose(ag_model *m, ag_tensor *x, ag_tensor *xt, const int32_t *len, bool training) {
     esim *p = m->impl;
     ag_tensor *mx = ag_concat((ag_tensor *[]){x, xt, ag_sub(x, xt), ag_mul(x, xt)}, 4, 2); /* [B,N,8h] */
-    ag_tensor *f = ag_dense(drop(m, mx, training), p->proj_w, p->proj_b, AG_ACT_RELU);   /* [B,N,h] */
+    ag_tensor *f = ag_dense(ag_model_dropout(m, mx, training), p->proj_w, p->proj_b, AG_ACT_RELU);   /* [B,N,h] */
     ag_tensor *v = ag_bilstm(f, &p->comp, len);                                          /* [B,N,2h] */
     return ag_concat((ag_tensor *[]){ag_mean_over_time(v, len), ag_max_over_time(v, len)}, 2, 1);
 }
@@ -83,8 +79,8 @@ static ag_tensor *compose(ag_model *m, ag_tensor *x, ag_tensor *xt, const int32_
 static ag_tensor *esim_forward(ag_model *m, const ag_batch *bt, bool training) {
     esim *p = m->impl;
     int B = bt->rows, Na = bt->width, Nb = bt->width_b;
-    ag_tensor *ea = drop(m, ag_embedding(p->embed, bt->tokens, 2, (int[]){B, Na}), training);
-    ag_tensor *eb = drop(m, ag_embedding(p->embed, bt->tokens_b, 2, (int[]){B, Nb}), training);
+    ag_tensor *ea = ag_model_dropout(m, ag_embedding(p->embed, bt->tokens, 2, (int[]){B, Na}), training);
+    ag_tensor *eb = ag_model_dropout(m, ag_embedding(p->embed, bt->tokens_b, 2, (int[]){B, Nb}), training);
     ag_tensor *a = ag_bilstm(ea, &p->enc, bt->lengths);   /* [B,Na,2h] */
     ag_tensor *b = ag_bilstm(eb, &p->enc, bt->lengths_b); /* [B,Nb,2h] */
     ag_tensor *at, *bt_, *align; /* local inference: a~ [B,Na,2h], b~ [B,Nb,2h], softmax_j(e_ij) [B,Na,Nb] */
@@ -92,8 +88,8 @@ static ag_tensor *esim_forward(ag_model *m, const ag_batch *bt, bool training) {
     if (m->capture_maps) ag_model_capture_axes(m, "align", align, AG_MAP_CROSS);
     ag_tensor *v = ag_concat((ag_tensor *[]){compose(m, a, at, bt->lengths, training),
                                              compose(m, b, bt_, bt->lengths_b, training)}, 2, 1); /* [B,8h] */
-    ag_tensor *hid = ag_dense(drop(m, v, training), p->mlp_w, p->mlp_b, AG_ACT_TANH);
-    return ag_linear(drop(m, hid, training), p->out_w, p->out_b);
+    ag_tensor *hid = ag_dense(ag_model_dropout(m, v, training), p->mlp_w, p->mlp_b, AG_ACT_TANH);
+    return ag_linear(ag_model_dropout(m, hid, training), p->out_w, p->out_b);
 }
 
 static void esim_destroy(ag_model *m) { free(m->impl); }

@@ -65,7 +65,7 @@ static ag_tensor *ssa_forward(ag_model *m, const ag_batch *b, bool training) {
         ag_model_capture_axes(m, "hops", ag_transpose(p->attn, 1, 2), AG_MAP_SLOTS);
     ag_tensor *mm = ag_matmul_t(p->attn, true, h, false);       /* M = A H [B,r,2u] */
     ag_tensor *z = ag_dense(ag_reshape(mm, 2, (int[]){B, r * 2 * u}), p->w_mlp, p->b_mlp, AG_ACT_RELU);
-    return ag_linear(ag_dropout(z, m->cfg.keep, training, &m->rng), p->w_out, p->b_out);
+    return ag_linear(ag_model_dropout(m, z, training), p->w_out, p->b_out);
 }
 
 /* P = mean over the batch of ||A A^T - I||_F^2, from A^T [B,N,r]. */

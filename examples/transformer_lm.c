@@ -69,7 +69,7 @@ static ag_tensor *tlm_hidden(ag_model *m, const ag_batch *b, bool training) {
         return NULL;
     }
     ag_tensor *h = ag_add_learned_positions(ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}), p->pos);
-    h = ag_dropout(h, m->cfg.keep, training, &m->rng);
+    h = ag_model_dropout(m, h, training);
     ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, N); /* key k <= query q */
     for (int l = 0; l < p->n_layers; l++) { /* padded keys masked by lengths, on top of the causal mask */
         ag_tensor *probs = NULL; /* [B,h,N,N], for heatmaps: "layer0", "layer1", ... */

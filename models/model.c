@@ -159,6 +159,10 @@ double ag_model_hparam(const ag_model *m, const char *name, double fallback) {
     return fallback;
 }
 
+ag_tensor *ag_model_dropout(ag_model *m, ag_tensor *x, bool training) {
+    return ag_dropout(x, m->cfg.keep, training, &m->rng);
+}
+
 static ag_status model_build(ag_model *m, const ag_model_kind *kind, const ag_model_config *cfg, bool shapes_only) {
     memset(m, 0, sizeof *m);
     m->params.shapes_only = shapes_only;

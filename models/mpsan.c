@@ -147,10 +147,10 @@ static ag_tensor *encode(ag_model *m, int sentence, const int32_t *tokens, const
      * sources per feature, o_t = sum_g a_g S_g.  The softmax sees only the
      * differences z_g - z_w (w the reference source), so those are what
      * the linear layer computes: four products of [d,d] columns, not five. */
-    ag_tensor *z = ag_linear(ag_dropout(w, m->cfg.keep, training, &m->rng), fd.w, fd.b); /* [B,N,4d] */
+    ag_tensor *z = ag_linear(ag_model_dropout(m, w, training), fd.w, fd.b); /* [B,N,4d] */
     ag_tensor *o = AG_AT(ag__softmax_mix_ref_planes, z, units, w, lengths); /* [B,N,d], 0 at padding */
 
-    return ag_source2token(ag_dropout(o, m->cfg.keep, training, &m->rng), lengths, p->pool_w1, p->pool_b1,
+    return ag_source2token(ag_model_dropout(m, o, training), lengths, p->pool_w1, p->pool_b1,
                            p->pool_w2, p->pool_b2, AG_ACT_ELU);
 }
 
@@ -165,11 +165,11 @@ static ag_tensor *mpsan_forward(ag_model *m, const ag_batch *b, bool training) {
         if (!ub) return NULL;
         ag_tensor *parts[2] = {ag_mul(u, ub), ag_abs(ag_sub(u, ub))};
         ag_tensor *features = ag_concat(parts, 2, 1);                             /* [B,2d] */
-        hidden = ag_dense(ag_dropout(features, m->cfg.keep, training, &m->rng), p->cls_w, p->cls_b, AG_ACT_SIGMOID);
+        hidden = ag_dense(ag_model_dropout(m, features, training), p->cls_w, p->cls_b, AG_ACT_SIGMOID);
     } else {
-        hidden = ag_dense(ag_dropout(u, m->cfg.keep, training, &m->rng), p->cls_w, p->cls_b, AG_ACT_ELU);
+        hidden = ag_dense(ag_model_dropout(m, u, training), p->cls_w, p->cls_b, AG_ACT_ELU);
     }
-    return ag_linear(ag_dropout(hidden, m->cfg.keep, training, &m->rng), p->out_w, p->out_b);
+    return ag_linear(ag_model_dropout(m, hidden, training), p->out_w, p->out_b);
 }
 
 static void mpsan_batch_opts(const ag_model_config *c, ag_batch_opts *o) { (void)c; (void)o; }

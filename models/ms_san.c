@@ -138,9 +138,9 @@ static ag_tensor *ms_san_forward(ag_model *m, const ag_batch *b, bool training) 
         ag_tensor *parts[4] = {rp, rh, ag_mul(rp, rh), ag_abs(ag_sub(rp, rh))};
         features = ag_concat(parts, 4, 1);                                        /* [B,8d] */
     }
-    ag_tensor *hidden = ag_dense(ag_dropout(features, m->cfg.keep, training, &m->rng), p->cls_w, p->cls_b,
+    ag_tensor *hidden = ag_dense(ag_model_dropout(m, features, training), p->cls_w, p->cls_b,
                                  AG_ACT_RELU);
-    return ag_linear(ag_dropout(hidden, m->cfg.keep, training, &m->rng), p->out_w, p->out_b);
+    return ag_linear(ag_model_dropout(m, hidden, training), p->out_w, p->out_b);
 }
 
 static void ms_san_batch_opts(const ag_model_config *c, ag_batch_opts *o) {

@@ -154,11 +154,6 @@ static ag_tensor *drop_heads(ag_model *m, ag_tensor *x, const head_draws *d, int
     return ag__dropout_planes(x, m->cfg.keep, training, d->at[site]);
 }
 
-/* A dropout on the input of a dense layer outside the heads. */
-static ag_tensor *drop(ag_model *m, ag_tensor *x, bool training) {
-    return ag_dropout(x, m->cfg.keep, training, &m->rng);
-}
-
 static ag_tensor *stack_of(ag_tensor *const *members) { return ag_param_stack_view(members[0]); }
 
 /* R = q k^T / sqrt(dh) per head [heads,B,N,N], q = x1 Wq and k = x2 Wk, x1
@@ -221,12 +216,12 @@ static ag_tensor *mtsa_forward(ag_model *m, const ag_batch *b, bool training) {
 
     /* Source2token pooling, written out because the authors drop out the
      * inputs of both dense layers but pool the undropped u. */
-    ag_tensor *a1 = ag_dense(drop(m, u, training), p->pool_w1, p->pool_b1, AG_ACT_RELU);
-    ag_tensor *A = ag_linear(drop(m, a1, training), p->pool_w2, p->pool_b2);
+    ag_tensor *a1 = ag_dense(ag_model_dropout(m, u, training), p->pool_w1, p->pool_b1, AG_ACT_RELU);
+    ag_tensor *A = ag_linear(ag_model_dropout(m, a1, training), p->pool_w2, p->pool_b2);
     ag_tensor *s = AG_AT(ag__softmax_pool, A, u, b->lengths, NULL); /* softmax over valid t per feature, sum: [B,hn] */
 
-    ag_tensor *hidden = ag_dense(drop(m, s, training), p->cls_w, p->cls_b, AG_ACT_RELU);
-    return ag_linear(drop(m, hidden, training), p->out_w, NULL);
+    ag_tensor *hidden = ag_dense(ag_model_dropout(m, s, training), p->cls_w, p->cls_b, AG_ACT_RELU);
+    return ag_linear(ag_model_dropout(m, hidden, training), p->out_w, NULL);
 }
 
 static void mtsa_destroy(ag_model *m) { free(m->impl); }

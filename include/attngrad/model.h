@@ -234,6 +234,10 @@ struct ag_model {
  * programmer error. */
 double ag_model_hparam(const ag_model *m, const char *name, double fallback);
 
+/* Dropout at the model's rate (cfg.keep) from its own stream (m->rng), in
+ * training; x itself otherwise: ag_dropout(x, m->cfg.keep, training, &m->rng). */
+ag_tensor *ag_model_dropout(ag_model *m, ag_tensor *x, bool training);
+
 /* Called by a model's forward for each attention distribution it computes;
  * a no-op unless m->capture_maps.  ag_model_capture is for maps over the
  * positions of the (first) sentence; ag_model_capture_axes says what the
