@@ -16,10 +16,10 @@
  * s = 0.  The intra-block SAN is DiSAN's whole DiSA, gate included, as the inter-block one is in the
  * authors' code (their intra-block SAN pools s alone, which under the forward mask never sees a block's last
  * token, nor anything when r = 1: the gate's u sees every token of its block).
- * Sizes: --dim d_e, --hidden d.  The block length r: --hparams block=R, else the authors' ceil((2N)^(1/3)) for the
- * batch's width N (their code's default; it minimises the memory n r + (n/r)^2), so a sentence's blocks depend on
- * its batch's width unless block is given (a run on TREC: test accuracy 88.6% evaluated a sentence at a time,
- * 87.8% in batches of 500).  Defaults: the authors' SST settings (d_e = d = 300, keep 0.7 on the embeddings and
+ * Sizes: --dim d_e, --hidden d.  The block length r: --hparams block=R, else the authors' ceil((2N)^(1/3)) (their
+ * code's default; it minimises the memory n r + (n/r)^2) for N = the run's --max-len where given, else the
+ * batch's width, so without either a sentence's blocks depend on its batch's width (a run on TREC: test accuracy
+ * 88.6% evaluated a sentence at a time, 87.8% in batches of 500).  Defaults: the authors' SST settings (d_e = d = 300, keep 0.7 on the embeddings and
  * before the two last layers, L2 1e-4, batch 64, Adadelta lr 0.5).
  * Here the blocks save time, not memory: ag_feature_attention never holds [N,N,d], so DiSA over the whole
  * sentence (block >= N) takes as little (334 MB against 346 at B = 8, N = 256, d = 300, f32), but 3x the time
@@ -124,10 +124,13 @@ static ag_tensor *mblosa_forward(const mblosa *a, ag_tensor *x, int m, int r, co
     return ag_lerp(h, ag_dense(c, a->fw, a->fb, AG_ACT_ELU), ag_dense(c, a->Fw, a->Fb, AG_ACT_SIGMOID));
 }
 
+/* --hparams block=R, else the authors' ceil((2N)^(1/3)) for the run's --max-len
+ * (every batch then cuts a sentence alike), else for the batch's width. */
 static int block_len(const ag_model *m, int N) {
     int r = (int)ag_model_hparam(m, "block", 0);
     if (r > 0) return r;
-    for (r = 1; r * r * r < 2 * N;) r++; /* ceil((2N)^(1/3)) */
+    if (m->cfg.max_len > 0) N = m->cfg.max_len;
+    for (r = 1; r * r * r < 2 * N;) r++;
     return r;
 }
 
@@ -143,14 +146,13 @@ static ag_tensor *blosan_forward(ag_model *m, const ag_batch *b, bool training) 
         }
     }
     for (int t = 0; t < M; t++) block_of[t] = t / r;
-    double keep = m->cfg.keep;
-    ag_tensor *x = ag_dropout(ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}), keep, training, &m->rng);
+    ag_tensor *x = ag_model_dropout(m, ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}), training);
     if (M > N) x = ag_concat((ag_tensor *[]){x, ag_tensor_new(3, (int[]){B, M - N, E})}, 2, 1); /* pad to m*r */
     ag_tensor *u = ag_concat((ag_tensor *[]){mblosa_forward(&p->dirs[0], x, nb, r, blen, nblocks, block_of),
                                              mblosa_forward(&p->dirs[1], x, nb, r, blen, nblocks, block_of)}, 2, 2);
     ag_tensor *sent = ag_source2token(u, b->lengths, p->pw1, p->pb1, p->pw2, p->pb2, AG_ACT_ELU); /* [B,2d] */
-    ag_tensor *hid = ag_dense(ag_dropout(sent, keep, training, &m->rng), p->cw, p->cb, AG_ACT_ELU);
-    return ag_linear(ag_dropout(hid, keep, training, &m->rng), p->ow, p->ob);
+    ag_tensor *hid = ag_dense(ag_model_dropout(m, sent, training), p->cw, p->cb, AG_ACT_ELU);
+    return ag_linear(ag_model_dropout(m, hid, training), p->ow, p->ob);
 }
 
 static void blosan_destroy(ag_model *m) { free(m->impl); }

@@ -38,4 +38,16 @@ else bad "best dev accuracy '$best' (a bag of words: 0.25)"; fi
 # the block length is part of the run: eval rebuilds it (block=3 is in the checkpoint's config) and scores again
 grep -aq 'hparams=block=3' "$T/run/best.safetensors" && ok || bad "the checkpoint's config holds no hparams=block=3"
 expect 0 'test +accuracy' "$AG" --plugin "$P" eval --ckpt "$T/run/best.safetensors"
+# without block=, a run's --max-len sets the block length: eval scores the same one sentence at a time as in
+# batches (the blocks followed each batch's width, and the scores its batching: a 3-word sentence alone took
+# blocks of 2, beside a 16-word one blocks of 4)
+for i in $(seq 60); do
+  if [ $((i % 2)) = 0 ]; then echo "$((i % 3 % 2)) a$((i % 5)) b$((i % 7)) c"
+  else echo "$((i % 3 % 2)) $(for k in $(seq 16); do printf 'w%d ' $(((i * k) % 9)); done)"; fi
+done >"$T/mixed.txt"
+"$AG" --plugin "$P" train --model bi_blosan --data "$T/mixed.txt" --dev-frac 0.5 --dim 8 --hidden 8 --keep 1 \
+  --max-len 30 --max-steps 10 --progress none --out "$T/ml" >"$T/ml.log" 2>&1 || bad "train --max-len: $(tail -n 3 "$T/ml.log")"
+one=$("$AG" --plugin "$P" eval --ckpt "$T/ml/best.safetensors" --batch 1 2>&1 | grep '^dev')
+all=$("$AG" --plugin "$P" eval --ckpt "$T/ml/best.safetensors" --batch 100 2>&1 | grep '^dev')
+[ -n "$one" ] && [ "$one" = "$all" ] && ok || bad "eval depends on the batch under --max-len: '$one' against '$all'"
 summary
