@@ -4,6 +4,7 @@
  * the operands must lie inside device allocations, which is checked. */
 #ifndef AG_CUDA_EMULATOR_CUBLAS_V2_H
 #define AG_CUDA_EMULATOR_CUBLAS_V2_H
+#define AG_CUBLAS_EMULATED 1 /* graph/cuda.c links these calls instead of opening libcublas */
 
 #include "cuda_runtime_api.h"
 

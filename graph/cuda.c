@@ -13,6 +13,83 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+/* ---- cuBLAS, opened at the first GPU use ----
+ * Linked, its libraries' constructors (libcublasLt's) took 0.3 s at every
+ * program start, a CPU run's too, and a CUDA build started only where
+ * cuBLAS is installed.  Opened here, by start(), a build runs on the CPU
+ * wherever the CUDA runtime is, and a GPU without cuBLAS is said in words.
+ * The emulator (emulator/cublas_v2.h) is linked in. */
+#ifdef AG_REAL_DOUBLE
+#define GEMM cublasDgemm
+#define GEMM_BATCHED cublasDgemmStridedBatched
+#else
+#define GEMM cublasSgemm
+#define GEMM_BATCHED cublasSgemmStridedBatched
+#endif
+
+#define CUBLAS_CALLS(X)                                                                                \
+    X(create, cublasCreate) X(destroy, cublasDestroy) X(set_stream, cublasSetStream)                   \
+    X(set_math_mode, cublasSetMathMode) X(set_workspace, cublasSetWorkspace)                           \
+    X(set_pointer_mode, cublasSetPointerMode) X(gemm, GEMM) X(gemm_batched, GEMM_BATCHED)
+
+static struct {
+#define FIELD(field, fn) __typeof__(fn) *field;
+    CUBLAS_CALLS(FIELD)
+#undef FIELD
+} cb;
+
+#ifdef AG_CUBLAS_EMULATED
+static bool load_cublas(char *why, size_t n) {
+    (void)why, (void)n;
+#define TAKE(field, fn) cb.field = fn;
+    CUBLAS_CALLS(TAKE)
+#undef TAKE
+    return true;
+}
+#else
+#include <dlfcn.h>
+#define STR_(x) #x
+#define STR(x) STR_(x) /* the name after macros: cublasCreate is cublasCreate_v2 */
+/* libcublas of the major version the build compiled against: on the
+ * loader's path, else beside the CUDA runtime this program was linked to
+ * (found through its runpath, say, where cuBLAS is not through the
+ * loader's) */
+static void *open_cublas(char *why, size_t n) {
+    const char *name = "libcublas.so." STR(CUBLAS_VER_MAJOR);
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib) return lib;
+    snprintf(why, n, "cuBLAS could not be loaded: %s", dlerror());
+    Dl_info at;
+    const char *slash;
+    if (dladdr((void *)(uintptr_t)cudaGetDeviceCount, &at) && at.dli_fname &&
+        (slash = strrchr(at.dli_fname, '/'))) {
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - at.dli_fname), at.dli_fname, name);
+        if ((lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) return lib;
+    }
+    size_t len = strlen(why);
+    snprintf(why + len, n - len, " (cuBLAS %d, the CUDA Toolkit's, not on the loader's path: LD_LIBRARY_PATH or "
+             "ldconfig)", CUBLAS_VER_MAJOR);
+    return NULL;
+}
+
+static bool load_cublas(char *why, size_t n) {
+    static void *lib;
+    if (!lib && !(lib = open_cublas(why, n))) return false;
+#define LOAD(field, fn)                                                                                \
+    if (!(*(void **)&cb.field = dlsym(lib, STR(fn)))) {                                                \
+        snprintf(why, n, "cuBLAS has no %s: not the cuBLAS %d this build compiled against", STR(fn),  \
+                 CUBLAS_VER_MAJOR);                                                                    \
+        return false;                                                                                  \
+    }
+    CUBLAS_CALLS(LOAD)
+#undef LOAD
+    return true;
+}
+#endif
+
+bool ag__cuda_cublas_loadable(char *why, size_t n) { return load_cublas(why, n); }
+
 #define CUDA_OK(call)                                                                                  \
     do {                                                                                               \
         cudaError_t e_ = (call);                                                                       \
@@ -67,19 +144,20 @@ static bool start(void) {
         snprintf(why_not, sizeof why_not, "the CUDA device cannot be used: %s (%s)", cudaGetErrorString(e), v);
         return false;
     }
-    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) {
+    if (!load_cublas(why_not, sizeof why_not)) return false;
+    if (cb.create(&blas) != CUBLAS_STATUS_SUCCESS || cb.set_stream(blas, stream) != CUBLAS_STATUS_SUCCESS) {
         snprintf(why_not, sizeof why_not, "cuBLAS could not start on the CUDA device (%s)", v);
         return false;
     }
     /* no TF32: f32 products as the CPU computes them, to ~1e-6 */
-    cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
+    cb.set_math_mode(blas, CUBLAS_DEFAULT_MATH);
     /* cuBLAS's workspace is ours from the start, not its pool: a product
      * captured into a CUDA graph allocates nothing, and picks the kernel the
      * same product picks eagerly, whether graphs were ever on or not (the
      * choice may follow the workspace's size).  cublasSetStream would reset
      * it: the stream is set once, above. */
     if (cudaMalloc(&cublas_workspace, CUBLAS_WORKSPACE) != cudaSuccess ||
-        cublasSetWorkspace(blas, cublas_workspace, CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {
+        cb.set_workspace(blas, cublas_workspace, CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {
         cudaGetLastError();
         snprintf(why_not, sizeof why_not, "cuBLAS's %d MiB workspace could not be set on the CUDA device (%s)",
                  CUBLAS_WORKSPACE >> 20, v);
@@ -417,7 +495,7 @@ void ag__cuda_shutdown(void) {
     ag__cuda_uploads_release();
     if (staging_done[0]) cudaEventDestroy(staging_done[0]), cudaEventDestroy(staging_done[1]);
     staging_done[0] = staging_done[1] = NULL;
-    cublasDestroy(blas);
+    cb.destroy(blas);
     cudaStreamDestroy(stream);
     ready = -1;
 }
@@ -480,14 +558,6 @@ bool ag_cuda_graphs_on(void) { return ready == 1 && ag__graph_enabled(); }
 
 /* ---- cuBLAS: row-major products as column-major ones, C^T = op(B)^T op(A)^T ---- */
 
-#ifdef AG_REAL_DOUBLE
-#define GEMM cublasDgemm
-#define GEMM_BATCHED cublasDgemmStridedBatched
-#else
-#define GEMM cublasSgemm
-#define GEMM_BATCHED cublasSgemmStridedBatched
-#endif
-
 /* One record serves the three kinds of product; eagerly it is issued at
  * once.  Scalars by value, or (dev_scalars) pointers to device ones. */
 typedef struct {
@@ -507,17 +577,17 @@ _Static_assert(sizeof(copy_record) == 2 * sizeof(void *) + sizeof(size_t) + size
 static cublasStatus_t issue_gemm(const gemm_record *g) {
     cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (g->dev_scalars) {
-        cublasStatus_t s = cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_DEVICE);
+        cublasStatus_t s = cb.set_pointer_mode(blas, CUBLAS_POINTER_MODE_DEVICE);
         if (s == CUBLAS_STATUS_SUCCESS)
-            s = GEMM(blas, opb, opa, g->N, g->M, g->K, g->alpha_dev, g->B, g->ldb, g->A, g->lda, g->beta_dev, g->C,
+            s = cb.gemm(blas, opb, opa, g->N, g->M, g->K, g->alpha_dev, g->B, g->ldb, g->A, g->lda, g->beta_dev, g->C,
                      g->ldc);
-        cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST); /* every other call passes host scalars */
+        cb.set_pointer_mode(blas, CUBLAS_POINTER_MODE_HOST); /* every other call passes host scalars */
         return s;
     }
     if (g->batch > 0)
-        return GEMM_BATCHED(blas, opb, opa, g->N, g->M, g->K, &g->alpha, g->B, g->ldb, g->sb, g->A, g->lda, g->sa,
+        return cb.gemm_batched(blas, opb, opa, g->N, g->M, g->K, &g->alpha, g->B, g->ldb, g->sb, g->A, g->lda, g->sa,
                             &g->beta, g->C, g->ldc, g->sc, g->batch);
-    return GEMM(blas, opb, opa, g->N, g->M, g->K, &g->alpha, g->B, g->ldb, g->A, g->lda, &g->beta, g->C, g->ldc);
+    return cb.gemm(blas, opb, opa, g->N, g->M, g->K, &g->alpha, g->B, g->ldb, g->A, g->lda, &g->beta, g->C, g->ldc);
 }
 
 static int run_gemm(const void *p) { return (int)issue_gemm(p); }
@@ -562,6 +632,7 @@ bool ag__cuda_ready(char *why, size_t n) {
     if (why) snprintf(why, n, "%s", NO_CUDA);
     return false;
 }
+bool ag__cuda_cublas_loadable(char *why, size_t n) { return ag__cuda_ready(why, n); }
 void *ag__cuda_malloc(size_t bytes, const char *what) {
     (void)bytes;
     ag__fatal(what, "%s", NO_CUDA);

@@ -40,6 +40,9 @@ void ag__bump_rewind(ag__bump *a, size_t pos, int chunk);
 /* true when a CUDA device can run kernels; else false, why says what is
  * missing ("built without CUDA", "no CUDA device", driver/runtime versions). */
 bool ag__cuda_ready(char *why, size_t n);
+/* cuBLAS, which a CUDA build opens at the first GPU use, can be opened and has
+ * every call the build makes (no GPU needed); false with why, else. */
+bool ag__cuda_cublas_loadable(char *why, size_t n);
 /* The device to start on: this index modulo the devices visible (a rank's
  * local index under mpirun, distributed/dist.c); 0 unless said.  Only before the
  * runtime starts: afterwards the device in use stays. */

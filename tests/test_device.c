@@ -76,6 +76,23 @@ static void test_bump_arena(void) {
 
 static bool have_gpu;
 
+/* A CUDA build opens cuBLAS at the first GPU use, not at its start (its
+ * constructors took 0.3 s of every program's start, a CPU run's too): not
+ * in this process yet; and where the build was compiled (the toolkit is
+ * here) it opens, with every call the build makes, GPU or none. */
+static void test_cublas_opened_late(void) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[1024];
+    bool mapped = false;
+    while (maps && fgets(line, sizeof line, maps)) mapped |= strstr(line, "libcublas") != NULL;
+    if (maps) fclose(maps);
+    CHECK(!mapped, "libcublas is in the process before any GPU use");
+    char why[512] = "";
+    bool opens = ag__cuda_cublas_loadable(why, sizeof why);
+    if (strstr(why, "built without CUDA")) return;
+    CHECK(opens, "cuBLAS: %s", why);
+}
+
 static void test_no_gpu(void) {
     char why[256] = "";
     have_gpu = ag_cuda_available(why, sizeof why);
@@ -269,6 +286,7 @@ static void test_uploads_sent_once(void) {
 }
 
 int main(void) {
+    test_cublas_opened_late();
     test_bump_arena();
     test_no_gpu();
     test_cuda_use();
