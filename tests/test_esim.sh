@@ -36,7 +36,7 @@ expect 1 'model esim has no head for the classify task \(it does: pair\)' "$AG" 
 gradcheck
 
 # it learns the generated pair task (span vs reversed span: word order decides), judged on metrics.csv by column name
-"$AG" --plugin "$P" train --model esim --task pair --dim 32 --hidden 32 --keep 1 --optim adam:lr=3e-3 --epochs 8 \
+"$AG" --plugin "$P" train --model esim --task pair --dim 32 --hidden 32 --keep 1 --optim adam:lr=1e-2 --epochs 4 \
   --progress none --out "$T/run" >"$T/train.log" 2>&1 || bad "train: $(tail -n 3 "$T/train.log")"
 col() { awk -F, -v name="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } c { print $c }' "$T/run/metrics.csv"; }
 first=$(col train_loss | head -n 1) last=$(col train_loss | tail -n 1) best=$(col dev_acc | sort -g | tail -n 1)

@@ -40,7 +40,7 @@ fi
 
 if [ ! -f "$DIR/build.ninja" ]; then
   CC=clang meson setup "$DIR" -Dfuzz=true -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dbuildtype=debugoptimized -Dc_args=-fsanitize=fuzzer-no-link >/dev/null || exit 1
+    -Dbuildtype=debugoptimized -Dc_args="-fsanitize=fuzzer-no-link -g1" >/dev/null || exit 1
 fi
 targets=()
 for h in "${HARNESSES[@]}"; do targets+=("tests/fuzz/fuzz_$h"); done

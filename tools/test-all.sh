@@ -50,6 +50,10 @@ release_cuda=(); command -v nvcc >/dev/null && release_cuda=(-Dcuda=enabled -Dgp
 # (the arena's valgrind marks, suite memcheck: in the emulator build below,
 # whose programs valgrind starts without reading cuBLAS's symbols first)
 [ ${#release_cuda[@]} -gt 0 ] && SUITE_ARGS=(--no-suite memcheck)
+# MPI: the ranks' numbers against one process (mpi-ranks) here, optimised;
+# the faults that end or refuse a job (mpi-faults) under the sanitizers
+# below, where a bad free on an error path shows.  Each runs alone.
+SUITE_ARGS+=(--no-suite mpi-faults)
 run_suite build "${release_cuda[@]}"; rc=$?
 SUITE_ARGS=()
 read -r p f s < <(count build/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "release build"
@@ -61,9 +65,11 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=
 # the int it is cast to, undefined behaviour in C): added here.
 # -O1 and line tables only (-g1), as ASan's documentation advises: the
 # reports keep their file:line, and the build takes 40% less time than -O2 -g.
+SUITE_ARGS=(--no-suite mpi-ranks)
 run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Doptimization=1 \
   -Dcuda=disabled -Dc_args="-g1 -fsanitize=float-cast-overflow" -Dc_link_args=-fsanitize=float-cast-overflow; rc=$?
 read -r p f s < <(count build-asan/meson-logs/testlog.json); add "$p" "$f" "$s" $rc "sanitizer build"
+SUITE_ARGS=()
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 # ThreadSanitizer over the thread pool (graph/parallel.c: lock-free claims)
