@@ -288,7 +288,7 @@ expect 0 'PASS' "$AG64" gradcheck --model mpsan --flags elu_score
 expect 0 'wrote' "$AG" dump-step --model mpsan --flags linear_dist --out "$T/dump-flag.safetensors"
 "$TT" verify-dump "$T/dump-flag.safetensors" mpsan linear_dist >/dev/null && ok || bad "dump-step with flags"
 
-# ---- the benchmarks, when ../shared/data is there (AG_DATA_DIR) ----
+# ---- the benchmarks, where AG_DATA_DIR names a folder of tools/get-data.sh's ----
 D=${AG_DATA_DIR:-}
 if [ -n "$D" ] && [ -d "$D/trec" ]; then
   B=(--dim 12 --hidden 8 --max-steps 2 --progress none)

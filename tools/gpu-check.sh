@@ -34,9 +34,10 @@
 # --ptb MINUTES: the positional LM and its LSTM baseline trained on PTB at
 # once on this GPU, docs/models.md's recipe (docs/results.md), --max-minutes
 # MINUTES each, run folders in build-gpu/runs/ (a second call resumes them),
-# progress in build-gpu/ptb-*.log.  The PTB files come from ../shared/data/ptb,
-# or, on a machine without ../shared, from the copy --fetch-deps puts in
-# .gpu-deps/data/ptb to be carried (git-ignored, never committed).
+# progress in build-gpu/ptb-*.log.  The PTB files come from $AG_DATA_DIR/ptb
+# (a folder of tools/get-data.sh's), or, on a machine without it, from the
+# copy `AG_DATA_DIR=... --fetch-deps` puts in .gpu-deps/data/ptb to be
+# carried (git-ignored, never committed).
 #
 # A lent GPU session (15 device minutes, start-up included; the machine goes
 # back after 30 s idle): one call per step, each with an inner timeout so
@@ -60,8 +61,9 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   mkdir -p "$deps" && cd "$deps" || exit 1
   apt-get download libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 || exit 1
   ls -la ./*.deb
-  # the PTB files, for --ptb where ../shared is not (a carry copy, git-ignored)
-  if [ -d ../../shared/data/ptb ]; then mkdir -p data && cp -r ../../shared/data/ptb data/ && du -sh data/ptb; fi
+  # the PTB files of AG_DATA_DIR (a folder of tools/get-data.sh's), for --ptb on a
+  # machine without that folder (a carry copy, git-ignored)
+  if [ -d "${AG_DATA_DIR:-/nonexistent}/ptb" ]; then mkdir -p data && cp -r "$AG_DATA_DIR/ptb" data/ && du -sh data/ptb; fi
   exit 0
 fi
 
@@ -264,10 +266,10 @@ if [ $memcheck = 1 ]; then
   fi
 fi
 if [ -n "$ptb" ]; then
-  data=../shared/data/ptb
-  [ -f $data/ptb.train.txt ] || data=$deps/data/ptb
+  data=${AG_DATA_DIR:-/nonexistent}/ptb
+  [ -f "$data/ptb.train.txt" ] || data=$deps/data/ptb
   if [ ! -d "$data" ]; then
-    say "no PTB data (../shared/data/ptb, or $deps/data/ptb from --fetch-deps): --ptb not run"
+    say "no PTB data (\$AG_DATA_DIR/ptb, or $deps/data/ptb from AG_DATA_DIR=... --fetch-deps): --ptb not run"
   else
     say "== PTB on the GPU, both variants at once, $ptb minutes each (logs: $B/ptb-*.log)"
     mkdir -p $B/runs
