@@ -106,9 +106,11 @@ unset TSAN_OPTIONS
 # GPU, tools/gpu-check.sh runs the same tests there.  Also here:
 # arena_checks, the step arena's marks under valgrind, which in the CUDA
 # release build would read cuBLAS's symbols for half a minute first.
-emu_tests=(cuda_ops_f32 cuda_ops_f64 cuda_train_f32 cuda_train_f64 cuda_ops_bounds_f32 cuda_ops_bounds_f64
-  cuda_train_bounds_f32 cuda_train_bounds_f64 cuda_dump cuda_resume train_device cuda_emulator mpi_cuda mpi_nccl nccl_emulator device param_stack cli
-  graph_records arena_checks)
+# (in the order they start, named tests keeping the order given: the MPI
+# ones first, each alone, then the longest)
+emu_tests=(mpi_cuda mpi_nccl nccl_emulator cuda_ops_f64 cuda_resume cuda_train_f64 cuda_train_f32 cuda_train_bounds_f32
+  cuda_train_bounds_f64 train_device cli cuda_ops_f32 cuda_ops_bounds_f32 cuda_ops_bounds_f64 cuda_dump cuda_emulator
+  device param_stack graph_records arena_checks)
 rc=0
 if [ ! -f build-emu/build.ninja ]; then
   # line tables only (-g1): backtraces keep file:line, and the compiler
