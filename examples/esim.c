@@ -12,8 +12,9 @@
  * Dropout (keep) on the word vectors, on F's input and on both classifier layers' inputs: the paper's "dropout on
  * all feedforward connections".  Sizes: --dim (word vectors), --hidden (h: each LSTM direction, F and the MLP).
  * Defaults, the paper's (SNLI): d 300, h 300, keep 0.5, Adam lr 4e-4, batch 32; gradient-norm clip 10 is the
- * authors' code's.  Differences: LSTM weights from U(-1/sqrt(h), 1/sqrt(h)) (nn.LSTM's), not orthogonal; the word
- * table's words missing from --embeddings from U(-0.05, 0.05), not N(0, 1); no tree-LSTM (HIM) variant.
+ * authors' code's, and so are the LSTMs' recurrent weights, orthogonal per gate (ag_init_orthogonal_chunks).
+ * Differences: the LSTMs' input weights and biases from U(-1/sqrt(h), 1/sqrt(h)) (nn.LSTM's), not N(0, 0.01^2) and
+ * 0; the word table's words missing from --embeddings from U(-0.05, 0.05), not N(0, 1); no tree-LSTM (HIM) variant.
  *
  *   ninja -C build examples/esim.so examples/esim-f64.so
  *   P=build/examples/esim.so
@@ -45,6 +46,12 @@ static void esim_defaults(ag_model_config *c) { /* the paper's SNLI settings */
  * negative could leave all 3 of F's units dead at the tiny sizes (every gradient before F then 0). */
 static void esim_tiny(ag_model_config *c) { c->dim = 4, c->hidden = 3, c->keep = 1; }
 
+/* The recurrent weights w_hh [h, 4h], each gate's [h, h] orthogonal: the authors' ortho_weight per gate. */
+static void orthogonal_gates(ag_bilstm_layer *l, ag_rng *rng) {
+    ag_init_orthogonal_chunks(l->fw.w_hh, 4, 1.0, rng);
+    ag_init_orthogonal_chunks(l->bw.w_hh, 4, 1.0, rng);
+}
+
 static ag_status esim_build(ag_model *m) {
     const ag_model_config *c = &m->cfg;
     int d = c->dim, h = c->hidden;
@@ -56,10 +63,12 @@ static ag_status esim_build(ag_model *m) {
     double lb = 1 / sqrt(h);
     p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng);
     p->enc = ag_param_bilstm(ps, "encode", d, h, lb, &m->rng); /* encode.fw.*, encode.bw.* */
+    orthogonal_gates(&p->enc, &m->rng);
     p->proj_w = ag_param_glorot(ps, "project.weight", 8 * h, h, &m->rng);
     p->proj_b = c->bias_init > 0 ? ag_param_uniform(ps, "project.bias", 1, &h, c->bias_init, &m->rng)
                                  : ag_param_bias(ps, "project.bias", h);
     p->comp = ag_param_bilstm(ps, "compose", h, h, lb, &m->rng);
+    orthogonal_gates(&p->comp, &m->rng);
     p->mlp_w = ag_param_glorot(ps, "mlp.weight", 8 * h, h, &m->rng);
     p->mlp_b = ag_param_bias(ps, "mlp.bias", h);
     p->out_w = ag_param_glorot(ps, "out.weight", h, c->classes, &m->rng);

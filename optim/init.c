@@ -80,7 +80,7 @@ void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng) {
  * is tall (m x n, m >= n); Householder QR gives A's thin Q (m x n) with
  * orthonormal columns; W = Q or Q^T, so W W^T = I when r <= c and
  * W^T W = I when r >= c.  work: 3 m n + n doubles. */
-static void orthogonal_matrix(ag_real *w, int r, int c, double gain, ag_rng *rng, double *work) {
+static void orthogonal_matrix(ag_real *w, int r, int c, int ldw, double gain, ag_rng *rng, double *work) {
     bool tall = r >= c;
     int m = tall ? r : c, n = tall ? c : r;
     double *A = work, *Q = A + (size_t)m * n, *V = Q + (size_t)m * n; /* V: the n reflectors, m each */
@@ -128,19 +128,26 @@ static void orthogonal_matrix(ag_real *w, int r, int c, double gain, ag_rng *rng
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             double q = gain * sign[j] * Q[(size_t)i * n + j];
-            if (tall) w[(size_t)i * c + j] = (ag_real)q;
-            else w[(size_t)j * c + i] = (ag_real)q;
+            if (tall) w[(size_t)i * ldw + j] = (ag_real)q;
+            else w[(size_t)j * ldw + i] = (ag_real)q;
         }
 }
 
-void ag_init_orthogonal(ag_tensor *t, double gain, ag_rng *rng) {
-    need_host("ag_init_orthogonal", t);
-    (void)glorot_fans("ag_init_orthogonal", t); /* at least 2 dims, named as Glorot's */
-    if (!t->data || t->size == 0) return;
+void ag_init_orthogonal(ag_tensor *t, double gain, ag_rng *rng) { ag_init_orthogonal_chunks(t, 1, gain, rng); }
+
+void ag_init_orthogonal_chunks(ag_tensor *t, int chunks, double gain, ag_rng *rng) {
+    const char *fn = chunks == 1 ? "ag_init_orthogonal" : "ag_init_orthogonal_chunks";
+    need_host(fn, t);
+    (void)glorot_fans(fn, t); /* at least 2 dims, named as Glorot's */
     int r = t->shape[t->ndim - 2], c = t->shape[t->ndim - 1];
-    int m = r > c ? r : c, n = r > c ? c : r;
+    if (chunks < 1 || c % chunks)
+        ag__fatal(fn, "%s: %d chunks of its last dim %d: want a count that divides it", t->name ? t->name : "tensor",
+                  chunks, c);
+    if (!t->data || t->size == 0) return;
+    int cb = c / chunks, m = r > cb ? r : cb, n = r > cb ? cb : r;
     int64_t per = (int64_t)r * c, count = t->size / per;
     double *work = ag__malloc(((size_t)3 * m * n + (size_t)n) * sizeof *work);
-    for (int64_t s = 0; s < count; s++) orthogonal_matrix(t->data + s * per, r, c, gain, rng, work);
+    for (int64_t s = 0; s < count; s++)
+        for (int k = 0; k < chunks; k++) orthogonal_matrix(t->data + s * per + (int64_t)k * cb, r, cb, c, gain, rng, work);
     ag__free(work);
 }

@@ -191,6 +191,46 @@ static void test_orthogonal(void) {
     ag_params_free(&ps);
 }
 
+/* Per chunk: an LSTM's w_hh [H, 4H] in 4 chunks has each gate's [H, H]
+ * orthogonal, chunk k drawn as the k-th of 4 [H, H] matrices from the
+ * same seed; stacked leading dims go matrix by matrix; a count that does
+ * not divide the last dim is refused by name. */
+static void test_orthogonal_chunks(void) {
+    const double tol = IS_F64 ? 1e-12 : 1e-5;
+    ag_params ps = {0};
+    const int H = 5, rows[] = {5, 3, 8}; /* square, wide and tall blocks */
+    for (size_t t = 0; t < sizeof rows / sizeof *rows; t++) {
+        int r = rows[t];
+        ag_tensor *w = ag_param(&ps, "rnn.w_hh", 3, (int[]){2, r, 4 * H}), *one = ag_param(&ps, "one", 2, (int[]){r, H});
+        ag_rng r1, r2;
+        ag_rng_seed(&r1, 21);
+        ag_rng_seed(&r2, 21);
+        ag_init_orthogonal_chunks(w, 4, 1.3, &r1);
+        ag_real block[8 * 5];
+        for (int s = 0; s < 2; s++)
+            for (int k = 0; k < 4; k++) {
+                for (int i = 0; i < r; i++)
+                    for (int j = 0; j < H; j++) block[i * H + j] = w->data[(s * r + i) * 4 * H + k * H + j];
+                double err = gram_error(block, r, H, 1.3);
+                CHECK(err <= tol * 1.7, "[2,%d,%d] in 4 chunks: matrix %d chunk %d: |Gram - gain^2 I| %g", r, 4 * H, s, k,
+                      err);
+                ag_init_orthogonal(one, 1.3, &r2); /* the same draws, one [r, H] at a time */
+                CHECK(memcmp(block, one->data, (size_t)r * H * sizeof(ag_real)) == 0,
+                      "[%d,%d] matrix %d chunk %d: not the %d-th [%d,%d] of the seed", r, 4 * H, s, k, 4 * s + k, r, H);
+            }
+        CHECK(memcmp(&r1, &r2, sizeof r1) == 0, "[2,%d,%d] in 4 chunks: as many draws as 8 matrices", r, 4 * H);
+        ag_params_free(&ps);
+        ps = (ag_params){0};
+    }
+    ag_rng rng;
+    ag_rng_seed(&rng, 1);
+    ag_tensor *w = ag_param(&ps, "lstm.w_hh", 2, (int[]){4, 18});
+    EXPECT_FATAL(ag_init_orthogonal_chunks(w, 4, 1.0, &rng), "ag_init_orthogonal_chunks", "lstm.w_hh", "4 chunks",
+                 "18", "test_init.c");
+    EXPECT_FATAL(ag_init_orthogonal_chunks(w, 0, 1.0, &rng), "ag_init_orthogonal_chunks", "0 chunks");
+    ag_params_free(&ps);
+}
+
 static void test_misuse(void) {
     ag_params ps = {0};
     ag_rng rng;
@@ -207,6 +247,7 @@ int main(void) {
     test_exact_values();
     test_distributions();
     test_orthogonal();
+    test_orthogonal_chunks();
     test_misuse();
     ag_shutdown();
     return check_summary(IS_F64 ? "test_init_f64" : "test_init_f32");

@@ -347,6 +347,11 @@ void ag_init_glorot_normal(ag_tensor *t, double gain, ag_rng *rng);
  * unique.  W W^T = gain^2 I when in <= out (orthonormal rows), W^T W =
  * gain^2 I when in >= out. */
 void ag_init_orthogonal(ag_tensor *t, double gain, ag_rng *rng);
+/* The same for each of `chunks` equal column blocks of the last dim, drawn
+ * left to right: an LSTM's w_hh [H, 4H] with chunks 4 has each gate's
+ * [H, H] orthogonal (torch: orthogonal_ on each of weight_hh.chunk(4)), as
+ * its authors initialise ESIM.  chunks must divide the last dim. */
+void ag_init_orthogonal_chunks(ag_tensor *t, int chunks, double gain, ag_rng *rng);
 
 /* ------------------------------------------------------------------------ */
 
@@ -369,6 +374,7 @@ void ag_init_orthogonal(ag_tensor *t, double gain, ag_rng *rng);
 
 /* optimizers, initializers, checkpoints */
 #define ag_init_orthogonal(...) AG_AT_STMT(ag_init_orthogonal, __VA_ARGS__)
+#define ag_init_orthogonal_chunks(...) AG_AT_STMT(ag_init_orthogonal_chunks, __VA_ARGS__)
 #endif
 
 #ifdef __cplusplus
