@@ -79,8 +79,9 @@ static bool direct_entry(const ag_real *rq, const ag_real *mq, const ag_real *s,
                          int l, ag_mtsa_score score, ag_real *mx, ag_real *z, ag_real *num) {
     ag_real m = -INFINITY, zs = 0, ns = 0;
     for (int k = 0; k < L; k++) {
+        if (mq && mq[k] == 0) continue;
         ag_real a = score_of(rq[k], score) + s[(int64_t)k * dh + l];
-        m = (!mq || mq[k] != 0) && a > m ? a : m;
+        m = a > m ? a : m;
     }
     if (m == -INFINITY) return false;
     for (int k = 0; k < L; k++) {
@@ -99,10 +100,17 @@ static void direct_forward(ag_real *o, ag_real *zn, const ag_real *r, const ag_r
                            const ag_real *v, int N, int L, int dh, ag_mtsa_score score) {
     for (int q = 0; q < L; q++) {
         ag_real *z = zn + (int64_t)q * 2 * dh, mx, sum, num;
+        const ag_real *mq = mask ? mask + (int64_t)q * N : NULL;
+        /* a row the mask allows no key (the first under a forward mask):
+         * every Z is 0 and H 0, with nothing to compute directly; said once
+         * for the row, not found again for each of its dh entries (L
+         * sigma_t each: a third of MTSA's forward went there) */
+        bool any_key = !mq;
+        for (int k = 0; k < L && !any_key; k++) any_key = mq[k] != 0;
+        if (!any_key) continue;
         for (int l = 0; l < dh; l++) {
             if (z[l] >= AG_KMTSA_Z_MIN) continue;
-            if (!direct_entry(r + (int64_t)q * N, mask ? mask + (int64_t)q * N : NULL, s, v, L, dh, l, score, &mx,
-                              &sum, &num))
+            if (!direct_entry(r + (int64_t)q * N, mq, s, v, L, dh, l, score, &mx, &sum, &num))
                 continue; /* no allowed key: Z is 0, H 0 */
             o[(int64_t)q * dh + l] = num / sum;
             z[l] = -sum;

@@ -147,9 +147,10 @@ __global__ void mtsa_out_kernel(ag__kmtsa_direct p, ag_real *ZN, ag_real *OUT) {
         if (z[l] >= AG_KMTSA_Z_MIN) continue;
         const ag_real *mq = mask_row(p, i, q);
         ag_real mx = -INFINITY, sum = 0, num = 0;
-        for (int k = 0; k < L; k++) {
+        for (int k = 0; k < L; k++) { /* a masked key's score is never needed (a row of none: no work) */
+            if (mq && mq[k] == 0) continue;
             ag_real a = direct_score(p, i, q, k, l);
-            mx = (!mq || mq[k] != 0) && a > mx ? a : mx;
+            mx = a > mx ? a : mx;
         }
         if (mx == -INFINITY) continue; /* no allowed key: Z is 0, H 0 */
         for (int k = 0; k < L; k++) {
