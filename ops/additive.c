@@ -65,6 +65,7 @@ static int64_t job_parts(add_job *j) {
 
 /* ---- forward ---- */
 
+AG_SIMD_CLONES /* the scores' tanh and the softmax in 256-bit lanes where the CPU has them (the same bits) */
 static void forward_example(const add_job *j, int64_t b) {
     const ag__kadd *p = j->p;
     int N = p->N, d = p->d;
@@ -160,6 +161,7 @@ static void pair_dots(const ag_real *G, const ag_real *h, int N, int d, ag_real 
 
 /* dz of example b (dp first, in place), its row sums into dhv and column
  * sums into dhu, and dh (+)= p^T G + dhu u + dhv v. */
+AG_SIMD_CLONES
 static void backward_example(const add_job *j, int64_t b) {
     const ag__kadd *p = j->p;
     int N = p->N, d = p->d;
