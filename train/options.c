@@ -95,7 +95,7 @@ static const opt_def opts[] = {
      NULL},
     {"dataset", O_STR, F(dataset), 0, 0, DATA_CMDS, true, "NAME",
      "trec, sst5, sst2, mr, subj, cr, mpqa, sick, ptb, wikitext2: the data set of a --data folder (default: the "
-     "folder's name; train refuses it with a file, or without --data)", check_dataset},
+     "folder's name; refused with a file, or without --data)", check_dataset},
     {"format", O_STR, F(format), 0, 0, DATA_CMDS, true, "F", "format of a single file: labeled, sick, conllu, lm",
      check_format},
     {"lm-split", O_STR, F(lm_split), 0, 0, DATA_CMDS, true, "U",
