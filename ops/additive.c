@@ -24,6 +24,8 @@
 #include "softmax_rows.h" /* the row softmax and dot of ag_masked_softmax, and its mask rules */
 #include "../graph/device.h"
 
+#include <string.h> /* memcpy: pair_dots' lane loads */
+
 /* The mask row (offset) of score row r = b N + q (ops/softmax.h). */
 static inline int64_t mask_row(const ag__kmask *m, int64_t r) {
     int64_t i2 = r % m->rows3[2], i01 = r / m->rows3[2];
