@@ -9,8 +9,6 @@
  * Every context at t reads only h_0..h_t, so the model stays causal. */
 #include "attngrad/model.h" /* first: the public ops' call-site macros, so errors and the profiler name this file's lines */
 #include "internal.h"
-#include "../graph/internal.h" /* ag__stamp: the generation state's arrays as tensors */
-#include "../graph/device.h" /* ag__zeros_kept_on, ag__cuda_copy: that state on the model's device */
 
 #include <math.h>
 #include <stdio.h>
@@ -193,49 +191,24 @@ static ag_tensor *poslm_loss(ag_model *m, const ag_batch *b, bool training) {
  * positional mean's inputs m_i and widths sigma_i, or the standard score
  * a_i.  Only the mean mu_t depends on the length (its floor t/len), so
  * it is recomputed from the kept m_i; everything else is computed once
- * per position.  The arrays live on the model's device and the ops' outputs
- * are copied into them there, in stream order: feeding a word waits for
- * nothing and moves nothing across the bus (generate then reads the
- * logits, one wait a word). */
+ * per position.  The buffers live on the model's device and the ops'
+ * outputs are written into them there (ag_buffer_write): feeding a word
+ * waits for nothing and moves nothing across the bus (generate then reads
+ * the logits, one wait a word). */
 typedef struct {
     int capacity, n;            /* positions room for, fed so far */
-    ag_device dev;              /* where the model's parameters were */
-    ag_tensor h, c;             /* [layers,1,H]: the LSTM's state after the last position fed */
-    ag_tensor ph, pc;           /* [1,1,P]: the position LSTM's (positional) */
-    ag_tensor hist;             /* [capacity,H]: h_i */
-    ag_tensor mix, sigma;       /* [capacity,3], [capacity]: m_i and sigma_i (positional) */
-    ag_tensor score;            /* [capacity]: a_i (standard) */
+    ag_buffer *h, *c;           /* [layers,1,H]: the LSTM's state after the last position fed */
+    ag_buffer *ph, *pc;         /* [1,1,P]: the position LSTM's (positional) */
+    ag_buffer *hist;            /* [capacity,H]: h_i */
+    ag_buffer *mix, *sigma;     /* [capacity,3], [capacity]: m_i and sigma_i (positional) */
+    ag_buffer *score;           /* [capacity]: a_i (standard) */
 } poslm_state;
-
-/* n zeroed reals of dev's memory that outlive the steps, as a tensor the
- * state reshapes at each use; false where dev has no room. */
-static bool kept_alloc(ag_tensor *t, ag_device dev, int64_t n, const char *what) {
-    *t = (ag_tensor){.ndim = 1, .shape = {(int)n}, .size = n, .device = dev, .persistent = true, .name = what};
-    t->data = ag__try_zeros_kept_on(dev, (size_t)n * sizeof(ag_real), what);
-    return t->data != NULL;
-}
-
-/* The first elements of a kept array as a tensor of shape, for this step's ops. */
-static ag_tensor *kept(ag_tensor *t, int ndim, const int *shape) {
-    t->ndim = ndim, t->size = 1;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i], t->size *= shape[i];
-    ag__stamp(t, "poslm generation state");
-    return t;
-}
-
-/* src's values into a kept array from element `at` on, on its device. */
-static void keep(ag_tensor *dst, int64_t at, const ag_tensor *src) {
-    size_t bytes = (size_t)src->size * sizeof(ag_real);
-    if (dst->device == AG_CUDA) ag__cuda_copy(dst->data + at, AG_CUDA, src->data, AG_CUDA, bytes); /* no wait */
-    else memcpy(dst->data + at, src->data, bytes);
-}
 
 static void poslm_state_free(void *state) {
     poslm_state *s = state;
     if (!s) return;
-    ag_tensor *arrays[] = {&s->h, &s->c, &s->ph, &s->pc, &s->hist, &s->mix, &s->sigma, &s->score};
-    for (int i = 0; i < 8; i++)
-        if (arrays[i]->data) ag__free_kept_on(s->dev, arrays[i]->data);
+    ag_buffer *buffers[] = {s->h, s->c, s->ph, s->pc, s->hist, s->mix, s->sigma, s->score};
+    for (int i = 0; i < 8; i++) ag_buffer_free(buffers[i]);
     free(s);
 }
 
@@ -245,15 +218,16 @@ static void *poslm_state_new(const ag_model *m, int capacity) {
     int64_t H = c->hidden, P = c->pos_hidden > 0 ? c->pos_hidden : 1, L = c->layers;
     poslm_state *s = capacity >= 1 ? calloc(1, sizeof *s) : NULL;
     if (!s) return NULL;
-    s->capacity = capacity, s->dev = p->embed->device;
+    s->capacity = capacity;
+    ag_device d = p->embed->device;
     /* no room (a full GPU, a text of 10^8 words): NULL, and generate
      * falls back to a forward a word, as the kind contract says */
-    bool ok = kept_alloc(&s->h, s->dev, L * H, "poslm state h") && kept_alloc(&s->c, s->dev, L * H, "poslm state c") &&
-              kept_alloc(&s->ph, s->dev, P, "poslm state ph") && kept_alloc(&s->pc, s->dev, P, "poslm state pc") &&
-              kept_alloc(&s->hist, s->dev, (int64_t)capacity * H, "poslm state h_i") &&
-              kept_alloc(&s->mix, s->dev, (int64_t)capacity * 3, "poslm state m_i") &&
-              kept_alloc(&s->sigma, s->dev, capacity, "poslm state sigma_i") &&
-              kept_alloc(&s->score, s->dev, capacity, "poslm state a_i");
+    bool ok = (s->h = ag_buffer_new(d, L * H, "poslm state h")) && (s->c = ag_buffer_new(d, L * H, "poslm state c")) &&
+              (s->ph = ag_buffer_new(d, P, "poslm state ph")) && (s->pc = ag_buffer_new(d, P, "poslm state pc")) &&
+              (s->hist = ag_buffer_new(d, (int64_t)capacity * H, "poslm state h_i")) &&
+              (s->mix = ag_buffer_new(d, (int64_t)capacity * 3, "poslm state m_i")) &&
+              (s->sigma = ag_buffer_new(d, capacity, "poslm state sigma_i")) &&
+              (s->score = ag_buffer_new(d, capacity, "poslm state a_i"));
     if (!ok) {
         poslm_state_free(s);
         return NULL;
@@ -263,14 +237,13 @@ static void *poslm_state_new(const ag_model *m, int capacity) {
 
 /* ag_lstm over x [1,n,in] from the kept state h, c (none before the
  * first position, as forward starts); h and c then keep its final state. */
-static ag_tensor *lstm_on(ag_tensor *x, const ag_lstm_layer *layers, int L, int H, bool first, ag_tensor *h,
-                          ag_tensor *c) {
+static ag_tensor *lstm_on(ag_tensor *x, const ag_lstm_layer *layers, int L, int H, bool first, ag_buffer *h, ag_buffer *c) {
     ag_tensor *hn, *cn;
     ag_lstm_opts lo = {.h_n = &hn, .c_n = &cn};
-    if (!first) lo.h0 = kept(h, 3, (int[]){L, 1, H}), lo.c0 = kept(c, 3, (int[]){L, 1, H});
+    if (!first) lo.h0 = ag_buffer_view(h, 0, 3, (int[]){L, 1, H}), lo.c0 = ag_buffer_view(c, 0, 3, (int[]){L, 1, H});
     ag_tensor *out = ag_lstm(x, layers, L, &lo);
-    keep(h, 0, hn);
-    keep(c, 0, cn);
+    ag_buffer_write(h, 0, hn);
+    ag_buffer_write(c, 0, cn);
     return out;
 }
 
@@ -283,30 +256,30 @@ static ag_tensor *poslm_feed(ag_model *m, void *state, const int32_t *ids, int n
         ag_fail(AG_ERR_ARG, "poslm: feeding %d words after %d: the state holds %d positions", n, at, s->capacity);
         return NULL;
     }
-    if (p->embed->device != s->dev) {
+    if (p->embed->device != ag_buffer_device(s->hist)) {
         ag_fail(AG_ERR_ARG, "poslm: the generation state is on the %s, the model on the %s",
-                ag_device_name(s->dev), ag_device_name(p->embed->device));
+                ag_device_name(ag_buffer_device(s->hist)), ag_device_name(p->embed->device));
         return NULL;
     }
 
     ag_tensor *x = ag_embedding(p->embed, ids, 2, (int[]){1, n});                                  /* [1,n,E] */
-    ag_tensor *h = lstm_on(x, p->lstm, L, H, at == 0, &s->h, &s->c);                              /* [1,n,H] */
-    keep(&s->hist, (int64_t)at * H, h);
+    ag_tensor *h = lstm_on(x, p->lstm, L, H, at == 0, s->h, s->c);                                 /* [1,n,H] */
+    ag_buffer_write(s->hist, (int64_t)at * H, h);
     ag_tensor *h_last = ag_slice(h, 1, n - 1, n);                                                  /* [1,1,H] */
-    ag_tensor *hist = kept(&s->hist, 3, (int[]){1, len, H});
+    ag_tensor *hist = ag_buffer_view(s->hist, 0, 3, (int[]){1, len, H});
     ag_tensor *o = h_last;
     if (c->attention == AG_LM_POSITIONAL) { /* positional_context at t = len - 1 */
-        ag_tensor *g = lstm_on(h, &p->pos_lstm, 1, P, at == 0, &s->ph, &s->pc);                   /* [1,n,P] */
-        keep(&s->mix, (int64_t)at * 3, ag_dense(g, p->w_mu, p->b_mu, AG_ACT_RELU));
-        keep(&s->sigma, at, ag_dense(g, p->w_sigma, p->b_sigma, AG_ACT_SIGMOID));
-        ag_tensor *mu = ag_gaussian_mu(kept(&s->mix, 3, (int[]){1, len, 3}), &len);               /* [1,len] */
-        ag_tensor *ctx = ag_gaussian_context(hist, mu, kept(&s->sigma, 3, (int[]){1, len, 1}), &len,
-                                             c->flags & AG_FLAG_STRICT, GAUSS_EPS, NULL);          /* [1,len,H] */
+        ag_tensor *g = lstm_on(h, &p->pos_lstm, 1, P, at == 0, s->ph, s->pc);                     /* [1,n,P] */
+        ag_buffer_write(s->mix, (int64_t)at * 3, ag_dense(g, p->w_mu, p->b_mu, AG_ACT_RELU));
+        ag_buffer_write(s->sigma, at, ag_dense(g, p->w_sigma, p->b_sigma, AG_ACT_SIGMOID));
+        ag_tensor *mu = ag_gaussian_mu(ag_buffer_view(s->mix, 0, 3, (int[]){1, len, 3}), &len);     /* [1,len] */
+        ag_tensor *sigma = ag_buffer_view(s->sigma, 0, 3, (int[]){1, len, 1});
+        ag_tensor *ctx = ag_gaussian_context(hist, mu, sigma, &len, c->flags & AG_FLAG_STRICT, GAUSS_EPS, NULL); /* [1,len,H] */
         o = ag_concat((ag_tensor *[]){ag_slice(ctx, 1, len - 1, len), h_last}, 2, 2);
     } else if (c->attention == AG_LM_STANDARD) { /* standard_context's last row: every i <= t */
         ag_tensor *a = ag_linear(ag_dense(h, p->att_w1, p->att_b1, AG_ACT_TANH), p->att_w2, p->att_b2); /* [1,n,1] */
-        keep(&s->score, at, a);
-        ag_tensor *w = ag_softmax(kept(&s->score, 3, (int[]){1, 1, len}));                        /* [1,1,len] */
+        ag_buffer_write(s->score, at, a);
+        ag_tensor *w = ag_softmax(ag_buffer_view(s->score, 0, 3, (int[]){1, 1, len}));            /* [1,1,len] */
         o = ag_concat((ag_tensor *[]){ag_matmul(w, hist), h_last}, 2, 2);
     }
     if (c->attention != AG_LM_NONE) o = ag_dense(o, p->cat_w, p->cat_b, AG_ACT_TANH);              /* [1,1,E] */

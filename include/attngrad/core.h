@@ -219,6 +219,31 @@ bool ag_cuda_graphs_on(void);
 void ag_tensor_read(const ag_tensor *t, ag_real *host);
 
 /* ------------------------------------------------------------------------ */
+/* Buffers: state kept between steps                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Memory on a device that outlives the steps, for what a model keeps
+ * between calls: an LM's state while it generates, a Transformer's keys
+ * and values (ag_kv_cache, layers.h).  A step reads it through views and
+ * puts op results into it with ag_buffer_write; neither is on the tape (no
+ * gradient flows through a buffer).  On the GPU both stay there, in stream
+ * order: a write waits for nothing. */
+typedef struct ag_buffer ag_buffer;
+/* n zeroed reals on d, named for messages; NULL with ag_fail (AG_ERR_NOMEM)
+ * where d has no room. */
+ag_buffer *ag_buffer_new(ag_device d, int64_t n, const char *name);
+void ag_buffer_free(ag_buffer *b); /* NULL: nothing */
+int64_t ag_buffer_size(const ag_buffer *b);
+ag_device ag_buffer_device(const ag_buffer *b);
+/* Elements [at, at + prod(shape)) as a tensor of shape, without gradient,
+ * valid until ag_step_end.  A range past the end is refused by name. */
+ag_tensor *ag_buffer_view(ag_buffer *b, int64_t at, int ndim, const int *shape);
+/* src's values into elements [at, at + src->size), on the buffer's device
+ * (src must be there, and must not overlap that range); returns those
+ * elements as a view of src's shape. */
+ag_tensor *ag_buffer_write(ag_buffer *b, int64_t at, const ag_tensor *src);
+
+/* ------------------------------------------------------------------------ */
 /* Tape, arena and backward                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -818,6 +843,8 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_index_select(...) AG_AT(ag_index_select, __VA_ARGS__)
 #define ag_reverse_padded(...) AG_AT(ag_reverse_padded, __VA_ARGS__)
 #define ag_to(...) AG_AT(ag_to, __VA_ARGS__)
+#define ag_buffer_view(...) AG_AT(ag_buffer_view, __VA_ARGS__)
+#define ag_buffer_write(...) AG_AT(ag_buffer_write, __VA_ARGS__)
 #define ag_embedding(...) AG_AT(ag_embedding, __VA_ARGS__)
 #define ag_sum_axis(...) AG_AT(ag_sum_axis, __VA_ARGS__)
 #define ag_mean_axis(...) AG_AT(ag_mean_axis, __VA_ARGS__)
