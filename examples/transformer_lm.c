@@ -95,6 +95,47 @@ static ag_tensor *tlm_loss(ag_model *m, const ag_batch *b, bool training) {
     return h ? ag_linear_t_cross_entropy(h, ((tlm *)m->impl)->embed, NULL, b->targets, AG_PAD_ID) : NULL;
 }
 
+/* ---- word by word, for generation: each layer's keys and values kept (ag_kv_cache) ---- */
+typedef struct {
+    int n_layers;
+    ag_kv_cache layer[]; /* n_layers */
+} tlm_state;
+
+static void tlm_state_free(void *state) {
+    tlm_state *s = state;
+    for (int l = 0; s && l < s->n_layers; l++) ag_kv_cache_free(&s->layer[l]);
+    free(s);
+}
+
+/* NULL past the position table (generate's forward then says so) or where there is no room. */
+static void *tlm_state_new(const ag_model *m, int capacity) {
+    const tlm *p = m->impl;
+    tlm_state *s = capacity >= 1 && capacity <= p->ctx ? calloc(1, sizeof *s + (size_t)p->n_layers * sizeof s->layer[0]) : NULL;
+    if (!s) return NULL;
+    s->n_layers = p->n_layers;
+    for (int l = 0; l < p->n_layers; l++)
+        if (ag_kv_cache_init(&s->layer[l], &p->layer[l].attn, capacity, p->embed->device) != AG_OK) {
+            tlm_state_free(s);
+            return NULL;
+        }
+    return s;
+}
+
+/* tlm_forward's logits at the last of ids[0..n), read after the positions the caches hold. */
+static ag_tensor *tlm_feed(ag_model *m, void *state, const int32_t *ids, int n) {
+    tlm *p = m->impl;
+    tlm_state *s = state;
+    int at = s->layer[0].n;
+    if (n < 1 || n > s->layer[0].capacity - at) {
+        ag_fail(AG_ERR_ARG, "tlm: feeding %d words after %d: the state holds %d positions", n, at, s->layer[0].capacity);
+        return NULL;
+    }
+    ag_tensor *h = ag_add(ag_embedding(p->embed, ids, 2, (int[]){1, n}), ag_slice(p->pos, 0, at, at + n)); /* [1,n,d] */
+    for (int l = 0; l < p->n_layers; l++) h = ag_encoder_layer_forward_cached(&p->layer[l], h, &s->layer[l]);
+    h = ag_layernorm(ag_slice(h, 1, n - 1, n), p->lnf_g, p->lnf_b, 1e-5);                               /* [1,1,d] */
+    return ag_linear_t(h, p->embed, NULL);                                                               /* [1,1,V] */
+}
+
 static void tlm_destroy(ag_model *m) { free(m->impl); }
 
 static const ag_model_kind tlm_kind = {
@@ -105,6 +146,7 @@ static const ag_model_kind tlm_kind = {
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,heads,layers,max-len",
     .hparams = "ctx",
+    .lm_state_new = tlm_state_new, .lm_feed = tlm_feed, .lm_state_free = tlm_state_free,
 };
 
 ag_status ag_plugin_init(void);

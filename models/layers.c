@@ -413,14 +413,17 @@ static ag_tensor *residual(const ag_encoder_layer *l, ag_tensor *x, ag_tensor *f
     return l->cfg.pre_norm ? y : ag_layernorm(y, g, b, l->cfg.ln_eps);
 }
 
+/* cache: the self-attention is ag_mha_forward_cached's (lengths, mask and
+ * probs unused). */
 static ag_tensor *encoder_forward(const char *layer, const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
-                                  ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs) {
+                                  ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs, ag_kv_cache *cache) {
     if (!l) ag__fatal(layer, "the layer is NULL");
     ag__need(layer, "x", x);
     const ag_encoder_config *c = &l->cfg;
     if (training && c->keep < 1 && !rng) ag__fatal(layer, "training with dropout (keep %g) needs an rng", c->keep);
     ag_tensor *a_in = c->pre_norm ? ag_layernorm(x, l->ln1_g, l->ln1_b, c->ln_eps) : x;
-    x = residual(l, x, ag_mha_forward(&l->attn, a_in, lengths, mask, probs), l->ln1_g, l->ln1_b, training, rng);
+    ag_tensor *a = cache ? ag_mha_forward_cached(&l->attn, a_in, cache) : ag_mha_forward(&l->attn, a_in, lengths, mask, probs);
+    x = residual(l, x, a, l->ln1_g, l->ln1_b, training, rng);
     ag_tensor *f_in = c->pre_norm ? ag_layernorm(x, l->ln2_g, l->ln2_b, c->ln_eps) : x;
     ag_tensor *f = ag_linear(ag_dense(f_in, l->w1, l->b1, c->act), l->w2, l->b2);
     return residual(l, x, f, l->ln2_g, l->ln2_b, training, rng);
@@ -428,10 +431,61 @@ static ag_tensor *encoder_forward(const char *layer, const ag_encoder_layer *l, 
 
 ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                                     bool training, ag_rng *rng) {
-    return encoder_forward("ag_encoder_layer_forward", l, x, lengths, mask, training, rng, NULL);
+    return encoder_forward("ag_encoder_layer_forward", l, x, lengths, mask, training, rng, NULL, NULL);
 }
 
 ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
                                           ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs) {
-    return encoder_forward("ag_encoder_layer_forward_probs", l, x, lengths, mask, training, rng, probs);
+    return encoder_forward("ag_encoder_layer_forward_probs", l, x, lengths, mask, training, rng, probs, NULL);
+}
+
+/* ---- generation: a cache of keys and values ---- */
+
+ag_status ag_kv_cache_init(ag_kv_cache *c, const ag_mha *m, int capacity, ag_device d) {
+    const char *layer = "ag_kv_cache_init";
+    ag__need_array(layer, "the cache", c), ag__need_array(layer, "the layer", m);
+    if (capacity < 1) ag__fatal(layer, "capacity %d: want at least one position", capacity);
+    *c = (ag_kv_cache){.capacity = capacity};
+    c->kv = ag_buffer_new(d, (int64_t)capacity * 2 * m->d_model, "kv cache");
+    if (c->kv) return AG_OK;
+    *c = (ag_kv_cache){0};
+    return AG_ERR_NOMEM; /* ag_buffer_new said why */
+}
+
+void ag_kv_cache_free(ag_kv_cache *c) {
+    if (!c) return;
+    ag_buffer_free(c->kv);
+    *c = (ag_kv_cache){0};
+}
+
+ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) {
+    const char *layer = "ag_mha_forward_cached";
+    if (!m) ag__fatal(layer, "the layer is NULL");
+    ag__need(layer, "x", x), ag__need_array(layer, "the cache", c);
+    int d = m->d_model, h = m->heads, dh = d / h;
+    if (x->ndim != 3 || x->shape[0] != 1 || x->shape[2] != d) {
+        char want[48];
+        snprintf(want, sizeof want, "[1, n, %d] (one sequence)", d);
+        bad_shape(layer, x, want);
+    }
+    int n = x->shape[1], at = c->n, len = at + n;
+    if (!c->kv || n > c->capacity - at)
+        ag__fatal(layer, "%d positions after %d: the cache holds %d%s", n, at, c->capacity, c->kv ? "" : " (none made)");
+    ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv);                                     /* [1, n, 3d] */
+    ag_tensor *q = ag_split_heads(ag_slice(qkv, 2, 0, d), h);                              /* [1, h, n, dh] */
+    ag_buffer_write(c->kv, (int64_t)at * 2 * d, ag_slice(qkv, 2, d, 3 * d));               /* the new rows' k | v */
+    ag_tensor *kv = ag_split_heads(ag_buffer_view(c->kv, 0, 3, (int[]){1, len, 2 * d}), 2 * h); /* [1, 2h, len, dh] */
+    ag_tensor *k = ag_slice(kv, 1, 0, h), *v = ag_slice(kv, 1, h, 2 * h);
+    /* position at + i reads keys <= at + i: the causal mask's last n rows
+     * (one new position reads them all: no mask) */
+    ag_tensor *mask = n > 1 ? ag_slice(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, len), 0, at, len) : NULL;
+    ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), NULL);                /* [1, h, n, dh] */
+    c->n = len;
+    return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
+}
+
+ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor *x, ag_kv_cache *c) {
+    const char *layer = "ag_encoder_layer_forward_cached";
+    ag__need_array(layer, "the cache", c);
+    return encoder_forward(layer, l, x, NULL, NULL, false, NULL, NULL, c);
 }

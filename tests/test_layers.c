@@ -4,7 +4,9 @@
  * one, the values those edge cases must give, and the errors misuse gets.
  * The attention layers of <attngrad/layers.h> likewise: positions, mean and
  * attention pooling, multi-head attention under every kind of mask, the
- * encoder layer pre- and post-LN with dropout, and their parameter names. */
+ * encoder layer pre- and post-LN with dropout, and their parameter names;
+ * the cached forwards of generation (ag_kv_cache) against the full one, on
+ * every device the build has. */
 #include "check.h"
 #include "fatal.h"
 #include "attngrad/model.h"
@@ -607,6 +609,58 @@ static void test_encoder_probs(ag_rng *r) {
     ag_params_free(&ps);
 }
 
+/* ag_encoder_layer_forward_cached (so ag_mha_forward_cached), pre- and
+ * post-LN, on device d: 7 positions fed 3, 1, 2 and 1 at a time give the
+ * rows of the full forward under the causal mask, on the GPU without
+ * waiting for it once; more positions than the cache holds, or more than
+ * one sequence, are refused by name. */
+static void kv_cache_case(ag_rng *r, ag_device d, bool pre) {
+    enum { LEN = 7 };
+    static const int chunks[] = {3, 1, 2, 1};
+    ag_params ps = {0};
+    ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){1, LEN, DM}, 1, r);
+    ag_encoder_layer l = ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = DM, .heads = H, .d_ff = 6,
+                                                                        .pre_norm = pre}, r);
+    ag_params_to(&ps, d);
+    ag_set_device(d);
+    ag_real full[LEN * DM], got[DM * 3];
+    ag_tensor_read(ag_encoder_layer_forward(&l, x, NULL, ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, LEN),
+                                            false, NULL), full);
+    ag_step_end();
+    ag_kv_cache c;
+    CHECK(ag_kv_cache_init(&c, &l.attn, LEN, d) == AG_OK && c.n == 0 && c.capacity == LEN, "%s", ag_errmsg());
+    double worst = 0;
+    int64_t waits = 0;
+    for (int i = 0, at = 0; i < 4; at += chunks[i++]) {
+        int64_t w0 = ag_memstats().device_waits;
+        ag_tensor *y = ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, at, at + chunks[i]), &c);
+        waits += ag_memstats().device_waits - w0;
+        CHECK(y->ndim == 3 && y->shape[1] == chunks[i] && c.n == at + chunks[i], "chunk %d", i);
+        ag_tensor_read(y, got);
+        for (int e = 0; e < chunks[i] * DM; e++) worst = check_worst(worst, fabs(got[e] - full[at * DM + e]));
+        ag_step_end();
+    }
+    CHECK(worst <= 1e-13, "%s-LN on the %s: cached rows differ from the full forward's by %.3g", pre ? "pre" : "post",
+          ag_device_name(d), worst);
+    CHECK(waits == 0, "on the %s: the cached forwards waited for the device %lld times", ag_device_name(d),
+          (long long)waits);
+    EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, 0, 1), &c), "ag_mha_forward_cached",
+                    "1 positions after 7: the cache holds 7");
+    EXPECT_FATAL_AT(ag_mha_forward_cached(&l.attn, ag_tensor_new(3, (int[]){2, 1, DM}), &c), "ag_mha_forward_cached",
+                    "one sequence", "[2,1,4]");
+    ag_step_end();
+    ag_kv_cache_free(&c);
+    CHECK(c.kv == NULL && c.n == 0, "a freed cache is empty");
+    ag_set_device(AG_CPU);
+    ag_params_to(&ps, AG_CPU);
+    ag_params_free(&ps);
+}
+
+static void test_kv_cache(ag_rng *r, ag_device d) {
+    kv_cache_case(r, d, false);
+    kv_cache_case(r, d, true);
+}
+
 int main(void) {
     ag_rng r;
     ag_rng_seed(&r, 5);
@@ -624,6 +678,10 @@ int main(void) {
     test_last_positions(&r);
     test_soft_align(&r);
     test_encoder_probs(&r);
+    test_kv_cache(&r, AG_CPU);
+    char why[256];
+    if (ag_cuda_available(why, sizeof why)) test_kv_cache(&r, AG_CUDA);
+    else printf("the cached forwards on the GPU not run: %s\n", why);
     ag_shutdown();
     return check_summary("test_layers");
 }

@@ -8,6 +8,9 @@
  *   generate asks for) are its full logits' at lengths - 1;
  * - an f64 gradient check of the loss through every parameter with the parameters drawn from U(-1, 1), every
  *   gradient resolved (>= 1e-6) but the keys' bias (a shift of a query's every score: exactly 0);
+ * - word by word (its lm_feed, generate's path, each layer's keys and values cached): the logits after each
+ *   prefix, fed in chunks of 4, 1, 2, 1, 1 and 1 words, are forward's at the prefix's last position; a word past
+ *   the cache is refused, and a cache longer than the position table is not made;
  * - an input longer than its position table (--hparams ctx) is refused, by name. */
 #include "../examples/transformer_lm.c"
 
@@ -162,6 +165,38 @@ static void gradcheck(void) {
     ag_model_free(&m);
 }
 
+static void feed(void) {
+    enum { LEN = 10 };
+    static const int chunks[] = {4, 1, 2, 1, 1, 1};
+    ag_model m = make("ctx=10", 1);
+    int V = m.cfg.vocab;
+    ag_batch b;
+    ag_model_batch_alloc(&m, 1, LEN, &b);
+    fill(&b, (int32_t[]){LEN}, 1, 0);
+    void *st = m.kind->lm_state_new(&m, LEN);
+    CHECK(st != NULL, "no state: %s", ag_errmsg());
+    CHECK(m.kind->lm_state_new(&m, LEN + 1) == NULL, "a state past the 10 positions of the table");
+    double worst = 0;
+    for (size_t c = 0, fed = 0; st && c < sizeof chunks / sizeof *chunks; c++) {
+        ag_tensor *got = m.kind->lm_feed(&m, st, b.tokens + fed, chunks[c]);
+        fed += chunks[c];
+        CHECK(got && got->ndim == 3 && got->shape[0] == 1 && got->shape[1] == 1 && got->shape[2] == V, "feed's logits");
+        b.lengths[0] = b.width = (int)fed;
+        m.last_logits = true;
+        ag_tensor *want = ag_model_forward(&m, &b, false);
+        m.last_logits = false;
+        for (int v = 0; got && v < V; v++) worst = check_worst(worst, fabs(got->data[v] - want->data[v]));
+        ag_step_end();
+    }
+    CHECK(worst <= 1e-12, "fed word by word, the logits differ from forward's by %.3g", worst);
+    CHECK(st && m.kind->lm_feed(&m, st, b.tokens, 1) == NULL && strstr(ag_errmsg(), "feeding 1 words after 10"),
+          "an 11th word: %s", ag_errmsg());
+    printf("  fed word by word: logits within %.2e of forward's\n", worst);
+    m.kind->lm_state_free(st);
+    ag_model_batch_free(&b);
+    ag_model_free(&m);
+}
+
 static void too_long(void) {
     ag_model m = make("ctx=4", 1);
     ag_batch b;
@@ -183,6 +218,7 @@ int main(void) {
     padding();
     loss_and_last();
     gradcheck();
+    feed();
     too_long();
     ag_shutdown();
     return check_summary("test_transformer_lm_model");

@@ -110,7 +110,7 @@ unset TSAN_OPTIONS
 # ones first, each alone, then the longest)
 emu_tests=(mpi_cuda mpi_nccl nccl_emulator cuda_ops_f64 cuda_resume cuda_train_f64 cuda_train_f32 cuda_train_bounds_f32
   cuda_train_bounds_f64 train_device cli cuda_ops_f32 cuda_ops_bounds_f32 cuda_ops_bounds_f64 cuda_dump cuda_emulator
-  device param_stack graph_records arena_checks)
+  device param_stack graph_records arena_checks buffer layers)
 rc=0
 if [ ! -f build-emu/build.ninja ]; then
   # line tables only (-g1): backtraces keep file:line, and the compiler

@@ -183,6 +183,31 @@ ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, con
 ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
                                           ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs);
 
+/* ---- generation: a cache of keys and values ---- */
+
+/* What a causal self-attention layer keeps of the positions it has read,
+ * for generation a word at a time (ag_model_kind.lm_feed): their keys and
+ * values, [capacity, 2d] rows of one sequence in an ag_buffer, so a new
+ * word costs its own projections and one pass over the cache, not a
+ * forward over the text so far.  One cache per layer. */
+typedef struct {
+    ag_buffer *kv;
+    int capacity, n; /* positions it has room for, read so far */
+} ag_kv_cache;
+
+/* An empty cache for m's keys and values on device d; AG_ERR_NOMEM (with
+ * ag_fail, *c zeroed) where d has no room. */
+ag_status ag_kv_cache_init(ag_kv_cache *c, const ag_mha *m, int capacity, ag_device d);
+void ag_kv_cache_free(ag_kv_cache *c);
+/* Causal self-attention over x [1, n, d], the n positions after the c->n
+ * read before: their keys and values join the cache, and each reads the
+ * positions up to its own.  The rows of ag_mha_forward over all c->n + n
+ * positions with the mask ag_mask(PAST_INCL), to roundoff; no gradient
+ * reaches earlier positions (the cache holds values, not the tape). */
+ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c);
+/* An encoder layer's evaluation-mode forward the same way: causal, cached. */
+ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor *x, ag_kv_cache *c);
+
 /* Errors inside a layer name the caller's line, as an op's do. */
 #ifndef AG_INTERNAL
 #define ag_activate(...) AG_AT(ag_activate, __VA_ARGS__)
@@ -199,6 +224,8 @@ ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *
 #define ag_mha_forward(...) AG_AT(ag_mha_forward, __VA_ARGS__)
 #define ag_encoder_layer_forward(...) AG_AT(ag_encoder_layer_forward, __VA_ARGS__)
 #define ag_encoder_layer_forward_probs(...) AG_AT(ag_encoder_layer_forward_probs, __VA_ARGS__)
+#define ag_mha_forward_cached(...) AG_AT(ag_mha_forward_cached, __VA_ARGS__)
+#define ag_encoder_layer_forward_cached(...) AG_AT(ag_encoder_layer_forward_cached, __VA_ARGS__)
 #define ag_bilstm(...) AG_AT(ag_bilstm, __VA_ARGS__)
 #define ag_last_positions(...) AG_AT(ag_last_positions, __VA_ARGS__)
 #define ag_soft_align(...) AG_AT_STMT(ag_soft_align, __VA_ARGS__)
