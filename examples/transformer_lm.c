@@ -14,6 +14,9 @@
  *   build/tools/attngrad --plugin $P train --model tlm --epochs 20 --out runs/tlm   # the generated LM task
  *   build/tools/attngrad --plugin $P train --model tlm --data DATA/ptb --lr-steps cosine:warmup=500,total=20000
  *   build/tools/attngrad --plugin $P heatmap --ckpt runs/tlm/best.safetensors --sentence "w1 w2 w3" --out maps/
+ *   echo "the market" | build/tools/attngrad --plugin $P generate --ckpt runs/tlm/best.safetensors --words 100
+ * generate feeds it word by word (lm_feed): each layer's keys and values are kept (ag_kv_cache), so a drawn word
+ * costs one position, not a forward over the text so far.
  * The heatmaps "layer0", "layer1", ... are each layer's causal attention weights [B,h,N,N], a map per head.
  *
  * AdamW through --optim decays every parameter; transformers decay no bias or LayerNorm parameter:
