@@ -18,6 +18,7 @@
 
 const ag__dist_backend *ag__dist_mpi_start(void) __attribute__((weak));
 const ag__dist_device *ag__dist_nccl_start(const ag__dist_backend *mpi) __attribute__((weak));
+bool ag__dist_nccl_loadable(char *why, size_t n) __attribute__((weak));
 
 static const ag__dist_backend *be; /* NULL: one process */
 /* How device buffers are reduced, chosen at the first collective on them */
@@ -151,10 +152,11 @@ static bool shared_gpu(int *a, int *b) {
     return found;
 }
 
-/* NCCL where the program has it and every rank has a GPU of its own (NCCL
- * refuses two ranks on one GPU), else MPI through host memory; rank 0's
- * AG_DIST_REDUCE (nccl, host or auto) may insist.  Every rank decides
- * alike from what the collectives told it. */
+/* NCCL where the program was built with it, every rank can open its
+ * library, and every rank has a GPU of its own (NCCL refuses two ranks on
+ * one GPU), else MPI through host memory; rank 0's AG_DIST_REDUCE (nccl,
+ * host or auto) may insist.  Every rank decides alike from what the
+ * collectives told it; a rank without NCCL says why itself (only it knows). */
 static void choose_gpu_path(void) {
     unsigned char want = 0; /* 0 auto, 1 nccl, 2 host */
     const char *v = getenv("AG_DIST_REDUCE");
@@ -167,18 +169,28 @@ static void choose_gpu_path(void) {
     }
     be->bcast(&want, 1);
     int a = 0, b = 0;
-    bool shared = shared_gpu(&a, &b), have = ag__dist_nccl_start != NULL;
-    if (want == 1 && (!have || shared)) {
-        if (!have)
+    bool built = ag__dist_nccl_start != NULL, shared = shared_gpu(&a, &b);
+    char why[512] = "";
+    bool opens = built && want != 2 && ag__dist_nccl_loadable(why, sizeof why);
+    int missing = built && want != 2 ? ag__dist_any(opens ? 0 : be->rank + 1) : 0; /* the highest rank without, + 1 */
+    if (built && want != 2 && !opens)
+        fprintf(stderr, "attngrad: %s%s%s\n", ag__dist_who(), why,
+                want == 1 ? "" : "; every rank's gradients go through host memory instead");
+    if (want == 1 && (!built || missing || shared)) {
+        if (!built)
             fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=nccl, but this attngrad was built without NCCL (it needs MPI "
-                    "and CUDA with nccl.h and libnccl; meson -Dnccl=enabled)\n", ag__dist_who());
-        else
+                    "and CUDA with nccl.h; meson -Dnccl=enabled)\n", ag__dist_who());
+        else if (missing && be->rank == 0)
+            fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=nccl, but rank %d cannot open NCCL (its message says why): "
+                    "install NCCL where it runs, or let the gradients go through host memory (AG_DIST_REDUCE=host)\n",
+                    ag__dist_who(), missing - 1);
+        else if (shared)
             fprintf(stderr, "attngrad: %sAG_DIST_REDUCE=nccl, but ranks %d and %d share a GPU, which NCCL refuses: "
                     "give each rank its own (CUDA_VISIBLE_DEVICES, or as many ranks per machine as GPUs), or let "
                     "the gradients go through host memory (AG_DIST_REDUCE=host)\n", ag__dist_who(), a, b);
         ag__dist_abort(1);
     }
-    gpu_path = want != 2 && have && !shared ? GPU_NCCL : GPU_HOST;
+    gpu_path = want != 2 && built && !missing && !shared ? GPU_NCCL : GPU_HOST;
     if (gpu_path == GPU_NCCL) nccl = ag__dist_nccl_start(be);
 }
 

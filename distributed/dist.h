@@ -137,7 +137,11 @@ typedef struct {
 } ag__dist_device;
 
 /* ncclCommInitRank on this rank's GPU (the engine's, already started),
- * with rank 0's ncclUniqueId broadcast over mpi; collective. */
+ * with rank 0's ncclUniqueId broadcast over mpi; collective.  Only after
+ * ag__dist_nccl_loadable said true. */
 const ag__dist_device *ag__dist_nccl_start(const ag__dist_backend *mpi);
+/* NCCL's library, which the programs open rather than link, can be opened
+ * on this rank and has every call they make; false with why, else. */
+bool ag__dist_nccl_loadable(char *why, size_t n);
 
 #endif

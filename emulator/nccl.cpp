@@ -262,6 +262,23 @@ const char *ncclGetErrorString(ncclResult_t result) {
 }
 
 /* NCCL's comm argument is unused: one last error for the process. */
+int ag__emu_nccl_missing(char *why, size_t n) {
+    const char *e = getenv("AG_CUDA_EMULATOR_NCCL_MISSING");
+    if (!e || !*e) return 0;
+    char *end = nullptr;
+    long r = strtol(e, &end, 10);
+    if (*end || r < 0) {
+        fprintf(stderr, "AG_CUDA_EMULATOR_NCCL_MISSING=%s: expected an MPI rank\n", e);
+        exit(2);
+    }
+    int me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (me != r) return 0;
+    snprintf(why, n, "NCCL could not be loaded: libnccl.so.2: cannot open shared object file (emulated: "
+             "AG_CUDA_EMULATOR_NCCL_MISSING=%ld)", r);
+    return 1;
+}
+
 const char *ncclGetLastError(ncclComm_t comm) {
     (void)comm;
     return last_error;

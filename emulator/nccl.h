@@ -73,6 +73,13 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, n
 const char *ncclGetErrorString(ncclResult_t result);
 const char *ncclGetLastError(ncclComm_t comm);
 
+/* Not NCCL's: whether this MPI rank's NCCL library is missing, for the
+ * programs' open of it (distributed/dist_nccl.c), which the emulator links
+ * instead.  AG_CUDA_EMULATOR_NCCL_MISSING=r makes rank r's missing, so a
+ * job where one rank cannot open NCCL is tested without a machine set up
+ * so; why then says what a failed dlopen would. */
+int ag__emu_nccl_missing(char *why, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -50,15 +50,11 @@ static bool load_cublas(char *why, size_t n) {
 #include <dlfcn.h>
 #define STR_(x) #x
 #define STR(x) STR_(x) /* the name after macros: cublasCreate is cublasCreate_v2 */
-/* libcublas of the major version the build compiled against: on the
- * loader's path, else beside the CUDA runtime this program was linked to
- * (found through its runpath, say, where cuBLAS is not through the
- * loader's) */
-static void *open_cublas(char *why, size_t n) {
-    const char *name = "libcublas.so." STR(CUBLAS_VER_MAJOR);
+
+void *ag__cuda_open_library(const char *name, const char *what, char *why, size_t n) {
     void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (lib) return lib;
-    snprintf(why, n, "cuBLAS could not be loaded: %s", dlerror());
+    snprintf(why, n, "%s could not be loaded: %s", what, dlerror());
     Dl_info at;
     const char *slash;
     if (dladdr((void *)(uintptr_t)cudaGetDeviceCount, &at) && at.dli_fname &&
@@ -68,14 +64,14 @@ static void *open_cublas(char *why, size_t n) {
         if ((lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) return lib;
     }
     size_t len = strlen(why);
-    snprintf(why + len, n - len, " (cuBLAS %d, the CUDA Toolkit's, not on the loader's path: LD_LIBRARY_PATH or "
-             "ldconfig)", CUBLAS_VER_MAJOR);
+    snprintf(why + len, n - len, " (%s, not on the loader's path nor beside the CUDA runtime: LD_LIBRARY_PATH or "
+             "ldconfig)", name);
     return NULL;
 }
 
 static bool load_cublas(char *why, size_t n) {
     static void *lib;
-    if (!lib && !(lib = open_cublas(why, n))) return false;
+    if (!lib && !(lib = ag__cuda_open_library("libcublas.so." STR(CUBLAS_VER_MAJOR), "cuBLAS", why, n))) return false;
 #define LOAD(field, fn)                                                                                \
     if (!(*(void **)&cb.field = dlsym(lib, STR(fn)))) {                                                \
         snprintf(why, n, "cuBLAS has no %s: not the cuBLAS %d this build compiled against", STR(fn),  \

@@ -43,6 +43,13 @@ bool ag__cuda_ready(char *why, size_t n);
 /* cuBLAS, which a CUDA build opens at the first GPU use, can be opened and has
  * every call the build makes (no GPU needed); false with why, else. */
 bool ag__cuda_cublas_loadable(char *why, size_t n);
+/* dlopen of a CUDA library the build does not link (cuBLAS, NCCL), `name`
+ * with its major version ("libcublas.so.13"): on the loader's path, else
+ * beside the CUDA runtime this program was linked to (found through its
+ * runpath, say, where the library is not through the loader's).  NULL with
+ * why ("<what> could not be loaded: ...") where neither has it.  Only in a
+ * build with the real CUDA runtime, not the emulator, which links both. */
+void *ag__cuda_open_library(const char *name, const char *what, char *why, size_t n);
 /* The device to start on: this index modulo the devices visible (a rank's
  * local index under mpirun, distributed/dist.c); 0 unless said.  Only before the
  * runtime starts: afterwards the device in use stays. */

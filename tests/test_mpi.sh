@@ -474,6 +474,27 @@ cuda | nccl)
     done
     res=$("$compare" "nccl-$name/last.safetensors" "host-$name/last.safetensors" 1e-12) &&
       echo "ok $case: NCCL against host memory: $res" || fail "$case: NCCL against host memory: $res"
+    # A rank that cannot open libnccl (the programs open it, not link it;
+    # on the emulator, AG_CUDA_EMULATOR_NCCL_MISSING=1 takes rank 1's):
+    # unasked, every rank goes through host memory, to host's very bits,
+    # and that rank says why; with AG_DIST_REDUCE=nccl the job stops and
+    # rank 0 names it.
+    if [ "${gpu_build%-nccl}" = emulated ]; then
+      # shellcheck disable=SC2086
+      AG_DIST_REDUCE=auto AG_CUDA_EMULATOR_NCCL_MISSING=1 "${MPIRUN[@]}" "$f64" train --model $case "${COMMON[@]}" \
+        --out "$PWD/missing-$name" >"missing-$name.log" 2>&1 || { fail "$case: rank 1 without NCCL, failed"; tail -5 "missing-$name.log"; }
+      grep -q "rank 1 of 2: NCCL could not be loaded: .*; every rank's gradients go through host memory instead" \
+        "missing-$name.log" || fail "$case: rank 1 without NCCL did not say so: $(grep attngrad: "missing-$name.log" | head -3)"
+      res=$("$compare" "host-$name/last.safetensors" "missing-$name/last.safetensors" 0) &&
+        echo "ok $case: rank 1 without NCCL: every rank through host memory, host's bits: $res" ||
+        fail "$case: rank 1 without NCCL against host memory: $res"
+      # shellcheck disable=SC2086
+      if AG_CUDA_EMULATOR_NCCL_MISSING=1 "${MPIRUN[@]}" "$f64" train --model $case "${COMMON[@]}" \
+        --out "$PWD/insist-$name" >"insist-$name.log" 2>&1; then fail "$case: AG_DIST_REDUCE=nccl ran without rank 1's NCCL"
+      elif grep -q "AG_DIST_REDUCE=nccl, but rank 1 cannot open NCCL" "insist-$name.log"; then
+        echo "ok $case: AG_DIST_REDUCE=nccl without rank 1's NCCL stops the job, naming the rank"
+      else fail "$case: AG_DIST_REDUCE=nccl without rank 1's NCCL: $(grep attngrad: "insist-$name.log" | head -3)"; fi
+    fi
   fi
   ;;
 nccl_emulator)
