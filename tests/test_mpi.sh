@@ -441,7 +441,7 @@ EOS
 cuda | nccl)
   [ "$gpu_build" != none ] || skip "this build has no CUDA (meson -Dcuda=enabled needs nvcc and cuBLAS)"
   [ "$mode" = cuda ] || [ "$gpu_build" = nccl ] || [ "$gpu_build" = emulated-nccl ] ||
-    skip "this build has no NCCL (-Dnccl=auto finds it beside MPI and CUDA: nccl.h and libnccl)"
+    skip "this build has no NCCL (-Dnccl=auto builds it in beside MPI and CUDA where nccl.h is found)"
   gpus=0
   if [ "${gpu_build%-nccl}" = emulated ]; then # emulator/'s GPUs: as many as asked for
     [ "$mode" = nccl ] && export AG_CUDA_EMULATOR_DEVICES=${AG_CUDA_EMULATOR_DEVICES:-2}
