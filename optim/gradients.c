@@ -9,47 +9,20 @@
 #include "../ops/dispatch.h"
 
 /* ---- the CPU's kernels (CUDA's are in optim/cuda/optimizer.cu) ----
- *
- * Sums of squares in fixed blocks, each in 8 double lanes, the blocks then
- * added in order: deterministic for any thread count, and vectorised (a
- * single running double was a 4-cycle add chain: 10 ms over the LM's 7M
- * gradients). */
-enum { SQ_BLOCK = AG_SQ_BLOCK, SQ_LANES = AG_SQ_LANES };
+ * Sums of squares are optim/squares.c's blocks, added in order. */
+enum { SQ_BLOCK = AG_SQ_BLOCK };
 
 typedef struct {
     const ag_real *x;
     ag_real *y;
     int64_t n;
-    double *block_sq;
     ag_real scale;
 } grad_job;
 
-AG_SIMD_CLONES static void block_squares(void *ctx, int64_t b0, int64_t b1) {
-    const grad_job *j = ctx;
-    for (int64_t b = b0; b < b1; b++) {
-        const ag_real *x = j->x + b * SQ_BLOCK;
-        int64_t n = j->n - b * SQ_BLOCK < SQ_BLOCK ? j->n - b * SQ_BLOCK : SQ_BLOCK, i = 0;
-        double acc[SQ_LANES] = {0};
-        for (; i + SQ_LANES <= n; i += SQ_LANES)
-            for (int l = 0; l < SQ_LANES; l++) acc[l] += (double)x[i + l] * (double)x[i + l];
-        for (; i < n; i++) acc[i % SQ_LANES] += (double)x[i] * (double)x[i];
-        double s = 0;
-        for (int l = 0; l < SQ_LANES; l++) s += acc[l];
-        j->block_sq[b] = s;
-    }
-}
-
 static int64_t blocks_of(int64_t n) { return (n + SQ_BLOCK - 1) / SQ_BLOCK; }
 
-/* For the optimizer's pass (ag__optim_step_gated_params_sq): inside a part. */
-void ag__sum_squares_blocks_serial(const ag_real *x, int64_t n, double *block_sq) {
-    grad_job j = {.x = x, .n = n, .block_sq = block_sq};
-    block_squares(&j, 0, blocks_of(n));
-}
-
 static void sum_squares_blocks_cpu(const ag_real *x, int64_t n, double *block_sq) {
-    grad_job j = {.x = x, .n = n, .block_sq = block_sq};
-    ag__parallel_range(blocks_of(n), 16, block_squares, &j);
+    ag__sum_squares_blocks(x, n, block_sq);
 }
 
 static void sum_blocks_in_order_cpu(const double *block_sq, const int64_t *first, int arrays, bool per_array,
@@ -105,8 +78,7 @@ typedef struct {
 static void squares_span(void *ctx, int s, int64_t begin, int64_t end) {
     const grads_all_job *a = ctx;
     int64_t n = end - begin, b0 = begin / SQ_BLOCK;
-    grad_job j = {.x = a->x[s] + begin, .n = n, .block_sq = a->block_sq + a->first[s] + b0};
-    block_squares(&j, 0, blocks_of(n));
+    ag__sum_squares_blocks_serial(a->x[s] + begin, n, a->block_sq + a->first[s] + b0);
 }
 
 static void sum_squares_blocks_all_cpu(const ag_real *const *x, const int64_t *n, int count, double *block_sq) {
@@ -410,13 +382,6 @@ ag_status ag_check_params_finite(const ag_params *ps, double *norm) {
     double n = ag_params_norm(ps);
     if (norm) *norm = n;
     return isfinite(n) ? AG_OK : nonfinite(ps, false, n);
-}
-
-static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
-
-bool ag_is_weight_matrix(const ag_tensor *p) {
-    if (p->ndim < 2) return false;
-    return !(p->name && (starts_with(p->name, "embed") || starts_with(p->name, "bigram")));
 }
 
 /* The L2 term's gradient, grad += gamma w, and its value when *sq is

@@ -159,6 +159,10 @@ double *ag__optim_step_gated_params_sq(ag_optimizer *opt, const double *gate, ag
  * block_sq[i] and zeroing the gradients it read where clear_grads, and
  * one host array's block sums on the caller (optim/gradients.c). */
 void ag__optim_step_gated_sq(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
+/* optim/squares.c: x's sums of squares in blocks of AG_SQ_BLOCK, each in
+ * AG_SQ_LANES double lanes, block b's into block_sq[b]: on the pool, or
+ * on the caller (inside a part). */
+void ag__sum_squares_blocks(const ag_real *x, int64_t n, double *block_sq);
 void ag__sum_squares_blocks_serial(const ag_real *x, int64_t n, double *block_sq);
 ag_status ag__check_params_norm(const ag_params *ps, double norm);
 #endif

@@ -924,6 +924,13 @@ bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx) {
     return p->ndim <= 1;
 }
 
+static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+bool ag_is_weight_matrix(const ag_tensor *p) {
+    if (p->ndim < 2) return false;
+    return !(p->name && (starts_with(p->name, "embed") || starts_with(p->name, "bigram")));
+}
+
 /* A per-parameter array of opt's, made on first use with every entry
  * `all` (what the config gives every parameter). */
 static double *per_param(const ag_optimizer *opt, double **arr, double all) {
