@@ -19,6 +19,10 @@ void ag__poslm_attention(const ag_model *m, ag_tensor **mu, ag_tensor **weights)
 /* Does kind keep a state for generation (ag_model_kind.lm_*)?  False for
  * a kind built against model API 1, whose struct ends before those fields. */
 bool ag__kind_feeds(const ag_model_kind *kind);
-const char *ag__kind_hparams(const ag_model_kind *kind); /* NULL before API 3 */
+/* The kind's hparams list: NULL for a kind built before API 3, whose
+ * struct ends before it. */
+static inline const char *ag__kind_hparams(const ag_model_kind *kind) {
+    return kind->abi / 100 >= 3 ? kind->hparams : NULL;
+}
 
 #endif

@@ -41,9 +41,6 @@ static const char *names_problem(const char *list, bool flags) {
     return flags && count > AG_FLAG_OWN_MAX ? "more than 16 names" : NULL;
 }
 
-/* The kind's hparams list: NULL for a kind built before API 3, whose struct ends before it. */
-const char *ag__kind_hparams(const ag_model_kind *kind) { return kind->abi / 100 >= 3 ? kind->hparams : NULL; }
-
 static ag_status add(const ag_model_kind *kind) {
     if (!kind) return ag_fail(AG_ERR_ARG, "ag_model_register: kind is NULL");
     /* .abi first: it is read before anything whose place may differ */
