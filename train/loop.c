@@ -19,7 +19,6 @@
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,26 +60,6 @@ static bool past(double deadline) {
     char up = ag__seconds() >= deadline;
     ag__dist_bcast(&up, 1);
     return up;
-}
-
-/* Set from a signal handler (ag_train_request_stop): the run stops after
- * the step in progress, as at --max-steps, and saves where it is.  Under
- * mpirun a signal reaches one rank, or each at another step, so a rank's
- * own request is not when it stops: every rank stops after the same step,
- * the first whose gradient allreduce carried any rank's request
- * (ag__train_step), or before an epoch's first step when they agreed
- * there (ag__train_stop_agree).  stop_agreed keeps what they agreed on. */
-static volatile sig_atomic_t stop_signal;
-static int stop_agreed;
-void ag_train_request_stop(int signo) { stop_signal = signo ? signo : -1; }
-int ag_train_stop_requested(void) { return ag__dist_size() > 1 ? stop_agreed : stop_signal; }
-int ag__train_stop_mine(void) { return stop_signal; }
-void ag__train_stop_agreed(int stop) {
-    if (stop) stop_agreed = stop;
-}
-int ag__train_stop_agree(void) {
-    if (ag__dist_size() > 1 && !stop_agreed) stop_agreed = ag__dist_any(stop_signal); /* every rank, or none, calls it */
-    return ag_train_stop_requested();
 }
 
 /* after_step: right after a step, whose allreduce has agreed on a stop;

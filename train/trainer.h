@@ -64,7 +64,7 @@ int ag__train_groups(const ag_train_opts *o, ag__train_group *g);
 int ag__train_ranks_agree(const ag_train_opts *o, const ag__trainer *t, const ag__run_state *s, char *err,
                           size_t errlen);
 
-/* ---- loop.c: stopping on a signal ------------------------------------------ */
+/* ---- stop.c: stopping on a signal ------------------------------------------ */
 
 /* This process's request to stop (ag_train_request_stop): a signal
  * number, -1 (asked without one) or 0; what a step's allreduce carries. */
