@@ -96,7 +96,11 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
             ag__cuda_copy(host, AG_CPU, g, AG_CUDA, (size_t)wrt[i]->size * sizeof(ag_real));
             g = host;
         }
-        for (int64_t j = 0; j < wrt[i]->size; j++) analytic[off + j] = g ? (double)g[j] : 0.0;
+        for (int64_t j = 0; j < wrt[i]->size; j++) {
+            analytic[off + j] = g ? (double)g[j] : 0.0;
+            double a = fabs(analytic[off + j]); /* a NaN, checked or not, is no small gradient */
+            res.max_analytic = isnan(a) ? INFINITY : fmax(res.max_analytic, a);
+        }
     }
     ag_rewind(m);
     for (int i = 0; i < n; i++)
@@ -150,4 +154,57 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
     ag__free(seed);
     ag__free(analytic);
     return res;
+}
+
+/* f's output as doubles in a fresh host array of *size elements. */
+static double *eval_values(ag_forward_fn f, void *ctx, int64_t *size) {
+    ag_mark_t m = ag_mark();
+    ag_tensor *out = f(ctx);
+    if (!out) ag__fatal("ag_gradcheck_shift", "the function returned no tensor: %s", ag_errmsg());
+    ag_real *host = ag__arena_alloc((size_t)(out->size ? out->size : 1) * sizeof(ag_real));
+    ag_tensor_read(out, host);
+    double *v = ag__malloc((size_t)(out->size ? out->size : 1) * sizeof *v);
+    for (int64_t i = 0; i < out->size; i++) v[i] = (double)host[i];
+    *size = out->size;
+    ag_rewind(m);
+    return v;
+}
+
+/* All of t's values from host memory, on either device. */
+static void write_all(ag_tensor *t, const ag_real *host) {
+    if (t->device == AG_CUDA) ag__cuda_copy(t->data, AG_CUDA, host, AG_CPU, (size_t)t->size * sizeof(ag_real));
+    else memcpy(t->data, host, (size_t)t->size * sizeof(ag_real));
+}
+
+double ag_gradcheck_shift(ag_forward_fn f, void *ctx, ag_tensor *t, double shift, uint64_t seed) {
+    bool was = ag_set_grad_enabled(false); /* values only */
+    int64_t n = 0, n_moved = 0;
+    double *before = eval_values(f, ctx, &n);
+    ag_real *saved = ag__malloc((size_t)(t->size ? t->size : 1) * sizeof *saved);
+    ag_real *moved = ag__malloc((size_t)(t->size ? t->size : 1) * sizeof *moved);
+    ag_tensor_read(t, saved);
+    ag_rng rng;
+    ag_rng_seed(&rng, seed);
+    /* distances of their own: equal ones of opposite signs would cancel a
+     * dependence alike on every element (a tiny sum(t)) */
+    for (int64_t j = 0; j < t->size; j++) {
+        double d = shift * (0.5 + 0.5 * ag_rng_uniform(&rng));
+        moved[j] = saved[j] + (ag_real)((ag_rng_next(&rng) & 1) ? d : -d);
+    }
+    write_all(t, moved);
+    double *after = eval_values(f, ctx, &n_moved);
+    write_all(t, saved);
+    ag_set_grad_enabled(was);
+    if (n_moved != n) ag__fatal("ag_gradcheck_shift", "the function's output changed size between calls");
+    double change = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(after[i] - before[i]);
+        change = isnan(d) ? INFINITY : fmax(change, d); /* a NaN is no invariance */
+        scale = fmax(scale, fabs(before[i]));
+    }
+    ag__free(before);
+    ag__free(after);
+    ag__free(saved);
+    ag__free(moved);
+    return scale > 0 ? change / scale : change;
 }

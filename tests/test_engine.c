@@ -866,6 +866,88 @@ static void test_gradcheck_max_grad_per_input(void) {
 }
 
 
+/* out = scale sum(y), whose backward adds grad_scale to each element's
+ * gradient: a gradient of grad_scale where the truth is scale. */
+typedef struct {
+    double scale, grad_scale;
+} scaled_sum;
+
+static void scaled_sum_forward(ag_custom_call *c) {
+    const scaled_sum *k = c->params;
+    double s = 0;
+    for (int64_t i = 0; i < c->in[0]->size; i++) s += c->in[0]->data[i];
+    c->out->data[0] = (ag_real)(k->scale * s);
+}
+
+static void scaled_sum_backward(ag_custom_call *c) {
+    const scaled_sum *k = c->params;
+    for (int64_t i = 0; i < c->in[0]->size; i++) c->grad_in[0][i] += (ag_real)(k->grad_scale * c->grad_out[0]);
+}
+
+static const ag_custom_fn scaled_sum_fn = {"scaled_sum", scaled_sum_forward, scaled_sum_backward, 0};
+
+typedef struct {
+    ag_tensor *x, *y;
+    scaled_sum k;
+    bool softmax; /* y a bias added to every score of a softmax instead */
+} zero_case;
+
+/* sum(x²) + scaled_sum(y), or + w . softmax(s + y) with y [1]: y's
+ * gradient is zero by structure there (every score shifts alike). */
+static ag_tensor *zero_case_fn(void *p) {
+    zero_case *z = p;
+    ag_tensor *loud = ag_sum(ag_mul(z->x, z->x));
+    if (z->softmax) {
+        ag_tensor *s = ag_tensor_from((ag_real[]){0.3, -1.2, 0.8}, 1, (int[]){3});
+        ag_tensor *w = ag_tensor_from((ag_real[]){1.5, -0.5, 2}, 1, (int[]){3});
+        return ag_add(loud, ag_sum(ag_mul(w, ag_softmax(ag_add(s, z->y)))));
+    }
+    return ag_add(loud, ag_custom_op(&scaled_sum_fn, &z->y, 1, 1, (int[]){1}, &z->k, sizeof z->k));
+}
+
+/* The old rule took a parameter as zero by structure where its largest
+ * max(|a|, |n|) was under 1e-9: finite differences at eps 1e-6 carry
+ * ~1e-10 of noise, so a wrong gradient of 1e-10 where the truth is 0, or
+ * 0 where the truth is 1e-10, passed as zero.  max_analytic (the analytic
+ * gradient alone, at roundoff for a true zero: under 1e-13 of the largest
+ * gradient) catches the first, ag_gradcheck_shift (a true zero leaves the
+ * loss at roundoff, 1e-12, when y moves by 0.5) the second; a bias before
+ * a softmax passes both.  The bounds are test_models' and attngrad
+ * gradcheck's (train/internal.h).  f64 only: in f32 a 1e-10 term is under
+ * the loss's roundoff, so neither check could see it. */
+static void test_gradcheck_zero_verified(void) {
+    if (sizeof(ag_real) != sizeof(double)) return;
+    ag_params ps = {0};
+    ag_tensor *x = ag_param(&ps, "x", 1, (int[]){3}), *y = ag_param(&ps, "y", 1, (int[]){2}),
+              *bias = ag_param(&ps, "bias", 1, (int[]){1});
+    for (int i = 0; i < 3; i++) x->data[i] = 0.5 + 0.25 * i;
+    y->data[0] = 0.4, y->data[1] = -0.7, bias->data[0] = 0.2;
+    static const struct {
+        const char *what;
+        scaled_sum k;
+        bool softmax, zero; /* truly zero by structure */
+    } cases[] = {
+        {"true gradient 0, backward 1e-10", {0, 1e-10}, false, false},
+        {"true gradient 1e-10, backward 0", {1e-10, 0}, false, false},
+        {"a bias before a softmax", {0, 0}, true, true},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        zero_case z = {x, cases[c].softmax ? bias : y, cases[c].k, cases[c].softmax};
+        ag_gradcheck_result rx = ag_gradcheck(zero_case_fn, &z, &x, 1, NULL);
+        ag_gradcheck_result ry = ag_gradcheck(zero_case_fn, &z, &z.y, 1, NULL);
+        CHECK(rx.ok && rx.max_grad > 1 && ry.ok && ry.max_grad <= 1e-9,
+              "%s: the old rule passes it as zero (x ok %d |g| %g, y ok %d |g| %g)", cases[c].what, rx.ok, rx.max_grad,
+              ry.ok, ry.max_grad);
+        double largest = fmax(rx.max_grad, ry.max_grad), moved = ag_gradcheck_shift(zero_case_fn, &z, z.y, 0.5, 17);
+        bool zero = ry.max_analytic <= 1e-13 * largest && moved <= 1e-12;
+        CHECK(zero == cases[c].zero, "%s: verified zero %d, want %d (max |a| %.3g of a largest %.3g; moved by 0.5 "
+              "the loss moves %.3g)", cases[c].what, zero, cases[c].zero, ry.max_analytic, largest, moved);
+        CHECK(z.y->data[0] == (cases[c].softmax ? 0.2 : 0.4), "the shift gave y its values back");
+        ag_step_end();
+    }
+    ag_params_free(&ps);
+}
+
 /* ---- ag_try: a programmer error returns instead of ending the program ---- */
 
 typedef struct {
@@ -956,6 +1038,7 @@ int main(void) {
     test_broadcast_over_many_rows();
     test_gradcheck_fails_what_is_wrong();
     test_gradcheck_max_grad_per_input();
+    test_gradcheck_zero_verified();
     test_dropout_mask_statistics();
     test_dropout_keyed_by_row();
     test_profiler_names_sites();

@@ -773,6 +773,12 @@ typedef struct {
      * check saw.  Under about 10 atol every gradient passes whatever it is
      * (a wrong one as well): such a PASS checked nothing. */
     double max_grad;
+    /* max |a| over every element of wrt, checked or not (backward gives
+     * them all): the analytic gradient alone, which max_grad mixes with
+     * finite differences' ~1e-10 noise.  A gradient zero by structure is
+     * exactly 0 or roundoff (1e-16 of the others); a wrong one of 1e-10
+     * shows here, where |a - n| and max_grad both pass it. */
+    double max_analytic;
 } ag_gradcheck_result;
 
 ag_gradcheck_opts ag_gradcheck_defaults(void);
@@ -780,6 +786,17 @@ ag_gradcheck_opts ag_gradcheck_defaults(void);
  * differences.  f is called many times; wrt must outlive the check. */
 ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, int n,
                                  const ag_gradcheck_opts *opts);
+/* How far f's output moves when every element of t moves at once, each
+ * by a distance in [shift/2, shift) of either sign, drawn from seed (no
+ * two alike, so that the moves cannot cancel in a dependence alike on
+ * every element): max |f'(x) - f(x)| over the output's elements, relative
+ * to max |f(x)| (absolute where that is 0); t gets its values back.  The
+ * test of a zero gradient that finite differences cannot make: a
+ * parameter zero by structure (a bias added before a softmax over
+ * positions: every score shifts alike) leaves the output at roundoff
+ * (~1e-16) however far it moves; one whose gradient is only locally zero
+ * (a ReLU dead around x) or tiny but not zero moves it. */
+double ag_gradcheck_shift(ag_forward_fn f, void *ctx, ag_tensor *t, double shift, uint64_t seed);
 
 /* ------------------------------------------------------------------------ */
 /* ------------------------------------------------------------------------ */
