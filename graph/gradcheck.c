@@ -176,12 +176,23 @@ static void write_all(ag_tensor *t, const ag_real *host) {
     else memcpy(t->data, host, (size_t)t->size * sizeof(ag_real));
 }
 
+/* The largest |after - before|, NaN counting as infinite (no invariance),
+ * and the largest |before|. */
+static void moved_by(const double *before, const double *after, int64_t n, double *change, double *scale) {
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(after[i] - before[i]);
+        *change = isnan(d) ? INFINITY : fmax(*change, d);
+        *scale = fmax(*scale, fabs(before[i]));
+    }
+}
+
 double ag_gradcheck_shift(ag_forward_fn f, void *ctx, ag_tensor *t, double shift, uint64_t seed) {
     bool was = ag_set_grad_enabled(false); /* values only */
-    int64_t n = 0, n_moved = 0;
-    double *before = eval_values(f, ctx, &n);
+    int64_t n = 0;
+    double *before = eval_values(f, ctx, &n), change = 0, scale = 0;
     ag_real *saved = ag__malloc((size_t)(t->size ? t->size : 1) * sizeof *saved);
     ag_real *moved = ag__malloc((size_t)(t->size ? t->size : 1) * sizeof *moved);
+    double *step = ag__malloc((size_t)(t->size ? t->size : 1) * sizeof *step);
     ag_tensor_read(t, saved);
     ag_rng rng;
     ag_rng_seed(&rng, seed);
@@ -189,22 +200,25 @@ double ag_gradcheck_shift(ag_forward_fn f, void *ctx, ag_tensor *t, double shift
      * dependence alike on every element (a tiny sum(t)) */
     for (int64_t j = 0; j < t->size; j++) {
         double d = shift * (0.5 + 0.5 * ag_rng_uniform(&rng));
-        moved[j] = saved[j] + (ag_real)((ag_rng_next(&rng) & 1) ? d : -d);
+        step[j] = (ag_rng_next(&rng) & 1) ? d : -d;
     }
-    write_all(t, moved);
-    double *after = eval_values(f, ctx, &n_moved);
-    write_all(t, saved);
+    /* the step and its opposite: a function that is flat only on one side
+     * (a score in the linear piece of an ELU, a ReLU dead beyond its kink)
+     * moves on the other */
+    for (int side = 1; side >= -1; side -= 2) {
+        for (int64_t j = 0; j < t->size; j++) moved[j] = saved[j] + (ag_real)(side * step[j]);
+        write_all(t, moved);
+        int64_t n_moved = 0;
+        double *after = eval_values(f, ctx, &n_moved);
+        write_all(t, saved);
+        if (n_moved != n) ag__fatal("ag_gradcheck_shift", "the function's output changed size between calls");
+        moved_by(before, after, n, &change, &scale);
+        ag__free(after);
+    }
     ag_set_grad_enabled(was);
-    if (n_moved != n) ag__fatal("ag_gradcheck_shift", "the function's output changed size between calls");
-    double change = 0, scale = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs(after[i] - before[i]);
-        change = isnan(d) ? INFINITY : fmax(change, d); /* a NaN is no invariance */
-        scale = fmax(scale, fabs(before[i]));
-    }
     ag__free(before);
-    ag__free(after);
     ag__free(saved);
     ag__free(moved);
+    ag__free(step);
     return scale > 0 ? change / scale : change;
 }

@@ -789,13 +789,14 @@ ag_gradcheck_result ag_gradcheck(ag_forward_fn f, void *ctx, ag_tensor **wrt, in
 /* How far f's output moves when every element of t moves at once, each
  * by a distance in [shift/2, shift) of either sign, drawn from seed (no
  * two alike, so that the moves cannot cancel in a dependence alike on
- * every element): max |f'(x) - f(x)| over the output's elements, relative
- * to max |f(x)| (absolute where that is 0); t gets its values back.  The
- * test of a zero gradient that finite differences cannot make: a
- * parameter zero by structure (a bias added before a softmax over
- * positions: every score shifts alike) leaves the output at roundoff
- * (~1e-16) however far it moves; one whose gradient is only locally zero
- * (a ReLU dead around x) or tiny but not zero moves it. */
+ * every element), and when they all move the opposite way: the larger
+ * max |f'(x) - f(x)| over the output's elements, relative to max |f(x)|
+ * (absolute where that is 0); t gets its values back.  The test of a zero
+ * gradient that finite differences cannot make: a parameter zero by
+ * structure (a bias added before a softmax over positions: every score
+ * shifts alike) leaves the output at roundoff (~1e-16) however far it
+ * moves; one whose gradient is only locally zero (a ReLU dead around x,
+ * on one side or both) or tiny but not zero moves it. */
 double ag_gradcheck_shift(ag_forward_fn f, void *ctx, ag_tensor *t, double shift, uint64_t seed);
 
 /* ------------------------------------------------------------------------ */
