@@ -248,42 +248,79 @@ static ag_tensor *tiny_loss(void *p) {
     return ag_model_loss(c->m, c->b, false);
 }
 
-/* Gradients the check resolves (its tolerance, 1e-8 + 1e-6 |n|, is at most
- * 1% of them), and gradients at roundoff: zero by the model's structure (a
- * bias added before a softmax over positions).  In between, any value
- * passes: a PASS there checked nothing. */
-#define RESOLVED_GRAD 1e-6
-#define ZERO_GRAD 1e-9
-
 typedef struct {
     double worst, worst_true;
     bool ok;
-    int weak;        /* parameters between ZERO_GRAD and RESOLVED_GRAD */
+    int weak;        /* parameters whose check compared nothing: weak, or zero here only */
 } check_summary;
 
-/* One pass over every parameter at its current values; zero is told apart
- * from weak only where the values are wide (at the init both are tiny). */
+ag__grad_class ag__grad_class_of(const ag_gradcheck_result *r, double largest, ag_forward_fn f, void *ctx,
+                                 ag_tensor *p, double *moved) {
+    if (moved) *moved = 0;
+    if (r->max_grad >= AG__RESOLVED_GRAD) return AG__GRAD_RESOLVED;
+    if (r->max_grad > AG__ZERO_GRAD) return AG__GRAD_WEAK;
+    double m = ag_gradcheck_shift(f, ctx, p, AG__ZERO_SHIFT, 17);
+    if (moved) *moved = m;
+    if (!(m <= AG__ZERO_MOVES)) return AG__GRAD_ZERO_HERE;
+    return r->max_analytic <= AG__ZERO_ANALYTIC * largest ? AG__GRAD_ZERO : AG__GRAD_ZERO_WRONG;
+}
+
+/* A parameter's verdict: the class of its gradient where the values are
+ * wide (at the init every gradient is tiny, and a small one is weak). */
+static const char *verdict(const ag_gradcheck_result *r, ag__grad_class c, double moved, char *buf, size_t n) {
+    switch (c) {
+    case AG__GRAD_RESOLVED: return r->ok ? "ok" : "FAIL";
+    case AG__GRAD_WEAK: return r->ok ? "ok, weak" : "FAIL";
+    case AG__GRAD_ZERO:
+        snprintf(buf, n, "%s (invariant: |a| %.2e, the loss moves %.2e)", r->ok ? "ok, zero" : "FAIL", r->max_analytic,
+                 moved);
+        return buf;
+    case AG__GRAD_ZERO_HERE: /* the check compared nothing of it: weak */
+        snprintf(buf, n, "%s (zero here only: the loss moves %.2e)", r->ok ? "ok, weak" : "FAIL", moved);
+        return buf;
+    case AG__GRAD_ZERO_WRONG:
+        snprintf(buf, n, "FAIL (invariant: the loss moves %.2e, yet |a| %.2e is no roundoff)", moved, r->max_analytic);
+        return buf;
+    }
+    return "?";
+}
+
+/* One pass over every parameter at its current values; a small gradient
+ * is told apart as zero only where the values are wide (at the init both
+ * are tiny), and is verified there against the model's largest. */
 static check_summary check_every_parameter(ag_model *m, loss_ctx *ctx, bool wide, FILE *out) {
     check_summary s = {.ok = true};
-    for (int i = 0; i < m->params.count; i++) {
+    int n = m->params.count;
+    ag_gradcheck_result *res = ag__malloc((size_t)(n ? n : 1) * sizeof *res);
+    double largest = 0;
+    for (int i = 0; i < n; i++) {
         ag_tensor *p = m->params.items[i];
         ag_gradcheck_opts go = ag_gradcheck_defaults();
         go.max_checks = 64;
-        ag_gradcheck_result r = ag_gradcheck(tiny_loss, ctx, &p, 1, &go);
-        bool zero = wide && r.max_grad <= ZERO_GRAD, weak = !zero && r.max_grad < RESOLVED_GRAD;
-        char shape[64];
-        fprintf(out, "  %-26s %-12s rel %.2e  true %.2e  abs %.2e  |g| %.2e  %s\n", p->name,
-                ag_shape_str(p, shape, sizeof shape), r.max_rel_err, r.max_true_rel_err, r.max_abs_err, r.max_grad,
-                !r.ok ? "FAIL" : weak ? "ok, weak" : zero ? "ok, zero" : "ok");
-        if (!r.ok)
-            fprintf(out, "    worst at element %lld: analytic %.12g, numeric %.12g\n", (long long)r.worst_index,
-                    r.analytic, r.numeric);
-        s.worst = fmax(s.worst, r.max_rel_err);
-        s.worst_true = fmax(s.worst_true, r.max_true_rel_err);
-        s.ok = s.ok && r.ok;
-        s.weak += r.ok && weak;
+        res[i] = ag_gradcheck(tiny_loss, ctx, &p, 1, &go);
+        largest = fmax(largest, res[i].max_grad);
         ag_step_end();
     }
+    for (int i = 0; i < n; i++) {
+        ag_tensor *p = m->params.items[i];
+        const ag_gradcheck_result *r = &res[i];
+        double moved = 0;
+        ag__grad_class c = !wide && r->max_grad < AG__RESOLVED_GRAD
+                               ? AG__GRAD_WEAK
+                               : ag__grad_class_of(r, largest, tiny_loss, ctx, p, &moved);
+        char shape[64], buf[128];
+        fprintf(out, "  %-26s %-12s rel %.2e  true %.2e  abs %.2e  |g| %.2e  %s\n", p->name,
+                ag_shape_str(p, shape, sizeof shape), r->max_rel_err, r->max_true_rel_err, r->max_abs_err, r->max_grad,
+                verdict(r, c, moved, buf, sizeof buf));
+        if (!r->ok)
+            fprintf(out, "    worst at element %lld: analytic %.12g, numeric %.12g\n", (long long)r->worst_index,
+                    r->analytic, r->numeric);
+        s.worst = fmax(s.worst, r->max_rel_err);
+        s.worst_true = fmax(s.worst_true, r->max_true_rel_err);
+        s.ok = s.ok && r->ok && c != AG__GRAD_ZERO_WRONG;
+        s.weak += r->ok && (c == AG__GRAD_WEAK || c == AG__GRAD_ZERO_HERE);
+    }
+    ag__free(res);
     return s;
 }
 
@@ -313,11 +350,9 @@ static void restore_values(ag_params *ps, ag_real **saved) {
     ag_params_to(ps, dev);
 }
 
-/* Every parameter drawn from U(-1, 1) on the host (the initializers write
- * host memory), back on its device. */
-static void draw_wide(ag_params *ps) {
+void ag__params_draw_wide(ag_params *ps, uint64_t seed) {
     ag_rng rng;
-    ag_rng_seed(&rng, 11);
+    ag_rng_seed(&rng, seed);
     ag_device dev = ps->count ? ps->items[0]->device : AG_CPU;
     ag_params_to(ps, AG_CPU);
     for (int i = 0; i < ps->count; i++) ag_init_uniform(ps->items[i], -1, 1, &rng);
@@ -343,13 +378,15 @@ static bool two_passes(ag_model *m, const ag_batch *b, const char *label, bool s
     /* rel is the measure the tolerance bounds (relative, floored at atol/rtol
      * = 1e-2 for gradients too small to resolve); true is |a - n| / max(|a|, |n|) */
     fprintf(out, "%s: f64 gradient check of %d parameters (pass: |a - n| <= 1e-8 + 1e-6 |n|; rel = |a - n| / "
-            "max(|a|, |n|, 1e-2), true = |a - n| / max(|a|, |n|), |g| = the largest max(|a|, |n|): weak under %g, "
-            "zero under %g)\n", label, m->params.count, RESOLVED_GRAD, ZERO_GRAD);
+            "max(|a|, |n|, 1e-2), true = |a - n| / max(|a|, |n|), |g| = the largest max(|a|, |n|): weak under %g; "
+            "drawn wide, zero under %g where verified: |a| under %g of the largest |g|, and the loss moves under %g "
+            "(relative) when every element moves by up to %g either way)\n", label, m->params.count,
+            AG__RESOLVED_GRAD, AG__ZERO_GRAD, AG__ZERO_ANALYTIC, AG__ZERO_MOVES, AG__ZERO_SHIFT);
     fprintf(out, " at the model's init:\n");
     check_summary init = check_every_parameter(m, &ctx, false, out);
 
     ag_real **saved = save_values(&m->params);
-    draw_wide(&m->params);
+    ag__params_draw_wide(&m->params, 11);
     double loss = ag_item(tiny_loss(&ctx));
     ag_step_end();
     check_summary wide = {.ok = true, .weak = init.weak};
@@ -362,9 +399,9 @@ static bool two_passes(ag_model *m, const ag_batch *b, const char *label, bool s
     restore_values(&m->params, saved);
     bool ok = init.ok && wide.ok && !(strict && wide.weak);
     if (wide.weak)
-        fprintf(out, "%d of %d parameters weak in the last pass: every gradient checked under %g, where any value would "
-                "pass%s; docs/extending.md, \"Checking it\"\n", wide.weak, m->params.count, RESOLVED_GRAD,
-                strict ? " (--strict: a failure)" : "");
+        fprintf(out, "%d of %d parameters weak in the last pass: every gradient checked under %g (or under %g but "
+                "zero here only), where any value would pass%s; docs/extending.md, \"Checking it\"\n", wide.weak,
+                m->params.count, AG__RESOLVED_GRAD, AG__ZERO_GRAD, strict ? " (--strict: a failure)" : "");
     fprintf(out, "worst relative error %.2e (true %.2e): %s\n", fmax(init.worst, wide.worst),
             fmax(init.worst_true, wide.worst_true), ok ? "PASS" : "FAIL");
     return ok;

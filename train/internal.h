@@ -69,6 +69,50 @@ int ag__train_flags(const ag_train_opts *o, const ag_model_kind *kind, unsigned 
 enum { AG__LR_TOTAL_RUN = 2147483647 };
 ag_status ag__lr_steps_read(const char *spec, const ag_lr_steps *base, ag_lr_steps *out, bool *run);
 
+/* ---- dump.c: what a model's gradient check makes of each parameter ---- */
+
+/* A model's f64 gradient check (attngrad gradcheck, test_models,
+ * test_cuda_train) passes an element where |a - n| <= 1e-8 + 1e-6 |n|: at
+ * most 1% of a gradient of AG__RESOLVED_GRAD or more, and under it any
+ * value passes.  With every parameter drawn from U(-1, 1) a gradient under
+ * AG__ZERO_GRAD would be zero by the model's structure (a bias added
+ * before a softmax over positions), and that is verified, not trusted:
+ * the analytic gradient is roundoff, at most AG__ZERO_ANALYTIC of the
+ * model's largest (test_models' structural zeros, every variant: 6.5e-17
+ * at most; a wrong 1e-10 is 1e-10 of a gradient of 1), and the loss stays
+ * within AG__ZERO_MOVES of itself (measured: 4e-16 at most; a parameter
+ * only locally zero moved it 1e-8 to 1e-3) when every element of the
+ * parameter moves by up to AG__ZERO_SHIFT at once, either way
+ * (ag_gradcheck_shift). */
+#define AG__RESOLVED_GRAD 1e-6
+#define AG__ZERO_GRAD 1e-9
+#define AG__ZERO_ANALYTIC 1e-13
+#define AG__ZERO_SHIFT 0.5
+#define AG__ZERO_MOVES 1e-12
+
+typedef enum {
+    AG__GRAD_RESOLVED,   /* >= AG__RESOLVED_GRAD: the check compared it */
+    AG__GRAD_WEAK,       /* between the two bounds: any value passed */
+    AG__GRAD_ZERO,       /* zero by structure, verified: the loss ignores the parameter */
+    /* under AG__ZERO_GRAD, but the loss moves when the parameter moves
+     * far: zero only around these values (a ReLU dead on every row, a
+     * score in a piece where it is linear) or tiny but not zero, so the
+     * check compared nothing of it */
+    AG__GRAD_ZERO_HERE,
+    AG__GRAD_ZERO_WRONG, /* the loss ignores the parameter, yet its analytic gradient is not roundoff */
+} ag__grad_class;
+
+/* The class of p's gradient from its check r (one call of ag_gradcheck
+ * with wrt = {p}, of the loss f(ctx)), where largest is the largest
+ * max_grad of the model's parameters.  Moves p (and puts it back) where
+ * its gradient is under AG__ZERO_GRAD; *moved (NULL: not wanted) is then
+ * how far the loss moved, relative, else 0. */
+ag__grad_class ag__grad_class_of(const ag_gradcheck_result *r, double largest, ag_forward_fn f, void *ctx,
+                                 ag_tensor *p, double *moved);
+/* Every parameter drawn from U(-1, 1) with the seed, on the host (the
+ * initializers write host memory), then back on its device. */
+void ag__params_draw_wide(ag_params *ps, uint64_t seed);
+
 /* The run's own counters as --resume reads them from a checkpoint's config
  * ("state.step=..." lines): 0 when they all parse and are in range, else a
  * negative code with err naming `what` and the entry (for the fuzzing
