@@ -315,10 +315,10 @@ static void refused(const ag_model_kind *kind, const char *want, const char *wan
 }
 
 static void test_register(void) {
-    int builtin = 0; /* the kinds registered before: 5 built-in, 4 of test_generate_from_state, 3 of test_max_len
-                      * (the older API's kinds are refused) */
+    int builtin = 0; /* the kinds registered before: 5 built-in and 8 of the tests above (test_generate_from_state's,
+                      * test_max_len's, test_hparams'; the older API's kinds are refused) */
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++) builtin++;
-    CHECK(builtin == 5 + 4 + 3, "%d kinds before", builtin);
+    CHECK(builtin == 5 + 8, "%d kinds before", builtin);
     CHECK(ag_model_find("tiny_attn") == NULL);
     CHECK(ag_model_register(&tiny_attn_kind) == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_find("tiny_attn") == &tiny_attn_kind);
@@ -617,6 +617,11 @@ static void test_older_kinds_refused(void) {
     }
 }
 
+static void hparams_defaults(ag_model_config *c) {
+    tiny_attn_defaults(c);
+    c->hparams = "alpha=3";
+}
+
 /* A kind's settings: read as given or as its default, refused when not its
  * own, malformed, twice or not a number; a malformed list is refused when
  * the kind registers. */
@@ -642,6 +647,21 @@ static void test_hparams(void) {
         CHECK(ag_model_init(&m, &k, &c) == AG_ERR_ARG && strstr(ag_errmsg(), bad[i].says), "%s: %s", bad[i].given,
               ag_errmsg());
     }
+    /* a kind's defaults may set its settings: kept where --hparams is not
+     * given (the trainer once cleared them), replaced where it is */
+    static ag_model_kind d;
+    d = k;
+    d.name = "default_hparams", d.defaults = hparams_defaults;
+    CHECK(ag_model_register(&d) == AG_OK, "%s", ag_errmsg());
+    ag_train_opts o = ag_train_opts_default();
+    snprintf(o.model, sizeof o.model, "%s", d.name);
+    ag_model_config r;
+    char err[256] = "";
+    CHECK(ag_train_resolve(&o, &r, err, sizeof err) == 0 && r.hparams && !strcmp(r.hparams, "alpha=3"),
+          "the defaults' hparams after resolve: %s (%s)", r.hparams ? r.hparams : "NULL", err);
+    snprintf(o.hparams, sizeof o.hparams, "beta_2=0.5");
+    CHECK(ag_train_resolve(&o, &r, err, sizeof err) == 0 && r.hparams && !strcmp(r.hparams, "beta_2=0.5"),
+          "--hparams replaces the defaults' list: %s (%s)", r.hparams ? r.hparams : "NULL", err);
     ag_model_kind w = tiny_attn_kind;
     w.name = "bad_hparams", w.hparams = "Alpha";
     refused(&w, "hparams \"Alpha\": names are lower-case", NULL);

@@ -647,7 +647,7 @@ void ag__train_apply(const ag_train_opts *o, ag_model_config *c) {
     if (o->l2 >= 0) c->l2 = o->l2;
     if (o->batch > 0) c->batch = o->batch;
     if (ag__train_flags(o, ag_model_find(o->model), &c->flags, NULL, 0)) c->flags = 0; /* checked when resolved */
-    c->hparams = o->hparams[0] ? o->hparams : NULL; /* checked when the model is made */
+    if (o->hparams[0]) c->hparams = o->hparams; /* checked when the model is made; else the kind's defaults' (or tiny's) */
     c->max_len = o->max_len; /* a table per position is sized by the run's widest batch */
     if (!strcmp(o->attention, "positional")) c->attention = 0;
     if (!strcmp(o->attention, "standard")) c->attention = 1;

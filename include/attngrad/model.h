@@ -188,7 +188,9 @@ typedef struct {
      * ("penalty,da"): train --hparams penalty=0.3 sets one for a run (saved
      * with it, so eval and --resume build the same model), and the kind
      * reads it with ag_model_hparam(m, "penalty", its default).  Names as
-     * flag_names'; a name not listed is refused when the model is made. */
+     * flag_names'; a name not listed is refused when the model is made.
+     * defaults or tiny may set cfg.hparams too; --hparams given replaces
+     * that list. */
     const char *hparams;
 } ag_model_kind;
 
