@@ -192,7 +192,7 @@ ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *
  * forward over the text so far.  One cache per layer. */
 typedef struct {
     ag_buffer *kv;
-    int capacity, n; /* positions it has room for, read so far */
+    int capacity, n; /* positions it has room for, read so far (n = 0 starts it over) */
 } ag_kv_cache;
 
 /* An empty cache for m's keys and values on device d; AG_ERR_NOMEM (with
