@@ -13,6 +13,7 @@
 #include "../train/internal.h"
 #include "attngrad/layers.h"
 
+#include <limits.h>
 #include <string.h>
 
 enum { B = 3, N = 4, D = 3 };
@@ -651,6 +652,15 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre) {
     ag_step_end();
     ag_kv_cache_free(&c);
     CHECK(c.kv == NULL && c.n == 0, "a freed cache is empty");
+    if (d == AG_CUDA) { /* 2^31 - 1 positions, 137 GB (the emulator's device has 8 GiB): refused, not the end */
+        ag_kv_cache big;
+        ag_status st = ag_kv_cache_init(&big, &l.attn, INT_MAX, d);
+        CHECK(st == AG_OK || (st == AG_ERR_NOMEM && big.kv == NULL && big.capacity == 0 && big.n == 0),
+              "a cache of %d positions on the %s: %d, %s", INT_MAX, ag_device_name(d), (int)st, ag_errmsg());
+        if (st == AG_OK) ag_kv_cache_free(&big); /* a device with room */
+        CHECK(ag_kv_cache_init(&big, &l.attn, LEN, d) == AG_OK, "a cache of %d after: %s", LEN, ag_errmsg());
+        ag_kv_cache_free(&big);
+    }
     ag_set_device(AG_CPU);
     ag_params_to(&ps, AG_CPU);
     ag_params_free(&ps);
