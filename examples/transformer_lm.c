@@ -48,6 +48,7 @@ static ag_status tlm_build(ag_model *m) {
     if (!p) return ag_fail(AG_ERR_NOMEM, "tlm: out of memory");
     m->impl = p;
     p->ctx = ctx, p->n_layers = c->layers;
+    m->cfg.max_len = ctx; /* the longest text it reads: generate keeps to its last ctx words (a window), not fails */
     ag_params *ps = &m->params;
     p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng); /* also the decoder */
     p->pos = ag_param_positions(ps, "pos.weight", ctx, d, 0.02, &m->rng);

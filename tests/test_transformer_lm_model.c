@@ -173,6 +173,8 @@ static void feed(void) {
     ag_batch b;
     ag_model_batch_alloc(&m, 1, LEN, &b);
     fill(&b, (int32_t[]){LEN}, 1, 0);
+    CHECK(m.cfg.max_len == LEN, "the model says it reads %d positions (cfg.max_len %d): generate's window", LEN,
+          m.cfg.max_len);
     void *st = m.kind->lm_state_new(&m, LEN);
     CHECK(st != NULL, "no state: %s", ag_errmsg());
     CHECK(m.kind->lm_state_new(&m, LEN + 1) == NULL, "a state past the 10 positions of the table");

@@ -106,7 +106,8 @@ typedef struct {
     /* Since API 4 (a kind built before it neither reads nor sets these): */
     int max_len;         /* the run's --max-len: no batch is wider (0: no limit given), so a table per
                           * position can be sized by it; generate and predict of an LM feed it the
-                          * last max_len words of a longer text */
+                          * last max_len words of a longer text.  A kind whose table has a size of
+                          * its own may set m->cfg.max_len to it in build: generate keeps to it */
     const char *lr_steps; /* the paper's per-step schedule, "cosine:warmup=500,total=run" (NULL: none),
                            * used where --lr-steps is not given; total=run: the run's planned steps */
 } ag_model_config;
