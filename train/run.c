@@ -291,17 +291,18 @@ static int add_tokens(ag_dataset *ds, char *s, size_t n, int lowercase) {
 }
 
 /* An LM line as examples, <eos> after each: the whole line, or with
- * `sentences` one a sentence, cut where the run's training text was. */
-static int lm_line_dataset(const ag_train_opts *o, char *line, bool sentences, ag_dataset *ds, char *err,
+ * `sentences` one a sentence, cut where the run's training text was;
+ * max_len: the model's (the run's --max-len, or its own table's size). */
+static int lm_line_dataset(const ag_train_opts *o, int max_len, char *line, bool sentences, ag_dataset *ds, char *err,
                            size_t errlen) {
     ag_span few[AG_FEW_SPANS], *spans;
     int64_t k = tokens_of(line, strlen(line), o->lowercase, few, &spans);
     int rc = k < 0 ? -1 : 0;
     for (int64_t from = 0, to; !rc && from < k; from = to) {
         to = sentences ? ag__sentence_end(line, spans, from, k) : k;
-        /* a run with --max-len N: the last N words, those before the next
-         * word (generate's prompt, predict's "next"), not the first N */
-        int64_t first = o->max_len > 0 && to - from > o->max_len ? to - o->max_len : from;
+        /* a model of at most N positions: the last N words, those before
+         * the next word (generate's prompt, predict's "next"), not the first N */
+        int64_t first = max_len > 0 && to - from > max_len ? to - max_len : from;
         ag__ds_begin(ds);
         rc = add_spans(ds, line, spans, first, to);
         if (!rc && (ag__ds_add(ds, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN), 0) || ag__ds_end(ds, -1, 0, 1, 0))) rc = -1;
@@ -315,12 +316,13 @@ static int lm_line_dataset(const ag_train_opts *o, char *line, bool sentences, a
 
 /* The line as a dataset in the model's format: one example (pairs: its two
  * sentences), or for an LM one a sentence where `sentences`. */
-static int line_dataset(const ag_train_opts *o, ag_task task, char *line, bool sentences, ag_dataset *ds, char *err,
-                        size_t errlen) {
+static int line_dataset(const ag_train_opts *o, const ag_model *m, char *line, bool sentences, ag_dataset *ds,
+                        char *err, size_t errlen) {
+    ag_task task = m->cfg.task;
     bool pair = task == AG_TASK_PAIR || task == AG_TASK_RELATEDNESS;
     ag_format fmt = task == AG_TASK_LM ? AG_FORMAT_LM : pair ? AG_FORMAT_SICK : AG_FORMAT_LABELED;
     if (ag__ds_init(ds, fmt)) return ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory");
-    if (task == AG_TASK_LM) return lm_line_dataset(o, line, sentences, ds, err, errlen);
+    if (task == AG_TASK_LM) return lm_line_dataset(o, m->cfg.max_len, line, sentences, ds, err, errlen);
     char *tab = strchr(line, '\t');
     if (pair && !tab) return ag__train_fail(err, errlen, AG_ERR_FORMAT, "a pair model needs two sentences separated by a tab");
     if (pair && strchr(tab + 1, '\t')) /* else the words after a second tab would join sentence b unseen */
@@ -425,14 +427,14 @@ int ag__line_examples(const ag_model *m, const ag_vocab *vocab, const ag_train_o
                       ag_batch *b, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     bool sentences = m->cfg.task == AG_TASK_LM && ag__train_lm_sentences(o);
-    int rc = line_dataset(o, m->cfg.task, line, sentences, ds, err, errlen);
+    int rc = line_dataset(o, m, line, sentences, ds, err, errlen);
     return rc ? rc : example_batch(m, vocab, o, ds, b, err, errlen);
 }
 
 int ag_line_batch(const ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, char *line, ag_dataset *ds,
                   ag_batch *b, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
-    int rc = line_dataset(o, m->cfg.task, line, false, ds, err, errlen);
+    int rc = line_dataset(o, m, line, false, ds, err, errlen);
     return rc ? rc : example_batch(m, vocab, o, ds, b, err, errlen);
 }
 
