@@ -1,7 +1,13 @@
 /* layernorm.c - layer normalisation over the last axis (MS-SAN's FFN block):
  *
- *     y = (x - mean) / sqrt(var + eps) * gamma + beta,   var biased (/D).
+ *     y = (x - mean) / sqrt(var + eps) * gamma + beta,   var biased (/D),
  *
+ * and its uncentred sibling, RMS normalisation (Zhang & Sennrich 2019):
+ *
+ *     y = x / sqrt(mean(x^2) + eps) * gamma,
+ *
+ * which is the same computation with the mean taken as 0 - the kernels
+ * read a NULL mean array so (ops/layernorm.h).
  * Each row is normalised on its own; forward saves the row's mean and
  * 1/std so backward needs one pass over x and no second reduction of it.
  * The loops here are the CPU's kernels (ops/layernorm.h).  On the GPU
@@ -37,7 +43,7 @@ AG_SIMD_CLONES static void layernorm_grad_rows(void *ctx, int64_t r0, int64_t r1
     const ag_real *g = j->gamma;
     for (int64_t r = r0; r < r1; r++) {
         const ag_real *xr = j->x + r * D, *dy = j->G + r * D;
-        ag_real mean = j->mean[r], rstd = j->rstd[r];
+        ag_real mean = j->mean ? j->mean[r] : 0, rstd = j->rstd[r];
         ag_real sum_dxhat = 0, sum_dxhat_xhat = 0;
         for (int k = 0; k < D; k++) {
             ag_real xhat = (xr[k] - mean) * rstd;
@@ -45,7 +51,8 @@ AG_SIMD_CLONES static void layernorm_grad_rows(void *ctx, int64_t r0, int64_t r1
             sum_dxhat += dxhat;
             sum_dxhat_xhat += dxhat * xhat;
         }
-        ag_real m1 = sum_dxhat / (ag_real)D, m2 = sum_dxhat_xhat / (ag_real)D;
+        /* uncentred (RMS): no mean to take the gradient back */
+        ag_real m1 = j->mean ? sum_dxhat / (ag_real)D : 0, m2 = sum_dxhat_xhat / (ag_real)D;
         ag_real *dx = j->gx + r * D;
         if (j->fresh)
             for (int k = 0; k < D; k++) {
@@ -67,7 +74,7 @@ AG_SIMD_CLONES static void layernorm_grad_affine(void *ctx, int64_t c0, int64_t 
     int D = j->D;
     for (int64_t r = 0; r < j->rows; r++) {
         const ag_real *xr = j->x + r * D, *dy = j->G + r * D;
-        ag_real mean = j->mean[r], rstd = j->rstd[r];
+        ag_real mean = j->mean ? j->mean[r] : 0, rstd = j->rstd[r];
         if (j->ggamma)
             for (int64_t k = c0; k < c1; k++) j->ggamma[k] += dy[k] * ((xr[k] - mean) * rstd);
         if (j->gbeta)
@@ -88,7 +95,8 @@ static void affine_backward_cpu(const ag_real *x, const ag_real *g, const ag_rea
     if (ggamma || gbeta) ag__parallel_range(D, 64, layernorm_grad_affine, &j);
 }
 
-/* n->saved: the rows' mean and rstd, in the output's device memory. */
+/* n->saved: the rows' mean (NULL: RMS) and rstd, in the output's device
+ * memory. */
 static void layernorm_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     const ln_saved *s = n->saved;
@@ -113,8 +121,10 @@ AG_SIMD_CLONES static void layernorm_rows(void *ctx, int64_t r0, int64_t r1) {
         const ag_real *xr = j->x + r * D;
         ag_real *y = j->y + r * D;
         ag_real mean = 0, var = 0;
-        for (int k = 0; k < D; k++) mean += xr[k];
-        mean /= (ag_real)D;
+        if (j->row_mean) { /* centred (layer norm); RMS's mean stays 0 */
+            for (int k = 0; k < D; k++) mean += xr[k];
+            mean /= (ag_real)D;
+        }
         for (int k = 0; k < D; k++) var += (xr[k] - mean) * (xr[k] - mean); /* two passes: no cancellation */
         var /= (ag_real)D;
         ag_real rstd = 1 / sqrt(var + j->eps);
@@ -122,7 +132,7 @@ AG_SIMD_CLONES static void layernorm_rows(void *ctx, int64_t r0, int64_t r1) {
             ag_real xhat = (xr[k] - mean) * rstd;
             y[k] = (g ? xhat * g[k] : xhat) + (b ? b[k] : 0);
         }
-        j->row_mean[r] = mean;
+        if (j->row_mean) j->row_mean[r] = mean;
         j->row_rstd[r] = rstd;
     }
 }
@@ -134,41 +144,51 @@ static void rows_forward_cpu(const ag_real *x, const ag_real *gamma, const ag_re
     ag__parallel_range(rows, ag__units_per_part(D), layernorm_rows, &j);
 }
 
-static void check_affine(const char *what, const ag_tensor *x, const ag_tensor *p) {
+static void check_affine(const char *op, const char *what, const ag_tensor *x, const ag_tensor *p) {
     if (!p) return;
-    ag__check_same_device("ag_layernorm", x, p);
+    ag__check_same_device(op, x, p);
     int D = x->shape[x->ndim - 1];
     if (p->ndim != 1 || p->shape[0] != D) {
         char sx[64], sp[64];
-        ag__fatal("ag_layernorm", "%s %s does not fit x %s (want [%d])", what, ag_shape_str(p, sp, sizeof sp),
+        ag__fatal(op, "%s %s does not fit x %s (want [%d])", what, ag_shape_str(p, sp, sizeof sp),
                   ag_shape_str(x, sx, sizeof sx), D);
     }
 }
 
-ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps) {
+/* ag_layernorm (centre) and ag_rmsnorm (beta NULL, no mean saved): one op
+ * body, one backward. */
+static ag_tensor *normalise_rows(const char *op, ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps,
+                                 bool centre) {
     char sx[64];
-    ag_device dev = ag__check_same_device("ag_layernorm", x, NULL);
+    ag_device dev = ag__check_same_device(op, x, NULL);
     if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
-        ag__fatal("ag_layernorm", "x %s has no last axis to normalise", ag_shape_str(x, sx, sizeof sx));
-    if (!(eps >= 0)) ag__fatal("ag_layernorm", "eps %g must be >= 0", eps);
-    check_affine("gamma", x, gamma);
-    check_affine("beta", x, beta);
+        ag__fatal(op, "x %s has no last axis to normalise", ag_shape_str(x, sx, sizeof sx));
+    if (!(eps >= 0)) ag__fatal(op, "eps %g must be >= 0", eps);
+    check_affine(op, "gamma", x, gamma);
+    check_affine(op, "beta", x, beta);
 
     int D = x->shape[x->ndim - 1];
     int64_t rows = x->size / D;
     ag_tensor *out = ag__empty_on(dev, x->ndim, x->shape);
     size_t bytes = (size_t)(rows > 0 ? rows : 1) * sizeof(ag_real);
-    ln_saved s = {ag__step_alloc_on(dev, bytes), ag__step_alloc_on(dev, bytes)};
-    ag__layernorm_on("ag_layernorm", dev)
-        ->rows_forward(x->data, gamma ? gamma->data : NULL, beta ? beta->data : NULL, (ag_real)eps, out->data, s.mean,
-                       s.rstd, rows, D);
-    ag_node *n = ag__record("ag_layernorm", layernorm_backward, out, 3, (ag_tensor *[]){x, gamma, beta});
+    ln_saved s = {centre ? ag__step_alloc_on(dev, bytes) : NULL, ag__step_alloc_on(dev, bytes)};
+    ag__layernorm_on(op, dev)->rows_forward(x->data, gamma ? gamma->data : NULL, beta ? beta->data : NULL,
+                                            (ag_real)eps, out->data, s.mean, s.rstd, rows, D);
+    ag_node *n = ag__record(op, layernorm_backward, out, 3, (ag_tensor *[]){x, gamma, beta});
     if (n) {
         ln_saved *p = ag__arena_alloc(sizeof *p);
         *p = s;
         n->saved = p;
     }
     return out;
+}
+
+ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps) {
+    return normalise_rows("ag_layernorm", x, gamma, beta, eps, true);
+}
+
+ag_tensor *ag_rmsnorm(ag_tensor *x, ag_tensor *gamma, double eps) {
+    return normalise_rows("ag_rmsnorm", x, gamma, NULL, eps, false);
 }
 
 /* ---- the CPU's table (ops/layernorm.h; CUDA's is in ops/cuda/layernorm.cu) ---- */

@@ -1,6 +1,8 @@
 /* layernorm.h - the layer norm family's kernels (ops/dispatch.h): the
  * CPU's in ops/layernorm.c, CUDA's in ops/cuda/layernorm.cu.  Every pointer
- * is in the device's memory; gamma and beta may be NULL. */
+ * is in the device's memory; gamma and beta may be NULL.  A NULL mean is
+ * RMS normalisation (ag_rmsnorm): the rows are not centred, their mean is
+ * taken as 0 everywhere below, and dx has no mean(dxhat) term. */
 #ifndef AG_OPS_LAYERNORM_H
 #define AG_OPS_LAYERNORM_H
 

@@ -63,6 +63,51 @@ static ag_tensor *f_ln_eps(ag_tensor **in) { return ag_layernorm(in[0], in[1], i
 static ag_tensor *f_ln_plain(ag_tensor **in) { return ag_layernorm(in[0], NULL, NULL, 1e-5); }
 static ag_tensor *f_ln_gamma(ag_tensor **in) { return ag_layernorm(in[0], in[1], NULL, 1e-6); }
 
+/* ---- RMS norm: layer norm's kernels without the centring ---- */
+
+static int rms_3d(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 3, 5));
+    in[1] = tc_away(r, 0.5, 1.5, true, SHAPE(5));
+    return 2;
+}
+static int rms_d1(ag_tensor **in, ag_rng *r) { /* one feature: y = x / sqrt(x^2 + eps) gamma */
+    in[0] = tc_away(r, 0.5, 2, true, SHAPE(4, 1));
+    in[1] = tc_away(r, 0.5, 1.5, true, SHAPE(1));
+    return 2;
+}
+static int rms_offset(ag_tensor **in, ag_rng *r) { /* a large common offset: RMS keeps it (no centring) */
+    ln_offset(in, r);
+    return 2;
+}
+static ag_tensor *f_rms(ag_tensor **in) { return ag_rmsnorm(in[0], in[1], 1e-6); }
+static ag_tensor *f_rms_eps(ag_tensor **in) { return ag_rmsnorm(in[0], in[1], 0.1); }
+static ag_tensor *f_rms_plain(ag_tensor **in) { return ag_rmsnorm(in[0], NULL, 1e-5); }
+
+/* ---- rotary positions ---- */
+
+static int rope_heads(ag_tensor **in, ag_rng *r) { /* split heads [B, h, N, dh] */
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 3, 5, 8));
+    return 1;
+}
+static int rope_rows(ag_tensor **in, ag_rng *r) { /* rows [B, N, h dh]: three heads of 4 side by side */
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(2, 5, 12));
+    return 1;
+}
+static int rope_n1(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -2, 2, true, SHAPE(3, 1, 6));
+    return 1;
+}
+static ag_tensor *f_rope_heads(ag_tensor **in) { return ag_rope(in[0], 8, 0, 10000); }
+static ag_tensor *f_rope_rows(ag_tensor **in) { return ag_rope(in[0], 4, 3, 10000); }
+static ag_tensor *f_rope_rows_far(ag_tensor **in) { return ag_rope(in[0], 4, 100000, 500); } /* angles far round */
+static ag_tensor *f_rope_pair(ag_tensor **in) { return ag_rope(in[0], 2, 1, 10000); } /* one pair a head: theta 1 */
+static ag_tensor *f_rope_n1(ag_tensor **in) { return ag_rope(in[0], 6, 7, 10000); }
+/* queries and keys rotated, then their scores: q_m . k_n feels m - n */
+static ag_tensor *f_rope_scores(ag_tensor **in) {
+    ag_tensor *q = ag_rope(ag_slice(in[0], 1, 0, 1), 8, 0, 100), *k = ag_rope(ag_slice(in[0], 1, 1, 2), 8, 0, 100);
+    return ag_matmul_t(q, false, k, true); /* [B, 1, N, N] */
+}
+
 /* ---- Gaussian mean recurrence ---- */
 
 /* m chosen so that every step is clear of its floor t/len: above it for
@@ -597,6 +642,16 @@ const op_case seq_cases[] = {
     {"layernorm/large_offset", ln_offset, f_ln, 0, 0},
     {"layernorm/no_affine", ln_plain, f_ln_plain, 0, 0},
     {"layernorm/gamma_only", ln_gamma_only, f_ln_gamma, 0, 0},
+    {"rmsnorm/3d", rms_3d, f_rms, 0, 0},
+    {"rmsnorm/one_feature", rms_d1, f_rms_eps, 0, 0},
+    {"rmsnorm/large_offset", rms_offset, f_rms, 0, 0},
+    {"rmsnorm/no_gain", ln_plain, f_rms_plain, 0, 0},
+    {"rope/split_heads", rope_heads, f_rope_heads, 0, 0},
+    {"rope/rows_of_3_heads_pos0_3", rope_rows, f_rope_rows, 0, 0},
+    {"rope/rows_pos0_1e5", rope_rows, f_rope_rows_far, 0, 0},
+    {"rope/head_dim_2", rope_rows, f_rope_pair, 0, 0},
+    {"rope/N1", rope_n1, f_rope_n1, 0, 0},
+    {"rope/scores", rope_heads, f_rope_scores, 0, 0},
     {"maximum/constant_floor", max_floor, f_max_floor, 0, 0},
     {"gaussian_mu/lengths_5_3", mu_setup, f_mu, 0, 0},
     {"gaussian_mu/full", mu_setup, f_mu_full, 0, 0},

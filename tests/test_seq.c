@@ -8,7 +8,9 @@
  *     gradients), fully masked and padded rows included
  *   - Gaussian context against naive loops; the mu recurrence against a
  *     per-step composition with ag_maximum, and the tie rule
- *   - layer norm against naive loops
+ *   - layer norm and RMS norm against naive loops
+ *   - rotary positions against the paper's formula, and what they are for:
+ *     norms kept, q_m . k_n a function of m - n alone, pos0 as an offset
  *   - docs/models.md's dual-axial module composed from core ops (no fused op
  *     needed), checked against naive loops and gradchecked at d=4, L=5
  *   - error messages of every op */
@@ -579,6 +581,87 @@ static void test_layernorm_values(void) {
     ag_step_end();
 }
 
+static void test_rmsnorm_values(void) {
+    ag_rng r;
+    ag_rng_seed(&r, 10);
+    int rows = 5, D = 7;
+    ag_tensor *x = uniform(&r, -3, 3, false, 2, (int[]){rows, D});
+    for (int j = 0; j < D; j++) x->data[j] += 20; /* row 0 far from 0: RMS norm does not centre it */
+    ag_tensor *g = uniform(&r, 0.5, 1.5, false, 1, (int[]){D});
+    ag_tensor *y = ag_rmsnorm(x, g, 1e-6), *plain = ag_rmsnorm(x, NULL, 0);
+    double d = 0, unit = 0;
+    for (int i = 0; i < rows; i++) {
+        double ms = 0, ms_y = 0;
+        for (int j = 0; j < D; j++) ms += x->data[i * D + j] * x->data[i * D + j] / D;
+        for (int j = 0; j < D; j++) {
+            d = fmax(d, fabs(x->data[i * D + j] / sqrt(ms + 1e-6) * g->data[j] - y->data[i * D + j]));
+            ms_y += plain->data[i * D + j] * plain->data[i * D + j] / D;
+        }
+        unit = fmax(unit, fabs(ms_y - 1));
+    }
+    CHECK(d < 1e-14, "rmsnorm vs naive: %.3g", d);
+    CHECK(unit < 1e-14, "rmsnorm without gain and eps: mean square of a row off 1 by %.3g", unit);
+    ag_step_end();
+}
+
+/* ======================================================================== */
+/* Rotary positions                                                          */
+/* ======================================================================== */
+
+static double dot(const ag_real *a, const ag_real *b, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+static void test_rope_values(void) {
+    ag_rng r;
+    ag_rng_seed(&r, 11);
+    enum { B = 2, N = 6, H = 3, DH = 8, D = H * DH };
+    ag_tensor *x = uniform(&r, -2, 2, false, 3, (int[]){B, N, D}); /* rows of three heads */
+    int pos0 = 4;
+    double base = 10000;
+    ag_tensor *y = ag_rope(x, DH, pos0, base);
+    double d = 0, norms = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < N; t++)
+            for (int h = 0; h < H; h++) {
+                const ag_real *xh = x->data + ((int64_t)(b * N + t) * D + h * DH);
+                const ag_real *yh = y->data + ((int64_t)(b * N + t) * D + h * DH);
+                for (int i = 0; i < DH / 2; i++) {
+                    double a = (pos0 + t) * pow(base, -2.0 * i / DH), c = cos(a), s = sin(a);
+                    d = fmax(d, fabs(xh[2 * i] * c - xh[2 * i + 1] * s - yh[2 * i]));
+                    d = fmax(d, fabs(xh[2 * i] * s + xh[2 * i + 1] * c - yh[2 * i + 1]));
+                }
+                norms = fmax(norms, fabs(dot(xh, xh, DH) - dot(yh, yh, DH)));
+            }
+    CHECK(d < 1e-14, "rope vs the paper's formula: %.3g", d);
+    CHECK(norms < 1e-13, "rope changed a head's norm by %.3g", norms);
+
+    /* split heads [B, H, N, DH] give the same rotation as rows of heads */
+    ag_tensor *split = ag_rope(ag_split_heads(x, H), DH, pos0, base);
+    ag_tensor *merged = ag_merge_heads(split);
+    CHECK(max_abs_diff(merged->data, y->data, y->size) == 0, "rope on split heads differs from rope on rows");
+
+    /* q_m . k_n depends on m - n alone: every position moved by 9 (pos0)
+     * gives the same scores, and the scores differ from unrotated ones */
+    ag_tensor *q = uniform(&r, -1, 1, false, 2, (int[]){N, DH}), *k = uniform(&r, -1, 1, false, 2, (int[]){N, DH});
+    ag_tensor *s0 = ag_matmul_t(ag_rope(q, DH, 0, base), false, ag_rope(k, DH, 0, base), true);
+    ag_tensor *s9 = ag_matmul_t(ag_rope(q, DH, 9, base), false, ag_rope(k, DH, 9, base), true);
+    ag_tensor *plain = ag_matmul_t(q, false, k, true);
+    CHECK(max_abs_diff(s0->data, s9->data, s0->size) < 1e-13, "rope scores moved with the offset: %.3g",
+          max_abs_diff(s0->data, s9->data, s0->size));
+    CHECK(max_abs_diff(s0->data, plain->data, s0->size) > 1e-3, "rope left the scores as they were");
+    for (int m = 0; m < N; m++) /* the diagonal: m - n = 0, the unrotated score */
+        CHECK(fabs(s0->data[m * N + m] - plain->data[m * N + m]) < 1e-14, "rope score q_%d . k_%d is not q . k", m, m);
+
+    /* pos0 is an offset: rows 3.. of a rotation from 0 are a rotation from 3 */
+    ag_tensor *tail = ag_rope(ag_slice(x, 1, 3, N), DH, pos0 + 3, base);
+    ag_tensor *whole_tail = ag_slice(y, 1, 3, N);
+    CHECK(max_abs_diff(tail->data, whole_tail->data, tail->size) == 0, "rope's pos0 is not an offset");
+    ag_step_end();
+}
+
 /* ======================================================================== */
 /* Dual-axial module (docs/models.md, dual-axial), composed from core ops    */
 /* ======================================================================== */
@@ -715,6 +798,14 @@ static void test_errors(void) {
     ag_tensor *x = zeros(3, (int[]){2, 5, 3}), *v4 = zeros(1, (int[]){4});
     EXPECT_FATAL_AT(ag_layernorm(x, v4, NULL, 1e-5), "ag_layernorm", "gamma", "[4]", "[2,5,3]");
     EXPECT_FATAL_AT(ag_layernorm(x, NULL, v4, 1e-5), "ag_layernorm", "beta", "[4]");
+    EXPECT_FATAL_AT(ag_rmsnorm(x, v4, 1e-5), "ag_rmsnorm", "gamma", "[4]", "[2,5,3]");
+    EXPECT_FATAL_AT(ag_rmsnorm(x, NULL, -1), "ag_rmsnorm", "eps -1");
+    ag_tensor *x12 = zeros(3, (int[]){2, 5, 12});
+    EXPECT_FATAL_AT(ag_rope(x12, 5, 0, 1e4), "ag_rope", "head_dim 5", "[2,5,12]", "even");
+    EXPECT_FATAL_AT(ag_rope(x12, 8, 0, 1e4), "ag_rope", "head_dim 8", "dividing the last axis (12)");
+    EXPECT_FATAL_AT(ag_rope(x12, 4, -1, 1e4), "ag_rope", "pos0 -1");
+    EXPECT_FATAL_AT(ag_rope(x12, 4, 0, 0), "ag_rope", "base 0");
+    EXPECT_FATAL_AT(ag_rope(v4, 4, 0, 1e4), "ag_rope", "[4]", "[..., N, D]");
 
     ag_tensor *mu = zeros(2, (int[]){2, 5}), *bad = zeros(2, (int[]){2, 4});
     EXPECT_FATAL_AT(ag_gaussian_context(x, bad, mu, NULL, false, 1e-3, NULL), "ag_gaussian_context", "mu", "[2,4]", "[2,5,3]");
@@ -815,6 +906,8 @@ int main(void) {
     test_gaussian_values();
     test_gaussian_mu();
     test_layernorm_values();
+    test_rmsnorm_values();
+    test_rope_values();
     test_dual_axial();
     test_errors();
     ag_shutdown();

@@ -623,6 +623,19 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
  * (x - mean) / sqrt(var + eps) * gamma + beta.  x[..., D]; gamma, beta [D]
  * (either may be NULL: no scale, no shift). */
 ag_tensor *ag_layernorm(ag_tensor *x, ag_tensor *gamma, ag_tensor *beta, double eps);
+/* RMS norm over the last axis (LLaMA's, torch's rms_norm): not centred,
+ * x / sqrt(mean(x^2) + eps) * gamma.  gamma [D] or NULL. */
+ag_tensor *ag_rmsnorm(ag_tensor *x, ag_tensor *gamma, double eps);
+/* Rotary positions (RoFormer, eq. 34): x [..., N, D], the row at position
+ * t (its index on axis -2, plus pos0) cut into D / head_dim heads, and
+ * each head's pair (2i, 2i+1) turned by the angle (pos0 + t) theta_i,
+ * theta_i = base^(-2i / head_dim) (base 10000 in the paper).  Applied to
+ * queries and keys, q_m . k_n then depends on m - n alone.  Works on
+ * split heads [B, h, N, dh] (head_dim = dh) as on [B, N, h dh] rows.  The
+ * pairs are adjacent features (the paper's; GPT-NeoX's and Hugging Face's
+ * LLaMA pair feature i with i + head_dim/2: the same rotation up to a
+ * permutation of each head's features). */
+ag_tensor *ag_rope(ag_tensor *x, int head_dim, int pos0, double base);
 
 /* The positional LM's mean recurrence (docs/models.md, positional LM, step 3): m[B,N,3] ->
  * mu[B,N], mu_t = max(m_t . [mu_{t-1}, 1/len, (t+1)/len], t/len), mu_{-1} = 0.
@@ -893,6 +906,8 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_mask_batch(...) AG_AT_STATUS(ag_mask_batch, __VA_ARGS__)
 /* sequence ops */
 #define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
+#define ag_rmsnorm(...) AG_AT(ag_rmsnorm, __VA_ARGS__)
+#define ag_rope(...) AG_AT(ag_rope, __VA_ARGS__)
 #define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
 #define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
 #define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)

@@ -1,7 +1,8 @@
 /* layernorm.cu - the CUDA side of ops/layernorm.c: a warp per row for the
  * forward and dx (mean, variance and the backward's two means are warp
  * reductions in a fixed order); gamma's and beta's gradients a thread per
- * column, adding the rows in order as the CPU does - no atomics. */
+ * column, adding the rows in order as the CPU does - no atomics.  A NULL
+ * row_mean is RMS normalisation (ops/layernorm.h): mean 0, no centring. */
 #include "../../graph/prelude.cuh"
 #include "../layernorm.h"
 
@@ -11,8 +12,10 @@ __global__ void layernorm_rows_kernel(const ag_real *X, const ag_real *gamma, co
     const ag_real *x = X + r * D;
     ag_real *y = Y + r * D;
     ag_real mean = 0, var = 0;
-    for (int k = AG_CUDA_LANE; k < D; k += 32) mean += x[k];
-    mean = ag__warp_sum(mean) / (ag_real)D;
+    if (row_mean) {
+        for (int k = AG_CUDA_LANE; k < D; k += 32) mean += x[k];
+        mean = ag__warp_sum(mean) / (ag_real)D;
+    }
     for (int k = AG_CUDA_LANE; k < D; k += 32) var += (x[k] - mean) * (x[k] - mean); /* two passes: no cancellation */
     var = ag__warp_sum(var) / (ag_real)D;
     ag_real rstd = (ag_real)(1 / sqrt((double)(var + eps))); /* C's double sqrt, as the CPU */
@@ -21,7 +24,7 @@ __global__ void layernorm_rows_kernel(const ag_real *X, const ag_real *gamma, co
         y[k] = (gamma ? xhat * gamma[k] : xhat) + (beta ? beta[k] : 0);
     }
     if (AG_CUDA_LANE == 0) {
-        row_mean[r] = mean;
+        if (row_mean) row_mean[r] = mean;
         row_rstd[r] = rstd;
     }
 }
@@ -32,14 +35,14 @@ __global__ void layernorm_grad_rows_kernel(const ag_real *X, const ag_real *G, c
                                            int D, bool fresh) {
     AG_CUDA_WARP_ROW(r, rows);
     const ag_real *x = X + r * D, *dy = G + r * D;
-    ag_real *dx = GX + r * D, mean = row_mean[r], rstd = row_rstd[r];
+    ag_real *dx = GX + r * D, mean = row_mean ? row_mean[r] : 0, rstd = row_rstd[r];
     ag_real sum_dxhat = 0, sum_dxhat_xhat = 0;
     for (int k = AG_CUDA_LANE; k < D; k += 32) {
         ag_real xhat = (x[k] - mean) * rstd, dxhat = gamma ? dy[k] * gamma[k] : dy[k];
         sum_dxhat += dxhat;
         sum_dxhat_xhat += dxhat * xhat;
     }
-    ag_real m1 = ag__warp_sum(sum_dxhat) / (ag_real)D, m2 = ag__warp_sum(sum_dxhat_xhat) / (ag_real)D;
+    ag_real m1 = row_mean ? ag__warp_sum(sum_dxhat) / (ag_real)D : 0, m2 = ag__warp_sum(sum_dxhat_xhat) / (ag_real)D;
     for (int k = AG_CUDA_LANE; k < D; k += 32) {
         ag_real xhat = (x[k] - mean) * rstd, dxhat = gamma ? dy[k] * gamma[k] : dy[k];
         ag_real d = rstd * (dxhat - m1 - xhat * m2);
@@ -54,7 +57,7 @@ __global__ void layernorm_grad_affine_kernel(const ag_real *X, const ag_real *G,
         ag_real gg = ggamma ? ggamma[k] : 0, gb = gbeta ? gbeta[k] : 0;
         for (int64_t r = 0; r < rows; r++) {
             ag_real dy = G[r * D + k];
-            gg += dy * ((X[r * D + k] - row_mean[r]) * row_rstd[r]);
+            gg += dy * ((X[r * D + k] - (row_mean ? row_mean[r] : 0)) * row_rstd[r]);
             gb += dy;
         }
         if (ggamma) ggamma[k] = gg;
