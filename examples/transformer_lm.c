@@ -7,6 +7,9 @@
  * 4d), --keep (0.9: after the embedding and on each sublayer's output); the learned position table has the run's
  * --max-len positions (cfg.max_len: no batch is wider, and generate keeps to the last max-len words), else
  * --hparams ctx=N (128), beyond which an input is refused.
+ * The later block (LLaMA's) by parts, through --hparams: rope=BASE turns queries and keys by their positions
+ * (ag_rope, e.g. rope=10000) in place of the learned table; rms=1 normalises by ag_rmsnorm (gains, no biases);
+ * glu=1 makes the FFN SwiGLU (--hidden the gated width).  All three: --hparams rope=10000,rms=1,glu=1.
  *
  *   ninja -C build examples/transformer_lm.so examples/transformer_lm-f64.so
  *   P=build/examples/transformer_lm.so
@@ -50,16 +53,22 @@ static ag_status tlm_build(ag_model *m) {
     p->ctx = ctx, p->n_layers = c->layers;
     m->cfg.max_len = ctx; /* the longest text it reads: generate keeps to its last ctx words (a window), not fails */
     ag_params *ps = &m->params;
+    double rope = ag_model_hparam(m, "rope", 0);
+    bool glu = ag_model_hparam(m, "glu", 0) != 0;
+    if (rope < 0 || (rope > 0 && (d / c->heads) % 2))
+        return ag_fail(AG_ERR_ARG, "tlm: rope=%g wants a base > 0 and an even head width (dim %d / heads %d)", rope, d,
+                       c->heads);
     p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng); /* also the decoder */
-    p->pos = ag_param_positions(ps, "pos.weight", ctx, d, 0.02, &m->rng);
-    ag_encoder_config ec = {.d_model = d, .heads = c->heads, .d_ff = c->hidden, .pre_norm = true,
-                            .keep = c->keep, .act = AG_ACT_GELU};
+    if (rope == 0) p->pos = ag_param_positions(ps, "pos.weight", ctx, d, 0.02, &m->rng);
+    ag_encoder_config ec = {.d_model = d, .heads = c->heads, .d_ff = c->hidden, .pre_norm = true, .keep = c->keep,
+                            .act = glu ? AG_ACT_SILU : AG_ACT_GELU, .rms_norm = ag_model_hparam(m, "rms", 0) != 0,
+                            .gated = glu, .rope_base = rope};
     for (int l = 0; l < c->layers; l++) {
         ag_scope_push("layer%d", l);
         p->layer[l] = ag_encoder_layer_new(ps, &ec, &m->rng);
         ag_scope_pop();
     }
-    ag_param_layernorm(ps, "ln_f", d, &p->lnf_g, &p->lnf_b);
+    ag_param_layernorm(ps, "ln_f", d, &p->lnf_g, ec.rms_norm ? NULL : &p->lnf_b);
     return AG_OK;
 }
 
@@ -68,11 +77,12 @@ static ag_tensor *tlm_hidden(ag_model *m, const ag_batch *b, bool training) {
     tlm *p = m->impl;
     int B = b->rows, N = b->width;
     if (N > p->ctx) {
-        ag_fail(AG_ERR_ARG, "tlm: %d positions, more than the %d of its position table (--max-len, or --hparams ctx)",
-                N, p->ctx);
+        ag_fail(AG_ERR_ARG, "tlm: %d positions, more than the %d of its %s (--max-len, or --hparams ctx)", N, p->ctx,
+                p->pos ? "position table" : "context");
         return NULL;
     }
-    ag_tensor *h = ag_add_learned_positions(ag_embedding(p->embed, b->tokens, 2, (int[]){B, N}), p->pos);
+    ag_tensor *h = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N});
+    if (p->pos) h = ag_add_learned_positions(h, p->pos); /* else each layer turns its queries and keys (rope) */
     h = ag_model_dropout(m, h, training);
     ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, N); /* key k <= query q */
     for (int l = 0; l < p->n_layers; l++) { /* padded keys masked by lengths, on top of the causal mask */
@@ -83,7 +93,7 @@ static ag_tensor *tlm_hidden(ag_model *m, const ag_batch *b, bool training) {
         snprintf(name, sizeof name, "layer%d", l);
         if (probs) ag_model_capture(m, name, probs);
     }
-    return ag_layernorm(h, p->lnf_g, p->lnf_b, 1e-5);
+    return ag_encoder_norm(&p->layer[0].cfg, h, p->lnf_g, p->lnf_b);
 }
 
 static ag_tensor *tlm_forward(ag_model *m, const ag_batch *b, bool training) {
@@ -134,9 +144,10 @@ static ag_tensor *tlm_feed(ag_model *m, void *state, const int32_t *ids, int n) 
         ag_fail(AG_ERR_ARG, "tlm: feeding %d words after %d: the state holds %d positions", n, at, s->layer[0].capacity);
         return NULL;
     }
-    ag_tensor *h = ag_add(ag_embedding(p->embed, ids, 2, (int[]){1, n}), ag_slice(p->pos, 0, at, at + n)); /* [1,n,d] */
+    ag_tensor *h = ag_embedding(p->embed, ids, 2, (int[]){1, n});                                 /* [1,n,d] */
+    if (p->pos) h = ag_add(h, ag_slice(p->pos, 0, at, at + n));
     for (int l = 0; l < p->n_layers; l++) h = ag_encoder_layer_forward_cached(&p->layer[l], h, &s->layer[l]);
-    h = ag_layernorm(ag_slice(h, 1, n - 1, n), p->lnf_g, p->lnf_b, 1e-5);                               /* [1,1,d] */
+    h = ag_encoder_norm(&p->layer[0].cfg, ag_slice(h, 1, n - 1, n), p->lnf_g, p->lnf_b);      /* [1,1,d] */
     return ag_linear_t(h, p->embed, NULL);                                                               /* [1,1,V] */
 }
 
@@ -149,7 +160,7 @@ static const ag_model_kind tlm_kind = {
     .build = tlm_build, .forward = tlm_forward, .loss = tlm_loss, .destroy = tlm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,heads,layers,max-len",
-    .hparams = "ctx",
+    .hparams = "ctx,rope,rms,glu",
     .lm_state_new = tlm_state_new, .lm_feed = tlm_feed, .lm_state_free = tlm_state_free,
 };
 

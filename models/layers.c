@@ -77,14 +77,16 @@ ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H
 
 void ag_param_layernorm(ag_params *ps, const char *prefix, int d, ag_tensor **gain, ag_tensor **bias) {
     need_prefix("ag_param_layernorm", prefix);
-    if (!gain || !bias) ag__fatal("ag_param_layernorm", "%s: gain and bias must not be NULL", prefix);
+    if (!gain) ag__fatal("ag_param_layernorm", "%s: gain must not be NULL", prefix);
     size_t n = strlen(prefix) + 6;
     char *name = ag__malloc(n);
     snprintf(name, n, "%s.gain", prefix);
     *gain = ag_param(ps, name, 1, (int[]){d});
     ag_init_constant(*gain, 1);
-    snprintf(name, n, "%s.bias", prefix);
-    *bias = ag_param_bias(ps, name, d);
+    if (bias) { /* none for ag_rmsnorm */
+        snprintf(name, n, "%s.bias", prefix);
+        *bias = ag_param_bias(ps, name, d);
+    }
     ag__free(name);
 }
 
@@ -371,7 +373,8 @@ ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths,
     int B = x->shape[0], N = x->shape[1], h = m->heads, dh = m->d_model / h;
     /* One GEMM for Q, K and V; split into 3h heads, of which Q's are the first h. */
     ag_tensor *qkv = ag_split_heads(ag_linear(x, m->w_qkv, m->b_qkv), 3 * h); /* [B, 3h, N, dh] */
-    ag_tensor *q = ag_slice(qkv, 1, 0, h), *k = ag_slice(qkv, 1, h, 2 * h), *v = ag_slice(qkv, 1, 2 * h, 3 * h);
+    ag_tensor *qk = m->rope_base > 0 ? ag_rope(ag_slice(qkv, 1, 0, 2 * h), dh, 0, m->rope_base) : qkv;
+    ag_tensor *q = ag_slice(qk, 1, 0, h), *k = ag_slice(qk, 1, h, 2 * h), *v = ag_slice(qkv, 1, 2 * h, 3 * h);
     if (mask) ag__mask_plan_make(layer, 4, (int[]){B, h, N, N}, mask); /* ambiguity and shape, before adding */
     if (lengths) {
         check_lengths(layer, lengths, B, N);
@@ -390,19 +393,41 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
     if (!(cfg->keep == 0 || (cfg->keep > 0 && cfg->keep <= 1)))
         ag__fatal("ag_encoder_layer_new", "keep %g: want a probability in (0, 1] (0 reads as 1)", cfg->keep);
     if (l.cfg.keep == 0) l.cfg.keep = 1;
-    if (l.cfg.act == AG_ACT_NONE) l.cfg.act = AG_ACT_RELU;
+    if (!(cfg->rope_base >= 0) || !isfinite(cfg->rope_base))
+        ag__fatal("ag_encoder_layer_new", "rope_base %g: want > 0 (rotary positions) or 0 (none)", cfg->rope_base);
+    if (l.cfg.act == AG_ACT_NONE) l.cfg.act = cfg->gated ? AG_ACT_SILU : AG_ACT_RELU;
     if (l.cfg.ln_eps == 0) l.cfg.ln_eps = 1e-5;
-    int d = cfg->d_model;
+    int d = cfg->d_model, w1_out = cfg->gated ? 2 * cfg->d_ff : cfg->d_ff;
+    if (cfg->rope_base > 0 && cfg->heads > 0 && d % cfg->heads == 0 && (d / cfg->heads) % 2)
+        ag__fatal("ag_encoder_layer_new", "rotary positions turn pairs of a head's features: d_model %d over %d "
+                  "heads is an odd head width", d, cfg->heads);
     ag_scope_push("attn");
     l.attn = ag_mha_new(ps, d, cfg->heads, rng);
+    l.attn.rope_base = cfg->rope_base;
     ag_scope_pop();
-    ag_param_layernorm(ps, "ln1", d, &l.ln1_g, &l.ln1_b);
-    l.w1 = ag_param_glorot(ps, "ffn.w1", d, cfg->d_ff, rng);
-    l.b1 = ag_param_bias(ps, "ffn.b1", cfg->d_ff);
+    ag_param_layernorm(ps, "ln1", d, &l.ln1_g, cfg->rms_norm ? NULL : &l.ln1_b);
+    l.w1 = ag_param_glorot(ps, "ffn.w1", d, w1_out, rng); /* gated: the gate's columns, then the value's */
+    l.b1 = ag_param_bias(ps, "ffn.b1", w1_out);
     l.w2 = ag_param_glorot(ps, "ffn.w2", cfg->d_ff, d, rng);
     l.b2 = ag_param_bias(ps, "ffn.b2", d);
-    ag_param_layernorm(ps, "ln2", d, &l.ln2_g, &l.ln2_b);
+    ag_param_layernorm(ps, "ln2", d, &l.ln2_g, cfg->rms_norm ? NULL : &l.ln2_b);
     return l;
+}
+
+ag_tensor *ag_encoder_norm(const ag_encoder_config *c, ag_tensor *x, ag_tensor *gain, ag_tensor *bias) {
+    if (!c) ag__fatal("ag_encoder_norm", "the config is NULL");
+    return c->rms_norm ? ag_rmsnorm(x, gain, c->ln_eps ? c->ln_eps : 1e-5)
+                       : ag_layernorm(x, gain, bias, c->ln_eps ? c->ln_eps : 1e-5);
+}
+
+/* act(x W1 + b1) W2 + b2, or gated: (act(a) * v) W2 + b2, [a | v] = x W1 + b1. */
+static ag_tensor *feed_forward(const ag_encoder_layer *l, ag_tensor *x) {
+    const ag_encoder_config *c = &l->cfg;
+    if (!c->gated) return ag_linear(ag_dense(x, l->w1, l->b1, c->act), l->w2, l->b2);
+    ag_tensor *av = ag_linear(x, l->w1, l->b1);
+    int last = av->ndim - 1;
+    ag_tensor *gate = ag_activate(ag_slice(av, last, 0, c->d_ff), c->act);
+    return ag_linear(ag_mul(gate, ag_slice(av, last, c->d_ff, 2 * c->d_ff)), l->w2, l->b2);
 }
 
 /* x + dropout(f), normalised after (post-LN) or with f computed on LN(x)
@@ -410,7 +435,7 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
 static ag_tensor *residual(const ag_encoder_layer *l, ag_tensor *x, ag_tensor *f, ag_tensor *g, ag_tensor *b,
                            bool training, ag_rng *rng) {
     ag_tensor *y = ag_add(x, ag_dropout(f, l->cfg.keep, training, rng));
-    return l->cfg.pre_norm ? y : ag_layernorm(y, g, b, l->cfg.ln_eps);
+    return l->cfg.pre_norm ? y : ag_encoder_norm(&l->cfg, y, g, b);
 }
 
 /* cache: the self-attention is ag_mha_forward_cached's (lengths, mask and
@@ -421,11 +446,11 @@ static ag_tensor *encoder_forward(const char *layer, const ag_encoder_layer *l, 
     ag__need(layer, "x", x);
     const ag_encoder_config *c = &l->cfg;
     if (training && c->keep < 1 && !rng) ag__fatal(layer, "training with dropout (keep %g) needs an rng", c->keep);
-    ag_tensor *a_in = c->pre_norm ? ag_layernorm(x, l->ln1_g, l->ln1_b, c->ln_eps) : x;
+    ag_tensor *a_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln1_g, l->ln1_b) : x;
     ag_tensor *a = cache ? ag_mha_forward_cached(&l->attn, a_in, cache) : ag_mha_forward(&l->attn, a_in, lengths, mask, probs);
     x = residual(l, x, a, l->ln1_g, l->ln1_b, training, rng);
-    ag_tensor *f_in = c->pre_norm ? ag_layernorm(x, l->ln2_g, l->ln2_b, c->ln_eps) : x;
-    ag_tensor *f = ag_linear(ag_dense(f_in, l->w1, l->b1, c->act), l->w2, l->b2);
+    ag_tensor *f_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln2_g, l->ln2_b) : x;
+    ag_tensor *f = feed_forward(l, f_in);
     return residual(l, x, f, l->ln2_g, l->ln2_b, training, rng);
 }
 
@@ -472,8 +497,14 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
     if (!c->kv || n > c->capacity - at)
         ag__fatal(layer, "%d positions after %d: the cache holds %d%s", n, at, c->capacity, c->kv ? "" : " (none made)");
     ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv);                                     /* [1, n, 3d] */
+    ag_tensor *new_kv = ag_slice(qkv, 2, d, 3 * d);                                        /* the new rows' k | v */
+    if (m->rope_base > 0) { /* q and k turned to their positions at..at+n-1; the cache keeps turned keys */
+        ag_tensor *qk = ag_rope(ag_slice(qkv, 2, 0, 2 * d), dh, at, m->rope_base);
+        new_kv = ag_concat((ag_tensor *[]){ag_slice(qk, 2, d, 2 * d), ag_slice(new_kv, 2, d, 2 * d)}, 2, 2);
+        qkv = qk;
+    }
     ag_tensor *q = ag_split_heads(ag_slice(qkv, 2, 0, d), h);                              /* [1, h, n, dh] */
-    ag_buffer_write(c->kv, (int64_t)at * 2 * d, ag_slice(qkv, 2, d, 3 * d));               /* the new rows' k | v */
+    ag_buffer_write(c->kv, (int64_t)at * 2 * d, new_kv);
     ag_tensor *kv = ag_split_heads(ag_buffer_view(c->kv, 0, 3, (int[]){1, len, 2 * d}), 2 * h); /* [1, 2h, len, dh] */
     ag_tensor *k = ag_slice(kv, 1, 0, h), *v = ag_slice(kv, 1, h, 2 * h);
     /* position at + i reads keys <= at + i: the causal mask's last n rows

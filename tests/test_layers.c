@@ -338,14 +338,17 @@ static void test_mha(ag_rng *r) {
 }
 
 /* The encoder layer, pre- and post-LN, in evaluation and with dropout in
- * training (a fixed mask), through every parameter and x. */
+ * training (a fixed mask), through every parameter and x; and the later
+ * block (RMS norm, a gated FFN, rotary positions), pre- and post-norm. */
 static void test_encoder_layer(ag_rng *r) {
-    for (int pre = 0; pre < 2; pre++)
+    for (int variant = 0; variant < 4; variant++)
         for (int training = 0; training < 2; training++) {
+            bool pre = variant % 2, later = variant >= 2;
             attn_ctx c = {0};
             c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, DM}, 1, r);
             ag_encoder_config cfg = {.d_model = DM, .heads = H, .d_ff = 6, .pre_norm = pre, .keep = 0.8,
-                                     .act = AG_ACT_ELU};
+                                     .act = later ? AG_ACT_NONE : AG_ACT_ELU, .rms_norm = later, .gated = later,
+                                     .rope_base = later ? 100 : 0};
             ag_scope_push("enc");
             ag_scope_push("layer0");
             c.enc = ag_encoder_layer_new(&c.ps, &cfg, r);
@@ -354,7 +357,11 @@ static void test_encoder_layer(ag_rng *r) {
             CHECK(!strcmp(ag_scope(), ""));
             CHECK(ag_params_find(&c.ps, "enc.layer0.attn.qkv.weight") && ag_params_find(&c.ps, "enc.layer0.ln2.gain") &&
                   ag_params_find(&c.ps, "enc.layer0.ffn.w1"), "encoder parameter names");
-            CHECK(c.enc.ln1_g->data[0] == 1 && c.enc.ln1_b->data[0] == 0);
+            CHECK(c.enc.ln1_g->data[0] == 1 && (later ? !c.enc.ln1_b && !ag_params_find(&c.ps, "enc.layer0.ln1.bias")
+                                                      : c.enc.ln1_b->data[0] == 0));
+            if (later)
+                CHECK(c.enc.cfg.act == AG_ACT_SILU && c.enc.w1->shape[1] == 12 && c.enc.attn.rope_base == 100,
+                      "the later block: SwiGLU's fused [d, 2 d_ff] and rotary positions on its attention");
             for (int p = 1; p < c.ps.count; p++) /* move the gains and biases off 1 and 0 */
                 if (c.ps.items[p]->ndim == 1)
                     for (int64_t i = 0; i < c.ps.items[p]->size; i++) c.ps.items[p]->data[i] += (ag_real)(0.1 * sin(i + p));
@@ -362,13 +369,18 @@ static void test_encoder_layer(ag_rng *r) {
             c.mask_kind = 1;
             c.training = training;
             char label[64];
-            snprintf(label, sizeof label, "encoder layer %s-LN%s", pre ? "pre" : "post", training ? ", dropout" : "");
+            snprintf(label, sizeof label, "encoder layer %s-%s%s", pre ? "pre" : "post",
+                     later ? "RMS, SwiGLU, RoPE" : "LN", training ? ", dropout" : "");
             gradcheck(label, encoder_fn, &c, c.ps.items, c.ps.count);
             ag_params_free(&c.ps);
         }
     ag_params ps = {0};
     EXPECT_FATAL(ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = 4, .heads = 2, .d_ff = 0}, r),
                  "ag_encoder_layer_new", "d_ff");
+    EXPECT_FATAL(ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = 6, .heads = 2, .d_ff = 4, .rope_base = 1e4}, r),
+                 "ag_encoder_layer_new", "odd head width", "d_model 6 over 2 heads");
+    EXPECT_FATAL(ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = 4, .heads = 2, .d_ff = 4, .rope_base = -1}, r),
+                 "ag_encoder_layer_new", "rope_base -1");
     ag_params_free(&ps);
 }
 
@@ -615,13 +627,16 @@ static void test_encoder_probs(ag_rng *r) {
  * rows of the full forward under the causal mask, on the GPU without
  * waiting for it once; more positions than the cache holds, or more than
  * one sequence, are refused by name. */
-static void kv_cache_case(ag_rng *r, ag_device d, bool pre) {
+static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later) {
     enum { LEN = 7 };
     static const int chunks[] = {3, 1, 2, 1};
     ag_params ps = {0};
     ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){1, LEN, DM}, 1, r);
+    /* later: the cache holds keys turned to their positions, and each chunk's queries and keys are turned from
+     * where the cache ends */
     ag_encoder_layer l = ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = DM, .heads = H, .d_ff = 6,
-                                                                        .pre_norm = pre}, r);
+                                                                        .pre_norm = pre, .rms_norm = later,
+                                                                        .gated = later, .rope_base = later ? 10 : 0}, r);
     ag_params_to(&ps, d);
     ag_set_device(d);
     ag_real full[LEN * DM], got[DM * 3];
@@ -641,8 +656,8 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre) {
         for (int e = 0; e < chunks[i] * DM; e++) worst = check_worst(worst, fabs(got[e] - full[at * DM + e]));
         ag_step_end();
     }
-    CHECK(worst <= 1e-13, "%s-LN on the %s: cached rows differ from the full forward's by %.3g", pre ? "pre" : "post",
-          ag_device_name(d), worst);
+    CHECK(worst <= 1e-13, "%s-%s on the %s: cached rows differ from the full forward's by %.3g", pre ? "pre" : "post",
+          later ? "RMS, SwiGLU, RoPE" : "LN", ag_device_name(d), worst);
     CHECK(waits == 0, "on the %s: the cached forwards waited for the device %lld times", ag_device_name(d),
           (long long)waits);
     EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, 0, 1), &c), "ag_mha_forward_cached",
@@ -667,8 +682,9 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre) {
 }
 
 static void test_kv_cache(ag_rng *r, ag_device d) {
-    kv_cache_case(r, d, false);
-    kv_cache_case(r, d, true);
+    kv_cache_case(r, d, false, false);
+    kv_cache_case(r, d, true, false);
+    kv_cache_case(r, d, true, true);
 }
 
 int main(void) {

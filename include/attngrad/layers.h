@@ -39,7 +39,8 @@ typedef struct {
 } ag_bilstm_layer;
 ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng);
 /* LayerNorm parameters for ag_layernorm: *gain = <prefix>.gain [d] filled
- * with 1, *bias = <prefix>.bias [d] with 0, in that order. */
+ * with 1, *bias = <prefix>.bias [d] with 0, in that order.  bias NULL: the
+ * gain alone (ag_rmsnorm's). */
 void ag_param_layernorm(ag_params *ps, const char *prefix, int d, ag_tensor **gain, ag_tensor **bias);
 
 /* act(x) by the ag_act above: ag_relu, ag_elu, ag_tanh, ag_sigmoid or x. */
@@ -138,6 +139,7 @@ ag_tensor *ag_attention_pool(ag_tensor *x, const int32_t *lengths, ag_tensor *w,
 typedef struct {
     int d_model, heads;
     ag_tensor *w_qkv, *b_qkv, *w_o, *b_o;
+    double rope_base; /* > 0: queries and keys turned by ag_rope(., d/heads, position, rope_base); 0 (ag_mha_new's): none */
 } ag_mha;
 
 ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng);
@@ -159,11 +161,18 @@ typedef struct {
     double keep;        /* dropout keep probability on each sublayer's output; 0 reads as 1 */
     ag_act act;         /* the FFN's activation; AG_ACT_NONE reads as ReLU */
     double ln_eps;      /* 0 reads as 1e-5 */
+    /* What later Transformers changed (LLaMA's block: pre_norm, rms_norm,
+     * gated with AG_ACT_SILU, rope_base 10000).  All off: the 2017 block. */
+    bool rms_norm;      /* ag_rmsnorm (gain, no bias) where ag_layernorm was */
+    bool gated;         /* FFN (act(x Wa + ba) * (x Wv + bv)) W2 + b2 (GLU variants; act AG_ACT_NONE reads as SiLU:
+                           SwiGLU), ffn.w1 [d, 2 d_ff] = [Wa | Wv] */
+    double rope_base;   /* > 0: rotary positions on queries and keys (ag_rope, an even head width); 0: none */
 } ag_encoder_config;
 
 /* Parameters: <scope>attn.*, ln1.gain, ln1.bias, ffn.w1, ffn.b1, ffn.w2,
- * ffn.b2, ln2.gain, ln2.bias (gains 1, biases 0).  A pre-LN stack wants a
- * final ag_layernorm after its last layer (the caller's). */
+ * ffn.b2, ln2.gain, ln2.bias (gains 1, biases 0; no ln*.bias with
+ * rms_norm).  A pre-LN stack wants a final norm after its last layer (the
+ * caller's: ag_encoder_norm). */
 typedef struct {
     ag_encoder_config cfg;
     ag_mha attn;
@@ -171,6 +180,10 @@ typedef struct {
 } ag_encoder_layer;
 
 ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cfg, ag_rng *rng);
+/* The norm c asks for over x's last axis: ag_rmsnorm(x, gain, eps) with
+ * c->rms_norm, else ag_layernorm(x, gain, bias, eps) (eps c->ln_eps, 0:
+ * 1e-5) - for a stack's final norm, made with ag_param_layernorm. */
+ag_tensor *ag_encoder_norm(const ag_encoder_config *c, ag_tensor *x, ag_tensor *gain, ag_tensor *bias);
 /* x [B, N, d] -> [B, N, d]: self-attention (lengths, mask as ag_mha_forward)
  * then the FFN act(x W1 + b1) W2 + b2, each with dropout (when training;
  * rng needed then) and a residual connection, normalised before or after.
@@ -223,6 +236,7 @@ ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor 
 #define ag_feature_map(...) AG_AT(ag_feature_map, __VA_ARGS__)
 #define ag_mha_forward(...) AG_AT(ag_mha_forward, __VA_ARGS__)
 #define ag_encoder_layer_forward(...) AG_AT(ag_encoder_layer_forward, __VA_ARGS__)
+#define ag_encoder_norm(...) AG_AT(ag_encoder_norm, __VA_ARGS__)
 #define ag_encoder_layer_forward_probs(...) AG_AT(ag_encoder_layer_forward_probs, __VA_ARGS__)
 #define ag_mha_forward_cached(...) AG_AT(ag_mha_forward_cached, __VA_ARGS__)
 #define ag_encoder_layer_forward_cached(...) AG_AT(ag_encoder_layer_forward_cached, __VA_ARGS__)
