@@ -337,6 +337,16 @@ printf 'w1 saw\n\nthen w2 . w3\n' > "$T/prompts.txt"
   cmp -s "$T/gen1.txt" "$T/gen2.txt" && ok || bad "generate --seed 3 drew differently twice"
 expect 1 'generate continues text with a language model' sh -c "echo w1 | '$AG' generate --ckpt '$T/run/best.safetensors'"
 expect 2 "option --temperature: .*-1" "$AG" generate --ckpt "$T/lm-sent/best.safetensors" --temperature -1
+# --top-k 1 is the likeliest word, as --temperature 0; a nucleus of one word likewise (at T 1e-3 the likeliest
+# takes all but ~0 of the mass); whatever --top-k K draws at a seed is among its K likeliest (checked in
+# test_train's draw test); bad values are refused by name
+"$AG" generate --ckpt "$T/lm-sent/best.safetensors" --words 4 --temperature 0 < "$T/prompts.txt" > "$T/gen-t0.txt" 2>&1 &&
+  "$AG" generate --ckpt "$T/lm-sent/best.safetensors" --words 4 --top-k 1 --seed 9 < "$T/prompts.txt" > "$T/gen-k1.txt" 2>&1 &&
+  "$AG" generate --ckpt "$T/lm-sent/best.safetensors" --words 4 --top-p 1e-9 --seed 9 < "$T/prompts.txt" > "$T/gen-p0.txt" 2>&1 &&
+  cmp -s "$T/gen-t0.txt" "$T/gen-k1.txt" && cmp -s "$T/gen-t0.txt" "$T/gen-p0.txt" && ok ||
+  bad "generate --top-k 1 / --top-p 1e-9 differ from --temperature 0: $(paste "$T/gen-t0.txt" "$T/gen-k1.txt" "$T/gen-p0.txt" | head -3)"
+expect 2 "option --top-p: .*0" "$AG" generate --ckpt "$T/lm-sent/best.safetensors" --top-p 0
+expect 2 "option --top-k: .*-2" "$AG" generate --ckpt "$T/lm-sent/best.safetensors" --top-k -2
 expect 1 "stdin:1: binary data" sh -c "printf 'w1\001\n' | '$AG' generate --ckpt '$T/lm-sent/best.safetensors'"
 expect 1 '--lm-split sentence: .*ten.txt is labeled data, not LM text' "$AG" train --data "$T/ten.txt" --lm-split sentence --out "$T/lm-bad"
 expect 2 "option --lm-split: 'word': expected line or sentence" "$AG" train --lm-split word

@@ -765,6 +765,35 @@ static void test_draw_word(void) {
     CHECK(ag__draw_word(big, 5, 0, 0.7) == 2);
     /* a vocabulary of one word besides <pad> and <unk> */
     CHECK(ag__draw_word(logits, 3, 1.0, 0.5) == 2);
+
+    /* top-k and top-p: the same walk over the words they keep, renormalised */
+    ag__ranked order[5];
+    for (int k = 0; k < 6; k++) /* T 0 or top_k 1: the likeliest at any u */
+        CHECK(ag__draw_word_top(logits, 5, 1.0, 1, 1, k / 5.0, order) == 4 &&
+              ag__draw_word_top(logits, 5, 0, 2, 0.5, k / 5.0, order) == 4, "top_k 1 or T 0 at u %g", k / 5.0);
+    /* top_k 2 keeps ids 3 and 4, shares 2/5 and 3/5; a top_p of 0.6 keeps the same two (3/6 < 0.6 <= 5/6) */
+    const struct {
+        double u;
+        int want;
+    } top2[] = {{0, 3}, {0.39, 3}, {0.41, 4}, {0.999999, 4}};
+    for (size_t i = 0; i < sizeof top2 / sizeof *top2; i++) {
+        CHECK(ag__draw_word_top(logits, 5, 1.0, 2, 1, top2[i].u, order) == top2[i].want, "top_k 2, u %g", top2[i].u);
+        CHECK(ag__draw_word_top(logits, 5, 1.0, 0, 0.6, top2[i].u, order) == top2[i].want, "top_p 0.6, u %g",
+              top2[i].u);
+        CHECK(ag__draw_word_top(logits, 5, 1.0, 2, 0.9, top2[i].u, order) == top2[i].want, "top_k 2 then top_p 0.9");
+    }
+    /* a nucleus the likeliest fills alone (3/6 >= 0.5); top_k 2 then top_p 0.5 of what it kept: 3/5 >= 0.5 */
+    CHECK(ag__draw_word_top(logits, 5, 1.0, 0, 0.5, 0.1, order) == 4 && ag__draw_word_top(logits, 5, 1.0, 2, 0.5, 0.1,
+                                                                                          order) == 4);
+    /* no cut (top_k at least the words, top_p 1): ag__draw_word's words at every u */
+    for (int k = 0; k <= 100; k++)
+        CHECK(ag__draw_word_top(logits, 5, 2.0, 3, 1, k / 100.5, order) == ag__draw_word(logits, 5, 2.0, k / 100.5) &&
+              ag__draw_word_top(logits, 5, 2.0, 7, 1, k / 100.5, order) == ag__draw_word(logits, 5, 2.0, k / 100.5),
+              "top_k >= the words at u %g", k / 100.5);
+    /* ties: the lower ids are the likeliest k; id 4 never drawn */
+    const ag_real flat[] = {9, 9, 1, 1, 1};
+    CHECK(ag__draw_word_top(flat, 5, 1.0, 2, 1, 0.49, order) == 2 && ag__draw_word_top(flat, 5, 1.0, 2, 1, 0.51, order) == 3 &&
+          ag__draw_word_top(flat, 5, 1.0, 2, 1, 0.999999, order) == 3, "top_k 2 among ties: ids 2 and 3");
 }
 
 /* generate's output line for prompt, drawn with a generator seeded `seed`. */

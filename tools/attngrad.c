@@ -42,7 +42,7 @@ static const command commands[] = {
     {"predict", AG_CMD_PREDICT, "predict --ckpt FILE < lines",
      "label and probabilities per input line (pairs: two sentences separated by a tab; relatedness: the score; "
      "a language model: the line's perplexity and the likeliest next word)"},
-    {"generate", AG_CMD_GENERATE, "generate --ckpt FILE [--words N] [--temperature T] [--seed S] < prompts",
+    {"generate", AG_CMD_GENERATE, "generate --ckpt FILE [--words N] [--temperature T] [--top-k K] [--top-p P] [--seed S] < prompts",
      "a language model's continuation of each prompt line, drawn word by word"},
     {"heatmap", AG_CMD_HEATMAP, "heatmap --ckpt FILE --sentence TEXT [--sentence-b TEXT] --out DIR_OR_PREFIX",
      "SVG heatmaps of the model's attention on a sentence, one per map and head"},

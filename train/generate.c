@@ -20,19 +20,61 @@
  * u, so u walks the distribution in id order.  temperature 0: the
  * likeliest (the first of ties), as predict's "next". */
 int ag__draw_word(const ag_real *logits, int V, double temperature, double u) {
-    int best = AG_UNK_ID + 1;
+    return ag__draw_word_top(logits, V, temperature, 0, 1, u, NULL);
+}
+
+static int by_logit_then_id(const void *pa, const void *pb) {
+    const ag__ranked *a = pa, *b = pb;
+    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static int by_id(const void *pa, const void *pb) {
+    const ag__ranked *a = pa, *b = pb;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* The words a draw may take, in order[0..m): every one (m = all) or, with
+ * top_k or top_p, the likeliest first (ties by id), cut to top_k, then to
+ * the fewest whose shares reach top_p of the kept ones' sum (top-k, then
+ * top-p on what it kept, as Hugging Face's warpers run); at least one. */
+static int kept_words(const ag_real *logits, int first, int n, double temperature, int top_k, double top_p,
+                      ag__ranked *order) {
+    for (int i = 0; i < n; i++) order[i] = (ag__ranked){logits[first + i], first + i};
+    qsort(order, (size_t)n, sizeof *order, by_logit_then_id);
+    int m = top_k > 0 && top_k < n ? top_k : n;
+    if (top_p < 1) {
+        double total = 0, run = 0;
+        for (int i = 0; i < m; i++) total += exp((order[i].logit - order[0].logit) / temperature);
+        for (int i = 0; i < m; i++) {
+            run += exp((order[i].logit - order[0].logit) / temperature);
+            if (run >= top_p * total) {
+                m = i + 1;
+                break;
+            }
+        }
+    }
+    qsort(order, (size_t)m, sizeof *order, by_id); /* u walks the kept words in id order, as all of them */
+    return m;
+}
+
+int ag__draw_word_top(const ag_real *logits, int V, double temperature, int top_k, double top_p, double u,
+                      ag__ranked *order) {
+    int first = AG_UNK_ID + 1, n = V - first, best = first;
     for (int v = best + 1; v < V; v++)
         if (logits[v] > logits[best]) best = v;
-    if (temperature <= 0 || V <= AG_UNK_ID + 2) return best;
+    if (temperature <= 0 || n <= 1 || top_k == 1) return best;
+    bool cut = order && ((top_k > 0 && top_k < n) || top_p < 1);
+    int m = cut ? kept_words(logits, first, n, temperature, top_k, top_p, order) : n;
     double sum = 0;
-    for (int v = AG_UNK_ID + 1; v < V; v++) sum += exp((logits[v] - logits[best]) / temperature);
+    for (int i = 0; i < m; i++) sum += exp(((cut ? order[i].logit : logits[first + i]) - logits[best]) / temperature);
     double at = u * sum, run = 0;
-    for (int v = AG_UNK_ID + 1; v < V; v++) {
-        double share = exp((logits[v] - logits[best]) / temperature);
+    for (int i = 0; i < m; i++) {
+        double share = exp(((cut ? order[i].logit : logits[first + i]) - logits[best]) / temperature);
         run += share;
-        if (run > at && share > 0) return v;
+        if (run > at && share > 0) return cut ? order[i].id : first + i;
     }
-    return best; /* u * sum rounded past the last running sum */
+    return best; /* u * sum rounded past the last running sum; the likeliest is always kept */
 }
 
 /* The words of the prompt: the last row of b (a run trained on sentences
@@ -113,7 +155,7 @@ static void restart_state(ag_model *m, lm_state *state, int from) {
 /* The next word after ids[0..n): from the LM's state where it keeps one,
  * else from a forward. */
 static int next_word(ag_model *m, lm_state *state, ag_batch *g, const int32_t *ids, int n, const ag_train_opts *o,
-                     ag_rng *rng, int *word, char *err, size_t errlen) {
+                     ag__ranked *order, ag_rng *rng, int *word, char *err, size_t errlen) {
     ag_tensor *logits;
     int from = window_start(m, n);
     if (state->kept && from != state->from) restart_state(m, state, from);
@@ -131,7 +173,7 @@ static int next_word(ag_model *m, lm_state *state, ag_batch *g, const int32_t *i
     if (!rc) {
         int at = logits->shape[1] == 1 ? 0 : n - from - 1; /* [1,1,V] or a kind's [1,n,V] over the window */
         const ag_real *values = ag_host_values(logits) + (int64_t)at * V; /* the last position's */
-        *word = ag__draw_word(values, V, o->temperature, ag_rng_uniform(rng));
+        *word = ag__draw_word_top(values, V, o->temperature, o->top_k, o->top_p, ag_rng_uniform(rng), order);
     }
     ag_step_end();
     return rc;
@@ -144,10 +186,12 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
         return ag__train_fail(err, errlen, AG_ERR_ARG, "generate continues text with a language model: model %s does %s",
                               m->kind->name, ag_task_name(m->cfg.task));
     }
-    int rc = o->words >= 0 && isfinite(o->temperature) && o->temperature >= 0
+    int rc = o->words >= 0 && isfinite(o->temperature) && o->temperature >= 0 && o->top_k >= 0 &&
+                     o->top_p > 0 && o->top_p <= 1
                  ? ag__cut_line_end(line, err, errlen)
-                 : ag__train_fail(err, errlen, AG_ERR_ARG, "generate: words %d and temperature %g must be >= 0", o->words,
-                                  o->temperature);
+                 : ag__train_fail(err, errlen, AG_ERR_ARG,
+                                  "generate: words %d, temperature %g and top_k %d must be >= 0, top_p %g in (0, 1]",
+                                  o->words, o->temperature, o->top_k, o->top_p);
     if (rc || ag_tokenize(line, strlen(line), 0, NULL, 0) == 0) { /* a bad or a blank prompt: a blank line */
         fputc('\n', out);
         return rc;
@@ -156,17 +200,20 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
     ag_batch b, g = {0};
     lm_state state = {0};
     int32_t *ids = NULL;
+    ag__ranked *order = NULL; /* top_k's and top_p's ranking of the vocabulary */
     rc = ag__line_examples(m, vocab, o, line, &ds, &b, err, errlen);
     int most = rc ? 0 : b.lengths[b.rows - 1] + o->words;
     if (!rc && !(ids = malloc((size_t)most * sizeof *ids)))
         rc = ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for %d words", most);
+    if (!rc && (o->top_k > 0 || o->top_p < 1) && !(order = malloc((size_t)m->cfg.vocab * sizeof *order)))
+        rc = ag__train_fail(err, errlen, AG_ERR_NOMEM, "out of memory for a ranking of %d words", m->cfg.vocab);
     if (!rc) {
         int n = prompt_ids(&b, ids), eos = ag_vocab_find(vocab, AG_EOS_TOKEN, strlen(AG_EOS_TOKEN));
         state.capacity = m->cfg.max_len > 0 && most > m->cfg.max_len ? m->cfg.max_len : most; /* the window's */
         if (ag__kind_feeds(m->kind)) state.kept = m->kind->lm_state_new(m, state.capacity);
         /* without a state: a forward for each word, in g (next_word makes it) */
         for (int k = 0, word; k < o->words; k++) {
-            if ((rc = next_word(m, &state, &g, ids, n, o, rng, &word, err, errlen)) || word == eos) break;
+            if ((rc = next_word(m, &state, &g, ids, n, o, order, rng, &word, err, errlen)) || word == eos) break;
             fprintf(out, "%s%s", k ? " " : "", ag_vocab_token(vocab, word));
             ids[n++] = word;
         }
@@ -175,6 +222,7 @@ int ag_generate_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o,
     if (state.kept) m->kind->lm_state_free(state.kept);
     ag_model_batch_free(&g);
     free(ids);
+    free(order);
     ag_batch_free(&b);
     ag_dataset_free(&ds);
     return rc;

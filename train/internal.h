@@ -54,6 +54,16 @@ int ag__line_forward(ag_model *m, const ag_batch *b, ag_tensor **logits, char *e
  * in [0, 1) (the inverse of its distribution, in id order), never <pad>
  * or <unk>; temperature 0: the likeliest. */
 int ag__draw_word(const ag_real *logits, int V, double temperature, double u);
+/* The same among the top_k likeliest (0: all; ties: the lower id first)
+ * and of those the fewest likeliest whose shares reach top_p of theirs (1:
+ * all), u walking the kept words in id order; top_k 1: the likeliest.
+ * order: room for V - 2 entries where top_k or top_p cut (NULL: no cut). */
+typedef struct {
+    ag_real logit;
+    int32_t id;
+} ag__ranked;
+int ag__draw_word_top(const ag_real *logits, int V, double temperature, int top_k, double top_p, double u,
+                      ag__ranked *order);
 
 /* The options that are set (sizes > 0, flags, task, seed...) onto cfg. */
 void ag__train_apply(const ag_train_opts *o, ag_model_config *cfg);

@@ -142,6 +142,11 @@ static const opt_def opts[] = {
     {"words", O_INT, F(words), 1, 100000, GE, false, "N", "most words drawn after each prompt (default 50)", NULL},
     {"temperature", O_REAL, F(temperature), 0, 1e6, GE, false, "T",
      "draw each word from softmax(logits / T) (default 1; 0: always the likeliest)", NULL},
+    {"top-k", O_INT, F(top_k), 0, 1000000000, GE, false, "K",
+     "draw among the K likeliest words alone (default 0: all; 1: always the likeliest)", NULL},
+    {"top-p", O_REAL, F(top_p), 1e-9, 1, GE, false, "P",
+     "draw among the fewest likeliest words whose probability reaches P (nucleus sampling, after --top-k; default 1: "
+     "all)", NULL},
     {"len", O_INT, F(len), 1, 4096, DU | GC, false, "N",
      "width of a random batch for the dump or the check, its rows of random lengths (default: the tiny batch)", NULL},
     {"lengths", O_STR, F(lengths), 0, 0, DU | GC, false, "L,L,...",
@@ -196,7 +201,7 @@ ag_train_opts ag_train_opts_default(void) {
         .model = "mpsan", .vocab = -1, .classes = -1, .dim = -1, .hidden = -1, .heads = -1, .layers = -1,
         .fixed_len = -1, .bigrams = -1, .keep = -1, .l2 = -1, .min_count = 1, .folds = 10, .fold = -1,
         .dev_frac = 0.1, .synth_n = 4000, .epochs = 10, .batch = -1, .seed = 1, .clip = -1, .progress = "auto",
-        .max_line_words = AG_MAX_LINE_WORDS, .words = 50, .temperature = 1,
+        .max_line_words = AG_MAX_LINE_WORDS, .words = 50, .temperature = 1, .top_p = 1,
     };
 }
 

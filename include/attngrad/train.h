@@ -81,6 +81,9 @@ typedef struct {
     char long_lines[8];     /* predict: "" or refuse (a longer line is an error), cut (its first max_line_bytes) */
     int words;              /* generate: most words drawn after a prompt */
     double temperature;     /* generate: words drawn from softmax(logits / temperature); 0 = the likeliest */
+    int top_k;              /* generate: drawn among the top_k likeliest words only; 0 = all */
+    double top_p;           /* generate: ... and among the fewest likeliest whose probability reaches top_p (nucleus
+                               sampling, after top_k); 1 = all */
     int64_t max_line_words; /* most words of a sentence (a pair's two together) in data files, predict's
                                stdin and heatmap's sentence; 0 = no limit, nor with 0 < max_len <= it */
     /* loop */
@@ -280,7 +283,8 @@ int ag_predict_line(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, 
                     size_t errlen);
 /* Continues the prompt `line` with an LM: up to o->words words, each drawn
  * with rng from softmax(logits / o->temperature) after the words so far
- * (temperature 0: the likeliest word), never <pad> or <unk>, ending at
+ * (temperature 0: the likeliest word), among the o->top_k likeliest and the
+ * o->top_p nucleus of those where they cut, never <pad> or <unk>, ending at
  * <eos>; prints them space-separated and a newline, one line for every
  * prompt line: blank for a blank prompt, and after an error the words
  * drawn before it.  A run trained on sentences continues the prompt's last
