@@ -67,6 +67,13 @@ ag_tensor *ag__empty(int ndim, const int *shape);
  * computing the output: the profiler takes it as the end of the op. */
 ag_node *ag__record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in,
                     ag_tensor *const *in);
+/* The same whenever grad mode is on, whether or not an input needs a
+ * gradient (graph/recompute.c: what f reads through its context may). */
+ag_node *ag__record_always(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in, ag_tensor *const *in);
+/* A sweep of the nodes recorded since a mark (ag_mark_t.tape_len = first)
+ * alone: out's gradient gets seed (out->size values on its device), then
+ * the nodes from out's down to first run; nothing before first is touched. */
+void ag__sweep_segment(ag_tensor *out, const ag_real *seed, int first);
 /* Gradient buffer of t, allocated zero-filled on first use. */
 ag_real *ag__grad(ag_tensor *t);
 /* For a backward that writes every element of t's gradient: the buffer,

@@ -31,8 +31,21 @@ bool ag_is_grad_enabled(void) { return grad_enabled; }
  * time, which the sweep charges, not a forward op's. */
 static bool sweeping;
 
-ag_node *ag__record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in,
-                    ag_tensor *const *in) {
+static ag_node *record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in, ag_tensor *const *in,
+                       bool always);
+
+ag_node *ag__record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in, ag_tensor *const *in) {
+    return record(op, bw, out, n_in, in, false);
+}
+
+ag_node *ag__record_always(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in, ag_tensor *const *in) {
+    return record(op, bw, out, n_in, in, true);
+}
+
+/* always: recorded whenever gradients are on, whether or not an input
+ * requires grad (ag_recompute: what f reads through its context may). */
+static ag_node *record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in, ag_tensor *const *in,
+                       bool always) {
     int line;
     const char *file = ag__callsite(&line);
     if (ag__prof_on && !sweeping) ag__prof_forward(op, file, line);
@@ -47,7 +60,7 @@ ag_node *ag__record(const char *op, ag__backward_fn bw, ag_tensor *out, int n_in
         ag__check_live(op, in[i]); /* ops check their inputs first; this catches one that did not */
         any |= in[i] && in[i]->requires_grad;
     }
-    if (!grad_enabled || !any) return NULL;
+    if (!grad_enabled || !(any || always)) return NULL;
     if (n_in > AG_MAX_INPUTS) ag__fatal(op, "%d inputs (at most %d)", n_in, AG_MAX_INPUTS);
     ag_node *n = ag__arena_zalloc(sizeof *n);
     n->op = op;
@@ -118,11 +131,12 @@ static void check_not_spent(const ag_tensor *out) {
     }
 }
 
-static void sweep(ag_tensor *out, bool retain) {
+/* The nodes from out's down to first (0: the whole tape). */
+static void sweep(ag_tensor *out, bool retain, int first) {
     if (!out->node) return; /* a leaf: nothing to propagate */
     bool was = sweeping;
     sweeping = true;
-    for (int i = out->node->index; i >= 0; i--) {
+    for (int i = out->node->index; i >= first; i--) {
         ag_node *n = tape[i];
         if (!n->out->grad) continue;
         n->spent = n->spent || !retain;
@@ -176,7 +190,12 @@ static void backward(ag_tensor *out, const ag_real *seed, ag_device seed_dev, bo
         clear_intermediate_grads(out->node->index);
     }
     add_seed(out, seed, seed_dev);
-    sweep(out, retain);
+    sweep(out, retain, 0);
+}
+
+void ag__sweep_segment(ag_tensor *out, const ag_real *seed, int first) {
+    add_seed(out, seed, out->device);
+    sweep(out, false, first);
 }
 
 void ag_backward_seeded(ag_tensor *out, const ag_real *seed) { backward(out, seed, AG_CPU, false); }

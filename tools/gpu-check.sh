@@ -134,7 +134,7 @@ if [ ! -f $B/build.ninja ]; then
 fi
 targets=()
 [ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
-  tests/test_cuda_train_f32 tests/test_buffer tests/test_layers tests/test_train tests/st_compare tools/attngrad
+  tests/test_cuda_train_f32 tests/test_buffer tests/test_layers tests/test_recompute tests/test_train tests/st_compare tools/attngrad
   tools/attngrad-f64 bench/bench_models
   bench/bench_ops_attn bench/bench_ops_seq bench/profile_step)
 if ! ninja -C $B "${targets[@]}" >$B.ninja.log 2>&1; then
@@ -150,8 +150,10 @@ fails=0
 # each test's whole output in $B/<test>.log; here its failures (the
 # CHECK lines name op, shapes and worst difference) and its summary
 gpass=0 gskip=0
-# (test_buffer and test_layers: buffers and the key-value cache on the GPU, beside their CPU cases)
-for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 test_cuda_train_f32 test_buffer test_layers; do
+# (test_buffer and test_layers: buffers and the key-value cache on the GPU, beside their CPU cases;
+# test_recompute: regions recomputed in backward, the device arena rewound inside a sweep)
+for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 test_cuda_train_f32 test_buffer test_layers \
+  test_recompute; do
   say "== $t"
   $B/tests/$t >$B/$t.log 2>&1
   rc=$?

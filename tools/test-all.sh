@@ -110,7 +110,7 @@ unset TSAN_OPTIONS
 # ones first, each alone, then the longest)
 emu_tests=(mpi_cuda mpi_nccl nccl_emulator cuda_ops_f64 cuda_resume cuda_train_f64 cuda_train_f32 cuda_train_bounds_f32
   cuda_train_bounds_f64 train_device cli cuda_ops_f32 cuda_ops_bounds_f32 cuda_ops_bounds_f64 cuda_dump cuda_emulator
-  device param_stack graph_records arena_checks buffer layers)
+  device param_stack graph_records arena_checks buffer layers recompute)
 rc=0
 if [ ! -f build-emu/build.ninja ]; then
   # line tables only (-g1): backtraces keep file:line, and the compiler
@@ -135,7 +135,7 @@ read -r p f s < <(count build-emu/meson-logs/testlog.json); add "$p" "$f" "$s" $
 # release build's, without cuBLAS, whose 500 MB of symbols valgrind reads
 # for half a minute before every program of a CUDA build (a minute and a
 # half in all).  Skipped where valgrind is not installed (the build needs none).
-vg_tests=(engine_f32 optim_f32 checkpoint_f32 safetensors_f32 schedule data masks layers)
+vg_tests=(engine_f32 optim_f32 checkpoint_f32 safetensors_f32 schedule data masks layers recompute)
 if command -v valgrind >/dev/null && [ -f build-emu/build.ninja ]; then
   meson test -C build-emu --setup valgrind --print-errorlogs --num-processes 2 "${vg_tests[@]}" >build-emu/valgrind.log 2>&1
   rc=$?

@@ -371,6 +371,27 @@ double ag_rng_uniform(ag_rng *r);          /* [0, 1) */
 double ag_rng_normal(ag_rng *r);           /* N(0, 1) */
 
 /* ------------------------------------------------------------------------ */
+/* Recomputation                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Recomputation (activation checkpointing, as torch.utils.checkpoint):
+ * y = f(ctx, in) without keeping what f makes on the way.  The forward
+ * runs f with gradients off and keeps y alone; backward runs f again on the
+ * same inputs with gradients on, sweeps through that run and forgets it.
+ * A region's step memory is then its output, for one more forward of f in
+ * backward: wrap each layer of a deep stack and the stack keeps one
+ * layer's intermediate results at a time.  Gradients reach in[] and every
+ * parameter f reads through ctx as without it.  ctx_bytes > 0: ctx is
+ * copied (a struct on the caller's stack will do; what it points to must
+ * last until backward); 0: ctx itself is kept and must last.  f must
+ * compute the same function both times: if it draws from rng (dropout),
+ * pass rng, which is put back for the second run (the same masks) and then
+ * left where the first run left it.  At most 8 inputs (more through ctx,
+ * as constants); regions may nest.  With gradients off it is f(ctx, in). */
+typedef ag_tensor *(*ag_recompute_fn)(void *ctx, ag_tensor *const *in);
+ag_tensor *ag_recompute(ag_recompute_fn f, void *ctx, size_t ctx_bytes, int n, ag_tensor *const *in, ag_rng *rng);
+
+/* ------------------------------------------------------------------------ */
 /* Elementwise ops                                                           */
 /* ------------------------------------------------------------------------ */
 
@@ -908,6 +929,7 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
 #define ag_rmsnorm(...) AG_AT(ag_rmsnorm, __VA_ARGS__)
 #define ag_rope(...) AG_AT(ag_rope, __VA_ARGS__)
+#define ag_recompute(...) AG_AT(ag_recompute, __VA_ARGS__)
 #define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
 #define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
 #define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
