@@ -10,6 +10,8 @@
  * The later block (LLaMA's) by parts, through --hparams: rope=BASE turns queries and keys by their positions
  * (ag_rope, e.g. rope=10000) in place of the learned table; rms=1 normalises by ag_rmsnorm (gains, no biases);
  * glu=1 makes the FFN SwiGLU (--hidden the gated width).  All three: --hparams rope=10000,rms=1,glu=1.
+ * recompute=1 keeps each layer's output alone and makes the rest again in backward (ag_recompute): less memory
+ * for one more forward a step, the same gradients.
  *
  *   ninja -C build examples/transformer_lm.so examples/transformer_lm-f64.so
  *   P=build/examples/transformer_lm.so
@@ -62,7 +64,7 @@ static ag_status tlm_build(ag_model *m) {
     if (rope == 0) p->pos = ag_param_positions(ps, "pos.weight", ctx, d, 0.02, &m->rng);
     ag_encoder_config ec = {.d_model = d, .heads = c->heads, .d_ff = c->hidden, .pre_norm = true, .keep = c->keep,
                             .act = glu ? AG_ACT_SILU : AG_ACT_GELU, .rms_norm = ag_model_hparam(m, "rms", 0) != 0,
-                            .gated = glu, .rope_base = rope};
+                            .gated = glu, .rope_base = rope, .recompute = ag_model_hparam(m, "recompute", 0) != 0};
     for (int l = 0; l < c->layers; l++) {
         ag_scope_push("layer%d", l);
         p->layer[l] = ag_encoder_layer_new(ps, &ec, &m->rng);
@@ -160,7 +162,7 @@ static const ag_model_kind tlm_kind = {
     .build = tlm_build, .forward = tlm_forward, .loss = tlm_loss, .destroy = tlm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,heads,layers,max-len",
-    .hparams = "ctx,rope,rms,glu",
+    .hparams = "ctx,rope,rms,glu,recompute",
     .lm_state_new = tlm_state_new, .lm_feed = tlm_feed, .lm_state_free = tlm_state_free,
 };
 

@@ -454,14 +454,42 @@ static ag_tensor *encoder_forward(const char *layer, const ag_encoder_layer *l, 
     return residual(l, x, f, l->ln2_g, l->ln2_b, training, rng);
 }
 
+/* cfg.recompute: the layer as a region of ag_recompute (its output kept,
+ * the rest made again in backward). */
+typedef struct {
+    const char *layer;
+    const ag_encoder_layer *l;
+    const int32_t *lengths;
+    ag_tensor *mask;
+    bool training;
+    ag_rng *rng;
+} encoder_region;
+
+static ag_tensor *encoder_region_run(void *p, ag_tensor *const *in) {
+    const encoder_region *r = p;
+    return encoder_forward(r->layer, r->l, in[0], r->lengths, r->mask, r->training, r->rng, NULL, NULL);
+}
+
+/* The layer, as a region of ag_recompute where cfg.recompute asks and no
+ * probs are wanted (they would be step memory the region forgets). */
+static ag_tensor *encoder_forward_maybe_region(const char *layer, const ag_encoder_layer *l, ag_tensor *x,
+                                               const int32_t *lengths, ag_tensor *mask, bool training, ag_rng *rng,
+                                               ag_tensor **probs) {
+    if (l && x && l->cfg.recompute && !probs) {
+        encoder_region r = {layer, l, lengths, mask, training, rng};
+        return ag_recompute(encoder_region_run, &r, sizeof r, 1, &x, rng);
+    }
+    return encoder_forward(layer, l, x, lengths, mask, training, rng, probs, NULL);
+}
+
 ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                                     bool training, ag_rng *rng) {
-    return encoder_forward("ag_encoder_layer_forward", l, x, lengths, mask, training, rng, NULL, NULL);
+    return encoder_forward_maybe_region("ag_encoder_layer_forward", l, x, lengths, mask, training, rng, NULL);
 }
 
 ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
                                           ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs) {
-    return encoder_forward("ag_encoder_layer_forward_probs", l, x, lengths, mask, training, rng, probs, NULL);
+    return encoder_forward_maybe_region("ag_encoder_layer_forward_probs", l, x, lengths, mask, training, rng, probs);
 }
 
 /* ---- generation: a cache of keys and values ---- */

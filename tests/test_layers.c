@@ -384,6 +384,47 @@ static void test_encoder_layer(ag_rng *r) {
     ag_params_free(&ps);
 }
 
+/* cfg.recompute: each block a region of ag_recompute, both blocks, with
+ * dropout in training: the loss and every gradient as without it, bit for
+ * bit, and a gradient check through it. */
+static void test_encoder_recompute(ag_rng *r) {
+    for (int later = 0; later < 2; later++) {
+        attn_ctx c = {0};
+        c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, DM}, 1, r);
+        ag_encoder_config cfg = {.d_model = DM, .heads = H, .d_ff = 6, .pre_norm = true, .keep = 0.8,
+                                 .rms_norm = later, .gated = later, .rope_base = later ? 100 : 0};
+        c.enc = ag_encoder_layer_new(&c.ps, &cfg, r);
+        c.lengths = lengths_padded;
+        c.mask_kind = 1;
+        c.training = true;
+        int64_t total = 0;
+        for (int p = 0; p < c.ps.count; p++) total += c.ps.items[p]->size;
+        ag_real *g[2];
+        double loss[2];
+        for (int k = 0; k < 2; k++) {
+            c.enc.cfg.recompute = k;
+            ag_params_zero_grad(&c.ps);
+            ag_tensor *y = encoder_fn(&c);
+            ag_tensor *l = ag_sum(ag_square(y));
+            loss[k] = ag_item(l);
+            ag_backward(l);
+            g[k] = malloc((size_t)total * sizeof(ag_real));
+            for (int p = 0, at = 0; p < c.ps.count; at += (int)c.ps.items[p]->size, p++)
+                memcpy(g[k] + at, c.ps.items[p]->grad, (size_t)c.ps.items[p]->size * sizeof(ag_real));
+            ag_step_end();
+        }
+        CHECK(loss[0] == loss[1] && !memcmp(g[0], g[1], (size_t)total * sizeof(ag_real)),
+              "%s block recomputed: loss %.17g against %.17g, or gradients not the same bits", later ? "later" : "2017",
+              loss[1], loss[0]);
+        free(g[0]);
+        free(g[1]);
+        c.enc.cfg.recompute = true;
+        gradcheck(later ? "encoder layer pre-RMS, SwiGLU, RoPE, recomputed" : "encoder layer pre-LN, recomputed",
+                  encoder_fn, &c, c.ps.items, c.ps.count);
+        ag_params_free(&c.ps);
+    }
+}
+
 /* ---- bidirectional LSTM, last positions, soft alignment, encoder weights ---- */
 
 /* A gradient check that also requires every input's largest gradient to be
@@ -694,6 +735,7 @@ int main(void) {
     test_pooling(&r);
     test_mha(&r);
     test_encoder_layer(&r);
+    test_encoder_recompute(&r);
     test_max_over_time(&r);
     test_source2token(&r);
     test_length_one(&r);

@@ -208,6 +208,37 @@ static void feed(void) {
     ag_model_free(&m);
 }
 
+/* --hparams recompute=1 (each layer an ag_recompute region): in training with dropout, the loss and every
+ * gradient are the plain model's, bit for bit. */
+static void recompute(void) {
+    double loss[2];
+    ag_real *grads[2] = {NULL, NULL};
+    int64_t total = 0;
+    for (int k = 0; k < 2; k++) {
+        ag_model m = make(k ? "recompute=1" : NULL, 0.7);
+        CHECK(((tlm *)m.impl)->layer[0].cfg.recompute == k, "recompute=%d not in the layers' config", k);
+        ag_batch b;
+        ag_model_batch_alloc(&m, B, N, &b);
+        fill(&b, lengths, B, 0);
+        ag_rng_seed(&m.rng, 3);
+        ag_tensor *l = ag_model_loss(&m, &b, true);
+        loss[k] = ag_item(l);
+        ag_backward(l);
+        total = 0;
+        for (int p = 0; p < m.params.count; p++) total += m.params.items[p]->size;
+        grads[k] = malloc((size_t)total * sizeof(ag_real));
+        for (int p = 0, at = 0; p < m.params.count; at += (int)m.params.items[p]->size, p++)
+            memcpy(grads[k] + at, m.params.items[p]->grad, (size_t)m.params.items[p]->size * sizeof(ag_real));
+        ag_step_end();
+        ag_model_batch_free(&b);
+        ag_model_free(&m);
+    }
+    CHECK(loss[0] == loss[1] && !memcmp(grads[0], grads[1], (size_t)total * sizeof(ag_real)),
+          "recompute=1: loss %.17g against %.17g, or gradients not the same bits", loss[1], loss[0]);
+    free(grads[0]);
+    free(grads[1]);
+}
+
 static void too_long(void) {
     ag_model m = make("ctx=4", 1);
     ag_batch b;
@@ -234,6 +265,7 @@ int main(void) {
         loss_and_last();
         gradcheck();
         feed();
+        recompute();
     }
     block = NULL;
     too_long();

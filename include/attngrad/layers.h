@@ -167,6 +167,8 @@ typedef struct {
     bool gated;         /* FFN (act(x Wa + ba) * (x Wv + bv)) W2 + b2 (GLU variants; act AG_ACT_NONE reads as SiLU:
                            SwiGLU), ffn.w1 [d, 2 d_ff] = [Wa | Wv] */
     double rope_base;   /* > 0: rotary positions on queries and keys (ag_rope, an even head width); 0: none */
+    bool recompute;     /* keep the layer's output alone and make the rest again in backward (ag_recompute):
+                           less step memory for one more forward; not where probs are asked for */
 } ag_encoder_config;
 
 /* Parameters: <scope>attn.*, ln1.gain, ln1.bias, ffn.w1, ffn.b1, ffn.w2,

@@ -1,0 +1,128 @@
+/* bench_recompute.c - what ag_recompute costs and saves: the training step
+ * of the Transformer LM example (examples/transformer_lm.c, included as
+ * is) with each layer a region (--hparams recompute=1) against the same
+ * step without, both measured in this run on the same model, batch and
+ * seed: ms a step (median of R, after one warm step) and step memory (the
+ * arena's high-water mark: activations, gradients, tape; the GPU's arena
+ * with --device cuda), and their ratios (regions / plain).  The losses of
+ * the two must be the same bits (the regions' gradients are the plain
+ * ones: tests/test_recompute.c): else it says so and exits 1.
+ *
+ *     ./build/bench/bench_recompute [--batch B] [--len N] [--dim D] [--heads H] [--layers L] [--hidden F]
+ *                                   [--vocab V] [--threads T] [--reps R] [--device cpu|cuda] [--later]
+ *
+ * --later: the later block (rotary positions, RMS norm, SwiGLU). */
+#include "../examples/transformer_lm.c"
+#include "bench_time.h"
+
+#include <string.h>
+
+typedef struct {
+    int batch, len, dim, heads, layers, hidden, vocab, threads, reps, later;
+    ag_device device;
+} rc_opts;
+
+typedef struct {
+    double ms, loss;
+    size_t bytes;
+} rc_result;
+
+static rc_result run(const rc_opts *o, bool regions) {
+    const ag_model_kind *kind = ag_model_find("tlm");
+    ag_model_config c = ag_model_defaults(kind);
+    char hp[96];
+    snprintf(hp, sizeof hp, "ctx=%d,recompute=%d%s", o->len, regions, o->later ? ",rope=10000,rms=1,glu=1" : "");
+    c.dim = o->dim, c.heads = o->heads, c.layers = o->layers, c.hidden = o->hidden, c.vocab = o->vocab, c.seed = 1;
+    c.hparams = hp;
+    ag_model m;
+    if (ag_model_init(&m, kind, &c) != AG_OK) ag_fatal("bench_recompute", "%s", ag_errmsg());
+    ag_params_to(&m.params, o->device);
+    ag_set_device(o->device);
+    ag_batch b;
+    ag_model_batch_alloc(&m, o->batch, o->len, &b);
+    for (int r = 0; r < o->batch; r++) {
+        b.lengths[r] = o->len - r % 4; /* some padding */
+        for (int t = 0; t < o->len; t++) {
+            bool valid = t < b.lengths[r];
+            b.tokens[r * o->len + t] = valid ? 2 + (r * 7919 + t * 104729) % (o->vocab - 2) : 0;
+            b.targets[r * o->len + t] = valid ? 2 + (r * 31 + t * 17 + 1) % (o->vocab - 2) : 0;
+        }
+    }
+    rc_result res = {0};
+    double ms[64];
+    int reps = o->reps < 64 ? o->reps : 64;
+    for (int k = -1; k < reps; k++) { /* k = -1: the warm step */
+        if (k == 0) ag_memstats_reset_high();
+        ag_rng_seed(&m.rng, 5);
+        double t0 = bench_wall_ms();
+        ag_tensor *loss = ag_model_loss(&m, &b, true);
+        ag_backward(loss);
+        ag_params_zero_grad(&m.params);
+        ag_sync();
+        if (k >= 0) ms[k] = bench_wall_ms() - t0;
+        res.loss = ag_item(loss);
+        ag_step_end();
+    }
+    res.ms = bench_median(ms, reps);
+    res.bytes = o->device == AG_CUDA ? ag_memstats().device_arena_high : ag_memstats().arena_high;
+    ag_model_batch_free(&b);
+    ag_set_device(AG_CPU);
+    ag_model_free(&m);
+    return res;
+}
+
+static int arg_int(int argc, char **argv, int *i, const char *name, int *out) {
+    if (strcmp(argv[*i], name) || *i + 1 >= argc) return 0;
+    *out = atoi(argv[++*i]);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    rc_opts o = {.batch = 16, .len = 128, .dim = 256, .heads = 4, .layers = 6, .hidden = 1024, .vocab = 10001,
+                 .threads = 1, .reps = 3, .device = AG_CPU};
+    for (int i = 1; i < argc; i++) {
+        if (arg_int(argc, argv, &i, "--batch", &o.batch) || arg_int(argc, argv, &i, "--len", &o.len) ||
+            arg_int(argc, argv, &i, "--dim", &o.dim) || arg_int(argc, argv, &i, "--heads", &o.heads) ||
+            arg_int(argc, argv, &i, "--layers", &o.layers) || arg_int(argc, argv, &i, "--hidden", &o.hidden) ||
+            arg_int(argc, argv, &i, "--vocab", &o.vocab) || arg_int(argc, argv, &i, "--threads", &o.threads) ||
+            arg_int(argc, argv, &i, "--reps", &o.reps))
+            continue;
+        if (!strcmp(argv[i], "--later")) {
+            o.later = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            o.device = !strcmp(argv[++i], "cuda") ? AG_CUDA : AG_CPU;
+            continue;
+        }
+        fprintf(stderr, "bench_recompute: unknown option %s (see the file's header)\n", argv[i]);
+        return 2;
+    }
+    if (o.batch < 1 || o.len < 4 || o.reps < 1 || o.vocab < 3) {
+        fprintf(stderr, "bench_recompute: want --batch, --reps >= 1, --len >= 4, --vocab >= 3\n");
+        return 2;
+    }
+    char why[256];
+    if (o.device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
+        printf("SKIP: --device cuda: %s\n", why);
+        return 77;
+    }
+    ag_set_num_threads(o.threads);
+    if (ag_plugin_init() != AG_OK) ag_fatal("bench_recompute", "%s", ag_errmsg());
+    rc_result plain = run(&o, false), regions = run(&o, true);
+    for (int k = 0; k < 2; k++) {
+        const rc_result *r = k ? &regions : &plain;
+        printf("result: way=%s device=%s ms_per_step=%.3f step_mb=%.2f loss=%.9g batch=%d len=%d dim=%d heads=%d "
+               "layers=%d hidden=%d vocab=%d threads=%d block=%s\n", k ? "recompute" : "plain", ag_device_name(o.device),
+               r->ms, r->bytes / 1048576.0, r->loss, o.batch, o.len, o.dim, o.heads, o.layers, o.hidden, o.vocab,
+               o.threads, o.later ? "later" : "2017");
+    }
+    printf("recompute / plain: time %.3f, step memory %.3f\n", regions.ms / plain.ms,
+           (double)regions.bytes / (double)plain.bytes);
+    ag_shutdown();
+    if (plain.loss != regions.loss) {
+        fprintf(stderr, "bench_recompute: the losses differ (%.17g against %.17g)\n", regions.loss, plain.loss);
+        return 1;
+    }
+    return 0;
+}
