@@ -424,10 +424,7 @@ ag_tensor *ag_encoder_norm(const ag_encoder_config *c, ag_tensor *x, ag_tensor *
 static ag_tensor *feed_forward(const ag_encoder_layer *l, ag_tensor *x) {
     const ag_encoder_config *c = &l->cfg;
     if (!c->gated) return ag_linear(ag_dense(x, l->w1, l->b1, c->act), l->w2, l->b2);
-    ag_tensor *av = ag_linear(x, l->w1, l->b1);
-    int last = av->ndim - 1;
-    ag_tensor *gate = ag_activate(ag_slice(av, last, 0, c->d_ff), c->act);
-    return ag_linear(ag_mul(gate, ag_slice(av, last, c->d_ff, 2 * c->d_ff)), l->w2, l->b2);
+    return ag_linear(ag_glu(ag_linear(x, l->w1, l->b1), c->act), l->w2, l->b2);
 }
 
 /* x + dropout(f), normalised after (post-LN) or with f computed on LN(x)

@@ -473,6 +473,101 @@ static ag_tensor *unary(const char *op, int code, ag_tensor *in) {
     ag_tensor *ag_##NAME(ag_tensor *in) { return unary("ag_" #NAME, AG_UNARY_##NAME, in); }
 AG_UNARY_TABLE(UNARY_ENTRY)
 
+/* ---- the gated linear unit: act(a) * b over [a | b], the table's act ---- */
+
+typedef struct {
+    const ag_real *x, *g;
+    ag_real *y, *gx;
+    int F;
+    bool fresh;
+} glu_job;
+
+#define GLU_OP(NAME, FWD, DERIV)                                                                            \
+    AG_SIMD_CLONES static void NAME##_glu_forward_loop(const ag_real *restrict A, const ag_real *restrict V,    \
+                                                      ag_real *restrict Y, int n) {                          \
+        for (int i = 0; i < n; i++) {                                                                        \
+            ag_real x = A[i];                                                                                \
+            Y[i] = (FWD) * V[i];                                                                             \
+        }                                                                                                    \
+    }                                                                                                        \
+    AG_SIMD_CLONES static void NAME##_glu_backward_loop(const ag_real *restrict A, const ag_real *restrict V,   \
+                                                       const ag_real *restrict G, ag_real *restrict GA,      \
+                                                       ag_real *restrict GV, int n, bool fresh) {            \
+        for (int i = 0; i < n; i++) {                                                                        \
+            ag_real x = A[i], y = FWD;                                                                       \
+            ag_real ga = G[i] * V[i] * (DERIV), gv = G[i] * y;                                               \
+            GA[i] = fresh ? ga : GA[i] + ga;                                                                 \
+            GV[i] = fresh ? gv : GV[i] + gv;                                                                 \
+        }                                                                                                    \
+    }                                                                                                        \
+    static void NAME##_glu_forward_rows(void *ctx, int64_t r0, int64_t r1) {                                 \
+        const glu_job *j = ctx;                                                                              \
+        for (int64_t r = r0; r < r1; r++)                                                                    \
+            NAME##_glu_forward_loop(j->x + r * 2 * j->F, j->x + r * 2 * j->F + j->F, j->y + r * j->F, j->F); \
+    }                                                                                                        \
+    static void NAME##_glu_backward_rows(void *ctx, int64_t r0, int64_t r1) {                                \
+        const glu_job *j = ctx;                                                                              \
+        for (int64_t r = r0; r < r1; r++) {                                                                  \
+            const ag_real *a = j->x + r * 2 * j->F;                                                          \
+            ag_real *ga = j->gx + r * 2 * j->F;                                                              \
+            NAME##_glu_backward_loop(a, a + j->F, j->g + r * j->F, ga, ga + j->F, j->F, j->fresh);           \
+        }                                                                                                    \
+    }
+AG_UNARY_TABLE(GLU_OP)
+
+#define GLU_FORWARD_ROWS(NAME, FWD, DERIV) [AG_UNARY_##NAME] = NAME##_glu_forward_rows,
+#define GLU_BACKWARD_ROWS(NAME, FWD, DERIV) [AG_UNARY_##NAME] = NAME##_glu_backward_rows,
+static const ag__range_fn glu_forward_rows[AG_UNARY_COUNT] = {AG_UNARY_TABLE(GLU_FORWARD_ROWS)};
+static const ag__range_fn glu_backward_rows[AG_UNARY_COUNT] = {AG_UNARY_TABLE(GLU_BACKWARD_ROWS)};
+
+static void glu_forward_cpu(int op, const ag_real *x, ag_real *y, int64_t rows, int F) {
+    glu_job j = {.x = x, .y = y, .F = F};
+    ag__parallel_range(rows, ag__units_per_part(3 * (int64_t)F), glu_forward_rows[op], &j);
+}
+
+static void glu_backward_cpu(int op, const ag_real *x, const ag_real *g, ag_real *gx, int64_t rows, int F, bool fresh) {
+    glu_job j = {.x = x, .g = g, .gx = gx, .F = F, .fresh = fresh};
+    ag__parallel_range(rows, ag__units_per_part(5 * (int64_t)F), glu_backward_rows[op], &j);
+}
+
+/* n->iarg[0]: the activation's index in the unary table. */
+static void glu_backward(ag_node *n) {
+    ag_tensor *x = n->in[0];
+    int F = x->shape[x->ndim - 1] / 2;
+    bool fresh;
+    ag_real *gx = ag__grad_write(x, &fresh);
+    ag__elementwise_on(n->op, x->device)->glu_backward(n->iarg[0], x->data, n->out->grad, gx, F ? x->size / (2 * F) : 0,
+                                                       F, fresh);
+}
+
+ag_tensor *ag_glu(ag_tensor *x, ag_act act) {
+    const char *op = "ag_glu";
+    char sx[64];
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    if (x->ndim < 1 || x->shape[x->ndim - 1] % 2)
+        ag__fatal(op, "x %s: want [..., 2F], the gate's F features then the value's", ag_shape_str(x, sx, sizeof sx));
+    int F = x->shape[x->ndim - 1] / 2, last = x->ndim - 1;
+    int code;
+    switch (act) {
+    case AG_ACT_NONE: return ag_mul(ag_slice(x, last, 0, F), ag_slice(x, last, F, 2 * F)); /* bilinear */
+    case AG_ACT_RELU: code = AG_UNARY_relu; break;
+    case AG_ACT_ELU: code = AG_UNARY_elu; break;
+    case AG_ACT_TANH: code = AG_UNARY_tanh; break;
+    case AG_ACT_SIGMOID: code = AG_UNARY_sigmoid; break;
+    case AG_ACT_GELU: code = AG_UNARY_gelu; break;
+    case AG_ACT_SILU: code = AG_UNARY_silu; break;
+    default: ag__fatal(op, "activation %d is not an ag_act", (int)act);
+    }
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[last] = F;
+    ag_tensor *out = ag__empty_on(dev, x->ndim, shape);
+    ag__elementwise_on(op, dev)->glu_forward(code, x->data, out->data, F ? x->size / (2 * F) : 0, F);
+    ag_node *n = ag__record(op, glu_backward, out, 1, &x);
+    if (n) n->iarg[0] = code;
+    return out;
+}
+
 /* ---- clamp: the gradient passes only strictly inside [lo, hi] ---- */
 
 static void clamp_forward_cpu(const ag_real *x, ag_real *y, ag_real lo, ag_real hi, int64_t n) {
@@ -608,5 +703,7 @@ static const ag__elementwise_kernels elementwise_cpu = {
     .lerp_backward = lerp_backward_cpu,
     .fill = fill_cpu,
     .add_into = add_into_cpu,
+    .glu_forward = glu_forward_cpu,
+    .glu_backward = glu_backward_cpu,
 };
 AG_DISPATCH(elementwise, elementwise_cpu)

@@ -54,6 +54,12 @@ typedef struct {
     /* y = value; y += x */
     void (*fill)(ag__kreal *y, ag__kreal value, int64_t n);
     void (*add_into)(ag__kreal *y, const ag__kreal *x, int64_t n);
+    /* The gated unit over rows [a | b] of x [rows, 2F]: y = f(a) b [rows,
+     * F], f the unary table's op (AG_UNARY_<NAME>).  Backward into gx
+     * [rows, 2F]: ga = g b f'(a), gb = g f(a), f(a) made again (nothing
+     * saved); fresh: store instead of add. */
+    void (*glu_forward)(int op, const ag__kreal *x, ag__kreal *y, int64_t rows, int F);
+    void (*glu_backward)(int op, const ag__kreal *x, const ag__kreal *g, ag__kreal *gx, int64_t rows, int F, bool fresh);
 } ag__elementwise_kernels;
 
 extern const ag__elementwise_kernels ag__elementwise_cuda;

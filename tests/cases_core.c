@@ -83,6 +83,19 @@ static ag_tensor *f_softplus(ag_tensor **in) { return ag_softplus(in[0]); }
 static ag_tensor *f_log_sigmoid(ag_tensor **in) { return ag_log_sigmoid(in[0]); }
 static ag_tensor *f_gelu(ag_tensor **in) { return ag_gelu(in[0]); }
 static ag_tensor *f_silu(ag_tensor **in) { return ag_silu(in[0]); }
+/* the gated unit over [..., 2F]: each activation, and equal to its composition */
+static ag_tensor *f_glu_sigmoid(ag_tensor **in) { return ag_glu(in[0], AG_ACT_SIGMOID); }
+static ag_tensor *f_glu_silu(ag_tensor **in) { return ag_glu(in[0], AG_ACT_SILU); }
+static ag_tensor *f_glu_gelu(ag_tensor **in) { return ag_glu(in[0], AG_ACT_GELU); }
+static ag_tensor *f_glu_relu(ag_tensor **in) { return ag_glu(in[0], AG_ACT_RELU); }
+static ag_tensor *f_glu_elu(ag_tensor **in) { return ag_glu(in[0], AG_ACT_ELU); }
+static ag_tensor *f_glu_tanh(ag_tensor **in) { return ag_glu(in[0], AG_ACT_TANH); }
+static ag_tensor *f_glu_none(ag_tensor **in) { return ag_glu(in[0], AG_ACT_NONE); }
+static ag_tensor *f_glu_vs_composed(ag_tensor **in) {
+    int last = in[0]->ndim - 1, F = in[0]->shape[last] / 2;
+    ag_tensor *composed = ag_mul(ag_silu(ag_slice(in[0], last, 0, F)), ag_slice(in[0], last, F, 2 * F));
+    return tc_difference(ag_sub(ag_glu(in[0], AG_ACT_SILU), composed), ag_glu(in[0], AG_ACT_SILU));
+}
 static ag_tensor *f_clamp(ag_tensor **in) { return ag_clamp(in[0], -1.0, 1.5); }
 
 /* ---- reductions ---- */
@@ -506,6 +519,16 @@ const op_case core_cases[] = {
     {"silu/logits_1e3", vec_1e3, f_silu, 0, 0},
     {"elu/logits_1e3", vec_1e3, f_elu, 0, 0},
     {"gelu/logits_1e3", vec_1e3, f_gelu, 0, 0},
+    {"glu/sigmoid", vec_any, f_glu_sigmoid, 0, 0},
+    {"glu/silu", vec_any, f_glu_silu, 0, 0},
+    {"glu/gelu", vec_any, f_glu_gelu, 0, 0},
+    {"glu/relu", vec_any, f_glu_relu, 0, 0},
+    {"glu/elu", vec_any, f_glu_elu, 0, 0},
+    {"glu/tanh", vec_any, f_glu_tanh, 0, 0},
+    {"glu/none_bilinear", vec_any, f_glu_none, 0, 0},
+    {"glu/silu_large", vec_large, f_glu_silu, 0, 0},
+    {"glu/silu_logits_1e3", vec_1e3, f_glu_silu, 0, 0},
+    {"glu/silu_equals_composed", vec_any, f_glu_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"clamp", vec_any, f_clamp, 0, 0},
     {"sum", red_234, f_sum, 0, 0},
     {"sum/1x1", red_1, f_sum, 0, 0},

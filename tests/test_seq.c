@@ -806,6 +806,8 @@ static void test_errors(void) {
     EXPECT_FATAL_AT(ag_rope(x12, 4, -1, 1e4), "ag_rope", "pos0 -1");
     EXPECT_FATAL_AT(ag_rope(x12, 4, 0, 0), "ag_rope", "base 0");
     EXPECT_FATAL_AT(ag_rope(v4, 4, 0, 1e4), "ag_rope", "[4]", "[..., N, D]");
+    EXPECT_FATAL_AT(ag_glu(x, AG_ACT_SILU), "ag_glu", "[2,5,3]", "[..., 2F]");
+    EXPECT_FATAL_AT(ag_glu(x12, (ag_act)99), "ag_glu", "activation 99");
 
     ag_tensor *mu = zeros(2, (int[]){2, 5}), *bad = zeros(2, (int[]){2, 4});
     EXPECT_FATAL_AT(ag_gaussian_context(x, bad, mu, NULL, false, 1e-3, NULL), "ag_gaussian_context", "mu", "[2,4]", "[2,5,3]");

@@ -462,6 +462,12 @@ ag_tensor *ag_linear_t(ag_tensor *x, ag_tensor *w, ag_tensor *bias);
  * x[G, ..., in], b [G, out]): G layers of one activation in one op. */
 typedef enum { AG_ACT_NONE = 0, AG_ACT_RELU, AG_ACT_ELU, AG_ACT_TANH, AG_ACT_SIGMOID, AG_ACT_GELU, AG_ACT_SILU } ag_act;
 ag_tensor *ag_dense(ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_act act);
+/* The gated linear unit over x [..., 2F], the gate's F features then the
+ * value's: act(gate) * value [..., F] in one op (Dauphin et al. 2017's GLU
+ * with AG_ACT_SIGMOID; Shazeer 2020's SwiGLU with AG_ACT_SILU, GEGLU with
+ * AG_ACT_GELU, ReGLU with AG_ACT_RELU; AG_ACT_NONE: bilinear, the two
+ * halves multiplied).  Keeps nothing but x: backward makes act(gate) again. */
+ag_tensor *ag_glu(ag_tensor *x, ag_act act);
 
 /* ------------------------------------------------------------------------ */
 /* Shape ops                                                                 */
@@ -929,6 +935,7 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_layernorm(...) AG_AT(ag_layernorm, __VA_ARGS__)
 #define ag_rmsnorm(...) AG_AT(ag_rmsnorm, __VA_ARGS__)
 #define ag_rope(...) AG_AT(ag_rope, __VA_ARGS__)
+#define ag_glu(...) AG_AT(ag_glu, __VA_ARGS__)
 #define ag_recompute(...) AG_AT(ag_recompute, __VA_ARGS__)
 #define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
 #define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)

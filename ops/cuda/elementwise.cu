@@ -213,7 +213,47 @@ static void lerp_backward(const ag_real *a, const ag_real *b, const ag_real *w, 
                    fresh_w, n);
 }
 
+/* ---- the gated linear unit: a thread an output element, f(a) made again in backward ---- */
+
+#define GLU_KERNELS(NAME, FWD, DERIV)                                                                    \
+    __global__ void NAME##_glu_forward_kernel(const ag_real *X, ag_real *Y, int64_t rows, int F) {        \
+        AG_CUDA_FOR(e, rows * F) {                                                                        \
+            int64_t r = e / F, i = e % F;                                                                 \
+            ag_real x = X[r * 2 * F + i];                                                                 \
+            Y[e] = (FWD) * X[r * 2 * F + F + i];                                                          \
+        }                                                                                                 \
+    }                                                                                                     \
+    __global__ void NAME##_glu_backward_kernel(const ag_real *X, const ag_real *G, ag_real *GX, int64_t rows, \
+                                               int F, bool fresh) {                                       \
+        AG_CUDA_FOR(e, rows * F) {                                                                        \
+            int64_t r = e / F, i = e % F, a = r * 2 * F + i;                                              \
+            ag_real x = X[a], y = FWD, v = X[a + F];                                                      \
+            ag_real ga = G[e] * v * (DERIV), gv = G[e] * y;                                               \
+            GX[a] = fresh ? ga : GX[a] + ga;                                                              \
+            GX[a + F] = fresh ? gv : GX[a + F] + gv;                                                      \
+        }                                                                                                 \
+    }
+AG_UNARY_TABLE(GLU_KERNELS)
+
+typedef void (*glu_fwd)(const ag_real *, ag_real *, int64_t, int);
+typedef void (*glu_bwd)(const ag_real *, const ag_real *, ag_real *, int64_t, int, bool);
+#define GLU_FWD_ENTRY(NAME, FWD, DERIV) NAME##_glu_forward_kernel,
+#define GLU_BWD_ENTRY(NAME, FWD, DERIV) NAME##_glu_backward_kernel,
+static const glu_fwd glu_forward_kernels[] = {AG_UNARY_TABLE(GLU_FWD_ENTRY)};
+static const glu_bwd glu_backward_kernels[] = {AG_UNARY_TABLE(GLU_BWD_ENTRY)};
+
+static void glu_forward(int op, const ag_real *x, ag_real *y, int64_t rows, int F) {
+    if (rows > 0 && F > 0)
+        ag__launch(glu_forward_kernels[op], ag__cuda_blocks(rows * F), AG_CUDA_THREADS, 0, x, y, rows, F);
+}
+
+static void glu_backward(int op, const ag_real *x, const ag_real *g, ag_real *gx, int64_t rows, int F, bool fresh) {
+    if (rows > 0 && F > 0)
+        ag__launch(glu_backward_kernels[op], ag__cuda_blocks(rows * F), AG_CUDA_THREADS, 0, x, g, gx, rows, F, fresh);
+}
+
 extern "C" const ag__elementwise_kernels ag__elementwise_cuda = {
     unary_forward,  unary_backward, binary_forward, binary_backward, affine_forward, affine_backward,
     clamp_forward,  clamp_backward, lerp_forward,   lerp_backward,   fill_values,    add_into,
+    glu_forward,    glu_backward,
 };
