@@ -17,6 +17,7 @@
  * checksum, which must be the same both ways (the same model and the
  * same logits to roundoff): else it says so and exits 1. */
 #include "../examples/transformer_lm.c"
+#include "bench_args.h"
 #include "bench_time.h"
 
 #include <string.h>
@@ -76,26 +77,17 @@ static double continue_text(ag_model *m, const gen_opts *o, bool cached, long lo
     return ms;
 }
 
-static int arg_int(int argc, char **argv, int *i, const char *name, int *out) {
-    if (strcmp(argv[*i], name) || *i + 1 >= argc) return 0;
-    *out = atoi(argv[++*i]);
-    return 1;
-}
-
 int main(int argc, char **argv) {
     gen_opts o = {.words = 200, .prompt = 20, .threads = 1, .dim = 128, .heads = 4, .layers = 2, .hidden = 512,
                   .vocab = 10001, .reps = 3, .device = AG_CPU};
     for (int i = 1; i < argc; i++) {
-        if (arg_int(argc, argv, &i, "--words", &o.words) || arg_int(argc, argv, &i, "--prompt", &o.prompt) ||
-            arg_int(argc, argv, &i, "--threads", &o.threads) || arg_int(argc, argv, &i, "--dim", &o.dim) ||
-            arg_int(argc, argv, &i, "--heads", &o.heads) || arg_int(argc, argv, &i, "--layers", &o.layers) ||
-            arg_int(argc, argv, &i, "--hidden", &o.hidden) || arg_int(argc, argv, &i, "--vocab", &o.vocab) ||
-            arg_int(argc, argv, &i, "--reps", &o.reps))
+        if (bench_arg_int(argc, argv, &i, "--words", &o.words) || bench_arg_int(argc, argv, &i, "--prompt", &o.prompt) ||
+            bench_arg_int(argc, argv, &i, "--threads", &o.threads) || bench_arg_int(argc, argv, &i, "--dim", &o.dim) ||
+            bench_arg_int(argc, argv, &i, "--heads", &o.heads) || bench_arg_int(argc, argv, &i, "--layers", &o.layers) ||
+            bench_arg_int(argc, argv, &i, "--hidden", &o.hidden) || bench_arg_int(argc, argv, &i, "--vocab", &o.vocab) ||
+            bench_arg_int(argc, argv, &i, "--reps", &o.reps))
             continue;
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            o.device = !strcmp(argv[++i], "cuda") ? AG_CUDA : AG_CPU;
-            continue;
-        }
+        if (bench_arg_device(argc, argv, &i, &o.device)) continue;
         fprintf(stderr, "bench_generate: unknown option %s (see the file's header)\n", argv[i]);
         return 2;
     }

@@ -13,6 +13,7 @@
  *
  * --later: the later block (rotary positions, RMS norm, SwiGLU). */
 #include "../examples/transformer_lm.c"
+#include "bench_args.h"
 #include "bench_time.h"
 
 #include <string.h>
@@ -71,30 +72,21 @@ static rc_result run(const rc_opts *o, bool regions) {
     return res;
 }
 
-static int arg_int(int argc, char **argv, int *i, const char *name, int *out) {
-    if (strcmp(argv[*i], name) || *i + 1 >= argc) return 0;
-    *out = atoi(argv[++*i]);
-    return 1;
-}
-
 int main(int argc, char **argv) {
     rc_opts o = {.batch = 16, .len = 128, .dim = 256, .heads = 4, .layers = 6, .hidden = 1024, .vocab = 10001,
                  .threads = 1, .reps = 3, .device = AG_CPU};
     for (int i = 1; i < argc; i++) {
-        if (arg_int(argc, argv, &i, "--batch", &o.batch) || arg_int(argc, argv, &i, "--len", &o.len) ||
-            arg_int(argc, argv, &i, "--dim", &o.dim) || arg_int(argc, argv, &i, "--heads", &o.heads) ||
-            arg_int(argc, argv, &i, "--layers", &o.layers) || arg_int(argc, argv, &i, "--hidden", &o.hidden) ||
-            arg_int(argc, argv, &i, "--vocab", &o.vocab) || arg_int(argc, argv, &i, "--threads", &o.threads) ||
-            arg_int(argc, argv, &i, "--reps", &o.reps))
+        if (bench_arg_int(argc, argv, &i, "--batch", &o.batch) || bench_arg_int(argc, argv, &i, "--len", &o.len) ||
+            bench_arg_int(argc, argv, &i, "--dim", &o.dim) || bench_arg_int(argc, argv, &i, "--heads", &o.heads) ||
+            bench_arg_int(argc, argv, &i, "--layers", &o.layers) || bench_arg_int(argc, argv, &i, "--hidden", &o.hidden) ||
+            bench_arg_int(argc, argv, &i, "--vocab", &o.vocab) || bench_arg_int(argc, argv, &i, "--threads", &o.threads) ||
+            bench_arg_int(argc, argv, &i, "--reps", &o.reps))
             continue;
         if (!strcmp(argv[i], "--later")) {
             o.later = 1;
             continue;
         }
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            o.device = !strcmp(argv[++i], "cuda") ? AG_CUDA : AG_CPU;
-            continue;
-        }
+        if (bench_arg_device(argc, argv, &i, &o.device)) continue;
         fprintf(stderr, "bench_recompute: unknown option %s (see the file's header)\n", argv[i]);
         return 2;
     }

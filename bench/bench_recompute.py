@@ -26,6 +26,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_env import same_threads  # noqa: E402
+
 
 def run_attngrad(a):
     cmd = ([] if a.taskset is None else ["taskset", "-c", a.taskset]) + [
@@ -132,15 +135,7 @@ def main():
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--vocab", type=int, default=10001)
     a = p.parse_args()
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(a.threads)
-    if a.taskset is not None:
-        os.sched_setaffinity(0, {int(c) for c in a.taskset.split(",")})
-    try:
-        import torch
-        torch.set_num_threads(a.threads)
-    except ImportError:
-        torch = None
+    torch = same_threads(a.threads, a.taskset)
     rows = []
     for r in range(a.rounds):
         ours = run_attngrad(a)
