@@ -136,7 +136,7 @@ targets=()
 [ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
   tests/test_cuda_train_f32 tests/test_buffer tests/test_layers tests/test_recompute tests/test_train tests/st_compare tools/attngrad
   tools/attngrad-f64 bench/bench_models
-  bench/bench_ops_attn bench/bench_ops_seq bench/profile_step)
+  bench/bench_ops_attn bench/bench_ops_seq bench/profile_step bench/bench_recompute)
 if ! ninja -C $B "${targets[@]}" >$B.ninja.log 2>&1; then
   grep -E "error|FAILED" $B.ninja.log | head -40
   echo "gpu-check: 0 passed, 1 failed, 0 skipped"
@@ -236,6 +236,12 @@ if [ $waits = 1 ]; then
   psteps=5; [ $emulator = 1 ] && psteps=1
   $B/bench/profile_step all $psteps 1 ops cuda >$B/bench-profile.md 2>&1
   grep -E "^[a-z_]+ +B=|^GPU launches" $B/bench-profile.md
+  # the LM example's step with each layer recomputed (ag_recompute) against
+  # the plain step: time and the device arena's peak, both blocks
+  say "== bench_recompute --device cuda, into $B/bench-recompute.md"
+  rargs=(); [ $emulator = 1 ] && rargs=(--batch 3 --len 8 --dim 16 --hidden 32 --layers 2 --vocab 50 --reps 1)
+  for blk in "" --later; do $B/bench/bench_recompute --device cuda "${rargs[@]}" $blk; done >$B/bench-recompute.md 2>&1
+  grep -E "^result|^recompute|bench_recompute" $B/bench-recompute.md
 fi
 if [ $memcheck = 1 ]; then
   if [ $emulator = 1 ]; then
