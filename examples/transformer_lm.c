@@ -10,6 +10,8 @@
  * The later block (LLaMA's) by parts, through --hparams: rope=BASE turns queries and keys by their positions
  * (ag_rope, e.g. rope=10000) in place of the learned table; rms=1 normalises by ag_rmsnorm (gains, no biases);
  * glu=1 makes the FFN SwiGLU (--hidden the gated width).  All three: --hparams rope=10000,rms=1,glu=1.
+ * kv_heads=K: grouped-query attention, K key-value heads for the --heads query heads (1: multi-query), a smaller
+ * key-value cache for generate.
  * recompute=1 keeps each layer's output alone and makes the rest again in backward (ag_recompute): less memory
  * for one more forward a step, the same gradients.
  *
@@ -60,11 +62,15 @@ static ag_status tlm_build(ag_model *m) {
     if (rope < 0 || (rope > 0 && (d / c->heads) % 2))
         return ag_fail(AG_ERR_ARG, "tlm: rope=%g wants a base > 0 and an even head width (dim %d / heads %d)", rope, d,
                        c->heads);
+    int kv_heads = (int)ag_model_hparam(m, "kv_heads", 0);
+    if (kv_heads < 0 || (kv_heads > 0 && c->heads % kv_heads))
+        return ag_fail(AG_ERR_ARG, "tlm: kv_heads=%d wants a divisor of the %d heads", kv_heads, c->heads);
     p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng); /* also the decoder */
     if (rope == 0) p->pos = ag_param_positions(ps, "pos.weight", ctx, d, 0.02, &m->rng);
     ag_encoder_config ec = {.d_model = d, .heads = c->heads, .d_ff = c->hidden, .pre_norm = true, .keep = c->keep,
                             .act = glu ? AG_ACT_SILU : AG_ACT_GELU, .rms_norm = ag_model_hparam(m, "rms", 0) != 0,
-                            .gated = glu, .rope_base = rope, .recompute = ag_model_hparam(m, "recompute", 0) != 0};
+                            .gated = glu, .rope_base = rope, .kv_heads = kv_heads,
+                            .recompute = ag_model_hparam(m, "recompute", 0) != 0};
     for (int l = 0; l < c->layers; l++) {
         ag_scope_push("layer%d", l);
         p->layer[l] = ag_encoder_layer_new(ps, &ec, &m->rng);
@@ -162,7 +168,7 @@ static const ag_model_kind tlm_kind = {
     .build = tlm_build, .forward = tlm_forward, .loss = tlm_loss, .destroy = tlm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,heads,layers,max-len",
-    .hparams = "ctx,rope,rms,glu,recompute",
+    .hparams = "ctx,rope,rms,glu,kv_heads,recompute",
     .lm_state_new = tlm_state_new, .lm_feed = tlm_feed, .lm_state_free = tlm_state_free,
 };
 

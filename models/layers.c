@@ -349,15 +349,34 @@ ag_tensor *ag_attention_pool(ag_tensor *x, const int32_t *lengths, ag_tensor *w,
 
 /* ---- multi-head attention ---- */
 
-ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng) {
+ag_mha ag_mha_new_grouped(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng) {
     if (heads < 1 || d_model < 1 || d_model % heads)
         ag__fatal("ag_mha_new", "d_model %d and %d heads: want heads >= 1 dividing d_model", d_model, heads);
-    ag_mha m = {.d_model = d_model, .heads = heads};
-    m.w_qkv = ag_param_glorot(ps, "qkv.weight", d_model, 3 * d_model, rng); /* fans of the fused matrix, as torch's MHA */
-    m.b_qkv = ag_param_bias(ps, "qkv.bias", 3 * d_model);
+    if (kv_heads < 1 || heads % kv_heads)
+        ag__fatal("ag_mha_new_grouped", "%d key-value heads for %d heads: want a divisor of the heads", kv_heads, heads);
+    ag_mha m = {.d_model = d_model, .heads = heads, .kv_heads = kv_heads};
+    int qkv = d_model + 2 * kv_heads * (d_model / heads);
+    m.w_qkv = ag_param_glorot(ps, "qkv.weight", d_model, qkv, rng); /* fans of the fused matrix, as torch's MHA */
+    m.b_qkv = ag_param_bias(ps, "qkv.bias", qkv);
     m.w_o = ag_param_glorot(ps, "out.weight", d_model, d_model, rng);
     m.b_o = ag_param_bias(ps, "out.bias", d_model);
     return m;
+}
+
+ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng) {
+    return ag_mha_new_grouped(ps, d_model, heads, heads, rng);
+}
+
+/* A layer made before kv_heads existed (a struct of the caller's) has 0: one a head. */
+static int kv_heads_of(const ag_mha *m) { return m->kv_heads > 0 ? m->kv_heads : m->heads; }
+
+/* k or v [B, kv, N, dh] for the h query heads: each key-value head read by
+ * the h / kv query heads of its group (their gradients add up in it). */
+static ag_tensor *for_every_head(ag_tensor *t, int h, int kv) {
+    if (kv == h) return t;
+    int32_t *group = ag__arena_alloc((size_t)h * sizeof *group);
+    for (int i = 0; i < h; i++) group[i] = i / (h / kv);
+    return ag_index_select(t, 1, group, h);
 }
 
 ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
@@ -370,18 +389,19 @@ ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths,
         snprintf(want, sizeof want, "[B, N, %d]", m->d_model);
         bad_shape(layer, x, want);
     }
-    int B = x->shape[0], N = x->shape[1], h = m->heads, dh = m->d_model / h;
-    /* One GEMM for Q, K and V; split into 3h heads, of which Q's are the first h. */
-    ag_tensor *qkv = ag_split_heads(ag_linear(x, m->w_qkv, m->b_qkv), 3 * h); /* [B, 3h, N, dh] */
-    ag_tensor *qk = m->rope_base > 0 ? ag_rope(ag_slice(qkv, 1, 0, 2 * h), dh, 0, m->rope_base) : qkv;
-    ag_tensor *q = ag_slice(qk, 1, 0, h), *k = ag_slice(qk, 1, h, 2 * h), *v = ag_slice(qkv, 1, 2 * h, 3 * h);
+    int B = x->shape[0], N = x->shape[1], h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
+    /* One GEMM for Q, K and V; split into h + 2kv heads: Q's h, then K's kv, then V's kv. */
+    ag_tensor *qkv = ag_split_heads(ag_linear(x, m->w_qkv, m->b_qkv), h + 2 * kv); /* [B, h + 2kv, N, dh] */
+    ag_tensor *qk = m->rope_base > 0 ? ag_rope(ag_slice(qkv, 1, 0, h + kv), dh, 0, m->rope_base) : qkv;
+    ag_tensor *q = ag_slice(qk, 1, 0, h), *k = ag_slice(qk, 1, h, h + kv), *v = ag_slice(qkv, 1, h + kv, h + 2 * kv);
     if (mask) ag__mask_plan_make(layer, 4, (int[]){B, h, N, N}, mask); /* ambiguity and shape, before adding */
     if (lengths) {
         check_lengths(layer, lengths, B, N);
         ag_tensor *pad = ag_mask_padding(lengths, B, N, 4, false); /* [B, 1, 1, N] */
         mask = mask ? ag_add(pad, mask) : pad;
     }
-    ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), probs); /* [B, h, N, dh] */
+    ag_tensor *o = ag_attention(q, for_every_head(k, h, kv), for_every_head(v, h, kv), mask, 1 / sqrt((double)dh),
+                                probs); /* [B, h, N, dh] */
     return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
 }
 
@@ -401,8 +421,11 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
     if (cfg->rope_base > 0 && cfg->heads > 0 && d % cfg->heads == 0 && (d / cfg->heads) % 2)
         ag__fatal("ag_encoder_layer_new", "rotary positions turn pairs of a head's features: d_model %d over %d "
                   "heads is an odd head width", d, cfg->heads);
+    if (cfg->kv_heads < 0 || (cfg->kv_heads > 0 && cfg->heads > 0 && cfg->heads % cfg->kv_heads))
+        ag__fatal("ag_encoder_layer_new", "kv_heads %d for %d heads: want a divisor of the heads (0: as many)",
+                  cfg->kv_heads, cfg->heads);
     ag_scope_push("attn");
-    l.attn = ag_mha_new(ps, d, cfg->heads, rng);
+    l.attn = ag_mha_new_grouped(ps, d, cfg->heads, cfg->kv_heads ? cfg->kv_heads : cfg->heads, rng);
     l.attn.rope_base = cfg->rope_base;
     ag_scope_pop();
     ag_param_layernorm(ps, "ln1", d, &l.ln1_g, cfg->rms_norm ? NULL : &l.ln1_b);
@@ -496,7 +519,7 @@ ag_status ag_kv_cache_init(ag_kv_cache *c, const ag_mha *m, int capacity, ag_dev
     ag__need_array(layer, "the cache", c), ag__need_array(layer, "the layer", m);
     if (capacity < 1) ag__fatal(layer, "capacity %d: want at least one position", capacity);
     *c = (ag_kv_cache){.capacity = capacity};
-    c->kv = ag_buffer_new(d, (int64_t)capacity * 2 * m->d_model, "kv cache");
+    c->kv = ag_buffer_new(d, (int64_t)capacity * 2 * kv_heads_of(m) * (m->d_model / m->heads), "kv cache");
     if (c->kv) return AG_OK;
     *c = (ag_kv_cache){0};
     return AG_ERR_NOMEM; /* ag_buffer_new said why */
@@ -512,7 +535,7 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
     const char *layer = "ag_mha_forward_cached";
     if (!m) ag__fatal(layer, "the layer is NULL");
     ag__need(layer, "x", x), ag__need_array(layer, "the cache", c);
-    int d = m->d_model, h = m->heads, dh = d / h;
+    int d = m->d_model, h = m->heads, kv = kv_heads_of(m), dh = d / h, dkv = kv * dh;
     if (x->ndim != 3 || x->shape[0] != 1 || x->shape[2] != d) {
         char want[48];
         snprintf(want, sizeof want, "[1, n, %d] (one sequence)", d);
@@ -521,17 +544,17 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
     int n = x->shape[1], at = c->n, len = at + n;
     if (!c->kv || n > c->capacity - at)
         ag__fatal(layer, "%d positions after %d: the cache holds %d%s", n, at, c->capacity, c->kv ? "" : " (none made)");
-    ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv);                                     /* [1, n, 3d] */
-    ag_tensor *new_kv = ag_slice(qkv, 2, d, 3 * d);                                        /* the new rows' k | v */
+    ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv);                                     /* [1, n, d + 2 dkv] */
+    ag_tensor *new_kv = ag_slice(qkv, 2, d, d + 2 * dkv);                                  /* the new rows' k | v */
     if (m->rope_base > 0) { /* q and k turned to their positions at..at+n-1; the cache keeps turned keys */
-        ag_tensor *qk = ag_rope(ag_slice(qkv, 2, 0, 2 * d), dh, at, m->rope_base);
-        new_kv = ag_concat((ag_tensor *[]){ag_slice(qk, 2, d, 2 * d), ag_slice(new_kv, 2, d, 2 * d)}, 2, 2);
+        ag_tensor *qk = ag_rope(ag_slice(qkv, 2, 0, d + dkv), dh, at, m->rope_base);
+        new_kv = ag_concat((ag_tensor *[]){ag_slice(qk, 2, d, d + dkv), ag_slice(new_kv, 2, dkv, 2 * dkv)}, 2, 2);
         qkv = qk;
     }
     ag_tensor *q = ag_split_heads(ag_slice(qkv, 2, 0, d), h);                              /* [1, h, n, dh] */
-    ag_buffer_write(c->kv, (int64_t)at * 2 * d, new_kv);
-    ag_tensor *kv = ag_split_heads(ag_buffer_view(c->kv, 0, 3, (int[]){1, len, 2 * d}), 2 * h); /* [1, 2h, len, dh] */
-    ag_tensor *k = ag_slice(kv, 1, 0, h), *v = ag_slice(kv, 1, h, 2 * h);
+    ag_buffer_write(c->kv, (int64_t)at * 2 * dkv, new_kv);
+    ag_tensor *kvs = ag_split_heads(ag_buffer_view(c->kv, 0, 3, (int[]){1, len, 2 * dkv}), 2 * kv); /* [1, 2kv, len, dh] */
+    ag_tensor *k = for_every_head(ag_slice(kvs, 1, 0, kv), h, kv), *v = for_every_head(ag_slice(kvs, 1, kv, 2 * kv), h, kv);
     /* position at + i reads keys <= at + i: the causal mask's last n rows
      * (one new position reads them all: no mask) */
     ag_tensor *mask = n > 1 ? ag_slice(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, len), 0, at, len) : NULL;

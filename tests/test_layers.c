@@ -337,6 +337,58 @@ static void test_mha(ag_rng *r) {
     ag_params_free(&c.ps);
 }
 
+/* Grouped-query attention, multi-query here (one key-value head for the
+ * H = 2 query heads): a gradient check under every mask, with rotary
+ * positions too; and the same outputs as multi-head attention whose
+ * key-value heads are the grouped layer's, repeated for each query head of
+ * their group. */
+static void test_mha_grouped(ag_rng *r) {
+    attn_ctx c = {0};
+    c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, DM}, 1, r);
+    c.mha = ag_mha_new_grouped(&c.ps, DM, H, 1, r);
+    int dh = DM / H;
+    CHECK(c.mha.kv_heads == 1 && c.mha.w_qkv->shape[1] == DM + 2 * dh && c.mha.b_qkv->size == DM + 2 * dh,
+          "qkv.weight [d, d + 2 kv dh]");
+    for (int i = 0; i < c.mha.b_qkv->size; i++) c.mha.b_qkv->data[i] = (ag_real)(0.1 * sin(i));
+    ag_tensor *wrt[] = {c.x, c.mha.w_qkv, c.mha.b_qkv, c.mha.w_o, c.mha.b_o};
+    for (int rope = 0; rope < 2; rope++)
+        for (int kind = 0; kind < 4; kind++) {
+            c.mha.rope_base = rope ? 50 : 0;
+            c.mask_kind = kind;
+            c.lengths = lengths_padded;
+            char label[96];
+            snprintf(label, sizeof label, "grouped-query mha, mask %d%s", kind, rope ? ", rope" : "");
+            gradcheck(label, mha_fn, &c, wrt, 5);
+        }
+    /* multi-head attention with the key-value head repeated: the same rows */
+    ag_params ps = {0};
+    ag_mha full = ag_mha_new(&ps, DM, H, r);
+    for (int row = 0; row < DM; row++)
+        for (int col = 0; col < 3 * DM; col++) { /* Q's columns as they are; K's and V's head 0 for every head */
+            int part = col / DM, within = col % DM, from = part == 0 ? col : DM + (part - 1) * dh + within % dh;
+            full.w_qkv->data[row * 3 * DM + col] = c.mha.w_qkv->data[row * (DM + 2 * dh) + from];
+            if (row == 0) full.b_qkv->data[col] = c.mha.b_qkv->data[from];
+        }
+    memcpy(full.w_o->data, c.mha.w_o->data, (size_t)DM * DM * sizeof(ag_real));
+    memcpy(full.b_o->data, c.mha.b_o->data, (size_t)DM * sizeof(ag_real));
+    for (int rope = 0; rope < 2; rope++) {
+        c.mha.rope_base = full.rope_base = rope ? 50 : 0;
+        ag_tensor *mask = make_mask(1);
+        ag_tensor *a = ag_mha_forward(&c.mha, c.x, lengths_padded, mask, NULL);
+        ag_tensor *b = ag_mha_forward(&full, c.x, lengths_padded, mask, NULL);
+        double d = 0;
+        for (int64_t i = 0; i < a->size; i++) d = check_worst(d, fabs(a->data[i] - b->data[i]));
+        CHECK(d <= 1e-14, "grouped-query attention%s against multi-head with the key-value head repeated: %.3g",
+              rope ? " with rope" : "", d);
+        ag_step_end();
+    }
+    EXPECT_FATAL(ag_mha_new_grouped(&ps, DM, H, 3, r), "ag_mha_new_grouped", "3 key-value heads for 2 heads");
+    EXPECT_FATAL(ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = DM, .heads = H, .d_ff = 4, .kv_heads = 3}, r),
+                 "ag_encoder_layer_new", "kv_heads 3 for 2 heads");
+    ag_params_free(&ps);
+    ag_params_free(&c.ps);
+}
+
 /* The encoder layer, pre- and post-LN, in evaluation and with dropout in
  * training (a fixed mask), through every parameter and x; and the later
  * block (RMS norm, a gated FFN, rotary positions), pre- and post-norm. */
@@ -674,10 +726,11 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later) {
     ag_params ps = {0};
     ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){1, LEN, DM}, 1, r);
     /* later: the cache holds keys turned to their positions, and each chunk's queries and keys are turned from
-     * where the cache ends */
+     * where the cache ends; one key-value head (multi-query): the cache holds it alone */
     ag_encoder_layer l = ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = DM, .heads = H, .d_ff = 6,
                                                                         .pre_norm = pre, .rms_norm = later,
-                                                                        .gated = later, .rope_base = later ? 10 : 0}, r);
+                                                                        .gated = later, .rope_base = later ? 10 : 0,
+                                                                        .kv_heads = later ? 1 : 0}, r);
     ag_params_to(&ps, d);
     ag_set_device(d);
     ag_real full[LEN * DM], got[DM * 3];
@@ -686,6 +739,8 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later) {
     ag_step_end();
     ag_kv_cache c;
     CHECK(ag_kv_cache_init(&c, &l.attn, LEN, d) == AG_OK && c.n == 0 && c.capacity == LEN, "%s", ag_errmsg());
+    CHECK(ag_buffer_size(c.kv) == (int64_t)LEN * 2 * (later ? DM / H : DM), "a cache of %lld reals for %d key-value heads",
+          (long long)ag_buffer_size(c.kv), later ? 1 : H);
     double worst = 0;
     int64_t waits = 0;
     for (int i = 0, at = 0; i < 4; at += chunks[i++]) {
@@ -734,6 +789,7 @@ int main(void) {
     test_positions(&r);
     test_pooling(&r);
     test_mha(&r);
+    test_mha_grouped(&r);
     test_encoder_layer(&r);
     test_encoder_recompute(&r);
     test_max_over_time(&r);

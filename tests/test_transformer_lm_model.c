@@ -13,9 +13,9 @@
  *   prefix, fed in chunks of 4, 1, 2, 1, 1 and 1 words, are forward's at the prefix's last position; a word past
  *   the cache is refused, and a cache longer than the position table is not made;
  * - an input longer than its position table (--hparams ctx) is refused, by name.
- * Each check but the last runs twice: on the 2017 block with learned positions, and on the later one (--hparams
+ * Each check but the last runs three times: on the 2017 block with learned positions, on the later one (--hparams
  * rope=10000,rms=1,glu=1: rotary positions, RMS norm, SwiGLU), whose word-by-word check also proves the cache's
- * keys turned to their own positions. */
+ * keys turned to their own positions, and on the later one with one key-value head (kv_heads=1: multi-query). */
 #include "../examples/transformer_lm.c"
 
 #include "check.h"
@@ -255,10 +255,10 @@ int main(void) {
     ag_set_num_threads(1);
     CHECK(ag_plugin_init() == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_tiny(ag_model_find("tlm")).vocab == 10, "the buffers below hold a vocabulary of 10");
-    static const char *blocks[] = {NULL, "rope=10000,rms=1,glu=1"};
-    for (int k = 0; k < 2; k++) {
+    static const char *blocks[] = {NULL, "rope=10000,rms=1,glu=1", "rope=10000,rms=1,glu=1,kv_heads=1"};
+    for (int k = 0; k < 3; k++) {
         block = blocks[k];
-        printf("%s\n", block ? "the later block (--hparams rope=10000,rms=1,glu=1):" : "the 2017 block:");
+        printf("%s%s:\n", block ? "--hparams " : "the 2017 block", block ? block : "");
         causal(1);
         causal(0.7);
         padding();

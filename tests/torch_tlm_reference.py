@@ -3,7 +3,8 @@
 against an independent PyTorch implementation, gradient by gradient, on both
 of its blocks: the 2017 one (learned positions, LayerNorm, GELU) and the
 later one (--hparams rope=BASE,rms=1,glu=1: rotary positions, RMS norm,
-SwiGLU).
+SwiGLU), and grouped-query attention (kv_heads=K, each key-value head
+repeated for the query heads of its group).
 
     torch_tlm_reference.py ATTNGRAD-F64 transformer_lm-f64.so [ATTNGRAD transformer_lm.so]
 
@@ -52,6 +53,7 @@ def rope(x, base):
 def tlm_loss(P, conf, hp, batch):
     d, heads, layers, hidden = (int(conf[k]) for k in ("dim", "heads", "layers", "hidden"))
     base, rms, glu = float(hp.get("rope", 0)), hp.get("rms", "0") != "0", hp.get("glu", "0") != "0"
+    kv = int(hp.get("kv_heads", 0)) or heads
     tokens, targets, lengths = batch["tokens"], batch["targets"], batch["lengths"]
     B, N = tokens.shape
     dh, eps = d // heads, 1e-5
@@ -70,9 +72,12 @@ def tlm_loss(P, conf, hp, batch):
     for l in range(layers):
         p = lambda name: P[f"layer{l}.{name}"]  # noqa: E731
         qkv = norm(h, f"layer{l}.ln1") @ p("attn.qkv.weight") + p("attn.qkv.bias")
-        q, k, v = (t.reshape(B, N, heads, dh).transpose(1, 2) for t in qkv.split(d, dim=-1))
+        q, k, v = qkv.split([d, kv * dh, kv * dh], dim=-1)
+        q = q.reshape(B, N, heads, dh).transpose(1, 2)
+        k, v = (t.reshape(B, N, kv, dh).transpose(1, 2) for t in (k, v))
         if base:
             q, k = rope(q, base), rope(k, base)
+        k, v = k.repeat_interleave(heads // kv, dim=1), v.repeat_interleave(heads // kv, dim=1)  # each group's
         scores = (q @ k.transpose(-1, -2)) / dh ** 0.5
         probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
         o = (probs @ v).transpose(1, 2).reshape(B, N, d)
@@ -119,7 +124,9 @@ def check(path, label):
 
 
 BLOCKS = [("2017 block", []), ("later block", ["--hparams", "rope=10000,rms=1,glu=1"]),
-          ("rotary positions alone, base 500", ["--hparams", "rope=500"])]
+          ("rotary positions alone, base 500", ["--hparams", "rope=500"]),
+          ("later block, multi-query (one key-value head)", ["--hparams", "rope=10000,rms=1,glu=1,kv_heads=1"]),
+          ("grouped-query, 4 heads in 2 groups", ["--heads", "4", "--dim", "16", "--hparams", "kv_heads=2"])]
 
 
 def main(argv):

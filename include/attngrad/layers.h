@@ -135,14 +135,20 @@ ag_tensor *ag_attention_pool(ag_tensor *x, const int32_t *lengths, ag_tensor *w,
  * d / heads columns), and the heads' merged output goes through W_o [d, d]
  * + b_o.  Parameters: <scope>qkv.weight, qkv.bias, out.weight, out.bias
  * (Glorot-uniform weights - over the fused [d, 3d], as torch's
- * MultiheadAttention - and zero biases). */
+ * MultiheadAttention - and zero biases).  Grouped-query attention
+ * (Ainslie et al. 2023; multi-query with one group): kv_heads < heads
+ * key-value heads, each read by heads / kv_heads query heads, W_qkv then
+ * [d, d + 2 kv_heads d/heads] (K's and V's columns kv_heads heads each):
+ * fewer parameters, and a key-value cache kv_heads / heads the size. */
 typedef struct {
     int d_model, heads;
     ag_tensor *w_qkv, *b_qkv, *w_o, *b_o;
     double rope_base; /* > 0: queries and keys turned by ag_rope(., d/heads, position, rope_base); 0 (ag_mha_new's): none */
+    int kv_heads;     /* key-value heads, dividing heads (0 reads as heads) */
 } ag_mha;
 
 ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng);
+ag_mha ag_mha_new_grouped(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng);
 /* Self-attention over x [B, N, d] -> [B, N, d], scores scaled by
  * 1/sqrt(d / heads).  lengths (or NULL) masks padded keys; mask (or NULL)
  * is any additive mask ag_attention takes against the scores [B, h, N, N]:
@@ -167,6 +173,7 @@ typedef struct {
     bool gated;         /* FFN (act(x Wa + ba) * (x Wv + bv)) W2 + b2 (GLU variants; act AG_ACT_NONE reads as SiLU:
                            SwiGLU), ffn.w1 [d, 2 d_ff] = [Wa | Wv] */
     double rope_base;   /* > 0: rotary positions on queries and keys (ag_rope, an even head width); 0: none */
+    int kv_heads;       /* grouped-query attention: key-value heads, dividing heads (0: as many as heads) */
     bool recompute;     /* keep the layer's output alone and make the rest again in backward (ag_recompute):
                            less step memory for one more forward; not where probs are asked for */
 } ag_encoder_config;
