@@ -120,6 +120,20 @@ static void same_as_plain(ag_device d) {
     CHECK(s.calls == 2 * L, "f ran %d times for %d regions, want twice each", s.calls, L);
     CHECK(!memcmp(&after_plain, &after_regions, sizeof after_plain), "the generator is not where the plain run leaves it");
     printf("  %s: %d regions with dropout, gradients within %.2e of the plain stack's\n", ag_device_name(d), L, worst);
+    if (d == AG_CUDA) { /* captured and replayed as CUDA graphs (an identical earlier stretch): the same bits */
+        ag_cuda_graphs(true);
+        int64_t g0 = ag_memstats().graph_launches;
+        bool same = true;
+        for (int k = 0; k < 10; k++) { /* a stretch replays from its 8th identical run (docs/design.md) */
+            double again = step(&s, input(d, B, D), true, regions, &after_regions);
+            same &= again == lp && !memcmp(plain, regions, (size_t)n * sizeof *plain);
+        }
+        int64_t replayed = ag_memstats().graph_launches - g0;
+        ag_cuda_graphs(false);
+        CHECK(same, "regions under CUDA graphs: not the plain stack's loss and gradients");
+        CHECK(replayed > 0, "regions under CUDA graphs: no graph was replayed in 10 steps");
+        printf("  cuda graphs: %lld graph launches in 10 steps with regions, the plain stack's bits\n", (long long)replayed);
+    }
     free(plain);
     free(regions);
     ag_set_device(AG_CPU);
