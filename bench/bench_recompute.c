@@ -9,9 +9,10 @@
  * ones: tests/test_recompute.c): else it says so and exits 1.
  *
  *     ./build/bench/bench_recompute [--batch B] [--len N] [--dim D] [--heads H] [--layers L] [--hidden F]
- *                                   [--vocab V] [--threads T] [--reps R] [--device cpu|cuda] [--later]
+ *                                   [--vocab V] [--threads T] [--reps R] [--device cpu|cuda] [--later] [--profile]
  *
- * --later: the later block (rotary positions, RMS norm, SwiGLU). */
+ * --later: the later block (rotary positions, RMS norm, SwiGLU); --profile: the op profiler's table of the
+ * timed steps, each way. */
 #include "../examples/transformer_lm.c"
 #include "bench_args.h"
 #include "bench_time.h"
@@ -19,7 +20,7 @@
 #include <string.h>
 
 typedef struct {
-    int batch, len, dim, heads, layers, hidden, vocab, threads, reps, later;
+    int batch, len, dim, heads, layers, hidden, vocab, threads, reps, later, profile;
     ag_device device;
 } rc_opts;
 
@@ -54,6 +55,7 @@ static rc_result run(const rc_opts *o, bool regions) {
     int reps = o->reps < 64 ? o->reps : 64;
     for (int k = -1; k < reps; k++) { /* k = -1: the warm step */
         if (k == 0) ag_memstats_reset_high();
+        if (k == 0 && o->profile) ag_profile_start();
         ag_rng_seed(&m.rng, 5);
         double t0 = bench_wall_ms();
         ag_tensor *loss = ag_model_loss(&m, &b, true);
@@ -63,6 +65,11 @@ static rc_result run(const rc_opts *o, bool regions) {
         if (k >= 0) ms[k] = bench_wall_ms() - t0;
         res.loss = ag_item(loss);
         ag_step_end();
+    }
+    if (o->profile) {
+        ag_profile_stop();
+        printf("profile (%s), per step:\n", regions ? "recompute" : "plain");
+        ag_profile_report(stdout, reps, 25);
     }
     res.ms = bench_median(ms, reps);
     res.bytes = o->device == AG_CUDA ? ag_memstats().device_arena_high : ag_memstats().arena_high;
@@ -82,8 +89,8 @@ int main(int argc, char **argv) {
             bench_arg_int(argc, argv, &i, "--vocab", &o.vocab) || bench_arg_int(argc, argv, &i, "--threads", &o.threads) ||
             bench_arg_int(argc, argv, &i, "--reps", &o.reps))
             continue;
-        if (!strcmp(argv[i], "--later")) {
-            o.later = 1;
+        if (!strcmp(argv[i], "--later") || !strcmp(argv[i], "--profile")) {
+            *(argv[i][2] == 'l' ? &o.later : &o.profile) = 1;
             continue;
         }
         if (bench_arg_device(argc, argv, &i, &o.device)) continue;

@@ -19,24 +19,31 @@
  * for emulator/ is C++ without nvcc: AG_CUDA_EMULATOR.) */
 #if defined(__CUDACC__) || defined(AG_CUDA_EMULATOR)
 #include "../graph/prelude.cuh"
+#define AG_VEC AG_HD
 #else
 #include "../graph/internal.h"
 #define AG_HD
+/* Always inlined on the CPU: a call left in a loop keeps the loop scalar.
+ * GCC 12 did not inline ag__vnormal_cdf into GELU's backward loop (the
+ * derivative takes it and the pdf, two exponentials each), and that loop
+ * ran at ~50 ns an element, ten times its forward (docs/performance.md,
+ * nineteenth round). */
+#define AG_VEC __attribute__((always_inline))
 #endif
 
 #ifdef AG_REAL_DOUBLE
 
-AG_HD static inline ag_real ag__vexp(ag_real x) { return exp(x); }
-AG_HD static inline ag_real ag__vexp_nonpos(ag_real x) { return exp(x); }
-AG_HD static inline ag_real ag__vsigmoid(ag_real x) { return ag__sigmoid(x); }
-AG_HD static inline ag_real ag__vtanh(ag_real x) { return tanh(x); }
-AG_HD static inline ag_real ag__vexp_full(ag_real x) { return exp(x); }
-AG_HD static inline ag_real ag__vexpm1(ag_real x) { return expm1(x); }
-AG_HD static inline ag_real ag__vlog(ag_real x) { return log(x); }
-AG_HD static inline ag_real ag__vsoftplus(ag_real x) { return ag__softplus(x); }
-AG_HD static inline ag_real ag__vlog_sigmoid(ag_real x) { return -ag__softplus(-x); }
-AG_HD static inline ag_real ag__vnormal_cdf(ag_real x) { return 0.5 * erfc(-x * M_SQRT1_2); }
-AG_HD static inline ag_real ag__vnormal_pdf(ag_real x) { return exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2); }
+AG_VEC static inline ag_real ag__vexp(ag_real x) { return exp(x); }
+AG_VEC static inline ag_real ag__vexp_nonpos(ag_real x) { return exp(x); }
+AG_VEC static inline ag_real ag__vsigmoid(ag_real x) { return ag__sigmoid(x); }
+AG_VEC static inline ag_real ag__vtanh(ag_real x) { return tanh(x); }
+AG_VEC static inline ag_real ag__vexp_full(ag_real x) { return exp(x); }
+AG_VEC static inline ag_real ag__vexpm1(ag_real x) { return expm1(x); }
+AG_VEC static inline ag_real ag__vlog(ag_real x) { return log(x); }
+AG_VEC static inline ag_real ag__vsoftplus(ag_real x) { return ag__softplus(x); }
+AG_VEC static inline ag_real ag__vlog_sigmoid(ag_real x) { return -ag__softplus(-x); }
+AG_VEC static inline ag_real ag__vnormal_cdf(ag_real x) { return 0.5 * erfc(-x * M_SQRT1_2); }
+AG_VEC static inline ag_real ag__vnormal_pdf(ag_real x) { return exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2); }
 
 #else
 
@@ -45,12 +52,12 @@ AG_HD static inline ag_real ag__vnormal_pdf(ag_real x) { return exp(-0.5 * x * x
  * arms of a float ?: may not be evaluated, and the loop stays scalar. */
 
 /* Bits <-> float without breaking strict aliasing (compiles to nothing). */
-AG_HD static inline int32_t ag__fbits(float f) {
+AG_VEC static inline int32_t ag__fbits(float f) {
     int32_t b;
     memcpy(&b, &f, sizeof b);
     return b;
 }
-AG_HD static inline float ag__bitsf(int32_t b) {
+AG_VEC static inline float ag__bitsf(int32_t b) {
     float f;
     memcpy(&f, &b, sizeof f);
     return f;
@@ -58,7 +65,7 @@ AG_HD static inline float ag__bitsf(int32_t b) {
 /* 2^k for k in [-127, 128): the exponent field k + 127 (0 gives +0).  In
  * unsigned arithmetic, as for a NaN argument k is garbage that must not be
  * undefined behaviour (the NaN itself propagates through the result). */
-AG_HD static inline float ag__pow2i(int32_t k) { return ag__bitsf((int32_t)(((uint32_t)k + 127u) << 23)); }
+AG_VEC static inline float ag__pow2i(int32_t k) { return ag__bitsf((int32_t)(((uint32_t)k + 127u) << 23)); }
 
 /* ---- e^x: one Cephes core, several range policies ----
  *
@@ -75,7 +82,7 @@ typedef struct {
  * rounded by the 1.5 * 2^23 shifter and read from its low bits: no
  * float->int conversion, which NaN would make undefined.  ln 2 is split in a
  * hi part with few bits (k * hi is exact) and a lo part, so r is exact. */
-AG_HD static inline ag__exp_split ag__exp_reduce(float x) {
+AG_VEC static inline ag__exp_split ag__exp_reduce(float x) {
     const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float t = x * 1.44269504088896341f + shifter;
     float kf = t - shifter;
@@ -86,7 +93,7 @@ AG_HD static inline ag__exp_split ag__exp_reduce(float x) {
 
 /* e^r - 1 = r + r^2 P(r) for |r| <= ln2 / 2, P Cephes' expf polynomial;
  * exp adds the 1, expm1 keeps the small result exact. */
-AG_HD static inline float ag__expm1_reduced(float r) {
+AG_VEC static inline float ag__expm1_reduced(float r) {
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
@@ -102,7 +109,7 @@ AG_HD static inline float ag__expm1_reduced(float r) {
 /* e^x for x in [AG__EXP_MIN_NORMAL_ARG, 88]: there k is in [-126, 127], so
  * 2^k is a normal float.  ag__vexp_nonpos and ag__vexp clamp x into this
  * range and select their own values outside it. */
-AG_HD static inline float ag__exp_in_range(float x) {
+AG_VEC static inline float ag__exp_in_range(float x) {
     ag__exp_split s = ag__exp_reduce(x);
     return (ag__expm1_reduced(s.r) + 1.0f) * ag__pow2i(s.k);
 }
@@ -114,7 +121,7 @@ AG_HD static inline float ag__exp_in_range(float x) {
  * it is 31 AVX2 instructions per 8 floats, over ag__vexp 39 (GCC 12).  The
  * result is computed before the select: a conditional multiply would block
  * SIMD. */
-AG_HD static inline float ag__vexp_nonpos(float x) {
+AG_VEC static inline float ag__vexp_nonpos(float x) {
     const float lo = AG__EXP_MIN_NORMAL_ARG;
     float out = ag__exp_in_range(x < lo ? lo : x);
     return x < lo ? 0.0f : out;
@@ -122,17 +129,17 @@ AG_HD static inline float ag__vexp_nonpos(float x) {
 
 /* e^x for any x, saturating at e^88 (the LSTM's sigmoid and tanh want a
  * finite value, not inf); +0 below AG__EXP_MIN_NORMAL_ARG. */
-AG_HD static inline float ag__vexp(float x) {
+AG_VEC static inline float ag__vexp(float x) {
     const float hi = 88.0f, lo = AG__EXP_MIN_NORMAL_ARG;
     float out = ag__exp_in_range(x > hi ? hi : x < lo ? lo : x);
     return x < lo ? 0.0f : out;
 }
 
-AG_HD static inline float ag__vsigmoid(float x) { return 1.0f / (1.0f + ag__vexp(-x)); }
+AG_VEC static inline float ag__vsigmoid(float x) { return 1.0f / (1.0f + ag__vexp(-x)); }
 
 /* tanh: Cephes' odd polynomial below |x| = 0.625 (no cancellation near 0),
  * 1 - 2 / (e^{2|x|} + 1) above; both are computed and one is selected. */
-AG_HD static inline float ag__vtanh(float x) {
+AG_VEC static inline float ag__vtanh(float x) {
     float ax = fabsf(x);
     float z = x * x;
     float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
@@ -148,7 +155,7 @@ AG_HD static inline float ag__vtanh(float x) {
  * 2^k is applied as two normal factors 2^(k/2) 2^(k-k/2), so k in
  * [-150, 128] never leaves the exponent range on the way; on
  * [AG__EXP_MIN_NORMAL_ARG, 88] this is ag__vexp_nonpos's value, bit for bit. */
-AG_HD static inline float ag__vexp_full(float x) {
+AG_VEC static inline float ag__vexp_full(float x) {
     const float hi = 88.72283935546875f, lo = -103.97208404541015625f;
     float xc = x > hi ? hi : x < lo ? lo : x;
     ag__exp_split s = ag__exp_reduce(xc);
@@ -162,7 +169,7 @@ AG_HD static inline float ag__vexp_full(float x) {
  * e^x - 1 = 2^k (e^r - 1) + (2^k - 1), where e^r - 1 is the polynomial's
  * (no leading 1 to cancel) and 2^k - 1 is exact.  Saturates like vexp
  * above 88 (ELU only feeds it x <= 0). */
-AG_HD static inline float ag__vexpm1(float x) {
+AG_VEC static inline float ag__vexpm1(float x) {
     const float hi = 88.0f, lo = -88.0f; /* below lo, 2^k = 0 and the result is -1 */
     float xc = x > hi ? hi : x < lo ? lo : x;
     ag__exp_split s = ag__exp_reduce(xc);
@@ -174,7 +181,7 @@ AG_HD static inline float ag__vexpm1(float x) {
  * [sqrt(1/2), sqrt(2)), ln m = f - f^2/2 + f^3 P(f), f = m - 1, and ln 2
  * split in a hi and lo part.  No special cases: callers that can see
  * them select (a loop with several selects in series stops vectorising). */
-AG_HD static inline float ag__vlog_normal(float x) {
+AG_VEC static inline float ag__vlog_normal(float x) {
     int32_t bits = ag__fbits(x);
     int32_t e = ((bits >> 23) & 0xff) - 126;
     float m = ag__bitsf((bits & 0x007fffff) | 0x3f000000); /* [0.5, 1) */
@@ -199,7 +206,7 @@ AG_HD static inline float ag__vlog_normal(float x) {
 
 /* ln x as libm: subnormals are scaled by 2^23 first; 0 gives -inf,
  * negatives and NaN give NaN, +inf gives +inf. */
-AG_HD static inline float ag__vlog(float x) {
+AG_VEC static inline float ag__vlog(float x) {
     const float tiny = 1.17549435e-38f; /* FLT_MIN */
     float sub = x < tiny ? 8388608.0f : 1.0f;
     float out = ag__vlog_normal(x * sub) - (x < tiny ? 15.942385152878742f : 0.0f); /* 23 ln 2 */
@@ -211,20 +218,20 @@ AG_HD static inline float ag__vlog(float x) {
 /* ln(1 + y) for y in [0, 1] (the tails of softplus and log-sigmoid, with
  * y = e^-|x|): ln(u) for u = 1 + y rounded, plus the rounding error of u
  * to first order, (y - (u - 1)) / u, so tiny y give y exactly. */
-AG_HD static inline float ag__vlog1p01(float y) {
+AG_VEC static inline float ag__vlog1p01(float y) {
     float u = 1.0f + y;
     return ag__vlog_normal(u) + (y - (u - 1.0f)) / u; /* NaN y: the correction is NaN */
 }
 
 /* softplus(x) = ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): no overflow, and
  * full relative accuracy in the e^x tail. */
-AG_HD static inline float ag__vsoftplus(float x) {
+AG_VEC static inline float ag__vsoftplus(float x) {
     float pos = x > 0 ? x : 0.0f;
     return pos + ag__vlog1p01(ag__vexp_nonpos(-fabsf(x)));
 }
 
 /* ln sigmoid(x) = -softplus(-x) = min(x, 0) - ln(1 + e^-|x|). */
-AG_HD static inline float ag__vlog_sigmoid(float x) {
+AG_VEC static inline float ag__vlog_sigmoid(float x) {
     float neg = x < 0 ? x : 0.0f;
     return neg - ag__vlog1p01(ag__vexp_nonpos(-fabsf(x)));
 }
@@ -232,7 +239,7 @@ AG_HD static inline float ag__vlog_sigmoid(float x) {
 /* e^(-x^2/2) with x^2 split as h^2 + l (|x| + h), h the top 12 bits of |x|:
  * h^2 is exact, so the rounding of the square never grows with x^2 (one
  * ulp of x^2 = 100 would be a relative error of 8e-6 in the result). */
-AG_HD static inline float ag__vexp_half_square(float x, float extra) {
+AG_VEC static inline float ag__vexp_half_square(float x, float extra) {
     float a = fabsf(x);
     a = a > 20.0f ? 20.0f : a; /* e^-200 flushes to 0 anyway; inf - inf would be NaN below (a NaN stays) */
     float h = ag__bitsf(ag__fbits(a) & (int32_t)0xfffff000), l = a - h;
@@ -245,7 +252,7 @@ AG_HD static inline float ag__vexp_half_square(float x, float extra) {
  * tail keeps its relative accuracy down to e^-87: within 10 ulp in all
  * (tests/test_vecmath.c), the float polynomial's rounding on top of the
  * approximation's. */
-AG_HD static inline float ag__vnormal_cdf(float x) {
+AG_VEC static inline float ag__vnormal_cdf(float x) {
     float t = 1.0f / (1.0f + 0.35355339059f * fabsf(x)); /* z / 2 = |x| / (2 sqrt 2) */
     float p = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f +
               t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
@@ -260,15 +267,15 @@ AG_HD static inline float ag__vnormal_cdf(float x) {
 }
 
 /* phi(x) = e^(-x^2/2) / sqrt(2 pi). */
-AG_HD static inline float ag__vnormal_pdf(float x) { return 0.39894228040f * ag__vexp_half_square(x, 0.0f); }
+AG_VEC static inline float ag__vnormal_pdf(float x) { return 0.39894228040f * ag__vexp_half_square(x, 0.0f); }
 
 #endif
 /* ELU with alpha 1: x above 0, e^x - 1 below (either real type). */
-AG_HD static inline ag_real ag__velu(ag_real x) { return x > 0 ? x : ag__vexpm1(x); }
+AG_VEC static inline ag_real ag__velu(ag_real x) { return x > 0 ? x : ag__vexpm1(x); }
 
 /* GELU, x Phi(x), as PyTorch's default (approximate='none'), and its
  * derivative Phi(x) + x phi(x) (either real type). */
-AG_HD static inline ag_real ag__vgelu(ag_real x) { return x * ag__vnormal_cdf(x); }
-AG_HD static inline ag_real ag__vgelu_grad(ag_real x) { return ag__vnormal_cdf(x) + x * ag__vnormal_pdf(x); }
+AG_VEC static inline ag_real ag__vgelu(ag_real x) { return x * ag__vnormal_cdf(x); }
+AG_VEC static inline ag_real ag__vgelu_grad(ag_real x) { return ag__vnormal_cdf(x) + x * ag__vnormal_pdf(x); }
 
 #endif
