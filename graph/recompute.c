@@ -83,7 +83,8 @@ static void recompute_backward(ag_node *n) {
     ag_rng now;
     if (s->rng) now = *s->rng, *s->rng = s->rng_at_start;
     bool was = ag_set_grad_enabled(true);
-    ag_tensor *y = s->f(s->ctx, alias);
+    ag_callsite_push(n->file, n->line); /* the second run's ops and messages name the region's line */
+    ag_tensor *y = ag_callsite_pop(s->f(s->ctx, alias));
     ag_set_grad_enabled(was);
     if (s->rng) *s->rng = now;
     need_same_output(n->out, y);

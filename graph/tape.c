@@ -131,6 +131,11 @@ static void check_not_spent(const ag_tensor *out) {
     }
 }
 
+/* The profiler's account of the nodes swept so far, which a node that
+ * sweeps nodes of its own subtracts from its time. */
+static double nested_seconds;
+static int64_t nested_launches;
+
 /* The nodes from out's down to first (0: the whole tape). */
 static void sweep(ag_tensor *out, bool retain, int first) {
     if (!out->node) return; /* a leaf: nothing to propagate */
@@ -140,11 +145,14 @@ static void sweep(ag_tensor *out, bool retain, int first) {
         ag_node *n = tape[i];
         if (!n->out->grad) continue;
         n->spent = n->spent || !retain;
-        if (ag__prof_on) {
-            double t0 = ag__seconds();
-            int64_t l0 = ag__cuda_launches();
+        if (ag__prof_on) { /* a node's own time: a sweep inside it (ag_recompute) charges its nodes itself */
+            double t0 = ag__seconds(), inner0 = nested_seconds;
+            int64_t l0 = ag__cuda_launches(), inner_l0 = nested_launches;
             n->backward(n);
-            ag__prof_backward(n, ag__seconds() - t0, ag__cuda_launches() - l0);
+            double dt = ag__seconds() - t0;
+            int64_t dl = ag__cuda_launches() - l0;
+            ag__prof_backward(n, dt - (nested_seconds - inner0), dl - (nested_launches - inner_l0));
+            nested_seconds = inner0 + dt, nested_launches = inner_l0 + dl;
         } else {
             n->backward(n);
         }
