@@ -60,6 +60,9 @@ void ag__zero_many(void *const *p, const int64_t *bytes, int count); /* count ar
 
 /* An uninitialised step tensor (the usual op output). */
 ag_tensor *ag__empty(int ndim, const int *shape);
+/* A step tensor over memory that is not its own (stored probabilities
+ * handed out for heatmaps, an alias): no node, no gradient, made by op. */
+ag_tensor *ag__view_of(ag_real *data, ag_device dev, int ndim, const int *shape, const char *op);
 
 /* Records `out` as produced by op from inputs, if any input needs a
  * gradient and grad mode is on; returns the node (NULL when nothing was

@@ -52,15 +52,9 @@ static void copy_on(ag_device d, void *dst, const void *src, size_t bytes) {
 
 /* A leaf with t's values: what the second run reads, gradient t's own. */
 static ag_tensor *alias_of(ag_tensor *t, bool grad) {
-    ag_tensor *a = ag__arena_zalloc(sizeof *a);
-    a->ndim = t->ndim;
-    memcpy(a->shape, t->shape, sizeof a->shape);
-    a->size = t->size;
-    a->data = t->data;
-    a->device = t->device;
+    ag_tensor *a = ag__view_of(t->data, t->device, t->ndim, t->shape, "ag_recompute");
     a->requires_grad = grad;
     a->grad = grad ? ag__grad(t) : NULL;
-    ag__stamp(a, "ag_recompute");
     return a;
 }
 

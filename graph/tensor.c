@@ -65,6 +65,15 @@ ag_tensor *ag__empty(int ndim, const int *shape) {
     return t;
 }
 
+ag_tensor *ag__view_of(ag_real *data, ag_device dev, int ndim, const int *shape, const char *op) {
+    ag_tensor *t = ag__arena_zalloc(sizeof *t);
+    set_shape(t, ndim, shape);
+    t->data = data;
+    t->device = dev;
+    ag__stamp(t, op);
+    return t;
+}
+
 /* On the GPU the header stays in the host arena (ops read shapes on the
  * host) and the data goes to the device arena. */
 ag_tensor *ag__empty_on(ag_device dev, int ndim, const int *shape) {

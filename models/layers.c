@@ -241,14 +241,7 @@ void ag_soft_align_scores(ag_tensor *e, ag_tensor *a, ag_tensor *b, const int32_
 /* A constant view of t's values (no node, no gradient): what a layer hands
  * out for heatmaps, as ag_attention's probs. */
 static ag_tensor *constant_view(const ag_tensor *t, const char *what) {
-    ag_tensor *v = ag__arena_zalloc(sizeof *v);
-    v->ndim = t->ndim;
-    memcpy(v->shape, t->shape, sizeof v->shape);
-    v->size = t->size;
-    v->data = t->data;
-    v->device = t->device;
-    ag__stamp(v, what);
-    return v;
+    return ag__view_of(t->data, t->device, t->ndim, t->shape, what);
 }
 
 ag_tensor *ag_source2token_weights(ag_tensor *x, const int32_t *lengths, ag_tensor *w1, ag_tensor *b1,

@@ -291,16 +291,8 @@ static ag_tensor *additive_unit(const char *op, ag_tensor *h, ag_tensor *u, ag_t
         *saved = plan;
         n->saved = saved;
     }
-    if (probs) { /* a constant view of p, for heatmaps */
-        ag_tensor *t = ag__arena_zalloc(sizeof *t);
-        t->ndim = 3 + grouped;
-        for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = i < t->ndim ? scores[i + !grouped] : 1;
-        t->size = n_probs;
-        t->data = plan.probs;
-        t->device = dev;
-        ag__stamp(t, "ag__additive_self_attention(probs)");
-        *probs = t;
-    }
+    if (probs) /* a constant view of p, for heatmaps */
+        *probs = ag__view_of(plan.probs, dev, 3 + grouped, scores + !grouped, "ag__additive_self_attention(probs)");
     return out;
 }
 

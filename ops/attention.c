@@ -161,16 +161,7 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
         *saved = p;
         n->saved = saved;
     }
-    if (probs) { /* a constant view of the stored probabilities, for heatmaps */
-        ag_tensor *t = ag__arena_zalloc(sizeof *t);
-        t->ndim = nd;
-        for (int i = 0; i < AG_MAX_DIMS; i++) t->shape[i] = i < nd ? scores[i] : 1;
-        t->size = n_probs;
-        t->data = p.probs;
-        t->device = dev;
-        ag__stamp(t, "ag_attention(probs)");
-        *probs = t;
-    }
+    if (probs) *probs = ag__view_of(p.probs, dev, nd, scores, "ag_attention(probs)"); /* for heatmaps */
     return out;
 }
 

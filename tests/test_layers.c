@@ -234,7 +234,7 @@ static ag_tensor *mha_fn(void *p) {
 }
 static ag_tensor *encoder_fn(void *p) {
     attn_ctx *c = p;
-    ag_rng drop;
+    static ag_rng drop; /* lives past the backward: a recomputed layer draws from it again there */
     ag_rng_seed(&drop, 99); /* the same dropout mask at every call of the check */
     return ag_encoder_layer_forward(&c->enc, c->x, c->lengths, make_mask(c->mask_kind), c->training, &drop);
 }

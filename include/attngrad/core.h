@@ -386,7 +386,8 @@ double ag_rng_normal(ag_rng *r);           /* N(0, 1) */
  * last until backward); 0: ctx itself is kept and must last.  f must
  * compute the same function both times: if it draws from rng (dropout),
  * pass rng, which is put back for the second run (the same masks) and then
- * left where the first run left it.  At most 8 inputs (more through ctx,
+ * left where the first run left it; rng too must last until backward (a
+ * model's own, not a local of the function that calls the region).  At most 8 inputs (more through ctx,
  * as constants); regions may nest.  With gradients off it is f(ctx, in). */
 typedef ag_tensor *(*ag_recompute_fn)(void *ctx, ag_tensor *const *in);
 ag_tensor *ag_recompute(ag_recompute_fn f, void *ctx, size_t ctx_bytes, int n, ag_tensor *const *in, ag_rng *rng);

@@ -175,7 +175,8 @@ typedef struct {
     double rope_base;   /* > 0: rotary positions on queries and keys (ag_rope, an even head width); 0: none */
     int kv_heads;       /* grouped-query attention: key-value heads, dividing heads (0: as many as heads) */
     bool recompute;     /* keep the layer's output alone and make the rest again in backward (ag_recompute):
-                           less step memory for one more forward; not where probs are asked for */
+                           less step memory for one more forward; not where probs are asked for.  The forward's
+                           rng, lengths and mask must then last until backward (a model's rng, not a local's) */
 } ag_encoder_config;
 
 /* Parameters: <scope>attn.*, ln1.gain, ln1.bias, ffn.w1, ffn.b1, ffn.w2,
