@@ -35,7 +35,8 @@ set -uo pipefail
 mode=$1 found=$5 gpu_build=${6:-none}
 f64=$(realpath "$2") f32=$(realpath "$3") compare=$(realpath "$4") # meson passes them relative to the build dir
 program=${7:+$(realpath "$7")}
-edit=$(dirname "$(realpath "$0")")/st_edit.py # small edits of checkpoints
+here=$(dirname "$(realpath "$0")")
+edit=$here/st_edit.py # small edits of checkpoints
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$found" = true ] || skip "this build has no MPI (meson -Dmpi=enabled needs libopenmpi-dev openmpi-bin)"
 command -v mpirun >/dev/null || skip "mpirun is not on PATH"
@@ -74,25 +75,12 @@ COMMON=(--max-steps 30 --keep 0.8 --batch 8 --synth-n 57 --seed 5 --progress non
 CASES=("mpsan --dim 12" "mpsan --task relatedness --dim 12" "dual_axial --dim 12" "ms_san --dim 12 --hidden 12"
        "ms_san --task pair --dim 12 --hidden 12" "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12")
 
-# The columns that must agree of metrics.csv or steps.csv (all but seconds), one per line.
-metrics() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i != "seconds") keep[i] = 1; next }
-                     { for (i = 1; i <= NF; i++) if (keep[i]) print $i }' "$1"; }
-
-# same_metrics A B TOL: every number within TOL relative (or 1e-12 absolute).
-same_metrics() {
-  paste <(metrics "$1") <(metrics "$2") | awk -v tol="$3" '
-    { d = $1 - $2; d = d < 0 ? -d : d; s = $1 < 0 ? -$1 : $1; if (d > tol * s && d > 1e-12) { bad++; print "  metrics differ: " $1 " against " $2 } }
-    END { exit bad > 0 }'
-}
-
-# same_steps DIR_A DIR_B TOL: the same rows of steps.csv (a second writer would add rows).
-same_steps() {
-  [ "$(wc -l < "$1/steps.csv")" -eq "$(wc -l < "$2/steps.csv")" ] && same_metrics "$1/steps.csv" "$2/steps.csv" "$3" ||
-    { echo "  steps.csv: $(wc -l < "$1/steps.csv") lines against $(wc -l < "$2/steps.csv")"; return 1; }
-}
+# metrics, same_metrics, same_steps: two runs' files compared
+. "$here/same_run.sh"
 
 # check_case EXE TOL LAUNCH... : the case "$case" on one process, then
-# under LAUNCH (an mpirun command), compared.
+# under LAUNCH (an mpirun command) with the options ranks_only adds, compared.
+ranks_only=()
 check_case() {
   local exe=$1 tol=$2; shift 2
   local name=${case// /_}
@@ -102,14 +90,14 @@ check_case() {
     fail "$case: the single process failed"; tail -5 "one-$name.log"; return
   fi
   # shellcheck disable=SC2086
-  if ! "$@" "$exe" train --model $case "${COMMON[@]}" --out "$PWD/two-$name" >"two-$name.log" 2>&1; then
+  if ! "$@" "$exe" train --model $case "${COMMON[@]}" "${ranks_only[@]}" --out "$PWD/two-$name" >"two-$name.log" 2>&1; then
     fail "$case: 2 ranks failed"; tail -20 "two-$name.log"; return
   fi
   local res
   res=$("$compare" "one-$name/last.safetensors" "two-$name/last.safetensors" "$tol") || { fail "$case: $res"; return; }
   same_metrics "one-$name/metrics.csv" "two-$name/metrics.csv" "$tol" || { fail "$case: metrics.csv"; return; }
   same_steps "one-$name" "two-$name" "$tol" || { fail "$case: steps.csv"; return; }
-  echo "ok $(basename "$exe") $case: $res"
+  echo "ok $(basename "$exe") $case${ranks_only[*]:+ (ranks: ${ranks_only[*]})}: $res"
 }
 
 # f32: both sides round every sum to float, the ranks in another order (a
@@ -151,6 +139,12 @@ equal)
     check_case "$f64" 1e-6 "${MPIRUN[@]}"
   done
   case="mtsa --dim 12 --hidden 12 --clip 0.5"; check_case "$f64" 1e-6 "${MPIRUN[@]/-np 2/-np 3}"
+  # each rank's share (4 rows) in parts of 3 (3 and 1; the last batch's
+  # row whole), against whole batches in one process: the parts' losses
+  # summed on each rank, then over the ranks
+  ranks_only=(--micro-batch 3)
+  for case in "mpsan --dim 12" "poslm --dim 12 --hidden 12"; do check_case "$f64" 1e-6 "${MPIRUN[@]}"; done
+  ranks_only=()
   ;;
 hosts)
   # Two "hosts": network namespaces A and B joined by a veth pair.  mpirun

@@ -382,6 +382,54 @@ static void test_lazy_run(void) {
     CHECK(r.step_allocs == 0, "lazy: %lld heap allocations in training steps", (long long)r.step_allocs);
 }
 
+/* --micro-batch on each device there is: a batch of 32 in parts of 8
+ * takes the step memory of 8 rows (well under half the whole batch's),
+ * allocates nothing once warmed up, and gives the whole batch's losses
+ * (f32: to rounding; test_micro_batch.sh checks f64 runs to 1e-9).  Every
+ * model kind weighs its parts by rows but the LM, by targets: both. */
+static bool gpu_only; /* test_train device */
+
+static void test_micro_batch_run(void) {
+    char why[256];
+    for (int d = 0; d < 2; d++) {
+        const char *device = d ? "cuda" : "cpu";
+        if (d && !ag_cuda_available(why, sizeof why)) {
+            printf("micro-batches on the GPU: skipped (%s)\n", why);
+            continue;
+        }
+        if (!d && gpu_only) continue; /* test_train device: the GPU's alone */
+        for (int lm = 0; lm < 2; lm++) {
+            ag_train_result r[2];
+            int64_t waits[2];
+            for (int parts = 0; parts < 2; parts++) {
+                char name[48];
+                snprintf(name, sizeof name, "micro-%s-%s-%d", device, lm ? "lm" : "cls", parts);
+                ag_train_opts o = small_run(name);
+                set(&o, "device", device);
+                set(&o, "max-steps", "6");
+                if (lm) set(&o, "model", "poslm"), set(&o, "hidden", "8");
+                if (parts) set(&o, "micro-batch", "8");
+                int64_t w0 = ag_memstats().device_waits;
+                CHECK(ag_train(&o, &r[parts], err, sizeof err) == 0, "%s", err);
+                waits[parts] = ag_memstats().device_waits - w0;
+                CHECK(r[parts].step_allocs == 0, "%s, %s: %lld heap allocations in training steps", device, name,
+                      (long long)r[parts].step_allocs);
+            }
+            const char *what = lm ? "poslm" : "mpsan";
+            CHECK(r[1].step_bytes > 0 && r[1].step_bytes < 0.45 * r[0].step_bytes,
+                  "%s on the %s: step memory %zu bytes in parts of 8 rows, %zu whole", what, device, r[1].step_bytes,
+                  r[0].step_bytes);
+            CHECK(fabs(r[1].initial_loss - r[0].initial_loss) <= 1e-5 * fabs(r[0].initial_loss) &&
+                      fabs(r[1].last_loss - r[0].last_loss) <= 1e-4 * fabs(r[0].last_loss),
+                  "%s on the %s: losses %.9g -> %.9g in parts, %.9g -> %.9g whole", what, device, r[1].initial_loss,
+                  r[1].last_loss, r[0].initial_loss, r[0].last_loss);
+            printf("micro-batches on the %s, %s: step memory %.2f MiB in parts of 8, %.2f MiB whole; host waits %lld "
+                   "and %lld\n", device, what, r[1].step_bytes / 1048576.0, r[0].step_bytes / 1048576.0,
+                   (long long)waits[1], (long long)waits[0]);
+        }
+    }
+}
+
 /* A run told to stop evaluates for minutes before its last checkpoint;
  * if its folder was removed and made anew by another run meanwhile, it
  * must not write into the new one (the lock it holds is on the old file). */
@@ -1029,7 +1077,8 @@ int main(int argc, char **argv) {
         printf("SKIP: %s\n", why);
         return 77;
     }
-    if (device_only) setenv("AG_TEST_ONLY", "step_log_waits,lazy_run", 1);
+    if (device_only) setenv("AG_TEST_ONLY", "step_log_waits,lazy_run,micro_batch_run", 1);
+    gpu_only = device_only;
     snprintf(tmp, sizeof tmp, "%s/test_train.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return 1;
     /* AG_TEST_ONLY=a,b: those parts alone (ThreadSanitizer's CI run takes
@@ -1046,6 +1095,7 @@ int main(int argc, char **argv) {
         {"step_log_waits", test_step_log_waits},
         {"folder_taken", test_folder_taken},
         {"lazy_run", test_lazy_run},
+        {"micro_batch_run", test_micro_batch_run},
         {"resume_bad_state", test_resume_bad_state},
         {"learns", test_learns},
         {"metrics", test_metrics},

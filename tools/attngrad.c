@@ -165,6 +165,7 @@ static void print_summary(const ag_train_opts *o, const ag_train_result *r) {
     printf("\n%s in %.1f s: %d epochs, %lld steps", r->time_up ? "stopped" : "done", r->seconds, r->epochs,
            (long long)r->steps);
     if (isfinite(r->first_loss)) printf(", training loss %.4f -> %.4f", r->first_loss, r->last_loss);
+    if (r->step_bytes) printf(", step memory %.1f MiB", r->step_bytes / 1048576.0);
     printf("\n");
     if (r->folds == 0) {
         printf("no evaluation yet: the limit came before the first step\n");

@@ -38,6 +38,7 @@ typedef struct {
     bool has_test, stopped, time_up;
     double first_loss, initial_loss, last_loss, seconds;
     int64_t steps, allocs;
+    size_t step_bytes;
     int epochs;
 } fold_result;
 
@@ -156,13 +157,11 @@ static int train_loop(const fold_ctx *c, ag__trainer *t, ag__run_state *s, fold_
             const int64_t *idx = ag_sampler_batch(&t->sampler, s->batch, &rows);
             int64_t first, mine; /* this rank's rows of the global batch (all of them in one process) */
             ag__dist_share(rows, &first, &mine);
-            ag_set_dropout_row_base(first);
-            int rc = ag_batch_fill(&t->batch, t->data.ds[AG_SPLIT_TRAIN], idx + first, (int32_t)mine, err, errlen);
-            if (rc) return rc;
             int64_t allocs = ag_memstats().allocs;
             double loss, tokens;
             ag__profile_step_begin(c->profile);
-            if ((rc = ag__train_step(t, s->step + 1, rows, &loss, &tokens, err, errlen))) return rc;
+            int rc = ag__train_step(t, s->step + 1, idx, first, mine, rows, &loss, &tokens, err, errlen);
+            if (rc) return rc;
             r->allocs += ag_memstats().allocs - allocs;
             ag__profile_step_end(c->profile);
             s->step++;
@@ -253,9 +252,12 @@ static int train_fold(ag_train_opts *o, int fold, const char *out, double deadli
     if (!rc && !o->quiet) ag__print_header(&t, o, out);
     if (!rc && writer && o->log_steps > 0) rc = ag__step_log_open(&steps, out, o->log_steps, s.step, o->quiet, err, errlen);
     ag__crash_point("start"); /* a test's signal before the first step */
+    ag_memstats_reset_high(); /* from here, this fold's steps: the warm-up takes the widest */
     if (!rc) rc = ag__train_warm_up(&t, err, errlen);
     double reduce0 = ag__dist_reduce_seconds(NULL), train0 = s.seconds;
     if (!rc) rc = train_loop(&c, &t, &s, r, err, errlen);
+    ag_mem_stats ms = ag_memstats();
+    r->step_bytes = t.opt.device == AG_CUDA ? ms.device_arena_high : ms.arena_high;
     if (!rc && !o->quiet && ag__dist_size() > 1) /* what the ranks cost each other */
         printf("  %d ranks: %.2f s of %.2f s training in the gradient allreduce (%s; waits for the slowest rank "
                "included)\n", ag__dist_size(), ag__dist_reduce_seconds(NULL) - reduce0, s.seconds - train0,
@@ -308,6 +310,7 @@ static void add_fold(ag_train_result *r, const fold_result *f, int k) {
     r->steps += f->steps;
     r->epochs = f->epochs;
     r->step_allocs += f->allocs;
+    if (f->step_bytes > r->step_bytes) r->step_bytes = f->step_bytes;
     r->stopped_early |= f->stopped;
     r->time_up |= f->time_up;
     r->folds = k + 1;

@@ -159,6 +159,10 @@ static const opt_def opts[] = {
     {"epochs", O_INT, F(epochs), 1, 1 << 20, TR, true, "N", "training epochs (default 10)", NULL},
     {"batch", O_INT, F(batch), 1, 1 << 20, TR | EV | DU | GC, true, "B",
      "batch size (default: the model's; dump-step, gradcheck: rows of a random batch, default the tiny batch)", NULL},
+    {"micro-batch", O_INT, F(micro_batch), 0, 1 << 20, TR, false, "M",
+     "run each batch (under mpirun, each rank's share) in parts of at most M rows, summing their gradients: the same "
+     "update as the whole batch, to rounding, with the activation memory of M rows (0, the default: whole batches; "
+     "a --resume may change it)", NULL},
     {"seed", O_I64, F(seed), 0, 9e15, TR | DU | GC | GE, true, "S",
      "seed of initialisation, data order and dropout (default 1; generate: of its draws, default: the run's)", NULL},
     {"clip", O_REAL, F(clip), 0, 1e30, TR, true, "NORM", "clip the global gradient norm (0: off; default: the model's)",

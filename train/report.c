@@ -197,9 +197,11 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
     if (o->clip > 0) snprintf(clip, sizeof clip, "clip %g", o->clip);
     char planned[48] = ""; /* total=run: the count it stands for */
     if (t->lr_steps_run) snprintf(planned, sizeof planned, " (total %d steps)", t->lr_steps.total);
-    printf("\n  %lld parameters (d=%d), %s, batch %d, keep %g, l2 %g, %s, schedule %s%s%s%s\n  run folder %s\n",
-           (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, o->keep, o->l2, clip, o->sched,
-           o->lr_steps[0] ? ", per step " : "", o->lr_steps, planned, out);
+    char parts[48] = ""; /* --micro-batch: the rows of one forward, where fewer than a batch's */
+    if (t->batch.max_rows < o->batch) snprintf(parts, sizeof parts, " in parts of %d rows", (int)t->batch.max_rows);
+    printf("\n  %lld parameters (d=%d), %s, batch %d%s, keep %g, l2 %g, %s, schedule %s%s%s%s\n  run folder %s\n",
+           (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, parts, o->keep, o->l2, clip,
+           o->sched, o->lr_steps[0] ? ", per step " : "", o->lr_steps, planned, out);
     if (o->log_steps == 1) printf("  steps.csv: a row every step\n");
     else if (o->log_steps > 1) printf("  steps.csv: a row every %d steps\n", o->log_steps);
     print_groups(t, o);

@@ -72,12 +72,79 @@ static int64_t batch_tokens(const ag_batch *b) {
     return n;
 }
 
-/* One step on t->batch, this rank's share of a global batch of
- * global_rows rows; *loss gets the global batch's loss (without the L2
- * term), *tokens its input tokens, t->step_lr the rate of its update and
- * t->step_grad_norm the global gradient norm before clipping.  Fails if the model refuses the batch,
- * or when the loss, the global gradient norm or, after the update, the
- * parameters' norm is not finite; the gradients are the reduced ones, so
+/* ---- a rank's share of a batch, in parts (--micro-batch) ------------------- */
+
+/* The parts a share of `rows` rows runs in: as many as the batch buffers
+ * (--micro-batch rows) need, as even as ag__dist_split cuts them; 0
+ * without rows. */
+static int part_count(const ag__trainer *t, int64_t rows) {
+    int64_t most = t->batch.max_rows;
+    return (int)((rows + most - 1) / most);
+}
+
+/* Part j of `parts` of the share idx[0..rows) into the batch buffers.  Its
+ * rows are global rows first + its offset: dropout's masks are drawn per
+ * global row, so a part draws what its rows would in one batch. */
+static int fill_part(ag__trainer *t, const int64_t *idx, int64_t first, int64_t rows, int j, int parts, char *err,
+                     size_t errlen) {
+    int64_t at, n;
+    ag__dist_split(rows, j, parts, &at, &n);
+    ag_set_dropout_row_base(first + at);
+    return ag_batch_fill(&t->batch, t->data.ds[AG_SPLIT_TRAIN], idx + at, (int32_t)n, err, errlen);
+}
+
+/* What a batch's mean loss is over: its rows, or the LM's targets. */
+static double loss_weight(const ag_model *m, const ag_batch *b) {
+    return m->cfg.task == AG_TASK_LM ? (double)ag__count_targets(b) : b->rows;
+}
+
+/* Forward and backward of the share idx[0..rows) in parts, each ended
+ * (ag_step_end) before the next, so the step memory is one part's.  Each
+ * part's loss gradient is seeded with its weight's share of the whole, so
+ * the gradients add up to those of the share's mean loss; *loss gets that
+ * mean (read on the host: a wait a part on a GPU), *weight what it is over,
+ * *tokens the input tokens.  Every part starts from the dropout generator
+ * the step began with: the parts draw one batch's masks. */
+static int forward_backward_parts(ag__trainer *t, const int64_t *idx, int64_t first, int64_t rows, double *loss,
+                                  double *weight, double *tokens, char *err, size_t errlen) {
+    ag_model *m = &t->model;
+    int parts = part_count(t, rows), rc;
+    double total = (double)rows, sum = 0;
+    if (m->cfg.task == AG_TASK_LM && parts > 1) /* its parts weigh their targets: counted first */
+        for (int j = total = 0; j < parts; j++) {
+            if ((rc = fill_part(t, idx, first, rows, j, parts, err, errlen))) return rc;
+            total += loss_weight(m, &t->batch);
+        }
+    ag_rng start = m->rng;
+    *tokens = 0;
+    for (int j = 0; j < parts; j++) {
+        m->rng = start;
+        if ((rc = fill_part(t, idx, first, rows, j, parts, err, errlen))) return rc;
+        ag_tensor *out = ag__train_batch_loss(m, &t->batch, true, err, errlen);
+        if (!out) {
+            ag_step_end();
+            return AG_ERR_FORMAT;
+        }
+        double part = ag_item(out), w = loss_weight(m, &t->batch);
+        *tokens += (double)batch_tokens(&t->batch);
+        if (parts == 1) total = w, sum = part; /* the loss as it is: no rounding of w * part / w */
+        else sum += w * part;
+        if (isfinite(part) && parts == 1) ag_backward(out);
+        else if (isfinite(part)) ag_backward_seeded(out, &(ag_real){(ag_real)(w / total)});
+        ag_step_end(); /* the gradients are the parameters': they stay */
+    }
+    *loss = parts > 1 ? sum / total : sum;
+    *weight = parts > 0 ? total : 0;
+    return 0;
+}
+
+/* One step on the rows idx[first..first + rows) of a global batch of
+ * global_rows rows (this rank's share; all of them in one process); *loss
+ * gets the global batch's loss (without the L2 term), *tokens its input
+ * tokens, t->step_lr the rate of its update and t->step_grad_norm the
+ * global gradient norm before clipping.  Fails if the model refuses the
+ * batch, or when the loss, the global gradient norm or, after the update,
+ * the parameters' norm is not finite; the gradients are the reduced ones, so
  * every rank stops at the same step.
  *
  * One path for both devices: the loss, the gradient's and the parameters'
@@ -85,38 +152,43 @@ static int64_t batch_tokens(const ag_batch *b) {
  * read after the update, which the device skips unless the loss and the
  * norm are finite (optim/kernels.h's gate).  On the GPU that is one wait a
  * step where reading each value when made costs three, and with CUDA
- * graphs the step is one segment.  Data-parallel ranks sum their losses on
- * the host first (the allreduce needs them there). */
-int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *loss, double *tokens, char *err,
-                      size_t errlen) {
+ * graphs the step is one segment.  A share in parts and data-parallel
+ * ranks sum their losses on the host first (the allreduce needs them
+ * there). */
+int ag__train_step(ag__trainer *t, int64_t step, const int64_t *idx, int64_t first, int64_t rows, int64_t global_rows,
+                   double *loss, double *tokens, char *err, size_t errlen) {
     ag_model *m = &t->model;
     ag_device dev = t->opt.device;
     ag__crash_point("step"); /* a test's signal (AG_SIGNAL_AT) comes before this step's allreduce */
     if (!t->grads_zero) ag_params_zero_grad(&m->params);
     t->grads_zero = false;
-    ag_tensor *out = NULL;
-    if (t->batch.rows > 0 && !(out = ag__train_batch_loss(m, &t->batch, true, err, errlen))) {
-        ag_step_end();
-        return AG_ERR_FORMAT;
-    }
-    *tokens = (double)batch_tokens(&t->batch);
     const ag_real *loss_there;
-    ag_real global; /* data-parallel: the global loss, which the CPU reads in place */
-    if (ag__dist_size() > 1) {
-        double mine = out ? ag_item(out) : 0; /* a rank without rows joins the allreduce with zeros */
-        double n_mine = !out ? 0 : m->cfg.task == AG_TASK_LM ? (double)ag__count_targets(&t->batch) : t->batch.rows;
-        if (out && isfinite(mine)) ag_backward(out);
-        /* a request to stop rides in the same allreduce: any rank's stops
-         * every rank after this step, at no cost of its own */
-        int stop = ag__train_stop_mine();
-        global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens, &stop);
-        ag__train_stop_agreed(stop);
-        /* a rank without rows drew no dropout masks: it takes rank 0's generator */
-        if (global_rows < ag__dist_size()) ag__dist_bcast(&m->rng, sizeof m->rng);
-        loss_there = ag__step_copy_on(dev, &global, sizeof global); /* staged on the GPU */
-    } else {
+    ag_real global; /* a share in parts, data-parallel: the global loss, which the CPU reads in place */
+    int rc;
+    if (ag__dist_size() == 1 && part_count(t, rows) == 1) { /* one batch: its loss stays where it was made */
+        ag_tensor *out;
+        if ((rc = fill_part(t, idx + first, first, rows, 0, 1, err, errlen))) return rc;
+        if (!(out = ag__train_batch_loss(m, &t->batch, true, err, errlen))) {
+            ag_step_end();
+            return AG_ERR_FORMAT;
+        }
+        *tokens = (double)batch_tokens(&t->batch);
         ag_backward(out);
         loss_there = out->data;
+    } else {
+        double mine, n_mine; /* a rank without rows joins the allreduce with zeros */
+        if ((rc = forward_backward_parts(t, idx + first, first, rows, &mine, &n_mine, tokens, err, errlen))) return rc;
+        global = (ag_real)mine;
+        if (ag__dist_size() > 1) {
+            /* a request to stop rides in the same allreduce: any rank's
+             * stops every rank after this step, at no cost of its own */
+            int stop = ag__train_stop_mine();
+            global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens, &stop);
+            ag__train_stop_agreed(stop);
+            /* a rank without rows drew no dropout masks: it takes rank 0's generator */
+            if (global_rows < ag__dist_size()) ag__dist_bcast(&m->rng, sizeof m->rng);
+        }
+        loss_there = ag__step_copy_on(dev, &global, sizeof global); /* staged on the GPU */
     }
     if (m->cfg.l2 > 0) ag_l2_grad(&m->params, m->cfg.l2);
     const ag__grads_kernels *k = ag__grads_on("train step", dev);

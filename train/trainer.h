@@ -91,10 +91,11 @@ int64_t ag__count_targets(const ag_batch *b);
  * epoch `epoch` when step < 0), with what to change. */
 int ag__train_diverged(const ag__trainer *t, int64_t step, int epoch, const char *what, bool in_ops, char *err,
                        size_t errlen);
-/* One step on t->batch, this rank's share of a global batch of
- * global_rows rows (step.c says what it does and checks). */
-int ag__train_step(ag__trainer *t, int64_t step, int64_t global_rows, double *loss, double *tokens, char *err,
-                   size_t errlen);
+/* One step on the training rows idx[first..first + rows), this rank's
+ * share of a global batch idx[0..global_rows), in parts of at most
+ * t->batch.max_rows rows (step.c says what it does and checks). */
+int ag__train_step(ag__trainer *t, int64_t step, const int64_t *idx, int64_t first, int64_t rows, int64_t global_rows,
+                   double *loss, double *tokens, char *err, size_t errlen);
 /* Forward and backward once at every width the data's batches have, and
  * once on the largest batch, so that the steps after allocate nothing. */
 int ag__train_warm_up(ag__trainer *t, char *err, size_t errlen);

@@ -88,6 +88,8 @@ typedef struct {
                                stdin and heatmap's sentence; 0 = no limit, nor with 0 < max_len <= it */
     /* loop */
     int epochs, batch;
+    int micro_batch;        /* most rows of one forward and backward: a longer batch (a rank's share of it) runs
+                               in parts, their gradients summed, for the same update in less memory; 0 = whole */
     int64_t seed;
     double clip;            /* global gradient norm; 0 = off, -1 = the model's */
     int patience;           /* early stopping; 0 = off */
@@ -197,6 +199,8 @@ typedef struct {
     int epochs;
     double seconds;
     int64_t step_allocs;    /* heap allocations inside training steps after warm-up */
+    size_t step_bytes;      /* the step memory (on the step's device) of the largest step: its activations,
+                               the tape, its gradients' temporaries; what --micro-batch cuts */
     bool stopped_early, time_up;
     char out[AG_PATH_MAX];
 } ag_train_result;
