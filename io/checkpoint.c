@@ -55,6 +55,8 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
                 ag__st_add_real(&w, name, p->ndim, p->shape, opt->slot[s * opt->n_params + i], opt->device);
             }
         ag_st_add(&w, "optim.step", AG_I64, 0, NULL, &opt->step);
+        if (ag__optim_keeps(&opt->cfg, "average")) /* the updates in it: the next one's weight */
+            ag_st_add(&w, "optim.averaged", AG_I64, 0, NULL, &opt->averaged);
         ag_st_set_meta(&w, "optim", ag_optim_format(&opt->cfg, v, sizeof v));
         ag_st_set_meta(&w, "optim.lr", ag__fmt_real(opt->lr, v, sizeof v));
     }
@@ -160,7 +162,7 @@ static ag_status parse_rng(const ag_st_file *f, ag_rng *out) {
 
 typedef struct {
     const ag_st_tensor **param, **slot;   /* validated sources, in copy order */
-    int64_t opt_step;
+    int64_t opt_step, opt_averaged;
     double opt_lr;
     double sched_state[4];
     ag_train_state st;
@@ -186,6 +188,17 @@ static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, lo
         return ag__fail(AG_ERR_FORMAT, "%s: no integer scalar 'optim.step'", f->path);
     ag_st_to_i64(step, &plan->opt_step);
     if (plan->opt_step < 0) return ag__fail(AG_ERR_FORMAT, "%s: optim.step is negative", f->path);
+    /* the average's count goes with its slot: one starting here starts empty */
+    if (ag__optim_keeps(&opt->cfg, "average") && ag__optim_keeps(&saved, "average")) {
+        const ag_st_tensor *n = ag_st_get(f, "optim.averaged");
+        if (!n || (n->dtype != AG_I64 && n->dtype != AG_I32) || n->numel != 1 || n->ndim != 0)
+            return ag__fail(AG_ERR_FORMAT, "%s: optimizer '%s' keeps an average but no integer scalar "
+                            "'optim.averaged' counts its updates", f->path, spec);
+        ag_st_to_i64(n, &plan->opt_averaged);
+        if (plan->opt_averaged < 0 || plan->opt_averaged > plan->opt_step)
+            return ag__fail(AG_ERR_FORMAT, "%s: optim.averaged = %lld is not a count of the %lld updates", f->path,
+                            (long long)plan->opt_averaged, (long long)plan->opt_step);
+    }
     /* a rate the caller changed stands; else the run's own (a schedule's) */
     if (opt->cfg.lr != saved.lr) plan->opt_lr = opt->cfg.lr;
     char name[1024], role[64];
@@ -279,6 +292,7 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
                         ->fill(opt->slot[k], (ag_real)ag__optim_slot_init(&opt->cfg, k / opt->n_params), n);
             }
             opt->step = plan->opt_step;
+            opt->averaged = plan->opt_averaged;
             opt->lr = plan->opt_lr;
         }
         if (sched) {

@@ -96,7 +96,22 @@ typedef struct {
      * stay the same from step to step); gate, when not NULL, at a value
      * there that skips the updates unless finite.  spans in host memory. */
     void (*update_all)(int kind, const ag__update_span *spans, int count, const double *gate);
+    /* The parameters' average after the update (ag_optim_config.ema, swa):
+     * avg[a] = lerp(avg[a], x[a], *w) over `count` arrays of n[a] elements,
+     * torch.lerp's two forms (ag__lerp), unless *gate is not finite (gate
+     * NULL: always); *w in the device's memory.  swap_all: x[a] and y[a]
+     * trade values.  One parallel loop (CUDA: a launch per 64 arrays);
+     * the pointer and length arrays in host memory. */
+    void (*average_all)(const ag__kreal *w, ag__kreal *const *avg, const ag__kreal *const *x, const int64_t *n,
+                        int count, const double *gate);
+    void (*swap_all)(ag__kreal *const *x, ag__kreal *const *y, const int64_t *n, int count);
 } ag__optim_kernels;
+
+/* torch.lerp(a, b, w) as its kernels compute it, on both devices: from a
+ * for small weights, from b for large ones, so w = 1 gives b exactly. */
+AG_HD static inline ag__kreal ag__lerp(ag__kreal a, ag__kreal b, ag__kreal w) {
+    return w < (ag__kreal)0.5 ? a + w * (b - a) : b - (b - a) * ((ag__kreal)1 - w);
+}
 
 /* The gradients' arithmetic between backward and the update (optim/gradients.c). */
 typedef struct {
@@ -148,6 +163,9 @@ const ag__grads_kernels *ag__grads_on(const char *op, ag_device dev);
 double *ag__grad_sq_on(ag_params *ps, double max_norm, ag_device dev);
 double *ag__params_sq_on(const ag_params *ps, ag_device dev);
 void ag__optim_step_gated(ag_optimizer *opt, const double *gate);
+/* The caller's gate skipped the update: opt->step, and the average's
+ * count where the update was to go into it, taken back. */
+void ag__optim_step_not_taken(ag_optimizer *opt);
 /* The same, and ag__params_sq_on's value for opt's parameters after it, the
  * squares taken in the update's own pass on the CPU (the same bits: the
  * same blocks of the same values).  clear_grads: the update also zeroes

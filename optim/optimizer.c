@@ -94,7 +94,7 @@ static bool in_range(const ag_optim_hparam *h, double x) {
 /* What is wrong with rule r's hyperparameters, into why[cap] ("hyperparameter
  * 'x': ..."), or false; their count in *n. */
 static bool hparams_problem(const ag_optim_rule *r, int *n, char *why, size_t cap) {
-    static const char *const reserved[] = {"lr", "weight_decay", "lazy"};
+    static const char *const reserved[] = {"lr", "weight_decay", "lazy", "ema", "swa"};
     const ag_optim_hparam *h = r->hparams;
     for (*n = 0; h && h[*n].name; (*n)++) {
         const ag_optim_hparam *x = &h[*n];
@@ -102,8 +102,8 @@ static bool hparams_problem(const ag_optim_rule *r, int *n, char *why, size_t ca
         char range[96];
         if (*n == AG_OPTIM_MAX_HPARAMS) bad = "one more than the 8 a rule may have";
         else if (!good_key(x->name)) bad = "not a name (1-31 lower-case letters, digits, '_')";
-        for (int k = 0; !bad && k < 3; k++)
-            if (!strcmp(x->name, reserved[k])) bad = "a key every optimizer has (lr, weight_decay, lazy)";
+        for (int k = 0; !bad && k < 5; k++)
+            if (!strcmp(x->name, reserved[k])) bad = "a key every optimizer has (lr, weight_decay, lazy, ema, swa)";
         for (int k = 0; !bad && k < *n; k++)
             if (!strcmp(h[k].name, x->name)) bad = "a name given twice";
         if (!bad && x->flags & ~(unsigned)(AG_HPARAM_MIN_OPEN | AG_HPARAM_MAX_OPEN | AG_HPARAM_INT))
@@ -199,11 +199,11 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
 
 /* ---- options: the keys each optimizer takes, in PyTorch's names ---- */
 
-/* The most keys of one optimizer: lr, a rule's own, weight_decay, lazy. */
-enum { MAX_FIELDS = AG_OPTIM_MAX_HPARAMS + 3 };
+/* The most keys of one optimizer: lr, a rule's own, weight_decay, lazy, ema, swa. */
+enum { MAX_FIELDS = AG_OPTIM_MAX_HPARAMS + 5 };
 
-/* writing: a spec to read back, lazy only where set (the specs written
- * before it existed stay as they were) */
+/* writing: a spec to read back, lazy, ema and swa only where set (the
+ * specs written before they existed stay as they were) */
 static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
     int n = 0;
     f[n++] = (opt_field){"lr", OPT_REAL, &c->lr, {0}};
@@ -242,6 +242,8 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
     }
     f[n++] = (opt_field){"weight_decay", OPT_REAL, &c->weight_decay, {0}};
     if (!writing || c->lazy) f[n++] = (opt_field){"lazy", OPT_BOOL, &c->lazy, {0}};
+    if (!writing || c->ema) f[n++] = (opt_field){"ema", OPT_REAL, &c->ema, {0}};
+    if (!writing || c->swa) f[n++] = (opt_field){"swa", OPT_INT, &c->swa, {0}};
     return n;
 }
 
@@ -252,6 +254,14 @@ ag_status ag_optim_check(const ag_optim_config *c) {
     if (!(c->lr >= 0)) return ag__fail(AG_ERR_ARG, "optimizer '%s': lr %g must be >= 0", name, c->lr);
     if (!(c->weight_decay >= 0))
         return ag__fail(AG_ERR_ARG, "optimizer '%s': weight_decay %g must be >= 0", name, c->weight_decay);
+    if (!(c->ema >= 0 && c->ema < 1))
+        return ag__fail(AG_ERR_ARG, "optimizer '%s': ema %g must be in [0, 1): the decay of the parameters' average "
+                        "(0.999 keeps about the last 1000 updates' worth; 0: no average)", name, c->ema);
+    if (c->swa < 0)
+        return ag__fail(AG_ERR_ARG, "optimizer '%s': swa %d must be >= 0: the first update averaged (1: all of "
+                        "them; 0: no average)", name, c->swa);
+    if (c->ema > 0 && c->swa > 0)
+        return ag__fail(AG_ERR_ARG, "optimizer '%s': ema=%g and swa=%d: one average at a time", name, c->ema, c->swa);
     switch (c->kind) {
     case AG_SGD:
         if (!(c->momentum >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'sgd': momentum %g must be >= 0", c->momentum);
@@ -327,7 +337,8 @@ const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n) {
 
 /* ---- state ---- */
 
-static int slots_for(const ag_optim_config *c) {
+/* The update's own slots; the average's comes after them. */
+static int rule_slots(const ag_optim_config *c) {
     switch (c->kind) {
     case AG_SGD: return c->momentum != 0 ? 1 : 0;
     case AG_ADAM:
@@ -341,9 +352,14 @@ static int slots_for(const ag_optim_config *c) {
     return r ? r->n_slots : 0;
 }
 
+static bool averages(const ag_optim_config *c) { return c->ema > 0 || c->swa > 0; }
+
+static int slots_for(const ag_optim_config *c) { return rule_slots(c) + averages(c); }
+
 const char *ag__optim_slot(const ag_optim_config *c, int s) {
     static const char *const sgd[] = {"momentum"}, *const adam[] = {"m", "v", "vmax"}, *const adadelta[] = {"v", "u"};
     if (s < 0 || s >= slots_for(c)) return NULL;
+    if (s == rule_slots(c)) return "average";
     switch (c->kind) {
     case AG_SGD: return sgd[s];
     case AG_ADAM:
@@ -358,7 +374,7 @@ const char *ag__optim_slot(const ag_optim_config *c, int s) {
 double ag__optim_slot_init(const ag_optim_config *c, int s) {
     if (c->kind == AG_ADAGRAD) return c->initial_accumulator_value; /* torch.full_like */
     const ag_optim_rule *r = ag_optim_rule_of(c->kind);
-    return r && s >= 0 && s < slots_for(c) ? r->slots[s].init : 0;
+    return r && s >= 0 && s < rule_slots(c) ? r->slots[s].init : 0;
 }
 
 bool ag__optim_keeps(const ag_optim_config *c, const char *slot) {
@@ -647,9 +663,9 @@ typedef struct {
 
 static void rule_coef_of(const ag_optimizer *o, int i, double lr, double weight_decay, rule_coef *k) {
     const ag_optim_rule *r = ag_optim_rule_of(o->cfg.kind);
-    k->update = r->update, k->n_slots = o->n_slots;
+    k->update = r->update, k->n_slots = rule_slots(&o->cfg);
     k->args = (ag_optim_args){.t = o->step, .lr = lr, .weight_decay = weight_decay, .hparam = o->cfg.hparam};
-    for (int s = 0; s < o->n_slots; s++) k->slot[s] = o->slot[s * o->n_params + i];
+    for (int s = 0; s < k->n_slots; s++) k->slot[s] = o->slot[s * o->n_params + i];
 }
 
 /* Elements [begin, begin + n) of a rule's span: its update on that piece. */
@@ -815,7 +831,43 @@ _Static_assert((int)AG__OPTIM_SGD == (int)AG_SGD && (int)AG__OPTIM_ADAM == (int)
                    (int)AG__OPTIM_ADAGRAD == (int)AG_ADAGRAD && (int)AG__OPTIM_RMSPROP == (int)AG_RMSPROP,
                "optim/kernels.h's update kinds are ag_optim_kind's values");
 
-static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu};
+/* The average's lerp and the swap, each array's elements on their own. */
+typedef struct {
+    ag_real w;
+    ag_real *const *avg, *const *y;
+    const ag_real *const *x;
+} average_job;
+
+static void average_span(void *ctx, int s, int64_t begin, int64_t end) {
+    const average_job *j = ctx;
+    ag_real *avg = j->avg[s], w = j->w;
+    const ag_real *x = j->x[s];
+    for (int64_t i = begin; i < end; i++) avg[i] = ag__lerp(avg[i], x[i], w);
+}
+
+static void average_all_cpu(const ag_real *w, ag_real *const *avg, const ag_real *const *x, const int64_t *n,
+                            int count, const double *gate) {
+    if (gated_off(gate)) return;
+    average_job j = {.w = *w, .avg = avg, .x = x};
+    ag__parallel_spans(count, n, AG_GRAIN_ELEMENTWISE, average_span, &j);
+}
+
+static void swap_span(void *ctx, int s, int64_t begin, int64_t end) {
+    const average_job *j = ctx;
+    ag_real *x = j->avg[s], *y = j->y[s];
+    for (int64_t i = begin; i < end; i++) {
+        ag_real t = x[i];
+        x[i] = y[i], y[i] = t;
+    }
+}
+
+static void swap_all_cpu(ag_real *const *x, ag_real *const *y, const int64_t *n, int count) {
+    average_job j = {.avg = x, .y = y};
+    ag__parallel_spans(count, n, AG_GRAIN_ELEMENTWISE, swap_span, &j);
+}
+
+static const ag__optim_kernels optim_cpu = {
+    .update_all = update_all_cpu, .average_all = average_all_cpu, .swap_all = swap_all_cpu};
 AG_DISPATCH(optim, optim_cpu)
 
 /* ---- the step ---- */
@@ -854,10 +906,10 @@ static void coef_of(const ag_optimizer *opt, int i, update_coef *c) {
 static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *coef) {
     ag_tensor *p = o->params->items[i];
     ag_real *const *s = o->slot ? o->slot + i : NULL;
-    const int np = o->n_params;
+    const int np = o->n_params, slots = rule_slots(&o->cfg);
     ag__update_span u = {.coef = coef, .p = p->data, .g = p->grad, .n = p->size,
-                         .s0 = o->n_slots > 0 ? s[0] : NULL, .s1 = o->n_slots > 1 ? s[np] : NULL,
-                         .s2 = o->n_slots > 2 ? s[2 * np] : NULL};
+                         .s0 = slots > 0 ? s[0] : NULL, .s1 = slots > 1 ? s[np] : NULL,
+                         .s2 = slots > 2 ? s[2 * np] : NULL};
     if (o->cfg.kind == AG_RMSPROP && o->cfg.momentum == 0) /* square_avg[, grad_avg]: no buffer at s1 */
         u.s2 = u.s1, u.s1 = NULL;
     if (o->cfg.lazy && p->size > 0) { /* rows along the last dim; a vector is one row */
@@ -870,6 +922,67 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
 static void optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
 
 void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL, false); }
+
+/* ---- the average of the parameters (cfg.ema, cfg.swa) ---- */
+
+/* Every trained parameter's values and its average, in the caller's
+ * arrays (room for `room` of them), else in step memory; their count. */
+typedef struct {
+    ag_real **value, **average;
+    int64_t *n;
+    int count;
+} average_arrays;
+
+enum { AVERAGE_ROOM = 64 };
+
+static average_arrays average_arrays_of(const ag_optimizer *o, ag_real **value, ag_real **average, int64_t *n) {
+    average_arrays a = {value, average, n, 0};
+    if (o->n_params > AVERAGE_ROOM) { /* on the host: pointers and lengths the kernels read there */
+        a.value = ag__arena_alloc((size_t)o->n_params * sizeof *a.value);
+        a.average = ag__arena_alloc((size_t)o->n_params * sizeof *a.average);
+        a.n = ag__arena_alloc((size_t)o->n_params * sizeof *a.n);
+    }
+    ag_real *const *slot = o->slot + rule_slots(&o->cfg) * o->n_params;
+    for (int i = 0; i < o->n_params; i++)
+        if (slot[i]) { /* frozen: no average */
+            a.value[a.count] = o->params->items[i]->data, a.average[a.count] = slot[i];
+            a.n[a.count++] = o->params->items[i]->size;
+        }
+    return a;
+}
+
+/* After update t: into the average, when it takes this update (ema: all;
+ * swa: from update S on), with AveragedModel's weight: the first copies. */
+static void average_update(ag_optimizer *opt, const double *gate) {
+    const ag_optim_config *c = &opt->cfg;
+    if (!averages(c) || (c->swa > 0 && opt->step < c->swa)) return;
+    double w = opt->averaged == 0 ? 1 : c->ema > 0 ? 1 - c->ema : 1.0 / (double)(opt->averaged + 1);
+    opt->averaged++; /* taken back with the step where the gate skips it (ag__optim_step_not_taken) */
+    ag_real *value[AVERAGE_ROOM], *average[AVERAGE_ROOM];
+    int64_t n[AVERAGE_ROOM];
+    average_arrays a = average_arrays_of(opt, value, average, n);
+    ag_real wr = (ag_real)w;
+    const ag_real *w_there = ag__step_copy_on(opt->device, &wr, sizeof wr);
+    ag__optim_on("ag_optim_step", opt->device)
+        ->average_all(w_there, a.average, (const ag_real *const *)a.value, a.n, a.count, gate);
+}
+
+bool ag_optim_swap_average(ag_optimizer *opt) {
+    if (!averages(&opt->cfg) || opt->averaged == 0) return false;
+    ag_real *value[AVERAGE_ROOM], *average[AVERAGE_ROOM];
+    int64_t n[AVERAGE_ROOM];
+    average_arrays a = average_arrays_of(opt, value, average, n);
+    ag__optim_on("ag_optim_swap_average", opt->device)->swap_all(a.value, a.average, a.n, a.count);
+    ag__kernels_done("ag_optim_swap_average", opt->device);
+    opt->swapped = !opt->swapped;
+    return true;
+}
+
+void ag__optim_step_not_taken(ag_optimizer *opt) {
+    const ag_optim_config *c = &opt->cfg;
+    if (averages(c) && !(c->swa > 0 && opt->step < c->swa)) opt->averaged--;
+    opt->step--;
+}
 
 void ag__optim_step_gated(ag_optimizer *opt, const double *gate) { optim_step(opt, gate, NULL, false); }
 
@@ -888,6 +1001,8 @@ static void optim_step(ag_optimizer *opt, const double *gate, double *const *blo
     if (!ps || ps->count != opt->n_params)
         ag__fatal(op, "the parameter list changed from %d to %d parameters after ag_optim_init", opt->n_params,
                   ps ? ps->count : 0);
+    if (opt->swapped)
+        ag__fatal(op, "the parameters hold their average (ag_optim_swap_average): swap them back before a step");
     opt->step++;
     const int n = opt->n_params;
     update_coef room[32]; /* a step of a few parameters leaves the arena alone */
@@ -914,6 +1029,7 @@ static void optim_step(ag_optimizer *opt, const double *gate, double *const *blo
             spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
         }
     ag__optim_on(op, opt->device)->update_all((int)opt->cfg.kind, spans, count, gate);
+    average_update(opt, gate);
     ag__kernels_done(op, opt->device);
 }
 

@@ -191,6 +191,11 @@ static void optimizer_case(const char *spec) {
         ag_optim_step(&oc);
         ag_optim_step(&og);
     }
+    /* an average: compared in place of the values (and they in its slot) */
+    if (cfg.ema > 0 || cfg.swa > 0)
+        CHECK(ag_optim_swap_average(&oc) && ag_optim_swap_average(&og) && og.averaged == oc.averaged,
+              "%s: the averages of %lld and %lld updates swapped in", spec, (long long)oc.averaged,
+              (long long)og.averaged);
     char label[96];
     snprintf(label, sizeof label, "%s after 4 steps", spec);
     compare_twins_and_free(label, &cpu, &gpu, &oc, &og);
@@ -350,7 +355,7 @@ static void gated_case(const char *spec) {
         double nc = ag_clip_grad_norm(&cpu, 1.0);
         bool update = isfinite(losses[step]) && isfinite(nc);
         if (update) ag_optim_step(&oc);
-        else og.step--;
+        else ag__optim_step_not_taken(&og);
         int64_t nonzero = 0; /* the GPU's gradients: zeroed by an update, kept where the gate skipped it */
         for (int p = 0; p < gpu.count; p++) {
             ag_real *g = malloc((size_t)gpu.items[p]->size * sizeof *g);
@@ -371,6 +376,8 @@ static void gated_case(const char *spec) {
     }
     CHECK(og.step == oc.step && oc.step == 2, "%s: %lld updates counted on the GPU, %lld on the CPU (want 2)", spec,
           (long long)og.step, (long long)oc.step);
+    CHECK(og.averaged == oc.averaged, "%s: %lld updates averaged on the GPU, %lld on the CPU", spec,
+          (long long)og.averaged, (long long)oc.averaged);
     char label[96];
     snprintf(label, sizeof label, "%s gated, 3 of %d skipped", spec, STEPS);
     compare_twins_and_free(label, &cpu, &gpu, &oc, &og);
@@ -1058,6 +1065,9 @@ int main(void) {
         "rmsprop:lr=1e-2,momentum=0.9",
         "rmsprop:lr=1e-2,centered=1",
         "rmsprop:lr=1e-2,momentum=0.9,centered=1,lazy=1",
+        "adam:lr=1e-2,ema=0.9", /* the parameters' average: every update's, from the second (w 1, then 1/2, 1/3) */
+        "sgd:lr=0.1,momentum=0.9,swa=2",
+        "adadelta:lr=0.5,rho=0.95,lazy=1,ema=0.6", /* lazy rows still move the average (w 0.4: the small form) */
     };
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h> /* close */
 
 /* f64: only rounding separates the two computations; f32: the optimizer
  * runs in float and drifts from the double reference by a few ulps/step. */
@@ -652,6 +653,146 @@ static void test_misuse(void) {
     EXPECT_ERROR(ag_optim_init(&o, &p.ps, &c), AG_ERR_ARG, "lr");
 }
 
+/* ---- the parameters' average (ema=, swa=) ---- */
+
+/* Element k of parameter p's average (slot "average"). */
+static double average_of(const ag_optimizer *o, int k) {
+    return (double)ag_optim_state(o, k < 6 ? "w" : "b", "average")[k < 6 ? k : k - 6];
+}
+
+/* `steps` updates of spec on the quadratic, the reference average kept
+ * beside them from the values after each: AveragedModel's rule in double
+ * (the first update averaged copies, then torch.lerp with w = 1 - D, or
+ * 1/(n+1) after n), and for swa the plain mean of the values averaged. */
+static void average_run(problem *p, ag_optimizer *o, int steps, double *avg, double *mean, int *n) {
+    const ag_optim_config *c = &o->cfg;
+    double sum[K] = {0};
+    for (int t = 1; t <= steps; t++) {
+        set_grads(p);
+        ag_optim_step(o);
+        if (c->swa > 0 && o->step < c->swa) continue;
+        double w = *n == 0 ? 1 : c->ema > 0 ? 1 - c->ema : 1.0 / (*n + 1);
+        for (int k = 0; k < K; k++) {
+            double x = (double)*elem(p, k, false);
+            avg[k] = w < 0.5 ? avg[k] + w * (x - avg[k]) : x - (x - avg[k]) * (1 - w);
+            sum[k] += x;
+        }
+        (*n)++;
+    }
+    for (int k = 0; k < K; k++) mean[k] = *n ? sum[k] / *n : 0;
+}
+
+/* The average against the reference, on each rule and both kinds; the
+ * swap trades values and back to the bit, and a step while swapped is
+ * refused; the spec writes back; a checkpoint carries the average and its
+ * count, so a run resumed mid-way ends on the uninterrupted run's average
+ * to the bit, and an average switched on at a resume starts there. */
+static void test_average(void) {
+    const char *specs[] = {"adam:lr=0.05,ema=0.9", "sgd:lr=0.1,momentum=0.9,swa=3", "adadelta:lr=0.5,ema=0.3",
+                           "rmsprop:lr=0.01,swa=1"};
+    char path[] = "/tmp/test_optim_average.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    for (int i = 0; i < 4; i++) {
+        problem p;
+        problem_init(&p, false);
+        ag_optim_config c;
+        CHECK(ag_optim_parse(specs[i], &c) == AG_OK, "%s: %s", specs[i], ag_errmsg());
+        ag_optimizer o;
+        CHECK(ag_optim_init(&o, &p.ps, &c) == AG_OK);
+        CHECK(!ag_optim_swap_average(&o), "%s: nothing to swap before an update", specs[i]);
+        double avg[K] = {0}, mean[K];
+        int n = 0;
+        average_run(&p, &o, 6, avg, mean, &n);
+        CHECK(o.averaged == n && n == (c.swa ? 7 - c.swa : 6), "%s: %lld updates averaged, want %d", specs[i],
+              (long long)o.averaged, n);
+        double worst = 0;
+        for (int k = 0; k < K; k++) {
+            double got = average_of(&o, k);
+            worst = fmax(worst, fabs(got - avg[k]));
+            CHECK(fabs(got - avg[k]) <= ATOL + RTOL * fabs(avg[k]), "%s: average[%d] %.17g, reference %.17g",
+                  specs[i], k, got, avg[k]);
+            if (c.swa) /* the running lerp is the mean */
+                CHECK(fabs(got - mean[k]) <= ATOL + RTOL * fabs(mean[k]), "%s: average[%d] %.17g, the mean %.17g",
+                      specs[i], k, got, mean[k]);
+        }
+        printf("  %-34s average of %d updates: worst abs diff %.2e\n", specs[i], n, worst);
+
+        /* the swap */
+        ag_real before[K], avg_before[K];
+        for (int k = 0; k < K; k++) before[k] = *elem(&p, k, false), avg_before[k] = (ag_real)average_of(&o, k);
+        CHECK(ag_optim_swap_average(&o) && o.swapped);
+        for (int k = 0; k < K; k++)
+            CHECK(*elem(&p, k, false) == avg_before[k] && (ag_real)average_of(&o, k) == before[k],
+                  "%s: swapped element %d", specs[i], k);
+        EXPECT_FATAL(ag_optim_step(&o), "ag_optim_step", "the parameters hold their average", "swap them back");
+        CHECK(ag_optim_swap_average(&o) && !o.swapped);
+        for (int k = 0; k < K; k++)
+            CHECK(*elem(&p, k, false) == before[k] && (ag_real)average_of(&o, k) == avg_before[k],
+                  "%s: swapped back, element %d", specs[i], k);
+
+        /* 3 updates, a checkpoint, 3 more in a new optimizer: the 6 updates' average to the bit */
+        problem q;
+        problem_init(&q, false);
+        ag_optimizer a, b;
+        CHECK(ag_optim_init(&a, &q.ps, &c) == AG_OK);
+        double ra[K] = {0}, rm[K];
+        int rn = 0;
+        average_run(&q, &a, 3, ra, rm, &rn);
+        CHECK(ag_checkpoint_save(path, &q.ps, &a, NULL, NULL) == AG_OK, "%s", ag_errmsg());
+        ag_optim_free(&a);
+        CHECK(ag_optim_init(&b, &q.ps, &c) == AG_OK);
+        CHECK(ag_checkpoint_load(path, &q.ps, &b, NULL, NULL) == AG_OK, "%s", ag_errmsg());
+        CHECK(b.averaged == rn, "%s: %lld updates averaged after the load, %d saved", specs[i], (long long)b.averaged,
+              rn);
+        average_run(&q, &b, 3, ra, rm, &rn);
+        for (int k = 0; k < K; k++)
+            CHECK(average_of(&b, k) == average_of(&o, k) && *elem(&q, k, false) == *elem(&p, k, false),
+                  "%s: resumed after 3 updates, element %d: average %.17g, uninterrupted %.17g", specs[i], k,
+                  average_of(&b, k), average_of(&o, k));
+        ag_optim_free(&b);
+        ag_params_free(&q.ps);
+        ag_optim_free(&o);
+        ag_params_free(&p.ps);
+    }
+
+    /* switched on at a resume: it starts empty, and the next update is copied in */
+    problem p;
+    problem_init(&p, false);
+    ag_optim_config plain, with;
+    ag_optim_parse("adam:lr=0.05", &plain);
+    ag_optim_parse("adam:lr=0.05,ema=0.99", &with);
+    ag_optimizer o;
+    ag_optim_init(&o, &p.ps, &plain);
+    for (int t = 0; t < 3; t++) set_grads(&p), ag_optim_step(&o);
+    CHECK(ag_checkpoint_save(path, &p.ps, &o, NULL, NULL) == AG_OK);
+    ag_optim_free(&o);
+    ag_optim_init(&o, &p.ps, &with);
+    CHECK(ag_checkpoint_load(path, &p.ps, &o, NULL, NULL) == AG_OK, "%s", ag_errmsg());
+    CHECK(o.step == 3 && o.averaged == 0 && !ag_optim_swap_average(&o), "an average switched on at a resume is empty");
+    set_grads(&p), ag_optim_step(&o);
+    for (int k = 0; k < K; k++)
+        CHECK(average_of(&o, k) == (double)*elem(&p, k, false), "its first update is copied in (element %d)", k);
+    ag_optim_free(&o);
+    ag_params_free(&p.ps);
+    remove(path);
+
+    /* the spec */
+    ag_optim_config c;
+    char spec[160];
+    CHECK(ag_optim_parse("adam:ema=0.999", &c) == AG_OK && c.ema == 0.999 &&
+              strstr(ag_optim_format(&c, spec, sizeof spec), ",ema=0.999") && ag_optim_parse(spec, &c) == AG_OK &&
+              c.ema == 0.999, "ema written and read back: %s", spec);
+    CHECK(ag_optim_parse("sgd:swa=100", &c) == AG_OK && c.swa == 100 &&
+              strstr(ag_optim_format(&c, spec, sizeof spec), ",swa=100"), "swa written back: %s", spec);
+    CHECK(ag_optim_parse("adam", &c) == AG_OK && !strstr(ag_optim_format(&c, spec, sizeof spec), "ema") &&
+              !strstr(spec, "swa"), "no average, none written: %s", spec);
+    EXPECT_ERROR(ag_optim_parse("adam:ema=1", &c), AG_ERR_ARG, "optimizer 'adam': ema 1 must be in [0, 1)");
+    EXPECT_ERROR(ag_optim_parse("sgd:swa=-2", &c), AG_ERR_ARG, "optimizer 'sgd': swa -2 must be >= 0");
+    EXPECT_ERROR(ag_optim_parse("adam:ema=0.9,swa=5", &c), AG_ERR_ARG, "ema=0.9 and swa=5: one average at a time");
+}
+
 /* Parameter groups: biases and LayerNorm gains get no weight decay, the
  * weight matrix keeps the config's, for coupled (sgd, adadelta) and
  * decoupled (adamw) decay alike.  With zero gradients only decay moves a
@@ -931,6 +1072,7 @@ int main(void) {
     test_l2_penalty();
     test_no_allocation();
     test_misuse();
+    test_average();
     ag_shutdown();
     return check_summary(IS_F64 ? "test_optim_f64" : "test_optim_f32");
 }

@@ -57,7 +57,7 @@ static void test_register(void) {
     CHECK(!ag_optim_find("lamb", &k) && k == AG_SGD && !strcmp(ag_optim_name((ag_optim_kind)99), "?"));
 
     static const ag_optim_hparam one[] = {{"beta", 0.9, 0, 1, AG_HPARAM_MAX_OPEN}, {NULL}};
-    static const ag_optim_hparam reserved[] = {{"lr", 0.1, 0, 1, 0}, {NULL}};
+    static const ag_optim_hparam reserved[] = {{"lr", 0.1, 0, 1, 0}, {NULL}}, averaging[] = {{"ema", 0.1, 0, 1, 0}, {NULL}};
     static const ag_optim_hparam twice[] = {{"beta", 0.9, 0, 1, 0}, {"beta", 0.5, 0, 1, 0}, {NULL}};
     static const ag_optim_hparam outside[] = {{"beta", 1, 0, 1, AG_HPARAM_MAX_OPEN}, {NULL}};
     static const ag_optim_hparam no_max[] = {{"eps", 1e-8, 0, 0, 0}, {NULL}}; /* max left out: 0 */
@@ -89,6 +89,8 @@ static void test_register(void) {
                    "finite and >= 0");
     expect_refused(&(ag_optim_rule){.abi = abi, .name = "mine", .hparams = reserved, .update = noop_update},
                    "hyperparameter 'lr'", "a key every optimizer has");
+    expect_refused(&(ag_optim_rule){.abi = abi, .name = "mine", .hparams = averaging, .update = noop_update},
+                   "hyperparameter 'ema'", "a key every optimizer has (lr, weight_decay, lazy, ema, swa)");
     expect_refused(&(ag_optim_rule){.abi = abi, .name = "mine", .hparams = twice, .update = noop_update},
                    "hyperparameter 'beta'", "given twice");
     expect_refused(&(ag_optim_rule){.abi = abi, .name = "mine", .hparams = outside, .update = noop_update},
@@ -138,7 +140,7 @@ static void test_specs(void) {
     CHECK(ag_optim_parse_over("lion:lr=0.5", &d, &c) == AG_OK && c.kind == k && c.hparam[BETA1] == 0.9 && c.lr == 0.5);
     /* refusals, each naming the optimizer and the key */
     EXPECT_ERROR(ag_optim_parse("lion:eps=1e-8", &c), AG_ERR_ARG, "optimizer 'lion': unknown key 'eps'",
-                 "(it takes: lr, beta1, beta2, weight_decay, lazy)");
+                 "(it takes: lr, beta1, beta2, weight_decay, lazy, ema, swa)");
     EXPECT_ERROR(ag_optim_parse("lion:beta1=1", &c), AG_ERR_ARG, "optimizer 'lion': beta1 1 must be in [0, 1)");
     EXPECT_ERROR(ag_optim_parse("lion:beta2=-0.5", &c), AG_ERR_ARG, "optimizer 'lion': beta2 -0.5 must be in [0, 1)");
     EXPECT_ERROR(ag_optim_parse("lion:beta2=abc", &c), AG_ERR_ARG, "key 'beta2': 'abc' is not a finite number");

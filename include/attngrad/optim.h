@@ -72,6 +72,16 @@ typedef struct {
      * .hparams (AG_OPTIM_RULE_FIRST kinds only; 0 for the built-in ones).
      * Appended with optimizer rule API 1: the fields above keep their places. */
     double hparam[AG_OPTIM_MAX_HPARAMS];
+    /* An average of the parameters, kept beside them after each update
+     * (any kind; appended after hparam): ema = D, an exponential moving
+     * average avg = D avg + (1 - D) θ; swa = S, the uniform average of the
+     * parameters after updates S, S+1, ... (stochastic weight averaging,
+     * Polyak-Ruppert); 0 for none.  The first update averaged copies θ;
+     * then avg = lerp(avg, θ, w) with w = 1 - D, or 1/(n+1) after n, as
+     * torch.optim.swa_utils.AveragedModel (get_ema_multi_avg_fn,
+     * get_swa_multi_avg_fn).  ag_optim_swap_average evaluates on it. */
+    double ema;
+    int swa;
 } ag_optim_config;
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind);
@@ -95,7 +105,8 @@ ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch; a rul
  * sgd: "momentum" (when momentum != 0); adam/adamw: "m", "v", "vmax" (when
  * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta); adagrad:
  * "sum"; rmsprop: "square_avg", "momentum_buffer" (when momentum != 0),
- * "grad_avg" (when centered); a registered rule: its .slots.  A
+ * "grad_avg" (when centered); a registered rule: its .slots; after them,
+ * with ema or swa, "average" (the parameters' average).  A
  * parameter frozen before init (ag_param_freeze) has none: its slot
  * pointers are NULL, a step skips it and checkpoints hold no state for it. */
 typedef struct {
@@ -110,6 +121,8 @@ typedef struct {
     double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
     ag_device device;     /* where the state lives: the parameters' device at init */
     double *lr_scale;     /* per parameter (ag_optim_set_lr_scale), or NULL: 1 for all */
+    int64_t averaged;     /* cfg.ema, cfg.swa: updates in the average so far (its slot "average"); 0: none yet */
+    bool swapped;         /* ag_optim_swap_average: the parameters hold the average, the slot the trained values */
 } ag_optimizer;
 
 /* AG_ERR_ARG (opt then holds nothing to free) for a config ag_optim_check
@@ -147,6 +160,13 @@ const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
 /* The state buffer of a parameter by names, or NULL; on opt->device (a GPU
  * one is read back with the checkpoint functions). */
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
+/* With cfg.ema or cfg.swa: the parameters' values and their average trade
+ * places (every trained parameter, on its device), to evaluate or save the
+ * averaged model; a second call trades them back.  Steps refuse to run
+ * while swapped.  False, and nothing done, when opt keeps no average or
+ * has averaged no update yet (swa's start is ahead): the parameters are
+ * then what to evaluate. */
+bool ag_optim_swap_average(ag_optimizer *opt);
 
 /* Update rules of one's own (docs/optim.md, "Your own update rule";
  * examples/lion.c).  A rule is a struct registered at run time; from then
@@ -181,7 +201,7 @@ enum { AG_OPTIM_MAX_SLOTS = 4, AG_OPTIM_MAX_RULES = 32, AG_OPTIM_NAME_MAX = 32 }
 /* ag_optim_hparam.flags: an open bound (min < x, x < max), an integer. */
 enum { AG_HPARAM_MIN_OPEN = 1, AG_HPARAM_MAX_OPEN = 2, AG_HPARAM_INT = 4 };
 typedef struct {
-    const char *name;  /* the spec's key: lower-case letters, digits, '_'; not lr, weight_decay or lazy */
+    const char *name;  /* the spec's key: lower-case letters, digits, '_'; not lr, weight_decay, lazy, ema or swa */
     double value;      /* the default */
     double min, max;   /* the values it takes, bounds included unless flags say otherwise; -HUGE_VAL, HUGE_VAL: no bound */
     unsigned flags;    /* AG_HPARAM_* */

@@ -381,8 +381,46 @@ static void axpy_all(ag_real a, const ag_real *const *x, ag_real *const *y, cons
     }
 }
 
+/* The parameters' average: y = lerp(y, x, *w) (x the values, y the
+ * average), unless the gate is off; and the swap of x and y.  The weight
+ * is read on the device, as the updates' coefficients are. */
+__global__ void average_all_kernel(const ag_real *w, const array_entry *table, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
+    const ag_real wt = *w;
+    const array_entry a = table[blockIdx.y];
+    AG_FOR_ARRAY(i, a.n) a.y[i] = ag__lerp(a.y[i], a.x[i], wt);
+}
+
+__global__ void swap_all_kernel(const array_entry *table) {
+    const array_entry a = table[blockIdx.y];
+    ag_real *x = (ag_real *)a.x; /* the table's x is read-only for the other kernels */
+    AG_FOR_ARRAY(i, a.n) {
+        ag_real t = x[i];
+        x[i] = a.y[i], a.y[i] = t;
+    }
+}
+
+static void average_all(const ag_real *w, ag_real *const *avg, const ag_real *const *x, const int64_t *n, int count,
+                        const double *gate) {
+    for (int at = 0; at < count; at += TABLE) {
+        array_entry table[TABLE];
+        int64_t most;
+        int used = table_of(x, avg, n, at, count - at < TABLE ? count - at : TABLE, table, &most);
+        if (used) ag__launch(average_all_kernel, elements_grid(most, used), AG_CUDA_THREADS, 0, w, send(table, used), gate);
+    }
+}
+
+static void swap_all(ag_real *const *x, ag_real *const *y, const int64_t *n, int count) {
+    for (int at = 0; at < count; at += TABLE) {
+        array_entry table[TABLE];
+        int64_t most;
+        int used = table_of((const ag_real *const *)x, y, n, at, count - at < TABLE ? count - at : TABLE, table, &most);
+        if (used) ag__launch(swap_all_kernel, elements_grid(most, used), AG_CUDA_THREADS, 0, send(table, used));
+    }
+}
+
 /* The spans' coefficients are read on the device (a CUDA graph needs it). */
-extern "C" const ag__optim_kernels ag__optim_cuda = {update_all};
+extern "C" const ag__optim_kernels ag__optim_cuda = {update_all, average_all, swap_all};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
     sum_squares_blocks, sum_blocks_in_order, clip_coef,           scale_below_one,
