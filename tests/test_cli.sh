@@ -447,6 +447,7 @@ expect 0 'wrote ' "$AG" dump-step --model mtsa --threads 1 --out "$T/dump-1t.saf
 # ---- bad options and checkpoints ----
 expect 2 "option --model: 'nope': unknown model" "$AG" train --model nope
 expect 2 "option --optim: .*lr" "$AG" train --optim adam:lr=fast
+expect 2 "option --optim: .adam:ema=0.9,swa=10.: optimizer .adam.: ema=0.9 and swa=10: one average at a time" "$AG" train --optim adam:ema=0.9,swa=10
 expect 2 "option --sched: .*factor" "$AG" train --sched plateau:factor=7
 expect 2 "option --dim: -3 is out of range" "$AG" train --dim -3
 expect 2 "option --epochs: 'many' is not an integer" "$AG" train --epochs many

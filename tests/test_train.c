@@ -430,6 +430,66 @@ static void test_micro_batch_run(void) {
     }
 }
 
+/* An optimizer with an average (--optim ...,ema=D): training is the same
+ * to the bit (the average is beside it), what is evaluated and saved as
+ * best is the average (best.safetensors's parameters are last's
+ * "average" slot after one epoch), and a run stopped mid-epoch and
+ * resumed ends on the uninterrupted run's bits, average included. */
+static void test_average_run(void) {
+    ag_train_result plain, avg;
+    ag_train_opts o = small_run("avg-plain");
+    set(&o, "optim", "adam:lr=0.01");
+    set(&o, "epochs", "1");
+    CHECK(ag_train(&o, &plain, err, sizeof err) == 0, "%s", err);
+    o = small_run("avg-ema");
+    set(&o, "optim", "adam:lr=0.01,ema=0.8");
+    set(&o, "epochs", "1");
+    CHECK(ag_train(&o, &avg, err, sizeof err) == 0, "%s", err);
+    CHECK(avg.first_loss == plain.first_loss && avg.last_loss == plain.last_loss,
+          "training losses with an average %.17g -> %.17g, without %.17g -> %.17g", avg.first_loss, avg.last_loss,
+          plain.first_loss, plain.last_loss);
+    CHECK(avg.dev.loss != plain.dev.loss, "the dev loss of the average %.9g, of the values %.9g: the average is "
+          "evaluated", avg.dev.loss, plain.dev.loss);
+    char last[AG_PATH_MAX + 32], best[AG_PATH_MAX + 32];
+    snprintf(last, sizeof last, "%s/last.safetensors", o.out);
+    snprintf(best, sizeof best, "%s/best.safetensors", o.out);
+    ag_st_file fl, fb;
+    CHECK(ag_st_read(last, &fl) == 0 && ag_st_read(best, &fb) == 0, "%s", ag_errmsg());
+    int params = 0, differ = 0;
+    for (int i = 0; i < fb.count; i++) {
+        const ag_st_tensor *t = &fb.tensors[i];
+        if (!strncmp(t->name, "optim.", 6) || !strcmp(t->name, "sched.state")) continue;
+        char name[256];
+        snprintf(name, sizeof name, "optim.adam.average.%s", t->name);
+        const ag_st_tensor *a = ag_st_get(&fl, name), *v = ag_st_get(&fl, t->name);
+        size_t bytes = (size_t)t->numel * (t->dtype == AG_F64 ? 8 : 4);
+        CHECK(a && v && a->numel == t->numel && !memcmp(a->data, t->data, bytes), "best's %s is last's average",
+              t->name);
+        differ += v && memcmp(v->data, t->data, bytes) != 0;
+        params++;
+    }
+    CHECK(params > 0 && differ > 0, "%d parameters in best, %d differ from last's values", params, differ);
+    ag_st_close(&fl);
+    ag_st_close(&fb);
+
+    ag_train_opts full = small_run("avg-full"), cut = small_run("avg-cut");
+    set(&full, "optim", "sgd:lr=0.1,momentum=0.9,swa=4"), set(&cut, "optim", "sgd:lr=0.1,momentum=0.9,swa=4");
+    set(&cut, "max-steps", "11");
+    CHECK(ag_train(&full, &avg, err, sizeof err) == 0, "%s", err);
+    CHECK(ag_train(&cut, &avg, err, sizeof err) == 0 && avg.steps == 11, "%s", err);
+    ag_train_opts again;
+    CHECK(ag_run_config(cut.out, &again, err, sizeof err) == 0, "%s", err);
+    set(&again, "out", cut.out), set(&again, "resume", NULL), set(&again, "quiet", NULL);
+    CHECK(ag_train(&again, &avg, err, sizeof err) == 0, "%s", err);
+    char a[AG_PATH_MAX + 32], b[AG_PATH_MAX + 32];
+    snprintf(a, sizeof a, "%s/last.safetensors", full.out);
+    snprintf(b, sizeof b, "%s/last.safetensors", cut.out);
+    CHECK(same_tensors(a, b, true), "swa: resumed mid-epoch, the average's bits");
+    snprintf(a, sizeof a, "%s/best.safetensors", full.out);
+    snprintf(b, sizeof b, "%s/best.safetensors", cut.out);
+    CHECK(same_tensors(a, b, true), "swa: the best checkpoint, an average, after resuming");
+}
+
 /* A run told to stop evaluates for minutes before its last checkpoint;
  * if its folder was removed and made anew by another run meanwhile, it
  * must not write into the new one (the lock it holds is on the old file). */
@@ -1096,6 +1156,7 @@ int main(int argc, char **argv) {
         {"folder_taken", test_folder_taken},
         {"lazy_run", test_lazy_run},
         {"micro_batch_run", test_micro_batch_run},
+        {"average_run", test_average_run},
         {"resume_bad_state", test_resume_bad_state},
         {"learns", test_learns},
         {"metrics", test_metrics},

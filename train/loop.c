@@ -81,11 +81,15 @@ static int end_of_epoch(const fold_ctx *c, ag__trainer *t, ag__run_state *s, dou
     ag_run_data *d = &t->data;
     ag__epoch_row e = {.epoch = s->epoch + partial, .step = s->step, .train_loss = train_loss, .partial = partial,
                    .has_test = d->ds[AG_SPLIT_TEST] != NULL};
+    /* an optimizer with an average (ema=, swa=): the model evaluated, and
+     * saved as the best, is the average; training goes on from its own values */
+    bool averaged = ag_optim_swap_average(&t->opt);
     int rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_DEV], d->idx[AG_SPLIT_DEV], d->n[AG_SPLIT_DEV], &t->batch, &e.dev,
                          err, errlen);
     if (!rc && e.has_test)
         rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_TEST], d->idx[AG_SPLIT_TEST], d->n[AG_SPLIT_TEST], &t->batch,
                          &e.test, err, errlen);
+    if (averaged) ag_optim_swap_average(&t->opt);
     if (!rc) rc = ag__train_check_metrics(t, &e.dev, "dev", e.epoch, err, errlen);
     if (!rc && e.has_test) rc = ag__train_check_metrics(t, &e.test, "test", e.epoch, err, errlen);
     if (rc) return rc;
@@ -116,7 +120,10 @@ static int end_of_epoch(const fold_ctx *c, ag__trainer *t, ag__run_state *s, dou
     ag__run_parts parts = run_parts(t);
     if (e.best) {
         ag__path_join(path, sizeof path, c->out, "best.safetensors");
-        if ((rc = ag__run_save(path, c->o, s, &parts, err, errlen))) return rc;
+        averaged = ag_optim_swap_average(&t->opt);
+        rc = ag__run_save(path, c->o, s, &parts, err, errlen);
+        if (averaged) ag_optim_swap_average(&t->opt);
+        if (rc) return rc;
         ag__crash_point("best");
     }
     ag__path_join(path, sizeof path, c->out, "last.safetensors");

@@ -218,7 +218,7 @@ int ag__train_step(ag__trainer *t, int64_t step, const int64_t *idx, int64_t fir
     /* the update was skipped (the gate was NaN or inf) but counted when it
      * was launched: no update was made (Adam's bias correction and a
      * per-step rate follow opt.step) */
-    if (!isfinite(host[0]) || !isfinite(host[1])) t->opt.step--;
+    if (!isfinite(host[0]) || !isfinite(host[1])) ag__optim_step_not_taken(&t->opt);
     else t->grads_zero = cleared; /* the gate let the update, and its zeroing, run */
     if (!isfinite(*loss)) {
         ag_step_end();
