@@ -363,15 +363,6 @@ ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng) {
 /* A layer made before kv_heads existed (a struct of the caller's) has 0: one a head. */
 static int kv_heads_of(const ag_mha *m) { return m->kv_heads > 0 ? m->kv_heads : m->heads; }
 
-/* k or v [B, kv, N, dh] for the h query heads: each key-value head read by
- * the h / kv query heads of its group (their gradients add up in it). */
-static ag_tensor *for_every_head(ag_tensor *t, int h, int kv) {
-    if (kv == h) return t;
-    int32_t *group = ag__arena_alloc((size_t)h * sizeof *group);
-    for (int i = 0; i < h; i++) group[i] = i / (h / kv);
-    return ag_index_select(t, 1, group, h);
-}
-
 ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                           ag_tensor **probs) {
     const char *layer = "ag_mha_forward";
@@ -393,8 +384,8 @@ ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths,
         ag_tensor *pad = ag_mask_padding(lengths, B, N, 4, false); /* [B, 1, 1, N] */
         mask = mask ? ag_add(pad, mask) : pad;
     }
-    ag_tensor *o = ag_attention(q, for_every_head(k, h, kv), for_every_head(v, h, kv), mask, 1 / sqrt((double)dh),
-                                probs); /* [B, h, N, dh] */
+    /* k, v [B, kv, N, dh]: each key-value head serves its group of h / kv query heads, uncopied */
+    ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), probs); /* [B, h, N, dh] */
     return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
 }
 
@@ -547,7 +538,7 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
     ag_tensor *q = ag_split_heads(ag_slice(qkv, 2, 0, d), h);                              /* [1, h, n, dh] */
     ag_buffer_write(c->kv, (int64_t)at * 2 * dkv, new_kv);
     ag_tensor *kvs = ag_split_heads(ag_buffer_view(c->kv, 0, 3, (int[]){1, len, 2 * dkv}), 2 * kv); /* [1, 2kv, len, dh] */
-    ag_tensor *k = for_every_head(ag_slice(kvs, 1, 0, kv), h, kv), *v = for_every_head(ag_slice(kvs, 1, kv, 2 * kv), h, kv);
+    ag_tensor *k = ag_slice(kvs, 1, 0, kv), *v = ag_slice(kvs, 1, kv, 2 * kv); /* [1, kv, len, dh]: read by groups */
     /* position at + i reads keys <= at + i: the causal mask's last n rows
      * (one new position reads them all: no mask) */
     ag_tensor *mask = n > 1 ? ag_slice(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, len), 0, at, len) : NULL;

@@ -32,74 +32,88 @@ static void gemm_overwrite(bool ta, bool tb, int M, int N, int K, ag_real alpha,
 /* The geometry of one attention call, saved for backward: ops/attention.h's. */
 typedef ag__kattn attn_plan;
 
-/* Slices run on the pool in groups of ~AG_GRAIN_ELEMENTWISE probabilities;
- * every slice is computed whole by one thread with single-threaded GEMMs,
- * so the result does not depend on which thread ran it. */
+/* The work runs on the pool in parts of ~AG_GRAIN_ELEMENTWISE
+ * probabilities, a part being whole units: a unit is the `group` query
+ * slices that read one key-value slice (one slice without groups), its
+ * products taken as one of group * nq rows.  Every unit is computed whole
+ * by one thread with single-threaded GEMMs, so the result does not depend
+ * on which thread ran it, and a key-value slice's gradients are written by
+ * one thread. */
 typedef struct {
     const attn_plan *p;
     const ag__mask_plan *mp;
     const ag_real *mask;
     const ag_real *Q, *K, *V, *G;
     ag_real *out, *GQ, *GK, *GV;
-    ag_real *dS;              /* backward: [nq, nk] scratch per part */
-    int64_t per_part;
+    ag_real *dS;              /* backward: [group * nq, nk] scratch per part */
+    int64_t per_part;         /* units */
 } attn_job;
+
+static int64_t units_of(const attn_plan *p) { return p->slices / p->group; }
+
+/* Units [part * per_part, ...) of the job, and the rows of one (group * nq). */
+static int64_t units_end(const attn_job *j, int64_t part) {
+    int64_t end = (part + 1) * j->per_part, units = units_of(j->p);
+    return end < units ? end : units;
+}
 
 static void attention_forward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
     const attn_plan *p = j->p;
+    int gq = p->group * p->nq;
     int64_t pq = (int64_t)p->nq * p->nk;
-    int64_t s1 = (part + 1) * j->per_part < p->slices ? (part + 1) * j->per_part : p->slices;
-    for (int64_t s = part * j->per_part; s < s1; s++) {
-        ag_real *P = p->probs + s * pq;
-        const ag_real *Qs = j->Q + s * p->nq * p->d, *Ks = j->K + s * p->nk * p->d;
-        gemm_overwrite(false, true, p->nq, p->nk, p->d, p->scale, Qs, Ks, P);
-        ag__softmax_slice(j->mp, j->mask, (int)(s / j->mp->rows3[1]), (int)(s % j->mp->rows3[1]), P, 1,
-                          P); /* the scale is already in the GEMM */
-        gemm_overwrite(false, false, p->nq, p->dv, p->nk, 1, P, j->V + s * p->nk * p->dv, j->out + s * p->nq * p->dv);
+    for (int64_t u = part * j->per_part; u < units_end(j, part); u++) {
+        ag_real *P = p->probs + u * p->group * pq;
+        const ag_real *Qs = j->Q + u * gq * p->d, *Ks = j->K + u * p->nk * p->d;
+        gemm_overwrite(false, true, gq, p->nk, p->d, p->scale, Qs, Ks, P);
+        for (int64_t s = u * p->group; s < (u + 1) * p->group; s++) /* the scale is already in the GEMM */
+            ag__softmax_slice(j->mp, j->mask, (int)(s / j->mp->rows3[1]), (int)(s % j->mp->rows3[1]),
+                              p->probs + s * pq, 1, p->probs + s * pq);
+        gemm_overwrite(false, false, gq, p->dv, p->nk, 1, P, j->V + u * p->nk * p->dv, j->out + u * gq * p->dv);
     }
 }
 
 static void attention_forward_cpu(const attn_plan *p, const ag__mask_plan *mp, const ag_real *mask, const ag_real *Q,
                                   const ag_real *K, const ag_real *V, ag_real *out) {
     attn_job j = {.p = p, .mp = mp, .mask = mask, .Q = Q, .K = K, .V = V, .out = out,
-                  .per_part = ag__units_per_part((int64_t)p->nq * p->nk)};
-    ag__parallel((p->slices + j.per_part - 1) / j.per_part, attention_forward_part, &j);
+                  .per_part = ag__units_per_part((int64_t)p->group * p->nq * p->nk)};
+    ag__parallel((units_of(p) + j.per_part - 1) / j.per_part, attention_forward_part, &j);
 }
 
 static void attention_backward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
     const attn_plan *p = j->p;
-    int64_t pq = (int64_t)p->nq * p->nk;
-    ag_real *dS = j->dS ? j->dS + part * pq : NULL;
-    int64_t s1 = (part + 1) * j->per_part < p->slices ? (part + 1) * j->per_part : p->slices;
-    for (int64_t s = part * j->per_part; s < s1; s++) {
-        const ag_real *P = p->probs + s * pq, *Gs = j->G + s * p->nq * p->dv;
-        const ag_real *Qs = j->Q + s * p->nq * p->d, *Ks = j->K + s * p->nk * p->d;
-        const ag_real *Vs = j->V + s * p->nk * p->dv;
-        if (j->GV) ag__gemm_serial(true, false, p->nk, p->dv, p->nq, 1, P, Gs, 1, j->GV + s * p->nk * p->dv);
+    int gq = p->group * p->nq;
+    int64_t up = (int64_t)gq * p->nk;
+    ag_real *dS = j->dS ? j->dS + part * up : NULL;
+    for (int64_t u = part * j->per_part; u < units_end(j, part); u++) {
+        const ag_real *P = p->probs + u * up, *Gs = j->G + u * gq * p->dv;
+        const ag_real *Qs = j->Q + u * gq * p->d, *Ks = j->K + u * p->nk * p->d;
+        const ag_real *Vs = j->V + u * p->nk * p->dv;
+        if (j->GV) ag__gemm_serial(true, false, p->nk, p->dv, gq, 1, P, Gs, 1, j->GV + u * p->nk * p->dv);
         if (!dS) continue;
-        gemm_overwrite(false, true, p->nq, p->nk, p->dv, 1, Gs, Vs, dS);
-        ag__softmax_rows_grad(P, dS, p->scale, dS, p->nq, p->nk, false); /* masked: P = 0, so dS = 0 */
-        if (j->GQ) ag__gemm_serial(false, false, p->nq, p->d, p->nk, 1, dS, Ks, 1, j->GQ + s * p->nq * p->d);
-        if (j->GK) ag__gemm_serial(true, false, p->nk, p->d, p->nq, 1, dS, Qs, 1, j->GK + s * p->nk * p->d);
+        gemm_overwrite(false, true, gq, p->nk, p->dv, 1, Gs, Vs, dS);
+        ag__softmax_rows_grad(P, dS, p->scale, dS, gq, p->nk, false); /* masked: P = 0, so dS = 0 */
+        if (j->GQ) ag__gemm_serial(false, false, gq, p->d, p->nk, 1, dS, Ks, 1, j->GQ + u * gq * p->d);
+        if (j->GK) ag__gemm_serial(true, false, p->nk, p->d, gq, 1, dS, Qs, 1, j->GK + u * p->nk * p->d);
     }
 }
 
-/* The slices add into the gradients (a slice's products accumulate into
- * its own rows), so a fresh buffer is zeroed first; for q = k only the
- * first use is fresh. */
+/* The units add into the gradients (a unit's products accumulate into its
+ * own rows), so a fresh buffer is zeroed first; for q = k only the first
+ * use is fresh. */
 static void attention_backward_cpu(const attn_plan *p, const ag_real *Q, const ag_real *K, const ag_real *V,
                                    const ag_real *G, ag_real *GQ, bool fresh_q, ag_real *GK, bool fresh_k, ag_real *GV,
                                    bool fresh_v) {
-    if (GV && fresh_v) ag__zero(GV, (size_t)p->slices * p->nk * p->dv * sizeof *GV);
+    int64_t units = units_of(p);
+    if (GV && fresh_v) ag__zero(GV, (size_t)units * p->nk * p->dv * sizeof *GV);
     if (GQ && fresh_q) ag__zero(GQ, (size_t)p->slices * p->nq * p->d * sizeof *GQ);
-    if (GK && fresh_k) ag__zero(GK, (size_t)p->slices * p->nk * p->d * sizeof *GK);
-    int64_t pq = (int64_t)p->nq * p->nk;
+    if (GK && fresh_k) ag__zero(GK, (size_t)units * p->nk * p->d * sizeof *GK);
+    int64_t up = (int64_t)p->group * p->nq * p->nk;
     attn_job j = {.p = p, .Q = Q, .K = K, .V = V, .G = G, .GQ = GQ, .GK = GK, .GV = GV,
-                  .per_part = ag__units_per_part(pq)};
-    int64_t parts = (p->slices + j.per_part - 1) / j.per_part;
-    if (GQ || GK) j.dS = ag__arena_alloc((size_t)(parts * pq > 0 ? parts * pq : 1) * sizeof(ag_real));
+                  .per_part = ag__units_per_part(up)};
+    int64_t parts = (units + j.per_part - 1) / j.per_part;
+    if (GQ || GK) j.dS = ag__arena_alloc((size_t)(parts * up > 0 ? parts * up : 1) * sizeof(ag_real));
     ag__parallel(parts, attention_backward_part, &j);
 }
 
@@ -116,28 +130,37 @@ static void attention_backward(ag_node *n) {
         ->backward(p, q->data, k->data, v->data, n->out->grad, GQ, fq, GK, fk, GV, fv);
 }
 
-/* Q [..., Nq, d], K [..., Nk, d], V [..., Nk, dv] with equal leading dims. */
-static void attention_shapes(const char *op, const ag_tensor *q, const ag_tensor *k, const ag_tensor *v) {
+/* Q [..., Nq, d], K [..., Nk, d], V [..., Nk, dv] with equal leading dims,
+ * but K's and V's dim -3 may divide Q's (grouped-query attention): the
+ * query slices per key-value slice. */
+static int attention_shapes(const char *op, const ag_tensor *q, const ag_tensor *k, const ag_tensor *v) {
     char sq[64], sk[64], sv[64];
     ag__check_same_device(op, q, k);
     ag__check_same_device(op, q, v);
     bool ok = q->ndim >= 2 && q->ndim == k->ndim && q->ndim == v->ndim;
-    for (int i = 0; ok && i < q->ndim - 2; i++) ok = q->shape[i] == k->shape[i] && q->shape[i] == v->shape[i];
-    ok = ok && q->shape[q->ndim - 1] == k->shape[k->ndim - 1] && k->shape[k->ndim - 2] == v->shape[v->ndim - 2];
+    int nd = q->ndim, group = 1;
+    for (int i = 0; ok && i < nd - 2; i++) {
+        bool heads = i == nd - 3 && k->shape[i] > 0 && q->shape[i] % k->shape[i] == 0;
+        ok = (q->shape[i] == k->shape[i] || heads) && k->shape[i] == v->shape[i];
+        if (heads) group = q->shape[i] / k->shape[i];
+    }
+    ok = ok && q->shape[nd - 1] == k->shape[nd - 1] && k->shape[nd - 2] == v->shape[nd - 2];
     if (!ok)
         ag__fatal(op,
-                  "Q %s, K %s, V %s do not fit (want Q[..., Nq, d], K[..., Nk, d], V[..., Nk, dv], same leading dims)",
+                  "Q %s, K %s, V %s do not fit (want Q[..., Nq, d], K[..., Nk, d], V[..., Nk, dv], same leading dims, "
+                  "but K and V may have fewer heads (dim -3) where their count divides Q's)",
                   ag_shape_str(q, sq, sizeof sq), ag_shape_str(k, sk, sizeof sk), ag_shape_str(v, sv, sizeof sv));
+    return group;
 }
 
 ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale, ag_tensor **probs) {
     const char *op = "ag_attention";
     ag__need(op, "q", q), ag__need(op, "k", k), ag__need(op, "v", v);
-    attention_shapes(op, q, k, v);
+    int group = attention_shapes(op, q, k, v);
     ag_device dev = q->device;
     int nd = q->ndim;
     attn_plan p = {.nq = q->shape[nd - 2], .nk = k->shape[nd - 2], .d = q->shape[nd - 1], .dv = v->shape[nd - 1],
-                   .scale = (ag_real)scale, .slices = 1};
+                   .scale = (ag_real)scale, .slices = 1, .group = group};
     int scores[AG_MAX_DIMS], out_shape[AG_MAX_DIMS];
     for (int i = 0; i < nd - 2; i++) {
         scores[i] = out_shape[i] = q->shape[i];

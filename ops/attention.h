@@ -9,10 +9,13 @@
 AG_KERNELS_BEGIN
 
 /* One attention call over `slices` leading (batch, head) slices: Q
- * [slices, nq, d], K [slices, nk, d], V [slices, nk, dv]; probs [slices, nq,
- * nk] is the one thing backward keeps. */
+ * [slices, nq, d], K [slices / group, nk, d], V [slices / group, nk, dv]
+ * (grouped-query attention: `group` consecutive query slices read one
+ * key-value slice; 1 otherwise); probs [slices, nq, nk] is the one thing
+ * backward keeps.  The products run a group's query slices as one: M =
+ * group * nq rows, contiguous in Q, probs and out. */
 typedef struct {
-    int slices, nq, nk, d, dv;
+    int slices, nq, nk, d, dv, group;
     ag__kreal scale;
     ag__kreal *probs;
 } ag__kattn;

@@ -310,6 +310,9 @@ ATTN_SETUP(attn_self4, SHAPE(2, 2, 4, 3), SHAPE(2, 2, 4, 3), SHAPE(2, 2, 4, 3))
 ATTN_SETUP(attn_self5, SHAPE(2, 2, 5, 3), SHAPE(2, 2, 5, 3), SHAPE(2, 2, 5, 3))
 ATTN_SETUP(attn_n1, SHAPE(2, 2, 1, 3), SHAPE(2, 2, 1, 3), SHAPE(2, 2, 1, 3))
 ATTN_SETUP(attn_2d, SHAPE(3, 4), SHAPE(5, 4), SHAPE(5, 2))
+/* grouped-query attention: 6 query heads on 2 key-value heads, and on 1 */
+ATTN_SETUP(attn_grouped, SHAPE(2, 6, 5, 3), SHAPE(2, 2, 5, 3), SHAPE(2, 2, 5, 4))
+ATTN_SETUP(attn_one_kv, SHAPE(2, 3, 4, 3), SHAPE(2, 1, 6, 3), SHAPE(2, 1, 6, 2))
 
 /* Logits ~1e3 (quantized, so exact in f32): saturated but finite. */
 static int attn_large(ag_tensor **in, ag_rng *r) {
@@ -365,6 +368,29 @@ static ag_tensor *f_attn_large_past(ag_tensor **in) {
 }
 static ag_tensor *f_attn_keypad(ag_tensor **in) {
     return ag_attention(in[0], in[1], in[2], ag_mask_padding(len_53, 2, 5, 4, false), 0.8, NULL);
+}
+/* Grouped: causal with padding (example 1 of length 1: query rows past it
+ * fully masked), per-head masks, and against its key-value heads copied to
+ * every query head of their group (a difference of 0 up to the sums'
+ * order: the copy's gradient adds the group's in another order). */
+static ag_tensor *f_attn_grouped_causal(ag_tensor **in) {
+    ag_tensor *m = ag_add(ag_mask(&past_incl, 5), ag_mask_padding((const int32_t[]){5, 1}, 2, 5, 4, true));
+    return ag_attention(in[0], in[1], in[2], m, 0.7, NULL);
+}
+static ag_tensor *f_attn_grouped_heads(ag_tensor **in) { /* a mask per query head, two of a group alike */
+    static const ag_mask_spec six[6] = {
+        {.dir = AG_MASK_PAST}, {.dir = AG_MASK_FUTURE}, {.dir = AG_MASK_PAST_INCL, .dist = AG_DIST_WORD, .weight = 1.5},
+        {.dir = AG_MASK_PAST}, {.dir = AG_MASK_FUTURE_INCL}, {.dist = AG_DIST_WORD, .weight = 0.5}};
+    return ag_attention(in[0], in[1], in[2], ag_mask_heads(six, 6, 5), 0.5, NULL);
+}
+static ag_tensor *f_attn_grouped_vs_copied(ag_tensor **in) { /* 6 or 8 query heads on 2 */
+    static const int32_t six[] = {0, 0, 0, 1, 1, 1}, eight[] = {0, 0, 0, 0, 1, 1, 1, 1};
+    int h = in[0]->shape[1];
+    const int32_t *group = h == 6 ? six : eight;
+    ag_tensor *k = ag_index_select(in[1], 1, group, h), *v = ag_index_select(in[2], 1, group, h);
+    int n = in[0]->shape[2];
+    ag_tensor *grouped = ag_attention(in[0], in[1], in[2], ag_mask(&past, n), 0.6, NULL);
+    return tc_difference(ag_sub(grouped, ag_attention(in[0], k, v, ag_mask(&past, n), 0.6, NULL)), grouped);
 }
 
 /* ---- the device's sizes ---- */
@@ -581,6 +607,11 @@ const op_case attention_cases[] = {
     {"attention logits ~1e3 equals the composition", attn_large, f_attn_large_vs_composed, .flags = OPCASE_DIFFERENCE},
     {"attention key padding, len 0", attn_self5, f_attn_keypad_len0, 0, 0},
     {"attention padding, len 1", attn_self5, f_attn_pad_len1, 0, 0},
+    {"attention grouped 6 on 2 heads, causal, len 1", attn_grouped, f_attn_grouped_causal, 0, 0},
+    {"attention grouped 6 on 2 heads, per-head masks", attn_grouped, f_attn_grouped_heads, 0, 0},
+    {"attention grouped 6 on 2 heads equals the heads copied", attn_grouped, f_attn_grouped_vs_copied,
+     .flags = OPCASE_DIFFERENCE},
+    {"attention one key-value head, Nq!=Nk", attn_one_kv, f_attn_plain, 0, 0},
     /* ---- the device's sizes ---- */
     /* softmax: odd widths, large logits (length 1: softmax N=1) */
     UNIFORM_CASE("softmax [3,5,37]", f_softmax, -3, 3, DIMS(3, 5, 37)),
@@ -627,6 +658,10 @@ const op_case attention_cases[] = {
     UNIFORM_CASE("attention self q=k pad [2,2,6,5]", f_attn_self, -1, 1, DIMS(2, 2, 6, 5), DIMS(2, 2, 6, 3)),
     UNIFORM_CASE("attention heads [2,4,9,8]", f_attn_heads, -1, 1, DIMS(2, 4, 9, 8), DIMS(2, 4, 9, 8),
                  DIMS(2, 4, 9, 8)),
+    UNIFORM_CASE("attention grouped [2,8,9,16] on 2 heads", f_attn_grouped_vs_copied, -1, 1, DIMS(2, 8, 9, 16),
+                 DIMS(2, 2, 9, 16), DIMS(2, 2, 9, 16)),
+    UNIFORM_CASE("attention grouped [2,4,33,8] on 1 head", f_attn_plain_1, -1, 1, DIMS(2, 4, 33, 8), DIMS(2, 1, 37, 8),
+                 DIMS(2, 1, 37, 5)),
     /* the layers' cross-sentence alignment */
     UNIFORM_CASE("soft_align [3,5,4]x[3,7,4] len 5,1,0 | 2,0,7", f_soft_align, -1, 1, DIMS(3, 5, 4), DIMS(3, 7, 4)),
     UNIFORM_CASE("soft_align_scores [3,5,7] a [3,5,4] b [3,7,6]", f_soft_align_scores, -2, 2, DIMS(3, 5, 7),

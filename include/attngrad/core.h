@@ -591,7 +591,10 @@ ag_tensor *ag_merge_heads(ag_tensor *x);
 
 /* Fused attention softmax(Q K^T * scale + mask) V over every leading slice:
  * Q [B,h,Nq,d], K [B,h,Nk,d], V [B,h,Nk,dv] -> [B,h,Nq,dv] (or with fewer
- * leading dims, equal in all three).  mask as in ag_masked_softmax against
+ * leading dims, equal in all three).  Grouped-query attention: K and V may
+ * have kv heads (their dim -3) where kv divides Q's h, each key-value head
+ * serving the h/kv query heads of its group (heads i*h/kv .. (i+1)*h/kv - 1),
+ * without copies; its gradient sums over the group.  mask as in ag_masked_softmax against
  * the scores [B,h,Nq,Nk]; fully masked rows give 0.  Backward stores only
  * the probabilities; if probs is not NULL it receives them ([B,h,Nq,Nk],
  * read-only, no gradient, valid until ag_step_end) for heatmaps. */

@@ -23,28 +23,32 @@ static void slices_gemm(bool ta, bool tb, int M, int N, int K, const ag_real *A,
                           accumulate ? 1 : 0, C, N, (int64_t)M * N, slices);
 }
 
+/* A group's query slices (grouped-query attention) are one product of
+ * group * nq rows against their key-value slice: `units` of them. */
 static void attention_forward(const ag__kattn *p, const ag__kmask *mp, const ag_real *mask, const ag_real *Q,
                               const ag_real *K, const ag_real *V, ag_real *out) {
-    slices_gemm(false, true, p->nq, p->nk, p->d, Q, K, false, p->probs, p->slices); /* scores, unscaled */
+    int units = p->slices / p->group, gq = p->group * p->nq;
+    slices_gemm(false, true, gq, p->nk, p->d, Q, K, false, p->probs, units); /* scores, unscaled */
     ag__softmax_cuda.rows_forward(p->probs, mask, mp, p->scale, p->probs, (int64_t)p->slices * p->nq);
-    slices_gemm(false, false, p->nq, p->dv, p->nk, p->probs, V, false, out, p->slices);
+    slices_gemm(false, false, gq, p->dv, p->nk, p->probs, V, false, out, units);
 }
 
 static void attention_backward(const ag__kattn *p, const ag_real *Q, const ag_real *K, const ag_real *V,
                                const ag_real *G, ag_real *GQ, bool fresh_q, ag_real *GK, bool fresh_k, ag_real *GV,
                                bool fresh_v) {
     const ag_real *P = p->probs;
-    if (GV) slices_gemm(true, false, p->nk, p->dv, p->nq, P, G, !fresh_v, GV, p->slices);
+    int units = p->slices / p->group, gq = p->group * p->nq;
+    if (GV) slices_gemm(true, false, p->nk, p->dv, gq, P, G, !fresh_v, GV, units);
     if (!GQ && !GK) return;
     size_t pos;
     int chunk;
     ag__cuda_arena_mark(&pos, &chunk); /* dS lives for this call only (the stream keeps the order) */
     int64_t pq = (int64_t)p->slices * p->nq * p->nk;
     ag_real *dS = ag__cuda_arena_alloc((size_t)(pq > 0 ? pq : 1) * sizeof(ag_real));
-    slices_gemm(false, true, p->nq, p->nk, p->dv, G, V, false, dS, p->slices); /* dP = dO V^T */
+    slices_gemm(false, true, gq, p->nk, p->dv, G, V, false, dS, units); /* dP = dO V^T */
     ag__softmax_cuda.rows_backward(P, dS, p->scale, dS, (int64_t)p->slices * p->nq, p->nk, true);
-    if (GQ) slices_gemm(false, false, p->nq, p->d, p->nk, dS, K, !fresh_q, GQ, p->slices);
-    if (GK) slices_gemm(true, false, p->nk, p->d, p->nq, dS, Q, !fresh_k, GK, p->slices);
+    if (GQ) slices_gemm(false, false, gq, p->d, p->nk, dS, K, !fresh_q, GQ, units);
+    if (GK) slices_gemm(true, false, p->nk, p->d, gq, dS, Q, !fresh_k, GK, units);
     ag__cuda_arena_rewind(pos, chunk);
 }
 
