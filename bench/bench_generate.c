@@ -9,8 +9,12 @@
  * bench/bench_generate.py runs this and PyTorch's same model with its own
  * key-value cache, and prints the ratio.
  *
- *     ./build/bench/bench_generate [--words W] [--prompt P] [--threads T] [--dim D] [--heads H]
+ *     ./build/bench/bench_generate [--words W] [--prompt P] [--threads T] [--dim D] [--heads H] [--kv-heads K]
  *                                  [--layers L] [--hidden F] [--vocab V] [--reps R] [--device cpu|cuda]
+ *
+ * --kv-heads K: grouped-query attention, K key-value heads (1: multi-query;
+ * 0, the default: one a head); attngrad's alone (bench_generate.py's
+ * PyTorch model has one a head).
  *
  * Prints one line "result: key=value ..." per way: ms per word (median of
  * R repetitions of the whole continuation), and the words drawn's
@@ -23,7 +27,7 @@
 #include <string.h>
 
 typedef struct {
-    int words, prompt, threads, dim, heads, layers, hidden, vocab, reps;
+    int words, prompt, threads, dim, heads, kv_heads, layers, hidden, vocab, reps;
     ag_device device;
 } gen_opts;
 
@@ -85,7 +89,7 @@ int main(int argc, char **argv) {
             bench_arg_int(argc, argv, &i, "--threads", &o.threads) || bench_arg_int(argc, argv, &i, "--dim", &o.dim) ||
             bench_arg_int(argc, argv, &i, "--heads", &o.heads) || bench_arg_int(argc, argv, &i, "--layers", &o.layers) ||
             bench_arg_int(argc, argv, &i, "--hidden", &o.hidden) || bench_arg_int(argc, argv, &i, "--vocab", &o.vocab) ||
-            bench_arg_int(argc, argv, &i, "--reps", &o.reps))
+            bench_arg_int(argc, argv, &i, "--reps", &o.reps) || bench_arg_int(argc, argv, &i, "--kv-heads", &o.kv_heads))
             continue;
         if (bench_arg_device(argc, argv, &i, &o.device)) continue;
         fprintf(stderr, "bench_generate: unknown option %s (see the file's header)\n", argv[i]);
@@ -104,8 +108,8 @@ int main(int argc, char **argv) {
     if (ag_plugin_init() != AG_OK) ag_fatal("bench_generate", "%s", ag_errmsg());
     const ag_model_kind *kind = ag_model_find("tlm");
     ag_model_config c = ag_model_defaults(kind);
-    char hp[32];
-    snprintf(hp, sizeof hp, "ctx=%d", o.prompt + o.words);
+    char hp[64];
+    snprintf(hp, sizeof hp, "ctx=%d,kv_heads=%d", o.prompt + o.words, o.kv_heads);
     c.dim = o.dim, c.heads = o.heads, c.layers = o.layers, c.hidden = o.hidden, c.vocab = o.vocab, c.seed = 1;
     c.hparams = hp;
     ag_model m;
@@ -122,8 +126,9 @@ int main(int argc, char **argv) {
         for (int r = 0; r < reps; r++) ms[r] = continue_text(&m, &o, cached, &sum);
         double median = bench_median(ms, reps); /* sorts: ms[0] is the fastest after */
         printf("result: way=%s device=%s ms_per_word=%.4f fastest=%.4f words=%d prompt=%d threads=%d dim=%d heads=%d "
-               "layers=%d hidden=%d vocab=%d checksum=%lld\n", cached ? "cache" : "forward", ag_device_name(o.device),
-               median, ms[0], o.words, o.prompt, o.threads, o.dim, o.heads, o.layers, o.hidden, o.vocab, sum);
+               "kv_heads=%d layers=%d hidden=%d vocab=%d checksum=%lld\n", cached ? "cache" : "forward",
+               ag_device_name(o.device), median, ms[0], o.words, o.prompt, o.threads, o.dim, o.heads,
+               o.kv_heads ? o.kv_heads : o.heads, o.layers, o.hidden, o.vocab, sum);
         sums[way] = sum;
     }
     if (sums[0] != sums[1]) /* the same model, logits equal to roundoff: the same words */
