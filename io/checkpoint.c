@@ -163,6 +163,7 @@ static ag_status parse_rng(const ag_st_file *f, ag_rng *out) {
 typedef struct {
     const ag_st_tensor **param, **slot;   /* validated sources, in copy order */
     int64_t opt_step, opt_averaged;
+    bool slow_set; /* lookahead's slow weights come from the file */
     double opt_lr;
     double sched_state[4];
     ag_train_state st;
@@ -199,6 +200,8 @@ static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, lo
             return ag__fail(AG_ERR_FORMAT, "%s: optim.averaged = %lld is not a count of the %lld updates", f->path,
                             (long long)plan->opt_averaged, (long long)plan->opt_step);
     }
+    /* slow weights started here start from the values at the next update */
+    plan->slow_set = ag__optim_keeps(&opt->cfg, "slow") && ag__optim_keeps(&saved, "slow");
     /* a rate the caller changed stands; else the run's own (a schedule's) */
     if (opt->cfg.lr != saved.lr) plan->opt_lr = opt->cfg.lr;
     char name[1024], role[64];
@@ -293,6 +296,7 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
             }
             opt->step = plan->opt_step;
             opt->averaged = plan->opt_averaged;
+            opt->slow_set = plan->slow_set;
             opt->lr = plan->opt_lr;
         }
         if (sched) {

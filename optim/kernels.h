@@ -105,6 +105,11 @@ typedef struct {
     void (*average_all)(const ag__kreal *w, ag__kreal *const *avg, const ag__kreal *const *x, const int64_t *n,
                         int count, const double *gate);
     void (*swap_all)(ag__kreal *const *x, ag__kreal *const *y, const int64_t *n, int count);
+    /* Lookahead's step back (ag_optim_config.lookahead): slow[a] =
+     * lerp(slow[a], x[a], *w), then x[a] = slow[a], unless *gate is not
+     * finite; as average_all otherwise. */
+    void (*lookahead_all)(const ag__kreal *w, ag__kreal *const *slow, ag__kreal *const *x, const int64_t *n, int count,
+                          const double *gate);
 } ag__optim_kernels;
 
 /* torch.lerp(a, b, w) as its kernels compute it, on both devices: from a

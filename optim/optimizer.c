@@ -94,7 +94,7 @@ static bool in_range(const ag_optim_hparam *h, double x) {
 /* What is wrong with rule r's hyperparameters, into why[cap] ("hyperparameter
  * 'x': ..."), or false; their count in *n. */
 static bool hparams_problem(const ag_optim_rule *r, int *n, char *why, size_t cap) {
-    static const char *const reserved[] = {"lr", "weight_decay", "lazy", "ema", "swa"};
+    static const char *const reserved[] = {"lr", "weight_decay", "lazy", "ema", "swa", "lookahead", "lookahead_alpha"};
     const ag_optim_hparam *h = r->hparams;
     for (*n = 0; h && h[*n].name; (*n)++) {
         const ag_optim_hparam *x = &h[*n];
@@ -102,8 +102,9 @@ static bool hparams_problem(const ag_optim_rule *r, int *n, char *why, size_t ca
         char range[96];
         if (*n == AG_OPTIM_MAX_HPARAMS) bad = "one more than the 8 a rule may have";
         else if (!good_key(x->name)) bad = "not a name (1-31 lower-case letters, digits, '_')";
-        for (int k = 0; !bad && k < 5; k++)
-            if (!strcmp(x->name, reserved[k])) bad = "a key every optimizer has (lr, weight_decay, lazy, ema, swa)";
+        for (int k = 0; !bad && k < 7; k++)
+            if (!strcmp(x->name, reserved[k]))
+                bad = "a key every optimizer has (lr, weight_decay, lazy, ema, swa, lookahead, lookahead_alpha)";
         for (int k = 0; !bad && k < *n; k++)
             if (!strcmp(h[k].name, x->name)) bad = "a name given twice";
         if (!bad && x->flags & ~(unsigned)(AG_HPARAM_MIN_OPEN | AG_HPARAM_MAX_OPEN | AG_HPARAM_INT))
@@ -178,7 +179,7 @@ ag_status ag_optim_register(const ag_optim_rule *r) {
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
     ag_optim_config c = {.kind = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .rho = 0.9,
-                         .alpha = 0.99};
+                         .alpha = 0.99, .lookahead_alpha = 0.5};
     const registered_rule *r = registered(kind);
     if (r) {
         c.lr = r->rule->lr, c.weight_decay = r->rule->weight_decay;
@@ -199,11 +200,12 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
 
 /* ---- options: the keys each optimizer takes, in PyTorch's names ---- */
 
-/* The most keys of one optimizer: lr, a rule's own, weight_decay, lazy, ema, swa. */
-enum { MAX_FIELDS = AG_OPTIM_MAX_HPARAMS + 5 };
+/* The most keys of one optimizer: lr, a rule's own, weight_decay, lazy,
+ * ema, swa, lookahead, lookahead_alpha. */
+enum { MAX_FIELDS = AG_OPTIM_MAX_HPARAMS + 7 };
 
-/* writing: a spec to read back, lazy, ema and swa only where set (the
- * specs written before they existed stay as they were) */
+/* writing: a spec to read back, lazy, ema, swa and lookahead only where
+ * set (the specs written before they existed stay as they were) */
 static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
     int n = 0;
     f[n++] = (opt_field){"lr", OPT_REAL, &c->lr, {0}};
@@ -244,6 +246,10 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
     if (!writing || c->lazy) f[n++] = (opt_field){"lazy", OPT_BOOL, &c->lazy, {0}};
     if (!writing || c->ema) f[n++] = (opt_field){"ema", OPT_REAL, &c->ema, {0}};
     if (!writing || c->swa) f[n++] = (opt_field){"swa", OPT_INT, &c->swa, {0}};
+    if (!writing || c->lookahead) {
+        f[n++] = (opt_field){"lookahead", OPT_INT, &c->lookahead, {0}};
+        f[n++] = (opt_field){"lookahead_alpha", OPT_REAL, &c->lookahead_alpha, {0}};
+    }
     return n;
 }
 
@@ -262,6 +268,12 @@ ag_status ag_optim_check(const ag_optim_config *c) {
                         "them; 0: no average)", name, c->swa);
     if (c->ema > 0 && c->swa > 0)
         return ag__fail(AG_ERR_ARG, "optimizer '%s': ema=%g and swa=%d: one average at a time", name, c->ema, c->swa);
+    if (c->lookahead < 0)
+        return ag__fail(AG_ERR_ARG, "optimizer '%s': lookahead %d must be >= 0: the updates between two steps back "
+                        "to the slow weights (5 in its paper; 0: none)", name, c->lookahead);
+    if (c->lookahead > 0 && !(c->lookahead_alpha > 0 && c->lookahead_alpha <= 1))
+        return ag__fail(AG_ERR_ARG, "optimizer '%s': lookahead_alpha %g must be in (0, 1]: how far the slow weights "
+                        "move toward the fast ones (0.5 in its paper)", name, c->lookahead_alpha);
     switch (c->kind) {
     case AG_SGD:
         if (!(c->momentum >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'sgd': momentum %g must be >= 0", c->momentum);
@@ -354,12 +366,17 @@ static int rule_slots(const ag_optim_config *c) {
 
 static bool averages(const ag_optim_config *c) { return c->ema > 0 || c->swa > 0; }
 
-static int slots_for(const ag_optim_config *c) { return rule_slots(c) + averages(c); }
+/* The slots after the rule's: "slow" (lookahead), then "average". */
+static int slow_slot(const ag_optim_config *c) { return rule_slots(c); }
+static int average_slot(const ag_optim_config *c) { return rule_slots(c) + (c->lookahead > 0); }
+
+static int slots_for(const ag_optim_config *c) { return average_slot(c) + averages(c); }
 
 const char *ag__optim_slot(const ag_optim_config *c, int s) {
     static const char *const sgd[] = {"momentum"}, *const adam[] = {"m", "v", "vmax"}, *const adadelta[] = {"v", "u"};
     if (s < 0 || s >= slots_for(c)) return NULL;
-    if (s == rule_slots(c)) return "average";
+    if (s == average_slot(c) && averages(c)) return "average";
+    if (s == slow_slot(c)) return "slow";
     switch (c->kind) {
     case AG_SGD: return sgd[s];
     case AG_ADAM:
@@ -866,8 +883,23 @@ static void swap_all_cpu(ag_real *const *x, ag_real *const *y, const int64_t *n,
     ag__parallel_spans(count, n, AG_GRAIN_ELEMENTWISE, swap_span, &j);
 }
 
-static const ag__optim_kernels optim_cpu = {
-    .update_all = update_all_cpu, .average_all = average_all_cpu, .swap_all = swap_all_cpu};
+static void lookahead_span(void *ctx, int s, int64_t begin, int64_t end) {
+    const average_job *j = ctx;
+    ag_real *slow = j->avg[s], *x = j->y[s], w = j->w;
+    for (int64_t i = begin; i < end; i++) x[i] = slow[i] = ag__lerp(slow[i], x[i], w);
+}
+
+static void lookahead_all_cpu(const ag_real *w, ag_real *const *slow, ag_real *const *x, const int64_t *n, int count,
+                              const double *gate) {
+    if (gated_off(gate)) return;
+    average_job j = {.w = *w, .avg = slow, .y = x};
+    ag__parallel_spans(count, n, AG_GRAIN_ELEMENTWISE, lookahead_span, &j);
+}
+
+static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu,
+                                            .average_all = average_all_cpu,
+                                            .swap_all = swap_all_cpu,
+                                            .lookahead_all = lookahead_all_cpu};
 AG_DISPATCH(optim, optim_cpu)
 
 /* ---- the step ---- */
@@ -925,8 +957,9 @@ void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL, false); }
 
 /* ---- the average of the parameters (cfg.ema, cfg.swa) ---- */
 
-/* Every trained parameter's values and its average, in the caller's
- * arrays (room for `room` of them), else in step memory; their count. */
+/* Every trained parameter's values and its slot s (the average, the slow
+ * weights), in the caller's arrays (room for AVERAGE_ROOM of them), else
+ * in step memory; their count. */
 typedef struct {
     ag_real **value, **average;
     int64_t *n;
@@ -935,16 +968,16 @@ typedef struct {
 
 enum { AVERAGE_ROOM = 64 };
 
-static average_arrays average_arrays_of(const ag_optimizer *o, ag_real **value, ag_real **average, int64_t *n) {
+static average_arrays average_arrays_of(const ag_optimizer *o, int s, ag_real **value, ag_real **average, int64_t *n) {
     average_arrays a = {value, average, n, 0};
     if (o->n_params > AVERAGE_ROOM) { /* on the host: pointers and lengths the kernels read there */
         a.value = ag__arena_alloc((size_t)o->n_params * sizeof *a.value);
         a.average = ag__arena_alloc((size_t)o->n_params * sizeof *a.average);
         a.n = ag__arena_alloc((size_t)o->n_params * sizeof *a.n);
     }
-    ag_real *const *slot = o->slot + rule_slots(&o->cfg) * o->n_params;
+    ag_real *const *slot = o->slot + s * o->n_params;
     for (int i = 0; i < o->n_params; i++)
-        if (slot[i]) { /* frozen: no average */
+        if (slot[i]) { /* frozen: no state */
             a.value[a.count] = o->params->items[i]->data, a.average[a.count] = slot[i];
             a.n[a.count++] = o->params->items[i]->size;
         }
@@ -960,7 +993,7 @@ static void average_update(ag_optimizer *opt, const double *gate) {
     opt->averaged++; /* taken back with the step where the gate skips it (ag__optim_step_not_taken) */
     ag_real *value[AVERAGE_ROOM], *average[AVERAGE_ROOM];
     int64_t n[AVERAGE_ROOM];
-    average_arrays a = average_arrays_of(opt, value, average, n);
+    average_arrays a = average_arrays_of(opt, average_slot(c), value, average, n);
     ag_real wr = (ag_real)w;
     const ag_real *w_there = ag__step_copy_on(opt->device, &wr, sizeof wr);
     ag__optim_on("ag_optim_step", opt->device)
@@ -971,11 +1004,28 @@ bool ag_optim_swap_average(ag_optimizer *opt) {
     if (!averages(&opt->cfg) || opt->averaged == 0) return false;
     ag_real *value[AVERAGE_ROOM], *average[AVERAGE_ROOM];
     int64_t n[AVERAGE_ROOM];
-    average_arrays a = average_arrays_of(opt, value, average, n);
+    average_arrays a = average_arrays_of(opt, average_slot(&opt->cfg), value, average, n);
     ag__optim_on("ag_optim_swap_average", opt->device)->swap_all(a.value, a.average, a.n, a.count);
     ag__kernels_done("ag_optim_swap_average", opt->device);
     opt->swapped = !opt->swapped;
     return true;
+}
+
+/* Lookahead: before the first update the slow weights are the values (a
+ * lerp of weight 1 is a copy); after every k-th, one step back to them.
+ * A step the gate skips moves neither (the first copy is right either way). */
+static void lookahead_step(ag_optimizer *opt, const double *gate, bool before) {
+    const ag_optim_config *c = &opt->cfg;
+    if (c->lookahead <= 0 || (before && opt->slow_set) || (!before && opt->step % c->lookahead)) return;
+    ag_real *value[AVERAGE_ROOM], *slow[AVERAGE_ROOM];
+    int64_t n[AVERAGE_ROOM];
+    average_arrays a = average_arrays_of(opt, slow_slot(c), value, slow, n);
+    ag_real w = before ? 1 : (ag_real)c->lookahead_alpha;
+    const ag_real *w_there = ag__step_copy_on(opt->device, &w, sizeof w);
+    const ag__optim_kernels *k = ag__optim_on("ag_optim_step", opt->device);
+    if (before) k->average_all(w_there, a.average, (const ag_real *const *)a.value, a.n, a.count, NULL);
+    else k->lookahead_all(w_there, a.average, a.value, a.n, a.count, gate);
+    opt->slow_set = true;
 }
 
 void ag__optim_step_not_taken(ag_optimizer *opt) {
@@ -1028,7 +1078,9 @@ static void optim_step(ag_optimizer *opt, const double *gate, double *const *blo
             spans[count].g_clear = clear_grads ? ps->items[i]->grad : NULL;
             spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
         }
+    lookahead_step(opt, gate, true);
     ag__optim_on(op, opt->device)->update_all((int)opt->cfg.kind, spans, count, gate);
+    lookahead_step(opt, gate, false);
     average_update(opt, gate);
     ag__kernels_done(op, opt->device);
 }

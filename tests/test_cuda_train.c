@@ -191,6 +191,7 @@ static void optimizer_case(const char *spec) {
         ag_optim_step(&oc);
         ag_optim_step(&og);
     }
+    CHECK(og.slow_set == oc.slow_set && oc.slow_set == (cfg.lookahead > 0), "%s: slow weights set", spec);
     /* an average: compared in place of the values (and they in its slot) */
     if (cfg.ema > 0 || cfg.swa > 0)
         CHECK(ag_optim_swap_average(&oc) && ag_optim_swap_average(&og) && og.averaged == oc.averaged,
@@ -1068,6 +1069,8 @@ int main(void) {
         "adam:lr=1e-2,ema=0.9", /* the parameters' average: every update's, from the second (w 1, then 1/2, 1/3) */
         "sgd:lr=0.1,momentum=0.9,swa=2",
         "adadelta:lr=0.5,rho=0.95,lazy=1,ema=0.6", /* lazy rows still move the average (w 0.4: the small form) */
+        "adam:lr=1e-2,lookahead=2,lookahead_alpha=0.6", /* the slow weights copied, then a step back every 2 */
+        "rmsprop:lr=1e-2,momentum=0.9,lookahead=3,swa=1",
     };
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);

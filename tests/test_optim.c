@@ -793,6 +793,87 @@ static void test_average(void) {
     EXPECT_ERROR(ag_optim_parse("adam:ema=0.9,swa=5", &c), AG_ERR_ARG, "ema=0.9 and swa=5: one average at a time");
 }
 
+/* Lookahead against its definition on the inner rule: the same rule
+ * without it, stepped alongside, its values moved back by hand every k
+ * updates (slow = lerp(slow, θ, α), θ = slow, from slow = θ0) give the
+ * values, the slow weights and the rule's state to the bit; an average
+ * beside it averages the values after the step back; a checkpoint taken
+ * mid-cycle resumes to the uninterrupted bits; the spec writes back. */
+static void test_lookahead(void) {
+    const char *specs[] = {"adam:lr=0.05,lookahead=3", "sgd:lr=0.1,momentum=0.9,lookahead=2,lookahead_alpha=0.8",
+                           "adadelta:lr=0.5,rho=0.95,lookahead=4,lookahead_alpha=1", "rmsprop:lr=0.01,lookahead=3,ema=0.5"};
+    char path[] = "/tmp/test_optim_lookahead.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    for (int i = 0; i < 4; i++) {
+        ag_optim_config c, inner;
+        CHECK(ag_optim_parse(specs[i], &c) == AG_OK, "%s: %s", specs[i], ag_errmsg());
+        inner = c, inner.lookahead = 0, inner.ema = 0;
+        problem p, q;
+        problem_init(&p, false), problem_init(&q, false);
+        ag_optimizer o, r;
+        CHECK(ag_optim_init(&o, &p.ps, &c) == AG_OK && ag_optim_init(&r, &q.ps, &inner) == AG_OK);
+        ag_real slow[K];
+        double avg[K] = {0};
+        for (int k = 0; k < K; k++) slow[k] = *elem(&q, k, false);
+        for (int t = 1; t <= 10; t++) {
+            set_grads(&p), set_grads(&q);
+            ag_optim_step(&o), ag_optim_step(&r);
+            if (t % c.lookahead == 0)
+                for (int k = 0; k < K; k++) *elem(&q, k, false) = slow[k] = ag__lerp(slow[k], *elem(&q, k, false),
+                                                                                     (ag_real)c.lookahead_alpha);
+            for (int k = 0; k < K; k++) { /* ema: of the values after the step back */
+                double x = (double)*elem(&q, k, false), w = t == 1 ? 1 : 1 - c.ema;
+                avg[k] = w < 0.5 ? avg[k] + w * (x - avg[k]) : x - (x - avg[k]) * (1 - w);
+            }
+            if (t == 4) CHECK(ag_checkpoint_save(path, &p.ps, &o, NULL, NULL) == AG_OK, "%s", ag_errmsg());
+        }
+        int same = 0;
+        for (int k = 0; k < K; k++) {
+            const char *name = k < 6 ? "w" : "b";
+            int at = k < 6 ? k : k - 6;
+            bool state = true;
+            for (int s = 0; s < r.n_slots; s++)
+                state = state && ag_optim_state(&o, name, ag_optim_slot_name(&r, s))[at] ==
+                                     ag_optim_state(&r, name, ag_optim_slot_name(&r, s))[at];
+            bool ok = *elem(&p, k, false) == *elem(&q, k, false) && ag_optim_state(&o, name, "slow")[at] == slow[k] &&
+                      state;
+            if (c.ema > 0) ok = ok && fabs(average_of(&o, k) - avg[k]) <= ATOL + RTOL * fabs(avg[k]);
+            CHECK(ok, "%s: element %d after 10 updates: %.17g, by hand %.17g", specs[i], k, (double)*elem(&p, k, false),
+                  (double)*elem(&q, k, false));
+            same += ok;
+        }
+        printf("  %-50s %d of %d elements as by hand\n", specs[i], same, K);
+        /* resumed from update 4, mid-cycle */
+        problem u;
+        problem_init(&u, false);
+        ag_optimizer b;
+        CHECK(ag_optim_init(&b, &u.ps, &c) == AG_OK);
+        CHECK(ag_checkpoint_load(path, &u.ps, &b, NULL, NULL) == AG_OK && b.slow_set && b.step == 4, "%s",
+              ag_errmsg());
+        for (int t = 5; t <= 10; t++) set_grads(&u), ag_optim_step(&b);
+        for (int k = 0; k < K; k++)
+            CHECK(*elem(&u, k, false) == *elem(&p, k, false) &&
+                      ag_optim_state(&b, k < 6 ? "w" : "b", "slow")[k < 6 ? k : k - 6] ==
+                          ag_optim_state(&o, k < 6 ? "w" : "b", "slow")[k < 6 ? k : k - 6],
+                  "%s: resumed at update 4, element %d", specs[i], k);
+        ag_optim_free(&b), ag_optim_free(&o), ag_optim_free(&r);
+        ag_params_free(&u.ps), ag_params_free(&p.ps), ag_params_free(&q.ps);
+    }
+    remove(path);
+    ag_optim_config c;
+    char spec[200];
+    CHECK(ag_optim_parse("adam:lookahead=5", &c) == AG_OK && c.lookahead == 5 && c.lookahead_alpha == 0.5 &&
+              strstr(ag_optim_format(&c, spec, sizeof spec), ",lookahead=5,lookahead_alpha=0.5") &&
+              ag_optim_parse(spec, &c) == AG_OK && c.lookahead == 5, "lookahead written and read back: %s", spec);
+    CHECK(ag_optim_parse("adam", &c) == AG_OK && !strstr(ag_optim_format(&c, spec, sizeof spec), "lookahead"),
+          "no lookahead, none written: %s", spec);
+    EXPECT_ERROR(ag_optim_parse("sgd:lookahead=-1", &c), AG_ERR_ARG, "optimizer 'sgd': lookahead -1 must be >= 0");
+    EXPECT_ERROR(ag_optim_parse("sgd:lookahead=5,lookahead_alpha=0", &c), AG_ERR_ARG, "lookahead_alpha 0 must be in (0, 1]");
+    EXPECT_ERROR(ag_optim_parse("sgd:lookahead=5,lookahead_alpha=1.5", &c), AG_ERR_ARG, "lookahead_alpha 1.5 must be in (0, 1]");
+}
+
 /* Parameter groups: biases and LayerNorm gains get no weight decay, the
  * weight matrix keeps the config's, for coupled (sgd, adadelta) and
  * decoupled (adamw) decay alike.  With zero gradients only decay moves a
@@ -1073,6 +1154,7 @@ int main(void) {
     test_no_allocation();
     test_misuse();
     test_average();
+    test_lookahead();
     ag_shutdown();
     return check_summary(IS_F64 ? "test_optim_f64" : "test_optim_f32");
 }

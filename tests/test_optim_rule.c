@@ -90,7 +90,7 @@ static void test_register(void) {
     expect_refused(&(ag_optim_rule){.abi = abi, .name = "mine", .hparams = reserved, .update = noop_update},
                    "hyperparameter 'lr'", "a key every optimizer has");
     expect_refused(&(ag_optim_rule){.abi = abi, .name = "mine", .hparams = averaging, .update = noop_update},
-                   "hyperparameter 'ema'", "a key every optimizer has (lr, weight_decay, lazy, ema, swa)");
+                   "hyperparameter 'ema'", "a key every optimizer has (lr, weight_decay, lazy, ema, swa, lookahead,");
     expect_refused(&(ag_optim_rule){.abi = abi, .name = "mine", .hparams = twice, .update = noop_update},
                    "hyperparameter 'beta'", "given twice");
     expect_refused(&(ag_optim_rule){.abi = abi, .name = "mine", .hparams = outside, .update = noop_update},
@@ -140,7 +140,7 @@ static void test_specs(void) {
     CHECK(ag_optim_parse_over("lion:lr=0.5", &d, &c) == AG_OK && c.kind == k && c.hparam[BETA1] == 0.9 && c.lr == 0.5);
     /* refusals, each naming the optimizer and the key */
     EXPECT_ERROR(ag_optim_parse("lion:eps=1e-8", &c), AG_ERR_ARG, "optimizer 'lion': unknown key 'eps'",
-                 "(it takes: lr, beta1, beta2, weight_decay, lazy, ema, swa)");
+                 "(it takes: lr, beta1, beta2, weight_decay, lazy, ema, swa, lookahead, lookahead_alpha)");
     EXPECT_ERROR(ag_optim_parse("lion:beta1=1", &c), AG_ERR_ARG, "optimizer 'lion': beta1 1 must be in [0, 1)");
     EXPECT_ERROR(ag_optim_parse("lion:beta2=-0.5", &c), AG_ERR_ARG, "optimizer 'lion': beta2 -0.5 must be in [0, 1)");
     EXPECT_ERROR(ag_optim_parse("lion:beta2=abc", &c), AG_ERR_ARG, "key 'beta2': 'abc' is not a finite number");

@@ -41,7 +41,7 @@ expect 0 'lion:lr=3e-3 epoch 2/2: .*val accuracy' "$OX" --plugin "$P" --optim li
 expect 2 "unknown optimizer 'lion' \(known: .*rmsprop\); a plugin's rule needs --plugin FILE" \
   "$AG" train "${SMALL[@]}" --out "$T/none"
 expect 1 "bad config entry 'optim'.*unknown optimizer 'lion'.*needs --plugin FILE" "$AG" train --resume --out "$T/full"
-expect 2 "optimizer 'lion': unknown key 'eps' \(it takes: lr, beta1, beta2, weight_decay, lazy, ema, swa\)" \
+expect 2 "optimizer 'lion': unknown key 'eps' \(it takes: lr, beta1, beta2, weight_decay, lazy, ema, swa, lookahead, lookahead_alpha\)" \
   "$AG" --plugin "$P" train --optim lion:eps=1e-8 --out "$T/none"
 expect 2 "optimizer 'lion': beta1 1 must be in \[0, 1\)" "$AG" --plugin "$P" train --optim lion:beta1=1 --out "$T/none"
 expect 1 "ag_plugin_init failed: ag_optim_register: 'lion' is already registered" "$AG" --plugin "$P" --plugin "$P" models

@@ -79,7 +79,8 @@ static const opt_def opts[] = {
      check_attention},
     {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer: sgd, adam, adamw, adadelta, adagrad, rmsprop or a "
      "plugin's rule, e.g. adadelta:lr=0.5,rho=0.95; any with ema=D or swa=S keeps an average of the parameters, which "
-     "is evaluated and saved as best (default: the model's; on --resume, the keys given change the run's own)",
+     "is evaluated and saved as best, and with lookahead=K steps back to slow weights every K updates (default: the "
+     "model's; on --resume, the keys given change the run's own)",
      check_optim},
     {"sched", O_STR, F(sched), 0, 0, TR, true, "SPEC",
      "LR schedule per epoch, e.g. plateau:factor=0.5,patience=5 (default: the model's)", check_sched},

@@ -82,6 +82,13 @@ typedef struct {
      * get_swa_multi_avg_fn).  ag_optim_swap_average evaluates on it. */
     double ema;
     int swa;
+    /* Lookahead (Zhang et al. 2019, "k steps forward, 1 step back"; any
+     * kind): slow weights φ beside the parameters θ; every `lookahead` = k
+     * updates φ = φ + α (θ - φ) and θ = φ, α = lookahead_alpha (0.5); the
+     * rule's own state goes on as it is.  φ starts as θ before the first
+     * update; 0: none. */
+    int lookahead;
+    double lookahead_alpha;
 } ag_optim_config;
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind);
@@ -106,7 +113,8 @@ ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch; a rul
  * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta); adagrad:
  * "sum"; rmsprop: "square_avg", "momentum_buffer" (when momentum != 0),
  * "grad_avg" (when centered); a registered rule: its .slots; after them,
- * with ema or swa, "average" (the parameters' average).  A
+ * with lookahead, "slow" (the slow weights), and with ema or swa,
+ * "average" (the parameters' average).  A
  * parameter frozen before init (ag_param_freeze) has none: its slot
  * pointers are NULL, a step skips it and checkpoints hold no state for it. */
 typedef struct {
@@ -123,6 +131,7 @@ typedef struct {
     double *lr_scale;     /* per parameter (ag_optim_set_lr_scale), or NULL: 1 for all */
     int64_t averaged;     /* cfg.ema, cfg.swa: updates in the average so far (its slot "average"); 0: none yet */
     bool swapped;         /* ag_optim_swap_average: the parameters hold the average, the slot the trained values */
+    bool slow_set;        /* cfg.lookahead: the slot "slow" holds the slow weights (not before the first update) */
 } ag_optimizer;
 
 /* AG_ERR_ARG (opt then holds nothing to free) for a config ag_optim_check
@@ -172,10 +181,11 @@ bool ag_optim_swap_average(ag_optimizer *opt);
  * examples/lion.c).  A rule is a struct registered at run time; from then
  * on its name is an optimizer like the built-in ones: ag_optim_parse reads
  * "lion:lr=1e-4,beta1=0.9,beta2=0.99,weight_decay=0.1" (the keys: lr, the
- * rule's hyperparameters, weight_decay, lazy), ag_optim_format writes it
- * back, its state lives in named slots (ag_optim_state, checkpoints as
- * optim.<rule>.<slot>.<param>), and per-parameter weight decay, lazy
- * rows, clipping, schedules and the parallel step apply as for the others.
+ * rule's hyperparameters, weight_decay, lazy, ema, swa, lookahead,
+ * lookahead_alpha), ag_optim_format writes it back, its state lives in
+ * named slots (ag_optim_state, checkpoints as optim.<rule>.<slot>.<param>),
+ * and per-parameter weight decay, lazy rows, averages, lookahead, clipping,
+ * schedules and the parallel step apply as for the others.
  * `attngrad --plugin FILE.so train --optim lion:...` and optim_experiments
  * take a plugin's: its ag_plugin_init may register rules as well as model
  * kinds (attngrad/model.h).
@@ -201,7 +211,8 @@ enum { AG_OPTIM_MAX_SLOTS = 4, AG_OPTIM_MAX_RULES = 32, AG_OPTIM_NAME_MAX = 32 }
 /* ag_optim_hparam.flags: an open bound (min < x, x < max), an integer. */
 enum { AG_HPARAM_MIN_OPEN = 1, AG_HPARAM_MAX_OPEN = 2, AG_HPARAM_INT = 4 };
 typedef struct {
-    const char *name;  /* the spec's key: lower-case letters, digits, '_'; not lr, weight_decay, lazy, ema or swa */
+    const char *name;  /* the spec's key: lower-case letters, digits, '_'; not a key every optimizer has (lr,
+                          weight_decay, lazy, ema, swa, lookahead, lookahead_alpha) */
     double value;      /* the default */
     double min, max;   /* the values it takes, bounds included unless flags say otherwise; -HUGE_VAL, HUGE_VAL: no bound */
     unsigned flags;    /* AG_HPARAM_* */

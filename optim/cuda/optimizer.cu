@@ -400,6 +400,25 @@ __global__ void swap_all_kernel(const array_entry *table) {
     }
 }
 
+/* Lookahead's step back: y (the slow weights) = lerp(y, x, *w), x = y. */
+__global__ void lookahead_all_kernel(const ag_real *w, const array_entry *table, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
+    const ag_real wt = *w;
+    const array_entry a = table[blockIdx.y];
+    ag_real *x = (ag_real *)a.x;
+    AG_FOR_ARRAY(i, a.n) x[i] = a.y[i] = ag__lerp(a.y[i], x[i], wt);
+}
+
+static void lookahead_all(const ag_real *w, ag_real *const *slow, ag_real *const *x, const int64_t *n, int count,
+                          const double *gate) {
+    for (int at = 0; at < count; at += TABLE) {
+        array_entry table[TABLE];
+        int64_t most;
+        int used = table_of((const ag_real *const *)x, slow, n, at, count - at < TABLE ? count - at : TABLE, table, &most);
+        if (used) ag__launch(lookahead_all_kernel, elements_grid(most, used), AG_CUDA_THREADS, 0, w, send(table, used), gate);
+    }
+}
+
 static void average_all(const ag_real *w, ag_real *const *avg, const ag_real *const *x, const int64_t *n, int count,
                         const double *gate) {
     for (int at = 0; at < count; at += TABLE) {
@@ -420,7 +439,7 @@ static void swap_all(ag_real *const *x, ag_real *const *y, const int64_t *n, int
 }
 
 /* The spans' coefficients are read on the device (a CUDA graph needs it). */
-extern "C" const ag__optim_kernels ag__optim_cuda = {update_all, average_all, swap_all};
+extern "C" const ag__optim_kernels ag__optim_cuda = {update_all, average_all, swap_all, lookahead_all};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
     sum_squares_blocks, sum_blocks_in_order, clip_coef,           scale_below_one,
