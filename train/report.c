@@ -198,7 +198,8 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
     char planned[48] = ""; /* total=run: the count it stands for */
     if (t->lr_steps_run) snprintf(planned, sizeof planned, " (total %d steps)", t->lr_steps.total);
     char parts[48] = ""; /* --micro-batch: the rows of one forward, where fewer than a batch's */
-    if (t->batch.max_rows < o->batch) snprintf(parts, sizeof parts, " in parts of %d rows", (int)t->batch.max_rows);
+    if (o->micro_batch > 0 && o->micro_batch < o->batch)
+        snprintf(parts, sizeof parts, " in parts of %d rows", (int)t->batch.max_rows);
     printf("\n  %lld parameters (d=%d), %s, batch %d%s, keep %g, l2 %g, %s, schedule %s%s%s%s\n  run folder %s\n",
            (long long)ag_params_numel(&t->model.params), o->dim, o->optim, o->batch, parts, o->keep, o->l2, clip,
            o->sched, o->lr_steps[0] ? ", per step " : "", o->lr_steps, planned, out);

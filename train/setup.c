@@ -257,9 +257,11 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
      * chunks of 16 batches; the LM keeps the file's order, as its paper. */
     bool lm = d->task == AG_TASK_LM;
     ag_sampler_opts so = {.batch_size = cfg.batch, .shuffle = !lm, .bucket_chunks = lm ? 0 : 16};
-    /* --micro-batch: the batch buffers, the warm-up and so the step memory
-     * are those of a part; the sampler still draws whole batches */
-    int32_t part_rows = o->micro_batch > 0 && o->micro_batch < cfg.batch ? o->micro_batch : cfg.batch;
+    /* The batch buffers, the warm-up and so the step memory are those of
+     * the most rows one forward takes: a rank's share of a batch under
+     * mpirun, at most --micro-batch; the sampler still draws whole batches */
+    int32_t share = (int32_t)((cfg.batch + ag__dist_size() - 1) / ag__dist_size());
+    int32_t part_rows = o->micro_batch > 0 && o->micro_batch < share ? o->micro_batch : share;
     if ((rc = ag_batch_alloc(&t->batch, d->ds[AG_SPLIT_TRAIN], part_rows, &bo, err, errlen)) ||
         (rc = ag_sampler_init(&t->sampler, d->ds[AG_SPLIT_TRAIN], d->idx[AG_SPLIT_TRAIN], d->n[AG_SPLIT_TRAIN], &so,
                               err, errlen)))
