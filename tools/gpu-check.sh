@@ -166,6 +166,12 @@ for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 tes
   else gpass=$((gpass + 1)); fi
 done
 if [ $quick = 1 ]; then
+  say "== test_train device (the trainer's step on the GPU: its one wait, lazy rows, a batch in parts)"
+  $B/tests/test_train device >$B/test_train_device.log 2>&1
+  rc=$?
+  grep -E "CHECK|FAIL|attngrad:|SKIP|micro-batches|host waits" $B/test_train_device.log | head -20
+  tail -n 1 $B/test_train_device.log
+  if [ "$rc" -eq 77 ]; then gskip=$((gskip + 1)); elif [ "$rc" -ne 0 ]; then fails=$((fails + 1)); else gpass=$((gpass + 1)); fi
   say "== the CLI's tests (--device cuda trains there)"
   (cd $B && AG_DATA_DIR= ../tests/test_cli.sh tools/attngrad tools/attngrad-f64 tests/test_train) >$B/test_cli.log 2>&1
   rc=$?
