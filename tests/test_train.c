@@ -384,7 +384,8 @@ static void test_lazy_run(void) {
 
 /* --micro-batch on each device there is: a batch of 32 in parts of 8
  * takes the step memory of 8 rows (well under half the whole batch's),
- * allocates nothing once warmed up, and gives the whole batch's losses
+ * allocates nothing once warmed up, waits for the GPU once a step as a
+ * whole batch does, and gives the whole batch's losses
  * (f32: to rounding; test_micro_batch.sh checks f64 runs to 1e-9).  Every
  * model kind weighs its parts by rows but the LM, by targets: both. */
 static bool gpu_only; /* test_train device */
@@ -414,6 +415,9 @@ static void test_micro_batch_run(void) {
                 waits[parts] = ag_memstats().device_waits - w0;
                 CHECK(r[parts].step_allocs == 0, "%s, %s: %lld heap allocations in training steps", device, name,
                       (long long)r[parts].step_allocs);
+                /* parts or not, a step reads its values once: the parts' losses are summed on the device */
+                CHECK(r[parts].step_waits == (d ? r[parts].steps : 0), "%s, %s: %lld waits for the GPU in %lld steps",
+                      device, name, (long long)r[parts].step_waits, (long long)r[parts].steps);
             }
             const char *what = lm ? "poslm" : "mpsan";
             CHECK(r[1].step_bytes > 0 && r[1].step_bytes < 0.45 * r[0].step_bytes,
@@ -424,8 +428,9 @@ static void test_micro_batch_run(void) {
                   "%s on the %s: losses %.9g -> %.9g in parts, %.9g -> %.9g whole", what, device, r[1].initial_loss,
                   r[1].last_loss, r[0].initial_loss, r[0].last_loss);
             printf("micro-batches on the %s, %s: step memory %.2f MiB in parts of 8, %.2f MiB whole; host waits %lld "
-                   "and %lld\n", device, what, r[1].step_bytes / 1048576.0, r[0].step_bytes / 1048576.0,
-                   (long long)waits[1], (long long)waits[0]);
+                   "and %lld (in steps: %lld and %lld)\n", device, what, r[1].step_bytes / 1048576.0,
+                   r[0].step_bytes / 1048576.0, (long long)waits[1], (long long)waits[0], (long long)r[1].step_waits,
+                   (long long)r[0].step_waits);
         }
     }
 }

@@ -37,7 +37,7 @@ typedef struct {
     bool valid;          /* has metrics: a limit may stop a run before any evaluation */
     bool has_test, stopped, time_up;
     double first_loss, initial_loss, last_loss, seconds;
-    int64_t steps, allocs;
+    int64_t steps, allocs, waits;
     size_t step_bytes;
     int epochs;
 } fold_result;
@@ -164,12 +164,13 @@ static int train_loop(const fold_ctx *c, ag__trainer *t, ag__run_state *s, fold_
             const int64_t *idx = ag_sampler_batch(&t->sampler, s->batch, &rows);
             int64_t first, mine; /* this rank's rows of the global batch (all of them in one process) */
             ag__dist_share(rows, &first, &mine);
-            int64_t allocs = ag_memstats().allocs;
+            ag_mem_stats before = ag_memstats();
             double loss, tokens;
             ag__profile_step_begin(c->profile);
             int rc = ag__train_step(t, s->step + 1, idx, first, mine, rows, &loss, &tokens, err, errlen);
             if (rc) return rc;
-            r->allocs += ag_memstats().allocs - allocs;
+            r->allocs += ag_memstats().allocs - before.allocs;
+            r->waits += ag_memstats().device_waits - before.device_waits;
             ag__profile_step_end(c->profile);
             s->step++;
             s->batch++;
@@ -317,6 +318,7 @@ static void add_fold(ag_train_result *r, const fold_result *f, int k) {
     r->steps += f->steps;
     r->epochs = f->epochs;
     r->step_allocs += f->allocs;
+    r->step_waits += f->waits;
     if (f->step_bytes > r->step_bytes) r->step_bytes = f->step_bytes;
     r->stopped_early |= f->stopped;
     r->time_up |= f->time_up;

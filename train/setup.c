@@ -2,6 +2,7 @@
  * pretrained vectors), optimizer, schedule, batch and sampler. */
 #include "trainer.h"
 #include "../optim/options.h" /* ag__optim_keeps: the state a resumed run's optimizer kept */
+#include "../graph/device.h"   /* ag__zeros_kept_on: the parts' loss sum */
 
 #include <inttypes.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 void ag__trainer_free(ag__trainer *t) {
+    if (t->loss_sum) ag__free_kept_on(t->opt.device, t->loss_sum);
     ag__dist_grads_free(&t->grads);
     ag_vectors_free(&t->vec);
     ag__run_logs_free(&t->logs);
@@ -267,6 +269,8 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
                               err, errlen)))
         return rc;
     if (t->sampler.n_batches < 1) return ag__train_fail(err, errlen, AG_ERR_ARG, "%s: no training examples", d->name);
+    if (part_rows < share && ag__dist_size() == 1) /* made now: a training step allocates nothing */
+        t->loss_sum = ag__zeros_kept_on(t->opt.device, sizeof(ag_real), "the parts' loss");
     return t->lr_steps_run ? run_total(t, o, err, errlen) : 0;
 }
 

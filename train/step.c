@@ -12,6 +12,7 @@
 #include "../distributed/dist.h"
 #include "../graph/device.h"  /* the step's values stay on the device until one read */
 #include "../optim/kernels.h" /* the step's gate and values */
+#include "../ops/elementwise.h" /* fill: the parts' loss sum starts at 0 */
 
 #include <math.h>
 #include <stdlib.h>
@@ -98,18 +99,25 @@ static double loss_weight(const ag_model *m, const ag_batch *b) {
     return m->cfg.task == AG_TASK_LM ? (double)ag__count_targets(b) : b->rows;
 }
 
-/* Forward and backward of the share idx[0..rows) in parts, each ended
- * (ag_step_end) before the next, so the step memory is one part's.  Each
+/* Forward and backward of the share idx[0..rows) in parts, each part's
+ * tape and step memory rewound (ag_rewind) before the next, so the step
+ * memory is one part's, in one step (the GPU's staging of uploads turns
+ * over once a step: no wait between parts).  Each
  * part's loss gradient is seeded with its weight's share of the whole, so
- * the gradients add up to those of the share's mean loss; *loss gets that
- * mean (read on the host: a wait a part on a GPU), *weight what it is over,
- * *tokens the input tokens.  Every part starts from the dropout generator
- * the step began with: the parts draw one batch's masks. */
-static int forward_backward_parts(ag__trainer *t, const int64_t *idx, int64_t first, int64_t rows, double *loss,
-                                  double *weight, double *tokens, char *err, size_t errlen) {
+ * the gradients add up to those of the share's mean loss; *weight gets
+ * what that mean is over, *tokens the input tokens, and the mean: with
+ * on_device, t->loss_sum on the step's device, summed there (no wait), else
+ * *loss, summed on the host (the allreduce needs it there: a read a part).
+ * Every part starts from the dropout generator the step began with: the
+ * parts draw one batch's masks. */
+static int forward_backward_parts(ag__trainer *t, const int64_t *idx, int64_t first, int64_t rows, bool on_device,
+                                  double *loss, double *weight, double *tokens, char *err, size_t errlen) {
     ag_model *m = &t->model;
+    ag_device dev = t->opt.device;
     int parts = part_count(t, rows), rc;
     double total = (double)rows, sum = 0;
+    if (on_device) ag__elementwise_on("train step", dev)->fill(t->loss_sum, 0, 1);
+    ag_mark_t part_start = ag_mark(); /* each part's tape and memory go back to here */
     if (m->cfg.task == AG_TASK_LM && parts > 1) /* its parts weigh their targets: counted first */
         for (int j = total = 0; j < parts; j++) {
             if ((rc = fill_part(t, idx, first, rows, j, parts, err, errlen))) return rc;
@@ -125,13 +133,21 @@ static int forward_backward_parts(ag__trainer *t, const int64_t *idx, int64_t fi
             ag_step_end();
             return AG_ERR_FORMAT;
         }
-        double part = ag_item(out), w = loss_weight(m, &t->batch);
+        double w = loss_weight(m, &t->batch);
         *tokens += (double)batch_tokens(&t->batch);
+        if (on_device) { /* a loss that is not finite reaches the gate, which skips the update */
+            ag_real share = (ag_real)(w / total);
+            ag__grads_on("train step", dev)->axpy(share, out->data, t->loss_sum, 1);
+            ag_backward_seeded(out, &share);
+            ag_rewind(part_start);
+            continue;
+        }
+        double part = ag_item(out);
         if (parts == 1) total = w, sum = part; /* the loss as it is: no rounding of w * part / w */
         else sum += w * part;
         if (isfinite(part) && parts == 1) ag_backward(out);
         else if (isfinite(part)) ag_backward_seeded(out, &(ag_real){(ag_real)(w / total)});
-        ag_step_end(); /* the gradients are the parameters': they stay */
+        ag_rewind(part_start); /* the gradients are the parameters': they stay */
     }
     *loss = parts > 1 ? sum / total : sum;
     *weight = parts > 0 ? total : 0;
@@ -175,19 +191,22 @@ int ag__train_step(ag__trainer *t, int64_t step, const int64_t *idx, int64_t fir
         *tokens = (double)batch_tokens(&t->batch);
         ag_backward(out);
         loss_there = out->data;
+    } else if (ag__dist_size() == 1) { /* parts: their losses summed on the device */
+        double unused, n_mine;
+        if ((rc = forward_backward_parts(t, idx + first, first, rows, true, &unused, &n_mine, tokens, err, errlen)))
+            return rc;
+        loss_there = t->loss_sum;
     } else {
         double mine, n_mine; /* a rank without rows joins the allreduce with zeros */
-        if ((rc = forward_backward_parts(t, idx + first, first, rows, &mine, &n_mine, tokens, err, errlen))) return rc;
-        global = (ag_real)mine;
-        if (ag__dist_size() > 1) {
-            /* a request to stop rides in the same allreduce: any rank's
-             * stops every rank after this step, at no cost of its own */
-            int stop = ag__train_stop_mine();
-            global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens, &stop);
-            ag__train_stop_agreed(stop);
-            /* a rank without rows drew no dropout masks: it takes rank 0's generator */
-            if (global_rows < ag__dist_size()) ag__dist_bcast(&m->rng, sizeof m->rng);
-        }
+        if ((rc = forward_backward_parts(t, idx + first, first, rows, false, &mine, &n_mine, tokens, err, errlen)))
+            return rc;
+        /* a request to stop rides in the same allreduce: any rank's stops
+         * every rank after this step, at no cost of its own */
+        int stop = ag__train_stop_mine();
+        global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens, &stop);
+        ag__train_stop_agreed(stop);
+        /* a rank without rows drew no dropout masks: it takes rank 0's generator */
+        if (global_rows < ag__dist_size()) ag__dist_bcast(&m->rng, sizeof m->rng);
         loss_there = ag__step_copy_on(dev, &global, sizeof global); /* staged on the GPU */
     }
     if (m->cfg.l2 > 0) ag_l2_grad(&m->params, m->cfg.l2);

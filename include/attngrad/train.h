@@ -199,6 +199,7 @@ typedef struct {
     int epochs;
     double seconds;
     int64_t step_allocs;    /* heap allocations inside training steps after warm-up */
+    int64_t step_waits;     /* times training steps waited for the GPU: one a step (--device cuda), 0 on the CPU */
     size_t step_bytes;      /* the step memory (on the step's device) of the largest step: its activations,
                                the tape, its gradients' temporaries; what --micro-batch cuts */
     bool stopped_early, time_up;
