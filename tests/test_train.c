@@ -495,6 +495,40 @@ static void test_average_run(void) {
     CHECK(same_tensors(a, b, true), "swa: the best checkpoint, an average, after resuming");
 }
 
+/* --eval-every N evaluates between the epochs' evaluations without
+ * touching training (the last checkpoint's bits are those of a run
+ * without it), adds a partial metrics row each time (the best checkpoint
+ * may come from one), and a run stopped between two and resumed ends on
+ * the uninterrupted run's bits, best checkpoint included. */
+static void test_eval_every(void) {
+    ag_train_opts every = small_run("eval-every"), plain = small_run("eval-plain"), cut = small_run("eval-cut");
+    set(&every, "eval-every", "3"), set(&cut, "eval-every", "3");
+    ag_train_result r, rp;
+    CHECK(ag_train(&every, &r, err, sizeof err) == 0, "%s", err);
+    CHECK(ag_train(&plain, &rp, err, sizeof err) == 0, "%s", err);
+    char a[AG_PATH_MAX + 32], b[AG_PATH_MAX + 32];
+    snprintf(a, sizeof a, "%s/last.safetensors", every.out);
+    snprintf(b, sizeof b, "%s/last.safetensors", plain.out);
+    CHECK(r.steps == rp.steps && same_tensors(a, b, true), "evaluations between epochs leave training as it was");
+    int evals = (int)(r.steps / 3) - (r.steps % 3 == 0); /* the last step's is the epoch's own */
+    for (int64_t per = r.steps / r.epochs, e = 1; e < r.epochs; e++) evals -= per * e % 3 == 0; /* at an epoch's end */
+    snprintf(a, sizeof a, "%s/metrics.csv", every.out);
+    CHECK(count_lines(a) == 1 + r.epochs + evals, "metrics.csv: %d lines after %lld steps in %d epochs, every 3 steps",
+          count_lines(a), (long long)r.steps, r.epochs);
+    set(&cut, "max-steps", "7");
+    CHECK(ag_train(&cut, &r, err, sizeof err) == 0 && r.steps == 7, "%s", err);
+    ag_train_opts again;
+    CHECK(ag_run_config(cut.out, &again, err, sizeof err) == 0 && again.eval_every == 3, "%s", err);
+    set(&again, "out", cut.out), set(&again, "resume", NULL), set(&again, "quiet", NULL);
+    CHECK(ag_train(&again, &r, err, sizeof err) == 0, "%s", err);
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "best.safetensors" : "last.safetensors";
+        snprintf(a, sizeof a, "%s/%s", every.out, name);
+        snprintf(b, sizeof b, "%s/%s", cut.out, name);
+        CHECK(same_tensors(a, b, true), "--eval-every 3, stopped at step 7 and resumed: %s", name);
+    }
+}
+
 /* A run told to stop evaluates for minutes before its last checkpoint;
  * if its folder was removed and made anew by another run meanwhile, it
  * must not write into the new one (the lock it holds is on the old file). */
@@ -1162,6 +1196,7 @@ int main(int argc, char **argv) {
         {"lazy_run", test_lazy_run},
         {"micro_batch_run", test_micro_batch_run},
         {"average_run", test_average_run},
+        {"eval_every", test_eval_every},
         {"resume_bad_state", test_resume_bad_state},
         {"learns", test_learns},
         {"metrics", test_metrics},

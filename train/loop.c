@@ -179,6 +179,17 @@ static int train_loop(const fold_ctx *c, ag__trainer *t, ag__run_state *s, fold_
             if (first_n < 10) first_sum += loss, first_n++;
             ag__progress_step(&p, s->batch, (int64_t)tokens, loss);
             stop = limit_reached(c, s, true);
+            /* --eval-every N: an evaluation, the best checkpoint kept and the
+             * last saved, every N steps between the epochs' (a stop here
+             * evaluates below anyway); the schedule and early stopping stay
+             * the epochs' */
+            if (!stop && c->o->eval_every > 0 && s->step % c->o->eval_every == 0 && s->batch < n_batches) {
+                ag__progress_end(&p);
+                ag__profile_epoch_end(c->profile); /* a profile is of training steps */
+                s->seconds += ag__seconds() - t0;
+                if ((rc = end_of_epoch(c, t, s, p.loss_sum / p.steps, true, err, errlen))) return rc;
+                t0 = ag__seconds(); /* the evaluation is not training time */
+            }
         }
         ag__progress_end(&p);
         ag__profile_epoch_end(c->profile);

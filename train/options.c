@@ -172,6 +172,11 @@ static const opt_def opts[] = {
     {"patience", O_INT, F(patience), 0, 1 << 20, TR, true, "N", "stop after N epochs without a better dev score (0, the default: never)", NULL},
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop once the run has taken N optimizer steps, those before a --resume included (CV: per fold; 0, the default: no limit)", NULL},
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop training M minutes after the command started (a --resume: its own time only), then evaluate and save (0, the default: no limit)", NULL},
+    /* saved: a --resume evaluates as the run did */
+    {"eval-every", O_INT, F(eval_every), 0, BIG, TR, true, "N",
+     "also evaluate every N optimizer steps between the epochs' evaluations: a metrics row (partial), the best "
+     "checkpoint kept from them too and the last one saved; the schedule and --patience still count epochs (0, the "
+     "default: after each epoch only)", NULL},
     /* saved: a --resume goes on logging as the run did, and its file stays one curve */
     {"log-steps", O_INT, F(log_steps), 0, BIG, TR, true, "N",
      "write <out>/steps.csv, a row every N optimizer steps: step, epoch, lr, loss, grad_norm (before clipping), "

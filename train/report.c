@@ -106,7 +106,7 @@ static void print_metrics(FILE *f, const char *name, ag_task task, const ag_metr
 }
 
 void ag__print_epoch(const ag__epoch_row *e, int epochs, ag_task task) {
-    printf("epoch %d/%d%s  loss %.4f  ", e->epoch, epochs, e->partial ? " (stopped mid-epoch)" : "", e->train_loss);
+    printf("epoch %d/%d%s  loss %.4f  ", e->epoch, epochs, e->partial ? " (mid-epoch)" : "", e->train_loss);
     print_metrics(stdout, "dev", task, &e->dev);
     if (e->has_test) {
         printf("  ");

@@ -96,6 +96,7 @@ typedef struct {
     int64_t max_steps;      /* 0 = no limit */
     double max_minutes;     /* 0 = no limit */
     int log_steps;          /* > 0: <out>/steps.csv gets a row every log_steps optimizer steps; 0 = none */
+    int eval_every;         /* > 0: also evaluate, keep the best and save the last every eval_every steps */
     int threads;            /* the engine's threads (ag_set_num_threads); 0 = one per core */
     char denormals[8];      /* "flush" (or "") or "keep": ag_flush_denormals while the command runs */
     char device[16];        /* where the step runs: "cpu" (or "") or "cuda" / "cuda:0" */
