@@ -35,6 +35,7 @@ typedef struct {
     int64_t rows;
     int classes, ignore_index;
     int64_t counted;    /* rows whose label is not ignore_index */
+    ag_real eps;        /* label smoothing */
 } ce_saved;
 
 /* Rows run on the pool in ranges; a row's max and sum of exps use the
@@ -43,7 +44,7 @@ typedef struct {
     const int32_t *labels;
     const ag_real *Z, *row_max, *row_lse;
     ag_real *GZ, *max_out, *lse_out, *row_loss;
-    ag_real scale;
+    ag_real scale, eps;
     int C, ignore_index;
     bool fresh;          /* backward: GZ is new, store (0 on ignored rows) instead of add */
 } ce_job;
@@ -64,15 +65,21 @@ AG_SIMD_CLONES static void ce_grad_rows(void *ctx, int64_t r0, int64_t r1) {
             for (int c = 0; c < C; c++) gz[c] = j->scale * ag__vexp_nonpos((z[c] - m) - s);
         else
             for (int c = 0; c < C; c++) gz[c] += j->scale * ag__vexp_nonpos((z[c] - m) - s);
-        gz[y] -= j->scale;
+        if (j->eps == 0) {
+            gz[y] -= j->scale;
+            continue;
+        }
+        ag_real spread = j->scale * (j->eps / (ag_real)C); /* the target's eps / C on every class */
+        for (int c = 0; c < C; c++) gz[c] -= spread;
+        gz[y] -= j->scale * (1 - j->eps);
     }
 }
 
-static void ce_backward_cpu(const ag_real *z, const int32_t *labels, int ignore_index, const ag_real *row_max,
-                            const ag_real *row_lse, const ag_real *g, int64_t counted, ag_real *gz, int64_t rows, int C,
-                            bool fresh) {
+static void ce_backward_cpu(const ag_real *z, const int32_t *labels, int ignore_index, ag_real eps,
+                            const ag_real *row_max, const ag_real *row_lse, const ag_real *g, int64_t counted,
+                            ag_real *gz, int64_t rows, int C, bool fresh) {
     ce_job j = {.labels = labels, .Z = z, .row_max = row_max, .row_lse = row_lse, .GZ = gz, .C = C,
-                .ignore_index = ignore_index, .fresh = fresh, .scale = g[0] / (ag_real)counted};
+                .ignore_index = ignore_index, .fresh = fresh, .scale = g[0] / (ag_real)counted, .eps = eps};
     ag__parallel_range(rows, ag__units_per_part(C), ce_grad_rows, &j);
 }
 
@@ -86,8 +93,20 @@ static void cross_entropy_backward(ag_node *n) {
     bool fresh;
     ag_real *gz = ag__grad_write(n->in[0], &fresh);
     ag__loss_on(n->op, n->in[0]->device)
-        ->ce_backward(n->in[0]->data, sv->labels, sv->ignore_index, sv->row_max, sv->row_lse, n->out->grad,
+        ->ce_backward(n->in[0]->data, sv->labels, sv->ignore_index, sv->eps, sv->row_max, sv->row_lse, n->out->grad,
                       sv->counted, gz, sv->rows, sv->classes, fresh);
+}
+
+/* Label smoothing: a row's mean z - m (its sum in double), and its loss
+ * against the target (1 - eps) onehot + eps / C from s and z_y - m. */
+static ag_real mean_shifted(const ag_real *z, int C, ag_real m) {
+    double shifted = 0;
+    for (int c = 0; c < C; c++) shifted += (double)(z[c] - m);
+    return (ag_real)(shifted / C);
+}
+
+static ag_real smoothed_loss(ag_real s, ag_real zy, ag_real mean, ag_real eps) {
+    return s - (1 - eps) * zy - eps * mean;
 }
 
 /* Per row: m = max z, s = log sum exp(z - m), and the row's loss (0 on an
@@ -113,14 +132,14 @@ AG_SIMD_CLONES static void ce_rows(void *ctx, int64_t r0, int64_t r1) {
         ag_real s = log(sum);
         j->max_out[r] = m;
         j->lse_out[r] = s;
-        j->row_loss[r] = s - (z[y] - m);
+        j->row_loss[r] = j->eps == 0 ? s - (z[y] - m) : smoothed_loss(s, z[y] - m, mean_shifted(z, C, m), j->eps);
     }
 }
 
-static void ce_forward_cpu(const ag_real *z, const int32_t *labels, int ignore_index, ag_real *row_max,
+static void ce_forward_cpu(const ag_real *z, const int32_t *labels, int ignore_index, ag_real eps, ag_real *row_max,
                            ag_real *row_lse, ag_real *row_loss, int64_t rows, int C) {
     ce_job j = {.labels = labels, .Z = z, .C = C, .ignore_index = ignore_index, .max_out = row_max,
-                .lse_out = row_lse, .row_loss = row_loss};
+                .lse_out = row_lse, .row_loss = row_loss, .eps = eps};
     ag__parallel_range(rows, ag__units_per_part(C), ce_rows, &j);
 }
 
@@ -138,32 +157,49 @@ static void row_mean_f64_cpu(const double *row_loss, int64_t rows, int64_t n, ag
     *out = n ? (ag_real)(total / (double)n) : 0;
 }
 
+/* Label smoothing eps in [0, 1]: refused by op name otherwise. */
+static void check_smoothing(const char *op, double eps) {
+    if (!(eps >= 0 && eps <= 1))
+        ag__fatal(op, "label smoothing %g: want a share in [0, 1] of the target spread over the classes (0: none)",
+                  eps);
+}
+
+static ag_tensor *cross_entropy(const char *op, ag_tensor *logits, const int32_t *labels, int ignore_index, double eps);
+
 ag_tensor *ag_cross_entropy(ag_tensor *logits, const int32_t *labels, int ignore_index) {
-    ag_device dev = ag__check_same_device("ag_cross_entropy", logits, NULL);
-    ag__need_array("ag_cross_entropy", "the labels array", labels);
+    return cross_entropy("ag_cross_entropy", logits, labels, ignore_index, 0);
+}
+
+ag_tensor *ag_cross_entropy_smoothed(ag_tensor *logits, const int32_t *labels, int ignore_index, double smoothing) {
+    check_smoothing("ag_cross_entropy_smoothed", smoothing);
+    return cross_entropy("ag_cross_entropy_smoothed", logits, labels, ignore_index, smoothing);
+}
+
+static ag_tensor *cross_entropy(const char *op, ag_tensor *logits, const int32_t *labels, int ignore_index, double eps) {
+    ag_device dev = ag__check_same_device(op, logits, NULL);
+    ag__need_array(op, "the labels array", labels);
     char sl[64];
     if (logits->ndim < 1 || logits->shape[logits->ndim - 1] < 1)
-        ag__fatal("ag_cross_entropy", "logits must be [..., C] with C >= 1, got %s",
-                  ag_shape_str(logits, sl, sizeof sl));
+        ag__fatal(op, "logits must be [..., C] with C >= 1, got %s", ag_shape_str(logits, sl, sizeof sl));
     int C = logits->shape[logits->ndim - 1];
     int64_t rows = logits->size / C, counted = 0;
     for (int64_t r = 0; r < rows; r++) {
         if (labels[r] == ignore_index) continue;
         if (labels[r] < 0 || labels[r] >= C)
-            ag__fatal("ag_cross_entropy", "label %d at row %lld out of range [0, %d) for logits %s (ignore_index %d)",
+            ag__fatal(op, "label %d at row %lld out of range [0, %d) for logits %s (ignore_index %d)",
                       labels[r], (long long)r, C, ag_shape_str(logits, sl, sizeof sl), ignore_index);
         counted++;
     }
     ce_saved *sv = ag__arena_alloc(sizeof *sv);
     *sv = (ce_saved){.labels = ag__step_i32_on(dev, labels, rows), /* the caller's may change */
                      .row_max = step_reals(dev, rows), .row_lse = step_reals(dev, rows), .rows = rows, .classes = C,
-                     .ignore_index = ignore_index, .counted = counted};
+                     .ignore_index = ignore_index, .counted = counted, .eps = (ag_real)eps};
     ag_real *row_loss = step_reals(dev, rows);
     ag_tensor *out = ag__empty_on(dev, 0, NULL);
-    const ag__loss_kernels *k = ag__loss_on("ag_cross_entropy", dev);
-    k->ce_forward(logits->data, sv->labels, ignore_index, sv->row_max, sv->row_lse, row_loss, rows, C);
+    const ag__loss_kernels *k = ag__loss_on(op, dev);
+    k->ce_forward(logits->data, sv->labels, ignore_index, sv->eps, sv->row_max, sv->row_lse, row_loss, rows, C);
     k->row_mean(row_loss, rows, counted, out->data);
-    ag_node *n = ag__record("ag_cross_entropy", cross_entropy_backward, out, 1, &logits);
+    ag_node *n = ag__record(op, cross_entropy_backward, out, 1, &logits);
     if (n) n->saved = sv;
     return out;
 }
@@ -194,6 +230,7 @@ typedef struct {
     const ag_real *x, *bias;
     const int32_t *kept, *labels;
     ag_real *loss;      /* per row */
+    ag_real eps;        /* label smoothing */
     int C, in;
     bool to_grad;
 } lce_job;
@@ -208,6 +245,7 @@ AG_SIMD_CLONES static void lce_rows(void *ctx, int64_t r0, int64_t r1) {
         ag_real *z = j->Z + r * C;
         int y = j->labels[r];
         ag_real m = ag__max_row(z, C), zy = z[y] - m;
+        ag_real mean = j->eps == 0 ? 0 : mean_shifted(z, C, m); /* before z becomes the gradient */
         ag_real acc[AG_LANES] = {0};
         int c = 0;
         if (j->to_grad) {
@@ -228,11 +266,18 @@ AG_SIMD_CLONES static void lce_rows(void *ctx, int64_t r0, int64_t r1) {
         }
         ag_real sum = 0;
         for (int l = 0; l < AG_LANES; l++) sum += acc[l];
-        j->loss[r] = log(sum) - zy;
+        ag_real s = log(sum);
+        j->loss[r] = j->eps == 0 ? s - zy : smoothed_loss(s, zy, mean, j->eps);
         if (j->to_grad) {
             ag_real inv = 1 / sum; /* sum >= 1: the max contributes e^0 */
             for (c = 0; c < C; c++) z[c] *= inv;
-            z[y] -= 1;
+            if (j->eps == 0) {
+                z[y] -= 1;
+                continue;
+            }
+            ag_real spread = j->eps / (ag_real)C;
+            for (c = 0; c < C; c++) z[c] -= spread;
+            z[y] -= 1 - j->eps;
         }
     }
 }
@@ -253,7 +298,7 @@ static void lce_forward_cpu(const ag__klce *p, const ag_real *x, const ag_real *
     /* Z = bias + X op(W) over the counted rows: the bias rows first, so the
      * GEMM adds (beta 1) instead of zeroing Z in a pass of its own. */
     lce_job j = {.Z = p->P, .X = p->X, .x = x, .bias = bias, .kept = p->kept, .labels = labels, .loss = loss,
-                 .C = p->C, .in = p->in, .to_grad = to_grad};
+                 .C = p->C, .in = p->in, .to_grad = to_grad, .eps = p->eps};
     int N = (int)p->n;
     ag__parallel_range(N, ag__units_per_part(p->C), lce_fill, &j);
     ag__gemm(false, p->tw, N, p->C, p->in, 1, p->X, w, 1, p->P);
@@ -298,7 +343,7 @@ static void linear_ce_backward(ag_node *n) {
 }
 
 static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw, ag_tensor *bias,
-                            const int32_t *labels, int ignore_index) {
+                            const int32_t *labels, int ignore_index, double eps) {
     char sx[64], sw[64], sb[64];
     ag__need(op, "the weight", w);
     ag_device dev = ag__check_same_device(op, x, w);
@@ -312,7 +357,7 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
     int in = w->shape[tw], C = w->shape[!tw];
     int64_t rows = in ? x->size / in : 0;
     lce_saved *sv = ag__arena_alloc(sizeof *sv);
-    *sv = (lce_saved){.rows = rows, .in = in, .C = C, .tw = tw};
+    *sv = (lce_saved){.rows = rows, .in = in, .C = C, .tw = tw, .eps = (ag_real)eps};
     /* the counted rows, found on the host, then sent in one array (one
      * upload) of every byte set: each row's place among them (-1: ignored),
      * their labels, their rows */
@@ -348,12 +393,24 @@ static ag_tensor *linear_ce(const char *op, ag_tensor *x, ag_tensor *w, bool tw,
 
 ag_tensor *ag_linear_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
                                    int ignore_index) {
-    return linear_ce("ag_linear_cross_entropy", x, w, false, bias, labels, ignore_index);
+    return linear_ce("ag_linear_cross_entropy", x, w, false, bias, labels, ignore_index, 0);
 }
 
 ag_tensor *ag_linear_t_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
                                      int ignore_index) {
-    return linear_ce("ag_linear_t_cross_entropy", x, w, true, bias, labels, ignore_index);
+    return linear_ce("ag_linear_t_cross_entropy", x, w, true, bias, labels, ignore_index, 0);
+}
+
+ag_tensor *ag_linear_cross_entropy_smoothed(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                            int ignore_index, double smoothing) {
+    check_smoothing("ag_linear_cross_entropy_smoothed", smoothing);
+    return linear_ce("ag_linear_cross_entropy_smoothed", x, w, false, bias, labels, ignore_index, smoothing);
+}
+
+ag_tensor *ag_linear_t_cross_entropy_smoothed(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                              int ignore_index, double smoothing) {
+    check_smoothing("ag_linear_t_cross_entropy_smoothed", smoothing);
+    return linear_ce("ag_linear_t_cross_entropy_smoothed", x, w, true, bias, labels, ignore_index, smoothing);
 }
 
 /* ---- KL divergence from a soft target ----

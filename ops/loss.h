@@ -21,26 +21,29 @@ typedef struct {
     int64_t rows, n;
     int in, C;
     bool tw;
+    ag__kreal eps; /* label smoothing: the target (1 - eps) onehot + eps / C */
 } ag__klce;
 
 typedef struct {
     /* Cross-entropy over the rows of z [rows, C]: m = max z, s = log sum
-     * exp(z - m), loss = s - (z_y - m); ignored rows (label ignore_index)
-     * get loss 0 and m, s unset.  Backward: gz (+)= g[0] / counted
-     * (softmax - onehot) on counted rows; ignored rows 0 when fresh,
-     * untouched otherwise. */
-    void (*ce_forward)(const ag__kreal *z, const int32_t *labels, int ignore_index, ag__kreal *row_max,
+     * exp(z - m), loss = s - (z_y - m), or with label smoothing eps != 0
+     * s - (1 - eps)(z_y - m) - eps (mean z - m); ignored rows (label
+     * ignore_index) get loss 0 and m, s unset.  Backward: gz (+)= g[0] /
+     * counted (softmax - onehot, or - ((1 - eps) onehot + eps / C)) on
+     * counted rows; ignored rows 0 when fresh, untouched otherwise.  eps = 0
+     * computes what it did before smoothing existed, to the bit. */
+    void (*ce_forward)(const ag__kreal *z, const int32_t *labels, int ignore_index, ag__kreal eps, ag__kreal *row_max,
                        ag__kreal *row_lse, ag__kreal *row_loss, int64_t rows, int C);
-    void (*ce_backward)(const ag__kreal *z, const int32_t *labels, int ignore_index, const ag__kreal *row_max,
-                        const ag__kreal *row_lse, const ag__kreal *g, int64_t counted, ag__kreal *gz, int64_t rows, int C,
-                        bool fresh);
+    void (*ce_backward)(const ag__kreal *z, const int32_t *labels, int ignore_index, ag__kreal eps,
+                        const ag__kreal *row_max, const ag__kreal *row_lse, const ag__kreal *g, int64_t counted,
+                        ag__kreal *gz, int64_t rows, int C, bool fresh);
     /* *out = n ? (ag__kreal)(sum of row_loss[0..rows) in double, in row
      * order) / n : 0 (the CPU's order; CUDA's is one block's fixed tree). */
     void (*row_mean)(const ag__kreal *row_loss, int64_t rows, int64_t n, ag__kreal *out);
     void (*row_mean_f64)(const double *row_loss, int64_t rows, int64_t n, ag__kreal *out);
     /* Forward: X gathered, P = bias + X op(W) (bias NULL: none), loss[i]
-     * the counted row's loss, and with to_grad P becomes softmax - onehot
-     * in place.  Backward, with the factor g[0] / n: dx (+)= g P op(W)^T on
+     * the counted row's loss (smoothed by p->eps as ce_forward's), and with
+     * to_grad P becomes softmax minus the target in place.  Backward, with the factor g[0] / n: dx (+)= g P op(W)^T on
      * the counted rows (0 elsewhere when fresh), dw += g X^T P (or
      * g P^T X), db += g 1^T P; any of dx, dw, db NULL: not wanted. */
     void (*lce_forward)(const ag__klce *p, const ag__kreal *x, const ag__kreal *w, const ag__kreal *bias,

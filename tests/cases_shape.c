@@ -348,6 +348,48 @@ static ag_tensor *f_lce_minus_unfused(ag_tensor **in) {
     ag_tensor *fused = ag_linear_t_cross_entropy(in[0], in[1], in[2], lce_lm_labels, 0);
     return ag_sub(fused, ag_cross_entropy(ag_linear_t(in[0], in[1], in[2]), lce_lm_labels, 0));
 }
+/* Label smoothing: with padding rows, at saturated logits, on one class,
+ * and against its definition composed of ops: (1 - eps) CE(y) + eps
+ * mean_c(-log_softmax(z)_c) over the counted rows, a difference of 0. */
+static ag_tensor *f_ce_smoothed(ag_tensor **in) {
+    static const int32_t y[] = {3, -100, 0, 4};
+    return ag_cross_entropy_smoothed(in[0], y, -100, 0.1);
+}
+/* Logits of a few hundred (the 1e4 of logits_large would make the smoothed
+ * loss ~1e3, past what a central difference resolves at step 1e-6). */
+static int logits_hundreds(ag_tensor **in, ag_rng *r) { in[0] = tc_away(r, 100, 300, true, SHAPE(3, 5)); return 1; }
+static ag_tensor *f_ce_smoothed_large(ag_tensor **in) {
+    static const int32_t y[] = {1, 3, 3};
+    return ag_cross_entropy_smoothed(in[0], y, -1, 0.3);
+}
+static ag_tensor *f_ce_smoothed_c1(ag_tensor **in) {
+    static const int32_t y[] = {0, 0, 0};
+    return ag_cross_entropy_smoothed(in[0], y, -1, 0.5);
+}
+static ag_tensor *f_ce_smoothed_vs_composed(ag_tensor **in) { /* logits [4,5], every row counted */
+    static const int32_t y[] = {2, 0, 4, 4};
+    double eps = 0.2;
+    ag_tensor *uniform = ag_mul_scalar(ag_sum(ag_log_softmax(in[0])), -1.0 / (4 * 5)); /* mean over rows and classes */
+    ag_tensor *composed = ag_add(ag_mul_scalar(ag_cross_entropy(in[0], y, -1), 1 - eps), ag_mul_scalar(uniform, eps));
+    ag_tensor *smoothed = ag_cross_entropy_smoothed(in[0], y, -1, eps);
+    return tc_difference(ag_sub(smoothed, composed), smoothed);
+}
+static ag_tensor *f_lce_smoothed(ag_tensor **in) {
+    return ag_linear_t_cross_entropy_smoothed(in[0], in[1], in[2], lce_lm_labels, 0, 0.1);
+}
+static ag_tensor *f_lce_plain_smoothed(ag_tensor **in) {
+    static const int32_t y[] = {0, 4, -1, 4, 2, 1};
+    return ag_linear_cross_entropy_smoothed(in[0], in[1], in[2], y, -1, 0.25);
+}
+static ag_tensor *f_lce_smoothed_minus_unfused(ag_tensor **in) {
+    ag_tensor *fused = ag_linear_t_cross_entropy_smoothed(in[0], in[1], in[2], lce_lm_labels, 0, 0.15);
+    return ag_sub(fused, ag_cross_entropy_smoothed(ag_linear_t(in[0], in[1], in[2]), lce_lm_labels, 0, 0.15));
+}
+static ag_tensor *f_lce_smoothed_large(ag_tensor **in) {
+    static const int32_t y[] = {1, 4, 0};
+    return ag_linear_t_cross_entropy_smoothed(in[0], in[1], in[2], y, -1, 0.1);
+}
+
 /* Used twice in one graph (x feeds both, labels differ): gradients add. */
 static ag_tensor *f_lce_twice(ag_tensor **in) {
     static const int32_t y[] = {1, 1, 1, 1, 1, 1};
@@ -609,6 +651,13 @@ static ag_tensor *f_lce_spread_nobias(ag_tensor **x) {
 static ag_tensor *f_lce_t_spread(ag_tensor **x) {
     return ag_linear_t_cross_entropy(x[0], x[1], x[2], labels_of(rows_of(x[0]), x[1]->shape[0], 3), IGNORE);
 }
+static ag_tensor *f_ce_spread_smoothed(ag_tensor **x) {
+    return ag_cross_entropy_smoothed(x[0], labels_of(rows_of(x[0]), classes_of(x[0]), 4), IGNORE, 0.1);
+}
+static ag_tensor *f_lce_t_spread_smoothed(ag_tensor **x) {
+    return ag_linear_t_cross_entropy_smoothed(x[0], x[1], x[2], labels_of(rows_of(x[0]), x[1]->shape[0], 3), IGNORE,
+                                              0.1);
+}
 static ag_tensor *f_lce_spread_none_counted(ag_tensor **x) {
     return ag_linear_cross_entropy(x[0], x[1], x[2], labels_of(rows_of(x[0]), x[1]->shape[1], -1), IGNORE);
 }
@@ -715,6 +764,14 @@ const op_case shape_cases[] = {
     {"linear_cross_entropy/large_logits", lce_plain_large, f_lce_plain_large, 0, 0},
     {"linear_t_cross_entropy/one_row", lce_one_row, f_lce_one_row, 0, 0},
     {"linear_t_cross_entropy/all_ignored", lce_tied, f_lce_t_all_ignored, 0, 0},
+    {"cross_entropy_smoothed/ignore_rows", logits_45, f_ce_smoothed, 0, 0},
+    {"cross_entropy_smoothed/large_logits", logits_hundreds, f_ce_smoothed_large, 0, 0},
+    {"cross_entropy_smoothed/one_class", logits_c1, f_ce_smoothed_c1, 0, 0},
+    {"cross_entropy_smoothed/equals_composed", logits_45, f_ce_smoothed_vs_composed, .flags = OPCASE_DIFFERENCE},
+    {"linear_t_cross_entropy_smoothed/lm_padding", lce_tied, f_lce_smoothed, 0, 0},
+    {"linear_t_cross_entropy_smoothed/large_logits", lce_large, f_lce_smoothed_large, 0, 0},
+    {"linear_t_cross_entropy_smoothed/minus_unfused", lce_tied, f_lce_smoothed_minus_unfused, .flags = OPCASE_DIFFERENCE},
+    {"linear_cross_entropy_smoothed/2d", lce_plain, f_lce_plain_smoothed, 0, 0},
     {"kl_div_soft/tai_targets", logits_45, f_kl_tai, 0, 0},
     {"kl_div_soft/3d_logits", logits_234, f_kl_3d, 0, 0},
     {"kl_div_soft/1d_logits", logits_1d, f_kl_1d, 0, 0},
@@ -791,6 +848,10 @@ const op_case shape_cases[] = {
     UNIFORM_CASE("linear_ce [7,33]@[33,301]", f_lce_spread_nobias, -1, 1, DIMS(7, 33), DIMS(33, 301)),
     UNIFORM_CASE("linear_t_ce [2,5,33]@[37,33]^T+b", f_lce_t_spread, -1, 1, DIMS(2, 5, 33), DIMS(37, 33), DIMS(37)),
     UNIFORM_CASE("linear_ce all ignored", f_lce_spread_none_counted, -1, 1, DIMS(4, 33), DIMS(33, 37), DIMS(37)),
+    UNIFORM_CASE("cross_entropy smoothed [12,37] ignore", f_ce_spread_smoothed, -3, 3, DIMS(12, 37)),
+    UNIFORM_CASE("cross_entropy smoothed [6,301] logits 1e3", f_ce_spread_smoothed, -1000, 1000, DIMS(6, 301)),
+    UNIFORM_CASE("linear_t_ce smoothed [2,5,33]@[301,33]^T+b", f_lce_t_spread_smoothed, -1, 1, DIMS(2, 5, 33),
+                 DIMS(301, 33), DIMS(301)),
     /* MSE and KL to a soft target (zeros in the target, large logits; mse [1]: mse/one_element) */
     UNIFORM_CASE("mse [7,33]", f_mse, -2, 2, DIMS(7, 33), DIMS(7, 33)),
     UNIFORM_CASE("kl_div_soft [6,37]", f_kl_spread, -3, 3, DIMS(6, 37)),

@@ -515,6 +515,16 @@ ag_tensor *ag_linear_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, 
                                    int ignore_index);
 ag_tensor *ag_linear_t_cross_entropy(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
                                      int ignore_index);
+/* The same three against a smoothed target (label smoothing, Szegedy et
+ * al. 2016; torch's cross_entropy(..., label_smoothing=eps)): (1 - eps) on
+ * the label and eps / C on every class, so a row's loss is
+ * logsumexp(z) - (1 - eps) z_y - eps mean(z).  smoothing in [0, 1]; 0 is
+ * the plain loss to the bit. */
+ag_tensor *ag_cross_entropy_smoothed(ag_tensor *logits, const int32_t *labels, int ignore_index, double smoothing);
+ag_tensor *ag_linear_cross_entropy_smoothed(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                            int ignore_index, double smoothing);
+ag_tensor *ag_linear_t_cross_entropy_smoothed(ag_tensor *x, ag_tensor *w, ag_tensor *bias, const int32_t *labels,
+                                              int ignore_index, double smoothing);
 /* mean((pred - target)^2) over all elements -> scalar; same shapes. */
 ag_tensor *ag_mse(ag_tensor *pred, ag_tensor *target);
 /* Mean over the rows of logits[..., C] of KL(t || softmax(logits)) =
@@ -914,6 +924,9 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_cross_entropy(...) AG_AT(ag_cross_entropy, __VA_ARGS__)
 #define ag_linear_cross_entropy(...) AG_AT(ag_linear_cross_entropy, __VA_ARGS__)
 #define ag_linear_t_cross_entropy(...) AG_AT(ag_linear_t_cross_entropy, __VA_ARGS__)
+#define ag_cross_entropy_smoothed(...) AG_AT(ag_cross_entropy_smoothed, __VA_ARGS__)
+#define ag_linear_cross_entropy_smoothed(...) AG_AT(ag_linear_cross_entropy_smoothed, __VA_ARGS__)
+#define ag_linear_t_cross_entropy_smoothed(...) AG_AT(ag_linear_t_cross_entropy_smoothed, __VA_ARGS__)
 #define ag_mse(...) AG_AT(ag_mse, __VA_ARGS__)
 #define ag_kl_div_soft(...) AG_AT(ag_kl_div_soft, __VA_ARGS__)
 #define ag_dropout(...) AG_AT(ag_dropout, __VA_ARGS__)

@@ -17,7 +17,7 @@ static void lce_forward(const ag__klce *p, const ag_real *x, const ag_real *w, c
     ag__gather_rows_cuda(x, p->in, p->kept, N, p->X);
     ag__bias_rows_cuda(bias, p->P, N, p->C);
     if (N > 0) ag__cuda_gemm_rows(false, p->tw, (int)N, p->C, p->in, 1, p->X, w, 1, p->P);
-    ag__lce_rows_cuda(p->P, labels, loss, N, p->C, to_grad);
+    ag__lce_rows_cuda(p->P, labels, p->eps, loss, N, p->C, to_grad);
 }
 
 /* As the CPU's, with g = scal[0] on the device (cuBLAS's device pointer

@@ -14,7 +14,14 @@
 
 /* ---- cross-entropy ---- */
 
-__global__ void ce_rows_kernel(const ag_real *Z, const int32_t *labels, int ignore_index, ag_real *row_max,
+/* Label smoothing's mean of z - m over a row, its sum in double (a warp's). */
+__device__ static ag_real mean_shifted(const ag_real *z, int C, ag_real m) {
+    double shifted = 0;
+    for (int c = AG_CUDA_LANE; c < C; c += 32) shifted += (double)(z[c] - m);
+    return (ag_real)(ag__warp_sum(shifted) / C);
+}
+
+__global__ void ce_rows_kernel(const ag_real *Z, const int32_t *labels, int ignore_index, ag_real eps, ag_real *row_max,
                                ag_real *row_lse, ag_real *row_loss, int64_t rows, int C) {
     AG_CUDA_WARP_ROW(r, rows);
     int y = labels[r];
@@ -28,17 +35,18 @@ __global__ void ce_rows_kernel(const ag_real *Z, const int32_t *labels, int igno
     m = ag__warp_max(m);
     for (int c = AG_CUDA_LANE; c < C; c += 32) sum += ag__vexp_nonpos(z[c] - m);
     sum = ag__warp_sum(sum);
+    ag_real mean = eps == 0 ? 0 : mean_shifted(z, C, m); /* every lane: the warp's sum */
     if (AG_CUDA_LANE == 0) {
         ag_real s = (ag_real)log((double)sum);
         row_max[r] = m;
         row_lse[r] = s;
-        row_loss[r] = s - (z[y] - m);
+        row_loss[r] = eps == 0 ? s - (z[y] - m) : s - (1 - eps) * (z[y] - m) - eps * mean;
     }
 }
 
-__global__ void ce_grad_kernel(const ag_real *Z, const int32_t *labels, int ignore_index, const ag_real *row_max,
-                               const ag_real *row_lse, const ag_real *G, int64_t counted, ag_real *GZ, int64_t rows,
-                               int C, bool fresh) {
+__global__ void ce_grad_kernel(const ag_real *Z, const int32_t *labels, int ignore_index, ag_real eps,
+                               const ag_real *row_max, const ag_real *row_lse, const ag_real *G, int64_t counted,
+                               ag_real *GZ, int64_t rows, int C, bool fresh) {
     ag_real scale = G[0] / (ag_real)counted;
     AG_CUDA_FOR(i, rows * C) {
         int64_t r = i / C;
@@ -49,25 +57,30 @@ __global__ void ce_grad_kernel(const ag_real *Z, const int32_t *labels, int igno
         }
         ag_real d = scale * ag__vexp_nonpos((Z[i] - row_max[r]) - row_lse[r]);
         ag_real v = fresh ? d : GZ[i] + d;
-        GZ[i] = c == y ? v - scale : v; /* as the CPU: the exp term first, then - scale at the label */
+        if (eps == 0) { /* as the CPU: the exp term first, then - scale at the label */
+            GZ[i] = c == y ? v - scale : v;
+            continue;
+        }
+        v -= scale * (eps / (ag_real)C); /* then the spread, then the label's share */
+        GZ[i] = c == y ? v - scale * (1 - eps) : v;
     }
 }
 
-extern "C" void ag__cross_entropy_forward_cuda(const ag_real *z, const int32_t *labels, int ignore_index,
+extern "C" void ag__cross_entropy_forward_cuda(const ag_real *z, const int32_t *labels, int ignore_index, ag_real eps,
                                                ag_real *row_max, ag_real *row_lse, ag_real *row_loss, int64_t rows,
                                                int C) {
     if (rows > 0 && C > 0)
-        ag__launch(ce_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), z, labels, ignore_index, row_max, row_lse, row_loss,
-                   rows, C);
+        ag__launch(ce_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(rows), z, labels, ignore_index, eps, row_max, row_lse,
+                   row_loss, rows, C);
 }
 
-extern "C" void ag__cross_entropy_backward_cuda(const ag_real *z, const int32_t *labels, int ignore_index,
+extern "C" void ag__cross_entropy_backward_cuda(const ag_real *z, const int32_t *labels, int ignore_index, ag_real eps,
                                                 const ag_real *row_max, const ag_real *row_lse, const ag_real *g,
                                                 int64_t counted, ag_real *gz, int64_t rows, int C, bool fresh) {
     int64_t n = rows * C;
     if (n > 0 && counted > 0)
-        ag__launch(ce_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, z, labels, ignore_index, row_max, row_lse, g,
-                   counted, gz, rows, C, fresh);
+        ag__launch(ce_grad_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, z, labels, ignore_index, eps, row_max,
+                   row_lse, g, counted, gz, rows, C, fresh);
 }
 
 /* ---- the mean over rows: one block, double partials, a fixed tree ---- */
@@ -92,25 +105,32 @@ extern "C" void ag__row_loss_mean_f64_cuda(const double *row_loss, int64_t rows,
 
 /* ---- linear + cross-entropy, fused: the counted rows' logits ---- */
 
-__global__ void lce_rows_kernel(ag_real *Z, const int32_t *labels, ag_real *loss, int64_t n, int C, bool to_grad) {
+__global__ void lce_rows_kernel(ag_real *Z, const int32_t *labels, ag_real eps, ag_real *loss, int64_t n, int C,
+                                bool to_grad) {
     AG_CUDA_WARP_ROW(r, n);
     ag_real *z = Z + r * C;
     int y = labels[r];
     ag_real m = -INFINITY, sum = 0;
     for (int c = AG_CUDA_LANE; c < C; c += 32) m = fmax(m, z[c]);
     m = ag__warp_max(m);
-    ag_real zy = z[y] - m;
-    __syncwarp(); /* every lane has read z[y] before its owner overwrites it */
+    ag_real zy = z[y] - m, mean = eps == 0 ? 0 : mean_shifted(z, C, m);
+    __syncwarp(); /* every lane has read z[y] (and z for the mean) before its owner overwrites it */
     for (int c = AG_CUDA_LANE; c < C; c += 32) {
         ag_real e = ag__vexp_nonpos(z[c] - m);
         if (to_grad) z[c] = e;
         sum += e;
     }
     sum = ag__warp_sum(sum);
-    if (AG_CUDA_LANE == 0) loss[r] = (ag_real)(log((double)sum) - (double)zy);
+    if (AG_CUDA_LANE == 0) {
+        if (eps == 0) loss[r] = (ag_real)(log((double)sum) - (double)zy);
+        else loss[r] = (ag_real)log((double)sum) - (1 - eps) * zy - eps * mean; /* as the CPU's smoothed row */
+    }
     if (to_grad) {
-        ag_real inv = 1 / sum; /* sum >= 1: the max contributes e^0 */
-        for (int c = AG_CUDA_LANE; c < C; c += 32) z[c] = c == y ? z[c] * inv - 1 : z[c] * inv;
+        ag_real inv = 1 / sum, spread = eps / (ag_real)C; /* sum >= 1: the max contributes e^0 */
+        for (int c = AG_CUDA_LANE; c < C; c += 32) {
+            if (eps == 0) z[c] = c == y ? z[c] * inv - 1 : z[c] * inv;
+            else z[c] = c == y ? (z[c] * inv - spread) - (1 - eps) : z[c] * inv - spread;
+        }
     }
 }
 
@@ -141,8 +161,9 @@ __global__ void unpack_rows_kernel(ag_real *D, const ag_real *S, int width, cons
     }
 }
 
-extern "C" void ag__lce_rows_cuda(ag_real *z, const int32_t *labels, ag_real *loss, int64_t n, int C, bool to_grad) {
-    if (n > 0 && C > 0) ag__launch(lce_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(n), z, labels, loss, n, C, to_grad);
+extern "C" void ag__lce_rows_cuda(ag_real *z, const int32_t *labels, ag_real eps, ag_real *loss, int64_t n, int C,
+                                  bool to_grad) {
+    if (n > 0 && C > 0) ag__launch(lce_rows_kernel, AG_CUDA_WARP_ROWS_LAUNCH(n), z, labels, eps, loss, n, C, to_grad);
 }
 
 extern "C" void ag__lce_scale_cuda(const ag_real *g, int64_t n, ag_real *scal) {

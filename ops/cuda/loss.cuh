@@ -8,17 +8,18 @@
 
 AG_KERNELS_BEGIN
 
-void ag__cross_entropy_forward_cuda(const ag__kreal *z, const int32_t *labels, int ignore_index, ag__kreal *row_max,
-                                    ag__kreal *row_lse, ag__kreal *row_loss, int64_t rows, int C);
-void ag__cross_entropy_backward_cuda(const ag__kreal *z, const int32_t *labels, int ignore_index,
+void ag__cross_entropy_forward_cuda(const ag__kreal *z, const int32_t *labels, int ignore_index, ag__kreal eps,
+                                    ag__kreal *row_max, ag__kreal *row_lse, ag__kreal *row_loss, int64_t rows, int C);
+void ag__cross_entropy_backward_cuda(const ag__kreal *z, const int32_t *labels, int ignore_index, ag__kreal eps,
                                      const ag__kreal *row_max, const ag__kreal *row_lse, const ag__kreal *g,
                                      int64_t counted, ag__kreal *gz, int64_t rows, int C, bool fresh);
 void ag__row_loss_mean_cuda(const ag__kreal *row_loss, int64_t rows, int64_t n, ag__kreal *out);
 void ag__row_loss_mean_f64_cuda(const double *row_loss, int64_t rows, int64_t n, ag__kreal *out);
 /* The fused linear + cross-entropy on its counted rows z [n, C] (bias and
  * product already in): row losses, and with to_grad the rows become
- * softmax - onehot in place. */
-void ag__lce_rows_cuda(ag__kreal *z, const int32_t *labels, ag__kreal *loss, int64_t n, int C, bool to_grad);
+ * softmax minus the (eps-smoothed) target in place. */
+void ag__lce_rows_cuda(ag__kreal *z, const int32_t *labels, ag__kreal eps, ag__kreal *loss, int64_t n, int C,
+                       bool to_grad);
 /* scal[0] = g[0] / n, scal[1] = 0, scal[2] = 1: the fused backward's GEMM
  * factors, made on the device (no read of g on the host). */
 void ag__lce_scale_cuda(const ag__kreal *g, int64_t n, ag__kreal *scal);
