@@ -79,7 +79,7 @@ static ag_tensor *penalization(ag_tensor *at) {
 
 static ag_tensor *ssa_loss(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *logits = ssa_forward(m, b, training);
-    ag_tensor *ce = logits ? ag_model_loss_of(m, b, logits) : NULL;
+    ag_tensor *ce = logits ? ag_model_objective_of(m, b, logits, training) : NULL;
     if (!ce || (m->cfg.flags & NO_PENALTY)) return ce;
     double coef = ag_model_hparam(m, "penalty", 1.0); /* the paper's coefficient of P, --hparams penalty=C */
     return ag_add(ce, ag_mul_scalar(penalization(((ssa *)m->impl)->attn), coef));

@@ -114,7 +114,11 @@ static ag_tensor *tlm_forward(ag_model *m, const ag_batch *b, bool training) {
 
 static ag_tensor *tlm_loss(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *h = tlm_hidden(m, b, training);
-    return h ? ag_linear_t_cross_entropy(h, ((tlm *)m->impl)->embed, NULL, b->targets, AG_PAD_ID) : NULL;
+    if (!h) return NULL;
+    tlm *p = m->impl;
+    double eps = training ? m->cfg.label_smoothing : 0; /* --label-smoothing */
+    if (eps > 0) return ag_linear_t_cross_entropy_smoothed(h, p->embed, NULL, b->targets, AG_PAD_ID, eps);
+    return ag_linear_t_cross_entropy(h, p->embed, NULL, b->targets, AG_PAD_ID);
 }
 
 /* ---- word by word, for generation: each layer's keys and values kept (ag_kv_cache) ---- */

@@ -338,7 +338,15 @@ double ag_relatedness_score(const ag_real *logits) {
 }
 
 ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits) {
-    if (m->cfg.task == AG_TASK_LM) return ag_cross_entropy(logits, b->targets, 0);
+    return ag_model_objective_of(m, b, logits, false);
+}
+
+ag_tensor *ag_model_objective_of(const ag_model *m, const ag_batch *b, ag_tensor *logits, bool training) {
+    double eps = training ? m->cfg.label_smoothing : 0;
+    bool lm = m->cfg.task == AG_TASK_LM;
+    if (m->cfg.task != AG_TASK_RELATEDNESS && eps > 0)
+        return ag_cross_entropy_smoothed(logits, lm ? b->targets : b->labels, lm ? 0 : -1, eps);
+    if (lm) return ag_cross_entropy(logits, b->targets, 0);
     if (m->cfg.task != AG_TASK_RELATEDNESS) return ag_cross_entropy(logits, b->labels, -1);
     if (!b->scores) {
         ag_fail(AG_ERR_ARG, "a relatedness batch needs scores (a batch of sentence pairs)");
@@ -353,5 +361,5 @@ ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training) {
     if (m->kind->loss) return forward_begins(m) ? m->kind->loss(m, b, training) : NULL;
     ag_tensor *logits = ag_model_forward(m, b, training);
     if (!logits) return NULL; /* bad input (e.g. a parse); ag_errmsg() says why */
-    return ag_model_loss_of(m, b, logits);
+    return ag_model_objective_of(m, b, logits, training);
 }

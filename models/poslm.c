@@ -182,6 +182,8 @@ static ag_tensor *poslm_forward(ag_model *m, const ag_batch *b, bool training) {
 static ag_tensor *poslm_loss(ag_model *m, const ag_batch *b, bool training) {
     poslm *p = m->impl;
     ag_tensor *o = ag_zero_padding(decoder_input(m, b, training), b->lengths); /* as in forward */
+    double eps = training ? m->cfg.label_smoothing : 0;
+    if (eps > 0) return ag_linear_t_cross_entropy_smoothed(o, p->embed, p->dec_bias, b->targets, AG_PAD_ID, eps);
     return ag_linear_t_cross_entropy(o, p->embed, p->dec_bias, b->targets, AG_PAD_ID);
 }
 

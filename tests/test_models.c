@@ -176,6 +176,38 @@ static void gradcheck_training(const ag_model_kind *kind, int attention, const c
     gradcheck_config(kind, &cfg, true, name);
 }
 
+/* cfg.label_smoothing (train --label-smoothing): the training objective is
+ * the cross-entropy of forward's logits against the smoothed target (the
+ * LM's fused decoder included), evaluation's the plain loss, and its
+ * gradient checks in training mode (dropout off: only the target moves). */
+static void label_smoothing(const ag_model_kind *kind, const char *label) {
+    ag_model_config cfg = ag_model_tiny(kind);
+    if (cfg.task == AG_TASK_RELATEDNESS) return;
+    cfg.keep = cfg.keep_layers = 1;
+    cfg.label_smoothing = 0.1;
+    ag_model m;
+    if (ag_model_init(&m, kind, &cfg) != AG_OK) {
+        CHECK(false, "%s: init: %s", label, ag_errmsg());
+        return;
+    }
+    ag_batch b;
+    ag_tiny_batch(&m, &b, 3);
+    bool lm = cfg.task == AG_TASK_LM;
+    double trained = ag_item(ag_model_loss(&m, &b, true)), plain = ag_item(ag_model_loss(&m, &b, false));
+    ag_tensor *logits = ag_model_forward(&m, &b, false);
+    double want = ag_item(ag_cross_entropy_smoothed(logits, lm ? b.targets : b.labels, lm ? 0 : -1, 0.1));
+    double unsmoothed = ag_item(ag_model_loss_of(&m, &b, logits));
+    ag_step_end();
+    CHECK(fabs(trained - want) <= 1e-12 * fabs(want) && plain == unsmoothed && trained != plain,
+          "%s, label smoothing 0.1: the training loss %.17g, of the logits %.17g; evaluation %.17g, plain %.17g", label,
+          trained, want, plain, unsmoothed);
+    ag_model_batch_free(&b);
+    ag_model_free(&m);
+    char name[80];
+    snprintf(name, sizeof name, "%s (label smoothing 0.1)", label);
+    gradcheck_config(kind, &cfg, true, name);
+}
+
 /* The same examples padded to a wider batch give the same loss. */
 static void padding_invariance(const ag_model_kind *kind, ag_task task, int attention) {
     ag_model_config cfg = ag_model_tiny(kind);
@@ -316,7 +348,7 @@ int main(int argc, char **argv) {
         names(*k, 0, 0);
     }
     for (const ag_model_kind *const *k = ag_model_kinds(); *k; k++)
-        if (!only || !strcmp(only, (*k)->name)) foreign_flags(*k);
+        if (!only || !strcmp(only, (*k)->name)) foreign_flags(*k), label_smoothing(*k, (*k)->name);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         const ag_model_kind *kind = ag_model_find(variants[i].model);
         if (!kind || (only && strcmp(only, variants[i].model))) continue;

@@ -169,6 +169,9 @@ static const opt_def opts[] = {
      "seed of initialisation, data order and dropout (default 1; generate: of its draws, default: the run's)", NULL},
     {"clip", O_REAL, F(clip), 0, 1e30, TR, true, "NORM", "clip the global gradient norm (0: off; default: the model's)",
      NULL},
+    {"label-smoothing", O_REAL, F(label_smoothing), 0, 1, TR, true, "EPS",
+     "train against (1 - EPS) on the label and EPS / C on every class (classification and LM; dev and test score "
+     "the plain loss; 0, the default: none)", NULL},
     {"patience", O_INT, F(patience), 0, 1 << 20, TR, true, "N", "stop after N epochs without a better dev score (0, the default: never)", NULL},
     {"max-steps", O_I64, F(max_steps), 0, 9e15, TR, false, "N", "stop once the run has taken N optimizer steps, those before a --resume included (CV: per fold; 0, the default: no limit)", NULL},
     {"max-minutes", O_REAL, F(max_minutes), 0, 1e9, TR, false, "M", "stop training M minutes after the command started (a --resume: its own time only), then evaluate and save (0, the default: no limit)", NULL},
@@ -764,6 +767,11 @@ int ag_train_resolve(ag_train_opts *o, ag_model_config *c, char *err, size_t err
     c->sched = o->sched;
     if (o->clip < 0) o->clip = c->clip;
     c->clip = o->clip;
+    c->label_smoothing = o->label_smoothing;
+    if (c->label_smoothing > 0 && c->task == AG_TASK_RELATEDNESS)
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --label-smoothing: the relatedness task trains on a "
+                              "soft target over the scores already (Tai et al.'s); it smooths cross-entropy's "
+                              "one-hot targets (classification, pair and lm tasks)");
     /* the kind's warm-up where --lr-steps gives none; recorded, so a
      * --resume, and the saved config, keep it */
     if (!o->lr_steps[0] && c->lr_steps && c->lr_steps[0]) {

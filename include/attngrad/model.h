@@ -110,6 +110,10 @@ typedef struct {
                           * its own may set m->cfg.max_len to it in build: generate keeps to it */
     const char *lr_steps; /* the paper's per-step schedule, "cosine:warmup=500,total=run" (NULL: none),
                            * used where --lr-steps is not given; total=run: the run's planned steps */
+    /* Since API 5: */
+    double label_smoothing; /* training's cross-entropy against (1 - eps) onehot + eps / C (classification and
+                             * LM tasks; evaluation scores the plain loss); a kind with a loss of its own
+                             * applies it through ag_model_objective_of or the _smoothed ops */
 } ag_model_config;
 
 /* The positional LM's context (cfg.attention). */
@@ -123,12 +127,13 @@ typedef struct ag_model ag_model;
  * header, or a float plugin loaded into the double program, instead of
  * calling it with the wrong layout.  Version 2 appended the lm_* fields,
  * version 3 hparams (to both structs), version 4 ag_model_config's max_len
- * and lr_steps.  ag_model holds an ag_model_config, so versions 3 and 4
- * moved the fields after it (params, rng, impl) that a kind's build and
- * forward read: a kind built before AG_MODEL_API_OLDEST is refused, to be
- * rebuilt from its source (which compiles unchanged). */
-#define AG_MODEL_API_VERSION 4
-#define AG_MODEL_API_OLDEST 4
+ * and lr_steps, version 5 its label_smoothing.  ag_model holds an
+ * ag_model_config, so versions 3 to 5 moved the fields after it (params,
+ * rng, impl) that a kind's build and forward read: a kind built before
+ * AG_MODEL_API_OLDEST is refused, to be rebuilt from its source (which
+ * compiles unchanged). */
+#define AG_MODEL_API_VERSION 5
+#define AG_MODEL_API_OLDEST 5
 #define AG_MODEL_ABI (AG_MODEL_API_VERSION * 100 + (int)sizeof(ag_real))
 
 typedef struct {
@@ -334,6 +339,11 @@ ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training);
 /* The same loss of logits already computed by ag_model_forward(m, b);
  * NULL (ag_errmsg says why) for a relatedness score outside [1, 5]. */
 ag_tensor *ag_model_loss_of(const ag_model *m, const ag_batch *b, ag_tensor *logits);
+/* What training minimizes of those logits: ag_model_loss_of's loss, its
+ * cross-entropy against the smoothed target when training with
+ * cfg.label_smoothing (a kind's own loss builds on this, not on
+ * ag_model_loss_of, to honour --label-smoothing). */
+ag_tensor *ag_model_objective_of(const ag_model *m, const ag_batch *b, ag_tensor *logits, bool training);
 
 /* Pretrained word vectors (models/embeddings.c; the trainer's --embeddings).
  * The model's word embedding: its parameter "embed.weight" [V, d], or NULL

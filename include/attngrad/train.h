@@ -92,6 +92,7 @@ typedef struct {
                                in parts, their gradients summed, for the same update in less memory; 0 = whole */
     int64_t seed;
     double clip;            /* global gradient norm; 0 = off, -1 = the model's */
+    double label_smoothing; /* training's cross-entropy target (1 - eps) onehot + eps / C; 0 = none */
     int patience;           /* early stopping; 0 = off */
     int64_t max_steps;      /* 0 = no limit */
     double max_minutes;     /* 0 = no limit */
