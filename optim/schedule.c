@@ -147,22 +147,36 @@ double ag_sched_step(ag_scheduler *s, ag_optimizer *opt, double metric) {
  * get_linear/cosine_schedule_with_warmup, fairseq's inverse_sqrt).  A pure
  * function of the step, so resuming needs only the optimizer's step. */
 
-static const char *const lr_decay_names[] = {"constant", "linear", "cosine", "inv_sqrt"};
+static const char *const lr_decay_names[] = {"constant", "linear", "cosine", "inv_sqrt", "cosine_restarts"};
+enum { N_LR_DECAYS = sizeof lr_decay_names / sizeof *lr_decay_names };
 
 static int lr_steps_fields(ag_lr_steps *s, opt_field *f) {
     int n = 0;
     f[n++] = (opt_field){"warmup", OPT_INT, &s->warmup, {0}};
-    if (s->decay == AG_LR_LINEAR || s->decay == AG_LR_COSINE) {
-        f[n++] = (opt_field){"total", OPT_INT, &s->total, {0}};
-        f[n++] = (opt_field){"min_ratio", OPT_REAL, &s->min_ratio, {0}};
+    if (s->decay == AG_LR_LINEAR || s->decay == AG_LR_COSINE) f[n++] = (opt_field){"total", OPT_INT, &s->total, {0}};
+    if (s->decay == AG_LR_COSINE_RESTARTS) {
+        f[n++] = (opt_field){"period", OPT_INT, &s->period, {0}};
+        f[n++] = (opt_field){"mult", OPT_INT, &s->mult, {0}};
     }
+    if (s->decay == AG_LR_LINEAR || s->decay == AG_LR_COSINE || s->decay == AG_LR_COSINE_RESTARTS)
+        f[n++] = (opt_field){"min_ratio", OPT_REAL, &s->min_ratio, {0}};
     return n;
 }
 
 ag_status ag_lr_steps_check(const ag_lr_steps *s) {
-    if ((unsigned)s->decay > AG_LR_INV_SQRT) return ag__fail(AG_ERR_ARG, "unknown per-step schedule kind %d", (int)s->decay);
+    if ((unsigned)s->decay >= N_LR_DECAYS) return ag__fail(AG_ERR_ARG, "unknown per-step schedule kind %d", (int)s->decay);
     const char *name = lr_decay_names[s->decay];
     if (s->warmup < 0) return ag__fail(AG_ERR_ARG, "schedule '%s': warmup %d must be >= 0", name, s->warmup);
+    if (s->decay == AG_LR_COSINE_RESTARTS) {
+        if (s->period < 1)
+            return ag__fail(AG_ERR_ARG, "schedule '%s': period %d must be given, the first cycle's steps (>= 1)", name,
+                            s->period);
+        if (s->mult < 1)
+            return ag__fail(AG_ERR_ARG, "schedule '%s': mult %d must be >= 1 (each cycle's steps over the last's)",
+                            name, s->mult);
+        if (!(s->min_ratio >= 0 && s->min_ratio <= 1))
+            return ag__fail(AG_ERR_ARG, "schedule '%s': min_ratio %g must be in [0, 1]", name, s->min_ratio);
+    }
     if (s->decay == AG_LR_LINEAR || s->decay == AG_LR_COSINE) {
         if (s->total <= s->warmup)
             return ag__fail(AG_ERR_ARG, "schedule '%s': total %d must be given and above warmup %d", name, s->total,
@@ -177,9 +191,9 @@ ag_status ag_lr_steps_parse_over(const char *spec, const ag_lr_steps *base, ag_l
     char name[32];
     const char *rest;
     int kind;
-    ag_status st = ag__spec_kind("per-step schedule", spec, lr_decay_names, 4, name, sizeof name, &rest, &kind);
+    ag_status st = ag__spec_kind("per-step schedule", spec, lr_decay_names, N_LR_DECAYS, name, sizeof name, &rest, &kind);
     if (st) return st;
-    ag_lr_steps s = base && base->decay == (ag_lr_decay)kind ? *base : (ag_lr_steps){.decay = (ag_lr_decay)kind};
+    ag_lr_steps s = base && base->decay == (ag_lr_decay)kind ? *base : (ag_lr_steps){.decay = (ag_lr_decay)kind, .mult = 1};
     opt_field f[4];
     int n = lr_steps_fields(&s, f);
     if ((st = ag__spec_apply("schedule", name, rest, f, n))) return st;
@@ -194,7 +208,7 @@ const char *ag_lr_steps_format(const ag_lr_steps *s, char *buf, size_t n) {
     ag_lr_steps copy = *s;
     opt_field f[4];
     int nf = lr_steps_fields(&copy, f);
-    return ag__spec_format((unsigned)s->decay <= AG_LR_INV_SQRT ? lr_decay_names[s->decay] : "?", f, nf, buf, n);
+    return ag__spec_format((unsigned)s->decay < N_LR_DECAYS ? lr_decay_names[s->decay] : "?", f, nf, buf, n);
 }
 
 double ag_lr_steps_factor(const ag_lr_steps *s, int64_t t) {
@@ -207,6 +221,13 @@ double ag_lr_steps_factor(const ag_lr_steps *s, int64_t t) {
         if (p > 1) p = 1;
     }
     switch (s->decay) {
+    case AG_LR_COSINE_RESTARTS: { /* the cycle u falls in (cycles of one length: a remainder), and where in it */
+        double u = (double)t - w, T = s->period;
+        if (s->mult == 1) u = fmod(u, T);
+        else
+            while (u >= T) u -= T, T *= s->mult; /* cycles grow geometrically: a few dozen at most */
+        return s->min_ratio + (1 - s->min_ratio) * 0.5 * (1 + cos(M_PI * u / T));
+    }
     case AG_LR_CONSTANT: return 1;
     case AG_LR_LINEAR: return s->min_ratio + (1 - s->min_ratio) * (1 - p);
     case AG_LR_COSINE: return s->min_ratio + (1 - s->min_ratio) * 0.5 * (1 + cos(M_PI * p));

@@ -175,6 +175,26 @@ static void test_per_step(void) {
     CHECK(ag_lr_steps_parse("inv_sqrt:total=5", &s) == AG_ERR_ARG && strstr(ag_errmsg(), "total"), "%s", ag_errmsg());
     CHECK(ag_lr_steps_parse("noam", &s) == AG_ERR_ARG && strstr(ag_errmsg(), "inv_sqrt"), "%s", ag_errmsg());
     CHECK(ag_lr_steps_parse("linear:total=10,min_ratio=2", &s) == AG_ERR_ARG, "%s", ag_errmsg());
+
+    /* SGDR: cycles of 4, 8, 16 steps after 2 of warm-up, each from 1 down
+     * toward 0.1, as torch's CosineAnnealingWarmRestarts(T_0=4, T_mult=2,
+     * eta_min=0.1 base) gives at epoch u = t - warmup, the steps since the
+     * warm-up, through the cycles */
+    CHECK(ag_lr_steps_parse("cosine_restarts:warmup=2,period=4,mult=2,min_ratio=0.1", &s) == AG_OK, "%s", ag_errmsg());
+    CHECK_NEAR(ag_lr_steps_factor(&s, 1), 0.5, 0, 1e-15);
+    static const struct { int t; double u, T; } at[] = {{2, 0, 4}, {4, 2, 4}, {5, 3, 4}, {6, 0, 8}, {10, 4, 8},
+                                                         {13, 7, 8}, {14, 0, 16}, {22, 8, 16}, {30, 0, 32}};
+    for (size_t i = 0; i < sizeof at / sizeof *at; i++)
+        CHECK_NEAR(ag_lr_steps_factor(&s, at[i].t), 0.1 + 0.9 * 0.5 * (1 + cos(M_PI * at[i].u / at[i].T)), 1e-15, 1e-15);
+    CHECK(!strcmp(ag_lr_steps_format(&s, buf, sizeof buf), "cosine_restarts:warmup=2,period=4,mult=2,min_ratio=0.1"),
+          "%s", buf);
+    CHECK(ag_lr_steps_parse("cosine_restarts:period=3", &s) == AG_OK && s.mult == 1);
+    CHECK_NEAR(ag_lr_steps_factor(&s, 3000001), ag_lr_steps_factor(&s, 1), 1e-15, 1e-15); /* every 3 steps alike */
+    CHECK_NEAR(ag_lr_steps_factor(&s, 2), 0.5 * (1 + cos(2 * M_PI / 3)), 1e-15, 1e-15); /* u = t without warm-up */
+    CHECK(ag_lr_steps_parse("cosine_restarts:mult=2", &s) == AG_ERR_ARG && strstr(ag_errmsg(), "period"), "%s",
+          ag_errmsg());
+    CHECK(ag_lr_steps_parse("cosine_restarts:period=5,mult=0", &s) == AG_ERR_ARG && strstr(ag_errmsg(), "mult"), "%s",
+          ag_errmsg());
     printf("  per-step schedules\n");
 }
 

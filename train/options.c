@@ -86,7 +86,8 @@ static const opt_def opts[] = {
      "LR schedule per epoch, e.g. plateau:factor=0.5,patience=5 (default: the model's)", check_sched},
     {"lr-steps", O_STR, F(lr_steps), 0, 0, TR, true, "SPEC",
      "per-step warm-up and decay of --sched's rate: cosine:warmup=500,total=20000, linear:total=N, "
-     "inv_sqrt:warmup=4000, constant:warmup=100 (total and warmup in optimizer steps; total=run: the steps the run "
+     "inv_sqrt:warmup=4000, constant:warmup=100, cosine_restarts:period=1000,mult=2 (SGDR) (total, warmup and period "
+     "in optimizer steps; total=run: the steps the run "
      "plans, --epochs x batches or --max-steps where fewer; default: the model's, constant: none)", check_lr_steps},
     {"param-group", O_STR, F(param_groups), 0, 0, TR, true, "GROUP",
      "per-parameter settings, PATTERN:SET, repeatable, a later group winning where two set the same: PATTERN a "

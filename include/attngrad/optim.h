@@ -340,15 +340,24 @@ double ag_sched_step(ag_scheduler *s, ag_optimizer *opt, double metric);
  *   inv_sqrt  sqrt(warmup / t)  (1 / sqrt(t) without warm-up; the
  *             Transformer's rate d^-0.5 min(t^-0.5, t warmup^-1.5) is
  *             inv_sqrt with base d^-0.5 warmup^-0.5)
+ *   cosine_restarts  SGDR (Loshchilov and Hutter 2017; torch's
+ *             CosineAnnealingWarmRestarts at epoch t - warmup): the cosine
+ *             over cycles of period, period mult, period mult^2, ... steps
+ *             after the warm-up, each starting again at 1:
+ *             min_ratio + (1 - min_ratio)(1 + cos(pi u / T_i)) / 2, u the
+ *             steps into cycle i of T_i
  * where p = (t - warmup) / (total - warmup), at most 1.  Specs:
  * "cosine:warmup=500,total=20000,min_ratio=0.1", "inv_sqrt:warmup=4000",
- * "linear:total=1000", "constant:warmup=100". */
-typedef enum { AG_LR_CONSTANT, AG_LR_LINEAR, AG_LR_COSINE, AG_LR_INV_SQRT } ag_lr_decay;
+ * "linear:total=1000", "constant:warmup=100",
+ * "cosine_restarts:period=1000,mult=2". */
+typedef enum { AG_LR_CONSTANT, AG_LR_LINEAR, AG_LR_COSINE, AG_LR_INV_SQRT, AG_LR_COSINE_RESTARTS } ag_lr_decay;
 typedef struct {
     ag_lr_decay decay;
     int warmup;         /* warm-up steps (0: none) */
     int total;          /* linear, cosine: the step where the decay ends (required, > warmup) */
-    double min_ratio;   /* linear, cosine: the final rate over the base; 0 */
+    double min_ratio;   /* linear, cosine, cosine_restarts: the rate at a cycle's end over the base; 0 */
+    int period;         /* cosine_restarts: the first cycle's steps (required, >= 1) */
+    int mult;           /* cosine_restarts: each cycle's steps over the last's (1, the default: all alike) */
 } ag_lr_steps;
 ag_status ag_lr_steps_parse(const char *spec, ag_lr_steps *out);
 ag_status ag_lr_steps_parse_over(const char *spec, const ag_lr_steps *base, ag_lr_steps *out); /* as ag_optim_parse_over */
