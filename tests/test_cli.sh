@@ -44,6 +44,9 @@ grep -Eq '^  ag_[a-z0-9_]+ +[A-Za-z0-9_]+\.c:[0-9]+ ' "$T/prof.err" && ok ||
 grep -q 'ops per step' "$T/prof.out" && bad "train --profile 2: the table went to stdout" || ok
 expect 0 'no op table: the run ended after 2 training steps' "$AG" train "${SMALL[@]}" --max-steps 2 --profile 2 --out "$T/prof-short"
 expect 0 '--profile K +time every op' "$AG" train --help
+expect 0 '--micro-batch M +run each batch' "$AG" train --help
+expect 0 '--eval-every N +also evaluate' "$AG" train --help
+expect 0 '--label-smoothing EPS +train against' "$AG" train --help
 
 expect 0 '^test +accuracy [0-9.]+%  loss [0-9.]+  \(50 examples\)' "$AG" eval --ckpt "$T/run/best.safetensors"
 # subnormals flushed (the default) or kept: the same scores where the model has none
