@@ -266,8 +266,8 @@ AG_SIMD_CLONES static void lce_rows(void *ctx, int64_t r0, int64_t r1) {
         }
         ag_real sum = 0;
         for (int l = 0; l < AG_LANES; l++) sum += acc[l];
-        ag_real s = log(sum);
-        j->loss[r] = j->eps == 0 ? s - zy : smoothed_loss(s, zy, mean, j->eps);
+        /* plain: the difference in double, as before smoothing existed (CUDA's too) */
+        j->loss[r] = j->eps == 0 ? (ag_real)(log(sum) - zy) : smoothed_loss((ag_real)log(sum), zy, mean, j->eps);
         if (j->to_grad) {
             ag_real inv = 1 / sum; /* sum >= 1: the max contributes e^0 */
             for (c = 0; c < C; c++) z[c] *= inv;
