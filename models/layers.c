@@ -374,10 +374,12 @@ ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths,
         bad_shape(layer, x, want);
     }
     int B = x->shape[0], N = x->shape[1], h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
-    /* One GEMM for Q, K and V; split into h + 2kv heads: Q's h, then K's kv, then V's kv. */
-    ag_tensor *qkv = ag_split_heads(ag_linear(x, m->w_qkv, m->b_qkv), h + 2 * kv); /* [B, h + 2kv, N, dh] */
-    ag_tensor *qk = m->rope_base > 0 ? ag_rope(ag_slice(qkv, 1, 0, h + kv), dh, 0, m->rope_base) : qkv;
-    ag_tensor *q = ag_slice(qk, 1, 0, h), *k = ag_slice(qk, 1, h, h + kv), *v = ag_slice(qkv, 1, h + kv, h + 2 * kv);
+    /* One GEMM for Q, K and V, its columns Q's h heads, then K's kv, then V's kv: each taken into heads
+     * straight from its columns (no slices of a split copy) */
+    ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv); /* [B, N, (h + 2kv) dh] */
+    ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh), *k = ag_split_heads_at(qkv, h * dh, kv, dh);
+    ag_tensor *v = ag_split_heads_at(qkv, (h + kv) * dh, kv, dh);
+    if (m->rope_base > 0) q = ag_rope(q, dh, 0, m->rope_base), k = ag_rope(k, dh, 0, m->rope_base);
     if (mask) ag__mask_plan_make(layer, 4, (int[]){B, h, N, N}, mask); /* ambiguity and shape, before adding */
     if (lengths) {
         check_lengths(layer, lengths, B, N);

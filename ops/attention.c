@@ -194,13 +194,14 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
  * strided view of contiguous row-major storage can express: it is one copy,
  * d contiguous elements at a time.  Backward is the inverse copy, added. */
 
-/* Copies (or adds) blocks of d between [outer, N, h, d] and [outer, h, N, d]. */
-static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N, int h, int d, bool to_heads,
-                          bool accumulate) {
+/* Copies (or adds) blocks of d between [outer, N, h, d] (rows `row` apart)
+ * and [outer, h, N, d]. */
+static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N, int h, int d, int64_t row,
+                          bool to_heads, bool accumulate) {
     for (int64_t o = 0; o < outer; o++)
         for (int t = 0; t < N; t++)
             for (int j = 0; j < h; j++) {
-                int64_t merged = ((o * N + t) * h + j) * d, split = ((o * h + j) * N + t) * d;
+                int64_t merged = (o * N + t) * row + (int64_t)j * d, split = ((o * h + j) * N + t) * d;
                 const ag_real *from = src + (to_heads ? merged : split);
                 ag_real *to = dst + (to_heads ? split : merged);
                 if (accumulate)
@@ -215,7 +216,8 @@ static void split_heads_backward(ag_node *n) {
     int nd = y->ndim, h = y->shape[nd - 3], N = y->shape[nd - 2], d = y->shape[nd - 1];
     bool fresh; /* a new gradient buffer: every element is written, copy instead of add */
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
-    ag__attention_on(n->op, y->device)->heads_permute(y->grad, gx, nd == 4 ? y->shape[0] : 1, N, h, d, false, !fresh);
+    ag__attention_on(n->op, y->device)
+        ->heads_permute(y->grad, gx, nd == 4 ? y->shape[0] : 1, N, h, d, (int64_t)h * d, false, !fresh);
 }
 
 ag_tensor *ag_split_heads(ag_tensor *x, int h) {
@@ -229,8 +231,46 @@ ag_tensor *ag_split_heads(ag_tensor *x, int h) {
     int N = x->shape[nd - 2], d = x->shape[nd - 1] / h, B = nd == 3 ? x->shape[0] : 1;
     int shape[AG_MAX_DIMS] = {B, h, N, d};
     ag_tensor *out = nd == 3 ? ag__empty_on(dev, 4, shape) : ag__empty_on(dev, 3, shape + 1);
-    ag__attention_on(op, dev)->heads_permute(x->data, out->data, B, N, h, d, true, false);
+    ag__attention_on(op, dev)->heads_permute(x->data, out->data, B, N, h, d, (int64_t)h * d, true, false);
     ag__record(op, split_heads_backward, out, 1, &x);
+    return out;
+}
+
+/* Heads from a column range: y [..., h, N, d] came from columns [col, col
+ * + h d) of x; the gradient adds into those columns alone (x's gradient
+ * buffer zeroed when new: other ranges, or none, fill the rest). */
+typedef struct {
+    int col;
+} heads_at_saved;
+
+static void split_heads_at_backward(ag_node *n) {
+    const ag_tensor *x = n->in[0], *y = n->out;
+    int nd = y->ndim, h = y->shape[nd - 3], N = y->shape[nd - 2], d = y->shape[nd - 1];
+    int col = ((const heads_at_saved *)n->saved)->col;
+    ag_real *gx = ag__grad(n->in[0]);
+    ag__attention_on(n->op, y->device)
+        ->heads_permute(y->grad, gx + col, nd == 4 ? y->shape[0] : 1, N, h, d, x->shape[x->ndim - 1], false, true);
+}
+
+ag_tensor *ag_split_heads_at(ag_tensor *x, int col, int h, int d) {
+    const char *op = "ag_split_heads_at";
+    char sx[64];
+    ag_device dev = ag__check_same_device(op, x, NULL);
+    int nd = x->ndim;
+    int64_t C = nd >= 2 ? x->shape[nd - 1] : 0;
+    if (nd < 2 || nd > 3 || h < 1 || d < 1 || col < 0 || col + (int64_t)h * d > C)
+        ag__fatal(op, "cannot take %d heads of %d from column %d of %s (want [N, C] or [B, N, C] with col + h*d <= C)",
+                  h, d, col, ag_shape_str(x, sx, sizeof sx));
+    int N = x->shape[nd - 2], B = nd == 3 ? x->shape[0] : 1;
+    int shape[AG_MAX_DIMS] = {B, h, N, d};
+    ag_tensor *out = nd == 3 ? ag__empty_on(dev, 4, shape) : ag__empty_on(dev, 3, shape + 1);
+    ag__attention_on(op, dev)->heads_permute(x->data + col, out->data, B, N, h, d, C, true, false);
+    ag_node *n = ag__record(op, split_heads_at_backward, out, 1, &x);
+    if (n) {
+        heads_at_saved *sv = ag__arena_alloc(sizeof *sv);
+        sv->col = col;
+        n->saved = sv;
+    }
     return out;
 }
 
@@ -239,7 +279,8 @@ static void merge_heads_backward(ag_node *n) {
     int nd = x->ndim, h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1];
     bool fresh;
     ag_real *gx = ag__grad_write(n->in[0], &fresh);
-    ag__attention_on(n->op, x->device)->heads_permute(n->out->grad, gx, nd == 4 ? x->shape[0] : 1, N, h, d, true, !fresh);
+    ag__attention_on(n->op, x->device)
+        ->heads_permute(n->out->grad, gx, nd == 4 ? x->shape[0] : 1, N, h, d, (int64_t)h * d, true, !fresh);
 }
 
 ag_tensor *ag_merge_heads(ag_tensor *x) {
@@ -252,7 +293,7 @@ ag_tensor *ag_merge_heads(ag_tensor *x) {
     int h = x->shape[nd - 3], N = x->shape[nd - 2], d = x->shape[nd - 1], B = nd == 4 ? x->shape[0] : 1;
     int shape[AG_MAX_DIMS] = {B, N, h * d};
     ag_tensor *out = nd == 4 ? ag__empty_on(dev, 3, shape) : ag__empty_on(dev, 2, shape + 1);
-    ag__attention_on(op, dev)->heads_permute(x->data, out->data, B, N, h, d, false, false);
+    ag__attention_on(op, dev)->heads_permute(x->data, out->data, B, N, h, d, (int64_t)h * d, false, false);
     ag__record(op, merge_heads_backward, out, 1, &x);
     return out;
 }

@@ -33,9 +33,11 @@ typedef struct {
     void (*backward)(const ag__kattn *p, const ag__kreal *Q, const ag__kreal *K, const ag__kreal *V, const ag__kreal *G,
                      ag__kreal *GQ, bool fresh_q, ag__kreal *GK, bool fresh_k, ag__kreal *GV, bool fresh_v);
     /* [outer, N, h, d] <-> [outer, h, N, d] (to_heads: the first to the
-     * second), stored or added. */
-    void (*heads_permute)(const ag__kreal *src, ag__kreal *dst, int64_t outer, int N, int h, int d, bool to_heads,
-                          bool accumulate);
+     * second), stored or added.  The merged side's rows are `row` apart (h
+     * d, or wider: h heads of columns from a wider row, as a fused q|k|v
+     * projection's). */
+    void (*heads_permute)(const ag__kreal *src, ag__kreal *dst, int64_t outer, int N, int h, int d, int64_t row,
+                          bool to_heads, bool accumulate);
 } ag__attention_kernels;
 
 extern const ag__attention_kernels ag__attention_cuda;

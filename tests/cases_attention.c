@@ -488,6 +488,18 @@ static ag_tensor *f_mix2_ref(ag_tensor **x) { /* z [2,5,37]: one logit, the refe
 /* heads: [B,N,h*d] and [N,h*d] both ways, twice (gradients add) */
 static ag_tensor *f_split4(ag_tensor **x) { return ag_split_heads(x[0], 4); }
 static ag_tensor *f_split_twice(ag_tensor **x) { return ag_mul(ag_split_heads(x[0], 3), ag_split_heads(x[0], 3)); }
+/* A fused projection's q, k, v taken apart by column ranges, as
+ * ag_mha_forward does ([2,5,20]: 2 query heads of 4, 1 key-value head,
+ * 4 columns unused, whose gradient stays 0), through grouped attention;
+ * and a range against the slice of it split (a difference of 0). */
+static ag_tensor *f_split_at_qkv(ag_tensor **x) {
+    ag_tensor *q = ag_split_heads_at(x[0], 0, 2, 4), *k = ag_split_heads_at(x[0], 8, 1, 4);
+    return ag_attention(q, k, ag_split_heads_at(x[0], 12, 1, 4), NULL, 0.5, NULL);
+}
+static ag_tensor *f_split_at_vs_slice(ag_tensor **x) {
+    ag_tensor *at = ag_split_heads_at(x[0], 4, 2, 3);
+    return tc_difference(ag_sub(at, ag_split_heads(ag_slice(x[0], x[0]->ndim - 1, 4, 10), 2)), at);
+}
 static ag_tensor *f_merge_twice(ag_tensor **x) { return ag_mul(ag_merge_heads(x[0]), ag_merge_heads(x[0])); }
 static ag_tensor *f_split_tanh_merge(ag_tensor **x) { return ag_merge_heads(ag_tanh(ag_split_heads(x[0], 5))); }
 
@@ -649,6 +661,9 @@ const op_case attention_cases[] = {
     UNIFORM_CASE("merge_heads [2,3,37,4]", f_merge, -1, 1, DIMS(2, 3, 37, 4)),
     UNIFORM_CASE("merge_heads [3,33,1]", f_merge, -1, 1, DIMS(3, 33, 1)),
     UNIFORM_CASE("split_heads twice [2,5,9] (adds)", f_split_twice, -1, 1, DIMS(2, 5, 9)),
+    UNIFORM_CASE("split_heads_at q|k|v of [2,5,20], 4 unused", f_split_at_qkv, -1, 1, DIMS(2, 5, 20)),
+    {.name = "split_heads_at [37,13] cols 4..10 = slice, split", .forward = f_split_at_vs_slice,
+     .uniform = UNIFORM_INPUTS(false, -1, 1, DIMS(37, 13)), .flags = OPCASE_DIFFERENCE},
     UNIFORM_CASE("merge_heads twice [3,5,7] (adds)", f_merge_twice, -1, 1, DIMS(3, 5, 7)),
     UNIFORM_CASE("split, tanh, merge [3,7,35]", f_split_tanh_merge, -1, 1, DIMS(3, 7, 35)),
     /* fused attention */

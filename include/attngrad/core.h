@@ -596,6 +596,11 @@ ag_tensor *ag_softmax_mix_ref(ag_tensor *z, ag_tensor *const *sources, int n, co
  * has no zero-copy view in contiguous storage: it is one tight copy (and
  * backward the inverse copy). */
 ag_tensor *ag_split_heads(ag_tensor *x, int h);
+/* h heads of width d from columns [col, col + h d) of x [N, C] or [B, N, C]
+ * -> [h, N, d] or [B, h, N, d]: a fused projection's q, k and v taken
+ * apart without slicing (ag_mha_forward); the gradient adds into those
+ * columns. */
+ag_tensor *ag_split_heads_at(ag_tensor *x, int col, int h, int d);
 /* The inverse: [h, N, d] -> [N, h*d], [B, h, N, d] -> [B, N, h*d]. */
 ag_tensor *ag_merge_heads(ag_tensor *x);
 
@@ -941,6 +946,7 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_softmax_mix_len(...) AG_AT(ag_softmax_mix_len, __VA_ARGS__)
 #define ag_softmax_mix_ref(...) AG_AT(ag_softmax_mix_ref, __VA_ARGS__)
 #define ag_split_heads(...) AG_AT(ag_split_heads, __VA_ARGS__)
+#define ag_split_heads_at(...) AG_AT(ag_split_heads_at, __VA_ARGS__)
 #define ag_merge_heads(...) AG_AT(ag_merge_heads, __VA_ARGS__)
 #define ag_attention(...) AG_AT(ag_attention, __VA_ARGS__)
 #define ag_mask(...) AG_AT(ag_mask, __VA_ARGS__)

@@ -53,13 +53,13 @@ static void attention_backward(const ag__kattn *p, const ag_real *Q, const ag_re
 }
 
 /* The permute as a strided copy walking the destination in order: to heads
- * it reads [outer, N, h, d] as (o, j, t, i), else [outer, h, N, d] as
- * (o, t, j, i). */
-static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N, int h, int d, bool to_heads,
-                          bool accumulate) {
-    int64_t Nd = (int64_t)N * d, hd = (int64_t)h * d;
-    ag__kstrided p = to_heads ? (ag__kstrided){{outer, h, N, d}, {N * hd, d, hd, 1}, {h * Nd, Nd, d, 1}}
-                             : (ag__kstrided){{outer, N, h, d}, {h * Nd, d, Nd, 1}, {N * hd, hd, d, 1}};
+ * it reads [outer, N, h, d] (rows `row` apart) as (o, j, t, i), else
+ * [outer, h, N, d] as (o, t, j, i). */
+static void heads_permute(const ag_real *src, ag_real *dst, int64_t outer, int N, int h, int d, int64_t row,
+                          bool to_heads, bool accumulate) {
+    int64_t Nd = (int64_t)N * d;
+    ag__kstrided p = to_heads ? (ag__kstrided){{outer, h, N, d}, {N * row, d, row, 1}, {h * Nd, Nd, d, 1}}
+                             : (ag__kstrided){{outer, N, h, d}, {h * Nd, d, Nd, 1}, {N * row, row, d, 1}};
     ag__shape_cuda.strided_copy(&p, src, dst, accumulate);
 }
 
