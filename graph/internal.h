@@ -55,6 +55,11 @@ void ag__free(void *p);
 char *ag__strdup(const char *s);
 void *ag__arena_alloc(size_t bytes);     /* 64-byte aligned, uninitialised */
 void *ag__arena_zalloc(size_t bytes);
+/* The arena's position, and a return to it: what was taken after the mark
+ * is free again (an op's scratch that must not outlive the op; ag_mark's
+ * arena half, without the tape). */
+void ag__arena_mark(size_t *pos, int *chunk_index);
+void ag__arena_rewind(size_t pos, int chunk_index);
 void ag__zero(void *p, size_t bytes);   /* memset 0, on the pool when large */
 void ag__zero_many(void *const *p, const int64_t *bytes, int count); /* count arrays in one pass */
 

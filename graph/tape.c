@@ -6,10 +6,7 @@
  * longest step seen); the nodes live in the step arena. */
 #include "device.h"
 
-
 void ag__arena_reset(void);
-void ag__arena_mark(size_t *pos, int *chunk_index);
-void ag__arena_rewind(size_t pos, int chunk_index);
 void ag__arena_shutdown(void);
 void ag__parallel_shutdown(void); /* graph/parallel.c: joins the pool's threads */
 void ag__profile_shutdown(void);  /* graph/profile.c */

@@ -10,6 +10,8 @@
  * where dP/dS live in one [Nq, Nk] scratch reused by every slice.  Compared
  * with matmul + masked softmax + matmul this saves the score tensor and
  * its gradient ([B,h,Nq,Nk] twice) and two passes over them.
+ * ag_attention_recompute keeps not even P: backward makes it again, a
+ * block of query rows at a time (below, "recomputed attention").
  *
  * On the GPU the same steps run over all slices at once: each product is
  * one strided-batched cuBLAS call, the softmax is the masked softmax kernel
@@ -73,8 +75,109 @@ static void attention_forward_part(void *ctx, int64_t part) {
     }
 }
 
+/* ---- recomputed attention (probs NULL): nothing of the scores kept ----
+ *
+ * A slice's query rows go through in blocks of about RECOMPUTE_BLOCK
+ * probabilities (at least RECOMPUTE_MIN_ROWS rows, for the products' sake):
+ * a block's scores, softmax and P V stay in the cache, and no [Nq, Nk]
+ * buffer exists.  Backward makes a block's P again with the same calls on
+ * the same rows, so it is the forward's to the bit, and then takes that
+ * block's share of every gradient (flash attention's trade: one more
+ * product and softmax per block for O(Nq Nk) less memory).  A unit (a
+ * group's query slices and their key-value slice) is still one thread's
+ * work from start to end, so dK and dV have one writer and the results do
+ * not depend on the parts. */
+enum { RECOMPUTE_BLOCK = 1 << 15, RECOMPUTE_MIN_ROWS = 16, RECOMPUTE_MAX_PARTS = 64 };
+
+int ag__attention_block_rows;
+
+static int recompute_rows(const attn_plan *p) {
+    if (p->block_rows > 0) return p->block_rows < p->nq ? p->block_rows : p->nq;
+    int rows = RECOMPUTE_BLOCK / (p->nk > 0 ? p->nk : 1);
+    if (rows < RECOMPUTE_MIN_ROWS) rows = RECOMPUTE_MIN_ROWS;
+    return p->nq < rows ? (p->nq > 0 ? p->nq : 1) : rows;
+}
+
+/* The parts' scratch is `per_part_scratch` reals each; at most
+ * RECOMPUTE_MAX_PARTS parts bound it (the parts' split does not change a
+ * bit of the results). */
+static attn_job recompute_job(const attn_plan *p, int64_t *parts) {
+    int64_t units = units_of(p), per = ag__units_per_part((int64_t)p->group * p->nq * p->nk);
+    if ((units + per - 1) / per > RECOMPUTE_MAX_PARTS) per = (units + RECOMPUTE_MAX_PARTS - 1) / RECOMPUTE_MAX_PARTS;
+    *parts = (units + per - 1) / per;
+    return (attn_job){.p = p, .per_part = per};
+}
+
+/* P [rows, nk] = softmax(scale Q K^T + mask) over rows r0.. of slice s. */
+static void block_probs(const attn_job *j, int64_t s, int r0, int rows, ag_real *P) {
+    const attn_plan *p = j->p;
+    gemm_overwrite(false, true, rows, p->nk, p->d, p->scale, j->Q + (s * p->nq + r0) * p->d,
+                   j->K + s / p->group * p->nk * p->d, P);
+    ag__mask_plan block = *p->mask_plan;
+    block.rows3[2] = rows; /* the slice's rows r0..r0 + rows - 1 */
+    const ag_real *mask = p->mask ? p->mask + r0 * block.stride3[2] : NULL;
+    ag__softmax_slice(&block, mask, (int)(s / block.rows3[1]), (int)(s % block.rows3[1]), P, 1, P);
+}
+
+static void recompute_forward_part(void *ctx, int64_t part) {
+    const attn_job *j = ctx;
+    const attn_plan *p = j->p;
+    int block = recompute_rows(p);
+    ag_real *P = j->dS + part * block * p->nk;
+    for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
+        for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
+            for (int r0 = 0; r0 < p->nq; r0 += block) {
+                int rows = p->nq - r0 < block ? p->nq - r0 : block;
+                block_probs(j, s, r0, rows, P);
+                gemm_overwrite(false, false, rows, p->dv, p->nk, 1, P, j->V + u * p->nk * p->dv,
+                               j->out + (s * p->nq + r0) * p->dv);
+            }
+}
+
+static void recompute_backward_part(void *ctx, int64_t part) {
+    const attn_job *j = ctx;
+    const attn_plan *p = j->p;
+    int block = recompute_rows(p);
+    ag_real *P = j->dS + part * 2 * block * p->nk, *dS = P + (int64_t)block * p->nk;
+    for (int64_t u = part * j->per_part; u < units_end(j, part); u++) {
+        const ag_real *Ks = j->K + u * p->nk * p->d, *Vs = j->V + u * p->nk * p->dv;
+        for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
+            for (int r0 = 0; r0 < p->nq; r0 += block) {
+                int rows = p->nq - r0 < block ? p->nq - r0 : block;
+                int64_t at = s * p->nq + r0;
+                const ag_real *Gb = j->G + at * p->dv;
+                block_probs(j, s, r0, rows, P);
+                if (j->GV) ag__gemm_serial(true, false, p->nk, p->dv, rows, 1, P, Gb, 1, j->GV + u * p->nk * p->dv);
+                if (!j->GQ && !j->GK) continue;
+                gemm_overwrite(false, true, rows, p->nk, p->dv, 1, Gb, Vs, dS); /* dP = dO V^T */
+                ag__softmax_rows_grad(P, dS, p->scale, dS, rows, p->nk, false);
+                if (j->GQ) ag__gemm_serial(false, false, rows, p->d, p->nk, 1, dS, Ks, 1, j->GQ + at * p->d);
+                if (j->GK) ag__gemm_serial(true, false, p->nk, p->d, rows, 1, dS, j->Q + at * p->d, 1, j->GK + u * p->nk * p->d);
+            }
+    }
+}
+
+/* The scratch of `parts` parts of `blocks` blocks each, for one call: the
+ * arena is rewound to before it when the call returns. */
+static void recompute_run(attn_job *j, int64_t parts, int blocks, ag__part_fn fn) {
+    size_t pos;
+    int chunk;
+    ag__arena_mark(&pos, &chunk);
+    int64_t n = parts * blocks * recompute_rows(j->p) * (int64_t)j->p->nk;
+    j->dS = ag__arena_alloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real));
+    ag__parallel(parts, fn, j);
+    ag__arena_rewind(pos, chunk);
+}
+
 static void attention_forward_cpu(const attn_plan *p, const ag__mask_plan *mp, const ag_real *mask, const ag_real *Q,
                                   const ag_real *K, const ag_real *V, ag_real *out) {
+    if (!p->probs) {
+        int64_t parts;
+        attn_job j = recompute_job(p, &parts);
+        j.Q = Q, j.K = K, j.V = V, j.out = out;
+        recompute_run(&j, parts, 1, recompute_forward_part);
+        return;
+    }
     attn_job j = {.p = p, .mp = mp, .mask = mask, .Q = Q, .K = K, .V = V, .out = out,
                   .per_part = ag__units_per_part((int64_t)p->group * p->nq * p->nk)};
     ag__parallel((units_of(p) + j.per_part - 1) / j.per_part, attention_forward_part, &j);
@@ -109,6 +212,13 @@ static void attention_backward_cpu(const attn_plan *p, const ag_real *Q, const a
     if (GV && fresh_v) ag__zero(GV, (size_t)units * p->nk * p->dv * sizeof *GV);
     if (GQ && fresh_q) ag__zero(GQ, (size_t)p->slices * p->nq * p->d * sizeof *GQ);
     if (GK && fresh_k) ag__zero(GK, (size_t)units * p->nk * p->d * sizeof *GK);
+    if (!p->probs) {
+        int64_t parts;
+        attn_job j = recompute_job(p, &parts);
+        j.Q = Q, j.K = K, j.V = V, j.G = G, j.GQ = GQ, j.GK = GK, j.GV = GV;
+        recompute_run(&j, parts, 2, recompute_backward_part);
+        return;
+    }
     int64_t up = (int64_t)p->group * p->nq * p->nk;
     attn_job j = {.p = p, .Q = Q, .K = K, .V = V, .G = G, .GQ = GQ, .GK = GK, .GV = GV,
                   .per_part = ag__units_per_part(up)};
@@ -153,8 +263,10 @@ static int attention_shapes(const char *op, const ag_tensor *q, const ag_tensor 
     return group;
 }
 
-ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale, ag_tensor **probs) {
-    const char *op = "ag_attention";
+/* Both attentions: keep_probs stores P for backward (and for *probs),
+ * else backward makes it again (the plan keeps the mask for that). */
+static ag_tensor *attention(const char *op, ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale,
+                            bool keep_probs, ag_tensor **probs) {
     ag__need(op, "q", q), ag__need(op, "k", k), ag__need(op, "v", v);
     int group = attention_shapes(op, q, k, v);
     ag_device dev = q->device;
@@ -170,22 +282,38 @@ ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mas
     scores[nd - 1] = p.nk;
     out_shape[nd - 1] = p.dv;
     ag__mask_plan mp = ag__mask_plan_on(op, nd, scores, dev, mask);
+    p.mask = mask ? mask->data : NULL;
+    p.mask_plan = &mp;
 
     ag_tensor *out = ag__empty_on(dev, nd, out_shape);
-    int64_t pq = (int64_t)p.nq * p.nk;
-    int64_t n_probs = p.slices * pq;
-    size_t probs_bytes = (size_t)(n_probs ? n_probs : 1) * sizeof(ag_real);
-    p.probs = ag__step_alloc_on(dev, probs_bytes);
-    ag__attention_on(op, dev)->forward(&p, &mp, mask ? mask->data : NULL, q->data, k->data, v->data, out->data);
+    /* An empty product keeps its few probabilities: the kernels' blocks may then take every size as >= 1 */
+    if (!p.slices || !p.nq || !p.nk || !p.d || !p.dv) keep_probs = true;
+    p.block_rows = ag__attention_block_rows;
+    if (keep_probs) {
+        int64_t n_probs = p.slices * (int64_t)p.nq * p.nk;
+        p.probs = ag__step_alloc_on(dev, (size_t)(n_probs ? n_probs : 1) * sizeof(ag_real));
+    }
+    ag__attention_on(op, dev)->forward(&p, &mp, p.mask, q->data, k->data, v->data, out->data);
 
     ag_node *n = ag__record(op, attention_backward, out, 3, (ag_tensor *[]){q, k, v});
     if (n) {
         attn_plan *saved = ag__arena_alloc(sizeof *saved);
+        ag__mask_plan *saved_mp = ag__arena_alloc(sizeof *saved_mp);
+        *saved_mp = mp;
         *saved = p;
+        saved->mask_plan = saved_mp;
         n->saved = saved;
     }
     if (probs) *probs = ag__view_of(p.probs, dev, nd, scores, "ag_attention(probs)"); /* for heatmaps */
     return out;
+}
+
+ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale, ag_tensor **probs) {
+    return attention("ag_attention", q, k, v, mask, scale, true, probs);
+}
+
+ag_tensor *ag_attention_recompute(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale) {
+    return attention("ag_attention_recompute", q, k, v, mask, scale, false, NULL);
 }
 
 /* ---- head split and merge ----

@@ -13,19 +13,35 @@ AG_KERNELS_BEGIN
  * (grouped-query attention: `group` consecutive query slices read one
  * key-value slice; 1 otherwise); probs [slices, nq, nk] is the one thing
  * backward keeps.  The products run a group's query slices as one: M =
- * group * nq rows, contiguous in Q, probs and out. */
+ * group * nq rows, contiguous in Q, probs and out.
+ *
+ * probs NULL (ag_attention_recompute): nothing of the scores is kept.  Each
+ * table then works through blocks of query rows of its own choosing (the
+ * CPU's fit its caches, the GPU's a bounded scratch), and backward makes
+ * each block's probabilities again from Q, K and the mask (mask and
+ * mask_plan, kept for it) with the same code, so they are the forward's to
+ * the bit. */
 typedef struct {
     int slices, nq, nk, d, dv, group;
     ag__kreal scale;
     ag__kreal *probs;
+    const ag__kreal *mask;     /* probs NULL: the forward's mask (NULL: none) and its plan */
+    const ag__kmask *mask_plan;
+    int block_rows;            /* probs NULL: query rows a block (0: the table's choice) */
 } ag__kattn;
+
+/* Tests: the block_rows of every ag_attention_recompute from now on (0,
+ * the default: each table's choice), so that small shapes run in several
+ * blocks with a short last one. */
+extern int ag__attention_block_rows;
 
 typedef struct {
     /* probs = softmax(scale Q K^T + mask) (mask rows by mask_plan, or mask
      * NULL), out = probs V, for every slice. */
     void (*forward)(const ag__kattn *p, const ag__kmask *mask_plan, const ag__kreal *mask, const ag__kreal *Q,
                     const ag__kreal *K, const ag__kreal *V, ag__kreal *out);
-    /* From G = dL/dout and the saved probs: dV = P^T G, dS = P * (G V^T -
+    /* From G = dL/dout and the saved probs (or, probs NULL, the
+     * probabilities made again block by block): dV = P^T G, dS = P * (G V^T -
      * rowsum) * scale, dQ = dS K, dK = dS^T Q, each NULL when not wanted,
      * stored when fresh, else added.  They are written in the order dV, dQ,
      * dK, so a tensor passed twice (self-attention's q = k) is stored by its

@@ -7,6 +7,7 @@
  * cache: the runner sets the current device to the inputs'). */
 #include "opcase.h"
 #include "../ops/softmax.h" /* ag__softmax_pool, ag__softmax_mix_ref_planes: ops for one model each */
+#include "../ops/attention.h" /* ag__attention_block_rows */
 
 #include <math.h>
 #include <stdlib.h>
@@ -296,6 +297,20 @@ static ag_tensor *f_split_merge(ag_tensor **in) { return ag_merge_heads(ag_split
 
 /* ---- fused attention ---- */
 
+/* The attention cases call attn(): ag_attention, or inside recomputed()
+ * ag_attention_recompute in blocks of `rows` query rows (0: the kernels'
+ * own), each case then run both ways through the same function. */
+static bool recomputing;
+static ag_tensor *attn(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale) {
+    return recomputing ? ag_attention_recompute(q, k, v, mask, scale) : ag_attention(q, k, v, mask, scale, NULL);
+}
+static ag_tensor *recomputed(ag_tensor *(*f)(ag_tensor **), ag_tensor **in, int rows) {
+    recomputing = true, ag__attention_block_rows = rows;
+    ag_tensor *out = f(in);
+    recomputing = false, ag__attention_block_rows = 0;
+    return out;
+}
+
 #define ATTN_SETUP(NAME, SQ, SK, SV)                                               \
     static int NAME(ag_tensor **in, ag_rng *r) {                                   \
         in[0] = tc_away(r, 0.1, 1.5, true, SQ);                                     \
@@ -322,25 +337,25 @@ static int attn_large(ag_tensor **in, ag_rng *r) {
     return 3;
 }
 
-static ag_tensor *f_attn_plain(ag_tensor **in) { return ag_attention(in[0], in[1], in[2], NULL, 0.45, NULL); }
+static ag_tensor *f_attn_plain(ag_tensor **in) { return attn(in[0], in[1], in[2], NULL, 0.45); }
 static ag_tensor *f_attn_past(ag_tensor **in) {
-    return ag_attention(in[0], in[1], in[2], ag_mask(&past, 4), 0.6, NULL);
+    return attn(in[0], in[1], in[2], ag_mask(&past, 4), 0.6);
 }
 static ag_tensor *f_attn_n1_past(ag_tensor **in) {
-    return ag_attention(in[0], in[1], in[2], ag_mask(&past, 1), 1.0, NULL);
+    return attn(in[0], in[1], in[2], ag_mask(&past, 1), 1.0);
 }
 static ag_tensor *f_attn_n1_incl(ag_tensor **in) {
-    return ag_attention(in[0], in[1], in[2], ag_mask(&past_incl, 1), 1.0, NULL);
+    return attn(in[0], in[1], in[2], ag_mask(&past_incl, 1), 1.0);
 }
 static ag_tensor *f_attn_large(ag_tensor **in) {
-    return ag_attention(in[0], in[1], in[2], ag_mask(&past_incl, 4), 1.0, NULL);
+    return attn(in[0], in[1], in[2], ag_mask(&past_incl, 4), 1.0);
 }
 /* The fused op against matmul, masked_softmax, matmul at logits ~1e3 with
  * a fully masked first row: a difference of 0 (v added for a gradient). */
 static ag_tensor *f_attn_large_vs_composed(ag_tensor **in) {
     ag_tensor *m = ag_mask(&past, 4);
     ag_tensor *p = ag_masked_softmax(ag_matmul_t(in[0], false, in[1], true), m, 1.0);
-    return tc_difference(ag_sub(ag_attention(in[0], in[1], in[2], m, 1.0, NULL), ag_matmul(p, in[2])), in[2]);
+    return tc_difference(ag_sub(attn(in[0], in[1], in[2], m, 1.0), ag_matmul(p, in[2])), in[2]);
 }
 /* MS-SAN style: per-sentence, per-head masks (direction + 1.5 * word or tree
  * distance) with a padded sentence, all in one [B,h,N,N] mask. */
@@ -353,21 +368,21 @@ static ag_tensor *f_attn_batch_mask(ag_tensor **in) {
     };
     ag_tensor *m = NULL;
     ag_mask_batch(specs, 2, 2, 5, len_53, heads_53, &m);
-    return ag_attention(in[0], in[1], in[2], m, 0.5, NULL);
+    return attn(in[0], in[1], in[2], m, 0.5);
 }
 /* Key padding [B,1,1,N] against [B,h,Nq,Nk]. */
 static ag_tensor *f_attn_keypad_len0(ag_tensor **in) { /* example 1 empty: every row fully masked */
-    return ag_attention(in[0], in[1], in[2], ag_mask_padding((const int32_t[]){5, 0}, 2, 5, 4, false), 0.8, NULL);
+    return attn(in[0], in[1], in[2], ag_mask_padding((const int32_t[]){5, 0}, 2, 5, 4, false), 0.8);
 }
 static ag_tensor *f_attn_pad_len1(ag_tensor **in) { /* keys and queries, example 1 of length 1 */
-    return ag_attention(in[0], in[1], in[2], ag_mask_padding((const int32_t[]){4, 1}, 2, 5, 4, true), 0.8, NULL);
+    return attn(in[0], in[1], in[2], ag_mask_padding((const int32_t[]){4, 1}, 2, 5, 4, true), 0.8);
 }
 /* Logits ~1e3 under PAST: query 0 fully masked. */
 static ag_tensor *f_attn_large_past(ag_tensor **in) {
-    return ag_attention(in[0], in[1], in[2], ag_mask(&past, 4), 1.0, NULL);
+    return attn(in[0], in[1], in[2], ag_mask(&past, 4), 1.0);
 }
 static ag_tensor *f_attn_keypad(ag_tensor **in) {
-    return ag_attention(in[0], in[1], in[2], ag_mask_padding(len_53, 2, 5, 4, false), 0.8, NULL);
+    return attn(in[0], in[1], in[2], ag_mask_padding(len_53, 2, 5, 4, false), 0.8);
 }
 /* Grouped: causal with padding (example 1 of length 1: query rows past it
  * fully masked), per-head masks, and against its key-value heads copied to
@@ -375,13 +390,13 @@ static ag_tensor *f_attn_keypad(ag_tensor **in) {
  * order: the copy's gradient adds the group's in another order). */
 static ag_tensor *f_attn_grouped_causal(ag_tensor **in) {
     ag_tensor *m = ag_add(ag_mask(&past_incl, 5), ag_mask_padding((const int32_t[]){5, 1}, 2, 5, 4, true));
-    return ag_attention(in[0], in[1], in[2], m, 0.7, NULL);
+    return attn(in[0], in[1], in[2], m, 0.7);
 }
 static ag_tensor *f_attn_grouped_heads(ag_tensor **in) { /* a mask per query head, two of a group alike */
     static const ag_mask_spec six[6] = {
         {.dir = AG_MASK_PAST}, {.dir = AG_MASK_FUTURE}, {.dir = AG_MASK_PAST_INCL, .dist = AG_DIST_WORD, .weight = 1.5},
         {.dir = AG_MASK_PAST}, {.dir = AG_MASK_FUTURE_INCL}, {.dist = AG_DIST_WORD, .weight = 0.5}};
-    return ag_attention(in[0], in[1], in[2], ag_mask_heads(six, 6, 5), 0.5, NULL);
+    return attn(in[0], in[1], in[2], ag_mask_heads(six, 6, 5), 0.5);
 }
 static ag_tensor *f_attn_grouped_vs_copied(ag_tensor **in) { /* 6 or 8 query heads on 2 */
     static const int32_t six[] = {0, 0, 0, 1, 1, 1}, eight[] = {0, 0, 0, 0, 1, 1, 1, 1};
@@ -389,8 +404,34 @@ static ag_tensor *f_attn_grouped_vs_copied(ag_tensor **in) { /* 6 or 8 query hea
     const int32_t *group = h == 6 ? six : eight;
     ag_tensor *k = ag_index_select(in[1], 1, group, h), *v = ag_index_select(in[2], 1, group, h);
     int n = in[0]->shape[2];
-    ag_tensor *grouped = ag_attention(in[0], in[1], in[2], ag_mask(&past, n), 0.6, NULL);
-    return tc_difference(ag_sub(grouped, ag_attention(in[0], k, v, ag_mask(&past, n), 0.6, NULL)), grouped);
+    ag_tensor *grouped = attn(in[0], in[1], in[2], ag_mask(&past, n), 0.6);
+    return tc_difference(ag_sub(grouped, attn(in[0], k, v, ag_mask(&past, n), 0.6)), grouped);
+}
+
+/* The same cases recomputed (ag_attention_recompute), in blocks of 2 query
+ * rows (the last one shorter where the rows are odd) or of the kernels'
+ * own choice (0); and the recomputed op against the stored one. */
+#define RECOMPUTED(NAME, F, ROWS) \
+    static ag_tensor *NAME(ag_tensor **in) { return recomputed(F, in, ROWS); }
+RECOMPUTED(r_attn_plain, f_attn_plain, 3)
+RECOMPUTED(r_attn_plain_own, f_attn_plain, 0)
+RECOMPUTED(r_attn_past, f_attn_past, 2)
+RECOMPUTED(r_attn_n1_past, f_attn_n1_past, 2)
+RECOMPUTED(r_attn_batch_mask, f_attn_batch_mask, 2)
+RECOMPUTED(r_attn_keypad_len0, f_attn_keypad_len0, 2)
+RECOMPUTED(r_attn_pad_len1, f_attn_pad_len1, 2)
+RECOMPUTED(r_attn_large_past, f_attn_large_past, 3)
+RECOMPUTED(r_attn_large_vs_composed, f_attn_large_vs_composed, 3)
+RECOMPUTED(r_attn_grouped_causal, f_attn_grouped_causal, 2)
+RECOMPUTED(r_attn_grouped_heads, f_attn_grouped_heads, 2)
+RECOMPUTED(r_attn_grouped_vs_copied, f_attn_grouped_vs_copied, 2)
+static ag_tensor *f_attn_recomputed_vs_stored(ag_tensor **in) {
+    ag_tensor *m = ag_add(ag_mask(&past_incl, 5), ag_mask_padding((const int32_t[]){5, 1}, 2, 5, 4, true));
+    ag_tensor *stored = ag_attention(in[0], in[1], in[2], m, 0.7, NULL);
+    ag__attention_block_rows = 2;
+    ag_tensor *again = ag_attention_recompute(in[0], in[1], in[2], m, 0.7);
+    ag__attention_block_rows = 0;
+    return tc_difference(ag_sub(again, stored), stored);
 }
 
 /* ---- the device's sizes ---- */
@@ -494,7 +535,7 @@ static ag_tensor *f_split_twice(ag_tensor **x) { return ag_mul(ag_split_heads(x[
  * and a range against the slice of it split (a difference of 0). */
 static ag_tensor *f_split_at_qkv(ag_tensor **x) {
     ag_tensor *q = ag_split_heads_at(x[0], 0, 2, 4), *k = ag_split_heads_at(x[0], 8, 1, 4);
-    return ag_attention(q, k, ag_split_heads_at(x[0], 12, 1, 4), NULL, 0.5, NULL);
+    return attn(q, k, ag_split_heads_at(x[0], 12, 1, 4), NULL, 0.5);
 }
 static ag_tensor *f_split_at_vs_slice(ag_tensor **x) {
     ag_tensor *at = ag_split_heads_at(x[0], 4, 2, 3);
@@ -511,17 +552,23 @@ static ag_tensor *f_attn_mask(ag_tensor **x) {
         for (int q = 0; q < 7; q++)
             for (int k = 0; k < 9; k++)
                 m[(b * 7 + q) * 9 + k] = (b == 1 && (k >= 5 || q == 3)) ? NEG_INF : (ag_real)(-0.2 * abs(q - k));
-    return ag_attention(x[0], x[1], x[2], tc_const_like(x[0], 4, (int[]){2, 1, 7, 9}, m), 0.25, NULL);
+    return attn(x[0], x[1], x[2], tc_const_like(x[0], 4, (int[]){2, 1, 7, 9}, m), 0.25);
 }
-static ag_tensor *f_attn_plain_1(ag_tensor **x) { return ag_attention(x[0], x[1], x[2], NULL, 1.0, NULL); }
+static ag_tensor *f_attn_plain_1(ag_tensor **x) { return attn(x[0], x[1], x[2], NULL, 1.0); }
 /* self-attention, q = k: the same gradient written twice */
 static ag_tensor *f_attn_self(ag_tensor **x) {
-    return ag_attention(x[0], x[0], x[1], ag_mask_padding((const int32_t[]){6, 3}, 2, 6, 4, true), 0.35, NULL);
+    return attn(x[0], x[0], x[1], ag_mask_padding((const int32_t[]){6, 3}, 2, 6, 4, true), 0.35);
 }
 /* per-head positional masks [4,9,9] */
 static ag_tensor *f_attn_heads(ag_tensor **x) {
-    return ag_attention(x[0], x[1], x[2], ag_mask_heads(softmax_specs, 4, 9), 0.5, NULL);
+    return attn(x[0], x[1], x[2], ag_mask_heads(softmax_specs, 4, 9), 0.5);
 }
+RECOMPUTED(r_attn_mask, f_attn_mask, 3)
+RECOMPUTED(r_attn_plain_1, f_attn_plain_1, 5)
+RECOMPUTED(r_attn_plain_1_own, f_attn_plain_1, 0)
+RECOMPUTED(r_attn_self, f_attn_self, 4)
+RECOMPUTED(r_attn_heads, f_attn_heads, 4)
+RECOMPUTED(r_split_at_qkv, f_split_at_qkv, 2)
 
 /* ag_soft_align (models/layers.c): a [3,5,4] against b [3,7,4], a length-1
  * and an empty sentence on either side; its three outputs flattened, one
@@ -624,6 +671,24 @@ const op_case attention_cases[] = {
     {"attention grouped 6 on 2 heads equals the heads copied", attn_grouped, f_attn_grouped_vs_copied,
      .flags = OPCASE_DIFFERENCE},
     {"attention one key-value head, Nq!=Nk", attn_one_kv, f_attn_plain, 0, 0},
+    {"recomputed attention cross Nq!=Nk, 3-row blocks", attn_cross, r_attn_plain, 0, 0},
+    {"recomputed attention 3-D, dv!=d", attn_dv3, r_attn_plain, 0, 0},
+    {"recomputed attention 2-D, the kernels' blocks", attn_2d, r_attn_plain_own, 0, 0},
+    {"recomputed attention PAST (first row masked), 2-row blocks", attn_self4, r_attn_past, 0, 0},
+    {"recomputed attention N=1 PAST (all masked)", attn_n1, r_attn_n1_past, 0, 0},
+    {"recomputed attention batch mask tree+pad", attn_self5, r_attn_batch_mask, 0, 0},
+    {"recomputed attention key padding, len 0", attn_self5, r_attn_keypad_len0, 0, 0},
+    {"recomputed attention padding, len 1", attn_self5, r_attn_pad_len1, 0, 0},
+    {"recomputed attention logits ~1e3 PAST", attn_large, r_attn_large_past, 0, 0},
+    {"recomputed attention logits ~1e3 equals the composition", attn_large, r_attn_large_vs_composed,
+     .flags = OPCASE_DIFFERENCE},
+    {"recomputed attention grouped 6 on 2 heads, causal, len 1", attn_grouped, r_attn_grouped_causal, 0, 0},
+    {"recomputed attention grouped 6 on 2 heads, per-head masks", attn_grouped, r_attn_grouped_heads, 0, 0},
+    {"recomputed attention grouped equals the heads copied", attn_grouped, r_attn_grouped_vs_copied,
+     .flags = OPCASE_DIFFERENCE},
+    {"recomputed attention one key-value head, Nq!=Nk", attn_one_kv, r_attn_plain, 0, 0},
+    {"recomputed attention equals the stored, grouped, causal, len 1", attn_grouped, f_attn_recomputed_vs_stored,
+     .flags = OPCASE_DIFFERENCE},
     /* ---- the device's sizes ---- */
     /* softmax: odd widths, large logits (length 1: softmax N=1) */
     UNIFORM_CASE("softmax [3,5,37]", f_softmax, -3, 3, DIMS(3, 5, 37)),
@@ -677,6 +742,17 @@ const op_case attention_cases[] = {
                  DIMS(2, 2, 9, 16), DIMS(2, 2, 9, 16)),
     UNIFORM_CASE("attention grouped [2,4,33,8] on 1 head", f_attn_plain_1, -1, 1, DIMS(2, 4, 33, 8), DIMS(2, 1, 37, 8),
                  DIMS(2, 1, 37, 5)),
+    UNIFORM_CASE("recomputed attention mask [2,3,7|9,16|5]", r_attn_mask, -1, 1, DIMS(2, 3, 7, 16),
+                 DIMS(2, 3, 9, 16), DIMS(2, 3, 9, 5)),
+    UNIFORM_CASE("recomputed attention [33,16]x[37,16]", r_attn_plain_1, -1, 1, DIMS(33, 16), DIMS(37, 16),
+                 DIMS(37, 3)),
+    UNIFORM_CASE("recomputed attention self q=k pad [2,2,6,5]", r_attn_self, -1, 1, DIMS(2, 2, 6, 5),
+                 DIMS(2, 2, 6, 3)),
+    UNIFORM_CASE("recomputed attention heads [2,4,9,8]", r_attn_heads, -1, 1, DIMS(2, 4, 9, 8), DIMS(2, 4, 9, 8),
+                 DIMS(2, 4, 9, 8)),
+    UNIFORM_CASE("recomputed attention grouped [2,4,33,8] on 1 head", r_attn_plain_1_own, -1, 1, DIMS(2, 4, 33, 8),
+                 DIMS(2, 1, 37, 8), DIMS(2, 1, 37, 5)),
+    UNIFORM_CASE("recomputed split_heads_at q|k|v of [2,5,20]", r_split_at_qkv, -1, 1, DIMS(2, 5, 20)),
     /* the layers' cross-sentence alignment */
     UNIFORM_CASE("soft_align [3,5,4]x[3,7,4] len 5,1,0 | 2,0,7", f_soft_align, -1, 1, DIMS(3, 5, 4), DIMS(3, 7, 4)),
     UNIFORM_CASE("soft_align_scores [3,5,7] a [3,5,4] b [3,7,6]", f_soft_align_scores, -2, 2, DIMS(3, 5, 7),

@@ -615,6 +615,13 @@ ag_tensor *ag_merge_heads(ag_tensor *x);
  * read-only, no gradient, valid until ag_step_end) for heatmaps. */
 ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale,
                         ag_tensor **probs);
+/* The same attention, keeping nothing of the scores: backward makes the
+ * probabilities again from q, k and mask, a block of query rows at a time
+ * (flash attention's trade: about one more Q K^T product and softmax for
+ * no [B,h,Nq,Nk] tensor, so memory linear in the sequence).  The same
+ * values and gradients as ag_attention, to rounding; the mask must be
+ * unchanged until backward. */
+ag_tensor *ag_attention_recompute(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale);
 
 /* Positional masks M[q,k], q = query (row), k = key (column).  Direction:
  * PAST allows k < q, FUTURE k > q, PAST_INCL k <= q, FUTURE_INCL k >= q. */
@@ -949,6 +956,7 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_split_heads_at(...) AG_AT(ag_split_heads_at, __VA_ARGS__)
 #define ag_merge_heads(...) AG_AT(ag_merge_heads, __VA_ARGS__)
 #define ag_attention(...) AG_AT(ag_attention, __VA_ARGS__)
+#define ag_attention_recompute(...) AG_AT(ag_attention_recompute, __VA_ARGS__)
 #define ag_mask(...) AG_AT(ag_mask, __VA_ARGS__)
 #define ag_mask_heads(...) AG_AT(ag_mask_heads, __VA_ARGS__)
 #define ag_mask_attenuation(...) AG_AT(ag_mask_attenuation, __VA_ARGS__)
