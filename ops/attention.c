@@ -223,8 +223,12 @@ static void attention_backward_cpu(const attn_plan *p, const ag_real *Q, const a
     attn_job j = {.p = p, .Q = Q, .K = K, .V = V, .G = G, .GQ = GQ, .GK = GK, .GV = GV,
                   .per_part = ag__units_per_part(up)};
     int64_t parts = (units + j.per_part - 1) / j.per_part;
+    size_t pos;
+    int chunk;
+    ag__arena_mark(&pos, &chunk); /* dS lives for this call only */
     if (GQ || GK) j.dS = ag__arena_alloc((size_t)(parts * up > 0 ? parts * up : 1) * sizeof(ag_real));
     ag__parallel(parts, attention_backward_part, &j);
+    ag__arena_rewind(pos, chunk);
 }
 
 static void attention_backward(ag_node *n) {
