@@ -13,7 +13,8 @@
  * kv_heads=K: grouped-query attention, K key-value heads for the --heads query heads (1: multi-query), a smaller
  * key-value cache for generate.
  * recompute=1 keeps each layer's output alone and makes the rest again in backward (ag_recompute): less memory
- * for one more forward a step, the same gradients.
+ * for one more forward a step, the same gradients.  recompute_attn=1 keeps no attention probabilities
+ * [B,h,N,N] (ag_attention_recompute): memory linear in the context for one more Q K^T a layer; the two combine.
  *
  *   ninja -C build examples/transformer_lm.so examples/transformer_lm-f64.so
  *   P=build/examples/transformer_lm.so
@@ -70,7 +71,8 @@ static ag_status tlm_build(ag_model *m) {
     ag_encoder_config ec = {.d_model = d, .heads = c->heads, .d_ff = c->hidden, .pre_norm = true, .keep = c->keep,
                             .act = glu ? AG_ACT_SILU : AG_ACT_GELU, .rms_norm = ag_model_hparam(m, "rms", 0) != 0,
                             .gated = glu, .rope_base = rope, .kv_heads = kv_heads,
-                            .recompute = ag_model_hparam(m, "recompute", 0) != 0};
+                            .recompute = ag_model_hparam(m, "recompute", 0) != 0,
+                            .recompute_attention = ag_model_hparam(m, "recompute_attn", 0) != 0};
     for (int l = 0; l < c->layers; l++) {
         ag_scope_push("layer%d", l);
         p->layer[l] = ag_encoder_layer_new(ps, &ec, &m->rng);
@@ -172,7 +174,7 @@ static const ag_model_kind tlm_kind = {
     .build = tlm_build, .forward = tlm_forward, .loss = tlm_loss, .destroy = tlm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,heads,layers,max-len",
-    .hparams = "ctx,rope,rms,glu,kv_heads,recompute",
+    .hparams = "ctx,rope,rms,glu,kv_heads,recompute,recompute_attn",
     .lm_state_new = tlm_state_new, .lm_feed = tlm_feed, .lm_state_free = tlm_state_free,
 };
 

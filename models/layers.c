@@ -387,7 +387,9 @@ ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths,
         mask = mask ? ag_add(pad, mask) : pad;
     }
     /* k, v [B, kv, N, dh]: each key-value head serves its group of h / kv query heads, uncopied */
-    ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), probs); /* [B, h, N, dh] */
+    double scale = 1 / sqrt((double)dh);
+    ag_tensor *o = m->recompute_attention && !probs ? ag_attention_recompute(q, k, v, mask, scale)
+                                                    : ag_attention(q, k, v, mask, scale, probs); /* [B, h, N, dh] */
     return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
 }
 
@@ -413,6 +415,7 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
     ag_scope_push("attn");
     l.attn = ag_mha_new_grouped(ps, d, cfg->heads, cfg->kv_heads ? cfg->kv_heads : cfg->heads, rng);
     l.attn.rope_base = cfg->rope_base;
+    l.attn.recompute_attention = cfg->recompute_attention;
     ag_scope_pop();
     ag_param_layernorm(ps, "ln1", d, &l.ln1_g, cfg->rms_norm ? NULL : &l.ln1_b);
     l.w1 = ag_param_glorot(ps, "ffn.w1", d, w1_out, rng); /* gated: the gate's columns, then the value's */

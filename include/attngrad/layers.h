@@ -145,6 +145,8 @@ typedef struct {
     ag_tensor *w_qkv, *b_qkv, *w_o, *b_o;
     double rope_base; /* > 0: queries and keys turned by ag_rope(., d/heads, position, rope_base); 0 (ag_mha_new's): none */
     int kv_heads;     /* key-value heads, dividing heads (0 reads as heads) */
+    bool recompute_attention; /* ag_attention_recompute: no [B,h,N,N] probabilities kept, made again in backward
+                                 (memory linear in N for one more Q K^T); not where probs are asked for */
 } ag_mha;
 
 ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng);
@@ -155,7 +157,9 @@ ag_mha ag_mha_new_grouped(ag_params *ps, int d_model, int heads, int kv_heads, a
  * positional [N, N] (ag_mask), per head [1, h, N, N] (ag_mask_heads viewed
  * so), per example [B, 1, N, N] or [B, 1, 1, N], or all [B, h, N, N]
  * (ag_mask_batch).  Both together add up.  probs (or NULL) receives the
- * attention weights [B, h, N, N] for heatmaps. */
+ * attention weights [B, h, N, N] for heatmaps (then they are stored, even
+ * with recompute_attention).  The mask must then stay unchanged until
+ * backward. */
 ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                           ag_tensor **probs);
 
@@ -177,6 +181,8 @@ typedef struct {
     bool recompute;     /* keep the layer's output alone and make the rest again in backward (ag_recompute):
                            less step memory for one more forward; not where probs are asked for.  The forward's
                            rng, lengths and mask must then last until backward (a model's rng, not a local's) */
+    bool recompute_attention; /* the attention alone keeps no [B,h,N,N] probabilities (ag_mha's field): memory
+                                 linear in the sequence, for one more Q K^T and softmax in backward */
 } ag_encoder_config;
 
 /* Parameters: <scope>attn.*, ln1.gain, ln1.bias, ffn.w1, ffn.b1, ffn.w2,
