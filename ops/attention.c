@@ -83,7 +83,10 @@ static void attention_forward_part(void *ctx, int64_t part) {
  * buffer exists.  Backward makes a block's P again with the same calls on
  * the same rows, so it is the forward's to the bit, and then takes that
  * block's share of every gradient (flash attention's trade: one more
- * product and softmax per block for O(Nq Nk) less memory).  A unit (a
+ * product and softmax per block for O(Nq Nk) less memory).  Keys past the
+ * last one a block's rows may see (the mask's -inf tail: under a causal
+ * mask, past the block's last row) take no part in its products, so a
+ * causal block costs what its triangle does, not a square.  A unit (a
  * group's query slices and their key-value slice) is still one thread's
  * work from start to end, so dK and dV have one writer and the results do
  * not depend on the parts. */
@@ -108,13 +111,32 @@ static attn_job recompute_job(const attn_plan *p, int64_t *parts) {
     return (attn_job){.p = p, .per_part = per};
 }
 
-/* P [rows, nk] = softmax(scale Q K^T + mask) over rows r0.. of slice s. */
-static void block_probs(const attn_job *j, int64_t s, int r0, int rows, ag_real *P) {
+/* The keys rows r0.. of slice s may attend to lie below this: 1 + the
+ * last one any row's mask leaves above -inf (the mask read from its end,
+ * a row at a time, down to the end found so far). */
+static int block_keys(const attn_plan *p, int64_t s, int r0, int rows) {
+    if (!p->mask) return p->nk;
+    const ag__mask_plan *mp = p->mask_plan;
+    const ag_real *m = p->mask + (s / mp->rows3[1]) * mp->stride3[0] + (s % mp->rows3[1]) * mp->stride3[1];
+    int end = 0;
+    for (int r = 0; r < rows && end < p->nk; r++) {
+        const ag_real *row = m + (int64_t)(r0 + r) * mp->stride3[2];
+        int k = p->nk;
+        while (k > end && row[k - 1] == -INFINITY) k--;
+        end = k;
+    }
+    return end;
+}
+
+/* P [rows, keys] = softmax(scale Q K^T + mask) over rows r0.. of slice s
+ * and its first `keys` keys (block_keys: the others' probabilities are 0). */
+static void block_probs(const attn_job *j, int64_t s, int r0, int rows, int keys, ag_real *P) {
     const attn_plan *p = j->p;
-    gemm_overwrite(false, true, rows, p->nk, p->d, p->scale, j->Q + (s * p->nq + r0) * p->d,
+    gemm_overwrite(false, true, rows, keys, p->d, p->scale, j->Q + (s * p->nq + r0) * p->d,
                    j->K + s / p->group * p->nk * p->d, P);
     ag__mask_plan block = *p->mask_plan;
-    block.rows3[2] = rows; /* the slice's rows r0..r0 + rows - 1 */
+    block.rows3[2] = rows; /* the slice's rows r0..r0 + rows - 1, */
+    block.cols = keys;     /* their first keys columns (the mask's rows keep their stride) */
     const ag_real *mask = p->mask ? p->mask + r0 * block.stride3[2] : NULL;
     ag__softmax_slice(&block, mask, (int)(s / block.rows3[1]), (int)(s % block.rows3[1]), P, 1, P);
 }
@@ -127,10 +149,14 @@ static void recompute_forward_part(void *ctx, int64_t part) {
     for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
-                int rows = p->nq - r0 < block ? p->nq - r0 : block;
-                block_probs(j, s, r0, rows, P);
-                gemm_overwrite(false, false, rows, p->dv, p->nk, 1, P, j->V + u * p->nk * p->dv,
-                               j->out + (s * p->nq + r0) * p->dv);
+                int rows = p->nq - r0 < block ? p->nq - r0 : block, keys = block_keys(p, s, r0, rows);
+                ag_real *out = j->out + (s * p->nq + r0) * p->dv;
+                if (!keys) { /* every row fully masked */
+                    memset(out, 0, (size_t)rows * p->dv * sizeof *out);
+                    continue;
+                }
+                block_probs(j, s, r0, rows, keys, P);
+                gemm_overwrite(false, false, rows, p->dv, keys, 1, P, j->V + u * p->nk * p->dv, out);
             }
 }
 
@@ -143,16 +169,17 @@ static void recompute_backward_part(void *ctx, int64_t part) {
         const ag_real *Ks = j->K + u * p->nk * p->d, *Vs = j->V + u * p->nk * p->dv;
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
-                int rows = p->nq - r0 < block ? p->nq - r0 : block;
+                int rows = p->nq - r0 < block ? p->nq - r0 : block, keys = block_keys(p, s, r0, rows);
+                if (!keys) continue; /* every row fully masked: no gradient */
                 int64_t at = s * p->nq + r0;
                 const ag_real *Gb = j->G + at * p->dv;
-                block_probs(j, s, r0, rows, P);
-                if (j->GV) ag__gemm_serial(true, false, p->nk, p->dv, rows, 1, P, Gb, 1, j->GV + u * p->nk * p->dv);
+                block_probs(j, s, r0, rows, keys, P);
+                if (j->GV) ag__gemm_serial(true, false, keys, p->dv, rows, 1, P, Gb, 1, j->GV + u * p->nk * p->dv);
                 if (!j->GQ && !j->GK) continue;
-                gemm_overwrite(false, true, rows, p->nk, p->dv, 1, Gb, Vs, dS); /* dP = dO V^T */
-                ag__softmax_rows_grad(P, dS, p->scale, dS, rows, p->nk, false);
-                if (j->GQ) ag__gemm_serial(false, false, rows, p->d, p->nk, 1, dS, Ks, 1, j->GQ + at * p->d);
-                if (j->GK) ag__gemm_serial(true, false, p->nk, p->d, rows, 1, dS, j->Q + at * p->d, 1, j->GK + u * p->nk * p->d);
+                gemm_overwrite(false, true, rows, keys, p->dv, 1, Gb, Vs, dS); /* dP = dO V^T */
+                ag__softmax_rows_grad(P, dS, p->scale, dS, rows, keys, false);
+                if (j->GQ) ag__gemm_serial(false, false, rows, p->d, keys, 1, dS, Ks, 1, j->GQ + at * p->d);
+                if (j->GK) ag__gemm_serial(true, false, keys, p->d, rows, 1, dS, j->Q + at * p->d, 1, j->GK + u * p->nk * p->d);
             }
     }
 }
