@@ -1,12 +1,15 @@
-/* bench_recompute.c - what ag_recompute costs and saves: the training step
+/* bench_recompute.c - what recomputation costs and saves: the training step
  * of the Transformer LM example (examples/transformer_lm.c, included as
- * is) with each layer a region (--hparams recompute=1) against the same
- * step without, both measured in this run on the same model, batch and
- * seed: ms a step (median of R, after one warm step) and step memory (the
- * arena's high-water mark: activations, gradients, tape; the GPU's arena
- * with --device cuda), and their ratios (regions / plain).  The losses of
- * the two must be the same bits (the regions' gradients are the plain
- * ones: tests/test_recompute.c): else it says so and exits 1.
+ * is) four ways, all measured in this run on the same model, batch and
+ * seed: plain; each layer an ag_recompute region (--hparams recompute=1);
+ * the attention keeping no probabilities (recompute_attn=1,
+ * ag_attention_recompute); and both.  Per way: ms a step (median of R,
+ * after one warm step) and step memory (the arena's high-water mark:
+ * activations, gradients, tape; the GPU's arena with --device cuda), and
+ * their ratios to plain.  The regions' loss must be plain's to the bit
+ * (their gradients are the plain ones: tests/test_recompute.c), the
+ * recomputed attention's within 1e-5 (its products run in other blocks):
+ * else it says so and exits 1.
  *
  *     ./build/bench/bench_recompute [--batch B] [--len N] [--dim D] [--heads H] [--layers L] [--hidden F]
  *                                   [--vocab V] [--threads T] [--reps R] [--device cpu|cuda] [--later] [--profile]
@@ -17,6 +20,7 @@
 #include "bench_args.h"
 #include "bench_time.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -29,11 +33,16 @@ typedef struct {
     size_t bytes;
 } rc_result;
 
-static rc_result run(const rc_opts *o, bool regions) {
+/* The ways: layer regions (ag_recompute) and attention without stored probabilities, each on or off. */
+enum { WAYS = 4 };
+static const char *const way_names[WAYS] = {"plain", "recompute", "attention", "both"};
+
+static rc_result run(const rc_opts *o, int way) {
     const ag_model_kind *kind = ag_model_find("tlm");
     ag_model_config c = ag_model_defaults(kind);
-    char hp[96];
-    snprintf(hp, sizeof hp, "ctx=%d,recompute=%d%s", o->len, regions, o->later ? ",rope=10000,rms=1,glu=1" : "");
+    char hp[128];
+    snprintf(hp, sizeof hp, "ctx=%d,recompute=%d,recompute_attn=%d%s", o->len, way & 1, way >> 1,
+             o->later ? ",rope=10000,rms=1,glu=1" : "");
     c.dim = o->dim, c.heads = o->heads, c.layers = o->layers, c.hidden = o->hidden, c.vocab = o->vocab, c.seed = 1;
     c.hparams = hp;
     ag_model m;
@@ -68,7 +77,7 @@ static rc_result run(const rc_opts *o, bool regions) {
     }
     if (o->profile) {
         ag_profile_stop();
-        printf("profile (%s), per step:\n", regions ? "recompute" : "plain");
+        printf("profile (%s), per step:\n", way_names[way]);
         ag_profile_report(stdout, reps, 25);
     }
     res.ms = bench_median(ms, reps);
@@ -108,20 +117,26 @@ int main(int argc, char **argv) {
     }
     ag_set_num_threads(o.threads);
     if (ag_plugin_init() != AG_OK) ag_fatal("bench_recompute", "%s", ag_errmsg());
-    rc_result plain = run(&o, false), regions = run(&o, true);
-    for (int k = 0; k < 2; k++) {
-        const rc_result *r = k ? &regions : &plain;
+    rc_result r[WAYS];
+    for (int w = 0; w < WAYS; w++) {
+        r[w] = run(&o, w);
         printf("result: way=%s device=%s ms_per_step=%.3f step_mb=%.2f loss=%.9g batch=%d len=%d dim=%d heads=%d "
-               "layers=%d hidden=%d vocab=%d threads=%d block=%s\n", k ? "recompute" : "plain", ag_device_name(o.device),
-               r->ms, r->bytes / 1048576.0, r->loss, o.batch, o.len, o.dim, o.heads, o.layers, o.hidden, o.vocab,
+               "layers=%d hidden=%d vocab=%d threads=%d block=%s\n", way_names[w], ag_device_name(o.device),
+               r[w].ms, r[w].bytes / 1048576.0, r[w].loss, o.batch, o.len, o.dim, o.heads, o.layers, o.hidden, o.vocab,
                o.threads, o.later ? "later" : "2017");
     }
-    printf("recompute / plain: time %.3f, step memory %.3f\n", regions.ms / plain.ms,
-           (double)regions.bytes / (double)plain.bytes);
+    for (int w = 1; w < WAYS; w++)
+        printf("%s / plain: time %.3f, step memory %.3f\n", way_names[w], r[w].ms / r[0].ms,
+               (double)r[w].bytes / (double)r[0].bytes);
     ag_shutdown();
-    if (plain.loss != regions.loss) {
-        fprintf(stderr, "bench_recompute: the losses differ (%.17g against %.17g)\n", regions.loss, plain.loss);
-        return 1;
+    int bad = 0;
+    for (int w = 1; w < WAYS; w++) {
+        bool same = w == 1 ? r[w].loss == r[0].loss : fabs(r[w].loss - r[0].loss) <= 1e-5 * fabs(r[0].loss);
+        if (!same) {
+            fprintf(stderr, "bench_recompute: the %s loss %.17g is not the plain one's %.17g\n", way_names[w], r[w].loss,
+                    r[0].loss);
+            bad = 1;
+        }
     }
-    return 0;
+    return bad;
 }

@@ -8,10 +8,14 @@ with each layer recomputed in backward, attngrad against PyTorch.
 
 build/bench/bench_recompute times the step (loss, backward, zeroing the
 gradients; dropout 0.1 on the embedding and on each sublayer's output)
-plainly and with every layer an ag_recompute region, and reports its step
-memory.  Then, in this process, PyTorch's same model in float32 does the
-same two ways: plainly, and with each layer under
-torch.utils.checkpoint.checkpoint (use_reentrant=False).  --later runs the
+plainly, with every layer an ag_recompute region, with the attention
+keeping no probabilities (ag_attention_recompute), and with both, and
+reports its step memory.  Then, in this process, PyTorch's same model in
+float32 does the step two ways: plainly, and with each layer under
+torch.utils.checkpoint.checkpoint (use_reentrant=False).  Its attention
+is F.scaled_dot_product_attention, whose CPU kernel (flash attention)
+keeps no probabilities either, so attngrad's attention row is set against
+PyTorch's plain step and its both row against the checkpointed one.  --later runs the
 later block on both sides (rotary positions, RMS norm, SwiGLU).  Both get
 the same thread count and --taskset CPUs.  Prints ms a step (the median of
 --reps steps after a warm one) and the ratios attngrad / PyTorch (below 1:
@@ -141,19 +145,23 @@ def main():
         ours = run_attngrad(a)
         theirs = {w: torch_ms_per_step(a, torch, w == "recompute") for w in ("plain", "recompute")} if torch else None
         rows.append((ours, theirs))
-        print(f"round {r + 1}: attngrad plain {ours['plain'][0]:.1f} ms, recomputed {ours['recompute'][0]:.1f} ms"
+        print(f"round {r + 1}: attngrad plain {ours['plain'][0]:.1f} ms, recomputed {ours['recompute'][0]:.1f} ms, "
+              f"attention recomputed {ours['attention'][0]:.1f} ms, both {ours['both'][0]:.1f} ms"
               + (f"; PyTorch plain {theirs['plain']:.1f} ms, checkpointed {theirs['recompute']:.1f} ms" if theirs
                  else "; no PyTorch"), flush=True)
     print(f"\ntraining step, {'later' if a.later else '2017'} block, batch {a.batch} x {a.len}, d {a.dim}, "
           f"{a.heads} heads, {a.layers} layers, FFN {a.hidden}, vocab {a.vocab}, {a.threads} thread(s)")
     print("| way | attngrad (ms) | step memory (MB) | PyTorch (ms) | ratio attngrad / PyTorch |")
     print("|---|---|---|---|---|")
-    for w, label in (("plain", "plain"), ("recompute", "each layer recomputed")):
+    ways = (("plain", "plain", "plain"), ("recompute", "each layer recomputed", "recompute"),
+            ("attention", "attention probabilities recomputed (PyTorch: plain)", "plain"),
+            ("both", "both (PyTorch: each layer recomputed)", "recompute"))
+    for w, label, tw in ways:
         ms = statistics.median(x[0][w][0] for x in rows)
         mb = statistics.median(x[0][w][1] for x in rows)
         if torch:
-            ratios = [x[0][w][0] / x[1][w] for x in rows]
-            print(f"| {label} | {ms:.1f} | {mb:.0f} | {statistics.median(x[1][w] for x in rows):.1f} | "
+            ratios = [x[0][w][0] / x[1][tw] for x in rows]
+            print(f"| {label} | {ms:.1f} | {mb:.0f} | {statistics.median(x[1][tw] for x in rows):.1f} | "
                   f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}] |")
         else:
             print(f"| {label} | {ms:.1f} | {mb:.0f} | (no PyTorch) | - |")
