@@ -134,7 +134,8 @@ if [ ! -f $B/build.ninja ]; then
 fi
 targets=()
 [ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
-  tests/test_cuda_train_f32 tests/test_buffer tests/test_layers tests/test_recompute tests/test_train tests/st_compare tools/attngrad
+  tests/test_cuda_train_f32 tests/test_buffer tests/test_layers tests/test_recompute tests/test_attention_recompute
+  tests/test_train tests/st_compare tools/attngrad
   tools/attngrad-f64 bench/bench_models
   bench/bench_ops_attn bench/bench_ops_seq bench/profile_step bench/bench_recompute)
 if ! ninja -C $B "${targets[@]}" >$B.ninja.log 2>&1; then
@@ -151,9 +152,10 @@ fails=0
 # CHECK lines name op, shapes and worst difference) and its summary
 gpass=0 gskip=0
 # (test_buffer and test_layers: buffers and the key-value cache on the GPU, beside their CPU cases;
-# test_recompute: regions recomputed in backward, the device arena rewound inside a sweep)
+# test_recompute: regions recomputed in backward, the device arena rewound inside a sweep;
+# test_attention_recompute: the layers' attention without stored probabilities against the stored one)
 for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 test_cuda_train_f32 test_buffer test_layers \
-  test_recompute; do
+  test_recompute test_attention_recompute; do
   say "== $t"
   $B/tests/$t >$B/$t.log 2>&1
   rc=$?
@@ -242,12 +244,13 @@ if [ $waits = 1 ]; then
   psteps=5; [ $emulator = 1 ] && psteps=1
   $B/bench/profile_step all $psteps 1 ops cuda >$B/bench-profile.md 2>&1
   grep -E "^[a-z_]+ +B=|^GPU launches" $B/bench-profile.md
-  # the LM example's step with each layer recomputed (ag_recompute) against
-  # the plain step: time and the device arena's peak, both blocks
+  # the LM example's step with each layer recomputed (ag_recompute), the
+  # attention recomputed (ag_attention_recompute) and both, against the
+  # plain step: time and the device arena's peak, both blocks
   say "== bench_recompute --device cuda, into $B/bench-recompute.md"
   rargs=(); [ $emulator = 1 ] && rargs=(--batch 3 --len 8 --dim 16 --hidden 32 --layers 2 --vocab 50 --reps 1)
   for blk in "" --later; do $B/bench/bench_recompute --device cuda "${rargs[@]}" $blk; done >$B/bench-recompute.md 2>&1
-  grep -E "^result|^recompute|bench_recompute" $B/bench-recompute.md
+  grep -E "^result|^(recompute|attention|both) /|bench_recompute" $B/bench-recompute.md
 fi
 if [ $memcheck = 1 ]; then
   if [ $emulator = 1 ]; then
