@@ -456,6 +456,11 @@ cuda | nccl)
   # AG_DIST_REDUCE insists: the job fails rather than take the other path
   for case in "${CASES[@]}"; do check_case "$f64" 1e-6 "${MPIRUN[@]}"; done
   for case in "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12"; do check_case "$f32" $F32_TOL "${MPIRUN[@]}"; done
+  # each rank's share in parts of 3 on the GPU: the parts' losses summed
+  # there and read once a step, against whole batches in one process
+  ranks_only=(--micro-batch 3)
+  for case in "mpsan --dim 12" "poslm --dim 12 --hidden 12"; do check_case "$f64" 1e-6 "${MPIRUN[@]}"; done
+  ranks_only=()
   if [ "$mode" = nccl ]; then
     # the same sums through host memory: for 2 ranks both add the same two
     # numbers, so they should agree to the last bit (printed); 1e-12 passes.

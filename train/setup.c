@@ -269,7 +269,7 @@ int ag__trainer_init(ag__trainer *t, ag_train_opts *o, int fold, ag_vocab *vocab
                               err, errlen)))
         return rc;
     if (t->sampler.n_batches < 1) return ag__train_fail(err, errlen, AG_ERR_ARG, "%s: no training examples", d->name);
-    if (part_rows < share && ag__dist_size() == 1) /* made now: a training step allocates nothing */
+    if (part_rows < share) /* made now: a training step allocates nothing */
         t->loss_sum = ag__zeros_kept_on(t->opt.device, sizeof(ag_real), "the parts' loss");
     return t->lr_steps_run ? run_total(t, o, err, errlen) : 0;
 }

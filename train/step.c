@@ -107,7 +107,7 @@ static double loss_weight(const ag_model *m, const ag_batch *b) {
  * the gradients add up to those of the share's mean loss; *weight gets
  * what that mean is over, *tokens the input tokens, and the mean: with
  * on_device, t->loss_sum on the step's device, summed there (no wait), else
- * *loss, summed on the host (the allreduce needs it there: a read a part).
+ * *loss, read on the host (one part: its loss as it is).
  * Every part starts from the dropout generator the step began with: the
  * parts draw one batch's masks. */
 static int forward_backward_parts(ag__trainer *t, const int64_t *idx, int64_t first, int64_t rows, bool on_device,
@@ -134,6 +134,7 @@ static int forward_backward_parts(ag__trainer *t, const int64_t *idx, int64_t fi
             return AG_ERR_FORMAT;
         }
         double w = loss_weight(m, &t->batch);
+        if (parts == 1) total = w; /* the LM's targets were not counted first */
         *tokens += (double)batch_tokens(&t->batch);
         if (on_device) { /* a loss that is not finite reaches the gate, which skips the update */
             ag_real share = (ag_real)(w / total);
@@ -143,7 +144,7 @@ static int forward_backward_parts(ag__trainer *t, const int64_t *idx, int64_t fi
             continue;
         }
         double part = ag_item(out);
-        if (parts == 1) total = w, sum = part; /* the loss as it is: no rounding of w * part / w */
+        if (parts == 1) sum = part; /* the loss as it is: no rounding of w * part / w */
         else sum += w * part;
         if (isfinite(part) && parts == 1) ag_backward(out);
         else if (isfinite(part)) ag_backward_seeded(out, &(ag_real){(ag_real)(w / total)});
@@ -168,9 +169,9 @@ static int forward_backward_parts(ag__trainer *t, const int64_t *idx, int64_t fi
  * read after the update, which the device skips unless the loss and the
  * norm are finite (optim/kernels.h's gate).  On the GPU that is one wait a
  * step where reading each value when made costs three, and with CUDA
- * graphs the step is one segment.  A share in parts and data-parallel
- * ranks sum their losses on the host first (the allreduce needs them
- * there). */
+ * graphs the step is one segment.  A data-parallel rank reads its share's
+ * loss before the allreduce, which needs it on the host: once, its parts'
+ * losses summed on the device first. */
 int ag__train_step(ag__trainer *t, int64_t step, const int64_t *idx, int64_t first, int64_t rows, int64_t global_rows,
                    double *loss, double *tokens, char *err, size_t errlen) {
     ag_model *m = &t->model;
@@ -198,8 +199,14 @@ int ag__train_step(ag__trainer *t, int64_t step, const int64_t *idx, int64_t fir
         loss_there = t->loss_sum;
     } else {
         double mine, n_mine; /* a rank without rows joins the allreduce with zeros */
-        if ((rc = forward_backward_parts(t, idx + first, first, rows, false, &mine, &n_mine, tokens, err, errlen)))
+        bool summed = t->loss_sum != NULL; /* in parts: one read of their sum, not one a part */
+        if ((rc = forward_backward_parts(t, idx + first, first, rows, summed, &mine, &n_mine, tokens, err, errlen)))
             return rc;
+        if (summed) {
+            ag_real sum;
+            ag__read_on(dev, &sum, t->loss_sum, sizeof sum);
+            mine = sum;
+        }
         /* a request to stop rides in the same allreduce: any rank's stops
          * every rank after this step, at no cost of its own */
         int stop = ag__train_stop_mine();

@@ -26,7 +26,7 @@ typedef struct {
     double clip;
     ag__dist_grads grads; /* data-parallel: the flat buffer of the allreduce */
     bool grads_zero;      /* the last step's update zeroed every gradient: the next step's zero_grad is done */
-    ag_real *loss_sum;    /* --micro-batch in one process: the parts' loss, summed on the step's device (kept) */
+    ag_real *loss_sum;    /* --micro-batch: the parts' loss, summed on the step's device (kept) */
     double step_lr, step_grad_norm; /* the last step's rate and gradient norm before clipping (--log-steps) */
     ag_metrics best_dev, best_test; /* of the best checkpoint, once this process has evaluated it */
     bool have_best;
