@@ -540,10 +540,10 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
         new_kv = ag_concat((ag_tensor *[]){ag_slice(qk, 2, d, d + dkv), ag_slice(new_kv, 2, dkv, 2 * dkv)}, 2, 2);
         qkv = qk;
     }
-    ag_tensor *q = ag_split_heads(ag_slice(qkv, 2, 0, d), h);                              /* [1, h, n, dh] */
+    ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh);                                       /* [1, h, n, dh] */
     ag_buffer_write(c->kv, (int64_t)at * 2 * dkv, new_kv);
-    ag_tensor *kvs = ag_split_heads(ag_buffer_view(c->kv, 0, 3, (int[]){1, len, 2 * dkv}), 2 * kv); /* [1, 2kv, len, dh] */
-    ag_tensor *k = ag_slice(kvs, 1, 0, kv), *v = ag_slice(kvs, 1, kv, 2 * kv); /* [1, kv, len, dh]: read by groups */
+    ag_tensor *kvs = ag_buffer_view(c->kv, 0, 3, (int[]){1, len, 2 * dkv});                /* rows of k | v */
+    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, dkv, kv, dh); /* [1, kv, len, dh] */
     /* position at + i reads keys <= at + i: the causal mask's last n rows
      * (one new position reads them all: no mask) */
     ag_tensor *mask = n > 1 ? ag_slice(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, len), 0, at, len) : NULL;
