@@ -13,7 +13,9 @@
  *
  *     ./build/bench/bench_recompute [--batch B] [--len N] [--dim D] [--heads H] [--layers L] [--hidden F]
  *                                   [--vocab V] [--threads T] [--reps R] [--device cpu|cuda] [--later] [--profile]
+ *                                   [--window W]
  *
+ * --window W: sliding-window attention (--hparams window=W), each position reading itself and the W - 1 before it.
  * --later: the later block (rotary positions, RMS norm, SwiGLU); --profile: the op profiler's table of the
  * timed steps, each way. */
 #include "../examples/transformer_lm.c"
@@ -24,7 +26,7 @@
 #include <string.h>
 
 typedef struct {
-    int batch, len, dim, heads, layers, hidden, vocab, threads, reps, later, profile;
+    int batch, len, dim, heads, layers, hidden, vocab, threads, reps, later, profile, window;
     ag_device device;
 } rc_opts;
 
@@ -41,7 +43,7 @@ static rc_result run(const rc_opts *o, int way) {
     const ag_model_kind *kind = ag_model_find("tlm");
     ag_model_config c = ag_model_defaults(kind);
     char hp[128];
-    snprintf(hp, sizeof hp, "ctx=%d,recompute=%d,recompute_attn=%d%s", o->len, way & 1, way >> 1,
+    snprintf(hp, sizeof hp, "ctx=%d,recompute=%d,recompute_attn=%d,window=%d%s", o->len, way & 1, way >> 1, o->window,
              o->later ? ",rope=10000,rms=1,glu=1" : "");
     c.dim = o->dim, c.heads = o->heads, c.layers = o->layers, c.hidden = o->hidden, c.vocab = o->vocab, c.seed = 1;
     c.hparams = hp;
@@ -96,7 +98,7 @@ int main(int argc, char **argv) {
             bench_arg_int(argc, argv, &i, "--dim", &o.dim) || bench_arg_int(argc, argv, &i, "--heads", &o.heads) ||
             bench_arg_int(argc, argv, &i, "--layers", &o.layers) || bench_arg_int(argc, argv, &i, "--hidden", &o.hidden) ||
             bench_arg_int(argc, argv, &i, "--vocab", &o.vocab) || bench_arg_int(argc, argv, &i, "--threads", &o.threads) ||
-            bench_arg_int(argc, argv, &i, "--reps", &o.reps))
+            bench_arg_int(argc, argv, &i, "--reps", &o.reps) || bench_arg_int(argc, argv, &i, "--window", &o.window))
             continue;
         if (!strcmp(argv[i], "--later") || !strcmp(argv[i], "--profile")) {
             *(argv[i][2] == 'l' ? &o.later : &o.profile) = 1;
@@ -106,8 +108,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_recompute: unknown option %s (see the file's header)\n", argv[i]);
         return 2;
     }
-    if (o.batch < 1 || o.len < 4 || o.reps < 1 || o.vocab < 3) {
-        fprintf(stderr, "bench_recompute: want --batch, --reps >= 1, --len >= 4, --vocab >= 3\n");
+    if (o.batch < 1 || o.len < 4 || o.reps < 1 || o.vocab < 3 || o.window < 0) {
+        fprintf(stderr, "bench_recompute: want --batch, --reps >= 1, --len >= 4, --vocab >= 3, --window >= 0\n");
         return 2;
     }
     char why[256];
@@ -121,9 +123,9 @@ int main(int argc, char **argv) {
     for (int w = 0; w < WAYS; w++) {
         r[w] = run(&o, w);
         printf("result: way=%s device=%s ms_per_step=%.3f step_mb=%.2f loss=%.9g batch=%d len=%d dim=%d heads=%d "
-               "layers=%d hidden=%d vocab=%d threads=%d block=%s\n", way_names[w], ag_device_name(o.device),
+               "layers=%d hidden=%d vocab=%d threads=%d block=%s window=%d\n", way_names[w], ag_device_name(o.device),
                r[w].ms, r[w].bytes / 1048576.0, r[w].loss, o.batch, o.len, o.dim, o.heads, o.layers, o.hidden, o.vocab,
-               o.threads, o.later ? "later" : "2017");
+               o.threads, o.later ? "later" : "2017", o.window);
     }
     for (int w = 1; w < WAYS; w++)
         printf("%s / plain: time %.3f, step memory %.3f\n", way_names[w], r[w].ms / r[0].ms,

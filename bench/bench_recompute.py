@@ -38,7 +38,7 @@ def run_attngrad(a):
     cmd = ([] if a.taskset is None else ["taskset", "-c", a.taskset]) + [
         a.exe, "--threads", str(a.threads), "--reps", str(a.reps), "--batch", str(a.batch), "--len", str(a.len),
         "--dim", str(a.dim), "--heads", str(a.heads), "--layers", str(a.layers), "--hidden", str(a.hidden),
-        "--vocab", str(a.vocab)] + (["--later"] if a.later else [])
+        "--vocab", str(a.vocab), "--window", str(a.window)] + (["--later"] if a.later else [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"bench_recompute failed ({out.returncode}): {out.stderr.strip()[-500:]}")
@@ -83,6 +83,8 @@ def torch_ms_per_step(a, torch, checkpointed):
     lengths = torch.tensor([N - r % 4 for r in range(B)])
     qpos, kpos = torch.arange(N)[:, None], torch.arange(N)[None, :]
     allowed = (kpos <= qpos)[None, None] & (kpos[None, None] < lengths[:, None, None, None])
+    if a.window > 0:  # a sliding window: itself and the window - 1 before it
+        allowed = allowed & (qpos - kpos < a.window)[None, None]
 
     def layer(x, l):
         qkv = norm(x, P[f"{l}.g1"], P[f"{l}.n1"]) @ P[f"{l}.qkv"] + P[f"{l}.bqkv"]
@@ -138,6 +140,7 @@ def main():
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--vocab", type=int, default=10001)
+    p.add_argument("--window", type=int, default=0, help="sliding-window attention (0: none)")
     a = p.parse_args()
     torch = same_threads(a.threads, a.taskset)
     rows = []
@@ -150,7 +153,8 @@ def main():
               + (f"; PyTorch plain {theirs['plain']:.1f} ms, checkpointed {theirs['recompute']:.1f} ms" if theirs
                  else "; no PyTorch"), flush=True)
     print(f"\ntraining step, {'later' if a.later else '2017'} block, batch {a.batch} x {a.len}, d {a.dim}, "
-          f"{a.heads} heads, {a.layers} layers, FFN {a.hidden}, vocab {a.vocab}, {a.threads} thread(s)")
+          + (f"window {a.window}, " if a.window else "")
+          + f"{a.heads} heads, {a.layers} layers, FFN {a.hidden}, vocab {a.vocab}, {a.threads} thread(s)")
     print("| way | attngrad (ms) | step memory (MB) | PyTorch (ms) | ratio attngrad / PyTorch |")
     print("|---|---|---|---|---|")
     ways = (("plain", "plain", "plain"), ("recompute", "each layer recomputed", "recompute"),

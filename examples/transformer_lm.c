@@ -15,6 +15,8 @@
  * recompute=1 keeps each layer's output alone and makes the rest again in backward (ag_recompute): less memory
  * for one more forward a step, the same gradients.  recompute_attn=1 keeps no attention probabilities
  * [B,h,N,N] (ag_attention_recompute): memory linear in the context for one more Q K^T a layer; the two combine.
+ * window=W: sliding-window attention, each position reading itself and the W - 1 before it (in training, and in
+ * generate's cached steps); with recompute_attn=1 a layer's attention then costs O(N W) on the CPU, not O(N^2).
  *
  *   ninja -C build examples/transformer_lm.so examples/transformer_lm-f64.so
  *   P=build/examples/transformer_lm.so
@@ -64,6 +66,9 @@ static ag_status tlm_build(ag_model *m) {
         return ag_fail(AG_ERR_ARG, "tlm: rope=%g wants a base > 0 and an even head width (dim %d / heads %d)", rope, d,
                        c->heads);
     int kv_heads = (int)ag_model_hparam(m, "kv_heads", 0);
+    double window = ag_model_hparam(m, "window", 0);
+    if (window < 0 || window != (int)window)
+        return ag_fail(AG_ERR_ARG, "tlm: window=%g wants a whole number of positions (0: none)", window);
     if (kv_heads < 0 || (kv_heads > 0 && c->heads % kv_heads))
         return ag_fail(AG_ERR_ARG, "tlm: kv_heads=%d wants a divisor of the %d heads", kv_heads, c->heads);
     p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng); /* also the decoder */
@@ -72,7 +77,8 @@ static ag_status tlm_build(ag_model *m) {
                             .act = glu ? AG_ACT_SILU : AG_ACT_GELU, .rms_norm = ag_model_hparam(m, "rms", 0) != 0,
                             .gated = glu, .rope_base = rope, .kv_heads = kv_heads,
                             .recompute = ag_model_hparam(m, "recompute", 0) != 0,
-                            .recompute_attention = ag_model_hparam(m, "recompute_attn", 0) != 0};
+                            .recompute_attention = ag_model_hparam(m, "recompute_attn", 0) != 0,
+                            .window = (int)window};
     for (int l = 0; l < c->layers; l++) {
         ag_scope_push("layer%d", l);
         p->layer[l] = ag_encoder_layer_new(ps, &ec, &m->rng);
@@ -94,7 +100,8 @@ static ag_tensor *tlm_hidden(ag_model *m, const ag_batch *b, bool training) {
     ag_tensor *h = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N});
     if (p->pos) h = ag_add_learned_positions(h, p->pos); /* else each layer turns its queries and keys (rope) */
     h = ag_model_dropout(m, h, training);
-    ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, N); /* key k <= query q */
+    /* key k <= query q (and k > q - window) */
+    ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = p->layer[0].cfg.window}, N);
     for (int l = 0; l < p->n_layers; l++) { /* padded keys masked by lengths, on top of the causal mask */
         ag_tensor *probs = NULL; /* [B,h,N,N], for heatmaps: "layer0", "layer1", ... */
         h = ag_encoder_layer_forward_probs(&p->layer[l], h, b->lengths, causal, training, &m->rng,
@@ -174,7 +181,7 @@ static const ag_model_kind tlm_kind = {
     .build = tlm_build, .forward = tlm_forward, .loss = tlm_loss, .destroy = tlm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,heads,layers,max-len",
-    .hparams = "ctx,rope,rms,glu,kv_heads,recompute,recompute_attn",
+    .hparams = "ctx,rope,rms,glu,kv_heads,recompute,recompute_attn,window",
     .lm_state_new = tlm_state_new, .lm_feed = tlm_feed, .lm_state_free = tlm_state_free,
 };
 

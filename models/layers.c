@@ -409,6 +409,7 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
     if (cfg->rope_base > 0 && cfg->heads > 0 && d % cfg->heads == 0 && (d / cfg->heads) % 2)
         ag__fatal("ag_encoder_layer_new", "rotary positions turn pairs of a head's features: d_model %d over %d "
                   "heads is an odd head width", d, cfg->heads);
+    if (cfg->window < 0) ag__fatal("ag_encoder_layer_new", "window %d: want > 0 (a sliding window) or 0 (none)", cfg->window);
     if (cfg->kv_heads < 0 || (cfg->kv_heads > 0 && cfg->heads > 0 && cfg->heads % cfg->kv_heads))
         ag__fatal("ag_encoder_layer_new", "kv_heads %d for %d heads: want a divisor of the heads (0: as many)",
                   cfg->kv_heads, cfg->heads);
@@ -416,6 +417,7 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
     l.attn = ag_mha_new_grouped(ps, d, cfg->heads, cfg->kv_heads ? cfg->kv_heads : cfg->heads, rng);
     l.attn.rope_base = cfg->rope_base;
     l.attn.recompute_attention = cfg->recompute_attention;
+    l.attn.window = cfg->window;
     ag_scope_pop();
     ag_param_layernorm(ps, "ln1", d, &l.ln1_g, cfg->rms_norm ? NULL : &l.ln1_b);
     l.w1 = ag_param_glorot(ps, "ffn.w1", d, w1_out, rng); /* gated: the gate's columns, then the value's */
@@ -542,11 +544,17 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
     }
     ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh);                                       /* [1, h, n, dh] */
     ag_buffer_write(c->kv, (int64_t)at * 2 * dkv, new_kv);
-    ag_tensor *kvs = ag_buffer_view(c->kv, 0, 3, (int[]){1, len, 2 * dkv});                /* rows of k | v */
-    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, dkv, kv, dh); /* [1, kv, len, dh] */
-    /* position at + i reads keys <= at + i: the causal mask's last n rows
-     * (one new position reads them all: no mask) */
-    ag_tensor *mask = n > 1 ? ag_slice(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, len), 0, at, len) : NULL;
+    /* keys from `first`: all of them, or under a sliding window those the chunk's first position reads on */
+    int first = m->window > 0 && at - m->window + 1 > 0 ? at - m->window + 1 : 0, keys = len - first;
+    ag_tensor *kvs = ag_buffer_view(c->kv, (int64_t)first * 2 * dkv, 3, (int[]){1, keys, 2 * dkv}); /* rows of k | v */
+    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, dkv, kv, dh); /* [1, kv, keys, dh] */
+    /* position at + i reads keys <= at + i (and > at + i - window): the causal mask's last n rows, from key
+     * `first` on (one new position reads them all: no mask) */
+    ag_tensor *mask = NULL;
+    if (n > 1) {
+        mask = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = m->window}, len);
+        mask = ag_slice(ag_slice(mask, 0, at, len), 1, first, len);
+    }
     ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), NULL);                /* [1, h, n, dh] */
     c->n = len;
     return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);

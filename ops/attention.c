@@ -83,10 +83,12 @@ static void attention_forward_part(void *ctx, int64_t part) {
  * buffer exists.  Backward makes a block's P again with the same calls on
  * the same rows, so it is the forward's to the bit, and then takes that
  * block's share of every gradient (flash attention's trade: one more
- * product and softmax per block for O(Nq Nk) less memory).  Keys past the
- * last one a block's rows may see (the mask's -inf tail: under a causal
- * mask, past the block's last row) take no part in its products, so a
- * causal block costs what its triangle does, not a square.  A unit (a
+ * product and softmax per block for O(Nq Nk) less memory).  Keys outside
+ * the span a block's rows may see (the mask's -inf head and tail: under a
+ * causal mask the keys past the block's last row, under a sliding window
+ * also those before its first row's window) take no part in its products,
+ * so a causal block costs what its triangle does, not a square, and a
+ * window of w keys makes attention O(N w).  A unit (a
  * group's query slices and their key-value slice) is still one thread's
  * work from start to end, so dK and dV have one writer and the results do
  * not depend on the parts. */
@@ -111,33 +113,41 @@ static attn_job recompute_job(const attn_plan *p, int64_t *parts) {
     return (attn_job){.p = p, .per_part = per};
 }
 
-/* The keys rows r0.. of slice s may attend to lie below this: 1 + the
- * last one any row's mask leaves above -inf (the mask read from its end,
- * a row at a time, down to the end found so far). */
-static int block_keys(const attn_plan *p, int64_t s, int r0, int rows) {
-    if (!p->mask) return p->nk;
+/* The keys rows r0.. of slice s may attend to: [first, end), the span
+ * outside which every row's mask is -inf (each row read from both ends,
+ * up to the span found so far); empty (end 0) when every row is fully
+ * masked.  The probabilities outside it are 0. */
+typedef struct {
+    int first, end;
+} key_span;
+
+static key_span block_keys(const attn_plan *p, int64_t s, int r0, int rows) {
+    if (!p->mask) return (key_span){0, p->nk};
     const ag__mask_plan *mp = p->mask_plan;
     const ag_real *m = p->mask + (s / mp->rows3[1]) * mp->stride3[0] + (s % mp->rows3[1]) * mp->stride3[1];
-    int end = 0;
-    for (int r = 0; r < rows && end < p->nk; r++) {
+    key_span span = {p->nk, 0};
+    for (int r = 0; r < rows && (span.first > 0 || span.end < p->nk); r++) {
         const ag_real *row = m + (int64_t)(r0 + r) * mp->stride3[2];
-        int k = p->nk;
-        while (k > end && row[k - 1] == -INFINITY) k--;
-        end = k;
+        int first = 0, end = p->nk;
+        while (first < span.first && row[first] == -INFINITY) first++;
+        if (first == p->nk) continue; /* fully masked */
+        while (end > span.end && row[end - 1] == -INFINITY) end--;
+        span.first = first < span.first ? first : span.first;
+        span.end = end > span.end ? end : span.end;
     }
-    return end;
+    return span.end > span.first ? span : (key_span){0, 0};
 }
 
 /* P [rows, keys] = softmax(scale Q K^T + mask) over rows r0.. of slice s
- * and its first `keys` keys (block_keys: the others' probabilities are 0). */
-static void block_probs(const attn_job *j, int64_t s, int r0, int rows, int keys, ag_real *P) {
+ * and its keys k.first.. (block_keys: the others' probabilities are 0). */
+static void block_probs(const attn_job *j, int64_t s, int r0, int rows, key_span k, ag_real *P) {
     const attn_plan *p = j->p;
-    gemm_overwrite(false, true, rows, keys, p->d, p->scale, j->Q + (s * p->nq + r0) * p->d,
-                   j->K + s / p->group * p->nk * p->d, P);
+    gemm_overwrite(false, true, rows, k.end - k.first, p->d, p->scale, j->Q + (s * p->nq + r0) * p->d,
+                   j->K + (s / p->group * p->nk + k.first) * p->d, P);
     ag__mask_plan block = *p->mask_plan;
-    block.rows3[2] = rows; /* the slice's rows r0..r0 + rows - 1, */
-    block.cols = keys;     /* their first keys columns (the mask's rows keep their stride) */
-    const ag_real *mask = p->mask ? p->mask + r0 * block.stride3[2] : NULL;
+    block.rows3[2] = rows;             /* the slice's rows r0..r0 + rows - 1, */
+    block.cols = k.end - k.first;      /* their keys' columns (the mask's rows keep their stride) */
+    const ag_real *mask = p->mask ? p->mask + r0 * block.stride3[2] + k.first : NULL;
     ag__softmax_slice(&block, mask, (int)(s / block.rows3[1]), (int)(s % block.rows3[1]), P, 1, P);
 }
 
@@ -149,14 +159,16 @@ static void recompute_forward_part(void *ctx, int64_t part) {
     for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
-                int rows = p->nq - r0 < block ? p->nq - r0 : block, keys = block_keys(p, s, r0, rows);
+                int rows = p->nq - r0 < block ? p->nq - r0 : block;
+                key_span k = block_keys(p, s, r0, rows);
                 ag_real *out = j->out + (s * p->nq + r0) * p->dv;
-                if (!keys) { /* every row fully masked */
+                if (k.end == 0) { /* every row fully masked */
                     memset(out, 0, (size_t)rows * p->dv * sizeof *out);
                     continue;
                 }
-                block_probs(j, s, r0, rows, keys, P);
-                gemm_overwrite(false, false, rows, p->dv, keys, 1, P, j->V + u * p->nk * p->dv, out);
+                block_probs(j, s, r0, rows, k, P);
+                gemm_overwrite(false, false, rows, p->dv, k.end - k.first, 1, P,
+                               j->V + (u * p->nk + k.first) * p->dv, out);
             }
 }
 
@@ -166,20 +178,21 @@ static void recompute_backward_part(void *ctx, int64_t part) {
     int block = recompute_rows(p);
     ag_real *P = j->dS + part * 2 * block * p->nk, *dS = P + (int64_t)block * p->nk;
     for (int64_t u = part * j->per_part; u < units_end(j, part); u++) {
-        const ag_real *Ks = j->K + u * p->nk * p->d, *Vs = j->V + u * p->nk * p->dv;
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
-                int rows = p->nq - r0 < block ? p->nq - r0 : block, keys = block_keys(p, s, r0, rows);
-                if (!keys) continue; /* every row fully masked: no gradient */
-                int64_t at = s * p->nq + r0;
+                int rows = p->nq - r0 < block ? p->nq - r0 : block;
+                key_span k = block_keys(p, s, r0, rows);
+                if (k.end == 0) continue; /* every row fully masked: no gradient */
+                int keys = k.end - k.first;
+                int64_t at = s * p->nq + r0, kv = u * p->nk + k.first; /* the block's first key row */
                 const ag_real *Gb = j->G + at * p->dv;
-                block_probs(j, s, r0, rows, keys, P);
-                if (j->GV) ag__gemm_serial(true, false, keys, p->dv, rows, 1, P, Gb, 1, j->GV + u * p->nk * p->dv);
+                block_probs(j, s, r0, rows, k, P);
+                if (j->GV) ag__gemm_serial(true, false, keys, p->dv, rows, 1, P, Gb, 1, j->GV + kv * p->dv);
                 if (!j->GQ && !j->GK) continue;
-                gemm_overwrite(false, true, rows, keys, p->dv, 1, Gb, Vs, dS); /* dP = dO V^T */
+                gemm_overwrite(false, true, rows, keys, p->dv, 1, Gb, j->V + kv * p->dv, dS); /* dP = dO V^T */
                 ag__softmax_rows_grad(P, dS, p->scale, dS, rows, keys, false);
-                if (j->GQ) ag__gemm_serial(false, false, rows, p->d, keys, 1, dS, Ks, 1, j->GQ + at * p->d);
-                if (j->GK) ag__gemm_serial(true, false, keys, p->d, rows, 1, dS, j->Q + at * p->d, 1, j->GK + u * p->nk * p->d);
+                if (j->GQ) ag__gemm_serial(false, false, rows, p->d, keys, 1, dS, j->K + kv * p->d, 1, j->GQ + at * p->d);
+                if (j->GK) ag__gemm_serial(true, false, keys, p->d, rows, 1, dS, j->Q + at * p->d, 1, j->GK + kv * p->d);
             }
     }
 }

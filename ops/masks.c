@@ -53,6 +53,7 @@ static double spec_entry(const ag_mask_spec *s, int q, int k, int tree_dist) {
     int dist = abs(k - q);
     if (!direction_allows(s->dir, q, k)) return -INFINITY;
     if (s->faraway > 0 && (dist < 1 || dist > s->faraway)) return -INFINITY;
+    if (s->window > 0 && dist >= s->window) return -INFINITY;
     switch (s->dist) {
     case AG_DIST_WORD: return -spec_weight(s) * dist;
     case AG_DIST_LOG: return -spec_weight(s) * log(dist > 1 ? (double)dist : 1.0);
@@ -67,6 +68,7 @@ static void check_spec(const char *op, const ag_mask_spec *s, int head) {
     if ((int)s->dist < AG_DIST_NONE || (int)s->dist > AG_DIST_TREE)
         ag__fatal(op, "spec %d: unknown distance kind %d", head, (int)s->dist);
     if (s->faraway < 0) ag__fatal(op, "spec %d: faraway %d < 0", head, s->faraway);
+    if (s->window < 0) ag__fatal(op, "spec %d: window %d < 0 (0: none)", head, s->window);
     if (!isfinite(s->weight)) ag__fatal(op, "spec %d: weight %g is not finite", head, s->weight);
 }
 
@@ -90,7 +92,8 @@ static size_t cache_bytes;
 #define MASK_CACHE_BYTES ((size_t)64 << 20)
 
 static bool same_spec(const ag_mask_spec *a, const ag_mask_spec *b) {
-    return a->dir == b->dir && a->faraway == b->faraway && a->dist == b->dist && spec_weight(a) == spec_weight(b);
+    return a->dir == b->dir && a->faraway == b->faraway && a->dist == b->dist && spec_weight(a) == spec_weight(b) &&
+           a->window == b->window;
 }
 
 static cache_entry *cache_find(mask_kind kind, int ndim, int heads, int N, const ag_mask_spec *specs, double w,
@@ -333,7 +336,7 @@ ag_status ag_mask_batch(const ag_mask_spec *specs, int h, int B, int N, const in
         positional[i] = specs[i];
         weight[i] = 0;
         if (specs[i].dist == AG_DIST_TREE) {
-            positional[i] = (ag_mask_spec){.dir = specs[i].dir, .faraway = specs[i].faraway};
+            positional[i] = (ag_mask_spec){.dir = specs[i].dir, .faraway = specs[i].faraway, .window = specs[i].window};
             weight[i] = (ag_real)spec_weight(&specs[i]);
         }
     }

@@ -425,6 +425,21 @@ RECOMPUTED(r_attn_large_vs_composed, f_attn_large_vs_composed, 3)
 RECOMPUTED(r_attn_grouped_causal, f_attn_grouped_causal, 2)
 RECOMPUTED(r_attn_grouped_heads, f_attn_grouped_heads, 2)
 RECOMPUTED(r_attn_grouped_vs_copied, f_attn_grouped_vs_copied, 2)
+/* A sliding window of 2 under PAST_INCL with padding (example 1 of length
+ * 1): each 2-row block's keys cut at both ends; and against the stored op. */
+static ag_tensor *window_mask(void) {
+    return ag_add(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = 2}, 5),
+                  ag_mask_padding((const int32_t[]){5, 1}, 2, 5, 4, true));
+}
+static ag_tensor *f_attn_window(ag_tensor **in) { return attn(in[0], in[1], in[2], window_mask(), 0.7); }
+RECOMPUTED(r_attn_window, f_attn_window, 2)
+static ag_tensor *f_attn_window_recomputed_vs_stored(ag_tensor **in) {
+    ag_tensor *m = window_mask(), *stored = ag_attention(in[0], in[1], in[2], m, 0.7, NULL);
+    ag__attention_block_rows = 2;
+    ag_tensor *again = ag_attention_recompute(in[0], in[1], in[2], m, 0.7);
+    ag__attention_block_rows = 0;
+    return tc_difference(ag_sub(again, stored), stored);
+}
 static ag_tensor *f_attn_recomputed_vs_stored(ag_tensor **in) {
     ag_tensor *m = ag_add(ag_mask(&past_incl, 5), ag_mask_padding((const int32_t[]){5, 1}, 2, 5, 4, true));
     ag_tensor *stored = ag_attention(in[0], in[1], in[2], m, 0.7, NULL);
@@ -688,6 +703,10 @@ const op_case attention_cases[] = {
      .flags = OPCASE_DIFFERENCE},
     {"recomputed attention one key-value head, Nq!=Nk", attn_one_kv, r_attn_plain, 0, 0},
     {"recomputed attention equals the stored, grouped, causal, len 1", attn_grouped, f_attn_recomputed_vs_stored,
+     .flags = OPCASE_DIFFERENCE},
+    {"attention sliding window 2, len 1", attn_grouped, f_attn_window, 0, 0},
+    {"recomputed attention sliding window 2, len 1, 2-row blocks", attn_grouped, r_attn_window, 0, 0},
+    {"recomputed attention sliding window equals the stored", attn_grouped, f_attn_window_recomputed_vs_stored,
      .flags = OPCASE_DIFFERENCE},
     /* ---- the device's sizes ---- */
     /* softmax: odd widths, large logits (length 1: softmax N=1) */

@@ -717,10 +717,11 @@ static void test_encoder_probs(ag_rng *r) {
 
 /* ag_encoder_layer_forward_cached (so ag_mha_forward_cached), pre- and
  * post-LN, on device d: 7 positions fed 3, 1, 2 and 1 at a time give the
- * rows of the full forward under the causal mask, on the GPU without
+ * rows of the full forward under the causal mask (with a sliding window:
+ * under its mask, each chunk reading the window before it), on the GPU without
  * waiting for it once; more positions than the cache holds, or more than
  * one sequence, are refused by name. */
-static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later) {
+static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int window) {
     enum { LEN = 7 };
     static const int chunks[] = {3, 1, 2, 1};
     ag_params ps = {0};
@@ -730,12 +731,13 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later) {
     ag_encoder_layer l = ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = DM, .heads = H, .d_ff = 6,
                                                                         .pre_norm = pre, .rms_norm = later,
                                                                         .gated = later, .rope_base = later ? 10 : 0,
-                                                                        .kv_heads = later ? 1 : 0}, r);
+                                                                        .kv_heads = later ? 1 : 0,
+                                                                        .window = window}, r);
     ag_params_to(&ps, d);
     ag_set_device(d);
     ag_real full[LEN * DM], got[DM * 3];
-    ag_tensor_read(ag_encoder_layer_forward(&l, x, NULL, ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, LEN),
-                                            false, NULL), full);
+    ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = window}, LEN);
+    ag_tensor_read(ag_encoder_layer_forward(&l, x, NULL, causal, false, NULL), full);
     ag_step_end();
     ag_kv_cache c;
     CHECK(ag_kv_cache_init(&c, &l.attn, LEN, d) == AG_OK && c.n == 0 && c.capacity == LEN, "%s", ag_errmsg());
@@ -752,8 +754,8 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later) {
         for (int e = 0; e < chunks[i] * DM; e++) worst = check_worst(worst, fabs(got[e] - full[at * DM + e]));
         ag_step_end();
     }
-    CHECK(worst <= 1e-13, "%s-%s on the %s: cached rows differ from the full forward's by %.3g", pre ? "pre" : "post",
-          later ? "RMS, SwiGLU, RoPE" : "LN", ag_device_name(d), worst);
+    CHECK(worst <= 1e-13, "%s-%s, window %d, on the %s: cached rows differ from the full forward's by %.3g",
+          pre ? "pre" : "post", later ? "RMS, SwiGLU, RoPE" : "LN", window, ag_device_name(d), worst);
     CHECK(waits == 0, "on the %s: the cached forwards waited for the device %lld times", ag_device_name(d),
           (long long)waits);
     EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, 0, 1), &c), "ag_mha_forward_cached",
@@ -778,9 +780,11 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later) {
 }
 
 static void test_kv_cache(ag_rng *r, ag_device d) {
-    kv_cache_case(r, d, false, false);
-    kv_cache_case(r, d, true, false);
-    kv_cache_case(r, d, true, true);
+    kv_cache_case(r, d, false, false, 0);
+    kv_cache_case(r, d, true, false, 0);
+    kv_cache_case(r, d, true, true, 0);
+    kv_cache_case(r, d, true, false, 2); /* a window shorter than a chunk: masked within it */
+    kv_cache_case(r, d, true, true, 3);
 }
 
 int main(void) {

@@ -76,6 +76,34 @@ static void test_faraway(void) {
         I, 0, 0, I});
 }
 
+/* A sliding window: |k - q| < w, the word itself included; with PAST_INCL
+ * each position reads itself and the w - 1 before it.  A spec differing
+ * in its window alone is its own cache entry. */
+static void test_window(void) {
+    check_matrix("PAST_INCL window(2)", ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = 2}, 4), DIMS(4, 4),
+                 (double[]){
+        0, I, I, I,
+        0, 0, I, I,
+        I, 0, 0, I,
+        I, I, 0, 0});
+    check_matrix("window(2) with word distance", ag_mask(&(ag_mask_spec){.dist = AG_DIST_WORD, .window = 2}, 3),
+                 DIMS(3, 3), (double[]){
+        0, -1, I,
+        -1, 0, -1,
+        I, -1, 0});
+    check_matrix("PAST_INCL window(1): the word alone", ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = 1}, 3),
+                 DIMS(3, 3), (double[]){
+        0, I, I,
+        I, 0, I,
+        I, I, 0});
+    check_matrix("PAST_INCL, no window (after the windowed ones: not their cache entry)",
+                 ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, 4), DIMS(4, 4), (double[]){
+        0, I, I, I,
+        0, 0, I, I,
+        0, 0, 0, I,
+        0, 0, 0, 0});
+}
+
 static void test_distances(void) {
     check_matrix("word distance", ag_mask(&(ag_mask_spec){.dist = AG_DIST_WORD}, 4), DIMS(4, 4), (double[]){
          0, -1, -2, -3,
@@ -313,6 +341,7 @@ static void test_misuse(void) {
     EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.dist = AG_DIST_TREE}, 4), "ag_mask", "ag_mask_batch");
     EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.dir = (ag_mask_dir)9}, 4), "ag_mask", "direction 9");
     EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.faraway = -1}, 4), "ag_mask", "faraway -1");
+    EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.window = -3}, 4), "ag_mask", "window -3 < 0");
     EXPECT_FATAL_AT(ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST}, -2), "ag_mask", "N = -2");
     EXPECT_FATAL_AT(ag_mask_heads((ag_mask_spec[]){{0}}, 0, 4), "ag_mask_heads", "0 heads");
     EXPECT_FATAL_AT(ag_mask_attenuation(1, 1, 4), "ag_mask_attenuation", "c = 1");
@@ -328,6 +357,7 @@ static void test_misuse(void) {
 int main(void) {
     test_directions();
     test_faraway();
+    test_window();
     test_distances();
     test_heads_and_cache();
     test_attenuation();

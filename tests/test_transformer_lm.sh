@@ -14,7 +14,7 @@ AG=$1 P=$2
 [ -x "$AG" ] && [ -f "$P" ] || { echo "usage: $0 attngrad transformer_lm.so"; exit 2; }
 . "$(dirname "$0")/cli_lib.sh" test_transformer_lm
 
-expect 0 '^\(tlm: --hparams ctx,rope,rms,glu,kv_heads,recompute,recompute_attn\)$' "$AG" --plugin "$P" models
+expect 0 '^\(tlm: --hparams ctx,rope,rms,glu,kv_heads,recompute,recompute_attn,window\)$' "$AG" --plugin "$P" models
 # PASS, and nothing weak once every parameter is drawn wide (the second pass)
 gradcheck() {
   local out
@@ -33,6 +33,10 @@ gradcheck --batch 3 --len 6 --hparams recompute=1,rope=500
 # attention that keeps no probabilities, alone and inside the layers' regions, grouped
 gradcheck --batch 3 --len 6 --hparams recompute_attn=1
 gradcheck --batch 3 --len 6 --heads 4 --dim 16 --hparams recompute=1,recompute_attn=1,kv_heads=2,rope=500
+# a sliding window of 2 positions, stored and recomputed
+gradcheck --batch 3 --len 6 --hparams window=2
+gradcheck --batch 3 --len 6 --hparams window=2,recompute_attn=1,rope=500
+expect 1 'tlm: window=-1 wants a whole number of positions \(0: none\)' "$AG" --plugin "$P" gradcheck --model tlm --hparams window=-1
 gradcheck --batch 3 --len 6 --heads 4 --dim 16 --hparams kv_heads=2,rope=10000
 expect 1 'tlm: kv_heads=3 wants a divisor of the 2 heads' "$AG" --plugin "$P" gradcheck --model tlm --hparams kv_heads=3
 expect 1 'tlm: rope=10000 wants a base > 0 and an even head width \(dim 6 / heads 2\)' "$AG" --plugin "$P" gradcheck \

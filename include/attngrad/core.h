@@ -636,6 +636,8 @@ typedef struct {
     int faraway;        /* m > 0: allowed only where 1 <= |k-q| <= m */
     ag_mask_dist dist;
     double weight;      /* multiplies the penalty (MS-SAN: 1.5); 0 reads as 1 */
+    int window;         /* w > 0: allowed only where |k-q| < w, the word itself included (a sliding window:
+                           with AG_MASK_PAST_INCL each position reads itself and the w - 1 before it) */
 } ag_mask_spec;
 
 /* The constant mask [N,N] of spec: -inf where disallowed, else the penalty.

@@ -147,6 +147,9 @@ typedef struct {
     int kv_heads;     /* key-value heads, dividing heads (0 reads as heads) */
     bool recompute_attention; /* ag_attention_recompute: no [B,h,N,N] probabilities kept, made again in backward
                                  (memory linear in N for one more Q K^T); not where probs are asked for */
+    int window;       /* > 0: a sliding window, for generation: ag_mha_forward_cached lets each new position read
+                         itself and the window - 1 before it (ag_mha_forward reads what its mask allows: give it
+                         the same window, ag_mask_spec.window) */
 } ag_mha;
 
 ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng);
@@ -183,6 +186,8 @@ typedef struct {
                            rng, lengths and mask must then last until backward (a model's rng, not a local's) */
     bool recompute_attention; /* the attention alone keeps no [B,h,N,N] probabilities (ag_mha's field): memory
                                  linear in the sequence, for one more Q K^T and softmax in backward */
+    int window;         /* a causal stack's sliding window, for its cached forward (ag_mha's field); the mask the
+                           layer is given says the same for the full forward.  0: none */
 } ag_encoder_config;
 
 /* Parameters: <scope>attn.*, ln1.gain, ln1.bias, ffn.w1, ffn.b1, ffn.w2,
