@@ -128,8 +128,8 @@ typedef struct ag_model ag_model;
  * calling it with the wrong layout.  Version 2 appended the lm_* fields,
  * version 3 hparams (to both structs), version 4 ag_model_config's max_len
  * and lr_steps, version 5 its label_smoothing, version 6 the layers'
- * recompute_attention (ag_mha, ag_encoder_config: a kind keeps such layers
- * in its own structs).  ag_model holds an ag_model_config, so versions 3 to
+ * recompute_attention and window (ag_mha, ag_encoder_config: a kind keeps
+ * such layers in its own structs) and ag_mask_spec's window.  ag_model holds an ag_model_config, so versions 3 to
  * 5 moved the fields after it (params, rng, impl) that a kind's build and
  * forward read, and version 6 the layers' sizes: a kind built before
  * AG_MODEL_API_OLDEST is refused, to be rebuilt from its source (which
