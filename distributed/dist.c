@@ -4,6 +4,7 @@
  * (a test, a user's program on the installed library) runs as one process. */
 #include "dist.h"
 #include "../graph/device.h"     /* the rank's GPU, copies between it and the host */
+#include "../optim/kernels.h"    /* axpy: the loss weighted on its device */
 #include "../graph/internal.h"   /* ag__seconds */
 #include "dist_kernels.h"
 #include "../ops/dispatch.h"
@@ -325,20 +326,27 @@ static bool sum_flat(ag__dist_grads *g, int64_t n) {
     return false;
 }
 
-double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens,
-                             int *stop) {
-    if (!be) return loss_local;
+double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local,
+                             const ag_real *loss_there, double *tokens, int *stop) {
+    if (!be) {
+        if (!loss_there) return loss_local;
+        ag_real one;
+        ag__read_on(ps->count > 0 ? ps->items[0]->device : AG_CPU, &one, loss_there, sizeof one);
+        return one;
+    }
     const char *op = "ag__dist_reduce_grads";
     ag_device dev = ps->count > 0 ? ps->items[0]->device : AG_CPU;
     int64_t numel = ag_params_numel(ps), n = numel + TAIL;
     flat_on(g, ps, numel, dev);
     /* the weight n_local is applied in the pack and 1/N after the sum: N is
      * known only then, and the product is the same up to rounding */
-    ag_real tail[TAIL] = {n_local > 0 ? (ag_real)(loss_local * n_local) : 0, (ag_real)n_local,
+    ag_real tail[TAIL] = {n_local > 0 && !loss_there ? (ag_real)(loss_local * n_local) : 0, (ag_real)n_local,
                           tokens ? (ag_real)*tokens : 0, stop && *stop ? 1 : 0};
     const ag__dist_kernels *k = ag__dist_on(op, dev);
     if (g->count > 0) k->pack(g->slots, g->count, g->largest, (ag_real)n_local, !(n_local > 0), g->flat, numel, tail);
     else ag__write_on(dev, g->flat + numel, tail, sizeof tail);
+    if (loss_there && n_local > 0) /* the weighted loss made where the loss is: no wait for it */
+        ag__grads_on(op, dev)->axpy((ag_real)n_local, loss_there, g->flat + numel, 1);
     ag__kernels_done(op, dev);
     bool by_events = sum_flat(g, n);
     if (g->count > 0) k->unpack(g->slots, g->count, g->largest, g->flat, numel);

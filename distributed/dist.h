@@ -96,9 +96,12 @@ typedef struct {
  * rides in the same allreduce, and only a step where some rank asked pays
  * the small collective that says which signal.  One MPI_Allreduce; in one
  * process it returns loss_local and touches nothing.  n_local 0 (a rank
- * without rows) contributes zeros. */
-double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local, double *tokens,
-                             int *stop);
+ * without rows) contributes zeros.  loss_there (not NULL): the mean loss
+ * is one real in the parameters' device memory instead (loss_local
+ * unread), weighted there, so the rank need not wait for it before the
+ * allreduce. */
+double ag__dist_reduce_grads(ag__dist_grads *g, ag_params *ps, double n_local, double loss_local,
+                             const ag_real *loss_there, double *tokens, int *stop);
 void ag__dist_grads_free(ag__dist_grads *g);
 /* Seconds this process spent in ag__dist_reduce_grads' allreduce, waiting
  * for slower ranks included, and in how many calls (*calls may be NULL). */

@@ -47,7 +47,7 @@ static void test_one_process(void) {
     ag__dist_grads g = {0};
     double tokens = 12;
     int stop = 15;
-    CHECK(ag__dist_reduce_grads(&g, &ps, 4, 0.25, &tokens, &stop) == 0.25 && tokens == 12 && stop == 15);
+    CHECK(ag__dist_reduce_grads(&g, &ps, 4, 0.25, NULL, &tokens, &stop) == 0.25 && tokens == 12 && stop == 15);
     CHECK(ag__dist_any(0) == 0 && ag__dist_any(-1) == -1 && ag__dist_any(2) == 2, "one process: its own request");
     CHECK(w->grad[0] == 0.5 && w->grad[2] == 2.5 && !g.flat, "one process: gradients as they were, no buffer");
     double x[2] = {1, 2};

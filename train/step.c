@@ -199,18 +199,14 @@ int ag__train_step(ag__trainer *t, int64_t step, const int64_t *idx, int64_t fir
         loss_there = t->loss_sum;
     } else {
         double mine, n_mine; /* a rank without rows joins the allreduce with zeros */
-        bool summed = t->loss_sum != NULL; /* in parts: one read of their sum, not one a part */
+        bool summed = t->loss_sum != NULL; /* in parts: their sum, on the device, goes into the allreduce from there */
         if ((rc = forward_backward_parts(t, idx + first, first, rows, summed, &mine, &n_mine, tokens, err, errlen)))
             return rc;
-        if (summed) {
-            ag_real sum;
-            ag__read_on(dev, &sum, t->loss_sum, sizeof sum);
-            mine = sum;
-        }
         /* a request to stop rides in the same allreduce: any rank's stops
          * every rank after this step, at no cost of its own */
         int stop = ag__train_stop_mine();
-        global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, tokens, &stop);
+        global = (ag_real)ag__dist_reduce_grads(&t->grads, &m->params, n_mine, mine, summed ? t->loss_sum : NULL,
+                                                tokens, &stop);
         ag__train_stop_agreed(stop);
         /* a rank without rows drew no dropout masks: it takes rank 0's generator */
         if (global_rows < ag__dist_size()) ag__dist_bcast(&m->rng, sizeof m->rng);
