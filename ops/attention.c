@@ -88,10 +88,9 @@ static void attention_forward_part(void *ctx, int64_t part) {
  * causal mask the keys past the block's last row, under a sliding window
  * also those before its first row's window) take no part in its products,
  * so a causal block costs what its triangle does, not a square, and a
- * window of w keys makes attention O(N w).  A unit (a
- * group's query slices and their key-value slice) is still one thread's
- * work from start to end, so dK and dV have one writer and the results do
- * not depend on the parts. */
+ * window of w keys makes attention O(N w).  A unit (a group's query slices
+ * and their key-value slice) is still one thread's work from start to end,
+ * so dK and dV have one writer and the results do not depend on the parts. */
 enum { RECOMPUTE_BLOCK = 1 << 15, RECOMPUTE_MIN_ROWS = 16, RECOMPUTE_MAX_PARTS = 64 };
 
 int ag__attention_block_rows;
@@ -103,9 +102,9 @@ static int recompute_rows(const attn_plan *p) {
     return p->nq < rows ? (p->nq > 0 ? p->nq : 1) : rows;
 }
 
-/* The parts' scratch is `per_part_scratch` reals each; at most
- * RECOMPUTE_MAX_PARTS parts bound it (the parts' split does not change a
- * bit of the results). */
+/* The units cut into parts, each with a block's scratch of its own (two in
+ * backward): at most RECOMPUTE_MAX_PARTS parts bound the scratch, and the
+ * split does not change a bit of the results. */
 static attn_job recompute_job(const attn_plan *p, int64_t *parts) {
     int64_t units = units_of(p), per = ag__units_per_part((int64_t)p->group * p->nq * p->nk);
     if ((units + per - 1) / per > RECOMPUTE_MAX_PARTS) per = (units + RECOMPUTE_MAX_PARTS - 1) / RECOMPUTE_MAX_PARTS;
