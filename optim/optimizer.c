@@ -1000,11 +1000,23 @@ static void average_update(ag_optimizer *opt, const double *gate) {
         ->average_all(w_there, a.average, (const ag_real *const *)a.value, a.n, a.count, gate);
 }
 
+/* The weights to evaluate: the average where the optimizer keeps one, else
+ * Lookahead's slow weights (what its algorithm returns; its authors
+ * evaluate on them), in the slot swap_all trades with the parameters. */
 bool ag_optim_swap_average(ag_optimizer *opt) {
-    if (!averages(&opt->cfg) || opt->averaged == 0) return false;
+    const ag_optim_config *c = &opt->cfg;
+    int slot;
+    if (averages(c)) {
+        if (opt->averaged == 0) return false;
+        slot = average_slot(c);
+    } else if (c->lookahead > 0 && opt->slow_set) {
+        slot = slow_slot(c);
+    } else {
+        return false;
+    }
     ag_real *value[AVERAGE_ROOM], *average[AVERAGE_ROOM];
     int64_t n[AVERAGE_ROOM];
-    average_arrays a = average_arrays_of(opt, average_slot(&opt->cfg), value, average, n);
+    average_arrays a = average_arrays_of(opt, slot, value, average, n);
     ag__optim_on("ag_optim_swap_average", opt->device)->swap_all(a.value, a.average, a.n, a.count);
     ag__kernels_done("ag_optim_swap_average", opt->device);
     opt->swapped = !opt->swapped;

@@ -858,6 +858,25 @@ static void test_lookahead(void) {
                       ag_optim_state(&b, k < 6 ? "w" : "b", "slow")[k < 6 ? k : k - 6] ==
                           ag_optim_state(&o, k < 6 ? "w" : "b", "slow")[k < 6 ? k : k - 6],
                   "%s: resumed at update 4, element %d", specs[i], k);
+        /* evaluation: the slow weights swapped in (the average, where there is one), then back */
+        ag_real trained[K];
+        bool swapped_in = true, back = true;
+        for (int k = 0; k < K; k++) trained[k] = *elem(&p, k, false);
+        CHECK(ag_optim_swap_average(&o) && o.swapped, "%s: nothing swapped in", specs[i]);
+        for (int k = 0; k < K; k++)
+            swapped_in = swapped_in && (c.ema > 0 ? fabs(*elem(&p, k, false) - avg[k]) <= ATOL + RTOL * fabs(avg[k])
+                                                  : *elem(&p, k, false) == slow[k]);
+        CHECK(swapped_in, "%s: swapped in, the parameters are not the %s", specs[i],
+              c.ema > 0 ? "average" : "slow weights");
+        CHECK(ag_optim_swap_average(&o) && !o.swapped, "%s: not swapped back", specs[i]);
+        for (int k = 0; k < K; k++) back = back && *elem(&p, k, false) == trained[k];
+        CHECK(back, "%s: swapped back, the parameters are not the trained values", specs[i]);
+        problem f;
+        problem_init(&f, false);
+        ag_optimizer fresh;
+        CHECK(ag_optim_init(&fresh, &f.ps, &c) == AG_OK && !ag_optim_swap_average(&fresh),
+              "%s: nothing to swap before an update", specs[i]);
+        ag_optim_free(&fresh), ag_params_free(&f.ps);
         ag_optim_free(&b), ag_optim_free(&o), ag_optim_free(&r);
         ag_params_free(&u.ps), ag_params_free(&p.ps), ag_params_free(&q.ps);
     }

@@ -435,11 +435,39 @@ static void test_micro_batch_run(void) {
     }
 }
 
+/* After one epoch, best.safetensors's parameters are last's optimizer slot
+ * `slot` (Adam's) and not last's values; says which differ. */
+static void best_is_last_slot(const char *out, const char *slot) {
+    char last[AG_PATH_MAX + 32], best[AG_PATH_MAX + 32];
+    snprintf(last, sizeof last, "%s/last.safetensors", out);
+    snprintf(best, sizeof best, "%s/best.safetensors", out);
+    ag_st_file fl, fb;
+    CHECK(ag_st_read(last, &fl) == 0 && ag_st_read(best, &fb) == 0, "%s", ag_errmsg());
+    int params = 0, differ = 0;
+    for (int i = 0; i < fb.count; i++) {
+        const ag_st_tensor *t = &fb.tensors[i];
+        if (!strncmp(t->name, "optim.", 6) || !strcmp(t->name, "sched.state")) continue;
+        char name[256];
+        snprintf(name, sizeof name, "optim.adam.%s.%s", slot, t->name);
+        const ag_st_tensor *a = ag_st_get(&fl, name), *v = ag_st_get(&fl, t->name);
+        size_t bytes = (size_t)t->numel * (t->dtype == AG_F64 ? 8 : 4);
+        CHECK(a && v && a->numel == t->numel && !memcmp(a->data, t->data, bytes), "best's %s is last's %s", t->name,
+              slot);
+        differ += v && memcmp(v->data, t->data, bytes) != 0;
+        params++;
+    }
+    CHECK(params > 0 && differ > 0, "%s: %d parameters in best, %d differ from last's values", slot, params, differ);
+    ag_st_close(&fl);
+    ag_st_close(&fb);
+}
+
 /* An optimizer with an average (--optim ...,ema=D): training is the same
  * to the bit (the average is beside it), what is evaluated and saved as
  * best is the average (best.safetensors's parameters are last's
  * "average" slot after one epoch), and a run stopped mid-epoch and
- * resumed ends on the uninterrupted run's bits, average included. */
+ * resumed ends on the uninterrupted run's bits, average included.
+ * Lookahead without an average: what is evaluated and saved as best is
+ * the slow weights (an epoch that ends mid-cycle). */
 static void test_average_run(void) {
     ag_train_result plain, avg;
     ag_train_opts o = small_run("avg-plain");
@@ -455,27 +483,16 @@ static void test_average_run(void) {
           plain.first_loss, plain.last_loss);
     CHECK(avg.dev.loss != plain.dev.loss, "the dev loss of the average %.9g, of the values %.9g: the average is "
           "evaluated", avg.dev.loss, plain.dev.loss);
-    char last[AG_PATH_MAX + 32], best[AG_PATH_MAX + 32];
-    snprintf(last, sizeof last, "%s/last.safetensors", o.out);
-    snprintf(best, sizeof best, "%s/best.safetensors", o.out);
-    ag_st_file fl, fb;
-    CHECK(ag_st_read(last, &fl) == 0 && ag_st_read(best, &fb) == 0, "%s", ag_errmsg());
-    int params = 0, differ = 0;
-    for (int i = 0; i < fb.count; i++) {
-        const ag_st_tensor *t = &fb.tensors[i];
-        if (!strncmp(t->name, "optim.", 6) || !strcmp(t->name, "sched.state")) continue;
-        char name[256];
-        snprintf(name, sizeof name, "optim.adam.average.%s", t->name);
-        const ag_st_tensor *a = ag_st_get(&fl, name), *v = ag_st_get(&fl, t->name);
-        size_t bytes = (size_t)t->numel * (t->dtype == AG_F64 ? 8 : 4);
-        CHECK(a && v && a->numel == t->numel && !memcmp(a->data, t->data, bytes), "best's %s is last's average",
-              t->name);
-        differ += v && memcmp(v->data, t->data, bytes) != 0;
-        params++;
-    }
-    CHECK(params > 0 && differ > 0, "%d parameters in best, %d differ from last's values", params, differ);
-    ag_st_close(&fl);
-    ag_st_close(&fb);
+    best_is_last_slot(o.out, "average");
+
+    ag_train_result la;
+    char spec[64];
+    snprintf(spec, sizeof spec, "adam:lr=0.01,lookahead=%d", (int)(plain.steps > 2 ? plain.steps - 1 : 2));
+    o = small_run("avg-lookahead");
+    set(&o, "optim", spec);
+    set(&o, "epochs", "1");
+    CHECK(plain.steps > 2 && ag_train(&o, &la, err, sizeof err) == 0, "%lld steps; %s", (long long)plain.steps, err);
+    best_is_last_slot(o.out, "slow"); /* the epoch ends one update after a step back */
 
     ag_train_opts full = small_run("avg-full"), cut = small_run("avg-cut");
     set(&full, "optim", "sgd:lr=0.1,momentum=0.9,swa=4"), set(&cut, "optim", "sgd:lr=0.1,momentum=0.9,swa=4");

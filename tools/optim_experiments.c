@@ -399,7 +399,7 @@ static int train_one(const exp_model *model, const settings *s, run *r, FILE *st
             }
         }
         double val_loss, metric;
-        bool averaged = !rc && ag_optim_swap_average(&opt); /* ema=, swa=: the average is what is validated */
+        bool averaged = !rc && ag_optim_swap_average(&opt); /* ema=, swa= (else lookahead=): the average (the slow weights) is validated */
         if (!rc) rc = model->evaluate(self, &val_loss, &metric);
         if (averaged) ag_optim_swap_average(&opt);
         if (rc) {

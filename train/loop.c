@@ -81,8 +81,9 @@ static int end_of_epoch(const fold_ctx *c, ag__trainer *t, ag__run_state *s, dou
     ag_run_data *d = &t->data;
     ag__epoch_row e = {.epoch = s->epoch + partial, .step = s->step, .train_loss = train_loss, .partial = partial,
                    .has_test = d->ds[AG_SPLIT_TEST] != NULL};
-    /* an optimizer with an average (ema=, swa=): the model evaluated, and
-     * saved as the best, is the average; training goes on from its own values */
+    /* an optimizer with an average (ema=, swa=), or Lookahead's slow weights:
+     * the model evaluated, and saved as the best, is those; training goes on
+     * from its own values */
     bool averaged = ag_optim_swap_average(&t->opt);
     int rc = ag_evaluate(&t->model, d->ds[AG_SPLIT_DEV], d->idx[AG_SPLIT_DEV], d->n[AG_SPLIT_DEV], &t->batch, &e.dev,
                          err, errlen);

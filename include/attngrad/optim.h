@@ -86,7 +86,8 @@ typedef struct {
      * kind): slow weights φ beside the parameters θ; every `lookahead` = k
      * updates φ = φ + α (θ - φ) and θ = φ, α = lookahead_alpha (0.5); the
      * rule's own state goes on as it is.  φ starts as θ before the first
-     * update; 0: none. */
+     * update; 0: none.  ag_optim_swap_average evaluates on φ (where there
+     * is no average). */
     int lookahead;
     double lookahead_alpha;
 } ag_optim_config;
@@ -171,9 +172,11 @@ const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
 /* With cfg.ema or cfg.swa: the parameters' values and their average trade
  * places (every trained parameter, on its device), to evaluate or save the
- * averaged model; a second call trades them back.  Steps refuse to run
- * while swapped.  False, and nothing done, when opt keeps no average or
- * has averaged no update yet (swa's start is ahead): the parameters are
+ * averaged model; a second call trades them back.  Without an average but
+ * with cfg.lookahead, the slow weights take the average's part (what
+ * Lookahead returns, and what its authors evaluate).  Steps refuse to run
+ * while swapped.  False, and nothing done, when opt keeps neither or has
+ * made none yet (no update, or swa's start ahead): the parameters are
  * then what to evaluate. */
 bool ag_optim_swap_average(ag_optimizer *opt);
 
