@@ -3,6 +3,7 @@
 #include "internal.h"
 #include "../graph/internal.h" /* ag__fatal: a batch too big for memory ends with a message, not a crash */
 #include "../ops/softmax_rows.h" /* ag__max_row */
+#include "../ops/loss.h"         /* ag__smoothed_losses: a kind's own loss asked to smooth did */
 
 #include <math.h>
 #include <stdio.h>
@@ -358,7 +359,18 @@ ag_tensor *ag_model_objective_of(const ag_model *m, const ag_batch *b, ag_tensor
 }
 
 ag_tensor *ag_model_loss(ag_model *m, const ag_batch *b, bool training) {
-    if (m->kind->loss) return forward_begins(m) ? m->kind->loss(m, b, training) : NULL;
+    if (m->kind->loss) {
+        if (!forward_begins(m)) return NULL;
+        int64_t smoothed = ag__smoothed_losses;
+        ag_tensor *loss = m->kind->loss(m, b, training);
+        if (loss && training && m->cfg.label_smoothing > 0 && ag__smoothed_losses == smoothed) {
+            ag_fail(AG_ERR_ARG, "label smoothing %g: the loss of model %s made no smoothed cross-entropy (a kind's "
+                    "own loss applies it through ag_model_objective_of or the _smoothed ops: docs/extending.md)",
+                    m->cfg.label_smoothing, m->kind->name);
+            return NULL;
+        }
+        return loss;
+    }
     ag_tensor *logits = ag_model_forward(m, b, training);
     if (!logits) return NULL; /* bad input (e.g. a parse); ag_errmsg() says why */
     return ag_model_objective_of(m, b, logits, training);

@@ -158,10 +158,13 @@ static void row_mean_f64_cpu(const double *row_loss, int64_t rows, int64_t n, ag
 }
 
 /* Label smoothing eps in [0, 1]: refused by op name otherwise. */
+int64_t ag__smoothed_losses;
+
 static void check_smoothing(const char *op, double eps) {
     if (!(eps >= 0 && eps <= 1))
         ag__fatal(op, "label smoothing %g: want a share in [0, 1] of the target spread over the classes (0: none)",
                   eps);
+    if (eps > 0) ag__smoothed_losses++;
 }
 
 static ag_tensor *cross_entropy(const char *op, ag_tensor *logits, const int32_t *labels, int ignore_index, double eps);

@@ -71,6 +71,9 @@ AG_KERNELS_END
 #include "attngrad.h"
 /* The table of dev's kernels (fatal, naming op, where this build has none). */
 const ag__loss_kernels *ag__loss_on(const char *op, ag_device dev);
+/* How many losses with label smoothing > 0 the _smoothed ops have made:
+ * ag_model_loss checks that a kind's own loss made one when asked to. */
+extern int64_t ag__smoothed_losses;
 #endif
 
 #endif

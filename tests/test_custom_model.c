@@ -669,6 +669,41 @@ static void test_hparams(void) {
     refused(&w, "a name given twice", NULL);
 }
 
+/* Label smoothing and a kind's own loss: one that builds on the training
+ * objective (ag_model_objective_of) smooths; one that takes the plain
+ * cross-entropy is refused by name in training, where the smoothing would
+ * be dropped silently, and not in evaluation. */
+static ag_tensor *objective_loss(ag_model *m, const ag_batch *b, bool training) {
+    ag_tensor *logits = tiny_attn_forward(m, b, training);
+    return logits ? ag_model_objective_of(m, b, logits, training) : NULL;
+}
+static ag_tensor *plain_loss(ag_model *m, const ag_batch *b, bool training) {
+    ag_tensor *logits = tiny_attn_forward(m, b, training);
+    return logits ? ag_model_loss_of(m, b, logits) : NULL;
+}
+static void test_own_loss_smoothing(void) {
+    ag_tensor *(*losses[2])(ag_model *, const ag_batch *, bool) = {objective_loss, plain_loss};
+    for (int i = 0; i < 2; i++) {
+        ag_model_kind k = tiny_attn_kind;
+        k.loss = losses[i];
+        ag_model_config cfg = ag_model_tiny(&k);
+        cfg.label_smoothing = 0.1;
+        ag_model m;
+        CHECK(ag_model_init(&m, &k, &cfg) == AG_OK, "%s", ag_errmsg());
+        ag_batch b;
+        ag_tiny_batch(&m, &b, 3);
+        ag_tensor *trained = ag_model_loss(&m, &b, true), *evaluated = ag_model_loss(&m, &b, false);
+        if (i == 0) CHECK(trained && evaluated, "a loss on ag_model_objective_of, smoothing 0.1: %s", ag_errmsg());
+        else
+            CHECK(!trained && evaluated && strstr(ag_errmsg(), "label smoothing 0.1: the loss of model tiny_attn made "
+                                                               "no smoothed cross-entropy"),
+                  "a loss that ignores smoothing 0.1: %s", trained ? "taken" : ag_errmsg());
+        ag_step_end();
+        ag_model_batch_free(&b);
+        ag_model_free(&m);
+    }
+}
+
 /* generate's words, drawn with rng seeded `seed`, into got */
 static void generate(ag_model *m, const ag_vocab *vocab, const ag_train_opts *o, const char *prompt, uint64_t seed,
                      char *got, size_t n) {
@@ -881,6 +916,7 @@ int main(void) {
     test_generate_from_state(); /* first: test_register fills the registry */
     test_max_len();
     test_hparams();
+    test_own_loss_smoothing();
     test_register();
     test_flags();
     test_workflows();

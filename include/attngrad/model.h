@@ -113,7 +113,8 @@ typedef struct {
     /* Since API 5: */
     double label_smoothing; /* training's cross-entropy against (1 - eps) onehot + eps / C (classification and
                              * LM tasks; evaluation scores the plain loss); a kind with a loss of its own
-                             * applies it through ag_model_objective_of or the _smoothed ops */
+                             * applies it through ag_model_objective_of or the _smoothed ops (ag_model_loss
+                             * refuses a training loss that made none) */
 } ag_model_config;
 
 /* The positional LM's context (cfg.attention). */
