@@ -69,6 +69,7 @@ static struct {
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local bool inside_job; /* nested loops run inline */
+static _Thread_local int worker_index;  /* 0 the caller, 1.. the pool's workers */
 
 /* ---- subnormal numbers: flushed to zero, or kept ----
  *
@@ -155,7 +156,7 @@ static void run_parts(uint64_t gen) {
 }
 
 static void *worker_main(void *arg) {
-    (void)arg;
+    worker_index = (int)(intptr_t)arg;
     inside_job = true;
     uint64_t seen = atomic_load_explicit(&pool.generation, memory_order_acquire);
     for (;;) {
@@ -207,7 +208,8 @@ static void pool_start(void) {
     atfork_set = true;
     int want = pool.team - 1;
     for (int i = 0; i < want; i++) {
-        if (pthread_create(&pool.thread[i], NULL, worker_main, NULL) != 0) break; /* fewer threads: still correct */
+        if (pthread_create(&pool.thread[i], NULL, worker_main, (void *)(intptr_t)(i + 1)) != 0)
+            break; /* fewer threads: still correct */
         pool.workers++;
     }
 }
@@ -222,6 +224,8 @@ static int default_team(void) {
 }
 
 bool ag__in_parallel(void) { return inside_job; }
+
+int ag__worker(void) { return worker_index; }
 
 void ag_set_num_threads(int n) {
     if (n < 1) ag__fatal("ag_set_num_threads", "thread count %d must be >= 1", n);
