@@ -253,6 +253,10 @@ int ag__axis(const char *op, const ag_tensor *t, int axis); /* normalise a negat
 typedef void (*ag__part_fn)(void *ctx, int64_t part);
 void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx);
 bool ag__in_parallel(void); /* inside a part: the arena and the tape are off limits */
+/* The thread running this part: 0 the caller, 1 .. ag_get_num_threads() - 1
+ * the pool's workers.  A loop's scratch can then be one per thread, not one
+ * per part, where no result depends on which scratch a part used. */
+int ag__worker(void);
 /* fn(ctx, begin, end) over [0, n) cut into ranges of `grain` (the last one
  * shorter), on the pool: for loops whose iterations are independent. */
 typedef void (*ag__range_fn)(void *ctx, int64_t begin, int64_t end);
@@ -302,6 +306,9 @@ void ag__gemm_blas(bool ta, bool tb, int M, int N, int K, ag_real alpha, const a
  * from the main thread only. */
 void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A,
                      const ag_real *B, ag_real beta, ag_real *C);
+/* The same on blocks of larger matrices: rows lda, ldb and ldc apart. */
+void ag__gemm_serial_ld(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+                        const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
 
 /* ---- our own GEMM kernel (ops/gemm_kernel.c), f32 on AVX2+FMA ----
  * For many products against one B: pack op(B) [K,N] once (arena; main

@@ -53,6 +53,11 @@ void ag__gemm_serial(bool ta, bool tb, int M, int N, int K, ag_real alpha, const
     blas_gemm(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
+void ag__gemm_serial_ld(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+                        const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc) {
+    blas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* ---- large products in parts ----
  *
  * A product of more than GEMM_PART_FLOPS per part is cut into 2, 4 or 8

@@ -99,19 +99,18 @@ ag__mask_plan ag__mask_plan_on(const char *op, int ndim, const int *scores_shape
 /* ---- the row loops, compiled for baseline x86-64 and AVX2 ---- */
 
 AG_SIMD_CLONES
-void ag__softmax_slice(const ag__mask_plan *p, const ag_real *mask, int i0, int i1, const ag_real *x, ag_real scale,
-                       ag_real *y) {
+void ag__softmax_slice(const ag__mask_plan *p, const ag_real *mask, int i0, int i1, const ag_real *x, int64_t ld,
+                       ag_real scale, ag_real *y) {
     const ag_real *m = mask ? mask + i0 * p->stride3[0] + i1 * p->stride3[1] : NULL;
     for (int r = 0; r < p->rows3[2]; r++)
-        ag__softmax_row(x + (int64_t)r * p->cols, m ? m + r * p->stride3[2] : NULL, scale, y + (int64_t)r * p->cols,
-                        p->cols);
+        ag__softmax_row(x + r * ld, m ? m + r * p->stride3[2] : NULL, scale, y + r * ld, p->cols);
 }
 
 AG_SIMD_CLONES
-void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows, int n,
-                           bool accumulate) {
+void ag__softmax_rows_grad(const ag_real *y, int64_t ldy, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows,
+                           int n, bool accumulate) {
     for (int64_t r = 0; r < rows; r++)
-        ag__softmax_row_grad(y + r * n, g + r * n, scale, gx + r * n, n, accumulate);
+        ag__softmax_row_grad(y + r * ldy, g + r * n, scale, gx + r * n, n, accumulate);
 }
 
 /* ---- masked softmax: y = softmax(scale * x + mask) along the last axis ---- */
@@ -133,7 +132,7 @@ static void masked_softmax_slices(void *ctx, int64_t s0, int64_t s1) {
     int64_t slice = (int64_t)j->plan->rows3[2] * j->plan->cols;
     for (int64_t s = s0; s < s1; s++)
         ag__softmax_slice(j->plan, j->mask, (int)(s / j->plan->rows3[1]), (int)(s % j->plan->rows3[1]),
-                          j->x + s * slice, j->scale, j->y + s * slice);
+                          j->x + s * slice, j->plan->cols, j->scale, j->y + s * slice);
 }
 
 static void softmax_rows_forward_cpu(const ag_real *x, const ag_real *mask, const ag__mask_plan *p, ag_real scale,
@@ -148,7 +147,7 @@ static void masked_softmax_grad_range(void *ctx, int64_t r0, int64_t r1) {
     const softmax_job *j = ctx;
     int64_t at = r0 * j->cols;
     /* Masked entries have y = 0, so they get no gradient (0 in a fresh buffer). */
-    ag__softmax_rows_grad(j->fy + at, j->g + at, j->scale, j->gx + at, r1 - r0, j->cols, !j->fresh);
+    ag__softmax_rows_grad(j->fy + at, j->cols, j->g + at, j->scale, j->gx + at, r1 - r0, j->cols, !j->fresh);
 }
 
 static void softmax_rows_backward_cpu(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows,

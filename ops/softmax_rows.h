@@ -171,12 +171,14 @@ ag__mask_plan ag__mask_plan_on(const char *op, int ndim, const int *scores_shape
 
 /* ---- row loops (softmax.c), vector-cloned ---- */
 
-/* Softmax of the rows3[2] rows of the scores slice (i0, i1): x and y point at
- * the slice, the mask rows come from the plan (mask may be NULL). */
-void ag__softmax_slice(const ag__mask_plan *p, const ag_real *mask, int i0, int i1, const ag_real *x, ag_real scale,
-                       ag_real *y);
-/* ag__softmax_row_grad over `rows` consecutive rows of n. */
-void ag__softmax_rows_grad(const ag_real *y, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows, int n,
-                           bool accumulate);
+/* Softmax of the rows3[2] rows of cols of the scores slice (i0, i1): x and
+ * y point at the slice, their rows ld apart (cols: packed), the mask rows
+ * come from the plan (mask may be NULL). */
+void ag__softmax_slice(const ag__mask_plan *p, const ag_real *mask, int i0, int i1, const ag_real *x, int64_t ld,
+                       ag_real scale, ag_real *y);
+/* ag__softmax_row_grad over `rows` rows of n: y's rows ldy apart (n:
+ * packed), g's and gx's packed. */
+void ag__softmax_rows_grad(const ag_real *y, int64_t ldy, const ag_real *g, ag_real scale, ag_real *gx, int64_t rows,
+                           int n, bool accumulate);
 
 #endif
