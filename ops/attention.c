@@ -7,14 +7,14 @@
  * Backward keeps nothing but P:
  *     dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)) * scale,
  *     dQ = dS K,    dK = dS^T Q
- * where dP/dS live in one [Nq, Nk] scratch reused by every slice.  Compared
- * with matmul + masked softmax + matmul this saves the score tensor and
- * its gradient ([B,h,Nq,Nk] twice) and two passes over them.
- * ag_attention_recompute keeps not even P: backward makes it again, a
- * block of query rows at a time (below, "recomputed attention").
+ * Compared with matmul + masked softmax + matmul this saves the score
+ * tensor and its gradient ([B,h,Nq,Nk] twice) and two passes over them.
+ * ag_attention_recompute keeps not even P: backward makes it again.
  *
- * On the GPU the same steps run over all slices at once: each product is
- * one strided-batched cuBLAS call, the softmax is the masked softmax kernel
+ * On the CPU both run a slice's query rows in blocks (below), and a block's
+ * products span only the keys its rows' mask leaves open.  On the GPU the
+ * same steps run over all slices at once: each product is one
+ * strided-batched cuBLAS call, the softmax is the masked softmax kernel
  * over P in place, and backward's dP/dS is one [slices, Nq, Nk] buffer,
  * released when backward returns. */
 #include "softmax_rows.h"
@@ -22,92 +22,81 @@
 #include "dispatch.h"
 #include "../graph/device.h"
 
-/* C = alpha op(A) op(B), overwriting C.  OpenBLAS implements beta = 0 as a
- * separate zeroing pass that profiled at 9% of attention's time on these
- * small products; memset + beta = 1 (which it skips) costs half of that. */
-static void gemm_overwrite(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, const ag_real *B,
-                           ag_real *C) {
-    memset(C, 0, (size_t)M * N * sizeof *C);
-    ag__gemm_serial(ta, tb, M, N, K, alpha, A, B, 1, C);
+/* C [M, N] (rows ldc apart) = alpha op(A) op(B), overwriting C.  OpenBLAS
+ * implements beta = 0 as a separate zeroing pass that profiled at 9% of
+ * attention's time on these small products; memset + beta = 1 (which it
+ * skips) costs half of that. */
+static void gemm_overwrite(bool ta, bool tb, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+                           const ag_real *B, int ldb, ag_real *C, int ldc) {
+    if (ldc == N)
+        memset(C, 0, (size_t)M * N * sizeof *C);
+    else
+        for (int i = 0; i < M; i++) memset(C + (int64_t)i * ldc, 0, (size_t)N * sizeof *C);
+    ag__gemm_serial_ld(ta, tb, M, N, K, alpha, A, lda, B, ldb, 1, C, ldc);
 }
 
 /* The geometry of one attention call, saved for backward: ops/attention.h's. */
 typedef ag__kattn attn_plan;
 
-/* The work runs on the pool in parts of ~AG_GRAIN_ELEMENTWISE
- * probabilities, a part being whole units: a unit is the `group` query
- * slices that read one key-value slice (one slice without groups), its
- * products taken as one of group * nq rows.  Every unit is computed whole
- * by one thread with single-threaded GEMMs, so the result does not depend
- * on which thread ran it, and a key-value slice's gradients are written by
- * one thread. */
+/* ---- the CPU's work: blocks of query rows ----
+ *
+ * A slice's query rows go through in blocks of about ATTN_BLOCK
+ * probabilities (at least ATTN_MIN_ROWS rows, for the products' sake).  Keys
+ * outside the span a block's rows may see (the mask's -inf head and tail:
+ * under a causal mask the keys past the block's last row, under a sliding
+ * window also those before its first row's window, in a padded batch the
+ * padding) take no part in its products, and their probabilities are 0: a
+ * causal block costs what its triangle does, not a square, and a window of
+ * w keys makes attention O(N w).
+ *
+ * ag_attention writes each block's P into probs, where backward reads it.
+ * ag_attention_recompute (probs NULL) keeps a block's scores, softmax and
+ * P V in the cache and no [Nq, Nk] buffer exists: backward makes the
+ * block's P again with the same calls on the same rows, so it is the
+ * forward's to the bit, then takes that block's share of every gradient
+ * (flash attention's trade: one more product and softmax per block for
+ * O(Nq Nk) less memory).  Both walk the same blocks, so they give the same
+ * values and gradients.
+ *
+ * The pool runs parts of whole units: a unit is the `group` query slices
+ * that read one key-value slice (one slice without groups).  A unit is one
+ * thread's work from start to end with single-threaded GEMMs, so dK and dV
+ * have one writer and the results do not depend on threads or parts. */
+enum { ATTN_BLOCK = 1 << 15, ATTN_MIN_ROWS = 16, ATTN_MAX_PARTS = 64 };
+
+int ag__attention_block_rows;
+
 typedef struct {
     const attn_plan *p;
-    const ag__mask_plan *mp;
-    const ag_real *mask;
     const ag_real *Q, *K, *V, *G;
     ag_real *out, *GQ, *GK, *GV;
-    ag_real *dS;              /* backward: [group * nq, nk] scratch per part */
+    ag_real *scratch;         /* per thread (ag__worker): a block's P (recomputed) and, in backward, its dP/dS */
     int64_t per_part;         /* units */
 } attn_job;
 
 static int64_t units_of(const attn_plan *p) { return p->slices / p->group; }
 
-/* Units [part * per_part, ...) of the job, and the rows of one (group * nq). */
+/* Units [part * per_part, ...) of the job. */
 static int64_t units_end(const attn_job *j, int64_t part) {
     int64_t end = (part + 1) * j->per_part, units = units_of(j->p);
     return end < units ? end : units;
 }
 
-static void attention_forward_part(void *ctx, int64_t part) {
-    const attn_job *j = ctx;
-    const attn_plan *p = j->p;
-    int gq = p->group * p->nq;
-    int64_t pq = (int64_t)p->nq * p->nk;
-    for (int64_t u = part * j->per_part; u < units_end(j, part); u++) {
-        ag_real *P = p->probs + u * p->group * pq;
-        const ag_real *Qs = j->Q + u * gq * p->d, *Ks = j->K + u * p->nk * p->d;
-        gemm_overwrite(false, true, gq, p->nk, p->d, p->scale, Qs, Ks, P);
-        for (int64_t s = u * p->group; s < (u + 1) * p->group; s++) /* the scale is already in the GEMM */
-            ag__softmax_slice(j->mp, j->mask, (int)(s / j->mp->rows3[1]), (int)(s % j->mp->rows3[1]),
-                              p->probs + s * pq, 1, p->probs + s * pq);
-        gemm_overwrite(false, false, gq, p->dv, p->nk, 1, P, j->V + u * p->nk * p->dv, j->out + u * gq * p->dv);
-    }
-}
-
-/* ---- recomputed attention (probs NULL): nothing of the scores kept ----
- *
- * A slice's query rows go through in blocks of about RECOMPUTE_BLOCK
- * probabilities (at least RECOMPUTE_MIN_ROWS rows, for the products' sake):
- * a block's scores, softmax and P V stay in the cache, and no [Nq, Nk]
- * buffer exists.  Backward makes a block's P again with the same calls on
- * the same rows, so it is the forward's to the bit, and then takes that
- * block's share of every gradient (flash attention's trade: one more
- * product and softmax per block for O(Nq Nk) less memory).  Keys outside
- * the span a block's rows may see (the mask's -inf head and tail: under a
- * causal mask the keys past the block's last row, under a sliding window
- * also those before its first row's window) take no part in its products,
- * so a causal block costs what its triangle does, not a square, and a
- * window of w keys makes attention O(N w).  A unit (a group's query slices
- * and their key-value slice) is still one thread's work from start to end,
- * so dK and dV have one writer and the results do not depend on the parts. */
-enum { RECOMPUTE_BLOCK = 1 << 15, RECOMPUTE_MIN_ROWS = 16, RECOMPUTE_MAX_PARTS = 64 };
-
-int ag__attention_block_rows;
-
-static int recompute_rows(const attn_plan *p) {
+/* Query rows a block.  Stored probabilities with no mask have no span to
+ * trim: the slice is one block, one product. */
+static int block_rows(const attn_plan *p) {
     if (p->block_rows > 0) return p->block_rows < p->nq ? p->block_rows : p->nq;
-    int rows = RECOMPUTE_BLOCK / (p->nk > 0 ? p->nk : 1);
-    if (rows < RECOMPUTE_MIN_ROWS) rows = RECOMPUTE_MIN_ROWS;
+    if (p->probs && !p->mask) return p->nq > 0 ? p->nq : 1;
+    int rows = ATTN_BLOCK / (p->nk > 0 ? p->nk : 1);
+    if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
     return p->nq < rows ? (p->nq > 0 ? p->nq : 1) : rows;
 }
 
-/* The units cut into parts, each with a block's scratch of its own (two in
- * backward): at most RECOMPUTE_MAX_PARTS parts bound the scratch, and the
- * split does not change a bit of the results. */
-static attn_job recompute_job(const attn_plan *p, int64_t *parts) {
+/* The units cut into parts (at most ATTN_MAX_PARTS: the split does not
+ * change a bit of the results). */
+static attn_job attention_job(const attn_plan *p, int64_t *parts) {
     int64_t units = units_of(p), per = ag__units_per_part((int64_t)p->group * p->nq * p->nk);
-    if ((units + per - 1) / per > RECOMPUTE_MAX_PARTS) per = (units + RECOMPUTE_MAX_PARTS - 1) / RECOMPUTE_MAX_PARTS;
+    if ((units + per - 1) / per > ATTN_MAX_PARTS) per = (units + ATTN_MAX_PARTS - 1) / ATTN_MAX_PARTS;
     *parts = (units + per - 1) / per;
     return (attn_job){.p = p, .per_part = per};
 }
@@ -137,137 +126,122 @@ static key_span block_keys(const attn_plan *p, int64_t s, int r0, int rows) {
     return span.end > span.first ? span : (key_span){0, 0};
 }
 
-/* P [rows, keys] = softmax(scale Q K^T + mask) over rows r0.. of slice s
- * and its keys k.first.. (block_keys: the others' probabilities are 0). */
-static void block_probs(const attn_job *j, int64_t s, int r0, int rows, key_span k, ag_real *P) {
+/* Where the block (s, r0) with keys k has its probabilities: column
+ * k.first of its rows in probs (*ld = Nk), or, recomputed, the part's
+ * scratch (*ld = the span's width). */
+static ag_real *block_at(const attn_job *j, ag_real *scratch, int64_t s, int r0, key_span k, int *ld) {
     const attn_plan *p = j->p;
-    gemm_overwrite(false, true, rows, k.end - k.first, p->d, p->scale, j->Q + (s * p->nq + r0) * p->d,
-                   j->K + (s / p->group * p->nk + k.first) * p->d, P);
+    if (!p->probs) {
+        *ld = k.end - k.first;
+        return scratch;
+    }
+    *ld = p->nk;
+    return p->probs + (s * p->nq + r0) * (int64_t)p->nk + k.first;
+}
+
+/* P [rows, keys] (rows ld apart) = softmax(scale Q K^T + mask) over rows
+ * r0.. of slice s and its keys k. */
+static void block_probs(const attn_job *j, int64_t s, int r0, int rows, key_span k, ag_real *P, int ld) {
+    const attn_plan *p = j->p;
+    gemm_overwrite(false, true, rows, k.end - k.first, p->d, p->scale, j->Q + (s * p->nq + r0) * p->d, p->d,
+                   j->K + (s / p->group * p->nk + k.first) * p->d, p->d, P, ld);
     ag__mask_plan block = *p->mask_plan;
     block.rows3[2] = rows;             /* the slice's rows r0..r0 + rows - 1, */
     block.cols = k.end - k.first;      /* their keys' columns (the mask's rows keep their stride) */
     const ag_real *mask = p->mask ? p->mask + r0 * block.stride3[2] + k.first : NULL;
-    ag__softmax_slice(&block, mask, (int)(s / block.rows3[1]), (int)(s % block.rows3[1]), P, 1, P);
+    ag__softmax_slice(&block, mask, (int)(s / block.rows3[1]), (int)(s % block.rows3[1]), P, ld, 1, P);
 }
 
-static void recompute_forward_part(void *ctx, int64_t part) {
+/* Stored probabilities outside the span: 0 (the whole rows when k is empty). */
+static void zero_outside(ag_real *row0, int rows, int nk, key_span k) {
+    for (int r = 0; r < rows; r++, row0 += nk) {
+        memset(row0, 0, (size_t)k.first * sizeof *row0);
+        memset(row0 + k.end, 0, (size_t)(nk - k.end) * sizeof *row0);
+    }
+}
+
+static void forward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
     const attn_plan *p = j->p;
-    int block = recompute_rows(p);
-    ag_real *P = j->dS + part * block * p->nk;
+    int block = block_rows(p);
+    ag_real *scratch = j->scratch ? j->scratch + ag__worker() * block * p->nk : NULL;
     for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
-                int rows = p->nq - r0 < block ? p->nq - r0 : block;
+                int rows = p->nq - r0 < block ? p->nq - r0 : block, ld;
                 key_span k = block_keys(p, s, r0, rows);
+                if (p->probs) zero_outside(p->probs + (s * p->nq + r0) * (int64_t)p->nk, rows, p->nk, k);
                 ag_real *out = j->out + (s * p->nq + r0) * p->dv;
                 if (k.end == 0) { /* every row fully masked */
                     memset(out, 0, (size_t)rows * p->dv * sizeof *out);
                     continue;
                 }
-                block_probs(j, s, r0, rows, k, P);
-                gemm_overwrite(false, false, rows, p->dv, k.end - k.first, 1, P,
-                               j->V + (u * p->nk + k.first) * p->dv, out);
+                ag_real *P = block_at(j, scratch, s, r0, k, &ld);
+                block_probs(j, s, r0, rows, k, P, ld);
+                gemm_overwrite(false, false, rows, p->dv, k.end - k.first, 1, P, ld,
+                               j->V + (u * p->nk + k.first) * p->dv, p->dv, out, p->dv);
             }
 }
 
-static void recompute_backward_part(void *ctx, int64_t part) {
+static void backward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
     const attn_plan *p = j->p;
-    int block = recompute_rows(p);
-    ag_real *P = j->dS + part * 2 * block * p->nk, *dS = P + (int64_t)block * p->nk;
-    for (int64_t u = part * j->per_part; u < units_end(j, part); u++) {
+    int block = block_rows(p);
+    ag_real *dS = j->scratch + ag__worker() * (p->probs ? 1 : 2) * block * p->nk, *scratch = dS + (int64_t)block * p->nk;
+    for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
-                int rows = p->nq - r0 < block ? p->nq - r0 : block;
+                int rows = p->nq - r0 < block ? p->nq - r0 : block, ld;
                 key_span k = block_keys(p, s, r0, rows);
                 if (k.end == 0) continue; /* every row fully masked: no gradient */
                 int keys = k.end - k.first;
                 int64_t at = s * p->nq + r0, kv = u * p->nk + k.first; /* the block's first key row */
                 const ag_real *Gb = j->G + at * p->dv;
-                block_probs(j, s, r0, rows, k, P);
-                if (j->GV) ag__gemm_serial(true, false, keys, p->dv, rows, 1, P, Gb, 1, j->GV + kv * p->dv);
+                ag_real *P = block_at(j, scratch, s, r0, k, &ld);
+                if (!p->probs) block_probs(j, s, r0, rows, k, P, ld);
+                if (j->GV) ag__gemm_serial_ld(true, false, keys, p->dv, rows, 1, P, ld, Gb, p->dv, 1, j->GV + kv * p->dv, p->dv);
                 if (!j->GQ && !j->GK) continue;
-                gemm_overwrite(false, true, rows, keys, p->dv, 1, Gb, j->V + kv * p->dv, dS); /* dP = dO V^T */
-                ag__softmax_rows_grad(P, dS, p->scale, dS, rows, keys, false);
+                gemm_overwrite(false, true, rows, keys, p->dv, 1, Gb, p->dv, j->V + kv * p->dv, p->dv, dS, keys); /* dP = dO V^T */
+                ag__softmax_rows_grad(P, ld, dS, p->scale, dS, rows, keys, false);
                 if (j->GQ) ag__gemm_serial(false, false, rows, p->d, keys, 1, dS, j->K + kv * p->d, 1, j->GQ + at * p->d);
                 if (j->GK) ag__gemm_serial(true, false, keys, p->d, rows, 1, dS, j->Q + at * p->d, 1, j->GK + kv * p->d);
             }
-    }
 }
 
-/* The scratch of `parts` parts of `blocks` blocks each, for one call: the
- * arena is rewound to before it when the call returns. */
-static void recompute_run(attn_job *j, int64_t parts, int blocks, ag__part_fn fn) {
+/* Runs fn over the job's parts, with `blocks` blocks of scratch for each
+ * thread that may run one (one part runs on the caller, ag__worker() 0):
+ * the arena is rewound to before it when the call returns. */
+static void attention_run(attn_job *j, int64_t parts, int blocks, ag__part_fn fn) {
     size_t pos;
-    int chunk;
+    int chunk, threads = parts == 1 && !ag__in_parallel() ? 1 : ag_get_num_threads();
     ag__arena_mark(&pos, &chunk);
-    int64_t n = parts * blocks * recompute_rows(j->p) * (int64_t)j->p->nk;
-    j->dS = ag__arena_alloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real));
+    int64_t n = threads * blocks * block_rows(j->p) * (int64_t)j->p->nk;
+    j->scratch = blocks ? ag__arena_alloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real)) : NULL;
     ag__parallel(parts, fn, j);
     ag__arena_rewind(pos, chunk);
 }
 
 static void attention_forward_cpu(const attn_plan *p, const ag__mask_plan *mp, const ag_real *mask, const ag_real *Q,
                                   const ag_real *K, const ag_real *V, ag_real *out) {
-    if (!p->probs) {
-        int64_t parts;
-        attn_job j = recompute_job(p, &parts);
-        j.Q = Q, j.K = K, j.V = V, j.out = out;
-        recompute_run(&j, parts, 1, recompute_forward_part);
-        return;
-    }
-    attn_job j = {.p = p, .mp = mp, .mask = mask, .Q = Q, .K = K, .V = V, .out = out,
-                  .per_part = ag__units_per_part((int64_t)p->group * p->nq * p->nk)};
-    ag__parallel((units_of(p) + j.per_part - 1) / j.per_part, attention_forward_part, &j);
+    (void)mp, (void)mask; /* the plan's */
+    int64_t parts;
+    attn_job j = attention_job(p, &parts);
+    j.Q = Q, j.K = K, j.V = V, j.out = out;
+    attention_run(&j, parts, p->probs ? 0 : 1, forward_part);
 }
 
-static void attention_backward_part(void *ctx, int64_t part) {
-    const attn_job *j = ctx;
-    const attn_plan *p = j->p;
-    int gq = p->group * p->nq;
-    int64_t up = (int64_t)gq * p->nk;
-    ag_real *dS = j->dS ? j->dS + part * up : NULL;
-    for (int64_t u = part * j->per_part; u < units_end(j, part); u++) {
-        const ag_real *P = p->probs + u * up, *Gs = j->G + u * gq * p->dv;
-        const ag_real *Qs = j->Q + u * gq * p->d, *Ks = j->K + u * p->nk * p->d;
-        const ag_real *Vs = j->V + u * p->nk * p->dv;
-        if (j->GV) ag__gemm_serial(true, false, p->nk, p->dv, gq, 1, P, Gs, 1, j->GV + u * p->nk * p->dv);
-        if (!dS) continue;
-        gemm_overwrite(false, true, gq, p->nk, p->dv, 1, Gs, Vs, dS);
-        ag__softmax_rows_grad(P, dS, p->scale, dS, gq, p->nk, false); /* masked: P = 0, so dS = 0 */
-        if (j->GQ) ag__gemm_serial(false, false, gq, p->d, p->nk, 1, dS, Ks, 1, j->GQ + u * gq * p->d);
-        if (j->GK) ag__gemm_serial(true, false, p->nk, p->d, gq, 1, dS, Qs, 1, j->GK + u * p->nk * p->d);
-    }
-}
-
-/* The units add into the gradients (a unit's products accumulate into its
- * own rows), so a fresh buffer is zeroed first; for q = k only the first
- * use is fresh. */
+/* The blocks add into the gradients, so a fresh buffer is zeroed first;
+ * for q = k only the first use is fresh. */
 static void attention_backward_cpu(const attn_plan *p, const ag_real *Q, const ag_real *K, const ag_real *V,
                                    const ag_real *G, ag_real *GQ, bool fresh_q, ag_real *GK, bool fresh_k, ag_real *GV,
                                    bool fresh_v) {
-    int64_t units = units_of(p);
+    int64_t units = units_of(p), parts;
     if (GV && fresh_v) ag__zero(GV, (size_t)units * p->nk * p->dv * sizeof *GV);
     if (GQ && fresh_q) ag__zero(GQ, (size_t)p->slices * p->nq * p->d * sizeof *GQ);
     if (GK && fresh_k) ag__zero(GK, (size_t)units * p->nk * p->d * sizeof *GK);
-    if (!p->probs) {
-        int64_t parts;
-        attn_job j = recompute_job(p, &parts);
-        j.Q = Q, j.K = K, j.V = V, j.G = G, j.GQ = GQ, j.GK = GK, j.GV = GV;
-        recompute_run(&j, parts, 2, recompute_backward_part);
-        return;
-    }
-    int64_t up = (int64_t)p->group * p->nq * p->nk;
-    attn_job j = {.p = p, .Q = Q, .K = K, .V = V, .G = G, .GQ = GQ, .GK = GK, .GV = GV,
-                  .per_part = ag__units_per_part(up)};
-    int64_t parts = (units + j.per_part - 1) / j.per_part;
-    size_t pos;
-    int chunk;
-    ag__arena_mark(&pos, &chunk); /* dS lives for this call only */
-    if (GQ || GK) j.dS = ag__arena_alloc((size_t)(parts * up > 0 ? parts * up : 1) * sizeof(ag_real));
-    ag__parallel(parts, attention_backward_part, &j);
-    ag__arena_rewind(pos, chunk);
+    attn_job j = attention_job(p, &parts);
+    j.Q = Q, j.K = K, j.V = V, j.G = G, j.GQ = GQ, j.GK = GK, j.GV = GV;
+    attention_run(&j, parts, p->probs ? 1 : 2, backward_part); /* dP/dS, and a recomputed P */
 }
 
 static void attention_backward(ag_node *n) {

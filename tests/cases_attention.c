@@ -310,6 +310,14 @@ static ag_tensor *recomputed(ag_tensor *(*f)(ag_tensor **), ag_tensor **in, int 
     recomputing = false, ag__attention_block_rows = 0;
     return out;
 }
+/* ag_attention in blocks of `rows` query rows, each with its keys' span,
+ * where the kernels would take these small slices whole. */
+static ag_tensor *in_blocks(ag_tensor *(*f)(ag_tensor **), ag_tensor **in, int rows) {
+    ag__attention_block_rows = rows;
+    ag_tensor *out = f(in);
+    ag__attention_block_rows = 0;
+    return out;
+}
 
 #define ATTN_SETUP(NAME, SQ, SK, SV)                                               \
     static int NAME(ag_tensor **in, ag_rng *r) {                                   \
@@ -433,6 +441,30 @@ static ag_tensor *window_mask(void) {
 }
 static ag_tensor *f_attn_window(ag_tensor **in) { return attn(in[0], in[1], in[2], window_mask(), 0.7); }
 RECOMPUTED(r_attn_window, f_attn_window, 2)
+/* The stored op in blocks (each block's keys cut to its mask's span, the
+ * probabilities outside it 0): the masked cases again. */
+#define IN_BLOCKS(NAME, F, ROWS) \
+    static ag_tensor *NAME(ag_tensor **in) { return in_blocks(F, in, ROWS); }
+IN_BLOCKS(b_attn_past, f_attn_past, 2)
+IN_BLOCKS(b_attn_n1_past, f_attn_n1_past, 2)
+IN_BLOCKS(b_attn_batch_mask, f_attn_batch_mask, 2)
+IN_BLOCKS(b_attn_keypad_len0, f_attn_keypad_len0, 3)
+IN_BLOCKS(b_attn_pad_len1, f_attn_pad_len1, 2)
+IN_BLOCKS(b_attn_large_past, f_attn_large_past, 3)
+IN_BLOCKS(b_attn_grouped_causal, f_attn_grouped_causal, 2)
+IN_BLOCKS(b_attn_grouped_heads, f_attn_grouped_heads, 2)
+IN_BLOCKS(b_attn_window, f_attn_window, 2)
+/* Blocks against one block: outputs and the probabilities themselves (a
+ * heatmap's [B,h,Nq,Nk], 0 outside each block's span). */
+static ag_tensor *f_attn_blocks_vs_whole(ag_tensor **in) {
+    ag_tensor *m = window_mask(), *p_whole, *p_blocks;
+    ag_tensor *whole = ag_attention(in[0], in[1], in[2], m, 0.7, &p_whole);
+    ag__attention_block_rows = 2;
+    ag_tensor *blocks = ag_attention(in[0], in[1], in[2], m, 0.7, &p_blocks);
+    ag__attention_block_rows = 0;
+    ag_tensor *probs = ag_sum(ag_square(ag_sub(p_blocks, p_whole))); /* constants: no gradient */
+    return tc_difference(ag_add(ag_sub(blocks, whole), probs), whole);
+}
 static ag_tensor *f_attn_window_recomputed_vs_stored(ag_tensor **in) {
     ag_tensor *m = window_mask(), *stored = ag_attention(in[0], in[1], in[2], m, 0.7, NULL);
     ag__attention_block_rows = 2;
@@ -707,6 +739,17 @@ const op_case attention_cases[] = {
     {"attention sliding window 2, len 1", attn_grouped, f_attn_window, 0, 0},
     {"recomputed attention sliding window 2, len 1, 2-row blocks", attn_grouped, r_attn_window, 0, 0},
     {"recomputed attention sliding window equals the stored", attn_grouped, f_attn_window_recomputed_vs_stored,
+     .flags = OPCASE_DIFFERENCE},
+    {"attention in 2-row blocks, PAST (first row masked)", attn_self4, b_attn_past, 0, 0},
+    {"attention in 2-row blocks, N=1 PAST (all masked)", attn_n1, b_attn_n1_past, 0, 0},
+    {"attention in 2-row blocks, batch mask tree+pad", attn_self5, b_attn_batch_mask, 0, 0},
+    {"attention in 3-row blocks, key padding, len 0", attn_self5, b_attn_keypad_len0, 0, 0},
+    {"attention in 2-row blocks, padding, len 1", attn_self5, b_attn_pad_len1, 0, 0},
+    {"attention in 3-row blocks, logits ~1e3 PAST", attn_large, b_attn_large_past, 0, 0},
+    {"attention in 2-row blocks, grouped 6 on 2 heads, causal, len 1", attn_grouped, b_attn_grouped_causal, 0, 0},
+    {"attention in 2-row blocks, grouped 6 on 2 heads, per-head masks", attn_grouped, b_attn_grouped_heads, 0, 0},
+    {"attention in 2-row blocks, sliding window 2, len 1", attn_grouped, b_attn_window, 0, 0},
+    {"attention in 2-row blocks equals one block, probabilities too", attn_grouped, f_attn_blocks_vs_whole,
      .flags = OPCASE_DIFFERENCE},
     /* ---- the device's sizes ---- */
     /* softmax: odd widths, large logits (length 1: softmax N=1) */
