@@ -35,6 +35,21 @@ static void nested_part(void *ctx, int64_t p) {
     ag__parallel(8, count_part, base); /* runs inline on this thread */
 }
 
+/* ag__worker: in range, and no two parts at once on one index (a scratch
+ * per thread relies on it).  hits[4001] counts the faults. */
+static _Atomic int busy[256];
+static void worker_part(void *ctx, int64_t p) {
+    (void)p;
+    int w = ag__worker(), threads = *(const int *)ctx;
+    if (w < 0 || w >= threads || atomic_exchange(&busy[w], 1)) {
+        atomic_fetch_add(&hits[4001], 1);
+        return;
+    }
+    volatile double x = 0;
+    for (int i = 0; i < 2000; i++) x += i; /* long enough for others to claim parts meanwhile */
+    atomic_store(&busy[w], 0);
+}
+
 /* ag__parallel_spans: element e of array s at hits[offset[s] + e]. */
 static const int span_offset[] = {0, 0, 7, 7, 7, 40, 40, 41};
 
@@ -86,6 +101,10 @@ static void test_pool(void) {
             for (int p = 0; p < parts; p++) ok = ok && hits[p] == 1;
         }
         CHECK(ok, "%d threads: every part once", threads);
+        memset(hits, 0, sizeof hits);
+        for (int job = 0; job < 20; job++) ag__parallel(64, worker_part, &threads);
+        CHECK(hits[4001] == 0 && ag__worker() == 0, "%d threads: ag__worker out of range or shared %d times", threads,
+              hits[4001]);
         memset(hits, 0, sizeof hits);
         ag__parallel(5, nested_part, NULL);
         CHECK(hits[0] == 5 && hits[7] == 5 && hits[8] == 0, "nested loops run inline: %d %d %d", hits[0], hits[7],
@@ -179,6 +198,13 @@ static ag_tensor *f_attention(ag_tensor **in) {
     ag_tensor *mask = ag_mask_padding(lengths, 24, 33, 4, true);
     return ag_attention(in[0], in[1], in[2], mask, 0.3, NULL);
 }
+/* Causal over 300 positions: three blocks of query rows a slice, each with
+ * its keys' span, stored and recomputed (a scratch per thread). */
+static ag_tensor *f_attention_causal(ag_tensor **in) {
+    ag_tensor *mask = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, 300);
+    return ag_add(ag_attention(in[0], in[1], in[2], mask, 0.3, NULL),
+                  ag_attention_recompute(in[0], in[1], in[2], mask, 0.2));
+}
 static ag_tensor *f_matmul(ag_tensor **in) { return ag_matmul(in[0], in[1]); }
 static ag_tensor *f_matmul_tn(ag_tensor **in) { return ag_matmul_t(in[0], true, in[1], false); }
 static ag_tensor *f_matmul_nt(ag_tensor **in) { return ag_matmul_t(in[0], false, in[1], true); }
@@ -230,6 +256,7 @@ static const op_run runs[] = {
     {"sums and max", 1, {{3, 40, 33, 70}}, f_sums},
     {"softmaxes", 1, {{3, 40, 33, 33}}, f_softmaxes},
     {"attention", 3, {{4, 24, 6, 33, 20}, {4, 24, 6, 33, 20}, {4, 24, 6, 33, 30}}, f_attention},
+    {"attention causal, in blocks", 3, {{4, 3, 4, 300, 16}, {4, 3, 4, 300, 16}, {4, 3, 4, 300, 8}}, f_attention_causal},
     {"matmul cut by rows", 2, {{2, 2100, 300}, {2, 300, 300}}, f_matmul},
     {"matmul cut by columns", 2, {{2, 300, 300}, {2, 300, 2100}}, f_matmul},
     {"matmul cut by K", 2, {{2, 1900, 300}, {2, 1900, 300}}, f_matmul_tn},
