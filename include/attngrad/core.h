@@ -612,7 +612,9 @@ ag_tensor *ag_merge_heads(ag_tensor *x);
  * without copies; its gradient sums over the group.  mask as in ag_masked_softmax against
  * the scores [B,h,Nq,Nk]; fully masked rows give 0.  Backward stores only
  * the probabilities; if probs is not NULL it receives them ([B,h,Nq,Nk],
- * read-only, no gradient, valid until ag_step_end) for heatmaps. */
+ * read-only, no gradient, valid until ag_step_end) for heatmaps.  On the
+ * CPU the products skip the keys a mask rules out for a whole block of
+ * query rows (a causal mask's future, a window's far past, padding). */
 ag_tensor *ag_attention(ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask, double scale,
                         ag_tensor **probs);
 /* The same attention, keeping nothing of the scores: backward makes the
