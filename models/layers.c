@@ -8,6 +8,7 @@
 #include "../ops/reduce.h"       /* ag__max_over_lengths: ag_max_over_time as one op */
 #include "../graph/device.h"     /* ag__on_current: masks built on the host, used on the current device */
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -522,6 +523,32 @@ void ag_kv_cache_free(ag_kv_cache *c) {
     *c = (ag_kv_cache){0};
 }
 
+/* A windowed cache that has wrapped: position p sits in row p % capacity.
+ * Row r holds the latest position below len in its class; the chunk's
+ * query at + i reads it where at + i - window < p <= at + i.  NULL where
+ * every row is read by every query (one position at a time, capacity =
+ * window). */
+static ag_tensor *ring_mask(int at, int n, int len, int capacity, int window) {
+    ag_tensor *mask = ag_tensor_new_host(2, (int[]){n, capacity});
+    bool all = true;
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < capacity; r++) {
+            int p = len - 1 - (len - 1 - r) % capacity, q = at + i;
+            bool reads = p <= q && p > q - window;
+            mask->data[(int64_t)i * capacity + r] = reads ? 0 : -INFINITY;
+            all = all && reads;
+        }
+    return all ? NULL : ag__on_current(mask);
+}
+
+/* rows: the new positions' k | v [1, n, 2 dkv] into the cache from
+ * position at, wrapping past its end when windowed. */
+static void cache_write(ag_kv_cache *c, int at, ag_tensor *rows, int dkv) {
+    int n = rows->shape[1], row = at % c->capacity, head = c->capacity - row < n ? c->capacity - row : n;
+    ag_buffer_write(c->kv, (int64_t)row * 2 * dkv, head == n ? rows : ag_slice(rows, 1, 0, head));
+    if (head < n) ag_buffer_write(c->kv, 0, ag_slice(rows, 1, head, n));
+}
+
 ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) {
     const char *layer = "ag_mha_forward_cached";
     if (!m) ag__fatal(layer, "the layer is NULL");
@@ -533,8 +560,14 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
         bad_shape(layer, x, want);
     }
     int n = x->shape[1], at = c->n, len = at + n;
-    if (!c->kv || n > c->capacity - at)
+    /* keys from `first`: all of them, or under a sliding window those the chunk's first position reads on */
+    int first = m->window > 0 && at - m->window + 1 > 0 ? at - m->window + 1 : 0, keys = len - first;
+    if (!c->kv || keys > c->capacity || n > INT_MAX - at) {
+        if (m->window > 0)
+            ag__fatal(layer, "%d positions after %d read %d with a window of %d: the cache holds %d%s", n, at, keys,
+                      m->window, c->capacity, c->kv ? "" : " (none made)");
         ag__fatal(layer, "%d positions after %d: the cache holds %d%s", n, at, c->capacity, c->kv ? "" : " (none made)");
+    }
     ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv);                                     /* [1, n, d + 2 dkv] */
     ag_tensor *new_kv = ag_slice(qkv, 2, d, d + 2 * dkv);                                  /* the new rows' k | v */
     if (m->rope_base > 0) { /* q and k turned to their positions at..at+n-1; the cache keeps turned keys */
@@ -543,18 +576,21 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
         qkv = qk;
     }
     ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh);                                       /* [1, h, n, dh] */
-    ag_buffer_write(c->kv, (int64_t)at * 2 * dkv, new_kv);
-    /* keys from `first`: all of them, or under a sliding window those the chunk's first position reads on */
-    int first = m->window > 0 && at - m->window + 1 > 0 ? at - m->window + 1 : 0, keys = len - first;
-    ag_tensor *kvs = ag_buffer_view(c->kv, (int64_t)first * 2 * dkv, 3, (int[]){1, keys, 2 * dkv}); /* rows of k | v */
-    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, dkv, kv, dh); /* [1, kv, keys, dh] */
-    /* position at + i reads keys <= at + i (and > at + i - window): the causal mask's last n rows, from key
-     * `first` on (one new position reads them all: no mask) */
-    ag_tensor *mask = NULL;
-    if (n > 1) {
-        mask = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = m->window}, len);
-        mask = ag_slice(ag_slice(mask, 0, at, len), 1, first, len);
+    cache_write(c, at, new_kv, dkv);
+    ag_tensor *kvs, *mask = NULL;
+    if (len <= c->capacity) { /* in order: rows first..len-1 */
+        kvs = ag_buffer_view(c->kv, (int64_t)first * 2 * dkv, 3, (int[]){1, keys, 2 * dkv}); /* rows of k | v */
+        /* position at + i reads keys <= at + i (and > at + i - window): the causal mask's last n rows, from key
+         * `first` on (one new position reads them all: no mask) */
+        if (n > 1) {
+            mask = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = m->window}, len);
+            mask = ag_slice(ag_slice(mask, 0, at, len), 1, first, len);
+        }
+    } else { /* windowed and wrapped: every row, in the ring's order (the softmax does not care) */
+        kvs = ag_buffer_view(c->kv, 0, 3, (int[]){1, c->capacity, 2 * dkv});
+        mask = ring_mask(at, n, len, c->capacity, m->window);
     }
+    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, dkv, kv, dh); /* [1, kv, keys, dh] */
     ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), NULL);                /* [1, h, n, dh] */
     c->n = len;
     return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);

@@ -716,14 +716,17 @@ static void test_encoder_probs(ag_rng *r) {
 }
 
 /* ag_encoder_layer_forward_cached (so ag_mha_forward_cached), pre- and
- * post-LN, on device d: 7 positions fed 3, 1, 2 and 1 at a time give the
- * rows of the full forward under the causal mask (with a sliding window:
- * under its mask, each chunk reading the window before it), on the GPU without
- * waiting for it once; more positions than the cache holds, or more than
- * one sequence, are refused by name. */
-static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int window) {
+ * post-LN, on device d: 7 positions fed 3, 1, 2 and 1 at a time (or one
+ * at a time) give the rows of the full forward under the causal mask
+ * (with a sliding window: under its mask, each chunk reading the window
+ * before it), on the GPU without waiting for it once; more positions than
+ * the cache holds, or more than one sequence, are refused by name.  A
+ * windowed cache of capacity < 7 (0: 7) reuses its rows in turn: it must
+ * hold a chunk's window, and then runs past its capacity. */
+static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int window, int capacity, bool singly) {
     enum { LEN = 7 };
-    static const int chunks[] = {3, 1, 2, 1};
+    const int *chunks = singly ? (const int[]){1, 1, 1, 1, 1, 1, 1} : (const int[]){3, 1, 2, 1};
+    int n_chunks = singly ? 7 : 4, cap = capacity ? capacity : LEN;
     ag_params ps = {0};
     ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){1, LEN, DM}, 1, r);
     /* later: the cache holds keys turned to their positions, and each chunk's queries and keys are turned from
@@ -740,12 +743,12 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int wind
     ag_tensor_read(ag_encoder_layer_forward(&l, x, NULL, causal, false, NULL), full);
     ag_step_end();
     ag_kv_cache c;
-    CHECK(ag_kv_cache_init(&c, &l.attn, LEN, d) == AG_OK && c.n == 0 && c.capacity == LEN, "%s", ag_errmsg());
-    CHECK(ag_buffer_size(c.kv) == (int64_t)LEN * 2 * (later ? DM / H : DM), "a cache of %lld reals for %d key-value heads",
+    CHECK(ag_kv_cache_init(&c, &l.attn, cap, d) == AG_OK && c.n == 0 && c.capacity == cap, "%s", ag_errmsg());
+    CHECK(ag_buffer_size(c.kv) == (int64_t)cap * 2 * (later ? DM / H : DM), "a cache of %lld reals for %d key-value heads",
           (long long)ag_buffer_size(c.kv), later ? 1 : H);
     double worst = 0;
     int64_t waits = 0;
-    for (int i = 0, at = 0; i < 4; at += chunks[i++]) {
+    for (int i = 0, at = 0; i < n_chunks; at += chunks[i++]) {
         int64_t w0 = ag_memstats().device_waits;
         ag_tensor *y = ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, at, at + chunks[i]), &c);
         waits += ag_memstats().device_waits - w0;
@@ -754,12 +757,22 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int wind
         for (int e = 0; e < chunks[i] * DM; e++) worst = check_worst(worst, fabs(got[e] - full[at * DM + e]));
         ag_step_end();
     }
-    CHECK(worst <= 1e-13, "%s-%s, window %d, on the %s: cached rows differ from the full forward's by %.3g",
-          pre ? "pre" : "post", later ? "RMS, SwiGLU, RoPE" : "LN", window, ag_device_name(d), worst);
+    CHECK(worst <= 1e-13, "%s-%s, window %d, capacity %d%s, on the %s: cached rows differ from the full forward's by %.3g",
+          pre ? "pre" : "post", later ? "RMS, SwiGLU, RoPE" : "LN", window, cap, singly ? " one at a time" : "",
+          ag_device_name(d), worst);
     CHECK(waits == 0, "on the %s: the cached forwards waited for the device %lld times", ag_device_name(d),
           (long long)waits);
-    EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, 0, 1), &c), "ag_mha_forward_cached",
-                    "1 positions after 7: the cache holds 7");
+    if (window) { /* a chunk whose window does not fit: refused, the cache as it was */
+        int n = cap - window + 2;
+        char want[96];
+        snprintf(want, sizeof want, "%d positions after 7 read %d with a window of %d: the cache holds %d", n,
+                 n + window - 1, window, cap);
+        EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(ag_tensor_new(3, (int[]){1, LEN, DM}), 1, 0, n), &c),
+                        "ag_mha_forward_cached", want);
+        CHECK(c.n == LEN, "a refused chunk left %d positions read", c.n);
+    } else
+        EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, 0, 1), &c), "ag_mha_forward_cached",
+                        "1 positions after 7: the cache holds 7");
     EXPECT_FATAL_AT(ag_mha_forward_cached(&l.attn, ag_tensor_new(3, (int[]){2, 1, DM}), &c), "ag_mha_forward_cached",
                     "one sequence", "[2,1,4]");
     ag_step_end();
@@ -780,11 +793,17 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int wind
 }
 
 static void test_kv_cache(ag_rng *r, ag_device d) {
-    kv_cache_case(r, d, false, false, 0);
-    kv_cache_case(r, d, true, false, 0);
-    kv_cache_case(r, d, true, true, 0);
-    kv_cache_case(r, d, true, false, 2); /* a window shorter than a chunk: masked within it */
-    kv_cache_case(r, d, true, true, 3);
+    kv_cache_case(r, d, false, false, 0, 0, false);
+    kv_cache_case(r, d, true, false, 0, 0, false);
+    kv_cache_case(r, d, true, true, 0, 0, false);
+    kv_cache_case(r, d, true, false, 2, 0, false); /* a window shorter than a chunk: masked within it */
+    kv_cache_case(r, d, true, true, 3, 0, false);
+    /* rows reused in turn: a chunk's window fits (3 + 2 - 1), wraps in a chunk's middle; one at a time in exactly
+     * the window (no mask), and with a row to spare */
+    kv_cache_case(r, d, true, false, 2, 4, false);
+    kv_cache_case(r, d, true, true, 3, 5, false);
+    kv_cache_case(r, d, false, true, 3, 3, true);
+    kv_cache_case(r, d, true, true, 2, 3, true);
 }
 
 int main(void) {

@@ -223,7 +223,11 @@ ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *
  * for generation a word at a time (ag_model_kind.lm_feed): their keys and
  * values, [capacity, 2d] rows of one sequence in an ag_buffer, so a new
  * word costs its own projections and one pass over the cache, not a
- * forward over the text so far.  One cache per layer. */
+ * forward over the text so far.  One cache per layer.  A layer with a
+ * sliding window (ag_mha.window = w) keeps only the last `capacity`
+ * positions, position p in row p % capacity, so it reads on past its
+ * capacity: a chunk of k positions needs capacity >= w + k - 1 (a word
+ * at a time: capacity = w). */
 typedef struct {
     ag_buffer *kv;
     int capacity, n; /* positions it has room for, read so far (n = 0 starts it over) */
@@ -235,7 +239,8 @@ ag_status ag_kv_cache_init(ag_kv_cache *c, const ag_mha *m, int capacity, ag_dev
 void ag_kv_cache_free(ag_kv_cache *c);
 /* Causal self-attention over x [1, n, d], the n positions after the c->n
  * read before: their keys and values join the cache, and each reads the
- * positions up to its own.  The rows of ag_mha_forward over all c->n + n
+ * positions up to its own (within the window).  A chunk the cache cannot
+ * hold is refused by name, the cache unchanged.  The rows of ag_mha_forward over all c->n + n
  * positions with the mask ag_mask(PAST_INCL), to roundoff; no gradient
  * reaches earlier positions (the cache holds values, not the tape). */
 ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c);
