@@ -164,7 +164,7 @@ static void forward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
     const attn_plan *p = j->p;
     int block = block_rows(p);
-    ag_real *scratch = j->scratch ? j->scratch + ag__worker() * block * p->nk : NULL;
+    ag_real *scratch = j->scratch ? j->scratch + (int64_t)ag__worker() * block * p->nk : NULL;
     for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
@@ -187,7 +187,7 @@ static void backward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
     const attn_plan *p = j->p;
     int block = block_rows(p);
-    ag_real *dS = j->scratch + ag__worker() * (p->probs ? 1 : 2) * block * p->nk, *scratch = dS + (int64_t)block * p->nk;
+    ag_real *dS = j->scratch + (int64_t)ag__worker() * (p->probs ? 1 : 2) * block * p->nk, *scratch = dS + (int64_t)block * p->nk;
     for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
