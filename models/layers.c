@@ -559,10 +559,12 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
         snprintf(want, sizeof want, "[1, n, %d] (one sequence)", d);
         bad_shape(layer, x, want);
     }
-    int n = x->shape[1], at = c->n, len = at + n;
+    int n = x->shape[1], at = c->n;
+    if (n > INT_MAX - at) ag__fatal(layer, "%d positions after %d: past the %d positions a cache counts", n, at, INT_MAX);
+    int len = at + n;
     /* keys from `first`: all of them, or under a sliding window those the chunk's first position reads on */
     int first = m->window > 0 && at - m->window + 1 > 0 ? at - m->window + 1 : 0, keys = len - first;
-    if (!c->kv || keys > c->capacity || n > INT_MAX - at) {
+    if (!c->kv || keys > c->capacity) {
         if (m->window > 0)
             ag__fatal(layer, "%d positions after %d read %d with a window of %d: the cache holds %d%s", n, at, keys,
                       m->window, c->capacity, c->kv ? "" : " (none made)");

@@ -770,6 +770,10 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int wind
         EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(ag_tensor_new(3, (int[]){1, LEN, DM}), 1, 0, n), &c),
                         "ag_mha_forward_cached", want);
         CHECK(c.n == LEN, "a refused chunk left %d positions read", c.n);
+        c.n = INT_MAX - 1; /* a count that would wrap: refused, not undefined */
+        EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, 0, 2), &c), "ag_mha_forward_cached",
+                        "2 positions after 2147483646: past the 2147483647 positions a cache counts");
+        c.n = LEN;
     } else
         EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, 0, 1), &c), "ag_mha_forward_cached",
                         "1 positions after 7: the cache holds 7");
