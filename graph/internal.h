@@ -257,6 +257,11 @@ bool ag__in_parallel(void); /* inside a part: the arena and the tape are off lim
  * the pool's workers.  A loop's scratch can then be one per thread, not one
  * per part, where no result depends on which scratch a part used. */
 int ag__worker(void);
+/* ag__parallel with `per_thread` reals of scratch for each thread that may
+ * run a part, in the step arena from *scratch (a part's own at *scratch +
+ * ag__worker() * per_thread), rewound when the loop returns: for scratch
+ * a part fully writes before it reads.  Main thread only. */
+void ag__parallel_scratch(int64_t parts, ag__part_fn fn, void *ctx, ag_real **scratch, int64_t per_thread);
 /* fn(ctx, begin, end) over [0, n) cut into ranges of `grain` (the last one
  * shorter), on the pool: for loops whose iterations are independent. */
 typedef void (*ag__range_fn)(void *ctx, int64_t begin, int64_t end);

@@ -281,6 +281,17 @@ void ag__parallel(int64_t parts, ag__part_fn fn, void *ctx) {
      * generation with no part left and claims nothing. */
 }
 
+void ag__parallel_scratch(int64_t parts, ag__part_fn fn, void *ctx, ag_real **scratch, int64_t per_thread) {
+    size_t pos;
+    int chunk;
+    /* one part runs on the caller (ag__worker() 0); more may run on any thread */
+    int64_t threads = parts == 1 && !inside_job ? 1 : ag_get_num_threads();
+    ag__arena_mark(&pos, &chunk);
+    *scratch = ag__arena_alloc((size_t)(per_thread > 0 ? threads * per_thread : 1) * sizeof(ag_real));
+    ag__parallel(parts, fn, ctx);
+    ag__arena_rewind(pos, chunk);
+}
+
 typedef struct {
     int64_t n, grain;
     ag__range_fn fn;

@@ -164,7 +164,7 @@ static void forward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
     const attn_plan *p = j->p;
     int block = block_rows(p);
-    ag_real *scratch = j->scratch ? j->scratch + (int64_t)ag__worker() * block * p->nk : NULL;
+    ag_real *scratch = p->probs ? NULL : j->scratch + (int64_t)ag__worker() * block * p->nk; /* a recomputed P */
     for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
@@ -208,17 +208,9 @@ static void backward_part(void *ctx, int64_t part) {
             }
 }
 
-/* Runs fn over the job's parts, with `blocks` blocks of scratch for each
- * thread that may run one (one part runs on the caller, ag__worker() 0):
- * the arena is rewound to before it when the call returns. */
+/* Runs fn over the job's parts, with `blocks` blocks of scratch a thread. */
 static void attention_run(attn_job *j, int64_t parts, int blocks, ag__part_fn fn) {
-    size_t pos;
-    int chunk, threads = parts == 1 && !ag__in_parallel() ? 1 : ag_get_num_threads();
-    ag__arena_mark(&pos, &chunk);
-    int64_t n = threads * blocks * block_rows(j->p) * (int64_t)j->p->nk;
-    j->scratch = blocks ? ag__arena_alloc((size_t)(n > 0 ? n : 1) * sizeof(ag_real)) : NULL;
-    ag__parallel(parts, fn, j);
-    ag__arena_rewind(pos, chunk);
+    ag__parallel_scratch(parts, fn, j, &j->scratch, blocks * block_rows(j->p) * (int64_t)j->p->nk);
 }
 
 static void attention_forward_cpu(const attn_plan *p, const ag__mask_plan *mp, const ag_real *mask, const ag_real *Q,

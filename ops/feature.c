@@ -28,7 +28,7 @@ static inline int64_t mask_row(const ag__kmask *m, int64_t r) {
 static inline int valid_len(const ag__kfeat *p, int b, int n) { return p->len ? p->len[b] : n; }
 
 /* Parts of rows (forward) or examples (backward) on the pool: at most
- * MAX_PARTS, fixed by the shape, each with its own scratch. */
+ * MAX_PARTS, fixed by the shape, with a scratch per thread. */
 enum { MAX_PARTS = 64 };
 
 typedef struct {
@@ -41,13 +41,13 @@ typedef struct {
     int64_t per_part, units, scratch_per_part;
 } feat_job;
 
-static int64_t job_parts(feat_job *j, int64_t units, int64_t scratch_per_part) {
+/* fn over the units' parts, each thread with scratch_per_part reals. */
+static void job_run(feat_job *j, int64_t units, int64_t scratch_per_part, ag__part_fn fn) {
     int64_t parts = units < MAX_PARTS ? units : MAX_PARTS;
     j->units = units;
     j->per_part = parts ? (units + parts - 1) / parts : 1;
     j->scratch_per_part = scratch_per_part;
-    j->scratch = ag__arena_alloc((size_t)(parts ? parts : 1) * (size_t)scratch_per_part * sizeof(ag_real) + 1);
-    return parts ? (units + j->per_part - 1) / j->per_part : 0;
+    ag__parallel_scratch(parts ? (units + j->per_part - 1) / j->per_part : 0, fn, j, &j->scratch, scratch_per_part);
 }
 
 /* ---- forward: one query row at a time ---- */
@@ -98,7 +98,7 @@ static void forward_part(void *ctx, int64_t part) {
     const feat_job *j = ctx;
     const ag__kfeat *p = j->p;
     int d = p->d, Nq = p->Nq, Nk = p->Nk;
-    ag_real *s = j->scratch + part * j->scratch_per_part, *mx = s + (int64_t)Nk * d, *sum = mx + d;
+    ag_real *s = j->scratch + ag__worker() * j->scratch_per_part, *mx = s + (int64_t)Nk * d, *sum = mx + d;
     int64_t end = (part + 1) * j->per_part < j->units ? (part + 1) * j->per_part : j->units;
     for (int64_t r = part * j->per_part; r < end; r++) {
         int b = (int)(r / Nq), i = (int)(r % Nq), L = valid_len(p, b, Nk);
@@ -117,8 +117,7 @@ static void forward_part(void *ctx, int64_t part) {
 static void forward_cpu(const ag__kfeat *p, const ag_real *q, const ag_real *k, const ag_real *v, const ag_real *mask,
                         ag_real c, ag_real *out, ag_real *lse) {
     feat_job j = {.p = p, .q = q, .k = k, .v = v, .mask = mask, .c = c, .y = out, .ylse = lse};
-    int64_t parts = job_parts(&j, (int64_t)p->B * p->Nq, (int64_t)(p->Nk + 2) * p->d);
-    ag__parallel(parts, forward_part, &j);
+    job_run(&j, (int64_t)p->B * p->Nq, (int64_t)(p->Nk + 2) * p->d, forward_part);
 }
 
 /* ---- the weights, for heatmaps ---- */
@@ -147,7 +146,7 @@ static void weights_part(void *ctx, int64_t part) {
 static void weights_cpu(const ag__kfeat *p, const ag_real *q, const ag_real *k, const ag_real *mask, ag_real c,
                         const ag_real *lse, ag_real *w) {
     feat_job j = {.p = p, .q = q, .k = k, .mask = mask, .c = c, .lse = lse, .y = w};
-    ag__parallel(job_parts(&j, (int64_t)p->B * p->Nq, 0), weights_part, &j);
+    job_run(&j, (int64_t)p->B * p->Nq, 0, weights_part);
 }
 
 /* ---- backward: one example at a time (its keys' gradients sum over its queries) ---- */
@@ -187,8 +186,8 @@ static void backward_part(void *ctx, int64_t part) {
     const ag__kfeat *p = j->p;
     int d = p->d, Nq = p->Nq, Nk = p->Nk;
     int64_t qd = (int64_t)Nq * d, kd = (int64_t)Nk * d;
-    /* an unwanted gradient goes to the part's scratch */
-    ag_real *sq = j->scratch + part * j->scratch_per_part, *sk = sq + qd, *sv = sk + kd;
+    /* an unwanted gradient goes to the thread's scratch */
+    ag_real *sq = j->scratch + ag__worker() * j->scratch_per_part, *sk = sq + qd, *sv = sk + kd;
     int64_t end = (part + 1) * j->per_part < j->units ? (part + 1) * j->per_part : j->units;
     for (int64_t b = part * j->per_part; b < end; b++) {
         ag_real *gq = j->gq ? j->gq + b * qd : sq, *gk = j->gk ? j->gk + b * kd : sk, *gv = j->gv ? j->gv + b * kd : sv;
@@ -210,8 +209,7 @@ static void backward_cpu(const ag__kfeat *p, const ag_real *q, const ag_real *k,
     feat_job j = {.p = p, .q = q, .k = k, .v = v, .mask = mask, .c = c, .out = out, .lse = lse, .g = g, .gq = gq,
                   .gk = gk, .gv = gv, .fresh_q = fresh_q, .fresh_k = fresh_k, .fresh_v = fresh_v};
     bool scratch = !gq || !gk || !gv;
-    int64_t parts = job_parts(&j, p->B, scratch ? (int64_t)(p->Nq + 2 * p->Nk) * p->d : 0);
-    ag__parallel(parts, backward_part, &j);
+    job_run(&j, p->B, scratch ? (int64_t)(p->Nq + 2 * p->Nk) * p->d : 0, backward_part);
 }
 
 /* ---- the op ---- */

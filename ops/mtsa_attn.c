@@ -149,8 +149,8 @@ static void direct_backward(const ag_real *zn, const ag_real *r, const ag_real *
  *   dS = (dES + d(v ⊙ ES) ⊙ v) ⊙ ES,   dv = d(v ⊙ ES) ⊙ ES
  *   dR = dER ⊙ ER ⊙ sigma_t'(R),   sigma_t' = sigmoid(-R) or 1. */
 /* Slices run on the pool, in at most MAX_PARTS groups (fixed by the
- * shape), each group with its own scratch; a slice is computed whole by
- * one thread with single-threaded GEMMs. */
+ * shape), with a scratch per thread; a slice is computed whole by one
+ * thread with single-threaded GEMMs. */
 enum { MAX_PARTS = 32 };
 
 typedef struct {
@@ -161,18 +161,17 @@ typedef struct {
     int mask_slices, mask_run, N, dh; /* slice i's mask: (i / mask_run) % mask_slices */
     const ag_real *G, *OUT;
     ag_real *out, *gr, *gs, *gv;
-    ag_real *scratch;        /* per part: forward colmax [dh]; backward d, dep [N,2dh] and der [N,N] */
+    ag_real *scratch;        /* per thread: forward colmax [dh]; backward d, dep [N,2dh] and der [N,N] */
     int64_t scratch_per_part, per_part;
 } mtsa_job;
 
-static void mtsa_job_parts(mtsa_job *j, int64_t scratch_per_part) {
+/* fn over the slices' parts, each thread with scratch_per_part reals. */
+static void mtsa_run(mtsa_job *j, ag__part_fn fn, int64_t scratch_per_part) {
     int64_t parts = j->sv->slices < MAX_PARTS ? j->sv->slices : MAX_PARTS;
     j->per_part = parts ? (j->sv->slices + parts - 1) / parts : 1;
     j->scratch_per_part = scratch_per_part;
-    j->scratch = ag__arena_alloc((size_t)(parts ? parts : 1) * scratch_per_part * sizeof(ag_real) + 1);
+    ag__parallel_scratch((j->sv->slices + j->per_part - 1) / j->per_part, fn, j, &j->scratch, scratch_per_part);
 }
-
-static int64_t mtsa_parts(const mtsa_job *j) { return (j->sv->slices + j->per_part - 1) / j->per_part; }
 
 /* dR = dER ⊙ ER ⊙ sigma_t'(R) over one slice; where ER is 0 (masked, or a
  * weight that underflowed) nothing is added. */
@@ -193,7 +192,7 @@ static void mtsa_backward_part(void *ctx, int64_t part) {
     const mtsa_job *j = ctx;
     const mtsa_saved *sv = j->sv;
     int N = j->N, dh = j->dh;
-    ag_real *d = j->scratch + part * j->scratch_per_part;
+    ag_real *d = j->scratch + ag__worker() * j->scratch_per_part;
     ag_real *dep = d + (int64_t)N * 2 * dh, *der = dep + (int64_t)N * 2 * dh;
     int64_t end = (part + 1) * j->per_part < sv->slices ? (part + 1) * j->per_part : sv->slices;
     for (int64_t i = part * j->per_part; i < end; i++) {
@@ -257,8 +256,7 @@ static void mtsa_backward_cpu(const mtsa_saved *sv, const ag_real *r, const ag_r
     zero_if_fresh(gv, fresh_v, (int64_t)sv->slices * N * dh);
     mtsa_job j = {.sv = sv, .r = r, .s = s, .v = v, .score = score_of_plan(sv), .N = N, .dh = dh, .G = g, .OUT = out,
                   .gr = gr, .gs = gs, .gv = gv};
-    mtsa_job_parts(&j, (int64_t)N * 4 * dh + (int64_t)N * N);
-    ag__parallel(mtsa_parts(&j), mtsa_backward_part, &j);
+    mtsa_run(&j, mtsa_backward_part, (int64_t)N * 4 * dh + (int64_t)N * N);
 }
 
 static void mtsa_backward(ag_node *n) {
@@ -315,7 +313,7 @@ static void mtsa_forward_part(void *ctx, int64_t part) {
     const mtsa_job *j = ctx;
     const mtsa_saved *sv = j->sv;
     int N = j->N, dh = j->dh;
-    ag_real *colmax = j->scratch + part * j->scratch_per_part;
+    ag_real *colmax = j->scratch + ag__worker() * j->scratch_per_part;
     int64_t end = (part + 1) * j->per_part < sv->slices ? (part + 1) * j->per_part : sv->slices;
     for (int64_t i = part * j->per_part; i < end; i++) {
         int L = sv->len[i / sv->per_b];
@@ -340,8 +338,7 @@ static void mtsa_forward_cpu(const mtsa_saved *sv, const ag_real *r, const ag_re
                              const ag_real *mask, int mask_slices, int mask_run, ag_real *out) {
     mtsa_job j = {.sv = sv, .r = r, .s = s, .v = v, .mask = mask, .score = score_of_plan(sv),
                   .mask_slices = mask_slices, .mask_run = mask_run, .N = sv->N, .dh = sv->dh, .out = out};
-    mtsa_job_parts(&j, sv->dh);
-    ag__parallel(mtsa_parts(&j), mtsa_forward_part, &j);
+    mtsa_run(&j, mtsa_forward_part, sv->dh);
 }
 
 static void check_score(const char *op, ag_mtsa_score score) {

@@ -244,6 +244,14 @@ static ag_tensor *f_mtsa(ag_tensor **in) {
     return ag_mtsa_attention(in[0], in[1], in[2], mask, lengths, AG_MTSA_LOG_SIGMOID);
 }
 
+/* DiSAN's feature-wise attention, forward masked (a scratch per thread
+ * for rows and examples; k only for gradient: q's and v's scratch). */
+static ag_tensor *f_feature(ag_tensor **in) {
+    ag_tensor *mask = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST}, 33);
+    ag_tensor *k = ag_tensor_from(in[1]->data, in[1]->ndim, in[1]->shape); /* a constant */
+    return ag_feature_attention(in[0], k, in[2], mask, lengths, 5.0, NULL);
+}
+
 static const op_run runs[] = {
     {"add same shape", 2, {{3, 40, 33, 70}, {3, 40, 33, 70}}, f_add},
     {"add bias row", 2, {{3, 40, 33, 70}, {1, 70}}, f_add},
@@ -272,6 +280,7 @@ static const op_run runs[] = {
     {"shape ops", 2, {{3, 40, 50, 50}, {2, 500, 64}}, f_shape},
     {"gaussian context", 3, {{3, 40, 33, 64}, {2, 40, 33}, {2, 40, 33}}, f_gaussian},
     {"mtsa attention", 3, {{3, 40, 33, 33}, {3, 40, 33, 64}, {3, 40, 33, 64}}, f_mtsa},
+    {"feature attention", 3, {{3, 40, 33, 24}, {3, 40, 33, 24}, {3, 40, 33, 24}}, f_feature},
 };
 
 typedef struct {
@@ -299,7 +308,10 @@ static result run_op(const op_run *r, int threads) {
     for (int i = 0; i < r->n_in; i++) {
         res.grad_size[i] = in[i]->size;
         res.grad[i] = malloc((size_t)in[i]->size * sizeof(ag_real));
-        memcpy(res.grad[i], in[i]->grad, (size_t)in[i]->size * sizeof(ag_real));
+        if (in[i]->grad) /* none where the op read a constant copy of the input */
+            memcpy(res.grad[i], in[i]->grad, (size_t)in[i]->size * sizeof(ag_real));
+        else
+            memset(res.grad[i], 0, (size_t)in[i]->size * sizeof(ag_real));
     }
     ag_step_end();
     return res;
