@@ -55,8 +55,8 @@ typedef ag__kattn attn_plan;
  * block's P again with the same calls on the same rows, so it is the
  * forward's to the bit, then takes that block's share of every gradient
  * (flash attention's trade: one more product and softmax per block for
- * O(Nq Nk) less memory).  Both walk the same blocks, so they give the same
- * values and gradients.
+ * O(Nq Nk) less memory).  In the same blocks the two give the same values
+ * and gradients (a stored slice with no mask to trim is one block).
  *
  * The pool runs parts of whole units: a unit is the `group` query slices
  * that read one key-value slice (one slice without groups).  A unit is one

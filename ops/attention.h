@@ -12,27 +12,28 @@ AG_KERNELS_BEGIN
  * [slices, nq, d], K [slices / group, nk, d], V [slices / group, nk, dv]
  * (grouped-query attention: `group` consecutive query slices read one
  * key-value slice; 1 otherwise); probs [slices, nq, nk] is the one thing
- * backward keeps.  The products run a group's query slices as one: M =
- * group * nq rows, contiguous in Q, probs and out.
+ * backward keeps.  The GPU's products run a group's query slices as one:
+ * M = group * nq rows, contiguous in Q, probs and out.
  *
  * probs NULL (ag_attention_recompute): nothing of the scores is kept.  Each
  * table then works through blocks of query rows of its own choosing (the
  * CPU's fit its caches, the GPU's a bounded scratch), and backward makes
  * each block's probabilities again from Q, K and the mask (mask and
  * mask_plan, kept for it) with the same code, so they are the forward's to
- * the bit. */
+ * the bit.  The CPU runs stored probabilities in the same blocks, each
+ * block's products over the keys its mask leaves open. */
 typedef struct {
     int slices, nq, nk, d, dv, group;
     ag__kreal scale;
     ag__kreal *probs;
-    const ag__kreal *mask;     /* probs NULL: the forward's mask (NULL: none) and its plan */
+    const ag__kreal *mask;     /* the forward's mask (NULL: none) and its plan, kept for backward */
     const ag__kmask *mask_plan;
-    int block_rows;            /* probs NULL: query rows a block (0: the table's choice) */
+    int block_rows;            /* query rows a block (0: the table's choice) */
 } ag__kattn;
 
-/* Tests: the block_rows of every ag_attention_recompute from now on (0,
- * the default: each table's choice), so that small shapes run in several
- * blocks with a short last one. */
+/* Tests: the block_rows of every attention from now on (0, the default:
+ * each table's choice), so that small shapes run in several blocks with a
+ * short last one. */
 extern int ag__attention_block_rows;
 
 typedef struct {
