@@ -126,6 +126,20 @@ static key_span block_keys(const attn_plan *p, int64_t s, int r0, int rows) {
     return span.end > span.first ? span : (key_span){0, 0};
 }
 
+/* The stored op's forward keeps each block's span in p->spans (two ints a
+ * block), so its backward reads neither the mask (which may have changed
+ * since) nor the scan again; the recomputed op's backward reads the mask
+ * as its forward did. */
+static int32_t *span_slot(const attn_plan *p, int64_t s, int r0, int block) {
+    return p->spans + 2 * (s * ((p->nq + block - 1) / block) + r0 / block);
+}
+
+static key_span backward_keys(const attn_plan *p, int64_t s, int r0, int rows, int block) {
+    if (!p->spans) return block_keys(p, s, r0, rows);
+    const int32_t *k = span_slot(p, s, r0, block);
+    return (key_span){k[0], k[1]};
+}
+
 /* Where the block (s, r0) with keys k has its probabilities: column
  * k.first of its rows in probs (*ld = Nk), or, recomputed, the part's
  * scratch (*ld = the span's width). */
@@ -170,6 +184,7 @@ static void forward_part(void *ctx, int64_t part) {
             for (int r0 = 0; r0 < p->nq; r0 += block) {
                 int rows = p->nq - r0 < block ? p->nq - r0 : block, ld;
                 key_span k = block_keys(p, s, r0, rows);
+                if (p->spans) span_slot(p, s, r0, block)[0] = k.first, span_slot(p, s, r0, block)[1] = k.end;
                 if (p->probs) zero_outside(p->probs + (s * p->nq + r0) * (int64_t)p->nk, rows, p->nk, k);
                 ag_real *out = j->out + (s * p->nq + r0) * p->dv;
                 if (k.end == 0) { /* every row fully masked */
@@ -187,12 +202,13 @@ static void backward_part(void *ctx, int64_t part) {
     const attn_job *j = ctx;
     const attn_plan *p = j->p;
     int block = block_rows(p);
-    ag_real *dS = j->scratch + (int64_t)ag__worker() * (p->probs ? 1 : 2) * block * p->nk, *scratch = dS + (int64_t)block * p->nk;
+    ag_real *dS = j->scratch + (int64_t)ag__worker() * (p->probs ? 1 : 2) * block * p->nk;
+    ag_real *scratch = p->probs ? NULL : dS + (int64_t)block * p->nk; /* a recomputed P */
     for (int64_t u = part * j->per_part; u < units_end(j, part); u++)
         for (int64_t s = u * p->group; s < (u + 1) * p->group; s++)
             for (int r0 = 0; r0 < p->nq; r0 += block) {
                 int rows = p->nq - r0 < block ? p->nq - r0 : block, ld;
-                key_span k = block_keys(p, s, r0, rows);
+                key_span k = backward_keys(p, s, r0, rows, block);
                 if (k.end == 0) continue; /* every row fully masked: no gradient */
                 int keys = k.end - k.first;
                 int64_t at = s * p->nq + r0, kv = u * p->nk + k.first; /* the block's first key row */
@@ -301,6 +317,10 @@ static ag_tensor *attention(const char *op, ag_tensor *q, ag_tensor *k, ag_tenso
     if (keep_probs) {
         int64_t n_probs = p.slices * (int64_t)p.nq * p.nk;
         p.probs = ag__step_alloc_on(dev, (size_t)(n_probs ? n_probs : 1) * sizeof(ag_real));
+    }
+    if (keep_probs && mask && dev == AG_CPU) { /* the blocks' key spans, forward's for backward */
+        int block = block_rows(&p);
+        p.spans = ag__arena_alloc((size_t)(2 * p.slices * ((p.nq + block - 1) / block) + 1) * sizeof *p.spans);
     }
     ag__attention_on(op, dev)->forward(&p, &mp, p.mask, q->data, k->data, v->data, out->data);
 

@@ -26,9 +26,11 @@ typedef struct {
     int slices, nq, nk, d, dv, group;
     ag__kreal scale;
     ag__kreal *probs;
-    const ag__kreal *mask;     /* the forward's mask (NULL: none) and its plan, kept for backward */
+    const ag__kreal *mask;     /* the forward's mask (NULL: none) and its plan (the recomputed backward reads them) */
     const ag__kmask *mask_plan;
     int block_rows;            /* query rows a block (0: the table's choice) */
+    int32_t *spans;            /* the CPU's, probs kept under a mask: each block's keys [first, end), forward's
+                                  for backward (NULL: none) */
 } ag__kattn;
 
 /* Tests: the block_rows of every attention from now on (0, the default:

@@ -9,6 +9,7 @@
 #include "attngrad.h"
 #include "../ops/additive.h" /* ag__additive_self_attention: MPSAN's masked unit */
 #include "../ops/softmax.h"  /* ag__softmax_pool: source2token's pooling */
+#include "../ops/attention.h" /* ag__attention_block_rows */
 #include "check.h"
 #include "fatal.h"
 
@@ -406,7 +407,43 @@ static void test_steady_state(void) {
           (long long)(ag_memstats().allocs - allocs_after_warmup));
 }
 
+/* The stored op's backward reads its probabilities, not the mask: a mask
+ * written over between forward and backward (every entry -inf) leaves the
+ * gradients as they were, in one block a slice and in 2-row blocks with
+ * their key spans (causal, and padding of the keys). */
+static void test_backward_keeps_no_mask(void) {
+    ag_rng r;
+    for (int rows = 0; rows <= 2; rows += 2) {
+        ag__attention_block_rows = rows;
+        ag_real grads[2][3][2 * 2 * 7 * 4];
+        for (int run = 0; run < 2; run++) {
+            ag_rng_seed(&r, 9);
+            ag_tensor *q = randn(&r, 1, true, 4, (int[]){2, 2, 7, 4}), *k = randn(&r, 1, true, 4, (int[]){2, 2, 7, 4});
+            ag_tensor *v = randn(&r, 1, true, 4, (int[]){2, 2, 7, 4});
+            ag_tensor *mask = ag_tensor_new(4, (int[]){2, 1, 7, 7});
+            for (int b = 0; b < 2; b++) /* causal, and example 1's keys past 4 padding */
+                for (int i = 0; i < 7; i++)
+                    for (int j = 0; j < 7; j++) mask->data[(b * 7 + i) * 7 + j] = j > i || (b && j >= 4) ? -INFINITY : 0;
+            ag_tensor *y = ag_attention(q, k, v, mask, 0.6, NULL);
+            if (run) /* written over before backward */
+                for (int64_t e = 0; e < mask->size; e++) mask->data[e] = -INFINITY;
+            ag_backward(ag_sum(ag_square(y)));
+            memcpy(grads[run][0], q->grad, sizeof grads[run][0]);
+            memcpy(grads[run][1], k->grad, sizeof grads[run][1]);
+            memcpy(grads[run][2], v->grad, sizeof grads[run][2]);
+            ag_step_end();
+        }
+        CHECK(memcmp(grads[0], grads[1], sizeof grads[0]) == 0,
+              "%d-row blocks: the gradients moved when the mask changed after forward", rows);
+        double norm = 0;
+        for (int e = 0; e < 2 * 2 * 7 * 4; e++) norm += fabs((double)grads[0][1][e]);
+        CHECK(norm > 0, "%d-row blocks: K's gradient is zero, so the comparison proves nothing", rows);
+    }
+    ag__attention_block_rows = 0;
+}
+
 int main(void) {
+    test_backward_keeps_no_mask();
     test_fused_equals_composition();
     test_additive_unit();
     test_rows();
