@@ -109,9 +109,11 @@ dir="$T/crash-last-2"
 sleep 30 & live=$!
 : > "$dir/last.safetensors.tmp.$live.0"
 : > "$dir/best.safetensors.tmp.2147483646.7"  # no such process
+: > "$dir/vocab.txt.tmp.2147483646.3"         # a kill while the run wrote its vocabulary
 : > "$dir/notes.txt.tmp.2147483646.7"         # not the run's: kept
-expect 0 'removed 1 temporary file' "$AG" train --out "$dir" --resume --progress none
-[ -e "$dir/last.safetensors.tmp.$live.0" ] && [ ! -e "$dir/best.safetensors.tmp.2147483646.7" ] && [ -e "$dir/notes.txt.tmp.2147483646.7" ] \
+expect 0 'removed 2 temporary files' "$AG" train --out "$dir" --resume --progress none
+[ -e "$dir/last.safetensors.tmp.$live.0" ] && [ ! -e "$dir/best.safetensors.tmp.2147483646.7" ] &&
+  [ ! -e "$dir/vocab.txt.tmp.2147483646.3" ] && [ -e "$dir/notes.txt.tmp.2147483646.7" ] \
   && ok || bad "stale temporary files: $(ls "$dir")"
 kill "$live"; wait "$live" 2>/dev/null
 

@@ -426,8 +426,8 @@ int ag__run_folder_make(const char *out, bool quiet, int *lock, char *err, size_
  * leaves those behind; a live writer's pid is not ours and answers kill 0. */
 static bool stale_temp(const char *name) {
     static const char *const own[] = {"last.safetensors", "best.safetensors", "metrics.csv", "metrics.jsonl",
-                                      "steps.csv"};
-    for (int i = 0; i < 5; i++) {
+                                      "steps.csv", "vocab.txt"};
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
         size_t n = strlen(own[i]);
         if (strncmp(name, own[i], n) || strncmp(name + n, ".tmp.", 5)) continue;
         const char *p = name + n + 5;
