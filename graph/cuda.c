@@ -438,7 +438,9 @@ static bool stage_upload(void *dst, const void *src, size_t bytes) {
 
 
 /* The step's end: this step's staging is done with once the GPU reaches
- * here; the other arena's copies were queued a step earlier. */
+ * here; the other arena's copies were queued a step earlier.  An arena
+ * that staged nothing (a CPU step in a process that used the GPU before)
+ * has no bytes to wait for, so the host does not stop for the GPU there. */
 static void next_staging(void) {
     ag__graph_flush(); /* the step's last segment, before its end is marked */
     if (!staging_done[0]) {
@@ -447,7 +449,7 @@ static void next_staging(void) {
     }
     CUDA_OK(cudaEventRecord(staging_done[staging_cur], stream));
     staging_cur ^= 1;
-    if (staging[staging_cur].n) {
+    if (staging[staging_cur].step_used) {
         if (cudaEventQuery(staging_done[staging_cur]) == cudaErrorNotReady) host_waits++;
         CUDA_OK(cudaEventSynchronize(staging_done[staging_cur]));
         ag__bump_reset(&staging[staging_cur]);
