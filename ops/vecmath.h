@@ -42,8 +42,11 @@ AG_VEC static inline ag_real ag__vexpm1(ag_real x) { return expm1(x); }
 AG_VEC static inline ag_real ag__vlog(ag_real x) { return log(x); }
 AG_VEC static inline ag_real ag__vsoftplus(ag_real x) { return ag__softplus(x); }
 AG_VEC static inline ag_real ag__vlog_sigmoid(ag_real x) { return -ag__softplus(-x); }
-AG_VEC static inline ag_real ag__vnormal_cdf(ag_real x) { return 0.5 * erfc(-x * M_SQRT1_2); }
 AG_VEC static inline ag_real ag__vnormal_pdf(ag_real x) { return exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2); }
+AG_VEC static inline ag_real ag__vnormal_cdf_with_pdf(ag_real x, ag_real pdf) {
+    (void)pdf; /* libm's erfc is exact enough on its own */
+    return 0.5 * erfc(-x * M_SQRT1_2);
+}
 
 #else
 
@@ -236,46 +239,67 @@ AG_VEC static inline float ag__vlog_sigmoid(float x) {
     return neg - ag__vlog1p01(ag__vexp_nonpos(-fabsf(x)));
 }
 
-/* e^(-x^2/2) with x^2 split as h^2 + l (|x| + h), h the top 12 bits of |x|:
- * h^2 is exact, so the rounding of the square never grows with x^2 (one
- * ulp of x^2 = 100 would be a relative error of 8e-6 in the result). */
-AG_VEC static inline float ag__vexp_half_square(float x, float extra) {
+/* |x|, clamped to 20: e^-200 flushes to 0 anyway, and the Mills ratio's
+ * polynomials below stay finite (a NaN stays NaN). */
+AG_VEC static inline float ag__vabs20(float x) {
     float a = fabsf(x);
-    a = a > 20.0f ? 20.0f : a; /* e^-200 flushes to 0 anyway; inf - inf would be NaN below (a NaN stays) */
-    float h = ag__bitsf(ag__fbits(a) & (int32_t)0xfffff000), l = a - h;
-    return ag__vexp_nonpos(-0.5f * h * h) * ag__vexp_full(-0.5f * l * (a + h) + extra);
+    return a > 20.0f ? 20.0f : a;
 }
 
-/* Phi(x) = P(X <= x) for X ~ N(0, 1): 0.5 erfc(|x| / sqrt 2) below 0, 1 minus
- * it above, erfc(z) = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2) (Numerical
- * Recipes' erfcc: relative error below 1.2e-7 for every z), so the left
- * tail keeps its relative accuracy down to e^-87: within 10 ulp in all
- * (tests/test_vecmath.c), the float polynomial's rounding on top of the
- * approximation's. */
-AG_VEC static inline float ag__vnormal_cdf(float x) {
-    float t = 1.0f / (1.0f + 0.35355339059f * fabsf(x)); /* z / 2 = |x| / (2 sqrt 2) */
-    float p = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f +
-              t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
-    float tail = 0.5f * t * ag__vexp_half_square(x, p);
-    /* |x| < 1, where P's terms cancel to ~0: erf's series, 0.5 + x phi(0)
-     * sum_n (-x^2/2)^n / (n! (2n + 1)), ten terms (the next < 2e-11) */
-    float s = -0.5f * x * x;
-    float series = 1.0f + s * (1.0f / 3 + s * (1.0f / 10 + s * (1.0f / 42 + s * (1.0f / 216 + s * (1.0f / 1320 +
-                   s * (1.0f / 9360 + s * (1.0f / 75600 + s * (1.0f / 685440 + s * (1.0f / 6894720)))))))));
-    float near0 = 0.5f + 0.39894228040f * x * series;
-    return fabsf(x) < 1.0f ? near0 : x < 0 ? tail : 1.0f - tail;
+/* e^(-a^2/2) for a in [0, 20] with a^2 split as h^2 + l (a + h), h the top
+ * 12 bits of a: h^2 is exact, so the rounding of the square never grows
+ * with a^2 (one ulp of a^2 = 100 would be a relative error of 8e-6 in the
+ * result).  The rest, u = -l (a + h) / 2, is small (|u| <= a^2 2^-11, 0.09
+ * where the result is still a normal float), so e^u is Taylor's degree 5
+ * (error below u^6 / 720 = 1e-9): one exponential, not two. */
+AG_VEC static inline float ag__vexp_half_square(float a) {
+    float h = ag__bitsf(ag__fbits(a) & (int32_t)0xfffff000), l = a - h;
+    float u = -0.5f * l * (a + h);
+    float eu = 1.0f + u * (1.0f + u * (0.5f + u * (1.0f / 6 + u * (1.0f / 24 + u * (1.0f / 120)))));
+    return ag__vexp_nonpos(-0.5f * h * h) * eu;
+}
+
+/* The Mills ratio M(a) = Phi(-a) / phi(a) for a in [0, 20], written
+ * 1 / (a + g(a)) with g = P / Q a (3, 4) rational fitted to relative
+ * minimax over [0, 13.3] (tools/fit_mills.py: 0.7 units of 2^-24 in exact
+ * arithmetic): M = Q / (a Q + P).  Q's rounding cancels between the two
+ * places it appears, and P's is damped by P / (a Q + P), so the float
+ * evaluation keeps M within 4 units of 2^-24; all coefficients are
+ * positive, so nothing cancels for a >= 0. */
+AG_VEC static inline float ag__vmills(float a) {
+    float p = 0.7978845285345413f + a * (0.39580665989778174f + a * (0.10179370858984865f + a * 0.011381511873753483f));
+    float q = 1.0f + a * (0.9514971564344893f + a * (0.4243228699431614f + a * (0.1014159772494692f +
+              a * 0.011391975670246125f)));
+    return q / (a * q + p);
 }
 
 /* phi(x) = e^(-x^2/2) / sqrt(2 pi). */
-AG_VEC static inline float ag__vnormal_pdf(float x) { return 0.39894228040f * ag__vexp_half_square(x, 0.0f); }
+AG_VEC static inline float ag__vnormal_pdf(float x) { return 0.39894228040f * ag__vexp_half_square(ag__vabs20(x)); }
+
+/* Phi(x) = P(X <= x) for X ~ N(0, 1), given pdf = phi(x): the tail
+ * Phi(-|x|) = phi(x) M(|x|) below 0, 1 minus it above.  One formula for
+ * every x, so there is no branch to select and no cancellation: the left
+ * tail keeps its relative accuracy down to e^-87 (within 8 units of 2^-24,
+ * tests/test_vecmath.c), and GELU's derivative shares phi's exponential. */
+AG_VEC static inline float ag__vnormal_cdf_with_pdf(float x, float pdf) {
+    float tail = pdf * ag__vmills(ag__vabs20(x));
+    return x < 0 ? tail : 1.0f - tail;
+}
 
 #endif
 /* ELU with alpha 1: x above 0, e^x - 1 below (either real type). */
 AG_VEC static inline ag_real ag__velu(ag_real x) { return x > 0 ? x : ag__vexpm1(x); }
 
+/* Phi(x), the standard normal distribution function (either real type). */
+AG_VEC static inline ag_real ag__vnormal_cdf(ag_real x) { return ag__vnormal_cdf_with_pdf(x, ag__vnormal_pdf(x)); }
+
 /* GELU, x Phi(x), as PyTorch's default (approximate='none'), and its
- * derivative Phi(x) + x phi(x) (either real type). */
+ * derivative Phi(x) + x phi(x), whose two terms share one phi (either
+ * real type). */
 AG_VEC static inline ag_real ag__vgelu(ag_real x) { return x * ag__vnormal_cdf(x); }
-AG_VEC static inline ag_real ag__vgelu_grad(ag_real x) { return ag__vnormal_cdf(x) + x * ag__vnormal_pdf(x); }
+AG_VEC static inline ag_real ag__vgelu_grad(ag_real x) {
+    ag_real pdf = ag__vnormal_pdf(x);
+    return ag__vnormal_cdf_with_pdf(x, pdf) + x * pdf;
+}
 
 #endif
