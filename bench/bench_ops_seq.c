@@ -1,8 +1,10 @@
 /* bench_ops_seq.c - forward and forward+backward time of the sequence ops
  * at training sizes (f32): the LSTM (B=64, N=64, in=H=300, 1 layer) and
- * Gaussian positional scoring (B=64, N=64, H=300).  Prints the median of
- * repeated runs (after warm-up, so the arena has grown and no step mallocs)
- * and the GEMM work per second.
+ * Gaussian positional scoring (B=64, N=64, H=300); and of every elementwise
+ * activation (the unary op table) on a [2048, 1024] tensor, a Transformer
+ * FFN's hidden layer at 16 x 128 words.  Prints the median of repeated runs
+ * (after warm-up, so the arena has grown and no step mallocs) and the GEMM
+ * work per second (0 for the activations, which do none).
  *
  *     ./build/bench/bench_ops_seq [repeats] [--device cpu|cuda]
  *
@@ -125,6 +127,27 @@ static ag_tensor *gauss_forward(void *p) {
     return ag_gaussian_context(c->h, c->mu, c->sigma, NULL, false, 1e-3, NULL);
 }
 
+/* ---- elementwise activations ---- */
+
+typedef struct {
+    const char *name;
+    ag_tensor *(*op)(ag_tensor *);
+    double lo, hi; /* the input's range: the op's domain, and both its branches */
+    ag_tensor *x;
+} unary_ctx;
+
+enum { UNARY_ROWS = 2048, UNARY_COLS = 1024 };
+
+static void unary_setup(void *p, ag_rng *r) {
+    unary_ctx *c = p;
+    c->x = input(2, (int[]){UNARY_ROWS, UNARY_COLS}, r, c->lo, c->hi);
+}
+
+static ag_tensor *unary_forward(void *p) {
+    unary_ctx *c = p;
+    return c->op(c->x);
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: bench_ops_seq [repeats] [--device cpu|cuda]\n");
     exit(2);
@@ -160,10 +183,25 @@ int main(int argc, char **argv) {
      * dh (recurrent), dW_hh, dW_ih, dx. */
     double lstm_gemm = 2.0 * lc.B * lc.N * 4 * lc.H * (lc.I + lc.H) / 1e9;
     double gauss_gemm = 2.0 * gc.B * gc.N * gc.N * gc.H / 1e9;
-    workload ws[] = {
+    unary_ctx uc[] = {
+        {"exp", ag_exp, -4, 4, NULL},         {"log", ag_log, 0.1, 4, NULL},
+        {"sqrt", ag_sqrt, 0.1, 4, NULL},      {"square", ag_square, -4, 4, NULL},
+        {"abs", ag_abs, -4, 4, NULL},         {"tanh", ag_tanh, -4, 4, NULL},
+        {"sigmoid", ag_sigmoid, -4, 4, NULL}, {"relu", ag_relu, -4, 4, NULL},
+        {"elu", ag_elu, -4, 4, NULL},         {"softplus", ag_softplus, -4, 4, NULL},
+        {"log_sigmoid", ag_log_sigmoid, -4, 4, NULL}, {"gelu", ag_gelu, -4, 4, NULL},
+        {"silu", ag_silu, -4, 4, NULL},
+    };
+    enum { N_UNARY = sizeof uc / sizeof *uc };
+    char unary_names[N_UNARY][40];
+    workload ws[2 + N_UNARY] = {
         {"lstm B64 N64 in300 H300 (1 layer)", lstm_gemm, 2 * lstm_gemm, lstm_setup, lstm_forward, &lc},
         {"gaussian B64 N64 H300", gauss_gemm, 2 * gauss_gemm, gauss_setup, gauss_forward, &gc},
     };
+    for (int i = 0; i < N_UNARY; i++) {
+        snprintf(unary_names[i], sizeof unary_names[i], "%s [%d,%d]", uc[i].name, UNARY_ROWS, UNARY_COLS);
+        ws[2 + i] = (workload){unary_names[i], 0, 0, unary_setup, unary_forward, &uc[i]};
+    }
     printf("attngrad f32%s, median of %d runs, %d threads\n\n", device == AG_CUDA ? " on cuda" : "", repeats,
            ag_get_num_threads());
     printf("| %-34s | %7s | %7s | %7s | %7s | %7s | %7s |\n", "op (median ms; min ms)", "fwd", "fwd+bwd", "bwd",

@@ -8,7 +8,8 @@ PyTorch's equivalents, forward and forward+backward, median ms.
 attngrad's figures come from its own benchmarks, run here and parsed:
 build/bench/bench_ops_attn (masked softmax, fused attention, heads at
 B=64 N=64 d=300 h=6) and build/bench/bench_ops_seq (LSTM and Gaussian
-scoring at B=64 N=64 H=300); a missing binary leaves its rows empty.  The
+scoring at B=64 N=64 H=300, and every elementwise activation on a
+[2048, 1024] tensor); a missing binary leaves its rows empty.  The
 PyTorch side runs the same shapes and masks in float32:
   masked softmax     softmax(scale * S + M) with M the MS-SAN head masks
                      [h,N,N] (PAST_INCL / FUTURE_INCL, 1.5 x word distance)
@@ -17,6 +18,8 @@ PyTorch side runs the same shapes and masks in float32:
   heads              view/transpose/contiguous and back
   LSTM               nn.LSTM(300, 300, batch_first=True), 1 layer
   Gaussian scoring   composed from tensor ops: window i <= t, exp, normalise, bmm
+  activations        torch.exp, ..., F.gelu (approximate='none'), F.silu on
+                     [2048, 1024] drawn as bench_ops_seq draws them
   MTSA attention     (--device cuda only) torch_models.MTSA.attention over
                      2 heads: sigmoid(R) masked, exp(S - colmax), two matmuls
 Backward is seeded with a fixed d(out) (the same pattern as attngrad's
@@ -52,6 +55,15 @@ ROWS = [
     ("LSTM 1 layer, in 300, H 300", "seq", "lstm"),
     ("Gaussian scoring, H 300", "seq", "gaussian"),
 ]
+# the elementwise activations: (name, PyTorch's function in F or torch,
+# input range), as bench_ops_seq's unary_ctx table; its rows "<name> [2048,1024]"
+UNARY_SHAPE = (2048, 1024)
+UNARY = [("exp", "exp", -4, 4), ("log", "log", 0.1, 4), ("sqrt", "sqrt", 0.1, 4), ("square", "square", -4, 4),
+         ("abs", "abs", -4, 4), ("tanh", "tanh", -4, 4), ("sigmoid", "sigmoid", -4, 4), ("relu", "relu", -4, 4),
+         ("elu", "elu", -4, 4), ("softplus", "softplus", -4, 4), ("log_sigmoid", "logsigmoid", -4, 4),
+         ("gelu", "gelu", -4, 4), ("silu", "silu", -4, 4)]
+UNARY_LABEL = "{} [%d,%d]" % UNARY_SHAPE
+ROWS += [(UNARY_LABEL.format(name), "seq", UNARY_LABEL.format(name)) for name, _, _, _ in UNARY]
 # rows of the GPU table only (the CPU table was measured without them)
 CUDA_ROWS = [
     ("MTSA attention, R [B,2,N,N], S,v [B,2,N,150]", "attn", "mtsa_attention"),
@@ -191,6 +203,10 @@ def torch_numbers(reps, threads, device="cpu"):
         "LSTM 1 layer, in 300, H 300": lambda: lstm(hx)[0],
         "Gaussian scoring, H 300": gaussian,
     }
+    for name, torch_name, lo, hi in UNARY:
+        fn = getattr(F, torch_name, None) or getattr(torch, torch_name)
+        ux = (lo + (hi - lo) * torch.rand(*UNARY_SHAPE, generator=g)).to(dev).requires_grad_()
+        fns[UNARY_LABEL.format(name)] = lambda fn=fn, ux=ux: fn(ux)
     if cuda:
         # MTSA (torch_models.MTSA.attention over the heads): head 0 PAST (k < q), head 1 FUTURE (k > q)
         mtsa_r, mtsa_s, mtsa_v = leaf(B, MTSA_H, N, N), leaf(B, MTSA_H, N, MTSA_DH), leaf(B, MTSA_H, N, MTSA_DH)

@@ -54,6 +54,7 @@ def seq_output(cuda):
     head += "| op (median ms; min ms)             |     fwd | fwd+bwd |     bwd | min fwd | min f+b | GFLOP/s |\n"
     head += "|------------------------------------|---------|---------|---------|---------|---------|---------|\n"
     rows = [("lstm B64 N64 in300 H300 (1 layer)", 1.5, 4.5), ("gaussian B64 N64 H300", 0.02, 0.06)]
+    rows += [(bot.UNARY_LABEL.format(name), 0.5 + i, 1.5 + i) for i, (name, _, _, _) in enumerate(bot.UNARY)]
     return head + "".join(f"| {n:<34} | {f:7.2f} | {fb:7.2f} | {fb - f:7.2f} | {f:7.2f} | {fb:7.2f} | {100.0:7.1f} |\n"
                           for n, f, fb in rows)
 
@@ -125,6 +126,8 @@ def test_cuda():
         check(cells[-1] == "0.50", f"{label}: ratio fwd+bwd 0.50 (got {cells[-1]})")
     mtsa = rows.get("MTSA attention, R [B,2,N,N], S,v [B,2,N,150]", [])
     check(mtsa[:2] == ["0.09", "0.36"], f"the MTSA row's attngrad figures parsed: {mtsa}")
+    gelu = rows.get("gelu [2048,1024]", [])
+    check(gelu[:2] == ["11.50", "12.50"], f"the activation rows' attngrad figures parsed: {gelu}")
 
 
 def test_cpu_unchanged():
@@ -145,6 +148,8 @@ def test_no_torch_and_a_failing_bench():
     rows = table(text)
     lstm = rows.get("LSTM 1 layer, in 300, H 300", [])
     check(lstm == ["-"] * 5, f"the failed bench's rows are empty: {lstm}")
+    gelu = rows.get("gelu [2048,1024]", [])
+    check(gelu == ["-"] * 5, f"the failed bench's activation rows are empty too: {gelu}")
     fused = rows.get("attention fused, Q,K,V [B,h,N,50]", [])
     check(fused[:2] == ["0.03", "0.12"] and fused[2:] == ["-"] * 3, f"attngrad's figures only: {fused}")
 
