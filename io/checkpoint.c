@@ -47,6 +47,7 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
     ag_st_set_meta(&w, "attngrad.real", sizeof(ag_real) == 8 ? "f64" : "f32");
     if (opt) {
         check_optimizer("ag_checkpoint_save", opt);
+        ag__optim_catch_up((ag_optimizer *)opt); /* lazy adadelta: the dense rule's state is what is saved */
         for (int s = 0; s < opt->n_slots; s++)
             for (int i = 0; i < opt->n_params; i++) {
                 const ag_tensor *p = opt->params->items[i];
@@ -294,6 +295,7 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
                     ag__elementwise_on("ag_checkpoint_load", opt->device)
                         ->fill(opt->slot[k], (ag_real)ag__optim_slot_init(&opt->cfg, k / opt->n_params), n);
             }
+            ag__optim_missed_reset(opt); /* the state just read is up to date */
             opt->step = plan->opt_step;
             opt->averaged = plan->opt_averaged;
             opt->slow_set = plan->slow_set;

@@ -87,7 +87,31 @@ typedef struct {
      * live rows alone, as if the dead ones were 0: they have not changed. */
     int64_t row;
     uint8_t *live;
+    /* Lazy adadelta (not NULL: the optimizer's missed[i]): missed[r], the
+     * steps row r has skipped since its v and u were brought up to date,
+     * kept from step to step; catchup[r] (step memory), what update_all's
+     * live pass owes a live row this step (its missed count), before its
+     * update.  ag__lazy_row_steps below keeps them. */
+    int32_t *missed, *catchup;
 } ag__update_span;
+
+/* The live pass's bookkeeping of row r of a lazy adadelta span, the same on
+ * both devices: a live row is owed the steps it missed, a dead one has
+ * missed one more (a step the gate skips is no step: not called then). */
+AG_HD static inline void ag__lazy_row_steps(const ag__update_span *u, int64_t r, bool live) {
+    int32_t m = u->missed[r];
+    u->catchup[r] = live ? m : 0;
+    u->missed[r] = live ? 0 : m < INT32_MAX ? m + 1 : m; /* by then its state has long been 0 */
+}
+
+/* Adadelta's update with a zero gradient, `steps` times, on one element's
+ * v and u: each multiplies both by rho and leaves the value (rho v + (1 -
+ * rho) 0 is rho v, v being >= +0; the delta is 0).  So a lazy row that
+ * catches up gets the dense rule's bits.  Once both are 0 nothing more
+ * changes. */
+AG_HD static inline void ag__adadelta_missed_steps(ag__kreal rho, ag__kreal *v, ag__kreal *u, int32_t steps) {
+    for (int32_t s = 0; s < steps && (*v != 0 || *u != 0); s++) *v = rho * *v, *u = rho * *u;
+}
 typedef struct {
     /* The updates of `count` parameters (kind: an ag_optim_kind), in one
      * parallel loop over all of them (CUDA: one launch, after one copy of
@@ -110,6 +134,11 @@ typedef struct {
      * finite; as average_all otherwise. */
     void (*lookahead_all)(const ag__kreal *w, ag__kreal *const *slow, ag__kreal *const *x, const int64_t *n, int count,
                           const double *gate);
+    /* Lazy adadelta's state brought up to date (before it is read): every
+     * row of each span (p unused, s0 = v, s1 = u, coef its ag__kadadelta in
+     * the device's memory, missed) gets the steps it missed, and its count
+     * goes back to 0. */
+    void (*catch_up_all)(const ag__update_span *spans, int count);
 } ag__optim_kernels;
 
 /* torch.lerp(a, b, w) as its kernels compute it, on both devices: from a

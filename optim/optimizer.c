@@ -404,6 +404,29 @@ const char *ag_optim_slot_name(const ag_optimizer *opt, int s) {
     return s < opt->n_slots ? ag__optim_slot(&opt->cfg, s) : NULL;
 }
 
+/* A lazy update's row: the slice along the last dim (a vector is one row). */
+static int64_t lazy_row(const ag_tensor *p) { return p->ndim > 0 ? p->shape[p->ndim - 1] : 1; }
+
+/* Lazy adadelta's missed counts, one zeroed array per trained parameter on
+ * the state's device (ag_optimizer.missed). */
+static void missed_init(ag_optimizer *opt) {
+    if (!opt->cfg.lazy || opt->cfg.kind != AG_ADADELTA || opt->n_params <= 0) return;
+    opt->missed = ag__malloc((size_t)opt->n_params * sizeof *opt->missed);
+    for (int i = 0; i < opt->n_params; i++) {
+        const ag_tensor *p = opt->params->items[i];
+        opt->missed[i] = p->requires_grad && p->size > 0
+                             ? ag__zeros_kept_on(opt->device, (size_t)(p->size / lazy_row(p)) * sizeof(int32_t),
+                                                 "lazy adadelta's missed steps")
+                             : NULL;
+    }
+}
+
+static void missed_free(ag_optimizer *opt) {
+    if (!opt->missed) return;
+    for (int i = 0; i < opt->n_params; i++) ag__free_kept_on(opt->device, opt->missed[i]);
+    ag__free(opt->missed);
+}
+
 ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg) {
     *opt = (ag_optimizer){0};
     ag_status st = ag_optim_check(cfg);
@@ -449,10 +472,12 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
                 ag__elementwise_on("ag_optim_init", opt->device)->fill(opt->state + s * numel,
                                                                       (ag_real)ag__optim_slot_init(cfg, s), numel);
     }
+    missed_init(opt);
     return AG_OK;
 }
 
 void ag_optim_free(ag_optimizer *opt) {
+    missed_free(opt);
     ag__free_kept_on(opt->device, opt->state);
     ag__free(opt->slot);
     ag__free(opt->weight_decay);
@@ -461,6 +486,7 @@ void ag_optim_free(ag_optimizer *opt) {
 }
 
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot) {
+    ag__optim_catch_up((ag_optimizer *)opt); /* lazy adadelta: what the caller reads is the dense rule's state */
     for (int s = 0; s < opt->n_slots; s++) {
         if (strcmp(ag_optim_slot_name(opt, s), slot)) continue;
         for (int i = 0; i < opt->n_params; i++)
@@ -736,6 +762,25 @@ static void update_and_clear(int kind, const ag__update_span *u, int64_t begin, 
     }
 }
 
+static bool all_zero(const ag_real *g, int64_t n);
+
+/* Lazy adadelta: elements [begin, end) of a row that missed `steps`
+ * steps get them, each a multiply of v and u by rho, as
+ * ag__adadelta_missed_steps does element by element; here a step at a time
+ * over the piece, which stays in L1 and whose multiplies are SIMD lanes
+ * (element by element they wait on each other), stopping once all of it
+ * is 0.  The same bits. */
+AG_SIMD_CLONES
+static void catch_up_piece(const ag__update_span *u, int32_t steps, int64_t begin, int64_t end) {
+    const ag_real rho = ((const ag__kadadelta *)u->coef)->rho;
+    ag_real *restrict v = u->s0 + begin, *restrict w = u->s1 + begin;
+    const int64_t n = end - begin;
+    for (int32_t s = 0; s < steps; s++) {
+        if (s % 64 == 0 && all_zero(v, n) && all_zero(w, n)) return;
+        for (int64_t j = 0; j < n; j++) v[j] = rho * v[j], w[j] = rho * w[j];
+    }
+}
+
 /* Lazy: the live rows' pieces of [begin, end) (a range may start or end
  * inside a row; the row's flag was set from all of it), a run of live rows
  * at a time.  A dead row's gradient is zero already: nothing to clear. */
@@ -748,6 +793,9 @@ static void update_live_rows(int kind, const ag__update_span *u, int64_t begin, 
         }
         int64_t r1 = r + 1;
         while (r1 <= last && u->live[r1]) r1++;
+        if (u->catchup) /* lazy adadelta: the steps these rows missed first (the live pass counted them) */
+            for (int64_t c = r; c < r1; c++)
+                catch_up_piece(u, u->catchup[c], c * row > begin ? c * row : begin, (c + 1) * row < end ? (c + 1) * row : end);
         update_and_clear(kind, u, r * row > begin ? r * row : begin, r1 * row < end ? r1 * row : end);
         r = r1;
     }
@@ -813,10 +861,15 @@ static bool all_zero(const ag_real *g, int64_t n) {
     return any == 0;
 }
 
-/* live[r] of the lazy spans' rows [begin, end). */
+/* live[r] of the lazy spans' rows [begin, end), and lazy adadelta's
+ * count of the steps each row missed (unless the gate skips the step). */
 static void find_live_rows(void *ctx, int s, int64_t begin, int64_t end) {
-    const ag__update_span *u = &((const update_job *)ctx)->spans[s];
-    for (int64_t r = begin; r < end; r++) u->live[r] = !all_zero(u->g + r * u->row, u->row);
+    const update_job *j = ctx;
+    const ag__update_span *u = &j->spans[s];
+    for (int64_t r = begin; r < end; r++) {
+        u->live[r] = !all_zero(u->g + r * u->row, u->row);
+        if (u->missed && !j->gated_off) ag__lazy_row_steps(u, r, u->live[r]);
+    }
 }
 
 static bool gated_off(const double *gate) { return gate && !isfinite(*gate); }
@@ -841,6 +894,22 @@ static void update_all_cpu(int kind, const ag__update_span *spans, int count, co
     if (lazy) ag__parallel_spans(count, lens, LIVE_ROWS_GRAIN, find_live_rows, &j);
     for (int s = 0; s < count; s++) lens[s] = spans[s].n;
     ag__parallel_spans(count, lens, UPDATE_CHUNK, update_range, &j);
+}
+
+/* Rows [begin, end) of span s: the steps each missed, then its count 0. */
+static void catch_up_rows(void *ctx, int s, int64_t begin, int64_t end) {
+    const ag__update_span *u = &((const ag__update_span *)ctx)[s];
+    for (int64_t r = begin; r < end; r++) {
+        catch_up_piece(u, u->missed[r], r * u->row, (r + 1) * u->row);
+        u->missed[r] = 0;
+    }
+}
+
+static void catch_up_all_cpu(const ag__update_span *spans, int count) {
+    int64_t room[64];
+    int64_t *rows = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)(count ? count : 1) * sizeof *rows);
+    for (int s = 0; s < count; s++) rows[s] = spans[s].row > 0 ? spans[s].n / spans[s].row : 0;
+    ag__parallel_spans(count, rows, LIVE_ROWS_GRAIN, catch_up_rows, (void *)spans);
 }
 
 _Static_assert((int)AG__OPTIM_SGD == (int)AG_SGD && (int)AG__OPTIM_ADAM == (int)AG_ADAM &&
@@ -899,7 +968,8 @@ static void lookahead_all_cpu(const ag_real *w, ag_real *const *slow, ag_real *c
 static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu,
                                             .average_all = average_all_cpu,
                                             .swap_all = swap_all_cpu,
-                                            .lookahead_all = lookahead_all_cpu};
+                                            .lookahead_all = lookahead_all_cpu,
+                                            .catch_up_all = catch_up_all_cpu};
 AG_DISPATCH(optim, optim_cpu)
 
 /* ---- the step ---- */
@@ -945,8 +1015,12 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
     if (o->cfg.kind == AG_RMSPROP && o->cfg.momentum == 0) /* square_avg[, grad_avg]: no buffer at s1 */
         u.s2 = u.s1, u.s1 = NULL;
     if (o->cfg.lazy && p->size > 0) { /* rows along the last dim; a vector is one row */
-        u.row = p->ndim > 0 ? p->shape[p->ndim - 1] : 1;
+        u.row = lazy_row(p);
         u.live = ag__step_alloc_on(o->device, (size_t)(p->size / u.row));
+        if (o->missed && o->missed[i]) {
+            u.missed = o->missed[i];
+            u.catchup = ag__step_alloc_on(o->device, (size_t)(p->size / u.row) * sizeof *u.catchup);
+        }
     }
     return u;
 }
@@ -954,6 +1028,35 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
 static void optim_step(ag_optimizer *opt, const double *gate, double *const *block_sq, bool clear_grads);
 
 void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL, false); }
+
+void ag__optim_catch_up(ag_optimizer *opt) {
+    if (!opt->missed) return;
+    ag__kadadelta k;
+    ag__update_span room[32];
+    ag__update_span *spans = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)opt->n_params * sizeof *spans);
+    int count = 0;
+    for (int i = 0; i < opt->n_params; i++) {
+        if (!opt->missed[i]) continue;
+        ag_tensor *p = opt->params->items[i];
+        spans[count++] = (ag__update_span){.s0 = opt->slot[i], .s1 = opt->slot[opt->n_params + i], .n = p->size,
+                                           .row = lazy_row(p), .missed = opt->missed[i]};
+    }
+    adadelta_coef(opt, opt->lr, 0, &k); /* rho alone is read */
+    const ag__kadadelta *there = ag__step_copy_on(opt->device, &k, sizeof k);
+    for (int s = 0; s < count; s++) spans[s].coef = there;
+    ag__optim_on("ag_optim_state", opt->device)->catch_up_all(spans, count);
+}
+
+void ag__optim_missed_reset(ag_optimizer *opt) {
+    if (!opt->missed) return;
+    for (int i = 0; i < opt->n_params; i++) {
+        const ag_tensor *p = opt->params->items[i];
+        size_t bytes = (size_t)(p->size / lazy_row(p)) * sizeof(int32_t);
+        if (!opt->missed[i]) continue;
+        if (opt->device == AG_CPU) memset(opt->missed[i], 0, bytes);
+        else ag__cuda_zero(opt->missed[i], bytes);
+    }
+}
 
 /* ---- the average of the parameters (cfg.ema, cfg.swa) ---- */
 

@@ -82,9 +82,10 @@ __device__ static inline void rmsprop_element(const ag__krmsprop &c, ag_real *P,
  * side, so each load is one run of memory (a thread a row made every load
  * of a warp touch 32 rows' lines), then OR what they saw by shuffles.  r
  * is the same for a warp's 32 lanes, so all of them reach the shuffles. */
-__global__ void live_rows_all_kernel(const ag__update_span *spans) {
+__global__ void live_rows_all_kernel(const ag__update_span *spans, const double *gate) {
     const ag__update_span u = spans[blockIdx.y];
     if (u.row <= 0) return;
+    const bool counted = u.missed && !(gate && !isfinite(*gate)); /* lazy adadelta's steps, where the step is taken */
     const int lane = threadIdx.x % 32;
     const int64_t rows = u.n / u.row, warps = (int64_t)gridDim.x * blockDim.x / 32;
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
@@ -92,7 +93,10 @@ __global__ void live_rows_all_kernel(const ag__update_span *spans) {
         unsigned any = 0;
         for (int64_t i = lane; i < u.row; i += 32) any |= g[i] != 0;
         for (int o = 16; o > 0; o /= 2) any |= __shfl_xor_sync(0xffffffffu, any, o);
-        if (lane == 0) u.live[r] = any != 0;
+        if (lane == 0) {
+            u.live[r] = any != 0;
+            if (counted) ag__lazy_row_steps(&u, r, any != 0);
+        }
     }
 }
 
@@ -125,6 +129,7 @@ __global__ void update_all_kernel(int kind, const ag__update_span *spans, const 
     case AG__OPTIM_ADADELTA: {
         const ag__kadadelta c = *(const ag__kadadelta *)u.coef;
         SPAN_ELEMENTS(j, u) {
+            if (u.catchup) ag__adadelta_missed_steps(c.rho, u.s0 + j, u.s1 + j, u.catchup[j / u.row]);
             adadelta_element(c, u.p, u.g, u.s0, u.s1, j);
             if (u.g_clear) u.g_clear[j] = 0;
         }
@@ -326,7 +331,7 @@ static void update_all(int kind, const ag__update_span *spans, int count, const 
             const ag__update_span *there =
                 (const ag__update_span *)ag__cuda_step_upload(spans + at, (size_t)here * sizeof *spans);
             if (most_rows > 0) /* a warp a row */
-                ag__launch(live_rows_all_kernel, elements_grid(32 * most_rows, here), AG_CUDA_THREADS, 0, there);
+                ag__launch(live_rows_all_kernel, elements_grid(32 * most_rows, here), AG_CUDA_THREADS, 0, there, gate);
             ag__launch(update_all_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0, kind, there, gate);
         }
         squares_table(sq, squares, most_sq);
@@ -439,7 +444,30 @@ static void swap_all(ag_real *const *x, ag_real *const *y, const int64_t *n, int
 }
 
 /* The spans' coefficients are read on the device (a CUDA graph needs it). */
-extern "C" const ag__optim_kernels ag__optim_cuda = {update_all, average_all, swap_all, lookahead_all};
+/* Lazy adadelta's state brought up to date: a thread a row, the steps it
+ * missed on each of its elements, then its count 0. */
+__global__ void catch_up_all_kernel(const ag__update_span *spans) {
+    const ag__update_span u = spans[blockIdx.y];
+    const ag_real rho = ((const ag__kadadelta *)u.coef)->rho;
+    AG_FOR_ARRAY(r, u.n / u.row) {
+        for (int64_t j = r * u.row; j < (r + 1) * u.row; j++) ag__adadelta_missed_steps(rho, u.s0 + j, u.s1 + j, u.missed[r]);
+        u.missed[r] = 0;
+    }
+}
+
+static void catch_up_all(const ag__update_span *spans, int count) {
+    for (int at = 0; at < count; at += TABLE) {
+        int here = count - at < TABLE ? count - at : TABLE;
+        int64_t most_rows = 0;
+        for (int s = at; s < at + here; s++)
+            most_rows = spans[s].n / spans[s].row > most_rows ? spans[s].n / spans[s].row : most_rows;
+        if (most_rows > 0)
+            ag__launch(catch_up_all_kernel, elements_grid(most_rows, here), AG_CUDA_THREADS, 0,
+                       (const ag__update_span *)ag__cuda_step_upload(spans + at, (size_t)here * sizeof *spans));
+    }
+}
+
+extern "C" const ag__optim_kernels ag__optim_cuda = {update_all, average_all, swap_all, lookahead_all, catch_up_all};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
     sum_squares_blocks, sum_blocks_in_order, clip_coef,           scale_below_one,
