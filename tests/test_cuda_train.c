@@ -332,11 +332,12 @@ static void gated_case(const char *spec) {
     if (GPU != AG_CUDA) return; /* a gated step exists on the GPU only */
     ag_params cpu, gpu;
     ag_optimizer oc, og;
-    twin_optimizers(spec, &cpu, &gpu, &oc, &og);
+    ag_optim_config cfg = twin_optimizers(spec, &cpu, &gpu, &oc, &og);
     enum { STEPS = 5 };
     const ag_real losses[STEPS] = {1.5, (ag_real)NAN, 2, 0.5, (ag_real)INFINITY};
     for (int step = 0; step < STEPS; step++) {
-        twin_grads(&cpu, &gpu, 10);
+        if (cfg.lazy) twin_sparse_grads(&cpu, &gpu, step); /* rows skipped, and (adadelta) counted but where gated */
+        else twin_grads(&cpu, &gpu, 10);
         bool inf_grad = step == 2;
         if (inf_grad) {
             const ag_real inf = (ag_real)INFINITY;
