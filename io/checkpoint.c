@@ -47,7 +47,7 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
     ag_st_set_meta(&w, "attngrad.real", sizeof(ag_real) == 8 ? "f64" : "f32");
     if (opt) {
         check_optimizer("ag_checkpoint_save", opt);
-        ag__optim_catch_up((ag_optimizer *)opt); /* lazy adadelta: the dense rule's state is what is saved */
+        ag__optim_catch_up((ag_optimizer *)opt); /* lazy adadelta, rmsprop: the dense rule's state is what is saved */
         for (int s = 0; s < opt->n_slots; s++)
             for (int i = 0; i < opt->n_params; i++) {
                 const ag_tensor *p = opt->params->items[i];

@@ -87,15 +87,19 @@ typedef struct {
      * live rows alone, as if the dead ones were 0: they have not changed. */
     int64_t row;
     uint8_t *live;
-    /* Lazy adadelta (not NULL: the optimizer's missed[i]): missed[r], the
-     * steps row r has skipped since its v and u were brought up to date,
-     * kept from step to step; catchup[r] (step memory), what update_all's
-     * live pass owes a live row this step (its missed count), before its
-     * update.  ag__lazy_row_steps below keeps them. */
+    /* Lazy rules whose zero-gradient step decays their state and leaves
+     * the value (adadelta; rmsprop without momentum or centering): not NULL,
+     * the optimizer's missed[i]: missed[r], the steps row r has skipped
+     * since its state was brought up to date, kept from step to step;
+     * catchup[r] (step memory), what update_all's live pass owes a live row
+     * this step (its missed count), before its update.  ag__lazy_row_steps
+     * below keeps them.  decay: what each missed step multiplies s0 and s1
+     * (where not NULL) by: adadelta's rho, rmsprop's alpha. */
     int32_t *missed, *catchup;
+    ag__kreal decay;
 } ag__update_span;
 
-/* The live pass's bookkeeping of row r of a lazy adadelta span, the same on
+/* The live pass's bookkeeping of row r of a decaying lazy span, the same on
  * both devices: a live row is owed the steps it missed, a dead one has
  * missed one more (a step the gate skips is no step: not called then). */
 AG_HD static inline void ag__lazy_row_steps(const ag__update_span *u, int64_t r, bool live) {
@@ -104,13 +108,15 @@ AG_HD static inline void ag__lazy_row_steps(const ag__update_span *u, int64_t r,
     u->missed[r] = live ? 0 : m < INT32_MAX ? m + 1 : m; /* by then its state has long been 0 */
 }
 
-/* Adadelta's update with a zero gradient, `steps` times, on one element's
- * v and u: each multiplies both by rho and leaves the value (rho v + (1 -
- * rho) 0 is rho v, v being >= +0; the delta is 0).  So a lazy row that
- * catches up gets the dense rule's bits.  Once both are 0 nothing more
- * changes. */
-AG_HD static inline void ag__adadelta_missed_steps(ag__kreal rho, ag__kreal *v, ag__kreal *u, int32_t steps) {
-    for (int32_t s = 0; s < steps && (*v != 0 || *u != 0); s++) *v = rho * *v, *u = rho * *u;
+/* The rule's update with a zero gradient, `steps` times, on one element's
+ * state a (and b, where not NULL): each multiplies them by decay and
+ * leaves the value.  Adadelta: rho v + (1 - rho) 0 is rho v (v >= +0), the
+ * delta 0, so u too is rho u; rmsprop: alpha v, and g / d is 0.  So a lazy
+ * row that catches up gets the dense rule's bits.  Once they are 0 nothing
+ * more changes. */
+AG_HD static inline void ag__lazy_missed_steps(ag__kreal decay, ag__kreal *a, ag__kreal *b, int32_t steps) {
+    ag__kreal zero = 0, *bb = b ? b : &zero;
+    for (int32_t s = 0; s < steps && (*a != 0 || *bb != 0); s++) *a = decay * *a, *bb = decay * *bb;
 }
 typedef struct {
     /* The updates of `count` parameters (kind: an ag_optim_kind), in one
@@ -134,10 +140,9 @@ typedef struct {
      * finite; as average_all otherwise. */
     void (*lookahead_all)(const ag__kreal *w, ag__kreal *const *slow, ag__kreal *const *x, const int64_t *n, int count,
                           const double *gate);
-    /* Lazy adadelta's state brought up to date (before it is read): every
-     * row of each span (p unused, s0 = v, s1 = u, coef its ag__kadadelta in
-     * the device's memory, missed) gets the steps it missed, and its count
-     * goes back to 0. */
+    /* A decaying lazy rule's state brought up to date (before it is read):
+     * every row of each span (s0, s1, row, missed, decay; the rest unused)
+     * gets the steps it missed, and its count goes back to 0. */
     void (*catch_up_all)(const ag__update_span *spans, int count);
 } ag__optim_kernels;
 

@@ -407,16 +407,25 @@ const char *ag_optim_slot_name(const ag_optimizer *opt, int s) {
 /* A lazy update's row: the slice along the last dim (a vector is one row). */
 static int64_t lazy_row(const ag_tensor *p) { return p->ndim > 0 ? p->shape[p->ndim - 1] : 1; }
 
-/* Lazy adadelta's missed counts, one zeroed array per trained parameter on
- * the state's device (ag_optimizer.missed). */
+/* Whether a zero gradient leaves cfg's values where they are and only
+ * decays its state, by this factor (0: it does not): adadelta, rmsprop
+ * without momentum or centering.  Their lazy rows owe the skipped steps. */
+static double lazy_decay(const ag_optim_config *c) {
+    if (c->kind == AG_ADADELTA) return c->rho;
+    if (c->kind == AG_RMSPROP && c->momentum == 0 && !c->centered) return c->alpha;
+    return 0;
+}
+
+/* A decaying lazy rule's missed counts, one zeroed array per trained
+ * parameter on the state's device (ag_optimizer.missed). */
 static void missed_init(ag_optimizer *opt) {
-    if (!opt->cfg.lazy || opt->cfg.kind != AG_ADADELTA || opt->n_params <= 0) return;
+    if (!opt->cfg.lazy || lazy_decay(&opt->cfg) == 0 || opt->n_params <= 0) return;
     opt->missed = ag__malloc((size_t)opt->n_params * sizeof *opt->missed);
     for (int i = 0; i < opt->n_params; i++) {
         const ag_tensor *p = opt->params->items[i];
         opt->missed[i] = p->requires_grad && p->size > 0
                              ? ag__zeros_kept_on(opt->device, (size_t)(p->size / lazy_row(p)) * sizeof(int32_t),
-                                                 "lazy adadelta's missed steps")
+                                                 "a lazy optimizer's missed steps")
                              : NULL;
     }
 }
@@ -486,7 +495,7 @@ void ag_optim_free(ag_optimizer *opt) {
 }
 
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot) {
-    ag__optim_catch_up((ag_optimizer *)opt); /* lazy adadelta: what the caller reads is the dense rule's state */
+    ag__optim_catch_up((ag_optimizer *)opt); /* lazy adadelta, rmsprop: what the caller reads is the dense rule's state */
     for (int s = 0; s < opt->n_slots; s++) {
         if (strcmp(ag_optim_slot_name(opt, s), slot)) continue;
         for (int i = 0; i < opt->n_params; i++)
@@ -764,20 +773,22 @@ static void update_and_clear(int kind, const ag__update_span *u, int64_t begin, 
 
 static bool all_zero(const ag_real *g, int64_t n);
 
-/* Lazy adadelta: elements [begin, end) of a row that missed `steps`
- * steps get them, each a multiply of v and u by rho, as
- * ag__adadelta_missed_steps does element by element; here a step at a time
+/* A decaying lazy rule: elements [begin, end) of a row that missed
+ * `steps` steps get them, each a multiply of s0 (and s1) by the decay, as
+ * ag__lazy_missed_steps does element by element; here a step at a time
  * over the piece, which stays in L1 and whose multiplies are SIMD lanes
  * (element by element they wait on each other), stopping once all of it
  * is 0.  The same bits. */
 AG_SIMD_CLONES
 static void catch_up_piece(const ag__update_span *u, int32_t steps, int64_t begin, int64_t end) {
-    const ag_real rho = ((const ag__kadadelta *)u->coef)->rho;
-    ag_real *restrict v = u->s0 + begin, *restrict w = u->s1 + begin;
+    const ag_real f = u->decay;
+    ag_real *restrict a = u->s0 + begin, *restrict b = u->s1 ? u->s1 + begin : NULL;
     const int64_t n = end - begin;
     for (int32_t s = 0; s < steps; s++) {
-        if (s % 64 == 0 && all_zero(v, n) && all_zero(w, n)) return;
-        for (int64_t j = 0; j < n; j++) v[j] = rho * v[j], w[j] = rho * w[j];
+        if (s % 64 == 0 && all_zero(a, n) && (!b || all_zero(b, n))) return;
+        for (int64_t j = 0; j < n; j++) a[j] = f * a[j];
+        if (b)
+            for (int64_t j = 0; j < n; j++) b[j] = f * b[j];
     }
 }
 
@@ -793,7 +804,7 @@ static void update_live_rows(int kind, const ag__update_span *u, int64_t begin, 
         }
         int64_t r1 = r + 1;
         while (r1 <= last && u->live[r1]) r1++;
-        if (u->catchup) /* lazy adadelta: the steps these rows missed first (the live pass counted them) */
+        if (u->catchup) /* a decaying rule: the steps these rows missed first (the live pass counted them) */
             for (int64_t c = r; c < r1; c++)
                 catch_up_piece(u, u->catchup[c], c * row > begin ? c * row : begin, (c + 1) * row < end ? (c + 1) * row : end);
         update_and_clear(kind, u, r * row > begin ? r * row : begin, r1 * row < end ? r1 * row : end);
@@ -861,7 +872,7 @@ static bool all_zero(const ag_real *g, int64_t n) {
     return any == 0;
 }
 
-/* live[r] of the lazy spans' rows [begin, end), and lazy adadelta's
+/* live[r] of the lazy spans' rows [begin, end), and a decaying rule's
  * count of the steps each row missed (unless the gate skips the step). */
 static void find_live_rows(void *ctx, int s, int64_t begin, int64_t end) {
     const update_job *j = ctx;
@@ -1018,7 +1029,7 @@ static ag__update_span span_of(const ag_optimizer *o, int i, const update_coef *
         u.row = lazy_row(p);
         u.live = ag__step_alloc_on(o->device, (size_t)(p->size / u.row));
         if (o->missed && o->missed[i]) {
-            u.missed = o->missed[i];
+            u.missed = o->missed[i], u.decay = (ag_real)lazy_decay(&o->cfg);
             u.catchup = ag__step_alloc_on(o->device, (size_t)(p->size / u.row) * sizeof *u.catchup);
         }
     }
@@ -1031,19 +1042,17 @@ void ag_optim_step(ag_optimizer *opt) { optim_step(opt, NULL, NULL, false); }
 
 void ag__optim_catch_up(ag_optimizer *opt) {
     if (!opt->missed) return;
-    ag__kadadelta k;
     ag__update_span room[32];
     ag__update_span *spans = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)opt->n_params * sizeof *spans);
     int count = 0;
     for (int i = 0; i < opt->n_params; i++) {
         if (!opt->missed[i]) continue;
         ag_tensor *p = opt->params->items[i];
-        spans[count++] = (ag__update_span){.s0 = opt->slot[i], .s1 = opt->slot[opt->n_params + i], .n = p->size,
-                                           .row = lazy_row(p), .missed = opt->missed[i]};
+        spans[count++] = (ag__update_span){.s0 = opt->slot[i], /* adadelta's v and u; rmsprop's square average */
+                                           .s1 = opt->cfg.kind == AG_ADADELTA ? opt->slot[opt->n_params + i] : NULL,
+                                           .n = p->size, .row = lazy_row(p), .missed = opt->missed[i],
+                                           .decay = (ag_real)lazy_decay(&opt->cfg)};
     }
-    adadelta_coef(opt, opt->lr, 0, &k); /* rho alone is read */
-    const ag__kadadelta *there = ag__step_copy_on(opt->device, &k, sizeof k);
-    for (int s = 0; s < count; s++) spans[s].coef = there;
     ag__optim_on("ag_optim_state", opt->device)->catch_up_all(spans, count);
 }
 

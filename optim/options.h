@@ -38,10 +38,11 @@ const char *ag__fmt_real(double x, char *buf, size_t n);
  * past its last; and whether it keeps a slot of that name. */
 const char *ag__optim_slot(const ag_optim_config *c, int s);
 bool ag__optim_keeps(const ag_optim_config *c, const char *slot);
-/* Lazy adadelta: every row's v and u brought up to date (the steps it
- * missed), as the dense rule has them; before the state is read (a
- * checkpoint, ag_optim_state).  ag__optim_missed_reset: the counts 0, for
- * a state just loaded.  Nothing to do for other optimizers. */
+/* Lazy adadelta, rmsprop (no momentum, not centered): every row's state
+ * brought up to date (the steps it missed), as the dense rule has it;
+ * before the state is read (a checkpoint, ag_optim_state).
+ * ag__optim_missed_reset: the counts 0, for a state just loaded.  Nothing
+ * to do for other optimizers. */
 void ag__optim_catch_up(ag_optimizer *opt);
 void ag__optim_missed_reset(ag_optimizer *opt);
 /* Slot s's value at ag_optim_init: 0, Adagrad's initial_accumulator_value,

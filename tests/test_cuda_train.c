@@ -1067,6 +1067,7 @@ int main(void) {
         "rmsprop:lr=1e-2,momentum=0.9",
         "rmsprop:lr=1e-2,centered=1",
         "rmsprop:lr=1e-2,momentum=0.9,centered=1,lazy=1",
+        "rmsprop:lr=1e-2,alpha=0.9,lazy=1", /* no momentum or centering: its skipped rows decay when caught up */
         "adam:lr=1e-2,ema=0.9", /* the parameters' average: every update's, from the second (w 1, then 1/2, 1/3) */
         "sgd:lr=0.1,momentum=0.9,swa=2",
         "adadelta:lr=0.5,rho=0.95,lazy=1,ema=0.6", /* lazy rows still move the average (w 0.4: the small form) */

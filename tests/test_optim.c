@@ -1073,7 +1073,8 @@ static bool row_is_zero(const ag_real *g, int cols) {
     return true;
 }
 
-/* (Adadelta's lazy rows keep the dense rule's decay: test_lazy_adadelta.) */
+/* (Adadelta's lazy rows, and rmsprop's without momentum or centering, keep the dense rule's decay:
+ * test_lazy_decaying.) */
 static void test_lazy(void) {
     const char *specs[] = {"adam:weight_decay=0.01,lazy=1", "adamw:amsgrad=1,lazy=1",
                            "sgd:lr=0.1,momentum=0.9,lazy=1",
@@ -1155,74 +1156,86 @@ static void test_lazy(void) {
     ag_set_num_threads(1);
 }
 
-/* Lazy adadelta without weight decay is the dense rule to the bit: a dead
- * row's v and u get the steps it missed (each a multiply by rho) when it is
- * next live, or when the state is read.  Against dense adadelta on the same
- * gradients (every row live one step in 7, so rows owe up to 6 steps; row
- * 131 of e live through its far end only, across a chunk), 14 steps: the
- * values after every step, the state at the end (and once mid-way, which
- * brings every row up to date there), with the gradients cleared, with an
- * update skipped by the gate (no step for the counts either), and through
- * a checkpoint saved mid-way into a fresh optimizer; 1 and 2 threads. */
-static void test_lazy_adadelta(void) {
+/* Lazy adadelta (and rmsprop without momentum or centering) without
+ * weight decay is the dense rule to the bit: a zero gradient only decays
+ * their state, so a dead row's state gets the steps it missed (each a
+ * multiply by rho, alpha) when it is next live, or when the state is
+ * read.  Against the dense rule on the same gradients (every row live one
+ * step in 7, so rows owe up to 6 steps; row 131 of e live through its far
+ * end only, across a chunk), 14 steps: the values after every step, the
+ * state at the end (and once mid-way, which brings every row up to date
+ * there), with the gradients cleared, with an update skipped by the gate
+ * (no step for the counts either), and through a checkpoint saved mid-way
+ * into a fresh optimizer; 1 and 2 threads. */
+static void test_lazy_decaying(void) {
+    const char *specs[] = {"adadelta:lr=0.5,rho=0.95,lazy=1", "rmsprop:lr=0.01,alpha=0.9,lazy=1"};
     char path[] = "/tmp/test_optim_lazy.XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0);
     close(fd);
     for (int threads = 1; threads <= 2; threads++)
-        for (int variant = 0; variant < 4; variant++) { /* plain (a read mid-way), cleared, a skip, a checkpoint */
-            ag_set_num_threads(threads);
-            ag_params a = {0}, b = {0};
-            lazy_set(&a);
-            lazy_set(&b);
-            ag_optim_config lazy, dense;
-            CHECK(ag_optim_parse("adadelta:lr=0.5,rho=0.95,lazy=1", &lazy) == AG_OK, "%s", ag_errmsg());
-            dense = lazy;
-            dense.lazy = false;
-            ag_optimizer oa, ob;
-            ag_optim_init(&oa, &a, &lazy);
-            ag_optim_init(&ob, &b, &dense);
-            bool values_same = true;
-            for (int step = 0; step < 14; step++) {
-                lazy_grads(&a, step);
-                lazy_grads(&b, step);
-                double gate = variant == 2 && step == 3 ? NAN : 1.0;
-                bool cleared = false;
-                if (variant == 1) (void)ag__optim_step_gated_params_sq(&oa, &gate, AG_CPU, true, &cleared);
-                else ag__optim_step_gated(&oa, &gate);
-                ag__optim_step_gated(&ob, &gate);
-                if (!isfinite(gate)) ag__optim_step_not_taken(&oa), ag__optim_step_not_taken(&ob);
+        for (int i = 0; i < (int)(sizeof specs / sizeof *specs); i++)
+            for (int variant = 0; variant < 4; variant++) { /* plain (a read mid-way), cleared, a skip, a checkpoint */
+                ag_set_num_threads(threads);
+                ag_params a = {0}, b = {0};
+                lazy_set(&a);
+                lazy_set(&b);
+                ag_optim_config lazy, dense;
+                CHECK(ag_optim_parse(specs[i], &lazy) == AG_OK, "%s", ag_errmsg());
+                dense = lazy;
+                dense.lazy = false;
+                ag_optimizer oa, ob;
+                ag_optim_init(&oa, &a, &lazy);
+                ag_optim_init(&ob, &b, &dense);
+                const char *first_slot = ag_optim_slot_name(&oa, 0);
+                bool values_same = true;
+                for (int step = 0; step < 14; step++) {
+                    lazy_grads(&a, step);
+                    lazy_grads(&b, step);
+                    double gate = variant == 2 && step == 3 ? NAN : 1.0;
+                    bool cleared = false;
+                    if (variant == 1) (void)ag__optim_step_gated_params_sq(&oa, &gate, AG_CPU, true, &cleared);
+                    else ag__optim_step_gated(&oa, &gate);
+                    ag__optim_step_gated(&ob, &gate);
+                    if (!isfinite(gate)) ag__optim_step_not_taken(&oa), ag__optim_step_not_taken(&ob);
+                    for (int p = 0; p < LAZY_PARAMS; p++)
+                        values_same = values_same && same_reals(a.items[p]->data, b.items[p]->data, a.items[p]->size);
+                    if (variant == 0 && step == 8) /* a read mid-way: every row brought up to date there */
+                        CHECK(same_reals(ag_optim_state(&oa, "t", first_slot), ag_optim_state(&ob, "t", first_slot),
+                                         2000 * 54),
+                              "%s, %d threads: the state read at step 8", specs[i], threads);
+                    if (variant == 3 && step == 5) { /* saved, and read back by a fresh optimizer */
+                        CHECK(ag_checkpoint_save(path, &a, &oa, NULL, NULL) == AG_OK, "%s", ag_errmsg());
+                        ag_optim_free(&oa);
+                        ag_optim_init(&oa, &a, &lazy);
+                        CHECK(ag_checkpoint_load(path, &a, &oa, NULL, NULL) == AG_OK && oa.step == 6, "%s",
+                              ag_errmsg());
+                    }
+                    ag_step_end();
+                }
+                const char *way[] = {"plain", "gradients cleared", "an update skipped", "through a checkpoint"};
+                CHECK(values_same, "%s, %d threads, %s: the values against the dense rule's", specs[i], threads,
+                      way[variant]);
+                bool owed = false; /* the state before it is read: some row still owes steps */
+                for (int64_t r = 0; r < 2000; r++) owed = owed || oa.missed[2][r] > 0;
+                CHECK(owed, "%s, %d threads, %s: no row of t owes a step before the read", specs[i], threads,
+                      way[variant]);
                 for (int p = 0; p < LAZY_PARAMS; p++)
-                    values_same = values_same && same_reals(a.items[p]->data, b.items[p]->data, a.items[p]->size);
-                if (variant == 0 && step == 8) /* a read mid-way: every row brought up to date there */
-                    CHECK(same_reals(ag_optim_state(&oa, "t", "v"), ag_optim_state(&ob, "t", "v"), 2000 * 54),
-                          "%d threads: lazy adadelta's v read at step 8", threads);
-                if (variant == 3 && step == 5) { /* saved, and read back by a fresh optimizer */
-                    CHECK(ag_checkpoint_save(path, &a, &oa, NULL, NULL) == AG_OK, "%s", ag_errmsg());
-                    ag_optim_free(&oa);
-                    ag_optim_init(&oa, &a, &lazy);
-                    CHECK(ag_checkpoint_load(path, &a, &oa, NULL, NULL) == AG_OK && oa.step == 6, "%s", ag_errmsg());
-                }
-                ag_step_end();
+                    for (int sl = 0; sl < oa.n_slots; sl++) {
+                        const char *slot = ag_optim_slot_name(&oa, sl), *name = a.items[p]->name;
+                        CHECK(same_reals(ag_optim_state(&oa, name, slot), ag_optim_state(&ob, name, slot),
+                                         a.items[p]->size),
+                              "%s, %d threads, %s: %s of %s against the dense rule's", specs[i], threads, way[variant],
+                              slot, name);
+                    }
+                int owing = 0;
+                for (int64_t r = 0; r < 2000; r++) owing += oa.missed[2][r] != 0;
+                CHECK(owing == 0, "%s: %d rows of t still owe steps after the read", specs[i], owing);
+                ag_optim_free(&oa);
+                ag_optim_free(&ob);
+                ag_params_free(&a);
+                ag_params_free(&b);
             }
-            const char *way[] = {"plain", "gradients cleared", "an update skipped", "through a checkpoint"};
-            CHECK(values_same, "%d threads, %s: lazy adadelta's values against dense adadelta's", threads, way[variant]);
-            bool owed = false; /* the state before it is read: some row still owes steps */
-            for (int64_t r = 0; r < 2000; r++) owed = owed || oa.missed[2][r] > 0;
-            CHECK(owed, "%d threads, %s: no row of t owes a step before the read", threads, way[variant]);
-            for (int p = 0; p < LAZY_PARAMS; p++)
-                for (int sl = 0; sl < 2; sl++) {
-                    const char *slot = ag_optim_slot_name(&oa, sl), *name = a.items[p]->name;
-                    CHECK(same_reals(ag_optim_state(&oa, name, slot), ag_optim_state(&ob, name, slot), a.items[p]->size),
-                          "%d threads, %s: lazy adadelta's %s of %s against dense adadelta's", threads, way[variant],
-                          slot, name);
-                }
-            for (int64_t r = 0; r < 2000; r++) CHECK(oa.missed[2][r] == 0, "row %lld still owes steps", (long long)r);
-            ag_optim_free(&oa);
-            ag_optim_free(&ob);
-            ag_params_free(&a);
-            ag_params_free(&b);
-        }
     ag_set_num_threads(1);
     unlink(path);
 }
@@ -1231,7 +1244,7 @@ int main(void) {
     printf("%s build\n", IS_F64 ? "f64" : "f32");
     test_fused_params_sq();
     test_lazy();
-    test_lazy_adadelta();
+    test_lazy_decaying();
     test_weight_decay_groups();
     test_lr_scale_groups();
     test_sgd();

@@ -42,10 +42,11 @@ extern "C" {
  * touch cost the dense rule a full pass each step; a different optimizer,
  * not a faster Adam (docs/optim.md).  Plain SGD without weight decay gives
  * the same result either way, and so does adagrad (a zero adds nothing to
- * its sum).  Adadelta keeps the dense rule's decay: a skipped row's v and u
- * are multiplied by rho once for each step it missed when it is next
- * live, or when its state is read (a checkpoint, ag_optim_state); without
- * weight decay that is the dense rule to the bit, only faster. */
+ * its sum).  Adadelta, and rmsprop without momentum or centering, keep the
+ * dense rule's decay: a skipped row's state is multiplied by rho (alpha)
+ * once for each step it missed when it is next live, or when the state is
+ * read (a checkpoint, ag_optim_state); without weight decay that is the
+ * dense rule to the bit, only faster. */
 typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA, AG_ADAGRAD, AG_RMSPROP } ag_optim_kind;
 
 /* The kind of a registered rule (ag_optim_register, below) is
@@ -137,8 +138,9 @@ typedef struct {
     int64_t averaged;     /* cfg.ema, cfg.swa: updates in the average so far (its slot "average"); 0: none yet */
     bool swapped;         /* ag_optim_swap_average: the parameters hold the average, the slot the trained values */
     bool slow_set;        /* cfg.lookahead: the slot "slow" holds the slow weights (not before the first update) */
-    int32_t **missed;     /* lazy adadelta: missed[i][r], the steps row r of parameter i skipped since its state was
-                           * last brought up to date (on the state's device; NULL for a frozen parameter) */
+    int32_t **missed;     /* lazy adadelta, rmsprop (no momentum, not centered): missed[i][r], the steps row r of
+                           * parameter i skipped since its state was last brought up to date (on the state's
+                           * device; NULL for a frozen parameter) */
 } ag_optimizer;
 
 /* AG_ERR_ARG (opt then holds nothing to free) for a config ag_optim_check
@@ -174,9 +176,9 @@ int ag_optim_set_lr_scale(ag_optimizer *opt, ag_param_pred match, void *ctx, dou
 bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
 const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
 /* The state buffer of a parameter by names, or NULL; on opt->device (a GPU
- * one is read back with the checkpoint functions).  Lazy adadelta's rows
- * are brought up to date first (the steps they missed), so it reads as the
- * dense rule's state until the next step. */
+ * one is read back with the checkpoint functions).  Lazy adadelta's and
+ * rmsprop's rows are brought up to date first (the steps they missed), so
+ * it reads as the dense rule's state until the next step. */
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
 /* With cfg.ema or cfg.swa: the parameters' values and their average trade
  * places (every trained parameter, on its device), to evaluate or save the

@@ -129,7 +129,7 @@ __global__ void update_all_kernel(int kind, const ag__update_span *spans, const 
     case AG__OPTIM_ADADELTA: {
         const ag__kadadelta c = *(const ag__kadadelta *)u.coef;
         SPAN_ELEMENTS(j, u) {
-            if (u.catchup) ag__adadelta_missed_steps(c.rho, u.s0 + j, u.s1 + j, u.catchup[j / u.row]);
+            if (u.catchup) ag__lazy_missed_steps(u.decay, u.s0 + j, u.s1 + j, u.catchup[j / u.row]);
             adadelta_element(c, u.p, u.g, u.s0, u.s1, j);
             if (u.g_clear) u.g_clear[j] = 0;
         }
@@ -146,6 +146,7 @@ __global__ void update_all_kernel(int kind, const ag__update_span *spans, const 
     case AG__OPTIM_RMSPROP: {
         const ag__krmsprop c = *(const ag__krmsprop *)u.coef;
         SPAN_ELEMENTS(j, u) {
+            if (u.catchup) ag__lazy_missed_steps(u.decay, u.s0 + j, NULL, u.catchup[j / u.row]); /* no momentum, centering */
             rmsprop_element(c, u.p, u.g, u.s0, u.s1, u.s2, j);
             if (u.g_clear) u.g_clear[j] = 0;
         }
@@ -444,13 +445,13 @@ static void swap_all(ag_real *const *x, ag_real *const *y, const int64_t *n, int
 }
 
 /* The spans' coefficients are read on the device (a CUDA graph needs it). */
-/* Lazy adadelta's state brought up to date: a thread a row, the steps it
- * missed on each of its elements, then its count 0. */
+/* A decaying lazy rule's state brought up to date: a thread a row, the
+ * steps it missed on each of its elements, then its count 0. */
 __global__ void catch_up_all_kernel(const ag__update_span *spans) {
     const ag__update_span u = spans[blockIdx.y];
-    const ag_real rho = ((const ag__kadadelta *)u.coef)->rho;
     AG_FOR_ARRAY(r, u.n / u.row) {
-        for (int64_t j = r * u.row; j < (r + 1) * u.row; j++) ag__adadelta_missed_steps(rho, u.s0 + j, u.s1 + j, u.missed[r]);
+        for (int64_t j = r * u.row; j < (r + 1) * u.row; j++)
+            ag__lazy_missed_steps(u.decay, u.s0 + j, u.s1 ? u.s1 + j : NULL, u.missed[r]);
         u.missed[r] = 0;
     }
 }
