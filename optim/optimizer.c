@@ -29,6 +29,8 @@ enum { N_KINDS = sizeof kind_names / sizeof *kind_names };
 typedef struct {
     const ag_optim_rule *rule;
     int n_hparams, n_slots;
+    int n_sums;          /* 0 for a rule of API 1, whose struct ends before .n_sums */
+    ag_optim_sum_fn sum;
 } registered_rule;
 
 static registered_rule rules[AG_OPTIM_MAX_RULES];
@@ -168,6 +170,10 @@ ag_status ag_optim_register(const ag_optim_rule *r) {
         return ag__fail(AG_ERR_ARG, "%s: rule '%s': default lr %g and weight_decay %g must be finite and >= 0", op,
                         name, r->lr, r->weight_decay);
     registered_rule reg = {.rule = r};
+    if (version >= 2) reg.n_sums = r->n_sums, reg.sum = r->sum;
+    if (!(reg.n_sums >= 0 && reg.n_sums <= AG_OPTIM_MAX_SUMS) || (reg.n_sums > 0) != (reg.sum != NULL))
+        return ag__fail(AG_ERR_ARG, "%s: rule '%s': .n_sums %d and .sum %s: give both, 1 to %d sums and their "
+                        "function, or neither", op, name, reg.n_sums, reg.sum ? "set" : "NULL", AG_OPTIM_MAX_SUMS);
     char why[256];
     if (hparams_problem(r, &reg.n_hparams, why, sizeof why) || slots_problem(r, &reg.n_slots, why, sizeof why))
         return ag__fail(AG_ERR_ARG, "%s: rule '%s': %s", op, name, why);
@@ -308,6 +314,9 @@ ag_status ag_optim_check(const ag_optim_config *c) {
         if (!(c->momentum >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': momentum %g must be >= 0", c->momentum);
         break;
     default: /* a rule's, as it declared them */
+        if (c->lazy && r->n_sums > 0)
+            return ag__fail(AG_ERR_ARG, "optimizer '%s': lazy=1 is not for a rule with sums over the whole parameter: "
+                            "a lazy step would leave its skipped rows out of them", name);
         for (int i = 0; i < r->n_hparams; i++) {
             const ag_optim_hparam *h = &r->rule->hparams[i];
             char range[96];
@@ -705,27 +714,75 @@ static void rmsprop_range(const ag__krmsprop *k, ag_real *P, const ag_real *G, a
 
 /* A registered rule's coefficients: its update, the arguments of this
  * parameter's step, and the parameter's slots (host memory: rules run on
- * the CPU alone). */
+ * the CPU alone).  A rule with sums: block_sums[b * n_sums + k], sum k of
+ * block b (AG_SQ_BLOCK elements, the last one shorter), and their totals,
+ * both in step memory. */
 typedef struct {
     ag_optim_update_fn update;
-    int n_slots;
+    ag_optim_sum_fn sum;
+    int n_slots, n_sums;
     ag_optim_args args;
     ag_real *slot[AG_OPTIM_MAX_SLOTS];
+    double *block_sums, *totals;
 } rule_coef;
 
 static void rule_coef_of(const ag_optimizer *o, int i, double lr, double weight_decay, rule_coef *k) {
-    const ag_optim_rule *r = ag_optim_rule_of(o->cfg.kind);
-    k->update = r->update, k->n_slots = rule_slots(&o->cfg);
+    const registered_rule *r = registered(o->cfg.kind);
+    k->update = r->rule->update, k->n_slots = rule_slots(&o->cfg);
     k->args = (ag_optim_args){.t = o->step, .lr = lr, .weight_decay = weight_decay, .hparam = o->cfg.hparam};
     for (int s = 0; s < k->n_slots; s++) k->slot[s] = o->slot[s * o->n_params + i];
+    if (r->n_sums > 0) {
+        int64_t blocks = (o->params->items[i]->size + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+        k->sum = r->sum, k->n_sums = r->n_sums;
+        k->block_sums = ag__step_alloc_on(AG_CPU, (size_t)((blocks ? blocks : 1) * r->n_sums) * sizeof(double));
+        k->totals = ag__step_alloc_on(AG_CPU, (size_t)r->n_sums * sizeof(double));
+    }
 }
 
-/* Elements [begin, begin + n) of a rule's span: its update on that piece. */
+/* Elements [begin, begin + n) of a rule's span: its update on that piece
+ * (given the parameter's totals, where the rule has sums). */
 static void rule_elements(const ag__update_span *u, int64_t begin, int64_t n) {
     const rule_coef *k = u->coef;
     ag_real *slot[AG_OPTIM_MAX_SLOTS] = {0};
     for (int s = 0; s < k->n_slots; s++) slot[s] = k->slot[s] + begin;
-    if (n > 0) k->update(u->p + begin, u->g + begin, slot, n, &k->args);
+    ag_optim_args args = k->args;
+    args.sums = k->n_sums > 0 ? k->totals : NULL;
+    if (n > 0) k->update(u->p + begin, u->g + begin, slot, n, &args);
+}
+
+/* Blocks [begin, end) of a rule's span s: its .sum over each, into the
+ * block's own sums.  The blocks are the same at any thread count. */
+static void rule_sum_blocks(void *ctx, int s, int64_t begin, int64_t end) {
+    const ag__update_span *u = &((const ag__update_span *)ctx)[s];
+    const rule_coef *k = u->coef;
+    for (int64_t b = begin; b < end; b++) {
+        int64_t first = b * AG_SQ_BLOCK, n = u->n - first < AG_SQ_BLOCK ? u->n - first : AG_SQ_BLOCK;
+        double *sums = k->block_sums + b * k->n_sums;
+        ag_real *slot[AG_OPTIM_MAX_SLOTS] = {0};
+        for (int i = 0; i < k->n_slots; i++) slot[i] = k->slot[i] + first;
+        for (int i = 0; i < k->n_sums; i++) sums[i] = 0;
+        k->sum(u->p + first, u->g + first, slot, n, &k->args, sums);
+    }
+}
+
+/* A rule with sums, before its update: the .sum pass over every
+ * parameter's blocks, in parallel, then each parameter's totals, its
+ * blocks added in order: the same bits at any thread count. */
+static void rule_sums_all(const ag__update_span *spans, int count) {
+    const rule_coef *k0 = count > 0 ? spans[0].coef : NULL;
+    if (!k0 || k0->n_sums == 0) return;
+    int64_t room[64];
+    int64_t *blocks = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)count * sizeof *blocks);
+    for (int s = 0; s < count; s++) blocks[s] = (spans[s].n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+    ag__parallel_spans(count, blocks, UPDATE_CHUNK / AG_SQ_BLOCK, rule_sum_blocks, (void *)spans);
+    for (int s = 0; s < count; s++) {
+        const rule_coef *k = spans[s].coef;
+        for (int i = 0; i < k->n_sums; i++) {
+            double total = 0;
+            for (int64_t b = 0; b < blocks[s]; b++) total += k->block_sums[b * k->n_sums + i];
+            k->totals[i] = total;
+        }
+    }
 }
 
 /* The CPU's updates: chunks of UPDATE_CHUNK elements of every parameter,
@@ -903,6 +960,7 @@ static void update_all_cpu(int kind, const ag__update_span *spans, int count, co
         lazy = lazy || lens[s] > 0;
     }
     if (lazy) ag__parallel_spans(count, lens, LIVE_ROWS_GRAIN, find_live_rows, &j);
+    if (kind >= AG_OPTIM_RULE_FIRST && !j.gated_off) rule_sums_all(spans, count);
     for (int s = 0; s < count; s++) lens[s] = spans[s].n;
     ag__parallel_spans(count, lens, UPDATE_CHUNK, update_range, &j);
 }

@@ -6,11 +6,14 @@
 # with a built-in optimizer; and what cannot work is refused by name (the
 # rule without its plugin, on a fresh run and on --resume, an unknown key,
 # a bad value, the plugin loaded twice, and on a GPU where there is one).
+# A rule with sums over the whole parameter (examples/lamb.c) resumes and
+# runs at 2 threads to the same bits too, and refuses lazy=1 by name.
 #
-#   tests/test_optim_rule.sh attngrad optim_experiments lion.so test_train
+#   tests/test_optim_rule.sh attngrad optim_experiments lion.so test_train lamb.so
 set -u
-AG=$1 OX=$2 P=$3 TT=$4
-[ -x "$AG" ] && [ -x "$OX" ] && [ -f "$P" ] && [ -x "$TT" ] || { echo "usage: $0 attngrad optim_experiments lion.so test_train"; exit 2; }
+AG=$1 OX=$2 P=$3 TT=$4 LAMB=$5
+[ -x "$AG" ] && [ -x "$OX" ] && [ -f "$P" ] && [ -x "$TT" ] && [ -f "$LAMB" ] ||
+  { echo "usage: $0 attngrad optim_experiments lion.so test_train lamb.so"; exit 2; }
 . "$(dirname "$0")/cli_lib.sh" test_optim_rule
 
 SMALL=(--synth-n 200 --dim 8 --batch 25 --progress none --optim lion:lr=3e-3,beta2=0.98,weight_decay=0.1)
@@ -31,6 +34,17 @@ expect 0 'lr 0\.0005, this command.s, is the rate from here on' "$AG" --plugin "
 # lazy rows and a schedule run through the CLI too
 expect 0 'done in .* 2 epochs' "$AG" --plugin "$P" train "${SMALL[@]}" --optim lion:lr=1e-3,lazy=1 \
   --lr-steps cosine:warmup=4,total=16 --clip 0.5 --epochs 2 --out "$T/lazy"
+
+# a rule with sums (LAMB's trust ratio): resume == uninterrupted, and 2 threads, to the bit
+LSMALL=(--synth-n 200 --dim 8 --batch 25 --progress none --optim lamb:lr=1e-2,weight_decay=0.05)
+expect 0 'done in .* 3 epochs, 24 steps' "$AG" --plugin "$LAMB" train "${LSMALL[@]}" --threads 1 --epochs 3 --out "$T/lamb"
+expect 0 'limit reached' "$AG" --plugin "$LAMB" train "${LSMALL[@]}" --threads 1 --epochs 3 --max-steps 13 --out "$T/lamb-cut"
+expect 0 'done in .* 3 epochs, 24 steps' "$AG" --plugin "$LAMB" train --resume --out "$T/lamb-cut" --progress none
+"$TT" compare "$T/lamb/last.safetensors" "$T/lamb-cut/last.safetensors" && ok || bad "the resumed lamb run differs from the uninterrupted one"
+expect 0 'done in .* 3 epochs, 24 steps' "$AG" --plugin "$LAMB" train "${LSMALL[@]}" --threads 2 --epochs 3 --out "$T/lamb-two"
+"$TT" compare "$T/lamb/last.safetensors" "$T/lamb-two/last.safetensors" && ok || bad "lamb at 2 threads differs from 1 thread"
+expect 2 "optimizer 'lamb': lazy=1 is not for a rule with sums over the whole parameter" \
+  "$AG" --plugin "$LAMB" train --optim lamb:lazy=1 --out "$T/none"
 
 # optim_experiments: the rule beside a built-in optimizer
 expect 0 'lion:lr=3e-3 epoch 2/2: .*val accuracy' "$OX" --plugin "$P" --optim lion:lr=3e-3 --optim adam:lr=1e-3 \

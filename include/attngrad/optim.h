@@ -207,8 +207,13 @@ bool ag_optim_swap_average(ag_optimizer *opt);
  * value[j], grad[j] and slot[s][j] for j < n, each element on its own.  A
  * step calls it on pieces of every parameter from the thread pool, several
  * at once, and on the live rows alone with lazy=1, so it must treat every
- * element alike whatever the piece (no sums over the parameter, no state
- * of its own): then any cut gives the same bits, at any thread count.
+ * element alike whatever the piece (no state of its own): then any cut
+ * gives the same bits, at any thread count.  A rule that needs sums over
+ * the whole parameter (LAMB's and LARS's trust ratio: examples/lamb.c)
+ * gives a second function, .sum, that a step runs first over every piece:
+ * the library adds the pieces' sums, always cut the same way and added in
+ * the same order, and hands the parameter's totals to the update
+ * (ag_optim_args.sums).
  * It runs on the CPU only: ag_optim_init refuses a rule for parameters on
  * a GPU (the built-in optimizers have CUDA kernels; a host function cannot run
  * there). */
@@ -217,9 +222,9 @@ bool ag_optim_swap_average(ag_optimizer *opt);
  * rule was compiled against, as AG_MODEL_ABI (attngrad/model.h): a later
  * version appends fields to the structs; a rule of an earlier one is still
  * taken, and read no further than its struct went. */
-#define AG_OPTIM_RULE_API_VERSION 1
+#define AG_OPTIM_RULE_API_VERSION 2 /* 2: .n_sums, .sum and ag_optim_args.sums */
 #define AG_OPTIM_RULE_ABI (AG_OPTIM_RULE_API_VERSION * 100 + (int)sizeof(ag_real))
-enum { AG_OPTIM_MAX_SLOTS = 4, AG_OPTIM_MAX_RULES = 32, AG_OPTIM_NAME_MAX = 32 };
+enum { AG_OPTIM_MAX_SLOTS = 4, AG_OPTIM_MAX_SUMS = 4, AG_OPTIM_MAX_RULES = 32, AG_OPTIM_NAME_MAX = 32 };
 
 /* ag_optim_hparam.flags: an open bound (min < x, x < max), an integer. */
 enum { AG_HPARAM_MIN_OPEN = 1, AG_HPARAM_MAX_OPEN = 2, AG_HPARAM_INT = 4 };
@@ -243,12 +248,21 @@ typedef struct {
                              ag_optim_set_lr_scale */
     double weight_decay;  /* this parameter's: ag_optim_set_weight_decay's, else cfg.weight_decay */
     const double *hparam; /* the rule's hyperparameters, in the order of its .hparams */
+    /* Appended with rule API 2.  In the update of a rule with .n_sums > 0: this parameter's totals of its .sum
+     * pass this step, sums[k] for k < n_sums, in double; NULL in the .sum pass itself and for other rules. */
+    const double *sums;
 } ag_optim_args;
 
 /* value, grad and slot[s] point at the same element of one parameter; the
  * update changes value and the slots in place. */
 typedef void (*ag_optim_update_fn)(ag_real *value, const ag_real *grad, ag_real *const *slot, int64_t n,
                                    const ag_optim_args *a);
+/* The first pass of a rule with sums: adds its n elements' terms to
+ * sums[k], k < .n_sums (the library zeroes them for each piece).  It may
+ * change the slots (a moment the update then reads), not the value; each
+ * element goes through .sum once and then through .update once a step. */
+typedef void (*ag_optim_sum_fn)(const ag_real *value, const ag_real *grad, ag_real *const *slot, int64_t n,
+                                const ag_optim_args *a, double *sums);
 
 typedef struct {
     int abi;                        /* AG_OPTIM_RULE_ABI: always the first field */
@@ -257,13 +271,18 @@ typedef struct {
     const ag_optim_hparam *hparams; /* ends at the first entry whose name is NULL; NULL: none (at most 8) */
     const ag_optim_slot *slots;     /* the state, ended the same way; NULL: none (at most AG_OPTIM_MAX_SLOTS) */
     ag_optim_update_fn update;      /* required */
+    /* Rule API 2: sums over the whole parameter, 1 to AG_OPTIM_MAX_SUMS of them, from .sum (both or neither);
+     * such a rule takes no lazy=1 (its sums would leave out the rows a lazy step skips). */
+    int n_sums;
+    ag_optim_sum_fn sum;
 } ag_optim_rule;
 
 /* Adds a rule, which must outlive every use (a static const struct and
  * arrays).  Not thread-safe: register before training starts.  AG_ERR_ARG
  * with ag_errmsg() naming the rule for a NULL rule, an .abi of a later API
  * or the other real type, a missing or malformed name, a name of a
- * built-in optimizer or of a rule already registered, no update, a default
+ * built-in optimizer or of a rule already registered, no update, .n_sums
+ * out of [0, AG_OPTIM_MAX_SUMS] or without its .sum (or the other way), a default
  * lr or weight_decay that is not finite and >= 0, a malformed, reserved
  * or repeated hyperparameter or slot name, a range that is empty or
  * leaves out its default, too many hyperparameters or slots, a full
