@@ -191,8 +191,8 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
 bool ag_optim_swap_average(ag_optimizer *opt);
 
 /* Update rules of one's own (docs/optim.md, "Your own update rule";
- * examples/lion.c).  A rule is a struct registered at run time; from then
- * on its name is an optimizer like the built-in ones: ag_optim_parse reads
+ * examples/lion.c, examples/lamb.c).  A rule is a struct registered at run
+ * time; from then on its name is an optimizer like the built-in ones: ag_optim_parse reads
  * "lion:lr=1e-4,beta1=0.9,beta2=0.99,weight_decay=0.1" (the keys: lr, the
  * rule's hyperparameters, weight_decay, lazy, ema, swa, lookahead,
  * lookahead_alpha), ag_optim_format writes it back, its state lives in
