@@ -7,6 +7,8 @@
  *     (f64: to 1e-13), and that the ratio mattered;
  *   - a parameter of 19 blocks against the formula (one ratio for the whole
  *     parameter, not one a piece), and the same bits at 1 and 2 threads;
+ *   - a parameter's rate scale (ag_optim_set_lr_scale) is LAMB at lr * s, its
+ *     ratio its own;
  *   - a step the training step's gate skips changes nothing (the sum pass
  *     writes the moments, so it is skipped too);
  *   - no allocation once warm;
@@ -18,6 +20,7 @@
 #include "optim_util.h"
 #include "../optim/kernels.h" /* ag__optim_step_gated: the training step's skipped update */
 #include "../examples/lamb.c"
+#include "lr_scale_case.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -185,6 +188,13 @@ static void test_reference(void) {
     CHECK(plain > 1e-3, "LAMB matches the reference without its trust ratio (%.3g): the test sees no ratio", plain);
 }
 
+/* A rule's ag_optim_args.lr is the parameter's own rate, and its sums its
+ * own: a scale s on b updates it as LAMB at lr * s (scale 0: not at all). */
+static void test_lr_scale(void) {
+    lr_scale_case("lamb:lr=0.01,weight_decay=0.1", 0.25, AG_CPU, 6);
+    lr_scale_case("lamb:lr=0.01,weight_decay=0.1,always_adapt=1", 0, AG_CPU, 6);
+}
+
 /* ---- a parameter of many blocks: one ratio over all of it, any thread count ---- */
 
 static double big_grad(int64_t k, int step) { return 0.01 * (double)((k * 7 + step) % 23) - 0.1 + 0.05 * (k % 1000 == 0); }
@@ -278,6 +288,7 @@ int main(void) {
     test_register();
     test_specs();
     test_reference();
+    test_lr_scale();
     test_blocks_and_threads();
     test_gate_and_memory();
     ag_shutdown();
