@@ -48,6 +48,17 @@ void ag__optim_missed_reset(ag_optimizer *opt);
 /* Slot s's value at ag_optim_init: 0, Adagrad's initial_accumulator_value,
  * a registered rule's ag_optim_slot.init. */
 double ag__optim_slot_init(const ag_optim_config *c, int s);
+/* A registered rule with what the registry counted of it (optim/spec.c):
+ * its hyperparameters and slots (their arrays end at a NULL name) and
+ * its sums. */
+typedef struct {
+    const ag_optim_rule *rule;
+    int n_hparams, n_slots;
+    int n_sums;          /* 0 for a rule of API 1, whose struct ends before .n_sums */
+    ag_optim_sum_fn sum;
+} ag__registered_rule;
+/* kind's rule, or NULL for a built-in or unknown kind. */
+const ag__registered_rule *ag__optim_registered(ag_optim_kind kind);
 /* How many rules ag_optim_register took (a plugin that registered one
  * must stay loaded: models/registry.c). */
 int ag__optim_rule_count(void);

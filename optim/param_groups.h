@@ -1,5 +1,5 @@
 /* param_groups.h - a parameter group as `attngrad train --param-group`
- * gives it (optim/optimizer.c parses and matches it; train/ applies it
+ * gives it (optim/spec.c parses and matches it; train/ applies it
  * with ag_param_freeze, ag_optim_set_lr_scale and ag_optim_set_weight_decay). */
 #ifndef AG_PARAM_GROUPS_H
 #define AG_PARAM_GROUPS_H
