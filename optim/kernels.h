@@ -144,12 +144,39 @@ typedef struct {
      * every row of each span (s0, s1, row, missed, decay; the rest unused)
      * gets the steps it missed, and its count goes back to 0. */
     void (*catch_up_all)(const ag__update_span *spans, int count);
+    /* Muon, on one matrix of n elements (the products between are the
+     * matmul family's): its momentum and direction (ag__muon_direction;
+     * one_mu = 1 - mu, rounded from double as torch's scalar is), b kept
+     * only where *gate is finite (NULL: always); u /= max(sqrt(*sq), eps),
+     * *sq in the device's memory; y = a x + b y; and the step θ = decay θ -
+     * rate x, g_clear (not NULL) zeroed, unless *gate is not finite. */
+    void (*muon_momentum)(ag__kreal *b, const ag__kreal *g, ag__kreal *u, int64_t n, ag__kreal mu, ag__kreal one_mu,
+                          bool nesterov, const double *gate);
+    void (*muon_normalize)(ag__kreal *u, int64_t n, const double *sq, ag__kreal eps);
+    void (*axpby)(ag__kreal a, const ag__kreal *x, ag__kreal b, ag__kreal *y, int64_t n);
+    void (*muon_apply)(ag__kreal *p, const ag__kreal *x, ag__kreal *g_clear, int64_t n, ag__kreal decay,
+                       ag__kreal rate, const double *gate);
 } ag__optim_kernels;
+
+/* Newton-Schulz's quintic for Muon (Jordan et al. 2024; torch.optim.Muon's
+ * default ns_coefficients). */
+#define AG_MUON_NS_A ((ag__kreal)3.4445)
+#define AG_MUON_NS_B ((ag__kreal)-4.7750)
+#define AG_MUON_NS_C ((ag__kreal)2.0315)
 
 /* torch.lerp(a, b, w) as its kernels compute it, on both devices: from a
  * for small weights, from b for large ones, so w = 1 gives b exactly. */
 AG_HD static inline ag__kreal ag__lerp(ag__kreal a, ag__kreal b, ag__kreal w) {
     return w < (ag__kreal)0.5 ? a + w * (b - a) : b - (b - a) * ((ag__kreal)1 - w);
+}
+
+/* Muon's momentum of one element, as torch.optim.Muon: b = lerp(b, g,
+ * 1 - mu) into *b_new, and the direction, lerp(g, b, mu) with nesterov,
+ * else b. */
+AG_HD static inline ag__kreal ag__muon_direction(ag__kreal b, ag__kreal g, ag__kreal mu, ag__kreal one_mu, bool nesterov,
+                                                 ag__kreal *b_new) {
+    *b_new = ag__lerp(b, g, one_mu);
+    return nesterov ? ag__lerp(g, *b_new, mu) : *b_new;
 }
 
 /* The gradients' arithmetic between backward and the update (optim/gradients.c). */

@@ -15,6 +15,7 @@
 #include "../graph/device.h"
 #include "../ops/dispatch.h"
 #include "../ops/elementwise.h" /* fill: Adagrad's initial sums */
+#include "../ops/matmul.h"      /* Muon's products */
 
 #include <stdio.h>
 
@@ -29,6 +30,7 @@ static int rule_slots(const ag_optim_config *c) {
     case AG_ADADELTA: return 2;
     case AG_ADAGRAD: return 1;
     case AG_RMSPROP: return 1 + (c->momentum != 0) + c->centered;
+    case AG_MUON: return 2; /* m; v for the AdamW part only (muon_keeps) */
     default: break;
     }
     const ag__registered_rule *r = ag__optim_registered(c->kind);
@@ -43,6 +45,18 @@ static int average_slot(const ag_optim_config *c) { return rule_slots(c) + (c->l
 
 static int slots_for(const ag_optim_config *c) { return average_slot(c) + averages(c); }
 
+/* Whether p takes Muon's own step: a 2-D weight matrix (not an embedding
+ * table); the other parameters take its AdamW part. */
+static bool muon_matrix(const ag_optim_config *c, const ag_tensor *p) {
+    return c->kind == AG_MUON && p->ndim == 2 && ag_is_weight_matrix(p);
+}
+
+/* Whether trained parameter p has slot s: every slot, but a Muon matrix's
+ * v (it keeps one buffer, as torch.optim.Muon). */
+static bool keeps_slot(const ag_optim_config *c, const ag_tensor *p, int s) {
+    return p->requires_grad && !(s == 1 && muon_matrix(c, p));
+}
+
 const char *ag__optim_slot(const ag_optim_config *c, int s) {
     static const char *const sgd[] = {"momentum"}, *const adam[] = {"m", "v", "vmax"}, *const adadelta[] = {"v", "u"};
     if (s < 0 || s >= slots_for(c)) return NULL;
@@ -55,6 +69,7 @@ const char *ag__optim_slot(const ag_optim_config *c, int s) {
     case AG_ADADELTA: return adadelta[s];
     case AG_ADAGRAD: return "sum";
     case AG_RMSPROP: return s == 0 ? "square_avg" : s == 1 && c->momentum != 0 ? "momentum_buffer" : "grad_avg";
+    case AG_MUON: return adam[s]; /* a matrix's momentum buffer is its m */
     default: return ag_optim_rule_of(c->kind)->slots[s].name;
     }
 }
@@ -116,12 +131,12 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
     opt->params = ps;
     opt->n_params = ps->count;
     opt->n_slots = slots_for(cfg);
-    int64_t numel = 0; /* frozen parameters get no state: their slots stay NULL */
+    int64_t numel = 0; /* elements of every slot: frozen parameters get none, their slots stay NULL */
     const ag_tensor *first = NULL;
     for (int i = 0; i < ps->count; i++) {
         const ag_tensor *p = ps->items[i];
         if (!p->requires_grad) continue;
-        numel += p->size;
+        for (int s = 0; s < opt->n_slots; s++) numel += keeps_slot(cfg, p, s) ? p->size : 0;
         if (!first) first = p;
         else if (p->device != first->device)
             ag__fatal("ag_optim_init", "parameters on two devices: '%s' on the %s, '%s' on the %s (ag_params_to "
@@ -137,20 +152,21 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
                         "(sgd, adam, ...), which has kernels there", ag_optim_name(cfg->kind), ag_device_name(dev));
     }
     if (opt->n_slots > 0 && opt->n_params > 0) {
-        size_t bytes = ((size_t)(numel * opt->n_slots) + 1) * sizeof(ag_real);
+        size_t bytes = ((size_t)numel + 1) * sizeof(ag_real);
         opt->state = ag__zeros_kept_on(opt->device, bytes, "the optimizer's state");
         opt->slot = ag__malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
         ag_real *next = opt->state;
-        for (int s = 0; s < opt->n_slots; s++)
+        for (int s = 0; s < opt->n_slots; s++) { /* slot s: its parameters' arrays one after another */
+            ag_real *first_of_slot = next;
             for (int i = 0; i < opt->n_params; i++) {
-                bool frozen = !ps->items[i]->requires_grad;
-                opt->slot[s * opt->n_params + i] = frozen ? NULL : next;
-                next += frozen ? 0 : ps->items[i]->size;
+                bool kept = keeps_slot(cfg, ps->items[i], s);
+                opt->slot[s * opt->n_params + i] = kept ? next : NULL;
+                next += kept ? ps->items[i]->size : 0;
             }
-        for (int s = 0; s < opt->n_slots; s++) /* slot s is numel reals from state + s * numel */
-            if (ag__optim_slot_init(cfg, s) != 0)
-                ag__elementwise_on("ag_optim_init", opt->device)->fill(opt->state + s * numel,
-                                                                      (ag_real)ag__optim_slot_init(cfg, s), numel);
+            if (ag__optim_slot_init(cfg, s) != 0 && next > first_of_slot)
+                ag__elementwise_on("ag_optim_init", opt->device)->fill(first_of_slot, (ag_real)ag__optim_slot_init(cfg, s),
+                                                                      next - first_of_slot);
+        }
     }
     missed_init(opt);
     return AG_OK;
@@ -209,8 +225,8 @@ static void sgd_coef(const ag_optimizer *o, double lr, double weight_decay, ag__
 static void adam_coef(const ag_optimizer *o, double lr, double weight_decay, ag__kadam *k) {
     const ag_optim_config *c = &o->cfg;
     const double t = (double)o->step;
-    const bool decoupled = c->kind == AG_ADAMW;
-    k->b1 = (ag_real)c->beta1, k->b2 = (ag_real)c->beta2, k->eps = (ag_real)c->eps;
+    const bool decoupled = c->kind == AG_ADAMW || c->kind == AG_MUON; /* Muon's AdamW part */
+    k->b1 = (ag_real)c->beta1, k->b2 = (ag_real)c->beta2, k->eps = (ag_real)(c->kind == AG_MUON ? c->adam_eps : c->eps);
     k->one_b1 = (ag_real)(1 - c->beta1), k->one_b2 = (ag_real)(1 - c->beta2);
     k->step_size = (ag_real)(lr / (1 - pow(c->beta1, t)));
     k->bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, t));
@@ -696,12 +712,161 @@ static void lookahead_all_cpu(const ag_real *w, ag_real *const *slow, ag_real *c
     ag__parallel_spans(count, n, AG_GRAIN_ELEMENTWISE, lookahead_span, &j);
 }
 
+/* ---- Muon's elementwise passes on the CPU (its products: the matmul family's) ---- */
+
+typedef struct {
+    ag_real *b, *u, *y, *g_clear;
+    const ag_real *g, *x;
+    ag_real mu, one_mu, a, c, decay, rate;
+    bool nesterov;
+} muon_job;
+
+AG_SIMD_CLONES static void muon_momentum_range(void *ctx, int64_t i0, int64_t i1) {
+    const muon_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->u[i] = ag__muon_direction(j->b[i], j->g[i], j->mu, j->one_mu, j->nesterov, &j->b[i]);
+}
+
+/* The direction alone, b as it was (a step the gate skips). */
+AG_SIMD_CLONES static void muon_direction_range(void *ctx, int64_t i0, int64_t i1) {
+    const muon_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        ag_real b;
+        j->u[i] = ag__muon_direction(j->b[i], j->g[i], j->mu, j->one_mu, j->nesterov, &b);
+    }
+}
+
+static void muon_momentum_cpu(ag_real *b, const ag_real *g, ag_real *u, int64_t n, ag_real mu, ag_real one_mu,
+                              bool nesterov, const double *gate) {
+    muon_job j = {.b = b, .g = g, .u = u, .mu = mu, .one_mu = one_mu, .nesterov = nesterov};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, gated_off(gate) ? muon_direction_range : muon_momentum_range, &j);
+}
+
+AG_SIMD_CLONES static void divide_range(void *ctx, int64_t i0, int64_t i1) {
+    const muon_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->u[i] /= j->a;
+}
+
+/* torch's u.div_(u.norm().clamp(min=eps)): the norm rounded to ag_real, each element divided by it. */
+static void muon_normalize_cpu(ag_real *u, int64_t n, const double *sq, ag_real eps) {
+    ag_real norm = (ag_real)sqrt(*sq);
+    muon_job j = {.u = u, .a = norm > eps ? norm : eps};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, divide_range, &j);
+}
+
+AG_SIMD_CLONES static void axpby_range(void *ctx, int64_t i0, int64_t i1) {
+    const muon_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] = j->a * j->x[i] + j->c * j->y[i];
+}
+
+static void axpby_cpu(ag_real a, const ag_real *x, ag_real b, ag_real *y, int64_t n) {
+    muon_job j = {.x = x, .y = y, .a = a, .c = b};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, axpby_range, &j);
+}
+
+/* θ = decay θ - rate x, as torch's mul_ then add_(alpha=-rate); g zeroed where asked. */
+AG_SIMD_CLONES static void muon_apply_range(void *ctx, int64_t i0, int64_t i1) {
+    const muon_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        ag_real shrunk = j->y[i] * j->decay;
+        j->y[i] = shrunk - j->rate * j->x[i];
+    }
+    if (j->g_clear) memset(j->g_clear + i0, 0, (size_t)(i1 - i0) * sizeof(ag_real));
+}
+
+static void muon_apply_cpu(ag_real *p, const ag_real *x, ag_real *g_clear, int64_t n, ag_real decay, ag_real rate,
+                           const double *gate) {
+    if (gated_off(gate)) return;
+    muon_job j = {.y = p, .x = x, .g_clear = g_clear, .decay = decay, .rate = rate};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
+}
+
 static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu,
                                             .average_all = average_all_cpu,
                                             .swap_all = swap_all_cpu,
                                             .lookahead_all = lookahead_all_cpu,
-                                            .catch_up_all = catch_up_all_cpu};
+                                            .catch_up_all = catch_up_all_cpu,
+                                            .muon_momentum = muon_momentum_cpu,
+                                            .muon_normalize = muon_normalize_cpu,
+                                            .axpby = axpby_cpu,
+                                            .muon_apply = muon_apply_cpu};
 AG_DISPATCH(optim, optim_cpu)
+
+/* Parameter i's weight decay and rate (its group's, schedules applied). */
+static double weight_decay_of(const ag_optimizer *opt, int i) {
+    return opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay;
+}
+static double lr_of(const ag_optimizer *opt, int i) { return opt->lr_scale ? opt->lr * opt->lr_scale[i] : opt->lr; }
+
+/* ---- Muon's matrices ----
+ * One matrix at a time on its device, in the step's memory: X the
+ * momentum's direction divided by its norm, then ns_steps Newton-Schulz
+ * steps of three products each (the matmul family's batched product, on
+ * OpenBLAS or cuBLAS), then the update.  torch transposes a tall matrix
+ * to work on the wide side; here the products take X^T X and multiply on
+ * the right instead, which is the same arithmetic on the transpose.  Every
+ * value stays on the device (the norm too): no wait, and a CUDA graph can
+ * record it. */
+
+/* op(A) op(B) into C [M, N] (beta 0: C is not read), both operands dense. */
+static void product(const ag__matmul_kernels *mm, const ag_real *A, bool ta, int a_rows, int a_cols, const ag_real *B,
+                    bool tb, int b_rows, int b_cols, ag_real *C) {
+    int M = ta ? a_cols : a_rows, K = ta ? a_rows : a_cols, N = tb ? b_rows : b_cols;
+    mm->batched(&(ag__kmm){.A = A, .B = B, .C = C, .a_rows = a_rows, .a_cols = a_cols, .b_rows = b_rows,
+                           .b_cols = b_cols, .M = M, .N = N, .K = K, .batch = 1, .beta = 0, .ta = ta, .tb = tb});
+}
+
+/* The scale of a matrix's step: match_rms_adamw's 0.2 sqrt(max(r, c)), an
+ * AdamW-like RMS; else torch's "original" sqrt(max(1, A / B)) for its
+ * [out, in] weights, which for attngrad's [in, out] is c / r. */
+static double muon_scale(const ag_optim_config *c, int rows, int cols) {
+    return c->match_rms_adamw ? 0.2 * sqrt((double)(rows > cols ? rows : cols))
+                              : sqrt(fmax(1.0, (double)cols / (double)rows));
+}
+
+static void muon_matrix_step(ag_optimizer *o, int i, const double *gate, bool clear_grads) {
+    const char *op = "ag_optim_step";
+    const ag_optim_config *c = &o->cfg;
+    const ag_device dev = o->device;
+    const ag__optim_kernels *k = ag__optim_on(op, dev);
+    const ag__grads_kernels *sq = ag__grads_on(op, dev);
+    const ag__matmul_kernels *mm = ag__matmul_on(op, dev);
+    ag_tensor *p = o->params->items[i];
+    const int rows = p->shape[0], cols = p->shape[1], m = rows <= cols ? rows : cols;
+    const bool wide = rows <= cols; /* the Gram matrix X X^T, else X^T X: [m, m] either way */
+    const int64_t n = p->size, blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+    ag_real *x = ag__step_alloc_on(dev, (size_t)n * sizeof *x), *t = ag__step_alloc_on(dev, (size_t)n * sizeof *t);
+    ag_real *gram = ag__step_alloc_on(dev, (size_t)m * m * sizeof *gram), *poly = ag__step_alloc_on(dev, (size_t)m * m * sizeof *poly);
+    double *block_sq = ag__step_alloc_on(dev, (size_t)(blocks + 1) * sizeof *block_sq), *norm_sq = block_sq + blocks;
+    const int64_t first[2] = {0, blocks};
+
+    k->muon_momentum(o->slot[i], p->grad, x, n, (ag_real)c->momentum, (ag_real)(1 - c->momentum), c->nesterov, gate);
+    sq->sum_squares_blocks(x, n, block_sq);
+    sq->sum_blocks_in_order(block_sq, ag__step_copy_on(dev, first, sizeof first), 1, false, 0, norm_sq);
+    k->muon_normalize(x, n, norm_sq, (ag_real)c->eps);
+    for (int step = 0; step < c->ns_steps; step++) {
+        product(mm, x, !wide, rows, cols, x, wide, rows, cols, gram);         /* A */
+        product(mm, gram, false, m, m, gram, false, m, m, poly);               /* A A */
+        k->axpby(AG_MUON_NS_B, gram, AG_MUON_NS_C, poly, (int64_t)m * m);     /* b A + c A A */
+        if (wide) product(mm, poly, false, m, m, x, false, rows, cols, t);     /* (b A + c A A) X */
+        else product(mm, x, false, rows, cols, poly, false, m, m, t);          /* X (b A + c A A) */
+        k->axpby(1, t, AG_MUON_NS_A, x, n);                                    /* a X + that */
+    }
+    double lr = lr_of(o, i), wd = weight_decay_of(o, i);
+    k->muon_apply(p->data, x, clear_grads ? p->grad : NULL, n, (ag_real)(1 - lr * wd),
+                  (ag_real)(lr * muon_scale(c, rows, cols)), gate);
+}
+
+/* Every Muon matrix's step; block_sq[i] (CPU), where asked, the squares of
+ * its values after it, as the other parameters' update pass takes them. */
+static void muon_matrices(ag_optimizer *o, const double *gate, double *const *block_sq, bool clear_grads) {
+    for (int i = 0; i < o->n_params; i++) {
+        ag_tensor *p = o->params->items[i];
+        if (!p->requires_grad || !muon_matrix(&o->cfg, p)) continue;
+        if (!(o->device == AG_CPU && gated_off(gate))) /* a GPU's kernels read the gate themselves */
+            muon_matrix_step(o, i, gate, clear_grads);
+        if (block_sq && block_sq[i]) ag__sum_squares_blocks(p->data, p->size, block_sq[i]);
+    }
+}
 
 /* ---- the step ---- */
 
@@ -721,12 +886,12 @@ typedef union {
  * rate is lr * s, and a schedule, which changes opt->lr, moves every
  * group's rate alike (as torch's schedulers scale each group's lr). */
 static void coef_of(const ag_optimizer *opt, int i, update_coef *c) {
-    double wd = opt->weight_decay ? opt->weight_decay[i] : opt->cfg.weight_decay;
-    double lr = opt->lr_scale ? opt->lr * opt->lr_scale[i] : opt->lr;
+    double wd = weight_decay_of(opt, i), lr = lr_of(opt, i);
     switch (opt->cfg.kind) {
     case AG_SGD: sgd_coef(opt, lr, wd, &c->sgd); return;
     case AG_ADAM:
-    case AG_ADAMW: adam_coef(opt, lr, wd, &c->adam); return;
+    case AG_ADAMW:
+    case AG_MUON: adam_coef(opt, lr, wd, &c->adam); return; /* a Muon matrix's: muon_matrices */
     case AG_ADADELTA: adadelta_coef(opt, lr, wd, &c->adadelta); return;
     case AG_ADAGRAD: adagrad_coef(opt, lr, wd, &c->adagrad); return;
     case AG_RMSPROP: rmsprop_coef(opt, lr, wd, &c->rmsprop); return;
@@ -917,13 +1082,15 @@ static void optim_step(ag_optimizer *opt, const double *gate, double *const *blo
     ag__update_span *spans = ag__step_room_on(AG_CPU, span_room, sizeof span_room, (size_t)(n ? n : 1) * sizeof *spans);
     int count = 0;
     for (int i = 0; i < n; i++)
-        if (ps->items[i]->requires_grad) {
+        if (ps->items[i]->requires_grad && !muon_matrix(&opt->cfg, ps->items[i])) {
             spans[count] = span_of(opt, i, &on_device[i]);
             spans[count].g_clear = clear_grads ? ps->items[i]->grad : NULL;
             spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
         }
     lookahead_step(opt, gate, true);
-    ag__optim_on(op, opt->device)->update_all((int)opt->cfg.kind, spans, count, gate);
+    int kind = opt->cfg.kind == AG_MUON ? AG_ADAMW : (int)opt->cfg.kind; /* Muon's other parameters: its AdamW part */
+    ag__optim_on(op, opt->device)->update_all(kind, spans, count, gate);
+    muon_matrices(opt, gate, block_sq, clear_grads);
     lookahead_step(opt, gate, false);
     average_update(opt, gate);
     ag__kernels_done(op, opt->device);

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop"};
+static const char *const kind_names[] = {"sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop", "muon"};
 enum { N_KINDS = sizeof kind_names / sizeof *kind_names };
 
 /* ---- registered rules ----
@@ -187,6 +187,10 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
         c.eps = 1e-10;
     }
     if (kind == AG_RMSPROP) c.lr = 1e-2;
+    if (kind == AG_MUON) { /* torch.optim.Muon's, but the scale: Moonlight's, one lr for both parts */
+        c.momentum = 0.95, c.nesterov = true, c.ns_steps = 5, c.eps = 1e-7, c.weight_decay = 0.1;
+        c.match_rms_adamw = true, c.adam_eps = 1e-8;
+    }
     return c;
 }
 
@@ -231,6 +235,16 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
         f[n++] = (opt_field){"eps", OPT_REAL, &c->eps, {0}};
         f[n++] = (opt_field){"momentum", OPT_REAL, &c->momentum, {0}};
         f[n++] = (opt_field){"centered", OPT_BOOL, &c->centered, {0}};
+        break;
+    case AG_MUON:
+        f[n++] = (opt_field){"momentum", OPT_REAL, &c->momentum, {0}};
+        f[n++] = (opt_field){"nesterov", OPT_BOOL, &c->nesterov, {0}};
+        f[n++] = (opt_field){"ns_steps", OPT_INT, &c->ns_steps, {0}};
+        f[n++] = (opt_field){"eps", OPT_REAL, &c->eps, {0}};
+        f[n++] = (opt_field){"match_rms_adamw", OPT_BOOL, &c->match_rms_adamw, {0}};
+        f[n++] = (opt_field){"beta1", OPT_REAL, &c->beta1, {0}};
+        f[n++] = (opt_field){"beta2", OPT_REAL, &c->beta2, {0}};
+        f[n++] = (opt_field){"adam_eps", OPT_REAL, &c->adam_eps, {0}};
         break;
     default: break; /* a rule's: above */
     }
@@ -298,6 +312,24 @@ ag_status ag_optim_check(const ag_optim_config *c) {
         if (!(c->alpha >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': alpha %g must be >= 0", c->alpha);
         if (!(c->eps > 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': eps %g must be > 0 (0 makes 0/0 of every gradient element that is 0)", c->eps);
         if (!(c->momentum >= 0)) return ag__fail(AG_ERR_ARG, "optimizer 'rmsprop': momentum %g must be >= 0", c->momentum);
+        break;
+    case AG_MUON:
+        if (!(c->momentum >= 0 && c->momentum < 1))
+            return ag__fail(AG_ERR_ARG, "optimizer 'muon': momentum %g must be in [0, 1)", c->momentum);
+        if (!(c->ns_steps >= 1 && c->ns_steps < 100))
+            return ag__fail(AG_ERR_ARG, "optimizer 'muon': ns_steps %d must be in [1, 99] (torch's limit)", c->ns_steps);
+        if (!(c->eps > 0) || !isfinite(c->eps))
+            return ag__fail(AG_ERR_ARG, "optimizer 'muon': eps %g must be finite and > 0 (the floor of the norm a "
+                            "matrix's step is divided by)", c->eps);
+        if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+            return ag__fail(AG_ERR_ARG, "optimizer 'muon': beta1 %g and beta2 %g (its AdamW part's) must be in [0, 1)",
+                            c->beta1, c->beta2);
+        if (!(c->adam_eps > 0))
+            return ag__fail(AG_ERR_ARG, "optimizer 'muon': adam_eps %g must be > 0 (0 makes 0/0 of every gradient "
+                            "element that is 0)", c->adam_eps);
+        if (c->lazy)
+            return ag__fail(AG_ERR_ARG, "optimizer 'muon': lazy=1 is not for muon: its step of a matrix is one "
+                            "product over all of it");
         break;
     default: /* a rule's, as it declared them */
         if (c->lazy && r->n_sums > 0)

@@ -125,6 +125,7 @@ static void ref_step(const ag_optim_config *c, reference *r, const problem *p) {
             }
             break;
         }
+        case AG_MUON: break; /* a step over whole matrices, not an element's: tests/test_optim_muon.c */
         }
         r->x[k] = x;
     }

@@ -1,5 +1,5 @@
-/* optim.h - optimizers (SGD, Adam/AdamW, Adadelta, Adagrad, RMSprop, as
- * torch.optim documents them, and update rules registered at run time),
+/* optim.h - optimizers (SGD, Adam/AdamW, Adadelta, Adagrad, RMSprop, Muon,
+ * as torch.optim documents them, and update rules registered at run time),
  * learning-rate schedules and initializers.  Part of attngrad.h; it
  * stands alone. */
 #ifndef ATTNGRAD_OPTIM_H
@@ -15,7 +15,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /* Update rules, option names and defaults are PyTorch's (torch.optim.SGD,
- * Adam, AdamW, Adadelta, Adagrad, RMSprop).  An optimizer updates every parameter of its list
+ * Adam, AdamW, Adadelta, Adagrad, RMSprop, Muon).  An optimizer updates every parameter of its list
  * from ->grad at every step; t counts steps from 1; wd is weight_decay.
  *   sgd       g += wd θ;  b = (t == 1) ? g : momentum b + (1 - dampening) g;
  *             g = nesterov ? g + momentum b : b  (when momentum != 0);  θ -= lr g
@@ -29,10 +29,23 @@ extern "C" {
  *   rmsprop   g += wd θ;  v = α v + (1-α) g²;  centered: a = a + (1-α)(g - a), v̂ = v - a²;
  *             d = sqrt(centered ? v̂ : v) + eps;  momentum: b = momentum b + g / d, θ -= lr b;
  *             else θ -= lr g / d
+ *   muon      2-D weight matrices (ag_is_weight_matrix, ndim 2) [r, c]:
+ *             b = lerp(b, g, 1-momentum);  u = nesterov ? lerp(g, b, momentum) : b;
+ *             X = u / max(||u||_F, eps);  ns_steps times, with (a, b, c) =
+ *             (3.4445, -4.7750, 2.0315) and A = X X^T (r <= c) or X^T X:
+ *             X = a X + (b A + c A²) X  (r <= c)  or  a X + X (b A + c A²);
+ *             θ = (1 - lr wd) θ - lr s X,  s = match_rms_adamw ? 0.2 sqrt(max(r, c))
+ *             : sqrt(max(1, c / r))  (torch's max(1, A/B) for its [out, in]
+ *             weights; attngrad's are [in, out]).  Every other parameter
+ *             (embeddings, biases, norms, 3-D and more): adamw with beta1,
+ *             beta2, adam_eps, the same lr and wd.
  * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
  * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6; adagrad
  * lr 1e-2, lr_decay 0, initial_accumulator_value 0, eps 1e-10; rmsprop lr
- * 1e-2, alpha 0.99, eps 1e-8, momentum 0, centered 0.  (The
+ * 1e-2, alpha 0.99, eps 1e-8, momentum 0, centered 0; muon lr 1e-3,
+ * momentum 0.95, nesterov 1, ns_steps 5, eps 1e-7, weight_decay 0.1,
+ * match_rms_adamw 1 (torch's default is the other scale: then the matrices
+ * want a rate ~20 times the AdamW part's), betas (0.9, 0.999), adam_eps 1e-8.  (The
  * MPSAN/MTSA papers use adadelta lr 0.5, rho 0.95: say so explicitly.)
  * lazy (any kind, "adam:lazy=1"): a row (the slice along a parameter's
  * last dim; a vector is one row) whose gradient is all zero is skipped:
@@ -47,7 +60,7 @@ extern "C" {
  * once for each step it missed when it is next live, or when the state is
  * read (a checkpoint, ag_optim_state); without weight decay that is the
  * dense rule to the bit, only faster. */
-typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA, AG_ADAGRAD, AG_RMSPROP } ag_optim_kind;
+typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA, AG_ADAGRAD, AG_RMSPROP, AG_MUON } ag_optim_kind;
 
 /* The kind of a registered rule (ag_optim_register, below) is
  * AG_OPTIM_RULE_FIRST + its place in this process's registry, so the
@@ -62,16 +75,16 @@ typedef struct {
     ag_optim_kind kind;
     double lr;
     double weight_decay;                 /* all: L2 added to g; adamw: decoupled */
-    double momentum;                     /* sgd, rmsprop */
+    double momentum;                     /* sgd, rmsprop, muon */
     double dampening;                    /* sgd */
-    bool nesterov;                       /* sgd */
-    double beta1, beta2;                 /* adam, adamw */
+    bool nesterov;                       /* sgd, muon */
+    double beta1, beta2;                 /* adam, adamw; muon's AdamW part */
     bool amsgrad;                        /* adam, adamw */
     double rho;                          /* adadelta */
     double lr_decay, initial_accumulator_value; /* adagrad */
     double alpha;                        /* rmsprop: the square average's decay */
     bool centered;                       /* rmsprop: divide by the gradient's variance, not its mean square */
-    double eps;                          /* adam, adamw, adadelta, adagrad, rmsprop */
+    double eps;                          /* adam, adamw, adadelta, adagrad, rmsprop; muon: its norm's floor */
     bool lazy;                           /* all: rows with an all-zero gradient are left alone */
     /* A registered rule's own hyperparameters, in the order of its
      * .hparams (AG_OPTIM_RULE_FIRST kinds only; 0 for the built-in ones).
@@ -95,6 +108,12 @@ typedef struct {
      * is no average). */
     int lookahead;
     double lookahead_alpha;
+    /* Muon (appended after lookahead): Newton-Schulz steps, the scale of
+     * its step (true: 0.2 sqrt(max(r, c)), an AdamW-like RMS, so one lr
+     * serves both parts; false: torch's "original"), the AdamW part's eps. */
+    int ns_steps;
+    bool match_rms_adamw;
+    double adam_eps;
 } ag_optim_config;
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind);

@@ -468,7 +468,58 @@ static void catch_up_all(const ag__update_span *spans, int count) {
     }
 }
 
-extern "C" const ag__optim_kernels ag__optim_cuda = {update_all, average_all, swap_all, lookahead_all, catch_up_all};
+/* ---- Muon's elementwise passes (its products: cuBLAS, through the matmul family) ---- */
+
+__global__ void muon_momentum_kernel(ag_real *B, const ag_real *G, ag_real *U, int64_t n, ag_real mu, ag_real one_mu,
+                                     bool nesterov, const double *gate) {
+    const bool keep = !gate || isfinite(*gate);
+    AG_CUDA_FOR(i, n) {
+        ag_real b;
+        U[i] = ag__muon_direction(B[i], G[i], mu, one_mu, nesterov, &b);
+        if (keep) B[i] = b;
+    }
+}
+
+/* As the CPU: the norm rounded to ag_real, floored at eps, each element divided by it. */
+__global__ void muon_normalize_kernel(ag_real *U, int64_t n, const double *sq, ag_real eps) {
+    const ag_real norm = (ag_real)sqrt(*sq), d = norm > eps ? norm : eps;
+    AG_CUDA_FOR(i, n) U[i] /= d;
+}
+
+__global__ void axpby_kernel(ag_real a, const ag_real *X, ag_real b, ag_real *Y, int64_t n) {
+    AG_CUDA_FOR(i, n) Y[i] = a * X[i] + b * Y[i];
+}
+
+__global__ void muon_apply_kernel(ag_real *P, const ag_real *X, ag_real *g_clear, int64_t n, ag_real decay,
+                                  ag_real rate, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
+    AG_CUDA_FOR(i, n) {
+        ag_real shrunk = P[i] * decay;
+        P[i] = shrunk - rate * X[i];
+        if (g_clear) g_clear[i] = 0;
+    }
+}
+
+static void muon_momentum(ag_real *b, const ag_real *g, ag_real *u, int64_t n, ag_real mu, ag_real one_mu,
+                          bool nesterov, const double *gate) {
+    LAUNCH(muon_momentum_kernel, n, b, g, u, n, mu, one_mu, nesterov, gate);
+}
+
+static void muon_normalize(ag_real *u, int64_t n, const double *sq, ag_real eps) {
+    LAUNCH(muon_normalize_kernel, n, u, n, sq, eps);
+}
+
+static void axpby(ag_real a, const ag_real *x, ag_real b, ag_real *y, int64_t n) {
+    LAUNCH(axpby_kernel, n, a, x, b, y, n);
+}
+
+static void muon_apply(ag_real *p, const ag_real *x, ag_real *g_clear, int64_t n, ag_real decay, ag_real rate,
+                       const double *gate) {
+    LAUNCH(muon_apply_kernel, n, p, x, g_clear, n, decay, rate, gate);
+}
+
+extern "C" const ag__optim_kernels ag__optim_cuda = {update_all,    average_all,    swap_all, lookahead_all, catch_up_all,
+                                                     muon_momentum, muon_normalize, axpby,    muon_apply};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
     sum_squares_blocks, sum_blocks_in_order, clip_coef,           scale_below_one,
