@@ -95,7 +95,7 @@ static run_values values_of(const ag__trainer *t, bool resumed) {
 
 /* CRC-32C of n values at p in the memory of dev; a GPU's through buf. */
 static uint32_t crc_on(ag_device dev, const ag_real *p, int64_t n, ag_real *buf) {
-    if (!p || n <= 0) return 0; /* a frozen parameter has no optimizer state */
+    if (!p || n <= 0) return 0; /* no optimizer state: a frozen parameter's, a Muon matrix's v */
     if (dev != AG_CPU) ag__read_on(dev, buf, p, (size_t)n * sizeof *p), p = buf;
     return ag_crc32c(0, p, (size_t)n * sizeof *p);
 }

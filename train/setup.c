@@ -169,7 +169,7 @@ static int resumed_groups(const ag__trainer *t, const ag_train_opts *o, const ch
                 char name[1024];
                 const ag_tensor *p = opt->params->items[i];
                 snprintf(name, sizeof name, "optim.%s.%s.%s", ag_optim_name(saved.kind), slot, p->name);
-                if (p->requires_grad && !ag_st_get(&f, name))
+                if (opt->slot[s * opt->n_params + i] && !ag_st_get(&f, name)) /* kept now (trained; not a Muon matrix's v) */
                     rc = ag__train_fail(err, errlen, AG_ERR_ARG, "%s: parameter '%s' was frozen in the run (no '%s' "
                                         "state): --resume cannot train it, its optimizer state never was; keep it "
                                         "frozen as the run did, or start a new run from these weights with --init",
