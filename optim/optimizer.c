@@ -1,11 +1,12 @@
-/* optimizer.c - SGD, Adam/AdamW, Adadelta, Adagrad and RMSprop, exactly as
- * torch.optim documents them (see the formulas in attngrad/optim.h), and
+/* optimizer.c - SGD, Adam/AdamW, Adadelta, Adagrad, RMSprop and Muon, exactly
+ * as torch.optim documents them (see the formulas in attngrad/optim.h), and
  * the rules a program or a plugin registers (their registry and specs:
  * spec.c): the state, the step and its CPU kernels (optim/cuda: the GPU's),
  * the average of the parameters, parameter groups.
  *
  * An optimizer owns one block of state, allocated at init: `n_slots`
- * buffers per parameter, the parameter's size each.  A step walks the
+ * buffers per parameter, the parameter's size each (NULL where it keeps
+ * none: a frozen parameter, a Muon matrix's v).  A step walks the
  * parameters and updates each element in place from its gradient, so it
  * never allocates.  Hyperparameters are doubles (as in PyTorch); each is
  * rounded to ag_real once per step, and the per-element arithmetic runs in

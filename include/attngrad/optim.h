@@ -141,7 +141,9 @@ ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch; a rul
  * with lookahead, "slow" (the slow weights), and with ema or swa,
  * "average" (the parameters' average).  A
  * parameter frozen before init (ag_param_freeze) has none: its slot
- * pointers are NULL, a step skips it and checkpoints hold no state for it. */
+ * pointers are NULL, a step skips it and checkpoints hold no state for it.
+ * Muon: "m" (a matrix's momentum buffer, the AdamW part's first moment),
+ * "v" (the AdamW part's only: a matrix's v is NULL). */
 typedef struct {
     ag_optim_config cfg;
     double lr;           /* current rate: cfg.lr at first, schedules change it */
@@ -150,7 +152,7 @@ typedef struct {
     int n_params;        /* params->count at init */
     int n_slots;
     ag_real *state;      /* every slot, one allocation, zero at first (adagrad's sum, a rule's slots: their initial values) */
-    ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i */
+    ag_real **slot;      /* slot[s * n_params + i]: slot s of parameter i, or NULL (frozen; a Muon matrix's v) */
     double *weight_decay; /* per parameter (ag_optim_set_weight_decay), or NULL: cfg's for all */
     ag_device device;     /* where the state lives: the parameters' device at init */
     double *lr_scale;     /* per parameter (ag_optim_set_lr_scale), or NULL: 1 for all */
