@@ -89,32 +89,4 @@ static inline void tiny_mlp_batch(ag_rng *rng, int *idx) {
     for (int i = 0; i < MLP_BATCH; i++) idx[i] = (int)(ag_rng_next(rng) % MLP_N);
 }
 
-/* ---- a rule's step across chunks and blocks ----
- * e [300, 250], whose rows cross the update's 32768-element chunks (and 19
- * blocks of 4096), and v [7]: values in [-0.5, 0.5) from a fixed LCG. */
-enum { BIG_ROWS = 300, BIG_COLS = 250, BIG_N = BIG_ROWS * BIG_COLS };
-
-static inline void big_params(ag_params *ps) {
-    ag_param(ps, "e", 2, (int[]){BIG_ROWS, BIG_COLS});
-    ag_param(ps, "v", 1, (int[]){7});
-    uint64_t r = 5;
-    for (int i = 0; i < ps->count; i++)
-        for (int64_t k = 0; k < ps->items[i]->size; k++) {
-            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
-            ps->items[i]->data[k] = (ag_real)((double)(r >> 40) / (1 << 24) - 0.5);
-        }
-}
-
-/* What `steps` more steps of a warm optimizer allocate: heap blocks, and
- * growth of the arena's high mark (each step's memory is given back). */
-static inline long long allocations_in_steps(ag_optimizer *o, int steps) {
-    ag_mem_stats before = ag_memstats();
-    for (int s = 0; s < steps; s++) {
-        ag_optim_step(o);
-        ag_step_end();
-    }
-    ag_mem_stats after = ag_memstats();
-    return (long long)(after.allocs - before.allocs) + (after.arena_high > before.arena_high);
-}
-
 #endif

@@ -128,13 +128,14 @@ equal)
   done
   for case in "mtsa --dim 12 --hidden 12" "poslm --dim 12 --hidden 12"; do check_case "$f32" $F32_TOL "${MPIRUN[@]}"; done
   # what runs after the reduction, once on the summed gradient: clipping
-  # (tight enough to clip every step) and L2; every optimizer, lazy rows
+  # (tight enough to clip every step) and L2; every optimizer (Muon: its products on the summed gradient), lazy rows
   # (a word on one rank's share only); the plateau schedule and early
   # stopping on the shared dev metric (the rate halves after epoch 3,
   # which stops the run: 24 of the 30 steps); and
   # 3 ranks, two of them without rows in the one-row last batch
   for case in "mtsa --dim 12 --hidden 12 --clip 0.01 --l2 1e-3" "mtsa --dim 12 --hidden 12 --optim sgd:lr=0.1,momentum=0.9" \
               "mtsa --dim 12 --hidden 12 --optim adam:lr=0.01,lazy=1" "mtsa --dim 12 --hidden 12 --optim adadelta:lr=0.5,lazy=1" \
+              "mtsa --dim 12 --hidden 12 --optim muon:lr=0.01" \
               "mpsan --dim 12 --sched plateau:factor=0.5,patience=0 --patience 2"; do
     check_case "$f64" 1e-6 "${MPIRUN[@]}"
   done

@@ -18,7 +18,7 @@
  *
  *   test_optim_lamb_f32, test_optim_lamb_f64 */
 #include "optim_util.h"
-#include "../optim/kernels.h" /* ag__optim_step_gated: the training step's skipped update */
+#include "optim_step_cases.h"
 #include "../examples/lamb.c"
 #include "lr_scale_case.h"
 
@@ -204,83 +204,40 @@ static void big_grads(ag_params *ps, int step) {
         for (int64_t k = 0; k < ps->items[i]->size; k++) ps->items[i]->grad[k] = (ag_real)big_grad(k, step);
 }
 
-static void test_blocks_and_threads(void) {
+static void test_blocks(void) {
     const char *spec = "lamb:lr=0.01,weight_decay=0.1";
     ag_optim_config c;
     CHECK(ag_optim_parse(spec, &c) == AG_OK);
-    ag_params run[2] = {{0}, {0}};
-    ag_optimizer o[2];
+    ag_params ps = {0};
+    ag_optimizer o;
+    big_params(&ps);
     double *x = malloc(BIG_N * sizeof *x), *m = calloc(BIG_N, sizeof *m), *v = calloc(BIG_N, sizeof *v);
+    for (int64_t k = 0; k < BIG_N; k++) x[k] = (double)ps.items[0]->data[k];
+    CHECK(ag_optim_init(&o, &ps, &c) == AG_OK, "%s", ag_errmsg());
     double worst = 0;
-    for (int t = 0; t < 2; t++) {
-        ag_set_num_threads(t + 1);
-        big_params(&run[t]);
-        if (t == 0)
-            for (int64_t k = 0; k < BIG_N; k++) x[k] = (double)run[0].items[0]->data[k];
-        CHECK(ag_optim_init(&o[t], &run[t], &c) == AG_OK, "%s", ag_errmsg());
-        for (int step = 1; step <= 3; step++) {
-            big_grads(&run[t], step);
-            ag_optim_step(&o[t]);
-            ag_step_end();
-            if (t > 0) continue;
-            double c1 = 1 - pow(0.9, step), c2 = 1 - pow(0.999, step), xsq = 0, rsq = 0;
-            for (int64_t k = 0; k < BIG_N; k++) { /* e against the formula: its step first, then the one ratio */
-                double g = (double)(ag_real)big_grad(k, step);
-                m[k] = 0.9 * m[k] + 0.1 * g, v[k] = 0.999 * v[k] + 0.001 * g * g;
-                xsq += x[k] * x[k];
-                double r = (m[k] / c1) / (sqrt(v[k]) / sqrt(c2) + 1e-6) + 0.1 * x[k];
-                rsq += r * r;
-            }
-            double q = sqrt(xsq) / sqrt(rsq);
-            for (int64_t k = 0; k < BIG_N; k++) {
-                double r = (m[k] / c1) / (sqrt(v[k]) / sqrt(c2) + 1e-6) + 0.1 * x[k];
-                x[k] -= 0.01 * q * r;
-                worst = fmax(worst, fabs((double)run[0].items[0]->data[k] - x[k]));
-            }
+    for (int step = 1; step <= 3; step++) {
+        big_grads(&ps, step);
+        ag_optim_step(&o);
+        ag_step_end();
+        double c1 = 1 - pow(0.9, step), c2 = 1 - pow(0.999, step), xsq = 0, rsq = 0;
+        for (int64_t k = 0; k < BIG_N; k++) { /* e against the formula: its step first, then the one ratio */
+            double g = (double)(ag_real)big_grad(k, step);
+            m[k] = 0.9 * m[k] + 0.1 * g, v[k] = 0.999 * v[k] + 0.001 * g * g;
+            xsq += x[k] * x[k];
+            double r = (m[k] / c1) / (sqrt(v[k]) / sqrt(c2) + 1e-6) + 0.1 * x[k];
+            rsq += r * r;
+        }
+        double q = sqrt(xsq) / sqrt(rsq);
+        for (int64_t k = 0; k < BIG_N; k++) {
+            double r = (m[k] / c1) / (sqrt(v[k]) / sqrt(c2) + 1e-6) + 0.1 * x[k];
+            x[k] -= 0.01 * q * r;
+            worst = fmax(worst, fabs((double)ps.items[0]->data[k] - x[k]));
         }
     }
     printf("  %s, a [%d, %d] parameter, 3 steps: worst error %.3g\n", spec, BIG_ROWS, BIG_COLS, worst);
     CHECK(worst <= TOL, "the [%d, %d] parameter against the formula: worst error %.3g", BIG_ROWS, BIG_COLS, worst);
-    bool same = true;
-    for (int i = 0; i < run[0].count; i++) {
-        size_t bytes = (size_t)run[0].items[i]->size * sizeof(ag_real);
-        same = same && !memcmp(run[0].items[i]->data, run[1].items[i]->data, bytes);
-        for (int s = 0; s < 2; s++) same = same && !memcmp(o[0].slot[s * 2 + i], o[1].slot[s * 2 + i], bytes);
-    }
-    CHECK(same, "%s: 1 and 2 threads differ", spec);
-    for (int t = 0; t < 2; t++) ag_optim_free(&o[t]), ag_params_free(&run[t]);
+    ag_optim_free(&o), ag_params_free(&ps);
     free(x), free(m), free(v);
-    ag_set_num_threads(1);
-}
-
-/* ---- a skipped step, and no allocation once warm ---- */
-
-static void test_gate_and_memory(void) {
-    ag_params ps = {0};
-    big_params(&ps);
-    ag_optim_config c;
-    ag_optim_parse("lamb:weight_decay=0.1", &c);
-    ag_optimizer o;
-    ag_optim_init(&o, &ps, &c);
-    big_grads(&ps, 1);
-    ag_optim_step(&o);
-    ag_step_end();
-    size_t bytes = (size_t)BIG_N * sizeof(ag_real);
-    ag_real *before = malloc(3 * bytes);
-    memcpy(before, ps.items[0]->data, bytes);
-    memcpy((char *)before + bytes, o.slot[0], bytes);
-    memcpy((char *)before + 2 * bytes, o.slot[2], bytes);
-    double nan_gate = NAN;
-    ag__optim_step_gated(&o, &nan_gate);
-    ag_step_end();
-    CHECK(!memcmp(before, ps.items[0]->data, bytes) && !memcmp((char *)before + bytes, o.slot[0], bytes) &&
-              !memcmp((char *)before + 2 * bytes, o.slot[2], bytes),
-          "a step the gate skips moved the values or the moments");
-    free(before);
-    long long allocs = allocations_in_steps(&o, 20);
-    CHECK(allocs == 0, "%lld allocations in 20 steps", allocs);
-    ag_optim_free(&o);
-    ag_params_free(&ps);
 }
 
 int main(void) {
@@ -289,8 +246,9 @@ int main(void) {
     test_specs();
     test_reference();
     test_lr_scale();
-    test_blocks_and_threads();
-    test_gate_and_memory();
+    test_blocks();
+    threads_case("lamb:lr=0.01,weight_decay=0.1", big_grads, 3, 0);
+    gate_and_memory_case("lamb:weight_decay=0.1", big_grads, 20);
     ag_shutdown();
     return check_summary("optim_lamb");
 }

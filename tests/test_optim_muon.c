@@ -15,7 +15,7 @@
  *
  *   test_optim_muon_f32, test_optim_muon_f64 */
 #include "optim_util.h"
-#include "../optim/kernels.h" /* ag__optim_step_gated: the training step's skipped update */
+#include "optim_step_cases.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -220,68 +220,12 @@ static void big_grads(ag_params *ps, int step) {
             ps->items[i]->grad[k] = (ag_real)(0.01 * (double)((k * 7 + step) % 23) - 0.1 + 0.03 * sin((double)k));
 }
 
-static void test_threads(void) {
-    ag_optim_config c;
-    CHECK(ag_optim_parse("muon:lr=0.01", &c) == AG_OK);
-    ag_params run[2] = {{0}, {0}};
-    ag_optimizer o[2];
-    for (int t = 0; t < 2; t++) {
-        ag_set_num_threads(t + 1);
-        big_params(&run[t]); /* e [300, 250]: Muon's, tall; v [7]: AdamW's */
-        CHECK(ag_optim_init(&o[t], &run[t], &c) == AG_OK, "%s", ag_errmsg());
-        for (int step = 0; step < 3; step++) {
-            big_grads(&run[t], step);
-            ag_optim_step(&o[t]);
-            ag_step_end();
-        }
-    }
-    bool same = true;
-    for (int i = 0; i < run[0].count; i++) {
-        size_t bytes = (size_t)run[0].items[i]->size * sizeof(ag_real);
-        same = same && !memcmp(run[0].items[i]->data, run[1].items[i]->data, bytes);
-        for (int s = 0; s < o[0].n_slots; s++) {
-            const ag_real *a = o[0].slot[s * 2 + i], *b = o[1].slot[s * 2 + i];
-            same = same && !a == !b && (!a || !memcmp(a, b, bytes));
-        }
-    }
-    CHECK(same, "muon: 1 and 2 threads differ");
-    printf("  muon on a [%d, %d] matrix and a vector, 3 steps: the same bits at 1 and 2 threads\n", BIG_ROWS, BIG_COLS);
-    for (int t = 0; t < 2; t++) ag_optim_free(&o[t]), ag_params_free(&run[t]);
-    ag_set_num_threads(1);
-}
-
-static void test_gate_and_memory(void) {
-    ag_params ps = {0};
-    big_params(&ps);
-    ag_optim_config c;
-    ag_optim_parse("muon:lr=0.01", &c);
-    ag_optimizer o;
-    ag_optim_init(&o, &ps, &c);
-    big_grads(&ps, 1);
-    ag_optim_step(&o);
-    ag_step_end();
-    size_t bytes = (size_t)BIG_N * sizeof(ag_real);
-    ag_real *before = malloc(2 * bytes);
-    memcpy(before, ps.items[0]->data, bytes);
-    memcpy((char *)before + bytes, o.slot[0], bytes);
-    double nan_gate = NAN;
-    ag__optim_step_gated(&o, &nan_gate);
-    ag_step_end();
-    CHECK(!memcmp(before, ps.items[0]->data, bytes) && !memcmp((char *)before + bytes, o.slot[0], bytes),
-          "a step the gate skips moved the matrix or its momentum");
-    free(before);
-    long long allocs = allocations_in_steps(&o, 10);
-    CHECK(allocs == 0, "%lld allocations in 10 steps", allocs);
-    ag_optim_free(&o);
-    ag_params_free(&ps);
-}
-
 int main(void) {
     printf("%s build\n", IS_F64 ? "f64" : "f32");
     test_specs();
     test_reference();
-    test_threads();
-    test_gate_and_memory();
+    threads_case("muon:lr=0.01", big_grads, 3, 0); /* e: Muon's, tall; v: AdamW's */
+    gate_and_memory_case("muon:lr=0.01", big_grads, 10);
     ag_shutdown();
     return check_summary("optim_muon");
 }

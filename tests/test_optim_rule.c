@@ -15,6 +15,7 @@
  *
  *   test_optim_rule_f64 [rule_then_fail_plugin-f64.so] */
 #include "optim_util.h"
+#include "optim_step_cases.h"
 #include "attngrad/model.h" /* ag_model_load_plugin */
 #include "../examples/lion.c"
 #include "lr_scale_case.h"
@@ -312,49 +313,13 @@ static void big_grads(ag_params *ps, int step) {
 }
 
 static void test_threads(void) {
-    const char *specs[] = {"lion:lr=0.01,weight_decay=0.1", "lion:lr=0.01,weight_decay=0.1,lazy=1"};
-    for (int s = 0; s < 2; s++) {
-        ag_params run[2] = {{0}, {0}};
-        ag_optimizer o[2];
-        ag_optim_config c;
-        CHECK(ag_optim_parse(specs[s], &c) == AG_OK);
-        for (int t = 0; t < 2; t++) {
-            ag_set_num_threads(t + 1);
-            big_params(&run[t]);
-            ag_optim_init(&o[t], &run[t], &c);
-            for (int step = 0; step < 4; step++) {
-                big_grads(&run[t], step);
-                ag_clip_grad_norm(&run[t], 1.0);
-                ag_optim_step(&o[t]);
-                ag_step_end();
-            }
-        }
-        bool same = true;
-        for (int i = 0; i < run[0].count; i++)
-            same = same && !memcmp(run[0].items[i]->data, run[1].items[i]->data, (size_t)run[0].items[i]->size * sizeof(ag_real)) &&
-                   !memcmp(o[0].slot[i], o[1].slot[i], (size_t)run[0].items[i]->size * sizeof(ag_real));
-        CHECK(same, "%s: 1 and 2 threads differ", specs[s]);
-        for (int t = 0; t < 2; t++) ag_optim_free(&o[t]), ag_params_free(&run[t]);
-    }
-    ag_set_num_threads(1);
+    threads_case("lion:lr=0.01,weight_decay=0.1", big_grads, 4, 1.0);
+    threads_case("lion:lr=0.01,weight_decay=0.1,lazy=1", big_grads, 4, 1.0);
 }
 
 /* ---- no allocation in a step ---- */
 
-static void test_no_allocation(void) {
-    ag_params ps = {0};
-    big_params(&ps);
-    ag_optim_config c;
-    ag_optim_parse("lion:weight_decay=0.1", &c);
-    ag_optimizer o;
-    ag_optim_init(&o, &ps, &c);
-    big_grads(&ps, 1);
-    ag_optim_step(&o);
-    long long allocs = allocations_in_steps(&o, 20);
-    CHECK(allocs == 0, "%lld allocations in 20 steps", allocs);
-    ag_optim_free(&o);
-    ag_params_free(&ps);
-}
+static void test_no_allocation(void) { gate_and_memory_case("lion:weight_decay=0.1", big_grads, 20); }
 
 /* ---- checkpoints ---- */
 
