@@ -2,8 +2,10 @@
  * one parameter, for each spec and shape given: the median and the fastest
  * of --reps steps after 2 warm-up steps, on the wall clock.
  *
- *     ./build/bench/bench_optim [--reps 11] [--threads 1] [--spec SPEC]... [--shape RxC]...
+ *     ./build/bench/bench_optim [--reps 11] [--threads 1] [--device cpu|cuda] [--spec SPEC]... [--shape RxC]...
  *
+ * --device cuda: the parameter and the state on the GPU, each step timed to
+ * its ag_sync() (tools/gpu-check.sh --bench-ops runs it there).
  * Defaults: muon, muon:ns_steps=3 and adamw on 300x300, 300x1200 and
  * 1200x300 (MPSAN's and MTSA's layers).  Each row, for bench_optim_torch.py
  * to read beside PyTorch's optimizers:
@@ -26,7 +28,7 @@ static void fill(ag_tensor *w) {
     }
 }
 
-static int time_step(const char *spec, int rows, int cols, int reps) {
+static int time_step(const char *spec, int rows, int cols, int reps, ag_device dev) {
     ag_optim_config c;
     if (ag_optim_parse(spec, &c) != AG_OK) {
         fprintf(stderr, "bench_optim: %s\n", ag_errmsg());
@@ -34,6 +36,7 @@ static int time_step(const char *spec, int rows, int cols, int reps) {
     }
     ag_params ps = {0};
     fill(ag_param(&ps, "w", 2, (int[]){rows, cols}));
+    if (dev != AG_CPU) ag_params_to(&ps, dev);
     ag_optimizer o;
     if (ag_optim_init(&o, &ps, &c) != AG_OK) {
         fprintf(stderr, "bench_optim: %s\n", ag_errmsg());
@@ -43,6 +46,7 @@ static int time_step(const char *spec, int rows, int cols, int reps) {
     for (int r = -2; r < reps; r++) {
         double t0 = bench_wall_ms();
         ag_optim_step(&o);
+        ag_sync();
         ag_step_end();
         if (r >= 0) ms[r] = bench_wall_ms() - t0;
     }
@@ -57,17 +61,21 @@ static int time_step(const char *spec, int rows, int cols, int reps) {
 int main(int argc, char **argv) {
     const char *specs[MAX_ITEMS];
     int shapes[MAX_ITEMS][2], n_specs = 0, n_shapes = 0, reps = 11, threads = 1;
+    ag_device dev = AG_CPU;
     for (int i = 1; i < argc; i++) {
         bool more = i + 1 < argc;
         if (!strcmp(argv[i], "--reps") && more) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && more) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--device") && more && (!strcmp(argv[i + 1], "cpu") || !strcmp(argv[i + 1], "cuda")))
+            dev = !strcmp(argv[++i], "cuda") ? AG_CUDA : AG_CPU;
         else if (!strcmp(argv[i], "--spec") && more && n_specs < MAX_ITEMS) specs[n_specs++] = argv[++i];
         else if (!strcmp(argv[i], "--shape") && more && n_shapes < MAX_ITEMS &&
                  sscanf(argv[i + 1], "%dx%d", &shapes[n_shapes][0], &shapes[n_shapes][1]) == 2 &&
                  shapes[n_shapes][0] > 0 && shapes[n_shapes][1] > 0)
             n_shapes++, i++;
         else {
-            fprintf(stderr, "usage: bench_optim [--reps N (1-256)] [--threads N] [--spec SPEC]... [--shape RxC]... "
+            fprintf(stderr, "usage: bench_optim [--reps N (1-256)] [--threads N] [--device cpu|cuda] [--spec SPEC]... "
+                            "[--shape RxC]... "
                             "(at most %d of each)\n", MAX_ITEMS);
             return 2;
         }
@@ -82,11 +90,16 @@ int main(int argc, char **argv) {
         memcpy(shapes, defaults, sizeof defaults);
         n_shapes = 3;
     }
+    char why[256];
+    if (dev == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
+        fprintf(stderr, "bench_optim: --device cuda: %s\n", why);
+        return 77;
+    }
     ag_set_num_threads(threads);
-    printf("bench_optim: %d threads, %d steps each, f32\n", threads, reps);
+    printf("bench_optim: on the %s, %d threads, %d steps each, f32\n", ag_device_name(dev), threads, reps);
     for (int s = 0; s < n_shapes; s++)
         for (int k = 0; k < n_specs; k++)
-            if (time_step(specs[k], shapes[s][0], shapes[s][1], reps)) return 2;
+            if (time_step(specs[k], shapes[s][0], shapes[s][1], reps, dev)) return 2;
     ag_shutdown();
     return 0;
 }

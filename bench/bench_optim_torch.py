@@ -3,7 +3,7 @@
 on one weight matrix, median ms of --reps steps after 2 warm-up steps.
 
     python3 bench/bench_optim_torch.py [--exe build/bench/bench_optim] [--threads 1]
-        [--reps 11] [--spec SPEC]... [--shape RxC]...
+        [--reps 11] [--device cpu|cuda] [--spec SPEC]... [--shape RxC]...
 
 attngrad's figures come from bench/bench_optim (its "step ..." rows); the
 same specs run as torch.optim's optimizers on a float32 parameter of the
@@ -13,6 +13,8 @@ has match_rms_adamw=1, attngrad's default).  torch's Muon runs Newton-Schulz
 in bfloat16; its row "muon, f32 products" runs the same code with the
 products in float32 (torch's function patched), attngrad's arithmetic.
 Defaults: muon, muon:ns_steps=3 and adamw on 300x300, 300x1200, 1200x300.
+--device cuda runs both sides on the GPU, each step timed to
+torch.cuda.synchronize() (attngrad's: ag_sync()), float32 without TF32.
 """
 import argparse
 import os
@@ -67,17 +69,20 @@ def f32_newton_schulz(torch, original):
     return run
 
 
-def time_torch(torch, spec, rows, cols, reps):
+def time_torch(torch, spec, rows, cols, reps, device):
     g = torch.Generator().manual_seed(7)
-    param = torch.nn.Parameter(0.1 * (torch.rand(rows, cols, generator=g) - 0.5))
-    param.grad = 1e-3 * (torch.rand(rows, cols, generator=g) - 0.5)
+    param = torch.nn.Parameter((0.1 * (torch.rand(rows, cols, generator=g) - 0.5)).to(device))
+    param.grad = (1e-3 * (torch.rand(rows, cols, generator=g) - 0.5)).to(device)
     opt = torch_optimizer(torch, spec, param)
     if opt is None:
         return None
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     ms = []
     for r in range(reps + 2):
+        sync()
         t0 = time.perf_counter()
         opt.step()
+        sync()
         if r >= 2:
             ms.append(1e3 * (time.perf_counter() - t0))
     ms.sort()
@@ -89,6 +94,7 @@ def main():
     ap.add_argument("--exe", default=os.path.join(HERE, "..", "build", "bench", "bench_optim"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=11)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--spec", action="append")
     ap.add_argument("--shape", action="append")
     args = ap.parse_args()
@@ -101,7 +107,12 @@ def main():
         print(f"bench_optim_torch: PyTorch with torch.optim.Muon is needed ({e})")
         return 77
     torch.set_num_threads(args.threads)
-    cmd = [args.exe, "--threads", str(args.threads), "--reps", str(args.reps)]
+    torch_runs = args.device == "cpu" or torch.cuda.is_available()
+    if not torch_runs:  # the emulator's dry run (tools/gpu-check.sh --emulator): attngrad's column alone
+        print("bench_optim_torch: --device cuda, but PyTorch sees no GPU: its columns stay empty")
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+    cmd = [args.exe, "--threads", str(args.threads), "--reps", str(args.reps), "--device", args.device]
     for s in specs:
         cmd += ["--spec", s]
     for s in shapes:
@@ -113,19 +124,20 @@ def main():
         if m:
             ours[(m.group(1), int(m.group(2)), int(m.group(3)))] = float(m.group(4))
     bf16_ns = muon_module._zeropower_via_newtonschulz
-    print(f"torch {torch.__version__}, {args.threads} thread(s), median ms of {args.reps} steps\n")
+    where = f"{args.threads} CPU thread(s)" if args.device == "cpu" else torch.cuda.get_device_name() if torch_runs else "cuda"
+    print(f"torch {torch.__version__}, {where}, median ms of {args.reps} steps\n")
     print("| spec | shape | attngrad ms | torch.optim ms | ratio | torch, f32 products ms | ratio |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for shape in shapes:
         rows, cols = (int(x) for x in shape.split("x"))
         for spec in specs:
             mine = ours.get((spec, rows, cols))
-            theirs = time_torch(torch, spec, rows, cols, args.reps)
+            theirs = time_torch(torch, spec, rows, cols, args.reps, args.device) if torch_runs else None
             f32 = None
-            if spec.startswith("muon"):
+            if spec.startswith("muon") and torch_runs:
                 muon_module._zeropower_via_newtonschulz = f32_newton_schulz(torch, bf16_ns)
                 try:
-                    f32 = time_torch(torch, spec, rows, cols, args.reps)
+                    f32 = time_torch(torch, spec, rows, cols, args.reps, args.device)
                 finally:
                     muon_module._zeropower_via_newtonschulz = bf16_ns
 

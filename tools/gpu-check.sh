@@ -18,7 +18,8 @@
 # --quick: the GPU tests and the CLI's (whose --device cuda trains), not the
 # whole suite; --bench-ops: then the op table, bench/bench_ops_torch.py
 # --device cuda (attngrad's ops and PyTorch's side by side, ~1 minute), into
-# build-gpu/bench-ops-cuda.md; --bench MODES: the op table, then
+# build-gpu/bench-ops-cuda.md, and an optimizer step's (Muon, AdamW) against
+# torch.optim's, bench_optim_torch.py --device cuda, into bench-optim-cuda.md; --bench MODES: the op table, then
 # bench/bench_models.py --device cuda with PyTorch in MODES
 # (eager,compile,cudagraphs), its table into build-gpu/bench-cuda.md;
 # --waits: attngrad's step of each model with uploads staged (the default),
@@ -210,6 +211,9 @@ fi
 if [ $bench_ops = 1 ]; then
   say "== bench_ops_torch.py --device cuda (the op table)"
   python3 bench/bench_ops_torch.py --build $B --device cuda --reps 21 2>&1 | tee $B/bench-ops-cuda.md
+  say "== bench_optim_torch.py --device cuda (an optimizer step: Muon against torch.optim.Muon)"
+  python3 bench/bench_optim_torch.py --exe $B/bench/bench_optim --device cuda --reps 11 --shape 300x1200 \
+    --shape 1024x4096 2>&1 | tee $B/bench-optim-cuda.md
 fi
 if [ -n "$bench" ]; then
   say "== bench_models.py --device cuda --modes $bench"
