@@ -138,7 +138,7 @@ targets=()
   tests/test_cuda_train_f32 tests/test_buffer tests/test_layers tests/test_recompute tests/test_attention_recompute
   tests/test_train tests/st_compare tools/attngrad
   tools/attngrad-f64 bench/bench_models
-  bench/bench_ops_attn bench/bench_ops_seq bench/profile_step bench/bench_recompute)
+  bench/bench_ops_attn bench/bench_ops_seq bench/profile_step bench/bench_recompute bench/bench_optim)
 if ! ninja -C $B "${targets[@]}" >$B.ninja.log 2>&1; then
   grep -E "error|FAILED" $B.ninja.log | head -40
   echo "gpu-check: 0 passed, 1 failed, 0 skipped"
