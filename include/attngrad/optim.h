@@ -15,8 +15,9 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /* Update rules, option names and defaults are PyTorch's (torch.optim.SGD,
- * Adam, AdamW, Adadelta, Adagrad, RMSprop, Muon).  An optimizer updates every parameter of its list
- * from ->grad at every step; t counts steps from 1; wd is weight_decay.
+ * Adam, AdamW, Adadelta, Adagrad, RMSprop, Muon).  An optimizer updates
+ * every parameter of its list from ->grad at every step; t counts steps
+ * from 1; wd is weight_decay.
  *   sgd       g += wd θ;  b = (t == 1) ? g : momentum b + (1 - dampening) g;
  *             g = nesterov ? g + momentum b : b  (when momentum != 0);  θ -= lr g
  *   adam      g += wd θ  (adamw instead decays θ -= lr wd θ, decoupled);
@@ -30,7 +31,7 @@ extern "C" {
  *             d = sqrt(centered ? v̂ : v) + eps;  momentum: b = momentum b + g / d, θ -= lr b;
  *             else θ -= lr g / d
  *   muon      2-D weight matrices (ag_is_weight_matrix, ndim 2) [r, c]:
- *             b = lerp(b, g, 1-momentum);  u = nesterov ? lerp(g, b, momentum) : b;
+ *             M = lerp(M, g, 1-momentum);  u = nesterov ? lerp(g, M, momentum) : M;
  *             X = u / max(||u||_F, eps);  ns_steps times, with (a, b, c) =
  *             (3.4445, -4.7750, 2.0315) and A = X X^T (r <= c) or X^T X:
  *             X = a X + (b A + c A²) X  (r <= c)  or  a X + X (b A + c A²);
