@@ -197,7 +197,8 @@ int ag_optim_set_lr_scale(ag_optimizer *opt, ag_param_pred match, void *ctx, dou
 /* Biases, gains and shifts: parameters of at most one dim. */
 bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
 const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
-/* The state buffer of a parameter by names, or NULL; on opt->device (a GPU
+/* The state buffer of a parameter by names, or NULL (no such parameter or
+ * slot, a frozen parameter, a Muon matrix's "v"); on opt->device (a GPU
  * one is read back with the checkpoint functions).  Lazy adadelta's and
  * rmsprop's rows are brought up to date first (the steps they missed), so
  * it reads as the dense rule's state until the next step. */
