@@ -170,6 +170,27 @@ typedef struct {
     ag_train_state st;
 } load_plan;
 
+/* Muon: each trained 2-D parameter on the side of the run that saved f
+ * (ag_optim_set_muon), read from whether its AdamW "v" is there, "m" being
+ * there (a parameter frozen in the run has neither). */
+static ag_status muon_sides_agree(const ag_st_file *f, const ag_optimizer *opt) {
+    if (opt->cfg.kind != AG_MUON) return AG_OK;
+    for (int i = 0; i < opt->n_params; i++) {
+        const ag_tensor *p = opt->params->items[i];
+        if (p->ndim != 2 || !opt->slot[i]) continue; /* slot 0 "m": NULL when frozen */
+        char m[1024], v[1024];
+        slot_name(m, sizeof m, opt, 0, i);
+        slot_name(v, sizeof v, opt, 1, i);
+        bool saved_adamw = ag_st_get(f, v) != NULL, adamw = opt->slot[opt->n_params + i] != NULL;
+        if (saved_adamw == adamw || !ag_st_get(f, m)) continue;
+        return ag__fail(AG_ERR_ARG, "%s: parameter '%s' took %s in the run that saved it (its '%s' is %s), but %s here: "
+                        "route it as the run did (ag_optim_set_muon; attngrad train --param-group '%s:muon=%d')",
+                        f->path, p->name, saved_adamw ? "Muon's AdamW part" : "Muon's step", v,
+                        saved_adamw ? "there" : "not there", adamw ? "the AdamW part" : "Muon's step", p->name, !saved_adamw);
+    }
+    return AG_OK;
+}
+
 static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, load_plan *plan) {
     const char *spec, *lr;
     ag_status st = meta_required(f, "optim", "no optimizer state was saved", &spec);
@@ -205,6 +226,7 @@ static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, lo
     plan->slow_set = ag__optim_keeps(&opt->cfg, "slow") && ag__optim_keeps(&saved, "slow");
     /* a rate the caller changed stands; else the run's own (a schedule's) */
     if (opt->cfg.lr != saved.lr) plan->opt_lr = opt->cfg.lr;
+    if ((st = muon_sides_agree(f, opt))) return st;
     char name[1024], role[64];
     snprintf(role, sizeof role, "%s state", ag_optim_name(opt->cfg.kind));
     for (int s = 0; s < opt->n_slots; s++)

@@ -46,16 +46,19 @@ static int average_slot(const ag_optim_config *c) { return rule_slots(c) + (c->l
 
 static int slots_for(const ag_optim_config *c) { return average_slot(c) + averages(c); }
 
-/* Whether p takes Muon's own step: a 2-D weight matrix (not an embedding
- * table); the other parameters take its AdamW part. */
-static bool muon_matrix(const ag_optim_config *c, const ag_tensor *p) {
-    return c->kind == AG_MUON && p->ndim == 2 && ag_is_weight_matrix(p);
+/* Whether parameter i takes Muon's own step: a 2-D parameter that
+ * ag_optim_set_muon routed there, by default a weight matrix (not an
+ * embedding table); the other parameters take its AdamW part. */
+static bool muon_matrix(const ag_optimizer *o, int i) {
+    const ag_tensor *p = o->params->items[i];
+    if (o->cfg.kind != AG_MUON || p->ndim != 2) return false;
+    return o->muon ? o->muon[i] : ag_is_weight_matrix(p);
 }
 
-/* Whether trained parameter p has slot s: every slot, but a Muon matrix's
- * v (it keeps one buffer, as torch.optim.Muon). */
-static bool keeps_slot(const ag_optim_config *c, const ag_tensor *p, int s) {
-    return p->requires_grad && !(s == 1 && muon_matrix(c, p));
+/* Whether parameter i has slot s: a trained one every slot, but a Muon
+ * matrix's v (it keeps one buffer, as torch.optim.Muon). */
+static bool keeps_slot(const ag_optimizer *o, int i, int s) {
+    return o->params->items[i]->requires_grad && !(s == 1 && muon_matrix(o, i));
 }
 
 const char *ag__optim_slot(const ag_optim_config *c, int s) {
@@ -123,6 +126,30 @@ static void missed_free(ag_optimizer *opt) {
     ag__free(opt->missed);
 }
 
+/* Every slot in one allocation on the state's device, each slot's arrays
+ * one after another; frozen parameters (and Muon matrices' v) get none,
+ * their pointers stay NULL.  Each slot starts at its initial value. */
+static void lay_out_state(ag_optimizer *opt) {
+    if (opt->n_slots <= 0 || opt->n_params <= 0) return;
+    int64_t numel = 0;
+    for (int i = 0; i < opt->n_params; i++)
+        for (int s = 0; s < opt->n_slots; s++) numel += keeps_slot(opt, i, s) ? opt->params->items[i]->size : 0;
+    opt->state = ag__zeros_kept_on(opt->device, ((size_t)numel + 1) * sizeof(ag_real), "the optimizer's state");
+    opt->slot = ag__malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
+    ag_real *next = opt->state;
+    for (int s = 0; s < opt->n_slots; s++) {
+        ag_real *first_of_slot = next;
+        for (int i = 0; i < opt->n_params; i++) {
+            bool kept = keeps_slot(opt, i, s);
+            opt->slot[s * opt->n_params + i] = kept ? next : NULL;
+            next += kept ? opt->params->items[i]->size : 0;
+        }
+        double init = ag__optim_slot_init(&opt->cfg, s);
+        if (init != 0 && next > first_of_slot)
+            ag__elementwise_on("ag_optim_init", opt->device)->fill(first_of_slot, (ag_real)init, next - first_of_slot);
+    }
+}
+
 ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config *cfg) {
     *opt = (ag_optimizer){0};
     ag_status st = ag_optim_check(cfg);
@@ -132,12 +159,10 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
     opt->params = ps;
     opt->n_params = ps->count;
     opt->n_slots = slots_for(cfg);
-    int64_t numel = 0; /* elements of every slot: frozen parameters get none, their slots stay NULL */
     const ag_tensor *first = NULL;
     for (int i = 0; i < ps->count; i++) {
         const ag_tensor *p = ps->items[i];
         if (!p->requires_grad) continue;
-        for (int s = 0; s < opt->n_slots; s++) numel += keeps_slot(cfg, p, s) ? p->size : 0;
         if (!first) first = p;
         else if (p->device != first->device)
             ag__fatal("ag_optim_init", "parameters on two devices: '%s' on the %s, '%s' on the %s (ag_params_to "
@@ -152,23 +177,7 @@ ag_status ag_optim_init(ag_optimizer *opt, ag_params *ps, const ag_optim_config 
                         "only, but the parameters are on the %s: train on the CPU, or use a built-in optimizer "
                         "(sgd, adam, ...), which has kernels there", ag_optim_name(cfg->kind), ag_device_name(dev));
     }
-    if (opt->n_slots > 0 && opt->n_params > 0) {
-        size_t bytes = ((size_t)numel + 1) * sizeof(ag_real);
-        opt->state = ag__zeros_kept_on(opt->device, bytes, "the optimizer's state");
-        opt->slot = ag__malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
-        ag_real *next = opt->state;
-        for (int s = 0; s < opt->n_slots; s++) { /* slot s: its parameters' arrays one after another */
-            ag_real *first_of_slot = next;
-            for (int i = 0; i < opt->n_params; i++) {
-                bool kept = keeps_slot(cfg, ps->items[i], s);
-                opt->slot[s * opt->n_params + i] = kept ? next : NULL;
-                next += kept ? ps->items[i]->size : 0;
-            }
-            if (ag__optim_slot_init(cfg, s) != 0 && next > first_of_slot)
-                ag__elementwise_on("ag_optim_init", opt->device)->fill(first_of_slot, (ag_real)ag__optim_slot_init(cfg, s),
-                                                                      next - first_of_slot);
-        }
-    }
+    lay_out_state(opt);
     missed_init(opt);
     return AG_OK;
 }
@@ -179,6 +188,7 @@ void ag_optim_free(ag_optimizer *opt) {
     ag__free(opt->slot);
     ag__free(opt->weight_decay);
     ag__free(opt->lr_scale);
+    ag__free(opt->muon);
     *opt = (ag_optimizer){0};
 }
 
@@ -862,7 +872,7 @@ static void muon_matrix_step(ag_optimizer *o, int i, const double *gate, bool cl
 static void muon_matrices(ag_optimizer *o, const double *gate, double *const *block_sq, bool clear_grads) {
     for (int i = 0; i < o->n_params; i++) {
         ag_tensor *p = o->params->items[i];
-        if (!p->requires_grad || !muon_matrix(&o->cfg, p)) continue;
+        if (!p->requires_grad || !muon_matrix(o, i)) continue;
         if (!(o->device == AG_CPU && gated_off(gate))) /* a GPU's kernels read the gate themselves */
             muon_matrix_step(o, i, gate, clear_grads);
         if (block_sq && block_sq[i]) ag__sum_squares_blocks(p->data, p->size, block_sq[i]);
@@ -1083,7 +1093,7 @@ static void optim_step(ag_optimizer *opt, const double *gate, double *const *blo
     ag__update_span *spans = ag__step_room_on(AG_CPU, span_room, sizeof span_room, (size_t)(n ? n : 1) * sizeof *spans);
     int count = 0;
     for (int i = 0; i < n; i++)
-        if (ps->items[i]->requires_grad && !muon_matrix(&opt->cfg, ps->items[i])) {
+        if (ps->items[i]->requires_grad && !muon_matrix(opt, i)) {
             spans[count] = span_of(opt, i, &on_device[i]);
             spans[count].g_clear = clear_grads ? ps->items[i]->grad : NULL;
             spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
@@ -1146,4 +1156,35 @@ int ag_optim_set_lr_scale(ag_optimizer *opt, ag_param_pred match, void *ctx, dou
     if (!opt->params || opt->params->count != opt->n_params)
         ag__fatal("ag_optim_set_lr_scale", "the parameter list changed after ag_optim_init");
     return set_matching(opt, match, ctx, per_param(opt, &opt->lr_scale, 1), scale);
+}
+
+int ag_optim_set_muon(ag_optimizer *opt, ag_param_pred match, void *ctx, bool muon) {
+    const char *op = "ag_optim_set_muon";
+    if (opt->cfg.kind != AG_MUON)
+        ag__fatal(op, "the optimizer is %s: which parameters take Muon's step is a setting of muon only",
+                  ag_optim_name(opt->cfg.kind));
+    if (!opt->params || opt->params->count != opt->n_params)
+        ag__fatal(op, "the parameter list changed after ag_optim_init");
+    if (opt->step > 0)
+        ag__fatal(op, "after %lld steps: the state of a parameter that changes sides would have to start over; "
+                  "route the parameters before the first step", (long long)opt->step);
+    unsigned char *was = ag__malloc((size_t)(opt->n_params ? opt->n_params : 1));
+    for (int i = 0; i < opt->n_params; i++) was[i] = muon_matrix(opt, i);
+    if (!opt->muon) opt->muon = ag__malloc((size_t)(opt->n_params ? opt->n_params : 1));
+    memcpy(opt->muon, was, (size_t)opt->n_params);
+    int set = 0;
+    for (int i = 0; i < opt->n_params; i++) {
+        const ag_tensor *p = opt->params->items[i];
+        if (p->ndim != 2 || !match(p, ctx)) continue; /* Muon's step is for matrices: the rest stay on AdamW */
+        opt->muon[i] = muon;
+        set++;
+    }
+    if (memcmp(was, opt->muon, (size_t)opt->n_params)) { /* the slots change: lay them out again, all still initial */
+        ag__free_kept_on(opt->device, opt->state);
+        ag__free(opt->slot);
+        opt->state = NULL, opt->slot = NULL;
+        lay_out_state(opt);
+    }
+    ag__free(was);
+    return set;
 }

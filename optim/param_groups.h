@@ -10,12 +10,13 @@
  * where PATTERN is a shell glob over parameter names (fnmatch: "embed.*",
  * "*.bias") or a named set ("@bias_norm": ag_param_is_bias_or_norm,
  * "@matrices": ag_is_weight_matrix), and the keys lr_scale, weight_decay
- * (finite, >= 0) and freeze (0 or 1) say what it sets; a key left out is
- * NAN (freeze -1).  AG_ERR_ARG names the group and the bad part. */
+ * (finite, >= 0), freeze and muon (0 or 1: ag_optim_set_muon) say what it
+ * sets; a key left out is NAN (freeze, muon -1).  AG_ERR_ARG names the
+ * group and the bad part. */
 typedef struct {
     char pattern[128];
     double lr_scale, weight_decay;
-    int freeze;
+    int freeze, muon;
 } ag__param_group;
 ag_status ag__param_group_parse(const char *spec, ag__param_group *g);
 /* Whether p is one of g's parameters (an ag_param_pred: ctx is the group). */

@@ -401,7 +401,7 @@ bool ag__param_group_match(const ag_tensor *p, void *group) {
 }
 
 ag_status ag__param_group_parse(const char *spec, ag__param_group *g) {
-    *g = (ag__param_group){.lr_scale = NAN, .weight_decay = NAN, .freeze = -1};
+    *g = (ag__param_group){.lr_scale = NAN, .weight_decay = NAN, .freeze = -1, .muon = -1};
     const char *rest;
     ag_status st = ag__spec_split("param group", spec, g->pattern, sizeof g->pattern, &rest);
     if (st) return st;
@@ -410,18 +410,22 @@ ag_status ag__param_group_parse(const char *spec, ag__param_group *g) {
                         g->pattern, ag__param_sets);
     const opt_field f[] = {{"lr_scale", OPT_REAL, &g->lr_scale, {0}},
                            {"weight_decay", OPT_REAL, &g->weight_decay, {0}},
-                           {"freeze", OPT_INT, &g->freeze, {0}}};
-    if ((st = ag__spec_apply("param group", g->pattern, rest, f, 3))) return st;
-    if (isnan(g->lr_scale) && isnan(g->weight_decay) && g->freeze < 0)
-        return ag__fail(AG_ERR_ARG, "param group '%s' sets nothing: write %s:lr_scale=S, weight_decay=W or freeze=1",
-                        spec, g->pattern);
+                           {"freeze", OPT_INT, &g->freeze, {0}},
+                           {"muon", OPT_INT, &g->muon, {0}}};
+    if ((st = ag__spec_apply("param group", g->pattern, rest, f, 4))) return st;
+    if (isnan(g->lr_scale) && isnan(g->weight_decay) && g->freeze < 0 && g->muon < 0)
+        return ag__fail(AG_ERR_ARG, "param group '%s' sets nothing: write %s:lr_scale=S, weight_decay=W, freeze=1 or "
+                        "muon=0", spec, g->pattern);
     if (g->lr_scale < 0) return ag__fail(AG_ERR_ARG, "param group '%s': lr_scale %g must be >= 0", g->pattern, g->lr_scale);
     if (g->weight_decay < 0)
         return ag__fail(AG_ERR_ARG, "param group '%s': weight_decay %g must be >= 0", g->pattern, g->weight_decay);
     if (g->freeze != -1 && g->freeze != 0 && g->freeze != 1)
         return ag__fail(AG_ERR_ARG, "param group '%s': freeze %d must be 0 or 1", g->pattern, g->freeze);
-    if (g->freeze == 1 && !(isnan(g->lr_scale) && isnan(g->weight_decay)))
-        return ag__fail(AG_ERR_ARG, "param group '%s': freeze=1 keeps its parameters as they are: lr_scale and "
-                        "weight_decay would do nothing", g->pattern);
+    if (g->muon != -1 && g->muon != 0 && g->muon != 1)
+        return ag__fail(AG_ERR_ARG, "param group '%s': muon %d must be 0 (Muon's AdamW part) or 1 (Muon's step)",
+                        g->pattern, g->muon);
+    if (g->freeze == 1 && !(isnan(g->lr_scale) && isnan(g->weight_decay) && g->muon < 0))
+        return ag__fail(AG_ERR_ARG, "param group '%s': freeze=1 keeps its parameters as they are: lr_scale, "
+                        "weight_decay and muon would do nothing", g->pattern);
     return AG_OK;
 }

@@ -6,6 +6,10 @@
  *     a per-step schedule: nesterov or not, either scale, ns_steps, weight
  *     decay (f64: to 1e-13, f32: 2e-6); and that Newton-Schulz mattered;
  *   - a Muon matrix keeps one buffer (m), the others m and v;
+ *   - ag_optim_set_muon: a matrix routed to the AdamW part and an embedding
+ *     table routed to Muon's step follow the same reference on their new
+ *     side, with their slots; its count; its refusals (another optimizer,
+ *     after a step);
  *   - the same bits at 1 and 2 threads on a matrix the products cut;
  *   - a step the training step's gate skips changes nothing;
  *   - no allocation once warm;
@@ -56,10 +60,11 @@ static const int shapes[N_PARAMS][2] = {{3, 5}, {6, 4}, {4, 4}, {5, 3}, {4, 1}};
 
 typedef struct {
     double *x[N_PARAMS], *m[N_PARAMS], *v[N_PARAMS];
+    bool muon[N_PARAMS]; /* takes Muon's step; else the AdamW part */
 } muon_ref;
 
 static int size_of(int p) { return shapes[p][0] * shapes[p][1]; }
-static bool is_matrix(int p) { return p < 3; }
+static bool is_matrix(int p) { return p < 3; } /* the default side: weight matrices, not the embedding */
 
 static double grad_of(int p, int k, double x) {
     int flat = 5 * p + k;
@@ -125,7 +130,7 @@ static void ref_step(muon_ref *r, const ag_optim_config *c, double lr, double cl
         const int n = size_of(p), rows = shapes[p][0], cols = shapes[p][1];
         const double wd = p == 4 ? 0 : c->weight_decay;
         for (int k = 0; k < n; k++) g[p][k] = coef < 1 ? g[p][k] * coef : g[p][k];
-        if (is_matrix(p)) {
+        if (r->muon[p]) {
             double *u = malloc((size_t)n * sizeof *u);
             for (int k = 0; k < n; k++) {
                 r->m[p][k] = lerp(r->m[p][k], g[p][k], 1 - c->momentum);
@@ -148,11 +153,24 @@ static void ref_step(muon_ref *r, const ag_optim_config *c, double lr, double cl
     }
 }
 
-static double muon_case(const char *spec, bool orthogonal) {
+static bool named_q_or_embed(const ag_tensor *p, void *ctx) {
+    (void)ctx;
+    return !strcmp(p->name, "q") || !strcmp(p->name, "embed.x") || !strcmp(p->name, "b");
+}
+
+static bool named_embed(const ag_tensor *p, void *ctx) {
+    (void)ctx;
+    return !strcmp(p->name, "embed.x");
+}
+
+/* rerouted: "q" (a square matrix) to the AdamW part and "embed.x" to
+ * Muon's step, by ag_optim_set_muon before the first step. */
+static double muon_case(const char *spec, bool orthogonal, bool rerouted) {
     ag_params ps = {0};
     ag_tensor *t[N_PARAMS];
     muon_ref r;
     for (int p = 0; p < N_PARAMS; p++) {
+        r.muon[p] = rerouted ? p == 0 || p == 1 || p == 3 : is_matrix(p);
         t[p] = p == 4 ? ag_param(&ps, names[p], 1, (int[]){4}) : ag_param(&ps, names[p], 2, shapes[p]);
         r.x[p] = malloc((size_t)size_of(p) * sizeof(double));
         r.m[p] = calloc((size_t)size_of(p), sizeof(double)), r.v[p] = calloc((size_t)size_of(p), sizeof(double));
@@ -165,8 +183,12 @@ static double muon_case(const char *spec, bool orthogonal) {
     CHECK(ag_optim_parse(spec, &c) == AG_OK, "%s: %s", spec, ag_errmsg());
     ag_optimizer o;
     CHECK(ag_optim_init(&o, &ps, &c) == AG_OK, "%s", ag_errmsg());
-    for (int p = 0; p < N_PARAMS; p++) /* a matrix keeps its momentum only */
-        CHECK(ag_optim_state(&o, names[p], "m") && !ag_optim_state(&o, names[p], "v") == is_matrix(p),
+    if (rerouted) { /* b matches too, but is no matrix: not set, still AdamW's */
+        CHECK(ag_optim_set_muon(&o, named_q_or_embed, NULL, false) == 2, "q and embed.x set off Muon");
+        CHECK(ag_optim_set_muon(&o, named_embed, NULL, true) == 1, "embed.x set on");
+    }
+    for (int p = 0; p < N_PARAMS; p++) /* a Muon matrix keeps its momentum only */
+        CHECK(ag_optim_state(&o, names[p], "m") && !ag_optim_state(&o, names[p], "v") == r.muon[p],
               "%s: %s's slots", spec, names[p]);
     CHECK(ag_optim_set_weight_decay(&o, ag_param_is_bias_or_norm, NULL, 0) == 1); /* b */
     ag_lr_steps warm;
@@ -191,7 +213,7 @@ static double muon_case(const char *spec, bool orthogonal) {
             }
         }
     }
-    printf("  %-70s %d steps: worst error %.3g\n", spec, STEPS, worst);
+    printf("  %-70s %d steps: worst error %.3g%s\n", spec, STEPS, worst, rerouted ? " (q AdamW, embed.x Muon)" : "");
     for (int p = 0; p < N_PARAMS; p++) free(r.x[p]), free(r.m[p]), free(r.v[p]);
     ag_optim_free(&o);
     ag_params_free(&ps);
@@ -204,12 +226,48 @@ static void test_reference(void) {
                            "muon:lr=0.05,match_rms_adamw=0,ns_steps=2,momentum=0.8,beta2=0.95,adam_eps=1e-6",
                            "muon:lr=0.01,ns_steps=9,eps=0.5,weight_decay=0.3"}; /* eps above the first norms */
     for (int i = 0; i < 4; i++) {
-        double worst = muon_case(specs[i], true);
+        double worst = muon_case(specs[i], true, false);
         CHECK(worst <= TOL, "%s: worst error %.3g over %d steps (tolerance %g)", specs[i], worst, STEPS, TOL);
     }
-    double plain = muon_case("muon:lr=0.02", false);
+    for (int i = 0; i < 4; i += 2) {
+        double worst = muon_case(specs[i], true, true);
+        CHECK(worst <= TOL, "%s, q on AdamW and embed.x on Muon: worst error %.3g over %d steps", specs[i], worst, STEPS);
+    }
+    double plain = muon_case("muon:lr=0.02", false, false);
     CHECK(plain > 1e-3, "Muon matches the reference without Newton-Schulz (%.3g): the test sees no orthogonalisation",
           plain);
+}
+
+/* ---- ag_optim_set_muon's refusals ---- */
+
+typedef struct {
+    ag_optimizer *o;
+} route_ctx;
+
+static bool any_param(const ag_tensor *p, void *ctx) {
+    (void)p, (void)ctx;
+    return true;
+}
+
+static void route_off(void *ctx) { ag_optim_set_muon(((route_ctx *)ctx)->o, any_param, NULL, false); }
+
+static void test_routing_refusals(void) {
+    ag_params ps = {0};
+    ag_tensor *w = ag_param(&ps, "w", 2, (int[]){3, 4});
+    ag_optim_config c;
+    ag_optimizer o;
+    route_ctx ctx = {&o};
+    CHECK(ag_optim_parse("adamw", &c) == AG_OK && ag_optim_init(&o, &ps, &c) == AG_OK);
+    EXPECT_ERROR(ag_try(route_off, &ctx), AG_ERR_ARG, "ag_optim_set_muon: the optimizer is adamw");
+    ag_optim_free(&o);
+    CHECK(ag_optim_parse("muon", &c) == AG_OK && ag_optim_init(&o, &ps, &c) == AG_OK);
+    for (int k = 0; k < w->size; k++) w->grad[k] = (ag_real)(0.1 * k);
+    ag_optim_step(&o);
+    ag_step_end();
+    EXPECT_ERROR(ag_try(route_off, &ctx), AG_ERR_ARG, "ag_optim_set_muon: after 1 steps");
+    CHECK(!ag_optim_state(&o, "w", "v"), "a refused call changed the slots");
+    ag_optim_free(&o);
+    ag_params_free(&ps);
 }
 
 /* ---- 1 and 2 threads, a skipped step, no allocation ---- */
@@ -224,6 +282,7 @@ int main(void) {
     printf("%s build\n", IS_F64 ? "f64" : "f32");
     test_specs();
     test_reference();
+    test_routing_refusals();
     threads_case("muon:lr=0.01", big_grads, 3, 0); /* e: Muon's, tall; v: AdamW's */
     gate_and_memory_case("muon:lr=0.01", big_grads, 10);
     ag_shutdown();

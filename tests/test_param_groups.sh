@@ -6,8 +6,10 @@
 # parameters the same too), where a run without the group moves it; the
 # groups in the run's config, rebuilt by --resume (the embedding still as
 # it was) and by eval; a changed group on --resume said and applied; a
-# parameter the run froze refused to --resume unfrozen; and the refusals
-# of a pattern matching nothing, a bad key, value or set.
+# parameter the run froze refused to --resume unfrozen; muon=0 routing the
+# head to Muon's AdamW part, resumed to the bit and refused when a resume
+# routes it otherwise; and the refusals of a pattern matching nothing, a bad
+# key, value or set, muon=0 for another optimizer.
 #
 #   tests/test_param_groups.sh build/tools/attngrad
 set -u
@@ -86,10 +88,30 @@ expect 1 "parameter 'embed\.weight' was frozen in the run \(no 'v' state\): --re
 expect 0 "param group 'embed\.\*:freeze=1'" "$AG" train "${SMALL[@]}" --resume --max-steps 8 --out "$T/frozen"
 expect 0 '^test +accuracy [0-9.]+%' "$AG" eval --ckpt "$T/decay/best.safetensors"
 
+# muon=0: the classifier head on Muon's AdamW part (its v kept), the other
+# matrices on Muon's step (none); the run's routing rebuilt by --resume, to
+# the bit of a run straight through; a resume that routes it otherwise refused
+MUON=(--optim muon:lr=0.01 --param-group 'cls.out.*:muon=0')
+expect 0 "muon: [0-9]+ matrices, [0-9]+ values, take its step \(unit0\.dense\.weight, .*\); [0-9]+ parameters, [0-9]+ values, its AdamW part" \
+  "$AG" train "${SMALL[@]}" "${MUON[@]}" --max-steps 5 --out "$T/muon"
+grep -aq 'optim\.muon\.v\.cls\.out\.weight' "$T/muon/last.safetensors" && ok || bad "muon=0 kept no v for the head"
+grep -aq 'optim\.muon\.v\.cls\.hidden\.weight' "$T/muon/last.safetensors" && bad "a Muon matrix kept a v" || ok
+expect 0 "run folder" "$AG" train "${SMALL[@]}" --optim muon:lr=0.01 --max-steps 5 --out "$T/muon_plain"
+expect 0 "run folder" "$AG" train "${SMALL[@]}" "${MUON[@]}" --max-steps 9 --out "$T/muon_straight"
+expect 0 "run folder" "$AG" train "${SMALL[@]}" --optim muon:lr=0.01 --resume --max-steps 9 --out "$T/muon"
+if command -v python3 >/dev/null; then
+  [ "$(params_hex "$T/muon/last.safetensors")" = "$(params_hex "$T/muon_straight/last.safetensors")" ] && ok ||
+    bad "a Muon run resumed with its routing differs from one straight through"
+fi
+expect 1 "parameter 'cls\.out\.weight' took Muon's AdamW part in the run that saved it \(its 'optim\.muon\.v\.cls\.out\.weight' is there\), but Muon's step here: route it as the run did \(ag_optim_set_muon; attngrad train --param-group 'cls\.out\.weight:muon=0'\)" \
+  "$AG" train "${SMALL[@]}" --optim muon:lr=0.01 --resume --max-steps 12 --param-group '' --out "$T/muon"
+expect 1 "parameter 'cls\.out\.weight' took Muon's step in the run that saved it \(its 'optim\.muon\.v\.cls\.out\.weight' is not there\), but the AdamW part here" \
+  "$AG" train "${SMALL[@]}" --optim muon:lr=0.01 --resume --max-steps 8 --param-group 'cls.out.*:muon=0' --out "$T/muon_plain"
+
 # refusals, before any run folder
 expect 1 "option --param-group 'nope\.\*:lr_scale=0': pattern 'nope\.\*' matches no parameter of model mpsan \(its [0-9]+: embed\.weight, unit0\.dense\.weight, .*\.\.\.\)" \
   "$AG" train "${SMALL[@]}" --param-group 'nope.*:lr_scale=0' --out "$T/none"
-expect 2 "param group 'embed\.\*': unknown key 'lr' \(it takes: lr_scale, weight_decay, freeze\)" \
+expect 2 "param group 'embed\.\*': unknown key 'lr' \(it takes: lr_scale, weight_decay, freeze, muon\)" \
   "$AG" train "${SMALL[@]}" --param-group 'embed.*:lr=0.1' --out "$T/none"
 expect 2 "param group 'embed\.\*': lr_scale -1 must be >= 0" "$AG" train "${SMALL[@]}" --param-group 'embed.*:lr_scale=-1' --out "$T/none"
 expect 2 "key 'lr_scale': 'nan' is not a finite number" "$AG" train "${SMALL[@]}" --param-group 'embed.*:lr_scale=nan' --out "$T/none"
@@ -98,6 +120,14 @@ expect 2 "unknown set '@biases' \(the sets: @bias_norm .*@matrices" "$AG" train 
 expect 2 "param group 'embed\.\*' sets nothing" "$AG" train "${SMALL[@]}" --param-group 'embed.*' --out "$T/none"
 expect 2 "freeze 2 must be 0 or 1" "$AG" train "${SMALL[@]}" --param-group 'embed.*:freeze=2' --out "$T/none"
 expect 2 "freeze=1 keeps its parameters as they are" "$AG" train "${SMALL[@]}" --param-group 'embed.*:freeze=1,lr_scale=0' --out "$T/none"
+expect 1 "option --param-group 'cls\.out\.\*:muon=0': muon=0 routes matrices between Muon's step and its AdamW part, a setting of --optim muon, but the optimizer is adadelta" \
+  "$AG" train "${SMALL[@]}" --param-group 'cls.out.*:muon=0' --out "$T/none"
+expect 1 "option --param-group '\*\.bias:muon=1': muon=1, but pattern '\*\.bias' matches no 2-D parameter" \
+  "$AG" train "${SMALL[@]}" --optim muon --param-group '*.bias:muon=1' --out "$T/none"
+expect 2 "param group 'cls\.out\.\*': muon 2 must be 0 \(Muon's AdamW part\) or 1 \(Muon's step\)" \
+  "$AG" train "${SMALL[@]}" --optim muon --param-group 'cls.out.*:muon=2' --out "$T/none"
+expect 2 "freeze=1 keeps its parameters as they are: lr_scale, weight_decay and muon would do nothing" \
+  "$AG" train "${SMALL[@]}" --optim muon --param-group 'cls.out.*:freeze=1,muon=0' --out "$T/none"
 [ ! -e "$T/none" ] && ok || bad "a refused group left a run folder"
 expect 0 "--param-group GROUP +per-parameter settings, PATTERN:SET" "$AG" train --help
 summary

@@ -92,8 +92,9 @@ static const opt_def opts[] = {
     {"param-group", O_STR, F(param_groups), 0, 0, TR, true, "GROUP",
      "per-parameter settings, PATTERN:SET, repeatable, a later group winning where two set the same: PATTERN a "
      "glob over parameter names (embed.*, *.bias) or @bias_norm, @matrices; SET lr_scale=S (the rate times S), "
-     "weight_decay=W, freeze=1, e.g. 'embed.*:lr_scale=0.1' '@bias_norm:weight_decay=0' (on --resume added after "
-     "the run's own; '' clears those before it)", check_param_group},
+     "weight_decay=W, freeze=1, muon=0 (--optim muon: its AdamW part, not Muon's step, for those matrices; "
+     "muon=1 the other way), e.g. 'embed.*:lr_scale=0.1' '@bias_norm:weight_decay=0' 'cls.out.*:muon=0' (on "
+     "--resume added after the run's own; '' clears those before it)", check_param_group},
     {"data", O_STR, F(data), 0, 0, DATA_CMDS, true, "PATH", "benchmark folder or labeled file (none: generated task)",
      NULL},
     {"dataset", O_STR, F(dataset), 0, 0, DATA_CMDS, true, "NAME",

@@ -186,6 +186,30 @@ static void print_groups(const ag__trainer *t, const ag_train_opts *o) {
     }
 }
 
+/* Muon: which trained parameters take its step and which its AdamW part
+ * (a Muon matrix keeps no "v"), the first matrices by name. */
+static void print_muon_sides(const ag__trainer *t) {
+    const ag_optimizer *opt = &t->opt;
+    if (opt->cfg.kind != AG_MUON) return;
+    int count[2] = {0};
+    int64_t values[2] = {0};
+    char names[160] = "";
+    size_t at = 0;
+    for (int i = 0; i < opt->n_params; i++) {
+        const ag_tensor *p = opt->params->items[i];
+        if (!p->requires_grad) continue;
+        int side = opt->slot[opt->n_params + i] != NULL; /* 0: Muon's step, 1: the AdamW part */
+        if (side == 0 && count[0] < 4 && at < sizeof names)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", count[0] ? ", " : "", p->name);
+        else if (side == 0 && count[0] == 4 && at < sizeof names)
+            at += (size_t)snprintf(names + at, sizeof names - at, ", ...");
+        count[side]++, values[side] += p->size;
+    }
+    printf("  muon: %d matri%s, %lld values, take its step (%s); %d parameter%s, %lld values, its AdamW part\n",
+           count[0], count[0] == 1 ? "x" : "ces", (long long)values[0], names, count[1], count[1] == 1 ? "" : "s",
+           (long long)values[1]);
+}
+
 void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *out) {
     const ag_run_data *d = &t->data;
     printf("%s on %s: %lld train / %lld dev / %lld test examples, vocab %d", o->model, d->name,
@@ -206,6 +230,7 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
     if (o->log_steps == 1) printf("  steps.csv: a row every step\n");
     else if (o->log_steps > 1) printf("  steps.csv: a row every %d steps\n", o->log_steps);
     print_groups(t, o);
+    print_muon_sides(t);
     print_vectors(t, o);
     note_empty_classes(d, o->classes);
     if (strstr(ag_blas_info(), "chosen by attngrad")) /* a BLAS that would have run 5x slower, said once */

@@ -96,9 +96,28 @@ static int group_matches_none(const ag__train_group *g, const ag_params *ps, con
                           "model %s (its %d: %s)", g->len, g->spec, g->g.pattern, model, ps->count, names);
 }
 
-/* Before the optimizer is made: every group must match a parameter, and
- * the parameters whose last group that sets freeze says 1 are frozen (no
- * gradient, no optimizer state). */
+/* A group's muon=0/1 says which side of Muon its matrices take: for
+ * --optim muon only, and muon=1 needs a 2-D parameter to route. */
+static int muon_group_fits(ag__train_group *g, const ag_params *ps, const ag_train_opts *o, char *err,
+                           size_t errlen) {
+    if (g->g.muon < 0) return 0;
+    ag_optim_config oc;
+    if (ag_optim_parse(o->optim, &oc) == AG_OK && oc.kind != AG_MUON) /* a bad --optim: its own message, later */
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --param-group '%.*s': muon=%d routes matrices between "
+                              "Muon's step and its AdamW part, a setting of --optim muon, but the optimizer is %s", g->len, g->spec, g->g.muon,
+                              ag_optim_name(oc.kind));
+    bool matrix = false;
+    for (int i = 0; i < ps->count && !matrix; i++)
+        matrix = ps->items[i]->ndim == 2 && ag__param_group_match(ps->items[i], &g->g);
+    if (!matrix && g->g.muon == 1)
+        return ag__train_fail(err, errlen, AG_ERR_ARG, "option --param-group '%.*s': muon=1, but pattern '%s' matches "
+                              "no 2-D parameter, and Muon's step is for matrices", g->len, g->spec, g->g.pattern);
+    return 0;
+}
+
+/* Before the optimizer is made: every group must match a parameter (a
+ * muon group fit the optimizer), and the parameters whose last group that
+ * sets freeze says 1 are frozen (no gradient, no optimizer state). */
 static int freeze_groups(ag__trainer *t, const ag_train_opts *o, char *err, size_t errlen) {
     ag__train_group g[AG__MAX_PARAM_GROUPS];
     int n = ag__train_groups(o, g);
@@ -107,6 +126,8 @@ static int freeze_groups(ag__trainer *t, const ag_train_opts *o, char *err, size
         bool any = false;
         for (int i = 0; i < ps->count && !any; i++) any = ag__param_group_match(ps->items[i], &g[k].g);
         if (!any) return group_matches_none(&g[k], ps, o->model, err, errlen);
+        int rc = muon_group_fits(&g[k], ps, o, err, errlen);
+        if (rc) return rc;
     }
     for (int i = 0; i < ps->count; i++) {
         int freeze = -1;
@@ -117,11 +138,13 @@ static int freeze_groups(ag__trainer *t, const ag_train_opts *o, char *err, size
     return 0;
 }
 
-/* After: each group's rate and weight decay, in order (a later one wins). */
+/* After: each group's side of Muon, rate and weight decay, in order (a
+ * later one wins). */
 static void optim_groups(ag__trainer *t, const ag_train_opts *o) {
     ag__train_group g[AG__MAX_PARAM_GROUPS];
     int n = ag__train_groups(o, g);
     for (int k = 0; k < n; k++) {
+        if (g[k].g.muon >= 0) ag_optim_set_muon(&t->opt, ag__param_group_match, &g[k].g, g[k].g.muon == 1);
         if (!isnan(g[k].g.lr_scale)) ag_optim_set_lr_scale(&t->opt, ag__param_group_match, &g[k].g, g[k].g.lr_scale);
         if (!isnan(g[k].g.weight_decay))
             ag_optim_set_weight_decay(&t->opt, ag__param_group_match, &g[k].g, g[k].g.weight_decay);
@@ -169,7 +192,10 @@ static int resumed_groups(const ag__trainer *t, const ag_train_opts *o, const ch
                 char name[1024];
                 const ag_tensor *p = opt->params->items[i];
                 snprintf(name, sizeof name, "optim.%s.%s.%s", ag_optim_name(saved.kind), slot, p->name);
-                if (opt->slot[s * opt->n_params + i] && !ag_st_get(&f, name)) /* kept now (trained; not a Muon matrix's v) */
+                char m[1024]; /* Muon's v: a matrix the run routed to Muon's step has its m; the load says so */
+                snprintf(m, sizeof m, "optim.%s.%s.%s", ag_optim_name(saved.kind), ag_optim_slot_name(opt, 0), p->name);
+                bool routed = saved.kind == AG_MUON && s == 1 && ag_st_get(&f, m);
+                if (opt->slot[s * opt->n_params + i] && !ag_st_get(&f, name) && !routed) /* kept now, frozen then */
                     rc = ag__train_fail(err, errlen, AG_ERR_ARG, "%s: parameter '%s' was frozen in the run (no '%s' "
                                         "state): --resume cannot train it, its optimizer state never was; keep it "
                                         "frozen as the run did, or start a new run from these weights with --init",

@@ -30,7 +30,7 @@ extern "C" {
  *   rmsprop   g += wd θ;  v = α v + (1-α) g²;  centered: a = a + (1-α)(g - a), v̂ = v - a²;
  *             d = sqrt(centered ? v̂ : v) + eps;  momentum: b = momentum b + g / d, θ -= lr b;
  *             else θ -= lr g / d
- *   muon      2-D weight matrices (ag_is_weight_matrix, ndim 2) [r, c]:
+ *   muon      2-D weight matrices (ag_is_weight_matrix, ndim 2; or as ag_optim_set_muon routes) [r, c]:
  *             M = lerp(M, g, 1-momentum);  u = nesterov ? lerp(g, M, momentum) : M;
  *             X = u / max(||u||_F, eps);  ns_steps times, with (a, b, c) =
  *             (3.4445, -4.7750, 2.0315) and A = X X^T (r <= c) or X^T X:
@@ -38,7 +38,8 @@ extern "C" {
  *             θ = (1 - lr wd) θ - lr s X,  s = match_rms_adamw ? 0.2 sqrt(max(r, c))
  *             : sqrt(max(1, c / r))  (torch's max(1, A/B) for its [out, in]
  *             weights; attngrad's are [in, out]).  Every other parameter
- *             (embeddings, biases, norms, 3-D and more): adamw with beta1,
+ *             (embeddings, biases, norms, 3-D and more, matrices routed off
+ *             Muon): adamw with beta1,
  *             beta2, adam_eps, the same lr and wd.
  * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
  * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6; adagrad
@@ -144,7 +145,7 @@ ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch; a rul
  * parameter frozen before init (ag_param_freeze) has none: its slot
  * pointers are NULL, a step skips it and checkpoints hold no state for it.
  * Muon: "m" (a matrix's momentum buffer, the AdamW part's first moment),
- * "v" (the AdamW part's only: a matrix's v is NULL). */
+ * "v" (the AdamW part's only: a Muon matrix's v is NULL). */
 typedef struct {
     ag_optim_config cfg;
     double lr;           /* current rate: cfg.lr at first, schedules change it */
@@ -163,6 +164,8 @@ typedef struct {
     int32_t **missed;     /* lazy adadelta, rmsprop (no momentum, not centered): missed[i][r], the steps row r of
                            * parameter i skipped since its state was last brought up to date (on the state's
                            * device; NULL for a frozen parameter) */
+    unsigned char *muon;  /* muon: per parameter, 1 where it takes Muon's step (ag_optim_set_muon), or NULL: the
+                           * 2-D weight matrices (ag_is_weight_matrix) do */
 } ag_optimizer;
 
 /* AG_ERR_ARG (opt then holds nothing to free) for a config ag_optim_check
@@ -194,6 +197,20 @@ const char *ag_optim_name(ag_optim_kind kind);                /* "sgd", ..., a r
 typedef bool (*ag_param_pred)(const ag_tensor *p, void *ctx);
 int ag_optim_set_weight_decay(ag_optimizer *opt, ag_param_pred match, void *ctx, double weight_decay);
 int ag_optim_set_lr_scale(ag_optimizer *opt, ag_param_pred match, void *ctx, double scale);
+/* Muon only: whether the matching 2-D parameters take Muon's step (muon
+ * true, embedding tables too where they match) or its AdamW part (false).
+ * By default the 2-D weight matrices (ag_is_weight_matrix) take Muon's
+ * step, classifier heads included; Keller Jordan's and Moonlight's recipes
+ * keep the output layer on AdamW, as
+ *   ag_optim_set_muon(&opt, is_head, NULL, false);
+ * does.  A match that is not 2-D stays on the AdamW part.  Before the
+ * first step (the state is laid out again: a matrix on the AdamW part
+ * keeps "v" too); returns how many parameters it set.  Another optimizer,
+ * or a call after a step, stops the program as a misuse does.  Not saved
+ * in checkpoints (`attngrad train --param-group 'cls.out.*:muon=0'`
+ * rebuilds it from the run's config; a checkpoint whose state says the
+ * other side is refused on load). */
+int ag_optim_set_muon(ag_optimizer *opt, ag_param_pred match, void *ctx, bool muon);
 /* Biases, gains and shifts: parameters of at most one dim. */
 bool ag_param_is_bias_or_norm(const ag_tensor *p, void *ctx);
 const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
