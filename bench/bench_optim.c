@@ -6,8 +6,8 @@
  *
  * --device cuda: the parameter and the state on the GPU, each step timed to
  * its ag_sync() (tools/gpu-check.sh --bench-ops runs it there).
- * Defaults: muon, muon:ns_steps=3 and adamw on 300x300, 300x1200 and
- * 1200x300 (MPSAN's and MTSA's layers).  Each row, for bench_optim_torch.py
+ * Defaults: muon, muon:ns_steps=3, adafactor and adamw on 300x300,
+ * 300x1200 and 1200x300 (MPSAN's and MTSA's layers).  Each row, for bench_optim_torch.py
  * to read beside PyTorch's optimizers:
  *     step <spec> <rows>x<cols> median_ms <m> min_ms <f>
  * The parameter is named "w": a weight matrix, so Muon orthogonalises it. */
@@ -84,7 +84,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_optim: --reps must be 1-256 and --threads at least 1\n");
         return 2;
     }
-    if (!n_specs) specs[n_specs++] = "muon", specs[n_specs++] = "muon:ns_steps=3", specs[n_specs++] = "adamw";
+    if (!n_specs)
+        specs[n_specs++] = "muon", specs[n_specs++] = "muon:ns_steps=3", specs[n_specs++] = "adafactor",
+        specs[n_specs++] = "adamw";
     if (!n_shapes) {
         static const int defaults[3][2] = {{300, 300}, {300, 1200}, {1200, 300}};
         memcpy(shapes, defaults, sizeof defaults);

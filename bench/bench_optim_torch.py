@@ -7,12 +7,13 @@ on one weight matrix, median ms of --reps steps after 2 warm-up steps.
 
 attngrad's figures come from bench/bench_optim (its "step ..." rows); the
 same specs run as torch.optim's optimizers on a float32 parameter of the
-same shape and values' scale: adam, adamw, sgd (their keys map one to one)
-and muon as torch.optim.Muon (adjust_lr_fn "match_rms_adamw" where the spec
+same shape and values' scale: adam, adamw, sgd, adafactor (their keys map
+one to one; adafactor's eps 0 is torch's None) and muon as torch.optim.Muon (adjust_lr_fn "match_rms_adamw" where the spec
 has match_rms_adamw=1, attngrad's default).  torch's Muon runs Newton-Schulz
 in bfloat16; its row "muon, f32 products" runs the same code with the
 products in float32 (torch's function patched), attngrad's arithmetic.
-Defaults: muon, muon:ns_steps=3 and adamw on 300x300, 300x1200, 1200x300.
+Defaults: muon, muon:ns_steps=3, adafactor and adamw on 300x300, 300x1200,
+1200x300.
 --device cuda runs both sides on the GPU, each step timed to
 torch.cuda.synchronize() (attngrad's: ag_sync()), float32 without TF32.
 """
@@ -51,6 +52,11 @@ def torch_optimizer(torch, spec, param):
                                 nesterov=bool(k.get("nesterov", 1)), ns_steps=int(k.get("ns_steps", 5)),
                                 eps=k.get("eps", 1e-7),
                                 adjust_lr_fn="match_rms_adamw" if k.get("match_rms_adamw", 1) else None)
+    if name == "adafactor":  # eps 0: torch's None, the dtype's epsilon
+        eps1 = k.get("eps", 0) or None
+        return torch.optim.Adafactor([param], lr=k.get("lr", 1e-2), beta2_decay=k.get("beta2_decay", -0.8),
+                                     eps=(eps1, k.get("eps2", 1e-3)), d=k.get("d", 1.0),
+                                     weight_decay=k.get("weight_decay", 0.0), foreach=False)
     return None
 
 
@@ -98,7 +104,7 @@ def main():
     ap.add_argument("--spec", action="append")
     ap.add_argument("--shape", action="append")
     args = ap.parse_args()
-    specs = args.spec or ["muon", "muon:ns_steps=3", "adamw"]
+    specs = args.spec or ["muon", "muon:ns_steps=3", "adafactor", "adamw"]
     shapes = args.shape or ["300x300", "300x1200", "1200x300"]
     try:
         import torch

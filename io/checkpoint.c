@@ -50,10 +50,10 @@ ag_status ag_checkpoint_save(const char *path, const ag_params *ps, const ag_opt
         ag__optim_catch_up((ag_optimizer *)opt); /* lazy adadelta, rmsprop: the dense rule's state is what is saved */
         for (int s = 0; s < opt->n_slots; s++)
             for (int i = 0; i < opt->n_params; i++) {
-                const ag_tensor *p = opt->params->items[i];
-                if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
+                int shape[AG_MAX_DIMS], ndim = ag__optim_slot_shape(opt, i, s, shape);
+                if (ndim < 0) continue; /* frozen: no state */
                 slot_name(name, sizeof name, opt, s, i);
-                ag__st_add_real(&w, name, p->ndim, p->shape, opt->slot[s * opt->n_params + i], opt->device);
+                ag__st_add_real(&w, name, ndim, shape, opt->slot[s * opt->n_params + i], opt->device);
             }
         ag_st_add(&w, "optim.step", AG_I64, 0, NULL, &opt->step);
         if (ag__optim_keeps(&opt->cfg, "average")) /* the updates in it: the next one's weight */
@@ -234,7 +234,9 @@ static ag_status plan_optimizer(const ag_st_file *f, const ag_optimizer *opt, lo
             if (!opt->slot[s * opt->n_params + i]) continue; /* frozen: no state */
             if (!ag__optim_keeps(&saved, ag_optim_slot_name(opt, s))) continue; /* new here: starts as at init */
             slot_name(name, sizeof name, opt, s, i);
-            if ((st = find_real(f, name, opt->params->items[i], role, &plan->slot[s * opt->n_params + i]))) return st;
+            ag_tensor like = {0}; /* the slot's shape: the parameter's, but Adafactor's factors */
+            like.ndim = ag__optim_slot_shape(opt, i, s, like.shape);
+            if ((st = find_real(f, name, &like, role, &plan->slot[s * opt->n_params + i]))) return st;
         }
     return AG_OK;
 }
@@ -311,7 +313,7 @@ ag_status ag_checkpoint_load(const char *path, ag_params *ps, ag_optimizer *opt,
             load_real(plan->param[i], ps->items[i]->data, ps->items[i]->device, ps->items[i]->size);
         if (opt) {
             for (int k = 0; k < n_slots; k++) {
-                int64_t n = opt->params->items[k % opt->n_params]->size;
+                int64_t n = ag__optim_slot_numel(opt, k % opt->n_params, k / opt->n_params);
                 if (opt->slot[k] && plan->slot[k]) load_real(plan->slot[k], opt->slot[k], opt->device, n);
                 else if (opt->slot[k]) /* as ag_optim_init set it */
                     ag__elementwise_on("ag_checkpoint_load", opt->device)

@@ -9,6 +9,8 @@
 
 #include "../graph/kreal.h"
 
+#include <math.h> /* sqrt: Adafactor's pieces below */
+
 AG_KERNELS_BEGIN
 
 typedef struct {
@@ -28,6 +30,13 @@ typedef struct {
 typedef struct {
     ag__kreal lr, wd, alpha, one_alpha, eps, mu;
 } ag__krmsprop;
+
+/* Adafactor's scalars of one parameter's step: w = 1 - beta2 at step t,
+ * eps1, decay = 1 - lr wd, rho = min(lr, 1/sqrt(t)), eps2, d. */
+typedef struct {
+    ag__kreal w, eps1, decay;
+    double rho, eps2, d;
+} ag__kadafactor;
 
 /* Sums of squares run in blocks of AG_SQ_BLOCK elements, each in
  * AG_SQ_LANES double lanes, the blocks then added in order: the same bits
@@ -156,6 +165,24 @@ typedef struct {
     void (*axpby)(ag__kreal a, const ag__kreal *x, ag__kreal b, ag__kreal *y, int64_t n);
     void (*muon_apply)(ag__kreal *p, const ag__kreal *x, ag__kreal *g_clear, int64_t n, ag__kreal decay,
                        ag__kreal rate, const double *gate);
+    /* Adafactor, on one parameter as [batch, rows, cols] (optim/optimizer.c,
+     * "Adafactor's parameters"; every sum in double, in index order):
+     * The step's scalars in k, in the device's memory (as update_all's
+     * coefficients: a CUDA graph's recorded arguments stay the same).
+     * factors: R[b, r] = lerp(R, mean_c g², w), C[b, c] = lerp(C, mean_r
+     * g², w), kept only where *gate is finite; then means[b] (ag__adafactor_mean
+     * of R's rows).  direction: u = ag__adafactor_direction of R, C and
+     * means (R not NULL), else of a vector's V = lerp(V, g², w) (V kept
+     * only where *gate is finite).  apply: θ = decay θ - rate u with
+     * ag__adafactor_rate of sq[0] (θ's sum of squares) and sq[1] (u's),
+     * g_clear (not NULL) zeroed, unless *gate is not finite. */
+    void (*adafactor_factors)(const ag__kreal *g, ag__kreal *R, ag__kreal *C, ag__kreal *means, int64_t batch,
+                              int rows, int cols, const ag__kadafactor *k, const double *gate);
+    void (*adafactor_direction)(const ag__kreal *g, const ag__kreal *R, const ag__kreal *C, const ag__kreal *means,
+                                ag__kreal *V, ag__kreal *u, int64_t batch, int rows, int cols, const ag__kadafactor *k,
+                                const double *gate);
+    void (*adafactor_apply)(ag__kreal *p, const ag__kreal *u, ag__kreal *g_clear, int64_t n, const double *sq,
+                            const ag__kadafactor *k, const double *gate);
 } ag__optim_kernels;
 
 /* Newton-Schulz's quintic for Muon (Jordan et al. 2024; torch.optim.Muon's
@@ -179,6 +206,52 @@ AG_HD static inline ag__kreal ag__muon_direction(ag__kreal b, ag__kreal g, ag__k
     return nesterov ? ag__lerp(g, *b_new, mu) : *b_new;
 }
 
+/* Adafactor's pieces, one source for both devices (torch.optim.Adafactor's
+ * arithmetic): the mean of R's `rows` values, floored at eps1 (torch's
+ * row_var.mean(dim=-2).clamp_(min=eps1)); one element's direction
+ * g / sqrt(max(R C / mean, eps1²)) (torch's var_estimate.clamp_(min=eps1
+ * * eps1).rsqrt_() * g), and a vector's from its V; the step's rate
+ * alpha / max(1, RMS(u) / d), alpha = max(eps2, RMS(θ)) rho, from the sums
+ * of squares of θ and u over n elements. */
+/* A row's sum of g², in double, in AG_SQ_LANES lanes (element c in lane
+ * c % lanes) added in order at the end: the CPU vectorises it, a GPU
+ * thread adds the same way. */
+AG_HD static inline double ag__adafactor_row_sq(const ag__kreal *g, int cols) {
+    double lane[AG_SQ_LANES] = {0}, sum = 0;
+    int c = 0;
+    for (; c + AG_SQ_LANES <= cols; c += AG_SQ_LANES)
+        for (int l = 0; l < AG_SQ_LANES; l++) lane[l] += (double)g[c + l] * g[c + l];
+    for (int l = 0; c + l < cols; l++) lane[l] += (double)g[c + l] * g[c + l];
+    for (int l = 0; l < AG_SQ_LANES; l++) sum += lane[l];
+    return sum;
+}
+AG_HD static inline void ag__adafactor_mean(const ag__kreal *R, int rows, ag__kreal eps1, ag__kreal *mean) {
+    double sum = 0;
+    for (int r = 0; r < rows; r++) sum += R[r];
+    ag__kreal m = (ag__kreal)(sum / rows);
+    *mean = m > eps1 ? m : eps1;
+}
+#ifdef AG_REAL_DOUBLE
+#define AG__KSQRT sqrt
+#else
+#define AG__KSQRT sqrtf /* not sqrt: in C that is the double one, in CUDA C++ the float one */
+#endif
+AG_HD static inline ag__kreal ag__adafactor_floor_rsqrt(ag__kreal v, ag__kreal eps1) {
+    ag__kreal floor = eps1 * eps1;
+    return (ag__kreal)1 / AG__KSQRT(v > floor ? v : floor); /* torch's rsqrt_: 1 / sqrt, IEEE on both devices */
+}
+AG_HD static inline ag__kreal ag__adafactor_direction(ag__kreal g, ag__kreal r, ag__kreal c, ag__kreal mean,
+                                                      ag__kreal eps1) {
+    ag__kreal estimate = r * c;
+    return g * ag__adafactor_floor_rsqrt(estimate / mean, eps1);
+}
+AG_HD static inline ag__kreal ag__adafactor_vector_direction(ag__kreal g, ag__kreal v, ag__kreal eps1) {
+    return g * ag__adafactor_floor_rsqrt(v, eps1);
+}
+AG_HD static inline double ag__adafactor_rate(const double *sq, int64_t n, double rho, double eps2, double d) {
+    double root_n = sqrt((double)n), rms = sqrt(sq[0]) / root_n, u_rms = sqrt(sq[1]) / (root_n * d);
+    return (rms > eps2 ? rms : eps2) * rho / (u_rms > 1 ? u_rms : 1);
+}
 /* The gradients' arithmetic between backward and the update (optim/gradients.c). */
 typedef struct {
     /* block_sq[b] = the sum of x^2 over elements [b*AG_SQ_BLOCK,

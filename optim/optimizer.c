@@ -18,6 +18,7 @@
 #include "../ops/elementwise.h" /* fill: Adagrad's initial sums */
 #include "../ops/matmul.h"      /* Muon's products */
 
+#include <float.h>
 #include <stdio.h>
 
 /* ---- state ---- */
@@ -32,6 +33,7 @@ static int rule_slots(const ag_optim_config *c) {
     case AG_ADAGRAD: return 1;
     case AG_RMSPROP: return 1 + (c->momentum != 0) + c->centered;
     case AG_MUON: return 2; /* m; v for the AdamW part only (muon_keeps) */
+    case AG_ADAFACTOR: return 3; /* row_var, col_var where factored, else variance (keeps_slot) */
     default: break;
     }
     const ag__registered_rule *r = ag__optim_registered(c->kind);
@@ -55,10 +57,36 @@ static bool muon_matrix(const ag_optimizer *o, int i) {
     return o->muon ? o->muon[i] : ag_is_weight_matrix(p);
 }
 
+/* Adafactor factors the second moment of a parameter of 2 or more dims
+ * over its last two (torch: grad.dim() > 1). */
+static bool factored(const ag_tensor *p) { return p->ndim >= 2; }
+
 /* Whether parameter i has slot s: a trained one every slot, but a Muon
- * matrix's v (it keeps one buffer, as torch.optim.Muon). */
+ * matrix's v (it keeps one buffer, as torch.optim.Muon) and the Adafactor
+ * slots of the other form (factored or not). */
 static bool keeps_slot(const ag_optimizer *o, int i, int s) {
-    return o->params->items[i]->requires_grad && !(s == 1 && muon_matrix(o, i));
+    const ag_tensor *p = o->params->items[i];
+    if (!p->requires_grad) return false;
+    if (o->cfg.kind == AG_ADAFACTOR && s < 3) return factored(p) ? s < 2 : s == 2;
+    return !(s == 1 && muon_matrix(o, i));
+}
+
+/* Slot s of parameter i: its shape, the parameter's but for Adafactor's
+ * row_var [..., r, 1] and col_var [..., 1, c] (torch's keepdim shapes);
+ * its dims, or -1 where it has none. */
+int ag__optim_slot_shape(const ag_optimizer *o, int i, int s, int shape[AG_MAX_DIMS]) {
+    const ag_tensor *p = o->params->items[i];
+    if (!keeps_slot(o, i, s)) return -1;
+    memcpy(shape, p->shape, sizeof p->shape);
+    if (o->cfg.kind == AG_ADAFACTOR && s < 2) shape[p->ndim - 1 - s] = 1; /* row_var: c -> 1; col_var: r -> 1 */
+    return p->ndim;
+}
+
+int64_t ag__optim_slot_numel(const ag_optimizer *o, int i, int s) {
+    int shape[AG_MAX_DIMS], nd = ag__optim_slot_shape(o, i, s, shape);
+    int64_t n = nd < 0 ? 0 : 1;
+    for (int d = 0; d < nd; d++) n *= shape[d];
+    return n;
 }
 
 const char *ag__optim_slot(const ag_optim_config *c, int s) {
@@ -74,6 +102,7 @@ const char *ag__optim_slot(const ag_optim_config *c, int s) {
     case AG_ADAGRAD: return "sum";
     case AG_RMSPROP: return s == 0 ? "square_avg" : s == 1 && c->momentum != 0 ? "momentum_buffer" : "grad_avg";
     case AG_MUON: return adam[s]; /* a matrix's momentum buffer is its m */
+    case AG_ADAFACTOR: return (const char *const[]){"row_var", "col_var", "variance"}[s];
     default: return ag_optim_rule_of(c->kind)->slots[s].name;
     }
 }
@@ -133,7 +162,7 @@ static void lay_out_state(ag_optimizer *opt) {
     if (opt->n_slots <= 0 || opt->n_params <= 0) return;
     int64_t numel = 0;
     for (int i = 0; i < opt->n_params; i++)
-        for (int s = 0; s < opt->n_slots; s++) numel += keeps_slot(opt, i, s) ? opt->params->items[i]->size : 0;
+        for (int s = 0; s < opt->n_slots; s++) numel += ag__optim_slot_numel(opt, i, s);
     opt->state = ag__zeros_kept_on(opt->device, ((size_t)numel + 1) * sizeof(ag_real), "the optimizer's state");
     opt->slot = ag__malloc((size_t)(opt->n_slots * opt->n_params) * sizeof *opt->slot);
     ag_real *next = opt->state;
@@ -142,7 +171,7 @@ static void lay_out_state(ag_optimizer *opt) {
         for (int i = 0; i < opt->n_params; i++) {
             bool kept = keeps_slot(opt, i, s);
             opt->slot[s * opt->n_params + i] = kept ? next : NULL;
-            next += kept ? opt->params->items[i]->size : 0;
+            next += ag__optim_slot_numel(opt, i, s);
         }
         double init = ag__optim_slot_init(&opt->cfg, s);
         if (init != 0 && next > first_of_slot)
@@ -200,6 +229,15 @@ ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *
             if (!strcmp(opt->params->items[i]->name, param)) return opt->slot[s * opt->n_params + i];
     }
     return NULL;
+}
+
+int ag_optim_state_shape(const ag_optimizer *opt, const char *param, const char *slot, int shape[AG_MAX_DIMS]) {
+    for (int s = 0; s < opt->n_slots; s++) {
+        if (strcmp(ag_optim_slot_name(opt, s), slot)) continue;
+        for (int i = 0; i < opt->n_params; i++)
+            if (!strcmp(opt->params->items[i]->name, param)) return ag__optim_slot_shape(opt, i, s, shape);
+    }
+    return -1;
 }
 
 /* ---- the updates ----
@@ -791,6 +829,95 @@ static void muon_apply_cpu(ag_real *p, const ag_real *x, ag_real *g_clear, int64
     ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
 }
 
+/* ---- Adafactor's kernels: a parameter as [batch, rows, cols] ----
+ * Every sum is in double, in the order CUDA's threads add them (a row's in
+ * ag__adafactor_row_sq's lanes, a column's down the rows). */
+
+typedef struct {
+    const ag_real *g, *R, *C, *means;
+    ag_real *Rw, *Cw, *V, *u, *p, *g_clear;
+    int64_t batch;
+    int rows, cols;
+    ag_real w, eps1, decay, rate;
+} adafactor_job;
+
+/* R = lerp(R, mean over the row of g², w), rows [i0, i1) of all batch x rows. */
+AG_SIMD_CLONES static void adafactor_rows_range(void *ctx, int64_t i0, int64_t i1) {
+    const adafactor_job *j = ctx;
+    for (int64_t r = i0; r < i1; r++)
+        j->Rw[r] = ag__lerp(j->Rw[r], (ag_real)(ag__adafactor_row_sq(j->g + r * j->cols, j->cols) / j->cols), j->w);
+}
+
+/* C = lerp(C, mean over the column of g², w), columns [k0, k1) of all
+ * batch x cols, a block of columns at a time down the rows. */
+AG_SIMD_CLONES static void adafactor_cols_range(void *ctx, int64_t k0, int64_t k1) {
+    const adafactor_job *j = ctx;
+    enum { BLOCK = 256 };
+    double sq[BLOCK];
+    for (int64_t k = k0; k < k1;) {
+        int64_t b = k / j->cols, c0 = k % j->cols, width = j->cols - c0;
+        if (width > BLOCK) width = BLOCK;
+        if (width > k1 - k) width = k1 - k;
+        for (int64_t c = 0; c < width; c++) sq[c] = 0;
+        for (int r = 0; r < j->rows; r++) {
+            const ag_real *g = j->g + (b * j->rows + r) * j->cols + c0;
+            for (int64_t c = 0; c < width; c++) sq[c] += (double)g[c] * g[c];
+        }
+        for (int64_t c = 0; c < width; c++) j->Cw[k + c] = ag__lerp(j->Cw[k + c], (ag_real)(sq[c] / j->rows), j->w);
+        k += width;
+    }
+}
+
+static void adafactor_factors_cpu(const ag_real *g, ag_real *R, ag_real *C, ag_real *means, int64_t batch, int rows,
+                                  int cols, const ag__kadafactor *k, const double *gate) {
+    adafactor_job j = {.g = g, .Rw = R, .Cw = C, .batch = batch, .rows = rows, .cols = cols, .w = k->w};
+    if (!gated_off(gate)) {
+        ag__parallel_range(batch * rows, AG_GRAIN_ELEMENTWISE / (cols > 0 ? cols : 1) + 1, adafactor_rows_range, &j);
+        ag__parallel_range(batch * cols, AG_GRAIN_ELEMENTWISE / (rows > 0 ? rows : 1) + 1, adafactor_cols_range, &j);
+    }
+    for (int64_t b = 0; b < batch; b++) ag__adafactor_mean(R + b * rows, rows, k->eps1, &means[b]);
+}
+
+/* Rows [r0, r1) of all batch x rows: a row's R and mean, its columns' C. */
+AG_SIMD_CLONES static void adafactor_direction_rows(void *ctx, int64_t r0, int64_t r1) {
+    const adafactor_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t b = r / j->rows;
+        const ag_real row = j->R[r], mean = j->means[b], eps1 = j->eps1, *g = j->g + r * j->cols,
+                      *C = j->C + b * j->cols;
+        ag_real *u = j->u + r * j->cols;
+        for (int c = 0; c < j->cols; c++) u[c] = ag__adafactor_direction(g[c], row, C[c], mean, eps1);
+    }
+}
+
+/* A vector's: V = lerp(V, g², w) (unless gated: V read as it is), u from V. */
+AG_SIMD_CLONES static void adafactor_vector_range(void *ctx, int64_t i0, int64_t i1) {
+    const adafactor_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        ag_real v = j->g_clear ? j->V[i] : ag__lerp(j->V[i], j->g[i] * j->g[i], j->w);
+        if (!j->g_clear) j->V[i] = v;
+        j->u[i] = ag__adafactor_vector_direction(j->g[i], v, j->eps1);
+    }
+}
+
+static void adafactor_direction_cpu(const ag_real *g, const ag_real *R, const ag_real *C, const ag_real *means,
+                                    ag_real *V, ag_real *u, int64_t batch, int rows, int cols,
+                                    const ag__kadafactor *k, const double *gate) {
+    adafactor_job j = {.g = g, .R = R, .C = C, .means = means, .V = V, .u = u, .batch = batch, .rows = rows,
+                       .cols = cols, .w = k->w, .eps1 = k->eps1};
+    j.g_clear = gated_off(gate) ? u : NULL; /* the vector pass's flag: V not kept */
+    if (R) ag__parallel_range(batch * rows, AG_GRAIN_ELEMENTWISE / cols + 1, adafactor_direction_rows, &j);
+    else ag__parallel_range(batch * rows * cols, AG_GRAIN_ELEMENTWISE, adafactor_vector_range, &j);
+}
+
+static void adafactor_apply_cpu(ag_real *p, const ag_real *u, ag_real *g_clear, int64_t n, const double *sq,
+                                const ag__kadafactor *k, const double *gate) {
+    if (gated_off(gate)) return;
+    muon_job j = {.y = p, .x = u, .g_clear = g_clear, .decay = k->decay,
+                  .rate = (ag_real)ag__adafactor_rate(sq, n, k->rho, k->eps2, k->d)};
+    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
+}
+
 static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu,
                                             .average_all = average_all_cpu,
                                             .swap_all = swap_all_cpu,
@@ -799,7 +926,10 @@ static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu,
                                             .muon_momentum = muon_momentum_cpu,
                                             .muon_normalize = muon_normalize_cpu,
                                             .axpby = axpby_cpu,
-                                            .muon_apply = muon_apply_cpu};
+                                            .muon_apply = muon_apply_cpu,
+                                            .adafactor_factors = adafactor_factors_cpu,
+                                            .adafactor_direction = adafactor_direction_cpu,
+                                            .adafactor_apply = adafactor_apply_cpu};
 AG_DISPATCH(optim, optim_cpu)
 
 /* Parameter i's weight decay and rate (its group's, schedules applied). */
@@ -879,6 +1009,73 @@ static void muon_matrices(ag_optimizer *o, const double *gate, double *const *bl
     }
 }
 
+/* ---- Adafactor's parameters ----
+ * One parameter at a time on its device, as torch.optim.Adafactor's
+ * single-tensor loop: its factors (or a vector's variance), the direction
+ * u in the step's memory, the sums of squares of θ (before the update: its
+ * RMS sets the step size) and of u (whose RMS clips it), then the update.
+ * The sums never leave the device: no wait, and a CUDA graph can record it. */
+
+/* Parameter i's scalars this step, into *k (zeroed: no undefined byte goes to the device). */
+static void adafactor_coef(const ag_optimizer *o, int i, ag__kadafactor *k) {
+    const ag_optim_config *c = &o->cfg;
+    const double t = (double)o->step, lr = lr_of(o, i);
+    k->w = (ag_real)pow(t, c->beta2_decay);
+    k->eps1 = (ag_real)(c->eps > 0 ? c->eps : sizeof(ag_real) == sizeof(float) ? FLT_EPSILON : DBL_EPSILON);
+    k->decay = (ag_real)(1 - lr * weight_decay_of(o, i));
+    k->rho = fmin(lr, 1 / sqrt(t)); /* torch's min(lr, 1 / step ** 0.5) */
+    k->eps2 = c->eps2, k->d = c->d;
+}
+
+static void adafactor_param_step(ag_optimizer *o, int i, const ag__kadafactor *coef, const double *gate,
+                                 bool clear_grads) {
+    const char *op = "ag_optim_step";
+    const ag_device dev = o->device;
+    const ag__optim_kernels *k = ag__optim_on(op, dev);
+    const ag__grads_kernels *sq = ag__grads_on(op, dev);
+    ag_tensor *p = o->params->items[i];
+    const int64_t n = p->size, blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+    const bool f = factored(p);
+    const int cols = f ? p->shape[p->ndim - 1] : (int)n, rows = f ? p->shape[p->ndim - 2] : 1;
+    const int64_t batch = f ? n / ((int64_t)rows * cols) : 1;
+    ag_real *u = ag__step_alloc_on(dev, (size_t)n * sizeof *u), *means = NULL;
+    double *block_sq = ag__step_alloc_on(dev, (size_t)(2 * blocks + 2) * sizeof *block_sq), *sums = block_sq + 2 * blocks;
+    const int64_t first[3] = {0, blocks, 2 * blocks};
+    const int64_t *on_dev = ag__step_copy_on(dev, first, sizeof first);
+
+    ag_real *R = o->slot[i], *C = o->slot[o->n_params + i], *V = o->slot[2 * o->n_params + i];
+    if (f) {
+        means = ag__step_alloc_on(dev, (size_t)batch * sizeof *means);
+        k->adafactor_factors(p->grad, R, C, means, batch, rows, cols, coef, gate);
+    }
+    k->adafactor_direction(p->grad, R, C, means, V, u, batch, rows, cols, coef, gate);
+    sq->sum_squares_blocks(p->data, n, block_sq);
+    sq->sum_squares_blocks(u, n, block_sq + blocks);
+    sq->sum_blocks_in_order(block_sq, on_dev, 1, false, 0, &sums[0]);
+    sq->sum_blocks_in_order(block_sq, on_dev + 1, 1, false, 0, &sums[1]);
+    k->adafactor_apply(p->data, u, clear_grads ? p->grad : NULL, n, sums, coef, gate);
+}
+
+/* Every trained parameter's Adafactor step; block_sq[i] (CPU), where
+ * asked, the squares of its values after it. */
+static void adafactor_params(ag_optimizer *o, const double *gate, double *const *block_sq, bool clear_grads) {
+    if (o->cfg.kind != AG_ADAFACTOR) return;
+    const int n = o->n_params;
+    ag__kadafactor room[32]; /* every parameter's scalars, one copy to the device */
+    ag__kadafactor *coef = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)(n ? n : 1) * sizeof *coef);
+    memset(coef, 0, (size_t)n * sizeof *coef);
+    for (int i = 0; i < n; i++)
+        if (o->params->items[i]->requires_grad) adafactor_coef(o, i, &coef[i]);
+    const ag__kadafactor *on_device = ag__step_copy_on(o->device, coef, (size_t)n * sizeof *coef);
+    for (int i = 0; i < n; i++) {
+        ag_tensor *p = o->params->items[i];
+        if (!p->requires_grad || p->size == 0) continue;
+        if (!(o->device == AG_CPU && gated_off(gate))) /* a GPU's kernels read the gate themselves */
+            adafactor_param_step(o, i, &on_device[i], gate, clear_grads);
+        if (block_sq && block_sq[i]) ag__sum_squares_blocks(p->data, p->size, block_sq[i]);
+    }
+}
+
 /* ---- the step ---- */
 
 /* One parameter's coefficients: those of opt's kind, with its weight decay. */
@@ -903,6 +1100,7 @@ static void coef_of(const ag_optimizer *opt, int i, update_coef *c) {
     case AG_ADAM:
     case AG_ADAMW:
     case AG_MUON: adam_coef(opt, lr, wd, &c->adam); return; /* a Muon matrix's: muon_matrices */
+    case AG_ADAFACTOR: return; /* adafactor_params: no update_all */
     case AG_ADADELTA: adadelta_coef(opt, lr, wd, &c->adadelta); return;
     case AG_ADAGRAD: adagrad_coef(opt, lr, wd, &c->adagrad); return;
     case AG_RMSPROP: rmsprop_coef(opt, lr, wd, &c->rmsprop); return;
@@ -1093,15 +1291,16 @@ static void optim_step(ag_optimizer *opt, const double *gate, double *const *blo
     ag__update_span *spans = ag__step_room_on(AG_CPU, span_room, sizeof span_room, (size_t)(n ? n : 1) * sizeof *spans);
     int count = 0;
     for (int i = 0; i < n; i++)
-        if (ps->items[i]->requires_grad && !muon_matrix(opt, i)) {
+        if (ps->items[i]->requires_grad && !muon_matrix(opt, i) && opt->cfg.kind != AG_ADAFACTOR) {
             spans[count] = span_of(opt, i, &on_device[i]);
             spans[count].g_clear = clear_grads ? ps->items[i]->grad : NULL;
             spans[count++].block_sq = block_sq ? block_sq[i] : NULL;
         }
     lookahead_step(opt, gate, true);
     int kind = opt->cfg.kind == AG_MUON ? AG_ADAMW : (int)opt->cfg.kind; /* Muon's other parameters: its AdamW part */
-    ag__optim_on(op, opt->device)->update_all(kind, spans, count, gate);
+    if (count > 0) ag__optim_on(op, opt->device)->update_all(kind, spans, count, gate);
     muon_matrices(opt, gate, block_sq, clear_grads);
+    adafactor_params(opt, gate, block_sq, clear_grads);
     lookahead_step(opt, gate, false);
     average_update(opt, gate);
     ag__kernels_done(op, opt->device);

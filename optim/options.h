@@ -37,6 +37,12 @@ const char *ag__fmt_real(double x, char *buf, size_t n);
 /* Slot s of an optimizer of this config ("momentum", "m", ...), or NULL
  * past its last; and whether it keeps a slot of that name. */
 const char *ag__optim_slot(const ag_optim_config *c, int s);
+/* Slot s of parameter i of opt: its shape into shape[], its dims; -1
+ * where the parameter has none (frozen, a Muon matrix's v, Adafactor's
+ * other form).  The parameter's shape but for Adafactor's row_var
+ * [..., r, 1] and col_var [..., 1, c]. */
+int ag__optim_slot_shape(const ag_optimizer *o, int i, int s, int shape[AG_MAX_DIMS]);
+int64_t ag__optim_slot_numel(const ag_optimizer *o, int i, int s); /* its elements; 0 where none */
 bool ag__optim_keeps(const ag_optim_config *c, const char *slot);
 /* Lazy adadelta, rmsprop (no momentum, not centered): every row's state
  * brought up to date (the steps it missed), as the dense rule has it;

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop", "muon"};
+static const char *const kind_names[] = {"sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop", "muon", "adafactor"};
 enum { N_KINDS = sizeof kind_names / sizeof *kind_names };
 
 /* ---- registered rules ----
@@ -191,6 +191,8 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
         c.momentum = 0.95, c.nesterov = true, c.ns_steps = 5, c.eps = 1e-7, c.weight_decay = 0.1;
         c.match_rms_adamw = true, c.adam_eps = 1e-8;
     }
+    if (kind == AG_ADAFACTOR) /* torch.optim.Adafactor's; eps (eps1) 0: the real type's epsilon, torch's None */
+        c.lr = 1e-2, c.eps = 0, c.beta2_decay = -0.8, c.eps2 = 1e-3, c.d = 1;
     return c;
 }
 
@@ -245,6 +247,12 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
         f[n++] = (opt_field){"beta1", OPT_REAL, &c->beta1, {0}};
         f[n++] = (opt_field){"beta2", OPT_REAL, &c->beta2, {0}};
         f[n++] = (opt_field){"adam_eps", OPT_REAL, &c->adam_eps, {0}};
+        break;
+    case AG_ADAFACTOR:
+        f[n++] = (opt_field){"beta2_decay", OPT_REAL, &c->beta2_decay, {0}};
+        f[n++] = (opt_field){"eps", OPT_REAL, &c->eps, {0}};
+        f[n++] = (opt_field){"eps2", OPT_REAL, &c->eps2, {0}};
+        f[n++] = (opt_field){"d", OPT_REAL, &c->d, {0}};
         break;
     default: break; /* a rule's: above */
     }
@@ -330,6 +338,23 @@ ag_status ag_optim_check(const ag_optim_config *c) {
         if (c->lazy)
             return ag__fail(AG_ERR_ARG, "optimizer 'muon': lazy=1 is not for muon: its step of a matrix is one "
                             "product over all of it");
+        break;
+    case AG_ADAFACTOR: /* torch's ranges, and finite */
+        if (!(c->beta2_decay <= 0) || !isfinite(c->beta2_decay))
+            return ag__fail(AG_ERR_ARG, "optimizer 'adafactor': beta2_decay %g must be finite and <= 0 (1 - beta2 at "
+                            "step t is t^beta2_decay: -0.8 in its paper)", c->beta2_decay);
+        if (!(c->eps >= 0) || !isfinite(c->eps))
+            return ag__fail(AG_ERR_ARG, "optimizer 'adafactor': eps %g must be finite and >= 0 (eps1, the floor of the "
+                            "second moment's estimate; 0: the real type's epsilon)", c->eps);
+        if (!(c->eps2 >= 0) || !isfinite(c->eps2))
+            return ag__fail(AG_ERR_ARG, "optimizer 'adafactor': eps2 %g must be finite and >= 0 (the floor of a "
+                            "parameter's RMS in its step size)", c->eps2);
+        if (!(c->d >= 1) || !isfinite(c->d))
+            return ag__fail(AG_ERR_ARG, "optimizer 'adafactor': d %g must be finite and >= 1 (the RMS an update is "
+                            "clipped to)", c->d);
+        if (c->lazy)
+            return ag__fail(AG_ERR_ARG, "optimizer 'adafactor': lazy=1 is not for adafactor: its factored second "
+                            "moment averages whole rows and columns");
         break;
     default: /* a rule's, as it declared them */
         if (c->lazy && r->n_sums > 0)

@@ -8,6 +8,7 @@
 
 #include "optim_util.h"
 #include "../optim/kernels.h" /* ag__optim_step_gated: the training step's skipped update */
+#include "../optim/options.h" /* ag__optim_slot_numel: Adafactor's factors are not the parameter's size */
 
 #include <math.h>
 #include <stdlib.h>
@@ -39,7 +40,8 @@ static inline bool same_runs(const ag_params *pa, const ag_optimizer *a, const a
         if (memcmp(pa->items[i]->data, pb->items[i]->data, bytes)) return false;
         for (int s = 0; s < a->n_slots; s++) {
             const ag_real *x = a->slot[s * a->n_params + i], *y = b->slot[s * b->n_params + i];
-            if (!x != !y || (x && memcmp(x, y, bytes))) return false;
+            size_t slot_bytes = (size_t)ag__optim_slot_numel(a, i, s) * sizeof(ag_real);
+            if (!x != !y || (x && memcmp(x, y, slot_bytes))) return false;
         }
     }
     return true;
@@ -102,7 +104,9 @@ static inline void gate_and_memory_case(const char *spec, big_grads_fn grads, in
         size_t bytes = (size_t)ps.items[i]->size * sizeof(ag_real);
         memcpy(before.items[i]->data, ps.items[i]->data, bytes);
         for (int s = 0; s < o.n_slots; s++)
-            if (o.slot[s * o.n_params + i]) memcpy(copy.slot[s * copy.n_params + i], o.slot[s * o.n_params + i], bytes);
+            if (o.slot[s * o.n_params + i])
+                memcpy(copy.slot[s * copy.n_params + i], o.slot[s * o.n_params + i],
+                       (size_t)ag__optim_slot_numel(&o, i, s) * sizeof(ag_real));
     }
     double nan_gate = NAN;
     ag__optim_step_gated(&o, &nan_gate);

@@ -33,6 +33,7 @@
 #include "attngrad.h"
 #include "../graph/device.h" /* ag__cuda_copy: reading gradients and state back */
 #include "../optim/kernels.h" /* the training step's gate, as train/step.c makes it */
+#include "../optim/options.h" /* ag__optim_slot_numel: a slot's elements */
 #include "attngrad/model.h"
 #include "../train/internal.h"
 #include "lr_scale_case.h" /* per-parameter rates on the GPU */
@@ -144,7 +145,8 @@ static void compare_twins_and_free(const char *label, ag_params *cpu, ag_params 
             snprintf(what, sizeof what, "%s: %s's %s", label, p->name, ag_optim_slot_name(oc, s));
             const ag_real *a = oc->slot[s * oc->n_params + i], *b = og->slot[s * og->n_params + i];
             CHECK(!a == !b, "%s: kept on one device only", what);
-            if (a && b) worst = fmax(worst, compare(what, a, b, p->size, update_tol(oc))); /* a Muon matrix has no v */
+            if (a && b) /* a Muon matrix has no v; Adafactor's factors are a row and a column */
+                worst = fmax(worst, compare(what, a, b, ag__optim_slot_numel(oc, i, s), update_tol(oc)));
         }
     }
     printf("%-44s params and state: worst rel diff %.2e\n", label, worst);
@@ -551,9 +553,14 @@ static const variant variants[] = {
  * momentum, the norm's two, the division, 5 steps of 3 products and 2
  * sums, the update): 598 a step (2026-12-07).  At lr 1e-2 the f32 runs
  * drift apart by 1% in 200 steps (the products' other order, through
- * Newton-Schulz, in a step that large); at 2e-3 by 1.3e-5. */
+ * Newton-Schulz, in a step that large); at 2e-3 by 1.3e-5.  Adafactor:
+ * a parameter at a time, 9 launches a matrix (its rows, columns, their
+ * means, the direction, two sums of squares and their totals, the update)
+ * and 7 a vector: 335 a step (2026-12-07), its scalars read on the device
+ * so that a graph replays every step. */
 static const variant optimizer_variants[] = {
     {"mtsa", 0, 0, 0, "mtsa/muon", 598, "muon:lr=2e-3"},
+    {"mtsa", 0, 0, 0, "mtsa/adafactor", 335, "adafactor:lr=1e-2"},
 };
 
 typedef struct {
@@ -1096,6 +1103,8 @@ int main(void) {
         "rmsprop:lr=1e-2,momentum=0.9,lookahead=3,swa=1",
         "muon:lr=1e-2", /* every twin is a matrix: Newton-Schulz on cuBLAS, a wide, a [33, 1] and a tall one */
         "muon:lr=2e-2,nesterov=0,match_rms_adamw=0,ns_steps=3,weight_decay=0.01,ema=0.9",
+        "adafactor:lr=1e-2", /* factored: a wide, a [33, 1] (one column) and a tall [5000, 3] */
+        "adafactor:lr=0.6,weight_decay=0.1,eps=1e-3,eps2=0.1,d=2,ema=0.9", /* rho = 1/sqrt(t) from step 3 */
     };
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);

@@ -125,7 +125,8 @@ static void ref_step(const ag_optim_config *c, reference *r, const problem *p) {
             }
             break;
         }
-        case AG_MUON: break; /* a step over whole matrices, not an element's: tests/test_optim_muon.c */
+        case AG_MUON: /* a step over whole matrices, not an element's: tests/test_optim_muon.c */
+        case AG_ADAFACTOR: break; /* over whole rows and columns: tests/test_optim_adafactor.c */
         }
         r->x[k] = x;
     }

@@ -148,7 +148,7 @@ static void test_specs(void) {
     EXPECT_ERROR(ag_optim_parse("lion:beta1=0.5,beta1=0.6", &c), AG_ERR_ARG, "key 'beta1' given twice");
     EXPECT_ERROR(ag_optim_parse("lion:weight_decay=-1", &c), AG_ERR_ARG, "optimizer 'lion': weight_decay -1");
     EXPECT_ERROR(ag_optim_parse("lion:lr=-1", &c), AG_ERR_ARG, "optimizer 'lion': lr -1 must be >= 0");
-    EXPECT_ERROR(ag_optim_parse("lamb:lr=1", &c), AG_ERR_ARG, "unknown optimizer 'lamb'", "rmsprop, muon, lion)");
+    EXPECT_ERROR(ag_optim_parse("lamb:lr=1", &c), AG_ERR_ARG, "unknown optimizer 'lamb'", "rmsprop, muon, adafactor, lion)");
     c = ag_optim_defaults(k);
     c.hparam[BETA2] = NAN;
     EXPECT_ERROR(ag_optim_check(&c), AG_ERR_ARG, "optimizer 'lion': beta2 nan must be in [0, 1)");

@@ -51,7 +51,7 @@ expect 0 'lion:lr=3e-3 epoch 2/2: .*val accuracy' "$OX" --plugin "$P" --optim li
 [ -s "$T/ox_epochs.csv" ] && grep -q '^"lion:lr=3e-3",2,16,' "$T/ox_epochs.csv" && ok || bad "no lion rows in $T/ox_epochs.csv"
 
 # refusals
-expect 2 "unknown optimizer 'lion' \(known: .*muon\); a plugin's rule needs --plugin FILE" \
+expect 2 "unknown optimizer 'lion' \(known: .*muon, adafactor\); a plugin's rule needs --plugin FILE" \
   "$AG" train "${SMALL[@]}" --out "$T/none"
 expect 1 "bad config entry 'optim'.*unknown optimizer 'lion'.*needs --plugin FILE" "$AG" train --resume --out "$T/lion"
 expect 2 "optimizer 'lion': unknown key 'eps' \(it takes: lr, beta1, beta2, weight_decay, lazy, ema, swa, lookahead, lookahead_alpha\)" \

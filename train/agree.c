@@ -16,6 +16,7 @@
  * run folder would make its own. */
 #include "trainer.h"
 #include "../graph/device.h" /* ag__read_on: a GPU's values to hash */
+#include "../optim/options.h" /* ag__optim_slot_numel: a slot's elements */
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +114,7 @@ static uint32_t value_crc(const run_values *v, int k, ag_real *buf, char *name, 
         if (name)
             snprintf(name, n, "optim.%s.%s.%s", ag_optim_name(o->cfg.kind), ag_optim_slot_name(o, k / o->n_params),
                      p->name ? p->name : "(unnamed)");
-        return crc_on(o->device, o->slot[k], p->size, buf);
+        return crc_on(o->device, o->slot[k], ag__optim_slot_numel(o, k % o->n_params, k / o->n_params), buf);
     }
     const ag_scheduler *sc = &v->t->sched;
     double sched[4] = {(double)sc->last_epoch, sc->best, sc->num_bad_epochs, sc->cooldown_counter};

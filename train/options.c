@@ -77,7 +77,7 @@ static const opt_def opts[] = {
      check_flags},
     {"attention", O_STR, F(attention), 0, 0, SIZE_CMDS, true, "A", "poslm attention: positional, standard, none",
      check_attention},
-    {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer: sgd, adam, adamw, adadelta, adagrad, rmsprop, muon or a "
+    {"optim", O_STR, F(optim), 0, 0, TR, true, "SPEC", "optimizer: sgd, adam, adamw, adadelta, adagrad, rmsprop, muon, adafactor or a "
      "plugin's rule, e.g. adadelta:lr=0.5,rho=0.95; any with ema=D or swa=S keeps an average of the parameters, which "
      "is evaluated and saved as best, and with lookahead=K steps back to slow weights every K updates (default: the "
      "model's; on --resume, the keys given change the run's own)",

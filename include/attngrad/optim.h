@@ -41,10 +41,21 @@ extern "C" {
  *             (embeddings, biases, norms, 3-D and more, matrices routed off
  *             Muon): adamw with beta1,
  *             beta2, adam_eps, the same lr and wd.
+ *   adafactor (Shazeer and Stern 2018, as torch.optim.Adafactor: no first
+ *             moment, relative steps) with w = t^beta2_decay,
+ *             rho = min(lr, 1/sqrt(t)), alpha = max(eps2, RMS(θ)) rho from
+ *             θ before the decay:  θ *= 1 - lr wd;  a parameter of 2 or
+ *             more dims [..., r, c] factors its second moment over the
+ *             last two: R = lerp(R, mean_c g², w) [..., r, 1],
+ *             C = lerp(C, mean_r g², w) [..., 1, c],  V̂ = R C / max(mean_r R,
+ *             eps1); a vector: V = lerp(V, g², w), V̂ = V;
+ *             u = g / sqrt(max(V̂, eps1²));  θ -= alpha / max(1, RMS(u) / d) u
  * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
  * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6; adagrad
  * lr 1e-2, lr_decay 0, initial_accumulator_value 0, eps 1e-10; rmsprop lr
- * 1e-2, alpha 0.99, eps 1e-8, momentum 0, centered 0; muon lr 1e-3,
+ * 1e-2, alpha 0.99, eps 1e-8, momentum 0, centered 0; adafactor lr 1e-2,
+ * beta2_decay -0.8, eps 0 (eps1: 0 is the real type's epsilon, torch's
+ * None), eps2 1e-3, d 1, weight_decay 0; muon lr 1e-3,
  * momentum 0.95, nesterov 1, ns_steps 5, eps 1e-7, weight_decay 0.1,
  * match_rms_adamw 1 (torch's default is the other scale: then the matrices
  * want a rate ~20 times the AdamW part's), betas (0.9, 0.999), adam_eps 1e-8.  (The
@@ -62,7 +73,7 @@ extern "C" {
  * once for each step it missed when it is next live, or when the state is
  * read (a checkpoint, ag_optim_state); without weight decay that is the
  * dense rule to the bit, only faster. */
-typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA, AG_ADAGRAD, AG_RMSPROP, AG_MUON } ag_optim_kind;
+typedef enum { AG_SGD, AG_ADAM, AG_ADAMW, AG_ADADELTA, AG_ADAGRAD, AG_RMSPROP, AG_MUON, AG_ADAFACTOR } ag_optim_kind;
 
 /* The kind of a registered rule (ag_optim_register, below) is
  * AG_OPTIM_RULE_FIRST + its place in this process's registry, so the
@@ -116,6 +127,10 @@ typedef struct {
     int ns_steps;
     bool match_rms_adamw;
     double adam_eps;
+    /* Adafactor (appended after Muon's): 1 - beta2 at step t is
+     * t^beta2_decay; eps (above) is its eps1, eps2 the floor of a
+     * parameter's RMS, d the threshold its update's RMS is clipped to. */
+    double beta2_decay, eps2, d;
 } ag_optim_config;
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind);
@@ -145,7 +160,10 @@ ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch; a rul
  * parameter frozen before init (ag_param_freeze) has none: its slot
  * pointers are NULL, a step skips it and checkpoints hold no state for it.
  * Muon: "m" (a matrix's momentum buffer, the AdamW part's first moment),
- * "v" (the AdamW part's only: a Muon matrix's v is NULL). */
+ * "v" (the AdamW part's only: a Muon matrix's v is NULL).  Adafactor, as
+ * torch names and shapes them: a parameter [..., r, c] of 2 or more dims
+ * "row_var" [..., r, 1] and "col_var" [..., 1, c], a vector "variance"
+ * (ag_optim_state_shape says which a parameter has, and their shapes). */
 typedef struct {
     ag_optim_config cfg;
     double lr;           /* current rate: cfg.lr at first, schedules change it */
@@ -220,6 +238,10 @@ const char *ag_optim_slot_name(const ag_optimizer *opt, int s);
  * rmsprop's rows are brought up to date first (the steps they missed), so
  * it reads as the dense rule's state until the next step. */
 ag_real *ag_optim_state(const ag_optimizer *opt, const char *param, const char *slot);
+/* Its shape into shape[] and its number of dims (the parameter's, but for
+ * Adafactor's factored row_var and col_var), or -1 where ag_optim_state
+ * is NULL. */
+int ag_optim_state_shape(const ag_optimizer *opt, const char *param, const char *slot, int shape[AG_MAX_DIMS]);
 /* With cfg.ema or cfg.swa: the parameters' values and their average trade
  * places (every trained parameter, on its device), to evaluate or save the
  * averaged model; a second call trades them back.  Without an average but

@@ -518,8 +518,88 @@ static void muon_apply(ag_real *p, const ag_real *x, ag_real *g_clear, int64_t n
     LAUNCH(muon_apply_kernel, n, p, x, g_clear, n, decay, rate, gate);
 }
 
-extern "C" const ag__optim_kernels ag__optim_cuda = {update_all,    average_all,    swap_all, lookahead_all, catch_up_all,
-                                                     muon_momentum, muon_normalize, axpby,    muon_apply};
+/* ---- Adafactor's passes (optim/kernels.h): every sum in double, one
+ * thread per sum, in the CPU's order: the same bits ---- */
+
+__global__ void adafactor_rows_kernel(const ag_real *G, ag_real *R, int64_t n_rows, int cols,
+                                      const ag__kadafactor *k, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
+    AG_CUDA_FOR(r, n_rows) R[r] = ag__lerp(R[r], (ag_real)(ag__adafactor_row_sq(G + r * cols, cols) / cols), k->w);
+}
+
+/* A thread per column: neighbouring threads read neighbouring columns. */
+__global__ void adafactor_cols_kernel(const ag_real *G, ag_real *C, int64_t batch, int rows, int cols,
+                                      const ag__kadafactor *k, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
+    AG_CUDA_FOR(j, batch * cols) {
+        const ag_real *g = G + (j / cols) * rows * cols + j % cols;
+        double sq = 0;
+        for (int r = 0; r < rows; r++) sq += (double)g[(int64_t)r * cols] * g[(int64_t)r * cols];
+        C[j] = ag__lerp(C[j], (ag_real)(sq / rows), k->w);
+    }
+}
+
+__global__ void adafactor_means_kernel(const ag_real *R, ag_real *means, int64_t batch, int rows,
+                                       const ag__kadafactor *k) {
+    AG_CUDA_FOR(b, batch) ag__adafactor_mean(R + b * rows, rows, k->eps1, &means[b]);
+}
+
+__global__ void adafactor_direction_kernel(const ag_real *G, const ag_real *R, const ag_real *C, const ag_real *means,
+                                           ag_real *U, int64_t n, int rows, int cols, const ag__kadafactor *k) {
+    const int64_t plane = (int64_t)rows * cols;
+    AG_CUDA_FOR(i, n) {
+        int64_t b = i / plane;
+        U[i] = ag__adafactor_direction(G[i], R[i / cols], C[b * cols + i % cols], means[b], k->eps1);
+    }
+}
+
+__global__ void adafactor_vector_kernel(const ag_real *G, ag_real *V, ag_real *U, int64_t n, const ag__kadafactor *k,
+                                        const double *gate) {
+    const bool keep = !gate || isfinite(*gate);
+    AG_CUDA_FOR(i, n) {
+        ag_real v = keep ? ag__lerp(V[i], G[i] * G[i], k->w) : V[i];
+        if (keep) V[i] = v;
+        U[i] = ag__adafactor_vector_direction(G[i], v, k->eps1);
+    }
+}
+
+__global__ void adafactor_apply_kernel(ag_real *P, const ag_real *U, ag_real *g_clear, int64_t n, const double *sq,
+                                       const ag__kadafactor *k, const double *gate) {
+    if (gate && !isfinite(*gate)) return;
+    const ag_real rate = (ag_real)ag__adafactor_rate(sq, n, k->rho, k->eps2, k->d), decay = k->decay;
+    AG_CUDA_FOR(i, n) {
+        ag_real shrunk = P[i] * decay;
+        P[i] = shrunk - rate * U[i];
+        if (g_clear) g_clear[i] = 0;
+    }
+}
+
+static void adafactor_factors(const ag_real *g, ag_real *R, ag_real *C, ag_real *means, int64_t batch, int rows,
+                              int cols, const ag__kadafactor *k, const double *gate) {
+    LAUNCH(adafactor_rows_kernel, batch * rows, g, R, batch * rows, cols, k, gate);
+    LAUNCH(adafactor_cols_kernel, batch * cols, g, C, batch, rows, cols, k, gate);
+    LAUNCH(adafactor_means_kernel, batch, R, means, batch, rows, k);
+}
+
+static void adafactor_direction(const ag_real *g, const ag_real *R, const ag_real *C, const ag_real *means, ag_real *V,
+                                ag_real *u, int64_t batch, int rows, int cols, const ag__kadafactor *k,
+                                const double *gate) {
+    const int64_t n = batch * rows * cols;
+    if (R) { /* LAUNCH is an if of its own */
+        LAUNCH(adafactor_direction_kernel, n, g, R, C, means, u, n, rows, cols, k);
+    } else {
+        LAUNCH(adafactor_vector_kernel, n, g, V, u, n, k, gate);
+    }
+}
+
+static void adafactor_apply(ag_real *p, const ag_real *u, ag_real *g_clear, int64_t n, const double *sq,
+                            const ag__kadafactor *k, const double *gate) {
+    LAUNCH(adafactor_apply_kernel, n, p, u, g_clear, n, sq, k, gate);
+}
+
+extern "C" const ag__optim_kernels ag__optim_cuda = {
+    update_all,    average_all,    swap_all, lookahead_all, catch_up_all,      muon_momentum,
+    muon_normalize, axpby,         muon_apply, adafactor_factors, adafactor_direction, adafactor_apply};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
     sum_squares_blocks, sum_blocks_in_order, clip_coef,           scale_below_one,
