@@ -948,12 +948,13 @@ static double lr_of(const ag_optimizer *opt, int i) { return opt->lr_scale ? opt
  * value stays on the device (the norm too): no wait, and a CUDA graph can
  * record it. */
 
-/* op(A) op(B) into C [M, N] (beta 0: C is not read), both operands dense. */
-static void product(const ag__matmul_kernels *mm, const ag_real *A, bool ta, int a_rows, int a_cols, const ag_real *B,
-                    bool tb, int b_rows, int b_cols, ag_real *C) {
+/* op(A_i) op(B_i) into C_i [M, N] for i < batch (beta 0: C is not read),
+ * every operand dense, the batch's one after another. */
+static void products(const ag__matmul_kernels *mm, int batch, const ag_real *A, bool ta, int a_rows, int a_cols,
+                     const ag_real *B, bool tb, int b_rows, int b_cols, ag_real *C) {
     int M = ta ? a_cols : a_rows, K = ta ? a_rows : a_cols, N = tb ? b_rows : b_cols;
     mm->batched(&(ag__kmm){.A = A, .B = B, .C = C, .a_rows = a_rows, .a_cols = a_cols, .b_rows = b_rows,
-                           .b_cols = b_cols, .M = M, .N = N, .K = K, .batch = 1, .beta = 0, .ta = ta, .tb = tb});
+                           .b_cols = b_cols, .M = M, .N = N, .K = K, .batch = batch, .beta = 0, .ta = ta, .tb = tb});
 }
 
 /* The scale of a matrix's step: match_rms_adamw's 0.2 sqrt(max(r, c)), an
@@ -964,49 +965,80 @@ static double muon_scale(const ag_optim_config *c, int rows, int cols) {
                               : sqrt(fmax(1.0, (double)cols / (double)rows));
 }
 
-static void muon_matrix_step(ag_optimizer *o, int i, const double *gate, bool clear_grads) {
+/* The step of the k Muon matrices idx[0..k) of one shape [rows, cols], in
+ * one batch: each its momentum's direction, divided by its own norm, into
+ * its slice of X [k, rows, cols]; then Newton-Schulz on all of them at once
+ * (a batched product each, the launches of one matrix's); then each its
+ * update.  A matrix's arithmetic is the same whatever its batch. */
+static void muon_group_step(ag_optimizer *o, const int *idx, int k, const double *gate, bool clear_grads) {
     const char *op = "ag_optim_step";
     const ag_optim_config *c = &o->cfg;
     const ag_device dev = o->device;
-    const ag__optim_kernels *k = ag__optim_on(op, dev);
+    const ag__optim_kernels *kern = ag__optim_on(op, dev);
     const ag__grads_kernels *sq = ag__grads_on(op, dev);
     const ag__matmul_kernels *mm = ag__matmul_on(op, dev);
-    ag_tensor *p = o->params->items[i];
-    const int rows = p->shape[0], cols = p->shape[1], m = rows <= cols ? rows : cols;
+    const ag_tensor *p0 = o->params->items[idx[0]];
+    const int rows = p0->shape[0], cols = p0->shape[1], m = rows <= cols ? rows : cols;
     const bool wide = rows <= cols; /* the Gram matrix X X^T, else X^T X: [m, m] either way */
-    const int64_t n = p->size, blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
-    ag_real *x = ag__step_alloc_on(dev, (size_t)n * sizeof *x), *t = ag__step_alloc_on(dev, (size_t)n * sizeof *t);
-    ag_real *gram = ag__step_alloc_on(dev, (size_t)m * m * sizeof *gram), *poly = ag__step_alloc_on(dev, (size_t)m * m * sizeof *poly);
-    double *block_sq = ag__step_alloc_on(dev, (size_t)(blocks + 1) * sizeof *block_sq), *norm_sq = block_sq + blocks;
-    const int64_t first[2] = {0, blocks};
+    const int64_t n = p0->size, mm_n = (int64_t)m * m, blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+    ag_real *x = ag__step_alloc_on(dev, (size_t)(k * n) * sizeof *x), *t = ag__step_alloc_on(dev, (size_t)(k * n) * sizeof *t);
+    ag_real *gram = ag__step_alloc_on(dev, (size_t)(k * mm_n) * sizeof *gram);
+    ag_real *poly = ag__step_alloc_on(dev, (size_t)(k * mm_n) * sizeof *poly);
+    double *block_sq = ag__step_alloc_on(dev, (size_t)(k * blocks + k) * sizeof *block_sq), *norm_sq = block_sq + k * blocks;
+    int64_t room[17]; /* each matrix's first block, and the end */
+    int64_t *first = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)(k + 1) * sizeof *first);
+    for (int j = 0; j <= k; j++) first[j] = j * blocks;
+    const int64_t *first_on_device = ag__step_copy_on(dev, first, (size_t)(k + 1) * sizeof *first);
 
-    k->muon_momentum(o->slot[i], p->grad, x, n, (ag_real)c->momentum, (ag_real)(1 - c->momentum), c->nesterov, gate);
-    sq->sum_squares_blocks(x, n, block_sq);
-    sq->sum_blocks_in_order(block_sq, ag__step_copy_on(dev, first, sizeof first), 1, false, 0, norm_sq);
-    k->muon_normalize(x, n, norm_sq, (ag_real)c->eps);
-    for (int step = 0; step < c->ns_steps; step++) {
-        product(mm, x, !wide, rows, cols, x, wide, rows, cols, gram);         /* A */
-        product(mm, gram, false, m, m, gram, false, m, m, poly);               /* A A */
-        k->axpby(AG_MUON_NS_B, gram, AG_MUON_NS_C, poly, (int64_t)m * m);     /* b A + c A A */
-        if (wide) product(mm, poly, false, m, m, x, false, rows, cols, t);     /* (b A + c A A) X */
-        else product(mm, x, false, rows, cols, poly, false, m, m, t);          /* X (b A + c A A) */
-        k->axpby(1, t, AG_MUON_NS_A, x, n);                                    /* a X + that */
+    for (int j = 0; j < k; j++) {
+        ag_tensor *p = o->params->items[idx[j]];
+        kern->muon_momentum(o->slot[idx[j]], p->grad, x + j * n, n, (ag_real)c->momentum, (ag_real)(1 - c->momentum),
+                            c->nesterov, gate);
+        sq->sum_squares_blocks(x + j * n, n, block_sq + j * blocks);
+        sq->sum_blocks_in_order(block_sq, first_on_device + j, 1, false, 0, norm_sq + j);
+        kern->muon_normalize(x + j * n, n, norm_sq + j, (ag_real)c->eps);
     }
-    double lr = lr_of(o, i), wd = weight_decay_of(o, i);
-    k->muon_apply(p->data, x, clear_grads ? p->grad : NULL, n, (ag_real)(1 - lr * wd),
-                  (ag_real)(lr * muon_scale(c, rows, cols)), gate);
+    for (int step = 0; step < c->ns_steps; step++) {
+        products(mm, k, x, !wide, rows, cols, x, wide, rows, cols, gram);        /* A */
+        products(mm, k, gram, false, m, m, gram, false, m, m, poly);              /* A A */
+        kern->axpby(AG_MUON_NS_B, gram, AG_MUON_NS_C, poly, k * mm_n);           /* b A + c A A */
+        if (wide) products(mm, k, poly, false, m, m, x, false, rows, cols, t);    /* (b A + c A A) X */
+        else products(mm, k, x, false, rows, cols, poly, false, m, m, t);         /* X (b A + c A A) */
+        kern->axpby(1, t, AG_MUON_NS_A, x, k * n);                                /* a X + that */
+    }
+    for (int j = 0; j < k; j++) {
+        ag_tensor *p = o->params->items[idx[j]];
+        double lr = lr_of(o, idx[j]), wd = weight_decay_of(o, idx[j]);
+        kern->muon_apply(p->data, x + j * n, clear_grads ? p->grad : NULL, n, (ag_real)(1 - lr * wd),
+                         (ag_real)(lr * muon_scale(c, rows, cols)), gate);
+    }
 }
 
-/* Every Muon matrix's step; block_sq[i] (CPU), where asked, the squares of
- * its values after it, as the other parameters' update pass takes them. */
+/* Every Muon matrix's step, those of one shape in one batch (MTSA's heads:
+ * a Newton-Schulz step is five launches for all of them); block_sq[i]
+ * (CPU), where asked, the squares of its values after it, as the other
+ * parameters' update pass takes them. */
 static void muon_matrices(ag_optimizer *o, const double *gate, double *const *block_sq, bool clear_grads) {
-    for (int i = 0; i < o->n_params; i++) {
-        ag_tensor *p = o->params->items[i];
-        if (!p->requires_grad || !muon_matrix(o, i)) continue;
+    if (o->cfg.kind != AG_MUON) return;
+    const int np = o->n_params;
+    int room[32 * 2];
+    int *idx = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)(2 * (np ? np : 1)) * sizeof *idx), *done = idx + np;
+    for (int i = 0; i < np; i++) done[i] = !o->params->items[i]->requires_grad || !muon_matrix(o, i);
+    for (int i = 0; i < np; i++) {
+        if (done[i]) continue;
+        const ag_tensor *p = o->params->items[i];
+        int k = 0;
+        for (int j = i; j < np; j++) {
+            const ag_tensor *q = o->params->items[j];
+            if (done[j] || q->shape[0] != p->shape[0] || q->shape[1] != p->shape[1]) continue;
+            idx[k++] = j, done[j] = 1;
+        }
         if (!(o->device == AG_CPU && gated_off(gate))) /* a GPU's kernels read the gate themselves */
-            muon_matrix_step(o, i, gate, clear_grads);
-        if (block_sq && block_sq[i]) ag__sum_squares_blocks(p->data, p->size, block_sq[i]);
+            muon_group_step(o, idx, k, gate, clear_grads);
     }
+    for (int i = 0; i < np && block_sq; i++)
+        if (block_sq[i] && o->params->items[i]->requires_grad && muon_matrix(o, i))
+            ag__sum_squares_blocks(o->params->items[i]->data, o->params->items[i]->size, block_sq[i]);
 }
 
 /* ---- Adafactor's parameters ----

@@ -1,7 +1,7 @@
 /* test_optim_muon.c - the Muon optimizer (AG_MUON) on the CPU:
  *   - its steps against torch.optim.Muon's algorithm computed here in double,
  *     literally (a tall matrix transposed, Newton-Schulz on the wide side),
- *     on a wide, a tall and a square matrix, with the AdamW part on an
+ *     on a wide (twice: one batch of two), a tall and a square matrix, with the AdamW part on an
  *     embedding table and a bias (its own weight decay group), clipping and
  *     a per-step schedule: nesterov or not, either scale, ns_steps, weight
  *     decay (f64: to 1e-13, f32: 2e-6); and that Newton-Schulz mattered;
@@ -54,9 +54,10 @@ static void test_specs(void) {
 
 /* ---- against torch.optim.Muon's algorithm, in double ---- */
 
-enum { N_PARAMS = 5, STEPS = 6 };
-static const char *const names[N_PARAMS] = {"w", "t", "q", "embed.x", "b"};
-static const int shapes[N_PARAMS][2] = {{3, 5}, {6, 4}, {4, 4}, {5, 3}, {4, 1}}; /* b: [4] */
+enum { N_PARAMS = 6, STEPS = 6 };
+static const char *const names[N_PARAMS] = {"w", "t", "q", "embed.x", "b", "w2"};
+/* b: [4]; w2 w's shape, after others: one batch of two (muon_matrices) */
+static const int shapes[N_PARAMS][2] = {{3, 5}, {6, 4}, {4, 4}, {5, 3}, {4, 1}, {3, 5}};
 
 typedef struct {
     double *x[N_PARAMS], *m[N_PARAMS], *v[N_PARAMS];
@@ -64,7 +65,7 @@ typedef struct {
 } muon_ref;
 
 static int size_of(int p) { return shapes[p][0] * shapes[p][1]; }
-static bool is_matrix(int p) { return p < 3; } /* the default side: weight matrices, not the embedding */
+static bool is_matrix(int p) { return p < 3 || p == 5; } /* the default side: weight matrices, not the embedding */
 
 static double grad_of(int p, int k, double x) {
     int flat = 5 * p + k;
@@ -170,7 +171,7 @@ static double muon_case(const char *spec, bool orthogonal, bool rerouted) {
     ag_tensor *t[N_PARAMS];
     muon_ref r;
     for (int p = 0; p < N_PARAMS; p++) {
-        r.muon[p] = rerouted ? p == 0 || p == 1 || p == 3 : is_matrix(p);
+        r.muon[p] = rerouted ? p == 0 || p == 1 || p == 3 || p == 5 : is_matrix(p);
         t[p] = p == 4 ? ag_param(&ps, names[p], 1, (int[]){4}) : ag_param(&ps, names[p], 2, shapes[p]);
         r.x[p] = malloc((size_t)size_of(p) * sizeof(double));
         r.m[p] = calloc((size_t)size_of(p), sizeof(double)), r.v[p] = calloc((size_t)size_of(p), sizeof(double));
