@@ -88,6 +88,15 @@ expect 1 "parameter 'embed\.weight' was frozen in the run \(no 'v' state\): --re
 expect 0 "param group 'embed\.\*:freeze=1'" "$AG" train "${SMALL[@]}" --resume --max-steps 8 --out "$T/frozen"
 expect 0 '^test +accuracy [0-9.]+%' "$AG" eval --ckpt "$T/decay/best.safetensors"
 
+# the header's size of the optimizer's state: Adafactor's factors, a
+# fraction of Adadelta's two slots of every value (under a fifth at d 8)
+factored=$("$AG" train "${SMALL[@]}" --optim adafactor --max-steps 2 --out "$T/adafactor" 2>&1 |
+  sed -n 's/^  optimizer state: row_var, col_var, variance, \([0-9]*\) values ([0-9.]* KiB)$/\1/p')
+full=$("$AG" train "${SMALL[@]}" --max-steps 2 --out "$T/adadelta_state" 2>&1 |
+  sed -n 's/^  optimizer state: v, u, \([0-9]*\) values ([0-9.]* KiB)$/\1/p')
+[ -n "$factored" ] && [ -n "$full" ] && [ $((factored * 5)) -lt "$full" ] && ok ||
+  bad "optimizer state: adafactor '$factored' values, not under a fifth of adadelta's '$full'"
+
 # muon=0: the classifier head on Muon's AdamW part (its v kept), the other
 # matrices on Muon's step (none); the run's routing rebuilt by --resume, to
 # the bit of a run straight through; a resume that routes it otherwise refused

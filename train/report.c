@@ -1,6 +1,7 @@
 /* report.c - what a run prints: its header, the progress of an epoch, an
  * epoch's line, and --profile's op table. */
 #include "trainer.h"
+#include "../optim/options.h" /* ag__optim_slot_numel: the state's size */
 
 #include <math.h>
 #include <stdio.h>
@@ -186,6 +187,26 @@ static void print_groups(const ag__trainer *t, const ag_train_opts *o) {
     }
 }
 
+/* The optimizer's state: its slots by name and their values in all (an
+ * optimizer's memory is a reason to pick one: Adafactor keeps a row and a
+ * column where Adam keeps two matrices). */
+static void print_state_size(const ag__trainer *t) {
+    const ag_optimizer *opt = &t->opt;
+    int64_t values = 0;
+    char names[160] = "";
+    size_t at = 0;
+    for (int s = 0; s < opt->n_slots; s++) {
+        for (int i = 0; i < opt->n_params; i++) values += ag__optim_slot_numel(opt, i, s);
+        if (at < sizeof names)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", s ? ", " : "", ag_optim_slot_name(opt, s));
+    }
+    double kib = (double)values * sizeof(ag_real) / 1024;
+    if (opt->n_slots == 0) printf("  optimizer state: none\n");
+    else
+        printf("  optimizer state: %s, %lld values (%.1f %s)\n", names, (long long)values,
+               kib < 1024 ? kib : kib / 1024, kib < 1024 ? "KiB" : "MiB");
+}
+
 /* Muon: which trained parameters take its step and which its AdamW part
  * (a Muon matrix keeps no "v"), the first matrices by name. */
 static void print_muon_sides(const ag__trainer *t) {
@@ -230,6 +251,7 @@ void ag__print_header(const ag__trainer *t, const ag_train_opts *o, const char *
     if (o->log_steps == 1) printf("  steps.csv: a row every step\n");
     else if (o->log_steps > 1) printf("  steps.csv: a row every %d steps\n", o->log_steps);
     print_groups(t, o);
+    print_state_size(t);
     print_muon_sides(t);
     print_vectors(t, o);
     note_empty_classes(d, o->classes);
