@@ -150,7 +150,8 @@ const char *ag_optim_format(const ag_optim_config *c, char *buf, size_t n);
 ag_status ag_optim_check(const ag_optim_config *c); /* ranges, as PyTorch; a rule's, as it declares them */
 
 /* An optimizer and its state.  State buffers ("slots") are allocated once,
- * one per parameter and slot, same size as the parameter, and named
+ * one per parameter and slot, the parameter's size (but Adafactor's
+ * factors, below), and named
  * sgd: "momentum" (when momentum != 0); adam/adamw: "m", "v", "vmax" (when
  * amsgrad); adadelta: "v" (square avg), "u" (accumulated delta); adagrad:
  * "sum"; rmsprop: "square_avg", "momentum_buffer" (when momentum != 0),
