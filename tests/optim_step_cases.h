@@ -31,6 +31,13 @@ static inline void big_params(ag_params *ps) {
 /* The gradients of step `step` into every parameter of ps. */
 typedef void (*big_grads_fn)(ag_params *ps, int step);
 
+/* Gradients of both signs, of a pattern that moves with the step. */
+static inline void big_grads_waves(ag_params *ps, int step) {
+    for (int i = 0; i < ps->count; i++)
+        for (int64_t k = 0; k < ps->items[i]->size; k++)
+            ps->items[i]->grad[k] = (ag_real)(0.01 * (double)((k * 7 + step) % 23) - 0.1 + 0.03 * sin((double)k));
+}
+
 /* Whether two runs hold the same bits: every value and every slot (a slot
  * one keeps and the other does not differs). */
 static inline bool same_runs(const ag_params *pa, const ag_optimizer *a, const ag_params *pb, const ag_optimizer *b) {
