@@ -21,6 +21,12 @@ expect 0 'note: model dual_axial does not read --max-len: ignored' "$AG" train -
 expect 0 'note: the generated task is not a cross-validation set \(mr, subj, cr, mpqa\): --folds ignored' \
   "$AG" train --folds 3 "${SMALL[@]}" --max-steps 1 --out "$T/unread-folds"
 expect 2 'models: takes no arguments' "$AG" models --bogus
+# every built-in optimizer as `models` lists it, every key written out: the spec trains as given
+specs=$("$AG" models | sed -n 's/^(optimizer [a-z]*: --optim \(.*\))$/\1/p')
+[ "$(wc -l <<<"$specs")" -eq 8 ] && ok || bad "models lists $(wc -l <<<"$specs") built-in optimizers, not 8: $specs"
+for spec in $specs; do
+  expect 0 "run folder" "$AG" train "${SMALL[@]}" --optim "$spec" --max-steps 2 --out "$T/optim-${spec%%:*}"
+done
 models=$("$AG" models | awk '$2 ~ /^(classify|pair|lm|relatedness)$/ && !seen[$1]++ { print $1 }')
 
 expect 0 'done in .* 2 epochs, 16 steps' "$AG" train "${SMALL[@]}" --epochs 2 --out "$T/run"

@@ -775,6 +775,12 @@ static int cmd_models(void) {
             printf("(%s: %s%s%s%s%s)\n", (*k)->name, flags ? "--flags " : "", flags ? flags : "",
                    flags && hparams ? "; " : "", hparams ? "--hparams " : "", hparams ? hparams : "");
     }
+    for (int k = 0; strcmp(ag_optim_name((ag_optim_kind)k), "?"); k++) { /* the built-in optimizers, every key */
+        char spec[AG_CONFIG_MAX];
+        ag_optim_config c = ag_optim_defaults((ag_optim_kind)k);
+        printf("(optimizer %s: --optim %s)\n", ag_optim_name((ag_optim_kind)k), ag_optim_format(&c, spec, sizeof spec));
+    }
+    printf("(any optimizer also takes lazy=1, ema=D, swa=S, lookahead=K, lookahead_alpha=A: docs/optim.md)\n");
     for (ag_optim_kind k = AG_OPTIM_RULE_FIRST; ag_optim_rule_of(k); k++) { /* a plugin's optimizer rules */
         char spec[AG_CONFIG_MAX];
         ag_optim_config c = ag_optim_defaults(k);
