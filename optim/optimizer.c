@@ -835,10 +835,10 @@ static void muon_apply_cpu(ag_real *p, const ag_real *x, ag_real *g_clear, int64
 
 typedef struct {
     const ag_real *g, *R, *C, *means;
-    ag_real *Rw, *Cw, *V, *u, *p, *g_clear;
-    int64_t batch;
+    ag_real *Rw, *Cw, *V, *u;
     int rows, cols;
-    ag_real w, eps1, decay, rate;
+    ag_real w, eps1;
+    bool keep; /* the state moves (a step the gate skips keeps it) */
 } adafactor_job;
 
 /* R = lerp(R, mean over the row of g², w), rows [i0, i1) of all batch x rows. */
@@ -870,7 +870,7 @@ AG_SIMD_CLONES static void adafactor_cols_range(void *ctx, int64_t k0, int64_t k
 
 static void adafactor_factors_cpu(const ag_real *g, ag_real *R, ag_real *C, ag_real *means, int64_t batch, int rows,
                                   int cols, const ag__kadafactor *k, const double *gate) {
-    adafactor_job j = {.g = g, .Rw = R, .Cw = C, .batch = batch, .rows = rows, .cols = cols, .w = k->w};
+    adafactor_job j = {.g = g, .Rw = R, .Cw = C, .rows = rows, .cols = cols, .w = k->w};
     if (!gated_off(gate)) {
         ag__parallel_range(batch * rows, AG_GRAIN_ELEMENTWISE / (cols > 0 ? cols : 1) + 1, adafactor_rows_range, &j);
         ag__parallel_range(batch * cols, AG_GRAIN_ELEMENTWISE / (rows > 0 ? rows : 1) + 1, adafactor_cols_range, &j);
@@ -894,8 +894,8 @@ AG_SIMD_CLONES static void adafactor_direction_rows(void *ctx, int64_t r0, int64
 AG_SIMD_CLONES static void adafactor_vector_range(void *ctx, int64_t i0, int64_t i1) {
     const adafactor_job *j = ctx;
     for (int64_t i = i0; i < i1; i++) {
-        ag_real v = j->g_clear ? j->V[i] : ag__lerp(j->V[i], j->g[i] * j->g[i], j->w);
-        if (!j->g_clear) j->V[i] = v;
+        ag_real v = j->keep ? ag__lerp(j->V[i], j->g[i] * j->g[i], j->w) : j->V[i];
+        if (j->keep) j->V[i] = v;
         j->u[i] = ag__adafactor_vector_direction(j->g[i], v, j->eps1);
     }
 }
@@ -903,9 +903,8 @@ AG_SIMD_CLONES static void adafactor_vector_range(void *ctx, int64_t i0, int64_t
 static void adafactor_direction_cpu(const ag_real *g, const ag_real *R, const ag_real *C, const ag_real *means,
                                     ag_real *V, ag_real *u, int64_t batch, int rows, int cols,
                                     const ag__kadafactor *k, const double *gate) {
-    adafactor_job j = {.g = g, .R = R, .C = C, .means = means, .V = V, .u = u, .batch = batch, .rows = rows,
-                       .cols = cols, .w = k->w, .eps1 = k->eps1};
-    j.g_clear = gated_off(gate) ? u : NULL; /* the vector pass's flag: V not kept */
+    adafactor_job j = {.g = g, .R = R, .C = C, .means = means, .V = V, .u = u, .rows = rows, .cols = cols,
+                       .w = k->w, .eps1 = k->eps1, .keep = !gated_off(gate)};
     if (R) ag__parallel_range(batch * rows, AG_GRAIN_ELEMENTWISE / cols + 1, adafactor_direction_rows, &j);
     else ag__parallel_range(batch * rows * cols, AG_GRAIN_ELEMENTWISE, adafactor_vector_range, &j);
 }
