@@ -1,4 +1,4 @@
-/* lstm.c - a multi-layer LSTM over whole padded sequences, with backward
+/* rnn.c - a multi-layer LSTM over whole padded sequences, with backward
  * through time.  One layer, gates i,f,g,o in that column order:
  *
  *     a_t = x_t W_ih + b_ih + h_{t-1} W_hh + b_hh          [B,4H]
@@ -22,12 +22,12 @@
  * next layer applies to its input. */
 #include "vecmath.h"
 #include "dispatch.h"
-#include "lstm.h"
+#include "rnn.h"
 #include "../graph/device.h"
 
-/* ops/lstm.h: the packed rows, their index on the host and their arrays
+/* ops/rnn.h: the packed rows, their index on the host and their arrays
  * in the device's memory. */
-typedef ag__klstm lstm_saved;
+typedef ag__krnn rnn_saved;
 
 /* Gate nonlinearities and state update of one row (vectorisable: the
  * activations are branch-free, see vecmath.h). */
@@ -62,13 +62,13 @@ static inline __attribute__((always_inline)) void cell_row_backward(ag_real *res
 }
 
 /* A step's rows, forward: k in [k0, k1), contiguous in every packed array. */
-AG_SIMD_CLONES static void cells_forward(const lstm_saved *s, ag_real *c, int k0, int k1, int H) {
+AG_SIMD_CLONES static void cells_forward(const rnn_saved *s, ag_real *c, int k0, int k1, int H) {
     for (int64_t k = k0; k < k1; k++)
         cell_row_forward(s->gates + k * 4 * H, s->cprev + k * H, c + k * H, s->h + k * H, s->tc + k * H, H);
 }
 
 /* A step's rows, backward: dh and dc are by example, dY [B,N,H] at t. */
-AG_SIMD_CLONES static void cells_backward(const lstm_saved *s, ag_real *dG, ag_real *dh, ag_real *dc, const ag_real *dY,
+AG_SIMD_CLONES static void cells_backward(const rnn_saved *s, ag_real *dG, ag_real *dh, ag_real *dc, const ag_real *dY,
                                           int N, int t, int k0, int k1, int H) {
     for (int64_t k = k0; k < k1; k++) {
         int64_t b = s->row_b[k];
@@ -88,7 +88,7 @@ static void add_column_sums(const ag_real *G, int64_t rows, int n, ag_real *g1, 
     }
 }
 
-static void backward_cpu(lstm_saved *s, const ag__klstm_args *a, const ag_real *dY, const ag__klstm_grads *gr) {
+static void backward_cpu(rnn_saved *s, const ag__krnn_args *a, const ag_real *dY, const ag__krnn_grads *gr) {
     int B = a->B, N = a->N, in = a->in, H = a->H, T = s->T, na = s->na;
 
     /* dh, dc of the state each example carries into the step being undone,
@@ -156,11 +156,11 @@ static void backward_cpu(lstm_saved *s, const ag__klstm_args *a, const ag_real *
 }
 
 /* The layer's operands as the kernels take them (the slices of h0, c0). */
-static ag__klstm_args layer_args(const lstm_saved *s, ag_tensor *x, ag_tensor *w_ih, ag_tensor *w_hh, ag_tensor *b_ih,
+static ag__krnn_args layer_args(const rnn_saved *s, ag_tensor *x, ag_tensor *w_ih, ag_tensor *w_hh, ag_tensor *b_ih,
                                 ag_tensor *b_hh, ag_tensor *h0, ag_tensor *c0) {
     int B = x->shape[0], H = w_hh->shape[0];
     int64_t at = (int64_t)s->layer * B * H;
-    return (ag__klstm_args){.x = x->data, .w_ih = w_ih->data, .w_hh = w_hh->data,
+    return (ag__krnn_args){.x = x->data, .w_ih = w_ih->data, .w_hh = w_hh->data,
                            .b_ih = b_ih ? b_ih->data : NULL, .b_hh = b_hh ? b_hh->data : NULL,
                            .h0 = h0 ? h0->data + at : NULL, .c0 = c0 ? c0->data + at : NULL,
                            .B = B, .N = x->shape[1], .in = x->shape[2], .H = H};
@@ -169,12 +169,12 @@ static ag__klstm_args layer_args(const lstm_saved *s, ag_tensor *x, ag_tensor *w
 /* Every wanted gradient is allocated, even one that stays zero (every
  * length 1 leaves dW_hh untouched). */
 static void lstm_layer_backward(ag_node *n) {
-    lstm_saved *s = n->saved;
+    rnn_saved *s = n->saved;
     ag_tensor *x = n->in[0], *w_ih = n->in[1], *w_hh = n->in[2], *b_ih = n->in[3], *b_hh = n->in[4];
     ag_tensor *h0 = n->in[5], *c0 = n->in[6];
-    ag__klstm_args a = layer_args(s, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
+    ag__krnn_args a = layer_args(s, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
     int64_t at = (int64_t)s->layer * a.B * a.H;
-    ag__klstm_grads g = {
+    ag__krnn_grads g = {
         .h0 = h0 && ag__wants(n, 5) ? ag__grad(h0) + at : NULL,
         .c0 = c0 && ag__wants(n, 6) ? ag__grad(c0) + at : NULL,
         .w_hh = ag__wants(n, 2) ? ag__grad(w_hh) : NULL,
@@ -183,11 +183,11 @@ static void lstm_layer_backward(ag_node *n) {
         .b_hh = b_hh && ag__wants(n, 4) ? ag__grad(b_hh) : NULL,
         .x = ag__wants(n, 0) ? ag__grad(x) : NULL,
     };
-    ag__lstm_on(n->op, x->device)->backward(s, &a, n->out->grad, &g);
+    ag__rnn_on(n->op, x->device)->backward(s, &a, n->out->grad, &g);
 }
 
-/* The packed row index: off, row_b and prev (see lstm_saved). */
-static void active_rows(lstm_saved *s, int B) {
+/* The packed row index: off, row_b and prev (see rnn_saved). */
+static void active_rows(rnn_saved *s, int B) {
     int T = s->T;
     s->off = ag__arena_alloc((size_t)(T + 1) * sizeof *s->off);
     s->row_b = ag__arena_alloc((size_t)((int64_t)T * B + 1) * sizeof *s->row_b);
@@ -210,7 +210,7 @@ static void active_rows(lstm_saved *s, int B) {
 
 /* Row k's state before its step: the previous row's, or the layer's slice
  * of s0 (zeros without one). */
-static const ag_real *state_before(const lstm_saved *s, int k, const ag_real *packed, const ag_real *s0,
+static const ag_real *state_before(const rnn_saved *s, int k, const ag_real *packed, const ag_real *s0,
                                    const ag_real *zeros, int H) {
     if (s->prev[k] >= 0) return packed + (int64_t)s->prev[k] * H;
     return s0 ? s0 + (int64_t)s->row_b[k] * H : zeros;
@@ -220,7 +220,7 @@ static const ag_real *state_before(const lstm_saved *s, int k, const ag_real *pa
  * [T, in] steps (keyed by its global row, as ag_dropout's), then gathered
  * in packed (time-major) order, so that an example's mask does not depend
  * on which other examples share its batch. */
-static void drop_mask(const lstm_saved *s, int B, int in, double keep, ag_rng *rng) {
+static void drop_mask(const rnn_saved *s, int B, int in, double keep, ag_rng *rng) {
     int64_t row_len = (int64_t)s->T * in;
     uint8_t *by_row = ag__arena_alloc((size_t)(B * row_len + 1));
     ag__dropout_mask(by_row, B, row_len, keep, rng);
@@ -232,11 +232,11 @@ static void drop_mask(const lstm_saved *s, int B, int in, double keep, ag_rng *r
 /* The layer's tape node (inputs: x, w_ih, w_hh, b_ih, b_hh, h0, c0),
  * keeping a copy of what its backward needs. */
 static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer *p, ag_tensor *h0, ag_tensor *c0,
-                               const lstm_saved *s) {
+                               const rnn_saved *s) {
     ag_node *n = ag__record("ag_lstm", lstm_layer_backward, out, 7,
                             (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
     if (n) {
-        lstm_saved *sp = ag__arena_alloc(sizeof *sp);
+        rnn_saved *sp = ag__arena_alloc(sizeof *sp);
         *sp = *s;
         n->saved = sp;
     }
@@ -245,9 +245,9 @@ static ag_tensor *record_layer(ag_tensor *out, ag_tensor *x, const ag_lstm_layer
 
 /* The layer forward on the CPU: the mask, the active rows of the input,
  * then the hoisted input projection. */
-static void forward_cpu(lstm_saved *sp, const ag__klstm_args *a, ag_real *c, ag_real *out, ag_real *h_final,
+static void forward_cpu(rnn_saved *sp, const ag__krnn_args *a, ag_real *c, ag_real *out, ag_real *h_final,
                         ag_real *c_final, double keep, ag_rng *rng) {
-    lstm_saved s = *sp; /* a copy of the plan: the arrays it points to are filled */
+    rnn_saved s = *sp; /* a copy of the plan: the arrays it points to are filled */
     int B = a->B, N = a->N, in = a->in, H = a->H, T = s.T;
     int64_t na = s.na;
     const ag_real *h0 = a->h0, *c0 = a->c0;
@@ -314,7 +314,7 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
                              ag_tensor *c0, double keep, ag_rng *rng, ag_real *h_final, ag_real *c_final) {
     ag_device dev = x->device; /* ag_lstm checked every operand */
     int B = x->shape[0], N = x->shape[1], in = x->shape[2], H = p->w_hh->shape[0];
-    lstm_saved s = {.len = len, .T = T, .layer = layer, .scale = (ag_real)(1 / keep)};
+    rnn_saved s = {.len = len, .T = T, .layer = layer, .scale = (ag_real)(1 / keep)};
     active_rows(&s, B);
     int64_t na = s.na;
     ag_rng *drop = keep < 1 ? rng : NULL;
@@ -328,8 +328,8 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
     ag_real *c = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
     s.tc = ag__step_alloc_on(dev, (size_t)(na * H + 1) * real);
     ag_tensor *out = ag__empty_on(dev, 3, (int[]){B, N, H});
-    ag__klstm_args a = layer_args(&s, x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0);
-    ag__lstm_on("ag_lstm", dev)->forward(&s, &a, c, out->data, h_final, c_final, keep, drop);
+    ag__krnn_args a = layer_args(&s, x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0);
+    ag__rnn_on("ag_lstm", dev)->forward(&s, &a, c, out->data, h_final, c_final, keep, drop);
     return record_layer(out, x, p, h0, c0, &s);
 }
 
@@ -337,12 +337,12 @@ static ag_tensor *lstm_layer(ag_tensor *x, const ag_lstm_layer *p, int layer, in
  *
  * Their node's inputs are the layers' outputs (so it is recorded when any
  * layer is); its backward hands each layer its slice of the gradient
- * (lstm_saved.dh_final / dc_final) and makes sure the layer's backward
+ * (rnn_saved.dh_final / dc_final) and makes sure the layer's backward
  * runs even when nothing else reached its output. */
 typedef struct {
     int layers;
     bool cell;                      /* c_n, else h_n */
-    lstm_saved *saved[AG_MAX_INPUTS];
+    rnn_saved *saved[AG_MAX_INPUTS];
 } final_saved;
 
 static void final_states_backward(ag_node *n) {
@@ -351,7 +351,7 @@ static void final_states_backward(ag_node *n) {
     for (int l = 0; l < f->layers; l++) {
         if (!f->saved[l]) continue;
         ag_real *g = ag__step_alloc_on(n->out->device, (size_t)B * H * sizeof(ag_real) + 1);
-        ag__lstm_on(n->op, n->out->device)->copy(g, n->out->grad + (int64_t)l * B * H, (int64_t)B * H);
+        ag__rnn_on(n->op, n->out->device)->copy(g, n->out->grad + (int64_t)l * B * H, (int64_t)B * H);
         if (f->cell) f->saved[l]->dc_final = g;
         else f->saved[l]->dh_final = g;
         ag__grad(n->in[l]);
@@ -450,11 +450,11 @@ ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, co
     return o->reverse ? ag_reverse_padded(h, len) : h;
 }
 
-/* ---- the CPU's table (ops/lstm.h; CUDA's is in ops/cuda/lstm.c) ---- */
+/* ---- the CPU's table (ops/rnn.h; CUDA's is in ops/cuda/rnn.c) ---- */
 
-static const ag__lstm_kernels lstm_cpu = {
+static const ag__rnn_kernels lstm_cpu = {
     .forward = forward_cpu,
     .backward = backward_cpu,
     .copy = copy_cpu,
 };
-AG_DISPATCH(lstm, lstm_cpu)
+AG_DISPATCH(rnn, lstm_cpu)

@@ -1,25 +1,25 @@
-/* lstm.cuh - the launchers of ops/cuda/lstm.cu, for ops/cuda/lstm.c,
+/* rnn.cuh - the launchers of ops/cuda/rnn.cu, for ops/cuda/rnn.c,
  * which composes them with cuBLAS into the family's CUDA table
- * (ops/lstm.h).  C and C++: no engine types. */
-#ifndef AG_CUDA_LSTM_CUH
-#define AG_CUDA_LSTM_CUH
+ * (ops/rnn.h).  C and C++: no engine types. */
+#ifndef AG_CUDA_RNN_CUH
+#define AG_CUDA_RNN_CUH
 
 #include "../../graph/kreal.h"
 
 AG_KERNELS_BEGIN
 
-/* The LSTM over its packed rows (lstm_saved: step t's rows
+/* The LSTM over its packed rows (rnn_saved: step t's rows
  * k in [off[t], off[t+1]), example row_b[k], src[k] = row_b[k] N + t,
- * prev[k] its row at t-1 or -1); the products are cuBLAS's (ops/cuda/lstm.c).  h0/c0 and
+ * prev[k] its row at t-1 or -1); the products are cuBLAS's (ops/cuda/rnn.c).  h0/c0 and
  * h_final/c_final point at the layer's [B,H] slice, or are NULL; kept
  * is the input's dropout mask or NULL. */
-void ag__lstm_gather_input_cuda(const ag__kreal *x, const int32_t *src, const uint8_t *kept, ag__kreal scale,
+void ag__rnn_gather_input_cuda(const ag__kreal *x, const int32_t *src, const uint8_t *kept, ag__kreal scale,
                                 ag__kreal *xin, int64_t rows, int in);
 /* kept [rows, in] in packed order from by_row, the mask drawn per example
  * over [T, in] (row k: example row_b[k], step src[k] % N) */
-void ag__lstm_gather_mask_cuda(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T, int in,
+void ag__rnn_gather_mask_cuda(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T, int in,
                                uint8_t *kept, int64_t rows);
-void ag__lstm_bias_rows_cuda(const ag__kreal *b_ih, const ag__kreal *b_hh, ag__kreal *gates, int64_t rows, int n4);
+void ag__rnn_bias_rows_cuda(const ag__kreal *b_ih, const ag__kreal *b_hh, ag__kreal *gates, int64_t rows, int n4);
 void ag__lstm_states_before_cuda(const ag__kreal *h, const ag__kreal *c, const int32_t *prev, const int32_t *row_b,
                                  const ag__kreal *h0, const ag__kreal *c0, ag__kreal *hprev, ag__kreal *cprev, int k0,
                                  int rows, int H);
@@ -37,9 +37,9 @@ void ag__lstm_cells_backward_cuda(ag__kreal *dG, const ag__kreal *gates, const a
                                   const ag__kreal *dh, const ag__kreal *dh_next, const int32_t *next, int next_k0,
                                   const ag__kreal *dY, ag__kreal *dc, const int32_t *src, const int32_t *row_b, int k0,
                                   int rows, int H);
-void ag__lstm_scatter_rows_cuda(const ag__kreal *dhc, const int32_t *row_b, ag__kreal *dh, int k0, int rows, int H);
-void ag__lstm_column_sums_cuda(const ag__kreal *G, int64_t rows, int n, ag__kreal *g1, ag__kreal *g2);
-void ag__lstm_scatter_input_grad_cuda(const ag__kreal *dxin, const int32_t *src, const uint8_t *kept, ag__kreal scale,
+void ag__rnn_scatter_rows_cuda(const ag__kreal *dhc, const int32_t *row_b, ag__kreal *dh, int k0, int rows, int H);
+void ag__rnn_column_sums_cuda(const ag__kreal *G, int64_t rows, int n, ag__kreal *g1, ag__kreal *g2);
+void ag__rnn_scatter_input_grad_cuda(const ag__kreal *dxin, const int32_t *src, const uint8_t *kept, ag__kreal scale,
                                       ag__kreal *gx, int64_t rows, int in);
 
 AG_KERNELS_END

@@ -1,16 +1,16 @@
-/* lstm.h - the LSTM's kernels (ops/dispatch.h): the CPU's in ops/lstm.c,
- * CUDA's in ops/cuda/lstm.c (cuBLAS's products around the kernels of
- * ops/cuda/lstm.cu).  The two devices run the same steps in different
+/* rnn.h - the LSTM's kernels (ops/dispatch.h): the CPU's in ops/rnn.c,
+ * CUDA's in ops/cuda/rnn.c (cuBLAS's products around the kernels of
+ * ops/cuda/rnn.cu).  The two devices run the same steps in different
  * pieces (the CPU a loop of its own, CUDA many launches and GEMMs per time
  * step), so an entry is a whole step of the op: a layer's forward or
  * backward. */
-#ifndef AG_OPS_LSTM_H
-#define AG_OPS_LSTM_H
+#ifndef AG_OPS_RNN_H
+#define AG_OPS_RNN_H
 
 #include "../graph/kreal.h"
 
 #ifdef __cplusplus
-typedef struct ag__lstm_host_rng ag_rng; /* attngrad.h's: only the host draws from it */
+typedef struct ag__rnn_host_rng ag_rng; /* attngrad.h's: only the host draws from it */
 #else
 #include "attngrad.h"
 #endif
@@ -44,7 +44,7 @@ typedef struct {
      * in x and the output) and of next (row k's row at t+1, or -1), made by
      * the forward; NULL on the CPU */
     const int32_t *row_b_dev, *src_dev, *next_dev;
-} ag__klstm;
+} ag__krnn;
 
 /* A layer's operands: x [B,N,in], W_ih [in,4H], W_hh [H,4H], the biases
  * [4H] (or NULL), h0 and c0 the layer's [B,H] slice of the initial states
@@ -52,34 +52,34 @@ typedef struct {
 typedef struct {
     const ag__kreal *x, *w_ih, *w_hh, *b_ih, *b_hh, *h0, *c0;
     int B, N, in, H;
-} ag__klstm_args;
+} ag__krnn_args;
 
 /* Their gradients, added to (NULL: not wanted; h0 and c0 the layer's slice). */
 typedef struct {
     ag__kreal *x, *w_ih, *w_hh, *b_ih, *b_hh, *h0, *c0;
-} ag__klstm_grads;
+} ag__krnn_grads;
 
 typedef struct {
     /* The layer forward: the dropout mask drawn from rng into s->kept
      * (rng NULL: none), the saved arrays filled, c [na,H] the cell states,
      * out [B,N,H] the outputs (0 past each length), and h_final, c_final
      * [B,H] (or NULL) each example's state after its last step. */
-    void (*forward)(ag__klstm *s, const ag__klstm_args *a, ag__kreal *c, ag__kreal *out, ag__kreal *h_final,
+    void (*forward)(ag__krnn *s, const ag__krnn_args *a, ag__kreal *c, ag__kreal *out, ag__kreal *h_final,
                     ag__kreal *c_final, double keep, ag_rng *rng);
     /* Backward through time from dY [B,N,H] and s's dh_final, dc_final
      * (consumed: set to NULL). */
-    void (*backward)(ag__klstm *s, const ag__klstm_args *a, const ag__kreal *dY, const ag__klstm_grads *g);
+    void (*backward)(ag__krnn *s, const ag__krnn_args *a, const ag__kreal *dY, const ag__krnn_grads *g);
     /* dst = src, n reals (the final states' gradients handed to a layer). */
     void (*copy)(ag__kreal *dst, const ag__kreal *src, int64_t n);
-} ag__lstm_kernels;
+} ag__rnn_kernels;
 
-extern const ag__lstm_kernels ag__lstm_cuda;
+extern const ag__rnn_kernels ag__rnn_cuda;
 
 AG_KERNELS_END
 
 #ifndef __cplusplus
 /* The table of dev's kernels (fatal, naming op, where this build has none). */
-const ag__lstm_kernels *ag__lstm_on(const char *op, ag_device dev);
+const ag__rnn_kernels *ag__rnn_on(const char *op, ag_device dev);
 #endif
 
 #endif

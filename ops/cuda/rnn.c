@@ -1,8 +1,8 @@
-/* lstm.c - the LSTM's CUDA table (ops/lstm.h): the CPU's structure on
+/* rnn.c - the LSTM's CUDA table (ops/rnn.h): the CPU's structure on
  * cuBLAS.  The same packed rows (the index is built on the host from the
- * host lengths, as in ops/lstm.c, and copied once per layer), the input
+ * host lengths, as in ops/rnn.c, and copied once per layer), the input
  * projection of every step as one GEMM, then per step one [B_t,H] x [H,4H]
- * GEMM and one fused cell kernel (ops/cuda/lstm.cu), which also hands h
+ * GEMM and one fused cell kernel (ops/cuda/rnn.cu), which also hands h
  * and c to the example's next row and h to the output: two launches a
  * step, where a gather of the states before each step took a third.
  * Backward through time likewise: per step the cell kernel and one GEMM
@@ -11,15 +11,15 @@
  * the device (ops/dropout_mask.h) and put in packed order there.  Compiled
  * only in CUDA builds. */
 #include "../dispatch.h"
-#include "../lstm.h"
+#include "../rnn.h"
 #include "../../graph/device.h"
-#include "lstm.cuh"
+#include "rnn.cuh"
 #include "../elementwise.h"
 
 /* The kernels' index in one copy: row_b [na], src [na], prev [na], next
  * [na] (row k's row at t+1, or -1: inverse of prev), last [B]; s keeps
  * row_b's and src's, the others are the forward's. */
-static const int32_t *upload_index(ag__klstm *s, int B, int N) {
+static const int32_t *upload_index(ag__krnn *s, int B, int N) {
     int64_t na = s->na;
     int32_t *idx = ag__arena_alloc((size_t)(4 * na + B + 1) * sizeof *idx);
     memcpy(idx, s->row_b, (size_t)na * sizeof *idx);
@@ -38,7 +38,7 @@ static const int32_t *upload_index(ag__klstm *s, int B, int N) {
     return dev_idx;
 }
 
-static void forward(ag__klstm *s, const ag__klstm_args *a, ag_real *c, ag_real *out, ag_real *h_final,
+static void forward(ag__krnn *s, const ag__krnn_args *a, ag_real *c, ag_real *out, ag_real *h_final,
                     ag_real *c_final, double keep, ag_rng *rng) {
     int B = a->B, N = a->N, in = a->in, H = a->H, T = s->T;
     int64_t na = s->na;
@@ -48,12 +48,12 @@ static void forward(ag__klstm *s, const ag__klstm_args *a, ag_real *c, ag_real *
         int64_t row_len = (int64_t)T * in;
         uint8_t *by_row = ag__cuda_arena_alloc((size_t)(B * row_len + 1));
         ag__dropout_mask_device(by_row, B, row_len, keep, rng);
-        ag__lstm_gather_mask_cuda(by_row, s->row_b_dev, s->src_dev, N, T, in, s->kept, na);
+        ag__rnn_gather_mask_cuda(by_row, s->row_b_dev, s->src_dev, N, T, in, s->kept, na);
     }
 
     /* the active rows of the input, the biases, the hoisted input projection */
-    ag__lstm_gather_input_cuda(a->x, s->src_dev, s->kept, s->scale, s->xin, na, in);
-    ag__lstm_bias_rows_cuda(a->b_ih, a->b_hh, s->gates, na, 4 * H);
+    ag__rnn_gather_input_cuda(a->x, s->src_dev, s->kept, s->scale, s->xin, na, in);
+    ag__rnn_bias_rows_cuda(a->b_ih, a->b_hh, s->gates, na, 4 * H);
     if (na > 0 && H > 0 && in > 0)
         ag__cuda_gemm(false, false, (int)na, 4 * H, in, 1, s->xin, in, a->w_ih, 4 * H, 1, s->gates, 4 * H);
     /* Step 0's states come from h0/c0 (zeros without them); each later
@@ -72,7 +72,7 @@ static void forward(ag__klstm *s, const ag__klstm_args *a, ag_real *c, ag_real *
     ag__lstm_final_states_cuda(s->h, c, last_dev, a->h0, a->c0, h_final, c_final, B, H);
 }
 
-static void backward(ag__klstm *s, const ag__klstm_args *a, const ag_real *dY, const ag__klstm_grads *g) {
+static void backward(ag__krnn *s, const ag__krnn_args *a, const ag_real *dY, const ag__krnn_grads *g) {
     int B = a->B, in = a->in, H = a->H, T = s->T, na = s->na;
     size_t bh = (size_t)B * H * sizeof(ag_real);
     ag_real *dG = ag__cuda_arena_alloc((size_t)((int64_t)na * 4 * H + 1) * sizeof(ag_real));
@@ -95,7 +95,7 @@ static void backward(ag__klstm *s, const ag__klstm_args *a, const ag_real *dY, c
                                      dY, dc, s->src_dev, s->row_b_dev, k0, ba, H);
         if (!(t > 0 || g->h0) || H == 0) continue;
         ag__cuda_gemm(false, true, ba, H, 4 * H, 1, dG + (int64_t)k0 * 4 * H, 4 * H, a->w_hh, 4 * H, 0, dhc, H);
-        if (t == 0) ag__lstm_scatter_rows_cuda(dhc, s->row_b_dev, dh, 0, ba, H); /* h0's gradient, by example */
+        if (t == 0) ag__rnn_scatter_rows_cuda(dhc, s->row_b_dev, dh, 0, ba, H); /* h0's gradient, by example */
     }
     if (g->h0) ag__elementwise_cuda.add_into(g->h0, dh, (int64_t)B * H);
     if (g->c0) ag__elementwise_cuda.add_into(g->c0, dc, (int64_t)B * H);
@@ -108,11 +108,11 @@ static void backward(ag__klstm *s, const ag__klstm_args *a, const ag_real *dY, c
                       4 * H, 1, g->w_hh, 4 * H);
     if (g->w_ih && gemms && in > 0)
         ag__cuda_gemm(true, false, in, 4 * H, na, 1, s->xin, in, dG, 4 * H, 1, g->w_ih, 4 * H);
-    if (g->b_ih || g->b_hh) ag__lstm_column_sums_cuda(dG, na, 4 * H, g->b_ih, g->b_hh);
+    if (g->b_ih || g->b_hh) ag__rnn_column_sums_cuda(dG, na, 4 * H, g->b_ih, g->b_hh);
     if (g->x && gemms && in > 0) { /* dx of the active rows; a frozen row's is 0 */
         ag_real *dxin = ag__cuda_arena_alloc((size_t)((int64_t)na * in + 1) * sizeof(ag_real));
         ag__cuda_gemm(false, true, na, in, 4 * H, 1, dG, 4 * H, a->w_ih, 4 * H, 0, dxin, in);
-        ag__lstm_scatter_input_grad_cuda(dxin, s->src_dev, s->kept, s->scale, g->x, na, in);
+        ag__rnn_scatter_input_grad_cuda(dxin, s->src_dev, s->kept, s->scale, g->x, na, in);
     }
 }
 
@@ -120,7 +120,7 @@ static void copy(ag_real *dst, const ag_real *src, int64_t n) {
     ag__cuda_copy(dst, AG_CUDA, src, AG_CUDA, (size_t)n * sizeof(ag_real));
 }
 
-const ag__lstm_kernels ag__lstm_cuda = {
+const ag__rnn_kernels ag__rnn_cuda = {
     .forward = forward,
     .backward = backward,
     .copy = copy,

@@ -1,19 +1,19 @@
-/* lstm.cu - the CUDA side of ops/lstm.c: the elementwise parts of the
- * LSTM over packed rows (see lstm_saved there: only active rows exist,
+/* rnn.cu - the CUDA side of ops/rnn.c: the elementwise parts of the
+ * LSTM over packed rows (see rnn_saved there: only active rows exist,
  * time-major, step t's rows k in [off[t], off[t+1]) for the examples
  * row_b[k] in increasing order).  The products are cuBLAS's, called from
- * ops/cuda/lstm.c with the family's table.  One thread per element of a
+ * ops/cuda/rnn.c with the family's table.  One thread per element of a
  * row: every element is written by one thread, and the only sums (the bias
  * gradient's column sums) run in row order in one thread per column, so
  * every run gives the same bits. */
 #include "../../graph/prelude.cuh"
-#include "lstm.cuh"
+#include "rnn.cuh"
 #include "../vecmath.h"
 
 #define FOR_ROWS(x, rows, width) AG_CUDA_FOR(x, (int64_t)(rows) * (width))
 
 /* xin[k] = x[src[k]] (src[k] = b*N + t), times the dropout scale where kept. */
-__global__ void lstm_gather_input_kernel(const ag_real *X, const int32_t *src, const uint8_t *kept, ag_real scale,
+__global__ void rnn_gather_input_kernel(const ag_real *X, const int32_t *src, const uint8_t *kept, ag_real scale,
                                          ag_real *XIN, int64_t rows, int in) {
     FOR_ROWS(x, rows, in) {
         int64_t k = x / in;
@@ -25,7 +25,7 @@ __global__ void lstm_gather_input_kernel(const ag_real *X, const int32_t *src, c
 
 /* Packed row k (example row_b[k] at step src[k] % N) takes its example's
  * mask row over [T, in] at that step, as the CPU's drop_mask gathers it. */
-__global__ void lstm_gather_mask_kernel(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T,
+__global__ void rnn_gather_mask_kernel(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T,
                                         int in, uint8_t *kept, int64_t rows) {
     FOR_ROWS(x, rows, in) {
         int64_t k = x / in;
@@ -35,7 +35,7 @@ __global__ void lstm_gather_mask_kernel(const uint8_t *by_row, const int32_t *ro
 }
 
 /* Every row of gates starts as b_ih + b_hh (either may be NULL). */
-__global__ void lstm_bias_rows_kernel(const ag_real *B_IH, const ag_real *B_HH, ag_real *GATES, int64_t rows, int n4) {
+__global__ void rnn_bias_rows_kernel(const ag_real *B_IH, const ag_real *B_HH, ag_real *GATES, int64_t rows, int n4) {
     FOR_ROWS(x, rows, n4) {
         int j = (int)(x % n4);
         GATES[x] = (B_IH ? B_IH[j] : 0) + (B_HH ? B_HH[j] : 0);
@@ -65,7 +65,7 @@ __global__ void lstm_states_before_kernel(const ag_real *Hs, const ag_real *Cs, 
     }
 }
 
-/* ops/lstm.c's cell_row_forward, element j of row k: the gates activated
+/* ops/rnn.c's cell_row_forward, element j of row k: the gates activated
  * in place, c, tanh(c) and h; and what the CPU copies after the step, in
  * the same pass: h and c into the row's next row's h_{t-1} and c_{t-1}
  * (next[k] >= 0), h into the output at src[k] (the caller zeroed the rest). */
@@ -104,7 +104,7 @@ __global__ void lstm_final_states_kernel(const ag_real *Hs, const ag_real *C, co
     }
 }
 
-/* ops/lstm.c's cell_row_backward, element j of row k: dh and dc are by
+/* ops/rnn.c's cell_row_backward, element j of row k: dh and dc are by
  * example (row_b[k]), dY [B,N,H] at row src[k]; dc is updated in place.
  * dh_t from step t+1 is DH_NEXT's row next[k] - next_k0 (the product
  * dG_{t+1} W_hh^T in step t+1's row order) where the example has a row at
@@ -132,7 +132,7 @@ __global__ void lstm_cells_backward_kernel(ag_real *DG, const ag_real *GATES, co
 }
 
 /* dh[row_b[k0 + r]] = dhc[r] for the step's rows. */
-__global__ void lstm_scatter_rows_kernel(const ag_real *DHC, const int32_t *row_b, ag_real *DH, int k0, int rows,
+__global__ void rnn_scatter_rows_kernel(const ag_real *DHC, const int32_t *row_b, ag_real *DH, int k0, int rows,
                                          int H) {
     FOR_ROWS(x, rows, H) {
         int64_t r = x / H;
@@ -142,7 +142,7 @@ __global__ void lstm_scatter_rows_kernel(const ag_real *DHC, const int32_t *row_
 }
 
 /* Column sums of G [rows, n] in row order, added into g1 and g2 (either may be NULL). */
-__global__ void lstm_column_sums_kernel(const ag_real *G, int64_t rows, int n, ag_real *G1, ag_real *G2) {
+__global__ void rnn_column_sums_kernel(const ag_real *G, int64_t rows, int n, ag_real *G1, ag_real *G2) {
     AG_CUDA_FOR(j, n) {
         ag_real sum = 0;
         for (int64_t r = 0; r < rows; r++) sum += G[r * n + j];
@@ -153,7 +153,7 @@ __global__ void lstm_column_sums_kernel(const ag_real *G, int64_t rows, int n, a
 
 /* gx[src[k]] += dxin[k], through the dropout mask where there is one.
  * Each (b, t) is one row k at most: no two threads write one element. */
-__global__ void lstm_scatter_input_grad_kernel(const ag_real *DXIN, const int32_t *src, const uint8_t *kept,
+__global__ void rnn_scatter_input_grad_kernel(const ag_real *DXIN, const int32_t *src, const uint8_t *kept,
                                                ag_real scale, ag_real *GX, int64_t rows, int in) {
     FOR_ROWS(x, rows, in) {
         int64_t k = x / in;
@@ -163,24 +163,24 @@ __global__ void lstm_scatter_input_grad_kernel(const ag_real *DXIN, const int32_
     }
 }
 
-extern "C" void ag__lstm_gather_input_cuda(const ag_real *x, const int32_t *src, const uint8_t *kept, ag_real scale,
+extern "C" void ag__rnn_gather_input_cuda(const ag_real *x, const int32_t *src, const uint8_t *kept, ag_real scale,
                                            ag_real *xin, int64_t rows, int in) {
     if (rows * in > 0)
-        ag__launch(lstm_gather_input_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, x, src, kept, scale, xin,
+        ag__launch(rnn_gather_input_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, x, src, kept, scale, xin,
                    rows, in);
 }
 
-extern "C" void ag__lstm_gather_mask_cuda(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T,
+extern "C" void ag__rnn_gather_mask_cuda(const uint8_t *by_row, const int32_t *row_b, const int32_t *src, int N, int T,
                                           int in, uint8_t *kept, int64_t rows) {
     if (rows * in > 0)
-        ag__launch(lstm_gather_mask_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, by_row, row_b, src, N, T,
+        ag__launch(rnn_gather_mask_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, by_row, row_b, src, N, T,
                    in, kept, rows);
 }
 
-extern "C" void ag__lstm_bias_rows_cuda(const ag_real *b_ih, const ag_real *b_hh, ag_real *gates, int64_t rows,
+extern "C" void ag__rnn_bias_rows_cuda(const ag_real *b_ih, const ag_real *b_hh, ag_real *gates, int64_t rows,
                                         int n4) {
     if (rows * n4 > 0)
-        ag__launch(lstm_bias_rows_kernel, ag__cuda_blocks(rows * n4), AG_CUDA_THREADS, 0, b_ih, b_hh, gates, rows, n4);
+        ag__launch(rnn_bias_rows_kernel, ag__cuda_blocks(rows * n4), AG_CUDA_THREADS, 0, b_ih, b_hh, gates, rows, n4);
 }
 
 extern "C" void ag__lstm_states_before_cuda(const ag_real *h, const ag_real *c, const int32_t *prev,
@@ -215,21 +215,21 @@ extern "C" void ag__lstm_cells_backward_cuda(ag_real *dG, const ag_real *gates, 
                    tc, dh, dh_next, next, next_k0, dY, dc, src, row_b, k0, rows, H);
 }
 
-extern "C" void ag__lstm_scatter_rows_cuda(const ag_real *dhc, const int32_t *row_b, ag_real *dh, int k0, int rows,
+extern "C" void ag__rnn_scatter_rows_cuda(const ag_real *dhc, const int32_t *row_b, ag_real *dh, int k0, int rows,
                                            int H) {
     if ((int64_t)rows * H > 0)
-        ag__launch(lstm_scatter_rows_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, dhc, row_b, dh, k0,
+        ag__launch(rnn_scatter_rows_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, dhc, row_b, dh, k0,
                    rows, H);
 }
 
-extern "C" void ag__lstm_column_sums_cuda(const ag_real *G, int64_t rows, int n, ag_real *g1, ag_real *g2) {
+extern "C" void ag__rnn_column_sums_cuda(const ag_real *G, int64_t rows, int n, ag_real *g1, ag_real *g2) {
     if (n > 0 && (g1 || g2))
-        ag__launch(lstm_column_sums_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, G, rows, n, g1, g2);
+        ag__launch(rnn_column_sums_kernel, ag__cuda_blocks(n), AG_CUDA_THREADS, 0, G, rows, n, g1, g2);
 }
 
-extern "C" void ag__lstm_scatter_input_grad_cuda(const ag_real *dxin, const int32_t *src, const uint8_t *kept,
+extern "C" void ag__rnn_scatter_input_grad_cuda(const ag_real *dxin, const int32_t *src, const uint8_t *kept,
                                                  ag_real scale, ag_real *gx, int64_t rows, int in) {
     if (rows * in > 0)
-        ag__launch(lstm_scatter_input_grad_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, dxin, src, kept,
+        ag__launch(rnn_scatter_input_grad_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, dxin, src, kept,
                    scale, gx, rows, in);
 }
