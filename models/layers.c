@@ -53,27 +53,56 @@ static ag_tensor *param_suffixed(ag_params *ps, const char *prefix, const char *
     return t;
 }
 
-ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
-    need_prefix("ag_param_lstm", prefix);
-    ag_lstm_layer l;
-    l.w_ih = param_suffixed(ps, prefix, ".w_ih", 2, (int[]){in, 4 * H}, bound, rng);
-    l.w_hh = param_suffixed(ps, prefix, ".w_hh", 2, (int[]){H, 4 * H}, bound, rng);
-    l.b_ih = param_suffixed(ps, prefix, ".b_ih", 1, (int[]){4 * H}, bound, rng);
-    l.b_hh = param_suffixed(ps, prefix, ".b_hh", 1, (int[]){4 * H}, bound, rng);
+/* A recurrent layer's four tensors, G gates per unit (ag_lstm_layer's and
+ * ag_gru_layer's fields, in their order). */
+typedef struct {
+    ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
+} recurrent_params;
+
+static recurrent_params param_recurrent(const char *maker, ag_params *ps, const char *prefix, int G, int in, int H,
+                                        double bound, ag_rng *rng) {
+    need_prefix(maker, prefix);
+    recurrent_params l;
+    l.w_ih = param_suffixed(ps, prefix, ".w_ih", 2, (int[]){in, G * H}, bound, rng);
+    l.w_hh = param_suffixed(ps, prefix, ".w_hh", 2, (int[]){H, G * H}, bound, rng);
+    l.b_ih = param_suffixed(ps, prefix, ".b_ih", 1, (int[]){G * H}, bound, rng);
+    l.b_hh = param_suffixed(ps, prefix, ".b_hh", 1, (int[]){G * H}, bound, rng);
     return l;
 }
 
-ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
-    need_prefix("ag_param_bilstm", prefix);
+/* Both directions: <prefix>.fw's four, then <prefix>.bw's. */
+static void param_bidirectional(const char *maker, ag_params *ps, const char *prefix, int G, int in, int H,
+                                double bound, ag_rng *rng, recurrent_params *fw, recurrent_params *bw) {
+    need_prefix(maker, prefix);
     size_t n = strlen(prefix) + 4;
     char *name = ag__malloc(n);
-    ag_bilstm_layer l;
     snprintf(name, n, "%s.fw", prefix);
-    l.fw = ag_param_lstm(ps, name, in, H, bound, rng);
+    *fw = param_recurrent(maker, ps, name, G, in, H, bound, rng);
     snprintf(name, n, "%s.bw", prefix);
-    l.bw = ag_param_lstm(ps, name, in, H, bound, rng);
+    *bw = param_recurrent(maker, ps, name, G, in, H, bound, rng);
     ag__free(name);
-    return l;
+}
+
+ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
+    recurrent_params p = param_recurrent("ag_param_lstm", ps, prefix, 4, in, H, bound, rng);
+    return (ag_lstm_layer){p.w_ih, p.w_hh, p.b_ih, p.b_hh};
+}
+
+ag_gru_layer ag_param_gru(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
+    recurrent_params p = param_recurrent("ag_param_gru", ps, prefix, 3, in, H, bound, rng);
+    return (ag_gru_layer){p.w_ih, p.w_hh, p.b_ih, p.b_hh};
+}
+
+ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
+    recurrent_params f, b;
+    param_bidirectional("ag_param_bilstm", ps, prefix, 4, in, H, bound, rng, &f, &b);
+    return (ag_bilstm_layer){{f.w_ih, f.w_hh, f.b_ih, f.b_hh}, {b.w_ih, b.w_hh, b.b_ih, b.b_hh}};
+}
+
+ag_bigru_layer ag_param_bigru(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
+    recurrent_params f, b;
+    param_bidirectional("ag_param_bigru", ps, prefix, 3, in, H, bound, rng, &f, &b);
+    return (ag_bigru_layer){{f.w_ih, f.w_hh, f.b_ih, f.b_hh}, {b.w_ih, b.w_hh, b.b_ih, b.b_hh}};
 }
 
 void ag_param_layernorm(ag_params *ps, const char *prefix, int d, ag_tensor **gain, ag_tensor **bias) {
@@ -137,25 +166,39 @@ ag_tensor *ag_max_over_time(ag_tensor *x, const int32_t *lengths) {
     return ag__max_over_lengths(x, lengths); /* [B, d] */
 }
 
-ag_tensor *ag_bilstm(ag_tensor *x, const ag_bilstm_layer *l, const int32_t *lengths) {
-    const char *layer = "ag_bilstm";
-    if (!l) ag__fatal(layer, "the layer is NULL");
+/* ag_bilstm's and ag_bigru's checks: x [B, N, in] where in is both
+ * directions' w_ih rows, G gates per unit, lengths within [0, N]. */
+static void check_bidirectional(const char *layer, ag_tensor *x, const ag_tensor *fw_w_ih, const ag_tensor *bw_w_ih,
+                                int G, const int32_t *lengths) {
     ag__need(layer, "x", x);
-    ag__need(layer, "fw.w_ih", l->fw.w_ih), ag__need(layer, "bw.w_ih", l->bw.w_ih);
-    int in = l->fw.w_ih->shape[0];
+    ag__need(layer, "fw.w_ih", fw_w_ih), ag__need(layer, "bw.w_ih", bw_w_ih);
+    int in = fw_w_ih->shape[0];
     if (x->ndim != 3 || x->shape[2] != in) {
         char want[48];
         snprintf(want, sizeof want, "[B, N, %d] (fw.w_ih's rows)", in);
         bad_shape(layer, x, want);
     }
-    if (l->bw.w_ih->shape[0] != in || l->bw.w_ih->ndim != 2 || l->fw.w_ih->ndim != 2) {
+    if (bw_w_ih->shape[0] != in || bw_w_ih->ndim != 2 || fw_w_ih->ndim != 2) {
         char sf[64], sb[64];
-        ag__fatal(layer, "fw.w_ih %s and bw.w_ih %s: want both [%d, 4H]", ag_shape_str(l->fw.w_ih, sf, sizeof sf),
-                  ag_shape_str(l->bw.w_ih, sb, sizeof sb), in);
+        ag__fatal(layer, "fw.w_ih %s and bw.w_ih %s: want both [%d, %dH]", ag_shape_str(fw_w_ih, sf, sizeof sf),
+                  ag_shape_str(bw_w_ih, sb, sizeof sb), in, G);
     }
     if (lengths) check_lengths(layer, lengths, x->shape[0], x->shape[1]);
+}
+
+ag_tensor *ag_bilstm(ag_tensor *x, const ag_bilstm_layer *l, const int32_t *lengths) {
+    if (!l) ag__fatal("ag_bilstm", "the layer is NULL");
+    check_bidirectional("ag_bilstm", x, l->fw.w_ih, l->bw.w_ih, 4, lengths);
     ag_tensor *f = ag_lstm(x, &l->fw, 1, &(ag_lstm_opts){.len = lengths});
     ag_tensor *r = ag_lstm(x, &l->bw, 1, &(ag_lstm_opts){.len = lengths, .reverse = true});
+    return ag_concat((ag_tensor *[]){f, r}, 2, 2);
+}
+
+ag_tensor *ag_bigru(ag_tensor *x, const ag_bigru_layer *l, const int32_t *lengths) {
+    if (!l) ag__fatal("ag_bigru", "the layer is NULL");
+    check_bidirectional("ag_bigru", x, l->fw.w_ih, l->bw.w_ih, 3, lengths);
+    ag_tensor *f = ag_gru(x, &l->fw, 1, &(ag_gru_opts){.len = lengths});
+    ag_tensor *r = ag_gru(x, &l->bw, 1, &(ag_gru_opts){.len = lengths, .reverse = true});
     return ag_concat((ag_tensor *[]){f, r}, 2, 2);
 }
 

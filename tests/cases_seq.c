@@ -1,5 +1,5 @@
 /* cases_seq.c - op cases for the sequence ops: layer norm, the positional
- * LM's Gaussian scoring (mu recurrence and context), the LSTM and MTSA's
+ * LM's Gaussian scoring (mu recurrence and context), the LSTM, the GRU and MTSA's
  * multi-dim attention.  Lengths {5,3} (docs/models.md's tiny gradcheck size),
  * N = 1, empty and fully masked windows are covered for each; then the
  * same at the device's sizes: odd sizes (N = 7, d = 13, H = 33, N = 40 past
@@ -506,6 +506,96 @@ static ag_tensor *f_groups_n1_nomask(ag_tensor **in) {
     return ag_add(h, ag_mul_scalar(in[0], 0.5)); /* r [G,B,1,1] over the features */
 }
 
+/* ---- GRU (one layer per case: x, w_ih, w_hh, then b_ih, b_hh, then h0) ---- */
+
+static int gru_setup(ag_tensor **in, ag_rng *r, int B, int N, int I, int H, bool bias, bool state) {
+    int n = 0;
+    in[n++] = tc_uniform(r, -1, 1, true, 3, (int[]){B, N, I});
+    in[n++] = tc_uniform(r, -0.7, 0.7, true, 2, (int[]){I, 3 * H});
+    in[n++] = tc_uniform(r, -0.7, 0.7, true, 2, (int[]){H, 3 * H});
+    if (bias) {
+        in[n++] = tc_uniform(r, -0.5, 0.5, true, 1, (int[]){3 * H});
+        in[n++] = tc_uniform(r, -0.5, 0.5, true, 1, (int[]){3 * H});
+    }
+    if (state) in[n++] = tc_uniform(r, -1, 1, true, 3, (int[]){1, B, H});
+    return n;
+}
+static int gru_full(ag_tensor **in, ag_rng *r) { return gru_setup(in, r, 2, 4, 3, 2, true, false); }
+static int gru_53(ag_tensor **in, ag_rng *r) { return gru_setup(in, r, 2, 5, 3, 2, true, true); }
+static int gru_n1(ag_tensor **in, ag_rng *r) { return gru_setup(in, r, 3, 1, 2, 3, true, true); }
+static int gru_n1_zero_state(ag_tensor **in, ag_rng *r) { return gru_setup(in, r, 3, 1, 2, 3, true, false); }
+static int gru_nobias(ag_tensor **in, ag_rng *r) { return gru_setup(in, r, 2, 4, 2, 2, false, true); }
+/* Inputs ~1e3: r, z and n saturated (exactly 0, 1 or +-1), no gradient
+ * through any gate; h0's reaches it where z is 1 (h = n + z (h0 - n)). */
+static int gru_saturated(ag_tensor **in, ag_rng *r) {
+    int n = gru_setup(in, r, 2, 3, 2, 2, true, true);
+    in[0] = tc_away(r, 900, 1100, true, SHAPE(2, 3, 2));
+    for (int64_t j = 0; j < in[0]->size; j++) in[0]->data[j] = (ag_real)(round((double)in[0]->data[j] * 64) / 64);
+    return n;
+}
+
+static ag_tensor *run_gru(ag_tensor **in, bool bias, bool state, const int32_t *len, bool reverse) {
+    ag_gru_layer l = {in[1], in[2], bias ? in[3] : NULL, bias ? in[4] : NULL};
+    ag_gru_opts o = {.len = len, .h0 = state ? in[bias ? 5 : 3] : NULL, .reverse = reverse};
+    return ag_gru(in[0], &l, 1, &o);
+}
+static ag_tensor *f_gru(ag_tensor **in) { return run_gru(in, true, false, NULL, false); }
+static ag_tensor *f_gru_53(ag_tensor **in) { return run_gru(in, true, true, len_53, false); }
+static ag_tensor *f_gru_02(ag_tensor **in) { return run_gru(in, true, true, len_02, false); }
+static ag_tensor *f_gru_state(ag_tensor **in) { return run_gru(in, true, true, NULL, false); }
+static ag_tensor *f_gru_zero_state(ag_tensor **in) { return run_gru(in, true, false, NULL, false); }
+static ag_tensor *f_gru_nobias(ag_tensor **in) { return run_gru(in, false, true, len_42, false); }
+static ag_tensor *f_gru_saturated(ag_tensor **in) { return run_gru(in, true, true, (const int32_t[]){3, 1}, false); }
+static ag_tensor *f_gru_02_zero_state(ag_tensor **in) { return run_gru(in, true, false, len_02, false); }
+static ag_tensor *f_gru_reverse_53(ag_tensor **in) { return run_gru(in, true, true, len_53, true); }
+/* The output and h_n of lengths 0 and 2 (h_n of the empty example is its h0). */
+static ag_tensor *gru_finals(ag_tensor **in, bool reverse) {
+    ag_gru_layer l = {in[1], in[2], in[3], in[4]};
+    ag_tensor *hn;
+    ag_tensor *y = ag_gru(in[0], &l, 1, &(ag_gru_opts){.len = len_02, .h0 = in[5], .h_n = &hn, .reverse = reverse});
+    return ag_concat((ag_tensor *[]){flat(y), flat(hn)}, 2, 0);
+}
+static ag_tensor *f_gru_finals(ag_tensor **in) { return gru_finals(in, false); }
+static ag_tensor *f_gru_reverse_finals(ag_tensor **in) { return gru_finals(in, true); }
+/* Two layers, each with one of its biases: x, then w_ih, w_hh, a bias per layer. */
+static int gru_2l(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(2, 5, 3));
+    for (int l = 0; l < 2; l++) {
+        in[1 + 3 * l] = tc_uniform(r, -0.7, 0.7, true, 2, (int[]){l ? 2 : 3, 6});
+        in[2 + 3 * l] = tc_uniform(r, -0.7, 0.7, true, SHAPE(2, 6));
+        in[3 + 3 * l] = tc_uniform(r, -0.5, 0.5, true, SHAPE(6));
+    }
+    return 7;
+}
+static ag_tensor *f_gru_2l(ag_tensor **in) {
+    ag_gru_layer ls[2] = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    return ag_gru(in[0], ls, 2, &(ag_gru_opts){.len = len_53, .keep = 0.5}); /* eval: no dropout */
+}
+static ag_tensor *f_gru_2l_h_n(ag_tensor **in) { /* h_n alone, of a batch whose examples all end early */
+    ag_gru_layer ls[2] = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    ag_tensor *hn = NULL;
+    ag_gru(in[0], ls, 2, &(ag_gru_opts){.len = len_02, .h_n = &hn});
+    return hn;
+}
+/* ag_bigru (models/layers.c): bilstm_setup's shapes at 3H = 9. */
+static int bigru_setup(ag_tensor **in, ag_rng *r) {
+    in[0] = tc_uniform(r, -1, 1, true, SHAPE(3, 6, 5));
+    for (int d = 0; d < 2; d++) {
+        in[1 + 3 * d] = tc_uniform(r, -0.7, 0.7, true, SHAPE(5, 9));
+        in[2 + 3 * d] = tc_uniform(r, -0.7, 0.7, true, SHAPE(3, 9));
+        in[3 + 3 * d] = tc_uniform(r, -0.5, 0.5, true, SHAPE(9));
+    }
+    return 7;
+}
+static ag_tensor *f_bigru(ag_tensor **in) {
+    ag_bigru_layer l = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    return ag_bigru(in[0], &l, (const int32_t[]){6, 0, 1});
+}
+static ag_tensor *f_bigru_full(ag_tensor **in) {
+    ag_bigru_layer l = {{in[1], in[2], in[3], NULL}, {in[4], in[5], NULL, in[6]}};
+    return ag_bigru(in[0], &l, NULL);
+}
+
 /* ---- the device's sizes ---- */
 
 static const int32_t seq_len[3] = {4, 7, 1};       /* B = 3, N = 7; unsorted: the LSTM's active rows are not a prefix */
@@ -615,6 +705,43 @@ static ag_tensor *f_lstm_long(ag_tensor **x) {
     return ag_lstm(x[0], &l, 1, &(ag_lstm_opts){.len = seq_len_long});
 }
 
+/* ---- GRU: x0 = x [B,N,in]; the rest as each case says ---- */
+/* x1 = w_ih [13,15], x2 = w_hh [5,15] (H = 5), constant biases. */
+static ag_tensor *f_gru_const_biases(ag_tensor **x) {
+    ag_gru_layer l = {x[1], x[2], seq_const(x[0], 1, (int[]){15}, 0.3), seq_const(x[0], 1, (int[]){15}, 1.1)};
+    return ag_gru(x[0], &l, 1, &(ag_gru_opts){.len = seq_len});
+}
+/* x1 = h0 [2,3,5]; constant weights, dropout between the layers, h_n
+ * added to the output's first step. */
+static ag_tensor *gru_h0_dropout(ag_tensor **x, const int32_t *len) {
+    ag_gru_layer l[2] = {{seq_const(x[0], 2, (int[]){13, 15}, 0.1), seq_const(x[0], 2, (int[]){5, 15}, 0.2),
+                          seq_const(x[0], 1, (int[]){15}, 0.3), seq_const(x[0], 1, (int[]){15}, 0.4)},
+                         {seq_const(x[0], 2, (int[]){5, 15}, 0.5), seq_const(x[0], 2, (int[]){5, 15}, 0.6),
+                          seq_const(x[0], 1, (int[]){15}, 0.7), NULL}};
+    ag_rng r;
+    ag_rng_seed(&r, 7);
+    ag_tensor *hn = NULL;
+    ag_gru_opts o = {.len = len, .h0 = x[1], .keep = 0.7, .training = true, .rng = &r, .h_n = &hn};
+    ag_tensor *y = ag_gru(x[0], l, 2, &o);
+    return ag_concat((ag_tensor *[]){flat(y), flat(hn)}, 2, 0);
+}
+static ag_tensor *f_gru_h0_dropout(ag_tensor **x) { return gru_h0_dropout(x, seq_len); }
+static ag_tensor *f_gru_h0_dropout_short(ag_tensor **x) { return gru_h0_dropout(x, seq_len_short); }
+/* x1 = b_ih, x2 = b_hh [15]: the two biases' gradients differ (r scales b_hn's). */
+static ag_tensor *f_gru_biases(ag_tensor **x) {
+    ag_gru_layer l = {seq_const(x[0], 2, (int[]){13, 15}, 0.1), seq_const(x[0], 2, (int[]){5, 15}, 0.2), x[1], x[2]};
+    return ag_gru(x[0], &l, 1, &(ag_gru_opts){.len = seq_len0});
+}
+/* Full lengths, H = 33: x1 = w_ih [7,99], x2 = w_hh [33,99]. */
+static ag_tensor *f_gru_h33(ag_tensor **x) {
+    ag_gru_layer l = {x[1], x[2], seq_const(x[0], 1, (int[]){99}, 0.4), seq_const(x[0], 1, (int[]){99}, 0.9)};
+    return ag_gru(x[0], &l, 1, NULL);
+}
+static ag_tensor *f_gru_long(ag_tensor **x) {
+    ag_gru_layer l = {x[1], x[2], seq_const(x[0], 1, (int[]){15}, 0.3), seq_const(x[0], 1, (int[]){15}, 1.1)};
+    return ag_gru(x[0], &l, 1, &(ag_gru_opts){.len = seq_len_long, .reverse = true});
+}
+
 /* ag_bilstm (models/layers.c): each direction its own w_ih, w_hh and one bias;
  * a full, an empty and a length-1 example. */
 static int bilstm_setup(ag_tensor **in, ag_rng *r) {
@@ -682,6 +809,21 @@ const op_case seq_cases[] = {
     {"lstm/reverse_lengths_5_3_state", lstm_53, f_lstm_reverse_53, 0, 0},
     {"lstm/reverse_final_states_lengths_0_2", lstm_53, f_lstm_reverse_finals, 0, 0},
     {"lstm/reverse_last_word_is_first_step", lstm_53, f_lstm_reverse_first_step, .flags = OPCASE_DIFFERENCE},
+    {"gru/full_length", gru_full, f_gru, 0, 0},
+    {"gru/lengths_5_3_state", gru_53, f_gru_53, 0, 0},
+    {"gru/lengths_0_2_state", gru_53, f_gru_02, 0, 0},
+    {"gru/N1_state", gru_n1, f_gru_state, 0, 0},
+    {"gru/N1_zero_state", gru_n1_zero_state, f_gru_zero_state, 0, 0},
+    {"gru/no_bias_lengths_4_2_state", gru_nobias, f_gru_nobias, 0, 0},
+    {"gru/saturated_gates_inputs_1e3_lengths_3_1", gru_saturated, f_gru_saturated, 0, 0},
+    {"gru/lengths_0_2_zero_state", gru_full, f_gru_02_zero_state, 0, 0},
+    {"gru/2_layers_lengths_5_3", gru_2l, f_gru_2l, 0, 0},
+    {"gru/2_layers_h_n_lengths_0_2", gru_2l, f_gru_2l_h_n, 0, 0},
+    {"gru/final_states_lengths_0_2", gru_53, f_gru_finals, 0, 0},
+    {"gru/reverse_lengths_5_3_state", gru_53, f_gru_reverse_53, 0, 0},
+    {"gru/reverse_final_states_lengths_0_2", gru_53, f_gru_reverse_finals, 0, 0},
+    {"bigru/lengths_6_0_1", bigru_setup, f_bigru, 0, 0},
+    {"bigru/full", bigru_setup, f_bigru_full, 0, 0},
     {"mtsa/past_lengths_5_3", mtsa_253, f_mtsa_past, 0, 0},
     {"mtsa/future_identity", mtsa_253, f_mtsa_future_id, 0, 0},
     {"mtsa/no_mask", mtsa_253, f_mtsa_nomask, 0, 0},
@@ -739,5 +881,14 @@ const op_case seq_cases[] = {
                  DIMS(1, 3, 5)),
     UNIFORM_CASE("lstm [3,40,13] H 5 len 40,33,1", f_lstm_long, -1, 1, DIMS(3, 40, 13), DIMS(13, 20), DIMS(5, 20)),
     UNIFORM_CASE("lstm [2,5,7] H 33 full", f_lstm_h33, -0.5, 0.5, DIMS(2, 5, 7), DIMS(7, 132), DIMS(33, 132)),
+    UNIFORM_CASE("gru [3,7,13] H 5 len 4,7,1", f_gru_const_biases, -1, 1, DIMS(3, 7, 13), DIMS(13, 15),
+                 DIMS(5, 15)),
+    UNIFORM_CASE("gru 2 layers h0 dropout h_n", f_gru_h0_dropout, -1, 1, DIMS(3, 7, 13), DIMS(2, 3, 5)),
+    UNIFORM_CASE("gru 2 layers h0 dropout h_n len 5,0,3", f_gru_h0_dropout_short, -1, 1, DIMS(3, 7, 13),
+                 DIMS(2, 3, 5)),
+    UNIFORM_CASE("gru biases [15] len 5,0,1", f_gru_biases, -1, 1, DIMS(3, 7, 13), DIMS(15), DIMS(15)),
+    UNIFORM_CASE("gru reverse [3,40,13] H 5 len 40,33,1", f_gru_long, -1, 1, DIMS(3, 40, 13), DIMS(13, 15),
+                 DIMS(5, 15)),
+    UNIFORM_CASE("gru [2,5,7] H 33 full", f_gru_h33, -0.5, 0.5, DIMS(2, 5, 7), DIMS(7, 99), DIMS(33, 99)),
     {NULL, NULL, NULL, 0, 0},
 };

@@ -3,6 +3,9 @@
  *     gradients, 2 layers, lengths {5,3}, initial state, dropout between
  *     layers; gradcheck of every parameter of a 2-layer LSTM (N = 5 and 1);
  *     no heap allocation in the steady state
+ *   - GRU likewise: against its composition (PyTorch's nn.GRU equations),
+ *     values and gradients, with dropout; final states carried across
+ *     chunks; no heap allocation in the steady state
  *   - MTSA attention against its reference identity (naive loops for the
  *     values, a composition of core ops on the [B,N,N,dh] tensor for the
  *     gradients), fully masked and padded rows included
@@ -309,6 +312,176 @@ static void test_lstm_steady_state(void) {
         allocs[step] = ag_memstats().allocs;
     }
     CHECK(allocs[3] == allocs[2], "steady-state LSTM step allocated %lld times", (long long)(allocs[3] - allocs[2]));
+    ag_params_free(&ps);
+}
+
+/* ======================================================================== */
+/* GRU                                                                       */
+/* ======================================================================== */
+
+/* lstm_case's sizes and options; the layers' columns are r, z, n (3H). */
+static ag_tensor *gru_op(lstm_case *c) {
+    ag_rng rng;
+    ag_rng_seed(&rng, c->drop_seed);
+    ag_gru_layer ls[3];
+    for (int l = 0; l < c->L; l++) ls[l] = (ag_gru_layer){c->layers[l].w_ih, c->layers[l].w_hh, c->layers[l].b_ih, c->layers[l].b_hh};
+    ag_gru_opts o = {.len = c->len, .h0 = c->h0, .keep = c->keep, .training = c->training, .rng = &rng};
+    return ag_gru(c->x, ls, c->L, &o);
+}
+
+/* nn.GRU's equations one timestep at a time with core ops, as lstm_composed:
+ * r = s(ax_r + ah_r), z = s(ax_z + ah_z), n = tanh(ax_n + r ah_n),
+ * h' = (1 - z) n + z h, with ax = x W_ih + b_ih and ah = h W_hh + b_hh. */
+static ag_tensor *gru_composed(lstm_case *c) {
+    int B = c->B, N = c->N, H = c->H, T = 0;
+    for (int b = 0; b < B; b++) T = c->len[b] > T ? c->len[b] : T;
+    ag_rng rng;
+    ag_rng_seed(&rng, c->drop_seed);
+    ag_tensor *X = c->x;
+    for (int l = 0; l < c->L; l++) {
+        const ag_lstm_layer *p = &c->layers[l];
+        int I = X->shape[2];
+        if (l > 0 && c->training && c->keep < 1) {
+            ag_tensor *M = ag_dropout(ag_tensor_fill(1, 2, (int[]){B, T * I}), c->keep, true, &rng);
+            ag_tensor *D = ag_tensor_fill(1, 3, (int[]){B, N, I});
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < c->len[b]; t++)
+                    for (int k = 0; k < I; k++)
+                        D->data[((int64_t)b * N + t) * I + k] = M->data[((int64_t)b * T + t) * I + k];
+            X = ag_mul(X, D);
+        }
+        ag_tensor *Xflat = ag_reshape(X, 2, (int[]){B, N * I});
+        ag_tensor *h = state_slice(c->h0, c->L, l, B, H);
+        ag_tensor *out = zeros(2, (int[]){B, N * H});
+        for (int t = 0; t < N; t++) {
+            ag_tensor *xt = ag_matmul(Xflat, sel(N * I, I, t * I));
+            ag_tensor *ax = ag_linear(xt, p->w_ih, p->b_ih), *ah = ag_linear(h, p->w_hh, p->b_hh);
+            ag_tensor *r = ag_sigmoid(ag_add(ag_matmul(ax, sel(3 * H, H, 0)), ag_matmul(ah, sel(3 * H, H, 0))));
+            ag_tensor *z = ag_sigmoid(ag_add(ag_matmul(ax, sel(3 * H, H, H)), ag_matmul(ah, sel(3 * H, H, H))));
+            ag_tensor *n = ag_tanh(ag_add(ag_matmul(ax, sel(3 * H, H, 2 * H)), ag_mul(r, ag_matmul(ah, sel(3 * H, H, 2 * H)))));
+            ag_tensor *h_new = ag_add(ag_mul(ag_add_scalar(ag_neg(z), 1), n), ag_mul(z, h));
+            ag_tensor *valid = zeros(2, (int[]){B, 1}), *frozen = zeros(2, (int[]){B, 1});
+            for (int b = 0; b < B; b++) {
+                valid->data[b] = t < c->len[b];
+                frozen->data[b] = !(t < c->len[b]);
+            }
+            h = ag_add(ag_mul(valid, h_new), ag_mul(frozen, h));
+            out = ag_add(out, ag_matmul(ag_mul(valid, h_new), place(H, N * H, t * H)));
+        }
+        X = ag_reshape(out, 3, (int[]){B, N, H});
+    }
+    return X;
+}
+
+static void make_gru(lstm_case *c, ag_rng *r, int B, int N, int I, int H, int L, bool state, const int32_t *len) {
+    *c = (lstm_case){.B = B, .N = N, .I = I, .H = H, .L = L, .keep = 1, .drop_seed = 7, .len = len};
+    c->x = uniform(r, -1, 1, true, 3, (int[]){B, N, I});
+    for (int l = 0; l < L; l++) {
+        c->layers[l].w_ih = uniform(r, -0.7, 0.7, true, 2, (int[]){l ? H : I, 3 * H});
+        c->layers[l].w_hh = uniform(r, -0.7, 0.7, true, 2, (int[]){H, 3 * H});
+        c->layers[l].b_ih = uniform(r, -0.5, 0.5, true, 1, (int[]){3 * H});
+        c->layers[l].b_hh = uniform(r, -0.5, 0.5, true, 1, (int[]){3 * H});
+    }
+    if (state) c->h0 = uniform(r, -1, 1, true, 3, (int[]){L, B, H});
+}
+
+static void gru_vs_composition(const char *what, lstm_case *c) {
+    ag_rng r;
+    ag_rng_seed(&r, 98);
+    ag_tensor *ts[16];
+    int n = lstm_inputs(c, ts);
+    ag_tensor *a = gru_op(c);
+    ag_real *seed = random_seed(&r, a->size);
+    ag_real **ga = grads_of(a, seed, ts, n);
+    ag_tensor *b = gru_composed(c);
+    CHECK(ag_same_shape(a, b), "%s: shapes differ", what);
+    double d = max_abs_diff(a->data, b->data, a->size);
+    CHECK(d < 1e-12, "%s: values differ by %.3g", what, d);
+    for (int bb = 0; bb < c->B; bb++)
+        for (int t = c->len[bb]; t < c->N; t++)
+            for (int j = 0; j < c->H; j++)
+                CHECK(a->data[((int64_t)bb * c->N + t) * c->H + j] == 0, "%s: padded output", what);
+    ag_real **gb = grads_of(b, seed, ts, n);
+    compare_grads(what, ga, gb, ts, n, 1e-12, true);
+    printf("  gru vs composition: %-35s values differ by %.1e\n", what, d);
+    free_grads(ga, n);
+    free_grads(gb, n);
+    free(seed);
+    ag_step_end();
+}
+
+static void test_gru_composition(void) {
+    ag_rng r;
+    ag_rng_seed(&r, 21);
+    lstm_case c;
+    make_gru(&c, &r, 2, 5, 3, 4, 2, true, len_53);
+    gru_vs_composition("2 layers, len {5,3}, h0", &c);
+    make_gru(&c, &r, 2, 5, 3, 4, 2, false, len_53);
+    gru_vs_composition("2 layers, len {5,3}, zero state", &c);
+    make_gru(&c, &r, 3, 4, 2, 3, 3, true, (const int32_t[]){4, 1, 2});
+    c.keep = 0.6;
+    c.training = true;
+    gru_vs_composition("3 layers, dropout 0.6 (training)", &c);
+    make_gru(&c, &r, 3, 1, 3, 2, 2, true, (const int32_t[]){1, 0, 1});
+    gru_vs_composition("2 layers, N=1, an empty example", &c);
+}
+
+/* h_n is the output at each example's last step (h0 for an empty one), and
+ * carrying it into the next chunk reproduces the whole run. */
+static void test_gru_final_states(void) {
+    enum { B = 3, N = 6, I = 4, H = 5, L = 2 };
+    ag_rng r;
+    ag_rng_seed(&r, 23);
+    ag_gru_layer ls[L];
+    for (int l = 0; l < L; l++)
+        ls[l] = (ag_gru_layer){uniform(&r, -0.5, 0.5, true, 2, (int[]){l ? H : I, 3 * H}),
+                               uniform(&r, -0.5, 0.5, true, 2, (int[]){H, 3 * H}), NULL,
+                               uniform(&r, -0.5, 0.5, true, 1, (int[]){3 * H})};
+    ag_tensor *x = uniform(&r, -1, 1, false, 3, (int[]){B, N, I});
+    ag_tensor *h0 = uniform(&r, -1, 1, false, 3, (int[]){L, B, H});
+    const int32_t len[B] = {6, 2, 0};
+    ag_tensor *hn;
+    ag_tensor *y = ag_gru(x, ls, L, &(ag_gru_opts){.len = len, .h0 = h0, .h_n = &hn});
+    double d = 0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < H; j++) {
+            ag_real want = len[b] ? y->data[((int64_t)b * N + len[b] - 1) * H + j] : h0->data[((L - 1) * B + b) * H + j];
+            d = fmax(d, fabs((double)(hn->data[((L - 1) * B + b) * H + j] - want)));
+        }
+    CHECK(d == 0, "gru: h_n differs from the last output (or h0) by %g", d);
+    ag_tensor *whole = ag_gru(x, ls, L, &(ag_gru_opts){.h0 = h0});
+    ag_tensor *y1 = ag_gru(ag_slice(x, 1, 0, 3), ls, L, &(ag_gru_opts){.h0 = h0, .h_n = &hn});
+    ag_tensor *y2 = ag_gru(ag_slice(x, 1, 3, 6), ls, L, &(ag_gru_opts){.h0 = hn});
+    double dc = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < N; t++)
+            for (int j = 0; j < H; j++) {
+                ag_real got = (t < 3 ? y1 : y2)->data[((int64_t)b * 3 + t % 3) * H + j];
+                dc = fmax(dc, fabs((double)(got - whole->data[((int64_t)b * N + t) * H + j])));
+            }
+    CHECK(dc < 1e-12, "gru: chunked run with carried state differs from the whole run by %g", dc);
+    printf("  gru final states: h_n vs last output %.1e, carried state vs whole run %.1e\n", d, dc);
+    ag_step_end();
+}
+
+/* A GRU training loop allocates nothing once the arena has grown. */
+static void test_gru_steady_state(void) {
+    ag_params ps = {0};
+    ag_rng r;
+    ag_rng_seed(&r, 24);
+    int B = 4, N = 6, I = 5, H = 8;
+    ag_gru_layer l[2] = {ag_param_gru(&ps, "g0", I, H, 0.3, &r), ag_param_gru(&ps, "g1", H, H, 0.3, &r)};
+    int64_t allocs[4];
+    for (int step = 0; step < 4; step++) {
+        ag_tensor *x = uniform(&r, -1, 1, false, 3, (int[]){B, N, I});
+        ag_tensor *hn;
+        ag_gru_opts o = {.len = (const int32_t[]){6, 2, 5, 0}, .keep = 0.7, .training = true, .rng = &r, .h_n = &hn};
+        ag_tensor *h = ag_gru(x, l, 2, &o);
+        ag_backward(ag_add(ag_sum(h), ag_sum(hn)));
+        ag_step_end();
+        allocs[step] = ag_memstats().allocs;
+    }
+    CHECK(allocs[3] == allocs[2], "steady-state GRU step allocated %lld times", (long long)(allocs[3] - allocs[2]));
     ag_params_free(&ps);
 }
 
@@ -833,6 +1006,21 @@ static void test_errors(void) {
     EXPECT_FATAL_AT(ag_lstm(x, &ok, 1, &(ag_lstm_opts){.len = (const int32_t[]){-1, 2}}), "ag_lstm", "len[0] = -1");
     EXPECT_FATAL_AT(ag_lstm(mu, &ok, 1, NULL), "ag_lstm", "[2,5]", "[B,N,in]");
 
+    /* the GRU's: the same checks, 3H columns (an LSTM's [2,8] w_hh is not one) */
+    ag_tensor *g_ih = zeros(2, (int[]){3, 6}), *g_hh = zeros(2, (int[]){2, 6});
+    ag_gru_layer gok = {g_ih, g_hh, NULL, NULL};
+    EXPECT_FATAL_AT(ag_gru(x, &(ag_gru_layer){w_ih, w_hh, NULL, NULL}, 1, NULL), "ag_gru", "w_hh", "[2,8]", "[H,3H]");
+    EXPECT_FATAL_AT(ag_gru(x, &(ag_gru_layer){w_ih, g_hh, NULL, NULL}, 1, NULL), "ag_gru", "w_ih", "[3,8]", "[3,6]");
+    EXPECT_FATAL_AT(ag_gru(x, &(ag_gru_layer){g_ih, g_hh, NULL, v4}, 1, NULL), "ag_gru", "b_hh", "[4]", "[6]");
+    EXPECT_FATAL_AT(ag_gru(x, (ag_gru_layer[]){gok, gok}, 2, NULL), "ag_gru", "layer 1", "w_ih", "[3,6]", "[2,6]");
+    EXPECT_FATAL_AT(ag_gru(x, &gok, 1, &(ag_gru_opts){.h0 = zeros(3, (int[]){2, 2, 2})}), "ag_gru", "h0", "[2,2,2]",
+                    "[layers=1,B=2,H=2]");
+    EXPECT_FATAL_AT(ag_gru(x, (ag_gru_layer[]){gok, {zeros(2, (int[]){2, 6}), g_hh, NULL, NULL}}, 2,
+                           &(ag_gru_opts){.keep = 0.5, .training = true}),
+                    "ag_gru", "needs an rng");
+    EXPECT_FATAL_AT(ag_gru(x, &gok, 1, &(ag_gru_opts){.len = (const int32_t[]){2, 6}}), "ag_gru", "len[1] = 6");
+    EXPECT_FATAL_AT(ag_gru(x, &gok, 0, NULL), "ag_gru", "0 layers");
+
     ag_tensor *R = zeros(3, (int[]){2, 5, 5}), *S = zeros(3, (int[]){2, 5, 4}), *S3 = zeros(3, (int[]){2, 4, 4});
     EXPECT_FATAL_AT(ag_mtsa_attention(R, S3, S3, NULL, NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention", "[2,5,5]", "[2,4,4]");
     EXPECT_FATAL_AT(ag_mtsa_attention(R, S, S, zeros(2, (int[]){4, 4}), NULL, AG_MTSA_LOG_SIGMOID), "ag_mtsa_attention",
@@ -902,6 +1090,9 @@ int main(void) {
     test_lstm_gradcheck("2 layers, len {5,3}, h0/c0", 5, len_53);
     test_lstm_gradcheck("2 layers, N=1, h0/c0", 1, (const int32_t[]){1, 1});
     test_lstm_steady_state();
+    test_gru_composition();
+    test_gru_final_states();
+    test_gru_steady_state();
     test_mtsa();
     test_mtsa_overflow();
     test_mtsa_empty();

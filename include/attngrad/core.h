@@ -738,6 +738,30 @@ typedef struct {
  * (truncated BPTT) or use it as a sentence encoding. */
 ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, const ag_lstm_opts *opts);
 
+/* One GRU layer's parameters, PyTorch's gates r,z,n along the 3H columns:
+ * w_ih [in,3H], w_hh [H,3H], b_ih and b_hh [3H] (a bias may be NULL). */
+typedef struct {
+    ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
+} ag_gru_layer;
+
+/* Options of ag_gru: ag_lstm_opts' without a cell state. */
+typedef struct {
+    const int32_t *len;  /* [B] true lengths, or NULL: all N */
+    ag_tensor *h0;       /* [layers,B,H] initial state (may require grad), or NULL: zeros */
+    double keep;         /* inverted-dropout keep prob between layers; 0 means 1 (none) */
+    bool training;       /* dropout only when training */
+    ag_rng *rng;         /* needed when training with keep < 1 */
+    ag_tensor **h_n;     /* if set: receives the final states [layers,B,H] (gradients flow back) */
+    bool reverse;        /* right to left over each example's valid positions */
+} ag_gru_opts;
+
+/* Multi-layer GRU (PyTorch's nn.GRU, the reset gate on the recurrent part
+ * after its bias):  r = sigmoid(x W_ir + b_ir + h W_hr + b_hr),
+ * z likewise, n = tanh(x W_in + b_in + r (h W_hn + b_hn)),
+ * h' = (1 - z) n + z h.  x[B,N,in] -> h[B,N,H], with ag_lstm's lengths,
+ * padding, dropout, final states and direction. */
+ag_tensor *ag_gru(ag_tensor *x, const ag_gru_layer *layers, int num_layers, const ag_gru_opts *opts);
+
 /* MTSA's sigma_t: log-sigmoid (the paper: ER = M ⊙ sigmoid(R)) or identity (FLAG: ER = M ⊙ exp(R)). */
 typedef enum { AG_MTSA_LOG_SIGMOID = 0, AG_MTSA_IDENTITY = 1 } ag_mtsa_score;
 
@@ -975,6 +999,7 @@ ag_status ag_callsite_end_status(ag_status status);
 #define ag_gaussian_mu(...) AG_AT(ag_gaussian_mu, __VA_ARGS__)
 #define ag_gaussian_context(...) AG_AT(ag_gaussian_context, __VA_ARGS__)
 #define ag_lstm(...) AG_AT(ag_lstm, __VA_ARGS__)
+#define ag_gru(...) AG_AT(ag_gru, __VA_ARGS__)
 #define ag_mtsa_attention(...) AG_AT(ag_mtsa_attention, __VA_ARGS__)
 #define ag_feature_attention(...) AG_AT(ag_feature_attention, __VA_ARGS__)
 /* backward: errors (a finished step, a spent tape) name the caller's line */

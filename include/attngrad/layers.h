@@ -38,6 +38,14 @@ typedef struct {
     ag_lstm_layer fw, bw;
 } ag_bilstm_layer;
 ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng);
+/* The GRU's: <prefix>.w_ih [in,3H], .w_hh [H,3H], .b_ih and .b_hh [3H]
+ * from U(-bound, bound) (nn.GRU's default bound 1/sqrt(H)), and the
+ * bidirectional layer's, eight under <prefix>.fw and <prefix>.bw. */
+ag_gru_layer ag_param_gru(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng);
+typedef struct {
+    ag_gru_layer fw, bw;
+} ag_bigru_layer;
+ag_bigru_layer ag_param_bigru(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng);
 /* LayerNorm parameters for ag_layernorm: *gain = <prefix>.gain [d] filled
  * with 1, *bias = <prefix>.bias [d] with 0, in that order.  bias NULL: the
  * gain alone (ag_rmsnorm's). */
@@ -70,6 +78,8 @@ ag_tensor *ag_source2token_weights(ag_tensor *x, const int32_t *lengths, ag_tens
  * example's valid positions (ag_lstm with ag_lstm_opts.reverse for the
  * second half), 0 at padding.  lengths NULL: all N. */
 ag_tensor *ag_bilstm(ag_tensor *x, const ag_bilstm_layer *l, const int32_t *lengths);
+/* The same with GRUs (ag_gru): [forward GRU ; GRU right to left]. */
+ag_tensor *ag_bigru(ag_tensor *x, const ag_bigru_layer *l, const int32_t *lengths);
 
 /* Each example's last valid position: x [B, N, d] -> [B, d], row b is
  * x[b, lengths[b] - 1] (lengths NULL: x[b, N - 1]); an empty example
@@ -267,6 +277,7 @@ ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor 
 #define ag_mha_forward_cached(...) AG_AT(ag_mha_forward_cached, __VA_ARGS__)
 #define ag_encoder_layer_forward_cached(...) AG_AT(ag_encoder_layer_forward_cached, __VA_ARGS__)
 #define ag_bilstm(...) AG_AT(ag_bilstm, __VA_ARGS__)
+#define ag_bigru(...) AG_AT(ag_bigru, __VA_ARGS__)
 #define ag_last_positions(...) AG_AT(ag_last_positions, __VA_ARGS__)
 #define ag_soft_align(...) AG_AT_STMT(ag_soft_align, __VA_ARGS__)
 #define ag_soft_align_scores(...) AG_AT_STMT(ag_soft_align_scores, __VA_ARGS__)

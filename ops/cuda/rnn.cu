@@ -1,5 +1,5 @@
 /* rnn.cu - the CUDA side of ops/rnn.c: the elementwise parts of the
- * LSTM over packed rows (see rnn_saved there: only active rows exist,
+ * LSTM and the GRU over packed rows (see rnn_saved there: only active rows exist,
  * time-major, step t's rows k in [off[t], off[t+1]) for the examples
  * row_b[k] in increasing order).  The products are cuBLAS's, called from
  * ops/cuda/rnn.c with the family's table.  One thread per element of a
@@ -43,25 +43,25 @@ __global__ void rnn_bias_rows_kernel(const ag_real *B_IH, const ag_real *B_HH, a
 }
 
 /* hprev, cprev of step rows k0.. : the row's state at t-1, or the layer's
- * slice of h0/c0 (0 without one) at t = 0. */
-__global__ void lstm_states_before_kernel(const ag_real *Hs, const ag_real *Cs, const int32_t *prev,
+ * slice of h0/c0 (0 without one) at t = 0.  The GRU's Cs and CPREV are NULL. */
+__global__ void rnn_states_before_kernel(const ag_real *Hs, const ag_real *Cs, const int32_t *prev,
                                           const int32_t *row_b, const ag_real *H0, const ag_real *C0, ag_real *HPREV,
                                           ag_real *CPREV, int k0, int rows, int H) {
     FOR_ROWS(x, rows, H) {
         int64_t k = k0 + x / H;
         int j = (int)(x % H);
         int64_t p = prev[k];
-        ag_real hv, cv;
+        ag_real hv, cv = 0;
         if (p >= 0) {
             hv = Hs[p * H + j];
-            cv = Cs[p * H + j];
+            if (CPREV) cv = Cs[p * H + j];
         } else {
             int64_t at = (int64_t)row_b[k] * H + j;
             hv = H0 ? H0[at] : 0;
             cv = C0 ? C0[at] : 0;
         }
         HPREV[k * H + j] = hv;
-        CPREV[k * H + j] = cv;
+        if (CPREV) CPREV[k * H + j] = cv;
     }
 }
 
@@ -92,8 +92,9 @@ __global__ void lstm_cells_forward_kernel(ag_real *GATES, const ag_real *CPREV, 
     }
 }
 
-/* Each example's state after its last row, or its initial state (len 0). */
-__global__ void lstm_final_states_kernel(const ag_real *Hs, const ag_real *C, const int32_t *last, const ag_real *H0,
+/* Each example's state after its last row, or its initial state (len 0);
+ * CF (and C) NULL for the GRU. */
+__global__ void rnn_final_states_kernel(const ag_real *Hs, const ag_real *C, const int32_t *last, const ag_real *H0,
                                          const ag_real *C0, ag_real *HF, ag_real *CF, int B, int H) {
     FOR_ROWS(x, B, H) {
         int64_t b = x / H;
@@ -128,6 +129,57 @@ __global__ void lstm_cells_backward_kernel(ag_real *DG, const ag_real *GATES, co
         d[2 * H + j] = dct * i * (1 - g * g);
         d[3 * H + j] = dht * tc * o * (1 - o);
         DC[bj] = dct * f;
+    }
+}
+
+/* ops/rnn.c's gru_row_forward, element j of row k: AX [3H] (b_ih in it)
+ * activated in place to r, z, n; AH [3H] the recurrent side (b_hh in it);
+ * h into the row's h, its next row's h_{t-1} and the output at src[k]. */
+__global__ void gru_cells_forward_kernel(ag_real *GATES, const ag_real *HG, ag_real *HPREV, ag_real *Hs,
+                                         const int32_t *next, const int32_t *src, ag_real *OUT, int k0, int rows,
+                                         int H) {
+    FOR_ROWS(x, rows, H) {
+        int64_t k = k0 + x / H;
+        int j = (int)(x % H);
+        ag_real *ax = GATES + k * 3 * H;
+        const ag_real *ah = HG + k * 3 * H;
+        ag_real r = ag__vsigmoid(ax[j] + ah[j]), z = ag__vsigmoid(ax[H + j] + ah[H + j]);
+        ag_real n = ag__vtanh(ax[2 * H + j] + r * ah[2 * H + j]);
+        ax[j] = r, ax[H + j] = z, ax[2 * H + j] = n;
+        ag_real hj = n + z * (HPREV[k * H + j] - n);
+        Hs[k * H + j] = hj;
+        OUT[(int64_t)src[k] * H + j] = hj;
+        int64_t nk = next[k];
+        if (nk >= 0) HPREV[nk * H + j] = hj;
+    }
+}
+
+/* ops/rnn.c's gru_row_backward, element j of row k: dL/dh_t from DH_NEXT
+ * (row next[k] - next_k0, step t+1's order) or DH (by example: its final
+ * state's gradient); the input side's DGX, the recurrent side's DGH, and
+ * the direct part of dL/dh_{t-1}, z dL/dh_t, into DH_OUT in this step's
+ * row order (the caller's GEMM adds DGH W_hh^T there). */
+__global__ void gru_cells_backward_kernel(ag_real *DGX, ag_real *DGH, const ag_real *GATES, const ag_real *HG,
+                                          const ag_real *HPREV, const ag_real *DH, const ag_real *DH_NEXT,
+                                          const int32_t *next, int next_k0, const ag_real *DY, ag_real *DH_OUT,
+                                          const int32_t *src, const int32_t *row_b, int k0, int rows, int H) {
+    FOR_ROWS(x, rows, H) {
+        int64_t k = k0 + x / H;
+        int j = (int)(x % H);
+        int64_t n_row = DH_NEXT ? next[k] : -1;
+        const ag_real *a = GATES + k * 3 * H;
+        ag_real r = a[j], z = a[H + j], n = a[2 * H + j];
+        ag_real dh = n_row >= 0 ? DH_NEXT[(n_row - next_k0) * H + j] : DH[(int64_t)row_b[k] * H + j];
+        ag_real dht = dh + DY[(int64_t)src[k] * H + j];
+        ag_real dan = dht * (1 - z) * (1 - n * n);
+        ag_real dar = dan * HG[k * 3 * H + 2 * H + j] * r * (1 - r);
+        ag_real daz = dht * (HPREV[k * H + j] - n) * z * (1 - z);
+        ag_real *dx = DGX + k * 3 * H, *dhh = DGH + k * 3 * H;
+        dx[j] = dhh[j] = dar;
+        dx[H + j] = dhh[H + j] = daz;
+        dx[2 * H + j] = dan;
+        dhh[2 * H + j] = dan * r;
+        DH_OUT[(k - k0) * H + j] = dht * z;
     }
 }
 
@@ -183,11 +235,11 @@ extern "C" void ag__rnn_bias_rows_cuda(const ag_real *b_ih, const ag_real *b_hh,
         ag__launch(rnn_bias_rows_kernel, ag__cuda_blocks(rows * n4), AG_CUDA_THREADS, 0, b_ih, b_hh, gates, rows, n4);
 }
 
-extern "C" void ag__lstm_states_before_cuda(const ag_real *h, const ag_real *c, const int32_t *prev,
+extern "C" void ag__rnn_states_before_cuda(const ag_real *h, const ag_real *c, const int32_t *prev,
                                             const int32_t *row_b, const ag_real *h0, const ag_real *c0, ag_real *hprev,
                                             ag_real *cprev, int k0, int rows, int H) {
     if ((int64_t)rows * H > 0)
-        ag__launch(lstm_states_before_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, h, c, prev, row_b,
+        ag__launch(rnn_states_before_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, h, c, prev, row_b,
                    h0, c0, hprev, cprev, k0, rows, H);
 }
 
@@ -199,10 +251,10 @@ extern "C" void ag__lstm_cells_forward_cuda(ag_real *gates, ag_real *cprev, ag_r
                    (const ag_real *)cprev, c, h, tc, next, src, hprev, cprev, out, k0, rows, H);
 }
 
-extern "C" void ag__lstm_final_states_cuda(const ag_real *h, const ag_real *c, const int32_t *last, const ag_real *h0,
+extern "C" void ag__rnn_final_states_cuda(const ag_real *h, const ag_real *c, const int32_t *last, const ag_real *h0,
                                            const ag_real *c0, ag_real *h_final, ag_real *c_final, int B, int H) {
     if ((int64_t)B * H > 0 && (h_final || c_final))
-        ag__launch(lstm_final_states_kernel, ag__cuda_blocks((int64_t)B * H), AG_CUDA_THREADS, 0, h, c, last, h0, c0,
+        ag__launch(rnn_final_states_kernel, ag__cuda_blocks((int64_t)B * H), AG_CUDA_THREADS, 0, h, c, last, h0, c0,
                    h_final, c_final, B, H);
 }
 
@@ -232,4 +284,21 @@ extern "C" void ag__rnn_scatter_input_grad_cuda(const ag_real *dxin, const int32
     if (rows * in > 0)
         ag__launch(rnn_scatter_input_grad_kernel, ag__cuda_blocks(rows * in), AG_CUDA_THREADS, 0, dxin, src, kept,
                    scale, gx, rows, in);
+}
+
+extern "C" void ag__gru_cells_forward_cuda(ag_real *gates, const ag_real *hg, ag_real *hprev, ag_real *h,
+                                           const int32_t *next, const int32_t *src, ag_real *out, int k0, int rows,
+                                           int H) {
+    if ((int64_t)rows * H > 0)
+        ag__launch(gru_cells_forward_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, gates, hg, hprev,
+                   h, next, src, out, k0, rows, H);
+}
+
+extern "C" void ag__gru_cells_backward_cuda(ag_real *dGx, ag_real *dGh, const ag_real *gates, const ag_real *hg,
+                                            const ag_real *hprev, const ag_real *dh, const ag_real *dh_next,
+                                            const int32_t *next, int next_k0, const ag_real *dY, ag_real *dh_out,
+                                            const int32_t *src, const int32_t *row_b, int k0, int rows, int H) {
+    if ((int64_t)rows * H > 0)
+        ag__launch(gru_cells_backward_kernel, ag__cuda_blocks((int64_t)rows * H), AG_CUDA_THREADS, 0, dGx, dGh, gates,
+                   hg, hprev, dh, dh_next, next, next_k0, dY, dh_out, src, row_b, k0, rows, H);
 }
