@@ -1,5 +1,5 @@
 /* bench_ops_seq.c - forward and forward+backward time of the sequence ops
- * at training sizes (f32): the LSTM (B=64, N=64, in=H=300, 1 layer) and
+ * at training sizes (f32): the LSTM and the GRU (B=64, N=64, in=H=300, 1 layer) and
  * Gaussian positional scoring (B=64, N=64, H=300); and of every elementwise
  * activation (the unary op table) on a [2048, 1024] tensor, a Transformer
  * FFN's hidden layer at 16 x 128 words.  Prints the median of repeated runs
@@ -108,6 +108,20 @@ static ag_tensor *lstm_forward(void *p) {
     return ag_lstm(c->x, &c->layer, 1, NULL);
 }
 
+/* ---- GRU: lstm_ctx's sizes, its own layer ---- */
+
+typedef struct {
+    lstm_ctx sizes;
+    ag_gru_layer layer;
+} gru_ctx;
+
+static void gru_setup(void *p, ag_rng *r) { lstm_setup(&((gru_ctx *)p)->sizes, r); }
+
+static ag_tensor *gru_forward(void *p) {
+    gru_ctx *c = p;
+    return ag_gru(c->sizes.x, &c->layer, 1, NULL);
+}
+
 /* ---- Gaussian positional scoring ---- */
 
 typedef struct {
@@ -173,6 +187,11 @@ int main(int argc, char **argv) {
     lc.layer.w_hh = ag_param(&ps, "w_hh", 2, (int[]){lc.H, 4 * lc.H});
     lc.layer.b_ih = ag_param(&ps, "b_ih", 1, (int[]){4 * lc.H});
     lc.layer.b_hh = ag_param(&ps, "b_hh", 1, (int[]){4 * lc.H});
+    gru_ctx grc = {{64, 64, 300, 300, {0}, NULL}, {0}};
+    grc.layer.w_ih = ag_param(&ps, "gru.w_ih", 2, (int[]){grc.sizes.I, 3 * grc.sizes.H});
+    grc.layer.w_hh = ag_param(&ps, "gru.w_hh", 2, (int[]){grc.sizes.H, 3 * grc.sizes.H});
+    grc.layer.b_ih = ag_param(&ps, "gru.b_ih", 1, (int[]){3 * grc.sizes.H});
+    grc.layer.b_hh = ag_param(&ps, "gru.b_hh", 1, (int[]){3 * grc.sizes.H});
     ag_rng r;
     ag_rng_seed(&r, 2);
     for (int i = 0; i < ps.count; i++) fill(ps.items[i], &r, -0.06, 0.06);
@@ -182,6 +201,7 @@ int main(int argc, char **argv) {
     /* 2*M*N*K per GEMM: forward = input projection + recurrence; backward =
      * dh (recurrent), dW_hh, dW_ih, dx. */
     double lstm_gemm = 2.0 * lc.B * lc.N * 4 * lc.H * (lc.I + lc.H) / 1e9;
+    double gru_gemm = lstm_gemm * 3 / 4;
     double gauss_gemm = 2.0 * gc.B * gc.N * gc.N * gc.H / 1e9;
     unary_ctx uc[] = {
         {"exp", ag_exp, -4, 4, NULL},         {"log", ag_log, 0.1, 4, NULL},
@@ -194,13 +214,15 @@ int main(int argc, char **argv) {
     };
     enum { N_UNARY = sizeof uc / sizeof *uc };
     char unary_names[N_UNARY][40];
-    workload ws[2 + N_UNARY] = {
+    enum { N_SEQ = 3 };
+    workload ws[N_SEQ + N_UNARY] = {
         {"lstm B64 N64 in300 H300 (1 layer)", lstm_gemm, 2 * lstm_gemm, lstm_setup, lstm_forward, &lc},
+        {"gru B64 N64 in300 H300 (1 layer)", gru_gemm, 2 * gru_gemm, gru_setup, gru_forward, &grc},
         {"gaussian B64 N64 H300", gauss_gemm, 2 * gauss_gemm, gauss_setup, gauss_forward, &gc},
     };
     for (int i = 0; i < N_UNARY; i++) {
         snprintf(unary_names[i], sizeof unary_names[i], "%s [%d,%d]", uc[i].name, UNARY_ROWS, UNARY_COLS);
-        ws[2 + i] = (workload){unary_names[i], 0, 0, unary_setup, unary_forward, &uc[i]};
+        ws[N_SEQ + i] = (workload){unary_names[i], 0, 0, unary_setup, unary_forward, &uc[i]};
     }
     printf("attngrad f32%s, median of %d runs, %d threads\n\n", device == AG_CUDA ? " on cuda" : "", repeats,
            ag_get_num_threads());

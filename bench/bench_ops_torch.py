@@ -53,6 +53,7 @@ ROWS = [
     ("split + fused attention + merge", "attn", "split + fused attention"),
     ("softmax gate over 5 sources [B,N,5,300]", "attn", "softmax_mix 5 sources"),
     ("LSTM 1 layer, in 300, H 300", "seq", "lstm"),
+    ("GRU 1 layer, in 300, H 300", "seq", "gru"),
     ("Gaussian scoring, H 300", "seq", "gaussian"),
 ]
 # the elementwise activations: (name, PyTorch's function in F or torch,
@@ -173,6 +174,10 @@ def torch_numbers(reps, threads, device="cpu"):
     for p in lstm.parameters():
         torch.nn.init.uniform_(p, -0.06, 0.06)
     lstm.to(dev)  # training mode: cuDNN's LSTM backward needs it
+    gru = torch.nn.GRU(D, D, batch_first=True)
+    for p in gru.parameters():
+        torch.nn.init.uniform_(p, -0.06, 0.06)
+    gru.to(dev)
     hx = leaf(B, N, D)
     gh = leaf(B, N, D)
     mu = torch.rand(B, N, generator=g).to(dev).requires_grad_()
@@ -201,6 +206,7 @@ def torch_numbers(reps, threads, device="cpu"):
         "split + fused attention + merge": lambda: merge(self_attention(split(x))),
         "softmax gate over 5 sources [B,N,5,300]": softmax_mix,
         "LSTM 1 layer, in 300, H 300": lambda: lstm(hx)[0],
+        "GRU 1 layer, in 300, H 300": lambda: gru(hx)[0],
         "Gaussian scoring, H 300": gaussian,
     }
     for name, torch_name, lo, hi in UNARY:

@@ -53,7 +53,8 @@ def seq_output(cuda):
     head = f"attngrad f32{' on cuda' if cuda else ''}, median of 5 runs, 1 threads\n\n"
     head += "| op (median ms; min ms)             |     fwd | fwd+bwd |     bwd | min fwd | min f+b | GFLOP/s |\n"
     head += "|------------------------------------|---------|---------|---------|---------|---------|---------|\n"
-    rows = [("lstm B64 N64 in300 H300 (1 layer)", 1.5, 4.5), ("gaussian B64 N64 H300", 0.02, 0.06)]
+    rows = [("lstm B64 N64 in300 H300 (1 layer)", 1.5, 4.5), ("gru B64 N64 in300 H300 (1 layer)", 1.2, 3.6),
+            ("gaussian B64 N64 H300", 0.02, 0.06)]
     rows += [(bot.UNARY_LABEL.format(name), 0.5 + i, 1.5 + i) for i, (name, _, _, _) in enumerate(bot.UNARY)]
     return head + "".join(f"| {n:<34} | {f:7.2f} | {fb:7.2f} | {fb - f:7.2f} | {f:7.2f} | {fb:7.2f} | {100.0:7.1f} |\n"
                           for n, f, fb in rows)
