@@ -32,10 +32,12 @@ typedef struct {
 } ag__krmsprop;
 
 /* Adafactor's scalars of one parameter's step: w = 1 - beta2 at step t,
- * eps1, decay = 1 - lr wd, rho = min(lr, 1/sqrt(t)), eps2, d. */
+ * eps1, decay = 1 - lr wd, rho = min(lr, 1/sqrt(t)) (lr without
+ * relative_step), eps2, d, and whether RMS(θ) scales the step. */
 typedef struct {
     ag__kreal w, eps1, decay;
     double rho, eps2, d;
+    bool scaled;
 } ag__kadafactor;
 
 /* Sums of squares run in blocks of AG_SQ_BLOCK elements, each in
@@ -248,9 +250,12 @@ AG_HD static inline ag__kreal ag__adafactor_direction(ag__kreal g, ag__kreal r, 
 AG_HD static inline ag__kreal ag__adafactor_vector_direction(ag__kreal g, ag__kreal v, ag__kreal eps1) {
     return g * ag__adafactor_floor_rsqrt(v, eps1);
 }
-AG_HD static inline double ag__adafactor_rate(const double *sq, int64_t n, double rho, double eps2, double d) {
-    double root_n = sqrt((double)n), rms = sqrt(sq[0]) / root_n, u_rms = sqrt(sq[1]) / (root_n * d);
-    return (rms > eps2 ? rms : eps2) * rho / (u_rms > 1 ? u_rms : 1);
+/* The update's rate: alpha = max(eps2, RMS(θ)) rho (rho alone when not
+ * k->scaled), over max(1, RMS(u) / d). */
+AG_HD static inline double ag__adafactor_rate(const double *sq, int64_t n, const ag__kadafactor *k) {
+    double root_n = sqrt((double)n), rms = sqrt(sq[0]) / root_n, u_rms = sqrt(sq[1]) / (root_n * k->d);
+    double scale = !k->scaled ? 1 : rms > k->eps2 ? rms : k->eps2;
+    return scale * k->rho / (u_rms > 1 ? u_rms : 1);
 }
 /* The gradients' arithmetic between backward and the update (optim/gradients.c). */
 typedef struct {

@@ -913,7 +913,7 @@ static void adafactor_apply_cpu(ag_real *p, const ag_real *u, ag_real *g_clear, 
                                 const ag__kadafactor *k, const double *gate) {
     if (gated_off(gate)) return;
     muon_job j = {.y = p, .x = u, .g_clear = g_clear, .decay = k->decay,
-                  .rate = (ag_real)ag__adafactor_rate(sq, n, k->rho, k->eps2, k->d)};
+                  .rate = (ag_real)ag__adafactor_rate(sq, n, k)};
     ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
 }
 
@@ -1054,8 +1054,8 @@ static void adafactor_coef(const ag_optimizer *o, int i, ag__kadafactor *k) {
     k->w = (ag_real)pow(t, c->beta2_decay);
     k->eps1 = (ag_real)(c->eps > 0 ? c->eps : sizeof(ag_real) == sizeof(float) ? FLT_EPSILON : DBL_EPSILON);
     k->decay = (ag_real)(1 - lr * weight_decay_of(o, i));
-    k->rho = fmin(lr, 1 / sqrt(t)); /* torch's min(lr, 1 / step ** 0.5) */
-    k->eps2 = c->eps2, k->d = c->d;
+    k->rho = c->relative_step ? fmin(lr, 1 / sqrt(t)) : lr; /* torch's min(lr, 1 / step ** 0.5) */
+    k->eps2 = c->eps2, k->d = c->d, k->scaled = c->scale_parameter;
 }
 
 static void adafactor_param_step(ag_optimizer *o, int i, const ag__kadafactor *coef, const double *gate,

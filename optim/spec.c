@@ -192,7 +192,7 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
         c.match_rms_adamw = true, c.adam_eps = 1e-8;
     }
     if (kind == AG_ADAFACTOR) /* torch.optim.Adafactor's; eps (eps1) 0: the real type's epsilon, torch's None */
-        c.lr = 1e-2, c.eps = 0, c.beta2_decay = -0.8, c.eps2 = 1e-3, c.d = 1;
+        c.lr = 1e-2, c.eps = 0, c.beta2_decay = -0.8, c.eps2 = 1e-3, c.d = 1, c.scale_parameter = c.relative_step = true;
     return c;
 }
 
@@ -253,6 +253,10 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
         f[n++] = (opt_field){"eps", OPT_REAL, &c->eps, {0}};
         f[n++] = (opt_field){"eps2", OPT_REAL, &c->eps2, {0}};
         f[n++] = (opt_field){"d", OPT_REAL, &c->d, {0}};
+        /* Hugging Face's two switches: written only when off, so torch's spec reads as it did */
+        if (!writing || !c->scale_parameter)
+            f[n++] = (opt_field){"scale_parameter", OPT_BOOL, &c->scale_parameter, {0}};
+        if (!writing || !c->relative_step) f[n++] = (opt_field){"relative_step", OPT_BOOL, &c->relative_step, {0}};
         break;
     default: break; /* a rule's: above */
     }

@@ -1110,6 +1110,7 @@ int main(void) {
         "muon:lr=2e-2,nesterov=0,match_rms_adamw=0,ns_steps=3,weight_decay=0.01,ema=0.9",
         "adafactor:lr=1e-2", /* factored: a wide, a [33, 1] (one column) and a tall [5000, 3] */
         "adafactor:lr=0.6,weight_decay=0.1,eps=1e-3,eps2=0.1,d=2,ema=0.9", /* rho = 1/sqrt(t) from step 3 */
+        "adafactor:lr=1e-3,scale_parameter=0,relative_step=0,weight_decay=0.01", /* Hugging Face's switches off */
     };
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);

@@ -4,7 +4,8 @@
  *     parameter (its factors per leading index) and two vectors (one
  *     starting at 0: the eps2 floor), a per-parameter weight decay, a
  *     per-step schedule with rho = min(lr, 1/sqrt(t)) crossing over, every
- *     key (f64: to 1e-13, f32: 2e-6); and that the factoring mattered;
+ *     key, Hugging Face's scale_parameter and relative_step off (f64: to
+ *     1e-13, f32: 2e-6); and that the factoring mattered;
  *   - the slots' names and shapes (torch's keepdim ones);
  *   - the same bits at 1 and 2 threads on a matrix the rows' and columns'
  *     passes cut;
@@ -39,6 +40,14 @@ static void test_specs(void) {
           ag_errmsg());
     ag_optim_format(&c, spec, sizeof spec);
     CHECK(ag_optim_parse(spec, &d) == AG_OK && !memcmp(&c, &d, sizeof c), "round trip of %s", spec);
+    CHECK(c.scale_parameter && c.relative_step, "HF's switches on by default (torch's rule)");
+    CHECK(ag_optim_parse("adafactor:lr=1e-3,scale_parameter=0,relative_step=0", &c) == AG_OK && !c.scale_parameter &&
+              !c.relative_step, "%s", ag_errmsg());
+    CHECK(!strcmp(ag_optim_format(&c, spec, sizeof spec), "adafactor:lr=0.001,beta2_decay=-0.8,eps=0,eps2=0.001,d=1,"
+                  "scale_parameter=0,relative_step=0,weight_decay=0"), "%s", spec);
+    CHECK(ag_optim_parse(spec, &d) == AG_OK && !memcmp(&c, &d, sizeof c), "round trip of %s", spec);
+    EXPECT_ERROR(ag_optim_parse("adafactor:scale_parameter=2", &c), AG_ERR_ARG, "scale_parameter");
+    EXPECT_ERROR(ag_optim_parse("adam:relative_step=0", &c), AG_ERR_ARG, "unknown key 'relative_step'");
     EXPECT_ERROR(ag_optim_parse("adafactor:beta2_decay=0.1", &c), AG_ERR_ARG,
                  "optimizer 'adafactor': beta2_decay 0.1 must be finite and <= 0");
     EXPECT_ERROR(ag_optim_parse("adafactor:eps=-1", &c), AG_ERR_ARG, "optimizer 'adafactor': eps -1 must be finite and >= 0");
@@ -82,9 +91,9 @@ static void ref_param(ada_ref *r, int p, const ag_optim_config *c, double lr, do
     const int n = size_of(p), cols = cols_of(p), rows = rows_of(p), batch = n / (rows * cols);
     double *x = r->x[p], *g = malloc((size_t)n * sizeof *g), *u = malloc((size_t)n * sizeof *u);
     for (int k = 0; k < n; k++) g[k] = grad_of(p, k, x[k]);
-    double one_minus_beta2 = pow(t, c->beta2_decay), rho = fmin(lr, 1 / sqrt(t)), sq = 0;
+    double one_minus_beta2 = pow(t, c->beta2_decay), rho = c->relative_step ? fmin(lr, 1 / sqrt(t)) : lr, sq = 0;
     for (int k = 0; k < n; k++) sq += x[k] * x[k];
-    double alpha = fmax(c->eps2, sqrt(sq) / sqrt(n)) * rho;
+    double alpha = c->scale_parameter ? fmax(c->eps2, sqrt(sq) / sqrt(n)) * rho : rho; /* HF's switches */
     for (int k = 0; k < n; k++) x[k] *= 1 - lr * wd;
     if (factored && ndims[p] > 1) {
         for (int b = 0; b < batch; b++) {
@@ -183,10 +192,14 @@ static double adafactor_case(const char *spec, bool factored) {
 
 static void test_reference(void) {
     const char *specs[] = {"adafactor",
-                           "adafactor:lr=0.5,weight_decay=0.1", /* rho = 1/sqrt(t) from step 5 */
+                           /* the schedule's lr (warmup 2, cosine) passes 1/sqrt(t) at steps 2-6: rho takes the cap */
+                           "adafactor:lr=2,weight_decay=0.1",
                            "adafactor:lr=0.05,beta2_decay=-0.5,eps=1e-3,eps2=0.1,d=2",
+                           "adafactor:lr=1e-3,scale_parameter=0,relative_step=0", /* T5's fine-tuning recipe */
+                           "adafactor:lr=2,relative_step=0,weight_decay=0.1", /* rho stays lr */
+                           "adafactor:lr=0.05,scale_parameter=0,d=1.5",
                            "adafactor:lr=0.2,beta2_decay=0,d=1.5,weight_decay=0.01"}; /* w = 1: the last g² alone */
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) { /* every one: the count was once written out, and short */
         double worst = adafactor_case(specs[i], true);
         CHECK(worst <= TOL, "%s: worst error %.3g over %d steps (tolerance %g)", specs[i], worst, STEPS, TOL);
     }

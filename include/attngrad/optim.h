@@ -49,13 +49,19 @@ extern "C" {
  *             last two: R = lerp(R, mean_c g², w) [..., r, 1],
  *             C = lerp(C, mean_r g², w) [..., 1, c],  V̂ = R C / max(mean_r R,
  *             eps1); a vector: V = lerp(V, g², w), V̂ = V;
- *             u = g / sqrt(max(V̂, eps1²));  θ -= alpha / max(1, RMS(u) / d) u
+ *             u = g / sqrt(max(V̂, eps1²));  θ -= alpha / max(1, RMS(u) / d) u.
+ *             Two switches of Hugging Face's Adafactor, for recipes written
+ *             for it (T5's fine-tuning: scale_parameter=False,
+ *             relative_step=False, lr=1e-3): scale_parameter 0 takes
+ *             alpha = rho (no RMS(θ) factor), relative_step 0 takes rho = lr
+ *             (no 1/sqrt(t) cap).  The rest of HF's rule differs from
+ *             torch's and is not reproduced (docs/optim.md).
  * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
  * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6; adagrad
  * lr 1e-2, lr_decay 0, initial_accumulator_value 0, eps 1e-10; rmsprop lr
  * 1e-2, alpha 0.99, eps 1e-8, momentum 0, centered 0; adafactor lr 1e-2,
  * beta2_decay -0.8, eps 0 (eps1: 0 is the real type's epsilon, torch's
- * None), eps2 1e-3, d 1, weight_decay 0; muon lr 1e-3,
+ * None), eps2 1e-3, d 1, weight_decay 0, scale_parameter 1, relative_step 1; muon lr 1e-3,
  * momentum 0.95, nesterov 1, ns_steps 5, eps 1e-7, weight_decay 0.1,
  * match_rms_adamw 1 (torch's default is the other scale: then the matrices
  * want a rate ~20 times the AdamW part's), betas (0.9, 0.999), adam_eps 1e-8.  (The
@@ -131,6 +137,9 @@ typedef struct {
      * t^beta2_decay; eps (above) is its eps1, eps2 the floor of a
      * parameter's RMS, d the threshold its update's RMS is clipped to. */
     double beta2_decay, eps2, d;
+    /* Adafactor's step size from RMS(θ), and capped at 1/sqrt(t): true in
+     * ag_optim_defaults, as torch's (appended after d). */
+    bool scale_parameter, relative_step;
 } ag_optim_config;
 
 ag_optim_config ag_optim_defaults(ag_optim_kind kind);

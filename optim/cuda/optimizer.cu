@@ -566,7 +566,7 @@ __global__ void adafactor_vector_kernel(const ag_real *G, ag_real *V, ag_real *U
 __global__ void adafactor_apply_kernel(ag_real *P, const ag_real *U, ag_real *g_clear, int64_t n, const double *sq,
                                        const ag__kadafactor *k, const double *gate) {
     if (gate && !isfinite(*gate)) return;
-    const ag_real rate = (ag_real)ag__adafactor_rate(sq, n, k->rho, k->eps2, k->d), decay = k->decay;
+    const ag_real rate = (ag_real)ag__adafactor_rate(sq, n, k), decay = k->decay;
     AG_CUDA_FOR(i, n) {
         ag_real shrunk = P[i] * decay;
         P[i] = shrunk - rate * U[i];
