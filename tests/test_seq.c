@@ -130,6 +130,19 @@ static ag_tensor *state_slice(ag_tensor *s0, int L, int l, int B, int H) {
     return ag_reshape(ag_matmul(row_picker(L, l), flat), 2, (int[]){B, H});
 }
 
+/* The op's dropout between layers, composed: dropout's mask over each
+ * example's [T, I] steps, applied to X [B,N,I] (none in evaluation). */
+static ag_tensor *composed_dropout(const lstm_case *c, ag_tensor *X, int T, ag_rng *rng) {
+    if (!(c->training && c->keep < 1)) return X;
+    int B = c->B, N = c->N, I = X->shape[2];
+    ag_tensor *M = ag_dropout(ag_tensor_fill(1, 2, (int[]){B, T * I}), c->keep, true, rng);
+    ag_tensor *D = ag_tensor_fill(1, 3, (int[]){B, N, I});
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < c->len[b]; t++)
+            for (int k = 0; k < I; k++) D->data[((int64_t)b * N + t) * I + k] = M->data[((int64_t)b * T + t) * I + k];
+    return ag_mul(X, D);
+}
+
 /* The same network spelled out one timestep at a time with core ops:
  * slicing by selection matrices, freezing by {0,1} row masks. */
 static ag_tensor *lstm_composed(lstm_case *c) {
@@ -141,15 +154,7 @@ static ag_tensor *lstm_composed(lstm_case *c) {
     for (int l = 0; l < c->L; l++) {
         const ag_lstm_layer *p = &c->layers[l];
         int I = X->shape[2];
-        if (l > 0 && c->training && c->keep < 1) { /* the op's mask: dropout's over each example's [T, I] */
-            ag_tensor *M = ag_dropout(ag_tensor_fill(1, 2, (int[]){B, T * I}), c->keep, true, &rng);
-            ag_tensor *D = ag_tensor_fill(1, 3, (int[]){B, N, I});
-            for (int b = 0; b < B; b++)
-                for (int t = 0; t < c->len[b]; t++)
-                    for (int k = 0; k < I; k++)
-                        D->data[((int64_t)b * N + t) * I + k] = M->data[((int64_t)b * T + t) * I + k];
-            X = ag_mul(X, D);
-        }
+        if (l > 0) X = composed_dropout(c, X, T, &rng);
         ag_tensor *Xflat = ag_reshape(X, 2, (int[]){B, N * I});
         ag_tensor *h = state_slice(c->h0, c->L, l, B, H), *cs = state_slice(c->c0, c->L, l, B, H);
         ag_tensor *out = zeros(2, (int[]){B, N * H});
@@ -176,19 +181,25 @@ static ag_tensor *lstm_composed(lstm_case *c) {
     return X;
 }
 
-static void make_lstm(lstm_case *c, ag_rng *r, int B, int N, int I, int H, int L, bool state, const int32_t *len) {
+/* G gates per unit: the LSTM's 4 (with c0 beside h0), the GRU's 3. */
+static void make_rnn(lstm_case *c, ag_rng *r, int G, int B, int N, int I, int H, int L, bool state,
+                     const int32_t *len) {
     *c = (lstm_case){.B = B, .N = N, .I = I, .H = H, .L = L, .keep = 1, .drop_seed = 7, .len = len};
+    double w = G == 4 ? 0.6 : 0.7;
     c->x = uniform(r, -1, 1, true, 3, (int[]){B, N, I});
     for (int l = 0; l < L; l++) {
-        c->layers[l].w_ih = uniform(r, -0.6, 0.6, true, 2, (int[]){l ? H : I, 4 * H});
-        c->layers[l].w_hh = uniform(r, -0.6, 0.6, true, 2, (int[]){H, 4 * H});
-        c->layers[l].b_ih = uniform(r, -0.5, 0.5, true, 1, (int[]){4 * H});
-        c->layers[l].b_hh = uniform(r, -0.5, 0.5, true, 1, (int[]){4 * H});
+        c->layers[l].w_ih = uniform(r, -w, w, true, 2, (int[]){l ? H : I, G * H});
+        c->layers[l].w_hh = uniform(r, -w, w, true, 2, (int[]){H, G * H});
+        c->layers[l].b_ih = uniform(r, -0.5, 0.5, true, 1, (int[]){G * H});
+        c->layers[l].b_hh = uniform(r, -0.5, 0.5, true, 1, (int[]){G * H});
     }
     if (state) {
         c->h0 = uniform(r, -1, 1, true, 3, (int[]){L, B, H});
-        c->c0 = uniform(r, -1, 1, true, 3, (int[]){L, B, H});
+        if (G == 4) c->c0 = uniform(r, -1, 1, true, 3, (int[]){L, B, H});
     }
+}
+static void make_lstm(lstm_case *c, ag_rng *r, int B, int N, int I, int H, int L, bool state, const int32_t *len) {
+    make_rnn(c, r, 4, B, N, I, H, L, state, len);
 }
 
 static int lstm_inputs(lstm_case *c, ag_tensor **ts) {
@@ -205,30 +216,34 @@ static int lstm_inputs(lstm_case *c, ag_tensor **ts) {
     return n;
 }
 
-static void lstm_vs_composition(const char *what, lstm_case *c) {
+/* The op against its composition (cell: "lstm" or "gru"): values to
+ * 1e-12, padded outputs exactly 0, every input's gradient to 1e-12. */
+static void vs_composition(const char *cell, const char *what, lstm_case *c, ag_tensor *(*op)(lstm_case *),
+                           ag_tensor *(*composed)(lstm_case *)) {
     ag_rng r;
     ag_rng_seed(&r, 99);
     ag_tensor *ts[16];
     int n = lstm_inputs(c, ts);
-    ag_tensor *a = lstm_op(c);
+    ag_tensor *a = op(c);
     ag_real *seed = random_seed(&r, a->size);
     ag_real **ga = grads_of(a, seed, ts, n);
-    ag_tensor *b = lstm_composed(c);
-    CHECK(ag_same_shape(a, b), "%s: shapes differ", what);
+    ag_tensor *b = composed(c);
+    CHECK(ag_same_shape(a, b), "%s %s: shapes differ", cell, what);
     double d = max_abs_diff(a->data, b->data, a->size);
-    CHECK(d < 1e-12, "%s: values differ by %.3g", what, d);
+    CHECK(d < 1e-12, "%s %s: values differ by %.3g", cell, what, d);
     for (int bb = 0; bb < c->B; bb++) /* padded outputs are exactly 0 */
         for (int t = c->len[bb]; t < c->N; t++)
             for (int j = 0; j < c->H; j++)
-                CHECK(a->data[((int64_t)bb * c->N + t) * c->H + j] == 0, "%s: padded output", what);
+                CHECK(a->data[((int64_t)bb * c->N + t) * c->H + j] == 0, "%s %s: padded output", cell, what);
     ag_real **gb = grads_of(b, seed, ts, n);
     compare_grads(what, ga, gb, ts, n, 1e-12, true);
-    printf("  lstm vs composition: %-34s values differ by %.1e\n", what, d);
+    printf("  %s vs composition: %-34s values differ by %.1e\n", cell, what, d);
     free_grads(ga, n);
     free_grads(gb, n);
     free(seed);
     ag_step_end();
 }
+static void lstm_vs_composition(const char *what, lstm_case *c) { vs_composition("lstm", what, c, lstm_op, lstm_composed); }
 
 static void test_lstm_composition(void) {
     ag_rng r;
@@ -341,15 +356,7 @@ static ag_tensor *gru_composed(lstm_case *c) {
     for (int l = 0; l < c->L; l++) {
         const ag_lstm_layer *p = &c->layers[l];
         int I = X->shape[2];
-        if (l > 0 && c->training && c->keep < 1) {
-            ag_tensor *M = ag_dropout(ag_tensor_fill(1, 2, (int[]){B, T * I}), c->keep, true, &rng);
-            ag_tensor *D = ag_tensor_fill(1, 3, (int[]){B, N, I});
-            for (int b = 0; b < B; b++)
-                for (int t = 0; t < c->len[b]; t++)
-                    for (int k = 0; k < I; k++)
-                        D->data[((int64_t)b * N + t) * I + k] = M->data[((int64_t)b * T + t) * I + k];
-            X = ag_mul(X, D);
-        }
+        if (l > 0) X = composed_dropout(c, X, T, &rng);
         ag_tensor *Xflat = ag_reshape(X, 2, (int[]){B, N * I});
         ag_tensor *h = state_slice(c->h0, c->L, l, B, H);
         ag_tensor *out = zeros(2, (int[]){B, N * H});
@@ -374,41 +381,10 @@ static ag_tensor *gru_composed(lstm_case *c) {
 }
 
 static void make_gru(lstm_case *c, ag_rng *r, int B, int N, int I, int H, int L, bool state, const int32_t *len) {
-    *c = (lstm_case){.B = B, .N = N, .I = I, .H = H, .L = L, .keep = 1, .drop_seed = 7, .len = len};
-    c->x = uniform(r, -1, 1, true, 3, (int[]){B, N, I});
-    for (int l = 0; l < L; l++) {
-        c->layers[l].w_ih = uniform(r, -0.7, 0.7, true, 2, (int[]){l ? H : I, 3 * H});
-        c->layers[l].w_hh = uniform(r, -0.7, 0.7, true, 2, (int[]){H, 3 * H});
-        c->layers[l].b_ih = uniform(r, -0.5, 0.5, true, 1, (int[]){3 * H});
-        c->layers[l].b_hh = uniform(r, -0.5, 0.5, true, 1, (int[]){3 * H});
-    }
-    if (state) c->h0 = uniform(r, -1, 1, true, 3, (int[]){L, B, H});
+    make_rnn(c, r, 3, B, N, I, H, L, state, len);
 }
 
-static void gru_vs_composition(const char *what, lstm_case *c) {
-    ag_rng r;
-    ag_rng_seed(&r, 98);
-    ag_tensor *ts[16];
-    int n = lstm_inputs(c, ts);
-    ag_tensor *a = gru_op(c);
-    ag_real *seed = random_seed(&r, a->size);
-    ag_real **ga = grads_of(a, seed, ts, n);
-    ag_tensor *b = gru_composed(c);
-    CHECK(ag_same_shape(a, b), "%s: shapes differ", what);
-    double d = max_abs_diff(a->data, b->data, a->size);
-    CHECK(d < 1e-12, "%s: values differ by %.3g", what, d);
-    for (int bb = 0; bb < c->B; bb++)
-        for (int t = c->len[bb]; t < c->N; t++)
-            for (int j = 0; j < c->H; j++)
-                CHECK(a->data[((int64_t)bb * c->N + t) * c->H + j] == 0, "%s: padded output", what);
-    ag_real **gb = grads_of(b, seed, ts, n);
-    compare_grads(what, ga, gb, ts, n, 1e-12, true);
-    printf("  gru vs composition: %-35s values differ by %.1e\n", what, d);
-    free_grads(ga, n);
-    free_grads(gb, n);
-    free(seed);
-    ag_step_end();
-}
+static void gru_vs_composition(const char *what, lstm_case *c) { vs_composition("gru", what, c, gru_op, gru_composed); }
 
 static void test_gru_composition(void) {
     ag_rng r;
