@@ -30,6 +30,10 @@ static void sum_blocks_in_order_cpu(const double *block_sq, const int64_t *first
     *out = ag__sum_blocks_in_order(block_sq, first, arrays, per_array, init);
 }
 
+static void sum_blocks_each_cpu(const double *block_sq, const int64_t *first, int arrays, double *out) {
+    for (int a = 0; a < arrays; a++) out[a] = ag__sum_blocks_in_order(block_sq, first + a, 1, false, 0);
+}
+
 /* torch.nn.utils.clip_grad_norm_: the 1e-6 keeps the clipped norm just
  * under max_norm and the division finite. */
 static void clip_coef_cpu(const double *sq, double max_norm, double *coef) { *coef = max_norm / (sqrt(*sq) + 1e-6); }
@@ -115,6 +119,7 @@ static void axpy_all_cpu(ag_real alpha, const ag_real *const *x, ag_real *const 
 static const ag__grads_kernels grads_cpu = {
     .sum_squares_blocks = sum_squares_blocks_cpu,
     .sum_blocks_in_order = sum_blocks_in_order_cpu,
+    .sum_blocks_each = sum_blocks_each_cpu,
     .clip_coef = clip_coef_cpu,
     .scale_below_one = scale_below_one_cpu,
     .axpy = axpy_cpu,

@@ -40,6 +40,20 @@ typedef struct {
     bool scaled;
 } ag__kadafactor;
 
+/* One parameter's Adafactor step for the adafactor_* entries below, as
+ * [batch, rows, cols]: a factored one's R [batch, rows] and C [batch,
+ * cols] (V NULL), a vector's V (R and C NULL; batch = rows = 1).  Its
+ * arrays and k, its scalars, in the device's memory; sq there too, where
+ * the step finds its two sums of squares (θ's before the update, u's). */
+typedef struct {
+    const ag__kadafactor *k;
+    const ag__kreal *g;
+    ag__kreal *p, *R, *C, *V, *u, *means, *g_clear;
+    const double *sq;
+    int64_t batch;
+    int rows, cols;
+} ag__adafactor_span;
+
 /* Sums of squares run in blocks of AG_SQ_BLOCK elements, each in
  * AG_SQ_LANES double lanes, the blocks then added in order: the same bits
  * on either device and for any thread count. */
@@ -167,24 +181,21 @@ typedef struct {
     void (*axpby)(ag__kreal a, const ag__kreal *x, ag__kreal b, ag__kreal *y, int64_t n);
     void (*muon_apply)(ag__kreal *p, const ag__kreal *x, ag__kreal *g_clear, int64_t n, ag__kreal decay,
                        ag__kreal rate, const double *gate);
-    /* Adafactor, on one parameter as [batch, rows, cols] (optim/optimizer.c,
-     * "Adafactor's parameters"; every sum in double, in index order):
-     * The step's scalars in k, in the device's memory (as update_all's
-     * coefficients: a CUDA graph's recorded arguments stay the same).
-     * factors: R[b, r] = lerp(R, mean_c g², w), C[b, c] = lerp(C, mean_r
-     * g², w), kept only where *gate is finite; then means[b] (ag__adafactor_mean
-     * of R's rows).  direction: u = ag__adafactor_direction of R, C and
-     * means (R not NULL), else of a vector's V = lerp(V, g², w) (V kept
-     * only where *gate is finite).  apply: θ = decay θ - rate u with
-     * ag__adafactor_rate of sq[0] (θ's sum of squares) and sq[1] (u's),
-     * g_clear (not NULL) zeroed, unless *gate is not finite. */
-    void (*adafactor_factors)(const ag__kreal *g, ag__kreal *R, ag__kreal *C, ag__kreal *means, int64_t batch,
-                              int rows, int cols, const ag__kadafactor *k, const double *gate);
-    void (*adafactor_direction)(const ag__kreal *g, const ag__kreal *R, const ag__kreal *C, const ag__kreal *means,
-                                ag__kreal *V, ag__kreal *u, int64_t batch, int rows, int cols, const ag__kadafactor *k,
-                                const double *gate);
-    void (*adafactor_apply)(ag__kreal *p, const ag__kreal *u, ag__kreal *g_clear, int64_t n, const double *sq,
-                            const ag__kadafactor *k, const double *gate);
+    /* Adafactor's phases, each over `count` parameters at once (CUDA: a
+     * launch or three, after one copy of the spans; spans in host memory;
+     * optim/optimizer.c, "Adafactor's parameters"; every sum in double, in
+     * index order).  A span's scalars are in the device's memory (as
+     * update_all's coefficients: a CUDA graph's recorded arguments stay the
+     * same).  factors, of the factored spans: R[b, r] = lerp(R, mean_c g²,
+     * w), C[b, c] = lerp(C, mean_r g², w), kept only where *gate is finite;
+     * then means[b] (ag__adafactor_mean of R's rows).  direction: u =
+     * ag__adafactor_direction of R, C and means, or of a vector's V =
+     * lerp(V, g², w) (V kept only where *gate is finite).  apply: θ = decay
+     * θ - rate u with ag__adafactor_rate of the span's sq, g_clear (not
+     * NULL) zeroed, unless *gate is not finite. */
+    void (*adafactor_factors)(const ag__adafactor_span *spans, int count, const double *gate);
+    void (*adafactor_direction)(const ag__adafactor_span *spans, int count, const double *gate);
+    void (*adafactor_apply)(const ag__adafactor_span *spans, int count, const double *gate);
 } ag__optim_kernels;
 
 /* Newton-Schulz's quintic for Muon (Jordan et al. 2024; torch.optim.Muon's
@@ -267,6 +278,11 @@ typedef struct {
      * arrays (per_array), or one running sum over all blocks. */
     void (*sum_blocks_in_order)(const double *block_sq, const int64_t *first, int arrays, bool per_array, double init,
                                 double *out);
+    /* out[a] = array a's block sums added in order, for each of `arrays`
+     * arrays at once: sum_blocks_in_order of each alone (init 0), the
+     * same bits in one pass (CUDA: one launch).  first and out in the
+     * device's memory. */
+    void (*sum_blocks_each)(const double *block_sq, const int64_t *first, int arrays, double *out);
     /* *coef = max_norm / (sqrt(*sq) + 1e-6); x *= *coef where *coef < 1
      * (clipping with no value crossing to the host) */
     void (*clip_coef)(const double *sq, double max_norm, double *coef);

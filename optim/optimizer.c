@@ -868,14 +868,20 @@ AG_SIMD_CLONES static void adafactor_cols_range(void *ctx, int64_t k0, int64_t k
     }
 }
 
-static void adafactor_factors_cpu(const ag_real *g, ag_real *R, ag_real *C, ag_real *means, int64_t batch, int rows,
-                                  int cols, const ag__kadafactor *k, const double *gate) {
-    adafactor_job j = {.g = g, .Rw = R, .Cw = C, .rows = rows, .cols = cols, .w = k->w};
-    if (!gated_off(gate)) {
-        ag__parallel_range(batch * rows, AG_GRAIN_ELEMENTWISE / (cols > 0 ? cols : 1) + 1, adafactor_rows_range, &j);
-        ag__parallel_range(batch * cols, AG_GRAIN_ELEMENTWISE / (rows > 0 ? rows : 1) + 1, adafactor_cols_range, &j);
+/* The CPU's phases run a parameter at a time (each its own parallel
+ * loops): one dispatch is no cost here. */
+static void adafactor_factors_cpu(const ag__adafactor_span *spans, int count, const double *gate) {
+    for (int s = 0; s < count; s++) {
+        const ag__adafactor_span *a = &spans[s];
+        if (!a->R) continue;
+        const int rows = a->rows, cols = a->cols;
+        adafactor_job j = {.g = a->g, .Rw = a->R, .Cw = a->C, .rows = rows, .cols = cols, .w = a->k->w};
+        if (!gated_off(gate)) {
+            ag__parallel_range(a->batch * rows, AG_GRAIN_ELEMENTWISE / (cols > 0 ? cols : 1) + 1, adafactor_rows_range, &j);
+            ag__parallel_range(a->batch * cols, AG_GRAIN_ELEMENTWISE / (rows > 0 ? rows : 1) + 1, adafactor_cols_range, &j);
+        }
+        for (int64_t b = 0; b < a->batch; b++) ag__adafactor_mean(a->R + b * rows, rows, a->k->eps1, &a->means[b]);
     }
-    for (int64_t b = 0; b < batch; b++) ag__adafactor_mean(R + b * rows, rows, k->eps1, &means[b]);
 }
 
 /* Rows [r0, r1) of all batch x rows: a row's R and mean, its columns' C. */
@@ -900,21 +906,25 @@ AG_SIMD_CLONES static void adafactor_vector_range(void *ctx, int64_t i0, int64_t
     }
 }
 
-static void adafactor_direction_cpu(const ag_real *g, const ag_real *R, const ag_real *C, const ag_real *means,
-                                    ag_real *V, ag_real *u, int64_t batch, int rows, int cols,
-                                    const ag__kadafactor *k, const double *gate) {
-    adafactor_job j = {.g = g, .R = R, .C = C, .means = means, .V = V, .u = u, .rows = rows, .cols = cols,
-                       .w = k->w, .eps1 = k->eps1, .keep = !gated_off(gate)};
-    if (R) ag__parallel_range(batch * rows, AG_GRAIN_ELEMENTWISE / cols + 1, adafactor_direction_rows, &j);
-    else ag__parallel_range(batch * rows * cols, AG_GRAIN_ELEMENTWISE, adafactor_vector_range, &j);
+static void adafactor_direction_cpu(const ag__adafactor_span *spans, int count, const double *gate) {
+    for (int s = 0; s < count; s++) {
+        const ag__adafactor_span *a = &spans[s];
+        adafactor_job j = {.g = a->g, .R = a->R, .C = a->C, .means = a->means, .V = a->V, .u = a->u, .rows = a->rows,
+                           .cols = a->cols, .w = a->k->w, .eps1 = a->k->eps1, .keep = !gated_off(gate)};
+        if (a->R) ag__parallel_range(a->batch * a->rows, AG_GRAIN_ELEMENTWISE / a->cols + 1, adafactor_direction_rows, &j);
+        else ag__parallel_range(a->batch * a->rows * a->cols, AG_GRAIN_ELEMENTWISE, adafactor_vector_range, &j);
+    }
 }
 
-static void adafactor_apply_cpu(ag_real *p, const ag_real *u, ag_real *g_clear, int64_t n, const double *sq,
-                                const ag__kadafactor *k, const double *gate) {
+static void adafactor_apply_cpu(const ag__adafactor_span *spans, int count, const double *gate) {
     if (gated_off(gate)) return;
-    muon_job j = {.y = p, .x = u, .g_clear = g_clear, .decay = k->decay,
-                  .rate = (ag_real)ag__adafactor_rate(sq, n, k)};
-    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
+    for (int s = 0; s < count; s++) {
+        const ag__adafactor_span *a = &spans[s];
+        const int64_t n = a->batch * a->rows * a->cols;
+        muon_job j = {.y = a->p, .x = a->u, .g_clear = a->g_clear, .decay = a->k->decay,
+                      .rate = (ag_real)ag__adafactor_rate(a->sq, n, a->k)};
+        ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
+    }
 }
 
 static const ag__optim_kernels optim_cpu = {.update_all = update_all_cpu,
@@ -1058,52 +1068,73 @@ static void adafactor_coef(const ag_optimizer *o, int i, ag__kadafactor *k) {
     k->eps2 = c->eps2, k->d = c->d, k->scaled = c->scale_parameter;
 }
 
-static void adafactor_param_step(ag_optimizer *o, int i, const ag__kadafactor *coef, const double *gate,
-                                 bool clear_grads) {
-    const char *op = "ag_optim_step";
-    const ag_device dev = o->device;
-    const ag__optim_kernels *k = ag__optim_on(op, dev);
-    const ag__grads_kernels *sq = ag__grads_on(op, dev);
-    ag_tensor *p = o->params->items[i];
-    const int64_t n = p->size, blocks = (n + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
-    const bool f = factored(p);
-    const int cols = f ? p->shape[p->ndim - 1] : (int)n, rows = f ? p->shape[p->ndim - 2] : 1;
-    const int64_t batch = f ? n / ((int64_t)rows * cols) : 1;
-    ag_real *u = ag__step_alloc_on(dev, (size_t)n * sizeof *u), *means = NULL;
-    double *block_sq = ag__step_alloc_on(dev, (size_t)(2 * blocks + 2) * sizeof *block_sq), *sums = block_sq + 2 * blocks;
-    const int64_t first[3] = {0, blocks, 2 * blocks};
-    const int64_t *on_dev = ag__step_copy_on(dev, first, sizeof first);
-
-    ag_real *R = o->slot[i], *C = o->slot[o->n_params + i], *V = o->slot[2 * o->n_params + i];
-    if (f) {
-        means = ag__step_alloc_on(dev, (size_t)batch * sizeof *means);
-        k->adafactor_factors(p->grad, R, C, means, batch, rows, cols, coef, gate);
-    }
-    k->adafactor_direction(p->grad, R, C, means, V, u, batch, rows, cols, coef, gate);
-    sq->sum_squares_blocks(p->data, n, block_sq);
-    sq->sum_squares_blocks(u, n, block_sq + blocks);
-    sq->sum_blocks_in_order(block_sq, on_dev, 1, false, 0, &sums[0]);
-    sq->sum_blocks_in_order(block_sq, on_dev + 1, 1, false, 0, &sums[1]);
-    k->adafactor_apply(p->data, u, clear_grads ? p->grad : NULL, n, sums, coef, gate);
-}
-
-/* Every trained parameter's Adafactor step; block_sq[i] (CPU), where
- * asked, the squares of its values after it. */
+/* Every trained parameter's Adafactor step, phase by phase over all of
+ * them (a few launches a step on a GPU, where a parameter at a time took
+ * 7 to 9 each); block_sq[i] (CPU), where asked, the squares of parameter
+ * i's values after it.  The parameters are independent: the same bits as
+ * one at a time. */
 static void adafactor_params(ag_optimizer *o, const double *gate, double *const *block_sq, bool clear_grads) {
     if (o->cfg.kind != AG_ADAFACTOR) return;
+    const char *op = "ag_optim_step";
+    const ag_device dev = o->device;
     const int n = o->n_params;
     ag__kadafactor room[32]; /* every parameter's scalars, one copy to the device */
     ag__kadafactor *coef = ag__step_room_on(AG_CPU, room, sizeof room, (size_t)(n ? n : 1) * sizeof *coef);
     memset(coef, 0, (size_t)n * sizeof *coef);
     for (int i = 0; i < n; i++)
         if (o->params->items[i]->requires_grad) adafactor_coef(o, i, &coef[i]);
-    const ag__kadafactor *on_device = ag__step_copy_on(o->device, coef, (size_t)n * sizeof *coef);
+    const ag__kadafactor *coef_there = ag__step_copy_on(dev, coef, (size_t)n * sizeof *coef);
+
+    /* The spans, and the arrays whose sums of squares each step needs:
+     * 2j is span j's θ, 2j + 1 its u, their blocks laid one after another. */
+    ag__adafactor_span *spans = ag__arena_alloc((size_t)(n ? n : 1) * sizeof *spans);
+    const ag_real **arrays = ag__arena_alloc((size_t)(2 * n + 1) * sizeof *arrays);
+    int64_t *lens = ag__arena_alloc((size_t)(2 * n + 1) * sizeof *lens);
+    int64_t *first = ag__arena_alloc((size_t)(2 * n + 1) * sizeof *first);
+    double *sums = ag__step_alloc_on(dev, (size_t)(2 * n + 1) * sizeof *sums);
+    int count = 0;
+    first[0] = 0;
     for (int i = 0; i < n; i++) {
         ag_tensor *p = o->params->items[i];
         if (!p->requires_grad || p->size == 0) continue;
-        if (!(o->device == AG_CPU && gated_off(gate))) /* a GPU's kernels read the gate themselves */
-            adafactor_param_step(o, i, &on_device[i], gate, clear_grads);
-        if (block_sq && block_sq[i]) ag__sum_squares_blocks(p->data, p->size, block_sq[i]);
+        const bool f = factored(p);
+        const int cols = f ? p->shape[p->ndim - 1] : (int)p->size, rows = f ? p->shape[p->ndim - 2] : 1;
+        const int64_t batch = f ? p->size / ((int64_t)rows * cols) : 1;
+        ag__adafactor_span *s = &spans[count];
+        *s = (ag__adafactor_span){.k = &coef_there[i], .g = p->grad, .p = p->data,
+                                  .u = ag__step_alloc_on(dev, (size_t)p->size * sizeof(ag_real)),
+                                  .g_clear = clear_grads ? p->grad : NULL, .sq = sums + 2 * count,
+                                  .batch = batch, .rows = rows, .cols = cols};
+        if (f) {
+            s->R = o->slot[i], s->C = o->slot[o->n_params + i];
+            s->means = ag__step_alloc_on(dev, (size_t)batch * sizeof(ag_real));
+        } else {
+            s->V = o->slot[2 * o->n_params + i];
+        }
+        arrays[2 * count] = p->data, arrays[2 * count + 1] = s->u;
+        lens[2 * count] = lens[2 * count + 1] = p->size;
+        const int64_t blocks = (p->size + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;
+        first[2 * count + 1] = first[2 * count] + blocks, first[2 * count + 2] = first[2 * count + 1] + blocks;
+        count++;
+    }
+    if (count > 0 && !(dev == AG_CPU && gated_off(gate))) { /* a GPU's kernels read the gate themselves */
+        const ag__optim_kernels *k = ag__optim_on(op, dev);
+        const ag__grads_kernels *sq = ag__grads_on(op, dev);
+        double *block_sums = ag__step_alloc_on(dev, (size_t)(first[2 * count] + 1) * sizeof *block_sums);
+        k->adafactor_factors(spans, count, gate);
+        k->adafactor_direction(spans, count, gate);
+        if (sq->sum_squares_blocks_all) { /* θ before the update, and u */
+            sq->sum_squares_blocks_all(arrays, lens, 2 * count, block_sums);
+        } else {
+            for (int a = 0; a < 2 * count; a++) sq->sum_squares_blocks(arrays[a], lens[a], block_sums + first[a]);
+        }
+        sq->sum_blocks_each(block_sums, ag__step_copy_on(dev, first, (size_t)(2 * count + 1) * sizeof *first),
+                            2 * count, sums);
+        k->adafactor_apply(spans, count, gate);
+    }
+    for (int i = 0; block_sq && i < n; i++) {
+        ag_tensor *p = o->params->items[i];
+        if (p->requires_grad && p->size > 0 && block_sq[i]) ag__sum_squares_blocks(p->data, p->size, block_sq[i]);
     }
 }
 

@@ -259,6 +259,16 @@ static void sum_blocks_in_order(const double *block_sq, const int64_t *first, in
     ag__launch(sum_blocks_in_order_kernel, 1, 1, 0, block_sq, first, arrays, per_array, init, out);
 }
 
+/* A thread per array, adding its blocks in order as sum_blocks_in_order's
+ * single thread does for one array. */
+__global__ void sum_blocks_each_kernel(const double *block_sq, const int64_t *first, int arrays, double *out) {
+    AG_CUDA_FOR(a, arrays) out[a] = ag__sum_blocks_in_order(block_sq, first + a, 1, false, 0);
+}
+
+static void sum_blocks_each(const double *block_sq, const int64_t *first, int arrays, double *out) {
+    LAUNCH(sum_blocks_each_kernel, arrays, block_sq, first, arrays, out);
+}
+
 /* The training step's gate (the gradient's sum of squares, or NaN when the
  * loss is not finite) and, after the update, its three values side by side
  * for one read: the loss, the gradient's and the parameters' sums of squares. */
@@ -519,82 +529,123 @@ static void muon_apply(ag_real *p, const ag_real *x, ag_real *g_clear, int64_t n
 }
 
 /* ---- Adafactor's passes (optim/kernels.h): every sum in double, one
- * thread per sum, in the CPU's order: the same bits ---- */
+ * thread per sum, in the CPU's order: the same bits.  A launch covers
+ * every parameter of its table, blockIdx.y the span (as update_all's). ---- */
 
-__global__ void adafactor_rows_kernel(const ag_real *G, ag_real *R, int64_t n_rows, int cols,
-                                      const ag__kadafactor *k, const double *gate) {
+__global__ void adafactor_rows_kernel(const ag__adafactor_span *spans, const double *gate) {
     if (gate && !isfinite(*gate)) return;
-    AG_CUDA_FOR(r, n_rows) R[r] = ag__lerp(R[r], (ag_real)(ag__adafactor_row_sq(G + r * cols, cols) / cols), k->w);
+    const ag__adafactor_span a = spans[blockIdx.y];
+    if (!a.R) return;
+    AG_CUDA_FOR(r, a.batch * a.rows)
+        a.R[r] = ag__lerp(a.R[r], (ag_real)(ag__adafactor_row_sq(a.g + r * a.cols, a.cols) / a.cols), a.k->w);
 }
 
 /* A thread per column: neighbouring threads read neighbouring columns. */
-__global__ void adafactor_cols_kernel(const ag_real *G, ag_real *C, int64_t batch, int rows, int cols,
-                                      const ag__kadafactor *k, const double *gate) {
+__global__ void adafactor_cols_kernel(const ag__adafactor_span *spans, const double *gate) {
     if (gate && !isfinite(*gate)) return;
-    AG_CUDA_FOR(j, batch * cols) {
-        const ag_real *g = G + (j / cols) * rows * cols + j % cols;
+    const ag__adafactor_span a = spans[blockIdx.y];
+    if (!a.R) return;
+    const int rows = a.rows, cols = a.cols;
+    AG_CUDA_FOR(j, a.batch * cols) {
+        const ag_real *g = a.g + (j / cols) * rows * cols + j % cols;
         double sq = 0;
         for (int r = 0; r < rows; r++) sq += (double)g[(int64_t)r * cols] * g[(int64_t)r * cols];
-        C[j] = ag__lerp(C[j], (ag_real)(sq / rows), k->w);
+        a.C[j] = ag__lerp(a.C[j], (ag_real)(sq / rows), a.k->w);
     }
 }
 
-__global__ void adafactor_means_kernel(const ag_real *R, ag_real *means, int64_t batch, int rows,
-                                       const ag__kadafactor *k) {
-    AG_CUDA_FOR(b, batch) ag__adafactor_mean(R + b * rows, rows, k->eps1, &means[b]);
+__global__ void adafactor_means_kernel(const ag__adafactor_span *spans) {
+    const ag__adafactor_span a = spans[blockIdx.y];
+    if (!a.R) return;
+    AG_CUDA_FOR(b, a.batch) ag__adafactor_mean(a.R + b * a.rows, a.rows, a.k->eps1, &a.means[b]);
 }
 
-__global__ void adafactor_direction_kernel(const ag_real *G, const ag_real *R, const ag_real *C, const ag_real *means,
-                                           ag_real *U, int64_t n, int rows, int cols, const ag__kadafactor *k) {
-    const int64_t plane = (int64_t)rows * cols;
-    AG_CUDA_FOR(i, n) {
-        int64_t b = i / plane;
-        U[i] = ag__adafactor_direction(G[i], R[i / cols], C[b * cols + i % cols], means[b], k->eps1);
+/* u of a factored span from R, C and the means, or a vector's from V
+ * (moved only where the gate lets the step through). */
+__global__ void adafactor_direction_kernel(const ag__adafactor_span *spans, const double *gate) {
+    const ag__adafactor_span a = spans[blockIdx.y];
+    const int64_t plane = (int64_t)a.rows * a.cols, n = a.batch * plane;
+    const ag_real eps1 = a.k->eps1;
+    if (a.R) {
+        AG_CUDA_FOR(i, n) {
+            int64_t b = i / plane;
+            a.u[i] = ag__adafactor_direction(a.g[i], a.R[i / a.cols], a.C[b * a.cols + i % a.cols], a.means[b], eps1);
+        }
+        return;
     }
-}
-
-__global__ void adafactor_vector_kernel(const ag_real *G, ag_real *V, ag_real *U, int64_t n, const ag__kadafactor *k,
-                                        const double *gate) {
     const bool keep = !gate || isfinite(*gate);
     AG_CUDA_FOR(i, n) {
-        ag_real v = keep ? ag__lerp(V[i], G[i] * G[i], k->w) : V[i];
-        if (keep) V[i] = v;
-        U[i] = ag__adafactor_vector_direction(G[i], v, k->eps1);
+        ag_real v = keep ? ag__lerp(a.V[i], a.g[i] * a.g[i], a.k->w) : a.V[i];
+        if (keep) a.V[i] = v;
+        a.u[i] = ag__adafactor_vector_direction(a.g[i], v, eps1);
     }
 }
 
-__global__ void adafactor_apply_kernel(ag_real *P, const ag_real *U, ag_real *g_clear, int64_t n, const double *sq,
-                                       const ag__kadafactor *k, const double *gate) {
+__global__ void adafactor_apply_kernel(const ag__adafactor_span *spans, const double *gate) {
     if (gate && !isfinite(*gate)) return;
-    const ag_real rate = (ag_real)ag__adafactor_rate(sq, n, k), decay = k->decay;
+    const ag__adafactor_span a = spans[blockIdx.y];
+    const int64_t n = a.batch * a.rows * a.cols;
+    const ag_real rate = (ag_real)ag__adafactor_rate(a.sq, n, a.k), decay = a.k->decay;
     AG_CUDA_FOR(i, n) {
-        ag_real shrunk = P[i] * decay;
-        P[i] = shrunk - rate * U[i];
-        if (g_clear) g_clear[i] = 0;
+        ag_real shrunk = a.p[i] * decay;
+        a.p[i] = shrunk - rate * a.u[i];
+        if (a.g_clear) a.g_clear[i] = 0;
     }
 }
 
-static void adafactor_factors(const ag_real *g, ag_real *R, ag_real *C, ag_real *means, int64_t batch, int rows,
-                              int cols, const ag__kadafactor *k, const double *gate) {
-    LAUNCH(adafactor_rows_kernel, batch * rows, g, R, batch * rows, cols, k, gate);
-    LAUNCH(adafactor_cols_kernel, batch * cols, g, C, batch, rows, cols, k, gate);
-    LAUNCH(adafactor_means_kernel, batch, R, means, batch, rows, k);
+/* The spans on the device, in tables of up to TABLE (a grid's y), and
+ * each table's largest extent of `what`: elements, rows, columns or
+ * planes (0: nothing of that kind to do). */
+enum { SPAN_ELEMENTS_OF, SPAN_ROWS_OF, SPAN_COLS_OF, SPAN_PLANES_OF };
+static int64_t extent(const ag__adafactor_span *s, int what) {
+    switch (what) {
+    case SPAN_ROWS_OF: return s->R ? s->batch * s->rows : 0;
+    case SPAN_COLS_OF: return s->R ? s->batch * s->cols : 0;
+    case SPAN_PLANES_OF: return s->R ? s->batch : 0;
+    default: return s->batch * s->rows * s->cols;
+    }
+}
+static int64_t most_of(const ag__adafactor_span *spans, int count, int what) {
+    int64_t most = 0;
+    for (int s = 0; s < count; s++) most = extent(&spans[s], what) > most ? extent(&spans[s], what) : most;
+    return most;
+}
+static const ag__adafactor_span *send_spans(const ag__adafactor_span *spans, int count) {
+    return (const ag__adafactor_span *)ag__cuda_step_upload(spans, (size_t)count * sizeof *spans);
 }
 
-static void adafactor_direction(const ag_real *g, const ag_real *R, const ag_real *C, const ag_real *means, ag_real *V,
-                                ag_real *u, int64_t batch, int rows, int cols, const ag__kadafactor *k,
-                                const double *gate) {
-    const int64_t n = batch * rows * cols;
-    if (R) { /* LAUNCH is an if of its own */
-        LAUNCH(adafactor_direction_kernel, n, g, R, C, means, u, n, rows, cols, k);
-    } else {
-        LAUNCH(adafactor_vector_kernel, n, g, V, u, n, k, gate);
+static void adafactor_factors(const ag__adafactor_span *spans, int count, const double *gate) {
+    for (int at = 0; at < count; at += TABLE) {
+        int here = count - at < TABLE ? count - at : TABLE;
+        int64_t rows = most_of(spans + at, here, SPAN_ROWS_OF);
+        if (rows == 0) continue; /* only vectors */
+        const ag__adafactor_span *there = send_spans(spans + at, here);
+        ag__launch(adafactor_rows_kernel, elements_grid(rows, here), AG_CUDA_THREADS, 0, there, gate);
+        ag__launch(adafactor_cols_kernel, elements_grid(most_of(spans + at, here, SPAN_COLS_OF), here),
+                   AG_CUDA_THREADS, 0, there, gate);
+        ag__launch(adafactor_means_kernel, elements_grid(most_of(spans + at, here, SPAN_PLANES_OF), here),
+                   AG_CUDA_THREADS, 0, there);
     }
 }
 
-static void adafactor_apply(ag_real *p, const ag_real *u, ag_real *g_clear, int64_t n, const double *sq,
-                            const ag__kadafactor *k, const double *gate) {
-    LAUNCH(adafactor_apply_kernel, n, p, u, g_clear, n, sq, k, gate);
+static void adafactor_direction(const ag__adafactor_span *spans, int count, const double *gate) {
+    for (int at = 0; at < count; at += TABLE) {
+        int here = count - at < TABLE ? count - at : TABLE;
+        int64_t most = most_of(spans + at, here, SPAN_ELEMENTS_OF);
+        if (most > 0)
+            ag__launch(adafactor_direction_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0,
+                       send_spans(spans + at, here), gate);
+    }
+}
+
+static void adafactor_apply(const ag__adafactor_span *spans, int count, const double *gate) {
+    for (int at = 0; at < count; at += TABLE) {
+        int here = count - at < TABLE ? count - at : TABLE;
+        int64_t most = most_of(spans + at, here, SPAN_ELEMENTS_OF);
+        if (most > 0)
+            ag__launch(adafactor_apply_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0,
+                       send_spans(spans + at, here), gate);
+    }
 }
 
 extern "C" const ag__optim_kernels ag__optim_cuda = {
@@ -602,7 +653,7 @@ extern "C" const ag__optim_kernels ag__optim_cuda = {
     muon_normalize, axpby,         muon_apply, adafactor_factors, adafactor_direction, adafactor_apply};
 
 extern "C" const ag__grads_kernels ag__grads_cuda = {
-    sum_squares_blocks, sum_blocks_in_order, clip_coef,           scale_below_one,
-    axpy,               step_gate,          step_values,         sum_squares_blocks_all,
+    sum_squares_blocks, sum_blocks_in_order, sum_blocks_each, clip_coef,           scale_below_one,
+    axpy,               step_gate,          step_values,     sum_squares_blocks_all,
     scale_below_one_all, axpy_all,
 };
