@@ -40,6 +40,17 @@ typedef struct {
     bool scaled;
 } ag__kadafactor;
 
+/* One Muon matrix for the muon_* entries below: its values p, momentum b
+ * and gradient g (g_clear: g again where the update zeroes it, or NULL),
+ * u its slice of the step's direction, n elements, and its update's
+ * scalars, θ = decay θ - rate u. */
+typedef struct {
+    ag__kreal *p, *b, *u, *g_clear;
+    const ag__kreal *g;
+    int64_t n;
+    ag__kreal decay, rate;
+} ag__muon_span;
+
 /* One parameter's Adafactor step for the adafactor_* entries below, as
  * [batch, rows, cols]: a factored one's R [batch, rows] and C [batch,
  * cols] (V NULL), a vector's V (R and C NULL; batch = rows = 1).  Its
@@ -169,18 +180,19 @@ typedef struct {
      * every row of each span (s0, s1, row, missed, decay; the rest unused)
      * gets the steps it missed, and its count goes back to 0. */
     void (*catch_up_all)(const ag__update_span *spans, int count);
-    /* Muon, on one matrix of n elements (the products between are the
-     * matmul family's): its momentum and direction (ag__muon_direction;
-     * one_mu = 1 - mu, rounded from double as torch's scalar is), b kept
-     * only where *gate is finite (NULL: always); u /= max(sqrt(*sq), eps),
-     * *sq in the device's memory; y = a x + b y; and the step θ = decay θ -
-     * rate x, g_clear (not NULL) zeroed, unless *gate is not finite. */
-    void (*muon_momentum)(ag__kreal *b, const ag__kreal *g, ag__kreal *u, int64_t n, ag__kreal mu, ag__kreal one_mu,
-                          bool nesterov, const double *gate);
-    void (*muon_normalize)(ag__kreal *u, int64_t n, const double *sq, ag__kreal eps);
+    /* Muon, on `count` matrices at once (CUDA: one launch each; spans in
+     * host memory; the products between are the matmul family's): each
+     * one's momentum and direction u (ag__muon_direction; one_mu = 1 - mu,
+     * rounded from double as torch's scalar is), b kept only where *gate
+     * is finite (NULL: always); normalize: u, `count` slices of n, slice j
+     * divided by max(sqrt(sq[j]), eps), sq in the device's memory; y = a x
+     * + b y; and each one's step θ = decay θ - rate u, g_clear (not NULL)
+     * zeroed, unless *gate is not finite. */
+    void (*muon_momentum)(const ag__muon_span *spans, int count, ag__kreal mu, ag__kreal one_mu, bool nesterov,
+                          const double *gate);
+    void (*muon_normalize)(ag__kreal *u, int64_t n, int count, const double *sq, ag__kreal eps);
     void (*axpby)(ag__kreal a, const ag__kreal *x, ag__kreal b, ag__kreal *y, int64_t n);
-    void (*muon_apply)(ag__kreal *p, const ag__kreal *x, ag__kreal *g_clear, int64_t n, ag__kreal decay,
-                       ag__kreal rate, const double *gate);
+    void (*muon_apply)(const ag__muon_span *spans, int count, const double *gate);
     /* Adafactor's phases, each over `count` parameters at once (CUDA: a
      * launch or three, after one copy of the spans; spans in host memory;
      * optim/optimizer.c, "Adafactor's parameters"; every sum in double, in

@@ -784,10 +784,13 @@ AG_SIMD_CLONES static void muon_direction_range(void *ctx, int64_t i0, int64_t i
     }
 }
 
-static void muon_momentum_cpu(ag_real *b, const ag_real *g, ag_real *u, int64_t n, ag_real mu, ag_real one_mu,
-                              bool nesterov, const double *gate) {
-    muon_job j = {.b = b, .g = g, .u = u, .mu = mu, .one_mu = one_mu, .nesterov = nesterov};
-    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, gated_off(gate) ? muon_direction_range : muon_momentum_range, &j);
+static void muon_momentum_cpu(const ag__muon_span *spans, int count, ag_real mu, ag_real one_mu, bool nesterov,
+                              const double *gate) {
+    for (int s = 0; s < count; s++) {
+        muon_job j = {.b = spans[s].b, .g = spans[s].g, .u = spans[s].u, .mu = mu, .one_mu = one_mu, .nesterov = nesterov};
+        ag__parallel_range(spans[s].n, AG_GRAIN_ELEMENTWISE, gated_off(gate) ? muon_direction_range : muon_momentum_range,
+                           &j);
+    }
 }
 
 AG_SIMD_CLONES static void divide_range(void *ctx, int64_t i0, int64_t i1) {
@@ -796,10 +799,12 @@ AG_SIMD_CLONES static void divide_range(void *ctx, int64_t i0, int64_t i1) {
 }
 
 /* torch's u.div_(u.norm().clamp(min=eps)): the norm rounded to ag_real, each element divided by it. */
-static void muon_normalize_cpu(ag_real *u, int64_t n, const double *sq, ag_real eps) {
-    ag_real norm = (ag_real)sqrt(*sq);
-    muon_job j = {.u = u, .a = norm > eps ? norm : eps};
-    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, divide_range, &j);
+static void muon_normalize_cpu(ag_real *u, int64_t n, int count, const double *sq, ag_real eps) {
+    for (int s = 0; s < count; s++) {
+        ag_real norm = (ag_real)sqrt(sq[s]);
+        muon_job j = {.u = u + s * n, .a = norm > eps ? norm : eps};
+        ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, divide_range, &j);
+    }
 }
 
 AG_SIMD_CLONES static void axpby_range(void *ctx, int64_t i0, int64_t i1) {
@@ -822,11 +827,13 @@ AG_SIMD_CLONES static void muon_apply_range(void *ctx, int64_t i0, int64_t i1) {
     if (j->g_clear) memset(j->g_clear + i0, 0, (size_t)(i1 - i0) * sizeof(ag_real));
 }
 
-static void muon_apply_cpu(ag_real *p, const ag_real *x, ag_real *g_clear, int64_t n, ag_real decay, ag_real rate,
-                           const double *gate) {
+static void muon_apply_cpu(const ag__muon_span *spans, int count, const double *gate) {
     if (gated_off(gate)) return;
-    muon_job j = {.y = p, .x = x, .g_clear = g_clear, .decay = decay, .rate = rate};
-    ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
+    for (int s = 0; s < count; s++) {
+        const ag__muon_span *a = &spans[s];
+        muon_job j = {.y = a->p, .x = a->u, .g_clear = a->g_clear, .decay = a->decay, .rate = a->rate};
+        ag__parallel_range(a->n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
+    }
 }
 
 /* ---- Adafactor's kernels: a parameter as [batch, rows, cols] ----
@@ -999,14 +1006,26 @@ static void muon_group_step(ag_optimizer *o, const int *idx, int k, const double
     for (int j = 0; j <= k; j++) first[j] = j * blocks;
     const int64_t *first_on_device = ag__step_copy_on(dev, first, (size_t)(k + 1) * sizeof *first);
 
+    ag__muon_span *spans = ag__arena_alloc((size_t)k * sizeof *spans);
+    const ag_real **slices = ag__arena_alloc((size_t)k * sizeof *slices);
+    int64_t *lens = ag__arena_alloc((size_t)k * sizeof *lens);
     for (int j = 0; j < k; j++) {
         ag_tensor *p = o->params->items[idx[j]];
-        kern->muon_momentum(o->slot[idx[j]], p->grad, x + j * n, n, (ag_real)c->momentum, (ag_real)(1 - c->momentum),
-                            c->nesterov, gate);
-        sq->sum_squares_blocks(x + j * n, n, block_sq + j * blocks);
-        sq->sum_blocks_in_order(block_sq, first_on_device + j, 1, false, 0, norm_sq + j);
-        kern->muon_normalize(x + j * n, n, norm_sq + j, (ag_real)c->eps);
+        double lr = lr_of(o, idx[j]), wd = weight_decay_of(o, idx[j]);
+        spans[j] = (ag__muon_span){.p = p->data, .b = o->slot[idx[j]], .u = x + j * n,
+                                   .g_clear = clear_grads ? p->grad : NULL, .g = p->grad, .n = n,
+                                   .decay = (ag_real)(1 - lr * wd), .rate = (ag_real)(lr * muon_scale(c, rows, cols))};
+        slices[j] = x + j * n, lens[j] = n;
     }
+    /* each momentum's direction over its own norm: a launch per pass for the group */
+    kern->muon_momentum(spans, k, (ag_real)c->momentum, (ag_real)(1 - c->momentum), c->nesterov, gate);
+    if (sq->sum_squares_blocks_all) {
+        sq->sum_squares_blocks_all(slices, lens, k, block_sq);
+    } else {
+        for (int j = 0; j < k; j++) sq->sum_squares_blocks(slices[j], n, block_sq + j * blocks);
+    }
+    sq->sum_blocks_each(block_sq, first_on_device, k, norm_sq);
+    kern->muon_normalize(x, n, k, norm_sq, (ag_real)c->eps);
     for (int step = 0; step < c->ns_steps; step++) {
         products(mm, k, x, !wide, rows, cols, x, wide, rows, cols, gram);        /* A */
         products(mm, k, gram, false, m, m, gram, false, m, m, poly);              /* A A */
@@ -1015,12 +1034,7 @@ static void muon_group_step(ag_optimizer *o, const int *idx, int k, const double
         else products(mm, k, x, false, rows, cols, poly, false, m, m, t);         /* X (b A + c A A) */
         kern->axpby(1, t, AG_MUON_NS_A, x, k * n);                                /* a X + that */
     }
-    for (int j = 0; j < k; j++) {
-        ag_tensor *p = o->params->items[idx[j]];
-        double lr = lr_of(o, idx[j]), wd = weight_decay_of(o, idx[j]);
-        kern->muon_apply(p->data, x + j * n, clear_grads ? p->grad : NULL, n, (ag_real)(1 - lr * wd),
-                         (ag_real)(lr * muon_scale(c, rows, cols)), gate);
-    }
+    kern->muon_apply(spans, k, gate);
 }
 
 /* Every Muon matrix's step, those of one shape in one batch (MTSA's heads:

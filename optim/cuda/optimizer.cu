@@ -480,52 +480,73 @@ static void catch_up_all(const ag__update_span *spans, int count) {
 
 /* ---- Muon's elementwise passes (its products: cuBLAS, through the matmul family) ---- */
 
-__global__ void muon_momentum_kernel(ag_real *B, const ag_real *G, ag_real *U, int64_t n, ag_real mu, ag_real one_mu,
-                                     bool nesterov, const double *gate) {
+/* A launch covers a table of matrices, blockIdx.y the matrix (as update_all's). */
+__global__ void muon_momentum_kernel(const ag__muon_span *spans, ag_real mu, ag_real one_mu, bool nesterov,
+                                     const double *gate) {
     const bool keep = !gate || isfinite(*gate);
-    AG_CUDA_FOR(i, n) {
+    const ag__muon_span a = spans[blockIdx.y];
+    AG_CUDA_FOR(i, a.n) {
         ag_real b;
-        U[i] = ag__muon_direction(B[i], G[i], mu, one_mu, nesterov, &b);
-        if (keep) B[i] = b;
+        a.u[i] = ag__muon_direction(a.b[i], a.g[i], mu, one_mu, nesterov, &b);
+        if (keep) a.b[i] = b;
     }
 }
 
-/* As the CPU: the norm rounded to ag_real, floored at eps, each element divided by it. */
-__global__ void muon_normalize_kernel(ag_real *U, int64_t n, const double *sq, ag_real eps) {
-    const ag_real norm = (ag_real)sqrt(*sq), d = norm > eps ? norm : eps;
-    AG_CUDA_FOR(i, n) U[i] /= d;
+/* As the CPU: each slice's norm rounded to ag_real, floored at eps, each element divided by it. */
+__global__ void muon_normalize_kernel(ag_real *U, int64_t n, int64_t total, const double *sq, ag_real eps) {
+    AG_CUDA_FOR(i, total) {
+        const ag_real norm = (ag_real)sqrt(sq[i / n]), d = norm > eps ? norm : eps;
+        U[i] /= d;
+    }
 }
 
 __global__ void axpby_kernel(ag_real a, const ag_real *X, ag_real b, ag_real *Y, int64_t n) {
     AG_CUDA_FOR(i, n) Y[i] = a * X[i] + b * Y[i];
 }
 
-__global__ void muon_apply_kernel(ag_real *P, const ag_real *X, ag_real *g_clear, int64_t n, ag_real decay,
-                                  ag_real rate, const double *gate) {
+__global__ void muon_apply_kernel(const ag__muon_span *spans, const double *gate) {
     if (gate && !isfinite(*gate)) return;
-    AG_CUDA_FOR(i, n) {
-        ag_real shrunk = P[i] * decay;
-        P[i] = shrunk - rate * X[i];
-        if (g_clear) g_clear[i] = 0;
+    const ag__muon_span a = spans[blockIdx.y];
+    AG_CUDA_FOR(i, a.n) {
+        ag_real shrunk = a.p[i] * a.decay;
+        a.p[i] = shrunk - a.rate * a.u[i];
+        if (a.g_clear) a.g_clear[i] = 0;
     }
 }
 
-static void muon_momentum(ag_real *b, const ag_real *g, ag_real *u, int64_t n, ag_real mu, ag_real one_mu,
-                          bool nesterov, const double *gate) {
-    LAUNCH(muon_momentum_kernel, n, b, g, u, n, mu, one_mu, nesterov, gate);
+/* Tables of up to TABLE matrices (a grid's y), each one launch. */
+static void muon_tables(const ag__muon_span *spans, int count, bool momentum, ag_real mu, ag_real one_mu,
+                        bool nesterov, const double *gate) {
+    for (int at = 0; at < count; at += TABLE) {
+        int here = count - at < TABLE ? count - at : TABLE;
+        int64_t most = 0;
+        for (int s = at; s < at + here; s++) most = spans[s].n > most ? spans[s].n : most;
+        if (most == 0) continue;
+        const ag__muon_span *there =
+            (const ag__muon_span *)ag__cuda_step_upload(spans + at, (size_t)here * sizeof *spans);
+        if (momentum)
+            ag__launch(muon_momentum_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0, there, mu, one_mu, nesterov,
+                       gate);
+        else
+            ag__launch(muon_apply_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0, there, gate);
+    }
 }
 
-static void muon_normalize(ag_real *u, int64_t n, const double *sq, ag_real eps) {
-    LAUNCH(muon_normalize_kernel, n, u, n, sq, eps);
+static void muon_momentum(const ag__muon_span *spans, int count, ag_real mu, ag_real one_mu, bool nesterov,
+                          const double *gate) {
+    muon_tables(spans, count, true, mu, one_mu, nesterov, gate);
+}
+
+static void muon_normalize(ag_real *u, int64_t n, int count, const double *sq, ag_real eps) {
+    LAUNCH(muon_normalize_kernel, n * count, u, n, n * count, sq, eps);
 }
 
 static void axpby(ag_real a, const ag_real *x, ag_real b, ag_real *y, int64_t n) {
     LAUNCH(axpby_kernel, n, a, x, b, y, n);
 }
 
-static void muon_apply(ag_real *p, const ag_real *x, ag_real *g_clear, int64_t n, ag_real decay, ag_real rate,
-                       const double *gate) {
-    LAUNCH(muon_apply_kernel, n, p, x, g_clear, n, decay, rate, gate);
+static void muon_apply(const ag__muon_span *spans, int count, const double *gate) {
+    muon_tables(spans, count, false, 0, 0, false, gate);
 }
 
 /* ---- Adafactor's passes (optim/kernels.h): every sum in double, one
