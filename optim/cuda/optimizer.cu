@@ -649,24 +649,23 @@ static void adafactor_factors(const ag__adafactor_span *spans, int count, const 
     }
 }
 
-static void adafactor_direction(const ag__adafactor_span *spans, int count, const double *gate) {
+/* kernel(table, gate) over every element of each table's spans. */
+static void per_element(void (*kernel)(const ag__adafactor_span *, const double *), const ag__adafactor_span *spans,
+                        int count, const double *gate) {
     for (int at = 0; at < count; at += TABLE) {
         int here = count - at < TABLE ? count - at : TABLE;
         int64_t most = most_of(spans + at, here, SPAN_ELEMENTS_OF);
         if (most > 0)
-            ag__launch(adafactor_direction_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0,
-                       send_spans(spans + at, here), gate);
+            ag__launch(kernel, elements_grid(most, here), AG_CUDA_THREADS, 0, send_spans(spans + at, here), gate);
     }
 }
 
+static void adafactor_direction(const ag__adafactor_span *spans, int count, const double *gate) {
+    per_element(adafactor_direction_kernel, spans, count, gate);
+}
+
 static void adafactor_apply(const ag__adafactor_span *spans, int count, const double *gate) {
-    for (int at = 0; at < count; at += TABLE) {
-        int here = count - at < TABLE ? count - at : TABLE;
-        int64_t most = most_of(spans + at, here, SPAN_ELEMENTS_OF);
-        if (most > 0)
-            ag__launch(adafactor_apply_kernel, elements_grid(most, here), AG_CUDA_THREADS, 0,
-                       send_spans(spans + at, here), gate);
-    }
+    per_element(adafactor_apply_kernel, spans, count, gate);
 }
 
 extern "C" const ag__optim_kernels ag__optim_cuda = {
