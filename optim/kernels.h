@@ -32,10 +32,11 @@ typedef struct {
 } ag__krmsprop;
 
 /* Adafactor's scalars of one parameter's step: w = 1 - beta2 at step t,
- * eps1, decay = 1 - lr wd, rho = min(lr, 1/sqrt(t)) (lr without
- * relative_step), eps2, d, and whether RMS(θ) scales the step. */
+ * eps1, decay = 1 - lr wd, the first moment's b1 and 1 - b1, rho =
+ * min(lr, 1/sqrt(t)) (lr without relative_step), eps2, d, and whether
+ * RMS(θ) scales the step. */
 typedef struct {
-    ag__kreal w, eps1, decay;
+    ag__kreal w, eps1, decay, b1, one_b1;
     double rho, eps2, d;
     bool scaled;
 } ag__kadafactor;
@@ -53,13 +54,14 @@ typedef struct {
 
 /* One parameter's Adafactor step for the adafactor_* entries below, as
  * [batch, rows, cols]: a factored one's R [batch, rows] and C [batch,
- * cols] (V NULL), a vector's V (R and C NULL; batch = rows = 1).  Its
- * arrays and k, its scalars, in the device's memory; sq there too, where
- * the step finds its two sums of squares (θ's before the update, u's). */
+ * cols] (V NULL), a vector's V (R and C NULL; batch = rows = 1); m its
+ * first moment (Hugging Face's beta1), or NULL.  Its arrays and k, its
+ * scalars, in the device's memory; sq there too, where the step finds its
+ * two sums of squares (θ's before the update, u's). */
 typedef struct {
     const ag__kadafactor *k;
     const ag__kreal *g;
-    ag__kreal *p, *R, *C, *V, *u, *means, *g_clear;
+    ag__kreal *p, *R, *C, *V, *m, *u, *means, *g_clear;
     const double *sq;
     int64_t batch;
     int rows, cols;
@@ -203,8 +205,9 @@ typedef struct {
      * then means[b] (ag__adafactor_mean of R's rows).  direction: u =
      * ag__adafactor_direction of R, C and means, or of a vector's V =
      * lerp(V, g², w) (V kept only where *gate is finite).  apply: θ = decay
-     * θ - rate u with ag__adafactor_rate of the span's sq, g_clear (not
-     * NULL) zeroed, unless *gate is not finite. */
+     * θ - rate u with ag__adafactor_rate of the span's sq (ag__adafactor_step:
+     * with a first moment, m = b1 m + (1 - b1) rate u and θ = decay θ - m),
+     * g_clear (not NULL) zeroed, unless *gate is not finite. */
     void (*adafactor_factors)(const ag__adafactor_span *spans, int count, const double *gate);
     void (*adafactor_direction)(const ag__adafactor_span *spans, int count, const double *gate);
     void (*adafactor_apply)(const ag__adafactor_span *spans, int count, const double *gate);
@@ -279,6 +282,19 @@ AG_HD static inline double ag__adafactor_rate(const double *sq, int64_t n, const
     double root_n = sqrt((double)n), rms = sqrt(sq[0]) / root_n, u_rms = sqrt(sq[1]) / (root_n * k->d);
     double scale = !k->scaled ? 1 : rms > k->eps2 ? rms : k->eps2;
     return scale * k->rho / (u_rms > 1 ? u_rms : 1);
+}
+/* Element i's update, θ = decay θ - rate u, or with a first moment
+ * (Hugging Face's: the average of the clipped, scaled updates) θ = decay
+ * θ - m, m = b1 m + (1 - b1) rate u. */
+AG_HD static inline void ag__adafactor_step(ag__kreal *p, ag__kreal *m, const ag__kreal *u, int64_t i, ag__kreal rate,
+                                            const ag__kadafactor *k) {
+    ag__kreal shrunk = p[i] * k->decay;
+    if (!m) {
+        p[i] = shrunk - rate * u[i];
+        return;
+    }
+    m[i] = m[i] * k->b1 + k->one_b1 * (rate * u[i]);
+    p[i] = shrunk - m[i];
 }
 /* The gradients' arithmetic between backward and the update (optim/gradients.c). */
 typedef struct {

@@ -33,7 +33,7 @@ static int rule_slots(const ag_optim_config *c) {
     case AG_ADAGRAD: return 1;
     case AG_RMSPROP: return 1 + (c->momentum != 0) + c->centered;
     case AG_MUON: return 2; /* m; v for the AdamW part only (muon_keeps) */
-    case AG_ADAFACTOR: return 3; /* row_var, col_var where factored, else variance (keeps_slot) */
+    case AG_ADAFACTOR: return 3 + (c->beta1 > 0); /* row_var, col_var where factored, else variance (keeps_slot); exp_avg */
     default: break;
     }
     const ag__registered_rule *r = ag__optim_registered(c->kind);
@@ -102,7 +102,7 @@ const char *ag__optim_slot(const ag_optim_config *c, int s) {
     case AG_ADAGRAD: return "sum";
     case AG_RMSPROP: return s == 0 ? "square_avg" : s == 1 && c->momentum != 0 ? "momentum_buffer" : "grad_avg";
     case AG_MUON: return adam[s]; /* a matrix's momentum buffer is its m */
-    case AG_ADAFACTOR: return (const char *const[]){"row_var", "col_var", "variance"}[s];
+    case AG_ADAFACTOR: return (const char *const[]){"row_var", "col_var", "variance", "exp_avg"}[s];
     default: return ag_optim_rule_of(c->kind)->slots[s].name;
     }
 }
@@ -923,14 +923,24 @@ static void adafactor_direction_cpu(const ag__adafactor_span *spans, int count, 
     }
 }
 
+typedef struct {
+    const ag__adafactor_span *a;
+    ag_real rate;
+} adafactor_apply_job;
+
+AG_SIMD_CLONES static void adafactor_apply_range(void *ctx, int64_t i0, int64_t i1) {
+    const adafactor_apply_job *j = ctx;
+    const ag__adafactor_span *a = j->a;
+    for (int64_t i = i0; i < i1; i++) ag__adafactor_step(a->p, a->m, a->u, i, j->rate, a->k);
+    if (a->g_clear) memset(a->g_clear + i0, 0, (size_t)(i1 - i0) * sizeof(ag_real));
+}
+
 static void adafactor_apply_cpu(const ag__adafactor_span *spans, int count, const double *gate) {
     if (gated_off(gate)) return;
     for (int s = 0; s < count; s++) {
-        const ag__adafactor_span *a = &spans[s];
-        const int64_t n = a->batch * a->rows * a->cols;
-        muon_job j = {.y = a->p, .x = a->u, .g_clear = a->g_clear, .decay = a->k->decay,
-                      .rate = (ag_real)ag__adafactor_rate(a->sq, n, a->k)};
-        ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, muon_apply_range, &j);
+        const int64_t n = spans[s].batch * spans[s].rows * spans[s].cols;
+        adafactor_apply_job j = {.a = &spans[s], .rate = (ag_real)ag__adafactor_rate(spans[s].sq, n, spans[s].k)};
+        ag__parallel_range(n, AG_GRAIN_ELEMENTWISE, adafactor_apply_range, &j);
     }
 }
 
@@ -1078,6 +1088,7 @@ static void adafactor_coef(const ag_optimizer *o, int i, ag__kadafactor *k) {
     k->w = (ag_real)pow(t, c->beta2_decay);
     k->eps1 = (ag_real)(c->eps > 0 ? c->eps : sizeof(ag_real) == sizeof(float) ? FLT_EPSILON : DBL_EPSILON);
     k->decay = (ag_real)(1 - lr * weight_decay_of(o, i));
+    k->b1 = (ag_real)c->beta1, k->one_b1 = (ag_real)(1 - c->beta1);
     k->rho = c->relative_step ? fmin(lr, 1 / sqrt(t)) : lr; /* torch's min(lr, 1 / step ** 0.5) */
     k->eps2 = c->eps2, k->d = c->d, k->scaled = c->scale_parameter;
 }
@@ -1125,6 +1136,7 @@ static void adafactor_params(ag_optimizer *o, const double *gate, double *const 
         } else {
             s->V = o->slot[2 * o->n_params + i];
         }
+        if (o->cfg.beta1 > 0) s->m = o->slot[3 * o->n_params + i];
         arrays[2 * count] = p->data, arrays[2 * count + 1] = s->u;
         lens[2 * count] = lens[2 * count + 1] = p->size;
         const int64_t blocks = (p->size + AG_SQ_BLOCK - 1) / AG_SQ_BLOCK;

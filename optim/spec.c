@@ -192,7 +192,8 @@ ag_optim_config ag_optim_defaults(ag_optim_kind kind) {
         c.match_rms_adamw = true, c.adam_eps = 1e-8;
     }
     if (kind == AG_ADAFACTOR) /* torch.optim.Adafactor's; eps (eps1) 0: the real type's epsilon, torch's None */
-        c.lr = 1e-2, c.eps = 0, c.beta2_decay = -0.8, c.eps2 = 1e-3, c.d = 1, c.scale_parameter = c.relative_step = true;
+        c.lr = 1e-2, c.eps = 0, c.beta2_decay = -0.8, c.eps2 = 1e-3, c.d = 1, c.scale_parameter = c.relative_step = true,
+        c.beta1 = 0; /* no first moment, as torch's */
     return c;
 }
 
@@ -253,7 +254,9 @@ static int fields_for(ag_optim_config *c, opt_field *f, bool writing) {
         f[n++] = (opt_field){"eps", OPT_REAL, &c->eps, {0}};
         f[n++] = (opt_field){"eps2", OPT_REAL, &c->eps2, {0}};
         f[n++] = (opt_field){"d", OPT_REAL, &c->d, {0}};
-        /* Hugging Face's two switches: written only when off, so torch's spec reads as it did */
+        /* Hugging Face's first moment and two switches: written only where they differ from torch's rule,
+         * so its spec reads as it did */
+        if (!writing || c->beta1 != 0) f[n++] = (opt_field){"beta1", OPT_REAL, &c->beta1, {0}};
         if (!writing || !c->scale_parameter)
             f[n++] = (opt_field){"scale_parameter", OPT_BOOL, &c->scale_parameter, {0}};
         if (!writing || !c->relative_step) f[n++] = (opt_field){"relative_step", OPT_BOOL, &c->relative_step, {0}};
@@ -356,6 +359,9 @@ ag_status ag_optim_check(const ag_optim_config *c) {
         if (!(c->d >= 1) || !isfinite(c->d))
             return ag__fail(AG_ERR_ARG, "optimizer 'adafactor': d %g must be finite and >= 1 (the RMS an update is "
                             "clipped to)", c->d);
+        if (!(c->beta1 >= 0 && c->beta1 < 1))
+            return ag__fail(AG_ERR_ARG, "optimizer 'adafactor': beta1 %g must be in [0, 1) (Hugging Face's first "
+                            "moment of the update; 0: none, as torch's)", c->beta1);
         if (c->lazy)
             return ag__fail(AG_ERR_ARG, "optimizer 'adafactor': lazy=1 is not for adafactor: its factored second "
                             "moment averages whole rows and columns");

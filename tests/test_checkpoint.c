@@ -136,6 +136,7 @@ static void test_resume(void) {
     resume_case("rmsprop:lr=0.01,momentum=0.9,centered=1", "step:step_size=2,gamma=0.5");
     resume_case("muon:lr=0.02,weight_decay=0.01", "exponential:gamma=0.9"); /* the weights' m alone, the biases' m, v */
     resume_case("adafactor:lr=0.05,weight_decay=0.01", "step:step_size=2,gamma=0.5"); /* row_var, col_var; variance */
+    resume_case("adafactor:lr=0.05,beta1=0.9,scale_parameter=0", "constant");         /* and exp_avg */
 }
 
 /* ---- resumed with other settings ---- */

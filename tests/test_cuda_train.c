@@ -1114,6 +1114,7 @@ int main(void) {
         "adafactor:lr=1e-2", /* factored: a wide, a [33, 1] (one column) and a tall [5000, 3] */
         "adafactor:lr=0.6,weight_decay=0.1,eps=1e-3,eps2=0.1,d=2,ema=0.9", /* rho = 1/sqrt(t) from step 3 */
         "adafactor:lr=1e-3,scale_parameter=0,relative_step=0,weight_decay=0.01", /* Hugging Face's switches off */
+        "adafactor:lr=1e-2,beta1=0.9,weight_decay=0.01", /* and its first moment */
     };
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) optimizer_case(specs[i]);
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) gated_case(specs[i]);

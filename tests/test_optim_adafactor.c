@@ -4,8 +4,9 @@
  *     parameter (its factors per leading index) and two vectors (one
  *     starting at 0: the eps2 floor), a per-parameter weight decay, a
  *     per-step schedule with rho = min(lr, 1/sqrt(t)) crossing over, every
- *     key, Hugging Face's scale_parameter and relative_step off (f64: to
- *     1e-13, f32: 2e-6); and that the factoring mattered;
+ *     key, Hugging Face's scale_parameter and relative_step off and its
+ *     first moment (beta1) on (f64: to 1e-13, f32: 2e-6); and that the
+ *     factoring mattered;
  *   - the slots' names and shapes (torch's keepdim ones);
  *   - the same bits at 1 and 2 threads on a matrix the rows' and columns'
  *     passes cut;
@@ -40,7 +41,7 @@ static void test_specs(void) {
           ag_errmsg());
     ag_optim_format(&c, spec, sizeof spec);
     CHECK(ag_optim_parse(spec, &d) == AG_OK && !memcmp(&c, &d, sizeof c), "round trip of %s", spec);
-    CHECK(c.scale_parameter && c.relative_step, "HF's switches on by default (torch's rule)");
+    CHECK(c.scale_parameter && c.relative_step && c.beta1 == 0, "torch's rule by default: HF's switches on, no beta1");
     CHECK(ag_optim_parse("adafactor:lr=1e-3,scale_parameter=0,relative_step=0", &c) == AG_OK && !c.scale_parameter &&
               !c.relative_step, "%s", ag_errmsg());
     CHECK(!strcmp(ag_optim_format(&c, spec, sizeof spec), "adafactor:lr=0.001,beta2_decay=-0.8,eps=0,eps2=0.001,d=1,"
@@ -54,7 +55,12 @@ static void test_specs(void) {
     EXPECT_ERROR(ag_optim_parse("adafactor:eps2=-1e-3", &c), AG_ERR_ARG, "eps2 -0.001 must be finite and >= 0");
     EXPECT_ERROR(ag_optim_parse("adafactor:d=0.5", &c), AG_ERR_ARG, "optimizer 'adafactor': d 0.5 must be finite and >= 1");
     EXPECT_ERROR(ag_optim_parse("adafactor:lazy=1", &c), AG_ERR_ARG, "lazy=1 is not for adafactor");
-    EXPECT_ERROR(ag_optim_parse("adafactor:beta1=0.9", &c), AG_ERR_ARG, "optimizer 'adafactor': unknown key 'beta1'");
+    CHECK(ag_optim_parse("adafactor:beta1=0.9,scale_parameter=0", &c) == AG_OK && c.beta1 == 0.9, "%s", ag_errmsg());
+    CHECK(!strcmp(ag_optim_format(&c, spec, sizeof spec), "adafactor:lr=0.01,beta2_decay=-0.8,eps=0,eps2=0.001,d=1,"
+                  "beta1=0.9,scale_parameter=0,weight_decay=0"), "%s", spec);
+    CHECK(ag_optim_parse(spec, &d) == AG_OK && !memcmp(&c, &d, sizeof c), "round trip of %s", spec);
+    EXPECT_ERROR(ag_optim_parse("adafactor:beta1=1", &c), AG_ERR_ARG, "optimizer 'adafactor': beta1 1 must be in [0, 1)");
+    EXPECT_ERROR(ag_optim_parse("adafactor:momentum=0.9", &c), AG_ERR_ARG, "optimizer 'adafactor': unknown key 'momentum'");
 }
 
 /* ---- against torch.optim.Adafactor's algorithm, in double ---- */
@@ -81,7 +87,7 @@ static double grad_of(int p, int k, double x) {
 }
 
 typedef struct {
-    double *x[N_PARAMS], *row[N_PARAMS], *col[N_PARAMS], *var[N_PARAMS];
+    double *x[N_PARAMS], *row[N_PARAMS], *col[N_PARAMS], *var[N_PARAMS], *m[N_PARAMS];
 } ada_ref;
 
 /* torch's _single_tensor_adafactor for one parameter, in double: lr is the
@@ -125,7 +131,11 @@ static void ref_param(ada_ref *r, int p, const ag_optim_config *c, double lr, do
     double usq = 0;
     for (int k = 0; k < n; k++) usq += u[k] * u[k];
     double denom = fmax(1.0, sqrt(usq) / (sqrt(n) * c->d));
-    for (int k = 0; k < n; k++) x[k] -= alpha / denom * u[k];
+    for (int k = 0; k < n; k++) { /* HF's first moment: of the clipped, scaled update */
+        double update = alpha / denom * u[k];
+        if (c->beta1 > 0) update = r->m[p][k] = c->beta1 * r->m[p][k] + (1 - c->beta1) * update;
+        x[k] -= update;
+    }
     free(g), free(u);
 }
 
@@ -145,7 +155,7 @@ static double adafactor_case(const char *spec, bool factored) {
         int n = size_of(p);
         r.x[p] = malloc((size_t)n * sizeof(double));
         r.row[p] = calloc((size_t)n, sizeof(double)), r.col[p] = calloc((size_t)n, sizeof(double));
-        r.var[p] = calloc((size_t)n, sizeof(double));
+        r.var[p] = calloc((size_t)n, sizeof(double)), r.m[p] = calloc((size_t)n, sizeof(double));
         for (int k = 0; k < n; k++) {
             t[p]->data[k] = p == 5 ? 0 : (ag_real)(1.1 - 0.17 * (5 * p + k) + 0.05 * p);
             r.x[p][k] = (double)t[p]->data[k];
@@ -181,10 +191,14 @@ static double adafactor_case(const char *spec, bool factored) {
                 worst = fmax(worst, fabs((double)C[k] - r.col[p][k]) / fmax(1, fabs(r.col[p][k])));
             for (int k = 0; factored && V && k < size_of(p); k++)
                 worst = fmax(worst, fabs((double)V[k] - r.var[p][k]) / fmax(1, fabs(r.var[p][k])));
+            const ag_real *M = ag_optim_state(&o, names[p], "exp_avg");
+            CHECK(!M == !(c.beta1 > 0), "%s: exp_avg kept exactly with beta1", spec);
+            for (int k = 0; M && k < size_of(p); k++)
+                worst = fmax(worst, fabs((double)M[k] - r.m[p][k]) / fmax(1, fabs(r.m[p][k])));
         }
     }
     printf("  %-66s %d steps: worst error %.3g%s\n", spec, STEPS, worst, factored ? "" : " (reference unfactored)");
-    for (int p = 0; p < N_PARAMS; p++) free(r.x[p]), free(r.row[p]), free(r.col[p]), free(r.var[p]);
+    for (int p = 0; p < N_PARAMS; p++) free(r.x[p]), free(r.row[p]), free(r.col[p]), free(r.var[p]), free(r.m[p]);
     ag_optim_free(&o);
     ag_params_free(&ps);
     return worst;
@@ -198,6 +212,8 @@ static void test_reference(void) {
                            "adafactor:lr=1e-3,scale_parameter=0,relative_step=0", /* T5's fine-tuning recipe */
                            "adafactor:lr=2,relative_step=0,weight_decay=0.1", /* rho stays lr */
                            "adafactor:lr=0.05,scale_parameter=0,d=1.5",
+                           "adafactor:lr=1e-3,beta1=0.9,scale_parameter=0,relative_step=0", /* HF's with momentum */
+                           "adafactor:lr=2,beta1=0.5,weight_decay=0.1",
                            "adafactor:lr=0.2,beta2_decay=0,d=1.5,weight_decay=0.01"}; /* w = 1: the last g² alone */
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) { /* every one: the count was once written out, and short */
         double worst = adafactor_case(specs[i], true);
@@ -225,6 +241,12 @@ static void test_slots(void) {
     CHECK(ag_optim_state_shape(&o, "w", "variance", shape) == -1 && !ag_optim_state(&o, "w", "variance"));
     CHECK(ag_optim_state_shape(&o, "b", "row_var", shape) == -1 && !ag_optim_state(&o, "b", "col_var"));
     CHECK(ag_optim_state_shape(&o, "w", "m", shape) == -1 && ag_optim_state_shape(&o, "nope", "row_var", shape) == -1);
+    CHECK(ag_optim_state_shape(&o, "w", "exp_avg", shape) == -1, "no first moment without beta1");
+    ag_optim_free(&o);
+    CHECK(ag_optim_parse("adafactor:beta1=0.9", &c) == AG_OK && ag_optim_init(&o, &ps, &c) == AG_OK);
+    CHECK(ag_optim_state_shape(&o, "s", "exp_avg", shape) == 3 && shape[0] == 2 && shape[1] == 3 && shape[2] == 4,
+          "exp_avg: the parameter's shape");
+    CHECK(ag_optim_state_shape(&o, "b", "exp_avg", shape) == 1 && shape[0] == 4);
     ag_optim_free(&o);
     ag_params_free(&ps);
 }

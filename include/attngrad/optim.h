@@ -54,14 +54,16 @@ extern "C" {
  *             for it (T5's fine-tuning: scale_parameter=False,
  *             relative_step=False, lr=1e-3): scale_parameter 0 takes
  *             alpha = rho (no RMS(θ) factor), relative_step 0 takes rho = lr
- *             (no 1/sqrt(t) cap).  The rest of HF's rule differs from
+ *             (no 1/sqrt(t) cap); beta1 B > 0 keeps HF's first moment,
+ *             m = B m + (1 - B) alpha u / max(1, RMS(u) / d), θ -= m
+ *             (slot exp_avg).  The rest of HF's rule differs from
  *             torch's and is not reproduced (docs/optim.md).
  * Defaults: sgd lr 1e-3; adam/adamw lr 1e-3, betas (0.9, 0.999), eps 1e-8,
  * weight_decay 0 (adamw 1e-2); adadelta lr 1.0, rho 0.9, eps 1e-6; adagrad
  * lr 1e-2, lr_decay 0, initial_accumulator_value 0, eps 1e-10; rmsprop lr
  * 1e-2, alpha 0.99, eps 1e-8, momentum 0, centered 0; adafactor lr 1e-2,
  * beta2_decay -0.8, eps 0 (eps1: 0 is the real type's epsilon, torch's
- * None), eps2 1e-3, d 1, weight_decay 0, scale_parameter 1, relative_step 1; muon lr 1e-3,
+ * None), eps2 1e-3, d 1, weight_decay 0, scale_parameter 1, relative_step 1, beta1 0; muon lr 1e-3,
  * momentum 0.95, nesterov 1, ns_steps 5, eps 1e-7, weight_decay 0.1,
  * match_rms_adamw 1 (torch's default is the other scale: then the matrices
  * want a rate ~20 times the AdamW part's), betas (0.9, 0.999), adam_eps 1e-8.  (The
@@ -97,7 +99,7 @@ typedef struct {
     double momentum;                     /* sgd, rmsprop, muon */
     double dampening;                    /* sgd */
     bool nesterov;                       /* sgd, muon */
-    double beta1, beta2;                 /* adam, adamw; muon's AdamW part */
+    double beta1, beta2;                 /* adam, adamw; muon's AdamW part; adafactor's beta1 */
     bool amsgrad;                        /* adam, adamw */
     double rho;                          /* adadelta */
     double lr_decay, initial_accumulator_value; /* adagrad */

@@ -606,10 +606,9 @@ __global__ void adafactor_apply_kernel(const ag__adafactor_span *spans, const do
     if (gate && !isfinite(*gate)) return;
     const ag__adafactor_span a = spans[blockIdx.y];
     const int64_t n = a.batch * a.rows * a.cols;
-    const ag_real rate = (ag_real)ag__adafactor_rate(a.sq, n, a.k), decay = a.k->decay;
+    const ag_real rate = (ag_real)ag__adafactor_rate(a.sq, n, a.k);
     AG_CUDA_FOR(i, n) {
-        ag_real shrunk = a.p[i] * decay;
-        a.p[i] = shrunk - rate * a.u[i];
+        ag__adafactor_step(a.p, a.m, a.u, i, rate, a.k);
         if (a.g_clear) a.g_clear[i] = 0;
     }
 }
