@@ -53,16 +53,10 @@ static ag_tensor *param_suffixed(ag_params *ps, const char *prefix, const char *
     return t;
 }
 
-/* A recurrent layer's four tensors, G gates per unit (ag_lstm_layer's and
- * ag_gru_layer's fields, in their order). */
-typedef struct {
-    ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
-} recurrent_params;
-
-static recurrent_params param_recurrent(const char *maker, ag_params *ps, const char *prefix, int G, int in, int H,
+static ag_rnn_layer param_recurrent(const char *maker, ag_params *ps, const char *prefix, int G, int in, int H,
                                         double bound, ag_rng *rng) {
     need_prefix(maker, prefix);
-    recurrent_params l;
+    ag_rnn_layer l;
     l.w_ih = param_suffixed(ps, prefix, ".w_ih", 2, (int[]){in, G * H}, bound, rng);
     l.w_hh = param_suffixed(ps, prefix, ".w_hh", 2, (int[]){H, G * H}, bound, rng);
     l.b_ih = param_suffixed(ps, prefix, ".b_ih", 1, (int[]){G * H}, bound, rng);
@@ -72,7 +66,7 @@ static recurrent_params param_recurrent(const char *maker, ag_params *ps, const 
 
 /* Both directions: <prefix>.fw's four, then <prefix>.bw's. */
 static void param_bidirectional(const char *maker, ag_params *ps, const char *prefix, int G, int in, int H,
-                                double bound, ag_rng *rng, recurrent_params *fw, recurrent_params *bw) {
+                                double bound, ag_rng *rng, ag_rnn_layer *fw, ag_rnn_layer *bw) {
     need_prefix(maker, prefix);
     size_t n = strlen(prefix) + 4;
     char *name = ag__malloc(n);
@@ -84,25 +78,23 @@ static void param_bidirectional(const char *maker, ag_params *ps, const char *pr
 }
 
 ag_lstm_layer ag_param_lstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
-    recurrent_params p = param_recurrent("ag_param_lstm", ps, prefix, 4, in, H, bound, rng);
-    return (ag_lstm_layer){p.w_ih, p.w_hh, p.b_ih, p.b_hh};
+    return param_recurrent("ag_param_lstm", ps, prefix, 4, in, H, bound, rng);
 }
 
 ag_gru_layer ag_param_gru(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
-    recurrent_params p = param_recurrent("ag_param_gru", ps, prefix, 3, in, H, bound, rng);
-    return (ag_gru_layer){p.w_ih, p.w_hh, p.b_ih, p.b_hh};
+    return param_recurrent("ag_param_gru", ps, prefix, 3, in, H, bound, rng);
 }
 
 ag_bilstm_layer ag_param_bilstm(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
-    recurrent_params f, b;
-    param_bidirectional("ag_param_bilstm", ps, prefix, 4, in, H, bound, rng, &f, &b);
-    return (ag_bilstm_layer){{f.w_ih, f.w_hh, f.b_ih, f.b_hh}, {b.w_ih, b.w_hh, b.b_ih, b.b_hh}};
+    ag_bilstm_layer l;
+    param_bidirectional("ag_param_bilstm", ps, prefix, 4, in, H, bound, rng, &l.fw, &l.bw);
+    return l;
 }
 
 ag_bigru_layer ag_param_bigru(ag_params *ps, const char *prefix, int in, int H, double bound, ag_rng *rng) {
-    recurrent_params f, b;
-    param_bidirectional("ag_param_bigru", ps, prefix, 3, in, H, bound, rng, &f, &b);
-    return (ag_bigru_layer){{f.w_ih, f.w_hh, f.b_ih, f.b_hh}, {b.w_ih, b.w_hh, b.b_ih, b.b_hh}};
+    ag_bigru_layer l;
+    param_bidirectional("ag_param_bigru", ps, prefix, 3, in, H, bound, rng, &l.fw, &l.bw);
+    return l;
 }
 
 void ag_param_layernorm(ag_params *ps, const char *prefix, int d, ag_tensor **gain, ag_tensor **bias) {

@@ -401,12 +401,6 @@ static void gru_backward_cpu(rnn_saved *s, const ag__krnn_args *a, const ag_real
 
 /* ---- layers on the tape ---- */
 
-/* A layer's parameters, whichever the cell (ag_lstm_layer's and
- * ag_gru_layer's fields, in their order). */
-typedef struct {
-    ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
-} rnn_params;
-
 /* The layer's operands as the kernels take them (the slices of h0, c0). */
 static ag__krnn_args layer_args(const rnn_saved *s, ag_tensor *x, ag_tensor *w_ih, ag_tensor *w_hh, ag_tensor *b_ih,
                                 ag_tensor *b_hh, ag_tensor *h0, ag_tensor *c0) {
@@ -466,7 +460,7 @@ static void active_rows(rnn_saved *s, int B) {
 
 /* The layer's tape node (inputs: x, w_ih, w_hh, b_ih, b_hh, h0, c0),
  * keeping a copy of what its backward needs. */
-static ag_tensor *record_layer(rnn_cell cell, ag_tensor *out, ag_tensor *x, const rnn_params *p, ag_tensor *h0,
+static ag_tensor *record_layer(rnn_cell cell, ag_tensor *out, ag_tensor *x, const ag_rnn_layer *p, ag_tensor *h0,
                                ag_tensor *c0, const rnn_saved *s) {
     ag_node *n = ag__record(cells[cell].op, cell == CELL_LSTM ? lstm_layer_backward : gru_layer_backward, out, 7,
                             (ag_tensor *[]){x, p->w_ih, p->w_hh, p->b_ih, p->b_hh, h0, c0});
@@ -479,7 +473,7 @@ static ag_tensor *record_layer(rnn_cell cell, ag_tensor *out, ag_tensor *x, cons
 }
 
 /* One layer over the sequence.  keep < 1 applies inverted dropout to x. */
-static ag_tensor *rnn_layer(rnn_cell cell, ag_tensor *x, const rnn_params *p, int layer, int32_t *len, int T,
+static ag_tensor *rnn_layer(rnn_cell cell, ag_tensor *x, const ag_rnn_layer *p, int layer, int32_t *len, int T,
                             ag_tensor *h0, ag_tensor *c0, double keep, ag_rng *rng, ag_real *h_final,
                             ag_real *c_final) {
     ag_device dev = x->device; /* the op checked every operand */
@@ -577,7 +571,7 @@ static void check_state(const char *op, const ag_tensor *x, const ag_tensor *s0,
 
 /* The layers of either cell over x, with ag_lstm_opts' options (the GRU's
  * c0 and c_n are NULL). */
-static ag_tensor *rnn(rnn_cell cell, ag_tensor *x, const rnn_params *layers, int num_layers, const ag_lstm_opts *o) {
+static ag_tensor *rnn(rnn_cell cell, ag_tensor *x, const ag_rnn_layer *layers, int num_layers, const ag_lstm_opts *o) {
     const char *op = cells[cell].op;
     int G = cells[cell].gates;
     char sx[64];
@@ -592,7 +586,7 @@ static ag_tensor *rnn(rnn_cell cell, ag_tensor *x, const rnn_params *layers, int
     }
     int H = w0->shape[0];
     for (int l = 0; l < num_layers; l++) {
-        const rnn_params *p = &layers[l];
+        const ag_rnn_layer *p = &layers[l];
         check_matrix(op, x, p->w_hh, "w_hh", l, H, G * H);
         check_matrix(op, x, p->w_ih, "w_ih", l, l == 0 ? x->shape[2] : H, G * H);
         if (p->b_ih) check_matrix(op, x, p->b_ih, "b_ih", l, G * H, -1);
@@ -634,12 +628,7 @@ static ag_tensor *rnn(rnn_cell cell, ag_tensor *x, const rnn_params *layers, int
 
 ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, const ag_lstm_opts *opts) {
     static const ag_lstm_opts defaults = {0};
-    rnn_params *p = NULL;
-    if (layers && num_layers > 0) {
-        p = ag__arena_alloc((size_t)num_layers * sizeof *p);
-        for (int l = 0; l < num_layers; l++) p[l] = (rnn_params){layers[l].w_ih, layers[l].w_hh, layers[l].b_ih, layers[l].b_hh};
-    }
-    return rnn(CELL_LSTM, x, p, num_layers, opts ? opts : &defaults);
+    return rnn(CELL_LSTM, x, layers, num_layers, opts ? opts : &defaults);
 }
 
 ag_tensor *ag_gru(ag_tensor *x, const ag_gru_layer *layers, int num_layers, const ag_gru_opts *opts) {
@@ -647,12 +636,7 @@ ag_tensor *ag_gru(ag_tensor *x, const ag_gru_layer *layers, int num_layers, cons
     const ag_gru_opts *g = opts ? opts : &defaults;
     ag_lstm_opts o = {.len = g->len, .h0 = g->h0, .keep = g->keep, .training = g->training, .rng = g->rng,
                       .h_n = g->h_n, .reverse = g->reverse};
-    rnn_params *p = NULL;
-    if (layers && num_layers > 0) {
-        p = ag__arena_alloc((size_t)num_layers * sizeof *p);
-        for (int l = 0; l < num_layers; l++) p[l] = (rnn_params){layers[l].w_ih, layers[l].w_hh, layers[l].b_ih, layers[l].b_hh};
-    }
-    return rnn(CELL_GRU, x, p, num_layers, &o);
+    return rnn(CELL_GRU, x, layers, num_layers, &o);
 }
 
 /* ---- the CPU's table (ops/rnn.h; CUDA's is in ops/cuda/rnn.c) ---- */

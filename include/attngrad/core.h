@@ -710,11 +710,14 @@ ag_tensor *ag_gaussian_mu(ag_tensor *m, const int32_t *len);
 ag_tensor *ag_gaussian_context(ag_tensor *h, ag_tensor *mu, ag_tensor *sigma, const int32_t *len, bool strict,
                                double eps, ag_tensor **weights);
 
-/* One LSTM layer's parameters, gates i,f,g,o along the 4H columns:
- * w_ih [in,4H], w_hh [H,4H], b_ih and b_hh [4H] (a bias may be NULL). */
+/* One recurrent layer's parameters: w_ih [in,GH], w_hh [H,GH], b_ih and
+ * b_hh [GH] (a bias may be NULL), G gates along the columns: an LSTM's
+ * i,f,g,o (G = 4), a GRU's r,z,n (G = 3, PyTorch's order). */
 typedef struct {
     ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
-} ag_lstm_layer;
+} ag_rnn_layer;
+typedef ag_rnn_layer ag_lstm_layer;
+typedef ag_rnn_layer ag_gru_layer;
 
 /* Options of ag_lstm; a zeroed struct (or NULL) means: full lengths, zero
  * initial state, no dropout. */
@@ -737,12 +740,6 @@ typedef struct {
  * PyTorch's packed sequences give it: pass it on as the next batch's h0/c0
  * (truncated BPTT) or use it as a sentence encoding. */
 ag_tensor *ag_lstm(ag_tensor *x, const ag_lstm_layer *layers, int num_layers, const ag_lstm_opts *opts);
-
-/* One GRU layer's parameters, PyTorch's gates r,z,n along the 3H columns:
- * w_ih [in,3H], w_hh [H,3H], b_ih and b_hh [3H] (a bias may be NULL). */
-typedef struct {
-    ag_tensor *w_ih, *w_hh, *b_ih, *b_hh;
-} ag_gru_layer;
 
 /* Options of ag_gru: ag_lstm_opts' without a cell state. */
 typedef struct {
