@@ -500,6 +500,7 @@ typedef struct {
     ag_params ps;
     ag_tensor *x, *a, *b, *e;
     ag_bilstm_layer bl;
+    ag_bigru_layer bg;
     const int32_t *lengths, *len_a, *len_b;
     bool scores;
 } seq_ctx;
@@ -518,6 +519,41 @@ static ag_tensor *align_fn(void *p) {
     if (c->scores) ag_soft_align_scores(c->e, c->a, c->b, c->len_a, c->len_b, &at, &bt, &probs);
     else ag_soft_align(c->a, c->b, c->len_a, c->len_b, &at, &bt, &probs);
     return ag_concat((ag_tensor *[]){flat(at), flat(bt), flat(probs)}, 3, 0);
+}
+
+static ag_tensor *bigru_fn(void *p) {
+    seq_ctx *c = p;
+    return ag_bigru(c->x, &c->bg, c->lengths);
+}
+
+/* The BiGRU likewise: [forward ; right to left] of ag_gru, its parameters
+ * <prefix>.fw.* then <prefix>.bw.* at 3H columns, gradchecked with padding
+ * and an empty example; an LSTM's layer given to it is refused by name. */
+static void test_bigru(ag_rng *r) {
+    seq_ctx c = {0};
+    c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, D}, 1, r);
+    c.bg = ag_param_bigru(&c.ps, "enc", D, 2, 0.8, r);
+    c.lengths = lengths_empty;
+    CHECK(c.ps.count == 9 && !strcmp(c.ps.items[1]->name, "enc.fw.w_ih") && !strcmp(c.ps.items[8]->name, "enc.bw.b_hh"),
+          "bigru parameter names and order");
+    CHECK(c.bg.fw.w_hh->shape[0] == 2 && c.bg.fw.w_hh->shape[1] == 6 && c.bg.bw.b_ih->shape[0] == 6, "3H columns");
+    ag_tensor *y = ag_bigru(c.x, &c.bg, c.lengths);
+    ag_tensor *f = ag_gru(c.x, &c.bg.fw, 1, &(ag_gru_opts){.len = c.lengths});
+    ag_tensor *rv = ag_gru(c.x, &c.bg.bw, 1, &(ag_gru_opts){.len = c.lengths, .reverse = true});
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < N; t++)
+            for (int j = 0; j < 4; j++) {
+                ag_real want = j < 2 ? f->data[(b * N + t) * 2 + j] : rv->data[(b * N + t) * 2 + j - 2];
+                CHECK(y->data[(b * N + t) * 4 + j] == want && (t < c.lengths[b] || want == 0), "bigru [%d,%d,%d]", b, t, j);
+            }
+    ag_step_end();
+    gradcheck_resolved("bigru, an empty example", bigru_fn, &c, c.ps.items, c.ps.count);
+    ag_bilstm_layer lstm = ag_param_bilstm(&c.ps, "lstm", D, 2, 0.8, r);
+    ag_bigru_layer lstm_shaped = {lstm.fw, lstm.bw};
+    EXPECT_FATAL_AT(ag_bigru(c.x, &lstm_shaped, NULL), "ag_gru", "w_hh", "[2,8]", "[H,3H]");
+    EXPECT_FATAL(ag_bigru(c.x, NULL, NULL), "ag_bigru", "NULL");
+    ag_step_end();
+    ag_params_free(&c.ps);
 }
 
 /* The BiLSTM is [forward ; right to left] of ag_lstm, 0 at padding, through
@@ -826,6 +862,7 @@ int main(void) {
     test_zero_padding_ranks(&r);
     test_misuse(&r);
     test_bilstm(&r);
+    test_bigru(&r);
     test_last_positions(&r);
     test_soft_align(&r);
     test_encoder_probs(&r);
