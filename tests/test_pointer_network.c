@@ -8,6 +8,7 @@
 #include "../examples/pointer_network.c"
 
 #include "check.h"
+#include "learns.h"
 
 enum { B = 3, N = 4 };
 static const ag_real values[B * N] = {0.7, 0.1, 0.9, 0.4, /* */ 0.3, 0, 0, 0, /* */ 0.5, 0.2, 0.8, 0};
@@ -56,30 +57,28 @@ static void test_gradcheck(void) {
     ag_params_free(&m.ps);
 }
 
+typedef struct {
+    const ptrnet *m;
+    const sorting *s;
+} sorting_batches;
+
+static ag_tensor *sorting_loss(void *p, int step) {
+    const sorting_batches *c = p;
+    sets d = batch_of(c->s, step * 32 % (c->s->n - 32), 32);
+    return ptrnet_loss(c->m, &d);
+}
+
 static void test_learns(void) {
     ag_rng rng;
     ag_rng_seed(&rng, 4);
     sorting s = sorting_make(1000, 2, 5, &rng);
     ptrnet m;
     ptrnet_build(&m, 8, 16, &rng);
-    ag_optimizer opt;
-    ag_optim_config cfg = ag_optim_defaults(AG_ADAM);
-    cfg.lr = 1e-2;
-    CHECK(ag_optim_init(&opt, &m.ps, &cfg) == AG_OK, "%s", ag_errmsg());
-    double first = 0, last = 0;
-    for (int step = 0; step < 300; step++) {
-        sets d = batch_of(&s, step * 32 % (s.n - 32), 32);
-        ag_tensor *loss = ptrnet_loss(&m, &d);
-        ag_params_zero_grad(&m.ps);
-        ag_backward(loss);
-        ag_optim_step(&opt);
-        if (step < 20) first += ag_item(loss) / 20;
-        if (step >= 280) last += ag_item(loss) / 20;
-        ag_step_end();
-    }
+    double first, last;
+    adam_learns(&m.ps, 1e-2, 300, sorting_loss, &(sorting_batches){&m, &s}, &first, &last);
     CHECK(last < 0.5 * first, "the loss went from %.4f to %.4f over 300 steps", first, last);
     printf("  sorting 2-5 numbers: loss %.4f (first 20 steps) -> %.4f (last 20)\n", first, last);
-    ag_optim_free(&opt), ag_params_free(&m.ps), sorting_free(&s);
+    ag_params_free(&m.ps), sorting_free(&s);
 }
 
 int main(void) {

@@ -8,6 +8,7 @@
 #include "../examples/seq2seq_attention.c"
 
 #include "check.h"
+#include "learns.h"
 
 #include <string.h>
 
@@ -67,31 +68,30 @@ static void test_gradcheck(void) {
     ag_params_free(&m.ps);
 }
 
+typedef struct {
+    const s2s *m;
+    const reversal *d;
+} reversal_batches;
+
+static ag_tensor *reversal_loss(void *p, int step) {
+    const reversal_batches *c = p;
+    const reversal *d = c->d;
+    int k0 = step * 16 % (d->n - 16);
+    return ag_cross_entropy(s2s_logits(c->m, d->src + k0 * d->Ns, d->len + k0, 16, d->Ns, d->tgt_in + k0 * d->Nt, d->Nt),
+                            d->labels + k0 * d->Nt, -1);
+}
+
 static void test_learns(void) {
     ag_rng rng;
     ag_rng_seed(&rng, 3);
     reversal d = reversal_make(640, 5, &rng);
     s2s m;
     s2s_build(&m, 8, 16, 16, &rng);
-    ag_optimizer opt;
-    ag_optim_config cfg = ag_optim_defaults(AG_ADAM);
-    cfg.lr = 1e-2;
-    CHECK(ag_optim_init(&opt, &m.ps, &cfg) == AG_OK, "%s", ag_errmsg());
-    double first = 0, last = 0;
-    for (int step = 0; step < 300; step++) {
-        int k0 = step * 16 % (d.n - 16);
-        ag_tensor *loss = ag_cross_entropy(s2s_logits(&m, d.src + k0 * d.Ns, d.len + k0, 16, d.Ns,
-                                                      d.tgt_in + k0 * d.Nt, d.Nt), d.labels + k0 * d.Nt, -1);
-        ag_params_zero_grad(&m.ps);
-        ag_backward(loss);
-        ag_optim_step(&opt);
-        if (step < 20) first += ag_item(loss) / 20;
-        if (step >= 280) last += ag_item(loss) / 20;
-        ag_step_end();
-    }
+    double first, last;
+    adam_learns(&m.ps, 1e-2, 300, reversal_loss, &(reversal_batches){&m, &d}, &first, &last);
     CHECK(last < 0.5 * first, "the loss went from %.4f to %.4f over 300 steps", first, last);
     printf("  reversal, lengths 1-5: loss %.4f (first 20 steps) -> %.4f (last 20)\n", first, last);
-    ag_optim_free(&opt), ag_params_free(&m.ps), reversal_free(&d);
+    ag_params_free(&m.ps), reversal_free(&d);
 }
 
 int main(void) {
