@@ -396,58 +396,117 @@ ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng) {
     return ag_mha_new_grouped(ps, d_model, heads, heads, rng);
 }
 
+ag_mha ag_mha_new_cross(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng) {
+    if (heads < 1 || d_model < 1 || d_model % heads)
+        ag__fatal("ag_mha_new_cross", "d_model %d and %d heads: want heads >= 1 dividing d_model", d_model, heads);
+    if (kv_heads < 1 || heads % kv_heads)
+        ag__fatal("ag_mha_new_cross", "%d key-value heads for %d heads: want a divisor of the heads", kv_heads, heads);
+    ag_mha m = {.d_model = d_model, .heads = heads, .kv_heads = kv_heads};
+    int kv = 2 * kv_heads * (d_model / heads);
+    double bound = sqrt(6.0 / (d_model + d_model + kv)); /* Glorot over the fused [d, d + kv], as torch's */
+    m.w_q = ag_param_uniform(ps, "q.weight", 2, (int[]){d_model, d_model}, bound, rng);
+    m.b_q = ag_param_bias(ps, "q.bias", d_model);
+    m.w_qkv = ag_param_uniform(ps, "kv.weight", 2, (int[]){d_model, kv}, bound, rng);
+    m.b_qkv = ag_param_bias(ps, "kv.bias", kv);
+    m.w_o = ag_param_glorot(ps, "out.weight", d_model, d_model, rng);
+    m.b_o = ag_param_bias(ps, "out.bias", d_model);
+    return m;
+}
+
 /* A layer made before kv_heads existed (a struct of the caller's) has 0: one a head. */
 static int kv_heads_of(const ag_mha *m) { return m->kv_heads > 0 ? m->kv_heads : m->heads; }
+
+/* x [B, N, d_model] for layer m, else a message naming the layer. */
+static void need_model_rows(const char *layer, const char *what, const ag_mha *m, const ag_tensor *x) {
+    ag__need(layer, what, x);
+    if (x->ndim != 3 || x->shape[2] != m->d_model) {
+        char want[64], got[64];
+        snprintf(want, sizeof want, "[B, N, %d]", m->d_model);
+        ag__fatal(layer, "%s %s: want %s", what, ag_shape_str(x, got, sizeof got), want);
+    }
+}
+
+/* A self-attention layer's call with a cross-attention layer, or the other way round. */
+static void need_kind(const char *layer, const ag_mha *m, bool cross) {
+    if (!m) ag__fatal(layer, "the layer is NULL");
+    if (cross && !m->w_q)
+        ag__fatal(layer, "a self-attention layer (ag_mha_new): cross-attention needs ag_mha_new_cross's");
+    if (!cross && m->w_q)
+        ag__fatal(layer, "a cross-attention layer (ag_mha_new_cross): it reads a memory, ag_mha_cross_forward");
+}
+
+/* Heads q [B, h, Nq, dh] read k, v [B, kv, Nk, dh] under the padding of
+ * lengths (of the keys) and mask, then merge and go through W_o. */
+static ag_tensor *attend(const char *layer, const ag_mha *m, ag_tensor *q, ag_tensor *k, ag_tensor *v,
+                         const int32_t *lengths, ag_tensor *mask, ag_tensor **probs) {
+    int B = q->shape[0], h = q->shape[1], Nq = q->shape[2], Nk = k->shape[2], dh = q->shape[3];
+    if (mask) ag__mask_plan_make(layer, 4, (int[]){B, h, Nq, Nk}, mask); /* ambiguity and shape, before adding */
+    if (lengths) {
+        check_lengths(layer, lengths, B, Nk);
+        ag_tensor *pad = ag_mask_padding(lengths, B, Nk, 4, false); /* [B, 1, 1, Nk] */
+        mask = mask ? ag_add(pad, mask) : pad;
+    }
+    /* k, v: each key-value head serves its group of h / kv query heads, uncopied */
+    double scale = 1 / sqrt((double)dh);
+    ag_tensor *o = m->recompute_attention && !probs ? ag_attention_recompute(q, k, v, mask, scale)
+                                                    : ag_attention(q, k, v, mask, scale, probs); /* [B, h, Nq, dh] */
+    return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
+}
 
 ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                           ag_tensor **probs) {
     const char *layer = "ag_mha_forward";
-    if (!m) ag__fatal(layer, "the layer is NULL");
-    ag__need(layer, "x", x);
-    if (x->ndim != 3 || x->shape[2] != m->d_model) {
-        char want[48];
-        snprintf(want, sizeof want, "[B, N, %d]", m->d_model);
-        bad_shape(layer, x, want);
-    }
-    int B = x->shape[0], N = x->shape[1], h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
+    need_kind(layer, m, false);
+    need_model_rows(layer, "x", m, x);
+    int h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
     /* One GEMM for Q, K and V, its columns Q's h heads, then K's kv, then V's kv: each taken into heads
      * straight from its columns (no slices of a split copy) */
     ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv); /* [B, N, (h + 2kv) dh] */
     ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh), *k = ag_split_heads_at(qkv, h * dh, kv, dh);
     ag_tensor *v = ag_split_heads_at(qkv, (h + kv) * dh, kv, dh);
     if (m->rope_base > 0) q = ag_rope(q, dh, 0, m->rope_base), k = ag_rope(k, dh, 0, m->rope_base);
-    if (mask) ag__mask_plan_make(layer, 4, (int[]){B, h, N, N}, mask); /* ambiguity and shape, before adding */
-    if (lengths) {
-        check_lengths(layer, lengths, B, N);
-        ag_tensor *pad = ag_mask_padding(lengths, B, N, 4, false); /* [B, 1, 1, N] */
-        mask = mask ? ag_add(pad, mask) : pad;
-    }
-    /* k, v [B, kv, N, dh]: each key-value head serves its group of h / kv query heads, uncopied */
-    double scale = 1 / sqrt((double)dh);
-    ag_tensor *o = m->recompute_attention && !probs ? ag_attention_recompute(q, k, v, mask, scale)
-                                                    : ag_attention(q, k, v, mask, scale, probs); /* [B, h, N, dh] */
-    return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
+    return attend(layer, m, q, k, v, lengths, mask, probs);
+}
+
+ag_tensor *ag_mha_cross_forward(const ag_mha *m, ag_tensor *x, ag_tensor *memory, const int32_t *memory_lengths,
+                                ag_tensor *mask, ag_tensor **probs) {
+    const char *layer = "ag_mha_cross_forward";
+    need_kind(layer, m, true);
+    need_model_rows(layer, "x", m, x), need_model_rows(layer, "memory", m, memory);
+    if (memory->shape[0] != x->shape[0])
+        ag__fatal(layer, "x holds %d sequences, memory %d: want one memory each", x->shape[0], memory->shape[0]);
+    /* positions of two sequences: a rotation or a window between them means nothing */
+    if (m->rope_base > 0 || m->window > 0)
+        ag__fatal(layer, "rope_base %g, window %d: rotary positions and windows are for self-attention (want 0)",
+                  m->rope_base, m->window);
+    int h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
+    ag_tensor *q = ag_split_heads_at(ag_linear(x, m->w_q, m->b_q), 0, h, dh);    /* [B, h, Nq, dh] */
+    ag_tensor *kvs = ag_linear(memory, m->w_qkv, m->b_qkv);                      /* [B, Nk, 2 kv dh] */
+    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, kv * dh, kv, dh);
+    return attend(layer, m, q, k, v, memory_lengths, mask, probs);
 }
 
 /* ---- Transformer encoder layer ---- */
 
-ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cfg, ag_rng *rng) {
+/* The encoder layer of cfg, its misuse named as `layer` (the decoder makes its self part here too). */
+static ag_encoder_layer encoder_layer_make(const char *layer, ag_params *ps, const ag_encoder_config *cfg,
+                                           ag_rng *rng) {
     ag_encoder_layer l = {.cfg = *cfg};
-    if (cfg->d_ff < 1) ag__fatal("ag_encoder_layer_new", "d_ff %d: want >= 1", cfg->d_ff);
+    if (cfg->d_ff < 1) ag__fatal(layer, "d_ff %d: want >= 1", cfg->d_ff);
     if (!(cfg->keep == 0 || (cfg->keep > 0 && cfg->keep <= 1)))
-        ag__fatal("ag_encoder_layer_new", "keep %g: want a probability in (0, 1] (0 reads as 1)", cfg->keep);
+        ag__fatal(layer, "keep %g: want a probability in (0, 1] (0 reads as 1)", cfg->keep);
     if (l.cfg.keep == 0) l.cfg.keep = 1;
     if (!(cfg->rope_base >= 0) || !isfinite(cfg->rope_base))
-        ag__fatal("ag_encoder_layer_new", "rope_base %g: want > 0 (rotary positions) or 0 (none)", cfg->rope_base);
+        ag__fatal(layer, "rope_base %g: want > 0 (rotary positions) or 0 (none)", cfg->rope_base);
     if (l.cfg.act == AG_ACT_NONE) l.cfg.act = cfg->gated ? AG_ACT_SILU : AG_ACT_RELU;
     if (l.cfg.ln_eps == 0) l.cfg.ln_eps = 1e-5;
     int d = cfg->d_model, w1_out = cfg->gated ? 2 * cfg->d_ff : cfg->d_ff;
     if (cfg->rope_base > 0 && cfg->heads > 0 && d % cfg->heads == 0 && (d / cfg->heads) % 2)
-        ag__fatal("ag_encoder_layer_new", "rotary positions turn pairs of a head's features: d_model %d over %d "
+        ag__fatal(layer, "rotary positions turn pairs of a head's features: d_model %d over %d "
                   "heads is an odd head width", d, cfg->heads);
-    if (cfg->window < 0) ag__fatal("ag_encoder_layer_new", "window %d: want > 0 (a sliding window) or 0 (none)", cfg->window);
+    if (cfg->window < 0) ag__fatal(layer, "window %d: want > 0 (a sliding window) or 0 (none)", cfg->window);
     if (cfg->kv_heads < 0 || (cfg->kv_heads > 0 && cfg->heads > 0 && cfg->heads % cfg->kv_heads))
-        ag__fatal("ag_encoder_layer_new", "kv_heads %d for %d heads: want a divisor of the heads (0: as many)",
+        ag__fatal(layer, "kv_heads %d for %d heads: want a divisor of the heads (0: as many)",
                   cfg->kv_heads, cfg->heads);
     ag_scope_push("attn");
     l.attn = ag_mha_new_grouped(ps, d, cfg->heads, cfg->kv_heads ? cfg->kv_heads : cfg->heads, rng);
@@ -462,6 +521,10 @@ ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cf
     l.b2 = ag_param_bias(ps, "ffn.b2", d);
     ag_param_layernorm(ps, "ln2", d, &l.ln2_g, cfg->rms_norm ? NULL : &l.ln2_b);
     return l;
+}
+
+ag_encoder_layer ag_encoder_layer_new(ag_params *ps, const ag_encoder_config *cfg, ag_rng *rng) {
+    return encoder_layer_make("ag_encoder_layer_new", ps, cfg, rng);
 }
 
 ag_tensor *ag_encoder_norm(const ag_encoder_config *c, ag_tensor *x, ag_tensor *gain, ag_tensor *bias) {
@@ -485,20 +548,33 @@ static ag_tensor *residual(const ag_encoder_layer *l, ag_tensor *x, ag_tensor *f
     return l->cfg.pre_norm ? y : ag_encoder_norm(&l->cfg, y, g, b);
 }
 
-/* cache: the self-attention is ag_mha_forward_cached's (lengths, mask and
- * probs unused). */
+/* The self-attention sublayer (cache: ag_mha_forward_cached's; lengths,
+ * mask and probs unused then). */
+static ag_tensor *attention_sublayer(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
+                                     bool training, ag_rng *rng, ag_tensor **probs, ag_kv_cache *cache) {
+    const ag_encoder_config *c = &l->cfg;
+    ag_tensor *a_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln1_g, l->ln1_b) : x;
+    ag_tensor *a = cache ? ag_mha_forward_cached(&l->attn, a_in, cache) : ag_mha_forward(&l->attn, a_in, lengths, mask, probs);
+    return residual(l, x, a, l->ln1_g, l->ln1_b, training, rng);
+}
+
+static ag_tensor *ffn_sublayer(const ag_encoder_layer *l, ag_tensor *x, bool training, ag_rng *rng) {
+    const ag_encoder_config *c = &l->cfg;
+    ag_tensor *f_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln2_g, l->ln2_b) : x;
+    return residual(l, x, feed_forward(l, f_in), l->ln2_g, l->ln2_b, training, rng);
+}
+
+static void need_rng_for(const char *layer, const ag_encoder_config *c, bool training, ag_rng *rng) {
+    if (training && c->keep < 1 && !rng) ag__fatal(layer, "training with dropout (keep %g) needs an rng", c->keep);
+}
+
 static ag_tensor *encoder_forward(const char *layer, const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
                                   ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs, ag_kv_cache *cache) {
     if (!l) ag__fatal(layer, "the layer is NULL");
     ag__need(layer, "x", x);
-    const ag_encoder_config *c = &l->cfg;
-    if (training && c->keep < 1 && !rng) ag__fatal(layer, "training with dropout (keep %g) needs an rng", c->keep);
-    ag_tensor *a_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln1_g, l->ln1_b) : x;
-    ag_tensor *a = cache ? ag_mha_forward_cached(&l->attn, a_in, cache) : ag_mha_forward(&l->attn, a_in, lengths, mask, probs);
-    x = residual(l, x, a, l->ln1_g, l->ln1_b, training, rng);
-    ag_tensor *f_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln2_g, l->ln2_b) : x;
-    ag_tensor *f = feed_forward(l, f_in);
-    return residual(l, x, f, l->ln2_g, l->ln2_b, training, rng);
+    need_rng_for(layer, &l->cfg, training, rng);
+    x = attention_sublayer(l, x, lengths, mask, training, rng, probs, cache);
+    return ffn_sublayer(l, x, training, rng);
 }
 
 /* cfg.recompute: the layer as a region of ag_recompute (its output kept,
@@ -537,6 +613,76 @@ ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, con
 ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
                                           ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs) {
     return encoder_forward_maybe_region("ag_encoder_layer_forward_probs", l, x, lengths, mask, training, rng, probs);
+}
+
+/* ---- Transformer decoder layer ---- */
+
+ag_decoder_layer ag_decoder_layer_new(ag_params *ps, const ag_encoder_config *cfg, ag_rng *rng) {
+    const char *layer = "ag_decoder_layer_new";
+    ag__need_array(layer, "the config", cfg);
+    ag_decoder_layer l = {0};
+    ag_scope_push("self");
+    l.self = encoder_layer_make(layer, ps, cfg, rng);
+    ag_scope_pop();
+    ag_scope_push("cross");
+    l.cross = ag_mha_new_cross(ps, cfg->d_model, cfg->heads, l.self.attn.kv_heads, rng);
+    l.cross.recompute_attention = cfg->recompute_attention;
+    ag_scope_pop();
+    ag_param_layernorm(ps, "ln_cross", cfg->d_model, &l.ln_cross_g, cfg->rms_norm ? NULL : &l.ln_cross_b);
+    return l;
+}
+
+/* cache: the self-attention is ag_mha_forward_cached's, else causal over x. */
+static ag_tensor *decoder_forward(const char *layer, const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+                                  const int32_t *memory_lengths, bool training, ag_rng *rng, ag_tensor **cross_probs,
+                                  ag_kv_cache *cache) {
+    if (!l) ag__fatal(layer, "the layer is NULL");
+    const ag_encoder_layer *s = &l->self;
+    const ag_encoder_config *c = &s->cfg;
+    need_model_rows(layer, "x", &s->attn, x), need_model_rows(layer, "memory", &l->cross, memory);
+    need_rng_for(layer, c, training, rng);
+    ag_tensor *causal = cache ? NULL : ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = c->window}, x->shape[1]);
+    x = attention_sublayer(s, x, NULL, causal, training, rng, NULL, cache);
+    ag_tensor *a_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln_cross_g, l->ln_cross_b) : x;
+    ag_tensor *a = ag_mha_cross_forward(&l->cross, a_in, memory, memory_lengths, NULL, cross_probs);
+    x = residual(s, x, a, l->ln_cross_g, l->ln_cross_b, training, rng);
+    return ffn_sublayer(s, x, training, rng);
+}
+
+typedef struct {
+    const char *layer;
+    const ag_decoder_layer *l;
+    const int32_t *memory_lengths;
+    bool training;
+    ag_rng *rng;
+} decoder_region;
+
+static ag_tensor *decoder_region_run(void *p, ag_tensor *const *in) {
+    const decoder_region *r = p;
+    return decoder_forward(r->layer, r->l, in[0], in[1], r->memory_lengths, r->training, r->rng, NULL, NULL);
+}
+
+/* As encoder_forward_maybe_region: x and the memory are the region's inputs. */
+static ag_tensor *decoder_forward_maybe_region(const char *layer, const ag_decoder_layer *l, ag_tensor *x,
+                                               ag_tensor *memory, const int32_t *memory_lengths, bool training,
+                                               ag_rng *rng, ag_tensor **cross_probs) {
+    if (l && x && memory && l->self.cfg.recompute && !cross_probs) {
+        decoder_region r = {layer, l, memory_lengths, training, rng};
+        return ag_recompute(decoder_region_run, &r, sizeof r, 2, (ag_tensor *const[]){x, memory}, rng);
+    }
+    return decoder_forward(layer, l, x, memory, memory_lengths, training, rng, cross_probs, NULL);
+}
+
+ag_tensor *ag_decoder_layer_forward(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+                                    const int32_t *memory_lengths, bool training, ag_rng *rng) {
+    return decoder_forward_maybe_region("ag_decoder_layer_forward", l, x, memory, memory_lengths, training, rng, NULL);
+}
+
+ag_tensor *ag_decoder_layer_forward_probs(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+                                          const int32_t *memory_lengths, bool training, ag_rng *rng,
+                                          ag_tensor **cross_probs) {
+    return decoder_forward_maybe_region("ag_decoder_layer_forward_probs", l, x, memory, memory_lengths, training, rng,
+                                        cross_probs);
 }
 
 /* ---- generation: a cache of keys and values ---- */
@@ -586,7 +732,7 @@ static void cache_write(ag_kv_cache *c, int at, ag_tensor *rows, int dkv) {
 
 ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) {
     const char *layer = "ag_mha_forward_cached";
-    if (!m) ag__fatal(layer, "the layer is NULL");
+    need_kind(layer, m, false);
     ag__need(layer, "x", x), ag__need_array(layer, "the cache", c);
     int d = m->d_model, h = m->heads, kv = kv_heads_of(m), dh = d / h, dkv = kv * dh;
     if (x->ndim != 3 || x->shape[0] != 1 || x->shape[2] != d) {
@@ -637,4 +783,11 @@ ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor 
     const char *layer = "ag_encoder_layer_forward_cached";
     ag__need_array(layer, "the cache", c);
     return encoder_forward(layer, l, x, NULL, NULL, false, NULL, NULL, c);
+}
+
+ag_tensor *ag_decoder_layer_forward_cached(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+                                           const int32_t *memory_lengths, ag_kv_cache *c) {
+    const char *layer = "ag_decoder_layer_forward_cached";
+    ag__need_array(layer, "the cache", c);
+    return decoder_forward(layer, l, x, memory, memory_lengths, false, NULL, NULL, c);
 }

@@ -160,10 +160,19 @@ typedef struct {
     int window;       /* > 0: a sliding window, for generation: ag_mha_forward_cached lets each new position read
                          itself and the window - 1 before it (ag_mha_forward reads what its mask allows: give it
                          the same window, ag_mask_spec.window) */
+    ag_tensor *w_q, *b_q; /* cross-attention only (ag_mha_new_cross): the queries' projection [d, d]; w_qkv and
+                             b_qkv then project the memory to K and V alone, [d, 2 kv_heads d/heads] */
 } ag_mha;
 
 ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng);
 ag_mha ag_mha_new_grouped(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng);
+/* Cross-attention, as a Transformer decoder reads its encoder: queries from
+ * x, keys and values from a memory.  Parameters <scope>q.weight [d, d],
+ * q.bias, kv.weight [d, 2 kv_heads d/heads] (K's columns, then V's),
+ * kv.bias, out.weight, out.bias; q and kv are drawn with the fans of the
+ * fused [d, d + 2 kv_heads d/heads] (torch's MultiheadAttention, whose one
+ * in_proj_weight serves both).  kv_heads as ag_mha_new_grouped's. */
+ag_mha ag_mha_new_cross(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng);
 /* Self-attention over x [B, N, d] -> [B, N, d], scores scaled by
  * 1/sqrt(d / heads).  lengths (or NULL) masks padded keys; mask (or NULL)
  * is any additive mask ag_attention takes against the scores [B, h, N, N]:
@@ -175,6 +184,15 @@ ag_mha ag_mha_new_grouped(ag_params *ps, int d_model, int heads, int kv_heads, a
  * backward. */
 ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                           ag_tensor **probs);
+/* Cross-attention of ag_mha_new_cross's layer: x [B, Nq, d] reads memory
+ * [B, Nk, d] -> [B, Nq, d], scores scaled by 1/sqrt(d / heads).
+ * memory_lengths (or NULL) masks the memory's padded keys (a memory of
+ * length 0 gives the output bias alone: fully masked rows give 0); mask (or
+ * NULL) is any additive mask against the scores [B, h, Nq, Nk], as
+ * ag_mha_forward's; probs (or NULL) receives the weights [B, h, Nq, Nk]
+ * (alignments).  Padded query rows carry values. */
+ag_tensor *ag_mha_cross_forward(const ag_mha *m, ag_tensor *x, ag_tensor *memory, const int32_t *memory_lengths,
+                                ag_tensor *mask, ag_tensor **probs);
 
 /* ---- Transformer encoder layer ---- */
 
@@ -227,6 +245,40 @@ ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, con
 ag_tensor *ag_encoder_layer_forward_probs(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
                                           ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs);
 
+/* ---- Transformer decoder layer ---- */
+
+/* Vaswani et al. 2017's decoder layer: causal self-attention, then
+ * cross-attention over the encoder's output (the memory), then the FFN,
+ * each a residual sublayer with dropout, normalised before or after as the
+ * config says (ag_encoder_config, every field read as the encoder's; the
+ * self-attention takes rope_base, window, kv_heads and
+ * recompute_attention, the cross-attention kv_heads and
+ * recompute_attention).  Parameters: <scope>self.* (an encoder layer's:
+ * attn.*, ln1.*, ffn.*, ln2.*) and cross.* (ag_mha_new_cross's), ln_cross.*
+ * (the cross sublayer's norm).  torch's nn.TransformerDecoderLayer: norm1
+ * is self.ln1, norm2 ln_cross, norm3 self.ln2. */
+typedef struct {
+    ag_encoder_layer self; /* the causal self-attention and the FFN, with their norms */
+    ag_mha cross;
+    ag_tensor *ln_cross_g, *ln_cross_b;
+} ag_decoder_layer;
+
+ag_decoder_layer ag_decoder_layer_new(ag_params *ps, const ag_encoder_config *cfg, ag_rng *rng);
+/* x [B, Nt, d] (the target side, shifted right) and memory [B, Ns, d] ->
+ * [B, Nt, d].  The self-attention is causal: position t reads positions
+ * 0..t (within cfg.window), so a padded target position never reaches a
+ * valid one and needs no lengths (mask it in the loss).  memory_lengths (or
+ * NULL) masks the memory's padding.  training and rng as the encoder
+ * layer's; cfg.recompute keeps the output alone (memory_lengths must then
+ * last until backward). */
+ag_tensor *ag_decoder_layer_forward(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+                                    const int32_t *memory_lengths, bool training, ag_rng *rng);
+/* The same, and *cross_probs (if not NULL) receives the cross-attention's
+ * weights [B, h, Nt, Ns]: where each target position looked in the source. */
+ag_tensor *ag_decoder_layer_forward_probs(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+                                          const int32_t *memory_lengths, bool training, ag_rng *rng,
+                                          ag_tensor **cross_probs);
+
 /* ---- generation: a cache of keys and values ---- */
 
 /* What a causal self-attention layer keeps of the positions it has read,
@@ -256,6 +308,13 @@ void ag_kv_cache_free(ag_kv_cache *c);
 ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c);
 /* An encoder layer's evaluation-mode forward the same way: causal, cached. */
 ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor *x, ag_kv_cache *c);
+/* A decoder layer's the same way: x [1, n, d], the n target positions
+ * after the c->n before (c: a cache of l->self.attn), reading memory
+ * [1, Ns, d] (memory_lengths NULL or one length); the rows of
+ * ag_decoder_layer_forward over all c->n + n positions, to roundoff.  The
+ * memory's keys and values are projected again at each call. */
+ag_tensor *ag_decoder_layer_forward_cached(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+                                           const int32_t *memory_lengths, ag_kv_cache *c);
 
 /* Errors inside a layer name the caller's line, as an op's do. */
 #ifndef AG_INTERNAL
@@ -275,6 +334,10 @@ ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor 
 #define ag_encoder_norm(...) AG_AT(ag_encoder_norm, __VA_ARGS__)
 #define ag_encoder_layer_forward_probs(...) AG_AT(ag_encoder_layer_forward_probs, __VA_ARGS__)
 #define ag_mha_forward_cached(...) AG_AT(ag_mha_forward_cached, __VA_ARGS__)
+#define ag_mha_cross_forward(...) AG_AT(ag_mha_cross_forward, __VA_ARGS__)
+#define ag_decoder_layer_forward(...) AG_AT(ag_decoder_layer_forward, __VA_ARGS__)
+#define ag_decoder_layer_forward_probs(...) AG_AT(ag_decoder_layer_forward_probs, __VA_ARGS__)
+#define ag_decoder_layer_forward_cached(...) AG_AT(ag_decoder_layer_forward_cached, __VA_ARGS__)
 #define ag_encoder_layer_forward_cached(...) AG_AT(ag_encoder_layer_forward_cached, __VA_ARGS__)
 #define ag_bilstm(...) AG_AT(ag_bilstm, __VA_ARGS__)
 #define ag_bigru(...) AG_AT(ag_bigru, __VA_ARGS__)
