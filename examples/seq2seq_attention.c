@@ -9,12 +9,11 @@
  * accuracy and one sentence's alignment.  tests/test_seq2seq_attention.c gradchecks it (f64: padding, a
  * length-1 source, both paths of a step) and checks that it learns. */
 #include "attngrad.h"
+#include "reversal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-enum { PAD = 0, BOS = 1, EOS = 2, DIGIT0 = 3, VOCAB = 13 }; /* digits 0-9 are ids 3-12 */
 
 typedef struct {
     int H, A;
@@ -86,32 +85,6 @@ static ag_tensor *s2s_logits(const s2s *m, const int32_t *src, const int32_t *sr
     return ag_concat(steps, Nt < 64 ? Nt : 64, 1);
 }
 
-/* ---- the reversal task ---- */
-
-/* Sequence k of a set: src [n, Ns] (digits, 0-padded), the decoder's inputs [n, Nt] (BOS, then the source
- * reversed) and labels [n, Nt] (the source reversed, EOS, -1 past it). */
-typedef struct {
-    int n, Ns, Nt;
-    int32_t *src, *len, *tgt_in, *labels;
-} reversal;
-
-static reversal reversal_make(int n, int max_len, ag_rng *rng) {
-    reversal d = {.n = n, .Ns = max_len, .Nt = max_len + 1};
-    d.src = calloc((size_t)n * d.Ns, sizeof *d.src), d.len = calloc((size_t)n, sizeof *d.len);
-    d.tgt_in = calloc((size_t)n * d.Nt, sizeof *d.tgt_in), d.labels = malloc((size_t)n * d.Nt * sizeof *d.labels);
-    for (int k = 0; k < n; k++) {
-        int L = d.len[k] = 1 + (int)(ag_rng_uniform(rng) * max_len) % max_len;
-        int32_t *src = d.src + k * d.Ns, *in = d.tgt_in + k * d.Nt, *lab = d.labels + k * d.Nt;
-        for (int j = 0; j < L; j++) src[j] = DIGIT0 + (int)(ag_rng_uniform(rng) * 10) % 10;
-        for (int j = 0; j < d.Nt; j++) lab[j] = j < L ? src[L - 1 - j] : j == L ? EOS : -1;
-        in[0] = BOS;
-        for (int j = 1; j <= L; j++) in[j] = lab[j - 1];
-    }
-    return d;
-}
-
-static void reversal_free(reversal *d) { free(d->src), free(d->len), free(d->tgt_in), free(d->labels); }
-
 #ifndef S2S_NO_MAIN
 /* Greedy decoding of rows [k0, k0 + B) of d; how many come out exactly right (their target, then EOS).
  * *align, when not NULL, receives row k0's alignment [Nt, Ns] as decoded. */
@@ -122,13 +95,7 @@ static int greedy_correct(const s2s *m, const reversal *d, int k0, int B, double
     for (int b = 0; b < B; b++) prev[b] = BOS, ok[b] = 1;
     for (int t = 0; t < d->Nt; t++) {
         ag_tensor *alpha, *logits = s2s_step(m, &e, &s, ag_embedding(m->tgt_embed, prev, 2, (int[]){B, 1}), &alpha);
-        for (int b = 0; b < B; b++) {
-            const ag_real *row = logits->data + b * VOCAB;
-            int best = 0, want = d->labels[(k0 + b) * d->Nt + t];
-            for (int v = 1; v < VOCAB; v++) best = row[v] > row[best] ? v : best;
-            if (want >= 0 && best != want) ok[b] = 0;
-            prev[b] = best;
-        }
+        for (int b = 0; b < B; b++) prev[b] = reversal_pick(d, k0 + b, t, logits->data + b * VOCAB, &ok[b]);
         for (int j = 0; align && j < d->Ns; j++) align[t * d->Ns + j] = alpha->data[j];
     }
     int correct = 0;
@@ -169,17 +136,7 @@ int main(void) {
     }
     double align[11 * 10];
     greedy_correct(&m, &test, 0, 1, align);
-    printf("\nalignment of test sequence 0 (rows: output words, columns: source words; # > 0.5, + > 0.1):\n   ");
-    for (int j = 0; j < test.len[0]; j++) putchar('0' + test.src[j] - DIGIT0);
-    putchar('\n');
-    for (int t = 0; t <= test.len[0]; t++) {
-        printf("  %c ", t < test.len[0] ? '0' + test.labels[t] - DIGIT0 : '$'); /* $: EOS */
-        for (int j = 0; j < test.len[0]; j++) {
-            double a = align[t * test.Ns + j];
-            putchar(a > 0.5 ? '#' : a > 0.1 ? '+' : '.');
-        }
-        putchar('\n');
-    }
+    reversal_print_alignment(&test, align);
     ag_optim_free(&opt), ag_params_free(&m.ps), reversal_free(&train), reversal_free(&test), ag_shutdown();
     return 0;
 }
