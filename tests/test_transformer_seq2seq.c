@@ -1,0 +1,125 @@
+/* test_transformer_seq2seq.c - examples/transformer_seq2seq.c (included as is) in double precision:
+ *   - a gradient check of its label-smoothed loss through every parameter, with dropout (one mask for every
+ *     call), on a batch with a padded source, a length-1 source and ignored target positions;
+ *   - padded source words change no logit, and a later target word no earlier one;
+ *   - decoding a word at a time from the layers' key-value caches gives the logits of the full decoder run over
+ *     the words it chose;
+ *   - it learns: 300 steps of Adam on the reversal task halve the loss. */
+#define TSEQ_NO_MAIN
+#include "../examples/transformer_seq2seq.c"
+
+#include "check.h"
+#include "learns.h"
+
+#include <string.h>
+
+enum { B = 3, NS = 4, NT = 3 };
+static int32_t src[B * NS] = {3, 7, 5, 9, /* */ 4, 0, 0, 0, /* */ 12, 6, 0, 0};
+static int32_t src_len[B] = {4, 1, 2};
+static int32_t tgt_in[B * NT] = {BOS, 9, 5, /* */ BOS, 4, 0, /* */ BOS, 6, 12};
+static int32_t labels[B * NT] = {9, 5, 7, /* */ 4, EOS, -1, /* */ 6, 12, EOS};
+static const reversal batch = {.n = B, .Ns = NS, .Nt = NT, .src = src, .len = src_len, .tgt_in = tgt_in, .labels = labels};
+
+static ag_tensor *loss_fn(void *p) {
+    static ag_rng drop; /* the same dropout masks at every call of the check */
+    ag_rng_seed(&drop, 11);
+    return tseq_loss(p, &batch, 0, B, 0.1, true, &drop);
+}
+
+static void build_small(tseq *m, ag_rng *rng, int layers, double keep) {
+    tseq_build(m, &(ag_encoder_config){.d_model = 4, .heads = 2, .d_ff = 6, .keep = keep}, layers, rng);
+    for (int p = 0; p < m->ps.count; p++) /* gains and biases off 1 and 0 */
+        if (m->ps.items[p]->ndim == 1)
+            for (int64_t i = 0; i < m->ps.items[p]->size; i++) m->ps.items[p]->data[i] += (ag_real)(0.1 * sin(i + p));
+}
+
+static void test_gradcheck(void) {
+    ag_rng rng;
+    ag_rng_seed(&rng, 5);
+    tseq m;
+    build_small(&m, &rng, 2, 0.8);
+    CHECK(ag_params_find(&m.ps, "enc1.attn.qkv.weight") && ag_params_find(&m.ps, "dec1.cross.kv.weight") &&
+              ag_params_find(&m.ps, "dec0.self.ffn.w2") && ag_params_find(&m.ps, "embed"),
+          "parameter names");
+    ag_gradcheck_opts o = ag_gradcheck_defaults();
+    ag_gradcheck_result r = ag_gradcheck(loss_fn, &m, m.ps.items, m.ps.count, &o);
+    CHECK(r.ok, "parameter %s element %lld: analytic %.12g numeric %.12g", m.ps.items[r.worst_input]->name,
+          (long long)r.worst_index, r.analytic, r.numeric);
+    printf("  gradcheck: %d parameters, %lld elements, max rel err %.2e\n", m.ps.count, (long long)r.checked,
+           r.max_rel_err);
+    ag_step_end();
+
+    /* padded source words, and a later target word, change nothing they must not */
+    ag_real kept[B * NT * VOCAB];
+    ag_tensor *memory = tseq_encode(&m, src, src_len, B, NS, false, NULL);
+    ag_tensor_read(tseq_decode(&m, memory, src_len, tgt_in, B, NT, false, NULL, NULL), kept);
+    ag_step_end();
+    int32_t src2[B * NS], tgt2[B * NT];
+    memcpy(src2, src, sizeof src2), memcpy(tgt2, tgt_in, sizeof tgt2);
+    src2[5] = src2[6] = src2[11] = 8; /* padded words */
+    tgt2[2] = 11;                     /* example 0's last input word */
+    memory = tseq_encode(&m, src2, src_len, B, NS, false, NULL);
+    ag_tensor *logits = tseq_decode(&m, memory, src_len, tgt2, B, NT, false, NULL, NULL);
+    for (int i = 0; i < B * NT * VOCAB; i++) {
+        bool may_move = i >= 2 * VOCAB && i < NT * VOCAB; /* example 0, position 2 */
+        if (!may_move) CHECK_NEAR(logits->data[i], kept[i], 1e-15, 1e-14);
+    }
+    ag_step_end();
+    ag_params_free(&m.ps);
+}
+
+/* decode_cached's logits against the full decoder over the same words, after some training (so that the
+ * words it picks are not all alike). */
+static void test_cached(void) {
+    ag_rng rng;
+    ag_rng_seed(&rng, 9);
+    tseq m;
+    build_small(&m, &rng, 2, 1);
+    reversal d = reversal_make(4, 6, &rng);
+    for (int k = 0; k < d.n; k++) {
+        int32_t words[8], in[8] = {BOS};
+        ag_real step_logits[8 * VOCAB];
+        CHECK(decode_cached(&m, &d, k, words, step_logits) == AG_OK, "%s", ag_errmsg());
+        for (int t = 1; t < d.Nt; t++) in[t] = words[t - 1];
+        ag_tensor *memory = tseq_encode(&m, d.src + k * d.Ns, d.len + k, 1, d.Ns, false, NULL);
+        ag_tensor *full = tseq_decode(&m, memory, d.len + k, in, 1, d.Nt, false, NULL, NULL);
+        double worst = 0;
+        for (int i = 0; i < d.Nt * VOCAB; i++) worst = check_worst(worst, fabs(full->data[i] - step_logits[i]));
+        CHECK(worst <= 1e-13, "sequence %d: cached decoding's logits %.3g from the full decoder's", k, worst);
+        ag_step_end();
+    }
+    reversal_free(&d);
+    ag_params_free(&m.ps);
+}
+
+typedef struct {
+    const tseq *m;
+    const reversal *d;
+    ag_rng *rng;
+} reversal_batches;
+
+static ag_tensor *reversal_loss(void *p, int step) {
+    const reversal_batches *c = p;
+    return tseq_loss(c->m, c->d, step * 16 % (c->d->n - 16), 16, 0, true, c->rng);
+}
+
+static void test_learns(void) {
+    ag_rng rng;
+    ag_rng_seed(&rng, 3);
+    reversal d = reversal_make(640, 5, &rng);
+    tseq m;
+    tseq_build(&m, &(ag_encoder_config){.d_model = 16, .heads = 2, .d_ff = 32, .keep = 0.9}, 1, &rng);
+    double first, last;
+    adam_learns(&m.ps, 3e-3, 300, reversal_loss, &(reversal_batches){&m, &d, &rng}, &first, &last);
+    CHECK(last < 0.5 * first, "the loss went from %.4f to %.4f over 300 steps", first, last);
+    printf("  reversal, lengths 1-5: loss %.4f (first 20 steps) -> %.4f (last 20)\n", first, last);
+    ag_params_free(&m.ps), reversal_free(&d);
+}
+
+int main(void) {
+    test_gradcheck();
+    test_cached();
+    test_learns();
+    ag_shutdown();
+    return check_summary("test_transformer_seq2seq");
+}
