@@ -135,7 +135,8 @@ if [ ! -f $B/build.ninja ]; then
 fi
 targets=()
 [ $quick = 1 ] && targets=(tests/test_device tests/test_cuda_ops_f64 tests/test_cuda_ops_f32 tests/test_cuda_train_f64
-  tests/test_cuda_train_f32 tests/test_buffer tests/test_layers tests/test_recompute tests/test_attention_recompute
+  tests/test_cuda_train_f32 tests/test_buffer tests/test_layers tests/test_decoder tests/test_recompute
+  tests/test_attention_recompute
   tests/test_train tests/st_compare tools/attngrad
   tools/attngrad-f64 bench/bench_models
   bench/bench_ops_attn bench/bench_ops_seq bench/profile_step bench/bench_recompute bench/bench_optim)
@@ -153,10 +154,11 @@ fails=0
 # CHECK lines name op, shapes and worst difference) and its summary
 gpass=0 gskip=0
 # (test_buffer and test_layers: buffers and the key-value cache on the GPU, beside their CPU cases;
+# test_decoder: the Transformer decoder layer's forward and backward against the CPU's, and its cached decoding;
 # test_recompute: regions recomputed in backward, the device arena rewound inside a sweep;
 # test_attention_recompute: the layers' attention without stored probabilities against the stored one)
 for t in test_device test_cuda_ops_f64 test_cuda_ops_f32 test_cuda_train_f64 test_cuda_train_f32 test_buffer test_layers \
-  test_recompute test_attention_recompute; do
+  test_decoder test_recompute test_attention_recompute; do
   say "== $t"
   $B/tests/$t >$B/$t.log 2>&1
   rc=$?
