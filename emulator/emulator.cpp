@@ -881,6 +881,25 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     return copy(dst, src, bytes, kind, s, false);
 }
 
+/* Device to device only: the one kind attngrad asks for (ag__cuda_copy_rows). */
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t s) {
+    API;
+    if (!width || !height) return cudaSuccess;
+    if (kind != cudaMemcpyDeviceToDevice || width > dpitch || width > spitch) {
+        fprintf(stderr, "cuda emulator: a 2-D copy of kind %d, width %zu, pitches %zu and %zu: only device to device, "
+                "rows no wider than their pitches, are emulated\n", (int)kind, width, dpitch, spitch);
+        return fail(cudaErrorInvalidValue);
+    }
+    if (!copy_ok(dst, (const char *)src + (height - 1) * spitch, width, kind) || !copy_ok(dst, src, width, kind) ||
+        !copy_ok((char *)dst + (height - 1) * dpitch, src, width, kind))
+        return fail(cudaErrorInvalidValue);
+    enqueue(s, [=]() {
+        for (size_t r = 0; r < height; r++) memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    });
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
     API;
     if (!bytes) return cudaSuccess;

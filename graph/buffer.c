@@ -97,3 +97,25 @@ ag_tensor *ag_buffer_write(ag_buffer *b, int64_t at, const ag_tensor *src) {
     else memcpy(b->data + at, src->data, bytes);
     return written;
 }
+
+void ag__buffer_write_rows(ag_buffer *b, int64_t at, int64_t stride, const ag_tensor *src) {
+    const char *op = "ag_buffer_write";
+    ag__need(op, "src", src);
+    ag__check_live(op, src);
+    int64_t rows = src->ndim ? src->shape[0] : 1, width = rows ? src->size / rows : 0;
+    if (rows == 0 || width == 0) return;
+    if (stride < width) ag__fatal(op, "rows of %lld reals %lld apart: they would overlap", (long long)width, (long long)stride);
+    if (rows > 1 && stride > (INT64_MAX - width) / (rows - 1)) ag__fatal(op, "%lld rows %lld apart", (long long)rows, (long long)stride);
+    check_range(op, b, at, (rows - 1) * stride + width);
+    if (src->device != b->device)
+        ag__fatal(op, "src is on the %s, the buffer '%s' on the %s", ag_device_name(src->device), b->name,
+                  ag_device_name(b->device));
+    ag_real *dst = b->data + at;
+    if (src->data < dst + (rows - 1) * stride + width && dst < src->data + src->size)
+        ag__fatal(op, "src overlaps the rows of '%s' it is to be written to", b->name);
+    size_t row_bytes = (size_t)width * sizeof(ag_real);
+    if (b->device == AG_CUDA) /* one 2-D copy: a launch, not one a row */
+        ag__cuda_copy_rows(dst, (size_t)stride * sizeof(ag_real), src->data, row_bytes, row_bytes, (size_t)rows);
+    else
+        for (int64_t r = 0; r < rows; r++) memcpy(dst + r * stride, src->data + r * width, row_bytes);
+}

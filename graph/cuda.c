@@ -421,6 +421,18 @@ static void async_copy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
     else CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
 }
 
+typedef struct {
+    void *dst;
+    const void *src;
+    int64_t dst_pitch, src_pitch, width, height; /* bytes, bytes, bytes, rows */
+} copy_rows_record;
+
+static int run_copy_rows(const void *p) {
+    const copy_rows_record *r = p;
+    return (int)cudaMemcpy2DAsync(r->dst, (size_t)r->dst_pitch, r->src, (size_t)r->src_pitch, (size_t)r->width,
+                                  (size_t)r->height, cudaMemcpyDeviceToDevice, stream);
+}
+
 /* false: not staged (too large, switched off, or no pinned memory): the
  * caller copies and waits. */
 static bool stage_upload(void *dst, const void *src, size_t bytes) {
@@ -517,6 +529,15 @@ void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_
     ag__count_launch();
     CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
     if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToDevice) wait_stream();
+}
+
+void ag__cuda_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows) {
+    if (!width || !rows) return;
+    need_device("copy");
+    copy_rows_record *r = ag__record_begin(sizeof *r, run_copy_rows);
+    copy_rows_record now = {dst, src, (int64_t)dst_pitch, (int64_t)src_pitch, (int64_t)width, (int64_t)rows};
+    if (r) *r = now;
+    else CUDA_OK(run_copy_rows(&now));
 }
 
 typedef struct {
@@ -668,6 +689,10 @@ void ag__cuda_arena_rewind(size_t pos, int chunk) { (void)pos, (void)chunk; }
 void ag__cuda_shutdown(void) {}
 void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes) {
     (void)dst, (void)dst_dev, (void)src, (void)src_dev, (void)bytes;
+    ag__fatal("copy", "%s", NO_CUDA);
+}
+void ag__cuda_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows) {
+    (void)dst, (void)dst_pitch, (void)src, (void)src_pitch, (void)width, (void)rows;
     ag__fatal("copy", "%s", NO_CUDA);
 }
 void ag__cuda_zero(void *p, size_t bytes) {

@@ -83,6 +83,14 @@ void ag__cuda_shutdown(void);
 /* Copies between host and device memory on the engine's stream; a copy to
  * the host waits for it (the only synchronisation, where values are read). */
 void ag__cuda_copy(void *dst, ag_device dst_dev, const void *src, ag_device src_dev, size_t bytes);
+/* rows blocks of width bytes, each from src + i src_pitch to dst + i
+ * dst_pitch, device to device in stream order (one cudaMemcpy2DAsync:
+ * a batch's rows into a buffer's strided slots, ag__buffer_write_rows). */
+void ag__cuda_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows);
+/* ag_buffer_write for a batch: src [R, ...] (contiguous) as R rows of
+ * size / R reals, row r into elements [at + r stride, ... + size / R) of b;
+ * one copy on the GPU.  Misuse is named as ag_buffer_write's. */
+void ag__buffer_write_rows(ag_buffer *b, int64_t at, int64_t stride, const ag_tensor *src);
 void ag__cuda_zero(void *p, size_t bytes);
 /* count device arrays of n[i] reals zeroed in one launch (graph/cuda_zero.cu);
  * the pointer and length arrays in host memory. */
