@@ -8,7 +8,7 @@
 #include "../examples/pointer_network.c"
 
 #include "check.h"
-#include "learns.h"
+#include "example_checks.h"
 
 enum { B = 3, N = 4 };
 static const ag_real values[B * N] = {0.7, 0.1, 0.9, 0.4, /* */ 0.3, 0, 0, 0, /* */ 0.5, 0.2, 0.8, 0};
@@ -25,13 +25,7 @@ static void test_gradcheck(void) {
     ptrnet m;
     ptrnet_build(&m, 3, 4, &rng);
     CHECK(m.ps.count == 14 && ag_params_find(&m.ps, "decoder.w_hh") && ag_params_find(&m.ps, "start"), "parameters");
-    ag_gradcheck_opts o = ag_gradcheck_defaults();
-    ag_gradcheck_result r = ag_gradcheck(loss_fn, &m, m.ps.items, m.ps.count, &o);
-    CHECK(r.ok, "parameter %s element %lld: analytic %.12g numeric %.12g", m.ps.items[r.worst_input]->name,
-          (long long)r.worst_index, r.analytic, r.numeric);
-    printf("  gradcheck: %d parameters, %lld elements, max rel err %.2e\n", m.ps.count, (long long)r.checked,
-           r.max_rel_err);
-    ag_step_end();
+    gradcheck_params(loss_fn, &m, &m.ps);
 
     /* teacher forcing's steps: the used and the padded inputs are out, the others open */
     sets d = {.B = B, .N = N, .values = values, .len = lengths, .order = order};
@@ -74,10 +68,7 @@ static void test_learns(void) {
     sorting s = sorting_make(1000, 2, 5, &rng);
     ptrnet m;
     ptrnet_build(&m, 8, 16, &rng);
-    double first, last;
-    adam_learns(&m.ps, 1e-2, 300, sorting_loss, &(sorting_batches){&m, &s}, &first, &last);
-    CHECK(last < 0.5 * first, "the loss went from %.4f to %.4f over 300 steps", first, last);
-    printf("  sorting 2-5 numbers: loss %.4f (first 20 steps) -> %.4f (last 20)\n", first, last);
+    adam_halves_loss(&m.ps, 1e-2, 300, sorting_loss, &(sorting_batches){&m, &s}, "sorting 2-5 numbers");
     ag_params_free(&m.ps), sorting_free(&s);
 }
 

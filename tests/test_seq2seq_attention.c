@@ -8,7 +8,7 @@
 #include "../examples/seq2seq_attention.c"
 
 #include "check.h"
-#include "learns.h"
+#include "example_checks.h"
 
 #include <string.h>
 
@@ -31,13 +31,7 @@ static void test_gradcheck(void) {
     CHECK(ag_params_find(&m.ps, "encoder.bw.w_hh") && ag_params_find(&m.ps, "decoder.w_ih") &&
               ag_params_find(&m.ps, "attn.v"), "parameter names");
     CHECK(m.decoder.w_ih->shape[0] == 3 + 2 * 2 && m.decoder.w_ih->shape[1] == 3 * 2, "the decoder reads [E y; c]");
-    ag_gradcheck_opts o = ag_gradcheck_defaults();
-    ag_gradcheck_result r = ag_gradcheck(loss_fn, &m, m.ps.items, m.ps.count, &o);
-    CHECK(r.ok, "parameter %s element %lld: analytic %.12g numeric %.12g", m.ps.items[r.worst_input]->name,
-          (long long)r.worst_index, r.analytic, r.numeric);
-    printf("  gradcheck: %d parameters, %lld elements, max rel err %.2e\n", m.ps.count, (long long)r.checked,
-           r.max_rel_err);
-    ag_step_end();
+    gradcheck_params(loss_fn, &m, &m.ps);
 
     /* the first step's attention: over each source's valid words, 0 past them */
     ag_tensor *s, *alpha;
@@ -87,10 +81,7 @@ static void test_learns(void) {
     reversal d = reversal_make(640, 5, &rng);
     s2s m;
     s2s_build(&m, 8, 16, 16, &rng);
-    double first, last;
-    adam_learns(&m.ps, 1e-2, 300, reversal_loss, &(reversal_batches){&m, &d}, &first, &last);
-    CHECK(last < 0.5 * first, "the loss went from %.4f to %.4f over 300 steps", first, last);
-    printf("  reversal, lengths 1-5: loss %.4f (first 20 steps) -> %.4f (last 20)\n", first, last);
+    adam_halves_loss(&m.ps, 1e-2, 300, reversal_loss, &(reversal_batches){&m, &d}, "reversal, lengths 1-5");
     ag_params_free(&m.ps), reversal_free(&d);
 }
 

@@ -9,7 +9,7 @@
 #include "../examples/transformer_seq2seq.c"
 
 #include "check.h"
-#include "learns.h"
+#include "example_checks.h"
 
 #include <string.h>
 
@@ -41,13 +41,7 @@ static void test_gradcheck(void) {
     CHECK(ag_params_find(&m.ps, "enc1.attn.qkv.weight") && ag_params_find(&m.ps, "dec1.cross.kv.weight") &&
               ag_params_find(&m.ps, "dec0.self.ffn.w2") && ag_params_find(&m.ps, "embed"),
           "parameter names");
-    ag_gradcheck_opts o = ag_gradcheck_defaults();
-    ag_gradcheck_result r = ag_gradcheck(loss_fn, &m, m.ps.items, m.ps.count, &o);
-    CHECK(r.ok, "parameter %s element %lld: analytic %.12g numeric %.12g", m.ps.items[r.worst_input]->name,
-          (long long)r.worst_index, r.analytic, r.numeric);
-    printf("  gradcheck: %d parameters, %lld elements, max rel err %.2e\n", m.ps.count, (long long)r.checked,
-           r.max_rel_err);
-    ag_step_end();
+    gradcheck_params(loss_fn, &m, &m.ps);
 
     /* padded source words, and a later target word, change nothing they must not */
     ag_real kept[B * NT * VOCAB];
@@ -109,10 +103,7 @@ static void test_learns(void) {
     reversal d = reversal_make(640, 5, &rng);
     tseq m;
     tseq_build(&m, &(ag_encoder_config){.d_model = 16, .heads = 2, .d_ff = 32, .keep = 0.9}, 1, &rng);
-    double first, last;
-    adam_learns(&m.ps, 3e-3, 300, reversal_loss, &(reversal_batches){&m, &d, &rng}, &first, &last);
-    CHECK(last < 0.5 * first, "the loss went from %.4f to %.4f over 300 steps", first, last);
-    printf("  reversal, lengths 1-5: loss %.4f (first 20 steps) -> %.4f (last 20)\n", first, last);
+    adam_halves_loss(&m.ps, 3e-3, 300, reversal_loss, &(reversal_batches){&m, &d, &rng}, "reversal, lengths 1-5");
     ag_params_free(&m.ps), reversal_free(&d);
 }
 
