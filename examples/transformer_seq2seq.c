@@ -6,10 +6,9 @@
  *   output   logits = y E^T: one table for both embeddings and the pre-softmax projection (section 3.4)
  * main() trains it with Adam (beta2 0.98, eps 1e-9) under the paper's rate (a warm-up, then 1/sqrt(step)) and
  * label smoothing 0.1, on the task examples/seq2seq_attention.c learns (reversing digit sequences of lengths 1-10),
- * decodes the test set greedily, and draws one sentence's cross-attention.  Generation a word at a time keeps
- * each decoder layer's keys and values (ag_kv_cache, ag_decoder_layer_forward_cached): decode_cached.
- * tests/test_transformer_seq2seq.c gradchecks it (f64), checks the cached decoder against the full one, and that
- * it learns. */
+ * decodes the test set greedily, 100 sequences a word at a time from the decoder layers' key-value caches
+ * (greedy_decode), and draws one sentence's cross-attention.  tests/test_transformer_seq2seq.c gradchecks it (f64),
+ * checks the cached decoding against the full decoder, and that it learns. */
 #include "attngrad.h"
 #include "attngrad/layers.h"
 #include "reversal.h"
@@ -79,64 +78,57 @@ static ag_tensor *tseq_loss(const tseq *m, const reversal *d, int k0, int B, dou
     return ag_cross_entropy_smoothed(logits, d->labels + k0 * d->Nt, -1, smoothing);
 }
 
-#ifndef TSEQ_NO_MAIN
-/* Greedy decoding of rows [k0, k0 + B) of d (B <= 256), each step the decoder over the prefix so far; how many
- * come out exactly right (their target, then EOS).  *align, when not NULL, receives row k0's cross-attention
- * [Nt, Ns] (the last layer's, averaged over heads) as decoded. */
-static int greedy_correct(const tseq *m, const reversal *d, int k0, int B, double *align) {
+/* Greedy decoding of rows [k0, k0 + B) of d (B <= 256), a word at a time for all B together: each decoder layer
+ * keeps its keys and values (ag_kv_cache_init_batch) and reads the source's from a cache made once
+ * (ag_kv_cache_memory), so a word costs its own projections and one pass over what is cached.  Returns how many
+ * come out exactly right (their target, then EOS), or -1 (ag_errmsg says why) where the device has no room for the
+ * caches; words [B, Nt] and logits [B, Nt, VOCAB] receive what it chose and saw, where not NULL. */
+static int greedy_decode(const tseq *m, const reversal *d, int k0, int B, int32_t *words, ag_real *logits) {
+    int Nt = d->Nt, correct = -1;
+    const int32_t *src_len = d->len + k0;
+    ag_kv_cache self[MAX_LAYERS] = {0}, memory[MAX_LAYERS] = {0};
+    int32_t prev[256], ok[256];
+    ag_real z[256 * VOCAB];
     bool grad = ag_set_grad_enabled(false);
-    int Nt = d->Nt, h = m->cfg.heads;
-    ag_tensor *memory = tseq_encode(m, d->src + k0 * d->Ns, d->len + k0, B, d->Ns, false, NULL);
-    int32_t prefix[256 * 16], ok[256];
-    for (int b = 0; b < B; b++) prefix[b * Nt] = BOS, ok[b] = 1;
+    ag_tensor *enc = tseq_encode(m, d->src + k0 * d->Ns, src_len, B, d->Ns, false, NULL);
+    for (int l = 0; l < m->layers; l++)
+        if (ag_kv_cache_init_batch(&self[l], &m->dec[l].self.attn, B, Nt, enc->device) != AG_OK ||
+            ag_kv_cache_memory(&memory[l], &m->dec[l].cross, enc) != AG_OK)
+            goto done;
+    ag_step_end(); /* the encoder's output lives on in the memory caches alone */
+    for (int b = 0; b < B; b++) prev[b] = BOS, ok[b] = 1;
     for (int t = 0; t < Nt; t++) {
-        int32_t in[256 * 16]; /* [B, t + 1] */
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j <= t; j++) in[b * (t + 1) + j] = prefix[b * Nt + j];
-        ag_tensor *cross, *logits = tseq_decode(m, memory, d->len + k0, in, B, t + 1, false, NULL, &cross);
+        ag_tensor *y = embed(m, prev, B, 1, t, false, NULL);
+        for (int l = 0; l < m->layers; l++) y = ag_decoder_layer_forward_cached(&m->dec[l], y, &memory[l], src_len, &self[l]);
+        ag_tensor_read(ag_linear_t(y, m->embed, NULL), z); /* [B, 1, V] */
         for (int b = 0; b < B; b++) {
-            int next = reversal_pick(d, k0 + b, t, logits->data + ((int64_t)b * (t + 1) + t) * VOCAB, &ok[b]);
-            if (t + 1 < Nt) prefix[b * Nt + t + 1] = next;
+            prev[b] = reversal_pick(d, k0 + b, t, z + b * VOCAB, &ok[b]);
+            if (words) words[b * Nt + t] = prev[b];
+            for (int v = 0; logits && v < VOCAB; v++) logits[((int64_t)b * Nt + t) * VOCAB + v] = z[b * VOCAB + v];
         }
-        for (int j = 0; align && j < d->Ns; j++) { /* row t of example 0, over the heads */
-            align[t * d->Ns + j] = 0;
-            for (int i = 0; i < h; i++) align[t * d->Ns + j] += cross->data[((int64_t)i * (t + 1) + t) * d->Ns + j] / h;
-        }
+        ag_step_end();
     }
-    int correct = 0;
+    correct = 0;
     for (int b = 0; b < B; b++) correct += ok[b];
+done:
+    for (int l = 0; l < m->layers; l++) ag_kv_cache_free(&self[l]), ag_kv_cache_free(&memory[l]);
     ag_step_end();
     ag_set_grad_enabled(grad);
     return correct;
 }
 
-#endif
-
-/* Row k of d decoded greedily a word at a time, each decoder layer keeping its keys and values (ag_kv_cache), into
- * out [Nt] (the words it chose); the logits of each step into logits [Nt, VOCAB] when not NULL.  AG_ERR_NOMEM
- * (ag_errmsg says why) where the device has no room for the caches. */
-static ag_status decode_cached(const tseq *m, const reversal *d, int k, int32_t *out, ag_real *logits) {
-    ag_kv_cache cache[MAX_LAYERS];
-    for (int l = 0; l < m->layers; l++)
-        if (ag_kv_cache_init(&cache[l], &m->dec[l].self.attn, d->Nt, m->embed->device) != AG_OK) {
-            while (l--) ag_kv_cache_free(&cache[l]);
-            return AG_ERR_NOMEM;
+/* Row k's cross-attention [Nt, Ns] (the last layer's, averaged over heads) over the words it was decoded to. */
+static void alignment(const tseq *m, const reversal *d, int k, const int32_t *words, double *align) {
+    int32_t in[64] = {BOS};
+    for (int t = 1; t < d->Nt; t++) in[t] = words[t - 1];
+    ag_tensor *cross, *memory = tseq_encode(m, d->src + k * d->Ns, d->len + k, 1, d->Ns, false, NULL);
+    (void)tseq_decode(m, memory, d->len + k, in, 1, d->Nt, false, NULL, &cross); /* [1, h, Nt, Ns] */
+    for (int t = 0; t < d->Nt; t++)
+        for (int j = 0; j < d->Ns; j++) {
+            align[t * d->Ns + j] = 0;
+            for (int i = 0; i < m->cfg.heads; i++) align[t * d->Ns + j] += cross->data[((int64_t)i * d->Nt + t) * d->Ns + j] / m->cfg.heads;
         }
-    bool grad = ag_set_grad_enabled(false);
-    ag_tensor *memory = tseq_encode(m, d->src + k * d->Ns, d->len + k, 1, d->Ns, false, NULL);
-    int32_t word = BOS;
-    for (int t = 0; t < d->Nt; t++) {
-        ag_tensor *y = embed(m, &word, 1, 1, t, false, NULL);
-        for (int l = 0; l < m->layers; l++) y = ag_decoder_layer_forward_cached(&m->dec[l], y, memory, d->len + k, &cache[l]);
-        ag_tensor *z = ag_linear_t(y, m->embed, NULL); /* [1, 1, V] */
-        int32_t ok = 1;
-        word = out[t] = reversal_pick(d, k, t, z->data, &ok);
-        for (int v = 0; logits && v < VOCAB; v++) logits[t * VOCAB + v] = z->data[v];
-    }
-    for (int l = 0; l < m->layers; l++) ag_kv_cache_free(&cache[l]);
     ag_step_end();
-    ag_set_grad_enabled(grad);
-    return AG_OK;
 }
 
 #ifndef TSEQ_NO_MAIN
@@ -163,17 +155,19 @@ int main(void) {
         ag_step_end();
         if (step % EVERY == 0) {
             int correct = 0;
-            for (int k0 = 0; k0 + 100 <= test.n; k0 += 100) correct += greedy_correct(&m, &test, k0, 100, NULL);
+            for (int k0 = 0; k0 + 100 <= test.n; k0 += 100) {
+                int c = greedy_decode(&m, &test, k0, 100, NULL, NULL);
+                if (c < 0) return fprintf(stderr, "%s\n", ag_errmsg()), 1;
+                correct += c;
+            }
             printf("step %4d  train loss %.4f  test exact match %.1f%%\n", step, loss_sum / EVERY, 100.0 * correct / test.n);
             loss_sum = 0;
         }
     }
     int32_t words[16];
-    if (decode_cached(&m, &test, 0, words, NULL) != AG_OK) return fprintf(stderr, "%s\n", ag_errmsg()), 1;
-    printf("\ntest sequence 0 decoded a word at a time from the layers' key-value caches: ");
-    for (int t = 0; t < test.Nt && words[t] != EOS; t++) putchar('0' + words[t] - DIGIT0);
     double align[11 * 10];
-    greedy_correct(&m, &test, 0, 1, align);
+    greedy_decode(&m, &test, 0, 1, words, NULL);
+    alignment(&m, &test, 0, words, align);
     reversal_print_alignment(&test, align);
     ag_optim_free(&opt), ag_params_free(&m.ps), reversal_free(&train), reversal_free(&test), ag_shutdown();
     return 0;

@@ -378,39 +378,41 @@ ag_tensor *ag_attention_pool(ag_tensor *x, const int32_t *lengths, ag_tensor *w,
 
 /* ---- multi-head attention ---- */
 
-ag_mha ag_mha_new_grouped(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng) {
+/* Self-attention's fused [d, d + 2 kv dh] projection, or cross-attention's q [d, d] and kv [d, 2 kv dh]; misuse
+ * named as `layer`. */
+static ag_mha mha_make(const char *layer, ag_params *ps, int d_model, int heads, int kv_heads, bool cross,
+                       ag_rng *rng) {
     if (heads < 1 || d_model < 1 || d_model % heads)
-        ag__fatal("ag_mha_new", "d_model %d and %d heads: want heads >= 1 dividing d_model", d_model, heads);
+        ag__fatal(layer, "d_model %d and %d heads: want heads >= 1 dividing d_model", d_model, heads);
     if (kv_heads < 1 || heads % kv_heads)
-        ag__fatal("ag_mha_new_grouped", "%d key-value heads for %d heads: want a divisor of the heads", kv_heads, heads);
+        ag__fatal(layer, "%d key-value heads for %d heads: want a divisor of the heads", kv_heads, heads);
     ag_mha m = {.d_model = d_model, .heads = heads, .kv_heads = kv_heads};
-    int qkv = d_model + 2 * kv_heads * (d_model / heads);
-    m.w_qkv = ag_param_glorot(ps, "qkv.weight", d_model, qkv, rng); /* fans of the fused matrix, as torch's MHA */
-    m.b_qkv = ag_param_bias(ps, "qkv.bias", qkv);
+    int kv = 2 * kv_heads * (d_model / heads);
+    if (cross) {
+        double bound = sqrt(6.0 / (d_model + d_model + kv)); /* Glorot over the fused [d, d + kv], as torch's */
+        m.w_q = ag_param_uniform(ps, "q.weight", 2, (int[]){d_model, d_model}, bound, rng);
+        m.b_q = ag_param_bias(ps, "q.bias", d_model);
+        m.w_qkv = ag_param_uniform(ps, "kv.weight", 2, (int[]){d_model, kv}, bound, rng);
+        m.b_qkv = ag_param_bias(ps, "kv.bias", kv);
+    } else {
+        m.w_qkv = ag_param_glorot(ps, "qkv.weight", d_model, d_model + kv, rng); /* fans of the fused matrix, as torch's */
+        m.b_qkv = ag_param_bias(ps, "qkv.bias", d_model + kv);
+    }
     m.w_o = ag_param_glorot(ps, "out.weight", d_model, d_model, rng);
     m.b_o = ag_param_bias(ps, "out.bias", d_model);
     return m;
 }
 
 ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng) {
-    return ag_mha_new_grouped(ps, d_model, heads, heads, rng);
+    return mha_make("ag_mha_new", ps, d_model, heads, heads, false, rng);
+}
+
+ag_mha ag_mha_new_grouped(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng) {
+    return mha_make("ag_mha_new_grouped", ps, d_model, heads, kv_heads, false, rng);
 }
 
 ag_mha ag_mha_new_cross(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng) {
-    if (heads < 1 || d_model < 1 || d_model % heads)
-        ag__fatal("ag_mha_new_cross", "d_model %d and %d heads: want heads >= 1 dividing d_model", d_model, heads);
-    if (kv_heads < 1 || heads % kv_heads)
-        ag__fatal("ag_mha_new_cross", "%d key-value heads for %d heads: want a divisor of the heads", kv_heads, heads);
-    ag_mha m = {.d_model = d_model, .heads = heads, .kv_heads = kv_heads};
-    int kv = 2 * kv_heads * (d_model / heads);
-    double bound = sqrt(6.0 / (d_model + d_model + kv)); /* Glorot over the fused [d, d + kv], as torch's */
-    m.w_q = ag_param_uniform(ps, "q.weight", 2, (int[]){d_model, d_model}, bound, rng);
-    m.b_q = ag_param_bias(ps, "q.bias", d_model);
-    m.w_qkv = ag_param_uniform(ps, "kv.weight", 2, (int[]){d_model, kv}, bound, rng);
-    m.b_qkv = ag_param_bias(ps, "kv.bias", kv);
-    m.w_o = ag_param_glorot(ps, "out.weight", d_model, d_model, rng);
-    m.b_o = ag_param_bias(ps, "out.bias", d_model);
-    return m;
+    return mha_make("ag_mha_new_cross", ps, d_model, heads, kv_heads, true, rng);
 }
 
 /* A layer made before kv_heads existed (a struct of the caller's) has 0: one a head. */
@@ -433,6 +435,13 @@ static void need_kind(const char *layer, const ag_mha *m, bool cross) {
         ag__fatal(layer, "a self-attention layer (ag_mha_new): cross-attention needs ag_mha_new_cross's");
     if (!cross && m->w_q)
         ag__fatal(layer, "a cross-attention layer (ag_mha_new_cross): it reads a memory, ag_mha_cross_forward");
+}
+
+/* Positions of two sequences: a rotation or a window between them means nothing. */
+static void need_no_positions(const char *layer, const ag_mha *m) {
+    if (m->rope_base > 0 || m->window > 0)
+        ag__fatal(layer, "rope_base %g, window %d: rotary positions and windows are for self-attention (want 0)",
+                  m->rope_base, m->window);
 }
 
 /* Heads q [B, h, Nq, dh] read k, v [B, kv, Nk, dh] under the padding of
@@ -475,10 +484,7 @@ ag_tensor *ag_mha_cross_forward(const ag_mha *m, ag_tensor *x, ag_tensor *memory
     need_model_rows(layer, "x", m, x), need_model_rows(layer, "memory", m, memory);
     if (memory->shape[0] != x->shape[0])
         ag__fatal(layer, "x holds %d sequences, memory %d: want one memory each", x->shape[0], memory->shape[0]);
-    /* positions of two sequences: a rotation or a window between them means nothing */
-    if (m->rope_base > 0 || m->window > 0)
-        ag__fatal(layer, "rope_base %g, window %d: rotary positions and windows are for self-attention (want 0)",
-                  m->rope_base, m->window);
+    need_no_positions(layer, m);
     int h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
     ag_tensor *q = ag_split_heads_at(ag_linear(x, m->w_q, m->b_q), 0, h, dh);    /* [B, h, Nq, dh] */
     ag_tensor *kvs = ag_linear(memory, m->w_qkv, m->b_qkv);                      /* [B, Nk, 2 kv dh] */
@@ -509,7 +515,7 @@ static ag_encoder_layer encoder_layer_make(const char *layer, ag_params *ps, con
         ag__fatal(layer, "kv_heads %d for %d heads: want a divisor of the heads (0: as many)",
                   cfg->kv_heads, cfg->heads);
     ag_scope_push("attn");
-    l.attn = ag_mha_new_grouped(ps, d, cfg->heads, cfg->kv_heads ? cfg->kv_heads : cfg->heads, rng);
+    l.attn = mha_make(layer, ps, d, cfg->heads, cfg->kv_heads ? cfg->kv_heads : cfg->heads, false, rng);
     l.attn.rope_base = cfg->rope_base;
     l.attn.recompute_attention = cfg->recompute_attention;
     l.attn.window = cfg->window;
@@ -625,26 +631,30 @@ ag_decoder_layer ag_decoder_layer_new(ag_params *ps, const ag_encoder_config *cf
     l.self = encoder_layer_make(layer, ps, cfg, rng);
     ag_scope_pop();
     ag_scope_push("cross");
-    l.cross = ag_mha_new_cross(ps, cfg->d_model, cfg->heads, l.self.attn.kv_heads, rng);
+    l.cross = mha_make(layer, ps, cfg->d_model, cfg->heads, l.self.attn.kv_heads, true, rng);
     l.cross.recompute_attention = cfg->recompute_attention;
     ag_scope_pop();
     ag_param_layernorm(ps, "ln_cross", cfg->d_model, &l.ln_cross_g, cfg->rms_norm ? NULL : &l.ln_cross_b);
     return l;
 }
 
-/* cache: the self-attention is ag_mha_forward_cached's, else causal over x. */
+/* cache: generation, the self-attention ag_mha_forward_cached's and the
+ * memory read from its cache memory_kv; else causal over x, reading the
+ * memory tensor. */
 static ag_tensor *decoder_forward(const char *layer, const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
-                                  const int32_t *memory_lengths, bool training, ag_rng *rng, ag_tensor **cross_probs,
-                                  ag_kv_cache *cache) {
+                                  const ag_kv_cache *memory_kv, const int32_t *memory_lengths, bool training,
+                                  ag_rng *rng, ag_tensor **cross_probs, ag_kv_cache *cache) {
     if (!l) ag__fatal(layer, "the layer is NULL");
     const ag_encoder_layer *s = &l->self;
     const ag_encoder_config *c = &s->cfg;
-    need_model_rows(layer, "x", &s->attn, x), need_model_rows(layer, "memory", &l->cross, memory);
+    need_model_rows(layer, "x", &s->attn, x);
+    if (!cache) need_model_rows(layer, "memory", &l->cross, memory);
     need_rng_for(layer, c, training, rng);
     ag_tensor *causal = cache ? NULL : ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = c->window}, x->shape[1]);
     x = attention_sublayer(s, x, NULL, causal, training, rng, NULL, cache);
     ag_tensor *a_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln_cross_g, l->ln_cross_b) : x;
-    ag_tensor *a = ag_mha_cross_forward(&l->cross, a_in, memory, memory_lengths, NULL, cross_probs);
+    ag_tensor *a = cache ? ag_mha_cross_forward_cached(&l->cross, a_in, memory_kv, memory_lengths)
+                         : ag_mha_cross_forward(&l->cross, a_in, memory, memory_lengths, NULL, cross_probs);
     x = residual(s, x, a, l->ln_cross_g, l->ln_cross_b, training, rng);
     return ffn_sublayer(s, x, training, rng);
 }
@@ -659,7 +669,7 @@ typedef struct {
 
 static ag_tensor *decoder_region_run(void *p, ag_tensor *const *in) {
     const decoder_region *r = p;
-    return decoder_forward(r->layer, r->l, in[0], in[1], r->memory_lengths, r->training, r->rng, NULL, NULL);
+    return decoder_forward(r->layer, r->l, in[0], in[1], NULL, r->memory_lengths, r->training, r->rng, NULL, NULL);
 }
 
 /* As encoder_forward_maybe_region: x and the memory are the region's inputs. */
@@ -670,7 +680,7 @@ static ag_tensor *decoder_forward_maybe_region(const char *layer, const ag_decod
         decoder_region r = {layer, l, memory_lengths, training, rng};
         return ag_recompute(decoder_region_run, &r, sizeof r, 2, (ag_tensor *const[]){x, memory}, rng);
     }
-    return decoder_forward(layer, l, x, memory, memory_lengths, training, rng, cross_probs, NULL);
+    return decoder_forward(layer, l, x, memory, NULL, memory_lengths, training, rng, cross_probs, NULL);
 }
 
 ag_tensor *ag_decoder_layer_forward(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
@@ -687,15 +697,47 @@ ag_tensor *ag_decoder_layer_forward_probs(const ag_decoder_layer *l, ag_tensor *
 
 /* ---- generation: a cache of keys and values ---- */
 
-ag_status ag_kv_cache_init(ag_kv_cache *c, const ag_mha *m, int capacity, ag_device d) {
-    const char *layer = "ag_kv_cache_init";
+/* A cache made before batches existed (a struct of the caller's) has 0: one sequence. */
+static int batch_of(const ag_kv_cache *c) { return c->batch > 0 ? c->batch : 1; }
+
+static int kv_width(const ag_mha *m) { return 2 * kv_heads_of(m) * (m->d_model / m->heads); }
+
+static ag_status kv_cache_make(const char *layer, ag_kv_cache *c, const ag_mha *m, int batch, int capacity,
+                               ag_device d) {
     ag__need_array(layer, "the cache", c), ag__need_array(layer, "the layer", m);
     if (capacity < 1) ag__fatal(layer, "capacity %d: want at least one position", capacity);
-    *c = (ag_kv_cache){.capacity = capacity};
-    c->kv = ag_buffer_new(d, (int64_t)capacity * 2 * kv_heads_of(m) * (m->d_model / m->heads), "kv cache");
+    if (batch < 1) ag__fatal(layer, "batch %d: want at least one sequence", batch);
+    if ((int64_t)batch * capacity > INT64_MAX / kv_width(m))
+        ag__fatal(layer, "%d sequences of %d positions: past what a buffer counts", batch, capacity);
+    *c = (ag_kv_cache){.capacity = capacity, .batch = batch};
+    c->kv = ag_buffer_new(d, (int64_t)batch * capacity * kv_width(m), "kv cache");
     if (c->kv) return AG_OK;
     *c = (ag_kv_cache){0};
     return AG_ERR_NOMEM; /* ag_buffer_new said why */
+}
+
+ag_status ag_kv_cache_init(ag_kv_cache *c, const ag_mha *m, int capacity, ag_device d) {
+    return kv_cache_make("ag_kv_cache_init", c, m, 1, capacity, d);
+}
+
+ag_status ag_kv_cache_init_batch(ag_kv_cache *c, const ag_mha *m, int batch, int capacity, ag_device d) {
+    return kv_cache_make("ag_kv_cache_init_batch", c, m, batch, capacity, d);
+}
+
+ag_status ag_kv_cache_memory(ag_kv_cache *c, const ag_mha *m, ag_tensor *memory) {
+    const char *layer = "ag_kv_cache_memory";
+    need_kind(layer, m, true);
+    need_model_rows(layer, "memory", m, memory);
+    int B = memory->shape[0], Ns = memory->shape[1];
+    if (B < 1 || Ns < 1) ag__fatal(layer, "memory [%d,%d,%d]: want a position or more in each of one sequence or more",
+                                   B, Ns, m->d_model);
+    ag_status st = kv_cache_make(layer, c, m, B, Ns, memory->device);
+    if (st != AG_OK) return st;
+    bool grad = ag_set_grad_enabled(false); /* values, for steps to come: nothing on the tape */
+    ag_buffer_write(c->kv, 0, ag_linear(memory, m->w_qkv, m->b_qkv)); /* [B, Ns, 2 dkv]: the buffer's layout */
+    ag_set_grad_enabled(grad);
+    c->n = Ns;
+    return AG_OK;
 }
 
 void ag_kv_cache_free(ag_kv_cache *c) {
@@ -704,40 +746,43 @@ void ag_kv_cache_free(ag_kv_cache *c) {
     *c = (ag_kv_cache){0};
 }
 
-/* A windowed cache that has wrapped: position p sits in row p % capacity.
- * Row r holds the latest position below len in its class; the chunk's
- * query at + i reads it where at + i - window < p <= at + i.  NULL where
- * every row is read by every query (one position at a time, capacity =
- * window). */
-static ag_tensor *ring_mask(int at, int n, int len, int capacity, int window) {
+/* Which rows of every sequence's capacity the chunk's query at + i reads,
+ * len positions read in all: row r holds position r (none past len), or,
+ * once a windowed cache has wrapped, the latest position below len in its
+ * class p % capacity; a query reads p where at + i - window < p <= at + i
+ * (no lower bound without a window).  NULL where every row is read by
+ * every query (one position at a time, capacity = window). */
+static ag_tensor *rows_mask(int at, int n, int len, int capacity, int window) {
     ag_tensor *mask = ag_tensor_new_host(2, (int[]){n, capacity});
     bool all = true;
     for (int i = 0; i < n; i++)
         for (int r = 0; r < capacity; r++) {
-            int p = len - 1 - (len - 1 - r) % capacity, q = at + i;
-            bool reads = p <= q && p > q - window;
+            int p = len <= capacity ? (r < len ? r : -1) : len - 1 - (len - 1 - r) % capacity, q = at + i;
+            bool reads = p >= 0 && p <= q && (window <= 0 || p > q - window);
             mask->data[(int64_t)i * capacity + r] = reads ? 0 : -INFINITY;
             all = all && reads;
         }
     return all ? NULL : ag__on_current(mask);
 }
 
-/* rows: the new positions' k | v [1, n, 2 dkv] into the cache from
- * position at, wrapping past its end when windowed. */
+/* rows: the new positions' k | v [S, n, 2 dkv] into each sequence's rows
+ * of the cache from position at, wrapping past its end when windowed: one
+ * copy per part for all S sequences. */
 static void cache_write(ag_kv_cache *c, int at, ag_tensor *rows, int dkv) {
     int n = rows->shape[1], row = at % c->capacity, head = c->capacity - row < n ? c->capacity - row : n;
-    ag_buffer_write(c->kv, (int64_t)row * 2 * dkv, head == n ? rows : ag_slice(rows, 1, 0, head));
-    if (head < n) ag_buffer_write(c->kv, 0, ag_slice(rows, 1, head, n));
+    int64_t stride = (int64_t)c->capacity * 2 * dkv;
+    ag__buffer_write_rows(c->kv, (int64_t)row * 2 * dkv, stride, head == n ? rows : ag_slice(rows, 1, 0, head));
+    if (head < n) ag__buffer_write_rows(c->kv, 0, stride, ag_slice(rows, 1, head, n));
 }
 
 ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) {
     const char *layer = "ag_mha_forward_cached";
     need_kind(layer, m, false);
     ag__need(layer, "x", x), ag__need_array(layer, "the cache", c);
-    int d = m->d_model, h = m->heads, kv = kv_heads_of(m), dh = d / h, dkv = kv * dh;
-    if (x->ndim != 3 || x->shape[0] != 1 || x->shape[2] != d) {
-        char want[48];
-        snprintf(want, sizeof want, "[1, n, %d] (one sequence)", d);
+    int d = m->d_model, h = m->heads, kv = kv_heads_of(m), dh = d / h, dkv = kv * dh, S = batch_of(c);
+    if (x->ndim != 3 || x->shape[0] != S || x->shape[2] != d) {
+        char want[64];
+        snprintf(want, sizeof want, "[%d, n, %d] (the cache holds %d sequence%s)", S, d, S, S == 1 ? "" : "s");
         bad_shape(layer, x, want);
     }
     int n = x->shape[1], at = c->n;
@@ -751,17 +796,17 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
                       m->window, c->capacity, c->kv ? "" : " (none made)");
         ag__fatal(layer, "%d positions after %d: the cache holds %d%s", n, at, c->capacity, c->kv ? "" : " (none made)");
     }
-    ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv);                                     /* [1, n, d + 2 dkv] */
+    ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv);                                     /* [S, n, d + 2 dkv] */
     ag_tensor *new_kv = ag_slice(qkv, 2, d, d + 2 * dkv);                                  /* the new rows' k | v */
     if (m->rope_base > 0) { /* q and k turned to their positions at..at+n-1; the cache keeps turned keys */
         ag_tensor *qk = ag_rope(ag_slice(qkv, 2, 0, d + dkv), dh, at, m->rope_base);
         new_kv = ag_concat((ag_tensor *[]){ag_slice(qk, 2, d, d + dkv), ag_slice(new_kv, 2, dkv, 2 * dkv)}, 2, 2);
         qkv = qk;
     }
-    ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh);                                       /* [1, h, n, dh] */
+    ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh);                                       /* [S, h, n, dh] */
     cache_write(c, at, new_kv, dkv);
     ag_tensor *kvs, *mask = NULL;
-    if (len <= c->capacity) { /* in order: rows first..len-1 */
+    if (S == 1 && len <= c->capacity) { /* one sequence in order: rows first..len-1, no more */
         kvs = ag_buffer_view(c->kv, (int64_t)first * 2 * dkv, 3, (int[]){1, keys, 2 * dkv}); /* rows of k | v */
         /* position at + i reads keys <= at + i (and > at + i - window): the causal mask's last n rows, from key
          * `first` on (one new position reads them all: no mask) */
@@ -769,14 +814,32 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
             mask = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = m->window}, len);
             mask = ag_slice(ag_slice(mask, 0, at, len), 1, first, len);
         }
-    } else { /* windowed and wrapped: every row, in the ring's order (the softmax does not care) */
-        kvs = ag_buffer_view(c->kv, 0, 3, (int[]){1, c->capacity, 2 * dkv});
-        mask = ring_mask(at, n, len, c->capacity, m->window);
+    } else { /* each sequence's whole capacity, the rows no query may read masked (the softmax ignores order) */
+        kvs = ag_buffer_view(c->kv, 0, 3, (int[]){S, c->capacity, 2 * dkv});
+        mask = rows_mask(at, n, len, c->capacity, m->window);
     }
-    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, dkv, kv, dh); /* [1, kv, keys, dh] */
-    ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), NULL);                /* [1, h, n, dh] */
+    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, dkv, kv, dh); /* [S, kv, keys, dh] */
+    ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), NULL);                /* [S, h, n, dh] */
     c->n = len;
     return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
+}
+
+ag_tensor *ag_mha_cross_forward_cached(const ag_mha *m, ag_tensor *x, const ag_kv_cache *memory,
+                                       const int32_t *memory_lengths) {
+    const char *layer = "ag_mha_cross_forward_cached";
+    need_kind(layer, m, true);
+    need_model_rows(layer, "x", m, x);
+    ag__need_array(layer, "the memory's cache", memory);
+    need_no_positions(layer, m);
+    int S = batch_of(memory), Ns = memory->n, h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
+    if (!memory->kv || Ns != memory->capacity || ag_buffer_size(memory->kv) != (int64_t)S * Ns * kv_width(m))
+        ag__fatal(layer, "the memory's cache is %s: want ag_kv_cache_memory's for this layer",
+                  memory->kv ? "another layer's or a self-attention's" : "empty");
+    if (x->shape[0] != S) ag__fatal(layer, "x holds %d sequences, the memory's cache %d", x->shape[0], S);
+    ag_tensor *q = ag_split_heads_at(ag_linear(x, m->w_q, m->b_q), 0, h, dh);               /* [S, h, n, dh] */
+    ag_tensor *kvs = ag_buffer_view(memory->kv, 0, 3, (int[]){S, Ns, kv_width(m)});       /* [S, Ns, 2 kv dh] */
+    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, kv * dh, kv, dh);
+    return attend(layer, m, q, k, v, memory_lengths, NULL, NULL);
 }
 
 ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor *x, ag_kv_cache *c) {
@@ -785,9 +848,9 @@ ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor 
     return encoder_forward(layer, l, x, NULL, NULL, false, NULL, NULL, c);
 }
 
-ag_tensor *ag_decoder_layer_forward_cached(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+ag_tensor *ag_decoder_layer_forward_cached(const ag_decoder_layer *l, ag_tensor *x, const ag_kv_cache *memory,
                                            const int32_t *memory_lengths, ag_kv_cache *c) {
     const char *layer = "ag_decoder_layer_forward_cached";
-    ag__need_array(layer, "the cache", c);
-    return decoder_forward(layer, l, x, memory, memory_lengths, false, NULL, NULL, c);
+    ag__need_array(layer, "the cache", c), ag__need_array(layer, "the memory's cache", memory);
+    return decoder_forward(layer, l, x, NULL, memory, memory_lengths, false, NULL, NULL, c);
 }

@@ -8,11 +8,13 @@
  *   - the decoder layer pre- and post-norm, the 2017 block and the later
  *     one (RMS, SwiGLU, RoPE, one key-value head), with dropout: gradient
  *     checks, parameter names, causality, recomputation bit for bit;
- *   - its cached forward for generation against the full one, and its
+ *   - its cached forward for generation (one sequence, or several decoded
+ *     together, the memory projected once) against the full one, and its
  *     forward and backward on every device the build has against the CPU;
  *   - the errors misuse gets. */
 #include "check.h"
 #include "fatal.h"
+#include "grads.h"
 #include "attngrad/layers.h"
 
 #include <math.h>
@@ -306,22 +308,13 @@ static void test_decoder_recompute(ag_rng *r) {
         dec_ctx c;
         make_decoder(&c, r, &cfg);
         c.training = true;
-        int64_t total = 0;
-        for (int p = 0; p < c.ps.count; p++) total += c.ps.items[p]->size;
         ag_real *g[2];
         double loss[2];
         for (int k = 0; k < 2; k++) {
             c.dec.self.cfg.recompute = k;
-            ag_params_zero_grad(&c.ps);
-            ag_tensor *l = ag_sum(ag_square(decoder_fn(&c)));
-            loss[k] = ag_item(l);
-            ag_backward(l);
-            g[k] = malloc((size_t)total * sizeof(ag_real));
-            for (int p = 0, at = 0; p < c.ps.count; at += (int)c.ps.items[p]->size, p++)
-                memcpy(g[k] + at, c.ps.items[p]->grad, (size_t)c.ps.items[p]->size * sizeof(ag_real));
-            ag_step_end();
+            g[k] = grads_of_sum_squares(&c.ps, decoder_fn, &c, &loss[k]);
         }
-        CHECK(loss[0] == loss[1] && !memcmp(g[0], g[1], (size_t)total * sizeof(ag_real)),
+        CHECK(loss[0] == loss[1] && !memcmp(g[0], g[1], (size_t)grads_total(&c.ps) * sizeof(ag_real)),
               "decoder %s recomputed: loss %.17g against %.17g, or gradients not the same bits", later ? "later" : "2017",
               loss[1], loss[0]);
         free(g[0]), free(g[1]);
@@ -347,7 +340,8 @@ static void test_decoder_errors(ag_rng *r) {
     EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, ag_tensor_new(2, (int[]){NT, DM}), mem, NULL, false, NULL),
                     "ag_decoder_layer_forward", "x [4,4]");
     EXPECT_FATAL_AT(ag_decoder_layer_forward(NULL, x, mem, NULL, false, NULL), "ag_decoder_layer_forward", "NULL");
-    EXPECT_FATAL_AT(ag_decoder_layer_forward_cached(&l, ag_tensor_new(3, (int[]){1, 1, DM}), mem, NULL, NULL),
+    ag_kv_cache memory = {0};
+    EXPECT_FATAL_AT(ag_decoder_layer_forward_cached(&l, ag_tensor_new(3, (int[]){1, 1, DM}), &memory, NULL, NULL),
                     "ag_decoder_layer_forward_cached", "cache");
     ag_step_end();
     ag_params_free(&ps);
@@ -355,42 +349,90 @@ static void test_decoder_errors(ag_rng *r) {
 
 /* ---- generation, and the devices ---- */
 
-/* ag_decoder_layer_forward_cached on device d: a target of LEN positions fed
- * 2, 1 and 3 at a time (or one at a time) against one memory (length 3 of
- * NS) gives the rows of the full forward. */
-static void cached_case(ag_rng *r, ag_device d, bool pre, bool later, int window, bool singly) {
+/* ag_decoder_layer_forward_cached on device d, S sequences decoded
+ * together: a target of LEN positions fed 2, 1 and 3 at a time (or one at
+ * a time) against the memories' cache (lengths 3, 5, 1 of NS) gives the
+ * rows of the full forward; a self-attention cache of capacity < LEN (0:
+ * LEN) under a window reuses its rows in turn. */
+static void cached_case(ag_rng *r, ag_device d, bool pre, bool later, int window, int capacity, bool singly, int S) {
     enum { LEN = 6 };
     const int *chunks = singly ? (const int[]){1, 1, 1, 1, 1, 1} : (const int[]){2, 1, 3};
-    int n_chunks = singly ? LEN : 3;
-    const int32_t len[1] = {3};
+    int n_chunks = singly ? LEN : 3, cap = capacity ? capacity : LEN;
+    const int32_t len[3] = {3, 5, 1};
     ag_params ps = {0};
-    ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){1, LEN, DM}, 1, r);
-    ag_tensor *mem = ag_param_uniform(&ps, "memory", 3, (int[]){1, NS, DM}, 1, r);
+    ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){S, LEN, DM}, 1, r);
+    ag_tensor *mem = ag_param_uniform(&ps, "memory", 3, (int[]){S, NS, DM}, 1, r);
     ag_encoder_config cfg = config(pre, later);
     cfg.window = window;
     ag_decoder_layer l = ag_decoder_layer_new(&ps, &cfg, r);
     nonzero_biases(&ps);
     ag_params_to(&ps, d);
     ag_set_device(d);
-    ag_real full[LEN * DM], got[LEN * DM];
+    ag_real full[3 * LEN * DM], got[3 * LEN * DM];
     ag_tensor_read(ag_decoder_layer_forward(&l, x, mem, len, false, NULL), full);
     ag_step_end();
-    ag_kv_cache c;
-    CHECK(ag_kv_cache_init(&c, &l.self.attn, LEN, d) == AG_OK, "%s", ag_errmsg());
+    ag_kv_cache c, memory;
+    CHECK(ag_kv_cache_init_batch(&c, &l.self.attn, S, cap, d) == AG_OK && c.batch == S, "%s", ag_errmsg());
+    CHECK(ag_kv_cache_memory(&memory, &l.cross, mem) == AG_OK, "%s", ag_errmsg());
+    int kvw = 2 * (later ? 1 : H) * (DM / H);
+    CHECK(memory.batch == S && memory.n == NS && memory.capacity == NS && ag_buffer_size(memory.kv) == (int64_t)S * NS * kvw,
+          "the memory's cache: %d sequences of %d positions, %d reals each", S, NS, kvw);
+    ag_step_end();
     double worst = 0;
+    int64_t waits = 0;
     for (int i = 0, at = 0; i < n_chunks; at += chunks[i++]) {
-        ag_tensor *y = ag_decoder_layer_forward_cached(&l, ag_slice(x, 1, at, at + chunks[i]), mem, len, &c);
-        CHECK(y->shape[1] == chunks[i] && c.n == at + chunks[i], "chunk %d", i);
+        int64_t w0 = ag_memstats().device_waits;
+        ag_tensor *y = ag_decoder_layer_forward_cached(&l, ag_slice(x, 1, at, at + chunks[i]), &memory, len, &c);
+        waits += ag_memstats().device_waits - w0;
+        CHECK(y->shape[0] == S && y->shape[1] == chunks[i] && c.n == at + chunks[i], "chunk %d", i);
         ag_tensor_read(y, got);
-        for (int e = 0; e < chunks[i] * DM; e++) worst = check_worst(worst, fabs(got[e] - full[at * DM + e]));
+        for (int b = 0; b < S; b++)
+            for (int e = 0; e < chunks[i] * DM; e++)
+                worst = check_worst(worst, fabs(got[b * chunks[i] * DM + e] - full[(b * LEN + at) * DM + e]));
         ag_step_end();
     }
-    CHECK(worst <= 1e-13, "decoder %s-%s, window %d%s, on the %s: cached rows differ from the full forward's by %.3g",
-          pre ? "pre" : "post", later ? "RMS, SwiGLU, RoPE" : "LN", window, singly ? " one at a time" : "",
-          ag_device_name(d), worst);
-    ag_kv_cache_free(&c);
+    CHECK(worst <= 1e-13, "decoder %s-%s, %d sequence(s), window %d, capacity %d%s, on the %s: cached rows differ from "
+          "the full forward's by %.3g", pre ? "pre" : "post", later ? "RMS, SwiGLU, RoPE" : "LN", S, window, cap,
+          singly ? " one at a time" : "", ag_device_name(d), worst);
+    CHECK(waits == 0, "on the %s: the cached forwards waited for the device %lld times", ag_device_name(d),
+          (long long)waits);
+    ag_kv_cache_free(&c), ag_kv_cache_free(&memory);
     ag_set_device(AG_CPU);
     ag_params_to(&ps, AG_CPU);
+    ag_params_free(&ps);
+}
+
+/* What the caches refuse: a batch that is not theirs, a memory's cache of
+ * another layer or none, a self-attention layer's memory. */
+static void test_cache_errors(ag_rng *r) {
+    ag_params ps = {0};
+    ag_encoder_config cfg = config(false, false);
+    ag_decoder_layer l = ag_decoder_layer_new(&ps, &cfg, r);
+    ag_scope_push("grouped");
+    ag_mha grouped = ag_mha_new_cross(&ps, DM, H, 1, r);
+    ag_scope_pop();
+    ag_tensor *mem = ag_tensor_new(3, (int[]){2, NS, DM});
+    ag_kv_cache c, memory, empty = {0};
+    CHECK(ag_kv_cache_init_batch(&c, &l.self.attn, 2, 4, AG_CPU) == AG_OK && ag_kv_cache_memory(&memory, &l.cross, mem) == AG_OK);
+    EXPECT_FATAL_AT(ag_decoder_layer_forward_cached(&l, ag_tensor_new(3, (int[]){3, 1, DM}), &memory, NULL, &c),
+                    "ag_mha_forward_cached", "[3,1,4]", "[2, n, 4] (the cache holds 2 sequences)");
+    EXPECT_FATAL_AT(ag_mha_cross_forward_cached(&l.cross, ag_tensor_new(3, (int[]){3, 1, DM}), &memory, NULL),
+                    "ag_mha_cross_forward_cached", "x holds 3 sequences, the memory's cache 2");
+    EXPECT_FATAL_AT(ag_mha_cross_forward_cached(&grouped, ag_tensor_new(3, (int[]){2, 1, DM}), &memory, NULL),
+                    "ag_mha_cross_forward_cached", "another layer's");
+    EXPECT_FATAL_AT(ag_mha_cross_forward_cached(&l.cross, ag_tensor_new(3, (int[]){2, 1, DM}), &empty, NULL),
+                    "ag_mha_cross_forward_cached", "the memory's cache is empty");
+    EXPECT_FATAL_AT(ag_mha_cross_forward_cached(&l.cross, ag_tensor_new(3, (int[]){2, 1, DM}), &memory,
+                                                (const int32_t[]){6, 1}),
+                    "ag_mha_cross_forward_cached", "lengths[0] = 6 is outside [0, 5]");
+    EXPECT_FATAL(ag_kv_cache_memory(&empty, &l.self.attn, mem), "ag_kv_cache_memory", "a self-attention layer");
+    EXPECT_FATAL(ag_kv_cache_memory(&empty, &l.cross, ag_tensor_new(3, (int[]){2, 0, DM})), "ag_kv_cache_memory",
+                 "memory [2,0,4]");
+    EXPECT_FATAL(ag_kv_cache_init_batch(&empty, &l.self.attn, 0, 4, AG_CPU), "ag_kv_cache_init_batch", "batch 0");
+    EXPECT_FATAL_AT(ag_decoder_layer_forward_cached(&l, ag_tensor_new(3, (int[]){2, 1, DM}), NULL, NULL, &c),
+                    "ag_decoder_layer_forward_cached", "the memory's cache");
+    ag_kv_cache_free(&c), ag_kv_cache_free(&memory);
+    ag_step_end();
     ag_params_free(&ps);
 }
 
@@ -401,24 +443,15 @@ static void device_case(ag_rng *r, ag_device d, bool pre, bool later) {
     dec_ctx c;
     make_decoder(&c, r, &cfg);
     c.training = true;
-    int64_t total = 0;
-    for (int p = 0; p < c.ps.count; p++) total += c.ps.items[p]->size;
+    int64_t total = grads_total(&c.ps);
     ag_real *g[2];
     double loss[2];
     for (int k = 0; k < 2; k++) {
         ag_device on = k ? d : AG_CPU;
         ag_params_to(&c.ps, on);
         ag_set_device(on);
-        ag_params_zero_grad(&c.ps);
-        ag_tensor *l = ag_sum(ag_square(decoder_fn(&c)));
-        ag_backward(l);
-        loss[k] = ag_item(l);
+        g[k] = grads_of_sum_squares(&c.ps, decoder_fn, &c, &loss[k]);
         ag_set_device(AG_CPU);
-        ag_params_to(&c.ps, AG_CPU);
-        g[k] = malloc((size_t)total * sizeof(ag_real));
-        for (int p = 0, at = 0; p < c.ps.count; at += (int)c.ps.items[p]->size, p++)
-            memcpy(g[k] + at, c.ps.items[p]->grad, (size_t)c.ps.items[p]->size * sizeof(ag_real));
-        ag_step_end();
     }
     double worst = 0;
     for (int64_t i = 0; i < total; i++) worst = check_worst(worst, fabs(g[1][i] - g[0][i]) / fmax(1, fabs(g[0][i])));
@@ -430,9 +463,13 @@ static void device_case(ag_rng *r, ag_device d, bool pre, bool later) {
 }
 
 static void test_devices(ag_rng *r, ag_device d) {
-    for (int v = 0; v < 4; v++) cached_case(r, d, v % 2, v >= 2, 0, false);
-    cached_case(r, d, true, true, 2, false);
-    cached_case(r, d, false, false, 0, true);
+    for (int S = 1; S <= 3; S += 2) { /* one sequence; three decoded together, their memories of three lengths */
+        for (int v = 0; v < 4; v++) cached_case(r, d, v % 2, v >= 2, 0, 0, false, S);
+        cached_case(r, d, true, true, 2, 0, false, S);
+        cached_case(r, d, false, false, 0, 0, true, S);
+        cached_case(r, d, true, false, 2, 4, false, S); /* rows reused in turn */
+        cached_case(r, d, false, true, 3, 3, true, S);
+    }
     if (d != AG_CPU)
         for (int v = 0; v < 4; v++) device_case(r, d, v % 2, v >= 2);
 }
@@ -447,6 +484,7 @@ int main(void) {
     test_decoder_probs(&r);
     test_decoder_recompute(&r);
     test_decoder_errors(&r);
+    test_cache_errors(&r);
     test_devices(&r, AG_CPU);
     char why[256];
     if (ag_cuda_available(why, sizeof why)) test_devices(&r, AG_CUDA);

@@ -9,6 +9,7 @@
  * every device the build has. */
 #include "check.h"
 #include "fatal.h"
+#include "grads.h"
 #include "attngrad/model.h"
 #include "../train/internal.h"
 #include "attngrad/layers.h"
@@ -449,23 +450,13 @@ static void test_encoder_recompute(ag_rng *r) {
         c.lengths = lengths_padded;
         c.mask_kind = 1;
         c.training = true;
-        int64_t total = 0;
-        for (int p = 0; p < c.ps.count; p++) total += c.ps.items[p]->size;
         ag_real *g[2];
         double loss[2];
         for (int k = 0; k < 2; k++) {
             c.enc.cfg.recompute = k;
-            ag_params_zero_grad(&c.ps);
-            ag_tensor *y = encoder_fn(&c);
-            ag_tensor *l = ag_sum(ag_square(y));
-            loss[k] = ag_item(l);
-            ag_backward(l);
-            g[k] = malloc((size_t)total * sizeof(ag_real));
-            for (int p = 0, at = 0; p < c.ps.count; at += (int)c.ps.items[p]->size, p++)
-                memcpy(g[k] + at, c.ps.items[p]->grad, (size_t)c.ps.items[p]->size * sizeof(ag_real));
-            ag_step_end();
+            g[k] = grads_of_sum_squares(&c.ps, encoder_fn, &c, &loss[k]);
         }
-        CHECK(loss[0] == loss[1] && !memcmp(g[0], g[1], (size_t)total * sizeof(ag_real)),
+        CHECK(loss[0] == loss[1] && !memcmp(g[0], g[1], (size_t)grads_total(&c.ps) * sizeof(ag_real)),
               "%s block recomputed: loss %.17g against %.17g, or gradients not the same bits", later ? "later" : "2017",
               loss[1], loss[0]);
         free(g[0]);
@@ -814,7 +805,7 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int wind
         EXPECT_FATAL_AT(ag_encoder_layer_forward_cached(&l, ag_slice(x, 1, 0, 1), &c), "ag_mha_forward_cached",
                         "1 positions after 7: the cache holds 7");
     EXPECT_FATAL_AT(ag_mha_forward_cached(&l.attn, ag_tensor_new(3, (int[]){2, 1, DM}), &c), "ag_mha_forward_cached",
-                    "one sequence", "[2,1,4]");
+                    "the cache holds 1 sequence", "[2,1,4]");
     ag_step_end();
     ag_kv_cache_free(&c);
     CHECK(c.kv == NULL && c.n == 0, "a freed cache is empty");

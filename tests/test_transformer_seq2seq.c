@@ -2,8 +2,8 @@
  *   - a gradient check of its label-smoothed loss through every parameter, with dropout (one mask for every
  *     call), on a batch with a padded source, a length-1 source and ignored target positions;
  *   - padded source words change no logit, and a later target word no earlier one;
- *   - decoding a word at a time from the layers' key-value caches gives the logits of the full decoder run over
- *     the words it chose;
+ *   - decoding several sequences a word at a time from the layers' key-value caches gives the logits of the full
+ *     decoder run over the words it chose, and the drawn alignment is a distribution over the valid words;
  *   - it learns: 300 steps of Adam on the reversal task halve the loss. */
 #define TSEQ_NO_MAIN
 #include "../examples/transformer_seq2seq.c"
@@ -62,26 +62,44 @@ static void test_gradcheck(void) {
     ag_params_free(&m.ps);
 }
 
-/* decode_cached's logits against the full decoder over the same words, after some training (so that the
- * words it picks are not all alike). */
+/* greedy_decode, four sequences together from the layers' caches: each one's logits against the full decoder
+ * over the words it chose, and its count of exact matches; and the alignment drawn from those words is a
+ * distribution over each source's valid words. */
 static void test_cached(void) {
+    enum { S = 4 };
     ag_rng rng;
     ag_rng_seed(&rng, 9);
     tseq m;
     build_small(&m, &rng, 2, 1);
-    reversal d = reversal_make(4, 6, &rng);
-    for (int k = 0; k < d.n; k++) {
-        int32_t words[8], in[8] = {BOS};
-        ag_real step_logits[8 * VOCAB];
-        CHECK(decode_cached(&m, &d, k, words, step_logits) == AG_OK, "%s", ag_errmsg());
-        for (int t = 1; t < d.Nt; t++) in[t] = words[t - 1];
+    reversal d = reversal_make(S, 6, &rng);
+    int32_t words[S * 8];
+    ag_real logits[S * 8 * VOCAB];
+    int correct = greedy_decode(&m, &d, 0, S, words, logits);
+    CHECK(correct >= 0, "%s", ag_errmsg());
+    int exact = 0;
+    for (int k = 0; k < S; k++) {
+        int32_t in[8] = {BOS}, ok = 1;
+        for (int t = 1; t < d.Nt; t++) in[t] = words[k * d.Nt + t - 1];
         ag_tensor *memory = tseq_encode(&m, d.src + k * d.Ns, d.len + k, 1, d.Ns, false, NULL);
         ag_tensor *full = tseq_decode(&m, memory, d.len + k, in, 1, d.Nt, false, NULL, NULL);
         double worst = 0;
-        for (int i = 0; i < d.Nt * VOCAB; i++) worst = check_worst(worst, fabs(full->data[i] - step_logits[i]));
+        for (int i = 0; i < d.Nt * VOCAB; i++) worst = check_worst(worst, fabs(full->data[i] - logits[k * d.Nt * VOCAB + i]));
         CHECK(worst <= 1e-13, "sequence %d: cached decoding's logits %.3g from the full decoder's", k, worst);
+        for (int t = 0; t < d.Nt; t++) CHECK(reversal_pick(&d, k, t, full->data + t * VOCAB, &ok) == words[k * d.Nt + t]);
+        exact += ok;
         ag_step_end();
+        double align[8 * 6];
+        alignment(&m, &d, k, words + k * d.Nt, align);
+        for (int t = 0; t < d.Nt; t++) {
+            double sum = 0;
+            for (int j = 0; j < d.Ns; j++) {
+                if (j >= d.len[k]) CHECK(align[t * d.Ns + j] == 0, "sequence %d: weight on padded word %d", k, j);
+                sum += align[t * d.Ns + j];
+            }
+            CHECK_NEAR(sum, 1, 1e-14, 1e-14);
+        }
     }
+    CHECK(correct == exact, "greedy_decode counted %d exact matches, the full decoder %d", correct, exact);
     reversal_free(&d);
     ag_params_free(&m.ps);
 }

@@ -293,28 +293,46 @@ ag_tensor *ag_decoder_layer_forward_probs(const ag_decoder_layer *l, ag_tensor *
 typedef struct {
     ag_buffer *kv;
     int capacity, n; /* positions it has room for, read so far (n = 0 starts it over) */
+    int batch;       /* sequences, each with capacity rows of its own, all at position n (0 reads as 1) */
 } ag_kv_cache;
 
 /* An empty cache for m's keys and values on device d; AG_ERR_NOMEM (with
  * ag_fail, *c zeroed) where d has no room. */
 ag_status ag_kv_cache_init(ag_kv_cache *c, const ag_mha *m, int capacity, ag_device d);
+/* The same for batch sequences decoded together, each call feeding each
+ * the same number of positions (a batch of sources translated at once; a
+ * sequence that has ended is fed anything, and its words ignored).  Every
+ * call then reads each sequence's whole capacity, the rows not yet
+ * written masked: size capacity to the longest output. */
+ag_status ag_kv_cache_init_batch(ag_kv_cache *c, const ag_mha *m, int batch, int capacity, ag_device d);
+/* A cross-attention layer's memory for generation (m: ag_mha_new_cross's):
+ * the keys and values of memory [B, Ns, d], projected once into c (batch
+ * B, capacity and n Ns, on memory's device) for every step of a decoding.
+ * AG_ERR_NOMEM as ag_kv_cache_init. */
+ag_status ag_kv_cache_memory(ag_kv_cache *c, const ag_mha *m, ag_tensor *memory);
 void ag_kv_cache_free(ag_kv_cache *c);
-/* Causal self-attention over x [1, n, d], the n positions after the c->n
- * read before: their keys and values join the cache, and each reads the
- * positions up to its own (within the window).  A chunk the cache cannot
- * hold is refused by name, the cache unchanged.  The rows of ag_mha_forward over all c->n + n
+/* Causal self-attention over x [S, n, d] (S: the cache's batch), the n
+ * positions after the c->n read before: their keys and values join the
+ * cache, and each reads the positions up to its own (within the window).
+ * A chunk the cache cannot hold is refused by name, the cache unchanged.
+ * The rows of ag_mha_forward over all c->n + n
  * positions with the mask ag_mask(PAST_INCL), to roundoff; no gradient
  * reaches earlier positions (the cache holds values, not the tape). */
 ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c);
 /* An encoder layer's evaluation-mode forward the same way: causal, cached. */
 ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor *x, ag_kv_cache *c);
-/* A decoder layer's the same way: x [1, n, d], the n target positions
- * after the c->n before (c: a cache of l->self.attn), reading memory
- * [1, Ns, d] (memory_lengths NULL or one length); the rows of
- * ag_decoder_layer_forward over all c->n + n positions, to roundoff.  The
- * memory's keys and values are projected again at each call. */
-ag_tensor *ag_decoder_layer_forward_cached(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
+/* A decoder layer's the same way: x [S, n, d], the n target positions
+ * after the c->n before (c: a cache of l->self.attn for S sequences),
+ * reading the memory from its cache (ag_kv_cache_memory(&memory,
+ * &l->cross, encoder_output), made once for the whole decoding;
+ * memory_lengths [S] or NULL); the rows of ag_decoder_layer_forward over
+ * all c->n + n positions, to roundoff. */
+ag_tensor *ag_decoder_layer_forward_cached(const ag_decoder_layer *l, ag_tensor *x, const ag_kv_cache *memory,
                                            const int32_t *memory_lengths, ag_kv_cache *c);
+/* Cross-attention reading a memory's cache: ag_mha_cross_forward's rows
+ * for x [S, n, d], without projecting the memory again. */
+ag_tensor *ag_mha_cross_forward_cached(const ag_mha *m, ag_tensor *x, const ag_kv_cache *memory,
+                                       const int32_t *memory_lengths);
 
 /* Errors inside a layer name the caller's line, as an op's do. */
 #ifndef AG_INTERNAL
@@ -338,6 +356,7 @@ ag_tensor *ag_decoder_layer_forward_cached(const ag_decoder_layer *l, ag_tensor 
 #define ag_decoder_layer_forward(...) AG_AT(ag_decoder_layer_forward, __VA_ARGS__)
 #define ag_decoder_layer_forward_probs(...) AG_AT(ag_decoder_layer_forward_probs, __VA_ARGS__)
 #define ag_decoder_layer_forward_cached(...) AG_AT(ag_decoder_layer_forward_cached, __VA_ARGS__)
+#define ag_mha_cross_forward_cached(...) AG_AT(ag_mha_cross_forward_cached, __VA_ARGS__)
 #define ag_encoder_layer_forward_cached(...) AG_AT(ag_encoder_layer_forward_cached, __VA_ARGS__)
 #define ag_bilstm(...) AG_AT(ag_bilstm, __VA_ARGS__)
 #define ag_bigru(...) AG_AT(ag_bigru, __VA_ARGS__)
