@@ -7,7 +7,8 @@
  * main() trains it with Adam (beta2 0.98, eps 1e-9) under the paper's rate (a warm-up, then 1/sqrt(step)) and
  * label smoothing 0.1, on the task examples/seq2seq_attention.c learns (reversing digit sequences of lengths 1-10),
  * decodes the test set greedily, 100 sequences a word at a time from the decoder layers' key-value caches
- * (greedy_decode), and draws one sentence's cross-attention.  tests/test_transformer_seq2seq.c gradchecks it (f64),
+ * (greedy_decode), then with beam search (beam_decode, the caches reordered to the hypotheses kept), and draws one
+ * sentence's cross-attention.  tests/test_transformer_seq2seq.c gradchecks it (f64),
  * checks the cached decoding against the full decoder, and that it learns. */
 #include "attngrad.h"
 #include "attngrad/layers.h"
@@ -15,6 +16,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 enum { MAX_LAYERS = 6 };
 
@@ -117,6 +119,74 @@ done:
     return correct;
 }
 
+/* Candidate c (its word w, from hypothesis f) into the best n <= K of one source's, kept best first. */
+static void keep_best(int K, int *n, double *score, int32_t *word, int32_t *from, double c, int32_t w, int32_t f) {
+    if (*n == K && !(c > score[K - 1])) return;
+    int at = *n < K ? (*n)++ : K - 1;
+    for (; at > 0 && score[at - 1] < c; at--) score[at] = score[at - 1], word[at] = word[at - 1], from[at] = from[at - 1];
+    score[at] = c, word[at] = w, from[at] = f;
+}
+
+/* Beam search over rows [k0, k0 + B) of d (B K <= 256): K hypotheses a source, scored by the sum of their words'
+ * log-probabilities; one that has said EOS stays as it is (fed PAD), its score fixed.  The caches hold the B K
+ * hypotheses, reordered each step to those kept (ag_kv_cache_select); each source's memory is read by its K.
+ * Returns how many sources' best hypothesis is exactly right, or -1 (ag_errmsg) where the device has no room;
+ * words [B, Nt] and scores [B] receive the best hypotheses and their log-probabilities, where not NULL. */
+static int beam_decode(const tseq *m, const reversal *d, int k0, int B, int K, int32_t *words, double *scores) {
+    int Nt = d->Nt, S = B * K, correct = -1;
+    ag_kv_cache self[MAX_LAYERS] = {0}, memory[MAX_LAYERS] = {0};
+    int32_t source[256], src_len[256], word[256], from[256], hist[256 * 16] = {0}, was[256 * 16];
+    double score[256], kept[256];
+    bool ended[256], ended_was[256];
+    ag_real z[256 * VOCAB];
+    for (int s = 0; s < S; s++) source[s] = s / K, src_len[s] = d->len[k0 + s / K];
+    bool grad = ag_set_grad_enabled(false);
+    ag_tensor *enc = tseq_encode(m, d->src + k0 * d->Ns, d->len + k0, B, d->Ns, false, NULL);
+    enc = ag_index_select(enc, 0, source, S); /* each source's memory for its K hypotheses */
+    for (int l = 0; l < m->layers; l++)
+        if (ag_kv_cache_init_batch(&self[l], &m->dec[l].self.attn, S, Nt, enc->device) != AG_OK ||
+            ag_kv_cache_memory(&memory[l], &m->dec[l].cross, enc) != AG_OK)
+            goto done;
+    ag_step_end();
+    for (int s = 0; s < S; s++) word[s] = BOS, score[s] = s % K ? -INFINITY : 0, ended[s] = false; /* one to start */
+    for (int t = 0; t < Nt; t++) {
+        ag_tensor *y = embed(m, word, S, 1, t, false, NULL);
+        for (int l = 0; l < m->layers; l++) y = ag_decoder_layer_forward_cached(&m->dec[l], y, &memory[l], src_len, &self[l]);
+        ag_tensor_read(ag_log_softmax(ag_linear_t(y, m->embed, NULL)), z); /* [S, 1, V] */
+        for (int b = 0; b < B; b++) { /* the K best continuations of source b's hypotheses */
+            int n = 0;
+            for (int j = b * K; j < (b + 1) * K && score[j] > -INFINITY; j++)
+                for (int v = 0; v < (ended[j] ? 1 : VOCAB); v++)
+                    keep_best(K, &n, kept + b * K, word + b * K, from + b * K, ended[j] ? score[j] : score[j] + z[j * VOCAB + v],
+                              ended[j] ? PAD : v, j);
+            for (int i = n; i < K; i++) kept[b * K + i] = -INFINITY, word[b * K + i] = PAD, from[b * K + i] = b * K;
+        }
+        memcpy(was, hist, sizeof(int32_t) * S * Nt), memcpy(ended_was, ended, sizeof(bool) * S);
+        for (int s = 0; s < S; s++) { /* each kept hypothesis: its parent's words, then its own */
+            memcpy(hist + s * Nt, was + from[s] * Nt, (size_t)t * sizeof(int32_t));
+            hist[s * Nt + t] = word[s], score[s] = kept[s], ended[s] = ended_was[from[s]] || word[s] == EOS;
+        }
+        for (int l = 0; l < m->layers; l++) ag_kv_cache_select(&self[l], from);
+        ag_step_end();
+    }
+    correct = 0;
+    for (int b = 0; b < B; b++) { /* hypothesis b K is source b's best */
+        int32_t ok = 1;
+        for (int t = 0; t < Nt; t++) {
+            int want = d->labels[(k0 + b) * Nt + t];
+            ok = ok && (want < 0 || hist[b * K * Nt + t] == want);
+            if (words) words[b * Nt + t] = hist[b * K * Nt + t];
+        }
+        correct += ok;
+        if (scores) scores[b] = score[b * K];
+    }
+done:
+    for (int l = 0; l < m->layers; l++) ag_kv_cache_free(&self[l]), ag_kv_cache_free(&memory[l]);
+    ag_step_end();
+    ag_set_grad_enabled(grad);
+    return correct;
+}
+
 /* Row k's cross-attention [Nt, Ns] (the last layer's, averaged over heads) over the words it was decoded to. */
 static void alignment(const tseq *m, const reversal *d, int k, const int32_t *words, double *align) {
     int32_t in[64] = {BOS};
@@ -164,6 +234,13 @@ int main(void) {
             loss_sum = 0;
         }
     }
+    int beam = 0;
+    for (int k0 = 0; k0 + 50 <= test.n; k0 += 50) {
+        int c = beam_decode(&m, &test, k0, 50, 4, NULL, NULL);
+        if (c < 0) return fprintf(stderr, "%s\n", ag_errmsg()), 1;
+        beam += c;
+    }
+    printf("beam search, 4 hypotheses a source: test exact match %.1f%%\n", 100.0 * beam / test.n);
     int32_t words[16];
     double align[11 * 10];
     greedy_decode(&m, &test, 0, 1, words, NULL);

@@ -746,6 +746,22 @@ void ag_kv_cache_free(ag_kv_cache *c) {
     *c = (ag_kv_cache){0};
 }
 
+void ag_kv_cache_select(ag_kv_cache *c, const int32_t *from) {
+    const char *layer = "ag_kv_cache_select";
+    ag__need_array(layer, "the cache", c), ag__need_array(layer, "from", from);
+    if (!c->kv) ag__fatal(layer, "the cache is empty (none made)");
+    int S = batch_of(c);
+    for (int s = 0; s < S; s++)
+        if (from[s] < 0 || from[s] >= S)
+            ag__fatal(layer, "from[%d] = %d: want a sequence of the cache's %d", s, (int)from[s], S);
+    int64_t row = ag_buffer_size(c->kv) / S;
+    if (row > INT_MAX) ag__fatal(layer, "sequences of %lld reals each: past what a view counts", (long long)row);
+    bool grad = ag_set_grad_enabled(false);
+    ag_tensor *picked = ag_index_select(ag_buffer_view(c->kv, 0, 2, (int[]){S, (int)row}), 0, from, S); /* a copy */
+    ag_buffer_write(c->kv, 0, picked);
+    ag_set_grad_enabled(grad);
+}
+
 /* Which rows of every sequence's capacity the chunk's query at + i reads,
  * len positions read in all: row r holds position r (none past len), or,
  * once a windowed cache has wrapped, the latest position below len in its

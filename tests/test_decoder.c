@@ -9,7 +9,8 @@
  *     one (RMS, SwiGLU, RoPE, one key-value head), with dropout: gradient
  *     checks, parameter names, causality, recomputation bit for bit;
  *   - its cached forward for generation (one sequence, or several decoded
- *     together, the memory projected once) against the full one, and its
+ *     together, the memory projected once; reordered for beam search)
+ *     against the full one, and its
  *     forward and backward on every device the build has against the CPU;
  *   - the errors misuse gets. */
 #include "check.h"
@@ -402,6 +403,53 @@ static void cached_case(ag_rng *r, ag_device d, bool pre, bool later, int window
     ag_params_free(&ps);
 }
 
+/* ag_kv_cache_select, as beam search reorders its hypotheses: three
+ * sequences fed 3 positions, the caches (the target's and the memory's)
+ * reordered to {2, 0, 0}, then fed the rest of the reordered targets: the
+ * rows of the full forward over the reordered targets and memories. */
+static void select_case(ag_rng *r, ag_device d) {
+    enum { S = 3, LEN = 5, AT = 3 };
+    const int32_t from[S] = {2, 0, 0}, len[S] = {3, 5, 1};
+    ag_params ps = {0};
+    ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){S, LEN, DM}, 1, r);
+    ag_tensor *mem = ag_param_uniform(&ps, "memory", 3, (int[]){S, NS, DM}, 1, r);
+    ag_encoder_config cfg = config(true, true);
+    ag_decoder_layer l = ag_decoder_layer_new(&ps, &cfg, r);
+    nonzero_biases(&ps);
+    ag_params_to(&ps, d);
+    ag_set_device(d);
+    int32_t len_after[S];
+    for (int s = 0; s < S; s++) len_after[s] = len[from[s]];
+    ag_real full[S * LEN * DM], got[S * (LEN - AT) * DM];
+    ag_tensor_read(ag_decoder_layer_forward(&l, ag_index_select(x, 0, from, S), ag_index_select(mem, 0, from, S),
+                                            len_after, false, NULL),
+                   full);
+    ag_step_end();
+    ag_kv_cache c, memory;
+    CHECK(ag_kv_cache_init_batch(&c, &l.self.attn, S, LEN, d) == AG_OK && ag_kv_cache_memory(&memory, &l.cross, mem) == AG_OK,
+          "%s", ag_errmsg());
+    (void)ag_decoder_layer_forward_cached(&l, ag_slice(x, 1, 0, AT), &memory, len, &c);
+    ag_kv_cache_select(&c, from);
+    ag_kv_cache_select(&memory, from);
+    ag_tensor *rest = ag_slice(ag_index_select(x, 0, from, S), 1, AT, LEN);
+    ag_tensor_read(ag_decoder_layer_forward_cached(&l, rest, &memory, len_after, &c), got);
+    double worst = 0;
+    for (int s = 0; s < S; s++)
+        for (int e = 0; e < (LEN - AT) * DM; e++)
+            worst = check_worst(worst, fabs(got[s * (LEN - AT) * DM + e] - full[(s * LEN + AT) * DM + e]));
+    CHECK(worst <= 1e-13, "on the %s: after ag_kv_cache_select the cached rows differ from the reordered forward's by %.3g",
+          ag_device_name(d), worst);
+    EXPECT_FATAL_AT(ag_kv_cache_select(&c, (const int32_t[]){0, 3, 1}), "ag_kv_cache_select",
+                    "from[1] = 3: want a sequence of the cache's 3");
+    ag_kv_cache empty = {0};
+    EXPECT_FATAL_AT(ag_kv_cache_select(&empty, from), "ag_kv_cache_select", "empty");
+    ag_step_end();
+    ag_kv_cache_free(&c), ag_kv_cache_free(&memory);
+    ag_set_device(AG_CPU);
+    ag_params_to(&ps, AG_CPU);
+    ag_params_free(&ps);
+}
+
 /* What the caches refuse: a batch that is not theirs, a memory's cache of
  * another layer or none, a self-attention layer's memory. */
 static void test_cache_errors(ag_rng *r) {
@@ -470,6 +518,7 @@ static void test_devices(ag_rng *r, ag_device d) {
         cached_case(r, d, true, false, 2, 4, false, S); /* rows reused in turn */
         cached_case(r, d, false, true, 3, 3, true, S);
     }
+    select_case(r, d);
     if (d != AG_CPU)
         for (int v = 0; v < 4; v++) device_case(r, d, v % 2, v >= 2);
 }

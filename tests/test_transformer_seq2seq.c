@@ -4,6 +4,8 @@
  *   - padded source words change no logit, and a later target word no earlier one;
  *   - decoding several sequences a word at a time from the layers' key-value caches gives the logits of the full
  *     decoder run over the words it chose, and the drawn alignment is a distribution over the valid words;
+ *   - beam search: with one hypothesis it is greedy decoding, with every two-word prefix kept it finds the best
+ *     target an exhaustive search finds;
  *   - it learns: 300 steps of Adam on the reversal task halve the loss. */
 #define TSEQ_NO_MAIN
 #include "../examples/transformer_seq2seq.c"
@@ -104,6 +106,81 @@ static void test_cached(void) {
     ag_params_free(&m.ps);
 }
 
+/* The log-probability the full decoder gives target words [Nt] of source k, up to and with its EOS. */
+static double full_score(const tseq *m, const reversal *d, int k, const int32_t *words) {
+    int32_t in[16] = {BOS};
+    for (int t = 1; t < d->Nt; t++) in[t] = words[t - 1];
+    ag_tensor *memory = tseq_encode(m, d->src + k * d->Ns, d->len + k, 1, d->Ns, false, NULL);
+    ag_tensor *logp = ag_log_softmax(tseq_decode(m, memory, d->len + k, in, 1, d->Nt, false, NULL, NULL));
+    double score = 0;
+    for (int t = 0; t < d->Nt; t++) {
+        score += logp->data[t * VOCAB + words[t]];
+        if (words[t] == EOS) break;
+    }
+    ag_step_end();
+    return score;
+}
+
+/* Beam search: one hypothesis is greedy decoding; with four, each source's best scores what the full decoder
+ * gives its words (the caches reordered at every step to the hypotheses kept); and with as many hypotheses as
+ * there are two-word prefixes (169) on three-word targets it is exhaustive, so its best must be the best of every
+ * target the full decoder scores (a word after EOS counts nothing, as beam_decode scores them). */
+static void test_beam(void) {
+    ag_rng rng;
+    ag_rng_seed(&rng, 21);
+    tseq m;
+    build_small(&m, &rng, 2, 1);
+    reversal d = reversal_make(4, 6, &rng);
+    int32_t greedy[4 * 8], beam[4 * 8];
+    double scores[4];
+    CHECK(greedy_decode(&m, &d, 0, 4, greedy, NULL) >= 0 && beam_decode(&m, &d, 0, 4, 1, beam, NULL) >= 0, "%s",
+          ag_errmsg());
+    CHECK(!memcmp(greedy, beam, sizeof(int32_t) * 4 * d.Nt), "one hypothesis a source is not greedy decoding");
+    CHECK(beam_decode(&m, &d, 0, 4, 4, beam, scores) >= 0, "%s", ag_errmsg());
+    for (int k = 0; k < 4; k++) {
+        double full = full_score(&m, &d, k, beam + k * d.Nt);
+        CHECK_NEAR(scores[k], full, 1e-12, 1e-12);
+    }
+    reversal_free(&d);
+
+    reversal e = reversal_make(2, 2, &rng); /* Nt = 3 */
+    enum { ALL = VOCAB * VOCAB * VOCAB };
+    static int32_t in[ALL * 3], cand[ALL * 3];
+    for (int k = 0; k < e.n; k++) {
+        int n = 0;
+        for (int w0 = 0; w0 < VOCAB; w0++)
+            for (int w1 = 0; w1 < (w0 == EOS ? 1 : VOCAB); w1++)
+                for (int w2 = 0; w2 < (w0 == EOS || w1 == EOS ? 1 : VOCAB); w2++, n++) {
+                    int32_t *c = cand + n * 3;
+                    c[0] = w0, c[1] = w0 == EOS ? PAD : w1, c[2] = w0 == EOS || w1 == EOS ? PAD : w2;
+                    in[n * 3] = BOS, in[n * 3 + 1] = c[0], in[n * 3 + 2] = c[1];
+                }
+        int32_t *idx = malloc(sizeof(int32_t) * n), *len = malloc(sizeof(int32_t) * n);
+        for (int i = 0; i < n; i++) idx[i] = 0, len[i] = e.len[k];
+        ag_tensor *memory = ag_index_select(tseq_encode(&m, e.src + k * e.Ns, e.len + k, 1, e.Ns, false, NULL), 0, idx, n);
+        ag_tensor *logp = ag_log_softmax(tseq_decode(&m, memory, len, in, n, 3, false, NULL, NULL)); /* [n, 3, V] */
+        int best = 0;
+        double best_score = -INFINITY;
+        for (int i = 0; i < n; i++) {
+            double score = 0;
+            for (int t = 0; t < 3; t++) {
+                score += logp->data[((int64_t)i * 3 + t) * VOCAB + cand[i * 3 + t]];
+                if (cand[i * 3 + t] == EOS) break;
+            }
+            if (score > best_score) best_score = score, best = i;
+        }
+        ag_step_end();
+        int32_t words[3];
+        CHECK(beam_decode(&m, &e, k, 1, VOCAB * VOCAB, words, NULL) >= 0, "%s", ag_errmsg());
+        CHECK(!memcmp(words, cand + best * 3, sizeof words), "source %d: beam search's best %d %d %d, the exhaustive "
+              "search's %d %d %d (log-probability %.6f)", k, words[0], words[1], words[2], cand[best * 3],
+              cand[best * 3 + 1], cand[best * 3 + 2], best_score);
+        free(idx), free(len);
+    }
+    reversal_free(&e);
+    ag_params_free(&m.ps);
+}
+
 typedef struct {
     const tseq *m;
     const reversal *d;
@@ -128,6 +205,7 @@ static void test_learns(void) {
 int main(void) {
     test_gradcheck();
     test_cached();
+    test_beam();
     test_learns();
     ag_shutdown();
     return check_summary("test_transformer_seq2seq");

@@ -311,6 +311,11 @@ ag_status ag_kv_cache_init_batch(ag_kv_cache *c, const ag_mha *m, int batch, int
  * AG_ERR_NOMEM as ag_kv_cache_init. */
 ag_status ag_kv_cache_memory(ag_kv_cache *c, const ag_mha *m, ag_tensor *memory);
 void ag_kv_cache_free(ag_kv_cache *c);
+/* Beam search's reordering: sequence s of c becomes what sequence from[s]
+ * held (from [c->batch], each in [0, batch), repeats allowed), every row
+ * of it; one gather on the cache's device.  For a self-attention's cache
+ * and a memory's alike. */
+void ag_kv_cache_select(ag_kv_cache *c, const int32_t *from);
 /* Causal self-attention over x [S, n, d] (S: the cache's batch), the n
  * positions after the c->n read before: their keys and values join the
  * cache, and each reads the positions up to its own (within the window).
@@ -357,6 +362,8 @@ ag_tensor *ag_mha_cross_forward_cached(const ag_mha *m, ag_tensor *x, const ag_k
 #define ag_decoder_layer_forward_probs(...) AG_AT(ag_decoder_layer_forward_probs, __VA_ARGS__)
 #define ag_decoder_layer_forward_cached(...) AG_AT(ag_decoder_layer_forward_cached, __VA_ARGS__)
 #define ag_mha_cross_forward_cached(...) AG_AT(ag_mha_cross_forward_cached, __VA_ARGS__)
+#define ag_kv_cache_memory(...) AG_AT_STATUS(ag_kv_cache_memory, __VA_ARGS__)
+#define ag_kv_cache_select(...) AG_AT_STMT(ag_kv_cache_select, __VA_ARGS__)
 #define ag_encoder_layer_forward_cached(...) AG_AT(ag_encoder_layer_forward_cached, __VA_ARGS__)
 #define ag_bilstm(...) AG_AT(ag_bilstm, __VA_ARGS__)
 #define ag_bigru(...) AG_AT(ag_bigru, __VA_ARGS__)
