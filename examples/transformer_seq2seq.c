@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { MAX_LAYERS = 6 };
@@ -135,12 +136,17 @@ static void keep_best(int K, int *n, double *score, int32_t *word, int32_t *from
 static int beam_decode(const tseq *m, const reversal *d, int k0, int B, int K, int32_t *words, double *scores) {
     int Nt = d->Nt, S = B * K, correct = -1;
     ag_kv_cache self[MAX_LAYERS] = {0}, memory[MAX_LAYERS] = {0};
-    int32_t source[256], src_len[256], word[256], from[256], hist[256 * 16] = {0}, was[256 * 16];
+    int32_t source[256], src_len[256], word[256], from[256];
+    int32_t *hist = calloc((size_t)S * Nt, sizeof *hist), *was = calloc((size_t)S * Nt, sizeof *was); /* words so far */
     double score[256], kept[256];
     bool ended[256], ended_was[256];
     ag_real z[256 * VOCAB];
     for (int s = 0; s < S; s++) source[s] = s / K, src_len[s] = d->len[k0 + s / K];
     bool grad = ag_set_grad_enabled(false);
+    if (!hist || !was) {
+        ag_fail(AG_ERR_NOMEM, "beam_decode: no memory for the words of %d hypotheses", S);
+        goto done;
+    }
     ag_tensor *enc = tseq_encode(m, d->src + k0 * d->Ns, d->len + k0, B, d->Ns, false, NULL);
     enc = ag_index_select(enc, 0, source, S); /* each source's memory for its K hypotheses */
     for (int l = 0; l < m->layers; l++)
@@ -182,6 +188,7 @@ static int beam_decode(const tseq *m, const reversal *d, int k0, int B, int K, i
     }
 done:
     for (int l = 0; l < m->layers; l++) ag_kv_cache_free(&self[l]), ag_kv_cache_free(&memory[l]);
+    free(hist), free(was);
     ag_step_end();
     ag_set_grad_enabled(grad);
     return correct;
