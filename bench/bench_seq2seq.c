@@ -33,7 +33,7 @@ static void decode_full(const tseq *m, const reversal *d, int B, int32_t *words)
     for (int t = 0; t < Nt; t++) {
         for (int b = 0; b < B; b++) /* [B, t + 1]: BOS, then the words chosen so far */
             for (int j = 0; j <= t; j++) in[b * (t + 1) + j] = j ? words[b * Nt + j - 1] : BOS;
-        ag_tensor *logits = tseq_decode(m, memory, d->len, in, B, t + 1, false, NULL, NULL); /* [B, t + 1, V] */
+        ag_tensor *logits = tseq_decode(m, memory, d->len, in, NULL, B, t + 1, false, NULL, NULL); /* [B, t + 1, V] */
         ag_tensor_read(ag_slice(logits, 1, t, t + 1), last);
         for (int b = 0; b < B; b++) {
             int32_t ok = 1;

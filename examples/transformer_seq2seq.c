@@ -62,22 +62,27 @@ static ag_tensor *tseq_encode(const tseq *m, const int32_t *src, const int32_t *
     return x;
 }
 
-/* Logits [B, Nt, V] of every target position, fed tgt_in [B, Nt]; *cross (if not NULL) receives the last layer's
- * cross-attention [B, h, Nt, Ns]. */
-static ag_tensor *tseq_decode(const tseq *m, ag_tensor *memory, const int32_t *src_len, const int32_t *tgt_in, int B,
-                              int Nt, bool training, ag_rng *rng, ag_tensor **cross) {
+/* Logits [B, Nt, V] of every target position, fed tgt_in [B, Nt] of lengths tgt_len (NULL: all Nt; the padding's
+ * logits are then the bias-free projection of 0, and no product is spent on it); *cross (if not NULL) receives the
+ * last layer's cross-attention [B, h, Nt, Ns]. */
+static ag_tensor *tseq_decode(const tseq *m, ag_tensor *memory, const int32_t *src_len, const int32_t *tgt_in,
+                              const int32_t *tgt_len, int B, int Nt, bool training, ag_rng *rng, ag_tensor **cross) {
     ag_tensor *y = embed(m, tgt_in, B, Nt, 0, training, rng);
     for (int l = 0; l < m->layers; l++)
-        y = ag_decoder_layer_forward_probs(&m->dec[l], y, memory, src_len, training, rng,
+        y = ag_decoder_layer_forward_probs(&m->dec[l], y, tgt_len, memory, src_len, training, rng,
                                            l == m->layers - 1 ? cross : NULL);
     return ag_linear_t(y, m->embed, NULL);
 }
 
-/* The training loss: label-smoothed cross-entropy over the target positions that count (labels -1 do not). */
+/* The training loss (B <= 256): label-smoothed cross-entropy over the target positions that count (labels -1 do
+ * not), a target's length running to its last that does. */
 static ag_tensor *tseq_loss(const tseq *m, const reversal *d, int k0, int B, double smoothing, bool training,
                             ag_rng *rng) {
+    int32_t tgt_len[256];
+    for (int b = 0; b < B; b++)
+        for (tgt_len[b] = d->Nt; tgt_len[b] > 0 && d->labels[(k0 + b) * d->Nt + tgt_len[b] - 1] < 0;) tgt_len[b]--;
     ag_tensor *memory = tseq_encode(m, d->src + k0 * d->Ns, d->len + k0, B, d->Ns, training, rng);
-    ag_tensor *logits = tseq_decode(m, memory, d->len + k0, d->tgt_in + k0 * d->Nt, B, d->Nt, training, rng, NULL);
+    ag_tensor *logits = tseq_decode(m, memory, d->len + k0, d->tgt_in + k0 * d->Nt, tgt_len, B, d->Nt, training, rng, NULL);
     return ag_cross_entropy_smoothed(logits, d->labels + k0 * d->Nt, -1, smoothing);
 }
 
@@ -199,7 +204,7 @@ static void alignment(const tseq *m, const reversal *d, int k, const int32_t *wo
     int32_t in[64] = {BOS};
     for (int t = 1; t < d->Nt; t++) in[t] = words[t - 1];
     ag_tensor *cross, *memory = tseq_encode(m, d->src + k * d->Ns, d->len + k, 1, d->Ns, false, NULL);
-    (void)tseq_decode(m, memory, d->len + k, in, 1, d->Nt, false, NULL, &cross); /* [1, h, Nt, Ns] */
+    (void)tseq_decode(m, memory, d->len + k, in, NULL, 1, d->Nt, false, NULL, &cross); /* [1, h, Nt, Ns] */
     for (int t = 0; t < d->Nt; t++)
         for (int j = 0; j < d->Ns; j++) {
             align[t * d->Ns + j] = 0;

@@ -444,10 +444,57 @@ static void need_no_positions(const char *layer, const ag_mha *m) {
                   m->rope_base, m->window);
 }
 
+/* ---- the valid rows of a padded batch ----
+ * The Transformer layers' position-wise work (projections, FFN, norms,
+ * dropout, residuals) needs a padded batch [B, N, C]'s valid rows alone:
+ * packed, [T, C] in order (row b N + t for t < lengths[b]), they skip the
+ * padding's products; attention alone needs the [B, N, ...] layout, and
+ * gets it back with zeros at the padding. */
+typedef struct {
+    const int32_t *rows;  /* [T] the valid rows' places in [B N]; NULL: nothing packed (T = B N) */
+    const int32_t *slots; /* [B N] each place's packed row (0 at padding, zeroed after) */
+    const int32_t *lengths;
+    int T, B, N;
+} packing;
+
+static const packing unpacked = {0};
+
+/* lengths (checked) of B sequences of N: their packing, or none where no row is padding or every row is
+ * (nothing to save, or nothing to keep). */
+static packing packing_of(const int32_t *lengths, int B, int N) {
+    packing p = {.lengths = lengths, .B = B, .N = N};
+    int64_t T = 0;
+    for (int b = 0; lengths && b < B; b++) T += lengths[b];
+    if (!lengths || T == (int64_t)B * N || T == 0) return unpacked;
+    int32_t *rows = ag__arena_alloc((size_t)T * sizeof *rows), *slots = ag__arena_alloc((size_t)B * N * sizeof *slots);
+    for (int b = 0, r = 0; b < B; b++)
+        for (int t = 0; t < N; t++) {
+            slots[b * N + t] = t < lengths[b] ? r : 0;
+            if (t < lengths[b]) rows[r++] = b * N + t;
+        }
+    p.rows = rows, p.slots = slots, p.T = (int)T;
+    return p;
+}
+
+/* x [B, N, C] -> its valid rows [T, C] (x itself where p packs nothing). */
+static ag_tensor *pack(const packing *p, ag_tensor *x) {
+    if (!p->rows) return x;
+    return ag_index_select(ag_reshape(x, 2, (int[]){p->B * p->N, x->shape[2]}), 0, p->rows, p->T);
+}
+
+/* The inverse: y [T, C] -> [B, N, C], 0 at the padding (a gather, then the padding zeroed; its gradient there is
+ * 0, so the row the padding gathered gets nothing from it). */
+static ag_tensor *unpack(const packing *p, ag_tensor *y) {
+    if (!p->rows) return y;
+    ag_tensor *rows = ag_index_select(y, 0, p->slots, p->B * p->N);
+    return ag_zero_padding(ag_reshape(rows, 3, (int[]){p->B, p->N, y->shape[1]}), p->lengths);
+}
+
 /* Heads q [B, h, Nq, dh] read k, v [B, kv, Nk, dh] under the padding of
- * lengths (of the keys) and mask, then merge and go through W_o. */
+ * lengths (of the keys) and mask, then merge, pack as the queries' pq
+ * says, and go through W_o. */
 static ag_tensor *attend(const char *layer, const ag_mha *m, ag_tensor *q, ag_tensor *k, ag_tensor *v,
-                         const int32_t *lengths, ag_tensor *mask, ag_tensor **probs) {
+                         const int32_t *lengths, ag_tensor *mask, ag_tensor **probs, const packing *pq) {
     int B = q->shape[0], h = q->shape[1], Nq = q->shape[2], Nk = k->shape[2], dh = q->shape[3];
     if (mask) ag__mask_plan_make(layer, 4, (int[]){B, h, Nq, Nk}, mask); /* ambiguity and shape, before adding */
     if (lengths) {
@@ -459,7 +506,32 @@ static ag_tensor *attend(const char *layer, const ag_mha *m, ag_tensor *q, ag_te
     double scale = 1 / sqrt((double)dh);
     ag_tensor *o = m->recompute_attention && !probs ? ag_attention_recompute(q, k, v, mask, scale)
                                                     : ag_attention(q, k, v, mask, scale, probs); /* [B, h, Nq, dh] */
-    return ag_linear(ag_merge_heads(o), m->w_o, m->b_o);
+    return ag_linear(pack(pq, ag_merge_heads(o)), m->w_o, m->b_o);
+}
+
+/* Self-attention of m over x [B, N, d], or over pq's valid rows of it [T, d] (the output likewise). */
+static ag_tensor *self_attention(const char *layer, const ag_mha *m, ag_tensor *x, const packing *pq,
+                                 const int32_t *lengths, ag_tensor *mask, ag_tensor **probs) {
+    int h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
+    /* One GEMM for Q, K and V, its columns Q's h heads, then K's kv, then V's kv: each taken into heads
+     * straight from its columns (no slices of a split copy) */
+    ag_tensor *qkv = unpack(pq, ag_linear(x, m->w_qkv, m->b_qkv)); /* [B, N, (h + 2kv) dh] */
+    ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh), *k = ag_split_heads_at(qkv, h * dh, kv, dh);
+    ag_tensor *v = ag_split_heads_at(qkv, (h + kv) * dh, kv, dh);
+    if (m->rope_base > 0) q = ag_rope(q, dh, 0, m->rope_base), k = ag_rope(k, dh, 0, m->rope_base);
+    return attend(layer, m, q, k, v, lengths, mask, probs, pq);
+}
+
+/* Cross-attention of m: x [B, Nq, d] or pq's valid rows of it, reading memory [B, Nk, d], whose keys and values
+ * are projected from pm's valid rows alone. */
+static ag_tensor *cross_attention(const char *layer, const ag_mha *m, ag_tensor *x, const packing *pq,
+                                  ag_tensor *memory, const packing *pm, const int32_t *memory_lengths,
+                                  ag_tensor *mask, ag_tensor **probs) {
+    int h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
+    ag_tensor *q = ag_split_heads_at(unpack(pq, ag_linear(x, m->w_q, m->b_q)), 0, h, dh);      /* [B, h, Nq, dh] */
+    ag_tensor *kvs = unpack(pm, ag_linear(pack(pm, memory), m->w_qkv, m->b_qkv));              /* [B, Nk, 2 kv dh] */
+    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, kv * dh, kv, dh);
+    return attend(layer, m, q, k, v, memory_lengths, mask, probs, pq);
 }
 
 ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
@@ -467,14 +539,7 @@ ag_tensor *ag_mha_forward(const ag_mha *m, ag_tensor *x, const int32_t *lengths,
     const char *layer = "ag_mha_forward";
     need_kind(layer, m, false);
     need_model_rows(layer, "x", m, x);
-    int h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
-    /* One GEMM for Q, K and V, its columns Q's h heads, then K's kv, then V's kv: each taken into heads
-     * straight from its columns (no slices of a split copy) */
-    ag_tensor *qkv = ag_linear(x, m->w_qkv, m->b_qkv); /* [B, N, (h + 2kv) dh] */
-    ag_tensor *q = ag_split_heads_at(qkv, 0, h, dh), *k = ag_split_heads_at(qkv, h * dh, kv, dh);
-    ag_tensor *v = ag_split_heads_at(qkv, (h + kv) * dh, kv, dh);
-    if (m->rope_base > 0) q = ag_rope(q, dh, 0, m->rope_base), k = ag_rope(k, dh, 0, m->rope_base);
-    return attend(layer, m, q, k, v, lengths, mask, probs);
+    return self_attention(layer, m, x, &unpacked, lengths, mask, probs);
 }
 
 ag_tensor *ag_mha_cross_forward(const ag_mha *m, ag_tensor *x, ag_tensor *memory, const int32_t *memory_lengths,
@@ -485,11 +550,7 @@ ag_tensor *ag_mha_cross_forward(const ag_mha *m, ag_tensor *x, ag_tensor *memory
     if (memory->shape[0] != x->shape[0])
         ag__fatal(layer, "x holds %d sequences, memory %d: want one memory each", x->shape[0], memory->shape[0]);
     need_no_positions(layer, m);
-    int h = m->heads, kv = kv_heads_of(m), dh = m->d_model / h;
-    ag_tensor *q = ag_split_heads_at(ag_linear(x, m->w_q, m->b_q), 0, h, dh);    /* [B, h, Nq, dh] */
-    ag_tensor *kvs = ag_linear(memory, m->w_qkv, m->b_qkv);                      /* [B, Nk, 2 kv dh] */
-    ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, kv * dh, kv, dh);
-    return attend(layer, m, q, k, v, memory_lengths, mask, probs);
+    return cross_attention(layer, m, x, &unpacked, memory, &unpacked, memory_lengths, mask, probs);
 }
 
 /* ---- Transformer encoder layer ---- */
@@ -554,13 +615,15 @@ static ag_tensor *residual(const ag_encoder_layer *l, ag_tensor *x, ag_tensor *f
     return l->cfg.pre_norm ? y : ag_encoder_norm(&l->cfg, y, g, b);
 }
 
-/* The self-attention sublayer (cache: ag_mha_forward_cached's; lengths,
- * mask and probs unused then). */
-static ag_tensor *attention_sublayer(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
-                                     bool training, ag_rng *rng, ag_tensor **probs, ag_kv_cache *cache) {
+/* The self-attention sublayer over x [B, N, d] or p's valid rows of it
+ * (cache: ag_mha_forward_cached's; p, lengths, mask and probs unused then). */
+static ag_tensor *attention_sublayer(const char *layer, const ag_encoder_layer *l, ag_tensor *x, const packing *p,
+                                     const int32_t *lengths, ag_tensor *mask, bool training, ag_rng *rng,
+                                     ag_tensor **probs, ag_kv_cache *cache) {
     const ag_encoder_config *c = &l->cfg;
     ag_tensor *a_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln1_g, l->ln1_b) : x;
-    ag_tensor *a = cache ? ag_mha_forward_cached(&l->attn, a_in, cache) : ag_mha_forward(&l->attn, a_in, lengths, mask, probs);
+    ag_tensor *a = cache ? ag_mha_forward_cached(&l->attn, a_in, cache)
+                         : self_attention(layer, &l->attn, a_in, p, lengths, mask, probs);
     return residual(l, x, a, l->ln1_g, l->ln1_b, training, rng);
 }
 
@@ -574,13 +637,24 @@ static void need_rng_for(const char *layer, const ag_encoder_config *c, bool tra
     if (training && c->keep < 1 && !rng) ag__fatal(layer, "training with dropout (keep %g) needs an rng", c->keep);
 }
 
+/* x [B, N, d]'s packing by lengths (checked), none without them. */
+static packing packing_for(const char *layer, const ag_tensor *x, const int32_t *lengths) {
+    if (!lengths) return unpacked;
+    check_lengths(layer, lengths, x->shape[0], x->shape[1]);
+    return packing_of(lengths, x->shape[0], x->shape[1]);
+}
+
+/* cache: generation, ag_mha_forward_cached's attention.  Else, with lengths, every position-wise part runs on the
+ * valid rows alone, and the padding comes out 0. */
 static ag_tensor *encoder_forward(const char *layer, const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths,
                                   ag_tensor *mask, bool training, ag_rng *rng, ag_tensor **probs, ag_kv_cache *cache) {
     if (!l) ag__fatal(layer, "the layer is NULL");
-    ag__need(layer, "x", x);
+    if (cache) ag__need(layer, "x", x); /* its shape: ag_mha_forward_cached's, with the cache's batch */
+    else need_model_rows(layer, "x", &l->attn, x);
     need_rng_for(layer, &l->cfg, training, rng);
-    x = attention_sublayer(l, x, lengths, mask, training, rng, probs, cache);
-    return ffn_sublayer(l, x, training, rng);
+    packing p = cache ? unpacked : packing_for(layer, x, lengths);
+    x = attention_sublayer(layer, l, pack(&p, x), &p, lengths, mask, training, rng, probs, cache);
+    return unpack(&p, ffn_sublayer(l, x, training, rng));
 }
 
 /* cfg.recompute: the layer as a region of ag_recompute (its output kept,
@@ -640,59 +714,70 @@ ag_decoder_layer ag_decoder_layer_new(ag_params *ps, const ag_encoder_config *cf
 
 /* cache: generation, the self-attention ag_mha_forward_cached's and the
  * memory read from its cache memory_kv; else causal over x, reading the
- * memory tensor. */
-static ag_tensor *decoder_forward(const char *layer, const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
-                                  const ag_kv_cache *memory_kv, const int32_t *memory_lengths, bool training,
-                                  ag_rng *rng, ag_tensor **cross_probs, ag_kv_cache *cache) {
+ * memory tensor, the position-wise parts on the valid rows of the target
+ * (lengths) and of the memory (memory_lengths) alone. */
+static ag_tensor *decoder_forward(const char *layer, const ag_decoder_layer *l, ag_tensor *x, const int32_t *lengths,
+                                  ag_tensor *memory, const ag_kv_cache *memory_kv, const int32_t *memory_lengths,
+                                  bool training, ag_rng *rng, ag_tensor **cross_probs, ag_kv_cache *cache) {
     if (!l) ag__fatal(layer, "the layer is NULL");
     const ag_encoder_layer *s = &l->self;
     const ag_encoder_config *c = &s->cfg;
     need_model_rows(layer, "x", &s->attn, x);
-    if (!cache) need_model_rows(layer, "memory", &l->cross, memory);
     need_rng_for(layer, c, training, rng);
-    ag_tensor *causal = cache ? NULL : ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = c->window}, x->shape[1]);
-    x = attention_sublayer(s, x, NULL, causal, training, rng, NULL, cache);
+    packing pt = unpacked, pm = unpacked;
+    ag_tensor *causal = NULL;
+    if (!cache) {
+        need_model_rows(layer, "memory", &l->cross, memory);
+        if (memory->shape[0] != x->shape[0])
+            ag__fatal(layer, "x holds %d sequences, memory %d: want one memory each", x->shape[0], memory->shape[0]);
+        pt = packing_for(layer, x, lengths), pm = packing_for(layer, memory, memory_lengths);
+        causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = c->window}, x->shape[1]);
+    }
+    x = attention_sublayer(layer, s, pack(&pt, x), &pt, lengths, causal, training, rng, NULL, cache);
     ag_tensor *a_in = c->pre_norm ? ag_encoder_norm(c, x, l->ln_cross_g, l->ln_cross_b) : x;
     ag_tensor *a = cache ? ag_mha_cross_forward_cached(&l->cross, a_in, memory_kv, memory_lengths)
-                         : ag_mha_cross_forward(&l->cross, a_in, memory, memory_lengths, NULL, cross_probs);
+                         : cross_attention(layer, &l->cross, a_in, &pt, memory, &pm, memory_lengths, NULL, cross_probs);
     x = residual(s, x, a, l->ln_cross_g, l->ln_cross_b, training, rng);
-    return ffn_sublayer(s, x, training, rng);
+    return unpack(&pt, ffn_sublayer(s, x, training, rng));
 }
 
 typedef struct {
     const char *layer;
     const ag_decoder_layer *l;
-    const int32_t *memory_lengths;
+    const int32_t *lengths, *memory_lengths;
     bool training;
     ag_rng *rng;
 } decoder_region;
 
 static ag_tensor *decoder_region_run(void *p, ag_tensor *const *in) {
     const decoder_region *r = p;
-    return decoder_forward(r->layer, r->l, in[0], in[1], NULL, r->memory_lengths, r->training, r->rng, NULL, NULL);
+    return decoder_forward(r->layer, r->l, in[0], r->lengths, in[1], NULL, r->memory_lengths, r->training, r->rng,
+                           NULL, NULL);
 }
 
 /* As encoder_forward_maybe_region: x and the memory are the region's inputs. */
 static ag_tensor *decoder_forward_maybe_region(const char *layer, const ag_decoder_layer *l, ag_tensor *x,
-                                               ag_tensor *memory, const int32_t *memory_lengths, bool training,
-                                               ag_rng *rng, ag_tensor **cross_probs) {
+                                               const int32_t *lengths, ag_tensor *memory,
+                                               const int32_t *memory_lengths, bool training, ag_rng *rng,
+                                               ag_tensor **cross_probs) {
     if (l && x && memory && l->self.cfg.recompute && !cross_probs) {
-        decoder_region r = {layer, l, memory_lengths, training, rng};
+        decoder_region r = {layer, l, lengths, memory_lengths, training, rng};
         return ag_recompute(decoder_region_run, &r, sizeof r, 2, (ag_tensor *const[]){x, memory}, rng);
     }
-    return decoder_forward(layer, l, x, memory, NULL, memory_lengths, training, rng, cross_probs, NULL);
+    return decoder_forward(layer, l, x, lengths, memory, NULL, memory_lengths, training, rng, cross_probs, NULL);
 }
 
-ag_tensor *ag_decoder_layer_forward(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
-                                    const int32_t *memory_lengths, bool training, ag_rng *rng) {
-    return decoder_forward_maybe_region("ag_decoder_layer_forward", l, x, memory, memory_lengths, training, rng, NULL);
+ag_tensor *ag_decoder_layer_forward(const ag_decoder_layer *l, ag_tensor *x, const int32_t *lengths,
+                                    ag_tensor *memory, const int32_t *memory_lengths, bool training, ag_rng *rng) {
+    return decoder_forward_maybe_region("ag_decoder_layer_forward", l, x, lengths, memory, memory_lengths, training,
+                                        rng, NULL);
 }
 
-ag_tensor *ag_decoder_layer_forward_probs(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
-                                          const int32_t *memory_lengths, bool training, ag_rng *rng,
-                                          ag_tensor **cross_probs) {
-    return decoder_forward_maybe_region("ag_decoder_layer_forward_probs", l, x, memory, memory_lengths, training, rng,
-                                        cross_probs);
+ag_tensor *ag_decoder_layer_forward_probs(const ag_decoder_layer *l, ag_tensor *x, const int32_t *lengths,
+                                          ag_tensor *memory, const int32_t *memory_lengths, bool training,
+                                          ag_rng *rng, ag_tensor **cross_probs) {
+    return decoder_forward_maybe_region("ag_decoder_layer_forward_probs", l, x, lengths, memory, memory_lengths,
+                                        training, rng, cross_probs);
 }
 
 /* ---- generation: a cache of keys and values ---- */
@@ -855,7 +940,7 @@ ag_tensor *ag_mha_cross_forward_cached(const ag_mha *m, ag_tensor *x, const ag_k
     ag_tensor *q = ag_split_heads_at(ag_linear(x, m->w_q, m->b_q), 0, h, dh);               /* [S, h, n, dh] */
     ag_tensor *kvs = ag_buffer_view(memory->kv, 0, 3, (int[]){S, Ns, kv_width(m)});       /* [S, Ns, 2 kv dh] */
     ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, kv * dh, kv, dh);
-    return attend(layer, m, q, k, v, memory_lengths, NULL, NULL);
+    return attend(layer, m, q, k, v, memory_lengths, NULL, NULL, &unpacked);
 }
 
 ag_tensor *ag_encoder_layer_forward_cached(const ag_encoder_layer *l, ag_tensor *x, ag_kv_cache *c) {
@@ -868,5 +953,5 @@ ag_tensor *ag_decoder_layer_forward_cached(const ag_decoder_layer *l, ag_tensor 
                                            const int32_t *memory_lengths, ag_kv_cache *c) {
     const char *layer = "ag_decoder_layer_forward_cached";
     ag__need_array(layer, "the cache", c), ag__need_array(layer, "the memory's cache", memory);
-    return decoder_forward(layer, l, x, NULL, memory, memory_lengths, false, NULL, NULL, c);
+    return decoder_forward(layer, l, x, NULL, NULL, memory, memory_lengths, false, NULL, NULL, c);
 }

@@ -6,10 +6,11 @@
  *     decoder_dump CASE FILE     CASE: post  post-LN, ReLU (the 2017 block)
  *                                      pre   pre-LN, GELU
  *
- * Tensors: x [B, Nt, d], memory [B, Ns, d], len (I64, the memory's
- * lengths), every parameter under its name (self.attn.qkv.weight, ...,
- * cross.q.weight, ...), y, the loss's seed dy (loss = sum(y dy)), and
- * grad.<name> of x, the memory and every parameter. */
+ * Tensors: x [B, Nt, d], memory [B, Ns, d], len and tlen (I64, the
+ * memory's and the target's lengths), every parameter under its name
+ * (self.attn.qkv.weight, ..., cross.q.weight, ...), y, the loss's seed dy
+ * (loss = sum(y dy), dy 0 at the target's padding), and grad.<name> of x,
+ * the memory and every parameter. */
 #include "attngrad.h"
 
 #include <math.h>
@@ -51,18 +52,21 @@ int main(int argc, char **argv) {
     for (int p = 0; p < ps.count; p++) /* biases and gains off 0 and 1: every term shows */
         if (ps.items[p]->ndim == 1)
             for (int64_t i = 0; i < ps.items[p]->size; i++) ps.items[p]->data[i] += (ag_real)(0.2 * sin(3 * i + p));
-    static const int32_t lens[2][B] = {{5, 1, 3}, {5, 3, 2}};
-    const int32_t *len = lens[pre];
+    static const int32_t lens[2][B] = {{5, 1, 3}, {5, 3, 2}}, tlens[2][B] = {{4, 2, 3}, {4, 4, 1}};
+    const int32_t *len = lens[pre], *tlen = tlens[pre];
     ag_tensor *x = uniform(&r, -1, 1, true, 3, (int[]){B, NT, D});
     ag_tensor *memory = uniform(&r, -1, 1, true, 3, (int[]){B, NS, D});
-    ag_tensor *y = ag_decoder_layer_forward(&l, x, memory, len, false, NULL);
+    ag_tensor *y = ag_decoder_layer_forward(&l, x, tlen, memory, len, false, NULL);
     ag_tensor *dy = uniform(&r, -1, 1, false, y->ndim, y->shape);
+    for (int b = 0; b < B; b++) /* the target's padding counts for nothing in the loss, as a masked label */
+        for (int64_t i = (int64_t)(b * NT + tlen[b]) * D; i < (int64_t)(b + 1) * NT * D; i++) dy->data[i] = 0;
     ag_backward(ag_sum(ag_mul(y, dy)));
 
     ag_st_writer w = {0};
-    int64_t len64[B];
-    for (int b = 0; b < B; b++) len64[b] = len[b];
+    int64_t len64[B], tlen64[B];
+    for (int b = 0; b < B; b++) len64[b] = len[b], tlen64[b] = tlen[b];
     ag_st_add(&w, "len", AG_I64, 1, (int64_t[]){B}, len64);
+    ag_st_add(&w, "tlen", AG_I64, 1, (int64_t[]){B}, tlen64);
     ag_st_add_tensor(&w, "x", x), add_grad(&w, "x", x);
     ag_st_add_tensor(&w, "memory", memory), add_grad(&w, "memory", memory);
     ag_st_add_tensor(&w, "y", y), ag_st_add_tensor(&w, "dy", dy);

@@ -26,11 +26,12 @@ enum { B = 3, NT = 4, NS = 5, DM = 4, H = 2 };
 
 static const int32_t mem_padded[B] = {5, 1, 3};
 static const int32_t mem_empty[B] = {5, 0, 2};
+static const int32_t tgt_padded[B] = {2, 4, 1}; /* the target's: its padding skipped, output 0 there */
 
 typedef struct {
     ag_params ps; /* persistent: the checks end steps (ag_step_end) */
     ag_tensor *x, *memory;
-    const int32_t *mem_len;
+    const int32_t *tgt_len, *mem_len;
     ag_mha cross;
     ag_decoder_layer dec;
     int mask_kind;
@@ -72,7 +73,7 @@ static ag_tensor *decoder_fn(void *p) {
     dec_ctx *c = p;
     static ag_rng drop; /* lives past the backward: a recomputed layer draws from it again there */
     ag_rng_seed(&drop, 99); /* the same dropout mask at every call of the check */
-    return ag_decoder_layer_forward(&c->dec, c->x, c->memory, c->mem_len, c->training, &drop);
+    return ag_decoder_layer_forward(&c->dec, c->x, c->tgt_len, c->memory, c->mem_len, c->training, &drop);
 }
 
 static void nonzero_biases(ag_params *ps) {
@@ -264,9 +265,13 @@ static void test_decoder_layer(ag_rng *r) {
                   "the cross-attention takes kv_heads, not the rotary positions");
             c.training = training;
             char label[96];
-            snprintf(label, sizeof label, "decoder layer %s-%s%s", pre ? "pre" : "post", later ? "RMS, SwiGLU, RoPE" : "LN",
-                     training ? ", dropout" : "");
-            gradcheck(label, decoder_fn, &c, c.ps.items, c.ps.count);
+            for (int packed = 0; packed < 2; packed++) { /* the whole target, and its padding skipped */
+                c.tgt_len = packed ? tgt_padded : NULL;
+                snprintf(label, sizeof label, "decoder layer %s-%s%s%s", pre ? "pre" : "post",
+                         later ? "RMS, SwiGLU, RoPE" : "LN", training ? ", dropout" : "", packed ? ", target lengths" : "");
+                gradcheck(label, decoder_fn, &c, c.ps.items, c.ps.count);
+            }
+            c.tgt_len = NULL;
 
             /* causal: a later target position moves no earlier output; padded memory moves nothing */
             c.training = false;
@@ -286,14 +291,44 @@ static void test_decoder_layer(ag_rng *r) {
         }
 }
 
+/* Padding skipped: the layer on a padded batch with lengths gives, at each example's valid positions, what it gives
+ * on that example alone, cut to its lengths (no padding at all), and 0 at the padding; both blocks, pre and post. */
+static void test_decoder_padding(ag_rng *r) {
+    for (int variant = 0; variant < 4; variant++) {
+        ag_encoder_config cfg = config(variant % 2, variant >= 2);
+        dec_ctx c;
+        make_decoder(&c, r, &cfg);
+        ag_real y[B * NT * DM];
+        ag_tensor_read(ag_decoder_layer_forward(&c.dec, c.x, tgt_padded, c.memory, mem_padded, false, NULL), y);
+        ag_step_end();
+        double worst = 0;
+        for (int b = 0; b < B; b++) {
+            int nt = tgt_padded[b], ns = mem_padded[b];
+            ag_tensor *xb = ag_slice(ag_slice(c.x, 0, b, b + 1), 1, 0, nt);
+            ag_tensor *mb = ag_slice(ag_slice(c.memory, 0, b, b + 1), 1, 0, ns);
+            ag_tensor *alone = ag_decoder_layer_forward(&c.dec, xb, NULL, mb, NULL, false, NULL); /* [1, nt, d] */
+            for (int t = 0; t < NT; t++)
+                for (int j = 0; j < DM; j++) {
+                    double got = y[(b * NT + t) * DM + j];
+                    if (t >= nt) CHECK(got == 0, "variant %d: padded position %d of example %d is %g", variant, t, b, got);
+                    else worst = check_worst(worst, fabs(got - alone->data[t * DM + j]));
+                }
+            ag_step_end();
+        }
+        CHECK(worst <= 1e-14, "variant %d: the padded batch's valid rows differ from each example's alone by %.3g",
+              variant, worst);
+        ag_params_free(&c.ps);
+    }
+}
+
 /* The cross-attention's weights come out, and the output is the same. */
 static void test_decoder_probs(ag_rng *r) {
     ag_encoder_config cfg = config(true, false);
     dec_ctx c;
     make_decoder(&c, r, &cfg);
     ag_tensor *probs = NULL;
-    ag_tensor *y0 = ag_decoder_layer_forward(&c.dec, c.x, c.memory, mem_padded, false, NULL);
-    ag_tensor *y1 = ag_decoder_layer_forward_probs(&c.dec, c.x, c.memory, mem_padded, false, NULL, &probs);
+    ag_tensor *y0 = ag_decoder_layer_forward(&c.dec, c.x, tgt_padded, c.memory, mem_padded, false, NULL);
+    ag_tensor *y1 = ag_decoder_layer_forward_probs(&c.dec, c.x, tgt_padded, c.memory, mem_padded, false, NULL, &probs);
     CHECK(probs && probs->ndim == 4 && probs->shape[1] == H && probs->shape[2] == NT && probs->shape[3] == NS,
           "cross probs [B, h, Nt, Ns]");
     CHECK(!memcmp(y0->data, y1->data, (size_t)y0->size * sizeof(ag_real)), "the _probs forward is the forward");
@@ -335,12 +370,16 @@ static void test_decoder_errors(ag_rng *r) {
     EXPECT_FATAL(ag_decoder_layer_new(&ps, NULL, r), "ag_decoder_layer_new", "config");
     ag_decoder_layer l = ag_decoder_layer_new(&ps, &(ag_encoder_config){.d_model = DM, .heads = H, .d_ff = 4, .keep = 0.9}, r);
     ag_tensor *x = ag_tensor_new(3, (int[]){B, NT, DM}), *mem = ag_tensor_new(3, (int[]){B, NS, DM});
-    EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, x, mem, NULL, true, NULL), "ag_decoder_layer_forward", "needs an rng");
-    EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, x, ag_tensor_new(3, (int[]){B, NS, 3}), NULL, false, NULL),
+    EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, x, NULL, mem, NULL, true, NULL), "ag_decoder_layer_forward", "needs an rng");
+    EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, x, NULL, ag_tensor_new(3, (int[]){B, NS, 3}), NULL, false, NULL),
                     "ag_decoder_layer_forward", "memory [3,5,3]");
-    EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, ag_tensor_new(2, (int[]){NT, DM}), mem, NULL, false, NULL),
+    EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, ag_tensor_new(2, (int[]){NT, DM}), NULL, mem, NULL, false, NULL),
                     "ag_decoder_layer_forward", "x [4,4]");
-    EXPECT_FATAL_AT(ag_decoder_layer_forward(NULL, x, mem, NULL, false, NULL), "ag_decoder_layer_forward", "NULL");
+    EXPECT_FATAL_AT(ag_decoder_layer_forward(NULL, x, NULL, mem, NULL, false, NULL), "ag_decoder_layer_forward", "NULL");
+    EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, x, (const int32_t[]){1, 5, 1}, mem, NULL, false, NULL),
+                    "ag_decoder_layer_forward", "lengths[1] = 5 is outside [0, 4]");
+    EXPECT_FATAL_AT(ag_decoder_layer_forward(&l, x, NULL, ag_tensor_new(3, (int[]){2, NS, DM}), NULL, false, NULL),
+                    "ag_decoder_layer_forward", "x holds 3 sequences, memory 2");
     ag_kv_cache memory = {0};
     EXPECT_FATAL_AT(ag_decoder_layer_forward_cached(&l, ag_tensor_new(3, (int[]){1, 1, DM}), &memory, NULL, NULL),
                     "ag_decoder_layer_forward_cached", "cache");
@@ -370,7 +409,7 @@ static void cached_case(ag_rng *r, ag_device d, bool pre, bool later, int window
     ag_params_to(&ps, d);
     ag_set_device(d);
     ag_real full[3 * LEN * DM], got[3 * LEN * DM];
-    ag_tensor_read(ag_decoder_layer_forward(&l, x, mem, len, false, NULL), full);
+    ag_tensor_read(ag_decoder_layer_forward(&l, x, NULL, mem, len, false, NULL), full);
     ag_step_end();
     ag_kv_cache c, memory;
     CHECK(ag_kv_cache_init_batch(&c, &l.self.attn, S, cap, d) == AG_OK && c.batch == S, "%s", ag_errmsg());
@@ -421,7 +460,7 @@ static void select_case(ag_rng *r, ag_device d) {
     int32_t len_after[S];
     for (int s = 0; s < S; s++) len_after[s] = len[from[s]];
     ag_real full[S * LEN * DM], got[S * (LEN - AT) * DM];
-    ag_tensor_read(ag_decoder_layer_forward(&l, ag_index_select(x, 0, from, S), ag_index_select(mem, 0, from, S),
+    ag_tensor_read(ag_decoder_layer_forward(&l, ag_index_select(x, 0, from, S), NULL, ag_index_select(mem, 0, from, S),
                                             len_after, false, NULL),
                    full);
     ag_step_end();
@@ -530,6 +569,7 @@ int main(void) {
     cross_case(&r, 1); /* multi-query: one key-value head */
     test_cross_errors(&r);
     test_decoder_layer(&r);
+    test_decoder_padding(&r);
     test_decoder_probs(&r);
     test_decoder_recompute(&r);
     test_decoder_errors(&r);

@@ -4,7 +4,8 @@
  * one, the values those edge cases must give, and the errors misuse gets.
  * The attention layers of <attngrad/layers.h> likewise: positions, mean and
  * attention pooling, multi-head attention under every kind of mask, the
- * encoder layer pre- and post-LN with dropout, and their parameter names;
+ * encoder layer pre- and post-LN with dropout, and their parameter names,
+ * and its padding skipped (each example alone gives its rows);
  * the cached forwards of generation (ag_kv_cache) against the full one, on
  * every device the build has. */
 #include "check.h"
@@ -698,6 +699,50 @@ static void test_soft_align(ag_rng *r) {
     ag_params_free(&ps);
 }
 
+/* Padding skipped: the encoder layer on a padded batch with lengths gives,
+ * at each example's valid positions, what it gives on that example alone
+ * cut to its length (no padding at all), and 0 at the padding; both
+ * blocks, pre and post, under a positional mask; an empty example is all
+ * 0. */
+static void test_encoder_padding(ag_rng *r) {
+    for (int variant = 0; variant < 4; variant++) {
+        bool pre = variant % 2, later = variant >= 2;
+        ag_params ps = {0};
+        ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){B, N, DM}, 1, r);
+        ag_encoder_layer l = ag_encoder_layer_new(&ps, &(ag_encoder_config){.d_model = DM, .heads = H, .d_ff = 6,
+                                                                            .pre_norm = pre, .rms_norm = later,
+                                                                            .gated = later, .rope_base = later ? 10 : 0,
+                                                                            .kv_heads = later ? 1 : 0}, r);
+        for (int p = 1; p < ps.count; p++)
+            if (ps.items[p]->ndim == 1)
+                for (int64_t i = 0; i < ps.items[p]->size; i++) ps.items[p]->data[i] += (ag_real)(0.1 * sin(i + p));
+        const ag_mask_spec spec = {.dir = AG_MASK_FUTURE_INCL, .dist = AG_DIST_LOG};
+        for (int k = 0; k < 2; k++) {
+            const int32_t *lengths = k ? lengths_empty : lengths_padded;
+            ag_real y[B * N * DM];
+            ag_tensor_read(ag_encoder_layer_forward(&l, x, lengths, ag_mask(&spec, N), false, NULL), y);
+            ag_step_end();
+            double worst = 0;
+            for (int b = 0; b < B; b++) {
+                int n = lengths[b];
+                ag_tensor *alone = n ? ag_encoder_layer_forward(&l, ag_slice(ag_slice(x, 0, b, b + 1), 1, 0, n), NULL,
+                                                                ag_mask(&spec, n), false, NULL)
+                                     : NULL;
+                for (int t = 0; t < N; t++)
+                    for (int j = 0; j < DM; j++) {
+                        double got = y[(b * N + t) * DM + j];
+                        if (t >= n) CHECK(got == 0, "variant %d: padded position %d of example %d is %g", variant, t, b, got);
+                        else worst = check_worst(worst, fabs(got - alone->data[t * DM + j]));
+                    }
+                ag_step_end();
+            }
+            CHECK(worst <= 1e-14, "variant %d: the padded batch's valid rows differ from each example's alone by %.3g",
+                  variant, worst);
+        }
+        ag_params_free(&ps);
+    }
+}
+
 /* ag_encoder_layer_forward_probs: the same output as ag_encoder_layer_forward,
  * and the attention weights [B,h,N,N], rows distributions over the valid
  * keys. */
@@ -856,6 +901,7 @@ int main(void) {
     test_bigru(&r);
     test_last_positions(&r);
     test_soft_align(&r);
+    test_encoder_padding(&r);
     test_encoder_probs(&r);
     test_kv_cache(&r, AG_CPU);
     char why[256];

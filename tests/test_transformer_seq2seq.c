@@ -48,14 +48,14 @@ static void test_gradcheck(void) {
     /* padded source words, and a later target word, change nothing they must not */
     ag_real kept[B * NT * VOCAB];
     ag_tensor *memory = tseq_encode(&m, src, src_len, B, NS, false, NULL);
-    ag_tensor_read(tseq_decode(&m, memory, src_len, tgt_in, B, NT, false, NULL, NULL), kept);
+    ag_tensor_read(tseq_decode(&m, memory, src_len, tgt_in, NULL, B, NT, false, NULL, NULL), kept);
     ag_step_end();
     int32_t src2[B * NS], tgt2[B * NT];
     memcpy(src2, src, sizeof src2), memcpy(tgt2, tgt_in, sizeof tgt2);
     src2[5] = src2[6] = src2[11] = 8; /* padded words */
     tgt2[2] = 11;                     /* example 0's last input word */
     memory = tseq_encode(&m, src2, src_len, B, NS, false, NULL);
-    ag_tensor *logits = tseq_decode(&m, memory, src_len, tgt2, B, NT, false, NULL, NULL);
+    ag_tensor *logits = tseq_decode(&m, memory, src_len, tgt2, NULL, B, NT, false, NULL, NULL);
     for (int i = 0; i < B * NT * VOCAB; i++) {
         bool may_move = i >= 2 * VOCAB && i < NT * VOCAB; /* example 0, position 2 */
         if (!may_move) CHECK_NEAR(logits->data[i], kept[i], 1e-15, 1e-14);
@@ -83,7 +83,7 @@ static void test_cached(void) {
         int32_t in[8] = {BOS}, ok = 1;
         for (int t = 1; t < d.Nt; t++) in[t] = words[k * d.Nt + t - 1];
         ag_tensor *memory = tseq_encode(&m, d.src + k * d.Ns, d.len + k, 1, d.Ns, false, NULL);
-        ag_tensor *full = tseq_decode(&m, memory, d.len + k, in, 1, d.Nt, false, NULL, NULL);
+        ag_tensor *full = tseq_decode(&m, memory, d.len + k, in, NULL, 1, d.Nt, false, NULL, NULL);
         double worst = 0;
         for (int i = 0; i < d.Nt * VOCAB; i++) worst = check_worst(worst, fabs(full->data[i] - logits[k * d.Nt * VOCAB + i]));
         CHECK(worst <= 1e-13, "sequence %d: cached decoding's logits %.3g from the full decoder's", k, worst);
@@ -111,7 +111,7 @@ static double full_score(const tseq *m, const reversal *d, int k, const int32_t 
     int32_t in[16] = {BOS};
     for (int t = 1; t < d->Nt; t++) in[t] = words[t - 1];
     ag_tensor *memory = tseq_encode(m, d->src + k * d->Ns, d->len + k, 1, d->Ns, false, NULL);
-    ag_tensor *logp = ag_log_softmax(tseq_decode(m, memory, d->len + k, in, 1, d->Nt, false, NULL, NULL));
+    ag_tensor *logp = ag_log_softmax(tseq_decode(m, memory, d->len + k, in, NULL, 1, d->Nt, false, NULL, NULL));
     double score = 0;
     for (int t = 0; t < d->Nt; t++) {
         score += logp->data[t * VOCAB + words[t]];
@@ -158,7 +158,7 @@ static void test_beam(void) {
         int32_t *idx = malloc(sizeof(int32_t) * n), *len = malloc(sizeof(int32_t) * n);
         for (int i = 0; i < n; i++) idx[i] = 0, len[i] = e.len[k];
         ag_tensor *memory = ag_index_select(tseq_encode(&m, e.src + k * e.Ns, e.len + k, 1, e.Ns, false, NULL), 0, idx, n);
-        ag_tensor *logp = ag_log_softmax(tseq_decode(&m, memory, len, in, n, 3, false, NULL, NULL)); /* [n, 3, V] */
+        ag_tensor *logp = ag_log_softmax(tseq_decode(&m, memory, len, in, NULL, n, 3, false, NULL, NULL)); /* [n, 3, V] */
         int best = 0;
         double best_score = -INFINITY;
         for (int i = 0; i < n; i++) {

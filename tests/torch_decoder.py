@@ -12,6 +12,8 @@ kv.weight stacked; norm1, norm2, norm3 are our self.ln1, ln_cross,
 self.ln2), runs the dumped batch under the causal mask and the memory's
 padding, and compares the output and the gradient of x, the memory and
 every parameter of sum(y dy): |ours - torch| <= 1e-10 * max(1, max|torch|).
+The target has lengths too: ours skips its padding and gives 0 there, so y
+is compared on the valid rows, and dy is 0 at the padding.
 
 Exit 0 all match, 1 a mismatch or a failed dump, 77 (meson: SKIP) when torch
 or numpy is missing.
@@ -64,7 +66,8 @@ def run_case(exe, case, tmp):
         "self.ln2.gain": (layer.norm3.weight, None),
         "self.ln2.bias": (layer.norm3.bias, None),
     }
-    missing = sorted(k for k in d if not k.startswith("grad.") and k not in pairs and k not in ("x", "memory", "len", "y", "dy"))
+    missing = sorted(k for k in d if not k.startswith("grad.") and k not in pairs
+                     and k not in ("x", "memory", "len", "tlen", "y", "dy"))
     if missing:
         print(f"  FAIL {case}: parameters with no torch counterpart: {missing}")
         torch_gru.failures += 1
@@ -75,8 +78,10 @@ def run_case(exe, case, tmp):
     padding = torch.arange(Ns)[None, :] >= t["len"][:, None]
     y = layer(x, memory, tgt_mask=causal, memory_key_padding_mask=padding, tgt_is_causal=True)
     (y * t["dy"]).sum().backward()
-    print(f"{case}: B {B}, Nt {Nt}, Ns {Ns}, d {D}, {heads} heads, memory lengths {d['len'].tolist()}")
-    torch_gru.check("y", d["y"], y)
+    print(f"{case}: B {B}, Nt {Nt}, Ns {Ns}, d {D}, {heads} heads, target lengths {d['tlen'].tolist()}, "
+          f"memory lengths {d['len'].tolist()}")
+    valid = (torch.arange(Nt)[None, :] < t["tlen"][:, None])[:, :, None]  # ours is 0 at the target's padding
+    torch_gru.check("y (valid rows)", d["y"], torch.where(valid, y, torch.zeros(())))
     torch_gru.check("grad.x", d["grad.x"], x.grad)
     torch_gru.check("grad.memory", d["grad.memory"], memory.grad)
     for ours, (param, view) in pairs.items():

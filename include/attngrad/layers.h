@@ -236,8 +236,10 @@ ag_tensor *ag_encoder_norm(const ag_encoder_config *c, ag_tensor *x, ag_tensor *
 /* x [B, N, d] -> [B, N, d]: self-attention (lengths, mask as ag_mha_forward)
  * then the FFN act(x W1 + b1) W2 + b2, each with dropout (when training;
  * rng needed then) and a residual connection, normalised before or after.
- * Padded positions carry values (they are masked as keys, not zeroed):
- * pool with lengths. */
+ * With lengths, every position-wise part (the projections, the FFN, the
+ * norms, dropout) runs on the valid rows alone, so padding costs no
+ * products, and padded positions come out 0; without, every position is
+ * valid. */
 ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                                     bool training, ag_rng *rng);
 /* The same, and *probs (if not NULL) receives the self-attention's weights
@@ -264,20 +266,22 @@ typedef struct {
 } ag_decoder_layer;
 
 ag_decoder_layer ag_decoder_layer_new(ag_params *ps, const ag_encoder_config *cfg, ag_rng *rng);
-/* x [B, Nt, d] (the target side, shifted right) and memory [B, Ns, d] ->
- * [B, Nt, d].  The self-attention is causal: position t reads positions
- * 0..t (within cfg.window), so a padded target position never reaches a
- * valid one and needs no lengths (mask it in the loss).  memory_lengths (or
- * NULL) masks the memory's padding.  training and rng as the encoder
- * layer's; cfg.recompute keeps the output alone (memory_lengths must then
- * last until backward). */
-ag_tensor *ag_decoder_layer_forward(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
-                                    const int32_t *memory_lengths, bool training, ag_rng *rng);
+/* x [B, Nt, d] (the target side, shifted right) of lengths (or NULL) and
+ * memory [B, Ns, d] of memory_lengths (or NULL) -> [B, Nt, d].  The
+ * self-attention is causal: position t reads positions 0..t (within
+ * cfg.window), so a padded target position never reaches a valid one (mask
+ * it in the loss).  With lengths, the projections, the FFN and the norms
+ * run on the valid rows alone and the padding comes out 0, as the encoder
+ * layer's; memory_lengths masks the memory's padding and projects its valid
+ * rows alone.  training and rng as the encoder layer's; cfg.recompute keeps
+ * the output alone (the lengths must then last until backward). */
+ag_tensor *ag_decoder_layer_forward(const ag_decoder_layer *l, ag_tensor *x, const int32_t *lengths,
+                                    ag_tensor *memory, const int32_t *memory_lengths, bool training, ag_rng *rng);
 /* The same, and *cross_probs (if not NULL) receives the cross-attention's
  * weights [B, h, Nt, Ns]: where each target position looked in the source. */
-ag_tensor *ag_decoder_layer_forward_probs(const ag_decoder_layer *l, ag_tensor *x, ag_tensor *memory,
-                                          const int32_t *memory_lengths, bool training, ag_rng *rng,
-                                          ag_tensor **cross_probs);
+ag_tensor *ag_decoder_layer_forward_probs(const ag_decoder_layer *l, ag_tensor *x, const int32_t *lengths,
+                                          ag_tensor *memory, const int32_t *memory_lengths, bool training,
+                                          ag_rng *rng, ag_tensor **cross_probs);
 
 /* ---- generation: a cache of keys and values ---- */
 
