@@ -451,21 +451,23 @@ static void need_no_positions(const char *layer, const ag_mha *m) {
  * padding's products; attention alone needs the [B, N, ...] layout, and
  * gets it back with zeros at the padding. */
 typedef struct {
-    const int32_t *rows;  /* [T] the valid rows' places in [B N]; NULL: nothing packed (T = B N) */
-    const int32_t *slots; /* [B N] each place's packed row (0 at padding, zeroed after) */
-    const int32_t *lengths;
+    const int32_t *rows;    /* [T] the valid rows' places in [B N]; NULL: nothing packed (T = B N) */
+    const int32_t *slots;   /* [B N] each place's packed row (0 at padding, zeroed after) */
+    const int32_t *lengths; /* where some row is padding, packed or not; else NULL */
     int T, B, N;
 } packing;
 
 static const packing unpacked = {0};
 
-/* lengths (checked) of B sequences of N: their packing, or none where no row is padding or every row is
- * (nothing to save, or nothing to keep). */
+/* lengths (checked) of B sequences of N: their packing where at least an eighth of the rows is padding (the
+ * gathers cost about what 6% of a layer's products do, and each is a launch on a GPU), else none (its lengths
+ * kept where some row is padding, for finish()). */
 static packing packing_of(const int32_t *lengths, int B, int N) {
     packing p = {.lengths = lengths, .B = B, .N = N};
-    int64_t T = 0;
+    int64_t T = 0, all = (int64_t)B * N;
     for (int b = 0; lengths && b < B; b++) T += lengths[b];
-    if (!lengths || T == (int64_t)B * N || T == 0) return unpacked;
+    if (!lengths || T == all) return unpacked;
+    if (T == 0 || (all - T) * 8 < all) return (packing){.lengths = lengths, .B = B, .N = N};
     int32_t *rows = ag__arena_alloc((size_t)T * sizeof *rows), *slots = ag__arena_alloc((size_t)B * N * sizeof *slots);
     for (int b = 0, r = 0; b < B; b++)
         for (int t = 0; t < N; t++) {
@@ -488,6 +490,12 @@ static ag_tensor *unpack(const packing *p, ag_tensor *y) {
     if (!p->rows) return y;
     ag_tensor *rows = ag_index_select(y, 0, p->slots, p->B * p->N);
     return ag_zero_padding(ag_reshape(rows, 3, (int[]){p->B, p->N, y->shape[1]}), p->lengths);
+}
+
+/* A layer's output [T, d] or [B, N, d] as [B, N, d] with 0 at the padding, packed or not. */
+static ag_tensor *finish(const packing *p, ag_tensor *y) {
+    if (p->rows) return unpack(p, y);
+    return p->lengths ? ag_zero_padding(y, p->lengths) : y;
 }
 
 /* Heads q [B, h, Nq, dh] read k, v [B, kv, Nk, dh] under the padding of
@@ -654,7 +662,7 @@ static ag_tensor *encoder_forward(const char *layer, const ag_encoder_layer *l, 
     need_rng_for(layer, &l->cfg, training, rng);
     packing p = cache ? unpacked : packing_for(layer, x, lengths);
     x = attention_sublayer(layer, l, pack(&p, x), &p, lengths, mask, training, rng, probs, cache);
-    return unpack(&p, ffn_sublayer(l, x, training, rng));
+    return finish(&p, ffn_sublayer(l, x, training, rng));
 }
 
 /* cfg.recompute: the layer as a region of ag_recompute (its output kept,
@@ -738,7 +746,7 @@ static ag_tensor *decoder_forward(const char *layer, const ag_decoder_layer *l, 
     ag_tensor *a = cache ? ag_mha_cross_forward_cached(&l->cross, a_in, memory_kv, memory_lengths)
                          : cross_attention(layer, &l->cross, a_in, &pt, memory, &pm, memory_lengths, NULL, cross_probs);
     x = residual(s, x, a, l->ln_cross_g, l->ln_cross_b, training, rng);
-    return unpack(&pt, ffn_sublayer(s, x, training, rng));
+    return finish(&pt, ffn_sublayer(s, x, training, rng));
 }
 
 typedef struct {

@@ -292,31 +292,35 @@ static void test_decoder_layer(ag_rng *r) {
 }
 
 /* Padding skipped: the layer on a padded batch with lengths gives, at each example's valid positions, what it gives
- * on that example alone, cut to its lengths (no padding at all), and 0 at the padding; both blocks, pre and post. */
+ * on that example alone, cut to its lengths (no padding at all), and 0 at the padding; both blocks, pre and post,
+ * packed and with too little padding to pack. */
 static void test_decoder_padding(ag_rng *r) {
     for (int variant = 0; variant < 4; variant++) {
         ag_encoder_config cfg = config(variant % 2, variant >= 2);
         dec_ctx c;
         make_decoder(&c, r, &cfg);
-        ag_real y[B * NT * DM];
-        ag_tensor_read(ag_decoder_layer_forward(&c.dec, c.x, tgt_padded, c.memory, mem_padded, false, NULL), y);
-        ag_step_end();
-        double worst = 0;
-        for (int b = 0; b < B; b++) {
-            int nt = tgt_padded[b], ns = mem_padded[b];
-            ag_tensor *xb = ag_slice(ag_slice(c.x, 0, b, b + 1), 1, 0, nt);
-            ag_tensor *mb = ag_slice(ag_slice(c.memory, 0, b, b + 1), 1, 0, ns);
-            ag_tensor *alone = ag_decoder_layer_forward(&c.dec, xb, NULL, mb, NULL, false, NULL); /* [1, nt, d] */
-            for (int t = 0; t < NT; t++)
-                for (int j = 0; j < DM; j++) {
-                    double got = y[(b * NT + t) * DM + j];
-                    if (t >= nt) CHECK(got == 0, "variant %d: padded position %d of example %d is %g", variant, t, b, got);
-                    else worst = check_worst(worst, fabs(got - alone->data[t * DM + j]));
-                }
+        for (int k = 0; k < 2; k++) { /* packed target and memory; neither packed (one padded row of 12, of 15) */
+            const int32_t *tgt = k ? (const int32_t[]){4, 4, 3} : tgt_padded, *mem = k ? (const int32_t[]){5, 5, 4} : mem_padded;
+            ag_real y[B * NT * DM];
+            ag_tensor_read(ag_decoder_layer_forward(&c.dec, c.x, tgt, c.memory, mem, false, NULL), y);
             ag_step_end();
+            double worst = 0;
+            for (int b = 0; b < B; b++) {
+                int nt = tgt[b], ns = mem[b];
+                ag_tensor *xb = ag_slice(ag_slice(c.x, 0, b, b + 1), 1, 0, nt);
+                ag_tensor *mb = ag_slice(ag_slice(c.memory, 0, b, b + 1), 1, 0, ns);
+                ag_tensor *alone = ag_decoder_layer_forward(&c.dec, xb, NULL, mb, NULL, false, NULL); /* [1, nt, d] */
+                for (int t = 0; t < NT; t++)
+                    for (int j = 0; j < DM; j++) {
+                        double got = y[(b * NT + t) * DM + j];
+                        if (t >= nt) CHECK(got == 0, "variant %d: padded position %d of example %d is %g", variant, t, b, got);
+                        else worst = check_worst(worst, fabs(got - alone->data[t * DM + j]));
+                    }
+                ag_step_end();
+            }
+            CHECK(worst <= 1e-14, "variant %d, lengths %d: the padded batch's valid rows differ from each example's "
+                  "alone by %.3g", variant, k, worst);
         }
-        CHECK(worst <= 1e-14, "variant %d: the padded batch's valid rows differ from each example's alone by %.3g",
-              variant, worst);
         ag_params_free(&c.ps);
     }
 }

@@ -703,7 +703,7 @@ static void test_soft_align(ag_rng *r) {
  * at each example's valid positions, what it gives on that example alone
  * cut to its length (no padding at all), and 0 at the padding; both
  * blocks, pre and post, under a positional mask; an empty example is all
- * 0. */
+ * 0.  Also where too little is padding to be packed. */
 static void test_encoder_padding(ag_rng *r) {
     for (int variant = 0; variant < 4; variant++) {
         bool pre = variant % 2, later = variant >= 2;
@@ -717,8 +717,8 @@ static void test_encoder_padding(ag_rng *r) {
             if (ps.items[p]->ndim == 1)
                 for (int64_t i = 0; i < ps.items[p]->size; i++) ps.items[p]->data[i] += (ag_real)(0.1 * sin(i + p));
         const ag_mask_spec spec = {.dir = AG_MASK_FUTURE_INCL, .dist = AG_DIST_LOG};
-        for (int k = 0; k < 2; k++) {
-            const int32_t *lengths = k ? lengths_empty : lengths_padded;
+        for (int k = 0; k < 3; k++) { /* packed; packed with an empty example; one padded row, not packed */
+            const int32_t *lengths = k == 0 ? lengths_padded : k == 1 ? lengths_empty : (const int32_t[]){4, 4, 3};
             ag_real y[B * N * DM];
             ag_tensor_read(ag_encoder_layer_forward(&l, x, lengths, ag_mask(&spec, N), false, NULL), y);
             ag_step_end();

@@ -236,10 +236,10 @@ ag_tensor *ag_encoder_norm(const ag_encoder_config *c, ag_tensor *x, ag_tensor *
 /* x [B, N, d] -> [B, N, d]: self-attention (lengths, mask as ag_mha_forward)
  * then the FFN act(x W1 + b1) W2 + b2, each with dropout (when training;
  * rng needed then) and a residual connection, normalised before or after.
- * With lengths, every position-wise part (the projections, the FFN, the
- * norms, dropout) runs on the valid rows alone, so padding costs no
- * products, and padded positions come out 0; without, every position is
- * valid. */
+ * With lengths, padded positions come out 0, and where an eighth of the
+ * rows or more is padding every position-wise part (the projections, the
+ * FFN, the norms, dropout) runs on the valid rows alone, so padding costs
+ * no products; without, every position is valid. */
 ag_tensor *ag_encoder_layer_forward(const ag_encoder_layer *l, ag_tensor *x, const int32_t *lengths, ag_tensor *mask,
                                     bool training, ag_rng *rng);
 /* The same, and *probs (if not NULL) receives the self-attention's weights
@@ -270,10 +270,10 @@ ag_decoder_layer ag_decoder_layer_new(ag_params *ps, const ag_encoder_config *cf
  * memory [B, Ns, d] of memory_lengths (or NULL) -> [B, Nt, d].  The
  * self-attention is causal: position t reads positions 0..t (within
  * cfg.window), so a padded target position never reaches a valid one (mask
- * it in the loss).  With lengths, the projections, the FFN and the norms
- * run on the valid rows alone and the padding comes out 0, as the encoder
- * layer's; memory_lengths masks the memory's padding and projects its valid
- * rows alone.  training and rng as the encoder layer's; cfg.recompute keeps
+ * it in the loss).  With lengths, the padding comes out 0 and costs no
+ * products, as the encoder layer's; memory_lengths masks the memory's
+ * padding and projects its valid rows alone (each where an eighth of the
+ * rows or more is padding).  training and rng as the encoder layer's; cfg.recompute keeps
  * the output alone (the lengths must then last until backward). */
 ag_tensor *ag_decoder_layer_forward(const ag_decoder_layer *l, ag_tensor *x, const int32_t *lengths,
                                     ag_tensor *memory, const int32_t *memory_lengths, bool training, ag_rng *rng);
