@@ -10,6 +10,7 @@
  * The later block (LLaMA's) by parts, through --hparams: rope=BASE turns queries and keys by their positions
  * (ag_rope, e.g. rope=10000) in place of the learned table; rms=1 normalises by ag_rmsnorm (gains, no biases);
  * glu=1 makes the FFN SwiGLU (--hidden the gated width).  All three: --hparams rope=10000,rms=1,glu=1.
+ * alibi=1: ALiBi's distance penalties on every head's scores (Press et al. 2022) in place of the learned table.
  * kv_heads=K: grouped-query attention, K key-value heads for the --heads query heads (1: multi-query), a smaller
  * key-value cache for generate.
  * recompute=1 keeps each layer's output alone and makes the rest again in backward (ag_recompute): less memory
@@ -65,6 +66,9 @@ static ag_status tlm_build(ag_model *m) {
     if (rope < 0 || (rope > 0 && (d / c->heads) % 2))
         return ag_fail(AG_ERR_ARG, "tlm: rope=%g wants a base > 0 and an even head width (dim %d / heads %d)", rope, d,
                        c->heads);
+    bool alibi = ag_model_hparam(m, "alibi", 0) != 0;
+    if (alibi && rope > 0)
+        return ag_fail(AG_ERR_ARG, "tlm: alibi=1 and rope=%g: positions come one way, ALiBi's or rotary", rope);
     int kv_heads = (int)ag_model_hparam(m, "kv_heads", 0);
     double window = ag_model_hparam(m, "window", 0);
     if (window < 0 || window != (int)window)
@@ -72,13 +76,13 @@ static ag_status tlm_build(ag_model *m) {
     if (kv_heads < 0 || (kv_heads > 0 && c->heads % kv_heads))
         return ag_fail(AG_ERR_ARG, "tlm: kv_heads=%d wants a divisor of the %d heads", kv_heads, c->heads);
     p->embed = ag_param_embedding(ps, "embed.weight", c->vocab, d, 0.1, AG_PAD_ID, &m->rng); /* also the decoder */
-    if (rope == 0) p->pos = ag_param_positions(ps, "pos.weight", ctx, d, 0.02, &m->rng);
+    if (rope == 0 && !alibi) p->pos = ag_param_positions(ps, "pos.weight", ctx, d, 0.02, &m->rng);
     ag_encoder_config ec = {.d_model = d, .heads = c->heads, .d_ff = c->hidden, .pre_norm = true, .keep = c->keep,
                             .act = glu ? AG_ACT_SILU : AG_ACT_GELU, .rms_norm = ag_model_hparam(m, "rms", 0) != 0,
                             .gated = glu, .rope_base = rope, .kv_heads = kv_heads,
                             .recompute = ag_model_hparam(m, "recompute", 0) != 0,
                             .recompute_attention = ag_model_hparam(m, "recompute_attn", 0) != 0,
-                            .window = (int)window};
+                            .window = (int)window, .alibi = alibi};
     for (int l = 0; l < c->layers; l++) {
         ag_scope_push("layer%d", l);
         p->layer[l] = ag_encoder_layer_new(ps, &ec, &m->rng);
@@ -98,7 +102,8 @@ static ag_tensor *tlm_hidden(ag_model *m, const ag_batch *b, bool training) {
         return NULL;
     }
     ag_tensor *h = ag_embedding(p->embed, b->tokens, 2, (int[]){B, N});
-    if (p->pos) h = ag_add_learned_positions(h, p->pos); /* else each layer turns its queries and keys (rope) */
+    if (p->pos) h = ag_add_learned_positions(h, p->pos); /* else each layer turns its queries and keys (rope), or
+                                                            * penalises its scores by distance (ALiBi) */
     h = ag_model_dropout(m, h, training);
     /* key k <= query q (and k > q - window) */
     ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = p->layer[0].cfg.window}, N);
@@ -181,7 +186,7 @@ static const ag_model_kind tlm_kind = {
     .build = tlm_build, .forward = tlm_forward, .loss = tlm_loss, .destroy = tlm_destroy,
     .tasks = AG_TASK_BIT(AG_TASK_LM),
     .reads = "hidden,heads,layers,max-len",
-    .hparams = "ctx,rope,rms,glu,kv_heads,recompute,recompute_attn,window",
+    .hparams = "ctx,rope,rms,glu,kv_heads,recompute,recompute_attn,window,alibi",
     .lm_state_new = tlm_state_new, .lm_feed = tlm_feed, .lm_state_free = tlm_state_free,
 };
 

@@ -439,9 +439,9 @@ static void need_kind(const char *layer, const ag_mha *m, bool cross) {
 
 /* Positions of two sequences: a rotation or a window between them means nothing. */
 static void need_no_positions(const char *layer, const ag_mha *m) {
-    if (m->rope_base > 0 || m->window > 0)
-        ag__fatal(layer, "rope_base %g, window %d: rotary positions and windows are for self-attention (want 0)",
-                  m->rope_base, m->window);
+    if (m->rope_base > 0 || m->window > 0 || m->alibi)
+        ag__fatal(layer, "rope_base %g, window %d, alibi %d: rotary positions, windows and ALiBi are for "
+                  "self-attention (want 0)", m->rope_base, m->window, (int)m->alibi);
 }
 
 /* ---- the valid rows of a padded batch ----
@@ -492,6 +492,24 @@ static ag_tensor *unpack(const packing *p, ag_tensor *y) {
     return ag_zero_padding(ag_reshape(rows, 3, (int[]){p->B, p->N, y->shape[1]}), p->lengths);
 }
 
+void ag_alibi_slopes(int heads, double *slopes) {
+    if (heads < 1) ag__fatal("ag_alibi_slopes", "%d heads: want at least one", heads);
+    ag__need_array("ag_alibi_slopes", "slopes", slopes);
+    int p = 1; /* the largest power of 2 <= heads: its slopes 2^(-8 k / p); past it, every other of 2p's */
+    while (p <= heads / 2) p *= 2;
+    for (int k = 0; k < p; k++) slopes[k] = pow(2, -8.0 * (k + 1) / p);
+    for (int k = 0; k < heads - p; k++) slopes[p + k] = pow(2, -8.0 * (2 * k + 1) / (2 * p));
+}
+
+/* ALiBi's bias [1, h, N, N]: head i's -m_i |q - k| (ag_mask_heads' distance penalty, cached as its masks are). */
+static ag_tensor *alibi_bias(int h, int N) {
+    double *slopes = ag__arena_alloc((size_t)h * sizeof *slopes);
+    ag_mask_spec *specs = ag__arena_alloc((size_t)h * sizeof *specs);
+    ag_alibi_slopes(h, slopes);
+    for (int i = 0; i < h; i++) specs[i] = (ag_mask_spec){.dist = AG_DIST_WORD, .weight = slopes[i]};
+    return ag_reshape(ag_mask_heads(specs, h, N), 4, (int[]){1, h, N, N});
+}
+
 /* A layer's output [T, d] or [B, N, d] as [B, N, d] with 0 at the padding, packed or not. */
 static ag_tensor *finish(const packing *p, ag_tensor *y) {
     if (p->rows) return unpack(p, y);
@@ -505,6 +523,10 @@ static ag_tensor *attend(const char *layer, const ag_mha *m, ag_tensor *q, ag_te
                          const int32_t *lengths, ag_tensor *mask, ag_tensor **probs, const packing *pq) {
     int B = q->shape[0], h = q->shape[1], Nq = q->shape[2], Nk = k->shape[2], dh = q->shape[3];
     if (mask) ag__mask_plan_make(layer, 4, (int[]){B, h, Nq, Nk}, mask); /* ambiguity and shape, before adding */
+    if (m->alibi) { /* self-attention over all positions: Nq = Nk */
+        ag_tensor *bias = alibi_bias(h, Nq);
+        mask = mask ? ag_add(mask, bias) : bias;
+    }
     if (lengths) {
         check_lengths(layer, lengths, B, Nk);
         ag_tensor *pad = ag_mask_padding(lengths, B, Nk, 4, false); /* [B, 1, 1, Nk] */
@@ -588,6 +610,7 @@ static ag_encoder_layer encoder_layer_make(const char *layer, ag_params *ps, con
     l.attn.rope_base = cfg->rope_base;
     l.attn.recompute_attention = cfg->recompute_attention;
     l.attn.window = cfg->window;
+    l.attn.alibi = cfg->alibi;
     ag_scope_pop();
     ag_param_layernorm(ps, "ln1", d, &l.ln1_g, cfg->rms_norm ? NULL : &l.ln1_b);
     l.w1 = ag_param_glorot(ps, "ffn.w1", d, w1_out, rng); /* gated: the gate's columns, then the value's */
@@ -855,23 +878,32 @@ void ag_kv_cache_select(ag_kv_cache *c, const int32_t *from) {
     ag_set_grad_enabled(grad);
 }
 
-/* Which rows of every sequence's capacity the chunk's query at + i reads,
- * len positions read in all: row r holds position r (none past len), or,
- * once a windowed cache has wrapped, the latest position below len in its
- * class p % capacity; a query reads p where at + i - window < p <= at + i
- * (no lower bound without a window).  NULL where every row is read by
- * every query (one position at a time, capacity = window). */
-static ag_tensor *rows_mask(int at, int n, int len, int capacity, int window) {
-    ag_tensor *mask = ag_tensor_new_host(2, (int[]){n, capacity});
+/* The cached forward's mask: which keys the chunk's query at + i reads,
+ * len positions read in all.  Contiguous (one sequence in order), key c is
+ * position first + c; else (a batch, or a windowed cache that wrapped)
+ * key c is row c of each sequence's capacity, holding position c (none
+ * past len), or, once wrapped, the latest position below len in its class
+ * p % capacity.  A query reads p where at + i - window < p <= at + i (no
+ * lower bound without a window).  With ALiBi's slopes (m->alibi) a read
+ * key adds -m_h |at + i - p|, head by head: [1, h, n, cols]; else [n,
+ * cols], or NULL where every key is read by every query. */
+static ag_tensor *cache_mask(const ag_mha *m, int at, int n, int len, int first, int cols, bool contiguous,
+                             int capacity) {
+    int h = m->alibi ? m->heads : 1;
+    double *slopes = NULL;
+    if (m->alibi) ag_alibi_slopes(h, slopes = ag__arena_alloc((size_t)h * sizeof *slopes));
+    ag_tensor *mask = m->alibi ? ag_tensor_new_host(4, (int[]){1, h, n, cols}) : ag_tensor_new_host(2, (int[]){n, cols});
     bool all = true;
     for (int i = 0; i < n; i++)
-        for (int r = 0; r < capacity; r++) {
-            int p = len <= capacity ? (r < len ? r : -1) : len - 1 - (len - 1 - r) % capacity, q = at + i;
-            bool reads = p >= 0 && p <= q && (window <= 0 || p > q - window);
-            mask->data[(int64_t)i * capacity + r] = reads ? 0 : -INFINITY;
+        for (int c = 0; c < cols; c++) {
+            int p = contiguous ? first + c : len <= capacity ? (c < len ? c : -1) : len - 1 - (len - 1 - c) % capacity;
+            int q = at + i;
+            bool reads = p >= 0 && p <= q && (m->window <= 0 || p > q - m->window);
             all = all && reads;
+            for (int k = 0; k < h; k++) /* the value ag_mask_heads gives the full forward, to the bit */
+                mask->data[((int64_t)k * n + i) * cols + c] = reads ? (ag_real)(slopes ? -slopes[k] * (q - p) : 0) : -INFINITY;
         }
-    return all ? NULL : ag__on_current(mask);
+    return all && !m->alibi ? NULL : ag__on_current(mask);
 }
 
 /* rows: the new positions' k | v [S, n, 2 dkv] into each sequence's rows
@@ -919,13 +951,15 @@ ag_tensor *ag_mha_forward_cached(const ag_mha *m, ag_tensor *x, ag_kv_cache *c) 
         kvs = ag_buffer_view(c->kv, (int64_t)first * 2 * dkv, 3, (int[]){1, keys, 2 * dkv}); /* rows of k | v */
         /* position at + i reads keys <= at + i (and > at + i - window): the causal mask's last n rows, from key
          * `first` on (one new position reads them all: no mask) */
-        if (n > 1) {
+        if (m->alibi) {
+            mask = cache_mask(m, at, n, len, first, keys, true, c->capacity);
+        } else if (n > 1) {
             mask = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL, .window = m->window}, len);
             mask = ag_slice(ag_slice(mask, 0, at, len), 1, first, len);
         }
     } else { /* each sequence's whole capacity, the rows no query may read masked (the softmax ignores order) */
         kvs = ag_buffer_view(c->kv, 0, 3, (int[]){S, c->capacity, 2 * dkv});
-        mask = rows_mask(at, n, len, c->capacity, m->window);
+        mask = cache_mask(m, at, n, len, 0, c->capacity, false, c->capacity);
     }
     ag_tensor *k = ag_split_heads_at(kvs, 0, kv, dh), *v = ag_split_heads_at(kvs, dkv, kv, dh); /* [S, kv, keys, dh] */
     ag_tensor *o = ag_attention(q, k, v, mask, 1 / sqrt((double)dh), NULL);                /* [S, h, n, dh] */

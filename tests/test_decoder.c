@@ -221,7 +221,7 @@ static void test_cross_errors(ag_rng *r) {
                     "ag_mha_cross_forward", "[4,4]");
     cross.rope_base = 10;
     EXPECT_FATAL_AT(ag_mha_cross_forward(&cross, x, mem, NULL, NULL, NULL), "ag_mha_cross_forward",
-                    "rotary positions and windows are for self-attention");
+                    "rotary positions, windows and ALiBi are for self-attention");
     EXPECT_FATAL(ag_mha_new_cross(&ps, 5, 2, 2, r), "ag_mha_new_cross", "dividing");
     EXPECT_FATAL(ag_mha_new_cross(&ps, DM, H, 3, r), "ag_mha_new_cross", "3 key-value heads for 2 heads");
     ag_step_end();
@@ -398,7 +398,8 @@ static void test_decoder_errors(ag_rng *r) {
  * a time) against the memories' cache (lengths 3, 5, 1 of NS) gives the
  * rows of the full forward; a self-attention cache of capacity < LEN (0:
  * LEN) under a window reuses its rows in turn. */
-static void cached_case(ag_rng *r, ag_device d, bool pre, bool later, int window, int capacity, bool singly, int S) {
+static void cached_case(ag_rng *r, ag_device d, bool pre, bool later, int window, int capacity, bool singly, int S,
+                        bool alibi) {
     enum { LEN = 6 };
     const int *chunks = singly ? (const int[]){1, 1, 1, 1, 1, 1} : (const int[]){2, 1, 3};
     int n_chunks = singly ? LEN : 3, cap = capacity ? capacity : LEN;
@@ -407,7 +408,7 @@ static void cached_case(ag_rng *r, ag_device d, bool pre, bool later, int window
     ag_tensor *x = ag_param_uniform(&ps, "x", 3, (int[]){S, LEN, DM}, 1, r);
     ag_tensor *mem = ag_param_uniform(&ps, "memory", 3, (int[]){S, NS, DM}, 1, r);
     ag_encoder_config cfg = config(pre, later);
-    cfg.window = window;
+    cfg.window = window, cfg.alibi = alibi;
     ag_decoder_layer l = ag_decoder_layer_new(&ps, &cfg, r);
     nonzero_biases(&ps);
     ag_params_to(&ps, d);
@@ -435,9 +436,9 @@ static void cached_case(ag_rng *r, ag_device d, bool pre, bool later, int window
                 worst = check_worst(worst, fabs(got[b * chunks[i] * DM + e] - full[(b * LEN + at) * DM + e]));
         ag_step_end();
     }
-    CHECK(worst <= 1e-13, "decoder %s-%s, %d sequence(s), window %d, capacity %d%s, on the %s: cached rows differ from "
-          "the full forward's by %.3g", pre ? "pre" : "post", later ? "RMS, SwiGLU, RoPE" : "LN", S, window, cap,
-          singly ? " one at a time" : "", ag_device_name(d), worst);
+    CHECK(worst <= 1e-13, "decoder %s-%s%s, %d sequence(s), window %d, capacity %d%s, on the %s: cached rows differ "
+          "from the full forward's by %.3g", pre ? "pre" : "post", later ? "RMS, SwiGLU, RoPE" : "LN",
+          alibi ? ", ALiBi" : "", S, window, cap, singly ? " one at a time" : "", ag_device_name(d), worst);
     CHECK(waits == 0, "on the %s: the cached forwards waited for the device %lld times", ag_device_name(d),
           (long long)waits);
     ag_kv_cache_free(&c), ag_kv_cache_free(&memory);
@@ -555,11 +556,13 @@ static void device_case(ag_rng *r, ag_device d, bool pre, bool later) {
 
 static void test_devices(ag_rng *r, ag_device d) {
     for (int S = 1; S <= 3; S += 2) { /* one sequence; three decoded together, their memories of three lengths */
-        for (int v = 0; v < 4; v++) cached_case(r, d, v % 2, v >= 2, 0, 0, false, S);
-        cached_case(r, d, true, true, 2, 0, false, S);
-        cached_case(r, d, false, false, 0, 0, true, S);
-        cached_case(r, d, true, false, 2, 4, false, S); /* rows reused in turn */
-        cached_case(r, d, false, true, 3, 3, true, S);
+        for (int v = 0; v < 4; v++) cached_case(r, d, v % 2, v >= 2, 0, 0, false, S, false);
+        cached_case(r, d, true, true, 2, 0, false, S, false);
+        cached_case(r, d, false, false, 0, 0, true, S, false);
+        cached_case(r, d, true, false, 2, 4, false, S, false); /* rows reused in turn */
+        cached_case(r, d, false, true, 3, 3, true, S, false);
+        cached_case(r, d, true, false, 0, 0, false, S, true); /* ALiBi: its penalties built for the cached rows */
+        cached_case(r, d, false, false, 2, 4, true, S, true);
     }
     select_case(r, d);
     if (d != AG_CPU)

@@ -795,7 +795,8 @@ static void test_encoder_probs(ag_rng *r) {
  * the cache holds, or more than one sequence, are refused by name.  A
  * windowed cache of capacity < 7 (0: 7) reuses its rows in turn: it must
  * hold a chunk's window, and then runs past its capacity. */
-static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int window, int capacity, bool singly) {
+static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int window, int capacity, bool singly,
+                          bool alibi) {
     enum { LEN = 7 };
     const int *chunks = singly ? (const int[]){1, 1, 1, 1, 1, 1, 1} : (const int[]){3, 1, 2, 1};
     int n_chunks = singly ? 7 : 4, cap = capacity ? capacity : LEN;
@@ -807,7 +808,7 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int wind
                                                                         .pre_norm = pre, .rms_norm = later,
                                                                         .gated = later, .rope_base = later ? 10 : 0,
                                                                         .kv_heads = later ? 1 : 0,
-                                                                        .window = window}, r);
+                                                                        .window = window, .alibi = alibi}, r);
     ag_params_to(&ps, d);
     ag_set_device(d);
     ag_real full[LEN * DM], got[DM * 3];
@@ -869,17 +870,57 @@ static void kv_cache_case(ag_rng *r, ag_device d, bool pre, bool later, int wind
 }
 
 static void test_kv_cache(ag_rng *r, ag_device d) {
-    kv_cache_case(r, d, false, false, 0, 0, false);
-    kv_cache_case(r, d, true, false, 0, 0, false);
-    kv_cache_case(r, d, true, true, 0, 0, false);
-    kv_cache_case(r, d, true, false, 2, 0, false); /* a window shorter than a chunk: masked within it */
-    kv_cache_case(r, d, true, true, 3, 0, false);
+    kv_cache_case(r, d, false, false, 0, 0, false, false);
+    kv_cache_case(r, d, true, false, 0, 0, false, false);
+    kv_cache_case(r, d, true, true, 0, 0, false, false);
+    kv_cache_case(r, d, true, false, 2, 0, false, false); /* a window shorter than a chunk: masked within it */
+    kv_cache_case(r, d, true, true, 3, 0, false, false);
     /* rows reused in turn: a chunk's window fits (3 + 2 - 1), wraps in a chunk's middle; one at a time in exactly
      * the window (no mask), and with a row to spare */
-    kv_cache_case(r, d, true, false, 2, 4, false);
-    kv_cache_case(r, d, true, true, 3, 5, false);
-    kv_cache_case(r, d, false, true, 3, 3, true);
-    kv_cache_case(r, d, true, true, 2, 3, true);
+    kv_cache_case(r, d, true, false, 2, 4, false, false);
+    kv_cache_case(r, d, true, true, 3, 5, false, false);
+    kv_cache_case(r, d, false, true, 3, 3, true, false);
+    kv_cache_case(r, d, true, true, 2, 3, true, false);
+    /* ALiBi: in order, in chunks and one at a time; and in rows reused in turn */
+    kv_cache_case(r, d, true, false, 0, 0, false, true);
+    kv_cache_case(r, d, false, false, 0, 0, true, true);
+    kv_cache_case(r, d, true, false, 2, 4, false, true);
+}
+
+/* ALiBi: the paper's slopes; a layer with alibi gives, bit for bit, what the
+ * same layer without it gives under its penalties as a mask of the
+ * caller's (ag_mask_heads, DIST_WORD, the slopes as weights) added to the
+ * causal mask; and a gradient check through it. */
+static void test_alibi(ag_rng *r) {
+    double s8[8], s6[6];
+    ag_alibi_slopes(8, s8), ag_alibi_slopes(6, s6);
+    for (int i = 0; i < 8; i++) CHECK(s8[i] == pow(2, -(i + 1)), "8 heads: slope %d is %g", i, s8[i]);
+    const double want6[6] = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125}; /* get_slopes(6) of the paper's code */
+    for (int i = 0; i < 6; i++) CHECK(s6[i] == want6[i], "6 heads: slope %d is %g, want %g", i, s6[i], want6[i]);
+    EXPECT_FATAL(ag_alibi_slopes(0, s6), "ag_alibi_slopes", "0 heads");
+
+    attn_ctx c = {0};
+    c.x = ag_param_uniform(&c.ps, "x", 3, (int[]){B, N, DM}, 1, r);
+    ag_encoder_config cfg = {.d_model = DM, .heads = H, .d_ff = 6, .pre_norm = true, .alibi = true};
+    c.enc = ag_encoder_layer_new(&c.ps, &cfg, r);
+    CHECK(c.enc.attn.alibi, "the config's alibi reaches the attention");
+    ag_tensor *causal = ag_mask(&(ag_mask_spec){.dir = AG_MASK_PAST_INCL}, N);
+    ag_real with[B * N * DM];
+    ag_tensor_read(ag_encoder_layer_forward(&c.enc, c.x, lengths_padded, causal, false, NULL), with);
+    double slopes[H];
+    ag_alibi_slopes(H, slopes);
+    ag_mask_spec specs[H];
+    for (int i = 0; i < H; i++) specs[i] = (ag_mask_spec){.dir = AG_MASK_PAST_INCL, .dist = AG_DIST_WORD, .weight = slopes[i]};
+    c.enc.attn.alibi = false;
+    ag_tensor *by_hand = ag_encoder_layer_forward(&c.enc, c.x, lengths_padded,
+                                                  ag_reshape(ag_mask_heads(specs, H, N), 4, (int[]){1, H, N, N}), false, NULL);
+    CHECK(!memcmp(with, by_hand->data, sizeof with), "alibi against its penalties as the caller's mask");
+    ag_step_end();
+    c.enc.attn.alibi = true;
+    c.lengths = lengths_padded;
+    c.mask_kind = 1;
+    gradcheck("encoder layer pre-LN, ALiBi", encoder_fn, &c, c.ps.items, c.ps.count);
+    ag_params_free(&c.ps);
 }
 
 int main(void) {
@@ -902,6 +943,7 @@ int main(void) {
     test_last_positions(&r);
     test_soft_align(&r);
     test_encoder_padding(&r);
+    test_alibi(&r);
     test_encoder_probs(&r);
     test_kv_cache(&r, AG_CPU);
     char why[256];

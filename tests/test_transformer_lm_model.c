@@ -13,11 +13,13 @@
  *   prefix, fed in chunks of 4, 1, 2, 1, 1 and 1 words, are forward's at the prefix's last position; a word past
  *   the cache is refused, and a cache longer than the position table is not made;
  * - an input longer than its position table (--hparams ctx) is refused, by name.
- * Each check but the last runs five times: on the 2017 block with learned positions, on the later one (--hparams
+ * Each check but the last runs seven times: on the 2017 block with learned positions, on the later one (--hparams
  * rope=10000,rms=1,glu=1: rotary positions, RMS norm, SwiGLU), whose word-by-word check also proves the cache's
  * keys turned to their own positions, on the later one with one key-value head (kv_heads=1: multi-query), and
  * with a sliding window of 3 positions, stored and recomputed (window=3, recompute_attn=1), whose word-by-word
- * check proves generate's cached steps read the window the full forward's mask allows. */
+ * check proves generate's cached steps read the window the full forward's mask allows, and with ALiBi's penalties
+ * in place of the position table (alibi=1; with a window and one key-value head), which the cached steps build
+ * for the rows they read. */
 #include "../examples/transformer_lm.c"
 
 #include "check.h"
@@ -258,8 +260,9 @@ int main(void) {
     CHECK(ag_plugin_init() == AG_OK, "%s", ag_errmsg());
     CHECK(ag_model_tiny(ag_model_find("tlm")).vocab == 10, "the buffers below hold a vocabulary of 10");
     static const char *blocks[] = {NULL, "rope=10000,rms=1,glu=1", "rope=10000,rms=1,glu=1,kv_heads=1", "window=3",
-                                   "rope=10000,rms=1,glu=1,window=3,recompute_attn=1"};
-    for (int k = 0; k < 5; k++) {
+                                   "rope=10000,rms=1,glu=1,window=3,recompute_attn=1", "alibi=1",
+                                   "alibi=1,window=3,kv_heads=1"};
+    for (int k = 0; k < 7; k++) {
         block = blocks[k];
         printf("%s%s:\n", block ? "--hparams " : "the 2017 block", block ? block : "");
         causal(1);

@@ -162,7 +162,14 @@ typedef struct {
                          the same window, ag_mask_spec.window) */
     ag_tensor *w_q, *b_q; /* cross-attention only (ag_mha_new_cross): the queries' projection [d, d]; w_qkv and
                              b_qkv then project the memory to K and V alone, [d, 2 kv_heads d/heads] */
+    bool alibi;       /* ALiBi (Press et al. 2022): head i's scores get -m_i |q - k| (ag_alibi_slopes), in the
+                         cached forward too; direction (causal or not) is the mask's.  Self-attention only */
 } ag_mha;
+
+/* ALiBi's slopes m_0..m_{heads-1}: 2^(-8 (i + 1) / heads) for a power of 2,
+ * else the paper's: the largest power of 2's, then every other of twice
+ * that's. */
+void ag_alibi_slopes(int heads, double *slopes);
 
 ag_mha ag_mha_new(ag_params *ps, int d_model, int heads, ag_rng *rng);
 ag_mha ag_mha_new_grouped(ag_params *ps, int d_model, int heads, int kv_heads, ag_rng *rng);
@@ -216,6 +223,7 @@ typedef struct {
                                  linear in the sequence, for one more Q K^T and softmax in backward */
     int window;         /* a causal stack's sliding window, for its cached forward (ag_mha's field); the mask the
                            layer is given says the same for the full forward.  0: none */
+    bool alibi;         /* ALiBi distance penalties on the self-attention's scores (ag_mha's field) */
 } ag_encoder_config;
 
 /* Parameters: <scope>attn.*, ln1.gain, ln1.bias, ffn.w1, ffn.b1, ffn.w2,
