@@ -14,7 +14,7 @@ AG=$1 P=$2
 [ -x "$AG" ] && [ -f "$P" ] || { echo "usage: $0 attngrad transformer_lm.so"; exit 2; }
 . "$(dirname "$0")/cli_lib.sh" test_transformer_lm
 
-expect 0 '^\(tlm: --hparams ctx,rope,rms,glu,kv_heads,recompute,recompute_attn,window\)$' "$AG" --plugin "$P" models
+expect 0 '^\(tlm: --hparams ctx,rope,rms,glu,kv_heads,recompute,recompute_attn,window,alibi\)$' "$AG" --plugin "$P" models
 # PASS, and nothing weak once every parameter is drawn wide (the second pass)
 gradcheck() {
   local out
