@@ -492,6 +492,14 @@ static ag_tensor *unpack(const packing *p, ag_tensor *y) {
     return ag_zero_padding(ag_reshape(rows, 3, (int[]){p->B, p->N, y->shape[1]}), p->lengths);
 }
 
+/* A layer's output [T, d] or [B, N, d] as [B, N, d] with 0 at the padding, packed or not. */
+static ag_tensor *finish(const packing *p, ag_tensor *y) {
+    if (p->rows) return unpack(p, y);
+    return p->lengths ? ag_zero_padding(y, p->lengths) : y;
+}
+
+/* ---- ALiBi ---- */
+
 void ag_alibi_slopes(int heads, double *slopes) {
     if (heads < 1) ag__fatal("ag_alibi_slopes", "%d heads: want at least one", heads);
     ag__need_array("ag_alibi_slopes", "slopes", slopes);
@@ -508,12 +516,6 @@ static ag_tensor *alibi_bias(int h, int N) {
     ag_alibi_slopes(h, slopes);
     for (int i = 0; i < h; i++) specs[i] = (ag_mask_spec){.dist = AG_DIST_WORD, .weight = slopes[i]};
     return ag_reshape(ag_mask_heads(specs, h, N), 4, (int[]){1, h, N, N});
-}
-
-/* A layer's output [T, d] or [B, N, d] as [B, N, d] with 0 at the padding, packed or not. */
-static ag_tensor *finish(const packing *p, ag_tensor *y) {
-    if (p->rows) return unpack(p, y);
-    return p->lengths ? ag_zero_padding(y, p->lengths) : y;
 }
 
 /* Heads q [B, h, Nq, dh] read k, v [B, kv, Nk, dh] under the padding of
