@@ -583,12 +583,13 @@ static void test_workflows(void) {
     }
 }
 
-/* Kinds built against model API 1, 2 or 3: their structs end earlier (API
- * 1 at flag_names, 2 at lm_state_free, 3 at hparams; what follows in
+/* Kinds built against model API 1, 2, 3 or 6: their structs end earlier
+ * (API 1 at flag_names, 2 at lm_state_free, 3 at hparams; what follows in
  * memory is not theirs: bytes of 0xA5, where a read past the end finds a
- * wild pointer and ASan a read out of bounds), and their build and forward
- * read ag_model's fields where API 3 and 4 no longer keep them.  Each is
- * refused by name, to be rebuilt. */
+ * wild pointer and ASan a read out of bounds), their build and forward
+ * read ag_model's fields where API 3 and 4 no longer keep them, and an API
+ * 6 kind keeps layers (ag_mha, ag_encoder_config) of another size.  Each
+ * is refused by name, to be rebuilt. */
 static void test_older_kinds_refused(void) {
     static const struct {
         int version;
@@ -598,6 +599,7 @@ static void test_older_kinds_refused(void) {
         {1, offsetof(ag_model_kind, lm_state_new), "pair_lm_v1"},
         {2, offsetof(ag_model_kind, hparams), "tiny_attn_v2"},
         {3, sizeof(ag_model_kind), "tiny_attn_v3"},
+        {6, sizeof(ag_model_kind), "tiny_attn_v6"}, /* its layers the size they were before API 7 */
     };
     static union {
         ag_model_kind whole; /* for the alignment */

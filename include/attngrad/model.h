@@ -130,13 +130,15 @@ typedef struct ag_model ag_model;
  * version 3 hparams (to both structs), version 4 ag_model_config's max_len
  * and lr_steps, version 5 its label_smoothing, version 6 the layers'
  * recompute_attention and window (ag_mha, ag_encoder_config: a kind keeps
- * such layers in its own structs) and ag_mask_spec's window.  ag_model holds an ag_model_config, so versions 3 to
+ * such layers in its own structs) and ag_mask_spec's window, version 7
+ * ag_mha's cross-attention projection and alibi, ag_encoder_config's
+ * alibi and ag_kv_cache's batch.  ag_model holds an ag_model_config, so versions 3 to
  * 5 moved the fields after it (params, rng, impl) that a kind's build and
- * forward read, and version 6 the layers' sizes: a kind built before
+ * forward read, and versions 6 and 7 the layers' sizes: a kind built before
  * AG_MODEL_API_OLDEST is refused, to be rebuilt from its source (which
  * compiles unchanged). */
-#define AG_MODEL_API_VERSION 6
-#define AG_MODEL_API_OLDEST 6
+#define AG_MODEL_API_VERSION 7
+#define AG_MODEL_API_OLDEST 7
 #define AG_MODEL_ABI (AG_MODEL_API_VERSION * 100 + (int)sizeof(ag_real))
 
 typedef struct {
