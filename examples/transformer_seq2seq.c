@@ -92,6 +92,7 @@ static ag_tensor *tseq_loss(const tseq *m, const reversal *d, int k0, int B, dou
  * come out exactly right (their target, then EOS), or -1 (ag_errmsg says why) where the device has no room for the
  * caches; words [B, Nt] and logits [B, Nt, VOCAB] receive what it chose and saw, where not NULL. */
 static int greedy_decode(const tseq *m, const reversal *d, int k0, int B, int32_t *words, ag_real *logits) {
+    if (B < 1 || B > 256) return ag_fail(AG_ERR_ARG, "greedy_decode: %d sequences, want 1 to 256", B), -1;
     int Nt = d->Nt, correct = -1;
     const int32_t *src_len = d->len + k0;
     ag_kv_cache self[MAX_LAYERS] = {0}, memory[MAX_LAYERS] = {0};
@@ -139,6 +140,8 @@ static void keep_best(int K, int *n, double *score, int32_t *word, int32_t *from
  * Returns how many sources' best hypothesis is exactly right, or -1 (ag_errmsg) where the device has no room;
  * words [B, Nt] and scores [B] receive the best hypotheses and their log-probabilities, where not NULL. */
 static int beam_decode(const tseq *m, const reversal *d, int k0, int B, int K, int32_t *words, double *scores) {
+    if (B < 1 || K < 1 || B * K > 256)
+        return ag_fail(AG_ERR_ARG, "beam_decode: %d sources of %d hypotheses, want 1 to 256 in all", B, K), -1;
     int Nt = d->Nt, S = B * K, correct = -1;
     ag_kv_cache self[MAX_LAYERS] = {0}, memory[MAX_LAYERS] = {0};
     int32_t source[256], src_len[256], word[256], from[256];

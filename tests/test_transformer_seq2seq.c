@@ -136,6 +136,9 @@ static void test_beam(void) {
     CHECK(greedy_decode(&m, &d, 0, 4, greedy, NULL) >= 0 && beam_decode(&m, &d, 0, 4, 1, beam, NULL) >= 0, "%s",
           ag_errmsg());
     CHECK(!memcmp(greedy, beam, sizeof(int32_t) * 4 * d.Nt), "one hypothesis a source is not greedy decoding");
+    CHECK(beam_decode(&m, &d, 0, 4, 65, NULL, NULL) == -1 && strstr(ag_errmsg(), "4 sources of 65 hypotheses"),
+          "more hypotheses than the decoder holds: %s", ag_errmsg());
+    CHECK(greedy_decode(&m, &d, 0, 0, NULL, NULL) == -1 && strstr(ag_errmsg(), "0 sequences"), "%s", ag_errmsg());
     CHECK(beam_decode(&m, &d, 0, 4, 4, beam, scores) >= 0, "%s", ag_errmsg());
     for (int k = 0; k < 4; k++) {
         double full = full_score(&m, &d, k, beam + k * d.Nt);
