@@ -8,7 +8,10 @@
  * bench/bench_seq2seq.py runs this and PyTorch's same model (nn.TransformerEncoder/Decoder) and prints ratios.
  *
  *     ./build/bench/bench_seq2seq [--dim D] [--heads H] [--layers L] [--hidden F] [--batch B] [--len N]
- *                                 [--reps R] [--threads T]
+ *                                 [--reps R] [--threads T] [--device cpu|cuda]
+ *
+ * --device cuda: the weights, the optimizer and the caches live on the GPU; a timed step ends with ag_sync()
+ * (a decoding reads each step's logits, so it waits anyway).  SKIP (77) where this build or machine has no GPU.
  *
  * Prints one line "result: key=value ..." per way: ms (median of R) and, for the decodings, the checksum of the
  * words chosen, which must be the same both ways (the same model, logits equal to roundoff): else it says so
@@ -21,6 +24,7 @@
 
 typedef struct {
     int dim, heads, layers, hidden, batch, len, reps, threads;
+    ag_device device;
 } s2s_opts;
 
 /* Greedy decoding of the batch with the full decoder over each prefix: words [B, Nt]. */
@@ -57,7 +61,8 @@ int main(int argc, char **argv) {
         if (bench_arg_int(argc, argv, &i, "--dim", &o.dim) || bench_arg_int(argc, argv, &i, "--heads", &o.heads) ||
             bench_arg_int(argc, argv, &i, "--layers", &o.layers) || bench_arg_int(argc, argv, &i, "--hidden", &o.hidden) ||
             bench_arg_int(argc, argv, &i, "--batch", &o.batch) || bench_arg_int(argc, argv, &i, "--len", &o.len) ||
-            bench_arg_int(argc, argv, &i, "--reps", &o.reps) || bench_arg_int(argc, argv, &i, "--threads", &o.threads))
+            bench_arg_int(argc, argv, &i, "--reps", &o.reps) || bench_arg_int(argc, argv, &i, "--threads", &o.threads) ||
+            bench_arg_device(argc, argv, &i, &o.device))
             continue;
         fprintf(stderr, "bench_seq2seq: unknown option %s (see the file's header)\n", argv[i]);
         return 2;
@@ -66,19 +71,27 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_seq2seq: want --reps 1-64, --batch 1-256, --len >= 1, --layers 1-%d\n", MAX_LAYERS);
         return 2;
     }
+    char why[256];
+    if (o.device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
+        printf("SKIP: --device cuda: %s\n", why);
+        return 77;
+    }
     ag_set_num_threads(o.threads);
     ag_rng rng;
     ag_rng_seed(&rng, 1);
     reversal d = reversal_make(o.batch, o.len, &rng);
     tseq m;
     tseq_build(&m, &(ag_encoder_config){.d_model = o.dim, .heads = o.heads, .d_ff = o.hidden, .keep = 0.9}, o.layers, &rng);
+    ag_params_to(&m.ps, o.device);
+    ag_set_device(o.device);
     ag_optimizer opt;
     ag_optim_config cfg = ag_optim_defaults(AG_ADAM);
     cfg.beta2 = 0.98, cfg.eps = 1e-9, cfg.lr = 1e-4;
     if (ag_optim_init(&opt, &m.ps, &cfg) != AG_OK) ag_fatal("bench_seq2seq", "%s", ag_errmsg());
-    const char *shape = "dim=%d heads=%d layers=%d hidden=%d batch=%d len=%d threads=%d";
-    char sizes[160];
-    snprintf(sizes, sizeof sizes, shape, o.dim, o.heads, o.layers, o.hidden, o.batch, o.len, o.threads);
+    const char *shape = "device=%s dim=%d heads=%d layers=%d hidden=%d batch=%d len=%d threads=%d";
+    char sizes[192];
+    snprintf(sizes, sizeof sizes, shape, ag_device_name(o.device), o.dim, o.heads, o.layers, o.hidden, o.batch, o.len,
+             o.threads);
 
     double ms[64];
     for (int r = -2; r < o.reps; r++) { /* two warm-up steps: the arena grows, then no step allocates */
@@ -88,6 +101,7 @@ int main(int argc, char **argv) {
         ag_backward(loss);
         ag_optim_step(&opt);
         (void)ag_item(loss);
+        ag_sync(); /* the update's kernels, queued after the loss was read */
         ag_step_end();
         if (r >= 0) ms[r] = bench_wall_ms() - t0;
     }
@@ -110,6 +124,7 @@ int main(int argc, char **argv) {
     int same = !memcmp(words[0], words[1], sizeof(int32_t) * n);
     if (!same) fprintf(stderr, "bench_seq2seq: the cached and the full decoding chose different words\n");
     free(words[0]), free(words[1]);
+    ag_set_device(AG_CPU);
     ag_optim_free(&opt), ag_params_free(&m.ps), reversal_free(&d), ag_shutdown();
     return same ? 0 : 1;
 }

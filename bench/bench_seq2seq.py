@@ -2,7 +2,7 @@
 """bench_seq2seq.py - the Transformer encoder-decoder, attngrad against PyTorch.
 
     python3 bench/bench_seq2seq.py [--exe build/bench/bench_seq2seq] [--threads 1] [--taskset 1] [--rounds 3]
-        [--dim 256] [--heads 4] [--layers 3] [--hidden 1024] [--batch 32] [--len 30] [--reps 5]
+        [--dim 256] [--heads 4] [--layers 3] [--hidden 1024] [--batch 32] [--len 30] [--reps 5] [--device cpu|cuda]
 
 build/bench/bench_seq2seq times the encoder-decoder of examples/transformer_seq2seq.c (post-LN layers, the
 embedding tied to the output, sinusoidal positions, dropout 0.1, label smoothing 0.1, Adam) on the example's
@@ -18,7 +18,9 @@ Prints ms (median over --reps) and the ratios attngrad / PyTorch (below 1: attng
 like for like and decoding both ways against PyTorch's full decoding; --rounds repeats both sides and reports the
 median ratio and its range, as bench_models.py does.  The weights differ (each side draws its own), so the decoded
 words do; the work does not, but for the lengths decoded, which are the same (each side decodes the whole
---len + 1 positions).  Without PyTorch it prints attngrad's figures alone.
+--len + 1 positions).  Without PyTorch it prints attngrad's figures alone.  --device cuda runs both sides on the
+GPU (each timed step ends with the device idle: attngrad's ag_sync, PyTorch's torch.cuda.synchronize); where the
+attngrad build has no GPU it exits with its SKIP line.
 """
 import argparse
 import math
@@ -38,8 +40,11 @@ PAD, BOS, EOS, DIGIT0, VOCAB = 0, 1, 2, 3, 13  # examples/reversal.h
 def run_attngrad(a):
     cmd = ([] if a.taskset is None else ["taskset", "-c", a.taskset]) + [
         a.exe, "--dim", str(a.dim), "--heads", str(a.heads), "--layers", str(a.layers), "--hidden", str(a.hidden),
-        "--batch", str(a.batch), "--len", str(a.len), "--reps", str(a.reps), "--threads", str(a.threads)]
+        "--batch", str(a.batch), "--len", str(a.len), "--reps", str(a.reps), "--threads", str(a.threads),
+        "--device", a.device]
     out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode == 77:
+        sys.exit(f"bench_seq2seq: {out.stdout.strip()}")
     if out.returncode != 0:
         sys.exit(f"bench_seq2seq failed ({out.returncode}): {out.stderr.strip()[-500:]}")
     ways = {}
@@ -74,6 +79,11 @@ def torch_times(a, torch):
     """PyTorch's same model: (training step ms, full greedy decoding ms), medians of a.reps."""
     nn, F = torch.nn, torch.nn.functional
     d, N = a.dim, a.len
+    dev = torch.device(a.device)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
 
     def sinusoids(n):
         pos = torch.arange(n, dtype=torch.float32)[:, None]
@@ -100,16 +110,16 @@ def torch_times(a, torch):
 
         def decode(self, memory, pad, tgt_in):
             n = tgt_in.shape[1]
-            causal = nn.Transformer.generate_square_subsequent_mask(n)
+            causal = nn.Transformer.generate_square_subsequent_mask(n, device=dev)
             y = self.dec(self.embed_at(tgt_in), memory, tgt_mask=causal, memory_key_padding_mask=pad,
                          tgt_is_causal=True)
             return y @ self.embed.t()
 
     torch.manual_seed(1)
-    model = TSeq()
+    model = TSeq().to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    src, lens, tgt_in, labels = reversal_batch(a, torch)
-    pad = torch.arange(N)[None, :] >= lens[:, None]
+    src, lens, tgt_in, labels = (t.to(dev) for t in reversal_batch(a, torch))
+    pad = torch.arange(N, device=dev)[None, :] >= lens[:, None]
 
     def step():
         t0 = time.perf_counter()
@@ -119,13 +129,14 @@ def torch_times(a, torch):
         loss.backward()
         opt.step()
         loss.item()
+        sync()
         return 1e3 * (time.perf_counter() - t0)
 
     def decode():
         t0 = time.perf_counter()
         with torch.inference_mode():
             memory = model.encode(src, pad)
-            words = torch.full((a.batch, 1), BOS, dtype=torch.long)
+            words = torch.full((a.batch, 1), BOS, dtype=torch.long, device=dev)
             for _ in range(N + 1):
                 logits = model.decode(memory, pad, words)
                 words = torch.cat([words, logits[:, -1].argmax(-1, keepdim=True)], 1)
@@ -154,8 +165,12 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--len", type=int, default=30)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = p.parse_args()
     torch = same_threads(a.threads, a.taskset)
+    if torch and a.device == "cuda" and not torch.cuda.is_available():
+        print("(this PyTorch has no CUDA: attngrad's figures alone)")
+        torch = None
     rows = []
     for r in range(a.rounds):
         ours = run_attngrad(a)
@@ -167,7 +182,7 @@ def main():
             line += f"; PyTorch train {theirs[0]:.1f} ms, decode {theirs[1]:.1f} ms full"
         print(line, flush=True)
     print(f"\nTransformer encoder-decoder, d {a.dim}, {a.heads} heads, {a.layers}+{a.layers} layers, FFN {a.hidden}, "
-          f"batch {a.batch}, sources up to {a.len} words, {a.threads} thread(s)")
+          f"batch {a.batch}, sources up to {a.len} words, {a.threads} thread(s), {a.device}")
     print("| | attngrad ms | PyTorch ms | ratio attngrad / PyTorch |")
     print("|---|---:|---:|---:|")
 

@@ -19,7 +19,9 @@
 # whole suite; --bench-ops: then the op table, bench/bench_ops_torch.py
 # --device cuda (attngrad's ops and PyTorch's side by side, ~1 minute), into
 # build-gpu/bench-ops-cuda.md, and an optimizer step's (Muon, AdamW) against
-# torch.optim's, bench_optim_torch.py --device cuda, into bench-optim-cuda.md; --bench MODES: the op table, then
+# torch.optim's, bench_optim_torch.py --device cuda, into bench-optim-cuda.md, and the Transformer
+# encoder-decoder's step and decodings against PyTorch's, bench_seq2seq.py --device cuda, into
+# bench-seq2seq-cuda.md; --bench MODES: the op table, then
 # bench/bench_models.py --device cuda with PyTorch in MODES
 # (eager,compile,cudagraphs), its table into build-gpu/bench-cuda.md;
 # --waits: attngrad's step of each model with uploads staged (the default),
@@ -139,7 +141,7 @@ targets=()
   tests/test_attention_recompute
   tests/test_train tests/st_compare tools/attngrad
   tools/attngrad-f64 bench/bench_models
-  bench/bench_ops_attn bench/bench_ops_seq bench/profile_step bench/bench_recompute bench/bench_optim)
+  bench/bench_ops_attn bench/bench_ops_seq bench/profile_step bench/bench_recompute bench/bench_optim bench/bench_seq2seq)
 if ! ninja -C $B "${targets[@]}" >$B.ninja.log 2>&1; then
   grep -E "error|FAILED" $B.ninja.log | head -40
   echo "gpu-check: 0 passed, 1 failed, 0 skipped"
@@ -216,6 +218,11 @@ if [ $bench_ops = 1 ]; then
   say "== bench_optim_torch.py --device cuda (an optimizer step: Muon against torch.optim.Muon)"
   python3 bench/bench_optim_torch.py --exe $B/bench/bench_optim --device cuda --reps 11 --shape 300x1200 \
     --shape 1024x4096 2>&1 | tee $B/bench-optim-cuda.md
+  # the Transformer encoder-decoder: a training step, full and cached greedy decoding, against nn.Transformer*
+  say "== bench_seq2seq.py --device cuda (the encoder-decoder example against PyTorch)"
+  sargs=(); [ $emulator = 1 ] && sargs=(--dim 16 --heads 2 --layers 2 --hidden 32 --batch 3 --len 5 --reps 1 --rounds 1)
+  python3 bench/bench_seq2seq.py --exe $B/bench/bench_seq2seq --device cuda "${sargs[@]}" 2>&1 |
+    tee $B/bench-seq2seq-cuda.md
 fi
 if [ -n "$bench" ]; then
   say "== bench_models.py --device cuda --modes $bench"
