@@ -99,11 +99,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_generate: --words, --prompt and --reps must be at least 1\n");
         return 2;
     }
-    char why[256];
-    if (o.device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
-        printf("SKIP: --device cuda: %s\n", why);
-        return 77;
-    }
+    if (bench_no_device(o.device)) return 77;
     ag_set_num_threads(o.threads);
     if (ag_plugin_init() != AG_OK) ag_fatal("bench_generate", "%s", ag_errmsg());
     const ag_model_kind *kind = ag_model_find("tlm");

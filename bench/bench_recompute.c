@@ -112,11 +112,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_recompute: want --batch, --reps >= 1, --len >= 4, --vocab >= 3, --window >= 0\n");
         return 2;
     }
-    char why[256];
-    if (o.device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
-        printf("SKIP: --device cuda: %s\n", why);
-        return 77;
-    }
+    if (bench_no_device(o.device)) return 77;
     ag_set_num_threads(o.threads);
     if (ag_plugin_init() != AG_OK) ag_fatal("bench_recompute", "%s", ag_errmsg());
     rc_result r[WAYS];

@@ -71,11 +71,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_seq2seq: want --reps 1-64, --batch 1-256, --len >= 1, --layers 1-%d\n", MAX_LAYERS);
         return 2;
     }
-    char why[256];
-    if (o.device == AG_CUDA && !ag_cuda_available(why, sizeof why)) {
-        printf("SKIP: --device cuda: %s\n", why);
-        return 77;
-    }
+    if (bench_no_device(o.device)) return 77;
     ag_set_num_threads(o.threads);
     ag_rng rng;
     ag_rng_seed(&rng, 1);
