@@ -49,9 +49,9 @@ static void decode_full(const tseq *m, const reversal *d, int B, int32_t *words)
     free(in), free(last);
 }
 
-static long long checksum(const int32_t *words, int n) {
-    long long sum = 0;
-    for (int i = 0; i < n; i++) sum = sum * 31 + words[i];
+static unsigned long long checksum(const int32_t *words, int n) { /* wraps, as unsigned arithmetic may */
+    unsigned long long sum = 0;
+    for (int i = 0; i < n; i++) sum = sum * 31 + (unsigned)words[i];
     return sum;
 }
 
@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
             if (r >= 0) ms[r] = bench_wall_ms() - t0;
         }
         med = bench_median(ms, o.reps);
-        printf("result: way=%s ms=%.3f fastest=%.3f words=%d checksum=%lld %s\n", way ? "decode_full" : "decode_cache",
+        printf("result: way=%s ms=%.3f fastest=%.3f words=%d checksum=%llu %s\n", way ? "decode_full" : "decode_cache",
                med, ms[0], d.Nt, checksum(words[way], n), sizes);
     }
     int same = !memcmp(words[0], words[1], sizeof(int32_t) * n);
